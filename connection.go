@@ -1,0 +1,49 @@
+package hostgate
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// Connection is what a Host's connect function returns.
+type Connection struct {
+	// Transport spawns processes. Required.
+	Transport Transport
+	// FS is the filesystem provider. Optional: nil means ExecProvider over
+	// Transport.
+	FS Provider
+	// Forward carries port forwarding. Optional: without it Host.Forward,
+	// Host.Dial and Host.Listen fail with ErrNotSupported.
+	Forward Forwarder
+	// Sync opens the separate connection the synchronous filesystem uses.
+	// Optional: without it the synchronous filesystem fails with ENOTSUP.
+	Sync *SyncSpec
+	// Close releases the connection. Required. Called once, by Host.Close.
+	Close func() error
+}
+
+// Forwarder is the port-forwarding capability of a connection.
+type Forwarder interface {
+	// Dial opens a connection from the host to addr (SSH direct-tcpip).
+	Dial(ctx context.Context, network, addr string) (net.Conn, error)
+	// Listen makes the host listen on addr (SSH tcpip-forward); connections
+	// to it arrive through the returned listener. Closing the listener
+	// cancels the forward on the host.
+	Listen(ctx context.Context, network, addr string) (net.Listener, error)
+}
+
+// SyncSpec tells the synchronous filesystem how to open its own, separate
+// connection to the host. It must never reuse the host's main connection.
+type SyncSpec struct {
+	// Connect opens a new connection and returns its filesystem.
+	Connect func(ctx context.Context) (*SyncConnection, error)
+	// Timeout bounds each call; zero means 30 s.
+	Timeout time.Duration
+}
+
+// SyncConnection is one connection of the synchronous filesystem.
+type SyncConnection struct {
+	FS    Provider
+	Close func() error // optional
+}

@@ -1,0 +1,25 @@
+package hostgate
+
+import (
+	"errors"
+	"syscall"
+)
+
+// ErrClosed is returned by every method of a Host after Close.
+var ErrClosed = errors.New("hostgate: host closed")
+
+// ErrNotSupported is returned when a host's connection lacks a capability
+// (forwarding, the synchronous filesystem). errors.Is matches it against
+// errors.ErrUnsupported and syscall.ENOTSUP too.
+var ErrNotSupported error = notSupported{}
+
+type notSupported struct{}
+
+func (notSupported) Error() string { return "hostgate: not supported by this host" }
+func (notSupported) Is(target error) bool {
+	return target == errors.ErrUnsupported || target == syscall.ENOTSUP
+}
+
+// ErrOutputLimit is returned by Host.Exec when a process wrote more than the
+// output limit; the process is killed.
+var ErrOutputLimit = errors.New("hostgate: output limit exceeded")

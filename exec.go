@@ -1,0 +1,119 @@
+package hostgate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+)
+
+// DefaultMaxOutput is Exec's output limit when ExecOptions.MaxOutput is 0.
+const DefaultMaxOutput = 16 << 20
+
+// ExecOptions are the knobs of Host.Exec.
+type ExecOptions struct {
+	SpawnOptions
+	// Stdin, when set, is copied to the process's stdin, which is then
+	// closed. Without it stdin is closed at once.
+	Stdin io.Reader
+	// MaxOutput bounds stdout and stderr together; 0 means
+	// DefaultMaxOutput. A process that writes more is killed and Exec
+	// returns ErrOutputLimit with what was collected.
+	MaxOutput int64
+}
+
+// ExecResult is what Host.Exec collected.
+type ExecResult struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int // -1 when ended by a signal
+	Signal   Signal
+	Duration time.Duration
+}
+
+// Exec runs argv to completion and collects its output. A non-zero exit is
+// not an error: it is in ExecResult.ExitCode. The error reports what
+// stopped the command from running or finishing (including ErrOutputLimit
+// and ctx's error).
+func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := h.Spawn(ctx, argv, opts.SpawnOptions)
+	if err != nil {
+		return nil, err
+	}
+	limit := opts.MaxOutput
+	if limit <= 0 {
+		limit = DefaultMaxOutput
+	}
+	lim := &outputLimit{left: limit, kill: func() { _ = p.Kill(SIGKILL); cancel() }}
+	var stdout, stderr bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); lim.copy(&stdout, p.Stdout()) }()
+	go func() { defer wg.Done(); lim.copy(&stderr, p.Stderr()) }()
+	go func() {
+		in := p.Stdin()
+		if opts.Stdin != nil {
+			_, _ = io.Copy(in, opts.Stdin)
+		}
+		_ = in.Close()
+	}()
+	wg.Wait()
+	werr := p.Wait()
+	res := &ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
+	if lim.exceeded() {
+		res.ExitCode = -1
+		return res, ErrOutputLimit
+	}
+	var ee *ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		res.ExitCode, res.Signal = ee.Code, ee.Signal
+	default:
+		res.ExitCode = -1
+		return res, werr
+	}
+	return res, nil
+}
+
+// outputLimit is shared by the stdout and stderr copiers.
+type outputLimit struct {
+	mu   sync.Mutex
+	left int64
+	over bool
+	kill func()
+}
+
+func (l *outputLimit) exceeded() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.over }
+
+func (l *outputLimit) copy(dst *bytes.Buffer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			l.mu.Lock()
+			take := int64(n)
+			if take > l.left {
+				take = l.left
+			}
+			l.left -= take
+			over := int64(n) > take && !l.over
+			if over {
+				l.over = true
+			}
+			l.mu.Unlock()
+			dst.Write(buf[:take])
+			if over {
+				l.kill()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

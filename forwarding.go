@@ -1,0 +1,149 @@
+package hostgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hostgate/hostgate/internal/bicopy"
+)
+
+// Forwarding is a running port forward. It stops when Close is called, when
+// the ctx given to Host.Forward ends, or when the host connection ends.
+type Forwarding struct {
+	spec ForwardSpec
+	ln   net.Listener
+	dial func(ctx context.Context) (net.Conn, error)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // accept loop and every copy
+
+	conns    atomic.Int64
+	active   atomic.Int64
+	bytesIn  atomic.Int64 // listener side → connect side
+	bytesOut atomic.Int64
+	done     chan struct{}
+	err      error // set before done closes
+}
+
+// ForwardStats counts a forward's traffic.
+type ForwardStats struct {
+	Connections int64 // accepted so far
+	Active      int64 // open now
+	BytesIn     int64 // from the listening side to the connecting side
+	BytesOut    int64
+}
+
+// Forward starts spec on the host.
+func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	f, err := h.Forwarder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		ln   net.Listener
+		dial func(ctx context.Context) (net.Conn, error)
+	)
+	switch spec.Kind {
+	case ForwardLocal:
+		var lc net.ListenConfig
+		ln, err = lc.Listen(ctx, "tcp", spec.Listen)
+		dial = func(ctx context.Context) (net.Conn, error) { return f.Dial(ctx, "tcp", spec.Connect) }
+	case ForwardRemote:
+		ln, err = f.Listen(ctx, "tcp", spec.Listen)
+		dial = func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", spec.Connect)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hostgate: forward %s %s: %w", spec.Kind, spec.Listen, err)
+	}
+	fw := &Forwarding{spec: spec, ln: ln, dial: dial, done: make(chan struct{})}
+	fw.ctx, fw.cancel = context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, fw.cancel)
+	fw.wg.Add(1)
+	go func() {
+		defer stop()
+		fw.serve()
+	}()
+	return fw, nil
+}
+
+// Addr is the address actually listened on (with the picked port).
+func (fw *Forwarding) Addr() net.Addr { return fw.ln.Addr() }
+
+// Spec returns the spec the forward runs.
+func (fw *Forwarding) Spec() ForwardSpec { return fw.spec }
+
+// Stats returns the forward's counters.
+func (fw *Forwarding) Stats() ForwardStats {
+	return ForwardStats{
+		Connections: fw.conns.Load(), Active: fw.active.Load(),
+		BytesIn: fw.bytesIn.Load(), BytesOut: fw.bytesOut.Load(),
+	}
+}
+
+// Done is closed when the forward has stopped and released everything.
+func (fw *Forwarding) Done() <-chan struct{} { return fw.done }
+
+// Err says why the forward stopped: nil after Close.
+func (fw *Forwarding) Err() error {
+	<-fw.done
+	return fw.err
+}
+
+// Close stops listening, closes every forwarded connection and waits for
+// them.
+func (fw *Forwarding) Close() error {
+	fw.cancel()
+	<-fw.done
+	return nil
+}
+
+func (fw *Forwarding) serve() {
+	go func() {
+		<-fw.ctx.Done()
+		_ = fw.ln.Close()
+	}()
+	var err error
+	for {
+		var c net.Conn
+		c, err = fw.ln.Accept()
+		if err != nil {
+			break
+		}
+		fw.conns.Add(1)
+		fw.active.Add(1)
+		fw.wg.Add(1)
+		go fw.handle(c)
+	}
+	fw.cancel()
+	fw.wg.Done()
+	fw.wg.Wait()
+	if fw.ctx.Err() != nil && errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	fw.err = err
+	close(fw.done)
+}
+
+func (fw *Forwarding) handle(c net.Conn) {
+	defer fw.wg.Done()
+	defer fw.active.Add(-1)
+	t, err := fw.dial(fw.ctx)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	st, _ := bicopy.Copy(fw.ctx, c, t)
+	fw.bytesIn.Add(st.AToB)
+	fw.bytesOut.Add(st.BToA)
+}

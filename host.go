@@ -1,0 +1,224 @@
+package hostgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// ConnectFunc creates or wakes a machine and connects to it.
+type ConnectFunc func(ctx context.Context) (*Connection, error)
+
+// Host is one machine or sandbox. It is lazy: the connect function runs on
+// first use. A Host is safe for concurrent use.
+type Host struct {
+	info    Info
+	connect ConnectFunc
+
+	// ctx is cancelled by Close; it bounds the connect call so that Close
+	// never waits on a caller's context.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	conn    *Connection // nil until connected
+	pending *connectCall
+	closed  bool
+	wg      sync.WaitGroup // the in-flight connect goroutine
+}
+
+// connectCall is one shared connect attempt; done is closed when conn or err
+// is set.
+type connectCall struct {
+	done chan struct{}
+	conn *Connection
+	err  error
+}
+
+// New returns a lazy Host. connect runs once, on first use; concurrent first
+// uses share that one call and its result. A failed connect is not cached:
+// the next use tries again.
+func New(info Info, connect ConnectFunc) *Host {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}
+}
+
+// Info returns what the host is.
+func (h *Host) Info() Info { return h.info }
+
+// Connection returns the host's connection, connecting on first use. It
+// fails with ErrClosed after Close, and with ctx's error when ctx ends first
+// (the shared connect goes on for other callers).
+func (h *Host) Connection(ctx context.Context) (*Connection, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if h.conn != nil {
+		c := h.conn
+		h.mu.Unlock()
+		return c, nil
+	}
+	call := h.pending
+	if call == nil {
+		call = &connectCall{done: make(chan struct{})}
+		h.pending = call
+		h.wg.Add(1)
+		go h.runConnect(call)
+	}
+	h.mu.Unlock()
+
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return nil, call.err
+		}
+		return call.conn, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-h.ctx.Done():
+		return nil, ErrClosed
+	}
+}
+
+func (h *Host) runConnect(call *connectCall) {
+	defer h.wg.Done()
+	conn, err := h.connect(h.ctx)
+	if err == nil {
+		err = conn.validate()
+		if err != nil && conn != nil && conn.Close != nil {
+			_ = conn.Close()
+		}
+	}
+	h.mu.Lock()
+	h.pending = nil
+	switch {
+	case h.closed:
+		if err == nil {
+			_ = conn.Close()
+		}
+		err = ErrClosed
+	case err != nil:
+		err = fmt.Errorf("hostgate: connect: %w", err)
+	default:
+		h.conn = conn
+	}
+	call.conn, call.err = conn, err
+	close(call.done)
+	h.mu.Unlock()
+}
+
+func (c *Connection) validate() error {
+	if c == nil {
+		return errors.New("connect returned no connection")
+	}
+	if c.Transport == nil {
+		return errors.New("connection has no transport")
+	}
+	if c.Close == nil {
+		return errors.New("connection has no close function")
+	}
+	return nil
+}
+
+// Close closes the connection, if any. Every later use, and every use still
+// waiting on connect, fails with ErrClosed. Close is idempotent.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	conn := h.conn
+	h.conn = nil
+	h.mu.Unlock()
+
+	h.cancel()
+	h.wg.Wait()
+	if conn != nil {
+		return conn.Close()
+	}
+	return nil
+}
+
+// Spawn starts argv on the host. When Info.Persistent is set and the
+// transport does not own supervision, the process runs under a watchdog so
+// that killing it, cancelling ctx or losing the connection ends its whole
+// process tree.
+func (h *Host) Spawn(ctx context.Context, argv []string, opts SpawnOptions) (Process, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("hostgate: spawn: empty argv")
+	}
+	c, err := h.Connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if h.info.Persistent && !ownsSupervision(c.Transport) {
+		return spawnWatched(ctx, c.Transport, argv, opts)
+	}
+	return c.Transport.Spawn(ctx, argv, opts)
+}
+
+func ownsSupervision(t Transport) bool {
+	s, ok := t.(Supervisor)
+	return ok && s.OwnsSupervision()
+}
+
+// FS returns the host's filesystem provider.
+func (h *Host) FS(ctx context.Context) (Provider, error) {
+	c, err := h.Connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.FS != nil {
+		return c.FS, nil
+	}
+	return ExecProvider(c.Transport), nil
+}
+
+// Sync returns the connect spec of the synchronous filesystem, or
+// ErrNotSupported when the connection has none.
+func (h *Host) Sync(ctx context.Context) (*SyncSpec, error) {
+	c, err := h.Connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.Sync == nil {
+		return nil, ErrNotSupported
+	}
+	return c.Sync, nil
+}
+
+// Forwarder returns the connection's forwarder, or ErrNotSupported.
+func (h *Host) Forwarder(ctx context.Context) (Forwarder, error) {
+	c, err := h.Connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.Forward == nil {
+		return nil, ErrNotSupported
+	}
+	return c.Forward, nil
+}
+
+// Dial opens a connection from the host to addr.
+func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	f, err := h.Forwarder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return f.Dial(ctx, network, addr)
+}
+
+// Listen makes the host listen on addr.
+func (h *Host) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
+	f, err := h.Forwarder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return f.Listen(ctx, network, addr)
+}

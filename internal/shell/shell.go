@@ -1,0 +1,92 @@
+// Package shell builds POSIX shell command lines: quoting words so /bin/sh
+// reads them back unchanged, validating variable names, and the one-line
+// "cd; export; exec" form every remote command is sent as.
+package shell
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Quote returns s as one shell word that /bin/sh reads back byte for byte.
+// Words made only of safe characters are left bare for readability.
+func Quote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for i := 0; i < len(s); i++ {
+		if !isSafe(s[i]) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func isSafe(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("@%+=:,./-_", c) >= 0
+}
+
+// Join quotes every word of argv and joins them with spaces.
+func Join(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = Quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// ValidName reports whether name is a valid shell variable name.
+func ValidName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// CommandLine is the one remote shell command line a process is started
+// with: cd to dir (when set), export each variable (sorted by name), then
+// exec argv with every word quoted. It fails on an invalid variable name or
+// an empty argv.
+func CommandLine(argv []string, dir string, env map[string]string) (string, error) {
+	if len(argv) == 0 {
+		return "", fmt.Errorf("shell: empty argv")
+	}
+	var b strings.Builder
+	if dir != "" {
+		b.WriteString("cd ")
+		b.WriteString(Quote(dir))
+		b.WriteString(" || exit 127; ")
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		if !ValidName(k) {
+			return "", fmt.Errorf("shell: environment variable name %q is not a valid shell name ([A-Za-z_][A-Za-z0-9_]*)", k)
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		b.WriteString("export ")
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(Quote(env[k]))
+		b.WriteString("; ")
+	}
+	b.WriteString("exec ")
+	b.WriteString(Join(argv))
+	return b.String(), nil
+}

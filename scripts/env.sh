@@ -1,0 +1,116 @@
+# shellcheck shell=bash
+# Sourced by scripts/test and scripts/bench: installs and starts the real
+# peers the tests and benchmarks use, on a bare Debian machine as root, and
+# exports where they are. Idempotent: what is already there is reused.
+
+HG_STATE=${HG_STATE:-/tmp/hostgate-test-env}
+mkdir -p "$HG_STATE"
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+need_pkgs() {
+	local missing=()
+	local p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		if [ "$(id -u)" != 0 ]; then
+			log "missing Debian packages: ${missing[*]} (run as root, or install them)"
+			return 1
+		fi
+		log "installing ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+
+# start_docker starts dockerd when no engine answers.
+start_docker() {
+	if docker info >/dev/null 2>&1; then return 0; fi
+	log "starting dockerd"
+	mkdir -p /etc/docker
+	nohup dockerd >"$HG_STATE/dockerd.log" 2>&1 &
+	local i
+	for i in $(seq 1 120); do
+		docker info >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	log "dockerd did not answer in 60 s; its log:"
+	tail -50 "$HG_STATE/dockerd.log" >&2
+	return 1
+}
+
+# start_registry runs Debian's docker-registry on 127.0.0.1:5000 without auth.
+start_registry() {
+	if curl -fsS http://127.0.0.1:5000/v2/ >/dev/null 2>&1; then return 0; fi
+	log "starting docker-registry on 127.0.0.1:5000"
+	mkdir -p "$HG_STATE/registry"
+	cat >"$HG_STATE/registry.yml" <<YML
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $HG_STATE/registry
+http:
+  addr: 127.0.0.1:5000
+YML
+	nohup docker-registry serve "$HG_STATE/registry.yml" >"$HG_STATE/registry.log" 2>&1 &
+	local i
+	for i in $(seq 1 60); do
+		curl -fsS http://127.0.0.1:5000/v2/ >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	log "docker-registry did not answer; its log:"
+	tail -20 "$HG_STATE/registry.log" >&2
+	return 1
+}
+
+# build_test_image imports a busybox-static root filesystem (sh, sleep, tar
+# and the rest of busybox) and pushes it to the loopback registry, so tests
+# can pin it by digest. Exports HOSTGATE_TEST_IMAGE=127.0.0.1:5000/…@sha256:….
+build_test_image() {
+	local ref=127.0.0.1:5000/hostgate/busybox:test
+	if ! docker image inspect "$ref" >/dev/null 2>&1; then
+		log "building the test image from busybox-static"
+		local root="$HG_STATE/rootfs"
+		rm -rf "$root"
+		mkdir -p "$root/bin" "$root/tmp" "$root/etc" "$root/workspace" "$root/usr/bin"
+		cp /bin/busybox "$root/bin/busybox"
+		local app
+		for app in $(/bin/busybox --list); do
+			[ "$app" = busybox ] || ln -sf busybox "$root/bin/$app"
+		done
+		printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n' >"$root/etc/passwd"
+		printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+		chmod 1777 "$root/tmp"
+		tar -C "$root" -c . | docker import -c 'ENV PATH=/usr/bin:/bin' - "$ref" >/dev/null
+	fi
+	docker push -q "$ref" >/dev/null
+	local digest
+	digest=$(docker image inspect -f '{{range .RepoDigests}}{{println .}}{{end}}' "$ref" | grep '^127.0.0.1:5000/hostgate/busybox@' | head -1)
+	if [ -z "$digest" ]; then
+		log "no registry digest for $ref"
+		return 1
+	fi
+	export HOSTGATE_TEST_IMAGE="$digest"
+	log "test image $HOSTGATE_TEST_IMAGE"
+}
+
+# setup_browser installs playwright-core next to the browser tests.
+setup_browser() {
+	if [ -f e2e/browser/package.json ] && [ ! -d e2e/browser/node_modules/playwright-core ]; then
+		log "installing playwright-core"
+		(cd e2e/browser && npm ci --no-audit --no-fund --silent 2>/dev/null || npm install --no-audit --no-fund --silent)
+	fi
+}
+
+setup_env() {
+	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps
+	start_docker
+	start_registry
+	build_test_image
+	setup_browser
+	export HOSTGATE_CHROMIUM=/usr/bin/chromium
+}

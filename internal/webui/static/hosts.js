@@ -1,0 +1,83 @@
+"use strict";
+(function () {
+  const tbody = document.querySelector("#hosts tbody");
+  const errorBox = document.getElementById("error");
+  const newSandbox = document.getElementById("new-sandbox");
+
+  async function api(path, init) {
+    const res = await fetch(path, Object.assign({ credentials: "same-origin", headers: { "Accept": "application/json" } }, init || {}));
+    if (res.status === 401) { location.href = "/login?next=" + encodeURIComponent(location.pathname); return null; }
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) { throw new Error((body.error && body.error.message) || res.statusText); }
+    return body;
+  }
+
+  function cell(text, code) {
+    const td = document.createElement("td");
+    if (code) { const c = document.createElement("code"); c.textContent = text; td.appendChild(c); } else { td.textContent = text; }
+    return td;
+  }
+
+  async function load() {
+    try {
+      const body = await api("/v1/hosts");
+      if (!body) return;
+      const hosts = body.hosts || body;
+      tbody.replaceChildren();
+      for (const h of hosts) {
+        const tr = document.createElement("tr");
+        tr.dataset.host = h.id;
+        const name = document.createElement("td");
+        const dot = document.createElement("span");
+        dot.className = "dot" + (h.connected ? " on" : "");
+        dot.title = h.connected ? "connected" : "offline";
+        name.append(dot, document.createTextNode(h.id));
+        tr.append(name, cell(h.kind || ""), cell((h.info && h.info.os) || ""), cell(h.hostKey || "", true));
+        const act = document.createElement("td");
+        const a = document.createElement("a");
+        a.className = "button terminal-link";
+        a.href = "/hosts/" + encodeURIComponent(h.id) + "/terminal";
+        a.textContent = "Terminal";
+        act.appendChild(a);
+        tr.appendChild(act);
+        tbody.appendChild(tr);
+      }
+      errorBox.textContent = "";
+    } catch (e) {
+      errorBox.textContent = "Could not list hosts: " + e.message;
+    }
+  }
+
+  // The gateway tells an admin whether Docker is on and which provision body
+  // it suggests (image pinned by digest, every resource limit set).
+  let sandboxRequest = null;
+  async function features() {
+    try {
+      const me = await api("/v1/me");
+      if (me && me.role === "admin" && me.sandboxDefaults) {
+        sandboxRequest = me.sandboxDefaults;
+        newSandbox.hidden = false;
+      }
+    } catch (e) { /* no sandbox button */ }
+  }
+
+  newSandbox.addEventListener("click", async () => {
+    newSandbox.disabled = true;
+    try {
+      const ex = await api("/v1/executions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Accept": "application/json" },
+        body: JSON.stringify(sandboxRequest),
+      });
+      if (ex) location.href = "/hosts/" + encodeURIComponent(ex.executionId) + "/terminal";
+    } catch (e) {
+      errorBox.textContent = "Could not start a sandbox: " + e.message;
+    } finally {
+      newSandbox.disabled = false;
+    }
+  });
+
+  load();
+  features();
+  setInterval(load, 5000);
+})();

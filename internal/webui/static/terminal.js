@@ -1,0 +1,53 @@
+"use strict";
+// The terminal page speaks one WebSocket to /v1/hosts/{id}/pty: binary
+// messages carry terminal bytes both ways; text messages carry JSON control
+// messages ({"type":"resize","cols":C,"rows":R} from the page,
+// {"type":"exit","code":N} from the gateway).
+(function () {
+  const m = location.pathname.match(/^\/hosts\/([^/]+)\/terminal$/);
+  const hostId = m ? decodeURIComponent(m[1]) : "";
+  document.getElementById("host").textContent = hostId;
+  const status = document.getElementById("status");
+
+  const term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14, scrollback: 5000 });
+  const fit = new FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.open(document.getElementById("term"));
+  fit.fit();
+  window.hostgateTerm = term; // for tests and the console
+
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const url = proto + "//" + location.host + "/v1/hosts/" + encodeURIComponent(hostId) + "/pty?cols=" + term.cols + "&rows=" + term.rows;
+  const ws = new WebSocket(url);
+  ws.binaryType = "arraybuffer";
+  const enc = new TextEncoder();
+
+  ws.onopen = () => { status.textContent = "connected"; term.focus(); };
+  ws.onmessage = (ev) => {
+    if (typeof ev.data === "string") {
+      try {
+        const msg = JSON.parse(ev.data);
+        if (msg.type === "exit") { status.textContent = "exited (" + msg.code + ")"; }
+        if (msg.type === "error") { status.textContent = "error: " + msg.message; term.write("\r\n\x1b[31m" + msg.message + "\x1b[0m\r\n"); }
+      } catch (e) { /* ignore malformed control */ }
+      return;
+    }
+    term.write(new Uint8Array(ev.data));
+  };
+  ws.onclose = (ev) => { status.textContent = "disconnected" + (ev.reason ? ": " + ev.reason : ""); };
+  ws.onerror = () => { status.textContent = "connection failed"; };
+
+  term.onData((d) => { if (ws.readyState === WebSocket.OPEN) ws.send(enc.encode(d)); });
+  term.onBinary((d) => {
+    if (ws.readyState !== WebSocket.OPEN) return;
+    const b = new Uint8Array(d.length);
+    for (let i = 0; i < d.length; i++) b[i] = d.charCodeAt(i) & 0xff;
+    ws.send(b);
+  });
+  function resize() {
+    fit.fit();
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
+  }
+  window.addEventListener("resize", resize);
+  term.onResize(() => { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows })); });
+})();

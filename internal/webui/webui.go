@@ -1,0 +1,138 @@
+// Package webui serves the gateway's browser UI: the login page, the hosts
+// list and a terminal page per host. Everything it serves is embedded
+// (xterm.js is vendored by scripts/gen-webassets), so a gateway without
+// internet access serves a working UI.
+//
+// The UI authenticates with a session cookie that holds the token the person
+// typed. The cookie is HttpOnly, SameSite=Lax and host-only (no Domain
+// attribute), so preview origins — subdomains of the gateway — never receive
+// it.
+package webui
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+//go:embed static
+var static embed.FS
+
+// DefaultCookieName is the session cookie's name.
+const DefaultCookieName = "hostgate_session"
+
+// Config connects the UI to the gateway's authentication.
+type Config struct {
+	// CheckToken reports whether token is a valid token for a person to log
+	// in with.
+	CheckToken func(ctx context.Context, token string) bool
+	// Authenticated reports whether r carries a valid session.
+	Authenticated func(r *http.Request) bool
+	// CookieName defaults to DefaultCookieName.
+	CookieName string
+	// SecureCookie marks the cookie Secure (set it behind https).
+	SecureCookie bool
+	// SessionTTL is the cookie's lifetime; 0 means 12 hours.
+	SessionTTL time.Duration
+}
+
+// UI is the browser UI's handlers.
+type UI struct {
+	cfg    Config
+	assets fs.FS
+}
+
+// New returns the UI.
+func New(cfg Config) *UI {
+	if cfg.CookieName == "" {
+		cfg.CookieName = DefaultCookieName
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	sub, _ := fs.Sub(static, "static")
+	return &UI{cfg: cfg, assets: sub}
+}
+
+// Register adds the UI's routes to mux: "/", "/login", "/logout",
+// "/hosts/{id}/terminal" and "/static/".
+func (u *UI) Register(mux *http.ServeMux) {
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(u.assets)))
+	mux.HandleFunc("GET /{$}", u.page("index.html"))
+	mux.HandleFunc("GET /hosts/{id}/terminal", u.page("terminal.html"))
+	mux.HandleFunc("GET /login", u.servePage("login.html"))
+	mux.HandleFunc("POST /login", u.login)
+	mux.HandleFunc("POST /logout", u.logout)
+}
+
+// page serves an embedded page to a logged-in browser and sends others to
+// the login page.
+func (u *UI) page(name string) http.HandlerFunc {
+	serve := u.servePage(name)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !u.cfg.Authenticated(r) {
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.Path), http.StatusFound)
+			return
+		}
+		serve(w, r)
+	}
+}
+
+func (u *UI) servePage(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(u.assets, name)
+		if err != nil {
+			http.Error(w, "page missing", http.StatusInternalServerError)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		// Only our own scripts, styles and sockets; no framing (clickjacking).
+		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		_, _ = w.Write(b)
+	}
+}
+
+func (u *UI) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	next := safeNext(r.PostForm.Get("next"))
+	if token == "" || !u.cfg.CheckToken(r.Context(), token) {
+		http.Redirect(w, r, "/login?error="+url.QueryEscape("That token is not valid.")+"&next="+url.QueryEscape(next), http.StatusSeeOther)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     u.cfg.CookieName,
+		Value:    token,
+		Path:     "/",
+		MaxAge:   int(u.cfg.SessionTTL / time.Second),
+		HttpOnly: true,
+		Secure:   u.cfg.SecureCookie,
+		SameSite: http.SameSiteLaxMode,
+	})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: u.cfg.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps redirects on this origin: a path, never "//host" or a URL.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,114 @@
+package webui
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func newTestUI() (*httptest.Server, *http.Client) {
+	ui := New(Config{
+		CheckToken:    func(_ context.Context, tok string) bool { return tok == "good" },
+		Authenticated: func(r *http.Request) bool { c, err := r.Cookie(DefaultCookieName); return err == nil && c.Value == "good" },
+	})
+	mux := http.NewServeMux()
+	ui.Register(mux)
+	srv := httptest.NewServer(mux)
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return srv, c
+}
+
+func TestPagesNeedLogin(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	for _, p := range []string{"/", "/hosts/local/terminal"} {
+		res, err := c.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusFound || !strings.HasPrefix(res.Header.Get("Location"), "/login?next=") {
+			t.Errorf("%s: got %d %q, want a redirect to /login", p, res.StatusCode, res.Header.Get("Location"))
+		}
+	}
+}
+
+func TestLoginSetsHostOnlyHttpOnlyCookie(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {"good"}, "next": {"/hosts/local/terminal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/hosts/local/terminal" {
+		t.Fatalf("got %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	cookies := res.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("cookies: %v", cookies)
+	}
+	ck := cookies[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Domain != "" || ck.Value != "good" {
+		t.Errorf("cookie %+v: want HttpOnly, SameSite=Lax, host-only", ck)
+	}
+	// The cookie opens the pages.
+	req, _ := http.NewRequest("GET", srv.URL+"/hosts/local/terminal", nil)
+	req.AddCookie(ck)
+	res, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "xterm.js") {
+		t.Errorf("terminal page: %d", res.StatusCode)
+	}
+	if !strings.Contains(res.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Error("terminal page can be framed")
+	}
+}
+
+func TestLoginRefusesBadTokenAndOpenRedirect(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {"bad"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error=") {
+		t.Errorf("bad token: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
+	}
+	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example"} {
+		res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {"good"}, "next": {next}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.Header.Get("Location") != "/" {
+			t.Errorf("next=%q redirected to %q", next, res.Header.Get("Location"))
+		}
+	}
+}
+
+func TestVendoredAssetsServed(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	for _, p := range []string{"/static/vendor/xterm.js", "/static/vendor/addon-fit.js", "/static/vendor/xterm.css", "/static/terminal.js", "/static/hosts.js", "/static/style.css"} {
+		res, err := c.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || n == 0 {
+			t.Errorf("%s: %d, %d bytes", p, res.StatusCode, n)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+// Logs in with a token, opens the terminal of HOSTGATE_HOST from the hosts
+// list, types a command and reads its output back from the page.
+import { run, login, screenshot, env } from "./lib.mjs";
+
+const gateway = env("HOSTGATE_URL");
+const token = env("HOSTGATE_TOKEN");
+const host = process.env.HOSTGATE_HOST || "local";
+
+await run(async (browser) => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  await login(page, gateway, token);
+  const row = page.locator(`tr[data-host="${host}"]`);
+  await row.waitFor({ timeout: 20000 });
+  await screenshot(page, "hosts");
+  await Promise.all([page.waitForNavigation(), row.locator("a.terminal-link").click()]);
+  await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });
+  // The product of two numbers proves the shell ran the command rather than
+  // echoing what was typed.
+  await page.keyboard.type("echo hostgate-$((6*7))\n");
+  await page.waitForFunction(() => {
+    const buf = window.hostgateTerm.buffer.active;
+    for (let i = 0; i < buf.length; i++) {
+      const line = buf.getLine(i);
+      if (line && line.translateToString(true).includes("hostgate-42")) return true;
+    }
+    return false;
+  }, null, { timeout: 20000 });
+  await screenshot(page, "terminal");
+});

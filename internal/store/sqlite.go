@@ -1,0 +1,388 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+)
+
+// SQLite is the embedded Store: one database file, WAL mode, so readers
+// never block the writer and a second process (the CLI) can write while the
+// gateway runs; busy_timeout makes concurrent writers wait instead of
+// failing.
+type SQLite struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+var _ Store = (*SQLite)(nil)
+
+// Open opens (creating when needed) the SQLite database at path and brings
+// its schema up to date.
+func Open(ctx context.Context, path string) (*SQLite, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	// BEGIN IMMEDIATE takes the write lock up front, so two writers queue
+	// on busy_timeout instead of one failing at lock upgrade.
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	s := &SQLite{db: db, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error { return s.db.Close() }
+
+// migrations are applied in order; PRAGMA user_version records how many
+// ran. Append only: never edit a released migration.
+var migrations = []string{
+	`CREATE TABLE hosts (
+		id TEXT PRIMARY KEY,
+		kind TEXT NOT NULL DEFAULT '',
+		info TEXT NOT NULL DEFAULT '{}',
+		host_key TEXT NOT NULL DEFAULT '',
+		created_ms INTEGER NOT NULL,
+		last_seen_ms INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE tokens (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL,
+		hash TEXT NOT NULL UNIQUE,
+		role TEXT NOT NULL CHECK (role IN ('admin','client','agent')),
+		hosts TEXT NOT NULL DEFAULT '[]',
+		created_ms INTEGER NOT NULL,
+		expires_ms INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE sessions (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		time_ms INTEGER NOT NULL,
+		token_name TEXT NOT NULL,
+		host_id TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		remote_addr TEXT NOT NULL
+	);
+	CREATE TABLE key_resets (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		time_ms INTEGER NOT NULL,
+		host_id TEXT NOT NULL,
+		old_key TEXT NOT NULL,
+		by TEXT NOT NULL
+	);`,
+}
+
+func (s *SQLite) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this binary (%d)", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	if v < len(migrations) {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(migrations))); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
+
+// CreateToken implements Store.
+func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (string, Token, error) {
+	if !spec.Role.Valid() {
+		return "", Token{}, fmt.Errorf("store: unknown role %q", spec.Role)
+	}
+	for _, h := range spec.Hosts {
+		if !ValidHostID(h) {
+			return "", Token{}, fmt.Errorf("store: invalid host id %q", h)
+		}
+	}
+	if spec.Role == RoleAgent && len(spec.Hosts) != 1 {
+		return "", Token{}, errors.New("store: an agent token names exactly one host")
+	}
+	if spec.Role == RoleAdmin {
+		spec.Hosts = nil
+	}
+	tok := Token{ID: newID(), Name: spec.Name, Role: spec.Role, Hosts: spec.Hosts,
+		CreatedAt: s.now().Truncate(time.Millisecond), ExpiresAt: spec.ExpiresAt}
+	if tok.Name == "" {
+		tok.Name = string(spec.Role) + "-" + tok.ID
+	}
+	if tok.Hosts == nil {
+		tok.Hosts = []string{}
+	}
+	hosts, _ := json.Marshal(tok.Hosts)
+	secret := newSecret()
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO tokens (id, name, hash, role, hosts, created_ms, expires_ms) VALUES (?,?,?,?,?,?,?)`,
+		tok.ID, tok.Name, HashToken(secret), string(tok.Role), string(hosts), ms(tok.CreatedAt), ms(tok.ExpiresAt))
+	if err != nil {
+		return "", Token{}, fmt.Errorf("store: create token: %w", err)
+	}
+	return secret, tok, nil
+}
+
+const tokenCols = `id, name, role, hosts, created_ms, expires_ms`
+
+func scanToken(sc interface{ Scan(...any) error }) (Token, error) {
+	var (
+		t               Token
+		role, hosts     string
+		created, expire int64
+	)
+	if err := sc.Scan(&t.ID, &t.Name, &role, &hosts, &created, &expire); err != nil {
+		return Token{}, err
+	}
+	t.Role = Role(role)
+	if err := json.Unmarshal([]byte(hosts), &t.Hosts); err != nil {
+		return Token{}, fmt.Errorf("token %s hosts: %w", t.ID, err)
+	}
+	t.CreatedAt, t.ExpiresAt = fromMS(created), fromMS(expire)
+	return t, nil
+}
+
+// LookupToken implements Store.
+func (s *SQLite) LookupToken(ctx context.Context, secret string) (Token, error) {
+	if !wellFormed(secret) {
+		return Token{}, ErrNotFound
+	}
+	row := s.db.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`, HashToken(secret))
+	t, err := scanToken(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Token{}, ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("store: lookup token: %w", err)
+	}
+	if !t.ExpiresAt.IsZero() && !s.now().Before(t.ExpiresAt) {
+		return t, ErrExpired
+	}
+	return t, nil
+}
+
+// Tokens implements Store.
+func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenCols+` FROM tokens ORDER BY created_ms, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: tokens: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// DeleteToken implements Store.
+func (s *SQLite) DeleteToken(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM tokens WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("store: delete token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+const hostCols = `id, kind, info, host_key, created_ms, last_seen_ms`
+
+func scanHost(sc interface{ Scan(...any) error }) (Host, error) {
+	var (
+		h             Host
+		info          string
+		created, seen int64
+	)
+	if err := sc.Scan(&h.ID, &h.Kind, &info, &h.HostKey, &created, &seen); err != nil {
+		return Host{}, err
+	}
+	h.Info = json.RawMessage(info)
+	h.CreatedAt, h.LastSeen = fromMS(created), fromMS(seen)
+	return h, nil
+}
+
+// Host implements Store.
+func (s *SQLite) Host(ctx context.Context, id string) (Host, error) {
+	h, err := scanHost(s.db.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Host{}, ErrNotFound
+	}
+	if err != nil {
+		return Host{}, fmt.Errorf("store: host: %w", err)
+	}
+	return h, nil
+}
+
+// Hosts implements Store.
+func (s *SQLite) Hosts(ctx context.Context) ([]Host, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: hosts: %w", err)
+	}
+	defer rows.Close()
+	var out []Host
+	for rows.Next() {
+		h, err := scanHost(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: hosts: %w", err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// Enroll implements Store. The check and the pin run in one immediate
+// transaction, so two agents racing for a fresh host cannot both win.
+func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
+	if !ValidHostID(e.HostID) {
+		return Host{}, fmt.Errorf("store: invalid host id %q", e.HostID)
+	}
+	if e.HostKey == "" {
+		return Host{}, errors.New("store: enroll: empty host key")
+	}
+	info := e.Info
+	if len(info) == 0 {
+		info = json.RawMessage("{}")
+	}
+	if !json.Valid(info) {
+		return Host{}, errors.New("store: enroll: info is not JSON")
+	}
+	now := ms(s.now())
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Host{}, fmt.Errorf("store: enroll: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var pinned string
+	err = tx.QueryRowContext(ctx, `SELECT host_key FROM hosts WHERE id = ?`, e.HostID).Scan(&pinned)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		_, err = tx.ExecContext(ctx, `INSERT INTO hosts (id, kind, info, host_key, created_ms, last_seen_ms) VALUES (?,?,?,?,?,?)`,
+			e.HostID, e.Kind, string(info), e.HostKey, now, now)
+	case err != nil:
+	case pinned != "" && pinned != e.HostKey:
+		return Host{}, ErrKeyMismatch
+	default:
+		_, err = tx.ExecContext(ctx, `UPDATE hosts SET kind = ?, info = ?, host_key = ?, last_seen_ms = ? WHERE id = ?`,
+			e.Kind, string(info), e.HostKey, now, e.HostID)
+	}
+	if err != nil {
+		return Host{}, fmt.Errorf("store: enroll: %w", err)
+	}
+	h, err := scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, e.HostID))
+	if err != nil {
+		return Host{}, fmt.Errorf("store: enroll: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Host{}, fmt.Errorf("store: enroll: %w", err)
+	}
+	return h, nil
+}
+
+// ResetHostKey implements Store.
+func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: reset key: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var old string
+	err = tx.QueryRowContext(ctx, `SELECT host_key FROM hosts WHERE id = ?`, id).Scan(&old)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `UPDATE hosts SET host_key = '' WHERE id = ?`, id)
+	}
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO key_resets (time_ms, host_id, old_key, by) VALUES (?,?,?,?)`,
+			ms(s.now()), id, old, by)
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("store: reset key: %w", err)
+	}
+	return nil
+}
+
+// RecordSession implements Store.
+func (s *SQLite) RecordSession(ctx context.Context, e Session) error {
+	if e.Time.IsZero() {
+		e.Time = s.now()
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (time_ms, token_name, host_id, kind, remote_addr) VALUES (?,?,?,?,?)`,
+		ms(e.Time), e.TokenName, e.HostID, e.Kind, e.RemoteAddr)
+	if err != nil {
+		return fmt.Errorf("store: record session: %w", err)
+	}
+	return nil
+}
+
+// Sessions implements Store.
+func (s *SQLite) Sessions(ctx context.Context, limit int) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT time_ms, token_name, host_id, kind, remote_addr FROM sessions ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var (
+			e Session
+			t int64
+		)
+		if err := rows.Scan(&t, &e.TokenName, &e.HostID, &e.Kind, &e.RemoteAddr); err != nil {
+			return nil, fmt.Errorf("store: sessions: %w", err)
+		}
+		e.Time = fromMS(t)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,142 @@
+// Package store keeps the gateway's durable state: hosts with their pinned
+// host keys, hashed API tokens with role and host scope, an audit log of
+// sessions and a record of key resets.
+//
+// Store is the seam for a shared database when several gateway replicas run
+// (PostgreSQL); Open gives the embedded SQLite implementation, which is safe
+// to use from several processes on one file (the CLI creates tokens while
+// the gateway serves).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Role is what a token may do.
+type Role string
+
+// The token roles of the wire contract.
+const (
+	// RoleAdmin reaches every host and the executions API.
+	RoleAdmin Role = "admin"
+	// RoleClient reaches the hosts the token names.
+	RoleClient Role = "client"
+	// RoleAgent enrolls the one host the token names.
+	RoleAgent Role = "agent"
+)
+
+// Valid reports whether r is one of the known roles.
+func (r Role) Valid() bool { return r == RoleAdmin || r == RoleClient || r == RoleAgent }
+
+// Exported errors callers branch on.
+var (
+	ErrNotFound = errors.New("store: not found")
+	// ErrKeyMismatch means a host came back with a host key other than the
+	// pinned one; an admin must reset the key first.
+	ErrKeyMismatch = errors.New("store: host key does not match the pinned key")
+	// ErrExpired means a token exists but is past its expiry.
+	ErrExpired = errors.New("store: token expired")
+)
+
+// Host is an enrolled host.
+type Host struct {
+	ID   string
+	Kind string
+	// Info is the host's hostgate.Info as JSON, as the agent sent it.
+	Info json.RawMessage
+	// HostKey is the pinned host public key in authorized_keys form
+	// ("ssh-ed25519 AAAA…"); empty after a reset until the next enrollment.
+	HostKey   string
+	CreatedAt time.Time
+	LastSeen  time.Time
+}
+
+// Token is a token's metadata; the secret itself is never stored.
+type Token struct {
+	ID   string
+	Name string
+	Role Role
+	// Hosts scopes client and agent tokens; an agent token names exactly
+	// one host. Admin tokens ignore it.
+	Hosts     []string
+	CreatedAt time.Time
+	// ExpiresAt is zero for a token that does not expire.
+	ExpiresAt time.Time
+}
+
+// Allows reports whether the token may reach host id as a caller.
+func (t Token) Allows(hostID string) bool {
+	if t.Role == RoleAdmin {
+		return true
+	}
+	if t.Role != RoleClient {
+		return false
+	}
+	for _, h := range t.Hosts {
+		if h == hostID {
+			return true
+		}
+	}
+	return false
+}
+
+// TokenSpec describes a token to create.
+type TokenSpec struct {
+	Name      string // optional: defaults to "<role>-<id>"
+	Role      Role
+	Hosts     []string
+	ExpiresAt time.Time // zero: never
+}
+
+// Session is one audit-log entry: a caller reached a host.
+type Session struct {
+	Time       time.Time
+	TokenName  string
+	HostID     string
+	Kind       string // "ssh", "certificate", "pty", …
+	RemoteAddr string
+}
+
+// Enrollment is what an agent presents when it connects.
+type Enrollment struct {
+	HostID  string
+	Kind    string
+	Info    json.RawMessage
+	HostKey string // authorized_keys form
+}
+
+// Store is the gateway's state. Implementations are safe for concurrent use.
+type Store interface {
+	// CreateToken makes a new token and returns its secret, which is shown
+	// once and stored only as a SHA-256 hash.
+	CreateToken(ctx context.Context, spec TokenSpec) (secret string, tok Token, err error)
+	// LookupToken finds the token for secret: ErrNotFound when unknown,
+	// ErrExpired when past its expiry.
+	LookupToken(ctx context.Context, secret string) (Token, error)
+	// Tokens lists every token's metadata.
+	Tokens(ctx context.Context) ([]Token, error)
+	// DeleteToken revokes a token by id.
+	DeleteToken(ctx context.Context, id string) error
+
+	// Host returns one host or ErrNotFound.
+	Host(ctx context.Context, id string) (Host, error)
+	// Hosts lists hosts ordered by id.
+	Hosts(ctx context.Context) ([]Host, error)
+	// Enroll records an agent's connection: the first key seen for a host
+	// (or the first after a reset) is pinned; another key fails with
+	// ErrKeyMismatch and changes nothing. Kind, info and last-seen are
+	// updated on success.
+	Enroll(ctx context.Context, e Enrollment) (Host, error)
+	// ResetHostKey forgets a host's pinned key so the next enrollment pins
+	// a new one, and records the reset. ErrNotFound for an unknown host.
+	ResetHostKey(ctx context.Context, id, by string) error
+	// RecordSession appends to the audit log.
+	RecordSession(ctx context.Context, s Session) error
+	// Sessions returns the newest audit entries first, at most limit.
+	Sessions(ctx context.Context, limit int) ([]Session, error)
+
+	Close() error
+}

@@ -1,0 +1,285 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openTemp(t *testing.T) (*SQLite, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(testCtx(t), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, path
+}
+
+func TestTokenHashedAndScoped(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	secret, tok, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"a"}, Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LookupToken(ctx, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != tok.ID || got.Name != "ci" || got.Role != RoleClient || !got.Allows("a") || got.Allows("b") {
+		t.Fatalf("lookup: %+v", got)
+	}
+	// Only the hash is stored: the secret is nowhere in the database.
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE hash = ? OR hash = ?`, secret, HashToken(secret)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	var stored string
+	_ = s.db.QueryRowContext(ctx, `SELECT hash FROM tokens`).Scan(&stored)
+	if stored == secret || stored != HashToken(secret) {
+		t.Fatalf("stored %q", stored)
+	}
+	for _, bad := range []string{"", "hg_", "nope", secret + "x", "hg_" + string(make([]byte, 300))} {
+		if _, err := s.LookupToken(ctx, bad); !errors.Is(err, ErrNotFound) {
+			t.Errorf("lookup %q: %v", bad, err)
+		}
+	}
+}
+
+func TestTokenRules(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	if _, _, err := s.CreateToken(ctx, TokenSpec{Role: "root"}); err == nil {
+		t.Error("unknown role accepted")
+	}
+	if _, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAgent}); err == nil {
+		t.Error("agent token without host accepted")
+	}
+	if _, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"Bad/Id"}}); err == nil {
+		t.Error("bad host id accepted")
+	}
+	admin, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := s.LookupToken(ctx, admin)
+	if !at.Allows("anything") || at.Name == "" {
+		t.Errorf("admin: %+v", at)
+	}
+	agent, _, _ := s.CreateToken(ctx, TokenSpec{Role: RoleAgent, Hosts: []string{"h1"}})
+	ag, _ := s.LookupToken(ctx, agent)
+	if ag.Allows("h1") {
+		t.Error("an agent token must not reach hosts as a caller")
+	}
+	// Expiry.
+	now := time.Now()
+	exp, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"h1"}, ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return now.Add(2 * time.Hour) }
+	if _, err := s.LookupToken(ctx, exp); !errors.Is(err, ErrExpired) {
+		t.Errorf("expired token: %v", err)
+	}
+	s.now = time.Now
+	toks, err := s.Tokens(ctx)
+	if err != nil || len(toks) != 3 {
+		t.Fatalf("tokens: %d %v", len(toks), err)
+	}
+	if err := s.DeleteToken(ctx, at.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LookupToken(ctx, admin); !errors.Is(err, ErrNotFound) {
+		t.Errorf("revoked token: %v", err)
+	}
+	if err := s.DeleteToken(ctx, at.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("delete twice: %v", err)
+	}
+}
+
+func TestEnrollPinRefuseReset(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	if _, err := s.Host(ctx, "h1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown host: %v", err)
+	}
+	h, err := s.Enroll(ctx, Enrollment{HostID: "h1", Kind: "machine", Info: []byte(`{"os":"linux"}`), HostKey: "ssh-ed25519 KEY1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.HostKey != "ssh-ed25519 KEY1" || h.Kind != "machine" || string(h.Info) != `{"os":"linux"}` || h.LastSeen.IsZero() {
+		t.Fatalf("enrolled: %+v", h)
+	}
+	// Same key again: fine, info updated.
+	if h, err = s.Enroll(ctx, Enrollment{HostID: "h1", Kind: "machine", Info: []byte(`{"os":"darwin"}`), HostKey: "ssh-ed25519 KEY1"}); err != nil || string(h.Info) != `{"os":"darwin"}` {
+		t.Fatalf("re-enroll: %+v %v", h, err)
+	}
+	// Another key: refused, nothing changed.
+	if _, err := s.Enroll(ctx, Enrollment{HostID: "h1", Kind: "evil", Info: []byte(`{}`), HostKey: "ssh-ed25519 KEY2"}); !errors.Is(err, ErrKeyMismatch) {
+		t.Fatalf("impostor: %v", err)
+	}
+	h, _ = s.Host(ctx, "h1")
+	if h.HostKey != "ssh-ed25519 KEY1" || h.Kind != "machine" {
+		t.Fatalf("impostor changed the host: %+v", h)
+	}
+	if err := s.ResetHostKey(ctx, "nope", "admin"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("reset unknown: %v", err)
+	}
+	if err := s.ResetHostKey(ctx, "h1", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ = s.Host(ctx, "h1"); h.HostKey != "" {
+		t.Fatalf("after reset: %+v", h)
+	}
+	if h, err = s.Enroll(ctx, Enrollment{HostID: "h1", HostKey: "ssh-ed25519 KEY2"}); err != nil || h.HostKey != "ssh-ed25519 KEY2" {
+		t.Fatalf("enroll after reset: %+v %v", h, err)
+	}
+	var resets int
+	_ = s.db.QueryRowContext(ctx, `SELECT count(*) FROM key_resets WHERE host_id = 'h1' AND old_key = 'ssh-ed25519 KEY1'`).Scan(&resets)
+	if resets != 1 {
+		t.Errorf("key_resets rows = %d", resets)
+	}
+	for _, bad := range []Enrollment{{HostID: "", HostKey: "k"}, {HostID: "h2"}, {HostID: "h2", HostKey: "k", Info: []byte("{")}} {
+		if _, err := s.Enroll(ctx, bad); err == nil {
+			t.Errorf("enroll %+v accepted", bad)
+		}
+	}
+	hosts, err := s.Hosts(ctx)
+	if err != nil || len(hosts) != 1 {
+		t.Fatalf("hosts: %v %v", hosts, err)
+	}
+}
+
+func TestSessionsAudit(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	for i := range 3 {
+		if err := s.RecordSession(ctx, Session{TokenName: "ci", HostID: fmt.Sprint("h", i), Kind: "ssh", RemoteAddr: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Sessions(ctx, 2)
+	if err != nil || len(got) != 2 || got[0].HostID != "h2" || got[0].Time.IsZero() {
+		t.Fatalf("sessions: %+v %v", got, err)
+	}
+}
+
+// TestConcurrentHandles is `gateway token create` writing while the gateway
+// serves: two handles on one file, both writing at once, none failing with
+// SQLITE_BUSY, each seeing the other's rows.
+func TestConcurrentHandles(t *testing.T) {
+	ctx := testCtx(t)
+	a, path := openTemp(t)
+	b, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 40
+	secrets := make(chan string, 2*n)
+	var wg sync.WaitGroup
+	for _, s := range []*SQLite{a, b} {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range n {
+				sec, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				secrets <- sec
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				if _, err := s.Enroll(ctx, Enrollment{HostID: fmt.Sprint("h", i%5), HostKey: "ssh-ed25519 K"}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(secrets)
+	for sec := range secrets {
+		if _, err := a.LookupToken(ctx, sec); err != nil {
+			t.Fatalf("handle a misses a token: %v", err)
+		}
+		if _, err := b.LookupToken(ctx, sec); err != nil {
+			t.Fatalf("handle b misses a token: %v", err)
+		}
+	}
+}
+
+func TestReopenKeepsStateAndSchema(t *testing.T) {
+	ctx := testCtx(t)
+	s, path := openTemp(t)
+	sec, _, _ := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin})
+	_ = s.Close()
+	s2, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.LookupToken(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	_ = s2.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	if v != len(migrations) {
+		t.Fatalf("user_version %d", v)
+	}
+	// A database from a newer binary is refused, not silently used.
+	if _, err := s2.db.ExecContext(ctx, "PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	if s3, err := Open(ctx, path); err == nil {
+		s3.Close()
+		t.Fatal("newer schema accepted")
+	}
+}
+
+func TestValidHostID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"a": true, "local": true, "exec-1f2e": true, "h1": true,
+		"": false, "-a": false, "a-": false, "a--b": false, "A": false, "a_b": false,
+		"a.b": false, "a/b": false, "0123456789012345678901234567890123456789012345678": false,
+	} {
+		if got := ValidHostID(id); got != want {
+			t.Errorf("ValidHostID(%q) = %v", id, got)
+		}
+	}
+}
+
+func FuzzValidHostID(f *testing.F) {
+	f.Add("local")
+	f.Add("a--b")
+	f.Fuzz(func(t *testing.T, id string) {
+		if !ValidHostID(id) {
+			return
+		}
+		for _, c := range id {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				t.Fatalf("%q accepted", id)
+			}
+		}
+	})
+}

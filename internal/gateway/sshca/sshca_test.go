@@ -1,0 +1,138 @@
+package sshca
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+func userKey(t *testing.T) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadOrCreatePersistsAndRaces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "ca_key")
+	var (
+		wg   sync.WaitGroup
+		keys [4]string
+	)
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ca, err := LoadOrCreate(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			keys[i] = ca.AuthorizedKey()
+		}()
+	}
+	wg.Wait()
+	for _, k := range keys[1:] {
+		if k != keys[0] {
+			t.Fatalf("concurrent creators disagree: %q vs %q", k, keys[0])
+		}
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", st.Mode(), err)
+	}
+	again, err := LoadOrCreate(path)
+	if err != nil || again.AuthorizedKey() != keys[0] {
+		t.Fatalf("reload: %v", err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreate(path); err == nil {
+		t.Fatal("world-readable CA key accepted")
+	}
+}
+
+func TestSignVerifies(t *testing.T) {
+	ca, err := LoadOrCreate(filepath.Join(t.TempDir(), "ca_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca.now = func() time.Time { return now }
+	pub := userKey(t)
+	cert, err := ca.Sign(pub, "h1", "ci-token", 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Round trip through the wire form, as the agent sees it.
+	parsed, _, _, _, err := ssh.ParseAuthorizedKey(ssh.MarshalAuthorizedKey(cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert = parsed.(*ssh.Certificate)
+	if cert.KeyId != "ci-token" || len(cert.CriticalOptions) != 0 {
+		t.Errorf("cert: keyid %q critical %v", cert.KeyId, cert.CriticalOptions)
+	}
+	if _, ok := cert.Extensions["permit-agent-forwarding"]; ok {
+		t.Error("agent forwarding permitted")
+	}
+	if _, ok := cert.Extensions["permit-pty"]; !ok {
+		t.Error("pty not permitted")
+	}
+	checker := func(at time.Time) *ssh.CertChecker {
+		return &ssh.CertChecker{
+			IsUserAuthority: func(k ssh.PublicKey) bool { return string(k.Marshal()) == string(ca.PublicKey().Marshal()) },
+			Clock:           func() time.Time { return at },
+		}
+	}
+	if _, err := checker(now).Authenticate(connMeta("h1"), cert); err != nil {
+		t.Fatalf("valid cert refused: %v", err)
+	}
+	// A clock 30 s behind still accepts it (ValidAfter is backdated).
+	if _, err := checker(now.Add(-30*time.Second)).Authenticate(connMeta("h1"), cert); err != nil {
+		t.Fatalf("slightly early clock refused: %v", err)
+	}
+	if _, err := checker(now).Authenticate(connMeta("h2"), cert); err == nil {
+		t.Fatal("cert for h1 accepted for principal h2")
+	}
+	if _, err := checker(now.Add(6*time.Minute)).Authenticate(connMeta("h1"), cert); err == nil {
+		t.Fatal("expired cert accepted")
+	}
+	other, _ := LoadOrCreate(filepath.Join(t.TempDir(), "ca_key"))
+	foreign, _ := other.Sign(pub, "h1", "x", 0)
+	if _, err := checker(now).Authenticate(connMeta("h1"), foreign); err == nil {
+		t.Fatal("cert from another CA accepted")
+	}
+	if got := time.Unix(int64(foreign.ValidBefore), 0).Sub(time.Unix(int64(foreign.ValidAfter), 0)); got != DefaultTTL+clockSkew {
+		t.Errorf("default validity window %v", got)
+	}
+	if _, err := ca.Sign(cert, "h1", "x", 0); err == nil {
+		t.Error("signed a certificate")
+	}
+	if _, err := ca.Sign(pub, "h1", "x", 48*time.Hour); err == nil {
+		t.Error("48h ttl accepted")
+	}
+}
+
+type connMeta string
+
+func (c connMeta) User() string        { return string(c) }
+func (connMeta) SessionID() []byte     { return nil }
+func (connMeta) ClientVersion() []byte { return nil }
+func (connMeta) ServerVersion() []byte { return nil }
+func (connMeta) RemoteAddr() net.Addr  { return nil }
+func (connMeta) LocalAddr() net.Addr   { return nil }

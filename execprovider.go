@@ -1,4 +1,518 @@
 package hostgate
 
-// PLACEHOLDER: replaced by the provider work (issue 3) within this session.
-func ExecProvider(t Transport) Provider { return nil }
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ExecProvider returns a filesystem Provider for any POSIX host reached
+// through t: each operation is one small shell command built from POSIX
+// tools (uname, stat, ls, mkdir, rmdir, rm, mv, cp, cat, test, ln, readlink,
+// realpath, chmod). Paths travel as positional parameters of `sh -c`, never
+// inside the script, and every word is quoted by the transport. A short
+// prologue tests the operands and exits with a distinct status per errno
+// (see exitENOENT…), so failures map to io/fs errors without parsing
+// localised messages; tool stderr (under LC_ALL=C) is the fallback.
+//
+// Reads and writes stream through cat: nothing is held in memory.
+// Operations that are atomic as system calls (Rename onto an empty
+// directory, Symlink) are a test then an action here, so racing another
+// writer on the same path can see the state in between.
+func ExecProvider(t Transport) Provider {
+	return &execProvider{t: t}
+}
+
+type execProvider struct {
+	t Transport
+
+	mu     sync.Mutex
+	format *statFormat // decided once by uname; nil until known
+}
+
+var _ Provider = (*execProvider)(nil)
+
+// Distinct exit statuses the scripts use for errno values. Tools exit 1 or
+// 2 on failure, so these stay clear of them.
+const (
+	exitENOENT    = 90
+	exitEEXIST    = 91
+	exitEACCES    = 92
+	exitENOTDIR   = 93
+	exitEISDIR    = 94
+	exitENOTEMPTY = 95
+	exitEINVAL    = 96
+)
+
+var exitErrnos = map[int]error{
+	exitENOENT:    fs.ErrNotExist,
+	exitEEXIST:    fs.ErrExist,
+	exitEACCES:    fs.ErrPermission,
+	exitENOTDIR:   syscall.ENOTDIR,
+	exitEISDIR:    syscall.EISDIR,
+	exitENOTEMPTY: syscall.ENOTEMPTY,
+	exitEINVAL:    syscall.EINVAL,
+}
+
+// maxStderr bounds the stderr kept for error messages.
+const maxStderr = 4 << 10
+
+// maxSmallOutput bounds the stdout of metadata commands (stat, readlink,
+// realpath); ReadDir output is bounded by maxDirOutput.
+const (
+	maxSmallOutput = 64 << 10
+	maxDirOutput   = 64 << 20
+)
+
+// statFormat is how one stat dialect prints type+mode (hex), size and
+// mtime (seconds), space separated, one line per file.
+type statFormat struct {
+	flag   string // -c (GNU, busybox) or -f (BSD)
+	format string
+}
+
+var (
+	gnuStat = &statFormat{flag: "-c", format: "%f %s %Y"}
+	bsdStat = &statFormat{flag: "-f", format: "%Xp %z %m"}
+)
+
+// safePath keeps a relative path that starts with "-" from being read as an
+// option by tools that do not take "--" (realpath on some systems).
+func safePath(name string) string {
+	if strings.HasPrefix(name, "-") {
+		return "./" + name
+	}
+	return name
+}
+
+// run executes script under sh -c with args as $1…, stdin closed, and
+// returns stdout (at most limit bytes) and an error mapped to io/fs.
+func (p *execProvider) run(ctx context.Context, limit int64, script string, args ...string) ([]byte, error) {
+	proc, err := p.spawn(ctx, script, args...)
+	if err != nil {
+		return nil, err
+	}
+	_ = proc.Stdin().Close()
+	var stderr bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		drainLimited(&stderr, proc.Stderr(), maxStderr)
+	}()
+	var stdout bytes.Buffer
+	over := drainLimited(&stdout, proc.Stdout(), limit)
+	wg.Wait()
+	werr := proc.Wait()
+	if over {
+		return nil, fmt.Errorf("output larger than %d bytes", limit)
+	}
+	return stdout.Bytes(), mapExit(werr, stderr.Bytes())
+}
+
+func (p *execProvider) spawn(ctx context.Context, script string, args ...string) (Process, error) {
+	argv := append([]string{"sh", "-c", script, "sh"}, args...)
+	return p.t.Spawn(ctx, argv, SpawnOptions{Env: map[string]string{"LC_ALL": "C"}})
+}
+
+// drainLimited copies src into dst up to limit bytes and discards the rest,
+// reporting whether there was more. It always reads src to EOF so the
+// process never blocks on a full pipe.
+func drainLimited(dst *bytes.Buffer, src io.Reader, limit int64) (over bool) {
+	n, _ := io.Copy(dst, io.LimitReader(src, limit))
+	m, _ := io.Copy(io.Discard, src)
+	return n == limit && m > 0
+}
+
+// mapExit turns a script's exit into an io/fs-flavoured error.
+func mapExit(werr error, stderr []byte) error {
+	if werr == nil {
+		return nil
+	}
+	var ee *ExitError
+	if !errors.As(werr, &ee) {
+		return werr
+	}
+	if e, ok := exitErrnos[ee.Code]; ok {
+		return e
+	}
+	if e := errnoFromStderr(stderr); e != nil {
+		return e
+	}
+	msg := strings.TrimSpace(string(stderr))
+	if msg == "" {
+		return werr
+	}
+	return fmt.Errorf("%w: %s", werr, msg)
+}
+
+// errnoFromStderr recognises the C-locale strerror texts tools print.
+func errnoFromStderr(stderr []byte) error {
+	for _, m := range []struct {
+		text string
+		err  error
+	}{
+		{"No such file or directory", fs.ErrNotExist},
+		{"Directory nonexistent", fs.ErrNotExist}, // dash: cannot create
+		{"Permission denied", fs.ErrPermission},
+		{"Operation not permitted", fs.ErrPermission},
+		{"File exists", fs.ErrExist},
+		{"Not a directory", syscall.ENOTDIR},
+		{"Is a directory", syscall.EISDIR},
+		{"Directory not empty", syscall.ENOTEMPTY},
+		{"Read-only file system", syscall.EROFS},
+		{"No space left on device", syscall.ENOSPC},
+	} {
+		if bytes.Contains(stderr, []byte(m.text)) {
+			return m.err
+		}
+	}
+	return nil
+}
+
+func pathErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// statFormat asks uname once which stat dialect the host speaks: BSD stat
+// (-f) on the BSDs and macOS, GNU/busybox (-c) everywhere else.
+func (p *execProvider) statFormat(ctx context.Context) (*statFormat, error) {
+	p.mu.Lock()
+	f := p.format
+	p.mu.Unlock()
+	if f != nil {
+		return f, nil
+	}
+	out, err := p.run(ctx, maxSmallOutput, "uname -s")
+	if err != nil {
+		return nil, fmt.Errorf("uname: %w", err)
+	}
+	f = statFormatFor(strings.TrimSpace(string(out)))
+	p.mu.Lock()
+	p.format = f
+	p.mu.Unlock()
+	return f, nil
+}
+
+func statFormatFor(uname string) *statFormat {
+	switch strings.ToLower(uname) {
+	case "darwin", "freebsd", "openbsd", "netbsd", "dragonfly":
+		return bsdStat
+	}
+	return gnuStat
+}
+
+func (p *execProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	return p.stat(ctx, "stat", name, true)
+}
+
+func (p *execProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
+	return p.stat(ctx, "lstat", name, false)
+}
+
+func (p *execProvider) stat(ctx context.Context, op, name string, follow bool) (fs.FileInfo, error) {
+	if name == "" {
+		return nil, pathErr(op, name, fs.ErrNotExist)
+	}
+	f, err := p.statFormat(ctx)
+	if err != nil {
+		return nil, pathErr(op, name, err)
+	}
+	script := `[ -e "$1" ] || [ -L "$1" ] || exit 90; exec stat "$2" "$3" -- "$1"`
+	if follow {
+		script = `[ -e "$1" ] || exit 90; exec stat -L "$2" "$3" -- "$1"`
+	}
+	out, err := p.run(ctx, maxSmallOutput, script, safePath(name), f.flag, f.format)
+	if err != nil {
+		return nil, pathErr(op, name, err)
+	}
+	fi, err := parseStat(bytes.TrimSuffix(out, []byte("\n")), path.Base(name))
+	if err != nil {
+		return nil, pathErr(op, name, err)
+	}
+	return fi, nil
+}
+
+// parseStat parses one "MODEHEX SIZE MTIME" line (no newline) as printed by
+// the stat formats above. The name is not in the output: names may hold
+// newlines, so the caller supplies it.
+func parseStat(line []byte, name string) (*fileInfo, error) {
+	fields := strings.Fields(string(line))
+	if len(fields) != 3 {
+		return nil, fmt.Errorf("stat output %q: want 3 fields", truncate(line))
+	}
+	raw, err := strconv.ParseUint(fields[0], 16, 32)
+	if err != nil {
+		return nil, fmt.Errorf("stat mode %q: %w", fields[0], err)
+	}
+	size, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil || size < 0 {
+		return nil, fmt.Errorf("stat size %q: invalid", fields[1])
+	}
+	mtime, err := strconv.ParseInt(fields[2], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("stat mtime %q: %w", fields[2], err)
+	}
+	return &fileInfo{name: name, size: size, mode: fileModeFromUnix(uint32(raw)), mtime: time.Unix(mtime, 0)}, nil
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}
+
+// fileModeFromUnix converts a st_mode to an fs.FileMode.
+func fileModeFromUnix(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & 0o170000 {
+	case 0o040000:
+		mode |= fs.ModeDir
+	case 0o120000:
+		mode |= fs.ModeSymlink
+	case 0o010000:
+		mode |= fs.ModeNamedPipe
+	case 0o140000:
+		mode |= fs.ModeSocket
+	case 0o020000:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case 0o060000:
+		mode |= fs.ModeDevice
+	case 0o100000:
+	default:
+		mode |= fs.ModeIrregular
+	}
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// unixPerm converts the permission bits of an fs.FileMode to chmod's octal.
+func unixPerm(mode fs.FileMode) string {
+	m := uint32(mode.Perm())
+	if mode&fs.ModeSetuid != 0 {
+		m |= 0o4000
+	}
+	if mode&fs.ModeSetgid != 0 {
+		m |= 0o2000
+	}
+	if mode&fs.ModeSticky != 0 {
+		m |= 0o1000
+	}
+	return strconv.FormatUint(uint64(m), 8)
+}
+
+// fileInfo is the fs.FileInfo ExecProvider returns.
+type fileInfo struct {
+	name  string
+	size  int64
+	mode  fs.FileMode
+	mtime time.Time
+}
+
+func (fi *fileInfo) Name() string       { return fi.name }
+func (fi *fileInfo) Size() int64        { return fi.size }
+func (fi *fileInfo) Mode() fs.FileMode  { return fi.mode }
+func (fi *fileInfo) ModTime() time.Time { return fi.mtime }
+func (fi *fileInfo) IsDir() bool        { return fi.mode.IsDir() }
+func (fi *fileInfo) Sys() any           { return nil }
+
+// readDirScript lists $1: the names ("./"-prefixed, so stat never reads
+// "-" as stdin) NUL-terminated, an empty name as the
+// separator, then one lstat line per name in the same order. Globs are used
+// rather than ls so names with newlines survive; unmatched patterns are
+// dropped by the existence test.
+const readDirScript = `[ -e "$1" ] || exit 90
+[ -d "$1" ] || exit 93
+cd -- "$1" || exit 92
+s=$2; f=$3
+set -- * .[!.]* ..?*
+for n; do shift; if [ -e "$n" ] || [ -L "$n" ]; then set -- "$@" "./$n"; fi; done
+[ $# -eq 0 ] && exit 0
+printf '%s\0' "$@"
+printf '\0'
+exec stat "$s" "$f" -- "$@"`
+
+func (p *execProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	if name == "" {
+		return nil, pathErr("readdir", name, fs.ErrNotExist)
+	}
+	f, err := p.statFormat(ctx)
+	if err != nil {
+		return nil, pathErr("readdir", name, err)
+	}
+	// An entry removed between the glob and stat makes stat fail; a few
+	// tries let a busy directory settle.
+	for try := 0; ; try++ {
+		out, err := p.run(ctx, maxDirOutput, readDirScript, safePath(name), f.flag, f.format)
+		if err == nil {
+			ents, perr := parseDirListing(out)
+			if perr == nil {
+				return ents, nil
+			}
+			err = perr
+		}
+		if errors.Is(err, fs.ErrNotExist) && try == 0 {
+			// The directory itself may be gone: report that precisely.
+			if _, serr := p.Stat(ctx, name); serr != nil {
+				return nil, pathErr("readdir", name, fs.ErrNotExist)
+			}
+		}
+		if try == 2 || ctx.Err() != nil || isErrno(err) && !errors.Is(err, fs.ErrNotExist) {
+			return nil, pathErr("readdir", name, err)
+		}
+	}
+}
+
+func isErrno(err error) bool {
+	var e syscall.Errno
+	return errors.As(err, &e) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrExist)
+}
+
+// parseDirListing parses readDirScript's output into entries sorted by name.
+func parseDirListing(out []byte) ([]fs.DirEntry, error) {
+	if len(out) == 0 {
+		return nil, nil
+	}
+	sep := bytes.Index(out, []byte{0, 0})
+	if sep < 0 {
+		return nil, errors.New("readdir output: no separator")
+	}
+	names := strings.Split(string(out[:sep]), "\x00")
+	lines := strings.Split(strings.TrimSuffix(string(out[sep+2:]), "\n"), "\n")
+	if len(lines) != len(names) {
+		return nil, fmt.Errorf("readdir output: %d names but %d stat lines", len(names), len(lines))
+	}
+	ents := make([]fs.DirEntry, 0, len(names))
+	for i, n := range names {
+		n = strings.TrimPrefix(n, "./")
+		fi, err := parseStat([]byte(lines[i]), n)
+		if err != nil {
+			return nil, err
+		}
+		ents = append(ents, fs.FileInfoToDirEntry(fi))
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	return ents, nil
+}
+
+func (p *execProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
+	// mkdir -m ignores the umask; os.Mkdir applies it, so apply it here.
+	script := `[ -e "$1" ] || [ -L "$1" ] && exit 91
+m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) || exit
+exec mkdir -m "$m" -- "$1"`
+	if parents {
+		script = `[ -d "$1" ] && exit 0
+[ -e "$1" ] || [ -L "$1" ] && exit 91
+m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) || exit
+exec mkdir -p -m "$m" -- "$1"`
+	}
+	if name == "" {
+		return pathErr("mkdir", name, fs.ErrNotExist)
+	}
+	_, err := p.run(ctx, maxSmallOutput, script, safePath(name), unixPerm(perm))
+	return pathErr("mkdir", name, err)
+}
+
+func (p *execProvider) Remove(ctx context.Context, name string, recursive bool) error {
+	script := `[ -e "$1" ] || [ -L "$1" ] || exit 90
+if [ -d "$1" ] && [ ! -L "$1" ]; then exec rmdir -- "$1"; fi
+exec rm -f -- "$1"`
+	if recursive {
+		script = `[ -e "$1" ] || [ -L "$1" ] || exit 90
+exec rm -rf -- "$1"`
+	}
+	if name == "" {
+		return pathErr("remove", name, fs.ErrNotExist)
+	}
+	_, err := p.run(ctx, maxSmallOutput, script, safePath(name))
+	return pathErr("remove", name, err)
+}
+
+// renameScript gives mv rename(2) semantics: mv would move into an
+// existing directory (or a symlink to one) instead of replacing it.
+const renameScript = `[ -e "$1" ] || [ -L "$1" ] || exit 90
+if [ -L "$2" ]; then rm -f -- "$2" || exit
+elif [ -d "$2" ]; then
+  if [ -d "$1" ] && [ ! -L "$1" ]; then rmdir -- "$2" 2>/dev/null || exit 95; else exit 94; fi
+elif [ -e "$2" ] && [ -d "$1" ] && [ ! -L "$1" ]; then exit 93
+fi
+exec mv -f -- "$1" "$2"`
+
+func (p *execProvider) Rename(ctx context.Context, oldname, newname string) error {
+	if oldname == "" || newname == "" {
+		return &LinkError{Op: "rename", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	_, err := p.run(ctx, maxSmallOutput, renameScript, safePath(oldname), safePath(newname))
+	if err != nil {
+		return &LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+func (p *execProvider) Symlink(ctx context.Context, oldname, newname string) error {
+	if newname == "" {
+		return &LinkError{Op: "symlink", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	}
+	_, err := p.run(ctx, maxSmallOutput, `[ -e "$2" ] || [ -L "$2" ] && exit 91
+exec ln -s -- "$1" "$2"`, oldname, safePath(newname))
+	if err != nil {
+		return &LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+func (p *execProvider) Readlink(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		return "", pathErr("readlink", name, fs.ErrNotExist)
+	}
+	out, err := p.run(ctx, maxSmallOutput, `[ -L "$1" ] || { [ -e "$1" ] && exit 96; exit 90; }
+exec readlink -- "$1"`, safePath(name))
+	if err != nil {
+		return "", pathErr("readlink", name, err)
+	}
+	// readlink adds exactly one newline; the target may end in others.
+	return string(bytes.TrimSuffix(out, []byte("\n"))), nil
+}
+
+func (p *execProvider) Realpath(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		name = "."
+	}
+	out, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || exit 90
+exec realpath "$1"`, safePath(name))
+	if err != nil {
+		return "", pathErr("realpath", name, err)
+	}
+	return string(bytes.TrimSuffix(out, []byte("\n"))), nil
+}
+
+func (p *execProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
+	if name == "" {
+		return pathErr("chmod", name, fs.ErrNotExist)
+	}
+	_, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || exit 90
+exec chmod "$2" -- "$1"`, safePath(name), unixPerm(mode))
+	return pathErr("chmod", name, err)
+}

@@ -1,0 +1,174 @@
+package hostgate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+)
+
+// openScript checks $1, prints one marker byte so Open can report errors
+// before returning, then streams the file.
+const openScript = `[ -e "$1" ] || exit 90
+[ -d "$1" ] && exit 94
+[ -r "$1" ] || exit 92
+printf k
+exec cat -- "$1"`
+
+// createScript creates or truncates $1, applies perm &^ umask to a new file
+// (cat's redirection would use 0666 &^ umask), prints the marker once the
+// file is writable, then streams stdin into it.
+const createScript = `[ -d "$1" ] && exit 94
+new=0; [ -e "$1" ] || [ -L "$1" ] || new=1
+: > "$1" || exit
+if [ $new = 1 ]; then
+  m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) && chmod "$m" -- "$1" || exit
+fi
+printf k
+exec cat >> "$1"`
+
+func (p *execProvider) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if name == "" {
+		return nil, pathErr("open", name, fs.ErrNotExist)
+	}
+	s, err := p.startStream(ctx, "open", name, openScript, safePath(name))
+	if err != nil {
+		return nil, err
+	}
+	_ = s.proc.Stdin().Close()
+	return &streamReader{s}, nil
+}
+
+func (p *execProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
+	if name == "" {
+		return nil, pathErr("create", name, fs.ErrNotExist)
+	}
+	s, err := p.startStream(ctx, "create", name, createScript, safePath(name), unixPerm(perm))
+	if err != nil {
+		return nil, err
+	}
+	return &streamWriter{s}, nil
+}
+
+// stream is one cat process behind Open or Create. Its stderr is drained by
+// a goroutine that finish waits for.
+type stream struct {
+	op, name string
+	proc     Process
+	cancel   context.CancelFunc
+	stderr   bytes.Buffer
+	errDone  chan struct{}
+
+	once sync.Once
+	err  error
+}
+
+func (p *execProvider) startStream(ctx context.Context, op, name, script string, args ...string) (*stream, error) {
+	// The stream outlives this call but not ctx.
+	ctx, cancel := context.WithCancel(ctx)
+	proc, err := p.spawn(ctx, script, args...)
+	if err != nil {
+		cancel()
+		return nil, pathErr(op, name, err)
+	}
+	s := &stream{op: op, name: name, proc: proc, cancel: cancel, errDone: make(chan struct{})}
+	go func() {
+		defer close(s.errDone)
+		drainLimited(&s.stderr, proc.Stderr(), maxStderr)
+	}()
+	var mark [1]byte
+	if _, err := io.ReadFull(proc.Stdout(), mark[:]); err != nil || mark[0] != 'k' {
+		_ = proc.Stdin().Close()
+		_, _ = io.Copy(io.Discard, proc.Stdout())
+		ferr := s.finish()
+		if ferr == nil {
+			ferr = pathErr(op, name, errors.New("no start marker from remote command"))
+		}
+		return nil, ferr
+	}
+	return s, nil
+}
+
+// finish waits for the process, whose stdout must be at EOF, and returns
+// the mapped error; only the first call does the work.
+func (s *stream) finish() error {
+	s.once.Do(func() {
+		<-s.errDone
+		werr := s.proc.Wait()
+		s.cancel()
+		s.err = pathErr(s.op, s.name, mapExit(werr, s.stderr.Bytes()))
+	})
+	return s.err
+}
+
+type streamReader struct{ s *stream }
+
+func (r *streamReader) Read(b []byte) (int, error) {
+	n, err := r.s.proc.Stdout().Read(b)
+	if err == io.EOF {
+		if ferr := r.s.finish(); ferr != nil {
+			return n, ferr
+		}
+	}
+	return n, err
+}
+
+// WriteTo lets io.Copy use the process's stdout directly.
+func (r *streamReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, r.s.proc.Stdout())
+	if err != nil {
+		return n, err
+	}
+	return n, r.s.finish()
+}
+
+// Close ends the read; before EOF it kills cat.
+func (r *streamReader) Close() error {
+	r.s.once.Do(func() {
+		_ = r.s.proc.Kill(SIGKILL)
+		r.s.cancel()
+		// Drain so a transport that copies into a pipe can finish.
+		_, _ = io.Copy(io.Discard, r.s.proc.Stdout())
+		<-r.s.errDone
+		_ = r.s.proc.Wait()
+	})
+	return nil
+}
+
+type streamWriter struct{ s *stream }
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	n, err := w.s.proc.Stdin().Write(b)
+	if err != nil {
+		// The command failed (disk full, killed): report its error.
+		_ = w.s.proc.Stdin().Close()
+		if ferr := w.s.finishDrained(); ferr != nil {
+			return n, ferr
+		}
+		return n, pathErr(w.s.op, w.s.name, fmt.Errorf("write: %w", err))
+	}
+	return n, nil
+}
+
+// ReadFrom lets io.Copy feed the process's stdin directly.
+func (w *streamWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(w.s.proc.Stdin(), r)
+	if err != nil {
+		return n, pathErr(w.s.op, w.s.name, fmt.Errorf("write: %w", err))
+	}
+	return n, nil
+}
+
+// Close sends EOF and waits for cat to finish writing the file.
+func (w *streamWriter) Close() error {
+	_ = w.s.proc.Stdin().Close()
+	return w.s.finishDrained()
+}
+
+func (s *stream) finishDrained() error {
+	_, _ = io.Copy(io.Discard, s.proc.Stdout())
+	return s.finish()
+}

@@ -1,0 +1,619 @@
+// Package providertest is the conformance suite every hostgate.Provider
+// must pass: the same cases, the same expectations, whichever provider
+// answers (ExecProvider, SFTP, future ones). A provider's test calls Run
+// with a function that returns a fresh provider and an empty directory on
+// the host for it to work in.
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+)
+
+// LargeSize is the size of the streamed-file case.
+const LargeSize = 256 << 20
+
+// Run runs the conformance suite. newProvider is called once per subtest
+// and returns the provider and an existing, empty directory (an absolute
+// host path) the subtest may fill. Cleanup is newProvider's job
+// (t.Cleanup). The 256 MiB streaming case is skipped only under
+// testing.Short.
+func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root string)) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, ctx context.Context, p hostgate.Provider, root string)
+	}{
+		{"WriteReadNames", testNames},
+		{"EmptyFile", testEmptyFile},
+		{"StatMissing", testStatMissing},
+		{"ReadDirSorted", testReadDirSorted},
+		{"ReadDirErrors", testReadDirErrors},
+		{"Symlinks", testSymlinks},
+		{"Modes", testModes},
+		{"Mkdir", testMkdir},
+		{"Remove", testRemove},
+		{"Rename", testRename},
+		{"OpenErrors", testOpenErrors},
+		{"PartialRead", testPartialRead},
+		{"Realpath", testRealpath},
+		{"Large", testLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, root := newProvider(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			c.fn(t, ctx, p, root)
+		})
+	}
+}
+
+// hardNames are names a provider must carry byte for byte.
+var hardNames = []string{
+	"plain.txt",
+	"with space",
+	"  leading and trailing  ",
+	`quote's "double"`,
+	"new\nline",
+	"trailing newline\n",
+	"-leading-dash",
+	"--double-dash",
+	"-",
+	"dollar $HOME `cmd` $(cmd)",
+	"glob*?[a]",
+	"semi;colon&amp|pipe>redir<",
+	"back\\slash",
+	"tab\tname",
+	"\xff\xfe non-utf8 \x80",
+	"ünïcödé ✓",
+	".hidden",
+	"..double-dot-hidden",
+	"...",
+}
+
+func writeFile(t *testing.T, ctx context.Context, p hostgate.Provider, name string, data []byte, perm fs.FileMode) {
+	t.Helper()
+	w, err := p.Create(ctx, name, perm)
+	if err != nil {
+		t.Fatalf("Create %q: %v", name, err)
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Close()
+		t.Fatalf("Write %q: %v", name, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close after write %q: %v", name, err)
+	}
+}
+
+func readFile(t *testing.T, ctx context.Context, p hostgate.Provider, name string) []byte {
+	t.Helper()
+	r, err := p.Open(ctx, name)
+	if err != nil {
+		t.Fatalf("Open %q: %v", name, err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read %q: %v", name, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close after read %q: %v", name, err)
+	}
+	return b
+}
+
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: err = %v, want errors.Is(err, %v)", what, err, target)
+	}
+}
+
+func testNames(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	for i, n := range hardNames {
+		name := path.Join(root, n)
+		data := []byte("content of " + n)
+		writeFile(t, ctx, p, name, data, 0o644)
+		if got := readFile(t, ctx, p, name); !bytes.Equal(got, data) {
+			t.Errorf("%d %q: read back %q, want %q", i, n, got, data)
+		}
+		fi, err := p.Stat(ctx, name)
+		if err != nil {
+			t.Errorf("Stat %q: %v", n, err)
+			continue
+		}
+		if fi.Name() != n || fi.Size() != int64(len(data)) || !fi.Mode().IsRegular() {
+			t.Errorf("Stat %q = name %q size %d mode %v; want name %q size %d regular",
+				n, fi.Name(), fi.Size(), fi.Mode(), n, len(data))
+		}
+		if d := time.Since(fi.ModTime()); d < -time.Hour || d > time.Hour {
+			t.Errorf("Stat %q: mtime %v is not about now", n, fi.ModTime())
+		}
+	}
+	ents, err := p.ReadDir(ctx, root)
+	if err != nil {
+		t.Fatalf("ReadDir: %v", err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+		if e.IsDir() || !e.Type().IsRegular() {
+			t.Errorf("entry %q: type %v, want regular file", e.Name(), e.Type())
+		}
+	}
+	want := slices.Clone(hardNames)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ReadDir names:\n got %q\nwant %q", got, want)
+	}
+	// Relative-looking dash names are operands, not options, in every op.
+	dash := path.Join(root, "-leading-dash")
+	if err := p.Rename(ctx, dash, path.Join(root, "-renamed")); err != nil {
+		t.Errorf("Rename dash name: %v", err)
+	}
+	if err := p.Remove(ctx, path.Join(root, "-renamed"), false); err != nil {
+		t.Errorf("Remove dash name: %v", err)
+	}
+}
+
+func testEmptyFile(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	name := path.Join(root, "empty")
+	writeFile(t, ctx, p, name, nil, 0o600)
+	if got := readFile(t, ctx, p, name); len(got) != 0 {
+		t.Errorf("empty file read %d bytes", len(got))
+	}
+	fi, err := p.Stat(ctx, name)
+	if err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if fi.Size() != 0 {
+		t.Errorf("size %d, want 0", fi.Size())
+	}
+	// Create truncates an existing file.
+	writeFile(t, ctx, p, name, []byte("longer content"), 0o600)
+	writeFile(t, ctx, p, name, []byte("short"), 0o600)
+	if got := readFile(t, ctx, p, name); string(got) != "short" {
+		t.Errorf("after truncating create: %q, want %q", got, "short")
+	}
+}
+
+func testStatMissing(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	missing := path.Join(root, "missing")
+	_, err := p.Stat(ctx, missing)
+	wantErr(t, "Stat missing", err, fs.ErrNotExist)
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		t.Errorf("Stat missing: %T is not *fs.PathError", err)
+	}
+	_, err = p.Lstat(ctx, missing)
+	wantErr(t, "Lstat missing", err, fs.ErrNotExist)
+	_, err = p.Stat(ctx, path.Join(root, "missing", "deeper"))
+	wantErr(t, "Stat under missing", err, fs.ErrNotExist)
+	fi, err := p.Stat(ctx, root)
+	if err != nil {
+		t.Fatalf("Stat root: %v", err)
+	}
+	if !fi.IsDir() || fi.Name() != path.Base(root) {
+		t.Errorf("Stat root: IsDir %v name %q", fi.IsDir(), fi.Name())
+	}
+}
+
+func testReadDirSorted(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	ents, err := p.ReadDir(ctx, root)
+	if err != nil {
+		t.Fatalf("ReadDir empty: %v", err)
+	}
+	if len(ents) != 0 {
+		t.Errorf("empty dir has %d entries", len(ents))
+	}
+	names := []string{"b", "a", "C", "_", "a.b", "aa", ".z", "10", "9"}
+	for _, n := range names {
+		writeFile(t, ctx, p, path.Join(root, n), []byte(n), 0o644)
+	}
+	if err := p.Mkdir(ctx, path.Join(root, "dir"), 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Symlink(ctx, "a", path.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	ents, err = p.ReadDir(ctx, root)
+	if err != nil {
+		t.Fatalf("ReadDir: %v", err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+		switch e.Name() {
+		case "dir":
+			if !e.IsDir() {
+				t.Errorf("dir entry is not a directory: %v", e.Type())
+			}
+		case "link":
+			if e.Type()&fs.ModeSymlink == 0 {
+				t.Errorf("link entry type %v, want symlink (not followed)", e.Type())
+			}
+		default:
+			info, err := e.Info()
+			if err != nil {
+				t.Errorf("Info %q: %v", e.Name(), err)
+			} else if info.Size() != int64(len(e.Name())) {
+				t.Errorf("entry %q size %d", e.Name(), info.Size())
+			}
+		}
+	}
+	want := append(slices.Clone(names), "dir", "link")
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ReadDir:\n got %q\nwant %q", got, want)
+	}
+}
+
+func testReadDirErrors(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	_, err := p.ReadDir(ctx, path.Join(root, "missing"))
+	wantErr(t, "ReadDir missing", err, fs.ErrNotExist)
+	f := path.Join(root, "file")
+	writeFile(t, ctx, p, f, []byte("x"), 0o644)
+	if _, err := p.ReadDir(ctx, f); err == nil {
+		t.Errorf("ReadDir on a file succeeded")
+	}
+}
+
+func testSymlinks(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	target := path.Join(root, "target file")
+	writeFile(t, ctx, p, target, []byte("12345"), 0o644)
+	link := path.Join(root, "link -> it")
+	if err := p.Symlink(ctx, "target file", link); err != nil {
+		t.Fatalf("Symlink: %v", err)
+	}
+	fi, err := p.Lstat(ctx, link)
+	if err != nil {
+		t.Fatalf("Lstat: %v", err)
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat mode %v, want symlink", fi.Mode())
+	}
+	fi, err = p.Stat(ctx, link)
+	if err != nil {
+		t.Fatalf("Stat: %v", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != 5 {
+		t.Errorf("Stat through link: mode %v size %d, want regular 5", fi.Mode(), fi.Size())
+	}
+	if got, err := p.Readlink(ctx, link); err != nil || got != "target file" {
+		t.Errorf("Readlink = %q, %v; want %q", got, err, "target file")
+	}
+	if got := readFile(t, ctx, p, link); string(got) != "12345" {
+		t.Errorf("read through link: %q", got)
+	}
+	// A target with a newline and a leading dash survives Readlink.
+	odd := path.Join(root, "odd")
+	if err := p.Symlink(ctx, "-odd\ntarget\n", odd); err != nil {
+		t.Fatalf("Symlink odd: %v", err)
+	}
+	if got, err := p.Readlink(ctx, odd); err != nil || got != "-odd\ntarget\n" {
+		t.Errorf("Readlink odd = %q, %v", got, err)
+	}
+	// Dangling link: Lstat works, Stat is ErrNotExist, Readlink works.
+	dangling := path.Join(root, "dangling")
+	if err := p.Symlink(ctx, path.Join(root, "nowhere"), dangling); err != nil {
+		t.Fatalf("Symlink dangling: %v", err)
+	}
+	if fi, err := p.Lstat(ctx, dangling); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat dangling: %v, %v", fi, err)
+	}
+	_, err = p.Stat(ctx, dangling)
+	wantErr(t, "Stat dangling", err, fs.ErrNotExist)
+	if got, err := p.Readlink(ctx, dangling); err != nil || got != path.Join(root, "nowhere") {
+		t.Errorf("Readlink dangling = %q, %v", got, err)
+	}
+	// Symlink onto an existing name fails with ErrExist.
+	err = p.Symlink(ctx, "x", target)
+	wantErr(t, "Symlink onto existing", err, fs.ErrExist)
+	_, err = p.Readlink(ctx, path.Join(root, "missing"))
+	wantErr(t, "Readlink missing", err, fs.ErrNotExist)
+	if _, err := p.Readlink(ctx, target); err == nil {
+		t.Errorf("Readlink on a regular file succeeded")
+	}
+	// Removing a link leaves the target.
+	if err := p.Remove(ctx, link, false); err != nil {
+		t.Fatalf("Remove link: %v", err)
+	}
+	if _, err := p.Stat(ctx, target); err != nil {
+		t.Errorf("target gone after removing link: %v", err)
+	}
+	// Removing a dangling link works.
+	if err := p.Remove(ctx, dangling, false); err != nil {
+		t.Errorf("Remove dangling: %v", err)
+	}
+}
+
+func testModes(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	name := path.Join(root, "script.sh")
+	writeFile(t, ctx, p, name, []byte("#!/bin/sh\n"), 0o700)
+	fi, err := p.Stat(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm()&0o700 != 0o700 || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("created 0700: mode %v", fi.Mode())
+	}
+	for _, m := range []fs.FileMode{0o644, 0o600, 0o755, 0o000, 0o640} {
+		if err := p.Chmod(ctx, name, m); err != nil {
+			t.Fatalf("Chmod %o: %v", m, err)
+		}
+		fi, err := p.Stat(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != m {
+			t.Errorf("after Chmod %o: mode %v", m, fi.Mode())
+		}
+	}
+	// Create on an existing file keeps its mode.
+	writeFile(t, ctx, p, name, []byte("again"), 0o777)
+	if fi, err := p.Stat(ctx, name); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("Create on existing changed mode: %v, %v", fi, err)
+	}
+	err = p.Chmod(ctx, path.Join(root, "missing"), 0o644)
+	wantErr(t, "Chmod missing", err, fs.ErrNotExist)
+	dir := path.Join(root, "d")
+	if err := p.Mkdir(ctx, dir, 0o750, false); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := p.Stat(ctx, dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+		t.Errorf("Mkdir 0750: %v, %v", fi, err)
+	}
+}
+
+func testMkdir(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	d := path.Join(root, "a dir")
+	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
+		t.Fatalf("Mkdir: %v", err)
+	}
+	err := p.Mkdir(ctx, d, 0o755, false)
+	wantErr(t, "Mkdir existing", err, fs.ErrExist)
+	if err := p.Mkdir(ctx, d, 0o755, true); err != nil {
+		t.Errorf("Mkdir parents on existing dir: %v", err)
+	}
+	deep := path.Join(root, "x", "-y", "z\nw")
+	err = p.Mkdir(ctx, deep, 0o755, false)
+	wantErr(t, "Mkdir without parents", err, fs.ErrNotExist)
+	if err := p.Mkdir(ctx, deep, 0o755, true); err != nil {
+		t.Fatalf("Mkdir parents: %v", err)
+	}
+	if fi, err := p.Stat(ctx, deep); err != nil || !fi.IsDir() {
+		t.Errorf("Stat deep: %v, %v", fi, err)
+	}
+	f := path.Join(root, "file")
+	writeFile(t, ctx, p, f, []byte("x"), 0o644)
+	err = p.Mkdir(ctx, f, 0o755, true)
+	wantErr(t, "Mkdir parents on a file", err, fs.ErrExist)
+	err = p.Mkdir(ctx, f, 0o755, false)
+	wantErr(t, "Mkdir on a file", err, fs.ErrExist)
+}
+
+func testRemove(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	err := p.Remove(ctx, path.Join(root, "missing"), false)
+	wantErr(t, "Remove missing", err, fs.ErrNotExist)
+	err = p.Remove(ctx, path.Join(root, "missing"), true)
+	wantErr(t, "Remove recursive missing", err, fs.ErrNotExist)
+
+	tree := path.Join(root, "tree")
+	for _, d := range []string{"tree/a/b", "tree/c", "tree/-d"} {
+		if err := p.Mkdir(ctx, path.Join(root, d), 0o755, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"tree/f", "tree/a/g\nh", "tree/a/b/.i", "tree/-d/-j"} {
+		writeFile(t, ctx, p, path.Join(root, f), []byte(f), 0o644)
+	}
+	if err := p.Symlink(ctx, root, path.Join(tree, "up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Remove(ctx, tree, false); err == nil {
+		t.Fatalf("Remove of a non-empty directory succeeded")
+	} else if !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, fs.ErrExist) {
+		t.Logf("Remove non-empty dir: %v (not ENOTEMPTY, accepted)", err)
+	}
+	if err := p.Remove(ctx, tree, true); err != nil {
+		t.Fatalf("Remove recursive: %v", err)
+	}
+	_, err = p.Lstat(ctx, tree)
+	wantErr(t, "Lstat removed tree", err, fs.ErrNotExist)
+	// The symlink was removed, not followed: root is still there.
+	if _, err := p.Stat(ctx, root); err != nil {
+		t.Fatalf("root gone: recursive remove followed a symlink: %v", err)
+	}
+	e := path.Join(root, "empty dir")
+	if err := p.Mkdir(ctx, e, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Remove(ctx, e, false); err != nil {
+		t.Errorf("Remove empty dir: %v", err)
+	}
+	f := path.Join(root, "f")
+	writeFile(t, ctx, p, f, nil, 0o644)
+	if err := p.Remove(ctx, f, true); err != nil {
+		t.Errorf("Remove recursive on a file: %v", err)
+	}
+}
+
+func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	a, b := path.Join(root, "a file"), path.Join(root, "b\nfile")
+	writeFile(t, ctx, p, a, []byte("A"), 0o644)
+	writeFile(t, ctx, p, b, []byte("B"), 0o644)
+	if err := p.Rename(ctx, a, b); err != nil {
+		t.Fatalf("Rename replacing: %v", err)
+	}
+	if got := readFile(t, ctx, p, b); string(got) != "A" {
+		t.Errorf("after Rename, new name holds %q, want A", got)
+	}
+	_, err := p.Stat(ctx, a)
+	wantErr(t, "Stat old name", err, fs.ErrNotExist)
+	err = p.Rename(ctx, a, b)
+	wantErr(t, "Rename missing", err, fs.ErrNotExist)
+	var le *hostgate.LinkError
+	if !errors.As(err, &le) {
+		t.Errorf("Rename error %T is not *hostgate.LinkError", err)
+	}
+	d1, d2 := path.Join(root, "d1"), path.Join(root, "d2")
+	if err := p.Mkdir(ctx, d1, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ctx, p, path.Join(d1, "inner"), []byte("i"), 0o644)
+	if err := p.Rename(ctx, d1, d2); err != nil {
+		t.Fatalf("Rename dir: %v", err)
+	}
+	if got := readFile(t, ctx, p, path.Join(d2, "inner")); string(got) != "i" {
+		t.Errorf("moved dir content %q", got)
+	}
+	// A file renamed onto an existing directory fails and is not moved
+	// into it (mv would).
+	if err := p.Rename(ctx, b, d2); err == nil {
+		t.Errorf("Rename file onto directory succeeded")
+	}
+	if _, err := p.Stat(ctx, path.Join(d2, path.Base(b))); err == nil {
+		t.Errorf("Rename moved the file into the directory")
+	}
+}
+
+func testOpenErrors(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	_, err := p.Open(ctx, path.Join(root, "missing"))
+	wantErr(t, "Open missing", err, fs.ErrNotExist)
+	_, err = p.Create(ctx, path.Join(root, "missing", "f"), 0o644)
+	wantErr(t, "Create under missing dir", err, fs.ErrNotExist)
+}
+
+func testPartialRead(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	name := path.Join(root, "big")
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	writeFile(t, ctx, p, name, data, 0o644)
+	// Closing a reader early releases it; the file can be read again.
+	r, err := p.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, data[:100]) {
+		t.Errorf("first 100 bytes differ")
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("early Close: %v", err)
+	}
+	// Randomized chunk sizes on the way in.
+	w, err := p.Create(ctx, name, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for off := 0; off < len(data); {
+		n := min(1+rng.IntN(70000), len(data)-off)
+		if _, err := w.Write(data[off : off+n]); err != nil {
+			t.Fatal(err)
+		}
+		off += n
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, ctx, p, name); !bytes.Equal(got, data) {
+		t.Errorf("chunked write read back %d bytes, differ", len(got))
+	}
+}
+
+func testRealpath(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	real, err := p.Realpath(ctx, root)
+	if err != nil {
+		t.Fatalf("Realpath root: %v", err)
+	}
+	if !path.IsAbs(real) {
+		t.Errorf("Realpath %q not absolute", real)
+	}
+	if err := p.Mkdir(ctx, path.Join(root, "sub dir"), 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Symlink(ctx, "sub dir", path.Join(root, "-via")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Realpath(ctx, path.Join(root, "-via"))
+	if err != nil {
+		t.Fatalf("Realpath through link: %v", err)
+	}
+	if want := path.Join(real, "sub dir"); got != want {
+		t.Errorf("Realpath = %q, want %q", got, want)
+	}
+	got, err = p.Realpath(ctx, path.Join(root, "sub dir", "..", "-via", "."))
+	if err != nil || got != path.Join(real, "sub dir") {
+		t.Errorf("Realpath with dots = %q, %v", got, err)
+	}
+}
+
+// testLarge streams LargeSize bytes from a generator through Create and back
+// through Open into a hash: neither side holds the file in memory.
+func testLarge(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	if testing.Short() {
+		t.Skip("256 MiB streaming case skipped in -short mode")
+	}
+	name := path.Join(root, "large")
+	w, err := p.Create(ctx, name, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(w, io.TeeReader(io.LimitReader(NewGenerator(7), LargeSize), h))
+	if err != nil {
+		_ = w.Close()
+		t.Fatalf("upload after %d bytes: %v", n, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("close upload: %v", err)
+	}
+	want := h.Sum(nil)
+	fi, err := p.Stat(ctx, name)
+	if err != nil || fi.Size() != LargeSize {
+		t.Fatalf("Stat large: %v, %v", fi, err)
+	}
+	r, err := p.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h.Reset()
+	n, err = io.Copy(h, r)
+	if err != nil {
+		t.Fatalf("download after %d bytes: %v", n, err)
+	}
+	if n != LargeSize || !bytes.Equal(h.Sum(nil), want) {
+		t.Errorf("downloaded %d bytes, hash match %v", n, bytes.Equal(h.Sum(nil), want))
+	}
+	if err := p.Remove(ctx, name, false); err != nil {
+		t.Errorf("Remove large: %v", err)
+	}
+}
+
+// Generator is an endless, fast, deterministic byte stream for upload tests.
+type Generator struct{ rng *rand.ChaCha8 }
+
+// NewGenerator returns a Generator seeded with seed.
+func NewGenerator(seed byte) *Generator {
+	var s [32]byte
+	s[0] = seed
+	return &Generator{rng: rand.NewChaCha8(s)}
+}
+
+func (g *Generator) Read(b []byte) (int, error) { return g.rng.Read(b) }

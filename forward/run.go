@@ -1,0 +1,325 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/bicopy"
+)
+
+// Host is what Run needs of a host: *hostgate.Host and every
+// hostgate.Forwarder have it.
+type Host interface {
+	// Dial opens a connection from the host to addr.
+	Dial(ctx context.Context, network, addr string) (net.Conn, error)
+	// Listen makes the host listen on addr.
+	Listen(ctx context.Context, network, addr string) (net.Listener, error)
+}
+
+var (
+	_ Host = (*hostgate.Host)(nil)
+	_ Host = hostgate.Forwarder(nil)
+)
+
+// forwarderSource is the part of *hostgate.Host Run uses to find the live
+// connection's forwarder, so that it can watch the connection end.
+type forwarderSource interface {
+	Forwarder(ctx context.Context) (hostgate.Forwarder, error)
+}
+
+// doner is implemented by connections that report their end (the SSH client
+// does, or may). A forward stops when Done is closed.
+type doner interface{ Done() <-chan struct{} }
+
+// ErrHostGone is the cause a forward stops with when the host connection
+// ends.
+var ErrHostGone = errors.New("forward: host connection ended")
+
+// Config holds a forward's knobs; nil or zero fields mean defaults.
+type Config struct {
+	// MaxConns bounds concurrent connections; more are accepted and closed at
+	// once, counted in Stats.Rejected. Default 512.
+	MaxConns int
+	// HandshakeTimeout bounds the SOCKS5 greeting and request. Default 10 s.
+	HandshakeTimeout time.Duration
+	// DialTimeout bounds each dial of the connect side. Default 30 s.
+	DialTimeout time.Duration
+	// Done, when set, is closed when the host connection ends; the forward
+	// then stops. Without it, Run watches the host's forwarder for a
+	// Done() <-chan struct{} method, and stops on a dial failing with
+	// hostgate.ErrClosed.
+	Done <-chan struct{}
+}
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.MaxConns <= 0 {
+		out.MaxConns = 512
+	}
+	if out.HandshakeTimeout <= 0 {
+		out.HandshakeTimeout = 10 * time.Second
+	}
+	if out.DialTimeout <= 0 {
+		out.DialTimeout = 30 * time.Second
+	}
+	return out
+}
+
+// Stats counts a forward's traffic. Byte counts are live: they grow while
+// connections are open.
+type Stats struct {
+	Connections int64 // accepted so far
+	Active      int64 // open now
+	Failed      int64 // dial or SOCKS handshake failed
+	Rejected    int64 // closed at once because MaxConns were open
+	BytesIn     int64 // from the listening side to the connect side
+	BytesOut    int64 // from the connect side to the listening side
+}
+
+// Forward is a running forward. It owns its listener, every forwarded
+// connection and the goroutines copying them.
+type Forward struct {
+	spec Spec
+	cfg  Config
+	host Host
+	ln   net.Listener
+	dial func(ctx context.Context, c net.Conn) (net.Conn, error)
+
+	ctx    context.Context // ended by Close, Run's ctx, or the host going away
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // serve and every handle
+	sem    chan struct{}  // one token per open connection
+
+	conns, active, failed, rejected, bytesIn, bytesOut atomic.Int64
+
+	done chan struct{}
+	err  error // written before done closes
+}
+
+// Run starts spec over h and returns once it listens. The forward runs until
+// ctx ends, Close is called, or the host connection ends.
+func Run(ctx context.Context, h Host, spec Spec) (*Forward, error) {
+	return RunConfig(ctx, h, spec, nil)
+}
+
+// RunConfig is Run with knobs.
+func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	fw := &Forward{spec: spec, cfg: cfg.withDefaults(), host: h, done: make(chan struct{})}
+	fw.sem = make(chan struct{}, fw.cfg.MaxConns)
+
+	hostDone := fw.cfg.Done
+	if hostDone == nil {
+		if fs, ok := h.(forwarderSource); ok {
+			// Dials still go through h, so that a closed Host is seen as
+			// hostgate.ErrClosed.
+			f, err := fs.Forwarder(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("forward: %w", err)
+			}
+			if d, ok := f.(doner); ok {
+				hostDone = d.Done()
+			}
+		} else if d, ok := h.(doner); ok {
+			hostDone = d.Done()
+		}
+	}
+
+	var err error
+	switch spec.Kind {
+	case Local, Dynamic:
+		var lc net.ListenConfig
+		fw.ln, err = lc.Listen(ctx, "tcp", spec.Listen)
+	case Remote:
+		fw.ln, err = h.Listen(ctx, "tcp", spec.Listen)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("forward: %s listen %s: %w", spec.Kind, spec.Listen, err)
+	}
+	switch spec.Kind {
+	case Local:
+		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
+			return h.Dial(ctx, "tcp", spec.Connect)
+		}
+	case Remote:
+		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", spec.Connect)
+		}
+	case Dynamic:
+		fw.dial = func(ctx context.Context, c net.Conn) (net.Conn, error) {
+			return socksServe(ctx, c, h, fw.cfg.HandshakeTimeout, fw.cfg.DialTimeout)
+		}
+	}
+
+	fw.ctx, fw.cancel = context.WithCancelCause(context.Background())
+	stopCtx := context.AfterFunc(ctx, func() { fw.cancel(context.Cause(ctx)) })
+	stopLn := context.AfterFunc(fw.ctx, func() { _ = fw.ln.Close() })
+	if hostDone != nil {
+		// A channel, not a ctx: the one goroutine that waits on it also ends
+		// when the forward does, so it never outlives Close.
+		fw.wg.Add(1)
+		go func() {
+			defer fw.wg.Done()
+			select {
+			case <-hostDone:
+				fw.cancel(ErrHostGone)
+			case <-fw.ctx.Done():
+			}
+		}()
+	}
+	fw.wg.Add(1)
+	go func() {
+		defer fw.wg.Done()
+		fw.serve()
+	}()
+	go func() {
+		fw.wg.Wait()
+		stopCtx()
+		stopLn()
+		_ = fw.ln.Close()
+		close(fw.done)
+	}()
+	return fw, nil
+}
+
+// Addr is the address listened on, with the picked port.
+func (fw *Forward) Addr() net.Addr { return fw.ln.Addr() }
+
+// Spec returns the spec the forward runs.
+func (fw *Forward) Spec() Spec { return fw.spec }
+
+// Stats returns the forward's counters.
+func (fw *Forward) Stats() Stats {
+	return Stats{
+		Connections: fw.conns.Load(), Active: fw.active.Load(),
+		Failed: fw.failed.Load(), Rejected: fw.rejected.Load(),
+		BytesIn: fw.bytesIn.Load(), BytesOut: fw.bytesOut.Load(),
+	}
+}
+
+// Done is closed once the forward has stopped and released everything.
+func (fw *Forward) Done() <-chan struct{} { return fw.done }
+
+// Err waits for the forward to stop and says why: nil after Close, ctx's
+// cause when Run's ctx ended, ErrHostGone (or the listener's error) when the
+// host connection ended.
+func (fw *Forward) Err() error {
+	<-fw.done
+	return fw.err
+}
+
+// Close stops listening, closes every forwarded connection and waits for
+// their goroutines. It is idempotent.
+func (fw *Forward) Close() error {
+	fw.cancel(errClosedByUser)
+	<-fw.done
+	return nil
+}
+
+var errClosedByUser = errors.New("forward: closed")
+
+// serve is the accept loop; it owns fw.err.
+func (fw *Forward) serve() {
+	var delay time.Duration
+	for {
+		c, err := fw.ln.Accept()
+		if err != nil {
+			if fw.ctx.Err() == nil && isTemporary(err) {
+				// EMFILE and friends: back off like net/http instead of
+				// giving up the forward.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+					continue
+				case <-fw.ctx.Done():
+					t.Stop()
+				}
+			}
+			fw.cancel(fmt.Errorf("forward: accept: %w", err))
+			fw.err = context.Cause(fw.ctx)
+			if errors.Is(fw.err, errClosedByUser) {
+				fw.err = nil
+			}
+			return
+		}
+		delay = 0
+		fw.conns.Add(1)
+		select {
+		case fw.sem <- struct{}{}:
+		default:
+			fw.rejected.Add(1)
+			_ = c.Close()
+			continue
+		}
+		fw.active.Add(1)
+		fw.wg.Add(1)
+		go fw.handle(c)
+	}
+}
+
+func isTemporary(err error) bool {
+	var te interface{ Temporary() bool }
+	return errors.As(err, &te) && te.Temporary()
+}
+
+// handle dials the connect side for c and copies both ways; it owns c.
+func (fw *Forward) handle(c net.Conn) {
+	defer fw.wg.Done()
+	defer func() { <-fw.sem }()
+	defer fw.active.Add(-1)
+
+	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.DialTimeout+fw.cfg.HandshakeTimeout)
+	t, err := fw.dial(ctx, c)
+	cancel()
+	if err != nil {
+		fw.failed.Add(1)
+		_ = c.Close()
+		if errors.Is(err, hostgate.ErrClosed) {
+			fw.cancel(ErrHostGone)
+		}
+		return
+	}
+	cc := &countConn{Conn: c, in: &fw.bytesIn, out: &fw.bytesOut}
+	_, _ = bicopy.Copy(fw.ctx, cc, t)
+}
+
+// countConn counts bytes read from and written to the listening side as they
+// pass, so Stats is live for long connections.
+type countConn struct {
+	net.Conn
+	in, out *atomic.Int64
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
+}
+
+// CloseWrite passes half-close through; bicopy closes both ends when the
+// underlying conn cannot half-close.
+func (c *countConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}

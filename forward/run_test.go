@@ -1,0 +1,460 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+func dialT(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestLocalForwardBothWaysWithHalfClose(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHost(t, newLoopForwarder())
+	fw, err := Run(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 1<<20)
+	_, _ = rand.Read(msg)
+	for range 3 {
+		// The echo server only answers EOF after our half-close reached it
+		// through the forward, so a full read proves CloseWrite passes.
+		if got := roundTrip(t, dialT(t, fw.Addr().String()), msg); !bytes.Equal(got, msg) {
+			t.Fatalf("echo: got %d bytes, want %d equal bytes", len(got), len(msg))
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Err(); err != nil {
+		t.Fatalf("Err after Close = %v, want nil", err)
+	}
+	st := fw.Stats()
+	want := Stats{Connections: 3, BytesIn: 3 << 20, BytesOut: 3 << 20}
+	if st != want {
+		t.Fatalf("stats = %+v, want %+v", st, want)
+	}
+}
+
+func TestRemoteForwardListensOnHost(t *testing.T) {
+	ctx := testCtx(t)
+	lf := newLoopForwarder()
+	fw, err := Run(ctx, newHost(t, lf), Spec{Kind: Remote, Listen: "127.0.0.1:0", Connect: echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	lf.mu.Lock()
+	onHost := len(lf.lns) == 1 && lf.lns[0].Addr().String() == fw.Addr().String()
+	lf.mu.Unlock()
+	if !onHost {
+		t.Fatalf("remote forward did not listen through the host's forwarder")
+	}
+	if got := roundTrip(t, dialT(t, fw.Addr().String()), []byte("ping")); string(got) != "ping" {
+		t.Fatalf("echo = %q", got)
+	}
+}
+
+func TestForwardReleasedWhenHostConnectionEnds(t *testing.T) {
+	for _, kind := range []hostgate.ForwardKind{Local, Remote, Dynamic} {
+		t.Run(string(kind), func(t *testing.T) {
+			ctx := testCtx(t)
+			lf := newLoopForwarder()
+			spec := Spec{Kind: kind, Listen: "127.0.0.1:0", Connect: echoServer(t)}
+			if kind == Dynamic {
+				spec.Connect = ""
+			}
+			fw, err := Run(ctx, newHost(t, lf), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fw.Close()
+			c := dialT(t, fw.Addr().String())
+			if kind == Dynamic {
+				if rep := socksConnect(t, c, socksDomain("127.0.0.1"), echoPort(t, echoServer(t))); rep != repSucceeded {
+					t.Fatalf("reply %d", rep)
+				}
+			}
+			if _, err := c.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 1)
+			if _, err := io.ReadFull(c, buf); err != nil {
+				t.Fatal(err)
+			}
+
+			lf.end()
+			select {
+			case <-fw.Done():
+			case <-ctx.Done():
+				t.Fatal("forward still running after the host connection ended")
+			}
+			if err := fw.Err(); !errors.Is(err, ErrHostGone) && kind != Remote {
+				t.Fatalf("Err = %v, want ErrHostGone", err)
+			}
+			// The open connection was torn down, and nothing listens.
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Read(buf); err == nil {
+				t.Fatal("forwarded connection still open")
+			}
+			if c2, err := net.Dial("tcp", fw.Addr().String()); err == nil {
+				c2.Close()
+				t.Fatal("listener still open")
+			}
+			if st := fw.Stats(); st.Active != 0 {
+				t.Fatalf("active = %d after the end", st.Active)
+			}
+		})
+	}
+}
+
+// A closed Host is noticed on the next dial: the forward stops instead of
+// accepting connections it can never serve.
+func TestForwardStopsWhenHostClosed(t *testing.T) {
+	ctx := testCtx(t)
+	h := hostgate.New(hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: noTransport{}, Forward: plainForwarder{}, Close: func() error { return nil }}, nil
+	})
+	fw, err := Run(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	_ = h.Close()
+	c := dialT(t, fw.Addr().String())
+	_, _ = c.Read(make([]byte, 1))
+	<-fw.Done()
+	if err := fw.Err(); !errors.Is(err, ErrHostGone) {
+		t.Fatalf("Err = %v, want ErrHostGone", err)
+	}
+	if st := fw.Stats(); st.Failed != 1 {
+		t.Fatalf("failed = %d, want 1", st.Failed)
+	}
+}
+
+// plainForwarder has no Done method: the forward can only learn of the end
+// from its dials.
+type plainForwarder struct{}
+
+func (plainForwarder) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+func (plainForwarder) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	return lc.Listen(ctx, network, addr)
+}
+
+func TestForwardStopsWithCtx(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(testCtx(t))
+	fw, err := Run(ctx, newHost(t, newLoopForwarder()), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialT(t, fw.Addr().String())
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadFull(c, make([]byte, 1))
+	why := errors.New("caller is done")
+	cancel(why)
+	if err := fw.Err(); !errors.Is(err, why) {
+		t.Fatalf("Err = %v, want the ctx cause", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("connection still open after ctx ended")
+	}
+}
+
+func TestMaxConnsRejectsExcess(t *testing.T) {
+	ctx := testCtx(t)
+	fw, err := RunConfig(ctx, newHost(t, newLoopForwarder()), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: echoServer(t)}, &Config{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	c1 := dialT(t, fw.Addr().String())
+	if _, err := c1.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c1, make([]byte, 1)); err != nil {
+		t.Fatal(err) // c1 is established, holding the one slot
+	}
+	c2 := dialT(t, fw.Addr().String())
+	_ = c2.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := c2.Read(make([]byte, 1)); err != io.EOF && !isReset(err) {
+		t.Fatalf("second conn read = %d, %v; want it closed", n, err)
+	}
+	if st := fw.Stats(); st.Rejected != 1 || st.Active != 1 {
+		t.Fatalf("stats = %+v, want 1 rejected, 1 active", st)
+	}
+}
+
+func isReset(err error) bool { return err != nil && strings.Contains(err.Error(), "reset") }
+
+func TestSpecValidate(t *testing.T) {
+	for _, s := range []Spec{
+		{Kind: "sideways", Listen: "127.0.0.1:0", Connect: "a:1"},
+		{Kind: Local, Listen: "nope", Connect: "a:1"},
+		{Kind: Local, Listen: "127.0.0.1:0"},
+		{Kind: Dynamic, Listen: "127.0.0.1:0", Connect: "a:1"},
+	} {
+		if err := s.Validate(); err == nil {
+			t.Errorf("%+v: Validate = nil, want an error", s)
+		}
+		if _, err := Run(context.Background(), plainForwarder{}, s); err == nil {
+			t.Errorf("%+v: Run = nil error", s)
+		}
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	for _, tc := range []struct {
+		flag, arg string
+		want      Spec
+	}{
+		{"L", "8080:localhost:80", Spec{Local, "127.0.0.1:8080", "localhost:80"}},
+		{"-L", "0.0.0.0:8080:10.0.0.1:80", Spec{Local, "0.0.0.0:8080", "10.0.0.1:80"}},
+		{"R", "*:9000:127.0.0.1:3000", Spec{Remote, ":9000", "127.0.0.1:3000"}},
+		{"L", "[::1]:8080:[2001:db8::1]:443", Spec{Local, "[::1]:8080", "[2001:db8::1]:443"}},
+		{"D", "1080", Spec{Dynamic, "127.0.0.1:1080", ""}},
+		{"D", "localhost:1080", Spec{Dynamic, "localhost:1080", ""}},
+	} {
+		got, err := ParseSpec(tc.flag, tc.arg)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseSpec(%q, %q) = %+v, %v; want %+v", tc.flag, tc.arg, got, err, tc.want)
+		}
+	}
+	for _, bad := range [][2]string{
+		{"L", "8080"}, {"L", "x:localhost:80"}, {"L", "80:localhost:99999"}, {"D", "a:b:c"},
+		{"X", "80"}, {"L", "[::1:80:a:1"}, {"L", "8080::80"}, {"L", "[::1]x:80:a:1"},
+	} {
+		if s, err := ParseSpec(bad[0], bad[1]); err == nil {
+			t.Errorf("ParseSpec(%q, %q) = %+v, want an error", bad[0], bad[1], s)
+		}
+	}
+}
+
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"8080:localhost:80", "[::1]:1:[::2]:3", "*:1:a:2", "1080", "a:b", "[", "]:"} {
+		f.Add("L", s)
+		f.Add("D", s)
+	}
+	f.Fuzz(func(t *testing.T, flag, arg string) {
+		s, err := ParseSpec(flag, arg)
+		if err != nil {
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("ParseSpec(%q, %q) = %+v, which does not validate: %v", flag, arg, s, err)
+		}
+	})
+}
+
+// --- SOCKS5 ---
+
+type socksAddr struct {
+	atyp byte
+	addr []byte
+}
+
+func socksDomain(d string) socksAddr {
+	return socksAddr{atypDomain, append([]byte{byte(len(d))}, d...)}
+}
+func socksIP(s string) socksAddr {
+	a := netip.MustParseAddr(s)
+	if a.Is4() {
+		return socksAddr{atypIPv4, a.AsSlice()}
+	}
+	return socksAddr{atypIPv6, a.AsSlice()}
+}
+
+func echoPort(t testing.TB, addr string) uint16 {
+	_, p, _ := net.SplitHostPort(addr)
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(n)
+}
+
+// socksConnect is a minimal RFC 1928 client: no-auth greeting, CONNECT, and
+// the reply code.
+func socksConnect(t testing.TB, c net.Conn, a socksAddr, port uint16) byte {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte{5, 1, methodNoAuth}); err != nil {
+		t.Fatal(err)
+	}
+	sel := make([]byte, 2)
+	if _, err := io.ReadFull(c, sel); err != nil || sel[0] != 5 || sel[1] != methodNoAuth {
+		t.Fatalf("method selection %v, %v", sel, err)
+	}
+	req := append([]byte{5, cmdConnect, 0, a.atyp}, a.addr...)
+	req = binary.BigEndian.AppendUint16(req, port)
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	rep := make([]byte, 4)
+	if _, err := io.ReadFull(c, rep); err != nil {
+		t.Fatalf("reply: %v", err)
+	}
+	n := 4
+	if rep[3] == atypIPv6 {
+		n = 16
+	}
+	if _, err := io.ReadFull(c, make([]byte, n+2)); err != nil {
+		t.Fatalf("reply address: %v", err)
+	}
+	return rep[1]
+}
+
+func TestDynamicForwardConnects(t *testing.T) {
+	ctx := testCtx(t)
+	fw, err := Run(ctx, newHost(t, newLoopForwarder()), Spec{Kind: Dynamic, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	port := echoPort(t, echoServer(t))
+	for _, a := range []socksAddr{socksIP("127.0.0.1"), socksDomain("localhost"), socksDomain("127.0.0.1")} {
+		c := dialT(t, fw.Addr().String())
+		if rep := socksConnect(t, c, a, port); rep != repSucceeded {
+			t.Fatalf("%v: reply %d", a, rep)
+		}
+		if got := roundTrip(t, c, []byte("hello socks")); string(got) != "hello socks" {
+			t.Fatalf("echo %q", got)
+		}
+	}
+}
+
+func TestDynamicForwardRefusals(t *testing.T) {
+	ctx := testCtx(t)
+	fw, err := RunConfig(ctx, newHost(t, newLoopForwarder()), Spec{Kind: Dynamic, Listen: "127.0.0.1:0"}, &Config{HandshakeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	// A port that was listening and is closed now refuses connections.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPort := echoPort(t, closed.Addr().String())
+	closed.Close()
+	if rep := socksConnect(t, dialT(t, fw.Addr().String()), socksIP("127.0.0.1"), deadPort); rep != repConnectionRefused {
+		t.Errorf("closed port: reply %d, want %d (connection refused)", rep, repConnectionRefused)
+	}
+
+	for name, tc := range map[string]struct {
+		send []byte
+		want []byte // the bytes the server answers before closing
+	}{
+		"bind command":      {[]byte{5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, repCmdNotSupported}},
+		"udp associate":     {[]byte{5, 1, 0, 5, 3, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, repCmdNotSupported}},
+		"unknown addr type": {[]byte{5, 1, 0, 5, 1, 0, 9}, []byte{5, 0, 5, repAddrTypeNotSupport}},
+		"auth only":         {[]byte{5, 1, 2}, []byte{5, methodNoAccept}},
+		"socks4":            {[]byte{4, 1, 0, 80, 127, 0, 0, 1, 0}, nil},
+		"stall":             {[]byte{5, 1, 0, 5, 1, 0, 3, 200, 'a'}, []byte{5, 0}},
+		"empty domain":      {[]byte{5, 1, 0, 5, 1, 0, 3, 0, 0, 80}, []byte{5, 0, 5, repGeneralFailure}},
+		"domain with colon": {[]byte{5, 1, 0, 5, 1, 0, 3, 3, 'a', ':', 'b', 0, 80}, []byte{5, 0, 5, repGeneralFailure}},
+		"port zero":         {[]byte{5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 1, 0, 0}, []byte{5, 0, 5, repGeneralFailure}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := dialT(t, fw.Addr().String())
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(c) // the server closes: "stall" by its handshake timeout
+			if len(got) > len(tc.want) {
+				got = got[:len(tc.want)]
+			}
+			if !bytes.Equal(got, tc.want) {
+				t.Fatalf("answer %v, want %v then close", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDynamicForwardCurl drives the SOCKS server with a real client.
+func TestDynamicForwardCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	testenv.RequirePeer(t, "curl", err == nil)
+	ctx := testCtx(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello "+r.Host)
+	}))
+	defer srv.Close()
+	fw, err := Run(ctx, newHost(t, newLoopForwarder()), Spec{Kind: Dynamic, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	target := "http://localhost:" + strconv.Itoa(int(echoPort(t, srv.Listener.Addr().String()))) + "/"
+	out, err := exec.CommandContext(ctx, curl, "-sS", "--max-time", "30", "--socks5-hostname", fw.Addr().String(), target).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	if want := "hello localhost:"; !strings.HasPrefix(string(out), want) {
+		t.Fatalf("curl got %q, want %q…", out, want)
+	}
+	if st := fw.Stats(); st.Connections != 1 || st.BytesOut == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func FuzzSOCKSHandshake(f *testing.F) {
+	f.Add([]byte{5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 1, 0, 80})
+	f.Add([]byte{5, 1, 0, 5, 1, 0, 3, 9, 'l', 'o', 'c', 'a', 'l', 'h', 'o', 's', 't', 1, 187})
+	f.Add([]byte{5, 2, 2, 0, 5, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 22})
+	f.Add([]byte{5, 255})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		ok, err := readGreeting(r)
+		if err != nil || !ok {
+			return
+		}
+		if used := len(b) - r.Len(); used > 2+255 {
+			t.Fatalf("greeting read %d bytes", used)
+		}
+		before := r.Len()
+		addr, err := readRequest(r)
+		if used := before - r.Len(); used > 4+1+255+2 {
+			t.Fatalf("request read %d bytes", used)
+		}
+		if err != nil {
+			return
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || host == "" || port == "0" {
+			t.Fatalf("request gave address %q (%v)", addr, err)
+		}
+	})
+}

@@ -1,0 +1,84 @@
+package bytestream
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// NewPipeConn joins a reader and a writer — a child's stdout and stdin, a
+// docker exec attachment — into one net.Conn. Reads come from r, writes go to
+// w. CloseWrite closes w, which the peer sees as EOF; Close closes both (once)
+// and returns the first error.
+//
+// Deadlines are passed through to r and w when they implement
+// SetReadDeadline/SetWriteDeadline (os.File pipes and sockets do, net.Conn
+// does); otherwise the setters return os.ErrNoDeadline. Whether Close
+// interrupts a blocked Read or Write likewise depends on r and w: it does for
+// pollable os.Files and net.Conns.
+func NewPipeConn(r io.ReadCloser, w io.WriteCloser) net.Conn {
+	return &pipeConn{r: r, w: w}
+}
+
+// pipeConn is safe for one reader and one writer at a time, like net.Conn;
+// Close and CloseWrite may be called from any goroutine.
+type pipeConn struct {
+	r io.ReadCloser
+	w io.WriteCloser
+
+	wOnce sync.Once
+	wErr  error
+	rOnce sync.Once
+	rErr  error
+}
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+func (c *pipeConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *pipeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// CloseWrite closes the writer so the peer reads EOF; reading goes on.
+func (c *pipeConn) CloseWrite() error {
+	c.wOnce.Do(func() { c.wErr = c.w.Close() })
+	return c.wErr
+}
+
+func (c *pipeConn) Close() error {
+	werr := c.CloseWrite()
+	c.rOnce.Do(func() { c.rErr = c.r.Close() })
+	if werr != nil && !errors.Is(werr, os.ErrClosed) {
+		return werr
+	}
+	return c.rErr
+}
+
+func (c *pipeConn) LocalAddr() net.Addr  { return pipeAddr{} }
+func (c *pipeConn) RemoteAddr() net.Addr { return pipeAddr{} }
+
+func (c *pipeConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
+}
+
+func (c *pipeConn) SetReadDeadline(t time.Time) error {
+	if d, ok := c.r.(readDeadliner); ok {
+		return d.SetReadDeadline(t)
+	}
+	return os.ErrNoDeadline
+}
+
+func (c *pipeConn) SetWriteDeadline(t time.Time) error {
+	if d, ok := c.w.(writeDeadliner); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return os.ErrNoDeadline
+}
+
+// pipeAddr names both ends of a pipe conn; there is no network address.
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }

@@ -1,0 +1,329 @@
+package bytestream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var pairs = []struct {
+	name string
+	pair pairFunc
+}{
+	{"tcp", tcpPair},
+	{"websocket", wsPair},
+	{"pipe", pipePair},
+}
+
+func TestRoundTripRandomChunks(t *testing.T) {
+	for _, p := range pairs {
+		t.Run(p.name, func(t *testing.T) {
+			a, b := p.pair(t)
+			exchange(t, a, b, 2<<20)
+		})
+	}
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// TestHalfClose: after one side's CloseWrite the other reads EOF and can
+// still answer.
+func TestHalfClose(t *testing.T) {
+	for _, p := range pairs {
+		if p.name == "websocket" {
+			continue // no half-close in WebSocket; see TestWebSocketHasNoCloseWrite
+		}
+		t.Run(p.name, func(t *testing.T) {
+			a, b := p.pair(t)
+			if _, err := a.Write([]byte("request")); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.(closeWriter).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(b)
+			if err != nil || string(got) != "request" {
+				t.Fatalf("peer read %q, %v; want request, EOF", got, err)
+			}
+			if _, err := b.Write([]byte("reply")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 5)
+			if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "reply" {
+				t.Fatalf("half-closed side read %q, %v", buf, err)
+			}
+		})
+	}
+}
+
+func TestWebSocketHasNoCloseWrite(t *testing.T) {
+	a, _ := wsPair(t)
+	if _, ok := a.(closeWriter); ok {
+		t.Fatal("websocket conn offers CloseWrite, but WebSocket cannot half-close")
+	}
+}
+
+func TestReadDeadline(t *testing.T) {
+	for _, p := range pairs {
+		t.Run(p.name, func(t *testing.T) {
+			a, _ := p.pair(t)
+			if err := a.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := a.Read(make([]byte, 1))
+			var ne net.Error
+			if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("read past deadline: %v, want os.ErrDeadlineExceeded", err)
+			}
+		})
+	}
+}
+
+func TestWriteDeadlinePipe(t *testing.T) {
+	a, _ := pipePair(t)
+	if err := a.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads b: the pipe buffer fills and the write must time out.
+	_, err := a.Write(make([]byte, 8<<20))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write past deadline: %v", err)
+	}
+}
+
+// A pipe conn over readers without deadlines says so instead of pretending.
+func TestPipeConnNoDeadline(t *testing.T) {
+	c := NewPipeConn(io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard})
+	if err := c.SetDeadline(time.Now()); !errors.Is(err, os.ErrNoDeadline) {
+		t.Fatalf("SetDeadline = %v, want os.ErrNoDeadline", err)
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func TestTCPFailsToConnect(t *testing.T) {
+	// A bound socket that never listens: connecting to it is refused, and
+	// we hold the port so nobody else can take it.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*syscall.SockaddrInet4).Port
+	c, err := TCP(testCtx(t), "127.0.0.1", port)
+	if err == nil {
+		c.Close()
+		t.Fatal("dial to a closed port succeeded")
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("err = %v, want connection refused", err)
+	}
+	if _, err := TCP(testCtx(t), "127.0.0.1", 0); err == nil {
+		t.Fatal("port 0 accepted")
+	}
+}
+
+func TestDialWebSocketReturnsResponse(t *testing.T) {
+	url, ch := wsServer(t, nil)
+	hdr := http.Header{"Authorization": {"Bearer t0ken"}}
+	a, resp, err := DialWebSocket(testCtx(t), url, &WebSocketOptions{Header: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	defer closeBoth(a, b)
+	if got := resp.Header.Get("X-Enrollment"); got != "host-42" {
+		t.Fatalf("response header X-Enrollment = %q", got)
+	}
+}
+
+func TestWebSocketHeadersReachServer(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		c, err := Accept(w, r, nil)
+		if err == nil {
+			c.Close()
+		}
+	}))
+	defer srv.Close()
+	c, err := WebSocket(testCtx(t), strings.Replace(srv.URL, "http://", "ws://", 1),
+		&WebSocketOptions{Header: http.Header{"Authorization": {"Bearer abc"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if h := <-got; h != "Bearer abc" {
+		t.Fatalf("server saw Authorization %q", h)
+	}
+}
+
+func TestHandshakeError(t *testing.T) {
+	long := strings.Repeat("x", 4096)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "token rejected "+long, http.StatusForbidden)
+	}))
+	defer srv.Close()
+	_, resp, err := DialWebSocket(testCtx(t), srv.URL, nil)
+	var he *HandshakeError
+	if !errors.As(err, &he) {
+		t.Fatalf("err = %v (%T), want *HandshakeError", err, err)
+	}
+	if he.StatusCode != http.StatusForbidden || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status = %d, want 403", he.StatusCode)
+	}
+	if !strings.HasPrefix(he.Body, "token rejected") || len(he.Body) > maxErrorBody {
+		t.Fatalf("body = %.40q… (%d bytes), want truncated server message", he.Body, len(he.Body))
+	}
+	if !strings.Contains(err.Error(), "403") {
+		t.Fatalf("error text %q lacks the status", err)
+	}
+}
+
+func TestAcceptRejectsPlainRequest(t *testing.T) {
+	url, _ := wsServer(t, nil)
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Fatalf("plain GET answered %d", resp.StatusCode)
+	}
+}
+
+// A message over the read limit closes the connection instead of being
+// buffered.
+func TestWebSocketOversizedMessage(t *testing.T) {
+	a, b := wsPairOpts(t, nil, &AcceptOptions{ReadLimit: 1024})
+	go func() { _, _ = a.Write(make([]byte, 4096)) }()
+	got, err := io.ReadAll(b)
+	if err == nil || len(got) > 1025 {
+		t.Fatalf("read %d bytes of an oversized message, err %v; want at most the limit, then an error", len(got), err)
+	}
+	// The connection is gone both ways.
+	if _, err := io.ReadAll(a); err == nil {
+		t.Fatal("client conn survived the oversized message")
+	}
+}
+
+// Writes larger than a message are split, so a peer with the default read
+// limit takes a big write (a yamux frame can be a whole 4 MiB window).
+func TestWebSocketBigWriteWithinLimit(t *testing.T) {
+	a, b := wsPairOpts(t, nil, &AcceptOptions{ReadLimit: 128 << 10})
+	exchange(t, a, b, 4<<20)
+}
+
+func TestWebSocketURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://gw:8080/v1/agents/connect", "ws://gw:8080/v1/agents/connect"},
+		{"https://gw/v1/hosts/a/ssh?x=1", "wss://gw/v1/hosts/a/ssh?x=1"},
+		{"ws://127.0.0.1:1/", "ws://127.0.0.1:1/"},
+		{"WSS://gw/p#frag", "wss://gw/p"},
+		{"ftp://gw/", ""},
+		{"gw:8080", ""},
+		{"/v1/x", ""},
+		{"http:///nohost", ""},
+		{"https://user:pw@gw/", ""},
+		{"http://gw/%zz", ""},
+	} {
+		got, err := websocketURL(tc.in)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("websocketURL(%q) = %q, want error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("websocketURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// Stdio is tested in a child process (it owns fds 0 and 1): the child echoes
+// stdin to stdout, then half-closes; the parent checks bytes and EOF.
+const stdioHelperEnv = "BYTESTREAM_STDIO_HELPER"
+
+func runStdioHelper() int {
+	c := Stdio()
+	defer c.Close()
+	// Pipes are made pollable, so deadlines must work.
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		fmt.Fprintln(os.Stderr, "deadline:", err)
+		return 2
+	}
+	if _, err := c.Write([]byte("ready\n")); err != nil {
+		return 3
+	}
+	if _, err := io.Copy(c, c); err != nil {
+		return 4
+	}
+	if err := c.(closeWriter).CloseWrite(); err != nil {
+		return 5
+	}
+	return 0
+}
+
+func TestStdio(t *testing.T) {
+	ctx := testCtx(t)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), stdioHelperEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := NewPipeConn(stdout, stdin)
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("child said %q, %v (stderr %s)", buf, err, stderr.String())
+	}
+	data := randomData(9, 1<<20)
+	errc := make(chan error, 1)
+	go func() {
+		err := writeRandomly(c, data, 10)
+		if err == nil {
+			err = c.(closeWriter).CloseWrite()
+		}
+		errc <- err
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(data) {
+		t.Fatalf("echo corrupted: got %d bytes, want %d", len(got), len(data))
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v (stderr %s)", err, stderr.String())
+	}
+}

@@ -1,0 +1,75 @@
+package syncfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/hostgate/hostgate"
+)
+
+// ErrTimeout is the error of a call that got no answer within the timeout.
+// errors.Is(err, syscall.ETIMEDOUT) and errors.Is(err, os.ErrDeadlineExceeded)
+// hold for it, and it has a Timeout method returning true, like a net.Error.
+var ErrTimeout error = timeoutError{}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "syncfs: no answer within the timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+func (timeoutError) Is(target error) bool {
+	return target == syscall.ETIMEDOUT || target == os.ErrDeadlineExceeded
+}
+
+// errNoSpec is the error of every call of an FS without a sync spec.
+// hostgate.ErrNotSupported matches syscall.ENOTSUP and errors.ErrUnsupported.
+var errNoSpec = hostgate.ErrNotSupported
+
+// healthy reports whether err leaves the connection usable: nil, the end of
+// a file, or a filesystem answer (an io/fs sentinel or an errno the host
+// returned). Anything else — a closed pipe, a lost SFTP connection, an
+// error the provider did not map — is taken as a broken connection: the
+// connection is abandoned and the next call opens a fresh one. A spurious
+// reconnect costs one connect; keeping a dead connection would fail every
+// later call.
+func healthy(err error) bool {
+	if err == nil || err == io.EOF {
+		return true
+	}
+	for _, transport := range []error{
+		io.ErrUnexpectedEOF, io.ErrClosedPipe, net.ErrClosed, os.ErrDeadlineExceeded,
+		syscall.EPIPE, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.ENOTCONN,
+		syscall.ETIMEDOUT,
+	} {
+		if errors.Is(err, transport) {
+			return false
+		}
+	}
+	for _, answer := range []error{
+		fs.ErrNotExist, fs.ErrExist, fs.ErrPermission, fs.ErrInvalid, errors.ErrUnsupported,
+	} {
+		if errors.Is(err, answer) {
+			return true
+		}
+	}
+	var errno syscall.Errno
+	return errors.As(err, &errno)
+}
+
+// unwrapPath strips the provider's own *fs.PathError or link error, whose
+// path is the host's, so that the error we return names the io/fs name once.
+func unwrapPath(err error) error {
+	switch e := err.(type) {
+	case *fs.PathError:
+		return e.Err
+	case *hostgate.LinkError:
+		return e.Err
+	case *os.LinkError:
+		return e.Err
+	}
+	return err
+}

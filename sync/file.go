@@ -1,0 +1,303 @@
+package syncfs
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"sync"
+	"syscall"
+
+	"github.com/hostgate/hostgate"
+)
+
+// bufSize is the read buffer of an open file: one SFTP read packet. It bounds
+// what a file holds in memory whatever the caller reads.
+const bufSize = 32 << 10
+
+// file is an open regular file. Its calls run on the session it was opened
+// on. mu serializes them. A call that did not finish (a timeout, an
+// abandoned session) may still own buf and r: it leaves err set, and the
+// file never touches them again.
+type file struct {
+	fsys     *FS
+	s        *session
+	name     string
+	hostPath string
+	info     fs.FileInfo
+
+	mu     sync.Mutex
+	r      io.ReadCloser
+	buf    []byte // buf[off:] is read but not yet delivered
+	off    int
+	pos    int64 // offset of the next byte delivered
+	eof    bool  // r reached its end
+	err    error // sticky: the file is unusable
+	closed bool
+}
+
+var (
+	_ fs.File        = (*file)(nil)
+	_ io.Seeker      = (*file)(nil)
+	_ fs.ReadDirFile = (*dir)(nil)
+)
+
+func (fl *file) Stat() (fs.FileInfo, error) { return fl.info, nil }
+
+// Read delivers buffered bytes, refilling the buffer with one provider read
+// (one round trip) when it is empty.
+func (fl *file) Read(p []byte) (int, error) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.closed {
+		return 0, &fs.PathError{Op: "read", Path: fl.name, Err: fs.ErrClosed}
+	}
+	if fl.off == len(fl.buf) {
+		if fl.err != nil {
+			return 0, fl.err
+		}
+		if fl.eof {
+			return 0, io.EOF
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if err := fl.fill(); err != nil {
+			return 0, err
+		}
+		if fl.off == len(fl.buf) {
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, fl.buf[fl.off:])
+	fl.off += n
+	fl.pos += int64(n)
+	return n, nil
+}
+
+// fill reads into an empty buffer until it gets bytes or the end.
+func (fl *file) fill() error {
+	if fl.buf == nil {
+		fl.buf = make([]byte, bufSize)
+	}
+	buf, r := fl.buf[:cap(fl.buf)], fl.r
+	var n int
+	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
+		var err error
+		for n == 0 && err == nil {
+			n, err = r.Read(buf)
+		}
+		return err
+	})
+	if err != nil && err != io.EOF {
+		return fl.fail("read", err)
+	}
+	fl.buf, fl.off = buf[:n], 0
+	fl.eof = err == io.EOF
+	return nil
+}
+
+// fail makes err sticky and abandons buf and r to a call that may still
+// run.
+func (fl *file) fail(op string, err error) error {
+	fl.err = pathErr(op, fl.name, err)
+	fl.buf, fl.off, fl.r = nil, 0, nil
+	return fl.err
+}
+
+// Seek sets the offset of the next Read. When the provider's reader seeks
+// (SFTP files do) it costs one round trip; otherwise the file is opened
+// again and read up to the offset. Seeking to the current offset is free.
+func (fl *file) Seek(offset int64, whence int) (int64, error) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.closed {
+		return 0, &fs.PathError{Op: "seek", Path: fl.name, Err: fs.ErrClosed}
+	}
+	if fl.err != nil {
+		return 0, fl.err
+	}
+	var target int64
+	switch whence {
+	case io.SeekStart:
+		target = offset
+	case io.SeekCurrent:
+		target = fl.pos + offset
+	case io.SeekEnd:
+		target = fl.info.Size() + offset
+	default:
+		return 0, &fs.PathError{Op: "seek", Path: fl.name, Err: fs.ErrInvalid}
+	}
+	if target < 0 {
+		return 0, &fs.PathError{Op: "seek", Path: fl.name, Err: fs.ErrInvalid}
+	}
+	if target == fl.pos {
+		return target, nil
+	}
+	// Within the buffer: move in it.
+	if start := fl.pos - int64(fl.off); target >= start && target <= start+int64(len(fl.buf)) {
+		fl.off = int(target - start)
+		fl.pos = target
+		return target, nil
+	}
+	r := fl.r
+	var reopened io.ReadCloser
+	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
+		if sk, ok := r.(io.Seeker); ok {
+			_, err := sk.Seek(target, io.SeekStart)
+			return err
+		}
+		_ = r.Close()
+		nr, err := p.Open(ctx, fl.hostPath)
+		if err != nil {
+			return err
+		}
+		c.advance()
+		if _, err := io.CopyN(io.Discard, progressReader{nr, c}, target); err != nil && err != io.EOF {
+			_ = nr.Close()
+			return err
+		}
+		reopened = nr
+		return nil
+	})
+	if err != nil {
+		return 0, fl.fail("seek", err)
+	}
+	if reopened != nil {
+		fl.r = reopened
+	}
+	fl.buf, fl.off, fl.pos, fl.eof = fl.buf[:0], 0, target, false
+	return target, nil
+}
+
+// Close closes the file on the host. When its connection was abandoned
+// meanwhile there is nothing left to close.
+func (fl *file) Close() error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.closed {
+		return &fs.PathError{Op: "close", Path: fl.name, Err: fs.ErrClosed}
+	}
+	fl.closed = true
+	r := fl.r
+	fl.r, fl.buf = nil, nil
+	if r == nil || context.Cause(fl.s.ctx) != nil {
+		return nil
+	}
+	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
+		return r.Close()
+	})
+	if err != nil && context.Cause(fl.s.ctx) == nil {
+		return pathErr("close", fl.name, err)
+	}
+	return nil
+}
+
+// dir is an open directory. Its first ReadDir lists it (one round trip).
+type dir struct {
+	fsys     *FS
+	s        *session
+	name     string
+	hostPath string
+	info     fs.FileInfo
+
+	mu     sync.Mutex
+	list   []fs.DirEntry // nil until listed
+	listed bool
+	closed bool
+}
+
+func (d *dir) Stat() (fs.FileInfo, error) { return d.info, nil }
+
+func (d *dir) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: d.name, Err: syscall.EISDIR}
+}
+
+func (d *dir) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return &fs.PathError{Op: "close", Path: d.name, Err: fs.ErrClosed}
+	}
+	d.closed = true
+	return nil
+}
+
+// ReadDir returns the next n entries (all remaining when n <= 0), as
+// fs.ReadDirFile says.
+func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, &fs.PathError{Op: "readdir", Path: d.name, Err: fs.ErrClosed}
+	}
+	if !d.listed {
+		var list []fs.DirEntry
+		err := d.fsys.run(d.s, func(ctx context.Context, p hostgate.Provider, c *call) (err error) {
+			list, err = readDir(ctx, p, d.hostPath)
+			return err
+		})
+		if err != nil {
+			return nil, pathErr("readdir", d.name, err)
+		}
+		d.list, d.listed = list, true
+	}
+	if n <= 0 {
+		list := d.list
+		d.list = nil
+		return list, nil
+	}
+	if len(d.list) == 0 {
+		return nil, io.EOF
+	}
+	n = min(n, len(d.list))
+	list := d.list[:n:n]
+	d.list = d.list[n:]
+	return list, nil
+}
+
+// readDir lists a directory and takes each entry's info while still on the
+// call's goroutine: a provider whose DirEntry.Info asks the host would
+// otherwise block the caller without a timeout.
+func readDir(ctx context.Context, p hostgate.Provider, name string) ([]fs.DirEntry, error) {
+	ents, err := p.ReadDir(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]fs.DirEntry, len(ents))
+	for i, e := range ents {
+		info, err := e.Info()
+		list[i] = &dirEntry{name: e.Name(), typ: e.Type(), info: info, err: err}
+	}
+	return list, nil
+}
+
+// dirEntry is a listed entry with its info already taken.
+type dirEntry struct {
+	name string
+	typ  fs.FileMode
+	info fs.FileInfo
+	err  error
+}
+
+func (e *dirEntry) Name() string               { return e.name }
+func (e *dirEntry) IsDir() bool                { return e.typ.IsDir() }
+func (e *dirEntry) Type() fs.FileMode          { return e.typ }
+func (e *dirEntry) Info() (fs.FileInfo, error) { return e.info, e.err }
+func (e *dirEntry) String() string             { return fs.FormatDirEntry(e) }
+
+// namedInfo is a FileInfo under its io/fs name: the provider names it after
+// the host path, which differs at the root.
+type namedInfo struct {
+	fs.FileInfo
+	name string
+}
+
+func (i namedInfo) Name() string   { return i.name }
+func (i namedInfo) String() string { return fs.FormatFileInfo(i) }
+
+func named(info fs.FileInfo, name string) fs.FileInfo {
+	if info.Name() == name {
+		return info
+	}
+	return namedInfo{info, name}
+}

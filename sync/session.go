@@ -1,0 +1,187 @@
+package syncfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"time"
+
+	"github.com/hostgate/hostgate"
+)
+
+// session is one connection of the synchronous filesystem. Its worker
+// goroutine (work) owns the connection: it connects, publishes the result by
+// closing ready, waits until the session is abandoned, then closes the
+// connection. A session is abandoned once — on a timeout, a broken
+// connection or FS.Close — and never used again; the next call starts a new
+// one.
+type session struct {
+	// ctx is passed to Connect and to every provider call; abandoning the
+	// session cancels it with the reason, which waiting callers return.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	ready chan struct{} // closed by work once conn or err is set
+	conn  *hostgate.SyncConnection
+	err   error
+
+	closeErr error // set by work before it returns (read after FS.wg.Wait)
+}
+
+// opFunc is one operation run on a session's provider. It reports progress
+// (an answer of a long transfer) through c so that long transfers that keep
+// moving do not time out.
+type opFunc func(ctx context.Context, p hostgate.Provider, c *call) error
+
+// call is one operation in flight. Its goroutine sets err and closes done;
+// the caller reads anything the operation produced only after done.
+type call struct {
+	progress atomic.Int64
+	done     chan struct{}
+	err      error
+}
+
+// advance records that the peer answered.
+func (c *call) advance() { c.progress.Add(1) }
+
+// acquire returns the current session, starting one (and its worker) when
+// there is none. A session being connected is shared by every caller.
+func (f *FS) acquire() (*session, error) {
+	spec, err := f.spec()
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, fs.ErrClosed
+	}
+	if f.cur != nil {
+		return f.cur, nil
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &session{ctx: ctx, cancel: cancel, ready: make(chan struct{})}
+	f.cur = s
+	f.wg.Add(1)
+	go f.work(s, spec)
+	return s, nil
+}
+
+// work is the session's worker: see session.
+func (f *FS) work(s *session, spec *hostgate.SyncSpec) {
+	defer f.wg.Done()
+	conn, err := spec.Connect(s.ctx)
+	if err == nil && (conn == nil || conn.FS == nil) {
+		if conn != nil && conn.Close != nil {
+			_ = conn.Close()
+		}
+		err = errors.New("connection has no filesystem")
+	}
+	if err != nil {
+		// Retire the session before publishing the failure, so that a
+		// call after this one connects afresh.
+		s.err = fmt.Errorf("syncfs: connect: %w", err)
+		f.abandon(s, s.err)
+		close(s.ready)
+		return
+	}
+	s.conn = conn
+	close(s.ready)
+	<-s.ctx.Done()
+	if conn.Close != nil {
+		s.closeErr = conn.Close()
+	}
+}
+
+// abandon retires s: it is no longer handed out, its callers return cause,
+// and its worker closes the connection, which releases the goroutines of
+// calls stuck on it as far as the provider allows.
+func (f *FS) abandon(s *session, cause error) {
+	f.mu.Lock()
+	if f.cur == s {
+		f.cur = nil
+	}
+	f.mu.Unlock()
+	s.cancel(cause)
+}
+
+// do runs op on the current session, connecting first when needed.
+func (f *FS) do(op opFunc) error {
+	s, err := f.acquire()
+	if err != nil {
+		return err
+	}
+	return f.run(s, op)
+}
+
+// run runs op on a goroutine of session s and waits for it. It fails with
+// ErrTimeout — and abandons s — when the session does not connect, or op
+// does not answer, within the timeout; op's progress restarts the clock.
+// It returns the session's cause when s is abandoned meanwhile.
+func (f *FS) run(s *session, op opFunc) error {
+	if err := context.Cause(s.ctx); err != nil {
+		return err
+	}
+	timeout := f.timeout()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+
+	select {
+	case <-s.ready:
+	case <-s.ctx.Done():
+		return context.Cause(s.ctx)
+	case <-timer.C:
+		f.abandon(s, ErrTimeout)
+		return ErrTimeout
+	}
+	if s.err != nil {
+		return s.err
+	}
+
+	c := &call{done: make(chan struct{})}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return fs.ErrClosed
+	}
+	f.wg.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.wg.Done()
+		c.err = op(s.ctx, s.conn.FS, c)
+		close(c.done)
+	}()
+
+	// The connect wait may have used part of the timeout; the call gets
+	// its own.
+	timer.Reset(timeout)
+	last := c.progress.Load()
+	for {
+		select {
+		case <-c.done:
+			if !healthy(c.err) {
+				err := fmt.Errorf("syncfs: connection broken: %w", c.err)
+				f.abandon(s, err)
+				return err
+			}
+			return c.err
+		case <-s.ctx.Done():
+			select {
+			case <-c.done: // finished just as the session ended: keep its answer
+				return c.err
+			default:
+			}
+			return context.Cause(s.ctx)
+		case <-timer.C:
+			if p := c.progress.Load(); p != last {
+				last = p
+				timer.Reset(timeout)
+				continue
+			}
+			f.abandon(s, ErrTimeout)
+			return ErrTimeout
+		}
+	}
+}

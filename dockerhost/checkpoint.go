@@ -1,0 +1,283 @@
+package dockerhost
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// ManifestVersion is the only manifest version this package reads and writes.
+const ManifestVersion = 1
+
+// maxManifestBytes bounds a manifest read back from a store.
+const maxManifestBytes = 64 << 10
+
+var (
+	checkpointIDRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	sha256RE       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Manifest describes one checkpoint: the workspace tar's size and sha256
+// and the provision request that made the execution, without environment
+// values. It holds no process, memory, network or credential state.
+type Manifest struct {
+	Version      int              `json:"version"`
+	CheckpointID string           `json:"checkpointId"`
+	ExecutionID  string           `json:"executionId"`
+	CreatedAt    time.Time        `json:"createdAt"`
+	Reason       string           `json:"reason,omitempty"`
+	SizeBytes    int64            `json:"sizeBytes"`
+	SHA256       string           `json:"sha256"`
+	Request      ProvisionRequest `json:"request"`
+}
+
+// Validate checks the manifest's schema. It is run on write and on read.
+func (m *Manifest) Validate() error {
+	switch {
+	case m.Version != ManifestVersion:
+		return fmt.Errorf("dockerhost: manifest version %d not supported (want %d)", m.Version, ManifestVersion)
+	case !checkpointIDRE.MatchString(m.CheckpointID):
+		return errors.New("dockerhost: manifest checkpointId malformed")
+	case !executionIDRE.MatchString(m.ExecutionID):
+		return errors.New("dockerhost: manifest executionId malformed")
+	case m.CreatedAt.IsZero():
+		return errors.New("dockerhost: manifest createdAt missing")
+	case len(m.Reason) > 1024:
+		return errors.New("dockerhost: manifest reason longer than 1024 bytes")
+	case m.SizeBytes < 0:
+		return errors.New("dockerhost: manifest sizeBytes negative")
+	case !sha256RE.MatchString(m.SHA256):
+		return errors.New("dockerhost: manifest sha256 malformed")
+	case m.Request.Image == "":
+		return errors.New("dockerhost: manifest request.image missing")
+	}
+	r := m.Request.Resources
+	if r.CPUs <= 0 || r.MemoryBytes <= 0 || r.DiskBytes <= 0 || r.Pids <= 0 || r.RuntimeMs <= 0 || r.MaxOutputBytes <= 0 {
+		return errors.New("dockerhost: manifest request.resources incomplete")
+	}
+	if m.SizeBytes > maxTarBytes(r.DiskBytes) {
+		return errors.New("dockerhost: manifest sizeBytes exceeds the disk limit")
+	}
+	for k, v := range m.Request.Env {
+		if v != "" {
+			return fmt.Errorf("dockerhost: manifest request.env.%s holds a value", k)
+		}
+	}
+	return nil
+}
+
+// ParseManifest decodes and validates a manifest strictly: a known version,
+// no unknown fields, no trailing data.
+func ParseManifest(data []byte) (*Manifest, error) {
+	if len(data) > maxManifestBytes {
+		return nil, errors.New("dockerhost: manifest too large")
+	}
+	var v struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("dockerhost: decode manifest: %w", err)
+	}
+	if v.Version != ManifestVersion {
+		return nil, fmt.Errorf("dockerhost: manifest version %d not supported (want %d)", v.Version, ManifestVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("dockerhost: decode manifest: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("dockerhost: decode manifest: trailing data")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// maxTarBytes is the largest workspace tar a disk limit admits: the files
+// themselves plus tar headers, padding and the end-of-archive blocks.
+func maxTarBytes(diskBytes int64) int64 { return diskBytes + diskBytes/8 + 64<<10 }
+
+// newCheckpointID returns 128 random bits in hex: ids are unguessable.
+func newCheckpointID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand doc)
+	return hex.EncodeToString(b[:])
+}
+
+// ErrCheckpointNotFound is returned by a CheckpointStore for an unknown id.
+var ErrCheckpointNotFound = fmt.Errorf("dockerhost: checkpoint not found: %w", fs.ErrNotExist)
+
+// CheckpointStore keeps checkpoints: a workspace tar and its manifest. The
+// local directory is the default; object storage is the other intended
+// implementation (a local checkpoint id is not a distributed source of
+// truth).
+type CheckpointStore interface {
+	// Create starts a checkpoint; nothing is visible until Commit.
+	Create(ctx context.Context, checkpointID string) (CheckpointWriter, error)
+	// Open returns the validated manifest and the tar. The caller verifies
+	// the tar against the manifest while reading it.
+	Open(ctx context.Context, checkpointID string) (*Manifest, io.ReadCloser, error)
+	Delete(ctx context.Context, checkpointID string) error
+}
+
+// CheckpointWriter receives a checkpoint's tar. Exactly one of Commit or
+// Abort must be called.
+type CheckpointWriter interface {
+	io.Writer
+	// Commit validates m and makes the checkpoint visible.
+	Commit(m *Manifest) error
+	Abort() error
+}
+
+// LocalStore is a CheckpointStore in a local directory: ID.tar next to
+// ID.json, each written to a temporary name and renamed into place, the
+// manifest last.
+type LocalStore struct {
+	Dir string
+}
+
+var _ CheckpointStore = (*LocalStore)(nil)
+
+// NewLocalStore creates dir (mode 0700) if needed.
+func NewLocalStore(dir string) (*LocalStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("dockerhost: checkpoint dir: %w", err)
+	}
+	return &LocalStore{Dir: dir}, nil
+}
+
+func (s *LocalStore) Create(_ context.Context, id string) (CheckpointWriter, error) {
+	if !checkpointIDRE.MatchString(id) {
+		return nil, errors.New("dockerhost: malformed checkpoint id")
+	}
+	f, err := os.CreateTemp(s.Dir, id+".tar.*.partial")
+	if err != nil {
+		return nil, fmt.Errorf("dockerhost: create checkpoint: %w", err)
+	}
+	return &localWriter{s: s, id: id, f: f}, nil
+}
+
+func (s *LocalStore) Open(_ context.Context, id string) (*Manifest, io.ReadCloser, error) {
+	if !checkpointIDRE.MatchString(id) {
+		return nil, nil, ErrCheckpointNotFound
+	}
+	mf, err := os.Open(filepath.Join(s.Dir, id+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, ErrCheckpointNotFound
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("dockerhost: open manifest: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(mf, maxManifestBytes+1))
+	_ = mf.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("dockerhost: read manifest: %w", err)
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.CheckpointID != id {
+		return nil, nil, errors.New("dockerhost: manifest checkpointId does not match its name")
+	}
+	f, err := os.Open(filepath.Join(s.Dir, id+".tar"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("dockerhost: open checkpoint tar: %w", err)
+	}
+	return m, f, nil
+}
+
+func (s *LocalStore) Delete(_ context.Context, id string) error {
+	if !checkpointIDRE.MatchString(id) {
+		return ErrCheckpointNotFound
+	}
+	// The manifest first: without it the checkpoint is invisible.
+	err := os.Remove(filepath.Join(s.Dir, id+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrCheckpointNotFound
+	}
+	return errors.Join(err, os.Remove(filepath.Join(s.Dir, id+".tar")))
+}
+
+type localWriter struct {
+	s    *LocalStore
+	id   string
+	f    *os.File
+	done bool
+}
+
+func (w *localWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+func (w *localWriter) Commit(m *Manifest) error {
+	if w.done {
+		return errors.New("dockerhost: checkpoint writer finished")
+	}
+	w.done = true
+	if err := m.Validate(); err != nil {
+		w.abort()
+		return err
+	}
+	if m.CheckpointID != w.id {
+		w.abort()
+		return errors.New("dockerhost: manifest checkpointId does not match the writer")
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		w.abort()
+		return fmt.Errorf("dockerhost: encode manifest: %w", err)
+	}
+	if err := errors.Join(w.f.Sync(), w.f.Close()); err != nil {
+		_ = os.Remove(w.f.Name())
+		return fmt.Errorf("dockerhost: write checkpoint tar: %w", err)
+	}
+	tarPath := filepath.Join(w.s.Dir, w.id+".tar")
+	if err := os.Rename(w.f.Name(), tarPath); err != nil {
+		_ = os.Remove(w.f.Name())
+		return fmt.Errorf("dockerhost: write checkpoint tar: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(w.s.Dir, w.id+".json"), data); err != nil {
+		_ = os.Remove(tarPath)
+		return fmt.Errorf("dockerhost: write manifest: %w", err)
+	}
+	return nil
+}
+
+func (w *localWriter) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	return w.abort()
+}
+
+func (w *localWriter) abort() error {
+	return errors.Join(w.f.Close(), os.Remove(w.f.Name()))
+}
+
+func writeFileAtomic(name string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(name), filepath.Base(name)+".*.partial")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err = errors.Join(err, f.Sync(), f.Close()); err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}

@@ -1,0 +1,604 @@
+package dockerhost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// DockerAPI is the subset of the Docker client this package uses.
+type DockerAPI interface {
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+	ImagePull(ctx context.Context, refStr string, options image.PullOptions) (io.ReadCloser, error)
+	Ping(ctx context.Context) (types.Ping, error)
+}
+
+var _ DockerAPI = (*client.Client)(nil)
+
+// Config holds the knobs of a Docker host; nil means all defaults.
+type Config struct {
+	// Owner names this gateway instance in the hostgate.owner label; Adopt
+	// takes over only containers with the same owner. Default "hostgate".
+	Owner string
+	// Store keeps checkpoints. Default: a LocalStore in CheckpointDir.
+	Store CheckpointStore
+	// CheckpointDir is the LocalStore directory when Store is nil; one of
+	// them is required.
+	CheckpointDir string
+	// AllowUnpinnedImages admits image references without a sha256 digest.
+	AllowUnpinnedImages bool
+	// UID and GID are the numeric non-root user commands run as. Default
+	// 65534:65534 (nobody).
+	UID, GID int
+	// Labels are added to every container.
+	Labels map[string]string
+	// MaxResources bounds requests; nil means DefaultMaxResources.
+	MaxResources *Resources
+	// Tools are copied into ToolsDir (a root-owned tmpfs) at provision.
+	Tools []Tool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Docker is the ExecutionHost on a Docker engine. It keeps lifecycle and
+// ownership only; Policy, ProcessRunner, Workspace and the CheckpointStore
+// do the rest.
+type Docker struct {
+	logger *slog.Logger
+	api    DockerAPI
+	policy Policy
+	runner *ProcessRunner
+	ws     *Workspace
+	store  CheckpointStore
+	owner  string
+	labels map[string]string
+	tools  []Tool
+	now    func() time.Time
+
+	mu       sync.Mutex
+	execs    map[string]*execution
+	pending  map[string]bool      // ids being provisioned
+	gone     map[string]time.Time // tombstones: id → when it ended
+	closed   bool
+	timersWG sync.WaitGroup // expiry callbacks in flight
+}
+
+var _ ExecutionHost = (*Docker)(nil)
+
+// execution is one live container. Fields other than lock and timer are
+// immutable after registration.
+type execution struct {
+	Execution
+	req   ProvisionRequest // env values removed
+	lock  rwLock           // exec shared, checkpoint exclusive
+	timer *time.Timer      // host deadline; guarded by Docker.mu
+}
+
+const (
+	// maxTombstones bounds the ids remembered as gone (answering 410
+	// rather than 404); the oldest are forgotten first.
+	maxTombstones = 4096
+	// destroyTimeout bounds removing a container, which must go on even
+	// when the caller's context has ended.
+	destroyTimeout = 60 * time.Second
+)
+
+// NewDocker returns a Docker host after pinging the engine and adopting the
+// executions this owner left behind (see Adopt).
+func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Config) (*Docker, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Docker{
+		logger:  logger,
+		api:     cli,
+		owner:   cfg.Owner,
+		labels:  maps.Clone(cfg.Labels),
+		store:   cfg.Store,
+		tools:   cfg.Tools,
+		now:     cfg.Now,
+		execs:   map[string]*execution{},
+		pending: map[string]bool{},
+		gone:    map[string]time.Time{},
+	}
+	if h.owner == "" {
+		h.owner = "hostgate"
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	uid, gid := cfg.UID, cfg.GID
+	if uid == 0 && gid == 0 {
+		uid, gid = 65534, 65534
+	}
+	if uid <= 0 || gid <= 0 {
+		return nil, errors.New("dockerhost: UID and GID must be non-root")
+	}
+	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, UID: uid, GID: gid, Max: DefaultMaxResources()}
+	if cfg.MaxResources != nil {
+		h.policy.Max = *cfg.MaxResources
+	}
+	if len(h.tools) > 0 {
+		var n int64
+		for _, t := range h.tools {
+			if !validToolName(t.Name) {
+				return nil, fmt.Errorf("dockerhost: tool name %q is not a plain file name", t.Name)
+			}
+			n += int64(len(t.Data)) + 4096
+		}
+		h.policy.ToolsBytes = n + 64<<10
+	}
+	if h.store == nil {
+		if cfg.CheckpointDir == "" {
+			return nil, errors.New("dockerhost: Config.Store or Config.CheckpointDir is required")
+		}
+		s, err := NewLocalStore(cfg.CheckpointDir)
+		if err != nil {
+			return nil, err
+		}
+		h.store = s
+	}
+	h.runner = &ProcessRunner{api: cli, destroy: h.destroy}
+	h.ws = &Workspace{runner: h.runner, user: h.policy.User()}
+	if _, err := cli.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("dockerhost: ping engine: %w", err)
+	}
+	if _, err := h.Adopt(ctx); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// NewClient returns a Docker client from the environment (DOCKER_HOST…)
+// that negotiates the API version with the engine.
+func NewClient() (*client.Client, error) {
+	return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+}
+
+// Close stops the host's deadline timers and waits for running expiries.
+// It leaves executions running: each ends at its in-container deadline,
+// and a new host with the same Owner adopts them. Close is idempotent.
+func (h *Docker) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	for _, e := range h.execs {
+		e.timer.Stop()
+	}
+	h.mu.Unlock()
+	h.timersWG.Wait()
+	return nil
+}
+
+var errClosed = errors.New("dockerhost: host closed")
+
+// Provision validates req and starts a new execution.
+func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Execution, error) {
+	if err := h.policy.ValidateProvision(&req); err != nil {
+		return nil, err
+	}
+	var load func(ctx context.Context, containerID string) error
+	if req.Workspace.Kind == WorkspaceGitWorktree {
+		load = func(ctx context.Context, cid string) error {
+			return h.ws.ImportGit(ctx, cid, req.Workspace.RepositoryPath, req.Workspace.Revision, req.Resources.DiskBytes)
+		}
+	}
+	return h.provision(ctx, req, "", load)
+}
+
+// provision reserves the id, creates and starts the container, checks the
+// image, installs tools, runs load and registers the execution. Any failure
+// removes the container: a failed provision leaves nothing behind.
+func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFrom string, load func(context.Context, string) error) (_ *Execution, err error) {
+	id := req.ExecutionID
+	if id == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	h.mu.Lock()
+	switch {
+	case h.closed:
+		h.mu.Unlock()
+		return nil, errClosed
+	case h.execs[id] != nil || h.pending[id]:
+		h.mu.Unlock()
+		return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q exists", id)}
+	}
+	h.pending[id] = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.pending, id)
+		h.mu.Unlock()
+	}()
+
+	log := h.logger.With("execution", id)
+	created := h.now()
+	expires := created.Add(time.Duration(req.Resources.RuntimeMs) * time.Millisecond)
+	labels := maps.Clone(h.labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelOwner] = h.owner
+	cfg, hc, err := h.policy.ContainerConfig(id, req, expires, labels)
+	if err != nil {
+		return nil, err
+	}
+	cid, err := h.create(ctx, cfg, hc, "hostgate-"+id)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			if derr := h.destroy(cid); derr != nil {
+				log.Error("remove failed execution", "container", cid, "err", derr)
+			}
+		}
+	}()
+	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file") {
+			return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
+		}
+		return nil, fmt.Errorf("dockerhost: start container: %w", err)
+	}
+	if err := h.checkImage(ctx, cid); err != nil {
+		return nil, err
+	}
+	if len(h.tools) > 0 {
+		if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
+			return nil, fmt.Errorf("dockerhost: %w", err)
+		}
+	}
+	if load != nil {
+		if err := load(ctx, cid); err != nil {
+			if ErrorCode(err) != "" {
+				return nil, err
+			}
+			return nil, fmt.Errorf("dockerhost: load workspace: %w", err)
+		}
+	}
+	e := &execution{
+		Execution: Execution{
+			ExecutionID: id, Image: req.Image, ContainerID: cid,
+			CreatedAt: created, ExpiresAt: expires, Resources: req.Resources,
+			RestoredFrom: restoredFrom,
+		},
+		req: redact(req),
+	}
+	if !h.register(e) {
+		return nil, errClosed
+	}
+	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom)
+	out := e.Execution
+	return &out, nil
+}
+
+// create creates the container, pulling a missing image once.
+func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (string, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := h.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+		switch {
+		case err == nil:
+			return resp.ID, nil
+		case cerrdefs.IsConflict(err):
+			return "", &Error{Code: CodeConflict, Field: "executionId", Message: "a container for this execution exists", Err: err}
+		case cerrdefs.IsNotFound(err) && attempt == 0:
+			if perr := h.pull(ctx, cfg.Image); perr != nil {
+				return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found and could not be pulled", Err: perr}
+			}
+		case cerrdefs.IsInvalidArgument(err):
+			return "", &Error{Code: CodeInvalidRequest, Message: "the engine refused the container", Err: err}
+		default:
+			return "", fmt.Errorf("dockerhost: create container: %w", err)
+		}
+	}
+}
+
+func (h *Docker) pull(ctx context.Context, ref string) error {
+	rc, err := h.api.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	// The progress stream; bounded, its content is not needed.
+	_, err = io.Copy(io.Discard, io.LimitReader(rc, 64<<20))
+	return err
+}
+
+// checkImage fails when the image lacks what executions need.
+func (h *Docker) checkImage(ctx context.Context, cid string) error {
+	var out strings.Builder
+	code, err := h.runner.run(ctx, process{
+		containerID: cid,
+		user:        h.policy.User(),
+		argv:        []string{"/bin/sh", "-c", "command -v sleep >/dev/null && command -v tar >/dev/null"},
+		dir:         "/",
+		stdout:      &capWriter{w: &out, left: 1024},
+		stderr:      &capWriter{w: &out, left: 1024},
+	})
+	if err != nil || code != 0 {
+		return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
+	}
+	return nil
+}
+
+// register makes e live and arms its host deadline. It fails when the
+// host closed meanwhile.
+func (h *Docker) register(e *execution) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	delete(h.gone, e.ExecutionID)
+	h.execs[e.ExecutionID] = e
+	id := e.ExecutionID
+	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
+	return true
+}
+
+// expire is the host deadline: the execution ends even if its in-container
+// sleep was somehow defeated.
+func (h *Docker) expire(id string, e *execution) {
+	h.mu.Lock()
+	if h.closed || h.execs[id] != e {
+		h.mu.Unlock()
+		return
+	}
+	h.timersWG.Add(1)
+	h.mu.Unlock()
+	defer h.timersWG.Done()
+	h.logger.Info("runtime deadline reached", "execution", id)
+	if err := h.end(id, e); err != nil {
+		h.logger.Error("remove expired execution", "execution", id, "err", err)
+	}
+}
+
+// forget removes e from the live set and remembers its id as gone. It
+// reports whether e was still live.
+func (h *Docker) forget(id string, e *execution) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.execs[id] != e {
+		return false
+	}
+	delete(h.execs, id)
+	e.timer.Stop()
+	if len(h.gone) >= maxTombstones {
+		var oldestID string
+		var oldest time.Time
+		for k, t := range h.gone {
+			if oldestID == "" || t.Before(oldest) {
+				oldestID, oldest = k, t
+			}
+		}
+		delete(h.gone, oldestID)
+	}
+	h.gone[id] = h.now()
+	return true
+}
+
+// end forgets e and removes its container.
+func (h *Docker) end(id string, e *execution) error {
+	if !h.forget(id, e) {
+		return nil
+	}
+	return h.destroy(e.ContainerID)
+}
+
+// destroy force-removes a container, killing every process in it. It runs
+// on its own deadline: a cancelled caller must not leave it half-alive.
+func (h *Docker) destroy(cid string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
+	defer cancel()
+	err := h.api.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true})
+	// Not found: already gone. Conflict: AutoRemove is removing it.
+	if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("remove container: %w", err)
+}
+
+// lookup returns the live execution id, or a not_found/gone *Error.
+func (h *Docker) lookup(id string) (*execution, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.execs[id]; e != nil {
+		return e, nil
+	}
+	if _, ok := h.gone[id]; ok {
+		return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended", id)}
+	}
+	return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no execution %q", id)}
+}
+
+// Get returns a live execution.
+func (h *Docker) Get(_ context.Context, executionID string) (*Execution, error) {
+	e, err := h.lookup(executionID)
+	if err != nil {
+		return nil, err
+	}
+	out := e.Execution
+	return &out, nil
+}
+
+// List returns the live executions.
+func (h *Docker) List() []Execution {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Execution, 0, len(h.execs))
+	for _, e := range h.execs {
+		out = append(out, e.Execution)
+	}
+	return out
+}
+
+// Exec runs one command; see ExecutionHost.
+func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) (*ExecResult, error) {
+	if err := h.policy.ValidateExec(&req); err != nil {
+		return nil, err
+	}
+	e, err := h.lookup(executionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.lock.RLock(ctx); err != nil {
+		return nil, fmt.Errorf("dockerhost: wait for checkpoint: %w", err)
+	}
+	defer e.lock.RUnlock()
+	res, err := h.runner.Exec(ctx, e.ContainerID, h.policy.User(), req, e.Resources.MaxOutputBytes)
+	switch ErrorCode(err) {
+	case CodeTimeout, CodeOutputLimit, CodeAborted:
+		// The runner destroyed the container.
+		h.forget(executionID, e)
+		h.logger.Info("execution destroyed", "execution", executionID, "reason", ErrorCode(err))
+		return nil, err
+	}
+	if err != nil {
+		if h.containerGone(e) {
+			h.forget(executionID, e)
+			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err}
+		}
+		if _, lerr := h.lookup(executionID); lerr != nil {
+			return nil, lerr // terminated meanwhile
+		}
+		return nil, fmt.Errorf("dockerhost: exec: %w", err)
+	}
+	if res.ExitCode == 137 {
+		if ins, ierr := h.api.ContainerInspect(ctx, e.ContainerID); ierr == nil && ins.State != nil {
+			res.OOMKilled = ins.State.OOMKilled
+		}
+	}
+	return res, nil
+}
+
+// containerGone reports whether e's container no longer runs.
+func (h *Docker) containerGone(e *execution) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ins, err := h.api.ContainerInspect(ctx, e.ContainerID)
+	if cerrdefs.IsNotFound(err) {
+		return true
+	}
+	return err == nil && (ins.State == nil || !ins.State.Running)
+}
+
+// Terminate destroys the execution. Terminating an execution that already
+// ended succeeds; an id never seen is not_found.
+func (h *Docker) Terminate(_ context.Context, executionID string) error {
+	e, err := h.lookup(executionID)
+	if ErrorCode(err) == CodeGone {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := h.end(executionID, e); err != nil {
+		return fmt.Errorf("dockerhost: terminate: %w", err)
+	}
+	h.logger.Info("terminated", "execution", executionID)
+	return nil
+}
+
+// AdoptResult says what Adopt found.
+type AdoptResult struct {
+	Adopted []string // execution ids now managed by this host
+	Reaped  []string // expired, stopped or unreadable containers removed
+}
+
+// Adopt takes over the containers this Owner left behind (a gateway that
+// restarted): live ones are registered with their deadline, expired,
+// stopped or unreadable ones are removed. NewDocker calls it.
+func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
+	var res AdoptResult
+	list, err := h.api.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+h.owner)),
+	})
+	if err != nil {
+		return res, fmt.Errorf("dockerhost: list containers: %w", err)
+	}
+	now := h.now()
+	for _, c := range list {
+		id := c.Labels[LabelExecution]
+		e, ok := adoptable(c, now)
+		if ok {
+			h.mu.Lock()
+			known := h.execs[id] != nil || h.pending[id]
+			h.mu.Unlock()
+			if known {
+				continue
+			}
+			if h.register(e) {
+				res.Adopted = append(res.Adopted, id)
+				h.logger.Info("adopted execution", "execution", id, "container", c.ID, "expires", e.ExpiresAt)
+				continue
+			}
+			return res, errClosed
+		}
+		if err := h.destroy(c.ID); err != nil {
+			return res, fmt.Errorf("dockerhost: reap container: %w", err)
+		}
+		res.Reaped = append(res.Reaped, id)
+		h.logger.Info("reaped execution", "execution", id, "container", c.ID)
+	}
+	return res, nil
+}
+
+// adoptable rebuilds an execution from a container's labels, or reports
+// that the container should be reaped.
+func adoptable(c container.Summary, now time.Time) (*execution, bool) {
+	id := c.Labels[LabelExecution]
+	exp, err := strconv.ParseInt(c.Labels[LabelExpires], 10, 64)
+	if err != nil || !executionIDRE.MatchString(id) || c.State != "running" {
+		return nil, false
+	}
+	expires := time.Unix(exp, 0)
+	if !expires.After(now) {
+		return nil, false
+	}
+	var req ProvisionRequest
+	if err := json.Unmarshal([]byte(c.Labels[LabelSpec]), &req); err != nil || req.Resources.MaxOutputBytes <= 0 || req.Resources.DiskBytes <= 0 {
+		return nil, false
+	}
+	return &execution{
+		Execution: Execution{
+			ExecutionID: id, Image: req.Image, ContainerID: c.ID,
+			CreatedAt: time.Unix(c.Created, 0), ExpiresAt: expires, Resources: req.Resources,
+		},
+		req: req,
+	}, true
+}

@@ -1,0 +1,150 @@
+package dockerhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+)
+
+var errChecksum = errors.New("checkpoint tar does not match its manifest (size or sha256)")
+
+// Checkpoint saves the execution's workspace; it waits for running execs
+// and keeps new ones out while it copies.
+func (h *Docker) Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error) {
+	if len(req.Reason) > 1024 {
+		return nil, invalid("reason", "at most 1024 bytes")
+	}
+	e, err := h.lookup(executionID)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.lock.Lock(ctx); err != nil {
+		return nil, fmt.Errorf("dockerhost: wait for running commands: %w", err)
+	}
+	defer e.lock.Unlock()
+	if _, err := h.lookup(executionID); err != nil {
+		return nil, err // ended while we waited
+	}
+
+	id := newCheckpointID()
+	w, err := h.store.Create(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.New()
+	cw := &countWriter{}
+	if err := h.ws.Export(ctx, e.ContainerID, io.MultiWriter(w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
+		_ = w.Abort()
+		if h.containerGone(e) {
+			h.forget(executionID, e)
+			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the checkpoint", executionID), Err: err}
+		}
+		return nil, fmt.Errorf("dockerhost: checkpoint: %w", err)
+	}
+	m := &Manifest{
+		Version:      ManifestVersion,
+		CheckpointID: id,
+		ExecutionID:  executionID,
+		CreatedAt:    h.now().UTC(),
+		Reason:       req.Reason,
+		SizeBytes:    cw.n,
+		SHA256:       hex.EncodeToString(sum.Sum(nil)),
+		Request:      e.req,
+	}
+	if err := w.Commit(m); err != nil {
+		return nil, fmt.Errorf("dockerhost: checkpoint: %w", err)
+	}
+	h.logger.Info("checkpoint", "execution", executionID, "checkpoint", id, "bytes", m.SizeBytes)
+	return &Checkpoint{CheckpointID: id, ExecutionID: executionID, CreatedAt: m.CreatedAt, SizeBytes: m.SizeBytes, SHA256: m.SHA256}, nil
+}
+
+// Restore provisions a new execution from a checkpoint: the complete
+// provision validation of the recorded request, then the workspace tar
+// streamed in, bounded by its recorded size and verified against its
+// sha256. A tampered tar fails and leaves no container.
+func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, error) {
+	if !checkpointIDRE.MatchString(rr.CheckpointID) {
+		return nil, invalid("checkpointId", "must be 32 lowercase hex digits")
+	}
+	m, rc, err := h.store.Open(ctx, rr.CheckpointID)
+	switch {
+	case errors.Is(err, ErrCheckpointNotFound):
+		return nil, &Error{Code: CodeNotFound, Field: "checkpointId", Message: fmt.Sprintf("no checkpoint %q", rr.CheckpointID)}
+	case err != nil:
+		return nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint is unreadable", Err: err}
+	}
+	defer rc.Close()
+	req := m.Request
+	req.ExecutionID = rr.ExecutionID
+	req.Env = rr.Env
+	// The workspace comes from the tar, not from the original source.
+	req.Workspace = WorkspaceSpec{Kind: WorkspaceEmpty}
+	if err := h.policy.ValidateProvision(&req); err != nil {
+		return nil, err
+	}
+	want, err := hex.DecodeString(m.SHA256)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint is unreadable", Err: err}
+	}
+	load := func(ctx context.Context, cid string) error {
+		vr := &verifyingReader{r: rc, left: m.SizeBytes, sum: sha256.New(), want: want}
+		err := h.ws.Import(ctx, cid, vr, m.SizeBytes)
+		if err == nil {
+			// tar stops reading at its end-of-archive blocks: verify the
+			// rest too, or a tampered tail would pass.
+			err = vr.finish()
+		}
+		if errors.Is(err, errChecksum) {
+			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: errChecksum.Error(), Err: err}
+		}
+		return err
+	}
+	return h.provision(ctx, req, rr.CheckpointID, load)
+}
+
+// verifyingReader passes exactly left bytes through a hash and fails with
+// errChecksum at EOF when the size or the sum differ.
+type verifyingReader struct {
+	r    io.Reader
+	left int64
+	sum  hash.Hash
+	want []byte
+	done bool
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.done {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > v.left+1 {
+		p = p[:v.left+1] // one extra byte detects a longer tar
+	}
+	n, err := v.r.Read(p)
+	v.left -= int64(n)
+	if v.left < 0 {
+		return 0, errChecksum
+	}
+	v.sum.Write(p[:n])
+	if err == io.EOF {
+		if v.left != 0 || subtle.ConstantTimeCompare(v.sum.Sum(nil), v.want) != 1 {
+			return n, errChecksum
+		}
+		v.done = true
+	}
+	return n, err
+}
+
+// finish reads what the consumer left unread and verifies the whole.
+func (v *verifyingReader) finish() error {
+	_, err := io.Copy(io.Discard, v)
+	return err
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }

@@ -1,0 +1,74 @@
+package dockerhost
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExecBasics(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	req := emptyReq(img, small())
+	req.Env = map[string]string{"GREETING": "hello"}
+	ex := provision(t, h, req)
+
+	res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{
+		Command:   "/bin/sh",
+		Args:      []string{"-c", `echo "$GREETING $EXTRA"; pwd; id -u; cat; echo oops >&2; exit 3`},
+		Env:       map[string]string{"EXTRA": "world"},
+		Stdin:     "from stdin\n",
+		TimeoutMs: 30_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "hello world\n/workspace\n65534\nfrom stdin\n"
+	if res.ExitCode != 3 || res.Stdout != want || res.Stderr != "oops\n" {
+		t.Fatalf("got exit %d stdout %q stderr %q; want exit 3 stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr, want, "oops\n")
+	}
+
+	ins, err := cli.ContainerInspect(testCtx(t, time.Minute), ex.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := ins.HostConfig
+	if hc.NanoCPUs != 5e8 || hc.Memory != 64<<20 || hc.MemorySwap != 64<<20 || *hc.PidsLimit != 64 ||
+		!hc.ReadonlyRootfs || hc.NetworkMode != "none" || !hc.AutoRemove || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" ||
+		len(hc.CapAdd) != 0 || ins.Config.User != "65534:65534" {
+		t.Fatalf("container config not hardened as asked: %+v user %q", hc.Resources, ins.Config.User)
+	}
+	if !strings.Contains(strings.Join(hc.SecurityOpt, ","), "no-new-privileges") {
+		t.Fatalf("SecurityOpt %v lacks no-new-privileges", hc.SecurityOpt)
+	}
+	if got := ins.Config.Labels[LabelExecution]; got != ex.ExecutionID {
+		t.Fatalf("label %s = %q, want %q", LabelExecution, got, ex.ExecutionID)
+	}
+
+	// Inside: rootfs read-only, no network but loopback, no capabilities.
+	res = sh(t, h, ex.ExecutionID, `touch /x 2>&1; ls /sys/class/net; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status`)
+	for _, want := range []string{"Read-only file system", "lo", "CapEff:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("inside the container, %q missing from:\n%s", want, res.Stdout)
+		}
+	}
+	if strings.Contains(res.Stdout, "eth0") {
+		t.Errorf("container has a network interface:\n%s", res.Stdout)
+	}
+
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatalf("second terminate: %v", err)
+	}
+	_, err = h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000})
+	if ErrorCode(err) != CodeGone {
+		t.Fatalf("exec after terminate: %v, want code gone", err)
+	}
+	if err := h.Terminate(testCtx(t, time.Minute), "never-was"); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("terminate unknown: %v, want not_found", err)
+	}
+}

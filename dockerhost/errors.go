@@ -1,0 +1,59 @@
+package dockerhost
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes callers branch on; the gateway maps them to HTTP statuses
+// (invalid_request 400, not_found 404, gone 410, conflict 409, timeout,
+// output_limit and aborted as the execution's end).
+const (
+	CodeInvalidRequest = "invalid_request"
+	CodeNotFound       = "not_found"
+	CodeGone           = "gone"
+	CodeTimeout        = "timeout"
+	CodeOutputLimit    = "output_limit"
+	CodeAborted        = "aborted"
+	CodeConflict       = "conflict"
+)
+
+// Error is the typed error every ExecutionHost method returns for what a
+// caller can act on. Field names the offending request field (JSON path,
+// e.g. "resources.cpus") for invalid_request.
+type Error struct {
+	Code    string
+	Field   string
+	Message string
+	Err     error // the cause, if any; not meant for the peer
+}
+
+func (e *Error) Error() string {
+	s := "dockerhost: " + e.Code
+	if e.Field != "" {
+		s += ": " + e.Field
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode returns the Code of the *Error in err's chain, or "" when there
+// is none (an internal failure).
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}

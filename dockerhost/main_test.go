@@ -1,0 +1,135 @@
+package dockerhost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/hostgate/hostgate/internal/testenv"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// engine returns a client for the real Docker engine and the digest-pinned
+// test image, or skips (fails under HOSTGATE_E2E=require) without them.
+func engine(t testing.TB) (*client.Client, string) {
+	t.Helper()
+	cli, err := NewClient()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err = cli.Ping(ctx)
+		cancel()
+		if err != nil {
+			_ = cli.Close()
+		}
+	}
+	testenv.RequirePeer(t, "docker engine", err == nil)
+	t.Cleanup(func() { _ = cli.Close() })
+	img := os.Getenv("HOSTGATE_TEST_IMAGE")
+	testenv.RequirePeer(t, "HOSTGATE_TEST_IMAGE", img != "")
+	return cli, img
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func uniqueOwner() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "test-" + hex.EncodeToString(b[:])
+}
+
+// newTestHost returns a host with an owner of its own, so Adopt never
+// touches another test's containers; cleanup removes whatever the owner
+// still has.
+func newTestHost(t testing.TB, cli *client.Client, cfg *Config) *Docker {
+	t.Helper()
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = uniqueOwner()
+	}
+	if cfg.Store == nil && cfg.CheckpointDir == "" {
+		cfg.CheckpointDir = t.TempDir()
+	}
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), cli, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Close()
+		reapOwner(t, cli, cfg.Owner)
+	})
+	return h
+}
+
+func reapOwner(t testing.TB, cli *client.Client, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner))})
+	if err != nil {
+		t.Errorf("list containers: %v", err)
+		return
+	}
+	for _, c := range list {
+		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+}
+
+// small are limits that keep the tests light on a loaded 2-core machine.
+func small() Resources {
+	return Resources{CPUs: 0.5, MemoryBytes: 64 << 20, DiskBytes: 8 << 20, Pids: 64, RuntimeMs: 120_000, MaxOutputBytes: 1 << 20}
+}
+
+func emptyReq(img string, r Resources) ProvisionRequest {
+	return ProvisionRequest{Image: img, Workspace: WorkspaceSpec{Kind: WorkspaceEmpty}, Resources: r, Network: Network{Mode: "none"}}
+}
+
+func provision(t testing.TB, h *Docker, req ProvisionRequest) *Execution {
+	t.Helper()
+	ex, err := h.Provision(testCtx(t, 2*time.Minute), req)
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	return ex
+}
+
+func sh(t testing.TB, h *Docker, id, script string) *ExecResult {
+	t.Helper()
+	res, err := h.Exec(testCtx(t, 2*time.Minute), id, ExecRequest{Command: "/bin/sh", Args: []string{"-c", script}, TimeoutMs: 60_000})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return res
+}
+
+// waitRemoved waits (on the engine's own wait API, no polling) until the
+// container is removed.
+func waitRemoved(t testing.TB, cli *client.Client, cid string, d time.Duration) {
+	t.Helper()
+	ctx := testCtx(t, d)
+	okC, errC := cli.ContainerWait(ctx, cid, container.WaitConditionRemoved)
+	select {
+	case <-okC:
+	case err := <-errC:
+		if !cerrdefs.IsNotFound(err) {
+			t.Fatalf("container %s not removed: %v", cid, err)
+		}
+	}
+	if _, err := cli.ContainerInspect(ctx, cid); !cerrdefs.IsNotFound(err) {
+		t.Fatalf("container %s still exists (inspect err %v)", cid, err)
+	}
+}

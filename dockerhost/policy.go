@@ -1,0 +1,299 @@
+package dockerhost
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// Container paths the policy mounts.
+const (
+	WorkspaceDir = "/workspace"
+	// ToolsDir is a small root-owned tmpfs (mode 0755) that Config.Tools
+	// are copied into at provision, e.g. the in-container agent binary.
+	ToolsDir = "/opt/hostgate"
+)
+
+// Labels every container of this package carries; Adopt finds executions
+// by them after a restart.
+const (
+	LabelExecution = "hostgate.execution"
+	LabelExpires   = "hostgate.expires" // unix seconds
+	LabelOwner     = "hostgate.owner"
+	LabelSpec      = "hostgate.spec" // the provision request as JSON, env values removed
+)
+
+// Policy validates requests and builds container configuration. Its zero
+// value is not usable; NewDocker builds one from Config.
+type Policy struct {
+	AllowUnpinnedImages bool
+	UID, GID            int       // numeric, non-root
+	Max                 Resources // upper bounds; each field > 0
+	ToolsBytes          int64     // size of the ToolsDir tmpfs; 0: no ToolsDir
+}
+
+// Lower bounds: below these a container cannot run sh and tar at all, or
+// Docker refuses the value (memory below 6 MiB).
+var minResources = Resources{
+	CPUs:           0.01,
+	MemoryBytes:    6 << 20,
+	DiskBytes:      64 << 10,
+	Pids:           8,
+	RuntimeMs:      1000,
+	MaxOutputBytes: 1,
+}
+
+// DefaultMaxResources bounds what one request may ask for. Output is held
+// in memory by Exec, hence its modest bound.
+func DefaultMaxResources() Resources {
+	return Resources{
+		CPUs:           float64(runtime.NumCPU()),
+		MemoryBytes:    64 << 30,
+		DiskBytes:      64 << 30,
+		Pids:           32768,
+		RuntimeMs:      int64(24 * time.Hour / time.Millisecond),
+		MaxOutputBytes: 64 << 20,
+	}
+}
+
+var (
+	executionIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	envNameRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	digestRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9._:/-]*@sha256:[0-9a-f]{64}$`)
+	sha1or256RE   = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+)
+
+// secretWords are matched against an env name lowercased with everything
+// but letters and digits removed, so API_KEY, api-key and ApiKey all hit.
+var secretWords = []string{"token", "secret", "password", "passwd", "apikey", "credential", "privatekey", "accesskey"}
+
+// ValidateProvision checks every field of req and fills defaults. Errors
+// are *Error{Code: invalid_request} naming the field.
+func (p *Policy) ValidateProvision(req *ProvisionRequest) error {
+	if req.ExecutionID != "" && !executionIDRE.MatchString(req.ExecutionID) {
+		return invalid("executionId", "must match %s", executionIDRE)
+	}
+	if err := p.validateImage(req.Image); err != nil {
+		return err
+	}
+	switch req.Workspace.Kind {
+	case WorkspaceEmpty:
+		if req.Workspace.RepositoryPath != "" || req.Workspace.Revision != "" {
+			return invalid("workspace", "an empty workspace takes no repositoryPath or revision")
+		}
+	case WorkspaceGitWorktree:
+		if !path.IsAbs(req.Workspace.RepositoryPath) || strings.ContainsRune(req.Workspace.RepositoryPath, 0) {
+			return invalid("workspace.repositoryPath", "must be an absolute path")
+		}
+		if err := validateRevision(req.Workspace.Revision); err != nil {
+			return err
+		}
+	case "":
+		return invalid("workspace.kind", "is required (%q or %q)", WorkspaceEmpty, WorkspaceGitWorktree)
+	default:
+		return invalid("workspace.kind", "unknown kind %q (want %q or %q)", req.Workspace.Kind, WorkspaceEmpty, WorkspaceGitWorktree)
+	}
+	if err := p.validateResources(req.Resources); err != nil {
+		return err
+	}
+	switch req.Network.Mode {
+	case "none":
+	case "":
+		return invalid("network.mode", `is required; only "none" is supported`)
+	default:
+		// Never a silent fallback to an ordinary Docker network.
+		return invalid("network.mode", `%q is not supported; only "none" is`, req.Network.Mode)
+	}
+	return validateEnv("env", req.Env)
+}
+
+func (p *Policy) validateImage(image string) error {
+	if image == "" {
+		return invalid("image", "is required")
+	}
+	if len(image) > 512 || strings.ContainsFunc(image, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return invalid("image", "is not a valid image reference")
+	}
+	if p.AllowUnpinnedImages || digestRE.MatchString(image) {
+		return nil
+	}
+	return invalid("image", "%q is not pinned by an immutable digest (NAME@sha256:<64 hex>); pin it with: docker inspect --format '{{index .RepoDigests 0}}' %s", image, image)
+}
+
+func validateRevision(rev string) error {
+	switch {
+	case rev == "":
+		return invalid("workspace.revision", "is required for a git-worktree workspace")
+	case strings.HasPrefix(rev, "-"):
+		return invalid("workspace.revision", "must not start with '-'")
+	case len(rev) > 256 || strings.ContainsFunc(rev, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return invalid("workspace.revision", "is not a valid revision")
+	}
+	return nil
+}
+
+func (p *Policy) validateResources(r Resources) error {
+	type check struct {
+		field    string
+		v        float64
+		min, max float64
+	}
+	for _, c := range []check{
+		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs},
+		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes)},
+		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes)},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids)},
+		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs)},
+		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes)},
+	} {
+		switch {
+		case c.v == 0:
+			return invalid(c.field, "is required")
+		case math.IsNaN(c.v) || c.v < c.min || c.v > c.max:
+			return invalid(c.field, "must be between %v and %v", c.min, c.max)
+		}
+	}
+	return nil
+}
+
+// validateEnv refuses malformed names and names that look like they carry a
+// credential: a checkpoint or a log must never hold one, and the seed keeps
+// credentials out of executions altogether.
+func validateEnv(field string, env map[string]string) error {
+	if len(env) > 256 {
+		return invalid(field, "at most 256 variables")
+	}
+	for name, value := range env {
+		if !envNameRE.MatchString(name) || len(name) > 256 {
+			return invalid(field+"."+name, "is not a valid environment variable name")
+		}
+		if looksSecret(name) {
+			return invalid(field+"."+name, "looks like a credential (token, secret, password, API key, credential); pass credentials another way")
+		}
+		if strings.ContainsRune(value, 0) || len(value) > 32<<10 {
+			return invalid(field+"."+name, "value must be under 32 KiB without NUL bytes")
+		}
+	}
+	return nil
+}
+
+func looksSecret(name string) bool {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	n := b.String()
+	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(n, w) })
+}
+
+// ValidateExec checks an exec request and fills defaults.
+func (p *Policy) ValidateExec(req *ExecRequest) error {
+	if req.Command == "" {
+		return invalid("command", "is required")
+	}
+	if strings.ContainsRune(req.Command, 0) || slices.ContainsFunc(req.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
+		return invalid("args", "must not contain NUL bytes")
+	}
+	if req.Cwd == "" {
+		req.Cwd = WorkspaceDir
+	}
+	if !path.IsAbs(req.Cwd) || strings.ContainsRune(req.Cwd, 0) {
+		return invalid("cwd", "must be an absolute path")
+	}
+	switch {
+	case req.TimeoutMs == 0:
+		return invalid("timeoutMs", "is required")
+	case req.TimeoutMs < 0 || req.TimeoutMs > p.Max.RuntimeMs:
+		return invalid("timeoutMs", "must be between 1 and %d", p.Max.RuntimeMs)
+	}
+	return validateEnv("env", req.Env)
+}
+
+// User is the numeric "uid:gid" commands run as.
+func (p *Policy) User() string { return strconv.Itoa(p.UID) + ":" + strconv.Itoa(p.GID) }
+
+// sleepSeconds is the in-container deadline: the main process sleeps this
+// long, then the container stops and AutoRemove deletes it, even when no
+// host process is left to terminate it.
+func sleepSeconds(runtimeMs int64) int64 { return (runtimeMs + 999) / 1000 }
+
+// ContainerConfig builds the hardened container for a validated request.
+func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.Time, labels map[string]string) (*container.Config, *container.HostConfig, error) {
+	spec, err := json.Marshal(redact(req))
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal spec label: %w", err)
+	}
+	all := map[string]string{}
+	for k, v := range labels {
+		all[k] = v
+	}
+	all[LabelExecution] = id
+	all[LabelExpires] = strconv.FormatInt(expires.Unix(), 10)
+	all[LabelSpec] = string(spec)
+
+	env := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	r := req.Resources
+	yes := true
+	pids := r.Pids
+	cfg := &container.Config{
+		Image:      req.Image,
+		User:       p.User(),
+		Env:        env,
+		Entrypoint: []string{"sleep", strconv.FormatInt(sleepSeconds(r.RuntimeMs), 10)},
+		WorkingDir: WorkspaceDir,
+		Labels:     all,
+	}
+	tmpfs := map[string]string{
+		// exec: workspaces hold scripts and build outputs that must run.
+		WorkspaceDir: fmt.Sprintf("size=%d,uid=%d,gid=%d,mode=0700,exec", r.DiskBytes, p.UID, p.GID),
+	}
+	if p.ToolsBytes > 0 {
+		tmpfs[ToolsDir] = fmt.Sprintf("size=%d,uid=0,gid=0,mode=0755,exec", p.ToolsBytes)
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		AutoRemove:     true,
+		ReadonlyRootfs: true,
+		SecurityOpt:    []string{"no-new-privileges"},
+		CapDrop:        []string{"ALL"},
+		// An init reaps orphans of exec'd commands, which would otherwise
+		// pile up as zombies against the pids limit under sleep as PID 1.
+		Init:  &yes,
+		Tmpfs: tmpfs,
+		Resources: container.Resources{
+			NanoCPUs:   int64(math.Round(r.CPUs * 1e9)),
+			Memory:     r.MemoryBytes,
+			MemorySwap: r.MemoryBytes, // equal: no swap
+			PidsLimit:  &pids,
+		},
+	}
+	return cfg, hc, nil
+}
+
+// redact returns req without environment values, which may be sensitive
+// even when their names are not: labels and manifests keep names only.
+func redact(req ProvisionRequest) ProvisionRequest {
+	if len(req.Env) > 0 {
+		names := make(map[string]string, len(req.Env))
+		for k := range req.Env {
+			names[k] = ""
+		}
+		req.Env = names
+	}
+	return req
+}

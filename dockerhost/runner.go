@@ -1,0 +1,225 @@
+package dockerhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+var (
+	errOutputLimit = errors.New("output limit exceeded")
+	errTimeout     = errors.New("command timed out")
+)
+
+// ProcessRunner runs commands inside containers through the Docker exec
+// API and enforces timeouts, cancellation and the combined output limit.
+// Any of them destroys the whole container, not just the exec client: a
+// killed docker exec client leaves its process running in the container.
+type ProcessRunner struct {
+	api DockerAPI
+	// destroy removes a container and everything in it; it must not depend
+	// on the caller's (possibly cancelled) context.
+	destroy func(containerID string) error
+}
+
+// process is one command to run with docker exec.
+type process struct {
+	containerID string
+	user        string
+	argv        []string
+	env         []string
+	dir         string
+	stdin       io.Reader // nil: stdin not attached
+	stdout      io.Writer
+	stderr      io.Writer
+}
+
+// Exec runs req in containerID as user, collecting at most maxOutput bytes
+// of stdout and stderr together. On timeout, output overflow or ctx ending
+// it destroys the container and returns an *Error whose Code says which.
+func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64) (*ExecResult, error) {
+	start := time.Now()
+	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errTimeout)
+	defer cancel()
+
+	left := maxOutput
+	stdout := &limitedBuffer{left: &left}
+	stderr := &limitedBuffer{left: &left}
+	p := process{
+		containerID: containerID,
+		user:        user,
+		argv:        append([]string{req.Command}, req.Args...),
+		env:         envList(req.Env),
+		dir:         req.Cwd,
+		stdout:      stdout,
+		stderr:      stderr,
+	}
+	if req.Stdin != "" {
+		p.stdin = bytes.NewReader([]byte(req.Stdin))
+	}
+	code, err := r.run(runCtx, p)
+	if err != nil {
+		var e *Error
+		switch {
+		case errors.Is(err, errOutputLimit):
+			e = &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("stdout and stderr exceeded %d bytes; the execution was destroyed", maxOutput)}
+		case errors.Is(context.Cause(runCtx), errTimeout) && ctx.Err() == nil:
+			e = &Error{Code: CodeTimeout, Message: fmt.Sprintf("command ran longer than %d ms; the execution was destroyed", req.TimeoutMs)}
+		case ctx.Err() != nil:
+			e = &Error{Code: CodeAborted, Message: "the caller went away; the execution was destroyed", Err: context.Cause(ctx)}
+		default:
+			return nil, err
+		}
+		if derr := r.destroy(containerID); derr != nil {
+			e.Err = errors.Join(e.Err, fmt.Errorf("destroy container: %w", derr))
+		}
+		return nil, e
+	}
+	return &ExecResult{
+		ExitCode:   code,
+		Stdout:     stdout.buf.String(),
+		Stderr:     stderr.buf.String(),
+		DurationMs: time.Since(start).Milliseconds(),
+	}, nil
+}
+
+// run runs p to completion and returns its exit code. ctx ending closes the
+// attachment and returns context.Cause(ctx); the process itself may live on
+// in the container, which is why callers destroy the container then.
+func (r *ProcessRunner) run(ctx context.Context, p process) (int, error) {
+	created, err := r.api.ContainerExecCreate(ctx, p.containerID, container.ExecOptions{
+		User:         p.user,
+		Cmd:          p.argv,
+		Env:          p.env,
+		WorkingDir:   p.dir,
+		AttachStdin:  p.stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return -1, r.ctxErr(ctx, fmt.Errorf("create exec: %w", err))
+	}
+	hj, err := r.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return -1, r.ctxErr(ctx, fmt.Errorf("attach exec: %w", err))
+	}
+	defer hj.Close()
+	stop := context.AfterFunc(ctx, hj.Close)
+	defer stop()
+
+	var (
+		wg     sync.WaitGroup
+		srcErr error // a failure of p.stdin itself (e.g. a checksum mismatch)
+	)
+	if p.stdin != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src := &errReader{r: p.stdin}
+			_, werr := io.Copy(hj.Conn, src)
+			if src.err != nil {
+				// Never let the command see a clean EOF after a bad read:
+				// tar would happily end at a file boundary.
+				srcErr = src.err
+				hj.Close()
+				return
+			}
+			if werr == nil {
+				// Half-close: tar reading stdin waits for this EOF.
+				_ = hj.CloseWrite()
+			}
+		}()
+	}
+	_, copyErr := stdcopy.StdCopy(p.stdout, p.stderr, hj.Reader)
+	if copyErr != nil {
+		hj.Close() // unblock the stdin copier
+	}
+	wg.Wait()
+	switch {
+	case srcErr != nil:
+		return -1, srcErr
+	case ctx.Err() != nil:
+		return -1, context.Cause(ctx)
+	case copyErr != nil:
+		return -1, fmt.Errorf("read exec output: %w", copyErr)
+	}
+	return r.exitCode(ctx, created.ID)
+}
+
+func (r *ProcessRunner) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+// exitCode waits for the daemon to record the exec's exit: the output
+// stream can end a moment before the exit is processed.
+func (r *ProcessRunner) exitCode(ctx context.Context, execID string) (int, error) {
+	for i := 1; ; i++ {
+		ins, err := r.api.ContainerExecInspect(ctx, execID)
+		if err != nil {
+			return -1, r.ctxErr(ctx, fmt.Errorf("inspect exec: %w", err))
+		}
+		if !ins.Running {
+			return ins.ExitCode, nil
+		}
+		if i == 100 {
+			return -1, errors.New("inspect exec: still running after its output ended")
+		}
+		t := time.NewTimer(time.Duration(min(i, 10)) * 10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return -1, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// limitedBuffer is one of stdout/stderr sharing one byte budget.
+type limitedBuffer struct {
+	buf  bytes.Buffer
+	left *int64 // shared; StdCopy writes from one goroutine
+}
+
+func (w *limitedBuffer) Write(p []byte) (int, error) {
+	if int64(len(p)) > *w.left {
+		n := *w.left
+		w.buf.Write(p[:n])
+		*w.left = 0
+		return int(n), errOutputLimit
+	}
+	w.buf.Write(p)
+	*w.left -= int64(len(p))
+	return len(p), nil
+}
+
+// errReader remembers a non-EOF read error of its source.
+type errReader struct {
+	r   io.Reader
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}

@@ -1,0 +1,396 @@
+package sshlayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"syscall"
+
+	"github.com/pkg/sftp"
+
+	"github.com/hostgate/hostgate"
+)
+
+// sftpMaxPacket is the data size per SFTP read or write request. OpenSSH's
+// sftp-server refuses messages of 256 KiB or more (SFTP_MAX_MSG_LENGTH), so
+// leave 1 KiB for the request header and handle.
+const sftpMaxPacket = 256<<10 - 1<<10
+
+// sftpConcurrency is the number of requests in flight per file: 32 × 255
+// KiB ≈ 8 MiB, enough to fill a fast link without unbounded memory.
+const sftpConcurrency = 32
+
+// SFTPClientOptions are the pkg/sftp options every hostgate SFTP client
+// uses: concurrent reads and writes with large packets.
+func SFTPClientOptions() []sftp.ClientOption {
+	return []sftp.ClientOption{
+		sftp.UseConcurrentReads(true),
+		sftp.UseConcurrentWrites(true),
+		sftp.MaxPacketUnchecked(sftpMaxPacket),
+		sftp.MaxConcurrentRequestsPerFile(sftpConcurrency),
+	}
+}
+
+// NewSFTPProvider returns a hostgate.Provider over c. It does not own c:
+// closing c stays the caller's job. SFTP status codes map to io/fs errors
+// (see mapSFTPErr); where OpenSSH answers a bare "Failure" the provider
+// looks at the path to say which (EEXIST, ENOTEMPTY).
+//
+// pkg/sftp calls do not take a context: ctx is checked before each request,
+// and cancelling it closes an open stream.
+func NewSFTPProvider(c *sftp.Client) hostgate.Provider {
+	_, posix := c.HasExtension("posix-rename@openssh.com")
+	return &sftpProvider{c: c, posixRename: posix}
+}
+
+type sftpProvider struct {
+	c           *sftp.Client
+	posixRename bool
+}
+
+var _ hostgate.Provider = (*sftpProvider)(nil)
+
+// SFTP status codes beyond v3 that some servers send (draft-ietf-secsh-filexfer-13).
+const (
+	fxFileAlreadyExists = 11
+	fxDirNotEmpty       = 18
+	fxNotADirectory     = 19
+	fxFileIsADirectory  = 24
+	fxOpUnsupported     = 8
+	fxNoSuchFile        = 2
+	fxPermissionDenied  = 3
+)
+
+// mappedErr keeps the SFTP error and adds the io/fs sentinel for errors.Is.
+type mappedErr struct {
+	sentinel error
+	cause    error
+}
+
+func (e *mappedErr) Error() string   { return e.cause.Error() }
+func (e *mappedErr) Unwrap() []error { return []error{e.sentinel, e.cause} }
+
+// mapSFTPErr adds the io/fs sentinel matching an SFTP status.
+func mapSFTPErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sftp.StatusError
+	if !errors.As(err, &se) {
+		return err // pkg/sftp already returns os.ErrNotExist etc. for some calls
+	}
+	var s error
+	switch se.Code {
+	case fxNoSuchFile:
+		s = fs.ErrNotExist
+	case fxPermissionDenied:
+		s = fs.ErrPermission
+	case fxFileAlreadyExists:
+		s = fs.ErrExist
+	case fxOpUnsupported:
+		s = hostgate.ErrNotSupported
+	case fxDirNotEmpty:
+		s = syscall.ENOTEMPTY
+	case fxNotADirectory:
+		s = syscall.ENOTDIR
+	case fxFileIsADirectory:
+		s = syscall.EISDIR
+	default:
+		return err
+	}
+	return &mappedErr{sentinel: s, cause: err}
+}
+
+func isFailure(err error) bool {
+	var se *sftp.StatusError
+	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxFailure
+}
+
+func pathErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if pe, ok := err.(*fs.PathError); ok {
+		err = pe.Err // pkg/sftp wraps some errors itself
+	}
+	return &fs.PathError{Op: op, Path: name, Err: mapSFTPErr(err)}
+}
+
+func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, pathErr("stat", name, err)
+	}
+	fi, err := p.c.Stat(name)
+	return fi, pathErr("stat", name, err)
+}
+
+func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, pathErr("lstat", name, err)
+	}
+	fi, err := p.c.Lstat(name)
+	return fi, pathErr("lstat", name, err)
+}
+
+func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	fis, err := p.c.ReadDirContext(ctx, name)
+	if err != nil {
+		return nil, pathErr("readdir", name, err)
+	}
+	ents := make([]fs.DirEntry, 0, len(fis))
+	for _, fi := range fis {
+		if n := fi.Name(); n == "." || n == ".." {
+			continue
+		}
+		ents = append(ents, fs.FileInfoToDirEntry(fi))
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	return ents, nil
+}
+
+// Open returns the *sftp.File wrapped so that Close also drops the ctx
+// watch; its WriteTo reads with concurrent requests, so io.Copy from it is
+// fast.
+func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	f, err := p.c.Open(name)
+	if err != nil {
+		return nil, pathErr("open", name, err)
+	}
+	return &sftpReader{File: f, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+}
+
+type sftpReader struct {
+	*sftp.File
+	stop func() bool
+}
+
+func (r *sftpReader) Close() error {
+	r.stop()
+	if err := r.File.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Create opens name for writing, creating it with perm &^ umask as
+// os.Create would, or truncating it (keeping its mode). SFTP open carries no
+// umask, so the provider learns it from the mode the server gave the new
+// file (0666 &^ umask) and narrows that by perm.
+func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, pathErr("create", name, err)
+	}
+	_, serr := p.c.Lstat(name)
+	isNew := errors.Is(serr, fs.ErrNotExist)
+	f, err := p.c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return nil, pathErr("create", name, err)
+	}
+	if isNew {
+		if fi, err := f.Stat(); err == nil {
+			// The server created it with 0666 &^ umask. The umask's
+			// execute bits are unseen: assume each follows its read bit
+			// (true of 022, 027, 077, 002).
+			created := fi.Mode().Perm()
+			umask := ^created & 0o666
+			umask |= umask & 0o444 >> 2
+			want := perm.Perm() &^ umask
+			if want != created {
+				if err := f.Chmod(want); err != nil {
+					_ = f.Close()
+					return nil, pathErr("create", name, err)
+				}
+			}
+		}
+	}
+	return &sftpWriter{File: f, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+}
+
+type sftpWriter struct {
+	*sftp.File
+	name string
+	stop func() bool
+}
+
+// ReadFrom writes r with concurrent requests whatever r is (pkg/sftp's own
+// ReadFrom goes sequential when it cannot learn r's size).
+func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := w.File.ReadFromWithConcurrency(r, 0)
+	if err != nil {
+		return n, pathErr("write", w.name, err)
+	}
+	return n, nil
+}
+
+func (w *sftpWriter) Close() error {
+	if !w.stop() {
+		return pathErr("create", w.name, context.Canceled) // ctx closed the file mid-stream
+	}
+	return pathErr("close", w.name, w.File.Close())
+}
+
+// Mkdir creates name. The new directory gets perm &^ umask, as os.Mkdir
+// gives: the server creates it with 0777 &^ umask, and the provider narrows
+// that by perm.
+func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
+	if err := ctx.Err(); err != nil {
+		return pathErr("mkdir", name, err)
+	}
+	if parents {
+		fi, err := p.c.Lstat(name)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil:
+			return pathErr("mkdir", name, fs.ErrExist)
+		}
+		if parent := path.Dir(name); parent != name && parent != "." && parent != "/" {
+			if err := p.Mkdir(ctx, parent, 0o777, true); err != nil {
+				return err
+			}
+		}
+	}
+	if err := p.c.Mkdir(name); err != nil {
+		// OpenSSH answers EEXIST with a bare Failure.
+		if _, lerr := p.c.Lstat(name); lerr == nil {
+			if parents {
+				if fi, _ := p.c.Stat(name); fi != nil && fi.IsDir() {
+					return nil // created concurrently
+				}
+			}
+			return pathErr("mkdir", name, fs.ErrExist)
+		}
+		return pathErr("mkdir", name, err)
+	}
+	if perm.Perm() == 0o777 {
+		return nil
+	}
+	fi, err := p.c.Lstat(name)
+	if err != nil {
+		return pathErr("mkdir", name, err)
+	}
+	if want := fi.Mode().Perm() & perm.Perm(); want != fi.Mode().Perm() {
+		return pathErr("mkdir", name, p.c.Chmod(name, want))
+	}
+	return nil
+}
+
+func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) error {
+	if err := ctx.Err(); err != nil {
+		return pathErr("remove", name, err)
+	}
+	fi, err := p.c.Lstat(name)
+	if err != nil {
+		return pathErr("remove", name, err)
+	}
+	if !fi.IsDir() {
+		return pathErr("remove", name, p.c.Remove(name))
+	}
+	if recursive {
+		ents, err := p.c.ReadDirContext(ctx, name)
+		if err != nil {
+			return pathErr("remove", name, err)
+		}
+		for _, e := range ents {
+			if n := e.Name(); n == "." || n == ".." {
+				continue
+			}
+			// e comes from lstat: a symlink to a directory is removed, not
+			// followed.
+			if err := p.Remove(ctx, path.Join(name, e.Name()), true); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	err = p.c.RemoveDirectory(name)
+	if err != nil && isFailure(err) {
+		if ents, rerr := p.c.ReadDirContext(ctx, name); rerr == nil && len(ents) > 0 {
+			return pathErr("remove", name, &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err})
+		}
+	}
+	return pathErr("remove", name, err)
+}
+
+// Rename replaces newname like rename(2), through OpenSSH's
+// posix-rename@openssh.com where the server has it (SFTP v3 rename refuses
+// an existing target).
+func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) error {
+	if err := ctx.Err(); err != nil {
+		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	var err error
+	if p.posixRename {
+		err = p.c.PosixRename(oldname, newname)
+	} else {
+		err = p.c.Rename(oldname, newname)
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if isFailure(err) {
+			if _, lerr := p.c.Lstat(oldname); errors.Is(lerr, fs.ErrNotExist) {
+				err = &mappedErr{sentinel: fs.ErrNotExist, cause: err}
+			}
+		}
+		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: mapSFTPErr(err)}
+	}
+	return nil
+}
+
+func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) error {
+	if err := ctx.Err(); err != nil {
+		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
+	}
+	if err := p.c.Symlink(oldname, newname); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if isFailure(err) {
+			if _, lerr := p.c.Lstat(newname); lerr == nil {
+				err = &mappedErr{sentinel: fs.ErrExist, cause: err}
+			}
+		}
+		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: mapSFTPErr(err)}
+	}
+	return nil
+}
+
+func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", pathErr("readlink", name, err)
+	}
+	s, err := p.c.ReadLink(name)
+	return s, pathErr("readlink", name, err)
+}
+
+func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", pathErr("realpath", name, err)
+	}
+	if name == "" {
+		name = "."
+	}
+	s, err := p.c.RealPath(name)
+	return s, pathErr("realpath", name, err)
+}
+
+func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
+	if err := ctx.Err(); err != nil {
+		return pathErr("chmod", name, err)
+	}
+	return pathErr("chmod", name, p.c.Chmod(name, mode))
+}
+
+// String names the provider in logs.
+func (p *sftpProvider) String() string { return fmt.Sprintf("sftp provider (posix-rename %v)", p.posixRename) }

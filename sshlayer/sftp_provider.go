@@ -393,4 +393,6 @@ func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 }
 
 // String names the provider in logs.
-func (p *sftpProvider) String() string { return fmt.Sprintf("sftp provider (posix-rename %v)", p.posixRename) }
+func (p *sftpProvider) String() string {
+	return fmt.Sprintf("sftp provider (posix-rename %v)", p.posixRename)
+}

@@ -1,26 +1,23 @@
 package store
 
-// MaxHostIDLen bounds host ids; they appear in URLs, DNS labels of preview
-// domains ("{port}--{host}.domain", a 63-byte label) and certificate
+// MaxHostIDLen bounds host ids, which appear in URLs and certificate
 // principals.
-const MaxHostIDLen = 48
+const MaxHostIDLen = 64
 
-// ValidHostID reports whether id is a usable host id: 1–48 bytes of
-// lower-case letters, digits and single inner hyphens, starting with a
-// letter or digit — safe in a URL path, a DNS label and an SSH principal.
+// ValidHostID reports whether id is a usable host id: 1–64 bytes of ASCII
+// letters, digits, '_', '.' and '-', starting with a letter or digit — the
+// same shape as Docker execution ids (an execution is also a host), safe in
+// a URL path segment, a file name and an SSH principal.
 func ValidHostID(id string) bool {
-	if id == "" || len(id) > MaxHostIDLen {
+	if id == "" || len(id) > MaxHostIDLen || !alnum(id[0]) {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(id)-1 && id[i-1] != '-':
-			// "--" is the preview URL separator, so never inside an id.
-		default:
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; !alnum(c) && c != '_' && c != '.' && c != '-' {
 			return false
 		}
 	}
 	return true
 }
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }

@@ -263,7 +263,7 @@ func TestValidHostID(t *testing.T) {
 	for id, want := range map[string]bool{
 		"a": true, "local": true, "exec-1f2e": true, "H1": true, "a_b.c-d": true, "a--b": true,
 		"": false, "-a": false, ".a": false, "_a": false, "a/b": false, "a b": false, "a:b": false, "ä": false,
-		"0123456789012345678901234567890123456789012345678901234567890123": true,
+		"0123456789012345678901234567890123456789012345678901234567890123":  true,
 		"01234567890123456789012345678901234567890123456789012345678901234": false,
 	} {
 		if got := ValidHostID(id); got != want {

@@ -1,8 +1,165 @@
 package hostgate
 
-import "context"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
-// PLACEHOLDER: replaced by the watchdog work (issue 3) within this session.
+// watchdogScript runs "$@" so that its whole process tree ends when the
+// process is killed, ctx is cancelled or the connection is lost. It uses
+// only POSIX sh, kill and sleep, plus setsid where the host has it:
+//
+//   - The command runs in the background in its own process group: setsid
+//     (util-linux, busybox) where present, else `set -m` job control where
+//     the shell allows it without a terminal (bash does, dash does not),
+//     else in the shell's group — then only the command itself can be
+//     signalled, not its descendants (a documented limit).
+//   - Its stdin is the watchdog's stdin (fd 3 carries it past the /dev/null
+//     an asynchronous list would get); stdout and stderr pass through.
+//   - TERM, INT, HUP, QUIT, USR2 and ALRM sent to the watchdog are forwarded
+//     to the group; USR1 means "kill": the group gets SIGKILL (a shell
+//     cannot trap KILL, so Process.Kill(KILL) sends USR1).
+//   - A watcher (its own subshell, stdio on /dev/null so it never holds the
+//     output pipes) polls every second that the watchdog shell and the
+//     transport process that started it are alive; when either is gone —
+//     the connection was lost, or the watchdog was SIGKILLed — it kills the
+//     group.
+//   - Signals that arrive before the command runs are remembered and
+//     delivered once it does.
+//   - When the command exits, what it left in its group is killed too, and
+//     an exit by signal (status 129…159) is re-raised so the transport
+//     reports the signal.
+const watchdogScript = `pending=
+for s in TERM INT HUP QUIT USR2 ALRM; do trap "pending=$s" "$s"; done
+trap 'pending=KILL' USR1
+exec 3<&0
+if command -v setsid >/dev/null 2>&1; then
+  setsid "$@" 0<&3 3<&- &
+elif set -m 2>/dev/null && case $- in *m*) true;; *) false;; esac; then
+  "$@" 0<&3 3<&- &
+else
+  "$@" 0<&3 3<&- &
+fi
+pid=$!
+exec 3<&-
+shell=$$
+parent=$PPID
+killtree() { kill -s "$1" -- "-$pid" 2>/dev/null || kill -s "$1" "$pid" 2>/dev/null; }
+(
+  exec </dev/null >/dev/null 2>&1
+  while kill -0 "$pid" 2>/dev/null || kill -0 -- "-$pid" 2>/dev/null; do
+    if kill -0 "$shell" 2>/dev/null && { [ "$parent" -le 1 ] || kill -0 "$parent" 2>/dev/null; }; then
+      sleep 1
+    else
+      killtree KILL
+      exit 0
+    fi
+  done
+) &
+watcher=$!
+for s in TERM INT HUP QUIT USR2 ALRM; do trap "killtree $s" "$s"; done
+trap 'killtree KILL' USR1
+[ -n "$pending" ] && killtree "$pending"
+while :; do
+  wait "$pid"
+  rc=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+trap - TERM INT HUP QUIT USR1 USR2 ALRM
+killtree KILL
+kill "$watcher" 2>/dev/null
+if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
+  kill -s "$(kill -l "$rc")" "$shell" 2>/dev/null
+fi
+exit "$rc"`
+
+// watchdogName is $0 of the watchdog shell, so it is recognisable in ps.
+const watchdogName = "hostgate-watchdog"
+
+// watchdogGrace is how long a cancelled ctx waits for the watchdog to end
+// the tree before the transport is told to cancel the spawn itself.
+const watchdogGrace = 5 * time.Second
+
+// spawnWatched starts argv under the watchdog shell script on a transport
+// that does not own supervision. Dir and Env apply to the watchdog, which the
+// command inherits.
 func spawnWatched(ctx context.Context, t Transport, argv []string, opts SpawnOptions) (Process, error) {
-	return t.Spawn(ctx, argv, opts)
+	// The transport's own reaction to ctx (often SIGKILL to the shell) would
+	// race the cleaner USR1 path, so the spawn gets a ctx of its own that
+	// is cancelled only if the watchdog has not finished within the grace.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	full := append([]string{"sh", "-c", watchdogScript, watchdogName}, argv...)
+	p, err := t.Spawn(sctx, full, opts)
+	if err != nil {
+		scancel()
+		return nil, err
+	}
+	w := &watchedProcess{Process: p, scancel: scancel, done: make(chan struct{})}
+	w.stop = context.AfterFunc(ctx, func() {
+		_ = w.Kill(SIGKILL)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.finished {
+			w.grace = time.AfterFunc(watchdogGrace, scancel)
+		}
+	})
+	go w.wait()
+	return w, nil
+}
+
+// watchedProcess is a Process under the watchdog. Its wait goroutine owns
+// the underlying Wait and releases the ctx watch and the grace timer.
+type watchedProcess struct {
+	Process
+	scancel context.CancelFunc
+	stop    func() bool
+
+	mu       sync.Mutex
+	grace    *time.Timer
+	finished bool
+
+	done chan struct{}
+	err  error
+}
+
+func (w *watchedProcess) wait() {
+	w.err = w.Process.Wait()
+	w.stop()
+	w.mu.Lock()
+	w.finished = true
+	if w.grace != nil {
+		w.grace.Stop()
+	}
+	w.mu.Unlock()
+	w.scancel()
+	close(w.done)
+}
+
+// Wait returns once the watchdog, and with it the command's process group,
+// has ended.
+func (w *watchedProcess) Wait() error {
+	<-w.done
+	return w.err
+}
+
+// Kill signals the command's whole process group through the watchdog.
+func (w *watchedProcess) Kill(sig Signal) error {
+	select {
+	case <-w.done:
+		return nil
+	default:
+	}
+	if sig == SIGKILL {
+		sig = "USR1"
+	}
+	return w.Process.Kill(sig)
+}
+
+// Resize passes through to a PTY process.
+func (w *watchedProcess) Resize(cols, rows int) error {
+	if r, ok := w.Process.(Resizer); ok {
+		return r.Resize(cols, rows)
+	}
+	return ErrNotSupported
 }

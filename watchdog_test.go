@@ -1,0 +1,242 @@
+package hostgate_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/localexec"
+)
+
+// treeScript forks two grandchildren and prints their pids, then waits.
+const treeScript = `sleep 300 & echo $!; sleep 300 & echo $!; echo ready; wait`
+
+func localHost(t *testing.T, persistent bool) (*hostgate.Host, *localexec.Transport) {
+	t.Helper()
+	tr := &localexec.Transport{}
+	h := hostgate.New(hostgate.Info{Kind: "local", Persistent: persistent}, func(ctx context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: tr, Close: func() error { return nil }}, nil
+	})
+	t.Cleanup(func() { _ = h.Close() })
+	return h, tr
+}
+
+// startTree spawns treeScript and returns the process, the grandchild pids
+// and a reader for the rest of stdout.
+func startTree(t *testing.T, ctx context.Context, h *hostgate.Host) (hostgate.Process, []int) {
+	t.Helper()
+	p, err := h.Spawn(ctx, []string{"sh", "-c", treeScript}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	br := bufio.NewReader(p.Stdout())
+	var pids []int
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading pids: %v", err)
+		}
+		line = strings.TrimSpace(line)
+		if line == "ready" {
+			break
+		}
+		pid, err := strconv.Atoi(line)
+		if err != nil {
+			t.Fatalf("pid line %q", line)
+		}
+		pids = append(pids, pid)
+	}
+	go func() { _, _ = io.Copy(io.Discard, br) }()
+	return p, pids
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// waitTimeout waits for p; a watchdog that fails leaves the grandchildren
+// holding stdout, so Wait would block: fail instead of hanging.
+func waitTimeout(t *testing.T, p hostgate.Process) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() { ch <- p.Wait() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("process tree still running 60 s after it should have ended")
+		return nil
+	}
+}
+
+// assertGone checks that every pid has ended. The output pipes close in the
+// kernel's exit path before the process turns zombie, so a process seen
+// through Wait may still be finishing its exit: give it a bounded moment.
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	if len(pids) != 2 {
+		t.Fatalf("got %d grandchild pids", len(pids))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			<-tick.C
+		}
+		if alive(pid) {
+			t.Errorf("grandchild %d still running", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func TestWatchdogKillEndsTree(t *testing.T) {
+	h, _ := localHost(t, true)
+	p, pids := startTree(t, context.Background(), h)
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("grandchild %d not running before kill", pid)
+		}
+	}
+	if err := p.Kill(hostgate.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := waitTimeout(t, p)
+	var ee *hostgate.ExitError
+	if !errors.As(err, &ee) || ee.Signal != hostgate.SIGKILL {
+		t.Errorf("Wait = %v, want killed by KILL", err)
+	}
+	assertGone(t, pids)
+}
+
+func TestWatchdogTermForwarded(t *testing.T) {
+	h, _ := localHost(t, true)
+	p, pids := startTree(t, context.Background(), h)
+	if err := p.Kill(hostgate.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := waitTimeout(t, p)
+	var ee *hostgate.ExitError
+	if !errors.As(err, &ee) || ee.Signal != hostgate.SIGTERM {
+		t.Errorf("Wait = %v, want killed by TERM", err)
+	}
+	assertGone(t, pids)
+}
+
+func TestWatchdogCtxCancelEndsTree(t *testing.T) {
+	h, _ := localHost(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, pids := startTree(t, ctx, h)
+	cancel()
+	if err := waitTimeout(t, p); err == nil {
+		t.Errorf("Wait after cancel = nil, want an error")
+	}
+	assertGone(t, pids)
+}
+
+// TestWatchdogConnectionLossEndsTree kills the transport-level process (the
+// watchdog shell) from outside with SIGKILL, as a dropped connection whose
+// remote end is torn down would: the watcher must notice and end the tree.
+func TestWatchdogConnectionLossEndsTree(t *testing.T) {
+	h, tr := localHost(t, true)
+	p, pids := startTree(t, context.Background(), h)
+	direct := tr.Pids()
+	if len(direct) != 1 {
+		t.Fatalf("transport runs %d processes, want 1", len(direct))
+	}
+	if err := syscall.Kill(direct[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = waitTimeout(t, p)
+	assertGone(t, pids)
+}
+
+// TestWithoutWatchdogTreeSurvives is the control: on a non-persistent host
+// the same kill leaves the grandchildren running, so the tests above
+// measure the watchdog and not the transport.
+func TestWithoutWatchdogTreeSurvives(t *testing.T) {
+	h, _ := localHost(t, false)
+	p, pids := startTree(t, context.Background(), h)
+	if err := p.Kill(hostgate.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	survivors := 0
+	for _, pid := range pids {
+		if alive(pid) {
+			survivors++
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = waitTimeout(t, p)
+	if survivors != len(pids) {
+		t.Errorf("%d of %d grandchildren survived without a watchdog; want all", survivors, len(pids))
+	}
+}
+
+func TestWatchdogTransparent(t *testing.T) {
+	h, _ := localHost(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := h.Exec(ctx, []string{"sh", "-c", `cat; echo "$X" >&2; pwd; exit 3`}, hostgate.ExecOptions{
+		SpawnOptions: hostgate.SpawnOptions{Dir: "/", Env: map[string]string{"X": "it's x"}},
+		Stdin:        strings.NewReader("from stdin\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != "from stdin\n/\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if got := string(res.Stderr); got != "it's x\n" {
+		t.Errorf("stderr %q", got)
+	}
+	if res.ExitCode != 3 {
+		t.Errorf("exit code %d, want 3", res.ExitCode)
+	}
+	// Arguments that look like options or hold quotes reach the command.
+	res, err = h.Exec(ctx, []string{"printf", "%s|", "-n", "a b", `'"`, ""}, hostgate.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Stdout); got != `-n|a b|'"||` {
+		t.Errorf("argv round trip %q", got)
+	}
+}
+
+// TestWatchdogNormalExitReapsLeftovers: a command that exits leaving a
+// background child behind takes it along; Wait returns.
+func TestWatchdogNormalExitReapsLeftovers(t *testing.T) {
+	h, _ := localHost(t, true)
+	p, err := h.Spawn(context.Background(), []string{"sh", "-c", `sleep 300 & echo $!`}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	out, _ := io.ReadAll(p.Stdout())
+	if err := waitTimeout(t, p); err != nil {
+		t.Errorf("Wait = %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("output %q", out)
+	}
+	assertGone(t, []int{pid, pid})
+}

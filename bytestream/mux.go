@@ -1,0 +1,193 @@
+package bytestream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Mux defaults. yamux's own 256 KiB stream window caps one stream at
+// window/RTT (about 25 MB/s at 10 ms); 4 MiB lets a stream fill a fast link.
+const (
+	DefaultStreamWindow      = 4 << 20
+	DefaultAcceptBacklog     = 256
+	DefaultMaxStreams        = 1024
+	DefaultKeepAliveInterval = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+)
+
+// MuxConfig tunes a yamux session; nil or zero fields mean defaults.
+//
+// Memory bound: a peer can make this side buffer up to StreamWindow bytes per
+// stream it opens, so at most StreamWindow × MaxStreams in all (4 GiB with
+// the defaults if the application never reads); lower either for untrusted
+// peers.
+type MuxConfig struct {
+	// StreamWindow is the per-stream receive window; default 4 MiB, at
+	// least 256 KiB (yamux's minimum).
+	StreamWindow uint32
+	// AcceptBacklog bounds streams opened by the peer and not yet
+	// accepted; more are reset. Default 256.
+	AcceptBacklog int
+	// MaxStreams bounds the streams the peer may have open at once
+	// (accepted or not, until both sides closed or one reset); a stream
+	// beyond it is refused with a RST. 0 = 1024; negative = no bound.
+	MaxStreams int
+	// KeepAliveInterval is the time between pings; a ping not answered
+	// within WriteTimeout closes the session. 0 = 30 s; negative disables.
+	KeepAliveInterval time.Duration
+	// WriteTimeout bounds each write to the underlying conn. One that
+	// does not finish in time closes the WHOLE session (yamux#142: a
+	// timed-out write must not leave a half-alive session), and every
+	// pending Open, Read and Write fails. 0 = 30 s; negative disables.
+	WriteTimeout time.Duration
+}
+
+// ErrWriteTimeout is the session's close reason when a write to the
+// underlying conn did not finish within MuxConfig.WriteTimeout.
+var ErrWriteTimeout error = &timeoutError{"bytestream: mux write timed out"}
+
+// ErrKeepAliveTimeout is the session's close reason when a keepalive ping
+// was not answered in time.
+var ErrKeepAliveTimeout error = &timeoutError{"bytestream: mux keepalive timed out"}
+
+// ErrTooManyRefused closes a session whose peer keeps opening streams
+// beyond MaxStreams faster than the refusals can be sent.
+var ErrTooManyRefused = errors.New("bytestream: mux peer exceeded stream limit too often")
+
+// timeoutError implements net.Error so callers can test Timeout().
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string   { return e.msg }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+// MuxClient starts the client side of a yamux session over conn. The
+// session owns conn: closing the session closes it. Streams are opened with
+// Open and accepted with Accept on the returned session.
+//
+// The session's shutdown error (returned by Accept after it ends) is
+// ErrWriteTimeout or ErrKeepAliveTimeout when those ended it. Session.Ping
+// waits until the answer comes or the session closes (the keepalive here
+// bounds it; yamux's own write timeout is disabled because its expiry
+// reports a failed write whose bytes may still be sent later).
+func MuxClient(conn net.Conn, cfg *MuxConfig) (*yamux.Session, error) {
+	return newMux(conn, cfg, true)
+}
+
+// MuxServer starts the server side of a yamux session over conn; see
+// MuxClient.
+func MuxServer(conn net.Conn, cfg *MuxConfig) (*yamux.Session, error) {
+	return newMux(conn, cfg, false)
+}
+
+type muxSettings struct {
+	window       uint32
+	backlog      int
+	maxStreams   int // <= 0: unbounded
+	keepAlive    time.Duration
+	writeTimeout time.Duration // <= 0: none
+}
+
+func (cfg *MuxConfig) settings() (muxSettings, error) {
+	var c MuxConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	s := muxSettings{
+		window:       c.StreamWindow,
+		backlog:      c.AcceptBacklog,
+		maxStreams:   c.MaxStreams,
+		keepAlive:    c.KeepAliveInterval,
+		writeTimeout: c.WriteTimeout,
+	}
+	if s.window == 0 {
+		s.window = DefaultStreamWindow
+	}
+	if s.window < 256<<10 {
+		return s, fmt.Errorf("bytestream: mux config: StreamWindow %d below 256 KiB", s.window)
+	}
+	if s.backlog == 0 {
+		s.backlog = DefaultAcceptBacklog
+	}
+	if s.backlog < 0 {
+		return s, fmt.Errorf("bytestream: mux config: negative AcceptBacklog")
+	}
+	if s.maxStreams == 0 {
+		s.maxStreams = DefaultMaxStreams
+	}
+	if s.keepAlive == 0 {
+		s.keepAlive = DefaultKeepAliveInterval
+	}
+	if s.writeTimeout == 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
+	if s.keepAlive > 0 && s.writeTimeout < 0 {
+		return s, fmt.Errorf("bytestream: mux config: keepalive needs a WriteTimeout to bound the ping")
+	}
+	return s, nil
+}
+
+func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) {
+	s, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	yc := &yamux.Config{
+		AcceptBacklog:   s.backlog,
+		EnableKeepAlive: false, // ours below: yamux's only detects a dead peer via the write timeout
+		// KeepAliveInterval must be positive for VerifyConfig even when off.
+		KeepAliveInterval: DefaultKeepAliveInterval,
+		// Disabled: on expiry yamux returns an error for a frame it has
+		// queued and may still send (yamux#142); muxConn bounds each write
+		// instead and closes the whole session.
+		ConnectionWriteTimeout: time.Duration(math.MaxInt64),
+		MaxStreamWindowSize:    s.window,
+		StreamOpenTimeout:      75 * time.Second,
+		StreamCloseTimeout:     5 * time.Minute,
+		LogOutput:              io.Discard, // library: no logs
+	}
+	mc := newMuxConn(conn, s.maxStreams, s.writeTimeout)
+	var sess *yamux.Session
+	if client {
+		sess, err = yamux.Client(mc, yc)
+	} else {
+		sess, err = yamux.Server(mc, yc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bytestream: mux: %w", err)
+	}
+	if s.keepAlive > 0 {
+		go keepAlive(sess, mc, s.keepAlive, s.writeTimeout)
+	}
+	return sess, nil
+}
+
+// keepAlive pings every interval; a ping unanswered within timeout fails the
+// conn, which ends the session with ErrKeepAliveTimeout. It exits when the
+// session closes (owned by the session's lifetime).
+func keepAlive(sess *yamux.Session, mc *muxConn, interval, timeout time.Duration) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-sess.CloseChan():
+			return
+		case <-t.C:
+		}
+		guard := time.AfterFunc(timeout, func() { mc.fail(ErrKeepAliveTimeout) })
+		_, err := sess.Ping()
+		guard.Stop()
+		if err != nil {
+			// The session is closing: closed by its owner, or by the guard
+			// or a failed write, which already recorded the reason.
+			return
+		}
+		t.Reset(interval)
+	}
+}

@@ -1,0 +1,352 @@
+package bytestream
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// muxPair runs a client session on a and a server session on b.
+func muxPair(t *testing.T, a, b net.Conn, ccfg, scfg *MuxConfig) (cli, srv *yamux.Session) {
+	t.Helper()
+	cli, err := MuxClient(a, ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err = MuxServer(b, scfg)
+	if err != nil {
+		cli.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); cli.Close() }()
+		go func() { defer wg.Done(); srv.Close() }()
+		wg.Wait()
+	})
+	return cli, srv
+}
+
+// waitClosed waits for the session to end, failing the test on the
+// context deadline.
+func waitClosed(t *testing.T, s *yamux.Session) {
+	t.Helper()
+	select {
+	case <-s.CloseChan():
+	case <-testCtx(t).Done():
+		t.Fatal("session did not close")
+	}
+}
+
+// Many concurrent streams over one WebSocket, each a bidirectional
+// exchange of random chunks.
+func TestMuxOverWebSocketManyStreams(t *testing.T) {
+	a, b := wsPair(t)
+	cli, srv := muxPair(t, a, b, nil, nil)
+	const streams, size = 48, 192 << 10
+	var wg sync.WaitGroup
+	// Server: echo every stream.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var echo sync.WaitGroup
+		defer echo.Wait()
+		for range streams {
+			s, err := srv.Accept()
+			if err != nil {
+				t.Errorf("accept: %v", err)
+				return
+			}
+			echo.Add(1)
+			go func() {
+				defer echo.Done()
+				defer s.Close()
+				if _, err := io.Copy(s, s); err != nil {
+					t.Errorf("echo: %v", err)
+				}
+			}()
+		}
+	}()
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := cli.Open()
+			if err != nil {
+				t.Errorf("open: %v", err)
+				return
+			}
+			defer s.Close()
+			data := randomData(uint64(100+i), size)
+			werr := make(chan error, 1)
+			go func() {
+				err := writeRandomly(s, data, uint64(i))
+				if err == nil {
+					err = s.(*yamux.Stream).Close() // FIN: the echo's io.Copy ends
+				}
+				werr <- err
+			}()
+			got, err := io.ReadAll(s)
+			if e := <-werr; e != nil {
+				t.Errorf("stream %d write: %v", i, e)
+			}
+			if err != nil || string(got) != string(data) {
+				t.Errorf("stream %d: echo %d bytes, %v; want %d bytes intact", i, len(got), err, size)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestMuxRoundTripOverEachStream(t *testing.T) {
+	for _, p := range pairs {
+		t.Run(p.name, func(t *testing.T) {
+			a, b := p.pair(t)
+			cli, srv := muxPair(t, a, b, nil, nil)
+			acc := make(chan net.Conn, 1)
+			go func() {
+				s, err := srv.Accept()
+				if err != nil {
+					t.Errorf("accept: %v", err)
+				}
+				acc <- s
+			}()
+			s1, err := cli.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s2 := <-acc
+			if s2 == nil {
+				t.FailNow()
+			}
+			exchange(t, s1, s2, 1<<20)
+		})
+	}
+}
+
+// TestMuxWriteTimeoutClosesSession is yamux#142: a peer that stops reading
+// must not leave a half-alive session. The peer reads the first frame and
+// then nothing; the blocked stream write, a pending Open and Accept must
+// all fail once WriteTimeout passes, and the reason is ErrWriteTimeout.
+func TestMuxWriteTimeoutClosesSession(t *testing.T) {
+	a, b := net.Pipe() // unbuffered: a write blocks until the peer reads
+	t.Cleanup(func() { a.Close(); b.Close() })
+	cfg := &MuxConfig{WriteTimeout: 200 * time.Millisecond, KeepAliveInterval: -1}
+	cli, err := MuxClient(a, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// Drain exactly the stream-open frame, then stop reading.
+	opened := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(b, make([]byte, hdrSize))
+		opened <- err
+	}()
+	s, err := cli.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	writeErr := make(chan error, 1)
+	go func() { _, err := s.Write(make([]byte, 64<<10)); writeErr <- err }()
+	openErr := make(chan error, 1)
+	go func() { _, err := cli.Open(); openErr <- err }()
+
+	waitClosed(t, cli)
+	if err := <-writeErr; err == nil {
+		t.Error("stream write succeeded on a stuck session")
+	}
+	if err := <-openErr; err == nil {
+		t.Error("open succeeded on a stuck session")
+	}
+	if _, err := cli.Accept(); !errors.Is(err, ErrWriteTimeout) {
+		t.Errorf("session ended with %v, want ErrWriteTimeout", err)
+	}
+}
+
+// A peer that stops answering (its end still accepts bytes) is detected by
+// the keepalive, which closes the session.
+func TestMuxKeepAliveDeadPeer(t *testing.T) {
+	a, b := tcpPair(t)
+	drained := make(chan struct{})
+	go func() { defer close(drained); _, _ = io.Copy(io.Discard, b) }()
+	cli, err := MuxClient(a, &MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	waitClosed(t, cli)
+	if _, err := cli.Accept(); !errors.Is(err, ErrKeepAliveTimeout) {
+		t.Errorf("session ended with %v, want ErrKeepAliveTimeout", err)
+	}
+	var ne net.Error
+	if !errors.As(ErrKeepAliveTimeout, &ne) || !ne.Timeout() {
+		t.Error("ErrKeepAliveTimeout is not a net.Error timeout")
+	}
+	b.Close()
+	<-drained
+}
+
+// With a live peer the keepalive keeps the session up.
+func TestMuxKeepAliveLivePeer(t *testing.T) {
+	a, b := tcpPair(t)
+	cfg := &MuxConfig{KeepAliveInterval: 10 * time.Millisecond, WriteTimeout: 10 * time.Second}
+	cli, srv := muxPair(t, a, b, cfg, cfg)
+	// Let several pings run, then check both ends still carry a stream.
+	for range 20 {
+		if _, err := cli.Ping(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acc := make(chan net.Conn, 1)
+	go func() { s, _ := srv.Accept(); acc <- s }()
+	s, err := cli.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := <-acc
+	if s2 == nil {
+		t.Fatal("accept failed")
+	}
+	exchange(t, s, s2, 64<<10)
+}
+
+// The peer may hold MaxStreams open at once; one more is reset, and
+// closing one makes room again.
+func TestMuxMaxStreams(t *testing.T) {
+	a, b := tcpPair(t)
+	cli, srv := muxPair(t, a, b, nil, &MuxConfig{MaxStreams: 3})
+	open := func() (net.Conn, error) {
+		s, err := cli.Open()
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.Write([]byte("x"))
+		return s, err
+	}
+	var accepted []net.Conn
+	var client []net.Conn
+	for range 3 {
+		c, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		client = append(client, c)
+		s, err := srv.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted = append(accepted, s)
+	}
+	extra, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The refused stream is reset: its read fails rather than hanging.
+	if _, err := extra.Read(make([]byte, 1)); !errors.Is(err, yamux.ErrConnectionReset) {
+		t.Fatalf("read on refused stream: %v, want connection reset", err)
+	}
+	// Close one stream both ways; a new one fits again.
+	client[0].Close()
+	if _, err := io.ReadAll(accepted[0]); err != nil {
+		t.Fatal(err)
+	}
+	accepted[0].Close()
+	if _, err := io.ReadAll(client[0]); err != nil {
+		t.Fatal(err)
+	}
+	c, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := srv.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s, make([]byte, 1)); err != nil {
+		t.Fatalf("stream after a close was not delivered: %v", err)
+	}
+	_ = c
+	// The accepted streams still work: refusing did not break the session.
+	if _, err := accepted[1].Write([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(client[1], make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMuxConfigValidation(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	for _, cfg := range []*MuxConfig{
+		{StreamWindow: 64 << 10},
+		{AcceptBacklog: -1},
+		{WriteTimeout: -1}, // keepalive on, nothing bounds the ping
+	} {
+		if s, err := MuxClient(a, cfg); err == nil {
+			s.Close()
+			t.Errorf("config %+v accepted", *cfg)
+		}
+	}
+}
+
+// countingConn records each Write's bytes so tests can check framing.
+type countingConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes = append(c.writes, append([]byte(nil), p...))
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// No data frame header reaches the conn as a write of its own (over a
+// WebSocket that would be a 12-byte message per frame), and the frames are
+// intact.
+func TestMuxCoalescesFrames(t *testing.T) {
+	a, b := tcpPair(t)
+	cc := &countingConn{Conn: a}
+	cli, srv := muxPair(t, cc, b, &MuxConfig{KeepAliveInterval: -1}, nil)
+	acc := make(chan net.Conn, 1)
+	go func() { s, _ := srv.Accept(); acc <- s }()
+	s, err := cli.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := <-acc
+	if s2 == nil {
+		t.Fatal("accept failed")
+	}
+	exchange(t, s, s2, 512<<10)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	var sc frameScanner
+	data := 0
+	for i, w := range cc.writes {
+		if sc.atBoundary() && len(w) == hdrSize && w[1] == typeData {
+			t.Fatalf("write %d is a lone data header", i)
+		}
+		if sc.atBoundary() && w[1] == typeData && len(w) > hdrSize {
+			data++
+		}
+		sc.scan(w, nil)
+	}
+	if data == 0 || !sc.atBoundary() {
+		t.Fatalf("saw %d data frames, boundary %v", data, sc.atBoundary())
+	}
+}

@@ -1,0 +1,385 @@
+package bytestream
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// yamux wire format (hashicorp/yamux spec.md): a 12-byte header — version,
+// type, flags, stream id, length — and, for data frames only, length bytes
+// of body.
+const (
+	hdrSize          = 12
+	typeData         = 0
+	typeWindowUpdate = 1
+	flagSYN          = 1
+	flagFIN          = 4
+	flagRST          = 8
+)
+
+// maxCoalesce bounds the write that joins a data frame's header to the
+// start of its body: yamux writes them separately, which over a WebSocket
+// would be a 12-byte message before every body. It equals maxMessage so the
+// joined write is one whole WebSocket message.
+const maxCoalesce = maxMessage
+
+// maxPendingRST bounds the refusals queued while a frame is being written;
+// a peer that outruns it loses the session.
+const maxPendingRST = 1024
+
+type frameHeader [hdrSize]byte
+
+func (h *frameHeader) typ() uint8       { return h[1] }
+func (h *frameHeader) flags() uint16    { return binary.BigEndian.Uint16(h[2:4]) }
+func (h *frameHeader) streamID() uint32 { return binary.BigEndian.Uint32(h[4:8]) }
+func (h *frameHeader) length() uint32   { return binary.BigEndian.Uint32(h[8:12]) }
+
+// bodyLen is the number of body bytes following the header on the wire.
+func (h *frameHeader) bodyLen() uint32 {
+	if h.typ() == typeData {
+		return h.length()
+	}
+	return 0
+}
+
+func rstFrame(id uint32) frameHeader {
+	var h frameHeader
+	h[1] = typeWindowUpdate
+	binary.BigEndian.PutUint16(h[2:4], flagRST)
+	binary.BigEndian.PutUint32(h[4:8], id)
+	return h
+}
+
+// muxConn sits between a yamux session and its conn. It watches the frames
+// both ways to enforce MaxStreams (yamux has no such bound), refusing extra
+// streams with a RST the session never sees; it bounds every write with a
+// watchdog that closes the conn, so a stuck peer ends the whole session
+// (yamux#142); and it coalesces each small data frame into one write.
+type muxConn struct {
+	conn    net.Conn
+	br      *bufio.Reader
+	streams *streamTable // nil: no bound
+
+	// Read side, owned by the yamux recv goroutine (the only reader).
+	rhdr  frameHeader
+	rpend []byte // undelivered header bytes (a slice of rhdr)
+	rbody uint32 // body bytes of the current frame still to deliver
+
+	// Write side, guarded by wmu: the yamux send goroutine writes frames,
+	// the flusher writes queued RSTs between them. The recv goroutine never
+	// writes (a reader blocked on a write could deadlock two peers).
+	wmu     sync.Mutex
+	wscan   frameScanner
+	held    []byte // a data header held back to go out with its body
+	buf     []byte // header+body coalescing buffer
+	rstOut  []byte // RSTs being written
+	timeout time.Duration
+	timer   *time.Timer // write watchdog; nil when timeout <= 0
+
+	rmu  sync.Mutex
+	rsts []byte // RST frames waiting for a frame boundary; guarded by rmu
+
+	kick      chan struct{} // wakes the flusher; cap 1
+	done      chan struct{} // closed by Close
+	flusher   sync.WaitGroup
+	closeOnce sync.Once
+
+	reason atomic.Pointer[error] // why fail closed the conn; set once
+}
+
+func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
+	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, 32<<10), timeout: timeout}
+	c.kick = make(chan struct{}, 1)
+	c.done = make(chan struct{})
+	if timeout > 0 {
+		c.timer = time.AfterFunc(time.Hour, func() { c.fail(ErrWriteTimeout) })
+		c.timer.Stop()
+	}
+	if maxStreams > 0 {
+		c.streams = newStreamTable(maxStreams)
+		c.flusher.Add(1)
+		go c.flush()
+	}
+	return c
+}
+
+// flush writes queued RSTs when the send goroutine is idle; it exits on
+// Close (owned by muxConn).
+func (c *muxConn) flush() {
+	defer c.flusher.Done()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.kick:
+		}
+		c.wmu.Lock()
+		if c.wscan.atBoundary() && c.held == nil {
+			_ = c.flushRSTs() // a failed write also fails the session's writer
+		}
+		c.wmu.Unlock()
+	}
+}
+
+// fail records err as the reason the session ends and closes the conn,
+// which ends both yamux loops; the first reason wins.
+func (c *muxConn) fail(err error) {
+	c.reason.CompareAndSwap(nil, &err)
+	_ = c.conn.Close()
+}
+
+// errOr returns the recorded failure reason, if any, else err: yamux takes
+// the first loop error as the session's shutdown error.
+func (c *muxConn) errOr(err error) error {
+	if r := c.reason.Load(); r != nil {
+		return *r
+	}
+	return err
+}
+
+// Close closes the conn (which unblocks any write) and waits for the
+// flusher.
+func (c *muxConn) Close() error {
+	err := c.conn.Close()
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.flusher.Wait()
+		c.wmu.Lock()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.wmu.Unlock()
+	})
+	return err
+}
+
+func (c *muxConn) Read(p []byte) (int, error) {
+	for {
+		if len(c.rpend) > 0 {
+			n := copy(p, c.rpend)
+			c.rpend = c.rpend[n:]
+			return n, nil
+		}
+		if c.rbody > 0 {
+			n, err := c.br.Read(p[:min(uint32(len(p)), c.rbody)])
+			c.rbody -= uint32(n)
+			if err != nil {
+				return n, c.errOr(err)
+			}
+			return n, nil
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if _, err := io.ReadFull(c.br, c.rhdr[:]); err != nil {
+			return 0, c.errOr(err)
+		}
+		if c.streams.inbound(&c.rhdr) {
+			c.rpend = c.rhdr[:]
+			c.rbody = c.rhdr.bodyLen()
+			continue
+		}
+		// Refused: yamux never sees the SYN; later frames of this stream
+		// reach it as frames for an unknown stream, which it drops.
+		if n := c.rhdr.bodyLen(); n > 0 {
+			if _, err := c.br.Discard(int(n)); err != nil {
+				return 0, c.errOr(err)
+			}
+		}
+		if err := c.refuse(c.rhdr.streamID()); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// refuse queues a RST for id and wakes the flusher. It never blocks on a
+// write.
+func (c *muxConn) refuse(id uint32) error {
+	rst := rstFrame(id)
+	c.rmu.Lock()
+	full := len(c.rsts) >= maxPendingRST*hdrSize
+	if !full {
+		c.rsts = append(c.rsts, rst[:]...)
+	}
+	c.rmu.Unlock()
+	if full {
+		c.fail(ErrTooManyRefused)
+		return ErrTooManyRefused
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default: // a kick is already pending
+	}
+	return nil
+}
+
+// flushRSTs writes queued RSTs; wmu held, at a frame boundary.
+func (c *muxConn) flushRSTs() error {
+	c.rmu.Lock()
+	c.rstOut, c.rsts = append(c.rstOut[:0], c.rsts...), c.rsts[:0]
+	c.rmu.Unlock()
+	if len(c.rstOut) == 0 {
+		return nil
+	}
+	return c.writeOut(c.rstOut)
+}
+
+func (c *muxConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if r := c.reason.Load(); r != nil {
+		return 0, *r
+	}
+	wasBoundary := c.wscan.atBoundary()
+	c.wscan.scan(p, c.streams)
+	if wasBoundary && c.held == nil && len(p) == hdrSize && c.wscan.body > 0 {
+		c.held = append(c.held[:0], p...)
+		return len(p), nil
+	}
+	out, rest := p, []byte(nil)
+	if c.held != nil {
+		// The header goes out with (the start of) its body; at most
+		// maxCoalesce bytes are copied, the rest is written as is.
+		k := min(len(p), maxCoalesce-hdrSize)
+		c.buf = append(append(c.buf[:0], c.held...), p[:k]...)
+		out, rest = c.buf, p[k:]
+		c.held = nil
+	}
+	if err := c.writeOut(out); err != nil {
+		return 0, err
+	}
+	if len(rest) > 0 {
+		if err := c.writeOut(rest); err != nil {
+			return 0, err
+		}
+	}
+	if c.wscan.atBoundary() {
+		if err := c.flushRSTs(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// writeOut writes b under the watchdog; wmu held.
+func (c *muxConn) writeOut(b []byte) error {
+	if c.timer != nil {
+		c.timer.Reset(c.timeout)
+		defer c.timer.Stop()
+	}
+	if _, err := c.conn.Write(b); err != nil {
+		return c.errOr(err)
+	}
+	return nil
+}
+
+func (c *muxConn) LocalAddr() net.Addr  { return c.conn.LocalAddr() }
+func (c *muxConn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// frameScanner follows frame boundaries in a byte stream written in
+// arbitrary pieces.
+type frameScanner struct {
+	hdr  frameHeader
+	n    int    // header bytes collected
+	body uint32 // body bytes of the current frame still to come
+}
+
+func (s *frameScanner) atBoundary() bool { return s.n == 0 && s.body == 0 }
+
+// scan consumes p, reporting each complete header to t.
+func (s *frameScanner) scan(p []byte, t *streamTable) {
+	for len(p) > 0 {
+		if s.body > 0 {
+			k := min(uint32(len(p)), s.body)
+			s.body -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(s.hdr[s.n:], p)
+		s.n += k
+		p = p[k:]
+		if s.n == hdrSize {
+			s.n = 0
+			s.body = s.hdr.bodyLen()
+			t.outbound(&s.hdr)
+		}
+	}
+}
+
+// streamTable tracks the streams the peer opened and that are not yet
+// closed both ways or reset. Frames are seen in both directions: inbound
+// (peer to us) and outbound.
+type streamTable struct {
+	max  int
+	mu   sync.Mutex
+	live map[uint32]uint8 // stream id -> finIn|finOut; at most max entries
+}
+
+const (
+	finIn  = 1
+	finOut = 2
+)
+
+func newStreamTable(max int) *streamTable {
+	return &streamTable{max: max, live: make(map[uint32]uint8)}
+}
+
+// inbound records a frame from the peer and reports whether to deliver it;
+// false refuses a stream open beyond the bound.
+func (t *streamTable) inbound(h *frameHeader) bool {
+	if t == nil || (h.typ() != typeData && h.typ() != typeWindowUpdate) {
+		return true
+	}
+	id, flags := h.streamID(), h.flags()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.live[id]; !ok && flags&flagSYN != 0 {
+		if len(t.live) >= t.max {
+			return false
+		}
+		t.live[id] = 0
+	}
+	t.update(id, flags, finIn)
+	return true
+}
+
+// outbound records a frame this side sends.
+func (t *streamTable) outbound(h *frameHeader) {
+	if t == nil || (h.typ() != typeData && h.typ() != typeWindowUpdate) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.update(h.streamID(), h.flags(), finOut)
+}
+
+// update applies a frame's FIN/RST to a tracked stream; t.mu held.
+func (t *streamTable) update(id uint32, flags uint16, fin uint8) {
+	st, ok := t.live[id]
+	if !ok {
+		return
+	}
+	switch {
+	case flags&flagRST != 0:
+		delete(t.live, id)
+	case flags&flagFIN != 0:
+		st |= fin
+		if st == finIn|finOut {
+			delete(t.live, id)
+		} else {
+			t.live[id] = st
+		}
+	}
+}
+
+// open reports how many peer streams are tracked (for tests).
+func (t *streamTable) open() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.live)
+}

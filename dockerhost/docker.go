@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -95,9 +96,11 @@ var _ ExecutionHost = (*Docker)(nil)
 // immutable after registration.
 type execution struct {
 	Execution
-	req   ProvisionRequest // env values removed
-	lock  rwLock           // exec shared, checkpoint exclusive
-	timer *time.Timer      // host deadline; guarded by Docker.mu
+	req  ProvisionRequest // env values removed
+	lock rwLock           // exec shared, checkpoint exclusive
+	// oomKills is the cgroup's OOM kill count when last read.
+	oomKills atomic.Int64
+	timer    *time.Timer // host deadline; guarded by Docker.mu
 }
 
 const (
@@ -338,19 +341,33 @@ func (h *Docker) pull(ctx context.Context, ref string) error {
 	return err
 }
 
-// checkImage fails when the image lacks what executions need.
+// checkImage fails when the image lacks what executions need: sleep is
+// the main process (ContainerStart already failed without it), and /bin/sh
+// and tar are run here directly, not through the shell, because a
+// standalone busybox shell finds applets that exec cannot.
 func (h *Docker) checkImage(ctx context.Context, cid string) error {
-	var out strings.Builder
-	code, err := h.runner.run(ctx, process{
-		containerID: cid,
-		user:        h.policy.User(),
-		argv:        []string{"/bin/sh", "-c", "command -v sleep >/dev/null && command -v tar >/dev/null"},
-		dir:         "/",
-		stdout:      &capWriter{w: &out, left: 1024},
-		stderr:      &capWriter{w: &out, left: 1024},
-	})
-	if err != nil || code != 0 {
-		return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
+	for _, argv := range [][]string{
+		{"/bin/sh", "-c", "exit 0"},
+		{"tar", "-cf", "/dev/null", "-C", "/", "bin/sh"},
+	} {
+		var out strings.Builder
+		code, err := h.runner.run(ctx, process{
+			containerID: cid,
+			user:        h.policy.User(),
+			argv:        argv,
+			dir:         "/",
+			stdout:      &capWriter{w: &out, left: 1024},
+			stderr:      &capWriter{w: &out, left: 1024},
+		})
+		if err == nil && code != 0 {
+			err = fmt.Errorf("%s exited %d: %s", argv[0], code, strings.TrimSpace(out.String()))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
+		}
 	}
 	return nil
 }
@@ -498,11 +515,43 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		return nil, fmt.Errorf("dockerhost: exec: %w", err)
 	}
 	if res.ExitCode == 137 {
-		if ins, ierr := h.api.ContainerInspect(ctx, e.ContainerID); ierr == nil && ins.State != nil {
-			res.OOMKilled = ins.State.OOMKilled
-		}
+		res.OOMKilled = h.newOOMKill(ctx, e)
 	}
 	return res, nil
+}
+
+// newOOMKill reports whether the container's memory cgroup counted an OOM
+// kill since the last look. The engine's State.OOMKilled covers only the
+// main process, not an exec'd command.
+func (h *Docker) newOOMKill(ctx context.Context, e *execution) bool {
+	var out strings.Builder
+	code, err := h.runner.run(ctx, process{
+		containerID: e.ContainerID,
+		user:        h.policy.User(),
+		// cgroup v1, then v2.
+		argv:   []string{"cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"},
+		dir:    "/",
+		stdout: &capWriter{w: &out, left: 4096},
+		stderr: io.Discard,
+	})
+	if err != nil || code > 1 {
+		return false
+	}
+	n := parseOOMKills(out.String())
+	return e.oomKills.Swap(n) < n
+}
+
+// parseOOMKills returns the "oom_kill N" counter of memory.oom_control
+// (cgroup v1) or memory.events (v2), 0 when absent.
+func parseOOMKills(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // containerGone reports whether e's container no longer runs.

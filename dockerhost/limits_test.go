@@ -1,0 +1,215 @@
+package dockerhost
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fields(t *testing.T, s string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
+
+func num(t *testing.T, m map[string]string, k string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(m[k], 64)
+	if err != nil {
+		t.Fatalf("%s: %v (output %v)", k, err, m)
+	}
+	return v
+}
+
+// A busy loop is throttled by the CFS quota: the cgroup records throttled
+// periods and uses at most about cpus × wall time. Only an upper bound is
+// asserted; a loaded machine can only give the loop less.
+func TestLimitCPU(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.CPUs = 0.2
+	ex := provision(t, h, emptyReq(img, r))
+	res := sh(t, h, ex.ExecutionID, `
+cg=/sys/fs/cgroup/cpu; acct=/sys/fs/cgroup/cpuacct
+read u0 < $acct/cpuacct.usage; read t0 rest < /proc/uptime
+timeout 2 sh -c 'while :; do :; done'
+read u1 < $acct/cpuacct.usage; read t1 rest < /proc/uptime
+echo usage=$((u1-u0)); echo wall0=$t0; echo wall1=$t1
+echo quota=$(cat $cg/cpu.cfs_quota_us); echo period=$(cat $cg/cpu.cfs_period_us)
+grep nr_throttled $cg/cpu.stat | tr ' ' =`)
+	m := fields(t, res.Stdout)
+	if q, p := num(t, m, "quota"), num(t, m, "period"); q/p != 0.2 {
+		t.Fatalf("cfs quota/period = %v/%v, want 0.2", q, p)
+	}
+	used := num(t, m, "usage") / 1e9
+	wall := num(t, m, "wall1") - num(t, m, "wall0")
+	if used > 0.2*wall*1.5+0.05 {
+		t.Errorf("busy loop used %.2fs CPU in %.2fs wall; the 0.2 CPU limit allows about %.2fs", used, wall, 0.2*wall)
+	}
+	if num(t, m, "nr_throttled") == 0 {
+		t.Errorf("busy loop was never throttled: %s", res.Stdout)
+	}
+	t.Logf("busy loop: %.2fs CPU in %.2fs wall (limit 0.2 CPU)", used, wall)
+}
+
+// A memory bomb is OOM-killed inside the memory limit and reported.
+func TestLimitMemory(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.MemoryBytes = 32 << 20
+	ex := provision(t, h, emptyReq(img, r))
+	res := sh(t, h, ex.ExecutionID, `x=aaaaaaaa; while :; do x=$x$x; done`)
+	if res.ExitCode != 137 || !res.OOMKilled {
+		t.Fatalf("memory bomb: exit %d oomKilled %v, want 137 and true (stderr %q)", res.ExitCode, res.OOMKilled, res.Stderr)
+	}
+	// The execution survives its command's OOM kill.
+	if res := sh(t, h, ex.ExecutionID, "echo alive"); res.Stdout != "alive\n" {
+		t.Fatalf("after the OOM kill: %q", res.Stdout)
+	}
+}
+
+// Filling the disk gets ENOSPC inside at diskBytes; the execution and the
+// host go on.
+func TestLimitDisk(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.DiskBytes = 4 << 20
+	ex := provision(t, h, emptyReq(img, r))
+	res := sh(t, h, ex.ExecutionID, `dd if=/dev/zero of=/workspace/big bs=1M count=64 2>&1; echo rc=$?; echo size=$(stat -c %s /workspace/big)`)
+	m := fields(t, res.Stdout)
+	if !strings.Contains(res.Stdout, "No space left on device") || m["rc"] == "0" {
+		t.Fatalf("disk fill did not hit ENOSPC: %s", res.Stdout)
+	}
+	if size := num(t, m, "size"); size > 4<<20 {
+		t.Fatalf("wrote %v bytes past the 4 MiB disk limit", size)
+	}
+	if res := sh(t, h, ex.ExecutionID, "rm /workspace/big && echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("after the fill: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+// A fork loop stops at the pids limit: forks fail, the cgroup never holds
+// more than the limit.
+func TestLimitPids(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.Pids = 16
+	ex := provision(t, h, emptyReq(img, r))
+	// Builtins only after the loop: no fork is left to run cat.
+	res := sh(t, h, ex.ExecutionID, `
+# busybox sh exits on a failed fork: loop in a subshell.
+( i=0; while [ $i -lt 100 ]; do sleep 600 & i=$((i+1)); done )
+read cur < /sys/fs/cgroup/pids/pids.current; read max < /sys/fs/cgroup/pids/pids.max
+read failed < /sys/fs/cgroup/pids/pids.events
+echo cur=$cur; echo max=$max; echo events=$failed`)
+	m := fields(t, res.Stdout)
+	if m["max"] != "16" || num(t, m, "cur") > 16 {
+		t.Fatalf("pids: %s", res.Stdout)
+	}
+	if !strings.Contains(res.Stderr, "can't fork") {
+		t.Errorf("stderr lacks the fork failure: %q", res.Stderr)
+	}
+	if ev := strings.TrimPrefix(m["events"], "max "); ev == "" || ev == "0" {
+		t.Fatalf("no fork was refused at the limit: %s", res.Stdout)
+	}
+}
+
+// An output flood stops at maxOutputBytes, and the execution is destroyed.
+func TestLimitOutput(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.MaxOutputBytes = 64 << 10
+	ex := provision(t, h, emptyReq(img, r))
+	// Exactly at the limit is fine, split over both streams.
+	res := sh(t, h, ex.ExecutionID, `head -c 32768 /dev/zero; head -c 32768 /dev/zero >&2`)
+	if len(res.Stdout)+len(res.Stderr) != 64<<10 {
+		t.Fatalf("at the limit: got %d+%d bytes", len(res.Stdout), len(res.Stderr))
+	}
+	_, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "yes", TimeoutMs: 60_000})
+	if ErrorCode(err) != CodeOutputLimit {
+		t.Fatalf("flood: %v, want output_limit", err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	if _, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {
+		t.Fatalf("exec after the flood: %v, want gone", err)
+	}
+}
+
+func TestTimeoutDestroys(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	_, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 500})
+	if ErrorCode(err) != CodeTimeout {
+		t.Fatalf("got %v, want timeout", err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+func TestAbortDestroys(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := h.Exec(ctx, ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 600_000})
+	if ErrorCode(err) != CodeAborted {
+		t.Fatalf("got %v, want aborted", err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	if _, err := h.Get(testCtx(t, time.Minute), ex.ExecutionID); ErrorCode(err) != CodeGone {
+		t.Fatalf("get after abort: %v, want gone", err)
+	}
+}
+
+// The runtime deadline ends the container with no host process left: the
+// host is dropped without Terminate (as if the gateway were killed) and the
+// in-container sleep plus AutoRemove still remove it.
+func TestRuntimeDeadlineWithoutHost(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.RuntimeMs = 2000
+	ex := provision(t, h, emptyReq(img, r))
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+// With the host alive, its own deadline ends the execution too.
+func TestRuntimeDeadlineHost(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.RuntimeMs = 2000
+	ex := provision(t, h, emptyReq(img, r))
+	if ex.ExpiresAt.Sub(ex.CreatedAt) != 2*time.Second {
+		t.Fatalf("expiresAt %v - createdAt %v != 2s", ex.ExpiresAt, ex.CreatedAt)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	if _, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {
+		t.Fatalf("exec after the deadline: %v, want gone", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/pkg/sftp"
+
 	"github.com/hostgate/hostgate"
 )
 
@@ -31,7 +33,7 @@ var errNoSpec = hostgate.ErrNotSupported
 
 // healthy reports whether err leaves the connection usable: nil, the end of
 // a file, or a filesystem answer (an io/fs sentinel or an errno the host
-// returned). Anything else — a closed pipe, a lost SFTP connection, an
+// returned, an SFTP status). Anything else — a closed pipe, a lost SFTP connection, an
 // error the provider did not map — is taken as a broken connection: the
 // connection is abandoned and the next call opens a fresh one. A spurious
 // reconnect costs one connect; keeping a dead connection would fail every
@@ -55,6 +57,12 @@ func healthy(err error) bool {
 		if errors.Is(err, answer) {
 			return true
 		}
+	}
+	// An SFTP status is the server's answer (pkg/sftp reports a lost
+	// connection with another type).
+	var status *sftp.StatusError
+	if errors.As(err, &status) {
+		return true
 	}
 	var errno syscall.Errno
 	return errors.As(err, &errno)

@@ -123,6 +123,15 @@ func TestStdlib(t *testing.T) {
 	sv := newServer(t)
 	fsys := open(t, sv, root, 0)
 
+	t.Run("root", func(t *testing.T) {
+		// The provider names the root after the host directory; io/fs
+		// calls it ".", as os.DirFS does.
+		fi, err := fsys.Stat(".")
+		if err != nil || fi.Name() != "." || !fi.IsDir() {
+			t.Fatalf("Stat(.) = %v, %v", fi, err)
+		}
+	})
+
 	t.Run("WalkDir", func(t *testing.T) {
 		var got []string
 		err := fs.WalkDir(fsys, "dir", func(p string, d fs.DirEntry, err error) error {

@@ -1,0 +1,80 @@
+package syncfs
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hostgate/hostgate"
+)
+
+// The benchmarks measure the bridge against the same provider called
+// directly (the async path), each over its own sftp-server child, so the
+// ratio is the bridge's cost: a goroutine and a timer per call.
+
+func benchSetup(b *testing.B) (*FS, hostgate.Provider, string) {
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "4k"), make([]byte, 4096), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	sv := newServer(b)
+	fsys := open(b, sv, root, 0)
+	// The direct path's own child, closed before open's cleanup checks
+	// that every child was reaped.
+	conn, err := sv.connect(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	return fsys, conn.FS, root
+}
+
+func BenchmarkStat(b *testing.B) {
+	fsys, direct, root := benchSetup(b)
+	ctx := context.Background()
+	b.Run("sync", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fsys.Stat("4k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		name := filepath.Join(root, "4k")
+		for b.Loop() {
+			if _, err := direct.Stat(ctx, name); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkRead4K(b *testing.B) {
+	fsys, direct, root := benchSetup(b)
+	ctx := context.Background()
+	b.Run("sync", func(b *testing.B) {
+		b.SetBytes(4096)
+		for b.Loop() {
+			if data, err := fsys.ReadFile("4k"); err != nil || len(data) != 4096 {
+				b.Fatal(len(data), err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		b.SetBytes(4096)
+		name := filepath.Join(root, "4k")
+		for b.Loop() {
+			r, err := direct.Open(ctx, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := io.ReadAll(r)
+			_ = r.Close()
+			if err != nil || len(data) != 4096 {
+				b.Fatal(len(data), err)
+			}
+		}
+	})
+}

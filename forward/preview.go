@@ -1,0 +1,409 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DialFunc opens a connection to 127.0.0.1:port on the host hostID, through
+// the host's tunnel. It should wrap ErrHostUnavailable when the host is not
+// connected, so the proxy can tell that apart from a closed port.
+type DialFunc func(ctx context.Context, hostID string, port int) (net.Conn, error)
+
+// ErrHostUnavailable marks a dial that failed because the host is offline or
+// unknown (503), as opposed to a port nobody listens on (502).
+var ErrHostUnavailable = errors.New("forward: host unavailable")
+
+// PreviewConfig holds the preview proxy's knobs; nil or zero fields mean
+// defaults.
+//
+// The cookie contract with the gateway:
+//   - The gateway's session cookie (SessionCookie) is host-only: set without
+//     a Domain attribute, on the gateway's own host name, HttpOnly,
+//     SameSite=Lax or Strict. Subdomain previews therefore never receive it.
+//     The proxy also strips it from every proxied request and drops any
+//     Set-Cookie of that name from upstream responses, so a dev server
+//     neither sees nor plants it.
+//   - The path form lives on the gateway's origin, so its pages could call
+//     the gateway API with the browser's cookie. The proxy therefore sends
+//     path-form responses with "Content-Security-Policy: sandbox …" without
+//     allow-same-origin: the page runs in an opaque origin and cannot read
+//     gateway responses or cookies. Prefer the subdomain form.
+//   - A subdomain preview learns who the browser is from its own cookie
+//     (PreviewCookie), host-only on that preview origin. The gateway's login
+//     flow ends by sending the browser to
+//     http://{port}--{host}.{domain}/.hostgate/auth?ticket=T&next=/path; the
+//     proxy calls Redeem(ticket, host, port) and, when it succeeds, sets the
+//     preview cookie to the value Redeem returned and redirects to next.
+//     Authorize then checks that cookie. Tickets should be single-use,
+//     short-lived and bound to the host and port. The preview cookie is
+//     stripped before forwarding, like the session cookie.
+type PreviewConfig struct {
+	// Domain is the preview domain ("preview.localhost": *.localhost
+	// resolves to loopback in browsers with no DNS). Empty disables the
+	// subdomain form.
+	Domain string
+	// PathPrefix is the path form's prefix. Default "/preview/".
+	PathPrefix string
+	// Authorize decides whether r may reach port on hostID. When it says no,
+	// browsers are redirected to loginURL (when not empty) and others get
+	// 401. Nil refuses everything but public shares: previews are private
+	// by default.
+	Authorize func(r *http.Request, hostID string, port int) (ok bool, loginURL string)
+	// Shares, when set, makes shared ports public until their expiry.
+	Shares Shares
+	// Redeem exchanges a login ticket for the preview cookie's value and
+	// expiry (see the contract above). Nil disables /.hostgate/auth.
+	Redeem func(ctx context.Context, ticket, hostID string, port int) (value string, expires time.Time, err error)
+	// SessionCookie is the gateway's session cookie name. Default
+	// "hostgate_session".
+	SessionCookie string
+	// PreviewCookie is the subdomain previews' own cookie name. Default
+	// "hostgate_preview".
+	PreviewCookie string
+	// ForwardAuthorization passes the Authorization header to the dev
+	// server. Off by default: it usually carries a gateway token, which a
+	// host must never see.
+	ForwardAuthorization bool
+	// UnsandboxedPathForm turns off the CSP sandbox on path-form responses.
+	// Only for gateways whose API does not accept the browser's cookie.
+	UnsandboxedPathForm bool
+	// MaxIdleConnsPerTarget bounds pooled idle connections per host and
+	// port. Default 8.
+	MaxIdleConnsPerTarget int
+	// Logger gets one line per failed upstream dial. Default: discard.
+	Logger *slog.Logger
+}
+
+// Preview is the preview proxy. It is an http.Handler the gateway mounts for
+// the preview domain's hosts and for the path prefix.
+type Preview struct {
+	cfg       PreviewConfig
+	dial      DialFunc
+	transport *http.Transport
+	proxy     *httputil.ReverseProxy
+	log       *slog.Logger
+}
+
+// authPath is the reserved path on subdomain previews that turns a login
+// ticket into the preview cookie.
+const authPath = "/.hostgate/auth"
+
+// sandboxCSP runs path-form pages in an opaque origin (no allow-same-origin).
+const sandboxCSP = "sandbox allow-scripts allow-forms allow-popups allow-popups-to-escape-sandbox allow-modals allow-downloads"
+
+// NewPreview returns the preview proxy; dial reaches a port on a host.
+func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
+	if dial == nil {
+		return nil, errors.New("forward: preview needs a dial function")
+	}
+	var c PreviewConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.PathPrefix == "" {
+		c.PathPrefix = "/preview/"
+	}
+	if !strings.HasPrefix(c.PathPrefix, "/") || !strings.HasSuffix(c.PathPrefix, "/") {
+		return nil, fmt.Errorf("forward: preview path prefix %q must start and end with /", c.PathPrefix)
+	}
+	c.Domain = strings.ToLower(strings.TrimSuffix(c.Domain, "."))
+	if strings.Contains(c.Domain, ":") || strings.HasPrefix(c.Domain, ".") {
+		return nil, fmt.Errorf("forward: preview domain %q: want a host name without port", c.Domain)
+	}
+	if c.SessionCookie == "" {
+		c.SessionCookie = "hostgate_session"
+	}
+	if c.PreviewCookie == "" {
+		c.PreviewCookie = "hostgate_preview"
+	}
+	if c.MaxIdleConnsPerTarget <= 0 {
+		c.MaxIdleConnsPerTarget = 8
+	}
+	p := &Preview{cfg: c, dial: dial, log: c.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.transport = &http.Transport{
+		// Proxy stays nil: HTTP_PROXY from the gateway's environment must
+		// never apply to tunnel dials.
+		DialContext:            p.dialTarget,
+		MaxIdleConnsPerHost:    c.MaxIdleConnsPerTarget,
+		IdleConnTimeout:        30 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+		// Pass encodings through untouched.
+		DisableCompression: true,
+	}
+	p.proxy = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      p.transport,
+		FlushInterval:  -1, // server-sent events and long polls stream unbuffered
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// Close drops pooled upstream connections. Requests in flight go on.
+func (p *Preview) Close() { p.transport.CloseIdleConnections() }
+
+// Match reports whether r is a preview request: its host is a preview
+// subdomain, or its path is under the path prefix.
+func (p *Preview) Match(r *http.Request) bool {
+	if _, _, ok := parseSubdomain(r.Host, p.cfg.Domain); ok {
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, p.cfg.PathPrefix)
+}
+
+// ctxKey carries the target from ServeHTTP to rewrite and the dialer.
+type ctxKey struct{}
+
+func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var t target
+	if id, port, ok := parseSubdomain(r.Host, p.cfg.Domain); ok {
+		t = target{hostID: id, port: port, rawPath: r.URL.EscapedPath()}
+		if t.rawPath == "" {
+			t.rawPath = "/"
+		}
+		if r.URL.Path == authPath {
+			p.redeem(w, r, t)
+			return
+		}
+	} else {
+		var err error
+		t, err = parsePreviewPath(r.URL.EscapedPath(), p.cfg.PathPrefix)
+		switch {
+		case errors.Is(err, errNeedSlash):
+			// Relative links on the page resolve against the prefix only
+			// with the slash.
+			u := *r.URL
+			u.Path, u.RawPath = "", ""
+			http.Redirect(w, r, t.prefix+"/"+queryOf(&u), http.StatusPermanentRedirect)
+			return
+		case err != nil:
+			writeError(w, r, http.StatusNotFound, "not_found", "No preview here.",
+				"Previews live at http://{port}--{host}."+p.cfg.Domain+"/ or "+p.cfg.PathPrefix+"{host}/{port}/.")
+			return
+		}
+	}
+
+	if !p.allowed(w, r, t) {
+		return
+	}
+	ctx := context.WithValue(r.Context(), ctxKey{}, t)
+	p.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func queryOf(u *url.URL) string {
+	if u.RawQuery == "" {
+		return ""
+	}
+	return "?" + u.RawQuery
+}
+
+// allowed answers the request itself when r may not reach t.
+func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) bool {
+	if p.cfg.Shares != nil {
+		_, ok, err := p.cfg.Shares.Lookup(r.Context(), t.hostID, t.port)
+		if err != nil {
+			p.log.Warn("preview share lookup", "host", t.hostID, "port", t.port, "err", err)
+		} else if ok {
+			return true
+		}
+	}
+	var login string
+	if p.cfg.Authorize != nil {
+		var ok bool
+		ok, login = p.cfg.Authorize(r, t.hostID, t.port)
+		if ok {
+			return true
+		}
+	}
+	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		http.Redirect(w, r, login, http.StatusFound)
+		return false
+	}
+	writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.",
+		fmt.Sprintf("Port %d of host %s is private.", t.port, t.hostID))
+	return false
+}
+
+// wantsHTML tells a browser navigation from an API client: browsers ask for
+// text/html; fetch, curl and WebSocket upgrades do not.
+func wantsHTML(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "text/html") && !strings.Contains(a, "application/json") &&
+		r.Header.Get("Upgrade") == ""
+}
+
+// redeem turns a login ticket into the preview cookie on this preview origin.
+func (p *Preview) redeem(w http.ResponseWriter, r *http.Request, t target) {
+	if p.cfg.Redeem == nil || r.Method != http.MethodGet {
+		writeError(w, r, http.StatusNotFound, "not_found", "No preview login here.", "")
+		return
+	}
+	q := r.URL.Query()
+	ticket, next := q.Get("ticket"), q.Get("next")
+	if len(ticket) > 4096 || ticket == "" {
+		writeError(w, r, http.StatusBadRequest, "bad_request", "Missing or oversized ticket.", "")
+		return
+	}
+	// Only a local path: an open redirect would turn the preview origin into
+	// a phishing relay.
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		next = "/"
+	}
+	value, expires, err := p.cfg.Redeem(r.Context(), ticket, t.hostID, t.port)
+	if err != nil {
+		p.log.Info("preview ticket refused", "host", t.hostID, "port", t.port, "err", err)
+		writeError(w, r, http.StatusUnauthorized, "unauthorized", "This login link is invalid or expired.", "Open the preview again from the gateway.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: p.cfg.PreviewCookie, Value: value, Path: "/", Expires: expires,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// rewrite builds the upstream request. ReverseProxy has already dropped
+// hop-by-hop and inbound X-Forwarded-* headers (Upgrade survives for
+// WebSocket).
+func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
+	t := pr.In.Context().Value(ctxKey{}).(target)
+	out := pr.Out
+	// The URL host is the transport's pool key and what dialTarget parses;
+	// host ids never hold ':'.
+	out.URL.Scheme = "http"
+	out.URL.Host = net.JoinHostPort(t.hostID, strconv.Itoa(t.port))
+	out.URL.RawPath = t.rawPath
+	if path, err := url.PathUnescape(t.rawPath); err == nil {
+		out.URL.Path = path
+	} else {
+		out.URL.Path, out.URL.RawPath = t.rawPath, ""
+	}
+	out.URL.RawQuery = pr.In.URL.RawQuery
+	// Dev servers (Vite, webpack-dev-server, Next) refuse unknown Host
+	// headers to stop DNS rebinding, and all accept localhost: send
+	// "localhost:{port}". The original host is in X-Forwarded-Host.
+	out.Host = "localhost:" + strconv.Itoa(t.port)
+	pr.SetXForwarded()
+	// A page the preview served is same-origin with its dev server, so its
+	// own requests say so: WebSocket servers (gorilla, coder/websocket,
+	// Vite) compare Origin with Host and would refuse the preview origin.
+	// Origins of other sites pass unchanged and stay refused.
+	if o := out.Header.Get("Origin"); o != "" {
+		if u, err := url.Parse(o); err == nil && strings.EqualFold(u.Host, pr.In.Host) {
+			out.Header.Set("Origin", "http://"+out.Host)
+		}
+	}
+	if t.prefix != "" {
+		out.Header.Set("X-Forwarded-Prefix", t.prefix)
+	}
+	stripCookies(out.Header, p.cfg.SessionCookie, p.cfg.PreviewCookie)
+	if !p.cfg.ForwardAuthorization {
+		out.Header.Del("Authorization")
+	}
+}
+
+func (p *Preview) modifyResponse(resp *http.Response) error {
+	t, _ := resp.Request.Context().Value(ctxKey{}).(target)
+	stripSetCookies(resp.Header, p.cfg.SessionCookie, p.cfg.PreviewCookie)
+	if t.prefix != "" {
+		// Absolute-path redirects from the dev server stay inside the
+		// preview.
+		if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
+			resp.Header.Set("Location", t.prefix+loc)
+		}
+		if !p.cfg.UnsandboxedPathForm {
+			resp.Header.Add("Content-Security-Policy", sandboxCSP)
+		}
+	}
+	return nil
+}
+
+// dialTarget is the transport's DialContext: addr is "{host}:{port}" from
+// rewrite.
+func (p *Preview) dialTarget(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil {
+		return nil, err
+	}
+	return p.dial(ctx, host, port)
+}
+
+// upstreamError answers a failed proxy round trip: 503 for an offline host,
+// 502 with a clear page for a port nobody listens on.
+func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client left; nobody reads an answer
+	}
+	t, _ := r.Context().Value(ctxKey{}).(target)
+	p.log.Warn("preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
+	if errors.Is(err, ErrHostUnavailable) {
+		writeError(w, r, http.StatusServiceUnavailable, "host_offline",
+			fmt.Sprintf("Host %s is not connected.", t.hostID),
+			"Start or reconnect the host's agent, then reload.")
+		return
+	}
+	writeError(w, r, http.StatusBadGateway, "upstream_unavailable",
+		fmt.Sprintf("Nothing answered on port %d of host %s.", t.port, t.hostID),
+		fmt.Sprintf("Start your dev server on the host, listening on 127.0.0.1:%d (or 0.0.0.0:%d), then reload.", t.port, t.port))
+}
+
+var errorPage = template.Must(template.New("e").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Status}} · preview</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:16px system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}
+h1{font-size:1.4em}p.hint{color:#555}code{background:#eee;padding:0 .2em}</style></head>
+<body><h1>{{.Message}}</h1>{{if .Hint}}<p class="hint">{{.Hint}}</p>{{end}}
+<p><small>{{.Status}} · hostgate preview</small></p></body></html>
+`))
+
+// writeError answers with the project's JSON error shape, or an HTML page
+// for browsers.
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="hostgate"`)
+	}
+	if wantsHTML(r) {
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(status)
+		_ = errorPage.Execute(w, map[string]string{
+			"Status": strconv.Itoa(status) + " " + http.StatusText(status), "Message": msg, "Hint": hint,
+		})
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	m := msg
+	if hint != "" {
+		m += " " + hint
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": m}})
+}

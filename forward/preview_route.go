@@ -1,0 +1,174 @@
+package forward
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// target is where one preview request goes.
+type target struct {
+	hostID string
+	port   int
+	// prefix is the path-form prefix ("/preview/h/3000"), empty for the
+	// subdomain form.
+	prefix string
+	// rawPath is the escaped upstream path (starts with "/").
+	rawPath string
+}
+
+// maxHostID bounds a host id; DNS labels stop at 63 bytes, path ids at this.
+const maxHostID = 128
+
+// validHostID accepts the host ids the path form can carry: ASCII letters,
+// digits, '.', '_' and '-', not "." or "..".
+func validHostID(id string) error {
+	if id == "" || len(id) > maxHostID || id == "." || id == ".." {
+		return fmt.Errorf("forward: host id %q: want 1-%d characters", id, maxHostID)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("forward: host id %q: byte %#x not allowed", id, c)
+		}
+	}
+	return nil
+}
+
+// parsePort accepts 1-65535 in canonical decimal (no sign, no leading zero),
+// so that one port has one URL and one authorization decision.
+func parsePort(s string) (int, bool) {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseSubdomain reads "{port}--{host}.{domain}" (with an optional ":port"
+// suffix on the request host). DNS is case-insensitive, so the host label
+// is lowercased: host ids with capitals are reachable in the path form only.
+func parseSubdomain(reqHost, domain string) (hostID string, port int, ok bool) {
+	if domain == "" || len(reqHost) > 300 {
+		return "", 0, false
+	}
+	h := reqHost
+	if hh, _, err := net.SplitHostPort(reqHost); err == nil {
+		h = hh
+	}
+	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	label, found := strings.CutSuffix(h, "."+strings.ToLower(domain))
+	if !found || strings.Contains(label, ".") {
+		return "", 0, false
+	}
+	p, id, found := strings.Cut(label, "--")
+	if !found || len(id) > 63 {
+		return "", 0, false
+	}
+	port, ok = parsePort(p)
+	if !ok || validHostID(id) != nil || strings.HasPrefix(id, "-") || strings.HasSuffix(id, "-") {
+		return "", 0, false
+	}
+	return id, port, true
+}
+
+// SubdomainHost returns the subdomain-form host name of a preview, for
+// links: SubdomainHost("local", 3000, "preview.localhost") is
+// "3000--local.preview.localhost".
+func SubdomainHost(hostID string, port int, domain string) string {
+	return strconv.Itoa(port) + "--" + strings.ToLower(hostID) + "." + domain
+}
+
+var errNoPreview = errors.New("forward: not a preview path")
+
+// parsePreviewPath reads "{prefix}{host}/{port}{rest}" from an escaped path.
+// It returns errNeedSlash for "{prefix}{host}/{port}" without the slash.
+func parsePreviewPath(escaped, prefix string) (target, error) {
+	rest, ok := strings.CutPrefix(escaped, prefix)
+	if !ok {
+		return target{}, errNoPreview
+	}
+	id, rest, ok := strings.Cut(rest, "/")
+	if !ok || validHostID(id) != nil {
+		return target{}, errNoPreview
+	}
+	p, rest, slash := strings.Cut(rest, "/")
+	port, ok := parsePort(p)
+	if !ok {
+		return target{}, errNoPreview
+	}
+	t := target{hostID: id, port: port, prefix: prefix + id + "/" + p, rawPath: "/" + rest}
+	if !slash {
+		return t, errNeedSlash
+	}
+	return t, nil
+}
+
+var errNeedSlash = errors.New("forward: preview path needs a trailing slash")
+
+// stripCookies removes the named cookies from every Cookie header of h and
+// drops the header when nothing is left.
+func stripCookies(h http.Header, names ...string) {
+	lines := h.Values("Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	var kept []string
+	for _, line := range lines {
+		for part := range strings.SplitSeq(line, ";") {
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			name, _, _ := strings.Cut(part, "=")
+			if isOneOf(strings.TrimSpace(name), names) {
+				continue
+			}
+			kept = append(kept, part)
+		}
+	}
+	h.Del("Cookie")
+	if len(kept) > 0 {
+		h.Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+// stripSetCookies removes Set-Cookie headers that would plant one of the
+// named cookies: a dev server must not set the gateway's session.
+func stripSetCookies(h http.Header, names ...string) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	var kept []string
+	for _, line := range lines {
+		name, _, _ := strings.Cut(line, "=")
+		if !isOneOf(strings.TrimSpace(name), names) {
+			kept = append(kept, line)
+		}
+	}
+	h["Set-Cookie"] = kept
+	if len(kept) == 0 {
+		h.Del("Set-Cookie")
+	}
+}
+
+func isOneOf(s string, names []string) bool {
+	for _, n := range names {
+		if s == n {
+			return true
+		}
+	}
+	return false
+}

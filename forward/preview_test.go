@@ -1,0 +1,620 @@
+package forward
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const testDomain = "preview.localhost"
+
+// loopDial is the fake tunnel: host "dev" is this machine's loopback; other
+// hosts are offline.
+func loopDial(ctx context.Context, hostID string, port int) (net.Conn, error) {
+	if hostID != "dev" {
+		return nil, fmt.Errorf("host %s: %w", hostID, ErrHostUnavailable)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+}
+
+func allowAll(*http.Request, string, int) (bool, string) { return true, "" }
+
+type previewEnv struct {
+	dev     *httptest.Server // the dev server on the "host"
+	devPort int
+	gw      *httptest.Server // the gateway serving the preview
+	p       *Preview
+}
+
+func newPreviewEnv(t testing.TB, dev http.Handler, cfg *PreviewConfig) *previewEnv {
+	t.Helper()
+	e := &previewEnv{dev: httptest.NewServer(dev)}
+	t.Cleanup(e.dev.Close)
+	e.devPort = int(echoPort(t, e.dev.Listener.Addr().String()))
+	if cfg == nil {
+		cfg = &PreviewConfig{Authorize: allowAll}
+	}
+	if cfg.Domain == "" {
+		cfg.Domain = testDomain
+	}
+	p, err := NewPreview(loopDial, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.p = p
+	e.gw = httptest.NewServer(p)
+	t.Cleanup(func() { e.gw.Close(); p.Close() })
+	return e
+}
+
+// pathURL is the path-form URL of path on the dev server.
+func (e *previewEnv) pathURL(path string) string {
+	return fmt.Sprintf("%s/preview/dev/%d%s", e.gw.URL, e.devPort, path)
+}
+
+// subReq is a subdomain-form request: sent to the gateway's address, with
+// the preview host name in Host.
+func (e *previewEnv) subReq(t testing.TB, ctx context.Context, method, path string, body io.Reader) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, method, e.gw.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = e.subHost()
+	return req
+}
+
+func (e *previewEnv) subHost() string {
+	_, gwPort, _ := net.SplitHostPort(e.gw.Listener.Addr().String())
+	return SubdomainHost("dev", e.devPort, testDomain) + ":" + gwPort
+}
+
+func do(t testing.TB, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t testing.TB, ctx context.Context, url string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return do(t, req)
+}
+
+// TestPreviewSSEIsNotBuffered: the dev server sends the second event only
+// after the client read the first through the proxy; a buffering proxy
+// would hang here until the deadline.
+func TestPreviewSSEIsNotBuffered(t *testing.T) {
+	ctx := testCtx(t)
+	next := make(chan struct{})
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "data: two\n\n")
+	}), nil)
+	for _, form := range []string{"path", "subdomain"} {
+		t.Run(form, func(t *testing.T) {
+			next = make(chan struct{})
+			req := e.subReq(t, ctx, http.MethodGet, "/events", nil)
+			if form == "path" {
+				req, _ = http.NewRequestWithContext(ctx, http.MethodGet, e.pathURL("/events"), nil)
+			}
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			line, err := br.ReadString('\n')
+			if err != nil || line != "data: one\n" {
+				t.Fatalf("first event: %q, %v", line, err)
+			}
+			close(next)
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != "\ndata: two\n\n" {
+				t.Fatalf("second event: %q, %v", rest, err)
+			}
+		})
+	}
+}
+
+// TestPreviewLargeUploadStreams sends 100 MiB; the client holds back all but
+// the first MiB until the dev server has read that MiB, so a proxy that
+// buffered the body would hang.
+func TestPreviewLargeUploadStreams(t *testing.T) {
+	ctx := testCtx(t)
+	const total = 100 << 20
+	gotFirst := make(chan struct{})
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.CopyN(h, r.Body, 1<<20)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		close(gotFirst)
+		m, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		fmt.Fprintf(w, "%d %x", n+m, h.Sum(nil))
+	}), nil)
+
+	pr, pw := io.Pipe()
+	sent := sha256.New()
+	go func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		buf := make([]byte, 64<<10)
+		for written := 0; written < total; {
+			if written == 1<<20 {
+				select {
+				case <-gotFirst:
+				case <-ctx.Done():
+					pw.CloseWithError(errors.New("dev server never saw the first MiB: the proxy buffers uploads"))
+					return
+				}
+			}
+			// Random chunk sizes exercise short writes.
+			n := min(1+rng.IntN(len(buf)), total-written, (1<<20)-written%(1<<20))
+			for i := range buf[:n] {
+				buf[i] = byte(rng.Uint32())
+			}
+			sent.Write(buf[:n])
+			if _, err := pw.Write(buf[:n]); err != nil {
+				return
+			}
+			written += n
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, e.pathURL("/upload"), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = total
+	resp, body := do(t, req)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if want := fmt.Sprintf("%d %x", total, sent.Sum(nil)); body != want {
+		t.Fatalf("dev server got %q, want %q", body, want)
+	}
+}
+
+// echoHeaders answers with what the dev server saw.
+func echoHeaders(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	http.SetCookie(w, &http.Cookie{Name: "hostgate_session", Value: "planted"})
+	http.SetCookie(w, &http.Cookie{Name: "app", Value: "ok"})
+	if r.URL.Path == "/redirect" {
+		http.Redirect(w, r, "/landing", http.StatusFound)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{
+		"host": r.Host, "uri": r.RequestURI, "xff": r.Header.Get("X-Forwarded-For"),
+		"xfh": r.Header.Get("X-Forwarded-Host"), "xfp": r.Header.Get("X-Forwarded-Proto"),
+		"prefix": r.Header.Get("X-Forwarded-Prefix"), "cookie": r.Header.Get("Cookie"),
+		"auth": r.Header.Get("Authorization"), "origin": r.Header.Get("Origin"),
+	})
+}
+
+func TestPreviewUpstreamRequest(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.HandlerFunc(echoHeaders), nil)
+	devHost := "localhost:" + strconv.Itoa(e.devPort)
+	gwHost := e.gw.Listener.Addr().String()
+	for _, tc := range []struct {
+		form           string
+		req            *http.Request
+		uri, xfh, pref string
+	}{
+		{"path", mustReq(t, ctx, e.pathURL("/a%2Fb/c?x=1&y=%20")), "/a%2Fb/c?x=1&y=%20", gwHost, fmt.Sprintf("/preview/dev/%d", e.devPort)},
+		{"subdomain", e.subReq(t, ctx, http.MethodGet, "/a%2Fb/c?x=1", nil), "/a%2Fb/c?x=1", e.subHost(), ""},
+	} {
+		t.Run(tc.form, func(t *testing.T) {
+			tc.req.Header.Set("Cookie", "a=1; hostgate_session=SECRET; hostgate_preview=P")
+			tc.req.Header.Add("Cookie", "b=2")
+			tc.req.Header.Set("Authorization", "Bearer gateway-token")
+			tc.req.Header.Set("X-Forwarded-For", "6.6.6.6") // a client must not forge this
+			resp, body := do(t, tc.req)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			var got map[string]string
+			if err := json.Unmarshal([]byte(body), &got); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{
+				"host": devHost, "uri": tc.uri, "xff": "127.0.0.1", "xfh": tc.xfh, "xfp": "http",
+				"prefix": tc.pref, "cookie": "a=1; b=2", "auth": "", "origin": "",
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s = %q, want %q", k, got[k], v)
+				}
+			}
+			if sc := resp.Header.Values("Set-Cookie"); len(sc) != 1 || !strings.HasPrefix(sc[0], "app=ok") {
+				t.Errorf("Set-Cookie = %q, want only app=ok (hostgate_session dropped)", sc)
+			}
+			csp := resp.Header.Get("Content-Security-Policy")
+			if sandboxed := strings.HasPrefix(csp, "sandbox"); sandboxed != (tc.form == "path") {
+				t.Errorf("CSP %q: path form must be sandboxed, subdomain form not", csp)
+			}
+		})
+	}
+
+	// Path form: absolute redirects stay inside the preview.
+	resp, _ := get(t, ctx, e.pathURL("/redirect"))
+	if loc, want := resp.Header.Get("Location"), fmt.Sprintf("/preview/dev/%d/landing", e.devPort); loc != want {
+		t.Errorf("Location = %q, want %q", loc, want)
+	}
+	// And the bare prefix gets its slash.
+	resp, _ = get(t, ctx, strings.TrimSuffix(e.pathURL("/"), "/")+"?q=1")
+	if loc, want := resp.Header.Get("Location"), fmt.Sprintf("/preview/dev/%d/?q=1", e.devPort); resp.StatusCode != http.StatusPermanentRedirect || loc != want {
+		t.Errorf("bare prefix: %d %q, want 308 %q", resp.StatusCode, loc, want)
+	}
+}
+
+func mustReq(t testing.TB, ctx context.Context, url string) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestPreviewClosedPortAndOfflineHost(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.NotFoundHandler(), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := echoPort(t, ln.Addr().String())
+	ln.Close()
+	deadURL := fmt.Sprintf("%s/preview/dev/%d/", e.gw.URL, dead)
+
+	resp, body := get(t, ctx, deadURL)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_unavailable"`) ||
+		!strings.Contains(body, fmt.Sprintf("port %d", dead)) {
+		t.Fatalf("API client: %d %s", resp.StatusCode, body)
+	}
+	resp, body = get(t, ctx, deadURL, "Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+	if resp.StatusCode != http.StatusBadGateway || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(body, fmt.Sprintf("Nothing answered on port %d of host dev.", dead)) {
+		t.Fatalf("browser: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	resp, body = get(t, ctx, fmt.Sprintf("%s/preview/gone/%d/", e.gw.URL, e.devPort))
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"host_offline"`) {
+		t.Fatalf("offline host: %d %s", resp.StatusCode, body)
+	}
+	for _, p := range []string{"/preview/dev/0/", "/preview/dev/65536/", "/preview/dev/080/", "/preview/d%20v/80/", "/elsewhere"} {
+		if resp, body := get(t, ctx, e.gw.URL+p); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %d %s, want 404", p, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestPreviewIsPrivateByDefault(t *testing.T) {
+	ctx := testCtx(t)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secret page") })
+	e := newPreviewEnv(t, dev, &PreviewConfig{})
+	resp, body := get(t, ctx, e.pathURL("/"))
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `"code":"unauthorized"`) {
+		t.Fatalf("nil Authorize: %d %s, want 401 JSON", resp.StatusCode, body)
+	}
+
+	login := "http://gw.example/login?next=x"
+	e = newPreviewEnv(t, dev, &PreviewConfig{Authorize: func(r *http.Request, host string, port int) (bool, string) {
+		c, err := r.Cookie("hostgate_session")
+		return err == nil && c.Value == "alice", login
+	}})
+	browser := "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	for _, tc := range []struct {
+		name, accept string
+		status       int
+	}{
+		{"browser", browser, http.StatusFound},
+		{"fetch", "*/*", http.StatusUnauthorized},
+		{"json", "application/json, text/html", http.StatusUnauthorized},
+		{"curl", "", http.StatusUnauthorized},
+	} {
+		resp, body := get(t, ctx, e.pathURL("/"), "Accept", tc.accept)
+		if resp.StatusCode != tc.status || strings.Contains(body, "secret") {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.status)
+		}
+		if tc.status == http.StatusFound && resp.Header.Get("Location") != login {
+			t.Errorf("%s: Location %q, want %q", tc.name, resp.Header.Get("Location"), login)
+		}
+		if tc.status == http.StatusUnauthorized && !strings.Contains(body, `"code":"unauthorized"`) {
+			t.Errorf("%s: body %s", tc.name, body)
+		}
+	}
+	resp, body = get(t, ctx, e.pathURL("/"), "Cookie", "hostgate_session=alice")
+	if resp.StatusCode != 200 || body != "secret page" {
+		t.Fatalf("authorized: %d %s", resp.StatusCode, body)
+	}
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestPreviewPublicShareExpires(t *testing.T) {
+	ctx := testCtx(t)
+	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	shares := NewMemoryShares(clock.now)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "shared page") })
+	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares})
+
+	if resp, _ := get(t, ctx, e.pathURL("/")); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("before sharing: %d, want 401", resp.StatusCode)
+	}
+	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: clock.now().Add(time.Hour), By: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(t, ctx, e.pathURL("/")); resp.StatusCode != 200 || body != "shared page" {
+		t.Fatalf("shared: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, e.subReq(t, ctx, http.MethodGet, "/", nil)); resp.StatusCode != 200 || body != "shared page" {
+		t.Fatalf("shared, subdomain: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, ctx, fmt.Sprintf("%s/preview/dev/%d/", e.gw.URL, e.devPort+1)); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("another port: %d, want 401", resp.StatusCode)
+	}
+	if l, _ := shares.List(ctx); len(l) != 1 {
+		t.Fatalf("List = %v", l)
+	}
+	clock.add(time.Hour - time.Second)
+	if resp, _ := get(t, ctx, e.pathURL("/")); resp.StatusCode != 200 {
+		t.Fatalf("a second before expiry: %d", resp.StatusCode)
+	}
+	clock.add(time.Second)
+	if resp, body := get(t, ctx, e.pathURL("/")); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("expired: %d %s, want 401", resp.StatusCode, body)
+	}
+	if l, _ := shares.List(ctx); len(l) != 0 {
+		t.Fatalf("List after expiry = %v", l)
+	}
+	if err := shares.Put(ctx, Share{HostID: "dev", Port: 1, Expires: clock.now()}); err == nil {
+		t.Fatal("Put accepted an expiry that is not in the future")
+	}
+}
+
+func TestPreviewWebSocketEcho(t *testing.T) {
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wg.Add(1)
+		defer wg.Done()
+		// Default options: coder/websocket refuses an Origin that differs
+		// from Host, as browsers' preview pages would without the proxy's
+		// Origin rewrite.
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, b, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte("echo: "), b...)); err != nil {
+				return
+			}
+		}
+	})
+	e := newPreviewEnv(t, dev, nil)
+	wsURL := "ws" + strings.TrimPrefix(e.gw.URL, "http")
+	for _, tc := range []struct {
+		form, url, host, origin string
+	}{
+		{"path", wsURL + fmt.Sprintf("/preview/dev/%d/ws", e.devPort), "", ""},
+		{"subdomain", wsURL + "/ws", e.subHost(), "http://" + e.subHost()},
+	} {
+		t.Run(tc.form, func(t *testing.T) {
+			hdr := http.Header{}
+			if tc.origin != "" {
+				hdr.Set("Origin", tc.origin)
+			}
+			c, resp, err := websocket.Dial(ctx, tc.url, &websocket.DialOptions{Host: tc.host, HTTPHeader: hdr})
+			if err != nil {
+				t.Fatalf("dial: %v (%v)", err, resp)
+			}
+			defer c.CloseNow()
+			for i := range 3 {
+				msg := fmt.Sprintf("hello %d", i)
+				if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+					t.Fatal(err)
+				}
+				_, b, err := c.Read(ctx)
+				if err != nil || string(b) != "echo: "+msg {
+					t.Fatalf("read %q, %v", b, err)
+				}
+			}
+			c.Close(websocket.StatusNormalClosure, "")
+		})
+	}
+	// A page of another site keeps its Origin and is refused by the dev
+	// server.
+	hdr := http.Header{"Origin": {"http://evil.example"}}
+	if c, _, err := websocket.Dial(ctx, wsURL+"/ws", &websocket.DialOptions{Host: e.subHost(), HTTPHeader: hdr}); err == nil {
+		c.CloseNow()
+		t.Fatal("foreign origin reached the dev server's WebSocket")
+	}
+}
+
+func TestPreviewTicketRedeem(t *testing.T) {
+	ctx := testCtx(t)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
+	var redeemed []string
+	e := newPreviewEnv(t, dev, &PreviewConfig{
+		Redeem: func(_ context.Context, ticket, host string, port int) (string, time.Time, error) {
+			redeemed = append(redeemed, fmt.Sprintf("%s %s %d", ticket, host, port))
+			if ticket != "good" {
+				return "", time.Time{}, errors.New("bad ticket")
+			}
+			return "preview-session-1", time.Now().Add(time.Hour), nil
+		},
+		Authorize: func(r *http.Request, _ string, _ int) (bool, string) {
+			c, err := r.Cookie("hostgate_preview")
+			return err == nil && c.Value == "preview-session-1", "/login"
+		},
+	})
+	resp, _ := do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=good&next=/app%3Fx%3D1", nil))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/app?x=1" {
+		t.Fatalf("redeem: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	cs := resp.Cookies()
+	if len(cs) != 1 || cs[0].Name != "hostgate_preview" || cs[0].Value != "preview-session-1" || !cs[0].HttpOnly || cs[0].Domain != "" {
+		t.Fatalf("cookie %+v: want host-only HttpOnly hostgate_preview", cs)
+	}
+	if want := fmt.Sprintf("good dev %d", e.devPort); len(redeemed) != 1 || redeemed[0] != want {
+		t.Fatalf("Redeem calls %q, want %q", redeemed, want)
+	}
+	req := e.subReq(t, ctx, http.MethodGet, "/app", nil)
+	req.AddCookie(cs[0])
+	if resp, body := do(t, req); resp.StatusCode != 200 || body != "app" {
+		t.Fatalf("with the preview cookie: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=bad&next=/", nil))
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("bad ticket: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	for _, next := range []string{"//evil.example/", "/\\evil.example", "http://evil.example/"} {
+		resp, _ = do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=good&next="+next, nil))
+		if loc := resp.Header.Get("Location"); loc != "/" {
+			t.Errorf("next=%s: redirected to %q, want /", next, loc)
+		}
+	}
+}
+
+func TestNewPreviewRejectsBadConfig(t *testing.T) {
+	for _, c := range []*PreviewConfig{{PathPrefix: "preview"}, {Domain: "preview.localhost:8080"}} {
+		if _, err := NewPreview(loopDial, c); err == nil {
+			t.Errorf("NewPreview(%+v) = nil error", c)
+		}
+	}
+	if _, err := NewPreview(nil, nil); err == nil {
+		t.Error("NewPreview(nil dial) = nil error")
+	}
+}
+
+func TestParseSubdomain(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		id   string
+		port int
+	}{
+		{"3000--local.preview.localhost", "local", 3000},
+		{"3000--local.preview.localhost:8080", "local", 3000},
+		{"8080--My-Box.Preview.Localhost.", "my-box", 8080},
+		{"1--a--b.preview.localhost", "a--b", 1},
+	} {
+		id, port, ok := parseSubdomain(tc.host, testDomain)
+		if !ok || id != tc.id || port != tc.port {
+			t.Errorf("parseSubdomain(%q) = %q, %d, %v", tc.host, id, port, ok)
+		}
+	}
+	for _, h := range []string{"preview.localhost", "3000.preview.localhost", "--local.preview.localhost",
+		"0--local.preview.localhost", "3000--.preview.localhost", "3000--a.b.preview.localhost",
+		"3000--local.evilpreview.localhost", "3000--local-.preview.localhost", "99999--x.preview.localhost"} {
+		if id, port, ok := parseSubdomain(h, testDomain); ok {
+			t.Errorf("parseSubdomain(%q) = %q, %d; want no match", h, id, port)
+		}
+	}
+}
+
+func FuzzPreviewRoute(f *testing.F) {
+	f.Add("3000--local.preview.localhost:80", "/preview/local/3000/a%2Fb")
+	f.Add("x", "/preview/a/1")
+	f.Fuzz(func(t *testing.T, host, path string) {
+		if id, port, ok := parseSubdomain(host, testDomain); ok {
+			if validHostID(id) != nil || port < 1 || port > 65535 {
+				t.Fatalf("parseSubdomain(%q) = %q, %d", host, id, port)
+			}
+			// Round trip: the canonical name parses to the same target.
+			if id2, port2, ok := parseSubdomain(SubdomainHost(id, port, testDomain), testDomain); !ok || id2 != id || port2 != port {
+				t.Fatalf("round trip of %q: %q %d %v", host, id2, port2, ok)
+			}
+		}
+		tg, err := parsePreviewPath(path, "/preview/")
+		if err == nil || errors.Is(err, errNeedSlash) {
+			if validHostID(tg.hostID) != nil || tg.port < 1 || tg.port > 65535 || !strings.HasPrefix(tg.rawPath, "/") ||
+				!strings.HasPrefix(path, tg.prefix) {
+				t.Fatalf("parsePreviewPath(%q) = %+v", path, tg)
+			}
+		}
+	})
+}
+
+func FuzzStripCookies(f *testing.F) {
+	f.Add("a=1; hostgate_session=x; b=2")
+	f.Add("hostgate_session=x")
+	f.Add(";;= ; hostgate_preview ;")
+	f.Fuzz(func(t *testing.T, line string) {
+		h := http.Header{"Cookie": {line}}
+		stripCookies(h, "hostgate_session", "hostgate_preview")
+		r := &http.Request{Header: h}
+		for _, c := range r.Cookies() {
+			if c.Name == "hostgate_session" || c.Name == "hostgate_preview" {
+				t.Fatalf("%q: %s survived as %q", line, c.Name, h.Get("Cookie"))
+			}
+		}
+		again := h.Clone()
+		stripCookies(again, "hostgate_session", "hostgate_preview")
+		if again.Get("Cookie") != h.Get("Cookie") {
+			t.Fatalf("not idempotent: %q then %q", h.Get("Cookie"), again.Get("Cookie"))
+		}
+	})
+}
+

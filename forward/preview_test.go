@@ -617,4 +617,3 @@ func FuzzStripCookies(f *testing.F) {
 		}
 	})
 }
-

@@ -1,0 +1,92 @@
+package sshlayer
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// LoadOrCreateHostKey returns the SSH host key stored at path, creating it
+// first when the file does not exist: a new ed25519 key in OpenSSH PEM form,
+// mode 0600, in a directory created with mode 0700. Creation is race-free:
+// when two processes create the key at once, both end up with the one that
+// was linked into place first. Like sshd, it refuses a key file readable by
+// group or others.
+func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
+	s, err := loadHostKey(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return s, err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sshlayer: host key dir: %w", err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: generate host key: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "hostgate host key")
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: marshal host key: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".host_key-*")
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	// CreateTemp makes the file 0600 already; chmod states it for umask-free clarity.
+	if err := tmp.Chmod(0o600); err != nil {
+		_ = tmp.Close()
+		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
+	}
+	if _, err := tmp.Write(pem.EncodeToMemory(block)); err != nil {
+		_ = tmp.Close()
+		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
+	}
+	// Link, unlike rename, fails when path exists: the first creator wins.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
+	}
+	return loadHostKey(path)
+}
+
+func loadHostKey(path string) (ssh.Signer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: host key: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: host key: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("sshlayer: host key %s: permissions %#o are too open (want 0600)", path, st.Mode().Perm())
+	}
+	if st.Size() > 64<<10 {
+		return nil, fmt.Errorf("sshlayer: host key %s: too large", path)
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("sshlayer: host key: %w", err)
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: host key %s: %w", path, err)
+	}
+	return s, nil
+}

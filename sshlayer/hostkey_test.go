@@ -1,0 +1,85 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestLoadOrCreateHostKey(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state", "agent")
+	path := filepath.Join(dir, "ssh_host_ed25519_key")
+	k1, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k1.PublicKey().Type() != "ssh-ed25519" {
+		t.Errorf("key type %s, want ssh-ed25519", k1.PublicKey().Type())
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v %v, want 0600", st.Mode(), err)
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("key dir mode %v %v, want 0700", st.Mode(), err)
+	}
+	b, _ := os.ReadFile(path)
+	if !bytes.HasPrefix(b, []byte("-----BEGIN OPENSSH PRIVATE KEY-----")) {
+		t.Errorf("key file is not OpenSSH PEM: %.40q", b)
+	}
+	k2, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(k1.PublicKey().Marshal(), k2.PublicKey().Marshal()) {
+		t.Fatal("second load returned another key")
+	}
+	// No temporary files left behind.
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("dir holds %d entries, want only the key", len(ents))
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateHostKey(path); err == nil {
+		t.Error("world-readable host key accepted")
+	}
+	if err := os.WriteFile(path+"2", []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateHostKey(path + "2"); err == nil {
+		t.Error("garbage host key accepted")
+	}
+}
+
+// TestLoadOrCreateHostKeyConcurrent: creators racing on a new path all end
+// up with the same key.
+func TestLoadOrCreateHostKeyConcurrent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "k")
+	var wg sync.WaitGroup
+	keys := make([][]byte, 8)
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := LoadOrCreateHostKey(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			keys[i] = k.PublicKey().Marshal()
+		}()
+	}
+	wg.Wait()
+	for i := range keys {
+		if !bytes.Equal(keys[i], keys[0]) {
+			t.Fatalf("creator %d got another key", i)
+		}
+	}
+}

@@ -1,0 +1,332 @@
+package sshlayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// ErrServerClosed is returned by Server.Serve and Server.ServeConn after
+// Close.
+var ErrServerClosed = errors.New("sshlayer: server closed")
+
+// Server defaults.
+const (
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultMaxSessions      = 64
+	DefaultShell            = "/bin/sh"
+)
+
+// ServerConfig configures the embedded SSH server. HostKey is required, and
+// at least one of AuthorizedKeys and TrustedUserCAs.
+type ServerConfig struct {
+	// HostKey is the server's host key. Required.
+	HostKey ssh.Signer
+	// AuthorizedKeys are the plain public keys accepted, for any user name.
+	AuthorizedKeys []ssh.PublicKey
+	// TrustedUserCAs are the authorities whose user certificates are
+	// accepted: certificate type user, signed by one of these, valid now,
+	// with no critical options (none is supported, so any is refused), and
+	// with the required principal among its principals.
+	TrustedUserCAs []ssh.PublicKey
+	// Principal is the principal a certificate must carry (the host id).
+	// When empty, the certificate must carry the name of the OS user the
+	// server runs as, as sshd does without AuthorizedPrincipalsFile. A
+	// certificate with no principals is always refused.
+	Principal string
+	// Logger receives connection and session logs; nil discards them.
+	Logger *slog.Logger
+	// Shell runs every command as `Shell -c COMMAND`; default /bin/sh.
+	Shell string
+	// Dir is the working directory of commands and SFTP; default the home
+	// directory of the server's user, else "/".
+	Dir string
+	// HandshakeTimeout bounds the SSH handshake and authentication;
+	// default 10 s.
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that has had no open channel and no
+	// remote forward for that long; 0 means never.
+	IdleTimeout time.Duration
+	// MaxSessions bounds the channels a connection may have open at once
+	// (sessions and direct-tcpip); default 64.
+	MaxSessions int
+	// MaxForwards bounds the tcpip-forward listeners per connection;
+	// default 16.
+	MaxForwards int
+	// AllowRemoteBind lets tcpip-forward listen on non-loopback addresses.
+	// Without it every remote forward listens on loopback, whatever the
+	// client asked (sshd's GatewayPorts no).
+	AllowRemoteBind bool
+	// KillGrace is how long a process group has between SIGHUP and SIGKILL
+	// when its channel or connection goes away; default 1 s.
+	KillGrace time.Duration
+	// OnSession, when set, is called as each exec, shell or subsystem
+	// starts (for audit). It must not block.
+	OnSession func(SessionInfo)
+}
+
+// SessionInfo describes a starting session, for ServerConfig.OnSession.
+type SessionInfo struct {
+	User        string // SSH user name as the client sent it
+	RemoteAddr  string
+	Fingerprint string // SHA256 fingerprint of the client key (the certified key for certificates)
+	CertKeyID   string // certificate key id; "" for plain keys
+	Kind        string // "exec", "shell" or "subsystem"
+	Command     string // the command line, or the subsystem name
+	PTY         bool
+}
+
+// Server is the embedded SSH server: exec and shell (with PTY), SFTP,
+// direct-tcpip and tcpip-forward. It serves connections on any byte
+// stream (ServeConn) or a listener (Serve). Close stops everything and waits
+// until every connection, channel and child process is gone.
+type Server struct {
+	cfg    ServerConfig
+	log    *slog.Logger
+	sshCfg *ssh.ServerConfig
+	env    []string // base environment of child processes
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu        sync.Mutex // guards the fields below
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup // every Serve and ServeConn call and their goroutines
+	nextID    uint64
+}
+
+// NewServer validates cfg and returns a server. The config is copied.
+func NewServer(cfg *ServerConfig) (*Server, error) {
+	if cfg == nil || cfg.HostKey == nil {
+		return nil, errors.New("sshlayer: server: HostKey is required")
+	}
+	if len(cfg.AuthorizedKeys) == 0 && len(cfg.TrustedUserCAs) == 0 {
+		return nil, errors.New("sshlayer: server: AuthorizedKeys or TrustedUserCAs is required")
+	}
+	c := *cfg
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Shell == "" {
+		c.Shell = DefaultShell
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxForwards <= 0 {
+		c.MaxForwards = 16
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = time.Second
+	}
+	u, uerr := user.Current()
+	if c.Dir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			c.Dir = home
+		} else {
+			c.Dir = "/"
+		}
+	}
+	if len(c.TrustedUserCAs) > 0 && c.Principal == "" {
+		if uerr != nil {
+			return nil, fmt.Errorf("sshlayer: server: no Principal and no OS user name: %w", uerr)
+		}
+	}
+	s := &Server{
+		cfg:       c,
+		log:       c.Logger,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+	}
+	var userName string
+	if u != nil {
+		userName = u.Username
+	}
+	s.env = baseEnv(userName, c.Dir, c.Shell)
+	s.sshCfg = &ssh.ServerConfig{
+		PublicKeyCallback: newAuthenticator(&c, userName).authenticate,
+		ServerVersion:     "SSH-2.0-hostgate",
+		MaxAuthTries:      6,
+		AuthLogCallback: func(md ssh.ConnMetadata, method string, err error) {
+			if err != nil && method != "none" {
+				s.log.Info("ssh auth failed", "remote", md.RemoteAddr().String(), "user", md.User(), "method", method, "err", err)
+			}
+		},
+	}
+	s.sshCfg.AddHostKey(c.HostKey)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// baseEnv is the environment every child starts from. The agent's own
+// environment is deliberately not inherited: it may hold the agent's
+// tokens.
+func baseEnv(userName, home, shellPath string) []string {
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	env := []string{"PATH=" + path, "HOME=" + home, "SHELL=" + shellPath}
+	if userName != "" {
+		env = append(env, "USER="+userName, "LOGNAME="+userName)
+	}
+	for _, k := range []string{"LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Serve accepts connections on ln and serves each until Close, which
+// closes ln. It returns ErrServerClosed after Close, or the listener's
+// error.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		_ = ln.Close()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Transient accept errors (EMFILE…): back off, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("ssh accept", "err", err, "retry", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				t.Stop()
+				return ErrServerClosed
+			}
+			continue
+		}
+		backoff = 0
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			_ = c.Close()
+			return ErrServerClosed
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			if err := s.ServeConn(s.ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
+				s.log.Debug("ssh connection ended", "remote", c.RemoteAddr().String(), "err", err)
+			}
+		}()
+	}
+}
+
+// ServeConn runs one SSH connection over conn (a TCP connection, a yamux
+// stream, stdio) until the client disconnects, ctx ends or the server
+// closes. It closes conn and returns only after every channel, forward and
+// child process of the connection is gone. A failed handshake or
+// authentication is returned as an error; a connection that ran and ended
+// returns nil.
+func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return ErrServerClosed
+	}
+	s.conns[conn] = struct{}{}
+	s.nextID++
+	id := s.nextID
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		_ = conn.Close()
+	}()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopSrv := context.AfterFunc(s.ctx, cancel)
+	defer stopSrv()
+	stopConn := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stopConn()
+
+	// The handshake timer closes the stream itself: not every stream
+	// honours deadlines, and a stalled peer must not hold a goroutine.
+	hsTimer := time.AfterFunc(s.cfg.HandshakeTimeout, func() { _ = conn.Close() })
+	sc, chans, reqs, err := ssh.NewServerConn(conn, s.sshCfg)
+	if !hsTimer.Stop() && err == nil {
+		err = errors.New("handshake timed out")
+		_ = sc.Close()
+	}
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return ErrServerClosed
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("sshlayer: handshake: %w", ctx.Err())
+		}
+		return fmt.Errorf("sshlayer: handshake: %w", err)
+	}
+	c := newServerConn(ctx, s, sc, id)
+	c.log.Info("ssh connection", "user", sc.User(), "key", c.fingerprint, "cert_id", c.certKeyID)
+	c.run(chans, reqs)
+	c.log.Info("ssh connection closed")
+	return nil
+}
+
+// Close stops every listener and connection, kills every child process
+// group, and waits until all are gone. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	s.cancel()
+	for ln := range s.listeners {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// discardChannelRequests answers every request on a non-session channel
+// with failure, until the channel closes.
+func discardChannelRequests(reqs <-chan *ssh.Request) {
+	for r := range reqs {
+		if r.WantReply {
+			_ = r.Reply(false, nil)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package sshlayer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Permission extensions the authenticator records for the connection.
+const (
+	extFingerprint = "hostgate-fingerprint"
+	extCertKeyID   = "hostgate-cert-key-id"
+)
+
+// errAuthRefused is what every refusal reports to the library; the client
+// sees only a generic failure, the log gets the detail.
+var errAuthRefused = errors.New("key not accepted")
+
+// authenticator checks public keys and user certificates.
+type authenticator struct {
+	keys      map[string]struct{} // Marshal() of each authorized key
+	cas       []ssh.PublicKey
+	principal string // required certificate principal
+	checker   *ssh.CertChecker
+}
+
+func newAuthenticator(cfg *ServerConfig, osUser string) *authenticator {
+	a := &authenticator{keys: make(map[string]struct{}), cas: cfg.TrustedUserCAs, principal: cfg.Principal}
+	if a.principal == "" {
+		a.principal = osUser
+	}
+	for _, k := range cfg.AuthorizedKeys {
+		a.keys[string(k.Marshal())] = struct{}{}
+	}
+	a.checker = &ssh.CertChecker{
+		// No critical option is supported (force-command, source-address
+		// and verify-required mean nothing here), so any refuses the
+		// certificate: a restriction we cannot honour must not be ignored.
+		SupportedCriticalOptions: nil,
+		IsUserAuthority:          a.isCA,
+	}
+	return a
+}
+
+func (a *authenticator) isCA(k ssh.PublicKey) bool {
+	m := k.Marshal()
+	return slices.ContainsFunc(a.cas, func(ca ssh.PublicKey) bool { return bytes.Equal(ca.Marshal(), m) })
+}
+
+// authenticate is the ssh.ServerConfig PublicKeyCallback. Any user name is
+// accepted; commands run as the server's own OS user.
+func (a *authenticator) authenticate(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+	cert, ok := key.(*ssh.Certificate)
+	if !ok {
+		if _, ok := a.keys[string(key.Marshal())]; !ok {
+			return nil, fmt.Errorf("%w: unknown public key %s", errAuthRefused, ssh.FingerprintSHA256(key))
+		}
+		return &ssh.Permissions{Extensions: map[string]string{extFingerprint: ssh.FingerprintSHA256(key)}}, nil
+	}
+	if err := a.checkCert(cert); err != nil {
+		return nil, fmt.Errorf("%w: certificate %q: %w", errAuthRefused, cert.KeyId, err)
+	}
+	return &ssh.Permissions{Extensions: map[string]string{
+		extFingerprint: ssh.FingerprintSHA256(cert.Key),
+		extCertKeyID:   cert.KeyId,
+	}}, nil
+}
+
+func (a *authenticator) checkCert(cert *ssh.Certificate) error {
+	if len(a.cas) == 0 {
+		return errors.New("certificates are not accepted (no trusted CA)")
+	}
+	if cert.CertType != ssh.UserCert {
+		return errors.New("not a user certificate")
+	}
+	if !a.isCA(cert.SignatureKey) {
+		return fmt.Errorf("signed by an untrusted authority %s", ssh.FingerprintSHA256(cert.SignatureKey))
+	}
+	if len(cert.ValidPrincipals) == 0 {
+		return errors.New("certificate has no principals")
+	}
+	// CheckCert verifies critical options, principal, validity window and
+	// the CA signature.
+	return a.checker.CheckCert(a.principal, cert)
+}

@@ -1,0 +1,153 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"crypto/rand"
+	"os/user"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// srvSignCert certifies key as a user (or host) certificate signed by ca.
+func srvSignCert(t testing.TB, ca ssh.Signer, key ssh.PublicKey, mod func(*ssh.Certificate)) *ssh.Certificate {
+	t.Helper()
+	now := time.Now()
+	cert := &ssh.Certificate{
+		Key:             key,
+		KeyId:           "test-token",
+		CertType:        ssh.UserCert,
+		ValidPrincipals: []string{"host-1"},
+		ValidAfter:      uint64(now.Add(-time.Minute).Unix()),
+		ValidBefore:     uint64(now.Add(10 * time.Minute).Unix()),
+		Permissions: ssh.Permissions{Extensions: map[string]string{
+			"permit-pty": "", "permit-port-forwarding": "",
+		}},
+	}
+	if mod != nil {
+		mod(cert)
+	}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func TestServerCertificates(t *testing.T) {
+	t.Parallel()
+	ca, _, _ := newEd25519Signer()
+	otherCA, _, _ := newEd25519Signer()
+	ts := srvStartServer(t, &ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1"})
+	past := time.Now().Add(-time.Hour)
+	for _, tc := range []struct {
+		name string
+		ca   ssh.Signer
+		mod  func(*ssh.Certificate)
+		ok   bool
+	}{
+		{name: "valid", ca: ca, ok: true},
+		{name: "valid among principals", ca: ca, ok: true, mod: func(c *ssh.Certificate) { c.ValidPrincipals = []string{"x", "host-1"} }},
+		{name: "wrong principal", ca: ca, mod: func(c *ssh.Certificate) { c.ValidPrincipals = []string{"host-2"} }},
+		{name: "expired", ca: ca, mod: func(c *ssh.Certificate) {
+			c.ValidAfter, c.ValidBefore = uint64(past.Add(-time.Hour).Unix()), uint64(past.Unix())
+		}},
+		{name: "not yet valid", ca: ca, mod: func(c *ssh.Certificate) {
+			c.ValidAfter = uint64(time.Now().Add(time.Hour).Unix())
+		}},
+		{name: "untrusted CA", ca: otherCA},
+		{name: "host certificate", ca: ca, mod: func(c *ssh.Certificate) { c.CertType = ssh.HostCert }},
+		{name: "critical option force-command", ca: ca, mod: func(c *ssh.Certificate) {
+			c.CriticalOptions = map[string]string{"force-command": "true"}
+		}},
+		{name: "unknown critical option", ca: ca, mod: func(c *ssh.Certificate) {
+			c.CriticalOptions = map[string]string{"made-up@example.com": ""}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, _, _ := newEd25519Signer()
+			cert := srvSignCert(t, tc.ca, key.PublicKey(), tc.mod)
+			cs, err := ssh.NewCertSigner(cert, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(cs))
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("valid certificate refused: %v", err)
+				}
+				out, _, err := srvRunCmd(t, c, "echo ok", nil)
+				if err != nil || out != "ok\n" {
+					t.Errorf("exec with certificate: %q %v", out, err)
+				}
+				_ = c.Close()
+				return
+			}
+			if err == nil {
+				_ = c.Close()
+				t.Fatal("certificate accepted, want refused")
+			}
+			if !strings.Contains(err.Error(), "unable to authenticate") {
+				t.Fatalf("err %v, want an authentication failure", err)
+			}
+		})
+	}
+}
+
+// TestServerCertificateOSUserPrincipal: without Principal, a certificate
+// must name the server's OS user, as sshd requires by default.
+func TestServerCertificateOSUserPrincipal(t *testing.T) {
+	t.Parallel()
+	u, err := user.Current()
+	if err != nil {
+		t.Skip("no OS user name:", err)
+	}
+	ca, _, _ := newEd25519Signer()
+	ts := srvStartServer(t, &ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}})
+	for _, principal := range []string{u.Username, "someone-else"} {
+		key, _, _ := newEd25519Signer()
+		cert := srvSignCert(t, ca, key.PublicKey(), func(c *ssh.Certificate) { c.ValidPrincipals = []string{principal} })
+		cs, _ := ssh.NewCertSigner(cert, key)
+		c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(cs))
+		if ok := err == nil; ok != (principal == u.Username) {
+			t.Errorf("principal %q: err %v", principal, err)
+		}
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+}
+
+// TestServerPlainKeyNotAcceptedAsCA: a certificate whose CA is only an
+// authorized (plain) key is refused, and a plain key that is only a CA is
+// refused too.
+func TestServerKeyRolesAreSeparate(t *testing.T) {
+	t.Parallel()
+	ca, _, _ := newEd25519Signer()
+	ts := srvStartServer(t, &ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1"})
+	// The CA key itself, used as a plain key, is not an authorized key.
+	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ca)); err == nil {
+		_ = c.Close()
+		t.Error("CA key accepted as a plain user key")
+	}
+	// A certificate signed by the (authorized) client key is refused.
+	key, _, _ := newEd25519Signer()
+	cert := srvSignCert(t, ts.ClientSigner, key.PublicKey(), nil)
+	cs, _ := ssh.NewCertSigner(cert, key)
+	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(cs)); err == nil {
+		_ = c.Close()
+		t.Error("certificate signed by an authorized user key accepted")
+	}
+}
+
+func TestNewServerValidates(t *testing.T) {
+	t.Parallel()
+	hk, _, _ := newEd25519Signer()
+	for _, cfg := range []*ServerConfig{nil, {}, {HostKey: hk}} {
+		if _, err := NewServer(cfg); err == nil {
+			t.Errorf("NewServer(%+v) succeeded", cfg)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package sshlayer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// serverConn is one authenticated SSH connection. It is owned by
+// Server.ServeConn, which calls run; run returns after every goroutine the
+// connection started (channels, forwards, processes) has finished.
+type serverConn struct {
+	srv         *Server
+	sc          *ssh.ServerConn
+	log         *slog.Logger
+	ctx         context.Context // ends when the connection must go
+	cancel      context.CancelFunc
+	fingerprint string
+	certKeyID   string
+
+	wg sync.WaitGroup // channel handlers, forward accept loops
+
+	mu         sync.Mutex // guards the fields below
+	channels   int        // open channels counted against MaxSessions
+	forwards   map[string]*remoteForward
+	noSessions bool        // no-more-sessions@openssh.com received
+	idle       *time.Timer // nil without IdleTimeout
+	nextChanID uint64
+}
+
+func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64) *serverConn {
+	c := &serverConn{
+		srv:      s,
+		sc:       sc,
+		forwards: make(map[string]*remoteForward),
+	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	if sc.Permissions != nil {
+		c.fingerprint = sc.Permissions.Extensions[extFingerprint]
+		c.certKeyID = sc.Permissions.Extensions[extCertKeyID]
+	}
+	c.log = s.log.With("conn", id, "remote", sc.RemoteAddr().String())
+	return c
+}
+
+// run serves channels and global requests until the connection ends, then
+// tears everything down and waits.
+func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	stop := context.AfterFunc(c.ctx, func() { _ = c.sc.Close() })
+	defer stop()
+	if d := c.srv.cfg.IdleTimeout; d > 0 {
+		c.mu.Lock()
+		c.idle = time.AfterFunc(d, c.idleFired)
+		c.mu.Unlock()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.globalRequests(reqs)
+	}()
+	for nc := range chans {
+		c.dispatch(nc)
+	}
+	// The connection is gone: stop forwards and processes, then wait.
+	c.cancel()
+	c.mu.Lock()
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	for k, f := range c.forwards {
+		_ = f.ln.Close()
+		delete(c.forwards, k)
+	}
+	c.mu.Unlock()
+	_ = c.sc.Close()
+	c.wg.Wait()
+}
+
+func (c *serverConn) dispatch(nc ssh.NewChannel) {
+	switch nc.ChannelType() {
+	case "session", "direct-tcpip":
+	default:
+		_ = nc.Reject(ssh.UnknownChannelType, "unknown channel type")
+		return
+	}
+	c.mu.Lock()
+	if nc.ChannelType() == "session" && c.noSessions {
+		c.mu.Unlock()
+		_ = nc.Reject(ssh.Prohibited, "no more sessions")
+		return
+	}
+	if c.channels >= c.srv.cfg.MaxSessions {
+		c.mu.Unlock()
+		c.log.Warn("ssh channel refused: too many channels", "max", c.srv.cfg.MaxSessions)
+		_ = nc.Reject(ssh.ResourceShortage, "too many channels")
+		return
+	}
+	c.nextChanID++
+	id := c.nextChanID
+	c.mu.Unlock()
+	c.activity(1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.activity(-1)
+		log := c.log.With("chan", id, "type", nc.ChannelType())
+		if nc.ChannelType() == "session" {
+			c.session(nc, log)
+		} else {
+			c.directTCPIP(nc, log)
+		}
+	}()
+}
+
+// activity counts open channels and remote forwards; the idle timer runs
+// only while there are none.
+func (c *serverConn) activity(delta int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.channels += delta
+	if c.idle == nil {
+		return
+	}
+	if c.channels+len(c.forwards) == 0 {
+		c.idle.Reset(c.srv.cfg.IdleTimeout)
+	} else {
+		c.idle.Stop()
+	}
+}
+
+func (c *serverConn) idleFired() {
+	c.mu.Lock()
+	busy := c.channels+len(c.forwards) > 0
+	c.mu.Unlock()
+	if !busy {
+		c.log.Info("ssh connection idle, closing", "idle_timeout", c.srv.cfg.IdleTimeout)
+		c.cancel()
+	}
+}
+
+// globalRequests answers connection-level requests until the connection
+// closes. Unknown requests get a failure reply when one is wanted
+// (RFC 4254 §4).
+func (c *serverConn) globalRequests(reqs <-chan *ssh.Request) {
+	for r := range reqs {
+		switch r.Type {
+		case "keepalive@openssh.com":
+			_ = r.Reply(true, nil)
+		case "no-more-sessions@openssh.com":
+			c.mu.Lock()
+			c.noSessions = true
+			c.mu.Unlock()
+			if r.WantReply {
+				_ = r.Reply(true, nil)
+			}
+		case "tcpip-forward":
+			ok, payload := c.tcpipForward(r.Payload)
+			if r.WantReply {
+				_ = r.Reply(ok, payload)
+			}
+		case "cancel-tcpip-forward":
+			ok := c.cancelTCPIPForward(r.Payload)
+			if r.WantReply {
+				_ = r.Reply(ok, nil)
+			}
+		default:
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		}
+	}
+}

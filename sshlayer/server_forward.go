@@ -1,0 +1,184 @@
+package sshlayer
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/bicopy"
+)
+
+// dialTimeout bounds the dial of a direct-tcpip target.
+const dialTimeout = 10 * time.Second
+
+// directTCPIPMsg is the direct-tcpip and forwarded-tcpip channel payload
+// (RFC 4254 §7.2).
+type directTCPIPMsg struct {
+	Host     string
+	Port     uint32
+	OrigHost string
+	OrigPort uint32
+}
+
+// tcpipForwardMsg is the tcpip-forward and cancel-tcpip-forward request
+// payload (RFC 4254 §7.1).
+type tcpipForwardMsg struct {
+	Addr string
+	Port uint32
+}
+
+// remoteForward is one tcpip-forward listener. Its accept loop is owned by
+// the connection's wait group and ends when ln is closed.
+type remoteForward struct {
+	ln   net.Listener
+	addr string // the address as the client asked, echoed in forwarded-tcpip
+	port uint32 // the bound port
+}
+
+// directTCPIP dials the target first and only then accepts the channel, so
+// a failed dial is a ConnectionFailed rejection (as sshd does) rather than
+// an accepted channel that closes at once.
+func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
+	var m directTCPIPMsg
+	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil || m.Port > 65535 {
+		_ = nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
+		return
+	}
+	target := net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10))
+	dctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
+	var d net.Dialer
+	tc, err := d.DialContext(dctx, "tcp", target)
+	cancel()
+	if err != nil {
+		log.Info("direct-tcpip dial failed", "target", target, "err", err)
+		_ = nc.Reject(ssh.ConnectionFailed, "connect failed")
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		_ = tc.Close()
+		return
+	}
+	log.Debug("direct-tcpip", "target", target)
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); discardChannelRequests(reqs) }()
+	_, _ = bicopy.Copy(c.ctx, ch, tc)
+}
+
+// bindAddr maps the address a client asked to listen on to the one used:
+// loopback unless AllowRemoteBind (sshd's GatewayPorts).
+func (c *serverConn) bindAddr(addr string) string {
+	if c.srv.cfg.AllowRemoteBind {
+		switch addr {
+		case "", "*", "0.0.0.0", "::":
+			return ""
+		case "localhost":
+			return "127.0.0.1"
+		}
+		return addr
+	}
+	if ip := net.ParseIP(addr); ip != nil && ip.IsLoopback() {
+		return addr
+	}
+	return "127.0.0.1"
+}
+
+// tcpipForward starts a remote forward; with port 0 the reply carries the
+// port picked (RFC 4254 §7.1).
+func (c *serverConn) tcpipForward(payload []byte) (bool, []byte) {
+	var m tcpipForwardMsg
+	if err := ssh.Unmarshal(payload, &m); err != nil || m.Port > 65535 {
+		return false, nil
+	}
+	c.mu.Lock()
+	full := len(c.forwards) >= c.srv.cfg.MaxForwards
+	c.mu.Unlock()
+	if full || c.ctx.Err() != nil {
+		return false, nil
+	}
+	bind := net.JoinHostPort(c.bindAddr(m.Addr), strconv.FormatUint(uint64(m.Port), 10))
+	var lc net.ListenConfig
+	ln, err := lc.Listen(c.ctx, "tcp", bind)
+	if err != nil {
+		c.log.Info("tcpip-forward listen failed", "addr", bind, "err", err)
+		return false, nil
+	}
+	port := uint32(ln.Addr().(*net.TCPAddr).Port)
+	f := &remoteForward{ln: ln, addr: m.Addr, port: port}
+	key := forwardKey(m.Addr, port)
+	c.mu.Lock()
+	if _, dup := c.forwards[key]; dup || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		_ = ln.Close()
+		return false, nil
+	}
+	c.forwards[key] = f
+	c.mu.Unlock()
+	c.activity(0) // a forward counts as activity for the idle timer
+	c.log.Info("tcpip-forward", "listen", ln.Addr().String())
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.acceptForward(f)
+	}()
+	var reply []byte
+	if m.Port == 0 {
+		reply = ssh.Marshal(struct{ Port uint32 }{port})
+	}
+	return true, reply
+}
+
+func forwardKey(addr string, port uint32) string {
+	return net.JoinHostPort(addr, strconv.FormatUint(uint64(port), 10))
+}
+
+func (c *serverConn) cancelTCPIPForward(payload []byte) bool {
+	var m tcpipForwardMsg
+	if err := ssh.Unmarshal(payload, &m); err != nil {
+		return false
+	}
+	key := forwardKey(m.Addr, m.Port)
+	c.mu.Lock()
+	f, ok := c.forwards[key]
+	delete(c.forwards, key)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	_ = f.ln.Close()
+	c.activity(0)
+	return true
+}
+
+// acceptForward opens a forwarded-tcpip channel to the client for every
+// connection accepted on f, until f's listener closes.
+func (c *serverConn) acceptForward(f *remoteForward) {
+	for {
+		tc, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			ra, _ := tc.RemoteAddr().(*net.TCPAddr)
+			m := directTCPIPMsg{Host: f.addr, Port: f.port}
+			if ra != nil {
+				m.OrigHost, m.OrigPort = ra.IP.String(), uint32(ra.Port)
+			}
+			ch, reqs, err := c.sc.OpenChannel("forwarded-tcpip", ssh.Marshal(&m))
+			if err != nil {
+				c.log.Info("forwarded-tcpip refused by client", "err", err)
+				_ = tc.Close()
+				return
+			}
+			c.wg.Add(1)
+			go func() { defer c.wg.Done(); ssh.DiscardRequests(reqs) }()
+			_, _ = bicopy.Copy(c.ctx, ch, tc)
+		}()
+	}
+}

@@ -1,0 +1,175 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// srvStartEcho runs a loopback TCP echo server until the test ends.
+func srvStartEcho(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			go func() { _, _ = io.Copy(c, c); _ = c.(*net.TCPConn).CloseWrite() }()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// srvEchoRoundTrip writes random data through c, half-closes, and checks the
+// same bytes come back.
+func srvEchoRoundTrip(t testing.TB, c net.Conn) {
+	t.Helper()
+	data := make([]byte, 1<<20)
+	_, _ = rand.Read(data)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, &srvRandomChunks{b: data})
+		if cw, ok := c.(interface{ CloseWrite() error }); ok && err == nil {
+			err = cw.CloseWrite()
+		}
+		errc <- err
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("echo returned %d bytes, want the %d sent unchanged", len(got), len(data))
+	}
+}
+
+func TestServerDirectTCPIP(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	echo := srvStartEcho(t)
+	conn, err := c.Dial("tcp", echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	srvEchoRoundTrip(t, conn)
+}
+
+// TestServerDirectTCPIPDialFailure: the target is dialed before the
+// channel is accepted, so a refused dial is a ConnectionFailed rejection.
+func TestServerDirectTCPIPDialFailure(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	// Port 0 can never be connected to.
+	_, err := c.Dial("tcp", "127.0.0.1:0")
+	var oce *ssh.OpenChannelError
+	if !errors.As(err, &oce) || oce.Reason != ssh.ConnectionFailed {
+		t.Fatalf("dial of a closed port: %v, want ConnectionFailed", err)
+	}
+}
+
+func TestServerRemoteForward(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	echo := srvStartEcho(t)
+	// Asking for all interfaces still binds loopback without AllowRemoteBind.
+	ln, err := c.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if port == 0 {
+		t.Fatal("port 0 forward: no port reported")
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		fc, err := ln.Accept()
+		if err != nil {
+			accepted <- err
+			return
+		}
+		tc, err := net.Dial("tcp", echo)
+		if err != nil {
+			_ = fc.Close()
+			accepted <- err
+			return
+		}
+		go func() { _, _ = io.Copy(tc, fc); _ = tc.(*net.TCPConn).CloseWrite() }()
+		_, _ = io.Copy(fc, tc)
+		_ = fc.Close()
+		_ = tc.Close()
+		accepted <- nil
+	}()
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvEchoRoundTrip(t, conn)
+	_ = conn.Close()
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	// Closing the client's listener cancels the forward on the server.
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+		_ = conn.Close()
+		t.Fatal("forward still listening after cancel-tcpip-forward")
+	}
+}
+
+func TestServerBindAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		addr  string
+		allow bool
+		want  string
+	}{
+		{"", false, "127.0.0.1"},
+		{"0.0.0.0", false, "127.0.0.1"},
+		{"*", false, "127.0.0.1"},
+		{"localhost", false, "127.0.0.1"},
+		{"192.0.2.1", false, "127.0.0.1"},
+		{"127.0.0.1", false, "127.0.0.1"},
+		{"::1", false, "::1"},
+		{"", true, ""},
+		{"*", true, ""},
+		{"localhost", true, "127.0.0.1"},
+		{"192.0.2.1", true, "192.0.2.1"},
+	} {
+		c := &serverConn{srv: &Server{cfg: ServerConfig{AllowRemoteBind: tc.allow}}}
+		if got := c.bindAddr(tc.addr); got != tc.want {
+			t.Errorf("bindAddr(%q, allow=%v) = %q, want %q", tc.addr, tc.allow, got, tc.want)
+		}
+	}
+}

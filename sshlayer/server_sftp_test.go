@@ -1,0 +1,65 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pkg/sftp"
+)
+
+func TestServerSFTP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ts := srvStartServer(t, &ServerConfig{Dir: dir})
+	c := srvDialServer(t, ts)
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sc.Close() }()
+	wd, err := sc.Getwd()
+	if err != nil || wd != dir {
+		t.Errorf("sftp working directory %q %v, want %q", wd, err, dir)
+	}
+	data := make([]byte, 5<<20+123)
+	_, _ = rand.Read(data)
+	f, err := sc.Create("a.bin") // relative: lands in Dir
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadFrom(bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Rename("a.bin", "b.bin"); err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := os.ReadFile(filepath.Join(dir, "b.bin"))
+	if err != nil || !bytes.Equal(onDisk, data) {
+		t.Fatalf("file on disk: %d bytes, %v; want the %d written", len(onDisk), err, len(data))
+	}
+	entries, err := sc.ReadDir(".")
+	if err != nil || len(entries) != 1 || entries[0].Name() != "b.bin" || entries[0].Size() != int64(len(data)) {
+		t.Fatalf("readdir: %v %v", entries, err)
+	}
+	rf, err := sc.Open("b.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rf.Close() }()
+	var got bytes.Buffer
+	if _, err := io.Copy(&got, rf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatal("read back differs")
+	}
+}

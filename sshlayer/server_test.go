@@ -1,0 +1,571 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+)
+
+// These tests drive the server with x/crypto's own client, so they do not
+// depend on this package's client.
+
+const srvTestWait = 30 * time.Second // generous: CI runs everything in parallel under -race
+
+func srvStartServer(t testing.TB, cfg *ServerConfig) *TestServer {
+	t.Helper()
+	ts, err := StartTestServerConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ts.Close(); err != nil {
+			t.Errorf("close test server: %v", err)
+		}
+	})
+	return ts
+}
+
+func srvDialServer(t testing.TB, ts *TestServer) *ssh.Client {
+	t.Helper()
+	c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func srvDialWith(addr string, hostKey ssh.PublicKey, auth ssh.AuthMethod) (*ssh.Client, error) {
+	return ssh.Dial("tcp", addr, &ssh.ClientConfig{
+		User:            "anyone",
+		Auth:            []ssh.AuthMethod{auth},
+		HostKeyCallback: ssh.FixedHostKey(hostKey),
+		Timeout:         srvTestWait,
+	})
+}
+
+// srvRunCmd runs cmd in a new session and returns stdout, stderr and the
+// session's Wait error.
+func srvRunCmd(t testing.TB, c *ssh.Client, cmd string, stdin io.Reader) (string, string, error) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
+	err = s.Run(cmd)
+	return out.String(), errb.String(), err
+}
+
+// srvWaitGone blocks until process pid has terminated, via a pidfd (which
+// becomes readable when the process exits), so no polling is needed.
+func srvWaitGone(t testing.TB, pid int) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(srvTestWait)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("poll pidfd: %v", err)
+		}
+		if n == 1 {
+			return
+		}
+		t.Fatalf("process %d still srvAlive after %v", pid, srvTestWait)
+	}
+}
+
+// srvAlive reports whether pid runs; a zombie waiting for its reaper
+// counts as gone.
+func srvAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+func TestServerExecExitStatus(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	for _, tc := range []struct {
+		cmd, out, errOut string
+		code             int
+		signal           string
+	}{
+		{cmd: "echo hi; echo oops >&2", out: "hi\n", errOut: "oops\n"},
+		{cmd: "echo x; exit 42", out: "x\n", code: 42},
+		{cmd: "kill -TERM $$", signal: "TERM"},
+		{cmd: "no-such-command-hostgate", code: 127},
+	} {
+		out, errOut, err := srvRunCmd(t, c, tc.cmd, nil)
+		var ee *ssh.ExitError
+		switch {
+		case tc.code == 0 && tc.signal == "":
+			if err != nil {
+				t.Errorf("%q: %v", tc.cmd, err)
+			}
+		case !errors.As(err, &ee):
+			t.Errorf("%q: err %v, want exit error", tc.cmd, err)
+		case ee.ExitStatus() != tc.code && tc.signal == "":
+			t.Errorf("%q: exit %d, want %d", tc.cmd, ee.ExitStatus(), tc.code)
+		case ee.Signal() != tc.signal:
+			t.Errorf("%q: signal %q, want %q", tc.cmd, ee.Signal(), tc.signal)
+		}
+		if out != tc.out || (tc.errOut != "" && errOut != tc.errOut) {
+			t.Errorf("%q: stdout %q stderr %q, want %q %q", tc.cmd, out, errOut, tc.out, tc.errOut)
+		}
+	}
+}
+
+// srvRandomChunks is an io.Reader that returns data in chunks of random size,
+// as x/crypto's copyNRandomly does, to shake out framing bugs.
+type srvRandomChunks struct{ b []byte }
+
+func (r *srvRandomChunks) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n, _ := rand.Int(rand.Reader, big.NewInt(int64(min(len(p), len(r.b), 64<<10))))
+	k := int(n.Int64()) + 1
+	copy(p, r.b[:k])
+	r.b = r.b[k:]
+	return k, nil
+}
+
+func TestServerStdinRoundTrip(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	data := make([]byte, 3<<20)
+	_, _ = rand.Read(data)
+	out, _, err := srvRunCmd(t, c, "cat", &srvRandomChunks{b: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal([]byte(out), data) {
+		t.Fatalf("cat returned %d bytes, want the %d sent unchanged", len(out), len(data))
+	}
+}
+
+func TestServerEnv(t *testing.T) {
+	t.Setenv("HOSTGATE_LEAK_CHECK", "secret") // the agent's env must not reach commands
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.Setenv("GREETING", "hello world"); err != nil {
+		t.Errorf("valid env name refused: %v", err)
+	}
+	for _, bad := range []string{"BAD-NAME", "1X", "", "A B", "X=Y"} {
+		if err := s.Setenv(bad, "v"); err == nil {
+			t.Errorf("env name %q accepted, want refused", bad)
+		}
+	}
+	out, err := s.Output(`echo "$GREETING"; env`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	if !strings.HasPrefix(got, "hello world\n") {
+		t.Errorf("GREETING not set: %q", got)
+	}
+	if strings.Contains(got, "HOSTGATE_LEAK_CHECK") {
+		t.Errorf("the server's environment leaked into the command: %q", got)
+	}
+	if !strings.Contains(got, "PATH=") || !strings.Contains(got, "HOME=") {
+		t.Errorf("base environment missing: %q", got)
+	}
+}
+
+// srvReadUntil reads r until want appears, returning everything read.
+func srvReadUntil(t testing.TB, r *bufio.Reader, want string) string {
+	t.Helper()
+	var b strings.Builder
+	for !strings.Contains(b.String(), want) {
+		c, err := r.ReadByte()
+		if err != nil {
+			t.Fatalf("read until %q: %v (got %q)", want, err, b.String())
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func TestServerPTY(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.RequestPty("vt100", 40, 100, ssh.TerminalModes{ssh.ECHO: 0}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := s.StdinPipe()
+	outp, _ := s.StdoutPipe()
+	out := bufio.NewReader(outp)
+	if err := s.Start(`tty; echo "term=$TERM"; stty size; read line; stty size; exit 5`); err != nil {
+		t.Fatal(err)
+	}
+	got := srvReadUntil(t, out, "40 100")
+	if !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "term=vt100") {
+		t.Errorf("pty output %q: want a /dev/pts tty and TERM=vt100", got)
+	}
+	if err := s.WindowChange(50, 132); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	srvReadUntil(t, out, "50 132")
+	var ee *ssh.ExitError
+	if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 5 {
+		t.Errorf("wait: %v, want exit 5", err)
+	}
+}
+
+func TestServerSignal(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	outp, _ := s.StdoutPipe()
+	out := bufio.NewReader(outp)
+	if err := s.Start(`trap 'echo got-usr1; exit 7' USR1; echo ready; while :; do sleep 1; done`); err != nil {
+		t.Fatal(err)
+	}
+	srvReadUntil(t, out, "ready\n")
+	if err := s.Signal(ssh.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	srvReadUntil(t, out, "got-usr1")
+	var ee *ssh.ExitError
+	if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 7 {
+		t.Errorf("wait: %v, want exit 7", err)
+	}
+}
+
+// srvStartGrandchild starts a command whose shell forks a background sleep
+// (the grandchild of the server) and returns the session and both pids.
+func srvStartGrandchild(t *testing.T, c *ssh.Client) (s *ssh.Session, leader, grandchild int) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outp, _ := s.StdoutPipe()
+	// The background sleep ignores SIGHUP, so only the SIGKILL of the whole
+	// group can end it.
+	if err := s.Start(`trap '' HUP; sleep 300 & echo $$ $!; wait`); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(outp).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(line)
+	if len(f) != 2 {
+		t.Fatalf("pids line %q", line)
+	}
+	leader, _ = strconv.Atoi(f[0])
+	grandchild, _ = strconv.Atoi(f[1])
+	if !srvAlive(grandchild) {
+		t.Fatalf("grandchild %d not running", grandchild)
+	}
+	return s, leader, grandchild
+}
+
+func TestServerChannelCloseKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{KillGrace: 100 * time.Millisecond})
+	c := srvDialServer(t, ts)
+	s, leader, grandchild := srvStartGrandchild(t, c)
+	_ = s.Close()
+	srvWaitGone(t, leader)
+	srvWaitGone(t, grandchild)
+}
+
+func TestServerDisconnectKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{KillGrace: 100 * time.Millisecond})
+	c := srvDialServer(t, ts)
+	_, leader, grandchild := srvStartGrandchild(t, c)
+	_ = c.Close()
+	srvWaitGone(t, leader)
+	srvWaitGone(t, grandchild)
+}
+
+func TestServerCloseKillsProcesses(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{KillGrace: 100 * time.Millisecond})
+	c := srvDialServer(t, ts)
+	_, leader, grandchild := srvStartGrandchild(t, c)
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waits for every process: no waiting needed.
+	if srvAlive(leader) || srvAlive(grandchild) {
+		t.Fatalf("after Close: leader srvAlive %v, grandchild srvAlive %v", srvAlive(leader), srvAlive(grandchild))
+	}
+	if _, err := c.NewSession(); err == nil {
+		t.Fatal("session on a closed server succeeded")
+	}
+}
+
+// TestServerExitStatusAfterGroupGone: the exit status arrives only once the
+// command and everything in its group is gone (RFC 4254 §6.10), so a
+// client that saw the status can rely on it.
+func TestServerExitStatusAfterGroupGone(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	out, _, err := srvRunCmd(t, c, `trap '' HUP; sleep 300 >/dev/null 2>&1 & echo $$ $!; head -c 1000000 /dev/zero | tr '\0' x; exit 3`, nil)
+	var ee *ssh.ExitError
+	if !errors.As(err, &ee) || ee.ExitStatus() != 3 {
+		t.Fatalf("err %v, want exit 3", err)
+	}
+	line, rest, _ := strings.Cut(out, "\n")
+	if len(rest) != 1000000 || strings.Trim(rest, "x") != "" {
+		t.Errorf("output after the pids: %d bytes, want 1000000 x", len(rest))
+	}
+	for _, f := range strings.Fields(line) {
+		pid, _ := strconv.Atoi(f)
+		if srvAlive(pid) {
+			t.Errorf("pid %d srvAlive after the exit status was received", pid)
+		}
+	}
+}
+
+func TestServerMaxSessions(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{MaxSessions: 2})
+	c := srvDialServer(t, ts)
+	for range 2 {
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s.Close() }()
+	}
+	_, err := c.NewSession()
+	var oce *ssh.OpenChannelError
+	if !errors.As(err, &oce) || oce.Reason != ssh.ResourceShortage {
+		t.Fatalf("third session: %v, want ResourceShortage", err)
+	}
+}
+
+func TestServerUnknownChannelAndRequests(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	_, _, err := c.OpenChannel("x11", nil)
+	var oce *ssh.OpenChannelError
+	if !errors.As(err, &oce) || oce.Reason != ssh.UnknownChannelType {
+		t.Errorf("x11 channel: %v, want UnknownChannelType", err)
+	}
+	ok, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
+	if err != nil || !ok {
+		t.Errorf("keepalive: ok %v err %v", ok, err)
+	}
+	ok, _, err = c.SendRequest("no-such-request@example.com", true, nil)
+	if err != nil || ok {
+		t.Errorf("unknown global request: ok %v err %v, want a failure reply", ok, err)
+	}
+	// Unknown channel requests are refused; the session still works.
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if ok, err := s.SendRequest("x11-req", true, nil); err != nil || ok {
+		t.Errorf("x11-req: ok %v err %v", ok, err)
+	}
+	if out, err := s.Output("echo still-fine"); err != nil || string(out) != "still-fine\n" {
+		t.Errorf("exec after refused request: %q %v", out, err)
+	}
+}
+
+func TestServerNoMoreSessions(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	if _, _, err := c.SendRequest("no-more-sessions@openssh.com", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.NewSession()
+	var oce *ssh.OpenChannelError
+	if !errors.As(err, &oce) || oce.Reason != ssh.Prohibited {
+		t.Fatalf("session after no-more-sessions: %v, want Prohibited", err)
+	}
+}
+
+func TestServerIdleTimeout(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{IdleTimeout: 2 * time.Second})
+	c := srvDialServer(t, ts)
+	// A session longer than the idle timeout keeps the connection open…
+	if _, _, err := srvRunCmd(t, c, "sleep 3", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := srvRunCmd(t, c, "true", nil); err != nil {
+		t.Fatalf("connection closed while it had a session: %v", err)
+	}
+	// …and once nothing is open, the server closes it.
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(srvTestWait):
+		t.Fatal("idle connection not closed")
+	}
+}
+
+func TestServerHandshakeTimeout(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{HandshakeTimeout: 200 * time.Millisecond})
+	conn, err := net.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetReadDeadline(time.Now().Add(srvTestWait))
+	// Send nothing: the server must give up and close.
+	_, err = io.Copy(io.Discard, conn)
+	if err != nil {
+		t.Fatalf("server did not close a silent connection: %v", err)
+	}
+}
+
+func TestServerUnknownKeyRefused(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	other, _, err := newEd25519Signer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(other)); err == nil {
+		_ = c.Close()
+		t.Fatal("unknown key accepted")
+	} else if !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Fatalf("unknown key: %v, want an authentication failure", err)
+	}
+}
+
+// TestServerConcurrentSessions runs many sessions at once on one
+// connection (bounded in count).
+func TestServerConcurrentSessions(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := c.NewSession()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer func() { _ = s.Close() }()
+			out, err := s.Output("echo " + strconv.Itoa(i))
+			if err != nil || string(out) != strconv.Itoa(i)+"\n" {
+				t.Errorf("session %d: %q %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestServeConnEndsWithClient: ServeConn returns once the client is gone,
+// with every remote forward released.
+func TestServeConnReleasesForwards(t *testing.T) {
+	t.Parallel()
+	hostKey, _, _ := newEd25519Signer()
+	clientKey, _, _ := newEd25519Signer()
+	srv, err := NewServer(&ServerConfig{HostKey: hostKey, AuthorizedKeys: []ssh.PublicKey{clientKey.PublicKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Close() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	served := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*srvTestWait)
+		defer cancel()
+		served <- srv.ServeConn(ctx, conn)
+	}()
+	c, err := srvDialWith(ln.Addr().String(), hostKey.PublicKey(), ssh.PublicKeys(clientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := c.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fl.Addr().String()
+	if conn, err := net.Dial("tcp", addr); err != nil {
+		t.Fatalf("remote forward not listening: %v", err)
+	} else {
+		_ = conn.Close()
+	}
+	_ = c.Close()
+	if err := <-served; err != nil {
+		t.Fatalf("ServeConn: %v", err)
+	}
+	if conn, err := net.Dial("tcp", addr); err == nil {
+		_ = conn.Close()
+		t.Fatalf("remote forward %s still listening after the connection ended", addr)
+	}
+}

@@ -1,0 +1,216 @@
+package sshlayer
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/shell"
+)
+
+// Bounds on what a client may set up in one session.
+const (
+	maxSessionEnv = 256       // env requests accepted per session
+	maxEnvBytes   = 128 << 10 // total bytes of names and values
+)
+
+// session is one "session" channel (RFC 4254 §6). Its request loop runs on
+// the channel handler's goroutine; the process it starts is owned by
+// srvProcess, which the loop waits for before returning.
+type session struct {
+	c   *serverConn
+	log *slog.Logger
+	ch  ssh.Channel
+
+	env      []string // client env requests, NAME=value, names validated
+	envBytes int
+	pty      *ptyRequest // set by pty-req before the command starts
+	proc     *srvProcess // the running command; nil before exec/shell
+	sftpDone chan struct{}
+	started  bool
+}
+
+// session serves a session channel until it closes, then kills what it
+// started and waits for it.
+func (c *serverConn) session(nc ssh.NewChannel, log *slog.Logger) {
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	s := &session{c: c, log: log, ch: ch}
+	defer s.finish()
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return
+			}
+			s.handle(r)
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// finish runs when the channel closed (or the connection went): the
+// process group is killed and every goroutine of the session waited for.
+func (s *session) finish() {
+	if s.proc != nil {
+		s.proc.terminate()
+		s.proc.wait()
+	}
+	_ = s.ch.Close()
+	if s.sftpDone != nil {
+		<-s.sftpDone
+	}
+}
+
+func (s *session) reply(r *ssh.Request, ok bool) {
+	if r.WantReply {
+		_ = r.Reply(ok, nil)
+	}
+}
+
+func (s *session) handle(r *ssh.Request) {
+	switch r.Type {
+	case "env":
+		s.reply(r, s.setEnv(r.Payload))
+	case "pty-req":
+		if s.started || s.pty != nil {
+			s.reply(r, false)
+			return
+		}
+		p, err := parsePtyRequest(r.Payload)
+		if err != nil {
+			s.reply(r, false)
+			return
+		}
+		s.pty = p
+		s.reply(r, true)
+	case "window-change":
+		w, err := parseWindowChange(r.Payload)
+		if err != nil || s.pty == nil {
+			s.reply(r, false)
+			return
+		}
+		s.pty.Cols, s.pty.Rows = w.Cols, w.Rows
+		if s.proc != nil {
+			s.proc.resize(w.Cols, w.Rows)
+		}
+		s.reply(r, true)
+	case "exec", "shell":
+		if s.started {
+			s.reply(r, false)
+			return
+		}
+		var cmd string
+		if r.Type == "exec" {
+			var m struct{ Command string }
+			if err := ssh.Unmarshal(r.Payload, &m); err != nil {
+				s.reply(r, false)
+				return
+			}
+			cmd = m.Command
+		}
+		s.start(r, r.Type, cmd)
+	case "subsystem":
+		var m struct{ Name string }
+		if s.started || ssh.Unmarshal(r.Payload, &m) != nil || m.Name != "sftp" {
+			s.reply(r, false)
+			return
+		}
+		s.started = true
+		s.audit("subsystem", m.Name)
+		s.reply(r, true)
+		s.serveSFTP()
+	case "signal":
+		var m struct{ Signal string }
+		if err := ssh.Unmarshal(r.Payload, &m); err != nil || s.proc == nil {
+			s.reply(r, false)
+			return
+		}
+		sig, ok := signalByName(m.Signal)
+		if !ok {
+			s.reply(r, false)
+			return
+		}
+		s.reply(r, s.proc.signal(sig) == nil)
+	default:
+		// x11-req, auth-agent-req@openssh.com, keepalive@openssh.com, …
+		s.reply(r, false)
+	}
+}
+
+// setEnv accepts an env request whose name is a valid shell name, within
+// the session's bounds. The names are those a shell could export anyway.
+func (s *session) setEnv(payload []byte) bool {
+	var m struct{ Name, Value string }
+	if s.started || ssh.Unmarshal(payload, &m) != nil || !shell.ValidName(m.Name) {
+		return false
+	}
+	n := len(m.Name) + len(m.Value)
+	if len(s.env) >= maxSessionEnv || s.envBytes+n > maxEnvBytes {
+		return false
+	}
+	s.env = append(s.env, m.Name+"="+m.Value)
+	s.envBytes += n
+	return true
+}
+
+func (s *session) audit(kind, cmd string) {
+	cfg := s.c.srv.cfg
+	s.log.Info("ssh session", "kind", kind, "command", truncate(cmd, 200), "pty", s.pty != nil)
+	if cfg.OnSession != nil {
+		cfg.OnSession(SessionInfo{
+			User: s.c.sc.User(), RemoteAddr: s.c.sc.RemoteAddr().String(),
+			Fingerprint: s.c.fingerprint, CertKeyID: s.c.certKeyID,
+			Kind: kind, Command: cmd, PTY: s.pty != nil,
+		})
+	}
+}
+
+func (s *session) start(r *ssh.Request, kind, cmd string) {
+	s.started = true
+	p, err := startProcess(s, cmd)
+	if err != nil {
+		s.log.Warn("ssh start command", "err", err)
+		s.reply(r, false)
+		// The channel cannot carry anything more; close it (sshd does too).
+		_ = s.ch.Close()
+		return
+	}
+	s.audit(kind, cmd)
+	s.proc = p
+	s.reply(r, true)
+	// The process's output may only start after the reply (RFC 4254 §6.5
+	// clients expect the success reply first).
+	p.run()
+}
+
+// serveSFTP runs the SFTP subsystem over the channel in its own goroutine,
+// waited for by finish; exit-status 0 is sent when the client ends it.
+func (s *session) serveSFTP() {
+	s.sftpDone = make(chan struct{})
+	go func() {
+		defer close(s.sftpDone)
+		srv, err := sftp.NewServer(s.ch, sftp.WithServerWorkingDirectory(filepath.Clean(s.c.srv.cfg.Dir)))
+		if err != nil {
+			_ = s.ch.Close()
+			return
+		}
+		if err := srv.Serve(); err != nil && s.c.ctx.Err() == nil {
+			s.log.Debug("sftp ended", "err", err)
+		}
+		_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{0}))
+		_ = srv.Close() // closes the channel
+	}()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,249 @@
+package sshlayer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// drainGrace bounds how long output is read after the process group is
+// gone: a descendant that escaped the group (setsid) may hold the pipes
+// open forever.
+const drainGrace = 2 * time.Second
+
+// groupGrace bounds the wait for SIGKILLed group members to terminate (a
+// process in uninterruptible sleep may take a while).
+const groupGrace = 5 * time.Second
+
+// srvProcess is one command of a session, in its own process group (its
+// own session with a PTY). Its goroutines (stdin copy, output copies, the
+// waiter) are started by run and waited for by wait.
+//
+// Order on exit (RFC 4254 §6.10): the leader exits; the rest of its group
+// is killed; output is drained; exit-status or exit-signal is sent; then
+// EOF and close.
+type srvProcess struct {
+	s    *session
+	cmd  *exec.Cmd
+	pgid int
+
+	ptmx    *os.File // PTY master; nil without a PTY
+	stdin   *os.File // write end of the child's stdin; nil with a PTY
+	outputs []*os.File
+
+	wg     sync.WaitGroup
+	exited chan struct{} // closed once the leader has exited (maybe not reaped)
+
+	mu     sync.Mutex // guards reaped and closed; held while signalling the group
+	reaped bool       // after this the pgid may belong to someone else
+	closed bool       // outputs (and the PTY master) closed
+}
+
+// startProcess starts cmd (or a login shell when cmd is "") for s.
+func startProcess(s *session, cmd string) (*srvProcess, error) {
+	cfg := &s.c.srv.cfg
+	c := &exec.Cmd{Path: cfg.Shell, Dir: cfg.Dir}
+	if cmd == "" {
+		c.Args = []string{"-" + filepath.Base(cfg.Shell)} // a login shell, as sshd starts it
+	} else {
+		c.Args = []string{filepath.Base(cfg.Shell), "-c", cmd}
+	}
+	c.Env = append(append([]string(nil), s.c.srv.env...), s.env...)
+	p := &srvProcess{s: s, cmd: c, exited: make(chan struct{})}
+	if s.pty != nil {
+		c.Env = append(c.Env, "TERM="+s.pty.Term)
+		ptmx, tty, err := openPTY()
+		if err != nil {
+			return nil, fmt.Errorf("open pty: %w", err)
+		}
+		if err := setWinsize(ptmx, s.pty.Cols, s.pty.Rows); err != nil {
+			_ = ptmx.Close()
+			_ = tty.Close()
+			return nil, fmt.Errorf("pty size: %w", err)
+		}
+		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		err = c.Start()
+		_ = tty.Close()
+		if err != nil {
+			_ = ptmx.Close()
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		p.ptmx = ptmx
+		p.outputs = []*os.File{ptmx}
+	} else {
+		var files []*os.File // every pipe end, closed on failure
+		pipe := func() (r, w *os.File, err error) {
+			r, w, err = os.Pipe()
+			if err == nil {
+				files = append(files, r, w)
+			}
+			return
+		}
+		closeAll := func() {
+			for _, f := range files {
+				_ = f.Close()
+			}
+		}
+		inR, inW, err1 := pipe()
+		outR, outW, err2 := pipe()
+		errR, errW, err3 := pipe()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("pipes: %w", err)
+		}
+		c.Stdin, c.Stdout, c.Stderr = inR, outW, errW
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err := c.Start()
+		// The child has its own copies; ours would keep the pipes open.
+		_ = inR.Close()
+		_ = outW.Close()
+		_ = errW.Close()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		p.stdin = inW
+		p.outputs = []*os.File{outR, errR}
+	}
+	p.pgid = c.Process.Pid // Setpgid/Setsid: the leader's pid is the group id
+	return p, nil
+}
+
+// run starts the copies and the waiter.
+func (p *srvProcess) run() {
+	ch := p.s.ch
+	var outWG sync.WaitGroup
+	copyOut := func(dst io.Writer, src *os.File) {
+		defer outWG.Done()
+		defer p.wg.Done()
+		_, _ = io.Copy(dst, src) // EIO from a PTY master is its EOF
+	}
+	outWG.Add(len(p.outputs))
+	p.wg.Add(len(p.outputs) + 2)
+	if p.ptmx != nil {
+		go copyOut(ch, p.ptmx)
+	} else {
+		go copyOut(ch, p.outputs[0])
+		go copyOut(ch.Stderr(), p.outputs[1])
+	}
+	go func() {
+		defer p.wg.Done()
+		if p.ptmx != nil {
+			// Client EOF on a terminal has no meaning; ^D is in-band.
+			_, _ = io.Copy(p.ptmx, ch)
+			return
+		}
+		_, _ = io.Copy(p.stdin, ch)
+		_ = p.stdin.Close()
+	}()
+	go func() {
+		defer p.wg.Done()
+		st := p.reap()
+		// Everything that could write is gone; let the copies finish, but
+		// not forever (see drainGrace).
+		drained := make(chan struct{})
+		go func() { outWG.Wait(); close(drained) }()
+		t := time.NewTimer(drainGrace)
+		select {
+		case <-drained:
+		case <-t.C:
+			p.s.log.Warn("ssh command output still open after exit; closing it")
+		}
+		t.Stop()
+		p.mu.Lock()
+		p.closed = true // resize must not touch a closed master
+		for _, f := range p.outputs {
+			_ = f.Close()
+		}
+		p.mu.Unlock()
+		<-drained
+		if p.stdin != nil {
+			_ = p.stdin.Close()
+		}
+		p.sendExit(st)
+		_ = ch.CloseWrite()
+		_ = ch.Close()
+	}()
+}
+
+// reap waits for the leader to exit, kills what is left of its group
+// while the zombie leader still holds the group id, then reaps it.
+func (p *srvProcess) reap() syscall.WaitStatus {
+	waitExited(p.cmd.Process.Pid)
+	close(p.exited)
+	p.mu.Lock()
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	waitGroupGone(p.pgid, p.cmd.Process.Pid, groupGrace)
+	_ = p.cmd.Wait()
+	p.reaped = true
+	p.mu.Unlock()
+	st, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return st
+}
+
+func (p *srvProcess) sendExit(st syscall.WaitStatus) {
+	ch := p.s.ch
+	if st.Signaled() {
+		if name := signalName(st.Signal()); name != "" {
+			_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+				Signal     string
+				CoreDumped bool
+				Msg, Lang  string
+			}{name, st.CoreDump(), "", ""}))
+			return
+		}
+		// A signal without an RFC name: report it the way shells do.
+		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(128 + st.Signal())}))
+		return
+	}
+	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(st.ExitStatus())}))
+}
+
+// signal sends sig to the whole process group, unless it is gone.
+func (p *srvProcess) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return errors.New("process has exited")
+	}
+	return syscall.Kill(-p.pgid, sig)
+}
+
+// terminate ends the process group because its channel or connection is
+// gone: SIGHUP (what a vanished terminal sends), then SIGKILL after the
+// grace period.
+func (p *srvProcess) terminate() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.signal(syscall.SIGHUP)
+	t := time.NewTimer(p.s.c.srv.cfg.KillGrace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		_ = p.signal(syscall.SIGKILL)
+	}
+}
+
+// wait blocks until every goroutine of the process has finished.
+func (p *srvProcess) wait() { p.wg.Wait() }
+
+func (p *srvProcess) resize(cols, rows uint16) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ptmx != nil && !p.closed {
+		_ = setWinsize(p.ptmx, cols, rows)
+	}
+}

@@ -1,0 +1,86 @@
+package sshlayer
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitExited blocks until pid has exited without reaping it: the zombie
+// keeps holding its process group id, so the group can still be signalled
+// without the risk of hitting a new group that reused the id.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// waitGroupGone waits, up to limit, until every process of group pgid
+// other than leader has terminated. Descendants are not our children, so
+// they are found in /proc and awaited through pidfds (readable once a
+// process has exited). It is what lets the exit status mean "everything
+// this command started is gone".
+func waitGroupGone(pgid, leader int, limit time.Duration) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	deadline := time.Now().Add(limit)
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == leader {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue
+		}
+		state, pgrp, ok := parseProcStat(b)
+		if !ok || pgrp != pgid || state == 'Z' || state == 'X' {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			ms := int(time.Until(deadline) / time.Millisecond)
+			if ms <= 0 {
+				break
+			}
+			if _, err := unix.Poll(fds, ms); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		_ = unix.Close(fd)
+	}
+}
+
+// parseProcStat returns the state and process group of a /proc/PID/stat
+// line: "pid (comm) S ppid pgrp …", where comm may hold anything.
+func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pgrp, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pgrp, true
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package sshlayer
+
+import "time"
+
+// waitExited is a no-op where waitid(WNOWAIT) is not used: the group is
+// signalled right after the leader is reaped instead.
+func waitExited(int) {}
+
+// waitGroupGone is a no-op outside Linux: descendants are sent SIGKILL but
+// not awaited.
+func waitGroupGone(int, int, time.Duration) {}

@@ -1,0 +1,30 @@
+package sshlayer
+
+import "syscall"
+
+// srvSignals maps RFC 4254 §6.10 signal names (without "SIG") to signals.
+var srvSignals = map[string]syscall.Signal{
+	"ABRT": syscall.SIGABRT, "ALRM": syscall.SIGALRM, "FPE": syscall.SIGFPE,
+	"HUP": syscall.SIGHUP, "ILL": syscall.SIGILL, "INT": syscall.SIGINT,
+	"KILL": syscall.SIGKILL, "PIPE": syscall.SIGPIPE, "QUIT": syscall.SIGQUIT,
+	"SEGV": syscall.SIGSEGV, "TERM": syscall.SIGTERM, "USR1": syscall.SIGUSR1,
+	"USR2": syscall.SIGUSR2,
+	// Not in the RFC's list, but sent by OpenSSH clients and useful.
+	"CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP, "TSTP": syscall.SIGTSTP,
+	"WINCH": syscall.SIGWINCH, "BUS": syscall.SIGBUS, "TRAP": syscall.SIGTRAP,
+}
+
+func signalByName(name string) (syscall.Signal, bool) {
+	s, ok := srvSignals[name]
+	return s, ok
+}
+
+// signalName returns the RFC name of sig, or "" when it has none.
+func signalName(sig syscall.Signal) string {
+	for n, s := range srvSignals {
+		if s == sig {
+			return n
+		}
+	}
+	return ""
+}

@@ -1,0 +1,151 @@
+package dockerhost
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+const pinned = "127.0.0.1:5000/hostgate/busybox@sha256:fd0e0d89a671c42120185da9238484865c9ee09ce8aa0905d22672e4e0275619"
+
+func testPolicy() *Policy {
+	return &Policy{UID: 65534, GID: 65534, Max: Resources{CPUs: 2, MemoryBytes: 1 << 30, DiskBytes: 1 << 30, Pids: 1024, RuntimeMs: 3_600_000, MaxOutputBytes: 1 << 20}}
+}
+
+func validReq() ProvisionRequest {
+	return ProvisionRequest{Image: pinned, Workspace: WorkspaceSpec{Kind: WorkspaceEmpty}, Resources: small(), Network: Network{Mode: "none"}}
+}
+
+func TestValidateProvisionRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*ProvisionRequest)
+		field string
+		msg   string // substring of the message
+	}{
+		{"bad execution id", func(r *ProvisionRequest) { r.ExecutionID = "../x" }, "executionId", "must match"},
+		{"no image", func(r *ProvisionRequest) { r.Image = "" }, "image", "required"},
+		{"tag only", func(r *ProvisionRequest) { r.Image = "busybox:latest" }, "image", "docker inspect --format '{{index .RepoDigests 0}}' busybox:latest"},
+		{"short digest", func(r *ProvisionRequest) { r.Image = "busybox@sha256:abcd" }, "image", "not pinned"},
+		{"space in image", func(r *ProvisionRequest) { r.Image = "busy box" }, "image", "not a valid"},
+		{"no workspace kind", func(r *ProvisionRequest) { r.Workspace.Kind = "" }, "workspace.kind", "required"},
+		{"unknown workspace kind", func(r *ProvisionRequest) { r.Workspace.Kind = "bind" }, "workspace.kind", "unknown"},
+		{"empty with repo", func(r *ProvisionRequest) { r.Workspace.RepositoryPath = "/r" }, "workspace", "no repositoryPath"},
+		{"git relative path", func(r *ProvisionRequest) {
+			r.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: "repo", Revision: "main"}
+		}, "workspace.repositoryPath", "absolute"},
+		{"git no revision", func(r *ProvisionRequest) {
+			r.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: "/repo"}
+		}, "workspace.revision", "required"},
+		{"git option revision", func(r *ProvisionRequest) {
+			r.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: "/repo", Revision: "--output=/etc/x"}
+		}, "workspace.revision", "'-'"},
+		{"missing cpus", func(r *ProvisionRequest) { r.Resources.CPUs = 0 }, "resources.cpus", "required"},
+		{"NaN cpus", func(r *ProvisionRequest) { r.Resources.CPUs = math.NaN() }, "resources.cpus", "between"},
+		{"too many cpus", func(r *ProvisionRequest) { r.Resources.CPUs = 3 }, "resources.cpus", "between"},
+		{"missing memory", func(r *ProvisionRequest) { r.Resources.MemoryBytes = 0 }, "resources.memoryBytes", "required"},
+		{"tiny memory", func(r *ProvisionRequest) { r.Resources.MemoryBytes = 1 << 20 }, "resources.memoryBytes", "between"},
+		{"missing disk", func(r *ProvisionRequest) { r.Resources.DiskBytes = 0 }, "resources.diskBytes", "required"},
+		{"negative disk", func(r *ProvisionRequest) { r.Resources.DiskBytes = -1 }, "resources.diskBytes", "between"},
+		{"missing pids", func(r *ProvisionRequest) { r.Resources.Pids = 0 }, "resources.pids", "required"},
+		{"missing runtime", func(r *ProvisionRequest) { r.Resources.RuntimeMs = 0 }, "resources.runtimeMs", "required"},
+		{"runtime too long", func(r *ProvisionRequest) { r.Resources.RuntimeMs = 3_600_001 }, "resources.runtimeMs", "between"},
+		{"missing output", func(r *ProvisionRequest) { r.Resources.MaxOutputBytes = 0 }, "resources.maxOutputBytes", "required"},
+		{"output too big", func(r *ProvisionRequest) { r.Resources.MaxOutputBytes = 1<<20 + 1 }, "resources.maxOutputBytes", "between"},
+		{"missing network", func(r *ProvisionRequest) { r.Network.Mode = "" }, "network.mode", "required"},
+		{"bridge network", func(r *ProvisionRequest) { r.Network.Mode = "bridge" }, "network.mode", "not supported"},
+		{"host network", func(r *ProvisionRequest) { r.Network.Mode = "host" }, "network.mode", "not supported"},
+		{"bad env name", func(r *ProvisionRequest) { r.Env = map[string]string{"A=B": "x"} }, "env.A=B", "not a valid"},
+		{"NUL env value", func(r *ProvisionRequest) { r.Env = map[string]string{"A": "x\x00"} }, "env.A", "NUL"},
+		{"secret env", func(r *ProvisionRequest) { r.Env = map[string]string{"GITHUB_TOKEN": "x"} }, "env.GITHUB_TOKEN", "credential"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := validReq()
+			tc.edit(&req)
+			err := testPolicy().ValidateProvision(&req)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != tc.field || !strings.Contains(e.Message, tc.msg) {
+				t.Fatalf("got %v, want invalid_request on %s with %q", err, tc.field, tc.msg)
+			}
+		})
+	}
+	req := validReq()
+	if err := testPolicy().ValidateProvision(&req); err != nil {
+		t.Fatalf("valid request refused: %v", err)
+	}
+	p := testPolicy()
+	p.AllowUnpinnedImages = true
+	req.Image = "busybox:latest"
+	if err := p.ValidateProvision(&req); err != nil {
+		t.Fatalf("unpinned image refused with AllowUnpinnedImages: %v", err)
+	}
+}
+
+func TestSecretEnvNames(t *testing.T) {
+	for name, secret := range map[string]bool{
+		"GITHUB_TOKEN": true, "token": true, "NpmToken": true, "AWS_SECRET_ACCESS_KEY": true, "client_secret": true,
+		"PASSWORD": true, "DB_PASSWD": true, "MYSQL_ROOT_PASSWORD": true, "API_KEY": true, "OPENAI_APIKEY": true,
+		"ApiKey": true, "GOOGLE_APPLICATION_CREDENTIALS": true, "credential": true, "SSH_PRIVATE_KEY": true,
+		"PrivateKey": true, "AWS_ACCESS_KEY_ID": true,
+		"PATH": false, "HOME": false, "PWD": false, "LANG": false, "GOFLAGS": false, "NODE_ENV": false,
+		"KEYBOARD": false, "API_URL": false, "TOKENIZERS_PARALLELISM": true, // a false positive, accepted: refusing is the safe side
+	} {
+		if got := looksSecret(name); got != secret {
+			t.Errorf("looksSecret(%q) = %v, want %v", name, got, secret)
+		}
+	}
+}
+
+func TestValidateExec(t *testing.T) {
+	p := testPolicy()
+	for _, tc := range []struct {
+		req   ExecRequest
+		field string
+	}{
+		{ExecRequest{TimeoutMs: 1}, "command"},
+		{ExecRequest{Command: "ls"}, "timeoutMs"},
+		{ExecRequest{Command: "ls", TimeoutMs: -5}, "timeoutMs"},
+		{ExecRequest{Command: "ls", TimeoutMs: 1, Cwd: "rel"}, "cwd"},
+		{ExecRequest{Command: "ls", Args: []string{"a\x00"}, TimeoutMs: 1}, "args"},
+		{ExecRequest{Command: "ls", TimeoutMs: 1, Env: map[string]string{"MY_SECRET": "x"}}, "env.MY_SECRET"},
+	} {
+		err := p.ValidateExec(&tc.req)
+		var e *Error
+		if !errors.As(err, &e) || e.Field != tc.field || e.Code != CodeInvalidRequest {
+			t.Errorf("%+v: got %v, want invalid_request on %s", tc.req, err, tc.field)
+		}
+	}
+	req := ExecRequest{Command: "ls", TimeoutMs: 1}
+	if err := p.ValidateExec(&req); err != nil || req.Cwd != WorkspaceDir {
+		t.Fatalf("valid exec: %v, cwd %q", err, req.Cwd)
+	}
+}
+
+func TestContainerConfig(t *testing.T) {
+	p := testPolicy()
+	req := validReq()
+	req.Env = map[string]string{"MODE": "fast"}
+	exp := time.Unix(1_800_000_000, 0)
+	cfg, hc, err := p.ContainerConfig("abc", req, exp, map[string]string{LabelOwner: "gw1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Entrypoint, " "); got != "sleep 120" {
+		t.Errorf("entrypoint %q, want the runtime sleep", got)
+	}
+	if cfg.User != "65534:65534" || cfg.Labels[LabelExecution] != "abc" || cfg.Labels[LabelExpires] != "1800000000" || cfg.Labels[LabelOwner] != "gw1" {
+		t.Errorf("config %+v", cfg)
+	}
+	if strings.Contains(cfg.Labels[LabelSpec], "fast") || !strings.Contains(cfg.Labels[LabelSpec], "MODE") {
+		t.Errorf("spec label must keep env names, not values: %s", cfg.Labels[LabelSpec])
+	}
+	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,uid=65534,gid=65534,mode=0700,exec" {
+		t.Errorf("workspace tmpfs %q", got)
+	}
+	if hc.Memory != hc.MemorySwap || hc.NanoCPUs != 5e8 || *hc.PidsLimit != 64 || hc.NetworkMode != "none" ||
+		!hc.ReadonlyRootfs || !hc.AutoRemove || hc.CapDrop[0] != "ALL" || len(hc.CapAdd) != 0 || hc.Privileged {
+		t.Errorf("host config %+v", hc)
+	}
+}

@@ -16,16 +16,16 @@ import (
 )
 
 // testCtx is a per-test context with a generous deadline.
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // pair returns two connected streams; both are closed at cleanup.
-type pairFunc func(t *testing.T) (a, b net.Conn)
+type pairFunc func(t testing.TB) (a, b net.Conn)
 
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+func tcpPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +53,7 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 
 // wsServer serves Accept on loopback and hands each accepted conn to the
 // returned channel. The handler returns right away: the conn must outlive it.
-func wsServer(t *testing.T, opts *AcceptOptions) (string, <-chan net.Conn) {
+func wsServer(t testing.TB, opts *AcceptOptions) (string, <-chan net.Conn) {
 	t.Helper()
 	ch := make(chan net.Conn, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +68,7 @@ func wsServer(t *testing.T, opts *AcceptOptions) (string, <-chan net.Conn) {
 	return srv.URL, ch
 }
 
-func wsPairOpts(t *testing.T, dial *WebSocketOptions, accept *AcceptOptions) (net.Conn, net.Conn) {
+func wsPairOpts(t testing.TB, dial *WebSocketOptions, accept *AcceptOptions) (net.Conn, net.Conn) {
 	t.Helper()
 	url, ch := wsServer(t, accept)
 	a, err := WebSocket(testCtx(t), url, dial)
@@ -85,7 +85,7 @@ func wsPairOpts(t *testing.T, dial *WebSocketOptions, accept *AcceptOptions) (ne
 	return a, b
 }
 
-func wsPair(t *testing.T) (net.Conn, net.Conn) { return wsPairOpts(t, nil, nil) }
+func wsPair(t testing.TB) (net.Conn, net.Conn) { return wsPairOpts(t, nil, nil) }
 
 // closeBoth closes a and b concurrently: a WebSocket Close waits for the
 // peer's close frame, which needs the peer to be reading or closing too.
@@ -97,7 +97,7 @@ func closeBoth(a, b net.Conn) {
 	wg.Wait()
 }
 
-func pipePair(t *testing.T) (net.Conn, net.Conn) {
+func pipePair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	r1, w1, err := os.Pipe()
 	if err != nil {

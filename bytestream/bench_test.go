@@ -1,0 +1,179 @@
+package bytestream
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// BenchmarkThroughput: bulk transfer, one direction, 32 KiB writes
+// (bicopy's buffer size), over loopback. Read ratios within one run: TCP
+// is the peer every layer is measured against; yamux's 256 KiB default
+// window against our 4 MiB, also with an emulated 4 ms round trip (the
+// window caps one stream at window/RTT).
+func BenchmarkThroughput(b *testing.B) {
+	raw := func(p pairFunc) func(*testing.B) (net.Conn, net.Conn) {
+		return func(b *testing.B) (net.Conn, net.Conn) { return p(b) }
+	}
+	muxed := func(p pairFunc, window uint32, rtt time.Duration) func(*testing.B) (net.Conn, net.Conn) {
+		return func(b *testing.B) (net.Conn, net.Conn) {
+			x, y := p(b)
+			if rtt > 0 {
+				x, y = newDelayConn(b, x, rtt/2), newDelayConn(b, y, rtt/2)
+			}
+			return benchMux(b, x, y, &MuxConfig{StreamWindow: window})
+		}
+	}
+	for _, bc := range []struct {
+		name  string
+		setup func(*testing.B) (net.Conn, net.Conn)
+	}{
+		{"tcp", raw(tcpPair)},
+		{"websocket", raw(wsPair)},
+		{"tcp+yamux/window=256K", muxed(tcpPair, 256<<10, 0)},
+		{"tcp+yamux/window=4M", muxed(tcpPair, 4<<20, 0)},
+		{"websocket+yamux/window=256K", muxed(wsPair, 256<<10, 0)},
+		{"websocket+yamux/window=4M", muxed(wsPair, 4<<20, 0)},
+		{"tcp+rtt4ms/raw", func(b *testing.B) (net.Conn, net.Conn) {
+			x, y := tcpPair(b)
+			return newDelayConn(b, x, 2*time.Millisecond), newDelayConn(b, y, 2*time.Millisecond)
+		}},
+		{"tcp+rtt4ms+yamux/window=256K", muxed(tcpPair, 256<<10, 4*time.Millisecond)},
+		{"tcp+rtt4ms+yamux/window=4M", muxed(tcpPair, 4<<20, 4*time.Millisecond)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			w, r := bc.setup(b)
+			bulk(b, w, r)
+		})
+	}
+}
+
+// benchMux starts a session pair over x, y and returns one open stream's
+// two ends.
+func benchMux(b *testing.B, x, y net.Conn, cfg *MuxConfig) (net.Conn, net.Conn) {
+	cli, err := MuxClient(x, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := MuxServer(y, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); cli.Close() }()
+		go func() { defer wg.Done(); srv.Close() }()
+		wg.Wait()
+	})
+	acc := make(chan *yamux.Stream, 1)
+	go func() { s, _ := srv.AcceptStream(); acc <- s }()
+	s, err := cli.OpenStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s2 := <-acc
+	if s2 == nil {
+		b.Fatal("accept failed")
+	}
+	return s, s2
+}
+
+// bulk writes b.N 32 KiB chunks to w and reads them from r.
+func bulk(b *testing.B, w, r net.Conn) {
+	const chunk = 32 << 10
+	buf := make([]byte, chunk)
+	b.SetBytes(chunk)
+	b.ResetTimer()
+	done := make(chan error, 1)
+	go func() {
+		for range b.N {
+			if _, err := w.Write(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	rbuf := make([]byte, chunk)
+	for left := int64(b.N) * chunk; left > 0; {
+		n, err := r.Read(rbuf[:min(int64(len(rbuf)), left)])
+		left -= int64(n)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+}
+
+// delayConn emulates one-way latency: each write reaches the underlying
+// conn delay later, in order, with no bandwidth limit. Writes are copied
+// into a bounded queue; a full queue blocks the writer.
+type delayConn struct {
+	net.Conn
+	delay time.Duration
+	q     chan delayed
+	done  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+type delayed struct {
+	at time.Time
+	b  []byte
+}
+
+func newDelayConn(tb testing.TB, c net.Conn, delay time.Duration) *delayConn {
+	d := &delayConn{Conn: c, delay: delay, q: make(chan delayed, 8192), done: make(chan struct{})}
+	d.wg.Add(1)
+	go d.pump()
+	tb.Cleanup(func() { d.Close() })
+	return d
+}
+
+func (d *delayConn) pump() {
+	defer d.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		var m delayed
+		select {
+		case m = <-d.q:
+		case <-d.done:
+			return
+		}
+		if wait := time.Until(m.at); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-d.done:
+				return
+			}
+		}
+		if _, err := d.Conn.Write(m.b); err != nil {
+			return
+		}
+	}
+}
+
+func (d *delayConn) Write(p []byte) (int, error) {
+	m := delayed{at: time.Now().Add(d.delay), b: append([]byte(nil), p...)}
+	select {
+	case d.q <- m:
+		return len(p), nil
+	case <-d.done:
+		return 0, net.ErrClosed
+	}
+}
+
+func (d *delayConn) Close() error {
+	err := d.Conn.Close()
+	d.once.Do(func() { close(d.done); d.wg.Wait() })
+	return err
+}

@@ -47,6 +47,15 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	return s, nil
 }
 
+// Ping implements Store.
+func (s *SQLite) Ping(ctx context.Context) error {
+	var v int
+	if err := s.db.QueryRowContext(ctx, "SELECT 1").Scan(&v); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
 // Close closes the database.
 func (s *SQLite) Close() error { return s.db.Close() }
 

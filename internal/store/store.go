@@ -138,5 +138,7 @@ type Store interface {
 	// Sessions returns the newest audit entries first, at most limit.
 	Sessions(ctx context.Context, limit int) ([]Session, error)
 
+	// Ping checks that the store answers (readiness).
+	Ping(ctx context.Context) error
 	Close() error
 }

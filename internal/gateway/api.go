@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
+)
+
+// maxBody bounds JSON request bodies; the largest legitimate one is an
+// RSA public key.
+const maxBody = 64 << 10
+
+// HostRecord is what the API publishes about a host.
+type HostRecord struct {
+	ID            string          `json:"id"`
+	Kind          string          `json:"kind"`
+	Info          json.RawMessage `json:"info"`
+	HostKey       string          `json:"hostKey"`       // "SHA256:…", as ssh-keygen -lf prints it
+	HostPublicKey string          `json:"hostPublicKey"` // "ssh-ed25519 AAAA…"
+	Connected     bool            `json:"connected"`
+	LastSeen      *time.Time      `json:"lastSeen,omitempty"`
+}
+
+func (s *Server) record(h store.Host) HostRecord {
+	rec := HostRecord{ID: h.ID, Kind: h.Kind, Info: h.Info, HostPublicKey: h.HostKey, Connected: s.tunnels.Connected(h.ID)}
+	if len(rec.Info) == 0 {
+		rec.Info = json.RawMessage("{}")
+	}
+	if pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey)); err == nil {
+		rec.HostKey = ssh.FingerprintSHA256(pub)
+	}
+	if !h.LastSeen.IsZero() {
+		t := h.LastSeen.UTC()
+		rec.LastSeen = &t
+	}
+	return rec
+}
+
+// caller authenticates a request for host id as a caller (admin, or a
+// client token naming id). Everything a token may not reach is 404, so a
+// client cannot probe which hosts exist; an agent token is 403.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, string, bool) {
+	tok, ok := s.authenticate(w, r)
+	if !ok {
+		return tok, "", false
+	}
+	id := r.PathValue("id")
+	if tok.Role == store.RoleAgent {
+		s.forbid(w, "agent tokens cannot reach hosts")
+		return tok, "", false
+	}
+	if !store.ValidHostID(id) || !tok.Allows(id) {
+		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
+		writeError(w, http.StatusNotFound, "not_found", "no such host")
+		return tok, "", false
+	}
+	return tok, id, true
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request) {
+	tok, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": tok.Name, "role": tok.Role, "hosts": tok.Hosts})
+}
+
+func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) {
+	tok, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if tok.Role == store.RoleAgent {
+		s.forbid(w, "agent tokens cannot list hosts")
+		return
+	}
+	hosts, err := s.store.Hosts(r.Context())
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	out := make([]HostRecord, 0, len(hosts))
+	for _, h := range hosts {
+		if tok.Allows(h.ID) {
+			out = append(out, s.record(h))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hosts": out})
+}
+
+func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
+	_, id, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	h, err := s.store.Host(r.Context(), id)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.record(h))
+}
+
+type certRequest struct {
+	PublicKey string `json:"publicKey"`
+}
+
+type certResponse struct {
+	Certificate string    `json:"certificate"` // authorized_keys form
+	ValidBefore time.Time `json:"validBefore"`
+	HostKey     string    `json:"hostKey"`
+}
+
+func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
+	tok, id, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	var req certRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
+	if err != nil || strings.TrimSpace(string(rest)) != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "publicKey: want one public key in authorized_keys form")
+		return
+	}
+	if msg := weakKey(pub); msg != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", "publicKey: "+msg)
+		return
+	}
+	h, err := s.store.Host(r.Context(), id)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if h.HostKey == "" {
+		writeError(w, http.StatusConflict, "host_key_reset", "host "+id+" has no pinned host key (reset); wait for its agent to enroll again")
+		return
+	}
+	cert, err := s.ca.Sign(pub, id, tok.Name, s.cfg.CertTTL)
+	if err != nil {
+		s.logger.Error("sign certificate", "host", id, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "could not sign the certificate")
+		return
+	}
+	s.audit(r, tok, id, "certificate")
+	writeJSON(w, http.StatusOK, certResponse{
+		Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
+		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC(),
+		HostKey:     s.record(h).HostKey,
+	})
+}
+
+// weakKey refuses key types no agent should accept.
+func weakKey(pub ssh.PublicKey) string {
+	switch pub.Type() {
+	case ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+		ssh.KeyAlgoSKED25519, ssh.KeyAlgoSKECDSA256:
+		return ""
+	case ssh.KeyAlgoRSA:
+		if cp, ok := pub.(ssh.CryptoPublicKey); ok {
+			if k, ok := cp.CryptoPublicKey().(interface{ Size() int }); ok && k.Size()*8 >= 2048 {
+				return ""
+			}
+		}
+		return "RSA keys must have at least 2048 bits"
+	default:
+		return "key type " + pub.Type() + " is not accepted"
+	}
+}
+
+// audit records a session start; a store failure is logged, not fatal.
+func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
+	s.metrics.SessionStarts.WithLabelValues(kind).Inc()
+	err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: kind, RemoteAddr: r.RemoteAddr})
+	if err != nil {
+		s.logger.Warn("audit", "host", hostID, "kind", kind, "err", err)
+	}
+}
+
+func (s *Server) storeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no such host")
+		return
+	}
+	s.logger.Error("store", "err", err)
+	writeError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
+}
+
+// decodeBody reads one bounded JSON object into v, answering 400/413 on
+// failure.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: trailing data")
+		return false
+	}
+	return true
+}

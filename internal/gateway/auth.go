@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
+)
+
+// SessionCookie is the browser session cookie set by /login; it holds the
+// token the person logged in with.
+const SessionCookie = "hostgate_session"
+
+// authError is a refused authentication: what to answer and which reason
+// to count.
+type authError struct {
+	status int
+	code   string
+	msg    string
+	reason string
+}
+
+func (e *authError) Error() string { return e.msg }
+
+// Authenticate returns the token a request carries: `Authorization: Bearer
+// TOKEN`, else the session cookie. Every route authenticates through it, so
+// failures are counted and rate-limited per source IP in one place.
+func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
+	ip := sourceIP(r)
+	if s.limiter.blocked(ip) {
+		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonRateLimited).Inc()
+		return store.Token{}, &authError{http.StatusTooManyRequests, "rate_limited", "too many failed authentications; try again later", metrics.ReasonRateLimited}
+	}
+	secret := bearer(r)
+	if secret == "" {
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			secret = c.Value
+		}
+	}
+	fail := func(reason, msg string) (store.Token, error) {
+		s.limiter.fail(ip)
+		s.metrics.AuthFailures.WithLabelValues(reason).Inc()
+		return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", msg, reason}
+	}
+	if secret == "" {
+		return fail(metrics.ReasonMissing, "missing credentials: send Authorization: Bearer TOKEN")
+	}
+	tok, err := s.store.LookupToken(r.Context(), secret)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fail(metrics.ReasonUnknown, "invalid token")
+	case errors.Is(err, store.ErrExpired):
+		return fail(metrics.ReasonExpired, "token expired")
+	case err != nil:
+		s.logger.Error("token lookup", "err", err)
+		return store.Token{}, &authError{http.StatusServiceUnavailable, "store_unavailable", "state store unavailable", ""}
+	}
+	return tok, nil
+}
+
+// authenticate runs Authenticate and answers the failure; ok is false when
+// it did.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Token, bool) {
+	tok, err := s.Authenticate(r)
+	if err == nil {
+		return tok, true
+	}
+	var ae *authError
+	if errors.As(err, &ae) {
+		if ae.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hostgate"`)
+		}
+		if ae.status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "60")
+		}
+		writeError(w, ae.status, ae.code, ae.msg)
+		return tok, false
+	}
+	writeError(w, http.StatusUnauthorized, "unauthorized", "invalid credentials")
+	return tok, false
+}
+
+// forbid counts and answers a valid token used outside its role.
+func (s *Server) forbid(w http.ResponseWriter, msg string) {
+	s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
+	writeError(w, http.StatusForbidden, "forbidden", msg)
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return ""
+	}
+	return strings.TrimSpace(h[7:])
+}
+
+// sourceIP is the peer's IP. Forwarded headers are not trusted: a proxy in
+// front should rate-limit itself.
+func sourceIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// limiter counts authentication failures per source in fixed windows. The
+// table is bounded: when it is full, sources without a slot share one
+// overflow bucket, so a flood of addresses (IPv6) can neither grow memory
+// nor reset anyone's count.
+type limiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	overflow  bucket
+	lastPrune time.Time
+}
+
+type bucket struct {
+	start time.Time
+	n     int
+}
+
+const limiterSlots = 1 << 16
+
+func newLimiter(max int, window time.Duration, now func() time.Time) *limiter {
+	return &limiter{max: max, window: window, now: now, buckets: map[string]*bucket{}}
+}
+
+// get returns ip's bucket, creating it when create is set; nil when ip has
+// none and create is not set. Called with mu held.
+func (l *limiter) get(ip string, create bool) *bucket {
+	now := l.now()
+	b := l.buckets[ip]
+	if b == nil {
+		if len(l.buckets) >= limiterSlots && now.Sub(l.lastPrune) >= l.window {
+			l.lastPrune = now
+			for k, v := range l.buckets {
+				if now.Sub(v.start) >= l.window {
+					delete(l.buckets, k)
+				}
+			}
+		}
+		switch {
+		case len(l.buckets) >= limiterSlots:
+			b = &l.overflow
+		case create:
+			b = &bucket{start: now}
+			l.buckets[ip] = b
+		default:
+			return nil
+		}
+	}
+	if now.Sub(b.start) >= l.window {
+		b.start, b.n = now, 0
+	}
+	return b
+}
+
+func (l *limiter) blocked(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.get(ip, false)
+	return b != nil && b.n >= l.max
+}
+
+func (l *limiter) fail(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.get(ip, true).n++
+}

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hashicorp/yamux"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
+)
+
+// agentConnect is GET /v1/agents/connect: an agent's tunnel. Everything is
+// checked before the upgrade (token, host, key pin), so a refused agent
+// gets a JSON answer and a live tunnel for the same host stays untouched.
+// After the upgrade the gateway runs the yamux client side and opens one
+// stream per caller; the handler owns the tunnel until it ends.
+func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
+	if !s.track() {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		return
+	}
+	defer s.wg.Done()
+	tok, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if tok.Role != store.RoleAgent || len(tok.Hosts) != 1 {
+		s.forbid(w, "an agent token is required")
+		return
+	}
+	hostID := tok.Hosts[0]
+	if want := r.Header.Get(wire.HeaderHostID); want != "" && want != hostID {
+		s.forbid(w, fmt.Sprintf("this token enrolls host %q, not %q", hostID, want))
+		return
+	}
+	pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(r.Header.Get(wire.HeaderHostKey)))
+	if err != nil || strings.TrimSpace(string(rest)) != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": want the host public key in authorized_keys form")
+		return
+	}
+	if _, isCert := pub.(*ssh.Certificate); isCert {
+		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": a plain public key, not a certificate")
+		return
+	}
+	info, err := wire.DecodeInfo(r.Header.Get(wire.HeaderInfo))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderInfo+": "+err.Error())
+		return
+	}
+	infoJSON, _ := json.Marshal(info)
+	kind := info.Kind
+	if kind == "" {
+		kind = "machine"
+	}
+	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	log := s.logger.With("host", hostID, "remote", r.RemoteAddr, "token", tok.Name)
+	h, err := s.store.Enroll(r.Context(), store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey})
+	if errors.Is(err, store.ErrKeyMismatch) {
+		s.metrics.TunnelConnects.WithLabelValues("refused").Inc()
+		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
+		pinned, _ := s.store.Host(r.Context(), hostID)
+		log.Warn("agent refused: host key differs from the pinned key", "presented", ssh.FingerprintSHA256(pub), "pinned", s.record(pinned).HostKey)
+		writeError(w, http.StatusConflict, "host_key_mismatch", fmt.Sprintf(
+			"host %s is pinned to host key %s but this agent presented %s; if the host was reinstalled, an admin must run `gateway host reset-key %s`",
+			hostID, s.record(pinned).HostKey, ssh.FingerprintSHA256(pub), hostID))
+		return
+	}
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	// Register before answering 101, so the host is routable as soon as the
+	// agent sees the upgrade succeed; streams opened meanwhile wait.
+	pt := newPendingTunnel()
+	unregister, replaced, err := s.tunnels.Register(hostID, pt)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		return
+	}
+	defer unregister()
+	defer pt.Close()
+	w.Header().Set(wire.HeaderCAKey, s.ca.AuthorizedKey())
+	w.Header().Set(wire.HeaderHostID, h.ID)
+	conn, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
+	if err != nil {
+		log.Warn("agent upgrade", "err", err)
+		return // Accept answered
+	}
+	sess, err := bytestream.MuxClient(conn, s.cfg.TunnelMux)
+	if err != nil {
+		_ = conn.Close()
+		log.Error("agent mux", "err", err)
+		return
+	}
+	if !pt.set(MuxTunnel(sess)) {
+		return // replaced or closing meanwhile
+	}
+	result := "new"
+	if replaced {
+		result = "replaced"
+	}
+	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
+	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))
+	select {
+	case <-sess.CloseChan():
+	case <-pt.Done(): // replaced by a newer connection, or the registry closed
+	case <-s.ctx.Done():
+	}
+	_ = sess.Close()
+	log.Info("tunnel down", "err", sessErr(sess))
+}
+
+// sessErr is why an ended session ended (Accept returns the shutdown
+// error once the session is closed).
+func sessErr(sess interface {
+	AcceptStream() (*yamux.Stream, error)
+}) error {
+	st, err := sess.AcceptStream()
+	if st != nil {
+		_ = st.Close()
+	}
+	return err
+}

@@ -1,0 +1,255 @@
+// Package gateway is the gateway's server core: the HTTP API (/v1 hosts,
+// certificates, the agents' tunnel endpoint and the SSH relay), health and
+// metrics endpoints, authentication with per-source rate limiting, and the
+// registry of live tunnels. SSH is end to end between caller and agent:
+// the relay copies bytes and never decrypts them.
+//
+// Others add routes (web UI, executions, previews, the browser pty) on
+// Server.Mux and reach hosts through Server.Tunnels.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
+)
+
+// Config holds the gateway's knobs; nil or zero fields mean defaults.
+type Config struct {
+	// CertTTL is the lifetime of issued user certificates; 0 means
+	// sshca.DefaultTTL.
+	CertTTL time.Duration
+	// MaxStreamsPerTunnel bounds relayed streams open at once per host;
+	// 0 means 256.
+	MaxStreamsPerTunnel int
+	// ReadLimit bounds one WebSocket message from agents and callers; 0
+	// means 256 KiB (bytestream peers send at most 64 KiB).
+	ReadLimit int64
+	// TunnelMux tunes the yamux session over each agent tunnel; nil means
+	// a 1 MiB stream window (gateway memory is shared by every tunnel) and
+	// refusing all but one agent-opened stream (agents never open any).
+	TunnelMux *bytestream.MuxConfig
+	// AuthFailureLimit is how many failed authentications a source IP
+	// may make per AuthFailureWindow before it gets 429; 0 means 20.
+	AuthFailureLimit int
+	// AuthFailureWindow: 0 means one minute.
+	AuthFailureWindow time.Duration
+	// Registry receives the gateway's metrics and is served at /metrics;
+	// nil means a new registry (with Go and process collectors).
+	Registry *prometheus.Registry
+}
+
+func (c *Config) withDefaults() Config {
+	var d Config
+	if c != nil {
+		d = *c
+	}
+	if d.CertTTL == 0 {
+		d.CertTTL = sshca.DefaultTTL
+	}
+	if d.MaxStreamsPerTunnel <= 0 {
+		d.MaxStreamsPerTunnel = 256
+	}
+	if d.ReadLimit <= 0 {
+		d.ReadLimit = 256 << 10
+	}
+	if d.TunnelMux == nil {
+		d.TunnelMux = &bytestream.MuxConfig{StreamWindow: 1 << 20, MaxStreams: 1, AcceptBacklog: 1}
+	}
+	if d.AuthFailureLimit <= 0 {
+		d.AuthFailureLimit = 20
+	}
+	if d.AuthFailureWindow <= 0 {
+		d.AuthFailureWindow = time.Minute
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return d
+}
+
+// Server is the gateway. Create it with New, serve Handler (or call
+// Serve), and Close it.
+type Server struct {
+	logger  *slog.Logger
+	store   store.Store
+	ca      *sshca.CA
+	cfg     Config
+	metrics *metrics.Gateway
+	tunnels *Registry
+	mux     *http.ServeMux
+	limiter *limiter
+
+	// ctx ends when Close starts; relays and tunnels watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closing bool
+	wg      sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
+	servers []*http.Server
+}
+
+// New returns a gateway over st, signing certificates with ca. ctx carries
+// values only; the server lives until Close.
+func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA, cfg *Config) (*Server, error) {
+	if st == nil || ca == nil {
+		return nil, errors.New("gateway: store and CA are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := cfg.withDefaults()
+	if c.CertTTL < 0 || c.CertTTL > sshca.MaxTTL {
+		return nil, fmt.Errorf("gateway: cert ttl %v out of range (0, %v]", c.CertTTL, sshca.MaxTTL)
+	}
+	s := &Server{
+		logger:  logger,
+		store:   st,
+		ca:      ca,
+		cfg:     c,
+		metrics: metrics.NewGateway(c.Registry),
+		mux:     http.NewServeMux(),
+		limiter: newLimiter(c.AuthFailureLimit, c.AuthFailureWindow, time.Now),
+	}
+	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	m.HandleFunc("GET /readyz", s.readyz)
+	m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	m.HandleFunc("GET /v1/me", s.me)
+	m.HandleFunc("GET /v1/hosts", s.listHosts)
+	m.HandleFunc("GET /v1/hosts/{id}", s.getHost)
+	m.HandleFunc("POST /v1/hosts/{id}/certificates", s.certificate)
+	m.HandleFunc("GET /v1/hosts/{id}/ssh", s.relaySSH)
+	m.HandleFunc("GET /v1/agents/connect", s.agentConnect)
+	// Anything else under /v1 answers JSON, not net/http's text 404.
+	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+	})
+}
+
+// Handler serves the gateway's HTTP API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Mux is the router; others register their routes on it (Go 1.22
+// patterns) before serving.
+func (s *Server) Mux() *http.ServeMux { return s.mux }
+
+// Tunnels is the registry of live tunnels: Docker executions Register their
+// tunnels here, and the browser pty and previews Open streams through it.
+func (s *Server) Tunnels() *Registry { return s.tunnels }
+
+// Store is the gateway's state store.
+func (s *Server) Store() store.Store { return s.store }
+
+// CA is the gateway's user certificate authority.
+func (s *Server) CA() *sshca.CA { return s.ca }
+
+// Metrics is the gateway's Prometheus registry, for other collectors.
+func (s *Server) Metrics() *prometheus.Registry { return s.cfg.Registry }
+
+// Context ends when the gateway starts closing; long-lived work started
+// by added routes should stop with it.
+func (s *Server) Context() context.Context { return s.ctx }
+
+// Serve accepts HTTP connections on ln until Close, with header and idle
+// timeouts set. It returns http.ErrServerClosed after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return http.ErrServerClosed
+	}
+	s.servers = append(s.servers, hs)
+	s.mu.Unlock()
+	return hs.Serve(ln)
+}
+
+// track registers one long-lived piece of work (a tunnel or a relay); it
+// returns false once Close has started.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// Close stops serving: it refuses new work, stops the HTTP servers started
+// by Serve, closes every tunnel (which ends every relay) and waits for all
+// of them. The store is the caller's to close.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closing = true
+	servers := s.servers
+	s.mu.Unlock()
+	s.cancel()
+	s.tunnels.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, hs := range servers {
+		if err := hs.Shutdown(ctx); err != nil {
+			_ = hs.Close()
+		}
+	}
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.logger.Warn("readiness: store", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "tunnels": s.tunnels.Len()})
+}

@@ -1,0 +1,635 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	srv   *Server
+	ts    *httptest.Server
+	store *store.SQLite
+}
+
+func newEnv(t *testing.T, cfg *Config) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := New(ctx, logger, st, ca, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		_ = srv.Close()
+		ts.Close()
+		_ = st.Close()
+	})
+	return &env{t: t, ctx: ctx, srv: srv, ts: ts, store: st}
+}
+
+// testWriter sends logs to t.Log, and drops them once the test is over.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { _ = recover() }() // a log after the test ended
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (e *env) token(role store.Role, hosts ...string) string {
+	e.t.Helper()
+	sec, _, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: role, Hosts: hosts, Name: string(role) + "-" + strings.Join(hosts, "+")})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sec
+}
+
+// call does one API request and decodes the JSON answer into out (when
+// set); it returns the status and the error code of an error answer.
+func (e *env) call(method, path, token string, body any, out any) (int, string) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		if s, ok := body.(string); ok {
+			rd = strings.NewReader(s)
+		} else {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+	}
+	req, _ := http.NewRequestWithContext(e.ctx, method, e.ts.URL+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode/100 != 2 {
+		if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+			e.t.Errorf("%s %s: %d with content type %q: %s", method, path, res.StatusCode, ct, b)
+		}
+		we, ok := wire.ParseError(b)
+		if !ok {
+			e.t.Errorf("%s %s: %d without JSON error: %s", method, path, res.StatusCode, b)
+		}
+		return res.StatusCode, we.Code
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			e.t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+	return res.StatusCode, ""
+}
+
+func newKey(t *testing.T) (ssh.Signer, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey())))
+}
+
+// fakeAgent is an agent's tunnel that echoes every stream (enough to test
+// the relay without SSH).
+type fakeAgent struct {
+	sess *yamux.Session
+	resp *http.Response
+	wg   sync.WaitGroup
+}
+
+func (e *env) dialAgent(token, hostKey string, info hostgate.Info) (*fakeAgent, error) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	h.Set(wire.HeaderHostKey, hostKey)
+	h.Set(wire.HeaderInfo, wire.EncodeInfo(info))
+	conn, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+	if err != nil {
+		return nil, err
+	}
+	sess, err := bytestream.MuxServer(conn, nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	a := &fakeAgent{sess: sess, resp: resp}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				return
+			}
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				_, _ = io.Copy(st, st)
+				_ = st.Close()
+			}()
+		}
+	}()
+	e.t.Cleanup(a.close)
+	return a, nil
+}
+
+func (a *fakeAgent) close() { _ = a.sess.Close(); a.wg.Wait() }
+
+// relay dials GET /v1/hosts/{id}/ssh.
+func (e *env) relay(id, token string) (net.Conn, error) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	return bytestream.WebSocket(e.ctx, e.ts.URL+"/v1/hosts/"+id+"/ssh", &bytestream.WebSocketOptions{Header: h})
+}
+
+func echoRoundTrip(t *testing.T, c net.Conn, n int) {
+	t.Helper()
+	msg := make([]byte, n)
+	_, _ = rand.Read(msg)
+	errc := make(chan error, 1)
+	go func() { _, err := c.Write(msg); errc <- err }()
+	got := make([]byte, n)
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("read echo: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("echo differs")
+	}
+}
+
+func TestHealthAndUnknownRoutes(t *testing.T) {
+	e := newEnv(t, nil)
+	if code, _ := e.call("GET", "/healthz", "", nil, nil); code != 200 {
+		t.Errorf("healthz %d", code)
+	}
+	var ready map[string]any
+	if code, _ := e.call("GET", "/readyz", "", nil, &ready); code != 200 || ready["status"] != "ready" {
+		t.Errorf("readyz %d %v", code, ready)
+	}
+	if code, c := e.call("GET", "/v1/nothing", "", nil, nil); code != 404 || c != "not_found" {
+		t.Errorf("unknown route %d %s", code, c)
+	}
+}
+
+func TestAuthAndScopes(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	clientA := e.token(store.RoleClient, "a")
+	agentA := e.token(store.RoleAgent, "a")
+	for _, id := range []string{"a", "b"} {
+		_, key := newKey(t)
+		if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: id, Kind: "machine", HostKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		method, path, token string
+		status              int
+		code                string
+	}{
+		{"GET", "/v1/hosts", "", 401, "unauthorized"},
+		{"GET", "/v1/hosts", "hg_wrong", 401, "unauthorized"},
+		{"GET", "/v1/hosts/a", "not-even-a-token", 401, "unauthorized"},
+		{"GET", "/v1/hosts", agentA, 403, "forbidden"},
+		{"GET", "/v1/hosts/a", agentA, 403, "forbidden"},
+		{"GET", "/v1/hosts/a", clientA, 200, ""},
+		{"GET", "/v1/hosts/b", clientA, 404, "not_found"},
+		{"POST", "/v1/hosts/b/certificates", clientA, 404, "not_found"},
+		{"GET", "/v1/hosts/b/ssh", clientA, 404, "not_found"},
+		{"GET", "/v1/hosts/b", admin, 200, ""},
+		{"GET", "/v1/hosts/zzz", admin, 404, "not_found"},
+		{"GET", "/v1/hosts/bad%2Fid", admin, 404, "not_found"},
+		{"GET", "/v1/hosts/a/ssh", admin, 503, "host_offline"},
+		{"GET", "/v1/hosts/zzz/ssh", admin, 404, "not_found"},
+		{"GET", "/v1/agents/connect", clientA, 403, "forbidden"},
+	}
+	for _, c := range cases {
+		code, errCode := e.call(c.method, c.path, c.token, nil, nil)
+		if code != c.status || errCode != c.code {
+			t.Errorf("%s %s: %d %q, want %d %q", c.method, c.path, code, errCode, c.status, c.code)
+		}
+	}
+	var list struct{ Hosts []HostRecord }
+	if code, _ := e.call("GET", "/v1/hosts", clientA, nil, &list); code != 200 || len(list.Hosts) != 1 || list.Hosts[0].ID != "a" {
+		t.Errorf("client list: %d %+v", code, list)
+	}
+	if code, _ := e.call("GET", "/v1/hosts", admin, nil, &list); code != 200 || len(list.Hosts) != 2 {
+		t.Errorf("admin list: %d %+v", code, list)
+	}
+	var me map[string]any
+	if code, _ := e.call("GET", "/v1/me", clientA, nil, &me); code != 200 || me["role"] != "client" {
+		t.Errorf("me: %d %v", code, me)
+	}
+	// The session cookie works like the bearer header.
+	req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+"/v1/hosts/a", nil)
+	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: clientA})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("cookie auth: %d", res.StatusCode)
+	}
+}
+
+func TestAuthFailuresRateLimited(t *testing.T) {
+	e := newEnv(t, &Config{AuthFailureLimit: 5})
+	good := e.token(store.RoleAdmin)
+	for i := range 5 {
+		if code, _ := e.call("GET", "/v1/hosts", fmt.Sprintf("hg_guess%d", i), nil, nil); code != 401 {
+			t.Fatalf("guess %d: %d", i, code)
+		}
+	}
+	// The source is now blocked: even a valid token is refused, so
+	// guessing cannot continue.
+	for _, tok := range []string{"hg_guess", good} {
+		if code, c := e.call("GET", "/v1/hosts", tok, nil, nil); code != 429 || c != "rate_limited" {
+			t.Errorf("after 5 failures: %d %q", code, c)
+		}
+	}
+	// The window moves on: the source may try again.
+	e.srv.limiter.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	if code, _ := e.call("GET", "/v1/hosts", good, nil, nil); code != 200 {
+		t.Errorf("after the window: %d", code)
+	}
+}
+
+func TestLimiterBounded(t *testing.T) {
+	now := time.Now()
+	l := newLimiter(2, time.Minute, func() time.Time { return now })
+	for i := range limiterSlots + 10 {
+		l.fail(fmt.Sprint("ip", i))
+	}
+	if len(l.buckets) > limiterSlots {
+		t.Fatalf("table grew to %d", len(l.buckets))
+	}
+	// Sources beyond the table share the overflow bucket, which is over.
+	if !l.blocked("new-source") {
+		t.Error("overflow bucket not shared")
+	}
+	if l.blocked("ip1") {
+		t.Error("ip1 blocked after one failure")
+	}
+	now = now.Add(2 * time.Minute)
+	l.fail("fresh")
+	if _, ok := l.buckets["fresh"]; !ok || len(l.buckets) > limiterSlots {
+		t.Errorf("expired buckets not pruned: %d", len(l.buckets))
+	}
+}
+
+func TestCertificate(t *testing.T) {
+	e := newEnv(t, &Config{CertTTL: 3 * time.Minute})
+	_, hostKey := newKey(t)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "a", HostKey: hostKey}); err != nil {
+		t.Fatal(err)
+	}
+	client := e.token(store.RoleClient, "a")
+	user, userPub := newKey(t)
+	for _, bad := range []string{`{`, `[]`, `{"publicKey":"nope"}`, `{"publicKey":""}`, `{"publicKey":"` + userPub + `"} trailing`,
+		`{"publicKey":"` + strings.Repeat("A", maxBody) + `"}`} {
+		code, c := e.call("POST", "/v1/hosts/a/certificates", client, bad, nil)
+		if code != 400 && code != 413 {
+			t.Errorf("body %.40q: %d %s", bad, code, c)
+		}
+	}
+	var res certResponse
+	if code, c := e.call("POST", "/v1/hosts/a/certificates", client, certRequest{PublicKey: userPub}, &res); code != 200 {
+		t.Fatalf("sign: %d %s", code, c)
+	}
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(res.Certificate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := pk.(*ssh.Certificate)
+	if !bytes.Equal(cert.Key.Marshal(), user.PublicKey().Marshal()) {
+		t.Error("certificate for another key")
+	}
+	if cert.KeyId != "client-a" || len(cert.ValidPrincipals) != 1 || cert.ValidPrincipals[0] != "a" {
+		t.Errorf("key id %q principals %v", cert.KeyId, cert.ValidPrincipals)
+	}
+	checker := ssh.CertChecker{IsUserAuthority: func(k ssh.PublicKey) bool {
+		return bytes.Equal(k.Marshal(), e.srv.CA().PublicKey().Marshal())
+	}}
+	if err := checker.CheckCert("a", cert); err != nil {
+		t.Fatalf("agent would refuse: %v", err)
+	}
+	if d := time.Until(res.ValidBefore); d <= 2*time.Minute || d > 3*time.Minute+5*time.Second {
+		t.Errorf("validBefore in %v", d)
+	}
+	pub, _, _, _, _ := ssh.ParseAuthorizedKey([]byte(hostKey))
+	if res.HostKey != ssh.FingerprintSHA256(pub) {
+		t.Errorf("hostKey %q", res.HostKey)
+	}
+	sessions, _ := e.store.Sessions(e.ctx, 10)
+	if len(sessions) != 1 || sessions[0].Kind != "certificate" || sessions[0].TokenName != "client-a" {
+		t.Errorf("audit: %+v", sessions)
+	}
+	// A reset host has no key to trust: no certificate until it re-enrolls.
+	if err := e.store.ResetHostKey(e.ctx, "a", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if code, c := e.call("POST", "/v1/hosts/a/certificates", client, certRequest{PublicKey: userPub}, nil); code != 409 {
+		t.Errorf("after reset: %d %s", code, c)
+	}
+}
+
+func TestEnrollRelayAndImpostor(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "h1")
+	_, realKey := newKey(t)
+	info := hostgate.Info{Kind: "machine", OS: "linux", Home: "/root"}
+	real, err := e.dialAgent(agentTok, realKey, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := real.resp.Header.Get(wire.HeaderCAKey); got != e.srv.CA().AuthorizedKey() {
+		t.Errorf("CA header %q", got)
+	}
+	if got := real.resp.Header.Get(wire.HeaderHostID); got != "h1" {
+		t.Errorf("host id header %q", got)
+	}
+	admin := e.token(store.RoleAdmin)
+	var rec HostRecord
+	if code, c := e.call("GET", "/v1/hosts/h1", admin, nil, &rec); code != 200 {
+		t.Fatalf("get: %d %s", code, c)
+	}
+	pub, _, _, _, _ := ssh.ParseAuthorizedKey([]byte(realKey))
+	if !rec.Connected || rec.HostPublicKey != realKey || rec.HostKey != ssh.FingerprintSHA256(pub) || rec.Kind != "machine" {
+		t.Errorf("record %+v", rec)
+	}
+	var gotInfo hostgate.Info
+	if err := json.Unmarshal(rec.Info, &gotInfo); err != nil || gotInfo != info {
+		t.Errorf("info %s %v", rec.Info, err)
+	}
+
+	c, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 300<<10) // larger than one WebSocket message and the read limit
+
+	// An impostor (same token, other key) is refused before the upgrade…
+	_, otherKey := newKey(t)
+	_, err = e.dialAgent(agentTok, otherKey, info)
+	var he *bytestream.HandshakeError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusConflict {
+		t.Fatalf("impostor: %v", err)
+	}
+	if we, ok := wire.ParseError([]byte(he.Body)); !ok || we.Code != "host_key_mismatch" || !strings.Contains(we.Message, "reset-key h1") {
+		t.Errorf("impostor answer %q", he.Body)
+	}
+	// …and the real tunnel and its relay keep working.
+	echoRoundTrip(t, c, 1000)
+	c2, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c2, 10)
+	_ = c2.Close()
+	_ = c.Close()
+
+	// Other refusals before the upgrade.
+	for _, tc := range []struct {
+		token, key string
+		status     int
+	}{
+		{e.token(store.RoleClient, "h1"), realKey, 403},
+		{agentTok, "garbage", 400},
+		{"hg_nope", realKey, 401},
+	} {
+		_, err := e.dialAgent(tc.token, tc.key, info)
+		if !errors.As(err, &he) || he.StatusCode != tc.status {
+			t.Errorf("dial with %q: %v, want %d", tc.key, err, tc.status)
+		}
+	}
+
+	// The agent reconnects with its key: the new tunnel replaces the old.
+	done := e.srv.Tunnels().Done("h1")
+	again, err := e.dialAgent(agentTok, realKey, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, done, "replaced tunnel")
+	c3, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c3, 10)
+	_ = c3.Close()
+
+	// The agent goes away: its host reads offline and callers get a clear
+	// 503, not a hang.
+	done = e.srv.Tunnels().Done("h1")
+	again.close()
+	waitClosed(t, done, "tunnel after agent close")
+	if code, c := e.call("GET", "/v1/hosts/h1/ssh", admin, nil, nil); code != 503 || c != "host_offline" {
+		t.Errorf("offline relay: %d %s", code, c)
+	}
+	if code, _ := e.call("GET", "/v1/hosts/h1", admin, nil, &rec); code != 200 || rec.Connected {
+		t.Errorf("offline record %+v", rec)
+	}
+	_ = real
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	if ch == nil {
+		t.Fatalf("%s: no tunnel", what)
+	}
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: still open after 30 s", what)
+	}
+}
+
+// TestOversizedFrameClosesThatTunnelOnly: an agent that sends a WebSocket
+// message above the read limit loses its own tunnel; another host's tunnel
+// and relay carry on.
+func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
+	e := newEnv(t, &Config{ReadLimit: 64 << 10})
+	admin := e.token(store.RoleAdmin)
+	_, k2 := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "good"), k2, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	good, err := e.relay("good", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	echoRoundTrip(t, good, 100)
+
+	_, k1 := newKey(t)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+e.token(store.RoleAgent, "bad"))
+	h.Set(wire.HeaderHostKey, k1)
+	ws, _, err := websocket.Dial(e.ctx, e.ts.URL+wire.ConnectPath, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	done := e.srv.Tunnels().Done("bad")
+	if err := ws.Write(e.ctx, websocket.MessageBinary, make([]byte, 64<<10+1)); err != nil {
+		t.Fatal(err)
+	}
+	// Reading answers the gateway's close frame (else it waits 5 s for it).
+	_, _, err = ws.Read(e.ctx)
+	if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Errorf("close status: %v", err)
+	}
+	waitClosed(t, done, "oversized agent tunnel")
+	echoRoundTrip(t, good, 100)
+	if !e.srv.Tunnels().Connected("good") || e.srv.Tunnels().Connected("bad") {
+		t.Error("wrong tunnel closed")
+	}
+}
+
+func TestStreamsPerTunnelBounded(t *testing.T) {
+	e := newEnv(t, &Config{MaxStreamsPerTunnel: 2})
+	admin := e.token(store.RoleAdmin)
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	for range 2 {
+		c, err := e.relay("h", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoRoundTrip(t, c, 10)
+		conns = append(conns, c)
+	}
+	if code, c := e.call("GET", "/v1/hosts/h/ssh", admin, nil, nil); code != 503 || c != "too_many_streams" {
+		t.Errorf("third stream: %d %s", code, c)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func TestMetricsExposed(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.relay("h", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 5000)
+	e.call("GET", "/v1/hosts", "hg_bad", nil, nil)
+	res, err := http.Get(e.ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		"hostgate_tunnels_connected 1",
+		`hostgate_tunnel_connects_total{result="new"} 1`,
+		"hostgate_streams_open 1",
+		`hostgate_relayed_bytes_total{direction="to_host"} 5000`,
+		`hostgate_relayed_bytes_total{direction="from_host"} 5000`,
+		`hostgate_session_starts_total{kind="ssh"} 1`,
+		`hostgate_auth_failures_total{reason="unknown"} 1`,
+		"go_goroutines",
+	} {
+		if !strings.Contains(string(b), want+"\n") && !strings.Contains(string(b), want+" ") && !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	_ = c.Close()
+}
+
+// TestCloseEndsTunnelsAndRelays: Close returns with every tunnel and relay
+// gone (goleak checks the goroutines), and refuses new work after.
+func TestCloseEndsTunnelsAndRelays(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	_, k := newKey(t)
+	agent, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.relay("h", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 10)
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("relay survived Close")
+	}
+	select {
+	case <-agent.sess.CloseChan():
+	case <-time.After(30 * time.Second):
+		t.Error("agent tunnel survived Close")
+	}
+	if code, c := e.call("GET", "/v1/hosts/h/ssh", admin, nil, nil); code != 503 {
+		t.Errorf("after close: %d %s", code, c)
+	}
+	var ready map[string]any
+	if code, _ := e.call("GET", "/readyz", "", nil, &ready); code != 503 {
+		t.Errorf("readyz after close: %d", code)
+	}
+}

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/bicopy"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
+)
+
+// relaySSH is GET /v1/hosts/{id}/ssh: the caller's WebSocket becomes a
+// new stream to the host's agent. The stream is opened before the upgrade
+// so an offline host is a JSON 503, not a WebSocket that closes at once.
+// Bytes are copied both ways (yamux windows give backpressure per stream,
+// so a slow caller stalls only its own stream) and never decrypted; both
+// ends close when either ends or the gateway closes.
+func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
+	tok, id, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	if !s.track() {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		return
+	}
+	defer s.wg.Done()
+	stream, err := s.tunnels.Open(r.Context(), id)
+	if err != nil {
+		s.openError(w, r, id, err)
+		return
+	}
+	ws, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
+	if err != nil {
+		_ = stream.Close()
+		return // Accept answered
+	}
+	s.audit(r, tok, id, "ssh")
+	s.metrics.StreamsOpen.Inc()
+	defer s.metrics.StreamsOpen.Dec()
+	log := s.logger.With("host", id, "remote", r.RemoteAddr, "token", tok.Name)
+	log.Info("relay start")
+	caller := &countConn{Conn: ws,
+		in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
+		out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)}
+	st, err := bicopy.Copy(s.ctx, caller, stream)
+	log.Info("relay end", "toHost", st.AToB, "fromHost", st.BToA, "err", err)
+}
+
+// openError answers a failed Tunnels.Open.
+func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	switch {
+	case errors.Is(err, ErrTooManyStreams):
+		writeError(w, http.StatusServiceUnavailable, "too_many_streams", "host "+id+" has too many open sessions")
+	case errors.Is(err, ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+	case errors.Is(err, ErrHostOffline):
+		if _, serr := s.store.Host(r.Context(), id); errors.Is(serr, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", "no such host")
+			return
+		}
+		writeError(w, http.StatusServiceUnavailable, "host_offline", "host "+id+" is not connected to the gateway")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, "host_offline", "opening a stream to host "+id+" was cancelled")
+	default:
+		s.logger.Warn("open stream", "host", id, "err", err)
+		writeError(w, http.StatusBadGateway, "host_unreachable", "could not open a stream to host "+id)
+	}
+}
+
+// countConn counts relayed bytes as they pass, so /metrics moves during a
+// long session, not only at its end.
+type countConn struct {
+	net.Conn
+	in, out prometheus.Counter
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.in.Add(float64(n))
+	}
+	return n, err
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.out.Add(float64(n))
+	}
+	return n, err
+}

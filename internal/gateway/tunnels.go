@@ -1,0 +1,287 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Exported errors of the tunnel registry.
+var (
+	// ErrHostOffline means no live tunnel serves the host.
+	ErrHostOffline = errors.New("gateway: host offline")
+	// ErrTooManyStreams means the host's tunnel already carries its
+	// maximum number of relayed streams.
+	ErrTooManyStreams = errors.New("gateway: too many streams to host")
+	// ErrClosed is returned once the gateway is shutting down.
+	ErrClosed = errors.New("gateway: closed")
+)
+
+// Tunnels is how the gateway reaches a host's SSH server: each Open is a new
+// byte stream to it. The registry below is the embedded implementation; a
+// multi-replica relay (find the replica holding the tunnel, relay to it)
+// slots in behind this interface.
+type Tunnels interface {
+	// Open returns a new stream to hostID's SSH server, ErrHostOffline when
+	// no tunnel serves it, or ErrTooManyStreams.
+	Open(ctx context.Context, hostID string) (net.Conn, error)
+	// Connected reports whether a live tunnel serves hostID.
+	Connected(hostID string) bool
+}
+
+// Tunnel is one live multiplexed connection to an agent: a dialed-out
+// agent's WebSocket or a Docker execution's `agent serve --stdio --mux`.
+type Tunnel interface {
+	// Open opens a new stream on which the agent serves one SSH connection.
+	Open(ctx context.Context) (net.Conn, error)
+	// Close ends the tunnel and every stream on it.
+	Close() error
+	// Done is closed when the tunnel has ended, for whatever reason.
+	Done() <-chan struct{}
+}
+
+// MuxTunnel adapts a yamux session whose peer serves SSH on every stream.
+func MuxTunnel(s *yamux.Session) Tunnel { return muxTunnel{s} }
+
+type muxTunnel struct{ s *yamux.Session }
+
+func (t muxTunnel) Open(ctx context.Context) (net.Conn, error) {
+	// OpenStream does not block on the peer (the SYN rides the first
+	// window update), so ctx only guards the call's start.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := t.s.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	return c, nil
+}
+func (t muxTunnel) Close() error          { return t.s.Close() }
+func (t muxTunnel) Done() <-chan struct{} { return t.s.CloseChan() }
+
+// Registry maps host ids to live tunnels. It is safe for concurrent use.
+type Registry struct {
+	maxStreams int
+	onChange   func(connected int)
+
+	mu      sync.Mutex
+	tunnels map[string]*entry
+	closed  bool
+}
+
+var _ Tunnels = (*Registry)(nil)
+
+// entry is one registered tunnel and its stream budget.
+type entry struct {
+	t     Tunnel
+	slots chan struct{} // one token per open stream; cap = max streams
+}
+
+// NewRegistry returns an empty registry that allows maxStreams open streams
+// per tunnel (<= 0 means 256). onChange, when set, is called with the
+// number of tunnels after every change (for a gauge), under the registry's
+// lock: it must not call back into the registry.
+func NewRegistry(maxStreams int, onChange func(connected int)) *Registry {
+	if maxStreams <= 0 {
+		maxStreams = 256
+	}
+	if onChange == nil {
+		onChange = func(int) {}
+	}
+	return &Registry{maxStreams: maxStreams, onChange: onChange, tunnels: map[string]*entry{}}
+}
+
+// Register makes t the tunnel for hostID. A tunnel already registered for
+// hostID is closed and replaced (an agent that reconnects wins over its own
+// stale connection; enrollment checked the key before this). replaced
+// reports whether one was. unregister removes t if it is still the host's
+// tunnel; it does not close t. Register fails with ErrClosed after Close,
+// and then closes t.
+func (r *Registry) Register(hostID string, t Tunnel) (unregister func(), replaced bool, err error) {
+	e := &entry{t: t, slots: make(chan struct{}, r.maxStreams)}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = t.Close()
+		return nil, false, ErrClosed
+	}
+	old := r.tunnels[hostID]
+	r.tunnels[hostID] = e
+	r.onChange(len(r.tunnels))
+	r.mu.Unlock()
+	if old != nil {
+		_ = old.t.Close()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			if r.tunnels[hostID] == e {
+				delete(r.tunnels, hostID)
+				r.onChange(len(r.tunnels))
+			}
+			r.mu.Unlock()
+		})
+	}, old != nil, nil
+}
+
+func (r *Registry) lookup(hostID string) (*entry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	e := r.tunnels[hostID]
+	if e == nil {
+		return nil, ErrHostOffline
+	}
+	select {
+	case <-e.t.Done():
+		return nil, ErrHostOffline
+	default:
+	}
+	return e, nil
+}
+
+// Connected implements Tunnels.
+func (r *Registry) Connected(hostID string) bool {
+	_, err := r.lookup(hostID)
+	return err == nil
+}
+
+// Done returns a channel closed when hostID's current tunnel ends, or nil
+// when none is registered. Work bound to a host's tunnel (a browser pty,
+// a preview) watches it.
+func (r *Registry) Done(hostID string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.tunnels[hostID]; e != nil {
+		return e.t.Done()
+	}
+	return nil
+}
+
+// Len returns the number of registered tunnels.
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tunnels)
+}
+
+// Open implements Tunnels. The returned conn releases its stream slot when
+// closed.
+func (r *Registry) Open(ctx context.Context, hostID string) (net.Conn, error) {
+	e, err := r.lookup(hostID)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case e.slots <- struct{}{}:
+	default:
+		return nil, ErrTooManyStreams
+	}
+	c, err := e.t.Open(ctx)
+	if err != nil {
+		<-e.slots
+		select {
+		case <-e.t.Done():
+			return nil, fmt.Errorf("%w: %w", ErrHostOffline, err)
+		default:
+		}
+		if errors.Is(err, yamux.ErrSessionShutdown) {
+			return nil, fmt.Errorf("%w: %w", ErrHostOffline, err)
+		}
+		return nil, fmt.Errorf("gateway: open stream to %s: %w", hostID, err)
+	}
+	return &slotConn{Conn: c, release: func() { <-e.slots }}, nil
+}
+
+// Close closes every tunnel and refuses new registrations and streams.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	r.closed = true
+	ts := r.tunnels
+	r.tunnels = map[string]*entry{}
+	r.onChange(0)
+	r.mu.Unlock()
+	for _, e := range ts {
+		_ = e.t.Close()
+	}
+}
+
+// slotConn gives back its stream slot on the first Close.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// pendingTunnel is registered before an agent's WebSocket upgrade answers,
+// so that once the agent sees 101 its host is routable: Open waits (up to
+// ctx) for the session to be set. The upgrade handler owns it and closes
+// it when the session ends; a replacing registration closes it too.
+type pendingTunnel struct {
+	ready chan struct{} // closed by set
+	done  chan struct{} // closed by Close
+
+	mu     sync.Mutex
+	t      Tunnel
+	closed bool
+}
+
+func newPendingTunnel() *pendingTunnel {
+	return &pendingTunnel{ready: make(chan struct{}), done: make(chan struct{})}
+}
+
+// set supplies the live tunnel; if the pending one was closed meanwhile,
+// t is closed and set returns false.
+func (p *pendingTunnel) set(t Tunnel) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = t.Close()
+		return false
+	}
+	p.t = t
+	close(p.ready)
+	return true
+}
+
+func (p *pendingTunnel) Open(ctx context.Context) (net.Conn, error) {
+	select {
+	case <-p.ready:
+		return p.t.Open(ctx)
+	case <-p.done:
+		return nil, ErrHostOffline
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pendingTunnel) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	if p.t != nil {
+		return p.t.Close()
+	}
+	return nil
+}
+
+// Done is closed by Close, which the owner calls when the session ends.
+func (p *pendingTunnel) Done() <-chan struct{} { return p.done }

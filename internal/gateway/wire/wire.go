@@ -1,0 +1,81 @@
+// Package wire holds what the gateway and a dialing-out agent agree on for
+// enrollment on GET /v1/agents/connect: header names, the Info encoding and
+// the JSON error shape. It is tiny and dependency-free so the agent binary
+// does not link the gateway.
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hostgate/hostgate"
+)
+
+// Enrollment headers.
+const (
+	// HeaderHostKey carries the agent's host public key in authorized_keys
+	// form ("ssh-ed25519 AAAA…"), request.
+	HeaderHostKey = "X-Hostgate-Host-Key"
+	// HeaderInfo carries the agent's hostgate.Info as base64url (unpadded)
+	// JSON, request.
+	HeaderInfo = "X-Hostgate-Info"
+	// HeaderHostID is the host id: optional in the request (must match the
+	// token's host), always in the response.
+	HeaderHostID = "X-Hostgate-Host-Id"
+	// HeaderCAKey carries the gateway's user CA public key in
+	// authorized_keys form, response.
+	HeaderCAKey = "X-Hostgate-Ca-Key"
+)
+
+// ConnectPath is the agents' WebSocket endpoint.
+const ConnectPath = "/v1/agents/connect"
+
+// MaxInfoLen bounds the encoded Info header.
+const MaxInfoLen = 4096
+
+// EncodeInfo encodes info for HeaderInfo.
+func EncodeInfo(info hostgate.Info) string {
+	b, _ := json.Marshal(info) // a struct of strings and a bool cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeInfo decodes HeaderInfo; an empty header is the zero Info.
+func DecodeInfo(s string) (hostgate.Info, error) {
+	var info hostgate.Info
+	if s == "" {
+		return info, nil
+	}
+	if len(s) > MaxInfoLen {
+		return info, fmt.Errorf("wire: info header longer than %d bytes", MaxInfoLen)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return info, fmt.Errorf("wire: info header: %w", err)
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info, fmt.Errorf("wire: info header: %w", err)
+	}
+	return info, nil
+}
+
+// Error is the body of every error answer: {"error": {"code", "message"}}.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorBody wraps Error as it travels.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// ParseError extracts the error from an answer body; ok is false when the
+// body is not one.
+func ParseError(body []byte) (Error, bool) {
+	var b ErrorBody
+	if json.Unmarshal(body, &b) != nil || b.Error.Code == "" {
+		return Error{}, false
+	}
+	return b.Error, true
+}

@@ -107,8 +107,19 @@ func (f *FS) abandon(s *session, cause error) {
 	s.cancel(cause)
 }
 
-// do runs op on the current session, connecting first when needed.
+// do runs op on the current session, connecting first when needed. A
+// session another call abandoned between acquire and run is skipped (a
+// bounded number of times) rather than failing a call that never tried.
 func (f *FS) do(op opFunc) error {
+	for range 3 {
+		s, err := f.acquire()
+		if err != nil {
+			return err
+		}
+		if context.Cause(s.ctx) == nil {
+			return f.run(s, op)
+		}
+	}
 	s, err := f.acquire()
 	if err != nil {
 		return err
@@ -117,9 +128,10 @@ func (f *FS) do(op opFunc) error {
 }
 
 // run runs op on a goroutine of session s and waits for it. It fails with
-// ErrTimeout — and abandons s — when the session does not connect, or op
-// does not answer, within the timeout; op's progress restarts the clock.
-// It returns the session's cause when s is abandoned meanwhile.
+// ErrTimeout — and abandons s — when the session does not connect and op
+// answer within the timeout (one clock for both, as the seed says: the
+// first call connects before it answers); op's progress restarts the
+// clock. It returns the session's cause when s is abandoned meanwhile.
 func (f *FS) run(s *session, op opFunc) error {
 	if err := context.Cause(s.ctx); err != nil {
 		return err
@@ -154,9 +166,6 @@ func (f *FS) run(s *session, op opFunc) error {
 		close(c.done)
 	}()
 
-	// The connect wait may have used part of the timeout; the call gets
-	// its own.
-	timer.Reset(timeout)
 	last := c.progress.Load()
 	for {
 		select {

@@ -41,10 +41,12 @@ type MuxConfig struct {
 	// KeepAliveInterval is the time between pings; a ping not answered
 	// within WriteTimeout closes the session. 0 = 30 s; negative disables.
 	KeepAliveInterval time.Duration
-	// WriteTimeout bounds each write to the underlying conn. One that
-	// does not finish in time closes the WHOLE session (yamux#142: a
-	// timed-out write must not leave a half-alive session), and every
-	// pending Open, Read and Write fails. 0 = 30 s; negative disables.
+	// WriteTimeout bounds a stalled write to the underlying conn (each
+	// 64 KiB of it must go out within the timeout). One that stalls closes
+	// the WHOLE session (yamux#142: a timed-out write must not leave a
+	// half-alive session), and every pending Open, Read and Write fails.
+	// It also bounds the keepalive ping's answer. 0 = 30 s; negative
+	// disables.
 	WriteTimeout time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -350,3 +351,36 @@ func TestMuxCoalescesFrames(t *testing.T) {
 		t.Fatalf("saw %d data frames, boundary %v", data, sc.atBoundary())
 	}
 }
+
+// With a write timeout the watchdog is re-armed per message-sized piece, so
+// a big frame on a slow but moving link is not a stall: no single write to
+// the conn is larger than maxMessage.
+func TestMuxWatchdogWritesInPieces(t *testing.T) {
+	fc := &fuzzConn{r: strings.NewReader("")}
+	c := newMuxConn(fc, 0, time.Minute)
+	defer c.Close()
+	big := frame(typeData, 0, 1, make([]byte, 300<<10), 300<<10)
+	var sizes maxWriteConn
+	c.conn = &sizes
+	if _, err := c.Write(big[:hdrSize]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(big[hdrSize:]); err != nil {
+		t.Fatal(err)
+	}
+	if sizes.total != len(big) || sizes.max > maxMessage {
+		t.Fatalf("wrote %d bytes in writes up to %d; want %d in writes up to %d", sizes.total, sizes.max, len(big), maxMessage)
+	}
+}
+
+type maxWriteConn struct {
+	net.Conn
+	max, total int
+}
+
+func (c *maxWriteConn) Write(p []byte) (int, error) {
+	c.max = max(c.max, len(p))
+	c.total += len(p)
+	return len(p), nil
+}
+func (c *maxWriteConn) Close() error { return nil }

@@ -266,14 +266,24 @@ func (c *muxConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeOut writes b under the watchdog; wmu held.
+// writeOut writes b under the watchdog; wmu held. The watchdog is re-armed
+// for every maxMessage bytes, so WriteTimeout bounds a stall, not the time
+// a large frame takes on a slow but moving link.
 func (c *muxConn) writeOut(b []byte) error {
-	if c.timer != nil {
-		c.timer.Reset(c.timeout)
-		defer c.timer.Stop()
+	if c.timer == nil {
+		if _, err := c.conn.Write(b); err != nil {
+			return c.errOr(err)
+		}
+		return nil
 	}
-	if _, err := c.conn.Write(b); err != nil {
-		return c.errOr(err)
+	defer c.timer.Stop()
+	for len(b) > 0 {
+		chunk := b[:min(len(b), maxMessage)]
+		c.timer.Reset(c.timeout)
+		if _, err := c.conn.Write(chunk); err != nil {
+			return c.errOr(err)
+		}
+		b = b[len(chunk):]
 	}
 	return nil
 }

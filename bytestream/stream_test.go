@@ -1,6 +1,7 @@
 package bytestream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -153,6 +154,20 @@ func TestDialWebSocketReturnsResponse(t *testing.T) {
 	if got := resp.Header.Get("X-Enrollment"); got != "host-42" {
 		t.Fatalf("response header X-Enrollment = %q", got)
 	}
+}
+
+// ctx bounds the dial only: cancelling it afterwards leaves the conn up.
+func TestWebSocketOutlivesDialContext(t *testing.T) {
+	url, ch := wsServer(t, nil)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	a, err := WebSocket(ctx, url, nil)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	defer closeBoth(a, b)
+	exchange(t, a, b, 64<<10)
 }
 
 func TestWebSocketHeadersReachServer(t *testing.T) {

@@ -1,0 +1,306 @@
+package dockerhost
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+)
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// ownerContainers lists the containers of h's owner, stopped ones too.
+func ownerContainers(t *testing.T, cli *client.Client, h *Docker) []container.Summary {
+	t.Helper()
+	list, err := cli.ContainerList(testCtx(t, time.Minute), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+h.owner))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// A git revision arrives without .git, owned by the execution's user, with
+// its modes and symlinks; a bad revision, a non-repository or a revision
+// bigger than the disk fail with the field named and leave no container.
+func TestGitWorkspace(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(repo, "a.txt"), []byte("v1\n"), 0o644))
+	must(os.MkdirAll(filepath.Join(repo, "bin"), 0o755))
+	must(os.WriteFile(filepath.Join(repo, "bin", "run.sh"), []byte("#!/bin/sh\necho ran\n"), 0o755))
+	must(os.Symlink("a.txt", filepath.Join(repo, "link")))
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "v1")
+	v1 := git(t, repo, "rev-parse", "HEAD")
+	must(os.WriteFile(filepath.Join(repo, "a.txt"), []byte("v2\n"), 0o644))
+	must(os.WriteFile(filepath.Join(repo, "big"), bytes.Repeat([]byte{1}, 9<<20), 0o644))
+	git(t, repo, "commit", "-q", "-am", "v2")
+	git(t, repo, "add", "big")
+	git(t, repo, "commit", "-q", "-m", "big")
+
+	req := emptyReq(img, small())
+	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: v1[:12]}
+	ex := provision(t, h, req)
+	res := sh(t, h, ex.ExecutionID, `cat a.txt; ls -A; stat -c '%u:%g %a %F %n' a.txt bin/run.sh link; readlink link; ./bin/run.sh`)
+	want := "v1\na.txt\nbin\nlink\n65534:65534 644 regular file a.txt\n65534:65534 755 regular file bin/run.sh\n65534:65534 777 symbolic link link\na.txt\nran\n"
+	if res.Stdout != want {
+		t.Fatalf("git workspace:\n%s\nwant:\n%s\nstderr %s", res.Stdout, want, res.Stderr)
+	}
+
+	for _, tc := range []struct {
+		ws    WorkspaceSpec
+		field string
+	}{
+		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "no-such-branch"}, "workspace.revision"},
+		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: t.TempDir(), Revision: "main"}, "workspace.repositoryPath"},
+		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "main"}, "workspace.revision"}, // 9 MiB > 8 MiB disk
+	} {
+		req.Workspace = tc.ws
+		_, err := h.Provision(testCtx(t, 2*time.Minute), req)
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != tc.field {
+			t.Errorf("%+v: got %v, want invalid_request on %s", tc.ws, err, tc.field)
+		}
+	}
+	if n := len(ownerContainers(t, cli, h)); n != 1 {
+		t.Fatalf("failed provisions left containers: %d, want only the first", n)
+	}
+}
+
+func asError(err error, e **Error) bool {
+	if err == nil {
+		return false
+	}
+	var x *Error
+	ok := errorsAs(err, &x)
+	*e = x
+	return ok
+}
+
+// treeScript lists a tree with everything restore must keep: names, types,
+// modes, owners, sizes, link targets and content sums.
+const treeScript = `cd /workspace && find . | sort | while read -r f; do stat -c '%n %F %a %u %s' "$f"; [ -L "$f" ] && readlink "$f"; [ -f "$f" ] && [ ! -L "$f" ] && md5sum < "$f"; done`
+
+// Checkpoint then restore gives back identical files; checkpoint waits for
+// a running exec; a tampered checkpoint fails and leaves no container.
+func TestCheckpointRestore(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	dir := t.TempDir()
+	h := newTestHost(t, cli, &Config{CheckpointDir: dir})
+	req := emptyReq(img, small())
+	req.Env = map[string]string{"MODE": "mode-value-1"}
+	ex := provision(t, h, req)
+	sh(t, h, ex.ExecutionID, `cd /workspace && mkdir -p src/deep empty && chmod 710 empty &&
+echo hello > src/a.txt && chmod 600 src/a.txt && printf '#!/bin/sh\n' > src/run && chmod 755 src/run &&
+head -c 100000 /dev/urandom > src/deep/blob && chmod 640 src/deep/blob && ln -s src/a.txt top-link &&
+ln -s /nowhere dangling && echo spaced > 'with space'`)
+	before := sh(t, h, ex.ExecutionID, treeScript).Stdout
+	for _, want := range []string{"./empty directory 710 65534", "./top-link symbolic link", "src/a.txt\n", "./src/a.txt regular file 600", "./src/run regular file 755", "./dangling symbolic link", "./with space regular file"} {
+		if !strings.Contains(before, want) {
+			t.Fatalf("tree listing lacks %q:\n%s", want, before)
+		}
+	}
+
+	// A running exec holds the checkpoint back: the file it writes after
+	// the checkpoint was asked for is in the checkpoint.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", "touch /workspace/started; sleep 2; echo late > /workspace/late; rm /workspace/started"}, TimeoutMs: 60_000})
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("slow exec: %v %+v", err, res)
+		}
+	}()
+	// Execs share the lock, so this one can see the slow one start.
+	sh(t, h, ex.ExecutionID, `i=0; until [ -e /workspace/started ] || [ -e /workspace/late ]; do sleep 0.05; i=$((i+1)); [ $i -gt 1000 ] && exit 1; done`)
+	cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{Reason: "handoff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(cp.CheckpointID) != 32 || cp.SizeBytes == 0 || len(cp.SHA256) != 64 {
+		t.Fatalf("checkpoint %+v", cp)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, cp.CheckpointID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "mode-value-1") {
+		t.Fatalf("manifest holds an env value:\n%s", raw)
+	}
+	var m Manifest
+	if err := json.Unmarshal(raw, &m); err != nil || m.Version != 1 || m.Reason != "handoff" || m.SizeBytes != cp.SizeBytes {
+		t.Fatalf("manifest %s: %v", raw, err)
+	}
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+
+	rex, err := h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID, Env: map[string]string{"MODE": "two"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rex.RestoredFrom != cp.CheckpointID || rex.ExecutionID == ex.ExecutionID || rex.Resources != ex.Resources {
+		t.Fatalf("restored %+v", rex)
+	}
+	after := sh(t, h, rex.ExecutionID, `rm late && `+treeScript).Stdout
+	if after != before {
+		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := sh(t, h, rex.ExecutionID, `echo $MODE`).Stdout; got != "two\n" {
+		t.Fatalf("restored env MODE=%q, want the value given to Restore", got)
+	}
+	if err := h.Terminate(testCtx(t, time.Minute), rex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Flip one byte inside a file's content: tar alone would accept it.
+	tarPath := filepath.Join(dir, cp.CheckpointID+".tar")
+	data, err := os.ReadFile(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte("hello\n"))
+	if i < 0 {
+		t.Fatal("content not found in the tar")
+	}
+	data[i] = 'j'
+	if err := os.WriteFile(tarPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "checkpointId" {
+		t.Fatalf("tampered restore: %v, want invalid_request on checkpointId", err)
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+	if _, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: newCheckpointID()}); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("unknown checkpoint: %v", err)
+	}
+	if _, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: "../x"}); ErrorCode(err) != CodeInvalidRequest {
+		t.Fatalf("malformed checkpoint id: %v", err)
+	}
+}
+
+// A restarted host adopts the live executions of its owner and reaps
+// expired ones.
+func TestAdoptAndReap(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	owner := uniqueOwner()
+	a := newTestHost(t, cli, &Config{Owner: owner})
+	x := provision(t, a, emptyReq(img, small()))
+	y := provision(t, a, emptyReq(img, small()))
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newTestHost(t, cli, &Config{Owner: owner})
+	if got := len(b.List()); got != 2 {
+		t.Fatalf("adopted %d executions, want 2", got)
+	}
+	if res := sh(t, b, x.ExecutionID, "echo adopted"); res.Stdout != "adopted\n" {
+		t.Fatalf("exec on adopted: %q", res.Stdout)
+	}
+	got, err := b.Get(testCtx(t, time.Minute), y.ExecutionID)
+	if err != nil || got.ContainerID != y.ContainerID || got.Resources != y.Resources || !got.ExpiresAt.Equal(y.ExpiresAt.Truncate(time.Second)) {
+		t.Fatalf("adopted %+v (%v), want %+v", got, err, y)
+	}
+	_ = b.Close()
+
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	c := newTestHost(t, cli, &Config{Owner: owner, Now: later})
+	if len(c.List()) != 0 {
+		t.Fatalf("expired executions adopted: %v", c.List())
+	}
+	waitRemoved(t, cli, x.ContainerID, time.Minute)
+	waitRemoved(t, cli, y.ContainerID, time.Minute)
+}
+
+// An image without tar, or without sleep, fails at provision with a clear
+// error and leaves no container.
+func TestImageMustHaveShSleepTar(t *testing.T) {
+	t.Parallel()
+	cli, _ := engine(t)
+	busybox, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Skipf("no /bin/busybox to build test images: %v", err) // the test image itself comes from it
+	}
+	h := newTestHost(t, cli, &Config{AllowUnpinnedImages: true})
+	for name, links := range map[string][]string{"no-tar": {"sh", "sleep"}, "no-sleep": {"sh", "tar"}} {
+		ref := importImage(t, cli, busybox, links)
+		_, err := h.Provision(testCtx(t, 2*time.Minute), emptyReq(ref, small()))
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "/bin/sh, sleep and tar") {
+			t.Errorf("%s: got %v, want invalid_request on image", name, err)
+		}
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+}
+
+func importImage(t *testing.T, cli *client.Client, busybox []byte, links []string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755})
+	_ = tw.WriteHeader(&tar.Header{Name: "workspace/", Typeflag: tar.TypeDir, Mode: 0o755})
+	_ = tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(busybox))})
+	_, _ = tw.Write(busybox)
+	for _, l := range links {
+		_ = tw.WriteHeader(&tar.Header{Name: "bin/" + l, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref := "hostgate-test/" + strings.Join(links, "-") + ":" + uniqueOwner()
+	rc, err := cli.ImageImport(testCtx(t, time.Minute), image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = bytes.NewBuffer(nil).ReadFrom(rc)
+	_ = rc.Close()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true})
+	})
+	return ref
+}
+
+var errorsAs = errors.As

@@ -2,6 +2,7 @@ package bytestream
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -38,8 +39,24 @@ type pipeConn struct {
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
-func (c *pipeConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
-func (c *pipeConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c *pipeConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	return n, closedErr(err)
+}
+
+func (c *pipeConn) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	return n, closedErr(err)
+}
+
+// closedErr makes a closed file look like a closed net.Conn, which is what
+// copy loops (bicopy, x/crypto/ssh) test for, keeping the original error.
+func closedErr(err error) error {
+	if errors.Is(err, os.ErrClosed) && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("%w: %w", net.ErrClosed, err)
+	}
+	return err
+}
 
 // CloseWrite closes the writer so the peer reads EOF; reading goes on.
 func (c *pipeConn) CloseWrite() error {

@@ -109,6 +109,18 @@ func TestPipeConnNoDeadline(t *testing.T) {
 	}
 }
 
+// After Close, a pipe conn reports net.ErrClosed like a socket would.
+func TestPipeConnClosedError(t *testing.T) {
+	a, _ := pipePair(t)
+	a.Close()
+	if _, err := a.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after close: %v, want net.ErrClosed", err)
+	}
+	if _, err := a.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after close: %v, want net.ErrClosed", err)
+	}
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
@@ -280,6 +292,10 @@ const stdioHelperEnv = "BYTESTREAM_STDIO_HELPER"
 func runStdioHelper() int {
 	c := Stdio()
 	defer c.Close()
+	if Stdio() != c {
+		fmt.Fprintln(os.Stderr, "Stdio returned two conns")
+		return 6
+	}
 	// Pipes are made pollable, so deadlines must work.
 	if err := c.SetDeadline(time.Time{}); err != nil {
 		fmt.Fprintln(os.Stderr, "deadline:", err)

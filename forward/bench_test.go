@@ -1,0 +1,177 @@
+package forward
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+)
+
+// BenchmarkPreview measures requests/s and p99 latency of small GETs to a dev
+// server, directly and through the preview proxy, in the same run. Compare
+// the sub-benchmarks' req/s and p99-µs.
+func BenchmarkPreview(b *testing.B) {
+	e := newPreviewEnv(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}), nil)
+	for _, mode := range []struct{ name, url string }{
+		{"direct", e.dev.URL + "/"},
+		{"preview", e.pathURL("/")},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			tr := &http.Transport{MaxIdleConnsPerHost: 64}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			var (
+				mu  sync.Mutex
+				all []time.Duration
+			)
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				var lat []time.Duration
+				for pb.Next() {
+					t0 := time.Now()
+					resp, err := client.Get(mode.url)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				mu.Lock()
+				all = append(all, lat...)
+				mu.Unlock()
+			})
+			elapsed := time.Since(start)
+			reportLatency(b, all, elapsed)
+		})
+	}
+}
+
+func reportLatency(b *testing.B, all []time.Duration, elapsed time.Duration) {
+	if len(all) == 0 {
+		return
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
+}
+
+// sinkServer reads each connection to EOF and answers with the byte count.
+func sinkServer(b testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				_ = binary.Write(c, binary.BigEndian, n)
+			}()
+		}
+	}()
+	b.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+// forwardModes starts, for a target address, a direct path and the two local
+// forwards over a loopback Forwarder: the root package's Host.Forward and
+// this package's Run.
+func forwardModes(b *testing.B, target string) []struct{ name, addr string } {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	h := newHost(b, newLoopForwarder())
+	hf, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { hf.Close() })
+	fw, err := Run(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fw.Close() })
+	return []struct{ name, addr string }{
+		{"direct", target}, {"host-forward", hf.Addr().String()}, {"forward-run", fw.Addr().String()},
+	}
+}
+
+// BenchmarkLocalForwardThroughput pushes 1 MiB per op over one connection:
+// direct, through Host.Forward and through Run, same run.
+func BenchmarkLocalForwardThroughput(b *testing.B) {
+	for _, m := range forwardModes(b, sinkServer(b)) {
+		b.Run(m.name, func(b *testing.B) {
+			c, err := net.Dial("tcp", m.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, 1<<20)
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			var n int64
+			if err := binary.Read(c, binary.BigEndian, &n); err != nil || n != int64(b.N)<<20 {
+				b.Fatalf("sink got %d bytes, %v", n, err)
+			}
+		})
+	}
+}
+
+// BenchmarkLocalForwardRoundTrip measures a 64-byte echo round trip over an
+// open connection, and the p99.
+func BenchmarkLocalForwardRoundTrip(b *testing.B) {
+	for _, m := range forwardModes(b, echoServer(b)) {
+		b.Run(m.name, func(b *testing.B) {
+			c, err := net.Dial("tcp", m.addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			msg := make([]byte, 64)
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				t0 := time.Now()
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, msg); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			reportLatency(b, lat, time.Since(start))
+		})
+	}
+}

@@ -1,0 +1,156 @@
+// Command gateway is the hostgate gateway: `gateway serve` runs it,
+// `gateway token create` and `gateway host reset-key` administer its state
+// (also while it runs), and `gateway proxy HOST` is an OpenSSH
+// ProxyCommand that reaches a host through it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand. Subcommands register themselves in init (one
+// file each), so others add theirs (e.g. `dev`) without touching this file.
+type command struct {
+	summary string
+	run     func(ctx context.Context, io stdio, args []string) error
+}
+
+// stdio is a command's standard streams, injectable for tests.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(ctx context.Context, io stdio, args []string) error) {
+	if _, dup := commands[name]; dup {
+		panic("gateway: command registered twice: " + name)
+	}
+	commands[name] = command{summary: summary, run: run}
+}
+
+// errUsage means the command printed its usage; exit 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, sio stdio, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(sio.err)
+		return errUsage
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(sio.err, "gateway: unknown command %q\n", args[0])
+		usage(sio.err)
+		return errUsage
+	}
+	return c.run(ctx, sio, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: gateway COMMAND [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-18s %s\n", n, commands[n].summary)
+	}
+}
+
+// newFlags returns a flag set whose errors and usage go to w.
+func newFlags(name string, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("gateway "+name, flag.ContinueOnError)
+	fs.SetOutput(w)
+	return fs
+}
+
+// parse applies HOSTGATE_* environment variables as flag defaults (flag
+// --state-dir ↔ HOSTGATE_STATE_DIR), then the command line, which wins.
+func parse(fs *flag.FlagSet, args []string) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := EnvName(f.Name)
+		if v, ok := os.LookupEnv(name); ok && err == nil {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return parseArgs(fs, args)
+}
+
+// parseArgs parses flags placed before, between or after positional
+// arguments (`host reset-key ID --state-dir D`); fs.Args() then holds the
+// positional ones. "--" ends flags.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// EnvName is the environment variable for a flag: HOSTGATE_ and the name
+// in upper case with '-' as '_'.
+func EnvName(flagName string) string {
+	return "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// defaultStateDir is $XDG_STATE_HOME/hostgate, else ~/.local/state/hostgate,
+// else ./hostgate-state.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "hostgate")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "hostgate")
+	}
+	return "hostgate-state"
+}
+
+// State file names inside --state-dir.
+const (
+	dbFile    = "gateway.db"
+	caKeyFile = "ca_key"
+)

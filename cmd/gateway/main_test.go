@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cli runs one gateway command in-process and returns its stdout.
+func cli(t *testing.T, ctx context.Context, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, args)
+	if err != nil {
+		t.Logf("gateway %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), err
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// startServe runs `gateway serve` logic on 127.0.0.1:0 until the test ends.
+func startServe(t *testing.T, dir string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() { done <- serve(ctx, logger, c, func(a net.Addr) { addr <- a }) }()
+	var a net.Addr
+	select {
+	case a = <-addr:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("serve did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v after SIGTERM", err)
+		}
+	})
+	return "http://" + a.String()
+}
+
+// echoAgent enrolls as the token's host and echoes every stream.
+func echoAgent(t *testing.T, ctx context.Context, base, token string) {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	h.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))))
+	conn, _, err := bytestream.DialWebSocket(ctx, base+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := bytestream.MuxServer(conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = io.Copy(st, st); _ = st.Close() }()
+		}
+	}()
+	t.Cleanup(func() { _ = sess.Close(); wg.Wait() })
+}
+
+// TestServeTokensProxyResetKey runs the binary's commands together: tokens
+// created while serve runs (a second handle on the same database), an
+// agent enrolling with one, `gateway proxy` relaying stdio through to it,
+// and `host reset-key`.
+func TestServeTokensProxyResetKey(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+
+	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "h1", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTok := lastLine(out)
+	if !strings.HasPrefix(agentTok, "hg_") {
+		t.Fatalf("last line %q", agentTok)
+	}
+	echoAgent(t, ctx, base, agentTok)
+	t.Setenv("HOSTGATE_STATE_DIR", dir) // the env var works as the flag
+	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--name", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTok := lastLine(out)
+
+	// `gateway proxy h1` with pipes as its stdio.
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	t.Setenv("HOSTGATE_URL", base)
+	t.Setenv("HOSTGATE_TOKEN", clientTok)
+	perr := make(chan error, 1)
+	go func() {
+		perr <- run(ctx, stdio{in: inR, out: outW, err: io.Discard}, []string{"proxy", "h1"})
+	}()
+	msg := bytes.Repeat([]byte("ssh bytes "), 10000)
+	werr := make(chan error, 1)
+	go func() { _, err := inW.Write(msg); werr <- err }()
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(outR, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) || <-werr != nil {
+		t.Fatal("proxy echo differs")
+	}
+	// ssh closes the proxy's stdin when it is done: the proxy ends cleanly.
+	_ = inW.Close()
+	if _, err := io.ReadAll(outR); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-perr; err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+
+	// A proxy to a host the token does not name fails with the gateway's
+	// reason, not a hang.
+	var stderr bytes.Buffer
+	err = run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: &stderr}, []string{"proxy", "other"})
+	if err == nil || !strings.Contains(err.Error(), "no such host") {
+		t.Errorf("proxy to other host: %v", err)
+	}
+
+	if _, err := cli(t, ctx, "host", "reset-key", "h1", "--state-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "host", "reset-key", "nope"); err == nil {
+		t.Error("reset of unknown host succeeded")
+	}
+	st, err := os.Stat(filepath.Join(dir, caKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("ca key: %v %v", st, err)
+	}
+}
+
+func TestTokenCreateRules(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--role", "agent"},
+		{"--role", "agent", "--host", "a", "--host", "b"},
+		{"--role", "client"},
+		{"--role", "admin", "--host", "a"},
+		{"--role", "root"},
+		{"--role", "client", "--host", "bad/id"},
+	} {
+		if _, err := cli(t, ctx, append([]string{"token", "create", "--state-dir", dir}, args...)...); err == nil {
+			t.Errorf("token create %v succeeded", args)
+		}
+	}
+	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "client", "--host", "a,b", "--ttl", "1h")
+	if err != nil || !strings.Contains(out, "for host a, b") || !strings.Contains(out, "expires") {
+		t.Errorf("%q %v", out, err)
+	}
+}
+
+func TestFlagsFromEnvironment(t *testing.T) {
+	fs := newFlags("x", io.Discard)
+	listen := fs.String("listen", "127.0.0.1:8080", "")
+	docker := fs.String("docker", "auto", "")
+	ttl := fs.Duration("cert-ttl", time.Minute, "")
+	t.Setenv("HOSTGATE_LISTEN", "127.0.0.1:9")
+	t.Setenv("HOSTGATE_DOCKER", "off")
+	t.Setenv("HOSTGATE_CERT_TTL", "5m")
+	if err := parse(fs, []string{"--docker", "on"}); err != nil {
+		t.Fatal(err)
+	}
+	if *listen != "127.0.0.1:9" || *docker != "on" || *ttl != 5*time.Minute {
+		t.Errorf("listen %q docker %q ttl %v", *listen, *docker, *ttl)
+	}
+	t.Setenv("HOSTGATE_CERT_TTL", "soon")
+	if err := parse(newFlagsWithTTL(), nil); err == nil {
+		t.Error("bad env value accepted")
+	}
+	if EnvName("state-dir") != "HOSTGATE_STATE_DIR" || EnvName("public-url") != "HOSTGATE_PUBLIC_URL" {
+		t.Error("env names")
+	}
+}
+
+func newFlagsWithTTL() *flag.FlagSet {
+	fs := newFlags("y", io.Discard)
+	fs.Duration("cert-ttl", time.Minute, "")
+	return fs
+}
+
+func TestServeValidatesFlags(t *testing.T) {
+	ctx := testCtx(t)
+	for _, args := range [][]string{
+		{"--docker", "maybe"},
+		{"--cert-ttl", "0s"},
+		{"--cert-ttl", "100h"},
+		{"--public-url", "ftp://x"},
+		{"extra"},
+	} {
+		if _, err := cli(t, ctx, append([]string{"serve", "--state-dir", t.TempDir()}, args...)...); err == nil {
+			t.Errorf("serve %v accepted", args)
+		}
+	}
+	if _, err := cli(t, ctx, "nope"); err == nil {
+		t.Error("unknown command accepted")
+	}
+}
+
+func TestParseArgsInterspersed(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		dir  string
+		pos  string
+	}{
+		{[]string{"h1", "--state-dir", "d"}, "d", "h1"},
+		{[]string{"--state-dir", "d", "h1"}, "d", "h1"},
+		{[]string{"a", "--state-dir=d", "b"}, "d", "a b"},
+		{[]string{"--state-dir", "d", "--", "-x", "--state-dir"}, "d", "-x --state-dir"},
+		{nil, "", ""},
+	} {
+		fs := newFlags("t", io.Discard)
+		dir := fs.String("state-dir", "", "")
+		if err := parseArgs(fs, tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if *dir != tc.dir || strings.Join(fs.Args(), " ") != tc.pos {
+			t.Errorf("%q: dir %q args %q", tc.args, *dir, fs.Args())
+		}
+	}
+}

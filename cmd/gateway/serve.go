@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+func init() { register("serve", "run the gateway", runServe) }
+
+// serveConfig is `gateway serve`'s flags.
+type serveConfig struct {
+	Listen        string
+	StateDir      string
+	PublicURL     string
+	PreviewDomain string
+	Docker        string // auto | on | off
+	AgentBinary   string
+	CertTTL       time.Duration
+	LogFormat     string
+}
+
+// serving is a running gateway as the hooks see it.
+type serving struct {
+	Config *serveConfig
+	Server *gateway.Server
+	Logger *slog.Logger
+}
+
+// serveHooks run after the gateway is built and before it serves: others
+// attach their parts here (executions API and Docker when --docker allows,
+// the web UI, previews), each in its own file. A hook returns a cleanup run
+// after the server has closed (nil when none).
+var serveHooks []func(ctx context.Context, s *serving) (cleanup func(), err error)
+
+func runServe(ctx context.Context, sio stdio, args []string) error {
+	var c serveConfig
+	fs := newFlags("serve", sio.err)
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&c.StateDir, "state-dir", defaultStateDir(), "directory for the database and the CA key")
+	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default http://LISTEN)")
+	fs.StringVar(&c.PreviewDomain, "preview-domain", "", "domain for preview subdomains ({port}--{host}.DOMAIN)")
+	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
+	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
+	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	logger := newLogger(sio, c.LogFormat)
+	return serve(ctx, logger, &c, nil)
+}
+
+func (c *serveConfig) validate() error {
+	switch c.Docker {
+	case "auto", "on", "off":
+	default:
+		return fmt.Errorf("serve: --docker %q: want auto, on or off", c.Docker)
+	}
+	if c.CertTTL <= 0 || c.CertTTL > sshca.MaxTTL {
+		return fmt.Errorf("serve: --cert-ttl %v: want between 0 and %v", c.CertTTL, sshca.MaxTTL)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("serve: --public-url %q: want http(s)://HOST[:PORT]", c.PublicURL)
+		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("serve: --log-format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
+
+func newLogger(sio stdio, format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(sio.err, nil))
+	}
+	return slog.New(slog.NewTextHandler(sio.err, nil))
+}
+
+// openState opens the database and CA in dir (created 0700).
+func openState(ctx context.Context, dir string) (*store.SQLite, *sshca.CA, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("state dir: %w", err)
+	}
+	st, err := store.Open(ctx, filepath.Join(dir, dbFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := sshca.LoadOrCreate(filepath.Join(dir, caKeyFile))
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return st, ca, nil
+}
+
+// serve runs the gateway until ctx ends (SIGTERM), then shuts down
+// gracefully: refuse new work, close tunnels and relays, wait. ready, when
+// set, gets the bound address once the gateway accepts connections.
+func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(addr net.Addr)) error {
+	st, ca, err := openState(ctx, c.StateDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL})
+	if err != nil {
+		return err
+	}
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+	defer srv.Close()
+	s := &serving{Config: c, Server: srv, Logger: logger}
+	for _, hook := range serveHooks {
+		cleanup, err := hook(ctx, s)
+		if err != nil {
+			return err
+		}
+		if cleanup != nil {
+			cleanups = append(cleanups, cleanup)
+		}
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	public := c.PublicURL
+	if public == "" {
+		public = "http://" + ln.Addr().String()
+	}
+	logger.Info("gateway serving", "addr", ln.Addr().String(), "publicURL", public, "stateDir", c.StateDir,
+		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case err = <-errc:
+		_ = srv.Close()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	_ = srv.Close()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,18 @@
+// Package sshlayer is SSH over any byte stream: the client every caller uses
+// to reach a host (Connect with a pinned host key, keepalives, Spawn, the
+// SFTP provider, forwarding both ways, GenerateSessionKey) and the embedded
+// server the agent runs.
+//
+// The client never trusts a host it cannot name: Auth.HostKey pins the host
+// key fingerprint ("SHA256:…", as ssh-keygen -lf prints it) and is checked
+// during key exchange, before any user-authentication request is sent, so a
+// server with another key never sees the caller's key or certificate.
+// Skipping the check is spelled InsecureSkipHostKeyCheck, for streams that
+// are already authenticated end to end.
+//
+// A Client turns into a hostgate.Connection with [Client.Connection]: exec
+// over SSH sessions (each remote command is one "cd; export; exec" shell
+// line), the filesystem over SFTP, forwarding over direct-tcpip and
+// tcpip-forward, and a synchronous-filesystem spec that dials a second,
+// separate connection ([SyncSpec]).
+package sshlayer

@@ -1,0 +1,73 @@
+package sshlayer
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/hostgate/hostgate"
+)
+
+var _ hostgate.Forwarder = (*Client)(nil)
+
+// Dial opens a connection from the host to addr over a direct-tcpip channel
+// (direct-streamlocal@openssh.com for network "unix"). ctx bounds the dial
+// only. The returned conn supports CloseWrite (half-close).
+func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "unix":
+	default:
+		return nil, fmt.Errorf("sshlayer: dial: unsupported network %q", network)
+	}
+	conn, err := await(ctx, c, func() (net.Conn, error) { return c.ssh.Dial(network, addr) }, func(conn net.Conn) { _ = conn.Close() })
+	if err != nil {
+		return nil, c.opErr("dial "+addr, err)
+	}
+	return conn, nil
+}
+
+// Listen asks the host to listen on addr (tcpip-forward, or
+// streamlocal-forward@openssh.com for network "unix"); connections to it
+// arrive through the returned listener as forwarded channels. Port 0 picks a
+// port; Addr reports it. ctx bounds the request only. Closing the listener
+// cancels the forward on the host; when the connection ends, Accept fails and
+// the host drops the forward with the connection. The listener must be
+// served (Accept called) or the SSH connection may stall.
+func (c *Client) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "unix":
+	default:
+		return nil, fmt.Errorf("sshlayer: listen: unsupported network %q", network)
+	}
+	ln, err := await(ctx, c, func() (net.Listener, error) { return c.ssh.Listen(network, addr) }, func(ln net.Listener) { _ = ln.Close() })
+	if err != nil {
+		return nil, c.opErr("listen "+addr, err)
+	}
+	return &forwardListener{Listener: ln, c: c}, nil
+}
+
+// forwardListener makes Accept fail with the connection's end reason instead of a
+// bare io.EOF once the connection is gone, and Close idempotent.
+type forwardListener struct {
+	net.Listener
+	c    *Client
+	once sync.Once
+	err  error
+}
+
+func (l *forwardListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		if end := l.c.lostErr(); end != nil {
+			return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: fmt.Errorf("%w (%w)", net.ErrClosed, end)}
+		}
+		return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: net.ErrClosed}
+	}
+	return conn, nil
+}
+
+func (l *forwardListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
+}

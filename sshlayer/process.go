@@ -1,0 +1,276 @@
+package sshlayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/shell"
+)
+
+// killGrace is how long Kill(KILL) waits for the process to exit before it
+// closes the session channel. Some servers ignore "signal" requests: OpenSSH
+// before 7.9, and any OpenSSH sshd for a root login (it refuses signalling
+// without post-auth privilege separation, which root skips). Closing the
+// channel makes this project's server kill the process group and makes sshd
+// hang up a PTY session; sshd keeps a non-PTY command running until it exits
+// on its own, and Wait waits for that.
+var killGrace = 3 * time.Second
+
+// probeTimeout bounds the liveness probe after a session ended without an
+// exit status.
+const probeTimeout = 10 * time.Second
+
+// Spawn starts argv on the host as one shell command line: cd to opts.Dir,
+// export opts.Env, exec argv with every word quoted. An invalid environment
+// variable name fails before anything is sent. ctx bounds the process: when
+// it ends the process is sent KILL and its session closed.
+func (c *Client) Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOptions) (hostgate.Process, error) {
+	line, err := shell.CommandLine(argv, opts.Dir, opts.Env)
+	if err != nil {
+		return nil, fmt.Errorf("sshlayer: spawn: %w", err)
+	}
+	p, err := await(ctx, c, func() (*clientProcess, error) { return c.start(line, opts.PTY) }, func(p *clientProcess) { _ = p.sess.Close() })
+	if err != nil {
+		return nil, c.opErr("spawn", err)
+	}
+	if !c.track() {
+		_ = p.sess.Close()
+		return nil, ErrClientClosed
+	}
+	p.stopCtx = context.AfterFunc(ctx, func() { p.cancel(context.Cause(ctx)) })
+	go p.wait()
+	return p, nil
+}
+
+// start opens a session, asks for a PTY when wanted and execs line.
+func (c *Client) start(line string, pty *hostgate.PTY) (*clientProcess, error) {
+	sess, err := c.ssh.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	p := &clientProcess{c: c, sess: sess, pty: pty != nil, done: make(chan struct{})}
+	if err := p.setup(line, pty); err != nil {
+		_ = sess.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
+	var err error
+	if p.stdin, err = p.sess.StdinPipe(); err != nil {
+		return err
+	}
+	if p.stdout, err = p.sess.StdoutPipe(); err != nil {
+		return err
+	}
+	if p.stderr, err = p.sess.StderrPipe(); err != nil {
+		return err
+	}
+	if pty != nil {
+		term, cols, rows := pty.Term, pty.Cols, pty.Rows
+		if term == "" {
+			term = "xterm-256color"
+		}
+		if cols <= 0 {
+			cols = 80
+		}
+		if rows <= 0 {
+			rows = 24
+		}
+		modes := ssh.TerminalModes{ssh.ECHO: 1, ssh.TTY_OP_ISPEED: 38400, ssh.TTY_OP_OSPEED: 38400}
+		if err := p.sess.RequestPty(term, rows, cols, modes); err != nil {
+			return fmt.Errorf("request pty: %w", err)
+		}
+	}
+	if err := p.sess.Start(line); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	return nil
+}
+
+// clientProcess is a command running in one SSH session.
+type clientProcess struct {
+	c      *Client
+	sess   *ssh.Session
+	pty    bool
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr io.Reader
+
+	stopCtx func() bool   // unregisters the ctx hook; set before wait starts
+	done    chan struct{} // closed by wait; err is set before
+	err     error
+
+	mu       sync.Mutex
+	killedBy hostgate.Signal // set when Kill closed the channel after killGrace
+	ctxErr   error           // set when ctx ended the process
+	grace    *time.Timer
+}
+
+var _ hostgate.Process = (*clientProcess)(nil)
+var _ hostgate.Resizer = (*clientProcess)(nil)
+
+func (p *clientProcess) Stdin() io.WriteCloser { return p.stdin }
+func (p *clientProcess) Stdout() io.Reader     { return p.stdout }
+func (p *clientProcess) Stderr() io.Reader     { return p.stderr }
+
+// Wait returns nil for exit status 0, *hostgate.ExitError for a non-zero
+// status or a signal, an error matching ErrConnectionLost when the
+// connection ended first, and ctx's cause when ctx ended the process.
+func (p *clientProcess) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// wait is owned by the client's WaitGroup; it ends when the session channel
+// closes, which closing the connection forces.
+func (p *clientProcess) wait() {
+	defer p.c.wg.Done()
+	werr := p.sess.Wait()
+	p.stopCtx()
+	p.mu.Lock()
+	if p.grace != nil {
+		p.grace.Stop()
+	}
+	killedBy, ctxErr := p.killedBy, p.ctxErr
+	p.mu.Unlock()
+	p.err = p.classify(werr, killedBy, ctxErr)
+	_ = p.sess.Close()
+	close(p.done)
+}
+
+func (p *clientProcess) classify(werr error, killedBy hostgate.Signal, ctxErr error) error {
+	var ee *ssh.ExitError
+	switch {
+	case werr == nil:
+		return nil
+	case ctxErr != nil:
+		return fmt.Errorf("sshlayer: process: %w", ctxErr)
+	case errors.As(werr, &ee):
+		if ee.Signal() != "" {
+			return &hostgate.ExitError{Code: -1, Signal: hostgate.Signal(ee.Signal()), Msg: ee.Msg()}
+		}
+		return &hostgate.ExitError{Code: ee.ExitStatus(), Msg: ee.Msg()}
+	case killedBy != "":
+		return &hostgate.ExitError{Code: -1, Signal: killedBy, Msg: "session closed: the server ignored the signal"}
+	}
+	// The channel closed without an exit status: either the connection
+	// died (the mux closes every channel before it reports its own end) or
+	// the server closed the channel. A round trip tells them apart.
+	if lost := p.c.lostErr(); lost != nil {
+		return fmt.Errorf("sshlayer: process: %w", lost)
+	}
+	return fmt.Errorf("sshlayer: process: session closed without exit status: %w", werr)
+}
+
+// Kill sends sig to the process. For KILL, a process still running after
+// killGrace has its session channel closed (see killGrace). Kill after exit
+// is a no-op.
+func (p *clientProcess) Kill(sig hostgate.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := p.sess.Signal(ssh.Signal(sig)); err != nil {
+		select {
+		case <-p.done:
+			return nil
+		default:
+		}
+		return p.c.opErr("kill", err)
+	}
+	if sig != hostgate.SIGKILL {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.grace == nil {
+		p.grace = time.AfterFunc(killGrace, func() {
+			p.mu.Lock()
+			p.killedBy = sig
+			p.mu.Unlock()
+			_ = p.sess.Close()
+		})
+	}
+	return nil
+}
+
+// cancel ends the process because its ctx ended.
+func (p *clientProcess) cancel(cause error) {
+	p.mu.Lock()
+	p.ctxErr = cause
+	p.mu.Unlock()
+	_ = p.sess.Signal(ssh.SIGKILL)
+	_ = p.sess.Close()
+}
+
+// Resize changes the PTY's window size (an SSH window-change request).
+func (p *clientProcess) Resize(cols, rows int) error {
+	if !p.pty {
+		return errors.New("sshlayer: resize: process has no pty")
+	}
+	if cols <= 0 || rows <= 0 {
+		return fmt.Errorf("sshlayer: resize: invalid size %dx%d", cols, rows)
+	}
+	if err := p.sess.WindowChange(rows, cols); err != nil {
+		return p.c.opErr("resize", err)
+	}
+	return nil
+}
+
+// alive reports whether the connection still answers a round trip.
+func (c *Client) alive() bool {
+	if c.usable() != nil || !c.track() {
+		return false
+	}
+	reply := make(chan error, 1)
+	go func() {
+		defer c.wg.Done()
+		_, _, err := c.ssh.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	t := time.NewTimer(probeTimeout)
+	defer t.Stop()
+	select {
+	case err := <-reply:
+		return err == nil
+	case <-c.done:
+		return false
+	case <-t.C:
+		return true // unknown; do not claim a loss we have not seen
+	}
+}
+
+// lostErr returns nil while the connection answers a round trip, else the
+// reason it ended. An operation that failed with a bare io.EOF may have raced
+// the connection's end: the mux closes every channel before it reports its
+// own end, so only asking tells a refused request from a dead connection.
+func (c *Client) lostErr() error {
+	if c.alive() {
+		return nil
+	}
+	<-c.done // the connection is closed or closing; watch publishes why
+	return c.endErr()
+}
+
+// opErr wraps err from operation op, preferring the connection's end reason
+// when the connection is gone.
+func (c *Client) opErr(op string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrClientClosed) ||
+		errors.Is(err, ErrConnectionLost) {
+		return fmt.Errorf("sshlayer: %s: %w", op, err)
+	}
+	if lost := c.lostErr(); lost != nil {
+		return fmt.Errorf("sshlayer: %s: %w", op, lost)
+	}
+	return fmt.Errorf("sshlayer: %s: %w", op, err)
+}

@@ -330,6 +330,7 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
 			resp.Header.Set("Location", t.prefix+loc)
 		}
+		scopeCookies(resp.Header, t.prefix)
 		if !p.cfg.UnsandboxedPathForm {
 			resp.Header.Add("Content-Security-Policy", sandboxCSP)
 		}

@@ -172,3 +172,32 @@ func isOneOf(s string, names []string) bool {
 	}
 	return false
 }
+
+// scopeCookies confines the dev server's cookies to the path-form prefix, so
+// that a path-form preview's cookies reach neither the gateway nor other
+// previews on the same origin. Cookies that do not parse are dropped.
+func scopeCookies(h http.Header, prefix string) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	kept := make([]string, 0, len(lines))
+	for _, line := range lines {
+		c, err := http.ParseSetCookie(line)
+		if err != nil {
+			continue
+		}
+		if !strings.HasPrefix(c.Path, "/") {
+			c.Path = "/"
+		}
+		c.Path = prefix + c.Path
+		c.Domain = "" // host-only: never the gateway's parent domain
+		if s := c.String(); s != "" {
+			kept = append(kept, s)
+		}
+	}
+	h.Del("Set-Cookie")
+	for _, s := range kept {
+		h.Add("Set-Cookie", s)
+	}
+}

@@ -183,6 +183,7 @@ func TestPreviewLargeUploadStreams(t *testing.T) {
 	sent := sha256.New()
 	go func() {
 		rng := rand.New(rand.NewPCG(1, 2))
+		data := rand.NewChaCha8([32]byte{1})
 		buf := make([]byte, 64<<10)
 		for written := 0; written < total; {
 			if written == 1<<20 {
@@ -195,9 +196,7 @@ func TestPreviewLargeUploadStreams(t *testing.T) {
 			}
 			// Random chunk sizes exercise short writes.
 			n := min(1+rng.IntN(len(buf)), total-written, (1<<20)-written%(1<<20))
-			for i := range buf[:n] {
-				buf[i] = byte(rng.Uint32())
-			}
+			_, _ = data.Read(buf[:n])
 			sent.Write(buf[:n])
 			if _, err := pw.Write(buf[:n]); err != nil {
 				return
@@ -272,8 +271,12 @@ func TestPreviewUpstreamRequest(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got[k], v)
 				}
 			}
-			if sc := resp.Header.Values("Set-Cookie"); len(sc) != 1 || !strings.HasPrefix(sc[0], "app=ok") {
-				t.Errorf("Set-Cookie = %q, want only app=ok (hostgate_session dropped)", sc)
+			wantCookie := "app=ok"
+			if tc.form == "path" {
+				wantCookie = "app=ok; Path=" + tc.pref + "/"
+			}
+			if sc := resp.Header.Values("Set-Cookie"); len(sc) != 1 || sc[0] != wantCookie {
+				t.Errorf("Set-Cookie = %q, want only %q (hostgate_session dropped)", sc, wantCookie)
 			}
 			csp := resp.Header.Get("Content-Security-Policy")
 			if sandboxed := strings.HasPrefix(csp, "sandbox"); sandboxed != (tc.form == "path") {

@@ -248,6 +248,12 @@ func (fw *Forward) serve() {
 					t.Stop()
 				}
 			}
+			if fw.spec.Kind == Remote {
+				// The host's listener only fails on its own when the
+				// connection carrying it ended or the host dropped the
+				// forward.
+				fw.cancel(fmt.Errorf("%w: accept: %w", ErrHostGone, err))
+			}
 			fw.cancel(fmt.Errorf("forward: accept: %w", err))
 			fw.err = context.Cause(fw.ctx)
 			if errors.Is(fw.err, errClosedByUser) {

@@ -113,7 +113,7 @@ func TestForwardReleasedWhenHostConnectionEnds(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("forward still running after the host connection ended")
 			}
-			if err := fw.Err(); !errors.Is(err, ErrHostGone) && kind != Remote {
+			if err := fw.Err(); !errors.Is(err, ErrHostGone) {
 				t.Fatalf("Err = %v, want ErrHostGone", err)
 			}
 			// The open connection was torn down, and nothing listens.
@@ -146,8 +146,13 @@ func TestForwardStopsWhenHostClosed(t *testing.T) {
 	defer fw.Close()
 	_ = h.Close()
 	c := dialT(t, fw.Addr().String())
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	_, _ = c.Read(make([]byte, 1))
-	<-fw.Done()
+	select {
+	case <-fw.Done():
+	case <-ctx.Done():
+		t.Fatal("forward still running after its host was closed")
+	}
 	if err := fw.Err(); !errors.Is(err, ErrHostGone) {
 		t.Fatalf("Err = %v, want ErrHostGone", err)
 	}

@@ -1,0 +1,305 @@
+// Package agent is the agent's runtime: serving the embedded SSH server
+// over a listener, stdio or a dialed-out tunnel to the gateway.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// Files `agent connect` keeps in its state directory.
+const (
+	HostKeyFile   = "host_key"       // the agent's SSH host key (OpenSSH PEM, 0600)
+	GatewayCAFile = "gateway_ca.pub" // the gateway's user CA, pinned on first enrollment (0600)
+)
+
+// Connect backoff defaults: quick to come back after a gateway restart,
+// gentle on a gateway that is down for long.
+const (
+	DefaultMinBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff = 30 * time.Second
+)
+
+// ErrCAChanged means the gateway presented a user CA other than the one
+// pinned on first enrollment; the agent refuses to serve it. Delete
+// GatewayCAFile in the state directory to accept a new gateway.
+var ErrCAChanged = errors.New("agent: gateway CA differs from the pinned one")
+
+// ConnectConfig configures Connect.
+type ConnectConfig struct {
+	// GatewayURL is the gateway's base URL: http(s):// or ws(s)://.
+	GatewayURL string
+	// Token is an agent token; it names the host id.
+	Token string
+	// HostID, when set, must be the id the token enrolls.
+	HostID string
+	// StateDir holds HostKeyFile and GatewayCAFile. Required.
+	StateDir string
+	// Info is sent on enrollment; zero fields are filled from this machine.
+	Info hostgate.Info
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+	// MinBackoff, MaxBackoff bound the wait between attempts; zero means
+	// the defaults.
+	MinBackoff, MaxBackoff time.Duration
+	// Server adjusts the SSH server config before each tunnel is served
+	// (HostKey, TrustedUserCAs, Principal and Logger are already set).
+	Server func(*sshlayer.ServerConfig)
+	// OnTunnel, when set, is called each time a tunnel is up (tests,
+	// readiness reporting). It must not block.
+	OnTunnel func(hostID string)
+}
+
+// Connect dials the gateway, enrolls, and serves the embedded SSH server on
+// every stream the gateway opens; when the tunnel ends it reconnects with
+// exponential backoff and jitter, forever, until ctx ends (then it closes
+// the tunnel, waits for every session and returns nil). It returns an
+// error only for a configuration it cannot run with.
+func Connect(ctx context.Context, cfg *ConnectConfig) error {
+	c, err := newConnector(cfg)
+	if err != nil {
+		return err
+	}
+	backoff := c.min
+	for {
+		start := time.Now()
+		err := c.once(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		// A tunnel that stayed up a while was healthy: come back fast.
+		if time.Since(start) > c.max {
+			backoff = c.min
+		}
+		wait := jitter(backoff)
+		c.log.Warn("gateway tunnel ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, c.max)
+	}
+}
+
+// jitter picks uniformly in [d/2, d], so agents cut off together do not
+// come back together.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+type connector struct {
+	cfg      ConnectConfig
+	log      *slog.Logger
+	url      string
+	min, max time.Duration
+	hostKey  ssh.Signer
+	header   http.Header
+}
+
+func newConnector(cfg *ConnectConfig) (*connector, error) {
+	if cfg == nil || cfg.GatewayURL == "" || cfg.Token == "" || cfg.StateDir == "" {
+		return nil, errors.New("agent: connect needs a gateway URL, a token and a state directory")
+	}
+	c := &connector{cfg: *cfg, log: cfg.Logger, min: cfg.MinBackoff, max: cfg.MaxBackoff}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.min <= 0 {
+		c.min = DefaultMinBackoff
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxBackoff
+	}
+	c.max = max(c.max, c.min)
+	u, err := url.Parse(strings.TrimRight(cfg.GatewayURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("agent: gateway url: %w", err)
+	}
+	switch u.Scheme {
+	case "http", "https", "ws", "wss":
+	default:
+		return nil, fmt.Errorf("agent: gateway url %q: want http(s):// or ws(s)://", cfg.GatewayURL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + wire.ConnectPath
+	c.url = u.String()
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: state dir: %w", err)
+	}
+	if c.hostKey, err = sshlayer.LoadOrCreateHostKey(filepath.Join(cfg.StateDir, HostKeyFile)); err != nil {
+		return nil, err
+	}
+	info := fillInfo(cfg.Info)
+	c.header = http.Header{}
+	c.header.Set("Authorization", "Bearer "+cfg.Token)
+	c.header.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(c.hostKey.PublicKey()))))
+	c.header.Set(wire.HeaderInfo, wire.EncodeInfo(info))
+	if cfg.HostID != "" {
+		c.header.Set(wire.HeaderHostID, cfg.HostID)
+	}
+	c.log = c.log.With("gateway", cfg.GatewayURL, "hostKey", sshlayer.Fingerprint(c.hostKey.PublicKey()))
+	return c, nil
+}
+
+// fillInfo completes info from this machine.
+func fillInfo(info hostgate.Info) hostgate.Info {
+	if info.Kind == "" {
+		info.Kind = "machine"
+	}
+	if info.OS == "" {
+		info.OS = runtime.GOOS
+	}
+	if info.Home == "" {
+		info.Home, _ = os.UserHomeDir()
+	}
+	if info.TempDir == "" {
+		info.TempDir = os.TempDir()
+	}
+	if info.Workspace == "" {
+		info.Workspace = info.Home
+	}
+	return info
+}
+
+// once runs one tunnel: dial, check the CA, serve until it ends.
+func (c *connector) once(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: c.header.Clone()})
+	cancel()
+	if err != nil {
+		var he *bytestream.HandshakeError
+		if errors.As(err, &he) {
+			if we, ok := wire.ParseError([]byte(he.Body)); ok {
+				return fmt.Errorf("gateway refused the agent (%d %s): %s", he.StatusCode, we.Code, we.Message)
+			}
+		}
+		return err
+	}
+	defer conn.Close()
+	hostID := resp.Header.Get(wire.HeaderHostID)
+	if hostID == "" || (c.cfg.HostID != "" && hostID != c.cfg.HostID) {
+		return fmt.Errorf("agent: gateway enrolled host %q, want %q", hostID, c.cfg.HostID)
+	}
+	ca, err := c.pinCA(resp.Header.Get(wire.HeaderCAKey))
+	if err != nil {
+		return err
+	}
+	scfg := &sshlayer.ServerConfig{
+		HostKey:        c.hostKey,
+		TrustedUserCAs: []ssh.PublicKey{ca},
+		Principal:      hostID,
+		Logger:         c.log.With("host", hostID),
+	}
+	if c.cfg.Server != nil {
+		c.cfg.Server(scfg)
+	}
+	srv, err := sshlayer.NewServer(scfg)
+	if err != nil {
+		return err
+	}
+	// Agent side of the tunnel: the gateway opens streams, one per SSH
+	// connection; we never open any.
+	sess, err := bytestream.MuxServer(conn, nil)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	c.log.Info("tunnel up", "host", hostID)
+	if c.cfg.OnTunnel != nil {
+		c.cfg.OnTunnel(hostID)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
+	var wg sync.WaitGroup
+	// Teardown order: stop accepting, end every SSH connection (Close
+	// waits for their processes), then wait for the serving goroutines.
+	defer func() {
+		stop()
+		_ = sess.Close()
+		_ = srv.Close()
+		wg.Wait()
+	}()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return fmt.Errorf("tunnel: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.ServeConn(ctx, st); err != nil && !errors.Is(err, sshlayer.ErrServerClosed) {
+				c.log.Info("ssh connection refused", "err", err)
+			}
+		}()
+	}
+}
+
+// pinCA parses the gateway's CA key and compares it with the pinned one,
+// pinning it (0600) on first enrollment.
+func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
+	ca, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(header))
+	if err != nil || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, fmt.Errorf("agent: gateway sent no usable CA key (%s)", wire.HeaderCAKey)
+	}
+	path := filepath.Join(c.cfg.StateDir, GatewayCAFile)
+	line := ssh.MarshalAuthorizedKey(ca)
+	pinned, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := writeNew(path, line); err != nil {
+			return nil, fmt.Errorf("agent: pin gateway CA: %w", err)
+		}
+		c.log.Info("pinned gateway CA", "ca", ssh.FingerprintSHA256(ca))
+		return c.pinCA(header) // re-read: a concurrent first writer wins
+	case err != nil:
+		return nil, fmt.Errorf("agent: gateway CA: %w", err)
+	}
+	want, _, _, _, err := ssh.ParseAuthorizedKey(pinned)
+	if err != nil {
+		return nil, fmt.Errorf("agent: pinned gateway CA %s: %w", path, err)
+	}
+	if !bytes.Equal(want.Marshal(), ca.Marshal()) {
+		return nil, fmt.Errorf("%w: pinned %s, gateway sent %s (delete %s to trust the new gateway)",
+			ErrCAChanged, ssh.FingerprintSHA256(want), ssh.FingerprintSHA256(ca), path)
+	}
+	return ca, nil
+}
+
+// writeNew creates path with data, mode 0600, failing quietly when another
+// writer created it first.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return err
+	}
+	return f.Close()
+}

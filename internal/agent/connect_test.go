@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// gw is a gateway behind a fixed URL whose server can be restarted on
+// the same state (store and CA), as `gateway serve` restarting would.
+type gw struct {
+	t     *testing.T
+	ctx   context.Context
+	ts    *httptest.Server
+	store *store.SQLite
+	ca    *sshca.CA
+	cur   atomic.Pointer[gateway.Server]
+}
+
+func newGW(t *testing.T) *gw {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "gateway.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gw{t: t, ctx: ctx, store: st, ca: ca}
+	g.restart()
+	g.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.cur.Load().Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		_ = g.cur.Load().Close()
+		g.ts.Close()
+		_ = st.Close()
+	})
+	return g
+}
+
+// restart closes the running gateway (dropping every tunnel) and starts a
+// new one on the same state.
+func (g *gw) restart() {
+	srv, err := gateway.New(g.ctx, nil, g.store, g.ca, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if old := g.cur.Swap(srv); old != nil {
+		_ = old.Close()
+	}
+}
+
+func (g *gw) token(role store.Role, hosts ...string) string {
+	sec, _, err := g.store.CreateToken(g.ctx, store.TokenSpec{Role: role, Hosts: hosts})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return sec
+}
+
+// runAgent runs Connect until the test ends; tunnels receives the host id
+// each time a tunnel comes up.
+func runAgent(t *testing.T, ctx context.Context, cfg ConnectConfig) <-chan string {
+	tunnels := make(chan string, 16)
+	cfg.OnTunnel = func(id string) { tunnels <- id }
+	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- Connect(actx, &cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Connect: %v", err)
+		}
+	})
+	return tunnels
+}
+
+func waitTunnel(t *testing.T, ch <-chan string, want string) {
+	t.Helper()
+	select {
+	case id := <-ch:
+		if id != want {
+			t.Fatalf("tunnel for %q, want %q", id, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tunnel within 30 s")
+	}
+}
+
+// dialSSH is what a caller does: fetch the pinned key, get a certificate
+// for a session key, open the relay, connect with the key pinned.
+func (g *gw) dialSSH(token, host string) (*sshlayer.Client, error) {
+	api := func(method, path string, body, out any) error {
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequestWithContext(g.ctx, method, g.ts.URL+path, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			return errors.New(string(b))
+		}
+		return json.Unmarshal(b, out)
+	}
+	var rec gateway.HostRecord
+	if err := api("GET", "/v1/hosts/"+host, nil, &rec); err != nil {
+		return nil, err
+	}
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		return nil, err
+	}
+	var cert struct{ Certificate string }
+	if err := api("POST", "/v1/hosts/"+host+"/certificates", map[string]string{"publicKey": key.PublicKey}, &cert); err != nil {
+		return nil, err
+	}
+	return g.connectWith(token, host, sshlayer.Auth{Signer: key.Signer, Certificate: []byte(cert.Certificate), HostKey: rec.HostKey})
+}
+
+func (g *gw) connectWith(token, host string, auth sshlayer.Auth) (*sshlayer.Client, error) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	conn, err := bytestream.WebSocket(g.ctx, g.ts.URL+"/v1/hosts/"+host+"/ssh", &bytestream.WebSocketOptions{Header: h})
+	if err != nil {
+		return nil, err
+	}
+	c, err := sshlayer.Connect(g.ctx, conn, auth)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func run(t *testing.T, c *sshlayer.Client, cmd string) string {
+	t.Helper()
+	s, err := c.SSH().NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Output(cmd)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return string(out)
+}
+
+// TestConnectServesSSHThroughGateway: a real agent tunnel, a real SSH
+// session relayed through the gateway, host key pinned end to end.
+func TestConnectServesSSHThroughGateway(t *testing.T) {
+	g := newGW(t)
+	state := t.TempDir()
+	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), HostID: "h1", StateDir: state})
+	waitTunnel(t, tunnels, "h1")
+
+	client := g.token(store.RoleClient, "h1")
+	c, err := g.dialSSH(client, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, c, "echo hello; id -un"); !strings.HasPrefix(got, "hello\n") {
+		t.Errorf("output %q", got)
+	}
+	_ = c.Close()
+
+	// The key the gateway pinned is the agent's host key file; the CA is
+	// pinned in the state dir, 0600.
+	h, err := g.store.Host(g.ctx, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sshlayer.LoadOrCreateHostKey(filepath.Join(state, HostKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.HostKey != strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) {
+		t.Errorf("pinned %q", h.HostKey)
+	}
+	if st, err := os.Stat(filepath.Join(state, GatewayCAFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("CA file: %v %v", st, err)
+	}
+	var info map[string]any
+	if err := json.Unmarshal(h.Info, &info); err != nil || info["kind"] != "machine" || info["os"] == "" {
+		t.Errorf("info %s", h.Info)
+	}
+
+	// A certificate from another CA, or for another host, is refused by
+	// the agent even though the gateway relays the bytes.
+	key, _ := sshlayer.GenerateSessionKey()
+	other, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	for name, ca := range map[string]*sshca.CA{"foreign CA": other, "other principal": g.ca} {
+		principal := "h1"
+		if name == "other principal" {
+			principal = "h2"
+		}
+		cert, err := ca.Sign(key.Signer.PublicKey(), principal, "x", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := ssh.ParsePublicKey(signer.PublicKey().Marshal())
+		_, err = g.connectWith(client, "h1", sshlayer.Auth{Signer: key.Signer, Certificate: ssh.MarshalAuthorizedKey(cert), HostKey: sshlayer.Fingerprint(pub)})
+		if err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+}
+
+// TestConnectSurvivesGatewayRestart: the gateway restarts (every tunnel
+// dropped); the agent comes back by itself, pins and tokens survive, and a
+// new session works.
+func TestConnectSurvivesGatewayRestart(t *testing.T) {
+	g := newGW(t)
+	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), StateDir: t.TempDir()})
+	waitTunnel(t, tunnels, "h1")
+	client := g.token(store.RoleClient, "h1")
+	c, err := g.dialSSH(client, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	for range 2 {
+		g.restart()
+		waitTunnel(t, tunnels, "h1")
+		c, err := g.dialSSH(client, "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, c, "echo back"); got != "back\n" {
+			t.Errorf("output %q", got)
+		}
+		_ = c.Close()
+	}
+}
+
+// TestConnectRefusesChangedCA: an agent pinned to one gateway's CA does
+// not serve another gateway (its tunnel never comes up).
+func TestConnectRefusesChangedCA(t *testing.T) {
+	state := t.TempDir()
+	other, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	if err := os.WriteFile(filepath.Join(state, GatewayCAFile), []byte(other.AuthorizedKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newConnector(&ConnectConfig{GatewayURL: "http://127.0.0.1:1", Token: "t", StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	if _, err := c.pinCA(mine.AuthorizedKey()); !errors.Is(err, ErrCAChanged) {
+		t.Fatalf("changed CA: %v", err)
+	}
+	if _, err := c.pinCA(other.AuthorizedKey()); err != nil {
+		t.Fatalf("pinned CA refused: %v", err)
+	}
+	if _, err := c.pinCA("garbage"); err == nil {
+		t.Fatal("garbage CA accepted")
+	}
+}
+
+// TestConnectImpostorRefusedRealKeepsServing: an impostor agent (other host key)
+// is refused with the gateway's reason and retries with backoff until
+// stopped; the real agent keeps serving.
+func TestConnectImpostorRefusedRealKeepsServing(t *testing.T) {
+	g := newGW(t)
+	agentTok := g.token(store.RoleAgent, "h1")
+	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: agentTok, StateDir: t.TempDir()})
+	waitTunnel(t, tunnels, "h1")
+
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	refused := make(chan struct{})
+	var once sync.Once
+	ictx, cancel := context.WithCancel(g.ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ictx, &ConnectConfig{GatewayURL: g.ts.URL, Token: agentTok, StateDir: t.TempDir(),
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) {
+				mu.Lock()
+				logs.Write(p)
+				mu.Unlock()
+				if bytes.Contains(p, []byte("host_key_mismatch")) {
+					once.Do(func() { close(refused) })
+				}
+			}), nil)),
+			OnTunnel: func(string) { t.Error("impostor got a tunnel") }})
+	}()
+	select {
+	case <-refused:
+	case <-time.After(30 * time.Second):
+		t.Fatal("impostor not refused")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c, err := g.dialSSH(g.token(store.RoleClient, "h1"), "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, c, "echo real"); got != "real\n" {
+		t.Errorf("output %q", got)
+	}
+	_ = c.Close()
+}
+
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+func TestJitterBounds(t *testing.T) {
+	for _, d := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 30 * time.Second} {
+		for range 1000 {
+			if j := jitter(d); j < d/2 || j > d {
+				t.Fatalf("jitter(%v) = %v", d, j)
+			}
+		}
+	}
+}

@@ -33,6 +33,7 @@ type DockerAPI interface {
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
 	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
@@ -271,6 +272,11 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 			}
 		}
 	}()
+	// Watch the main process: with an init, a missing sleep is not a
+	// start error but an immediate exit 127 (and AutoRemove erases it).
+	waitCtx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	exitC, _ := h.api.ContainerWait(waitCtx, cid, container.WaitConditionNextExit)
 	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		if strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file") {
 			return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
@@ -278,8 +284,20 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		return nil, fmt.Errorf("dockerhost: start container: %w", err)
 	}
 	if err := h.checkImage(ctx, cid); err != nil {
+		if ErrorCode(err) == "" && h.containerGone(cid) {
+			t := time.NewTimer(10 * time.Second)
+			defer t.Stop()
+			select {
+			case r := <-exitC:
+				if r.StatusCode == 126 || r.StatusCode == 127 {
+					return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("main process sleep exited %d", r.StatusCode)}
+				}
+			case <-t.C:
+			}
+		}
 		return nil, err
 	}
+	stopWait()
 	if len(h.tools) > 0 {
 		if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
 			return nil, fmt.Errorf("dockerhost: %w", err)
@@ -362,11 +380,18 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%s exited %d: %s", argv[0], code, strings.TrimSpace(out.String()))
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case h.containerGone(cid):
+			// Killed under us (runtime over already, or out of memory):
+			// not the image's fault.
+			return fmt.Errorf("dockerhost: the container ended during provisioning (runtimeMs or memoryBytes too small?): %w", err)
+		case code == 126 || code == 127 || strings.Contains(err.Error(), "executable file not found"):
 			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
+		default:
+			return fmt.Errorf("dockerhost: check image: %w", err)
 		}
 	}
 	return nil
@@ -505,7 +530,7 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		return nil, err
 	}
 	if err != nil {
-		if h.containerGone(e) {
+		if h.containerGone(e.ContainerID) {
 			h.forget(executionID, e)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err}
 		}
@@ -554,11 +579,11 @@ func parseOOMKills(s string) int64 {
 	return 0
 }
 
-// containerGone reports whether e's container no longer runs.
-func (h *Docker) containerGone(e *execution) bool {
+// containerGone reports whether the container no longer runs.
+func (h *Docker) containerGone(cid string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ins, err := h.api.ContainerInspect(ctx, e.ContainerID)
+	ins, err := h.api.ContainerInspect(ctx, cid)
 	if cerrdefs.IsNotFound(err) {
 		return true
 	}

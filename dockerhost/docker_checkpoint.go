@@ -40,7 +40,7 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 	cw := &countWriter{}
 	if err := h.ws.Export(ctx, e.ContainerID, io.MultiWriter(w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
 		_ = w.Abort()
-		if h.containerGone(e) {
+		if h.containerGone(e.ContainerID) {
 			h.forget(executionID, e)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the checkpoint", executionID), Err: err}
 		}

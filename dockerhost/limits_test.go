@@ -189,7 +189,7 @@ func TestRuntimeDeadlineWithoutHost(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
-	r.RuntimeMs = 2000
+	r.RuntimeMs = 5000 // room for provisioning on a loaded machine
 	ex := provision(t, h, emptyReq(img, r))
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
@@ -203,10 +203,10 @@ func TestRuntimeDeadlineHost(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
-	r.RuntimeMs = 2000
+	r.RuntimeMs = 5000 // room for provisioning on a loaded machine
 	ex := provision(t, h, emptyReq(img, r))
-	if ex.ExpiresAt.Sub(ex.CreatedAt) != 2*time.Second {
-		t.Fatalf("expiresAt %v - createdAt %v != 2s", ex.ExpiresAt, ex.CreatedAt)
+	if ex.ExpiresAt.Sub(ex.CreatedAt) != 5*time.Second {
+		t.Fatalf("expiresAt %v - createdAt %v != 5s", ex.ExpiresAt, ex.CreatedAt)
 	}
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 	if _, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {

@@ -13,8 +13,12 @@ import (
 
 // SFTP returns the filesystem provider over this connection's SFTP
 // subsystem. One SFTP client is opened per Client, on first use, and closed
-// with it; a failed open is retried on the next call.
+// with it; a failed open is retried on the next call. After the connection
+// ended it fails with the reason (ErrClientClosed, ErrConnectionLost).
 func (c *Client) SFTP(ctx context.Context) (hostgate.Provider, error) {
+	if err := c.usable(); err != nil {
+		return nil, fmt.Errorf("sshlayer: sftp: %w", err)
+	}
 	c.mu.Lock()
 	if p := c.sftpProv; p != nil {
 		c.mu.Unlock()

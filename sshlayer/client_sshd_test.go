@@ -181,7 +181,18 @@ func TestSSHDPTY(t *testing.T) {
 // its pid (the shell execs, so the pid is sleep's).
 func spawnSleeper(ctx context.Context, t *testing.T, c *Client, pty *hostgate.PTY) (hostgate.Process, int) {
 	t.Helper()
-	p, err := c.Spawn(ctx, []string{"sh", "-c", "echo $$; exec sleep 30"}, hostgate.SpawnOptions{PTY: pty})
+	return spawnSleeperOpts(ctx, t, c, "echo $$; exec sleep 30", pty)
+}
+
+// spawnSleeperCmd runs script, which prints the pid to watch first.
+func spawnSleeperCmd(ctx context.Context, t *testing.T, c *Client, script string) (hostgate.Process, int) {
+	t.Helper()
+	return spawnSleeperOpts(ctx, t, c, script, nil)
+}
+
+func spawnSleeperOpts(ctx context.Context, t *testing.T, c *Client, script string, pty *hostgate.PTY) (hostgate.Process, int) {
+	t.Helper()
+	p, err := c.Spawn(ctx, []string{"sh", "-c", script}, hostgate.SpawnOptions{PTY: pty})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,12 @@ import (
 	"github.com/hostgate/hostgate"
 )
 
+type netDialer struct{ net.Dialer }
+
+func (d *netDialer) dial(ctx context.Context, addr string) (net.Conn, error) {
+	return d.DialContext(ctx, "tcp", addr)
+}
+
 // countingServer is a minimal x/crypto SSH server that counts what the
 // client sent: authentication attempts by method and session channels.
 type countingServer struct {

@@ -353,3 +353,80 @@ func TestJitterBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestRunConnectFlags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{},
+		{"--gateway", "http://x"},
+		{"--token", "t"},
+		{"--gateway", "ftp://x", "--token", "t", "--state-dir", t.TempDir()},
+		{"--gateway", "http://x", "--token", "t", "extra"},
+		{"--gateway", "http://x", "--token", "t", "--log-format", "xml"},
+	} {
+		if err := RunConnect(ctx, args, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	// The environment supplies what flags do; a cancelled ctx stops it.
+	g := newGW(t)
+	t.Setenv("HOSTGATE_GATEWAY", g.ts.URL)
+	t.Setenv("HOSTGATE_TOKEN", g.token(store.RoleAgent, "envhost"))
+	t.Setenv("HOSTGATE_STATE_DIR", t.TempDir())
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	var logs syncBuffer
+	go func() { done <- RunConnect(cctx, []string{"--log-format", "json"}, &logs) }()
+	select {
+	case <-logs.has(`"msg":"tunnel up"`):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no tunnel; logs:\n%s", logs.String())
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer collects logs and signals when a substring appears.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	waits []wait
+}
+
+type wait struct {
+	s  string
+	ch chan struct{}
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.Write(p)
+	kept := b.waits[:0]
+	for _, w := range b.waits {
+		if strings.Contains(b.b.String(), w.s) {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	b.waits = kept
+	return len(p), nil
+}
+
+func (b *syncBuffer) has(s string) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch := make(chan struct{})
+	if strings.Contains(b.b.String(), s) {
+		close(ch)
+	} else {
+		b.waits = append(b.waits, wait{s, ch})
+	}
+	return ch
+}
+
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }

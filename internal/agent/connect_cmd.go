@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultStateDir is where the agent keeps its host key and the pinned
+// gateway CA: $XDG_STATE_HOME/hostgate-agent, else
+// ~/.local/state/hostgate-agent.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "hostgate-agent")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "hostgate-agent")
+	}
+	return "hostgate-agent-state"
+}
+
+// RunConnect is the `agent connect` command: `agent connect --gateway URL
+// --token T [--host-id ID] [--state-dir DIR]`, each flag also read from
+// HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID, HOSTGATE_STATE_DIR
+// (the environment keeps the token out of ps). It runs until ctx ends
+// (SIGTERM) and logs to stderr.
+func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
+	var (
+		cfg       ConnectConfig
+		logFormat string
+	)
+	fs := flag.NewFlagSet("agent connect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.GatewayURL, "gateway", "", "gateway URL: http(s):// or ws(s)://")
+	fs.StringVar(&cfg.Token, "token", "", "agent token (prefer HOSTGATE_TOKEN)")
+	fs.StringVar(&cfg.HostID, "host-id", "", "host id; must match the token's")
+	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("agent connect: unexpected arguments %q", fs.Args())
+	}
+	if cfg.GatewayURL == "" || cfg.Token == "" {
+		return errors.New("agent connect: --gateway and --token (or HOSTGATE_GATEWAY, HOSTGATE_TOKEN) are required")
+	}
+	var h slog.Handler
+	switch logFormat {
+	case "text":
+		h = slog.NewTextHandler(stderr, nil)
+	case "json":
+		h = slog.NewJSONHandler(stderr, nil)
+	default:
+		return fmt.Errorf("agent connect: --log-format %q: want text or json", logFormat)
+	}
+	cfg.Logger = slog.New(h)
+	return Connect(ctx, &cfg)
+}

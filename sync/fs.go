@@ -334,6 +334,13 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 			}
 			if err != nil {
 				_ = r.Close()
+				// SFTP opens a directory and fails its read with a
+				// bare "Failure": say what os.ReadFile says.
+				if len(buf) == 0 {
+					if fi, serr := p.Stat(ctx, hp); serr == nil && fi.IsDir() {
+						return syscall.EISDIR
+					}
+				}
 				return err
 			}
 		}

@@ -676,3 +676,30 @@ func TestStoppedServerWrite(t *testing.T) {
 		t.Fatalf("file = %d bytes, %v", len(got), err)
 	}
 }
+
+// TestAnswersKeepTheConnection: errors that are the host's answers (a
+// missing file, a directory read as a file, a non-empty directory) do not
+// cost a reconnect.
+func TestAnswersKeepTheConnection(t *testing.T) {
+	root, _ := tree(t)
+	sv := newServer(t)
+	fsys := open(t, sv, root, 0)
+	if _, err := fsys.Stat("missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat missing = %v", err)
+	}
+	if _, err := fsys.ReadFile("dir"); !errors.Is(err, syscall.EISDIR) {
+		t.Fatalf("ReadFile of a directory = %v; want EISDIR", err)
+	}
+	if err := fsys.Remove("dir"); err == nil {
+		t.Fatal("Remove of a non-empty directory succeeded")
+	}
+	if _, err := fsys.ReadLink("hello.txt"); err == nil {
+		t.Fatal("ReadLink of a file succeeded")
+	}
+	if _, err := fsys.Stat("hello.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if n := sv.connects.Load(); n != 1 {
+		t.Fatalf("connects = %d, want 1", n)
+	}
+}

@@ -171,7 +171,7 @@ func (f *FS) run(s *session, op opFunc) error {
 		select {
 		case <-c.done:
 			if !healthy(c.err) {
-				err := fmt.Errorf("syncfs: connection broken: %w", c.err)
+				err := fmt.Errorf("syncfs: connection broken: %w", unwrapPath(c.err))
 				f.abandon(s, err)
 				return err
 			}

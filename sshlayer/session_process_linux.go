@@ -36,34 +36,47 @@ func waitGroupGone(pgid, leader int, limit time.Duration) {
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
 	deadline := time.Now().Add(limit)
+	var buf [512]byte // the fields we need are near the start of stat
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid == leader {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
+		// Raw syscalls: this runs for every command exit, over every
+		// process on the machine.
+		fd, err := unix.Open("/proc/"+n+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
-		state, pgrp, ok := parseProcStat(b)
+		k, err := unix.Read(fd, buf[:])
+		_ = unix.Close(fd)
+		if err != nil || k <= 0 {
+			continue
+		}
+		state, pgrp, ok := parseProcStat(buf[:k])
 		if !ok || pgrp != pgid || state == 'Z' || state == 'X' {
 			continue
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
+		waitPidfd(pid, deadline)
+	}
+}
+
+// waitPidfd waits until pid has exited or deadline passes.
+func waitPidfd(pid int, deadline time.Time) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer func() { _ = unix.Close(fd) }()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms <= 0 {
+			return
 		}
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			ms := int(time.Until(deadline) / time.Millisecond)
-			if ms <= 0 {
-				break
-			}
-			if _, err := unix.Poll(fds, ms); !errors.Is(err, unix.EINTR) {
-				break
-			}
+		if _, err := unix.Poll(fds, ms); !errors.Is(err, unix.EINTR) {
+			return
 		}
-		_ = unix.Close(fd)
 	}
 }
 

@@ -1,0 +1,367 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// These tests drive the server with OpenSSH's own clients (ssh, sftp, scp)
+// as a user would.
+
+// srvOpenSSH holds the files an OpenSSH client needs to reach a server.
+type srvOpenSSH struct {
+	t          *testing.T
+	dir        string
+	key        string // private key file
+	knownHosts string
+	port       int
+}
+
+func srvNeedOpenSSH(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		_, err := exec.LookPath(tool)
+		testenv.RequirePeer(t, "OpenSSH "+tool, err == nil)
+	}
+}
+
+func srvNewOpenSSH(t *testing.T, port int, hostKey ssh.PublicKey, clientKey []byte) *srvOpenSSH {
+	t.Helper()
+	srvNeedOpenSSH(t, "ssh")
+	dir := t.TempDir()
+	o := &srvOpenSSH{t: t, dir: dir, key: filepath.Join(dir, "id"), knownHosts: filepath.Join(dir, "known_hosts"), port: port}
+	if err := os.WriteFile(o.key, clientKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := fmt.Sprintf("[127.0.0.1]:%d %s", port, ssh.MarshalAuthorizedKey(hostKey))
+	if err := os.WriteFile(o.knownHosts, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// opts are the options every OpenSSH tool gets: no user config, our pinned
+// host key only, never a prompt.
+func (o *srvOpenSSH) opts() []string {
+	return []string{
+		"-F", "/dev/null",
+		"-o", "UserKnownHostsFile=" + o.knownHosts,
+		"-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "BatchMode=yes",
+		"-o", "IdentitiesOnly=yes",
+		"-o", "IdentityAgent=none",
+		"-i", o.key,
+	}
+}
+
+// command builds an OpenSSH command bound to the test's lifetime.
+func (o *srvOpenSSH) command(ctx context.Context, tool string, args ...string) *exec.Cmd {
+	var all []string
+	all = append(all, o.opts()...)
+	switch tool {
+	case "ssh":
+		all = append(all, "-p", strconv.Itoa(o.port), "-l", "hostgate")
+	default: // sftp, scp
+		all = append(all, "-P", strconv.Itoa(o.port))
+	}
+	all = append(all, args...)
+	cmd := exec.CommandContext(ctx, tool, all...)
+	cmd.WaitDelay = srvTestWait
+	return cmd
+}
+
+func srvTestCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*srvTestWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func srvOpenSSHServer(t *testing.T, cfg *ServerConfig) (*TestServer, *srvOpenSSH) {
+	t.Helper()
+	ts := srvStartServer(t, cfg)
+	return ts, srvNewOpenSSH(t, ts.Port, ts.HostPublicKey, ts.ClientKey)
+}
+
+func TestOpenSSHExec(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	cmd := o.command(srvTestCtx(t), "ssh", "127.0.0.1", "echo out; echo err >&2; exit 42")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 42 {
+		t.Fatalf("ssh: %v, want exit code 42; stderr %q", err, stderr.String())
+	}
+	if stdout.String() != "out\n" || stderr.String() != "err\n" {
+		t.Errorf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	out, err := o.command(srvTestCtx(t), "ssh", "127.0.0.1", "true").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh true: %v %s", err, out)
+	}
+}
+
+func TestOpenSSHPTY(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	out, err := o.command(srvTestCtx(t), "ssh", "-tt", "127.0.0.1", "tty; echo TERM=$TERM; exit 3").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("ssh -tt: %v, want exit 3; output %q", err, out)
+	}
+	if !regexp.MustCompile(`/dev/pts/\d+\r?\n`).Match(out) || !bytes.Contains(out, []byte("TERM=")) {
+		t.Errorf("ssh -tt output %q: want the tty name /dev/pts/N", out)
+	}
+}
+
+func srvRandomFile(t *testing.T, path string, size int) []byte {
+	t.Helper()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func srvSameFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes, not the %d bytes sent", path, len(got), len(want))
+	}
+}
+
+func TestOpenSSHSFTP(t *testing.T) {
+	t.Parallel()
+	srvNeedOpenSSH(t, "sftp")
+	remote := t.TempDir()
+	_, o := srvOpenSSHServer(t, &ServerConfig{Dir: remote})
+	local := t.TempDir()
+	data := srvRandomFile(t, filepath.Join(local, "src.bin"), 20<<20)
+	batch := filepath.Join(local, "batch")
+	script := fmt.Sprintf("put %s up.bin\nrename up.bin moved.bin\nls -l\nget moved.bin %s\n",
+		filepath.Join(local, "src.bin"), filepath.Join(local, "back.bin"))
+	if err := os.WriteFile(batch, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := o.command(srvTestCtx(t), "sftp", "-b", batch, "hostgate@127.0.0.1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sftp: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("moved.bin")) || !bytes.Contains(out, []byte(strconv.Itoa(20<<20))) {
+		t.Errorf("sftp ls output lacks moved.bin and its size:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(remote, "up.bin")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("up.bin still there after rename: %v", err)
+	}
+	srvSameFile(t, filepath.Join(remote, "moved.bin"), data)
+	srvSameFile(t, filepath.Join(local, "back.bin"), data)
+}
+
+func TestOpenSSHSCP(t *testing.T) {
+	t.Parallel()
+	srvNeedOpenSSH(t, "scp")
+	remote := t.TempDir()
+	_, o := srvOpenSSHServer(t, &ServerConfig{Dir: remote})
+	local := t.TempDir()
+	data := srvRandomFile(t, filepath.Join(local, "src.bin"), 3<<20)
+	// Default scp speaks SFTP; -O is the legacy protocol (remote `scp -t`).
+	for _, mode := range [][]string{nil, {"-O"}} {
+		name := "sftp"
+		if mode != nil {
+			name = "legacy"
+		}
+		up := append(append([]string{}, mode...), filepath.Join(local, "src.bin"), "hostgate@127.0.0.1:"+name+".bin")
+		if out, err := o.command(srvTestCtx(t), "scp", up...).CombinedOutput(); err != nil {
+			t.Fatalf("scp %s upload: %v\n%s", name, err, out)
+		}
+		srvSameFile(t, filepath.Join(remote, name+".bin"), data)
+		down := append(append([]string{}, mode...), "hostgate@127.0.0.1:"+name+".bin", filepath.Join(local, name+".back"))
+		if out, err := o.command(srvTestCtx(t), "scp", down...).CombinedOutput(); err != nil {
+			t.Fatalf("scp %s download: %v\n%s", name, err, out)
+		}
+		srvSameFile(t, filepath.Join(local, name+".back"), data)
+	}
+}
+
+// srvStartReady starts an ssh command that prints "ready" remotely and
+// then sleeps; it returns once "ready" arrived, with stderr's reader.
+func srvStartReady(t *testing.T, cmd *exec.Cmd) *bufio.Reader {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	errR := bufio.NewReader(stderr)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		rest, _ := io.ReadAll(errR)
+		t.Fatalf("ssh did not get ready: %q %v; stderr %s", line, err, rest)
+	}
+	return errR
+}
+
+func TestOpenSSHLocalForward(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	echo := srvStartEcho(t)
+	// A Unix socket as the local end: no port to pick and race for. ssh
+	// sets up -L before it opens the session, so "ready" means listening.
+	sock := filepath.Join(o.dir, "l.sock")
+	cmd := o.command(srvTestCtx(t), "ssh", "-o", "ExitOnForwardFailure=yes",
+		"-L", sock+":"+echo, "127.0.0.1", "echo ready; exec sleep 300")
+	srvStartReady(t, cmd)
+	for range 3 {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srvEchoRoundTrip(t, conn)
+		_ = conn.Close()
+	}
+}
+
+func TestOpenSSHRemoteForward(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	echo := srvStartEcho(t)
+	cmd := o.command(srvTestCtx(t), "ssh", "-o", "ExitOnForwardFailure=yes",
+		"-R", "0:"+echo, "127.0.0.1", "echo ready; exec sleep 300")
+	errR := srvStartReady(t, cmd)
+	// ssh reports the port the server picked for -R 0 on stderr.
+	re := regexp.MustCompile(`Allocated port (\d+) for remote forward`)
+	var port string
+	for port == "" {
+		line, err := errR.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no allocated port reported: %v", err)
+		}
+		if m := re.FindStringSubmatch(line); m != nil {
+			port = m[1]
+		}
+	}
+	for range 3 {
+		conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srvEchoRoundTrip(t, conn)
+		_ = conn.Close()
+	}
+}
+
+// TestOpenSSHKilledClientKillsProcessGroup: when the ssh client dies, the
+// remote command and the grandchild it forked (which ignores SIGHUP) go.
+func TestOpenSSHKilledClientKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, &ServerConfig{KillGrace: 200 * time.Millisecond})
+	cmd := o.command(srvTestCtx(t), "ssh", "127.0.0.1", `trap '' HUP; sleep 300 & echo $$ $!; wait`)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader, grandchild int
+	if _, err := fmt.Sscan(line, &leader, &grandchild); err != nil {
+		t.Fatalf("pids %q: %v", line, err)
+	}
+	if !srvAlive(grandchild) {
+		t.Fatal("grandchild not running")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	srvWaitGone(t, leader)
+	srvWaitGone(t, grandchild)
+}
+
+func TestOpenSSHUnknownKeyRefused(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	_, otherPEM, err := newEd25519Signer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := srvNewOpenSSH(t, ts.Port, ts.HostPublicKey, otherPEM)
+	out, err := o.command(srvTestCtx(t), "ssh", "127.0.0.1", "echo should-not-run").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 255 || !bytes.Contains(out, []byte("Permission denied")) {
+		t.Fatalf("unknown key: %v %q, want exit 255 and Permission denied", err, out)
+	}
+	if bytes.Contains(out, []byte("should-not-run")) {
+		t.Fatal("command ran")
+	}
+}
+
+// TestOpenSSHWrongHostKey: a client pinning another host key refuses us.
+func TestOpenSSHWrongHostKey(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	other, _, _ := newEd25519Signer()
+	o := srvNewOpenSSH(t, ts.Port, other.PublicKey(), ts.ClientKey)
+	out, err := o.command(srvTestCtx(t), "ssh", "127.0.0.1", "true").CombinedOutput()
+	if err == nil || !bytes.Contains(out, []byte("HOST IDENTIFICATION HAS CHANGED")) {
+		t.Fatalf("wrong pinned host key: %v %q", err, out)
+	}
+}
+
+func TestOpenSSHCertificate(t *testing.T) {
+	t.Parallel()
+	ca, _, _ := newEd25519Signer()
+	ts := srvStartServer(t, &ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1"})
+	for _, tc := range []struct {
+		principal string
+		ok        bool
+	}{{"host-1", true}, {"host-2", false}} {
+		key, keyPEM, _ := newEd25519Signer()
+		o := srvNewOpenSSH(t, ts.Port, ts.HostPublicKey, keyPEM)
+		cert := srvSignCert(t, ca, key.PublicKey(), func(c *ssh.Certificate) { c.ValidPrincipals = []string{tc.principal} })
+		certFile := filepath.Join(o.dir, "id-cert.pub")
+		if err := os.WriteFile(certFile, ssh.MarshalAuthorizedKey(cert), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := o.command(srvTestCtx(t), "ssh", "-o", "CertificateFile="+certFile, "127.0.0.1", "echo in").CombinedOutput()
+		if got := err == nil && strings.Contains(string(out), "in"); got != tc.ok {
+			t.Errorf("principal %s: ok=%v (%v %q), want ok=%v", tc.principal, got, err, out, tc.ok)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type ExecResult struct {
 // and ctx's error).
 func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
 	start := time.Now()
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p, err := h.Spawn(ctx, argv, opts.SpawnOptions)
@@ -68,6 +70,15 @@ func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	if lim.exceeded() {
 		res.ExitCode = -1
 		return res, ErrOutputLimit
+	}
+	if err := parent.Err(); err != nil && werr != nil {
+		// The process was killed because ctx ended: say so rather than
+		// report the kill as the command's own exit.
+		res.ExitCode = -1
+		if ee := (*ExitError)(nil); errors.As(werr, &ee) {
+			res.Signal = ee.Signal
+		}
+		return res, fmt.Errorf("hostgate: exec: %w", err)
 	}
 	var ee *ExitError
 	switch {

@@ -1,0 +1,98 @@
+package hostgate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+)
+
+func TestExecExitCodes(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		h, _ := localHost(t, persistent)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, c := range []struct {
+			script string
+			code   int
+			sig    hostgate.Signal
+		}{
+			{"exit 0", 0, ""},
+			{"exit 1", 1, ""},
+			{"exit 7", 7, ""},
+			{"exit 255", 255, ""},
+			{"kill -s TERM $$", -1, hostgate.SIGTERM},
+			{"kill -s KILL $$", -1, hostgate.SIGKILL},
+		} {
+			res, err := h.Exec(ctx, []string{"sh", "-c", c.script}, hostgate.ExecOptions{})
+			if err != nil {
+				t.Errorf("persistent=%v %q: %v", persistent, c.script, err)
+				continue
+			}
+			if res.ExitCode != c.code || res.Signal != c.sig {
+				t.Errorf("persistent=%v %q: code %d signal %q, want %d %q", persistent, c.script, res.ExitCode, res.Signal, c.code, c.sig)
+			}
+		}
+		_, err := h.Exec(ctx, []string{"/nonexistent/command"}, hostgate.ExecOptions{})
+		if persistent {
+			// Under the watchdog the shell reports 127 (not found).
+			if res, _ := h.Exec(ctx, []string{"/nonexistent/command"}, hostgate.ExecOptions{}); res == nil || res.ExitCode != 127 {
+				t.Errorf("persistent missing command: %+v", res)
+			}
+		} else if err == nil {
+			t.Errorf("missing command: no error")
+		}
+	}
+}
+
+func TestExecOutputLimit(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		h, _ := localHost(t, persistent)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// yes never stops on its own: Exec returning at all shows the
+		// process was killed. Under the watchdog it runs as a grandchild
+		// (sh forks it), which the group kill must reach; without one,
+		// only a direct child can be killed.
+		argv := []string{"yes"}
+		if persistent {
+			argv = []string{"sh", "-c", "yes; echo never >&2"}
+		}
+		res, err := h.Exec(ctx, argv, hostgate.ExecOptions{MaxOutput: 10000})
+		if !errors.Is(err, hostgate.ErrOutputLimit) {
+			t.Fatalf("persistent=%v: err %v, want ErrOutputLimit", persistent, err)
+		}
+		if n := len(res.Stdout) + len(res.Stderr); n != 10000 {
+			t.Errorf("persistent=%v: collected %d bytes, want exactly the limit", persistent, n)
+		}
+		if !bytes.HasPrefix(res.Stdout, []byte("y\ny\n")) {
+			t.Errorf("stdout starts %q", res.Stdout[:min(10, len(res.Stdout))])
+		}
+		// Exactly the limit is fine.
+		res, err = h.Exec(ctx, []string{"head", "-c", "10000", "/dev/zero"}, hostgate.ExecOptions{MaxOutput: 10000})
+		if err != nil || len(res.Stdout) != 10000 || res.ExitCode != 0 {
+			t.Errorf("persistent=%v: output at the limit: %v, %d bytes", persistent, err, len(res.Stdout))
+		}
+		// stderr counts too.
+		_, err = h.Exec(ctx, []string{"sh", "-c", "head -c 6000 /dev/zero; head -c 6000 /dev/zero >&2"}, hostgate.ExecOptions{MaxOutput: 10000})
+		if !errors.Is(err, hostgate.ErrOutputLimit) {
+			t.Errorf("persistent=%v: stdout+stderr over limit: %v", persistent, err)
+		}
+	}
+}
+
+func TestExecCtxDeadline(t *testing.T) {
+	h, _ := localHost(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := h.Exec(ctx, []string{"sleep", "300"}, hostgate.ExecOptions{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Exec past deadline: %v, want DeadlineExceeded", err)
+	}
+	if res == nil || res.ExitCode != -1 {
+		t.Errorf("result %+v", res)
+	}
+}

@@ -1,0 +1,239 @@
+package hostgate_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+)
+
+// upperServer is a loopback TCP service that answers each line in upper
+// case and, on EOF from the client, writes "bye" and closes: it checks
+// bytes in both directions and half-close.
+type upperServer struct {
+	ln net.Listener
+	wg sync.WaitGroup
+}
+
+func startUpper(t *testing.T) *upperServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &upperServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if _, err := io.WriteString(c, strings.ToUpper(sc.Text())+"\n"); err != nil {
+						return
+					}
+				}
+				_, _ = io.WriteString(c, "bye\n")
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func forwardHost(t *testing.T, f hostgate.Forwarder) *hostgate.Host {
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: &fakeTransport{}, Forward: f, Close: func() error { return nil }}, nil
+	})
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+// talk sends two lines, half-closes, and returns everything read back.
+func talk(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "hello\nworld\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return string(b)
+}
+
+func TestForwardLocal(t *testing.T) {
+	srv := startUpper(t)
+	fwd := &loopbackForwarder{}
+	h := forwardHost(t, fwd)
+	ctx := context.Background()
+	fw, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: srv.ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got := talk(t, fw.Addr().String()); got != "HELLO\nWORLD\nbye\n" {
+			t.Errorf("through local forward: %q", got)
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := fw.Stats()
+	if st.Connections != 3 || st.Active != 0 || st.BytesIn != 3*12 || st.BytesOut != 3*16 {
+		t.Errorf("stats %+v", st)
+	}
+	fwd.mu.Lock()
+	if len(fwd.dials) != 3 || fwd.dials[0] != srv.ln.Addr().String() {
+		t.Errorf("forwarder dials %q", fwd.dials)
+	}
+	fwd.mu.Unlock()
+	// Released: the local port no longer accepts.
+	if c, err := net.DialTimeout("tcp", fw.Addr().String(), 5*time.Second); err == nil {
+		c.Close()
+		t.Errorf("local forward still listening after Close")
+	}
+	if err := fw.Err(); err != nil {
+		t.Errorf("Err after Close: %v", err)
+	}
+}
+
+func TestForwardRemote(t *testing.T) {
+	srv := startUpper(t)
+	fwd := &loopbackForwarder{}
+	h := forwardHost(t, fwd)
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: "127.0.0.1:0", Connect: srv.ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fw.Addr is the "host-side" listener the forwarder opened.
+	if got := talk(t, fw.Addr().String()); got != "HELLO\nWORLD\nbye\n" {
+		t.Errorf("through remote forward: %q", got)
+	}
+	fwd.mu.Lock()
+	nl := len(fwd.listeners)
+	fwd.mu.Unlock()
+	if nl != 1 {
+		t.Fatalf("forwarder opened %d listeners", nl)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fwd.listeners[0].Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("host-side listener not closed: %v", err)
+	}
+}
+
+// TestForwardCloseEndsOpenConnections: an open forwarded connection is torn
+// down by Close, and Close waits for it.
+func TestForwardCloseEndsOpenConnections(t *testing.T) {
+	srv := startUpper(t)
+	h := forwardHost(t, &loopbackForwarder{})
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: srv.ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != "PING\n" {
+		t.Fatalf("reply %q, %v", line, err)
+	}
+	if fw.Stats().Active != 1 {
+		t.Errorf("active %d, want 1", fw.Stats().Active)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fw.Stats().Active != 0 {
+		t.Errorf("active %d after Close", fw.Stats().Active)
+	}
+	if _, err := br.ReadString('\n'); err == nil {
+		t.Errorf("connection still open after Close")
+	}
+}
+
+func TestForwardStopsWithCtx(t *testing.T) {
+	srv := startUpper(t)
+	h := forwardHost(t, &loopbackForwarder{})
+	ctx, cancel := context.WithCancel(context.Background())
+	fw, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: srv.ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-fw.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("forward still running 30 s after ctx was cancelled")
+	}
+}
+
+func TestForwardFailedDialClosesClient(t *testing.T) {
+	// A port that refuses: listen, note the address, close.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	h := forwardHost(t, &loopbackForwarder{})
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	c, err := net.Dial("tcp", fw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Errorf("read from a forward whose target refused: no error")
+	}
+}
+
+func TestForwardSpecValidated(t *testing.T) {
+	h := forwardHost(t, &loopbackForwarder{})
+	for _, spec := range []hostgate.ForwardSpec{
+		{Kind: "sideways", Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"},
+		{Kind: hostgate.ForwardLocal, Listen: "nope", Connect: "127.0.0.1:1"},
+		{Kind: hostgate.ForwardRemote, Listen: "127.0.0.1:0", Connect: ""},
+	} {
+		if fw, err := h.Forward(context.Background(), spec); err == nil {
+			fw.Close()
+			t.Errorf("spec %+v accepted", spec)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+package hostgate_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/hostgate/hostgate"
+)
+
+// fakeTransport spawns nothing real: enough for the lazy-connect tests.
+type fakeTransport struct{ spawns atomic.Int64 }
+
+func (f *fakeTransport) Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOptions) (hostgate.Process, error) {
+	f.spawns.Add(1)
+	return doneProcess{}, nil
+}
+
+type doneProcess struct{}
+
+func (doneProcess) Stdin() io.WriteCloser      { return nopWC{} }
+func (doneProcess) Stdout() io.Reader          { return eofReader{} }
+func (doneProcess) Stderr() io.Reader          { return eofReader{} }
+func (doneProcess) Wait() error                { return nil }
+func (doneProcess) Kill(hostgate.Signal) error { return nil }
+
+type nopWC struct{}
+
+func (nopWC) Write(b []byte) (int, error) { return len(b), nil }
+func (nopWC) Close() error                { return nil }
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// useAll calls every Host method that needs the connection and returns the
+// errors.
+func useAll(ctx context.Context, h *hostgate.Host) []error {
+	_, e1 := h.Connection(ctx)
+	_, e2 := h.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{})
+	_, e3 := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+	_, e4 := h.FS(ctx)
+	_, e5 := h.Sync(ctx)
+	_, e6 := h.Forwarder(ctx)
+	_, e7 := h.Dial(ctx, "tcp", "127.0.0.1:1")
+	_, e8 := h.Listen(ctx, "tcp", "127.0.0.1:0")
+	_, e9 := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"})
+	return []error{e1, e2, e3, e4, e5, e6, e7, e8, e9}
+}
+
+func TestConcurrentFirstUseConnectsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var connects atomic.Int64
+		release := make(chan struct{})
+		tr := &fakeTransport{}
+		closes := 0
+		h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+			connects.Add(1)
+			<-release
+			return &hostgate.Connection{Transport: tr, Close: func() error { closes++; return nil }}, nil
+		})
+		const n = 100
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				var err error
+				switch i % 4 {
+				case 0:
+					_, err = h.Connection(t.Context())
+				case 1:
+					_, err = h.Spawn(t.Context(), []string{"true"}, hostgate.SpawnOptions{})
+				case 2:
+					_, err = h.FS(t.Context())
+				case 3:
+					_, err = h.Exec(t.Context(), []string{"true"}, hostgate.ExecOptions{})
+				}
+				errs[i] = err
+			})
+		}
+		synctest.Wait() // all 100 are blocked waiting on the one connect
+		if got := connects.Load(); got != 1 {
+			t.Fatalf("%d connects while 100 callers wait, want 1", got)
+		}
+		close(release)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+			}
+		}
+		if got := connects.Load(); got != 1 {
+			t.Errorf("%d connects, want 1", got)
+		}
+		if got := tr.spawns.Load(); got != 50 {
+			t.Errorf("%d spawns, want 50", got)
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		if closes != 1 {
+			t.Errorf("connection closed %d times, want 1", closes)
+		}
+	})
+}
+
+func TestFailedConnectRetried(t *testing.T) {
+	boom := errors.New("boom")
+	var connects atomic.Int64
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		if connects.Add(1) == 1 {
+			return nil, boom
+		}
+		return &hostgate.Connection{Transport: &fakeTransport{}, Close: func() error { return nil }}, nil
+	})
+	defer h.Close()
+	_, err := h.FS(context.Background())
+	if !errors.Is(err, boom) {
+		t.Fatalf("first use: %v, want boom", err)
+	}
+	if _, err := h.FS(context.Background()); err != nil {
+		t.Fatalf("second use: %v", err)
+	}
+	if _, err := h.Connection(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := connects.Load(); got != 2 {
+		t.Errorf("%d connects, want 2 (one failed, one cached)", got)
+	}
+}
+
+func TestInvalidConnectionRefused(t *testing.T) {
+	closed := false
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Close: func() error { closed = true; return nil }}, nil
+	})
+	defer h.Close()
+	if _, err := h.Connection(context.Background()); err == nil {
+		t.Fatal("a connection without transport was accepted")
+	}
+	if !closed {
+		t.Error("the refused connection was not closed")
+	}
+}
+
+func TestCloseFailsWaitersAndLaterCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		connectCtxDone := make(chan struct{})
+		h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+			<-ctx.Done() // a slow connect that honours ctx
+			close(connectCtxDone)
+			return nil, ctx.Err()
+		})
+		const n = 20
+		var wg sync.WaitGroup
+		results := make([][]error, n)
+		for i := range n {
+			wg.Go(func() { results[i] = useAll(t.Context(), h) })
+		}
+		synctest.Wait()
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		<-connectCtxDone
+		for i, errs := range results {
+			for j, err := range errs {
+				if !errors.Is(err, hostgate.ErrClosed) {
+					t.Errorf("waiter %d call %d: %v, want ErrClosed", i, j, err)
+				}
+			}
+		}
+		for j, err := range useAll(t.Context(), h) {
+			if !errors.Is(err, hostgate.ErrClosed) {
+				t.Errorf("after Close, call %d: %v, want ErrClosed", j, err)
+			}
+		}
+	})
+}
+
+func TestCloseAfterConnectClosesConnection(t *testing.T) {
+	closes := 0
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: &fakeTransport{}, Close: func() error { closes++; return nil }}, nil
+	})
+	if _, err := h.Connection(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if closes != 1 {
+		t.Errorf("closed %d times", closes)
+	}
+	for j, err := range useAll(context.Background(), h) {
+		if !errors.Is(err, hostgate.ErrClosed) {
+			t.Errorf("call %d: %v, want ErrClosed", j, err)
+		}
+	}
+}
+
+func TestCallerCtxEndsWaitNotConnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var connects atomic.Int64
+		h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+			connects.Add(1)
+			<-release
+			return &hostgate.Connection{Transport: &fakeTransport{}, Close: func() error { return nil }}, nil
+		})
+		defer h.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { _, err := h.Connection(ctx); errc <- err }()
+		synctest.Wait()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled caller: %v", err)
+		}
+		close(release)
+		if _, err := h.Connection(t.Context()); err != nil {
+			t.Errorf("next caller: %v", err)
+		}
+		if connects.Load() != 1 {
+			t.Errorf("%d connects, want the shared one only", connects.Load())
+		}
+	})
+}
+
+func TestNoForwarderIsNotSupported(t *testing.T) {
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: &fakeTransport{}, Close: func() error { return nil }}, nil
+	})
+	defer h.Close()
+	_, err := h.Dial(context.Background(), "tcp", "127.0.0.1:1")
+	if !errors.Is(err, hostgate.ErrNotSupported) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Dial: %v", err)
+	}
+	_, err = h.Sync(context.Background())
+	if !errors.Is(err, hostgate.ErrNotSupported) {
+		t.Errorf("Sync: %v", err)
+	}
+}

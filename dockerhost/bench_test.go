@@ -1,0 +1,163 @@
+package dockerhost
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The benchmarks compare each path with the docker CLI doing the same work
+// against the same engine in the same run; report them as ratios.
+
+func dockerCLI(b *testing.B, stdin, stdout string, args ...string) {
+	b.Helper()
+	cmd := exec.Command("docker", args...)
+	if stdin != "" {
+		f, err := os.Open(stdin)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	if stdout != "" {
+		f, err := os.Create(stdout)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdout = f
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("docker %v: %v: %s", args, err, stderr.String())
+	}
+}
+
+func runFlags(r Resources) []string {
+	return []string{"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "65534:65534",
+		"--network", "none", "--init", "--pids-limit", fmt.Sprint(r.Pids), "--memory", fmt.Sprint(r.MemoryBytes),
+		"--memory-swap", fmt.Sprint(r.MemoryBytes), "--cpus", fmt.Sprint(r.CPUs),
+		"--tmpfs", fmt.Sprintf("/workspace:size=%d,uid=65534,gid=65534,mode=0700,exec", r.DiskBytes)}
+}
+
+func BenchmarkProvisionFirstCommand(b *testing.B) {
+	cli, img := engine(b)
+	r := small()
+	b.Run("hostgate", func(b *testing.B) {
+		h := newTestHost(b, cli, nil)
+		for b.Loop() {
+			ex := provision(b, h, emptyReq(img, r))
+			sh(b, h, ex.ExecutionID, "true")
+			if err := h.Terminate(testCtx(b, time.Minute), ex.ExecutionID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("docker-run", func(b *testing.B) {
+		args := append(append([]string{"run", "--rm"}, runFlags(r)...), img, "true")
+		for b.Loop() {
+			dockerCLI(b, "", "", args...)
+		}
+	})
+}
+
+func BenchmarkExec(b *testing.B) {
+	cli, img := engine(b)
+	h := newTestHost(b, cli, nil)
+	ex := provision(b, h, emptyReq(img, small()))
+	b.Run("hostgate", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.Exec(testCtx(b, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 60_000}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("docker-exec", func(b *testing.B) {
+		for b.Loop() {
+			dockerCLI(b, "", "", "exec", "-u", "65534:65534", ex.ContainerID, "true")
+		}
+	})
+}
+
+const benchWorkspace = 100 << 20
+
+func bigResources() Resources {
+	r := small()
+	r.CPUs = 1
+	r.DiskBytes = 128 << 20
+	r.MemoryBytes = 512 << 20
+	return r
+}
+
+// BenchmarkCheckpoint100MiB copies a 100 MiB workspace out; the peer is
+// docker exec tar into a file, the same bytes through the same daemon.
+func BenchmarkCheckpoint100MiB(b *testing.B) {
+	cli, img := engine(b)
+	dir := b.TempDir()
+	h := newTestHost(b, cli, &Config{CheckpointDir: dir})
+	ex := provision(b, h, emptyReq(img, bigResources()))
+	sh(b, h, ex.ExecutionID, fmt.Sprintf("head -c %d /dev/urandom > /workspace/blob", benchWorkspace))
+	b.Run("hostgate", func(b *testing.B) {
+		b.SetBytes(benchWorkspace)
+		for b.Loop() {
+			cp, err := h.Checkpoint(testCtx(b, time.Minute), ex.ExecutionID, CheckpointRequest{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = h.store.Delete(testCtx(b, time.Minute), cp.CheckpointID)
+		}
+	})
+	b.Run("docker-exec-tar", func(b *testing.B) {
+		b.SetBytes(benchWorkspace)
+		out := filepath.Join(dir, "peer.tar")
+		for b.Loop() {
+			dockerCLI(b, "", out, "exec", "-u", "65534:65534", ex.ContainerID, "tar", "-C", "/workspace", "-cf", "-", ".")
+		}
+	})
+}
+
+// BenchmarkRestore100MiB provisions a new execution from a 100 MiB
+// checkpoint; the peer is docker run -d, docker exec -i tar -x from the
+// same tar file, docker rm -f.
+func BenchmarkRestore100MiB(b *testing.B) {
+	cli, img := engine(b)
+	dir := b.TempDir()
+	h := newTestHost(b, cli, &Config{CheckpointDir: dir})
+	r := bigResources()
+	ex := provision(b, h, emptyReq(img, r))
+	sh(b, h, ex.ExecutionID, fmt.Sprintf("head -c %d /dev/urandom > /workspace/blob", benchWorkspace))
+	cp, err := h.Checkpoint(testCtx(b, time.Minute), ex.ExecutionID, CheckpointRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = h.Terminate(testCtx(b, time.Minute), ex.ExecutionID)
+	b.Run("hostgate", func(b *testing.B) {
+		b.SetBytes(benchWorkspace)
+		for b.Loop() {
+			rex, err := h.Restore(testCtx(b, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = h.Terminate(testCtx(b, time.Minute), rex.ExecutionID)
+		}
+	})
+	b.Run("docker-run-exec-tar", func(b *testing.B) {
+		b.SetBytes(benchWorkspace)
+		tarFile := filepath.Join(dir, cp.CheckpointID+".tar")
+		args := append(append([]string{"run", "-d", "--rm", "--label", LabelOwner + "=" + h.owner}, runFlags(r)...), img, "sleep", "600")
+		for b.Loop() {
+			idFile := filepath.Join(dir, "cid")
+			dockerCLI(b, "", idFile, args...)
+			raw, _ := os.ReadFile(idFile)
+			cid := strings.TrimSpace(string(raw))
+			dockerCLI(b, tarFile, "", "exec", "-i", "-u", "65534:65534", cid, "tar", "-C", "/workspace", "-xf", "-")
+			dockerCLI(b, "", "", "rm", "-f", cid)
+		}
+	})
+}

@@ -382,9 +382,9 @@ func TestOneConnection(t *testing.T) {
 		t.Fatal("connected before the first call")
 	}
 	var wg sync.WaitGroup
-	for i := range 50 {
+	for i := range 100 {
 		wg.Go(func() {
-			for range 5 {
+			for range 3 {
 				b, err := fsys.ReadFile("hello.txt")
 				if err != nil || string(b) != "hello, world\n" {
 					t.Errorf("goroutine %d: %q, %v", i, b, err)
@@ -439,7 +439,18 @@ func TestStoppedServerTimesOut(t *testing.T) {
 	if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// Concurrent calls on the stuck connection all time out: the first
+	// timer to fire abandons the connection for every call on it.
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			if _, err := fsys.ReadDir("dir"); !errors.Is(err, syscall.ETIMEDOUT) {
+				t.Errorf("concurrent call %d = %v; want ETIMEDOUT", i, err)
+			}
+		})
+	}
 	_, err := fsys.Stat("hello.txt")
+	wg.Wait()
 	if !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Fatalf("stat on a stopped server = %v; want ETIMEDOUT", err)
 	}

@@ -170,16 +170,11 @@ func (f *FS) run(s *session, op opFunc) error {
 	for {
 		select {
 		case <-c.done:
-			if !healthy(c.err) {
-				err := fmt.Errorf("syncfs: connection broken: %w", unwrapPath(c.err))
-				f.abandon(s, err)
-				return err
-			}
-			return c.err
+			return f.finish(s, c)
 		case <-s.ctx.Done():
 			select {
-			case <-c.done: // finished just as the session ended: keep its answer
-				return c.err
+			case <-c.done: // finished just as the session ended
+				return f.finish(s, c)
 			default:
 			}
 			return context.Cause(s.ctx)
@@ -193,4 +188,20 @@ func (f *FS) run(s *session, op opFunc) error {
 			return ErrTimeout
 		}
 	}
+}
+
+// finish returns the result of a finished call. An error that is not the
+// host's answer abandons the session — unless the session had already
+// ended, in which case the error (a cancelled context, a closed pipe) is
+// its consequence and the session's cause is the better report.
+func (f *FS) finish(s *session, c *call) error {
+	if healthy(c.err) {
+		return c.err
+	}
+	if cause := context.Cause(s.ctx); cause != nil {
+		return cause
+	}
+	err := fmt.Errorf("syncfs: connection broken: %w", unwrapPath(c.err))
+	f.abandon(s, err)
+	return err
 }

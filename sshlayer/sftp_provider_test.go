@@ -11,6 +11,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/localexec"
 	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/providertest"
 )
@@ -65,6 +66,132 @@ func TestSFTPProviderConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
 		return NewSFTPProvider(startSFTPServer(t)), t.TempDir()
 	})
+}
+
+// TestSSHDProviderConformance runs the suite over a real SSH connection to
+// OpenSSH sshd, for both providers: SFTP (sshd's sftp subsystem) and
+// ExecProvider (one exec channel per operation).
+func TestSSHDProviderConformance(t *testing.T) {
+	s := startSSHD(t, sshdOptions{LogLevel: "ERROR"})
+	c := s.connect(t, nil)
+	t.Run("sftp", func(t *testing.T) {
+		providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
+			p, err := c.SFTP(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p, t.TempDir()
+		})
+	})
+	t.Run("exec", func(t *testing.T) {
+		providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
+			return hostgate.ExecProvider(c), t.TempDir()
+		})
+	})
+}
+
+// TestSFTPProviderCtxCancelClosesStream: cancelling the ctx given to Open
+// ends the stream, so an abandoned download releases its handle.
+func TestSFTPProviderCtxCancelClosesStream(t *testing.T) {
+	p := NewSFTPProvider(startSFTPServer(t))
+	name := t.TempDir() + "/f"
+	if err := os.WriteFile(name, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := p.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := io.ReadAll(r); err == nil {
+		t.Errorf("read after cancel: no error")
+	}
+	_ = r.Close()
+	if _, err := p.Open(ctx, name); err == nil {
+		t.Errorf("Open with a cancelled ctx succeeded")
+	}
+}
+
+const benchSize = 64 << 20
+
+// benchNames are the providers the throughput benchmarks compare in one
+// run: SFTP against a sftp-server child process and ExecProvider over local
+// os/exec (no network, no crypto), then both over SSH to OpenSSH sshd.
+var benchNames = []string{"sftp-server", "exec-local", "sshd-sftp", "sshd-exec"}
+
+func benchProvider(b *testing.B, name string) hostgate.Provider {
+	switch name {
+	case "sftp-server":
+		return NewSFTPProvider(startSFTPServer(b))
+	case "exec-local":
+		return hostgate.ExecProvider(&localexec.Transport{})
+	}
+	s := startSSHD(b, sshdOptions{LogLevel: "ERROR"})
+	c := s.connect(b, nil)
+	if name == "sshd-exec" {
+		return hostgate.ExecProvider(c)
+	}
+	p, err := c.SFTP(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func BenchmarkProviderUpload(b *testing.B) {
+	dir := b.TempDir()
+	for _, name := range benchNames {
+		b.Run(name, func(b *testing.B) {
+			p := benchProvider(b, name)
+			ctx := context.Background()
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				w, err := p.Create(ctx, dir+"/up", 0o644)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(w, io.LimitReader(providertest.NewGenerator(1), benchSize)); err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkProviderDownload(b *testing.B) {
+	dir := b.TempDir()
+	f, err := os.Create(dir + "/down")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, io.LimitReader(providertest.NewGenerator(2), benchSize)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range benchNames {
+		b.Run(name, func(b *testing.B) {
+			p := benchProvider(b, name)
+			ctx := context.Background()
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				r, err := p.Open(ctx, dir+"/down")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, r)
+				if err != nil || n != benchSize {
+					b.Fatalf("read %d: %v", n, err)
+				}
+				_ = r.Close()
+			}
+		})
+	}
 }
 
 var _ io.ReaderFrom = (*sftpWriter)(nil)

@@ -111,20 +111,15 @@ func (f *FS) abandon(s *session, cause error) {
 // session another call abandoned between acquire and run is skipped (a
 // bounded number of times) rather than failing a call that never tried.
 func (f *FS) do(op opFunc) error {
-	for range 3 {
+	for tries := 1; ; tries++ {
 		s, err := f.acquire()
 		if err != nil {
 			return err
 		}
-		if context.Cause(s.ctx) == nil {
+		if context.Cause(s.ctx) == nil || tries == 3 {
 			return f.run(s, op)
 		}
 	}
-	s, err := f.acquire()
-	if err != nil {
-		return err
-	}
-	return f.run(s, op)
 }
 
 // run runs op on a goroutine of session s and waits for it. It fails with
@@ -150,6 +145,9 @@ func (f *FS) run(s *session, op opFunc) error {
 	}
 	if s.err != nil {
 		return s.err
+	}
+	if err := context.Cause(s.ctx); err != nil {
+		return err
 	}
 
 	c := &call{done: make(chan struct{})}

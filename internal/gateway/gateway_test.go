@@ -34,14 +34,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	srv   *Server
 	ts    *httptest.Server
 	store *store.SQLite
 }
 
-func newEnv(t *testing.T, cfg *Config) *env {
+func newEnv(t testing.TB, cfg *Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -55,6 +55,9 @@ func newEnv(t *testing.T, cfg *Config) *env {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, bench := t.(*testing.B); bench {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	srv, err := New(ctx, logger, st, ca, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +72,7 @@ func newEnv(t *testing.T, cfg *Config) *env {
 }
 
 // testWriter sends logs to t.Log, and drops them once the test is over.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	defer func() { _ = recover() }() // a log after the test ended
@@ -127,7 +130,7 @@ func (e *env) call(method, path, token string, body any, out any) (int, string) 
 	return res.StatusCode, ""
 }
 
-func newKey(t *testing.T) (ssh.Signer, string) {
+func newKey(t testing.TB) (ssh.Signer, string) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -194,20 +197,28 @@ func (e *env) relay(id, token string) (net.Conn, error) {
 
 func echoRoundTrip(t *testing.T, c net.Conn, n int) {
 	t.Helper()
+	if err := echoCheck(c, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// echoCheck writes n random bytes and checks they come back unchanged.
+func echoCheck(c net.Conn, n int) error {
 	msg := make([]byte, n)
 	_, _ = rand.Read(msg)
 	errc := make(chan error, 1)
 	go func() { _, err := c.Write(msg); errc <- err }()
 	got := make([]byte, n)
 	if _, err := io.ReadFull(c, got); err != nil {
-		t.Fatalf("read echo: %v", err)
+		return fmt.Errorf("read echo: %w", err)
 	}
 	if err := <-errc; err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if !bytes.Equal(got, msg) {
-		t.Fatal("echo differs")
+		return errors.New("echo differs")
 	}
+	return nil
 }
 
 func TestHealthAndUnknownRoutes(t *testing.T) {
@@ -633,3 +644,41 @@ func TestCloseEndsTunnelsAndRelays(t *testing.T) {
 		t.Errorf("readyz after close: %d", code)
 	}
 }
+
+// TestSlowCallerDoesNotStallOthers: one caller writes a lot and never
+// reads its echo, so its stream's windows fill up all the way to the
+// agent; another session on the same tunnel still round-trips.
+func TestSlowCallerDoesNotStallOthers(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	slow, err := e.relay("h", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan int64, 1)
+	go func() {
+		// Blocks once every buffer on the path is full; ends when closed.
+		n, _ := io.Copy(slow, io.LimitReader(zeroReader{}, 64<<20))
+		wrote <- n
+	}()
+	for range 3 {
+		fast, err := e.relay("h", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoRoundTrip(t, fast, 64<<10)
+		_ = fast.Close()
+	}
+	_ = slow.Close()
+	if n := <-wrote; n >= 64<<20 {
+		t.Errorf("slow caller wrote all %d bytes without reading: no backpressure", n)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }

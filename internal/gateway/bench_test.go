@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// BenchmarkEcho measures echo throughput of one stream through the
+// gateway relay (caller WebSocket → gateway → yamux over the agent's
+// WebSocket → echo) against its peers in the same run: plain loopback TCP
+// and one direct WebSocket hop. Compare ns/op (MB/s) across sub-benchmarks.
+func BenchmarkEcho(b *testing.B) {
+	const chunk = 32 << 10
+	b.Run("tcp", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(c, c)
+			_ = c.Close()
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchEcho(b, c, chunk)
+		_ = c.Close()
+		_ = ln.Close()
+		wg.Wait()
+	})
+	b.Run("websocket", func(b *testing.B) {
+		var wg sync.WaitGroup
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := bytestream.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			defer wg.Done()
+			_, _ = io.Copy(c, c)
+			_ = c.Close()
+		}))
+		c, err := bytestream.WebSocket(b.Context(), ts.URL, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchEcho(b, c, chunk)
+		_ = c.Close()
+		wg.Wait()
+		ts.Close()
+	})
+	b.Run("gateway", func(b *testing.B) { benchGateway(b, nil, chunk) })
+	b.Run("gateway-4MiB-window", func(b *testing.B) {
+		benchGateway(b, &Config{TunnelMux: &bytestream.MuxConfig{StreamWindow: 4 << 20, MaxStreams: 1, AcceptBacklog: 1}}, chunk)
+	})
+}
+
+func benchGateway(b *testing.B, cfg *Config, chunk int) {
+	{
+		e := newEnv(b, cfg)
+		_, k := newKey(b)
+		if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+			b.Fatal(err)
+		}
+		c, err := e.relay("h", e.token(store.RoleAdmin))
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchEcho(b, c, chunk)
+		_ = c.Close()
+	}
+}
+
+func benchEcho(b *testing.B, c net.Conn, chunk int) {
+	buf := make([]byte, chunk)
+	b.SetBytes(int64(chunk))
+	b.ResetTimer()
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.CopyN(io.Discard, c, int64(chunk)*int64(b.N))
+		done <- err
+	}()
+	for range b.N {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+}

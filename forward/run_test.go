@@ -430,7 +430,9 @@ func TestDynamicForwardCurl(t *testing.T) {
 	if want := "hello localhost:"; !strings.HasPrefix(string(out), want) {
 		t.Fatalf("curl got %q, want %q…", out, want)
 	}
-	if st := fw.Stats(); st.Connections != 1 || st.BytesOut == 0 {
+	// Close waits for the copy to end, so the counters are final.
+	fw.Close()
+	if st := fw.Stats(); st.Connections != 1 || st.Active != 0 || st.BytesIn == 0 || st.BytesOut < int64(len(out)) {
 		t.Fatalf("stats %+v", st)
 	}
 }

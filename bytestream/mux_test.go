@@ -249,8 +249,12 @@ func TestMuxMaxStreams(t *testing.T) {
 		}
 		accepted = append(accepted, s)
 	}
-	extra, err := open()
+	extra, err := cli.Open()
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The RST may beat this write.
+	if _, err := extra.Write([]byte("x")); err != nil && !errors.Is(err, yamux.ErrConnectionReset) {
 		t.Fatal(err)
 	}
 	// The refused stream is reset: its read fails rather than hanging.
@@ -385,3 +389,17 @@ func (c *maxWriteConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 func (c *maxWriteConn) Close() error { return nil }
+
+// A refused stream's first frame cannot exceed the initial window; a peer
+// claiming more is cut off instead of being read through.
+func TestMuxRefusedFrameTooBig(t *testing.T) {
+	in := append(frame(typeWindowUpdate, flagSYN, 1, nil, 0), frame(typeData, flagSYN, 3, nil, 300<<10)...)
+	c := newMuxConn(&fuzzConn{r: strings.NewReader(string(in))}, 1, 0)
+	defer c.Close()
+	if _, err := io.ReadFull(c, make([]byte, hdrSize)); err != nil {
+		t.Fatal(err) // stream 1 admitted
+	}
+	if _, err := c.Read(make([]byte, 64)); !errors.Is(err, errFrameTooBig) {
+		t.Fatalf("read = %v, want errFrameTooBig", err)
+	}
+}

@@ -3,6 +3,7 @@ package bytestream
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -27,6 +28,13 @@ const (
 // would be a 12-byte message before every body. It equals maxMessage so the
 // joined write is one whole WebSocket message.
 const maxCoalesce = maxMessage
+
+// initialWindow is yamux's initial stream window (const.go
+// initialStreamWindow), the most a peer may send on a stream before we
+// grant more.
+const initialWindow = 256 << 10
+
+var errFrameTooBig = errors.New("bytestream: mux peer sent a frame beyond the initial window")
 
 // maxPendingRST bounds the refusals queued while a frame is being written;
 // a peer that outruns it loses the session.
@@ -187,6 +195,12 @@ func (c *muxConn) Read(p []byte) (int, error) {
 		// Refused: yamux never sees the SYN; later frames of this stream
 		// reach it as frames for an unknown stream, which it drops.
 		if n := c.rhdr.bodyLen(); n > 0 {
+			// A new stream's send window is yamux's fixed initial 256 KiB;
+			// a bigger first frame is a protocol violation, not data.
+			if n > initialWindow {
+				c.fail(errFrameTooBig)
+				return 0, errFrameTooBig
+			}
 			if _, err := c.br.Discard(int(n)); err != nil {
 				return 0, c.errOr(err)
 			}

@@ -1,6 +1,7 @@
 package dockerhost
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -167,7 +168,7 @@ func (s *LocalStore) Create(_ context.Context, id string) (CheckpointWriter, err
 	if err != nil {
 		return nil, fmt.Errorf("dockerhost: create checkpoint: %w", err)
 	}
-	return &localWriter{s: s, id: id, f: f}, nil
+	return &localWriter{s: s, id: id, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
 }
 
 func (s *LocalStore) Open(_ context.Context, id string) (*Manifest, io.ReadCloser, error) {
@@ -216,10 +217,11 @@ type localWriter struct {
 	s    *LocalStore
 	id   string
 	f    *os.File
+	bw   *bufio.Writer // exec output arrives in small frames
 	done bool
 }
 
-func (w *localWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+func (w *localWriter) Write(p []byte) (int, error) { return w.bw.Write(p) }
 
 func (w *localWriter) Commit(m *Manifest) error {
 	if w.done {
@@ -239,7 +241,7 @@ func (w *localWriter) Commit(m *Manifest) error {
 		w.abort()
 		return fmt.Errorf("dockerhost: encode manifest: %w", err)
 	}
-	if err := errors.Join(w.f.Sync(), w.f.Close()); err != nil {
+	if err := errors.Join(w.bw.Flush(), w.f.Sync(), w.f.Close()); err != nil {
 		_ = os.Remove(w.f.Name())
 		return fmt.Errorf("dockerhost: write checkpoint tar: %w", err)
 	}

@@ -539,6 +539,11 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		}
 		return nil, fmt.Errorf("dockerhost: exec: %w", err)
 	}
+	if _, err := h.lookup(executionID); err != nil {
+		// Terminated or expired while the command ran: its exit status
+		// is the kill, not the command's.
+		return nil, err
+	}
 	if res.ExitCode == 137 {
 		res.OOMKilled = h.newOOMKill(ctx, e)
 	}

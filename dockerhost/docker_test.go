@@ -72,3 +72,24 @@ func TestExecBasics(t *testing.T) {
 		t.Fatalf("terminate unknown: %v, want not_found", err)
 	}
 }
+
+// Terminate during a running command ends the command, which reports the
+// execution gone rather than the kill's exit status.
+func TestTerminateDuringExec(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	got := make(chan error, 1)
+	go func() {
+		_, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 600_000})
+		got <- err
+	}()
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; ErrorCode(err) != CodeGone {
+		t.Fatalf("exec during terminate: %v, want gone", err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}

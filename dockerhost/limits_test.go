@@ -28,9 +28,9 @@ func num(t *testing.T, m map[string]string, k string) float64 {
 	return v
 }
 
-// A busy loop is throttled by the CFS quota: the cgroup records throttled
-// periods and uses at most about cpus × wall time. Only an upper bound is
-// asserted; a loaded machine can only give the loop less.
+// A busy loop is held to the CFS quota: the cgroup's quota/period is the
+// limit and the loop uses at most about cpus × wall time. Only an upper
+// bound is asserted; a loaded machine can only give the loop less.
 func TestLimitCPU(t *testing.T) {
 	t.Parallel()
 	cli, img := engine(t)
@@ -55,10 +55,9 @@ grep nr_throttled $cg/cpu.stat | tr ' ' =`)
 	if used > 0.2*wall*1.5+0.05 {
 		t.Errorf("busy loop used %.2fs CPU in %.2fs wall; the 0.2 CPU limit allows about %.2fs", used, wall, 0.2*wall)
 	}
-	if num(t, m, "nr_throttled") == 0 {
-		t.Errorf("busy loop was never throttled: %s", res.Stdout)
-	}
-	t.Logf("busy loop: %.2fs CPU in %.2fs wall (limit 0.2 CPU)", used, wall)
+	// Throttling is logged, not asserted: on a loaded machine the loop may
+	// never get enough CPU to reach its quota.
+	t.Logf("busy loop: %.2fs CPU in %.2fs wall (limit 0.2 CPU), throttled periods %s", used, wall, m["nr_throttled"])
 }
 
 // A memory bomb is OOM-killed inside the memory limit and reported.

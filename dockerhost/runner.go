@@ -13,6 +13,9 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
+// stdinGrace is how long stdin may keep flowing after the output ended.
+const stdinGrace = 5 * time.Second
+
 var (
 	errOutputLimit = errors.New("output limit exceeded")
 	errTimeout     = errors.New("command timed out")
@@ -140,6 +143,12 @@ func (r *ProcessRunner) run(ctx context.Context, p process) (int, error) {
 	_, copyErr := stdcopy.StdCopy(p.stdout, p.stderr, hj.Reader)
 	if copyErr != nil {
 		hj.Close() // unblock the stdin copier
+	} else if p.stdin != nil {
+		// The command is done with its output; give the stdin copier a
+		// moment to finish (tar leaves trailing padding unread), then
+		// unblock it should the daemon keep the connection open.
+		grace := time.AfterFunc(stdinGrace, hj.Close)
+		defer grace.Stop()
 	}
 	wg.Wait()
 	switch {

@@ -1,0 +1,197 @@
+// Package client is the Go caller's side of a hostgate gateway: it lists
+// hosts, gets short-lived SSH certificates and turns (gateway URL, token,
+// host id) into a ready *hostgate.Host whose SSH session runs end to end to
+// the host's agent, with the host key pinned to what the gateway published.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+)
+
+// Client talks to one gateway with one token.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// Options are the knobs of New.
+type Options struct {
+	// HTTPClient is used for API calls and WebSocket handshakes; nil means
+	// a client with a 30 s timeout for API calls.
+	HTTPClient *http.Client
+}
+
+// New returns a client for the gateway at gatewayURL (http(s):// or
+// ws(s)://).
+func New(gatewayURL, token string, opts *Options) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(gatewayURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("client: gateway url: %w", err)
+	}
+	switch u.Scheme {
+	case "http", "https":
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	default:
+		return nil, fmt.Errorf("client: gateway url %q: want http(s):// or ws(s)://", gatewayURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("client: gateway url %q has no host", gatewayURL)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if opts != nil && opts.HTTPClient != nil {
+		hc = opts.HTTPClient
+	}
+	return &Client{base: u, token: token, http: hc}, nil
+}
+
+// HostRecord is what the gateway publishes about a host.
+type HostRecord struct {
+	ID            string        `json:"id"`
+	Kind          string        `json:"kind"`
+	Info          hostgate.Info `json:"info"`
+	HostKey       string        `json:"hostKey"`
+	HostPublicKey string        `json:"hostPublicKey"`
+	Connected     bool          `json:"connected"`
+}
+
+// Certificate is a signed short-lived user certificate.
+type Certificate struct {
+	Certificate string    `json:"certificate"` // authorized_keys format
+	ValidBefore time.Time `json:"validBefore"`
+	HostKey     string    `json:"hostKey"`
+}
+
+// APIError is an error answer of the gateway.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("gateway: %s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// Hosts lists the hosts the token may reach.
+func (c *Client) Hosts(ctx context.Context) ([]HostRecord, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/hosts", nil, &raw); err != nil {
+		return nil, err
+	}
+	var list []HostRecord
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var wrapped struct {
+		Hosts []HostRecord `json:"hosts"`
+	}
+	if err := json.Unmarshal(raw, &wrapped); err != nil {
+		return nil, fmt.Errorf("client: decode hosts: %w", err)
+	}
+	return wrapped.Hosts, nil
+}
+
+// Host returns one host's record.
+func (c *Client) Host(ctx context.Context, id string) (*HostRecord, error) {
+	var h HostRecord
+	if err := c.do(ctx, "GET", "/v1/hosts/"+url.PathEscape(id), nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// Certificate asks the gateway to sign publicKey (authorized_keys format)
+// for host id.
+func (c *Client) Certificate(ctx context.Context, id, publicKey string) (*Certificate, error) {
+	var cert Certificate
+	body := map[string]string{"publicKey": publicKey}
+	if err := c.do(ctx, "POST", "/v1/hosts/"+url.PathEscape(id)+"/certificates", body, &cert); err != nil {
+		return nil, err
+	}
+	return &cert, nil
+}
+
+// DialSSH opens the byte stream to host id's SSH server through the
+// gateway. The stream carries SSH end to end; the gateway cannot read it.
+func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer "+c.token)
+	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr})
+	if err != nil {
+		return nil, fmt.Errorf("client: ssh stream to host %s: %w", id, err)
+	}
+	return conn, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	if res.StatusCode/100 != 2 {
+		apiErr := &APIError{Status: res.StatusCode, Code: http.StatusText(res.StatusCode), Message: strings.TrimSpace(string(b))}
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+			apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
+		}
+		if len(apiErr.Message) > 512 {
+			apiErr.Message = apiErr.Message[:512] + "…"
+		}
+		return apiErr
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("client: decode %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// ErrOffline is returned when the gateway says the host has no live tunnel.
+var ErrOffline = errors.New("client: host is offline")

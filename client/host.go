@@ -1,0 +1,130 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// LazyHost returns a lazy *hostgate.Host for host id. Its connect fetches the
+// host's pinned key, makes a session key, gets a certificate for it and
+// connects SSH through the gateway, checking the host key before anything
+// else is sent. The synchronous filesystem dials its own, separate stream.
+func (c *Client) LazyHost(id string) *hostgate.Host {
+	var info hostgate.Info
+	return hostgate.New(info, func(ctx context.Context) (*hostgate.Connection, error) {
+		return c.connect(ctx, id)
+	})
+}
+
+// Dial turns (gateway URL, token, host id) into a ready, connected Host.
+func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host, error) {
+	c, err := New(gatewayURL, token, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.Dial(ctx, hostID)
+}
+
+// Dial connects to host id and returns the ready Host, whose Info is what
+// the gateway published.
+func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
+	rec, err := c.Host(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	h := hostgate.New(rec.Info, func(ctx context.Context) (*hostgate.Connection, error) {
+		return c.connect(ctx, id)
+	})
+	if _, err := h.Connection(ctx); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// credentials holds a session key and its certificate, renewed when the
+// certificate is about to expire.
+type credentials struct {
+	c  *Client
+	id string
+
+	mu      sync.Mutex
+	key     *sshlayer.SessionKey
+	cert    *Certificate
+	hostKey string
+}
+
+func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if cr.key == nil {
+		k, err := sshlayer.GenerateSessionKey()
+		if err != nil {
+			return sshlayer.Auth{}, err
+		}
+		cr.key = k
+	}
+	if cr.cert == nil || time.Until(cr.cert.ValidBefore) < 30*time.Second {
+		cert, err := cr.c.Certificate(ctx, cr.id, cr.key.PublicKey)
+		if err != nil {
+			return sshlayer.Auth{}, err
+		}
+		if cert.HostKey == "" {
+			return sshlayer.Auth{}, fmt.Errorf("client: host %s has no pinned host key yet", cr.id)
+		}
+		cr.cert, cr.hostKey = cert, cert.HostKey
+	}
+	return sshlayer.Auth{
+		User:        "hostgate",
+		Signer:      cr.key.Signer,
+		Certificate: []byte(cr.cert.Certificate),
+		HostKey:     cr.hostKey,
+	}, nil
+}
+
+func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, error) {
+	cr := &credentials{c: c, id: id}
+	auth, err := cr.auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := c.sshConnect(ctx, id, auth)
+	if err != nil {
+		return nil, err
+	}
+	sync := &hostgate.SyncSpec{Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
+		auth, err := cr.auth(ctx)
+		if err != nil {
+			return nil, err
+		}
+		spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.DialSSH(ctx, id) }, auth)
+		return spec.Connect(ctx)
+	}}
+	return sc.Connection(sync), nil
+}
+
+func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) (*sshlayer.Client, error) {
+	conn, err := c.DialSSH(ctx, id)
+	if err != nil {
+		var he *bytestream.HandshakeError
+		if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable {
+			return nil, fmt.Errorf("%w: %s", ErrOffline, id)
+		}
+		return nil, err
+	}
+	sc, err := sshlayer.Connect(ctx, conn, auth)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("client: ssh to host %s: %w", id, err)
+	}
+	return sc, nil
+}

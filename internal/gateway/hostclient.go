@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// HostClients gives gateway-side features (the browser pty, previews) an
+// SSH client to a host, with the gateway as the caller: it signs a
+// certificate for its own session key with its CA and pins the host key it
+// published. One connection per host is shared and replaced when it dies,
+// so previews cost one round trip, not a handshake, per request.
+type HostClients struct {
+	srv *Server
+	key *sshlayer.SessionKey
+
+	mu      sync.Mutex
+	clients map[string]*sshlayer.Client
+	closed  bool
+}
+
+// NewHostClients returns gateway-side SSH clients for s's hosts. The
+// caller owns them and calls Close when the gateway stops.
+func NewHostClients(s *Server) (*HostClients, error) {
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		return nil, err
+	}
+	return &HostClients{srv: s, key: key, clients: map[string]*sshlayer.Client{}}, nil
+}
+
+// Get returns the shared live SSH client to host id, connecting when
+// needed.
+func (hc *HostClients) Get(ctx context.Context, id string) (*sshlayer.Client, error) {
+	hc.mu.Lock()
+	if hc.closed {
+		hc.mu.Unlock()
+		return nil, ErrClosed
+	}
+	// A certificate is checked only when a connection authenticates, so a
+	// live connection stays usable after its certificate expires; only a
+	// dead one is replaced.
+	if cur := hc.clients[id]; cur != nil {
+		select {
+		case <-cur.Done():
+			delete(hc.clients, id)
+		default:
+			hc.mu.Unlock()
+			return cur, nil
+		}
+	}
+	hc.mu.Unlock()
+
+	c, _, err := hc.Dial(ctx, id, "gateway")
+	if err != nil {
+		return nil, err
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	if hc.closed {
+		_ = c.Close()
+		return nil, ErrClosed
+	}
+	if cur := hc.clients[id]; cur != nil {
+		// Another caller connected first; use theirs.
+		_ = c.Close()
+		return cur, nil
+	}
+	hc.clients[id] = c
+	return c, nil
+}
+
+// Dial opens a new, unshared SSH connection to host id (the browser pty
+// uses one per terminal). The caller closes it.
+func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Client, time.Time, error) {
+	h, err := hc.srv.store.Host(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, time.Time{}, fmt.Errorf("%w: %s", ErrHostOffline, id)
+		}
+		return nil, time.Time{}, err
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("gateway: host %s has no pinned host key", id)
+	}
+	cert, err := hc.srv.ca.Sign(hc.key.Signer.PublicKey(), id, keyID, hc.srv.cfg.CertTTL)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	certSigner, err := ssh.NewCertSigner(cert, hc.key.Signer)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	conn, err := hc.srv.tunnels.Open(ctx, id)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	c, err := sshlayer.Connect(ctx, conn, sshlayer.Auth{
+		User:    "hostgate",
+		Signer:  certSigner,
+		HostKey: ssh.FingerprintSHA256(pub),
+	})
+	if err != nil {
+		_ = conn.Close()
+		return nil, time.Time{}, fmt.Errorf("gateway: ssh to host %s: %w", id, err)
+	}
+	return c, time.Unix(int64(cert.ValidBefore), 0), nil
+}
+
+// Close closes every shared client.
+func (hc *HostClients) Close() {
+	hc.mu.Lock()
+	hc.closed = true
+	clients := hc.clients
+	hc.clients = nil
+	hc.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}

@@ -1,0 +1,245 @@
+// Package webterm is the browser terminal's server side: GET
+// /v1/hosts/{id}/pty upgrades to a WebSocket that carries one PTY session on
+// the host. The gateway is the SSH client (with its own certificate), so the
+// browser never holds SSH keys.
+//
+// Wire format: binary messages are terminal bytes in both directions; text
+// messages are JSON control messages — {"type":"resize","cols":C,"rows":R}
+// from the browser, {"type":"exit","code":N} and {"type":"error","message":M}
+// from the gateway.
+//
+// The socket is opened with the browser's session cookie, so the Origin is
+// checked (cross-site WebSocket hijacking): only the gateway's own origin,
+// or the patterns configured, may open it; others get 403.
+package webterm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate"
+)
+
+// Shell is what the terminal runs: the user's login shell.
+var Shell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
+
+// Config wires the terminal to the gateway.
+type Config struct {
+	// Authorize authenticates r for host id and writes the error answer
+	// itself when it returns false. name identifies the caller in the
+	// host's logs (the token's name).
+	Authorize func(w http.ResponseWriter, r *http.Request, id string) (name string, ok bool)
+	// Spawn starts argv on host id on a PTY, as caller name.
+	Spawn func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error)
+	// OriginPatterns are extra origins allowed to open the socket
+	// (coder/websocket host patterns); the gateway's own origin always is.
+	OriginPatterns []string
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Idle closes a terminal with no input or output for this long; 0
+	// means 1 hour.
+	Idle time.Duration
+}
+
+// Handler serves GET /v1/hosts/{id}/pty.
+func Handler(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Idle == 0 {
+		cfg.Idle = time.Hour
+	}
+	return &handler{cfg: cfg}
+}
+
+type handler struct{ cfg Config }
+
+// control is a text message.
+type control struct {
+	Type    string `json:"type"`
+	Cols    int    `json:"cols,omitempty"`
+	Rows    int    `json:"rows,omitempty"`
+	Code    *int   `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	// Refuse a foreign origin before authenticating, so a hijacking page
+	// learns nothing (not even whether the cookie is valid).
+	if !h.originOK(r) {
+		http.Error(w, `{"error":{"code":"forbidden","message":"cross-origin terminal sockets are refused"}}`, http.StatusForbidden)
+		return
+	}
+	name, ok := h.cfg.Authorize(w, r, id)
+	if !ok {
+		return
+	}
+	cols, rows := dim(r.URL.Query().Get("cols"), 80), dim(r.URL.Query().Get("rows"), 24)
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.cfg.OriginPatterns})
+	if err != nil {
+		return // Accept answered
+	}
+	ws.SetReadLimit(64 << 10)
+	log := h.cfg.Logger.With("host", id, "caller", name)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	p, release, err := h.cfg.Spawn(ctx, id, name, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
+	if err != nil {
+		log.Info("terminal spawn failed", "err", err)
+		b, _ := json.Marshal(control{Type: "error", Message: "cannot start a terminal on " + id + ": " + err.Error()})
+		_ = ws.Write(ctx, websocket.MessageText, b)
+		_ = ws.Close(websocket.StatusInternalError, "spawn failed")
+		return
+	}
+	defer release()
+	log.Info("terminal opened", "cols", cols, "rows", rows)
+	h.bridge(ctx, cancel, ws, p, log)
+}
+
+// bridge copies between the socket and the process until either ends.
+func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, p hostgate.Process, log *slog.Logger) {
+	var (
+		wg     sync.WaitGroup
+		wmu    sync.Mutex // one writer at a time on the socket
+		active = make(chan struct{}, 1)
+	)
+	touch := func() {
+		select {
+		case active <- struct{}{}:
+		default:
+		}
+	}
+	write := func(typ websocket.MessageType, b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer wcancel()
+		return ws.Write(wctx, typ, b)
+	}
+	// Terminal output → socket. A PTY merges stderr into stdout.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := p.Stdout().Read(buf)
+			if n > 0 {
+				touch()
+				if werr := write(websocket.MessageBinary, buf[:n]); werr != nil {
+					cancel()
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// Socket → terminal input and control.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		for {
+			typ, b, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			touch()
+			if typ == websocket.MessageBinary {
+				if _, err := p.Stdin().Write(b); err != nil {
+					return
+				}
+				continue
+			}
+			var c control
+			if json.Unmarshal(b, &c) != nil {
+				continue
+			}
+			if c.Type == "resize" {
+				if rz, ok := p.(hostgate.Resizer); ok && c.Cols > 0 && c.Rows > 0 && c.Cols <= 1000 && c.Rows <= 1000 {
+					_ = rz.Resize(c.Cols, c.Rows)
+				}
+			}
+		}
+	}()
+	// Idle timeout.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTimer(h.cfg.Idle)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-active:
+				t.Reset(h.cfg.Idle)
+			case <-t.C:
+				log.Info("terminal idle, closing")
+				cancel()
+				return
+			}
+		}
+	}()
+
+	werr := p.Wait()
+	code := hostgate.ExitCode(werr)
+	var ee *hostgate.ExitError
+	if werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil {
+		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
+		_ = write(websocket.MessageText, b)
+	} else if ctx.Err() == nil {
+		b, _ := json.Marshal(control{Type: "exit", Code: &code})
+		_ = write(websocket.MessageText, b)
+	}
+	cancel()
+	_ = ws.Close(websocket.StatusNormalClosure, "exited")
+	_ = p.Kill(hostgate.SIGKILL)
+	wg.Wait()
+	log.Info("terminal closed", "exit", code)
+}
+
+// originOK allows requests without Origin (non-browser clients carry a
+// bearer token, which a foreign page cannot), the gateway's own origin, and
+// configured patterns (matched against the origin's host like
+// coder/websocket does).
+func (h *handler) originOK(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, p := range h.cfg.OriginPatterns {
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(u.Host)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func dim(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > 1000 {
+		return def
+	}
+	return n
+}

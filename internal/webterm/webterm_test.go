@@ -1,0 +1,159 @@
+package webterm
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/hostgate/hostgate"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoProcess is a PTY process that echoes input uppercased, exits with the
+// code typed after "exit ", and records resizes.
+type echoProcess struct {
+	inR, outR *io.PipeReader
+	inW, outW *io.PipeWriter
+	done      chan struct{}
+	code      int
+	mu        sync.Mutex
+	sizes     [][2]int
+}
+
+func newEcho() *echoProcess {
+	p := &echoProcess{done: make(chan struct{})}
+	p.inR, p.inW = io.Pipe()
+	p.outR, p.outW = io.Pipe()
+	go func() {
+		defer close(p.done)
+		defer p.outW.Close()
+		buf := make([]byte, 1024)
+		for {
+			n, err := p.inR.Read(buf)
+			if err != nil {
+				return
+			}
+			s := string(buf[:n])
+			if strings.HasPrefix(s, "exit ") {
+				p.code = int(s[5] - '0')
+				return
+			}
+			if _, err := p.outW.Write([]byte(strings.ToUpper(s))); err != nil {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *echoProcess) Stdin() io.WriteCloser { return p.inW }
+func (p *echoProcess) Stdout() io.Reader     { return p.outR }
+func (p *echoProcess) Stderr() io.Reader     { return strings.NewReader("") }
+func (p *echoProcess) Wait() error {
+	<-p.done
+	if p.code != 0 {
+		return &hostgate.ExitError{Code: p.code}
+	}
+	return nil
+}
+func (p *echoProcess) Kill(hostgate.Signal) error { p.inR.CloseWithError(io.ErrClosedPipe); return nil }
+func (p *echoProcess) Resize(c, r int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sizes = append(p.sizes, [2]int{c, r})
+	return nil
+}
+
+func newServer(t *testing.T, proc *echoProcess) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+			if r.Header.Get("Cookie") != "hostgate_session=good" {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return "", false
+			}
+			return "tester", true
+		},
+		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+			if pty == nil || pty.Cols != 100 || pty.Rows != 30 {
+				t.Errorf("pty %+v, want 100x30 from the query", pty)
+			}
+			return proc, func() {}, nil
+		},
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func dial(ctx context.Context, srv *httptest.Server, origin string) (*websocket.Conn, *http.Response, error) {
+	h := http.Header{}
+	h.Set("Cookie", "hostgate_session=good")
+	if origin != "" {
+		h.Set("Origin", origin)
+	}
+	return websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty?cols=100&rows=30", &websocket.DialOptions{HTTPHeader: h})
+}
+
+func TestTerminalRoundTripResizeAndExit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	srv := newServer(t, proc)
+	ws, _, err := dial(ctx, srv, srv.URL) // same origin
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"resize","cols":120,"rows":40}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageBinary || string(b) != "HELLO" {
+		t.Fatalf("got %v %q %v, want binary HELLO", typ, b, err)
+	}
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 3")); err != nil {
+		t.Fatal(err)
+	}
+	typ, b, err = ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText {
+		t.Fatalf("got %v %q %v, want the exit message", typ, b, err)
+	}
+	var c control
+	if err := json.Unmarshal(b, &c); err != nil || c.Type != "exit" || c.Code == nil || *c.Code != 3 {
+		t.Fatalf("exit message %s", b)
+	}
+	proc.mu.Lock()
+	defer proc.mu.Unlock()
+	if len(proc.sizes) != 1 || proc.sizes[0] != [2]int{120, 40} {
+		t.Errorf("resizes %v, want [120 40]", proc.sizes)
+	}
+}
+
+func TestForeignOriginRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	defer proc.inW.Close()
+	srv := newServer(t, proc)
+	_, res, err := dial(ctx, srv, "http://evil.example")
+	if err == nil {
+		t.Fatal("a foreign origin opened the terminal socket")
+	}
+	if res == nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("got %v, want 403", res)
+	}
+}

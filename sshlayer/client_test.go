@@ -483,3 +483,51 @@ func TestSSHDKeepaliveHealthy(t *testing.T) {
 	default:
 	}
 }
+
+// With keepalives off, a silent peer still cannot hold a caller past its
+// ctx, and a transport that then dies fails the running process with
+// ErrConnectionLost rather than an exit status.
+func TestSSHDFrozenPeerRespectsCtx(t *testing.T) {
+	s := startSSHD(t, sshdOptions{})
+	ctx := testCtx(t)
+	p := newFreezeProxy(t, s.addr())
+	c, err := ConnectConfig(ctx, p.dial(t), s.auth(), &ClientConfig{KeepaliveInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	proc, err := c.Spawn(ctx, []string{"cat"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, proc.Stderr()) }()
+	go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
+
+	p.freeze()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Spawn(short, []string{"true"}, hostgate.SpawnOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Spawn on a frozen peer: %v, want DeadlineExceeded", err)
+	}
+	if _, err := c.Dial(short, "tcp", "127.0.0.1:1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial on a frozen peer: %v, want DeadlineExceeded", err)
+	}
+	if _, err := c.Listen(short, "tcp", "127.0.0.1:0"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Listen on a frozen peer: %v, want DeadlineExceeded", err)
+	}
+	select {
+	case <-c.Done():
+		t.Fatal("connection closed without keepalives")
+	default:
+	}
+
+	p.cut()
+	err = proc.Wait()
+	var ee *hostgate.ExitError
+	if errors.As(err, &ee) || !errors.Is(err, ErrConnectionLost) || errors.Is(err, ErrKeepaliveTimeout) {
+		t.Errorf("Wait after the transport died: %v, want ErrConnectionLost (not a keepalive timeout)", err)
+	}
+	if err := c.Wait(); !errors.Is(err, ErrConnectionLost) {
+		t.Errorf("Client.Wait: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package sshlayer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -49,7 +50,7 @@ KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 PrintMotd no
 PrintLastLog no
-LogLevel DEBUG3
+LogLevel {{.LogLevel}}
 # Debian's bash sources ~/.bashrc for commands run by sshd unless it is a
 # nested shell; SHLVL=1 keeps the machine's dotfiles out of every exec.
 SetEnv SHLVL=1
@@ -58,6 +59,9 @@ SetEnv SHLVL=1
 // sshdOptions tunes startSSHD.
 type sshdOptions struct {
 	CA ssh.PublicKey // trusted user CA, when set
+	// LogLevel is sshd's; DEBUG3 when empty (tests read the log), quieter
+	// for benchmarks, where per-packet logging would dominate.
+	LogLevel string
 }
 
 type sshdServer struct {
@@ -126,7 +130,7 @@ func startSSHD(t testing.TB, opts sshdOptions) *sshdServer {
 		writeTestFile(t, filepath.Join(dir, "user_ca.pub"), ssh.MarshalAuthorizedKey(opts.CA))
 	}
 	var cfg bytes.Buffer
-	if err := sshdConfigTmpl.Execute(&cfg, map[string]any{"Dir": dir, "CA": opts.CA != nil}); err != nil {
+	if err := sshdConfigTmpl.Execute(&cfg, map[string]any{"Dir": dir, "CA": opts.CA != nil, "LogLevel": cmp.Or(opts.LogLevel, "DEBUG3")}); err != nil {
 		t.Fatal(err)
 	}
 	writeTestFile(t, s.config, cfg.Bytes())

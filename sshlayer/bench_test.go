@@ -1,0 +1,146 @@
+package sshlayer
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// Benchmarks against OpenSSH's own client on the same sshd, in the same run,
+// so the numbers compare as ratios:
+//
+//	go test -run '^$' -bench . -benchtime 20x ./sshlayer
+
+// openSSH runs OpenSSH's ssh against s.
+type openSSH struct {
+	s    *sshdServer
+	args []string // common arguments, before the destination
+	dest string
+}
+
+func newOpenSSH(b *testing.B, s *sshdServer) *openSSH {
+	b.Helper()
+	sshPath, err := exec.LookPath("ssh")
+	testenv.RequirePeer(b, "OpenSSH ssh", err == nil)
+	host, port, _ := net.SplitHostPort(s.addr())
+	dir := b.TempDir()
+	known := filepath.Join(dir, "known_hosts")
+	writeTestFile(b, known, []byte("["+host+"]:"+port+" "+string(ssh.MarshalAuthorizedKey(s.hostPub))))
+	return &openSSH{s: s, dest: "root@" + host, args: []string{
+		sshPath, "-F", "/dev/null", "-p", port, "-i", filepath.Join(s.dir, "id_ed25519"),
+		"-o", "UserKnownHostsFile=" + known, "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+		"-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR",
+	}}
+}
+
+func (o *openSSH) command(extra []string, remote ...string) *exec.Cmd {
+	args := append(append(append([]string{}, o.args[1:]...), extra...), o.dest)
+	return exec.Command(o.args[0], append(args, remote...)...)
+}
+
+// BenchmarkExecRoundTrip: `true` on an open connection. OpenSSH reuses its
+// connection through a ControlMaster; each iteration still starts one ssh
+// process, which is how a shell script would use it.
+func BenchmarkExecRoundTrip(b *testing.B) {
+	s := startSSHD(b, sshdOptions{LogLevel: "ERROR"})
+	ctx := testCtx(b)
+	b.Run("hostgate", func(b *testing.B) {
+		c := s.connect(b, nil)
+		for b.Loop() {
+			p, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = p.Stdin().Close()
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+			_, _ = io.Copy(io.Discard, p.Stdout())
+			if err := p.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("openssh-controlmaster", func(b *testing.B) {
+		o := newOpenSSH(b, s)
+		ctl := filepath.Join(b.TempDir(), "ctl")
+		// -f returns once the master has authenticated and listens on ctl.
+		master := []string{"-o", "ControlMaster=yes", "-o", "ControlPath=" + ctl, "-o", "ControlPersist=yes", "-f", "-N"}
+		if out, err := o.command(master).CombinedOutput(); err != nil {
+			b.Fatalf("ssh master: %v %s", err, out)
+		}
+		client := []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + ctl}
+		b.Cleanup(func() { _ = o.command(append(client, "-O", "exit")).Run() })
+		if out, err := o.command(append(client, "-O", "check")).CombinedOutput(); err != nil {
+			b.Fatalf("ssh -O check: %v %s", err, out)
+		}
+		for b.Loop() {
+			if out, err := o.command(client, "true").CombinedOutput(); err != nil {
+				b.Fatalf("ssh true: %v %s", err, out)
+			}
+		}
+	})
+}
+
+const bulkSize = 64 << 20
+
+// BenchmarkBulk: 64 MiB into `cat >/dev/null` over a new SSH connection over
+// TCP per iteration (handshake included on both sides), cipher
+// aes128-gcm@openssh.com unless named.
+func BenchmarkBulk(b *testing.B) {
+	s := startSSHD(b, sshdOptions{LogLevel: "ERROR"})
+	ctx := testCtx(b)
+	data := make([]byte, bulkSize)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	hostgateRun := func(b *testing.B) {
+		b.SetBytes(bulkSize)
+		for b.Loop() {
+			c, err := Connect(ctx, s.dial(b), s.auth())
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := c.Spawn(ctx, []string{"sh", "-c", "cat >/dev/null"}, hostgate.SpawnOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+			if _, err := p.Stdin().Write(data); err != nil {
+				b.Fatal(err)
+			}
+			_ = p.Stdin().Close()
+			if err := p.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			_ = c.Close()
+		}
+	}
+	b.Run("hostgate-aes128-gcm", hostgateRun)
+	b.Run("hostgate-chacha20-poly1305", func(b *testing.B) {
+		saved := preferredCiphers
+		preferredCiphers = []string{ssh.CipherChaCha20Poly1305}
+		defer func() { preferredCiphers = saved }()
+		hostgateRun(b)
+	})
+	for _, cipher := range []string{ssh.CipherAES128GCM, ssh.CipherChaCha20Poly1305} {
+		b.Run("openssh-"+cipher, func(b *testing.B) {
+			o := newOpenSSH(b, s)
+			b.SetBytes(bulkSize)
+			for b.Loop() {
+				cmd := o.command([]string{"-c", cipher}, "cat >/dev/null")
+				cmd.Stdin = bytes.NewReader(data)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("ssh: %v %s", err, out)
+				}
+			}
+		})
+	}
+}

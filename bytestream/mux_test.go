@@ -198,6 +198,28 @@ func TestMuxKeepAliveDeadPeer(t *testing.T) {
 	<-drained
 }
 
+// Over a WebSocket whose peer is silent (never reads, so never answers a
+// ping or a close frame), the keepalive closes the session, and Close does
+// not wait for the close handshake.
+func TestMuxKeepAliveDeadPeerWebSocket(t *testing.T) {
+	a, _ := wsPair(t)
+	cli, err := MuxClient(a, &MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, cli)
+	done := make(chan struct{})
+	go func() { cli.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-testCtx(t).Done():
+		t.Fatal("Close hung")
+	}
+	if _, err := cli.Accept(); !errors.Is(err, ErrKeepAliveTimeout) {
+		t.Errorf("session ended with %v, want ErrKeepAliveTimeout", err)
+	}
+}
+
 // With a live peer the keepalive keeps the session up.
 func TestMuxKeepAliveLivePeer(t *testing.T) {
 	a, b := tcpPair(t)
@@ -359,7 +381,7 @@ func TestMuxCoalescesFrames(t *testing.T) {
 
 // With a write timeout the watchdog is re-armed per message-sized piece, so
 // a big frame on a slow but moving link is not a stall: no single write to
-// the conn is larger than maxMessage.
+// the conn is larger than MaxMessageSize.
 func TestMuxWatchdogWritesInPieces(t *testing.T) {
 	fc := &fuzzConn{r: strings.NewReader("")}
 	c := newMuxConn(fc, 0, time.Minute)
@@ -373,8 +395,8 @@ func TestMuxWatchdogWritesInPieces(t *testing.T) {
 	if _, err := c.Write(big[hdrSize:]); err != nil {
 		t.Fatal(err)
 	}
-	if sizes.total != len(big) || sizes.max > maxMessage {
-		t.Fatalf("wrote %d bytes in writes up to %d; want %d in writes up to %d", sizes.total, sizes.max, len(big), maxMessage)
+	if sizes.total != len(big) || sizes.max > MaxMessageSize {
+		t.Fatalf("wrote %d bytes in writes up to %d; want %d in writes up to %d", sizes.total, sizes.max, len(big), MaxMessageSize)
 	}
 }
 

@@ -25,9 +25,9 @@ const (
 
 // maxCoalesce bounds the write that joins a data frame's header to the
 // start of its body: yamux writes them separately, which over a WebSocket
-// would be a 12-byte message before every body. It equals maxMessage so the
+// would be a 12-byte message before every body. It equals MaxMessageSize so the
 // joined write is one whole WebSocket message.
-const maxCoalesce = maxMessage
+const maxCoalesce = MaxMessageSize
 
 // initialWindow is yamux's initial stream window (const.go
 // initialStreamWindow), the most a peer may send on a stream before we
@@ -138,8 +138,16 @@ func (c *muxConn) flush() {
 // which ends both yamux loops; the first reason wins.
 func (c *muxConn) fail(err error) {
 	c.reason.CompareAndSwap(nil, &err)
+	if a, ok := c.conn.(aborter); ok {
+		_ = a.abort() // the peer is stuck or dead: no goodbye
+		return
+	}
 	_ = c.conn.Close()
 }
+
+// aborter is a conn whose Close talks to the peer and that can also close
+// at once.
+type aborter interface{ abort() error }
 
 // errOr returns the recorded failure reason, if any, else err: yamux takes
 // the first loop error as the session's shutdown error.
@@ -281,7 +289,7 @@ func (c *muxConn) Write(p []byte) (int, error) {
 }
 
 // writeOut writes b under the watchdog; wmu held. The watchdog is re-armed
-// for every maxMessage bytes, so WriteTimeout bounds a stall, not the time
+// for every MaxMessageSize bytes, so WriteTimeout bounds a stall, not the time
 // a large frame takes on a slow but moving link.
 func (c *muxConn) writeOut(b []byte) error {
 	if c.timer == nil {
@@ -292,7 +300,7 @@ func (c *muxConn) writeOut(b []byte) error {
 	}
 	defer c.timer.Stop()
 	for len(b) > 0 {
-		chunk := b[:min(len(b), maxMessage)]
+		chunk := b[:min(len(b), MaxMessageSize)]
 		c.timer.Reset(c.timeout)
 		if _, err := c.conn.Write(chunk); err != nil {
 			return c.errOr(err)

@@ -17,14 +17,15 @@ import (
 )
 
 // DefaultReadLimit bounds one WebSocket message when the options leave
-// ReadLimit at 0. Peers of this package send messages of at most
-// maxMessage bytes, well inside it.
+// ReadLimit at 0.
 const DefaultReadLimit = 1 << 20
 
-// maxMessage caps the WebSocket message one Write produces. A single yamux
-// frame can carry a whole stream window (MiBs); as one message it would
-// trip the peer's read limit and close the connection, so Write splits.
-const maxMessage = 64 << 10
+// MaxMessageSize is the largest WebSocket message this package writes: a
+// Write is split into messages of at most this size (a single yamux frame
+// can carry a whole 4 MiB window; as one message it would trip the peer's
+// read limit and close the connection). A ReadLimit below it can break a
+// stream whose peer is this package.
+const MaxMessageSize = 64 << 10
 
 // maxErrorBody bounds the response body a HandshakeError keeps.
 const maxErrorBody = 512
@@ -128,6 +129,7 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 // size, and deadline errors that say so.
 type wsConn struct {
 	net.Conn // websocket.NetConn: deadlines, Read, Close
+	ws       *websocket.Conn
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -174,14 +176,18 @@ func newWSConn(c *websocket.Conn, limit int64) *wsConn {
 	// Close, which cancels NetConn's own derived contexts.
 	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
 	c.SetReadLimit(limit) // after NetConn, which disables the limit
-	return &wsConn{Conn: nc}
+	return &wsConn{Conn: nc, ws: c}
 }
 
-// Write sends p as binary messages of at most maxMessage bytes.
+// abort closes the connection without the close handshake, which would
+// wait up to 5 s for a peer already known to be dead (mux timeouts).
+func (c *wsConn) abort() error { return c.ws.CloseNow() }
+
+// Write sends p as binary messages of at most MaxMessageSize bytes.
 func (c *wsConn) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
-		chunk := p[:min(len(p), maxMessage)]
+		chunk := p[:min(len(p), MaxMessageSize)]
 		m, err := c.Conn.Write(chunk)
 		n += m
 		if err != nil {

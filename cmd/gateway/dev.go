@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/shell"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+func init() {
+	register("dev", "the embedded default: a gateway with this machine attached as host \"local\"", runDev)
+}
+
+// devHost is the id this machine is attached as.
+const devHost = "local"
+
+// runDev is `gateway dev`: a gateway whose state sits in a local folder,
+// this machine attached as host "local" by an in-process agent (dialing
+// out over the same WebSocket path a remote agent uses), Docker executions
+// when an engine answers, and everything a person needs printed: the admin
+// token, the web URL and a ready ssh command.
+func runDev(ctx context.Context, sio stdio, args []string) error {
+	var c serveConfig
+	fs := newFlags("dev", sio.err)
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&c.StateDir, "state-dir", ".hostgate-dev", "directory for the gateway's and the local agent's state")
+	fs.StringVar(&c.PreviewDomain, "preview-domain", "localhost", "domain for preview subdomains ({port}--{host}.DOMAIN)")
+	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
+	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
+	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("dev: unexpected arguments %q", fs.Args())
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return err
+	}
+	c.StateDir = abs
+	logger := newLogger(sio, c.LogFormat)
+
+	admin, agentTok, err := devTokens(ctx, c.StateDir)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ready := func(addr net.Addr) {
+		url := "http://" + addr.String()
+		tunnelUp := make(chan struct{})
+		var once sync.Once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := agent.Connect(ctx, &agent.ConnectConfig{
+				GatewayURL: url,
+				Token:      agentTok,
+				HostID:     devHost,
+				StateDir:   filepath.Join(c.StateDir, "agent"),
+				Info:       hostgate.Info{Kind: "local"},
+				Logger:     logger.With("component", "agent"),
+				OnTunnel:   func(string) { once.Do(func() { close(tunnelUp) }) },
+			})
+			if err != nil {
+				logger.Error("local agent stopped", "err", err)
+				cancel()
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tunnelUp:
+			}
+			sshCmd, err := devSSHCommand(ctx, c.StateDir, url, admin)
+			if err != nil {
+				logger.Warn("no ssh command", "err", err)
+			}
+			fmt.Fprintf(sio.out, "\nhostgate dev is running.\n\n  web UI:       %s/  (log in with the admin token)\n  admin token:  %s\n  host:         %s (this machine, attached by an in-process agent)\n", url, admin, devHost)
+			if sshCmd != "" {
+				fmt.Fprintf(sio.out, "  ssh:          %s\n", sshCmd)
+			}
+			fmt.Fprintf(sio.out, "  Go:           client.Dial(ctx, %q, TOKEN, %q)\n\nStop with Ctrl-C.\n", url, devHost)
+		}()
+	}
+	err = serve(ctx, logger, &c, ready)
+	cancel()
+	return err
+}
+
+// devTokens makes a fresh admin token (printed for the person) and the
+// local agent's token.
+func devTokens(ctx context.Context, dir string) (admin, agentTok string, err error) {
+	st, _, err := openState(ctx, dir)
+	if err != nil {
+		return "", "", err
+	}
+	defer st.Close()
+	admin, _, err = st.CreateToken(ctx, store.TokenSpec{Name: "dev-admin", Role: store.RoleAdmin})
+	if err != nil {
+		return "", "", err
+	}
+	agentTok, _, err = st.CreateToken(ctx, store.TokenSpec{Name: "dev-agent-local", Role: store.RoleAgent, Hosts: []string{devHost}})
+	if err != nil {
+		return "", "", err
+	}
+	return admin, agentTok, nil
+}
+
+// devSSHCommand writes a session key, a certificate for it (at the longest
+// TTL the CA allows) and a known_hosts line for the local host, and returns
+// an OpenSSH command line that reaches the host through `gateway proxy`.
+func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) {
+	st, ca, err := openState(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	h, err := st.Host(ctx, devHost)
+	if err != nil {
+		return "", err
+	}
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		return "", err
+	}
+	cert, err := ca.Sign(key.Signer.PublicKey(), devHost, "dev-ssh", sshca.MaxTTL)
+	if err != nil {
+		return "", err
+	}
+	sshDir := filepath.Join(dir, "ssh")
+	if err := os.MkdirAll(sshDir, 0o700); err != nil {
+		return "", err
+	}
+	keyPath := filepath.Join(sshDir, "id_ed25519")
+	files := map[string][]byte{
+		keyPath:                              key.PrivateKey,
+		keyPath + "-cert.pub":                ssh.MarshalAuthorizedKey(cert),
+		filepath.Join(sshDir, "known_hosts"): []byte(devHost + " " + strings.TrimSpace(h.HostKey) + "\n"),
+	}
+	for p, b := range files {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	proxy := shell.Join([]string{self, "proxy", "--url", url, "--token", token}) + " %h"
+	return shell.Join([]string{"ssh", "-i", keyPath,
+		"-o", "CertificateFile=" + keyPath + "-cert.pub",
+		"-o", "UserKnownHostsFile=" + filepath.Join(sshDir, "known_hosts"),
+		"-o", "StrictHostKeyChecking=yes",
+		"-o", "ProxyCommand=" + proxy,
+		devHost}), nil
+}

@@ -162,7 +162,7 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 		MaxAuthTries:      6,
 		AuthLogCallback: func(md ssh.ConnMetadata, method string, err error) {
 			if err != nil && method != "none" {
-				s.log.Info("ssh auth failed", "remote", md.RemoteAddr().String(), "user", md.User(), "method", method, "err", err)
+				s.log.Info("ssh auth failed", "remote", addrString(md.RemoteAddr()), "user", md.User(), "method", method, "err", err)
 			}
 		},
 	}
@@ -241,7 +241,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			if err := s.ServeConn(s.ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
-				s.log.Debug("ssh connection ended", "remote", c.RemoteAddr().String(), "err", err)
+				s.log.Debug("ssh connection ended", "remote", addrString(c.RemoteAddr()), "err", err)
 			}
 		}()
 	}
@@ -293,8 +293,9 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
 			return ErrServerClosed
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("sshlayer: handshake: %w", ctx.Err())
+			err = ctx.Err()
 		}
+		s.log.Info("ssh handshake failed", "remote", addrString(conn.RemoteAddr()), "err", err)
 		return fmt.Errorf("sshlayer: handshake: %w", err)
 	}
 	c := newServerConn(ctx, s, sc, id)
@@ -329,4 +330,12 @@ func discardChannelRequests(reqs <-chan *ssh.Request) {
 			_ = r.Reply(false, nil)
 		}
 	}
+}
+
+// addrString prints an address that some streams (pipes) may not have.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "-"
+	}
+	return a.String()
 }

@@ -42,7 +42,7 @@ func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64
 		c.fingerprint = sc.Permissions.Extensions[extFingerprint]
 		c.certKeyID = sc.Permissions.Extensions[extCertKeyID]
 	}
-	c.log = s.log.With("conn", id, "remote", sc.RemoteAddr().String())
+	c.log = s.log.With("conn", id, "remote", addrString(sc.RemoteAddr()))
 	return c
 }
 

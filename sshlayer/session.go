@@ -164,7 +164,7 @@ func (s *session) audit(kind, cmd string) {
 	s.log.Info("ssh session", "kind", kind, "command", truncate(cmd, 200), "pty", s.pty != nil)
 	if cfg.OnSession != nil {
 		cfg.OnSession(SessionInfo{
-			User: s.c.sc.User(), RemoteAddr: s.c.sc.RemoteAddr().String(),
+			User: s.c.sc.User(), RemoteAddr: addrString(s.c.sc.RemoteAddr()),
 			Fingerprint: s.c.fingerprint, CertKeyID: s.c.certKeyID,
 			Kind: kind, Command: cmd, PTY: s.pty != nil,
 		})

@@ -1,0 +1,69 @@
+// Command agent runs hostgate's embedded SSH server on a host: `agent
+// serve` on a TCP listener or over stdin/stdout, `agent connect` through a
+// tunnel it dials out to a gateway.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/hostgate/hostgate/internal/agent"
+)
+
+// commands maps each subcommand to its runner: args after the subcommand
+// name, and where to log.
+var commands = map[string]func(ctx context.Context, args []string, stderr io.Writer) error{
+	"serve": func(ctx context.Context, args []string, stderr io.Writer) error {
+		return agent.RunServe(ctx, args, &agent.ServeIO{Stderr: stderr})
+	},
+	"connect": agent.RunConnect,
+}
+
+func usage(w io.Writer) {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "usage: agent COMMAND [flags]\ncommands: %v\nrun `agent COMMAND -h` for its flags\n", names)
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			usage(stderr)
+			return 0
+		}
+		fmt.Fprintf(stderr, "agent: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	// SIGTERM and SIGINT stop the command cleanly: servers close, child
+	// process groups are killed and awaited.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := cmd(ctx, args[1:], stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "agent %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hashicorp/yamux"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// maxKeysFile bounds an authorized-keys or CA file.
+const maxKeysFile = 1 << 20
+
+// ServeConfig says where `agent serve` finds its keys.
+type ServeConfig struct {
+	// StateDir holds the host key (HostKeyFile) unless HostKeyPath is set.
+	StateDir string
+	// HostKeyPath overrides StateDir/HostKeyFile; it is created when
+	// missing (sshlayer.LoadOrCreateHostKey).
+	HostKeyPath string
+	// AuthorizedKeys are accepted user keys; TrustedCAs accepted user
+	// certificate authorities. At least one key in either is required.
+	AuthorizedKeys []ssh.PublicKey
+	TrustedCAs     []ssh.PublicKey
+	// HostID is the principal certificates must carry; empty means the OS
+	// user name (see sshlayer.ServerConfig.Principal).
+	HostID string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// Server adjusts the SSH server config before the server is built.
+	Server func(*sshlayer.ServerConfig)
+}
+
+// NewServer loads (or creates) the host key and builds the SSH server
+// ServeConfig describes.
+func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
+	path := cfg.HostKeyPath
+	if path == "" {
+		if cfg.StateDir == "" {
+			return nil, errors.New("agent: a state dir or a host key path is required")
+		}
+		path = filepath.Join(cfg.StateDir, HostKeyFile)
+	}
+	hk, err := sshlayer.LoadOrCreateHostKey(path)
+	if err != nil {
+		return nil, err
+	}
+	sc := &sshlayer.ServerConfig{
+		HostKey:        hk,
+		AuthorizedKeys: cfg.AuthorizedKeys,
+		TrustedUserCAs: cfg.TrustedCAs,
+		Principal:      cfg.HostID,
+		Logger:         cfg.Logger,
+	}
+	if cfg.Server != nil {
+		cfg.Server(sc)
+	}
+	return sshlayer.NewServer(sc)
+}
+
+// ParseKeys reads public keys in authorized_keys format: one a line,
+// options before the key type allowed (and ignored), comments and blank
+// lines skipped. A line that does not parse is an error naming it, so a
+// typo never silently drops a key.
+func ParseKeys(data []byte) ([]ssh.PublicKey, error) {
+	var keys []ssh.PublicKey
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 16<<10), maxKeysFile)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		k, _, _, _, err := ssh.ParseAuthorizedKey(line)
+		if err != nil {
+			return nil, fmt.Errorf("agent: line %d: %w", n, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("agent: keys: %w", err)
+	}
+	return keys, nil
+}
+
+// LoadKeys reads a file of public keys (ParseKeys), bounded in size.
+func LoadKeys(path string) ([]ssh.PublicKey, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: keys: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("agent: keys %s: %w", path, err)
+	}
+	if len(b) > maxKeysFile {
+		return nil, fmt.Errorf("agent: keys %s: larger than %d bytes", path, maxKeysFile)
+	}
+	keys, err := ParseKeys(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// ServeListener serves SSH connections from ln until ctx ends, then closes
+// the server (which waits for every connection and process) and returns
+// nil. A listener failure is returned after the same teardown.
+func ServeListener(ctx context.Context, ln net.Listener, srv *sshlayer.Server) error {
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	err := srv.Serve(ln)
+	_ = srv.Close()
+	if errors.Is(err, sshlayer.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ServeStdio serves one SSH connection over conn (this process's stdio in
+// `agent serve --stdio`) until the client leaves or ctx ends.
+func ServeStdio(ctx context.Context, conn net.Conn, srv *sshlayer.Server) error {
+	err := srv.ServeConn(ctx, conn)
+	if errors.Is(err, sshlayer.ErrServerClosed) || ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// ServeMux runs the agent side of a tunnel over conn: a yamux server on
+// which every stream the peer opens is one SSH connection. It returns when
+// the peer ends the session (nil), the session fails (its error, e.g. a
+// keepalive timeout), or ctx ends (nil); every connection it served is gone
+// by then. conn is closed. The server is not closed: it may serve other
+// tunnels.
+func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) error {
+	sess, err := bytestream.MuxServer(conn, cfg)
+	if err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("agent: mux: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		cancel() // ends every ServeConn of this tunnel
+		_ = sess.Close()
+		wg.Wait()
+	}()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("agent: mux: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = srv.ServeConn(ctx, st) // the server logs failures
+		}()
+	}
+}

@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+)
+
+// EnvFlags sets every flag of fs not given on the command line from the
+// environment variable HOSTGATE_<NAME> (upper case, '-' → '_'), e.g.
+// --state-dir from HOSTGATE_STATE_DIR. Call it after fs.Parse.
+func EnvFlags(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s: %w", name, serr)
+			}
+		}
+	})
+	return err
+}
+
+// ServeIO is the stdio `agent serve --stdio` uses; nil means this
+// process's own (bytestream.Stdio).
+type ServeIO struct {
+	Conn   net.Conn  // the stream carrying SSH (or yamux with --mux)
+	Stderr io.Writer // logs
+}
+
+// RunServe is the `agent serve` command:
+//
+//	agent serve --listen ADDR (--authorized-keys FILE | --trusted-ca FILE) [--state-dir DIR]
+//	agent serve --stdio [--mux] (--authorized-keys FILE | --trusted-ca FILE | --trusted-ca-key KEY)
+//
+// Every flag is also read from HOSTGATE_* (HOSTGATE_STATE_DIR, …). Logs go
+// to stderr only: with --stdio, stdout carries the protocol. It runs until
+// ctx ends (SIGTERM), the stdio peer leaves, or the listener fails.
+func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
+	stderr := io.Writer(os.Stderr)
+	if sio != nil && sio.Stderr != nil {
+		stderr = sio.Stderr
+	}
+	var (
+		listen, authKeysFile, caFile, caKey, logFormat, logLevel string
+		stdio, mux                                               bool
+		cfg                                                      ServeConfig
+	)
+	fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&listen, "listen", "", "serve SSH on this TCP address (host:port)")
+	fs.BoolVar(&stdio, "stdio", false, "serve one SSH connection over stdin/stdout")
+	fs.BoolVar(&mux, "mux", false, "with --stdio: yamux over stdin/stdout, one SSH connection per stream")
+	fs.StringVar(&authKeysFile, "authorized-keys", "", "file of accepted user public keys (authorized_keys format)")
+	fs.StringVar(&caFile, "trusted-ca", "", "file of trusted user certificate authorities (public keys)")
+	fs.StringVar(&caKey, "trusted-ca-key", "", "a trusted user CA public key, inline (authorized_keys format)")
+	fs.StringVar(&cfg.HostID, "host-id", "", "principal that user certificates must carry (default: the OS user name)")
+	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory of the host key ("+HostKeyFile+")")
+	fs.StringVar(&cfg.HostKeyPath, "host-key", "", "host key file (default STATE_DIR/"+HostKeyFile+"; created when missing)")
+	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := EnvFlags(fs); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("agent serve: unexpected arguments %q", fs.Args())
+	}
+	if (listen == "") == !stdio {
+		return errors.New("agent serve: give exactly one of --listen ADDR and --stdio")
+	}
+	if mux && !stdio {
+		return errors.New("agent serve: --mux needs --stdio")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("agent serve: --log-level: %w", err)
+	}
+	var h slog.Handler
+	switch logFormat {
+	case "text":
+		h = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	default:
+		return fmt.Errorf("agent serve: --log-format %q: want text or json", logFormat)
+	}
+	log := slog.New(h)
+	cfg.Logger = log
+
+	if authKeysFile != "" {
+		keys, err := LoadKeys(authKeysFile)
+		if err != nil {
+			return err
+		}
+		cfg.AuthorizedKeys = keys
+	}
+	if caFile != "" {
+		keys, err := LoadKeys(caFile)
+		if err != nil {
+			return err
+		}
+		cfg.TrustedCAs = keys
+	}
+	if caKey != "" {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(caKey))
+		if err != nil {
+			return fmt.Errorf("agent serve: --trusted-ca-key: %w", err)
+		}
+		cfg.TrustedCAs = append(cfg.TrustedCAs, k)
+	}
+	if len(cfg.AuthorizedKeys) == 0 && len(cfg.TrustedCAs) == 0 {
+		return errors.New("agent serve: no keys: give --authorized-keys FILE, --trusted-ca FILE or --trusted-ca-key KEY (with at least one key)")
+	}
+	srv, err := NewServer(&cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Close() }()
+
+	if listen != "" {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", listen)
+		if err != nil {
+			return fmt.Errorf("agent serve: %w", err)
+		}
+		log.Info("agent serving SSH", "listen", ln.Addr().String())
+		return ServeListener(ctx, ln, srv)
+	}
+	var conn net.Conn
+	if sio != nil && sio.Conn != nil {
+		conn = sio.Conn
+	} else {
+		conn = bytestream.Stdio()
+	}
+	if mux {
+		log.Info("agent serving SSH over a multiplexed stdio tunnel")
+		return ServeMux(ctx, conn, srv, nil)
+	}
+	log.Debug("agent serving one SSH connection over stdio")
+	return ServeStdio(ctx, conn, srv)
+}

@@ -1,0 +1,342 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+const serveWait = 30 * time.Second
+
+func serveKey(t testing.TB) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// serveTCPPair returns both ends of a loopback TCP connection (not a
+// net.Pipe: SSH has both sides write first).
+func serveTCPPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// serveNewServer builds an agent server in a fresh state dir accepting
+// the returned client key.
+func serveNewServer(t testing.TB) (*sshlayer.Server, ssh.PublicKey, ssh.Signer) {
+	t.Helper()
+	client := serveKey(t)
+	dir := t.TempDir()
+	srv, err := NewServer(&ServeConfig{StateDir: dir, AuthorizedKeys: []ssh.PublicKey{client.PublicKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, HostKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, hk.PublicKey(), client
+}
+
+func serveSSHExec(t testing.TB, conn net.Conn, hostKey ssh.PublicKey, client ssh.Signer, cmd string) string {
+	t.Helper()
+	c, chans, reqs, err := ssh.NewClientConn(conn, "agent", &ssh.ClientConfig{
+		User: "x", Auth: []ssh.AuthMethod{ssh.PublicKeys(client)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: serveWait,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := ssh.NewClient(c, chans, reqs)
+	defer func() { _ = cl.Close() }()
+	s, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	out, err := s.Output(cmd)
+	if err != nil {
+		t.Fatalf("%q: %v", cmd, err)
+	}
+	return string(out)
+}
+
+func TestServeMuxOneSSHConnectionPerStream(t *testing.T) {
+	srv, hostKey, client := serveNewServer(t)
+	a, b := serveTCPPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ServeMux(ctx, b, srv, nil) }()
+	sess, err := bytestream.MuxClient(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := sess.OpenStream()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if out := serveSSHExec(t, st, hostKey, client, fmt.Sprintf("echo stream-%d", i)); out != fmt.Sprintf("stream-%d\n", i) {
+				t.Errorf("stream %d: %q", i, out)
+			}
+		}()
+	}
+	wg.Wait()
+	// The peer ending the tunnel ends ServeMux without an error.
+	_ = sess.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeMux after the peer left: %v", err)
+		}
+	case <-time.After(serveWait):
+		t.Fatal("ServeMux did not return after the peer closed")
+	}
+}
+
+func TestServeMuxStopsOnCancel(t *testing.T) {
+	srv, _, _ := serveNewServer(t)
+	a, b := serveTCPPair(t)
+	defer func() { _ = a.Close() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeMux(ctx, b, srv, nil) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeMux after cancel: %v", err)
+		}
+	case <-time.After(serveWait):
+		t.Fatal("ServeMux ignored ctx")
+	}
+}
+
+func TestServeStdio(t *testing.T) {
+	srv, hostKey, client := serveNewServer(t)
+	// Two pipes, as a ProxyCommand's stdin and stdout would be.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentSide := bytestream.NewPipeConn(inR, outW)
+	clientSide := bytestream.NewPipeConn(outR, inW)
+	done := make(chan error, 1)
+	go func() { done <- ServeStdio(context.Background(), agentSide, srv) }()
+	if out := serveSSHExec(t, clientSide, hostKey, client, "echo over-stdio"); out != "over-stdio\n" {
+		t.Fatalf("got %q", out)
+	}
+	_ = clientSide.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	k1, k2 := serveKey(t).PublicKey(), serveKey(t).PublicKey()
+	good := fmt.Sprintf("# comment\n\n%s  # trailing\nrestrict,pty %s", bytes.TrimSpace(ssh.MarshalAuthorizedKey(k1)), ssh.MarshalAuthorizedKey(k2))
+	keys, err := ParseKeys([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 || !bytes.Equal(keys[0].Marshal(), k1.Marshal()) || !bytes.Equal(keys[1].Marshal(), k2.Marshal()) {
+		t.Fatalf("parsed %d keys, want the 2 given in order", len(keys))
+	}
+	if _, err := ParseKeys([]byte(good + "\nssh-ed25519 AAAAnot-base64\n")); err == nil || !strings.Contains(err.Error(), "line 6") {
+		t.Fatalf("bad line: %v, want an error naming line 6", err)
+	}
+	if keys, err := ParseKeys(nil); err != nil || len(keys) != 0 {
+		t.Fatalf("empty: %v %v", keys, err)
+	}
+}
+
+func FuzzParseKeys(f *testing.F) {
+	f.Add([]byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGvL9Dd3n6H6Wv5n0u8E6JeYtB9mOb7M0f1GfW0i2c3S c\n# x\n"))
+	f.Add([]byte("command=\"x\",no-pty ssh-rsa AAAA\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		keys, err := ParseKeys(b)
+		if err != nil {
+			return
+		}
+		// Every key parsed is one a server could compare: it re-marshals.
+		for _, k := range keys {
+			if _, err := ssh.ParsePublicKey(k.Marshal()); err != nil {
+				t.Fatalf("key does not round-trip: %v", err)
+			}
+		}
+	})
+}
+
+func TestRunServeRefusesBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(serveKey(t).PublicKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# nothing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	defer cancel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--authorized-keys", keys}, "exactly one of --listen"},
+		{[]string{"--listen", "127.0.0.1:0", "--stdio", "--authorized-keys", keys}, "exactly one of --listen"},
+		{[]string{"--listen", "127.0.0.1:0", "--mux", "--authorized-keys", keys}, "--mux needs --stdio"},
+		{[]string{"--listen", "127.0.0.1:0"}, "no keys"},
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", empty}, "no keys"},
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"--listen", "127.0.0.1:0", "--trusted-ca-key", "not a key"}, "--trusted-ca-key"},
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "--log-format", "xml"}, "--log-format"},
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "extra"}, "unexpected arguments"},
+	} {
+		var stderr bytes.Buffer
+		err := RunServe(ctx, append(tc.args, "--state-dir", filepath.Join(dir, "state")), &ServeIO{Stderr: &stderr})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestRunServeListenFromEnv: flags come from HOSTGATE_* when not given,
+// the command line wins over the environment, and cancelling stops the
+// server.
+func TestRunServeListenFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	client := serveKey(t)
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(client.PublicKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOSTGATE_AUTHORIZED_KEYS", keys)
+	t.Setenv("HOSTGATE_STATE_DIR", filepath.Join(dir, "state"))
+	t.Setenv("HOSTGATE_LISTEN", "256.0.0.1:bad") // overridden by --listen below
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &serveLogBuffer{ready: make(chan string, 1)}
+	done := make(chan error, 1)
+	go func() { done <- RunServe(ctx, []string{"--listen", "127.0.0.1:0"}, &ServeIO{Stderr: stderr}) }()
+	var addr string
+	select {
+	case addr = <-stderr.ready:
+	case err := <-done:
+		t.Fatalf("RunServe: %v; log %s", err, stderr.String())
+	case <-time.After(serveWait):
+		t.Fatal("no listen address logged")
+	}
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, "state", HostKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := serveSSHExec(t, conn, hk.PublicKey(), client, "echo env-ok"); out != "env-ok\n" {
+		t.Fatalf("got %q", out)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunServe after cancel: %v", err)
+	}
+}
+
+// serveLogBuffer collects logs and reports the listen address once.
+type serveLogBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	ready chan string
+	sent  bool
+}
+
+func (l *serveLogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Write(p)
+	if !l.sent {
+		if _, after, ok := strings.Cut(l.b.String(), "listen="); ok {
+			if addr, _, ok := strings.Cut(after, "\n"); ok {
+				l.sent = true
+				l.ready <- addr
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (l *serveLogBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func TestEnvFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	a := fs.String("state-dir", "default", "")
+	b := fs.String("host-id", "default", "")
+	n := fs.Int("count", 1, "")
+	t.Setenv("HOSTGATE_STATE_DIR", "from-env")
+	t.Setenv("HOSTGATE_HOST_ID", "from-env")
+	t.Setenv("HOSTGATE_COUNT", "7")
+	if err := fs.Parse([]string{"--host-id", "from-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnvFlags(fs); err != nil {
+		t.Fatal(err)
+	}
+	if *a != "from-env" || *b != "from-flag" || *n != 7 {
+		t.Fatalf("state-dir %q host-id %q count %d", *a, *b, *n)
+	}
+	t.Setenv("HOSTGATE_COUNT", "seven")
+	fs2 := flag.NewFlagSet("y", flag.ContinueOnError)
+	fs2.Int("count", 1, "")
+	_ = fs2.Parse(nil)
+	if err := EnvFlags(fs2); err == nil || !strings.Contains(err.Error(), "HOSTGATE_COUNT") {
+		t.Fatalf("bad env value: %v", err)
+	}
+}

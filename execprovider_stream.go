@@ -58,6 +58,7 @@ func (p *execProvider) Create(ctx context.Context, name string, perm fs.FileMode
 type stream struct {
 	op, name string
 	proc     Process
+	ctx      context.Context // the caller's: a write cut short by it fails
 	cancel   context.CancelFunc
 	stderr   bytes.Buffer
 	errDone  chan struct{}
@@ -68,13 +69,14 @@ type stream struct {
 
 func (p *execProvider) startStream(ctx context.Context, op, name, script string, args ...string) (*stream, error) {
 	// The stream outlives this call but not ctx.
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	proc, err := p.spawn(ctx, script, args...)
 	if err != nil {
 		cancel()
 		return nil, pathErr(op, name, err)
 	}
-	s := &stream{op: op, name: name, proc: proc, cancel: cancel, errDone: make(chan struct{})}
+	s := &stream{op: op, name: name, proc: proc, ctx: parent, cancel: cancel, errDone: make(chan struct{})}
 	go func() {
 		defer close(s.errDone)
 		drainLimited(&s.stderr, proc.Stderr(), maxStderr)
@@ -99,7 +101,13 @@ func (s *stream) finish() error {
 		<-s.errDone
 		werr := s.proc.Wait()
 		s.cancel()
-		s.err = pathErr(s.op, s.name, mapExit(werr, s.stderr.Bytes()))
+		err := mapExit(werr, s.stderr.Bytes())
+		if cerr := s.ctx.Err(); cerr != nil && (err != nil || s.op == "create") {
+			// Killed by ctx, or a write the caller abandoned: whatever
+			// reached the file, it is not what the caller meant to write.
+			err = cerr
+		}
+		s.err = pathErr(s.op, s.name, err)
 	})
 	return s.err
 }

@@ -240,3 +240,80 @@ func TestWatchdogNormalExitReapsLeftovers(t *testing.T) {
 	}
 	assertGone(t, []int{pid, pid})
 }
+
+// shellHost returns a persistent host whose processes see only the tools
+// linked into a private PATH (name → target). The watchdog then runs on
+// that sh, with setsid only if linked.
+func shellHost(t *testing.T, links map[string]string) (*hostgate.Host, *localexec.Transport) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, target := range links {
+		if _, err := os.Stat(target); err != nil {
+			t.Skipf("%s not installed: %v", target, err)
+		}
+		if err := os.Symlink(target, dir+"/"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, tr := localHost(t, true)
+	w := hostgate.Wrap(base, func(argv []string, _ string, env map[string]string) ([]string, map[string]string) {
+		if argv[0] == "sh" {
+			argv[0] = dir + "/sh"
+		}
+		env["PATH"] = dir
+		return argv, env
+	})
+	t.Cleanup(func() { _ = w.Close() })
+	return w, tr
+}
+
+// TestWatchdogShells runs the watchdog on busybox (sh, setsid and sleep
+// applets) and on bash without setsid, where only `set -m` job control can
+// give the command its own process group. A shell that took neither path
+// would leave the grandchildren running and fail these tests.
+func TestWatchdogShells(t *testing.T) {
+	const bb = "/usr/bin/busybox"
+	for _, c := range []struct {
+		name  string
+		links map[string]string
+	}{
+		{"busybox", map[string]string{"sh": bb, "setsid": bb, "sleep": bb}},
+		{"bash-set-m", map[string]string{"sh": "/bin/bash", "sleep": "/bin/sleep", "cat": "/bin/cat"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Run("kill", func(t *testing.T) {
+				h, _ := shellHost(t, c.links)
+				p, pids := startTree(t, context.Background(), h)
+				if err := p.Kill(hostgate.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				err := waitTimeout(t, p)
+				var ee *hostgate.ExitError
+				if !errors.As(err, &ee) || ee.Signal != hostgate.SIGKILL {
+					t.Errorf("Wait = %v, want killed by KILL", err)
+				}
+				assertGone(t, pids)
+			})
+			t.Run("connection-loss", func(t *testing.T) {
+				h, tr := shellHost(t, c.links)
+				p, pids := startTree(t, context.Background(), h)
+				direct := tr.Pids()
+				if len(direct) != 1 {
+					t.Fatalf("transport runs %d processes", len(direct))
+				}
+				if err := syscall.Kill(direct[0], syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				_ = waitTimeout(t, p)
+				assertGone(t, pids)
+			})
+			t.Run("exit-code", func(t *testing.T) {
+				h, _ := shellHost(t, c.links)
+				res, err := h.Exec(context.Background(), []string{"sh", "-c", "cat; exit 5"}, hostgate.ExecOptions{Stdin: strings.NewReader("in")})
+				if err != nil || res.ExitCode != 5 || string(res.Stdout) != "in" || len(res.Stderr) != 0 {
+					t.Errorf("exec: %+v, %v", res, err)
+				}
+			})
+		})
+	}
+}

@@ -48,6 +48,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"OpenErrors", testOpenErrors},
 		{"PartialRead", testPartialRead},
 		{"Realpath", testRealpath},
+		{"CancelStreams", testCancelStreams},
 		{"Large", testLarge},
 	}
 	for _, c := range cases {
@@ -557,6 +558,50 @@ func testRealpath(t *testing.T, ctx context.Context, p hostgate.Provider, root s
 	got, err = p.Realpath(ctx, path.Join(root, "sub dir", "..", "-via", "."))
 	if err != nil || got != path.Join(real, "sub dir") {
 		t.Errorf("Realpath with dots = %q, %v", got, err)
+	}
+}
+
+// testCancelStreams: a stream whose ctx ends must fail, never pass off
+// truncated data as complete.
+func testCancelStreams(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	name := path.Join(root, "f")
+	data := bytes.Repeat([]byte("x"), 4<<20)
+	writeFile(t, ctx, p, name, data, 0o644)
+
+	rctx, cancel := context.WithCancel(ctx)
+	r, err := p.Open(rctx, name)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if n, err := io.Copy(io.Discard, r); err == nil && n == int64(len(data)-10) {
+		// The rest may have been buffered already; that is complete data.
+		t.Logf("read completed from buffers after cancel")
+	} else if err == nil {
+		t.Errorf("read after cancel returned %d of %d bytes and no error", n+10, len(data))
+	}
+	_ = r.Close()
+
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := p.Create(wctx, path.Join(root, "g"), 0o644)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("partial")); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := w.Close(); err == nil {
+		t.Errorf("Close after the ctx was cancelled reported success")
+	}
+	// The provider still works after abandoned streams.
+	if got := readFile(t, ctx, p, name); len(got) != len(data) {
+		t.Errorf("read %d bytes after cancelled streams", len(got))
 	}
 }
 

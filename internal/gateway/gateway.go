@@ -100,6 +100,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
+	front   func(http.Handler) http.Handler
 	closing bool
 	wg      sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
 	servers []*http.Server
@@ -152,8 +153,25 @@ func (s *Server) routes() {
 	})
 }
 
-// Handler serves the gateway's HTTP API.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler serves the gateway's HTTP API, behind the front handler when one
+// is set.
+func (s *Server) Handler() http.Handler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.front != nil {
+		return s.front(s.mux)
+	}
+	return s.mux
+}
+
+// SetFront puts a handler in front of the router, for routing the router
+// cannot express (preview subdomains match on a wildcard host). Call it
+// before Serve.
+func (s *Server) SetFront(front func(next http.Handler) http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.front = front
+}
 
 // Mux is the router; others register their routes on it (Go 1.22
 // patterns) before serving.
@@ -180,7 +198,7 @@ func (s *Server) Context() context.Context { return s.ctx }
 // timeouts set. It returns http.ErrServerClosed after Close.
 func (s *Server) Serve(ln net.Listener) error {
 	hs := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

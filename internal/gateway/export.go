@@ -1,0 +1,26 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// Caller authenticates r as a caller of the host named by the {id} path
+// value (admin, or a client token naming it) and answers the error itself
+// when it returns false. Routes added on Mux use it so every host route
+// authorizes the same way.
+func (s *Server) Caller(w http.ResponseWriter, r *http.Request) (store.Token, string, bool) {
+	return s.caller(w, r)
+}
+
+// AuthenticateRequest authenticates r (bearer token or session cookie) and
+// answers the error itself when it returns false.
+func (s *Server) AuthenticateRequest(w http.ResponseWriter, r *http.Request) (store.Token, bool) {
+	return s.authenticate(w, r)
+}
+
+// Audit records that tok reached hostID by kind ("pty", "preview", …).
+func (s *Server) Audit(r *http.Request, tok store.Token, hostID, kind string) {
+	s.audit(r, tok, hostID, kind)
+}

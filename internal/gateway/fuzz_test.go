@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// FuzzAPIInput throws peer-controlled input (host id in the path, the
+// enrollment headers, certificate bodies, the bearer header) at the
+// handlers: never a panic, never a 500, always a JSON error.
+func FuzzAPIInput(f *testing.F) {
+	e := newEnv(f, nil)
+	admin := e.token(store.RoleAdmin)
+	agent := e.token(store.RoleAgent, "h1")
+	_, key := newKey(f)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "h1", HostKey: key}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add("h1", key, wire.EncodeInfo(hostgate.Info{Kind: "x"}), `{"publicKey":"`+key+`"}`, true)
+	f.Add("..", "ssh-ed25519", "!!!", `{"publicKey":1}`, false)
+	f.Add("h1%00", key+" extra\nssh-rsa AAAA", "e30", `{}`+"\x00", true)
+	f.Fuzz(func(t *testing.T, id, hostKey, info, body string, useAdmin bool) {
+		tok := agent
+		if useAdmin {
+			tok = admin
+		}
+		check := func(req *http.Request) {
+			rec := httptest.NewRecorder()
+			e.srv.Handler().ServeHTTP(rec, req)
+			if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
+				t.Fatalf("%s %s: %d %s", req.Method, req.URL, rec.Code, rec.Body)
+			}
+			if rec.Code >= 400 {
+				if _, ok := wire.ParseError(rec.Body.Bytes()); !ok {
+					t.Fatalf("%s %s: %d without JSON error: %q", req.Method, req.URL, rec.Code, rec.Body)
+				}
+			}
+		}
+		path := "/v1/hosts/" + url.PathEscape(id)
+		req := httptest.NewRequest("POST", "http://gw"+path+"/certificates", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		check(req)
+		req = httptest.NewRequest("GET", "http://gw"+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		check(req)
+		req = httptest.NewRequest("GET", "http://gw"+wire.ConnectPath, nil)
+		req.Header.Set("Authorization", "Bearer "+agent)
+		req.Header.Set(wire.HeaderHostKey, hostKey)
+		req.Header.Set(wire.HeaderInfo, info)
+		check(req)
+		req = httptest.NewRequest("GET", "http://gw/v1/hosts", nil)
+		req.Header["Authorization"] = []string{body}
+		check(req)
+	})
+}

@@ -342,9 +342,11 @@ func (fi *fileInfo) Sys() any           { return nil }
 // "-" as stdin) NUL-terminated, an empty name as the
 // separator, then one lstat line per name in the same order. Globs are used
 // rather than ls so names with newlines survive; unmatched patterns are
-// dropped by the existence test.
+// dropped by the existence test. The -r/-x test comes first because an
+// unreadable directory would otherwise glob to nothing and list as empty.
 const readDirScript = `[ -e "$1" ] || exit 90
 [ -d "$1" ] || exit 93
+[ -r "$1" ] && [ -x "$1" ] || exit 92
 cd -- "$1" || exit 92
 s=$2; f=$3
 set -- * .[!.]* ..?*

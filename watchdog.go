@@ -27,6 +27,10 @@ import (
 //     group.
 //   - Signals that arrive before the command runs are remembered and
 //     delivered once it does.
+//   - Limit: the command is not the foreground job of a terminal, so under
+//     a PTY it has no controlling terminal (setsid) or is a background job.
+//     Transports that offer PTYs (SSH) own supervision and skip the
+//     watchdog.
 //   - When the command exits, what it left in its group is killed too, and
 //     an exit by signal (status 129…159) is re-raised so the transport
 //     reports the signal.

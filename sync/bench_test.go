@@ -3,11 +3,13 @@ package syncfs
 import (
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // The benchmarks measure the bridge against the same provider called
@@ -74,6 +76,49 @@ func BenchmarkRead4K(b *testing.B) {
 			_ = r.Close()
 			if err != nil || len(data) != 4096 {
 				b.Fatal(len(data), err)
+			}
+		}
+	})
+}
+
+// BenchmarkStatSSH is BenchmarkStat over the real path: SFTP over SSH
+// (sshlayer's loopback server), bridge and direct each on their own
+// connection.
+func BenchmarkStatSSH(b *testing.B) {
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "4k"), make([]byte, 4096), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ts, err := sshlayer.StartTestServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ts.Close() })
+	auth := sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
+	spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ts.Addr)
+	}, auth)
+	direct, err := spec.Connect(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = direct.Close() })
+	fsys := New(spec, &Options{Root: root})
+	b.Cleanup(func() { _ = fsys.Close() })
+	ctx := context.Background()
+	b.Run("sync", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fsys.Stat("4k"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		name := filepath.Join(root, "4k")
+		for b.Loop() {
+			if _, err := direct.FS.Stat(ctx, name); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

@@ -99,8 +99,11 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 			// rest too, or a tampered tail would pass.
 			err = vr.finish()
 		}
-		if errors.Is(err, errChecksum) {
+		switch {
+		case errors.Is(err, errChecksum):
 			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: errChecksum.Error(), Err: err}
+		case errors.Is(err, errTarTooLarge):
+			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint does not fit in resources.diskBytes", Err: err}
 		}
 		return err
 	}

@@ -304,3 +304,57 @@ func importImage(t *testing.T, cli *client.Client, busybox []byte, links []strin
 }
 
 var errorsAs = errors.As
+
+// putCheckpoint stores a consistent checkpoint (right size and sha256)
+// whose tar holds one file of n bytes.
+func putCheckpoint(t *testing.T, s CheckpointStore, img string, n int) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "./big", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(n)})
+	_, _ = tw.Write(bytes.Repeat([]byte{7}, n))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := validManifest(buf.Bytes())
+	m.Request = emptyReq(img, small())
+	ctx := testCtx(t, time.Minute)
+	w, err := s.Create(ctx, m.CheckpointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write(buf.Bytes())
+	if err := w.Commit(m); err != nil {
+		// Over the disk bound: write the manifest anyway, as a tampered
+		// store would, to check Restore refuses it on read.
+		data, _ := json.Marshal(m)
+		ls := s.(*LocalStore)
+		_ = os.WriteFile(filepath.Join(ls.Dir, m.CheckpointID+".tar"), buf.Bytes(), 0o600)
+		if err := os.WriteFile(filepath.Join(ls.Dir, m.CheckpointID+".json"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m.CheckpointID
+}
+
+// A checkpoint bigger than the disk limit is refused, before provisioning
+// when its manifest says so, and by the full tmpfs when its files do not
+// fit; neither leaves a container.
+func TestRestoreTooLarge(t *testing.T) {
+	t.Parallel()
+	cli, img := engine(t)
+	dir := t.TempDir()
+	h := newTestHost(t, cli, &Config{CheckpointDir: dir})
+	for name, n := range map[string]int{"over the tar bound": 12 << 20, "over the tmpfs": 8<<20 + 512<<10} {
+		id := putCheckpoint(t, h.store, img, n)
+		_, err := h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: id})
+		t.Logf("%s: %v", name, err)
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "checkpointId" {
+			t.Errorf("%s: got %v, want invalid_request on checkpointId", name, err)
+		}
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+}

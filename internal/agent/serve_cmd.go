@@ -74,7 +74,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory of the host key ("+HostKeyFile+")")
 	fs.StringVar(&cfg.HostKeyPath, "host-key", "", "host key file (default STATE_DIR/"+HostKeyFile+"; created when missing)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -89,6 +89,12 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	if mux && !stdio {
 		return errors.New("agent serve: --mux needs --stdio")
+	}
+	if logLevel == "" {
+		logLevel = "info"
+		if stdio && !mux {
+			logLevel = "warn"
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {

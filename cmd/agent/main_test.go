@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// These tests run the real agent binary, built once, against OpenSSH and
+// the x/crypto client.
+
+const wait = 30 * time.Second
+
+var (
+	binDir    string
+	buildOnce sync.Once
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	binDir, err = os.MkdirTemp("", "hostgate-agent-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(binDir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// agentBin builds the agent binary (once per test run).
+func agentBin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(binDir, "agent")
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bin
+}
+
+type keyPair struct {
+	signer ssh.Signer
+	pem    []byte
+}
+
+func newKey(t *testing.T) keyPair {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyPair{s, pem.EncodeToMemory(block)}
+}
+
+func writeFile(t *testing.T, path string, data []byte) string {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func needOpenSSH(t *testing.T) {
+	t.Helper()
+	_, err := exec.LookPath("ssh")
+	testenv.RequirePeer(t, "OpenSSH ssh", err == nil)
+}
+
+// sshArgs are the options OpenSSH gets: our pinned host key only, no
+// prompts, no user config.
+func sshArgs(knownHosts, key string) []string {
+	return []string{"-F", "/dev/null", "-o", "UserKnownHostsFile=" + knownHosts, "-o", "GlobalKnownHostsFile=/dev/null",
+		"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-i", key}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitGone waits, via a pidfd, until pid has terminated.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open: %v", err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(wait/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n != 1 {
+			t.Fatalf("process %d still alive (%v)", pid, err)
+		}
+		return
+	}
+}
+
+// TestServeListenWithOpenSSH runs `agent serve --listen` and uses it with
+// ssh and sftp; SIGTERM then stops the agent cleanly, taking a running
+// remote command's process group with it.
+func TestServeListenWithOpenSSH(t *testing.T) {
+	needOpenSSH(t)
+	bin := agentBin(t)
+	dir := t.TempDir()
+	user := newKey(t)
+	keyFile := writeFile(t, filepath.Join(dir, "id"), user.pem)
+	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
+	state := filepath.Join(dir, "state")
+	work := t.TempDir()
+
+	agent := exec.CommandContext(testCtx(t), bin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", authKeys, "--state-dir", state)
+	agent.Dir = work
+	agent.Env = append(os.Environ(), "HOME="+work) // commands and SFTP start in the home dir
+	stderr, err := agent.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	logs := bufio.NewReader(stderr)
+	var addr string
+	for addr == "" {
+		line, err := logs.ReadString('\n')
+		if err != nil {
+			t.Fatalf("agent exited before listening: %v", err)
+		}
+		if _, after, ok := strings.Cut(line, "listen="); ok {
+			addr = strings.TrimSpace(after)
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, logs) }() // keep the agent's stderr flowing
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(state, "host_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	kh := writeFile(t, filepath.Join(dir, "known_hosts"), fmt.Appendf(nil, "[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(hk.PublicKey())))
+	ssh := func(args ...string) *exec.Cmd {
+		a := append(sshArgs(kh, keyFile), "-p", port, "-l", "anyone", host)
+		return exec.CommandContext(testCtx(t), "ssh", append(a, args...)...)
+	}
+
+	out, err := ssh("echo hello; exit 3").Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || string(out) != "hello\n" {
+		t.Fatalf("ssh: %q %v, want hello and exit 3", out, err)
+	}
+	if out, err := ssh("-tt", "tty").CombinedOutput(); err != nil || !bytes.Contains(out, []byte("/dev/pts/")) {
+		t.Fatalf("ssh -tt tty: %q %v", out, err)
+	}
+	if _, err := exec.LookPath("sftp"); err == nil {
+		data := make([]byte, 1<<20)
+		_, _ = rand.Read(data)
+		src := writeFile(t, filepath.Join(dir, "src"), data)
+		batch := writeFile(t, filepath.Join(dir, "batch"), fmt.Appendf(nil, "put %s up\nget up %s\n", src, filepath.Join(dir, "back")))
+		a := append(sshArgs(kh, keyFile), "-P", port, "-b", batch, "anyone@"+host)
+		if out, err := exec.CommandContext(testCtx(t), "sftp", a...).CombinedOutput(); err != nil {
+			t.Fatalf("sftp: %v\n%s", err, out)
+		}
+		for _, p := range []string{filepath.Join(work, "up"), filepath.Join(dir, "back")} {
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("%s: %d bytes %v, want the 1 MiB sent", p, len(got), err)
+			}
+		}
+	}
+
+	// A running command, then SIGTERM to the agent.
+	long := ssh(`trap '' HUP; sleep 300 & echo $$ $!; wait`)
+	lout, err := long.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = long.Process.Kill(); _ = long.Wait() }()
+	var leader, grandchild int
+	line, err := bufio.NewReader(lout).ReadString('\n')
+	if _, serr := fmt.Sscan(line, &leader, &grandchild); err != nil || serr != nil {
+		t.Fatalf("pids %q: %v %v", line, err, serr)
+	}
+	if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("agent after SIGTERM: %v, want a clean exit", err)
+	}
+	waitGone(t, leader)
+	waitGone(t, grandchild)
+}
+
+// TestServeStdioAsProxyCommand: OpenSSH runs `agent serve --stdio` as its
+// ProxyCommand, once with an authorized key and once with a certificate
+// from a CA given inline (--trusted-ca-key, as containers get it).
+func TestServeStdioAsProxyCommand(t *testing.T) {
+	needOpenSSH(t)
+	bin := agentBin(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(state, "host_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh := writeFile(t, filepath.Join(dir, "known_hosts"), fmt.Appendf(nil, "agent-host %s", ssh.MarshalAuthorizedKey(hk.PublicKey())))
+	user := newKey(t)
+	keyFile := writeFile(t, filepath.Join(dir, "id"), user.pem)
+	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
+
+	proxy := fmt.Sprintf("%s serve --stdio --authorized-keys %s --state-dir %s", bin, authKeys, state)
+	a := append(sshArgs(kh, keyFile), "-o", "ProxyCommand="+proxy, "agent-host", "echo via-proxy; exit 4")
+	out, err := exec.CommandContext(testCtx(t), "ssh", a...).Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 || string(out) != "via-proxy\n" {
+		t.Fatalf("ssh via ProxyCommand: %q %v, want via-proxy and exit 4", out, err)
+	}
+
+	ca := newKey(t)
+	cert := &ssh.Certificate{Key: user.signer.PublicKey(), CertType: ssh.UserCert, KeyId: "t",
+		ValidPrincipals: []string{"host-7"}, ValidAfter: uint64(time.Now().Add(-time.Minute).Unix()),
+		ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+	if err := cert.SignCert(rand.Reader, ca.signer); err != nil {
+		t.Fatal(err)
+	}
+	certFile := writeFile(t, filepath.Join(dir, "id-cert.pub"), ssh.MarshalAuthorizedKey(cert))
+	caLine := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca.signer.PublicKey())))
+	for _, tc := range []struct {
+		hostID string
+		ok     bool
+	}{{"host-7", true}, {"host-8", false}} {
+		// The CA key travels in the environment, as HOSTGATE_TRUSTED_CA_KEY.
+		proxy := fmt.Sprintf("env HOSTGATE_TRUSTED_CA_KEY='%s' %s serve --stdio --host-id %s --state-dir %s", caLine, bin, tc.hostID, state)
+		a := append(sshArgs(kh, keyFile), "-o", "CertificateFile="+certFile, "-o", "ProxyCommand="+proxy, "agent-host", "echo cert-ok")
+		out, err := exec.CommandContext(testCtx(t), "ssh", a...).Output()
+		if got := err == nil && string(out) == "cert-ok\n"; got != tc.ok {
+			t.Errorf("host id %s: ok=%v (%q %v), want ok=%v", tc.hostID, got, out, err, tc.ok)
+		}
+	}
+}
+
+// TestServeStdioMux: `agent serve --stdio --mux` carries yamux over its
+// stdio; every stream opened is one SSH connection. Closing the tunnel
+// ends the agent cleanly.
+func TestServeStdioMux(t *testing.T) {
+	bin := agentBin(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(state, "host_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := newKey(t)
+	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
+	agent := exec.CommandContext(testCtx(t), bin, "serve", "--stdio", "--mux", "--authorized-keys", authKeys, "--state-dir", state)
+	var logs bytes.Buffer
+	agent.Stderr = &logs
+	in, err := agent.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(out, in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := sess.OpenStream()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c, chans, reqs, err := ssh.NewClientConn(st, "agent", &ssh.ClientConfig{User: "u",
+				Auth: []ssh.AuthMethod{ssh.PublicKeys(user.signer)}, HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: wait})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cl := ssh.NewClient(c, chans, reqs)
+			defer func() { _ = cl.Close() }()
+			s, err := cl.NewSession()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer func() { _ = s.Close() }()
+			if got, err := s.Output(fmt.Sprintf("echo mux-%d", i)); err != nil || string(got) != fmt.Sprintf("mux-%d\n", i) {
+				t.Errorf("stream %d: %q %v", i, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	_ = sess.Close()
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("agent after the tunnel closed: %v\n%s", err, logs.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var b bytes.Buffer
+	if code := run(nil, &b); code != 2 || !strings.Contains(b.String(), "serve") {
+		t.Errorf("no args: code %d, output %q", code, b.String())
+	}
+	b.Reset()
+	if code := run([]string{"frobnicate"}, &b); code != 2 || !strings.Contains(b.String(), "unknown command") {
+		t.Errorf("unknown command: code %d, output %q", code, b.String())
+	}
+	b.Reset()
+	if code := run([]string{"serve", "-h"}, &b); code != 0 || !strings.Contains(b.String(), "--authorized-keys") && !strings.Contains(b.String(), "-authorized-keys") {
+		t.Errorf("serve -h: code %d, output %q", code, b.String())
+	}
+}

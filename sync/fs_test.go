@@ -714,3 +714,36 @@ func TestAnswersKeepTheConnection(t *testing.T) {
 		t.Fatalf("connects = %d, want 1", n)
 	}
 }
+
+// TestDefaultRoot: without Options the names are relative to "/".
+func TestDefaultRoot(t *testing.T) {
+	root, _ := tree(t)
+	sv := newServer(t)
+	fsys := New(sv.spec(), nil)
+	defer fsys.Close()
+	b, err := fsys.ReadFile(strings.TrimPrefix(root, "/") + "/hello.txt")
+	if err != nil || string(b) != "hello, world\n" {
+		t.Fatalf("read = %q, %v", b, err)
+	}
+}
+
+// TestCloseDuringConnect: Close cancels a connect that does not answer and
+// releases the caller waiting on it.
+func TestCloseDuringConnect(t *testing.T) {
+	started := make(chan struct{})
+	spec := &hostgate.SyncSpec{Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}}
+	fsys := New(spec, &Options{Timeout: time.Hour})
+	errc := make(chan error, 1)
+	go func() { _, err := fsys.Stat("x"); errc <- err }()
+	<-started
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, fs.ErrClosed) {
+		t.Fatalf("stat while closing = %v; want fs.ErrClosed", err)
+	}
+}

@@ -151,6 +151,9 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	public := c.PublicURL
 	if public == "" {
 		public = "http://" + ln.Addr().String()
+		// Hooks read it at request time (links from preview origins back
+		// to the gateway); set before Serve, so no request sees it unset.
+		c.PublicURL = public
 	}
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "publicURL", public, "stateDir", c.StateDir,
 		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL)

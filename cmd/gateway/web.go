@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/forward"
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/previewauth"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/webterm"
+	"github.com/hostgate/hostgate/internal/webui"
+)
+
+func init() { serveHooks = append(serveHooks, attachWeb) }
+
+const (
+	ticketTTL        = time.Minute
+	previewCookieTTL = 12 * time.Hour
+	maxShareTTL      = 7 * 24 * time.Hour
+)
+
+// attachWeb adds what a browser uses: the UI, the pty socket, previews
+// (both forms) with their login flow, and the shares API.
+func attachWeb(ctx context.Context, s *serving) (func(), error) {
+	srv := s.Server
+	mux := srv.Mux()
+	hc, err := gateway.NewHostClients(srv)
+	if err != nil {
+		return nil, err
+	}
+	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
+
+	webui.New(webui.Config{
+		CheckToken: func(ctx context.Context, token string) bool {
+			tok, err := srv.Store().LookupToken(ctx, token)
+			return err == nil && tok.Role != store.RoleAgent
+		},
+		Authenticated: func(r *http.Request) bool {
+			tok, err := srv.Authenticate(r)
+			return err == nil && tok.Role != store.RoleAgent
+		},
+		CookieName:   gateway.SessionCookie,
+		SecureCookie: secure,
+	}).Register(mux)
+
+	mux.Handle("GET /v1/hosts/{id}/pty", webterm.Handler(webterm.Config{
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+			tok, _, ok := srv.Caller(w, r)
+			if ok {
+				srv.Audit(r, tok, id, "pty")
+			}
+			return tok.Name, ok
+		},
+		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+			c, _, err := hc.Dial(ctx, id, name)
+			if err != nil {
+				return nil, nil, err
+			}
+			p, err := c.Spawn(ctx, argv, hostgate.SpawnOptions{PTY: pty})
+			if err != nil {
+				_ = c.Close()
+				return nil, nil, err
+			}
+			return p, func() { _ = c.Close() }, nil
+		},
+		Logger: s.Logger.With("component", "webterm"),
+	}))
+
+	signer := previewauth.New(nil)
+	shares := forward.NewMemoryShares(nil)
+	gatewayOrigin := func(r *http.Request) string {
+		if s.Config.PublicURL != "" {
+			return strings.TrimRight(s.Config.PublicURL, "/")
+		}
+		return "http://" + r.Host
+	}
+	preview, err := forward.NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
+		c, err := hc.Get(ctx, hostID)
+		if err != nil {
+			if errors.Is(err, gateway.ErrHostOffline) {
+				return nil, fmt.Errorf("%w: %w", forward.ErrHostUnavailable, err)
+			}
+			return nil, err
+		}
+		return c.Dial(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}, &forward.PreviewConfig{
+		Domain: s.Config.PreviewDomain,
+		Shares: shares,
+		Authorize: func(r *http.Request, hostID string, port int) (bool, string) {
+			// Path form: the gateway's own origin, where the session
+			// cookie (or a bearer token) is.
+			if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) {
+				return true, ""
+			}
+			// Subdomain form: the preview origin's own cookie.
+			if c, err := r.Cookie("hostgate_preview"); err == nil {
+				if _, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
+					return true, ""
+				}
+			}
+			login := gatewayOrigin(r) + "/preview-login?host=" + url.QueryEscape(hostID) + "&port=" + strconv.Itoa(port) +
+				"&next=" + url.QueryEscape(r.URL.RequestURI())
+			if s.Config.PreviewDomain == "" || !strings.Contains(strings.ToLower(r.Host), "."+s.Config.PreviewDomain) {
+				login = "/login?next=" + url.QueryEscape(r.URL.RequestURI())
+			}
+			return false, login
+		},
+		Redeem: func(ctx context.Context, ticket, hostID string, port int) (string, time.Time, error) {
+			who, err := signer.Redeem(ticket, hostID, port)
+			if err != nil {
+				return "", time.Time{}, err
+			}
+			v, exp := signer.Cookie(who, hostID, port, previewCookieTTL)
+			return v, exp, nil
+		},
+		SessionCookie: gateway.SessionCookie,
+		Logger:        s.Logger.With("component", "preview"),
+	})
+	if err != nil {
+		hc.Close()
+		return nil, err
+	}
+	mux.Handle("/preview/", preview)
+	srv.SetFront(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.Config.PreviewDomain != "" && preview.Match(r) && !strings.HasPrefix(r.URL.Path, "/preview/") {
+				preview.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+
+	// The subdomain login flow starts on the gateway's origin, where the
+	// session cookie is: mint a ticket bound to host and port and send the
+	// browser to the preview origin, which trades it for its own cookie.
+	mux.HandleFunc("GET /preview-login", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		hostID, next := q.Get("host"), q.Get("next")
+		port, err := strconv.Atoi(q.Get("port"))
+		if err != nil || port < 1 || port > 65535 || !store.ValidHostID(hostID) || s.Config.PreviewDomain == "" {
+			http.Error(w, "bad preview login request", http.StatusBadRequest)
+			return
+		}
+		tok, err := srv.Authenticate(r)
+		if err != nil {
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
+			return
+		}
+		if !tok.Allows(hostID) {
+			http.Error(w, "this token cannot reach host "+hostID, http.StatusForbidden)
+			return
+		}
+		if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+			next = "/"
+		}
+		ticket := signer.Ticket(tok.Name, hostID, port, ticketTTL)
+		target := previewOrigin(r, hostID, port, s.Config.PreviewDomain) + "/.hostgate/auth?ticket=" + url.QueryEscape(ticket) + "&next=" + url.QueryEscape(next)
+		http.Redirect(w, r, target, http.StatusFound)
+	})
+
+	// Shares: an admin or the host's client makes one port public until
+	// an expiry.
+	mux.HandleFunc("POST /v1/hosts/{id}/shares", func(w http.ResponseWriter, r *http.Request) {
+		tok, id, ok := srv.Caller(w, r)
+		if !ok {
+			return
+		}
+		var body struct {
+			Port       int   `json:"port"`
+			TTLSeconds int64 `json:"ttlSeconds"`
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request", "body: "+err.Error())
+			return
+		}
+		if body.Port < 1 || body.Port > 65535 {
+			apiError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
+			return
+		}
+		ttl := time.Duration(body.TTLSeconds) * time.Second
+		if ttl <= 0 || ttl > maxShareTTL {
+			apiError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
+			return
+		}
+		sh := forward.Share{HostID: id, Port: body.Port, Expires: time.Now().Add(ttl), By: tok.Name, Created: time.Now()}
+		if err := shares.Put(r.Context(), sh); err != nil {
+			apiError(w, http.StatusConflict, "too_many_shares", err.Error())
+			return
+		}
+		srv.Audit(r, tok, id, "share")
+		res := map[string]any{"hostId": id, "port": body.Port, "expiresAt": sh.Expires.UTC(),
+			"pathUrl": gatewayOrigin(r) + "/preview/" + id + "/" + strconv.Itoa(body.Port) + "/"}
+		if s.Config.PreviewDomain != "" {
+			res["url"] = previewOrigin(r, id, body.Port, s.Config.PreviewDomain) + "/"
+		}
+		writeAPI(w, http.StatusCreated, res)
+	})
+	mux.HandleFunc("DELETE /v1/hosts/{id}/shares/{port}", func(w http.ResponseWriter, r *http.Request) {
+		_, id, ok := srv.Caller(w, r)
+		if !ok {
+			return
+		}
+		port, err := strconv.Atoi(r.PathValue("port"))
+		if err != nil || port < 1 || port > 65535 {
+			apiError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
+			return
+		}
+		_ = shares.Delete(r.Context(), id, port)
+		w.WriteHeader(http.StatusNoContent)
+	})
+
+	return func() { preview.Close(); hc.Close() }, nil
+}
+
+// previewOrigin is the subdomain preview's origin, on the port the request
+// came in on.
+func previewOrigin(r *http.Request, hostID string, port int, domain string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	h := forward.SubdomainHost(hostID, port, domain)
+	if _, p, err := net.SplitHostPort(r.Host); err == nil {
+		h = net.JoinHostPort(h, p)
+	}
+	return scheme + "://" + h
+}
+
+func writeAPI(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func apiError(w http.ResponseWriter, status int, code, msg string) {
+	writeAPI(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}

@@ -12,8 +12,11 @@ import (
 
 func newTestUI() (*httptest.Server, *http.Client) {
 	ui := New(Config{
-		CheckToken:    func(_ context.Context, tok string) bool { return tok == "good" },
-		Authenticated: func(r *http.Request) bool { c, err := r.Cookie(DefaultCookieName); return err == nil && c.Value == "good" },
+		CheckToken: func(_ context.Context, tok string) bool { return tok == "good" },
+		Authenticated: func(r *http.Request) bool {
+			c, err := r.Cookie(DefaultCookieName)
+			return err == nil && c.Value == "good"
+		},
 	})
 	mux := http.NewServeMux()
 	ui.Register(mux)

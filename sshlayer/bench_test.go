@@ -144,3 +144,63 @@ func BenchmarkBulk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCipher isolates the cipher: 64 MiB through a direct-tcpip
+// channel from this client to the embedded server (Go on both ends, no
+// process spawned) into a local sink, per cipher. It backs the choice of
+// preferredCiphers.
+func BenchmarkCipher(b *testing.B) {
+	ts, err := StartTestServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ts.Close() })
+	sink, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sinkDone := make(chan struct{})
+	go func() {
+		defer close(sinkDone)
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, c)
+			_ = c.Close()
+		}
+	}()
+	b.Cleanup(func() { _ = sink.Close(); <-sinkDone })
+	data := make([]byte, bulkSize)
+	ctx := testCtx(b)
+	for _, cipher := range []string{ssh.CipherAES128GCM, ssh.CipherAES256GCM, ssh.CipherChaCha20Poly1305, ssh.CipherAES128CTR} {
+		b.Run(cipher, func(b *testing.B) {
+			saved := preferredCiphers
+			preferredCiphers = []string{cipher}
+			defer func() { preferredCiphers = saved }()
+			conn, err := net.Dial("tcp", ts.Addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := Connect(ctx, conn, Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetBytes(bulkSize)
+			for b.Loop() {
+				nc, err := c.Dial(ctx, "tcp", sink.Addr().String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := nc.Write(data); err != nil {
+					b.Fatal(err)
+				}
+				_ = nc.(interface{ CloseWrite() error }).CloseWrite()
+				_, _ = io.Copy(io.Discard, nc) // until the sink closes
+				_ = nc.Close()
+			}
+		})
+	}
+}

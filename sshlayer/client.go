@@ -358,10 +358,12 @@ func (c *Client) Close() error {
 	}
 	sc := c.sftpCli
 	c.mu.Unlock()
+	// The connection first: closing the SFTP channel on a silent peer could
+	// block on a full send buffer; on a closed connection it returns at once.
+	_ = c.ssh.Close()
 	if sc != nil {
 		_ = sc.Close()
 	}
-	_ = c.ssh.Close()
 	c.wg.Wait()
 	return nil
 }

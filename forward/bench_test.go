@@ -175,3 +175,55 @@ func BenchmarkLocalForwardRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreviewInterleaved alternates one direct and one preview GET per
+// op on one client, so that both see the same machine load; it reports each
+// side's mean and p99 latency and the ratio of means. On a busy machine this
+// ratio is steadier than comparing the sub-benchmarks of BenchmarkPreview.
+func BenchmarkPreviewInterleaved(b *testing.B) {
+	e := newPreviewEnv(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}), nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	urls := []string{e.dev.URL + "/", e.pathURL("/")}
+	lat := [2][]time.Duration{make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)}
+	for range b.N {
+		for i, u := range urls {
+			t0 := time.Now()
+			resp, err := client.Get(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat[i] = append(lat[i], time.Since(t0))
+		}
+	}
+	reportPair(b, "direct", "preview", lat[0], lat[1])
+}
+
+// reportPair reports mean and p99 of two interleaved latency series and the
+// ratio of their means (b over a).
+func reportPair(b *testing.B, an, bn string, a, c []time.Duration) {
+	mean := func(d []time.Duration) float64 {
+		var s time.Duration
+		for _, x := range d {
+			s += x
+		}
+		return float64(s.Microseconds()) / float64(len(d))
+	}
+	p99 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)*99/100].Microseconds())
+	}
+	ma, mc := mean(a), mean(c)
+	b.ReportMetric(ma, an+"-mean-µs")
+	b.ReportMetric(mc, bn+"-mean-µs")
+	b.ReportMetric(p99(a), an+"-p99-µs")
+	b.ReportMetric(p99(c), bn+"-p99-µs")
+	if ma > 0 {
+		b.ReportMetric(mc/ma, bn+"/"+an)
+	}
+}

@@ -172,6 +172,8 @@ func (p *Preview) Match(r *http.Request) bool {
 // ctxKey carries the target from ServeHTTP to rewrite and the dialer.
 type ctxKey struct{}
 
+// ServeHTTP routes r by its host (subdomain form) or path (path form),
+// checks shares and Authorize, and proxies it to the host's port.
 func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var t target
 	if id, port, ok := parseSubdomain(r.Host, p.cfg.Domain); ok {
@@ -195,8 +197,11 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, t.prefix+"/"+queryOf(&u), http.StatusPermanentRedirect)
 			return
 		case err != nil:
-			writeError(w, r, http.StatusNotFound, "not_found", "No preview here.",
-				"Previews live at http://{port}--{host}."+p.cfg.Domain+"/ or "+p.cfg.PathPrefix+"{host}/{port}/.")
+			hint := "Previews live at " + p.cfg.PathPrefix + "{host}/{port}/."
+			if p.cfg.Domain != "" {
+				hint = "Previews live at http://{port}--{host}." + p.cfg.Domain + "/ or " + p.cfg.PathPrefix + "{host}/{port}/."
+			}
+			writeError(w, r, http.StatusNotFound, "not_found", "No preview here.", hint)
 			return
 		}
 	}

@@ -620,3 +620,39 @@ func FuzzStripCookies(f *testing.F) {
 		}
 	})
 }
+
+func TestPreviewMatch(t *testing.T) {
+	p, err := NewPreview(loopDial, &PreviewConfig{Domain: testDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for _, tc := range []struct {
+		host, path string
+		want       bool
+	}{
+		{"3000--dev.preview.localhost:8080", "/anything", true},
+		{"gw.example", "/preview/dev/3000/", true},
+		{"gw.example", "/v1/hosts", false},
+		{"preview.localhost", "/", false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "http://"+tc.host+tc.path, nil)
+		if got := p.Match(r); got != tc.want {
+			t.Errorf("Match(%s%s) = %v, want %v", tc.host, tc.path, got, tc.want)
+		}
+	}
+}
+
+// An anonymous WebSocket upgrade from a browser page gets 401, not a
+// redirect it could not follow.
+func TestPreviewAnonymousWebSocketIs401(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.NotFoundHandler(), &PreviewConfig{
+		Authorize: func(*http.Request, string, int) (bool, string) { return false, "/login" },
+	})
+	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.pathURL("/ws"), "http"),
+		&websocket.DialOptions{HTTPHeader: http.Header{"Accept": {"text/html"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous upgrade: %v, %v; want 401", resp, err)
+	}
+}

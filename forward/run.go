@@ -90,7 +90,6 @@ type Stats struct {
 type Forward struct {
 	spec Spec
 	cfg  Config
-	host Host
 	ln   net.Listener
 	dial func(ctx context.Context, c net.Conn) (net.Conn, error)
 
@@ -116,7 +115,7 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	fw := &Forward{spec: spec, cfg: cfg.withDefaults(), host: h, done: make(chan struct{})}
+	fw := &Forward{spec: spec, cfg: cfg.withDefaults(), done: make(chan struct{})}
 	fw.sem = make(chan struct{}, fw.cfg.MaxConns)
 
 	hostDone := fw.cfg.Done

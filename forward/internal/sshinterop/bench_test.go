@@ -111,3 +111,48 @@ func BenchmarkSSHLocalForwardConnect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSSHRoundTripInterleaved alternates a 64-byte echo through ssh -L
+// and through forward.Run on two open connections, so both see the same
+// machine load, and reports the ratio of mean latencies.
+func BenchmarkSSHRoundTripInterleaved(b *testing.B) {
+	m := modes(b, server(b, echo))
+	var conns [2]net.Conn
+	for i, name := range []string{"openssh-L", "forward-run"} {
+		for _, x := range m {
+			if x.name == name {
+				c, err := net.Dial("tcp", x.addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				conns[i] = c
+			}
+		}
+	}
+	msg := make([]byte, 64)
+	lat := [2][]time.Duration{make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)}
+	b.ResetTimer()
+	for range b.N {
+		for i, c := range conns {
+			t0 := time.Now()
+			if _, err := c.Write(msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, msg); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = append(lat[i], time.Since(t0))
+		}
+	}
+	mean := func(d []time.Duration) float64 {
+		var s time.Duration
+		for _, x := range d {
+			s += x
+		}
+		return float64(s.Microseconds()) / float64(len(d))
+	}
+	b.ReportMetric(mean(lat[0]), "openssh-mean-µs")
+	b.ReportMetric(mean(lat[1]), "run-mean-µs")
+	b.ReportMetric(mean(lat[1])/mean(lat[0]), "run/openssh")
+}

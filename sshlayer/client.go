@@ -109,6 +109,15 @@ var preferredCiphers = []string{
 	ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR,
 }
 
+// hostKeyAlgorithms puts ed25519 first: hostgate's keys are ed25519, and
+// with x/crypto's default order (ECDSA first) an OpenSSH server holding
+// several host keys would present its ECDSA key and fail an ed25519 pin.
+var hostKeyAlgorithms = []string{
+	ssh.KeyAlgoED25519,
+	ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+	ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512,
+}
+
 // Client is one SSH connection to a host. It is safe for concurrent use.
 type Client struct {
 	ssh  *ssh.Client
@@ -165,11 +174,12 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		user = DefaultUser
 	}
 	config := &ssh.ClientConfig{
-		Config:          ssh.Config{Ciphers: preferredCiphers},
-		User:            user,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: hostKeyCallback,
-		ClientVersion:   "SSH-2.0-hostgate",
+		Config:            ssh.Config{Ciphers: preferredCiphers},
+		User:              user,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback:   hostKeyCallback,
+		HostKeyAlgorithms: hostKeyAlgorithms,
+		ClientVersion:     "SSH-2.0-hostgate",
 	}
 
 	hctx, cancel := context.WithTimeout(ctx, conf.HandshakeTimeout)

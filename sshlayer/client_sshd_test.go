@@ -538,3 +538,13 @@ func TestSSHDCertificate(t *testing.T) {
 		t.Errorf("plain key accepted; the certificate test proves nothing")
 	}
 }
+
+// A machine's sshd usually holds several host keys; the pinned ed25519 key
+// must be the one negotiated.
+func TestSSHDSeveralHostKeys(t *testing.T) {
+	s := startSSHD(t, sshdOptions{ECDSAHostKey: true})
+	c := s.connect(t, nil)
+	if _, _, err := run(testCtx(t), t, c, []string{"true"}, hostgate.SpawnOptions{}, ""); err != nil {
+		t.Fatal(err)
+	}
+}

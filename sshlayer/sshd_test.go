@@ -35,7 +35,8 @@ const (
 
 var sshdConfigTmpl = template.Must(template.New("sshd_config").Parse(`
 ListenAddress 127.0.0.1
-HostKey {{.Dir}}/host_ed25519
+{{if .ECDSA}}HostKey {{.Dir}}/host_ecdsa
+{{end}}HostKey {{.Dir}}/host_ed25519
 AuthorizedKeysFile {{.Dir}}/authorized_keys
 {{if .CA}}TrustedUserCAKeys {{.Dir}}/user_ca.pub
 {{end}}StrictModes no
@@ -62,6 +63,9 @@ type sshdOptions struct {
 	// LogLevel is sshd's; DEBUG3 when empty (tests read the log), quieter
 	// for benchmarks, where per-packet logging would dominate.
 	LogLevel string
+	// ECDSAHostKey gives sshd a second host key, listed first, as on a
+	// typical machine.
+	ECDSAHostKey bool
 }
 
 type sshdServer struct {
@@ -121,6 +125,11 @@ func startSSHD(t testing.TB, opts sshdOptions) *sshdServer {
 	s.hostKey = Fingerprint(s.hostPub)
 	writeTestFile(t, filepath.Join(dir, "host_ed25519.pub"), ssh.MarshalAuthorizedKey(s.hostPub))
 
+	if opts.ECDSAHostKey {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-f", filepath.Join(dir, "host_ecdsa")).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v %s", err, out)
+		}
+	}
 	if s.user, err = GenerateSessionKey(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +139,7 @@ func startSSHD(t testing.TB, opts sshdOptions) *sshdServer {
 		writeTestFile(t, filepath.Join(dir, "user_ca.pub"), ssh.MarshalAuthorizedKey(opts.CA))
 	}
 	var cfg bytes.Buffer
-	if err := sshdConfigTmpl.Execute(&cfg, map[string]any{"Dir": dir, "CA": opts.CA != nil, "LogLevel": cmp.Or(opts.LogLevel, "DEBUG3")}); err != nil {
+	if err := sshdConfigTmpl.Execute(&cfg, map[string]any{"Dir": dir, "CA": opts.CA != nil, "LogLevel": cmp.Or(opts.LogLevel, "DEBUG3"), "ECDSA": opts.ECDSAHostKey}); err != nil {
 		t.Fatal(err)
 	}
 	writeTestFile(t, s.config, cfg.Bytes())

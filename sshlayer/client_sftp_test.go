@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/hostgate/hostgate"
@@ -21,12 +22,26 @@ func TestSSHDSFTP(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir() // sshd runs on this machine as root: its files are ours
 
-	fsys, err := c.SFTP(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Concurrent first calls share one SFTP client.
+	got := make([]hostgate.Provider, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.SFTP(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = p
+		}()
 	}
-	if again, err := c.SFTP(ctx); err != nil || again != fsys {
-		t.Errorf("second SFTP call: %v, %v; want the same provider", again, err)
+	wg.Wait()
+	fsys := got[0]
+	for i, p := range got {
+		if p != fsys || p == nil {
+			t.Fatalf("SFTP call %d returned another provider", i)
+		}
 	}
 
 	data := make([]byte, 3<<20+17)

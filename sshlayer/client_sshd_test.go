@@ -548,3 +548,27 @@ func TestSSHDSeveralHostKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Client.Close ends running processes with ErrClientClosed, not an exit
+// status.
+func TestSSHDCloseEndsProcesses(t *testing.T) {
+	s := startSSHD(t, sshdOptions{})
+	c := s.connect(t, nil)
+	ctx := testCtx(t)
+	p, err := c.Spawn(ctx, []string{"cat"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ee *hostgate.ExitError
+	if err := p.Wait(); errors.As(err, &ee) || !errors.Is(err, ErrClientClosed) {
+		t.Errorf("Wait after Client.Close: %v, want ErrClientClosed", err)
+	}
+	if _, err := p.Stdin().Write([]byte("x")); err == nil {
+		t.Errorf("stdin still writable after Close")
+	}
+}

@@ -430,27 +430,62 @@ func TestStoppedServerTimesOut(t *testing.T) {
 	root, _ := tree(t)
 	sv := newServer(t)
 	fsys := open(t, sv, root, 300*time.Millisecond)
-	var f fs.File
-	before := eventually(t, func() (err error) {
-		f, err = fsys.Open("dir/sub/b.txt") // open on the connection about to stop
-		return err
+
+	// Phase 1: calls in flight on a connection that stops answering all
+	// time out — the first timer to fire abandons the connection for every
+	// call on it. Reads of files opened on that connection cannot move to
+	// another one, which keeps this deterministic.
+	files := make([]fs.File, 6)
+	before := eventually(t, func() error {
+		for i := range files {
+			f, err := fsys.Open("dir/sub/b.txt")
+			if err != nil {
+				for _, f := range files[:i] {
+					_ = f.Close()
+				}
+				return err
+			}
+			files[i] = f
+		}
+		return nil
 	})
-	stopped := sv.last()
-	if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := sv.last().cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	// Concurrent calls on the stuck connection all time out: the first
-	// timer to fire abandons the connection for every call on it.
 	var wg sync.WaitGroup
-	for i := range 5 {
+	for i, f := range files {
 		wg.Go(func() {
-			if _, err := fsys.ReadDir("dir"); !errors.Is(err, syscall.ETIMEDOUT) {
-				t.Errorf("concurrent call %d = %v; want ETIMEDOUT", i, err)
+			_, err := f.Read(make([]byte, 100))
+			if !errors.Is(err, syscall.ETIMEDOUT) {
+				t.Errorf("read %d = %v; want ETIMEDOUT", i, err)
 			}
+			var pe *fs.PathError
+			if !errors.As(err, &pe) || pe.Op != "read" || pe.Path != "dir/sub/b.txt" {
+				t.Errorf("error %#v is not a PathError naming the call", err)
+			}
+			// The error sticks rather than touching the abandoned connection.
+			if _, err2 := f.Read(make([]byte, 100)); !errors.Is(err2, syscall.ETIMEDOUT) {
+				t.Errorf("second read %d = %v", i, err2)
+			}
+			_ = f.Close()
 		})
 	}
-	_, err := fsys.Stat("hello.txt")
 	wg.Wait()
+
+	// Phase 2: the next call connects afresh.
+	retries := eventually(t, func() error {
+		b, err := fsys.ReadFile("hello.txt")
+		if err == nil && string(b) != "hello, world\n" {
+			t.Fatalf("after timeout: %q", b)
+		}
+		return err
+	})
+
+	// Phase 3: a plain call on a stopped server, then recovery again.
+	if err := sv.last().cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	_, err := fsys.Stat("hello.txt")
 	if !errors.Is(err, syscall.ETIMEDOUT) {
 		t.Fatalf("stat on a stopped server = %v; want ETIMEDOUT", err)
 	}
@@ -462,25 +497,13 @@ func TestStoppedServerTimesOut(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Op != "stat" || pe.Path != "hello.txt" {
 		t.Fatalf("error %#v is not a PathError naming the call", err)
 	}
-	// The file opened on the abandoned connection fails rather than hangs.
-	if _, err := f.Read(make([]byte, 10)); err == nil {
-		t.Fatal("read on the abandoned connection succeeded")
-	}
-	_ = f.Close()
+	retries += eventually(t, func() error { _, err := fsys.Stat("hello.txt"); return err })
 
-	retries := eventually(t, func() error {
-		b, err := fsys.ReadFile("hello.txt")
-		if err == nil && string(b) != "hello, world\n" {
-			t.Fatalf("after timeout: %q", b)
-		}
-		return err
-	})
-	if n, want := sv.connects.Load(), 2+before+retries; n != want {
+	if n, want := sv.connects.Load(), 3+before+retries; n != want {
 		t.Fatalf("connects = %d, want %d", n, want)
 	}
-	// The stopped child was killed and reaped (SIGKILL ends a stopped
-	// process) when its connection was abandoned; Close at cleanup waits
-	// for that.
+	// The stopped children were killed and reaped (SIGKILL ends a stopped
+	// process) when their connections were abandoned; the cleanup checks.
 }
 
 // TestKilledServer: a server that dies makes the call fail with a clear

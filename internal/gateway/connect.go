@@ -36,6 +36,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hostID := tok.Hosts[0]
+	if !requireWebSocket(w, r) {
+		return
+	}
 	if want := r.Header.Get(wire.HeaderHostID); want != "" && want != hostID {
 		s.forbid(w, fmt.Sprintf("this token enrolls host %q, not %q", hostID, want))
 		return

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -55,6 +56,26 @@ func FuzzAPIInput(f *testing.F) {
 		req.Header.Set(wire.HeaderHostKey, hostKey)
 		req.Header.Set(wire.HeaderInfo, info)
 		check(req)
+		// As an upgrade, over a real connection (a recorder cannot hijack).
+		up, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+wire.ConnectPath, nil)
+		up.Header = req.Header.Clone()
+		wsHeaders(up.Header)
+		res, err := http.DefaultClient.Do(up)
+		if err != nil {
+			if strings.Contains(err.Error(), "invalid header field") {
+				return // the client refuses to send such a header at all
+			}
+			t.Fatal(err)
+		}
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			res.Body.Close() // a tunnel came up (valid key): hang up
+		} else {
+			b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+			res.Body.Close()
+			if _, ok := wire.ParseError(b); !ok || res.StatusCode >= 500 && res.StatusCode != 503 {
+				t.Fatalf("upgrade: %d %q", res.StatusCode, b)
+			}
+		}
 		req = httptest.NewRequest("GET", "http://gw/v1/hosts", nil)
 		req.Header["Authorization"] = []string{body}
 		check(req)

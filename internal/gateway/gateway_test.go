@@ -106,6 +106,9 @@ func (e *env) call(method, path, token string, body any, out any) (int, string) 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if strings.HasSuffix(path, "/ssh") || path == wire.ConnectPath {
+		wsHeaders(req.Header)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -128,6 +131,15 @@ func (e *env) call(method, path, token string, body any, out any) (int, string) 
 		}
 	}
 	return res.StatusCode, ""
+}
+
+// wsHeaders makes a request a WebSocket upgrade, so the endpoint's checks
+// run and answer before any upgrade.
+func wsHeaders(h http.Header) {
+	h.Set("Connection", "Upgrade")
+	h.Set("Upgrade", "websocket")
+	h.Set("Sec-WebSocket-Version", "13")
+	h.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
 }
 
 func newKey(t testing.TB) (ssh.Signer, string) {
@@ -273,6 +285,20 @@ func TestAuthAndScopes(t *testing.T) {
 			t.Errorf("%s %s: %d %q, want %d %q", c.method, c.path, code, errCode, c.status, c.code)
 		}
 	}
+	// A plain request to a WebSocket endpoint changes nothing: no pin.
+	_, k := newKey(t)
+	req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+wire.ConnectPath, nil)
+	req.Header.Set("Authorization", "Bearer "+e.token(store.RoleAgent, "c"))
+	req.Header.Set(wire.HeaderHostKey, k)
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusUpgradeRequired {
+		t.Errorf("plain connect: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	if _, err := e.store.Host(e.ctx, "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("plain connect enrolled the host: %v", err)
+	}
+
 	var list struct{ Hosts []HostRecord }
 	if code, _ := e.call("GET", "/v1/hosts", clientA, nil, &list); code != 200 || len(list.Hosts) != 1 || list.Hosts[0].ID != "a" {
 		t.Errorf("client list: %d %+v", code, list)
@@ -285,7 +311,7 @@ func TestAuthAndScopes(t *testing.T) {
 		t.Errorf("me: %d %v", code, me)
 	}
 	// The session cookie works like the bearer header.
-	req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+"/v1/hosts/a", nil)
+	req, _ = http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+"/v1/hosts/a", nil)
 	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: clientA})
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

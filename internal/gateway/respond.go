@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
@@ -21,4 +22,30 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // code is stable for programs.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, wire.ErrorBody{Error: wire.Error{Code: code, Message: msg}})
+}
+
+// isWebSocket reports whether r asks for a WebSocket upgrade. Endpoints
+// check it before doing anything (pinning a key, opening a stream), so a
+// plain request gets a JSON error and changes nothing.
+func isWebSocket(r *http.Request) bool {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func requireWebSocket(w http.ResponseWriter, r *http.Request) bool {
+	if isWebSocket(r) {
+		return true
+	}
+	w.Header().Set("Upgrade", "websocket")
+	writeError(w, http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket only")
+	return false
 }

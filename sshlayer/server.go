@@ -18,6 +18,8 @@ import (
 // Close.
 var ErrServerClosed = errors.New("sshlayer: server closed")
 
+var errTooManyHandshakes = errors.New("sshlayer: too many handshakes in progress")
+
 // Server defaults.
 const (
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -55,6 +57,10 @@ type ServerConfig struct {
 	// IdleTimeout closes a connection that has had no open channel and no
 	// remote forward for that long; 0 means never.
 	IdleTimeout time.Duration
+	// MaxHandshakes bounds the connections in handshake or authentication
+	// at once, server-wide; more are closed at once (sshd's MaxStartups).
+	// Default 64.
+	MaxHandshakes int
 	// MaxSessions bounds the channels a connection may have open at once
 	// (sessions and direct-tcpip); default 64.
 	MaxSessions int
@@ -97,12 +103,13 @@ type Server struct {
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu        sync.Mutex // guards the fields below
-	closing   bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
-	wg        sync.WaitGroup // every Serve and ServeConn call and their goroutines
-	nextID    uint64
+	mu         sync.Mutex // guards the fields below
+	closing    bool
+	listeners  map[net.Listener]struct{}
+	conns      map[net.Conn]struct{}
+	wg         sync.WaitGroup // every Serve and ServeConn call and their goroutines
+	nextID     uint64
+	handshakes int // connections before authentication completed
 }
 
 // NewServer validates cfg and returns a server. The config is copied.
@@ -125,6 +132,9 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxHandshakes <= 0 {
+		c.MaxHandshakes = 64
 	}
 	if c.MaxForwards <= 0 {
 		c.MaxForwards = 16
@@ -260,12 +270,29 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
 		_ = conn.Close()
 		return ErrServerClosed
 	}
+	if s.handshakes >= s.cfg.MaxHandshakes {
+		s.mu.Unlock()
+		_ = conn.Close()
+		s.log.Warn("ssh connection refused: too many handshakes in progress", "remote", addrString(conn.RemoteAddr()), "max", s.cfg.MaxHandshakes)
+		return errTooManyHandshakes
+	}
+	s.handshakes++
 	s.conns[conn] = struct{}{}
 	s.nextID++
 	id := s.nextID
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
+	handshaking := true
+	endHandshake := func() {
+		if handshaking {
+			handshaking = false
+			s.mu.Lock()
+			s.handshakes--
+			s.mu.Unlock()
+		}
+	}
+	defer endHandshake()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, conn)
@@ -284,6 +311,7 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
 	// honours deadlines, and a stalled peer must not hold a goroutine.
 	hsTimer := time.AfterFunc(s.cfg.HandshakeTimeout, func() { _ = conn.Close() })
 	sc, chans, reqs, err := ssh.NewServerConn(conn, s.sshCfg)
+	endHandshake()
 	if !hsTimer.Stop() && err == nil {
 		err = errors.New("handshake timed out")
 		_ = sc.Close()

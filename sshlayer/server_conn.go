@@ -26,6 +26,7 @@ type serverConn struct {
 	mu         sync.Mutex // guards the fields below
 	channels   int        // open channels counted against MaxSessions
 	forwards   map[string]*remoteForward
+	forwarded  int         // open forwarded-tcpip channels
 	noSessions bool        // no-more-sessions@openssh.com received
 	idle       *time.Timer // nil without IdleTimeout
 	nextChanID uint64

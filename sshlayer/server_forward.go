@@ -15,6 +15,10 @@ import (
 // dialTimeout bounds the dial of a direct-tcpip target.
 const dialTimeout = 10 * time.Second
 
+// maxForwardedConns bounds the forwarded-tcpip channels open at once on one
+// connection (across its remote forwards); connections beyond are closed.
+const maxForwardedConns = 256
+
 // directTCPIPMsg is the direct-tcpip and forwarded-tcpip channel payload
 // (RFC 4254 §7.2).
 type directTCPIPMsg struct {
@@ -162,9 +166,21 @@ func (c *serverConn) acceptForward(f *remoteForward) {
 		if err != nil {
 			return
 		}
+		c.mu.Lock()
+		full := c.forwarded >= maxForwardedConns
+		if !full {
+			c.forwarded++
+		}
+		c.mu.Unlock()
+		if full {
+			c.log.Warn("forwarded connection dropped: too many open", "max", maxForwardedConns)
+			_ = tc.Close()
+			continue
+		}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
+			defer func() { c.mu.Lock(); c.forwarded--; c.mu.Unlock() }()
 			ra, _ := tc.RemoteAddr().(*net.TCPAddr)
 			m := directTCPIPMsg{Host: f.addr, Port: f.port}
 			if ra != nil {

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -142,8 +144,7 @@ func TestServerRemoteForward(t *testing.T) {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-		_ = conn.Close()
+	if srvListening(t, port) {
 		t.Fatal("forward still listening after cancel-tcpip-forward")
 	}
 }
@@ -172,4 +173,38 @@ func TestServerBindAddr(t *testing.T) {
 			t.Errorf("bindAddr(%q, allow=%v) = %q, want %q", tc.addr, tc.allow, got, tc.want)
 		}
 	}
+}
+
+// srvListening reports whether this process has a listening TCP socket on
+// port. Dialing the port instead would be fooled by another process that
+// picked up the port once it was freed.
+func srvListening(t testing.TB, port int) bool {
+	t.Helper()
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fl := strings.Fields(line)
+			if len(fl) < 10 || fl[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fl[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+				inodes["socket:["+fl[9]+"]"] = true
+			}
+		}
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && inodes[l] {
+			return true
+		}
+	}
+	return false
 }

@@ -554,18 +554,82 @@ func TestServeConnReleasesForwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fl.Addr().String()
-	if conn, err := net.Dial("tcp", addr); err != nil {
-		t.Fatalf("remote forward not listening: %v", err)
-	} else {
-		_ = conn.Close()
+	port := fl.Addr().(*net.TCPAddr).Port
+	if !srvListening(t, port) {
+		t.Fatal("remote forward not listening")
 	}
 	_ = c.Close()
 	if err := <-served; err != nil {
 		t.Fatalf("ServeConn: %v", err)
 	}
-	if conn, err := net.Dial("tcp", addr); err == nil {
-		_ = conn.Close()
-		t.Fatalf("remote forward %s still listening after the connection ended", addr)
+	if srvListening(t, port) {
+		t.Fatalf("remote forward on port %d still listening after the connection ended", port)
+	}
+}
+
+// TestServerMaxHandshakes: connections that stall before authenticating
+// hold a bounded number of slots; beyond it the server hangs up at once.
+func TestServerMaxHandshakes(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{MaxHandshakes: 1})
+	stall, err := net.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stall.Close() }()
+	// The server's version banner proves the stalled handshake has begun.
+	_ = stall.SetReadDeadline(time.Now().Add(srvTestWait))
+	if banner, err := bufio.NewReader(stall).ReadString('\n'); err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
+		t.Fatalf("banner %q %v", banner, err)
+	}
+	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner)); err == nil {
+		_ = c.Close()
+		t.Fatal("second handshake accepted while the only slot is held")
+	}
+}
+
+func TestServerOnSession(t *testing.T) {
+	t.Parallel()
+	got := make(chan SessionInfo, 4)
+	ts := srvStartServer(t, &ServerConfig{OnSession: func(si SessionInfo) { got <- si }})
+	c := srvDialServer(t, ts)
+	if _, _, err := srvRunCmd(t, c, "echo audited", nil); err != nil {
+		t.Fatal(err)
+	}
+	si := <-got
+	want := SessionInfo{User: "anyone", Fingerprint: ssh.FingerprintSHA256(ts.ClientSigner.PublicKey()), Kind: "exec", Command: "echo audited"}
+	si.RemoteAddr = ""
+	if si != want {
+		t.Fatalf("OnSession got %+v, want %+v", si, want)
+	}
+}
+
+// TestServerLoginShellPTY: a shell request with a PTY starts a login
+// shell (argv[0] "-sh", as sshd does) that reads commands from the
+// terminal.
+func TestServerLoginShellPTY(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if err := s.RequestPty("xterm", 24, 80, nil); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := s.StdinPipe()
+	outp, _ := s.StdoutPipe()
+	if err := s.Shell(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(in, "echo \"zero=$0\"; exit 9\n"); err != nil {
+		t.Fatal(err)
+	}
+	srvReadUntil(t, bufio.NewReader(outp), "zero=-sh")
+	var ee *ssh.ExitError
+	if err := s.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 9 {
+		t.Fatalf("shell exit: %v, want 9", err)
 	}
 }

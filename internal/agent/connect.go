@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -219,40 +218,19 @@ func (c *connector) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Agent side of the tunnel: the gateway opens streams, one per SSH
-	// connection; we never open any.
-	sess, err := bytestream.MuxServer(conn, nil)
-	if err != nil {
-		_ = srv.Close()
-		return err
-	}
+	// Closing the server after the tunnel ends kills what its sessions
+	// left running and waits for it.
+	defer srv.Close()
 	c.log.Info("tunnel up", "host", hostID)
 	if c.cfg.OnTunnel != nil {
 		c.cfg.OnTunnel(hostID)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
-	var wg sync.WaitGroup
-	// Teardown order: stop accepting, end every SSH connection (Close
-	// waits for their processes), then wait for the serving goroutines.
-	defer func() {
-		stop()
-		_ = sess.Close()
-		_ = srv.Close()
-		wg.Wait()
-	}()
-	for {
-		st, err := sess.AcceptStream()
-		if err != nil {
-			return fmt.Errorf("tunnel: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.ServeConn(ctx, st); err != nil && !errors.Is(err, sshlayer.ErrServerClosed) {
-				c.log.Info("ssh connection refused", "err", err)
-			}
-		}()
+	// Agent side of the tunnel: the gateway opens streams, one per SSH
+	// connection; we never open any.
+	if err := ServeMux(ctx, conn, srv, nil); err != nil {
+		return err
 	}
+	return errors.New("tunnel closed by the gateway")
 }
 
 // pinCA parses the gateway's CA key and compares it with the pinned one,

@@ -15,64 +15,68 @@ import (
 //     the shell allows it without a terminal (bash does, dash does not),
 //     else in the shell's group — then only the command itself can be
 //     signalled, not its descendants (a documented limit).
-//   - Its stdin is the watchdog's stdin (fd 3 carries it past the /dev/null
-//     an asynchronous list would get); stdout and stderr pass through.
+//   - Inside that group, before exec'ing the command, a small sh forks the
+//     poller: stdio on /dev/null (so it never holds the output pipes),
+//     forwarded signals ignored. Every second it checks that the watchdog
+//     shell and the transport process that started it are alive; when
+//     either is gone — the connection was lost, or the watchdog was
+//     SIGKILLed — it kills the group. Forking it from inside the group
+//     leaves no moment where the command runs unwatched.
+//   - The command's stdin is the watchdog's stdin (fd 3 carries it past the
+//     /dev/null an asynchronous list would get); stdout and stderr pass
+//     through.
 //   - TERM, INT, HUP, QUIT, USR2 and ALRM sent to the watchdog are forwarded
 //     to the group; USR1 means "kill": the group gets SIGKILL (a shell
-//     cannot trap KILL, so Process.Kill(KILL) sends USR1).
-//   - A watcher (its own subshell, stdio on /dev/null so it never holds the
-//     output pipes) polls every second that the watchdog shell and the
-//     transport process that started it are alive; when either is gone —
-//     the connection was lost, or the watchdog was SIGKILLed — it kills the
-//     group.
-//   - Signals that arrive before the command runs are remembered and
-//     delivered once it does.
+//     cannot trap KILL, so Process.Kill(KILL) sends USR1). Signals that
+//     arrive before the command runs are remembered and delivered once it
+//     does.
+//   - A wait interrupted by a trap is repeated, so the status is the
+//     command's own.
 //   - Limit: the command is not the foreground job of a terminal, so under
 //     a PTY it has no controlling terminal (setsid) or is a background job.
 //     Transports that offer PTYs (SSH) own supervision and skip the
 //     watchdog.
-//   - When the command exits, what it left in its group is killed too, and
-//     an exit by signal (status 129…159) is re-raised so the transport
-//     reports the signal.
+//   - When the command exits, what is left in its group (the poller too) is
+//     killed, and an exit by signal (status 129…159) is re-raised so the
+//     transport reports the signal.
 const watchdogScript = `pending=
 for s in TERM INT HUP QUIT USR2 ALRM; do trap "pending=$s" "$s"; done
 trap 'pending=KILL' USR1
 exec 3<&0
+shell=$$
+parent=$PPID
+poll='s=$1 p=$2; shift 2
+(
+  exec </dev/null >/dev/null 2>&1
+  trap "" TERM INT HUP QUIT USR2 ALRM
+  while kill -0 "$s" 2>/dev/null && { [ "$p" -le 1 ] || kill -0 "$p" 2>/dev/null; }; do sleep 1; done
+  kill -s KILL -- "-$$" 2>/dev/null || kill -s KILL "$$"
+) &
+exec "$@"'
 if command -v setsid >/dev/null 2>&1; then
-  setsid "$@" 0<&3 3<&- &
+  setsid sh -c "$poll" hostgate-watched "$shell" "$parent" "$@" 0<&3 3<&- &
 elif set -m 2>/dev/null && case $- in *m*) true;; *) false;; esac; then
-  "$@" 0<&3 3<&- &
+  sh -c "$poll" hostgate-watched "$shell" "$parent" "$@" 0<&3 3<&- &
 else
-  "$@" 0<&3 3<&- &
+  sh -c "$poll" hostgate-watched "$shell" "$parent" "$@" 0<&3 3<&- &
 fi
 pid=$!
 exec 3<&-
-shell=$$
-parent=$PPID
 killtree() { kill -s "$1" -- "-$pid" 2>/dev/null || kill -s "$1" "$pid" 2>/dev/null; }
-(
-  exec </dev/null >/dev/null 2>&1
-  while kill -0 "$pid" 2>/dev/null || kill -0 -- "-$pid" 2>/dev/null; do
-    if kill -0 "$shell" 2>/dev/null && { [ "$parent" -le 1 ] || kill -0 "$parent" 2>/dev/null; }; then
-      sleep 1
-    else
-      killtree KILL
-      exit 0
-    fi
-  done
-) &
-watcher=$!
-for s in TERM INT HUP QUIT USR2 ALRM; do trap "killtree $s" "$s"; done
-trap 'killtree KILL' USR1
+for s in TERM INT HUP QUIT USR2 ALRM; do trap "trapped=1; killtree $s" "$s"; done
+trap 'trapped=1; killtree KILL' USR1
 [ -n "$pending" ] && killtree "$pending"
+rc=
 while :; do
+  trapped=
   wait "$pid"
-  rc=$?
-  kill -0 "$pid" 2>/dev/null || break
+  r=$?
+  if [ "$r" = 127 ] && [ -n "$rc" ]; then break; fi
+  rc=$r
+  [ -n "$trapped" ] || break
 done
 trap - TERM INT HUP QUIT USR1 USR2 ALRM
 killtree KILL
-kill "$watcher" 2>/dev/null
 if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
   kill -s "$(kill -l "$rc")" "$shell" 2>/dev/null
 fi

@@ -73,6 +73,12 @@ func (e *timeoutError) Temporary() bool { return true }
 // session owns conn: closing the session closes it. Streams are opened with
 // Open and accepted with Accept on the returned session.
 //
+// yamux streams: Close is a half-close (FIN) — reading goes on until the
+// peer closes too, and a stream whose peer never does is reset after 5
+// minutes; there is no CloseWrite method, so bicopy closes both directions
+// when either ends. A stream counts against the peer's MaxStreams until
+// both sides closed it or one reset it.
+//
 // The session's shutdown error (returned by Accept after it ends) is
 // ErrWriteTimeout or ErrKeepAliveTimeout when those ended it. Session.Ping
 // waits until the answer comes or the session closes (the keepalive here

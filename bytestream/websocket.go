@@ -48,7 +48,7 @@ type AcceptOptions struct {
 // with something other than 101 Switching Protocols.
 type HandshakeError struct {
 	StatusCode int    // the HTTP status the server answered
-	Body       string // the start of the response body, truncated
+	Body       string // the start of the response body, at most 512 bytes
 	err        error
 }
 
@@ -76,7 +76,7 @@ func WebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net.Con
 // The conn supports deadlines; when one expires during a Read or Write the
 // whole connection is closed (coder/websocket semantics). It does not offer
 // CloseWrite: WebSocket has no half-close, so Close ends both directions.
-// Each Write becomes one or more messages of at most 64 KiB. Messages larger
+// Each Write becomes one or more messages of at most MaxMessageSize. Messages larger
 // than the read limit close the connection with status 1009.
 func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net.Conn, *http.Response, error) {
 	var o WebSocketOptions

@@ -39,8 +39,8 @@ func Copy(ctx context.Context, a, b io.ReadWriteCloser) (Stats, error) {
 		once.Do(func() { first = err })
 		closeAB()
 	}
-	stop := context.AfterFunc(ctx, func() { fail(ctx.Err()) })
-	defer stop()
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { fail(ctx.Err()); close(cancelled) })
 
 	half := func(dst, src io.ReadWriteCloser, n *int64) {
 		defer wg.Done()
@@ -65,6 +65,10 @@ func Copy(ctx context.Context, a, b io.ReadWriteCloser) (Stats, error) {
 	go half(a, b, &st.BToA)
 	wg.Wait()
 	closeAB()
+	// If ctx ended, its callback may still be writing first: wait for it.
+	if !stop() {
+		<-cancelled
+	}
 	return st, first
 }
 

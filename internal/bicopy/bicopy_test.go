@@ -1,0 +1,94 @@
+package bicopy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tcpPair returns the two ends of a loopback TCP connection (which supports
+// CloseWrite).
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() { c, _ := ln.Accept(); ch <- c }()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// TestHalfCloseThroughCopy: a client that sends its request and half-closes
+// still gets the whole answer (the copy must CloseWrite, not Close).
+func TestHalfCloseThroughCopy(t *testing.T) {
+	client, proxyIn := tcpPair(t)
+	proxyOut, server := tcpPair(t)
+	done := make(chan Stats, 1)
+	go func() { st, _ := Copy(context.Background(), proxyIn, proxyOut); done <- st }()
+
+	req := make([]byte, 1<<20)
+	_, _ = rand.Read(req)
+	go func() {
+		_, _ = client.Write(req)
+		_ = client.CloseWrite()
+	}()
+	got, err := io.ReadAll(server)
+	if err != nil || !bytes.Equal(got, req) {
+		t.Fatalf("server read %d bytes, %v", len(got), err)
+	}
+	if _, err := server.Write([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	_ = server.CloseWrite()
+	ans, err := io.ReadAll(client)
+	if err != nil || string(ans) != "answer" {
+		t.Fatalf("client read %q, %v", ans, err)
+	}
+	st := <-done
+	if st.AToB != int64(len(req)) || st.BToA != 6 {
+		t.Errorf("stats %+v", st)
+	}
+	client.Close()
+	server.Close()
+}
+
+func TestCancelClosesBothAndReportsCause(t *testing.T) {
+	a, b := tcpPair(t)
+	c, d := tcpPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := Copy(ctx, b, c); errc <- err }()
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Copy did not stop on cancel")
+	}
+	// Both outer ends see the close.
+	for _, x := range []net.Conn{a, d} {
+		_ = x.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := x.Read(make([]byte, 1)); err == nil {
+			t.Error("peer still open after cancel")
+		}
+		x.Close()
+	}
+}

@@ -57,6 +57,16 @@ type ServerConfig struct {
 	// IdleTimeout closes a connection that has had no open channel and no
 	// remote forward for that long; 0 means never.
 	IdleTimeout time.Duration
+	// KeepaliveInterval is how often the server asks an otherwise quiet
+	// client for a sign of life (keepalive@openssh.com; any reply counts).
+	// When no reply comes within KeepaliveInterval × KeepaliveMaxMissed the
+	// connection is closed and its processes killed, so a client that
+	// vanished without a FIN does not keep them forever (sshd's
+	// ClientAliveInterval). Default 30 s; negative disables.
+	KeepaliveInterval time.Duration
+	// KeepaliveMaxMissed is the number of intervals without a reply that
+	// ends the connection; default 3.
+	KeepaliveMaxMissed int
 	// MaxHandshakes bounds the connections in handshake or authentication
 	// at once, server-wide; more are closed at once (sshd's MaxStartups).
 	// Default 64.
@@ -132,6 +142,12 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = 30 * time.Second
+	}
+	if c.KeepaliveMaxMissed <= 0 {
+		c.KeepaliveMaxMissed = 3
 	}
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = 64

@@ -62,6 +62,13 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 		defer c.wg.Done()
 		c.globalRequests(reqs)
 	}()
+	if c.srv.cfg.KeepaliveInterval > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.keepalive()
+		}()
+	}
 	for nc := range chans {
 		c.dispatch(nc)
 	}
@@ -171,6 +178,47 @@ func (c *serverConn) globalRequests(reqs <-chan *ssh.Request) {
 			if r.WantReply {
 				_ = r.Reply(false, nil)
 			}
+		}
+	}
+}
+
+// keepalive probes the client every KeepaliveInterval and ends the
+// connection when a probe stays unanswered for KeepaliveMaxMissed
+// intervals. SendRequest blocks forever on a dead transport, so it runs in
+// its own goroutine, raced against a timer; closing the connection
+// releases it.
+func (c *serverConn) keepalive() {
+	cfg := &c.srv.cfg
+	tick := time.NewTicker(cfg.KeepaliveInterval)
+	defer tick.Stop()
+	limit := cfg.KeepaliveInterval * time.Duration(cfg.KeepaliveMaxMissed)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		res := make(chan error, 1)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			_, _, err := c.sc.SendRequest("keepalive@openssh.com", true, nil)
+			res <- err
+		}()
+		t := time.NewTimer(limit)
+		select {
+		case err := <-res:
+			t.Stop()
+			if err != nil {
+				return // the connection is gone
+			}
+		case <-t.C:
+			c.log.Info("ssh client stopped answering keepalives, closing", "after", limit)
+			c.cancel()
+			return
+		case <-c.ctx.Done():
+			t.Stop()
+			return
 		}
 	}
 }

@@ -633,3 +633,132 @@ func TestServerLoginShellPTY(t *testing.T) {
 		t.Fatalf("shell exit: %v, want 9", err)
 	}
 }
+
+// srvFreezeProxy relays TCP between a client and addr until freeze is
+// called; from then on it moves no bytes, like a peer that vanished
+// without a FIN. Everything stops when the test ends.
+type srvFreezeProxy struct {
+	ln     net.Listener
+	frozen chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func srvStartFreezeProxy(t testing.TB, addr string) *srvFreezeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &srvFreezeProxy{ln: ln, frozen: make(chan struct{})}
+	stop := make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		a, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		b, err := net.Dial("tcp", addr)
+		if err != nil {
+			_ = a.Close()
+			return
+		}
+		pipe := func(dst, src net.Conn) {
+			defer p.wg.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := src.Read(buf)
+				select {
+				case <-p.frozen:
+					<-stop // swallow everything from now on
+					return
+				default:
+				}
+				if n > 0 {
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}
+		p.wg.Add(2)
+		go pipe(a, b)
+		go pipe(b, a)
+		<-stop
+		_ = a.Close()
+		_ = b.Close()
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		_ = ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *srvFreezeProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
+
+// TestServerKeepaliveClosesDeadClient: a client that stops answering
+// (no FIN, no RST) is dropped after the keepalive limit, and the process
+// it left running is killed.
+func TestServerKeepaliveClosesDeadClient(t *testing.T) {
+	t.Parallel()
+	hostKey, _, _ := newEd25519Signer()
+	clientKey, _, _ := newEd25519Signer()
+	srv, err := NewServer(&ServerConfig{HostKey: hostKey, AuthorizedKeys: []ssh.PublicKey{clientKey.PublicKey()},
+		KeepaliveInterval: 100 * time.Millisecond, KeepaliveMaxMissed: 2, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Close() }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	served := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		served <- srv.ServeConn(context.Background(), conn)
+	}()
+	proxy := srvStartFreezeProxy(t, ln.Addr().String())
+	c, err := srvDialWith(proxy.ln.Addr().String(), hostKey.PublicKey(), ssh.PublicKeys(clientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outp, _ := s.StdoutPipe()
+	if err := s.Start(`echo $$; exec sleep 300`); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(outp).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	proxy.freeze()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("ServeConn: %v", err)
+		}
+	case <-time.After(srvTestWait):
+		t.Fatal("server kept a connection whose client stopped answering")
+	}
+	// ServeConn returned: the command is gone already.
+	if srvAlive(pid) {
+		t.Fatalf("command %d still running after its connection was dropped", pid)
+	}
+}

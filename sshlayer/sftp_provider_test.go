@@ -196,3 +196,20 @@ func BenchmarkProviderDownload(b *testing.B) {
 
 var _ io.ReaderFrom = (*sftpWriter)(nil)
 var _ io.WriterTo = (*sftpReader)(nil)
+
+// BenchmarkProviderStat is the per-operation cost: one SFTP round trip
+// against one spawned shell (and, over SSH, one exec channel) per call.
+func BenchmarkProviderStat(b *testing.B) {
+	dir := b.TempDir()
+	for _, name := range benchNames {
+		b.Run(name, func(b *testing.B) {
+			p := benchProvider(b, name)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := p.Stat(ctx, dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -202,7 +202,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		ssh:  ssh.NewClient(sc, chans, reqs),
 		conn: conn,
 		cfg:  conf,
-		log:  conf.Logger.With("remote", conn.RemoteAddr().String()),
+		log:  conf.Logger.With("remote", remoteAddr(conn)),
 		done: make(chan struct{}),
 	}
 	c.wg.Add(1)
@@ -213,6 +213,14 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 	}
 	c.log.Debug("ssh connected", "server_version", string(sc.ServerVersion()))
 	return c, nil
+}
+
+// remoteAddr names conn's peer for logs; some streams have no address.
+func remoteAddr(conn net.Conn) string {
+	if a := conn.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 func (a *Auth) hostKeyCallback() (ssh.HostKeyCallback, error) {

@@ -39,6 +39,14 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	secret := bearer(r)
 	if secret == "" {
 		if c, err := r.Cookie(SessionCookie); err == nil {
+			// A cookie rides along on requests other sites (and preview
+			// pages, which are same-site subdomains) make: refuse
+			// cross-origin unsafe methods (CSRF). Bearer tokens are
+			// never sent implicitly, so they need no check.
+			if err := s.csrf.Check(r); err != nil {
+				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
+				return store.Token{}, &authError{http.StatusForbidden, "forbidden", "cross-origin request refused", metrics.ReasonForbidden}
+			}
 			secret = c.Value
 		}
 	}

@@ -94,6 +94,7 @@ type Server struct {
 	tunnels *Registry
 	mux     *http.ServeMux
 	limiter *limiter
+	csrf    *http.CrossOriginProtection
 
 	// ctx ends when Close starts; relays and tunnels watch it.
 	ctx    context.Context
@@ -127,6 +128,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		metrics: metrics.NewGateway(c.Registry),
 		mux:     http.NewServeMux(),
 		limiter: newLimiter(c.AuthFailureLimit, c.AuthFailureWindow, time.Now),
+		csrf:    http.NewCrossOriginProtection(),
 	}
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))

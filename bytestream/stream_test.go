@@ -358,3 +358,21 @@ func TestStdio(t *testing.T) {
 		t.Fatalf("child: %v (stderr %s)", err, stderr.String())
 	}
 }
+
+// Accept refuses cross-origin upgrades (a browser page elsewhere must not
+// reach a host's stream) unless the origin is listed.
+func TestAcceptOrigin(t *testing.T) {
+	evil := &WebSocketOptions{Header: http.Header{"Origin": {"http://evil.example"}}}
+	url, _ := wsServer(t, nil)
+	_, err := WebSocket(testCtx(t), url, evil)
+	var he *HandshakeError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-origin dial: %v, want 403", err)
+	}
+	url, ch := wsServer(t, &AcceptOptions{OriginPatterns: []string{"evil.example"}})
+	a, err := WebSocket(testCtx(t), url, evil)
+	if err != nil {
+		t.Fatalf("listed origin refused: %v", err)
+	}
+	closeBoth(a, <-ch)
+}

@@ -296,8 +296,11 @@ func runStdioHelper() int {
 		fmt.Fprintln(os.Stderr, "Stdio returned two conns")
 		return 6
 	}
-	// Pipes are made pollable, so deadlines must work.
-	if err := c.SetDeadline(time.Time{}); err != nil {
+	// Pipes are made pollable, so deadlines must work; a regular file
+	// (stdin redirected from a file) is left alone and says so.
+	err := c.SetReadDeadline(time.Time{})
+	if mode := os.Getenv(stdioHelperEnv); mode == "file" && !errors.Is(err, os.ErrNoDeadline) ||
+		mode != "file" && err != nil {
 		fmt.Fprintln(os.Stderr, "deadline:", err)
 		return 2
 	}
@@ -375,4 +378,30 @@ func TestAcceptOrigin(t *testing.T) {
 		t.Fatalf("listed origin refused: %v", err)
 	}
 	closeBoth(a, <-ch)
+}
+
+// Stdio with stdin redirected from a regular file: it reads the file to EOF,
+// and deadlines on it are reported unsupported rather than faked.
+func TestStdioFromFile(t *testing.T) {
+	path := t.TempDir() + "/in"
+	if err := os.WriteFile(path, []byte("from a file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.CommandContext(testCtx(t), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), stdioHelperEnv+"=file")
+	cmd.Stdin = in
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v (stderr %s)", err, stderr.String())
+	}
+	if string(out) != "ready\nfrom a file" {
+		t.Fatalf("child wrote %q", out)
+	}
 }

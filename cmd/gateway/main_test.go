@@ -24,7 +24,15 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary doubles as the gateway binary, so OpenSSH can run
+	// it as a ProxyCommand without a separate build.
+	if os.Getenv("HOSTGATE_TEST_BE_GATEWAY") == "1" {
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

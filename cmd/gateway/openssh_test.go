@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// TestOpenSSHThroughProxy runs the README's path with real OpenSSH: an
+// agent enrolled through `gateway serve`, a certificate from the API,
+// `ssh` with `ProxyCommand gateway proxy`, the host key from hostPublicKey
+// in known_hosts and StrictHostKeyChecking yes; then `scp` both ways.
+func TestOpenSSHThroughProxy(t *testing.T) {
+	sshPath, err := exec.LookPath("ssh")
+	testenv.RequirePeer(t, "openssh", err == nil)
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "box", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTok := lastLine(out)
+	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "box", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTok := lastLine(out)
+
+	up := make(chan string, 4)
+	actx, stop := context.WithCancel(ctx)
+	adone := make(chan error, 1)
+	go func() {
+		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
+	}()
+	t.Cleanup(func() { stop(); <-adone })
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not connect")
+	}
+
+	// What a user does, per the README.
+	api := func(method, path string, body, v any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
+		req.Header.Set("Authorization", "Bearer "+clientTok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(v); err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, err)
+		}
+	}
+	var host struct{ HostPublicKey, HostKey string }
+	api("GET", "/v1/hosts/box", nil, &host)
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cert struct{ Certificate string }
+	api("POST", "/v1/hosts/box/certificates", map[string]string{"publicKey": key.PublicKey}, &cert)
+	home := t.TempDir()
+	write := func(name, data string, mode os.FileMode) string {
+		p := filepath.Join(home, name)
+		if err := os.WriteFile(p, []byte(data), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keyFile := write("id", string(key.PrivateKey), 0o600)
+	write("id-cert.pub", cert.Certificate+"\n", 0o644)
+	knownHosts := write("known_hosts", "box "+host.HostPublicKey+"\n", 0o644)
+	config := write("config", fmt.Sprintf(`Host box
+  User me
+  ProxyCommand %s proxy %%h
+  IdentityFile %s
+  CertificateFile %s
+  UserKnownHostsFile %s
+  StrictHostKeyChecking yes
+  IdentitiesOnly yes
+  BatchMode yes
+`, os.Args[0], keyFile, keyFile+"-cert.pub", knownHosts), 0o644)
+	env := append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok)
+	runCmd := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+		}
+		return string(out)
+	}
+	if got := runCmd(sshPath, "-F", config, "box", "echo", "hello", "over", "ssh"); got != "hello over ssh\n" {
+		t.Errorf("ssh output %q", got)
+	}
+	payload := bytes.Repeat([]byte("scp bytes\x00\xff"), 50000)
+	local := write("payload", string(payload), 0o644)
+	remote := filepath.Join(t.TempDir(), "copied")
+	if scp, err := exec.LookPath("scp"); err == nil {
+		runCmd(scp, "-F", config, local, "box:"+remote)
+		back := filepath.Join(home, "back")
+		runCmd(scp, "-F", config, "box:"+remote, back)
+		got, err := os.ReadFile(back)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Errorf("scp round trip changed the bytes (%d of %d) %v", len(got), len(payload), err)
+		}
+	}
+	// A wrong pinned host key: ssh refuses to connect.
+	write("known_hosts", "box ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHR6hLlBlGxJg5jZfF7rsW1BJ1NdkVNw5D5bd3g2yhkF\n", 0o644)
+	cmd := exec.CommandContext(ctx, sshPath, "-F", config, "box", "true")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("ssh accepted a host key other than the pinned one: %s", out)
+	}
+}

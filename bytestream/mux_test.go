@@ -50,7 +50,7 @@ func waitClosed(t *testing.T, s *yamux.Session) {
 func TestMuxOverWebSocketManyStreams(t *testing.T) {
 	a, b := wsPair(t)
 	cli, srv := muxPair(t, a, b, nil, nil)
-	const streams, size = 48, 192 << 10
+	const streams, size = 32, 128 << 10
 	var wg sync.WaitGroup
 	// Server: echo every stream.
 	wg.Add(1)

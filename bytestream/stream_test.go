@@ -29,7 +29,7 @@ func TestRoundTripRandomChunks(t *testing.T) {
 	for _, p := range pairs {
 		t.Run(p.name, func(t *testing.T) {
 			a, b := p.pair(t)
-			exchange(t, a, b, 2<<20)
+			exchange(t, a, b, 1<<20)
 		})
 	}
 }
@@ -256,7 +256,16 @@ func TestWebSocketOversizedMessage(t *testing.T) {
 // limit takes a big write (a yamux frame can be a whole 4 MiB window).
 func TestWebSocketBigWriteWithinLimit(t *testing.T) {
 	a, b := wsPairOpts(t, nil, &AcceptOptions{ReadLimit: 128 << 10})
-	exchange(t, a, b, 4<<20)
+	data := randomData(11, 1<<20)
+	errc := make(chan error, 1)
+	go func() { _, err := a.Write(data); errc <- err }() // one Write, 8× the limit
+	got, err := readRandomly(b, len(data), 12)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("read %d bytes, %v; want the 1 MiB write intact", len(got), err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestWebSocketURL(t *testing.T) {

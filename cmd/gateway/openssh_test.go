@@ -26,7 +26,8 @@ import (
 // in known_hosts and StrictHostKeyChecking yes; then `scp` both ways.
 func TestOpenSSHThroughProxy(t *testing.T) {
 	sshPath, err := exec.LookPath("ssh")
-	testenv.RequirePeer(t, "openssh", err == nil)
+	scpPath, err2 := exec.LookPath("scp")
+	testenv.RequirePeer(t, "openssh (ssh, scp)", err == nil && err2 == nil)
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base := startServe(t, dir)
@@ -122,14 +123,11 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	payload := bytes.Repeat([]byte("scp bytes\x00\xff"), 50000)
 	local := write("payload", string(payload), 0o644)
 	remote := filepath.Join(t.TempDir(), "copied")
-	if scp, err := exec.LookPath("scp"); err == nil {
-		runCmd(scp, "-F", config, local, "box:"+remote)
-		back := filepath.Join(home, "back")
-		runCmd(scp, "-F", config, "box:"+remote, back)
-		got, err := os.ReadFile(back)
-		if err != nil || !bytes.Equal(got, payload) {
-			t.Errorf("scp round trip changed the bytes (%d of %d) %v", len(got), len(payload), err)
-		}
+	runCmd(scpPath, "-F", config, local, "box:"+remote)
+	back := filepath.Join(home, "back")
+	runCmd(scpPath, "-F", config, "box:"+remote, back)
+	if got, err := os.ReadFile(back); err != nil || !bytes.Equal(got, payload) {
+		t.Errorf("scp round trip changed the bytes (%d of %d) %v", len(got), len(payload), err)
 	}
 	// A wrong pinned host key: ssh refuses to connect.
 	write("known_hosts", "box ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHR6hLlBlGxJg5jZfF7rsW1BJ1NdkVNw5D5bd3g2yhkF\n", 0o644)

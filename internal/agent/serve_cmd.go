@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // EnvFlags sets every flag of fs not given on the command line from the
@@ -59,7 +60,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	var (
 		listen, authKeysFile, caFile, caKey, logFormat, logLevel string
-		stdio, mux                                               bool
+		stdio, mux, keysStdin                                    bool
 		cfg                                                      ServeConfig
 	)
 	fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
@@ -67,6 +68,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&listen, "listen", "", "serve SSH on this TCP address (host:port)")
 	fs.BoolVar(&stdio, "stdio", false, "serve one SSH connection over stdin/stdout")
 	fs.BoolVar(&mux, "mux", false, "with --stdio: yamux over stdin/stdout, one SSH connection per stream")
+	fs.BoolVar(&keysStdin, "keys-stdin", false, "with --stdio: read the host key, trusted CAs and host id from a preamble on stdin (see ReadStdioKeys)")
 	fs.StringVar(&authKeysFile, "authorized-keys", "", "file of accepted user public keys (authorized_keys format)")
 	fs.StringVar(&caFile, "trusted-ca", "", "file of trusted user certificate authorities (public keys)")
 	fs.StringVar(&caKey, "trusted-ca-key", "", "a trusted user CA public key, inline (authorized_keys format)")
@@ -89,6 +91,9 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	if mux && !stdio {
 		return errors.New("agent serve: --mux needs --stdio")
+	}
+	if keysStdin && !stdio {
+		return errors.New("agent serve: --keys-stdin needs --stdio")
 	}
 	if logLevel == "" {
 		logLevel = "info"
@@ -133,10 +138,24 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		}
 		cfg.TrustedCAs = append(cfg.TrustedCAs, k)
 	}
-	if len(cfg.AuthorizedKeys) == 0 && len(cfg.TrustedCAs) == 0 {
+	if len(cfg.AuthorizedKeys) == 0 && len(cfg.TrustedCAs) == 0 && !keysStdin {
 		return errors.New("agent serve: no keys: give --authorized-keys FILE, --trusted-ca FILE or --trusted-ca-key KEY (with at least one key)")
 	}
-	srv, err := NewServer(&cfg)
+	var conn net.Conn
+	if stdio {
+		if sio != nil && sio.Conn != nil {
+			conn = sio.Conn
+		} else {
+			conn = bytestream.Stdio()
+		}
+	}
+	var srv *sshlayer.Server
+	var err error
+	if keysStdin {
+		srv, err = stdioKeysServer(conn, log)
+	} else {
+		srv, err = NewServer(&cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -150,12 +169,6 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		}
 		log.Info("agent serving SSH", "listen", ln.Addr().String())
 		return ServeListener(ctx, ln, srv)
-	}
-	var conn net.Conn
-	if sio != nil && sio.Conn != nil {
-		conn = sio.Conn
-	} else {
-		conn = bytestream.Stdio()
 	}
 	if mux {
 		log.Info("agent serving SSH over a multiplexed stdio tunnel")

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// The keys preamble is how a gateway hands an agent it starts inside a
+// container (`agent serve --stdio --mux --keys-stdin`) its host key, the
+// CA it trusts and its host id: over the same stdin that then carries
+// yamux, never through argv, environment or a file other users of the
+// container could read. Its frame is the magic "HGK1", a big-endian
+// uint32 length and that many bytes of JSON (StdioKeys).
+const (
+	stdioKeysMagic = "HGK1"
+	// MaxStdioKeys bounds the preamble's JSON; a host key, a few CA keys
+	// and an id fit in a few KiB.
+	MaxStdioKeys = 64 << 10
+)
+
+// StdioKeys is the preamble's content.
+type StdioKeys struct {
+	// HostKey is the agent's host private key in OpenSSH PEM form.
+	HostKey string `json:"hostKey"`
+	// TrustedCAs are the user CA public keys, authorized_keys form.
+	TrustedCAs []string `json:"trustedCAs"`
+	// HostID is the principal user certificates must carry.
+	HostID string `json:"hostId"`
+	// Dir is the working directory of commands and SFTP (the container's
+	// /workspace); empty means the server's default.
+	Dir string `json:"dir,omitempty"`
+}
+
+// WriteStdioKeys writes k as a keys preamble to w.
+func WriteStdioKeys(w io.Writer, k StdioKeys) error {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return fmt.Errorf("agent: keys preamble: %w", err)
+	}
+	if len(b) > MaxStdioKeys {
+		return fmt.Errorf("agent: keys preamble: %d bytes, over %d", len(b), MaxStdioKeys)
+	}
+	buf := make([]byte, 0, 8+len(b))
+	buf = append(buf, stdioKeysMagic...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
+	buf = append(buf, b...)
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("agent: write keys preamble: %w", err)
+	}
+	return nil
+}
+
+// ReadStdioKeys reads exactly one keys preamble from r, and not a byte
+// more: what follows belongs to the multiplexer.
+func ReadStdioKeys(r io.Reader) (StdioKeys, error) {
+	var k StdioKeys
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return k, fmt.Errorf("agent: read keys preamble: %w", err)
+	}
+	if string(hdr[:4]) != stdioKeysMagic {
+		return k, errors.New("agent: keys preamble: bad magic (is the gateway sending keys on stdin?)")
+	}
+	n := binary.BigEndian.Uint32(hdr[4:])
+	if n > MaxStdioKeys {
+		return k, fmt.Errorf("agent: keys preamble: %d bytes, over %d", n, MaxStdioKeys)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return k, fmt.Errorf("agent: read keys preamble: %w", err)
+	}
+	if err := json.Unmarshal(b, &k); err != nil {
+		return k, fmt.Errorf("agent: keys preamble: %w", err)
+	}
+	return k, nil
+}
+
+// parsed checks the preamble and returns the host signer and the CA keys.
+func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
+	hk, err := ssh.ParsePrivateKey([]byte(k.HostKey))
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: keys preamble: host key: %w", err)
+	}
+	if len(k.TrustedCAs) == 0 {
+		return nil, nil, errors.New("agent: keys preamble: no trusted CA")
+	}
+	cas := make([]ssh.PublicKey, 0, len(k.TrustedCAs))
+	for i, s := range k.TrustedCAs {
+		pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(s))
+		if err != nil || strings.TrimSpace(string(rest)) != "" {
+			return nil, nil, fmt.Errorf("agent: keys preamble: trusted CA %d: want one public key", i)
+		}
+		cas = append(cas, pub)
+	}
+	if k.HostID == "" {
+		return nil, nil, errors.New("agent: keys preamble: no host id")
+	}
+	return hk, cas, nil
+}
+
+// stdioKeysServer reads the keys preamble from conn and builds the SSH
+// server it describes. The host key lives only in this process's memory.
+func stdioKeysServer(conn io.Reader, log *slog.Logger) (*sshlayer.Server, error) {
+	k, err := ReadStdioKeys(conn)
+	if err != nil {
+		return nil, err
+	}
+	hk, cas, err := k.parsed()
+	if err != nil {
+		return nil, err
+	}
+	return sshlayer.NewServer(&sshlayer.ServerConfig{
+		HostKey:        hk,
+		TrustedUserCAs: cas,
+		Principal:      k.HostID,
+		Dir:            k.Dir,
+		Logger:         log,
+	})
+}

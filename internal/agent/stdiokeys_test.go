@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/pem"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bytestream"
+)
+
+// stdioKeysFixture is a host key, a CA and a user certificate for host id
+// "exec-1" signed by that CA.
+type stdioKeysFixture struct {
+	keys    StdioKeys
+	hostPub ssh.PublicKey
+	ca      ssh.Signer
+}
+
+func newStdioKeysFixture(t testing.TB) stdioKeysFixture {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := serveKey(t)
+	return stdioKeysFixture{
+		keys: StdioKeys{
+			HostKey:    string(pem.EncodeToMemory(block)),
+			TrustedCAs: []string{string(ssh.MarshalAuthorizedKey(ca.PublicKey()))},
+			HostID:     "exec-1",
+			Dir:        t.TempDir(),
+		},
+		hostPub: hs.PublicKey(),
+		ca:      ca,
+	}
+}
+
+// certSigner returns a user key certified by ca for principal.
+func certSigner(t testing.TB, ca ssh.Signer, principal string) ssh.Signer {
+	t.Helper()
+	user := serveKey(t)
+	cert := &ssh.Certificate{
+		Key: user.PublicKey(), CertType: ssh.UserCert, KeyId: "test",
+		ValidPrincipals: []string{principal},
+		ValidAfter:      uint64(time.Now().Add(-time.Minute).Unix()),
+		ValidBefore:     uint64(time.Now().Add(time.Hour).Unix()),
+	}
+	if err := cert.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewCertSigner(cert, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestStdioKeysRoundTripLeavesTheRestUnread(t *testing.T) {
+	fx := newStdioKeysFixture(t)
+	var buf bytes.Buffer
+	if err := WriteStdioKeys(&buf, fx.keys); err != nil {
+		t.Fatal(err)
+	}
+	buf.WriteString("yamux follows")
+	got, err := ReadStdioKeys(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.HostID != fx.keys.HostID || got.HostKey != fx.keys.HostKey || len(got.TrustedCAs) != 1 || got.Dir != fx.keys.Dir {
+		t.Fatalf("round trip: %+v", got)
+	}
+	if rest, _ := io.ReadAll(&buf); string(rest) != "yamux follows" {
+		t.Fatalf("preamble reader consumed too much: rest %q", rest)
+	}
+}
+
+func TestStdioKeysRefusals(t *testing.T) {
+	fx := newStdioKeysFixture(t)
+	frame := func(body string) []byte {
+		b := []byte(stdioKeysMagic)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
+		return append(b, body...)
+	}
+	huge := []byte(stdioKeysMagic)
+	huge = binary.BigEndian.AppendUint32(huge, MaxStdioKeys+1)
+	for name, in := range map[string][]byte{
+		"empty":     nil,
+		"bad magic": []byte("SSH-2.0-x\r\n"),
+		"oversized": huge,
+		"truncated": frame(`{"hostId":"x"}`)[:12],
+		"not json":  frame("nope"),
+	} {
+		if _, err := ReadStdioKeys(bytes.NewReader(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for name, mut := range map[string]func(*StdioKeys){
+		"no host key":  func(k *StdioKeys) { k.HostKey = "" },
+		"no CA":        func(k *StdioKeys) { k.TrustedCAs = nil },
+		"garbage CA":   func(k *StdioKeys) { k.TrustedCAs = []string{"ssh-ed25519 !!!"} },
+		"no host id":   func(k *StdioKeys) { k.HostID = "" },
+		"public as HK": func(k *StdioKeys) { k.HostKey = k.TrustedCAs[0] },
+	} {
+		k := fx.keys
+		mut(&k)
+		if _, _, err := k.parsed(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestRunServeKeysStdin runs `agent serve --stdio --mux --keys-stdin` as a
+// gateway starts it in a container: the keys arrive first on the same
+// stream, then yamux; a certificate for the host id gets a shell, one for
+// another host does not, and the host key is the one sent.
+func TestRunServeKeysStdin(t *testing.T) {
+	fx := newStdioKeysFixture(t)
+	gwSide, agentSide := serveTCPPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	defer cancel()
+	var logs serveLogBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- RunServe(ctx, []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: &logs})
+	}()
+	if err := WriteStdioKeys(gwSide, fx.keys); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := bytestream.MuxClient(gwSide, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := serveSSHExec(t, st, fx.hostPub, certSigner(t, fx.ca, "exec-1"), "pwd")
+	if strings.TrimSpace(out) != fx.keys.Dir {
+		t.Fatalf("pwd = %q, want the preamble's dir %q", out, fx.keys.Dir)
+	}
+
+	st2, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = ssh.NewClientConn(st2, "agent", &ssh.ClientConfig{
+		User: "x", Auth: []ssh.AuthMethod{ssh.PublicKeys(certSigner(t, fx.ca, "other-host"))},
+		HostKeyCallback: ssh.FixedHostKey(fx.hostPub), Timeout: serveWait,
+	})
+	if err == nil {
+		t.Fatal("a certificate for another host id was accepted")
+	}
+	_ = sess.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunServe: %v\n%s", err, logs.String())
+		}
+	case <-time.After(serveWait):
+		t.Fatal("RunServe did not return after the tunnel closed")
+	}
+}
+
+func TestRunServeKeysStdinRefusesBadPreamble(t *testing.T) {
+	gwSide, agentSide := serveTCPPair(t)
+	defer func() { _ = gwSide.Close() }()
+	var logs serveLogBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- RunServe(context.Background(), []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: &logs})
+	}()
+	if _, err := gwSide.Write([]byte("garbage!")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "magic") {
+			t.Fatalf("RunServe with a bad preamble: %v", err)
+		}
+	case <-time.After(serveWait):
+		t.Fatal("RunServe did not fail on a bad preamble")
+	}
+	if err := RunServe(context.Background(), []string{"--listen", "127.0.0.1:0", "--keys-stdin"}, &ServeIO{Stderr: &logs}); err == nil {
+		t.Fatal("--keys-stdin without --stdio accepted")
+	}
+}
+
+func FuzzReadStdioKeys(f *testing.F) {
+	var buf bytes.Buffer
+	_ = WriteStdioKeys(&buf, StdioKeys{HostKey: "k", TrustedCAs: []string{"ca"}, HostID: "h"})
+	f.Add(buf.Bytes())
+	f.Add([]byte("HGK1\x00\x00\x00\x02{}"))
+	f.Add([]byte("HGK1\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		k, err := ReadStdioKeys(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		_, _, _ = k.parsed() // must not panic
+		if len(in) > 8<<10 {
+			return // JSON escaping may grow a large one past the bound
+		}
+		var out bytes.Buffer
+		if err := WriteStdioKeys(&out, k); err != nil {
+			t.Fatalf("re-encode of an accepted preamble: %v", err)
+		}
+	})
+}

@@ -195,7 +195,10 @@ func (s *session) serveSFTP() {
 	s.sftpDone = make(chan struct{})
 	go func() {
 		defer close(s.sftpDone)
-		srv, err := sftp.NewServer(s.ch, sftp.WithServerWorkingDirectory(filepath.Clean(s.c.srv.cfg.Dir)))
+		// Answer reads as large as clients ask (up to OpenSSH's own limit):
+		// pkg/sftp's concurrent reader takes a short read for EOF, so a
+		// server capped at the 32 KiB default truncates large reads.
+		srv, err := sftp.NewServer(s.ch, sftp.WithServerWorkingDirectory(filepath.Clean(s.c.srv.cfg.Dir)), sftp.WithMaxTxPacket(sftpMaxPacket))
 		if err != nil {
 			_ = s.ch.Close()
 			return

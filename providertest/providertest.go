@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"path"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -617,7 +618,8 @@ func testLarge(t *testing.T, ctx context.Context, p hostgate.Provider, root stri
 		t.Fatal(err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(w, io.TeeReader(io.LimitReader(NewGenerator(7), LargeSize), h))
+	peak := &heapPeak{}
+	n, err := io.Copy(w, io.TeeReader(io.LimitReader(NewGenerator(7), LargeSize), io.MultiWriter(h, peak)))
 	if err != nil {
 		_ = w.Close()
 		t.Fatalf("upload after %d bytes: %v", n, err)
@@ -636,7 +638,7 @@ func testLarge(t *testing.T, ctx context.Context, p hostgate.Provider, root stri
 	}
 	defer r.Close()
 	h.Reset()
-	n, err = io.Copy(h, r)
+	n, err = io.Copy(io.MultiWriter(h, peak), r)
 	if err != nil {
 		t.Fatalf("download after %d bytes: %v", n, err)
 	}
@@ -646,6 +648,29 @@ func testLarge(t *testing.T, ctx context.Context, p hostgate.Provider, root stri
 	if err := p.Remove(ctx, name, false); err != nil {
 		t.Errorf("Remove large: %v", err)
 	}
+	// A provider that buffered the file would have held ≥ LargeSize on the
+	// heap at some sample.
+	if peak.max > LargeSize/2 {
+		t.Errorf("heap in use peaked at %d MiB while streaming %d MiB", peak.max>>20, LargeSize>>20)
+	}
+	t.Logf("heap in use peaked at %d MiB while streaming %d MiB", peak.max>>20, LargeSize>>20)
+}
+
+// heapPeak samples the Go heap in use every 16 MiB that pass through it.
+type heapPeak struct {
+	n   int64
+	max uint64
+}
+
+func (h *heapPeak) Write(b []byte) (int, error) {
+	before := h.n
+	h.n += int64(len(b))
+	if h.n>>24 != before>>24 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		h.max = max(h.max, ms.HeapInuse)
+	}
+	return len(b), nil
 }
 
 // Generator is an endless, fast, deterministic byte stream for upload tests.

@@ -12,12 +12,11 @@ import (
 // maxTermLen bounds the TERM value a client may set.
 const maxTermLen = 256
 
-// ptyRequest is a parsed pty-req (RFC 4254 §6.2). Terminal modes are
-// accepted and ignored: the PTY starts with the kernel's sane defaults,
-// which is what interactive shells expect.
+// ptyRequest is a parsed pty-req (RFC 4254 §6.2).
 type ptyRequest struct {
 	Term       string
 	Cols, Rows uint16
+	Modes      []ttyMode // applied to the terminal before the command starts
 }
 
 // windowChange is a parsed window-change request (RFC 4254 §6.7).
@@ -46,7 +45,7 @@ func parsePtyRequest(b []byte) (*ptyRequest, error) {
 			return nil, errBadPtyRequest
 		}
 	}
-	p := &ptyRequest{Term: m.Term, Cols: clampDim(m.Cols, 80), Rows: clampDim(m.Rows, 24)}
+	p := &ptyRequest{Term: m.Term, Cols: clampDim(m.Cols, 80), Rows: clampDim(m.Rows, 24), Modes: parseTTYModes([]byte(m.Modes))}
 	if p.Term == "" {
 		p.Term = "xterm-256color"
 	}

@@ -92,3 +92,20 @@ func FuzzAuthenticate(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseTTYModes(f *testing.F) {
+	f.Add(ssh.Marshal(struct{ A, B byte }{53, 0})) // truncated
+	f.Add([]byte{53, 0, 0, 0, 1, 1, 0, 0, 0, 3, 0})
+	f.Add([]byte{200, 1, 2, 3, 4, 53, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		modes := parseTTYModes(b)
+		if len(modes) > maxTTYModes || len(modes)*5 > len(b) {
+			t.Fatalf("%d modes from %d bytes", len(modes), len(b))
+		}
+		for i, m := range modes {
+			if m.Op == 0 || m.Op >= 160 || b[5*i] != m.Op {
+				t.Fatalf("mode %d: %+v", i, m)
+			}
+		}
+	})
+}

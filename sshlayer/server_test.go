@@ -762,3 +762,29 @@ func TestServerKeepaliveClosesDeadClient(t *testing.T) {
 		t.Fatalf("command %d still running after its connection was dropped", pid)
 	}
 }
+
+// TestServerPTYModes: the terminal modes of the pty-req are applied to
+// the terminal, as sshd applies them.
+func TestServerPTYModes(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	modes := ssh.TerminalModes{ssh.ECHO: 0, ssh.VINTR: 2 /* ^B */, ssh.ICRNL: 0}
+	if err := s.RequestPty("xterm", 24, 80, modes); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Output("stty -a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"intr = ^B", "-echo ", "-icrnl"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("stty -a lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -64,6 +64,11 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open pty: %w", err)
 		}
+		if err := applyTTYModes(tty, s.pty.Modes); err != nil {
+			_ = ptmx.Close()
+			_ = tty.Close()
+			return nil, fmt.Errorf("pty modes: %w", err)
+		}
 		if err := setWinsize(ptmx, s.pty.Cols, s.pty.Rows); err != nil {
 			_ = ptmx.Close()
 			_ = tty.Close()

@@ -23,14 +23,21 @@ const (
 	ReasonKeyMismatch = "key_mismatch" // agent came back with another host key
 )
 
+// Tunnel connect results.
+const (
+	ConnectNew       = "new"       // first tunnel of a newly enrolled host
+	ConnectReconnect = "reconnect" // a known host came back after its tunnel dropped
+	ConnectReplaced  = "replaced"  // a connection replaced the host's live tunnel
+	ConnectRefused   = "refused"   // enrollment refused (host key mismatch)
+)
+
 // Gateway holds the gateway's collectors, declared together so the choke
 // points they count are easy to review.
 type Gateway struct {
 	// TunnelsConnected is the number of live agent tunnels.
 	TunnelsConnected prometheus.Gauge
-	// TunnelConnects counts tunnel registrations by result: "new" (host not
-	// connected before), "replaced" (a reconnect replaced a live tunnel),
-	// "refused".
+	// TunnelConnects counts agent tunnel attempts by result: ConnectNew,
+	// ConnectReconnect, ConnectReplaced, ConnectRefused.
 	TunnelConnects *prometheus.CounterVec
 	// StreamsOpen is the number of relayed streams open now.
 	StreamsOpen prometheus.Gauge
@@ -49,7 +56,7 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 			Namespace: "hostgate", Name: "tunnels_connected", Help: "Live agent tunnels.",
 		}),
 		TunnelConnects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "hostgate", Name: "tunnel_connects_total", Help: "Tunnel connection attempts by result (new, replaced, refused).",
+			Namespace: "hostgate", Name: "tunnel_connects_total", Help: "Agent tunnel connections by result (new, reconnect, replaced, refused).",
 		}, []string{"result"}),
 		StreamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "hostgate", Name: "streams_open", Help: "Relayed caller streams open now.",
@@ -71,7 +78,7 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, r := range []string{ReasonMissing, ReasonUnknown, ReasonExpired, ReasonForbidden, ReasonRateLimited, ReasonKeyMismatch} {
 		m.AuthFailures.WithLabelValues(r)
 	}
-	for _, r := range []string{"new", "replaced", "refused"} {
+	for _, r := range []string{ConnectNew, ConnectReconnect, ConnectReplaced, ConnectRefused} {
 		m.TunnelConnects.WithLabelValues(r)
 	}
 	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures)

@@ -57,7 +57,11 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 		s.forbid(w, "agent tokens cannot reach hosts")
 		return tok, "", false
 	}
-	if !store.ValidHostID(id) || !tok.Allows(id) {
+	if !store.ValidHostID(id) {
+		writeError(w, http.StatusNotFound, "not_found", "no such host")
+		return tok, "", false
+	}
+	if !tok.Allows(id) {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
 		writeError(w, http.StatusNotFound, "not_found", "no such host")
 		return tok, "", false
@@ -70,7 +74,17 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": tok.Name, "role": tok.Role, "hosts": tok.Hosts})
+	out := map[string]any{}
+	s.mu.Lock()
+	extra := s.meFields
+	s.mu.Unlock()
+	if extra != nil {
+		for k, v := range extra(r, tok) {
+			out[k] = v
+		}
+	}
+	out["name"], out["role"], out["hosts"] = tok.Name, tok.Role, tok.Hosts
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) {

@@ -66,7 +66,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	log := s.logger.With("host", hostID, "remote", r.RemoteAddr, "token", tok.Name)
 	h, err := s.store.Enroll(r.Context(), store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey})
 	if errors.Is(err, store.ErrKeyMismatch) {
-		s.metrics.TunnelConnects.WithLabelValues("refused").Inc()
+		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
 		pinned, _ := s.store.Host(r.Context(), hostID)
 		log.Warn("agent refused: host key differs from the pinned key", "presented", ssh.FingerprintSHA256(pub), "pinned", s.record(pinned).HostKey)
@@ -105,9 +105,12 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if !pt.set(MuxTunnel(sess)) {
 		return // replaced or closing meanwhile
 	}
-	result := "new"
-	if replaced {
-		result = "replaced"
+	result := metrics.ConnectNew
+	switch {
+	case replaced:
+		result = metrics.ConnectReplaced
+	case !h.CreatedAt.Equal(h.LastSeen):
+		result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
 	}
 	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))

@@ -24,3 +24,12 @@ func (s *Server) AuthenticateRequest(w http.ResponseWriter, r *http.Request) (st
 func (s *Server) Audit(r *http.Request, tok store.Token, hostID, kind string) {
 	s.audit(r, tok, hostID, kind)
 }
+
+// SetMeFields adds fields to GET /v1/me's answer for the token, e.g.
+// whether Docker executions are on and their defaults. f may return nil;
+// it cannot override name, role and hosts. Call it before Serve.
+func (s *Server) SetMeFields(f func(r *http.Request, tok store.Token) map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.meFields = f
+}

@@ -100,11 +100,12 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	front   func(http.Handler) http.Handler
-	closing bool
-	wg      sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
-	servers []*http.Server
+	mu       sync.Mutex
+	front    func(http.Handler) http.Handler
+	meFields func(*http.Request, store.Token) map[string]any // SetMeFields; guarded by mu
+	closing  bool
+	wg       sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
+	servers  []*http.Server
 }
 
 // New returns a gateway over st, signing certificates with ca. ctx carries

@@ -54,18 +54,21 @@ func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	lim := &outputLimit{left: limit, kill: func() { _ = p.Kill(SIGKILL); cancel() }}
 	var stdout, stderr bytes.Buffer
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); lim.copy(&stdout, p.Stdout()) }()
 	go func() { defer wg.Done(); lim.copy(&stderr, p.Stderr()) }()
+	// Like os/exec, Exec waits for the stdin copy: it ends when opts.Stdin
+	// is drained or the process's stdin fails after exit.
 	go func() {
+		defer wg.Done()
 		in := p.Stdin()
 		if opts.Stdin != nil {
 			_, _ = io.Copy(in, opts.Stdin)
 		}
 		_ = in.Close()
 	}()
-	wg.Wait()
 	werr := p.Wait()
+	wg.Wait()
 	res := &ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
 	if lim.exceeded() {
 		res.ExitCode = -1

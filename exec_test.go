@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,24 @@ func TestExecCtxDeadline(t *testing.T) {
 	}
 	if res == nil || res.ExitCode != -1 {
 		t.Errorf("result %+v", res)
+	}
+}
+
+// TestExecStdin: stdin is streamed (larger than any pipe buffer), and a
+// process that exits without reading it does not hang Exec.
+func TestExecStdin(t *testing.T) {
+	for _, persistent := range []bool{false, true} {
+		h, _ := localHost(t, persistent)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		big := bytes.Repeat([]byte("z"), 8<<20)
+		res, err := h.Exec(ctx, []string{"wc", "-c"}, hostgate.ExecOptions{Stdin: bytes.NewReader(big)})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != "8388608" {
+			t.Errorf("persistent=%v wc -c: %q, %v", persistent, res.Stdout, err)
+		}
+		res, err = h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{Stdin: bytes.NewReader(big)})
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("persistent=%v true with unread stdin: %+v, %v", persistent, res, err)
+		}
 	}
 }

@@ -284,14 +284,17 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		return nil, fmt.Errorf("dockerhost: start container: %w", err)
 	}
 	if err := h.checkImage(ctx, cid); err != nil {
-		if ErrorCode(err) == "" && h.containerGone(cid) {
-			t := time.NewTimer(10 * time.Second)
+		if ErrorCode(err) == "" && ctx.Err() == nil {
+			// The check may have failed because the main process died:
+			// give its exit a moment to arrive and name the cause.
+			t := time.NewTimer(5 * time.Second)
 			defer t.Stop()
 			select {
 			case r := <-exitC:
 				if r.StatusCode == 126 || r.StatusCode == 127 {
 					return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("main process sleep exited %d", r.StatusCode)}
 				}
+				return nil, fmt.Errorf("dockerhost: the container ended during provisioning (status %d; runtimeMs or memoryBytes too small?): %w", r.StatusCode, err)
 			case <-t.C:
 			}
 		}
@@ -384,11 +387,9 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 		case err == nil:
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case h.containerGone(cid):
-			// Killed under us (runtime over already, or out of memory):
-			// not the image's fault.
-			return fmt.Errorf("dockerhost: the container ended during provisioning (runtimeMs or memoryBytes too small?): %w", err)
-		case code == 126 || code == 127 || strings.Contains(err.Error(), "executable file not found"):
+		case strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file or directory"):
+			// Exit 126 alone is not enough: a dying container fails
+			// execs with 126 too.
 			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
 		default:
 			return fmt.Errorf("dockerhost: check image: %w", err)

@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-func TestExecBasics(t *testing.T) {
-	t.Parallel()
+func testExecBasics(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	req := emptyReq(img, small())
@@ -75,8 +74,7 @@ func TestExecBasics(t *testing.T) {
 
 // Terminate during a running command ends the command, which reports the
 // execution gone rather than the kill's exit status.
-func TestTerminateDuringExec(t *testing.T) {
-	t.Parallel()
+func testTerminateDuringExec(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	ex := provision(t, h, emptyReq(img, small()))

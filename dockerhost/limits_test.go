@@ -31,8 +31,7 @@ func num(t *testing.T, m map[string]string, k string) float64 {
 // A busy loop is held to the CFS quota: the cgroup's quota/period is the
 // limit and the loop uses at most about cpus × wall time. Only an upper
 // bound is asserted; a loaded machine can only give the loop less.
-func TestLimitCPU(t *testing.T) {
-	t.Parallel()
+func testLimitCPU(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
@@ -61,8 +60,7 @@ grep nr_throttled $cg/cpu.stat | tr ' ' =`)
 }
 
 // A memory bomb is OOM-killed inside the memory limit and reported.
-func TestLimitMemory(t *testing.T) {
-	t.Parallel()
+func testLimitMemory(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
@@ -80,8 +78,7 @@ func TestLimitMemory(t *testing.T) {
 
 // Filling the disk gets ENOSPC inside at diskBytes; the execution and the
 // host go on.
-func TestLimitDisk(t *testing.T) {
-	t.Parallel()
+func testLimitDisk(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
@@ -102,8 +99,7 @@ func TestLimitDisk(t *testing.T) {
 
 // A fork loop stops at the pids limit: forks fail, the cgroup never holds
 // more than the limit.
-func TestLimitPids(t *testing.T) {
-	t.Parallel()
+func testLimitPids(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
@@ -129,8 +125,7 @@ echo cur=$cur; echo max=$max; echo events=$failed`)
 }
 
 // An output flood stops at maxOutputBytes, and the execution is destroyed.
-func TestLimitOutput(t *testing.T) {
-	t.Parallel()
+func testLimitOutput(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
@@ -151,8 +146,7 @@ func TestLimitOutput(t *testing.T) {
 	}
 }
 
-func TestTimeoutDestroys(t *testing.T) {
-	t.Parallel()
+func testTimeoutDestroys(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	ex := provision(t, h, emptyReq(img, small()))
@@ -163,8 +157,7 @@ func TestTimeoutDestroys(t *testing.T) {
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 }
 
-func TestAbortDestroys(t *testing.T) {
-	t.Parallel()
+func testAbortDestroys(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	ex := provision(t, h, emptyReq(img, small()))
@@ -183,8 +176,7 @@ func TestAbortDestroys(t *testing.T) {
 // The runtime deadline ends the container with no host process left: the
 // host is dropped without Terminate (as if the gateway were killed) and the
 // in-container sleep plus AutoRemove still remove it.
-func TestRuntimeDeadlineWithoutHost(t *testing.T) {
-	t.Parallel()
+func testRuntimeDeadlineWithoutHost(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
@@ -197,8 +189,7 @@ func TestRuntimeDeadlineWithoutHost(t *testing.T) {
 }
 
 // With the host alive, its own deadline ends the execution too.
-func TestRuntimeDeadlineHost(t *testing.T) {
-	t.Parallel()
+func testRuntimeDeadlineHost(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()

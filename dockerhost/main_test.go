@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,51 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// engineTests run against the real engine. They mostly wait on it, so
+// TestEngine runs them concurrently, beyond -parallel (which defaults to
+// GOMAXPROCS, 2 here): t.Run may be called from several goroutines.
+var engineTests = []struct {
+	name string
+	fn   func(*testing.T)
+}{
+	{"ExecBasics", testExecBasics},
+	{"TerminateDuringExec", testTerminateDuringExec},
+	{"LimitCPU", testLimitCPU},
+	{"LimitMemory", testLimitMemory},
+	{"LimitDisk", testLimitDisk},
+	{"LimitPids", testLimitPids},
+	{"LimitOutput", testLimitOutput},
+	{"TimeoutDestroys", testTimeoutDestroys},
+	{"AbortDestroys", testAbortDestroys},
+	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},
+	{"RuntimeDeadlineHost", testRuntimeDeadlineHost},
+	{"GitWorkspace", testGitWorkspace},
+	{"CheckpointRestore", testCheckpointRestore},
+	{"AdoptAndReap", testAdoptAndReap},
+	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},
+	{"RestoreTooLarge", testRestoreTooLarge},
+	{"AttachStdio", testAttachStdio},
+	{"Tools", testTools},
+}
+
+// engineConcurrency bounds how many engine tests run at once.
+const engineConcurrency = 8
+
+func TestEngine(t *testing.T) {
+	sem := make(chan struct{}, engineConcurrency)
+	var wg sync.WaitGroup
+	for _, et := range engineTests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(et.name, et.fn)
+		}()
+	}
+	wg.Wait()
+}
 
 // engine returns a client for the real Docker engine and the digest-pinned
 // test image, or skips (fails under HOSTGATE_E2E=require) without them.

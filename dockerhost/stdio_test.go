@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-func TestAttachStdio(t *testing.T) {
-	t.Parallel()
+func testAttachStdio(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	ex := provision(t, h, emptyReq(img, small()))
@@ -67,8 +66,7 @@ func TestAttachStdio(t *testing.T) {
 	_ = s2.Close()
 }
 
-func TestTools(t *testing.T) {
-	t.Parallel()
+func testTools(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, &Config{Tools: []Tool{{Name: "hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho tool ran as $(id -u)\n")}}})
 	ex := provision(t, h, emptyReq(img, small()))

@@ -43,8 +43,7 @@ func ownerContainers(t *testing.T, cli *client.Client, h *Docker) []container.Su
 // A git revision arrives without .git, owned by the execution's user, with
 // its modes and symlinks; a bad revision, a non-repository or a revision
 // bigger than the disk fail with the field named and leave no container.
-func TestGitWorkspace(t *testing.T) {
-	t.Parallel()
+func testGitWorkspace(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	repo := t.TempDir()
@@ -113,8 +112,7 @@ const treeScript = `cd /workspace && find . | sort | while read -r f; do stat -c
 
 // Checkpoint then restore gives back identical files; checkpoint waits for
 // a running exec; a tampered checkpoint fails and leaves no container.
-func TestCheckpointRestore(t *testing.T) {
-	t.Parallel()
+func testCheckpointRestore(t *testing.T) {
 	cli, img := engine(t)
 	dir := t.TempDir()
 	h := newTestHost(t, cli, &Config{CheckpointDir: dir})
@@ -218,8 +216,7 @@ ln -s /nowhere dangling && echo spaced > 'with space'`)
 
 // A restarted host adopts the live executions of its owner and reaps
 // expired ones.
-func TestAdoptAndReap(t *testing.T) {
-	t.Parallel()
+func testAdoptAndReap(t *testing.T) {
 	cli, img := engine(t)
 	owner := uniqueOwner()
 	a := newTestHost(t, cli, &Config{Owner: owner})
@@ -253,8 +250,7 @@ func TestAdoptAndReap(t *testing.T) {
 
 // An image without tar, or without sleep, fails at provision with a clear
 // error and leaves no container.
-func TestImageMustHaveShSleepTar(t *testing.T) {
-	t.Parallel()
+func testImageMustHaveShSleepTar(t *testing.T) {
 	cli, _ := engine(t)
 	busybox, err := os.ReadFile("/bin/busybox")
 	if err != nil {
@@ -340,8 +336,7 @@ func putCheckpoint(t *testing.T, s CheckpointStore, img string, n int) string {
 // A checkpoint bigger than the disk limit is refused, before provisioning
 // when its manifest says so, and by the full tmpfs when its files do not
 // fit; neither leaves a container.
-func TestRestoreTooLarge(t *testing.T) {
-	t.Parallel()
+func testRestoreTooLarge(t *testing.T) {
 	cli, img := engine(t)
 	dir := t.TempDir()
 	h := newTestHost(t, cli, &Config{CheckpointDir: dir})

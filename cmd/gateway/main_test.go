@@ -204,9 +204,24 @@ func TestTokenCreateRules(t *testing.T) {
 			t.Errorf("token create %v succeeded", args)
 		}
 	}
-	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "client", "--host", "a,b", "--ttl", "1h")
+	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "client", "--host", "a,b", "--ttl", "1h", "--name", "ci")
 	if err != nil || !strings.Contains(out, "for host a, b") || !strings.Contains(out, "expires") {
 		t.Errorf("%q %v", out, err)
+	}
+	secret := lastLine(out)
+	list, err := cli(t, ctx, "token", "list", "--state-dir", dir)
+	if err != nil || !strings.Contains(list, "ci") || !strings.Contains(list, "a,b") || strings.Contains(list, secret) {
+		t.Fatalf("list %q %v", list, err)
+	}
+	id := strings.Fields(strings.Split(strings.TrimSpace(list), "\n")[1])[0]
+	if _, err := cli(t, ctx, "token", "revoke", id, "--state-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "token", "revoke", id, "--state-dir", dir); err == nil {
+		t.Error("revoked twice")
+	}
+	if list, _ := cli(t, ctx, "token", "list", "--state-dir", dir); strings.Contains(list, "ci") {
+		t.Errorf("revoked token listed: %q", list)
 	}
 }
 

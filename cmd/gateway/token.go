@@ -2,17 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/store"
 )
 
 func init() {
-	register("token", "token create --role admin|client|agent [--host ID]… [--name N] [--ttl D]", runToken)
+	register("token", "token create --role admin|client|agent [--host ID]… [--name N] [--ttl D] | token list | token revoke ID", runToken)
 }
 
 // hostList is a repeatable --host flag (also comma-separated).
@@ -28,11 +30,74 @@ func (h *hostList) Set(v string) error {
 	return nil
 }
 
+const tokenUsage = `usage: gateway token create --role admin|client|agent [--host ID]… [--name N] [--ttl D] [--state-dir DIR]
+       gateway token list [--state-dir DIR]
+       gateway token revoke ID [--state-dir DIR]`
+
 func runToken(ctx context.Context, sio stdio, args []string) error {
-	if len(args) == 0 || args[0] != "create" {
-		fmt.Fprintln(sio.err, "usage: gateway token create --role admin|client|agent [--host ID] [--name N] [--ttl D] [--state-dir DIR]")
+	if len(args) == 0 {
+		fmt.Fprintln(sio.err, tokenUsage)
 		return errUsage
 	}
+	switch args[0] {
+	case "create":
+		return tokenCreate(ctx, sio, args)
+	case "list", "revoke":
+		return tokenAdmin(ctx, sio, args[0], args[1:])
+	}
+	fmt.Fprintln(sio.err, tokenUsage)
+	return errUsage
+}
+
+// tokenAdmin lists tokens (metadata only: secrets are not stored) or
+// revokes one by id.
+func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) error {
+	var dir string
+	fs := newFlags("token "+verb, sio.err)
+	fs.StringVar(&dir, "state-dir", defaultStateDir(), "gateway state directory")
+	if err := parseOnlyEnv(fs, args, "state-dir"); err != nil {
+		return err
+	}
+	want := 0
+	if verb == "revoke" {
+		want = 1
+	}
+	if fs.NArg() != want {
+		fmt.Fprintln(sio.err, tokenUsage)
+		return errUsage
+	}
+	st, _, err := openState(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if verb == "revoke" {
+		if err := st.DeleteToken(ctx, fs.Arg(0)); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("token revoke: no token with id %q", fs.Arg(0))
+			}
+			return err
+		}
+		fmt.Fprintf(sio.out, "token %s revoked\n", fs.Arg(0))
+		return nil
+	}
+	toks, err := st.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(sio.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tHOSTS\tCREATED\tEXPIRES")
+	for _, t := range toks {
+		exp := "never"
+		if !t.ExpiresAt.IsZero() {
+			exp = t.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, strings.Join(t.Hosts, ","), t.CreatedAt.UTC().Format(time.RFC3339), exp)
+	}
+	return tw.Flush()
+}
+
+func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 	var (
 		role, name, dir string
 		hosts           hostList

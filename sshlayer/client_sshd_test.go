@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -571,4 +572,47 @@ func TestSSHDCloseEndsProcesses(t *testing.T) {
 	if _, err := p.Stdin().Write([]byte("x")); err == nil {
 		t.Errorf("stdin still writable after Close")
 	}
+}
+
+// Unix sockets travel as direct-streamlocal and streamlocal-forward
+// (OpenSSH extensions).
+func TestSSHDUnixForwards(t *testing.T) {
+	s := startSSHD(t, sshdOptions{})
+	c := s.connect(t, nil)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+
+	sock := filepath.Join(dir, "echo.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := acceptEcho(t, ln)
+	conn, err := c.Dial(ctx, "unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoThrough(t, conn, "hello over direct-streamlocal")
+	_ = conn.Close()
+	if err := <-done; err != nil {
+		t.Errorf("accepted: %v", err)
+	}
+
+	remote := filepath.Join(dir, "remote.sock")
+	rln, err := c.Listen(ctx, "unix", remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = acceptEcho(t, rln)
+	conn, err = net.Dial("unix", remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoThrough(t, conn, "hello over streamlocal-forward")
+	_ = conn.Close()
+	if err := <-done; err != nil {
+		t.Errorf("accepted: %v", err)
+	}
+	_ = rln.Close()
 }

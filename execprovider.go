@@ -164,6 +164,7 @@ func errnoFromStderr(stderr []byte) error {
 	}{
 		{"No such file or directory", fs.ErrNotExist},
 		{"Directory nonexistent", fs.ErrNotExist}, // dash: cannot create
+		{"nonexistent directory", fs.ErrNotExist}, // busybox sh
 		{"Permission denied", fs.ErrPermission},
 		{"Operation not permitted", fs.ErrPermission},
 		{"File exists", fs.ErrExist},

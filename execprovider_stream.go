@@ -18,10 +18,13 @@ const openScript = `[ -e "$1" ] || exit 90
 printf k
 exec cat -- "$1"`
 
-// createScript creates or truncates $1, applies perm &^ umask to a new file
+// createScript checks that $1's directory exists (shells word the failed
+// redirection differently), creates or truncates $1, applies perm &^ umask to a new file
 // (cat's redirection would use 0666 &^ umask), prints the marker once the
 // file is writable, then streams stdin into it.
 const createScript = `[ -d "$1" ] && exit 94
+case $1 in */*) d=${1%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
+[ -d "$d" ] || { [ -e "$d" ] && exit 93; exit 90; }
 new=0; [ -e "$1" ] || [ -L "$1" ] || new=1
 : > "$1" || exit
 if [ $new = 1 ]; then

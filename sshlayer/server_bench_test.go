@@ -4,7 +4,9 @@ package sshlayer
 
 import (
 	"bytes"
+	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/testenv"
@@ -143,5 +146,101 @@ func BenchmarkServerExecRoundTrip(b *testing.B) {
 	b.Run("openssh-sshd", func(b *testing.B) {
 		key, _, _ := newEd25519Signer()
 		srvBenchExec(b, srvDialSSHD(b, key))
+	})
+}
+
+// srvBenchPeers runs body against our server and against sshd, each with
+// an x/crypto client and a world-readable scratch dir.
+func srvBenchPeers(b *testing.B, body func(b *testing.B, c *ssh.Client, dir string)) {
+	scratch := func(b *testing.B) string {
+		dir, err := os.MkdirTemp("", "hostgate-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil { // the sshd user reads it
+			b.Fatal(err)
+		}
+		return dir
+	}
+	b.Run("hostgate", func(b *testing.B) {
+		ts := srvStartServer(b, nil)
+		body(b, srvDialServer(b, ts), scratch(b))
+	})
+	b.Run("openssh-sshd", func(b *testing.B) {
+		key, _, _ := newEd25519Signer()
+		body(b, srvDialSSHD(b, key), scratch(b))
+	})
+}
+
+// BenchmarkServerSFTPRead reads a 16 MiB file through the SFTP subsystem
+// (pkg/sftp's concurrent reads), ours vs OpenSSH's sftp-server.
+func BenchmarkServerSFTPRead(b *testing.B) {
+	const size = 16 << 20
+	srvBenchPeers(b, func(b *testing.B, c *ssh.Client, dir string) {
+		path := filepath.Join(dir, "f")
+		data := make([]byte, size)
+		_, _ = rand.Read(data)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		sc, err := sftp.NewClient(c, sftp.UseConcurrentReads(true))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = sc.Close() }()
+		b.SetBytes(size)
+		for b.Loop() {
+			f, err := sc.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := f.WriteTo(io.Discard)
+			_ = f.Close()
+			if err != nil || n != size {
+				b.Fatalf("read %d of %d: %v", n, size, err)
+			}
+		}
+	})
+}
+
+// BenchmarkServerDirectTCPIP pushes bytes through a direct-tcpip channel
+// to a loopback sink, ours vs sshd's forwarding.
+func BenchmarkServerDirectTCPIP(b *testing.B) {
+	const chunk = 1 << 20
+	srvBenchPeers(b, func(b *testing.B, c *ssh.Client, _ string) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = ln.Close() }()
+		got := make(chan int64, 1)
+		go func() {
+			s, err := ln.Accept()
+			if err != nil {
+				got <- -1
+				return
+			}
+			n, _ := io.Copy(io.Discard, s)
+			_ = s.Close()
+			got <- n
+		}()
+		conn, err := c.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, chunk)
+		var sent int64
+		b.SetBytes(chunk)
+		for b.Loop() {
+			if _, err := conn.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+			sent += chunk
+		}
+		_ = conn.Close()
+		if n := <-got; n != sent {
+			b.Fatalf("sink got %d of %d bytes", n, sent)
+		}
 	})
 }

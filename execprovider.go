@@ -365,8 +365,8 @@ func (p *execProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 	if err != nil {
 		return nil, pathErr("readdir", name, err)
 	}
-	// An entry removed between the glob and stat makes stat fail; a few
-	// tries let a busy directory settle.
+	// An entry removed between the glob and stat makes stat fail (ENOENT)
+	// or the listing inconsistent; a few tries let a busy directory settle.
 	for try := 0; ; try++ {
 		out, err := p.run(ctx, maxDirOutput, readDirScript, safePath(name), f.flag, f.format)
 		if err == nil {
@@ -375,22 +375,15 @@ func (p *execProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 				return ents, nil
 			}
 			err = perr
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, pathErr("readdir", name, err)
+		} else if _, serr := p.Stat(ctx, name); serr != nil {
+			return nil, pathErr("readdir", name, fs.ErrNotExist) // the directory itself
 		}
-		if errors.Is(err, fs.ErrNotExist) && try == 0 {
-			// The directory itself may be gone: report that precisely.
-			if _, serr := p.Stat(ctx, name); serr != nil {
-				return nil, pathErr("readdir", name, fs.ErrNotExist)
-			}
-		}
-		if try == 2 || ctx.Err() != nil || isErrno(err) && !errors.Is(err, fs.ErrNotExist) {
+		if try == 2 || ctx.Err() != nil {
 			return nil, pathErr("readdir", name, err)
 		}
 	}
-}
-
-func isErrno(err error) bool {
-	var e syscall.Errno
-	return errors.As(err, &e) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrExist)
 }
 
 // parseDirListing parses readDirScript's output into entries sorted by name.

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// TestTwoAgentsThroughGateway: two agents dial out to one gateway; the Go
+// client runs exec, SFTP (bytes unchanged) and a local forward on each.
+func TestTwoAgentsThroughGateway(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	g.startAgent("beta", "")
+	ctx := testCtx(t, 2*time.Minute)
+
+	// A server on this machine's loopback that the forwards reach through
+	// each host.
+	echo := echoServer(t)
+
+	for _, id := range []string{"alpha", "beta"} {
+		h, err := client.Dial(ctx, g.url, g.admin, id)
+		if err != nil {
+			t.Fatalf("dial %s: %v", id, err)
+		}
+		t.Cleanup(func() { h.Close() })
+
+		res, err := h.Exec(ctx, []string{"sh", "-c", `printf '%s' "$HG_ID"; exit 7`}, hostgate.ExecOptions{SpawnOptions: hostgate.SpawnOptions{Env: map[string]string{"HG_ID": id}}})
+		if err != nil || res.ExitCode != 7 || string(res.Stdout) != id {
+			t.Fatalf("%s exec: %+v %v", id, res, err)
+		}
+
+		fsys, err := h.FS(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 3<<20+17)
+		_, _ = rand.Read(data)
+		path := filepath.Join(t.TempDir(), id+" file with spaces")
+		w, err := fsys.Create(ctx, path, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := fsys.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || sha256.Sum256(got) != sha256.Sum256(data) {
+			t.Fatalf("%s sftp round trip: %d bytes, %v", id, len(got), err)
+		}
+
+		fw, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: echo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("tcp", fw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := "through " + id
+		fmt.Fprintln(c, msg)
+		line := make([]byte, len(msg)+1)
+		if _, err := io.ReadFull(c, line); err != nil || string(line) != msg+"\n" {
+			t.Fatalf("%s forward: %q %v", id, line, err)
+		}
+		c.Close()
+		fw.Close()
+	}
+}
+
+// TestOpenSSHThroughProxy runs the README's ~/.ssh/config block: ssh, sftp
+// and scp through `gateway proxy` with strict host key checking.
+func TestOpenSSHThroughProxy(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH ssh/sftp/scp", lookPath("ssh") && lookPath("sftp") && lookPath("scp"))
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, 2*time.Minute)
+	dir := t.TempDir()
+	cfg := sshConfig(t, g, "alpha", dir)
+
+	out, err := exec.CommandContext(ctx, "ssh", "-F", cfg, "alpha", "echo", "hello-$((40+2))", ";", "exit", "3").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || strings.TrimSpace(string(out)) != "hello-42" {
+		t.Fatalf("ssh: %v %q", err, out)
+	}
+
+	local := filepath.Join(dir, "up.bin")
+	data := make([]byte, 20<<20)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(local, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(t.TempDir(), "remote.bin")
+	batch := fmt.Sprintf("put %s %s\nrename %s %s.moved\nls -l %s.moved\nget %s.moved %s.back\n", local, remote, remote, remote, remote, remote, local)
+	cmd := exec.CommandContext(ctx, "sftp", "-F", cfg, "-b", "-", "alpha")
+	cmd.Stdin = strings.NewReader(batch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sftp: %v\n%s", err, out)
+	}
+	back, err := os.ReadFile(local + ".back")
+	if err != nil || !bytes.Equal(back, data) {
+		t.Fatalf("sftp round trip changed the bytes (%d bytes, %v)", len(back), err)
+	}
+
+	if out, err := exec.CommandContext(ctx, "scp", "-F", cfg, local, "alpha:"+remote+".scp").CombinedOutput(); err != nil {
+		t.Fatalf("scp: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(remote + ".scp"); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("scp changed the bytes: %v", err)
+	}
+
+	// A known_hosts line with another key: strict checking refuses.
+	other, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "known_hosts"), []byte("alpha "+other.PublicKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, "ssh", "-F", cfg, "alpha", "true").CombinedOutput(); err == nil || !strings.Contains(string(out), "HOST IDENTIFICATION HAS CHANGED") {
+		t.Fatalf("ssh with a wrong known_hosts line: %v %q", err, out)
+	}
+}
+
+// sshConfig writes the README's config block for host id into dir and
+// returns its path: a session key with a gateway certificate, a known_hosts
+// line from hostPublicKey, and `gateway proxy` as ProxyCommand.
+func sshConfig(t testing.TB, g *gw, id, dir string) string {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	c, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Host(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := c.Certificate(ctx, id, key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"id_ed25519":          string(key.PrivateKey),
+		"id_ed25519-cert.pub": cert.Certificate,
+		"known_hosts":         id + " " + rec.HostPublicKey + "\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The README shows this block; keep them the same.
+	config := fmt.Sprintf(`Host %[1]s
+  ProxyCommand %[2]s proxy --url %[3]s --token %[4]s %%h
+  IdentityFile %[5]s/id_ed25519
+  CertificateFile %[5]s/id_ed25519-cert.pub
+  UserKnownHostsFile %[5]s/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+`, id, bin.gateway, g.url, g.admin, dir)
+	path := filepath.Join(dir, "config")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// echoServer listens on loopback and echoes lines; it returns the address.
+func echoServer(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+var _ = http.StatusOK

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,7 +17,77 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// As a child process: write tokens into the database named by the
+	// environment and print their secrets (TestTwoProcesses).
+	if path := os.Getenv("HOSTGATE_STORE_CHILD_DB"); path != "" {
+		os.Exit(childWriter(path))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func childWriter(path string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := Open(ctx, path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Close()
+	for i := range 50 {
+		sec, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAgent, Hosts: []string{fmt.Sprint("child", i)}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(sec)
+	}
+	return 0
+}
+
+// TestTwoProcesses is `gateway token create` while `gateway serve` runs:
+// another process writes to the same database file while this one writes
+// too; neither fails with SQLITE_BUSY and this one sees every token.
+func TestTwoProcesses(t *testing.T) {
+	ctx := testCtx(t)
+	s, path := openTemp(t)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HOSTGATE_STORE_CHILD_DB="+path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := s.Enroll(ctx, Enrollment{HostID: fmt.Sprint("parent", i), HostKey: "ssh-ed25519 K"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := io.ReadAll(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, stderr.String())
+	}
+	secrets := strings.Fields(string(out))
+	if len(secrets) != 50 {
+		t.Fatalf("child printed %d tokens", len(secrets))
+	}
+	for _, sec := range secrets {
+		if _, err := s.LookupToken(ctx, sec); err != nil {
+			t.Fatalf("child's token not visible here: %v", err)
+		}
+	}
+	if hosts, _ := s.Hosts(ctx); len(hosts) != 50 {
+		t.Fatalf("%d hosts", len(hosts))
+	}
+}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

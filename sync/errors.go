@@ -31,19 +31,20 @@ func (timeoutError) Is(target error) bool {
 // hostgate.ErrNotSupported matches syscall.ENOTSUP and errors.ErrUnsupported.
 var errNoSpec = hostgate.ErrNotSupported
 
-// healthy reports whether err leaves the connection usable: nil, the end of
-// a file, or a filesystem answer (an io/fs sentinel or an errno the host
-// returned, an SFTP status). Anything else — a closed pipe, a lost SFTP connection, an
-// error the provider did not map — is taken as a broken connection: the
-// connection is abandoned and the next call opens a fresh one. A spurious
-// reconnect costs one connect; keeping a dead connection would fail every
-// later call.
+// healthy reports whether err leaves the connection usable: nil or a
+// filesystem answer (an io/fs sentinel, an errno the host returned, an SFTP
+// status). The end of a file never gets here (reads handle it), so io.EOF
+// means the connection ended. Anything else — a closed pipe, a lost SFTP
+// connection, an error the provider did not map — is taken as a broken
+// connection: the connection is abandoned and the next call opens a fresh
+// one. A spurious reconnect costs one connect; keeping a dead connection
+// would fail every later call.
 func healthy(err error) bool {
-	if err == nil || err == io.EOF {
+	if err == nil {
 		return true
 	}
 	for _, transport := range []error{
-		io.ErrUnexpectedEOF, io.ErrClosedPipe, net.ErrClosed, os.ErrDeadlineExceeded,
+		io.EOF, io.ErrUnexpectedEOF, io.ErrClosedPipe, net.ErrClosed, os.ErrDeadlineExceeded,
 		syscall.EPIPE, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.ENOTCONN,
 		syscall.ETIMEDOUT,
 	} {

@@ -80,19 +80,24 @@ func (fl *file) fill() error {
 		fl.buf = make([]byte, bufSize)
 	}
 	buf, r := fl.buf[:cap(fl.buf)], fl.r
-	var n int
+	var (
+		n   int
+		eof bool
+	)
 	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
 		var err error
 		for n == 0 && err == nil {
 			n, err = r.Read(buf)
 		}
+		if err == io.EOF {
+			eof, err = true, nil
+		}
 		return err
 	})
-	if err != nil && err != io.EOF {
+	if err != nil {
 		return fl.fail("read", err)
 	}
-	fl.buf, fl.off = buf[:n], 0
-	fl.eof = err == io.EOF
+	fl.buf, fl.off, fl.eof = buf[:n], 0, eof
 	return nil
 }
 

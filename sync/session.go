@@ -107,19 +107,16 @@ func (f *FS) abandon(s *session, cause error) {
 	s.cancel(cause)
 }
 
-// do runs op on the current session, connecting first when needed. A
-// session another call abandoned between acquire and run is skipped (a
-// bounded number of times) rather than failing a call that never tried.
+// do runs op on the current session, connecting first when needed.
+// acquire hands out only a session not yet abandoned (abandon retires it
+// under mu before cancelling it), so an abandonment seen later happened
+// during this call and its cause is this call's answer.
 func (f *FS) do(op opFunc) error {
-	for tries := 1; ; tries++ {
-		s, err := f.acquire()
-		if err != nil {
-			return err
-		}
-		if context.Cause(s.ctx) == nil || tries == 3 {
-			return f.run(s, op)
-		}
+	s, err := f.acquire()
+	if err != nil {
+		return err
 	}
+	return f.run(s, op)
 }
 
 // run runs op on a goroutine of session s and waits for it. It fails with

@@ -333,8 +333,19 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 // create creates the container, pulling a missing image once.
 func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (string, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := h.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+		// Not cancelled with ctx: a create abandoned in flight can still
+		// complete in the engine after any removal by name, leaving a
+		// container that never starts (so AutoRemove never fires). Wait
+		// for the id instead, and remove it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+		resp, err := h.api.ContainerCreate(cctx, cfg, hc, nil, nil, name)
+		cancel()
 		switch {
+		case err == nil && ctx.Err() != nil:
+			if derr := h.destroy(resp.ID); derr != nil {
+				h.logger.Error("remove abandoned container", "container", resp.ID, "err", derr)
+			}
+			return "", fmt.Errorf("dockerhost: create container: %w", ctx.Err())
 		case err == nil:
 			return resp.ID, nil
 		case cerrdefs.IsConflict(err):

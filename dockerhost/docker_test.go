@@ -1,6 +1,7 @@
 package dockerhost
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,28 @@ func testTerminateDuringExec(t *testing.T) {
 		t.Fatalf("exec during terminate: %v, want gone", err)
 	}
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+// A provision abandoned at any point leaves no container behind: the
+// deadlines below land in different provisioning steps.
+func testProvisionAbortLeavesNothing(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	for _, d := range []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		ex, err := h.Provision(ctx, emptyReq(img, small()))
+		cancel()
+		if err == nil {
+			// Fast enough this time: a live execution is fine too.
+			if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+	if n := len(h.List()); n != 0 {
+		t.Fatalf("%d executions registered after aborted provisions", n)
+	}
 }

@@ -45,6 +45,7 @@ var engineTests = []struct {
 	{"RestoreTooLarge", testRestoreTooLarge},
 	{"AttachStdio", testAttachStdio},
 	{"Tools", testTools},
+	{"ProvisionAbortLeavesNothing", testProvisionAbortLeavesNothing},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

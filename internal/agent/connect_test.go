@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // gw is a gateway behind a fixed URL whose server can be restarted on
 // the same state (store and CA), as `gateway serve` restarting would.
 type gw struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	ts    *httptest.Server
 	store *store.SQLite
@@ -40,7 +40,7 @@ type gw struct {
 	cur   atomic.Pointer[gateway.Server]
 }
 
-func newGW(t *testing.T) *gw {
+func newGW(t testing.TB) *gw {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	dir := t.TempDir()

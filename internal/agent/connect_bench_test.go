@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// BenchmarkSSHUpload streams bytes into `cat >/dev/null` over SSH to the
+// same embedded server two ways in one run: through the gateway (caller
+// WebSocket → relay → agent tunnel) and over direct loopback TCP. The
+// ratio of the two is the gateway's cost.
+func BenchmarkSSHUpload(b *testing.B) {
+	const chunk = 32 << 10
+	upload := func(b *testing.B, c *sshlayer.Client) {
+		s, err := c.SSH().NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		in, _ := s.StdinPipe()
+		if err := s.Start("cat >/dev/null"); err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, chunk)
+		b.SetBytes(chunk)
+		b.ResetTimer()
+		for range b.N {
+			if _, err := in.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		_ = in.Close()
+		if err := s.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+	}
+	b.Run("gateway", func(b *testing.B) {
+		g := newGW(b)
+		tunnels := make(chan string, 4)
+		ctx, cancel := context.WithCancel(g.ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- Connect(ctx, &ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h"), StateDir: b.TempDir(),
+				OnTunnel: func(id string) { tunnels <- id }})
+		}()
+		defer func() { cancel(); <-done }()
+		select {
+		case <-tunnels:
+		case <-time.After(30 * time.Second):
+			b.Fatal("no tunnel")
+		}
+		c, err := g.dialSSH(g.token(store.RoleClient, "h"), "h")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		upload(b, c)
+	})
+	b.Run("direct-tcp", func(b *testing.B) {
+		hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(b.TempDir(), HostKeyFile))
+		if err != nil {
+			b.Fatal(err)
+		}
+		key, _ := sshlayer.GenerateSessionKey()
+		srv, err := sshlayer.NewServer(&sshlayer.ServerConfig{HostKey: hk, AuthorizedKeys: []ssh.PublicKey{key.Signer.PublicKey()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Close()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := sshlayer.Connect(context.Background(), conn, sshlayer.Auth{Signer: key.Signer, HostKey: sshlayer.Fingerprint(hk.PublicKey())})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		upload(b, c)
+	})
+}

@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// devGateway is a running `gateway dev`: this machine attached as host
+// "local" by the in-process agent.
+type devGateway struct {
+	*proc
+	url   string
+	port  string
+	admin string
+}
+
+var (
+	devURLRE   = regexp.MustCompile(`web UI:\s+(http://\S+?)/\s`)
+	devTokenRE = regexp.MustCompile(`admin token:\s+(\S+)`)
+)
+
+func startDev(t testing.TB) *devGateway {
+	t.Helper()
+	p := start(t, "gateway dev", bin.gateway, nil, "dev", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--docker", "off")
+	url := p.waitFor(devURLRE, 60*time.Second)[1]
+	tok := p.waitFor(devTokenRE, 10*time.Second)[1]
+	_, port, _ := net.SplitHostPort(url[len("http://"):])
+	return &devGateway{proc: p, url: url, port: port, admin: tok}
+}
+
+// browserReady reports whether Chromium and playwright-core are installed.
+func browserReady() bool {
+	chromium := os.Getenv("HOSTGATE_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		return false
+	}
+	if _, err := os.Stat("browser/node_modules/playwright-core/package.json"); err != nil {
+		return false
+	}
+	return lookPath("node")
+}
+
+// runBrowser runs one playwright script with env and fails the test with
+// its output when it fails. Screenshots go to e2e/artifacts/<test>.
+func runBrowser(t *testing.T, script string, env ...string) {
+	t.Helper()
+	testenv.RequirePeer(t, "Chromium with playwright-core (scripts/test installs both)", browserReady())
+	artifacts, _ := filepath.Abs(filepath.Join("artifacts", t.Name()))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = "browser"
+	cmd.Env = append(os.Environ(), append(env, "HOSTGATE_ARTIFACTS="+artifacts)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, out)
+	}
+	t.Logf("node %s:\n%s", script, out)
+}
+
+// TestBrowserTerminal logs in, opens the terminal of host local from the
+// hosts list, types a command and reads its output in the page.
+func TestBrowserTerminal(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "terminal.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local")
+}
+
+// TestBrowserCrossOriginPtyRefused: a page from another origin, in a
+// browser holding the gateway's cookie, cannot open the pty socket.
+func TestBrowserCrossOriginPtyRefused(t *testing.T) {
+	d := startDev(t)
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><title>elsewhere</title><p>another origin</p>")
+	}))
+	defer foreign.Close()
+	runBrowser(t, "crossorigin.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_FOREIGN_URL="+foreign.URL)
+}
+
+// TestBrowserPreview opens a preview of a dev server on host local through
+// the subdomain form (*.localhost needs no DNS in Chromium), logging in
+// through the gateway; the page's WebSocket echoes through the preview.
+func TestBrowserPreview(t *testing.T) {
+	d := startDev(t)
+	port := devServer(t)
+	preview := "http://" + strconv.Itoa(port) + "--local.localhost:" + d.port + "/"
+	runBrowser(t, "preview.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_PREVIEW_URL="+preview)
+}
+
+// devServer is a dev server on this machine's loopback: a page whose script
+// opens a WebSocket back to its own origin and shows the echo.
+func devServer(t testing.TB) int {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>dev server</title><h1 id="title">dev server</h1><p id="echo">waiting</p>
+<script>
+const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+ws.onopen = () => ws.send("ping-through-preview");
+ws.onmessage = (e) => { document.getElementById("echo").textContent = "echo: " + e.data; };
+ws.onerror = () => { document.getElementById("echo").textContent = "websocket failed"; };
+</script>`)
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		typ, b, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		_ = c.Write(ctx, typ, b)
+		_ = c.Close(websocket.StatusNormalClosure, "")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPreviewThroughGateway checks the preview path form end to end, real
+// gateway and agent: private by default (401 for API clients, a login
+// redirect for browsers), the dev server's page for the host's token, 502
+// with a clear page for a closed port, and a public share that expires.
+func TestPreviewThroughGateway(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	port := devServer(t)
+	path := "/preview/alpha/" + strconv.Itoa(port) + "/"
+	get := func(token, accept string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", g.url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 30 * time.Second}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+
+	if res, body := get("", "application/json"); res.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `"error"`) {
+		t.Errorf("anonymous API request: %d %s", res.StatusCode, body)
+	}
+	if res, _ := get("", "text/html"); res.StatusCode != http.StatusFound || !strings.HasPrefix(res.Header.Get("Location"), "/login") {
+		t.Errorf("anonymous browser: %d %q, want a redirect to log in", res.StatusCode, res.Header.Get("Location"))
+	}
+	if res, body := get(g.admin, ""); res.StatusCode != 200 || !strings.Contains(body, `id="title"`) {
+		t.Errorf("admin: %d %.200s", res.StatusCode, body)
+	}
+	// A client token for another host cannot preview this one.
+	other := g.token("client", "beta")
+	if res, _ := get(other, "application/json"); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("client of another host: %d", res.StatusCode)
+	}
+
+	// A port nobody listens on.
+	closed := "/preview/alpha/1/"
+	req, _ := http.NewRequest("GET", g.url+closed, nil)
+	req.Header.Set("Authorization", "Bearer "+g.admin)
+	req.Header.Set("Accept", "text/html")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway || !bytes.Contains(body, []byte("Nothing answered on port 1")) {
+		t.Errorf("closed port: %d %.300s", res.StatusCode, body)
+	}
+
+	// Share the port publicly for two seconds.
+	status, b := g.api("POST", "/v1/hosts/alpha/shares", g.admin, map[string]any{"port": port, "ttlSeconds": 2})
+	if status != http.StatusCreated {
+		t.Fatalf("share: %d %s", status, b)
+	}
+	if res, body := get("", ""); res.StatusCode != 200 || !strings.Contains(body, `id="title"`) {
+		t.Errorf("shared port, anonymous: %d", res.StatusCode)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, _ := get("", "application/json")
+		if res.StatusCode == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("share did not expire: %d", res.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Bad share requests are 400s that name the field.
+	for _, bad := range []map[string]any{{"port": 0, "ttlSeconds": 5}, {"port": port, "ttlSeconds": 0}, {"port": port}} {
+		status, b := g.api("POST", "/v1/hosts/alpha/shares", g.admin, bad)
+		if status != http.StatusBadRequest {
+			t.Errorf("share %v: %d %s", bad, status, b)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -565,8 +566,9 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // TestOversizedFrameClosesThatTunnelOnly: an agent that sends a WebSocket
-// message above the read limit loses its own tunnel; another host's tunnel
-// and relay carry on.
+// message above the read limit, or a malformed frame, loses its own tunnel,
+// and a caller doing so loses its own relay; another host's tunnel and
+// relay carry on.
 func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	e := newEnv(t, &Config{ReadLimit: 64 << 10})
 	admin := e.token(store.RoleAdmin)
@@ -604,6 +606,55 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	if !e.srv.Tunnels().Connected("good") || e.srv.Tunnels().Connected("bad") {
 		t.Error("wrong tunnel closed")
 	}
+
+	// A malformed frame (unmasked, reserved bits set) on a raw upgraded
+	// connection ends that tunnel only.
+	_, k3 := newKey(t)
+	raw := rawUpgrade(t, e, wire.ConnectPath, e.token(store.RoleAgent, "ugly"), k3)
+	done = e.srv.Tunnels().Done("ugly")
+	if _, err := raw.Write([]byte{0xf2, 0x05, 'h', 'e', 'l', 'l', 'o'}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, done, "malformed agent tunnel")
+	_ = raw.Close()
+
+	// A caller's oversized message ends that relay only.
+	h = http.Header{}
+	h.Set("Authorization", "Bearer "+admin)
+	cws, _, err := websocket.Dial(e.ctx, e.ts.URL+"/v1/hosts/good/ssh", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cws.CloseNow()
+	if err := cws.Write(e.ctx, websocket.MessageBinary, make([]byte, 64<<10+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cws.Read(e.ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Errorf("caller close status: %v", err)
+	}
+	echoRoundTrip(t, good, 100)
+}
+
+// rawUpgrade performs a WebSocket upgrade by hand and returns the raw TCP
+// connection, so a test can write bytes no WebSocket library would.
+func rawUpgrade(t *testing.T, e *env, path, token, hostKey string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", e.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", e.ts.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(wire.HeaderHostKey, hostKey)
+	wsHeaders(req.Header)
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("raw upgrade: %v %v", res, err)
+	}
+	return c
 }
 
 func TestStreamsPerTunnelBounded(t *testing.T) {

@@ -85,8 +85,8 @@ type Docker struct {
 
 	mu       sync.Mutex
 	execs    map[string]*execution
-	pending  map[string]bool      // ids being provisioned
-	gone     map[string]time.Time // tombstones: id → when it ended
+	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
+	gone     map[string]time.Time               // tombstones: id → when it ended
 	closed   bool
 	timersWG sync.WaitGroup // expiry callbacks in flight
 }
@@ -131,7 +131,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		tools:   cfg.Tools,
 		now:     cfg.Now,
 		execs:   map[string]*execution{},
-		pending: map[string]bool{},
+		pending: map[string]context.CancelCauseFunc{},
 		gone:    map[string]time.Time{},
 	}
 	if h.owner == "" {
@@ -206,7 +206,10 @@ func (h *Docker) Close() error {
 	return nil
 }
 
-var errClosed = errors.New("dockerhost: host closed")
+var (
+	errClosed     = errors.New("dockerhost: host closed")
+	errTerminated = errors.New("dockerhost: terminated")
+)
 
 // Provision validates req and starts a new execution.
 func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Execution, error) {
@@ -237,16 +240,21 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	case h.closed:
 		h.mu.Unlock()
 		return nil, errClosed
-	case h.execs[id] != nil || h.pending[id]:
+	case h.execs[id] != nil || h.pending[id] != nil:
 		h.mu.Unlock()
 		return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q exists", id)}
 	}
-	h.pending[id] = true
+	ctx, cancel := context.WithCancelCause(ctx)
+	h.pending[id] = cancel
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		delete(h.pending, id)
 		h.mu.Unlock()
+		cancel(nil)
+		if err != nil && errors.Is(context.Cause(ctx), errTerminated) {
+			err = &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q was terminated while provisioning", id), Err: err}
+		}
 	}()
 
 	log := h.logger.With("execution", id)
@@ -322,8 +330,8 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		},
 		req: redact(req),
 	}
-	if !h.register(e) {
-		return nil, errClosed
+	if err := h.register(ctx, e); err != nil {
+		return nil, err
 	}
 	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom)
 	out := e.Execution
@@ -410,18 +418,22 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 }
 
 // register makes e live and arms its host deadline. It fails when the
-// host closed meanwhile.
-func (h *Docker) register(e *execution) bool {
+// host closed or ctx ended meanwhile; under h.mu, so a Terminate of a
+// pending id either cancels ctx before this or finds e live after.
+func (h *Docker) register(ctx context.Context, e *execution) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return false
+		return errClosed
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
 	delete(h.gone, e.ExecutionID)
 	h.execs[e.ExecutionID] = e
 	id := e.ExecutionID
 	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
-	return true
+	return nil
 }
 
 // expire is the host deadline: the execution ends even if its in-container
@@ -451,6 +463,12 @@ func (h *Docker) forget(id string, e *execution) bool {
 	}
 	delete(h.execs, id)
 	e.timer.Stop()
+	h.tombstone(id)
+	return true
+}
+
+// tombstone remembers id as gone; h.mu must be held.
+func (h *Docker) tombstone(id string) {
 	if len(h.gone) >= maxTombstones {
 		var oldestID string
 		var oldest time.Time
@@ -462,7 +480,6 @@ func (h *Docker) forget(id string, e *execution) bool {
 		delete(h.gone, oldestID)
 	}
 	h.gone[id] = h.now()
-	return true
 }
 
 // end forgets e and removes its container.
@@ -608,8 +625,18 @@ func (h *Docker) containerGone(cid string) bool {
 }
 
 // Terminate destroys the execution. Terminating an execution that already
-// ended succeeds; an id never seen is not_found.
+// ended succeeds; an id never seen is not_found. Terminating one still
+// being provisioned makes that Provision fail (code gone) and remove its
+// container.
 func (h *Docker) Terminate(_ context.Context, executionID string) error {
+	h.mu.Lock()
+	if cancel := h.pending[executionID]; cancel != nil {
+		cancel(errTerminated)
+		h.tombstone(executionID)
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
 	e, err := h.lookup(executionID)
 	if ErrorCode(err) == CodeGone {
 		return nil
@@ -648,17 +675,17 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 		e, ok := adoptable(c, now)
 		if ok {
 			h.mu.Lock()
-			known := h.execs[id] != nil || h.pending[id]
+			known := h.execs[id] != nil || h.pending[id] != nil
 			h.mu.Unlock()
 			if known {
 				continue
 			}
-			if h.register(e) {
-				res.Adopted = append(res.Adopted, id)
-				h.logger.Info("adopted execution", "execution", id, "container", c.ID, "expires", e.ExpiresAt)
-				continue
+			if err := h.register(ctx, e); err != nil {
+				return res, err
 			}
-			return res, errClosed
+			res.Adopted = append(res.Adopted, id)
+			h.logger.Info("adopted execution", "execution", id, "container", c.ID, "expires", e.ExpiresAt)
+			continue
 		}
 		if err := h.destroy(c.ID); err != nil {
 			return res, fmt.Errorf("dockerhost: reap container: %w", err)

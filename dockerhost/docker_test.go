@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +116,46 @@ func testProvisionAbortLeavesNothing(t *testing.T) {
 	if n := len(h.List()); n != 0 {
 		t.Fatalf("%d executions registered after aborted provisions", n)
 	}
+}
+
+// Terminate of an execution still being provisioned ends it: Provision
+// fails with gone (or, if it won the race, the execution is gone after),
+// and no container is left.
+func testTerminateDuringProvision(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	req := emptyReq(img, small())
+	req.ExecutionID = "terminate-during-provision"
+	type result struct {
+		ex  *Execution
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		ex, err := h.Provision(testCtx(t, 2*time.Minute), req)
+		got <- result{ex, err}
+	}()
+	// Spin until Terminate finds the id, pending or live (microseconds).
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := h.Terminate(testCtx(t, time.Minute), req.ExecutionID)
+		if err == nil {
+			break
+		}
+		if ErrorCode(err) != CodeNotFound || time.Now().After(deadline) {
+			t.Fatalf("terminate: %v", err)
+		}
+		runtime.Gosched()
+	}
+	r := <-got
+	if r.err != nil && ErrorCode(r.err) != CodeGone {
+		t.Fatalf("provision: %v, want success or gone", r.err)
+	}
+	if _, err := h.Exec(testCtx(t, time.Minute), req.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {
+		t.Fatalf("exec after terminate: %v, want gone", err)
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+	t.Logf("provision ended with %v", r.err)
 }

@@ -45,6 +45,7 @@ var engineTests = []struct {
 	{"RestoreTooLarge", testRestoreTooLarge},
 	{"AttachStdio", testAttachStdio},
 	{"Tools", testTools},
+	{"TerminateDuringProvision", testTerminateDuringProvision},
 	{"ProvisionAbortLeavesNothing", testProvisionAbortLeavesNothing},
 }
 

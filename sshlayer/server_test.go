@@ -208,6 +208,9 @@ func TestServerEnv(t *testing.T) {
 	if strings.Contains(got, "HOSTGATE_LEAK_CHECK") {
 		t.Errorf("the server's environment leaked into the command: %q", got)
 	}
+	if !strings.Contains(got, "\nSSH_CONNECTION=127.0.0.1 ") || !strings.Contains(got, "\nSSH_CLIENT=127.0.0.1 ") {
+		t.Errorf("SSH_CONNECTION/SSH_CLIENT missing: %q", got)
+	}
 	if !strings.Contains(got, "PATH=") || !strings.Contains(got, "HOME=") {
 		t.Errorf("base environment missing: %q", got)
 	}
@@ -242,11 +245,11 @@ func TestServerPTY(t *testing.T) {
 	in, _ := s.StdinPipe()
 	outp, _ := s.StdoutPipe()
 	out := bufio.NewReader(outp)
-	if err := s.Start(`tty; echo "term=$TERM"; stty size; read line; stty size; exit 5`); err != nil {
+	if err := s.Start(`tty; echo "term=$TERM ssh_tty=$SSH_TTY"; stty size; read line; stty size; exit 5`); err != nil {
 		t.Fatal(err)
 	}
 	got := srvReadUntil(t, out, "40 100")
-	if !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "term=vt100") {
+	if !strings.Contains(got, "/dev/pts/") || !strings.Contains(got, "term=vt100 ssh_tty=/dev/pts/") {
 		t.Errorf("pty output %q: want a /dev/pts tty and TERM=vt100", got)
 	}
 	if err := s.WindowChange(50, 132); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,14 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 		c.Args = []string{filepath.Base(cfg.Shell), "-c", cmd}
 	}
 	c.Env = append(append([]string(nil), s.c.srv.env...), s.env...)
+	// SSH_CONNECTION and SSH_CLIENT, as sshd sets them, for TCP peers.
+	ra, rok := s.c.sc.RemoteAddr().(*net.TCPAddr)
+	la, lok := s.c.sc.LocalAddr().(*net.TCPAddr)
+	if rok && lok {
+		c.Env = append(c.Env,
+			fmt.Sprintf("SSH_CONNECTION=%s %d %s %d", ra.IP, ra.Port, la.IP, la.Port),
+			fmt.Sprintf("SSH_CLIENT=%s %d %d", ra.IP, ra.Port, la.Port))
+	}
 	p := &srvProcess{s: s, cmd: c, exited: make(chan struct{})}
 	if s.pty != nil {
 		c.Env = append(c.Env, "TERM="+s.pty.Term)
@@ -76,6 +85,7 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 			_ = tty.Close()
 			return nil, fmt.Errorf("pty size: %w", err)
 		}
+		c.Env = append(c.Env, "SSH_TTY="+tty.Name())
 		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		err = c.Start()

@@ -81,13 +81,14 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	}
 	backoff := c.min
 	for {
-		start := time.Now()
-		err := c.once(ctx)
+		var upAt time.Time
+		err := c.once(ctx, func() { upAt = time.Now() })
 		if ctx.Err() != nil {
 			return nil
 		}
-		// A tunnel that stayed up a while was healthy: come back fast.
-		if time.Since(start) > c.max {
+		// A tunnel that stayed up a while was healthy: come back fast
+		// (a gateway restart). One that dies at once keeps backing off.
+		if !upAt.IsZero() && time.Since(upAt) >= healthyTunnel {
 			backoff = c.min
 		}
 		wait := jitter(backoff)
@@ -182,8 +183,13 @@ func fillInfo(info hostgate.Info) hostgate.Info {
 	return info
 }
 
-// once runs one tunnel: dial, check the CA, serve until it ends.
-func (c *connector) once(ctx context.Context) error {
+// healthyTunnel is how long a tunnel must have stayed up for the next
+// attempt to start again from the minimum backoff.
+const healthyTunnel = 5 * time.Second
+
+// once runs one tunnel: dial, check the CA, serve until it ends. up is
+// called when the tunnel is established.
+func (c *connector) once(ctx context.Context, up func()) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: c.header.Clone()})
 	cancel()
@@ -222,6 +228,7 @@ func (c *connector) once(ctx context.Context) error {
 	// left running and waits for it.
 	defer srv.Close()
 	c.log.Info("tunnel up", "host", hostID)
+	up()
 	if c.cfg.OnTunnel != nil {
 		c.cfg.OnTunnel(hostID)
 	}

@@ -1,0 +1,440 @@
+package execapi
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// HostKind is the store kind of an execution's host.
+const HostKind = "docker"
+
+// DefaultAgentArgv runs the agent the gateway copied into the execution's
+// root-owned tools tmpfs (dockerhost.ToolsDir).
+var DefaultAgentArgv = []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn"}
+
+// ErrNotExecutionHost means an execution id names a host that is not an
+// execution (a machine with an agent): the gateway will not take it over.
+var ErrNotExecutionHost = errors.New("execapi: the id names a host that is not an execution")
+
+// ExecutionInfo is what an execution publishes as a host.
+var ExecutionInfo = hostgate.Info{Kind: HostKind, OS: "linux", Home: "/workspace", TempDir: "/tmp", Workspace: "/workspace"}
+
+// AttachFunc starts argv inside the execution with stdin and stdout
+// attached (dockerhost.Docker.AttachStdio); ctx bounds the attachment.
+type AttachFunc func(ctx context.Context, executionID string, argv []string, stderr io.Writer) (Stdio, error)
+
+// EnrollStore is the subset of the gateway's store Agents uses to pin
+// execution host keys.
+type EnrollStore interface {
+	Host(ctx context.Context, id string) (store.Host, error)
+	Enroll(ctx context.Context, e store.Enrollment) (store.Host, error)
+	ResetHostKey(ctx context.Context, id, by string) error
+}
+
+// Registrar is the tunnel registry (gateway.Registry).
+type Registrar interface {
+	Register(hostID string, t gateway.Tunnel) (unregister func(), replaced bool, err error)
+}
+
+// Alive reports whether an execution still lives; a nil error means yes.
+type Alive func(ctx context.Context, executionID string) error
+
+// AgentsConfig are Agents' knobs; nil means defaults.
+type AgentsConfig struct {
+	// Argv starts the agent in the container; default DefaultAgentArgv.
+	Argv []string
+	// Dir is the agent's working directory for commands and SFTP;
+	// default /workspace.
+	Dir string
+	// MaxRestarts bounds re-attaching an agent that died while its
+	// execution lives, counted since it last stayed up a minute; default 5.
+	MaxRestarts int
+	// ReadyTimeout bounds Start's wait for the first tunnel; default 60 s.
+	ReadyTimeout time.Duration
+	// Mux tunes the yamux session; default as the gateway's agent tunnels.
+	Mux *bytestream.MuxConfig
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// OnTunnel, when set, is called when an execution's tunnel is
+	// registered (up) and unregistered (down), from the agent loop.
+	OnTunnel func(executionID string, up bool)
+}
+
+// Agents runs one in-container agent per execution and keeps its tunnel
+// registered while the execution lives.
+type Agents struct {
+	attach AttachFunc
+	alive  Alive
+	store  EnrollStore
+	reg    Registrar
+	caKey  string
+	cfg    AgentsConfig
+	log    *slog.Logger
+
+	ctx    context.Context // ends every run at Close
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	runs   map[string]*run // guarded by mu
+	closed bool
+	wg     sync.WaitGroup // every run's loop
+}
+
+// run is one execution's agent loop; it owns the attachment and tunnel.
+type run struct {
+	id     string
+	signer ssh.Signer
+	priv   ed25519.PrivateKey // signer's key, for the preamble
+	cancel context.CancelFunc
+	ready  chan struct{} // closed when the first tunnel is up
+	done   chan struct{} // closed when the loop returned
+
+	mu      sync.Mutex
+	lastErr error // guarded by mu
+}
+
+// NewAgents returns an Agents that starts agents with attach, checks
+// executions with alive, pins host keys in st, registers tunnels in reg
+// and gives agents caKey (the user CA's authorized_keys line) to trust.
+func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, caKey string, cfg *AgentsConfig) *Agents {
+	var c AgentsConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if len(c.Argv) == 0 {
+		c.Argv = DefaultAgentArgv
+	}
+	if c.Dir == "" {
+		c.Dir = "/workspace"
+	}
+	if c.MaxRestarts <= 0 {
+		c.MaxRestarts = 5
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = 60 * time.Second
+	}
+	if c.Mux == nil {
+		c.Mux = &bytestream.MuxConfig{StreamWindow: 1 << 20, MaxStreams: 1, AcceptBacklog: 1}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.OnTunnel == nil {
+		c.OnTunnel = func(string, bool) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Agents{attach: attach, alive: alive, store: st, reg: reg, caKey: strings.TrimSpace(caKey),
+		cfg: c, log: c.Logger, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
+}
+
+// Start pins a fresh host key for executionID, starts its agent and waits
+// until its tunnel is registered (or ctx ends, or ReadyTimeout). It
+// returns the pinned public key. An agent already running for the id is
+// replaced. The agent keeps being re-attached while the execution lives,
+// until Stop or Close.
+func (a *Agents) Start(ctx context.Context, executionID string) (ssh.PublicKey, error) {
+	if !store.ValidHostID(executionID) {
+		return nil, fmt.Errorf("execapi: execution id %q is not a valid host id", executionID)
+	}
+	signer, priv, err := newHostKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.pin(ctx, executionID, signer.PublicKey()); err != nil {
+		return nil, err
+	}
+	a.Stop(executionID)
+	rctx, cancel := context.WithCancel(a.ctx)
+	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		cancel()
+		return nil, gateway.ErrClosed
+	}
+	a.runs[executionID] = r
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		defer close(r.done)
+		defer cancel()
+		a.loop(rctx, r)
+		a.mu.Lock()
+		if a.runs[executionID] == r {
+			delete(a.runs, executionID)
+		}
+		a.mu.Unlock()
+	}()
+
+	t := time.NewTimer(a.cfg.ReadyTimeout)
+	defer t.Stop()
+	select {
+	case <-r.ready:
+		return signer.PublicKey(), nil
+	case <-r.done:
+		return nil, fmt.Errorf("execapi: agent did not start: %w", r.err())
+	case <-t.C:
+		a.Stop(executionID)
+		return nil, fmt.Errorf("execapi: agent not up within %v: %w", a.cfg.ReadyTimeout, r.err())
+	case <-ctx.Done():
+		a.Stop(executionID)
+		return nil, ctx.Err()
+	}
+}
+
+// pin records pub as executionID's host key. An execution id that was an
+// execution before (a restore reusing an id, a gateway that restarted)
+// gets its key reset first; one naming another kind of host is refused.
+func (a *Agents) pin(ctx context.Context, id string, pub ssh.PublicKey) error {
+	h, err := a.store.Host(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("execapi: store: %w", err)
+	case h.Kind != HostKind:
+		return fmt.Errorf("%w: %q is a %q host", ErrNotExecutionHost, id, h.Kind)
+	case h.HostKey != "":
+		if err := a.store.ResetHostKey(ctx, id, "gateway (new execution agent)"); err != nil {
+			return fmt.Errorf("execapi: reset host key: %w", err)
+		}
+	}
+	info, _ := json.Marshal(ExecutionInfo) // strings and a bool cannot fail
+	_, err = a.store.Enroll(ctx, store.Enrollment{HostID: id, Kind: HostKind, Info: info,
+		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))})
+	if err != nil {
+		return fmt.Errorf("execapi: pin host key: %w", err)
+	}
+	return nil
+}
+
+// Stop ends executionID's agent loop and tunnel and waits for them. It is
+// a no-op when none runs.
+func (a *Agents) Stop(executionID string) {
+	a.mu.Lock()
+	r := a.runs[executionID]
+	delete(a.runs, executionID)
+	a.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// Running reports whether an agent loop runs for executionID.
+func (a *Agents) Running(executionID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runs[executionID] != nil
+}
+
+// Close ends every agent loop and waits. The agents inside containers see
+// their stdin close; the executions themselves live on.
+func (a *Agents) Close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.cancel()
+	a.wg.Wait()
+}
+
+func (r *run) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastErr == nil {
+		return errors.New("no attempt finished")
+	}
+	return r.lastErr
+}
+
+func (r *run) setErr(err error) {
+	r.mu.Lock()
+	r.lastErr = err
+	r.mu.Unlock()
+}
+
+// stableAfter is how long an agent must stay up for its restart budget to
+// be renewed.
+const stableAfter = time.Minute
+
+// loop attaches the agent and serves its tunnel; when the agent dies while
+// the execution lives, it attaches again, with backoff, at most
+// MaxRestarts times in a row.
+func (a *Agents) loop(ctx context.Context, r *run) {
+	log := a.log.With("execution", r.id)
+	fails := 0
+	for {
+		started := time.Now()
+		err := a.serveOnce(ctx, r, log)
+		if ctx.Err() != nil {
+			return
+		}
+		r.setErr(err)
+		if aerr := a.alive(ctx, r.id); aerr != nil {
+			log.Info("execution ended; agent tunnel closed", "reason", aerr)
+			return
+		}
+		if time.Since(started) > stableAfter {
+			fails = 0
+		}
+		fails++
+		if fails > a.cfg.MaxRestarts {
+			log.Error("agent keeps failing; giving up until the execution is restarted", "attempts", fails, "err", err)
+			return
+		}
+		backoff := min(200*time.Millisecond<<fails, 10*time.Second)
+		log.Warn("agent ended while its execution lives; re-attaching", "err", err, "attempt", fails, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// serveOnce runs one attachment: the keys preamble, then yamux; the
+// session is registered as the host's tunnel once the agent answers a
+// ping, and unregistered when it ends.
+func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error {
+	stderr := &logWriter{log: log}
+	stdio, err := a.attach(ctx, r.id, a.cfg.Argv, stderr)
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	conn := stdioConn{stdio}
+	defer func() { _ = conn.Close() }()
+	block, err := ssh.MarshalPrivateKey(r.priv, "")
+	if err != nil {
+		return fmt.Errorf("marshal host key: %w", err)
+	}
+	err = agent.WriteStdioKeys(conn, agent.StdioKeys{
+		HostKey: string(pem.EncodeToMemory(block)), TrustedCAs: []string{a.caKey}, HostID: r.id, Dir: a.cfg.Dir,
+	})
+	if err != nil {
+		return err
+	}
+	sess, err := bytestream.MuxClient(conn, a.cfg.Mux)
+	if err != nil {
+		return fmt.Errorf("mux: %w", err)
+	}
+	defer func() { _ = sess.Close() }()
+	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
+	defer stop()
+	// A ping answered means the agent read its keys and serves yamux.
+	if _, err := sess.Ping(); err != nil {
+		return fmt.Errorf("agent did not answer: %w (stderr: %s)", err, stderr.last())
+	}
+	unregister, _, err := a.reg.Register(r.id, gateway.MuxTunnel(sess))
+	if err != nil {
+		return fmt.Errorf("register tunnel: %w", err)
+	}
+	defer func() {
+		unregister()
+		a.cfg.OnTunnel(r.id, false)
+	}()
+	a.cfg.OnTunnel(r.id, true)
+	select {
+	case <-r.ready:
+	default:
+		close(r.ready)
+	}
+	log.Info("execution agent tunnel up", "hostKey", ssh.FingerprintSHA256(r.signer.PublicKey()))
+	<-sess.CloseChan()
+	return fmt.Errorf("tunnel ended (agent stderr: %s)", stderr.last())
+}
+
+// newHostKey makes an execution's host key; it lives in the gateway's
+// memory and the agent's, nowhere else.
+func newHostKey() (ssh.Signer, ed25519.PrivateKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("execapi: host key: %w", err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("execapi: host key: %w", err)
+	}
+	return s, priv, nil
+}
+
+// logWriter logs an agent's stderr, a bounded line at a time, and keeps
+// the last line for error messages.
+type logWriter struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	tail string
+}
+
+const maxLogLine = 512
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	s := strings.TrimSpace(string(p))
+	if len(s) > maxLogLine {
+		s = s[:maxLogLine] + "…"
+	}
+	if s != "" {
+		w.log.Info("agent stderr", "line", s)
+		w.mu.Lock()
+		w.tail = s
+		w.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) last() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tail == "" {
+		return "none"
+	}
+	return w.tail
+}
+
+// CheckID fails with ErrNotExecutionHost when id names a host that is not
+// an execution: a caller must not take over a machine's host id (its
+// pinned key and tunnel) by naming an execution after it.
+func (a *Agents) CheckID(ctx context.Context, id string) error {
+	h, err := a.store.Host(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("execapi: store: %w", err)
+	case h.Kind != HostKind:
+		return fmt.Errorf("%w: %q is a %q host", ErrNotExecutionHost, id, h.Kind)
+	}
+	return nil
+}
+
+// PinnedKey returns id's pinned host key, nil when none.
+func (a *Agents) PinnedKey(ctx context.Context, id string) ssh.PublicKey {
+	h, err := a.store.Host(ctx, id)
+	if err != nil || h.HostKey == "" {
+		return nil
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
+	if err != nil {
+		return nil
+	}
+	return pub
+}

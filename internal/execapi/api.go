@@ -1,0 +1,342 @@
+package execapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// Body bounds. An exec body carries the command's stdin; the others are
+// small.
+const (
+	MaxBody     = 64 << 10
+	MaxExecBody = 8 << 20
+)
+
+// Executions is the subset of dockerhost.Docker the API serves.
+type Executions interface {
+	dockerhost.ExecutionHost
+	Get(ctx context.Context, executionID string) (*dockerhost.Execution, error)
+}
+
+var _ Executions = (*dockerhost.Docker)(nil)
+
+// Config are the API's dependencies besides the executions.
+type Config struct {
+	// Authorize returns false, having answered, when r may not use the
+	// executions API (an admin token is required). Required.
+	Authorize func(w http.ResponseWriter, r *http.Request) bool
+	// Agents, when set, makes every execution a host; without it
+	// executions answer without hostKey.
+	Agents *Agents
+	// Connected reports whether a tunnel serves a host; nil means never.
+	Connected func(hostID string) bool
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// API serves /v1/executions… and /v1/restores.
+type API struct {
+	ex  Executions
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the API over ex.
+func New(ex Executions, cfg *Config) (*API, error) {
+	if cfg == nil || cfg.Authorize == nil {
+		return nil, errors.New("execapi: Config.Authorize is required")
+	}
+	a := &API{ex: ex, cfg: *cfg, log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.cfg.Connected == nil {
+		a.cfg.Connected = func(string) bool { return false }
+	}
+	return a, nil
+}
+
+// Route patterns of the executions API.
+var routes = []string{
+	"POST /v1/executions",
+	"GET /v1/executions/{id}",
+	"POST /v1/executions/{id}/exec",
+	"POST /v1/executions/{id}/checkpoints",
+	"DELETE /v1/executions/{id}",
+	"POST /v1/restores",
+}
+
+// Register adds the API's routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	handlers := []http.HandlerFunc{a.provision, a.get, a.exec, a.checkpoint, a.terminate, a.restore}
+	for i, p := range routes {
+		h := handlers[i]
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			if a.cfg.Authorize(w, r) {
+				h(w, r)
+			}
+		})
+	}
+}
+
+// RegisterOff adds the API's routes answering 404 docker_off, for a
+// gateway running without Docker; authorize runs first, so the answer
+// tells an unauthenticated caller nothing.
+func RegisterOff(mux *http.ServeMux, authorize func(w http.ResponseWriter, r *http.Request) bool) {
+	for _, p := range routes {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			if authorize(w, r) {
+				writeError(w, http.StatusNotFound, "docker_off", "Docker executions are off on this gateway (gateway serve --docker on|auto)")
+			}
+		})
+	}
+}
+
+// Record is an execution as the API shows it: the execution and, when it
+// is a host, its pinned host key.
+type Record struct {
+	dockerhost.Execution
+	HostKey       string `json:"hostKey,omitempty"`       // "SHA256:…"
+	HostPublicKey string `json:"hostPublicKey,omitempty"` // "ssh-ed25519 AAAA…"
+	Connected     bool   `json:"connected"`
+}
+
+func (a *API) record(e *dockerhost.Execution, pub ssh.PublicKey) Record {
+	rec := Record{Execution: *e, Connected: a.cfg.Connected(e.ExecutionID)}
+	if pub != nil {
+		rec.HostKey = ssh.FingerprintSHA256(pub)
+		rec.HostPublicKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	}
+	return rec
+}
+
+func (a *API) provision(w http.ResponseWriter, r *http.Request) {
+	var req dockerhost.ProvisionRequest
+	if !decode(w, r, &req, MaxBody) {
+		return
+	}
+	if req.ExecutionID != "" && !store.ValidHostID(req.ExecutionID) {
+		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+			"executionId: want 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+		return
+	}
+	if a.cfg.Agents != nil && req.ExecutionID != "" {
+		if err := a.cfg.Agents.CheckID(r.Context(), req.ExecutionID); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	e, err := a.ex.Provision(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.answerNew(w, r, e)
+}
+
+func (a *API) restore(w http.ResponseWriter, r *http.Request) {
+	var req dockerhost.RestoreRequest
+	if !decode(w, r, &req, MaxBody) {
+		return
+	}
+	if req.ExecutionID != "" && !store.ValidHostID(req.ExecutionID) {
+		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
+		return
+	}
+	if a.cfg.Agents != nil && req.ExecutionID != "" {
+		if err := a.cfg.Agents.CheckID(r.Context(), req.ExecutionID); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	e, err := a.ex.Restore(r.Context(), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.answerNew(w, r, e)
+}
+
+// answerNew starts a new execution's agent and answers 201; an execution
+// whose agent cannot start is terminated, so the caller never holds an
+// execution that is not a host.
+func (a *API) answerNew(w http.ResponseWriter, r *http.Request, e *dockerhost.Execution) {
+	var pub ssh.PublicKey
+	if a.cfg.Agents != nil {
+		var err error
+		pub, err = a.cfg.Agents.Start(r.Context(), e.ExecutionID)
+		if err != nil {
+			a.log.Error("execution agent did not start; terminating the execution", "execution", e.ExecutionID, "err", err)
+			if terr := a.ex.Terminate(context.WithoutCancel(r.Context()), e.ExecutionID); terr != nil {
+				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
+			}
+			if errors.Is(err, ErrNotExecutionHost) {
+				writeError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
+				return
+			}
+			writeError(w, http.StatusBadGateway, "agent_failed", "the execution's agent did not start (is --agent-binary a static linux agent?); the execution was terminated")
+			return
+		}
+	}
+	writeJSON(w, http.StatusCreated, a.record(e, pub))
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	e, err := a.ex.Get(r.Context(), id)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	var pub ssh.PublicKey
+	if a.cfg.Agents != nil {
+		pub = a.cfg.Agents.PinnedKey(r.Context(), id)
+	}
+	writeJSON(w, http.StatusOK, a.record(e, pub))
+}
+
+func (a *API) exec(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req dockerhost.ExecRequest
+	if !decode(w, r, &req, MaxExecBody) {
+		return
+	}
+	res, err := a.ex.Exec(r.Context(), id, req)
+	if err != nil {
+		switch dockerhost.ErrorCode(err) {
+		case dockerhost.CodeTimeout, dockerhost.CodeOutputLimit, dockerhost.CodeAborted, dockerhost.CodeGone:
+			// The execution is gone: so is its host.
+			a.stopAgent(id)
+		}
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
+	var req dockerhost.CheckpointRequest
+	if !decode(w, r, &req, MaxBody) {
+		return
+	}
+	cp, err := a.ex.Checkpoint(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, cp)
+}
+
+// terminate is idempotent: an execution that ended, or that this gateway
+// does not know (any more), is gone either way.
+func (a *API) terminate(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := a.ex.Terminate(r.Context(), id)
+	a.stopAgent(id)
+	if err != nil && dockerhost.ErrorCode(err) != dockerhost.CodeNotFound {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) stopAgent(id string) {
+	if a.cfg.Agents != nil {
+		a.cfg.Agents.Stop(id)
+	}
+}
+
+// statusOf is the one table from dockerhost error codes to HTTP statuses.
+// The execution-ending codes say what ended it: a command over its time
+// is the engine not answering in time (504), an output flood is content
+// the gateway refuses to process (422), an abort (the caller left, the
+// gateway stopping) is the service going away (503).
+var statusOf = map[string]int{
+	dockerhost.CodeInvalidRequest: http.StatusBadRequest,
+	dockerhost.CodeNotFound:       http.StatusNotFound,
+	dockerhost.CodeGone:           http.StatusGone,
+	dockerhost.CodeConflict:       http.StatusConflict,
+	dockerhost.CodeTimeout:        http.StatusGatewayTimeout,
+	dockerhost.CodeOutputLimit:    http.StatusUnprocessableEntity,
+	dockerhost.CodeAborted:        http.StatusServiceUnavailable,
+}
+
+// fail answers err: a dockerhost *Error by the table, with its field
+// named; ErrNotExecutionHost as a conflict; anything else (the engine
+// failing) 502 with a generic message and the detail in the log.
+func (a *API) fail(w http.ResponseWriter, err error) {
+	var de *dockerhost.Error
+	if errors.As(err, &de) {
+		status, ok := statusOf[de.Code]
+		if ok {
+			msg := de.Message
+			if de.Field != "" {
+				msg = de.Field + ": " + msg
+			}
+			writeError(w, status, de.Code, msg)
+			return
+		}
+	}
+	if errors.Is(err, ErrNotExecutionHost) {
+		writeError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
+		return
+	}
+	a.log.Error("executions", "err", err)
+	writeError(w, http.StatusBadGateway, "engine_error", "the container engine failed; see the gateway log")
+}
+
+// decode reads one bounded JSON object with no unknown fields into v,
+// answering 400 (naming the field when it can) or 413 on failure.
+func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var mbe *http.MaxBytesError
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
+	case errors.As(err, &ute) && ute.Field != "":
+		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, fmt.Sprintf("%s: want a JSON %s, got %s", ute.Field, ute.Type, ute.Value))
+	default:
+		msg := "body: " + err.Error()
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			msg = strings.Trim(f, `"`) + ": unknown field"
+		}
+		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, msg)
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers {error: {code, message}}.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}

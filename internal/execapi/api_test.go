@@ -1,0 +1,597 @@
+package execapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const wait = 30 * time.Second
+
+// fakeExecutions is an ExecutionHost in memory, validating with the real
+// Policy: "flood" overflows the output limit and "spin" times out, each
+// ending the execution, as dockerhost does.
+type fakeExecutions struct {
+	policy dockerhost.Policy
+	mu     sync.Mutex
+	live   map[string]*dockerhost.Execution
+	gone   map[string]bool
+	files  map[string]string // checkpoint id → "file" content
+	n      int
+}
+
+func newFakeExecutions() *fakeExecutions {
+	return &fakeExecutions{
+		policy: dockerhost.Policy{UID: 1000, GID: 1000, Max: dockerhost.DefaultMaxResources()},
+		live:   map[string]*dockerhost.Execution{}, gone: map[string]bool{}, files: map[string]string{},
+	}
+}
+
+func (f *fakeExecutions) Provision(_ context.Context, req dockerhost.ProvisionRequest) (*dockerhost.Execution, error) {
+	if err := f.policy.ValidateProvision(&req); err != nil {
+		return nil, err
+	}
+	return f.add(req.ExecutionID, req.Image, ""), nil
+}
+
+func (f *fakeExecutions) add(id, image, from string) *dockerhost.Execution {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if id == "" {
+		id = fmt.Sprintf("exec-%d", f.n)
+	}
+	e := &dockerhost.Execution{ExecutionID: id, Image: image, CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour), RestoredFrom: from}
+	f.live[id] = e
+	delete(f.gone, id)
+	out := *e
+	return &out
+}
+
+func (f *fakeExecutions) Get(_ context.Context, id string) (*dockerhost.Execution, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.live[id]; e != nil {
+		out := *e
+		return &out, nil
+	}
+	if f.gone[id] {
+		return nil, &dockerhost.Error{Code: dockerhost.CodeGone, Message: "ended"}
+	}
+	return nil, &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such execution"}
+}
+
+func (f *fakeExecutions) end(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live[id] != nil {
+		delete(f.live, id)
+		f.gone[id] = true
+	}
+}
+
+func (f *fakeExecutions) Exec(ctx context.Context, id string, req dockerhost.ExecRequest) (*dockerhost.ExecResult, error) {
+	if err := f.policy.ValidateExec(&req); err != nil {
+		return nil, err
+	}
+	if _, err := f.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	switch req.Command {
+	case "flood":
+		f.end(id)
+		return nil, &dockerhost.Error{Code: dockerhost.CodeOutputLimit, Message: "output over the limit; the execution was destroyed"}
+	case "spin":
+		f.end(id)
+		return nil, &dockerhost.Error{Code: dockerhost.CodeTimeout, Message: "timed out; the execution was destroyed"}
+	case "engine-down":
+		return nil, fmt.Errorf("dockerhost: exec: %w", io.ErrUnexpectedEOF)
+	}
+	return &dockerhost.ExecResult{Stdout: strings.Join(append([]string{req.Command}, req.Args...), " ") + "\n" + req.Stdin, DurationMs: 1}, nil
+}
+
+func (f *fakeExecutions) Checkpoint(ctx context.Context, id string, req dockerhost.CheckpointRequest) (*dockerhost.Checkpoint, error) {
+	if _, err := f.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cid := fmt.Sprintf("cp-%d", len(f.files)+1)
+	f.files[cid] = req.Reason
+	return &dockerhost.Checkpoint{CheckpointID: cid, ExecutionID: id, CreatedAt: time.Now(), SizeBytes: 10, SHA256: strings.Repeat("0", 64)}, nil
+}
+
+func (f *fakeExecutions) Restore(_ context.Context, req dockerhost.RestoreRequest) (*dockerhost.Execution, error) {
+	f.mu.Lock()
+	_, ok := f.files[req.CheckpointID]
+	f.mu.Unlock()
+	if !ok {
+		return nil, &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such checkpoint"}
+	}
+	return f.add(req.ExecutionID, "img", req.CheckpointID), nil
+}
+
+func (f *fakeExecutions) Terminate(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live[id] == nil && !f.gone[id] {
+		return &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such execution"}
+	}
+	delete(f.live, id)
+	f.gone[id] = true
+	return nil
+}
+
+var _ Executions = (*fakeExecutions)(nil)
+
+// agentPool runs the real agent (`agent serve --stdio --mux --keys-stdin`)
+// in-process for each attachment, over a loopback TCP pair standing in for
+// the docker exec attachment.
+type agentPool struct {
+	t        testing.TB
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	attached map[string]int
+	conns    map[string]net.Conn // the agent side of the latest attachment
+}
+
+func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
+	if argv[len(argv)-1] != "warn" || argv[1] != "serve" {
+		return nil, fmt.Errorf("unexpected argv %q", argv)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = ln.Close() }()
+	gw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	ag, err := ln.Accept()
+	if err != nil {
+		_ = gw.Close()
+		return nil, err
+	}
+	p.mu.Lock()
+	p.attached[id]++
+	p.conns[id] = ag
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		err := agent.RunServe(ctx, argv[2:], &agent.ServeIO{Conn: ag, Stderr: stderr})
+		if err != nil {
+			fmt.Fprintln(stderr, "agent:", err)
+		}
+		_ = ag.Close()
+	}()
+	return gw.(*net.TCPConn), nil
+}
+
+func (p *agentPool) count(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.attached[id]
+}
+
+// killAgent cuts the latest attachment of id, as an agent crash would.
+func (p *agentPool) killAgent(id string) {
+	p.mu.Lock()
+	c := p.conns[id]
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+type fixture struct {
+	ex     *fakeExecutions
+	pool   *agentPool
+	st     *store.SQLite
+	reg    *gateway.Registry
+	agents *Agents
+	ca     ssh.Signer
+	srv    *httptest.Server
+	events chan tunnelEvent // OnTunnel, buffered
+}
+
+type tunnelEvent struct {
+	id string
+	up bool
+}
+
+// waitEvent waits for the tunnel event want.
+func (f *fixture) waitEvent(t *testing.T, want tunnelEvent) {
+	t.Helper()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-f.events:
+			if ev == want {
+				return
+			}
+		case <-timer.C:
+			t.Fatalf("no tunnel event %+v within %v", want, wait)
+		}
+	}
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, caPriv, _ := ed25519.GenerateKey(rand.Reader)
+	ca, _ := ssh.NewSignerFromKey(caPriv)
+	f := &fixture{ex: newFakeExecutions(), st: st, reg: gateway.NewRegistry(0, nil), ca: ca, events: make(chan tunnelEvent, 1024)}
+	f.pool = &agentPool{t: t, attached: map[string]int{}, conns: map[string]net.Conn{}}
+	f.agents = NewAgents(f.pool.attach, func(ctx context.Context, id string) error {
+		_, err := f.ex.Get(ctx, id)
+		return err
+	}, st, f.reg, string(ssh.MarshalAuthorizedKey(ca.PublicKey())), &AgentsConfig{Dir: t.TempDir(), ReadyTimeout: wait,
+		OnTunnel: func(id string, up bool) {
+			select {
+			case f.events <- tunnelEvent{id, up}:
+			default:
+			}
+		}})
+	api, err := New(f.ex, &Config{
+		Authorize: func(w http.ResponseWriter, r *http.Request) bool {
+			if r.Header.Get("Authorization") != "Bearer admin" {
+				writeError(w, http.StatusForbidden, "forbidden", "admin only")
+				return false
+			}
+			return true
+		},
+		Agents:    f.agents,
+		Connected: f.reg.Connected,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		f.srv.Close()
+		f.agents.Close()
+		f.reg.Close()
+		f.pool.wg.Wait()
+		_ = st.Close()
+	})
+	return f
+}
+
+func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, f.srv.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(res.Body)
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: %d, not JSON: %q", method, path, res.StatusCode, raw)
+		}
+	}
+	return res.StatusCode, out
+}
+
+func provisionBody() map[string]any {
+	return map[string]any{
+		"image":     "busybox@sha256:" + strings.Repeat("a", 64),
+		"workspace": map[string]any{"kind": "empty"},
+		"resources": map[string]any{"cpus": 1, "memoryBytes": 64 << 20, "diskBytes": 16 << 20, "pids": 64, "runtimeMs": 60000, "maxOutputBytes": 1 << 20},
+		"network":   map[string]any{"mode": "none"},
+	}
+}
+
+func errCode(body map[string]any) (string, string) {
+	e, _ := body["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	m, _ := e["message"].(string)
+	return c, m
+}
+
+// sshInto opens a stream of the registered tunnel for id and runs cmd over
+// SSH, pinning hostPublicKey and authenticating with a CA certificate for
+// principal.
+func (f *fixture) sshInto(t *testing.T, id, hostPublicKey, principal, cmd string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, err := f.reg.Open(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	pinned, _, _, _, err := ssh.ParseAuthorizedKey([]byte(hostPublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, userPriv, _ := ed25519.GenerateKey(rand.Reader)
+	user, _ := ssh.NewSignerFromKey(userPriv)
+	cert := &ssh.Certificate{Key: user.PublicKey(), CertType: ssh.UserCert, ValidPrincipals: []string{principal},
+		ValidAfter: uint64(time.Now().Add(-time.Minute).Unix()), ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+	if err := cert.SignCert(rand.Reader, f.ca); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := ssh.NewCertSigner(cert, user)
+	c, chans, reqs, err := ssh.NewClientConn(conn, id, &ssh.ClientConfig{User: "u", Auth: []ssh.AuthMethod{ssh.PublicKeys(cs)},
+		HostKeyCallback: ssh.FixedHostKey(pinned), Timeout: wait})
+	if err != nil {
+		_ = conn.Close()
+		return "", err
+	}
+	cl := ssh.NewClient(c, chans, reqs)
+	defer func() { _ = cl.Close() }()
+	s, err := cl.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = s.Close() }()
+	out, err := s.Output(cmd)
+	return string(out), err
+}
+
+// TestProvisionMakesAHost is item 7 with a stand-in engine: provision
+// answers the pinned key, the store pins it as a docker host, the tunnel
+// is registered under the execution id, SSH with a CA certificate for that
+// id reaches the real agent, and terminate unregisters the tunnel.
+func TestProvisionMakesAHost(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	if status != http.StatusCreated {
+		t.Fatalf("provision: %d %v", status, body)
+	}
+	id, _ := body["executionId"].(string)
+	hostPub, _ := body["hostPublicKey"].(string)
+	if id == "" || !strings.HasPrefix(hostPub, "ssh-ed25519 ") || !strings.HasPrefix(body["hostKey"].(string), "SHA256:") || body["connected"] != true {
+		t.Fatalf("provision answer: %v", body)
+	}
+	h, err := f.st.Host(context.Background(), id)
+	if err != nil || h.Kind != HostKind || h.HostKey != hostPub || !strings.Contains(string(h.Info), `"workspace":"/workspace"`) {
+		t.Fatalf("store: %+v %v", h, err)
+	}
+	out, err := f.sshInto(t, id, hostPub, id, "echo hello-from-$0")
+	if err != nil || out != "hello-from-sh\n" {
+		t.Fatalf("ssh exec: %q %v", out, err)
+	}
+	if _, err := f.sshInto(t, id, hostPub, "another-host", "true"); err == nil {
+		t.Fatal("a certificate for another host id was accepted")
+	}
+
+	status, body = f.do(t, "GET", "/v1/executions/"+id, "admin", nil)
+	if status != http.StatusOK || body["hostPublicKey"] != hostPub || body["executionId"] != id {
+		t.Fatalf("get: %d %v", status, body)
+	}
+	if status, _ := f.do(t, "DELETE", "/v1/executions/"+id, "admin", nil); status != http.StatusNoContent {
+		t.Fatalf("delete: %d", status)
+	}
+	if f.reg.Connected(id) || f.agents.Running(id) {
+		t.Fatal("tunnel or agent loop survived terminate")
+	}
+	if status, _ := f.do(t, "DELETE", "/v1/executions/"+id, "admin", nil); status != http.StatusNoContent {
+		t.Fatalf("second delete: %d, want 204 (idempotent)", status)
+	}
+	if status, body := f.do(t, "GET", "/v1/executions/"+id, "admin", nil); status != http.StatusGone {
+		t.Fatalf("get after delete: %d %v", status, body)
+	}
+}
+
+// TestAgentReattachedWhileExecutionLives: the agent dying while its
+// execution lives gets a new attachment and the same pinned key; once the
+// execution is gone, no re-attach.
+func TestAgentReattachedWhileExecutionLives(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/executions", "admin", map[string]any{"executionId": "keep-1", "image": provisionBody()["image"],
+		"workspace": provisionBody()["workspace"], "resources": provisionBody()["resources"], "network": provisionBody()["network"]})
+	if status != http.StatusCreated {
+		t.Fatalf("provision: %d %v", status, body)
+	}
+	hostPub := body["hostPublicKey"].(string)
+	f.waitEvent(t, tunnelEvent{"keep-1", true})
+	f.pool.killAgent("keep-1")
+	f.waitEvent(t, tunnelEvent{"keep-1", false})
+	f.waitEvent(t, tunnelEvent{"keep-1", true})
+	if out, err := f.sshInto(t, "keep-1", hostPub, "keep-1", "echo back"); err != nil || out != "back\n" {
+		t.Fatalf("after re-attach: %q %v", out, err)
+	}
+	if n := f.pool.count("keep-1"); n != 2 {
+		t.Fatalf("attachments = %d, want 2", n)
+	}
+	f.ex.end("keep-1")
+	f.pool.killAgent("keep-1")
+	f.waitEvent(t, tunnelEvent{"keep-1", false})
+	f.agents.Stop("keep-1") // waits for the loop, which must not have attached again
+	if f.reg.Connected("keep-1") {
+		t.Fatal("tunnel registered after the execution ended")
+	}
+	if n := f.pool.count("keep-1"); n != 2 {
+		t.Fatalf("attachments = %d, want 2 (no re-attach to an ended execution)", n)
+	}
+}
+
+func TestExecAndExecutionEndingErrors(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "echo", "args": []string{"a", "b"}, "stdin": "in", "timeoutMs": 1000})
+	if status != http.StatusOK || body["stdout"] != "echo a b\nin" || body["exitCode"] != float64(0) {
+		t.Fatalf("exec: %d %v", status, body)
+	}
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "engine-down", "timeoutMs": 1000})
+	if code, msg := errCode(body); status != http.StatusBadGateway || code != "engine_error" || strings.Contains(msg, "EOF") {
+		t.Fatalf("engine failure: %d %v (want 502 engine_error, no internal detail)", status, body)
+	}
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "flood", "timeoutMs": 1000})
+	if code, _ := errCode(body); status != http.StatusUnprocessableEntity || code != "output_limit" {
+		t.Fatalf("flood: %d %v", status, body)
+	}
+	if f.reg.Connected(id) || f.agents.Running(id) {
+		t.Fatal("host still connected after output_limit destroyed the execution")
+	}
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "echo", "timeoutMs": 1000})
+	if code, _ := errCode(body); status != http.StatusGone || code != "gone" {
+		t.Fatalf("exec after output_limit: %d %v, want 410", status, body)
+	}
+
+	_, body = f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id = body["executionId"].(string)
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "spin", "timeoutMs": 10})
+	if code, _ := errCode(body); status != http.StatusGatewayTimeout || code != "timeout" {
+		t.Fatalf("spin: %d %v", status, body)
+	}
+}
+
+func TestCheckpointRestore(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/checkpoints", "admin", map[string]any{"reason": "before"})
+	cp, _ := body["checkpointId"].(string)
+	if status != http.StatusCreated || cp == "" || body["sha256"] == nil {
+		t.Fatalf("checkpoint: %d %v", status, body)
+	}
+	status, body = f.do(t, "POST", "/v1/restores", "admin", map[string]any{"checkpointId": cp, "executionId": "restored-1"})
+	if status != http.StatusCreated || body["executionId"] != "restored-1" || body["restoredFrom"] != cp || body["hostPublicKey"] == nil {
+		t.Fatalf("restore: %d %v", status, body)
+	}
+	if out, err := f.sshInto(t, "restored-1", body["hostPublicKey"].(string), "restored-1", "echo ok"); err != nil || out != "ok\n" {
+		t.Fatalf("ssh into restored: %q %v", out, err)
+	}
+	// A restore reusing an ended execution's id pins the new key.
+	_ = f.ex.Terminate(context.Background(), "restored-1")
+	f.agents.Stop("restored-1")
+	status, body2 := f.do(t, "POST", "/v1/restores", "admin", map[string]any{"checkpointId": cp, "executionId": "restored-1"})
+	if status != http.StatusCreated || body2["hostPublicKey"] == body["hostPublicKey"] {
+		t.Fatalf("restore reusing an id: %d %v", status, body2)
+	}
+	if status, body := f.do(t, "POST", "/v1/restores", "admin", map[string]any{"checkpointId": "nope"}); status != http.StatusNotFound {
+		t.Fatalf("restore of unknown checkpoint: %d %v", status, body)
+	}
+}
+
+// TestRefusals: bad input never reaches the engine and never answers 500;
+// every refusal names its field.
+func TestRefusals(t *testing.T) {
+	f := newFixture(t)
+	// A machine host already enrolled under this id must not be taken over.
+	if _, err := f.st.Enroll(context.Background(), store.Enrollment{HostID: "laptop", Kind: "machine", HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGyQ2m0s7yJ1l7Fqzvq2jk8o0nE1iYwq7m4fP3nYwq1d"}); err != nil {
+		t.Fatal(err)
+	}
+	withID := provisionBody()
+	withID["executionId"] = "laptop"
+	cases := []struct {
+		name   string
+		token  string
+		body   any
+		status int
+		field  string
+	}{
+		{"no token", "client", provisionBody(), http.StatusForbidden, ""},
+		{"not json", "admin", "{nope", http.StatusBadRequest, "body"},
+		{"trailing", "admin", `{"image":"x"} {}`, http.StatusBadRequest, "body"},
+		{"unknown field", "admin", map[string]any{"image": "x", "privileged": true}, http.StatusBadRequest, "privileged"},
+		{"wrong type", "admin", map[string]any{"image": 7}, http.StatusBadRequest, "image"},
+		{"huge", "admin", `{"image":"` + strings.Repeat("a", MaxBody) + `"}`, http.StatusRequestEntityTooLarge, ""},
+		{"bad id", "admin", map[string]any{"executionId": "../x"}, http.StatusBadRequest, "executionId"},
+		{"machine id", "admin", withID, http.StatusConflict, "executionId"},
+		{"tag only", "admin", func() any { b := provisionBody(); b["image"] = "busybox:latest"; return b }(), http.StatusBadRequest, "image"},
+		{"network bridge", "admin", func() any { b := provisionBody(); b["network"] = map[string]any{"mode": "bridge"}; return b }(), http.StatusBadRequest, "network.mode"},
+		{"secret env", "admin", func() any { b := provisionBody(); b["env"] = map[string]any{"GITHUB_TOKEN": "x"}; return b }(), http.StatusBadRequest, "env"},
+	}
+	for _, field := range []string{"cpus", "memoryBytes", "diskBytes", "pids", "runtimeMs", "maxOutputBytes"} {
+		b := provisionBody()
+		res := map[string]any{}
+		for k, v := range b["resources"].(map[string]any) {
+			if k != field {
+				res[k] = v
+			}
+		}
+		b["resources"] = res
+		cases = append(cases, struct {
+			name   string
+			token  string
+			body   any
+			status int
+			field  string
+		}{"missing " + field, "admin", b, http.StatusBadRequest, "resources." + field})
+	}
+	for _, c := range cases {
+		status, body := f.do(t, "POST", "/v1/executions", c.token, c.body)
+		code, msg := errCode(body)
+		if status != c.status || code == "" || !strings.HasPrefix(msg, c.field) {
+			t.Errorf("%s: %d %q %q, want %d naming %q", c.name, status, code, msg, c.status, c.field)
+		}
+	}
+	if n := len(f.ex.live); n != 0 {
+		t.Fatalf("%d executions left after refusals", n)
+	}
+	if h, _ := f.st.Host(context.Background(), "laptop"); h.Kind != "machine" {
+		t.Fatalf("machine host changed: %+v", h)
+	}
+	status, body := f.do(t, "POST", "/v1/executions/nope/exec", "admin", map[string]any{"command": "x", "timeoutMs": 1})
+	if status != http.StatusNotFound {
+		t.Fatalf("exec on unknown: %d %v", status, body)
+	}
+	_, body = f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "x"})
+	if _, msg := errCode(body); status != http.StatusBadRequest || !strings.HasPrefix(msg, "timeoutMs") {
+		t.Fatalf("exec without timeoutMs: %d %v", status, body)
+	}
+}
+
+func TestRegisterOff(t *testing.T) {
+	mux := http.NewServeMux()
+	RegisterOff(mux, func(w http.ResponseWriter, r *http.Request) bool { return true })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	res, err := srv.Client().Post(srv.URL+"/v1/executions", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	if code, _ := errCode(body); res.StatusCode != http.StatusNotFound || code != "docker_off" {
+		t.Fatalf("off: %d %v", res.StatusCode, body)
+	}
+}

@@ -1,0 +1,51 @@
+package execapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzBodies sends peer-controlled bodies to every route: the answer is
+// never a 5xx and always the JSON error shape (or a success).
+func FuzzBodies(f *testing.F) {
+	f.Add(0, `{"image":"x","resources":{"cpus":1}}`)
+	f.Add(1, `{"command":"echo","args":["a"],"timeoutMs":5}`)
+	f.Add(2, `{"reason":"r"}`)
+	f.Add(3, `{"checkpointId":"cp-1","executionId":"e"}`)
+	f.Add(0, `{"resources":{"cpus":"1"}}`)
+	f.Add(0, `{"env":{"A":1}}`)
+	f.Add(1, `[]`)
+	ex := newFakeExecutions()
+	ex.add("e1", "img", "")
+	api, err := New(ex, &Config{Authorize: func(http.ResponseWriter, *http.Request) bool { return true }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	paths := []string{"/v1/executions", "/v1/executions/e1/exec", "/v1/executions/e1/checkpoints", "/v1/restores"}
+	f.Fuzz(func(t *testing.T, route int, body string) {
+		if route < 0 {
+			route = -route
+		}
+		req := httptest.NewRequest("POST", paths[route%len(paths)], strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		// The fake's "engine-down" command stands for the engine failing.
+		if rec.Code >= 500 && !strings.Contains(body, "engine-down") {
+			t.Fatalf("%s %q: %d %s", req.URL.Path, body, rec.Code, rec.Body)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s %q: not JSON: %q", req.URL.Path, body, rec.Body)
+		}
+		if rec.Code >= 400 {
+			if e, ok := out["error"].(map[string]any); !ok || e["code"] == "" || e["message"] == "" {
+				t.Fatalf("%s %q: error shape %v", req.URL.Path, body, out)
+			}
+		}
+	})
+}

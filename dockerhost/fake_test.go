@@ -1,0 +1,145 @@
+package dockerhost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// fakeDocker is the DockerAPI seam's fake for paths an engine cannot be
+// made to take on demand (engine errors, odd labels). Methods a test does
+// not set fail.
+type fakeDocker struct {
+	DockerAPI // nil: unexpected calls panic, failing the test loudly
+
+	mu        sync.Mutex
+	list      []container.Summary
+	removed   []string
+	removeErr map[string]error
+	createErr []error // consumed one per ContainerCreate
+	pulled    []string
+	pullErr   error
+}
+
+var _ DockerAPI = (*fakeDocker)(nil)
+
+func (f *fakeDocker) Ping(context.Context) (types.Ping, error) { return types.Ping{}, nil }
+
+func (f *fakeDocker) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return f.list, nil
+}
+
+func (f *fakeDocker) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, id)
+	return f.removeErr[id]
+}
+
+func (f *fakeDocker) ContainerCreate(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.createErr) == 0 {
+		return container.CreateResponse{}, errors.New("fake: no more creates")
+	}
+	err := f.createErr[0]
+	f.createErr = f.createErr[1:]
+	return container.CreateResponse{ID: "c-new"}, err
+}
+
+func (f *fakeDocker) ImagePull(_ context.Context, ref string, _ image.PullOptions) (io.ReadCloser, error) {
+	f.pulled = append(f.pulled, ref)
+	if f.pullErr != nil {
+		return nil, f.pullErr
+	}
+	return io.NopCloser(strings.NewReader(`{"status":"done"}`)), nil
+}
+
+func fakeHost(t *testing.T, f *fakeDocker, now time.Time) *Docker {
+	t.Helper()
+	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: t.TempDir(), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+func TestAdoptSortsContainers(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	labels := func(id string, expires time.Time, spec string) map[string]string {
+		return map[string]string{LabelExecution: id, LabelExpires: fmtUnix(expires), LabelSpec: spec, LabelOwner: "gw"}
+	}
+	f := &fakeDocker{list: []container.Summary{
+		{ID: "c-live", State: "running", Labels: labels("live", now.Add(time.Hour), string(spec))},
+		{ID: "c-expired", State: "running", Labels: labels("expired", now.Add(-time.Second), string(spec))},
+		{ID: "c-exited", State: "exited", Labels: labels("exited", now.Add(time.Hour), string(spec))},
+		{ID: "c-created", State: "created", Labels: labels("created", now.Add(time.Hour), string(spec))},
+		{ID: "c-nospec", State: "running", Labels: labels("nospec", now.Add(time.Hour), "{")},
+		{ID: "c-badid", State: "running", Labels: labels("../x", now.Add(time.Hour), string(spec))},
+	}}
+	h := fakeHost(t, f, now)
+	got := h.List()
+	if len(got) != 1 || got[0].ExecutionID != "live" || got[0].ContainerID != "c-live" || got[0].Resources != small() {
+		t.Fatalf("adopted %+v, want only live", got)
+	}
+	slices.Sort(f.removed)
+	if want := []string{"c-badid", "c-created", "c-exited", "c-expired", "c-nospec"}; !slices.Equal(f.removed, want) {
+		t.Fatalf("reaped %v, want %v", f.removed, want)
+	}
+}
+
+func fmtUnix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+func TestDestroyToleratesGoneContainers(t *testing.T) {
+	f := &fakeDocker{removeErr: map[string]error{
+		"missing":  cerrdefs.ErrNotFound,
+		"removing": cerrdefs.ErrConflict, // AutoRemove already at it
+		"broken":   errors.New("engine on fire"),
+	}}
+	h := fakeHost(t, f, time.Now())
+	for id, ok := range map[string]bool{"missing": true, "removing": true, "fine": true, "broken": false} {
+		if err := h.destroy(id); (err == nil) != ok {
+			t.Errorf("destroy(%s) = %v, want success %v", id, err, ok)
+		}
+	}
+}
+
+func TestCreatePullsMissingImageOnce(t *testing.T) {
+	f := &fakeDocker{createErr: []error{cerrdefs.ErrNotFound, nil}}
+	h := fakeHost(t, f, time.Now())
+	cfg, hc, _ := h.policy.ContainerConfig("x", validReq(), time.Now(), nil)
+	id, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+	if err != nil || id != "c-new" || len(f.pulled) != 1 || f.pulled[0] != pinned {
+		t.Fatalf("create: %q %v, pulled %v", id, err, f.pulled)
+	}
+
+	f = &fakeDocker{createErr: []error{cerrdefs.ErrNotFound}, pullErr: errors.New("registry says no")}
+	h = fakeHost(t, f, time.Now())
+	_, err = h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" {
+		t.Fatalf("unpullable image: %v, want invalid_request on image", err)
+	}
+
+	f = &fakeDocker{createErr: []error{cerrdefs.ErrConflict}}
+	h = fakeHost(t, f, time.Now())
+	if _, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x"); ErrorCode(err) != CodeConflict {
+		t.Fatalf("name taken: %v, want conflict", err)
+	}
+}

@@ -277,4 +277,3 @@ func lookPath(name string) bool {
 	_, err := exec.LookPath(name)
 	return err == nil
 }
-

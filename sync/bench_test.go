@@ -123,3 +123,42 @@ func BenchmarkStatSSH(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkStream16M reads a 16 MiB file through Open and io.ReadAll.
+func BenchmarkStream16M(b *testing.B) {
+	const size = 16 << 20
+	fsys, direct, root := benchSetup(b)
+	if err := os.WriteFile(filepath.Join(root, "16m"), make([]byte, size), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("sync", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			f, err := fsys.Open("16m")
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := io.ReadAll(f)
+			_ = f.Close()
+			if err != nil || len(data) != size {
+				b.Fatal(len(data), err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		b.SetBytes(size)
+		name := filepath.Join(root, "16m")
+		for b.Loop() {
+			r, err := direct.Open(ctx, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := io.ReadAll(r)
+			_ = r.Close()
+			if err != nil || len(data) != size {
+				b.Fatal(len(data), err)
+			}
+		}
+	})
+}

@@ -10,9 +10,15 @@ import (
 	"github.com/hostgate/hostgate"
 )
 
-// bufSize is the read buffer of an open file: one SFTP read packet. It bounds
-// what a file holds in memory whatever the caller reads.
-const bufSize = 32 << 10
+// An open file reads through its own buffer (a timed-out read may still
+// write into it, so it is never the caller's slice). It starts at minBuf
+// and grows to the caller's read size up to maxBuf — OpenSSH's largest read
+// answer (SFTP_MAX_READ_LENGTH, 255 KiB) rounded up — so big reads take
+// one round trip per answer while memory per file stays bounded.
+const (
+	minBuf = 32 << 10
+	maxBuf = 256 << 10
+)
 
 // file is an open regular file. Its calls run on the session it was opened
 // on. mu serializes them. A call that did not finish (a timeout, an
@@ -61,7 +67,7 @@ func (fl *file) Read(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
-		if err := fl.fill(); err != nil {
+		if err := fl.fill(len(p)); err != nil {
 			return 0, err
 		}
 		if fl.off == len(fl.buf) {
@@ -74,10 +80,11 @@ func (fl *file) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// fill reads into an empty buffer until it gets bytes or the end.
-func (fl *file) fill() error {
-	if fl.buf == nil {
-		fl.buf = make([]byte, bufSize)
+// fill reads into the empty buffer, sized for a read of want bytes, until
+// it gets bytes or the end.
+func (fl *file) fill(want int) error {
+	if size := min(max(want, minBuf), maxBuf); cap(fl.buf) < size {
+		fl.buf = make([]byte, size)
 	}
 	buf, r := fl.buf[:cap(fl.buf)], fl.r
 	var (

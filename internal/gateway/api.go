@@ -33,7 +33,7 @@ type HostRecord struct {
 }
 
 func (s *Server) record(h store.Host) HostRecord {
-	rec := HostRecord{ID: h.ID, Kind: h.Kind, Info: h.Info, HostPublicKey: h.HostKey, Connected: s.tunnels.Connected(h.ID)}
+	rec := HostRecord{ID: h.ID, Kind: h.Kind, Info: h.Info, HostPublicKey: h.HostKey, Connected: s.route.Connected(h.ID)}
 	if len(rec.Info) == 0 {
 		rec.Info = json.RawMessage("{}")
 	}

@@ -48,6 +48,12 @@ type Config struct {
 	AuthFailureLimit int
 	// AuthFailureWindow: 0 means one minute.
 	AuthFailureWindow time.Duration
+	// Route, when set, is how callers reach hosts (Open, Connected)
+	// instead of this gateway's own registry: the seam for a
+	// multi-replica relay that finds the replica holding a host's tunnel.
+	// It is built from the local registry, where this replica's agents
+	// register.
+	Route func(local *Registry) Tunnels
 	// Registry receives the gateway's metrics and is served at /metrics;
 	// nil means a new registry (with Go and process collectors).
 	Registry *prometheus.Registry
@@ -92,6 +98,7 @@ type Server struct {
 	cfg     Config
 	metrics *metrics.Gateway
 	tunnels *Registry
+	route   Tunnels // s.tunnels unless Config.Route
 	mux     *http.ServeMux
 	limiter *limiter
 	csrf    *http.CrossOriginProtection
@@ -132,6 +139,10 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		csrf:    http.NewCrossOriginProtection(),
 	}
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
+	s.route = s.tunnels
+	if c.Route != nil {
+		s.route = c.Route(s.tunnels)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.routes()
 	return s, nil

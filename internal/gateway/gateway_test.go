@@ -795,3 +795,43 @@ func TestSlowCallerDoesNotStallOthers(t *testing.T) {
 type zeroReader struct{}
 
 func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// farTunnels is a stand-in for a multi-replica relay: host "far" lives on
+// another replica (here: an in-memory echo), everything else is local.
+type farTunnels struct {
+	local *Registry
+	wg    *sync.WaitGroup
+}
+
+func (f farTunnels) Open(ctx context.Context, id string) (net.Conn, error) {
+	if id != "far" {
+		return f.local.Open(ctx, id)
+	}
+	a, b := net.Pipe()
+	f.wg.Add(1)
+	go func() { defer f.wg.Done(); _, _ = io.Copy(b, b); _ = b.Close() }()
+	return a, nil
+}
+
+func (f farTunnels) Connected(id string) bool { return id == "far" || f.local.Connected(id) }
+
+func TestRouteSeam(t *testing.T) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	e := newEnv(t, &Config{Route: func(local *Registry) Tunnels { return farTunnels{local, &wg} }})
+	_, k := newKey(t)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "far", HostKey: k}); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.token(store.RoleAdmin)
+	var rec HostRecord
+	if code, _ := e.call("GET", "/v1/hosts/far", admin, nil, &rec); code != 200 || !rec.Connected {
+		t.Errorf("far host: %d %+v", code, rec)
+	}
+	c, err := e.relay("far", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 1000)
+	_ = c.Close()
+}

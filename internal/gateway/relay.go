@@ -30,7 +30,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
-	stream, err := s.tunnels.Open(r.Context(), id)
+	stream, err := s.route.Open(r.Context(), id)
 	if err != nil {
 		s.openError(w, r, id, err)
 		return

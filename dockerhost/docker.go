@@ -62,6 +62,9 @@ type Config struct {
 	Labels map[string]string
 	// MaxResources bounds requests; nil means DefaultMaxResources.
 	MaxResources *Resources
+	// RepositoryRoots confine git-worktree repositoryPath values; empty
+	// allows any local repository the gateway can read.
+	RepositoryRoots []string
 	// Tools are copied into ToolsDir (a root-owned tmpfs) at provision.
 	Tools []Tool
 	// Now is the clock; default time.Now.
@@ -147,7 +150,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if uid <= 0 || gid <= 0 {
 		return nil, errors.New("dockerhost: UID and GID must be non-root")
 	}
-	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, UID: uid, GID: gid, Max: DefaultMaxResources()}
+	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, UID: uid, GID: gid, Max: DefaultMaxResources(), RepositoryRoots: cfg.RepositoryRoots}
 	if cfg.MaxResources != nil {
 		h.policy.Max = *cfg.MaxResources
 	}

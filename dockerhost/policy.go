@@ -39,6 +39,27 @@ type Policy struct {
 	UID, GID            int       // numeric, non-root
 	Max                 Resources // upper bounds; each field > 0
 	ToolsBytes          int64     // size of the ToolsDir tmpfs; 0: no ToolsDir
+	// RepositoryRoots, when set, are the only directories git-worktree
+	// repositories may be under: the API caller names a path on the
+	// gateway's machine, so a shared gateway should confine it.
+	RepositoryRoots []string
+}
+
+// repositoryAllowed reports whether repo (absolute) is under a root. The
+// path is cleaned first, so "/srv/repos/../etc" is not under /srv/repos;
+// symlinks inside a root are the root owner's business.
+func (p *Policy) repositoryAllowed(repo string) bool {
+	if len(p.RepositoryRoots) == 0 {
+		return true
+	}
+	repo = path.Clean(repo)
+	for _, root := range p.RepositoryRoots {
+		root = path.Clean(root)
+		if repo == root || strings.HasPrefix(repo, strings.TrimSuffix(root, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Lower bounds: below these a container cannot run sh and tar at all, or
@@ -93,6 +114,9 @@ func (p *Policy) ValidateProvision(req *ProvisionRequest) error {
 	case WorkspaceGitWorktree:
 		if !path.IsAbs(req.Workspace.RepositoryPath) || strings.ContainsRune(req.Workspace.RepositoryPath, 0) {
 			return invalid("workspace.repositoryPath", "must be an absolute path")
+		}
+		if !p.repositoryAllowed(req.Workspace.RepositoryPath) {
+			return invalid("workspace.repositoryPath", "is outside the repository roots this host serves")
 		}
 		if err := validateRevision(req.Workspace.Revision); err != nil {
 			return err

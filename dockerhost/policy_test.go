@@ -76,6 +76,17 @@ func TestValidateProvisionRefusals(t *testing.T) {
 		t.Fatalf("valid request refused: %v", err)
 	}
 	p := testPolicy()
+	p.RepositoryRoots = []string{"/srv/repos/"}
+	for repo, ok := range map[string]bool{"/srv/repos/a": true, "/srv/repos": true, "/srv/repos/../etc": false, "/srv/reposx": false, "/etc": false} {
+		r := validReq()
+		r.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "main"}
+		err := p.ValidateProvision(&r)
+		var e *Error
+		if ok != (err == nil) || !ok && (!errors.As(err, &e) || e.Field != "workspace.repositoryPath") {
+			t.Errorf("repository %s under /srv/repos: %v, want allowed %v", repo, err, ok)
+		}
+	}
+	p = testPolicy()
 	p.AllowUnpinnedImages = true
 	req.Image = "busybox:latest"
 	if err := p.ValidateProvision(&req); err != nil {

@@ -120,8 +120,24 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 	return stdout.Bytes(), mapExit(werr, stderr.Bytes())
 }
 
+// nxFunc prefixes every script. `nx PATH` exits for a PATH that tests
+// false with -e: test(1) cannot tell "missing" from "not allowed to look",
+// so it walks up to the nearest existing ancestor and exits EACCES when
+// that directory is not searchable, ENOTDIR when it is not a directory,
+// else ENOENT.
+const nxFunc = `nx() {
+  p=$1
+  while :; do
+    case $p in */*) p=${p%/*}; [ -n "$p" ] || p=/;; *) p=.;; esac
+    if [ -d "$p" ]; then [ -x "$p" ] && exit 90; exit 92; fi
+    [ -e "$p" ] && exit 93
+    case $p in /|.) exit 90;; esac
+  done
+}
+`
+
 func (p *execProvider) spawn(ctx context.Context, script string, args ...string) (Process, error) {
-	argv := append([]string{"sh", "-c", script, "sh"}, args...)
+	argv := append([]string{"sh", "-c", nxFunc + script, "sh"}, args...)
 	return p.t.Spawn(ctx, argv, SpawnOptions{Env: map[string]string{"LC_ALL": "C"}})
 }
 
@@ -232,9 +248,9 @@ func (p *execProvider) stat(ctx context.Context, op, name string, follow bool) (
 	if err != nil {
 		return nil, pathErr(op, name, err)
 	}
-	script := `[ -e "$1" ] || [ -L "$1" ] || exit 90; exec stat "$2" "$3" -- "$1"`
+	script := `[ -e "$1" ] || [ -L "$1" ] || nx "$1"; exec stat "$2" "$3" -- "$1"`
 	if follow {
-		script = `[ -e "$1" ] || exit 90; exec stat -L "$2" "$3" -- "$1"`
+		script = `[ -e "$1" ] || nx "$1"; exec stat -L "$2" "$3" -- "$1"`
 	}
 	out, err := p.run(ctx, maxSmallOutput, script, safePath(name), f.flag, f.format)
 	if err != nil {
@@ -345,7 +361,7 @@ func (fi *fileInfo) Sys() any           { return nil }
 // rather than ls so names with newlines survive; unmatched patterns are
 // dropped by the existence test. The -r/-x test comes first because an
 // unreadable directory would otherwise glob to nothing and list as empty.
-const readDirScript = `[ -e "$1" ] || exit 90
+const readDirScript = `[ -e "$1" ] || nx "$1"
 [ -d "$1" ] || exit 93
 [ -r "$1" ] && [ -x "$1" ] || exit 92
 cd -- "$1" || exit 92
@@ -432,11 +448,11 @@ exec mkdir -p -m "$m" -- "$1"`
 }
 
 func (p *execProvider) Remove(ctx context.Context, name string, recursive bool) error {
-	script := `[ -e "$1" ] || [ -L "$1" ] || exit 90
+	script := `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
 if [ -d "$1" ] && [ ! -L "$1" ]; then exec rmdir -- "$1"; fi
 exec rm -f -- "$1"`
 	if recursive {
-		script = `[ -e "$1" ] || [ -L "$1" ] || exit 90
+		script = `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
 exec rm -rf -- "$1"`
 	}
 	if name == "" {
@@ -448,7 +464,7 @@ exec rm -rf -- "$1"`
 
 // renameScript gives mv rename(2) semantics: mv would move into an
 // existing directory (or a symlink to one) instead of replacing it.
-const renameScript = `[ -e "$1" ] || [ -L "$1" ] || exit 90
+const renameScript = `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
 if [ -L "$2" ]; then rm -f -- "$2" || exit
 elif [ -d "$2" ]; then
   if [ -d "$1" ] && [ ! -L "$1" ]; then rmdir -- "$2" 2>/dev/null || exit 95; else exit 94; fi
@@ -483,7 +499,7 @@ func (p *execProvider) Readlink(ctx context.Context, name string) (string, error
 	if name == "" {
 		return "", pathErr("readlink", name, fs.ErrNotExist)
 	}
-	out, err := p.run(ctx, maxSmallOutput, `[ -L "$1" ] || { [ -e "$1" ] && exit 96; exit 90; }
+	out, err := p.run(ctx, maxSmallOutput, `[ -L "$1" ] || { [ -e "$1" ] && exit 96; nx "$1"; }
 exec readlink -- "$1"`, safePath(name))
 	if err != nil {
 		return "", pathErr("readlink", name, err)
@@ -496,7 +512,7 @@ func (p *execProvider) Realpath(ctx context.Context, name string) (string, error
 	if name == "" {
 		name = "."
 	}
-	out, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || exit 90
+	out, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || nx "$1"
 exec realpath "$1"`, safePath(name))
 	if err != nil {
 		return "", pathErr("realpath", name, err)
@@ -508,7 +524,7 @@ func (p *execProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 	if name == "" {
 		return pathErr("chmod", name, fs.ErrNotExist)
 	}
-	_, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || exit 90
+	_, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || nx "$1"
 exec chmod "$2" -- "$1"`, safePath(name), unixPerm(mode))
 	return pathErr("chmod", name, err)
 }

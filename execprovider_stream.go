@@ -12,7 +12,7 @@ import (
 
 // openScript checks $1, prints one marker byte so Open can report errors
 // before returning, then streams the file.
-const openScript = `[ -e "$1" ] || exit 90
+const openScript = `[ -e "$1" ] || nx "$1"
 [ -d "$1" ] && exit 94
 [ -r "$1" ] || exit 92
 printf k
@@ -24,7 +24,7 @@ exec cat -- "$1"`
 // file is writable, then streams stdin into it.
 const createScript = `[ -d "$1" ] && exit 94
 case $1 in */*) d=${1%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
-[ -d "$d" ] || { [ -e "$d" ] && exit 93; exit 90; }
+[ -d "$d" ] || { [ -e "$d" ] && exit 93; nx "$d"; }
 new=0; [ -e "$1" ] || [ -L "$1" ] || new=1
 : > "$1" || exit
 if [ $new = 1 ]; then

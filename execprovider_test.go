@@ -2,11 +2,15 @@ package hostgate_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/localexec"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/providertest"
 )
 
@@ -51,4 +55,39 @@ func (p pathTransport) Spawn(ctx context.Context, argv []string, opts hostgate.S
 	}
 	opts.Env = env
 	return p.base.Spawn(ctx, argv, opts)
+}
+
+// nobody is the unprivileged user permission tests run as.
+var nobody = &syscall.Credential{Uid: 65534, Gid: 65534}
+
+// unprivilegedRoot returns a fresh directory owned by nobody, reachable by
+// it (t.TempDir's parents are 0700 root), removed after the test.
+func unprivilegedRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hostgate-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			_ = os.Chmod(p, 0o755) // undo a failed test's locks; root could anyway
+			return nil
+		})
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := os.Chown(dir, int(nobody.Uid), int(nobody.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestExecProviderConformanceUnprivileged runs the suite as nobody, so the
+// permission cases (which root bypasses) are checked.
+func TestExecProviderConformanceUnprivileged(t *testing.T) {
+	testenv.RequirePeer(t, "root (to switch to nobody)", os.Geteuid() == 0)
+	providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
+		return hostgate.ExecProvider(&localexec.Transport{Credential: nobody}), unprivilegedRoot(t)
+	})
 }

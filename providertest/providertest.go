@@ -50,6 +50,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"PartialRead", testPartialRead},
 		{"Realpath", testRealpath},
 		{"CancelStreams", testCancelStreams},
+		{"Permissions", testPermissions},
 		{"Large", testLarge},
 	}
 	for _, c := range cases {
@@ -559,6 +560,67 @@ func testRealpath(t *testing.T, ctx context.Context, p hostgate.Provider, root s
 	got, err = p.Realpath(ctx, path.Join(root, "sub dir", "..", "-via", "."))
 	if err != nil || got != path.Join(real, "sub dir") {
 		t.Errorf("Realpath with dots = %q, %v", got, err)
+	}
+}
+
+// testPermissions: a directory the provider's user may not search yields
+// fs.ErrPermission, never fs.ErrNotExist. It needs a provider that does not
+// run as root (root searches anything): the case skips for one that does,
+// so a suite run as root must be paired with an unprivileged run.
+func testPermissions(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	locked := path.Join(root, "locked")
+	if err := p.Mkdir(ctx, locked, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ctx, p, path.Join(locked, "f"), []byte("secret"), 0o644)
+	if err := p.Mkdir(ctx, path.Join(locked, "sub"), 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Chmod(ctx, locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Chmod(ctx, locked, 0o755); err != nil {
+			t.Errorf("unlock: %v", err)
+		}
+	}()
+	if _, err := p.Stat(ctx, path.Join(locked, "f")); err == nil {
+		t.Skip("the provider runs with privileges that ignore permissions (root)")
+	}
+	for _, c := range []struct {
+		what string
+		err  func() error
+	}{
+		{"Stat", func() error { _, err := p.Stat(ctx, path.Join(locked, "f")); return err }},
+		{"Lstat", func() error { _, err := p.Lstat(ctx, path.Join(locked, "f")); return err }},
+		{"Stat deeper", func() error { _, err := p.Stat(ctx, path.Join(locked, "sub", "x")); return err }},
+		{"ReadDir", func() error { _, err := p.ReadDir(ctx, locked); return err }},
+		{"Open", func() error { _, err := p.Open(ctx, path.Join(locked, "f")); return err }},
+		{"Create", func() error { _, err := p.Create(ctx, path.Join(locked, "g"), 0o644); return err }},
+		{"Mkdir", func() error { return p.Mkdir(ctx, path.Join(locked, "d"), 0o755, false) }},
+		{"Remove", func() error { return p.Remove(ctx, path.Join(locked, "f"), false) }},
+		{"Chmod", func() error { return p.Chmod(ctx, path.Join(locked, "f"), 0o600) }},
+	} {
+		err := c.err()
+		wantErr(t, c.what+" in a locked directory", err, fs.ErrPermission)
+		if errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: permission error reported as not-exist: %v", c.what, err)
+		}
+	}
+	// A file without read permission.
+	if err := p.Chmod(ctx, locked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := path.Join(locked, "f")
+	if err := p.Chmod(ctx, f, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Open(ctx, f)
+	wantErr(t, "Open unreadable file", err, fs.ErrPermission)
+	_, err = p.Create(ctx, f, 0o644)
+	wantErr(t, "Create over unwritable file", err, fs.ErrPermission)
+	if err := p.Chmod(ctx, f, 0o644); err != nil {
+		t.Errorf("Chmod back: %v", err)
 	}
 }
 

@@ -3,8 +3,11 @@ package sshlayer
 import (
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +25,12 @@ const sftpServerBin = "/usr/lib/openssh/sftp-server"
 // SFTP over its stdin and stdout: a real peer in another process.
 func startSFTPServer(tb testing.TB) *sftp.Client {
 	tb.Helper()
+	return startSFTPServerAs(tb, nil)
+}
+
+// startSFTPServerAs runs sftp-server as cred's user (nil: as this process).
+func startSFTPServerAs(tb testing.TB, cred *syscall.Credential) *sftp.Client {
+	tb.Helper()
 	_, err := os.Stat(sftpServerBin)
 	testenv.RequirePeer(tb, "OpenSSH sftp-server", err == nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -36,6 +45,9 @@ func startSFTPServer(tb testing.TB) *sftp.Client {
 	}
 	cmd.Stderr = testLogWriter{tb}
 	cmd.WaitDelay = 10 * time.Second
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -65,6 +77,32 @@ func (w testLogWriter) Write(b []byte) (int, error) {
 func TestSFTPProviderConformance(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
 		return NewSFTPProvider(startSFTPServer(t)), t.TempDir()
+	})
+}
+
+// TestSFTPProviderConformanceUnprivileged runs the suite against an
+// sftp-server running as nobody, so the permission cases are checked.
+func TestSFTPProviderConformanceUnprivileged(t *testing.T) {
+	testenv.RequirePeer(t, "root (to switch to nobody)", os.Geteuid() == 0)
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
+		dir, err := os.MkdirTemp("", "hostgate-nobody-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, _ error) error {
+				_ = os.Chmod(p, 0o755) // undo a failed test's locks
+				return nil
+			})
+			if err := os.RemoveAll(dir); err != nil {
+				t.Error(err)
+			}
+		})
+		if err := os.Chown(dir, int(nobody.Uid), int(nobody.Gid)); err != nil {
+			t.Fatal(err)
+		}
+		return NewSFTPProvider(startSFTPServerAs(t, nobody)), dir
 	})
 }
 

@@ -22,6 +22,10 @@ import (
 
 // Transport spawns local processes. The zero value is ready to use.
 type Transport struct {
+	// Credential, when set, runs processes as that user (the test process
+	// must be root): tests use it to see permission errors.
+	Credential *syscall.Credential
+
 	mu    sync.Mutex
 	procs map[*process]struct{}
 }
@@ -40,6 +44,9 @@ func (t *Transport) Spawn(ctx context.Context, argv []string, opts hostgate.Spaw
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = opts.Dir
+	if t.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: t.Credential}
+	}
 	cmd.Env = os.Environ()
 	for k, v := range opts.Env {
 		if !shell.ValidName(k) {

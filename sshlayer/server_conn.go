@@ -160,6 +160,9 @@ func (c *serverConn) globalRequests(reqs <-chan *ssh.Request) {
 		case "keepalive@openssh.com":
 			_ = r.Reply(true, nil)
 		case "no-more-sessions@openssh.com":
+			// Best effort: x/crypto delivers global requests and channel
+			// opens on separate Go channels, so a session opened right
+			// after a request sent without want-reply may still be let in.
 			c.mu.Lock()
 			c.noSessions = true
 			c.mu.Unlock()

@@ -434,7 +434,11 @@ func TestServerNoMoreSessions(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, nil)
 	c := srvDialServer(t, ts)
-	if _, _, err := c.SendRequest("no-more-sessions@openssh.com", false, nil); err != nil {
+	// With a reply wanted, the session below is opened only after the
+	// server handled the request: x/crypto hands global requests and new
+	// channels to the server on separate Go channels, so without it the
+	// order would be a race.
+	if _, _, err := c.SendRequest("no-more-sessions@openssh.com", true, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.NewSession()

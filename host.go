@@ -104,6 +104,11 @@ func (h *Host) runConnect(call *connectCall) {
 	case err != nil:
 		err = fmt.Errorf("hostgate: connect: %w", err)
 	default:
+		if conn.FS == nil {
+			// One default provider per connection, so what it learns
+			// (the stat dialect) is learnt once.
+			conn.FS = ExecProvider(conn.Transport)
+		}
 		h.conn = conn
 	}
 	call.conn, call.err = conn, err

@@ -214,3 +214,124 @@ func BenchmarkCipher(b *testing.B) {
 		})
 	}
 }
+
+// pairedTimer accumulates the time of two contenders run alternately in one
+// benchmark loop, so that load from other work on a shared machine hits
+// both alike; the ratio is the number to read.
+type pairedTimer struct{ ours, peer time.Duration }
+
+func (pt *pairedTimer) report(b *testing.B, unit string, bytesPerOp int64) {
+	n := float64(b.N)
+	b.ReportMetric(float64(pt.ours.Microseconds())/n/1000, "hostgate-ms/op")
+	b.ReportMetric(float64(pt.peer.Microseconds())/n/1000, "openssh-ms/op")
+	b.ReportMetric(float64(pt.peer)/float64(pt.ours), unit)
+	if bytesPerOp > 0 {
+		b.ReportMetric(float64(bytesPerOp)*n/pt.ours.Seconds()/1e6, "hostgate-MB/s")
+		b.ReportMetric(float64(bytesPerOp)*n/pt.peer.Seconds()/1e6, "openssh-MB/s")
+	}
+}
+
+// timed runs f and adds its duration to d.
+func timed(d *time.Duration, f func()) {
+	start := time.Now()
+	f()
+	*d += time.Since(start)
+}
+
+// BenchmarkPairedExecRoundTrip: `true` on an open connection, ours and
+// OpenSSH's (ssh through a ControlMaster) alternately.
+func BenchmarkPairedExecRoundTrip(b *testing.B) {
+	s := startSSHD(b, sshdOptions{LogLevel: "ERROR"})
+	ctx := benchCtx(b)
+	c := s.connect(b, nil)
+	o := newOpenSSH(b, s)
+	ctl := filepath.Join(b.TempDir(), "ctl")
+	if out, err := o.command([]string{"-o", "ControlMaster=yes", "-o", "ControlPath=" + ctl, "-o", "ControlPersist=yes", "-f", "-N"}).CombinedOutput(); err != nil {
+		b.Fatalf("ssh master: %v %s", err, out)
+	}
+	client := []string{"-o", "ControlMaster=no", "-o", "ControlPath=" + ctl}
+	b.Cleanup(func() { _ = o.command(append(client, "-O", "exit")).Run() })
+	ours := func() {
+		p, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = p.Stdin().Close()
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+		_, _ = io.Copy(io.Discard, p.Stdout())
+		if err := p.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	peer := func() {
+		if out, err := o.command(client, "true").CombinedOutput(); err != nil {
+			b.Fatalf("ssh true: %v %s", err, out)
+		}
+	}
+	var pt pairedTimer
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			timed(&pt.ours, ours)
+			timed(&pt.peer, peer)
+		} else {
+			timed(&pt.peer, peer)
+			timed(&pt.ours, ours)
+		}
+		i++
+	}
+	pt.report(b, "openssh/hostgate-time", 0)
+}
+
+// BenchmarkPairedBulk: 64 MiB into `cat >/dev/null` over a new connection
+// per transfer, aes128-gcm@openssh.com on both, ours and OpenSSH's
+// alternately.
+func BenchmarkPairedBulk(b *testing.B) {
+	s := startSSHD(b, sshdOptions{LogLevel: "ERROR"})
+	ctx := benchCtx(b)
+	o := newOpenSSH(b, s)
+	data := make([]byte, bulkSize)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	ours := func() {
+		c, err := Connect(ctx, s.dial(b), s.auth())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		p, err := c.Spawn(ctx, []string{"sh", "-c", "cat >/dev/null"}, hostgate.SpawnOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+		go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+		if _, err := p.Stdin().Write(data); err != nil {
+			b.Fatal(err)
+		}
+		_ = p.Stdin().Close()
+		if err := p.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	peer := func() {
+		cmd := o.command([]string{"-c", ssh.CipherAES128GCM}, "cat >/dev/null")
+		cmd.Stdin = bytes.NewReader(data)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("ssh: %v %s", err, out)
+		}
+	}
+	var pt pairedTimer
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			timed(&pt.ours, ours)
+			timed(&pt.peer, peer)
+		} else {
+			timed(&pt.peer, peer)
+			timed(&pt.ours, ours)
+		}
+		i++
+	}
+	pt.report(b, "openssh/hostgate-time", bulkSize)
+}

@@ -248,3 +248,23 @@ func TestNoForwarderIsNotSupported(t *testing.T) {
 		t.Errorf("Sync: %v", err)
 	}
 }
+
+func TestDefaultFSIsExecProviderOncePerConnection(t *testing.T) {
+	h, _ := localHost(t, false)
+	ctx := context.Background()
+	a, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Errorf("FS returned two providers for one connection")
+	}
+	dir := t.TempDir()
+	if fi, err := a.Stat(ctx, dir); err != nil || !fi.IsDir() {
+		t.Errorf("default provider Stat: %v, %v", fi, err)
+	}
+}

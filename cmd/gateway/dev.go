@@ -39,6 +39,7 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 	fs.StringVar(&c.PreviewDomain, "preview-domain", "localhost", "domain for preview subdomains ({port}--{host}.DOMAIN)")
 	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
 	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
+	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {

@@ -27,6 +27,7 @@ type serveConfig struct {
 	PreviewDomain string
 	Docker        string // auto | on | off
 	AgentBinary   string
+	SandboxImage  string // default image of "New sandbox" (executions.go)
 	CertTTL       time.Duration
 	LogFormat     string
 }
@@ -53,6 +54,7 @@ func runServe(ctx context.Context, sio stdio, args []string) error {
 	fs.StringVar(&c.PreviewDomain, "preview-domain", "", "domain for preview subdomains ({port}--{host}.DOMAIN)")
 	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
 	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
+	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/execapi"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+func init() { serveHooks = append(serveHooks, attachExecutions) }
+
+const (
+	// enginePingTimeout bounds --docker auto's probe of the engine.
+	enginePingTimeout = 5 * time.Second
+	// maxAgentBinary bounds the agent binary read into memory (it is
+	// copied into every execution).
+	maxAgentBinary = 256 << 20
+)
+
+// sandboxDefaults is the provision body the web UI's "New sandbox" posts:
+// the configured image and limits that suit an interactive shell.
+func sandboxDefaults(image string) dockerhost.ProvisionRequest {
+	return dockerhost.ProvisionRequest{
+		Image:     image,
+		Workspace: dockerhost.WorkspaceSpec{Kind: dockerhost.WorkspaceEmpty},
+		Resources: dockerhost.Resources{
+			CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256,
+			RuntimeMs: int64(time.Hour / time.Millisecond), MaxOutputBytes: 16 << 20,
+		},
+		Network: dockerhost.Network{Mode: "none"},
+	}
+}
+
+// attachExecutions adds the executions API per --docker: auto turns it on
+// when an engine answers a ping, on fails without one, off (or no engine)
+// answers 404 docker_off. With an engine it adopts the executions a
+// previous run left and, given an agent binary, makes each one a host.
+func attachExecutions(ctx context.Context, s *serving) (func(), error) {
+	srv, log := s.Server, s.Logger.With("component", "executions")
+	authorize := func(w http.ResponseWriter, r *http.Request) bool {
+		tok, ok := srv.AuthenticateRequest(w, r)
+		if !ok {
+			return false
+		}
+		if tok.Role != store.RoleAdmin {
+			apiError(w, http.StatusForbidden, "forbidden", "the executions API needs an admin token")
+			return false
+		}
+		return true
+	}
+	cli, err := engine(ctx, s.Config.Docker, log)
+	if err != nil {
+		return nil, err
+	}
+	if cli == nil {
+		execapi.RegisterOff(srv.Mux(), authorize)
+		srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
+			if tok.Role != store.RoleAdmin {
+				return nil
+			}
+			return map[string]any{"docker": false}
+		})
+		return nil, nil
+	}
+
+	agentBin, err := readAgentBinary(s.Config.AgentBinary)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	cfg := &dockerhost.Config{
+		Owner:         owner(s.Config.StateDir),
+		CheckpointDir: filepath.Join(s.Config.StateDir, "checkpoints"),
+	}
+	if agentBin != nil {
+		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
+	} else {
+		log.Warn("no agent binary (--agent-binary, or a file named agent next to the gateway): executions will not be hosts")
+	}
+	docker, err := dockerhost.NewDocker(ctx, log, cli, cfg)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	var agents *execapi.Agents
+	if agentBin != nil {
+		attach := func(ctx context.Context, id string, argv []string, stderr io.Writer) (execapi.Stdio, error) {
+			st, err := docker.AttachStdio(ctx, id, argv, stderr)
+			if err != nil {
+				return nil, err
+			}
+			return st, nil
+		}
+		alive := func(ctx context.Context, id string) error {
+			_, err := docker.Get(ctx, id)
+			return err
+		}
+		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
+			&execapi.AgentsConfig{Logger: log})
+	}
+	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	api.Register(srv.Mux())
+	srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
+		if tok.Role != store.RoleAdmin {
+			return nil
+		}
+		m := map[string]any{"docker": true}
+		if s.Config.SandboxImage != "" {
+			m["sandboxDefaults"] = sandboxDefaults(s.Config.SandboxImage)
+		}
+		return m
+	})
+
+	// Re-attach the agents of the executions NewDocker adopted, in the
+	// background: serving must not wait for them.
+	var wg sync.WaitGroup
+	adoptCtx, stopAdopt := context.WithCancel(context.Background())
+	if agents != nil {
+		for _, e := range docker.List() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := agents.Start(adoptCtx, e.ExecutionID); err != nil {
+					log.Warn("adopted execution: agent not re-attached", "execution", e.ExecutionID, "err", err)
+					return
+				}
+				log.Info("adopted execution: agent re-attached", "execution", e.ExecutionID)
+			}()
+		}
+	}
+	return func() {
+		stopAdopt()
+		wg.Wait()
+		if agents != nil {
+			agents.Close()
+		}
+		_ = docker.Close()
+		_ = cli.Close()
+	}, nil
+}
+
+// engineClient is the Docker client and its Close.
+type engineClient interface {
+	dockerhost.DockerAPI
+	Close() error
+}
+
+// engine returns a client of an engine that answers a ping, or nil when
+// mode is off, or auto and none answers; with mode on, no engine is an
+// error.
+func engine(ctx context.Context, mode string, log *slog.Logger) (engineClient, error) {
+	if mode == "off" {
+		log.Info("Docker executions off (--docker off)")
+		return nil, nil
+	}
+	cli, err := dockerhost.NewClient()
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, enginePingTimeout)
+		_, err = cli.Ping(pctx)
+		cancel()
+		if err != nil {
+			_ = cli.Close()
+		}
+	}
+	if err != nil {
+		if mode == "on" {
+			return nil, fmt.Errorf("serve: --docker on but no Docker engine answers: %w", err)
+		}
+		log.Info("Docker executions off: no engine answered (--docker auto)", "err", err)
+		return nil, nil
+	}
+	log.Info("Docker executions on", "mode", mode)
+	return cli, nil
+}
+
+// readAgentBinary reads --agent-binary, or a file named agent next to the
+// gateway executable when the flag is empty; nil (no error) when that
+// default does not exist.
+func readAgentBinary(path string) ([]byte, error) {
+	explicit := path != ""
+	if !explicit {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil
+		}
+		path = filepath.Join(filepath.Dir(exe), "agent")
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: --agent-binary: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, maxAgentBinary+1))
+	if err != nil {
+		return nil, fmt.Errorf("serve: --agent-binary: %w", err)
+	}
+	if len(b) > maxAgentBinary {
+		return nil, fmt.Errorf("serve: --agent-binary %s: larger than %d bytes", path, maxAgentBinary)
+	}
+	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
+		return nil, fmt.Errorf("serve: --agent-binary %s: not an ELF executable (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path)
+	}
+	return b, nil
+}
+
+// owner names this gateway's containers after its state directory, so
+// that gateways sharing an engine never adopt (or reap) each other's
+// executions, and a restarted gateway finds its own.
+func owner(stateDir string) string {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		abs = stateDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "hostgate-" + hex.EncodeToString(sum[:6])
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// apiCall does one request with a bearer token and decodes the JSON answer.
+func apiCall(t *testing.T, method, url, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: %d, body not JSON: %v", method, url, res.StatusCode, err)
+	}
+	return res.StatusCode, out
+}
+
+// TestExecutionsOff: with --docker off the executions routes exist and
+// answer 404 docker_off to an admin, 403 to a client token, and /v1/me
+// tells the admin Docker is off.
+func TestExecutionsOff(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	base := startServe(t, dir)
+	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := lastLine(out)
+	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := lastLine(out)
+	for _, p := range []string{"POST /v1/executions", "GET /v1/executions/x", "POST /v1/executions/x/exec", "POST /v1/restores", "DELETE /v1/executions/x"} {
+		m, path, _ := strings.Cut(p, " ")
+		status, body := apiCall(t, m, base+path, admin, "{}")
+		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "docker_off" {
+			t.Errorf("%s as admin: %d %v", p, status, body)
+		}
+		status, body = apiCall(t, m, base+path, client, "{}")
+		if status != http.StatusForbidden {
+			t.Errorf("%s as client: %d %v", p, status, body)
+		}
+	}
+	status, me := apiCall(t, "GET", base+"/v1/me", admin, "")
+	if status != http.StatusOK || me["docker"] != false || me["role"] != "admin" {
+		t.Fatalf("/v1/me: %d %v", status, me)
+	}
+	if _, me := apiCall(t, "GET", base+"/v1/me", client, ""); me["docker"] != nil {
+		t.Fatalf("/v1/me tells a client about Docker: %v", me)
+	}
+}
+
+// TestDockerModeWithoutEngine: on refuses to start without an engine;
+// auto starts with executions off.
+func TestDockerModeWithoutEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: t.TempDir(), Docker: "on", CertTTL: time.Minute, LogFormat: "text"}
+	err := serve(ctx, logger, c, nil)
+	if err == nil || !strings.Contains(err.Error(), "no Docker engine") {
+		t.Fatalf("--docker on without an engine: %v", err)
+	}
+	cli, err := engine(ctx, "auto", logger)
+	if err != nil || cli != nil {
+		t.Fatalf("--docker auto without an engine: %v %v", cli, err)
+	}
+}
+
+func TestReadAgentBinary(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := readAgentBinary(filepath.Join(dir, "missing")); err == nil {
+		t.Error("an explicit missing agent binary was accepted")
+	}
+	script := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAgentBinary(script); err == nil || !strings.Contains(err.Error(), "ELF") {
+		t.Errorf("a shell script as agent binary: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := readAgentBinary(self); err != nil || len(b) == 0 {
+		t.Errorf("an ELF binary: %d bytes, %v", len(b), err)
+	}
+}
+
+func TestOwnerPerStateDir(t *testing.T) {
+	a, b := owner("/var/lib/a"), owner("/var/lib/b")
+	if a == b || a != owner("/var/lib/a/") || !strings.HasPrefix(a, "hostgate-") {
+		t.Fatalf("owner: %q %q", a, b)
+	}
+}

@@ -1,0 +1,148 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"time"
+)
+
+// The executions API's bodies (DESIGN.md "Execution bodies"), mirrored
+// here so callers need not link the Docker client.
+
+// ProvisionRequest is the provision body.
+type ProvisionRequest struct {
+	ExecutionID string            `json:"executionId,omitempty"`
+	Image       string            `json:"image"`
+	Workspace   Workspace         `json:"workspace"`
+	Resources   Resources         `json:"resources"`
+	Network     Network           `json:"network"`
+	Env         map[string]string `json:"env,omitempty"`
+}
+
+// Workspace is {kind: "empty"} or a git revision of a repository on the
+// gateway's machine.
+type Workspace struct {
+	Kind           string `json:"kind"`
+	RepositoryPath string `json:"repositoryPath,omitempty"`
+	Revision       string `json:"revision,omitempty"`
+}
+
+// Resources are the execution's limits; every field is required.
+type Resources struct {
+	CPUs           float64 `json:"cpus"`
+	MemoryBytes    int64   `json:"memoryBytes"`
+	DiskBytes      int64   `json:"diskBytes"`
+	Pids           int64   `json:"pids"`
+	RuntimeMs      int64   `json:"runtimeMs"`
+	MaxOutputBytes int64   `json:"maxOutputBytes"`
+}
+
+// Network is the execution's network; only mode "none" exists.
+type Network struct {
+	Mode string `json:"mode"`
+}
+
+// Execution is a provisioned execution; it is also a host with the same
+// id (Dial it), whose pinned host key HostKey is.
+type Execution struct {
+	ExecutionID   string    `json:"executionId"`
+	Image         string    `json:"image"`
+	CreatedAt     time.Time `json:"createdAt"`
+	ExpiresAt     time.Time `json:"expiresAt"`
+	Resources     Resources `json:"resources"`
+	RestoredFrom  string    `json:"restoredFrom,omitempty"`
+	HostKey       string    `json:"hostKey,omitempty"`
+	HostPublicKey string    `json:"hostPublicKey,omitempty"`
+	Connected     bool      `json:"connected"`
+}
+
+// ExecRequest runs Command with Args directly (no shell).
+type ExecRequest struct {
+	Command   string            `json:"command"`
+	Args      []string          `json:"args,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cwd       string            `json:"cwd,omitempty"`
+	Stdin     string            `json:"stdin,omitempty"`
+	TimeoutMs int64             `json:"timeoutMs"`
+}
+
+// ExecResult is a finished command.
+type ExecResult struct {
+	ExitCode   int    `json:"exitCode"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	DurationMs int64  `json:"durationMs"`
+	OOMKilled  bool   `json:"oomKilled,omitempty"`
+}
+
+// Checkpoint is a saved workspace.
+type Checkpoint struct {
+	CheckpointID string    `json:"checkpointId"`
+	ExecutionID  string    `json:"executionId"`
+	CreatedAt    time.Time `json:"createdAt"`
+	SizeBytes    int64     `json:"sizeBytes"`
+	SHA256       string    `json:"sha256"`
+}
+
+// RestoreRequest restores a checkpoint into a new execution. Env is given
+// again: checkpoints never hold environment values.
+type RestoreRequest struct {
+	CheckpointID string            `json:"checkpointId"`
+	ExecutionID  string            `json:"executionId,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+}
+
+// Provision creates an execution (admin token). A refused request is an
+// *APIError with Status 400 whose message starts with the field.
+func (c *Client) Provision(ctx context.Context, req ProvisionRequest) (*Execution, error) {
+	var e Execution
+	if err := c.do(ctx, "POST", "/v1/executions", req, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Execution returns a live execution; an ended one is an *APIError with
+// Status 410.
+func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
+	var e Execution
+	if err := c.do(ctx, "GET", "/v1/executions/"+url.PathEscape(id), nil, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Exec runs one command in the execution. A timeout, output overflow or
+// abort is an *APIError with Code "timeout", "output_limit" or "aborted",
+// and the execution is gone afterwards.
+func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	var r ExecResult
+	if err := c.do(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Checkpoint saves the execution's workspace.
+func (c *Client) Checkpoint(ctx context.Context, id, reason string) (*Checkpoint, error) {
+	var cp Checkpoint
+	body := map[string]string{"reason": reason}
+	if err := c.do(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/checkpoints", body, &cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+// Restore makes a new execution from a checkpoint.
+func (c *Client) Restore(ctx context.Context, req RestoreRequest) (*Execution, error) {
+	var e Execution
+	if err := c.do(ctx, "POST", "/v1/restores", req, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Terminate destroys the execution; terminating one that ended succeeds.
+func (c *Client) Terminate(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/v1/executions/"+url.PathEscape(id), nil, nil)
+}

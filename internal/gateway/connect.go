@@ -79,6 +79,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
+	// Audited before the upgrade, so the entry exists once the agent is up.
+	if err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: r.RemoteAddr}); err != nil {
+		log.Warn("audit", "err", err)
+	}
 	// Register before answering 101, so the host is routable as soon as the
 	// agent sees the upgrade succeed; streams opened meanwhile wait.
 	pt := newPendingTunnel()

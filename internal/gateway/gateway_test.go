@@ -458,6 +458,9 @@ func TestEnrollRelayAndImpostor(t *testing.T) {
 	if got := real.resp.Header.Get(wire.HeaderHostID); got != "h1" {
 		t.Errorf("host id header %q", got)
 	}
+	if a, _ := e.store.Sessions(e.ctx, 1); len(a) != 1 || a[0].Kind != "tunnel" || a[0].HostID != "h1" || a[0].TokenName != "agent-h1" {
+		t.Errorf("tunnel audit: %+v", a)
+	}
 	admin := e.token(store.RoleAdmin)
 	var rec HostRecord
 	if code, c := e.call("GET", "/v1/hosts/h1", admin, nil, &rec); code != 200 {

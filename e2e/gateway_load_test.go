@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// vmRSS is a process's resident set size in KiB, from /proc.
+func vmRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS %q: %v", rest, err)
+			}
+			return kib
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// TestGatewayLoad: 500 dial-out agents (simulated in this process, each
+// with its own token, state dir and host key) and 200 concurrent Go client
+// sessions through one gateway process. Every session's output must be
+// its own; the gateway's memory per tunnel is reported.
+func TestGatewayLoad(t *testing.T) {
+	agents, sessions := 500, 200
+	if testing.Short() {
+		agents = 50
+	}
+	g := startGateway(t, "")
+	ctx := testCtx(t, 150*time.Second)
+
+	// Agent tokens straight in the gateway's database: the CLI would take
+	// a process per token. The store is built for a second writer.
+	st, err := store.Open(ctx, filepath.Join(g.stateDir, "gateway.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, agents)
+	tokens := make([]string, agents)
+	for i := range agents {
+		ids[i] = fmt.Sprintf("load-%03d", i)
+		if tokens[i], _, err = st.CreateToken(ctx, store.TokenSpec{Role: store.RoleAgent, Hosts: []string{ids[i]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	gwPID := g.proc.cmd.Process.Pid
+	before := vmRSS(t, gwPID)
+	start := time.Now()
+
+	// The agents: Connect goroutines owned by this test, stopped by
+	// cancelling actx and waited for.
+	actx, stopAgents := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		up      = map[string]bool{}
+		allUp   = make(chan struct{})
+		errs    = make([]error, agents)
+		stopped = false
+	)
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopAgents()
+			wg.Wait()
+		}
+	}
+	defer stop()
+	for i := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = agent.Connect(actx, &agent.ConnectConfig{
+				GatewayURL: g.url, Token: tokens[i], HostID: ids[i], StateDir: t.TempDir(),
+				MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+				OnTunnel: func(id string) {
+					mu.Lock()
+					defer mu.Unlock()
+					if !up[id] {
+						up[id] = true
+						if len(up) == agents {
+							close(allUp)
+						}
+					}
+				},
+			})
+		}()
+	}
+	select {
+	case <-allUp:
+	case <-time.After(90 * time.Second):
+		mu.Lock()
+		n := len(up)
+		mu.Unlock()
+		t.Fatalf("only %d of %d agents connected within 90s", n, agents)
+	}
+	connectTime := time.Since(start)
+
+	// The gateway agrees: every host listed and connected.
+	c, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := c.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connected := 0
+	for _, r := range recs {
+		if r.Connected && strings.HasPrefix(r.ID, "load-") {
+			connected++
+		}
+	}
+	if connected != agents {
+		t.Fatalf("gateway lists %d of %d load hosts connected", connected, agents)
+	}
+	after := vmRSS(t, gwPID)
+	perTunnel := float64(after-before) / float64(agents)
+	t.Logf("gateway VmRSS: %d KiB idle, %d KiB with %d tunnels: %.1f KiB per tunnel (%.3fx the idle gateway's RSS per tunnel); all up in %v",
+		before, after, agents, perTunnel, perTunnel/float64(before), connectTime.Round(time.Millisecond))
+
+	// 200 concurrent sessions through random tunnels, each with its own
+	// SSH connection; every output must be exactly its own number.
+	sstart := time.Now()
+	type result struct {
+		i   int
+		id  string
+		out string
+		err error
+	}
+	results := make(chan result, sessions)
+	var swg sync.WaitGroup
+	for i := range sessions {
+		id := ids[rand.IntN(agents)]
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			defer cancel()
+			h, err := c.Dial(sctx, id)
+			if err != nil {
+				results <- result{i, id, "", fmt.Errorf("dial: %w", err)}
+				return
+			}
+			defer h.Close()
+			res, err := h.Exec(sctx, []string{"echo", strconv.Itoa(i)}, hostgate.ExecOptions{})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			out := ""
+			if res != nil {
+				out = string(res.Stdout)
+			}
+			results <- result{i, id, out, err}
+		}()
+	}
+	swg.Wait()
+	close(results)
+	seen := make([]bool, sessions)
+	failed := 0
+	for r := range results {
+		if r.err != nil || r.out != strconv.Itoa(r.i)+"\n" {
+			failed++
+			if failed <= 5 {
+				t.Errorf("session %d via %s: %q %v", r.i, r.id, r.out, r.err)
+			}
+			continue
+		}
+		seen[r.i] = true
+	}
+	for i, ok := range seen {
+		if !ok && failed == 0 {
+			t.Errorf("session %d has no result", i)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d sessions failed or lost output", failed, sessions)
+	}
+	sessTime := time.Since(sstart)
+	t.Logf("%d concurrent sessions (dial + certificate + SSH + exec) through %d tunnels in %v (%.0f sessions/s)",
+		sessions, agents, sessTime.Round(time.Millisecond), float64(sessions)/sessTime.Seconds())
+
+	// Teardown: every agent returns nil (a clean stop), and the gateway
+	// sees them all go.
+	stop()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("agent %s: %v", ids[i], err)
+		}
+	}
+	recs, err = c.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		still := 0
+		for _, r := range recs {
+			if r.Connected {
+				still++
+			}
+		}
+		if still == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d hosts still connected 60s after their agents stopped", still)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if recs, err = c.Hosts(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

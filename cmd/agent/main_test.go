@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,10 +210,47 @@ func TestServeListenWithOpenSSH(t *testing.T) {
 		if out, err := exec.CommandContext(testCtx(t), "sftp", a...).CombinedOutput(); err != nil {
 			t.Fatalf("sftp: %v\n%s", err, out)
 		}
-		for _, p := range []string{filepath.Join(work, "up"), filepath.Join(dir, "back")} {
+		sa := append(sshArgs(kh, keyFile), "-P", port, src, "anyone@"+host+":scp.bin")
+		if out, err := exec.CommandContext(testCtx(t), "scp", sa...).CombinedOutput(); err != nil {
+			t.Fatalf("scp: %v\n%s", err, out)
+		}
+		for _, p := range []string{filepath.Join(work, "up"), filepath.Join(dir, "back"), filepath.Join(work, "scp.bin")} {
 			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("%s: %d bytes %v, want the 1 MiB sent", p, len(got), err)
 			}
+		}
+	}
+
+	// ssh -L (to a Unix socket here: no port to race for) and ssh -R.
+	echo := startEcho(t)
+	sock := filepath.Join(dir, "l.sock")
+	fwd := ssh("-o", "ExitOnForwardFailure=yes", "-L", sock+":"+echo, "-R", "0:"+echo, "echo ready; exec sleep 300")
+	fwdOut, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwdErr, err := fwd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	if line, err := bufio.NewReader(fwdOut).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("ssh -L -R: %q %v", line, err)
+	}
+	echoThrough(t, "unix", sock)
+	errs := bufio.NewReader(fwdErr)
+	for {
+		line, err := errs.ReadString('\n')
+		if err != nil {
+			t.Fatalf("ssh -R: no allocated port reported: %v", err)
+		}
+		if _, after, ok := strings.Cut(line, "Allocated port "); ok {
+			rport, _, _ := strings.Cut(after, " ")
+			echoThrough(t, "tcp", "127.0.0.1:"+rport)
+			break
 		}
 	}
 
@@ -369,5 +407,67 @@ func TestUsage(t *testing.T) {
 	b.Reset()
 	if code := run([]string{"serve", "-h"}, &b); code != 0 || !strings.Contains(b.String(), "--authorized-keys") && !strings.Contains(b.String(), "-authorized-keys") {
 		t.Errorf("serve -h: code %d, output %q", code, b.String())
+	}
+}
+
+// startEcho runs a loopback TCP echo server until the test ends.
+func startEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// echoThrough sends random bytes to addr and expects them back.
+func echoThrough(t *testing.T, network, addr string) {
+	t.Helper()
+	c, err := net.DialTimeout(network, addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	data := make([]byte, 256<<10)
+	_, _ = rand.Read(data)
+	errc := make(chan error, 1)
+	go func() { _, err := c.Write(data); errc <- err }()
+	got := make([]byte, len(data))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("echo through %s %s: %v", network, addr, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("echo through %s %s: bytes differ", network, addr)
 	}
 }

@@ -473,8 +473,10 @@ func TestSSHDKeepaliveDeadPeer(t *testing.T) {
 func TestSSHDKeepaliveHealthy(t *testing.T) {
 	s := startSSHD(t, sshdOptions{})
 	ctx := testCtx(t)
-	c := s.connect(t, &ClientConfig{KeepaliveInterval: 20 * time.Millisecond, KeepaliveMaxMissed: 25})
-	if _, _, err := run(ctx, t, c, []string{"sleep", "1"}, hostgate.SpawnOptions{}, ""); err != nil {
+	// 60 intervals pass, so replies must reset the count; a stall of up to
+	// 1.5 s on a loaded machine is tolerated.
+	c := s.connect(t, &ClientConfig{KeepaliveInterval: 50 * time.Millisecond, KeepaliveMaxMissed: 30})
+	if _, _, err := run(ctx, t, c, []string{"sleep", "3"}, hostgate.SpawnOptions{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -504,16 +506,25 @@ func TestSSHDFrozenPeerRespectsCtx(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
 
 	p.freeze()
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if _, err := c.Spawn(short, []string{"true"}, hostgate.SpawnOptions{}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Spawn on a frozen peer: %v, want DeadlineExceeded", err)
-	}
-	if _, err := c.Dial(short, "tcp", "127.0.0.1:1"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Dial on a frozen peer: %v, want DeadlineExceeded", err)
-	}
-	if _, err := c.Listen(short, "tcp", "127.0.0.1:0"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Listen on a frozen peer: %v, want DeadlineExceeded", err)
+	for name, op := range map[string]func(context.Context) error{
+		"Spawn": func(ctx context.Context) error {
+			_, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{})
+			return err
+		},
+		"Dial": func(ctx context.Context) error {
+			_, err := c.Dial(ctx, "tcp", "127.0.0.1:1")
+			return err
+		},
+		"Listen": func(ctx context.Context) error {
+			_, err := c.Listen(ctx, "tcp", "127.0.0.1:0")
+			return err
+		},
+	} {
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		if err := op(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s on a frozen peer: %v, want DeadlineExceeded", name, err)
+		}
+		cancel()
 	}
 	select {
 	case <-c.Done():

@@ -52,6 +52,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": a plain public key, not a certificate")
 		return
 	}
+	if msg := weakKey(pub); msg != "" {
+		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": "+msg)
+		return
+	}
 	info, err := wire.DecodeInfo(r.Header.Get(wire.HeaderInfo))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderInfo+": "+err.Error())

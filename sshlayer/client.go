@@ -310,7 +310,7 @@ func (c *Client) keepalive() {
 				if missed >= c.cfg.KeepaliveMaxMissed {
 					d := c.cfg.KeepaliveInterval * time.Duration(missed)
 					c.log.Warn("ssh keepalive timeout, closing connection", "silent_for", d)
-					c.fail(fmt.Errorf("%w: %w: no reply for %v", ErrConnectionLost, ErrKeepaliveTimeout, d))
+					c.fail(&keepaliveError{silent: d})
 					<-reply
 					return
 				}
@@ -328,6 +328,22 @@ func (c *Client) keepalive() {
 		}
 	}
 }
+
+// keepaliveError is why a connection whose peer went silent was closed. It
+// matches ErrConnectionLost and ErrKeepaliveTimeout, and is a net.Error
+// whose Timeout is true.
+type keepaliveError struct{ silent time.Duration }
+
+var _ net.Error = (*keepaliveError)(nil)
+
+func (e *keepaliveError) Error() string {
+	return fmt.Sprintf("sshlayer: connection lost: keepalive timeout: no reply for %v", e.silent)
+}
+func (e *keepaliveError) Is(target error) bool {
+	return target == ErrConnectionLost || target == ErrKeepaliveTimeout
+}
+func (e *keepaliveError) Timeout() bool   { return true }
+func (e *keepaliveError) Temporary() bool { return false }
 
 // track registers one more goroutine with the client; false once Close has
 // started (the caller must not start it).

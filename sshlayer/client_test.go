@@ -462,8 +462,10 @@ func TestSSHDKeepaliveDeadPeer(t *testing.T) {
 	if err := <-spawnErr; !errors.Is(err, ErrConnectionLost) {
 		t.Errorf("pending Spawn: got %v, want ErrConnectionLost", err)
 	}
-	if err := c.Wait(); !errors.Is(err, ErrKeepaliveTimeout) {
-		t.Errorf("Client.Wait: got %v, want ErrKeepaliveTimeout", err)
+	err = c.Wait()
+	var ne net.Error
+	if !errors.Is(err, ErrKeepaliveTimeout) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("Client.Wait: got %v, want ErrKeepaliveTimeout, a net.Error with Timeout", err)
 	}
 	t.Logf("dead peer detected after %v (interval 100ms, 3 missed)", time.Since(start))
 }

@@ -385,12 +385,12 @@ func (h *Docker) pull(ctx context.Context, ref string) error {
 }
 
 // checkImage fails when the image lacks what executions need: sleep is
-// the main process (ContainerStart already failed without it), and /bin/sh
-// and tar are run here directly, not through the shell, because a
-// standalone busybox shell finds applets that exec cannot.
+// the main process (its absence shows as the init exiting 127), and tar is
+// run here directly, not through the shell, because a standalone busybox
+// shell finds applets that exec cannot.
 func (h *Docker) checkImage(ctx context.Context, cid string) error {
+	// One exec checks both: tar runs, and archives /bin/sh, so it exists.
 	for _, argv := range [][]string{
-		{"/bin/sh", "-c", "exit 0"},
 		{"tar", "-cf", "/dev/null", "-C", "/", "bin/sh"},
 	} {
 		var out strings.Builder
@@ -409,7 +409,7 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 		case err == nil:
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file or directory"):
+		case strings.Contains(err.Error(), "executable file not found") || strings.Contains(strings.ToLower(err.Error()), "no such file or directory"):
 			// Exit 126 alone is not enough: a dying container fails
 			// execs with 126 too.
 			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}

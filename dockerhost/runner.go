@@ -126,7 +126,9 @@ func (r *ProcessRunner) run(ctx context.Context, p process) (int, error) {
 		go func() {
 			defer wg.Done()
 			src := &errReader{r: p.stdin}
-			_, werr := io.Copy(hj.Conn, src)
+			// Large writes: workspace tars are the big stdin here.
+			buf := make([]byte, 256<<10)
+			_, werr := io.CopyBuffer(struct{ io.Writer }{hj.Conn}, src, buf)
 			if src.err != nil {
 				// Never let the command see a clean EOF after a bad read:
 				// tar would happily end at a file boundary.

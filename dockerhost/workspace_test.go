@@ -257,7 +257,7 @@ func testImageMustHaveShSleepTar(t *testing.T) {
 		t.Skipf("no /bin/busybox to build test images: %v", err) // the test image itself comes from it
 	}
 	h := newTestHost(t, cli, &Config{AllowUnpinnedImages: true})
-	for name, links := range map[string][]string{"no-tar": {"sh", "sleep"}, "no-sleep": {"sh", "tar"}} {
+	for name, links := range map[string][]string{"no-tar": {"sh", "sleep"}, "no-sleep": {"sh", "tar"}, "no-sh": {"sleep", "tar"}} {
 		ref := importImage(t, cli, busybox, links)
 		_, err := h.Provision(testCtx(t, 2*time.Minute), emptyReq(ref, small()))
 		var e *Error

@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// execGateway starts a gateway with Docker executions on and the static
+// agent, or skips (fails under HOSTGATE_E2E=require) without an engine or
+// the test image.
+func execGateway(t testing.TB) (*gw, *client.Client, string) {
+	t.Helper()
+	image := os.Getenv("HOSTGATE_TEST_IMAGE")
+	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
+		exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run() == nil)
+	// startGateway passes --docker off first; the last flag wins.
+	g := startGateway(t, "", "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image)
+	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, c, image
+}
+
+func execRequest(image string) client.ProvisionRequest {
+	return client.ProvisionRequest{
+		Image:     image,
+		Workspace: client.Workspace{Kind: "empty"},
+		Resources: client.Resources{CPUs: 1, MemoryBytes: 256 << 20, DiskBytes: 64 << 20, Pids: 128,
+			RuntimeMs: 10 * 60 * 1000, MaxOutputBytes: 256 << 10},
+		Network: client.Network{Mode: "none"},
+	}
+}
+
+// provision makes an execution terminated at cleanup.
+func provision(t testing.TB, ctx context.Context, c *client.Client, req client.ProvisionRequest) *client.Execution {
+	t.Helper()
+	e, err := c.Provision(ctx, req)
+	if err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Terminate(ctx, e.ExecutionID)
+	})
+	return e
+}
+
+func sh(t testing.TB, ctx context.Context, c *client.Client, id, script string) string {
+	t.Helper()
+	res, err := c.Exec(ctx, id, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", script}, TimeoutMs: 60000})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("exec %q: exit %d, stderr %q", script, res.ExitCode, res.Stderr)
+	}
+	return res.Stdout
+}
+
+func apiErr(err error) *client.APIError {
+	var e *client.APIError
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// TestExecutionsAPI: provision, exec, a refusal per field, checkpoint then
+// restore giving identical files, and an output flood ending the
+// execution (410 afterwards), all through the HTTP API on a real engine.
+func TestExecutionsAPI(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+
+	// /v1/me gives an admin the web UI's "New sandbox" body.
+	status, me := g.api("GET", "/v1/me", g.admin, nil)
+	if status != http.StatusOK || !strings.Contains(string(me), `"docker":true`) || !strings.Contains(string(me), `"sandboxDefaults":{"image":"`+image) {
+		t.Fatalf("/v1/me: %d %s", status, me)
+	}
+
+	e := provision(t, ctx, c, execRequest(image))
+	if !strings.HasPrefix(e.HostKey, "SHA256:") || !strings.HasPrefix(e.HostPublicKey, "ssh-ed25519 ") || !e.Connected {
+		t.Fatalf("provision answer: %+v", e)
+	}
+	if out := sh(t, ctx, c, e.ExecutionID, "id -u; pwd; echo hi > f; cat f"); out != "65534\n/workspace\nhi\n" {
+		t.Fatalf("exec: %q", out)
+	}
+
+	// Every refusal answers 400 naming the field, and leaves no container.
+	refusals := map[string]func(*client.ProvisionRequest){
+		"image":                    func(r *client.ProvisionRequest) { r.Image = "busybox:latest" },
+		"network.mode":             func(r *client.ProvisionRequest) { r.Network.Mode = "bridge" },
+		"workspace.kind":           func(r *client.ProvisionRequest) { r.Workspace.Kind = "" },
+		"env":                      func(r *client.ProvisionRequest) { r.Env = map[string]string{"AWS_SECRET_ACCESS_KEY": "x"} },
+		"resources.cpus":           func(r *client.ProvisionRequest) { r.Resources.CPUs = 0 },
+		"resources.memoryBytes":    func(r *client.ProvisionRequest) { r.Resources.MemoryBytes = 0 },
+		"resources.diskBytes":      func(r *client.ProvisionRequest) { r.Resources.DiskBytes = 0 },
+		"resources.pids":           func(r *client.ProvisionRequest) { r.Resources.Pids = 0 },
+		"resources.runtimeMs":      func(r *client.ProvisionRequest) { r.Resources.RuntimeMs = 0 },
+		"resources.maxOutputBytes": func(r *client.ProvisionRequest) { r.Resources.MaxOutputBytes = 0 },
+	}
+	for field, mut := range refusals {
+		req := execRequest(image)
+		mut(&req)
+		_, err := c.Provision(ctx, req)
+		if ae := apiErr(err); ae == nil || ae.Status != http.StatusBadRequest || !strings.HasPrefix(ae.Message, field) {
+			t.Errorf("refusal %s: %v", field, err)
+		}
+	}
+	status, body := g.api("POST", "/v1/executions", g.admin, map[string]any{"image": image, "privileged": true})
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "privileged") {
+		t.Errorf("unknown field: %d %s", status, body)
+	}
+
+	// Checkpoint then restore: content, modes, symlinks, empty directories.
+	sh(t, ctx, c, e.ExecutionID, "mkdir -p d/empty && printf abc > d/a && chmod 640 d/a && printf '#!/bin/sh\\n' > run && chmod 755 run && ln -s d/a link")
+	const listing = "find . | sort | while read -r p; do stat -c '%n %a %F %s %u' \"$p\"; done; find . -type f | sort | xargs md5sum; readlink link"
+	before := sh(t, ctx, c, e.ExecutionID, listing)
+	cp, err := c.Checkpoint(ctx, e.ExecutionID, "e2e")
+	if err != nil || cp.CheckpointID == "" || len(cp.SHA256) != 64 || cp.SizeBytes <= 0 {
+		t.Fatalf("checkpoint: %+v %v", cp, err)
+	}
+	r, err := c.Restore(ctx, client.RestoreRequest{CheckpointID: cp.CheckpointID})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Terminate(context.Background(), r.ExecutionID) })
+	if r.RestoredFrom != cp.CheckpointID || r.HostPublicKey == "" || r.HostPublicKey == e.HostPublicKey {
+		t.Fatalf("restore answer: %+v", r)
+	}
+	if after := sh(t, ctx, c, r.ExecutionID, listing); after != before {
+		t.Fatalf("restored workspace differs:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	// An output flood ends the execution: output_limit, then 410.
+	_, err = c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "yes | head -c 4000000"}, TimeoutMs: 60000})
+	if ae := apiErr(err); ae == nil || ae.Code != "output_limit" {
+		t.Fatalf("flood: %v", err)
+	}
+	if _, err := c.Execution(ctx, e.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
+		t.Fatalf("GET after the flood: %v, want 410", err)
+	}
+	_, err = c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "true", TimeoutMs: 1000})
+	if ae := apiErr(err); ae == nil || ae.Status != http.StatusGone {
+		t.Fatalf("exec after the flood: %v, want 410", err)
+	}
+	g.waitConnected(e.ExecutionID, false, time.Minute)
+	if err := c.Terminate(ctx, e.ExecutionID); err != nil {
+		t.Fatalf("terminate after the flood (idempotent): %v", err)
+	}
+}
+
+// TestExecutionIsAHost: the Go client and OpenSSH (ssh, sftp, ssh -L to a
+// server on the container's loopback, with network none) reach an
+// execution through the gateway, pinning the key provision answered.
+func TestExecutionIsAHost(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+
+	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
+	if err != nil {
+		t.Fatalf("client.Dial: %v", err)
+	}
+	defer h.Close()
+	res, err := h.Exec(ctx, []string{"sh", "-c", "id -u; pwd"}, hostgate.ExecOptions{})
+	if err != nil || string(res.Stdout) != "65534\n/workspace\n" {
+		t.Fatalf("Go client exec: %v %+v", err, res)
+	}
+	if info := h.Info(); info.Kind != "docker" || info.Workspace != "/workspace" {
+		t.Fatalf("info: %+v", info)
+	}
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := fsys.Create(ctx, "/workspace/from-go.txt", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(w, "via sftp\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out := sh(t, ctx, c, e.ExecutionID, "cat from-go.txt"); out != "via sftp\n" {
+		t.Fatalf("file written over SFTP reads %q through the API", out)
+	}
+
+	testenv.RequirePeer(t, "OpenSSH ssh/sftp", lookPath("ssh") && lookPath("sftp"))
+	dir := t.TempDir()
+	cfg := sshConfig(t, g, e.ExecutionID, dir)
+	rec, err := g.hostRecord(e.ExecutionID)
+	if err != nil || rec.HostPublicKey != e.HostPublicKey || rec.HostKey != e.HostKey || rec.Kind != "docker" {
+		t.Fatalf("host record vs provision answer: %+v %v", rec, err)
+	}
+	out, err := exec.CommandContext(ctx, "ssh", "-F", cfg, e.ExecutionID, "echo", "in-$(hostname)-as-$(id -u)").CombinedOutput()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "-as-65534") {
+		t.Fatalf("ssh: %v %q", err, out)
+	}
+	local := filepath.Join(dir, "up.txt")
+	if err := os.WriteFile(local, []byte("up and back\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "sftp", "-F", cfg, "-b", "-", e.ExecutionID)
+	cmd.Stdin = strings.NewReader(fmt.Sprintf("put %s /workspace/up.txt\nget /workspace/up.txt %s.back\n", local, local))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sftp: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(local + ".back"); err != nil || string(b) != "up and back\n" {
+		t.Fatalf("sftp round trip: %q %v", b, err)
+	}
+
+	// ssh -L to busybox httpd on the container's loopback. The forward is
+	// a Unix socket (no port to guess); "ready" is printed by the remote
+	// command, which runs after OpenSSH set up its local forwards.
+	sock := filepath.Join(dir, "fwd.sock")
+	fwd := exec.CommandContext(ctx, "ssh", "-F", cfg, "-o", "ExitOnForwardFailure=yes",
+		"-L", sock+":127.0.0.1:8000", e.ExecutionID,
+		"echo preview > /workspace/index.html; busybox httpd -p 127.0.0.1:8000 -h /workspace && echo ready && sleep 300")
+	stdout, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fwdErr strings.Builder
+	fwd.Stderr = &fwdErr
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fwd.Process.Kill(); _ = fwd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("ssh -L: %q %v\n%s", line, err, fwdErr.String())
+	}
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}
+	resp, err := hc.Get("http://container/index.html")
+	if err != nil {
+		t.Fatalf("GET through ssh -L: %v\n%s", err, fwdErr.String())
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "preview\n" {
+		t.Fatalf("GET through ssh -L: %d %q", resp.StatusCode, b)
+	}
+}
+
+// BenchmarkExecRoundTrip compares one command's round trip through the
+// in-container agent (SSH over the docker-exec stdio tunnel, via the
+// gateway's WebSocket relay, on an established connection) with the
+// docker exec CLI on the same container, interleaved in one loop so both
+// see the same machine load. Reported: agent-ns/op, docker-ns/op and
+// docker/agent (how many times faster the agent is).
+func BenchmarkExecRoundTrip(b *testing.B) {
+	g, c, image := execGateway(b)
+	ctx := testCtx(b, 10*time.Minute)
+	e := provision(b, ctx, c, execRequest(image))
+	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	ex, err := c.Execution(ctx, e.ExecutionID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cid := containerOf(b, ex.ExecutionID)
+	var agentT, dockerT time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		res, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("agent exec: %v %+v", err, res)
+		}
+		t1 := time.Now()
+		if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", cid, "true").CombinedOutput(); err != nil {
+			b.Fatalf("docker exec: %v %s", err, out)
+		}
+		agentT += t1.Sub(t0)
+		dockerT += time.Since(t1)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(agentT.Nanoseconds())/float64(b.N), "agent-ns/op")
+	b.ReportMetric(float64(dockerT.Nanoseconds())/float64(b.N), "docker-ns/op")
+	b.ReportMetric(float64(dockerT)/float64(agentT), "docker/agent")
+}
+
+// containerOf finds the container of an execution by its label.
+func containerOf(t testing.TB, executionID string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-q", "--no-trunc", "--filter", "label=hostgate.execution="+executionID).Output()
+	if err != nil || len(strings.Fields(string(out))) != 1 {
+		t.Fatalf("container of %s: %q %v", executionID, out, err)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -112,6 +112,8 @@ type Server struct {
 	sshCfg *ssh.ServerConfig
 	env    []string // base environment of child processes
 
+	drainGrace time.Duration // the const drainGrace; tests shorten it
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
@@ -174,10 +176,11 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 		}
 	}
 	s := &Server{
-		cfg:       c,
-		log:       c.Logger,
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[net.Conn]struct{}),
+		cfg:        c,
+		log:        c.Logger,
+		listeners:  make(map[net.Listener]struct{}),
+		conns:      make(map[net.Conn]struct{}),
+		drainGrace: drainGrace,
 	}
 	var userName string
 	if u != nil {

@@ -8,13 +8,16 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -793,5 +796,93 @@ func TestServerPTYModes(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("stty -a lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// srvStartTweaked serves a server on loopback after tweak adjusted its
+// internals (before any connection, so without a data race).
+func srvStartTweaked(t *testing.T, tweak func(*Server)) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+	t.Helper()
+	hk, _, _ := newEd25519Signer()
+	ck, _, _ := newEd25519Signer()
+	srv, err := NewServer(&ServerConfig{HostKey: hk, AuthorizedKeys: []ssh.PublicKey{ck.PublicKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tweak(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String(), hk.PublicKey(), ck
+}
+
+// TestServerSlowClientGetsWholeOutput: a client that is not reading when
+// the command exits still gets every byte, even after the drain grace
+// period (regression: closing the pipe at the deadline dropped the tail
+// that had not been written to the channel yet).
+func TestServerSlowClientGetsWholeOutput(t *testing.T) {
+	t.Parallel()
+	addr, hk, ck := srvStartTweaked(t, func(s *Server) { s.drainGrace = time.Millisecond })
+	c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	outp, _ := s.StdoutPipe()
+	// More than the client's channel window (2 MiB in x/crypto), so the
+	// server holds a tail, but little enough that the command can write it
+	// all into the pipe and exit.
+	const size = 2<<20 + 64<<10
+	if err := s.Start(fmt.Sprintf("head -c %d /dev/zero", size)); err != nil {
+		t.Fatal(err)
+	}
+	// Not a readiness wait: the client is simply slow, so the command
+	// exits while most of its output is still queued on the server.
+	time.Sleep(300 * time.Millisecond)
+	n, err := io.Copy(io.Discard, outp)
+	if err != nil || n != size {
+		t.Fatalf("read %d of %d bytes: %v", n, size, err)
+	}
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServerEscapedDescendantDoesNotHang: a descendant that left the
+// process group (setsid) and keeps stdout open does not keep the session
+// open past the drain grace period.
+func TestServerEscapedDescendantDoesNotHang(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid command")
+	}
+	addr, hk, ck := srvStartTweaked(t, func(s *Server) { s.drainGrace = 50 * time.Millisecond })
+	c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	out, _, err := srvRunCmd(t, c, "setsid sleep 300 & echo $!", nil)
+	if err != nil {
+		t.Fatalf("session with an escaped descendant: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(out))
+	if pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // it escaped us by design
+		srvWaitGone(t, pid)
 	}
 }

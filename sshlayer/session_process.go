@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 )
 
-// drainGrace bounds how long output is read after the process group is
+// drainGrace bounds how long output is awaited after the process group is
 // gone: a descendant that escaped the group (setsid) may hold the pipes
 // open forever.
 const drainGrace = 2 * time.Second
@@ -142,7 +143,7 @@ func (p *srvProcess) run() {
 	copyOut := func(dst io.Writer, src *os.File) {
 		defer outWG.Done()
 		defer p.wg.Done()
-		_, _ = io.Copy(dst, src) // EIO from a PTY master is its EOF
+		copyOutput(dst, src)
 	}
 	outWG.Add(len(p.outputs))
 	p.wg.Add(len(p.outputs) + 2)
@@ -169,11 +170,20 @@ func (p *srvProcess) run() {
 		// not forever (see drainGrace).
 		drained := make(chan struct{})
 		go func() { outWG.Wait(); close(drained) }()
-		t := time.NewTimer(drainGrace)
+		t := time.NewTimer(p.s.c.srv.drainGrace)
 		select {
 		case <-drained:
 		case <-t.C:
-			p.s.log.Warn("ssh command output still open after exit; closing it")
+			// Wake the copies: each then takes what the pipe still holds
+			// without waiting for an EOF that may never come. Closing the
+			// pipe instead would drop that tail when a copy is busy
+			// writing to a slow client.
+			for _, f := range p.outputs {
+				if f.SetReadDeadline(time.Now()) != nil {
+					_ = f.Close()
+				}
+			}
+			<-drained
 		}
 		t.Stop()
 		p.mu.Lock()
@@ -182,7 +192,6 @@ func (p *srvProcess) run() {
 			_ = f.Close()
 		}
 		p.mu.Unlock()
-		<-drained
 		if p.stdin != nil {
 			_ = p.stdin.Close()
 		}
@@ -190,6 +199,58 @@ func (p *srvProcess) run() {
 		_ = ch.CloseWrite()
 		_ = ch.Close()
 	}()
+}
+
+// copyOutput copies a command's output to the channel until EOF (EIO for
+// a PTY master), a failed write, or a read deadline; after the deadline it
+// copies what is left in the pipe without waiting for more.
+func copyOutput(dst io.Writer, src *os.File) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drainOutput(dst, src, buf)
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// maxDrain bounds what drainOutput copies: a pipe holds 64 KiB by default,
+// so more means an escaped process is still writing.
+const maxDrain = 1 << 20
+
+// drainOutput copies the bytes src holds right now, with non-blocking
+// reads that stop at the first empty one (or after maxDrain bytes).
+func drainOutput(dst io.Writer, src *os.File, buf []byte) {
+	// The deadline that woke the copy would fail the raw reads too; the
+	// reads below never wait, so clearing it is safe.
+	_ = src.SetReadDeadline(time.Time{})
+	rc, err := src.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < maxDrain; {
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf)
+			return true // one attempt: never wait
+		}); err != nil || rerr != nil || n <= 0 {
+			return
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
+		total += n
+	}
 }
 
 // reap waits for the leader to exit, kills what is left of its group

@@ -1,0 +1,198 @@
+// Command hgbench runs hostgate side by side with its peers (OpenSSH's ssh
+// and sftp against sshd, the docker CLI) in the same run, alternating A/B
+// pairs, and writes bench/latest.json and bench/latest.md. scripts/bench
+// sets up the peers and runs it; see README's Performance section.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bench"
+	"github.com/hostgate/hostgate/client"
+)
+
+type config struct {
+	gatewayBin, agentBin string
+	user                 string
+	pairs                int
+	bulkMiB, sftpMiB     int
+	execN, fwdN          int
+	scaleN               int
+	image                string
+	out                  string
+	only                 map[string]bool
+}
+
+func main() {
+	var c config
+	var only string
+	flag.StringVar(&c.gatewayBin, "gateway", "", "gateway binary (required)")
+	flag.StringVar(&c.agentBin, "agent", "", "static agent binary (required)")
+	flag.StringVar(&c.user, "user", "hgbench", "OS user (login shell /bin/sh) that runs OpenSSH's side and the agent")
+	flag.IntVar(&c.pairs, "pairs", 5, "A/B pairs per scenario")
+	flag.IntVar(&c.bulkMiB, "bulk-mib", 1024, "bytes streamed to cat >/dev/null per run, MiB")
+	flag.IntVar(&c.sftpMiB, "sftp-mib", 256, "SFTP file size, MiB")
+	flag.IntVar(&c.execN, "exec-n", 40, "exec round trips per side per pair")
+	flag.IntVar(&c.fwdN, "fwd-n", 400, "HTTP requests per side per pair")
+	flag.IntVar(&c.scaleN, "scale", 10000, "idle agent tunnels for the scale scenario (0 skips it)")
+	flag.StringVar(&c.image, "image", os.Getenv("HOSTGATE_TEST_IMAGE"), "digest-pinned sandbox image; empty skips the Docker scenarios")
+	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
+	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sftp,exec,forward,sandbox,scale); empty runs all")
+	flag.Parse()
+	if c.gatewayBin == "" || c.agentBin == "" {
+		fmt.Fprintln(os.Stderr, "hgbench: -gateway and -agent are required")
+		os.Exit(2)
+	}
+	if only != "" {
+		c.only = map[string]bool{}
+		for _, s := range strings.Split(only, ",") {
+			c.only[strings.TrimSpace(s)] = true
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, &c); err != nil {
+		log.Error("hgbench failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) want(group string) bool { return c.only == nil || c.only[group] }
+
+// env is what every scenario shares: the peers and hostgate's path.
+type env struct {
+	cfg  *config
+	log  *slog.Logger
+	dir  string // world-traversable work directory
+	uid  int
+	gid  int
+	home string
+
+	sshd *sshd
+	gw   *gateway
+	host *hostgate.Host // the bench host through the gateway, connected
+	api  *client.Client // admin
+}
+
+func run(ctx context.Context, log *slog.Logger, c *config) error {
+	u, err := user.Lookup(c.user)
+	if err != nil {
+		return fmt.Errorf("user %s (scripts/bench creates it): %w", c.user, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "hgbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	e := &env{cfg: c, log: log, dir: dir, uid: uid, gid: gid, home: u.HomeDir}
+
+	e.sshd, err = startSSHD(ctx, log, dir, c.user)
+	if err != nil {
+		return fmt.Errorf("sshd: %w", err)
+	}
+	defer e.sshd.Close()
+	docker := c.image != "" && c.want("sandbox")
+	e.gw, err = startGateway(ctx, log, c.gatewayBin, c.agentBin, filepath.Join(dir, "gw"), docker)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	defer e.gw.Stop()
+	e.api, err = client.New(e.gw.url, e.gw.admin, nil)
+	if err != nil {
+		return err
+	}
+	agent, err := e.startAgent(ctx, "bench")
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer agent.Stop()
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	e.host, err = client.Dial(dctx, e.gw.url, e.gw.admin, "bench")
+	cancel()
+	if err != nil {
+		return fmt.Errorf("dial bench host: %w", err)
+	}
+	defer e.host.Close()
+
+	var results []bench.Result
+	add := func(ss ...*bench.Scenario) {
+		for _, s := range ss {
+			r, err := s.Result()
+			if err != nil {
+				log.Warn("no result", "scenario", s.Name, "err", err)
+				continue
+			}
+			log.Info("result", "scenario", r.Scenario, "hostgate", r.Hostgate, "peer", r.Peer, "unit", r.Unit, "ratio", r.Ratio)
+			results = append(results, r)
+		}
+	}
+	groups := []struct {
+		name string
+		fn   func(context.Context) ([]*bench.Scenario, error)
+	}{
+		{"bulk", e.bulk},
+		{"sftp", e.sftp},
+		{"exec", e.exec},
+		{"forward", e.forward},
+		{"sandbox", e.sandbox},
+		{"scale", e.scale},
+	}
+	for _, g := range groups {
+		if !c.want(g.name) {
+			continue
+		}
+		start := time.Now()
+		log.Info("scenario group", "name", g.name)
+		ss, err := g.fn(ctx)
+		add(ss...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", g.name, err)
+		}
+		log.Info("scenario group done", "name", g.name, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return writeResults(c.out, results)
+}
+
+func writeResults(dir string, results []bench.Result) error {
+	if err := bench.WriteTable(os.Stdout, results); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer, []bench.Result) error{
+		"latest.json": bench.WriteJSON, "latest.md": bench.WriteTable,
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f, results)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Cipher is what both sides use: OpenSSH is pinned to it, and hostgate's
+// client prefers it (Go has AES-GCM assembly on amd64).
+const Cipher = "aes128-gcm@openssh.com"
+
+// sshd serves OpenSSH's sshd on a loopback listener: each accepted
+// connection runs `sshd -i` on the socket itself (as x/crypto's ssh/test
+// does), so no port is guessed and bytes go straight from socket to sshd.
+type sshd struct {
+	log     *slog.Logger
+	ln      net.Listener
+	dir     string
+	cfgPath string
+	user    string
+	key     string // the client's private key
+	ctl     string // ControlMaster socket
+	master  *exec.Cmd
+
+	wg     sync.WaitGroup // the accept loop and one per sshd -i
+	mu     sync.Mutex
+	stderr bytes.Buffer
+}
+
+func startSSHD(ctx context.Context, log *slog.Logger, dir, user string) (*sshd, error) {
+	d := &sshd{log: log, dir: filepath.Join(dir, "ssh"), user: user}
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, err
+	}
+	hostKey := filepath.Join(d.dir, "host_ed25519")
+	d.key = filepath.Join(d.dir, "id_ed25519")
+	for _, k := range []string{hostKey, d.key} {
+		if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ssh-keygen: %w: %s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(d.key + ".pub")
+	if err != nil {
+		return nil, err
+	}
+	authKeys := filepath.Join(d.dir, "authorized_keys")
+	if err := os.WriteFile(authKeys, pub, 0o644); err != nil {
+		return nil, err
+	}
+	cfg := fmt.Sprintf(`HostKey %s
+AuthorizedKeysFile %s
+AllowUsers %s
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+Ciphers %s
+Subsystem sftp /usr/lib/openssh/sftp-server
+AllowTcpForwarding yes
+MaxSessions 1000
+PidFile none
+LogLevel ERROR
+`, hostKey, authKeys, user, Cipher)
+	d.cfgPath = filepath.Join(d.dir, "sshd_config")
+	if err := os.WriteFile(d.cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "/usr/sbin/sshd", "-t", "-f", d.cfgPath).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("sshd -t: %w: %s", err, out)
+	}
+	d.ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d.wg.Add(1)
+	go d.serve()
+	if err := d.startMaster(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *sshd) serve() {
+	defer d.wg.Done()
+	for {
+		c, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		f, err := c.(*net.TCPConn).File()
+		_ = c.Close()
+		if err != nil {
+			d.log.Warn("sshd: socket file", "err", err)
+			continue
+		}
+		cmd := exec.Command("/usr/sbin/sshd", "-i", "-e", "-f", d.cfgPath)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = f, f, &lockedBuf{mu: &d.mu, b: &d.stderr}
+		err = cmd.Start()
+		_ = f.Close()
+		if err != nil {
+			d.log.Warn("sshd -i", "err", err)
+			continue
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			_ = cmd.Wait()
+		}()
+	}
+}
+
+// args are ssh's options for this server; with master they go through
+// the ControlMaster connection (connection setup is not measured).
+func (d *sshd) args(master bool) []string {
+	port := strconv.Itoa(d.ln.Addr().(*net.TCPAddr).Port)
+	a := []string{"-F", "/dev/null", "-i", d.key, "-p", port, "-l", d.user,
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "Ciphers=" + Cipher,
+		"-o", "Compression=no"}
+	if master {
+		a = append(a, "-o", "ControlPath="+d.ctl, "-o", "ControlMaster=no")
+	}
+	return a
+}
+
+// startMaster runs `ssh -M -N` in the foreground and waits until
+// `ssh -O check` answers.
+func (d *sshd) startMaster(ctx context.Context) error {
+	d.ctl = filepath.Join(d.dir, "ctl")
+	args := append(d.args(false), "-M", "-N", "-o", "ControlPath="+d.ctl, "-o", "ServerAliveInterval=0", "127.0.0.1")
+	d.master = exec.Command("ssh", args...)
+	d.master.Stderr = &lockedBuf{mu: &d.mu, b: &d.stderr}
+	if err := d.master.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := exec.CommandContext(ctx, "ssh", append(d.args(true), "-O", "check", "127.0.0.1")...).Run()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ssh ControlMaster not up in 20 s: %w; stderr: %s", err, d.errors())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Command is ssh (through the master) running remote on the server.
+func (d *sshd) Command(ctx context.Context, extra []string, remote ...string) *exec.Cmd {
+	args := append(d.args(true), extra...)
+	args = append(args, "127.0.0.1")
+	args = append(args, remote...)
+	return exec.CommandContext(ctx, "ssh", args...)
+}
+
+// SFTP runs an sftp batch through the master.
+func (d *sshd) SFTP(ctx context.Context, batch string) error {
+	args := append([]string{"-b", "-", "-q"}, d.args(true)...)
+	// sftp takes -P for the port; ssh's -p would be taken as preserve.
+	for i := range args {
+		if args[i] == "-p" {
+			args[i] = "-P"
+		}
+	}
+	// -l is not an sftp option (it is a bandwidth limit): use user@host.
+	var clean []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-l" {
+			i++
+			continue
+		}
+		clean = append(clean, args[i])
+	}
+	clean = append(clean, d.user+"@127.0.0.1")
+	cmd := exec.CommandContext(ctx, "sftp", clean...)
+	cmd.Stdin = bytes.NewBufferString(batch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sftp: %w: %s", err, out)
+	}
+	return nil
+}
+
+func (d *sshd) errors() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stderr.String()
+}
+
+// Close stops the master, the listener and waits for every sshd -i.
+func (d *sshd) Close() {
+	if d.master != nil && d.master.Process != nil {
+		_ = d.master.Process.Kill()
+		_ = d.master.Wait()
+	}
+	_ = d.ln.Close()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		d.log.Warn("sshd sessions still running after 10 s")
+	}
+	if s := d.errors(); s != "" {
+		d.log.Debug("openssh stderr", "text", s)
+	}
+}
+
+type lockedBuf struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *lockedBuf) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() > 1<<20 {
+		return len(p), nil // bounded: keep the first MiB
+	}
+	return w.b.Write(p)
+}
+
+var errTimeout = errors.New("timed out")

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hostgate/hostgate/bench"
+	"github.com/hostgate/hostgate/client"
+)
+
+// sandboxResources are the limits of every sandbox here; dockerFlags are
+// the same limits and hardening as docker run flags (the flags dockerhost's
+// own benchmarks use as its CLI peer).
+func sandboxResources(diskBytes, memBytes int64) client.Resources {
+	return client.Resources{CPUs: 1, MemoryBytes: memBytes, DiskBytes: diskBytes, Pids: 128, RuntimeMs: 600_000, MaxOutputBytes: 1 << 20}
+}
+
+func dockerFlags(r client.Resources) []string {
+	return []string{"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "65534:65534",
+		"--network", "none", "--init", "--pids-limit", fmt.Sprint(r.Pids), "--memory", fmt.Sprint(r.MemoryBytes),
+		"--memory-swap", fmt.Sprint(r.MemoryBytes), "--cpus", fmt.Sprint(r.CPUs),
+		"--tmpfs", fmt.Sprintf("/workspace:size=%d,uid=65534,gid=65534,mode=0700,exec", r.DiskBytes)}
+}
+
+func docker(ctx context.Context, stdin, stdout string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	if stdin != "" {
+		f, err := os.Open(stdin)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	var out strings.Builder
+	if stdout != "" {
+		f, err := os.Create(stdout)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		cmd.Stdout = f
+	} else {
+		cmd.Stdout = &out
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("docker %s: %w: %s", args[0], err, stderr.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// sandbox compares the executions API (through the gateway, as a caller
+// sees it) with the docker CLI doing the same against the same engine.
+func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
+	if e.cfg.image == "" {
+		return nil, nil
+	}
+	img := e.cfg.image
+	small := sandboxResources(64<<20, 256<<20)
+	req := client.ProvisionRequest{Image: img, Workspace: client.Workspace{Kind: "empty"}, Resources: small, Network: client.Network{Mode: "none"}}
+	execTrue := client.ExecRequest{Command: "true", TimeoutMs: 60_000}
+	var out []*bench.Scenario
+
+	create := &bench.Scenario{Name: "sandbox create to first command", Unit: "ms", PeerName: "docker run --rm … true", Better: bench.Lower,
+		Note: "hostgate: POST /v1/executions then exec `true` through the gateway; peer: docker run with the same limits and hardening flags"}
+	runArgs := append(append([]string{"run", "--rm"}, dockerFlags(small)...), img, "true")
+	for range e.cfg.pairs {
+		var id string
+		a, err := timeIt(func() error {
+			ex, err := e.api.Provision(ctx, req)
+			if err != nil {
+				return err
+			}
+			id = ex.ExecutionID
+			_, err = e.api.Exec(ctx, id, execTrue)
+			return err
+		})
+		if id != "" {
+			_ = e.api.Terminate(ctx, id)
+		}
+		if err != nil {
+			return out, fmt.Errorf("hostgate create: %w", err)
+		}
+		b, err := timeIt(func() error { _, err := docker(ctx, "", "", runArgs...); return err })
+		if err != nil {
+			return out, err
+		}
+		create.Add(ms(a), ms(b))
+	}
+	out = append(out, create)
+
+	ex, err := e.api.Provision(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	defer func() { _ = e.api.Terminate(context.WithoutCancel(ctx), ex.ExecutionID) }()
+	cid, err := docker(ctx, "", "", append(append([]string{"run", "-d", "--rm"}, dockerFlags(small)...), img, "sleep", "600")...)
+	if err != nil {
+		return out, err
+	}
+	defer func() { _, _ = docker(context.WithoutCancel(ctx), "", "", "rm", "-f", cid) }()
+	execS := &bench.Scenario{Name: "sandbox exec round trip of true, p50", Unit: "ms", PeerName: "docker exec", Better: bench.Lower,
+		Note: "hostgate: POST /v1/executions/{id}/exec; peer: docker exec -u 65534:65534 into a container started with the same flags; 10 per side per pair"}
+	for range e.cfg.pairs {
+		a, err := samples(10, func() error { _, err := e.api.Exec(ctx, ex.ExecutionID, execTrue); return err })
+		if err != nil {
+			return out, fmt.Errorf("hostgate exec: %w", err)
+		}
+		b, err := samples(10, func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err })
+		if err != nil {
+			return out, err
+		}
+		execS.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	}
+	out = append(out, execS)
+
+	ss, err := e.checkpointRestore(ctx, img)
+	return append(out, ss...), err
+}
+
+// checkpointRestore moves a 100 MiB workspace out and back in.
+func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scenario, error) {
+	const size = 100 << 20
+	big := sandboxResources(128<<20, 512<<20)
+	ex, err := e.api.Provision(ctx, client.ProvisionRequest{Image: img, Workspace: client.Workspace{Kind: "empty"}, Resources: big, Network: client.Network{Mode: "none"}})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = e.api.Terminate(context.WithoutCancel(ctx), ex.ExecutionID) }()
+	fill := client.ExecRequest{Command: "sh", Args: []string{"-c", fmt.Sprintf("head -c %d /dev/urandom > /workspace/blob", size)}, TimeoutMs: 120_000}
+	if r, err := e.api.Exec(ctx, ex.ExecutionID, fill); err != nil || r.ExitCode != 0 {
+		return nil, fmt.Errorf("fill workspace: %v %+v", err, r)
+	}
+	cid, err := docker(ctx, "", "", append(append([]string{"run", "-d", "--rm"}, dockerFlags(big)...), img, "sleep", "600")...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _, _ = docker(context.WithoutCancel(ctx), "", "", "rm", "-f", cid) }()
+	if _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "sh", "-c", fmt.Sprintf("head -c %d /dev/urandom > /workspace/blob", size)); err != nil {
+		return nil, err
+	}
+	tarFile := filepath.Join(e.dir, "peer.tar")
+	rate := func(d time.Duration) float64 { return float64(size) / mib / d.Seconds() }
+	cp := &bench.Scenario{Name: "checkpoint 100 MiB workspace", Unit: "MiB/s", PeerName: "docker exec tar -c > file", Better: bench.Higher}
+	rs := &bench.Scenario{Name: "restore 100 MiB workspace", Unit: "MiB/s", PeerName: "docker run -d + docker exec -i tar -x", Better: bench.Higher,
+		Note: "hostgate: POST /v1/restores until the new execution answers; peer: a new container with the same flags and the same tar piped in"}
+	pairs := min(e.cfg.pairs, 3)
+	var lastCP string
+	for range pairs {
+		a, err := timeIt(func() error {
+			c, err := e.api.Checkpoint(ctx, ex.ExecutionID, "bench")
+			if err == nil {
+				lastCP = c.CheckpointID
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hostgate checkpoint: %w", err)
+		}
+		b, err := timeIt(func() error {
+			_, err := docker(ctx, "", tarFile, "exec", "-u", "65534:65534", cid, "tar", "-C", "/workspace", "-cf", "-", ".")
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		cp.Add(rate(a), rate(b))
+	}
+	runArgs := append(append([]string{"run", "-d", "--rm"}, dockerFlags(big)...), img, "sleep", "600")
+	for range pairs {
+		var rid string
+		a, err := timeIt(func() error {
+			r, err := e.api.Restore(ctx, client.RestoreRequest{CheckpointID: lastCP})
+			if err == nil {
+				rid = r.ExecutionID
+			}
+			return err
+		})
+		if rid != "" {
+			_ = e.api.Terminate(ctx, rid)
+		}
+		if err != nil {
+			return []*bench.Scenario{cp}, fmt.Errorf("hostgate restore: %w", err)
+		}
+		var pid string
+		b, err := timeIt(func() error {
+			id, err := docker(ctx, "", "", runArgs...)
+			if err != nil {
+				return err
+			}
+			pid = id
+			_, err = docker(ctx, tarFile, "", "exec", "-i", "-u", "65534:65534", id, "tar", "-C", "/workspace", "-xf", "-")
+			return err
+		})
+		if pid != "" {
+			_, _ = docker(ctx, "", "", "rm", "-f", pid)
+		}
+		if err != nil {
+			return []*bench.Scenario{cp}, err
+		}
+		rs.Add(rate(a), rate(b))
+	}
+	return []*bench.Scenario{cp, rs}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bench"
+)
+
+const mib = 1 << 20
+
+// chunk is what the writers send: incompressible enough, never allocated
+// per write.
+var chunk = func() []byte {
+	b := make([]byte, mib)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	return b
+}()
+
+func writeN(w io.Writer, n int64) error {
+	for n > 0 {
+		k := min(n, int64(len(chunk)))
+		if _, err := w.Write(chunk[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// bulk streams bytes to `cat >/dev/null`: hostgate's whole path (client →
+// WebSocket → gateway → yamux → agent) against ssh through a ControlMaster
+// straight to sshd, both measured from spawn to exit.
+func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
+	n := int64(e.cfg.bulkMiB) * mib
+	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB to cat >/dev/null", e.cfg.bulkMiB), Unit: "MiB/s",
+		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	for range e.cfg.pairs {
+		a, err := timeIt(func() error {
+			p, err := e.host.Spawn(ctx, []string{"sh", "-c", "cat >/dev/null"}, hostgate.SpawnOptions{})
+			if err != nil {
+				return err
+			}
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+			werr := writeN(p.Stdin(), n)
+			_ = p.Stdin().Close()
+			return errors.Join(werr, p.Wait())
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hostgate: %w", err)
+		}
+		b, err := timeIt(func() error {
+			cmd := e.sshd.Command(ctx, nil, "cat >/dev/null")
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				return err
+			}
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			werr := writeN(in, n)
+			_ = in.Close()
+			return errors.Join(werr, cmd.Wait())
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ssh: %w", err)
+		}
+		s.Add(rate(a), rate(b))
+	}
+	return []*bench.Scenario{s}, nil
+}
+
+// sftp downloads and uploads one file through hostgate's SFTP provider and
+// through OpenSSH's sftp (batch mode, through the ControlMaster).
+func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
+	n := int64(e.cfg.sftpMiB) * mib
+	files := filepath.Join(e.dir, "files")
+	if err := os.MkdirAll(files, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(files, e.uid, e.gid); err != nil {
+		return nil, err
+	}
+	src := filepath.Join(files, "src.bin")
+	f, err := os.Create(src)
+	if err != nil {
+		return nil, err
+	}
+	err = errors.Join(writeN(f, n), f.Close())
+	if err != nil {
+		return nil, err
+	}
+	fsys, err := e.host.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	down := &bench.Scenario{Name: fmt.Sprintf("SFTP download %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
+	up := &bench.Scenario{Name: fmt.Sprintf("SFTP upload %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	dst := filepath.Join(files, "dst.bin")
+	for range e.cfg.pairs {
+		a, err := timeIt(func() error {
+			r, err := fsys.Open(ctx, src)
+			if err != nil {
+				return err
+			}
+			got, err := io.Copy(io.Discard, r)
+			if cerr := r.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil && got != n {
+				err = fmt.Errorf("read %d bytes, want %d", got, n)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hostgate download: %w", err)
+		}
+		b, err := timeIt(func() error { return e.sshd.SFTP(ctx, "get "+src+" /dev/null\n") })
+		if err != nil {
+			return nil, err
+		}
+		down.Add(rate(a), rate(b))
+
+		a, err = timeIt(func() error {
+			in, err := os.Open(src)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			w, err := fsys.Create(ctx, dst, 0o644)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(w, in)
+			return errors.Join(err, w.Close())
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hostgate upload: %w", err)
+		}
+		if st, err := os.Stat(dst); err != nil || st.Size() != n {
+			return nil, fmt.Errorf("hostgate upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)
+		}
+		b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
+		if err != nil {
+			return nil, err
+		}
+		up.Add(rate(a), rate(b))
+	}
+	return []*bench.Scenario{down, up}, nil
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return -1
+	}
+	return st.Size()
+}
+
+// exec measures `true` round trips on an open connection: Host.Exec through
+// the gateway against `ssh true` through a ControlMaster.
+func (e *env) exec(ctx context.Context) ([]*bench.Scenario, error) {
+	p50 := &bench.Scenario{Name: "exec round trip of true, p50", Unit: "ms", PeerName: "OpenSSH ControlMaster", Better: bench.Lower,
+		Note: fmt.Sprintf("%d round trips per side per pair; the command runs as a user whose login shell is /bin/sh on both sides", e.cfg.execN)}
+	p99 := &bench.Scenario{Name: "exec round trip of true, p99", Unit: "ms", PeerName: "OpenSSH ControlMaster", Better: bench.Lower}
+	for range e.cfg.pairs {
+		a, err := samples(e.cfg.execN, func() error {
+			_, err := e.host.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hostgate: %w", err)
+		}
+		b, err := samples(e.cfg.execN, func() error {
+			if out, err := e.sshd.Command(ctx, nil, "true").CombinedOutput(); err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ssh: %w", err)
+		}
+		p50.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+		p99.Add(bench.Percentile(a, 99), bench.Percentile(b, 99))
+	}
+	return []*bench.Scenario{p50, p99}, nil
+}
+
+// forward runs small HTTP requests, one new connection each, through a
+// local forward: Host.Forward through the gateway against ssh -L on the
+// ControlMaster connection.
+func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close(); wg.Wait() }()
+	target := ln.Addr().String()
+
+	fw, err := e.host.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, err
+	}
+	defer fw.Close()
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	peerAddr := "127.0.0.1:" + strconv.Itoa(port)
+	if out, err := e.sshd.Command(ctx, []string{"-O", "forward", "-L", peerAddr + ":" + target}).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ssh -O forward: %w: %s", err, out)
+	}
+	const workers = 4
+	rps := &bench.Scenario{Name: "local forward, small HTTP requests", Unit: "req/s", PeerName: "ssh -L (ControlMaster)", Better: bench.Higher,
+		Note: fmt.Sprintf("%d requests per side per pair, %d concurrent, a new TCP connection (so a new forwarded channel) per request", e.cfg.fwdN, workers)}
+	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: "ssh -L (ControlMaster)", Better: bench.Lower}
+	for range e.cfg.pairs {
+		ar, al, err := httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers)
+		if err != nil {
+			return nil, fmt.Errorf("hostgate: %w", err)
+		}
+		br, bl, err := httpLoad(ctx, "http://"+peerAddr+"/", e.cfg.fwdN, workers)
+		if err != nil {
+			return nil, fmt.Errorf("ssh -L: %w", err)
+		}
+		rps.Add(ar, br)
+		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))
+	}
+	return []*bench.Scenario{rps, p99}, nil
+}
+
+// httpLoad runs n GETs with workers in parallel, each on a new connection,
+// and returns requests per second and each latency in ms.
+func httpLoad(ctx context.Context, url string, n, workers int) (float64, []float64, error) {
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	lat := make([]float64, n)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+	)
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				t0 := time.Now()
+				err := get(ctx, hc, url)
+				lat[i] = float64(time.Since(t0)) / float64(time.Millisecond)
+				if err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if errs != nil {
+		return 0, nil, errs
+	}
+	return float64(n) / el.Seconds(), lat, nil
+}
+
+func get(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if err == nil && string(b) != "ok\n" {
+		err = fmt.Errorf("body %q", b)
+	}
+	return err
+}
+
+// freePort asks the kernel for a free loopback port for ssh -L, which
+// cannot report the port it bound; the tiny reuse race is acceptable in a
+// harness run once on a quiet machine.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func timeIt(fn func() error) (time.Duration, error) {
+	start := time.Now()
+	err := fn()
+	return time.Since(start), err
+}
+
+// samples runs fn n times and returns each duration in ms.
+func samples(n int, fn func() error) ([]float64, error) {
+	out := make([]float64, 0, n)
+	for range n {
+		d, err := timeIt(fn)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, float64(d)/float64(time.Millisecond))
+	}
+	return out, nil
+}

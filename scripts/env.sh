@@ -21,7 +21,7 @@ need_pkgs() {
 		fi
 		log "installing ${missing[*]}"
 		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 	fi
 }
 

@@ -270,9 +270,10 @@ func TestExecutionIsAHost(t *testing.T) {
 // BenchmarkExecRoundTrip compares one command's round trip through the
 // in-container agent (SSH over the docker-exec stdio tunnel, via the
 // gateway's WebSocket relay, on an established connection) with the
-// docker exec CLI on the same container, interleaved in one loop so both
-// see the same machine load. Reported: agent-ns/op, docker-ns/op and
-// docker/agent (how many times faster the agent is).
+// docker exec CLI on the same container and with the executions API's
+// exec (the Docker exec API behind the gateway), interleaved in one loop
+// so all see the same machine load. Reported: ns/op of each and
+// docker/agent, api/agent (how many times faster the agent is).
 func BenchmarkExecRoundTrip(b *testing.B) {
 	g, c, image := execGateway(b)
 	ctx := testCtx(b, 10*time.Minute)
@@ -287,7 +288,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	cid := containerOf(b, ex.ExecutionID)
-	var agentT, dockerT time.Duration
+	var agentT, dockerT, apiT time.Duration
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -299,13 +300,20 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 		if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", cid, "true").CombinedOutput(); err != nil {
 			b.Fatalf("docker exec: %v %s", err, out)
 		}
+		t2 := time.Now()
+		if _, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "true", TimeoutMs: 60000}); err != nil {
+			b.Fatalf("API exec: %v", err)
+		}
 		agentT += t1.Sub(t0)
-		dockerT += time.Since(t1)
+		dockerT += t2.Sub(t1)
+		apiT += time.Since(t2)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(agentT.Nanoseconds())/float64(b.N), "agent-ns/op")
 	b.ReportMetric(float64(dockerT.Nanoseconds())/float64(b.N), "docker-ns/op")
+	b.ReportMetric(float64(apiT.Nanoseconds())/float64(b.N), "api-ns/op")
 	b.ReportMetric(float64(dockerT)/float64(agentT), "docker/agent")
+	b.ReportMetric(float64(apiT)/float64(agentT), "api/agent")
 }
 
 // containerOf finds the container of an execution by its label.
@@ -316,4 +324,36 @@ func containerOf(t testing.TB, executionID string) string {
 		t.Fatalf("container of %s: %q %v", executionID, out, err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// TestExecutionAdoptedAfterRestart: a gateway that stops and starts again
+// with the same state finds its execution, re-attaches its agent (with a
+// new pinned key, which the host record publishes) and serves it as a
+// host again.
+func TestExecutionAdoptedAfterRestart(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	sh(t, ctx, c, e.ExecutionID, "echo kept > kept.txt")
+	g.stop()
+	g.restart("--docker", "on", "--agent-binary", bin.agent)
+	c2, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c2.Terminate(context.Background(), e.ExecutionID) })
+	g.waitConnected(e.ExecutionID, true, 2*time.Minute)
+	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
+	if err != nil {
+		t.Fatalf("dial the adopted execution: %v", err)
+	}
+	defer h.Close()
+	res, err := h.Exec(ctx, []string{"cat", "/workspace/kept.txt"}, hostgate.ExecOptions{})
+	if err != nil || string(res.Stdout) != "kept\n" {
+		t.Fatalf("adopted execution: %v %+v", err, res)
+	}
+	if err := c2.Terminate(ctx, e.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	g.waitConnected(e.ExecutionID, false, time.Minute)
 }

@@ -632,8 +632,17 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	if err := cws.Write(e.ctx, websocket.MessageBinary, make([]byte, 64<<10+1)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cws.Read(e.ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
-		t.Errorf("caller close status: %v", err)
+	// The gateway may relay (and the echo return) the part below the limit
+	// before the limit trips; read until the close.
+	for i := 0; ; i++ {
+		_, _, err := cws.Read(e.ctx)
+		if err == nil && i < 100 {
+			continue
+		}
+		if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+			t.Errorf("caller close status: %v", err)
+		}
+		break
 	}
 	echoRoundTrip(t, good, 100)
 }

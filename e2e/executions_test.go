@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -165,6 +166,19 @@ func TestExecutionsAPI(t *testing.T) {
 	if err := c.Terminate(ctx, e.ExecutionID); err != nil {
 		t.Fatalf("terminate after the flood (idempotent): %v", err)
 	}
+
+	// A command over its timeout ends the execution too.
+	e2 := provision(t, ctx, c, execRequest(image))
+	_, err = c.Exec(ctx, e2.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 500})
+	if ae := apiErr(err); ae == nil || ae.Code != "timeout" {
+		t.Fatalf("timeout: %v", err)
+	}
+	if _, err := c.Execution(ctx, e2.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
+		t.Fatalf("GET after the timeout: %v, want 410", err)
+	}
+	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=hostgate.execution="+e2.ExecutionID).Output(); err != nil || len(out) != 0 {
+		t.Fatalf("container left after the timeout: %q %v", out, err)
+	}
 }
 
 // TestExecutionIsAHost: the Go client and OpenSSH (ssh, sftp, ssh -L to a
@@ -264,6 +278,23 @@ func TestExecutionIsAHost(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != "preview\n" {
 		t.Fatalf("GET through ssh -L: %d %q", resp.StatusCode, b)
+	}
+
+	// The agent dying while the execution lives: the gateway attaches a
+	// new one, with the same pinned key.
+	res2, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -9 $(pidof agent)"}, TimeoutMs: 60000})
+	if err != nil || res2.ExitCode != 0 {
+		t.Fatalf("kill the agent: %v %+v", err, res2)
+	}
+	g.waitFor(regexp.MustCompile(`agent ended while its execution lives; re-attaching.*execution=`+e.ExecutionID), time.Minute)
+	g.waitFor(regexp.MustCompile(`(?s)re-attaching.*execution agent tunnel up[^\n]*execution=`+e.ExecutionID), time.Minute)
+	h2, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
+	if err != nil {
+		t.Fatalf("dial after the agent died: %v", err)
+	}
+	defer h2.Close()
+	if res, err := h2.Exec(ctx, []string{"cat", "/workspace/from-go.txt"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "via sftp\n" {
+		t.Fatalf("exec through the re-attached agent: %v %+v", err, res)
 	}
 }
 

@@ -36,10 +36,16 @@ func waitGroupGone(pgid, leader int, limit time.Duration) {
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
 	deadline := time.Now().Add(limit)
+	// Group members are the leader's descendants, so their pids were
+	// allocated after the leader's: above it, unless pid numbers wrapped
+	// since (the last pid allocated is then below the leader's). Skipping
+	// the older pids spares a stat read per process on the machine on
+	// every command exit.
+	wrapped := lastPID() < leader
 	var buf [512]byte // the fields we need are near the start of stat
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
-		if err != nil || pid == leader {
+		if err != nil || pid == leader || (pid < leader && !wrapped) {
 			continue
 		}
 		// Raw syscalls: this runs for every command exit, over every
@@ -59,6 +65,20 @@ func waitGroupGone(pgid, leader int, limit time.Duration) {
 		}
 		waitPidfd(pid, deadline)
 	}
+}
+
+// lastPID returns the last pid the kernel allocated in this pid namespace,
+// or 0 when unknown (which makes the caller scan every pid).
+func lastPID() int {
+	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // waitPidfd waits until pid has exited or deadline passes.

@@ -1,6 +1,24 @@
 // Command agent runs hostgate's embedded SSH server on a host: `agent
 // serve` on a TCP listener or over stdin/stdout, `agent connect` through a
 // tunnel it dials out to a gateway.
+//
+// Serve on a port, for keys listed in a file:
+//
+//	agent serve --listen 127.0.0.1:2222 --authorized-keys ~/.ssh/authorized_keys
+//	ssh -p 2222 localhost
+//
+// Or let OpenSSH start it per connection, over stdio:
+//
+//	ssh -o ProxyCommand='agent serve --stdio --authorized-keys KEYS' host
+//
+// Certificates instead of keys: --trusted-ca FILE (or --trusted-ca-key
+// KEY) and --host-id ID, the principal certificates must carry. The host
+// key lives in --state-dir (created, 0600, on first start; `ssh-keygen -lf`
+// on it prints the fingerprint callers pin). Every flag can also be set as
+// HOSTGATE_<FLAG> in the environment. Commands run as the agent's user in
+// its own process group, with a minimal environment (the agent's own is
+// not passed on); SIGTERM or SIGINT stops the agent, ending every session
+// and killing its processes.
 package main
 
 import (

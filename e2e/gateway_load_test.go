@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,28 +78,36 @@ func TestGatewayLoad(t *testing.T) {
 
 	// The agents: Connect goroutines owned by this test, stopped by
 	// cancelling actx and waited for.
-	actx, stopAgents := context.WithCancel(ctx)
+	// Two halves with their own contexts: the first half leaves before the
+	// gateway stops, the second is live when it does.
+	actxs := [2]context.Context{}
+	var cancels [2]context.CancelFunc
+	actxs[0], cancels[0] = context.WithCancel(ctx)
+	actxs[1], cancels[1] = context.WithCancel(ctx)
 	var (
-		wg      sync.WaitGroup
+		wg      [2]sync.WaitGroup
 		mu      sync.Mutex
 		up      = map[string]bool{}
 		allUp   = make(chan struct{})
 		errs    = make([]error, agents)
 		stopped = false
 	)
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopAgents()
-			wg.Wait()
-		}
+	stop := func(half int) {
+		cancels[half]()
+		wg[half].Wait()
 	}
-	defer stop()
+	defer func() {
+		if !stopped {
+			stop(0)
+			stop(1)
+		}
+	}()
 	for i := range agents {
-		wg.Add(1)
+		half := i % 2
+		wg[half].Add(1)
 		go func() {
-			defer wg.Done()
-			errs[i] = agent.Connect(actx, &agent.ConnectConfig{
+			defer wg[half].Done()
+			errs[i] = agent.Connect(actxs[half], &agent.ConnectConfig{
 				GatewayURL: g.url, Token: tokens[i], HostID: ids[i], StateDir: t.TempDir(),
 				MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
 				OnTunnel: func(id string) {
@@ -144,8 +153,8 @@ func TestGatewayLoad(t *testing.T) {
 	}
 	after := vmRSS(t, gwPID)
 	perTunnel := float64(after-before) / float64(agents)
-	t.Logf("gateway VmRSS: %d KiB idle, %d KiB with %d tunnels: %.1f KiB per tunnel (%.3fx the idle gateway's RSS per tunnel); all up in %v",
-		before, after, agents, perTunnel, perTunnel/float64(before), connectTime.Round(time.Millisecond))
+	t.Logf("gateway VmRSS: %d KiB idle, %d KiB with %d tunnels (%.2fx idle): %.1f KiB per tunnel; all up in %v",
+		before, after, agents, float64(after)/float64(before), perTunnel, connectTime.Round(time.Millisecond))
 
 	// 200 concurrent sessions through random tunnels, each with its own
 	// SSH connection; every output must be exactly its own number.
@@ -208,35 +217,66 @@ func TestGatewayLoad(t *testing.T) {
 	t.Logf("%d concurrent sessions (dial + certificate + SSH + exec) through %d tunnels in %v (%.0f sessions/s)",
 		sessions, agents, sessTime.Round(time.Millisecond), float64(sessions)/sessTime.Seconds())
 
-	// Teardown: every agent returns nil (a clean stop), and the gateway
-	// sees them all go.
-	stop()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("agent %s: %v", ids[i], err)
+	// Gauges agree and drain: every relayed stream ended with its session.
+	waitMetric(t, g, "hostgate_tunnels_connected", float64(agents))
+	waitMetric(t, g, "hostgate_streams_open", 0)
+
+	// Half the agents leave (a clean stop returns nil) and the gateway sees
+	// exactly them go.
+	stop(0)
+	for i := 0; i < agents; i += 2 {
+		if errs[i] != nil {
+			t.Fatalf("agent %s: %v", ids[i], errs[i])
 		}
 	}
-	recs, err = c.Hosts(ctx)
-	if err != nil {
+	waitMetric(t, g, "hostgate_tunnels_connected", float64(agents/2))
+	if recs, err = c.Hosts(ctx); err != nil {
 		t.Fatal(err)
 	}
+	for _, r := range recs {
+		var i int
+		if _, err := fmt.Sscanf(r.ID, "load-%d", &i); err == nil && r.Connected != (i%2 == 1) {
+			t.Fatalf("host %s connected=%v after the even agents stopped", r.ID, r.Connected)
+		}
+	}
+
+	// SIGTERM the gateway with the other half live: it exits cleanly
+	// (within the harness's 10 s before SIGKILL), then those agents stop.
+	g.proc.stop()
+	if g.proc.err != nil {
+		t.Fatalf("gateway with %d live tunnels did not exit cleanly on SIGTERM: %v", agents/2, g.proc.err)
+	}
+	stop(1)
+	stopped = true
+	for i := 1; i < agents; i += 2 {
+		if errs[i] != nil {
+			t.Fatalf("agent %s: %v", ids[i], errs[i])
+		}
+	}
+}
+
+// waitMetric waits (bounded) until the gateway's /metrics shows name (a
+// metric without labels) at want.
+func waitMetric(t *testing.T, g *gw, name string, want float64) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	var last string
 	for {
-		still := 0
-		for _, r := range recs {
-			if r.Connected {
-				still++
+		code, body := g.api("GET", "/metrics", g.admin, nil)
+		if code == http.StatusOK {
+			last = "(missing)"
+			for _, line := range strings.Split(string(body), "\n") {
+				if v, ok := strings.CutPrefix(line, name+" "); ok {
+					last = v
+					if f, err := strconv.ParseFloat(v, 64); err == nil && f == want {
+						return
+					}
+				}
 			}
 		}
-		if still == 0 {
-			break
-		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d hosts still connected 60s after their agents stopped", still)
+			t.Fatalf("metric %s is %s after 60s, want %v", name, last, want)
 		}
 		time.Sleep(100 * time.Millisecond)
-		if recs, err = c.Hosts(ctx); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

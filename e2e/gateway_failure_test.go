@@ -3,12 +3,15 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,15 +33,18 @@ func TestAgentKilledMidSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo started; exec sleep 600"}, hostgate.SpawnOptions{})
+	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec sleep 600"}, hostgate.SpawnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
-	line := make([]byte, len("started\n"))
-	if _, err := io.ReadFull(p.Stdout(), line); err != nil || string(line) != "started\n" {
-		t.Fatalf("process did not start: %q %v", line, err)
+	var pid int
+	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
+		t.Fatalf("process did not start: %v", err)
 	}
+	// A SIGKILLed agent cannot end what its sessions run (they have their
+	// own process groups): the test does, so nothing outlives it.
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 
 	a.kill()
@@ -268,4 +274,67 @@ func TestSlowCallerDoesNotStall(t *testing.T) {
 		}
 		h.Close()
 	}
+}
+
+// TestAgentStopsCleanly: SIGTERM to an agent with a command running
+// through it ends the agent cleanly (exit 0, bounded), takes the
+// command's whole process tree with it, and the caller and the gateway
+// both see the end.
+func TestAgentStopsCleanly(t *testing.T) {
+	g := startGateway(t, "")
+	a := g.startAgent("alpha", "")
+	ctx := testCtx(t, 2*time.Minute)
+	h, err := client.Dial(ctx, g.url, g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// A shell and a background child; both pids are printed.
+	p, err := h.Spawn(ctx, []string{"sh", "-c", "sleep 600 & echo $$ $!; wait"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	var shPID, childPID int
+	if _, err := fmt.Fscan(p.Stdout(), &shPID, &childPID); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	for _, pid := range []int{shPID, childPID} {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			t.Fatalf("pid %d not running before the stop: %v", pid, err)
+		}
+	}
+
+	a.stop() // SIGTERM; SIGKILL after 10 s would show as an error
+	if a.err != nil {
+		t.Fatalf("agent with a running session did not exit cleanly on SIGTERM: %v", a.err)
+	}
+	for _, pid := range []int{shPID, childPID} {
+		// The agent waited for its sessions, so they are gone or zombies
+		// of a parent that is gone (reaped by init soon after).
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || strings.Contains(string(b), ") Z ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d (%s) outlived its agent", pid, b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	select {
+	case err := <-waited:
+		var ee *hostgate.ExitError
+		if err == nil || (errors.As(err, &ee) && ee.Code == 0) {
+			t.Fatalf("the caller's command reports success after its agent stopped: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the caller's command still waits 60s after its agent stopped")
+	}
+	g.waitConnected("alpha", false, 60*time.Second)
 }

@@ -388,3 +388,22 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	}
 	g.waitConnected(e.ExecutionID, false, time.Minute)
 }
+
+// TestExecutionExpiryEndsTheHost: at the runtime deadline the container
+// goes, and with it the agent's tunnel: the host shows disconnected and
+// the execution answers 410.
+func TestExecutionExpiryEndsTheHost(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 3*time.Minute)
+	req := execRequest(image)
+	req.Resources.RuntimeMs = 5000
+	e := provision(t, ctx, c, req)
+	if !e.Connected {
+		t.Fatalf("not connected after provision: %+v", e)
+	}
+	g.waitConnected(e.ExecutionID, false, 2*time.Minute)
+	if _, err := c.Execution(ctx, e.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
+		t.Fatalf("GET after expiry: %v, want 410", err)
+	}
+	g.waitFor(regexp.MustCompile(`execution ended; agent tunnel closed[^\n]*execution=`+e.ExecutionID), time.Minute)
+}

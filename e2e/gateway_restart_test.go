@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -171,4 +173,35 @@ func TestAgentKilled(t *testing.T) {
 
 	// The other host is unaffected.
 	execEcho(t, ctx, g.url, g.admin, "beta", "still")
+}
+
+// TestAgentRefusesNewCA: a gateway that comes back with another user CA
+// (its CA key lost or swapped, the database kept) is not trusted by an
+// agent that pinned the first one: the agent says why and serves nothing
+// signed by the new CA.
+func TestAgentRefusesNewCA(t *testing.T) {
+	g := startGateway(t, "")
+	a := g.startAgent("alpha", "")
+	ctx := testCtx(t, 3*time.Minute)
+	execEcho(t, ctx, g.url, g.admin, "alpha", "first-ca")
+
+	g.proc.stop()
+	if err := os.Remove(filepath.Join(g.stateDir, "ca_key")); err != nil {
+		t.Fatal(err)
+	}
+	g.restartSamePort(t) // a new CA is made on start
+	a.waitFor(regexp.MustCompile(`gateway CA differs from the pinned one`), 90*time.Second)
+
+	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	h, err := client.Dial(dctx, g.url, g.admin, "alpha")
+	if err == nil {
+		res, xerr := h.Exec(dctx, []string{"echo", "new-ca"}, hostgate.ExecOptions{})
+		h.Close()
+		t.Fatalf("an agent pinned to the old CA accepted a session with the new CA's certificate: %+v %v", res, xerr)
+	}
+	if dctx.Err() != nil {
+		t.Fatalf("dial to an agent that refuses the gateway hung: %v", err)
+	}
+	t.Logf("dial while the agent refuses the new CA: %v", err)
 }

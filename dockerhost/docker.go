@@ -33,6 +33,8 @@ type DockerAPI interface {
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
 	ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerAttach(ctx context.Context, containerID string, options container.AttachOptions) (types.HijackedResponse, error)
+	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
@@ -69,6 +71,8 @@ type Config struct {
 	Tools []Tool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Pool keeps warm pre-created containers; nil or Size 0: none.
+	Pool *PoolConfig
 }
 
 // Docker is the ExecutionHost on a Docker engine. It keeps lifecycle and
@@ -85,6 +89,7 @@ type Docker struct {
 	labels map[string]string
 	tools  []Tool
 	now    func() time.Time
+	pool   *pool // nil: no warm pool
 
 	mu       sync.Mutex
 	execs    map[string]*execution
@@ -100,8 +105,11 @@ var _ ExecutionHost = (*Docker)(nil)
 // immutable after registration.
 type execution struct {
 	Execution
-	req  ProvisionRequest // env values removed
-	lock rwLock           // exec shared, checkpoint exclusive
+	req ProvisionRequest // env values removed
+	// env is the provision env of a pooled container, created without
+	// it: Exec and AttachStdio add it to each process. Memory only.
+	env  map[string]string
+	lock rwLock // exec shared, checkpoint exclusive
 	// oomKills is the cgroup's OOM kill count when last read.
 	oomKills atomic.Int64
 	timer    *time.Timer // host deadline; guarded by Docker.mu
@@ -179,8 +187,20 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if _, err := cli.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("dockerhost: ping engine: %w", err)
 	}
+	if cfg.Pool != nil && cfg.Pool.Size > 0 {
+		p, err := newPool(h, *cfg.Pool)
+		if err != nil {
+			return nil, err
+		}
+		h.pool = p
+	}
+	// Adopt before the pool starts: every pooled container found is then
+	// a previous run's, and is reaped.
 	if _, err := h.Adopt(ctx); err != nil {
 		return nil, err
+	}
+	if h.pool != nil {
+		h.pool.start()
 	}
 	return h, nil
 }
@@ -193,7 +213,9 @@ func NewClient() (*client.Client, error) {
 
 // Close stops the host's deadline timers and waits for running expiries.
 // It leaves executions running: each ends at its in-container deadline,
-// and a new host with the same Owner adopts them. Close is idempotent.
+// and a new host with the same Owner adopts them. It stops the warm pool's
+// fills and removes its unclaimed containers (without the pool's stdin
+// attachment they could never be claimed). Close is idempotent.
 func (h *Docker) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -205,6 +227,9 @@ func (h *Docker) Close() error {
 		e.timer.Stop()
 	}
 	h.mu.Unlock()
+	if h.pool != nil {
+		h.pool.close()
+	}
 	h.timersWG.Wait()
 	return nil
 }
@@ -272,9 +297,26 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	if err != nil {
 		return nil, err
 	}
-	cid, err := h.create(ctx, cfg, hc, "hostgate-"+id)
-	if err != nil {
-		return nil, err
+	var cid string
+	var env map[string]string
+	if h.pool != nil {
+		if pc := h.pool.take(keyOf(req)); pc != nil {
+			if cerr := h.claim(ctx, pc, id, expires, req.Resources.RuntimeMs); cerr != nil {
+				h.pool.dead.Add(1)
+				h.pool.notify()
+				log.Warn("pooled container unusable; creating one", "container", pc.cid, "err", cerr)
+				if derr := h.destroy(pc.cid); derr != nil {
+					log.Error("remove pooled container", "container", pc.cid, "err", derr)
+				}
+			} else {
+				cid, env = pc.cid, req.Env
+			}
+		}
+	}
+	if cid == "" {
+		if cid, err = h.createStarted(ctx, cfg, hc, "hostgate-"+id); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -283,39 +325,8 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 			}
 		}
 	}()
-	// Watch the main process: with an init, a missing sleep is not a
-	// start error but an immediate exit 127 (and AutoRemove erases it).
-	waitCtx, stopWait := context.WithCancel(ctx)
-	defer stopWait()
-	exitC, _ := h.api.ContainerWait(waitCtx, cid, container.WaitConditionNextExit)
-	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
-		if strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file") {
-			return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
-		}
-		return nil, fmt.Errorf("dockerhost: start container: %w", err)
-	}
-	if err := h.checkImage(ctx, cid); err != nil {
-		if ErrorCode(err) == "" && ctx.Err() == nil {
-			// The check may have failed because the main process died:
-			// give its exit a moment to arrive and name the cause.
-			t := time.NewTimer(5 * time.Second)
-			defer t.Stop()
-			select {
-			case r := <-exitC:
-				if r.StatusCode == 126 || r.StatusCode == 127 {
-					return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("main process sleep exited %d", r.StatusCode)}
-				}
-				return nil, fmt.Errorf("dockerhost: the container ended during provisioning (status %d; runtimeMs or memoryBytes too small?): %w", r.StatusCode, err)
-			case <-t.C:
-			}
-		}
-		return nil, err
-	}
-	stopWait()
-	if len(h.tools) > 0 {
-		if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
-			return nil, fmt.Errorf("dockerhost: %w", err)
-		}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
 	if load != nil {
 		if err := load(ctx, cid); err != nil {
@@ -332,6 +343,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 			RestoredFrom: restoredFrom,
 		},
 		req: redact(req),
+		env: env,
 	}
 	if err := h.register(ctx, e); err != nil {
 		return nil, err
@@ -339,6 +351,57 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom)
 	out := e.Execution
 	return &out, nil
+}
+
+// createStarted creates and starts a fresh container, checks the image and
+// installs the tools. On error it removes the container.
+func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (_ string, err error) {
+	cid, err := h.create(ctx, cfg, hc, name)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil {
+			if derr := h.destroy(cid); derr != nil {
+				h.logger.Error("remove failed execution", "container", cid, "err", derr)
+			}
+		}
+	}()
+	// Watch the main process: with an init, a missing sleep is not a
+	// start error but an immediate exit 127 (and AutoRemove erases it).
+	waitCtx, stopWait := context.WithCancel(ctx)
+	defer stopWait()
+	exitC, _ := h.api.ContainerWait(waitCtx, cid, container.WaitConditionNextExit)
+	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file") {
+			return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
+		}
+		return "", fmt.Errorf("dockerhost: start container: %w", err)
+	}
+	if err := h.checkImage(ctx, cid); err != nil {
+		if ErrorCode(err) == "" && ctx.Err() == nil {
+			// The check may have failed because the main process died:
+			// give its exit a moment to arrive and name the cause.
+			t := time.NewTimer(5 * time.Second)
+			defer t.Stop()
+			select {
+			case r := <-exitC:
+				if r.StatusCode == 126 || r.StatusCode == 127 {
+					return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("main process sleep exited %d", r.StatusCode)}
+				}
+				return "", fmt.Errorf("dockerhost: the container ended during provisioning (status %d; runtimeMs or memoryBytes too small?): %w", r.StatusCode, err)
+			case <-t.C:
+			}
+		}
+		return "", err
+	}
+	stopWait()
+	if len(h.tools) > 0 {
+		if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
+			return "", fmt.Errorf("dockerhost: %w", err)
+		}
+	}
+	return cid, nil
 }
 
 // create creates the container, pulling a missing image once.
@@ -553,6 +616,13 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		return nil, fmt.Errorf("dockerhost: wait for checkpoint: %w", err)
 	}
 	defer e.lock.RUnlock()
+	if len(e.env) > 0 {
+		// A pooled container was created without the provision env; the
+		// command's own env wins, as it would over a container's.
+		env := maps.Clone(e.env)
+		maps.Copy(env, req.Env)
+		req.Env = env
+	}
 	res, err := h.runner.Exec(ctx, e.ContainerID, h.policy.User(), req, e.Resources.MaxOutputBytes)
 	switch ErrorCode(err) {
 	case CodeTimeout, CodeOutputLimit, CodeAborted:
@@ -658,6 +728,10 @@ func (h *Docker) Terminate(_ context.Context, executionID string) error {
 type AdoptResult struct {
 	Adopted []string // execution ids now managed by this host
 	Reaped  []string // expired, stopped or unreadable containers removed
+	// ReapedPool are the container ids of unclaimed pooled containers
+	// removed: a previous run's (useless without its stdin attachment)
+	// or past their pool TTL.
+	ReapedPool []string
 }
 
 // Adopt takes over the containers this Owner left behind (a gateway that
@@ -674,6 +748,24 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 	}
 	now := h.now()
 	for _, c := range list {
+		if c.Labels[LabelPool] != "" {
+			cl, claimed := claimedPooled(c)
+			if !claimed {
+				if h.pool != nil && h.pool.owns(c.ID) {
+					continue // this host's own warm container (its TTL is the pool's business)
+				}
+				if err := h.destroy(c.ID); err != nil {
+					return res, fmt.Errorf("dockerhost: reap pooled container: %w", err)
+				}
+				if h.pool != nil {
+					h.pool.reaps.Add(1)
+				}
+				res.ReapedPool = append(res.ReapedPool, c.ID)
+				h.logger.Info("reaped pooled container", "container", c.ID)
+				continue
+			}
+			c = cl
+		}
 		id := c.Labels[LabelExecution]
 		e, ok := adoptable(c, now)
 		if ok {
@@ -722,4 +814,19 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 		},
 		req: req,
 	}, true
+}
+
+// claimedPooled rewrites a claimed pooled container's summary as a fresh
+// execution's (execution id and deadline from its name, see claimedName),
+// or reports that c is unclaimed.
+func claimedPooled(c container.Summary) (container.Summary, bool) {
+	for _, n := range c.Names {
+		if id, exp, ok := parseClaimedName(n); ok {
+			c.Labels = maps.Clone(c.Labels)
+			c.Labels[LabelExecution] = id
+			c.Labels[LabelExpires] = strconv.FormatInt(exp.Unix(), 10)
+			return c, true
+		}
+	}
+	return c, false
 }

@@ -47,6 +47,10 @@ var engineTests = []struct {
 	{"Tools", testTools},
 	{"TerminateDuringProvision", testTerminateDuringProvision},
 	{"ProvisionAbortLeavesNothing", testProvisionAbortLeavesNothing},
+	{"PoolDeadlineFromClaim", testPoolDeadlineFromClaim},
+	{"PoolLearnRefillNeverReused", testPoolLearnRefillNeverReused},
+	{"PoolAdopt", testPoolAdopt},
+	{"PoolTTLAndClose", testPoolTTLAndClose},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

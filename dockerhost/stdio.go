@@ -47,6 +47,7 @@ func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []str
 	created, err := h.api.ContainerExecCreate(ctx, e.ContainerID, container.ExecOptions{
 		User:         h.policy.User(),
 		Cmd:          argv,
+		Env:          envList(e.env), // a pooled container's provision env
 		WorkingDir:   WorkspaceDir,
 		AttachStdin:  true,
 		AttachStdout: true,

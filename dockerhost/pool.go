@@ -1,0 +1,591 @@
+package dockerhost
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+)
+
+// Labels of pooled containers. A pooled container carries no
+// LabelExecution: it belongs to no execution until a claim, and a claim
+// cannot change labels, so the claim renames it instead (see claimedName).
+const (
+	LabelPool        = "hostgate.pool"         // the pool key's hash
+	LabelPoolExpires = "hostgate.pool.expires" // unix seconds; unclaimed after this, it is reaped
+)
+
+// PoolConfig is the warm pool of pre-created containers. A pooled
+// container is created, started, image-checked and given its tools ahead
+// of time; its main process blocks reading its stdin, which the pool holds
+// attached, until a claim writes the runtime: the in-container deadline
+// and the host deadline both start at the claim. A container is handed out
+// once and then belongs to that execution; the pool never sees it again.
+type PoolConfig struct {
+	// Size is the number of warm containers per key; 0 disables the pool.
+	Size int
+	// MaxTotal bounds warm and filling containers over all keys. Default
+	// 4*Size.
+	MaxTotal int
+	// Keys are pre-warmed at start (e.g. the gateway's sandbox defaults):
+	// Image, Resources and Network of a provision request; the rest is
+	// ignored. Other keys are learned on their first provision.
+	Keys []ProvisionRequest
+	// MaxKeys bounds the keys kept (pre-warmed and learned). Default 16.
+	MaxKeys int
+	// TTL is how long an unclaimed container is kept before it is replaced.
+	// Default 10 minutes.
+	TTL time.Duration
+	// FillConcurrency bounds concurrent container creates. Default 2.
+	FillConcurrency int
+}
+
+// PoolStats are the pool's counters since the host started, and its
+// current size.
+type PoolStats struct {
+	Hits       int64 // provisions served by a warm container
+	Misses     int64 // provisions that created a container (no warm one for the key)
+	Dead       int64 // claims of a container that died in the pool (then created fresh)
+	Fills      int64 // containers made ready
+	FillErrors int64
+	Reaps      int64 // unclaimed containers removed after their TTL, at Close, or by Adopt
+	Ready      int   // warm containers now
+	Filling    int   // creates in flight now
+}
+
+// poolKey is everything that shapes a pooled container. The user and the
+// tools are the host's and the same for every key.
+type poolKey struct {
+	image   string
+	res     Resources
+	network string
+}
+
+func keyOf(req ProvisionRequest) poolKey {
+	return poolKey{image: req.Image, res: req.Resources, network: req.Network.Mode}
+}
+
+// template is the request a pooled container is made for: no id, no env,
+// an empty workspace.
+func (k poolKey) template() ProvisionRequest {
+	return ProvisionRequest{Image: k.image, Resources: k.res, Network: Network{Mode: k.network}, Workspace: WorkspaceSpec{Kind: WorkspaceEmpty}}
+}
+
+func (k poolKey) hash(user string, tools []Tool) string {
+	b, _ := json.Marshal(struct {
+		R     ProvisionRequest
+		User  string
+		Tools []string
+	}{k.template(), user, toolNames(tools)})
+	return shortHash(b)
+}
+
+// pooled is one warm container. The attachment is its stdin; closing it
+// ends the main process (StdinOnce), so an unclaimed container does not
+// outlive the pool's process.
+type pooled struct {
+	cid     string
+	hj      types.HijackedResponse
+	expires time.Time
+}
+
+// keyState is the pool's view of one key.
+type keyState struct {
+	ready    []*pooled
+	filling  int
+	pinned   bool      // pre-warmed: never forgotten
+	lastWant time.Time // last provision for this key
+	failing  time.Time // no fill before this (backoff after an error)
+}
+
+// pool owns the warm containers. Its run loop starts fills (each a
+// goroutine in fillWG) and replaces expired containers; Close stops both
+// and removes what is left.
+type pool struct {
+	h   *Docker
+	cfg PoolConfig
+	log *slog.Logger
+
+	ctx    context.Context // ends at close
+	cancel context.CancelFunc
+	kick   chan struct{} // buffered 1: wake the run loop
+	runWG  sync.WaitGroup
+	fillWG sync.WaitGroup
+	sem    chan struct{} // bounds concurrent fills
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change (waitFor)
+	keys    map[poolKey]*keyState
+	owned   map[string]bool // container ids created and not yet handed out or removed
+	total   int             // ready + filling over all keys
+	closed  bool
+
+	hits, misses, dead, fills, fillErrors, reaps atomic.Int64
+}
+
+const fillBackoff = 30 * time.Second
+
+func newPool(h *Docker, cfg PoolConfig) (*pool, error) {
+	if cfg.Size < 0 || cfg.MaxTotal < 0 || cfg.MaxKeys < 0 || cfg.TTL < 0 || cfg.FillConcurrency < 0 {
+		return nil, fmt.Errorf("dockerhost: pool settings must not be negative")
+	}
+	if cfg.MaxTotal == 0 {
+		cfg.MaxTotal = 4 * cfg.Size
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = 16
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 10 * time.Minute
+	}
+	if cfg.FillConcurrency == 0 {
+		cfg.FillConcurrency = 2
+	}
+	p := &pool{h: h, cfg: cfg, log: h.logger.With("component", "pool"), kick: make(chan struct{}, 1),
+		sem: make(chan struct{}, cfg.FillConcurrency), changed: make(chan struct{}), keys: map[poolKey]*keyState{}, owned: map[string]bool{}}
+	for i, req := range cfg.Keys {
+		req.ExecutionID, req.Env = "", nil
+		req.Workspace = WorkspaceSpec{Kind: WorkspaceEmpty}
+		if err := h.policy.ValidateProvision(&req); err != nil {
+			return nil, fmt.Errorf("dockerhost: pool key %d: %w", i, err)
+		}
+		if len(p.keys) < cfg.MaxKeys {
+			p.keys[keyOf(req)] = &keyState{pinned: true}
+		}
+	}
+	return p, nil
+}
+
+func (p *pool) start() {
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.runWG.Add(1)
+	go p.run()
+	p.wake()
+}
+
+func (p *pool) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the pool's one loop: it tops every key up and replaces expired
+// containers, waking on a kick or at the next expiry.
+func (p *pool) run() {
+	defer p.runWG.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := p.tick()
+		timer.Reset(max(time.Until(next), 10*time.Millisecond))
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// tick removes expired containers, forgets idle learned keys, starts the
+// fills that fit, and returns when it wants to run again.
+func (p *pool) tick() time.Time {
+	now := p.h.now()
+	next := now.Add(p.cfg.TTL)
+	var expired []*pooled
+	var starts []poolKey
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return next
+	}
+	for k, ks := range p.keys {
+		kept := ks.ready[:0]
+		for _, pc := range ks.ready {
+			if !pc.expires.After(now) {
+				expired = append(expired, pc)
+				delete(p.owned, pc.cid)
+				p.total--
+				continue
+			}
+			kept = append(kept, pc)
+			if pc.expires.Before(next) {
+				next = pc.expires
+			}
+		}
+		ks.ready = kept
+		if !ks.pinned && len(ks.ready) == 0 && ks.filling == 0 && now.Sub(ks.lastWant) > p.cfg.TTL {
+			delete(p.keys, k)
+		}
+	}
+	for k, ks := range p.keys {
+		if now.Before(ks.failing) {
+			if ks.failing.Before(next) {
+				next = ks.failing
+			}
+			continue
+		}
+		for len(ks.ready)+ks.filling < p.cfg.Size && p.total < p.cfg.MaxTotal {
+			ks.filling++
+			p.total++
+			starts = append(starts, k)
+		}
+	}
+	p.mu.Unlock()
+	for _, pc := range expired {
+		p.remove(pc)
+	}
+	if len(expired) > 0 {
+		p.notify()
+	}
+	for _, k := range starts {
+		p.fillWG.Add(1)
+		go p.fill(k)
+	}
+	return next
+}
+
+// fill makes one warm container for k.
+func (p *pool) fill(k poolKey) {
+	defer p.fillWG.Done()
+	var pc *pooled
+	defer func() {
+		p.mu.Lock()
+		ks := p.keys[k]
+		if ks == nil { // forgotten meanwhile: keep the books straight
+			ks = &keyState{}
+		}
+		ks.filling--
+		switch {
+		case pc != nil && !p.closed && p.keys[k] != nil:
+			p.fills.Add(1)
+			ks.ready = append(ks.ready, pc)
+			p.notifyLocked()
+			p.mu.Unlock()
+			return
+		case pc == nil:
+			p.total--
+			ks.failing = p.h.now().Add(fillBackoff)
+		default:
+			p.total--
+			delete(p.owned, pc.cid)
+		}
+		p.notifyLocked()
+		p.mu.Unlock()
+		if pc != nil {
+			p.remove(pc)
+			p.notify()
+		}
+	}()
+	select {
+	case p.sem <- struct{}{}:
+	case <-p.ctx.Done():
+		return
+	}
+	defer func() { <-p.sem }()
+	var err error
+	pc, err = p.create(p.ctx, k)
+	if err != nil {
+		if p.ctx.Err() == nil {
+			p.fillErrors.Add(1)
+			p.log.Error("fill pool", "image", k.image, "err", err)
+		}
+		pc = nil
+	}
+}
+
+// poolScript is the pooled container's main process: it waits for the
+// runtime in seconds on stdin, then becomes the in-container deadline. An
+// EOF (the pool's attachment closed) ends it, and AutoRemove deletes the
+// container.
+const poolScript = `read -r secs && exec sleep "$secs"`
+
+// create creates, attaches, starts and prepares one pooled container.
+func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
+	h := p.h
+	req := k.template()
+	expires := h.now().Add(p.cfg.TTL)
+	labels := maps.Clone(h.labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelOwner] = h.owner
+	cfg, hc, err := h.policy.ContainerConfig("", req, expires, labels)
+	if err != nil {
+		return nil, err
+	}
+	delete(cfg.Labels, LabelExecution)
+	delete(cfg.Labels, LabelExpires)
+	cfg.Labels[LabelPool] = k.hash(h.policy.User(), h.tools)
+	cfg.Labels[LabelPoolExpires] = strconv.FormatInt(expires.Unix(), 10)
+	cfg.Env = nil
+	cfg.Entrypoint = []string{"/bin/sh", "-c", poolScript}
+	cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	cid, err := h.create(ctx, cfg, hc, "hostgate-pool-"+hex.EncodeToString(b[:]))
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.owned[cid] = true
+	p.mu.Unlock()
+	defer func() {
+		if err != nil {
+			p.mu.Lock()
+			delete(p.owned, cid)
+			p.mu.Unlock()
+			if derr := h.destroy(cid); derr != nil {
+				p.log.Error("remove failed pool container", "container", cid, "err", derr)
+			}
+		}
+	}()
+	// Attach before start: the main process must find its stdin held.
+	hj, err := h.api.ContainerAttach(ctx, cid, container.AttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		return nil, fmt.Errorf("attach stdin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			hj.Close()
+		}
+	}()
+	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
+		return nil, fmt.Errorf("start container: %w", err)
+	}
+	if err := h.checkImage(ctx, cid); err != nil {
+		return nil, err
+	}
+	// The claim execs sleep: check it now, not when a caller waits.
+	code, err := h.runner.run(ctx, process{containerID: cid, user: h.policy.User(), argv: []string{"sleep", "0"}, dir: "/",
+		stdout: io.Discard, stderr: io.Discard})
+	if err != nil {
+		return nil, fmt.Errorf("check sleep: %w", err)
+	}
+	if code != 0 {
+		return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("sleep exited %d", code)}
+	}
+	if len(h.tools) > 0 {
+		if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
+			return nil, err
+		}
+	}
+	return &pooled{cid: cid, hj: hj, expires: expires}, nil
+}
+
+// take hands out a warm container for k, or nil (a miss, which teaches the
+// pool the key). The container leaves the pool for good.
+func (p *pool) take(k poolKey) *pooled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	now := p.h.now()
+	ks := p.keys[k]
+	if ks == nil {
+		if len(p.keys) >= p.cfg.MaxKeys {
+			p.misses.Add(1)
+			return nil
+		}
+		ks = &keyState{}
+		p.keys[k] = ks
+	}
+	ks.lastWant = now
+	defer p.wake() // refill
+	defer p.notifyLocked()
+	for len(ks.ready) > 0 {
+		pc := ks.ready[0]
+		ks.ready = ks.ready[1:]
+		p.total--
+		delete(p.owned, pc.cid)
+		if pc.expires.After(now) {
+			p.hits.Add(1)
+			return pc
+		}
+		p.reaps.Add(1)
+		p.fillWG.Add(1)
+		go func() { defer p.fillWG.Done(); p.removeUncounted(pc) }()
+	}
+	p.misses.Add(1)
+	return nil
+}
+
+// owns reports whether the pool holds or is filling container cid.
+func (p *pool) owns(cid string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[cid]
+}
+
+func (p *pool) remove(pc *pooled) {
+	p.reaps.Add(1)
+	p.removeUncounted(pc)
+}
+
+func (p *pool) removeUncounted(pc *pooled) {
+	pc.hj.Close()
+	if err := p.h.destroy(pc.cid); err != nil {
+		p.log.Error("remove pool container", "container", pc.cid, "err", err)
+	}
+}
+
+// close stops the loop and the fills, then removes every unclaimed
+// container: without the pool's attachment it could never be claimed.
+func (p *pool) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.runWG.Wait()
+	p.fillWG.Wait()
+	p.mu.Lock()
+	var left []*pooled
+	for _, ks := range p.keys {
+		left = append(left, ks.ready...)
+		ks.ready = nil
+	}
+	p.owned = map[string]bool{}
+	p.total = 0
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pc := range left {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.remove(pc) }()
+	}
+	wg.Wait()
+}
+
+func (p *pool) stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.statsLocked()
+}
+
+func (p *pool) statsLocked() PoolStats {
+	s := PoolStats{Hits: p.hits.Load(), Misses: p.misses.Load(), Dead: p.dead.Load(), Fills: p.fills.Load(),
+		FillErrors: p.fillErrors.Load(), Reaps: p.reaps.Load()}
+	for _, ks := range p.keys {
+		s.Ready += len(ks.ready)
+		s.Filling += ks.filling
+	}
+	return s
+}
+
+// notifyLocked wakes waitFor callers; p.mu must be held.
+func (p *pool) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *pool) notify() {
+	p.mu.Lock()
+	p.notifyLocked()
+	p.mu.Unlock()
+}
+
+// waitFor waits until cond holds for the pool's stats, or ctx ends.
+func (p *pool) waitFor(ctx context.Context, cond func(PoolStats) bool) (PoolStats, error) {
+	for {
+		p.mu.Lock()
+		s, ch := p.statsLocked(), p.changed
+		p.mu.Unlock()
+		if cond(s) {
+			return s, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return s, ctx.Err()
+		}
+	}
+}
+
+// PoolStats returns the warm pool's counters; all zero without a pool.
+func (h *Docker) PoolStats() PoolStats {
+	if h.pool == nil {
+		return PoolStats{}
+	}
+	return h.pool.stats()
+}
+
+// claimedName is a claimed pooled container's new name. Labels cannot
+// change after create, so the execution id and its deadline (unix
+// seconds) travel in the name, for Adopt after a restart.
+func claimedName(id string, expires time.Time) string {
+	return "hostgate-" + id + "--" + strconv.FormatInt(expires.Unix(), 10)
+}
+
+// parseClaimedName undoes claimedName ("/" prefix allowed, as the engine
+// lists names).
+func parseClaimedName(name string) (id string, expires time.Time, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "hostgate-")
+	if !ok {
+		return "", time.Time{}, false
+	}
+	i := strings.LastIndex(rest, "--")
+	if i < 0 {
+		return "", time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(rest[i+2:], 10, 64)
+	if err != nil || sec <= 0 || !executionIDRE.MatchString(rest[:i]) {
+		return "", time.Time{}, false
+	}
+	return rest[:i], time.Unix(sec, 0), true
+}
+
+// claim makes pc the container of execution id: the runtime goes to its
+// main process (its deadline starts now), the name records the execution.
+// On error the caller removes the container and creates a fresh one.
+func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.Time, runtimeMs int64) error {
+	_, err := fmt.Fprintf(pc.hj.Conn, "%d\n", sleepSeconds(runtimeMs))
+	if err == nil {
+		err = pc.hj.CloseWrite()
+	}
+	pc.hj.Close()
+	if err != nil {
+		return fmt.Errorf("write runtime: %w", err)
+	}
+	if err := h.api.ContainerRename(ctx, pc.cid, claimedName(id, expires)); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	ins, err := h.api.ContainerInspect(ctx, pc.cid)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	if ins.State == nil || !ins.State.Running {
+		return fmt.Errorf("container not running")
+	}
+	return nil
+}
+
+func toolNames(tools []Tool) []string {
+	out := make([]string, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, t.Name+":"+shortHash(t.Data))
+	}
+	return out
+}
+
+func shortHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
+}

@@ -1,0 +1,243 @@
+package dockerhost
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// newPoolHost is newTestHost with a warm pool.
+func newPoolHost(t testing.TB, cli *client.Client, pc PoolConfig) *Docker {
+	t.Helper()
+	return newTestHost(t, cli, &Config{Pool: &pc})
+}
+
+func waitPool(t testing.TB, h *Docker, what string, cond func(PoolStats) bool) PoolStats {
+	t.Helper()
+	s, err := h.pool.waitFor(testCtx(t, 2*time.Minute), cond)
+	if err != nil {
+		t.Fatalf("pool never got %s: %v (stats %+v)", what, err, s)
+	}
+	return s
+}
+
+func poolContainers(t testing.TB, cli *client.Client, owner string) []container.Summary {
+	t.Helper()
+	list, err := cli.ContainerList(testCtx(t, time.Minute), container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelOwner+"="+owner), filters.Arg("label", LabelPool))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// testPoolDeadlineFromClaim: a warm container older than runtimeMs still
+// runs after its claim (the deadline starts at provision), gets the
+// provision env, and then ends at its deadline.
+func testPoolDeadlineFromClaim(t *testing.T) {
+	cli, img := engine(t)
+	r := small()
+	r.RuntimeMs = 2000
+	req := emptyReq(img, r)
+	h := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
+	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+	// Age the pooled container past runtimeMs (a wait, not a poll).
+	age := time.NewTimer(3 * time.Second)
+	<-age.C
+
+	req.Env = map[string]string{"GREETING": "hello", "KEEP": "provision"}
+	start := time.Now()
+	ex := provision(t, h, req)
+	if s := h.PoolStats(); s.Hits != 1 || s.Misses != 0 {
+		t.Fatalf("want a pool hit, stats %+v", s)
+	}
+	if ex.ExpiresAt.Before(start.Add(time.Second)) {
+		t.Fatalf("expires %v: deadline did not start at provision (%v)", ex.ExpiresAt, start)
+	}
+	res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{
+		Command: "/bin/sh", Args: []string{"-c", `echo "$GREETING $KEEP"; id -u`},
+		Env: map[string]string{"KEEP": "exec"}, TimeoutMs: 60_000,
+	})
+	if err != nil {
+		t.Fatalf("exec after claim of an aged container: %v", err)
+	}
+	if res.Stdout != "hello exec\n65534\n" {
+		t.Fatalf("stdout %q, want provision env, exec env winning, non-root", res.Stdout)
+	}
+	// The in-container deadline written at claim ends it.
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+// testPoolLearnRefillNeverReused: an unknown key misses and is learned,
+// the pool refills, each provision gets its own container, and a
+// terminated one is gone, never handed out again.
+func testPoolLearnRefillNeverReused(t *testing.T) {
+	cli, img := engine(t)
+	h := newPoolHost(t, cli, PoolConfig{Size: 1})
+	req := emptyReq(img, small())
+	a := provision(t, h, req)
+	if s := h.PoolStats(); s.Misses != 1 || s.Hits != 0 {
+		t.Fatalf("first provision of an unknown key: stats %+v", s)
+	}
+	waitPool(t, h, "a refill for the learned key", func(s PoolStats) bool { return s.Ready == 1 })
+	b := provision(t, h, req)
+	waitPool(t, h, "a second refill", func(s PoolStats) bool { return s.Ready == 1 && s.Fills >= 2 })
+	c := provision(t, h, req)
+	if s := h.PoolStats(); s.Hits != 2 {
+		t.Fatalf("want 2 hits, stats %+v", s)
+	}
+	if a.ContainerID == b.ContainerID || b.ContainerID == c.ContainerID || a.ContainerID == c.ContainerID {
+		t.Fatalf("a container was handed out twice: %s %s %s", a.ContainerID, b.ContainerID, c.ContainerID)
+	}
+	// Writes in one execution are not seen in another.
+	sh(t, h, b.ExecutionID, "echo mine > /workspace/f")
+	if res := sh(t, h, c.ExecutionID, "ls -A /workspace"); res.Stdout != "" {
+		t.Fatalf("fresh execution sees %q", res.Stdout)
+	}
+	if err := h.Terminate(testCtx(t, time.Minute), b.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, b.ContainerID, time.Minute)
+	waitPool(t, h, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
+	for _, pc := range poolContainers(t, cli, h.owner) {
+		if pc.ID == b.ContainerID {
+			t.Fatal("terminated container back in the pool")
+		}
+	}
+}
+
+// testPoolAdopt: another host of the same owner (a restarted gateway)
+// adopts a claimed pooled container as an execution and reaps the
+// unclaimed ones; a claim of a container that died in the pool falls back
+// to a fresh create.
+func testPoolAdopt(t *testing.T) {
+	cli, img := engine(t)
+	req := emptyReq(img, small())
+	a := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
+	waitPool(t, a, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+	x := provision(t, a, req)
+	s := waitPool(t, a, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
+	if s.Hits != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	warm := poolContainers(t, cli, a.owner)
+
+	b := newTestHost(t, cli, &Config{Owner: a.owner})
+	got, err := b.Get(testCtx(t, time.Minute), x.ExecutionID)
+	if err != nil {
+		t.Fatalf("claimed pooled execution not adopted: %v", err)
+	}
+	if got.ContainerID != x.ContainerID || got.ExpiresAt.Unix() != x.ExpiresAt.Unix() || got.Resources != x.Resources {
+		t.Fatalf("adopted %+v, provisioned %+v", got, x)
+	}
+	if res := sh(t, b, x.ExecutionID, "echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("adopted exec: %q", res.Stdout)
+	}
+	for _, c := range warm {
+		if c.ID != x.ContainerID {
+			waitRemoved(t, cli, c.ID, time.Minute)
+		}
+	}
+	// a's warm container is gone: the claim falls back to a fresh create.
+	y := provision(t, a, req)
+	if s := a.PoolStats(); s.Dead != 1 || s.Hits != 2 {
+		t.Fatalf("want one dead claim, stats %+v", s)
+	}
+	if res := sh(t, a, y.ExecutionID, "echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("fallback exec: %q", res.Stdout)
+	}
+}
+
+// testPoolTTLAndClose: an unclaimed container is replaced after its TTL,
+// and Close leaves no pooled container behind.
+func testPoolTTLAndClose(t *testing.T) {
+	cli, img := engine(t)
+	req := emptyReq(img, small())
+	h := newPoolHost(t, cli, PoolConfig{Size: 2, TTL: 5 * time.Second, Keys: []ProvisionRequest{req}})
+	waitPool(t, h, "TTL replacements", func(s PoolStats) bool { return s.Reaps >= 1 && s.Fills >= 3 })
+	waitPool(t, h, "a full pool", func(s PoolStats) bool { return s.Ready == 2 })
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := poolContainers(t, cli, h.owner); len(left) != 0 {
+		t.Fatalf("pooled containers left after Close: %d", len(left))
+	}
+	if _, err := h.Provision(testCtx(t, time.Minute), req); err == nil {
+		t.Fatal("provision after Close succeeded")
+	}
+}
+
+func TestClaimedName(t *testing.T) {
+	exp := time.Unix(1_900_000_000, 0)
+	for _, id := range []string{"a", "run--7", "x-1.y_2", strings.Repeat("z", 64)} {
+		got, gotExp, ok := parseClaimedName("/" + claimedName(id, exp))
+		if !ok || got != id || !gotExp.Equal(exp) {
+			t.Errorf("%q: got %q %v %v", id, got, gotExp, ok)
+		}
+	}
+	for _, n := range []string{"/hostgate-pool-0123abcd", "/hostgate-abc", "/other-a--12", "/hostgate---12", "/hostgate-a--", "/hostgate-a--x1"} {
+		if id, _, ok := parseClaimedName(n); ok {
+			t.Errorf("%q parsed as claimed (%q)", n, id)
+		}
+	}
+}
+
+func FuzzParseClaimedName(f *testing.F) {
+	f.Add("/hostgate-abc--1900000000")
+	f.Add("/hostgate-pool-0011")
+	f.Add("hostgate-a--b--3")
+	f.Fuzz(func(t *testing.T, name string) {
+		id, exp, ok := parseClaimedName(name)
+		if !ok {
+			return
+		}
+		if !executionIDRE.MatchString(id) {
+			t.Fatalf("bad id %q", id)
+		}
+		id2, exp2, ok2 := parseClaimedName(claimedName(id, exp))
+		if !ok2 || id2 != id || !exp2.Equal(exp) {
+			t.Fatalf("round trip of %q: %q %v %v", name, id2, exp2, ok2)
+		}
+	})
+}
+
+// TestAdoptPooled sorts pooled containers on the fake engine: unclaimed
+// ones (expired or not) are reaped, never adopted; a claimed one is
+// adopted with the deadline from its name, or reaped once past it.
+func TestAdoptPooled(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec := `{"image":"img@sha256:` + strings.Repeat("a", 64) + `","workspace":{"kind":"empty"},"resources":{"cpus":1,"memoryBytes":67108864,"diskBytes":1048576,"pids":64,"runtimeMs":60000,"maxOutputBytes":1024},"network":{"mode":"none"}}`
+	pooledLabels := func(poolExp time.Time) map[string]string {
+		return map[string]string{LabelOwner: "gw", LabelPool: "k", LabelPoolExpires: strconv.FormatInt(poolExp.Unix(), 10), LabelSpec: spec}
+	}
+	f := &fakeDocker{list: []container.Summary{
+		{ID: "c-warm", Names: []string{"/hostgate-pool-01"}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-stale", Names: []string{"/hostgate-pool-02"}, State: "running", Labels: pooledLabels(now.Add(-time.Hour))},
+		{ID: "c-claimed", Names: []string{"/" + claimedName("run-1", now.Add(time.Minute))}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-over", Names: []string{"/" + claimedName("run-2", now.Add(-time.Second))}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+	}}
+	h := fakeHost(t, f, now)
+	got, err := h.Get(t.Context(), "run-1")
+	if err != nil {
+		t.Fatalf("claimed pooled container not adopted: %v", err)
+	}
+	if got.ContainerID != "c-claimed" || !got.ExpiresAt.Equal(now.Add(time.Minute)) || got.Resources.RuntimeMs != 60000 {
+		t.Fatalf("adopted %+v", got)
+	}
+	if _, err := h.Get(t.Context(), "run-2"); err == nil {
+		t.Fatal("claimed container past its deadline adopted")
+	}
+	f.mu.Lock()
+	removed := slices.Clone(f.removed)
+	f.mu.Unlock()
+	slices.Sort(removed)
+	if want := []string{"c-over", "c-stale", "c-warm"}; !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+}

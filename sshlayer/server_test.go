@@ -720,7 +720,9 @@ func TestServerKeepaliveClosesDeadClient(t *testing.T) {
 	hostKey, _, _ := newEd25519Signer()
 	clientKey, _, _ := newEd25519Signer()
 	srv, err := NewServer(&ServerConfig{HostKey: hostKey, AuthorizedKeys: []ssh.PublicKey{clientKey.PublicKey()},
-		KeepaliveInterval: 100 * time.Millisecond, KeepaliveMaxMissed: 2, KillGrace: 100 * time.Millisecond})
+		// Loose enough that a healthy but loaded client (CI, -race) is not
+		// dropped before the freeze: 2 s without an answer.
+		KeepaliveInterval: 500 * time.Millisecond, KeepaliveMaxMissed: 4, KillGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,8 +95,22 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
-	defer unregister()
-	defer pt.Close()
+	// Unregister before closing, so whoever waits on the tunnel's Done
+	// finds the host already gone from the registry.
+	defer func() {
+		unregister()
+		_ = pt.Close()
+	}()
+	// Counted before the upgrade answers, so the count is in place once
+	// the agent sees 101.
+	result := metrics.ConnectNew
+	switch {
+	case replaced:
+		result = metrics.ConnectReplaced
+	case !h.CreatedAt.Equal(h.LastSeen):
+		result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
+	}
+	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
 	w.Header().Set(wire.HeaderCAKey, s.ca.AuthorizedKey())
 	w.Header().Set(wire.HeaderHostID, h.ID)
 	conn, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
@@ -113,14 +127,6 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if !pt.set(MuxTunnel(sess)) {
 		return // replaced or closing meanwhile
 	}
-	result := metrics.ConnectNew
-	switch {
-	case replaced:
-		result = metrics.ConnectReplaced
-	case !h.CreatedAt.Equal(h.LastSeen):
-		result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
-	}
-	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))
 	select {
 	case <-sess.CloseChan():

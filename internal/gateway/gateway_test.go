@@ -524,7 +524,9 @@ func TestEnrollRelayAndImpostor(t *testing.T) {
 	}
 	waitClosed(t, done, "replaced tunnel")
 	// And when the agent goes away and comes back, that is a reconnect.
+	done = e.srv.Tunnels().Done("h1")
 	again.close()
+	waitClosed(t, done, "tunnel before reconnect")
 	again, err = e.dialAgent(agentTok, realKey, info)
 	if err != nil {
 		t.Fatal(err)

@@ -358,9 +358,9 @@ func containerOf(t testing.TB, executionID string) string {
 }
 
 // TestExecutionAdoptedAfterRestart: a gateway that stops and starts again
-// with the same state finds its execution, re-attaches its agent (with a
-// new pinned key, which the host record publishes) and serves it as a
-// host again.
+// with the same state finds its execution, re-attaches its agent with the
+// key callers pinned (an OpenSSH known_hosts line stays valid) and serves
+// it as a host again.
 func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
@@ -374,6 +374,9 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c2.Terminate(context.Background(), e.ExecutionID) })
 	g.waitConnected(e.ExecutionID, true, 2*time.Minute)
+	if rec, err := g.hostRecord(e.ExecutionID); err != nil || rec.HostPublicKey != e.HostPublicKey {
+		t.Fatalf("host key after restart: %+v %v, want %s", rec, err, e.HostPublicKey)
+	}
 	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
 	if err != nil {
 		t.Fatalf("dial the adopted execution: %v", err)

@@ -108,7 +108,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			return err
 		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
-			&execapi.AgentsConfig{Logger: log})
+			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys")})
 	}
 	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})
 	if err != nil {
@@ -135,7 +135,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := agents.Start(adoptCtx, e.ExecutionID); err != nil {
+				if _, err := agents.Resume(adoptCtx, e.ExecutionID); err != nil {
 					log.Warn("adopted execution: agent not re-attached", "execution", e.ExecutionID, "err", err)
 					return
 				}

@@ -1,6 +1,7 @@
 package execapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -10,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +76,11 @@ type AgentsConfig struct {
 	Mux *bytestream.MuxConfig
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// KeyDir, when set, keeps each execution's host key in a 0600 file
+	// there (the directory is made 0700), so that a restarted gateway
+	// re-attaches adopted executions with the key callers pinned (Resume).
+	// Empty keeps keys in memory only.
+	KeyDir string
 	// OnTunnel, when set, is called when an execution's tunnel is
 	// registered (up) and unregistered (down), from the agent loop.
 	OnTunnel func(executionID string, up bool)
@@ -149,19 +157,41 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 // until its tunnel is registered (or ctx ends, or ReadyTimeout). It
 // returns the pinned public key. An agent already running for the id is
 // replaced. The agent keeps being re-attached while the execution lives,
-// until Stop or Close.
+// until Stop, Forget or Close.
 func (a *Agents) Start(ctx context.Context, executionID string) (ssh.PublicKey, error) {
+	return a.start(ctx, executionID, false)
+}
+
+// Resume is Start for an execution that had an agent before (a gateway
+// that restarted and adopted it): the key kept in KeyDir is used again
+// when it is still the pinned one, so callers' pins stay valid; otherwise
+// a fresh key is pinned.
+func (a *Agents) Resume(ctx context.Context, executionID string) (ssh.PublicKey, error) {
+	return a.start(ctx, executionID, true)
+}
+
+func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ssh.PublicKey, error) {
 	if !store.ValidHostID(executionID) {
 		return nil, fmt.Errorf("execapi: execution id %q is not a valid host id", executionID)
 	}
-	signer, priv, err := newHostKey()
-	if err != nil {
-		return nil, err
-	}
-	if err := a.pin(ctx, executionID, signer.PublicKey()); err != nil {
-		return nil, err
-	}
 	a.Stop(executionID)
+	var signer ssh.Signer
+	var priv ed25519.PrivateKey
+	if resume {
+		signer, priv = a.keptKey(ctx, executionID)
+	}
+	if signer == nil {
+		var err error
+		if signer, priv, err = newHostKey(); err != nil {
+			return nil, err
+		}
+		if err := a.pin(ctx, executionID, signer.PublicKey()); err != nil {
+			return nil, err
+		}
+		if err := a.keepKey(executionID, priv); err != nil {
+			return nil, err
+		}
+	}
 	rctx, cancel := context.WithCancel(a.ctx)
 	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
 	a.mu.Lock()
@@ -239,6 +269,12 @@ func (a *Agents) Stop(executionID string) {
 	}
 }
 
+// Forget is Stop for an execution that ended: its kept key is deleted.
+func (a *Agents) Forget(executionID string) {
+	a.Stop(executionID)
+	a.dropKey(executionID)
+}
+
 // Running reports whether an agent loop runs for executionID.
 func (a *Agents) Running(executionID string) bool {
 	a.mu.Lock()
@@ -290,6 +326,7 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 		r.setErr(err)
 		if aerr := a.alive(ctx, r.id); aerr != nil {
 			log.Info("execution ended; agent tunnel closed", "reason", aerr)
+			a.dropKey(r.id)
 			return
 		}
 		if time.Since(started) > stableAfter {
@@ -437,4 +474,73 @@ func (a *Agents) PinnedKey(ctx context.Context, id string) ssh.PublicKey {
 		return nil
 	}
 	return pub
+}
+
+func (a *Agents) keyPath(id string) string {
+	return filepath.Join(a.cfg.KeyDir, id+".key") // id is a valid host id: no separators
+}
+
+// keepKey writes id's host key to KeyDir (when set), atomically, 0600.
+func (a *Agents) keepKey(id string, priv ed25519.PrivateKey) error {
+	if a.cfg.KeyDir == "" {
+		return nil
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "hostgate execution "+id)
+	if err != nil {
+		return fmt.Errorf("execapi: keep host key: %w", err)
+	}
+	if err := os.MkdirAll(a.cfg.KeyDir, 0o700); err != nil {
+		return fmt.Errorf("execapi: keep host key: %w", err)
+	}
+	tmp, err := os.CreateTemp(a.cfg.KeyDir, ".key-*")
+	if err != nil {
+		return fmt.Errorf("execapi: keep host key: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, err = tmp.Write(pem.EncodeToMemory(block))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), a.keyPath(id))
+	}
+	if err != nil {
+		return fmt.Errorf("execapi: keep host key: %w", err)
+	}
+	return nil
+}
+
+// keptKey returns id's kept key when it is still the pinned one.
+func (a *Agents) keptKey(ctx context.Context, id string) (ssh.Signer, ed25519.PrivateKey) {
+	if a.cfg.KeyDir == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(a.keyPath(id))
+	if err != nil {
+		return nil, nil
+	}
+	raw, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		return nil, nil
+	}
+	priv, ok := raw.(*ed25519.PrivateKey)
+	if !ok {
+		return nil, nil
+	}
+	signer, err := ssh.NewSignerFromKey(*priv)
+	if err != nil {
+		return nil, nil
+	}
+	pinned := a.PinnedKey(ctx, id)
+	if pinned == nil || !bytes.Equal(pinned.Marshal(), signer.PublicKey().Marshal()) {
+		return nil, nil
+	}
+	return signer, *priv
+}
+
+// dropKey deletes id's kept key.
+func (a *Agents) dropKey(id string) {
+	if a.cfg.KeyDir != "" {
+		_ = os.Remove(a.keyPath(id))
+	}
 }

@@ -251,9 +251,10 @@ func (a *API) terminate(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// stopAgent ends the agent of an execution that ended.
 func (a *API) stopAgent(id string) {
 	if a.cfg.Agents != nil {
-		a.cfg.Agents.Stop(id)
+		a.cfg.Agents.Forget(id)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -252,7 +253,7 @@ func newFixture(t *testing.T) *fixture {
 	f.agents = NewAgents(f.pool.attach, func(ctx context.Context, id string) error {
 		_, err := f.ex.Get(ctx, id)
 		return err
-	}, st, f.reg, string(ssh.MarshalAuthorizedKey(ca.PublicKey())), &AgentsConfig{Dir: t.TempDir(), ReadyTimeout: wait,
+	}, st, f.reg, string(ssh.MarshalAuthorizedKey(ca.PublicKey())), &AgentsConfig{Dir: t.TempDir(), ReadyTimeout: wait, KeyDir: filepath.Join(t.TempDir(), "keys"),
 		OnTunnel: func(id string, up bool) {
 			select {
 			case f.events <- tunnelEvent{id, up}:
@@ -593,5 +594,53 @@ func TestRegisterOff(t *testing.T) {
 	_ = json.NewDecoder(res.Body).Decode(&body)
 	if code, _ := errCode(body); res.StatusCode != http.StatusNotFound || code != "docker_off" {
 		t.Fatalf("off: %d %v", res.StatusCode, body)
+	}
+}
+
+// TestResumeKeepsThePinnedKey: a restarted gateway (a new Agents on the
+// same store and key dir) resumes an execution with the key callers
+// pinned; an ended execution's key is deleted and the next agent for that
+// id gets a new one.
+func TestResumeKeepsThePinnedKey(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	if status != http.StatusCreated {
+		t.Fatalf("provision: %d %v", status, body)
+	}
+	id, hostPub := body["executionId"].(string), body["hostPublicKey"].(string)
+	f.agents.Stop(id) // the gateway going away; the execution lives on
+
+	restarted := NewAgents(f.pool.attach, func(ctx context.Context, id string) error {
+		_, err := f.ex.Get(ctx, id)
+		return err
+	}, f.st, f.reg, string(ssh.MarshalAuthorizedKey(f.ca.PublicKey())), &AgentsConfig{ReadyTimeout: wait, KeyDir: f.agents.cfg.KeyDir, Dir: f.agents.cfg.Dir})
+	defer restarted.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	pub, err := restarted.Resume(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))); got != hostPub {
+		t.Fatalf("resumed with key %s, pinned %s", got, hostPub)
+	}
+	if out, err := f.sshInto(t, id, hostPub, id, "echo resumed"); err != nil || out != "resumed\n" {
+		t.Fatalf("ssh after resume: %q %v", out, err)
+	}
+	_ = f.ex.Terminate(ctx, id)
+	restarted.Forget(id)
+	if _, err := os.Stat(filepath.Join(f.agents.cfg.KeyDir, id+".key")); !os.IsNotExist(err) {
+		t.Fatalf("key file of an ended execution: %v", err)
+	}
+	f.ex.add(id, "img", "")
+	pub2, err := restarted.Resume(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub2))) == hostPub {
+		t.Fatal("a new execution under an ended one's id got the old key")
+	}
+	if h, _ := f.st.Host(ctx, id); h.HostKey == hostPub {
+		t.Fatal("store still pins the old key")
 	}
 }

@@ -109,10 +109,11 @@ func (fw *Forwarding) Close() error {
 }
 
 func (fw *Forwarding) serve() {
-	go func() {
-		<-fw.ctx.Done()
-		_ = fw.ln.Close()
-	}()
+	// Closing the listener is what ends Accept on cancel. AfterFunc rather
+	// than a parked goroutine; serve waits for it below, so nothing
+	// outlives the forward.
+	lnClosed := make(chan struct{})
+	stopLn := context.AfterFunc(fw.ctx, func() { _ = fw.ln.Close(); close(lnClosed) })
 	var err error
 	for {
 		var c net.Conn
@@ -124,6 +125,11 @@ func (fw *Forwarding) serve() {
 		fw.active.Add(1)
 		fw.wg.Add(1)
 		go fw.handle(c)
+	}
+	if stopLn() {
+		_ = fw.ln.Close() // Accept failed on its own; the AfterFunc never ran
+	} else {
+		<-lnClosed
 	}
 	fw.cancel()
 	fw.wg.Done()

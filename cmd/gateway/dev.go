@@ -32,23 +32,8 @@ const devHost = "local"
 // when an engine answers, and everything a person needs printed: the admin
 // token, the web URL and a ready ssh command.
 func runDev(ctx context.Context, sio stdio, args []string) error {
-	var c serveConfig
-	fs := newFlags("dev", sio.err)
-	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&c.StateDir, "state-dir", ".hostgate-dev", "directory for the gateway's and the local agent's state")
-	fs.StringVar(&c.PreviewDomain, "preview-domain", "localhost", "domain for preview subdomains ({port}--{host}.DOMAIN)")
-	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
-	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
-	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
-	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
-	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("dev: unexpected arguments %q", fs.Args())
-	}
-	if err := c.validate(); err != nil {
+	c, err := parseServeFlags("dev", sio, args, serveConfig{Listen: "127.0.0.1:8080", StateDir: ".hostgate-dev", PreviewDomain: "localhost"})
+	if err != nil {
 		return err
 	}
 	abs, err := filepath.Abs(c.StateDir)
@@ -107,7 +92,7 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 			fmt.Fprintf(sio.out, "  Go:           client.Dial(ctx, %q, TOKEN, %q)\n\nStop with Ctrl-C.\n", url, devHost)
 		}()
 	}
-	err = serve(ctx, logger, &c, ready)
+	err = serve(ctx, logger, c, ready)
 	cancel()
 	return err
 }

@@ -46,28 +46,39 @@ type serving struct {
 var serveHooks []func(ctx context.Context, s *serving) (cleanup func(), err error)
 
 func runServe(ctx context.Context, sio stdio, args []string) error {
-	var c serveConfig
-	fs := newFlags("serve", sio.err)
-	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&c.StateDir, "state-dir", defaultStateDir(), "directory for the database and the CA key")
+	c, err := parseServeFlags("serve", sio, args, serveConfig{Listen: "127.0.0.1:8080", StateDir: defaultStateDir()})
+	if err != nil {
+		return err
+	}
+	logger := newLogger(sio, c.LogFormat)
+	return serve(ctx, logger, c, nil)
+}
+
+// parseServeFlags defines the flags `serve` and `dev` share, with def's
+// listen address, state dir and preview domain as defaults, then parses
+// HOSTGATE_* and args and validates.
+func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*serveConfig, error) {
+	c := &serveConfig{}
+	fs := newFlags(name, sio.err)
+	fs.StringVar(&c.Listen, "listen", def.Listen, "address to listen on")
+	fs.StringVar(&c.StateDir, "state-dir", def.StateDir, "directory for the database, the CA key (and, for dev, the local agent's state)")
 	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default http://LISTEN)")
-	fs.StringVar(&c.PreviewDomain, "preview-domain", "", "domain for preview subdomains ({port}--{host}.DOMAIN)")
+	fs.StringVar(&c.PreviewDomain, "preview-domain", def.PreviewDomain, "domain for preview subdomains ({port}--{host}.DOMAIN)")
 	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
 	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
 	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() != 0 {
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+		return nil, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
 	}
 	if err := c.validate(); err != nil {
-		return err
+		return nil, err
 	}
-	logger := newLogger(sio, c.LogFormat)
-	return serve(ctx, logger, &c, nil)
+	return c, nil
 }
 
 func (c *serveConfig) validate() error {

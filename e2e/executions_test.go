@@ -19,6 +19,7 @@ import (
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/testenv"
+	syncfs "github.com/hostgate/hostgate/sync"
 )
 
 // execGateway starts a gateway with Docker executions on and the static
@@ -218,6 +219,13 @@ func TestExecutionIsAHost(t *testing.T) {
 	if out := sh(t, ctx, c, e.ExecutionID, "cat from-go.txt"); out != "via sftp\n" {
 		t.Fatalf("file written over SFTP reads %q through the API", out)
 	}
+	// The synchronous FS over its own connection to the same agent.
+	sfs := syncfs.FromHost(h, &syncfs.Options{Root: "/workspace"})
+	b, err := sfs.ReadFile("from-go.txt")
+	_ = sfs.Close()
+	if err != nil || string(b) != "via sftp\n" {
+		t.Fatalf("sync FS read: %q %v", b, err)
+	}
 
 	testenv.RequirePeer(t, "OpenSSH ssh/sftp", lookPath("ssh") && lookPath("sftp"))
 	dir := t.TempDir()
@@ -274,7 +282,7 @@ func TestExecutionIsAHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GET through ssh -L: %v\n%s", err, fwdErr.String())
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != "preview\n" {
 		t.Fatalf("GET through ssh -L: %d %q", resp.StatusCode, b)

@@ -131,7 +131,13 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	var wg sync.WaitGroup
 	adoptCtx, stopAdopt := context.WithCancel(context.Background())
 	if agents != nil {
-		for _, e := range docker.List() {
+		live := docker.List()
+		ids := make([]string, 0, len(live))
+		for _, e := range live {
+			ids = append(ids, e.ExecutionID)
+		}
+		agents.PruneKeys(ids)
+		for _, e := range live {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -538,6 +538,27 @@ func (a *Agents) keptKey(ctx context.Context, id string) (ssh.Signer, ed25519.Pr
 	return signer, *priv
 }
 
+// PruneKeys deletes the kept keys of executions not in live: those that
+// ended while no gateway ran (Adopt reaped them). Call it at start.
+func (a *Agents) PruneKeys(live []string) {
+	if a.cfg.KeyDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(a.cfg.KeyDir)
+	if err != nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, id := range live {
+		keep[id+".key"] = true
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			_ = os.Remove(filepath.Join(a.cfg.KeyDir, e.Name()))
+		}
+	}
+}
+
 // dropKey deletes id's kept key.
 func (a *Agents) dropKey(id string) {
 	if a.cfg.KeyDir != "" {

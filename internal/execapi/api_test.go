@@ -643,4 +643,17 @@ func TestResumeKeepsThePinnedKey(t *testing.T) {
 	if h, _ := f.st.Host(ctx, id); h.HostKey == hostPub {
 		t.Fatal("store still pins the old key")
 	}
+
+	// At start, keys of executions that ended meanwhile are deleted.
+	stale := filepath.Join(f.agents.cfg.KeyDir, "ended-1.key")
+	if err := os.WriteFile(stale, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restarted.PruneKeys([]string{id})
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale key survived PruneKeys: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.agents.cfg.KeyDir, id+".key")); err != nil {
+		t.Fatalf("a live execution's key was pruned: %v", err)
+	}
 }

@@ -39,7 +39,9 @@ type ServerConfig struct {
 	// TrustedUserCAs are the authorities whose user certificates are
 	// accepted: certificate type user, signed by one of these, valid now,
 	// with no critical options (none is supported, so any is refused), and
-	// with the required principal among its principals.
+	// with the required principal among its principals. As with sshd, a
+	// certificate grants a PTY only with the permit-pty extension and
+	// direct-tcpip and tcpip-forward only with permit-port-forwarding.
 	TrustedUserCAs []ssh.PublicKey
 	// Principal is the principal a certificate must carry (the host id).
 	// When empty, the certificate must carry the name of the OS user the

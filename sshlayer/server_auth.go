@@ -17,6 +17,15 @@ const (
 	extCertKeyID   = "hostgate-cert-key-id"
 )
 
+// Certificate extensions the server enforces, as sshd does: a certificate
+// grants a PTY or port forwarding only when it carries the extension. A
+// plain authorized key is granted both (sshd's default without
+// restrictions in authorized_keys). The gateway CA sets both.
+const (
+	extPermitPTY            = "permit-pty"
+	extPermitPortForwarding = "permit-port-forwarding"
+)
+
 // errAuthRefused is what every refusal reports to the library; the client
 // sees only a generic failure, the log gets the detail.
 var errAuthRefused = errors.New("key not accepted")
@@ -60,15 +69,25 @@ func (a *authenticator) authenticate(_ ssh.ConnMetadata, key ssh.PublicKey) (*ss
 		if _, ok := a.keys[string(key.Marshal())]; !ok {
 			return nil, fmt.Errorf("%w: unknown public key %s", errAuthRefused, ssh.FingerprintSHA256(key))
 		}
-		return &ssh.Permissions{Extensions: map[string]string{extFingerprint: ssh.FingerprintSHA256(key)}}, nil
+		return &ssh.Permissions{Extensions: map[string]string{
+			extFingerprint:          ssh.FingerprintSHA256(key),
+			extPermitPTY:            "",
+			extPermitPortForwarding: "",
+		}}, nil
 	}
 	if err := a.checkCert(cert); err != nil {
 		return nil, fmt.Errorf("%w: certificate %q: %w", errAuthRefused, cert.KeyId, err)
 	}
-	return &ssh.Permissions{Extensions: map[string]string{
+	ext := map[string]string{
 		extFingerprint: ssh.FingerprintSHA256(cert.Key),
 		extCertKeyID:   cert.KeyId,
-	}}, nil
+	}
+	for _, k := range []string{extPermitPTY, extPermitPortForwarding} {
+		if _, ok := cert.Permissions.Extensions[k]; ok {
+			ext[k] = ""
+		}
+	}
+	return &ssh.Permissions{Extensions: ext}, nil
 }
 
 func (a *authenticator) checkCert(cert *ssh.Certificate) error {

@@ -4,6 +4,8 @@ package sshlayer
 
 import (
 	"crypto/rand"
+	"errors"
+	"net"
 	"os/user"
 	"strings"
 	"testing"
@@ -149,5 +151,82 @@ func TestNewServerValidates(t *testing.T) {
 		if _, err := NewServer(cfg); err == nil {
 			t.Errorf("NewServer(%+v) succeeded", cfg)
 		}
+	}
+}
+
+// TestServerCertificateExtensions: a certificate grants a PTY only with
+// permit-pty, and direct-tcpip and tcpip-forward only with
+// permit-port-forwarding, as sshd enforces them; exec works either way.
+func TestServerCertificateExtensions(t *testing.T) {
+	t.Parallel()
+	ca, _, _ := newEd25519Signer()
+	ts := srvStartServer(t, &ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1"})
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	defer func() { _ = echo.Close(); <-accepted }()
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	for _, tc := range []struct {
+		name     string
+		ext      map[string]string
+		pty, fwd bool
+	}{
+		{"both", map[string]string{"permit-pty": "", "permit-port-forwarding": ""}, true, true},
+		{"pty only", map[string]string{"permit-pty": ""}, true, false},
+		{"forwarding only", map[string]string{"permit-port-forwarding": ""}, false, true},
+		{"none", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, _, _ := newEd25519Signer()
+			cert := srvSignCert(t, ca, key.PublicKey(), func(c *ssh.Certificate) { c.Permissions.Extensions = tc.ext })
+			cs, _ := ssh.NewCertSigner(cert, key)
+			c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(cs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.Close() }()
+			if out, _, err := srvRunCmd(t, c, "echo ok", nil); err != nil || out != "ok\n" {
+				t.Fatalf("exec: %q %v", out, err)
+			}
+
+			s, err := c.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.RequestPty("xterm", 24, 80, ssh.TerminalModes{})
+			_ = s.Close()
+			if got := err == nil; got != tc.pty {
+				t.Errorf("pty-req granted=%v (%v), want %v", got, err, tc.pty)
+			}
+
+			conn, err := c.Dial("tcp", echo.Addr().String())
+			if got := err == nil; got != tc.fwd {
+				t.Errorf("direct-tcpip granted=%v (%v), want %v", got, err, tc.fwd)
+			}
+			if err == nil {
+				_ = conn.Close()
+			} else if oce := (*ssh.OpenChannelError)(nil); !errors.As(err, &oce) || oce.Reason != ssh.Prohibited {
+				t.Errorf("direct-tcpip refusal: %v, want Prohibited", err)
+			}
+
+			ln, err := c.Listen("tcp", "127.0.0.1:0")
+			if got := err == nil; got != tc.fwd {
+				t.Errorf("tcpip-forward granted=%v (%v), want %v", got, err, tc.fwd)
+			}
+			if err == nil {
+				_ = ln.Close()
+			}
+		})
 	}
 }

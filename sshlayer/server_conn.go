@@ -22,6 +22,8 @@ type serverConn struct {
 	cancel      context.CancelFunc
 	fingerprint string
 	certKeyID   string
+	permitPTY   bool // the key may have a PTY (permit-pty)
+	permitFwd   bool // the key may forward ports (permit-port-forwarding)
 
 	wg sync.WaitGroup // channel handlers, forward accept loops
 
@@ -44,6 +46,8 @@ func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64
 	if sc.Permissions != nil {
 		c.fingerprint = sc.Permissions.Extensions[extFingerprint]
 		c.certKeyID = sc.Permissions.Extensions[extCertKeyID]
+		_, c.permitPTY = sc.Permissions.Extensions[extPermitPTY]
+		_, c.permitFwd = sc.Permissions.Extensions[extPermitPortForwarding]
 	}
 	c.log = s.log.With("conn", id, "remote", addrString(sc.RemoteAddr()))
 	return c
@@ -94,6 +98,11 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 	case "session", "direct-tcpip":
 	default:
 		_ = nc.Reject(ssh.UnknownChannelType, "unknown channel type")
+		return
+	}
+	if nc.ChannelType() == "direct-tcpip" && !c.permitFwd {
+		c.log.Info("direct-tcpip refused: key lacks permit-port-forwarding")
+		_ = nc.Reject(ssh.Prohibited, "port forwarding not permitted")
 		return
 	}
 	c.mu.Lock()
@@ -170,6 +179,13 @@ func (c *serverConn) globalRequests(reqs <-chan *ssh.Request) {
 				_ = r.Reply(true, nil)
 			}
 		case "tcpip-forward":
+			if !c.permitFwd {
+				c.log.Info("tcpip-forward refused: key lacks permit-port-forwarding")
+				if r.WantReply {
+					_ = r.Reply(false, nil)
+				}
+				continue
+			}
 			ok, payload := c.tcpipForward(r.Payload)
 			if r.WantReply {
 				_ = r.Reply(ok, payload)

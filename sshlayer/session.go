@@ -80,7 +80,7 @@ func (s *session) handle(r *ssh.Request) {
 	case "env":
 		s.reply(r, s.setEnv(r.Payload))
 	case "pty-req":
-		if s.started || s.pty != nil {
+		if s.started || s.pty != nil || !s.c.permitPTY {
 			s.reply(r, false)
 			return
 		}

@@ -199,6 +199,11 @@ func TestExecutionIsAHost(t *testing.T) {
 	if err != nil || string(res.Stdout) != "65534\n/workspace\n" {
 		t.Fatalf("Go client exec: %v %+v", err, res)
 	}
+	// A terminal, as the web UI's opens one: a PTY inside the container.
+	res, err = h.Exec(ctx, []string{"/bin/sh", "-c", "tty; stty size"}, hostgate.ExecOptions{SpawnOptions: hostgate.SpawnOptions{PTY: &hostgate.PTY{Cols: 100, Rows: 30}}})
+	if err != nil || !strings.HasPrefix(string(res.Stdout), "/dev/pts/") || !strings.Contains(string(res.Stdout), "30 100") {
+		t.Fatalf("PTY in the execution: %v %+v", err, res)
+	}
 	if info := h.Info(); info.Kind != "docker" || info.Workspace != "/workspace" {
 		t.Fatalf("info: %+v", info)
 	}

@@ -200,9 +200,15 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 		cancel()
 		return nil, gateway.ErrClosed
 	}
+	// A concurrent start for the same id may have won the race since
+	// Stop above: the later one replaces it.
+	old := a.runs[executionID]
 	a.runs[executionID] = r
 	a.wg.Add(1)
 	a.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
 	go func() {
 		defer a.wg.Done()
 		defer close(r.done)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/yamux"
@@ -71,9 +72,11 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 }
 
 // ParseKeys reads public keys in authorized_keys format: one a line,
-// options before the key type allowed (and ignored), comments and blank
-// lines skipped. A line that does not parse is an error naming it, so a
-// typo never silently drops a key.
+// comments and blank lines skipped. A line that does not parse is an error
+// naming it, so a typo never silently drops a key. A line with options
+// (restrict, command=, from=, no-pty, cert-authority…) is an error too:
+// the server cannot honour them, and ignoring a restriction would grant
+// more than the file says.
 func ParseKeys(data []byte) ([]ssh.PublicKey, error) {
 	var keys []ssh.PublicKey
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -83,9 +86,12 @@ func ParseKeys(data []byte) ([]ssh.PublicKey, error) {
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		k, _, _, _, err := ssh.ParseAuthorizedKey(line)
+		k, _, opts, _, err := ssh.ParseAuthorizedKey(line)
 		if err != nil {
 			return nil, fmt.Errorf("agent: line %d: %w", n, err)
+		}
+		if len(opts) > 0 {
+			return nil, fmt.Errorf("agent: line %d: key options are not supported (%s)", n, strings.Join(opts, ","))
 		}
 		keys = append(keys, k)
 	}

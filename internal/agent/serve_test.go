@@ -180,7 +180,7 @@ func TestServeStdio(t *testing.T) {
 
 func TestParseKeys(t *testing.T) {
 	k1, k2 := serveKey(t).PublicKey(), serveKey(t).PublicKey()
-	good := fmt.Sprintf("# comment\n\n%s  # trailing\nrestrict,pty %s", bytes.TrimSpace(ssh.MarshalAuthorizedKey(k1)), ssh.MarshalAuthorizedKey(k2))
+	good := fmt.Sprintf("# comment\n\n%s  # trailing\n%s", bytes.TrimSpace(ssh.MarshalAuthorizedKey(k1)), ssh.MarshalAuthorizedKey(k2))
 	keys, err := ParseKeys([]byte(good))
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +190,15 @@ func TestParseKeys(t *testing.T) {
 	}
 	if _, err := ParseKeys([]byte(good + "\nssh-ed25519 AAAAnot-base64\n")); err == nil || !strings.Contains(err.Error(), "line 6") {
 		t.Fatalf("bad line: %v, want an error naming line 6", err)
+	}
+	// Options would restrict the key (or make it a CA); the server cannot
+	// honour them, so the file is refused rather than the key let in
+	// unrestricted.
+	for _, opts := range []string{"restrict,pty", `command="true"`, `from="10.0.0.1"`, "no-pty", "cert-authority"} {
+		_, err := ParseKeys([]byte(good + opts + " " + string(ssh.MarshalAuthorizedKey(k1))))
+		if err == nil || !strings.Contains(err.Error(), "line 5") || !strings.Contains(err.Error(), "options") {
+			t.Errorf("key with options %s: %v, want an error naming line 5", opts, err)
+		}
 	}
 	if keys, err := ParseKeys(nil); err != nil || len(keys) != 0 {
 		t.Fatalf("empty: %v %v", keys, err)

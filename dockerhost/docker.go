@@ -187,7 +187,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if _, err := cli.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("dockerhost: ping engine: %w", err)
 	}
-	if cfg.Pool != nil && cfg.Pool.Size > 0 {
+	if cfg.Pool != nil && cfg.Pool.Size != 0 {
 		p, err := newPool(h, *cfg.Pool)
 		if err != nil {
 			return nil, err
@@ -302,6 +302,13 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
 			if cerr := h.claim(ctx, pc, id, expires, req.Resources.RuntimeMs); cerr != nil {
+				if ctx.Err() != nil {
+					// Terminated or abandoned while claiming: no fresh create.
+					if derr := h.destroy(pc.cid); derr != nil {
+						log.Error("remove pooled container", "container", pc.cid, "err", derr)
+					}
+					return nil, context.Cause(ctx)
+				}
 				h.pool.dead.Add(1)
 				h.pool.notify()
 				log.Warn("pooled container unusable; creating one", "container", pc.cid, "err", cerr)
@@ -751,7 +758,7 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 		if c.Labels[LabelPool] != "" {
 			cl, claimed := claimedPooled(c)
 			if !claimed {
-				if h.pool != nil && h.pool.owns(c.ID) {
+				if h.pool != nil && h.pool.owns(c.Names) {
 					continue // this host's own warm container (its TTL is the pool's business)
 				}
 				if err := h.destroy(c.ID); err != nil {

@@ -51,6 +51,11 @@ type PoolConfig struct {
 	TTL time.Duration
 	// FillConcurrency bounds concurrent container creates. Default 2.
 	FillConcurrency int
+	// RefillDelay holds back the refill after a claim: creating a
+	// container is CPU-heavy for the engine, and the new execution's
+	// first commands (workspace import, agent start) should not compete
+	// with it. Default 1s; negative refills at once.
+	RefillDelay time.Duration
 }
 
 // PoolStats are the pool's counters since the host started, and its
@@ -98,6 +103,7 @@ func (k poolKey) hash(user string, tools []Tool) string {
 // outlive the pool's process.
 type pooled struct {
 	cid     string
+	name    string
 	hj      types.HijackedResponse
 	expires time.Time
 }
@@ -108,7 +114,7 @@ type keyState struct {
 	filling  int
 	pinned   bool      // pre-warmed: never forgotten
 	lastWant time.Time // last provision for this key
-	failing  time.Time // no fill before this (backoff after an error)
+	notUntil time.Time // no fill before this (backoff after an error, or RefillDelay after a claim)
 }
 
 // pool owns the warm containers. Its run loop starts fills (each a
@@ -129,7 +135,7 @@ type pool struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change (waitFor)
 	keys    map[poolKey]*keyState
-	owned   map[string]bool // container ids created and not yet handed out or removed
+	owned   map[string]bool // names of containers being created or warm; not yet handed out or removed
 	total   int             // ready + filling over all keys
 	closed  bool
 
@@ -153,6 +159,9 @@ func newPool(h *Docker, cfg PoolConfig) (*pool, error) {
 	}
 	if cfg.FillConcurrency == 0 {
 		cfg.FillConcurrency = 2
+	}
+	if cfg.RefillDelay == 0 {
+		cfg.RefillDelay = time.Second
 	}
 	p := &pool{h: h, cfg: cfg, log: h.logger.With("component", "pool"), kick: make(chan struct{}, 1),
 		sem: make(chan struct{}, cfg.FillConcurrency), changed: make(chan struct{}), keys: map[poolKey]*keyState{}, owned: map[string]bool{}}
@@ -218,7 +227,7 @@ func (p *pool) tick() time.Time {
 		for _, pc := range ks.ready {
 			if !pc.expires.After(now) {
 				expired = append(expired, pc)
-				delete(p.owned, pc.cid)
+				delete(p.owned, pc.name)
 				p.total--
 				continue
 			}
@@ -233,9 +242,9 @@ func (p *pool) tick() time.Time {
 		}
 	}
 	for k, ks := range p.keys {
-		if now.Before(ks.failing) {
-			if ks.failing.Before(next) {
-				next = ks.failing
+		if now.Before(ks.notUntil) {
+			if ks.notUntil.Before(next) {
+				next = ks.notUntil
 			}
 			continue
 		}
@@ -279,10 +288,10 @@ func (p *pool) fill(k poolKey) {
 			return
 		case pc == nil:
 			p.total--
-			ks.failing = p.h.now().Add(fillBackoff)
+			ks.notUntil = p.h.now().Add(fillBackoff)
 		default:
 			p.total--
-			delete(p.owned, pc.cid)
+			delete(p.owned, pc.name)
 		}
 		p.notifyLocked()
 		p.mu.Unlock()
@@ -337,18 +346,25 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	cid, err := h.create(ctx, cfg, hc, "hostgate-pool-"+hex.EncodeToString(b[:]))
-	if err != nil {
-		return nil, err
-	}
+	name := "hostgate-pool-" + hex.EncodeToString(b[:])
+	// Owned by name before it exists: an Adopt listing meanwhile must not
+	// take it for a previous run's.
 	p.mu.Lock()
-	p.owned[cid] = true
+	p.owned[name] = true
 	p.mu.Unlock()
 	defer func() {
 		if err != nil {
 			p.mu.Lock()
-			delete(p.owned, cid)
+			delete(p.owned, name)
 			p.mu.Unlock()
+		}
+	}()
+	cid, err := h.create(ctx, cfg, hc, name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
 			if derr := h.destroy(cid); derr != nil {
 				p.log.Error("remove failed pool container", "container", cid, "err", derr)
 			}
@@ -384,7 +400,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 			return nil, err
 		}
 	}
-	return &pooled{cid: cid, hj: hj, expires: expires}, nil
+	return &pooled{cid: cid, name: name, hj: hj, expires: expires}, nil
 }
 
 // take hands out a warm container for k, or nil (a miss, which teaches the
@@ -406,13 +422,16 @@ func (p *pool) take(k poolKey) *pooled {
 		p.keys[k] = ks
 	}
 	ks.lastWant = now
+	if p.cfg.RefillDelay > 0 {
+		ks.notUntil = later(ks.notUntil, now.Add(p.cfg.RefillDelay))
+	}
 	defer p.wake() // refill
 	defer p.notifyLocked()
 	for len(ks.ready) > 0 {
 		pc := ks.ready[0]
 		ks.ready = ks.ready[1:]
 		p.total--
-		delete(p.owned, pc.cid)
+		delete(p.owned, pc.name)
 		if pc.expires.After(now) {
 			p.hits.Add(1)
 			return pc
@@ -425,11 +444,17 @@ func (p *pool) take(k poolKey) *pooled {
 	return nil
 }
 
-// owns reports whether the pool holds or is filling container cid.
-func (p *pool) owns(cid string) bool {
+// owns reports whether the pool holds or is filling a container with one
+// of these names (as the engine lists them, with a leading "/").
+func (p *pool) owns(names []string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.owned[cid]
+	for _, n := range names {
+		if p.owned[strings.TrimPrefix(n, "/")] {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pool) remove(pc *pooled) {
@@ -575,6 +600,13 @@ func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.
 		return fmt.Errorf("container not running")
 	}
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func toolNames(tools []Tool) []string {

@@ -241,3 +241,20 @@ func TestAdoptPooled(t *testing.T) {
 		t.Fatalf("removed %v, want %v", removed, want)
 	}
 }
+
+func TestPoolConfigRefused(t *testing.T) {
+	good := emptyReq("img@sha256:"+strings.Repeat("a", 64), small())
+	bad := good
+	bad.Image = "busybox:latest" // a tag: refused like a request
+	for name, pc := range map[string]PoolConfig{
+		"unpinned key":  {Size: 1, Keys: []ProvisionRequest{good, bad}},
+		"negative size": {Size: -1},
+		"negative ttl":  {Size: 1, TTL: -time.Second},
+	} {
+		h, err := NewDocker(t.Context(), nil, &fakeDocker{}, &Config{Owner: "gw", CheckpointDir: t.TempDir(), Pool: &pc})
+		if err == nil {
+			_ = h.Close()
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -455,7 +455,17 @@ func TestServerIdleTimeout(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, &ServerConfig{IdleTimeout: 2 * time.Second})
 	c := srvDialServer(t, ts)
-	// A session longer than the idle timeout keeps the connection open…
+	// A session held open (cat on stdin) spans everything below, so the
+	// connection must stay up however slowly the machine runs.
+	hold, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdIn, _ := hold.StdinPipe()
+	if err := hold.Start("cat"); err != nil {
+		t.Fatal(err)
+	}
+	// A session longer than the idle timeout does not let it fire…
 	if _, _, err := srvRunCmd(t, c, "sleep 3", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -463,6 +473,10 @@ func TestServerIdleTimeout(t *testing.T) {
 		t.Fatalf("connection closed while it had a session: %v", err)
 	}
 	// …and once nothing is open, the server closes it.
+	_ = holdIn.Close()
+	if err := hold.Wait(); err != nil {
+		t.Fatalf("held session: %v", err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
 	select {
@@ -581,7 +595,9 @@ func TestServeConnReleasesForwards(t *testing.T) {
 // hold a bounded number of slots; beyond it the server hangs up at once.
 func TestServerMaxHandshakes(t *testing.T) {
 	t.Parallel()
-	ts := srvStartServer(t, &ServerConfig{MaxHandshakes: 1})
+	// The stalled handshake must hold its slot until the second dial,
+	// however late that comes on a loaded machine: no handshake timeout.
+	ts := srvStartServer(t, &ServerConfig{MaxHandshakes: 1, HandshakeTimeout: time.Hour})
 	stall, err := net.Dial("tcp", ts.Addr)
 	if err != nil {
 		t.Fatal(err)

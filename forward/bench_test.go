@@ -2,9 +2,7 @@ package forward
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/forward/internal/forwardtest"
 )
 
 // BenchmarkPreview measures requests/s and p99 latency of small GETs to a dev
@@ -70,38 +69,10 @@ func reportLatency(b *testing.B, all []time.Duration, elapsed time.Duration) {
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
 }
 
-// sinkServer reads each connection to EOF and answers with the byte count.
-func sinkServer(b testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				n, _ := io.Copy(io.Discard, c)
-				_ = binary.Write(c, binary.BigEndian, n)
-			}()
-		}
-	}()
-	b.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().String()
-}
-
 // forwardModes starts, for a target address, a direct path and the two local
 // forwards over a loopback Forwarder: the root package's Host.Forward and
 // this package's Run.
-func forwardModes(b *testing.B, target string) []struct{ name, addr string } {
+func forwardModes(b *testing.B, target string) []forwardtest.Mode {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	h := newHost(b, newLoopForwarder())
@@ -115,65 +86,21 @@ func forwardModes(b *testing.B, target string) []struct{ name, addr string } {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fw.Close() })
-	return []struct{ name, addr string }{
-		{"direct", target}, {"host-forward", hf.Addr().String()}, {"forward-run", fw.Addr().String()},
+	return []forwardtest.Mode{
+		{Name: "direct", Addr: target}, {Name: "host-forward", Addr: hf.Addr().String()}, {Name: "forward-run", Addr: fw.Addr().String()},
 	}
 }
 
 // BenchmarkLocalForwardThroughput pushes 1 MiB per op over one connection:
 // direct, through Host.Forward and through Run, same run.
 func BenchmarkLocalForwardThroughput(b *testing.B) {
-	for _, m := range forwardModes(b, sinkServer(b)) {
-		b.Run(m.name, func(b *testing.B) {
-			c, err := net.Dial("tcp", m.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			buf := make([]byte, 1<<20)
-			b.SetBytes(int64(len(buf)))
-			b.ResetTimer()
-			for range b.N {
-				if _, err := c.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			_ = c.(*net.TCPConn).CloseWrite()
-			var n int64
-			if err := binary.Read(c, binary.BigEndian, &n); err != nil || n != int64(b.N)<<20 {
-				b.Fatalf("sink got %d bytes, %v", n, err)
-			}
-		})
-	}
+	forwardtest.BenchThroughput(b, forwardModes(b, forwardtest.Serve(b, forwardtest.Sink)))
 }
 
 // BenchmarkLocalForwardRoundTrip measures a 64-byte echo round trip over an
 // open connection, and the p99.
 func BenchmarkLocalForwardRoundTrip(b *testing.B) {
-	for _, m := range forwardModes(b, echoServer(b)) {
-		b.Run(m.name, func(b *testing.B) {
-			c, err := net.Dial("tcp", m.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			msg := make([]byte, 64)
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			start := time.Now()
-			for range b.N {
-				t0 := time.Now()
-				if _, err := c.Write(msg); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(c, msg); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			reportLatency(b, lat, time.Since(start))
-		})
-	}
+	forwardtest.BenchRoundTrip(b, forwardModes(b, forwardtest.Serve(b, forwardtest.Echo)))
 }
 
 // BenchmarkPreviewInterleaved alternates one direct and one preview GET per

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/forward/internal/forwardtest"
 )
 
 // loopForwarder is a hostgate.Forwarder whose "host" is this machine: Dial and
@@ -79,48 +80,8 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// echoServer echoes every connection on loopback, half-closing after EOF. It
-// owns its goroutines and waits for them on cleanup.
-func echoServer(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(c, c)
-				_ = c.(*net.TCPConn).CloseWrite()
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
+// echoServer echoes every connection on loopback, half-closing after EOF.
+func echoServer(t testing.TB) string { return forwardtest.Serve(t, forwardtest.Echo) }
 
 // roundTrip writes msg, half-closes, and returns everything read back.
 func roundTrip(t testing.TB, c net.Conn, msg []byte) []byte {

@@ -2,20 +2,19 @@ package sshinterop
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate/forward"
+	"github.com/hostgate/hostgate/forward/internal/forwardtest"
 )
 
 // modes starts, against one sshd and one target, OpenSSH's ssh -L and
 // forward.Run over our client: the same server, the same cipher
 // (aes128-gcm@openssh.com), in the same run.
-func modes(b *testing.B, target string) []struct{ name, addr string } {
+func modes(b *testing.B, target string) []forwardtest.Mode {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	b.Cleanup(cancel)
 	s := startSSHD(b)
@@ -24,79 +23,32 @@ func modes(b *testing.B, target string) []struct{ name, addr string } {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fw.Close() })
-	return []struct{ name, addr string }{
-		{"direct", target},
-		{"openssh-L", s.sshL(b, ctx, target)},
-		{"forward-run", fw.Addr().String()},
+	return []forwardtest.Mode{
+		{Name: "direct", Addr: target},
+		{Name: "openssh-L", Addr: s.sshL(b, ctx, target)},
+		{Name: "forward-run", Addr: fw.Addr().String()},
 	}
 }
 
 // BenchmarkSSHLocalForwardThroughput pushes 1 MiB per op through each path.
 func BenchmarkSSHLocalForwardThroughput(b *testing.B) {
-	for _, m := range modes(b, server(b, sink)) {
-		b.Run(m.name, func(b *testing.B) {
-			c, err := net.Dial("tcp", m.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			buf := make([]byte, 1<<20)
-			b.SetBytes(int64(len(buf)))
-			b.ResetTimer()
-			for range b.N {
-				if _, err := c.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			_ = c.(*net.TCPConn).CloseWrite()
-			var n int64
-			if err := binary.Read(c, binary.BigEndian, &n); err != nil || n != int64(b.N)<<20 {
-				b.Fatalf("sink got %d bytes, %v", n, err)
-			}
-		})
-	}
+	forwardtest.BenchThroughput(b, modes(b, forwardtest.Serve(b, forwardtest.Sink)))
 }
 
 // BenchmarkSSHLocalForwardRoundTrip measures a 64-byte echo round trip on an
 // open forwarded connection, with p99.
 func BenchmarkSSHLocalForwardRoundTrip(b *testing.B) {
-	for _, m := range modes(b, server(b, echo)) {
-		b.Run(m.name, func(b *testing.B) {
-			c, err := net.Dial("tcp", m.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			msg := make([]byte, 64)
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			start := time.Now()
-			for range b.N {
-				t0 := time.Now()
-				if _, err := c.Write(msg); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(c, msg); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			elapsed := time.Since(start)
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rt/s")
-		})
-	}
+	forwardtest.BenchRoundTrip(b, modes(b, forwardtest.Serve(b, forwardtest.Echo)))
 }
 
 // BenchmarkSSHLocalForwardConnect measures opening a forwarded connection and
 // one echo round trip on it (a new direct-tcpip channel each op).
 func BenchmarkSSHLocalForwardConnect(b *testing.B) {
-	for _, m := range modes(b, server(b, echo)) {
-		b.Run(m.name, func(b *testing.B) {
+	for _, m := range modes(b, forwardtest.Serve(b, forwardtest.Echo)) {
+		b.Run(m.Name, func(b *testing.B) {
 			msg := make([]byte, 16)
 			for range b.N {
-				c, err := net.Dial("tcp", m.addr)
+				c, err := net.Dial("tcp", m.Addr)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -116,12 +68,12 @@ func BenchmarkSSHLocalForwardConnect(b *testing.B) {
 // and through forward.Run on two open connections, so both see the same
 // machine load, and reports the ratio of mean latencies.
 func BenchmarkSSHRoundTripInterleaved(b *testing.B) {
-	m := modes(b, server(b, echo))
+	m := modes(b, forwardtest.Serve(b, forwardtest.Echo))
 	var conns [2]net.Conn
 	for i, name := range []string{"openssh-L", "forward-run"} {
 		for _, x := range m {
-			if x.name == name {
-				c, err := net.Dial("tcp", x.addr)
+			if x.Name == name {
+				c, err := net.Dial("tcp", x.Addr)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,12 +7,12 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/forward"
+	"github.com/hostgate/hostgate/forward/internal/forwardtest"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -20,60 +20,6 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// server runs handle on every connection to a loopback listener and waits
-// for them at cleanup.
-func server(t testing.TB, handle func(net.Conn)) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				handle(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-func echo(c net.Conn) {
-	_, _ = io.Copy(c, c)
-	_ = c.(*net.TCPConn).CloseWrite()
-}
-
-// sink reads to EOF and answers with the byte count.
-func sink(c net.Conn) {
-	n, _ := io.Copy(io.Discard, c)
-	_ = binary.Write(c, binary.BigEndian, n)
 }
 
 func sshHost(t testing.TB, c *sshlayer.Client) *hostgate.Host {
@@ -133,7 +79,7 @@ func TestForwardOverOpenSSH(t *testing.T) {
 	s := startSSHD(t)
 	c := s.connect(t, ctx)
 	h := sshHost(t, c)
-	target := server(t, echo)
+	target := forwardtest.Serve(t, forwardtest.Echo)
 
 	local, err := forward.Run(ctx, h, forward.Spec{Kind: forward.Local, Listen: "127.0.0.1:0", Connect: target})
 	if err != nil {
@@ -187,5 +133,5 @@ func TestForwardOverOpenSSH(t *testing.T) {
 func TestOpenSSHLocalForwardHelper(t *testing.T) {
 	ctx := testCtx(t)
 	s := startSSHD(t)
-	echoThrough(t, s.sshL(t, ctx, server(t, echo)), "through ssh -L")
+	echoThrough(t, s.sshL(t, ctx, forwardtest.Serve(t, forwardtest.Echo)), "through ssh -L")
 }

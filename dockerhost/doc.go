@@ -10,4 +10,18 @@
 // moby#22020), a CheckpointStore keeps checkpoints (a local directory by
 // default; the seam for object storage), and Docker itself keeps only
 // lifecycle and ownership.
+//
+// An optional warm pool (Config.Pool) keeps pre-created containers per key
+// (image, resources, network; the user and tools are the host's). A pooled
+// container is started, image-checked and given its tools ahead of time;
+// its main process blocks reading stdin, which the pool holds attached, so
+// the runtime deadline starts only when a claim writes it. A claim also
+// renames the container to hostgate-<executionId>--<expires unix> (labels
+// cannot change after create), which is how Adopt recognises a claimed
+// pooled container after a restart; unclaimed pooled containers of the
+// owner that this host does not hold are reaped by Adopt, and they end by
+// themselves when the holding process dies (stdin EOF). Provision env is
+// applied to each exec of a pooled container (it was created without it);
+// that env is kept in memory only, so an execution adopted after a restart
+// no longer has it for execs that do not pass it again.
 package dockerhost

@@ -1,6 +1,9 @@
 package dockerhost
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +48,10 @@ func testPoolDeadlineFromClaim(t *testing.T) {
 	r := small()
 	r.RuntimeMs = 2000
 	req := emptyReq(img, r)
-	h := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
+	h := newTestHost(t, cli, &Config{
+		Pool:  &PoolConfig{Size: 1, Keys: []ProvisionRequest{req}},
+		Tools: []Tool{{Name: "hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho \"tool $GREETING\"\n")}},
+	})
 	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
 	// Age the pooled container past runtimeMs (a wait, not a poll).
 	age := time.NewTimer(3 * time.Second)
@@ -61,14 +67,24 @@ func testPoolDeadlineFromClaim(t *testing.T) {
 		t.Fatalf("expires %v: deadline did not start at provision (%v)", ex.ExpiresAt, start)
 	}
 	res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{
-		Command: "/bin/sh", Args: []string{"-c", `echo "$GREETING $KEEP"; id -u`},
+		Command: "/bin/sh", Args: []string{"-c", `echo "$GREETING $KEEP"; id -u; /opt/hostgate/hello`},
 		Env: map[string]string{"KEEP": "exec"}, TimeoutMs: 60_000,
 	})
 	if err != nil {
 		t.Fatalf("exec after claim of an aged container: %v", err)
 	}
-	if res.Stdout != "hello exec\n65534\n" {
-		t.Fatalf("stdout %q, want provision env, exec env winning, non-root", res.Stdout)
+	if res.Stdout != "hello exec\n65534\ntool hello\n" {
+		t.Fatalf("stdout %q, want provision env, exec env winning, non-root, the tool installed at fill", res.Stdout)
+	}
+	// A long-lived command (the agent) gets the provision env too.
+	st, err := h.AttachStdio(testCtx(t, time.Minute), ex.ExecutionID, []string{"/bin/sh", "-c", `echo "$GREETING"`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(st)
+	_ = st.Close()
+	if err != nil || string(out) != "hello\n" {
+		t.Fatalf("attached command saw %q, %v", out, err)
 	}
 	// The in-container deadline written at claim ends it.
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
@@ -88,7 +104,20 @@ func testPoolLearnRefillNeverReused(t *testing.T) {
 	waitPool(t, h, "a refill for the learned key", func(s PoolStats) bool { return s.Ready == 1 })
 	b := provision(t, h, req)
 	waitPool(t, h, "a second refill", func(s PoolStats) bool { return s.Ready == 1 && s.Fills >= 2 })
-	c := provision(t, h, req)
+	// A git workspace is imported after the claim.
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "v1")
+	greq := req
+	greq.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "HEAD"}
+	c := provision(t, h, greq)
+	if res := sh(t, h, c.ExecutionID, "cat /workspace/a.txt"); res.Stdout != "v1\n" {
+		t.Fatalf("git workspace in a pooled container: %q", res.Stdout)
+	}
 	if s := h.PoolStats(); s.Hits != 2 {
 		t.Fatalf("want 2 hits, stats %+v", s)
 	}
@@ -97,7 +126,7 @@ func testPoolLearnRefillNeverReused(t *testing.T) {
 	}
 	// Writes in one execution are not seen in another.
 	sh(t, h, b.ExecutionID, "echo mine > /workspace/f")
-	if res := sh(t, h, c.ExecutionID, "ls -A /workspace"); res.Stdout != "" {
+	if res := sh(t, h, c.ExecutionID, "ls -A /workspace"); res.Stdout != "a.txt\n" {
 		t.Fatalf("fresh execution sees %q", res.Stdout)
 	}
 	if err := h.Terminate(testCtx(t, time.Minute), b.ExecutionID); err != nil {

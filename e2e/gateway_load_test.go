@@ -18,6 +18,7 @@ import (
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // vmRSS is a process's resident set size in KiB, from /proc.
@@ -110,6 +111,10 @@ func TestGatewayLoad(t *testing.T) {
 			errs[i] = agent.Connect(actxs[half], &agent.ConnectConfig{
 				GatewayURL: g.url, Token: tokens[i], HostID: ids[i], StateDir: t.TempDir(),
 				MinBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second,
+				// 500 agents share this process's two cores under -race,
+				// where a real agent has a machine: the 10 s handshake
+				// bound is for one agent's load, not for this.
+				Server: func(sc *sshlayer.ServerConfig) { sc.HandshakeTimeout = time.Minute },
 				OnTunnel: func(id string) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -167,6 +172,14 @@ func TestGatewayLoad(t *testing.T) {
 	}
 	results := make(chan result, sessions)
 	var swg sync.WaitGroup
+	// All 200 SSH connections are open together and run their commands at
+	// once (the barrier); only the handshakes are paced, 32 at a time, as
+	// every simulated agent's SSH server shares this process's CPU.
+	dialing := make(chan struct{}, 32)
+	var dialed sync.WaitGroup
+	dialed.Add(sessions)
+	barrier := make(chan struct{})
+	go func() { dialed.Wait(); close(barrier) }()
 	for i := range sessions {
 		id := ids[rand.IntN(agents)]
 		swg.Add(1)
@@ -174,12 +187,16 @@ func TestGatewayLoad(t *testing.T) {
 			defer swg.Done()
 			sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 			defer cancel()
+			dialing <- struct{}{}
 			h, err := c.Dial(sctx, id)
+			<-dialing
+			dialed.Done()
 			if err != nil {
 				results <- result{i, id, "", fmt.Errorf("dial: %w", err)}
 				return
 			}
 			defer h.Close()
+			<-barrier
 			res, err := h.Exec(sctx, []string{"echo", strconv.Itoa(i)}, hostgate.ExecOptions{})
 			if err == nil && res.ExitCode != 0 {
 				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)

@@ -298,12 +298,8 @@ func (fw *Forward) handle(c net.Conn) {
 		return
 	}
 	cc := &countConn{Conn: c, in: &fw.bytesIn, out: &fw.bytesOut}
-	// The forward's end closes both conns, which ends the copy. It is not
-	// passed to bicopy.Copy as ctx: Copy's ctx path races on its error
-	// variable (the AfterFunc may still be writing it when Copy returns).
-	stop := context.AfterFunc(fw.ctx, func() { _ = c.Close(); _ = t.Close() })
-	defer stop()
-	_, _ = bicopy.Copy(context.Background(), cc, t)
+	// The forward's end tears both conns down through Copy's ctx.
+	_, _ = bicopy.Copy(fw.ctx, cc, t)
 }
 
 // countConn counts bytes read from and written to the listening side as they

@@ -63,11 +63,6 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 		c.idle = time.AfterFunc(d, c.idleFired)
 		c.mu.Unlock()
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.globalRequests(reqs)
-	}()
 	if c.srv.cfg.KeepaliveInterval > 0 {
 		c.wg.Add(1)
 		go func() {
@@ -75,9 +70,7 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 			c.keepalive()
 		}()
 	}
-	for nc := range chans {
-		c.dispatch(nc)
-	}
+	c.serve(chans, reqs)
 	// The connection is gone: stop forwards and processes, then wait.
 	c.cancel()
 	c.mu.Lock()
@@ -160,45 +153,81 @@ func (c *serverConn) idleFired() {
 	}
 }
 
-// globalRequests answers connection-level requests until the connection
-// closes. Unknown requests get a failure reply when one is wanted
-// (RFC 4254 §4).
-func (c *serverConn) globalRequests(reqs <-chan *ssh.Request) {
-	for r := range reqs {
-		switch r.Type {
-		case "keepalive@openssh.com":
-			_ = r.Reply(true, nil)
-		case "no-more-sessions@openssh.com":
-			// Best effort: x/crypto delivers global requests and channel
-			// opens on separate Go channels, so a session opened right
-			// after a request sent without want-reply may still be let in.
-			c.mu.Lock()
-			c.noSessions = true
-			c.mu.Unlock()
-			if r.WantReply {
-				_ = r.Reply(true, nil)
-			}
-		case "tcpip-forward":
-			if !c.permitFwd {
-				c.log.Info("tcpip-forward refused: key lacks permit-port-forwarding")
-				if r.WantReply {
-					_ = r.Reply(false, nil)
-				}
+// serve handles new channels and global requests, in the order the client
+// sent them, until the connection closes. x/crypto's mux reads packets in
+// order but hands requests and channel opens over on two buffered Go
+// channels; a request sent before a channel open is therefore already
+// queued when the open is received, and is handled first. That makes
+// no-more-sessions@openssh.com (which OpenSSH sends without want-reply)
+// binding on every session opened after it.
+func (c *serverConn) serve(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				reqs = nil // closed with chans; wait for that
 				continue
 			}
-			ok, payload := c.tcpipForward(r.Payload)
-			if r.WantReply {
-				_ = r.Reply(ok, payload)
+			c.globalRequest(r)
+		case nc, ok := <-chans:
+			if !ok {
+				return
 			}
-		case "cancel-tcpip-forward":
-			ok := c.cancelTCPIPForward(r.Payload)
-			if r.WantReply {
-				_ = r.Reply(ok, nil)
+			reqs = c.pendingRequests(reqs)
+			c.dispatch(nc)
+		}
+	}
+}
+
+// pendingRequests handles the global requests already queued, without
+// waiting for more; it returns nil once reqs is closed.
+func (c *serverConn) pendingRequests(reqs <-chan *ssh.Request) <-chan *ssh.Request {
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return nil
 			}
+			c.globalRequest(r)
 		default:
+			return reqs
+		}
+	}
+}
+
+// globalRequest answers one connection-level request. Unknown requests
+// get a failure reply when one is wanted (RFC 4254 §4).
+func (c *serverConn) globalRequest(r *ssh.Request) {
+	switch r.Type {
+	case "keepalive@openssh.com":
+		_ = r.Reply(true, nil)
+	case "no-more-sessions@openssh.com":
+		c.mu.Lock()
+		c.noSessions = true
+		c.mu.Unlock()
+		if r.WantReply {
+			_ = r.Reply(true, nil)
+		}
+	case "tcpip-forward":
+		if !c.permitFwd {
+			c.log.Info("tcpip-forward refused: key lacks permit-port-forwarding")
 			if r.WantReply {
 				_ = r.Reply(false, nil)
 			}
+			return
+		}
+		ok, payload := c.tcpipForward(r.Payload)
+		if r.WantReply {
+			_ = r.Reply(ok, payload)
+		}
+	case "cancel-tcpip-forward":
+		ok := c.cancelTCPIPForward(r.Payload)
+		if r.WantReply {
+			_ = r.Reply(ok, nil)
+		}
+	default:
+		if r.WantReply {
+			_ = r.Reply(false, nil)
 		}
 	}
 }

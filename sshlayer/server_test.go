@@ -436,18 +436,28 @@ func TestServerUnknownChannelAndRequests(t *testing.T) {
 func TestServerNoMoreSessions(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, nil)
-	c := srvDialServer(t, ts)
-	// With a reply wanted, the session below is opened only after the
-	// server handled the request: x/crypto hands global requests and new
-	// channels to the server on separate Go channels, so without it the
-	// order would be a race.
-	if _, _, err := c.SendRequest("no-more-sessions@openssh.com", true, nil); err != nil {
-		t.Fatal(err)
-	}
-	_, err := c.NewSession()
-	var oce *ssh.OpenChannelError
-	if !errors.As(err, &oce) || oce.Reason != ssh.Prohibited {
-		t.Fatalf("session after no-more-sessions: %v, want Prohibited", err)
+	// OpenSSH sends the request without want-reply and opens nothing
+	// after it; a session opened right behind it must be refused all the
+	// same. Several connections, since a race would show only sometimes.
+	for _, wantReply := range []bool{true, false, false, false, false, false} {
+		c := srvDialServer(t, ts)
+		s, err := c.NewSession() // sessions before the request are fine
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.SendRequest("no-more-sessions@openssh.com", wantReply, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.NewSession()
+		var oce *ssh.OpenChannelError
+		if !errors.As(err, &oce) || oce.Reason != ssh.Prohibited {
+			t.Fatalf("session after no-more-sessions (want-reply %v): %v, want Prohibited", wantReply, err)
+		}
+		// Other channels are still served.
+		if err := s.Run("true"); err != nil {
+			t.Fatalf("session opened before no-more-sessions: %v", err)
+		}
+		_ = c.Close()
 	}
 }
 

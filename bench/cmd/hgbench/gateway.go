@@ -183,6 +183,10 @@ func (g *gateway) RSS() (int64, error) {
 // shell OpenSSH's side runs as) and waits until the gateway shows the host
 // connected.
 func (e *env) startAgent(ctx context.Context, id string) (*proc, error) {
+	return e.startAgentBin(ctx, id, e.cfg.agentBin)
+}
+
+func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) {
 	tok, err := e.gw.AgentToken(ctx, id)
 	if err != nil {
 		return nil, err
@@ -194,7 +198,7 @@ func (e *env) startAgent(ctx context.Context, id string) (*proc, error) {
 	if err := os.Chown(state, e.uid, e.gid); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.cfg.agentBin, "connect", "--gateway", e.gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
+	cmd := exec.Command(bin, "connect", "--gateway", e.gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
 	cmd.Dir = e.home
 	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=2"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}

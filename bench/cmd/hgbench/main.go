@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,8 @@ type config struct {
 	image                string
 	out                  string
 	only                 map[string]bool
+	cpuprofile           string
+	agentBefore          string
 }
 
 func main() {
@@ -51,6 +54,8 @@ func main() {
 	flag.StringVar(&c.image, "image", os.Getenv("HOSTGATE_TEST_IMAGE"), "digest-pinned sandbox image; empty skips the Docker scenarios")
 	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
 	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sftp,exec,forward,sandbox,scale); empty runs all")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
+	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds exec and bulk A/B rows, this agent against it")
 	flag.Parse()
 	if c.gatewayBin == "" || c.agentBin == "" {
 		fmt.Fprintln(os.Stderr, "hgbench: -gateway and -agent are required")
@@ -65,7 +70,20 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			log.Error("cpuprofile", "err", err)
+			os.Exit(1)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	if err := run(ctx, log, &c); err != nil {
+		stop()
+		pprof.StopCPUProfile()
 		log.Error("hgbench failed", "err", err)
 		os.Exit(1)
 	}
@@ -85,7 +103,9 @@ type env struct {
 	sshd *sshd
 	gw   *gateway
 	host *hostgate.Host // the bench host through the gateway, connected
-	api  *client.Client // admin
+	// before is the host served by -agent-before, when given.
+	before *hostgate.Host
+	api    *client.Client // admin
 }
 
 func run(ctx context.Context, log *slog.Logger, c *config) error {
@@ -132,6 +152,20 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		return fmt.Errorf("dial bench host: %w", err)
 	}
 	defer e.host.Close()
+	if c.agentBefore != "" {
+		bp, err := e.startAgentBin(ctx, "before", c.agentBefore)
+		if err != nil {
+			return fmt.Errorf("agent before: %w", err)
+		}
+		defer bp.Stop()
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		e.before, err = client.Dial(dctx, e.gw.url, e.gw.admin, "before")
+		cancel()
+		if err != nil {
+			return fmt.Errorf("dial before host: %w", err)
+		}
+		defer e.before.Close()
+	}
 
 	var results []bench.Result
 	add := func(ss ...*bench.Scenario) {

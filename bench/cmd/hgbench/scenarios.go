@@ -197,7 +197,29 @@ func (e *env) exec(ctx context.Context) ([]*bench.Scenario, error) {
 		p50.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
 		p99.Add(bench.Percentile(a, 99), bench.Percentile(b, 99))
 	}
-	return []*bench.Scenario{p50, p99}, nil
+	out := []*bench.Scenario{p50, p99}
+	if e.before != nil {
+		ab := &bench.Scenario{Name: "exec round trip of true, p50, this agent", Unit: "ms", PeerName: "agent before the change", Better: bench.Lower}
+		for range e.cfg.pairs {
+			a, err := samples(e.cfg.execN, func() error {
+				_, err := e.host.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+				return err
+			})
+			if err != nil {
+				return out, err
+			}
+			b, err := samples(e.cfg.execN, func() error {
+				_, err := e.before.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+				return err
+			})
+			if err != nil {
+				return out, err
+			}
+			ab.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+		}
+		out = append(out, ab)
+	}
+	return out, nil
 }
 
 // forward runs small HTTP requests, one new connection each, through a

@@ -293,9 +293,17 @@ func TestExecutionIsAHost(t *testing.T) {
 		t.Fatalf("GET through ssh -L: %d %q", resp.StatusCode, b)
 	}
 
+	// Commands run as the agent's user, yet cannot reach the agent's
+	// stdin (where its host key arrived) or its memory: it is not dumpable.
+	res2, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c",
+		"p=$(pidof agent); test -n \"$p\" || exit 9; cat /proc/$p/fd/0 </dev/null >/dev/null 2>&1 && echo stdin-open; head -c 1 /proc/$p/mem >/dev/null 2>&1 && echo mem-open; echo done"}, TimeoutMs: 60000})
+	if err != nil || res2.ExitCode != 0 || res2.Stdout != "done\n" {
+		t.Fatalf("agent reachable by the container's user: %v %+v", err, res2)
+	}
+
 	// The agent dying while the execution lives: the gateway attaches a
 	// new one, with the same pinned key.
-	res2, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -9 $(pidof agent)"}, TimeoutMs: 60000})
+	res2, err = c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -9 $(pidof agent)"}, TimeoutMs: 60000})
 	if err != nil || res2.ExitCode != 0 {
 		t.Fatalf("kill the agent: %v %+v", err, res2)
 	}

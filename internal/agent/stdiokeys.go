@@ -110,6 +110,9 @@ func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
 // stdioKeysServer reads the keys preamble from conn and builds the SSH
 // server it describes. The host key lives only in this process's memory.
 func stdioKeysServer(conn io.Reader, log *slog.Logger) (*sshlayer.Server, error) {
+	if err := protectKeys(); err != nil {
+		return nil, err
+	}
 	k, err := ReadStdioKeys(conn)
 	if err != nil {
 		return nil, err

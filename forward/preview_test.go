@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate/forward/internal/forwardtest"
 )
 
 const testDomain = "preview.localhost"
@@ -308,12 +310,7 @@ func mustReq(t testing.TB, ctx context.Context, url string) *http.Request {
 func TestPreviewClosedPortAndOfflineHost(t *testing.T) {
 	ctx := testCtx(t)
 	e := newPreviewEnv(t, http.NotFoundHandler(), nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := echoPort(t, ln.Addr().String())
-	ln.Close()
+	dead := echoPort(t, forwardtest.RefusedAddr(t))
 	deadURL := fmt.Sprintf("%s/preview/dev/%d/", e.gw.URL, dead)
 
 	resp, body := get(t, ctx, deadURL)

@@ -88,6 +88,28 @@ func (a *API) Register(mux *http.ServeMux) {
 			}
 		})
 	}
+	registerMethodNotAllowed(mux)
+}
+
+// registerMethodNotAllowed answers other methods on the API's paths with
+// a JSON 405 (the router's own answer is plain text).
+func registerMethodNotAllowed(mux *http.ServeMux) {
+	allow := map[string][]string{}
+	var paths []string
+	for _, p := range routes {
+		m, path, _ := strings.Cut(p, " ")
+		if allow[path] == nil {
+			paths = append(paths, path)
+		}
+		allow[path] = append(allow[path], m)
+	}
+	for _, path := range paths {
+		methods := strings.Join(allow[path], ", ")
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; allowed: "+methods)
+		})
+	}
 }
 
 // RegisterOff adds the API's routes answering 404 docker_off, for a
@@ -101,6 +123,7 @@ func RegisterOff(mux *http.ServeMux, authorize func(w http.ResponseWriter, r *ht
 			}
 		})
 	}
+	registerMethodNotAllowed(mux)
 }
 
 // Record is an execution as the API shows it: the execution and, when it

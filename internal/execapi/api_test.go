@@ -568,6 +568,12 @@ func TestRefusals(t *testing.T) {
 	if h, _ := f.st.Host(context.Background(), "laptop"); h.Kind != "machine" {
 		t.Fatalf("machine host changed: %+v", h)
 	}
+	for _, p := range []string{"PUT /v1/executions", "PATCH /v1/executions/x", "GET /v1/executions/x/exec", "GET /v1/restores"} {
+		m, path, _ := strings.Cut(p, " ")
+		if status, body := f.do(t, m, path, "admin", nil); status != http.StatusMethodNotAllowed || body["error"] == nil {
+			t.Errorf("%s: %d %v, want a JSON 405", p, status, body)
+		}
+	}
 	status, body := f.do(t, "POST", "/v1/executions/nope/exec", "admin", map[string]any{"command": "x", "timeoutMs": 1})
 	if status != http.StatusNotFound {
 		t.Fatalf("exec on unknown: %d %v", status, body)

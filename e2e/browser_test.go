@@ -142,3 +142,10 @@ ws.onerror = () => { document.getElementById("echo").textContent = "websocket fa
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestBrowserSandbox: an admin provisions a sandbox from the web UI and
+// lands in its terminal, where the shell runs as the non-root user.
+func TestBrowserSandbox(t *testing.T) {
+	g, _, _ := execGateway(t)
+	runBrowser(t, "sandbox.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
+}

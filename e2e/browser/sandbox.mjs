@@ -1,0 +1,26 @@
+// An admin starts a sandbox from the hosts page and lands in its terminal:
+// the shell runs as the container's non-root user.
+import { run, login, screenshot, env } from "./lib.mjs";
+
+const gateway = env("HOSTGATE_URL");
+const token = env("HOSTGATE_TOKEN");
+
+await run(async (browser) => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  await login(page, gateway, token);
+  const button = page.locator("#new-sandbox");
+  await button.waitFor({ state: "visible", timeout: 20000 });
+  await Promise.all([page.waitForURL(/\/hosts\/[^/]+\/terminal$/, { timeout: 120000 }), button.click()]);
+  await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 60000 });
+  await page.keyboard.type("echo uid=$(id -u) sandbox-$((6*7))\n");
+  await page.waitForFunction(() => {
+    const buf = window.hostgateTerm.buffer.active;
+    for (let i = 0; i < buf.length; i++) {
+      const line = buf.getLine(i);
+      if (line && line.translateToString(true).includes("uid=65534 sandbox-42")) return true;
+    }
+    return false;
+  }, null, { timeout: 30000 });
+  await screenshot(page, "sandbox-terminal");
+  console.log("sandbox " + page.url());
+});

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/hashicorp/yamux"
 	"golang.org/x/crypto/ssh"
@@ -148,9 +149,9 @@ func ServeStdio(ctx context.Context, conn net.Conn, srv *sshlayer.Server) error 
 
 // ServeMux runs the agent side of a tunnel over conn: a yamux server on
 // which every stream the peer opens is one SSH connection. It returns when
-// the peer ends the session (nil), the session fails (its error, e.g. a
-// keepalive timeout), or ctx ends (nil); every connection it served is gone
-// by then. conn is closed. The server is not closed: it may serve other
+// the peer ends the session or resets the connection (nil), the session
+// fails (its error, e.g. a keepalive timeout), or ctx ends (nil); every
+// connection it served is gone by then. conn is closed. The server is not closed: it may serve other
 // tunnels.
 func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) error {
 	sess, err := bytestream.MuxServer(conn, cfg)
@@ -170,7 +171,9 @@ func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) {
+			// A reset is a peer that left too: closing a socket with
+			// unread data (our replies still in flight) sends RST.
+			if ctx.Err() != nil || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 				return nil
 			}
 			return fmt.Errorf("agent: mux: %w", err)

@@ -237,6 +237,7 @@ func TestGatewayLoad(t *testing.T) {
 	// Gauges agree and drain: every relayed stream ended with its session.
 	waitMetric(t, g, "hostgate_tunnels_connected", float64(agents))
 	waitMetric(t, g, "hostgate_streams_open", 0)
+	t.Logf("gateway VmRSS after the sessions ended: %d KiB", vmRSS(t, gwPID))
 
 	// Half the agents leave (a clean stop returns nil) and the gateway sees
 	// exactly them go.
@@ -247,6 +248,7 @@ func TestGatewayLoad(t *testing.T) {
 		}
 	}
 	waitMetric(t, g, "hostgate_tunnels_connected", float64(agents/2))
+	t.Logf("gateway VmRSS with %d tunnels left: %d KiB", agents-agents/2, vmRSS(t, gwPID))
 	if recs, err = c.Hosts(ctx); err != nil {
 		t.Fatal(err)
 	}

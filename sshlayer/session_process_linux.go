@@ -29,42 +29,60 @@ func waitExited(pid int) {
 // process has exited). It is what lets the exit status mean "everything
 // this command started is gone".
 func waitGroupGone(pgid, leader int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	// Group members are the leader's descendants, so their pids were
+	// allocated after the leader's: in (leader, last], unless pid numbers
+	// wrapped since (last is then below the leader's). When that range is
+	// short, as it is for a command that started few processes on a quiet
+	// host, probing it directly spares listing /proc, which cost more than
+	// the rest of an exec round trip (profiled with scripts/bench, issue 7).
+	last := lastPID()
+	var buf [512]byte // the fields we need are near the start of stat
+	if last >= leader && last-leader <= maxPIDProbe {
+		for pid := leader + 1; pid <= last; pid++ {
+			waitIfMember(pid, pgid, deadline, &buf)
+		}
+		return
+	}
 	d, err := os.Open("/proc")
 	if err != nil {
 		return
 	}
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
-	deadline := time.Now().Add(limit)
-	// Group members are the leader's descendants, so their pids were
-	// allocated after the leader's: above it, unless pid numbers wrapped
-	// since (the last pid allocated is then below the leader's). Skipping
-	// the older pids spares a stat read per process on the machine on
-	// every command exit.
-	wrapped := lastPID() < leader
-	var buf [512]byte // the fields we need are near the start of stat
+	wrapped := last < leader
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
 		if err != nil || pid == leader || (pid < leader && !wrapped) {
 			continue
 		}
-		// Raw syscalls: this runs for every command exit, over every
-		// process on the machine.
-		fd, err := unix.Open("/proc/"+n+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			continue
-		}
-		k, err := unix.Read(fd, buf[:])
-		_ = unix.Close(fd)
-		if err != nil || k <= 0 {
-			continue
-		}
-		state, pgrp, ok := parseProcStat(buf[:k])
-		if !ok || pgrp != pgid || state == 'Z' || state == 'X' {
-			continue
-		}
-		waitPidfd(pid, deadline)
+		waitIfMember(pid, pgid, deadline, &buf)
 	}
+}
+
+// maxPIDProbe bounds the pids waitGroupGone probes one by one; beyond it
+// listing /proc is cheaper.
+var maxPIDProbe = 1024 // a var for the test of both scans
+
+// waitIfMember waits for pid when it is a live member of group pgid. A
+// pid that is a thread id rather than a process is seen in its process's
+// group too, but pidfd_open refuses it, so only its process is awaited.
+func waitIfMember(pid, pgid int, deadline time.Time, buf *[512]byte) {
+	// Raw syscalls: this runs for every command exit.
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	k, err := unix.Read(fd, buf[:])
+	_ = unix.Close(fd)
+	if err != nil || k <= 0 {
+		return
+	}
+	state, pgrp, ok := parseProcStat(buf[:k])
+	if !ok || pgrp != pgid || state == 'Z' || state == 'X' {
+		return
+	}
+	waitPidfd(pid, deadline)
 }
 
 // lastPID returns the last pid the kernel allocated in this pid namespace,

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -661,5 +662,55 @@ func TestResumeKeepsThePinnedKey(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.agents.cfg.KeyDir, id+".key")); err != nil {
 		t.Fatalf("a live execution's key was pruned: %v", err)
+	}
+}
+
+// TestAgentThatCannotStart: when the agent never comes up (a wrong
+// --agent-binary), provisioning answers 502 agent_failed after bounded
+// retries and the execution is terminated, never left as a host-less
+// container.
+func TestAgentThatCannotStart(t *testing.T) {
+	ex := newFakeExecutions()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := gateway.NewRegistry(0, nil)
+	defer reg.Close()
+	attempts := 0
+	var mu sync.Mutex
+	agents := NewAgents(func(context.Context, string, []string, io.Writer) (Stdio, error) {
+		mu.Lock()
+		attempts++
+		mu.Unlock()
+		return nil, errors.New("exec format error")
+	}, func(ctx context.Context, id string) error {
+		_, err := ex.Get(ctx, id)
+		return err
+	}, st, reg, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGyQ2m0s7yJ1l7Fqzvq2jk8o0nE1iYwq7m4fP3nYwq1d", &AgentsConfig{MaxRestarts: 2, ReadyTimeout: wait})
+	defer agents.Close()
+	api, err := New(ex, &Config{Authorize: func(http.ResponseWriter, *http.Request) bool { return true }, Agents: agents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	b, _ := json.Marshal(provisionBody())
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/executions", bytes.NewReader(b)))
+	var body map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	if code, _ := errCode(body); rec.Code != http.StatusBadGateway || code != "agent_failed" {
+		t.Fatalf("provision with a broken agent: %d %v", rec.Code, body)
+	}
+	mu.Lock()
+	n := attempts
+	mu.Unlock()
+	if n != 3 {
+		t.Fatalf("attach attempts = %d, want 1 + MaxRestarts(2)", n)
+	}
+	if len(ex.live) != 0 || len(ex.gone) != 1 {
+		t.Fatalf("execution not terminated: live %v gone %v", ex.live, ex.gone)
 	}
 }

@@ -338,3 +338,59 @@ func TestAgentStopsCleanly(t *testing.T) {
 	}
 	g.waitConnected("alpha", false, 60*time.Second)
 }
+
+// TestSilentCallersAreCut: a connection that sends half a request header,
+// and an SSH WebSocket that never starts its SSH handshake, are both
+// closed by the gateway's and the agent's handshake bounds, so silent
+// peers cannot pile up.
+func TestSilentCallersAreCut(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, 2*time.Minute)
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Half a header; the read deadline (30 s) bounds the wait.
+		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(g.url, "http://"), 10*time.Second)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		if _, err := conn.Write([]byte("GET /v1/hosts HTTP/1.1\r\nHost: x\r\n")); err != nil {
+			t.Error(err)
+			return
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err = io.ReadAll(conn)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Error("a half-sent request header kept its connection for 30s")
+		}
+	}()
+
+	// An SSH stream whose caller only listens.
+	c, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.DialSSH(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(45 * time.Second))
+	banner, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("an SSH stream that never started its handshake was kept for 45s (read %q)", banner)
+	}
+	if !strings.HasPrefix(string(banner), "SSH-2.0-") {
+		t.Fatalf("the stream did not reach the agent's SSH server: %q %v", banner, err)
+	}
+	wg.Wait()
+	waitMetric(t, g, "hostgate_streams_open", 0)
+	execEcho(t, ctx, g.url, g.admin, "alpha", "after-silent")
+}

@@ -330,6 +330,9 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 			return
 		}
 		r.setErr(err)
+		if errors.Is(err, gateway.ErrClosed) {
+			return // the gateway is shutting down
+		}
 		if aerr := a.alive(ctx, r.id); aerr != nil {
 			log.Info("execution ended; agent tunnel closed", "reason", aerr)
 			a.dropKey(r.id)
@@ -389,7 +392,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	}
 	unregister, _, err := a.reg.Register(r.id, gateway.MuxTunnel(sess))
 	if err != nil {
-		return fmt.Errorf("register tunnel: %w", err)
+		return fmt.Errorf("register tunnel: %w", err) // wraps gateway.ErrClosed at shutdown
 	}
 	defer func() {
 		unregister()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
 	"github.com/hostgate/hostgate/client"
 )
@@ -120,6 +121,30 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 		execS.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
 	}
 	out = append(out, execS)
+
+	// The same execution as a host: Host.Exec over SSH through the gateway
+	// and the execution's own agent tunnel, no Docker API call per command.
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	h, err := e.api.Dial(dctx, ex.ExecutionID)
+	cancel()
+	if err != nil {
+		return out, fmt.Errorf("dial execution as a host: %w", err)
+	}
+	defer h.Close()
+	execH := &bench.Scenario{Name: "sandbox exec round trip of true as a host (Host.Exec), p50", Unit: "ms", PeerName: "docker exec", Better: bench.Lower,
+		Note: "hostgate: client.Dial(executionId) once, then Host.Exec through the gateway and the execution's agent tunnel; 10 per side per pair"}
+	for range e.cfg.pairs {
+		a, err := samples(10, func() error { _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); return err })
+		if err != nil {
+			return out, fmt.Errorf("hostgate host exec: %w", err)
+		}
+		b, err := samples(10, func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err })
+		if err != nil {
+			return out, err
+		}
+		execH.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	}
+	out = append(out, execH)
 
 	ss, err := e.checkpointRestore(ctx, img)
 	return append(out, ss...), err

@@ -74,6 +74,17 @@ func FuzzAuthenticate(f *testing.F) {
 		default:
 			t.Fatalf("accepted %s (%v)", k.Type(), perms)
 		}
+		// A certificate grants a PTY or forwarding only when it says so.
+		for _, ext := range []string{extPermitPTY, extPermitPortForwarding} {
+			_, granted := perms.Extensions[ext]
+			if isCert {
+				if _, inCert := c.Permissions.Extensions[ext]; granted && !inCert {
+					t.Fatalf("%s granted to a certificate without it", ext)
+				}
+			} else if !granted {
+				t.Fatalf("%s not granted to an authorized key", ext)
+			}
+		}
 	})
 }
 

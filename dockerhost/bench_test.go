@@ -97,6 +97,19 @@ func BenchmarkProvisionFirstCommand(b *testing.B) {
 		}
 		reportP50(b, samples)
 	})
+	// The floor of any create-to-first-command: one docker exec into a
+	// running container (a claim adds a rename and an inspect to it).
+	b.Run("docker-exec-floor", func(b *testing.B) {
+		h := newTestHost(b, cli, nil)
+		ex := provision(b, h, emptyReq(img, r))
+		var samples []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			dockerCLI(b, "", "", "exec", "-u", "65534:65534", ex.ContainerID, "true")
+			samples = append(samples, time.Since(start))
+		}
+		reportP50(b, samples)
+	})
 }
 
 // reportP50 reports the median sample in milliseconds.

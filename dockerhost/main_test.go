@@ -51,6 +51,7 @@ var engineTests = []struct {
 	{"PoolLearnRefillNeverReused", testPoolLearnRefillNeverReused},
 	{"PoolAdopt", testPoolAdopt},
 	{"PoolTTLAndClose", testPoolTTLAndClose},
+	{"PoolConcurrentClaims", testPoolConcurrentClaims},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

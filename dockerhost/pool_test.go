@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,5 +289,42 @@ func TestPoolConfigRefused(t *testing.T) {
 			_ = h.Close()
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// testPoolConcurrentClaims: provisions racing for a small pool each get a
+// container of their own; the pool hands out at most what it held.
+func testPoolConcurrentClaims(t *testing.T) {
+	cli, img := engine(t)
+	req := emptyReq(img, small())
+	h := newPoolHost(t, cli, PoolConfig{Size: 2, Keys: []ProvisionRequest{req}})
+	waitPool(t, h, "a full pool", func(s PoolStats) bool { return s.Ready == 2 })
+	const n = 4
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ex, err := h.Provision(testCtx(t, 2*time.Minute), req)
+			if err != nil {
+				t.Errorf("provision: %v", err)
+				return
+			}
+			ids[i] = ex.ContainerID
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Two were warm; a refill (after RefillDelay) could serve a very late
+	// provision, never more than were filled.
+	if s := h.PoolStats(); s.Hits+s.Misses != n || s.Hits < 2 || s.Hits > s.Fills {
+		t.Fatalf("stats %+v, want %d provisions, at least 2 hits, no more hits than fills", s, n)
+	}
+	slices.Sort(ids)
+	if len(slices.Compact(ids)) != n {
+		t.Fatalf("a container went to two executions: %v", ids)
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"os"
 	"strings"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -132,11 +130,15 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		cfg.TrustedCAs = keys
 	}
 	if caKey != "" {
-		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(caKey))
+		// ParseKeys, like the files: options (principals=…) refused, not ignored.
+		keys, err := ParseKeys([]byte(caKey))
+		if err == nil && len(keys) == 0 {
+			err = errors.New("no key")
+		}
 		if err != nil {
 			return fmt.Errorf("agent serve: --trusted-ca-key: %w", err)
 		}
-		cfg.TrustedCAs = append(cfg.TrustedCAs, k)
+		cfg.TrustedCAs = append(cfg.TrustedCAs, keys...)
 	}
 	if len(cfg.AuthorizedKeys) == 0 && len(cfg.TrustedCAs) == 0 && !keysStdin {
 		return errors.New("agent serve: no keys: give --authorized-keys FILE, --trusted-ca FILE or --trusted-ca-key KEY (with at least one key)")

@@ -245,6 +245,8 @@ func TestRunServeRefusesBadFlags(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", empty}, "no keys"},
 		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", filepath.Join(dir, "missing")}, "no such file"},
 		{[]string{"--listen", "127.0.0.1:0", "--trusted-ca-key", "not a key"}, "--trusted-ca-key"},
+		{[]string{"--listen", "127.0.0.1:0", "--trusted-ca-key", "principals=\"x\" " + string(ssh.MarshalAuthorizedKey(serveKey(t).PublicKey()))}, "options are not supported"},
+		{[]string{"--listen", "127.0.0.1:0", "--trusted-ca-key", " "}, "--trusted-ca-key"},
 		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "--log-format", "xml"}, "--log-format"},
 		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "extra"}, "unexpected arguments"},
 	} {

@@ -52,6 +52,7 @@ var engineTests = []struct {
 	{"PoolAdopt", testPoolAdopt},
 	{"PoolTTLAndClose", testPoolTTLAndClose},
 	{"PoolConcurrentClaims", testPoolConcurrentClaims},
+	{"PoolFillFailure", testPoolFillFailure},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // newPoolHost is newTestHost with a warm pool.
@@ -326,5 +327,29 @@ func testPoolConcurrentClaims(t *testing.T) {
 	slices.Sort(ids)
 	if len(slices.Compact(ids)) != n {
 		t.Fatalf("a container went to two executions: %v", ids)
+	}
+}
+
+// testPoolFillFailure: a key whose image cannot run executions (no sleep)
+// fails to fill, counted; provisions fall back to a fresh create, which
+// answers the usual invalid_request, and nothing is left behind.
+func testPoolFillFailure(t *testing.T) {
+	cli, _ := engine(t)
+	busybox, err := os.ReadFile("/bin/busybox")
+	testenv.RequirePeer(t, "/bin/busybox", err == nil)
+	ref := importImage(t, cli, busybox, []string{"sh", "tar"})
+	req := emptyReq(ref, small())
+	h := newTestHost(t, cli, &Config{AllowUnpinnedImages: true, Pool: &PoolConfig{Size: 1, Keys: []ProvisionRequest{req}}})
+	waitPool(t, h, "a failed fill", func(s PoolStats) bool { return s.FillErrors >= 1 && s.Filling == 0 })
+	_, err = h.Provision(testCtx(t, 2*time.Minute), req)
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" {
+		t.Fatalf("got %v, want invalid_request on image", err)
+	}
+	if s := h.PoolStats(); s.Hits != 0 || s.Ready != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
 	}
 }

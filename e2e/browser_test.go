@@ -59,7 +59,7 @@ func browserReady() bool {
 
 // runBrowser runs one playwright script with env and fails the test with
 // its output when it fails. Screenshots go to e2e/artifacts/<test>.
-func runBrowser(t *testing.T, script string, env ...string) {
+func runBrowser(t *testing.T, script string, env ...string) string {
 	t.Helper()
 	testenv.RequirePeer(t, "Chromium with playwright-core (scripts/test installs both)", browserReady())
 	artifacts, _ := filepath.Abs(filepath.Join("artifacts", t.Name()))
@@ -73,6 +73,7 @@ func runBrowser(t *testing.T, script string, env ...string) {
 		t.Fatalf("node %s: %v\n%s", script, err, out)
 	}
 	t.Logf("node %s:\n%s", script, out)
+	return string(out)
 }
 
 // TestBrowserTerminal logs in, opens the terminal of host local from the
@@ -146,6 +147,18 @@ ws.onerror = () => { document.getElementById("echo").textContent = "websocket fa
 // TestBrowserSandbox: an admin provisions a sandbox from the web UI and
 // lands in its terminal, where the shell runs as the non-root user.
 func TestBrowserSandbox(t *testing.T) {
-	g, _, _ := execGateway(t)
-	runBrowser(t, "sandbox.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
+	g, c, _ := execGateway(t)
+	out := runBrowser(t, "sandbox.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
+	m := regexp.MustCompile(`sandbox http://\S+/hosts/([^/\s]+)/terminal`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the script did not report the sandbox's terminal URL:\n%s", out)
+	}
+	// The sandbox outlives the page; end it so no container is left behind.
+	ctx := testCtx(t, time.Minute)
+	if err := c.Terminate(ctx, m[1]); err != nil {
+		t.Fatalf("terminate sandbox %s: %v", m[1], err)
+	}
+	if status, body := g.api("GET", "/v1/executions/"+m[1], g.admin, nil); status != http.StatusGone && status != http.StatusNotFound {
+		t.Errorf("sandbox %s after terminate: %d %s", m[1], status, body)
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,11 +87,16 @@ func TestExecOutputLimit(t *testing.T) {
 	}
 }
 
+// TestExecCtxDeadline: a deadline that passes while the process runs kills
+// it, and Exec reports the deadline, not the kill, as its error. The
+// deadline passes once the process has started (Exec reads stdin only after
+// Spawn): a fixed 300 ms timeout could pass during Spawn on a loaded
+// machine, which is another path (no result at all).
 func TestExecCtxDeadline(t *testing.T) {
 	h, _ := localHost(t, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	res, err := h.Exec(ctx, []string{"sleep", "300"}, hostgate.ExecOptions{})
+	ctx := &manualDeadline{Context: context.Background(), done: make(chan struct{})}
+	stdin := readFunc(func([]byte) (int, error) { ctx.pass(); return 0, io.EOF })
+	res, err := h.Exec(ctx, []string{"sleep", "300"}, hostgate.ExecOptions{Stdin: stdin})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Exec past deadline: %v, want DeadlineExceeded", err)
 	}
@@ -116,3 +123,27 @@ func TestExecStdin(t *testing.T) {
 		}
 	}
 }
+
+// manualDeadline is a context whose deadline passes when pass is called.
+type manualDeadline struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *manualDeadline) Done() <-chan struct{} { return c.done }
+
+func (c *manualDeadline) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *manualDeadline) pass() { c.once.Do(func() { close(c.done) }) }
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }

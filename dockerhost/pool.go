@@ -213,15 +213,31 @@ func (p *pool) run() {
 // tick removes expired containers, forgets idle learned keys, starts the
 // fills that fit, and returns when it wants to run again.
 func (p *pool) tick() time.Time {
-	now := p.h.now()
-	next := now.Add(p.cfg.TTL)
-	var expired []*pooled
-	var starts []poolKey
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return next
+		return p.h.now().Add(p.cfg.TTL)
 	}
+	expired, starts, next := p.planLocked(p.h.now())
+	p.mu.Unlock()
+	for _, pc := range expired {
+		p.remove(pc)
+	}
+	if len(expired) > 0 {
+		p.notify()
+	}
+	for _, k := range starts {
+		p.fillWG.Add(1)
+		go p.fill(k)
+	}
+	return next
+}
+
+// planLocked is tick's bookkeeping, without side effects on the engine:
+// it takes the expired containers out of the pool, forgets idle learned
+// keys and counts the fills to start as filling. p.mu must be held.
+func (p *pool) planLocked(now time.Time) (expired []*pooled, starts []poolKey, next time.Time) {
+	next = now.Add(p.cfg.TTL)
 	for k, ks := range p.keys {
 		kept := ks.ready[:0]
 		for _, pc := range ks.ready {
@@ -254,18 +270,7 @@ func (p *pool) tick() time.Time {
 			starts = append(starts, k)
 		}
 	}
-	p.mu.Unlock()
-	for _, pc := range expired {
-		p.remove(pc)
-	}
-	if len(expired) > 0 {
-		p.notify()
-	}
-	for _, k := range starts {
-		p.fillWG.Add(1)
-		go p.fill(k)
-	}
-	return next
+	return expired, starts, next
 }
 
 // fill makes one warm container for k.
@@ -299,6 +304,7 @@ func (p *pool) fill(k poolKey) {
 			p.remove(pc)
 			p.notify()
 		}
+		p.wake() // the capacity may serve another key
 	}()
 	select {
 	case p.sem <- struct{}{}:
@@ -422,8 +428,10 @@ func (p *pool) take(k poolKey) *pooled {
 		p.keys[k] = ks
 	}
 	ks.lastWant = now
-	if p.cfg.RefillDelay > 0 {
-		ks.notUntil = later(ks.notUntil, now.Add(p.cfg.RefillDelay))
+	if p.cfg.RefillDelay > 0 && !now.Before(ks.notUntil) {
+		// Not extended by later claims: a steady stream of provisions
+		// must not starve the refill.
+		ks.notUntil = now.Add(p.cfg.RefillDelay)
 	}
 	defer p.wake() // refill
 	defer p.notifyLocked()
@@ -600,13 +608,6 @@ func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.
 		return fmt.Errorf("container not running")
 	}
 	return nil
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 func toolNames(tools []Tool) []string {

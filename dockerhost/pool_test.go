@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -351,5 +352,79 @@ func testPoolFillFailure(t *testing.T) {
 	}
 	for _, c := range ownerContainers(t, cli, h) {
 		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+}
+
+// TestPoolPlan checks the pool's bookkeeping on a fake clock: the refill
+// waits RefillDelay after a claim but later claims do not push it back
+// (a steady stream must not starve it), MaxTotal and MaxKeys bound it,
+// expired containers leave, idle learned keys are forgotten.
+func TestPoolPlan(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	now := t0
+	h := &Docker{now: func() time.Time { return now }, logger: slog.New(slog.DiscardHandler)}
+	p, err := newPool(h, PoolConfig{Size: 2, MaxTotal: 3, MaxKeys: 2, TTL: time.Minute, RefillDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1 := poolKey{image: "a", network: "none"}
+	k2 := poolKey{image: "b", network: "none"}
+	k3 := poolKey{image: "c", network: "none"}
+	plan := func() ([]*pooled, []poolKey, time.Time) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.planLocked(now)
+	}
+	// fillDone stands in for a finished fill.
+	fillDone := func(k poolKey, expires time.Time) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		ks := p.keys[k]
+		ks.filling--
+		ks.ready = append(ks.ready, &pooled{cid: k.image, expires: expires})
+	}
+
+	if p.take(k1) != nil {
+		t.Fatal("hit on an empty pool")
+	}
+	if _, starts, next := plan(); len(starts) != 0 || !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("refill started before RefillDelay: %v next %v", starts, next)
+	}
+	now = t0.Add(600 * time.Millisecond)
+	p.take(k1) // a second claim does not push the refill back
+	now = t0.Add(time.Second)
+	if _, starts, _ := plan(); len(starts) != 2 {
+		t.Fatalf("starts %v, want Size=2 fills for the learned key", starts)
+	}
+	p.take(k2)
+	if p.take(k3) != nil || len(p.keys) != 2 {
+		t.Fatalf("MaxKeys=2 exceeded: %d keys", len(p.keys))
+	}
+	now = t0.Add(3 * time.Second)
+	if _, starts, _ := plan(); len(starts) != 1 || starts[0] != k2 {
+		t.Fatalf("starts %v, want one fill for %v (MaxTotal=3)", starts, k2)
+	}
+	fillDone(k1, now.Add(time.Minute))
+	fillDone(k1, now.Add(2*time.Minute))
+	if pc := p.take(k1); pc == nil || !pc.expires.Equal(now.Add(time.Minute)) {
+		t.Fatalf("take = %+v, want the oldest warm container", pc)
+	}
+	now = now.Add(150 * time.Second)
+	expired, _, _ := plan()
+	if len(expired) != 1 {
+		t.Fatalf("expired %d, want 1", len(expired))
+	}
+	// k1 refills (its claim was long ago); once idle past TTL with nothing
+	// warm, a learned key is forgotten.
+	now = now.Add(5 * time.Minute)
+	p.mu.Lock()
+	p.keys[k1].filling, p.keys[k2].filling, p.total = 0, 0, 0
+	p.keys[k1].ready = nil
+	p.mu.Unlock()
+	if _, starts, _ := plan(); len(starts) != 0 || len(p.keys) != 0 {
+		t.Fatalf("idle learned keys kept: %d keys, starts %v", len(p.keys), starts)
+	}
+	if s := p.stats(); s.Hits != 1 || s.Misses != 4 {
+		t.Fatalf("stats %+v", s)
 	}
 }

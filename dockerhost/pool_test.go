@@ -414,13 +414,17 @@ func TestPoolPlan(t *testing.T) {
 	if len(expired) != 1 {
 		t.Fatalf("expired %d, want 1", len(expired))
 	}
-	// k1 refills (its claim was long ago); once idle past TTL with nothing
-	// warm, a learned key is forgotten.
-	now = now.Add(5 * time.Minute)
+	// Idle past TTL with nothing warm or filling, a learned key is
+	// forgotten; one with a fill in flight is kept until it ends.
 	p.mu.Lock()
-	p.keys[k1].filling, p.keys[k2].filling, p.total = 0, 0, 0
-	p.keys[k1].ready = nil
+	_, k1kept := p.keys[k1]
+	_, k2kept := p.keys[k2]
+	p.keys[k2].filling, p.total = 0, 0 // its fills ended (failed)
 	p.mu.Unlock()
+	if k1kept || !k2kept {
+		t.Fatalf("k1 kept %v (want forgotten), k2 kept %v (want kept while filling)", k1kept, k2kept)
+	}
+	now = now.Add(time.Second)
 	if _, starts, _ := plan(); len(starts) != 0 || len(p.keys) != 0 {
 		t.Fatalf("idle learned keys kept: %d keys, starts %v", len(p.keys), starts)
 	}

@@ -56,7 +56,18 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sftp,exec,forward,sandbox,scale); empty runs all")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
 	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds exec and bulk A/B rows, this agent against it")
+	var simTokens, simGateway, simDir string
+	flag.StringVar(&simTokens, "simulate-agents", "", "internal: run as the scale scenario's agent simulator with this token file")
+	flag.StringVar(&simGateway, "sim-gateway", "", "internal: the simulator's gateway URL")
+	flag.StringVar(&simDir, "sim-dir", "", "internal: the simulator's state directory")
 	flag.Parse()
+	if simTokens != "" {
+		if err := simulateAgents(simGateway, simTokens, simDir); err != nil {
+			fmt.Fprintln(os.Stderr, "hgbench agent simulator:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if c.gatewayBin == "" || c.agentBin == "" {
 		fmt.Fprintln(os.Stderr, "hgbench: -gateway and -agent are required")
 		os.Exit(2)

@@ -89,12 +89,7 @@ func BenchmarkStatSSH(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(root, "4k"), make([]byte, 4096), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ts.Close() })
-	auth := sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
+	ts, auth := sshServer(b)
 	spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", ts.Addr)

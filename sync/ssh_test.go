@@ -20,16 +20,7 @@ import (
 // connection; the bridge must use that one and never the host's main one.
 func TestFromSSHHost(t *testing.T) {
 	root, files := tree(t)
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := ts.Close(); err != nil {
-			t.Errorf("ssh server close: %v", err)
-		}
-	}()
-	auth := sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
+	ts, auth := sshServer(t)
 	var dials atomic.Int32
 	dial := func(ctx context.Context) (net.Conn, error) {
 		dials.Add(1)
@@ -98,16 +89,7 @@ func (c *frozenConn) Close() error {
 // (goleak checks its goroutines), and the next call dials afresh.
 func TestSSHHostStopsAnswering(t *testing.T) {
 	root, _ := tree(t)
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := ts.Close(); err != nil {
-			t.Errorf("ssh server close: %v", err)
-		}
-	}()
-	auth := sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
+	ts, auth := sshServer(t)
 	var (
 		mu    sync.Mutex
 		conns []*frozenConn
@@ -153,4 +135,20 @@ func TestSSHHostStopsAnswering(t *testing.T) {
 	if want := 2 + before + retries; n != want {
 		t.Fatalf("dials = %d, want %d", n, want)
 	}
+}
+
+// sshServer starts sshlayer's loopback SSH server, closed (and its close
+// error reported) at cleanup, and returns it with the auth that reaches it.
+func sshServer(t testing.TB) (*sshlayer.TestServer, sshlayer.Auth) {
+	t.Helper()
+	ts, err := sshlayer.StartTestServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ts.Close(); err != nil {
+			t.Errorf("ssh server close: %v", err)
+		}
+	})
+	return ts, sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
 }

@@ -299,6 +299,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	}
 	var cid string
 	var env map[string]string
+	fromPool := false
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
 			if cerr := h.claim(ctx, pc, id, expires, req.Resources.RuntimeMs); cerr != nil {
@@ -316,7 +317,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 					log.Error("remove pooled container", "container", pc.cid, "err", derr)
 				}
 			} else {
-				cid, env = pc.cid, req.Env
+				cid, env, fromPool = pc.cid, req.Env, true
 			}
 		}
 	}
@@ -355,7 +356,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	if err := h.register(ctx, e); err != nil {
 		return nil, err
 	}
-	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom)
+	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom, "pooled", fromPool)
 	out := e.Execution
 	return &out, nil
 }

@@ -89,6 +89,16 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	} else {
 		log.Warn("no agent binary (--agent-binary, or a file named agent next to the gateway): executions will not be hosts")
 	}
+	if s.Config.SandboxPool > 0 {
+		// A warm pool makes create-to-first-command a claim instead of a
+		// container create; the sandbox defaults are pre-warmed, other
+		// shapes are learned on first use.
+		pool := &dockerhost.PoolConfig{Size: s.Config.SandboxPool}
+		if s.Config.SandboxImage != "" {
+			pool.Keys = []dockerhost.ProvisionRequest{sandboxDefaults(s.Config.SandboxImage)}
+		}
+		cfg.Pool = pool
+	}
 	docker, err := dockerhost.NewDocker(ctx, log, cli, cfg)
 	if err != nil {
 		_ = cli.Close()

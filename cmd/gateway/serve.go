@@ -28,6 +28,7 @@ type serveConfig struct {
 	Docker        string // auto | on | off
 	AgentBinary   string
 	SandboxImage  string // default image of "New sandbox" (executions.go)
+	SandboxPool   int    // warm containers per sandbox shape; 0 turns the pool off
 	CertTTL       time.Duration
 	LogFormat     string
 }
@@ -67,6 +68,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
 	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
 	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
+	fs.IntVar(&c.SandboxPool, "sandbox-pool", 0, "warm pre-created containers kept per sandbox shape (0: no pool)")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	if err := parse(fs, args); err != nil {
@@ -82,6 +84,9 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 }
 
 func (c *serveConfig) validate() error {
+	if c.SandboxPool < 0 || c.SandboxPool > 64 {
+		return fmt.Errorf("serve: --sandbox-pool %d: want 0-64", c.SandboxPool)
+	}
 	switch c.Docker {
 	case "auto", "on", "off":
 	default:

@@ -119,12 +119,13 @@ var servingRE = regexp.MustCompile(`msg="gateway serving" addr=(\S+)`)
 // startGateway runs `gateway serve` on a kernel-chosen loopback port and
 // opens its store to mint tokens (10,000 agent tokens through the CLI
 // would take minutes).
-func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir string, docker bool) (*gateway, error) {
+func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir string, docker bool, extra ...string) (*gateway, error) {
 	mode := "off"
 	if docker {
 		mode = "on"
 	}
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", mode, "--agent-binary", agentBin)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", mode, "--agent-binary", agentBin}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	p, err := startProc("gateway", cmd)
 	if err != nil {

@@ -23,3 +23,7 @@ func (notSupported) Is(target error) bool {
 // ErrOutputLimit is returned by Host.Exec when a process wrote more than the
 // output limit; the process is killed.
 var ErrOutputLimit = errors.New("hostgate: output limit exceeded")
+
+// ErrConnectionEnded is why a forward stopped when its host connection
+// ended.
+var ErrConnectionEnded = errors.New("hostgate: host connection ended")

@@ -12,7 +12,9 @@ import (
 )
 
 // Forwarding is a running port forward. It stops when Close is called, when
-// the ctx given to Host.Forward ends, or when the host connection ends.
+// the ctx given to Host.Forward ends, or when the host connection ends (for
+// forwarders with a Done channel, like the SSH client; Err then reports
+// ErrConnectionEnded).
 type Forwarding struct {
 	spec ForwardSpec
 	ln   net.Listener
@@ -22,6 +24,7 @@ type Forwarding struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loop and every copy
 
+	hostGone atomic.Bool // the forwarder's connection ended
 	conns    atomic.Int64
 	active   atomic.Int64
 	bytesIn  atomic.Int64 // listener side → connect side
@@ -69,6 +72,20 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	fw := &Forwarding{spec: spec, ln: ln, dial: dial, done: make(chan struct{})}
 	fw.ctx, fw.cancel = context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, fw.cancel)
+	// A forwarder that knows when its connection ends (the SSH client
+	// does) stops the forward then, so nothing listens for a dead host.
+	if d, ok := f.(interface{ Done() <-chan struct{} }); ok {
+		fw.wg.Add(1)
+		go func() {
+			defer fw.wg.Done()
+			select {
+			case <-d.Done():
+				fw.hostGone.Store(true)
+				fw.cancel()
+			case <-fw.ctx.Done():
+			}
+		}()
+	}
 	fw.wg.Add(1)
 	go func() {
 		defer stop()
@@ -136,6 +153,9 @@ func (fw *Forwarding) serve() {
 	fw.wg.Wait()
 	if fw.ctx.Err() != nil && errors.Is(err, net.ErrClosed) {
 		err = nil
+	}
+	if fw.hostGone.Load() {
+		err = ErrConnectionEnded
 	}
 	fw.err = err
 	close(fw.done)

@@ -255,3 +255,39 @@ func refusedAddr(t *testing.T) string {
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
+
+// doneForwarder is a loopback forwarder whose connection can end.
+type doneForwarder struct {
+	loopbackForwarder
+	done chan struct{}
+}
+
+func (f *doneForwarder) Done() <-chan struct{} { return f.done }
+
+// TestForwardStopsWhenConnectionEnds: a forward listening on the caller's
+// side must not outlive the host connection it dials through.
+func TestForwardStopsWhenConnectionEnds(t *testing.T) {
+	srv := startUpper(t)
+	f := &doneForwarder{done: make(chan struct{})}
+	h := forwardHost(t, f)
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: srv.ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := talk(t, fw.Addr().String()); got != "HELLO\nWORLD\nbye\n" {
+		t.Fatalf("before the end: %q", got)
+	}
+	close(f.done)
+	select {
+	case <-fw.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("forward still running 30 s after its connection ended")
+	}
+	if !errors.Is(fw.Err(), hostgate.ErrConnectionEnded) {
+		t.Errorf("Err() = %v, want ErrConnectionEnded", fw.Err())
+	}
+	if c, err := net.DialTimeout("tcp", fw.Addr().String(), 5*time.Second); err == nil {
+		c.Close()
+		t.Error("the forward's listener still accepts")
+	}
+}

@@ -156,7 +156,8 @@ func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	proxy := shell.Join([]string{self, "proxy", "--url", url, "--token", token}) + " %h"
+	// ssh expands %-tokens in ProxyCommand: a literal % must be %%.
+	proxy := strings.ReplaceAll(shell.Join([]string{self, "proxy", "--url", url, "--token", token}), "%", "%%") + " %h"
 	return shell.Join([]string{"ssh", "-i", keyPath,
 		"-o", "CertificateFile=" + keyPath + "-cert.pub",
 		"-o", "UserKnownHostsFile=" + filepath.Join(sshDir, "known_hosts"),

@@ -50,6 +50,7 @@ type EnrollStore interface {
 	Host(ctx context.Context, id string) (store.Host, error)
 	Enroll(ctx context.Context, e store.Enrollment) (store.Host, error)
 	ResetHostKey(ctx context.Context, id, by string) error
+	DeleteHost(ctx context.Context, id, kind string) error
 }
 
 // Registrar is the tunnel registry (gateway.Registry).
@@ -275,10 +276,16 @@ func (a *Agents) Stop(executionID string) {
 	}
 }
 
-// Forget is Stop for an execution that ended: its kept key is deleted.
+// Forget is Stop for an execution that ended: its kept key is deleted and
+// its host record with it, so /v1/hosts does not fill with ended sandboxes.
 func (a *Agents) Forget(executionID string) {
 	a.Stop(executionID)
 	a.dropKey(executionID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.store.DeleteHost(ctx, executionID, HostKind); err != nil {
+		a.log.Warn("forget execution host", "execution", executionID, "err", err)
+	}
 }
 
 // Running reports whether an agent loop runs for executionID.

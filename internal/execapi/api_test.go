@@ -409,6 +409,9 @@ func TestProvisionMakesAHost(t *testing.T) {
 	if f.reg.Connected(id) || f.agents.Running(id) {
 		t.Fatal("tunnel or agent loop survived terminate")
 	}
+	if _, err := f.st.Host(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("host record after terminate: %v, want ErrNotFound (ended sandboxes must not pile up in /v1/hosts)", err)
+	}
 	if status, _ := f.do(t, "DELETE", "/v1/executions/"+id, "admin", nil); status != http.StatusNoContent {
 		t.Fatalf("second delete: %d, want 204 (idempotent)", status)
 	}

@@ -361,6 +361,14 @@ func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) error {
 	return nil
 }
 
+// DeleteHost implements Store.
+func (s *SQLite) DeleteHost(ctx context.Context, id, kind string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind); err != nil {
+		return fmt.Errorf("store: delete host: %w", err)
+	}
+	return nil
+}
+
 // RecordSession implements Store.
 func (s *SQLite) RecordSession(ctx context.Context, e Session) error {
 	if e.Time.IsZero() {

@@ -133,6 +133,11 @@ type Store interface {
 	// ResetHostKey forgets a host's pinned key so the next enrollment pins
 	// a new one, and records the reset. ErrNotFound for an unknown host.
 	ResetHostKey(ctx context.Context, id, by string) error
+	// DeleteHost forgets host id — its pinned key and info — when its kind
+	// is kind (an ended Docker execution, never a machine by mistake).
+	// Deleting a missing host is not an error. The audit log keeps its
+	// entries.
+	DeleteHost(ctx context.Context, id, kind string) error
 	// RecordSession appends to the audit log.
 	RecordSession(ctx context.Context, s Session) error
 	// Sessions returns the newest audit entries first, at most limit.

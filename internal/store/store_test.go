@@ -358,3 +358,32 @@ func FuzzValidHostID(f *testing.F) {
 		}
 	})
 }
+
+func TestDeleteHostOnlyOfItsKind(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, e := range []Enrollment{{HostID: "machine-1", Kind: "machine", HostKey: "ssh-ed25519 K1"}, {HostID: "exec-1", Kind: "docker", HostKey: "ssh-ed25519 K2"}} {
+		if _, err := st.Enroll(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.DeleteHost(ctx, "machine-1", "docker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Host(ctx, "machine-1"); err != nil {
+		t.Fatalf("a machine was deleted as a docker host: %v", err)
+	}
+	if err := st.DeleteHost(ctx, "exec-1", "docker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Host(ctx, "exec-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted host: %v, want ErrNotFound", err)
+	}
+	if err := st.DeleteHost(ctx, "exec-1", "docker"); err != nil {
+		t.Errorf("deleting a missing host: %v", err)
+	}
+}

@@ -126,7 +126,7 @@ func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir stri
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", mode, "--agent-binary", agentBin}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+gomaxprocs())
 	p, err := startProc("gateway", cmd)
 	if err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) 
 	}
 	cmd := exec.Command(bin, "connect", "--gateway", e.gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
 	cmd.Dir = e.home
-	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=2"}
+	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS="+gomaxprocs()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
 	p, err := startProc("agent "+id, cmd)
 	if err != nil {
@@ -225,4 +225,13 @@ func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// gomaxprocs is GOMAXPROCS for the gateway and agent processes:
+// HGBENCH_GOMAXPROCS, else 2 (the machine's cores here).
+func gomaxprocs() string {
+	if v := os.Getenv("HGBENCH_GOMAXPROCS"); v != "" {
+		return v
+	}
+	return "2"
 }

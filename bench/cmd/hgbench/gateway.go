@@ -201,7 +201,7 @@ func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) 
 	}
 	cmd := exec.Command(bin, "connect", "--gateway", e.gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
 	cmd.Dir = e.home
-	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS="+gomaxprocs()}
+	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=" + gomaxprocs()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
 	p, err := startProc("agent "+id, cmd)
 	if err != nil {

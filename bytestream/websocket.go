@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -87,8 +88,15 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	if err != nil {
 		return nil, nil, err
 	}
+	hc, cork := o.HTTPClient, (*corkSlot)(nil)
+	if hc == nil {
+		// Our own transport, so the dialed conn can be corked (see corkConn).
+		cork = new(corkSlot)
+		ctx = context.WithValue(ctx, corkSlotKey{}, cork)
+		hc = corkClient()
+	}
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
-		HTTPClient: o.HTTPClient,
+		HTTPClient: hc,
 		HTTPHeader: o.Header,
 	})
 	if err != nil {
@@ -102,7 +110,11 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		}
 		return nil, resp, fmt.Errorf("bytestream: dial websocket: %w", err)
 	}
-	return newWSConn(c, o.ReadLimit), resp, nil
+	wc := newWSConn(c, o.ReadLimit)
+	if cork != nil {
+		wc.cork = cork.c.Load()
+	}
+	return wc, resp, nil
 }
 
 // Accept upgrades an HTTP request to a WebSocket and returns it as a stream
@@ -130,6 +142,7 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 type wsConn struct {
 	net.Conn // websocket.NetConn: deadlines, Read, Close
 	ws       *websocket.Conn
+	cork     *corkConn // the dialed TCP conn; nil on the server side or with a caller's HTTPClient
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -188,7 +201,7 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), MaxMessageSize)]
-		m, err := c.Conn.Write(chunk)
+		m, err := c.writeMessage(chunk)
 		n += m
 		if err != nil {
 			return n, deadlineErr(err, &c.writeDeadline)
@@ -197,6 +210,134 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// writeMessage writes one message. On the client side it corks the TCP
+// conn for the message: coder/websocket masks client frames through its
+// 4 KiB write buffer and flushes each 4 KiB, so a 32 KiB SSH packet was
+// nine write syscalls and as many wakeups of the reader; corked, it is one.
+func (c *wsConn) writeMessage(p []byte) (int, error) {
+	if c.cork == nil {
+		return c.Conn.Write(p)
+	}
+	c.cork.corkOn()
+	n, err := c.Conn.Write(p)
+	var d time.Time
+	if t := c.writeDeadline.Load(); t != nil {
+		d = *t
+	}
+	if ferr := c.cork.uncork(d); ferr != nil {
+		// The frame is half sent: the stream cannot continue.
+		_ = c.ws.CloseNow()
+		if err == nil {
+			err = fmt.Errorf("bytestream: websocket write: %w", ferr)
+		}
+		n = 0
+	}
+	return n, err
+}
+
+// corkMax bounds what a corked conn holds: one message of MaxMessageSize,
+// its header, and room for a control frame written meanwhile. Past it the
+// conn writes through (still in order).
+const corkMax = MaxMessageSize + 4<<10
+
+// corkBufs holds cork buffers between messages, so an idle conn (10,000
+// agent tunnels) holds none.
+var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return &b }}
+
+// corkConn is a dialed conn whose writes, while corked, collect in a buffer
+// that uncork writes in one call. Writes are serialized by its mutex, so
+// frames written by other goroutines (pongs, close) stay in order.
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex
+	corked bool
+	buf    *[]byte
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.corked && c.buf != nil && len(*c.buf)+len(p) <= corkMax {
+		*c.buf = append(*c.buf, p...)
+		return len(p), nil
+	}
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) corkOn() {
+	c.mu.Lock()
+	c.corked = true
+	if c.buf == nil {
+		c.buf = corkBufs.Get().(*[]byte)
+	}
+	c.mu.Unlock()
+}
+
+// uncork writes what the cork holds, bounded by deadline (zero: none): the
+// flush happens outside coder/websocket's own write timeout.
+func (c *corkConn) uncork(deadline time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	if c.buf == nil {
+		return nil
+	}
+	var err error
+	if len(*c.buf) > 0 {
+		if !deadline.IsZero() {
+			_ = c.Conn.SetWriteDeadline(deadline)
+		}
+		err = c.flushLocked()
+		if !deadline.IsZero() {
+			_ = c.Conn.SetWriteDeadline(time.Time{})
+		}
+	}
+	*c.buf = (*c.buf)[:0]
+	corkBufs.Put(c.buf)
+	c.buf = nil
+	return err
+}
+
+func (c *corkConn) flushLocked() error {
+	if c.buf == nil || len(*c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(*c.buf)
+	*c.buf = (*c.buf)[:0]
+	return err
+}
+
+// corkSlot carries the conn a dial made back to DialWebSocket (through the
+// request context). If the transport answers from an idle conn instead (a
+// conn kept after a refused handshake), the slot stays empty and the
+// WebSocket simply is not corked.
+type corkSlot struct{ c atomic.Pointer[corkConn] }
+
+type corkSlotKey struct{}
+
+// corkClient is the HTTP client DialWebSocket uses when the caller gives
+// none: http.DefaultTransport's settings, its dialed conns wrapped in
+// corkConn.
+var corkClient = sync.OnceValue(func() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cc := &corkConn{Conn: conn}
+		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
+			s.c.CompareAndSwap(nil, cc)
+		}
+		return cc, nil
+	}
+	return &http.Client{Transport: tr}
+})
 
 // websocketURL checks raw and maps http(s) to ws(s). It accepts only
 // absolute ws, wss, http and https URLs with a host.

@@ -1,0 +1,134 @@
+package bytestream
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recConn records each Write call made on it.
+type recConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+	err    error
+}
+
+func (r *recConn) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return 0, r.err
+	}
+	r.writes = append(r.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+func (r *recConn) SetWriteDeadline(time.Time) error { return nil }
+
+func (r *recConn) got() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes
+}
+
+// TestCorkOneWritePerMessage: what coder/websocket writes in 4 KiB pieces
+// while corked reaches the conn as one write, in order; uncorked writes go
+// straight through.
+func TestCorkOneWritePerMessage(t *testing.T) {
+	rc := &recConn{}
+	c := &corkConn{Conn: rc}
+	msg := randomData(1, 32<<10)
+	c.corkOn()
+	for p := msg; len(p) > 0; {
+		n := min(len(p), 4096)
+		if _, err := c.Write(p[:n]); err != nil {
+			t.Fatal(err)
+		}
+		p = p[n:]
+	}
+	if w := rc.got(); len(w) != 0 {
+		t.Fatalf("%d writes reached the conn while corked", len(w))
+	}
+	if err := c.uncork(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	w := rc.got()
+	if len(w) != 1 || !bytes.Equal(w[0], msg) {
+		t.Fatalf("after uncork: %d writes, want 1 carrying the message", len(w))
+	}
+	if _, err := c.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if w := rc.got(); len(w) != 2 || string(w[1]) != "pong" {
+		t.Fatalf("uncorked write did not go straight through: %q", w)
+	}
+}
+
+// TestCorkOverflowKeepsOrder: more than corkMax while corked flushes what
+// is held first, so bytes stay in order.
+func TestCorkOverflowKeepsOrder(t *testing.T) {
+	rc := &recConn{}
+	c := &corkConn{Conn: rc}
+	first, big := randomData(2, 100), randomData(3, corkMax)
+	c.corkOn()
+	_, _ = c.Write(first)
+	if _, err := c.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.uncork(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := bytes.Join(rc.got(), nil); !bytes.Equal(got, append(bytes.Clone(first), big...)) {
+		t.Fatalf("bytes out of order or lost (%d bytes)", len(got))
+	}
+}
+
+// TestCorkFlushErrorClosesWebSocket: if the corked message cannot be sent,
+// Write fails and the conn is closed (a half-sent frame cannot continue).
+func TestCorkFlushErrorClosesWebSocket(t *testing.T) {
+	a, _ := wsPair(t)
+	wc := a.(*wsConn)
+	if wc.cork == nil {
+		t.Fatal("a dialed WebSocket is not corked")
+	}
+	boom := errors.New("boom")
+	// Swap the conn under the cork for one that fails; the test owns the
+	// only writer, and reads do not go through corkConn.Write.
+	wc.cork.mu.Lock()
+	wc.cork.Conn = &recConn{Conn: wc.cork.Conn, err: boom}
+	wc.cork.mu.Unlock()
+	if _, err := a.Write(randomData(4, 32<<10)); !errors.Is(err, boom) {
+		t.Fatalf("write = %v, want the flush error", err)
+	}
+	if _, err := a.Write([]byte("x")); err == nil {
+		t.Fatal("write after a failed flush succeeded")
+	}
+}
+
+// TestCorkedWebSocketBulk: a dialed (corked) WebSocket carries a bulk
+// transfer intact both ways, and its write deadline still ends a write the
+// peer does not read.
+func TestCorkedWebSocketBulk(t *testing.T) {
+	a, b := wsPair(t)
+	if a.(*wsConn).cork == nil {
+		t.Fatal("a dialed WebSocket is not corked")
+	}
+	exchange(t, a, b, 4<<20)
+
+	if err := a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	chunk := randomData(5, 1<<20)
+	var err error
+	for i := 0; i < 256 && err == nil; i++ { // bounded: 256 MiB at most
+		_, err = a.Write(chunk)
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a peer that does not read: %v, want os.ErrDeadlineExceeded", err)
+	}
+}

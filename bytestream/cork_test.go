@@ -3,8 +3,10 @@ package bytestream
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +132,43 @@ func TestCorkedWebSocketBulk(t *testing.T) {
 	}
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("write to a peer that does not read: %v, want os.ErrDeadlineExceeded", err)
+	}
+}
+
+// TestBigBuffersAccept: a conn accepted with BigBuffers carries bulk data
+// both ways intact.
+func TestBigBuffersAccept(t *testing.T) {
+	a, b := wsPairOpts(t, nil, &AcceptOptions{BigBuffers: true})
+	exchange(t, a, b, 4<<20)
+}
+
+// TestBigBuffersKeepEarlyBytes: a frame the client sends in the same
+// packet as its upgrade request (already in net/http's reader at Hijack)
+// is not lost when Accept swaps in the bigger buffers.
+func TestBigBuffersKeepEarlyBytes(t *testing.T) {
+	url, ch := wsServer(t, &AcceptOptions{BigBuffers: true})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	// One masked binary frame, "hello", with a zero mask key.
+	frame := append([]byte{0x82, 0x80 | 5, 0, 0, 0, 0}, "hello"...)
+	if _, err := conn.Write(append([]byte(req), frame...)); err != nil {
+		t.Fatal(err)
+	}
+	var srv net.Conn
+	select {
+	case srv = <-ch:
+	case <-testCtx(t).Done():
+		t.Fatal("no server conn")
+	}
+	defer func() { conn.Close(); srv.Close() }() // conn first: srv.Close waits for its close frame otherwise
+	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(srv, got); err != nil || string(got) != "hello" {
+		t.Fatalf("server read %q, %v; want the early frame", got, err)
 	}
 }

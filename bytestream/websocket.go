@@ -1,6 +1,8 @@
 package bytestream
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +45,11 @@ type AcceptOptions struct {
 	OriginPatterns []string // cross-origin hosts allowed (coder/websocket patterns); nil = same-origin only
 	ReadLimit      int64    // max message size accepted; 0 = DefaultReadLimit
 	Subprotocols   []string // offered subprotocols, in preference order
+	// BigBuffers gives the conn MaxMessageSize read and write buffers
+	// instead of net/http's 4 KiB ones: a message is written in one call
+	// and read in few. It costs ~128 KiB per conn, so it suits a few busy
+	// conns (the relay's callers), not thousands of idle tunnels.
+	BigBuffers bool
 }
 
 // HandshakeError is returned when the server answers the upgrade request
@@ -127,6 +134,9 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	if opts != nil {
 		o = *opts
 	}
+	if o.BigBuffers {
+		w = bigBufWriter{w}
+	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		OriginPatterns: o.OriginPatterns,
 		Subprotocols:   o.Subprotocols,
@@ -135,6 +145,31 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 		return nil, fmt.Errorf("bytestream: accept websocket: %w", err)
 	}
 	return newWSConn(c, o.ReadLimit), nil
+}
+
+// bigBufWriter hands coder/websocket bigger bufio buffers at Hijack.
+type bigBufWriter struct{ http.ResponseWriter }
+
+func (b bigBufWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
+
+func (b bigBufWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		return nil, nil, err
+	}
+	// Bytes the client sent after its request are in brw.Reader: move them
+	// into the new reader's buffer (coder/websocket keeps what is buffered).
+	left, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(left)), conn), MaxMessageSize)
+	if len(left) > 0 {
+		if _, err := br.Peek(len(left)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, MaxMessageSize+16)), nil
 }
 
 // wsConn is coder/websocket's NetConn with a read limit, bounded message

@@ -163,7 +163,7 @@ func TestExecutionsAPI(t *testing.T) {
 	if ae := apiErr(err); ae == nil || ae.Status != http.StatusGone {
 		t.Fatalf("exec after the flood: %v, want 410", err)
 	}
-	g.waitConnected(e.ExecutionID, false, time.Minute)
+	g.waitHostGone(e.ExecutionID, time.Minute)
 	if err := c.Terminate(ctx, e.ExecutionID); err != nil {
 		t.Fatalf("terminate after the flood (idempotent): %v", err)
 	}
@@ -410,7 +410,7 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	if err := c2.Terminate(ctx, e.ExecutionID); err != nil {
 		t.Fatal(err)
 	}
-	g.waitConnected(e.ExecutionID, false, time.Minute)
+	g.waitHostGone(e.ExecutionID, time.Minute)
 }
 
 // TestExecutionExpiryEndsTheHost: at the runtime deadline the container
@@ -425,7 +425,7 @@ func TestExecutionExpiryEndsTheHost(t *testing.T) {
 	if !e.Connected {
 		t.Fatalf("not connected after provision: %+v", e)
 	}
-	g.waitConnected(e.ExecutionID, false, 2*time.Minute)
+	g.waitHostGone(e.ExecutionID, 2*time.Minute)
 	if _, err := c.Execution(ctx, e.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
 		t.Fatalf("GET after expiry: %v, want 410", err)
 	}

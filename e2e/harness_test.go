@@ -252,6 +252,23 @@ func (g *gw) waitConnected(id string, want bool, d time.Duration) {
 	}
 }
 
+// waitHostGone waits until /v1/hosts/{id} answers 404: an ended
+// execution's host record is deleted with it.
+func (g *gw) waitHostGone(id string, d time.Duration) {
+	g.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		status, body := g.api("GET", "/v1/hosts/"+id, g.admin, nil)
+		if status == http.StatusNotFound {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("host %s still listed %v after its execution ended: %d %s", id, d, status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // api does a JSON request with token and returns status and body.
 func (g *gw) api(method, path, token string, body any) (int, []byte) {
 	g.t.Helper()

@@ -280,11 +280,16 @@ func (a *Agents) Stop(executionID string) {
 // its host record with it, so /v1/hosts does not fill with ended sandboxes.
 func (a *Agents) Forget(executionID string) {
 	a.Stop(executionID)
-	a.dropKey(executionID)
+	a.forgetHost(executionID)
+}
+
+// forgetHost deletes an ended execution's kept key and host record.
+func (a *Agents) forgetHost(id string) {
+	a.dropKey(id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := a.store.DeleteHost(ctx, executionID, HostKind); err != nil {
-		a.log.Warn("forget execution host", "execution", executionID, "err", err)
+	if err := a.store.DeleteHost(ctx, id, HostKind); err != nil {
+		a.log.Warn("forget execution host", "execution", id, "err", err)
 	}
 }
 
@@ -342,7 +347,7 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 		}
 		if aerr := a.alive(ctx, r.id); aerr != nil {
 			log.Info("execution ended; agent tunnel closed", "reason", aerr)
-			a.dropKey(r.id)
+			a.forgetHost(r.id)
 			return
 		}
 		if time.Since(started) > stableAfter {

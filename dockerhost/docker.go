@@ -570,9 +570,24 @@ func (h *Docker) destroy(cid string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
 	defer cancel()
 	err := h.api.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true})
-	// Not found: already gone. Conflict: AutoRemove is removing it.
-	if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+	// Not found: already gone.
+	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil
+	}
+	if cerrdefs.IsConflict(err) {
+		// AutoRemove is removing it (the container just exited). Wait until
+		// it is gone, so "destroyed" means no container is left: a pool
+		// Close or a Terminate followed by a listing must not still see it.
+		okC, errC := h.api.ContainerWait(ctx, cid, container.WaitConditionRemoved)
+		select {
+		case <-okC:
+			return nil
+		case werr := <-errC:
+			if werr == nil || cerrdefs.IsNotFound(werr) {
+				return nil
+			}
+			return fmt.Errorf("remove container: wait for the removal in progress: %w", werr)
+		}
 	}
 	return fmt.Errorf("remove container: %w", err)
 }

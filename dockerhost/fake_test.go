@@ -50,6 +50,14 @@ func (f *fakeDocker) ContainerRemove(_ context.Context, id string, _ container.R
 	return f.removeErr[id]
 }
 
+// ContainerWait answers a removal wait at once: whatever the fake was
+// removing is gone.
+func (f *fakeDocker) ContainerWait(context.Context, string, container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
+	ok := make(chan container.WaitResponse, 1)
+	ok <- container.WaitResponse{}
+	return ok, make(chan error)
+}
+
 func (f *fakeDocker) ContainerCreate(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -171,9 +171,12 @@ func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
-			// A reset is a peer that left too: closing a socket with
-			// unread data (our replies still in flight) sends RST.
-			if ctx.Err() != nil || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// A reset or a broken pipe is a peer that left too: closing a
+			// socket with unread data (our replies still in flight) sends
+			// RST, and a write racing that close gets EPIPE (seen once in
+			// CI under load).
+			if ctx.Err() != nil || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) ||
+				errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 				return nil
 			}
 			return fmt.Errorf("agent: mux: %w", err)

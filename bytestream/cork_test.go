@@ -172,3 +172,62 @@ func TestBigBuffersKeepEarlyBytes(t *testing.T) {
 		t.Fatalf("server read %q, %v; want the early frame", got, err)
 	}
 }
+
+// countConn counts the Write calls that reach a conn, passing them on.
+type countConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *countConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *countConn) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes
+}
+
+// TestAcceptedWebSocketCorked: the server side of a WebSocket (a gateway's
+// agent tunnel) writes each message in one call, not a 4 KiB piece and the
+// rest, and the bytes arrive intact.
+func TestAcceptedWebSocketCorked(t *testing.T) {
+	a, b := wsPair(t)
+	wc := b.(*wsConn)
+	if wc.cork == nil {
+		t.Fatal("an accepted WebSocket is not corked")
+	}
+	cc := &countConn{Conn: wc.cork.Conn}
+	wc.cork.mu.Lock()
+	wc.cork.Conn = cc
+	wc.cork.mu.Unlock()
+
+	const messages = 8
+	msg := randomData(6, 48<<10)
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, messages*len(msg))
+		_, err := io.ReadFull(a, buf)
+		if err != nil {
+			buf = nil
+		}
+		got <- buf
+	}()
+	for range messages {
+		if _, err := b.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if buf := <-got; !bytes.Equal(buf, bytes.Repeat(msg, messages)) {
+		t.Fatal("bytes lost or changed through the corked server side")
+	}
+	if n := cc.count(); n != messages {
+		t.Fatalf("%d messages took %d writes, want one each", messages, n)
+	}
+	exchange(t, a, b, 4<<20)
+}

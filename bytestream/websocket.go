@@ -134,8 +134,12 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	if opts != nil {
 		o = *opts
 	}
+	var cork *corkHijacker
 	if o.BigBuffers {
 		w = bigBufWriter{w}
+	} else {
+		cork = &corkHijacker{ResponseWriter: w}
+		w = cork
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		OriginPatterns: o.OriginPatterns,
@@ -144,7 +148,36 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	if err != nil {
 		return nil, fmt.Errorf("bytestream: accept websocket: %w", err)
 	}
-	return newWSConn(c, o.ReadLimit), nil
+	wc := newWSConn(c, o.ReadLimit)
+	if cork != nil {
+		wc.cork = cork.conn
+	}
+	return wc, nil
+}
+
+// corkHijacker hands coder/websocket a corked conn at Hijack: its 4 KiB
+// write buffer splits every message into a 4 KiB write and the rest, two
+// syscalls and two wakeups of the peer; corked, a message is one write,
+// and the buffer that collects it is held only while the message is
+// written (so 10,000 idle tunnels hold none).
+type corkHijacker struct {
+	http.ResponseWriter
+	conn *corkConn
+}
+
+func (h *corkHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		return nil, nil, err
+	}
+	h.conn = &corkConn{Conn: conn}
+	brw.Writer.Reset(h.conn)
+	return h.conn, brw, nil
 }
 
 // bigBufWriter hands coder/websocket bigger bufio buffers at Hijack.
@@ -177,7 +210,7 @@ func (b bigBufWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 type wsConn struct {
 	net.Conn // websocket.NetConn: deadlines, Read, Close
 	ws       *websocket.Conn
-	cork     *corkConn // the dialed TCP conn; nil on the server side or with a caller's HTTPClient
+	cork     *corkConn // the TCP conn; nil with BigBuffers or a caller's HTTPClient
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -246,10 +279,11 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// writeMessage writes one message. On the client side it corks the TCP
-// conn for the message: coder/websocket masks client frames through its
-// 4 KiB write buffer and flushes each 4 KiB, so a 32 KiB SSH packet was
-// nine write syscalls and as many wakeups of the reader; corked, it is one.
+// writeMessage writes one message, corking the TCP conn for it:
+// coder/websocket masks client frames through its 4 KiB write buffer and
+// flushes each 4 KiB, so a 32 KiB SSH packet was nine write syscalls and as
+// many wakeups of the reader; corked, it is one. Server frames are not
+// masked but still cost two writes each through the 4 KiB buffer.
 func (c *wsConn) writeMessage(p []byte) (int, error) {
 	if c.cork == nil {
 		return c.Conn.Write(p)
@@ -280,7 +314,7 @@ const corkMax = MaxMessageSize + 4<<10
 // agent tunnels) holds none.
 var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return &b }}
 
-// corkConn is a dialed conn whose writes, while corked, collect in a buffer
+// corkConn is a conn whose writes, while corked, collect in a buffer
 // that uncork writes in one call. Writes are serialized by its mutex, so
 // frames written by other goroutines (pongs, close) stay in order.
 type corkConn struct {

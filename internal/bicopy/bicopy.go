@@ -20,9 +20,71 @@ type Stats struct {
 
 type closeWriter interface{ CloseWrite() error }
 
-// bufPool holds copy buffers; 32 KiB matches io.Copy and the SSH channel
-// packet size.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// Copy buffers: every direction starts with a small one (32 KiB, io.Copy's
+// size and an SSH channel packet) and moves to a big one while reads fill
+// it. A bulk stream then crosses each hop in 256 KiB writes — a quarter of
+// the syscalls, frames and wakeups downstream — while an idle or
+// interactive session, whose copier sits in Read, holds only the small one.
+const (
+	smallBuf = 32 << 10
+	bigBuf   = 256 << 10
+)
+
+var (
+	smallPool = sync.Pool{New: func() any { b := make([]byte, smallBuf); return &b }}
+	bigPool   = sync.Pool{New: func() any { b := make([]byte, bigBuf); return &b }}
+)
+
+// copyHalf copies src to dst like io.Copy, with the adaptive buffer. When
+// either side has its own fast path (splice between sockets, sendfile)
+// io.Copy's is taken instead.
+func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
+	_, wt := src.(io.WriterTo)
+	_, rf := dst.(io.ReaderFrom)
+	if wt || rf {
+		return io.Copy(dst, src)
+	}
+	sp := smallPool.Get().(*[]byte)
+	defer smallPool.Put(sp)
+	var bp *[]byte
+	defer func() {
+		if bp != nil {
+			bigPool.Put(bp)
+		}
+	}()
+	buf := *sp
+	var written int64
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := dst.Write(buf[:nr])
+			if nw < 0 || nw > nr {
+				nw, werr = 0, errors.New("bicopy: invalid write result")
+			}
+			written += int64(nw)
+			if werr == nil && nw != nr {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return written, werr
+			}
+		}
+		if rerr != nil {
+			if rerr == io.EOF {
+				rerr = nil
+			}
+			return written, rerr
+		}
+		switch {
+		case nr == len(buf) && bp == nil:
+			bp = bigPool.Get().(*[]byte)
+			buf = *bp
+		case nr < smallBuf/2 && bp != nil:
+			bigPool.Put(bp)
+			bp, buf = nil, *sp
+		}
+	}
+}
 
 // Copy copies between a and b until both directions end, one fails, or ctx
 // ends. It closes both a and b before returning. The error is the first
@@ -44,9 +106,7 @@ func Copy(ctx context.Context, a, b io.ReadWriteCloser) (Stats, error) {
 
 	half := func(dst, src io.ReadWriteCloser, n *int64) {
 		defer wg.Done()
-		bp := bufPool.Get().(*[]byte)
-		defer bufPool.Put(bp)
-		c, err := io.CopyBuffer(dst, src, *bp)
+		c, err := copyHalf(dst, src)
 		*n = c
 		if err != nil && !isClosed(err) {
 			fail(err)

@@ -91,12 +91,16 @@ type Docker struct {
 	now    func() time.Time
 	pool   *pool // nil: no warm pool
 
+	// Exec's ways (via.go).
+	execRunner, execDocker, execFallbacks atomic.Int64
+
 	mu       sync.Mutex
 	execs    map[string]*execution
 	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
 	gone     map[string]time.Time               // tombstones: id → when it ended
 	closed   bool
-	timersWG sync.WaitGroup // expiry callbacks in flight
+	via      func(executionID string) CommandRunner // SetExecVia; nil: docker exec only
+	timersWG sync.WaitGroup                         // expiry callbacks in flight
 }
 
 var _ ExecutionHost = (*Docker)(nil)
@@ -646,7 +650,18 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		maps.Copy(env, req.Env)
 		req.Env = env
 	}
-	res, err := h.runner.Exec(ctx, e.ContainerID, h.policy.User(), req, e.Resources.MaxOutputBytes)
+	res, way, err := h.runner.exec(ctx, e.ContainerID, h.policy.User(), req, e.Resources.MaxOutputBytes, h.runnerFor(executionID), func(err error) {
+		h.logger.Warn("command runner did not start the command; docker exec runs it", "execution", executionID, "err", err)
+	})
+	switch way {
+	case wayRunner:
+		h.execRunner.Add(1)
+	case wayFallback:
+		h.execFallbacks.Add(1)
+		h.execDocker.Add(1)
+	default:
+		h.execDocker.Add(1)
+	}
 	switch ErrorCode(err) {
 	case CodeTimeout, CodeOutputLimit, CodeAborted:
 		// The runner destroyed the container.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,26 +49,65 @@ type process struct {
 // of stdout and stderr together. On timeout, output overflow or ctx ending
 // it destroys the container and returns an *Error whose Code says which.
 func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64) (*ExecResult, error) {
+	res, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil)
+	return res, err
+}
+
+// Ways an exec ran.
+const (
+	wayDocker   = iota // the Docker exec API
+	wayRunner          // a CommandRunner (the agent tunnel)
+	wayFallback        // the runner could not start it; Docker ran it
+)
+
+// exec is Exec through via when it is not nil, falling back to docker exec
+// when via could not start the command. The timeout, the output budget,
+// the destroy and the error codes are the same either way. notStarted, when
+// set, gets via's error when it falls back.
+func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error)) (*ExecResult, int, error) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errTimeout)
 	defer cancel()
 
-	left := maxOutput
-	stdout := &limitedBuffer{left: &left}
-	stderr := &limitedBuffer{left: &left}
-	p := process{
-		containerID: containerID,
-		user:        user,
-		argv:        append([]string{req.Command}, req.Args...),
-		env:         envList(req.Env),
-		dir:         req.Cwd,
-		stdout:      stdout,
-		stderr:      stderr,
+	budget := &outputBudget{left: maxOutput}
+	stdout := &limitedBuffer{budget: budget}
+	stderr := &limitedBuffer{budget: budget}
+	stdin := func() io.Reader {
+		if req.Stdin == "" {
+			return nil
+		}
+		return strings.NewReader(req.Stdin)
 	}
-	if req.Stdin != "" {
-		p.stdin = bytes.NewReader([]byte(req.Stdin))
-	}
-	code, err := r.run(runCtx, p)
+	argv := append([]string{req.Command}, req.Args...)
+	way := wayDocker
+	code, err := func() (int, error) {
+		if via != nil {
+			code, err := via.Run(runCtx, Command{Argv: argv, Env: req.Env, Dir: req.Cwd, Stdin: stdin(), Stdout: stdout, Stderr: stderr})
+			switch {
+			case !errors.Is(err, ErrNotStarted):
+				way = wayRunner
+				return code, err
+			case runCtx.Err() != nil:
+				way = wayRunner
+				return -1, context.Cause(runCtx)
+			}
+			way = wayFallback
+			if notStarted != nil {
+				notStarted(err)
+			}
+		}
+		p := process{
+			containerID: containerID,
+			user:        user,
+			argv:        argv,
+			env:         envList(req.Env),
+			dir:         req.Cwd,
+			stdout:      stdout,
+			stderr:      stderr,
+			stdin:       stdin(),
+		}
+		return r.run(runCtx, p)
+	}()
 	if err != nil {
 		var e *Error
 		switch {
@@ -78,19 +118,19 @@ func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req 
 		case ctx.Err() != nil:
 			e = &Error{Code: CodeAborted, Message: "the caller went away; the execution was destroyed", Err: context.Cause(ctx)}
 		default:
-			return nil, err
+			return nil, way, err
 		}
 		if derr := r.destroy(containerID); derr != nil {
 			e.Err = errors.Join(e.Err, fmt.Errorf("destroy container: %w", derr))
 		}
-		return nil, e
+		return nil, way, e
 	}
 	return &ExecResult{
 		ExitCode:   code,
-		Stdout:     stdout.buf.String(),
-		Stderr:     stderr.buf.String(),
+		Stdout:     stdout.String(),
+		Stderr:     stderr.String(),
 		DurationMs: time.Since(start).Milliseconds(),
-	}, nil
+	}, way, nil
 }
 
 // run runs p to completion and returns its exit code. ctx ending closes the
@@ -195,22 +235,38 @@ func (r *ProcessRunner) exitCode(ctx context.Context, execID string) (int, error
 	}
 }
 
+// outputBudget is the byte budget stdout and stderr share. A CommandRunner
+// writes both from separate goroutines, hence the lock.
+type outputBudget struct {
+	mu   sync.Mutex
+	left int64
+}
+
 // limitedBuffer is one of stdout/stderr sharing one byte budget.
 type limitedBuffer struct {
-	buf  bytes.Buffer
-	left *int64 // shared; StdCopy writes from one goroutine
+	budget *outputBudget
+	buf    bytes.Buffer // guarded by budget.mu
 }
 
 func (w *limitedBuffer) Write(p []byte) (int, error) {
-	if int64(len(p)) > *w.left {
-		n := *w.left
+	w.budget.mu.Lock()
+	defer w.budget.mu.Unlock()
+	if int64(len(p)) > w.budget.left {
+		n := w.budget.left
 		w.buf.Write(p[:n])
-		*w.left = 0
+		w.budget.left = 0
 		return int(n), errOutputLimit
 	}
 	w.buf.Write(p)
-	*w.left -= int64(len(p))
+	w.budget.left -= int64(len(p))
 	return len(p), nil
+}
+
+// String returns what was written.
+func (w *limitedBuffer) String() string {
+	w.budget.mu.Lock()
+	defer w.budget.mu.Unlock()
+	return w.buf.String()
 }
 
 // errReader remembers a non-EOF read error of its source.

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -430,4 +431,107 @@ func TestExecutionExpiryEndsTheHost(t *testing.T) {
 		t.Fatalf("GET after expiry: %v, want 410", err)
 	}
 	g.waitFor(regexp.MustCompile(`execution ended; agent tunnel closed[^\n]*execution=`+e.ExecutionID), time.Minute)
+}
+
+// execWays reads hostgate_sandbox_execs_total from /metrics: how many API
+// commands ran through the agent tunnel, through docker exec, and fell
+// back from the tunnel to docker exec.
+func execWays(t testing.TB, g *gw) (agent, docker, fallback int) {
+	t.Helper()
+	status, body := g.api("GET", "/metrics", g.admin, nil)
+	if status != http.StatusOK {
+		t.Fatalf("/metrics: %d", status)
+	}
+	re := regexp.MustCompile(`(?m)^hostgate_sandbox_execs_total\{way="(\w+)"\} (\d+)$`)
+	found := 0
+	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+		var n int
+		fmt.Sscan(m[2], &n)
+		found++
+		switch m[1] {
+		case "agent":
+			agent = n
+		case "docker":
+			docker = n
+		case "fallback":
+			fallback = n
+		}
+	}
+	if found != 3 {
+		t.Fatalf("/metrics lacks hostgate_sandbox_execs_total:\n%s", body)
+	}
+	return agent, docker, fallback
+}
+
+// TestSandboxExecThroughTunnel: the executions API runs commands through
+// the execution's agent tunnel (the metric says so), with docker exec's
+// semantics: the same environment as `docker exec -u` gives, cwd,
+// stdin, exit codes, 126 with runc's message when a command cannot
+// start, signals as 128+N.
+func TestSandboxExecThroughTunnel(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	req := execRequest(image)
+	req.Env = map[string]string{"GREETING": "hello", "PATH": "/bin:/usr/bin"}
+	e := provision(t, ctx, c, req)
+	cid := containerOf(t, e.ExecutionID)
+
+	run := func(r client.ExecRequest) *client.ExecResult {
+		t.Helper()
+		if r.TimeoutMs == 0 {
+			r.TimeoutMs = 60000
+		}
+		res, err := c.Exec(ctx, e.ExecutionID, r)
+		if err != nil {
+			t.Fatalf("exec %q %q: %v", r.Command, r.Args, err)
+		}
+		return res
+	}
+	agent0, docker0, _ := execWays(t, g)
+
+	// The environment is docker exec's, plus the request's, which wins.
+	want, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", "-e", "EXTRA=1", "-e", "GREETING=hi", cid, "env").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := run(client.ExecRequest{Command: "env", Env: map[string]string{"EXTRA": "1", "GREETING": "hi"}})
+	sorted := func(s string) string {
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		slices.Sort(lines)
+		return strings.Join(lines, "\n")
+	}
+	if sorted(got.Stdout) != sorted(string(want)) || got.ExitCode != 0 {
+		t.Errorf("environment through the API:\n%s\nwant (docker exec):\n%s", sorted(got.Stdout), sorted(string(want)))
+	}
+
+	cases := []struct {
+		name           string
+		req            client.ExecRequest
+		code           int
+		stdout, stderr string
+	}{
+		{"basics", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", `echo "$GREETING"; pwd; id -u; cat; echo oops >&2; exit 3`}, Stdin: "from stdin\n"},
+			3, "hello\n/workspace\n65534\nfrom stdin\n", "oops\n"},
+		{"cwd", client.ExecRequest{Command: "pwd", Cwd: "/tmp"}, 0, "/tmp\n", ""},
+		{"quoting", client.ExecRequest{Command: "printf", Args: []string{"%s|", "a b", "'q'", "$HOME", ""}}, 0, "a b|'q'|$HOME||", ""},
+		{"no stdin", client.ExecRequest{Command: "cat"}, 0, "", ""},
+		{"not found", client.ExecRequest{Command: "nonexist"}, 126,
+			"OCI runtime exec failed: exec failed: unable to start container process: exec: \"nonexist\": executable file not found in $PATH: unknown\r\n", ""},
+		{"bad cwd", client.ExecRequest{Command: "true", Cwd: "/nonexist"}, 126,
+			"OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/nonexist\") set in config.json failed: no such file or directory: unknown\r\n", ""},
+		{"not executable", client.ExecRequest{Command: "/etc/passwd"}, 126,
+			"OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc/passwd\": permission denied: unknown\r\n", ""},
+		{"TERM", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -TERM $$"}}, 143, "", ""},
+		{"KILL", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -KILL $$"}}, 137, "", ""},
+	}
+	for _, tc := range cases {
+		res := run(tc.req)
+		if res.ExitCode != tc.code || res.Stdout != tc.stdout || res.Stderr != tc.stderr {
+			t.Errorf("%s: exit %d stdout %q stderr %q; want %d %q %q", tc.name, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+	agent1, docker1, _ := execWays(t, g)
+	if agent1-agent0 != len(cases)+1 || docker1 != docker0 {
+		t.Errorf("ways: agent %d→%d, docker %d→%d; want every command through the agent", agent0, agent1, docker0, docker1)
+	}
 }

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/ssh"
+
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/execapi"
 	"github.com/hostgate/hostgate/internal/store"
@@ -117,9 +120,17 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			_, err := docker.Get(ctx, id)
 			return err
 		}
+		// The API's commands run through the execution's agent tunnel
+		// (a few ms) rather than a Docker exec create/attach/inspect
+		// (tens of ms); docker exec remains the fallback.
+		certify := func(pub ssh.PublicKey, principal string) (*ssh.Certificate, error) {
+			return srv.CA().Sign(pub, principal, "gateway-exec", s.Config.CertTTL)
+		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
-			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys")})
+			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify})
+		docker.SetExecVia(agents.Runner)
 	}
+	registerExecMetrics(srv.Metrics(), docker)
 	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})
 	if err != nil {
 		return nil, err
@@ -168,6 +179,27 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		_ = docker.Close()
 		_ = cli.Close()
 	}, nil
+}
+
+// registerExecMetrics counts the executions API's commands by the way
+// they ran: "agent" through the execution's tunnel, "docker" through the
+// Docker exec API (fallbacks included), "fallback" the tunnel could not
+// start.
+func registerExecMetrics(reg *prometheus.Registry, docker *dockerhost.Docker) {
+	if reg == nil {
+		return
+	}
+	for way, get := range map[string]func(dockerhost.ExecStats) int64{
+		"agent":    func(s dockerhost.ExecStats) int64 { return s.Runner },
+		"docker":   func(s dockerhost.ExecStats) int64 { return s.Docker },
+		"fallback": func(s dockerhost.ExecStats) int64 { return s.Fallbacks },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "hostgate_sandbox_execs_total",
+			Help:        "Commands of the executions API, by the way they ran (agent tunnel, docker exec, fallbacks from the tunnel to docker).",
+			ConstLabels: prometheus.Labels{"way": way},
+		}, func() float64 { return float64(get(docker.ExecStats())) }))
+	}
 }
 
 // engineClient is the Docker client and its Close.

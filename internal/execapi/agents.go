@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/yamux"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
@@ -24,6 +25,7 @@ import (
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // HostKind is the store kind of an execution's host.
@@ -85,6 +87,11 @@ type AgentsConfig struct {
 	// OnTunnel, when set, is called when an execution's tunnel is
 	// registered (up) and unregistered (down), from the agent loop.
 	OnTunnel func(executionID string, up bool)
+	// Certify, when set, lets Runner run the executions API's commands
+	// through the tunnel as the gateway's own SSH client, with a
+	// certificate it signs for the execution id (the gateway CA's Sign).
+	// Nil: Runner always answers nil and docker exec runs them.
+	Certify Certify
 }
 
 // Agents runs one in-container agent per execution and keeps its tunnel
@@ -97,6 +104,7 @@ type Agents struct {
 	caKey  string
 	cfg    AgentsConfig
 	log    *slog.Logger
+	key    *sshlayer.SessionKey // the gateway's client key for Runner
 
 	ctx    context.Context // ends every run at Close
 	cancel context.CancelFunc
@@ -117,7 +125,11 @@ type run struct {
 	done   chan struct{} // closed when the loop returned
 
 	mu      sync.Mutex
-	lastErr error // guarded by mu
+	lastErr error          // guarded by mu
+	tunnel  *yamux.Session // the live tunnel, nil while down; guarded by mu
+	conn    *agentConn     // the gateway's SSH connection over tunnel; guarded by mu
+	dialing chan struct{}  // one slot: held while dialing conn
+	runs    sync.WaitGroup // Runner's goroutines; added to only while tunnel is set
 }
 
 // NewAgents returns an Agents that starts agents with attach, checks
@@ -149,9 +161,17 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	if c.OnTunnel == nil {
 		c.OnTunnel = func(string, bool) {}
 	}
+	var key *sshlayer.SessionKey
+	if c.Certify != nil {
+		var err error
+		if key, err = sshlayer.GenerateSessionKey(); err != nil {
+			c.Logger.Error("no client key: commands use docker exec", "err", err)
+			c.Certify = nil
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Agents{attach: attach, alive: alive, store: st, reg: reg, caKey: strings.TrimSpace(caKey),
-		cfg: c, log: c.Logger, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
+		cfg: c, log: c.Logger, key: key, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
 }
 
 // Start pins a fresh host key for executionID, starts its agent and waits
@@ -194,7 +214,7 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 		}
 	}
 	rctx, cancel := context.WithCancel(a.ctx)
-	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), dialing: make(chan struct{}, 1)}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -410,6 +430,8 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		unregister()
 		a.cfg.OnTunnel(r.id, false)
 	}()
+	r.setTunnel(sess)
+	defer r.clearTunnel()
 	a.cfg.OnTunnel(r.id, true)
 	select {
 	case <-r.ready:

@@ -1,0 +1,348 @@
+package execapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/yamux"
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// Certify signs a user certificate for pub with principal (an execution
+// id), as the gateway's CA does for callers (sshca.CA.Sign).
+type Certify func(pub ssh.PublicKey, principal string) (*ssh.Certificate, error)
+
+// Runner returns a CommandRunner that runs commands through executionID's
+// live agent tunnel (one SSH connection of the gateway's own, kept while
+// the tunnel lives), or nil when there is none: no agent, the tunnel is
+// down or being re-attached, or AgentsConfig.Certify is not set. It is
+// dockerhost.Docker.SetExecVia's function.
+func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
+	if a.cfg.Certify == nil {
+		return nil
+	}
+	a.mu.Lock()
+	r := a.runs[executionID]
+	a.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	up := r.tunnel != nil
+	r.mu.Unlock()
+	if !up {
+		return nil
+	}
+	return &tunnelRunner{a: a, r: r}
+}
+
+// agentConn is the gateway's own SSH connection to an execution's agent,
+// over one stream of its tunnel, and the environment docker exec gives a
+// command there.
+type agentConn struct {
+	c   *sshlayer.Client
+	env []string // nil: the environment cannot be reproduced (errEnvironName)
+}
+
+// setTunnel records sess as r's live tunnel; clearTunnel forgets it, closes
+// the gateway's connection over it and waits for Run's goroutines. Both run
+// on r's loop goroutine, around the tunnel's registration.
+func (r *run) setTunnel(sess *yamux.Session) {
+	r.mu.Lock()
+	r.tunnel = sess
+	r.mu.Unlock()
+}
+
+func (r *run) clearTunnel() {
+	r.mu.Lock()
+	r.tunnel = nil
+	conn := r.conn
+	r.conn = nil
+	r.mu.Unlock()
+	if conn != nil {
+		_ = conn.c.Close()
+	}
+	r.runs.Wait()
+}
+
+// connect returns the live gateway connection to r's agent, dialing one
+// over the tunnel when there is none. Concurrent callers share one dial.
+func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
+	select {
+	case r.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	defer func() { <-r.dialing }()
+	r.mu.Lock()
+	sess, conn := r.tunnel, r.conn
+	r.mu.Unlock()
+	if conn != nil {
+		select {
+		case <-conn.c.Done():
+		default:
+			return conn, nil
+		}
+	}
+	if sess == nil {
+		return nil, errors.New("tunnel down")
+	}
+	conn, err := a.dial(ctx, r, sess)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.tunnel != sess {
+		// The tunnel ended while dialing: clearTunnel did not see conn.
+		r.mu.Unlock()
+		_ = conn.c.Close()
+		return nil, errors.New("tunnel down")
+	}
+	old := r.conn
+	r.conn = conn
+	r.mu.Unlock()
+	if old != nil {
+		_ = old.c.Close()
+	}
+	return conn, nil
+}
+
+// dial opens the gateway's SSH connection over a new stream of sess: a
+// short certificate for the principal the agent requires (the execution
+// id), the execution's pinned host key. Then it reads the container's
+// environment over SFTP.
+func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentConn, error) {
+	cert, err := a.cfg.Certify(a.key.Signer.PublicKey(), r.id)
+	if err != nil {
+		return nil, fmt.Errorf("certificate: %w", err)
+	}
+	signer, err := ssh.NewCertSigner(cert, a.key.Signer)
+	if err != nil {
+		return nil, fmt.Errorf("certificate: %w", err)
+	}
+	stream, err := sess.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	c, err := sshlayer.Connect(ctx, stream, sshlayer.Auth{User: "hostgate", Signer: signer, HostKey: ssh.FingerprintSHA256(r.signer.PublicKey())})
+	if err != nil {
+		_ = stream.Close()
+		return nil, fmt.Errorf("ssh: %w", err)
+	}
+	// SFTP calls take no ctx: closing the connection ends them.
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	env, err := readEnviron(c.SSH())
+	if !stop() {
+		return nil, context.Cause(ctx)
+	}
+	if err != nil && !errors.Is(err, errEnvironName) {
+		_ = c.Close()
+		return nil, err
+	}
+	if err != nil {
+		a.log.Info("execution environment has a name a shell cannot export; its commands use docker exec", "execution", r.id, "err", err)
+	}
+	return &agentConn{c: c, env: env}, nil
+}
+
+// readEnviron reads the environment of the container's init (pid 1, the
+// execution's user, started with the environment the engine gives every
+// process of the container: the image's PATH, HOSTNAME, HOME from the
+// container's passwd, the container's env). docker exec gives commands the
+// same, plus the exec's env, which a pooled container's provision env
+// travels in (dockerhost adds it to every Command). The agent's own
+// /proc/self/environ is not readable: it makes itself non-dumpable to
+// guard its keys.
+func readEnviron(c *ssh.Client) ([]string, error) {
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		return nil, fmt.Errorf("sftp: %w", err)
+	}
+	defer func() { _ = sc.Close() }()
+	f, err := sc.Open("/proc/1/environ")
+	if err != nil {
+		return nil, fmt.Errorf("read environment: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	// Plain reads: /proc files stat as empty, which ReadFrom-style
+	// helpers would take for their size.
+	b, err := io.ReadAll(io.LimitReader(struct{ io.Reader }{f}, maxEnviron+1))
+	if err != nil {
+		return nil, fmt.Errorf("read environment: %w", err)
+	}
+	return parseEnviron(b)
+}
+
+// tunnelRunner runs commands over r's agent tunnel.
+type tunnelRunner struct {
+	a *Agents
+	r *run
+}
+
+var _ dockerhost.CommandRunner = (*tunnelRunner)(nil)
+
+// runGoroutines is how many goroutines one Run starts; all are counted in
+// run.runs, so that a wedged agent never blocks Run past its ctx: what
+// Run stops waiting for, the tunnel's end releases (clearTunnel).
+const runGoroutines = 5
+
+// hold counts n goroutines of a Run in r.runs while the tunnel is up.
+func (r *run) hold(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tunnel == nil {
+		return false
+	}
+	r.runs.Add(n)
+	return true
+}
+
+// Run implements dockerhost.CommandRunner with one SSH session: the agent
+// runs `sh -c SCRIPT` (commandScript) as the execution's user.
+func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, error) {
+	notStarted := func(err error) (int, error) {
+		if ctx.Err() != nil {
+			return -1, context.Cause(ctx)
+		}
+		return -1, fmt.Errorf("%w: agent tunnel: %w", dockerhost.ErrNotStarted, err)
+	}
+	conn, err := t.a.connect(ctx, t.r)
+	if err != nil {
+		return notStarted(err)
+	}
+	if conn.env == nil {
+		return notStarted(errEnvironName)
+	}
+	line, err := commandScript(conn.env, c.Argv, c.Env, c.Dir)
+	if err != nil {
+		return notStarted(err)
+	}
+	if !t.r.hold(runGoroutines) {
+		return notStarted(errors.New("tunnel down"))
+	}
+	p, err := t.start(ctx, conn, line)
+	if err != nil {
+		t.r.runs.Add(1 - runGoroutines)
+		return notStarted(err)
+	}
+	defer func() { _ = p.sess.Close() }()
+
+	// Stdin as docker exec feeds it: write errors (the command exited
+	// without reading it all) are not the command's failure.
+	go func() {
+		defer t.r.runs.Done()
+		if c.Stdin != nil {
+			_, _ = io.Copy(p.stdin, c.Stdin)
+		}
+		_ = p.stdin.Close()
+	}()
+	// The copies end at the channel's EOF; a failed write (the output
+	// budget) ends Run, whose deferred Close stops the command's output.
+	outputs := make(chan error, 2)
+	for _, o := range []struct {
+		w io.Writer
+		r io.Reader
+	}{{c.Stdout, p.stdout}, {c.Stderr, p.stderr}} {
+		go func() {
+			defer t.r.runs.Done()
+			_, err := io.Copy(o.w, o.r)
+			outputs <- err
+		}()
+	}
+	waited := make(chan error, 1)
+	go func() {
+		defer t.r.runs.Done()
+		waited <- p.sess.Wait()
+	}()
+
+	// Output sent before the exit status may still be in the pipes: wait
+	// for both copies and the exit.
+	var werr error
+	for exited, copied := false, 0; !exited || copied < 2; {
+		select {
+		case werr = <-waited:
+			exited = true
+		case err := <-outputs:
+			copied++
+			if err != nil {
+				return -1, err
+			}
+		case <-ctx.Done():
+			return -1, context.Cause(ctx)
+		}
+	}
+	var ee *ssh.ExitError
+	switch {
+	case werr == nil:
+		return 0, nil
+	case errors.As(werr, &ee) && ee.Signal() != "":
+		if n, ok := linuxSignals[ee.Signal()]; ok {
+			return 128 + n, nil
+		}
+		return -1, fmt.Errorf("execapi: command killed by unknown signal %q", ee.Signal())
+	case errors.As(werr, &ee):
+		return ee.ExitStatus(), nil
+	}
+	return -1, fmt.Errorf("execapi: agent tunnel: %w", werr)
+}
+
+// session is one started command.
+type session struct {
+	sess           *ssh.Session
+	stdin          io.WriteCloser
+	stdout, stderr io.Reader
+}
+
+// start opens a session and starts line in it, bounded by ctx: the SSH
+// library's calls take no ctx, so they run on a goroutine counted in r.runs
+// (one of runGoroutines); a session that starts after ctx ended is closed.
+func (t *tunnelRunner) start(ctx context.Context, conn *agentConn, line string) (*session, error) {
+	type started struct {
+		p   *session
+		err error
+	}
+	done := make(chan started) // unbuffered: a send means the caller took it
+	go func() {
+		defer t.r.runs.Done()
+		p, err := startSession(conn.c.SSH(), line)
+		select {
+		case done <- started{p, err}:
+		case <-ctx.Done():
+			if err == nil {
+				_ = p.sess.Close()
+			}
+		}
+	}()
+	select {
+	case s := <-done:
+		return s.p, s.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+func startSession(c *ssh.Client, line string) (*session, error) {
+	sess, err := c.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	p := &session{sess: sess}
+	if p.stdin, err = sess.StdinPipe(); err == nil {
+		if p.stdout, err = sess.StdoutPipe(); err == nil {
+			if p.stderr, err = sess.StderrPipe(); err == nil {
+				err = sess.Start(line)
+			}
+		}
+	}
+	if err != nil {
+		_ = sess.Close()
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,136 @@
+package execapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hostgate/hostgate/internal/shell"
+)
+
+// maxEnviron bounds the agent's /proc/self/environ the gateway reads (the
+// kernel allows a few MiB; a container's is a few hundred bytes).
+const maxEnviron = 256 << 10
+
+// errEnvironName means the container's environment has a variable a POSIX
+// shell cannot export: the tunnel cannot reproduce it, so docker exec runs
+// that execution's commands.
+var errEnvironName = errors.New("execapi: the container environment has a name a shell cannot export")
+
+// parseEnviron parses a NUL-separated environment block (/proc/PID/environ)
+// into NAME=value entries in order, the last of a repeated name winning as
+// execve's consumers see it.
+func parseEnviron(b []byte) ([]string, error) {
+	if len(b) > maxEnviron {
+		return nil, fmt.Errorf("execapi: environment over %d bytes", maxEnviron)
+	}
+	var out []string
+	index := map[string]int{}
+	for len(b) > 0 {
+		var kv []byte
+		kv, b, _ = bytes.Cut(b, []byte{0})
+		if len(kv) == 0 {
+			continue
+		}
+		name, _, ok := bytes.Cut(kv, []byte{'='})
+		if !ok || !shell.ValidName(string(name)) {
+			return nil, fmt.Errorf("%w: %q", errEnvironName, truncate(string(name), 64))
+		}
+		if i, seen := index[string(name)]; seen {
+			out[i] = string(kv)
+			continue
+		}
+		index[string(name)] = len(out)
+		out = append(out, string(kv))
+	}
+	return out, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// serverEnv are the names the agent's SSH server or the shell it runs may
+// put in a command's environment beyond the container's own (sshlayer's
+// base environment, SSH_*, the shell's SHLVL, PWD, OLDPWD): the script
+// unsets them before it exports the environment docker exec would give.
+var serverEnv = []string{"PATH", "HOME", "SHELL", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ",
+	"SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "TERM", "SHLVL", "PWD", "OLDPWD"}
+
+// ociPrefix starts the message docker exec prints (on stdout, with exit
+// code 126) when runc cannot start a command.
+const ociPrefix = "OCI runtime exec failed: exec failed: unable to start container process: "
+
+// commandScript is the `sh -c` line that runs argv the way docker exec
+// would in a container whose environment is base: in dir (or 126 with
+// runc's message), with exactly base overridden by env (the agent's and the
+// shell's own variables removed), argv[0] looked up in that PATH (or 126
+// with runc's message), then exec'd so that its exit status and signal
+// are the command's own. Every word is quoted.
+func commandScript(base []string, argv []string, env map[string]string, dir string) (string, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return "", errors.New("execapi: empty command")
+	}
+	if !strings.HasPrefix(dir, "/") {
+		return "", fmt.Errorf("execapi: cwd %q is not absolute", dir)
+	}
+	q := shell.Quote
+	var b strings.Builder
+	// cd first: it sets PWD and OLDPWD, which are unset below.
+	fmt.Fprintf(&b, "cd %s 2>/dev/null || { if [ -e %s ]; then hg_r='permission denied'; [ -d %s ] || hg_r='not a directory'; else hg_r='no such file or directory'; fi; printf '%%s%%s: unknown\\r\\n' %s \"$hg_r\"; exit 126; }\n",
+		q(dir), q(dir), q(dir), q(fmt.Sprintf("%schdir to cwd (%q) set in config.json failed: ", ociPrefix, dir)))
+	b.WriteString("unset hg_r " + strings.Join(serverEnv, " ") + "\n")
+	final := slices.Clone(base)
+	names := make([]string, 0, len(env))
+	for k := range env {
+		if !shell.ValidName(k) {
+			return "", fmt.Errorf("execapi: environment variable name %q is not a valid shell name", k)
+		}
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		kv := k + "=" + env[k]
+		if i := slices.IndexFunc(final, func(e string) bool { return strings.HasPrefix(e, k+"=") }); i >= 0 {
+			final[i] = kv
+		} else {
+			final = append(final, kv)
+		}
+	}
+	for _, kv := range final {
+		k, v, _ := strings.Cut(kv, "=")
+		if !shell.ValidName(k) {
+			return "", fmt.Errorf("%w: %q", errEnvironName, truncate(k, 64))
+		}
+		fmt.Fprintf(&b, "export %s=%s\n", k, q(v))
+	}
+	name := argv[0]
+	fail := func(reason string) string {
+		return fmt.Sprintf("{ printf '%%s\\r\\n' %s; exit 126; }", q(fmt.Sprintf("%sexec: %q: %s: unknown", ociPrefix, name, reason)))
+	}
+	if strings.Contains(name, "/") {
+		fmt.Fprintf(&b, "[ -e %s ] || %s\n", q(name), fail("stat "+name+": no such file or directory"))
+		fmt.Fprintf(&b, "[ -f %s ] && [ -x %s ] || %s\n", q(name), q(name), fail("permission denied"))
+	} else {
+		// runc's exec.LookPath: the first regular executable file named
+		// name in a PATH directory (an empty entry is the cwd).
+		fmt.Fprintf(&b, "hg_f=; set -f; IFS=:; for hg_d in $PATH; do [ -f \"${hg_d:-.}\"/%s ] && [ -x \"${hg_d:-.}\"/%s ] && { hg_f=1; break; }; done; unset IFS hg_d; set +f\n", q(name), q(name))
+		fmt.Fprintf(&b, "[ -n \"$hg_f\" ] || %s\nunset hg_f\n", fail("executable file not found in $PATH"))
+	}
+	b.WriteString("exec " + shell.Join(argv))
+	return b.String(), nil
+}
+
+// linuxSignals are the numbers of the signals SSH names (RFC 4254 §6.10
+// and the ones sshlayer adds), on Linux, where containers run: a command a
+// signal killed exits 128+N, as docker exec reports it.
+var linuxSignals = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
+	"KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
+	"CONT": 18, "STOP": 19, "TSTP": 20, "WINCH": 28,
+}

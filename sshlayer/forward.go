@@ -2,9 +2,12 @@ package sshlayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hostgate/hostgate"
 )
@@ -13,7 +16,8 @@ var _ hostgate.Forwarder = (*Client)(nil)
 
 // Dial opens a connection from the host to addr over a direct-tcpip channel
 // (direct-streamlocal@openssh.com for network "unix"). ctx bounds the dial
-// only. The returned conn supports CloseWrite (half-close).
+// only. The returned conn supports CloseWrite (half-close); once the host's
+// side has ended (Read returned io.EOF), CloseWrite closes the channel.
 func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	switch network {
 	case "tcp", "tcp4", "tcp6", "unix":
@@ -24,7 +28,39 @@ func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if err != nil {
 		return nil, c.opErr("dial "+addr, err)
 	}
-	return conn, nil
+	if _, ok := conn.(closeWriter); !ok {
+		return conn, nil
+	}
+	return &dialConn{Conn: conn}, nil
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// dialConn is a forwarded connection whose CloseWrite, when the host's side
+// has already ended, sends CLOSE alone instead of EOF then CLOSE: both end
+// the channel (RFC 4254 §5.3: data sent before CLOSE is delivered), and
+// each message crosses every hop of the path (WebSocket, gateway relay,
+// yamux, the agent's wakeups). A forwarded request whose server answers
+// and closes first (HTTP with Connection: close) ends this way: one
+// message fewer per connection.
+type dialConn struct {
+	net.Conn
+	readEOF atomic.Bool // Read returned io.EOF: the host sent EOF or CLOSE
+}
+
+func (c *dialConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, io.EOF) {
+		c.readEOF.Store(true)
+	}
+	return n, err
+}
+
+func (c *dialConn) CloseWrite() error {
+	if c.readEOF.Load() {
+		return c.Conn.Close()
+	}
+	return c.Conn.(closeWriter).CloseWrite()
 }
 
 // Listen asks the host to listen on addr (tcpip-forward, or

@@ -175,7 +175,11 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err := brw.Writer.Flush(); err != nil {
 		return nil, nil, err
 	}
-	h.conn = &corkConn{Conn: conn}
+	// Bytes the client sent right after its request sit in brw.Reader:
+	// the read-ahead serves them first.
+	left, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	h.conn = &corkConn{Conn: conn, ra: newReadAhead(conn, bytes.Clone(left))}
+	brw.Reader.Reset(h.conn)
 	brw.Writer.Reset(h.conn)
 	return h.conn, brw, nil
 }
@@ -319,9 +323,17 @@ var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 // frames written by other goroutines (pongs, close) stay in order.
 type corkConn struct {
 	net.Conn
+	ra *readAhead // nil: reads go straight to Conn
 	mu     sync.Mutex
 	corked bool
 	buf    *[]byte
+}
+
+func (c *corkConn) Read(p []byte) (int, error) {
+	if c.ra == nil {
+		return c.Conn.Read(p)
+	}
+	return c.ra.Read(p)
 }
 
 func (c *corkConn) Write(p []byte) (int, error) {
@@ -399,7 +411,7 @@ var corkClient = sync.OnceValue(func() *http.Client {
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn}
+		cc := &corkConn{Conn: conn, ra: newReadAhead(conn, nil)}
 		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
 			s.c.CompareAndSwap(nil, cc)
 		}

@@ -195,6 +195,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		fn   func(context.Context) ([]*bench.Scenario, error)
 	}{
 		{"bulk", e.bulk},
+		{"bulk", e.bulkAB},
 		{"sftp", e.sftp},
 		{"exec", e.exec},
 		{"forward", e.forward},

@@ -323,7 +323,7 @@ var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return
 // frames written by other goroutines (pongs, close) stay in order.
 type corkConn struct {
 	net.Conn
-	ra *readAhead // nil: reads go straight to Conn
+	ra     *readAhead // nil: reads go straight to Conn
 	mu     sync.Mutex
 	corked bool
 	buf    *[]byte

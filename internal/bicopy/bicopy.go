@@ -53,7 +53,10 @@ func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
 		}
 	}()
 	buf := *sp
-	var written int64
+	var (
+		written  int64
+		lastFull bool
+	)
 	for {
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
@@ -75,14 +78,20 @@ func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
 			}
 			return written, rerr
 		}
+		// A message-oriented source (a WebSocket) that filled the small
+		// buffer answers the next read with the rest of its message: that
+		// short read says nothing about the stream, so only a short read
+		// after a short read shrinks the buffer.
+		full := nr == len(buf)
 		switch {
-		case nr == len(buf) && bp == nil:
+		case full && bp == nil:
 			bp = bigPool.Get().(*[]byte)
 			buf = *bp
-		case nr < smallBuf/2 && bp != nil:
+		case !full && !lastFull && nr < smallBuf/2 && bp != nil:
 			bigPool.Put(bp)
 			bp, buf = nil, *sp
 		}
+		lastFull = full
 	}
 }
 

@@ -57,7 +57,7 @@ func TestCopyGrowsAndShrinksBuffer(t *testing.T) {
 	if !bytes.Equal(dst.buf.Bytes(), data) {
 		t.Fatal("bytes changed or reordered")
 	}
-	want := []int{smallBuf, bigBuf, bigBuf, bigBuf, 100, 100}
+	want := []int{smallBuf, bigBuf, bigBuf, bigBuf, 100, 100, 100}
 	for i, w := range want {
 		if dst.sizes[i] != w {
 			t.Fatalf("write %d was %d bytes, want %d (writes %v…)", i, dst.sizes[i], w, dst.sizes[:len(want)])
@@ -69,6 +69,51 @@ func TestCopyGrowsAndShrinksBuffer(t *testing.T) {
 	if after[0] != smallBuf || after[1] != bigBuf {
 		t.Fatalf("after the interactive part writes were %v…, want %d then %d", after[:2], smallBuf, bigBuf)
 	}
+}
+
+// TestCopyKeepsBufferForMessageTails: a source of 33 KiB messages (an SSH
+// packet per WebSocket message) whose first read fills the small buffer
+// answers the next with the message's tail; the buffer stays big, so the
+// following messages pass whole, not as a packet and a sliver each.
+func TestCopyKeepsBufferForMessageTails(t *testing.T) {
+	const msg = 32<<10 + 52
+	data := randBytes(t, 8*msg)
+	dst := &sizeWriter{}
+	if _, err := copyHalf(dst, &messageReader{data: data, size: msg}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.buf.Bytes(), data) {
+		t.Fatal("bytes changed or reordered")
+	}
+	want := []int{smallBuf, msg - smallBuf, msg, msg, msg, msg, msg, msg, msg}
+	if len(dst.sizes) != len(want) {
+		t.Fatalf("writes %v, want %v", dst.sizes, want)
+	}
+	for i := range want {
+		if dst.sizes[i] != want[i] {
+			t.Fatalf("writes %v, want %v", dst.sizes, want)
+		}
+	}
+}
+
+// messageReader returns data as messages of size bytes: a read never
+// crosses a message boundary.
+type messageReader struct {
+	data []byte
+	size int
+	left int // of the current message
+}
+
+func (r *messageReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	if r.left == 0 {
+		r.left = min(r.size, len(r.data))
+	}
+	n := copy(p, r.data[:r.left])
+	r.data, r.left = r.data[n:], r.left-n
+	return n, nil
 }
 
 // TestCopyShortWrite: a writer that takes less than it was given fails the

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,13 +129,19 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return // replaced or closing meanwhile
 	}
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))
+	ctx, done := s.live.add(s.ctx, tok, "tunnel", hostID)
+	defer done()
 	select {
 	case <-sess.CloseChan():
 	case <-pt.Done(): // replaced by a newer connection, or the registry closed
-	case <-s.ctx.Done():
+	case <-ctx.Done(): // the gateway closes, or the agent's token was revoked
 	}
 	_ = sess.Close()
-	log.Info("tunnel down", "err", sessErr(sess))
+	err = sessErr(sess)
+	if errors.Is(context.Cause(ctx), ErrTokenRevoked) {
+		err = ErrTokenRevoked
+	}
+	log.Info("tunnel down", "err", err)
 }
 
 // sessErr is why an ended session ended (Accept returns the shutdown

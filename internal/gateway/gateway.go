@@ -54,6 +54,10 @@ type Config struct {
 	// It is built from the local registry, where this replica's agents
 	// register.
 	Route func(local *Registry) Tunnels
+	// TokenRecheck is how often the tokens of live relayed sessions and
+	// agent tunnels are looked up again, so that a revoked or expired
+	// token ends what it opened; 0 means DefaultTokenRecheck.
+	TokenRecheck time.Duration
 	// Registry receives the gateway's metrics and is served at /metrics;
 	// nil means a new registry (with Go and process collectors).
 	Registry *prometheus.Registry
@@ -81,6 +85,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.AuthFailureWindow <= 0 {
 		d.AuthFailureWindow = time.Minute
+	}
+	if d.TokenRecheck <= 0 {
+		d.TokenRecheck = DefaultTokenRecheck
 	}
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
@@ -112,6 +119,7 @@ type Server struct {
 	meFields func(*http.Request, store.Token) map[string]any // SetMeFields; guarded by mu
 	closing  bool
 	wg       sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
+	live     liveSet        // relays and tunnels by token, for revocation
 	servers  []*http.Server
 }
 
@@ -138,6 +146,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		limiter: newLimiter(c.AuthFailureLimit, c.AuthFailureWindow, time.Now),
 		csrf:    http.NewCrossOriginProtection(),
 	}
+	s.live.s = s
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
 	s.route = s.tunnels
 	if c.Route != nil {

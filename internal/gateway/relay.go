@@ -48,7 +48,12 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	caller := &countConn{Conn: ws,
 		in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
 		out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)}
-	st, err := bicopy.Copy(s.ctx, caller, stream)
+	ctx, done := s.live.add(s.ctx, tok, "ssh", id)
+	defer done()
+	st, err := bicopy.Copy(ctx, caller, stream)
+	if err != nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
 	log.Info("relay end", "toHost", st.AToB, "fromHost", st.BToA, "err", err)
 }
 

@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// DefaultTokenRecheck is how often live sessions' tokens are looked up
+// again when Config.TokenRecheck is zero.
+const DefaultTokenRecheck = 30 * time.Second
+
+// ErrTokenRevoked ends a relayed session or agent tunnel whose token was
+// revoked or expired after it opened.
+var ErrTokenRevoked = errors.New("gateway: the session's token was revoked or expired")
+
+// liveSet is every relayed session and agent tunnel by the token that
+// opened it. A token check at the door is not enough: `gateway token
+// revoke` (often another process, on the same store) must also end what
+// the token already opened, and a token that expires mid-session stops
+// authorizing it. A sweeper started with the first session looks every
+// token up again each interval and cancels what lost its token.
+type liveSet struct {
+	s *Server
+
+	mu      sync.Mutex
+	next    uint64
+	m       map[uint64]liveEntry // guarded by mu
+	started bool
+}
+
+type liveEntry struct {
+	tok    store.Token
+	what   string // "ssh" or "tunnel"
+	host   string
+	cancel context.CancelCauseFunc
+}
+
+// add registers a session opened with tok; ctx ends with ErrTokenRevoked
+// when the token goes. remove must be called when the session ends.
+func (l *liveSet) add(parent context.Context, tok store.Token, what, host string) (ctx context.Context, remove func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[uint64]liveEntry)
+	}
+	id := l.next
+	l.next++
+	l.m[id] = liveEntry{tok: tok, what: what, host: host, cancel: cancel}
+	start := !l.started
+	l.started = true
+	l.mu.Unlock()
+	if start && l.s.track() { // not while closing: Close waits for the sweeper
+		go l.sweep()
+	}
+	return ctx, func() {
+		l.mu.Lock()
+		delete(l.m, id)
+		l.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// sweep rechecks tokens every interval until the server closes.
+func (l *liveSet) sweep() {
+	defer l.s.wg.Done()
+	t := time.NewTicker(l.s.cfg.TokenRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := l.recheck(l.s.ctx, time.Now()); err != nil && l.s.ctx.Err() == nil {
+			l.s.logger.Warn("token recheck", "err", err)
+		}
+	}
+}
+
+// recheck cancels every session whose token is gone or expired at now.
+func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
+	l.mu.Lock()
+	empty := len(l.m) == 0
+	l.mu.Unlock()
+	if empty {
+		return nil
+	}
+	toks, err := l.s.store.Tokens(ctx)
+	if err != nil {
+		// A store that cannot answer revokes nothing: sessions are not cut
+		// for an outage, and the next sweep tries again.
+		return fmt.Errorf("list tokens: %w", err)
+	}
+	valid := make(map[string]store.Token, len(toks))
+	for _, t := range toks {
+		valid[t.ID] = t
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, e := range l.m {
+		t, ok := valid[e.tok.ID]
+		reason := ""
+		switch {
+		case !ok:
+			reason = "revoked"
+		case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
+			reason = "expired"
+		}
+		if reason == "" {
+			continue
+		}
+		l.s.logger.Info("session ended: its token was "+reason, "kind", e.what, "host", e.host, "token", e.tok.Name)
+		e.cancel(ErrTokenRevoked)
+		delete(l.m, id)
+	}
+	return nil
+}
+
+// count is how many sessions are live (for tests).
+func (l *liveSet) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}

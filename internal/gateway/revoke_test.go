@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// TestRevokedTokenEndsLiveSessions: revoking a client token (as `gateway
+// token revoke` does, straight in the store) ends the relayed session it
+// opened, and revoking an agent token ends that agent's tunnel; sessions
+// opened with other tokens go on.
+func TestRevokedTokenEndsLiveSessions(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: 20 * time.Millisecond})
+	_, k := newKey(t)
+	agentSecret := e.token(store.RoleAgent, "h")
+	agent, err := e.dialAgent(agentSecret, k, hostgate.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientSecret := e.token(store.RoleClient, "h")
+	admin := e.token(store.RoleAdmin)
+	doomed, err := e.relay("h", clientSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.relay("h", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, doomed, 100)
+	echoRoundTrip(t, kept, 100)
+
+	clientTok, err := e.store.LookupToken(e.ctx, clientSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DeleteToken(e.ctx, clientTok.ID); err != nil {
+		t.Fatal(err)
+	}
+	_ = doomed.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := doomed.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the revoked token's session still reads")
+	}
+	echoRoundTrip(t, kept, 100)
+	if code, _ := e.call("GET", "/v1/hosts/h", clientSecret, nil, nil); code != 401 {
+		t.Fatalf("revoked token: %d, want 401", code)
+	}
+
+	agentTok, err := e.store.LookupToken(e.ctx, agentSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DeleteToken(e.ctx, agentTok.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-agent.sess.CloseChan():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the revoked agent token's tunnel is still up")
+	}
+	// The tunnel carried the admin's session too: it ends with it.
+	_ = kept.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := kept.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a session through the cut tunnel still reads")
+	}
+}
+
+// TestExpiredTokenEndsSession: a token that expires while its session runs
+// ends the session at the next recheck; a store that cannot answer ends
+// nothing.
+func TestExpiredTokenEndsSession(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: time.Hour}) // rechecked by hand
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	sec, _, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, Name: "short", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.relay("h", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 10)
+	if err := e.srv.live.recheck(e.ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 10) // still valid
+	if n := e.srv.live.count(); n != 2 {
+		t.Fatalf("%d live sessions, want 2 (tunnel and relay)", n)
+	}
+	// A store outage cuts nothing, even past expiry.
+	real := e.srv.store
+	e.srv.store = brokenStore{real}
+	if err := e.srv.live.recheck(e.ctx, time.Now().Add(2*time.Hour)); err == nil {
+		t.Fatal("recheck with a broken store reported no error")
+	}
+	e.srv.store = real
+	echoRoundTrip(t, c, 10)
+	if err := e.srv.live.recheck(e.ctx, time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the expired token's session still reads")
+	}
+}
+
+// brokenStore fails to list tokens.
+type brokenStore struct{ store.Store }
+
+func (brokenStore) Tokens(context.Context) ([]store.Token, error) {
+	return nil, errors.New("database is locked")
+}

@@ -112,8 +112,12 @@ type execution struct {
 	req ProvisionRequest // env values removed
 	// env is the provision env of a pooled container, created without
 	// it: Exec and AttachStdio add it to each process. Memory only.
-	env  map[string]string
-	lock rwLock // exec shared, checkpoint exclusive
+	env map[string]string
+	// agent is the attachment of PoolConfig.Agent the pool started in a
+	// pooled container, until AttachStdio takes it; guarded by Docker.mu.
+	agent     *Stdio
+	agentArgv []string
+	lock      rwLock // exec shared, checkpoint exclusive
 	// oomKills is the cgroup's OOM kill count when last read.
 	oomKills atomic.Int64
 	timer    *time.Timer // host deadline; guarded by Docker.mu
@@ -227,10 +231,18 @@ func (h *Docker) Close() error {
 		return nil
 	}
 	h.closed = true
+	var agents []*Stdio
 	for _, e := range h.execs {
 		e.timer.Stop()
+		if e.agent != nil {
+			agents = append(agents, e.agent)
+			e.agent = nil
+		}
 	}
 	h.mu.Unlock()
+	for _, s := range agents {
+		_ = s.Close() // never claimed: the agent sees its stdin end and exits
+	}
 	if h.pool != nil {
 		h.pool.close()
 	}
@@ -290,6 +302,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	}()
 
 	log := h.logger.With("execution", id)
+	t0 := time.Now()
 	created := h.now()
 	expires := created.Add(time.Duration(req.Resources.RuntimeMs) * time.Millisecond)
 	labels := maps.Clone(h.labels)
@@ -303,10 +316,19 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	}
 	var cid string
 	var env map[string]string
+	var agent *Stdio // a pooled container's pre-started agent, until registered
+	defer func() {
+		if agent != nil {
+			_ = agent.Close()
+		}
+	}()
 	fromPool := false
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
 			if cerr := h.claim(ctx, pc, id, expires, req.Resources.RuntimeMs); cerr != nil {
+				if pc.agent != nil {
+					_ = pc.agent.Close()
+				}
 				if ctx.Err() != nil {
 					// Terminated or abandoned while claiming: no fresh create.
 					if derr := h.destroy(pc.cid); derr != nil {
@@ -322,6 +344,11 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 				}
 			} else {
 				cid, env, fromPool = pc.cid, req.Env, true
+				if pc.agent != nil && agentEnvOK(req.Env) {
+					agent = pc.agent
+				} else if pc.agent != nil {
+					_ = pc.agent.Close()
+				}
 			}
 		}
 	}
@@ -357,10 +384,14 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		req: redact(req),
 		env: env,
 	}
+	if agent != nil {
+		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
+	}
 	if err := h.register(ctx, e); err != nil {
 		return nil, err
 	}
-	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom, "pooled", fromPool)
+	agent = nil // e owns it
+	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom, "pooled", fromPool, "took", time.Since(t0))
 	out := e.Execution
 	return &out, nil
 }
@@ -535,13 +566,19 @@ func (h *Docker) expire(id string, e *execution) {
 // reports whether e was still live.
 func (h *Docker) forget(id string, e *execution) bool {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.execs[id] != e {
+		h.mu.Unlock()
 		return false
 	}
 	delete(h.execs, id)
 	e.timer.Stop()
 	h.tombstone(id)
+	agent := e.agent
+	e.agent = nil
+	h.mu.Unlock()
+	if agent != nil {
+		_ = agent.Close()
+	}
 	return true
 }
 

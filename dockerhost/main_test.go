@@ -53,6 +53,8 @@ var engineTests = []struct {
 	{"PoolTTLAndClose", testPoolTTLAndClose},
 	{"PoolConcurrentClaims", testPoolConcurrentClaims},
 	{"PoolFillFailure", testPoolFillFailure},
+	{"ExecVia", testExecVia},
+	{"PoolAgent", testPoolAgent},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -51,6 +51,15 @@ type PoolConfig struct {
 	TTL time.Duration
 	// FillConcurrency bounds concurrent container creates. Default 2.
 	FillConcurrency int
+	// Agent, when set, is started in each warm container once it is
+	// ready, with stdin and stdout attached (it waits for its keys on
+	// stdin): the execution that claims the container gets that
+	// attachment from its first AttachStdio of the same argv, instead of
+	// waiting for a docker exec and the agent's start. Unclaimed, it ends
+	// with its container. A provision env naming LANG, LC_ALL, TZ or
+	// HOSTGATE_* (which the agent reads from its own environment) starts a
+	// fresh agent instead.
+	Agent []string
 	// RefillDelay holds back the refill after a claim: creating a
 	// container is CPU-heavy for the engine, and the new execution's
 	// first commands (workspace import, agent start) should not compete
@@ -106,6 +115,19 @@ type pooled struct {
 	name    string
 	hj      types.HijackedResponse
 	expires time.Time
+	agent   *Stdio // PoolConfig.Agent started ahead; nil without one
+}
+
+// agentEnvOK reports whether a pre-started agent (started without the
+// provision env) serves a provision with env as a fresh one would: the
+// agent reads only these names from its environment.
+func agentEnvOK(env map[string]string) bool {
+	for k := range env {
+		if k == "LANG" || k == "LC_ALL" || k == "TZ" || strings.HasPrefix(k, "HOSTGATE_") {
+			return false
+		}
+	}
+	return true
 }
 
 // keyState is the pool's view of one key.
@@ -406,7 +428,15 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 			return nil, err
 		}
 	}
-	return &pooled{cid: cid, name: name, hj: hj, expires: expires}, nil
+	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires}
+	if len(p.cfg.Agent) > 0 {
+		// Its life is the container's (remove closes it), not the fill's.
+		pc.agent, err = h.attachStdio(ctx, context.Background(), cid, nil, p.cfg.Agent, io.Discard)
+		if err != nil {
+			return nil, fmt.Errorf("start agent: %w", err)
+		}
+	}
+	return pc, nil
 }
 
 // take hands out a warm container for k, or nil (a miss, which teaches the
@@ -474,6 +504,9 @@ func (p *pool) removeUncounted(pc *pooled) {
 	pc.hj.Close()
 	if err := p.h.destroy(pc.cid); err != nil {
 		p.log.Error("remove pool container", "container", pc.cid, "err", err)
+	}
+	if pc.agent != nil {
+		_ = pc.agent.Close()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/docker/docker/api/types"
@@ -21,7 +22,8 @@ type Stdio struct {
 	pr     *io.PipeReader
 	runner *ProcessRunner
 	execID string
-	stop   func() bool
+	stderr *handoffWriter
+	stop   func() bool // guarded by the owner: set once more by adopt, before handing over
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when the output pump ends
@@ -33,6 +35,10 @@ type Stdio struct {
 // (it may run for the execution's whole life). The execution's end ends it.
 // ctx bounds the attachment: when ctx ends, the Stdio is closed. stderr
 // receives the command's stderr; nil discards it.
+//
+// A pooled execution's first AttachStdio of PoolConfig.Agent gets the
+// attachment the pool started ahead of the claim (the command has read
+// nothing yet), unless it has ended.
 func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []string, stderr io.Writer) (*Stdio, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, invalid("command", "is required")
@@ -44,10 +50,35 @@ func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []str
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	created, err := h.api.ContainerExecCreate(ctx, e.ContainerID, container.ExecOptions{
+	if s := h.takeAgent(e, argv); s != nil {
+		if s.adopt(ctx, stderr) {
+			return s, nil
+		}
+		_ = s.Close()
+	}
+	return h.attachStdio(ctx, ctx, e.ContainerID, envList(e.env), argv, stderr)
+}
+
+// takeAgent returns e's pre-started agent attachment when argv is its, and
+// forgets it: it is handed out once.
+func (h *Docker) takeAgent(e *execution, argv []string) *Stdio {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.agent == nil || !slices.Equal(e.agentArgv, argv) {
+		return nil
+	}
+	s := e.agent
+	e.agent = nil
+	return s
+}
+
+// attachStdio starts argv in container cid; ctx bounds the API calls and
+// life the attachment.
+func (h *Docker) attachStdio(ctx, life context.Context, cid string, env, argv []string, stderr io.Writer) (*Stdio, error) {
+	created, err := h.api.ContainerExecCreate(ctx, cid, container.ExecOptions{
 		User:         h.policy.User(),
 		Cmd:          argv,
-		Env:          envList(e.env), // a pooled container's provision env
+		Env:          env, // a pooled container's provision env
 		WorkingDir:   WorkspaceDir,
 		AttachStdin:  true,
 		AttachStdout: true,
@@ -61,15 +92,49 @@ func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []str
 		return nil, fmt.Errorf("dockerhost: attach exec: %w", err)
 	}
 	pr, pw := io.Pipe()
-	s := &Stdio{hj: hj, pr: pr, runner: h.runner, execID: created.ID, done: make(chan struct{})}
+	s := &Stdio{hj: hj, pr: pr, runner: h.runner, execID: created.ID, stderr: &handoffWriter{w: stderr}, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		_, err := stdcopy.StdCopy(pw, stderr, hj.Reader)
+		_, err := stdcopy.StdCopy(pw, s.stderr, hj.Reader)
 		s.pumpErr = err
 		_ = pw.CloseWithError(err) // nil: readers see EOF
 	}()
-	s.stop = context.AfterFunc(ctx, func() { _ = s.Close() })
+	s.stop = context.AfterFunc(life, func() { _ = s.Close() })
 	return s, nil
+}
+
+// adopt hands a pre-started attachment to its execution: ctx bounds it
+// from now on, stderr gets its stderr. It reports false when the command
+// has ended.
+func (s *Stdio) adopt(ctx context.Context, stderr io.Writer) bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	s.stderr.set(stderr)
+	s.stop()
+	s.stop = context.AfterFunc(ctx, func() { _ = s.Close() })
+	return true
+}
+
+// handoffWriter forwards to a writer that can be replaced (a pre-started
+// agent's stderr goes to its execution's log once claimed).
+type handoffWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *handoffWriter) set(to io.Writer) {
+	w.mu.Lock()
+	w.w = to
+	w.mu.Unlock()
+}
+
+func (w *handoffWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }
 
 // Read reads the command's stdout.

@@ -303,10 +303,11 @@ func TestExecutionIsAHost(t *testing.T) {
 	}
 
 	// The agent dying while the execution lives: the gateway attaches a
-	// new one, with the same pinned key.
-	res2, err = c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -9 $(pidof agent)"}, TimeoutMs: 60000})
-	if err != nil || res2.ExitCode != 0 {
-		t.Fatalf("kill the agent: %v %+v", err, res2)
+	// new one, with the same pinned key. (Killed with docker exec: the
+	// API's commands run under the agent, and one killing it loses its
+	// own connection.)
+	if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", containerOf(t, e.ExecutionID), "/bin/sh", "-c", "kill -9 $(pidof agent)").CombinedOutput(); err != nil {
+		t.Fatalf("kill the agent: %v %s", err, out)
 	}
 	g.waitFor(regexp.MustCompile(`agent ended while its execution lives; re-attaching.*execution=`+e.ExecutionID), time.Minute)
 	g.waitFor(regexp.MustCompile(`(?s)re-attaching.*execution agent tunnel up[^\n]*execution=`+e.ExecutionID), time.Minute)
@@ -534,4 +535,82 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 	if agent1-agent0 != len(cases)+1 || docker1 != docker0 {
 		t.Errorf("ways: agent %d→%d, docker %d→%d; want every command through the agent", agent0, agent1, docker0, docker1)
 	}
+}
+
+// TestSandboxExecEndingsThroughTunnel: through the agent tunnel, what ends
+// a command ends as it does with docker exec: the memory limit kills it
+// with 137 and oomKilled (the execution lives on); a timeout, an output
+// flood and the caller leaving destroy the container (410 afterwards);
+// a terminate during a command answers 410.
+func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	agent0, docker0, _ := execWays(t, g)
+
+	req := execRequest(image)
+	req.Resources.MemoryBytes = 64 << 20
+	e := provision(t, ctx, c, req)
+	res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "x=aaaaaaaa; while :; do x=$x$x; done"}, TimeoutMs: 60000})
+	if err != nil || res.ExitCode != 137 || !res.OOMKilled {
+		t.Fatalf("memory bomb: %v %+v, want 137 and oomKilled", err, res)
+	}
+	if out := sh(t, ctx, c, e.ExecutionID, "echo alive"); out != "alive\n" {
+		t.Fatalf("after the OOM kill: %q", out)
+	}
+
+	gone := func(id, what string) {
+		t.Helper()
+		if _, err := c.Execution(ctx, id); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
+			t.Fatalf("GET after %s: %v, want 410", what, err)
+		}
+		if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=hostgate.execution="+id).Output(); err != nil || len(out) != 0 {
+			t.Fatalf("container left after %s: %q %v", what, out, err)
+		}
+	}
+	for _, tc := range []struct {
+		name, code string
+		req        client.ExecRequest
+	}{
+		{"timeout", "timeout", client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 500}},
+		{"flood", "output_limit", client.ExecRequest{Command: "yes", TimeoutMs: 60000}},
+	} {
+		e := provision(t, ctx, c, execRequest(image))
+		_, err := c.Exec(ctx, e.ExecutionID, tc.req)
+		if ae := apiErr(err); ae == nil || ae.Code != tc.code {
+			t.Fatalf("%s: %v, want %s", tc.name, err, tc.code)
+		}
+		gone(e.ExecutionID, tc.name)
+	}
+
+	// The caller leaving: the gateway sees the request's context end.
+	e = provision(t, ctx, c, execRequest(image))
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = c.Exec(cctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
+	cancel()
+	if err == nil {
+		t.Fatal("exec outlived its caller")
+	}
+	g.waitHostGone(e.ExecutionID, time.Minute)
+	gone(e.ExecutionID, "the caller left")
+
+	agent1, docker1, _ := execWays(t, g)
+	if agent1-agent0 != 5 || docker1 != docker0 {
+		t.Errorf("ways: agent %d→%d, docker %d→%d; want the 5 commands through the agent", agent0, agent1, docker0, docker1)
+	}
+
+	// Terminated during a command (or before it reached the gateway:
+	// 410 either way).
+	e = provision(t, ctx, c, execRequest(image))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
+		done <- err
+	}()
+	if err := c.Terminate(ctx, e.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	if ae := apiErr(<-done); ae == nil || ae.Status != http.StatusGone {
+		t.Fatalf("exec during terminate: %v, want 410", ae)
+	}
+
 }

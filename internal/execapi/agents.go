@@ -105,6 +105,9 @@ type Agents struct {
 	cfg    AgentsConfig
 	log    *slog.Logger
 	key    *sshlayer.SessionKey // the gateway's client key for Runner
+	// environPath is the file in the container holding the environment
+	// docker exec gives commands (readEnviron); tests point it elsewhere.
+	environPath string
 
 	ctx    context.Context // ends every run at Close
 	cancel context.CancelFunc
@@ -171,7 +174,7 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Agents{attach: attach, alive: alive, store: st, reg: reg, caKey: strings.TrimSpace(caKey),
-		cfg: c, log: c.Logger, key: key, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
+		cfg: c, log: c.Logger, key: key, environPath: "/proc/1/environ", ctx: ctx, cancel: cancel, runs: map[string]*run{}}
 }
 
 // Start pins a fresh host key for executionID, starts its agent and waits
@@ -196,6 +199,7 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 		return nil, fmt.Errorf("execapi: execution id %q is not a valid host id", executionID)
 	}
 	a.Stop(executionID)
+	t0 := time.Now()
 	var signer ssh.Signer
 	var priv ed25519.PrivateKey
 	if resume {
@@ -213,6 +217,7 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 			return nil, err
 		}
 	}
+	keyed := time.Since(t0)
 	rctx, cancel := context.WithCancel(a.ctx)
 	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), dialing: make(chan struct{}, 1)}
 	a.mu.Lock()
@@ -246,6 +251,7 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 	defer t.Stop()
 	select {
 	case <-r.ready:
+		a.log.Info("execution agent started", "execution", executionID, "pinKey", keyed, "total", time.Since(t0))
 		return signer.PublicKey(), nil
 	case <-r.done:
 		return nil, fmt.Errorf("execapi: agent did not start: %w", r.err())
@@ -395,10 +401,12 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 // ping, and unregistered when it ends.
 func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error {
 	stderr := &logWriter{log: log}
+	t0 := time.Now()
 	stdio, err := a.attach(ctx, r.id, a.cfg.Argv, stderr)
 	if err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
+	attached := time.Since(t0)
 	conn := stdioConn{stdio}
 	defer func() { _ = conn.Close() }()
 	block, err := ssh.MarshalPrivateKey(r.priv, "")
@@ -422,6 +430,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	if _, err := sess.Ping(); err != nil {
 		return fmt.Errorf("agent did not answer: %w (stderr: %s)", err, stderr.last())
 	}
+	answered := time.Since(t0)
 	unregister, _, err := a.reg.Register(r.id, gateway.MuxTunnel(sess))
 	if err != nil {
 		return fmt.Errorf("register tunnel: %w", err) // wraps gateway.ErrClosed at shutdown
@@ -432,13 +441,25 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	}()
 	r.setTunnel(sess)
 	defer r.clearTunnel()
+	if a.cfg.Certify != nil && r.hold(1) {
+		// Connect now, while the provision answers: the first API
+		// command then finds the connection (and the environment) ready.
+		go func() {
+			defer r.runs.Done()
+			if _, err := a.connect(ctx, r); err != nil && ctx.Err() == nil {
+				log.Warn("gateway connection to the agent failed; commands use docker exec until one succeeds", "err", err)
+			}
+		}()
+	}
 	a.cfg.OnTunnel(r.id, true)
 	select {
 	case <-r.ready:
 	default:
 		close(r.ready)
 	}
-	log.Info("execution agent tunnel up", "hostKey", ssh.FingerprintSHA256(r.signer.PublicKey()))
+	// The timings show where a sandbox's create-to-first-command goes.
+	log.Info("execution agent tunnel up", "hostKey", ssh.FingerprintSHA256(r.signer.PublicKey()),
+		"attach", attached, "ping", answered-attached, "total", time.Since(t0))
 	<-sess.CloseChan()
 	return fmt.Errorf("tunnel ended (agent stderr: %s)", stderr.last())
 }

@@ -260,7 +260,18 @@ func newFixture(t *testing.T) *fixture {
 			case f.events <- tunnelEvent{id, up}:
 			default:
 			}
+		},
+		Certify: func(pub ssh.PublicKey, principal string) (*ssh.Certificate, error) {
+			cert := &ssh.Certificate{Key: pub, CertType: ssh.UserCert, ValidPrincipals: []string{principal},
+				ValidAfter: uint64(time.Now().Add(-time.Minute).Unix()), ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+			return cert, cert.SignCert(rand.Reader, ca)
 		}})
+	// The container's environment, as Runner reads it (/proc/1/environ
+	// in a container).
+	f.agents.environPath = filepath.Join(t.TempDir(), "environ")
+	if err := os.WriteFile(f.agents.environPath, []byte(fixtureEnviron), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	api, err := New(f.ex, &Config{
 		Authorize: func(w http.ResponseWriter, r *http.Request) bool {
 			if r.Header.Get("Authorization") != "Bearer admin" {

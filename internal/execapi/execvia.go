@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hashicorp/yamux"
 	"github.com/pkg/sftp"
@@ -118,6 +119,7 @@ func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
 // id), the execution's pinned host key. Then it reads the container's
 // environment over SFTP.
 func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentConn, error) {
+	t0 := time.Now()
 	cert, err := a.cfg.Certify(a.key.Signer.PublicKey(), r.id)
 	if err != nil {
 		return nil, fmt.Errorf("certificate: %w", err)
@@ -137,7 +139,7 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentC
 	}
 	// SFTP calls take no ctx: closing the connection ends them.
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	env, err := readEnviron(c.SSH())
+	env, err := readEnviron(c.SSH(), a.environPath)
 	if !stop() {
 		return nil, context.Cause(ctx)
 	}
@@ -148,6 +150,7 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentC
 	if err != nil {
 		a.log.Info("execution environment has a name a shell cannot export; its commands use docker exec", "execution", r.id, "err", err)
 	}
+	a.log.Info("gateway connected to the execution agent", "execution", r.id, "took", time.Since(t0))
 	return &agentConn{c: c, env: env}, nil
 }
 
@@ -159,13 +162,13 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentC
 // travels in (dockerhost adds it to every Command). The agent's own
 // /proc/self/environ is not readable: it makes itself non-dumpable to
 // guard its keys.
-func readEnviron(c *ssh.Client) ([]string, error) {
+func readEnviron(c *ssh.Client, path string) ([]string, error) {
 	sc, err := sftp.NewClient(c)
 	if err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
 	defer func() { _ = sc.Close() }()
-	f, err := sc.Open("/proc/1/environ")
+	f, err := sc.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read environment: %w", err)
 	}

@@ -1,0 +1,313 @@
+package dockerhost
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// fakeRunner is a CommandRunner whose Run a test scripts.
+type fakeRunner func(ctx context.Context, c Command) (int, error)
+
+func (f fakeRunner) Run(ctx context.Context, c Command) (int, error) { return f(ctx, c) }
+
+// testExecVia: Exec runs commands through the CommandRunner SetExecVia
+// gives, with Exec's own semantics around it: a runner that cannot start
+// falls back to docker exec; its exit code and output are the result;
+// 137 gets the OOM check; a checkpoint waits for it; its output overflow,
+// a timeout and the caller leaving destroy the container with the usual
+// codes; a terminate meanwhile answers gone.
+func testExecVia(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	var (
+		mu  sync.Mutex
+		run fakeRunner
+	)
+	h.SetExecVia(func(string) CommandRunner {
+		mu.Lock()
+		defer mu.Unlock()
+		if run == nil {
+			return nil
+		}
+		return run
+	})
+	use := func(f fakeRunner) {
+		mu.Lock()
+		run = f
+		mu.Unlock()
+	}
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, 2*time.Minute)
+	exec := func(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+		if req.TimeoutMs == 0 {
+			req.TimeoutMs = 60_000
+		}
+		return h.Exec(ctx, id, req)
+	}
+
+	// Not started: docker exec runs it.
+	use(func(context.Context, Command) (int, error) { return -1, ErrNotStarted })
+	res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", "cat; echo $A"}, Env: map[string]string{"A": "1"}, Stdin: "in\n"})
+	if err != nil || res.Stdout != "in\n1\n" {
+		t.Fatalf("fallback: %+v %v", res, err)
+	}
+	if s := h.ExecStats(); s != (ExecStats{Docker: 1, Fallbacks: 1}) {
+		t.Fatalf("stats after a fallback: %+v", s)
+	}
+
+	// The runner's result, and what it was given.
+	var got Command
+	var stdin string
+	use(func(_ context.Context, c Command) (int, error) {
+		got = c
+		b, _ := io.ReadAll(c.Stdin)
+		stdin = string(b)
+		_, _ = io.WriteString(c.Stdout, "out")
+		_, _ = io.WriteString(c.Stderr, "err")
+		return 5, nil
+	})
+	res, err = exec(ctx, ex.ExecutionID, ExecRequest{Command: "x", Args: []string{"a b"}, Env: map[string]string{"A": "1"}, Stdin: "in"})
+	if err != nil || res.ExitCode != 5 || res.Stdout != "out" || res.Stderr != "err" || res.OOMKilled {
+		t.Fatalf("runner result: %+v %v", res, err)
+	}
+	if !slices.Equal(got.Argv, []string{"x", "a b"}) || got.Dir != WorkspaceDir || got.Env["A"] != "1" || stdin != "in" {
+		t.Fatalf("runner got %+v stdin %q", got, stdin)
+	}
+	use(func(context.Context, Command) (int, error) { return 137, nil })
+	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); err != nil || res.ExitCode != 137 || res.OOMKilled {
+		t.Fatalf("137 without an OOM kill: %+v %v", res, err)
+	}
+	if s := h.ExecStats(); s.Runner != 2 || s.Docker != 1 {
+		t.Fatalf("stats: %+v", s)
+	}
+
+	// A checkpoint waits for a running command.
+	started, release := make(chan struct{}), make(chan struct{})
+	var order []string
+	var orderMu sync.Mutex
+	note := func(s string) { orderMu.Lock(); order = append(order, s); orderMu.Unlock() }
+	use(func(context.Context, Command) (int, error) {
+		close(started)
+		<-release
+		note("command done")
+		return 0, nil
+	})
+	execDone := make(chan error, 1)
+	go func() { _, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); execDone <- err }()
+	<-started
+	cpDone := make(chan error, 1)
+	go func() {
+		_, err := h.Checkpoint(ctx, ex.ExecutionID, CheckpointRequest{Reason: "during exec"})
+		note("checkpoint done")
+		cpDone <- err
+	}()
+	e, _ := h.lookup(ex.ExecutionID)
+	for waiting := false; !waiting; runtime.Gosched() { // until the checkpoint waits on the lock
+		e.lock.mu.Lock()
+		waiting = e.lock.waitingW > 0
+		e.lock.mu.Unlock()
+		if ctx.Err() != nil {
+			t.Fatal("the checkpoint never waited for the lock")
+		}
+	}
+	close(release)
+	if err := <-execDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cpDone; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, []string{"command done", "checkpoint done"}) {
+		t.Fatalf("order %q: the checkpoint did not wait for the command", order)
+	}
+
+	// Terminated while the command runs: gone, not the command's status.
+	started = make(chan struct{})
+	use(func(ctx context.Context, c Command) (int, error) {
+		close(started)
+		<-release // closed: returns at once, after the terminate below
+		return 0, nil
+	})
+	release = make(chan struct{})
+	go func() { _, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); execDone <- err }()
+	<-started
+	if err := h.Terminate(ctx, ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-execDone; ErrorCode(err) != CodeGone {
+		t.Fatalf("exec terminated meanwhile: %v, want gone", err)
+	}
+
+	// Output overflow, timeout and abort destroy the container.
+	for _, tc := range []struct {
+		name    string
+		run     fakeRunner
+		cancel  bool
+		timeout int64
+		code    string
+	}{
+		{"output", func(_ context.Context, c Command) (int, error) {
+			_, err := c.Stdout.Write(make([]byte, small().MaxOutputBytes+1))
+			return -1, err
+		}, false, 60_000, CodeOutputLimit},
+		{"timeout", func(ctx context.Context, c Command) (int, error) {
+			<-ctx.Done()
+			return -1, context.Cause(ctx)
+		}, false, 300, CodeTimeout},
+		{"abort", func(ctx context.Context, c Command) (int, error) {
+			<-ctx.Done()
+			return -1, context.Cause(ctx)
+		}, true, 60_000, CodeAborted},
+	} {
+		ex := provision(t, h, emptyReq(img, small()))
+		started := make(chan struct{})
+		use(func(ctx context.Context, c Command) (int, error) { close(started); return tc.run(ctx, c) })
+		cctx, cancel := context.WithCancel(ctx)
+		go func() {
+			<-started
+			if tc.cancel {
+				cancel()
+			}
+		}()
+		_, err := exec(cctx, ex.ExecutionID, ExecRequest{Command: "x", TimeoutMs: tc.timeout})
+		cancel()
+		if ErrorCode(err) != tc.code {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
+		}
+		waitRemoved(t, cli, ex.ContainerID, time.Minute)
+		if _, err := h.Get(ctx, ex.ExecutionID); ErrorCode(err) != CodeGone {
+			t.Errorf("%s: execution after: %v, want gone", tc.name, err)
+		}
+	}
+}
+
+// countingAPI counts the exec creates of one argv.
+type countingAPI struct {
+	DockerAPI
+	argv []string
+	mu   sync.Mutex
+	n    int
+}
+
+func (c *countingAPI) ContainerExecCreate(ctx context.Context, cid string, o container.ExecOptions) (container.ExecCreateResponse, error) {
+	if slices.Equal(o.Cmd, c.argv) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+	return c.DockerAPI.ContainerExecCreate(ctx, cid, o)
+}
+
+func (c *countingAPI) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// testPoolAgent: with PoolConfig.Agent, each warm container holds that
+// command started ahead; the claiming execution's first AttachStdio gets
+// it (no exec create after the claim), a second one starts a fresh one
+// (never shared), and a provision env the agent would read gets a fresh
+// one too. Close leaves no container (goleak checks the goroutines).
+func testPoolAgent(t *testing.T) {
+	cli, img := engine(t)
+	argv := []string{"/bin/sh", "-c", `read -r x && echo "got $x $GREETING"`}
+	api := &countingAPI{DockerAPI: cli, argv: argv}
+	req := emptyReq(img, small())
+	owner := uniqueOwner()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, &Config{Owner: owner, CheckpointDir: t.TempDir(),
+		Pool: &PoolConfig{Size: 1, Keys: []ProvisionRequest{req}, Agent: argv, RefillDelay: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Close()
+		reapOwner(t, cli, owner)
+	})
+	ctx := testCtx(t, 2*time.Minute)
+	talk := func(id string) string {
+		t.Helper()
+		s, err := h.AttachStdio(ctx, id, argv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := io.WriteString(s, "hi\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(s).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line
+	}
+
+	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+	if n := api.count(); n != 1 {
+		t.Fatalf("agent started %d times for one warm container", n)
+	}
+	req.Env = map[string]string{"GREETING": "hello"}
+	ex := provision(t, h, req)
+	// The pre-started agent has no provision env (it only reads LANG,
+	// LC_ALL, TZ and HOSTGATE_* from its own), and needs no exec create.
+	if got := talk(ex.ExecutionID); got != "got hi \n" || api.count() != 1 {
+		t.Fatalf("first attach: %q, %d exec creates; want the pre-started agent", got, api.count())
+	}
+	if got := talk(ex.ExecutionID); got != "got hi hello\n" || api.count() != 2 {
+		t.Fatalf("second attach: %q, %d exec creates; want a fresh one with the provision env", got, api.count())
+	}
+
+	waitPool(t, h, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
+	req.Env = map[string]string{"TZ": "UTC", "GREETING": "tz"}
+	n := api.count()
+	ex = provision(t, h, req)
+	if s := h.PoolStats(); s.Hits != 2 {
+		t.Fatalf("pool stats %+v, want 2 hits", s)
+	}
+	if got := talk(ex.ExecutionID); got != "got hi tz\n" || api.count() != n+1 {
+		t.Fatalf("attach with TZ in the env: %q, %d exec creates; want a fresh agent", got, api.count()-n)
+	}
+
+	waitPool(t, h, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The claimed ones are executions and live on; no warm one is left.
+	for _, c := range poolContainers(t, cli, owner) {
+		if _, claimed := claimedPooled(c); !claimed {
+			t.Fatalf("unclaimed pooled container left after Close: %v", c.Names)
+		}
+	}
+}
+
+// TestHandoffWriter: a pre-started command's stderr goes where its
+// claimer says, from then on.
+func TestHandoffWriter(t *testing.T) {
+	var a, b strings.Builder
+	w := &handoffWriter{w: &a}
+	_, _ = w.Write([]byte("1"))
+	w.set(&b)
+	_, _ = w.Write([]byte("2"))
+	if a.String() != "1" || b.String() != "2" {
+		t.Fatalf("a %q b %q", a.String(), b.String())
+	}
+	if _, err := (&handoffWriter{w: errWriter{}}).Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("error not passed on: %v", err)
+	}
+}
+
+type errWriter struct{}
+
+func (errWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }

@@ -1,0 +1,184 @@
+package execapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/dockerhost"
+)
+
+// fixtureEnviron stands in for a container's /proc/1/environ.
+const fixtureEnviron = "PATH=/usr/local/bin:/usr/bin:/bin\x00HOSTNAME=box\x00HOME=/nonexistent\x00FOO=bar\x00"
+
+// budget is a stand-in for dockerhost's shared output budget: safe for
+// concurrent writes, failing with errOverBudget once n bytes are spent.
+type budget struct {
+	mu  sync.Mutex
+	n   int
+	out strings.Builder
+}
+
+var errOverBudget = errors.New("over budget")
+
+func (b *budget) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(p) > b.n {
+		b.out.Write(p[:b.n])
+		n := b.n
+		b.n = 0
+		return n, errOverBudget
+	}
+	b.n -= len(p)
+	b.out.Write(p)
+	return len(p), nil
+}
+
+func (b *budget) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.out.String()
+}
+
+func provisioned(t *testing.T, f *fixture) string {
+	t.Helper()
+	status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	if status != http.StatusCreated {
+		t.Fatalf("provision: %d %v", status, body)
+	}
+	return body["executionId"].(string)
+}
+
+// TestRunnerThroughTunnel runs commands through an execution's tunnel to
+// the real agent (in-process, commands on this machine): the environment
+// is exactly the container's plus the command's, cwd, stdin, exit codes,
+// signals as 128+N, concurrent commands on the one connection, the output
+// budget and ctx ending the command promptly, and no runner once the
+// agent is stopped.
+func TestRunnerThroughTunnel(t *testing.T) {
+	envBin, err := exec.LookPath("env")
+	if err != nil {
+		t.Skip("no env binary")
+	}
+	f := newFixture(t)
+	id := provisioned(t, f)
+	r := f.agents.Runner(id)
+	if r == nil {
+		t.Fatal("no runner for a live tunnel")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	run := func(ctx context.Context, argv []string, env map[string]string, dir, stdin string) (int, string, string, error) {
+		var out, errOut budget
+		out.n, errOut.n = 1<<20, 1<<20
+		c := dockerhost.Command{Argv: argv, Env: env, Dir: dir, Stdout: &out, Stderr: &errOut}
+		if stdin != "" {
+			c.Stdin = strings.NewReader(stdin)
+		}
+		code, err := r.Run(ctx, c)
+		return code, out.String(), errOut.String(), err
+	}
+
+	dir := t.TempDir()
+	code, out, _, err := run(ctx, []string{envBin, "-0"}, map[string]string{"FOO": "baz", "NEW": "1"}, dir, "")
+	got, perr := parseEnviron([]byte(out))
+	want := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOSTNAME=box", "HOME=/nonexistent", "FOO=baz", "NEW=1"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if err != nil || perr != nil || code != 0 || !slices.Equal(got, want) {
+		t.Fatalf("env: %d %q %v %v; want %q", code, got, err, perr, want)
+	}
+	for _, tc := range []struct {
+		script, stdin  string
+		code           int
+		stdout, stderr string
+	}{
+		{`pwd; cat; echo e >&2; exit 3`, "in\n", 3, dir + "\nin\n", "e\n"},
+		{`kill -TERM $$`, "", 143, "", ""},
+		{`kill -KILL $$`, "", 137, "", ""},
+		{`exec cat`, "", 0, "", ""}, // no stdin: EOF at once
+		{`head -c 1 >/dev/null; echo read one`, strings.Repeat("x", 4<<20), 0, "read one\n", ""}, // unread stdin is not an error
+	} {
+		code, out, errOut, err := run(ctx, []string{"/bin/sh", "-c", tc.script}, nil, dir, tc.stdin)
+		if err != nil || code != tc.code || out != tc.stdout || errOut != tc.stderr {
+			t.Errorf("%q: %d %q %q %v; want %d %q %q", tc.script, code, out, errOut, err, tc.code, tc.stdout, tc.stderr)
+		}
+	}
+
+	// Concurrent commands share the connection.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, out, _, err := run(ctx, []string{"echo", fmt.Sprint(i)}, nil, "/", "")
+			if err != nil || code != 0 || out != fmt.Sprintf("%d\n", i) {
+				t.Errorf("concurrent %d: %d %q %v", i, code, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	// The output budget ends a command that would never stop.
+	var out2 budget
+	out2.n = 1000
+	code, err = r.Run(ctx, dockerhost.Command{Argv: []string{"yes"}, Dir: "/", Stdout: &out2, Stderr: io.Discard})
+	if !errors.Is(err, errOverBudget) || len(out2.String()) != 1000 {
+		t.Fatalf("over budget: %d %v, %d bytes", code, err, len(out2.String()))
+	}
+	// So does ctx (the caller leaving, the timeout).
+	cctx, ccancel := context.WithCancelCause(ctx)
+	stop := errors.New("caller left")
+	time.AfterFunc(100*time.Millisecond, func() { ccancel(stop) })
+	if _, _, _, err := run(cctx, []string{"sleep", "30"}, nil, "/", ""); !errors.Is(err, stop) {
+		t.Fatalf("ctx ended: %v, want its cause", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run did not return promptly")
+	}
+
+	// Stopped agent: no runner, and a runner taken before cannot start.
+	f.agents.Stop(id)
+	if f.agents.Runner(id) != nil {
+		t.Fatal("a runner without a tunnel")
+	}
+	if _, _, _, err := run(ctx, []string{"true"}, nil, "/", ""); !errors.Is(err, dockerhost.ErrNotStarted) {
+		t.Fatalf("run after the tunnel ended: %v, want ErrNotStarted", err)
+	}
+}
+
+// TestRunnerRefusesUnexportableEnvironment: a container environment with
+// a name no shell can export cannot be reproduced, so the runner does
+// not start commands there (docker exec runs them).
+func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
+	f := newFixture(t)
+	if err := os.WriteFile(f.agents.environPath, []byte("PATH=/bin\x00odd-name=1\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := provisioned(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err := f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
+	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errEnvironName) {
+		t.Fatalf("run: %v, want ErrNotStarted for the environment", err)
+	}
+}
+
+// TestRunnerOff: without Certify there is no runner.
+func TestRunnerOff(t *testing.T) {
+	a := NewAgents(nil, nil, nil, nil, "", nil)
+	defer a.Close()
+	if a.Runner("x") != nil {
+		t.Fatal("a runner without Certify")
+	}
+}

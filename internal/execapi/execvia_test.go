@@ -106,7 +106,7 @@ func TestRunnerThroughTunnel(t *testing.T) {
 		{`pwd; cat; echo e >&2; exit 3`, "in\n", 3, dir + "\nin\n", "e\n"},
 		{`kill -TERM $$`, "", 143, "", ""},
 		{`kill -KILL $$`, "", 137, "", ""},
-		{`exec cat`, "", 0, "", ""}, // no stdin: EOF at once
+		{`exec cat`, "", 0, "", ""},                                                              // no stdin: EOF at once
 		{`head -c 1 >/dev/null; echo read one`, strings.Repeat("x", 4<<20), 0, "read one\n", ""}, // unread stdin is not an error
 	} {
 		code, out, errOut, err := run(ctx, []string{"/bin/sh", "-c", tc.script}, nil, dir, tc.stdin)

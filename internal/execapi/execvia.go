@@ -48,7 +48,7 @@ func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 // command there.
 type agentConn struct {
 	c   *sshlayer.Client
-	env []string // nil: the environment cannot be reproduced (errEnvironName)
+	env []string // nil: the environment cannot be reproduced (readEnviron failed)
 }
 
 // setTunnel records sess as r's live tunnel; clearTunnel forgets it, closes
@@ -143,12 +143,10 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentC
 	if !stop() {
 		return nil, context.Cause(ctx)
 	}
-	if err != nil && !errors.Is(err, errEnvironName) {
-		_ = c.Close()
-		return nil, err
-	}
 	if err != nil {
-		a.log.Info("execution environment has a name a shell cannot export; its commands use docker exec", "execution", r.id, "err", err)
+		// Kept with no environment: Run then refuses at once, and docker
+		// exec runs this connection's commands, without a dial each.
+		a.log.Warn("the container's environment cannot be reproduced; its API commands use docker exec", "execution", r.id, "err", err)
 	}
 	a.log.Info("gateway connected to the execution agent", "execution", r.id, "took", time.Since(t0))
 	return &agentConn{c: c, env: env}, nil
@@ -220,7 +218,7 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 		return notStarted(err)
 	}
 	if conn.env == nil {
-		return notStarted(errEnvironName)
+		return notStarted(errNoEnviron)
 	}
 	line, err := commandScript(conn.env, c.Argv, c.Env, c.Dir)
 	if err != nil {

@@ -158,8 +158,9 @@ func TestRunnerThroughTunnel(t *testing.T) {
 }
 
 // TestRunnerRefusesUnexportableEnvironment: a container environment with
-// a name no shell can export cannot be reproduced, so the runner does
-// not start commands there (docker exec runs them).
+// a name no shell can export cannot be reproduced (nor one that cannot be
+// read), so the runner does not start commands there (docker exec runs
+// them).
 func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
 	f := newFixture(t)
 	if err := os.WriteFile(f.agents.environPath, []byte("PATH=/bin\x00odd-name=1\x00"), 0o644); err != nil {
@@ -169,8 +170,18 @@ func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_, err := f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
-	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errEnvironName) {
+	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
 		t.Fatalf("run: %v, want ErrNotStarted for the environment", err)
+	}
+
+	f = newFixture(t)
+	f.agents.environPath = "/nonexistent/environ"
+	id = provisioned(t, f)
+	for range 2 { // the second refuses without a dial
+		_, err = f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
+		if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
+			t.Fatalf("run with an unreadable environment: %v, want ErrNotStarted", err)
+		}
 	}
 }
 

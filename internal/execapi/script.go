@@ -19,6 +19,10 @@ const maxEnviron = 256 << 10
 // that execution's commands.
 var errEnvironName = errors.New("execapi: the container environment has a name a shell cannot export")
 
+// errNoEnviron means the container's environment could not be read or
+// reproduced, so the tunnel does not run that execution's commands.
+var errNoEnviron = errors.New("execapi: no reproducible container environment")
+
 // parseEnviron parses a NUL-separated environment block (/proc/PID/environ)
 // into NAME=value entries in order, the last of a repeated name winning as
 // execve's consumers see it.

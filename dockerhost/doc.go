@@ -11,6 +11,13 @@
 // default; the seam for object storage), and Docker itself keeps only
 // lifecycle and ownership.
 //
+// SetExecVia lets Exec run commands through another CommandRunner — the
+// execution's agent tunnel (internal/execapi), a few ms instead of a Docker
+// exec create/attach/inspect — with the same lock, timeout, output limit,
+// destroy and error codes; a runner that cannot start a command falls back
+// to docker exec. PoolConfig.Agent pre-starts that agent in warm
+// containers, handed to the claiming execution once.
+//
 // An optional warm pool (Config.Pool) keeps pre-created containers per key
 // (image, resources, network; the user and tools are the host's). A pooled
 // container is started, image-checked and given its tools ahead of time;

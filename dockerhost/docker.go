@@ -667,7 +667,9 @@ func (h *Docker) List() []Execution {
 	return out
 }
 
-// Exec runs one command; see ExecutionHost.
+// Exec runs one command; see ExecutionHost. With SetExecVia it runs
+// through the execution's CommandRunner when there is one, else (or when
+// that cannot start it) through the Docker exec API.
 func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) (*ExecResult, error) {
 	if err := h.policy.ValidateExec(&req); err != nil {
 		return nil, err

@@ -5,4 +5,15 @@
 // gateway's CA key and the host id on that stdin, pins the key in the
 // gateway's store and registers the attachment's yamux session as the
 // host's tunnel, so /v1/hosts/{executionId}/ssh reaches the container.
+//
+// Agents.Runner (dockerhost.Docker.SetExecVia) runs the API's commands
+// through that tunnel: one gateway SSH connection per live tunnel,
+// authenticated with a CA certificate for the execution id and pinning its
+// host key, each command one session whose `sh -c` script (commandScript)
+// rebuilds what docker exec would do: the container's environment (read
+// once from /proc/1/environ) plus the command's, the cwd, the PATH lookup
+// and runc's exit 126 messages; a signal's death is 128+N. Known
+// difference: the agent kills a command's process group when it exits, so
+// background processes it started (`cmd &`) end with it, unless they left
+// the group (setsid, daemons); under docker exec they live on.
 package execapi

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,18 +34,17 @@ func TestAgentKilledMidSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec sleep 600"}, hostgate.SpawnOptions{})
+	p, err := h.Spawn(ctx, []string{"sh", "-c", "sleep 601 & echo $$ $!; exec sleep 600"}, hostgate.SpawnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
-	var pid int
-	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
+	var pid, child int
+	if _, err := fmt.Fscan(p.Stdout(), &pid, &child); err != nil {
 		t.Fatalf("process did not start: %v", err)
 	}
-	// A SIGKILLed agent cannot end what its sessions run (they have their
-	// own process groups): the test does, so nothing outlives it.
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// Should the guard fail, nothing outlives the test.
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = syscall.Kill(child, syscall.SIGKILL) })
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 
 	a.kill()
@@ -64,6 +64,35 @@ func TestAgentKilledMidSession(t *testing.T) {
 	}
 	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil {
 		t.Fatal("the host's connection still runs commands after its agent died")
+	}
+	// The agent's guard kills what the dead agent's sessions ran: the
+	// command and the child it put in the background.
+	for _, id := range []int{pid, child} {
+		if !waitProcessGone(id, 30*time.Second) {
+			t.Errorf("process %d outlived its SIGKILLed agent by 30 s", id)
+		}
+	}
+}
+
+// waitProcessGone reports whether pid is gone (or a zombie) within d.
+func waitProcessGone(pid int, d time.Duration) bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		// "pid (comm) S …": the state follows the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			return true
+		}
+		select {
+		case <-deadline:
+			return false
+		case <-tick.C:
+		}
 	}
 }
 

@@ -91,6 +91,12 @@ type ServerConfig struct {
 	// OnSession, when set, is called as each exec, shell or subsystem
 	// starts (for audit). It must not block.
 	OnSession func(SessionInfo)
+	// ProcessGroups, when set, is told each command's process group as it
+	// starts (running true) and once it is gone (false; called before the
+	// leader is reaped, so the id cannot have been reused yet). The agent
+	// hands them to a guard process that kills what is left if the agent
+	// itself is killed. It must not block.
+	ProcessGroups func(pgid int, running bool)
 }
 
 // SessionInfo describes a starting session, for ServerConfig.OnSession.

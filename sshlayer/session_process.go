@@ -133,6 +133,9 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 		p.outputs = []*os.File{outR, errR}
 	}
 	p.pgid = c.Process.Pid // Setpgid/Setsid: the leader's pid is the group id
+	if track := s.c.srv.cfg.ProcessGroups; track != nil {
+		track(p.pgid, true)
+	}
 	return p, nil
 }
 
@@ -286,6 +289,9 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 	p.mu.Lock()
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 	waitGroupGone(p.pgid, p.cmd.Process.Pid, groupGrace)
+	if track := p.s.c.srv.cfg.ProcessGroups; track != nil {
+		track(p.pgid, false)
+	}
 	_ = p.cmd.Wait()
 	p.reaped = true
 	p.mu.Unlock()

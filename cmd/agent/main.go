@@ -54,6 +54,7 @@ func usage(w io.Writer) {
 }
 
 func main() {
+	agent.MaybeRunGuard() // exits when this process is an agent's guard
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

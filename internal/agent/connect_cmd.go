@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // DefaultStateDir is where the agent keeps its host key and the pinned
@@ -73,5 +75,10 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("agent connect: --log-format %q: want text or json", logFormat)
 	}
 	cfg.Logger = slog.New(h)
+	// One guard for the agent's life: each tunnel's server reports to it.
+	if g := startGuard(cfg.Logger, &sshlayer.ServerConfig{}); g != nil {
+		defer func() { _ = g.Close() }() // after Connect closed its servers
+		cfg.Server = g.Configure
+	}
 	return Connect(ctx, &cfg)
 }

@@ -27,7 +27,10 @@ import (
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	MaybeRunGuard() // RunServe and RunConnect start this binary as their guard
+	goleak.VerifyTestMain(m)
+}
 
 // gw is a gateway behind a fixed URL whose server can be restarted on
 // the same state (store and CA), as `gateway serve` restarting would.

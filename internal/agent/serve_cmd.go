@@ -151,12 +151,23 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 			conn = bytestream.Stdio()
 		}
 	}
-	var srv *sshlayer.Server
-	var err error
+	var (
+		srv   *sshlayer.Server
+		err   error
+		guard *Guard
+	)
+	if listen != "" {
+		// A long-lived server: a guard kills its commands if it is killed.
+		// (A stdio agent lives and dies with its one connection's peer.)
+		cfg.Server = func(sc *sshlayer.ServerConfig) { guard = startGuard(log, sc) }
+	}
 	if keysStdin {
 		srv, err = stdioKeysServer(conn, log)
 	} else {
 		srv, err = NewServer(&cfg)
+	}
+	if guard != nil {
+		defer func() { _ = guard.Close() }() // after srv.Close: every group removed
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,180 @@
+package agent
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// GuardArg, as the agent binary's first argument, makes it a guard (see
+// StartGuard) instead of an agent. It is not a user command.
+const GuardArg = "__hostgate_guard"
+
+// MaybeRunGuard runs the guard and exits when the process was started as
+// one (os.Args[1] == GuardArg); otherwise it returns at once. The agent's
+// main and its test binaries call it first thing.
+func MaybeRunGuard() {
+	if len(os.Args) < 2 || os.Args[1] != GuardArg {
+		return
+	}
+	// The agent's own signals (Ctrl-C in its terminal, a stop) are the
+	// agent's to handle; the guard's only cue is its pipe closing.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	if err := RunGuard(os.Stdin); err != nil {
+		fmt.Fprintf(os.Stderr, "agent guard: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// RunGuard reads "+PGID" and "-PGID" lines from r until EOF, then sends
+// SIGKILL to every group added and not removed. The agent holds the other
+// end: its exit, whatever the cause (SIGKILL, OOM kill, a crash), closes the
+// pipe. A clean stop removes every group first, so nothing is killed.
+func RunGuard(r io.Reader) error {
+	live := make(map[int]bool)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64), 64)
+	var bad error
+	for sc.Scan() {
+		line := sc.Text()
+		pgid, err := parseGuardLine(line)
+		if err != nil {
+			bad = err
+			break
+		}
+		if pgid > 0 {
+			live[pgid] = true
+		} else {
+			delete(live, -pgid)
+		}
+	}
+	for pgid := range live {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	if bad == nil {
+		bad = sc.Err()
+	}
+	return bad
+}
+
+// parseGuardLine parses "+N" (N returned) or "-N" (-N returned), N > 1.
+func parseGuardLine(line string) (int, error) {
+	if len(line) < 2 || (line[0] != '+' && line[0] != '-') {
+		return 0, fmt.Errorf("bad line %q", line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n <= 1 || line[1] == '+' || line[1] == '-' {
+		// Group 0 is the caller's own, 1 would be init's, -1 everything.
+		return 0, fmt.Errorf("bad process group in %q", line)
+	}
+	if line[0] == '-' {
+		n = -n
+	}
+	return n, nil
+}
+
+// guardWriteTimeout bounds a write to a guard that stopped reading.
+const guardWriteTimeout = time.Second
+
+// Guard is the agent's side of its guard process: a child that outlives a
+// killed agent just long enough to kill the commands the agent started.
+// Each command runs in its own process group, which the SSH server kills
+// itself on every orderly path; only an agent that dies without running
+// its cleanup (SIGKILL, the OOM killer) left them behind.
+type Guard struct {
+	mu  sync.Mutex
+	w   *os.File // nil once closed or broken
+	cmd *exec.Cmd
+}
+
+// StartGuard starts exe (the agent binary) as a guard.
+func StartGuard(exe string) (*Guard, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("agent: guard pipe: %w", err)
+	}
+	cmd := exec.Command(exe, GuardArg)
+	cmd.Stdin = r
+	cmd.Stderr = os.Stderr
+	// Its own process group: killing the agent's group (a terminal's
+	// Ctrl-\, `kill -9 -PGID`) must leave the guard to do its job.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	_ = r.Close()
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("agent: start guard: %w", err)
+	}
+	return &Guard{w: w, cmd: cmd}, nil
+}
+
+// Track tells the guard about a process group; it is
+// sshlayer.ServerConfig.ProcessGroups. A guard that is gone is ignored:
+// the agent keeps serving.
+func (g *Guard) Track(pgid int, running bool) {
+	sign := byte('-')
+	if running {
+		sign = '+'
+	}
+	line := append([]byte{sign}, strconv.Itoa(pgid)...)
+	line = append(line, '\n')
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w == nil {
+		return
+	}
+	// A guard that stopped reading must not stall the server.
+	_ = g.w.SetWriteDeadline(time.Now().Add(guardWriteTimeout))
+	if _, err := g.w.Write(line); err != nil {
+		_ = g.w.Close()
+		g.w = nil
+	}
+}
+
+// Configure sets the server config's ProcessGroups to g.Track.
+func (g *Guard) Configure(sc *sshlayer.ServerConfig) { sc.ProcessGroups = g.Track }
+
+// Close ends the guard: it kills any group still tracked (none after the
+// server closed cleanly) and exits; Close waits for it.
+func (g *Guard) Close() error {
+	g.mu.Lock()
+	if g.w != nil {
+		_ = g.w.Close()
+		g.w = nil
+	}
+	g.mu.Unlock()
+	err := g.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("agent: guard: %w", err)
+	}
+	return err
+}
+
+// startGuard starts this binary as the agent's guard and has sc report to
+// it. The guard is a backstop: without one (no executable path, fork
+// refused) the agent serves anyway, and says so.
+func startGuard(log *slog.Logger, sc *sshlayer.ServerConfig) *Guard {
+	exe, err := os.Executable()
+	if err == nil {
+		var g *Guard
+		if g, err = StartGuard(exe); err == nil {
+			g.Configure(sc)
+			return g
+		}
+	}
+	log.Warn("no guard process: commands will outlive the agent if it is killed with SIGKILL", "err", err)
+	return nil
+}

@@ -312,6 +312,7 @@ func (p *pool) fill(k poolKey) {
 			ks.ready = append(ks.ready, pc)
 			p.notifyLocked()
 			p.mu.Unlock()
+			p.log.Info("warm container ready", "container", pc.cid, "image", k.image, "agent", pc.agent != nil)
 			return
 		case pc == nil:
 			p.total--

@@ -616,3 +616,54 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 	}
 
 }
+
+// TestSandboxPoolExecThroughTunnel: an execution served by the warm pool
+// (its agent started ahead, its provision env not in the container) runs
+// API commands through its tunnel with the environment docker exec gave
+// before: the container's plus the provision env plus the command's.
+func TestSandboxPoolExecThroughTunnel(t *testing.T) {
+	image := os.Getenv("HOSTGATE_TEST_IMAGE")
+	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
+		exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run() == nil)
+	g := startGateway(t, "", "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1")
+	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 5*time.Minute)
+	g.waitFor(regexp.MustCompile(`warm container ready[^\n]*agent=true`), 2*time.Minute)
+
+	// The gateway's sandbox defaults are the pre-warmed key.
+	req := client.ProvisionRequest{Image: image, Workspace: client.Workspace{Kind: "empty"},
+		Resources: client.Resources{CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256,
+			RuntimeMs: int64(time.Hour / time.Millisecond), MaxOutputBytes: 16 << 20},
+		Network: client.Network{Mode: "none"}, Env: map[string]string{"GREETING": "hello", "KEEP": "provision"}}
+	e := provision(t, ctx, c, req)
+	g.waitFor(regexp.MustCompile(`msg=provisioned[^\n]*execution=`+e.ExecutionID+`[^\n]*pooled=true`), time.Minute)
+	agent0, docker0, _ := execWays(t, g)
+
+	// A claimed pooled container has no execution label: its name says.
+	cid, err := exec.CommandContext(ctx, "docker", "ps", "-q", "--filter", "name=^/hostgate-"+e.ExecutionID+"--").Output()
+	if err != nil || len(strings.Fields(string(cid))) != 1 {
+		t.Fatalf("container of %s: %q %v", e.ExecutionID, cid, err)
+	}
+	want, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", "-e", "GREETING=hi", "-e", "KEEP=provision", strings.TrimSpace(string(cid)), "env").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "env", Env: map[string]string{"GREETING": "hi"}, TimeoutMs: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted := func(s string) string {
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		slices.Sort(lines)
+		return strings.Join(lines, "\n")
+	}
+	if sorted(res.Stdout) != sorted(string(want)) {
+		t.Errorf("pooled environment through the API:\n%s\nwant:\n%s", sorted(res.Stdout), sorted(string(want)))
+	}
+	if agent1, docker1, _ := execWays(t, g); agent1 != agent0+1 || docker1 != docker0 {
+		t.Errorf("ways: agent %d→%d, docker %d→%d; want the command through the agent", agent0, agent1, docker0, docker1)
+	}
+}

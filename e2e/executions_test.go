@@ -507,6 +507,20 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 		t.Errorf("environment through the API:\n%s\nwant (docker exec):\n%s", sorted(got.Stdout), sorted(string(want)))
 	}
 
+	// The process's credentials, capabilities, signal state, umask and
+	// limits are docker exec's too.
+	const creds = `umask; ulimit -a; grep -E '^(Uid|Gid|Groups|Cap...|NoNewPrivs|Seccomp|SigIgn|SigBlk):' /proc/self/status`
+	wantCreds, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", cid, "/bin/sh", "-c", creds).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(wantCreds), "CapEff:") || !strings.Contains(string(wantCreds), "SigIgn:") {
+		t.Fatalf("docker exec's process state lacks fields:\n%s", wantCreds)
+	}
+	if got := run(client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", creds}}); got.Stdout != string(wantCreds) {
+		t.Errorf("process state through the API:\n%s\nwant (docker exec):\n%s", got.Stdout, wantCreds)
+	}
+
 	cases := []struct {
 		name           string
 		req            client.ExecRequest
@@ -534,7 +548,7 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 		}
 	}
 	agent1, docker1, _ := execWays(t, g)
-	if agent1-agent0 != len(cases)+1 || docker1 != docker0 {
+	if agent1-agent0 != len(cases)+2 || docker1 != docker0 {
 		t.Errorf("ways: agent %d→%d, docker %d→%d; want every command through the agent", agent0, agent1, docker0, docker1)
 	}
 }

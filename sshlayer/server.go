@@ -91,6 +91,15 @@ type ServerConfig struct {
 	// OnSession, when set, is called as each exec, shell or subsystem
 	// starts (for audit). It must not block.
 	OnSession func(SessionInfo)
+	// LeaveBackground keeps what a command started in the background
+	// running after the command exits, as docker exec does, instead of
+	// killing the rest of its process group. The exit status is sent when
+	// the command exits and its output is awaited at most 2 s more, so a
+	// background process that keeps the output open then writes to a
+	// closed pipe (as under docker exec). For sandbox containers, where
+	// terminating the container ends everything; a channel closed or a
+	// connection lost while the command runs still kills the group.
+	LeaveBackground bool
 	// ProcessGroups, when set, is told each command's process group as it
 	// starts (running true) and once it is gone (false; called before the
 	// leader is reaped, so the id cannot have been reused yet). The agent

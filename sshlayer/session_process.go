@@ -32,7 +32,7 @@ const groupGrace = 5 * time.Second
 // waiter) are started by run and waited for by wait.
 //
 // Order on exit (RFC 4254 §6.10): the leader exits; the rest of its group
-// is killed; output is drained; exit-status or exit-signal is sent; then
+// is killed (unless LeaveBackground); output is drained; exit-status or exit-signal is sent; then
 // EOF and close.
 type srvProcess struct {
 	s    *session
@@ -287,8 +287,10 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 	waitExited(p.cmd.Process.Pid)
 	close(p.exited)
 	p.mu.Lock()
-	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-	waitGroupGone(p.pgid, p.cmd.Process.Pid, groupGrace)
+	if !p.s.c.srv.cfg.LeaveBackground {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		waitGroupGone(p.pgid, p.cmd.Process.Pid, groupGrace)
+	}
 	if track := p.s.c.srv.cfg.ProcessGroups; track != nil {
 		track(p.pgid, false)
 	}

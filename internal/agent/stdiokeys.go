@@ -38,6 +38,10 @@ type StdioKeys struct {
 	// Dir is the working directory of commands and SFTP (the container's
 	// /workspace); empty means the server's default.
 	Dir string `json:"dir,omitempty"`
+	// LeaveBackground: what a command starts in the background outlives
+	// it, as under docker exec (sshlayer.ServerConfig.LeaveBackground).
+	// Sandbox containers set it: terminating the container ends all.
+	LeaveBackground bool `json:"leaveBackground,omitempty"`
 }
 
 // WriteStdioKeys writes k as a keys preamble to w.
@@ -122,10 +126,11 @@ func stdioKeysServer(conn io.Reader, log *slog.Logger) (*sshlayer.Server, error)
 		return nil, err
 	}
 	return sshlayer.NewServer(&sshlayer.ServerConfig{
-		HostKey:        hk,
-		TrustedUserCAs: cas,
-		Principal:      k.HostID,
-		Dir:            k.Dir,
-		Logger:         log,
+		HostKey:         hk,
+		TrustedUserCAs:  cas,
+		Principal:       k.HostID,
+		Dir:             k.Dir,
+		LeaveBackground: k.LeaveBackground,
+		Logger:          log,
 	})
 }

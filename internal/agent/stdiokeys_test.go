@@ -74,6 +74,7 @@ func certSigner(t testing.TB, ca ssh.Signer, principal string) ssh.Signer {
 
 func TestStdioKeysRoundTripLeavesTheRestUnread(t *testing.T) {
 	fx := newStdioKeysFixture(t)
+	fx.keys.LeaveBackground = true
 	var buf bytes.Buffer
 	if err := WriteStdioKeys(&buf, fx.keys); err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestStdioKeysRoundTripLeavesTheRestUnread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.HostID != fx.keys.HostID || got.HostKey != fx.keys.HostKey || len(got.TrustedCAs) != 1 || got.Dir != fx.keys.Dir {
+	if got.HostID != fx.keys.HostID || got.HostKey != fx.keys.HostKey || len(got.TrustedCAs) != 1 || got.Dir != fx.keys.Dir || !got.LeaveBackground {
 		t.Fatalf("round trip: %+v", got)
 	}
 	if rest, _ := io.ReadAll(&buf); string(rest) != "yamux follows" {

@@ -600,7 +600,7 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 
 	// The caller leaving: the gateway sees the request's context end.
 	e = provision(t, ctx, c, execRequest(image))
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // well after the command started, even on a loaded machine
 	_, err = c.Exec(cctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
 	cancel()
 	if err == nil {

@@ -261,6 +261,8 @@ func TestServeValidatesFlags(t *testing.T) {
 		{"--cert-ttl", "0s"},
 		{"--cert-ttl", "100h"},
 		{"--public-url", "ftp://x"},
+		{"--trusted-proxy", "10.0.0.0/33"},
+		{"--trusted-proxy", "proxy.example.com"},
 		{"extra"},
 	} {
 		if _, err := cli(t, ctx, append([]string{"serve", "--state-dir", t.TempDir()}, args...)...); err == nil {
@@ -269,6 +271,17 @@ func TestServeValidatesFlags(t *testing.T) {
 	}
 	if _, err := cli(t, ctx, "nope"); err == nil {
 		t.Error("unknown command accepted")
+	}
+}
+
+func TestTrustedProxyFlag(t *testing.T) {
+	t.Setenv("HOSTGATE_TRUSTED_PROXY", "10.0.0.0/8, 127.0.0.1")
+	c, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, nil, serveConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.proxies) != 2 || c.proxies[0].String() != "10.0.0.0/8" || c.proxies[1].String() != "127.0.0.1/32" {
+		t.Fatalf("proxies %v", c.proxies)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ type serveConfig struct {
 	SandboxPool   int    // warm containers per sandbox shape; 0 turns the pool off
 	CertTTL       time.Duration
 	LogFormat     string
+	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
+	proxies       []netip.Prefix
 }
 
 // serving is a running gateway as the hooks see it.
@@ -71,6 +74,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", 0, "warm pre-created containers kept per sandbox shape (0: no pool)")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -104,6 +108,11 @@ func (c *serveConfig) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("serve: --log-format %q: want text or json", c.LogFormat)
 	}
+	p, err := gateway.ParseTrustedProxies(c.TrustedProxy)
+	if err != nil {
+		return fmt.Errorf("serve: --trusted-proxy: %w (want CIDRs or addresses, comma-separated)", err)
+	}
+	c.proxies = p
 	return nil
 }
 
@@ -140,7 +149,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		return err
 	}
 	defer st.Close()
-	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL})
+	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies})
 	if err != nil {
 		return err
 	}

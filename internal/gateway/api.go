@@ -198,7 +198,7 @@ func weakKey(pub ssh.PublicKey) string {
 // audit records a session start; a store failure is logged, not fatal.
 func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
 	s.metrics.SessionStarts.WithLabelValues(kind).Inc()
-	err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: kind, RemoteAddr: r.RemoteAddr})
+	err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: kind, RemoteAddr: s.remote(r)})
 	if err != nil {
 		s.logger.Warn("audit", "host", hostID, "kind", kind, "err", err)
 	}

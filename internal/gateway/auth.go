@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ func (e *authError) Error() string { return e.msg }
 // TOKEN`, else the session cookie. Every route authenticates through it, so
 // failures are counted and rate-limited per source IP in one place.
 func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
-	ip := sourceIP(r)
+	ip := s.clientIP(r)
 	if s.limiter.blocked(ip) {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonRateLimited).Inc()
 		return store.Token{}, &authError{http.StatusTooManyRequests, "rate_limited", "too many failed authentications; try again later", metrics.ReasonRateLimited}
@@ -105,16 +104,6 @@ func bearer(r *http.Request) string {
 		return ""
 	}
 	return strings.TrimSpace(h[7:])
-}
-
-// sourceIP is the peer's IP. Forwarded headers are not trusted: a proxy in
-// front should rate-limit itself.
-func sourceIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // limiter counts authentication failures per source in fixed windows. The

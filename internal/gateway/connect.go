@@ -68,7 +68,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		kind = "machine"
 	}
 	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
-	log := s.logger.With("host", hostID, "remote", r.RemoteAddr, "token", tok.Name)
+	log := s.logger.With("host", hostID, "remote", s.remote(r), "token", tok.Name)
 	h, err := s.store.Enroll(r.Context(), store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey})
 	if errors.Is(err, store.ErrKeyMismatch) {
 		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
@@ -85,7 +85,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Audited before the upgrade, so the entry exists once the agent is up.
-	if err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: r.RemoteAddr}); err != nil {
+	if err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)}); err != nil {
 		log.Warn("audit", "err", err)
 	}
 	// Register before answering 101, so the host is routable as soon as the

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -54,6 +55,10 @@ type Config struct {
 	// It is built from the local registry, where this replica's agents
 	// register.
 	Route func(local *Registry) Tunnels
+	// TrustedProxies are the addresses of reverse proxies in front of the
+	// gateway: for requests from them the client is read from
+	// X-Forwarded-For (rate limits, audit log, logs). Empty trusts none.
+	TrustedProxies []netip.Prefix
 	// TokenRecheck is how often the tokens of live relayed sessions and
 	// agent tunnels are looked up again, so that a revoked or expired
 	// token ends what it opened; 0 means DefaultTokenRecheck.

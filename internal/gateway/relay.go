@@ -43,7 +43,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	s.audit(r, tok, id, "ssh")
 	s.metrics.StreamsOpen.Inc()
 	defer s.metrics.StreamsOpen.Dec()
-	log := s.logger.With("host", id, "remote", r.RemoteAddr, "token", tok.Name)
+	log := s.logger.With("host", id, "remote", s.remote(r), "token", tok.Name)
 	log.Info("relay start")
 	caller := &countConn{Conn: ws,
 		in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// maxForwardedHops bounds how many X-Forwarded-For entries are looked at.
+const maxForwardedHops = 32
+
+// ParseTrustedProxies parses comma-separated CIDRs or addresses (an
+// address is its own /32 or /128), as --trusted-proxy takes them.
+func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, &net.ParseError{Type: "CIDR or IP address", Text: f}
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+// clientIP is the IP of the client a request comes from. A request from a
+// trusted proxy (Config.TrustedProxies: the TLS-terminating proxy the
+// README puts in front) comes from the last X-Forwarded-For entry that is
+// not itself a trusted proxy; anything else is the peer itself, so a
+// client cannot pick its own address (and rate-limit bucket) by sending
+// the header. Behind a proxy without this, every caller would share the
+// proxy's address: one source of bad tokens would lock everyone out.
+func (s *Server) clientIP(r *http.Request) string {
+	peer := peerIP(r)
+	if len(s.cfg.TrustedProxies) == 0 {
+		return peer
+	}
+	a, err := netip.ParseAddr(peer)
+	if err != nil || !trusted(s.cfg.TrustedProxies, a.Unmap()) {
+		return peer
+	}
+	if c, ok := forwardedClient(r.Header.Values("X-Forwarded-For"), s.cfg.TrustedProxies); ok {
+		return c.String()
+	}
+	return peer
+}
+
+// remote is what logs and the audit log record as the caller: the
+// request's peer, and the forwarded client when it differs.
+func (s *Server) remote(r *http.Request) string {
+	c := s.clientIP(r)
+	if c == peerIP(r) {
+		return r.RemoteAddr
+	}
+	return c + " (via " + r.RemoteAddr + ")"
+}
+
+func peerIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func trusted(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedClient walks X-Forwarded-For from the right (the entry the
+// nearest proxy added) past trusted proxies and returns the first other
+// address. A malformed entry ends the walk with no answer: what lies left
+// of it cannot be trusted either.
+func forwardedClient(values []string, proxies []netip.Prefix) (netip.Addr, bool) {
+	var entries []string
+	for _, v := range values {
+		for e := range strings.SplitSeq(v, ",") {
+			entries = append(entries, e)
+			if len(entries) > maxForwardedHops*2 {
+				return netip.Addr{}, false
+			}
+		}
+	}
+	for i, hops := len(entries)-1, 0; i >= 0 && hops < maxForwardedHops; i, hops = i-1, hops+1 {
+		e := strings.TrimSpace(entries[i])
+		a, err := netip.ParseAddr(e)
+		if err != nil {
+			// "[v6]:port" and "v4:port" forms.
+			ap, perr := netip.ParseAddrPort(e)
+			if perr != nil {
+				return netip.Addr{}, false
+			}
+			a = ap.Addr()
+		}
+		a = a.Unmap().WithZone("")
+		if !trusted(proxies, a) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}

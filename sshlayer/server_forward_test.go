@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,4 +208,59 @@ func srvListening(t testing.TB, port int) bool {
 		}
 	}
 	return false
+}
+
+// TestServerDirectTCPIPGarbage: a short forwarded connection costs the
+// server no per-connection copy buffers (io.Copy through *net.TCPConn's
+// ReadFrom/WriteTo would allocate 32 KiB each way). Counted over many
+// connections, client and server together (both in this process). Not
+// parallel: other tests' allocations would count.
+func TestServerDirectTCPIPGarbage(t *testing.T) {
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		b := make([]byte, 1)
+		for {
+			s, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := io.ReadFull(s, b); err == nil {
+				_, _ = s.Write(b)
+			}
+			_ = s.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-served })
+	exchange := func() {
+		conn, err := c.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(conn)
+		if err != nil || string(got) != "x" {
+			t.Fatalf("read %q, %v", got, err)
+		}
+	}
+	exchange() // warm up pools and the connection
+	const n = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		exchange()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 40<<10 {
+		t.Errorf("%d bytes allocated per forwarded connection, want under 40 KiB (no 32 KiB copy buffers)", per)
+	}
 }

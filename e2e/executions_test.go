@@ -547,8 +547,16 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 			t.Errorf("%s: exit %d stdout %q stderr %q; want %d %q %q", tc.name, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.stdout, tc.stderr)
 		}
 	}
+	// A background process outlives its command, as under docker exec.
+	if res := run(client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "sleep 301 >/dev/null 2>&1 </dev/null & echo started"}}); res.Stdout != "started\n" {
+		t.Fatalf("start a background process: %+v", res)
+	}
+	if res := run(client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "ps | grep -c 'sleep 30[1]'"}}); res.Stdout != "1\n" {
+		t.Errorf("background process after its command: %q, want it running", res.Stdout)
+	}
+
 	agent1, docker1, _ := execWays(t, g)
-	if agent1-agent0 != len(cases)+2 || docker1 != docker0 {
+	if agent1-agent0 != len(cases)+4 || docker1 != docker0 {
 		t.Errorf("ways: agent %d→%d, docker %d→%d; want every command through the agent", agent0, agent1, docker0, docker1)
 	}
 }

@@ -415,6 +415,10 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	}
 	err = agent.WriteStdioKeys(conn, agent.StdioKeys{
 		HostKey: string(pem.EncodeToMemory(block)), TrustedCAs: []string{a.caKey}, HostID: r.id, Dir: a.cfg.Dir,
+		// Background processes outlive their command, as under docker
+		// exec (the API's commands run here); the container's end ends
+		// them.
+		LeaveBackground: true,
 	})
 	if err != nil {
 		return err

@@ -12,8 +12,7 @@
 // host key, each command one session whose `sh -c` script (commandScript)
 // rebuilds what docker exec would do: the container's environment (read
 // once from /proc/1/environ) plus the command's, the cwd, the PATH lookup
-// and runc's exit 126 messages; a signal's death is 128+N. Known
-// difference: the agent kills a command's process group when it exits, so
-// background processes it started (`cmd &`) end with it, unless they left
-// the group (setsid, daemons); under docker exec they live on.
+// and runc's exit 126 messages; a signal's death is 128+N. The agent is
+// told to leave a command's background processes running when it exits
+// (StdioKeys.LeaveBackground), as docker exec does.
 package execapi

@@ -54,8 +54,8 @@ func newChanServer(t *testing.T) *chanServer {
 	return s
 }
 
-// connect returns a client connected to s and the server side of one
-// direct-tcpip channel it opened.
+// open connects a client to s and returns the client and server sides of
+// one direct-tcpip channel it opened.
 func (s *chanServer) open(t *testing.T) (net.Conn, ssh.Channel, <-chan *ssh.Request) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

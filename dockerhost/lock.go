@@ -49,6 +49,7 @@ func (l *rwLock) RLock(ctx context.Context) error {
 func (l *rwLock) Lock(ctx context.Context) error {
 	l.mu.Lock()
 	l.waitingW++
+	l.broadcast() // a change waiters (and tests, waitWriter) can see
 	l.mu.Unlock()
 	err := l.wait(ctx, func() bool {
 		if l.writer || l.readers > 0 {
@@ -87,4 +88,10 @@ func (l *rwLock) broadcast() {
 		close(l.changed)
 		l.changed = nil
 	}
+}
+
+// waitWriter waits until a writer waits for or holds the lock, or ctx
+// ends (tests order a checkpoint against a running exec with it).
+func (l *rwLock) waitWriter(ctx context.Context) error {
+	return l.wait(ctx, func() bool { return l.writer || l.waitingW > 0 })
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -113,13 +112,8 @@ func testExecVia(t *testing.T) {
 		cpDone <- err
 	}()
 	e, _ := h.lookup(ex.ExecutionID)
-	for waiting := false; !waiting; runtime.Gosched() { // until the checkpoint waits on the lock
-		e.lock.mu.Lock()
-		waiting = e.lock.waitingW > 0
-		e.lock.mu.Unlock()
-		if ctx.Err() != nil {
-			t.Fatal("the checkpoint never waited for the lock")
-		}
+	if err := e.lock.waitWriter(ctx); err != nil {
+		t.Fatalf("the checkpoint never waited for the lock: %v", err)
 	}
 	close(release)
 	if err := <-execDone; err != nil {

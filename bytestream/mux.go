@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -171,31 +172,75 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		return nil, fmt.Errorf("bytestream: mux: %w", err)
 	}
 	if s.keepAlive > 0 {
-		go keepAlive(sess, mc, s.keepAlive, s.writeTimeout)
+		mc.startKeeper(sess, s.keepAlive, s.writeTimeout)
 	}
 	return sess, nil
 }
 
-// keepAlive pings every interval; a ping unanswered within timeout fails the
-// conn, which ends the session with ErrKeepAliveTimeout. It exits when the
-// session closes (owned by the session's lifetime).
-func keepAlive(sess *yamux.Session, mc *muxConn, interval, timeout time.Duration) {
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-sess.CloseChan():
-			return
-		case <-t.C:
-		}
-		guard := time.AfterFunc(timeout, func() { mc.fail(ErrKeepAliveTimeout) })
-		_, err := sess.Ping()
-		guard.Stop()
-		if err != nil {
-			// The session is closing: closed by its owner, or by the guard
-			// or a failed write, which already recorded the reason.
-			return
-		}
-		t.Reset(interval)
+// keeper pings a session every interval; a ping unanswered within timeout
+// fails the conn, which ends the session with ErrKeepAliveTimeout. It is a
+// timer, not a goroutine: between pings an idle session (10,000 agent
+// tunnels on a gateway) holds no stack for it. muxConn.Close stops it and
+// waits for a ping in flight, which the closing session fails at once.
+type keeper struct {
+	sess              *yamux.Session
+	mc                *muxConn
+	interval, timeout time.Duration
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	running sync.WaitGroup // a tick in progress
+}
+
+func (c *muxConn) startKeeper(sess *yamux.Session, interval, timeout time.Duration) {
+	k := &keeper{sess: sess, mc: c, interval: interval, timeout: timeout}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c.rmu.Lock()
+	closed := c.closed
+	if !closed {
+		c.keeper = k
 	}
+	c.rmu.Unlock()
+	if closed {
+		return
+	}
+	k.t = time.AfterFunc(interval, k.tick)
+}
+
+func (k *keeper) tick() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
+	}
+	k.running.Add(1)
+	k.mu.Unlock()
+	defer k.running.Done()
+	guard := time.AfterFunc(k.timeout, func() { k.mc.fail(ErrKeepAliveTimeout) })
+	_, err := k.sess.Ping()
+	guard.Stop()
+	if err != nil {
+		// The session is closing: closed by its owner, or by the guard or
+		// a failed write, which already recorded the reason.
+		return
+	}
+	k.mu.Lock()
+	if !k.stopped {
+		k.t.Reset(k.interval)
+	}
+	k.mu.Unlock()
+}
+
+// stop ends the pings; called from muxConn.Close, so a ping in flight
+// fails on the closed conn and stop returns once it has.
+func (k *keeper) stop() {
+	k.mu.Lock()
+	k.stopped = true
+	if k.t != nil {
+		k.t.Stop()
+	}
+	k.mu.Unlock()
+	k.running.Wait()
 }

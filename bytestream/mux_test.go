@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -423,5 +424,22 @@ func TestMuxRefusedFrameTooBig(t *testing.T) {
 	}
 	if _, err := c.Read(make([]byte, 64)); !errors.Is(err, errFrameTooBig) {
 		t.Fatalf("read = %v, want errFrameTooBig", err)
+	}
+}
+
+// TestIdleSessionGoroutines: an idle session (an agent tunnel waiting for
+// streams) costs yamux's two loops per side and nothing more: keepalive
+// and RST flushing run only when there is work. A gateway holds 10,000 of
+// these; every parked goroutine is a stack.
+func TestIdleSessionGoroutines(t *testing.T) {
+	const n = 16
+	before := runtime.NumGoroutine()
+	for range n {
+		a, b := net.Pipe()
+		muxPair(t, a, b, &MuxConfig{KeepAliveInterval: time.Hour}, &MuxConfig{KeepAliveInterval: time.Hour})
+	}
+	per := float64(runtime.NumGoroutine()-before) / n
+	if per > 4 {
+		t.Fatalf("%.1f goroutines per idle session pair, want at most 4 (recv and send on each side)", per)
 	}
 }

@@ -89,48 +89,51 @@ type muxConn struct {
 	timeout time.Duration
 	timer   *time.Timer // write watchdog; nil when timeout <= 0
 
-	rmu  sync.Mutex
-	rsts []byte // RST frames waiting for a frame boundary; guarded by rmu
+	rmu      sync.Mutex
+	rsts     []byte // RST frames waiting for a frame boundary; guarded by rmu
+	flushing bool   // a flusher goroutine runs; guarded by rmu
+	closed   bool   // no flusher starts; guarded by rmu
 
-	kick      chan struct{} // wakes the flusher; cap 1
-	done      chan struct{} // closed by Close
+	// The flusher runs only while RSTs wait: a goroutine parked per
+	// session would cost every idle agent tunnel a stack.
 	flusher   sync.WaitGroup
 	closeOnce sync.Once
+	keeper    *keeper // the session's keepalive, stopped by Close; nil when off
 
 	reason atomic.Pointer[error] // why fail closed the conn; set once
 }
 
 func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
 	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, 32<<10), timeout: timeout}
-	c.kick = make(chan struct{}, 1)
-	c.done = make(chan struct{})
 	if timeout > 0 {
 		c.timer = time.AfterFunc(time.Hour, func() { c.fail(ErrWriteTimeout) })
 		c.timer.Stop()
 	}
 	if maxStreams > 0 {
 		c.streams = newStreamTable(maxStreams)
-		c.flusher.Add(1)
-		go c.flush()
 	}
 	return c
 }
 
-// flush writes queued RSTs when the send goroutine is idle; it exits on
-// Close (owned by muxConn).
+// flush writes queued RSTs while the send goroutine is between frames and
+// exits once none wait; mid-frame it leaves them to the sender, which
+// flushes at the frame's end (Write). Started by refuse, awaited by Close.
 func (c *muxConn) flush() {
 	defer c.flusher.Done()
 	for {
-		select {
-		case <-c.done:
-			return
-		case <-c.kick:
-		}
 		c.wmu.Lock()
-		if c.wscan.atBoundary() && c.held == nil {
+		boundary := c.wscan.atBoundary() && c.held == nil
+		if boundary {
 			_ = c.flushRSTs() // a failed write also fails the session's writer
 		}
 		c.wmu.Unlock()
+		c.rmu.Lock()
+		if !boundary || len(c.rsts) == 0 || c.closed {
+			c.flushing = false
+			c.rmu.Unlock()
+			return
+		}
+		c.rmu.Unlock()
 	}
 }
 
@@ -163,7 +166,12 @@ func (c *muxConn) errOr(err error) error {
 func (c *muxConn) Close() error {
 	err := c.conn.Close()
 	c.closeOnce.Do(func() {
-		close(c.done)
+		c.rmu.Lock()
+		c.closed = true
+		c.rmu.Unlock()
+		if c.keeper != nil {
+			c.keeper.stop()
+		}
 		c.flusher.Wait()
 		c.wmu.Lock()
 		if c.timer != nil {
@@ -233,9 +241,15 @@ func (c *muxConn) refuse(id uint32) error {
 		c.fail(ErrTooManyRefused)
 		return ErrTooManyRefused
 	}
-	select {
-	case c.kick <- struct{}{}:
-	default: // a kick is already pending
+	c.rmu.Lock()
+	start := !c.flushing && !c.closed
+	if start {
+		c.flushing = true
+		c.flusher.Add(1)
+	}
+	c.rmu.Unlock()
+	if start {
+		go c.flush()
 	}
 	return nil
 }

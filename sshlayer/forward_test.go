@@ -1,6 +1,7 @@
 package sshlayer
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -165,5 +166,75 @@ func TestDialCloseWriteBeforeEOFHalfCloses(t *testing.T) {
 	_ = conn.Close()
 	if !closedWithin(reqs, 30*time.Second) {
 		t.Fatal("channel not closed after the client's Close")
+	}
+}
+
+// TestDialDataBeforeCloseArrives: the target answers and half-closes first;
+// the client then sends a large request and CloseWrite, which (the host's
+// side having ended) sends CLOSE without EOF. Every byte sent before it
+// still reaches the target, through our server and through OpenSSH's.
+func TestDialDataBeforeCloseArrives(t *testing.T) {
+	peers := map[string]func(t *testing.T) *Client{
+		"ours": func(t *testing.T) *Client {
+			ts, err := StartTestServer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ts.Close() })
+			conn, err := net.Dial("tcp", ts.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Connect(testCtx(t), conn, Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		},
+		"sshd": func(t *testing.T) *Client { return startSSHD(t, sshdOptions{}).connect(t, nil) },
+	}
+	for name, connect := range peers {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan []byte, 1)
+			go func() {
+				s, err := ln.Accept()
+				if err != nil {
+					got <- nil
+					return
+				}
+				defer s.Close()
+				_, _ = s.Write([]byte("answer"))
+				_ = s.(*net.TCPConn).CloseWrite()
+				_ = s.SetReadDeadline(time.Now().Add(60 * time.Second))
+				b, _ := io.ReadAll(s)
+				got <- b
+			}()
+			conn, err := c.Dial(testCtx(t), "tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ans, err := io.ReadAll(conn)
+			if err != nil || string(ans) != "answer" {
+				t.Fatalf("client read %q, %v", ans, err)
+			}
+			req := bytes.Repeat([]byte("request "), 1<<17) // 1 MiB, beyond one channel window
+			if _, err := conn.Write(req); err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			if b := <-got; !bytes.Equal(b, req) {
+				t.Fatalf("target got %d bytes, want the %d sent before CLOSE", len(b), len(req))
+			}
+		})
 	}
 }

@@ -127,12 +127,13 @@ type run struct {
 	ready  chan struct{} // closed when the first tunnel is up
 	done   chan struct{} // closed when the loop returned
 
-	mu      sync.Mutex
-	lastErr error          // guarded by mu
-	tunnel  *yamux.Session // the live tunnel, nil while down; guarded by mu
-	conn    *agentConn     // the gateway's SSH connection over tunnel; guarded by mu
-	dialing chan struct{}  // one slot: held while dialing conn
-	runs    sync.WaitGroup // Runner's goroutines; added to only while tunnel is set
+	mu       sync.Mutex
+	lastErr  error          // guarded by mu
+	tunnel   *yamux.Session // the live tunnel, nil while down; guarded by mu
+	conn     *agentConn     // the gateway's SSH connection over tunnel; guarded by mu
+	dialing  chan struct{}  // one slot: held while dialing conn
+	commands chan struct{}  // a slot per command running through the tunnel (maxTunnelCommands)
+	runs     sync.WaitGroup // Runner's goroutines; added to only while tunnel is set
 }
 
 // NewAgents returns an Agents that starts agents with attach, checks
@@ -219,7 +220,8 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 	}
 	keyed := time.Since(t0)
 	rctx, cancel := context.WithCancel(a.ctx)
-	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), dialing: make(chan struct{}, 1)}
+	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), dialing: make(chan struct{}, 1),
+		commands: make(chan struct{}, maxTunnelCommands)}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()

@@ -180,6 +180,10 @@ func readEnviron(c *ssh.Client, path string) ([]string, error) {
 	return parseEnviron(b)
 }
 
+// errTunnelBusy means maxTunnelCommands commands are running through the
+// tunnel already.
+var errTunnelBusy = errors.New("execapi: the tunnel runs its maximum of commands")
+
 // tunnelRunner runs commands over r's agent tunnel.
 type tunnelRunner struct {
 	a *Agents
@@ -187,6 +191,14 @@ type tunnelRunner struct {
 }
 
 var _ dockerhost.CommandRunner = (*tunnelRunner)(nil)
+
+// maxTunnelCommands bounds the commands one execution runs through its
+// tunnel at once; more go through docker exec. Each costs the agent a
+// child process and an OS thread waiting for it, and the agent dies when
+// the container's pids limit leaves it no thread (Go's runtime aborts),
+// taking every command in flight with it: docker exec's commands cost
+// the agent nothing. The SSH server's own bound (64 channels) is higher.
+const maxTunnelCommands = 16
 
 // runGoroutines is how many goroutines one Run starts; all are counted in
 // run.runs, so that a wedged agent never blocks Run past its ctx: what
@@ -223,6 +235,12 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	line, err := commandScript(conn.env, c.Argv, c.Env, c.Dir)
 	if err != nil {
 		return notStarted(err)
+	}
+	select {
+	case t.r.commands <- struct{}{}:
+		defer func() { <-t.r.commands }()
+	default:
+		return notStarted(errTunnelBusy)
 	}
 	if !t.r.hold(runGoroutines) {
 		return notStarted(errors.New("tunnel down"))

@@ -193,3 +193,55 @@ func TestRunnerOff(t *testing.T) {
 		t.Fatal("a runner without Certify")
 	}
 }
+
+// blockingReader blocks reads until release is closed, then reports EOF.
+type blockingReader struct {
+	started chan<- struct{}
+	release <-chan struct{}
+}
+
+func (b blockingReader) Read([]byte) (int, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return 0, io.EOF
+}
+
+// TestRunnerBoundsConcurrentCommands: at most maxTunnelCommands commands
+// run through one tunnel at once (the agent would run out of pids); one
+// more does not start there, so docker exec runs it.
+func TestRunnerBoundsConcurrentCommands(t *testing.T) {
+	f := newFixture(t)
+	id := provisioned(t, f)
+	r := f.agents.Runner(id)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	started, release := make(chan struct{}, maxTunnelCommands), make(chan struct{})
+	var wg sync.WaitGroup
+	for range maxTunnelCommands {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"cat"}, Dir: "/", Stdin: blockingReader{started, release},
+				Stdout: io.Discard, Stderr: io.Discard})
+			if err != nil || code != 0 {
+				t.Errorf("command: %d %v", code, err)
+			}
+		}()
+	}
+	for range maxTunnelCommands {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("the commands did not start")
+		}
+	}
+	_, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
+	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errTunnelBusy) {
+		t.Errorf("one command over the bound: %v, want ErrNotStarted", err)
+	}
+	close(release)
+	wg.Wait()
+	if code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard}); err != nil || code != 0 {
+		t.Fatalf("after the others ended: %d %v", code, err)
+	}
+}

@@ -14,5 +14,8 @@
 // once from /proc/1/environ) plus the command's, the cwd, the PATH lookup
 // and runc's exit 126 messages; a signal's death is 128+N. The agent is
 // told to leave a command's background processes running when it exits
-// (StdioKeys.LeaveBackground), as docker exec does.
+// (StdioKeys.LeaveBackground), as docker exec does. At most
+// maxTunnelCommands run through one tunnel at once (each costs the agent a
+// process and a thread under the container's pids limit); the rest, and
+// every command while the tunnel is down, go through docker exec.
 package execapi

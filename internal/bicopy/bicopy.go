@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 )
 
@@ -35,13 +36,14 @@ var (
 	bigPool   = sync.Pool{New: func() any { b := make([]byte, bigBuf); return &b }}
 )
 
-// copyHalf copies src to dst like io.Copy, with the adaptive buffer. When
-// either side has its own fast path (splice between sockets, sendfile)
-// io.Copy's is taken instead.
+// copyHalf copies src to dst like io.Copy, with the adaptive buffer. Where
+// the kernel can move the bytes (splice between two sockets, a file on
+// either side) io.Copy's fast path is taken instead. Not merely because
+// one side has ReadFrom or WriteTo: *net.TCPConn has both, and for any
+// other peer (an SSH channel, a yamux stream) they fall back to io.Copy
+// with a new 32 KiB buffer — 64 KiB of garbage per forwarded connection.
 func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
-	_, wt := src.(io.WriterTo)
-	_, rf := dst.(io.ReaderFrom)
-	if wt || rf {
+	if kernelCopy(dst, src) {
 		return io.Copy(dst, src)
 	}
 	sp := smallPool.Get().(*[]byte)
@@ -139,6 +141,23 @@ func Copy(ctx context.Context, a, b io.ReadWriteCloser) (Stats, error) {
 		<-cancelled
 	}
 	return st, first
+}
+
+// kernelCopy reports whether io.Copy(dst, src) can move the bytes in the
+// kernel (splice, sendfile, copy_file_range).
+func kernelCopy(dst io.Writer, src io.Reader) bool {
+	kind := func(x any) (socket, file bool) {
+		switch x.(type) {
+		case *net.TCPConn, *net.UnixConn:
+			return true, false
+		case *os.File:
+			return false, true
+		}
+		return false, false
+	}
+	ds, df := kind(dst)
+	ss, sf := kind(src)
+	return (ds && ss) || df || sf
 }
 
 func isClosed(err error) bool {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -90,5 +91,46 @@ func TestCancelClosesBothAndReportsCause(t *testing.T) {
 			t.Error("peer still open after cancel")
 		}
 		x.Close()
+	}
+}
+
+// TestNoCopyBuffersPerConnection: a TCP conn copied to and from a stream
+// that is not a socket (here net.Pipe; an SSH channel in a forward) uses
+// the pooled buffers, not a fresh 32 KiB one each way from io.Copy behind
+// TCPConn's ReadFrom and WriteTo. Not parallel: other tests' allocations
+// would count.
+func TestNoCopyBuffersPerConnection(t *testing.T) {
+	once := func() {
+		client, proxyIn := tcpPair(t)
+		proxyOut, far := net.Pipe()
+		done := make(chan struct{})
+		go func() { defer close(done); _, _ = Copy(context.Background(), proxyIn, proxyOut) }()
+		b := make([]byte, 1)
+		if _, err := client.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(far, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := far.Write([]byte("y")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, b); err != nil {
+			t.Fatal(err)
+		}
+		_ = client.Close()
+		_ = far.Close()
+		<-done
+	}
+	once() // fill the pools
+	const n = 50
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		once()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 32<<10 {
+		t.Errorf("%d bytes allocated per copied connection, want under 32 KiB", per)
 	}
 }

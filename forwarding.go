@@ -56,7 +56,10 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	)
 	switch spec.Kind {
 	case ForwardLocal:
-		var lc net.ListenConfig
+		// No TCP keepalive on accepted conns (ssh -L sets none either):
+		// it is four setsockopt calls per forwarded connection, and the
+		// far side of the forward has its own liveness checks.
+		lc := net.ListenConfig{KeepAlive: -1}
 		ln, err = lc.Listen(ctx, "tcp", spec.Listen)
 		dial = func(ctx context.Context) (net.Conn, error) { return f.Dial(ctx, "tcp", spec.Connect) }
 	case ForwardRemote:

@@ -211,11 +211,21 @@ func (p *srvProcess) run() {
 // 32 KiB (measured with scripts/bench, issue 7).
 const inputBuf = 256 << 10
 
+// Copy buffers come from pools: a fresh 256 KiB input buffer and two
+// 32 KiB output buffers were 320 KiB allocated and zeroed per command,
+// most of an exec round trip's garbage.
+var (
+	inputBufs  = sync.Pool{New: func() any { b := make([]byte, inputBuf); return &b }}
+	outputBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+)
+
 // copyInput copies the channel into the child's stdin until EOF or a
 // failed write. It does not use io.Copy: *os.File's ReadFrom would copy
 // through its own 32 KiB buffer.
 func copyInput(dst *os.File, src io.Reader) {
-	buf := make([]byte, inputBuf)
+	bp := inputBufs.Get().(*[]byte)
+	defer inputBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
@@ -233,7 +243,9 @@ func copyInput(dst *os.File, src io.Reader) {
 // a PTY master), a failed write, or a read deadline; after the deadline it
 // copies what is left in the pipe without waiting for more.
 func copyOutput(dst io.Writer, src *os.File) {
-	buf := make([]byte, 32<<10)
+	bp := outputBufs.Get().(*[]byte)
+	defer outputBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {

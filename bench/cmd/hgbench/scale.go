@@ -88,8 +88,8 @@ func (e *env) scale(ctx context.Context) ([]*bench.Scenario, error) {
 	}
 	perTunnel := float64(after-before) / float64(n-1) / 1024
 	rss := &bench.Scenario{Name: fmt.Sprintf("gateway RSS per idle tunnel, N=%d", n), Unit: "KiB", PeerName: "target 64 KiB", Better: bench.Lower,
-		Note: fmt.Sprintf("VmRSS of the gateway process %.0f MiB before, %.0f MiB with %d tunnels; the agents are agent.Connect in one child process, enrolled in batches of %d in %v",
-			float64(before)/mib, float64(after)/mib, n, batch, took)}
+		Note: fmt.Sprintf("VmRSS of the gateway process %.0f MiB before, %.0f MiB with %d tunnels (the whole process over N: %.1f KiB each; the gateway had run the other scenarios, so some of the before is heap the tunnels reuse); the agents are agent.Connect in one child process, enrolled in batches of %d in %v",
+			float64(before)/mib, float64(after)/mib, n, float64(after)/float64(n)/1024, batch, took)}
 	rss.Add(perTunnel, 64)
 
 	loaded, err := e.tunnelExecs(ctx, func() int { return rand.IntN(n) }, execs)

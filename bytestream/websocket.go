@@ -121,6 +121,8 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	if cork != nil {
 		wc.cork = cork.c.Load()
 	}
+	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
+	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
 	return wc, resp, nil
 }
 
@@ -214,7 +216,8 @@ func (b bigBufWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 type wsConn struct {
 	net.Conn // websocket.NetConn: deadlines, Read, Close
 	ws       *websocket.Conn
-	cork     *corkConn // the TCP conn; nil with BigBuffers or a caller's HTTPClient
+	cork     *corkConn    // the TCP conn; nil with BigBuffers or a caller's HTTPClient
+	wb       *writeBehind // dialed conns write behind (see writeBehind); nil on the server side
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -270,6 +273,26 @@ func (c *wsConn) abort() error { return c.ws.CloseNow() }
 
 // Write sends p as binary messages of at most MaxMessageSize bytes.
 func (c *wsConn) Write(p []byte) (int, error) {
+	if c.wb != nil {
+		n, err := c.wb.Write(p)
+		if err != nil {
+			err = deadlineErr(err, &c.writeDeadline)
+		}
+		return n, err
+	}
+	return c.writeMessages(p)
+}
+
+// Close closes the conn, first letting held write-behind bytes out.
+func (c *wsConn) Close() error {
+	if c.wb != nil {
+		c.wb.drain()
+	}
+	return c.Conn.Close()
+}
+
+// writeMessages writes p as messages of at most MaxMessageSize bytes.
+func (c *wsConn) writeMessages(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), MaxMessageSize)]

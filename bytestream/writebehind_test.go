@@ -1,0 +1,138 @@
+package bytestream
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// slowSink records writes, each taking a while, so writes collect behind
+// the one in progress.
+type slowSink struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+	delay  time.Duration
+	fail   error
+}
+
+func (s *slowSink) write(p []byte) (int, error) {
+	time.Sleep(s.delay)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return 0, s.fail
+	}
+	s.writes++
+	s.buf.Write(p)
+	return len(p), nil
+}
+
+func (s *slowSink) snapshot() ([]byte, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.buf.Bytes()), s.writes
+}
+
+// TestWriteBehindCoalescesInOrder: SSH-packet-sized writes, a write larger
+// than the bound and more small ones arrive in order, in fewer writes than
+// were made, and nothing is held once drained.
+func TestWriteBehindCoalescesInOrder(t *testing.T) {
+	sink := &slowSink{delay: time.Millisecond}
+	w := newWriteBehind(sink.write, func() error { return nil })
+	var want bytes.Buffer
+	for i := range 40 {
+		p := randomData(uint64(i), 32<<10+52)
+		if i == 20 {
+			p = randomData(99, wbMax+1) // written in place, after what is held
+		}
+		want.Write(p)
+		if n, err := w.Write(p); err != nil || n != len(p) {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+	}
+	w.drain()
+	got, writes := sink.snapshot()
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("got %d bytes, want %d in order", len(got), want.Len())
+	}
+	if writes >= 40 {
+		t.Fatalf("%d writes reached the conn for 40 writes: nothing was coalesced", writes)
+	}
+	w.mu.Lock()
+	held, flushing := w.buf, w.flushing
+	w.mu.Unlock()
+	if held != nil || flushing {
+		t.Fatal("a buffer or a flusher is still held after draining")
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after close: %v, want net.ErrClosed", err)
+	}
+}
+
+// TestWriteBehindErrorIsSticky: a failed write comes back from the next
+// Write, and every one after it.
+func TestWriteBehindErrorIsSticky(t *testing.T) {
+	boom := errors.New("boom")
+	sink := &slowSink{fail: boom}
+	w := newWriteBehind(sink.write, func() error { return nil })
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		_, err = w.Write(make([]byte, 1000))
+	}
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, boom) {
+		t.Fatalf("later write: %v, want boom", err)
+	}
+	w.drain()
+}
+
+// TestWriteBehindWebSocket: a dialed WebSocket writing behind delivers
+// everything written before Close, and a peer that stops reading still
+// ends a writer with a write deadline (the bound on held bytes makes Write
+// wait, and the flusher's write times out).
+func TestWriteBehindWebSocket(t *testing.T) {
+	a, b := wsPair(t)
+	if a.(*wsConn).wb == nil {
+		t.Fatal("a dialed WebSocket does not write behind")
+	}
+	data := randomData(8, 3<<20)
+	got := make(chan []byte, 1)
+	go func() { buf, _ := io.ReadAll(b); got <- buf }()
+	for p := data; len(p) > 0; {
+		n := min(len(p), 32<<10+52)
+		if _, err := a.Write(p[:n]); err != nil {
+			t.Fatal(err)
+		}
+		p = p[n:]
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if buf := <-got; !bytes.Equal(buf, data) {
+		t.Fatalf("peer got %d of %d bytes before close", len(buf), len(data))
+	}
+
+	// Large writes go in place; small ones are held, then wait for room.
+	for _, size := range []int{1 << 20, 32 << 10} {
+		c, _ := wsPair(t) // its peer never reads
+		if err := c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		chunk := randomData(9, size)
+		for i := 0; i < (256<<20)/size && err == nil; i++ { // bounded: 256 MiB at most
+			_, err = c.Write(chunk)
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%d-byte writes to a peer that does not read: %v, want os.ErrDeadlineExceeded", size, err)
+		}
+	}
+}

@@ -136,8 +136,13 @@ type Client struct {
 	sftpCli  *sftp.Client
 	sftpProv hostgate.Provider
 	// wg counts every goroutine the client starts: watch, keepalive,
-	// process waiters, abandoned operations. Close waits for it.
+	// process waiters, spare openers, abandoned operations. Close waits
+	// for it.
 	wg sync.WaitGroup
+
+	spareMu      sync.Mutex
+	spare        *ssh.Session // a session channel opened ahead for the next command
+	spareOpening bool
 }
 
 // Connect runs the SSH handshake over conn with the default ClientConfig.
@@ -399,6 +404,9 @@ func (c *Client) Close() error {
 		_ = sc.Close()
 	}
 	c.wg.Wait()
+	if s, ok := c.takeSpare(); ok {
+		_ = s.Close() // its channel went with the connection
+	}
 	return nil
 }
 

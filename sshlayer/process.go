@@ -49,18 +49,82 @@ func (c *Client) Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOp
 	return p, nil
 }
 
-// start opens a session, asks for a PTY when wanted and execs line.
+// start opens a session, asks for a PTY when wanted and execs line. It
+// takes the spare session when there is one (and opens a new spare once
+// the command runs), so a command costs one round trip less than a channel
+// open plus an exec request: the next channel opens while this command
+// runs.
 func (c *Client) start(line string, pty *hostgate.PTY) (*clientProcess, error) {
-	sess, err := c.ssh.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
+	return c.startOn(line, pty, true)
+}
+
+func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*clientProcess, error) {
+	var (
+		sess  *ssh.Session
+		spare bool
+	)
+	if useSpare {
+		sess, spare = c.takeSpare()
+	}
+	if sess == nil {
+		var err error
+		if sess, err = c.ssh.NewSession(); err != nil {
+			return nil, fmt.Errorf("open session: %w", err)
+		}
 	}
 	p := &clientProcess{c: c, sess: sess, pty: pty != nil, done: make(chan struct{})}
 	if err := p.setup(line, pty); err != nil {
 		_ = sess.Close()
+		if spare && c.usable() == nil {
+			// The spare may have gone stale (the server closed it): one
+			// more try on a new channel before calling the command failed.
+			return c.startOn(line, pty, false)
+		}
 		return nil, err
 	}
+	c.refillSpare()
 	return p, nil
+}
+
+// takeSpare returns the spare session, if one is open, and whether it was.
+func (c *Client) takeSpare() (*ssh.Session, bool) {
+	c.spareMu.Lock()
+	defer c.spareMu.Unlock()
+	s := c.spare
+	c.spare = nil
+	return s, s != nil
+}
+
+// refillSpare opens a spare session in the background unless one is open
+// or opening. A failure (a server at its session limit) leaves none: the
+// next command opens its own channel.
+func (c *Client) refillSpare() {
+	c.spareMu.Lock()
+	if c.spare != nil || c.spareOpening {
+		c.spareMu.Unlock()
+		return
+	}
+	c.spareOpening = true
+	c.spareMu.Unlock()
+	if !c.track() {
+		c.spareMu.Lock()
+		c.spareOpening = false
+		c.spareMu.Unlock()
+		return
+	}
+	go func() {
+		defer c.wg.Done()
+		s, err := c.ssh.NewSession()
+		c.spareMu.Lock()
+		c.spareOpening = false
+		if err == nil && c.spare == nil && c.usable() == nil {
+			c.spare, s = s, nil
+		}
+		c.spareMu.Unlock()
+		if s != nil {
+			_ = s.Close()
+		}
+	}()
 }
 
 func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {

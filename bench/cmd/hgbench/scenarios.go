@@ -49,17 +49,7 @@ func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
 	for range e.cfg.pairs {
-		a, err := timeIt(func() error {
-			p, err := e.host.Spawn(ctx, []string{"sh", "-c", "cat >/dev/null"}, hostgate.SpawnOptions{})
-			if err != nil {
-				return err
-			}
-			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
-			go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
-			werr := writeN(p.Stdin(), n)
-			_ = p.Stdin().Close()
-			return errors.Join(werr, p.Wait())
-		})
+		a, err := streamTo(ctx, e.host, n)
 		if err != nil {
 			return nil, fmt.Errorf("hostgate: %w", err)
 		}
@@ -82,6 +72,21 @@ func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
 		s.Add(rate(a), rate(b))
 	}
 	return []*bench.Scenario{s}, nil
+}
+
+// streamTo times n bytes into `cat >/dev/null` on h, from spawn to exit.
+func streamTo(ctx context.Context, h *hostgate.Host, n int64) (time.Duration, error) {
+	return timeIt(func() error {
+		p, err := h.Spawn(ctx, []string{"sh", "-c", "cat >/dev/null"}, hostgate.SpawnOptions{})
+		if err != nil {
+			return err
+		}
+		go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+		werr := writeN(p.Stdin(), n)
+		_ = p.Stdin().Close()
+		return errors.Join(werr, p.Wait())
+	})
 }
 
 // sftp downloads and uploads one file through hostgate's SFTP provider and

@@ -262,6 +262,7 @@ func TestServeValidatesFlags(t *testing.T) {
 		{"--cert-ttl", "100h"},
 		{"--public-url", "ftp://x"},
 		{"--trusted-proxy", "10.0.0.0/33"},
+		{"--token-recheck", "1ms"},
 		{"--trusted-proxy", "proxy.example.com"},
 		{"extra"},
 	} {

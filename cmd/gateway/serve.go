@@ -32,6 +32,7 @@ type serveConfig struct {
 	SandboxPool   int    // warm containers per sandbox shape; 0 turns the pool off
 	CertTTL       time.Duration
 	LogFormat     string
+	TokenRecheck  time.Duration
 	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
 	proxies       []netip.Prefix
 }
@@ -74,6 +75,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", 0, "warm pre-created containers kept per sandbox shape (0: no pool)")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
@@ -107,6 +109,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("serve: --log-format %q: want text or json", c.LogFormat)
+	}
+	if c.TokenRecheck < 100*time.Millisecond || c.TokenRecheck > time.Hour {
+		return fmt.Errorf("serve: --token-recheck %v: want between 100ms and 1h", c.TokenRecheck)
 	}
 	p, err := gateway.ParseTrustedProxies(c.TrustedProxy)
 	if err != nil {
@@ -149,7 +154,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		return err
 	}
 	defer st.Close()
-	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies})
+	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck})
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,16 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return tok.Name, ok
 		},
+		// A terminal lives only as long as its caller's token.
+		Bind: func(ctx context.Context, r *http.Request, id string) (context.Context, func()) {
+			tok, err := srv.Authenticate(r)
+			if err != nil {
+				c, cancel := context.WithCancelCause(ctx)
+				cancel(err) // revoked between Authorize and now
+				return c, func() {}
+			}
+			return srv.Live(ctx, tok, "pty", id)
+		},
 		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 			c, _, err := hc.Dial(ctx, id, name)
 			if err != nil {

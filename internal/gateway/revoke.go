@@ -40,6 +40,14 @@ type liveEntry struct {
 	cancel context.CancelCauseFunc
 }
 
+// Live registers a session the gateway's hooks run for a caller (a web
+// terminal): the returned context ends with ErrTokenRevoked as its cause
+// once tok is revoked or expires, and done must be called when the
+// session ends.
+func (s *Server) Live(ctx context.Context, tok store.Token, kind, hostID string) (context.Context, func()) {
+	return s.live.add(ctx, tok, kind, hostID)
+}
+
 // add registers a session opened with tok; ctx ends with ErrTokenRevoked
 // when the token goes. remove must be called when the session ends.
 func (l *liveSet) add(parent context.Context, tok store.Token, what, host string) (ctx context.Context, remove func()) {

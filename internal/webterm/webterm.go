@@ -45,6 +45,11 @@ type Config struct {
 	// OriginPatterns are extra origins allowed to open the socket
 	// (coder/websocket host patterns); the gateway's own origin always is.
 	OriginPatterns []string
+	// Bind, when set, ties the terminal to the caller's authorization: the
+	// terminal ends when the context Bind returns does (the gateway ends
+	// it when the caller's token is revoked or expires), and the page is
+	// told the context's cause. done is called when the terminal closes.
+	Bind func(ctx context.Context, r *http.Request, id string) (bound context.Context, done func())
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Idle closes a terminal with no input or output for this long; 0
@@ -95,6 +100,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := h.cfg.Logger.With("host", id, "caller", name)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if h.cfg.Bind != nil {
+		bound, done := h.cfg.Bind(ctx, r, id)
+		defer done()
+		ctx = bound // cancel still ends it: bound is ctx's child
+	}
 	p, release, err := h.cfg.Spawn(ctx, id, name, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
 	if err != nil {
 		log.Info("terminal spawn failed", "err", err)
@@ -147,13 +157,18 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 			}
 		}
 	}()
-	// Socket → terminal input and control.
+	// Socket → terminal input and control. Reads are not bound to ctx:
+	// coder/websocket closes the socket when a read's context ends, and a
+	// terminal ended from outside still owes the page its reason. The read
+	// ends when the socket closes below.
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer rcancel()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer cancel()
 		for {
-			typ, b, err := ws.Read(ctx)
+			typ, b, err := ws.Read(rctx)
 			if err != nil {
 				return
 			}
@@ -198,7 +213,16 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	werr := p.Wait()
 	code := hostgate.ExitCode(werr)
 	var ee *hostgate.ExitError
-	if werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil {
+	if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
+		// Ended from outside (a revoked token): say why before closing,
+		// on a context of its own since ctx is over.
+		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + cause.Error()})
+		wmu.Lock()
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = ws.Write(wctx, websocket.MessageText, b)
+		wcancel()
+		wmu.Unlock()
+	} else if werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil {
 		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
 		_ = write(websocket.MessageText, b)
 	} else if ctx.Err() == nil {
@@ -207,6 +231,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	}
 	cancel()
 	_ = ws.Close(websocket.StatusNormalClosure, "exited")
+	rcancel() // a peer that never answers the close: the read ends anyway
 	_ = p.Kill(hostgate.SIGKILL)
 	wg.Wait()
 	log.Info("terminal closed", "exit", code)

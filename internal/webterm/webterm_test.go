@@ -3,6 +3,7 @@ package webterm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -155,5 +156,63 @@ func TestForeignOriginRefused(t *testing.T) {
 	}
 	if res == nil || res.StatusCode != http.StatusForbidden {
 		t.Fatalf("got %v, want 403", res)
+	}
+}
+
+// TestBindEndsTerminal: when the context Bind returned ends (the gateway
+// revoked the caller's token), the terminal closes, the page is told why,
+// and Bind's done runs.
+func TestBindEndsTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	revoked := errors.New("the session's token was revoked")
+	revoke := make(chan struct{})
+	doneCalled := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true },
+		Bind: func(ctx context.Context, r *http.Request, id string) (context.Context, func()) {
+			bctx, bcancel := context.WithCancelCause(ctx)
+			go func() {
+				select {
+				case <-revoke:
+					bcancel(revoked)
+				case <-bctx.Done():
+				}
+			}()
+			return bctx, func() { bcancel(nil); close(doneCalled) }
+		},
+		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+			// As a real host does: the process ends with ctx.
+			stop := context.AfterFunc(ctx, func() { _ = proc.Kill(hostgate.SIGKILL) })
+			return proc, func() { stop() }, nil
+		},
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ws, _, err := dial(ctx, srv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != "HI" {
+		t.Fatalf("echo: %q %v", b, err)
+	}
+	close(revoke)
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText || !strings.Contains(string(b), "revoked") {
+		t.Fatalf("after revocation: %v %q %v, want an error message naming it", typ, b, err)
+	}
+	if _, _, err := ws.Read(ctx); err == nil {
+		t.Fatal("the terminal socket is still open")
+	}
+	select {
+	case <-doneCalled:
+	case <-ctx.Done():
+		t.Fatal("Bind's done was not called")
 	}
 }

@@ -196,6 +196,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 	}{
 		{"bulk", e.bulk},
 		{"bulk", e.bulkAB},
+		{"bulk", e.bulkSSHAlone},
 		{"sftp", e.sftp},
 		{"exec", e.exec},
 		{"forward", e.forward},

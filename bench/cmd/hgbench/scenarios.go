@@ -53,29 +53,43 @@ func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
 		if err != nil {
 			return nil, fmt.Errorf("hostgate: %w", err)
 		}
-		b, err := timeIt(func() error {
-			cmd := e.sshd.Command(ctx, nil, "cat >/dev/null")
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				return err
-			}
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			werr := writeN(in, n)
-			_ = in.Close()
-			return errors.Join(werr, cmd.Wait())
-		})
+		b, err := e.sshStream(ctx, n)
 		if err != nil {
-			return nil, fmt.Errorf("ssh: %w", err)
+			return nil, err
 		}
 		s.Add(rate(a), rate(b))
 	}
 	return []*bench.Scenario{s}, nil
 }
 
+// sshStream times n bytes into `cat >/dev/null` through OpenSSH's ssh.
+func (e *env) sshStream(ctx context.Context, n int64) (time.Duration, error) {
+	d, err := timeIt(func() error {
+		cmd := e.sshd.Command(ctx, nil, "cat >/dev/null")
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		werr := writeN(in, n)
+		_ = in.Close()
+		return errors.Join(werr, cmd.Wait())
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ssh: %w", err)
+	}
+	return d, nil
+}
+
+// spawner is what a bulk stream runs on: a host, or an SSH client alone.
+type spawner interface {
+	Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOptions) (hostgate.Process, error)
+}
+
 // streamTo times n bytes into `cat >/dev/null` on h, from spawn to exit.
-func streamTo(ctx context.Context, h *hostgate.Host, n int64) (time.Duration, error) {
+func streamTo(ctx context.Context, h spawner, n int64) (time.Duration, error) {
 	return timeIt(func() error {
 		p, err := h.Spawn(ctx, []string{"sh", "-c", "cat >/dev/null"}, hostgate.SpawnOptions{})
 		if err != nil {

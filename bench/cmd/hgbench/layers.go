@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/bench"
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// bulkSSHAlone streams the bulk scenario's bytes over the SSH layer alone:
+// the same Go client straight to `agent serve --listen` over loopback TCP,
+// no WebSocket, gateway or yamux, against OpenSSH again. With the full-path
+// row it splits the gap to OpenSSH into the SSH implementation's share and
+// the relay's.
+func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(e.dir, "agent-serve")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(dir, e.uid, e.gid); err != nil {
+		return nil, err
+	}
+	keys := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(keys, []byte(key.PublicKey+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(e.cfg.agentBin, "serve", "--listen", addr, "--authorized-keys", keys, "--state-dir", dir)
+	cmd.Dir = e.home
+	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=" + gomaxprocs()}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
+	p, err := startProc("agent serve", cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop()
+	var conn net.Conn
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var d net.Dialer
+		if conn, err = d.DialContext(ctx, "tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("agent serve on %s: %w: %s", addr, err, p.output())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	pem, err := os.ReadFile(filepath.Join(dir, agent.HostKeyFile))
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	hk, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	c, err := sshlayer.Connect(ctx, conn, sshlayer.Auth{User: e.cfg.user, Signer: key.Signer, HostKey: sshlayer.Fingerprint(hk.PublicKey())})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+
+	n := int64(e.cfg.bulkMiB) * mib
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
+		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher,
+		Note: "the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
+	for range e.cfg.pairs {
+		a, err := streamTo(ctx, c, n)
+		if err != nil {
+			return nil, fmt.Errorf("ssh layer: %w", err)
+		}
+		b, err := e.sshStream(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		s.Add(rate(a), rate(b))
+	}
+	return []*bench.Scenario{s}, nil
+}

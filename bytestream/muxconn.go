@@ -98,7 +98,7 @@ type muxConn struct {
 	// session would cost every idle agent tunnel a stack.
 	flusher   sync.WaitGroup
 	closeOnce sync.Once
-	keeper    *keeper // the session's keepalive, stopped by Close; nil when off
+	keeper    *keeper // the session's keepalive, stopped by Close; nil when off; guarded by rmu
 
 	reason atomic.Pointer[error] // why fail closed the conn; set once
 }
@@ -168,9 +168,10 @@ func (c *muxConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.rmu.Lock()
 		c.closed = true
+		k := c.keeper // set under rmu by startKeeper, which may race a failing session
 		c.rmu.Unlock()
-		if c.keeper != nil {
-			c.keeper.stop()
+		if k != nil {
+			k.stop()
 		}
 		c.flusher.Wait()
 		c.wmu.Lock()

@@ -126,14 +126,20 @@ func (c *muxConn) flush() {
 		if boundary {
 			_ = c.flushRSTs() // a failed write also fails the session's writer
 		}
-		c.wmu.Unlock()
+		// Decide to stop while still holding wmu (the order flushRSTs takes
+		// the locks in): mid-frame, the sender flushes at the frame's end,
+		// which cannot have happened yet; an RST queued after this check
+		// sees flushing false and starts a new flusher.
 		c.rmu.Lock()
-		if !boundary || len(c.rsts) == 0 || c.closed {
+		stop := !boundary || len(c.rsts) == 0 || c.closed
+		if stop {
 			c.flushing = false
-			c.rmu.Unlock()
-			return
 		}
 		c.rmu.Unlock()
+		c.wmu.Unlock()
+		if stop {
+			return
+		}
 	}
 }
 

@@ -59,10 +59,11 @@ func TestRevokedTokenEndsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	if err := ws.Write(ctx, websocket.MessageBinary, []byte("echo ready\n")); err != nil {
+	// The answer, not the echo of what was typed, proves the shell runs.
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("echo $((6*7))\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := readUntil(ctx, ws, "ready"); err != nil {
+	if err := readUntil(ctx, ws, "42"); err != nil {
 		t.Fatalf("terminal: %v", err)
 	}
 

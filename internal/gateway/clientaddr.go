@@ -83,32 +83,36 @@ func trusted(ps []netip.Prefix, a netip.Addr) bool {
 
 // forwardedClient walks X-Forwarded-For from the right (the entry the
 // nearest proxy added) past trusted proxies and returns the first other
-// address. A malformed entry ends the walk with no answer: what lies left
-// of it cannot be trusted either.
+// address, looking at most maxForwardedHops entries: only the right end is
+// the proxies' own, so a client that pads the left cannot push the answer
+// back to the proxy's address. A malformed entry ends the walk with no
+// answer: what lies left of it cannot be trusted either.
 func forwardedClient(values []string, proxies []netip.Prefix) (netip.Addr, bool) {
-	var entries []string
-	for _, v := range values {
-		for e := range strings.SplitSeq(v, ",") {
-			entries = append(entries, e)
-			if len(entries) > maxForwardedHops*2 {
-				return netip.Addr{}, false
+	hops := 0
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for v != "" && hops < maxForwardedHops {
+			var e string
+			if j := strings.LastIndexByte(v, ','); j >= 0 {
+				v, e = v[:j], v[j+1:]
+			} else {
+				v, e = "", v
 			}
-		}
-	}
-	for i, hops := len(entries)-1, 0; i >= 0 && hops < maxForwardedHops; i, hops = i-1, hops+1 {
-		e := strings.TrimSpace(entries[i])
-		a, err := netip.ParseAddr(e)
-		if err != nil {
-			// "[v6]:port" and "v4:port" forms.
-			ap, perr := netip.ParseAddrPort(e)
-			if perr != nil {
-				return netip.Addr{}, false
+			hops++
+			e = strings.TrimSpace(e)
+			a, err := netip.ParseAddr(e)
+			if err != nil {
+				// "[v6]:port" and "v4:port" forms.
+				ap, perr := netip.ParseAddrPort(e)
+				if perr != nil {
+					return netip.Addr{}, false
+				}
+				a = ap.Addr()
 			}
-			a = ap.Addr()
-		}
-		a = a.Unmap().WithZone("")
-		if !trusted(proxies, a) {
-			return a, true
+			a = a.Unmap().WithZone("")
+			if !trusted(proxies, a) {
+				return a, true
+			}
 		}
 	}
 	return netip.Addr{}, false

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/hostgate/hostgate/internal/store"
@@ -45,6 +46,7 @@ func TestForwardedClient(t *testing.T) {
 		{[]string{"10.1.2.3"}, ""},             // only proxies
 		{[]string{"203.0.113.7, garbage"}, ""}, // a bad entry ends the walk
 		{nil, ""},
+		{[]string{strings.Repeat("198.51.100.1, ", 500) + "203.0.113.7, 10.1.2.3"}, "203.0.113.7"}, // padding on the left changes nothing
 	} {
 		got, ok := forwardedClient(tc.values, proxies)
 		if (tc.want == "") != !ok || (ok && got.String() != tc.want) {

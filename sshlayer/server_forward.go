@@ -4,7 +4,6 @@ package sshlayer
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -76,28 +75,8 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	log.Debug("direct-tcpip", "target", target)
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); discardChannelRequests(reqs) }()
-	_, _ = bicopy.Copy(c.ctx, ch, plainConn(tc))
+	_, _ = bicopy.Copy(c.ctx, ch, tc)
 }
-
-// plainConn hides a TCP conn's ReadFrom and WriteTo from the copy: for a
-// peer that is not a socket (the SSH channel) they fall back to io.Copy,
-// which allocates a new 32 KiB buffer each time instead of using the
-// copier's pooled one: 64 KiB of garbage per forwarded connection, and
-// the GC work that comes with it.
-func plainConn(c net.Conn) io.ReadWriteCloser {
-	if tc, ok := c.(*net.TCPConn); ok {
-		return tcpOnly{tc}
-	}
-	return c
-}
-
-// tcpOnly is a *net.TCPConn with only Read, Write, Close and CloseWrite.
-type tcpOnly struct{ c *net.TCPConn }
-
-func (t tcpOnly) Read(p []byte) (int, error)  { return t.c.Read(p) }
-func (t tcpOnly) Write(p []byte) (int, error) { return t.c.Write(p) }
-func (t tcpOnly) Close() error                { return t.c.Close() }
-func (t tcpOnly) CloseWrite() error           { return t.c.CloseWrite() }
 
 // bindAddr maps the address a client asked to listen on to the one used:
 // loopback unless AllowRemoteBind (sshd's GatewayPorts).
@@ -220,7 +199,7 @@ func (c *serverConn) acceptForward(f *remoteForward) {
 			}
 			c.wg.Add(1)
 			go func() { defer c.wg.Done(); ssh.DiscardRequests(reqs) }()
-			_, _ = bicopy.Copy(c.ctx, ch, plainConn(tc))
+			_, _ = bicopy.Copy(c.ctx, ch, tc)
 		}()
 	}
 }

@@ -37,11 +37,11 @@ var (
 )
 
 // copyHalf copies src to dst like io.Copy, with the adaptive buffer. Where
-// the kernel can move the bytes (splice between two sockets, a file on
-// either side) io.Copy's fast path is taken instead. Not merely because
-// one side has ReadFrom or WriteTo: *net.TCPConn has both, and for any
-// other peer (an SSH channel, a yamux stream) they fall back to io.Copy
-// with a new 32 KiB buffer — 64 KiB of garbage per forwarded connection.
+// the kernel can move the bytes (kernelCopy) io.Copy's fast path is taken
+// instead; not merely because one side has ReadFrom or WriteTo:
+// *net.TCPConn has both, and for any other peer (an SSH channel, a yamux
+// stream) they fall back to io.Copy with a new 32 KiB buffer — 64 KiB of
+// garbage per forwarded connection.
 func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
 	if kernelCopy(dst, src) {
 		return io.Copy(dst, src)
@@ -143,21 +143,19 @@ func Copy(ctx context.Context, a, b io.ReadWriteCloser) (Stats, error) {
 	return st, first
 }
 
-// kernelCopy reports whether io.Copy(dst, src) can move the bytes in the
-// kernel (splice, sendfile, copy_file_range).
+// kernelCopy reports whether io.Copy(dst, src) moves the bytes in the
+// kernel: splice between two sockets, sendfile or copy_file_range when a
+// file meets a socket or a file. With anything else, *os.File's own
+// ReadFrom/WriteTo fall back to io.Copy's fresh 32 KiB buffer too.
 func kernelCopy(dst io.Writer, src io.Reader) bool {
-	kind := func(x any) (socket, file bool) {
+	kernel := func(x any) bool {
 		switch x.(type) {
-		case *net.TCPConn, *net.UnixConn:
-			return true, false
-		case *os.File:
-			return false, true
+		case *net.TCPConn, *net.UnixConn, *os.File:
+			return true
 		}
-		return false, false
+		return false
 	}
-	ds, df := kind(dst)
-	ss, sf := kind(src)
-	return (ds && ss) || df || sf
+	return kernel(dst) && kernel(src)
 }
 
 func isClosed(err error) bool {

@@ -61,3 +61,45 @@ func TestLeaveBackground(t *testing.T) {
 		}
 	})
 }
+
+// TestProcessGroupsReported: the server reports each command's process
+// group when it starts and again once it is gone (what the agent's guard
+// is told), and nothing else.
+func TestProcessGroupsReported(t *testing.T) {
+	t.Parallel()
+	type call struct {
+		pgid    int
+		running bool
+	}
+	calls := make(chan call, 16)
+	ts := srvStartServer(t, &ServerConfig{ProcessGroups: func(pgid int, running bool) { calls <- call{pgid, running} }})
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Output(`echo $$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("output %q", out)
+	}
+	for _, want := range []call{{pid, true}, {pid, false}} {
+		select {
+		case got := <-calls:
+			if got != want {
+				t.Fatalf("reported %+v, want %+v", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no report %+v", want)
+		}
+	}
+	select {
+	case extra := <-calls:
+		t.Fatalf("unexpected report %+v", extra)
+	default:
+	}
+}

@@ -25,7 +25,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hostgate/hostgate/bytestream"
-	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -42,7 +41,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	agent.MaybeRunGuard()
 	var err error
 	binDir, err = os.MkdirTemp("", "hostgate-agent-bin-")
 	if err != nil {

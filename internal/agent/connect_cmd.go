@@ -10,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // DefaultStateDir is where the agent keeps its host key and the pinned
@@ -76,7 +74,7 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg.Logger = slog.New(h)
 	// One guard for the agent's life: each tunnel's server reports to it.
-	if g := startGuard(cfg.Logger, &sshlayer.ServerConfig{}); g != nil {
+	if g := startGuard(cfg.Logger); g != nil {
 		defer func() { _ = g.Close() }() // after Connect closed its servers
 		cfg.Server = g.Configure
 	}

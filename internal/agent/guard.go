@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,11 +22,19 @@ import (
 // StartGuard) instead of an agent. It is not a user command.
 const GuardArg = "__hostgate_guard"
 
+// guardCapable is set by MaybeRunGuard: only a binary that would act as a
+// guard when re-run with GuardArg may be started as one. Any other binary
+// calling RunServe or RunConnect (a test binary would rerun its suite)
+// serves without a guard.
+var guardCapable atomic.Bool
+
 // MaybeRunGuard runs the guard and exits when the process was started as
-// one (os.Args[1] == GuardArg); otherwise it returns at once. The agent's
-// main and its test binaries call it first thing.
+// one (os.Args[1] == GuardArg); otherwise it returns at once, noting that
+// this binary can be its own guard. The agent's main and test binaries
+// that run RunServe or RunConnect in process call it first thing.
 func MaybeRunGuard() {
 	if len(os.Args) < 2 || os.Args[1] != GuardArg {
+		guardCapable.Store(true)
 		return
 	}
 	// The agent's own signals (Ctrl-C in its terminal, a stop) are the
@@ -163,16 +172,18 @@ func (g *Guard) Close() error {
 	return err
 }
 
-// startGuard starts this binary as the agent's guard and has sc report to
-// it. The guard is a backstop: without one (no executable path, fork
-// refused) the agent serves anyway, and says so.
-func startGuard(log *slog.Logger, sc *sshlayer.ServerConfig) *Guard {
-	exe, err := os.Executable()
-	if err == nil {
-		var g *Guard
-		if g, err = StartGuard(exe); err == nil {
-			g.Configure(sc)
-			return g
+// startGuard starts this binary as the agent's guard. The guard is a
+// backstop: without one (a binary that never called MaybeRunGuard, no
+// executable path, fork refused) the agent serves anyway, and says so.
+func startGuard(log *slog.Logger) *Guard {
+	err := errors.New("this binary does not call agent.MaybeRunGuard")
+	if guardCapable.Load() {
+		var exe string
+		if exe, err = os.Executable(); err == nil {
+			var g *Guard
+			if g, err = StartGuard(exe); err == nil {
+				return g
+			}
 		}
 	}
 	log.Warn("no guard process: commands will outlive the agent if it is killed with SIGKILL", "err", err)

@@ -93,6 +93,15 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	if keysStdin && !stdio {
 		return errors.New("agent serve: --keys-stdin needs --stdio")
 	}
+	if keysStdin {
+		// The preamble carries the keys and host id; flags that would say
+		// otherwise would be read, then silently ignored.
+		for _, name := range []string{"authorized-keys", "trusted-ca", "trusted-ca-key", "host-id", "host-key", "state-dir"} {
+			if flagSet(fs, name) {
+				return fmt.Errorf("agent serve: --%s cannot be used with --keys-stdin (the preamble gives the keys)", name)
+			}
+		}
+	}
 	if logLevel == "" {
 		logLevel = "info"
 		if stdio && !mux {
@@ -151,23 +160,22 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 			conn = bytestream.Stdio()
 		}
 	}
-	var (
-		srv   *sshlayer.Server
-		err   error
-		guard *Guard
-	)
 	if listen != "" {
 		// A long-lived server: a guard kills its commands if it is killed.
 		// (A stdio agent lives and dies with its one connection's peer.)
-		cfg.Server = func(sc *sshlayer.ServerConfig) { guard = startGuard(log, sc) }
+		if g := startGuard(log); g != nil {
+			defer func() { _ = g.Close() }() // after srv.Close: every group removed
+			cfg.Server = g.Configure
+		}
 	}
+	var (
+		srv *sshlayer.Server
+		err error
+	)
 	if keysStdin {
 		srv, err = stdioKeysServer(conn, log)
 	} else {
 		srv, err = NewServer(&cfg)
-	}
-	if guard != nil {
-		defer func() { _ = guard.Close() }() // after srv.Close: every group removed
 	}
 	if err != nil {
 		return err
@@ -189,4 +197,11 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	log.Debug("agent serving one SSH connection over stdio")
 	return ServeStdio(ctx, conn, srv)
+}
+
+// flagSet reports whether name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -99,11 +98,13 @@ func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
 	}
 	cas := make([]ssh.PublicKey, 0, len(k.TrustedCAs))
 	for i, s := range k.TrustedCAs {
-		pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(s))
-		if err != nil || strings.TrimSpace(string(rest)) != "" {
-			return nil, nil, fmt.Errorf("agent: keys preamble: trusted CA %d: want one public key", i)
+		// ParseKeys, like --trusted-ca-key: an option is refused, not
+		// ignored.
+		keys, err := ParseKeys([]byte(s))
+		if err != nil || len(keys) != 1 {
+			return nil, nil, fmt.Errorf("agent: keys preamble: trusted CA %d: want one public key without options", i)
 		}
-		cas = append(cas, pub)
+		cas = append(cas, keys[0])
 	}
 	if k.HostID == "" {
 		return nil, nil, errors.New("agent: keys preamble: no host id")

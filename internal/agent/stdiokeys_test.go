@@ -116,6 +116,8 @@ func TestStdioKeysRefusals(t *testing.T) {
 		"no host key":  func(k *StdioKeys) { k.HostKey = "" },
 		"no CA":        func(k *StdioKeys) { k.TrustedCAs = nil },
 		"garbage CA":   func(k *StdioKeys) { k.TrustedCAs = []string{"ssh-ed25519 !!!"} },
+		"CA option":    func(k *StdioKeys) { k.TrustedCAs = []string{`principals="root" ` + k.TrustedCAs[0]} },
+		"two CAs":      func(k *StdioKeys) { k.TrustedCAs = []string{k.TrustedCAs[0] + "\n" + k.TrustedCAs[0]} },
 		"no host id":   func(k *StdioKeys) { k.HostID = "" },
 		"public as HK": func(k *StdioKeys) { k.HostKey = k.TrustedCAs[0] },
 	} {
@@ -200,6 +202,12 @@ func TestRunServeKeysStdinRefusesBadPreamble(t *testing.T) {
 	}
 	if err := RunServe(context.Background(), []string{"--listen", "127.0.0.1:0", "--keys-stdin"}, &ServeIO{Stderr: &logs}); err == nil {
 		t.Fatal("--keys-stdin without --stdio accepted")
+	}
+	for _, flag := range []string{"--authorized-keys", "--trusted-ca", "--trusted-ca-key", "--host-id", "--host-key", "--state-dir"} {
+		err := RunServe(context.Background(), []string{"--stdio", "--keys-stdin", flag, "x"}, &ServeIO{Stderr: &logs})
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("--keys-stdin with %s: %v, want a refusal naming it", flag, err)
+		}
 	}
 }
 

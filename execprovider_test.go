@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -24,11 +25,8 @@ func TestExecProviderConformance(t *testing.T) {
 // tools (sh, stat, mkdir, …), as in the busybox test image of Docker
 // executions, so the scripts stay within what busybox implements.
 func TestExecProviderBusybox(t *testing.T) {
-	const bb = "/usr/bin/busybox"
-	_, err := os.Stat(bb)
-	if err != nil {
-		t.Skipf("busybox not installed: %v", err)
-	}
+	bb, err := exec.LookPath("busybox")
+	testenv.RequirePeer(t, "busybox", err == nil)
 	dir := t.TempDir()
 	for _, tool := range []string{"sh", "uname", "stat", "ls", "mkdir", "rmdir", "rm", "mv", "cp", "cat", "test", "ln", "readlink", "realpath", "chmod"} {
 		if err := os.Symlink(bb, dir+"/"+tool); err != nil {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/testenv"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
@@ -895,9 +896,8 @@ func TestServerSlowClientGetsWholeOutput(t *testing.T) {
 // open past the drain grace period.
 func TestServerEscapedDescendantDoesNotHang(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("no setsid command")
-	}
+	_, err := exec.LookPath("setsid")
+	testenv.RequirePeer(t, "setsid (util-linux)", err == nil)
 	addr, hk, ck := srvStartTweaked(t, func(s *Server) { s.drainGrace = 50 * time.Millisecond })
 	c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
 	if err != nil {
@@ -908,9 +908,10 @@ func TestServerEscapedDescendantDoesNotHang(t *testing.T) {
 	if err != nil {
 		t.Fatalf("session with an escaped descendant: %v", err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(out))
-	if pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL) // it escaped us by design
-		srvWaitGone(t, pid)
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || pid <= 0 {
+		t.Fatalf("pid of the escaped sleep: %q", out)
 	}
+	_ = syscall.Kill(pid, syscall.SIGKILL) // it escaped us by design
+	srvWaitGone(t, pid)
 }

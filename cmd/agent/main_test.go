@@ -201,7 +201,9 @@ func TestServeListenWithOpenSSH(t *testing.T) {
 	if out, err := ssh("-tt", "tty").CombinedOutput(); err != nil || !bytes.Contains(out, []byte("/dev/pts/")) {
 		t.Fatalf("ssh -tt tty: %q %v", out, err)
 	}
-	if _, err := exec.LookPath("sftp"); err == nil {
+	_, err = exec.LookPath("sftp")
+	testenv.RequirePeer(t, "OpenSSH sftp", err == nil)
+	{
 		data := make([]byte, 1<<20)
 		_, _ = rand.Read(data)
 		src := writeFile(t, filepath.Join(dir, "src"), data)

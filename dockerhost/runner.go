@@ -133,6 +133,10 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 	}, way, nil
 }
 
+// stdinBufs holds the 256 KiB copy buffers of commands' stdin, so that
+// each command with stdin does not allocate and zero its own.
+var stdinBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 // run runs p to completion and returns its exit code. ctx ending closes the
 // attachment and returns context.Cause(ctx); the process itself may live on
 // in the container, which is why callers destroy the container then.
@@ -167,8 +171,9 @@ func (r *ProcessRunner) run(ctx context.Context, p process) (int, error) {
 			defer wg.Done()
 			src := &errReader{r: p.stdin}
 			// Large writes: workspace tars are the big stdin here.
-			buf := make([]byte, 256<<10)
-			_, werr := io.CopyBuffer(struct{ io.Writer }{hj.Conn}, src, buf)
+			bp := stdinBufs.Get().(*[]byte)
+			_, werr := io.CopyBuffer(struct{ io.Writer }{hj.Conn}, src, *bp)
+			stdinBufs.Put(bp)
 			if src.err != nil {
 				// Never let the command see a clean EOF after a bad read:
 				// tar would happily end at a file boundary.

@@ -50,7 +50,7 @@ poll='s=$1 p=$2; shift 2
   exec </dev/null >/dev/null 2>&1
   trap "" TERM INT HUP QUIT USR2 ALRM
   while kill -0 "$s" 2>/dev/null && { [ "$p" -le 1 ] || kill -0 "$p" 2>/dev/null; }; do sleep 1; done
-  kill -s KILL -- "-$$" 2>/dev/null || kill -s KILL "$$"
+  kill -s KILL -- "-$$" 2>/dev/null || { kill -0 "$$" 2>/dev/null && kill -s KILL "$$"; }
 ) &
 exec "$@"'
 if command -v setsid >/dev/null 2>&1; then

@@ -17,7 +17,10 @@ const DefaultMaxOutput = 16 << 20
 type ExecOptions struct {
 	SpawnOptions
 	// Stdin, when set, is copied to the process's stdin, which is then
-	// closed. Without it stdin is closed at once.
+	// closed. Without it stdin is closed at once. As with os/exec, Exec
+	// waits for that copy: a reader that blocks without end (a terminal, a
+	// pipe nobody closes) keeps Exec waiting after the process exited;
+	// give such a reader its own way to end.
 	Stdin io.Reader
 	// MaxOutput bounds stdout and stderr together; 0 means
 	// DefaultMaxOutput. A process that writes more is killed and Exec

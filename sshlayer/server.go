@@ -59,7 +59,9 @@ type ServerConfig struct {
 	// default 10 s.
 	HandshakeTimeout time.Duration
 	// IdleTimeout closes a connection that has had no open channel and no
-	// remote forward for that long; 0 means never.
+	// remote forward for that long; 0 means never. This package's client
+	// keeps a session channel open ahead for its next command once it has
+	// run one, so a connection it holds counts as busy.
 	IdleTimeout time.Duration
 	// KeepaliveInterval is how often the server asks an otherwise quiet
 	// client for a sign of life (keepalive@openssh.com; any reply counts).

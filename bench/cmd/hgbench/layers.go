@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -17,6 +17,9 @@ import (
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/sshlayer"
 )
+
+// listenRE finds the address `agent serve --listen` bound in its log.
+var listenRE = regexp.MustCompile(`agent serving SSH.* listen=(\S+)`)
 
 // bulkSSHAlone streams the bulk scenario's bytes over the SSH layer alone:
 // the same Go client straight to `agent serve --listen` over loopback TCP,
@@ -39,12 +42,7 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 	if err := os.WriteFile(keys, []byte(key.PublicKey+"\n"), 0o644); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(e.cfg.agentBin, "serve", "--listen", addr, "--authorized-keys", keys, "--state-dir", dir)
+	cmd := exec.Command(e.cfg.agentBin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", dir)
 	cmd.Dir = e.home
 	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=" + gomaxprocs()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
@@ -53,20 +51,14 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	defer p.Stop()
-	var conn net.Conn
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		var d net.Dialer
-		if conn, err = d.DialContext(ctx, "tcp", addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("agent serve on %s: %w: %s", addr, err, p.output())
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	m, err := p.waitLine(listenRE, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("agent serve: %w", err)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", m[1])
+	if err != nil {
+		return nil, err
 	}
 	pem, err := os.ReadFile(filepath.Join(dir, agent.HostKeyFile))
 	if err != nil {

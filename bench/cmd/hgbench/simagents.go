@@ -99,7 +99,7 @@ func startAgentSim(ctx context.Context, gatewayURL, tokens, dir string) (*agentS
 	}
 	cmd := exec.CommandContext(ctx, self, "-simulate-agents", tokens, "-sim-gateway", gatewayURL, "-sim-dir", dir)
 	cmd.Stderr = os.Stderr
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+gomaxprocs())
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -148,6 +148,22 @@ ws.onerror = () => { document.getElementById("echo").textContent = "websocket fa
 // lands in its terminal, where the shell runs as the non-root user.
 func TestBrowserSandbox(t *testing.T) {
 	g, c, _ := execGateway(t)
+	// Whatever the page managed before a failure, no sandbox outlives the
+	// test: every execution this gateway knows is ended at cleanup.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		hosts, err := c.Hosts(ctx)
+		if err != nil {
+			t.Errorf("list hosts at cleanup: %v", err)
+			return
+		}
+		for _, h := range hosts {
+			if h.Kind == "docker" {
+				_ = c.Terminate(ctx, h.ID)
+			}
+		}
+	})
 	out := runBrowser(t, "sandbox.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
 	m := regexp.MustCompile(`sandbox http://\S+/hosts/([^/\s]+)/terminal`).FindStringSubmatch(out)
 	if m == nil {

@@ -21,10 +21,9 @@ type Forwarding struct {
 	dial func(ctx context.Context) (net.Conn, error)
 
 	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // accept loop and every copy
+	cancel context.CancelCauseFunc // ErrConnectionEnded when the host connection ends
+	wg     sync.WaitGroup          // accept loop and every copy
 
-	hostGone atomic.Bool // the forwarder's connection ended
 	conns    atomic.Int64
 	active   atomic.Int64
 	bytesIn  atomic.Int64 // listener side → connect side
@@ -73,8 +72,8 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		return nil, fmt.Errorf("hostgate: forward %s %s: %w", spec.Kind, spec.Listen, err)
 	}
 	fw := &Forwarding{spec: spec, ln: ln, dial: dial, done: make(chan struct{})}
-	fw.ctx, fw.cancel = context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, fw.cancel)
+	fw.ctx, fw.cancel = context.WithCancelCause(context.Background())
+	stop := context.AfterFunc(ctx, func() { fw.cancel(nil) })
 	// A forwarder that knows when its connection ends (the SSH client
 	// does) stops the forward then, so nothing listens for a dead host.
 	if d, ok := f.(interface{ Done() <-chan struct{} }); ok {
@@ -83,8 +82,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 			defer fw.wg.Done()
 			select {
 			case <-d.Done():
-				fw.hostGone.Store(true)
-				fw.cancel()
+				fw.cancel(ErrConnectionEnded)
 			case <-fw.ctx.Done():
 			}
 		}()
@@ -123,7 +121,7 @@ func (fw *Forwarding) Err() error {
 // Close stops listening, closes every forwarded connection and waits for
 // them.
 func (fw *Forwarding) Close() error {
-	fw.cancel()
+	fw.cancel(nil)
 	<-fw.done
 	return nil
 }
@@ -151,14 +149,14 @@ func (fw *Forwarding) serve() {
 	} else {
 		<-lnClosed
 	}
-	fw.cancel()
+	fw.cancel(nil)
 	fw.wg.Done()
 	fw.wg.Wait()
 	if fw.ctx.Err() != nil && errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
-	if fw.hostGone.Load() {
-		err = ErrConnectionEnded
+	if cause := context.Cause(fw.ctx); errors.Is(cause, ErrConnectionEnded) {
+		err = cause
 	}
 	fw.err = err
 	close(fw.done)

@@ -39,7 +39,7 @@ type doner interface{ Done() <-chan struct{} }
 
 // ErrHostGone is the cause a forward stops with when the host connection
 // ends.
-var ErrHostGone = errors.New("forward: host connection ended")
+var ErrHostGone = fmt.Errorf("forward: %w", hostgate.ErrConnectionEnded)
 
 // Config holds a forward's knobs; nil or zero fields mean defaults.
 type Config struct {
@@ -138,7 +138,9 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 	var err error
 	switch spec.Kind {
 	case Local, Dynamic:
-		var lc net.ListenConfig
+		// No TCP keepalive on accepted conns, as in Host.Forward (ssh -L
+		// sets none either): four setsockopt calls per connection.
+		lc := net.ListenConfig{KeepAlive: -1}
 		fw.ln, err = lc.Listen(ctx, "tcp", spec.Listen)
 	case Remote:
 		fw.ln, err = h.Listen(ctx, "tcp", spec.Listen)

@@ -84,8 +84,9 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil, err
 	}
 	cfg := &dockerhost.Config{
-		Owner:         owner(s.Config.StateDir),
-		CheckpointDir: filepath.Join(s.Config.StateDir, "checkpoints"),
+		Owner:           owner(s.Config.StateDir),
+		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
+		RepositoryRoots: s.Config.repositoryRoots(),
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}

@@ -263,6 +263,7 @@ func TestServeValidatesFlags(t *testing.T) {
 		{"--public-url", "ftp://x"},
 		{"--trusted-proxy", "10.0.0.0/33"},
 		{"--token-recheck", "1ms"},
+		{"--repository-roots", "srv/repos"},
 		{"--trusted-proxy", "proxy.example.com"},
 		{"extra"},
 	} {
@@ -283,6 +284,16 @@ func TestTrustedProxyFlag(t *testing.T) {
 	}
 	if len(c.proxies) != 2 || c.proxies[0].String() != "10.0.0.0/8" || c.proxies[1].String() != "127.0.0.1/32" {
 		t.Fatalf("proxies %v", c.proxies)
+	}
+}
+
+func TestRepositoryRootsFlag(t *testing.T) {
+	c, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, []string{"--repository-roots", " /srv/repos, /home/git/"}, serveConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.repositoryRoots(); len(got) != 2 || got[0] != "/srv/repos" || got[1] != "/home/git/" {
+		t.Fatalf("roots %q", got)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/gateway"
@@ -33,6 +34,7 @@ type serveConfig struct {
 	CertTTL       time.Duration
 	LogFormat     string
 	TokenRecheck  time.Duration
+	RepoRoots     string // comma-separated directories git-worktree repositories must be under
 	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
 	proxies       []netip.Prefix
 }
@@ -75,6 +77,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", 0, "warm pre-created containers kept per sandbox shape (0: no pool)")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.RepoRoots, "repository-roots", "", "comma-separated directories that git-worktree sandboxes' repositoryPath must be under (empty: any repository the gateway can read)")
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
 	if err := parse(fs, args); err != nil {
@@ -110,6 +113,11 @@ func (c *serveConfig) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("serve: --log-format %q: want text or json", c.LogFormat)
 	}
+	for _, r := range c.repositoryRoots() {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("serve: --repository-roots: %q is not an absolute path", r)
+		}
+	}
 	if c.TokenRecheck < 100*time.Millisecond || c.TokenRecheck > time.Hour {
 		return fmt.Errorf("serve: --token-recheck %v: want between 100ms and 1h", c.TokenRecheck)
 	}
@@ -119,6 +127,17 @@ func (c *serveConfig) validate() error {
 	}
 	c.proxies = p
 	return nil
+}
+
+// repositoryRoots is --repository-roots as a list.
+func (c *serveConfig) repositoryRoots() []string {
+	var out []string
+	for r := range strings.SplitSeq(c.RepoRoots, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func newLogger(sio stdio, format string) *slog.Logger {

@@ -3,9 +3,7 @@ package dockerhost
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,8 +22,8 @@ import (
 // LabelExecution: it belongs to no execution until a claim, and a claim
 // cannot change labels, so the claim renames it instead (see claimedName).
 const (
-	LabelPool        = "hostgate.pool"         // the pool key's hash
-	LabelPoolExpires = "hostgate.pool.expires" // unix seconds; unclaimed after this, it is reaped
+	LabelPool        = "hostgate.pool"         // set on warm containers (value "1")
+	LabelPoolExpires = "hostgate.pool.expires" // unix seconds: the pool's TTL for it, for operators (the pool keeps its own copy)
 )
 
 // PoolConfig is the warm pool of pre-created containers. A pooled
@@ -96,15 +94,6 @@ func keyOf(req ProvisionRequest) poolKey {
 // an empty workspace.
 func (k poolKey) template() ProvisionRequest {
 	return ProvisionRequest{Image: k.image, Resources: k.res, Network: Network{Mode: k.network}, Workspace: WorkspaceSpec{Kind: WorkspaceEmpty}}
-}
-
-func (k poolKey) hash(user string, tools []Tool) string {
-	b, _ := json.Marshal(struct {
-		R     ProvisionRequest
-		User  string
-		Tools []string
-	}{k.template(), user, toolNames(tools)})
-	return shortHash(b)
 }
 
 // pooled is one warm container. The attachment is its stdin; closing it
@@ -368,7 +357,10 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	}
 	delete(cfg.Labels, LabelExecution)
 	delete(cfg.Labels, LabelExpires)
-	cfg.Labels[LabelPool] = k.hash(h.policy.User(), h.tools)
+	// A marker: Adopt reaps every unclaimed warm container of a previous
+	// run, whatever it was made for, so no key hash (which hashed the
+	// agent binary on every fill) is needed.
+	cfg.Labels[LabelPool] = "1"
 	cfg.Labels[LabelPoolExpires] = strconv.FormatInt(expires.Unix(), 10)
 	cfg.Env = nil
 	cfg.Entrypoint = []string{"/bin/sh", "-c", poolScript}
@@ -644,15 +636,3 @@ func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.
 	return nil
 }
 
-func toolNames(tools []Tool) []string {
-	out := make([]string, 0, len(tools))
-	for _, t := range tools {
-		out = append(out, t.Name+":"+shortHash(t.Data))
-	}
-	return out
-}
-
-func shortHash(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:12])
-}

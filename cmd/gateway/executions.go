@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/execapi"
+	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -58,7 +59,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			return false
 		}
 		if tok.Role != store.RoleAdmin {
-			apiError(w, http.StatusForbidden, "forbidden", "the executions API needs an admin token")
+			gateway.WriteError(w, http.StatusForbidden, "forbidden", "the executions API needs an admin token")
 			return false
 		}
 		return true

@@ -194,21 +194,21 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
-			apiError(w, http.StatusBadRequest, "invalid_request", "body: "+err.Error())
+			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", "body: "+err.Error())
 			return
 		}
 		if body.Port < 1 || body.Port > 65535 {
-			apiError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
+			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
 			return
 		}
 		ttl := time.Duration(body.TTLSeconds) * time.Second
 		if ttl <= 0 || ttl > maxShareTTL {
-			apiError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
+			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
 			return
 		}
 		sh := forward.Share{HostID: id, Port: body.Port, Expires: time.Now().Add(ttl), By: tok.Name, Created: time.Now()}
 		if err := shares.Put(r.Context(), sh); err != nil {
-			apiError(w, http.StatusConflict, "too_many_shares", err.Error())
+			gateway.WriteError(w, http.StatusConflict, "too_many_shares", err.Error())
 			return
 		}
 		srv.Audit(r, tok, id, "share")
@@ -217,7 +217,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		if s.Config.PreviewDomain != "" {
 			res["url"] = previewOrigin(r, id, body.Port, s.Config.PreviewDomain) + "/"
 		}
-		writeAPI(w, http.StatusCreated, res)
+		gateway.WriteJSON(w, http.StatusCreated, res)
 	})
 	mux.HandleFunc("DELETE /v1/hosts/{id}/shares/{port}", func(w http.ResponseWriter, r *http.Request) {
 		_, id, ok := srv.Caller(w, r)
@@ -226,7 +226,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		}
 		port, err := strconv.Atoi(r.PathValue("port"))
 		if err != nil || port < 1 || port > 65535 {
-			apiError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
+			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
 			return
 		}
 		_ = shares.Delete(r.Context(), id, port)
@@ -248,14 +248,4 @@ func previewOrigin(r *http.Request, hostID string, port int, domain string) stri
 		h = net.JoinHostPort(h, p)
 	}
 	return scheme + "://" + h
-}
-
-func writeAPI(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func apiError(w http.ResponseWriter, status int, code, msg string) {
-	writeAPI(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }

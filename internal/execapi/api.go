@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -107,7 +108,7 @@ func registerMethodNotAllowed(mux *http.ServeMux) {
 		methods := strings.Join(allow[path], ", ")
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", methods)
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; allowed: "+methods)
+			gateway.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; allowed: "+methods)
 		})
 	}
 }
@@ -119,7 +120,7 @@ func RegisterOff(mux *http.ServeMux, authorize func(w http.ResponseWriter, r *ht
 	for _, p := range routes {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			if authorize(w, r) {
-				writeError(w, http.StatusNotFound, "docker_off", "Docker executions are off on this gateway (gateway serve --docker on|auto)")
+				gateway.WriteError(w, http.StatusNotFound, "docker_off", "Docker executions are off on this gateway (gateway serve --docker on|auto)")
 			}
 		})
 	}
@@ -150,7 +151,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ExecutionID != "" && !store.ValidHostID(req.ExecutionID) {
-		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
 			"executionId: want 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
 		return
 	}
@@ -174,7 +175,7 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ExecutionID != "" && !store.ValidHostID(req.ExecutionID) {
-		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
 		return
 	}
 	if a.cfg.Agents != nil && req.ExecutionID != "" {
@@ -205,14 +206,14 @@ func (a *API) answerNew(w http.ResponseWriter, r *http.Request, e *dockerhost.Ex
 				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
 			}
 			if errors.Is(err, ErrNotExecutionHost) {
-				writeError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
+				gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
 				return
 			}
-			writeError(w, http.StatusBadGateway, "agent_failed", "the execution's agent did not start (is --agent-binary a static linux agent?); the execution was terminated")
+			gateway.WriteError(w, http.StatusBadGateway, "agent_failed", "the execution's agent did not start (is --agent-binary a static linux agent?); the execution was terminated")
 			return
 		}
 	}
-	writeJSON(w, http.StatusCreated, a.record(e, pub))
+	gateway.WriteJSON(w, http.StatusCreated, a.record(e, pub))
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +227,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.Agents != nil {
 		pub = a.cfg.Agents.PinnedKey(r.Context(), id)
 	}
-	writeJSON(w, http.StatusOK, a.record(e, pub))
+	gateway.WriteJSON(w, http.StatusOK, a.record(e, pub))
 }
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {
@@ -245,7 +246,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	gateway.WriteJSON(w, http.StatusOK, res)
 }
 
 func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
@@ -258,7 +259,7 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, cp)
+	gateway.WriteJSON(w, http.StatusCreated, cp)
 }
 
 // terminate is idempotent: an execution that ended, or that this gateway
@@ -308,16 +309,16 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 			if de.Field != "" {
 				msg = de.Field + ": " + msg
 			}
-			writeError(w, status, de.Code, msg)
+			gateway.WriteError(w, status, de.Code, msg)
 			return
 		}
 	}
 	if errors.Is(err, ErrNotExecutionHost) {
-		writeError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
+		gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
 		return
 	}
 	a.log.Error("executions", "err", err)
-	writeError(w, http.StatusBadGateway, "engine_error", "the container engine failed; see the gateway log")
+	gateway.WriteError(w, http.StatusBadGateway, "engine_error", "the container engine failed; see the gateway log")
 }
 
 // decode reads one bounded JSON object with no unknown fields into v,
@@ -338,29 +339,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	var ute *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
+		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
 	case errors.As(err, &ute) && ute.Field != "":
-		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, fmt.Sprintf("%s: want a JSON %s, got %s", ute.Field, ute.Type, ute.Value))
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, fmt.Sprintf("%s: want a JSON %s, got %s", ute.Field, ute.Type, ute.Value))
 	default:
 		msg := "body: " + err.Error()
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			msg = strings.Trim(f, `"`) + ": unknown field"
 		}
-		writeError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, msg)
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, msg)
 	}
 	return false
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError answers {error: {code, message}}.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }

@@ -61,12 +61,12 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 		return tok, "", false
 	}
 	if !store.ValidHostID(id) {
-		writeError(w, http.StatusNotFound, "not_found", "no such host")
+		WriteError(w, http.StatusNotFound, "not_found", "no such host")
 		return tok, "", false
 	}
 	if !tok.Allows(id) {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-		writeError(w, http.StatusNotFound, "not_found", "no such host")
+		WriteError(w, http.StatusNotFound, "not_found", "no such host")
 		return tok, "", false
 	}
 	return tok, id, true
@@ -87,7 +87,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out["name"], out["role"], out["hosts"] = tok.Name, tok.Role, tok.Hosts
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +110,7 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) {
 			out = append(out, s.record(h))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hosts": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"hosts": out})
 }
 
 func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +123,7 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.record(h))
+	WriteJSON(w, http.StatusOK, s.record(h))
 }
 
 type certRequest struct {
@@ -147,11 +147,11 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 	}
 	pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
 	if err != nil || strings.TrimSpace(string(rest)) != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", "publicKey: want one public key in authorized_keys form")
+		WriteError(w, http.StatusBadRequest, "bad_request", "publicKey: want one public key in authorized_keys form")
 		return
 	}
 	if msg := weakKey(pub); msg != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", "publicKey: "+msg)
+		WriteError(w, http.StatusBadRequest, "bad_request", "publicKey: "+msg)
 		return
 	}
 	h, err := s.store.Host(r.Context(), id)
@@ -160,17 +160,17 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.HostKey == "" {
-		writeError(w, http.StatusConflict, "host_key_reset", "host "+id+" has no pinned host key (reset); wait for its agent to enroll again")
+		WriteError(w, http.StatusConflict, "host_key_reset", "host "+id+" has no pinned host key (reset); wait for its agent to enroll again")
 		return
 	}
 	cert, err := s.ca.Sign(pub, id, tok.Name, s.cfg.CertTTL)
 	if err != nil {
 		s.logger.Error("sign certificate", "host", id, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "could not sign the certificate")
+		WriteError(w, http.StatusInternalServerError, "internal", "could not sign the certificate")
 		return
 	}
 	s.audit(r, tok, id, "certificate")
-	writeJSON(w, http.StatusOK, certResponse{
+	WriteJSON(w, http.StatusOK, certResponse{
 		Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
 		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC(),
 		HostKey:     s.record(h).HostKey,
@@ -206,11 +206,11 @@ func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
 
 func (s *Server) storeError(w http.ResponseWriter, err error) {
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no such host")
+		WriteError(w, http.StatusNotFound, "not_found", "no such host")
 		return
 	}
 	s.logger.Error("store", "err", err)
-	writeError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
+	WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
 }
 
 // decodeBody reads one bounded JSON object into v, answering 400/413 on
@@ -223,14 +223,14 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
+			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
 			return false
 		}
-		writeError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: "+err.Error())
+		WriteError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: "+err.Error())
 		return false
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: trailing data")
+		WriteError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: trailing data")
 		return false
 	}
 	return true

@@ -85,17 +85,17 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Tok
 		if ae.status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", "60")
 		}
-		writeError(w, ae.status, ae.code, ae.msg)
+		WriteError(w, ae.status, ae.code, ae.msg)
 		return tok, false
 	}
-	writeError(w, http.StatusUnauthorized, "unauthorized", "invalid credentials")
+	WriteError(w, http.StatusUnauthorized, "unauthorized", "invalid credentials")
 	return tok, false
 }
 
 // forbid counts and answers a valid token used outside its role.
 func (s *Server) forbid(w http.ResponseWriter, msg string) {
 	s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-	writeError(w, http.StatusForbidden, "forbidden", msg)
+	WriteError(w, http.StatusForbidden, "forbidden", msg)
 }
 
 func bearer(r *http.Request) string {

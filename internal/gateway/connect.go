@@ -24,7 +24,7 @@ import (
 // stream per caller; the handler owns the tunnel until it ends.
 func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if !s.track() {
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
 	defer s.wg.Done()
@@ -46,20 +46,20 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(r.Header.Get(wire.HeaderHostKey)))
 	if err != nil || strings.TrimSpace(string(rest)) != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": want the host public key in authorized_keys form")
+		WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": want the host public key in authorized_keys form")
 		return
 	}
 	if _, isCert := pub.(*ssh.Certificate); isCert {
-		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": a plain public key, not a certificate")
+		WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": a plain public key, not a certificate")
 		return
 	}
 	if msg := weakKey(pub); msg != "" {
-		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": "+msg)
+		WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderHostKey+": "+msg)
 		return
 	}
 	info, err := wire.DecodeInfo(r.Header.Get(wire.HeaderInfo))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", wire.HeaderInfo+": "+err.Error())
+		WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderInfo+": "+err.Error())
 		return
 	}
 	infoJSON, _ := json.Marshal(info)
@@ -75,7 +75,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
 		pinned, _ := s.store.Host(r.Context(), hostID)
 		log.Warn("agent refused: host key differs from the pinned key", "presented", ssh.FingerprintSHA256(pub), "pinned", s.record(pinned).HostKey)
-		writeError(w, http.StatusConflict, "host_key_mismatch", fmt.Sprintf(
+		WriteError(w, http.StatusConflict, "host_key_mismatch", fmt.Sprintf(
 			"host %s is pinned to host key %s but this agent presented %s; if the host was reinstalled, an admin must run `gateway host reset-key %s`",
 			hostID, s.record(pinned).HostKey, ssh.FingerprintSHA256(pub), hostID))
 		return
@@ -93,7 +93,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	pt := newPendingTunnel()
 	unregister, replaced, err := s.tunnels.Register(hostID, pt)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
 	// Unregister before closing, so whoever waits on the tunnel's Done

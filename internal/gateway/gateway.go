@@ -165,7 +165,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	m.HandleFunc("GET /readyz", s.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
@@ -177,7 +177,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/agents/connect", s.agentConnect)
 	// Anything else under /v1 answers JSON, not net/http's text 404.
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint")
+		WriteError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
 }
 
@@ -287,15 +287,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	closing := s.closing
 	s.mu.Unlock()
 	if closing {
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
 		s.logger.Warn("readiness: store", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
+		WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "tunnels": s.tunnels.Len()})
+	WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "tunnels": s.tunnels.Len()})
 }

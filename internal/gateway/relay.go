@@ -26,7 +26,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.track() {
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
 	defer s.wg.Done()
@@ -61,20 +61,20 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	switch {
 	case errors.Is(err, ErrTooManyStreams):
-		writeError(w, http.StatusServiceUnavailable, "too_many_streams", "host "+id+" has too many open sessions")
+		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", "host "+id+" has too many open sessions")
 	case errors.Is(err, ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 	case errors.Is(err, ErrHostOffline):
 		if _, serr := s.store.Host(r.Context(), id); errors.Is(serr, store.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", "no such host")
+			WriteError(w, http.StatusNotFound, "not_found", "no such host")
 			return
 		}
-		writeError(w, http.StatusServiceUnavailable, "host_offline", "host "+id+" is not connected to the gateway")
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", "host "+id+" is not connected to the gateway")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, "host_offline", "opening a stream to host "+id+" was cancelled")
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", "opening a stream to host "+id+" was cancelled")
 	default:
 		s.logger.Warn("open stream", "host", id, "err", err)
-		writeError(w, http.StatusBadGateway, "host_unreachable", "could not open a stream to host "+id)
+		WriteError(w, http.StatusBadGateway, "host_unreachable", "could not open a stream to host "+id)
 	}
 }
 

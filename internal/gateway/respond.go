@@ -8,7 +8,9 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON with status, uncached and not sniffed: the
+// one writer of every JSON answer, the gateway's hooks included.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
@@ -18,10 +20,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeError answers {error: {code, message}}. The message is for people;
+// WriteError answers {error: {code, message}}. The message is for people;
 // code is stable for programs.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, wire.ErrorBody{Error: wire.Error{Code: code, Message: msg}})
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	WriteJSON(w, status, wire.ErrorBody{Error: wire.Error{Code: code, Message: msg}})
 }
 
 // isWebSocket reports whether r asks for a WebSocket upgrade. Endpoints
@@ -46,6 +48,6 @@ func requireWebSocket(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("Upgrade", "websocket")
-	writeError(w, http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket only")
+	WriteError(w, http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket only")
 	return false
 }

@@ -119,12 +119,19 @@ func TestExecutionsAPI(t *testing.T) {
 		"resources.runtimeMs":      func(r *client.ProvisionRequest) { r.Resources.RuntimeMs = 0 },
 		"resources.maxOutputBytes": func(r *client.ProvisionRequest) { r.Resources.MaxOutputBytes = 0 },
 	}
+	n := 0
 	for field, mut := range refusals {
 		req := execRequest(image)
+		n++
+		req.ExecutionID = fmt.Sprintf("refused-%d", n)
 		mut(&req)
 		_, err := c.Provision(ctx, req)
 		if ae := apiErr(err); ae == nil || ae.Status != http.StatusBadRequest || !strings.HasPrefix(ae.Message, field) {
 			t.Errorf("refusal %s: %v", field, err)
+		}
+		out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=hostgate.execution="+req.ExecutionID).Output()
+		if err != nil || len(strings.TrimSpace(string(out))) != 0 {
+			t.Errorf("refusal %s left a container: %q %v", field, out, err)
 		}
 	}
 	status, body := g.api("POST", "/v1/executions", g.admin, map[string]any{"image": image, "privileged": true})

@@ -635,4 +635,3 @@ func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.
 	}
 	return nil
 }
-

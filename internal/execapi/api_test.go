@@ -275,7 +275,7 @@ func newFixture(t *testing.T) *fixture {
 	api, err := New(f.ex, &Config{
 		Authorize: func(w http.ResponseWriter, r *http.Request) bool {
 			if r.Header.Get("Authorization") != "Bearer admin" {
-				writeError(w, http.StatusForbidden, "forbidden", "admin only")
+				gateway.WriteError(w, http.StatusForbidden, "forbidden", "admin only")
 				return false
 			}
 			return true

@@ -1,0 +1,5 @@
+//go:build !race
+
+package yamux
+
+const raceEnabled = false

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 )
 
 // BenchmarkThroughput: bulk transfer, one direction, 32 KiB writes

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 )
 
 // Mux defaults. yamux's own 256 KiB stream window caps one stream at
@@ -85,15 +85,24 @@ func (e *timeoutError) Temporary() bool { return true }
 // waits until the answer comes or the session closes (the keepalive here
 // bounds it; yamux's own write timeout is disabled because its expiry
 // reports a failed write whose bytes may still be sent later).
-func MuxClient(conn net.Conn, cfg *MuxConfig) (*yamux.Session, error) {
+func MuxClient(conn net.Conn, cfg *MuxConfig) (*MuxSession, error) {
 	return newMux(conn, cfg, true)
 }
 
 // MuxServer starts the server side of a yamux session over conn; see
 // MuxClient.
-func MuxServer(conn net.Conn, cfg *MuxConfig) (*yamux.Session, error) {
+func MuxServer(conn net.Conn, cfg *MuxConfig) (*MuxSession, error) {
 	return newMux(conn, cfg, false)
 }
+
+// MuxSession is a yamux session; its streams are *MuxStream. The
+// implementation is hostgate's copy of hashicorp/yamux (internal/yamux:
+// the same protocol, streams writing their own frames), so these names
+// are how code outside the module refers to it.
+type MuxSession = yamux.Session
+
+// MuxStream is one stream of a MuxSession: a net.Conn.
+type MuxStream = yamux.Stream
 
 type muxSettings struct {
 	window       uint32
@@ -156,10 +165,13 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		// queued and may still send (yamux#142); muxConn bounds each write
 		// instead and closes the whole session.
 		ConnectionWriteTimeout: time.Duration(math.MaxInt64),
-		MaxStreamWindowSize:    s.window,
-		StreamOpenTimeout:      75 * time.Second,
-		StreamCloseTimeout:     5 * time.Minute,
-		LogOutput:              io.Discard, // library: no logs
+		// Streams write their own frames: muxConn's write watchdog bounds
+		// every write, which is what WriteInCaller asks of the connection.
+		WriteInCaller:       true,
+		MaxStreamWindowSize: s.window,
+		StreamOpenTimeout:   75 * time.Second,
+		StreamCloseTimeout:  5 * time.Minute,
+		LogOutput:           io.Discard, // library: no logs
 	}
 	mc := newMuxConn(conn, s.maxStreams, s.writeTimeout)
 	var sess *yamux.Session

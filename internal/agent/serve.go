@@ -15,7 +15,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
 

@@ -7,7 +7,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hostgate/hostgate/internal/yamux"
 )
 
 // Exported errors of the tunnel registry.

@@ -1,4 +1,15 @@
 // Package yamux is hostgate's copy of github.com/hashicorp/yamux v0.1.2
-// (MPL-2.0, see LICENSE): the same wire protocol (spec.md) and API.
-// Changes are marked "hostgate:" where they are made.
+// (MPL-2.0, see LICENSE): the same wire protocol (spec.md) and API, with
+// one addition, Config.WriteInCaller. Changes are marked "hostgate:"
+// where they are made.
+//
+// Upstream hands every frame to a send goroutine and waits for its
+// answer, and that goroutine copies the body before writing it: on the
+// gateway's relay path, two goroutine hand-offs and a copy per frame, in
+// each direction. With WriteInCaller a stream writes its own frames,
+// under the session's write lock; bytestream turns it on, since its
+// connection bounds every write with a watchdog.
+//
+// The upstream tests run unchanged (send-loop mode); writeincaller_test.go
+// runs the data-path tests again with WriteInCaller.
 package yamux

@@ -26,6 +26,17 @@ type Config struct {
 	// an expectation that things will move along quickly.
 	ConnectionWriteTimeout time.Duration
 
+	// hostgate: WriteInCaller writes each stream's frames in the goroutine that
+	// calls Write, Close or Read (window updates), under the session's
+	// write lock, instead of handing them to the send loop and waiting
+	// for its answer. That saves two goroutine hand-offs and a copy of
+	// the body per frame. ConnectionWriteTimeout is then not applied to
+	// those writes: the connection must bound them itself (a write
+	// deadline, or a watchdog that closes it, which ends the session).
+	// Frames of the receive loop (pings, refusals) still go through the
+	// send loop, so the receive loop never blocks on the connection.
+	WriteInCaller bool
+
 	// MaxStreamWindowSize is used to control the maximum
 	// window size that we allow for a stream.
 	MaxStreamWindowSize uint32

@@ -66,6 +66,10 @@ type Session struct {
 	// or to send a header out directly.
 	sendCh chan *sendReady
 
+	// hostgate: writeLock serializes the frames written to conn: those written in
+	// the caller's goroutine (Config.WriteInCaller) and the send loop's.
+	writeLock sync.Mutex
+
 	// recvDoneCh is closed when recv() exits to avoid a race
 	// between stream registration and stream shutdown
 	recvDoneCh chan struct{}
@@ -388,6 +392,9 @@ func (s *Session) waitForSend(hdr header, body []byte) error {
 // potential shutdown. Since there's the expectation that sends can happen
 // in a timely manner, we enforce the connection write timeout here.
 func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) error {
+	if s.config.WriteInCaller { // hostgate
+		return s.writeInCaller(hdr, body)
+	}
 	t := timerPool.Get()
 	timer := t.(*time.Timer)
 	timer.Reset(s.config.ConnectionWriteTimeout)
@@ -441,6 +448,32 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 	}
 }
 
+// hostgate: writeInCaller writes a frame in the caller's goroutine
+// (Config.WriteInCaller). A failed write ends the session, as a failed
+// write in the send loop does.
+func (s *Session) writeInCaller(hdr header, body []byte) error {
+	s.writeLock.Lock()
+	select {
+	case <-s.shutdownCh:
+		s.writeLock.Unlock()
+		return ErrSessionShutdown
+	default:
+	}
+	_, err := s.conn.Write(hdr)
+	if err == nil && len(body) > 0 {
+		_, err = s.conn.Write(body)
+	}
+	s.writeLock.Unlock()
+	if err != nil {
+		// Close waits for the send loop, which may wait for writeLock:
+		// end the session only once it is released.
+		s.logger.Printf("[ERR] yamux: Failed to write frame: %v", err)
+		s.exitErr(err)
+		return err
+	}
+	return nil
+}
+
 // sendNoWait does a send without waiting. Since there's the expectation that
 // the send happens right here, we enforce the connection write timeout if we
 // can't queue the header to be sent.
@@ -482,10 +515,12 @@ func (s *Session) sendLoop() error {
 
 		select {
 		case ready := <-s.sendCh:
+			s.writeLock.Lock()
 			// Send a header if ready
 			if ready.Hdr != nil {
 				_, err := s.conn.Write(ready.Hdr)
 				if err != nil {
+					s.writeLock.Unlock()
 					s.logger.Printf("[ERR] yamux: Failed to write header: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
@@ -500,6 +535,7 @@ func (s *Session) sendLoop() error {
 				if err != nil {
 					ready.Body = nil
 					ready.mu.Unlock()
+					s.writeLock.Unlock()
 					s.logger.Printf("[ERR] yamux: Failed to copy body into buffer: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
@@ -512,12 +548,14 @@ func (s *Session) sendLoop() error {
 				// Send data from a body if given
 				_, err := s.conn.Write(bodyBuf.Bytes())
 				if err != nil {
+					s.writeLock.Unlock()
 					s.logger.Printf("[ERR] yamux: Failed to write body: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
 				}
 			}
 
+			s.writeLock.Unlock()
 			// No error, successful send
 			asyncSendErr(ready.Err, nil)
 		case <-s.shutdownCh:

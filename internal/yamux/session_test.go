@@ -219,6 +219,7 @@ func testConf() *Config {
 	conf.AcceptBacklog = 64
 	conf.KeepAliveInterval = 100 * time.Millisecond
 	conf.ConnectionWriteTimeout = 250 * time.Millisecond
+	conf.WriteInCaller = writeInCallerForTest // hostgate
 	return conf
 }
 

@@ -133,6 +133,13 @@ START:
 	if err == ErrSessionShutdown {
 		err = nil
 	}
+	if err != nil && s.session.config.WriteInCaller {
+		// hostgate: these bytes were read. A window update that could not
+		// be written has ended the session (writeInCaller), and the next
+		// reads return what is still buffered, then EOF, as after any
+		// session end; failing this read would lose that data.
+		err = nil
+	}
 	return n, err
 
 WAIT:

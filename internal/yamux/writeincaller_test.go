@@ -1,0 +1,194 @@
+package yamux
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+)
+
+// writeInCallerForTest makes testConf ask for Config.WriteInCaller; set
+// only by TestWriteInCaller, which runs the upstream tests again in that
+// mode (none of them runs in parallel).
+var writeInCallerForTest bool
+
+// TestWriteInCaller runs the upstream data-path tests with streams
+// writing their own frames. Left out, because they assert what
+// WriteInCaller gives up on purpose (ConnectionWriteTimeout applied to a
+// stream's writes, with the frame left queued: yamux#142):
+// TestSession_WindowUpdateWriteDuringRead, TestSession_ConnectionWriteTimeout.
+func TestWriteInCaller(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"Ping", TestPing},
+		{"Ping_Timeout", TestPing_Timeout},
+		{"CloseBeforeAck", TestCloseBeforeAck},
+		{"Accept", TestAccept},
+		{"OpenStreamTimeout", TestOpenStreamTimeout},
+		{"Close_closeTimeout", TestClose_closeTimeout},
+		{"SendData_Small", TestSendData_Small},
+		{"SendData_Large", TestSendData_Large},
+		{"GoAway", TestGoAway},
+		{"ManyStreams", TestManyStreams},
+		{"ManyStreams_PingPong", TestManyStreams_PingPong},
+		{"HalfClose", TestHalfClose},
+		{"HalfCloseSessionShutdown", TestHalfCloseSessionShutdown},
+		{"ReadDeadline", TestReadDeadline},
+		{"ReadDeadline_BlockedRead", TestReadDeadline_BlockedRead},
+		{"WriteDeadline", TestWriteDeadline},
+		{"WriteDeadline_BlockedWrite", TestWriteDeadline_BlockedWrite},
+		{"BacklogExceeded", TestBacklogExceeded},
+		{"KeepAlive", TestKeepAlive},
+		{"KeepAlive_Timeout", TestKeepAlive_Timeout},
+		{"LargeWindow", TestLargeWindow},
+		{"SendData_VeryLarge", TestSendData_VeryLarge},
+		{"BacklogExceeded_Accept", TestBacklogExceeded_Accept},
+		{"PartialReadWindowUpdate", TestSession_PartialReadWindowUpdate},
+		{"sendNoWait_Timeout", TestSession_sendNoWait_Timeout},
+		{"PingOfDeath", TestSession_PingOfDeath},
+		{"CancelAccept", TestCancelAccept},
+	}
+	writeInCallerForTest = true
+	defer func() { writeInCallerForTest = false }()
+	for _, tt := range tests {
+		t.Run(tt.name, tt.f)
+	}
+}
+
+// failingConn accepts failAfter writes, then fails every write.
+type failingConn struct {
+	mu        sync.Mutex
+	failAfter int
+	closed    chan struct{}
+	once      sync.Once
+}
+
+var errBroken = errors.New("broken connection")
+
+func (c *failingConn) Read(p []byte) (int, error) {
+	<-c.closed
+	return 0, io.EOF
+}
+
+func (c *failingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failAfter == 0 {
+		return 0, errBroken
+	}
+	c.failAfter--
+	return len(p), nil
+}
+
+func (c *failingConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+// A stream write that fails on the connection ends the whole session, as
+// a failed write in the send loop does: nothing is left half-alive.
+func TestWriteInCaller_FailedWriteEndsSession(t *testing.T) {
+	conf := testConfNoKeepAlive()
+	conf.WriteInCaller = true
+	conn := &failingConn{failAfter: 1, closed: make(chan struct{})} // the SYN's window update passes
+	sess, err := Client(conn, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	stream, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Write([]byte("hello")); !errors.Is(err, errBroken) {
+		t.Fatalf("Write on a broken connection: %v, want %v", err, errBroken)
+	}
+	select {
+	case <-sess.CloseChan():
+	case <-time.After(5 * time.Second):
+		t.Fatal("session still open after a failed write")
+	}
+	if _, err := sess.OpenStream(); !errors.Is(err, ErrSessionShutdown) {
+		t.Fatalf("OpenStream after the failure: %v, want %v", err, ErrSessionShutdown)
+	}
+}
+
+// Writers on many streams at once, each frame written by its own
+// goroutine: every byte arrives, in order, on the right stream.
+func TestWriteInCaller_ConcurrentStreamsKeepFrames(t *testing.T) {
+	conf := testConfNoKeepAlive() // 250 ms pings would time out under -race
+	conf.WriteInCaller = true
+	clientConn, serverConn := testConnTLS(t)
+	client, server := testClientServerConfig(t, clientConn, serverConn, conf, conf.Clone())
+	defer client.Close()
+	defer server.Close()
+
+	const streams, size = 16, 1 << 20
+	payload := func(i int) []byte {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte(i + j*31)
+		}
+		return b
+	}
+	errs := make(chan error, 2*streams)
+	var wg sync.WaitGroup
+	for i := 0; i < streams; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s, err := server.AcceptStream()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			var id [1]byte
+			if _, err := io.ReadFull(s, id[:]); err != nil {
+				errs <- err
+				return
+			}
+			got, err := io.ReadAll(s)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !bytes.Equal(got, payload(int(id[0]))) {
+				errs <- errors.New("stream payload corrupted or mixed with another stream's")
+			}
+		}()
+		go func(i int) {
+			defer wg.Done()
+			s, err := client.OpenStream()
+			if err != nil {
+				errs <- err
+				return
+			}
+			p := append([]byte{byte(i)}, payload(i)...)
+			// Uneven writes, so frames of different sizes interleave.
+			for len(p) > 0 {
+				n := 1000 + i*4099 // (the package's own min is for uint32)
+				if n > len(p) {
+					n = len(p)
+				}
+				if _, err := s.Write(p[:n]); err != nil {
+					errs <- err
+					return
+				}
+				p = p[n:]
+			}
+			errs <- s.Close()
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -3,21 +3,23 @@ package main
 import (
 	"context"
 	"fmt"
+	hostgate "github.com/hostgate/hostgate"
 	"time"
 
 	"github.com/hostgate/hostgate/bench"
 )
 
 // bulkAB streams the bulk scenario's bytes to this agent and to the
-// -agent-before one, alternating, through the same gateway and client: the
-// before/after number of an agent-side change, from one run.
+// -agent-before one, alternating, through the same gateway and client (or,
+// with -gateway-before, through each build's own gateway): the
+// before/after number of a change, from one run.
 func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 	if e.before == nil {
 		return nil, nil
 	}
 	n := int64(e.cfg.bulkMiB) * mib
-	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, this agent", e.cfg.bulkMiB), Unit: "MiB/s",
-		PeerName: "agent before the change", Better: bench.Higher}
+	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, this %s", e.cfg.bulkMiB, e.abWhat), Unit: "MiB/s",
+		PeerName: e.abWhat + " before the change", Better: bench.Higher}
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
 	for range e.cfg.pairs {
 		a, err := streamTo(ctx, e.host, n)
@@ -31,4 +33,59 @@ func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 		s.Add(rate(a), rate(b))
 	}
 	return []*bench.Scenario{s}, nil
+}
+
+// abScenario is an A/B row: this build or agent against the one before.
+func (e *env) abScenario(name, unit string, better bench.Better) *bench.Scenario {
+	return &bench.Scenario{Name: name + ", this " + e.abWhat, Unit: unit, PeerName: e.abWhat + " before the change", Better: better}
+}
+
+// sftpDownloadAB reads path over SFTP from this host and the before one,
+// alternating.
+func (e *env) sftpDownloadAB(ctx context.Context, path string, n int64) (*bench.Scenario, error) {
+	s := e.abScenario(fmt.Sprintf("SFTP download %d MiB", n/mib), "MiB/s", bench.Higher)
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	for range e.cfg.pairs {
+		a, err := sftpRead(ctx, e.host, path, n)
+		if err != nil {
+			return nil, fmt.Errorf("this %s: %w", e.abWhat, err)
+		}
+		b, err := sftpRead(ctx, e.before, path, n)
+		if err != nil {
+			return nil, fmt.Errorf("%s before: %w", e.abWhat, err)
+		}
+		s.Add(rate(a), rate(b))
+	}
+	return s, nil
+}
+
+// forwardAB runs the forward load through a local forward of this host
+// and of the before one, alternating.
+func (e *env) forwardAB(ctx context.Context, target string, workers int) (*bench.Scenario, error) {
+	s := e.abScenario("local forward, small HTTP requests", "req/s", bench.Higher)
+	addr := func(h *hostgate.Host) (*hostgate.Forwarding, error) {
+		return h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	}
+	a, err := addr(e.host)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	b, err := addr(e.before)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	for range e.cfg.pairs {
+		ar, _, err := httpLoad(ctx, "http://"+a.Addr().String()+"/", e.cfg.fwdN, workers)
+		if err != nil {
+			return nil, fmt.Errorf("this %s: %w", e.abWhat, err)
+		}
+		br, _, err := httpLoad(ctx, "http://"+b.Addr().String()+"/", e.cfg.fwdN, workers)
+		if err != nil {
+			return nil, fmt.Errorf("%s before: %w", e.abWhat, err)
+		}
+		s.Add(ar, br)
+	}
+	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/hostgate/hostgate/client"
 	"io"
 	"log/slog"
 	"os"
@@ -188,7 +189,12 @@ func (e *env) startAgent(ctx context.Context, id string) (*proc, error) {
 }
 
 func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) {
-	tok, err := e.gw.AgentToken(ctx, id)
+	return e.startAgentAt(ctx, e.gw, e.api, id, bin)
+}
+
+// startAgentAt enrolls the agent at gw, whose admin client is api.
+func (e *env) startAgentAt(ctx context.Context, gw *gateway, api *client.Client, id, bin string) (*proc, error) {
+	tok, err := gw.AgentToken(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +205,7 @@ func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) 
 	if err := os.Chown(state, e.uid, e.gid); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "connect", "--gateway", e.gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
+	cmd := exec.Command(bin, "connect", "--gateway", gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
 	cmd.Dir = e.home
 	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=" + gomaxprocs()}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
@@ -210,7 +216,7 @@ func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rec, err := e.api.Host(cctx, id)
+		rec, err := api.Host(cctx, id)
 		cancel()
 		if err == nil && rec.Connected {
 			return p, nil

@@ -37,6 +37,7 @@ type config struct {
 	only                 map[string]bool
 	cpuprofile           string
 	agentBefore          string
+	gatewayBefore        string
 }
 
 func main() {
@@ -55,7 +56,8 @@ func main() {
 	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
 	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sftp,exec,forward,sandbox,scale); empty runs all")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
-	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds exec and bulk A/B rows, this agent against it")
+	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds A/B rows (bulk, SFTP download, exec, forward), this agent against it")
+	flag.StringVar(&c.gatewayBefore, "gateway-before", "", "a second gateway binary: the A/B rows then run through it (with -agent-before, or this agent), this build's whole path against the before one's")
 	var simTokens, simGateway, simDir string
 	flag.StringVar(&simTokens, "simulate-agents", "", "internal: run as the scale scenario's agent simulator with this token file")
 	flag.StringVar(&simGateway, "sim-gateway", "", "internal: the simulator's gateway URL")
@@ -114,8 +116,10 @@ type env struct {
 	sshd *sshd
 	gw   *gateway
 	host *hostgate.Host // the bench host through the gateway, connected
-	// before is the host served by -agent-before, when given.
+	// before is the host served by -agent-before and/or through
+	// -gateway-before, when given; abWhat names what the A/B rows compare.
 	before *hostgate.Host
+	abWhat string
 	api    *client.Client // admin
 }
 
@@ -134,7 +138,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
-	e := &env{cfg: c, log: log, dir: dir, uid: uid, gid: gid, home: u.HomeDir}
+	e := &env{cfg: c, log: log, dir: dir, uid: uid, gid: gid, home: u.HomeDir, abWhat: "agent"}
 
 	e.sshd, err = startSSHD(ctx, log, dir, c.user)
 	if err != nil {
@@ -163,14 +167,31 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		return fmt.Errorf("dial bench host: %w", err)
 	}
 	defer e.host.Close()
-	if c.agentBefore != "" {
-		bp, err := e.startAgentBin(ctx, "before", c.agentBefore)
+	if c.agentBefore != "" || c.gatewayBefore != "" {
+		gw, api := e.gw, e.api
+		if c.gatewayBefore != "" {
+			e.abWhat = "build"
+			bgw, err := startGateway(ctx, log, c.gatewayBefore, c.agentBin, filepath.Join(dir, "gw-before"), false)
+			if err != nil {
+				return fmt.Errorf("gateway before: %w", err)
+			}
+			defer bgw.Stop()
+			if api, err = client.New(bgw.url, bgw.admin, nil); err != nil {
+				return err
+			}
+			gw = bgw
+		}
+		bin := c.agentBefore
+		if bin == "" {
+			bin = c.agentBin
+		}
+		bp, err := e.startAgentAt(ctx, gw, api, "before", bin)
 		if err != nil {
 			return fmt.Errorf("agent before: %w", err)
 		}
 		defer bp.Stop()
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		e.before, err = client.Dial(dctx, e.gw.url, e.gw.admin, "before")
+		e.before, err = client.Dial(dctx, gw.url, gw.admin, "before")
 		cancel()
 		if err != nil {
 			return fmt.Errorf("dial before host: %w", err)

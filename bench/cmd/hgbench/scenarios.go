@@ -132,20 +132,7 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
 	dst := filepath.Join(files, "dst.bin")
 	for range e.cfg.pairs {
-		a, err := timeIt(func() error {
-			r, err := fsys.Open(ctx, src)
-			if err != nil {
-				return err
-			}
-			got, err := io.Copy(io.Discard, r)
-			if cerr := r.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil && got != n {
-				err = fmt.Errorf("read %d bytes, want %d", got, n)
-			}
-			return err
-		})
+		a, err := sftpRead(ctx, e.host, src, n)
 		if err != nil {
 			return nil, fmt.Errorf("hostgate download: %w", err)
 		}
@@ -180,7 +167,37 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		up.Add(rate(a), rate(b))
 	}
-	return []*bench.Scenario{down, up}, nil
+	out := []*bench.Scenario{down, up}
+	if e.before != nil {
+		ab, err := e.sftpDownloadAB(ctx, src, n)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ab)
+	}
+	return out, nil
+}
+
+// sftpRead reads path from h's SFTP filesystem to the end.
+func sftpRead(ctx context.Context, h *hostgate.Host, path string, n int64) (time.Duration, error) {
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return timeIt(func() error {
+		r, err := fsys.Open(ctx, path)
+		if err != nil {
+			return err
+		}
+		got, err := io.Copy(io.Discard, r)
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && got != n {
+			err = fmt.Errorf("read %d bytes, want %d", got, n)
+		}
+		return err
+	})
 }
 
 func sizeOf(st os.FileInfo) int64 {
@@ -218,7 +235,7 @@ func (e *env) exec(ctx context.Context) ([]*bench.Scenario, error) {
 	}
 	out := []*bench.Scenario{p50, p99}
 	if e.before != nil {
-		ab := &bench.Scenario{Name: "exec round trip of true, p50, this agent", Unit: "ms", PeerName: "agent before the change", Better: bench.Lower}
+		ab := e.abScenario("exec round trip of true, p50", "ms", bench.Lower)
 		for range e.cfg.pairs {
 			a, err := samples(e.cfg.execN, func() error {
 				_, err := e.host.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
@@ -303,7 +320,15 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))
 		ownRPS.Add(or, br)
 	}
-	return []*bench.Scenario{rps, p99, ownRPS}, nil
+	out := []*bench.Scenario{rps, p99, ownRPS}
+	if e.before != nil {
+		ab, err := e.forwardAB(ctx, target, workers)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ab)
+	}
+	return out, nil
 }
 
 // httpLoad runs n GETs with workers in parallel, each on a new connection,

@@ -51,24 +51,43 @@ type srvProcess struct {
 	closed bool       // outputs (and the PTY master) closed
 }
 
-// startProcess starts cmd (or a login shell when cmd is "") for s.
+// startProcess starts cmd (or a login shell when cmd is "") for s: as
+// `Shell -c cmd`, or, for a line hostgate's client wrote, by doing what the
+// shell would (directCommand) when the shell is dash.
 func startProcess(s *session, cmd string) (*srvProcess, error) {
 	cfg := &s.c.srv.cfg
-	c := &exec.Cmd{Path: cfg.Shell, Dir: cfg.Dir}
+	env := append(append([]string(nil), s.c.srv.env...), s.env...)
+	// SSH_CONNECTION and SSH_CLIENT, as sshd sets them, for TCP peers.
+	ra, rok := s.c.sc.RemoteAddr().(*net.TCPAddr)
+	la, lok := s.c.sc.LocalAddr().(*net.TCPAddr)
+	if rok && lok {
+		env = append(env,
+			fmt.Sprintf("SSH_CONNECTION=%s %d %s %d", ra.IP, ra.Port, la.IP, la.Port),
+			fmt.Sprintf("SSH_CLIENT=%s %d %d", ra.IP, ra.Port, la.Port))
+	}
+	if cmd != "" && s.pty == nil && s.c.srv.dash && !cfg.AlwaysShell {
+		if d, ok := directCommand(cmd, cfg.Dir, env); ok {
+			c := &exec.Cmd{Path: d.path, Args: d.argv, Dir: d.dir, Env: d.env}
+			if p, err := launchProcess(s, c); err == nil {
+				s.c.srv.directStarts.Add(1)
+				return p, nil
+			}
+			// Not executable after all (ENOEXEC: a script without #!),
+			// or gone: the shell does it and says what went wrong.
+		}
+	}
+	c := &exec.Cmd{Path: cfg.Shell, Dir: cfg.Dir, Env: env}
 	if cmd == "" {
 		c.Args = []string{"-" + filepath.Base(cfg.Shell)} // a login shell, as sshd starts it
 	} else {
 		c.Args = []string{filepath.Base(cfg.Shell), "-c", cmd}
 	}
-	c.Env = append(append([]string(nil), s.c.srv.env...), s.env...)
-	// SSH_CONNECTION and SSH_CLIENT, as sshd sets them, for TCP peers.
-	ra, rok := s.c.sc.RemoteAddr().(*net.TCPAddr)
-	la, lok := s.c.sc.LocalAddr().(*net.TCPAddr)
-	if rok && lok {
-		c.Env = append(c.Env,
-			fmt.Sprintf("SSH_CONNECTION=%s %d %s %d", ra.IP, ra.Port, la.IP, la.Port),
-			fmt.Sprintf("SSH_CLIENT=%s %d %d", ra.IP, ra.Port, la.Port))
-	}
+	return launchProcess(s, c)
+}
+
+// launchProcess starts c for s in its own process group (its own session
+// with a PTY), with pipes or the PTY as its stdio.
+func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 	p := &srvProcess{s: s, cmd: c, exited: make(chan struct{})}
 	if s.pty != nil {
 		c.Env = append(c.Env, "TERM="+s.pty.Term)

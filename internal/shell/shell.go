@@ -17,7 +17,7 @@ func Quote(s string) string {
 	}
 	safe := true
 	for i := 0; i < len(s); i++ {
-		if !isSafe(s[i]) {
+		if !IsSafe(s[i]) {
 			safe = false
 			break
 		}
@@ -28,7 +28,8 @@ func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func isSafe(c byte) bool {
+// IsSafe reports whether Quote leaves c unquoted.
+func IsSafe(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		strings.IndexByte("@%+=:,./-_", c) >= 0
 }

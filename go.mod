@@ -58,3 +58,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace golang.org/x/crypto => ./third_party/golang.org/x/crypto

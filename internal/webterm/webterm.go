@@ -131,10 +131,17 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 		default:
 		}
 	}
+	// Writes are not bound to ctx either: coder/websocket closes the
+	// socket when a write's context ends, even one whose bytes are already
+	// out, and a terminal ended from outside still owes the page its
+	// reason. stopWrites ends a write stuck on a page that does not read,
+	// once that reason is sent.
+	wbase, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWrites()
 	write := func(typ websocket.MessageType, b []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		wctx, wcancel := context.WithTimeout(wbase, 30*time.Second)
 		defer wcancel()
 		return ws.Write(wctx, typ, b)
 	}
@@ -218,7 +225,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 		// on a context of its own since ctx is over.
 		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + cause.Error()})
 		wmu.Lock()
-		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		wctx, wcancel := context.WithTimeout(wbase, 5*time.Second)
 		_ = ws.Write(wctx, websocket.MessageText, b)
 		wcancel()
 		wmu.Unlock()
@@ -230,6 +237,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 		_ = write(websocket.MessageText, b)
 	}
 	cancel()
+	stopWrites()
 	_ = ws.Close(websocket.StatusNormalClosure, "exited")
 	rcancel() // a peer that never answers the close: the read ends anyway
 	_ = p.Kill(hostgate.SIGKILL)

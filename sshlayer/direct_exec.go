@@ -34,12 +34,18 @@ type directCmd struct {
 //
 // Whatever it is not sure of goes to the shell (ok false), which then does
 // the work and reports its own errors: a line that is not exactly
-// CommandLine's, a relative or unclean directory, IFS, OPTIND or PPID in
-// the environment (dash resets them), a PATH entry with dash's % syntax,
-// a program it cannot find. A start that fails is retried through the
+// CommandLine's or too long to start dash with, a relative or unclean
+// directory, IFS, OPTIND or PPID in the environment or the exports (dash
+// resets or checks them), a PATH entry with dash's % syntax, a program it
+// cannot find. A start that fails is retried through the
 // shell too (startProcess), so a script without #! still runs as dash
 // would run it.
 func directCommand(line, baseDir string, base []string) (*directCmd, bool) {
+	// Linux refuses one argument of 128 KiB or more, so dash could not be
+	// started with such a line: leave that refusal to the shell.
+	if len(line) >= 128<<10 {
+		return nil, false
+	}
 	dir, exports, argv, ok := parseCommandLine(line)
 	if !ok || argv[0] == "" || argv[0][0] == '-' {
 		return nil, false
@@ -59,19 +65,7 @@ func directCommand(line, baseDir string, base []string) (*directCmd, bool) {
 		}
 		set(k, v)
 	}
-	for _, k := range []string{"IFS", "OPTIND", "PPID"} {
-		if _, found := vals[k]; found {
-			return nil, false
-		}
-	}
-
 	cwd := baseDir
-	if cwd == "" {
-		var err error
-		if cwd, err = os.Getwd(); err != nil {
-			return nil, false
-		}
-	}
 	if !filepath.IsAbs(cwd) {
 		return nil, false
 	}
@@ -94,6 +88,13 @@ func directCommand(line, baseDir string, base []string) (*directCmd, bool) {
 	for _, kv := range exports {
 		set(kv[0], kv[1])
 	}
+	// dash resets IFS, OPTIND and PPID, and refuses an exported OPTIND
+	// that is not a number.
+	for _, k := range []string{"IFS", "OPTIND", "PPID"} {
+		if _, found := vals[k]; found {
+			return nil, false
+		}
+	}
 
 	path := argv[0]
 	if !strings.Contains(path, "/") {
@@ -106,14 +107,19 @@ func directCommand(line, baseDir string, base []string) (*directCmd, bool) {
 			if strings.Contains(d, "%") {
 				return nil, false
 			}
-			if d == "" {
-				d = "."
+			// As dash writes it (an empty entry is the bare name), and
+			// given to exec as written: a script's $0 is that string, and
+			// a relative entry resolves against the working directory as
+			// the kernel does, not as filepath.Clean would.
+			cand := argv[0]
+			if d != "" {
+				cand = d + "/" + argv[0]
 			}
-			cand := d + "/" + argv[0]
-			if !filepath.IsAbs(cand) {
-				cand = filepath.Join(cwd, cand)
+			check := cand
+			if cand[0] != '/' {
+				check = cwd + "/" + cand
 			}
-			if isExecutable(cand) {
+			if isExecutable(check) {
 				path = cand
 				break
 			}

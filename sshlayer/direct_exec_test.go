@@ -103,7 +103,19 @@ func TestDirectExecMatchesDash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(work, "script"), "#!/bin/sh\necho script \"$@\"; pwd\n", 0o755)
+	write(filepath.Join(work, "script"), "#!/bin/sh\necho script \"$0\" \"$@\"; pwd\n", 0o755)
+	write(filepath.Join(bin2, "named"), "#!/bin/sh\necho named \"$0\"\n", 0o755)
+	deep := filepath.Join(base, "deep")
+	for _, d := range []string{filepath.Join(deep, "w"), filepath.Join(deep, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(deep, "bin", "tool"), "#!/bin/sh\necho deep \"$0\"\n", 0o755)
+	deepLink := filepath.Join(base, "deeplink")
+	if err := os.Symlink(filepath.Join(deep, "w"), deepLink); err != nil {
+		t.Fatal(err)
+	}
 	write(filepath.Join(work, "noshebang"), "echo no shebang \"$1\"\n", 0o755)
 	write(filepath.Join(bin1, "tool"), "#!/bin/sh\necho bin1\n", 0o644) // not executable: skipped
 	write(filepath.Join(bin2, "tool"), "#!/bin/sh\necho bin2\n", 0o755)
@@ -135,6 +147,12 @@ func TestDirectExecMatchesDash(t *testing.T) {
 		{name: "relative directory", argv: []string{"pwd"}, dir: "."},
 		{name: "unclean directory", argv: []string{"pwd"}, dir: work + "/../link"},
 		{name: "builtin name", argv: []string{"echo", "-n", "x"}, direct: true},
+		{name: "empty PATH entry: $0 as dash passes it", argv: []string{"script"}, dir: work, env: map[string]string{"PATH": ":/usr/bin:/bin"}, direct: true},
+		{name: "dot PATH entry", argv: []string{"script"}, dir: work, env: map[string]string{"PATH": ".:/usr/bin:/bin"}, direct: true},
+		{name: "relative PATH entry through a symlinked directory", argv: []string{"tool"}, dir: deepLink, env: map[string]string{"PATH": "../bin:/usr/bin:/bin"}, direct: true},
+		{name: "PATH search $0", argv: []string{"named"}, env: pathEnv, direct: true},
+		{name: "exported OPTIND", argv: []string{"true"}, env: map[string]string{"OPTIND": "x"}},
+		{name: "exported IFS", argv: []string{"env"}, env: map[string]string{"IFS": ":"}},
 	}
 
 	type result struct {
@@ -190,5 +208,22 @@ func TestDirectExecMatchesDash(t *testing.T) {
 				t.Errorf("AlwaysShell: a command ran without the shell")
 			}
 		})
+	}
+}
+
+// A line too long to start dash with (Linux refuses one argument of 128
+// KiB) is left to the shell, which then fails as dash would.
+func TestDirectCommandLeavesLongLinesToTheShell(t *testing.T) {
+	base := []string{"PATH=/usr/bin:/bin"}
+	line, err := shell.CommandLine([]string{"true", strings.Repeat("x", 127<<10)}, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := directCommand(line, "/", base); !ok {
+		t.Fatalf("a %d-byte line was refused", len(line))
+	}
+	line, _ = shell.CommandLine([]string{"true", strings.Repeat("x", 128<<10)}, "", nil)
+	if _, ok := directCommand(line, "/", base); ok {
+		t.Fatalf("a %d-byte line was run without the shell", len(line))
 	}
 }

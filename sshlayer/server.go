@@ -233,9 +233,6 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// baseEnv is the environment every child starts from. The agent's own
-// environment is deliberately not inherited: it may hold the agent's
-// tokens.
 // isDash reports whether the shell at path is dash (through symlinks:
 // /bin/sh is dash on Debian and Ubuntu).
 func isDash(path string) bool {
@@ -243,6 +240,9 @@ func isDash(path string) bool {
 	return err == nil && filepath.Base(real) == "dash"
 }
 
+// baseEnv is the environment every child starts from. The agent's own
+// environment is deliberately not inherited: it may hold the agent's
+// tokens.
 func baseEnv(userName, home, shellPath string) []string {
 	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	env := []string{"PATH=" + path, "HOME=" + home, "SHELL=" + shellPath}

@@ -443,3 +443,27 @@ func TestIdleSessionGoroutines(t *testing.T) {
 		t.Fatalf("%.1f goroutines per idle session pair, want at most 4 (recv and send on each side)", per)
 	}
 }
+
+// A keepalive ping whose write fails (here: the peer never reads, so the
+// write watchdog closes the connection) must not leave Close waiting for
+// the keepalive tick that is itself closing the session.
+func TestMuxCloseAfterPingWriteFails(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	cli, err := MuxClient(a, &MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cli.CloseChan():
+	case <-time.After(10 * time.Second):
+		t.Fatal("session still open with a peer that never reads")
+	}
+	done := make(chan struct{})
+	go func() { cli.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung after the keepalive's failed write")
+	}
+}

@@ -3,6 +3,7 @@ package yamux
 import (
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -16,7 +17,7 @@ func fuzzFrame(t uint8, flags uint16, id, length uint32, body []byte) []byte {
 // FuzzSessionInput feeds arbitrary bytes to a server session as its
 // peer's frames: whatever arrives, the session must not panic, must end
 // when the peer goes, and Close must return (every goroutine it started
-// gone, which the race-enabled suite and the stream goroutines check).
+// gone).
 func FuzzSessionInput(f *testing.F) {
 	var seed []byte
 	seed = append(seed, fuzzFrame(typeWindowUpdate, flagSYN, 1, 0, nil)...)
@@ -38,23 +39,34 @@ func FuzzSessionInput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { _, _ = io.Copy(io.Discard, peer) }()
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); _, _ = io.Copy(io.Discard, peer) }()
 		go func() {
+			defer wg.Done()
 			for {
 				s, err := sess.AcceptStream()
 				if err != nil {
 					return
 				}
-				go func() { _, _ = io.Copy(io.Discard, s); _ = s.Close() }()
+				wg.Add(1)
+				go func() { defer wg.Done(); _, _ = io.Copy(io.Discard, s); _ = s.Close() }()
 			}
 		}()
+		_ = peer.SetDeadline(time.Now().Add(10 * time.Second))
 		_, _ = peer.Write(in)
 		_ = peer.Close()
+		ended := make(chan struct{})
+		go func() {
+			<-sess.CloseChan()
+			_ = sess.Close()
+			wg.Wait()
+			close(ended)
+		}()
 		select {
-		case <-sess.CloseChan():
+		case <-ended:
 		case <-time.After(10 * time.Second):
-			t.Fatal("session still open 10 s after its peer left")
+			t.Fatal("session, or a goroutine serving it, still running 10 s after its peer left")
 		}
-		_ = sess.Close()
 	})
 }

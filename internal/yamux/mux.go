@@ -33,8 +33,10 @@ type Config struct {
 	// the body per frame. ConnectionWriteTimeout is then not applied to
 	// those writes: the connection must bound them itself (a write
 	// deadline, or a watchdog that closes it, which ends the session).
-	// Frames of the receive loop (pings, refusals) still go through the
-	// send loop, so the receive loop never blocks on the connection.
+	// Session frames (pings and their answers, GoAway, refusals) still go
+	// through the send loop, so the receive loop never blocks on the
+	// connection and a failed ping never closes the session from its
+	// caller.
 	WriteInCaller bool
 
 	// MaxStreamWindowSize is used to control the maximum

@@ -392,9 +392,6 @@ func (s *Session) waitForSend(hdr header, body []byte) error {
 // potential shutdown. Since there's the expectation that sends can happen
 // in a timely manner, we enforce the connection write timeout here.
 func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) error {
-	if s.config.WriteInCaller { // hostgate
-		return s.writeInCaller(hdr, body)
-	}
 	t := timerPool.Get()
 	timer := t.(*time.Timer)
 	timer.Reset(s.config.ConnectionWriteTimeout)
@@ -446,6 +443,19 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 		bodyCopy()
 		return ErrConnectionWriteTimeout
 	}
+}
+
+// hostgate: sendStreamFrame sends a stream's frame (data, window update,
+// FIN): in the caller's goroutine with Config.WriteInCaller, else through
+// the send loop. Session frames (Ping, GoAway) always go through the send
+// loop: a Ping's failed write would otherwise close the session from the
+// goroutine that the connection's Close may be waiting for (bytestream's
+// keepalive tick).
+func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error) error {
+	if s.config.WriteInCaller {
+		return s.writeInCaller(hdr, body)
+	}
+	return s.waitForSendErr(hdr, body, errCh)
 }
 
 // hostgate: writeInCaller writes a frame in the caller's goroutine

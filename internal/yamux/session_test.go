@@ -1269,6 +1269,7 @@ func TestKeepAlive_Timeout(t *testing.T) {
 func TestLargeWindow(t *testing.T) {
 	conf := DefaultConfig()
 	conf.MaxStreamWindowSize *= 2
+	conf.WriteInCaller = writeInCallerForTest // hostgate
 
 	clientConn, serverConn := testConnTLS(t)
 	client, server := testClientServerConfig(t, clientConn, serverConn, conf, conf.Clone())

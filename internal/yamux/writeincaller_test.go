@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -190,5 +192,74 @@ func TestWriteInCaller_ConcurrentStreamsKeepFrames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// breakableConn fails every write once broken is set.
+type breakableConn struct {
+	net.Conn
+	broken atomic.Bool
+}
+
+func (c *breakableConn) Write(p []byte) (int, error) {
+	if c.broken.Load() {
+		return 0, errBroken
+	}
+	return c.Conn.Write(p)
+}
+
+// A Read whose window update cannot be written keeps its bytes: the
+// session ends, and the reader still gets everything that had arrived,
+// then EOF.
+func TestWriteInCaller_ReadKeepsBytesWhenWindowUpdateFails(t *testing.T) {
+	a, b := net.Pipe()
+	ca := &breakableConn{Conn: a}
+	conf := testConfNoKeepAlive()
+	conf.WriteInCaller = true
+	client, err := Client(ca, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := Server(b, testConfNoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+
+	stream, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	peer, err := server.AcceptStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(conf.MaxStreamWindowSize) * 3 / 4 // reading most of it owes a window update
+	payload := bytes.Repeat([]byte("0123456789abcdef"), n/16)
+	if _, err := peer.Write(payload); err != nil { // net.Pipe: returns once the client's receive loop took it
+		t.Fatal(err)
+	}
+	ca.broken.Store(true)
+
+	buf := make([]byte, len(payload))
+	k, err := stream.Read(buf)
+	if err != nil || k == 0 {
+		t.Fatalf("Read with a failing window update = %d, %v; want the bytes and no error", k, err)
+	}
+	rest, err := io.ReadAll(stream)
+	if err != nil {
+		t.Fatalf("reading the rest: %v", err)
+	}
+	if got := append(buf[:k], rest...); !bytes.Equal(got, payload) {
+		t.Fatalf("got %d bytes back, want the %d that had arrived", len(got), len(payload))
+	}
+	select {
+	case <-client.CloseChan():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session outlived its failed write")
 	}
 }

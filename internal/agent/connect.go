@@ -212,10 +212,11 @@ func (c *connector) once(ctx context.Context, up func()) error {
 		return err
 	}
 	scfg := &sshlayer.ServerConfig{
-		HostKey:        c.hostKey,
-		TrustedUserCAs: []ssh.PublicKey{ca},
-		Principal:      hostID,
-		Logger:         c.log.With("host", hostID),
+		HostKey:          c.hostKey,
+		TrustedUserCAs:   []ssh.PublicKey{ca},
+		Principal:        hostID,
+		Logger:           c.log.With("host", hostID),
+		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
 	}
 	if c.cfg.Server != nil {
 		c.cfg.Server(scfg)

@@ -60,11 +60,12 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		return nil, err
 	}
 	sc := &sshlayer.ServerConfig{
-		HostKey:        hk,
-		AuthorizedKeys: cfg.AuthorizedKeys,
-		TrustedUserCAs: cfg.TrustedCAs,
-		Principal:      cfg.HostID,
-		Logger:         cfg.Logger,
+		HostKey:          hk,
+		AuthorizedKeys:   cfg.AuthorizedKeys,
+		TrustedUserCAs:   cfg.TrustedCAs,
+		Principal:        cfg.HostID,
+		Logger:           cfg.Logger,
+		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
 	}
 	if cfg.Server != nil {
 		cfg.Server(sc)

@@ -969,7 +969,11 @@ func TestHalfCloseSessionShutdown(t *testing.T) {
 
 	buf := make([]byte, dataSize)
 	n, err := stream2.Read(buf)
-	if err != nil {
+	// hostgate: in send-loop mode, upstream reports the window update this
+	// Read sends with the bytes it read, and that write can meet the closed
+	// peer's reset (seen in CI under load); WriteInCaller mode keeps the
+	// bytes error-free (stream.go).
+	if err != nil && (writeInCallerForTest || int64(n) != dataSize) {
 		t.Fatalf("err: %v", err)
 	}
 	if int64(n) != dataSize {

@@ -4,12 +4,15 @@ package sshlayer
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/providertest"
 	"github.com/pkg/sftp"
 )
 
@@ -61,5 +64,34 @@ func TestServerSFTP(t *testing.T) {
 	}
 	if !bytes.Equal(got.Bytes(), data) {
 		t.Fatal("read back differs")
+	}
+}
+
+// TestServerSFTPConformance runs the provider suite through hostgate's
+// client against this server's SFTP subsystem, with pkg/sftp allocating
+// each request's buffers and with SFTPReuseBuffers.
+func TestServerSFTPConformance(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "allocating", true: "reusing buffers"}[reuse], func(t *testing.T) {
+			t.Parallel()
+			ts := srvStartServer(t, &ServerConfig{SFTPReuseBuffers: reuse})
+			var d netDialer
+			conn, err := d.dial(testCtx(t), ts.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Connect(testCtx(t), conn, Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
+				p, err := c.SFTP(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p, t.TempDir()
+			})
+		})
 	}
 }

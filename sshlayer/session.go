@@ -200,11 +200,12 @@ func (s *session) serveSFTP() {
 		// Answer reads as large as clients ask (up to OpenSSH's own limit):
 		// pkg/sftp's concurrent reader takes a short read for EOF, so a
 		// server capped at the 32 KiB default truncates large reads.
-		opts := []sftp.ServerOption{sftp.WithServerWorkingDirectory(filepath.Clean(s.c.srv.cfg.Dir)), sftp.WithMaxTxPacket(sftpMaxPacket)}
+		dir := filepath.Clean(s.c.srv.cfg.Dir)
+		opts := []sftp.ServerOption{sftp.WithServerWorkingDirectory(dir), sftp.WithMaxTxPacket(sftpMaxPacket)}
 		if s.c.srv.cfg.SFTPReuseBuffers {
 			opts = append(opts, sftp.WithAllocator())
 		}
-		srv, err := sftp.NewServer(s.ch, opts...)
+		srv, err := sftp.NewServer(newSFTPCompat(s.ch, dir), opts...)
 		if err != nil {
 			_ = s.ch.Close()
 			return

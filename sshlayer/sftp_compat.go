@@ -1,0 +1,271 @@
+package sshlayer
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// SFTP v3 packet types and status codes sftpCompat reads and writes (the
+// other status codes are in sftp_provider.go).
+const (
+	fxpRealpath = 16
+	fxpSymlink  = 20
+	fxpStatus   = 101
+	fxpName     = 104
+
+	fxOK           = 0
+	fxFailure      = 4
+	fxBadMessage   = 5
+	sftpCompatMax  = 64 << 10 // an answered request: a few paths
+	sftpHeaderSize = 5        // uint32 length, byte type
+)
+
+// sftpCompat sits between a session channel and pkg/sftp's server and
+// answers the two requests pkg/sftp answers differently from OpenSSH's
+// sftp-server, which clients (ours included) are written against:
+//   - SYMLINK: pkg/sftp resolves a relative target against its working
+//     directory, so a link to "target" pointed at DIR/target wherever the
+//     link was; the target is stored as given, as ln -s and OpenSSH do.
+//   - REALPATH: pkg/sftp only cleans the path; OpenSSH resolves symlinks
+//     (realpath(3)), the last component being allowed not to exist.
+//
+// Every other packet passes through untouched, without buffering. Answers
+// are written between pkg/sftp's packets, never inside one; SFTP matches
+// answers to requests by id, so their order does not matter.
+type sftpCompat struct {
+	ch      io.ReadWriteCloser
+	dir     string                          // relative paths are relative to it (pkg/sftp's working directory)
+	symlink func(target, link string) error // os.Symlink; tests replace it
+
+	// Read side, used only by pkg/sftp's reading goroutine.
+	buf      []byte // read from ch, not yet handed on
+	passLeft int    // bytes of a passed-through packet still to hand on
+
+	// Write side: pkg/sftp's writes and ours, kept packet-whole.
+	wmu     sync.Mutex
+	wcond   *sync.Cond
+	outHdr  []byte // the start of the length prefix of pkg/sftp's next packet
+	outLeft int    // bytes of pkg/sftp's current packet still to come
+}
+
+func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
+	c := &sftpCompat{ch: ch, dir: dir, symlink: os.Symlink}
+	c.wcond = sync.NewCond(&c.wmu)
+	return c
+}
+
+func (c *sftpCompat) Close() error { return c.ch.Close() }
+
+// Read hands pkg/sftp the incoming packets it should answer.
+func (c *sftpCompat) Read(p []byte) (int, error) {
+	for {
+		if c.passLeft > 0 && len(c.buf) > 0 {
+			n := copy(p, c.buf[:min(len(c.buf), c.passLeft)])
+			c.buf = c.buf[n:]
+			c.passLeft -= n
+			return n, nil
+		}
+		if c.passLeft > 0 {
+			// The rest of a passed packet: straight from the channel.
+			n, err := c.ch.Read(p[:min(len(p), c.passLeft)])
+			c.passLeft -= n
+			return n, err
+		}
+		if len(c.buf) >= sftpHeaderSize {
+			length := binary.BigEndian.Uint32(c.buf)
+			typ := c.buf[4]
+			if typ != fxpSymlink && typ != fxpRealpath || length < 1 || length > sftpCompatMax {
+				c.passLeft = 4 + int(length)
+				continue
+			}
+			if len(c.buf) >= 4+int(length) {
+				pkt := c.buf[4 : 4+length]
+				c.buf = c.buf[4+length:]
+				if err := c.answer(pkt); err != nil {
+					return 0, err
+				}
+				continue
+			}
+		}
+		if err := c.fill(); err != nil {
+			if len(c.buf) > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+	}
+}
+
+// fill reads more of the channel into buf.
+func (c *sftpCompat) fill() error {
+	if len(c.buf) == cap(c.buf) {
+		nb := make([]byte, len(c.buf), max(2*cap(c.buf), 4<<10))
+		copy(nb, c.buf)
+		c.buf = nb
+	}
+	n, err := c.ch.Read(c.buf[len(c.buf):cap(c.buf)])
+	c.buf = c.buf[:len(c.buf)+n]
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// answer handles one SYMLINK or REALPATH packet (type byte first).
+func (c *sftpCompat) answer(pkt []byte) error {
+	typ, rest := pkt[0], pkt[1:]
+	id, rest, ok := sftpUint32(rest)
+	if !ok {
+		return errors.New("sshlayer: sftp: short packet")
+	}
+	switch typ {
+	case fxpSymlink:
+		target, rest, ok1 := sftpString(rest)
+		link, _, ok2 := sftpString(rest)
+		if !ok1 || !ok2 {
+			return c.writeStatus(id, fxBadMessage, "malformed SYMLINK")
+		}
+		// OpenSSH's order: the target, then the link.
+		if err := c.symlink(target, c.local(link)); err != nil {
+			return c.writeStatus(id, statusCode(err), err.Error())
+		}
+		return c.writeStatus(id, fxOK, "")
+	default: // fxpRealpath
+		name, _, ok := sftpString(rest)
+		if !ok {
+			return c.writeStatus(id, fxBadMessage, "malformed REALPATH")
+		}
+		real, err := realpath(c.local(name))
+		if err != nil {
+			return c.writeStatus(id, statusCode(err), err.Error())
+		}
+		b := sftpPacket(fxpName, id)
+		b = binary.BigEndian.AppendUint32(b, 1)
+		b = sftpAppendString(b, real)
+		b = sftpAppendString(b, real)
+		b = binary.BigEndian.AppendUint32(b, 0) // no attributes
+		return c.writePacket(b)
+	}
+}
+
+// local is name as pkg/sftp's server sees it: relative to dir.
+func (c *sftpCompat) local(name string) string {
+	if name == "" {
+		name = "."
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(c.dir, name)
+	}
+	return filepath.Clean(name)
+}
+
+// realpath resolves every symlink in name, which may lack its last
+// component (as OpenSSH's sftp-server allows: a path about to be created).
+func realpath(name string) (string, error) {
+	real, err := filepath.EvalSymlinks(name)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	parent, perr := filepath.EvalSymlinks(filepath.Dir(name))
+	if perr != nil {
+		return "", err
+	}
+	if _, lerr := os.Lstat(name); lerr == nil {
+		return "", err // a dangling symlink: nothing to name
+	}
+	return filepath.Join(parent, filepath.Base(name)), nil
+}
+
+func statusCode(err error) uint32 {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fxNoSuchFile
+	case errors.Is(err, fs.ErrPermission):
+		return fxPermissionDenied
+	}
+	return fxFailure
+}
+
+func (c *sftpCompat) writeStatus(id, code uint32, msg string) error {
+	b := sftpPacket(fxpStatus, id)
+	b = binary.BigEndian.AppendUint32(b, code)
+	b = sftpAppendString(b, msg)
+	b = sftpAppendString(b, "") // language tag
+	return c.writePacket(b)
+}
+
+// writePacket writes one of our packets (length prefix still zero)
+// between pkg/sftp's packets.
+func (c *sftpCompat) writePacket(b []byte) error {
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for c.outLeft > 0 || len(c.outHdr) > 0 {
+		c.wcond.Wait()
+	}
+	_, err := c.ch.Write(b)
+	return err
+}
+
+// Write passes pkg/sftp's output on, following its packet boundaries.
+func (c *sftpCompat) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n, err := c.ch.Write(p)
+	for q := p[:n]; len(q) > 0; {
+		if c.outLeft > 0 {
+			k := min(len(q), c.outLeft)
+			c.outLeft -= k
+			q = q[k:]
+			continue
+		}
+		k := min(len(q), 4-len(c.outHdr))
+		c.outHdr = append(c.outHdr, q[:k]...)
+		q = q[k:]
+		if len(c.outHdr) == 4 {
+			c.outLeft = int(binary.BigEndian.Uint32(c.outHdr))
+			c.outHdr = c.outHdr[:0]
+		}
+	}
+	if c.outLeft == 0 && len(c.outHdr) == 0 {
+		c.wcond.Broadcast()
+	}
+	return n, err
+}
+
+func sftpPacket(typ byte, id uint32) []byte {
+	b := make([]byte, 4, 64)
+	b = append(b, typ)
+	return binary.BigEndian.AppendUint32(b, id)
+}
+
+func sftpAppendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func sftpUint32(b []byte) (uint32, []byte, bool) {
+	if len(b) < 4 {
+		return 0, b, false
+	}
+	return binary.BigEndian.Uint32(b), b[4:], true
+}
+
+func sftpString(b []byte) (string, []byte, bool) {
+	n, b, ok := sftpUint32(b)
+	if !ok || uint32(len(b)) < n {
+		return "", b, false
+	}
+	return string(b[:n]), b[n:], true
+}

@@ -1,0 +1,179 @@
+package sshlayer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// fakeChannel reads from in and records what is written.
+type fakeChannel struct {
+	in  io.Reader
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (f *fakeChannel) Read(p []byte) (int, error) { return f.in.Read(p) }
+func (f *fakeChannel) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.Write(p)
+}
+func (f *fakeChannel) Close() error { return nil }
+
+func rawPacket(typ byte, id uint32, body ...[]byte) []byte {
+	b := sftpPacket(typ, id)
+	for _, x := range body {
+		b = append(b, x...)
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+func str(s string) []byte { return sftpAppendString(nil, s) }
+
+// readPackets splits a stream into packets (type byte first).
+func readPackets(t *testing.T, b []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for len(b) > 0 {
+		if len(b) < 4 {
+			t.Fatalf("%d stray bytes", len(b))
+		}
+		n := binary.BigEndian.Uint32(b)
+		if uint32(len(b)-4) < n {
+			t.Fatalf("packet of %d bytes cut at %d", n, len(b)-4)
+		}
+		out = append(out, b[4:4+n])
+		b = b[4+n:]
+	}
+	return out
+}
+
+// Every packet but SYMLINK and REALPATH reaches pkg/sftp byte for byte and
+// in order, however the channel splits them; those two are answered.
+func TestSFTPCompatPassesOthersThrough(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "target"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("w"), 300<<10)
+	var in, want bytes.Buffer
+	for i, p := range [][]byte{
+		rawPacket(1, 3, []byte{0, 0, 0, 3}),                 // INIT-like
+		rawPacket(6, 7, str("file"), big),                   // a large WRITE
+		rawPacket(fxpSymlink, 8, str("target"), str("lnk")), // answered here
+		rawPacket(17, 9, str("file")),                       // STAT
+		rawPacket(fxpRealpath, 10, str("lnk")),              // answered here
+		rawPacket(fxpRealpath, 11, str("no/such/dir/x")),    // answered: no such file
+	} {
+		in.Write(p)
+		if p[4] != fxpSymlink && p[4] != fxpRealpath {
+			want.Write(p)
+		}
+		_ = i
+	}
+	ch := &fakeChannel{in: &randomChunks{r: bytes.NewReader(in.Bytes())}}
+	c := newSFTPCompat(ch, dir)
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("pkg/sftp got %d bytes, want the %d passed through unchanged", len(got), want.Len())
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "lnk")); err != nil || l != "target" {
+		t.Errorf("symlink: %q %v, want a link to %q as given", l, err, "target")
+	}
+	answers := readPackets(t, ch.out.Bytes())
+	if len(answers) != 3 {
+		t.Fatalf("%d answers, want 3", len(answers))
+	}
+	if a := answers[0]; a[0] != fxpStatus || binary.BigEndian.Uint32(a[1:]) != 8 || binary.BigEndian.Uint32(a[5:]) != fxOK {
+		t.Errorf("SYMLINK answer %q", a)
+	}
+	if a := answers[1]; a[0] != fxpName || binary.BigEndian.Uint32(a[1:]) != 10 || !bytes.Contains(a, []byte(filepath.Join(dir, "target"))) {
+		t.Errorf("REALPATH answer %q, want the link resolved", a)
+	}
+	if a := answers[2]; a[0] != fxpStatus || binary.BigEndian.Uint32(a[5:]) != fxNoSuchFile {
+		t.Errorf("REALPATH of a missing directory answered %q, want no such file", a)
+	}
+}
+
+// randomChunks reads in random small pieces.
+type randomChunks struct{ r io.Reader }
+
+func (r *randomChunks) Read(p []byte) (int, error) {
+	return r.r.Read(p[:min(len(p), 1+rand.IntN(9000))])
+}
+
+// Answers written while pkg/sftp writes its packets in pieces land only
+// between whole packets.
+func TestSFTPCompatAnswersBetweenPackets(t *testing.T) {
+	ch := &fakeChannel{in: bytes.NewReader(nil)}
+	c := newSFTPCompat(ch, t.TempDir())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := range 2000 {
+			p := rawPacket(103, uint32(i), bytes.Repeat([]byte{byte(i)}, i%700))
+			cut := 1 + i%len(p)
+			_, _ = c.Write(p[:cut])
+			_, _ = c.Write(p[cut:])
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := range 500 {
+			if err := c.writeStatus(uint32(100000+i), fxOK, ""); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	pkts := readPackets(t, ch.out.Bytes())
+	data, status := 0, 0
+	for _, p := range pkts {
+		id := binary.BigEndian.Uint32(p[1:])
+		switch p[0] {
+		case 103:
+			if len(p)-5 != int(id)%700 || (len(p) > 5 && p[5] != byte(id)) {
+				t.Fatalf("packet %d torn", id)
+			}
+			data++
+		case fxpStatus:
+			status++
+		default:
+			t.Fatalf("unexpected packet type %d", p[0])
+		}
+	}
+	if data != 2000 || status != 500 {
+		t.Fatalf("%d data and %d status packets, want 2000 and 500", data, status)
+	}
+}
+
+func FuzzSFTPCompat(f *testing.F) {
+	f.Add(rawPacket(fxpSymlink, 1, str("a"), str("b")))
+	f.Add(rawPacket(fxpRealpath, 2, str(".")))
+	f.Add(append(rawPacket(fxpRealpath, 3, []byte{0, 0, 0, 9}), rawPacket(5, 4, str("x"))...))
+	f.Add([]byte{0, 0, 0, 1, fxpSymlink})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, fxpRealpath, 1, 2})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ch := &fakeChannel{in: bytes.NewReader(in)}
+		c := newSFTPCompat(ch, t.TempDir())
+		// Names come from the fuzzer: never create anything.
+		c.symlink = func(target, link string) error { return os.ErrPermission }
+		got, _ := io.ReadAll(c) // a malformed packet may end the stream
+		if len(got) > len(in) {
+			t.Fatalf("handed on %d bytes of %d", len(got), len(in))
+		}
+		readPackets(t, ch.out.Bytes()) // answers are whole packets
+	})
+}

@@ -18,6 +18,12 @@ func startEmbedded(t *testing.T) (*TestServer, *Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ts.Close() })
+	return ts, connectEmbedded(t, ts)
+}
+
+// connectEmbedded connects hostgate's client to ts over TCP.
+func connectEmbedded(t *testing.T, ts *TestServer) *Client {
+	t.Helper()
 	var d netDialer
 	conn, err := d.dial(testCtx(t), ts.Addr)
 	if err != nil {
@@ -28,7 +34,7 @@ func startEmbedded(t *testing.T) (*TestServer, *Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return ts, c
+	return c
 }
 
 func TestEmbeddedKill(t *testing.T) {

@@ -74,17 +74,7 @@ func TestServerSFTPConformance(t *testing.T) {
 	for _, reuse := range []bool{false, true} {
 		t.Run(map[bool]string{false: "allocating", true: "reusing buffers"}[reuse], func(t *testing.T) {
 			t.Parallel()
-			ts := srvStartServer(t, &ServerConfig{SFTPReuseBuffers: reuse})
-			var d netDialer
-			conn, err := d.dial(testCtx(t), ts.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := Connect(testCtx(t), conn, Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
+			c := connectEmbedded(t, srvStartServer(t, &ServerConfig{SFTPReuseBuffers: reuse}))
 			providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
 				p, err := c.SFTP(context.Background())
 				if err != nil {

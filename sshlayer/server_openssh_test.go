@@ -168,7 +168,9 @@ func TestOpenSSHSFTP(t *testing.T) {
 	local := t.TempDir()
 	data := srvRandomFile(t, filepath.Join(local, "src.bin"), 20<<20)
 	batch := filepath.Join(local, "batch")
-	script := fmt.Sprintf("put %s up.bin\nrename up.bin moved.bin\nls -l\nget moved.bin %s\n",
+	// ln -s with a relative target, and cd through a symlink (sftp asks
+	// the server's realpath), as OpenSSH's sftp-server answers them.
+	script := fmt.Sprintf("put %s up.bin\nrename up.bin moved.bin\nls -l\nget moved.bin %s\nln -s moved.bin link.bin\nmkdir sub\nln -s sub subl\ncd subl\npwd\n",
 		filepath.Join(local, "src.bin"), filepath.Join(local, "back.bin"))
 	if err := os.WriteFile(batch, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
@@ -185,6 +187,12 @@ func TestOpenSSHSFTP(t *testing.T) {
 	}
 	srvSameFile(t, filepath.Join(remote, "moved.bin"), data)
 	srvSameFile(t, filepath.Join(local, "back.bin"), data)
+	if l, err := os.Readlink(filepath.Join(remote, "link.bin")); err != nil || l != "moved.bin" {
+		t.Errorf("ln -s made %q (%v), want a link to moved.bin as typed", l, err)
+	}
+	if want := "Remote working directory: " + filepath.Join(remote, "sub") + "\n"; !bytes.Contains(out, []byte(want)) {
+		t.Errorf("pwd after cd through a symlink: want %q in\n%s", want, out)
+	}
 }
 
 func TestOpenSSHSCP(t *testing.T) {

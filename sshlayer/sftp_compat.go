@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,6 +52,7 @@ type sftpCompat struct {
 	wcond   *sync.Cond
 	outHdr  []byte // the start of the length prefix of pkg/sftp's next packet
 	outLeft int    // bytes of pkg/sftp's current packet still to come
+	werr    error  // the channel failed or closed: no packet will complete
 }
 
 func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
@@ -59,7 +61,15 @@ func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
 	return c
 }
 
-func (c *sftpCompat) Close() error { return c.ch.Close() }
+func (c *sftpCompat) Close() error {
+	c.wmu.Lock()
+	if c.werr == nil {
+		c.werr = net.ErrClosed
+	}
+	c.wcond.Broadcast()
+	c.wmu.Unlock()
+	return c.ch.Close()
+}
 
 // Read hands pkg/sftp the incoming packets it should answer.
 func (c *sftpCompat) Read(p []byte) (int, error) {
@@ -211,10 +221,16 @@ func (c *sftpCompat) writePacket(b []byte) error {
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	for c.outLeft > 0 || len(c.outHdr) > 0 {
+	for c.werr == nil && (c.outLeft > 0 || len(c.outHdr) > 0) {
 		c.wcond.Wait()
 	}
+	if c.werr != nil {
+		return c.werr
+	}
 	_, err := c.ch.Write(b)
+	if err != nil {
+		c.werr = err
+	}
 	return err
 }
 
@@ -238,7 +254,11 @@ func (c *sftpCompat) Write(p []byte) (int, error) {
 			c.outHdr = c.outHdr[:0]
 		}
 	}
-	if c.outLeft == 0 && len(c.outHdr) == 0 {
+	if err != nil && c.werr == nil {
+		// pkg/sftp will not finish this packet: answers must not wait for it.
+		c.werr = err
+	}
+	if c.werr != nil || c.outLeft == 0 && len(c.outHdr) == 0 {
 		c.wcond.Broadcast()
 	}
 	return n, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeChannel reads from in and records what is written.
@@ -176,4 +177,41 @@ func FuzzSFTPCompat(f *testing.F) {
 		}
 		readPackets(t, ch.out.Bytes()) // answers are whole packets
 	})
+}
+
+// brokenChannel accepts n bytes, then fails every write.
+type brokenChannel struct {
+	fakeChannel
+	left int
+}
+
+func (b *brokenChannel) Write(p []byte) (int, error) {
+	if len(p) > b.left {
+		n := b.left
+		b.left = 0
+		return n, io.ErrClosedPipe
+	}
+	b.left -= len(p)
+	return len(p), nil
+}
+
+// A packet pkg/sftp could not finish writing (the channel failed in its
+// middle) must not leave an answer waiting for its end forever.
+func TestSFTPCompatAnswerAfterTornWrite(t *testing.T) {
+	ch := &brokenChannel{fakeChannel: fakeChannel{in: bytes.NewReader(nil)}, left: 10}
+	c := newSFTPCompat(ch, t.TempDir())
+	p := rawPacket(103, 1, bytes.Repeat([]byte("x"), 100))
+	if _, err := c.Write(p); err == nil {
+		t.Fatal("write through a failing channel succeeded")
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.writeStatus(2, fxOK, "") }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("answer written after the channel failed")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("answer still waiting for a packet that will never end")
+	}
 }

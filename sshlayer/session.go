@@ -200,7 +200,7 @@ func (s *session) serveSFTP() {
 		// Answer reads as large as clients ask (up to OpenSSH's own limit):
 		// pkg/sftp's concurrent reader takes a short read for EOF, so a
 		// server capped at the 32 KiB default truncates large reads.
-		dir := filepath.Clean(s.c.srv.cfg.Dir)
+		dir, _ := filepath.Abs(s.c.srv.cfg.Dir) // pkg/sftp answered REALPATH absolute
 		opts := []sftp.ServerOption{sftp.WithServerWorkingDirectory(dir), sftp.WithMaxTxPacket(sftpMaxPacket)}
 		if s.c.srv.cfg.SFTPReuseBuffers {
 			opts = append(opts, sftp.WithAllocator())

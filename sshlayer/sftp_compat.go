@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // SFTP v3 packet types and status codes sftpCompat reads and writes (the
@@ -35,9 +36,10 @@ const (
 //   - REALPATH: pkg/sftp only cleans the path; OpenSSH resolves symlinks
 //     (realpath(3)), the last component being allowed not to exist.
 //
-// Every other packet passes through untouched, without buffering. Answers
-// are written between pkg/sftp's packets, never inside one; SFTP matches
-// answers to requests by id, so their order does not matter.
+// Every other packet passes through untouched. The two are done only once
+// pkg/sftp has answered every request before them (both servers act in
+// request order), and answered between pkg/sftp's packets, never inside
+// one.
 type sftpCompat struct {
 	ch      io.ReadWriteCloser
 	dir     string                          // relative paths are relative to it (pkg/sftp's working directory)
@@ -45,7 +47,9 @@ type sftpCompat struct {
 
 	// Read side, used only by pkg/sftp's reading goroutine.
 	buf      []byte // read from ch, not yet handed on
+	store    []byte // buf's backing array, reused
 	passLeft int    // bytes of a passed-through packet still to hand on
+	passed   int64  // packets handed to pkg/sftp (guarded by wmu)
 
 	// Write side: pkg/sftp's writes and ours, kept packet-whole.
 	wmu     sync.Mutex
@@ -53,6 +57,7 @@ type sftpCompat struct {
 	outHdr  []byte // the start of the length prefix of pkg/sftp's next packet
 	outLeft int    // bytes of pkg/sftp's current packet still to come
 	werr    error  // the channel failed or closed: no packet will complete
+	sent    int64  // packets pkg/sftp has written: one answer per request
 }
 
 func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
@@ -91,6 +96,9 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 			typ := c.buf[4]
 			if typ != fxpSymlink && typ != fxpRealpath || length < 1 || length > sftpCompatMax {
 				c.passLeft = 4 + int(length)
+				c.wmu.Lock()
+				c.passed++
+				c.wmu.Unlock()
 				continue
 			}
 			if len(c.buf) >= 4+int(length) {
@@ -114,9 +122,10 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 // fill reads more of the channel into buf.
 func (c *sftpCompat) fill() error {
 	if len(c.buf) == cap(c.buf) {
-		nb := make([]byte, len(c.buf), max(2*cap(c.buf), 4<<10))
-		copy(nb, c.buf)
-		c.buf = nb
+		if len(c.buf) >= cap(c.store) {
+			c.store = make([]byte, max(2*cap(c.store), 4<<10))
+		}
+		c.buf = c.store[:copy(c.store, c.buf)]
 	}
 	n, err := c.ch.Read(c.buf[len(c.buf):cap(c.buf)])
 	c.buf = c.buf[:len(c.buf)+n]
@@ -129,8 +138,16 @@ func (c *sftpCompat) fill() error {
 	return err
 }
 
-// answer handles one SYMLINK or REALPATH packet (type byte first).
+// answer handles one SYMLINK or REALPATH packet (type byte first), once
+// pkg/sftp has answered every request before it: both servers act on
+// requests in order (a MKDIR then a SYMLINK into it, sent together, must
+// find the directory).
 func (c *sftpCompat) answer(pkt []byte) error {
+	c.wmu.Lock()
+	for c.werr == nil && c.sent < c.passed {
+		c.wcond.Wait()
+	}
+	c.wmu.Unlock()
 	typ, rest := pkt[0], pkt[1:]
 	id, rest, ok := sftpUint32(rest)
 	if !ok {
@@ -166,40 +183,48 @@ func (c *sftpCompat) answer(pkt []byte) error {
 	}
 }
 
-// local is name as pkg/sftp's server sees it: relative to dir.
+// local is name as the server sees it: relative to dir. It is not
+// cleaned: ".." after a symlink is the symlink target's parent, which only
+// resolving finds.
 func (c *sftpCompat) local(name string) string {
 	if name == "" {
 		name = "."
 	}
 	if !filepath.IsAbs(name) {
-		name = filepath.Join(c.dir, name)
+		name = c.dir + "/" + name
 	}
-	return filepath.Clean(name)
+	return name
 }
 
-// realpath resolves every symlink in name, which may lack its last
-// component (as OpenSSH's sftp-server allows: a path about to be created).
+// realpath resolves every symlink in name as OpenSSH's sftp_realpath does:
+// the last component may be missing (a path about to be created), also
+// when it is reached through a dangling symlink.
 func realpath(name string) (string, error) {
-	real, err := filepath.EvalSymlinks(name)
-	if err == nil {
-		return real, nil
+	for range 40 { // symlinks followed, as the kernel's limit
+		real, err := filepath.EvalSymlinks(name)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return real, err
+		}
+		dir, base := filepath.Split(name)
+		parent, perr := filepath.EvalSymlinks(dir)
+		if perr != nil || base == "" || base == "." || base == ".." {
+			return "", err
+		}
+		target, lerr := os.Readlink(filepath.Join(parent, base))
+		if lerr != nil {
+			return filepath.Join(parent, base), nil // missing: named as asked
+		}
+		if !filepath.IsAbs(target) {
+			target = parent + "/" + target
+		}
+		name = target // a dangling symlink: what it points at
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	parent, perr := filepath.EvalSymlinks(filepath.Dir(name))
-	if perr != nil {
-		return "", err
-	}
-	if _, lerr := os.Lstat(name); lerr == nil {
-		return "", err // a dangling symlink: nothing to name
-	}
-	return filepath.Join(parent, filepath.Base(name)), nil
+	return "", &fs.PathError{Op: "realpath", Path: name, Err: syscall.ELOOP}
 }
 
 func statusCode(err error) uint32 {
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
 		return fxNoSuchFile
 	case errors.Is(err, fs.ErrPermission):
 		return fxPermissionDenied
@@ -244,6 +269,9 @@ func (c *sftpCompat) Write(p []byte) (int, error) {
 			k := min(len(q), c.outLeft)
 			c.outLeft -= k
 			q = q[k:]
+			if c.outLeft == 0 {
+				c.sent++
+			}
 			continue
 		}
 		k := min(len(q), 4-len(c.outHdr))
@@ -252,6 +280,9 @@ func (c *sftpCompat) Write(p []byte) (int, error) {
 		if len(c.outHdr) == 4 {
 			c.outLeft = int(binary.BigEndian.Uint32(c.outHdr))
 			c.outHdr = c.outHdr[:0]
+			if c.outLeft == 0 {
+				c.sent++
+			}
 		}
 	}
 	if err != nil && c.werr == nil {

@@ -38,6 +38,50 @@ func rawPacket(typ byte, id uint32, body ...[]byte) []byte {
 
 func str(s string) []byte { return sftpAppendString(nil, s) }
 
+// fakeSFTP plays pkg/sftp: it reads what sftpCompat hands on, packet by
+// packet, and answers each one (type 103, its id), as pkg/sftp answers
+// every request. It returns the bytes it was handed.
+func fakeSFTP(c *sftpCompat) []byte {
+	var got []byte
+	hdr := make([]byte, 4)
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			return got
+		}
+		n := binary.BigEndian.Uint32(hdr)
+		body, err := io.ReadAll(io.LimitReader(c, int64(n)))
+		got = append(append(got, hdr...), body...)
+		if err != nil || uint32(len(body)) < n {
+			return got
+		}
+		var id uint32
+		if len(body) >= 5 {
+			id = binary.BigEndian.Uint32(body[1:])
+		}
+		_, _ = c.Write(rawPacket(103, id))
+	}
+}
+
+// passedThrough is what sftpCompat should hand on from in: every packet
+// but whole SYMLINK and REALPATH ones of a sane size.
+func passedThrough(in []byte) []byte {
+	var out []byte
+	for len(in) >= sftpHeaderSize {
+		n := binary.BigEndian.Uint32(in)
+		if (in[4] == fxpSymlink || in[4] == fxpRealpath) && n >= 1 && n <= sftpCompatMax {
+			if uint64(len(in)) < 4+uint64(n) {
+				break
+			}
+			in = in[4+n:]
+			continue
+		}
+		k := min(uint64(len(in)), 4+uint64(n))
+		out = append(out, in[:k]...)
+		in = in[k:]
+	}
+	return append(out, in...)
+}
+
 // readPackets splits a stream into packets (type byte first).
 func readPackets(t *testing.T, b []byte) [][]byte {
 	t.Helper()
@@ -65,7 +109,7 @@ func TestSFTPCompatPassesOthersThrough(t *testing.T) {
 	}
 	big := bytes.Repeat([]byte("w"), 300<<10)
 	var in, want bytes.Buffer
-	for i, p := range [][]byte{
+	for _, p := range [][]byte{
 		rawPacket(1, 3, []byte{0, 0, 0, 3}),                 // INIT-like
 		rawPacket(6, 7, str("file"), big),                   // a large WRITE
 		rawPacket(fxpSymlink, 8, str("target"), str("lnk")), // answered here
@@ -77,21 +121,22 @@ func TestSFTPCompatPassesOthersThrough(t *testing.T) {
 		if p[4] != fxpSymlink && p[4] != fxpRealpath {
 			want.Write(p)
 		}
-		_ = i
 	}
 	ch := &fakeChannel{in: &randomChunks{r: bytes.NewReader(in.Bytes())}}
 	c := newSFTPCompat(ch, dir)
-	got, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := fakeSFTP(c)
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("pkg/sftp got %d bytes, want the %d passed through unchanged", len(got), want.Len())
 	}
 	if l, err := os.Readlink(filepath.Join(dir, "lnk")); err != nil || l != "target" {
 		t.Errorf("symlink: %q %v, want a link to %q as given", l, err, "target")
 	}
-	answers := readPackets(t, ch.out.Bytes())
+	var answers [][]byte
+	for _, a := range readPackets(t, ch.out.Bytes()) {
+		if a[0] != 103 { // the fake pkg/sftp's own
+			answers = append(answers, a)
+		}
+	}
 	if len(answers) != 3 {
 		t.Fatalf("%d answers, want 3", len(answers))
 	}
@@ -171,9 +216,9 @@ func FuzzSFTPCompat(f *testing.F) {
 		c := newSFTPCompat(ch, t.TempDir())
 		// Names come from the fuzzer: never create anything.
 		c.symlink = func(target, link string) error { return os.ErrPermission }
-		got, _ := io.ReadAll(c) // a malformed packet may end the stream
-		if len(got) > len(in) {
-			t.Fatalf("handed on %d bytes of %d", len(got), len(in))
+		got := fakeSFTP(c) // a malformed packet may end the stream early
+		if want := passedThrough(in); !bytes.HasPrefix(want, got) {
+			t.Fatalf("handed on %x, not a prefix of the packets to pass %x", got, want)
 		}
 		readPackets(t, ch.out.Bytes()) // answers are whole packets
 	})
@@ -213,5 +258,45 @@ func TestSFTPCompatAnswerAfterTornWrite(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("answer still waiting for a packet that will never end")
+	}
+}
+
+// A SYMLINK waits for the requests before it: pkg/sftp (here a fake that
+// answers late) must have answered the MKDIR first.
+func TestSFTPCompatKeepsRequestOrder(t *testing.T) {
+	var in bytes.Buffer
+	in.Write(rawPacket(14, 1, str("a"), []byte{0, 0, 0, 0})) // MKDIR a
+	in.Write(rawPacket(fxpSymlink, 2, str("t"), str("a/l")))
+	dir := t.TempDir()
+	ch := &fakeChannel{in: &in}
+	c := newSFTPCompat(ch, dir)
+	var made []string
+	c.symlink = func(target, link string) error {
+		if _, err := os.Stat(filepath.Join(dir, "a")); err != nil {
+			t.Errorf("SYMLINK ran before the MKDIR before it was answered")
+		}
+		made = append(made, link)
+		return nil
+	}
+	hdr := make([]byte, 4)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(hdr))
+	if _, err := io.ReadFull(c, body); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = io.ReadAll(c) }() // reaches the SYMLINK and waits
+	time.Sleep(50 * time.Millisecond)
+	if err := os.Mkdir(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(rawPacket(fxpStatus, 1, []byte{0, 0, 0, 0}, str(""), str(""))); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if len(made) != 1 {
+		t.Fatalf("symlinks made: %q", made)
 	}
 }

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	hostgate "github.com/hostgate/hostgate"
 	"time"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
 )
 
@@ -18,8 +18,7 @@ func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, nil
 	}
 	n := int64(e.cfg.bulkMiB) * mib
-	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, this %s", e.cfg.bulkMiB, e.abWhat), Unit: "MiB/s",
-		PeerName: e.abWhat + " before the change", Better: bench.Higher}
+	s := e.abScenario(fmt.Sprintf("bulk stream %d MiB", e.cfg.bulkMiB), "MiB/s", bench.Higher)
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
 	for range e.cfg.pairs {
 		a, err := streamTo(ctx, e.host, n)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/hostgate/hostgate/client"
 	"io"
 	"log/slog"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/store"
 )
 

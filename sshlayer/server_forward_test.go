@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -263,4 +266,79 @@ func TestServerDirectTCPIPGarbage(t *testing.T) {
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 40<<10 {
 		t.Errorf("%d bytes allocated per forwarded connection, want under 40 KiB (no 32 KiB copy buffers)", per)
 	}
+}
+
+// TestServerDirectTCPIPConcurrentIntegrity runs several echo channels at
+// once on one connection, reading in random sizes, so that received data
+// packets are split across reads and interleave between channels: both
+// ends recycle the buffers of data packets once read (x/crypto's
+// dataPackets, third_party/golang.org/x/crypto/HOSTGATE.md), and a buffer
+// given back too early would show here as corrupted bytes.
+func TestServerDirectTCPIPConcurrentIntegrity(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	echo := srvStartEcho(t)
+	const chans, size = 6, 2 << 20
+	var wg sync.WaitGroup
+	errs := make(chan error, chans)
+	for range chans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- echoRandomReads(c, echo, size)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// echoRandomReads sends size random bytes through a new direct-tcpip
+// channel to the echo server at addr, reads them back in reads of random
+// size, and reports whether they came back unchanged.
+func echoRandomReads(c *ssh.Client, addr string, size int) error {
+	conn, err := c.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(conn, &srvRandomChunks{b: data})
+		if err == nil {
+			err = conn.(interface{ CloseWrite() error }).CloseWrite()
+		}
+		werr <- err
+	}()
+	got := make([]byte, 0, size)
+	buf := make([]byte, 80<<10)
+	for {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(buf))))
+		k, err := conn.Read(buf[:n.Int64()+1])
+		got = append(got, buf[:k]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	if !bytes.Equal(got, data) {
+		i := 0
+		for i < min(len(got), len(data)) && got[i] == data[i] {
+			i++
+		}
+		return fmt.Errorf("echo returned %d bytes, want the %d sent unchanged; first difference at byte %d", len(got), len(data), i)
+	}
+	return nil
 }

@@ -172,8 +172,9 @@ func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, 
 	}
 
 	// The packet may point to an internal buffer, so copy the
-	// packet out here.
-	fresh := make([]byte, len(packet))
+	// packet out here. hostgate: into a recycled buffer when it is
+	// channel data (see newPacket).
+	fresh := newPacket(packet)
 	copy(fresh, packet)
 
 	return fresh, err

@@ -92,5 +92,18 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		s.Add(rate(a), rate(b))
 	}
-	return []*bench.Scenario{s}, nil
+	down := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
+		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
+	for range e.cfg.pairs {
+		a, err := streamFrom(ctx, c, n)
+		if err != nil {
+			return nil, fmt.Errorf("ssh layer: %w", err)
+		}
+		b, err := e.sshStreamFrom(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		down.Add(rate(a), rate(b))
+	}
+	return []*bench.Scenario{s, down}, nil
 }

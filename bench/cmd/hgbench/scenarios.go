@@ -40,9 +40,28 @@ func writeN(w io.Writer, n int64) error {
 	return nil
 }
 
-// bulk streams bytes to `cat >/dev/null`: hostgate's whole path (client →
-// WebSocket → gateway → yamux → agent) against ssh through a ControlMaster
-// straight to sshd, both measured from spawn to exit.
+// readAll reads r to EOF in reads as large as writeN's writes and counts
+// the bytes. (io.Copy to io.Discard would read 8 KiB at a time: a syscall
+// per 8 KiB on OpenSSH's side, whose bytes come through a pipe.)
+func readAll(r io.Reader) (int64, error) {
+	buf := make([]byte, len(chunk))
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// bulk streams bytes to `cat >/dev/null`, and then back out of `head -c`:
+// hostgate's whole path (client → WebSocket → gateway → yamux → agent)
+// against ssh through a ControlMaster straight to sshd, both measured from
+// spawn to exit.
 func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
 	n := int64(e.cfg.bulkMiB) * mib
 	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB to cat >/dev/null", e.cfg.bulkMiB), Unit: "MiB/s",
@@ -59,7 +78,62 @@ func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		s.Add(rate(a), rate(b))
 	}
-	return []*bench.Scenario{s}, nil
+	down := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c (host to client)", e.cfg.bulkMiB), Unit: "MiB/s",
+		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
+	for range e.cfg.pairs {
+		a, err := streamFrom(ctx, e.host, n)
+		if err != nil {
+			return nil, fmt.Errorf("hostgate: %w", err)
+		}
+		b, err := e.sshStreamFrom(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		down.Add(rate(a), rate(b))
+	}
+	return []*bench.Scenario{s, down}, nil
+}
+
+// sshStreamFrom times n bytes out of `head -c N /dev/zero` through
+// OpenSSH's ssh.
+func (e *env) sshStreamFrom(ctx context.Context, n int64) (time.Duration, error) {
+	d, err := timeIt(func() error {
+		cmd := e.sshd.Command(ctx, nil, fmt.Sprintf("head -c %d /dev/zero", n))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		got, rerr := readAll(out)
+		if rerr == nil && got != n {
+			rerr = fmt.Errorf("read %d bytes, want %d", got, n)
+		}
+		return errors.Join(rerr, cmd.Wait())
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ssh: %w", err)
+	}
+	return d, nil
+}
+
+// streamFrom times n bytes out of `head -c N /dev/zero` on h, from spawn
+// to exit.
+func streamFrom(ctx context.Context, h spawner, n int64) (time.Duration, error) {
+	return timeIt(func() error {
+		p, err := h.Spawn(ctx, []string{"head", "-c", strconv.FormatInt(n, 10), "/dev/zero"}, hostgate.SpawnOptions{})
+		if err != nil {
+			return err
+		}
+		_ = p.Stdin().Close()
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+		got, rerr := readAll(p.Stdout())
+		if rerr == nil && got != n {
+			rerr = fmt.Errorf("read %d bytes, want %d", got, n)
+		}
+		return errors.Join(rerr, p.Wait())
+	})
 }
 
 // sshStream times n bytes into `cat >/dev/null` through OpenSSH's ssh.

@@ -10,7 +10,7 @@ import (
 )
 
 // bulkAB streams the bulk scenario's bytes to this agent and to the
-// -agent-before one, alternating, through the same gateway and client (or,
+// -agent-before one, alternating, and then back out of each, through the same gateway and client (or,
 // with -gateway-before, through each build's own gateway): the
 // before/after number of a change, from one run.
 func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
@@ -18,20 +18,30 @@ func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, nil
 	}
 	n := int64(e.cfg.bulkMiB) * mib
-	s := e.abScenario(fmt.Sprintf("bulk stream %d MiB", e.cfg.bulkMiB), "MiB/s", bench.Higher)
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	for range e.cfg.pairs {
-		a, err := streamTo(ctx, e.host, n)
-		if err != nil {
-			return nil, fmt.Errorf("this agent: %w", err)
+	var out []*bench.Scenario
+	for _, dir := range []struct {
+		name   string
+		stream func(context.Context, spawner, int64) (time.Duration, error)
+	}{
+		{fmt.Sprintf("bulk stream %d MiB", e.cfg.bulkMiB), streamTo},
+		{fmt.Sprintf("bulk stream %d MiB from head -c", e.cfg.bulkMiB), streamFrom},
+	} {
+		s := e.abScenario(dir.name, "MiB/s", bench.Higher)
+		for range e.cfg.pairs {
+			a, err := dir.stream(ctx, e.host, n)
+			if err != nil {
+				return nil, fmt.Errorf("this %s: %w", e.abWhat, err)
+			}
+			b, err := dir.stream(ctx, e.before, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s before: %w", e.abWhat, err)
+			}
+			s.Add(rate(a), rate(b))
 		}
-		b, err := streamTo(ctx, e.before, n)
-		if err != nil {
-			return nil, fmt.Errorf("agent before: %w", err)
-		}
-		s.Add(rate(a), rate(b))
+		out = append(out, s)
 	}
-	return []*bench.Scenario{s}, nil
+	return out, nil
 }
 
 // abScenario is an A/B row: this build or agent against the one before.

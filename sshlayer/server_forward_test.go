@@ -268,8 +268,9 @@ func TestServerDirectTCPIPGarbage(t *testing.T) {
 	}
 }
 
-// TestServerDirectTCPIPConcurrentIntegrity runs several echo channels at
-// once on one connection, reading in random sizes, so that received data
+// TestServerDirectTCPIPConcurrentIntegrity runs several echo channels and a
+// command writing to stderr at once on one connection, reading the echoes
+// in random sizes, so that received data
 // packets are split across reads and interleave between channels: both
 // ends recycle the buffers of data packets once read (x/crypto's
 // dataPackets, third_party/golang.org/x/crypto/HOSTGATE.md), and a buffer
@@ -281,7 +282,7 @@ func TestServerDirectTCPIPConcurrentIntegrity(t *testing.T) {
 	echo := srvStartEcho(t)
 	const chans, size = 6, 2 << 20
 	var wg sync.WaitGroup
-	errs := make(chan error, chans)
+	errs := make(chan error, chans+1)
 	for range chans {
 		wg.Add(1)
 		go func() {
@@ -289,6 +290,26 @@ func TestServerDirectTCPIPConcurrentIntegrity(t *testing.T) {
 			errs <- echoRandomReads(c, echo, size)
 		}()
 	}
+	// And extended data: a command's stderr, which its own buffer holds.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		data := make([]byte, size)
+		_, _ = rand.Read(data)
+		s, err := c.NewSession()
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer func() { _ = s.Close() }()
+		var errOut bytes.Buffer
+		s.Stdin, s.Stderr = &srvRandomChunks{b: data}, &errOut
+		err = s.Run("cat >&2")
+		if err == nil && !bytes.Equal(errOut.Bytes(), data) {
+			err = fmt.Errorf("stderr returned %d bytes, want the %d sent unchanged", errOut.Len(), len(data))
+		}
+		errs <- err
+	}()
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -10,18 +10,21 @@ import "sync"
 
 // dataPacketCap is the size of a recycled packet buffer: the largest
 // channel data packet a peer may send us (our advertised maximum payload,
-// channelMaxPacket, behind an extended-data header).
+// channelMaxPacket, behind an extended-data header). The allocator rounds
+// it up to 40 KiB.
 const dataPacketCap = channelMaxPacket + 13
 
-// minPooledPacket is the smallest packet worth a recycled buffer: below
-// it an exact allocation costs less than holding 32 KiB.
-const minPooledPacket = 4 << 10
+// minPooledPacket is the smallest packet given a recycled buffer. A
+// channel's buffer may hold a whole window of unread packets, so a small
+// packet in a 40 KiB buffer would multiply what a slow reader pins: from
+// 24 KiB the most is 1.7 times the bytes held (a peer streaming full 32 KiB
+// packets, as Go's and OpenSSH's senders do, 1.25 times). Smaller
+// packets get an exact allocation, as upstream.
+const minPooledPacket = 24 << 10
 
 // dataPackets holds buffers for received channel data; see newPacket.
-var dataPackets = sync.Pool{New: func() any {
-	b := make([]byte, dataPacketCap)
-	return &b
-}}
+// Arrays, not slices, so that giving one back allocates nothing.
+var dataPackets = sync.Pool{New: func() any { return new([dataPacketCap]byte) }}
 
 // newPacket returns a buffer of len(packet) bytes to copy a received
 // packet into. Channel data of minPooledPacket bytes or more gets a
@@ -32,7 +35,7 @@ var dataPackets = sync.Pool{New: func() any {
 func newPacket(packet []byte) []byte {
 	n := len(packet)
 	if n >= minPooledPacket && n <= dataPacketCap && (packet[0] == msgChannelData || packet[0] == msgChannelExtendedData) {
-		return (*dataPackets.Get().(*[]byte))[:n]
+		return dataPackets.Get().(*[dataPacketCap]byte)[:n]
 	}
 	return make([]byte, n)
 }
@@ -43,6 +46,5 @@ func releasePacket(p []byte) {
 	if cap(p) != dataPacketCap {
 		return
 	}
-	p = p[:dataPacketCap]
-	dataPackets.Put(&p)
+	dataPackets.Put((*[dataPacketCap]byte)(p[:dataPacketCap]))
 }

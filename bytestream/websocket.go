@@ -291,51 +291,50 @@ func (c *wsConn) Close() error {
 	return c.Conn.Close()
 }
 
-// writeMessages writes p as messages of at most MaxMessageSize bytes.
+// writeMessages writes p as messages of at most MaxMessageSize bytes,
+// corking the TCP conn for all of them: coder/websocket masks client
+// frames through its 4 KiB write buffer and flushes each 4 KiB, so a 32 KiB
+// SSH packet was nine write syscalls and as many wakeups of the reader;
+// corked, a write-behind batch of up to four messages is one. (Server
+// frames are not masked but still cost two writes each through the 4 KiB
+// buffer.) A write of more than corkMax writes the rest through, in order.
 func (c *wsConn) writeMessages(p []byte) (int, error) {
+	if c.cork != nil {
+		c.cork.corkOn()
+	}
 	n := 0
-	for len(p) > 0 {
+	var err error
+	for len(p) > 0 && err == nil {
 		chunk := p[:min(len(p), MaxMessageSize)]
-		m, err := c.writeMessage(chunk)
+		var m int
+		m, err = c.Conn.Write(chunk)
 		n += m
-		if err != nil {
-			return n, deadlineErr(err, &c.writeDeadline)
-		}
 		p = p[len(chunk):]
+	}
+	if c.cork != nil {
+		var d time.Time
+		if t := c.writeDeadline.Load(); t != nil {
+			d = *t
+		}
+		if ferr := c.cork.uncork(d); ferr != nil {
+			// Frames are half sent: the stream cannot continue.
+			_ = c.ws.CloseNow()
+			if err == nil {
+				err = fmt.Errorf("bytestream: websocket write: %w", ferr)
+			}
+			n = 0
+		}
+	}
+	if err != nil {
+		return n, deadlineErr(err, &c.writeDeadline)
 	}
 	return n, nil
 }
 
-// writeMessage writes one message, corking the TCP conn for it:
-// coder/websocket masks client frames through its 4 KiB write buffer and
-// flushes each 4 KiB, so a 32 KiB SSH packet was nine write syscalls and as
-// many wakeups of the reader; corked, it is one. Server frames are not
-// masked but still cost two writes each through the 4 KiB buffer.
-func (c *wsConn) writeMessage(p []byte) (int, error) {
-	if c.cork == nil {
-		return c.Conn.Write(p)
-	}
-	c.cork.corkOn()
-	n, err := c.Conn.Write(p)
-	var d time.Time
-	if t := c.writeDeadline.Load(); t != nil {
-		d = *t
-	}
-	if ferr := c.cork.uncork(d); ferr != nil {
-		// The frame is half sent: the stream cannot continue.
-		_ = c.ws.CloseNow()
-		if err == nil {
-			err = fmt.Errorf("bytestream: websocket write: %w", ferr)
-		}
-		n = 0
-	}
-	return n, err
-}
-
-// corkMax bounds what a corked conn holds: one message of MaxMessageSize,
-// its header, and room for a control frame written meanwhile. Past it the
-// conn writes through (still in order).
-const corkMax = MaxMessageSize + 4<<10
+// corkMax bounds what a corked conn holds: a write-behind batch (wbMax,
+// four messages), their headers, and room for a control frame written
+// meanwhile. Past it the conn writes through (still in order).
+const corkMax = wbMax + 4<<10
 
 // corkBufs holds cork buffers between messages, so an idle conn (10,000
 // agent tunnels) holds none.

@@ -122,7 +122,8 @@ func (e *env) sshStreamFrom(ctx context.Context, n int64) (time.Duration, error)
 // to exit.
 func streamFrom(ctx context.Context, h spawner, n int64) (time.Duration, error) {
 	return timeIt(func() error {
-		p, err := h.Spawn(ctx, []string{"head", "-c", strconv.FormatInt(n, 10), "/dev/zero"}, hostgate.SpawnOptions{})
+		// Through sh -c, as streamTo and as OpenSSH runs it.
+		p, err := h.Spawn(ctx, []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero", n)}, hostgate.SpawnOptions{})
 		if err != nil {
 			return err
 		}

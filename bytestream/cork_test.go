@@ -45,7 +45,7 @@ func TestCorkOneWritePerMessage(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc}
 	msg := randomData(1, 32<<10)
-	c.corkOn()
+	c.corkOn(100)
 	for p := msg; len(p) > 0; {
 		n := min(len(p), 4096)
 		if _, err := c.Write(p[:n]); err != nil {
@@ -71,13 +71,13 @@ func TestCorkOneWritePerMessage(t *testing.T) {
 	}
 }
 
-// TestCorkOverflowKeepsOrder: more than corkMax while corked flushes what
+// TestCorkOverflowKeepsOrder: more than the cork holds flushes what
 // is held first, so bytes stay in order.
 func TestCorkOverflowKeepsOrder(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc}
-	first, big := randomData(2, 100), randomData(3, corkMax)
-	c.corkOn()
+	first, big := randomData(2, 100), randomData(3, corkSmall)
+	c.corkOn(100)
 	_, _ = c.Write(first)
 	if _, err := c.Write(big); err != nil {
 		t.Fatal(err)
@@ -140,18 +140,32 @@ func TestCorkedWebSocketBulk(t *testing.T) {
 	}
 }
 
-// TestBigBuffersAccept: a conn accepted with BigBuffers carries bulk data
-// both ways intact.
-func TestBigBuffersAccept(t *testing.T) {
-	a, b := wsPairOpts(t, nil, &AcceptOptions{BigBuffers: true})
-	exchange(t, a, b, 4<<20)
+// TestCorkedWebSocketDeadlineSmallWrites: the write deadline also ends
+// writes of SSH packet size, which write-behind batches into corked calls
+// (there only the TCP deadline that uncork sets bounds the flush).
+func TestCorkedWebSocketDeadlineSmallWrites(t *testing.T) {
+	a, _ := wsPair(t)
+	if err := a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	chunk := randomData(5, 32<<10)
+	var err error
+	for i := 0; i < 8192 && err == nil; i++ { // bounded: 256 MiB at most
+		_, err = a.Write(chunk)
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a peer that does not read: %v, want os.ErrDeadlineExceeded", err)
+	}
+	if strings.Count(err.Error(), "i/o timeout") > 1 {
+		t.Fatalf("deadline error wrapped twice: %v", err)
+	}
 }
 
-// TestBigBuffersKeepEarlyBytes: a frame the client sends in the same
-// packet as its upgrade request (already in net/http's reader at Hijack)
-// is not lost when Accept swaps in the bigger buffers.
-func TestBigBuffersKeepEarlyBytes(t *testing.T) {
-	url, ch := wsServer(t, &AcceptOptions{BigBuffers: true})
+// TestAcceptKeepsEarlyBytes: a frame the client sends in the same packet
+// as its upgrade request (already in net/http's reader at Hijack) is not
+// lost when Accept swaps in the corked conn and its read-ahead.
+func TestAcceptKeepsEarlyBytes(t *testing.T) {
+	url, ch := wsServer(t, nil)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -235,4 +249,45 @@ func TestAcceptedWebSocketCorked(t *testing.T) {
 		t.Fatalf("%d messages took %d writes, want one each", messages, n)
 	}
 	exchange(t, a, b, 4<<20)
+}
+
+// TestWebSocketOneWritePerCall: on both sides of a WebSocket, one call of
+// four messages' worth (a write-behind batch, a gateway relay's 256 KiB
+// copy) reaches the TCP conn as one write, and a longer one arrives
+// intact.
+func TestWebSocketOneWritePerCall(t *testing.T) {
+	a, b := wsPair(t)
+	for _, side := range []struct {
+		name     string
+		from, to net.Conn
+	}{{"client", a, b}, {"server", b, a}} {
+		wc := side.from.(*wsConn)
+		cc := &countConn{Conn: wc.cork.Conn}
+		wc.cork.mu.Lock()
+		wc.cork.Conn = cc
+		wc.cork.mu.Unlock()
+		for _, size := range []int{wbMax, wbMax + MaxMessageSize + 1} {
+			msg := randomData(uint64(size), size)
+			got := make(chan []byte, 1)
+			go func() {
+				buf := make([]byte, len(msg))
+				if _, err := io.ReadFull(side.to, buf); err != nil {
+					buf = nil
+				}
+				got <- buf
+			}()
+			before := cc.count()
+			// writeMessages directly: what the write-behind flusher calls,
+			// without its timing.
+			if _, err := wc.writeMessages(msg); err != nil {
+				t.Fatal(err)
+			}
+			if buf := <-got; !bytes.Equal(buf, msg) {
+				t.Fatalf("%s, %d bytes: lost or changed", side.name, size)
+			}
+			if n := cc.count() - before; size == wbMax && n != 1 {
+				t.Fatalf("%s: a call of four messages took %d writes, want one", side.name, n)
+			}
+		}
+	}
 }

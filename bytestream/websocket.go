@@ -45,11 +45,6 @@ type AcceptOptions struct {
 	OriginPatterns []string // cross-origin hosts allowed (coder/websocket patterns); nil = same-origin only
 	ReadLimit      int64    // max message size accepted; 0 = DefaultReadLimit
 	Subprotocols   []string // offered subprotocols, in preference order
-	// BigBuffers gives the conn MaxMessageSize read and write buffers
-	// instead of net/http's 4 KiB ones: a message is written in one call
-	// and read in few. It costs ~128 KiB per conn, so it suits a few busy
-	// conns (the relay's callers), not thousands of idle tunnels.
-	BigBuffers bool
 }
 
 // HandshakeError is returned when the server answers the upgrade request
@@ -136,14 +131,8 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	if opts != nil {
 		o = *opts
 	}
-	var cork *corkHijacker
-	if o.BigBuffers {
-		w = bigBufWriter{w}
-	} else {
-		cork = &corkHijacker{ResponseWriter: w}
-		w = cork
-	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	cork := &corkHijacker{ResponseWriter: w}
+	c, err := websocket.Accept(cork, r, &websocket.AcceptOptions{
 		OriginPatterns: o.OriginPatterns,
 		Subprotocols:   o.Subprotocols,
 	})
@@ -151,17 +140,15 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 		return nil, fmt.Errorf("bytestream: accept websocket: %w", err)
 	}
 	wc := newWSConn(c, o.ReadLimit)
-	if cork != nil {
-		wc.cork = cork.conn
-	}
+	wc.cork = cork.conn
 	return wc, nil
 }
 
 // corkHijacker hands coder/websocket a corked conn at Hijack: its 4 KiB
 // write buffer splits every message into a 4 KiB write and the rest, two
-// syscalls and two wakeups of the peer; corked, a message is one write,
-// and the buffer that collects it is held only while the message is
-// written (so 10,000 idle tunnels hold none).
+// syscalls and two wakeups of the peer; corked, a Write of up to four
+// messages is one write, and the buffer that collects it is held only
+// while it is written (so 10,000 idle tunnels hold none).
 type corkHijacker struct {
 	http.ResponseWriter
 	conn *corkConn
@@ -187,36 +174,12 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 // bigBufWriter hands coder/websocket bigger bufio buffers at Hijack.
-type bigBufWriter struct{ http.ResponseWriter }
-
-func (b bigBufWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
-
-func (b bigBufWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, brw, err := http.NewResponseController(b.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := brw.Writer.Flush(); err != nil {
-		return nil, nil, err
-	}
-	// Bytes the client sent after its request are in brw.Reader: move them
-	// into the new reader's buffer (coder/websocket keeps what is buffered).
-	left, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(left)), conn), MaxMessageSize)
-	if len(left) > 0 {
-		if _, err := br.Peek(len(left)); err != nil {
-			return nil, nil, err
-		}
-	}
-	return conn, bufio.NewReadWriter(br, bufio.NewWriterSize(conn, MaxMessageSize+16)), nil
-}
-
 // wsConn is coder/websocket's NetConn with a read limit, bounded message
 // size, and deadline errors that say so.
 type wsConn struct {
 	net.Conn // websocket.NetConn: deadlines, Read, Close
 	ws       *websocket.Conn
-	cork     *corkConn    // the TCP conn; nil with BigBuffers or a caller's HTTPClient
+	cork     *corkConn    // the TCP conn; nil with a caller's HTTPClient
 	wb       *writeBehind // dialed conns write behind (see writeBehind); nil on the server side
 
 	readDeadline  atomic.Pointer[time.Time]
@@ -226,6 +189,9 @@ type wsConn struct {
 // NetConn reports an expired deadline as a cancelled context; callers
 // (net/http, x/crypto/ssh, bicopy) test for os.ErrDeadlineExceeded.
 func deadlineErr(err error, d *atomic.Pointer[time.Time]) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return err // already says so (wrapped by an earlier call)
+	}
 	if t := d.Load(); t != nil && !t.IsZero() && !time.Now().Before(*t) {
 		return fmt.Errorf("bytestream: websocket: %w (%w)", os.ErrDeadlineExceeded, err)
 	}
@@ -295,12 +261,13 @@ func (c *wsConn) Close() error {
 // corking the TCP conn for all of them: coder/websocket masks client
 // frames through its 4 KiB write buffer and flushes each 4 KiB, so a 32 KiB
 // SSH packet was nine write syscalls and as many wakeups of the reader;
-// corked, a write-behind batch of up to four messages is one. (Server
-// frames are not masked but still cost two writes each through the 4 KiB
-// buffer.) A write of more than corkMax writes the rest through, in order.
+// corked, a call of up to four messages (a write-behind batch, the
+// gateway relay's 256 KiB copies) is one. (Server frames are not masked
+// but still cost two writes each through the 4 KiB buffer.) A longer call
+// goes out in a few larger writes, in order (see corkConn.Write).
 func (c *wsConn) writeMessages(p []byte) (int, error) {
 	if c.cork != nil {
-		c.cork.corkOn()
+		c.cork.corkOn(len(p))
 	}
 	n := 0
 	var err error
@@ -331,18 +298,27 @@ func (c *wsConn) writeMessages(p []byte) (int, error) {
 	return n, nil
 }
 
-// corkMax bounds what a corked conn holds: a write-behind batch (wbMax,
-// four messages), their headers, and room for a control frame written
-// meanwhile. Past it the conn writes through (still in order).
-const corkMax = wbMax + 4<<10
+// Cork buffers hold what one call writes, its frame headers, and room for
+// a control frame written meanwhile: one message (most calls: a gateway's
+// writes to an agent are cut to messages by muxConn) or a write-behind
+// batch of four (wbMax). They come from pools between calls, so an idle
+// conn (10,000 agent tunnels) holds none, and a small write never pins a
+// big buffer.
+const (
+	corkSmall = MaxMessageSize + 4<<10
+	corkBig   = wbMax + 4<<10
+)
 
-// corkBufs holds cork buffers between messages, so an idle conn (10,000
-// agent tunnels) holds none.
-var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, corkMax); return &b }}
+var (
+	corkSmallBufs = sync.Pool{New: func() any { b := make([]byte, 0, corkSmall); return &b }}
+	corkBigBufs   = sync.Pool{New: func() any { b := make([]byte, 0, corkBig); return &b }}
+)
 
 // corkConn is a conn whose writes, while corked, collect in a buffer
-// that uncork writes in one call. Writes are serialized by its mutex, so
-// frames written by other goroutines (pongs, close) stay in order.
+// that uncork writes in one call. A write that does not fit flushes what
+// is held and goes out on its own, and corking goes on (order is kept).
+// Writes are serialized by its mutex, so frames written by other
+// goroutines (pongs, close) stay in order.
 type corkConn struct {
 	net.Conn
 	ra     *readAhead // nil: reads go straight to Conn
@@ -361,7 +337,7 @@ func (c *corkConn) Read(p []byte) (int, error) {
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.corked && c.buf != nil && len(*c.buf)+len(p) <= corkMax {
+	if c.corked && c.buf != nil && len(*c.buf)+len(p) <= cap(*c.buf) {
 		*c.buf = append(*c.buf, p...)
 		return len(p), nil
 	}
@@ -371,11 +347,16 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *corkConn) corkOn() {
+// corkOn corks the conn for a call that writes about n bytes of payload.
+func (c *corkConn) corkOn(n int) {
 	c.mu.Lock()
 	c.corked = true
 	if c.buf == nil {
-		c.buf = corkBufs.Get().(*[]byte)
+		if n <= MaxMessageSize {
+			c.buf = corkSmallBufs.Get().(*[]byte)
+		} else {
+			c.buf = corkBigBufs.Get().(*[]byte)
+		}
 	}
 	c.mu.Unlock()
 }
@@ -400,7 +381,11 @@ func (c *corkConn) uncork(deadline time.Time) error {
 		}
 	}
 	*c.buf = (*c.buf)[:0]
-	corkBufs.Put(c.buf)
+	if cap(*c.buf) == corkBig {
+		corkBigBufs.Put(c.buf)
+	} else {
+		corkSmallBufs.Put(c.buf)
+	}
 	c.buf = nil
 	return err
 }

@@ -275,7 +275,7 @@ func wsLayer(b *testing.B) layerDial {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{BigBuffers: true})
+		c, err := bytestream.Accept(w, r, nil)
 		if err != nil {
 			return
 		}

@@ -35,7 +35,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		s.openError(w, r, id, err)
 		return
 	}
-	ws, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit, BigBuffers: true})
+	ws, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
 	if err != nil {
 		_ = stream.Close()
 		return // Accept answered

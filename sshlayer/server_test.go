@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -914,4 +915,58 @@ func TestServerEscapedDescendantDoesNotHang(t *testing.T) {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL) // it escaped us by design
 	srvWaitGone(t, pid)
+}
+
+// readCounter counts the bytes a conn reads.
+type readCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestServerWindowAdjustsBatched: while bytes stream into a command, the
+// server grants window in 1 MiB steps (our x/crypto, HOSTGATE.md change 3),
+// not after every read of more than three packets as upstream: each adjust
+// is a message that crosses every process of a gateway path. 3.5 MiB stays
+// under half the 8 MiB window, where any read would be granted at once, so
+// the count does not depend on how fast the command reads: three adjusts,
+// then exit status, EOF and close reach the client (268 bytes here);
+// upstream's policy sent 664.
+func TestServerWindowAdjustsBatched(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	nc, err := net.DialTimeout("tcp", ts.Addr, srvTestWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &readCounter{Conn: nc}
+	cc, chans, reqs, err := ssh.NewClientConn(rc, ts.Addr, &ssh.ClientConfig{
+		User:            "anyone",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.ClientSigner)},
+		HostKeyCallback: ssh.FixedHostKey(ts.HostPublicKey),
+		Timeout:         srvTestWait,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ssh.NewClient(cc, chans, reqs)
+	defer func() { _ = c.Close() }()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	before := rc.n.Load()
+	s.Stdin = bytes.NewReader(make([]byte, 3<<20+512<<10))
+	if err := s.Run("cat >/dev/null"); err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.n.Load() - before; got > 450 {
+		t.Fatalf("the client received %d bytes while streaming 3.5 MiB up, want under 450: window adjusts are not batched", got)
+	}
 }

@@ -374,7 +374,12 @@ func (c *channel) adjustWindow(adj uint32) error {
 	// exceed the initial window setting, we don't worry about overflow.
 	c.myConsumed += adj
 	var sendAdj uint32
-	if (channelWindowSize-c.myWindow > 3*channelMaxPacket) ||
+	// hostgate: adjust once an eighth of the window (1 MiB) has been read,
+	// not whenever more than three packets (96 KiB) are outstanding as
+	// upstream and OpenSSH do: with an 8 MiB window the sender still has
+	// 7 MiB ahead of it, and each adjust is a message that crosses every
+	// process of the path and wakes each (see HOSTGATE.md).
+	if c.myConsumed >= channelWindowSize/8 ||
 		(c.myWindow < channelWindowSize/2) {
 		sendAdj = c.myConsumed
 		c.myConsumed = 0

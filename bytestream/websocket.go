@@ -173,7 +173,6 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return h.conn, brw, nil
 }
 
-// bigBufWriter hands coder/websocket bigger bufio buffers at Hijack.
 // wsConn is coder/websocket's NetConn with a read limit, bounded message
 // size, and deadline errors that say so.
 type wsConn struct {

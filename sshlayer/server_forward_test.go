@@ -53,26 +53,53 @@ func srvStartEcho(t testing.TB) string {
 // same bytes come back.
 func srvEchoRoundTrip(t testing.TB, c net.Conn) {
 	t.Helper()
-	data := make([]byte, 1<<20)
+	if err := srvEchoCheck(c, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// srvEchoCheck writes size random bytes through c, an echoing stream, in
+// writes of random size, half-closes it, reads the echo in reads of random
+// size, and reports whether the bytes came back unchanged.
+func srvEchoCheck(c net.Conn, size int) error {
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		return fmt.Errorf("%T cannot half-close", c)
+	}
+	data := make([]byte, size)
 	_, _ = rand.Read(data)
-	errc := make(chan error, 1)
+	werr := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(c, &srvRandomChunks{b: data})
-		if cw, ok := c.(interface{ CloseWrite() error }); ok && err == nil {
+		if err == nil {
 			err = cw.CloseWrite()
 		}
-		errc <- err
+		werr <- err
 	}()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatal(err)
+	got := make([]byte, 0, size)
+	buf := make([]byte, 80<<10)
+	for {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(buf))))
+		k, err := c.Read(buf[:n.Int64()+1])
+		got = append(got, buf[:k]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+	if err := <-werr; err != nil {
+		return err
 	}
 	if !bytes.Equal(got, data) {
-		t.Fatalf("echo returned %d bytes, want the %d sent unchanged", len(got), len(data))
+		i := 0
+		for i < min(len(got), len(data)) && got[i] == data[i] {
+			i++
+		}
+		return fmt.Errorf("echo returned %d bytes, want the %d sent unchanged; first difference at byte %d", len(got), len(data), i)
 	}
+	return nil
 }
 
 func TestServerDirectTCPIP(t *testing.T) {
@@ -319,47 +346,13 @@ func TestServerDirectTCPIPConcurrentIntegrity(t *testing.T) {
 	}
 }
 
-// echoRandomReads sends size random bytes through a new direct-tcpip
-// channel to the echo server at addr, reads them back in reads of random
-// size, and reports whether they came back unchanged.
+// echoRandomReads runs srvEchoCheck through a new direct-tcpip channel to
+// the echo server at addr.
 func echoRandomReads(c *ssh.Client, addr string, size int) error {
 	conn, err := c.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	werr := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(conn, &srvRandomChunks{b: data})
-		if err == nil {
-			err = conn.(interface{ CloseWrite() error }).CloseWrite()
-		}
-		werr <- err
-	}()
-	got := make([]byte, 0, size)
-	buf := make([]byte, 80<<10)
-	for {
-		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(buf))))
-		k, err := conn.Read(buf[:n.Int64()+1])
-		got = append(got, buf[:k]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := <-werr; err != nil {
-		return err
-	}
-	if !bytes.Equal(got, data) {
-		i := 0
-		for i < min(len(got), len(data)) && got[i] == data[i] {
-			i++
-		}
-		return fmt.Errorf("echo returned %d bytes, want the %d sent unchanged; first difference at byte %d", len(got), len(data), i)
-	}
-	return nil
+	return srvEchoCheck(conn, size)
 }

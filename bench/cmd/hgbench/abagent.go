@@ -10,9 +10,9 @@ import (
 )
 
 // bulkAB streams the bulk scenario's bytes to this agent and to the
-// -agent-before one, alternating, and then back out of each, through the same gateway and client (or,
-// with -gateway-before, through each build's own gateway): the
-// before/after number of a change, from one run.
+// -agent-before one, alternating, and then back out of each, through the
+// same gateway and client (or, with -gateway-before, through each build's
+// own gateway): the before/after numbers of a change, from one run.
 func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 	if e.before == nil {
 		return nil, nil
@@ -72,15 +72,15 @@ func (e *env) sftpDownloadAB(ctx context.Context, path string, n int64) (*bench.
 // and of the before one, alternating.
 func (e *env) forwardAB(ctx context.Context, target string, workers int) (*bench.Scenario, error) {
 	s := e.abScenario("local forward, small HTTP requests", "req/s", bench.Higher)
-	addr := func(h *hostgate.Host) (*hostgate.Forwarding, error) {
+	forward := func(h *hostgate.Host) (*hostgate.Forwarding, error) {
 		return h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
 	}
-	a, err := addr(e.host)
+	a, err := forward(e.host)
 	if err != nil {
 		return nil, err
 	}
 	defer a.Close()
-	b, err := addr(e.before)
+	b, err := forward(e.before)
 	if err != nil {
 		return nil, err
 	}

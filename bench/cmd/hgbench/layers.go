@@ -76,34 +76,13 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 	}
 	defer c.Close()
 
-	n := int64(e.cfg.bulkMiB) * mib
-	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
+	to := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher,
 		Note: "the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
-	for range e.cfg.pairs {
-		a, err := streamTo(ctx, c, n)
-		if err != nil {
-			return nil, fmt.Errorf("ssh layer: %w", err)
-		}
-		b, err := e.sshStream(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		s.Add(rate(a), rate(b))
-	}
-	down := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
+	from := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
-	for range e.cfg.pairs {
-		a, err := streamFrom(ctx, c, n)
-		if err != nil {
-			return nil, fmt.Errorf("ssh layer: %w", err)
-		}
-		b, err := e.sshStreamFrom(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		down.Add(rate(a), rate(b))
+	if err := e.bothWays(ctx, c, "ssh layer", to, from); err != nil {
+		return nil, err
 	}
-	return []*bench.Scenario{s, down}, nil
+	return []*bench.Scenario{to, from}, nil
 }

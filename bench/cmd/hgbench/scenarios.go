@@ -63,36 +63,40 @@ func readAll(r io.Reader) (int64, error) {
 // against ssh through a ControlMaster straight to sshd, both measured from
 // spawn to exit.
 func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
-	n := int64(e.cfg.bulkMiB) * mib
-	s := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB to cat >/dev/null", e.cfg.bulkMiB), Unit: "MiB/s",
+	to := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB to cat >/dev/null", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
-	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	for range e.cfg.pairs {
-		a, err := streamTo(ctx, e.host, n)
-		if err != nil {
-			return nil, fmt.Errorf("hostgate: %w", err)
-		}
-		b, err := e.sshStream(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		s.Add(rate(a), rate(b))
-	}
-	down := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c (host to client)", e.cfg.bulkMiB), Unit: "MiB/s",
+	from := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c (host to client)", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher,
 		Note: "sh -c 'head -c N /dev/zero' on the host, its stdout read by the client in 1 MiB reads on both sides (OpenSSH's through ssh's stdout pipe)"}
-	for range e.cfg.pairs {
-		a, err := streamFrom(ctx, e.host, n)
-		if err != nil {
-			return nil, fmt.Errorf("hostgate: %w", err)
-		}
-		b, err := e.sshStreamFrom(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		down.Add(rate(a), rate(b))
+	if err := e.bothWays(ctx, e.host, "hostgate", to, from); err != nil {
+		return nil, err
 	}
-	return []*bench.Scenario{s, down}, nil
+	return []*bench.Scenario{to, from}, nil
+}
+
+// bothWays fills to and from with pairs of the bulk stream to and from h
+// (named who in errors) against the same through OpenSSH, alternating.
+func (e *env) bothWays(ctx context.Context, h spawner, who string, to, from *bench.Scenario) error {
+	n := int64(e.cfg.bulkMiB) * mib
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	for _, dir := range []struct {
+		s    *bench.Scenario
+		ours func(context.Context, spawner, int64) (time.Duration, error)
+		peer func(context.Context, int64) (time.Duration, error)
+	}{{to, streamTo, e.sshStream}, {from, streamFrom, e.sshStreamFrom}} {
+		for range e.cfg.pairs {
+			a, err := dir.ours(ctx, h, n)
+			if err != nil {
+				return fmt.Errorf("%s: %w", who, err)
+			}
+			b, err := dir.peer(ctx, n)
+			if err != nil {
+				return err
+			}
+			dir.s.Add(rate(a), rate(b))
+		}
+	}
+	return nil
 }
 
 // sshStreamFrom times n bytes out of `head -c N /dev/zero` through

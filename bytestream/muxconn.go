@@ -103,8 +103,14 @@ type muxConn struct {
 	reason atomic.Pointer[error] // why fail closed the conn; set once
 }
 
+// muxReadBuf is the read buffer under the frame parser. It is small on
+// purpose: it fills on a header read, so a data frame's body is copied out
+// of it only up to its size, and the rest is read straight into yamux's
+// buffer. At 32 KiB nearly every byte of a bulk stream was copied once more.
+const muxReadBuf = 4 << 10
+
 func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
-	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, 32<<10), timeout: timeout}
+	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, muxReadBuf), timeout: timeout}
 	if timeout > 0 {
 		c.timer = time.AfterFunc(time.Hour, func() { c.fail(ErrWriteTimeout) })
 		c.timer.Stop()

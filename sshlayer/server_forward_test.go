@@ -356,3 +356,33 @@ func echoRandomReads(c *ssh.Client, addr string, size int) error {
 	defer func() { _ = conn.Close() }()
 	return srvEchoCheck(conn, size)
 }
+
+// TestServerLargeRequestPackets sends requests between 24 and 40 KiB, the
+// sizes whose packets AES-GCM decrypts into a recycled buffer before their
+// type is known (HOSTGATE.md change 4). A request is not channel data, so it
+// must be copied out and the buffer given back; a command line that came
+// back changed, or a later data packet corrupted, would show it.
+func TestServerLargeRequestPackets(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	for _, n := range []int{24 << 10, 30000, 40<<10 - 600} {
+		arg := strings.Repeat("x", n)
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Output("printf %s " + arg + " | wc -c")
+		_ = s.Close()
+		if err != nil {
+			t.Fatalf("%d-byte argument: %v", n, err)
+		}
+		if got := strings.TrimSpace(string(out)); got != strconv.Itoa(n) {
+			t.Fatalf("%d-byte argument: the command counted %s bytes", n, got)
+		}
+	}
+	echo := srvStartEcho(t)
+	if err := echoRandomReads(c, echo, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -307,6 +307,9 @@ type gcmCipher struct {
 	prefix [4]byte
 	iv     []byte
 	buf    []byte
+	// hostgate: the packet last returned is channel data in a recycled
+	// buffer (see readCipherPacket); connectionState.readPacket clears it.
+	pooled bool
 }
 
 func newGCMCipher(key, iv, unusedMacKey []byte, unusedAlgs DirectionAlgorithms) (packetCipher, error) {
@@ -390,11 +393,28 @@ func (c *gcmCipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error)
 		return nil, err
 	}
 
-	plain, err := c.aead.Open(c.buf[:0], c.iv, c.buf, c.prefix[:])
+	// hostgate: a packet that may be channel data worth recycling is
+	// decrypted into a recycled buffer instead of in place, which saves
+	// connectionState.readPacket copying it out (see packetpool.go).
+	dst := c.buf[:0]
+	var arr *[packetArrayLen]byte
+	if length >= minPooledPacket && length <= packetArrayLen {
+		arr = getPacketArray()
+		dst = arr[:0]
+	}
+	plain, err := c.aead.Open(dst, c.iv, c.buf, c.prefix[:])
 	if err != nil {
+		if arr != nil {
+			dataPackets.Put(arr)
+		}
 		return nil, err
 	}
 	c.incIV()
+	if arr != nil && (len(plain) == 0 || int(plain[0])+1 >= len(plain)) {
+		// Malformed: the checks below fail it; the buffer is not kept.
+		dataPackets.Put(arr)
+		arr = nil
+	}
 
 	if len(plain) == 0 {
 		return nil, errors.New("ssh: empty packet")
@@ -411,6 +431,15 @@ func (c *gcmCipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error)
 		return nil, fmt.Errorf("ssh: padding %d too large", padding)
 	}
 	plain = plain[1 : length-uint32(padding)]
+	if arr != nil {
+		if !isChannelData(plain) {
+			// Not data to recycle: copy it out so the buffer goes back now.
+			c.buf = append(c.buf[:0], plain...)
+			dataPackets.Put(arr)
+			return c.buf, nil
+		}
+		c.pooled = true
+	}
 	return plain, nil
 }
 

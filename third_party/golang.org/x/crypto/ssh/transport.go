@@ -138,7 +138,8 @@ func (t *transport) readPacket() (p []byte, err error) {
 }
 
 func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, error) {
-	packet, err := s.packetCipher.readCipherPacket(s.seqNum, r)
+	cipher := s.packetCipher
+	packet, err := cipher.readCipherPacket(s.seqNum, r)
 	s.seqNum++
 	if err == nil && len(packet) == 0 {
 		err = errors.New("ssh: zero length packet")
@@ -169,6 +170,13 @@ func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, 
 			}
 			return nil, &msg
 		}
+	}
+
+	// hostgate: the GCM cipher decrypts large channel data straight into
+	// a recycled buffer (see gcmCipher.readCipherPacket): no copy needed.
+	if g, ok := cipher.(*gcmCipher); ok && g.pooled {
+		g.pooled = false
+		return packet, err
 	}
 
 	// The packet may point to an internal buffer, so copy the

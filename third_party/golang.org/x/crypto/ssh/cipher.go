@@ -17,6 +17,7 @@ import (
 	"hash"
 	"io"
 	"slices"
+	"unsafe"
 
 	"golang.org/x/crypto/chacha20"
 	"golang.org/x/crypto/internal/poly1305"
@@ -307,9 +308,10 @@ type gcmCipher struct {
 	prefix [4]byte
 	iv     []byte
 	buf    []byte
-	// hostgate: the packet last returned is channel data in a recycled
-	// buffer (see readCipherPacket); connectionState.readPacket clears it.
-	pooled bool
+	// hostgate: the packet last returned is the caller's to keep (channel
+	// data in a recycled buffer, or a copy; see readCipherPacket), so
+	// connectionState.readPacket need not copy it. readPacket clears it.
+	owned bool
 }
 
 func newGCMCipher(key, iv, unusedMacKey []byte, unusedAlgs DirectionAlgorithms) (packetCipher, error) {
@@ -403,19 +405,30 @@ func (c *gcmCipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error)
 		dst = arr[:0]
 	}
 	plain, err := c.aead.Open(dst, c.iv, c.buf, c.prefix[:])
-	if err != nil {
-		if arr != nil {
-			dataPackets.Put(arr)
-		}
-		return nil, err
+	if err == nil {
+		c.incIV()
+		plain, err = gcmPayload(plain, length)
 	}
-	c.incIV()
-	if arr != nil && (len(plain) == 0 || int(plain[0])+1 >= len(plain)) {
-		// Malformed: the checks below fail it; the buffer is not kept.
-		dataPackets.Put(arr)
-		arr = nil
+	if arr == nil {
+		return plain, err
 	}
+	if err == nil && isChannelData(plain) && unsafe.SliceData(plain) == &arr[1] {
+		c.owned = true
+		return plain, nil
+	}
+	// Not channel data (or Open did not decrypt into arr): hand on a copy,
+	// so the buffer goes back now.
+	if err == nil {
+		plain = append([]byte(nil), plain...)
+		c.owned = true
+	}
+	putPacketArray(arr)
+	return plain, err
+}
 
+// gcmPayload checks the padding of a decrypted packet of length bytes and
+// returns its payload.
+func gcmPayload(plain []byte, length uint32) ([]byte, error) {
 	if len(plain) == 0 {
 		return nil, errors.New("ssh: empty packet")
 	}
@@ -430,17 +443,7 @@ func (c *gcmCipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error)
 	if int(padding)+1 >= len(plain) {
 		return nil, fmt.Errorf("ssh: padding %d too large", padding)
 	}
-	plain = plain[1 : length-uint32(padding)]
-	if arr != nil {
-		if !isChannelData(plain) {
-			// Not data to recycle: copy it out so the buffer goes back now.
-			c.buf = append(c.buf[:0], plain...)
-			dataPackets.Put(arr)
-			return c.buf, nil
-		}
-		c.pooled = true
-	}
-	return plain, nil
+	return plain[1 : length-uint32(padding)], nil
 }
 
 // cbcCipher implements the CBC ciphers defined in RFC 4253 section 6.1, in

@@ -60,6 +60,9 @@ func getPacketArray() *[packetArrayLen]byte {
 	return dataPackets.Get().(*[packetArrayLen]byte)
 }
 
+// putPacketArray gives back a buffer that holds no packet anyone keeps.
+func putPacketArray(arr *[packetArrayLen]byte) { dataPackets.Put(arr) }
+
 // isPooled reports whether p, a channel data packet that readPacket
 // returned, is in a recycled buffer. Every data packet of minPooledPacket
 // to pooledPacketCap bytes is, and the others were allocated to their
@@ -73,6 +76,5 @@ func releasePacket(p []byte) {
 		return
 	}
 	// The packet starts one byte into its array (see pooledPacketCap).
-	arr := (*[packetArrayLen]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(p)), -1))
-	dataPackets.Put(arr)
+	putPacketArray((*[packetArrayLen]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(p)), -1)))
 }

@@ -172,10 +172,11 @@ func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, 
 		}
 	}
 
-	// hostgate: the GCM cipher decrypts large channel data straight into
-	// a recycled buffer (see gcmCipher.readCipherPacket): no copy needed.
-	if g, ok := cipher.(*gcmCipher); ok && g.pooled {
-		g.pooled = false
+	// hostgate: the GCM cipher decrypts large packets into a recycled
+	// buffer and hands on channel data from there, anything else as a
+	// copy (see gcmCipher.readCipherPacket): no copy needed here.
+	if g, ok := cipher.(*gcmCipher); ok && g.owned {
+		g.owned = false
 		return packet, err
 	}
 

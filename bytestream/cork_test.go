@@ -291,3 +291,37 @@ func TestWebSocketOneWritePerCall(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseHandshakeWhileCorked closes one end while the other is busy
+// writing: the close frame arrives while the writer's conn is corked, so
+// coder/websocket's reply to it lands in the cork buffer just before it
+// closes the conn. That reply must still reach the closing end, which
+// otherwise waits out the close handshake (5 s) and reports it failed.
+// Both ends cork (the dialed one and the accepted one), so each takes
+// both roles.
+func TestCloseHandshakeWhileCorked(t *testing.T) {
+	for i := range 10 {
+		a, b := wsPair(t)
+		if i%2 == 1 {
+			a, b = b, a
+		}
+		go func() { _, _ = io.Copy(io.Discard, b) }()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 256<<10)
+			for {
+				if _, err := b.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		if _, err := io.ReadFull(a, make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatalf("close %d while the peer writes: %v", i, err)
+		}
+		<-done
+	}
+}

@@ -389,6 +389,28 @@ func (c *corkConn) uncork(deadline time.Time) error {
 	return err
 }
 
+// Close lets out what the cork holds, then closes the conn. coder/websocket
+// answers a peer's close frame and then closes the conn; while a write call
+// has the conn corked, that answer is still held here, and dropping it
+// would leave the peer to wait out its close handshake and fail it. The
+// flush is bounded by closeFlushTimeout, so a peer that does not read
+// cannot hold Close up; and a Close while a write is under way (a
+// watchdog ending a stuck write) closes at once, as that write's bytes
+// could not go out anyway.
+func (c *corkConn) Close() error {
+	if c.mu.TryLock() {
+		if c.buf != nil && len(*c.buf) > 0 {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+			_ = c.flushLocked()
+		}
+		c.mu.Unlock()
+	}
+	return c.Conn.Close()
+}
+
+// closeFlushTimeout bounds the write of held bytes at Close.
+const closeFlushTimeout = time.Second
+
 func (c *corkConn) flushLocked() error {
 	if c.buf == nil || len(*c.buf) == 0 {
 		return nil

@@ -218,6 +218,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		{"bulk", e.bulk},
 		{"bulk", e.bulkAB},
 		{"bulk", e.bulkSSHAlone},
+		{"bulk", e.bulkLayers},
 		{"sftp", e.sftp},
 		{"exec", e.exec},
 		{"forward", e.forward},

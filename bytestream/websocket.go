@@ -391,20 +391,20 @@ func (c *corkConn) uncork(deadline time.Time) error {
 
 // Close lets out what the cork holds, then closes the conn. coder/websocket
 // answers a peer's close frame and then closes the conn; while a write call
-// has the conn corked, that answer is still held here, and dropping it
-// would leave the peer to wait out its close handshake and fail it. The
-// flush is bounded by closeFlushTimeout, so a peer that does not read
-// cannot hold Close up; and a Close while a write is under way (a
-// watchdog ending a stuck write) closes at once, as that write's bytes
-// could not go out anyway.
+// has the conn corked, that answer is still held here (or in the flush the
+// write call is making), and dropping it would fail the peer's close
+// handshake. Close waits for a flush under way and flushes what is left,
+// all within closeFlushTimeout: the deadline also ends a write stuck on a
+// peer that does not read, so a watchdog's Close still ends it.
 func (c *corkConn) Close() error {
-	if c.mu.TryLock() {
-		if c.buf != nil && len(*c.buf) > 0 {
-			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
-			_ = c.flushLocked()
-		}
-		c.mu.Unlock()
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	c.mu.Lock()
+	if c.buf != nil && len(*c.buf) > 0 {
+		// uncork may have cleared the deadline after its own flush.
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+		_ = c.flushLocked()
 	}
+	c.mu.Unlock()
 	return c.Conn.Close()
 }
 

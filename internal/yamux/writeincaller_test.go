@@ -263,3 +263,49 @@ func TestWriteInCaller_ReadKeepsBytesWhenWindowUpdateFails(t *testing.T) {
 		t.Fatal("the session outlived its failed write")
 	}
 }
+
+// TestDrainedStreamGivesBackBigBuffer: a reader that fell behind lets the
+// receive buffer grow towards twice the window (a bytes.Buffer doubles);
+// once the reader has drained it, the stream must not keep it for its
+// life (hostgate: keepRecvBuf). A stream read as it arrives keeps its
+// small buffer.
+func TestDrainedStreamGivesBackBigBuffer(t *testing.T) {
+	conf := testConfNoKeepAlive()
+	conf.MaxStreamWindowSize = 4 << 20
+	c, s := testConnTCP(t)
+	client, server := testClientServerConfig(t, c, s, conf, conf)
+	out, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 << 20
+	go func() { _, _ = out.Write(make([]byte, n)) }()
+	in, err := server.AcceptStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buffered := func() (int, int) {
+		in.recvLock.Lock()
+		defer in.recvLock.Unlock()
+		if in.recvBuf == nil {
+			return 0, 0
+		}
+		return in.recvBuf.Len(), in.recvBuf.Cap()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l, _ := buffered(); l < n; l, _ = buffered() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes arrived unread", l, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, c := buffered(); c <= keepRecvBuf {
+		t.Fatalf("the buffer holding %d unread bytes has capacity %d", n, c)
+	}
+	if _, err := io.ReadFull(in, make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	if _, c := buffered(); c != 0 {
+		t.Fatalf("a drained stream kept a %d-byte buffer", c)
+	}
+}

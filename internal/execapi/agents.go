@@ -157,7 +157,7 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 		c.ReadyTimeout = 60 * time.Second
 	}
 	if c.Mux == nil {
-		c.Mux = &bytestream.MuxConfig{StreamWindow: 1 << 20, MaxStreams: 1, AcceptBacklog: 1}
+		c.Mux = gateway.DefaultTunnelMux()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -69,10 +69,12 @@ type Config struct {
 
 // DefaultTunnelMux is the yamux configuration of agent tunnels when
 // Config.TunnelMux is nil. Agents never open streams, so all but one are
-// refused. The 4 MiB stream window is what the gateway buffers at most per
-// relayed session whose caller reads slower than its host sends (gateway
-// memory is shared by every tunnel); with 1 MiB the agent waited for
-// window updates, and downloads through the gateway ran 5-8% slower.
+// refused. The 4 MiB stream window is how many bytes the gateway holds at
+// most for a relayed session whose caller reads slower than its host sends
+// (in a buffer of up to twice that, given back once the caller catches
+// up), so at most MaxStreamsPerTunnel times that per host; gateway memory
+// is shared by every tunnel. With 1 MiB the agent waited for window
+// updates, and downloads through the gateway ran 5-8% slower.
 func DefaultTunnelMux() *bytestream.MuxConfig {
 	return &bytestream.MuxConfig{StreamWindow: 4 << 20, MaxStreams: 1, AcceptBacklog: 1}
 }

@@ -186,7 +186,17 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 	mux.Handle("/mux", accept(muxc))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(hln) }()
-	defer srv.Close()
+	defer func() {
+		_ = srv.Close()
+		// A WebSocket that came after a failed wait.
+		for _, ch := range []chan net.Conn{wsc, muxc} {
+			select {
+			case c := <-ch:
+				_ = c.Close()
+			default:
+			}
+		}
+	}()
 
 	self, err := os.Executable()
 	if err != nil {
@@ -201,36 +211,42 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 	}
 	defer child.Stop()
 
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	tcpc := make(chan result, 1)
-	go func() { c, err := tln.Accept(); tcpc <- result{c, err} }()
+	// The conns the child made are closed when the scenario ends.
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
 	wait := func(ch <-chan net.Conn) (net.Conn, error) {
 		select {
 		case c := <-ch:
+			conns = append(conns, c)
 			return c, nil
+		case <-child.done:
+			return nil, fmt.Errorf("layer child exited: %s", child.output())
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		case <-time.After(30 * time.Second):
 			return nil, fmt.Errorf("layer child did not connect: %s", child.output())
 		}
 	}
-	var tc, ws, mws net.Conn
-	select {
-	case r := <-tcpc:
-		if r.err != nil {
-			return nil, r.err
+	tcpConns := make(chan net.Conn, 1)
+	go func() {
+		if c, err := tln.Accept(); err == nil {
+			tcpConns <- c
 		}
-		tc = r.c
-	case <-time.After(30 * time.Second):
-		return nil, fmt.Errorf("layer child did not connect: %s", child.output())
-	}
-	defer tc.Close()
-	if ws, err = wait(wsc); err != nil {
+	}()
+	tc, err := wait(tcpConns)
+	if err != nil {
 		return nil, err
 	}
-	defer ws.Close()
-	if mws, err = wait(muxc); err != nil {
+	ws, err := wait(wsc)
+	if err != nil {
+		return nil, err
+	}
+	mws, err := wait(muxc)
+	if err != nil {
 		return nil, err
 	}
 	// The gateway's side of a tunnel.
@@ -239,6 +255,14 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	defer sess.Close()
+	// Cancelling the run (SIGINT) ends a transfer the child stopped.
+	stop := context.AfterFunc(ctx, func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		_ = sess.Close()
+	})
+	defer stop()
 
 	n := int64(e.cfg.bulkMiB) * mib
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }

@@ -126,12 +126,6 @@ START:
 
 	// Read any bytes
 	n, _ = s.recvBuf.Read(b)
-	if s.recvBuf.Len() == 0 && s.recvBuf.Cap() > keepRecvBuf {
-		// hostgate: a slow reader let the buffer grow towards twice the
-		// window; give it back once drained rather than keep it for the
-		// stream's life. A reader that keeps up never grows it this far.
-		s.recvBuf = nil
-	}
 	s.recvLock.Unlock()
 
 	// Send a window update potentially
@@ -560,10 +554,6 @@ func (s *Stream) SetWriteDeadline(t time.Time) error {
 // Shrink is used to compact the amount of buffers utilized
 // This is useful when using Yamux in a connection pool to reduce
 // the idle memory utilization.
-// keepRecvBuf is the largest receive buffer a drained stream keeps
-// (hostgate).
-const keepRecvBuf = 1 << 20
-
 func (s *Stream) Shrink() {
 	s.recvLock.Lock()
 	if s.recvBuf != nil && s.recvBuf.Len() == 0 {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -848,4 +849,28 @@ func TestRouteSeam(t *testing.T) {
 	}
 	echoRoundTrip(t, c, 1000)
 	_ = c.Close()
+}
+
+type countShrinker struct{ n atomic.Int64 }
+
+func (c *countShrinker) Shrink() { c.n.Add(1) }
+
+// TestShrinkEveryStops: a relayed stream is asked to give back an empty
+// receive buffer every interval while the relay runs, and never after.
+func TestShrinkEveryStops(t *testing.T) {
+	var c countShrinker
+	stop := shrinkEvery(&c, time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.n.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Shrink called %d times in 10 s at a 1 ms interval", c.n.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	at := c.n.Load()
+	time.Sleep(20 * time.Millisecond)
+	if n := c.n.Load(); n > at+1 { // one call may have been under way
+		t.Fatalf("Shrink called %d more times after stop", n-at)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -50,6 +52,9 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)}
 	ctx, done := s.live.add(s.ctx, tok, "ssh", id)
 	defer done()
+	if sh, ok := stream.(shrinker); ok {
+		defer shrinkEvery(sh, shrinkInterval)()
+	}
 	st, err := bicopy.Copy(ctx, caller, stream)
 	if err != nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
@@ -99,4 +104,41 @@ func (c *countConn) Write(p []byte) (int, error) {
 		c.out.Add(float64(n))
 	}
 	return n, err
+}
+
+// shrinkInterval is how often a relayed stream that holds no unread bytes
+// gives back its receive buffer.
+const shrinkInterval = 5 * time.Second
+
+// shrinker is a yamux stream: Shrink drops its receive buffer if empty.
+type shrinker interface{ Shrink() }
+
+// shrinkEvery calls s.Shrink every interval until the returned stop is
+// called. A caller that reads slower than its host sends lets the stream's
+// receive buffer grow to up to twice the tunnel's window, and yamux keeps
+// it for the stream's life; dropping it whenever a Read empties it made a
+// stream 4x slower (it was grown again, by doubling, over and over), so it
+// is dropped at most once per interval, and only when empty.
+func shrinkEvery(s shrinker, interval time.Duration) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(interval, func() {
+		s.Shrink()
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(interval)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }

@@ -29,18 +29,6 @@ const (
 	envFwdConnect = "HGBENCH_FORWARD_CONNECT"
 )
 
-// init runs the child before main parses flags meant for the harness.
-func init() {
-	if os.Getenv(envFwdChild) != "1" {
-		return
-	}
-	if err := forwardChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "hgbench forward child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
 // forwardChild dials the host through the gateway, starts a local forward
 // to the connect address, prints "forwarding ADDR" and serves until
 // SIGTERM.

@@ -40,17 +40,6 @@ const (
 	layerFromChild = 'f' // the child writes n bytes
 )
 
-func init() {
-	if os.Getenv(envLayerChild) != "1" {
-		return
-	}
-	if err := layerChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "hgbench layer child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
 // layerChild dials the parent three times (TCP, a WebSocket, a WebSocket
 // carrying a yamux session whose streams the parent opens), serves
 // transfers on each until the parent goes away or SIGTERM.

@@ -40,6 +40,30 @@ type config struct {
 	gatewayBefore        string
 }
 
+// children are what a child hgbench runs instead of the harness, each
+// chosen by its environment variable set to "1" (fwdproc.go, layerproc.go).
+var children = []struct {
+	env, name string
+	run       func() error
+}{
+	{envFwdChild, "forward child", forwardChild},
+	{envLayerChild, "layer child", layerChild},
+}
+
+// init runs a child before main parses flags meant for the harness.
+func init() {
+	for _, c := range children {
+		if os.Getenv(c.env) != "1" {
+			continue
+		}
+		if err := c.run(); err != nil {
+			fmt.Fprintf(os.Stderr, "hgbench %s: %v\n", c.name, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}
+
 func main() {
 	var c config
 	var only string

@@ -874,3 +874,47 @@ func TestShrinkEveryStops(t *testing.T) {
 		t.Fatalf("Shrink called %d more times after stop", n-at)
 	}
 }
+
+// TestRelayedStreamShrinks: the conn Registry.Open hands the relay for a
+// real yamux tunnel must reach the stream's Shrink, or relaySSH never
+// gives back a grown receive buffer (its wrapper once hid the method).
+func TestRelayedStreamShrinks(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	dialed, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentSide, err := bytestream.MuxServer(<-accepted, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentSide.Close()
+	gwSide, err := bytestream.MuxClient(dialed, DefaultTunnelMux())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry(0, nil)
+	defer r.Close()
+	if _, _, err := r.Register("h", MuxTunnel(gwSide)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Open(t.Context(), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(shrinker); !ok {
+		t.Fatalf("Registry.Open returned %T, which has no Shrink: the relay cannot give back its buffer", c)
+	}
+}

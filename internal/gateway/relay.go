@@ -110,8 +110,11 @@ func (c *countConn) Write(p []byte) (int, error) {
 // gives back its receive buffer.
 const shrinkInterval = 5 * time.Second
 
-// shrinker is a yamux stream: Shrink drops its receive buffer if empty.
+// shrinker is a yamux stream (or Registry.Open's wrapper of one): Shrink
+// drops its receive buffer if empty.
 type shrinker interface{ Shrink() }
+
+var _ shrinker = (*bytestream.MuxStream)(nil)
 
 // shrinkEvery calls s.Shrink every interval until the returned stop is
 // called. A caller that reads slower than its host sends lets the stream's

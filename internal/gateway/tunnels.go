@@ -221,6 +221,14 @@ type slotConn struct {
 	release func()
 }
 
+// Shrink passes yamux's Shrink through (see shrinkEvery): without it the
+// relay could not reach the stream's method through this wrapper.
+func (c *slotConn) Shrink() {
+	if s, ok := c.Conn.(shrinker); ok {
+		s.Shrink()
+	}
+}
+
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

@@ -160,7 +160,7 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	wsc, muxc := make(chan net.Conn, 1), make(chan net.Conn, 1)
+	wsc, muxc, tcpConns := make(chan net.Conn, 1), make(chan net.Conn, 1), make(chan net.Conn, 1)
 	accept := func(ch chan<- net.Conn) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			// As the gateway accepts an agent's WebSocket.
@@ -177,8 +177,8 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 	go func() { _ = srv.Serve(hln) }()
 	defer func() {
 		_ = srv.Close()
-		// A WebSocket that came after a failed wait.
-		for _, ch := range []chan net.Conn{wsc, muxc} {
+		// A conn that came after a failed wait.
+		for _, ch := range []chan net.Conn{wsc, muxc, tcpConns} {
 			select {
 			case c := <-ch:
 				_ = c.Close()
@@ -220,7 +220,6 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 			return nil, fmt.Errorf("layer child did not connect: %s", child.output())
 		}
 	}
-	tcpConns := make(chan net.Conn, 1)
 	go func() {
 		if c, err := tln.Accept(); err == nil {
 			tcpConns <- c

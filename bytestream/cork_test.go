@@ -127,17 +127,26 @@ func TestCorkedWebSocketBulk(t *testing.T) {
 	}
 	exchange(t, a, b, 4<<20)
 
-	if err := a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+	writePastDeadline(t, a, 1<<20)
+}
+
+// writePastDeadline writes 256 MiB at most to c, whose peer does not read,
+// in writes of size bytes, with a 200 ms write deadline, and returns the
+// error, which must say the deadline passed.
+func writePastDeadline(t *testing.T, c net.Conn, size int) error {
+	t.Helper()
+	if err := c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	chunk := randomData(5, 1<<20)
+	chunk := randomData(5, size)
 	var err error
-	for i := 0; i < 256 && err == nil; i++ { // bounded: 256 MiB at most
-		_, err = a.Write(chunk)
+	for i := 0; i < 256<<20/size && err == nil; i++ {
+		_, err = c.Write(chunk)
 	}
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("write to a peer that does not read: %v, want os.ErrDeadlineExceeded", err)
 	}
+	return err
 }
 
 // TestCorkedWebSocketDeadlineSmallWrites: the write deadline also ends
@@ -145,17 +154,7 @@ func TestCorkedWebSocketBulk(t *testing.T) {
 // (there only the TCP deadline that uncork sets bounds the flush).
 func TestCorkedWebSocketDeadlineSmallWrites(t *testing.T) {
 	a, _ := wsPair(t)
-	if err := a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	chunk := randomData(5, 32<<10)
-	var err error
-	for i := 0; i < 8192 && err == nil; i++ { // bounded: 256 MiB at most
-		_, err = a.Write(chunk)
-	}
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("write to a peer that does not read: %v, want os.ErrDeadlineExceeded", err)
-	}
+	err := writePastDeadline(t, a, 32<<10)
 	if strings.Count(err.Error(), "i/o timeout") > 1 {
 		t.Fatalf("deadline error wrapped twice: %v", err)
 	}

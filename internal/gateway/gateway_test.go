@@ -875,32 +875,18 @@ func TestShrinkEveryStops(t *testing.T) {
 	}
 }
 
-// TestRelayedStreamShrinks: the conn Registry.Open hands the relay for a
-// real yamux tunnel must reach the stream's Shrink, or relaySSH never
-// gives back a grown receive buffer (its wrapper once hid the method).
+// TestRelayedStreamShrinks: the conn Registry.Open hands the relay must
+// pass Shrink through to the tunnel's stream, or relaySSH never gives back
+// a grown receive buffer (its wrapper once hid the method). A real yamux
+// tunnel's conn must offer it, and a call must reach the stream.
 func TestRelayedStreamShrinks(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	dialed, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentSide, err := bytestream.MuxServer(<-accepted, nil)
+	a, b := net.Pipe()
+	agentSide, err := bytestream.MuxServer(a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer agentSide.Close()
-	gwSide, err := bytestream.MuxClient(dialed, DefaultTunnelMux())
+	gwSide, err := bytestream.MuxClient(b, DefaultTunnelMux())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -917,4 +903,30 @@ func TestRelayedStreamShrinks(t *testing.T) {
 	if _, ok := c.(shrinker); !ok {
 		t.Fatalf("Registry.Open returned %T, which has no Shrink: the relay cannot give back its buffer", c)
 	}
+
+	stream := &shrinkConn{}
+	if _, _, err := r.Register("counted", stubTunnel{stream}); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := r.Open(t.Context(), "counted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.(shrinker).Shrink()
+	if n := stream.n.Load(); n != 1 {
+		t.Fatalf("Shrink on Registry.Open's conn reached the stream %d times, want 1", n)
+	}
 }
+
+// shrinkConn is a stream that counts Shrink calls.
+type shrinkConn struct {
+	net.Conn
+	countShrinker
+}
+
+// stubTunnel opens c as its only stream.
+type stubTunnel struct{ c net.Conn }
+
+func (s stubTunnel) Open(context.Context) (net.Conn, error) { return s.c, nil }
+func (s stubTunnel) Close() error                           { return nil }
+func (s stubTunnel) Done() <-chan struct{}                  { return nil }

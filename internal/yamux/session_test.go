@@ -220,6 +220,9 @@ func testConf() *Config {
 	conf.KeepAliveInterval = 100 * time.Millisecond
 	conf.ConnectionWriteTimeout = 250 * time.Millisecond
 	conf.WriteInCaller = writeInCallerForTest // hostgate
+	if noKeepAliveForTest {                   // hostgate
+		conf.EnableKeepAlive = false
+	}
 	return conf
 }
 

@@ -60,3 +60,5 @@ require (
 )
 
 replace golang.org/x/crypto => ./third_party/golang.org/x/crypto
+
+replace github.com/pkg/sftp => ./third_party/github.com/pkg/sftp

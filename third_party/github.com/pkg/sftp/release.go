@@ -1,0 +1,6 @@
+//go:build !debug
+// +build !debug
+
+package sftp
+
+func debug(fmt string, args ...any) {}

@@ -1336,6 +1336,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 						err = unimplementedPacketErr(s.typ)
 					}
 				}
+				s.release() // hostgate: copied out
 
 				if err != nil {
 					// return the offset as the start + how much we read before the error.
@@ -1454,7 +1455,6 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	concurrency := int(concurrency64)
 
 	chunkSize := f.c.maxPacket
-	pool := newBufPool(concurrency, chunkSize)
 	resPool := newResChanPool(concurrency)
 
 	cancel := make(chan struct{})
@@ -1469,9 +1469,10 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	}()
 
 	type writeWork struct {
-		b   []byte
-		off int64
-		err error
+		b    []byte
+		page *respPage // hostgate: b's buffer, given back once b is written
+		off  int64
+		err  error
 
 		next chan writeWork
 	}
@@ -1533,7 +1534,6 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 
 			for readWork := range readCh {
 				var b []byte
-				var n int
 
 				s := <-readWork.res
 				resPool.Put(readWork.res)
@@ -1549,12 +1549,14 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 						data, err = unmarshalDataReply(readWork.id, s.data)
 						if err == nil {
 							// A malicious server may return more data than we
-							// requested (up to the packet limit, larger than the
-							// pool buffer); copy bounds it to the buffer size
-							// rather than slicing past the page and panicking.
-							b = pool.Get()
-							n = copy(b, data)
-							b = b[:n]
+							// requested (up to the packet limit); keep only
+							// what was asked for.
+							// hostgate: the reply's own bytes are written,
+							// not a copy of them; its page goes back after.
+							if len(data) > chunkSize {
+								data = data[:chunkSize]
+							}
+							b = data
 						}
 
 					default:
@@ -1562,10 +1564,14 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 					}
 				}
 
+				if b == nil {
+					s.release()
+				}
 				writeWork := writeWork{
-					b:   b,
-					off: readWork.off,
-					err: err,
+					b:    b,
+					page: s.page,
+					off:  readWork.off,
+					err:  err,
 
 					next: readWork.next,
 				}
@@ -1608,7 +1614,9 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 			return written, packet.err
 		}
 
-		pool.Put(packet.b)
+		if packet.page != nil {
+			respPages.Put(packet.page)
+		}
 		cur = packet.next
 	}
 }

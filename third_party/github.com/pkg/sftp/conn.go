@@ -23,7 +23,7 @@ type conn struct {
 // It returns io.EOF if the connection is closed and
 // there are no more packets to read.
 func (c *conn) recvPacket(orderID uint32) (fxp, []byte, error) {
-	return recvPacket(c, c.alloc, orderID)
+	return recvPacket(c, c.alloc, orderID, nil)
 }
 
 func (c *conn) sendPacket(m encoding.BinaryMarshaler) error {
@@ -93,7 +93,8 @@ func (c *clientConn) recv() error {
 	defer c.conn.Close()
 
 	for {
-		typ, data, err := c.recvPacket(0)
+		var page *respPage // hostgate
+		typ, data, err := recvPacket(c, c.alloc, 0, &page)
 		if err != nil {
 			return err
 		}
@@ -110,7 +111,7 @@ func (c *clientConn) recv() error {
 			return fmt.Errorf("sid not found: %d", sid)
 		}
 
-		ch <- result{typ: typ, data: data}
+		ch <- result{typ: typ, data: data, page: page}
 	}
 }
 
@@ -145,6 +146,24 @@ type result struct {
 	typ  fxp
 	data []byte
 	err  error
+	page *respPage // hostgate: data's buffer if it came from respPages
+}
+
+// hostgate: respPage holds one response of the client's; respPages
+// recycles them between responses of pagedMin bytes or more (read
+// replies). A result that is never released leaves its page to the GC.
+type respPage [maxMsgLength]byte
+
+const pagedMin = 32 << 10
+
+var respPages = sync.Pool{New: func() any { return new(respPage) }}
+
+// hostgate: release gives r's page back; nothing may use r.data after.
+func (r *result) release() {
+	if r.page != nil {
+		respPages.Put(r.page)
+		r.page = nil
+	}
 }
 
 type idmarshaler interface {

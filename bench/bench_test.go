@@ -107,3 +107,53 @@ func TestTableAndJSON(t *testing.T) {
 		t.Errorf("empty json %q, %v", jb.String(), err)
 	}
 }
+
+func TestAlternate(t *testing.T) {
+	var ran []string
+	side := func(name string) func() error {
+		return func() error { ran = append(ran, name); return nil }
+	}
+	for pair, want := range []string{"hostgate peer", "peer hostgate", "hostgate peer", "peer hostgate"} {
+		ran = nil
+		if err := Alternate(pair, side("hostgate"), side("peer")); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(ran, " "); got != want {
+			t.Errorf("pair %d ran %q, want %q", pair, got, want)
+		}
+	}
+	for pair, want := range []string{"a b peer", "peer b a"} {
+		ran = nil
+		if err := Alternate(pair, side("a"), side("b"), side("peer")); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(ran, " "); got != want {
+			t.Errorf("three sides, pair %d ran %q, want %q", pair, got, want)
+		}
+	}
+
+	// An error ends the pair: the side after the failing one does not run,
+	// whichever side failed and whichever went first.
+	boom := errors.New("boom")
+	fail := func(name string) func() error {
+		return func() error { ran = append(ran, name); return boom }
+	}
+	for _, tc := range []struct {
+		pair       int
+		ours, peer func() error
+		want       string
+	}{
+		{0, fail("hostgate"), side("peer"), "hostgate"},
+		{1, side("hostgate"), fail("peer"), "peer"},
+		{2, side("hostgate"), fail("peer"), "hostgate peer"},
+		{3, fail("hostgate"), side("peer"), "peer hostgate"},
+	} {
+		ran = nil
+		if err := Alternate(tc.pair, tc.ours, tc.peer); !errors.Is(err, boom) {
+			t.Errorf("pair %d: err %v, want boom", tc.pair, err)
+		}
+		if got := strings.Join(ran, " "); got != tc.want {
+			t.Errorf("pair %d with an error ran %q, want %q", tc.pair, got, tc.want)
+		}
+	}
+}

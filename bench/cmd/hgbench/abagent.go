@@ -10,9 +10,10 @@ import (
 )
 
 // bulkAB streams the bulk scenario's bytes to this agent and to the
-// -agent-before one, alternating, and then back out of each, through the
-// same gateway and client (or, with -gateway-before, through each build's
-// own gateway): the before/after numbers of a change, from one run.
+// -agent-before one, alternating which goes first, and then back out of
+// each, through the same gateway and client (or, with -gateway-before,
+// through each build's own gateway): the before/after numbers of a change,
+// from one run.
 func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 	if e.before == nil {
 		return nil, nil
@@ -28,14 +29,21 @@ func (e *env) bulkAB(ctx context.Context) ([]*bench.Scenario, error) {
 		{fmt.Sprintf("bulk stream %d MiB from head -c", e.cfg.bulkMiB), streamFrom},
 	} {
 		s := e.abScenario(dir.name, "MiB/s", bench.Higher)
-		for range e.cfg.pairs {
-			a, err := dir.stream(ctx, e.host, n)
+		for i := range e.cfg.pairs {
+			var a, b time.Duration
+			err := bench.Alternate(i, func() (err error) {
+				if a, err = dir.stream(ctx, e.host, n); err != nil {
+					return fmt.Errorf("this %s: %w", e.abWhat, err)
+				}
+				return nil
+			}, func() (err error) {
+				if b, err = dir.stream(ctx, e.before, n); err != nil {
+					return fmt.Errorf("%s before: %w", e.abWhat, err)
+				}
+				return nil
+			})
 			if err != nil {
-				return nil, fmt.Errorf("this %s: %w", e.abWhat, err)
-			}
-			b, err := dir.stream(ctx, e.before, n)
-			if err != nil {
-				return nil, fmt.Errorf("%s before: %w", e.abWhat, err)
+				return nil, err
 			}
 			s.Add(rate(a), rate(b))
 		}
@@ -54,14 +62,21 @@ func (e *env) abScenario(name, unit string, better bench.Better) *bench.Scenario
 func (e *env) sftpDownloadAB(ctx context.Context, path string, n int64) (*bench.Scenario, error) {
 	s := e.abScenario(fmt.Sprintf("SFTP download %d MiB", n/mib), "MiB/s", bench.Higher)
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	for range e.cfg.pairs {
-		a, err := sftpRead(ctx, e.host, path, n)
+	for i := range e.cfg.pairs {
+		var a, b time.Duration
+		err := bench.Alternate(i, func() (err error) {
+			if a, err = sftpRead(ctx, e.host, path, n); err != nil {
+				return fmt.Errorf("this %s: %w", e.abWhat, err)
+			}
+			return nil
+		}, func() (err error) {
+			if b, err = sftpRead(ctx, e.before, path, n); err != nil {
+				return fmt.Errorf("%s before: %w", e.abWhat, err)
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("this %s: %w", e.abWhat, err)
-		}
-		b, err := sftpRead(ctx, e.before, path, n)
-		if err != nil {
-			return nil, fmt.Errorf("%s before: %w", e.abWhat, err)
+			return nil, err
 		}
 		s.Add(rate(a), rate(b))
 	}
@@ -85,14 +100,21 @@ func (e *env) forwardAB(ctx context.Context, target string, workers int) (*bench
 		return nil, err
 	}
 	defer b.Close()
-	for range e.cfg.pairs {
-		ar, _, err := httpLoad(ctx, "http://"+a.Addr().String()+"/", e.cfg.fwdN, workers)
+	for i := range e.cfg.pairs {
+		var ar, br float64
+		err := bench.Alternate(i, func() (err error) {
+			if ar, _, err = httpLoad(ctx, "http://"+a.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("this %s: %w", e.abWhat, err)
+			}
+			return nil
+		}, func() (err error) {
+			if br, _, err = httpLoad(ctx, "http://"+b.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("%s before: %w", e.abWhat, err)
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("this %s: %w", e.abWhat, err)
-		}
-		br, _, err := httpLoad(ctx, "http://"+b.Addr().String()+"/", e.cfg.fwdN, workers)
-		if err != nil {
-			return nil, fmt.Errorf("%s before: %w", e.abWhat, err)
+			return nil, err
 		}
 		s.Add(ar, br)
 	}

@@ -264,29 +264,37 @@ func (e *env) bulkLayers(ctx context.Context) ([]*bench.Scenario, error) {
 	wsTo.Note = "bytes through hostgate's WebSocket (bytestream) between this process, accepting as the gateway does, and a child that dials as an agent does: server frames to the agent, masked client frames from it; no SSH, yamux or gateway. The peer is plain TCP between the same processes"
 	muxTo, muxFrom := row("yamux over WebSocket", toAgent), row("yamux over WebSocket", fromAgent)
 	muxTo.Note = "the same, through one yamux stream set up as on an agent tunnel (a new stream per run)"
-	for range e.cfg.pairs {
+	for i := range e.cfg.pairs {
 		for _, r := range []struct {
 			s  *bench.Scenario
 			op byte
 		}{{wsTo, layerToChild}, {wsFrom, layerFromChild}, {muxTo, layerToChild}, {muxFrom, layerFromChild}} {
-			c := ws
-			if r.s == muxTo || r.s == muxFrom {
-				st, err := sess.Open()
-				if err != nil {
-					return nil, fmt.Errorf("yamux open: %w", err)
+			var a, b time.Duration
+			err := bench.Alternate(i, func() (err error) {
+				c := ws
+				if r.s == muxTo || r.s == muxFrom {
+					st, err := sess.Open()
+					if err != nil {
+						return fmt.Errorf("yamux open: %w", err)
+					}
+					c = st
 				}
-				c = st
-			}
-			a, err := layerTransfer(c, r.op, n)
-			if c != ws {
-				_ = c.Close()
-			}
+				a, err = layerTransfer(c, r.op, n)
+				if c != ws {
+					_ = c.Close()
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", r.s.Name, err)
+				}
+				return nil
+			}, func() (err error) {
+				if b, err = layerTransfer(tc, r.op, n); err != nil {
+					return fmt.Errorf("%s, TCP: %w", r.s.Name, err)
+				}
+				return nil
+			})
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", r.s.Name, err)
-			}
-			b, err := layerTransfer(tc, r.op, n)
-			if err != nil {
-				return nil, fmt.Errorf("%s, TCP: %w", r.s.Name, err)
+				return nil, err
 			}
 			r.s.Add(rate(a), rate(b))
 		}

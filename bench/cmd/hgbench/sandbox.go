@@ -72,24 +72,17 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 	create := &bench.Scenario{Name: "sandbox create to first command", Unit: "ms", PeerName: "docker run --rm … true", Better: bench.Lower,
 		Note: "hostgate: POST /v1/executions then exec `true` through the gateway; peer: docker run with the same limits and hardening flags"}
 	runArgs := append(append([]string{"run", "--rm"}, dockerFlags(small)...), img, "true")
-	for range e.cfg.pairs {
-		var id string
-		a, err := timeIt(func() error {
-			ex, err := e.api.Provision(ctx, req)
-			if err != nil {
-				return err
+	for i := range e.cfg.pairs {
+		var a, b time.Duration
+		err := bench.Alternate(i, func() (err error) {
+			if a, err = createFirst(ctx, e.api, req, execTrue); err != nil {
+				return fmt.Errorf("hostgate create: %w", err)
 			}
-			id = ex.ExecutionID
-			_, err = e.api.Exec(ctx, id, execTrue)
+			return nil
+		}, func() (err error) {
+			b, err = timeIt(func() error { _, err := docker(ctx, "", "", runArgs...); return err })
 			return err
 		})
-		if id != "" {
-			_ = e.api.Terminate(ctx, id)
-		}
-		if err != nil {
-			return out, fmt.Errorf("hostgate create: %w", err)
-		}
-		b, err := timeIt(func() error { _, err := docker(ctx, "", "", runArgs...); return err })
 		if err != nil {
 			return out, err
 		}
@@ -109,12 +102,21 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 	defer func() { _, _ = docker(context.WithoutCancel(ctx), "", "", "rm", "-f", cid) }()
 	execS := &bench.Scenario{Name: "sandbox exec round trip of true, p50", Unit: "ms", PeerName: "docker exec", Better: bench.Lower,
 		Note: "hostgate: POST /v1/executions/{id}/exec; peer: docker exec -u 65534:65534 into a container started with the same flags; 10 per side per pair"}
-	for range e.cfg.pairs {
-		a, err := samples(10, func() error { _, err := e.api.Exec(ctx, ex.ExecutionID, execTrue); return err })
-		if err != nil {
-			return out, fmt.Errorf("hostgate exec: %w", err)
-		}
-		b, err := samples(10, func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err })
+	dockerExec := func() ([]float64, error) {
+		return samples(10, func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err })
+	}
+	for i := range e.cfg.pairs {
+		var a, b []float64
+		err := bench.Alternate(i, func() (err error) {
+			a, err = samples(10, func() error { _, err := e.api.Exec(ctx, ex.ExecutionID, execTrue); return err })
+			if err != nil {
+				return fmt.Errorf("hostgate exec: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			b, err = dockerExec()
+			return err
+		})
 		if err != nil {
 			return out, err
 		}
@@ -133,12 +135,18 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 	defer h.Close()
 	execH := &bench.Scenario{Name: "sandbox exec round trip of true as a host (Host.Exec), p50", Unit: "ms", PeerName: "docker exec", Better: bench.Lower,
 		Note: "hostgate: client.Dial(executionId) once, then Host.Exec through the gateway and the execution's agent tunnel; 10 per side per pair"}
-	for range e.cfg.pairs {
-		a, err := samples(10, func() error { _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); return err })
-		if err != nil {
-			return out, fmt.Errorf("hostgate host exec: %w", err)
-		}
-		b, err := samples(10, func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err })
+	for i := range e.cfg.pairs {
+		var a, b []float64
+		err := bench.Alternate(i, func() (err error) {
+			a, err = samples(10, func() error { _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); return err })
+			if err != nil {
+				return fmt.Errorf("hostgate host exec: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			b, err = dockerExec()
+			return err
+		})
 		if err != nil {
 			return out, err
 		}
@@ -177,38 +185,46 @@ func (e *env) sandboxPool(ctx context.Context, img string) (*bench.Scenario, err
 	req := client.ProvisionRequest{Image: img, Workspace: client.Workspace{Kind: "empty"}, Resources: r, Network: client.Network{Mode: "none"}}
 	runArgs := append(append([]string{"run", "--rm"}, dockerFlags(r)...), img, "true")
 	s := &bench.Scenario{Name: "sandbox create to first command, warm pool", Unit: "ms", PeerName: "docker run --rm … true", Better: bench.Lower}
-	for range e.cfg.pairs {
+	const gap = 4 * time.Second
+	var (
+		lastClaim  time.Time     // when the previous hostgate claim ended
+		lastDocker time.Duration // the latest docker run
+	)
+	for i := range e.cfg.pairs {
 		// The pool refills in the background (1 s after a claim, then a
-		// container create); give it the gap a caller would leave.
-		select {
-		case <-time.After(4 * time.Second):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		// container create); give it the gap a caller would leave, and
+		// start each pair, whichever side goes first, on a quiet engine.
+		if err := sleep(ctx, gap); err != nil {
+			return nil, err
 		}
-		var id string
-		a, err := timeIt(func() error {
-			ex, err := api.Provision(ctx, req)
-			if err != nil {
-				return err
+		var a, b time.Duration
+		err := bench.Alternate(i, func() (err error) {
+			// With hostgate always first, a claim came gap plus one docker
+			// run after the previous one; keep at least that when the
+			// previous pair ended with hostgate's claim.
+			if !lastClaim.IsZero() {
+				if err := sleep(ctx, time.Until(lastClaim.Add(gap+lastDocker))); err != nil {
+					return err
+				}
 			}
-			id = ex.ExecutionID
-			_, err = api.Exec(ctx, id, client.ExecRequest{Command: "true", TimeoutMs: 60_000})
+			a, err = createFirst(ctx, api, req, client.ExecRequest{Command: "true", TimeoutMs: 60_000})
+			lastClaim = time.Now()
+			if err != nil {
+				return fmt.Errorf("hostgate pooled create: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			b, err = timeIt(func() error { _, err := docker(ctx, "", "", runArgs...); return err })
+			lastDocker = b
 			return err
 		})
-		if id != "" {
-			_ = api.Terminate(ctx, id)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("hostgate pooled create: %w", err)
-		}
-		b, err := timeIt(func() error { _, err := docker(ctx, "", "", runArgs...); return err })
 		if err != nil {
 			return nil, err
 		}
 		s.Add(ms(a), ms(b))
 	}
 	hits := strings.Count(gw.output(), "pooled=true")
-	s.Note = fmt.Sprintf("a second gateway with --sandbox-pool 2; %d of %d provisions were served warm (gateway log pooled=true); the pool refills 1 s after a claim, and pairs are 4 s apart", hits, s.Pairs())
+	s.Note = fmt.Sprintf("a second gateway with --sandbox-pool 2; %d of %d provisions were served warm (gateway log pooled=true); the pool refills 1 s after a claim; pairs start 4 s apart, and a claim comes at least 4 s plus one docker run after the one before", hits, s.Pairs())
 	return s, nil
 }
 
@@ -240,19 +256,25 @@ func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scena
 		Note: "hostgate: POST /v1/restores until the new execution answers; peer: a new container with the same flags and the same tar piped in"}
 	pairs := min(e.cfg.pairs, 3)
 	var lastCP string
-	for range pairs {
-		a, err := timeIt(func() error {
-			c, err := e.api.Checkpoint(ctx, ex.ExecutionID, "bench")
-			if err == nil {
-				lastCP = c.CheckpointID
+	for i := range pairs {
+		var a, b time.Duration
+		err := bench.Alternate(i, func() (err error) {
+			a, err = timeIt(func() error {
+				c, err := e.api.Checkpoint(ctx, ex.ExecutionID, "bench")
+				if err == nil {
+					lastCP = c.CheckpointID
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("hostgate checkpoint: %w", err)
 			}
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("hostgate checkpoint: %w", err)
-		}
-		b, err := timeIt(func() error {
-			_, err := docker(ctx, "", tarFile, "exec", "-u", "65534:65534", cid, "tar", "-C", "/workspace", "-cf", "-", ".")
+			return nil
+		}, func() (err error) {
+			b, err = timeIt(func() error {
+				_, err := docker(ctx, "", tarFile, "exec", "-u", "65534:65534", cid, "tar", "-C", "/workspace", "-cf", "-", ".")
+				return err
+			})
 			return err
 		})
 		if err != nil {
@@ -261,40 +283,81 @@ func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scena
 		cp.Add(rate(a), rate(b))
 	}
 	runArgs := append(append([]string{"run", "-d", "--rm"}, dockerFlags(big)...), img, "sleep", "600")
-	for range pairs {
-		var rid string
-		a, err := timeIt(func() error {
-			r, err := e.api.Restore(ctx, client.RestoreRequest{CheckpointID: lastCP})
-			if err == nil {
-				rid = r.ExecutionID
-			}
-			return err
-		})
-		if rid != "" {
-			_ = e.api.Terminate(ctx, rid)
-		}
-		if err != nil {
-			return []*bench.Scenario{cp}, fmt.Errorf("hostgate restore: %w", err)
-		}
-		var pid string
-		b, err := timeIt(func() error {
-			id, err := docker(ctx, "", "", runArgs...)
-			if err != nil {
+	for i := range pairs {
+		var a, b time.Duration
+		err := bench.Alternate(i, func() (err error) {
+			var rid string
+			a, err = timeIt(func() error {
+				r, err := e.api.Restore(ctx, client.RestoreRequest{CheckpointID: lastCP})
+				if err == nil {
+					rid = r.ExecutionID
+				}
 				return err
+			})
+			if rid != "" {
+				_ = e.api.Terminate(ctx, rid)
 			}
-			pid = id
-			_, err = docker(ctx, tarFile, "", "exec", "-i", "-u", "65534:65534", id, "tar", "-C", "/workspace", "-xf", "-")
+			if err != nil {
+				return fmt.Errorf("hostgate restore: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			var pid string
+			b, err = timeIt(func() error {
+				id, err := docker(ctx, "", "", runArgs...)
+				if err != nil {
+					return err
+				}
+				pid = id
+				_, err = docker(ctx, tarFile, "", "exec", "-i", "-u", "65534:65534", id, "tar", "-C", "/workspace", "-xf", "-")
+				return err
+			})
+			if pid != "" {
+				_, _ = docker(ctx, "", "", "rm", "-f", pid)
+			}
 			return err
 		})
-		if pid != "" {
-			_, _ = docker(ctx, "", "", "rm", "-f", pid)
-		}
 		if err != nil {
 			return []*bench.Scenario{cp}, err
 		}
 		rs.Add(rate(a), rate(b))
 	}
 	return []*bench.Scenario{cp, rs}, nil
+}
+
+// createFirst times one hostgate create-to-first-command: provision an
+// execution and run cmd in it. The execution is terminated after the
+// timing.
+func createFirst(ctx context.Context, api *client.Client, req client.ProvisionRequest, cmd client.ExecRequest) (time.Duration, error) {
+	var id string
+	d, err := timeIt(func() error {
+		ex, err := api.Provision(ctx, req)
+		if err != nil {
+			return err
+		}
+		id = ex.ExecutionID
+		_, err = api.Exec(ctx, id, cmd)
+		return err
+	})
+	if id != "" {
+		_ = api.Terminate(ctx, id)
+	}
+	return d, err
+}
+
+// sleep waits d (nothing when d ≤ 0) or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

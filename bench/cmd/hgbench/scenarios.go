@@ -84,12 +84,17 @@ func (e *env) bothWays(ctx context.Context, h spawner, who string, to, from *ben
 		ours func(context.Context, spawner, int64) (time.Duration, error)
 		peer func(context.Context, int64) (time.Duration, error)
 	}{{to, streamTo, e.sshStream}, {from, streamFrom, e.sshStreamFrom}} {
-		for range e.cfg.pairs {
-			a, err := dir.ours(ctx, h, n)
-			if err != nil {
-				return fmt.Errorf("%s: %w", who, err)
-			}
-			b, err := dir.peer(ctx, n)
+		for i := range e.cfg.pairs {
+			var a, b time.Duration
+			err := bench.Alternate(i, func() (err error) {
+				if a, err = dir.ours(ctx, h, n); err != nil {
+					return fmt.Errorf("%s: %w", who, err)
+				}
+				return nil
+			}, func() (err error) {
+				b, err = dir.peer(ctx, n)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -211,37 +216,47 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 	up := &bench.Scenario{Name: fmt.Sprintf("SFTP upload %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
 	dst := filepath.Join(files, "dst.bin")
-	for range e.cfg.pairs {
-		a, err := sftpRead(ctx, e.host, src, n)
-		if err != nil {
-			return nil, fmt.Errorf("hostgate download: %w", err)
-		}
-		b, err := timeIt(func() error { return e.sshd.SFTP(ctx, "get "+src+" /dev/null\n") })
+	for i := range e.cfg.pairs {
+		var a, b time.Duration
+		err := bench.Alternate(i, func() (err error) {
+			if a, err = sftpRead(ctx, e.host, src, n); err != nil {
+				return fmt.Errorf("hostgate download: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "get "+src+" /dev/null\n") })
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
 		down.Add(rate(a), rate(b))
 
-		a, err = timeIt(func() error {
-			in, err := os.Open(src)
+		err = bench.Alternate(i, func() (err error) {
+			a, err = timeIt(func() error {
+				in, err := os.Open(src)
+				if err != nil {
+					return err
+				}
+				defer in.Close()
+				w, err := fsys.Create(ctx, dst, 0o644)
+				if err != nil {
+					return err
+				}
+				_, err = io.Copy(w, in)
+				return errors.Join(err, w.Close())
+			})
 			if err != nil {
-				return err
+				return fmt.Errorf("hostgate upload: %w", err)
 			}
-			defer in.Close()
-			w, err := fsys.Create(ctx, dst, 0o644)
-			if err != nil {
-				return err
+			if st, err := os.Stat(dst); err != nil || st.Size() != n {
+				return fmt.Errorf("hostgate upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)
 			}
-			_, err = io.Copy(w, in)
-			return errors.Join(err, w.Close())
+			return nil
+		}, func() (err error) {
+			b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
+			return err
 		})
-		if err != nil {
-			return nil, fmt.Errorf("hostgate upload: %w", err)
-		}
-		if st, err := os.Stat(dst); err != nil || st.Size() != n {
-			return nil, fmt.Errorf("hostgate upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)
-		}
-		b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
 		if err != nil {
 			return nil, err
 		}
@@ -293,22 +308,33 @@ func (e *env) exec(ctx context.Context) ([]*bench.Scenario, error) {
 	p50 := &bench.Scenario{Name: "exec round trip of true, p50", Unit: "ms", PeerName: "OpenSSH ControlMaster", Better: bench.Lower,
 		Note: fmt.Sprintf("%d round trips per side per pair; the command runs as a user whose login shell is /bin/sh on both sides", e.cfg.execN)}
 	p99 := &bench.Scenario{Name: "exec round trip of true, p99", Unit: "ms", PeerName: "OpenSSH ControlMaster", Better: bench.Lower}
-	for range e.cfg.pairs {
-		a, err := samples(e.cfg.execN, func() error {
-			_, err := e.host.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+	hostExec := func(h *hostgate.Host) func() error {
+		return func() error {
+			_, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
 			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("hostgate: %w", err)
 		}
-		b, err := samples(e.cfg.execN, func() error {
-			if out, err := e.sshd.Command(ctx, nil, "true").CombinedOutput(); err != nil {
-				return fmt.Errorf("%w: %s", err, out)
+	}
+	for i := range e.cfg.pairs {
+		var a, b []float64
+		err := bench.Alternate(i, func() (err error) {
+			if a, err = samples(e.cfg.execN, hostExec(e.host)); err != nil {
+				return fmt.Errorf("hostgate: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			b, err = samples(e.cfg.execN, func() error {
+				if out, err := e.sshd.Command(ctx, nil, "true").CombinedOutput(); err != nil {
+					return fmt.Errorf("%w: %s", err, out)
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("ssh: %w", err)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("ssh: %w", err)
+			return nil, err
 		}
 		p50.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
 		p99.Add(bench.Percentile(a, 99), bench.Percentile(b, 99))
@@ -316,17 +342,18 @@ func (e *env) exec(ctx context.Context) ([]*bench.Scenario, error) {
 	out := []*bench.Scenario{p50, p99}
 	if e.before != nil {
 		ab := e.abScenario("exec round trip of true, p50", "ms", bench.Lower)
-		for range e.cfg.pairs {
-			a, err := samples(e.cfg.execN, func() error {
-				_, err := e.host.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
-				return err
-			})
-			if err != nil {
-				return out, err
-			}
-			b, err := samples(e.cfg.execN, func() error {
-				_, err := e.before.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
-				return err
+		for i := range e.cfg.pairs {
+			var a, b []float64
+			err := bench.Alternate(i, func() (err error) {
+				if a, err = samples(e.cfg.execN, hostExec(e.host)); err != nil {
+					return fmt.Errorf("this %s: %w", e.abWhat, err)
+				}
+				return nil
+			}, func() (err error) {
+				if b, err = samples(e.cfg.execN, hostExec(e.before)); err != nil {
+					return fmt.Errorf("%s before: %w", e.abWhat, err)
+				}
+				return nil
 			})
 			if err != nil {
 				return out, err
@@ -383,18 +410,31 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
-	for range e.cfg.pairs {
-		ar, al, err := httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers)
+	// Three sides per pair: hostgate, hostgate in its own process, the
+	// peer; odd pairs run them the other way round.
+	for i := range e.cfg.pairs {
+		var (
+			ar, or, br float64
+			al, bl     []float64
+		)
+		err := bench.Alternate(i, func() (err error) {
+			if ar, al, err = httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("hostgate: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			if or, _, err = httpLoad(ctx, "http://"+childAddr+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("hostgate in its own process: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			if br, bl, err = httpLoad(ctx, "http://"+peerAddr+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("ssh -L: %w", err)
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("hostgate: %w", err)
-		}
-		or, _, err := httpLoad(ctx, "http://"+childAddr+"/", e.cfg.fwdN, workers)
-		if err != nil {
-			return nil, fmt.Errorf("hostgate in its own process: %w", err)
-		}
-		br, bl, err := httpLoad(ctx, "http://"+peerAddr+"/", e.cfg.fwdN, workers)
-		if err != nil {
-			return nil, fmt.Errorf("ssh -L: %w", err)
+			return nil, err
 		}
 		rps.Add(ar, br)
 		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))

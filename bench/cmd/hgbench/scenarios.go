@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -232,7 +233,18 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		down.Add(rate(a), rate(b))
 
+		// Each side uploads to a fresh dst (untimed removal), so the size
+		// check below sees this upload's bytes, not the other side's.
+		fresh := func() error {
+			if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			return nil
+		}
 		err = bench.Alternate(i, func() (err error) {
+			if err := fresh(); err != nil {
+				return err
+			}
 			a, err = timeIt(func() error {
 				in, err := os.Open(src)
 				if err != nil {
@@ -254,6 +266,9 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 			}
 			return nil
 		}, func() (err error) {
+			if err := fresh(); err != nil {
+				return err
+			}
 			b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
 			return err
 		})

@@ -364,9 +364,16 @@ func TestMuxCoalescesFrames(t *testing.T) {
 	exchange(t, s, s2, 512<<10)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	checkNoLoneHeaders(t, cc.writes)
+}
+
+// checkNoLoneHeaders fails if a data frame's header is a write of its own,
+// or if writes holds no data frame or ends inside one.
+func checkNoLoneHeaders(t *testing.T, writes [][]byte) {
+	t.Helper()
 	var sc frameScanner
 	data := 0
-	for i, w := range cc.writes {
+	for i, w := range writes {
 		if sc.atBoundary() && len(w) == hdrSize && w[1] == typeData {
 			t.Fatalf("write %d is a lone data header", i)
 		}
@@ -377,6 +384,71 @@ func TestMuxCoalescesFrames(t *testing.T) {
 	}
 	if data == 0 || !sc.atBoundary() {
 		t.Fatalf("saw %d data frames, boundary %v", data, sc.atBoundary())
+	}
+}
+
+// joinRecorder is a conn that joins writes itself, as a write-behind
+// WebSocket does; it records each joined pair as one write.
+type joinRecorder struct {
+	countingConn
+	joined int // writeJoined calls with a data header and its whole body
+}
+
+func (c *joinRecorder) joinsWrites() bool { return true }
+
+func (c *joinRecorder) writeJoined(a, b []byte) (int, error) {
+	c.mu.Lock()
+	h := frameHeader(a)
+	if len(a) == hdrSize && h.typ() == typeData && int(h.length()) == len(b) {
+		c.joined++
+	}
+	c.writes = append(c.writes, append(append([]byte(nil), a...), b...))
+	c.mu.Unlock()
+	if _, err := c.Conn.Write(a); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(b)
+	return len(a) + n, err
+}
+
+// Over a conn that joins writes itself (an agent's write-behind
+// WebSocket), a data frame's header is handed over with its body, which
+// muxConn does not copy to join them; the frames are intact.
+func TestMuxJoinsFramesInConn(t *testing.T) {
+	a, b := tcpPair(t)
+	jc := &joinRecorder{countingConn: countingConn{Conn: a}}
+	cli, srv := muxPair(t, jc, b, &MuxConfig{KeepAliveInterval: -1}, nil)
+	acc := make(chan net.Conn, 1)
+	go func() { s, _ := srv.Accept(); acc <- s }()
+	s, err := cli.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := <-acc
+	if s2 == nil {
+		t.Fatal("accept failed")
+	}
+	exchange(t, s, s2, 512<<10)
+	jc.mu.Lock()
+	defer jc.mu.Unlock()
+	checkNoLoneHeaders(t, jc.writes)
+	if jc.joined == 0 {
+		t.Fatal("no data frame was handed to writeJoined")
+	}
+}
+
+// A dialed WebSocket joins writes (it holds them behind); an accepted one
+// does not, and muxConn joins header and body itself there.
+func TestWebSocketJoinsWritesWhenDialed(t *testing.T) {
+	a, b := wsPair(t)
+	for _, c := range []struct {
+		conn net.Conn
+		want bool
+	}{{a, true}, {b, false}} {
+		j, ok := c.conn.(joiner)
+		if got := ok && j.joinsWrites(); got != c.want {
+			t.Errorf("%T joins writes: %v, want %v", c.conn, got, c.want)
+		}
 	}
 }
 

@@ -83,11 +83,13 @@ type muxConn struct {
 	// writes (a reader blocked on a write could deadlock two peers).
 	wmu     sync.Mutex
 	wscan   frameScanner
-	held    []byte // a data header held back to go out with its body
+	held    []byte // a data header held back to go out with its body (in hbuf)
+	hbuf    frameHeader
 	buf     []byte // header+body coalescing buffer
 	rstOut  []byte // RSTs being written
 	timeout time.Duration
 	timer   *time.Timer // write watchdog; nil when timeout <= 0
+	joiner  joiner      // the conn joins a header to its body itself; nil if not
 
 	rmu      sync.Mutex
 	rsts     []byte // RST frames waiting for a frame boundary; guarded by rmu
@@ -109,8 +111,20 @@ type muxConn struct {
 // buffer. At 32 KiB nearly every byte of a bulk stream was copied once more.
 const muxReadBuf = 4 << 10
 
+// joiner is a conn that writes two parts as one Write of both: a
+// write-behind WebSocket (an agent's, dialed), which copies what it is
+// given into its buffer anyway. There a frame's header meets its body
+// without muxConn copying the body first.
+type joiner interface {
+	joinsWrites() bool
+	writeJoined(a, b []byte) (int, error)
+}
+
 func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
 	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, muxReadBuf), timeout: timeout}
+	if j, ok := conn.(joiner); ok && j.joinsWrites() {
+		c.joiner = j
+	}
 	if timeout > 0 {
 		c.timer = time.AfterFunc(time.Hour, func() { c.fail(ErrWriteTimeout) })
 		c.timer.Stop()
@@ -287,25 +301,18 @@ func (c *muxConn) Write(p []byte) (int, error) {
 	wasBoundary := c.wscan.atBoundary()
 	c.wscan.scan(p, c.streams)
 	if wasBoundary && c.held == nil && len(p) == hdrSize && c.wscan.body > 0 {
-		c.held = append(c.held[:0], p...)
+		c.held = append(c.hbuf[:0], p...)
 		return len(p), nil
 	}
-	out, rest := p, []byte(nil)
-	if c.held != nil {
-		// The header goes out with (the start of) its body; at most
-		// maxCoalesce bytes are copied, the rest is written as is.
-		k := min(len(p), maxCoalesce-hdrSize)
-		c.buf = append(append(c.buf[:0], c.held...), p[:k]...)
-		out, rest = c.buf, p[k:]
+	var err error
+	if c.held != nil && c.joiner != nil && hdrSize+len(p) < wbMax {
+		err = c.writeJoined(c.held, p)
 		c.held = nil
+	} else {
+		err = c.writeCoalesced(p)
 	}
-	if err := c.writeOut(out); err != nil {
+	if err != nil {
 		return 0, err
-	}
-	if len(rest) > 0 {
-		if err := c.writeOut(rest); err != nil {
-			return 0, err
-		}
 	}
 	if c.wscan.atBoundary() {
 		if err := c.flushRSTs(); err != nil {
@@ -313,6 +320,26 @@ func (c *muxConn) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// writeCoalesced writes p, and before it a held header joined to (the
+// start of) it by a copy: at most maxCoalesce bytes are copied, the rest
+// is written as is. wmu held.
+func (c *muxConn) writeCoalesced(p []byte) error {
+	out, rest := p, []byte(nil)
+	if c.held != nil {
+		k := min(len(p), maxCoalesce-hdrSize)
+		c.buf = append(append(c.buf[:0], c.held...), p[:k]...)
+		out, rest = c.buf, p[k:]
+		c.held = nil
+	}
+	if err := c.writeOut(out); err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return c.writeOut(rest)
+	}
+	return nil
 }
 
 // writeOut writes b under the watchdog; wmu held. The watchdog is re-armed
@@ -333,6 +360,20 @@ func (c *muxConn) writeOut(b []byte) error {
 			return c.errOr(err)
 		}
 		b = b[len(chunk):]
+	}
+	return nil
+}
+
+// writeJoined writes a header and its body through the joiner under the
+// watchdog; wmu held. The joiner only queues them (it holds less than
+// wbMax), so one arming bounds the wait for room in its buffer.
+func (c *muxConn) writeJoined(hdr, body []byte) error {
+	if c.timer != nil {
+		c.timer.Reset(c.timeout)
+		defer c.timer.Stop()
+	}
+	if _, err := c.joiner.writeJoined(hdr, body); err != nil {
+		return c.errOr(err)
 	}
 	return nil
 }

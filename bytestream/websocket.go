@@ -239,14 +239,24 @@ func (c *wsConn) abort() error { return c.ws.CloseNow() }
 // Write sends p as binary messages of at most MaxMessageSize bytes.
 func (c *wsConn) Write(p []byte) (int, error) {
 	if c.wb != nil {
-		n, err := c.wb.Write(p)
-		if err != nil {
-			err = deadlineErr(err, &c.writeDeadline)
-		}
-		return n, err
+		return c.writeJoined(p, nil)
 	}
 	return c.writeMessages(p)
 }
+
+// writeJoined writes a then b as one Write of both, without joining them
+// first; only for a write-behind conn (see joinsWrites).
+func (c *wsConn) writeJoined(a, b []byte) (int, error) {
+	n, err := c.wb.writeJoined(a, b)
+	if err != nil {
+		err = deadlineErr(err, &c.writeDeadline)
+	}
+	return n, err
+}
+
+// joinsWrites reports whether writeJoined may be used: the conn holds
+// writes behind, so two parts meet in its buffer at no extra cost.
+func (c *wsConn) joinsWrites() bool { return c.wb != nil }
 
 // Close closes the conn, first letting held write-behind bytes out.
 func (c *wsConn) Close() error {

@@ -59,9 +59,22 @@ func (w *writeBehind) pending() int {
 // Write holds p for the flusher. A p of wbMax or more is written by the
 // caller itself once everything before it is out, so order is kept and
 // memory stays bounded.
-func (w *writeBehind) Write(p []byte) (int, error) {
+func (w *writeBehind) Write(p []byte) (int, error) { return w.writeJoined(p, nil) }
+
+// writeJoined writes a then b as Write would write them joined: muxConn
+// joins a frame's header to its body here, in the buffer the bytes are
+// copied into anyway, instead of in a copy of the body made first.
+func (w *writeBehind) writeJoined(a, b []byte) (int, error) {
+	if len(b) > 0 && len(a)+len(b) >= wbMax {
+		// A large b goes out in place, behind a.
+		if _, err := w.writeJoined(a, nil); err != nil {
+			return 0, err
+		}
+		n, err := w.writeJoined(b, nil)
+		return len(a) + n, err
+	}
 	w.mu.Lock()
-	for w.err == nil && !w.closed && w.pending() > 0 && w.pending()+len(p) > wbMax {
+	for w.err == nil && !w.closed && w.pending() > 0 && w.pending()+len(a)+len(b) > wbMax {
 		w.cond.Wait()
 	}
 	if w.err != nil {
@@ -72,7 +85,7 @@ func (w *writeBehind) Write(p []byte) (int, error) {
 		w.mu.Unlock()
 		return 0, net.ErrClosed
 	}
-	if len(p) >= wbMax {
+	if len(a) >= wbMax { // and b is empty
 		for w.err == nil && w.flushing {
 			w.cond.Wait()
 		}
@@ -84,7 +97,7 @@ func (w *writeBehind) Write(p []byte) (int, error) {
 		// marked as flushing so that other writers queue behind.
 		w.flushing = true
 		w.mu.Unlock()
-		n, err := w.write(p)
+		n, err := w.write(a)
 		w.mu.Lock()
 		w.flushing = false
 		if err != nil && w.err == nil {
@@ -97,13 +110,13 @@ func (w *writeBehind) Write(p []byte) (int, error) {
 	if w.buf == nil {
 		w.buf = wbBufs.Get().(*[]byte)
 	}
-	*w.buf = append(*w.buf, p...)
+	*w.buf = append(append(*w.buf, a...), b...)
 	if !w.flushing {
 		w.flushing = true
 		go w.flush()
 	}
 	w.mu.Unlock()
-	return len(p), nil
+	return len(a) + len(b), nil
 }
 
 // flush writes what collects until nothing is held, then returns.

@@ -41,18 +41,27 @@ func (s *slowSink) snapshot() ([]byte, int) {
 
 // TestWriteBehindCoalescesInOrder: SSH-packet-sized writes, a write larger
 // than the bound and more small ones arrive in order, in fewer writes than
-// were made, and nothing is held once drained.
+// were made, and nothing is held once drained. Every third write comes in
+// two parts (writeJoined, as muxConn hands a frame header and its body),
+// one of them with a body larger than the bound.
 func TestWriteBehindCoalescesInOrder(t *testing.T) {
 	sink := &slowSink{delay: time.Millisecond}
 	w := newWriteBehind(sink.write, func() error { return nil })
 	var want bytes.Buffer
 	for i := range 40 {
 		p := randomData(uint64(i), 32<<10+52)
-		if i == 20 {
+		if i == 20 || i == 31 {
 			p = randomData(99, wbMax+1) // written in place, after what is held
 		}
 		want.Write(p)
-		if n, err := w.Write(p); err != nil || n != len(p) {
+		var n int
+		var err error
+		if i%3 == 1 {
+			n, err = w.writeJoined(p[:hdrSize], p[hdrSize:])
+		} else {
+			n, err = w.Write(p)
+		}
+		if err != nil || n != len(p) {
 			t.Fatalf("write %d: %d, %v", i, n, err)
 		}
 	}

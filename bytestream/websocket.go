@@ -112,7 +112,7 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		}
 		return nil, resp, fmt.Errorf("bytestream: dial websocket: %w", err)
 	}
-	wc := newWSConn(c, o.ReadLimit)
+	wc := newWSConn(c, o.ReadLimit, nil)
 	if cork != nil {
 		wc.cork = cork.c.Load()
 	}
@@ -139,7 +139,11 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	if err != nil {
 		return nil, fmt.Errorf("bytestream: accept websocket: %w", err)
 	}
-	wc := newWSConn(c, o.ReadLimit)
+	var addrs net.Conn // the hijacked conn, for LocalAddr and RemoteAddr
+	if cork.conn != nil {
+		addrs = cork.conn
+	}
+	wc := newWSConn(c, o.ReadLimit, addrs)
 	wc.cork = cork.conn
 	return wc, nil
 }
@@ -173,10 +177,10 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return h.conn, brw, nil
 }
 
-// wsConn is coder/websocket's NetConn with a read limit, bounded message
-// size, and deadline errors that say so.
+// wsConn is a WebSocket as a stream (msgConn) with a read limit, bounded
+// message size, and deadline errors that say so.
 type wsConn struct {
-	net.Conn // websocket.NetConn: deadlines, Read, Close
+	net.Conn // *msgConn: deadlines, Read, Close
 	ws       *websocket.Conn
 	cork     *corkConn    // the TCP conn; nil with a caller's HTTPClient
 	wb       *writeBehind // dialed conns write behind (see writeBehind); nil on the server side
@@ -185,8 +189,9 @@ type wsConn struct {
 	writeDeadline atomic.Pointer[time.Time]
 }
 
-// NetConn reports an expired deadline as a cancelled context; callers
-// (net/http, x/crypto/ssh, bicopy) test for os.ErrDeadlineExceeded.
+// A deadline that passes during an operation closes the conn, and the
+// operation fails with whatever the close caused; callers (net/http,
+// x/crypto/ssh, bicopy) test for os.ErrDeadlineExceeded.
 func deadlineErr(err error, d *atomic.Pointer[time.Time]) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return err // already says so (wrapped by an earlier call)
@@ -221,15 +226,14 @@ func (c *wsConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-func newWSConn(c *websocket.Conn, limit int64) *wsConn {
+// newWSConn wraps c; addrs, if known, is the TCP conn under it (for
+// LocalAddr and RemoteAddr).
+func newWSConn(c *websocket.Conn, limit int64, addrs net.Conn) *wsConn {
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
-	// NetConn's ctx bounds the conn's lifetime; the conn must live until
-	// Close, which cancels NetConn's own derived contexts.
-	nc := websocket.NetConn(context.Background(), c, websocket.MessageBinary)
-	c.SetReadLimit(limit) // after NetConn, which disables the limit
-	return &wsConn{Conn: nc, ws: c}
+	c.SetReadLimit(limit)
+	return &wsConn{Conn: newMsgConn(c, addrs), ws: c}
 }
 
 // abort closes the connection without the close handshake, which would

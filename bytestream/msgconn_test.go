@@ -1,0 +1,105 @@
+package bytestream
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// A read deadline that passes between reads fails the next read without
+// closing the conn (as NetConn's does); cleared, the conn reads again.
+func TestMsgConnDeadlineBetweenReads(t *testing.T) {
+	a, b := wsPair(t)
+	mc := a.(*wsConn).Conn.(*msgConn)
+	if err := a.SetReadDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The timer fires on its own goroutine; wait for it (bounded) so the
+	// read below does not race it.
+	for end := time.Now().Add(10 * time.Second); !mc.rd.expired.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the deadline timer did not fire")
+		}
+	}
+	if _, err := a.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	if err := a.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]byte("still open")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "still open" {
+		t.Fatalf("read after clearing the deadline: %q, %v", buf, err)
+	}
+}
+
+// A write deadline that passes while a write is blocked (the peer reads
+// nothing) ends the write with os.ErrDeadlineExceeded, by closing the conn.
+func TestMsgConnDeadlineDuringWrite(t *testing.T) {
+	url, ch := wsServer(t, nil)
+	ws, _, err := websocket.Dial(testCtx(t), url, nil) // raw: no write-behind
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-ch // never read
+	t.Cleanup(func() { _ = peer.Close() })
+	a := newWSConn(ws, 0, nil)
+	t.Cleanup(func() { _ = a.ws.CloseNow() })
+	if err := a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, MaxMessageSize)
+	for i := 0; ; i++ {
+		if i == 100_000 {
+			t.Fatal("6 GiB written to a peer that reads nothing")
+		}
+		if _, err = a.Write(chunk); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+}
+
+// An accepted conn reports its TCP addresses; a dialed one cannot know
+// them and says so, as NetConn did.
+func TestMsgConnAddrs(t *testing.T) {
+	a, b := wsPair(t)
+	if got := a.LocalAddr().Network(); got != "websocket" {
+		t.Errorf("dialed LocalAddr network %q, want websocket", got)
+	}
+	ra, ok := b.RemoteAddr().(*net.TCPAddr)
+	if !ok || !ra.IP.IsLoopback() {
+		t.Errorf("accepted RemoteAddr %v (%T), want the loopback TCP peer", b.RemoteAddr(), b.RemoteAddr())
+	}
+}
+
+// A text message is refused: the stream is binary messages only.
+func TestMsgConnRefusesText(t *testing.T) {
+	url, ch := wsServer(t, nil)
+	ws, _, err := websocket.Dial(testCtx(t), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	srv := <-ch
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := ws.Write(testCtx(t), websocket.MessageText, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _, _ = ws.Read(testCtx(t)) }() // answers the close
+	_, err = srv.Read(make([]byte, 16))
+	if err == nil || !strings.Contains(err.Error(), "want binary") {
+		t.Fatalf("read of a text message: %v, want a refusal", err)
+	}
+}

@@ -45,7 +45,7 @@ func TestCorkOneWritePerMessage(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc}
 	msg := randomData(1, 32<<10)
-	c.corkOn(100)
+	c.corkOn(make([]byte, 100))
 	for p := msg; len(p) > 0; {
 		n := min(len(p), 4096)
 		if _, err := c.Write(p[:n]); err != nil {
@@ -77,7 +77,7 @@ func TestCorkOverflowKeepsOrder(t *testing.T) {
 	rc := &recConn{}
 	c := &corkConn{Conn: rc}
 	first, big := randomData(2, 100), randomData(3, corkSmall)
-	c.corkOn(100)
+	c.corkOn(make([]byte, 100))
 	_, _ = c.Write(first)
 	if _, err := c.Write(big); err != nil {
 		t.Fatal(err)
@@ -87,6 +87,74 @@ func TestCorkOverflowKeepsOrder(t *testing.T) {
 	}
 	if got := bytes.Join(rc.got(), nil); !bytes.Equal(got, append(bytes.Clone(first), big...)) {
 		t.Fatalf("bytes out of order or lost (%d bytes)", len(got))
+	}
+}
+
+// vecConn records vectored writes piece by piece.
+type vecConn struct {
+	recConn
+	pieces [][]byte // as handed over, not copied
+}
+
+func (v *vecConn) writeVec(b net.Buffers) (int64, error) {
+	v.mu.Lock()
+	v.pieces = append(v.pieces, b...)
+	v.mu.Unlock()
+	var n int64
+	for _, p := range b {
+		m, err := v.recConn.Write(p)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// TestCorkReferencesPayload: with refs (an accepted TCP conn), writes that
+// are parts of the corked call's payload are held by reference, anything
+// else (frame headers, coder/websocket's buffer) is copied, and uncork
+// hands all of it over in one vectored write, in order.
+func TestCorkReferencesPayload(t *testing.T) {
+	vc := &vecConn{}
+	c := &corkConn{Conn: vc, refs: true}
+	payload := randomData(5, 3*MaxMessageSize)
+	c.corkOn(payload)
+	var want []byte
+	scratch := make([]byte, 4)
+	for i, part := range [][]byte{payload[:MaxMessageSize], payload[MaxMessageSize:]} {
+		hdr := []byte{0x82, byte(i), 0, 0} // stands for a frame header in coder/websocket's buffer
+		head, rest := part[:4000], part[4000:]
+		copy(scratch, hdr)
+		for _, w := range [][]byte{scratch, bytes.Clone(head), rest} {
+			want = append(want, w...)
+			if _, err := c.Write(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scratch[0] = 0 // reused, as a buffer is: the copy must not see it
+	}
+	if w := vc.got(); len(w) != 0 {
+		t.Fatalf("%d writes reached the conn while corked", len(w))
+	}
+	if err := c.uncork(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := bytes.Join(vc.got(), nil); !bytes.Equal(got, want) {
+		t.Fatalf("bytes out of order, lost or changed (%d of %d)", len(got), len(want))
+	}
+	refs := 0
+	for _, p := range vc.pieces {
+		if inside(p, payload) {
+			refs++
+		}
+	}
+	// Each header and head meet in one copied piece; each rest is referenced.
+	if len(vc.pieces) != 4 || refs != 2 {
+		t.Fatalf("%d pieces, %d of them references into the payload; want 4 and 2", len(vc.pieces), refs)
+	}
+	if len(c.vec) != 0 || c.payload != nil {
+		t.Fatal("the cork still holds pieces or the payload after uncork")
 	}
 }
 
@@ -203,6 +271,14 @@ func (c *countConn) Write(p []byte) (int, error) {
 	c.writes++
 	c.mu.Unlock()
 	return c.Conn.Write(p)
+}
+
+// writeVec counts a vectored write as the one writev it is on TCP.
+func (c *countConn) writeVec(v net.Buffers) (int64, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return v.WriteTo(c.Conn)
 }
 
 func (c *countConn) count() int {

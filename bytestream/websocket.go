@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 )
@@ -171,7 +172,8 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// Bytes the client sent right after its request sit in brw.Reader:
 	// the read-ahead serves them first.
 	left, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	h.conn = &corkConn{Conn: conn, ra: newReadAhead(conn, bytes.Clone(left))}
+	_, tcp := conn.(*net.TCPConn)
+	h.conn = &corkConn{Conn: conn, ra: newReadAhead(conn, bytes.Clone(left)), refs: tcp}
 	brw.Reader.Reset(h.conn)
 	brw.Writer.Reset(h.conn)
 	return h.conn, brw, nil
@@ -280,7 +282,7 @@ func (c *wsConn) Close() error {
 // goes out in a few larger writes, in order (see corkConn.Write).
 func (c *wsConn) writeMessages(p []byte) (int, error) {
 	if c.cork != nil {
-		c.cork.corkOn(len(p))
+		c.cork.corkOn(p)
 	}
 	n := 0
 	var err error
@@ -332,13 +334,37 @@ var (
 // is held and goes out on its own, and corking goes on (order is kept).
 // Writes are serialized by its mutex, so frames written by other
 // goroutines (pongs, close) stay in order.
+//
+// On an accepted TCP conn (refs), a write that lies inside the payload
+// the corked call was given is held by reference instead of copied:
+// coder/websocket writes a server frame's payload past its 4 KiB buffer
+// straight from the caller's slice, which stays unchanged until the call
+// returns, and the call uncorks before it returns. uncork then hands the
+// pieces to one writev. On the gateway's writes to callers that was a
+// copy of every byte. (Client frames are masked through coder/websocket's
+// buffer, so a dialed conn has nothing to reference.)
 type corkConn struct {
 	net.Conn
-	ra     *readAhead // nil: reads go straight to Conn
-	mu     sync.Mutex
-	corked bool
-	buf    *[]byte
+	ra      *readAhead // nil: reads go straight to Conn
+	refs    bool       // payload writes may be held by reference (see above)
+	mu      sync.Mutex
+	corked  bool
+	buf     *[]byte
+	payload []byte      // the corked call's payload (refs)
+	vec     net.Buffers // what is held, in order: pieces of buf and of payload
+	open    int         // where in buf vec's last piece starts, -1 if it is a reference (with vec non-empty)
 }
+
+// vecWriter is a conn wrapper that passes a vectored write through in
+// one call (net.Buffers.WriteTo uses writev only on net's own conns);
+// tests wrap the TCP conn to count its writes.
+type vecWriter interface {
+	writeVec(v net.Buffers) (int64, error)
+}
+
+// maxCorkPieces bounds the pieces one flush hands to writev (IOV_MAX is
+// 1024): a corked call of four messages holds about a dozen.
+const maxCorkPieces = 64
 
 func (c *corkConn) Read(p []byte) (int, error) {
 	if c.ra == nil {
@@ -350,9 +376,23 @@ func (c *corkConn) Read(p []byte) (int, error) {
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.corked && c.buf != nil && len(*c.buf)+len(p) <= cap(*c.buf) {
-		*c.buf = append(*c.buf, p...)
-		return len(p), nil
+	if c.corked && c.buf != nil && len(c.vec) < maxCorkPieces {
+		if c.refs && inside(p, c.payload) {
+			c.vec = append(c.vec, p)
+			c.open = -1
+			return len(p), nil
+		}
+		if len(*c.buf)+len(p) <= cap(*c.buf) {
+			start := len(*c.buf)
+			*c.buf = append(*c.buf, p...)
+			if c.open >= 0 && len(c.vec) > 0 {
+				c.vec[len(c.vec)-1] = (*c.buf)[c.open:] // contiguous with the last copy
+			} else {
+				c.vec = append(c.vec, (*c.buf)[start:])
+				c.open = start
+			}
+			return len(p), nil
+		}
 	}
 	if err := c.flushLocked(); err != nil {
 		return 0, err
@@ -360,12 +400,27 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// corkOn corks the conn for a call that writes about n bytes of payload.
-func (c *corkConn) corkOn(n int) {
+// inside reports whether p is a non-empty part of s.
+func inside(p, s []byte) bool {
+	if len(p) == 0 || len(s) == 0 {
+		return false
+	}
+	ps := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	ss := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	return ps >= ss && ps-ss <= uintptr(len(s)-len(p))
+}
+
+// corkOn corks the conn for a call that writes payload (framed): writes
+// of parts of payload are held by reference until uncork.
+func (c *corkConn) corkOn(payload []byte) {
+	n := len(payload)
 	c.mu.Lock()
 	c.corked = true
+	if c.refs {
+		c.payload = payload
+	}
 	if c.buf == nil {
-		if n <= MaxMessageSize {
+		if n <= MaxMessageSize || c.refs {
 			c.buf = corkSmallBufs.Get().(*[]byte)
 		} else {
 			c.buf = corkBigBufs.Get().(*[]byte)
@@ -384,7 +439,7 @@ func (c *corkConn) uncork(deadline time.Time) error {
 		return nil
 	}
 	var err error
-	if len(*c.buf) > 0 {
+	if len(c.vec) > 0 {
 		if !deadline.IsZero() {
 			_ = c.Conn.SetWriteDeadline(deadline)
 		}
@@ -400,6 +455,7 @@ func (c *corkConn) uncork(deadline time.Time) error {
 		corkSmallBufs.Put(c.buf)
 	}
 	c.buf = nil
+	c.payload = nil
 	return err
 }
 
@@ -413,7 +469,7 @@ func (c *corkConn) uncork(deadline time.Time) error {
 func (c *corkConn) Close() error {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
 	c.mu.Lock()
-	if c.buf != nil && len(*c.buf) > 0 {
+	if len(c.vec) > 0 {
 		// uncork may have cleared the deadline after its own flush.
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
 		_ = c.flushLocked()
@@ -426,10 +482,20 @@ func (c *corkConn) Close() error {
 const closeFlushTimeout = time.Second
 
 func (c *corkConn) flushLocked() error {
-	if c.buf == nil || len(*c.buf) == 0 {
+	if len(c.vec) == 0 {
 		return nil
 	}
-	_, err := c.Conn.Write(*c.buf)
+	var err error
+	if len(c.vec) == 1 {
+		_, err = c.Conn.Write(c.vec[0])
+	} else if vw, ok := c.Conn.(vecWriter); ok {
+		_, err = vw.writeVec(c.vec)
+	} else {
+		v := c.vec // WriteTo consumes its receiver
+		_, err = v.WriteTo(c.Conn)
+	}
+	clear(c.vec) // drop the references to the caller's payload
+	c.vec = c.vec[:0]
 	*c.buf = (*c.buf)[:0]
 	return err
 }

@@ -70,7 +70,7 @@ func main() {
 	flag.StringVar(&c.gatewayBin, "gateway", "", "gateway binary (required)")
 	flag.StringVar(&c.agentBin, "agent", "", "static agent binary (required)")
 	flag.StringVar(&c.user, "user", "hgbench", "OS user (login shell /bin/sh) that runs OpenSSH's side and the agent")
-	flag.IntVar(&c.pairs, "pairs", 5, "A/B pairs per scenario")
+	flag.IntVar(&c.pairs, "pairs", 6, "A/B pairs per scenario (even: each side runs first in half of them)")
 	flag.IntVar(&c.bulkMiB, "bulk-mib", 1024, "bytes streamed to cat >/dev/null per run, MiB")
 	flag.IntVar(&c.sftpMiB, "sftp-mib", 256, "SFTP file size, MiB")
 	flag.IntVar(&c.execN, "exec-n", 40, "exec round trips per side per pair")

@@ -254,7 +254,7 @@ func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scena
 	cp := &bench.Scenario{Name: "checkpoint 100 MiB workspace", Unit: "MiB/s", PeerName: "docker exec tar -c > file", Better: bench.Higher}
 	rs := &bench.Scenario{Name: "restore 100 MiB workspace", Unit: "MiB/s", PeerName: "docker run -d + docker exec -i tar -x", Better: bench.Higher,
 		Note: "hostgate: POST /v1/restores until the new execution answers; peer: a new container with the same flags and the same tar piped in"}
-	pairs := min(e.cfg.pairs, 3)
+	pairs := min(e.cfg.pairs, 4) // even, so each side runs first in half
 	var lastCP string
 	for i := range pairs {
 		var a, b time.Duration

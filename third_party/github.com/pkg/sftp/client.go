@@ -1158,35 +1158,48 @@ func (f *File) Read(b []byte) (int, error) {
 // readChunkAt attempts to read the whole entire length of the buffer from the file starting at the offset.
 // It will continue progressively reading into the buffer until it fills the whole buffer, or an error occurs.
 func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err error) {
-	for err == nil && n < len(b) {
+	// hostgate: the reply is received here rather than through sendPacket,
+	// so that its page goes back once its bytes are copied into b.
+	if cap(ch) < 1 {
+		ch = make(chan result, 1)
+	}
+	for n < len(b) {
 		id := f.c.nextID()
-		typ, data, err := f.c.sendPacket(context.Background(), ch, &sshFxpReadPacket{
+		f.c.dispatchRequest(ch, &sshFxpReadPacket{
 			ID:     id,
 			Handle: f.handle,
 			Offset: uint64(off) + uint64(n),
 			Len:    uint32(len(b) - n),
 		})
-		if err != nil {
-			return n, err
+		s := <-ch
+		if s.err != nil {
+			return n, s.err
 		}
 
-		switch typ {
+		switch s.typ {
 		case sshFxpStatus:
-			return n, normaliseError(unmarshalStatus(id, data))
+			err = normaliseError(unmarshalStatus(id, s.data))
+			s.release()
+			return n, err
 
 		case sshFxpData:
-			data, err = unmarshalDataReply(id, data)
+			var data []byte
+			data, err = unmarshalDataReply(id, s.data)
+			if err == nil {
+				n += copy(b[n:], data)
+			}
+			s.release()
 			if err != nil {
 				return n, err
 			}
-			n += copy(b[n:], data)
 
 		default:
-			return n, unimplementedPacketErr(typ)
+			s.release()
+			return n, unimplementedPacketErr(s.typ)
 		}
 	}
 
-	return
+	return n, nil
 }
 
 func (f *File) readAtSequential(b []byte, off int64) (read int, err error) {

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bytes"
 	"context"
 	"encoding"
 	"fmt"
@@ -182,6 +183,13 @@ func (c *clientConn) sendPacket(ctx context.Context, ch chan result, p idmarshal
 	case <-ctx.Done():
 		return 0, nil, ctx.Err()
 	case s := <-ch:
+		if s.page != nil {
+			// hostgate: the caller keeps data; give it its own copy
+			// and the page back (readChunkAt avoids this copy).
+			data := bytes.Clone(s.data)
+			s.release()
+			return s.typ, data, s.err
+		}
 		return s.typ, s.data, s.err
 	}
 }

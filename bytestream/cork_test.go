@@ -400,3 +400,30 @@ func TestCloseHandshakeWhileCorked(t *testing.T) {
 		<-done
 	}
 }
+
+// TestInside: only a non-empty part of the payload counts; in particular a
+// buffer longer than the payload, above it in memory (coder/websocket's
+// 4 KiB buffer holding a small message's header and payload), must not.
+func TestInside(t *testing.T) {
+	arena := make([]byte, 8192)
+	payload := arena[:100]
+	for _, c := range []struct {
+		name string
+		p    []byte
+		want bool
+	}{
+		{"all of it", payload, true},
+		{"a middle part", payload[10:20], true},
+		{"its last byte", payload[99:], true},
+		{"empty", payload[10:10], false},
+		{"running past its end", arena[50:150], false},
+		{"longer, above it", arena[4096:4198], false},
+		{"longer, at its start", arena[:200], false},
+		{"after it", arena[100:101], false},
+		{"elsewhere", make([]byte, 10), false},
+	} {
+		if got := inside(c.p, payload); got != c.want {
+			t.Errorf("%s: inside = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -30,7 +30,8 @@ import (
 // reset.
 type msgConn struct {
 	ws    *websocket.Conn
-	addrs net.Conn // the TCP conn for LocalAddr/RemoteAddr; nil: unknown
+	tcp   net.Conn // the conn under ws; nil: unknown (a caller's HTTP client dialed)
+	addrs bool     // LocalAddr and RemoteAddr are tcp's (accepted conns, as NetConn's)
 
 	readMu  sync.Mutex // held by Read for its whole call
 	reader  io.Reader  // the message being read; nil between messages
@@ -70,8 +71,8 @@ func (d *opDeadline) set(t time.Time) {
 	d.timer.Reset(max(time.Until(t), 1))
 }
 
-func newMsgConn(ws *websocket.Conn, addrs net.Conn) *msgConn {
-	c := &msgConn{ws: ws, addrs: addrs}
+func newMsgConn(ws *websocket.Conn) *msgConn {
+	c := &msgConn{ws: ws}
 	abort := func() { _ = ws.CloseNow() }
 	c.rd.init(&c.readMu, abort)
 	c.wd.init(&c.writeMu, abort)
@@ -128,11 +129,36 @@ func (c *msgConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close stops the deadlines and closes with the close handshake.
+// closeReplyWait bounds how long Close waits for the peer to answer its
+// close frame. coder/websocket waits up to 5 s, and with a Read blocked on
+// the conn (a stream's reader nearly always is) NetConn's Close did not
+// wait at all: cancelling the read closed the conn right after the close
+// frame. A dead peer (a tunnel being replaced) must not hold Close for
+// seconds; a live one answers within a round trip, and the peer has our
+// close frame either way.
+const closeReplyWait = 250 * time.Millisecond
+
+// Close stops the deadlines and closes with the close handshake, waiting
+// at most closeReplyWait for the peer's answer: past it, the TCP conn is
+// closed under the handshake (coder/websocket's CloseNow cannot cut a
+// Close under way). Without the TCP conn (a caller's HTTP client dialed)
+// coder/websocket's own 5 s bound applies.
 func (c *msgConn) Close() error {
 	c.rd.timer.Stop()
 	c.wd.timer.Stop()
-	return c.ws.Close(websocket.StatusNormalClosure, "")
+	var cut atomic.Bool
+	if c.tcp != nil {
+		t := time.AfterFunc(closeReplyWait, func() {
+			cut.Store(true)
+			_ = c.tcp.Close()
+		})
+		defer t.Stop()
+	}
+	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	if cut.Load() {
+		return nil // our close frame went out; the answer did not come in time
+	}
+	return err
 }
 
 func (c *msgConn) SetDeadline(t time.Time) error {
@@ -145,15 +171,15 @@ func (c *msgConn) SetReadDeadline(t time.Time) error  { c.rd.set(t); return nil 
 func (c *msgConn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
 
 func (c *msgConn) LocalAddr() net.Addr {
-	if c.addrs != nil {
-		return c.addrs.LocalAddr()
+	if c.addrs {
+		return c.tcp.LocalAddr()
 	}
 	return wsAddr{}
 }
 
 func (c *msgConn) RemoteAddr() net.Addr {
-	if c.addrs != nil {
-		return c.addrs.RemoteAddr()
+	if c.addrs {
+		return c.tcp.RemoteAddr()
 	}
 	return wsAddr{}
 }

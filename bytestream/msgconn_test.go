@@ -52,7 +52,7 @@ func TestMsgConnDeadlineDuringWrite(t *testing.T) {
 	}
 	peer := <-ch // never read
 	t.Cleanup(func() { _ = peer.Close() })
-	a := newWSConn(ws, 0, nil)
+	a := newWSConn(ws, 0, nil, false)
 	t.Cleanup(func() { _ = a.ws.CloseNow() })
 	if err := a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
 		t.Fatal(err)
@@ -101,5 +101,50 @@ func TestMsgConnRefusesText(t *testing.T) {
 	_, err = srv.Read(make([]byte, 16))
 	if err == nil || !strings.Contains(err.Error(), "want binary") {
 		t.Fatalf("read of a text message: %v, want a refusal", err)
+	}
+}
+
+// Close with a Read blocked on the conn and a peer that never answers the
+// close frame returns without error, well before coder/websocket's 5 s
+// handshake wait (NetConn's Close did not wait at all).
+func TestMsgConnCloseWithSilentPeer(t *testing.T) {
+	url, ch := wsServer(t, nil)
+	ws, _, err := websocket.Dial(testCtx(t), url, nil) // never reads: never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	srv := <-ch
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := srv.Read(make([]byte, 1))
+		readErr <- err
+	}()
+	start := time.Now()
+	if err := srv.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("Close took %v with a silent peer: it waited for coder/websocket's handshake timeout", d)
+	}
+	if err := <-readErr; err == nil {
+		t.Fatal("the blocked Read returned no error after Close")
+	}
+}
+
+// With a live peer, Close completes the handshake: the peer reads a
+// normal closure.
+func TestMsgConnCloseHandshake(t *testing.T) {
+	a, b := wsPair(t)
+	peerErr := make(chan error, 1)
+	go func() {
+		_, err := a.Read(make([]byte, 1))
+		peerErr <- err
+	}()
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-peerErr; err != io.EOF {
+		t.Fatalf("peer read %v, want io.EOF (a normal closure)", err)
 	}
 }

@@ -113,10 +113,11 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		}
 		return nil, resp, fmt.Errorf("bytestream: dial websocket: %w", err)
 	}
-	wc := newWSConn(c, o.ReadLimit, nil)
+	var cc *corkConn
 	if cork != nil {
-		wc.cork = cork.c.Load()
+		cc = cork.c.Load()
 	}
+	wc := newWSConn(c, o.ReadLimit, cc, false)
 	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
 	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
 	return wc, resp, nil
@@ -140,12 +141,7 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	if err != nil {
 		return nil, fmt.Errorf("bytestream: accept websocket: %w", err)
 	}
-	var addrs net.Conn // the hijacked conn, for LocalAddr and RemoteAddr
-	if cork.conn != nil {
-		addrs = cork.conn
-	}
-	wc := newWSConn(c, o.ReadLimit, addrs)
-	wc.cork = cork.conn
+	wc := newWSConn(c, o.ReadLimit, cork.conn, true)
 	return wc, nil
 }
 
@@ -228,14 +224,19 @@ func (c *wsConn) SetWriteDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-// newWSConn wraps c; addrs, if known, is the TCP conn under it (for
-// LocalAddr and RemoteAddr).
-func newWSConn(c *websocket.Conn, limit int64, addrs net.Conn) *wsConn {
+// newWSConn wraps c; cork, if known (nil: a caller's HTTPClient dialed),
+// is the TCP conn under it, whose addresses the conn reports if addrs.
+func newWSConn(c *websocket.Conn, limit int64, cork *corkConn, addrs bool) *wsConn {
 	if limit <= 0 {
 		limit = DefaultReadLimit
 	}
 	c.SetReadLimit(limit)
-	return &wsConn{Conn: newMsgConn(c, addrs), ws: c}
+	mc := newMsgConn(c)
+	if cork != nil {
+		mc.tcp = cork
+		mc.addrs = addrs
+	}
+	return &wsConn{Conn: mc, ws: c, cork: cork}
 }
 
 // abort closes the connection without the close handshake, which would
@@ -352,6 +353,7 @@ type corkConn struct {
 	buf     *[]byte
 	payload []byte      // the corked call's payload (refs)
 	vec     net.Buffers // what is held, in order: pieces of buf and of payload
+	wv      net.Buffers // vec as handed to WriteTo, which consumes it (a field: no allocation)
 	open    int         // where in buf vec's last piece starts, -1 if it is a reference (with vec non-empty)
 }
 
@@ -402,7 +404,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 
 // inside reports whether p is a non-empty part of s.
 func inside(p, s []byte) bool {
-	if len(p) == 0 || len(s) == 0 {
+	if len(p) == 0 || len(p) > len(s) {
 		return false
 	}
 	ps := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
@@ -491,8 +493,9 @@ func (c *corkConn) flushLocked() error {
 	} else if vw, ok := c.Conn.(vecWriter); ok {
 		_, err = vw.writeVec(c.vec)
 	} else {
-		v := c.vec // WriteTo consumes its receiver
-		_, err = v.WriteTo(c.Conn)
+		c.wv = c.vec
+		_, err = c.wv.WriteTo(c.Conn)
+		c.wv = nil
 	}
 	clear(c.vec) // drop the references to the caller's payload
 	c.vec = c.vec[:0]

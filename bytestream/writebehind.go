@@ -63,16 +63,10 @@ func (w *writeBehind) Write(p []byte) (int, error) { return w.writeJoined(p, nil
 
 // writeJoined writes a then b as Write would write them joined: muxConn
 // joins a frame's header to its body here, in the buffer the bytes are
-// copied into anyway, instead of in a copy of the body made first.
+// copied into anyway, instead of in a copy of the body made first. With b
+// non-empty, len(a)+len(b) must be below wbMax (muxConn joins larger
+// frames itself).
 func (w *writeBehind) writeJoined(a, b []byte) (int, error) {
-	if len(b) > 0 && len(a)+len(b) >= wbMax {
-		// A large b goes out in place, behind a.
-		if _, err := w.writeJoined(a, nil); err != nil {
-			return 0, err
-		}
-		n, err := w.writeJoined(b, nil)
-		return len(a) + n, err
-	}
 	w.mu.Lock()
 	for w.err == nil && !w.closed && w.pending() > 0 && w.pending()+len(a)+len(b) > wbMax {
 		w.cond.Wait()
@@ -85,7 +79,7 @@ func (w *writeBehind) writeJoined(a, b []byte) (int, error) {
 		w.mu.Unlock()
 		return 0, net.ErrClosed
 	}
-	if len(a) >= wbMax { // and b is empty
+	if len(a) >= wbMax { // b is empty (see above)
 		for w.err == nil && w.flushing {
 			w.cond.Wait()
 		}

@@ -42,15 +42,14 @@ func (s *slowSink) snapshot() ([]byte, int) {
 // TestWriteBehindCoalescesInOrder: SSH-packet-sized writes, a write larger
 // than the bound and more small ones arrive in order, in fewer writes than
 // were made, and nothing is held once drained. Every third write comes in
-// two parts (writeJoined, as muxConn hands a frame header and its body),
-// one of them with a body larger than the bound.
+// two parts (writeJoined, as muxConn hands a frame header and its body).
 func TestWriteBehindCoalescesInOrder(t *testing.T) {
 	sink := &slowSink{delay: time.Millisecond}
 	w := newWriteBehind(sink.write, func() error { return nil })
 	var want bytes.Buffer
 	for i := range 40 {
 		p := randomData(uint64(i), 32<<10+52)
-		if i == 20 || i == 31 {
+		if i == 20 || i == 30 {
 			p = randomData(99, wbMax+1) // written in place, after what is held
 		}
 		want.Write(p)

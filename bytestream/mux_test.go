@@ -350,7 +350,17 @@ func (c *countingConn) Write(p []byte) (int, error) {
 func TestMuxCoalescesFrames(t *testing.T) {
 	a, b := tcpPair(t)
 	cc := &countingConn{Conn: a}
-	cli, srv := muxPair(t, cc, b, &MuxConfig{KeepAliveInterval: -1}, nil)
+	exchangeOverMux(t, cc, b)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	checkNoLoneHeaders(t, cc.writes)
+}
+
+// exchangeOverMux runs a mux session over a (its client side) and b, and
+// exchanges 512 KiB each way on one stream.
+func exchangeOverMux(t *testing.T, a, b net.Conn) {
+	t.Helper()
+	cli, srv := muxPair(t, a, b, &MuxConfig{KeepAliveInterval: -1}, nil)
 	acc := make(chan net.Conn, 1)
 	go func() { s, _ := srv.Accept(); acc <- s }()
 	s, err := cli.Open()
@@ -362,9 +372,6 @@ func TestMuxCoalescesFrames(t *testing.T) {
 		t.Fatal("accept failed")
 	}
 	exchange(t, s, s2, 512<<10)
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	checkNoLoneHeaders(t, cc.writes)
 }
 
 // checkNoLoneHeaders fails if a data frame's header is a write of its own,
@@ -417,18 +424,7 @@ func (c *joinRecorder) writeJoined(a, b []byte) (int, error) {
 func TestMuxJoinsFramesInConn(t *testing.T) {
 	a, b := tcpPair(t)
 	jc := &joinRecorder{countingConn: countingConn{Conn: a}}
-	cli, srv := muxPair(t, jc, b, &MuxConfig{KeepAliveInterval: -1}, nil)
-	acc := make(chan net.Conn, 1)
-	go func() { s, _ := srv.Accept(); acc <- s }()
-	s, err := cli.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2 := <-acc
-	if s2 == nil {
-		t.Fatal("accept failed")
-	}
-	exchange(t, s, s2, 512<<10)
+	exchangeOverMux(t, jc, b)
 	jc.mu.Lock()
 	defer jc.mu.Unlock()
 	checkNoLoneHeaders(t, jc.writes)

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,20 +19,7 @@ import (
 // takes a short read for EOF, and the server answered at most 32 KiB per
 // read while the client asked for 255 KiB.
 func TestSFTPReadAllOfLargeFile(t *testing.T) {
-	ts, err := StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	conn, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Connect(context.Background(), conn, Auth{PrivateKey: ts.ClientKey, HostKey: ts.HostKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := startEmbedded(t)
 	p, err := c.SFTP(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -73,24 +59,8 @@ func TestSFTPReadAllOfLargeFile(t *testing.T) {
 // io.Copy (WriteTo), ReadAt and 64 KiB Reads, share the pool at once; each
 // must match.
 func TestSFTPConcurrentDownloadsIntact(t *testing.T) {
-	ts, err := StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	conn, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Connect(context.Background(), conn, Auth{PrivateKey: ts.ClientKey, HostKey: ts.HostKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.SFTP(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ours := c.sftpCli
+	_, c := startEmbedded(t)
+	ours := c.rawSFTP(t)
 	openssh := startSFTPServer(t)
 
 	dir := t.TempDir()
@@ -171,28 +141,13 @@ func firstDiff(a, b []byte) int {
 // each leave a 256 KiB page to the GC (review found 304 KB allocated per
 // read when they did, 82 KB with upstream's allocation per reply).
 func TestSFTPSmallReadsReusePages(t *testing.T) {
-	ts, err := StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ts.Close()
-	conn, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Connect(context.Background(), conn, Auth{PrivateKey: ts.ClientKey, HostKey: ts.HostKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.SFTP(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	_, c := startEmbedded(t)
+	cli := c.rawSFTP(t)
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, make([]byte, 8<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := c.sftpCli.Open(path)
+	f, err := cli.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,4 +172,13 @@ func TestSFTPSmallReadsReusePages(t *testing.T) {
 	if per := (after.TotalAlloc - before.TotalAlloc) / reads; per > 160<<10 {
 		t.Fatalf("%d bytes allocated per 32 KiB read: replies' pages are not given back", per)
 	}
+}
+
+// rawSFTP opens c's SFTP client and returns the pkg/sftp client under it.
+func (c *Client) rawSFTP(t *testing.T) *sftp.Client {
+	t.Helper()
+	if _, err := c.SFTP(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c.sftpCli
 }

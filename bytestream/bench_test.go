@@ -38,6 +38,8 @@ func BenchmarkThroughput(b *testing.B) {
 		{"tcp+yamux/window=4M", muxed(tcpPair, 4<<20, 0)},
 		{"websocket+yamux/window=256K", muxed(wsPair, 256<<10, 0)},
 		{"websocket+yamux/window=4M", muxed(wsPair, 4<<20, 0)},
+		// The writer on the accepted side, as a gateway writing to an agent.
+		{"websocket+yamux/server-to-client/window=4M", muxed(func(t testing.TB) (net.Conn, net.Conn) { x, y := wsPair(t); return y, x }, 4<<20, 0)},
 		{"tcp+rtt4ms/raw", func(b *testing.B) (net.Conn, net.Conn) {
 			x, y := tcpPair(b)
 			return newDelayConn(b, x, 2*time.Millisecond), newDelayConn(b, y, 2*time.Millisecond)

@@ -11,7 +11,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,14 +283,7 @@ func TestServerDirectTCPIPGarbage(t *testing.T) {
 		}
 	}
 	exchange() // warm up pools and the connection
-	const n = 200
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range n {
-		exchange()
-	}
-	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 40<<10 {
+	if per := bytesPerRun(200, exchange); per > 40<<10 {
 		t.Errorf("%d bytes allocated per forwarded connection, want under 40 KiB (no 32 KiB copy buffers)", per)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/pkg/sftp"
@@ -161,18 +160,11 @@ func TestSFTPSmallReadsReusePages(t *testing.T) {
 	for range 16 { // warm the pool
 		read()
 	}
-	const reads = 128
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range reads {
-		read()
-	}
-	runtime.ReadMemStats(&after)
 	// The whole process counts (server included). Without the race
 	// detector a read allocates about 42 KB; with it about 120 KB, since
 	// sync.Pool then drops a quarter of what is put back. Leaving every
 	// page to the GC costs 300 KB and more.
-	if per := (after.TotalAlloc - before.TotalAlloc) / reads; per > 200<<10 {
+	if per := bytesPerRun(128, read); per > 200<<10 {
 		t.Fatalf("%d bytes allocated per 32 KiB read: replies' pages are not given back", per)
 	}
 }

@@ -632,6 +632,10 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cws.CloseNow()
+	// Echoed bytes come back in messages of up to bytestream.MaxMessageSize;
+	// coder/websocket's default 32 KiB limit would end this side first (a
+	// flake: 9 in 200 runs under load).
+	cws.SetReadLimit(bytestream.DefaultReadLimit)
 	if err := cws.Write(e.ctx, websocket.MessageBinary, make([]byte, 64<<10+1)); err != nil {
 		t.Fatal(err)
 	}

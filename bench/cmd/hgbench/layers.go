@@ -81,7 +81,7 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 		Note: "the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
 	from := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher}
-	if err := e.bothWays(ctx, c, "ssh layer", to, from); err != nil {
+	if err := e.bothWays(ctx, c, "ssh layer", to, from, nil, nil); err != nil {
 		return nil, err
 	}
 	return []*bench.Scenario{to, from}, nil

@@ -137,9 +137,10 @@ type env struct {
 	gid  int
 	home string
 
-	sshd *sshd
-	gw   *gateway
-	host *hostgate.Host // the bench host through the gateway, connected
+	sshd  *sshd
+	gw    *gateway
+	agent *proc          // the bench host's agent
+	host  *hostgate.Host // the bench host through the gateway, connected
 	// before is the host served by -agent-before and/or through
 	// -gateway-before, when given; abWhat names what the A/B rows compare.
 	before *hostgate.Host
@@ -179,11 +180,11 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 	if err != nil {
 		return err
 	}
-	agent, err := e.startAgent(ctx, "bench")
+	e.agent, err = e.startAgent(ctx, "bench")
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	defer agent.Stop()
+	defer e.agent.Stop()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	e.host, err = client.Dial(dctx, e.gw.url, e.gw.admin, "bench")
 	cancel()

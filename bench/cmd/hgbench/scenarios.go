@@ -69,37 +69,51 @@ func (e *env) bulk(ctx context.Context) ([]*bench.Scenario, error) {
 	from := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c (host to client)", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher,
 		Note: "sh -c 'head -c N /dev/zero' on the host, its stdout read by the client in 1 MiB reads on both sides (OpenSSH's through ssh's stdout pipe)"}
-	if err := e.bothWays(ctx, e.host, "hostgate", to, from); err != nil {
+	toCPU, fromCPU := newCPURow(to, "MiB"), newCPURow(from, "MiB")
+	if err := e.bothWays(ctx, e.host, "hostgate", to, from, toCPU, fromCPU); err != nil {
 		return nil, err
 	}
-	return []*bench.Scenario{to, from}, nil
+	return []*bench.Scenario{to, toCPU.scenario(), from, fromCPU.scenario()}, nil
 }
 
 // bothWays fills to and from with pairs of the bulk stream to and from h
-// (named who in errors) against the same through OpenSSH, alternating.
-func (e *env) bothWays(ctx context.Context, h spawner, who string, to, from *bench.Scenario) error {
+// (named who in errors) against the same through OpenSSH, alternating;
+// toCPU and fromCPU, when not nil, with the CPU time of hostgate's whole
+// path (h must be the bench host through the gateway).
+func (e *env) bothWays(ctx context.Context, h spawner, who string, to, from *bench.Scenario, toCPU, fromCPU *cpuRow) error {
 	n := int64(e.cfg.bulkMiB) * mib
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
 	for _, dir := range []struct {
 		s    *bench.Scenario
+		cpu  *cpuRow
 		ours func(context.Context, spawner, int64) (time.Duration, error)
 		peer func(context.Context, int64) (time.Duration, error)
-	}{{to, streamTo, e.sshStream}, {from, streamFrom, e.sshStreamFrom}} {
+	}{{to, toCPU, streamTo, e.sshStream}, {from, fromCPU, streamFrom, e.sshStreamFrom}} {
 		for i := range e.cfg.pairs {
-			var a, b time.Duration
-			err := bench.Alternate(i, func() (err error) {
+			var (
+				a, b   time.Duration
+				ua, ub cpuUse
+			)
+			ours := func() (err error) {
 				if a, err = dir.ours(ctx, h, n); err != nil {
 					return fmt.Errorf("%s: %w", who, err)
 				}
 				return nil
-			}, func() (err error) {
+			}
+			peer := func() (err error) {
 				b, err = dir.peer(ctx, n)
 				return err
-			})
-			if err != nil {
+			}
+			if dir.cpu != nil {
+				ours, peer = e.metered(&ua, true, ours), e.metered(&ub, false, peer)
+			}
+			if err := bench.Alternate(i, ours, peer); err != nil {
 				return err
 			}
 			dir.s.Add(rate(a), rate(b))
+			if dir.cpu != nil {
+				dir.cpu.add(ua, ub, float64(n)/mib)
+			}
 		}
 	}
 	return nil
@@ -216,22 +230,28 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 	down := &bench.Scenario{Name: fmt.Sprintf("SFTP download %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
 	up := &bench.Scenario{Name: fmt.Sprintf("SFTP upload %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	downCPU, upCPU := newCPURow(down, "MiB"), newCPURow(up, "MiB")
+	work := float64(n) / mib
 	dst := filepath.Join(files, "dst.bin")
 	for i := range e.cfg.pairs {
-		var a, b time.Duration
-		err := bench.Alternate(i, func() (err error) {
+		var (
+			a, b   time.Duration
+			ua, ub cpuUse
+		)
+		err := bench.Alternate(i, e.metered(&ua, true, func() (err error) {
 			if a, err = sftpRead(ctx, e.host, src, n); err != nil {
 				return fmt.Errorf("hostgate download: %w", err)
 			}
 			return nil
-		}, func() (err error) {
+		}), e.metered(&ub, false, func() (err error) {
 			b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "get "+src+" /dev/null\n") })
 			return err
-		})
+		}))
 		if err != nil {
 			return nil, err
 		}
 		down.Add(rate(a), rate(b))
+		downCPU.add(ua, ub, work)
 
 		// Each side uploads to a fresh dst (untimed removal), so the size
 		// check below sees this upload's bytes, not the other side's.
@@ -241,23 +261,25 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 			}
 			return nil
 		}
+		upload := func() error {
+			in, err := os.Open(src)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			w, err := fsys.Create(ctx, dst, 0o644)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(w, in)
+			return errors.Join(err, w.Close())
+		}
+		// The removal is neither timed nor metered.
 		err = bench.Alternate(i, func() (err error) {
 			if err := fresh(); err != nil {
 				return err
 			}
-			a, err = timeIt(func() error {
-				in, err := os.Open(src)
-				if err != nil {
-					return err
-				}
-				defer in.Close()
-				w, err := fsys.Create(ctx, dst, 0o644)
-				if err != nil {
-					return err
-				}
-				_, err = io.Copy(w, in)
-				return errors.Join(err, w.Close())
-			})
+			err = e.metered(&ua, true, func() (err error) { a, err = timeIt(upload); return err })()
 			if err != nil {
 				return fmt.Errorf("hostgate upload: %w", err)
 			}
@@ -269,15 +291,18 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 			if err := fresh(); err != nil {
 				return err
 			}
-			b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
-			return err
+			return e.metered(&ub, false, func() (err error) {
+				b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
+				return err
+			})()
 		})
 		if err != nil {
 			return nil, err
 		}
 		up.Add(rate(a), rate(b))
+		upCPU.add(ua, ub, work)
 	}
-	out := []*bench.Scenario{down, up}
+	out := []*bench.Scenario{down, downCPU.scenario(), up, upCPU.scenario()}
 	if e.before != nil {
 		ab, err := e.sftpDownloadAB(ctx, src, n)
 		if err != nil {
@@ -422,6 +447,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	const peer = "ssh -L (ControlMaster)"
 	rps := &bench.Scenario{Name: "local forward, small HTTP requests", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: fmt.Sprintf("%d requests per side per pair, %d concurrent, a new TCP connection (so a new forwarded channel) per request", e.cfg.fwdN, workers)}
+	rpsCPU := newCPURow(rps, "request")
 	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
@@ -431,31 +457,33 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		var (
 			ar, or, br float64
 			al, bl     []float64
+			ua, ub     cpuUse
 		)
-		err := bench.Alternate(i, func() (err error) {
+		err := bench.Alternate(i, e.metered(&ua, true, func() (err error) {
 			if ar, al, err = httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("hostgate: %w", err)
 			}
 			return nil
-		}, func() (err error) {
+		}), func() (err error) {
 			if or, _, err = httpLoad(ctx, "http://"+childAddr+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("hostgate in its own process: %w", err)
 			}
 			return nil
-		}, func() (err error) {
+		}, e.metered(&ub, false, func() (err error) {
 			if br, bl, err = httpLoad(ctx, "http://"+peerAddr+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("ssh -L: %w", err)
 			}
 			return nil
-		})
+		}))
 		if err != nil {
 			return nil, err
 		}
 		rps.Add(ar, br)
+		rpsCPU.add(ua, ub, float64(e.cfg.fwdN))
 		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))
 		ownRPS.Add(or, br)
 	}
-	out := []*bench.Scenario{rps, p99, ownRPS}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS}
 	if e.before != nil {
 		ab, err := e.forwardAB(ctx, target, workers)
 		if err != nil {

@@ -1,6 +1,7 @@
 package bytestream
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -402,6 +403,7 @@ type joinRecorder struct {
 }
 
 func (c *joinRecorder) joinsWrites() bool { return true }
+func (c *joinRecorder) joinFrom() int     { return 0 }
 
 func (c *joinRecorder) writeJoined(a, b []byte) (int, error) {
 	c.mu.Lock()
@@ -433,17 +435,64 @@ func TestMuxJoinsFramesInConn(t *testing.T) {
 	}
 }
 
-// A dialed WebSocket joins writes (it holds them behind); an accepted one
-// does not, and muxConn joins header and body itself there.
-func TestWebSocketJoinsWritesWhenDialed(t *testing.T) {
+// Both ends of a WebSocket join writes: a dialed one holds them behind, an
+// accepted one sends a header as a message of its own in its body's writev.
+func TestWebSocketJoinsWrites(t *testing.T) {
 	a, b := wsPair(t)
-	for _, c := range []struct {
-		conn net.Conn
-		want bool
-	}{{a, true}, {b, false}} {
-		j, ok := c.conn.(joiner)
-		if got := ok && j.joinsWrites(); got != c.want {
-			t.Errorf("%T joins writes: %v, want %v", c.conn, got, c.want)
+	for _, c := range []net.Conn{a, b} {
+		j, ok := c.(joiner)
+		if !ok || !j.joinsWrites() {
+			t.Errorf("%T does not join writes", c)
+		}
+	}
+	if a.(*wsConn).joinFrom() != 0 || b.(*wsConn).joinFrom() == 0 {
+		t.Error("a write-behind conn should take every body, a corked one only large ones")
+	}
+}
+
+// TestMuxOverAcceptedWebSocketOneWritePerFrame: a gateway relaying a
+// caller's 64 KiB messages into yamux frames sends each frame, header and
+// whole body, in one TCP write without copying the body into a joined
+// message (which left 12 bytes over for a write of their own), and small
+// frames still go out joined by a copy; the peer reads every frame intact.
+func TestMuxOverAcceptedWebSocketOneWritePerFrame(t *testing.T) {
+	a, b := wsPair(t)
+	wc := b.(*wsConn)
+	cc := &countConn{Conn: wc.cork.Conn}
+	wc.cork.mu.Lock()
+	wc.cork.Conn = cc
+	wc.cork.mu.Unlock()
+	mc := newMuxConn(b, 0, time.Minute)
+	defer mc.Close()
+
+	var want bytes.Buffer
+	for i, size := range []int{MaxMessageSize, 100, MaxMessageSize, 5000, 200 << 10} {
+		body := randomData(uint64(i), size)
+		f := frame(typeData, 0, 1, body, uint32(size))
+		want.Write(f)
+		got := make(chan []byte, 1)
+		go func() {
+			buf := make([]byte, len(f))
+			if _, err := io.ReadFull(a, buf); err != nil {
+				buf = nil
+			}
+			got <- buf
+		}()
+		before := cc.count()
+		if _, err := mc.Write(f[:hdrSize]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mc.Write(f[hdrSize:]); err != nil {
+			t.Fatal(err)
+		}
+		if buf := <-got; !bytes.Equal(buf, f) {
+			t.Fatalf("frame with a %d-byte body: lost or changed", size)
+		}
+		if n := cc.count() - before; n != 1 {
+			t.Fatalf("frame with a %d-byte body took %d writes, want one", size, n)
+		}
+		if size >= wc.joinFrom() && cap(mc.buf) > 8<<10 {
+			t.Fatalf("frame with a %d-byte body: muxConn copied it (%d bytes of join buffer)", size, cap(mc.buf))
 		}
 	}
 }

@@ -81,15 +81,16 @@ type muxConn struct {
 	// Write side, guarded by wmu: the yamux send goroutine writes frames,
 	// the flusher writes queued RSTs between them. The recv goroutine never
 	// writes (a reader blocked on a write could deadlock two peers).
-	wmu     sync.Mutex
-	wscan   frameScanner
-	held    []byte // a data header held back to go out with its body (in hbuf)
-	hbuf    frameHeader
-	buf     []byte // header+body coalescing buffer
-	rstOut  []byte // RSTs being written
-	timeout time.Duration
-	timer   *time.Timer // write watchdog; nil when timeout <= 0
-	joiner  joiner      // the conn joins a header to its body itself; nil if not
+	wmu      sync.Mutex
+	wscan    frameScanner
+	held     []byte // a data header held back to go out with its body (in hbuf)
+	hbuf     frameHeader
+	buf      []byte // header+body coalescing buffer
+	rstOut   []byte // RSTs being written
+	timeout  time.Duration
+	timer    *time.Timer // write watchdog; nil when timeout <= 0
+	joiner   joiner      // the conn joins a header to its body itself; nil if not
+	joinFrom int         // joiner.joinFrom()
 
 	rmu      sync.Mutex
 	rsts     []byte // RST frames waiting for a frame boundary; guarded by rmu
@@ -113,17 +114,20 @@ const muxReadBuf = 4 << 10
 
 // joiner is a conn that writes two parts as one Write of both: a
 // write-behind WebSocket (an agent's, dialed), which copies what it is
-// given into its buffer anyway. There a frame's header meets its body
-// without muxConn copying the body first.
+// given into its buffer anyway, or a gateway's corked one, which sends the
+// header as a message of its own in the body's writev. Either way a
+// frame's header goes out with its body without muxConn copying the body
+// first.
 type joiner interface {
 	joinsWrites() bool
+	joinFrom() int // the smallest body to hand to writeJoined
 	writeJoined(a, b []byte) (int, error)
 }
 
 func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
 	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, muxReadBuf), timeout: timeout}
 	if j, ok := conn.(joiner); ok && j.joinsWrites() {
-		c.joiner = j
+		c.joiner, c.joinFrom = j, j.joinFrom()
 	}
 	if timeout > 0 {
 		c.timer = time.AfterFunc(time.Hour, func() { c.fail(ErrWriteTimeout) })
@@ -305,7 +309,7 @@ func (c *muxConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	var err error
-	if c.held != nil && c.joiner != nil && hdrSize+len(p) < wbMax {
+	if c.held != nil && c.joiner != nil && hdrSize+len(p) < wbMax && len(p) >= c.joinFrom {
 		err = c.writeJoined(c.held, p)
 		c.held = nil
 	} else {
@@ -365,8 +369,8 @@ func (c *muxConn) writeOut(b []byte) error {
 }
 
 // writeJoined writes a header and its body through the joiner under the
-// watchdog; wmu held. The joiner only queues them (it holds less than
-// wbMax), so one arming bounds the wait for room in its buffer.
+// watchdog; wmu held. Together they are less than wbMax, so one arming
+// bounds the wait for room in a write-behind buffer, or one corked write.
 func (c *muxConn) writeJoined(hdr, body []byte) error {
 	if c.timer != nil {
 		c.timer.Reset(c.timeout)

@@ -251,9 +251,12 @@ func (c *wsConn) Write(p []byte) (int, error) {
 	return c.writeMessages(p)
 }
 
-// writeJoined writes a then b as one Write of both, without joining them
-// first; only for a write-behind conn (see joinsWrites).
+// writeJoined writes a then b as one Write of both would, without joining
+// them first; only where joinsWrites.
 func (c *wsConn) writeJoined(a, b []byte) (int, error) {
+	if c.wb == nil {
+		return c.writeParts(a, b)
+	}
 	n, err := c.wb.writeJoined(a, b)
 	if err != nil {
 		err = deadlineErr(err, &c.writeDeadline)
@@ -262,8 +265,21 @@ func (c *wsConn) writeJoined(a, b []byte) (int, error) {
 }
 
 // joinsWrites reports whether writeJoined may be used: the conn holds
-// writes behind, so two parts meet in its buffer at no extra cost.
-func (c *wsConn) joinsWrites() bool { return c.wb != nil }
+// writes behind, so two parts meet in its buffer at no extra cost; or its
+// cork holds payloads by reference (an accepted TCP conn), so a small
+// first part goes out as a message of its own in the same writev as the
+// second, which is not copied at all.
+func (c *wsConn) joinsWrites() bool { return c.wb != nil || (c.cork != nil && c.cork.refs) }
+
+// joinFrom is the smallest second part worth handing to writeJoined: on a
+// write-behind conn any; on a corked one 4 KiB, below which one copy into
+// a single message costs less than a second message for the peer to parse.
+func (c *wsConn) joinFrom() int {
+	if c.wb != nil {
+		return 0
+	}
+	return 4 << 10
+}
 
 // Close closes the conn, first letting held write-behind bytes out.
 func (c *wsConn) Close() error {
@@ -281,12 +297,23 @@ func (c *wsConn) Close() error {
 // gateway relay's 256 KiB copies) is one. (Server frames are not masked
 // but still cost two writes each through the 4 KiB buffer.) A longer call
 // goes out in a few larger writes, in order (see corkConn.Write).
-func (c *wsConn) writeMessages(p []byte) (int, error) {
+func (c *wsConn) writeMessages(p []byte) (int, error) { return c.writeParts(nil, p) }
+
+// writeParts is writeMessages of p with head, if any, first as a message of
+// its own, in the same corked call. On the gateway, muxConn hands a yamux
+// data frame's 12-byte header as head and the body as p: joining them in
+// one message took a copy of the body, and a body of a whole message
+// (64 KiB, what a caller's write-behind sends) then left 12 bytes over for
+// a message, and a write syscall, of their own.
+func (c *wsConn) writeParts(head, p []byte) (int, error) {
 	if c.cork != nil {
 		c.cork.corkOn(p)
 	}
 	n := 0
 	var err error
+	if len(head) > 0 {
+		n, err = c.Conn.Write(head)
+	}
 	for len(p) > 0 && err == nil {
 		chunk := p[:min(len(p), MaxMessageSize)]
 		var m int

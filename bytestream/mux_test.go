@@ -402,8 +402,8 @@ type joinRecorder struct {
 	joined int // writeJoined calls with a data header and its whole body
 }
 
-func (c *joinRecorder) joinsWrites() bool { return true }
-func (c *joinRecorder) joinFrom() int     { return 0 }
+func (c *joinRecorder) joinsWrites() bool     { return true }
+func (c *joinRecorder) joinRange() (int, int) { return 0, wbMax - hdrSize - 1 }
 
 func (c *joinRecorder) writeJoined(a, b []byte) (int, error) {
 	c.mu.Lock()
@@ -445,8 +445,11 @@ func TestWebSocketJoinsWrites(t *testing.T) {
 			t.Errorf("%T does not join writes", c)
 		}
 	}
-	if a.(*wsConn).joinFrom() != 0 || b.(*wsConn).joinFrom() == 0 {
-		t.Error("a write-behind conn should take every body, a corked one only large ones")
+	if lo, _ := a.(*wsConn).joinRange(); lo != 0 {
+		t.Error("a write-behind conn should take every body")
+	}
+	if lo, hi := b.(*wsConn).joinRange(); lo == 0 || hi > MaxMessageSize {
+		t.Errorf("a corked conn takes bodies of %d to %d bytes, want large ones up to a message", lo, hi)
 	}
 }
 
@@ -454,7 +457,8 @@ func TestWebSocketJoinsWrites(t *testing.T) {
 // caller's 64 KiB messages into yamux frames sends each frame, header and
 // whole body, in one TCP write without copying the body into a joined
 // message (which left 12 bytes over for a write of their own), and small
-// frames still go out joined by a copy; the peer reads every frame intact.
+// frames still go out joined by a copy; the peer reads every frame intact,
+// a frame larger than a message too.
 func TestMuxOverAcceptedWebSocketOneWritePerFrame(t *testing.T) {
 	a, b := wsPair(t)
 	wc := b.(*wsConn)
@@ -488,10 +492,11 @@ func TestMuxOverAcceptedWebSocketOneWritePerFrame(t *testing.T) {
 		if buf := <-got; !bytes.Equal(buf, f) {
 			t.Fatalf("frame with a %d-byte body: lost or changed", size)
 		}
-		if n := cc.count() - before; n != 1 {
+		// A frame beyond a message goes out a message per watchdog arming.
+		if n := cc.count() - before; size <= MaxMessageSize && n != 1 {
 			t.Fatalf("frame with a %d-byte body took %d writes, want one", size, n)
 		}
-		if size >= wc.joinFrom() && cap(mc.buf) > 8<<10 {
+		if lo, hi := wc.joinRange(); size >= lo && size <= hi && cap(mc.buf) > 8<<10 {
 			t.Fatalf("frame with a %d-byte body: muxConn copied it (%d bytes of join buffer)", size, cap(mc.buf))
 		}
 	}

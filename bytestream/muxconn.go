@@ -81,16 +81,17 @@ type muxConn struct {
 	// Write side, guarded by wmu: the yamux send goroutine writes frames,
 	// the flusher writes queued RSTs between them. The recv goroutine never
 	// writes (a reader blocked on a write could deadlock two peers).
-	wmu      sync.Mutex
-	wscan    frameScanner
-	held     []byte // a data header held back to go out with its body (in hbuf)
-	hbuf     frameHeader
-	buf      []byte // header+body coalescing buffer
-	rstOut   []byte // RSTs being written
-	timeout  time.Duration
-	timer    *time.Timer // write watchdog; nil when timeout <= 0
-	joiner   joiner      // the conn joins a header to its body itself; nil if not
-	joinFrom int         // joiner.joinFrom()
+	wmu     sync.Mutex
+	wscan   frameScanner
+	held    []byte // a data header held back to go out with its body (in hbuf)
+	hbuf    frameHeader
+	buf     []byte // header+body coalescing buffer
+	rstOut  []byte // RSTs being written
+	timeout time.Duration
+	timer   *time.Timer // write watchdog; nil when timeout <= 0
+	joiner  joiner      // the conn joins a header to its body itself; nil if not
+	joinLo  int         // joiner.joinRange()
+	joinHi  int
 
 	rmu      sync.Mutex
 	rsts     []byte // RST frames waiting for a frame boundary; guarded by rmu
@@ -120,14 +121,15 @@ const muxReadBuf = 4 << 10
 // first.
 type joiner interface {
 	joinsWrites() bool
-	joinFrom() int // the smallest body to hand to writeJoined
+	joinRange() (lo, hi int) // the body sizes to hand to writeJoined
 	writeJoined(a, b []byte) (int, error)
 }
 
 func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
 	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, muxReadBuf), timeout: timeout}
 	if j, ok := conn.(joiner); ok && j.joinsWrites() {
-		c.joiner, c.joinFrom = j, j.joinFrom()
+		c.joiner = j
+		c.joinLo, c.joinHi = j.joinRange()
 	}
 	if timeout > 0 {
 		c.timer = time.AfterFunc(time.Hour, func() { c.fail(ErrWriteTimeout) })
@@ -309,7 +311,7 @@ func (c *muxConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	var err error
-	if c.held != nil && c.joiner != nil && hdrSize+len(p) < wbMax && len(p) >= c.joinFrom {
+	if c.held != nil && c.joiner != nil && len(p) >= c.joinLo && len(p) <= c.joinHi {
 		err = c.writeJoined(c.held, p)
 		c.held = nil
 	} else {
@@ -369,8 +371,9 @@ func (c *muxConn) writeOut(b []byte) error {
 }
 
 // writeJoined writes a header and its body through the joiner under the
-// watchdog; wmu held. Together they are less than wbMax, so one arming
-// bounds the wait for room in a write-behind buffer, or one corked write.
+// watchdog; wmu held. One arming bounds the wait for room in a
+// write-behind buffer (they are less than wbMax together), or one corked
+// write of a message's worth (see joinRange).
 func (c *muxConn) writeJoined(hdr, body []byte) error {
 	if c.timer != nil {
 		c.timer.Reset(c.timeout)

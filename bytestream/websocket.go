@@ -271,14 +271,17 @@ func (c *wsConn) writeJoined(a, b []byte) (int, error) {
 // second, which is not copied at all.
 func (c *wsConn) joinsWrites() bool { return c.wb != nil || (c.cork != nil && c.cork.refs) }
 
-// joinFrom is the smallest second part worth handing to writeJoined: on a
-// write-behind conn any; on a corked one 4 KiB, below which one copy into
-// a single message costs less than a second message for the peer to parse.
-func (c *wsConn) joinFrom() int {
+// joinRange is the sizes of a second part to hand to writeJoined. A
+// write-behind conn takes any that fits its buffer with the first. A corked
+// one takes 4 KiB (below that, one copy into a single message costs less
+// than a second message for the peer to parse) to MaxMessageSize: it
+// writes in the caller, and muxConn's watchdog allows one message's worth
+// per arming (MuxConfig.WriteTimeout).
+func (c *wsConn) joinRange() (lo, hi int) {
 	if c.wb != nil {
-		return 0
+		return 0, wbMax - hdrSize - 1
 	}
-	return 4 << 10
+	return 4 << 10, MaxMessageSize
 }
 
 // Close closes the conn, first letting held write-behind bytes out.

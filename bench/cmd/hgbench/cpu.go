@@ -17,7 +17,7 @@ func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error 
 	return func() error {
 		var pids []int
 		if hostgate {
-			pids = []int{e.gw.cmd.Process.Pid, e.agent.cmd.Process.Pid}
+			pids = []int{e.gw.Pid(), e.agent.Pid()}
 		}
 		m, err := bench.StartCPU(pids...)
 		if err != nil {
@@ -63,7 +63,7 @@ func (r *cpuRow) add(ours, peer cpuUse, work float64) {
 // scenario returns the row, its note saying how hostgate's time divides.
 func (r *cpuRow) scenario() *bench.Scenario {
 	if r.s.Pairs() > 0 {
-		r.s.Note = fmt.Sprintf("the whole machine's busy CPU time (/proc/stat: user, nice, system, irq, softirq, steal) while each side ran, per %s, every process and the kernel included; of hostgate's, the gateway process used %.3g ms and the agent %.3g ms (medians)",
+		r.s.Note = fmt.Sprintf("the whole machine's busy CPU time (/proc/stat: user, nice, system, irq, softirq) while each side ran, per %s, every process and the kernel included; of hostgate's, the gateway process used %.3g ms and the agent %.3g ms (medians)",
 			r.what, bench.Median(r.gw), bench.Median(r.agent))
 	}
 	return r.s

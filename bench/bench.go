@@ -1,7 +1,8 @@
 // Package bench holds the arithmetic and the output of the side-by-side
 // benchmark harness (bench/cmd/hgbench, run by scripts/bench): paired
-// samples of hostgate and its peer, the median of the per-pair ratios, and
-// the markdown table and JSON list the harness writes to bench/latest.*.
+// samples of hostgate and its peer, the median of the per-pair ratios, the
+// markdown table and JSON list the harness writes to bench/latest.*, and
+// the CPU meter (cpu.go) that says how much of the machine each side used.
 package bench
 
 import (

@@ -11,7 +11,7 @@ import (
 // of it the gateway's and the bench agent's (zero on OpenSSH's side).
 type cpuUse struct{ machine, gateway, agent time.Duration }
 
-// metered runs side and adds the CPU time it used to *u. With hostgate
+// metered runs side and stores the CPU time it used in *u. With hostgate
 // true the gateway's and the agent's own share is read too.
 func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error {
 	return func() error {

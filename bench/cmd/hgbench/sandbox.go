@@ -102,25 +102,9 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 	defer func() { _, _ = docker(context.WithoutCancel(ctx), "", "", "rm", "-f", cid) }()
 	execS := &bench.Scenario{Name: "sandbox exec round trip of true, p50", Unit: "ms", PeerName: "docker exec", Better: bench.Lower,
 		Note: "hostgate: POST /v1/executions/{id}/exec; peer: docker exec -u 65534:65534 into a container started with the same flags; 10 per side per pair"}
-	dockerExec := func() ([]float64, error) {
-		return samples(10, func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err })
-	}
-	for i := range e.cfg.pairs {
-		var a, b []float64
-		err := bench.Alternate(i, func() (err error) {
-			a, err = samples(10, func() error { _, err := e.api.Exec(ctx, ex.ExecutionID, execTrue); return err })
-			if err != nil {
-				return fmt.Errorf("hostgate exec: %w", err)
-			}
-			return nil
-		}, func() (err error) {
-			b, err = dockerExec()
-			return err
-		})
-		if err != nil {
-			return out, err
-		}
-		execS.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	dockerExec := func() error { _, err := docker(ctx, "", "", "exec", "-u", "65534:65534", cid, "true"); return err }
+	if err := e.p50Pairs(execS, "hostgate exec", func() error { _, err := e.api.Exec(ctx, ex.ExecutionID, execTrue); return err }, dockerExec); err != nil {
+		return out, err
 	}
 	out = append(out, execS)
 
@@ -135,22 +119,8 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 	defer h.Close()
 	execH := &bench.Scenario{Name: "sandbox exec round trip of true as a host (Host.Exec), p50", Unit: "ms", PeerName: "docker exec", Better: bench.Lower,
 		Note: "hostgate: client.Dial(executionId) once, then Host.Exec through the gateway and the execution's agent tunnel; 10 per side per pair"}
-	for i := range e.cfg.pairs {
-		var a, b []float64
-		err := bench.Alternate(i, func() (err error) {
-			a, err = samples(10, func() error { _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); return err })
-			if err != nil {
-				return fmt.Errorf("hostgate host exec: %w", err)
-			}
-			return nil
-		}, func() (err error) {
-			b, err = dockerExec()
-			return err
-		})
-		if err != nil {
-			return out, err
-		}
-		execH.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	if err := e.p50Pairs(execH, "hostgate host exec", func() error { _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); return err }, dockerExec); err != nil {
+		return out, err
 	}
 	out = append(out, execH)
 
@@ -164,6 +134,28 @@ func (e *env) sandbox(ctx context.Context) ([]*bench.Scenario, error) {
 		out = append(out, pool)
 	}
 	return out, err
+}
+
+// p50Pairs fills s with pairs of the p50 of 10 runs of ours (named who in
+// errors) and of 10 runs of peer, alternating which goes first.
+func (e *env) p50Pairs(s *bench.Scenario, who string, ours, peer func() error) error {
+	for i := range e.cfg.pairs {
+		var a, b []float64
+		err := bench.Alternate(i, func() (err error) {
+			if a, err = samples(10, ours); err != nil {
+				return fmt.Errorf("%s: %w", who, err)
+			}
+			return nil
+		}, func() (err error) {
+			b, err = samples(10, peer)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		s.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	}
+	return nil
 }
 
 // sandboxPool measures create-to-first-command on a second gateway with a

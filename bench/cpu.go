@@ -41,8 +41,48 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	t, err := parsePidStat(b)
+	_, t, err := parsePidStat(b)
 	return time.Duration(t) * clockTick, err
+}
+
+// Descendants returns the pids of the processes below pid (children,
+// their children, ...), found by the parent field of every
+// /proc/PID/stat. A process that starts or ends meanwhile may be missed.
+func Descendants(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue // not a process
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // ended since ReadDir
+		}
+		ppid, _, err := parsePidStat(b)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/stat: %w", p, err)
+		}
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	seen := map[int]bool{pid: true} // a pid reused during the scan could close a loop
+	for next := []int{pid}; len(next) > 0; {
+		p := next[0]
+		next = next[1:]
+		for _, c := range children[p] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				next = append(next, c)
+			}
+		}
+	}
+	return out, nil
 }
 
 // parseProcStat sums the busy fields of /proc/stat's first line, "cpu
@@ -65,28 +105,30 @@ func parseProcStat(b []byte) (uint64, error) {
 	return sum, nil
 }
 
-// parsePidStat returns utime+stime of /proc/PID/stat. The command name,
-// field 2, is in parentheses and may hold spaces and parentheses itself,
-// so fields are counted from the last ')'.
-func parsePidStat(b []byte) (uint64, error) {
+// parsePidStat returns the parent pid and utime+stime of /proc/PID/stat.
+// The command name, field 2, is in parentheses and may hold spaces and
+// parentheses itself, so fields are counted from the last ')'.
+func parsePidStat(b []byte) (ppid int, ticks uint64, err error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("%w: no command name in /proc/PID/stat", ErrProcFormat)
+		return 0, 0, fmt.Errorf("%w: no command name in /proc/PID/stat", ErrProcFormat)
 	}
-	// After ")": state (field 3) ... utime (14), stime (15).
+	// After ")": state (field 3), ppid (4) ... utime (14), stime (15).
 	f := bytes.Fields(b[i+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("%w: %d fields after the command name in /proc/PID/stat", ErrProcFormat, len(f))
+		return 0, 0, fmt.Errorf("%w: %d fields after the command name in /proc/PID/stat", ErrProcFormat, len(f))
 	}
-	var sum uint64
+	if ppid, err = strconv.Atoi(string(f[1])); err != nil || ppid < 0 {
+		return 0, 0, fmt.Errorf("%w: /proc/PID/stat parent %q", ErrProcFormat, f[1])
+	}
 	for _, s := range f[11:13] {
 		v, err := strconv.ParseUint(string(s), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%w: /proc/PID/stat times: %v", ErrProcFormat, err)
+			return 0, 0, fmt.Errorf("%w: /proc/PID/stat times: %v", ErrProcFormat, err)
 		}
-		sum += v
+		ticks += v
 	}
-	return sum, nil
+	return ppid, ticks, nil
 }
 
 // CPUMeter measures the CPU time the machine, and each of some processes,

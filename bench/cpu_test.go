@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,15 +34,16 @@ func TestParseProcStat(t *testing.T) {
 func TestParsePidStat(t *testing.T) {
 	// A command name with a space and a parenthesis; utime 17, stime 5.
 	in := "4242 (a) b) S 1 4242 4242 0 -1 4194560 1066 0 0 0 17 5 0 0 20 0 1 0 12345 1 2"
-	got, err := parsePidStat([]byte(in))
+	ppid, got, err := parsePidStat([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != 22 {
-		t.Fatalf("utime+stime = %d, want 22", got)
+	if ppid != 1 || got != 22 {
+		t.Fatalf("ppid, utime+stime = %d, %d; want 1, 22", ppid, got)
 	}
-	for _, bad := range []string{"", "4242 no name", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 u s"} {
-		if _, err := parsePidStat([]byte(bad)); !errors.Is(err, ErrProcFormat) {
+	for _, bad := range []string{"", "4242 no name", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 u s",
+		"4242 (x) S p 4242 4242 0 -1 0 0 0 0 0 1 2", "4242 (x) S -1 4242 4242 0 -1 0 0 0 0 0 1 2"} {
+		if _, _, err := parsePidStat([]byte(bad)); !errors.Is(err, ErrProcFormat) {
 			t.Errorf("%q: err = %v, want ErrProcFormat", bad, err)
 		}
 	}
@@ -93,10 +96,11 @@ func FuzzParsePidStat(f *testing.F) {
 	f.Add("a) b (c", uint32(0), uint32(1))
 	f.Add(") S 1 2 3 4 5 6 7 8 9 10 11 12 13", uint32(1<<31), uint32(7))
 	f.Fuzz(func(t *testing.T, comm string, utime, stime uint32) {
-		in := fmt.Sprintf("42 (%s) S 1 42 42 0 -1 4194560 1066 0 0 0 %d %d 0 0 20 0 1 0 3 1 2", comm, utime, stime)
-		got, err := parsePidStat([]byte(in))
-		if err != nil || got != uint64(utime)+uint64(stime) {
-			t.Fatalf("%q: %d, %v; want %d", in, got, err, uint64(utime)+uint64(stime))
+		parent := int(utime % 4194304) // any pid; pid_max is at most 2^22
+		in := fmt.Sprintf("42 (%s) S %d 42 42 0 -1 4194560 1066 0 0 0 %d %d 0 0 20 0 1 0 3 1 2", comm, parent, utime, stime)
+		ppid, got, err := parsePidStat([]byte(in))
+		if err != nil || ppid != parent || got != uint64(utime)+uint64(stime) {
+			t.Fatalf("%q: %d, %d, %v; want %d, %d", in, ppid, got, err, parent, uint64(utime)+uint64(stime))
 		}
 	})
 }
@@ -114,4 +118,57 @@ func FuzzParseProcStat(f *testing.F) {
 			t.Fatalf("%q: %d, %v; want %d", in, got, err, want)
 		}
 	})
+}
+
+// TestDescendants: a shell with two sleeping children and a grandchild
+// (a subshell's sleep); Descendants of the shell finds all of them, and
+// nothing of this test process's other children.
+func TestDescendants(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	cmd := exec.Command("sh", "-c", "sleep 30 & (sleep 31; :) & sleep 32; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	comm := func(pid int) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return strings.TrimSpace(string(b))
+	}
+	// Up to 200 looks, 10 ms apart: the shell forks as it reads its line.
+	var got []int
+	for range 200 {
+		var err error
+		if got, err = Descendants(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		sleeps := 0
+		for _, p := range got {
+			if comm(p) == "sleep" {
+				sleeps++
+			}
+		}
+		if sleeps == 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var names []string
+	for _, p := range got {
+		names = append(names, comm(p))
+	}
+	// The subshell is a child and its sleep a grandchild: four below sh.
+	if len(got) != 4 || strings.Count(strings.Join(names, " "), "sleep") != 3 {
+		t.Fatalf("descendants of sh: %v %v, want 3 sleeps and the subshell", got, names)
+	}
+	leaf := got[slices.Index(names, "sleep")]
+	none, err := Descendants(leaf)
+	if err != nil || len(none) != 0 {
+		t.Fatalf("descendants of a leaf: %v, %v; want none", none, err)
+	}
 }

@@ -8,24 +8,37 @@ import (
 )
 
 // cpuUse is the CPU time one side of a pair used: the whole machine's, and
-// of it the gateway's and the bench agent's (zero on OpenSSH's side).
-type cpuUse struct{ machine, gateway, agent time.Duration }
+// of it the gateway's and the bench agent's on hostgate's side, the ssh
+// master's and sshd's on OpenSSH's.
+type cpuUse struct{ machine, gateway, agent, ssh, sshd time.Duration }
 
-// metered runs side and stores the CPU time it used in *u. With hostgate
-// true the gateway's and the agent's own share is read too.
+// metered runs side and stores the CPU time it used in *u, with the
+// processes' shares of it.
 func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error {
 	return func() error {
-		var pids []int
+		var (
+			pids   []int
+			server []int // sshd's processes: they may come and go
+			err    error
+		)
 		if hostgate {
 			pids = []int{e.gw.Pid(), e.agent.Pid()}
+		} else {
+			var master int
+			if master, server, err = e.sshd.processes(); err != nil {
+				return fmt.Errorf("cpu meter: %w", err)
+			}
+			pids = []int{master}
 		}
 		m, err := bench.StartCPU(pids...)
 		if err != nil {
 			return fmt.Errorf("cpu meter: %w", err)
 		}
+		before := readCPU(server)
 		if err := side(); err != nil {
 			return err
 		}
+		after := readCPU(server)
 		machine, procs, err := m.Stop()
 		if err != nil {
 			return fmt.Errorf("cpu meter: %w", err)
@@ -33,9 +46,38 @@ func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error 
 		u.machine = machine
 		if hostgate {
 			u.gateway, u.agent = procs[0], procs[1]
+		} else {
+			u.ssh, u.sshd = procs[0], after.since(before)
 		}
 		return nil
 	}
+}
+
+// cpuTimes is the CPU time of processes that may end at any time: a pid
+// that cannot be read is left out.
+type cpuTimes map[int]time.Duration
+
+func readCPU(pids []int) cpuTimes {
+	t := cpuTimes{}
+	for _, p := range pids {
+		if d, err := bench.ProcessCPU(p); err == nil {
+			t[p] = d
+		}
+	}
+	return t
+}
+
+// since is the CPU time the processes read both times used in between
+// (one that ended meanwhile counts for nothing; a pid reused by a newer
+// process, whose time reads lower, neither).
+func (t cpuTimes) since(before cpuTimes) time.Duration {
+	var sum time.Duration
+	for p, d := range t {
+		if b, ok := before[p]; ok && d >= b {
+			sum += d - b
+		}
+	}
+	return sum
 }
 
 // cpuRow is the companion of a throughput row: the machine's CPU time per
@@ -45,6 +87,11 @@ type cpuRow struct {
 	s         *bench.Scenario
 	what      string // the unit of work, for the note
 	gw, agent []float64
+	// With peerShares, the note gives the ssh master's and sshd's part of
+	// OpenSSH's time too: only where no process on its side is started
+	// per unit of work (forward), so these two are OpenSSH's whole path.
+	peerShares bool
+	ssh, sshd  []float64
 }
 
 func newCPURow(of *bench.Scenario, what string) *cpuRow {
@@ -58,6 +105,8 @@ func (r *cpuRow) add(ours, peer cpuUse, work float64) {
 	r.s.Add(per(ours.machine), per(peer.machine))
 	r.gw = append(r.gw, per(ours.gateway))
 	r.agent = append(r.agent, per(ours.agent))
+	r.ssh = append(r.ssh, per(peer.ssh))
+	r.sshd = append(r.sshd, per(peer.sshd))
 }
 
 // scenario returns the row, its note saying how hostgate's time divides.
@@ -65,6 +114,10 @@ func (r *cpuRow) scenario() *bench.Scenario {
 	if r.s.Pairs() > 0 {
 		r.s.Note = fmt.Sprintf("the whole machine's busy CPU time (/proc/stat: user, nice, system, irq, softirq) while each side ran, per %s, every process and the kernel included; of hostgate's, the gateway process used %.3g ms and the agent %.3g ms (medians)",
 			r.what, bench.Median(r.gw), bench.Median(r.agent))
+		if r.peerShares {
+			r.s.Note += fmt.Sprintf("; of OpenSSH's, the ssh master used %.3g ms and sshd (its session process included) %.3g ms",
+				bench.Median(r.ssh), bench.Median(r.sshd))
+		}
 	}
 	return r.s
 }

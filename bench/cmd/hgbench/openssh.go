@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/hostgate/hostgate/bench"
 )
 
 // Cipher is what both sides use: OpenSSH is pinned to it, and hostgate's
@@ -35,6 +38,7 @@ type sshd struct {
 	wg     sync.WaitGroup // the accept loop and one per sshd -i
 	mu     sync.Mutex
 	stderr bytes.Buffer
+	served []int // pids of the sshd -i processes started (guarded by mu)
 }
 
 func startSSHD(ctx context.Context, log *slog.Logger, dir, user string) (*sshd, error) {
@@ -116,12 +120,32 @@ func (d *sshd) serve() {
 			d.log.Warn("sshd -i", "err", err)
 			continue
 		}
+		d.mu.Lock()
+		d.served = append(d.served, cmd.Process.Pid)
+		d.mu.Unlock()
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
 			_ = cmd.Wait()
 		}()
 	}
+}
+
+// processes returns the pid of the ssh master and those of the sshd
+// processes serving connections: each sshd -i started and what it forked
+// (privilege separation runs the session in a child).
+func (d *sshd) processes() (master int, server []int, err error) {
+	d.mu.Lock()
+	served := slices.Clone(d.served)
+	d.mu.Unlock()
+	for _, p := range served {
+		below, err := bench.Descendants(p)
+		if err != nil {
+			return 0, nil, err
+		}
+		server = append(append(server, p), below...)
+	}
+	return d.master.Process.Pid, server, nil
 }
 
 // args are ssh's options for this server; with master they go through

@@ -448,6 +448,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	rps := &bench.Scenario{Name: "local forward, small HTTP requests", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: fmt.Sprintf("%d requests per side per pair, %d concurrent, a new TCP connection (so a new forwarded channel) per request", e.cfg.fwdN, workers)}
 	rpsCPU := newCPURow(rps, "request")
+	rpsCPU.peerShares = true
 	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -91,6 +93,11 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
+		if interp := elfInterpreter(agentBin); interp != "" {
+			// Not an error: an image with this loader and libc runs it.
+			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",
+				"interpreter", interp, "fix", "CGO_ENABLED=0 go build ./cmd/agent")
+		}
 	} else {
 		log.Warn("no agent binary (--agent-binary, or a file named agent next to the gateway): executions will not be hosts")
 	}
@@ -274,7 +281,33 @@ func readAgentBinary(path string) ([]byte, error) {
 	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
 		return nil, fmt.Errorf("serve: --agent-binary %s: not an ELF executable (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path)
 	}
+	if f, err := elf.NewFile(bytes.NewReader(b)); err != nil {
+		return nil, fmt.Errorf("serve: --agent-binary %s: %w (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path, err)
+	} else if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return nil, fmt.Errorf("serve: --agent-binary %s: an ELF %v, not an executable (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path, f.Type)
+	}
 	return b, nil
+}
+
+// elfInterpreter is the program loader a dynamically linked ELF executable
+// names (PT_INTERP), or "" for a static one. A sandbox image without that
+// loader cannot start it: exec fails with "no such file or directory".
+func elfInterpreter(b []byte) string {
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return ""
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		name, err := io.ReadAll(io.LimitReader(p.Open(), 4096))
+		if err != nil || len(name) == 0 {
+			return "(unreadable)"
+		}
+		return string(bytes.TrimRight(name, "\x00"))
+	}
+	return ""
 }
 
 // owner names this gateway's containers after its state directory, so

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,6 +104,44 @@ func TestReadAgentBinary(t *testing.T) {
 	}
 	if b, err := readAgentBinary(self); err != nil || len(b) == 0 {
 		t.Errorf("an ELF binary: %d bytes, %v", len(b), err)
+	}
+	trunc := filepath.Join(dir, "agent.trunc")
+	if err := os.WriteFile(trunc, []byte("\x7fELF\x02\x01\x01"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAgentBinary(trunc); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("a truncated ELF header as agent binary: %v", err)
+	}
+}
+
+// TestElfInterpreter: a CGO_ENABLED=0 Go build names no loader; Debian's
+// /bin/sh (dynamically linked) names ld-linux's. The gateway warns on the
+// second at startup instead of failing every provision 12 s later.
+func TestElfInterpreter(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "static")
+	cmd := exec.Command("go", "build", "-o", bin, src)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	b, err := readAgentBinary(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := elfInterpreter(b); got != "" {
+		t.Errorf("static build: interpreter %q, want none", got)
+	}
+	sh, err := os.ReadFile("/bin/sh") // dash, dynamically linked on Debian
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := elfInterpreter(sh); !strings.Contains(got, "ld-") {
+		t.Errorf("/bin/sh: interpreter %q, want the dynamic loader", got)
 	}
 }
 

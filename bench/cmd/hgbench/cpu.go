@@ -15,15 +15,28 @@ type cpuUse struct{ machine, gateway, agent, ssh, sshd time.Duration }
 // metered runs side and stores the CPU time it used in *u, with the
 // processes' shares of it.
 func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error {
+	return e.meter(u, hostgate, 0, side)
+}
+
+// meteredAlone is metered for a side with no gateway, whose agent is the
+// process agentPid (agentServe's).
+func (e *env) meteredAlone(u *cpuUse, agentPid int, side func() error) func() error {
+	return e.meter(u, true, agentPid, side)
+}
+
+func (e *env) meter(u *cpuUse, hostgate bool, alone int, side func() error) func() error {
 	return func() error {
 		var (
 			pids   []int
 			server []int // sshd's processes: they may come and go
 			err    error
 		)
-		if hostgate {
+		switch {
+		case alone != 0:
+			pids = []int{alone}
+		case hostgate:
 			pids = []int{e.gw.Pid(), e.agent.Pid()}
-		} else {
+		default:
 			var master int
 			if master, server, err = e.sshd.processes(); err != nil {
 				return fmt.Errorf("cpu meter: %w", err)
@@ -44,9 +57,12 @@ func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error 
 			return fmt.Errorf("cpu meter: %w", err)
 		}
 		u.machine = machine
-		if hostgate {
+		switch {
+		case alone != 0:
+			u.agent = procs[0]
+		case hostgate:
 			u.gateway, u.agent = procs[0], procs[1]
-		} else {
+		default:
 			u.ssh, u.sshd = procs[0], after.since(before)
 		}
 		return nil
@@ -92,6 +108,7 @@ type cpuRow struct {
 	// per unit of work (forward), so these two are OpenSSH's whole path.
 	peerShares bool
 	ssh, sshd  []float64
+	alone      bool // hostgate's side had no gateway (agentServe)
 }
 
 func newCPURow(of *bench.Scenario, what string) *cpuRow {
@@ -112,8 +129,12 @@ func (r *cpuRow) add(ours, peer cpuUse, work float64) {
 // scenario returns the row, its note saying how hostgate's time divides.
 func (r *cpuRow) scenario() *bench.Scenario {
 	if r.s.Pairs() > 0 {
-		r.s.Note = fmt.Sprintf("the whole machine's busy CPU time (/proc/stat: user, nice, system, irq, softirq) while each side ran, per %s, every process and the kernel included; of hostgate's, the gateway process used %.3g ms and the agent %.3g ms (medians)",
-			r.what, bench.Median(r.gw), bench.Median(r.agent))
+		ours := fmt.Sprintf("the gateway process used %.3g ms and the agent %.3g ms", bench.Median(r.gw), bench.Median(r.agent))
+		if r.alone {
+			ours = fmt.Sprintf("the agent process used %.3g ms", bench.Median(r.agent))
+		}
+		r.s.Note = fmt.Sprintf("the whole machine's busy CPU time (/proc/stat: user, nice, system, irq, softirq) while each side ran, per %s, every process and the kernel included; of hostgate's, %s (medians)",
+			r.what, ours)
 		if r.peerShares {
 			r.s.Note += fmt.Sprintf("; of OpenSSH's, the ssh master used %.3g ms and sshd (its session process included) %.3g ms",
 				bench.Median(r.ssh), bench.Median(r.sshd))

@@ -21,26 +21,24 @@ import (
 // listenRE finds the address `agent serve --listen` bound in its log.
 var listenRE = regexp.MustCompile(`agent serving SSH.* listen=(\S+)`)
 
-// bulkSSHAlone streams the bulk scenario's bytes over the SSH layer alone:
-// the same Go client straight to `agent serve --listen` over loopback TCP,
-// no WebSocket, gateway or yamux, against OpenSSH again. With the full-path
-// row it splits the gap to OpenSSH into the SSH implementation's share and
-// the relay's.
-func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
+// agentServe starts `agent serve --listen` on loopback TCP as the bench
+// user and connects the Go client straight to it: the SSH layer alone, no
+// WebSocket, gateway or yamux. stop ends both.
+func (e *env) agentServe(ctx context.Context) (c *sshlayer.Client, pid int, stop func(), err error) {
 	key, err := sshlayer.GenerateSessionKey()
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	dir := filepath.Join(e.dir, "agent-serve")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	dir, err := os.MkdirTemp(e.dir, "agent-serve-")
+	if err != nil {
+		return nil, 0, nil, err
 	}
 	if err := os.Chown(dir, e.uid, e.gid); err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	keys := filepath.Join(dir, "authorized_keys")
 	if err := os.WriteFile(keys, []byte(key.PublicKey+"\n"), 0o644); err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	cmd := exec.Command(e.cfg.agentBin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", dir)
 	cmd.Dir = e.home
@@ -48,33 +46,46 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
 	p, err := startProc("agent serve", cmd)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	defer p.Stop()
+	defer func() {
+		if err != nil {
+			p.Stop()
+		}
+	}()
 	m, err := p.waitLine(listenRE, 30*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("agent serve: %w", err)
+		return nil, 0, nil, fmt.Errorf("agent serve: %w", err)
+	}
+	pem, err := os.ReadFile(filepath.Join(dir, agent.HostKeyFile))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	hk, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		return nil, 0, nil, err
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", m[1])
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	pem, err := os.ReadFile(filepath.Join(dir, agent.HostKeyFile))
+	c, err = sshlayer.Connect(ctx, conn, sshlayer.Auth{User: e.cfg.user, Signer: key.Signer, HostKey: sshlayer.Fingerprint(hk.PublicKey())})
 	if err != nil {
-		_ = conn.Close()
-		return nil, err
+		return nil, 0, nil, err
 	}
-	hk, err := ssh.ParsePrivateKey(pem)
+	return c, p.Pid(), func() { _ = c.Close(); p.Stop() }, nil
+}
+
+// bulkSSHAlone streams the bulk scenario's bytes over the SSH layer alone
+// (agentServe), against OpenSSH again. With the full-path row it splits
+// the gap to OpenSSH into the SSH implementation's share and the relay's.
+func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
+	c, _, stop, err := e.agentServe(ctx)
 	if err != nil {
-		_ = conn.Close()
 		return nil, err
 	}
-	c, err := sshlayer.Connect(ctx, conn, sshlayer.Auth{User: e.cfg.user, Signer: key.Signer, HostKey: sshlayer.Fingerprint(hk.PublicKey())})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+	defer stop()
 
 	to := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, SSH layer alone", e.cfg.bulkMiB), Unit: "MiB/s",
 		PeerName: "OpenSSH ssh → sshd, " + Cipher, Better: bench.Higher,

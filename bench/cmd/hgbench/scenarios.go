@@ -435,6 +435,24 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, fmt.Errorf("forward child: %w", err)
 	}
 	defer child.Stop()
+	// The same Host.Forward over the SSH layer alone: the Go client
+	// straight to `agent serve`, no WebSocket, gateway or yamux. Against
+	// the full path it says what the relay costs a forward, and against
+	// ssh -L what our SSH ends do.
+	sc, alonePid, stopAlone, err := e.agentServe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+	}
+	defer stopAlone()
+	aloneHost := hostgate.New(hostgate.Info{Kind: "machine", OS: "linux"}, func(context.Context) (*hostgate.Connection, error) {
+		return sc.Connection(nil), nil
+	})
+	defer aloneHost.Close()
+	aloneFw, err := aloneHost.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+	}
+	defer aloneFw.Close()
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -452,13 +470,17 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
-	// Three sides per pair: hostgate, hostgate in its own process, the
-	// peer; odd pairs run them the other way round.
+	aloneRPS := &bench.Scenario{Name: "local forward, small HTTP requests, SSH layer alone", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same load through Host.Forward over the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
+	aloneCPU := newCPURow(aloneRPS, "request")
+	aloneCPU.alone, aloneCPU.peerShares = true, true
+	// Four sides per pair: hostgate, hostgate in its own process, the SSH
+	// layer alone, the peer; odd pairs run them the other way round.
 	for i := range e.cfg.pairs {
 		var (
-			ar, or, br float64
-			al, bl     []float64
-			ua, ub     cpuUse
+			ar, or, sr, br float64
+			al, bl         []float64
+			ua, us, ub     cpuUse
 		)
 		err := bench.Alternate(i, e.metered(&ua, true, func() (err error) {
 			if ar, al, err = httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
@@ -470,7 +492,12 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 				return fmt.Errorf("hostgate in its own process: %w", err)
 			}
 			return nil
-		}, e.metered(&ub, false, func() (err error) {
+		}, e.meteredAlone(&us, alonePid, func() (err error) {
+			if sr, _, err = httpLoad(ctx, "http://"+aloneFw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("hostgate over the SSH layer alone: %w", err)
+			}
+			return nil
+		}), e.metered(&ub, false, func() (err error) {
 			if br, bl, err = httpLoad(ctx, "http://"+peerAddr+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("ssh -L: %w", err)
 			}
@@ -483,8 +510,10 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		rpsCPU.add(ua, ub, float64(e.cfg.fwdN))
 		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))
 		ownRPS.Add(or, br)
+		aloneRPS.Add(sr, br)
+		aloneCPU.add(us, ub, float64(e.cfg.fwdN))
 	}
-	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS, aloneRPS, aloneCPU.scenario()}
 	if e.before != nil {
 		ab, err := e.forwardAB(ctx, target, workers)
 		if err != nil {

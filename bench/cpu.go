@@ -41,8 +41,27 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, t, err := parsePidStat(b)
-	return time.Duration(t) * clockTick, err
+	st, err := parsePidStat(b)
+	return time.Duration(st.ticks) * clockTick, err
+}
+
+// ProcessTimes is what ProcessStat reads of a process.
+type ProcessTimes struct {
+	// CPU is the CPU time (user and system) the process has used.
+	CPU time.Duration
+	// Start is when the process started, in clock ticks since boot: with
+	// the pid it names one process, since pids are reused.
+	Start uint64
+}
+
+// ProcessStat returns the CPU time and start time of process pid.
+func ProcessStat(pid int) (ProcessTimes, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ProcessTimes{}, err
+	}
+	st, err := parsePidStat(b)
+	return ProcessTimes{CPU: time.Duration(st.ticks) * clockTick, Start: st.start}, err
 }
 
 // Descendants returns the pids of the processes below pid (children,
@@ -63,11 +82,11 @@ func Descendants(pid int) ([]int, error) {
 		if err != nil {
 			continue // ended since ReadDir
 		}
-		ppid, _, err := parsePidStat(b)
+		st, err := parsePidStat(b)
 		if err != nil {
 			return nil, fmt.Errorf("/proc/%d/stat: %w", p, err)
 		}
-		children[ppid] = append(children[ppid], p)
+		children[st.ppid] = append(children[st.ppid], p)
 	}
 	var out []int
 	seen := map[int]bool{pid: true} // a pid reused during the scan could close a loop
@@ -105,30 +124,43 @@ func parseProcStat(b []byte) (uint64, error) {
 	return sum, nil
 }
 
-// parsePidStat returns the parent pid and utime+stime of /proc/PID/stat.
-// The command name, field 2, is in parentheses and may hold spaces and
-// parentheses itself, so fields are counted from the last ')'.
-func parsePidStat(b []byte) (ppid int, ticks uint64, err error) {
+// pidStat is what this package reads of /proc/PID/stat.
+type pidStat struct {
+	ppid  int
+	ticks uint64 // utime+stime
+	start uint64 // starttime, clock ticks after boot
+}
+
+// parsePidStat reads /proc/PID/stat. The command name, field 2, is in
+// parentheses and may hold spaces and parentheses itself, so fields are
+// counted from the last ')'.
+func parsePidStat(b []byte) (pidStat, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("%w: no command name in /proc/PID/stat", ErrProcFormat)
+		return pidStat{}, fmt.Errorf("%w: no command name in /proc/PID/stat", ErrProcFormat)
 	}
-	// After ")": state (field 3), ppid (4) ... utime (14), stime (15).
+	// After ")": state (field 3), ppid (4) ... utime (14), stime (15) ...
+	// starttime (22).
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("%w: %d fields after the command name in /proc/PID/stat", ErrProcFormat, len(f))
+	if len(f) < 20 {
+		return pidStat{}, fmt.Errorf("%w: %d fields after the command name in /proc/PID/stat", ErrProcFormat, len(f))
 	}
-	if ppid, err = strconv.Atoi(string(f[1])); err != nil || ppid < 0 {
-		return 0, 0, fmt.Errorf("%w: /proc/PID/stat parent %q", ErrProcFormat, f[1])
+	var st pidStat
+	var err error
+	if st.ppid, err = strconv.Atoi(string(f[1])); err != nil || st.ppid < 0 {
+		return pidStat{}, fmt.Errorf("%w: /proc/PID/stat parent %q", ErrProcFormat, f[1])
 	}
 	for _, s := range f[11:13] {
 		v, err := strconv.ParseUint(string(s), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%w: /proc/PID/stat times: %v", ErrProcFormat, err)
+			return pidStat{}, fmt.Errorf("%w: /proc/PID/stat times: %v", ErrProcFormat, err)
 		}
-		ticks += v
+		st.ticks += v
 	}
-	return ppid, ticks, nil
+	if st.start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
+		return pidStat{}, fmt.Errorf("%w: /proc/PID/stat start time: %v", ErrProcFormat, err)
+	}
+	return st, nil
 }
 
 // CPUMeter measures the CPU time the machine, and each of some processes,

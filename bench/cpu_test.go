@@ -34,16 +34,18 @@ func TestParseProcStat(t *testing.T) {
 func TestParsePidStat(t *testing.T) {
 	// A command name with a space and a parenthesis; utime 17, stime 5.
 	in := "4242 (a) b) S 1 4242 4242 0 -1 4194560 1066 0 0 0 17 5 0 0 20 0 1 0 12345 1 2"
-	ppid, got, err := parsePidStat([]byte(in))
+	st, err := parsePidStat([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ppid != 1 || got != 22 {
-		t.Fatalf("ppid, utime+stime = %d, %d; want 1, 22", ppid, got)
+	if st != (pidStat{ppid: 1, ticks: 22, start: 12345}) {
+		t.Fatalf("parsed %+v; want ppid 1, utime+stime 22, start 12345", st)
 	}
-	for _, bad := range []string{"", "4242 no name", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 u s",
-		"4242 (x) S p 4242 4242 0 -1 0 0 0 0 0 1 2", "4242 (x) S -1 4242 4242 0 -1 0 0 0 0 0 1 2"} {
-		if _, _, err := parsePidStat([]byte(bad)); !errors.Is(err, ErrProcFormat) {
+	const tail = " 0 0 20 0 1 0 12345 1 2"
+	for _, bad := range []string{"", "4242 no name", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 u s" + tail,
+		"4242 (x) S p 4242 4242 0 -1 0 0 0 0 0 1 2" + tail, "4242 (x) S -1 4242 4242 0 -1 0 0 0 0 0 1 2" + tail,
+		"4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 t 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 1 2 0 0 20 0 1"} {
+		if _, err := parsePidStat([]byte(bad)); !errors.Is(err, ErrProcFormat) {
 			t.Errorf("%q: err = %v, want ErrProcFormat", bad, err)
 		}
 	}
@@ -97,10 +99,11 @@ func FuzzParsePidStat(f *testing.F) {
 	f.Add(") S 1 2 3 4 5 6 7 8 9 10 11 12 13", uint32(1<<31), uint32(7))
 	f.Fuzz(func(t *testing.T, comm string, utime, stime uint32) {
 		parent := int(utime % 4194304) // any pid; pid_max is at most 2^22
-		in := fmt.Sprintf("42 (%s) S %d 42 42 0 -1 4194560 1066 0 0 0 %d %d 0 0 20 0 1 0 3 1 2", comm, parent, utime, stime)
-		ppid, got, err := parsePidStat([]byte(in))
-		if err != nil || ppid != parent || got != uint64(utime)+uint64(stime) {
-			t.Fatalf("%q: %d, %d, %v; want %d, %d", in, ppid, got, err, parent, uint64(utime)+uint64(stime))
+		start := uint64(stime) << 7
+		in := fmt.Sprintf("42 (%s) S %d 42 42 0 -1 4194560 1066 0 0 0 %d %d 0 0 20 0 1 0 %d 1 2", comm, parent, utime, stime, start)
+		want := pidStat{ppid: parent, ticks: uint64(utime) + uint64(stime), start: start}
+		if got, err := parsePidStat([]byte(in)); err != nil || got != want {
+			t.Fatalf("%q: %+v, %v; want %+v", in, got, err, want)
 		}
 	})
 }

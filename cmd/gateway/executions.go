@@ -81,7 +81,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil, nil
 	}
 
-	agentBin, err := readAgentBinary(s.Config.AgentBinary)
+	agentBin, interp, err := readAgentBinary(s.Config.AgentBinary)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
@@ -93,7 +93,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
-		if interp := elfInterpreter(agentBin); interp != "" {
+		if interp != "" {
 			// Not an error: an image with this loader and libc runs it.
 			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",
 				"interpreter", interp, "fix", "CGO_ENABLED=0 go build ./cmd/agent")
@@ -253,50 +253,50 @@ func engine(ctx context.Context, mode string, log *slog.Logger) (engineClient, e
 
 // readAgentBinary reads --agent-binary, or a file named agent next to the
 // gateway executable when the flag is empty; nil (no error) when that
-// default does not exist.
-func readAgentBinary(path string) ([]byte, error) {
+// default does not exist. interp is the program loader the binary names
+// when it is dynamically linked, "" for a static one.
+func readAgentBinary(path string) (data []byte, interp string, err error) {
 	explicit := path != ""
 	if !explicit {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, nil
+			return nil, "", nil
 		}
 		path = filepath.Join(filepath.Dir(exe), "agent")
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) && !explicit {
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("serve: --agent-binary: %w", err)
+		return nil, "", fmt.Errorf("serve: --agent-binary: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxAgentBinary+1))
 	if err != nil {
-		return nil, fmt.Errorf("serve: --agent-binary: %w", err)
+		return nil, "", fmt.Errorf("serve: --agent-binary: %w", err)
 	}
+	const want = "want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent"
 	if len(b) > maxAgentBinary {
-		return nil, fmt.Errorf("serve: --agent-binary %s: larger than %d bytes", path, maxAgentBinary)
+		return nil, "", fmt.Errorf("serve: --agent-binary %s: larger than %d bytes", path, maxAgentBinary)
 	}
 	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
-		return nil, fmt.Errorf("serve: --agent-binary %s: not an ELF executable (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path)
+		return nil, "", fmt.Errorf("serve: --agent-binary %s: not an ELF executable (%s)", path, want)
 	}
-	if f, err := elf.NewFile(bytes.NewReader(b)); err != nil {
-		return nil, fmt.Errorf("serve: --agent-binary %s: %w (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path, err)
-	} else if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return nil, fmt.Errorf("serve: --agent-binary %s: an ELF %v, not an executable (want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent)", path, f.Type)
+	ef, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		return nil, "", fmt.Errorf("serve: --agent-binary %s: %w (%s)", path, err, want)
 	}
-	return b, nil
+	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
+		return nil, "", fmt.Errorf("serve: --agent-binary %s: an ELF %v, not an executable (%s)", path, ef.Type, want)
+	}
+	return b, elfInterpreter(ef), nil
 }
 
 // elfInterpreter is the program loader a dynamically linked ELF executable
 // names (PT_INTERP), or "" for a static one. A sandbox image without that
 // loader cannot start it: exec fails with "no such file or directory".
-func elfInterpreter(b []byte) string {
-	f, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		return ""
-	}
+func elfInterpreter(f *elf.File) string {
 	for _, p := range f.Progs {
 		if p.Type != elf.PT_INTERP {
 			continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -88,29 +89,45 @@ func TestDockerModeWithoutEngine(t *testing.T) {
 
 func TestReadAgentBinary(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := readAgentBinary(filepath.Join(dir, "missing")); err == nil {
+	if _, _, err := readAgentBinary(filepath.Join(dir, "missing")); err == nil {
 		t.Error("an explicit missing agent binary was accepted")
 	}
 	script := filepath.Join(dir, "agent.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readAgentBinary(script); err == nil || !strings.Contains(err.Error(), "ELF") {
+	if _, _, err := readAgentBinary(script); err == nil || !strings.Contains(err.Error(), "ELF") {
 		t.Errorf("a shell script as agent binary: %v", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := readAgentBinary(self); err != nil || len(b) == 0 {
+	if b, _, err := readAgentBinary(self); err != nil || len(b) == 0 {
 		t.Errorf("an ELF binary: %d bytes, %v", len(b), err)
 	}
 	trunc := filepath.Join(dir, "agent.trunc")
 	if err := os.WriteFile(trunc, []byte("\x7fELF\x02\x01\x01"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readAgentBinary(trunc); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+	if _, _, err := readAgentBinary(trunc); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("a truncated ELF header as agent binary: %v", err)
+	}
+	// An object file (ET_REL): this test binary's header with e_type 1.
+	obj, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj[16], obj[17] = byte(elf.ET_REL), 0 // e_type, in the header's byte order (EI_DATA)
+	if elf.Data(obj[elf.EI_DATA]) == elf.ELFDATA2MSB {
+		obj[16], obj[17] = 0, byte(elf.ET_REL)
+	}
+	relPath := filepath.Join(dir, "agent.o")
+	if err := os.WriteFile(relPath, obj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAgentBinary(relPath); err == nil || !strings.Contains(err.Error(), "ET_REL") {
+		t.Errorf("an ELF object file as agent binary: %v", err)
 	}
 }
 
@@ -125,23 +142,16 @@ func TestElfInterpreter(t *testing.T) {
 	}
 	bin := filepath.Join(dir, "static")
 	cmd := exec.Command("go", "build", "-o", bin, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=") // no -race or -buildmode=pie from the caller
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
-	b, err := readAgentBinary(bin)
-	if err != nil {
-		t.Fatal(err)
+	if _, got, err := readAgentBinary(bin); err != nil || got != "" {
+		t.Errorf("static build: interpreter %q, %v; want none", got, err)
 	}
-	if got := elfInterpreter(b); got != "" {
-		t.Errorf("static build: interpreter %q, want none", got)
-	}
-	sh, err := os.ReadFile("/bin/sh") // dash, dynamically linked on Debian
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := elfInterpreter(sh); !strings.Contains(got, "ld-") {
-		t.Errorf("/bin/sh: interpreter %q, want the dynamic loader", got)
+	// dash, dynamically linked on Debian.
+	if _, got, err := readAgentBinary("/bin/sh"); err != nil || !strings.Contains(got, "ld-") {
+		t.Errorf("/bin/sh: interpreter %q, %v; want the dynamic loader", got, err)
 	}
 }
 

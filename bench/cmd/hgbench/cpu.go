@@ -13,30 +13,43 @@ import (
 type cpuUse struct{ machine, gateway, agent, ssh, sshd time.Duration }
 
 // metered runs side and stores the CPU time it used in *u, with the
-// processes' shares of it.
+// processes' shares of it: the gateway's and the agent's on hostgate's side,
+// the ssh master's and sshd's on OpenSSH's.
 func (e *env) metered(u *cpuUse, hostgate bool, side func() error) func() error {
-	return e.meter(u, hostgate, 0, side)
+	if hostgate {
+		return e.meter(u, meterHostgate, 0, side)
+	}
+	return e.meter(u, meterOpenSSH, 0, side)
 }
 
 // meteredAlone is metered for a side with no gateway, whose agent is the
 // process agentPid (agentServe's).
 func (e *env) meteredAlone(u *cpuUse, agentPid int, side func() error) func() error {
-	return e.meter(u, true, agentPid, side)
+	return e.meter(u, meterAlone, agentPid, side)
 }
 
-func (e *env) meter(u *cpuUse, hostgate bool, alone int, side func() error) func() error {
+// meterMode says whose share of a side's CPU time is read.
+type meterMode int
+
+const (
+	meterHostgate meterMode = iota // the gateway and the bench agent
+	meterAlone                     // one agent process, no gateway
+	meterOpenSSH                   // the ssh master and sshd's processes
+)
+
+func (e *env) meter(u *cpuUse, mode meterMode, agentPid int, side func() error) func() error {
 	return func() error {
 		var (
 			pids   []int
 			server []int // sshd's processes: they may come and go
 			err    error
 		)
-		switch {
-		case alone != 0:
-			pids = []int{alone}
-		case hostgate:
+		switch mode {
+		case meterHostgate:
 			pids = []int{e.gw.Pid(), e.agent.Pid()}
-		default:
+		case meterAlone:
+			pids = []int{agentPid}
+		case meterOpenSSH:
 			var master int
 			if master, server, err = e.sshd.processes(); err != nil {
 				return fmt.Errorf("cpu meter: %w", err)
@@ -57,12 +70,12 @@ func (e *env) meter(u *cpuUse, hostgate bool, alone int, side func() error) func
 			return fmt.Errorf("cpu meter: %w", err)
 		}
 		u.machine = machine
-		switch {
-		case alone != 0:
-			u.agent = procs[0]
-		case hostgate:
+		switch mode {
+		case meterHostgate:
 			u.gateway, u.agent = procs[0], procs[1]
-		default:
+		case meterAlone:
+			u.agent = procs[0]
+		case meterOpenSSH:
 			u.ssh, u.sshd = procs[0], after.since(before)
 		}
 		return nil
@@ -71,26 +84,26 @@ func (e *env) meter(u *cpuUse, hostgate bool, alone int, side func() error) func
 
 // cpuTimes is the CPU time of processes that may end at any time: a pid
 // that cannot be read is left out.
-type cpuTimes map[int]time.Duration
+type cpuTimes map[int]bench.ProcessTimes
 
 func readCPU(pids []int) cpuTimes {
 	t := cpuTimes{}
 	for _, p := range pids {
-		if d, err := bench.ProcessCPU(p); err == nil {
-			t[p] = d
+		if pt, err := bench.ProcessStat(p); err == nil {
+			t[p] = pt
 		}
 	}
 	return t
 }
 
-// since is the CPU time the processes read both times used in between
-// (one that ended meanwhile counts for nothing; a pid reused by a newer
-// process, whose time reads lower, neither).
+// since is the CPU time the processes read both times used in between. A
+// process that ended meanwhile counts for nothing, and so does a pid that
+// names another process the second time (its start time differs).
 func (t cpuTimes) since(before cpuTimes) time.Duration {
 	var sum time.Duration
-	for p, d := range t {
-		if b, ok := before[p]; ok && d >= b {
-			sum += d - b
+	for p, now := range t {
+		if b, ok := before[p]; ok && b.Start == now.Start {
+			sum += now.CPU - b.CPU
 		}
 	}
 	return sum

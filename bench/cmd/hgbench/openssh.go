@@ -38,7 +38,7 @@ type sshd struct {
 	wg     sync.WaitGroup // the accept loop and one per sshd -i
 	mu     sync.Mutex
 	stderr bytes.Buffer
-	served []int // pids of the sshd -i processes started (guarded by mu)
+	served []int // pids of the sshd -i processes running (guarded by mu)
 }
 
 func startSSHD(ctx context.Context, log *slog.Logger, dir, user string) (*sshd, error) {
@@ -120,13 +120,18 @@ func (d *sshd) serve() {
 			d.log.Warn("sshd -i", "err", err)
 			continue
 		}
+		pid := cmd.Process.Pid
 		d.mu.Lock()
-		d.served = append(d.served, cmd.Process.Pid)
+		d.served = append(d.served, pid)
 		d.mu.Unlock()
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
 			_ = cmd.Wait()
+			// Reaped: the pid may name another process from now on.
+			d.mu.Lock()
+			d.served = slices.DeleteFunc(d.served, func(p int) bool { return p == pid })
+			d.mu.Unlock()
 		}()
 	}
 }

@@ -19,6 +19,10 @@ import (
 type SQLite struct {
 	db  *sql.DB
 	now func() time.Time
+	// lookupToken is prepared once: every authenticated request runs it
+	// (each request of a preview page too), and SQLite would parse the
+	// statement again each time.
+	lookupToken *sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -44,6 +48,10 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
+	if s.lookupToken, err = db.PrepareContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: prepare: %w", path, err)
+	}
 	return s, nil
 }
 
@@ -57,7 +65,9 @@ func (s *SQLite) Ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (s *SQLite) Close() error { return s.db.Close() }
+func (s *SQLite) Close() error {
+	return errors.Join(s.lookupToken.Close(), s.db.Close())
+}
 
 // migrations are applied in order; PRAGMA user_version records how many
 // ran. Append only: never edit a released migration.
@@ -195,7 +205,7 @@ func (s *SQLite) LookupToken(ctx context.Context, secret string) (Token, error) 
 	if !wellFormed(secret) {
 		return Token{}, ErrNotFound
 	}
-	row := s.db.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`, HashToken(secret))
+	row := s.lookupToken.QueryRowContext(ctx, HashToken(secret))
 	t, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Token{}, ErrNotFound

@@ -89,13 +89,13 @@ func TestTwoProcesses(t *testing.T) {
 	}
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func openTemp(t *testing.T) (*SQLite, string) {
+func openTemp(t testing.TB) (*SQLite, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	s, err := Open(testCtx(t), path)
@@ -385,5 +385,22 @@ func TestDeleteHostOnlyOfItsKind(t *testing.T) {
 	}
 	if err := st.DeleteHost(ctx, "exec-1", "docker"); err != nil {
 		t.Errorf("deleting a missing host: %v", err)
+	}
+}
+
+// BenchmarkLookupToken is the lookup every authenticated request makes (API
+// calls, relays, each request of a preview page).
+func BenchmarkLookupToken(b *testing.B) {
+	s, _ := openTemp(b)
+	ctx := context.Background()
+	secret, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin, Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.LookupToken(ctx, secret); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

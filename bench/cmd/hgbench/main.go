@@ -129,6 +129,9 @@ func main() {
 func (c *config) want(group string) bool { return c.only == nil || c.only[group] }
 
 // env is what every scenario shares: the peers and hostgate's path.
+// benchHostID is the host id of the bench host's agent.
+const benchHostID = "bench"
+
 type env struct {
 	cfg  *config
 	log  *slog.Logger
@@ -180,13 +183,13 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 	if err != nil {
 		return err
 	}
-	e.agent, err = e.startAgent(ctx, "bench")
+	e.agent, err = e.startAgent(ctx, benchHostID)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer e.agent.Stop()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	e.host, err = client.Dial(dctx, e.gw.url, e.gw.admin, "bench")
+	e.host, err = client.Dial(dctx, e.gw.url, e.gw.admin, benchHostID)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("dial bench host: %w", err)

@@ -419,6 +419,10 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	}), ReadHeaderTimeout: 10 * time.Second}
+	// Every response closes its connection: the clients ask for that
+	// anyway, and the gateway's preview proxy, which would otherwise keep
+	// its upstream connection, opens a new channel per request too.
+	srv.SetKeepAlivesEnabled(false)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
@@ -470,17 +474,22 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
+	previewURL := fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, ln.Addr().(*net.TCPAddr).Port)
+	previewRPS := &bench.Scenario{Name: "local forward, small HTTP requests, through the gateway's HTTP preview", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same load as GET " + "/preview/{host}/{port}/ on the gateway with the admin token: the gateway is the SSH client and opens a direct-tcpip channel to the agent per request (the target closes every connection); no SSH on the caller's side"}
+	previewCPU := newCPURow(previewRPS, "request")
 	aloneRPS := &bench.Scenario{Name: "local forward, small HTTP requests, SSH layer alone", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load through Host.Forward over the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
 	aloneCPU := newCPURow(aloneRPS, "request")
 	aloneCPU.alone, aloneCPU.peerShares = true, true
-	// Four sides per pair: hostgate, hostgate in its own process, the SSH
-	// layer alone, the peer; odd pairs run them the other way round.
+	// Five sides per pair: hostgate, hostgate in its own process, the SSH
+	// layer alone, the gateway's preview, the peer; odd pairs run them the
+	// other way round.
 	for i := range e.cfg.pairs {
 		var (
-			ar, or, sr, br float64
-			al, bl         []float64
-			ua, us, ub     cpuUse
+			ar, or, sr, pr, br float64
+			al, bl             []float64
+			ua, us, up, ub     cpuUse
 		)
 		err := bench.Alternate(i, e.metered(&ua, true, func() (err error) {
 			if ar, al, err = httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
@@ -495,6 +504,11 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		}, e.meteredAlone(&us, alonePid, func() (err error) {
 			if sr, _, err = httpLoad(ctx, "http://"+aloneFw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("hostgate over the SSH layer alone: %w", err)
+			}
+			return nil
+		}), e.metered(&up, true, func() (err error) {
+			if pr, _, err = httpLoadAuth(ctx, previewURL, e.gw.admin, e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("hostgate preview: %w", err)
 			}
 			return nil
 		}), e.metered(&ub, false, func() (err error) {
@@ -512,8 +526,10 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		ownRPS.Add(or, br)
 		aloneRPS.Add(sr, br)
 		aloneCPU.add(us, ub, float64(e.cfg.fwdN))
+		previewRPS.Add(pr, br)
+		previewCPU.add(up, ub, float64(e.cfg.fwdN))
 	}
-	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS, aloneRPS, aloneCPU.scenario()}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS, aloneRPS, aloneCPU.scenario(), previewRPS, previewCPU.scenario()}
 	if e.before != nil {
 		ab, err := e.forwardAB(ctx, target, workers)
 		if err != nil {
@@ -527,6 +543,11 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 // httpLoad runs n GETs with workers in parallel, each on a new connection,
 // and returns requests per second and each latency in ms.
 func httpLoad(ctx context.Context, url string, n, workers int) (float64, []float64, error) {
+	return httpLoadAuth(ctx, url, "", n, workers)
+}
+
+// httpLoadAuth is httpLoad with a bearer token on every request.
+func httpLoadAuth(ctx context.Context, url, token string, n, workers int) (float64, []float64, error) {
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
@@ -548,7 +569,7 @@ func httpLoad(ctx context.Context, url string, n, workers int) (float64, []float
 			defer wg.Done()
 			for i := range next {
 				t0 := time.Now()
-				err := get(ctx, hc, url)
+				err := get(ctx, hc, url, token)
 				lat[i] = float64(time.Since(t0)) / float64(time.Millisecond)
 				if err != nil {
 					mu.Lock()
@@ -567,10 +588,13 @@ func httpLoad(ctx context.Context, url string, n, workers int) (float64, []float
 	return float64(n) / el.Seconds(), lat, nil
 }
 
-func get(ctx context.Context, hc *http.Client, url string) error {
+func get(ctx context.Context, hc *http.Client, url, token string) error {
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -128,10 +128,10 @@ func main() {
 
 func (c *config) want(group string) bool { return c.only == nil || c.only[group] }
 
-// env is what every scenario shares: the peers and hostgate's path.
 // benchHostID is the host id of the bench host's agent.
 const benchHostID = "bench"
 
+// env is what every scenario shares: the peers and hostgate's path.
 type env struct {
 	cfg  *config
 	log  *slog.Logger

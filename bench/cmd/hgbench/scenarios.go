@@ -478,6 +478,12 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	previewRPS := &bench.Scenario{Name: "local forward, small HTTP requests, through the gateway's HTTP preview", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load as GET " + "/preview/{host}/{port}/ on the gateway with the admin token: the gateway is the SSH client and opens a direct-tcpip channel to the agent per request (the target closes every connection); no SSH on the caller's side"}
 	previewCPU := newCPURow(previewRPS, "request")
+	previewCPU.peerShares = true
+	// The gateway connects to the bench host on its first preview: not in
+	// a timed pair.
+	if _, _, err := httpLoadAuth(ctx, previewURL, e.gw.admin, 1, 1); err != nil {
+		return nil, fmt.Errorf("hostgate preview: %w", err)
+	}
 	aloneRPS := &bench.Scenario{Name: "local forward, small HTTP requests, SSH layer alone", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load through Host.Forward over the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
 	aloneCPU := newCPURow(aloneRPS, "request")

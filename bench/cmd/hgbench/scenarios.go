@@ -492,6 +492,10 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	// layer alone, the gateway's preview, the peer; odd pairs run them the
 	// other way round.
 	for i := range e.cfg.pairs {
+		// Each request is two or three tracked connections on each side.
+		if err := e.conntrackRoom(ctx, 5*3*e.cfg.fwdN); err != nil {
+			return nil, err
+		}
 		var (
 			ar, or, sr, pr, br float64
 			al, bl             []float64

@@ -127,7 +127,7 @@ func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir stri
 	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", mode, "--agent-binary", agentBin}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS="+gomaxprocs())
+	cmd.Env = append(os.Environ(), procEnv()...)
 	p, err := startProc("gateway", cmd)
 	if err != nil {
 		return nil, err
@@ -207,7 +207,8 @@ func (e *env) startAgentAt(ctx context.Context, gw *gateway, api *client.Client,
 	}
 	cmd := exec.Command(bin, "connect", "--gateway", gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
 	cmd.Dir = e.home
-	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin", "GOMAXPROCS=" + gomaxprocs()}
+	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Env = append(cmd.Env, procEnv()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.gid)}}
 	p, err := startProc("agent "+id, cmd)
 	if err != nil {
@@ -240,4 +241,12 @@ func gomaxprocs() string {
 		return v
 	}
 	return "2"
+}
+
+// procEnv is the Go runtime's environment for the processes measured as
+// hostgate (gateway, agents): GOMAXPROCS, and GODEBUG from HGBENCH_GODEBUG
+// when set (empty otherwise, whatever the harness itself runs with), so a
+// runtime setting can be A/B'd on hostgate's processes alone.
+func procEnv() []string {
+	return []string{"GOMAXPROCS=" + gomaxprocs(), "GODEBUG=" + os.Getenv("HGBENCH_GODEBUG")}
 }

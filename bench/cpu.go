@@ -37,12 +37,8 @@ func MachineCPU() (time.Duration, error) {
 
 // ProcessCPU returns the CPU time (user and system) process pid has used.
 func ProcessCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	st, err := parsePidStat(b)
-	return time.Duration(st.ticks) * clockTick, err
+	t, err := ProcessStat(pid)
+	return t.CPU, err
 }
 
 // ProcessTimes is what ProcessStat reads of a process.

@@ -476,7 +476,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
 	previewURL := fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, ln.Addr().(*net.TCPAddr).Port)
 	previewRPS := &bench.Scenario{Name: "local forward, small HTTP requests, through the gateway's HTTP preview", Unit: "req/s", PeerName: peer, Better: bench.Higher,
-		Note: "the same load as GET " + "/preview/{host}/{port}/ on the gateway with the admin token: the gateway is the SSH client and opens a direct-tcpip channel to the agent per request (the target closes every connection); no SSH on the caller's side"}
+		Note: "the same load as GET /preview/{host}/{port}/ on the gateway with the admin token: the gateway is the SSH client and opens a direct-tcpip channel to the agent per request (the target closes every connection); no SSH on the caller's side"}
 	previewCPU := newCPURow(previewRPS, "request")
 	previewCPU.peerShares = true
 	// The gateway connects to the bench host on its first preview: not in

@@ -3,7 +3,9 @@ package bytestream
 import (
 	"net"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 )
 
 // Stdio returns this process's stdin and stdout as one stream (for `agent
@@ -17,8 +19,16 @@ import (
 // blocked Read. A terminal or a regular file is left as it is (non-blocking
 // mode is shared with every process holding the same open file, so switching
 // a terminal would disturb the shell); deadlines then return os.ErrNoDeadline.
+//
+// A peer that closes its end makes a write fail with EPIPE, an error the
+// caller sees as the peer leaving. Without this, the Go runtime kills a
+// process whose write to a broken pipe on fd 1 fails, with SIGPIPE: an
+// agent serving a mux tunnel died so, answering a peer that had closed
+// (TestServeStdioMux, under load). Children still start with SIGPIPE at
+// its default: the runtime resets the signals it handles when it forks.
 func Stdio() net.Conn { return stdio() }
 
 var stdio = sync.OnceValue(func() net.Conn {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return NewPipeConn(pollable(os.Stdin, 0, "stdin"), pollable(os.Stdout, 1, "stdout"))
 })

@@ -397,6 +397,89 @@ func TestServeStdioMux(t *testing.T) {
 	}
 }
 
+// TestServeStdioMuxPeerGone: a tunnel peer that stops reading before it
+// leaves makes the agent's next write fail. The agent takes that as the
+// peer leaving and exits 0; it is not killed by SIGPIPE, which the Go
+// runtime sends itself for a broken pipe on fd 1 unless SIGPIPE is
+// handled. Its commands still start with SIGPIPE at its default.
+func TestServeStdioMuxPeerGone(t *testing.T) {
+	bin := agentBin(t)
+	dir := t.TempDir()
+	user := newKey(t)
+	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
+	start := func() (*exec.Cmd, io.WriteCloser, io.ReadCloser, *bytes.Buffer) {
+		agent := exec.CommandContext(testCtx(t), bin, "serve", "--stdio", "--mux", "--authorized-keys", authKeys, "--state-dir", filepath.Join(dir, "state"))
+		logs := new(bytes.Buffer)
+		agent.Stderr = logs
+		in, err := agent.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := agent.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := agent.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+		return agent, in, out, logs
+	}
+
+	// A command's SIGPIPE disposition, from /proc: bit 13-1 of SigIgn.
+	agent, in, out, _ := start()
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(out, in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, "state", "host_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, chans, reqs, err := ssh.NewClientConn(st, "agent", &ssh.ClientConfig{User: "u",
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(user.signer)}, HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := ssh.NewClient(c, chans, reqs)
+	s, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Output("grep SigIgn /proc/self/status")
+	_ = cl.Close()
+	_ = sess.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ign uint64
+	if _, err := fmt.Sscanf(string(got), "SigIgn: %x", &ign); err != nil {
+		t.Fatalf("SigIgn line %q: %v", got, err)
+	}
+	if ign&(1<<(syscall.SIGPIPE-1)) != 0 {
+		t.Errorf("a command of the agent starts with SIGPIPE ignored (SigIgn %016x)", ign)
+	}
+	_ = agent.Wait()
+
+	// The peer closes its read end, then pings: the agent's answer hits
+	// the broken pipe.
+	agent, in, out, logs := start()
+	_ = out.Close()
+	ping := []byte{0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7} // version 0, ping, SYN, stream 0, id 7
+	if _, err := in.Write(ping); err != nil {
+		t.Fatal(err)
+	}
+	err = agent.Wait()
+	_ = in.Close()
+	if err != nil {
+		t.Fatalf("agent after its peer stopped reading: %v, want exit 0\n%s", err, logs.String())
+	}
+}
+
 func TestUsage(t *testing.T) {
 	var b bytes.Buffer
 	if code := run(nil, &b); code != 2 || !strings.Contains(b.String(), "serve") {

@@ -12,6 +12,12 @@ import (
 // reading still stalls the writer (and trips a mux write timeout).
 const wbMax = 4 * MaxMessageSize
 
+// wbIdle is the flusher's tick: it exits at a tick that finds no burst
+// since the one before, so one to two wbIdle after the last. Long against
+// the gaps between the messages of a busy conn, short enough that a conn
+// dropped without Close does not keep it.
+const wbIdle = 100 * time.Millisecond
+
 // wbCloseWait bounds how long Close waits for held bytes to reach the
 // peer before it closes the conn anyway.
 const wbCloseWait = 5 * time.Second
@@ -23,29 +29,48 @@ var wbBufs = sync.Pool{New: func() any { b := make([]byte, 0, wbMax); return &b 
 // writeBehind turns a writer's many small writes into few large ones. An
 // SSH connection writes each 32 KiB packet on its own, encrypting the next
 // only after the last is in the kernel; here Write copies p and returns,
-// and a flusher goroutine, started per burst and gone when it drains,
-// writes whatever collected meanwhile as one call. Encryption on one core
-// overlaps the syscall on the other, and every hop behind (gateway, yamux,
-// agent) sees fewer, larger messages: on this 2-core machine, three
-// alternating scripts/bench rounds (medians) moved bulk from 0.64x to 0.67x
-// OpenSSH, SFTP download 0.42x -> 0.50x, upload 0.54x -> 0.66x (issue 7). A failed write is
-// reported by the next Write (as a kernel send buffer would); Close first
-// waits, bounded, for held bytes to go out.
+// and a flusher goroutine writes whatever collected meanwhile as one call.
+// Encryption on one core overlaps the syscall on the other, and every hop
+// behind (gateway, yamux, agent) sees fewer, larger messages: on this
+// 2-core machine, three alternating scripts/bench rounds (medians) moved
+// bulk from 0.64x to 0.67x OpenSSH, SFTP download 0.42x -> 0.50x, upload
+// 0.54x -> 0.66x (issue 7). A failed write is reported by the next Write
+// (as a kernel send buffer would); Close first waits, bounded, for held
+// bytes to go out.
+//
+// The flusher starts at the first write and waits between bursts until
+// Close, a failed write, or about wbIdle without a burst. It used to start
+// afresh per burst, each time on a new goroutine's 2 KiB stack that grew
+// by copying on the way down the WebSocket write path: with small
+// forwarded connections, a burst per SSH message, stack growth
+// (runtime.newstack) was in 7% of the agent's CPU samples in perf (5%
+// after: the goroutines per forwarded channel still grow theirs).
+// BenchmarkSmallRoundTrip, 8 interleaved runs each: 31.6 -> 28.4 us and
+// 34.3 -> 30.9 us of CPU per 100-byte round trip (medians).
 type writeBehind struct {
 	write func([]byte) (int, error) // the conn's message writer
 	abort func() error              // closes the conn without waiting
+	idle  time.Duration             // wbIdle; tests change it
 
 	mu       sync.Mutex
-	cond     sync.Cond // signalled when buf drains or the flusher stops
-	buf      *[]byte   // bytes not yet handed to write; nil when none
-	flushing bool      // a flusher goroutine, or a large Write, is writing
-	err      error     // the first write error; sticky
+	cond     sync.Cond   // signalled when buf drains or the flusher stops
+	buf      *[]byte     // bytes not yet handed to write; nil when none
+	flushing bool        // the flusher, or a large Write, is writing
+	kicked   bool        // the flusher has held bytes to write
+	running  bool        // the flusher goroutine exists
+	kick     sync.Cond   // wakes an idle flusher: kicked, closed, retired or failed
+	retire   bool        // a tick found the flusher idle: it exits
+	bursts   int         // kicks since the last tick
+	gen      uint64      // counts flushers started; a tick knows its own
+	ticker   *time.Timer // the running flusher's tick
+	err      error       // the first write error; sticky
 	closed   bool
 }
 
 func newWriteBehind(write func([]byte) (int, error), abort func() error) *writeBehind {
-	w := &writeBehind{write: write, abort: abort}
+	w := &writeBehind{write: write, abort: abort, idle: wbIdle}
 	w.cond.L = &w.mu
+	w.kick.L = &w.mu
 	return w
 }
 
@@ -97,6 +122,9 @@ func (w *writeBehind) writeJoined(a, b []byte) (int, error) {
 		if err != nil && w.err == nil {
 			w.err = err
 		}
+		if w.pending() > 0 && w.err == nil {
+			w.startFlush() // written by another caller meanwhile
+		}
 		w.cond.Broadcast()
 		w.mu.Unlock()
 		return n, err
@@ -106,28 +134,77 @@ func (w *writeBehind) writeJoined(a, b []byte) (int, error) {
 	}
 	*w.buf = append(append(*w.buf, a...), b...)
 	if !w.flushing {
-		w.flushing = true
-		go w.flush()
+		w.startFlush()
 	}
 	w.mu.Unlock()
 	return len(a) + len(b), nil
 }
 
-// flush writes what collects until nothing is held, then returns.
+// startFlush hands the held bytes to the flusher, starting it if need be;
+// w.mu held, nothing being written.
+func (w *writeBehind) startFlush() {
+	w.flushing = true
+	w.kicked = true
+	if w.running {
+		w.kick.Signal()
+		return
+	}
+	w.running = true
+	w.bursts = 0
+	w.gen++
+	gen := w.gen
+	w.ticker = time.AfterFunc(w.idle, func() { w.tick(gen) })
+	go w.flush()
+}
+
+// tick retires the flusher of generation gen if no burst came since the
+// last tick, else waits for the next. A timer that ticks, rather than one
+// re-armed per burst, keeps the timer off the path of every message: a
+// flusher that selected on a timer channel as well as its kick took a
+// tenth longer per small round trip (BenchmarkSmallRoundTrip).
+func (w *writeBehind) tick(gen uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.running || w.gen != gen {
+		return // that flusher is gone
+	}
+	if w.bursts == 0 && !w.kicked {
+		w.retire = true
+		w.kick.Signal()
+		return
+	}
+	w.bursts = 0
+	w.ticker.Reset(w.idle)
+}
+
+// flush writes what collects whenever kicked, until the conn is closed, a
+// write fails, or a tick finds it idle (between one and two w.idle).
 func (w *writeBehind) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.pending() > 0 && w.err == nil {
-		out := w.buf
-		w.buf = nil
-		w.mu.Unlock()
-		_, err := w.write(*out)
-		*out = (*out)[:0]
-		wbBufs.Put(out)
-		w.mu.Lock()
-		if err != nil && w.err == nil {
-			w.err = err
+	for {
+		for !w.kicked && !w.closed && !w.retire && w.err == nil {
+			w.kick.Wait()
 		}
+		if !w.kicked || w.err != nil {
+			break // closed or retired with nothing held, or failed
+		}
+		w.kicked = false
+		w.bursts++
+		for w.pending() > 0 && w.err == nil {
+			out := w.buf
+			w.buf = nil
+			w.mu.Unlock()
+			_, err := w.write(*out)
+			*out = (*out)[:0]
+			wbBufs.Put(out)
+			w.mu.Lock()
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			w.cond.Broadcast()
+		}
+		w.flushing = false
 		w.cond.Broadcast()
 	}
 	if w.buf != nil && w.err != nil {
@@ -135,7 +212,13 @@ func (w *writeBehind) flush() {
 		wbBufs.Put(w.buf)
 		w.buf = nil
 	}
-	w.flushing = false
+	if w.kicked { // failed before taking the kick: flushing is ours
+		w.kicked = false
+		w.flushing = false
+	}
+	w.ticker.Stop()
+	w.retire = false
+	w.running = false
 	w.cond.Broadcast()
 }
 
@@ -146,7 +229,8 @@ func (w *writeBehind) drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
-	if !w.flushing {
+	w.kick.Signal()
+	if !w.running && !w.flushing {
 		return
 	}
 	t := time.AfterFunc(wbCloseWait, func() {
@@ -155,11 +239,12 @@ func (w *writeBehind) drain() {
 		if w.err == nil {
 			w.err = errWriteBehindClosed
 		}
+		w.kick.Signal()
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	})
 	defer t.Stop()
-	for w.flushing {
+	for w.running || w.flushing {
 		w.cond.Wait()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -143,4 +144,124 @@ func TestWriteBehindWebSocket(t *testing.T) {
 			t.Fatalf("%d-byte writes to a peer that does not read: %v, want os.ErrDeadlineExceeded", size, err)
 		}
 	}
+}
+
+// goroutineID reads the calling goroutine's id from its stack header.
+func goroutineID() string {
+	var b [64]byte
+	f := bytes.Fields(b[:runtime.Stack(b[:], false)])
+	return string(f[1]) // "goroutine 42 [running]:"
+}
+
+// TestWriteBehindOneFlusherAcrossBursts: bursts with the writer idle in
+// between are all written by one goroutine, which is gone after Close.
+func TestWriteBehindOneFlusherAcrossBursts(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		ids  = map[string]int{}
+		done = make(chan struct{}, 1)
+	)
+	w := newWriteBehind(func(p []byte) (int, error) {
+		mu.Lock()
+		ids[goroutineID()]++
+		mu.Unlock()
+		done <- struct{}{}
+		return len(p), nil
+	}, func() error { return nil })
+	w.idle = time.Minute // no gap between bursts below may end it
+	for i := range 50 {
+		if _, err := w.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done: // written; the flusher is idle again before the next
+		case <-time.After(10 * time.Second):
+			t.Fatalf("burst %d was never written", i)
+		}
+	}
+	w.drain()
+	if len(ids) != 1 {
+		t.Fatalf("50 bursts were written by %d goroutines, want 1: %v", len(ids), ids)
+	}
+	w.mu.Lock()
+	running := w.running
+	w.mu.Unlock()
+	if running {
+		t.Fatal("the flusher outlived Close")
+	}
+}
+
+// TestWriteBehindHeldDuringLargeWrite: a small write that arrives while
+// another caller writes a large one in place reaches the conn without a
+// further write to push it out.
+func TestWriteBehindHeldDuringLargeWrite(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var (
+		mu  sync.Mutex
+		got int
+	)
+	w := newWriteBehind(func(p []byte) (int, error) {
+		if len(p) >= wbMax {
+			close(started)
+			<-release
+		}
+		mu.Lock()
+		got += len(p)
+		mu.Unlock()
+		return len(p), nil
+	}, func() error { return nil })
+	large := make([]byte, wbMax)
+	errc := make(chan error, 1)
+	go func() { _, err := w.Write(large); errc <- err }()
+	<-started
+	if _, err := w.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	want := len(large) + len("small")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := got
+		mu.Unlock()
+		if n == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes reached the conn: the small write is stuck", n, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.drain()
+}
+
+// TestWriteBehindIdleFlusherExits: a conn that is written to and then
+// dropped without Close keeps no goroutine.
+func TestWriteBehindIdleFlusherExits(t *testing.T) {
+	w := newWriteBehind(func(p []byte) (int, error) { return len(p), nil }, func() error { return nil })
+	w.idle = time.Millisecond
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an idle flusher did not exit")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A later write starts another.
+	if _, err := w.Write([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	w.drain()
 }

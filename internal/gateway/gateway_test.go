@@ -205,10 +205,15 @@ func (e *env) dialAgent(token, hostKey string, info hostgate.Info) (*fakeAgent, 
 func (a *fakeAgent) close() { _ = a.sess.Close(); a.wg.Wait() }
 
 // relay dials GET /v1/hosts/{id}/ssh.
+// relay dials a relay to host id; the conn is closed when the test ends.
 func (e *env) relay(id, token string) (net.Conn, error) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
-	return bytestream.WebSocket(e.ctx, e.ts.URL+"/v1/hosts/"+id+"/ssh", &bytestream.WebSocketOptions{Header: h})
+	c, err := bytestream.WebSocket(e.ctx, e.ts.URL+"/v1/hosts/"+id+"/ssh", &bytestream.WebSocketOptions{Header: h})
+	if err == nil {
+		e.t.Cleanup(func() { _ = c.Close() })
+	}
+	return c, err
 }
 
 func echoRoundTrip(t *testing.T, c net.Conn, n int) {

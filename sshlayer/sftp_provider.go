@@ -164,12 +164,31 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	if err != nil {
 		return nil, pathErr("open", name, err)
 	}
-	return &sftpReader{File: f, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return &sftpReader{File: f, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
 }
 
+// sftpReader's reads fail once its ctx is done, not only once the ctx's
+// AfterFunc has closed the file: that runs a moment later, in a goroutine
+// of its own, and a read in between could still succeed.
 type sftpReader struct {
 	*sftp.File
+	ctx  context.Context
+	name string
 	stop func() bool
+}
+
+func (r *sftpReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, pathErr("read", r.name, err)
+	}
+	return r.File.Read(p)
+}
+
+func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, pathErr("read", r.name, err)
+	}
+	return r.File.WriteTo(w)
 }
 
 func (r *sftpReader) Close() error {
@@ -211,18 +230,30 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 			}
 		}
 	}
-	return &sftpWriter{File: f, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return &sftpWriter{File: f, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
 }
 
+// sftpWriter's writes fail once its ctx is done (see sftpReader).
 type sftpWriter struct {
 	*sftp.File
+	ctx  context.Context
 	name string
 	stop func() bool
+}
+
+func (w *sftpWriter) Write(p []byte) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, pathErr("write", w.name, err)
+	}
+	return w.File.Write(p)
 }
 
 // ReadFrom writes r with concurrent requests whatever r is (pkg/sftp's own
 // ReadFrom goes sequential when it cannot learn r's size).
 func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, pathErr("write", w.name, err)
+	}
 	n, err := w.File.ReadFromWithConcurrency(r, 0)
 	if err != nil {
 		return n, pathErr("write", w.name, err)

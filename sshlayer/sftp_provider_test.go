@@ -2,11 +2,13 @@ package sshlayer
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,7 +135,9 @@ func TestSSHDProviderConformance(t *testing.T) {
 }
 
 // TestSFTPProviderCtxCancelClosesStream: cancelling the ctx given to Open
-// ends the stream, so an abandoned download releases its handle.
+// or Create ends the stream, so an abandoned transfer releases its handle.
+// A read or write right after the cancel fails with the ctx's error (it
+// once raced the AfterFunc that closes the file, and lost under load).
 func TestSFTPProviderCtxCancelClosesStream(t *testing.T) {
 	p := NewSFTPProvider(startSFTPServer(t))
 	name := t.TempDir() + "/f"
@@ -146,12 +150,31 @@ func TestSFTPProviderCtxCancelClosesStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if _, err := io.ReadAll(r); err == nil {
-		t.Errorf("read after cancel: no error")
+	if _, err := io.ReadAll(r); !errors.Is(err, context.Canceled) {
+		t.Errorf("read after cancel: %v, want context.Canceled", err)
+	}
+	if _, err := io.Copy(io.Discard, r); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteTo after cancel: %v, want context.Canceled", err)
 	}
 	_ = r.Close()
 	if _, err := p.Open(ctx, name); err == nil {
 		t.Errorf("Open with a cancelled ctx succeeded")
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	w, err := p.Create(ctx, name+".new", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := w.Write([]byte("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("write after cancel: %v, want context.Canceled", err)
+	}
+	if _, err := io.Copy(w, strings.NewReader("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadFrom after cancel: %v, want context.Canceled", err)
+	}
+	if err := w.Close(); err == nil {
+		t.Errorf("Close after cancel: no error")
 	}
 }
 

@@ -169,6 +169,34 @@ func TestServeTokensProxyResetKey(t *testing.T) {
 		t.Fatalf("proxy: %v", err)
 	}
 
+	// ssh may also close the proxy's stdout while the host still sends: the
+	// write's EPIPE ends the proxy cleanly too.
+	pinR, pinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	poutR, poutW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinW.Close()
+	go func() {
+		perr <- run(ctx, stdio{in: pinR, out: poutW, err: io.Discard}, []string{"proxy", "h1"})
+	}()
+	if _, err := pinW.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(poutR, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	_ = poutR.Close()
+	// Echoed into the closed pipe; the proxy may close its stdin before
+	// this write is done.
+	go func() { _, _ = pinW.Write(msg) }()
+	if err := <-perr; err != nil {
+		t.Fatalf("proxy after its stdout closed: %v, want a clean end", err)
+	}
+
 	// A proxy to a host the token does not name fails with the gateway's
 	// reason, not a hang.
 	var stderr bytes.Buffer

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/bytestream"
@@ -84,7 +85,9 @@ func proxy(ctx context.Context, local net.Conn, gw, token, host string) error {
 		return fmt.Errorf("proxy: host %s: %w", host, err)
 	}
 	_, err = bicopy.Copy(ctx, local, remote)
-	if errors.Is(err, context.Canceled) {
+	// A broken stdout is ssh gone: it closes the pipe when it is done,
+	// and may do so with the host's last bytes still on their way.
+	if errors.Is(err, context.Canceled) || errors.Is(err, syscall.EPIPE) {
 		return nil
 	}
 	return err

@@ -105,12 +105,16 @@ func (w *writeBehind) writeJoined(a, b []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	if len(a) >= wbMax { // b is empty (see above)
-		for w.err == nil && w.flushing {
+		for w.err == nil && !w.closed && w.flushing {
 			w.cond.Wait()
 		}
 		if w.err != nil {
 			defer w.mu.Unlock()
 			return 0, w.err
+		}
+		if w.closed { // drain returned while this waited
+			w.mu.Unlock()
+			return 0, net.ErrClosed
 		}
 		// Nothing is held and nothing is being written: write in place,
 		// marked as flushing so that other writers queue behind.
@@ -190,8 +194,8 @@ func (w *writeBehind) flush() {
 			break // closed or retired with nothing held, or failed
 		}
 		w.kicked = false
-		w.bursts++
 		for w.pending() > 0 && w.err == nil {
+			w.bursts++ // per write: a flusher busy past a tick is not idle
 			out := w.buf
 			w.buf = nil
 			w.mu.Unlock()

@@ -183,12 +183,6 @@ func TestWriteBehindOneFlusherAcrossBursts(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("50 bursts were written by %d goroutines, want 1: %v", len(ids), ids)
 	}
-	w.mu.Lock()
-	running := w.running
-	w.mu.Unlock()
-	if running {
-		t.Fatal("the flusher outlived Close")
-	}
 }
 
 // TestWriteBehindHeldDuringLargeWrite: a small write that arrives while
@@ -241,27 +235,43 @@ func TestWriteBehindHeldDuringLargeWrite(t *testing.T) {
 // TestWriteBehindIdleFlusherExits: a conn that is written to and then
 // dropped without Close keeps no goroutine.
 func TestWriteBehindIdleFlusherExits(t *testing.T) {
-	w := newWriteBehind(func(p []byte) (int, error) { return len(p), nil }, func() error { return nil })
+	var (
+		mu  sync.Mutex
+		got []byte
+	)
+	w := newWriteBehind(func(p []byte) (int, error) {
+		mu.Lock()
+		got = append(got, p...)
+		mu.Unlock()
+		return len(p), nil
+	}, func() error { return nil })
 	w.idle = time.Millisecond
+	wait := func(what string, done func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			w.mu.Lock()
+			ok := done()
+			w.mu.Unlock()
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if _, err := w.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w.mu.Lock()
-		running := w.running
-		w.mu.Unlock()
-		if !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("an idle flusher did not exit")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	// A later write starts another.
+	wait("an idle flusher did not exit", func() bool { return !w.running && string(got) == "x" })
+	// A write after it exited starts another, which writes it.
 	if _, err := w.Write([]byte("y")); err != nil {
 		t.Fatal(err)
 	}
+	wait("a write after the flusher exited was never written", func() bool { return string(got) == "xy" })
 	w.drain()
 }

@@ -170,7 +170,7 @@ func TestSFTPProviderCtxCancelClosesStream(t *testing.T) {
 	if _, err := w.Write([]byte("x")); !errors.Is(err, context.Canceled) {
 		t.Errorf("write after cancel: %v, want context.Canceled", err)
 	}
-	if _, err := io.Copy(w, strings.NewReader("x")); !errors.Is(err, context.Canceled) {
+	if _, err := w.(io.ReaderFrom).ReadFrom(strings.NewReader("x")); !errors.Is(err, context.Canceled) {
 		t.Errorf("ReadFrom after cancel: %v, want context.Canceled", err)
 	}
 	if err := w.Close(); err == nil {

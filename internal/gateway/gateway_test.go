@@ -204,8 +204,8 @@ func (e *env) dialAgent(token, hostKey string, info hostgate.Info) (*fakeAgent, 
 
 func (a *fakeAgent) close() { _ = a.sess.Close(); a.wg.Wait() }
 
-// relay dials GET /v1/hosts/{id}/ssh.
-// relay dials a relay to host id; the conn is closed when the test ends.
+// relay dials GET /v1/hosts/{id}/ssh; the conn is closed when the test
+// ends.
 func (e *env) relay(id, token string) (net.Conn, error) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)

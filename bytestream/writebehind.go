@@ -60,7 +60,7 @@ type writeBehind struct {
 	running  bool        // the flusher goroutine exists
 	kick     sync.Cond   // wakes an idle flusher: kicked, closed, retired or failed
 	retire   bool        // a tick found the flusher idle: it exits
-	bursts   int         // kicks since the last tick
+	bursts   int         // writes since the last tick
 	gen      uint64      // counts flushers started; a tick knows its own
 	ticker   *time.Timer // the running flusher's tick
 	err      error       // the first write error; sticky
@@ -161,8 +161,9 @@ func (w *writeBehind) startFlush() {
 	go w.flush()
 }
 
-// tick retires the flusher of generation gen if no burst came since the
-// last tick, else waits for the next. A timer that ticks, rather than one
+// tick retires the flusher of generation gen if it wrote nothing since the
+// last tick, else waits for the next. A retired flusher exits when next
+// idle, even if a kick comes first (the tick is not re-armed). A timer that ticks, rather than one
 // re-armed per burst, keeps the timer off the path of every message: a
 // flusher that selected on a timer channel as well as its kick took a
 // tenth longer per small round trip (BenchmarkSmallRoundTrip).

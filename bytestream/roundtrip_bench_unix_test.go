@@ -4,9 +4,9 @@ package bytestream
 
 import (
 	"io"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // BenchmarkSmallRoundTrip: a 100-byte message from a dialed WebSocket (the
@@ -28,7 +28,7 @@ func BenchmarkSmallRoundTrip(b *testing.B) {
 		}
 	}()
 	buf := make([]byte, 100)
-	cpu0 := processCPU(b)
+	cpu := testenv.CPUTime(b)
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := a.Write(msg); err != nil {
@@ -39,14 +39,5 @@ func BenchmarkSmallRoundTrip(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is this process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	testenv.ReportCPU(b, cpu)
 }

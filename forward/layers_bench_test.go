@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -92,18 +92,18 @@ func BenchmarkForwardConnect(b *testing.B) {
 		dial := l.dial(b)
 		b.Run(l.name, func(b *testing.B) {
 			ctx := testCtx(b)
-			cpu := cpuTime(b)
+			cpu := testenv.CPUTime(b)
 			for b.Loop() {
 				if err := exchange(ctx, dial, target); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportCPU(b, cpu)
+			testenv.ReportCPU(b, cpu)
 		})
 		b.Run(l.name+"-par4", func(b *testing.B) {
 			ctx := testCtx(b)
 			b.SetParallelism(4)
-			cpu := cpuTime(b)
+			cpu := testenv.CPUTime(b)
 			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -114,26 +114,8 @@ func BenchmarkForwardConnect(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
-			reportCPU(b, cpu)
+			testenv.ReportCPU(b, cpu)
 		})
-	}
-}
-
-// cpuTime is this process's CPU time so far (user + system): every layer
-// of the path runs in this process, so CPU per op is the whole path's cost,
-// steadier than wall time on a busy machine.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the CPU time per op since start as cpu-µs/op.
-func reportCPU(b *testing.B, start time.Duration) {
-	if b.N > 0 {
-		b.ReportMetric(float64((cpuTime(b)-start).Microseconds())/float64(b.N), "cpu-µs/op")
 	}
 }
 

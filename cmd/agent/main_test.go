@@ -329,35 +329,64 @@ func TestServeStdioAsProxyCommand(t *testing.T) {
 	}
 }
 
-// TestServeStdioMux: `agent serve --stdio --mux` carries yamux over its
-// stdio; every stream opened is one SSH connection. Closing the tunnel
-// ends the agent cleanly.
-func TestServeStdioMux(t *testing.T) {
-	bin := agentBin(t)
-	dir := t.TempDir()
+// muxAgent is `agent serve --stdio --mux` run by a test, trusting user's
+// key; the test holds its stdio.
+type muxAgent struct {
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     io.ReadCloser
+	logs    *bytes.Buffer
+	user    keyPair
+	hostKey ssh.PublicKey
+}
+
+// startMuxAgent starts the agent with its state in dir/state; it is killed
+// when the test ends.
+func startMuxAgent(t *testing.T, dir string, user keyPair) *muxAgent {
+	t.Helper()
 	state := filepath.Join(dir, "state")
 	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(state, "host_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	user := newKey(t)
 	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
-	agent := exec.CommandContext(testCtx(t), bin, "serve", "--stdio", "--mux", "--authorized-keys", authKeys, "--state-dir", state)
-	var logs bytes.Buffer
-	agent.Stderr = &logs
-	in, err := agent.StdinPipe()
+	a := &muxAgent{logs: new(bytes.Buffer), user: user, hostKey: hk.PublicKey()}
+	a.cmd = exec.CommandContext(testCtx(t), agentBin(t), "serve", "--stdio", "--mux", "--authorized-keys", authKeys, "--state-dir", state)
+	a.cmd.Stderr = a.logs
+	if a.in, err = a.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if a.out, err = a.cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.cmd.Process.Kill(); _ = a.cmd.Wait() })
+	return a
+}
+
+// dialSSH opens a stream of sess, the agent's tunnel, and connects over it
+// as the user.
+func (a *muxAgent) dialSSH(sess *bytestream.MuxSession) (*ssh.Client, error) {
+	st, err := sess.OpenStream()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	out, err := agent.StdoutPipe()
+	c, chans, reqs, err := ssh.NewClientConn(st, "agent", &ssh.ClientConfig{User: "u",
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.user.signer)}, HostKeyCallback: ssh.FixedHostKey(a.hostKey), Timeout: wait})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
-	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(out, in), nil)
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// TestServeStdioMux: `agent serve --stdio --mux` carries yamux over its
+// stdio; every stream opened is one SSH connection. Closing the tunnel
+// ends the agent cleanly.
+func TestServeStdioMux(t *testing.T) {
+	agent := startMuxAgent(t, t.TempDir(), newKey(t))
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(agent.out, agent.in), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,18 +395,11 @@ func TestServeStdioMux(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := sess.OpenStream()
+			cl, err := agent.dialSSH(sess)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			c, chans, reqs, err := ssh.NewClientConn(st, "agent", &ssh.ClientConfig{User: "u",
-				Auth: []ssh.AuthMethod{ssh.PublicKeys(user.signer)}, HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: wait})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			cl := ssh.NewClient(c, chans, reqs)
 			defer func() { _ = cl.Close() }()
 			s, err := cl.NewSession()
 			if err != nil {
@@ -392,8 +414,8 @@ func TestServeStdioMux(t *testing.T) {
 	}
 	wg.Wait()
 	_ = sess.Close()
-	if err := agent.Wait(); err != nil {
-		t.Fatalf("agent after the tunnel closed: %v\n%s", err, logs.String())
+	if err := agent.cmd.Wait(); err != nil {
+		t.Fatalf("agent after the tunnel closed: %v\n%s", err, agent.logs.String())
 	}
 }
 
@@ -403,49 +425,19 @@ func TestServeStdioMux(t *testing.T) {
 // runtime sends itself for a broken pipe on fd 1 unless SIGPIPE is
 // handled. Its commands still start with SIGPIPE at its default.
 func TestServeStdioMuxPeerGone(t *testing.T) {
-	bin := agentBin(t)
 	dir := t.TempDir()
 	user := newKey(t)
-	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
-	start := func() (*exec.Cmd, io.WriteCloser, io.ReadCloser, *bytes.Buffer) {
-		agent := exec.CommandContext(testCtx(t), bin, "serve", "--stdio", "--mux", "--authorized-keys", authKeys, "--state-dir", filepath.Join(dir, "state"))
-		logs := new(bytes.Buffer)
-		agent.Stderr = logs
-		in, err := agent.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := agent.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := agent.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
-		return agent, in, out, logs
-	}
 
 	// A command's SIGPIPE disposition, from /proc: bit 13-1 of SigIgn.
-	agent, in, out, _ := start()
-	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(out, in), nil)
+	agent := startMuxAgent(t, dir, user)
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(agent.out, agent.in), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sess.OpenStream()
+	cl, err := agent.dialSSH(sess)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, "state", "host_key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, chans, reqs, err := ssh.NewClientConn(st, "agent", &ssh.ClientConfig{User: "u",
-		Auth: []ssh.AuthMethod{ssh.PublicKeys(user.signer)}, HostKeyCallback: ssh.FixedHostKey(hk.PublicKey()), Timeout: wait})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := ssh.NewClient(c, chans, reqs)
 	s, err := cl.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -463,20 +455,20 @@ func TestServeStdioMuxPeerGone(t *testing.T) {
 	if ign&(1<<(syscall.SIGPIPE-1)) != 0 {
 		t.Errorf("a command of the agent starts with SIGPIPE ignored (SigIgn %016x)", ign)
 	}
-	_ = agent.Wait()
+	_ = agent.cmd.Wait()
 
 	// The peer closes its read end, then pings: the agent's answer hits
 	// the broken pipe.
-	agent, in, out, logs := start()
-	_ = out.Close()
+	agent = startMuxAgent(t, dir, user)
+	_ = agent.out.Close()
 	ping := []byte{0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7} // version 0, ping, SYN, stream 0, id 7
-	if _, err := in.Write(ping); err != nil {
+	if _, err := agent.in.Write(ping); err != nil {
 		t.Fatal(err)
 	}
-	err = agent.Wait()
-	_ = in.Close()
+	err = agent.cmd.Wait()
+	_ = agent.in.Close()
 	if err != nil {
-		t.Fatalf("agent after its peer stopped reading: %v, want exit 0\n%s", err, logs.String())
+		t.Fatalf("agent after its peer stopped reading: %v, want exit 0\n%s", err, agent.logs.String())
 	}
 }
 

@@ -60,7 +60,7 @@ type writeBehind struct {
 	running  bool        // the flusher goroutine exists
 	kick     sync.Cond   // wakes an idle flusher: kicked, closed, retired or failed
 	retire   bool        // a tick found the flusher idle: it exits
-	bursts   int         // writes since the last tick
+	writes   int         // writes since the last tick
 	gen      uint64      // counts flushers started; a tick knows its own
 	ticker   *time.Timer // the running flusher's tick
 	err      error       // the first write error; sticky
@@ -154,7 +154,7 @@ func (w *writeBehind) startFlush() {
 		return
 	}
 	w.running = true
-	w.bursts = 0
+	w.writes = 0
 	w.gen++
 	gen := w.gen
 	w.ticker = time.AfterFunc(w.idle, func() { w.tick(gen) })
@@ -173,12 +173,12 @@ func (w *writeBehind) tick(gen uint64) {
 	if !w.running || w.gen != gen {
 		return // that flusher is gone
 	}
-	if w.bursts == 0 && !w.kicked {
+	if w.writes == 0 && !w.kicked {
 		w.retire = true
 		w.kick.Signal()
 		return
 	}
-	w.bursts = 0
+	w.writes = 0
 	w.ticker.Reset(w.idle)
 }
 
@@ -196,7 +196,7 @@ func (w *writeBehind) flush() {
 		}
 		w.kicked = false
 		for w.pending() > 0 && w.err == nil {
-			w.bursts++ // per write: a flusher busy past a tick is not idle
+			w.writes++ // per write: a flusher busy past a tick is not idle
 			out := w.buf
 			w.buf = nil
 			w.mu.Unlock()

@@ -404,7 +404,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("start container: %w", err)
 	}
-	if err := h.checkImage(ctx, cid); err != nil {
+	if err := h.prepare(ctx, cid); err != nil {
 		return nil, err
 	}
 	// The claim execs sleep: check it now, not when a caller waits.
@@ -415,11 +415,6 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	}
 	if code != 0 {
 		return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("sleep exited %d", code)}
-	}
-	if len(h.tools) > 0 {
-		if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
-			return nil, err
-		}
 	}
 	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires}
 	if len(p.cfg.Agent) > 0 {

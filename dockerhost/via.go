@@ -59,7 +59,7 @@ type ExecStats struct {
 
 // SetExecVia makes Exec ask via for a CommandRunner of the execution
 // before each command; a nil answer (no live tunnel) means docker exec.
-// The checkImage, OOM and workspace commands always use docker exec. Call
+// The image check, OOM and workspace commands always use docker exec. Call
 // it before serving; nil turns it off.
 func (h *Docker) SetExecVia(via func(executionID string) CommandRunner) {
 	h.mu.Lock()

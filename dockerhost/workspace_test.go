@@ -249,24 +249,46 @@ func testAdoptAndReap(t *testing.T) {
 	waitRemoved(t, cli, y.ContainerID, time.Minute)
 }
 
-// An image without tar, or without sleep, fails at provision with a clear
-// error and leaves no container.
+// An image without tar, without sleep or without sh fails at provision
+// with a clear error and leaves no container, with tools to install (the
+// install proves tar, a stat proves /bin/sh) and without (one exec of tar
+// proves both).
 func testImageMustHaveShSleepTar(t *testing.T) {
 	cli, _ := engine(t)
 	busybox, err := os.ReadFile("/bin/busybox")
 	// The test image itself comes from it (scripts/env.sh).
 	testenv.RequirePeer(t, "busybox-static at /bin/busybox", err == nil)
-	h := newTestHost(t, cli, &Config{AllowUnpinnedImages: true})
-	for name, links := range map[string][]string{"no-tar": {"sh", "sleep"}, "no-sleep": {"sh", "tar"}, "no-sh": {"sleep", "tar"}} {
-		ref := importImage(t, cli, busybox, links)
-		_, err := h.Provision(testCtx(t, 2*time.Minute), emptyReq(ref, small()))
-		var e *Error
-		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "/bin/sh, sleep and tar") {
-			t.Errorf("%s: got %v, want invalid_request on image", name, err)
-		}
+	refs := map[string]string{}
+	for name, links := range map[string][]string{"no-tar": {"sh", "sleep"}, "no-sleep": {"sh", "tar"}, "no-sh": {"sleep", "tar"}, "complete": {"sh", "sleep", "tar"}} {
+		refs[name] = importImage(t, cli, busybox, links)
 	}
-	for _, c := range ownerContainers(t, cli, h) {
-		waitRemoved(t, cli, c.ID, time.Minute)
+	tools := []Tool{{Name: "hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho tool\n")}}
+	for hostName, cfg := range map[string]*Config{"without tools": {AllowUnpinnedImages: true}, "with tools": {AllowUnpinnedImages: true, Tools: tools}} {
+		h := newTestHost(t, cli, cfg)
+		for name, ref := range refs {
+			ex, err := h.Provision(testCtx(t, 2*time.Minute), emptyReq(ref, small()))
+			if name == "complete" {
+				if err != nil {
+					t.Fatalf("%s, %s: %v", hostName, name, err)
+				}
+				if len(cfg.Tools) > 0 {
+					if res := sh(t, h, ex.ExecutionID, ToolsDir+"/hello"); res.Stdout != "tool\n" {
+						t.Errorf("%s: the tool said %q", hostName, res.Stdout)
+					}
+				}
+				if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			var e *Error
+			if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "/bin/sh, sleep and tar") {
+				t.Errorf("%s, %s: got %v, want invalid_request on image", hostName, name, err)
+			}
+		}
+		for _, c := range ownerContainers(t, cli, h) {
+			waitRemoved(t, cli, c.ID, time.Minute)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,11 +82,12 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil, nil
 	}
 
-	agentBin, interp, err := readAgentBinary(s.Config.AgentBinary)
+	agentBin, agentInfo, err := readAgentBinary(s.Config.AgentBinary)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
+	interp := agentInfo.interp
 	cfg := &dockerhost.Config{
 		Owner:           owner(s.Config.StateDir),
 		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
@@ -97,6 +99,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			// Not an error: an image with this loader and libc runs it.
 			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",
 				"interpreter", interp, "fix", "CGO_ENABLED=0 go build ./cmd/agent")
+		}
+		if agentInfo.symbolBytes >= 1<<20 {
+			log.Info("the agent binary carries symbols and debug info it never reads; each sandbox holds a copy in its tools tmpfs, which counts against its memory limit",
+				"bytes", agentInfo.symbolBytes, "fix", "CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent")
 		}
 	} else {
 		log.Warn("no agent binary (--agent-binary, or a file named agent next to the gateway): executions will not be hosts")
@@ -255,42 +261,61 @@ func engine(ctx context.Context, mode string, log *slog.Logger) (engineClient, e
 // gateway executable when the flag is empty; nil (no error) when that
 // default does not exist. interp is the program loader the binary names
 // when it is dynamically linked, "" for a static one.
-func readAgentBinary(path string) (data []byte, interp string, err error) {
+func readAgentBinary(path string) (data []byte, info agentELF, err error) {
 	explicit := path != ""
 	if !explicit {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, "", nil
+			return nil, agentELF{}, nil
 		}
 		path = filepath.Join(filepath.Dir(exe), "agent")
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) && !explicit {
-		return nil, "", nil
+		return nil, agentELF{}, nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("serve: --agent-binary: %w", err)
+		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary: %w", err)
 	}
 	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxAgentBinary+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("serve: --agent-binary: %w", err)
+		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary: %w", err)
 	}
 	const want = "want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent"
 	if len(b) > maxAgentBinary {
-		return nil, "", fmt.Errorf("serve: --agent-binary %s: larger than %d bytes", path, maxAgentBinary)
+		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary %s: larger than %d bytes", path, maxAgentBinary)
 	}
 	if len(b) < 4 || string(b[:4]) != "\x7fELF" {
-		return nil, "", fmt.Errorf("serve: --agent-binary %s: not an ELF executable (%s)", path, want)
+		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary %s: not an ELF executable (%s)", path, want)
 	}
 	ef, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
-		return nil, "", fmt.Errorf("serve: --agent-binary %s: %w (%s)", path, err, want)
+		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary %s: %w (%s)", path, err, want)
 	}
 	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
-		return nil, "", fmt.Errorf("serve: --agent-binary %s: an ELF %v, not an executable (%s)", path, ef.Type, want)
+		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary %s: an ELF %v, not an executable (%s)", path, ef.Type, want)
 	}
-	return b, elfInterpreter(ef), nil
+	return b, agentELF{interp: elfInterpreter(ef), symbolBytes: elfSymbolBytes(ef)}, nil
+}
+
+// agentELF is what the gateway reads from the agent binary's ELF headers.
+type agentELF struct {
+	interp      string // PT_INTERP, "" for a static build
+	symbolBytes uint64 // symbol tables and DWARF: loaded into no process, but copied into every sandbox
+}
+
+// elfSymbolBytes is the size of the sections a running program does not
+// use: the symbol and string tables and DWARF (which -ldflags='-s -w'
+// leaves out). A Go agent keeps its own function table for stack traces.
+func elfSymbolBytes(f *elf.File) uint64 {
+	var n uint64
+	for _, s := range f.Sections {
+		if s.Name == ".symtab" || s.Name == ".strtab" || strings.HasPrefix(s.Name, ".debug_") || strings.HasPrefix(s.Name, ".zdebug_") {
+			n += s.FileSize // as stored: Go compresses its DWARF
+		}
+	}
+	return n
 }
 
 // elfInterpreter is the program loader a dynamically linked ELF executable

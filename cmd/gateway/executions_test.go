@@ -146,12 +146,44 @@ func TestElfInterpreter(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
-	if _, got, err := readAgentBinary(bin); err != nil || got != "" {
-		t.Errorf("static build: interpreter %q, %v; want none", got, err)
+	if _, got, err := readAgentBinary(bin); err != nil || got.interp != "" {
+		t.Errorf("static build: interpreter %q, %v; want none", got.interp, err)
 	}
 	// dash, dynamically linked on Debian.
-	if _, got, err := readAgentBinary("/bin/sh"); err != nil || !strings.Contains(got, "ld-") {
-		t.Errorf("/bin/sh: interpreter %q, %v; want the dynamic loader", got, err)
+	if _, got, err := readAgentBinary("/bin/sh"); err != nil || !strings.Contains(got.interp, "ld-") {
+		t.Errorf("/bin/sh: interpreter %q, %v; want the dynamic loader", got.interp, err)
+	}
+}
+
+// TestElfSymbolBytes: a plain build carries symbols and DWARF (the gateway
+// suggests -ldflags='-s -w', since every sandbox holds a copy of the agent
+// in its memory); a stripped build carries none and runs the same.
+func TestElfSymbolBytes(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"ran\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]uint64{}
+	for name, flags := range map[string][]string{"plain": nil, "stripped": {"-ldflags=-s -w"}} {
+		bin := filepath.Join(dir, name)
+		cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), src)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v: %s", name, err, out)
+		}
+		if out, err := exec.Command(bin).Output(); err != nil || string(out) != "ran\n" {
+			t.Fatalf("%s build: %q %v", name, out, err)
+		}
+		b, info, err := readAgentBinary(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[name] = info.symbolBytes
+		t.Logf("%s: %d bytes, %d of symbols and DWARF", name, len(b), info.symbolBytes)
+	}
+	if sizes["plain"] < 256<<10 || sizes["stripped"] != 0 {
+		t.Errorf("symbol bytes: plain %d, stripped %d; want a plain build's and none", sizes["plain"], sizes["stripped"])
 	}
 }
 

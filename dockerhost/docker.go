@@ -479,19 +479,36 @@ func (h *Docker) checkShell(ctx context.Context, cid string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if cerrdefs.IsNotFound(err) {
-		if ins, ierr := h.api.ContainerInspect(ctx, cid); ierr == nil && ins.State != nil && ins.State.Running {
-			return errImageLacks(err)
-		}
+	if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("dockerhost: check image: stat /bin/sh: %w", err)
 	}
-	return fmt.Errorf("dockerhost: check image: stat /bin/sh: %w", err)
+	// The engine answers a missing path and a missing container alike.
+	ins, ierr := h.api.ContainerInspect(ctx, cid)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case ierr == nil && ins.State != nil && ins.State.Running:
+		return errImageLacks(err)
+	case ierr != nil:
+		return fmt.Errorf("dockerhost: check image: the container is gone: %w", ierr)
+	default:
+		return errors.New("dockerhost: check image: the container is not running")
+	}
 }
 
-// missingExecutable reports whether err is an exec that could not start
-// its program. Exit 126 alone is not enough: a dying container fails
-// execs with 126 too.
+// missingExecutable reports whether err is an exec whose program, or a
+// file it was given, is missing: the runtime's or the command's words in
+// what an exec printed, or in the engine's answer to it. Exit 126 alone is
+// not enough: a dying container fails execs with 126 too. A transport
+// error ("dial unix …: no such file or directory", the engine restarting)
+// is not the image's fault.
 func missingExecutable(err error) bool {
-	return strings.Contains(err.Error(), "executable file not found") || strings.Contains(strings.ToLower(err.Error()), "no such file or directory")
+	var xe *execExit
+	if !errors.As(err, &xe) && !strings.Contains(err.Error(), "OCI runtime") {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "executable file not found") || strings.Contains(strings.ToLower(s), "no such file or directory")
 }
 
 func errImageLacks(err error) error {
@@ -560,7 +577,7 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 			stderr:      &capWriter{w: &out, left: 1024},
 		})
 		if err == nil && code != 0 {
-			err = fmt.Errorf("%s exited %d: %s", argv[0], code, strings.TrimSpace(out.String()))
+			err = &execExit{argv0: argv[0], code: code, out: strings.TrimSpace(out.String())}
 		}
 		switch {
 		case err == nil:

@@ -281,6 +281,9 @@ func testImageMustHaveShSleepTar(t *testing.T) {
 				}
 				continue
 			}
+			if err == nil {
+				_ = h.Terminate(testCtx(t, time.Minute), ex.ExecutionID)
+			}
 			var e *Error
 			if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "/bin/sh, sleep and tar") {
 				t.Errorf("%s, %s: got %v, want invalid_request on image", hostName, name, err)

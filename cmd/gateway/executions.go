@@ -98,7 +98,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		if interp != "" {
 			// Not an error: an image with this loader and libc runs it.
 			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",
-				"interpreter", interp, "fix", "CGO_ENABLED=0 go build ./cmd/agent")
+				"interpreter", interp, "fix", "CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent")
 		}
 		if agentInfo.symbolBytes >= 1<<20 {
 			log.Info("the agent binary carries symbols and debug info it never reads; each sandbox holds a copy in its tools tmpfs, which counts against its memory limit",
@@ -259,8 +259,9 @@ func engine(ctx context.Context, mode string, log *slog.Logger) (engineClient, e
 
 // readAgentBinary reads --agent-binary, or a file named agent next to the
 // gateway executable when the flag is empty; nil (no error) when that
-// default does not exist. interp is the program loader the binary names
-// when it is dynamically linked, "" for a static one.
+// default does not exist. info has the program loader the binary names
+// when it is dynamically linked ("" for a static one) and the size of what
+// -ldflags='-s -w' leaves out.
 func readAgentBinary(path string) (data []byte, info agentELF, err error) {
 	explicit := path != ""
 	if !explicit {
@@ -282,7 +283,7 @@ func readAgentBinary(path string) (data []byte, info agentELF, err error) {
 	if err != nil {
 		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary: %w", err)
 	}
-	const want = "want a static linux agent: CGO_ENABLED=0 go build ./cmd/agent"
+	const want = "want a static linux agent: CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent"
 	if len(b) > maxAgentBinary {
 		return nil, agentELF{}, fmt.Errorf("serve: --agent-binary %s: larger than %d bytes", path, maxAgentBinary)
 	}

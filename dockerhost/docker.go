@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -36,6 +37,11 @@ type DockerAPI interface {
 	ContainerAttach(ctx context.Context, containerID string, options container.AttachOptions) (types.HijackedResponse, error)
 	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
+	CopyToContainer(ctx context.Context, containerID, dstPath string, content io.Reader, options container.CopyToContainerOptions) error
+	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemove(ctx context.Context, volumeID string, force bool) error
 	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
@@ -68,7 +74,9 @@ type Config struct {
 	// RepositoryRoots confine git-worktree repositoryPath values; empty
 	// allows any local repository the gateway can read.
 	RepositoryRoots []string
-	// Tools are copied into ToolsDir (a root-owned tmpfs) at provision.
+	// Tools are the files every container finds in ToolsDir (read-only,
+	// owned by root), e.g. the in-container agent binary: a volume written
+	// once per content (see toolsVolume).
 	Tools []Tool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -89,8 +97,13 @@ type Docker struct {
 	owner  string
 	labels map[string]string
 	tools  []Tool
-	now    func() time.Time
-	pool   *pool // nil: no warm pool
+	// toolsVol holds tools; nil without tools.
+	toolsVol *toolsVolume
+	// checked are the digest-pinned images that passed checkImage: the
+	// same digest is the same content, so later containers skip the exec.
+	checked map[string]bool // guarded by mu
+	now     func() time.Time
+	pool    *pool // nil: no warm pool
 
 	// Exec's ways (via.go).
 	execRunner, execDocker, execFallbacks atomic.Int64
@@ -131,6 +144,9 @@ const (
 	// destroyTimeout bounds removing a container, which must go on even
 	// when the caller's context has ended.
 	destroyTimeout = 60 * time.Second
+	// maxCheckedImages bounds the images remembered as checked; past it,
+	// new images are checked on every create.
+	maxCheckedImages = 1024
 )
 
 // NewDocker returns a Docker host after pinging the engine and adopting the
@@ -153,6 +169,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		execs:   map[string]*execution{},
 		pending: map[string]context.CancelCauseFunc{},
 		gone:    map[string]time.Time{},
+		checked: map[string]bool{},
 	}
 	if h.owner == "" {
 		h.owner = "hostgate"
@@ -172,14 +189,17 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		h.policy.Max = *cfg.MaxResources
 	}
 	if len(h.tools) > 0 {
-		var n int64
 		for _, t := range h.tools {
 			if !validToolName(t.Name) {
 				return nil, fmt.Errorf("dockerhost: tool name %q is not a plain file name", t.Name)
 			}
-			n += int64(len(t.Data)) + 4096
 		}
-		h.policy.ToolsBytes = n + 64<<10
+		v, err := newToolsVolume(h.owner, h.tools)
+		if err != nil {
+			return nil, fmt.Errorf("dockerhost: %w", err)
+		}
+		h.toolsVol = v
+		h.policy.ToolsVolume = v.name
 	}
 	if h.store == nil {
 		if cfg.CheckpointDir == "" {
@@ -248,6 +268,13 @@ func (h *Docker) Close() error {
 		h.pool.close()
 	}
 	h.timersWG.Wait()
+	if h.toolsVol != nil {
+		// Unused tools are not left behind; a next start writes them again
+		// (one container create, at its first provision).
+		ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
+		h.removeOldTools(ctx, "")
+		cancel()
+	}
 	return nil
 }
 
@@ -400,6 +427,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 // createStarted creates and starts a fresh container, checks the image and
 // installs the tools. On error it removes the container.
 func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (_ string, err error) {
+	if err := h.ensureTools(ctx, cfg.Image); err != nil {
+		return "", err
+	}
 	cid, err := h.create(ctx, cfg, hc, name)
 	if err != nil {
 		return "", err
@@ -422,7 +452,7 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 		}
 		return "", fmt.Errorf("dockerhost: start container: %w", err)
 	}
-	if err := h.prepare(ctx, cid); err != nil {
+	if err := h.prepare(ctx, cid, cfg.Image); err != nil {
 		if ErrorCode(err) == "" && ctx.Err() == nil {
 			// The check may have failed because the main process died:
 			// give its exit a moment to arrive and name the cause.
@@ -443,57 +473,28 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 	return cid, nil
 }
 
-// prepare checks the image of a started container and installs the tools.
-// Without tools the check is one exec of tar that archives /bin/sh. With
-// tools, their install is itself an exec of tar (run directly, as every
-// later tar is), so what is left to check is /bin/sh, which the engine
-// can stat without starting a process: one exec instead of two (an exec
-// is about 50 ms here, a cold create 300).
-func (h *Docker) prepare(ctx context.Context, cid string) error {
-	if len(h.tools) == 0 {
-		return h.checkImage(ctx, cid)
-	}
-	if err := h.checkShell(ctx, cid); err != nil {
-		return err
-	}
-	if err := h.ws.InstallTools(ctx, cid, h.tools); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if missingExecutable(err) {
-			return errImageLacks(err)
-		}
-		return fmt.Errorf("dockerhost: %w", err)
-	}
-	return nil
-}
-
-// checkShell fails when the container has no /bin/sh. A path the engine
-// cannot find in a container that still runs is the image's fault; in one
-// that ended, the caller names the ending instead.
-func (h *Docker) checkShell(ctx context.Context, cid string) error {
-	_, err := h.api.ContainerStatPath(ctx, cid, "/bin/sh")
-	if err == nil {
+// prepare checks the image of a started container, once per pinned
+// image: one exec of tar that archives /bin/sh (an exec is about 50 ms
+// here, a cold create 200). The tools need no step here: the container
+// mounts their volume.
+func (h *Docker) prepare(ctx context.Context, cid, image string) error {
+	h.mu.Lock()
+	done := h.checked[image]
+	h.mu.Unlock()
+	if done {
 		return nil
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := h.checkImage(ctx, cid); err != nil {
+		return err
 	}
-	if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("dockerhost: check image: stat /bin/sh: %w", err)
+	if strings.Contains(image, "@sha256:") {
+		h.mu.Lock()
+		if len(h.checked) < maxCheckedImages {
+			h.checked[image] = true
+		}
+		h.mu.Unlock()
 	}
-	// The engine answers a missing path and a missing container alike.
-	ins, ierr := h.api.ContainerInspect(ctx, cid)
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case ierr == nil && ins.State != nil && ins.State.Running:
-		return errImageLacks(err)
-	case ierr != nil:
-		return fmt.Errorf("dockerhost: check image: the container is gone: %w", ierr)
-	default:
-		return errors.New("dockerhost: check image: the container is not running")
-	}
+	return nil
 }
 
 // missingExecutable reports whether err is an exec whose program, or a

@@ -34,8 +34,6 @@ type fakeDocker struct {
 	createErr []error // consumed one per ContainerCreate
 	pulled    []string
 	pullErr   error
-	statErr   error                      // ContainerStatPath's answer
-	inspect   *container.InspectResponse // ContainerInspect's answer; nil: not found
 }
 
 var _ DockerAPI = (*fakeDocker)(nil)
@@ -78,17 +76,6 @@ func (f *fakeDocker) ImagePull(_ context.Context, ref string, _ image.PullOption
 		return nil, f.pullErr
 	}
 	return io.NopCloser(strings.NewReader(`{"status":"done"}`)), nil
-}
-
-func (f *fakeDocker) ContainerStatPath(context.Context, string, string) (container.PathStat, error) {
-	return container.PathStat{Name: "sh"}, f.statErr
-}
-
-func (f *fakeDocker) ContainerInspect(_ context.Context, id string) (container.InspectResponse, error) {
-	if f.inspect == nil {
-		return container.InspectResponse{}, fmt.Errorf("fake: no such container: %s: %w", id, cerrdefs.ErrNotFound)
-	}
-	return *f.inspect, nil
 }
 
 func fakeHost(t *testing.T, f *fakeDocker, now time.Time) *Docker {
@@ -163,30 +150,6 @@ func TestCreatePullsMissingImageOnce(t *testing.T) {
 	h = fakeHost(t, f, time.Now())
 	if _, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x"); ErrorCode(err) != CodeConflict {
 		t.Fatalf("name taken: %v, want conflict", err)
-	}
-}
-
-// TestCheckShell: the engine answers a missing /bin/sh and a missing
-// container alike (404), so only a container that still runs makes it the
-// image's fault; one that ended goes to the caller's exit-status path.
-func TestCheckShell(t *testing.T) {
-	running := &container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{State: &container.State{Running: true}}}
-	exited := &container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{State: &container.State{Status: "exited"}}}
-	for name, tc := range map[string]struct {
-		f         *fakeDocker
-		imageErr  bool
-		wantError bool
-	}{
-		"present":          {f: &fakeDocker{inspect: running}},
-		"missing, running": {f: &fakeDocker{statErr: cerrdefs.ErrNotFound, inspect: running}, imageErr: true, wantError: true},
-		"missing, exited":  {f: &fakeDocker{statErr: cerrdefs.ErrNotFound, inspect: exited}, wantError: true},
-		"container gone":   {f: &fakeDocker{statErr: cerrdefs.ErrNotFound}, wantError: true},
-		"engine error":     {f: &fakeDocker{statErr: errors.New("engine on fire"), inspect: running}, wantError: true},
-	} {
-		err := fakeHost(t, tc.f, time.Now()).checkShell(testCtx(t, time.Minute), "c")
-		if (err != nil) != tc.wantError || (ErrorCode(err) == CodeInvalidRequest) != tc.imageErr {
-			t.Errorf("%s: %v (code %q); want error %v, image's fault %v", name, err, ErrorCode(err), tc.wantError, tc.imageErr)
-		}
 	}
 }
 

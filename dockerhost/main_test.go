@@ -13,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/hostgate/hostgate/internal/testenv"
 	"go.uber.org/goleak"
@@ -55,6 +56,7 @@ var engineTests = []struct {
 	{"PoolFillFailure", testPoolFillFailure},
 	{"ExecVia", testExecVia},
 	{"PoolAgent", testPoolAgent},
+	{"ToolsVolume", testToolsVolume},
 }
 
 // engineConcurrency bounds how many engine tests run at once.
@@ -142,6 +144,16 @@ func reapOwner(t testing.TB, cli *client.Client, owner string) {
 	}
 	for _, c := range list {
 		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})
+	if err != nil {
+		t.Errorf("list volumes: %v", err)
+		return
+	}
+	for _, v := range vols.Volumes {
+		if err := cli.VolumeRemove(ctx, v.Name, true); err != nil {
+			t.Errorf("remove tools volume: %v", err)
+		}
 	}
 }
 

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 )
 
 // Container paths the policy mounts.
 const (
 	WorkspaceDir = "/workspace"
-	// ToolsDir is a small root-owned tmpfs (mode 0755) that Config.Tools
-	// are copied into at provision, e.g. the in-container agent binary.
+	// ToolsDir is where Config.Tools are, e.g. the in-container agent
+	// binary: a volume mounted read-only (see toolsVolume).
 	ToolsDir = "/opt/hostgate"
 )
 
@@ -38,7 +39,7 @@ type Policy struct {
 	AllowUnpinnedImages bool
 	UID, GID            int       // numeric, non-root
 	Max                 Resources // upper bounds; each field > 0
-	ToolsBytes          int64     // size of the ToolsDir tmpfs; 0: no ToolsDir
+	ToolsVolume         string    // mounted read-only at ToolsDir; "": no ToolsDir
 	// RepositoryRoots, when set, are the only directories git-worktree
 	// repositories may be under: the API caller names a path on the
 	// gateway's machine, so a shared gateway should confine it.
@@ -286,8 +287,9 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 		// exec: workspaces hold scripts and build outputs that must run.
 		WorkspaceDir: fmt.Sprintf("size=%d,uid=%d,gid=%d,mode=0700,exec", r.DiskBytes, p.UID, p.GID),
 	}
-	if p.ToolsBytes > 0 {
-		tmpfs[ToolsDir] = fmt.Sprintf("size=%d,uid=0,gid=0,mode=0755,exec", p.ToolsBytes)
+	var mounts []mount.Mount
+	if p.ToolsVolume != "" {
+		mounts = append(mounts, (&toolsVolume{name: p.ToolsVolume}).mount())
 	}
 	hc := &container.HostConfig{
 		NetworkMode:    "none",
@@ -297,8 +299,9 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 		CapDrop:        []string{"ALL"},
 		// An init reaps orphans of exec'd commands, which would otherwise
 		// pile up as zombies against the pids limit under sleep as PID 1.
-		Init:  &yes,
-		Tmpfs: tmpfs,
+		Init:   &yes,
+		Tmpfs:  tmpfs,
+		Mounts: mounts,
 		Resources: container.Resources{
 			NanoCPUs:   int64(math.Round(r.CPUs * 1e9)),
 			Memory:     r.MemoryBytes,

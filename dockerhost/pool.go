@@ -380,6 +380,9 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 			p.mu.Unlock()
 		}
 	}()
+	if err := h.ensureTools(ctx, cfg.Image); err != nil {
+		return nil, err
+	}
 	cid, err := h.create(ctx, cfg, hc, name)
 	if err != nil {
 		return nil, err
@@ -404,7 +407,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("start container: %w", err)
 	}
-	if err := h.prepare(ctx, cid); err != nil {
+	if err := h.prepare(ctx, cid, cfg.Image); err != nil {
 		return nil, err
 	}
 	// The claim execs sleep: check it now, not when a caller waits.

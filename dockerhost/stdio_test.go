@@ -3,9 +3,13 @@ package dockerhost
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 )
 
 func testAttachStdio(t *testing.T) {
@@ -72,7 +76,90 @@ func testTools(t *testing.T) {
 	ex := provision(t, h, emptyReq(img, small()))
 	res := sh(t, h, ex.ExecutionID, `/opt/hostgate/hello; stat -c '%u:%g %a' /opt/hostgate /opt/hostgate/hello; touch /opt/hostgate/x 2>&1; echo > /opt/hostgate/hello 2>&1; echo rc=$?`)
 	want := "tool ran as 65534\n0:0 755\n0:0 755\n"
-	if !strings.HasPrefix(res.Stdout, want) || !strings.Contains(res.Stdout, "Permission denied") || !strings.Contains(res.Stdout, "rc=1") {
-		t.Fatalf("tools:\n%s\nwant prefix:\n%s and permission denied", res.Stdout, want)
+	if !strings.HasPrefix(res.Stdout, want) || !strings.Contains(res.Stdout, "Read-only file system") || !strings.Contains(res.Stdout, "rc=1") {
+		t.Fatalf("tools:\n%s\nwant prefix:\n%s and a read-only file system", res.Stdout, want)
+	}
+}
+
+// testToolsVolume: the tools live in one volume per content, written once
+// (a volume left without its completion mark is written again) and shared
+// by every container of the owner; a gateway with other tools (a new agent
+// build) gets a new volume and removes the old one once no container uses
+// it.
+func testToolsVolume(t *testing.T) {
+	cli, img := engine(t)
+	ctx := testCtx(t, 2*time.Minute)
+	owner := uniqueOwner()
+	tools := func(v string) []Tool {
+		return []Tool{{Name: "hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho " + v + "\n")}}
+	}
+	volumes := func() []string {
+		t.Helper()
+		list, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, v := range list.Volumes {
+			names = append(names, v.Name)
+		}
+		return names
+	}
+	v1, err := newToolsVolume(owner, tools("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty volume under the right name: what a gateway stopped while
+	// writing leaves.
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: v1.name, Labels: map[string]string{LabelTools: owner}}); err != nil {
+		t.Fatal(err)
+	}
+	a := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v1")})
+	x, y := provision(t, a, emptyReq(img, small())), provision(t, a, emptyReq(img, small()))
+	for _, ex := range []*Execution{x, y} {
+		if res := sh(t, a, ex.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v1\n" {
+			t.Fatalf("tool in %s: %q", ex.ExecutionID, res.Stdout)
+		}
+	}
+	if got := volumes(); !slices.Equal(got, []string{v1.name}) {
+		t.Fatalf("volumes %v, want only %s", got, v1.name)
+	}
+
+	b := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v2")})
+	z := provision(t, b, emptyReq(img, small()))
+	if res := sh(t, b, z.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v2\n" {
+		t.Fatalf("new tools: %q", res.Stdout)
+	}
+	if got := volumes(); len(got) != 2 {
+		t.Fatalf("volumes %v: the old one is in use and must stay", got)
+	}
+	for _, ex := range []*Execution{x, y} {
+		if err := a.Terminate(ctx, ex.ExecutionID); err != nil {
+			t.Fatal(err)
+		}
+		waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	}
+	c := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v2")})
+	w := provision(t, c, emptyReq(img, small()))
+	got := volumes()
+	if len(got) != 1 || got[0] == v1.name {
+		t.Fatalf("volumes %v, want only the new one", got)
+	}
+	// Pruned while this host runs: the next create writes it again.
+	for _, ex := range []*Execution{z, w} {
+		if err := b.Terminate(ctx, ex.ExecutionID); err != nil && ErrorCode(err) != CodeNotFound {
+			t.Fatal(err)
+		}
+		if err := c.Terminate(ctx, ex.ExecutionID); err != nil && ErrorCode(err) != CodeNotFound {
+			t.Fatal(err)
+		}
+		waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	}
+	if err := cli.VolumeRemove(ctx, got[0], false); err != nil {
+		t.Fatal(err)
+	}
+	w = provision(t, c, emptyReq(img, small()))
+	if res := sh(t, c, w.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v2\n" {
+		t.Fatalf("after a prune: %q", res.Stdout)
 	}
 }

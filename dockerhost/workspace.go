@@ -1,7 +1,6 @@
 package dockerhost
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path"
 	"strings"
-	"time"
 )
 
 var errTarTooLarge = errors.New("workspace tar exceeds the disk limit")
@@ -25,7 +23,7 @@ type Workspace struct {
 	user   string
 }
 
-// Tool is a file copied into ToolsDir at provision, owned by root.
+// Tool is a file every container finds in ToolsDir, owned by root.
 type Tool struct {
 	Name string      // a plain file name
 	Mode fs.FileMode // permission bits, e.g. 0o755
@@ -115,28 +113,6 @@ func (w *Workspace) Export(ctx context.Context, containerID string, dst io.Write
 		return fmt.Errorf("export workspace: tar exited %d: %s", code, strings.TrimSpace(stderr.String()))
 	}
 	return nil
-}
-
-// InstallTools copies tools into ToolsDir as root (the directory is a
-// root-owned tmpfs; the execution's user can run but not change them).
-func (w *Workspace) InstallTools(ctx context.Context, containerID string, tools []Tool) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, t := range tools {
-		if err := tw.WriteHeader(&tar.Header{
-			Name: t.Name, Mode: int64(t.Mode.Perm()), Size: int64(len(t.Data)),
-			Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0),
-		}); err != nil {
-			return fmt.Errorf("install tools: %w", err)
-		}
-		if _, err := tw.Write(t.Data); err != nil {
-			return fmt.Errorf("install tools: %w", err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("install tools: %w", err)
-	}
-	return w.untar(ctx, containerID, "0:0", ToolsDir, &buf)
 }
 
 func (w *Workspace) untar(ctx context.Context, containerID, user, dir string, src io.Reader) error {

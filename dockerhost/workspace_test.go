@@ -250,9 +250,9 @@ func testAdoptAndReap(t *testing.T) {
 }
 
 // An image without tar, without sleep or without sh fails at provision
-// with a clear error and leaves no container, with tools to install (the
-// install proves tar, a stat proves /bin/sh) and without (one exec of tar
-// proves both).
+// with a clear error and leaves no container, with tools (their volume is
+// written through a container of the first image provisioned, here one
+// that fails) and without.
 func testImageMustHaveShSleepTar(t *testing.T) {
 	cli, _ := engine(t)
 	busybox, err := os.ReadFile("/bin/busybox")

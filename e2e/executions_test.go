@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,13 +33,34 @@ func execGateway(t testing.TB) (*gw, *client.Client, string) {
 	image := os.Getenv("HOSTGATE_TEST_IMAGE")
 	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
 		exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run() == nil)
+	// Registered first, so it runs once the gateway has stopped.
+	stateDir := t.TempDir()
+	t.Cleanup(func() { removeToolsVolumes(t, stateDir) })
 	// startGateway passes --docker off first; the last flag wins.
-	g := startGateway(t, "", "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image)
+	g := startGateway(t, stateDir, "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image)
 	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return g, c, image
+}
+
+// removeToolsVolumes removes the agent's tools volume of the gateway of
+// stateDir. A gateway that stops removes it itself; one that was killed,
+// or stopped while an execution lived, leaves it for its next start, and
+// a test's state directory has none.
+func removeToolsVolumes(t testing.TB, stateDir string) {
+	sum := sha256.Sum256([]byte(stateDir)) // the gateway's owner label: cmd/gateway owner()
+	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=hostgate.tools=hostgate-"+hex.EncodeToString(sum[:6])).Output()
+	if err != nil {
+		t.Logf("list tools volumes: %v", err)
+		return
+	}
+	for _, v := range strings.Fields(string(out)) {
+		if out, err := exec.Command("docker", "volume", "rm", v).CombinedOutput(); err != nil {
+			t.Logf("remove tools volume %s: %v: %s", v, err, out)
+		}
+	}
 }
 
 func execRequest(image string) client.ProvisionRequest {
@@ -654,7 +677,9 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 	image := os.Getenv("HOSTGATE_TEST_IMAGE")
 	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
 		exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run() == nil)
-	g := startGateway(t, "", "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1")
+	stateDir := t.TempDir()
+	t.Cleanup(func() { removeToolsVolumes(t, stateDir) })
+	g := startGateway(t, stateDir, "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1")
 	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 				"interpreter", interp, "fix", "CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent")
 		}
 		if agentInfo.symbolBytes >= 1<<20 {
-			log.Info("the agent binary carries symbols and debug info it never reads; each sandbox holds a copy in its tools tmpfs, which counts against its memory limit",
+			log.Info("the agent binary carries symbols and debug info it never reads; the engine's tools volume and every machine that runs the agent carry them too",
 				"bytes", agentInfo.symbolBytes, "fix", "CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent")
 		}
 	} else {

@@ -20,7 +20,7 @@
 //
 // An optional warm pool (Config.Pool) keeps pre-created containers per key
 // (image, resources, network; the user and tools are the host's). A pooled
-// container is started, image-checked and given its tools ahead of time;
+// container is started and image-checked ahead of time;
 // its main process blocks reading stdin, which the pool holds attached, so
 // the runtime deadline starts only when a claim writes it. A claim also
 // renames the container to hostgate-<executionId>--<expires unix> (labels

@@ -199,7 +199,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 			return nil, fmt.Errorf("dockerhost: %w", err)
 		}
 		h.toolsVol = v
-		h.policy.ToolsVolume = v.name
+		h.policy.tools = v
 	}
 	if h.store == nil {
 		if cfg.CheckpointDir == "" {
@@ -268,13 +268,7 @@ func (h *Docker) Close() error {
 		h.pool.close()
 	}
 	h.timersWG.Wait()
-	if h.toolsVol != nil {
-		// Unused tools are not left behind; a next start writes them again
-		// (one container create, at its first provision).
-		ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
-		h.removeOldTools(ctx, "")
-		cancel()
-	}
+	h.dropTools()
 	return nil
 }
 
@@ -298,7 +292,7 @@ func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 }
 
 // provision reserves the id, creates and starts the container, checks the
-// image, installs tools, runs load and registers the execution. Any failure
+// image, runs load and registers the execution. Any failure
 // removes the container: a failed provision leaves nothing behind.
 func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFrom string, load func(context.Context, string) error) (_ *Execution, err error) {
 	id := req.ExecutionID
@@ -425,7 +419,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 }
 
 // createStarted creates and starts a fresh container, checks the image and
-// installs the tools. On error it removes the container.
+// makes sure of the tools volume. On error it removes the container.
 func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (_ string, err error) {
 	if err := h.ensureTools(ctx, cfg.Image); err != nil {
 		return "", err
@@ -443,9 +437,13 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 	}()
 	// Watch the main process: with an init, a missing sleep is not a
 	// start error but an immediate exit 127 (and AutoRemove erases it).
+	// An image checked before runs no check to fail, so nothing to watch.
 	waitCtx, stopWait := context.WithCancel(ctx)
 	defer stopWait()
-	exitC, _ := h.api.ContainerWait(waitCtx, cid, container.WaitConditionNextExit)
+	var exitC <-chan container.WaitResponse
+	if !h.imageChecked(cfg.Image) {
+		exitC, _ = h.api.ContainerWait(waitCtx, cid, container.WaitConditionNextExit)
+	}
 	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		if strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file") {
 			return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
@@ -478,10 +476,7 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 // here, a cold create 200). The tools need no step here: the container
 // mounts their volume.
 func (h *Docker) prepare(ctx context.Context, cid, image string) error {
-	h.mu.Lock()
-	done := h.checked[image]
-	h.mu.Unlock()
-	if done {
+	if h.imageChecked(image) {
 		return nil
 	}
 	if err := h.checkImage(ctx, cid); err != nil {
@@ -495,6 +490,12 @@ func (h *Docker) prepare(ctx context.Context, cid, image string) error {
 		h.mu.Unlock()
 	}
 	return nil
+}
+
+func (h *Docker) imageChecked(image string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.checked[image]
 }
 
 // missingExecutable reports whether err is an exec whose program, or a
@@ -677,7 +678,9 @@ func (h *Docker) end(id string, e *execution) error {
 func (h *Docker) destroy(cid string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
 	defer cancel()
-	err := h.api.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true})
+	// RemoveVolumes: an image's VOLUMEs get anonymous volumes at create;
+	// named ones (the tools) are never removed this way.
+	err := h.api.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	// Not found: already gone.
 	if err == nil || cerrdefs.IsNotFound(err) {
 		return nil

@@ -57,6 +57,7 @@ var engineTests = []struct {
 	{"ExecVia", testExecVia},
 	{"PoolAgent", testPoolAgent},
 	{"ToolsVolume", testToolsVolume},
+	{"ImageCheckedOnce", testImageCheckedOnce},
 }
 
 // engineConcurrency bounds how many engine tests run at once.
@@ -137,13 +138,16 @@ func newTestHost(t testing.TB, cli *client.Client, cfg *Config) *Docker {
 func reapOwner(t testing.TB, cli *client.Client, owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner+"="+owner))})
-	if err != nil {
-		t.Errorf("list containers: %v", err)
-		return
-	}
-	for _, c := range list {
-		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	// Executions and pooled containers, then tools volume holders.
+	for _, label := range []string{LabelOwner, LabelTools} {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label+"="+owner))})
+		if err != nil {
+			t.Errorf("list containers: %v", err)
+			return
+		}
+		for _, c := range list {
+			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
 	}
 	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})
 	if err != nil {

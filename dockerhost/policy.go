@@ -37,9 +37,9 @@ const (
 // value is not usable; NewDocker builds one from Config.
 type Policy struct {
 	AllowUnpinnedImages bool
-	UID, GID            int       // numeric, non-root
-	Max                 Resources // upper bounds; each field > 0
-	ToolsVolume         string    // mounted read-only at ToolsDir; "": no ToolsDir
+	UID, GID            int          // numeric, non-root
+	Max                 Resources    // upper bounds; each field > 0
+	tools               *toolsVolume // mounted read-only at ToolsDir; nil: no ToolsDir
 	// RepositoryRoots, when set, are the only directories git-worktree
 	// repositories may be under: the API caller names a path on the
 	// gateway's machine, so a shared gateway should confine it.
@@ -288,8 +288,8 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 		WorkspaceDir: fmt.Sprintf("size=%d,uid=%d,gid=%d,mode=0700,exec", r.DiskBytes, p.UID, p.GID),
 	}
 	var mounts []mount.Mount
-	if p.ToolsVolume != "" {
-		mounts = append(mounts, (&toolsVolume{name: p.ToolsVolume}).mount())
+	if p.tools != nil {
+		mounts = append(mounts, p.tools.mount(false))
 	}
 	hc := &container.HostConfig{
 		NetworkMode:    "none",

@@ -3,11 +3,13 @@ package dockerhost
 import (
 	"context"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 )
@@ -145,21 +147,63 @@ func testToolsVolume(t *testing.T) {
 	if len(got) != 1 || got[0] == v1.name {
 		t.Fatalf("volumes %v, want only the new one", got)
 	}
-	// Pruned while this host runs: the next create writes it again.
-	for _, ex := range []*Execution{z, w} {
-		if err := b.Terminate(ctx, ex.ExecutionID); err != nil && ErrorCode(err) != CodeNotFound {
-			t.Fatal(err)
-		}
-		if err := c.Terminate(ctx, ex.ExecutionID); err != nil && ErrorCode(err) != CodeNotFound {
-			t.Fatal(err)
-		}
-		waitRemoved(t, cli, ex.ContainerID, time.Minute)
-	}
-	if err := cli.VolumeRemove(ctx, got[0], false); err != nil {
+	// With no execution left, the host's holder still keeps the volume
+	// from a prune, which would make the next create mount it empty.
+	if err := b.Terminate(ctx, z.ExecutionID); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.Terminate(ctx, w.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, z.ContainerID, time.Minute)
+	waitRemoved(t, cli, w.ContainerID, time.Minute)
+	if err := cli.VolumeRemove(ctx, got[0], false); err == nil {
+		t.Fatal("the tools volume of a live host was removed")
 	}
 	w = provision(t, c, emptyReq(img, small()))
 	if res := sh(t, c, w.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v2\n" {
-		t.Fatalf("after a prune: %q", res.Stdout)
+		t.Fatalf("after a refused prune: %q", res.Stdout)
+	}
+	if err := c.Terminate(ctx, w.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, w.ContainerID, time.Minute)
+	// Hosts that close leave no holder and no unused volume.
+	for _, h := range []*Docker{a, b, c} {
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := volumes(); len(got) != 0 {
+		t.Fatalf("volumes %v left after Close", got)
+	}
+	holders, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})
+	if err != nil || len(holders) != 0 {
+		t.Fatalf("holders left after Close: %d, %v", len(holders), err)
+	}
+}
+
+// testImageCheckedOnce: a digest-pinned image is checked (one exec of
+// tar) at its first create only; its later containers start no check.
+func testImageCheckedOnce(t *testing.T) {
+	cli, img := engine(t)
+	check := &countingAPI{DockerAPI: cli, argv: []string{"tar", "-cf", "/dev/null", "-C", "/", "bin/sh"}}
+	owner := uniqueOwner()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), check, &Config{Owner: owner, CheckpointDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Close()
+		reapOwner(t, cli, owner)
+	})
+	for i := range 3 {
+		ex := provision(t, h, emptyReq(img, small()))
+		if n := check.count(); n != 1 {
+			t.Fatalf("provision %d: %d image checks, want 1 in all", i+1, n)
+		}
+		if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

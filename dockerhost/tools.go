@@ -4,9 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,7 +19,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 )
 
-// LabelTools marks the volumes that hold Config.Tools (value: the owner).
+// LabelTools marks a tools volume and its holder container (value: the
+// owner).
 const LabelTools = "hostgate.tools"
 
 // toolsDone is the last file of a tools volume: a volume without it was
@@ -27,19 +28,30 @@ const LabelTools = "hostgate.tools"
 const toolsDone = ".hostgate-tools-complete"
 
 // toolsVolume is the volume every container mounts read-only at ToolsDir.
-// Its name is the owner and a hash of the tools, so a volume is written
+// Its name is a hash of the owner and the tools, so a volume is written
 // once per content and never changes: a gateway that restarts with the
 // same tools uses the same one, executions it adopts keep theirs, and a
 // new agent build gets a new volume. Written once instead of copied into
 // every container, the tools cost a cold create no exec and a sandbox no
 // memory (a tmpfs copy was charged to each container's memory limit).
+//
+// A holder container (created, never started) mounts it for the host's
+// life: the engine refuses to remove a volume in use, so no prune or
+// other gateway takes it away under a create, which would make the engine
+// create it again, empty.
 type toolsVolume struct {
 	name    string
+	owner   string
 	archive []byte // the tools, then toolsDone
 
-	mu    sync.Mutex // held while ensuring: one writer at a time
-	ready bool
+	mu     sync.Mutex // held while writing: one writer at a time
+	holder string     // the holder's id; "" until written
+	swept  bool       // a previous run's holders removed
 }
+
+// errNoImage is a holder create that found no image: the caller pulls it
+// without holding the lock.
+var errNoImage = errors.New("dockerhost: image not found")
 
 func newToolsVolume(owner string, tools []Tool) (*toolsVolume, error) {
 	var buf bytes.Buffer
@@ -58,56 +70,82 @@ func newToolsVolume(owner string, tools []Tool) (*toolsVolume, error) {
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("tools archive: %w", err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	return &toolsVolume{name: owner + "-tools-" + hex.EncodeToString(sum[:8]), archive: buf.Bytes()}, nil
+	// The owner is any label value; the name must be a volume name.
+	sum := sha256.New()
+	sum.Write([]byte(owner + "\x00"))
+	sum.Write(buf.Bytes())
+	return &toolsVolume{name: "hostgate-tools-" + hex.EncodeToString(sum.Sum(nil)[:10]), owner: owner, archive: buf.Bytes()}, nil
 }
 
-// mount is the read-only mount of the volume at ToolsDir.
-func (v *toolsVolume) mount() mount.Mount {
-	return mount.Mount{Type: mount.TypeVolume, Source: v.name, Target: ToolsDir, ReadOnly: true,
-		VolumeOptions: &mount.VolumeOptions{NoCopy: true}}
+// mount is the volume at ToolsDir, read-only unless rw. Labelled, so
+// that a volume the engine creates for a mount is this owner's too.
+func (v *toolsVolume) mount(rw bool) mount.Mount {
+	return mount.Mount{Type: mount.TypeVolume, Source: v.name, Target: ToolsDir, ReadOnly: !rw,
+		VolumeOptions: &mount.VolumeOptions{NoCopy: true, Labels: map[string]string{LabelTools: v.owner}}}
 }
 
-// ensureTools makes the tools volume exist and hold the tools before a
-// container that mounts it is created (the engine would otherwise create
-// it empty). The first call of a gateway writes it through a container of
-// image that is created, never started, and removed: the engine's archive
-// API reaches a volume through any container that mounts it. Later calls
-// only check that it still exists. It also removes this owner's volumes
-// of other tools that no container uses.
+// ensureTools makes the tools volume hold the tools before a container
+// that mounts it is created. The first call of a host writes it through
+// the holder, a container of image: the engine's archive API reaches a
+// volume through any container that mounts it. Later calls return at
+// once. A missing image is pulled without holding the lock, so one slow
+// pull does not stall every other provision.
 func (h *Docker) ensureTools(ctx context.Context, image string) error {
 	v := h.toolsVol
 	if v == nil {
 		return nil
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.ready {
-		_, err := h.api.VolumeInspect(ctx, v.name)
-		if !cerrdefs.IsNotFound(err) {
-			return nil
+	for pulled := false; ; pulled = true {
+		v.mu.Lock()
+		err := h.writeTools(ctx, v, image)
+		v.mu.Unlock()
+		if !errors.Is(err, errNoImage) || pulled {
+			return err
 		}
-		// Removed behind this host's back (a volume prune, another
-		// gateway of this state directory closing): write it again.
-		v.ready = false
+		if perr := h.pull(ctx, image); perr != nil {
+			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found and could not be pulled", Err: perr}
+		}
 	}
-	if _, err := h.api.VolumeCreate(ctx, volume.CreateOptions{Name: v.name, Labels: map[string]string{LabelTools: h.owner}}); err != nil {
-		return fmt.Errorf("dockerhost: create tools volume: %w", err)
+}
+
+// writeTools creates the holder and writes the volume unless it holds the
+// tools already (a previous run's, or this one's). Under v.mu.
+func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) error {
+	if v.holder != "" {
+		return nil
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	rw := v.mount()
-	rw.ReadOnly = false
-	cid, err := h.create(ctx, &container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true, Labels: map[string]string{LabelTools: h.owner}},
-		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{rw}}, v.name+"-writer-"+hex.EncodeToString(b[:]))
-	if err != nil {
-		return fmt.Errorf("dockerhost: tools volume: %w", err)
+	if !v.swept {
+		// Holders of a previous run (one killed) keep their volumes in use.
+		h.removeToolHolders(ctx)
+		v.swept = true
 	}
+	// Not cancelled with ctx, as in create: an abandoned create could
+	// still complete in the engine.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+	resp, err := h.api.ContainerCreate(cctx,
+		&container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true, Labels: map[string]string{LabelTools: v.owner}},
+		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{v.mount(true)}}, nil, nil, v.name+"-holder")
+	cancel()
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return errNoImage
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("dockerhost: tools volume holder %s exists (another gateway of this state directory?): %w", v.name+"-holder", err)
+	case err != nil:
+		return fmt.Errorf("dockerhost: tools volume holder: %w", err)
+	}
+	cid := resp.ID
+	ok := false
 	defer func() {
-		if derr := h.destroy(cid); derr != nil {
-			h.logger.Error("remove tools volume writer", "container", cid, "err", derr)
+		if !ok {
+			if derr := h.destroy(cid); derr != nil {
+				h.logger.Error("remove tools volume holder", "container", cid, "err", derr)
+			}
 		}
 	}()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if _, err := h.api.ContainerStatPath(ctx, cid, ToolsDir+"/"+toolsDone); err != nil {
 		if !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("dockerhost: tools volume: %w", err)
@@ -117,15 +155,58 @@ func (h *Docker) ensureTools(ctx context.Context, image string) error {
 		}
 		h.logger.Info("tools volume written", "volume", v.name, "bytes", len(v.archive))
 	}
-	v.ready = true
+	ok = true
+	v.holder = cid
 	h.removeOldTools(ctx, v.name)
 	return nil
+}
+
+// dropTools removes the holder and, when no provision is in flight (one
+// could be creating a container that mounts it), this owner's tools
+// volumes that no container uses: a host that closes leaves none behind
+// unless an execution still uses it (kept for a restart to adopt).
+func (h *Docker) dropTools() {
+	v := h.toolsVol
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	holder := v.holder
+	v.holder = ""
+	v.mu.Unlock()
+	if holder != "" {
+		if err := h.destroy(holder); err != nil {
+			h.logger.Error("remove tools volume holder", "container", holder, "err", err)
+		}
+	}
+	h.mu.Lock()
+	pending := len(h.pending)
+	h.mu.Unlock()
+	if pending == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
+		h.removeOldTools(ctx, "")
+		cancel()
+	}
+}
+
+// removeToolHolders removes this owner's holder containers.
+func (h *Docker) removeToolHolders(ctx context.Context) {
+	list, err := h.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+h.owner))})
+	if err != nil {
+		h.logger.Warn("list tools volume holders", "err", err)
+		return
+	}
+	for _, c := range list {
+		if err := h.destroy(c.ID); err != nil {
+			h.logger.Warn("remove a previous tools volume holder", "container", c.ID, "err", err)
+		}
+	}
 }
 
 // removeOldTools removes this owner's tools volumes other than keep ("":
 // all) that no container uses; the engine refuses the ones in use (an
 // adopted execution of an older build, a live one at Close), which stay
-// until a later start.
+// until a later first provision or Close.
 func (h *Docker) removeOldTools(ctx context.Context, keep string) {
 	list, err := h.api.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+h.owner))})
 	if err != nil {

@@ -46,12 +46,19 @@ func execGateway(t testing.TB) (*gw, *client.Client, string) {
 }
 
 // removeToolsVolumes removes the agent's tools volume of the gateway of
-// stateDir. A gateway that stops removes it itself; one that was killed,
-// or stopped while an execution lived, leaves it for its next start, and
-// a test's state directory has none.
+// stateDir, and its holder container. A gateway that stops removes both
+// itself; one that was killed leaves them, and one stopped while an
+// execution lived leaves the volume, for its next start, which a test's
+// state directory never has.
 func removeToolsVolumes(t testing.TB, stateDir string) {
 	sum := sha256.Sum256([]byte(stateDir)) // the gateway's owner label: cmd/gateway owner()
-	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=hostgate.tools=hostgate-"+hex.EncodeToString(sum[:6])).Output()
+	label := "label=hostgate.tools=hostgate-" + hex.EncodeToString(sum[:6])
+	if out, err := exec.Command("docker", "ps", "-aq", "--filter", label).Output(); err == nil {
+		for _, c := range strings.Fields(string(out)) {
+			_ = exec.Command("docker", "rm", "-f", c).Run()
+		}
+	}
+	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", label).Output()
 	if err != nil {
 		t.Logf("list tools volumes: %v", err)
 		return

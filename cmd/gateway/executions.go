@@ -31,8 +31,8 @@ func init() { serveHooks = append(serveHooks, attachExecutions) }
 const (
 	// enginePingTimeout bounds --docker auto's probe of the engine.
 	enginePingTimeout = 5 * time.Second
-	// maxAgentBinary bounds the agent binary read into memory (it is
-	// copied into every execution).
+	// maxAgentBinary bounds the agent binary read into memory (and
+	// written into the engine's tools volume).
 	maxAgentBinary = 256 << 20
 )
 
@@ -303,7 +303,7 @@ func readAgentBinary(path string) (data []byte, info agentELF, err error) {
 // agentELF is what the gateway reads from the agent binary's ELF headers.
 type agentELF struct {
 	interp      string // PT_INTERP, "" for a static build
-	symbolBytes uint64 // symbol tables and DWARF: loaded into no process, but copied into every sandbox
+	symbolBytes uint64 // symbol tables and DWARF: loaded into no process
 }
 
 // elfSymbolBytes is the size of the sections a running program does not

@@ -31,8 +31,8 @@ import (
 // HostKind is the store kind of an execution's host.
 const HostKind = "docker"
 
-// DefaultAgentArgv runs the agent the gateway copied into the execution's
-// root-owned tools tmpfs (dockerhost.ToolsDir).
+// DefaultAgentArgv runs the agent the gateway put in every execution's
+// read-only tools volume (dockerhost.ToolsDir).
 var DefaultAgentArgv = []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn"}
 
 // ErrNotExecutionHost means an execution id names a host that is not an

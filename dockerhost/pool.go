@@ -27,8 +27,8 @@ const (
 )
 
 // PoolConfig is the warm pool of pre-created containers. A pooled
-// container is created, started, image-checked and given its tools ahead
-// of time; its main process blocks reading its stdin, which the pool holds
+// container is created, started and image-checked ahead of time; its
+// main process blocks reading its stdin, which the pool holds
 // attached, until a claim writes the runtime: the in-container deadline
 // and the host deadline both start at the claim. A container is handed out
 // once and then belongs to that execution; the pool never sees it again.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
@@ -85,12 +86,13 @@ func testTools(t *testing.T) {
 
 // testToolsVolume: the tools live in one volume per content, written once
 // (a volume left without its completion mark is written again) and shared
-// by every container of the owner; a gateway with other tools (a new agent
-// build) gets a new volume and removes the old one once no container uses
-// it.
+// by every container of the owner. A holder keeps it from a volume prune
+// while its host lives; a container prune of the holder is noticed. A host
+// that closes removes the owner's tools volumes no container uses, the
+// older build's included, and keeps the ones its executions use.
 func testToolsVolume(t *testing.T) {
 	cli, img := engine(t)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := testCtx(t, 3*time.Minute)
 	owner := uniqueOwner()
 	tools := func(v string) []Tool {
 		return []Tool{{Name: "hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho " + v + "\n")}}
@@ -105,9 +107,37 @@ func testToolsVolume(t *testing.T) {
 		for _, v := range list.Volumes {
 			names = append(names, v.Name)
 		}
+		slices.Sort(names)
 		return names
 	}
+	holders := func() int {
+		t.Helper()
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	hello := func(h *Docker, ex *Execution, want string) {
+		t.Helper()
+		if res := sh(t, h, ex.ExecutionID, ToolsDir+"/hello"); res.Stdout != want+"\n" {
+			t.Fatalf("tool in %s: %q, want %q", ex.ExecutionID, res.Stdout, want)
+		}
+	}
+	end := func(h *Docker, exs ...*Execution) {
+		t.Helper()
+		for _, ex := range exs {
+			if err := h.Terminate(ctx, ex.ExecutionID); err != nil {
+				t.Fatal(err)
+			}
+			waitRemoved(t, cli, ex.ContainerID, time.Minute)
+		}
+	}
 	v1, err := newToolsVolume(owner, tools("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := newToolsVolume(owner, tools("v2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,68 +148,49 @@ func testToolsVolume(t *testing.T) {
 	}
 	a := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v1")})
 	x, y := provision(t, a, emptyReq(img, small())), provision(t, a, emptyReq(img, small()))
-	for _, ex := range []*Execution{x, y} {
-		if res := sh(t, a, ex.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v1\n" {
-			t.Fatalf("tool in %s: %q", ex.ExecutionID, res.Stdout)
-		}
+	hello(a, x, "v1")
+	hello(a, y, "v1")
+	if got := volumes(); !slices.Equal(got, []string{v1.name}) || holders() != 1 {
+		t.Fatalf("volumes %v, %d holders; want only %s and its holder", got, holders(), v1.name)
 	}
-	if got := volumes(); !slices.Equal(got, []string{v1.name}) {
-		t.Fatalf("volumes %v, want only %s", got, v1.name)
+	// Closed with x and y alive: their volume stays, for a restart.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := volumes(); !slices.Equal(got, []string{v1.name}) || holders() != 0 {
+		t.Fatalf("after Close with executions: volumes %v, %d holders", got, holders())
 	}
 
+	// A new build adopts x and y; its own volume is new.
 	b := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v2")})
 	z := provision(t, b, emptyReq(img, small()))
-	if res := sh(t, b, z.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v2\n" {
-		t.Fatalf("new tools: %q", res.Stdout)
+	hello(b, z, "v2")
+	hello(b, x, "v1")
+	want := []string{v1.name, v2.name}
+	slices.Sort(want)
+	if got := volumes(); !slices.Equal(got, want) {
+		t.Fatalf("volumes %v, want both: the old one is in use", got)
 	}
-	if got := volumes(); len(got) != 2 {
-		t.Fatalf("volumes %v: the old one is in use and must stay", got)
+	// A volume prune is refused while the holder lives.
+	end(b, z)
+	if err := cli.VolumeRemove(ctx, v2.name, false); !cerrdefs.IsConflict(err) {
+		t.Fatalf("removing the tools volume of a live host: %v, want a conflict (in use)", err)
 	}
-	for _, ex := range []*Execution{x, y} {
-		if err := a.Terminate(ctx, ex.ExecutionID); err != nil {
-			t.Fatal(err)
-		}
-		waitRemoved(t, cli, ex.ContainerID, time.Minute)
-	}
-	c := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v2")})
-	w := provision(t, c, emptyReq(img, small()))
-	got := volumes()
-	if len(got) != 1 || got[0] == v1.name {
-		t.Fatalf("volumes %v, want only the new one", got)
-	}
-	// With no execution left, the host's holder still keeps the volume
-	// from a prune, which would make the next create mount it empty.
-	if err := b.Terminate(ctx, z.ExecutionID); err != nil {
+	// A container prune takes the holder: the next create notices.
+	if err := cli.ContainerRemove(ctx, v2.name+"-holder", container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Terminate(ctx, w.ExecutionID); err != nil {
+	if err := cli.VolumeRemove(ctx, v2.name, false); err != nil {
 		t.Fatal(err)
 	}
-	waitRemoved(t, cli, z.ContainerID, time.Minute)
-	waitRemoved(t, cli, w.ContainerID, time.Minute)
-	if err := cli.VolumeRemove(ctx, got[0], false); err == nil {
-		t.Fatal("the tools volume of a live host was removed")
-	}
-	w = provision(t, c, emptyReq(img, small()))
-	if res := sh(t, c, w.ExecutionID, ToolsDir+"/hello"); res.Stdout != "v2\n" {
-		t.Fatalf("after a refused prune: %q", res.Stdout)
-	}
-	if err := c.Terminate(ctx, w.ExecutionID); err != nil {
+	z = provision(t, b, emptyReq(img, small()))
+	hello(b, z, "v2")
+	end(b, x, y, z)
+	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitRemoved(t, cli, w.ContainerID, time.Minute)
-	// Hosts that close leave no holder and no unused volume.
-	for _, h := range []*Docker{a, b, c} {
-		if err := h.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := volumes(); len(got) != 0 {
-		t.Fatalf("volumes %v left after Close", got)
-	}
-	holders, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})
-	if err != nil || len(holders) != 0 {
-		t.Fatalf("holders left after Close: %d, %v", len(holders), err)
+	if got := volumes(); len(got) != 0 || holders() != 0 {
+		t.Fatalf("after Close: volumes %v, %d holders; want none", got, holders())
 	}
 }
 

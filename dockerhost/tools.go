@@ -36,9 +36,12 @@ const toolsDone = ".hostgate-tools-complete"
 // memory (a tmpfs copy was charged to each container's memory limit).
 //
 // A holder container (created, never started) mounts it for the host's
-// life: the engine refuses to remove a volume in use, so no prune or
-// other gateway takes it away under a create, which would make the engine
-// create it again, empty.
+// life: the engine refuses to remove a volume in use, so no volume prune
+// takes it away under a create, which would make the engine create it
+// again, empty. A container prune does remove the holder; each create
+// checks that it is still there. One live host per owner (state
+// directory) is assumed: a host's first write removes the owner's other
+// holders, taking them for a killed run's.
 type toolsVolume struct {
 	name    string
 	owner   string
@@ -99,10 +102,16 @@ func (h *Docker) ensureTools(ctx context.Context, image string) error {
 		v.mu.Lock()
 		err := h.writeTools(ctx, v, image)
 		v.mu.Unlock()
-		if !errors.Is(err, errNoImage) || pulled {
+		if !errors.Is(err, errNoImage) {
 			return err
 		}
+		if pulled {
+			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found after a pull", Err: err}
+		}
 		if perr := h.pull(ctx, image); perr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found and could not be pulled", Err: perr}
 		}
 	}
@@ -111,26 +120,48 @@ func (h *Docker) ensureTools(ctx context.Context, image string) error {
 // writeTools creates the holder and writes the volume unless it holds the
 // tools already (a previous run's, or this one's). Under v.mu.
 func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) error {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		// After Close's dropTools: a new holder would outlive the host.
+		return errClosed
+	}
 	if v.holder != "" {
-		return nil
+		_, err := h.api.ContainerInspect(ctx, v.holder)
+		if !cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		h.logger.Warn("tools volume holder gone (a container prune?); writing the volume again", "volume", v.name)
+		v.holder = ""
 	}
 	if !v.swept {
 		// Holders of a previous run (one killed) keep their volumes in use.
-		h.removeToolHolders(ctx)
-		v.swept = true
+		v.swept = h.removeToolHolders(ctx)
 	}
-	// Not cancelled with ctx, as in create: an abandoned create could
-	// still complete in the engine.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
-	resp, err := h.api.ContainerCreate(cctx,
-		&container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true, Labels: map[string]string{LabelTools: v.owner}},
-		&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{v.mount(true)}}, nil, nil, v.name+"-holder")
-	cancel()
+	var resp container.CreateResponse
+	var err error
+	for range 2 {
+		// Not cancelled with ctx, as in create: an abandoned create could
+		// still complete in the engine.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+		resp, err = h.api.ContainerCreate(cctx,
+			&container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true, Labels: map[string]string{LabelTools: v.owner}},
+			&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{v.mount(true)}}, nil, nil, v.name+"-holder")
+		cancel()
+		if !cerrdefs.IsConflict(err) {
+			break
+		}
+		// A holder by this name that the sweep missed (or a create that
+		// timed out here and completed in the engine): this owner's, so
+		// remove it and create again.
+		if derr := h.destroy(v.name + "-holder"); derr != nil {
+			return fmt.Errorf("dockerhost: remove stale tools volume holder: %w", derr)
+		}
+	}
 	switch {
 	case cerrdefs.IsNotFound(err):
 		return errNoImage
-	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("dockerhost: tools volume holder %s exists (another gateway of this state directory?): %w", v.name+"-holder", err)
 	case err != nil:
 		return fmt.Errorf("dockerhost: tools volume holder: %w", err)
 	}
@@ -189,18 +220,24 @@ func (h *Docker) dropTools() {
 	}
 }
 
-// removeToolHolders removes this owner's holder containers.
-func (h *Docker) removeToolHolders(ctx context.Context) {
+// removeToolHolders removes this owner's holder containers and reports
+// whether all went.
+func (h *Docker) removeToolHolders(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+	defer cancel()
 	list, err := h.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+h.owner))})
 	if err != nil {
 		h.logger.Warn("list tools volume holders", "err", err)
-		return
+		return false
 	}
+	ok := true
 	for _, c := range list {
 		if err := h.destroy(c.ID); err != nil {
 			h.logger.Warn("remove a previous tools volume holder", "container", c.ID, "err", err)
+			ok = false
 		}
 	}
+	return ok
 }
 
 // removeOldTools removes this owner's tools volumes other than keep ("":

@@ -539,6 +539,9 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 			return "", &Error{Code: CodeConflict, Field: "executionId", Message: "a container for this execution exists", Err: err}
 		case cerrdefs.IsNotFound(err) && attempt == 0:
 			if perr := h.pull(ctx, cfg.Image); perr != nil {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
 				return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found and could not be pulled", Err: perr}
 			}
 		case cerrdefs.IsInvalidArgument(err):

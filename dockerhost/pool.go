@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -327,7 +328,7 @@ func (p *pool) fill(k poolKey) {
 	var err error
 	pc, err = p.create(p.ctx, k)
 	if err != nil {
-		if p.ctx.Err() == nil {
+		if p.ctx.Err() == nil && !errors.Is(err, errClosed) {
 			p.fillErrors.Add(1)
 			p.log.Error("fill pool", "image", k.image, "err", err)
 		}

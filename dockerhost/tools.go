@@ -127,6 +127,11 @@ func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) e
 		// After Close's dropTools: a new holder would outlive the host.
 		return errClosed
 	}
+	if !v.swept {
+		// Holders of a previous run (one killed) keep their volumes in
+		// use; retried until they are gone.
+		v.swept = h.removeToolHolders(ctx, v.holder)
+	}
 	if v.holder != "" {
 		_, err := h.api.ContainerInspect(ctx, v.holder)
 		if !cerrdefs.IsNotFound(err) {
@@ -135,13 +140,9 @@ func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) e
 		h.logger.Warn("tools volume holder gone (a container prune?); writing the volume again", "volume", v.name)
 		v.holder = ""
 	}
-	if !v.swept {
-		// Holders of a previous run (one killed) keep their volumes in use.
-		v.swept = h.removeToolHolders(ctx)
-	}
 	var resp container.CreateResponse
 	var err error
-	for range 2 {
+	for try := range 2 {
 		// Not cancelled with ctx, as in create: an abandoned create could
 		// still complete in the engine.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
@@ -149,7 +150,7 @@ func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) e
 			&container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true, Labels: map[string]string{LabelTools: v.owner}},
 			&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{v.mount(true)}}, nil, nil, v.name+"-holder")
 		cancel()
-		if !cerrdefs.IsConflict(err) {
+		if !cerrdefs.IsConflict(err) || try == 1 {
 			break
 		}
 		// A holder by this name that the sweep missed (or a create that
@@ -162,6 +163,8 @@ func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) e
 	switch {
 	case cerrdefs.IsNotFound(err):
 		return errNoImage
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("dockerhost: tools volume holder %s keeps coming back (another gateway of this state directory?): %w", v.name+"-holder", err)
 	case err != nil:
 		return fmt.Errorf("dockerhost: tools volume holder: %w", err)
 	}
@@ -220,9 +223,9 @@ func (h *Docker) dropTools() {
 	}
 }
 
-// removeToolHolders removes this owner's holder containers and reports
-// whether all went.
-func (h *Docker) removeToolHolders(ctx context.Context) bool {
+// removeToolHolders removes this owner's holder containers but keep ("":
+// none kept) and reports whether all went.
+func (h *Docker) removeToolHolders(ctx context.Context, keep string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 	defer cancel()
 	list, err := h.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+h.owner))})
@@ -232,6 +235,9 @@ func (h *Docker) removeToolHolders(ctx context.Context) bool {
 	}
 	ok := true
 	for _, c := range list {
+		if c.ID == keep {
+			continue
+		}
 		if err := h.destroy(c.ID); err != nil {
 			h.logger.Warn("remove a previous tools volume holder", "container", c.ID, "err", err)
 			ok = false

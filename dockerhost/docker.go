@@ -38,8 +38,6 @@ type DockerAPI interface {
 	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
 	CopyToContainer(ctx context.Context, containerID, dstPath string, content io.Reader, options container.CopyToContainerOptions) error
-	VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
-	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
 	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
 	VolumeRemove(ctx context.Context, volumeID string, force bool) error
 	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
@@ -96,9 +94,6 @@ type Docker struct {
 	store  CheckpointStore
 	owner  string
 	labels map[string]string
-	tools  []Tool
-	// toolsVol holds tools; nil without tools.
-	toolsVol *toolsVolume
 	// checked are the digest-pinned images that passed checkImage: the
 	// same digest is the same content, so later containers skip the exec.
 	checked map[string]bool // guarded by mu
@@ -164,7 +159,6 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		owner:   cfg.Owner,
 		labels:  maps.Clone(cfg.Labels),
 		store:   cfg.Store,
-		tools:   cfg.Tools,
 		now:     cfg.Now,
 		execs:   map[string]*execution{},
 		pending: map[string]context.CancelCauseFunc{},
@@ -188,17 +182,16 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if cfg.MaxResources != nil {
 		h.policy.Max = *cfg.MaxResources
 	}
-	if len(h.tools) > 0 {
-		for _, t := range h.tools {
+	if len(cfg.Tools) > 0 {
+		for _, t := range cfg.Tools {
 			if !validToolName(t.Name) {
 				return nil, fmt.Errorf("dockerhost: tool name %q is not a plain file name", t.Name)
 			}
 		}
-		v, err := newToolsVolume(h.owner, h.tools)
+		v, err := newToolsVolume(h.owner, cfg.Tools)
 		if err != nil {
 			return nil, fmt.Errorf("dockerhost: %w", err)
 		}
-		h.toolsVol = v
 		h.policy.tools = v
 	}
 	if h.store == nil {
@@ -512,6 +505,16 @@ func missingExecutable(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "executable file not found") || strings.Contains(strings.ToLower(s), "no such file or directory")
 }
+
+// execExit is a command that ran, or that the runtime could not start,
+// and exited non-zero; out is what it (or the runtime) printed.
+type execExit struct {
+	argv0 string
+	code  int
+	out   string
+}
+
+func (e *execExit) Error() string { return fmt.Sprintf("%s exited %d: %s", e.argv0, e.code, e.out) }
 
 func errImageLacks(err error) error {
 	return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}

@@ -160,11 +160,11 @@ func TestMissingExecutable(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{fmt.Errorf("unpack into /opt/hostgate: %w", &execExit{argv0: "tar", code: 127, out: `OCI runtime exec failed: exec failed: unable to start container process: exec: "tar": executable file not found in $PATH: unknown`}), true},
+		{fmt.Errorf("dockerhost: check image: %w", &execExit{argv0: "tar", code: 127, out: `OCI runtime exec failed: exec failed: unable to start container process: exec: "tar": executable file not found in $PATH: unknown`}), true},
 		{&execExit{argv0: "tar", code: 1, out: "tar: bin/sh: No such file or directory"}, true},
 		{errors.New(`Error response from daemon: OCI runtime exec failed: exec: "tar": executable file not found in $PATH`), true},
 		{&execExit{argv0: "tar", code: 126, out: "container is stopping"}, false},
-		{fmt.Errorf("unpack into /opt/hostgate: attach exec: %w", errors.New("dial unix /var/run/docker.sock: connect: no such file or directory")), false},
+		{fmt.Errorf("attach exec: %w", errors.New("dial unix /var/run/docker.sock: connect: no such file or directory")), false},
 		{errors.New("create exec: executable file not found"), false},
 	} {
 		if got := missingExecutable(tc.err); got != tc.want {

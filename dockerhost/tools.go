@@ -90,11 +90,11 @@ func (v *toolsVolume) mount(rw bool) mount.Mount {
 // ensureTools makes the tools volume hold the tools before a container
 // that mounts it is created. The first call of a host writes it through
 // the holder, a container of image: the engine's archive API reaches a
-// volume through any container that mounts it. Later calls return at
-// once. A missing image is pulled without holding the lock, so one slow
+// volume through any container that mounts it. Later calls only check
+// that the holder is still there (one inspect). A missing image is pulled without holding the lock, so one slow
 // pull does not stall every other provision.
 func (h *Docker) ensureTools(ctx context.Context, image string) error {
-	v := h.toolsVol
+	v := h.policy.tools
 	if v == nil {
 		return nil
 	}
@@ -200,7 +200,7 @@ func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) e
 // volumes that no container uses: a host that closes leaves none behind
 // unless an execution still uses it (kept for a restart to adopt).
 func (h *Docker) dropTools() {
-	v := h.toolsVol
+	v := h.policy.tools
 	if v == nil {
 		return
 	}

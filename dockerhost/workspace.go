@@ -135,20 +135,10 @@ func (w *Workspace) untar(ctx context.Context, containerID, user, dir string, sr
 		if strings.Contains(msg, "No space left") {
 			return fmt.Errorf("unpack into %s: %w: %s", dir, errTarTooLarge, msg)
 		}
-		return fmt.Errorf("unpack into %s: %w", dir, &execExit{argv0: "tar", code: code, out: msg})
+		return fmt.Errorf("unpack into %s: tar exited %d: %s", dir, code, msg)
 	}
 	return nil
 }
-
-// execExit is a command that ran, or that the runtime could not start,
-// and exited non-zero; out is what it (or the runtime) printed.
-type execExit struct {
-	argv0 string
-	code  int
-	out   string
-}
-
-func (e *execExit) Error() string { return fmt.Sprintf("%s exited %d: %s", e.argv0, e.code, e.out) }
 
 // validToolName refuses anything but a plain file name.
 func validToolName(name string) bool {

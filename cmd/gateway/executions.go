@@ -87,7 +87,6 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		_ = cli.Close()
 		return nil, err
 	}
-	interp := agentInfo.interp
 	cfg := &dockerhost.Config{
 		Owner:           owner(s.Config.StateDir),
 		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
@@ -95,7 +94,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
-		if interp != "" {
+		if interp := agentInfo.interp; interp != "" {
 			// Not an error: an image with this loader and libc runs it.
 			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",
 				"interpreter", interp, "fix", "CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent")

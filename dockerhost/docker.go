@@ -340,7 +340,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	fromPool := false
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
-			if cerr := h.claim(ctx, pc, id, expires, req.Resources.RuntimeMs); cerr != nil {
+			if cerr := h.claim(ctx, pc, claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes}); cerr != nil {
 				if pc.agent != nil {
 					_ = pc.agent.Close()
 				}
@@ -972,16 +972,28 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 }
 
 // claimedPooled rewrites a claimed pooled container's summary as a fresh
-// execution's (execution id and deadline from its name, see claimedName),
-// or reports that c is unclaimed.
+// execution's (execution id, deadline, runtime and output limit from its
+// name, see claimedName), or reports that c is unclaimed. A spec label it
+// cannot rewrite is left for adoptable to refuse.
 func claimedPooled(c container.Summary) (container.Summary, bool) {
 	for _, n := range c.Names {
-		if id, exp, ok := parseClaimedName(n); ok {
-			c.Labels = maps.Clone(c.Labels)
-			c.Labels[LabelExecution] = id
-			c.Labels[LabelExpires] = strconv.FormatInt(exp.Unix(), 10)
-			return c, true
+		cl, ok := parseClaimedName(n)
+		if !ok {
+			continue
 		}
+		c.Labels = maps.Clone(c.Labels)
+		c.Labels[LabelExecution] = cl.id
+		c.Labels[LabelExpires] = strconv.FormatInt(cl.expires.Unix(), 10)
+		if cl.runtimeMs > 0 {
+			var req ProvisionRequest
+			if err := json.Unmarshal([]byte(c.Labels[LabelSpec]), &req); err == nil {
+				req.Resources.RuntimeMs, req.Resources.MaxOutputBytes = cl.runtimeMs, cl.maxOutputBytes
+				if spec, err := json.Marshal(req); err == nil {
+					c.Labels[LabelSpec] = string(spec)
+				}
+			}
+		}
+		return c, true
 	}
 	return c, false
 }

@@ -80,19 +80,25 @@ type PoolStats struct {
 }
 
 // poolKey is everything that shapes a pooled container. The user and the
-// tools are the host's and the same for every key.
+// tools are the host's and the same for every key. The runtime and the
+// output limit are not in it: the claim starts the runtime and the host
+// enforces both, so a warm container serves any of them, and the claim's
+// name records them for Adopt (see claimedName).
 type poolKey struct {
 	image   string
-	res     Resources
+	res     Resources // RuntimeMs and MaxOutputBytes zero
 	network string
 }
 
 func keyOf(req ProvisionRequest) poolKey {
-	return poolKey{image: req.Image, res: req.Resources, network: req.Network.Mode}
+	res := req.Resources
+	res.RuntimeMs, res.MaxOutputBytes = 0, 0
+	return poolKey{image: req.Image, res: res, network: req.Network.Mode}
 }
 
 // template is the request a pooled container is made for: no id, no env,
-// an empty workspace.
+// an empty workspace, and no runtime or output limit (its spec label
+// carries zeros; the claim supplies both).
 func (k poolKey) template() ProvisionRequest {
 	return ProvisionRequest{Image: k.image, Resources: k.res, Network: Network{Mode: k.network}, Workspace: WorkspaceSpec{Kind: WorkspaceEmpty}}
 }
@@ -585,36 +591,59 @@ func (h *Docker) PoolStats() PoolStats {
 	return h.pool.stats()
 }
 
-// claimedName is a claimed pooled container's new name. Labels cannot
-// change after create, so the execution id and its deadline (unix
-// seconds) travel in the name, for Adopt after a restart.
-func claimedName(id string, expires time.Time) string {
-	return "hostgate-" + id + "--" + strconv.FormatInt(expires.Unix(), 10)
+// claimed is what a claimed pooled container's name records. Labels
+// cannot change after create, so the execution id, its deadline (unix
+// seconds) and the limits the pool key leaves out travel in the name, for
+// Adopt after a restart.
+type claimed struct {
+	id             string
+	expires        time.Time
+	runtimeMs      int64 // 0 in a name from before the limits were recorded
+	maxOutputBytes int64
+}
+
+// claimedName is a claimed pooled container's new name:
+// hostgate-ID--SECONDS.RUNTIMEMS.MAXOUTPUTBYTES. The tail after the last
+// "--" holds no "--", so an id containing one still parses.
+func claimedName(c claimed) string {
+	return "hostgate-" + c.id + "--" + strconv.FormatInt(c.expires.Unix(), 10) +
+		"." + strconv.FormatInt(c.runtimeMs, 10) + "." + strconv.FormatInt(c.maxOutputBytes, 10)
 }
 
 // parseClaimedName undoes claimedName ("/" prefix allowed, as the engine
-// lists names).
-func parseClaimedName(name string) (id string, expires time.Time, ok bool) {
+// lists names). A name of the older form hostgate-ID--SECONDS parses with
+// zero limits: its spec label has them.
+func parseClaimedName(name string) (claimed, bool) {
 	rest, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "hostgate-")
 	if !ok {
-		return "", time.Time{}, false
+		return claimed{}, false
 	}
 	i := strings.LastIndex(rest, "--")
-	if i < 0 {
-		return "", time.Time{}, false
+	if i < 0 || !executionIDRE.MatchString(rest[:i]) {
+		return claimed{}, false
 	}
-	sec, err := strconv.ParseInt(rest[i+2:], 10, 64)
-	if err != nil || sec <= 0 || !executionIDRE.MatchString(rest[:i]) {
-		return "", time.Time{}, false
+	c := claimed{id: rest[:i]}
+	fields := strings.Split(rest[i+2:], ".")
+	if len(fields) != 1 && len(fields) != 3 {
+		return claimed{}, false
 	}
-	return rest[:i], time.Unix(sec, 0), true
+	var n [3]int64
+	for j, f := range fields {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || v <= 0 || f[0] == '+' {
+			return claimed{}, false
+		}
+		n[j] = v
+	}
+	c.expires, c.runtimeMs, c.maxOutputBytes = time.Unix(n[0], 0), n[1], n[2]
+	return c, true
 }
 
 // claim makes pc the container of execution id: the runtime goes to its
 // main process (its deadline starts now), the name records the execution.
 // On error the caller removes the container and creates a fresh one.
-func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.Time, runtimeMs int64) error {
-	_, err := fmt.Fprintf(pc.hj.Conn, "%d\n", sleepSeconds(runtimeMs))
+func (h *Docker) claim(ctx context.Context, pc *pooled, c claimed) error {
+	_, err := fmt.Fprintf(pc.hj.Conn, "%d\n", sleepSeconds(c.runtimeMs))
 	if err == nil {
 		err = pc.hj.CloseWrite()
 	}
@@ -622,7 +651,7 @@ func (h *Docker) claim(ctx context.Context, pc *pooled, id string, expires time.
 	if err != nil {
 		return fmt.Errorf("write runtime: %w", err)
 	}
-	if err := h.api.ContainerRename(ctx, pc.cid, claimedName(id, expires)); err != nil {
+	if err := h.api.ContainerRename(ctx, pc.cid, claimedName(c)); err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
 	ins, err := h.api.ContainerInspect(ctx, pc.cid)

@@ -45,11 +45,12 @@ func poolContainers(t testing.TB, cli *client.Client, owner string) []container.
 
 // testPoolDeadlineFromClaim: a warm container older than runtimeMs still
 // runs after its claim (the deadline starts at provision), gets the
-// provision env, and then ends at its deadline.
+// provision env, the claim's runtime and output limit (not the key's),
+// and then ends at its deadline.
 func testPoolDeadlineFromClaim(t *testing.T) {
 	cli, img := engine(t)
 	r := small()
-	r.RuntimeMs = 5000 // room for the exec below on a loaded machine
+	r.RuntimeMs = 5000
 	req := emptyReq(img, r)
 	h := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
 	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
@@ -58,13 +59,18 @@ func testPoolDeadlineFromClaim(t *testing.T) {
 	<-age.C
 
 	req.Env = map[string]string{"GREETING": "hello", "KEEP": "provision"}
+	req.Resources.RuntimeMs = 6000 // room for the execs below on a loaded machine
+	req.Resources.MaxOutputBytes = 16 << 10
 	start := time.Now()
 	ex := provision(t, h, req)
 	if s := h.PoolStats(); s.Hits != 1 || s.Misses != 0 {
-		t.Fatalf("want a pool hit, stats %+v", s)
+		t.Fatalf("want a pool hit for other runtime and output limits, stats %+v", s)
 	}
-	if ex.ExpiresAt.Before(start.Add(time.Second)) {
-		t.Fatalf("expires %v: deadline did not start at provision (%v)", ex.ExpiresAt, start)
+	if ex.Resources != req.Resources {
+		t.Fatalf("resources %+v, want the claim's %+v", ex.Resources, req.Resources)
+	}
+	if ex.ExpiresAt.Before(start.Add(5 * time.Second)) {
+		t.Fatalf("expires %v: deadline did not start at provision (%v) with the claim's runtime", ex.ExpiresAt, start)
 	}
 	res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{
 		Command: "/bin/sh", Args: []string{"-c", `echo "$GREETING $KEEP"; id -u`},
@@ -75,6 +81,9 @@ func testPoolDeadlineFromClaim(t *testing.T) {
 	}
 	if res.Stdout != "hello exec\n65534\n" {
 		t.Fatalf("stdout %q, want provision env, exec env winning, non-root", res.Stdout)
+	}
+	if res := sh(t, h, ex.ExecutionID, "head -c 16384 /dev/zero"); len(res.Stdout) != 16<<10 {
+		t.Fatalf("output at the claim's limit: %d bytes", len(res.Stdout))
 	}
 	// The in-container deadline written at claim ends it.
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
@@ -156,10 +165,14 @@ func testPoolAdopt(t *testing.T) {
 	req := emptyReq(img, small())
 	a := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
 	waitPool(t, a, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
-	x := provision(t, a, req)
+	// Claimed with other runtime and output limits than the key's: the
+	// adopting host must learn them from the container, not the template.
+	xreq := req
+	xreq.Resources.RuntimeMs, xreq.Resources.MaxOutputBytes = 90_000, 8<<10
+	x := provision(t, a, xreq)
 	s := waitPool(t, a, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
-	if s.Hits != 1 {
-		t.Fatalf("stats %+v", s)
+	if s.Hits != 1 || x.Resources != xreq.Resources {
+		t.Fatalf("stats %+v, resources %+v", s, x.Resources)
 	}
 	warm := poolContainers(t, cli, a.owner)
 
@@ -178,6 +191,9 @@ func testPoolAdopt(t *testing.T) {
 		if c.ID != x.ContainerID {
 			waitRemoved(t, cli, c.ID, time.Minute)
 		}
+	}
+	if _, err := b.Exec(testCtx(t, time.Minute), x.ExecutionID, ExecRequest{Command: "head", Args: []string{"-c", "8193", "/dev/zero"}, TimeoutMs: 60_000}); ErrorCode(err) != CodeOutputLimit {
+		t.Fatalf("one byte over the claim's output limit after adoption: %v, want output_limit", err)
 	}
 	// a's warm container is gone: the claim falls back to a fresh create.
 	y := provision(t, a, req)
@@ -210,41 +226,53 @@ func testPoolTTLAndClose(t *testing.T) {
 
 func TestClaimedName(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 0)
-	for _, id := range []string{"a", "run--7", "x-1.y_2", strings.Repeat("z", 64)} {
-		got, gotExp, ok := parseClaimedName("/" + claimedName(id, exp))
-		if !ok || got != id || !gotExp.Equal(exp) {
-			t.Errorf("%q: got %q %v %v", id, got, gotExp, ok)
+	for _, id := range []string{"a", "run--7", "a-", "x-1.y_2", strings.Repeat("z", 64)} {
+		want := claimed{id: id, expires: exp, runtimeMs: 90_000, maxOutputBytes: 1 << 20}
+		if got, ok := parseClaimedName("/" + claimedName(want)); !ok || got != want {
+			t.Errorf("%q: got %+v %v", id, got, ok)
+		}
+		// The form before the limits were recorded: they come back zero.
+		old := "/hostgate-" + id + "--1900000000"
+		if got, ok := parseClaimedName(old); !ok || got != (claimed{id: id, expires: exp}) {
+			t.Errorf("%q: got %+v %v", old, got, ok)
 		}
 	}
-	for _, n := range []string{"/hostgate-pool-0123abcd", "/hostgate-abc", "/other-a--12", "/hostgate---12", "/hostgate-a--", "/hostgate-a--x1"} {
-		if id, _, ok := parseClaimedName(n); ok {
-			t.Errorf("%q parsed as claimed (%q)", n, id)
+	for _, n := range []string{"/hostgate-pool-0123abcd", "/hostgate-abc", "/other-a--12", "/hostgate---12", "/hostgate-a--",
+		"/hostgate-a--x1", "/hostgate-a--12.5", "/hostgate-a--12.0.5", "/hostgate-a--12..5", "/hostgate-a--12.5.6.7",
+		"/hostgate-a--+12", "/hostgate-a--12.-5.6", "/hostgate-a--12.5.99999999999999999999"} {
+		if c, ok := parseClaimedName(n); ok {
+			t.Errorf("%q parsed as claimed (%+v)", n, c)
 		}
 	}
 }
 
 func FuzzParseClaimedName(f *testing.F) {
 	f.Add("/hostgate-abc--1900000000")
+	f.Add("/hostgate-abc--1900000000.60000.1024")
 	f.Add("/hostgate-pool-0011")
 	f.Add("hostgate-a--b--3")
 	f.Fuzz(func(t *testing.T, name string) {
-		id, exp, ok := parseClaimedName(name)
+		c, ok := parseClaimedName(name)
 		if !ok {
 			return
 		}
-		if !executionIDRE.MatchString(id) {
-			t.Fatalf("bad id %q", id)
+		if !executionIDRE.MatchString(c.id) || c.expires.Unix() <= 0 || c.runtimeMs < 0 || c.maxOutputBytes < 0 ||
+			(c.runtimeMs == 0) != (c.maxOutputBytes == 0) {
+			t.Fatalf("%q parsed as %+v", name, c)
 		}
-		id2, exp2, ok2 := parseClaimedName(claimedName(id, exp))
-		if !ok2 || id2 != id || !exp2.Equal(exp) {
-			t.Fatalf("round trip of %q: %q %v %v", name, id2, exp2, ok2)
+		if c.runtimeMs == 0 { // the older form; the new one always has both
+			c.runtimeMs, c.maxOutputBytes = 1, 1
+		}
+		if c2, ok := parseClaimedName(claimedName(c)); !ok || c2 != c {
+			t.Fatalf("round trip of %q: %+v %v", name, c2, ok)
 		}
 	})
 }
 
 // TestAdoptPooled sorts pooled containers on the fake engine: unclaimed
 // ones (expired or not) are reaped, never adopted; a claimed one is
-// adopted with the deadline from its name, or reaped once past it.
+// adopted with the deadline and limits from its name, or reaped once past
+// it.
 func TestAdoptPooled(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	spec := `{"image":"img@sha256:` + strings.Repeat("a", 64) + `","workspace":{"kind":"empty"},"resources":{"cpus":1,"memoryBytes":67108864,"diskBytes":1048576,"pids":64,"runtimeMs":60000,"maxOutputBytes":1024},"network":{"mode":"none"}}`
@@ -254,16 +282,23 @@ func TestAdoptPooled(t *testing.T) {
 	f := &fakeDocker{list: []container.Summary{
 		{ID: "c-warm", Names: []string{"/hostgate-pool-01"}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
 		{ID: "c-stale", Names: []string{"/hostgate-pool-02"}, State: "running", Labels: pooledLabels(now.Add(-time.Hour))},
-		{ID: "c-claimed", Names: []string{"/" + claimedName("run-1", now.Add(time.Minute))}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
-		{ID: "c-over", Names: []string{"/" + claimedName("run-2", now.Add(-time.Second))}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-claimed", Names: []string{"/" + claimedName(claimed{"run-1", now.Add(time.Minute), 90_000, 4096})}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-older", Names: []string{"/hostgate-run-3--" + strconv.FormatInt(now.Add(time.Minute).Unix(), 10)}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-over", Names: []string{"/" + claimedName(claimed{"run-2", now.Add(-time.Second), 90_000, 4096})}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
 	}}
 	h := fakeHost(t, f, now)
 	got, err := h.Get(t.Context(), "run-1")
 	if err != nil {
 		t.Fatalf("claimed pooled container not adopted: %v", err)
 	}
-	if got.ContainerID != "c-claimed" || !got.ExpiresAt.Equal(now.Add(time.Minute)) || got.Resources.RuntimeMs != 60000 {
+	// The limits are the claim's (from the name), not the template's label.
+	if got.ContainerID != "c-claimed" || !got.ExpiresAt.Equal(now.Add(time.Minute)) || got.Resources.RuntimeMs != 90_000 ||
+		got.Resources.MaxOutputBytes != 4096 || got.Resources.Pids != 64 {
 		t.Fatalf("adopted %+v", got)
+	}
+	// A name from before the limits were recorded: the label's.
+	if got, err := h.Get(t.Context(), "run-3"); err != nil || got.Resources.RuntimeMs != 60000 || got.Resources.MaxOutputBytes != 1024 {
+		t.Fatalf("older claimed name adopted as %+v, %v", got, err)
 	}
 	if _, err := h.Get(t.Context(), "run-2"); err == nil {
 		t.Fatal("claimed container past its deadline adopted")

@@ -31,6 +31,7 @@ type config struct {
 	pairs                int
 	bulkMiB, sftpMiB     int
 	execN, fwdN          int
+	fwdWorkers           int
 	scaleN               int
 	image                string
 	out                  string
@@ -75,6 +76,7 @@ func main() {
 	flag.IntVar(&c.sftpMiB, "sftp-mib", 256, "SFTP file size, MiB")
 	flag.IntVar(&c.execN, "exec-n", 40, "exec round trips per side per pair")
 	flag.IntVar(&c.fwdN, "fwd-n", 400, "HTTP requests per side per pair")
+	flag.IntVar(&c.fwdWorkers, "fwd-workers", 4, "concurrent HTTP clients in the forward scenario (1 measures latency alone)")
 	flag.IntVar(&c.scaleN, "scale", 10000, "idle agent tunnels for the scale scenario (0 skips it)")
 	flag.StringVar(&c.image, "image", os.Getenv("HOSTGATE_TEST_IMAGE"), "digest-pinned sandbox image; empty skips the Docker scenarios")
 	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
@@ -96,6 +98,10 @@ func main() {
 	}
 	if c.gatewayBin == "" || c.agentBin == "" {
 		fmt.Fprintln(os.Stderr, "hgbench: -gateway and -agent are required")
+		os.Exit(2)
+	}
+	if c.fwdWorkers < 1 || c.fwdWorkers > 64 {
+		fmt.Fprintln(os.Stderr, "hgbench: -fwd-workers must be 1 to 64")
 		os.Exit(2)
 	}
 	if only != "" {

@@ -465,7 +465,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	if out, err := e.sshd.Command(ctx, []string{"-O", "forward", "-L", peerAddr + ":" + target}).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ssh -O forward: %w: %s", err, out)
 	}
-	const workers = 4
+	workers := e.cfg.fwdWorkers
 	const peer = "ssh -L (ControlMaster)"
 	rps := &bench.Scenario{Name: "local forward, small HTTP requests", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: fmt.Sprintf("%d requests per side per pair, %d concurrent, a new TCP connection (so a new forwarded channel) per request", e.cfg.fwdN, workers)}

@@ -40,6 +40,12 @@ type ForwardStats struct {
 	BytesOut    int64
 }
 
+// earlyDialer is a Forwarder whose DialEarly may return before the host
+// has connected, a refused connect then failing the first Read or Write.
+type earlyDialer interface {
+	DialEarly(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
 // Forward starts spec on the host.
 func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {
 	if err := spec.Validate(); err != nil {
@@ -61,6 +67,13 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		lc := net.ListenConfig{KeepAlive: -1}
 		ln, err = lc.Listen(ctx, "tcp", spec.Listen)
 		dial = func(ctx context.Context) (net.Conn, error) { return f.Dial(ctx, "tcp", spec.Connect) }
+		// A forwarder that can send a connection's first bytes before
+		// the host has connected (the SSH client to a hostgate server)
+		// saves a round trip per connection; the accepted conn is
+		// closed either way when the connect fails.
+		if e, ok := f.(earlyDialer); ok {
+			dial = func(ctx context.Context) (net.Conn, error) { return e.DialEarly(ctx, "tcp", spec.Connect) }
+		}
 	case ForwardRemote:
 		ln, err = f.Listen(ctx, "tcp", spec.Listen)
 		dial = func(ctx context.Context) (net.Conn, error) {

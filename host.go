@@ -219,6 +219,22 @@ func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return f.Dial(ctx, network, addr)
 }
 
+// DialEarly is Dial for a connection whose first bytes need not wait for
+// the host's connect: with a forwarder that supports it (the SSH client to
+// a hostgate server) it returns before the host has connected and sends
+// the first writes behind the open, a round trip sooner; a refused connect
+// then fails the first Read or Write. Otherwise it is Dial.
+func (h *Host) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
+	f, err := h.Forwarder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := f.(earlyDialer); ok {
+		return e.DialEarly(ctx, network, addr)
+	}
+	return f.Dial(ctx, network, addr)
+}
+
 // Listen makes the host listen on addr.
 func (h *Host) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
 	f, err := h.Forwarder(ctx)

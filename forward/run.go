@@ -153,6 +153,15 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 			return h.Dial(ctx, "tcp", spec.Connect)
 		}
+		// The connection's first bytes go behind the open where h can
+		// (hostgate.Host.DialEarly): a round trip sooner.
+		if e, ok := h.(interface {
+			DialEarly(ctx context.Context, network, addr string) (net.Conn, error)
+		}); ok {
+			fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
+				return e.DialEarly(ctx, "tcp", spec.Connect)
+			}
+		}
 	case Remote:
 		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 			var d net.Dialer

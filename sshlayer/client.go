@@ -143,6 +143,8 @@ type Client struct {
 	spareMu      sync.Mutex
 	spare        *ssh.Session // a session channel opened ahead for the next command
 	spareOpening bool
+
+	earlyData bool // the server takes early data (DialEarly)
 }
 
 // Connect runs the SSH handshake over conn with the default ClientConfig.
@@ -209,6 +211,8 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		cfg:  conf,
 		log:  conf.Logger.With("remote", remoteAddr(conn)),
 		done: make(chan struct{}),
+
+		earlyData: takesEarlyData(sc.ServerVersion()),
 	}
 	c.wg.Add(1)
 	go c.watch()

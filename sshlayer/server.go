@@ -227,7 +227,7 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	s.dash = isDash(c.Shell)
 	s.sshCfg = &ssh.ServerConfig{
 		PublicKeyCallback: newAuthenticator(&c, userName).authenticate,
-		ServerVersion:     "SSH-2.0-hostgate",
+		ServerVersion:     serverVersion,
 		MaxAuthTries:      6,
 		AuthLogCallback: func(md ssh.ConnMetadata, method string, err error) {
 			if err != nil && method != "none" {

@@ -102,7 +102,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return nil, err
 		}
-		return c.Dial(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		// Early: the request goes behind the channel open, and a port
+		// nobody listens on fails the round trip, which the proxy answers
+		// with the same 502 page.
+		return c.DialEarly(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}, &forward.PreviewConfig{
 		Domain: s.Config.PreviewDomain,
 		Shares: shares,

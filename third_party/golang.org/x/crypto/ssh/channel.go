@@ -226,6 +226,18 @@ type channel struct {
 	// closeOnce guards close so it is idempotent: closing the internal Go
 	// channels (msg, incomingRequests) more than once would panic.
 	closeOnce sync.Once
+
+	// hostgate: early data (earlydata.go). early is set for an outbound
+	// channel opened by openChannelEarly, before it is registered; opened
+	// is closed once the open is answered or the channel closes, openErr
+	// (written before) says why it failed; responded is the mux
+	// goroutine's. earlyIn counts early bytes an inbound channel got.
+	early     bool
+	opened    chan struct{}
+	openOnce  sync.Once
+	openErr   error
+	responded bool
+	earlyIn   uint32
 }
 
 // writePacket sends a packet. If the packet is a channel close, it updates
@@ -243,6 +255,10 @@ func (ch *channel) writePacket(packet []byte) error {
 }
 
 func (ch *channel) sendMessage(msg interface{}) error {
+	// hostgate: an early channel's remoteId is the peer's answer.
+	if err := ch.awaitOpen(); err != nil {
+		return err
+	}
 	if debugMux {
 		log.Printf("send(%d): %#v", ch.mux.chanList.offset, msg)
 	}
@@ -273,10 +289,24 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 	// flagged as errors by the race detector.
 	ch.writeMu.Unlock()
 
+	if ch.early && extendedCode > 0 {
+		// hostgate: only plain data goes early.
+		if err := ch.awaitOpen(); err != nil {
+			return 0, err
+		}
+	}
 	for len(data) > 0 {
-		space := minPayloadSize(ch.maxRemotePayload, len(data))
+		// hostgate: until an early channel is answered, its packets are
+		// early data, at most earlyDataMax bytes in all (the window it
+		// starts with) and per packet; maxRemotePayload is the answer's.
+		early := ch.early && !ch.established.Load()
+		limit := uint32(earlyDataMax)
+		if !early {
+			limit = ch.maxRemotePayload
+		}
+		space := minPayloadSize(limit, len(data))
 		if space, err = ch.remoteWin.reserve(space); err != nil {
-			return n, err
+			return n, ch.openFailure(err)
 		}
 		if want := headerLength + space; uint32(cap(packet)) < want {
 			packet = make([]byte, want)
@@ -286,15 +316,20 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 
 		todo := data[:space]
 
-		packet[0] = opCode
-		binary.BigEndian.PutUint32(packet[1:], ch.remoteId)
+		if early && !ch.established.Load() {
+			packet[0] = msgChannelEarlyData
+			binary.BigEndian.PutUint32(packet[1:], ch.localId)
+		} else {
+			packet[0] = opCode
+			binary.BigEndian.PutUint32(packet[1:], ch.remoteId)
+		}
 		if extendedCode > 0 {
 			binary.BigEndian.PutUint32(packet[5:], uint32(extendedCode))
 		}
 		binary.BigEndian.PutUint32(packet[headerLength-4:], uint32(len(todo)))
 		copy(packet[headerLength:], todo)
 		if err = ch.writePacket(packet); err != nil {
-			return n, err
+			return n, ch.openFailure(err)
 		}
 
 		n += len(todo)
@@ -431,6 +466,7 @@ func (c *channel) close() {
 		c.writeMu.Unlock()
 		// Unblock writers.
 		c.remoteWin.close()
+		c.markOpened(nil)
 	})
 }
 
@@ -440,6 +476,15 @@ func (c *channel) close() {
 func (ch *channel) responseMessageReceived() error {
 	if ch.direction == channelInbound {
 		return errors.New("ssh: channel response message received on inbound channel")
+	}
+	if ch.early {
+		// hostgate: decided at open; established once the fields the
+		// answer carries are set (handlePacket).
+		if ch.responded {
+			return errors.New("ssh: duplicate response received for channel")
+		}
+		ch.responded = true
+		return nil
 	}
 	if ch.decided {
 		return errors.New("ssh: duplicate response received for channel")
@@ -486,6 +531,11 @@ func (ch *channel) handlePacket(packet []byte) error {
 			return err
 		}
 		ch.mux.chanList.remove(msg.PeersID)
+		if ch.early {
+			ch.markOpened(&OpenChannelError{msg.Reason, msg.Message})
+			ch.close()
+			return nil
+		}
 		ch.msg <- msg
 	case *channelOpenConfirmMsg:
 		if err := ch.responseMessageReceived(); err != nil {
@@ -493,6 +543,9 @@ func (ch *channel) handlePacket(packet []byte) error {
 		}
 		if msg.MaxPacketSize < minPacketLength || msg.MaxPacketSize > 1<<31 {
 			return fmt.Errorf("ssh: invalid MaxPacketSize %d from peer", msg.MaxPacketSize)
+		}
+		if ch.early {
+			return ch.earlyConfirmed(msg)
 		}
 		ch.remoteId = msg.MyID
 		ch.maxRemotePayload = msg.MaxPacketSize
@@ -530,8 +583,9 @@ func (ch *channel) handlePacket(packet []byte) error {
 	return nil
 }
 
-func (m *mux) newChannel(chanType string, direction channelDirection, extraData []byte) *channel {
+func (m *mux) newChannel(chanType string, direction channelDirection, extraData []byte, early bool) *channel {
 	ch := &channel{
+		early:            early,
 		remoteWin:        window{Cond: newCond()},
 		myWindow:         channelWindowSize,
 		pending:          newBuffer(),
@@ -543,6 +597,11 @@ func (m *mux) newChannel(chanType string, direction channelDirection, extraData 
 		extraData:        extraData,
 		mux:              m,
 		packetPool:       make(map[uint32][]byte),
+	}
+	if early {
+		ch.opened = make(chan struct{})
+		ch.decided = true
+		ch.remoteWin.add(earlyDataMax)
 	}
 	if !m.chanList.add(ch) {
 		// The mux has shut down and will not close the channel.
@@ -571,10 +630,13 @@ func (ch *channel) Accept() (Channel, <-chan *Request, error) {
 	if ch.decided {
 		return nil, nil, errDecidedAlready
 	}
+	// hostgate: the whole initial window, not what early data left of
+	// it: the opener subtracts what it sent early, which may still be on
+	// its way (earlydata.go). Without early data the two are equal.
 	confirm := channelOpenConfirmMsg{
 		PeersID:       ch.remoteId,
 		MyID:          ch.localId,
-		MyWindow:      ch.myWindow,
+		MyWindow:      channelWindowSize,
 		MaxPacketSize: channelMaxPacket,
 	}
 	ch.decided = true
@@ -614,7 +676,8 @@ func (ch *channel) Read(data []byte) (int, error) {
 	if !ch.decided {
 		return 0, errUndecided
 	}
-	return ch.ReadExtended(data, 0)
+	n, err := ch.ReadExtended(data, 0)
+	return n, ch.openFailure(err)
 }
 
 func (ch *channel) Write(data []byte) (int, error) {
@@ -628,6 +691,10 @@ func (ch *channel) CloseWrite() error {
 	if !ch.decided {
 		return errUndecided
 	}
+	// hostgate: remoteId below is an early channel's answer.
+	if err := ch.awaitOpen(); err != nil {
+		return err
+	}
 	ch.sentEOF = true
 	return ch.sendMessage(channelEOFMsg{
 		PeersID: ch.remoteId})
@@ -636,6 +703,9 @@ func (ch *channel) CloseWrite() error {
 func (ch *channel) Close() error {
 	if !ch.decided {
 		return errUndecided
+	}
+	if err := ch.awaitOpen(); err != nil {
+		return err
 	}
 
 	return ch.sendMessage(channelCloseMsg{
@@ -658,6 +728,9 @@ func (ch *channel) Stderr() io.ReadWriter {
 func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (bool, error) {
 	if !ch.decided {
 		return false, errUndecided
+	}
+	if err := ch.awaitOpen(); err != nil {
+		return false, err
 	}
 
 	if wantReply {

@@ -349,6 +349,13 @@ type userAuthGSSAPIError struct {
 	LanguageTag string
 }
 
+// hostgate: channel data sent before the open is answered, addressed by
+// the sender's own channel id (the peer has not told it its id yet). The
+// layout is channel data's: byte 200, uint32 id, string data. A local
+// extension number (RFC 4250, 4.1.2), sent only to a peer that says it
+// handles it; see earlydata.go and HOSTGATE.md, change 5.
+const msgChannelEarlyData = 200
+
 // Transport layer OpenSSH extension. See [PROTOCOL], section 1.9
 const msgPing = 192
 

@@ -33,6 +33,10 @@ type chanList struct {
 
 	// closed is set by dropAll.
 	closed bool
+
+	// hostgate: byRemote finds an inbound channel by the peer's id for
+	// it, which is how early data is addressed (see earlydata.go).
+	byRemote map[uint32]*channel
 }
 
 // add stores the given channel and assigns its localId while holding the
@@ -73,9 +77,33 @@ func (c *chanList) remove(id uint32) {
 	id -= c.offset
 	c.Lock()
 	if id < uint32(len(c.chans)) {
+		if ch := c.chans[id]; ch != nil && c.byRemote[ch.remoteId] == ch {
+			delete(c.byRemote, ch.remoteId)
+		}
 		c.chans[id] = nil
 	}
 	c.Unlock()
+}
+
+// addRemote makes inbound channel ch findable by its remoteId
+// (getRemote) until it is removed. hostgate: see earlydata.go.
+func (c *chanList) addRemote(ch *channel) {
+	c.Lock()
+	defer c.Unlock()
+	if c.closed {
+		return
+	}
+	if c.byRemote == nil {
+		c.byRemote = map[uint32]*channel{}
+	}
+	c.byRemote[ch.remoteId] = ch
+}
+
+// getRemote returns the inbound channel the peer calls id, or nil.
+func (c *chanList) getRemote(id uint32) *channel {
+	c.Lock()
+	defer c.Unlock()
+	return c.byRemote[id]
 }
 
 // dropAll forgets all channels it knows, returning them in a slice. No
@@ -92,6 +120,7 @@ func (c *chanList) dropAll() []*channel {
 		r = append(r, ch)
 	}
 	c.chans = nil
+	c.byRemote = nil
 	c.closed = true
 	return r
 }
@@ -271,6 +300,8 @@ func (m *mux) onePacket() error {
 	switch packet[0] {
 	case msgChannelOpen:
 		return m.handleChannelOpen(packet)
+	case msgChannelEarlyData:
+		return m.handleEarlyData(packet)
 	case msgGlobalRequest, msgRequestSuccess, msgRequestFailure:
 		return m.handleGlobalPacket(packet)
 	case msgPing:
@@ -343,10 +374,11 @@ func (m *mux) handleChannelOpen(packet []byte) error {
 		return m.sendMessage(failMsg)
 	}
 
-	c := m.newChannel(msg.ChanType, channelInbound, msg.TypeSpecificData)
+	c := m.newChannel(msg.ChanType, channelInbound, msg.TypeSpecificData, false)
 	c.remoteId = msg.PeersID
 	c.maxRemotePayload = msg.MaxPacketSize
 	c.remoteWin.add(msg.PeersWindow)
+	m.chanList.addRemote(c) // hostgate: early data finds it (earlydata.go)
 	m.incomingChannels <- c
 	return nil
 }
@@ -361,7 +393,7 @@ func (m *mux) OpenChannel(chanType string, extra []byte) (Channel, <-chan *Reque
 }
 
 func (m *mux) openChannel(chanType string, extra []byte) (*channel, error) {
-	ch := m.newChannel(chanType, channelOutbound, extra)
+	ch := m.newChannel(chanType, channelOutbound, extra, false)
 	if m.chanList.isClosed() {
 		return nil, io.EOF
 	}

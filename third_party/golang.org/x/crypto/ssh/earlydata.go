@@ -1,0 +1,174 @@
+// Copyright 2026 The hostgate Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style
+// license that can be found in the LICENSE file.
+
+package ssh
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+)
+
+// hostgate: this file is not in upstream x/crypto. See HOSTGATE.md,
+// change 5.
+//
+// Early data lets an opener write to a channel before the peer has
+// answered the open, as TCP Fast Open lets a client send with its SYN. A
+// forwarded connection's first bytes (an HTTP request) then travel right
+// behind the open instead of a round trip later; through the gateway that
+// round trip crosses three processes each way. The opener sends them as
+// msgChannelEarlyData, addressed by its own channel id, since the peer's
+// id comes with the answer; the peer buffers them in the channel as data,
+// counted against its window, until the channel is accepted, and drops
+// them with a rejected one. The opener may send at most earlyDataMax bytes
+// before the answer, which is also the window it starts with; the answer
+// advertises the peer's whole initial window, of which the opener has used
+// what it sent early.
+//
+// A peer that does not know the message would take it for a packet of
+// some other channel of its own, so it is sent only to a peer that said
+// it handles it (the caller of DialEarly decides).
+
+// earlyDataMax bounds the early data of one channel: one packet at our
+// maximum payload, enough for a request's first bytes.
+const earlyDataMax = channelMaxPacket
+
+// awaitOpen waits until an early channel's open is answered, and returns
+// why it failed. For other channels it returns at once.
+func (ch *channel) awaitOpen() error {
+	if !ch.early || ch.established.Load() {
+		return nil
+	}
+	<-ch.opened
+	if ch.established.Load() {
+		return nil
+	}
+	if ch.openErr != nil {
+		return ch.openErr
+	}
+	return io.EOF
+}
+
+// markOpened records the answer to an early open (err nil for a confirm
+// or a connection that ended first) and wakes its waiters; only the first
+// call counts.
+func (ch *channel) markOpened(err error) {
+	if !ch.early {
+		return
+	}
+	ch.openOnce.Do(func() {
+		ch.openErr = err
+		close(ch.opened)
+	})
+}
+
+// openFailure returns the error of an early open the peer refused in place
+// of err, which is what the channel's end looks like to its reader and
+// writer (io.EOF); otherwise err.
+func (ch *channel) openFailure(err error) error {
+	if err == nil || !ch.early {
+		return err
+	}
+	select {
+	case <-ch.opened:
+		if ch.openErr != nil {
+			return ch.openErr
+		}
+	default:
+	}
+	return err
+}
+
+// earlyConfirmed takes the peer's confirmation of an early open. The
+// fields writers read once they see established are set before it.
+func (ch *channel) earlyConfirmed(msg *channelOpenConfirmMsg) error {
+	if msg.MyWindow < earlyDataMax || msg.MaxPacketSize < earlyDataMax {
+		return fmt.Errorf("ssh: peer confirmed an early-data channel with window %d and packet size %d, less than the %d bytes it may have been sent", msg.MyWindow, msg.MaxPacketSize, earlyDataMax)
+	}
+	ch.remoteId = msg.MyID
+	ch.maxRemotePayload = msg.MaxPacketSize
+	ch.established.Store(true)
+	ch.remoteWin.add(msg.MyWindow - earlyDataMax)
+	ch.markOpened(nil)
+	return nil
+}
+
+// handleEarlyData takes early data for an inbound channel; the peer names
+// it by its own id. Data for a channel no longer there (rejected, or
+// closed) is dropped, as its opener learns from the answer.
+func (m *mux) handleEarlyData(packet []byte) error {
+	if len(packet) < 9 {
+		return parseError(packet[0])
+	}
+	ch := m.chanList.getRemote(binary.BigEndian.Uint32(packet[1:]))
+	if ch == nil {
+		return nil
+	}
+	length := binary.BigEndian.Uint32(packet[5:9])
+	if uint64(ch.earlyIn)+uint64(length) > earlyDataMax {
+		return errors.New("ssh: peer sent more early data than allowed")
+	}
+	ch.earlyIn += length
+	return ch.handleData(packet)
+}
+
+// openChannelEarly sends an open and returns the channel without waiting
+// for the answer: see the top of this file.
+func (m *mux) openChannelEarly(chanType string, extra []byte) (*channel, error) {
+	ch := m.newChannel(chanType, channelOutbound, extra, true)
+	if m.chanList.isClosed() {
+		return nil, io.EOF
+	}
+	open := channelOpenMsg{
+		ChanType:         chanType,
+		PeersWindow:      ch.myWindow,
+		MaxPacketSize:    channelMaxPacket,
+		TypeSpecificData: extra,
+		PeersID:          ch.localId,
+	}
+	// m.sendMessage: the channel's own would wait for the answer.
+	if err := m.sendMessage(open); err != nil {
+		m.chanList.remove(ch.localId)
+		ch.close()
+		return nil, err
+	}
+	return ch, nil
+}
+
+// DialEarly is Dial for TCP that returns before the remote host has
+// connected: the connection's first writes (up to 32 KiB) go out as early
+// data, and a failed connect shows as the error of its Read or Write (an
+// *OpenChannelError) instead of DialEarly's. Use it only with a server
+// that handles early data; a hostgate server says so in its version.
+func (c *Client) DialEarly(n, addr string) (net.Conn, error) {
+	conn, ok := c.Conn.(*connection)
+	switch n {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return nil, fmt.Errorf("ssh: unsupported protocol for early dial: %s", n)
+	}
+	if !ok {
+		return c.Dial(n, addr)
+	}
+	host, portString, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portString, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	msg := channelOpenDirectMsg{raddr: host, rport: uint32(port), laddr: net.IPv4zero.String(), lport: 0}
+	ch, err := conn.mux.openChannelEarly("direct-tcpip", Marshal(&msg))
+	if err != nil {
+		return nil, err
+	}
+	go DiscardRequests(ch.incomingRequests)
+	go io.Copy(io.Discard, ch.Stderr())
+	zero := &net.TCPAddr{IP: net.IPv4zero}
+	return &chanConn{Channel: ch, laddr: zero, raddr: zero}, nil
+}

@@ -223,7 +223,8 @@ func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 // the host's connect: with a forwarder that supports it (the SSH client to
 // a hostgate server) it returns before the host has connected and sends
 // the first writes behind the open, a round trip sooner; a refused connect
-// then fails the first Read or Write. Otherwise it is Dial.
+// then fails the first Read or Write with ErrConnectFailed, and ctx bounds
+// only the dial, not the host's connect. Otherwise it is Dial.
 func (h *Host) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
 	f, err := h.Forwarder(ctx)
 	if err != nil {

@@ -79,7 +79,7 @@ func (c *Config) withDefaults() Config {
 type Stats struct {
 	Connections int64 // accepted so far
 	Active      int64 // open now
-	Failed      int64 // dial or SOCKS handshake failed
+	Failed      int64 // dial (for a local forward, the host's connect) or SOCKS handshake failed
 	Rejected    int64 // closed at once because MaxConns were open
 	BytesIn     int64 // from the listening side to the connect side
 	BytesOut    int64 // from the connect side to the listening side
@@ -309,8 +309,11 @@ func (fw *Forward) handle(c net.Conn) {
 		return
 	}
 	cc := &countConn{Conn: c, in: &fw.bytesIn, out: &fw.bytesOut}
-	// The forward's end tears both conns down through Copy's ctx.
-	_, _ = bicopy.Copy(fw.ctx, cc, t)
+	// The forward's end tears both conns down through Copy's ctx. An
+	// early dial (DialEarly) learns of a refused connect only here.
+	if _, err := bicopy.Copy(fw.ctx, cc, t); errors.Is(err, hostgate.ErrConnectFailed) {
+		fw.failed.Add(1)
+	}
 }
 
 // countConn counts bytes read from and written to the listening side as they

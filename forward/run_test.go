@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 func dialT(t testing.TB, addr string) net.Conn {
@@ -464,4 +465,46 @@ func FuzzSOCKSHandshake(f *testing.F) {
 			t.Fatalf("request gave address %q (%v)", addr, err)
 		}
 	})
+}
+
+// A local forward through our SSH client dials early (the connection's
+// first bytes go behind the channel open), so the host's refused connect
+// shows up after the dial; it still closes the accepted connection and
+// counts as failed.
+func TestLocalForwardEarlyRefusedIsFailed(t *testing.T) {
+	ctx := testCtx(t)
+	ts, err := sshlayer.StartTestServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Close() })
+	conn, err := net.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := sshlayer.Connect(ctx, conn, sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	_ = ln.Close()
+	fw, err := Run(ctx, newHost(t, sc), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: refused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialT(t, fw.Addr().String())
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	if got, _ := io.ReadAll(c); len(got) != 0 {
+		t.Fatalf("read %q through a forward to a refused port", got)
+	}
+	_ = fw.Close()
+	if st := fw.Stats(); st.Connections != 1 || st.Failed != 1 {
+		t.Fatalf("stats = %+v, want 1 connection, failed", st)
+	}
 }

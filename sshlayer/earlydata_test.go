@@ -1,6 +1,7 @@
 package sshlayer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hostgate/hostgate"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -57,13 +59,17 @@ func TestDialEarly(t *testing.T) {
 	}
 	_, _ = conn.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
 	var oe *ssh.OpenChannelError
-	if _, err := io.ReadAll(conn); !errors.As(err, &oe) || oe.Reason != ssh.ConnectionFailed {
-		t.Fatalf("read after a refused early connect: %v, want an open failure (connect failed)", err)
+	if _, err := io.ReadAll(conn); !errors.Is(err, hostgate.ErrConnectFailed) || !errors.As(err, &oe) || oe.Reason != ssh.ConnectionFailed {
+		t.Fatalf("read after a refused early connect: %v, want ErrConnectFailed with the open failure (connect failed)", err)
 	}
-	if _, err := conn.Write([]byte("more")); !errors.As(err, &oe) {
-		t.Fatalf("write after a refused early connect: %v, want the open failure", err)
+	if _, err := conn.Write([]byte("more")); !errors.Is(err, hostgate.ErrConnectFailed) {
+		t.Fatalf("write after a refused early connect: %v, want ErrConnectFailed", err)
 	}
 	_ = conn.Close()
+	// Dial names the same refusal the same way.
+	if _, err := c.Dial(ctx, "tcp", closedPort(t)); !errors.Is(err, hostgate.ErrConnectFailed) {
+		t.Fatalf("dial of a closed port: %v, want ErrConnectFailed", err)
+	}
 
 	// Closed before the answer: nothing hangs, and the connection is fine.
 	for range 20 {
@@ -144,9 +150,8 @@ func TestDialEarlyRefusedChannel(t *testing.T) {
 	}
 	defer second.Close()
 	_, _ = second.Write([]byte("dropped"))
-	var oe *ssh.OpenChannelError
-	if _, err := io.ReadAll(second); !errors.As(err, &oe) {
-		t.Fatalf("read of a refused early channel: %v, want an open failure", err)
+	if _, err := io.ReadAll(second); !errors.Is(err, hostgate.ErrConnectFailed) {
+		t.Fatalf("read of a refused early channel: %v, want ErrConnectFailed", err)
 	}
 	if err := writeRead(first, "two"); err != nil {
 		t.Fatalf("the open channel after a refused one: %v", err)
@@ -180,6 +185,170 @@ func TestTakesEarlyData(t *testing.T) {
 	} {
 		if got := takesEarlyData([]byte(v)); got != want {
 			t.Errorf("takesEarlyData(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestDialEarlyRefusedAmongLive refuses early channels while their writers
+// still stream, beside live early channels on the same connection: a
+// refused channel's id is reused at once, and none of its bytes may reach
+// the channel that took the id.
+func TestDialEarlyRefusedAmongLive(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := connectEmbedded(t, ts)
+	echo := srvStartEcho(t)
+	refused := closedPort(t)
+	ctx := testCtx(t)
+	const workers, each = 4, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*workers)
+	for w := range workers {
+		wg.Add(2)
+		go func() { // refused channels, written to until the refusal
+			defer wg.Done()
+			chunk := make([]byte, 4<<10)
+			for range each {
+				conn, err := c.DialEarly(ctx, "tcp", refused)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := 0; i < 64; i++ { // bounded: 256 KiB at most
+					if _, err = conn.Write(chunk); err != nil {
+						break
+					}
+				}
+				_ = conn.Close()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				conn, err := c.DialEarly(ctx, "tcp", echo)
+				if err != nil {
+					errs <- err
+					return
+				}
+				err = srvEchoCheck(conn, 1+(w*each+i)*7919%(40<<10))
+				_ = conn.Close()
+				if err != nil {
+					errs <- fmt.Errorf("echo worker %d, channel %d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	conn, err := c.DialEarly(ctx, "tcp", echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := writeRead(conn, "still up"); err != nil {
+		t.Fatalf("the connection after refused early channels: %v", err)
+	}
+}
+
+// TestDialEarlyCloseBeforeAnswer: Close and CloseWrite of an early channel
+// the server has not answered return at once (a forward's teardown must
+// not wait for the host's connect); what they stand for reaches the
+// server with the answer: the early bytes, then EOF or CLOSE.
+func TestDialEarlyCloseBeforeAnswer(t *testing.T) {
+	s := newChanServerVersion(t, serverVersion)
+	ctx := testCtx(t)
+	c, err := Connect(ctx, s.dial(t), s.auth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !c.earlyData {
+		t.Fatal("client did not take the server for an early-data one")
+	}
+	returns := func(what string, f func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s before the answer: %v", what, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s before the answer waited for it", what)
+		}
+	}
+	accept := func() (ssh.Channel, <-chan *ssh.Request) {
+		t.Helper()
+		select {
+		case nc := <-s.chans:
+			ch, reqs, err := nc.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch, reqs
+		case <-ctx.Done():
+			t.Fatal("no channel open reached the server")
+		}
+		return nil, nil
+	}
+
+	// Close: the server, answering late, reads the early bytes, then the
+	// channel ends.
+	conn, err := c.DialEarly(ctx, "tcp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	returns("Close", conn.Close)
+	ch, reqs := accept()
+	if got, err := io.ReadAll(ch); err != nil || string(got) != "hello" {
+		t.Fatalf("server read %q, %v; want the early bytes, then the end", got, err)
+	}
+	waitClosed(ctx, t, reqs)
+
+	// CloseWrite: the server reads the early bytes and EOF, and its answer
+	// still reaches the client.
+	conn, err = c.DialEarly(ctx, "tcp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	returns("CloseWrite", conn.(closeWriter).CloseWrite)
+	ch, _ = accept()
+	if got, err := io.ReadAll(ch); err != nil || string(got) != "abc" {
+		t.Fatalf("server read %q, %v; want the early bytes, then EOF", got, err)
+	}
+	if _, err := ch.Write([]byte("xyz")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	if got, err := io.ReadAll(conn); err != nil || string(got) != "xyz" {
+		t.Fatalf("client read %q, %v after its early EOF", got, err)
+	}
+}
+
+// waitClosed waits until the client's CLOSE ends a server channel's
+// request stream.
+func waitClosed(ctx context.Context, t *testing.T, reqs <-chan *ssh.Request) {
+	t.Helper()
+	for {
+		select {
+		case _, ok := <-reqs:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("channel not closed by the client")
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hostgate/hostgate"
+	"golang.org/x/crypto/ssh"
 )
 
 var _ hostgate.Forwarder = (*Client)(nil)
@@ -28,12 +29,21 @@ func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	}
 	conn, err := await(ctx, c, func() (net.Conn, error) { return c.ssh.Dial(network, addr) }, func(conn net.Conn) { _ = conn.Close() })
 	if err != nil {
-		return nil, c.opErr("dial "+addr, err)
+		return nil, c.dialErr(addr, err)
 	}
 	if _, ok := conn.(closeWriter); !ok {
 		return conn, nil
 	}
-	return &dialConn{Conn: conn}, nil
+	return &dialConn{Conn: conn, c: c, addr: addr}, nil
+}
+
+// dialErr names a failed dial; the host's refusal of the channel is
+// hostgate.ErrConnectFailed.
+func (c *Client) dialErr(addr string, err error) error {
+	if oe := (*ssh.OpenChannelError)(nil); errors.As(err, &oe) {
+		return fmt.Errorf("sshlayer: dial %s: %w: %w", addr, hostgate.ErrConnectFailed, err)
+	}
+	return c.opErr("dial "+addr, err)
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -73,9 +83,9 @@ func (c *Client) DialEarly(ctx context.Context, network, addr string) (net.Conn,
 	}
 	conn, err := c.ssh.DialEarly(network, addr)
 	if err != nil {
-		return nil, c.opErr("dial "+addr, err)
+		return nil, c.dialErr(addr, err)
 	}
-	return &dialConn{Conn: conn}, nil
+	return &dialConn{Conn: conn, c: c, addr: addr}, nil
 }
 
 // dialConn is a forwarded connection whose CloseWrite, when the host's side
@@ -88,6 +98,8 @@ func (c *Client) DialEarly(ctx context.Context, network, addr string) (net.Conn,
 type dialConn struct {
 	net.Conn
 	readEOF atomic.Bool // Read returned io.EOF: the host sent EOF or CLOSE
+	c       *Client
+	addr    string
 }
 
 func (c *dialConn) Read(p []byte) (int, error) {
@@ -95,7 +107,23 @@ func (c *dialConn) Read(p []byte) (int, error) {
 	if errors.Is(err, io.EOF) {
 		c.readEOF.Store(true)
 	}
-	return n, err
+	return n, c.earlyErr(err)
+}
+
+// Write is the channel's, with an early channel's refused open named as
+// Dial would have named it.
+func (c *dialConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	return n, c.earlyErr(err)
+}
+
+// earlyErr names the open failure an early channel's Read or Write
+// returns (DialEarly) as Dial names it; other errors are as they are.
+func (c *dialConn) earlyErr(err error) error {
+	if oe := (*ssh.OpenChannelError)(nil); err != nil && errors.As(err, &oe) {
+		return c.c.dialErr(c.addr, err)
+	}
+	return err
 }
 
 func (c *dialConn) CloseWrite() error {

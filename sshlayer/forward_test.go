@@ -18,7 +18,11 @@ type chanServer struct {
 	chans chan ssh.NewChannel
 }
 
-func newChanServer(t *testing.T) *chanServer {
+func newChanServer(t *testing.T) *chanServer { return newChanServerVersion(t, "") }
+
+// newChanServerVersion is newChanServer announcing version (x/crypto's
+// default when empty); serverVersion makes the client dial it early.
+func newChanServerVersion(t *testing.T, version string) *chanServer {
 	t.Helper()
 	host, err := GenerateSessionKey()
 	if err != nil {
@@ -41,7 +45,9 @@ func newChanServer(t *testing.T) *chanServer {
 			return
 		}
 		defer conn.Close()
-		sc, chans, reqs, err := ssh.NewServerConn(conn, s.config())
+		cfg := s.config()
+		cfg.ServerVersion = version
+		sc, chans, reqs, err := ssh.NewServerConn(conn, cfg)
 		if err != nil {
 			return
 		}

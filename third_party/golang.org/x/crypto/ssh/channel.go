@@ -238,6 +238,12 @@ type channel struct {
 	openErr   error
 	responded bool
 	earlyIn   uint32
+	// earlyMu guards answered and what a Close or CloseWrite before the
+	// answer left for the mux goroutine to send once it comes.
+	earlyMu     sync.Mutex
+	answered    bool
+	closeWanted bool
+	eofWanted   bool
 }
 
 // writePacket sends a packet. If the packet is a channel close, it updates
@@ -530,12 +536,18 @@ func (ch *channel) handlePacket(packet []byte) error {
 		if err := ch.responseMessageReceived(); err != nil {
 			return err
 		}
-		ch.mux.chanList.remove(msg.PeersID)
 		if ch.early {
+			// hostgate: close (which stops this channel's writers under
+			// writeMu) before the id is free: a new channel may take it at
+			// once, and an early packet of this one sent after that would
+			// be the new one's to the peer.
+			ch.earlyAnswered()
 			ch.markOpened(&OpenChannelError{msg.Reason, msg.Message})
 			ch.close()
+			ch.mux.chanList.remove(msg.PeersID)
 			return nil
 		}
+		ch.mux.chanList.remove(msg.PeersID)
 		ch.msg <- msg
 	case *channelOpenConfirmMsg:
 		if err := ch.responseMessageReceived(); err != nil {
@@ -691,7 +703,13 @@ func (ch *channel) CloseWrite() error {
 	if !ch.decided {
 		return errUndecided
 	}
-	// hostgate: remoteId below is an early channel's answer.
+	// hostgate: before an early channel's answer the EOF is left for the
+	// mux goroutine to send with it (earlydata.go); remoteId below is the
+	// answer's.
+	if ch.deferEarly(func() { ch.eofWanted = true }) {
+		ch.sentEOF = true
+		return nil
+	}
 	if err := ch.awaitOpen(); err != nil {
 		return err
 	}
@@ -703,6 +721,14 @@ func (ch *channel) CloseWrite() error {
 func (ch *channel) Close() error {
 	if !ch.decided {
 		return errUndecided
+	}
+	// hostgate: an early channel closed before its answer ends here at
+	// once; the mux goroutine sends the CLOSE if the peer accepts.
+	if ch.deferEarly(func() { ch.closeWanted = true }) {
+		ch.pending.eof()
+		ch.extPending.eof()
+		ch.remoteWin.close()
+		return nil
 	}
 	if err := ch.awaitOpen(); err != nil {
 		return err

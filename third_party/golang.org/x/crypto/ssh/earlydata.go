@@ -91,10 +91,52 @@ func (ch *channel) earlyConfirmed(msg *channelOpenConfirmMsg) error {
 	}
 	ch.remoteId = msg.MyID
 	ch.maxRemotePayload = msg.MaxPacketSize
+	closeWanted, eofWanted := ch.earlyAnswered()
 	ch.established.Store(true)
 	ch.remoteWin.add(msg.MyWindow - earlyDataMax)
 	ch.markOpened(nil)
+	switch {
+	case closeWanted:
+		return ch.sendIgnoringClosed(channelCloseMsg{PeersID: ch.remoteId})
+	case eofWanted:
+		return ch.sendIgnoringClosed(channelEOFMsg{PeersID: ch.remoteId})
+	}
 	return nil
+}
+
+// sendIgnoringClosed sends msg from the mux goroutine; a channel that has
+// sent its CLOSE meanwhile is not an error of the connection.
+func (ch *channel) sendIgnoringClosed(msg interface{}) error {
+	if err := ch.sendMessage(msg); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+// earlyAnswered records that the open was answered and returns what a
+// Close or CloseWrite before it left to send.
+func (ch *channel) earlyAnswered() (closeWanted, eofWanted bool) {
+	ch.earlyMu.Lock()
+	defer ch.earlyMu.Unlock()
+	ch.answered = true
+	return ch.closeWanted, ch.eofWanted
+}
+
+// deferEarly reports whether ch is an early channel still waiting for its
+// answer, and if so records what set sets for the mux goroutine to act on
+// when the answer comes (earlyConfirmed). Otherwise the caller goes on as
+// for any channel.
+func (ch *channel) deferEarly(set func()) bool {
+	if !ch.early || ch.established.Load() {
+		return false
+	}
+	ch.earlyMu.Lock()
+	defer ch.earlyMu.Unlock()
+	if ch.answered {
+		return false
+	}
+	set()
+	return true
 }
 
 // handleEarlyData takes early data for an inbound channel; the peer names
@@ -132,8 +174,8 @@ func (m *mux) openChannelEarly(chanType string, extra []byte) (*channel, error) 
 	}
 	// m.sendMessage: the channel's own would wait for the answer.
 	if err := m.sendMessage(open); err != nil {
-		m.chanList.remove(ch.localId)
 		ch.close()
+		m.chanList.remove(ch.localId)
 		return nil, err
 	}
 	return ch, nil

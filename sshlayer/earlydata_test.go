@@ -352,3 +352,30 @@ func waitClosed(ctx context.Context, t *testing.T, reqs <-chan *ssh.Request) {
 		}
 	}
 }
+
+// TestDialEarlyConnectionLostBeforeAnswer: an early channel whose
+// connection ends before the server answers reads the connection's end,
+// not io.EOF, which would pass for the end of the stream.
+func TestDialEarlyConnectionLostBeforeAnswer(t *testing.T) {
+	s := newChanServerVersion(t, serverVersion)
+	ctx := testCtx(t)
+	c, err := Connect(ctx, s.dial(t), s.auth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn, err := c.DialEarly(ctx, "tcp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	select {
+	case <-s.chans: // opened, never answered
+	case <-ctx.Done():
+		t.Fatal("no channel open reached the server")
+	}
+	_ = c.conn.Close()
+	if _, err := io.ReadAll(conn); !errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("read after the connection ended unanswered: %v, want ErrConnectionLost", err)
+	}
+}

@@ -68,7 +68,9 @@ func takesEarlyData(version []byte) bool {
 // channel open, as x/crypto/ssh early data (third_party HOSTGATE.md, change
 // 5), which saves a round trip over every hop of the path before the host
 // sees them; a connect the host refuses then shows as the error of the
-// first Read or Write (an *ssh.OpenChannelError) instead of DialEarly's.
+// first Read or Write (hostgate.ErrConnectFailed, wrapping the
+// *ssh.OpenChannelError) instead of DialEarly's, and a connection lost
+// before the answer as ErrConnectionLost, not as the end of the stream.
 // With any other server, or network, it is Dial. Callers that must know
 // the connect's outcome before they go on (a SOCKS reply) use Dial.
 func (c *Client) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -118,9 +120,14 @@ func (c *dialConn) Write(p []byte) (int, error) {
 }
 
 // earlyErr names the open failure an early channel's Read or Write
-// returns (DialEarly) as Dial names it; other errors are as they are.
+// returns (DialEarly) as Dial names it: a refusal is
+// hostgate.ErrConnectFailed, a connection that ended before the answer
+// the connection's end (ErrConnectionLost); other errors are as they are.
 func (c *dialConn) earlyErr(err error) error {
-	if oe := (*ssh.OpenChannelError)(nil); err != nil && errors.As(err, &oe) {
+	if err == nil {
+		return nil
+	}
+	if oe := (*ssh.OpenChannelError)(nil); errors.As(err, &oe) || errors.Is(err, ssh.ErrOpenUnanswered) {
 		return c.c.dialErr(c.addr, err)
 	}
 	return err

@@ -472,7 +472,8 @@ func (c *channel) close() {
 		c.writeMu.Unlock()
 		// Unblock writers.
 		c.remoteWin.close()
-		c.markOpened(nil)
+		// hostgate: a no-op once answered (earlydata.go).
+		c.markOpened(ErrOpenUnanswered)
 	})
 }
 

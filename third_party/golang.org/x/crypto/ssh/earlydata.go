@@ -37,6 +37,11 @@ import (
 // maximum payload, enough for a request's first bytes.
 const earlyDataMax = channelMaxPacket
 
+// ErrOpenUnanswered is what an early channel's Read, Write and Close
+// return when the connection ended before the peer answered the open:
+// unlike io.EOF, it does not pass for the end of the stream.
+var ErrOpenUnanswered = errors.New("ssh: connection ended before the channel open was answered")
+
 // awaitOpen waits until an early channel's open is answered, and returns
 // why it failed. For other channels it returns at once.
 func (ch *channel) awaitOpen() error {
@@ -47,15 +52,12 @@ func (ch *channel) awaitOpen() error {
 	if ch.established.Load() {
 		return nil
 	}
-	if ch.openErr != nil {
-		return ch.openErr
-	}
-	return io.EOF
+	return ch.openErr
 }
 
-// markOpened records the answer to an early open (err nil for a confirm
-// or a connection that ended first) and wakes its waiters; only the first
-// call counts.
+// markOpened records the answer to an early open (err nil for a confirm,
+// ErrOpenUnanswered for a connection that ended first) and wakes its
+// waiters; only the first call counts.
 func (ch *channel) markOpened(err error) {
 	if !ch.early {
 		return

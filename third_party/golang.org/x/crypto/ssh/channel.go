@@ -461,6 +461,10 @@ func (c *channel) ReadExtended(data []byte, extended uint32) (n int, err error) 
 
 func (c *channel) close() {
 	c.closeOnce.Do(func() {
+		// hostgate: first, so that a reader or writer woken below finds
+		// why an unanswered early channel ended; a no-op once answered
+		// (earlydata.go).
+		c.markOpened(ErrOpenUnanswered)
 		c.pending.eof()
 		c.extPending.eof()
 		close(c.msg)
@@ -472,8 +476,6 @@ func (c *channel) close() {
 		c.writeMu.Unlock()
 		// Unblock writers.
 		c.remoteWin.close()
-		// hostgate: a no-op once answered (earlydata.go).
-		c.markOpened(ErrOpenUnanswered)
 	})
 }
 

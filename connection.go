@@ -26,11 +26,24 @@ type Connection struct {
 // Forwarder is the port-forwarding capability of a connection.
 type Forwarder interface {
 	// Dial opens a connection from the host to addr (SSH direct-tcpip).
+	// A host that refuses it, or cannot connect, is ErrConnectFailed.
 	Dial(ctx context.Context, network, addr string) (net.Conn, error)
 	// Listen makes the host listen on addr (SSH tcpip-forward); connections
 	// to it arrive through the returned listener. Closing the listener
 	// cancels the forward on the host.
 	Listen(ctx context.Context, network, addr string) (net.Listener, error)
+}
+
+// EarlyDialer is a Forwarder that can also open a connection whose first
+// bytes need not wait for the host's connect (the SSH client to a hostgate
+// server: early data). DialEarly returns before the host has connected;
+// a refused connect then fails the connection's first Read or Write with
+// ErrConnectFailed, and a connection to the host lost before its answer
+// with the forwarder's connection-end error, not io.EOF. ctx bounds only
+// the dial. Host.Forward and Host.DialEarly use it where the forwarder has
+// it.
+type EarlyDialer interface {
+	DialEarly(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // SyncSpec tells the synchronous filesystem how to open its own, separate

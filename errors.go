@@ -30,6 +30,7 @@ var ErrConnectionEnded = errors.New("hostgate: host connection ended")
 
 // ErrConnectFailed is why a connection from the host to an address could
 // not be made: the host refused the forwarded channel or could not connect
-// (the SSH open failure is wrapped too). Host.Dial returns it; with
-// Host.DialEarly it comes from the connection's first Read or Write.
+// (the SSH client wraps the SSH open failure too). Forwarder.Dial returns
+// it; with EarlyDialer.DialEarly it comes from the connection's first Read
+// or Write.
 var ErrConnectFailed = errors.New("hostgate: host could not connect")

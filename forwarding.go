@@ -40,12 +40,6 @@ type ForwardStats struct {
 	BytesOut    int64
 }
 
-// earlyDialer is a Forwarder whose DialEarly may return before the host
-// has connected, a refused connect then failing the first Read or Write.
-type earlyDialer interface {
-	DialEarly(ctx context.Context, network, addr string) (net.Conn, error)
-}
-
 // Forward starts spec on the host.
 func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {
 	if err := spec.Validate(); err != nil {
@@ -71,7 +65,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		// the host has connected (the SSH client to a hostgate server)
 		// saves a round trip per connection; the accepted conn is
 		// closed either way when the connect fails.
-		if e, ok := f.(earlyDialer); ok {
+		if e, ok := f.(EarlyDialer); ok {
 			dial = func(ctx context.Context) (net.Conn, error) { return e.DialEarly(ctx, "tcp", spec.Connect) }
 		}
 	case ForwardRemote:

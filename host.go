@@ -219,18 +219,20 @@ func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return f.Dial(ctx, network, addr)
 }
 
+var _ EarlyDialer = (*Host)(nil)
+
 // DialEarly is Dial for a connection whose first bytes need not wait for
-// the host's connect: with a forwarder that supports it (the SSH client to
-// a hostgate server) it returns before the host has connected and sends
-// the first writes behind the open, a round trip sooner; a refused connect
-// then fails the first Read or Write with ErrConnectFailed, and ctx bounds
-// only the dial, not the host's connect. Otherwise it is Dial.
+// the host's connect: with a forwarder that is an EarlyDialer (the SSH
+// client to a hostgate server) it returns before the host has connected and
+// sends the first writes behind the open, a round trip sooner; see
+// EarlyDialer for what a refused connect or a lost connection then looks
+// like. Otherwise it is Dial.
 func (h *Host) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
 	f, err := h.Forwarder(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if e, ok := f.(earlyDialer); ok {
+	if e, ok := f.(EarlyDialer); ok {
 		return e.DialEarly(ctx, network, addr)
 	}
 	return f.Dial(ctx, network, addr)

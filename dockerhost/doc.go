@@ -23,16 +23,17 @@
 // disk, pids; the user and tools are the host's). The runtime and the
 // output limit are not in the key: the claim starts one and the host
 // enforces both, so one warm container serves any of them. A pooled
-// container is started and image-checked ahead of time;
-// its main process blocks reading stdin, which the pool holds attached, so
-// the runtime deadline starts only when a claim writes it. A claim also
-// renames the container to
+// container is started and image-checked ahead of time; its main process
+// blocks reading stdin, which the pool holds attached, so the runtime
+// deadline starts only when a claim writes it. A claim also renames the
+// container to
 // hostgate-<executionId>--<expires unix>.<runtimeMs>.<maxOutputBytes>
 // (labels cannot change after create), which is how Adopt recognises a
-// claimed pooled container after a restart, with its limits; unclaimed pooled containers of the
-// owner that this host does not hold are reaped by Adopt, and they end by
-// themselves when the holding process dies (stdin EOF). Provision env is
-// applied to each exec of a pooled container (it was created without it);
-// that env is kept in memory only, so an execution adopted after a restart
-// no longer has it for execs that do not pass it again.
+// claimed pooled container after a restart, with its limits; unclaimed
+// pooled containers of the owner that this host does not hold are reaped by
+// Adopt, and they end by themselves when the holding process dies (stdin
+// EOF). Provision env is applied to each exec of a pooled container (it was
+// created without it); that env is kept in memory only, so an execution
+// adopted after a restart no longer has it for execs that do not pass it
+// again.
 package dockerhost

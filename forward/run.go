@@ -155,9 +155,7 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 		}
 		// The connection's first bytes go behind the open where h can
 		// (hostgate.Host.DialEarly): a round trip sooner.
-		if e, ok := h.(interface {
-			DialEarly(ctx context.Context, network, addr string) (net.Conn, error)
-		}); ok {
+		if e, ok := h.(hostgate.EarlyDialer); ok {
 			fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 				return e.DialEarly(ctx, "tcp", spec.Connect)
 			}

@@ -493,7 +493,7 @@ func TestLocalForwardEarlyRefusedIsFailed(t *testing.T) {
 	}
 	refused := ln.Addr().String()
 	_ = ln.Close()
-	fw, err := Run(ctx, newHost(t, sc), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: refused})
+	fw, err := Run(ctx, newHost(t, earlyOnly{sc, t}), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: refused})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,4 +507,16 @@ func TestLocalForwardEarlyRefusedIsFailed(t *testing.T) {
 	if st := fw.Stats(); st.Connections != 1 || st.Failed != 1 {
 		t.Fatalf("stats = %+v, want 1 connection, failed", st)
 	}
+}
+
+// earlyOnly is the SSH client as a forwarder that fails the test when a
+// local forward dials it the late way.
+type earlyOnly struct {
+	*sshlayer.Client
+	t *testing.T
+}
+
+func (e earlyOnly) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	e.t.Error("a local forward used Dial; want DialEarly")
+	return e.Client.Dial(ctx, network, addr)
 }

@@ -15,4 +15,9 @@
 // line), the filesystem over SFTP, forwarding over direct-tcpip and
 // tcpip-forward, and a synchronous-filesystem spec that dials a second,
 // separate connection ([SyncSpec]).
+//
+// The server announces itself as "SSH-2.0-hostgate early-data@hostgate":
+// it takes early data, a forwarded connection's first bytes sent behind
+// the channel open before its answer (x/crypto fork, HOSTGATE.md change
+// 5), and [Client.DialEarly] sends them only to a server that says so.
 package sshlayer

@@ -15,7 +15,10 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-var _ hostgate.Forwarder = (*Client)(nil)
+var (
+	_ hostgate.Forwarder   = (*Client)(nil)
+	_ hostgate.EarlyDialer = (*Client)(nil)
+)
 
 // Dial opens a connection from the host to addr over a direct-tcpip channel
 // (direct-streamlocal@openssh.com for network "unix"). ctx bounds the dial

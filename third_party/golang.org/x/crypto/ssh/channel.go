@@ -733,8 +733,10 @@ func (ch *channel) Close() error {
 		ch.remoteWin.close()
 		return nil
 	}
-	if err := ch.awaitOpen(); err != nil {
-		return err
+	if ch.awaitOpen() != nil {
+		// Refused, or the connection ended: the channel is closed
+		// already and there is nothing to send.
+		return nil
 	}
 
 	return ch.sendMessage(channelCloseMsg{

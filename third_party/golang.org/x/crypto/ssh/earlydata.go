@@ -37,9 +37,9 @@ import (
 // maximum payload, enough for a request's first bytes.
 const earlyDataMax = channelMaxPacket
 
-// ErrOpenUnanswered is what an early channel's Read, Write and Close
-// return when the connection ended before the peer answered the open:
-// unlike io.EOF, it does not pass for the end of the stream.
+// ErrOpenUnanswered is what an early channel's Read and Write return when
+// the connection ended before the peer answered the open: unlike io.EOF,
+// it does not pass for the end of the stream.
 var ErrOpenUnanswered = errors.New("ssh: connection ended before the channel open was answered")
 
 // awaitOpen waits until an early channel's open is answered, and returns
@@ -186,8 +186,11 @@ func (m *mux) openChannelEarly(chanType string, extra []byte) (*channel, error) 
 // DialEarly is Dial for TCP that returns before the remote host has
 // connected: the connection's first writes (up to 32 KiB) go out as early
 // data, and a failed connect shows as the error of its Read or Write (an
-// *OpenChannelError) instead of DialEarly's. Use it only with a server
-// that handles early data; a hostgate server says so in its version.
+// *OpenChannelError) instead of DialEarly's; a connection that ends before
+// the answer, as ErrOpenUnanswered. Close and CloseWrite before the answer
+// return at once (the CLOSE or EOF goes with it). Use it only with a
+// server that handles early data; a hostgate server says so in its
+// version.
 func (c *Client) DialEarly(n, addr string) (net.Conn, error) {
 	conn, ok := c.Conn.(*connection)
 	switch n {

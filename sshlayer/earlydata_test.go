@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -378,4 +379,21 @@ func TestDialEarlyConnectionLostBeforeAnswer(t *testing.T) {
 	if _, err := io.ReadAll(conn); !errors.Is(err, ErrConnectionLost) {
 		t.Fatalf("read after the connection ended unanswered: %v, want ErrConnectionLost", err)
 	}
+}
+
+func FuzzTakesEarlyData(f *testing.F) {
+	f.Add(serverVersion)
+	f.Add("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3")
+	f.Add("SSH-2.0-x  early-data@hostgate\tother")
+	f.Fuzz(func(t *testing.T, v string) {
+		got := takesEarlyData([]byte(v))
+		_, comments, ok := strings.Cut(v, " ")
+		want := false
+		for _, f := range strings.Fields(comments) {
+			want = want || (ok && f == earlyDataToken)
+		}
+		if got != want {
+			t.Fatalf("takesEarlyData(%q) = %v: the token is a comment field iff %v", v, got, want)
+		}
+	})
 }

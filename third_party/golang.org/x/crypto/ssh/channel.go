@@ -463,12 +463,11 @@ func (c *channel) close() {
 	c.closeOnce.Do(func() {
 		// hostgate: first, so that a reader or writer woken below finds
 		// why an unanswered early channel ended; a no-op once answered
-		// (earlydata.go).
+		// (earlydata.go). And writers are stopped before readers wake
+		// (upstream woke readers first): a Write after a Read saw the
+		// end must fail, not send an early packet into a closing
+		// channel.
 		c.markOpened(ErrOpenUnanswered)
-		c.pending.eof()
-		c.extPending.eof()
-		close(c.msg)
-		close(c.incomingRequests)
 		c.writeMu.Lock()
 		// This is not necessary for a normal channel teardown, but if
 		// there was another error, it is.
@@ -476,6 +475,10 @@ func (c *channel) close() {
 		c.writeMu.Unlock()
 		// Unblock writers.
 		c.remoteWin.close()
+		c.pending.eof()
+		c.extPending.eof()
+		close(c.msg)
+		close(c.incomingRequests)
 	})
 }
 

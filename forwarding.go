@@ -60,14 +60,12 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		// far side of the forward has its own liveness checks.
 		lc := net.ListenConfig{KeepAlive: -1}
 		ln, err = lc.Listen(ctx, "tcp", spec.Listen)
-		dial = func(ctx context.Context) (net.Conn, error) { return f.Dial(ctx, "tcp", spec.Connect) }
 		// A forwarder that can send a connection's first bytes before
 		// the host has connected (the SSH client to a hostgate server)
 		// saves a round trip per connection; the accepted conn is
 		// closed either way when the connect fails.
-		if e, ok := f.(EarlyDialer); ok {
-			dial = func(ctx context.Context) (net.Conn, error) { return e.DialEarly(ctx, "tcp", spec.Connect) }
-		}
+		d := earlyDial(f)
+		dial = func(ctx context.Context) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }
 	case ForwardRemote:
 		ln, err = f.Listen(ctx, "tcp", spec.Listen)
 		dial = func(ctx context.Context) (net.Conn, error) {

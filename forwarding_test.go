@@ -6,14 +6,13 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // upperServer is a loopback TCP service that answers each line in upper
@@ -202,7 +201,7 @@ func TestForwardStopsWithCtx(t *testing.T) {
 }
 
 func TestForwardFailedDialClosesClient(t *testing.T) {
-	dead := refusedAddr(t)
+	dead := testenv.RefusedAddr(t)
 	h := forwardHost(t, &loopbackForwarder{})
 	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: dead})
 	if err != nil {
@@ -232,28 +231,6 @@ func TestForwardSpecValidated(t *testing.T) {
 			t.Errorf("spec %+v accepted", spec)
 		}
 	}
-}
-
-// refusedAddr returns a loopback address that refuses connections for the
-// whole test: a socket bound to the port but never listening holds it, so
-// no other test can take the port, as it could between closing a listener
-// and dialing its old address. (forward/internal/forwardtest.RefusedAddr is
-// the same for package forward, which this package cannot import.)
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // doneForwarder is a loopback forwarder whose connection can end.

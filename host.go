@@ -232,10 +232,15 @@ func (h *Host) DialEarly(ctx context.Context, network, addr string) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
+	return earlyDial(f)(ctx, network, addr)
+}
+
+// earlyDial is f's DialEarly where f is an EarlyDialer, else its Dial.
+func earlyDial(f Forwarder) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if e, ok := f.(EarlyDialer); ok {
-		return e.DialEarly(ctx, network, addr)
+		return e.DialEarly
 	}
-	return f.Dial(ctx, network, addr)
+	return f.Dial
 }
 
 // Listen makes the host listen on addr.

@@ -121,24 +121,12 @@ func BenchmarkForwardConnect(b *testing.B) {
 
 // sshLayer connects our SSH client to our SSH server over loopback TCP.
 func sshLayer(b *testing.B) layerDial {
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = ts.Close() })
-	conn, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return sshOver(b, conn, ts)
+	sc := sshTCPClient(b)
+	return func(ctx context.Context, addr string) (net.Conn, error) { return sc.Dial(ctx, "tcp", addr) }
 }
 
 func sshOver(b *testing.B, conn net.Conn, ts *sshlayer.TestServer) layerDial {
-	sc, err := sshlayer.Connect(testCtx(b), conn, sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = sc.Close() })
+	sc := sshClient(b, conn, ts)
 	return func(ctx context.Context, addr string) (net.Conn, error) { return sc.Dial(ctx, "tcp", addr) }
 }
 

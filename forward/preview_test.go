@@ -20,7 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hostgate/hostgate/forward/internal/forwardtest"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 const testDomain = "preview.localhost"
@@ -310,7 +310,7 @@ func mustReq(t testing.TB, ctx context.Context, url string) *http.Request {
 func TestPreviewClosedPortAndOfflineHost(t *testing.T) {
 	ctx := testCtx(t)
 	e := newPreviewEnv(t, http.NotFoundHandler(), nil)
-	dead := echoPort(t, forwardtest.RefusedAddr(t))
+	dead := echoPort(t, testenv.RefusedAddr(t))
 	deadURL := fmt.Sprintf("%s/preview/dev/%d/", e.gw.URL, dead)
 
 	resp, body := get(t, ctx, deadURL)

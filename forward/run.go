@@ -150,16 +150,13 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 	}
 	switch spec.Kind {
 	case Local:
-		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
-			return h.Dial(ctx, "tcp", spec.Connect)
-		}
 		// The connection's first bytes go behind the open where h can
 		// (hostgate.Host.DialEarly): a round trip sooner.
+		d := h.Dial
 		if e, ok := h.(hostgate.EarlyDialer); ok {
-			fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
-				return e.DialEarly(ctx, "tcp", spec.Connect)
-			}
+			d = e.DialEarly
 		}
+		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }
 	case Remote:
 		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) {
 			var d net.Dialer

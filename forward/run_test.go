@@ -473,27 +473,7 @@ func FuzzSOCKSHandshake(f *testing.F) {
 // counts as failed.
 func TestLocalForwardEarlyRefusedIsFailed(t *testing.T) {
 	ctx := testCtx(t)
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Close() })
-	conn, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := sshlayer.Connect(ctx, conn, sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sc.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := ln.Addr().String()
-	_ = ln.Close()
-	fw, err := Run(ctx, newHost(t, earlyOnly{sc, t}), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: refused})
+	fw, err := Run(ctx, newHost(t, earlyOnly{sshTCPClient(t), t}), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: testenv.RefusedAddr(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,20 +11,9 @@ import (
 	"testing"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"golang.org/x/crypto/ssh"
 )
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // TestDialEarly: against our own server DialEarly returns before the host
 // has connected, the bytes written before and after the answer arrive
@@ -54,7 +43,7 @@ func TestDialEarly(t *testing.T) {
 
 	// A refused connect: DialEarly cannot know yet; the write goes early
 	// (or fails, if the refusal came first), and the read says why.
-	conn, err := c.DialEarly(ctx, "tcp", closedPort(t))
+	conn, err := c.DialEarly(ctx, "tcp", testenv.RefusedAddr(t))
 	if err != nil {
 		t.Fatalf("early dial of a closed port failed at once (%v): it did not go early", err)
 	}
@@ -68,7 +57,7 @@ func TestDialEarly(t *testing.T) {
 	}
 	_ = conn.Close()
 	// Dial names the same refusal the same way.
-	if _, err := c.Dial(ctx, "tcp", closedPort(t)); !errors.Is(err, hostgate.ErrConnectFailed) {
+	if _, err := c.Dial(ctx, "tcp", testenv.RefusedAddr(t)); !errors.Is(err, hostgate.ErrConnectFailed) {
 		t.Fatalf("dial of a closed port: %v, want ErrConnectFailed", err)
 	}
 
@@ -106,18 +95,8 @@ func TestDialEarlyConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range each {
-				conn, err := c.DialEarly(ctx, "tcp", echo)
-				if err != nil {
-					errs <- err
-					return
-				}
-				err = srvEchoCheck(conn, 1+(w*each+i)*997%(48<<10))
-				_ = conn.Close()
-				if err != nil {
-					errs <- fmt.Errorf("worker %d, channel %d: %w", w, i, err)
-					return
-				}
+			if err := earlyEchoes(ctx, c, echo, each, func(i int) int { return 1 + (w*each+i)*997%(48<<10) }); err != nil {
+				errs <- fmt.Errorf("worker %d: %w", w, err)
 			}
 		}()
 	}
@@ -157,6 +136,23 @@ func TestDialEarlyRefusedChannel(t *testing.T) {
 	if err := writeRead(first, "two"); err != nil {
 		t.Fatalf("the open channel after a refused one: %v", err)
 	}
+}
+
+// earlyEchoes opens n early channels to the echo server at echo, one after
+// another, and checks size(i) bytes through the i-th.
+func earlyEchoes(ctx context.Context, c *Client, echo string, n int, size func(int) int) error {
+	for i := range n {
+		conn, err := c.DialEarly(ctx, "tcp", echo)
+		if err != nil {
+			return err
+		}
+		err = srvEchoCheck(conn, size(i))
+		_ = conn.Close()
+		if err != nil {
+			return fmt.Errorf("channel %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // writeRead writes msg to an echoing conn and reads it back.
@@ -199,7 +195,7 @@ func TestDialEarlyRefusedAmongLive(t *testing.T) {
 	ts := srvStartServer(t, nil)
 	c := connectEmbedded(t, ts)
 	echo := srvStartEcho(t)
-	refused := closedPort(t)
+	refused := testenv.RefusedAddr(t)
 	ctx := testCtx(t)
 	const workers, each = 4, 15
 	var wg sync.WaitGroup
@@ -225,18 +221,8 @@ func TestDialEarlyRefusedAmongLive(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			for i := range each {
-				conn, err := c.DialEarly(ctx, "tcp", echo)
-				if err != nil {
-					errs <- err
-					return
-				}
-				err = srvEchoCheck(conn, 1+(w*each+i)*7919%(40<<10))
-				_ = conn.Close()
-				if err != nil {
-					errs <- fmt.Errorf("echo worker %d, channel %d: %w", w, i, err)
-					return
-				}
+			if err := earlyEchoes(ctx, c, echo, each, func(i int) int { return 1 + (w*each+i)*7919%(40<<10) }); err != nil {
+				errs <- fmt.Errorf("echo worker %d: %w", w, err)
 			}
 		}()
 	}

@@ -230,14 +230,13 @@ type channel struct {
 	// hostgate: early data (earlydata.go). early is set for an outbound
 	// channel opened by openChannelEarly, before it is registered; opened
 	// is closed once the open is answered or the channel closes, openErr
-	// (written before) says why it failed; responded is the mux
-	// goroutine's. earlyIn counts early bytes an inbound channel got.
-	early     bool
-	opened    chan struct{}
-	openOnce  sync.Once
-	openErr   error
-	responded bool
-	earlyIn   uint32
+	// (written before) says why it failed. earlyIn counts early bytes an
+	// inbound channel got.
+	early    bool
+	opened   chan struct{}
+	openOnce sync.Once
+	openErr  error
+	earlyIn  uint32
 	// earlyMu guards answered and what a Close or CloseWrite before the
 	// answer left for the mux goroutine to send once it comes.
 	earlyMu     sync.Mutex
@@ -492,10 +491,9 @@ func (ch *channel) responseMessageReceived() error {
 	if ch.early {
 		// hostgate: decided at open; established once the fields the
 		// answer carries are set (handlePacket).
-		if ch.responded {
+		if !ch.earlyAnswered() {
 			return errors.New("ssh: duplicate response received for channel")
 		}
-		ch.responded = true
 		return nil
 	}
 	if ch.decided {
@@ -547,7 +545,6 @@ func (ch *channel) handlePacket(packet []byte) error {
 			// writeMu) before the id is free: a new channel may take it at
 			// once, and an early packet of this one sent after that would
 			// be the new one's to the peer.
-			ch.earlyAnswered()
 			ch.markOpened(&OpenChannelError{msg.Reason, msg.Message})
 			ch.close()
 			ch.mux.chanList.remove(msg.PeersID)

@@ -93,7 +93,9 @@ func (ch *channel) earlyConfirmed(msg *channelOpenConfirmMsg) error {
 	}
 	ch.remoteId = msg.MyID
 	ch.maxRemotePayload = msg.MaxPacketSize
-	closeWanted, eofWanted := ch.earlyAnswered()
+	ch.earlyMu.Lock()
+	closeWanted, eofWanted := ch.closeWanted, ch.eofWanted
+	ch.earlyMu.Unlock()
 	ch.established.Store(true)
 	ch.remoteWin.add(msg.MyWindow - earlyDataMax)
 	ch.markOpened(nil)
@@ -115,13 +117,16 @@ func (ch *channel) sendIgnoringClosed(msg interface{}) error {
 	return nil
 }
 
-// earlyAnswered records that the open was answered and returns what a
-// Close or CloseWrite before it left to send.
-func (ch *channel) earlyAnswered() (closeWanted, eofWanted bool) {
+// earlyAnswered records that the open was answered, on the mux goroutine
+// when the answer arrives; false if it was already. From then on a Close
+// or CloseWrite waits for the answer's fields instead of leaving its
+// message for earlyConfirmed.
+func (ch *channel) earlyAnswered() bool {
 	ch.earlyMu.Lock()
 	defer ch.earlyMu.Unlock()
+	first := !ch.answered
 	ch.answered = true
-	return ch.closeWanted, ch.eofWanted
+	return first
 }
 
 // deferEarly reports whether ch is an early channel still waiting for its

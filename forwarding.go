@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hostgate/hostgate/internal/bicopy"
 )
@@ -170,7 +171,14 @@ func (fw *Forwarding) serve() {
 func (fw *Forwarding) handle(c net.Conn) {
 	defer fw.wg.Done()
 	defer fw.active.Add(-1)
-	t, err := fw.dial(fw.ctx)
+	// What a local forward's client sends with its connect goes with the
+	// open.
+	var wait time.Duration
+	if fw.spec.Kind == ForwardLocal {
+		wait = bicopy.LeadWait
+	}
+	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(fw.ctx) })
+	fw.bytesIn.Add(n)
 	if err != nil {
 		_ = c.Close()
 		return

@@ -293,7 +293,14 @@ func (fw *Forward) handle(c net.Conn) {
 	defer fw.active.Add(-1)
 
 	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.DialTimeout+fw.cfg.HandshakeTimeout)
-	t, err := fw.dial(ctx, c)
+	// What a local forward's client sends with its connect goes with the
+	// open; SOCKS has its handshake to do first.
+	var wait time.Duration
+	if fw.spec.Kind == Local {
+		wait = bicopy.LeadWait
+	}
+	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(ctx, c) })
+	fw.bytesIn.Add(n)
 	cancel()
 	if err != nil {
 		fw.failed.Add(1)

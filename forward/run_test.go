@@ -500,3 +500,50 @@ func (e earlyOnly) Dial(ctx context.Context, network, addr string) (net.Conn, er
 	e.t.Error("a local forward used Dial; want DialEarly")
 	return e.Client.Dial(ctx, network, addr)
 }
+
+// A local forward waits a moment for a client's first bytes to send them
+// with the channel open (bicopy.DialLead); a protocol whose server speaks
+// first (SSH, SMTP) still works: the banner comes without the client
+// writing, and the conversation goes on both ways.
+func TestLocalForwardServerSpeaksFirst(t *testing.T) {
+	ctx := testCtx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write([]byte("220 ready\r\n"))
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	fw, err := Run(ctx, newHost(t, earlyOnly{sshTCPClient(t), t}), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	for range 3 {
+		c := dialT(t, fw.Addr().String())
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		banner := make([]byte, 11)
+		if _, err := io.ReadFull(c, banner); err != nil || string(banner) != "220 ready\r\n" {
+			t.Fatalf("banner: %q, %v", banner, err)
+		}
+		if _, err := c.Write([]byte("HELO x\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		echo := make([]byte, 8)
+		if _, err := io.ReadFull(c, echo); err != nil || string(echo) != "HELO x\r\n" {
+			t.Fatalf("echo: %q, %v", echo, err)
+		}
+		_ = c.Close()
+	}
+}

@@ -1,6 +1,7 @@
 package sshlayer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/testenv"
@@ -382,4 +385,139 @@ func FuzzTakesEarlyData(f *testing.F) {
 			t.Fatalf("takesEarlyData(%q) = %v: the token is a comment field iff %v", v, got, want)
 		}
 	})
+}
+
+// earlyConfirmSetup connects a client to a chanServer with hold, opens an
+// early channel with first written early, and returns both ends once the
+// server has taken the early bytes (sync) and accepted, with the count of
+// the server's writes before the accept.
+func earlyConfirmSetup(t *testing.T, hold time.Duration, first []byte) (conn net.Conn, ch ssh.Channel, writes func() int64, sync func()) {
+	t.Helper()
+	var n atomic.Int64
+	s := newChanServerOpts(t, chanServerOpts{version: serverVersion, hold: hold, writes: &n})
+	ctx := testCtx(t)
+	c, err := Connect(ctx, s.dial(t), s.auth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	conn, err = c.DialEarly(ctx, "tcp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	var nc ssh.NewChannel
+	select {
+	case nc = <-s.chans:
+	case <-ctx.Done():
+		t.Fatal("no channel open reached the server")
+	}
+	// A global request's reply: the server's mux has read everything sent
+	// before it, the early bytes included. The reply is one write.
+	sync = func() {
+		t.Helper()
+		if _, _, err := c.ssh.SendRequest("sync@hostgate.test", true, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	before := n.Load()
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	// A hold that never ends fails the test's reads instead of hanging
+	// them.
+	stop := context.AfterFunc(ctx, func() { _ = ch.Close(); _ = c.Close() })
+	t.Cleanup(func() { stop(); _ = ch.Close() })
+	return conn, ch, func() int64 { return n.Load() - before }, sync
+}
+
+// TestEarlyConfirmHeld: a channel accepted with early data holds its
+// confirmation back and sends it with its first packet (an HTTP response
+// then carries it: one message across every hop instead of two); with
+// EarlyConfirmHold negative it goes at once.
+func TestEarlyConfirmHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hold       time.Duration
+		afterSync  int64 // server writes from its accept to a sync's reply
+		afterReply int64 // and to its answer
+	}{
+		{"held", time.Hour, 1, 3},
+		{"not held", -1, 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, ch, writes, sync := earlyConfirmSetup(t, tc.hold, []byte("GET /"))
+			sync()
+			if got := writes(); got != tc.afterSync {
+				t.Fatalf("server wrote %d packets between its accept and a sync's reply; want %d", got, tc.afterSync)
+			}
+			req := make([]byte, 5)
+			if _, err := io.ReadFull(ch, req); err != nil || string(req) != "GET /" {
+				t.Fatalf("server read %q, %v", req, err)
+			}
+			if _, err := ch.Write([]byte("200 OK")); err != nil {
+				t.Fatal(err)
+			}
+			resp := make([]byte, 6)
+			if _, err := io.ReadFull(conn, resp); err != nil || string(resp) != "200 OK" {
+				t.Fatalf("client read %q, %v", resp, err)
+			}
+			if got := writes(); got != tc.afterReply {
+				t.Fatalf("server wrote %d packets by its answer; want %d (sync reply, confirmation, data)", got, tc.afterReply)
+			}
+			// Confirmed: the client writes past the early allowance.
+			more := bytes.Repeat([]byte("m"), 100<<10)
+			go func() { _, _ = conn.Write(more) }()
+			got := make([]byte, len(more))
+			if _, err := io.ReadFull(ch, got); err != nil || !bytes.Equal(got, more) {
+				t.Fatalf("server read %d bytes past the allowance (%v)", len(got), err)
+			}
+		})
+	}
+}
+
+// TestEarlyConfirmHeldUntilAllowance: an opener that has used its whole
+// early allowance waits for the confirmation's window, so a held one goes
+// at once then, however long the hold.
+func TestEarlyConfirmHeldUntilAllowance(t *testing.T) {
+	conn, ch, _, _ := earlyConfirmSetup(t, time.Hour, []byte("x"))
+	rest := bytes.Repeat([]byte("y"), 64<<10)
+	errc := make(chan error, 1)
+	go func() { _, err := conn.Write(rest); errc <- err }()
+	got := make([]byte, 1+len(rest))
+	if _, err := io.ReadFull(ch, got); err != nil {
+		t.Fatalf("server read past the allowance: %v (the held confirmation was not sent)", err)
+	}
+	if got[0] != 'x' || !bytes.Equal(got[1:], rest) {
+		t.Fatal("server read other bytes than the client wrote")
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEarlyConfirmHoldEnds: an opener that half-closes waits for the
+// confirmation to send its EOF; a target that answers only after EOF gets
+// it once the hold (the default, 2 ms) ends.
+func TestEarlyConfirmHoldEnds(t *testing.T) {
+	conn, ch, _, _ := earlyConfirmSetup(t, 0, []byte("abc"))
+	if err := conn.(closeWriter).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(ch); err != nil || string(got) != "abc" {
+		t.Fatalf("server read %q, %v; want the early bytes, then EOF", got, err)
+	}
+	if _, err := ch.Write([]byte("xyz")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	if got, err := io.ReadAll(conn); err != nil || string(got) != "xyz" {
+		t.Fatalf("client read %q, %v", got, err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,19 @@ func newChanServer(t *testing.T) *chanServer { return newChanServerVersion(t, ""
 // newChanServerVersion is newChanServer announcing version (x/crypto's
 // default when empty); serverVersion makes the client dial it early.
 func newChanServerVersion(t *testing.T, version string) *chanServer {
+	return newChanServerOpts(t, chanServerOpts{version: version})
+}
+
+// chanServerOpts shape a chanServer: its version, its EarlyConfirmHold,
+// and a counter of the writes on its side of the connection (x/crypto
+// writes each packet with one Write).
+type chanServerOpts struct {
+	version string
+	hold    time.Duration
+	writes  *atomic.Int64
+}
+
+func newChanServerOpts(t *testing.T, o chanServerOpts) *chanServer {
 	t.Helper()
 	host, err := GenerateSessionKey()
 	if err != nil {
@@ -45,8 +59,12 @@ func newChanServerVersion(t *testing.T, version string) *chanServer {
 			return
 		}
 		defer conn.Close()
+		if o.writes != nil {
+			conn = &writeCounter{Conn: conn, n: o.writes}
+		}
 		cfg := s.config()
-		cfg.ServerVersion = version
+		cfg.ServerVersion = o.version
+		cfg.EarlyConfirmHold = o.hold
 		sc, chans, reqs, err := ssh.NewServerConn(conn, cfg)
 		if err != nil {
 			return
@@ -59,6 +77,17 @@ func newChanServerVersion(t *testing.T, version string) *chanServer {
 	}()
 	t.Cleanup(func() { _ = ln.Close(); s.wg.Wait() })
 	return s
+}
+
+// writeCounter counts its conn's writes.
+type writeCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.n.Add(1)
+	return w.Conn.Write(p)
 }
 
 // open connects a client to s and returns the client and server sides of

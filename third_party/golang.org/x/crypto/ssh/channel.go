@@ -12,6 +12,7 @@ import (
 	"log"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 const (
@@ -243,6 +244,14 @@ type channel struct {
 	answered    bool
 	closeWanted bool
 	eofWanted   bool
+	// An inbound channel accepted with early data holds its confirmation
+	// back to go with its first packet (earlydata.go): heldConfirm, under
+	// writeMu, is the packet until it is sent; confirmTimer sends it
+	// alone if nothing else comes first; confirmHeld, under earlyMu, says
+	// Accept held it, for the mux goroutine's early data to hurry it.
+	heldConfirm  []byte
+	confirmTimer *time.Timer
+	confirmHeld  bool
 }
 
 // writePacket sends a packet. If the packet is a channel close, it updates
@@ -254,7 +263,11 @@ func (ch *channel) writePacket(packet []byte) error {
 		return io.EOF
 	}
 	ch.sentClose = (packet[0] == msgChannelClose)
-	err := ch.mux.conn.writePacket(packet)
+	// hostgate: a held confirmation goes first (earlydata.go).
+	err := ch.sendHeldConfirmLocked()
+	if err == nil {
+		err = ch.mux.conn.writePacket(packet)
+	}
 	ch.writeMu.Unlock()
 	return err
 }
@@ -471,6 +484,7 @@ func (c *channel) close() {
 		// This is not necessary for a normal channel teardown, but if
 		// there was another error, it is.
 		c.sentClose = true
+		c.dropHeldConfirmLocked()
 		c.writeMu.Unlock()
 		// Unblock writers.
 		c.remoteWin.close()
@@ -656,6 +670,9 @@ func (ch *channel) Accept() (Channel, <-chan *Request, error) {
 	}
 	ch.decided = true
 	ch.established.Store(true)
+	if ch.holdConfirm(confirm) {
+		return ch, ch.incomingRequests, nil
+	}
 	if err := ch.sendMessage(confirm); err != nil {
 		return nil, nil, err
 	}

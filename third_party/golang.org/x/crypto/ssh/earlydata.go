@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 )
 
 // hostgate: this file is not in upstream x/crypto. See HOSTGATE.md,
@@ -36,6 +37,16 @@ import (
 // earlyDataMax bounds the early data of one channel: one packet at our
 // maximum payload, enough for a request's first bytes.
 const earlyDataMax = channelMaxPacket
+
+// defaultConfirmHold bounds how long an accepted channel that got early
+// data holds its confirmation back for its first packet
+// (ServerConfig.EarlyConfirmHold). The opener needs the confirmation only
+// to send more than its allowance, or an EOF or CLOSE, so holding it costs
+// nothing while the target answers (an HTTP response then carries it: one
+// message fewer across every process of the path); the bound is the wait
+// of an opener that half-closes for a target that answers only then. An
+// opener blocked on its allowance is answered at once (handleEarlyData).
+const defaultConfirmHold = 2 * time.Millisecond
 
 // ErrOpenUnanswered is what an early channel's Read and Write return when
 // the connection ended before the peer answered the open: unlike io.EOF,
@@ -158,11 +169,75 @@ func (m *mux) handleEarlyData(packet []byte) error {
 		return nil
 	}
 	length := binary.BigEndian.Uint32(packet[5:9])
+	ch.earlyMu.Lock()
 	if uint64(ch.earlyIn)+uint64(length) > earlyDataMax {
+		ch.earlyMu.Unlock()
 		return errors.New("ssh: peer sent more early data than allowed")
 	}
 	ch.earlyIn += length
+	if ch.confirmHeld && ch.earlyIn == earlyDataMax {
+		// The opener has used its whole allowance and may be waiting for
+		// the window the confirmation brings: send it now. Reset, not a
+		// write here: the mux goroutine must not block on a writer.
+		ch.confirmTimer.Reset(0)
+	}
+	ch.earlyMu.Unlock()
 	return ch.handleData(packet)
+}
+
+// holdConfirm holds an accepted inbound channel's confirmation back for
+// its first packet (or the hold's end) if the opener sent early data and has
+// allowance left; false means the caller sends it now. An opener without
+// early data (OpenSSH, or one with nothing to say first) may be waiting
+// for the confirmation before it writes.
+func (ch *channel) holdConfirm(confirm channelOpenConfirmMsg) bool {
+	ch.earlyMu.Lock()
+	defer ch.earlyMu.Unlock()
+	hold := ch.mux.confirmHold
+	if hold == 0 {
+		hold = defaultConfirmHold
+	}
+	if hold < 0 || ch.earlyIn == 0 || ch.earlyIn >= earlyDataMax {
+		return false
+	}
+	ch.writeMu.Lock()
+	ch.heldConfirm = Marshal(confirm)
+	ch.confirmTimer = time.AfterFunc(hold, ch.sendHeldConfirm)
+	ch.writeMu.Unlock()
+	ch.confirmHeld = true
+	return true
+}
+
+// sendHeldConfirm sends a held confirmation that no packet took along.
+func (ch *channel) sendHeldConfirm() {
+	ch.writeMu.Lock()
+	defer ch.writeMu.Unlock()
+	if ch.sentClose {
+		return
+	}
+	// An error is the connection's; its reader sees it too.
+	_ = ch.sendHeldConfirmLocked()
+}
+
+// sendHeldConfirmLocked sends a held confirmation, if any, ahead of the
+// packet the caller (holding writeMu) is about to send.
+func (ch *channel) sendHeldConfirmLocked() error {
+	if ch.heldConfirm == nil {
+		return nil
+	}
+	p := ch.heldConfirm
+	ch.dropHeldConfirmLocked()
+	return ch.mux.conn.writePacket(p)
+}
+
+// dropHeldConfirmLocked forgets a held confirmation (sent, or the
+// channel closed); writeMu is held.
+func (ch *channel) dropHeldConfirmLocked() {
+	if ch.heldConfirm == nil {
+		return
+	}
+	ch.heldConfirm = nil
+	ch.confirmTimer.Stop()
 }
 
 // openChannelEarly sends an open and returns the channel without waiting

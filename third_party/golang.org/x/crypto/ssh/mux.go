@@ -11,6 +11,7 @@ import (
 	"log"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // debugMux, if set, causes messages in the connection protocol to be
@@ -147,6 +148,10 @@ type mux struct {
 
 	errCond *sync.Cond
 	err     error
+
+	// hostgate: how long a channel accepted with early data holds its
+	// confirmation (ServerConfig.EarlyConfirmHold); set before the loop.
+	confirmHold time.Duration
 }
 
 // When debugging, each new chanList instantiation has a different
@@ -164,12 +169,18 @@ func (m *mux) Wait() error {
 
 // newMux returns a mux that runs over the given connection.
 func newMux(p packetConn) *mux {
+	return newMuxHold(p, 0)
+}
+
+// newMuxHold is newMux with a server's EarlyConfirmHold (hostgate).
+func newMuxHold(p packetConn, confirmHold time.Duration) *mux {
 	m := &mux{
 		conn:             p,
 		incomingChannels: make(chan NewChannel, chanSize),
 		globalResponses:  make(chan interface{}, 1),
 		incomingRequests: make(chan *Request, chanSize),
 		errCond:          newCond(),
+		confirmHold:      confirmHold,
 	}
 	if debugMux {
 		m.chanList.offset = atomic.AddUint32(&globalOff, 1)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The Permissions type holds fine-grained permissions that are
@@ -187,6 +188,12 @@ type ServerConfig struct {
 	// If unspecified then a default set of algorithms is used. Unsupported
 	// algorithms are ignored.
 	PublicKeyAuthAlgorithms []string
+
+	// EarlyConfirmHold is how long a channel accepted with early data
+	// holds its confirmation back to send it with the channel's first
+	// packet (hostgate: earlydata.go). Zero means 2 ms; a negative value
+	// sends it at once.
+	EarlyConfirmHold time.Duration
 
 	hostKeys []Signer
 
@@ -450,7 +457,7 @@ func (s *connection) serverHandshake(config *ServerConfig) (*Permissions, error)
 	if err != nil {
 		return nil, err
 	}
-	s.mux = newMux(s.transport)
+	s.mux = newMuxHold(s.transport, config.EarlyConfirmHold)
 	return perms, err
 }
 

@@ -20,6 +20,7 @@ type Forwarding struct {
 	spec ForwardSpec
 	ln   net.Listener
 	dial func(ctx context.Context) (net.Conn, error)
+	lead bool // bicopy.DialLead waits for a client's first bytes
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc // ErrConnectionEnded when the host connection ends
@@ -53,6 +54,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	var (
 		ln   net.Listener
 		dial func(ctx context.Context) (net.Conn, error)
+		lead bool // wait for a client's first bytes: the dial is early
 	)
 	switch spec.Kind {
 	case ForwardLocal:
@@ -67,6 +69,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		// closed either way when the connect fails.
 		d := earlyDial(f)
 		dial = func(ctx context.Context) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }
+		lead = takesEarlyData(f)
 	case ForwardRemote:
 		ln, err = f.Listen(ctx, "tcp", spec.Listen)
 		dial = func(ctx context.Context) (net.Conn, error) {
@@ -77,7 +80,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	if err != nil {
 		return nil, fmt.Errorf("hostgate: forward %s %s: %w", spec.Kind, spec.Listen, err)
 	}
-	fw := &Forwarding{spec: spec, ln: ln, dial: dial, done: make(chan struct{})}
+	fw := &Forwarding{spec: spec, ln: ln, dial: dial, lead: lead, done: make(chan struct{})}
 	fw.ctx, fw.cancel = context.WithCancelCause(context.Background())
 	stop := context.AfterFunc(ctx, func() { fw.cancel(nil) })
 	// A forwarder that knows when its connection ends (the SSH client
@@ -171,10 +174,10 @@ func (fw *Forwarding) serve() {
 func (fw *Forwarding) handle(c net.Conn) {
 	defer fw.wg.Done()
 	defer fw.active.Add(-1)
-	// What a local forward's client sends with its connect goes with the
-	// open.
+	// What a local forward's client sends with its connect goes with an
+	// early open.
 	var wait time.Duration
-	if fw.spec.Kind == ForwardLocal {
+	if fw.lead {
 		wait = bicopy.LeadWait
 	}
 	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(fw.ctx) })

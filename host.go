@@ -243,6 +243,25 @@ func earlyDial(f Forwarder) func(ctx context.Context, network, addr string) (net
 	return f.Dial
 }
 
+// TakesEarlyData reports whether DialEarly sends a connection's first
+// bytes before the host has connected, rather than being Dial: the
+// forwarder is an EarlyDialer, and one that can tell (the SSH client: the
+// server announced it) says so.
+func (h *Host) TakesEarlyData(ctx context.Context) bool {
+	f, err := h.Forwarder(ctx)
+	return err == nil && takesEarlyData(f)
+}
+
+func takesEarlyData(f Forwarder) bool {
+	if _, ok := f.(EarlyDialer); !ok {
+		return false
+	}
+	if t, ok := f.(interface{ TakesEarlyData() bool }); ok {
+		return t.TakesEarlyData()
+	}
+	return true
+}
+
 // Listen makes the host listen on addr.
 func (h *Host) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
 	f, err := h.Forwarder(ctx)

@@ -92,6 +92,9 @@ type Forward struct {
 	cfg  Config
 	ln   net.Listener
 	dial func(ctx context.Context, c net.Conn) (net.Conn, error)
+	// lead reports whether dial is early, so that a connection's first
+	// bytes are worth waiting for (bicopy.DialLead); nil: never.
+	lead func(ctx context.Context) bool
 
 	ctx    context.Context // ended by Close, Run's ctx, or the host going away
 	cancel context.CancelCauseFunc
@@ -155,6 +158,10 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 		d := h.Dial
 		if e, ok := h.(hostgate.EarlyDialer); ok {
 			d = e.DialEarly
+			fw.lead = func(context.Context) bool { return true }
+			if t, ok := h.(interface{ TakesEarlyData(context.Context) bool }); ok {
+				fw.lead = t.TakesEarlyData
+			}
 		}
 		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }
 	case Remote:
@@ -293,17 +300,19 @@ func (fw *Forward) handle(c net.Conn) {
 	defer fw.active.Add(-1)
 
 	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.DialTimeout+fw.cfg.HandshakeTimeout)
-	// What a local forward's client sends with its connect goes with the
-	// open; SOCKS has its handshake to do first.
+	// What a local forward's client sends with its connect goes with an
+	// early open; SOCKS has its handshake to do first.
 	var wait time.Duration
-	if fw.spec.Kind == Local {
+	if fw.lead != nil && fw.lead(ctx) {
 		wait = bicopy.LeadWait
 	}
 	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(ctx, c) })
 	fw.bytesIn.Add(n)
 	cancel()
 	if err != nil {
-		fw.failed.Add(1)
+		if !errors.Is(err, bicopy.ErrLeadFailed) { // the client's failure, not the dial's
+			fw.failed.Add(1)
+		}
 		_ = c.Close()
 		if errors.Is(err, hostgate.ErrClosed) {
 			fw.cancel(ErrHostGone)

@@ -547,3 +547,16 @@ func TestLocalForwardServerSpeaksFirst(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// A local forward waits for a client's first bytes only where the dial is
+// early: Host.TakesEarlyData says so for our SSH client to our server, and
+// not for a forwarder without DialEarly.
+func TestHostTakesEarlyData(t *testing.T) {
+	ctx := testCtx(t)
+	if newHost(t, newLoopForwarder()).TakesEarlyData(ctx) {
+		t.Error("a forwarder without DialEarly takes early data")
+	}
+	if !newHost(t, earlyOnly{sshTCPClient(t), t}).TakesEarlyData(ctx) {
+		t.Error("our SSH client to our server does not take early data")
+	}
+}

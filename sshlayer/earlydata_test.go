@@ -27,7 +27,7 @@ func TestDialEarly(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, nil)
 	c := connectEmbedded(t, ts)
-	if !c.earlyData {
+	if !c.TakesEarlyData() {
 		t.Fatalf("our server's version %q did not announce early data", serverVersion)
 	}
 	echo := srvStartEcho(t)
@@ -79,6 +79,38 @@ func TestDialEarly(t *testing.T) {
 	defer conn.Close()
 	if err := srvEchoCheck(conn, 4096); err != nil {
 		t.Fatalf("after refused and abandoned early channels: %v", err)
+	}
+}
+
+// TestDialEarlyOtherServer: a server that does not announce early data
+// (x/crypto's own version, as OpenSSH's) gets plain opens, and the client
+// says so.
+func TestDialEarlyOtherServer(t *testing.T) {
+	s := newChanServer(t)
+	ctx := testCtx(t)
+	c, err := Connect(ctx, s.dial(t), s.auth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.TakesEarlyData() {
+		t.Fatal("client takes a server without the announcement for an early-data one")
+	}
+	// DialEarly is Dial: the refusal is its own error, not a later read's.
+	go func() {
+		select {
+		case nc := <-s.chans:
+			_ = nc.Reject(ssh.ConnectionFailed, "no")
+		case <-ctx.Done():
+		}
+	}()
+	conn, err := c.DialEarly(ctx, "tcp", "127.0.0.1:9")
+	if err == nil {
+		_ = conn.Close()
+		t.Fatal("DialEarly to a server without early data returned before the answer")
+	}
+	if !errors.Is(err, hostgate.ErrConnectFailed) {
+		t.Fatalf("DialEarly: %v, want the refusal (ErrConnectFailed)", err)
 	}
 }
 
@@ -396,7 +428,8 @@ func earlyConfirmSetup(t *testing.T, hold time.Duration, first []byte) (conn net
 	var n atomic.Int64
 	s := newChanServerOpts(t, chanServerOpts{version: serverVersion, hold: hold, writes: &n})
 	ctx := testCtx(t)
-	c, err := Connect(ctx, s.dial(t), s.auth())
+	// No keepalives: their replies would be counted as the server's writes.
+	c, err := ConnectConfig(ctx, s.dial(t), s.auth(), &ClientConfig{KeepaliveInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,6 +512,22 @@ func TestEarlyConfirmHeld(t *testing.T) {
 				t.Fatalf("server read %d bytes past the allowance (%v)", len(got), err)
 			}
 		})
+	}
+}
+
+// TestEarlyConfirmHeldClose: a channel closed while its confirmation is
+// held sends it before the CLOSE; the opener, which drops a CLOSE for an
+// open it has no answer to, would otherwise never see its end.
+func TestEarlyConfirmHeldClose(t *testing.T) {
+	conn, ch, writes, _ := earlyConfirmSetup(t, time.Hour, []byte("GET /"))
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(conn); err != nil || len(got) != 0 {
+		t.Fatalf("client read %q, %v; want the end", got, err)
+	}
+	if got := writes(); got != 2 {
+		t.Fatalf("server wrote %d packets for its close; want 2 (confirmation, CLOSE)", got)
 	}
 }
 

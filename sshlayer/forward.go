@@ -65,6 +65,12 @@ func takesEarlyData(version []byte) bool {
 	return ok && slices.Contains(strings.Fields(comments), earlyDataToken)
 }
 
+// TakesEarlyData reports whether DialEarly sends early data: the server
+// announced it. Otherwise DialEarly is Dial, and a caller that would wait
+// for a connection's first bytes to send them with the open
+// (bicopy.DialLead) has no reason to.
+func (c *Client) TakesEarlyData() bool { return c.earlyData }
+
 // DialEarly is Dial for a connection whose first bytes need not wait for
 // the host's connect. With a server of ours it returns at once: the
 // connection's first writes (up to 32 KiB) travel right behind the

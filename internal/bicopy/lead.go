@@ -2,6 +2,7 @@ package bicopy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -15,17 +16,21 @@ import (
 // connection.
 const LeadWait = 500 * time.Microsecond
 
+// ErrLeadFailed wraps the error of a src that failed while DialLead waited
+// for its first bytes (a reset): nothing was dialed.
+var ErrLeadFailed = errors.New("bicopy: connection failed before the dial")
+
 // DialLead dials for src, an accepted connection, with what src's client
 // sends first already written to the new conn: it waits up to wait for
 // those bytes, then dials. Over an early dial (an SSH channel whose first
 // writes travel behind its open, hostgate.EarlyDialer) the request and the
 // open then leave in one burst, one message across every hop of the path
 // instead of two, and the client's request loses nothing by the wait: it
-// could not have left before it came. A wait of 0 dials at once. n counts
-// the bytes written. An
-// error is the dial's, the write's (an early dial's refused connect may
-// show here), or src's read other than its end (which Copy sees again);
-// the new conn is closed then, src is not.
+// could not have left before it came. A wait of 0 dials at once (a dial
+// that is not early gains nothing by waiting). n counts the bytes written.
+// An error is the dial's, the write's (an early dial's refused connect may
+// show here), or src's read other than its end (which Copy sees again),
+// wrapped in ErrLeadFailed; the new conn is closed then, src is not.
 func DialLead(src net.Conn, wait time.Duration, dial func() (net.Conn, error)) (c net.Conn, n int64, err error) {
 	if wait <= 0 {
 		c, err = dial()
@@ -35,7 +40,7 @@ func DialLead(src net.Conn, wait time.Duration, dial func() (net.Conn, error)) (
 	defer smallPool.Put(sp)
 	nr, err := readWithin(src, *sp, wait)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("%w: %w", ErrLeadFailed, err)
 	}
 	if c, err = dial(); err != nil {
 		return nil, 0, err

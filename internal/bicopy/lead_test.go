@@ -6,9 +6,22 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
+
+// readSpy counts the bytes read from its conn.
+type readSpy struct {
+	net.Conn
+	read atomic.Int64
+}
+
+func (r *readSpy) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	r.read.Add(int64(n))
+	return n, err
+}
 
 // recordConn is a dialed conn that records what was written to it.
 type recordConn struct {
@@ -75,7 +88,15 @@ func TestDialLeadSendsFirstBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := &recordConn{}
-	c, n, err := dialLeadWithin(t, src, time.Hour, func() (net.Conn, error) { return rc, nil })
+	// The read comes before the dial: that is what puts the request in
+	// the open's burst.
+	rs := &readSpy{Conn: src}
+	c, n, err := dialLeadWithin(t, rs, time.Hour, func() (net.Conn, error) {
+		if rs.read.Load() != 18 {
+			t.Errorf("dialed after reading %d bytes; want the request read first", rs.read.Load())
+		}
+		return rc, nil
+	})
 	if err != nil || c != rc {
 		t.Fatalf("DialLead: %v, %v", c, err)
 	}
@@ -102,7 +123,16 @@ func TestDialLeadServerFirst(t *testing.T) {
 	defer src.Close()
 	rc := &recordConn{}
 	dialed := false
-	c, n, err := DialLead(src, 5*time.Millisecond, func() (net.Conn, error) { dialed = true; return rc, nil })
+	const wait = 5 * time.Millisecond
+	start := time.Now()
+	c, n, err := DialLead(src, wait, func() (net.Conn, error) {
+		// A deadline never fires early: a dial sooner did not wait.
+		if since := time.Since(start); since < wait {
+			t.Errorf("dialed %v after the start; want the %v wait first", since, wait)
+		}
+		dialed = true
+		return rc, nil
+	})
 	if err != nil || c != rc || !dialed {
 		t.Fatalf("DialLead: %v, %v (dialed %v)", c, err, dialed)
 	}
@@ -162,8 +192,21 @@ func TestDialLeadErrors(t *testing.T) {
 	if _, err := client.Write([]byte("req")); err != nil {
 		t.Fatal(err)
 	}
+	// A client reset during the wait: nothing dialed, and the error says
+	// it was the client.
+	client2, src2 := tcpPair(t)
+	_ = client2.SetLinger(0)
+	_ = client2.Close()
+	if c, _, err := dialLeadWithin(t, src2, time.Hour, func() (net.Conn, error) {
+		t.Error("dialed for a reset client")
+		return nil, nil
+	}); c != nil || !errors.Is(err, ErrLeadFailed) {
+		t.Fatalf("reset client: %v, %v; want ErrLeadFailed", c, err)
+	}
+	_ = src2.Close()
+
 	refused := errors.New("connect failed")
-	if c, _, err := dialLeadWithin(t, src, time.Hour, func() (net.Conn, error) { return nil, refused }); c != nil || !errors.Is(err, refused) {
+	if c, _, err := dialLeadWithin(t, src, time.Hour, func() (net.Conn, error) { return nil, refused }); c != nil || !errors.Is(err, refused) || errors.Is(err, ErrLeadFailed) {
 		t.Fatalf("failed dial: %v, %v", c, err)
 	}
 

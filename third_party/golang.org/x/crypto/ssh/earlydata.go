@@ -201,6 +201,11 @@ func (ch *channel) holdConfirm(confirm channelOpenConfirmMsg) bool {
 		return false
 	}
 	ch.writeMu.Lock()
+	if ch.sentClose {
+		// The connection ended first: Accept's send says so (io.EOF).
+		ch.writeMu.Unlock()
+		return false
+	}
 	ch.heldConfirm = Marshal(confirm)
 	ch.confirmTimer = time.AfterFunc(hold, ch.sendHeldConfirm)
 	ch.writeMu.Unlock()

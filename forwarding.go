@@ -42,7 +42,11 @@ type ForwardStats struct {
 	BytesOut    int64
 }
 
-// Forward starts spec on the host.
+// Forward starts spec on the host. Where the host takes early data
+// (TakesEarlyData), a local forward waits up to bicopy's 500 µs for what a
+// new client sends first and sends it with the channel open: one message
+// across every hop instead of two; a client whose server speaks first pays
+// that wait once per connection.
 func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err

@@ -108,7 +108,9 @@ type Forward struct {
 }
 
 // Run starts spec over h and returns once it listens. The forward runs until
-// ctx ends, Close is called, or the host connection ends.
+// ctx ends, Close is called, or the host connection ends. A local forward
+// over a host that takes early data waits, as Host.Forward does, up to
+// 500 µs for what a new client sends first, to send it with the open.
 func Run(ctx context.Context, h Host, spec Spec) (*Forward, error) {
 	return RunConfig(ctx, h, spec, nil)
 }

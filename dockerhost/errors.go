@@ -7,7 +7,7 @@ import (
 
 // Error codes callers branch on; the gateway maps them to HTTP statuses
 // (invalid_request 400, not_found 404, gone 410, conflict 409, timeout,
-// output_limit and aborted as the execution's end).
+// output_limit and aborted as the execution's end, agent_lost 502).
 const (
 	CodeInvalidRequest = "invalid_request"
 	CodeNotFound       = "not_found"
@@ -16,6 +16,10 @@ const (
 	CodeOutputLimit    = "output_limit"
 	CodeAborted        = "aborted"
 	CodeConflict       = "conflict"
+	// CodeAgentLost: the command's runner (the execution's agent) ended
+	// before the command did, as when the command kills it; the command's
+	// result is unknown, and the execution lives on.
+	CodeAgentLost = "agent_lost"
 )
 
 // Error is the typed error every ExecutionHost method returns for what a

@@ -37,7 +37,8 @@ type CommandRunner interface {
 	// ctx ends, Run returns context.Cause(ctx) promptly; the command may
 	// live on (Exec destroys the container then). An error wrapping
 	// ErrNotStarted means the command did not start and read no stdin:
-	// Exec then runs it through the Docker exec API instead.
+	// Exec then runs it through the Docker exec API instead; one wrapping
+	// ErrRunnerLost, that the runner lost a started command.
 	Run(ctx context.Context, c Command) (int, error)
 }
 
@@ -45,6 +46,12 @@ type CommandRunner interface {
 // never started (no tunnel, the session refused), so that Exec falls back
 // to docker exec.
 var ErrNotStarted = errors.New("dockerhost: command not started")
+
+// ErrRunnerLost is wrapped by a CommandRunner's error when it lost a
+// command it had started (its connection ended without the exit status:
+// the agent died, as when the command kills it). Exec answers
+// CodeAgentLost and leaves the execution be.
+var ErrRunnerLost = errors.New("dockerhost: the command runner ended before the command")
 
 // ExecStats count which way Exec commands ran since the host started.
 type ExecStats struct {

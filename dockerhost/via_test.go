@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -89,6 +90,20 @@ func testExecVia(t *testing.T) {
 	}
 	if s := h.ExecStats(); s.Runner != 2 || s.Docker != 1 {
 		t.Fatalf("stats: %+v", s)
+	}
+
+	// The runner lost a command it had started (one that killed the
+	// agent): agent_lost, and the execution lives on.
+	use(func(_ context.Context, c Command) (int, error) {
+		_, _ = io.WriteString(c.Stdout, "partial")
+		return -1, fmt.Errorf("agent tunnel: %w: %w", ErrRunnerLost, io.EOF)
+	})
+	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); ErrorCode(err) != CodeAgentLost {
+		t.Fatalf("runner lost the command: %+v %v, want %s", res, err, CodeAgentLost)
+	}
+	use(func(context.Context, Command) (int, error) { return 0, nil })
+	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("the next command after a lost one: %+v %v", res, err)
 	}
 
 	// A checkpoint waits for a running command.

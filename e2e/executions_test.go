@@ -356,6 +356,26 @@ func TestExecutionIsAHost(t *testing.T) {
 	if res, err := h2.Exec(ctx, []string{"cat", "/workspace/from-go.txt"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "via sftp\n" {
 		t.Fatalf("exec through the re-attached agent: %v %+v", err, res)
 	}
+
+	// An API command that kills the agent it runs under: its result is
+	// unknown, which the answer says (agent_lost, not an engine error),
+	// the execution lives on, and a new agent comes.
+	tunnelUp := regexp.MustCompile(`execution agent tunnel up[^\n]*execution=` + e.ExecutionID)
+	ups := len(tunnelUp.FindAllString(g.output(), -1))
+	_, err = c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -9 $(pidof agent); sleep 30"}, TimeoutMs: 60000})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || ae.Code != "agent_lost" {
+		t.Fatalf("API exec that killed the agent: %v, want 502 agent_lost", err)
+	}
+	for deadline := time.Now().Add(time.Minute); len(tunnelUp.FindAllString(g.output(), -1)) <= ups; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no new agent within a minute of the one the command killed:\n%s", g.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "cat", Args: []string{"/workspace/from-go.txt"}, TimeoutMs: 60000}); err != nil || res.Stdout != "via sftp\n" {
+		t.Fatalf("API exec after the agent it ran under died: %v %+v", err, res)
+	}
 }
 
 // BenchmarkExecRoundTrip compares one command's round trip through the

@@ -295,6 +295,7 @@ var statusOf = map[string]int{
 	dockerhost.CodeTimeout:        http.StatusGatewayTimeout,
 	dockerhost.CodeOutputLimit:    http.StatusUnprocessableEntity,
 	dockerhost.CodeAborted:        http.StatusServiceUnavailable,
+	dockerhost.CodeAgentLost:      http.StatusBadGateway,
 }
 
 // fail answers err: a dockerhost *Error by the table, with its field

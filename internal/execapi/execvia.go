@@ -308,7 +308,8 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	case errors.As(werr, &ee):
 		return ee.ExitStatus(), nil
 	}
-	return -1, fmt.Errorf("execapi: agent tunnel: %w", werr)
+	// No exit status: the session ended under the command (the agent died).
+	return -1, fmt.Errorf("execapi: agent tunnel: %w: %w", dockerhost.ErrRunnerLost, werr)
 }
 
 // session is one started command.

@@ -80,7 +80,23 @@ type Config struct {
 	Now func() time.Time
 	// Pool keeps warm pre-created containers; nil or Size 0: none.
 	Pool *PoolConfig
+	// Tombstones, when set, remembers ended executions beyond this
+	// process, so that they answer gone rather than not_found after a
+	// restart; without it the last maxTombstones are remembered in memory.
+	Tombstones Tombstones
 }
+
+// Tombstones is a durable record of ended execution ids (the gateway's
+// state store). Its errors are logged, never the caller's: an id it
+// misses answers not_found instead of gone.
+type Tombstones interface {
+	AddTombstone(ctx context.Context, id string, at time.Time) error
+	RemoveTombstone(ctx context.Context, id string) error
+	HasTombstone(ctx context.Context, id string) (bool, error)
+}
+
+// tombstoneTimeout bounds one call to Config.Tombstones.
+const tombstoneTimeout = 5 * time.Second
 
 // Docker is the ExecutionHost on a Docker engine. It keeps lifecycle and
 // ownership only; Policy, ProcessRunner, Workspace and the CheckpointStore
@@ -107,6 +123,7 @@ type Docker struct {
 	execs    map[string]*execution
 	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
 	gone     map[string]time.Time               // tombstones: id → when it ended
+	tombs    Tombstones                         // Config.Tombstones; nil: memory only
 	closed   bool
 	via      func(executionID string) CommandRunner // SetExecVia; nil: docker exec only
 	timersWG sync.WaitGroup                         // expiry callbacks in flight
@@ -163,6 +180,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		execs:   map[string]*execution{},
 		pending: map[string]context.CancelCauseFunc{},
 		gone:    map[string]time.Time{},
+		tombs:   cfg.Tombstones,
 		checked: map[string]bool{},
 	}
 	if h.owner == "" {
@@ -605,18 +623,45 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 // pending id either cancels ctx before this or finds e live after.
 func (h *Docker) register(ctx context.Context, e *execution) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return errClosed
 	}
 	if ctx.Err() != nil {
+		h.mu.Unlock()
 		return context.Cause(ctx)
 	}
+	_, wasGone := h.gone[e.ExecutionID]
 	delete(h.gone, e.ExecutionID)
 	h.execs[e.ExecutionID] = e
 	id := e.ExecutionID
 	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
+	h.mu.Unlock()
+	if h.tombs != nil && (wasGone || e.req.ExecutionID != "") {
+		// The caller named an id that ended before, in this process or
+		// another.
+		h.tombstoneCall("remove", id, func(ctx context.Context) error { return h.tombs.RemoveTombstone(ctx, id) })
+	}
 	return nil
+}
+
+// tombstoneCall runs one Config.Tombstones call on its own deadline and
+// logs its failure.
+func (h *Docker) tombstoneCall(what, id string, f func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tombstoneTimeout)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		h.logger.Warn("execution tombstone "+what+" failed; after a restart the id may answer not_found instead of gone", "execution", id, "err", err)
+	}
+}
+
+// persistGone records id as ended in Config.Tombstones; not under h.mu.
+func (h *Docker) persistGone(id string) {
+	if h.tombs == nil {
+		return
+	}
+	at := h.now()
+	h.tombstoneCall("add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, at) })
 }
 
 // expire is the host deadline: the execution ends even if its in-container
@@ -650,6 +695,7 @@ func (h *Docker) forget(id string, e *execution) bool {
 	agent := e.agent
 	e.agent = nil
 	h.mu.Unlock()
+	h.persistGone(id)
 	if agent != nil {
 		_ = agent.Close()
 	}
@@ -712,11 +758,20 @@ func (h *Docker) destroy(cid string) error {
 // lookup returns the live execution id, or a not_found/gone *Error.
 func (h *Docker) lookup(id string) (*execution, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if e := h.execs[id]; e != nil {
+	e := h.execs[id]
+	_, gone := h.gone[id]
+	h.mu.Unlock()
+	if e != nil {
 		return e, nil
 	}
-	if _, ok := h.gone[id]; ok {
+	if !gone && h.tombs != nil && executionIDRE.MatchString(id) {
+		// Ended before this process started, perhaps.
+		h.tombstoneCall("lookup", id, func(ctx context.Context) (err error) {
+			gone, err = h.tombs.HasTombstone(ctx, id)
+			return err
+		})
+	}
+	if gone {
 		return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended", id)}
 	}
 	return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no execution %q", id)}
@@ -862,6 +917,7 @@ func (h *Docker) Terminate(_ context.Context, executionID string) error {
 		cancel(errTerminated)
 		h.tombstone(executionID)
 		h.mu.Unlock()
+		h.persistGone(executionID)
 		return nil
 	}
 	h.mu.Unlock()

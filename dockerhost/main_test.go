@@ -58,6 +58,7 @@ var engineTests = []struct {
 	{"PoolAgent", testPoolAgent},
 	{"ToolsVolume", testToolsVolume},
 	{"ImageCheckedOnce", testImageCheckedOnce},
+	{"Tombstones", testTombstones},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

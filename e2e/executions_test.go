@@ -448,11 +448,23 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	ctx := testCtx(t, 5*time.Minute)
 	e := provision(t, ctx, c, execRequest(image))
 	sh(t, ctx, c, e.ExecutionID, "echo kept > kept.txt")
+	ended := provision(t, ctx, c, execRequest(image))
+	if err := c.Terminate(ctx, ended.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
 	g.stop()
 	g.restart("--docker", "on", "--agent-binary", bin.agent)
 	c2, err := client.New(g.url, g.admin, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An execution that ended before the restart is still gone, not unknown.
+	var ae *client.APIError
+	if _, err := c2.Execution(ctx, ended.ExecutionID); !errors.As(err, &ae) || ae.Status != http.StatusGone {
+		t.Fatalf("execution ended before the restart: %v, want 410 gone", err)
+	}
+	if _, err := c2.Execution(ctx, "never-provisioned"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+		t.Fatalf("an id never provisioned: %v, want 404", err)
 	}
 	t.Cleanup(func() { _ = c2.Terminate(context.Background(), e.ExecutionID) })
 	g.waitConnected(e.ExecutionID, true, 2*time.Minute)

@@ -26,6 +26,9 @@ import (
 	"github.com/hostgate/hostgate/internal/store"
 )
 
+// The state store keeps ended executions across restarts.
+var _ dockerhost.Tombstones = (*store.SQLite)(nil)
+
 func init() { serveHooks = append(serveHooks, attachExecutions) }
 
 const (
@@ -91,6 +94,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		Owner:           owner(s.Config.StateDir),
 		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
 		RepositoryRoots: s.Config.repositoryRoots(),
+	}
+	if t, ok := srv.Store().(dockerhost.Tombstones); ok {
+		// Ended executions answer gone, not not_found, after a restart.
+		cfg.Tombstones = t
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
@@ -23,6 +24,7 @@ type SQLite struct {
 	// (each request of a preview page too), and SQLite would parse the
 	// statement again each time.
 	lookupToken *sql.Stmt
+	tombstones  atomic.Int64 // AddTombstone calls, for its trims
 }
 
 var _ Store = (*SQLite)(nil)
@@ -104,6 +106,56 @@ var migrations = []string{
 		old_key TEXT NOT NULL,
 		by TEXT NOT NULL
 	);`,
+	// Ended Docker executions, so that they answer gone (410) rather than
+	// not found after a restart (dockerhost.Tombstones).
+	`CREATE TABLE gone_executions (
+		id TEXT PRIMARY KEY,
+		at_ms INTEGER NOT NULL
+	);
+	CREATE INDEX gone_executions_at ON gone_executions (at_ms);`,
+}
+
+// MaxTombstones bounds the ended executions remembered; the oldest go
+// first.
+const MaxTombstones = 100_000
+
+// AddTombstone records an ended execution (dockerhost.Tombstones). Every
+// thousandth call trims the table to MaxTombstones.
+func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO gone_executions (id, at_ms) VALUES (?, ?)`, id, ms(at)); err != nil {
+		return fmt.Errorf("store: add tombstone: %w", err)
+	}
+	if s.tombstones.Add(1)%1000 != 0 {
+		return nil
+	}
+	return s.trimTombstones(ctx, MaxTombstones)
+}
+
+func (s *SQLite) trimTombstones(ctx context.Context, keep int) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM gone_executions WHERE id NOT IN
+		(SELECT id FROM gone_executions ORDER BY at_ms DESC, id LIMIT ?)`, keep)
+	if err != nil {
+		return fmt.Errorf("store: trim tombstones: %w", err)
+	}
+	return nil
+}
+
+// RemoveTombstone forgets an ended execution whose id is used again.
+func (s *SQLite) RemoveTombstone(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM gone_executions WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("store: remove tombstone: %w", err)
+	}
+	return nil
+}
+
+// HasTombstone reports whether id is a recorded ended execution.
+func (s *SQLite) HasTombstone(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM gone_executions WHERE id = ?`, id).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: tombstone: %w", err)
+	}
+	return n > 0, nil
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

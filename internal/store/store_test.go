@@ -404,3 +404,42 @@ func BenchmarkLookupToken(b *testing.B) {
 		}
 	}
 }
+
+// TestTombstones: ended executions survive a reopen, an id used again is
+// forgotten, and the record keeps only the newest.
+func TestTombstones(t *testing.T) {
+	ctx := testCtx(t)
+	s, path := openTemp(t)
+	t0 := time.UnixMilli(1_700_000_000_000)
+	for i := range 5 {
+		if err := s.AddTombstone(ctx, fmt.Sprint("e", i), t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	has := func(id string) bool {
+		t.Helper()
+		ok, err := s.HasTombstone(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !has("e0") || !has("e4") || has("e5") {
+		t.Fatal("tombstones after a reopen: want e0..e4 and not e5")
+	}
+	if err := s.RemoveTombstone(ctx, "e4"); err != nil || has("e4") {
+		t.Fatalf("removed tombstone still there (%v)", err)
+	}
+	if err := s.trimTombstones(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if has("e0") || has("e1") || !has("e2") || !has("e3") {
+		t.Fatal("trim kept other than the two newest")
+	}
+}

@@ -116,7 +116,8 @@ func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
 // abort is an *APIError with Code "timeout", "output_limit" or "aborted",
 // and the execution is gone afterwards. A command that kills the
 // execution's agent it runs under is "agent_lost" (502): its result is
-// unknown, and the execution lives on.
+// unknown, it may still be running (bound by the execution's runtime, no
+// longer by TimeoutMs), and the execution lives on.
 func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
 	var r ExecResult
 	if err := c.do(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {

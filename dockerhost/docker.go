@@ -124,6 +124,7 @@ type Docker struct {
 	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
 	gone     map[string]time.Time               // tombstones: id → when it ended
 	tombs    Tombstones                         // Config.Tombstones; nil: memory only
+	tombMu   sync.Mutex                         // orders writes to tombs (syncTombstone)
 	closed   bool
 	via      func(executionID string) CommandRunner // SetExecVia; nil: docker exec only
 	timersWG sync.WaitGroup                         // expiry callbacks in flight
@@ -325,9 +326,13 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	h.pending[id] = cancel
 	h.mu.Unlock()
 	defer func() {
-		h.mu.Lock()
-		delete(h.pending, id)
-		h.mu.Unlock()
+		if err != nil {
+			// Registered, the id left pending there (register); it may be
+			// another provision's by now.
+			h.mu.Lock()
+			delete(h.pending, id)
+			h.mu.Unlock()
+		}
 		cancel(nil)
 		if err != nil && errors.Is(context.Cause(ctx), errTerminated) {
 			err = &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q was terminated while provisioning", id), Err: err}
@@ -633,14 +638,17 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 	}
 	_, wasGone := h.gone[e.ExecutionID]
 	delete(h.gone, e.ExecutionID)
+	// Live now: a Terminate from here on ends it through lookup, rather
+	// than cancelling a provision that is done.
+	delete(h.pending, e.ExecutionID)
 	h.execs[e.ExecutionID] = e
 	id := e.ExecutionID
 	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
 	h.mu.Unlock()
-	if h.tombs != nil && (wasGone || e.req.ExecutionID != "") {
-		// The caller named an id that ended before, in this process or
-		// another.
-		h.tombstoneCall("remove", id, func(ctx context.Context) error { return h.tombs.RemoveTombstone(ctx, id) })
+	if wasGone || e.req.ExecutionID != "" {
+		// The caller named an id that may have ended before, in this
+		// process or another.
+		h.syncTombstone(id)
 	}
 	return nil
 }
@@ -655,13 +663,26 @@ func (h *Docker) tombstoneCall(what, id string, f func(ctx context.Context) erro
 	}
 }
 
-// persistGone records id as ended in Config.Tombstones; not under h.mu.
-func (h *Docker) persistGone(id string) {
+// syncTombstone makes Config.Tombstones say what the host says of id now:
+// ended (a memory tombstone) or not. Not under h.mu; under tombMu, so that
+// of an end and a provision that names the id again, racing, the last
+// write says the latest state.
+func (h *Docker) syncTombstone(id string) {
 	if h.tombs == nil {
 		return
 	}
-	at := h.now()
-	h.tombstoneCall("add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, at) })
+	h.tombMu.Lock()
+	defer h.tombMu.Unlock()
+	h.mu.Lock()
+	at, gone := h.gone[id]
+	live := h.execs[id] != nil
+	h.mu.Unlock()
+	switch {
+	case gone && !live:
+		h.tombstoneCall("add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, at) })
+	case live:
+		h.tombstoneCall("remove", id, func(ctx context.Context) error { return h.tombs.RemoveTombstone(ctx, id) })
+	}
 }
 
 // expire is the host deadline: the execution ends even if its in-container
@@ -695,7 +716,7 @@ func (h *Docker) forget(id string, e *execution) bool {
 	agent := e.agent
 	e.agent = nil
 	h.mu.Unlock()
-	h.persistGone(id)
+	h.syncTombstone(id)
 	if agent != nil {
 		_ = agent.Close()
 	}
@@ -770,6 +791,14 @@ func (h *Docker) lookup(id string) (*execution, error) {
 			gone, err = h.tombs.HasTombstone(ctx, id)
 			return err
 		})
+		if gone {
+			// Remembered, so that polling it does not ask the store again.
+			h.mu.Lock()
+			if h.execs[id] == nil {
+				h.tombstone(id)
+			}
+			h.mu.Unlock()
+		}
 	}
 	if gone {
 		return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended", id)}
@@ -917,7 +946,7 @@ func (h *Docker) Terminate(_ context.Context, executionID string) error {
 		cancel(errTerminated)
 		h.tombstone(executionID)
 		h.mu.Unlock()
-		h.persistGone(executionID)
+		h.syncTombstone(executionID)
 		return nil
 	}
 	h.mu.Unlock()

@@ -18,7 +18,8 @@ const (
 	CodeConflict       = "conflict"
 	// CodeAgentLost: the command's runner (the execution's agent) ended
 	// before the command did, as when the command kills it; the command's
-	// result is unknown, and the execution lives on.
+	// result is unknown, it may still run (bound by the execution's
+	// runtime, no longer by its timeout), and the execution lives on.
 	CodeAgentLost = "agent_lost"
 )
 

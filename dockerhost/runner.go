@@ -119,7 +119,7 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			e = &Error{Code: CodeAborted, Message: "the caller went away; the execution was destroyed", Err: context.Cause(ctx)}
 		case errors.Is(err, ErrRunnerLost):
 			// Not the execution's end: the gateway attaches a new agent.
-			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent ended while the command ran (did the command kill it?); its exit status and the rest of its output are unknown; later commands run as usual", Err: err}
+			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent ended while the command ran (did the command kill it?): its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
 		default:
 			return nil, way, err
 		}

@@ -179,6 +179,12 @@ func testExecVia(t *testing.T) {
 			<-ctx.Done()
 			return -1, context.Cause(ctx)
 		}, true, 60_000, CodeAborted},
+		// A runner that loses the command as the timeout ends it (its
+		// connection torn down with it): the timeout, as ever.
+		{"timeout, runner lost", func(ctx context.Context, c Command) (int, error) {
+			<-ctx.Done()
+			return -1, fmt.Errorf("agent tunnel: %w: %w", ErrRunnerLost, io.EOF)
+		}, false, 300, CodeTimeout},
 	} {
 		ex := provision(t, h, emptyReq(img, small()))
 		started := make(chan struct{})

@@ -458,6 +458,7 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c2.Terminate(context.Background(), e.ExecutionID) })
 	// An execution that ended before the restart is still gone, not unknown.
 	var ae *client.APIError
 	if _, err := c2.Execution(ctx, ended.ExecutionID); !errors.As(err, &ae) || ae.Status != http.StatusGone {
@@ -466,7 +467,6 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	if _, err := c2.Execution(ctx, "never-provisioned"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("an id never provisioned: %v, want 404", err)
 	}
-	t.Cleanup(func() { _ = c2.Terminate(context.Background(), e.ExecutionID) })
 	g.waitConnected(e.ExecutionID, true, 2*time.Minute)
 	if rec, err := g.hostRecord(e.ExecutionID); err != nil || rec.HostPublicKey != e.HostPublicKey {
 		t.Fatalf("host key after restart: %+v %v, want %s", rec, err, e.HostPublicKey)

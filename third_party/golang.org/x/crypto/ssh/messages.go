@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // These are SSH message type numbers. They are scattered around several
@@ -372,7 +373,24 @@ type pongMsg struct {
 
 // typeTags returns the possible type bytes for the given reflect.Type, which
 // should be a struct. The possible values are separated by a '|' character.
-func typeTags(structType reflect.Type) (tags []byte) {
+//
+// hostgate: parsed once per type and kept (HOSTGATE.md, change 6): every
+// Marshal and Unmarshal asks, and splitting the tag and parsing its numbers
+// each time was most of what marshalling a small channel message (EOF,
+// CLOSE, a window adjust) cost.
+func typeTags(structType reflect.Type) []byte {
+	if t, ok := typeTagsCache.Load(structType); ok {
+		return t.([]byte)
+	}
+	tags := parseTypeTags(structType)
+	typeTagsCache.Store(structType, tags)
+	return tags
+}
+
+// typeTagsCache holds typeTags by reflect.Type; callers only read them.
+var typeTagsCache sync.Map
+
+func parseTypeTags(structType reflect.Type) (tags []byte) {
 	tagStr := structType.Field(0).Tag.Get("sshtype")
 
 	for _, tag := range strings.Split(tagStr, "|") {

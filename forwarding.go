@@ -43,8 +43,8 @@ type ForwardStats struct {
 }
 
 // Forward starts spec on the host. Where the host takes early data
-// (TakesEarlyData), a local forward waits up to bicopy's 500 µs for what a
-// new client sends first and sends it with the channel open: one message
+// (TakesEarlyData), a local forward waits up to 500 µs for what a new
+// client sends first and sends it with the channel open: one message
 // across every hop instead of two; a client whose server speaks first pays
 // that wait once per connection.
 func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {

@@ -15,8 +15,14 @@
 // execution's agent tunnel (internal/execapi), a few ms instead of a Docker
 // exec create/attach/inspect — with the same lock, timeout, output limit,
 // destroy and error codes; a runner that cannot start a command falls back
-// to docker exec. PoolConfig.Agent pre-starts that agent in warm
-// containers, handed to the claiming execution once.
+// to docker exec, and one that loses a started command (its agent died)
+// answers agent_lost, leaving the execution be. PoolConfig.Agent
+// pre-starts that agent in warm containers, handed to the claiming
+// execution once.
+//
+// Ended executions answer gone rather than not_found: the last 4096 in
+// memory, and all of them across restarts with Config.Tombstones (the
+// gateway's state store).
 //
 // An optional warm pool (Config.Pool) keeps pre-created containers per key
 // (image, network and the resources the container enforces: cpus, memory,

@@ -82,7 +82,7 @@ type Config struct {
 	Pool *PoolConfig
 	// Tombstones, when set, remembers ended executions beyond this
 	// process, so that they answer gone rather than not_found after a
-	// restart; without it the last maxTombstones are remembered in memory.
+	// restart; without it the last 4096 are remembered in memory.
 	Tombstones Tombstones
 }
 
@@ -653,10 +653,11 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 	return nil
 }
 
-// tombstoneCall runs one Config.Tombstones call on its own deadline and
-// logs its failure.
-func (h *Docker) tombstoneCall(what, id string, f func(ctx context.Context) error) {
-	ctx, cancel := context.WithTimeout(context.Background(), tombstoneTimeout)
+// tombstoneCall runs one Config.Tombstones call within ctx and
+// tombstoneTimeout, and logs its failure. Writes pass a background ctx: a
+// caller gone must not leave the record behind the host.
+func (h *Docker) tombstoneCall(ctx context.Context, what, id string, f func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, tombstoneTimeout)
 	defer cancel()
 	if err := f(ctx); err != nil {
 		h.logger.Warn("execution tombstone "+what+" failed; after a restart the id may answer not_found instead of gone", "execution", id, "err", err)
@@ -679,9 +680,9 @@ func (h *Docker) syncTombstone(id string) {
 	h.mu.Unlock()
 	switch {
 	case gone && !live:
-		h.tombstoneCall("add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, at) })
+		h.tombstoneCall(context.Background(), "add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, at) })
 	case live:
-		h.tombstoneCall("remove", id, func(ctx context.Context) error { return h.tombs.RemoveTombstone(ctx, id) })
+		h.tombstoneCall(context.Background(), "remove", id, func(ctx context.Context) error { return h.tombs.RemoveTombstone(ctx, id) })
 	}
 }
 
@@ -776,8 +777,9 @@ func (h *Docker) destroy(cid string) error {
 	return fmt.Errorf("remove container: %w", err)
 }
 
-// lookup returns the live execution id, or a not_found/gone *Error.
-func (h *Docker) lookup(id string) (*execution, error) {
+// lookup returns the live execution id, or a not_found/gone *Error; ctx
+// bounds asking Config.Tombstones.
+func (h *Docker) lookup(ctx context.Context, id string) (*execution, error) {
 	h.mu.Lock()
 	e := h.execs[id]
 	_, gone := h.gone[id]
@@ -787,7 +789,7 @@ func (h *Docker) lookup(id string) (*execution, error) {
 	}
 	if !gone && h.tombs != nil && executionIDRE.MatchString(id) {
 		// Ended before this process started, perhaps.
-		h.tombstoneCall("lookup", id, func(ctx context.Context) (err error) {
+		h.tombstoneCall(ctx, "lookup", id, func(ctx context.Context) (err error) {
 			gone, err = h.tombs.HasTombstone(ctx, id)
 			return err
 		})
@@ -807,8 +809,8 @@ func (h *Docker) lookup(id string) (*execution, error) {
 }
 
 // Get returns a live execution.
-func (h *Docker) Get(_ context.Context, executionID string) (*Execution, error) {
-	e, err := h.lookup(executionID)
+func (h *Docker) Get(ctx context.Context, executionID string) (*Execution, error) {
+	e, err := h.lookup(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -834,7 +836,7 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 	if err := h.policy.ValidateExec(&req); err != nil {
 		return nil, err
 	}
-	e, err := h.lookup(executionID)
+	e, err := h.lookup(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -875,12 +877,12 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 			h.forget(executionID, e)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err}
 		}
-		if _, lerr := h.lookup(executionID); lerr != nil {
+		if _, lerr := h.lookup(ctx, executionID); lerr != nil {
 			return nil, lerr // terminated meanwhile
 		}
 		return nil, fmt.Errorf("dockerhost: exec: %w", err)
 	}
-	if _, err := h.lookup(executionID); err != nil {
+	if _, err := h.lookup(ctx, executionID); err != nil {
 		// Terminated or expired while the command ran: its exit status
 		// is the kill, not the command's.
 		return nil, err
@@ -940,7 +942,7 @@ func (h *Docker) containerGone(cid string) bool {
 // ended succeeds; an id never seen is not_found. Terminating one still
 // being provisioned makes that Provision fail (code gone) and remove its
 // container.
-func (h *Docker) Terminate(_ context.Context, executionID string) error {
+func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	h.mu.Lock()
 	if cancel := h.pending[executionID]; cancel != nil {
 		cancel(errTerminated)
@@ -950,7 +952,7 @@ func (h *Docker) Terminate(_ context.Context, executionID string) error {
 		return nil
 	}
 	h.mu.Unlock()
-	e, err := h.lookup(executionID)
+	e, err := h.lookup(ctx, executionID)
 	if ErrorCode(err) == CodeGone {
 		return nil
 	}
@@ -1024,6 +1026,15 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 		}
 		if err := h.destroy(c.ID); err != nil {
 			return res, fmt.Errorf("dockerhost: reap container: %w", err)
+		}
+		if executionIDRE.MatchString(id) {
+			// An execution that ended while no host watched it.
+			h.mu.Lock()
+			if h.execs[id] == nil {
+				h.tombstone(id)
+			}
+			h.mu.Unlock()
+			h.syncTombstone(id)
 		}
 		res.Reaped = append(res.Reaped, id)
 		h.logger.Info("reaped execution", "execution", id, "container", c.ID)

@@ -19,7 +19,7 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 	if len(req.Reason) > 1024 {
 		return nil, invalid("reason", "at most 1024 bytes")
 	}
-	e, err := h.lookup(executionID)
+	e, err := h.lookup(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 		return nil, fmt.Errorf("dockerhost: wait for running commands: %w", err)
 	}
 	defer e.lock.Unlock()
-	if _, err := h.lookup(executionID); err != nil {
+	if _, err := h.lookup(ctx, executionID); err != nil {
 		return nil, err // ended while we waited
 	}
 

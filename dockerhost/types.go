@@ -11,7 +11,9 @@ type ExecutionHost interface {
 	// Provision creates and starts an execution.
 	Provision(ctx context.Context, req ProvisionRequest) (*Execution, error)
 	// Exec runs one command in the execution and collects its output. A
-	// timeout, an output overflow or ctx ending destroys the execution.
+	// timeout, an output overflow or ctx ending destroys the execution; a
+	// command whose runner (the execution's agent) ended under it is
+	// agent_lost, and the execution lives on.
 	Exec(ctx context.Context, executionID string, req ExecRequest) (*ExecResult, error)
 	// Checkpoint saves the execution's workspace; it waits for running execs.
 	Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error)

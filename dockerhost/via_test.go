@@ -126,7 +126,7 @@ func testExecVia(t *testing.T) {
 		note("checkpoint done")
 		cpDone <- err
 	}()
-	e, _ := h.lookup(ex.ExecutionID)
+	e, _ := h.lookup(ctx, ex.ExecutionID)
 	if err := e.lock.waitWriter(ctx); err != nil {
 		t.Fatalf("the checkpoint never waited for the lock: %v", err)
 	}

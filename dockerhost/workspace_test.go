@@ -241,12 +241,23 @@ func testAdoptAndReap(t *testing.T) {
 	_ = b.Close()
 
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	c := newTestHost(t, cli, &Config{Owner: owner, Now: later})
+	tombs := &memTombs{m: map[string]time.Time{}}
+	c := newTestHost(t, cli, &Config{Owner: owner, Now: later, Tombstones: tombs})
 	if len(c.List()) != 0 {
 		t.Fatalf("expired executions adopted: %v", c.List())
 	}
 	waitRemoved(t, cli, x.ContainerID, time.Minute)
 	waitRemoved(t, cli, y.ContainerID, time.Minute)
+	// Reaped ones ended: gone, here and to the next host.
+	d := newTestHost(t, cli, &Config{Owner: owner, Tombstones: tombs})
+	for _, id := range []string{x.ExecutionID, y.ExecutionID} {
+		if _, err := c.Get(testCtx(t, time.Minute), id); ErrorCode(err) != CodeGone {
+			t.Fatalf("reaped execution: %v, want gone", err)
+		}
+		if _, err := d.Get(testCtx(t, time.Minute), id); ErrorCode(err) != CodeGone {
+			t.Fatalf("reaped execution, to the next host: %v, want gone", err)
+		}
+	}
 }
 
 // An image without tar, without sleep or without sh fails at provision

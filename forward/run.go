@@ -160,9 +160,17 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 		d := h.Dial
 		if e, ok := h.(hostgate.EarlyDialer); ok {
 			d = e.DialEarly
-			fw.lead = func(context.Context) bool { return true }
-			if t, ok := h.(interface{ TakesEarlyData(context.Context) bool }); ok {
+			// Whether DialEarly really sends early: *hostgate.Host asks its
+			// forwarder (TakesEarlyData(ctx)); *sshlayer.Client knows
+			// (TakesEarlyData()); an EarlyDialer that does not say is taken
+			// at its word.
+			switch t := h.(type) {
+			case interface{ TakesEarlyData(context.Context) bool }:
 				fw.lead = t.TakesEarlyData
+			case interface{ TakesEarlyData() bool }:
+				fw.lead = func(context.Context) bool { return t.TakesEarlyData() }
+			default:
+				fw.lead = func(context.Context) bool { return true }
 			}
 		}
 		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }

@@ -550,7 +550,8 @@ func TestLocalForwardServerSpeaksFirst(t *testing.T) {
 
 // A local forward waits for a client's first bytes only where the dial is
 // early: Host.TakesEarlyData says so for our SSH client to our server, and
-// not for a forwarder without DialEarly.
+// not for a forwarder without DialEarly; Run asks a host in either form it
+// may say it in (the SSH client itself says it without a ctx).
 func TestHostTakesEarlyData(t *testing.T) {
 	ctx := testCtx(t)
 	if newHost(t, newLoopForwarder()).TakesEarlyData(ctx) {
@@ -559,4 +560,39 @@ func TestHostTakesEarlyData(t *testing.T) {
 	if !newHost(t, earlyOnly{sshTCPClient(t), t}).TakesEarlyData(ctx) {
 		t.Error("our SSH client to our server does not take early data")
 	}
+	for _, tc := range []struct {
+		name string
+		h    Host
+		lead bool
+	}{
+		{"no DialEarly", plainForwarder{}, false},
+		{"DialEarly, says nothing", quietEarly{}, true},
+		{"DialEarly, says no", saysEarly{takes: false}, false},
+		{"DialEarly, says yes", saysEarly{takes: true}, true},
+		{"hostgate.Host over our SSH client", newHost(t, earlyOnly{sshTCPClient(t), t}), true},
+	} {
+		fw, err := Run(ctx, tc.h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: "127.0.0.1:9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fw.lead != nil && fw.lead(ctx); got != tc.lead {
+			t.Errorf("%s: waits for first bytes %v, want %v", tc.name, got, tc.lead)
+		}
+		_ = fw.Close()
+	}
 }
+
+// quietEarly is an EarlyDialer that does not say whether it sends early;
+// saysEarly says it as sshlayer.Client does, without a ctx.
+type quietEarly struct{ plainForwarder }
+
+func (q quietEarly) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
+	return q.Dial(ctx, network, addr)
+}
+
+type saysEarly struct {
+	quietEarly
+	takes bool
+}
+
+func (s saysEarly) TakesEarlyData() bool { return s.takes }

@@ -1,7 +1,9 @@
 // Package bicopy is the one bidirectional copy helper every tunnel and
 // forward uses: bytes flow both ways, a finished direction is half-closed
 // (CloseWrite) where the stream supports it, an error or ctx ending tears
-// both ends down, and both ends are closed before Copy returns.
+// both ends down, and both ends are closed before Copy returns. DialLead,
+// which a forward calls before Copy, sends what a new client says first
+// along with an early dial.
 package bicopy
 
 import (

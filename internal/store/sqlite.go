@@ -56,7 +56,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	}
 	// AddTombstone trims every thousandth call, which a gateway that
 	// restarts often may never reach.
-	if err := s.trimTombstones(ctx, MaxTombstones); err != nil {
+	if err := s.trimTombstones(ctx, maxTombstones); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -121,12 +121,12 @@ var migrations = []string{
 	CREATE INDEX gone_executions_at ON gone_executions (at_ms);`,
 }
 
-// MaxTombstones bounds the ended executions remembered; the oldest go
+// maxTombstones bounds the ended executions remembered; the oldest go
 // first.
-const MaxTombstones = 100_000
+const maxTombstones = 100_000
 
 // AddTombstone records an ended execution (dockerhost.Tombstones). Every
-// thousandth call, and Open, trim the table to about MaxTombstones.
+// thousandth call, and Open, trim the table to about maxTombstones.
 func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time) error {
 	if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO gone_executions (id, at_ms) VALUES (?, ?)`, id, ms(at)); err != nil {
 		return fmt.Errorf("store: add tombstone: %w", err)
@@ -134,7 +134,7 @@ func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time) erro
 	if s.tombstones.Add(1)%1000 != 0 {
 		return nil
 	}
-	return s.trimTombstones(ctx, MaxTombstones)
+	return s.trimTombstones(ctx, maxTombstones)
 }
 
 // trimTombstones keeps the newest keep tombstones (and any that tie with
@@ -162,7 +162,7 @@ func (s *SQLite) HasTombstone(ctx context.Context, id string) (bool, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM gone_executions WHERE id = ?`, id).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("store: tombstone: %w", err)
+		return false, fmt.Errorf("store: look up tombstone: %w", err)
 	}
 	return n > 0, nil
 }

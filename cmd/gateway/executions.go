@@ -90,6 +90,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		_ = cli.Close()
 		return nil, err
 	}
+	// Everything this gateway makes in the engine carries the owner (label
+	// hostgate.owner, or hostgate.tools for the tools volume and its
+	// holder): what to remove when it is retired for good (README).
+	log.Info("Docker executions owner", "owner", owner(s.Config.StateDir), "stateDir", s.Config.StateDir)
 	cfg := &dockerhost.Config{
 		Owner:           owner(s.Config.StateDir),
 		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),

@@ -73,7 +73,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		// closed either way when the connect fails.
 		d := earlyDial(f)
 		dial = func(ctx context.Context) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }
-		lead = takesEarlyData(f)
+		lead = TakesEarlyData(ctx, f)
 	case ForwardRemote:
 		ln, err = f.Listen(ctx, "tcp", spec.Listen)
 		dial = func(ctx context.Context) (net.Conn, error) {

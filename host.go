@@ -244,19 +244,26 @@ func earlyDial(f Forwarder) func(ctx context.Context, network, addr string) (net
 }
 
 // TakesEarlyData reports whether DialEarly sends a connection's first
-// bytes before the host has connected, rather than being Dial: the
-// forwarder is an EarlyDialer, and one that can tell (the SSH client: the
-// server announced it) says so.
+// bytes before the host has connected, rather than being Dial: its
+// forwarder does (see the function TakesEarlyData).
 func (h *Host) TakesEarlyData(ctx context.Context) bool {
 	f, err := h.Forwarder(ctx)
-	return err == nil && takesEarlyData(f)
+	return err == nil && TakesEarlyData(ctx, f)
 }
 
-func takesEarlyData(f Forwarder) bool {
+// TakesEarlyData reports whether f's DialEarly sends a connection's first
+// bytes before the host has connected: f is an EarlyDialer and, if it can
+// tell, says so (a Host asks its forwarder; the SSH client knows whether
+// the server announced early data). A local forward waits for a client's
+// first bytes only then.
+func TakesEarlyData(ctx context.Context, f Forwarder) bool {
 	if _, ok := f.(EarlyDialer); !ok {
 		return false
 	}
-	if t, ok := f.(interface{ TakesEarlyData() bool }); ok {
+	switch t := f.(type) {
+	case interface{ TakesEarlyData(context.Context) bool }:
+		return t.TakesEarlyData(ctx)
+	case interface{ TakesEarlyData() bool }:
 		return t.TakesEarlyData()
 	}
 	return true

@@ -636,7 +636,6 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 		h.mu.Unlock()
 		return context.Cause(ctx)
 	}
-	_, wasGone := h.gone[e.ExecutionID]
 	delete(h.gone, e.ExecutionID)
 	// Live now: a Terminate from here on ends it through lookup, rather
 	// than cancelling a provision that is done.
@@ -645,9 +644,9 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 	id := e.ExecutionID
 	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
 	h.mu.Unlock()
-	if wasGone || e.req.ExecutionID != "" {
+	if e.req.ExecutionID != "" {
 		// The caller named an id that may have ended before, in this
-		// process or another.
+		// process or another (a generated one is new).
 		h.syncTombstone(id)
 	}
 	return nil

@@ -92,8 +92,9 @@ type Forward struct {
 	cfg  Config
 	ln   net.Listener
 	dial func(ctx context.Context, c net.Conn) (net.Conn, error)
-	// lead reports whether dial is early, so that a connection's first
-	// bytes are worth waiting for (bicopy.DialLead); nil: never.
+	// lead reports whether dial is early (hostgate.TakesEarlyData), so
+	// that a connection's first bytes are worth waiting for
+	// (bicopy.DialLead); nil: never.
 	lead func(ctx context.Context) bool
 
 	ctx    context.Context // ended by Close, Run's ctx, or the host going away
@@ -160,18 +161,7 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 		d := h.Dial
 		if e, ok := h.(hostgate.EarlyDialer); ok {
 			d = e.DialEarly
-			// Whether DialEarly really sends early: *hostgate.Host asks its
-			// forwarder (TakesEarlyData(ctx)); *sshlayer.Client knows
-			// (TakesEarlyData()); an EarlyDialer that does not say is taken
-			// at its word.
-			switch t := h.(type) {
-			case interface{ TakesEarlyData(context.Context) bool }:
-				fw.lead = t.TakesEarlyData
-			case interface{ TakesEarlyData() bool }:
-				fw.lead = func(context.Context) bool { return t.TakesEarlyData() }
-			default:
-				fw.lead = func(context.Context) bool { return true }
-			}
+			fw.lead = func(ctx context.Context) bool { return hostgate.TakesEarlyData(ctx, h) }
 		}
 		fw.dial = func(ctx context.Context, _ net.Conn) (net.Conn, error) { return d(ctx, "tcp", spec.Connect) }
 	case Remote:

@@ -246,12 +246,11 @@ type channel struct {
 	eofWanted   bool
 	// An inbound channel accepted with early data holds its confirmation
 	// back to go with its first packet (earlydata.go): heldConfirm, under
-	// writeMu, is the packet until it is sent; confirmTimer sends it
-	// alone if nothing else comes first; confirmHeld, under earlyMu, says
-	// Accept held it, for the mux goroutine's early data to hurry it.
+	// writeMu, is the packet until it is sent; confirmTimer, set under
+	// earlyMu and writeMu when Accept holds it, sends it alone if nothing
+	// else comes first.
 	heldConfirm  []byte
 	confirmTimer *time.Timer
-	confirmHeld  bool
 }
 
 // writePacket sends a packet. If the packet is a channel close, it updates

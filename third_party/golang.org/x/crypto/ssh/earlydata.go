@@ -175,7 +175,7 @@ func (m *mux) handleEarlyData(packet []byte) error {
 		return errors.New("ssh: peer sent more early data than allowed")
 	}
 	ch.earlyIn += length
-	if ch.confirmHeld && ch.earlyIn == earlyDataMax {
+	if ch.confirmTimer != nil && ch.earlyIn == earlyDataMax {
 		// The opener has used its whole allowance and may be waiting for
 		// the window the confirmation brings: send it now. Reset, not a
 		// write here: the mux goroutine must not block on a writer.
@@ -209,7 +209,6 @@ func (ch *channel) holdConfirm(confirm channelOpenConfirmMsg) bool {
 	ch.heldConfirm = Marshal(confirm)
 	ch.confirmTimer = time.AfterFunc(hold, ch.sendHeldConfirm)
 	ch.writeMu.Unlock()
-	ch.confirmHeld = true
 	return true
 }
 

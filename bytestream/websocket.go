@@ -17,6 +17,8 @@ import (
 	"time"
 	"unsafe"
 
+	"math/rand/v2"
+
 	"github.com/coder/websocket"
 )
 
@@ -120,6 +122,11 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	wc := newWSConn(c, o.ReadLimit, cc, false)
 	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
 	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
+	if cc != nil && cc.carriesFrames() {
+		wc.keys = newMaskKeys()
+		wc.wb.write = func(p []byte) (int, error) { return wc.writeFrames(p, false) }
+		wc.wb.writeOwn = func(p []byte) (int, error) { return wc.writeFrames(p, true) }
+	}
 	return wc, resp, nil
 }
 
@@ -180,8 +187,9 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 type wsConn struct {
 	net.Conn // *msgConn: deadlines, Read, Close
 	ws       *websocket.Conn
-	cork     *corkConn    // the TCP conn; nil with a caller's HTTPClient
-	wb       *writeBehind // dialed conns write behind (see writeBehind); nil on the server side
+	cork     *corkConn     // the TCP conn; nil with a caller's HTTPClient
+	wb       *writeBehind  // dialed conns write behind (see writeBehind); nil on the server side
+	keys     *rand.ChaCha8 // mask keys where this package writes the client frames (clientframes.go)
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -385,6 +393,19 @@ type corkConn struct {
 	vec     net.Buffers // what is held, in order: pieces of buf and of payload
 	wv      net.Buffers // vec as handed to WriteTo, which consumes it (a field: no allocation)
 	open    int         // where in buf vec's last piece starts, -1 if it is a reference (with vec non-empty)
+
+	// The conn's first write is an HTTP GET: the conn carries the
+	// WebSocket itself, not TLS or a proxy's CONNECT under it, so frames
+	// can be written to it directly (see clientframes.go).
+	wrote, plain bool
+}
+
+// carriesFrames reports whether the WebSocket's frames are this conn's
+// bytes (see plain).
+func (c *corkConn) carriesFrames() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.plain
 }
 
 // vecWriter is a conn wrapper that passes a vectored write through in
@@ -408,6 +429,10 @@ func (c *corkConn) Read(p []byte) (int, error) {
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.wrote {
+		c.wrote = true
+		c.plain = bytes.HasPrefix(p, []byte("GET "))
+	}
 	if c.corked && c.buf != nil && len(c.vec) < maxCorkPieces {
 		if c.refs && inside(p, c.payload) {
 			c.vec = append(c.vec, p)
@@ -444,8 +469,11 @@ func inside(p, s []byte) bool {
 
 // corkOn corks the conn for a call that writes payload (framed): writes
 // of parts of payload are held by reference until uncork.
-func (c *corkConn) corkOn(payload []byte) {
-	n := len(payload)
+func (c *corkConn) corkOn(payload []byte) { c.corkFor(payload, len(payload)) }
+
+// corkFor corks the conn for a call that copies about n bytes into the
+// cork, holding parts of payload (if refs) by reference.
+func (c *corkConn) corkFor(payload []byte, n int) {
 	c.mu.Lock()
 	c.corked = true
 	if c.refs {

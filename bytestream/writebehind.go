@@ -49,8 +49,12 @@ var wbBufs = sync.Pool{New: func() any { b := make([]byte, 0, wbMax); return &b 
 // 34.3 -> 30.9 us of CPU per 100-byte round trip (medians).
 type writeBehind struct {
 	write func([]byte) (int, error) // the conn's message writer
-	abort func() error              // closes the conn without waiting
-	idle  time.Duration             // wbIdle; tests change it
+	// writeOwn, if set, writes the flusher's buffers: they are the
+	// flusher's own until it returns, so it may change them (mask them
+	// in place; see clientframes.go).
+	writeOwn func([]byte) (int, error)
+	abort    func() error  // closes the conn without waiting
+	idle     time.Duration // wbIdle; tests change it
 
 	mu       sync.Mutex
 	cond     sync.Cond   // signalled when buf drains or the flusher stops
@@ -200,7 +204,11 @@ func (w *writeBehind) flush() {
 			out := w.buf
 			w.buf = nil
 			w.mu.Unlock()
-			_, err := w.write(*out)
+			write := w.write
+			if w.writeOwn != nil {
+				write = w.writeOwn
+			}
+			_, err := write(*out)
 			*out = (*out)[:0]
 			wbBufs.Put(out)
 			w.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/bicopy"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // Host is what Run needs of a host: *hostgate.Host and every
@@ -48,7 +49,11 @@ type Config struct {
 	MaxConns int
 	// HandshakeTimeout bounds the SOCKS5 greeting and request. Default 10 s.
 	HandshakeTimeout time.Duration
-	// DialTimeout bounds each dial of the connect side. Default 30 s.
+	// DialTimeout bounds each dial of the connect side. Default 30 s. A
+	// local forward's dial over a host that takes early data returns
+	// before the host connects, bounded by the host's own
+	// sshlayer.ConnectTimeout (10 s); a DialTimeout below it turns early
+	// dials off for the forward, so that it holds.
 	DialTimeout time.Duration
 	// Done, when set, is closed when the host connection ends; the forward
 	// then stops. Without it, Run watches the host's forwarder for a
@@ -157,9 +162,12 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 	switch spec.Kind {
 	case Local:
 		// The connection's first bytes go behind the open where h can
-		// (hostgate.Host.DialEarly): a round trip sooner.
+		// (hostgate.Host.DialEarly): a round trip sooner. Such a dial
+		// returns before the host connects, so only the host's own bound
+		// (sshlayer.ConnectTimeout) applies to the connect: a shorter
+		// DialTimeout dials the late way, which it bounds.
 		d := h.Dial
-		if e, ok := h.(hostgate.EarlyDialer); ok {
+		if e, ok := h.(hostgate.EarlyDialer); ok && fw.cfg.DialTimeout >= sshlayer.ConnectTimeout {
 			d = e.DialEarly
 			fw.lead = func(ctx context.Context) bool { return hostgate.TakesEarlyData(ctx, h) }
 		}
@@ -299,7 +307,11 @@ func (fw *Forward) handle(c net.Conn) {
 	defer func() { <-fw.sem }()
 	defer fw.active.Add(-1)
 
-	ctx, cancel := context.WithTimeout(fw.ctx, fw.cfg.DialTimeout+fw.cfg.HandshakeTimeout)
+	bound := fw.cfg.DialTimeout
+	if fw.spec.Kind == Dynamic {
+		bound += fw.cfg.HandshakeTimeout // the SOCKS request comes first
+	}
+	ctx, cancel := context.WithTimeout(fw.ctx, bound)
 	// What a local forward's client sends with its connect goes with an
 	// early open; SOCKS has its handshake to do first.
 	var wait time.Duration

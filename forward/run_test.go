@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -596,3 +598,65 @@ type saysEarly struct {
 }
 
 func (s saysEarly) TakesEarlyData() bool { return s.takes }
+
+// A DialTimeout below the host's own connect bound holds for a local
+// forward over a host that takes early data: an early dial would return
+// before the host connects, so the forward dials the late way, which the
+// timeout bounds. Here the host never connects.
+func TestLocalForwardShortDialTimeout(t *testing.T) {
+	ctx := testCtx(t)
+	h := &hangingConnect{}
+	fw, err := RunConfig(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: "127.0.0.1:9"}, &Config{DialTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	c := dialT(t, fw.Addr().String())
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	// Closed (EOF, or a reset for the request it did not read): not a
+	// timeout of this read.
+	if _, err := io.ReadAll(c); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the forward did not close a connection whose dial timed out")
+	}
+	if h.early.Load() != 0 {
+		t.Error("dialed early: the host's connect was not bounded by DialTimeout")
+	}
+	_ = fw.Close()
+	if st := fw.Stats(); st.Failed != 1 {
+		t.Fatalf("stats = %+v, want 1 failed", st)
+	}
+
+	// The default DialTimeout is above the host's bound: early dials.
+	fw2, err := Run(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: "127.0.0.1:9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := dialT(t, fw2.Addr().String())
+	_, _ = c2.Write([]byte("x"))
+	_ = fw2.Close()
+	if h.early.Load() != 1 {
+		t.Errorf("early dials = %d with the default DialTimeout, want 1", h.early.Load())
+	}
+}
+
+// hangingConnect is a host whose connects never complete: Dial waits for
+// its ctx, DialEarly returns a conn that never answers.
+type hangingConnect struct {
+	plainForwarder
+	early atomic.Int64
+}
+
+func (h *hangingConnect) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (h *hangingConnect) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
+	h.early.Add(1)
+	a, b := net.Pipe()
+	go func() { _, _ = io.Copy(io.Discard, b); b.Close() }()
+	return a, nil
+}
+
+func (h *hangingConnect) TakesEarlyData() bool { return true }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"golang.org/x/crypto/ssh"
@@ -70,6 +71,12 @@ func takesEarlyData(version []byte) bool {
 // for a connection's first bytes to send them with the open
 // (bicopy.DialLead) has no reason to.
 func (c *Client) TakesEarlyData() bool { return c.earlyData }
+
+// ConnectTimeout bounds a hostgate server's connect to a direct-tcpip
+// target. It is the only bound on the connect behind DialEarly, which
+// returns before the host has connected; a caller that needs a shorter
+// one dials with Dial and a ctx deadline.
+const ConnectTimeout = 10 * time.Second
 
 // DialEarly is Dial for a connection whose first bytes need not wait for
 // the host's connect. With a server of ours it returns at once: the

@@ -7,15 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/bicopy"
 )
-
-// dialTimeout bounds the dial of a direct-tcpip target.
-const dialTimeout = 10 * time.Second
 
 // maxForwardedConns bounds the forwarded-tcpip channels open at once on one
 // connection (across its remote forwards); connections beyond are closed.
@@ -55,7 +51,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 		return
 	}
 	target := net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10))
-	dctx, cancel := context.WithTimeout(c.ctx, dialTimeout)
+	dctx, cancel := context.WithTimeout(c.ctx, ConnectTimeout)
 	// No TCP keepalive on the target socket, as sshd: the target is
 	// usually local, and its four setsockopt calls are a tenth of the
 	// agent's syscalls for a short forwarded connection.

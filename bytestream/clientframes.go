@@ -93,6 +93,11 @@ func maskCopy(dst, src []byte, key uint32) {
 func (c *corkConn) appendFrame(p []byte, key uint32, inPlace bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closeSent {
+		// coder/websocket sent a close frame (Close, or a protocol
+		// error it closed the conn for): no data frame may follow.
+		return net.ErrClosed
+	}
 	need := maxClientHeader
 	if !inPlace {
 		need += len(p)
@@ -128,16 +133,13 @@ func (c *corkConn) appendFrame(p []byte, key uint32, inPlace bool) error {
 // writeFrames writes p as masked binary messages of at most MaxMessageSize
 // bytes through the cork in one corked call, as writeParts does through
 // coder/websocket; own: p may be masked in place (see appendFrame). Only
-// on a conn whose cork is the WebSocket's own conn (framesDirect).
+// on a conn whose cork is the WebSocket's own conn (writeFramesHere).
 func (c *wsConn) writeFrames(p []byte, own bool) (int, error) {
 	mc := c.Conn.(*msgConn)
 	mc.writeMu.Lock()
 	defer mc.writeMu.Unlock()
 	if mc.wd.expired.Load() {
 		return 0, fmt.Errorf("bytestream: websocket write: %w", os.ErrDeadlineExceeded)
-	}
-	if mc.closing.Load() {
-		return 0, net.ErrClosed
 	}
 	copied := len(p)
 	if own {

@@ -3,15 +3,22 @@ package bytestream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/coder/websocket"
 )
 
 // TestClientFramesSizes: a dialed ws:// conn writes its frames itself, and
@@ -151,23 +158,148 @@ func TestClientFramesOnlyOnPlainHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n")) // only the first write counts
-		if got := c.carriesFrames(); got != tc.want {
-			t.Errorf("first write %q: carriesFrames = %v, want %v", tc.first, got, tc.want)
+		if got := c.writeFramesHere(); got != tc.want {
+			t.Errorf("first write %q: writeFramesHere = %v, want %v", tc.first, got, tc.want)
 		}
 		x.Close()
 		y.Close()
 	}
 }
 
-// TestClientFramesAfterClose: a write after Close fails instead of
-// putting a data frame after the close frame.
-func TestClientFramesAfterClose(t *testing.T) {
-	a, b := wsPair(t)
-	go func() { _, _ = io.Copy(io.Discard, b) }()
-	closeBoth(a, b)
-	if _, err := a.(*wsConn).writeFrames([]byte("late"), false); err == nil {
-		t.Fatal("a frame was written after Close")
+// TestClientFramesEndAtCloseFrame: once coder/websocket has sent a close
+// frame (here: the server sent a text message, which the client refuses
+// by closing), no data frame follows it on the wire (RFC 6455 section
+// 5.5.1), though a writer is streaming the whole time. A proxy records
+// what the client sends.
+func TestClientFramesEndAtCloseFrame(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c.SetReadLimit(1 << 30)
+		if _, _, err := c.Read(r.Context()); err != nil { // data is flowing
+			return
+		}
+		_ = c.Write(r.Context(), websocket.MessageText, []byte("x"))
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer ln.Close()
+	rec := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			rec <- nil
+			return
+		}
+		defer c.Close()
+		s, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			rec <- nil
+			return
+		}
+		go func() { _, _ = io.Copy(c, s); c.Close() }()
+		var buf bytes.Buffer
+		_, _ = io.Copy(io.MultiWriter(s, &buf), c)
+		s.Close()
+		rec <- buf.Bytes()
+	}()
+	a, err := WebSocket(testCtx(t), "ws://"+ln.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.(*wsConn).keys == nil {
+		t.Fatal("a dialed ws:// conn does not write its own frames")
+	}
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		p := make([]byte, 1000)
+		for range 1_000_000 { // ends at the first failed write
+			if _, err := a.Write(p); err != nil {
+				return
+			}
+		}
+	}()
+	if _, err := a.Read(make([]byte, 10)); err == nil {
+		t.Fatal("a text message was read as data")
+	}
+	<-wrote
+	a.Close()
+	b := <-rec
+	if b == nil {
+		t.Fatal("proxy failed")
+	}
+	b = b[bytes.Index(b, []byte("\r\n\r\n"))+4:]
+	closeSeen, before, after := false, 0, 0
+	for len(b) >= 2 {
+		op, n, i := b[0]&0xf, int(b[1]&0x7f), 2
+		switch n {
+		case 126:
+			n, i = int(binary.BigEndian.Uint16(b[2:])), 4
+		case 127:
+			n, i = int(binary.BigEndian.Uint64(b[2:])), 10
+		}
+		i += 4 // mask key
+		if len(b) < i+n {
+			break
+		}
+		switch {
+		case op == 8:
+			closeSeen = true
+		case op == 2 && closeSeen:
+			after++
+		case op == 2:
+			before++
+		}
+		b = b[i+n:]
+	}
+	if !closeSeen || before == 0 {
+		t.Fatalf("close frame seen: %v, data frames before it: %d; the test did not exercise the case", closeSeen, before)
+	}
+	if after > 0 {
+		t.Fatalf("%d data frames after the client's close frame", after)
+	}
+}
+
+// TestClientFramesNotUnderTLS: over wss:// the frames stay
+// coder/websocket's, written through TLS, and arrive intact. Written
+// straight to the TCP conn they would skip the encryption, and the server
+// would see records it cannot read.
+func TestClientFramesNotUnderTLS(t *testing.T) {
+	ch := make(chan net.Conn, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := Accept(w, r, nil); err == nil {
+			ch <- c
+		}
+	}))
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	tr := corkClient().Transport.(*http.Transport)
+	old := tr.TLSClientConfig
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	t.Cleanup(func() { tr.TLSClientConfig = old })
+
+	a, err := WebSocket(testCtx(t), "wss"+strings.TrimPrefix(srv.URL, "https"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	defer closeBoth(a, b)
+	if a.(*wsConn).keys != nil {
+		t.Fatal("frames are written to the TCP conn under TLS")
+	}
+	exchange(t, a, b, 1<<20)
 }
 
 // maskRef is RFC 6455 section 5.3, byte by byte.

@@ -40,7 +40,6 @@ type msgConn struct {
 
 	writeMu sync.Mutex // held by Write for its whole call
 	wd      opDeadline
-	closing atomic.Bool // Close began: writes that bypass ws fail (clientframes.go)
 }
 
 // opDeadline is one direction's deadline: a timer that, when it fires,
@@ -145,7 +144,6 @@ const closeReplyWait = 250 * time.Millisecond
 // Close under way). Without the TCP conn (a caller's HTTP client dialed)
 // coder/websocket's own 5 s bound applies.
 func (c *msgConn) Close() error {
-	c.closing.Store(true)
 	c.rd.timer.Stop()
 	c.wd.timer.Stop()
 	var cut atomic.Bool

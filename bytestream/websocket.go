@@ -122,7 +122,7 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	wc := newWSConn(c, o.ReadLimit, cc, false)
 	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
 	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
-	if cc != nil && cc.carriesFrames() {
+	if cc != nil && cc.writeFramesHere() {
 		wc.keys = newMaskKeys()
 		wc.wb.write = func(p []byte) (int, error) { return wc.writeFrames(p, false) }
 		wc.wb.writeOwn = func(p []byte) (int, error) { return wc.writeFrames(p, true) }
@@ -398,13 +398,20 @@ type corkConn struct {
 	// WebSocket itself, not TLS or a proxy's CONNECT under it, so frames
 	// can be written to it directly (see clientframes.go).
 	wrote, plain bool
+	// framing: the handshake is done and data frames are written here
+	// (writeFramesHere), so every Write is one whole control frame of
+	// coder/websocket's; closeSent: one of them was a close frame, after
+	// which RFC 6455 allows no data frame.
+	framing, closeSent bool
 }
 
-// carriesFrames reports whether the WebSocket's frames are this conn's
-// bytes (see plain).
-func (c *corkConn) carriesFrames() bool {
+// writeFramesHere reports whether the WebSocket's frames are this conn's
+// bytes (see plain), and if so, marks the handshake done: from now on
+// appendFrame writes the data frames.
+func (c *corkConn) writeFramesHere() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.framing = c.plain
 	return c.plain
 }
 
@@ -432,6 +439,9 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if !c.wrote {
 		c.wrote = true
 		c.plain = bytes.HasPrefix(p, []byte("GET "))
+	}
+	if c.framing && len(p) > 0 && p[0] == 0x88 { // FIN, close
+		c.closeSent = true
 	}
 	if c.corked && c.buf != nil && len(c.vec) < maxCorkPieces {
 		if c.refs && inside(p, c.payload) {
@@ -574,6 +584,12 @@ type corkSlotKey struct{}
 // corkConn.
 var corkClient = sync.OnceValue(func() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A conn is never reused: a handshake's conn is hijacked or, refused,
+	// closed. Without idle conns the transport gives every request the
+	// conn its own dial made, so the cork slot a dial fills is that
+	// request's (an idle conn taken instead would have left the request's
+	// own dial to another request, and its slot pointing at that one).
+	tr.DisableKeepAlives = true
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)

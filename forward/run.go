@@ -51,9 +51,10 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// DialTimeout bounds each dial of the connect side. Default 30 s. A
 	// local forward's dial over a host that takes early data returns
-	// before the host connects, bounded by the host's own
-	// sshlayer.ConnectTimeout (10 s); a DialTimeout below it turns early
-	// dials off for the forward, so that it holds.
+	// before the host connects; a hostgate host bounds that connect by
+	// sshlayer.ConnectTimeout (10 s), and the connection's keepalive the
+	// wait for its answer. A DialTimeout below ConnectTimeout turns early
+	// dials off for the forward, so that it bounds every dial.
 	DialTimeout time.Duration
 	// Done, when set, is closed when the host connection ends; the forward
 	// then stops. Without it, Run watches the host's forwarder for a

@@ -73,9 +73,11 @@ func takesEarlyData(version []byte) bool {
 func (c *Client) TakesEarlyData() bool { return c.earlyData }
 
 // ConnectTimeout bounds a hostgate server's connect to a direct-tcpip
-// target. It is the only bound on the connect behind DialEarly, which
-// returns before the host has connected; a caller that needs a shorter
-// one dials with Dial and a ctx deadline.
+// target. DialEarly returns before the host has connected, so its ctx
+// bounds neither that connect nor the wait for the host's answer: the
+// connect is bounded by this, and the answer's way back by the
+// connection's keepalive. A caller that needs a shorter bound dials with
+// Dial and a ctx deadline.
 const ConnectTimeout = 10 * time.Second
 
 // DialEarly is Dial for a connection whose first bytes need not wait for

@@ -43,7 +43,7 @@ func TestHostgateSerialWrites(t *testing.T) {
 
 // concurrencyFile records how many WriteAt calls overlap at most.
 type concurrencyFile struct {
-	os.File // not used; fills the interface
+	os.File           // not used; fills the interface
 	now, most, writes atomic.Int64
 }
 

@@ -46,6 +46,13 @@ type EarlyDialer interface {
 	DialEarly(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// ConnectTimeout bounds a hostgate agent's connect to the target of a
+// forwarded connection. A connection from DialEarly has no other bound on
+// that connect (its ctx ends with the dial), and the connection's
+// keepalive bounds the wait for the host's answer; a caller that needs a
+// shorter bound dials with Dial and a ctx deadline.
+const ConnectTimeout = 10 * time.Second
+
 // SyncSpec tells the synchronous filesystem how to open its own, separate
 // connection to the host. It must never reuse the host's main connection.
 type SyncSpec struct {

@@ -35,7 +35,7 @@ import (
 // without a getrandom call per frame.
 func newMaskKeys() *rand.ChaCha8 {
 	var seed [32]byte
-	_, _ = crand.Read(seed[:]) // never fails on Linux (Go 1.24+ crypto/rand panics rather)
+	_, _ = crand.Read(seed[:]) // never returns an error (Go 1.24+)
 	return rand.NewChaCha8(seed)
 }
 

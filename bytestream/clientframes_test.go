@@ -302,6 +302,57 @@ func TestClientFramesNotUnderTLS(t *testing.T) {
 	exchange(t, a, b, 1<<20)
 }
 
+// TestClientFramesAfterRedirect: a handshake the server redirects (a
+// proxy sending http:// to another address, or to https://) dials a conn
+// per hop. The WebSocket is on the last one, and so are the frames: to
+// ws://, written here; to wss://, coder/websocket's, through TLS.
+func TestClientFramesAfterRedirect(t *testing.T) {
+	plainURL, plainCh := wsServer(t, nil)
+	tlsCh := make(chan net.Conn, 1)
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := Accept(w, r, nil); err == nil {
+			tlsCh <- c
+		}
+	}))
+	defer tlsSrv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(tlsSrv.Certificate())
+	tr := corkClient().Transport.(*http.Transport)
+	old := tr.TLSClientConfig
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	t.Cleanup(func() { tr.TLSClientConfig = old })
+
+	for _, tc := range []struct {
+		name, to string
+		ch       <-chan net.Conn
+		ours     bool
+	}{
+		{"to ws", plainURL, plainCh, true},
+		{"to wss", tlsSrv.URL, tlsCh, false},
+	} {
+		redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, tc.to, http.StatusTemporaryRedirect)
+		}))
+		a, err := WebSocket(testCtx(t), redir.URL, nil)
+		if err != nil {
+			redir.Close()
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var b net.Conn
+		select {
+		case b = <-tc.ch:
+		case <-testCtx(t).Done():
+			t.Fatalf("%s: no server conn", tc.name)
+		}
+		if got := a.(*wsConn).keys != nil; got != tc.ours {
+			t.Errorf("%s: frames written here %v, want %v", tc.name, got, tc.ours)
+		}
+		exchange(t, a, b, 256<<10)
+		closeBoth(a, b)
+		redir.Close()
+	}
+}
+
 // maskRef is RFC 6455 section 5.3, byte by byte.
 func maskRef(p []byte, key [4]byte) {
 	for i := range p {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"math/rand/v2"
 
 	"github.com/coder/websocket"
 )
@@ -38,9 +37,13 @@ const maxErrorBody = 512
 
 // WebSocketOptions configures DialWebSocket; nil means defaults.
 type WebSocketOptions struct {
-	Header     http.Header  // request headers (e.g. Authorization)
-	HTTPClient *http.Client // optional; http.DefaultClient's transport otherwise
-	ReadLimit  int64        // max message size accepted; 0 = DefaultReadLimit
+	Header http.Header // request headers (e.g. Authorization)
+	// HTTPClient dials the handshake. Optional: nil uses this package's
+	// own transport (http.DefaultTransport's settings), whose TCP conns it
+	// can cork and, on ws://, write client frames to directly; a caller's
+	// client gets neither, and its WebSocket costs more CPU per byte.
+	HTTPClient *http.Client
+	ReadLimit  int64 // max message size accepted; 0 = DefaultReadLimit
 }
 
 // AcceptOptions configures Accept; nil means defaults.
@@ -300,8 +303,10 @@ func (c *wsConn) Close() error {
 	return c.Conn.Close()
 }
 
-// writeMessages writes p as messages of at most MaxMessageSize bytes,
-// corking the TCP conn for all of them: coder/websocket masks client
+// writeMessages writes p as messages of at most MaxMessageSize bytes
+// through coder/websocket, as the server side and a dialed conn under TLS
+// (or over a caller's HTTP client) write them, corking the TCP conn, if
+// known, for all of them: coder/websocket masks client
 // frames through its 4 KiB write buffer and flushes each 4 KiB, so a 32 KiB
 // SSH packet was nine write syscalls and as many wakeups of the reader;
 // corked, a call of up to four messages (a write-behind batch, the
@@ -380,8 +385,8 @@ var (
 // straight from the caller's slice, which stays unchanged until the call
 // returns, and the call uncorks before it returns. uncork then hands the
 // pieces to one writev. On the gateway's writes to callers that was a
-// copy of every byte. (Client frames are masked through coder/websocket's
-// buffer, so a dialed conn has nothing to reference.)
+// copy of every byte. A dialed conn carrying ws:// (plain) gets its data
+// frames from appendFrame instead (clientframes.go), also by reference.
 type corkConn struct {
 	net.Conn
 	ra      *readAhead // nil: reads go straight to Conn
@@ -572,9 +577,9 @@ func (c *corkConn) flushLocked() error {
 }
 
 // corkSlot carries the conn a dial made back to DialWebSocket (through the
-// request context). If the transport answers from an idle conn instead (a
-// conn kept after a refused handshake), the slot stays empty and the
-// WebSocket simply is not corked.
+// request context). It keeps the last one: a handshake the server
+// redirects dials again for the next request (the transport keeps no idle
+// conns), and the WebSocket is on the last conn, never on an earlier one.
 type corkSlot struct{ c atomic.Pointer[corkConn] }
 
 type corkSlotKey struct{}
@@ -598,7 +603,7 @@ var corkClient = sync.OnceValue(func() *http.Client {
 		}
 		cc := &corkConn{Conn: conn, ra: newReadAhead(conn, nil)}
 		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
-			s.c.CompareAndSwap(nil, cc)
+			s.c.Store(cc)
 		}
 		return cc, nil
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/bicopy"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // Host is what Run needs of a host: *hostgate.Host and every
@@ -52,9 +51,11 @@ type Config struct {
 	// DialTimeout bounds each dial of the connect side. Default 30 s. A
 	// local forward's dial over a host that takes early data returns
 	// before the host connects; a hostgate host bounds that connect by
-	// sshlayer.ConnectTimeout (10 s), and the connection's keepalive the
+	// hostgate.ConnectTimeout (10 s), and the connection's keepalive the
 	// wait for its answer. A DialTimeout below ConnectTimeout turns early
-	// dials off for the forward, so that it bounds every dial.
+	// dials off for the forward, so that it bounds every dial; each
+	// connection then waits a round trip for the connect before its first
+	// bytes go.
 	DialTimeout time.Duration
 	// Done, when set, is closed when the host connection ends; the forward
 	// then stops. Without it, Run watches the host's forwarder for a
@@ -165,10 +166,10 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 		// The connection's first bytes go behind the open where h can
 		// (hostgate.Host.DialEarly): a round trip sooner. Such a dial
 		// returns before the host connects, so only the host's own bound
-		// (sshlayer.ConnectTimeout) applies to the connect: a shorter
+		// (hostgate.ConnectTimeout) applies to the connect: a shorter
 		// DialTimeout dials the late way, which it bounds.
 		d := h.Dial
-		if e, ok := h.(hostgate.EarlyDialer); ok && fw.cfg.DialTimeout >= sshlayer.ConnectTimeout {
+		if e, ok := h.(hostgate.EarlyDialer); ok && fw.cfg.DialTimeout >= hostgate.ConnectTimeout {
 			d = e.DialEarly
 			fw.lead = func(ctx context.Context) bool { return hostgate.TakesEarlyData(ctx, h) }
 		}

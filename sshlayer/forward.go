@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hostgate/hostgate"
 	"golang.org/x/crypto/ssh"
@@ -71,14 +70,6 @@ func takesEarlyData(version []byte) bool {
 // for a connection's first bytes to send them with the open
 // (bicopy.DialLead) has no reason to.
 func (c *Client) TakesEarlyData() bool { return c.earlyData }
-
-// ConnectTimeout bounds a hostgate server's connect to a direct-tcpip
-// target. DialEarly returns before the host has connected, so its ctx
-// bounds neither that connect nor the wait for the host's answer: the
-// connect is bounded by this, and the answer's way back by the
-// connection's keepalive. A caller that needs a shorter bound dials with
-// Dial and a ctx deadline.
-const ConnectTimeout = 10 * time.Second
 
 // DialEarly is Dial for a connection whose first bytes need not wait for
 // the host's connect. With a server of ours it returns at once: the

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
@@ -51,7 +52,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 		return
 	}
 	target := net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10))
-	dctx, cancel := context.WithTimeout(c.ctx, ConnectTimeout)
+	dctx, cancel := context.WithTimeout(c.ctx, hostgate.ConnectTimeout)
 	// No TCP keepalive on the target socket, as sshd: the target is
 	// usually local, and its four setsockopt calls are a tenth of the
 	// agent's syscalls for a short forwarded connection.

@@ -276,21 +276,8 @@ func TestClientFramesEndAtCloseFrame(t *testing.T) {
 // straight to the TCP conn they would skip the encryption, and the server
 // would see records it cannot read.
 func TestClientFramesNotUnderTLS(t *testing.T) {
-	ch := make(chan net.Conn, 1)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, err := Accept(w, r, nil); err == nil {
-			ch <- c
-		}
-	}))
-	defer srv.Close()
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	tr := corkClient().Transport.(*http.Transport)
-	old := tr.TLSClientConfig
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	t.Cleanup(func() { tr.TLSClientConfig = old })
-
-	a, err := WebSocket(testCtx(t), "wss"+strings.TrimPrefix(srv.URL, "https"), nil)
+	url, ch := tlsWSServer(t)
+	a, err := WebSocket(testCtx(t), "wss"+strings.TrimPrefix(url, "https"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,19 +295,7 @@ func TestClientFramesNotUnderTLS(t *testing.T) {
 // ws://, written here; to wss://, coder/websocket's, through TLS.
 func TestClientFramesAfterRedirect(t *testing.T) {
 	plainURL, plainCh := wsServer(t, nil)
-	tlsCh := make(chan net.Conn, 1)
-	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c, err := Accept(w, r, nil); err == nil {
-			tlsCh <- c
-		}
-	}))
-	defer tlsSrv.Close()
-	pool := x509.NewCertPool()
-	pool.AddCert(tlsSrv.Certificate())
-	tr := corkClient().Transport.(*http.Transport)
-	old := tr.TLSClientConfig
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	t.Cleanup(func() { tr.TLSClientConfig = old })
+	tlsURL, tlsCh := tlsWSServer(t)
 
 	for _, tc := range []struct {
 		name, to string
@@ -328,7 +303,7 @@ func TestClientFramesAfterRedirect(t *testing.T) {
 		ours     bool
 	}{
 		{"to ws", plainURL, plainCh, true},
-		{"to wss", tlsSrv.URL, tlsCh, false},
+		{"to wss", tlsURL, tlsCh, false},
 	} {
 		redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, tc.to, http.StatusTemporaryRedirect)
@@ -351,6 +326,25 @@ func TestClientFramesAfterRedirect(t *testing.T) {
 		closeBoth(a, b)
 		redir.Close()
 	}
+}
+
+// tlsWSServer is wsServer over TLS (an https:// URL), with the package's
+// dialing transport trusting its certificate until the test ends.
+func tlsWSServer(t *testing.T) (string, <-chan net.Conn) {
+	ch := make(chan net.Conn, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := Accept(w, r, nil); err == nil {
+			ch <- c
+		}
+	}))
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	tr := corkClient().Transport.(*http.Transport)
+	old := tr.TLSClientConfig
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	t.Cleanup(func() { tr.TLSClientConfig = old })
+	return srv.URL, ch
 }
 
 // maskRef is RFC 6455 section 5.3, byte by byte.

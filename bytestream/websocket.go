@@ -403,20 +403,18 @@ type corkConn struct {
 	// WebSocket itself, not TLS or a proxy's CONNECT under it, so frames
 	// can be written to it directly (see clientframes.go).
 	wrote, plain bool
-	// framing: the handshake is done and data frames are written here
-	// (writeFramesHere), so every Write is one whole control frame of
-	// coder/websocket's; closeSent: one of them was a close frame, after
-	// which RFC 6455 allows no data frame.
-	framing, closeSent bool
+	// closeSent: coder/websocket wrote a close frame, after which RFC 6455
+	// allows no data frame. On a plain conn every write after the
+	// handshake's text is one whole control frame of coder/websocket's,
+	// and text never starts with 0x88.
+	closeSent bool
 }
 
 // writeFramesHere reports whether the WebSocket's frames are this conn's
-// bytes (see plain), and if so, marks the handshake done: from now on
-// appendFrame writes the data frames.
+// bytes (see plain): appendFrame may write the data frames.
 func (c *corkConn) writeFramesHere() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.framing = c.plain
 	return c.plain
 }
 
@@ -445,7 +443,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		c.wrote = true
 		c.plain = bytes.HasPrefix(p, []byte("GET "))
 	}
-	if c.framing && len(p) > 0 && p[0] == 0x88 { // FIN, close
+	if c.plain && len(p) > 0 && p[0] == 0x88 { // FIN, close
 		c.closeSent = true
 	}
 	if c.corked && c.buf != nil && len(c.vec) < maxCorkPieces {

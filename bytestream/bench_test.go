@@ -34,6 +34,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"tcp", raw(tcpPair)},
 		{"websocket", raw(wsPair)},
 		{"websocket/server-to-client", func(b *testing.B) (net.Conn, net.Conn) { x, y := wsPair(b); return y, x }},
+		{"websocket+tls", raw(wssPair)},
 		{"tcp+yamux/window=256K", muxed(tcpPair, 256<<10, 0)},
 		{"tcp+yamux/window=4M", muxed(tcpPair, 4<<20, 0)},
 		{"websocket+yamux/window=256K", muxed(wsPair, 256<<10, 0)},

@@ -1,12 +1,15 @@
 package bytestream
 
 import (
+	"bytes"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -21,13 +24,18 @@ import (
 // file writes data frames itself, straight into the cork: the header into
 // the cork's buffer, and the payload either masked in place and held by
 // reference (a write-behind buffer, which is ours) or masked while copied
-// (a caller's slice, which must come back unchanged).
+// (a caller's slice, which must come back unchanged). Where the WebSocket
+// is the plaintext of a TLS conn this package's transport made (wss://, or
+// ws:// through an https:// proxy) it builds each batch of frames whole
+// and gives it to the TLS conn in one write (tlsFrames, writeFramesTLS):
+// 16 KiB records, where coder/websocket's 4 KiB flushes were a record
+// each. Through a proxy's CONNECT tunnel the frames stay coder/websocket's.
 //
 // coder/websocket still writes its own control frames (pong, close) to the
 // same conn. Each is one Write of the conn (it flushes its buffer at the
-// end of every frame, and a control frame fits the buffer), and the cork
-// appends a Write whole under its mutex, so a control frame lands between
-// two data frames, never inside one. Nothing else on the conn goes through
+// end of every frame, and a control frame fits the buffer), and the cork,
+// or tlsFrames, takes a Write whole under its mutex, so a control frame
+// lands between two data frames, never inside one. Nothing else on the conn goes through
 // coder/websocket's data path.
 
 // newMaskKeys is the source of a conn's mask keys: ChaCha8, seeded from
@@ -93,7 +101,7 @@ func maskCopy(dst, src []byte, key uint32) {
 func (c *corkConn) appendFrame(p []byte, key uint32, inPlace bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closeSent {
+	if c.watch.closeSent {
 		// coder/websocket sent a close frame (Close, or a protocol
 		// error it closed the conn for): no data frame may follow.
 		return net.ErrClosed
@@ -141,26 +149,32 @@ func (c *wsConn) writeFrames(p []byte, own bool) (int, error) {
 	if mc.wd.expired.Load() {
 		return 0, fmt.Errorf("bytestream: websocket write: %w", os.ErrDeadlineExceeded)
 	}
-	copied := len(p)
-	if own {
-		copied = 0 // only headers are copied
-	}
-	c.cork.corkFor(nil, copied)
-	var err error
-	n := 0
-	for len(p) > 0 && err == nil {
-		chunk := p[:min(len(p), MaxMessageSize)]
-		if err = c.cork.appendFrame(chunk, uint32(c.keys.Uint64()), own); err == nil {
-			n += len(chunk)
-			p = p[len(chunk):]
-		}
-	}
 	var d time.Time
 	if t := c.writeDeadline.Load(); t != nil {
 		d = *t
 	}
-	if ferr := c.cork.uncork(d); ferr != nil && err == nil {
-		err = ferr
+	var (
+		n   int
+		err error
+	)
+	if c.tlsf != nil {
+		n, err = c.writeFramesTLS(p, d)
+	} else {
+		copied := len(p)
+		if own {
+			copied = 0 // only headers are copied
+		}
+		c.cork.corkFor(nil, copied)
+		for len(p) > 0 && err == nil {
+			chunk := p[:min(len(p), MaxMessageSize)]
+			if err = c.cork.appendFrame(chunk, uint32(c.keys.Uint64()), own); err == nil {
+				n += len(chunk)
+				p = p[len(chunk):]
+			}
+		}
+		if ferr := c.cork.uncork(d); ferr != nil && err == nil {
+			err = ferr
+		}
 	}
 	if err != nil {
 		// Frames are half sent: the stream cannot continue.
@@ -168,4 +182,107 @@ func (c *wsConn) writeFrames(p []byte, own bool) (int, error) {
 		return 0, deadlineErr(fmt.Errorf("bytestream: websocket write: %w", err), &c.writeDeadline)
 	}
 	return n, nil
+}
+
+// writeFramesTLS is writeFrames over TLS: the frames of up to wbMax bytes
+// at a time are built whole (header, then the payload masked while
+// copied) and handed to the TLS conn in one write, which seals them as
+// 16 KiB records; coder/websocket's 4 KiB flushes were a record each. The
+// TCP conn is corked for it, so the records leave in one writev.
+func (c *wsConn) writeFramesTLS(p []byte, deadline time.Time) (int, error) {
+	bp := tlsFrameBufs.Get().(*[]byte)
+	defer tlsFrameBufs.Put(bp)
+	n := 0
+	for len(p) > 0 {
+		batch := p[:min(len(p), wbMax)]
+		b := (*bp)[:0]
+		for q := batch; len(q) > 0; {
+			chunk := q[:min(len(q), MaxMessageSize)]
+			key := uint32(c.keys.Uint64())
+			var h [maxClientHeader]byte
+			b = append(b, h[:clientHeader(h[:], len(chunk), key)]...)
+			start := len(b)
+			b = b[:start+len(chunk)] // fits: the buffer holds wbMax and four headers
+			maskCopy(b[start:], chunk, key)
+			q = q[len(chunk):]
+		}
+		c.cork.corkFor(nil, len(b))
+		err := c.tlsf.writeFrames(b)
+		if ferr := c.cork.uncork(deadline); ferr != nil && err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return n, err
+		}
+		n += len(batch)
+		p = p[len(batch):]
+	}
+	return n, nil
+}
+
+// tlsFrameBufs hold the frames of one writeFramesTLS batch.
+var tlsFrameBufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, wbMax+(wbMax/MaxMessageSize)*maxClientHeader)
+	return &b
+}}
+
+// frameWatch follows what coder/websocket writes to a conn that this
+// package may write data frames to. plain: the conn's first write is an
+// HTTP GET in the clear, so the conn carries the WebSocket itself (not
+// TLS, or a proxy's CONNECT, under it) and data frames can be written to
+// it. After the handshake's text every write of coder/websocket's is one
+// whole control frame, and text never starts with 0x88; closeSent: one was
+// a close frame, after which RFC 6455 allows no data frame.
+type frameWatch struct {
+	wrote, plain, closeSent bool
+}
+
+// saw notes a write of coder/websocket's.
+func (w *frameWatch) saw(p []byte) {
+	if !w.wrote {
+		w.wrote = true
+		w.plain = bytes.HasPrefix(p, []byte("GET "))
+	}
+	if w.plain && len(p) > 0 && p[0] == 0x88 { // FIN, close
+		w.closeSent = true
+	}
+}
+
+// tlsFrames is a TLS conn corkClient made: to a wss:// gateway, or to an
+// https:// proxy. Where its first plaintext is the handshake's GET (the
+// gateway's, or a ws:// one's sent to the proxy) the WebSocket is its
+// plaintext and data frames are written to it. coder/websocket writes its
+// handshake and control frames through Write, where the plaintext shows
+// (frameWatch); data frames go through writeFrames, in order with them.
+type tlsFrames struct {
+	*tls.Conn
+	tcp *corkConn // the TCP conn under it
+
+	mu    sync.Mutex // serializes writes, so the watch sees them in order
+	watch frameWatch
+}
+
+func (c *tlsFrames) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watch.saw(p)
+	return c.Conn.Write(p)
+}
+
+// writeFramesHere is corkConn.writeFramesHere for the TLS conn.
+func (c *tlsFrames) writeFramesHere() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.watch.plain
+}
+
+// writeFrames writes whole data frames, unless a close frame went first.
+func (c *tlsFrames) writeFrames(b []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.watch.closeSent {
+		return net.ErrClosed
+	}
+	_, err := c.Conn.Write(b)
+	return err
 }

@@ -1,6 +1,7 @@
 package bytestream
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -13,10 +14,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -54,9 +58,22 @@ func TestClientFramesSizes(t *testing.T) {
 // pings it without pause, so coder/websocket writes pongs to the same conn
 // between (never inside) the frames written here; every byte arrives in
 // order, and no write of the caller's is changed. The stream goes on
-// until 20 pings were answered during it (at most 256 MiB).
+// until 20 pings were answered during it (at most 256 MiB). Over ws://
+// the frames go to the cork; over wss:// to the TLS conn (tlsFrames).
 func TestClientFramesWithControlFrames(t *testing.T) {
-	a, b := wsPair(t)
+	for _, tc := range []struct {
+		name string
+		pair func(testing.TB) (net.Conn, net.Conn)
+	}{{"ws", wsPair}, {"wss", wssPair}} {
+		t.Run(tc.name, func(t *testing.T) { streamWithPings(t, tc.pair) })
+	}
+}
+
+func streamWithPings(t *testing.T, pair func(testing.TB) (net.Conn, net.Conn)) {
+	a, b := pair(t)
+	if a.(*wsConn).keys == nil {
+		t.Fatal("the client frames are coder/websocket's")
+	}
 	ws := b.(*wsConn).ws
 	go func() { _, _ = io.Copy(io.Discard, a) }() // reads the pings, so pongs are written
 
@@ -271,28 +288,64 @@ func TestClientFramesEndAtCloseFrame(t *testing.T) {
 	}
 }
 
-// TestClientFramesNotUnderTLS: over wss:// the frames stay
-// coder/websocket's, written through TLS, and arrive intact. Written
-// straight to the TCP conn they would skip the encryption, and the server
-// would see records it cannot read.
-func TestClientFramesNotUnderTLS(t *testing.T) {
-	url, ch := tlsWSServer(t)
-	a, err := WebSocket(testCtx(t), "wss"+strings.TrimPrefix(url, "https"), nil)
-	if err != nil {
+// TestClientFramesUnderTLS: over wss:// the data frames are this
+// package's too, written to the TLS conn (never to the TCP conn under it,
+// where they would skip the encryption), and everything arrives both
+// ways. TestClientFramesWithControlFrames streams over wss:// as well.
+func TestClientFramesUnderTLS(t *testing.T) {
+	a, b := wssPair(t)
+	if wc := a.(*wsConn); wc.keys == nil || wc.tlsf == nil {
+		t.Fatal("a wss:// conn does not write its own frames through TLS")
+	}
+	exchange(t, a, b, 8<<20)
+	big := randomData(9, 3*wbMax+5) // the caller's own buffer: copied, not masked in place
+	keep := bytes.Clone(big)
+	go func() { _, _ = a.Write(big) }()
+	got, err := readRandomly(b, len(big), 1)
+	if err != nil || !bytes.Equal(got, keep) {
+		t.Fatalf("large write through TLS: %v", err)
+	}
+	if !bytes.Equal(big, keep) {
+		t.Fatal("the caller's buffer was changed")
+	}
+}
+
+// TestTLSFramesEndAtCloseFrame: under TLS the close frame is seen in the
+// plaintext coder/websocket writes, and no data frame follows it.
+func TestTLSFramesEndAtCloseFrame(t *testing.T) {
+	x, y := net.Pipe()
+	defer x.Close()
+	defer y.Close()
+	ts := httptest.NewTLSServer(http.NotFoundHandler()) // for its certificate
+	defer ts.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+	cfg := &tls.Config{RootCAs: pool, ServerName: "example.com"}
+	srv := tls.Server(y, &tls.Config{Certificates: ts.TLS.Certificates})
+	go func() { _, _ = io.Copy(io.Discard, srv) }()
+	tf := &tlsFrames{Conn: tls.Client(x, cfg)}
+	if _, err := tf.Write([]byte("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	b := <-ch
-	defer closeBoth(a, b)
-	if a.(*wsConn).keys != nil {
-		t.Fatal("frames are written to the TCP conn under TLS")
+	if !tf.writeFramesHere() {
+		t.Fatal("the handshake GET was not seen")
 	}
-	exchange(t, a, b, 1<<20)
+	frame := []byte{0x82, 0x81, 1, 2, 3, 4, 'x' ^ 1}
+	if err := tf.writeFrames(frame); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tf.Write([]byte{0x88, 0x82, 1, 2, 3, 4, 0x03 ^ 1, 0xe8 ^ 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.writeFrames(frame); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a data frame after the close frame: err = %v, want net.ErrClosed", err)
+	}
 }
 
 // TestClientFramesAfterRedirect: a handshake the server redirects (a
 // proxy sending http:// to another address, or to https://) dials a conn
-// per hop. The WebSocket is on the last one, and so are the frames: to
-// ws://, written here; to wss://, coder/websocket's, through TLS.
+// per hop. The WebSocket is on the last one, and so are the frames,
+// written here: to ws://, straight to it; to wss://, through its TLS.
 func TestClientFramesAfterRedirect(t *testing.T) {
 	plainURL, plainCh := wsServer(t, nil)
 	tlsURL, tlsCh := tlsWSServer(t)
@@ -303,7 +356,7 @@ func TestClientFramesAfterRedirect(t *testing.T) {
 		ours     bool
 	}{
 		{"to ws", plainURL, plainCh, true},
-		{"to wss", tlsURL, tlsCh, false},
+		{"to wss", tlsURL, tlsCh, true},
 	} {
 		redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, tc.to, http.StatusTemporaryRedirect)
@@ -330,7 +383,7 @@ func TestClientFramesAfterRedirect(t *testing.T) {
 
 // tlsWSServer is wsServer over TLS (an https:// URL), with the package's
 // dialing transport trusting its certificate until the test ends.
-func tlsWSServer(t *testing.T) (string, <-chan net.Conn) {
+func tlsWSServer(t testing.TB) (string, <-chan net.Conn) {
 	ch := make(chan net.Conn, 1)
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, err := Accept(w, r, nil); err == nil {
@@ -418,4 +471,163 @@ func BenchmarkMask(b *testing.B) {
 			maskCopy(dst, dst, 0x01020304)
 		}
 	})
+}
+
+// TestClientFramesThroughHTTPSProxy: with an https:// proxy the transport
+// makes the proxy's TLS conn through the same TLS dial as a wss://
+// gateway's. A ws:// WebSocket sent to the proxy is that conn's
+// plaintext, so its frames are written to it (tlsFrames); a wss:// one
+// goes through a CONNECT tunnel, its own TLS inside the proxy's, and its
+// frames stay coder/websocket's. Both carry every byte.
+func TestClientFramesThroughHTTPSProxy(t *testing.T) {
+	plainURL, plainCh := wsServer(t, nil)
+	tlsURL, tlsCh := tlsWSServer(t) // the transport now trusts the test certificate, the proxy's too
+	proxyURL, seen := httpsProxy(t)
+	tr := corkClient().Transport.(*http.Transport)
+	old := tr.Proxy
+	tr.Proxy = http.ProxyURL(proxyURL)
+	defer func() { tr.Proxy = old }()
+
+	for _, tc := range []struct {
+		name, url, method string
+		ch                <-chan net.Conn
+		ours              bool
+	}{
+		{"ws", "ws" + strings.TrimPrefix(plainURL, "http"), "GET", plainCh, true},
+		{"wss", "wss" + strings.TrimPrefix(tlsURL, "https"), "CONNECT", tlsCh, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := WebSocket(testCtx(t), tc.url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := <-tc.ch
+			defer closeBoth(a, b)
+			// Frames that skipped the tunnel's TLS would stall the
+			// exchange: fail, not hang.
+			_ = a.SetDeadline(time.Now().Add(20 * time.Second))
+			_ = b.SetDeadline(time.Now().Add(20 * time.Second))
+			if m := <-seen; m != tc.method {
+				t.Fatalf("the proxy saw %q, want %q", m, tc.method)
+			}
+			if wc := a.(*wsConn); (wc.keys != nil) != tc.ours || (wc.tlsf != nil) != tc.ours {
+				t.Fatalf("frames written here: %v, through the proxy's TLS: %v; want %v", wc.keys != nil, wc.tlsf != nil, tc.ours)
+			}
+			exchange(t, a, b, 4<<20)
+		})
+	}
+}
+
+// TestTLSHandshakeTimeout: a wss:// gateway that accepts the TCP conn and
+// never answers the ClientHello fails the dial after the transport's
+// TLSHandshakeTimeout, with an error that names it.
+func TestTLSHandshakeTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	tr := corkClient().Transport.(*http.Transport)
+	old := tr.TLSHandshakeTimeout
+	tr.TLSHandshakeTimeout = 200 * time.Millisecond
+	defer func() { tr.TLSHandshakeTimeout = old }()
+	_, err = WebSocket(testCtx(t), "wss://"+ln.Addr().String()+"/", nil)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "TLS handshake") {
+		t.Fatalf("err = %v, want a TLS handshake timeout", err)
+	}
+	t.Log(err)
+}
+
+// httpsProxy is a forward proxy behind TLS (the httptest certificate):
+// CONNECT opens a tunnel, an absolute-form request is passed on as it
+// came. seen carries each request's method.
+func httpsProxy(t testing.TB) (*url.URL, <-chan string) {
+	certs := httptest.NewUnstartedServer(nil) // for the httptest certificate
+	certs.StartTLS()
+	cert := certs.TLS.Certificates
+	certs.Close()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: cert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 8)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	serve := func(c net.Conn) {
+		defer wg.Done()
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		seen <- req.Method
+		target := req.Host
+		if !strings.Contains(target, ":") {
+			target += ":80"
+		}
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			return
+		}
+		track(up)
+		if req.Method == http.MethodConnect {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+		} else if err := req.WriteProxy(up); err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
+		_, _ = io.Copy(up, br)
+		up.Close()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			wg.Add(1)
+			go serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return &url.URL{Scheme: "https", Host: ln.Addr().String()}, seen
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,18 @@ func wsPairOpts(t testing.TB, dial *WebSocketOptions, accept *AcceptOptions) (ne
 }
 
 func wsPair(t testing.TB) (net.Conn, net.Conn) { return wsPairOpts(t, nil, nil) }
+
+// wssPair is wsPair over TLS (wss://): client, server.
+func wssPair(t testing.TB) (net.Conn, net.Conn) {
+	url, ch := tlsWSServer(t)
+	a, err := WebSocket(testCtx(t), "wss"+strings.TrimPrefix(url, "https"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-ch
+	t.Cleanup(func() { closeBoth(a, s) })
+	return a, s
+}
 
 // closeBoth closes a and b concurrently: a WebSocket Close waits for the
 // peer's close frame, which needs the peer to be reading or closing too.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,8 +41,9 @@ type WebSocketOptions struct {
 	Header http.Header // request headers (e.g. Authorization)
 	// HTTPClient dials the handshake. Optional: nil uses this package's
 	// own transport (http.DefaultTransport's settings), whose TCP conns it
-	// can cork and, on ws://, write client frames to directly; a caller's
-	// client gets neither, and its WebSocket costs more CPU per byte.
+	// can cork and whose client frames it writes itself (ws://, and wss://
+	// unless through a proxy's CONNECT tunnel); a caller's client gets
+	// neither, and its WebSocket costs more CPU per byte.
 	HTTPClient *http.Client
 	ReadLimit  int64 // max message size accepted; 0 = DefaultReadLimit
 }
@@ -118,14 +120,24 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		}
 		return nil, resp, fmt.Errorf("bytestream: dial websocket: %w", err)
 	}
-	var cc *corkConn
+	var (
+		cc *corkConn
+		tf *tlsFrames
+	)
 	if cork != nil {
-		cc = cork.c.Load()
+		cc, tf = cork.c.Load(), cork.t.Load()
 	}
 	wc := newWSConn(c, o.ReadLimit, cc, false)
 	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
 	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
-	if cc != nil && cc.writeFramesHere() {
+	switch {
+	case cc != nil && cc.writeFramesHere():
+	case cc != nil && tf != nil && tf.tcp == cc && tf.writeFramesHere():
+		wc.tlsf = tf
+	default:
+		cc = nil
+	}
+	if cc != nil {
 		wc.keys = newMaskKeys()
 		wc.wb.write = func(p []byte) (int, error) { return wc.writeFrames(p, false) }
 		wc.wb.writeOwn = func(p []byte) (int, error) { return wc.writeFrames(p, true) }
@@ -193,6 +205,7 @@ type wsConn struct {
 	cork     *corkConn     // the TCP conn; nil with a caller's HTTPClient
 	wb       *writeBehind  // dialed conns write behind (see writeBehind); nil on the server side
 	keys     *rand.ChaCha8 // mask keys where this package writes the client frames (clientframes.go)
+	tlsf     *tlsFrames    // the TLS conn those frames go to; nil: straight to cork
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -399,23 +412,15 @@ type corkConn struct {
 	wv      net.Buffers // vec as handed to WriteTo, which consumes it (a field: no allocation)
 	open    int         // where in buf vec's last piece starts, -1 if it is a reference (with vec non-empty)
 
-	// The conn's first write is an HTTP GET: the conn carries the
-	// WebSocket itself, not TLS or a proxy's CONNECT under it, so frames
-	// can be written to it directly (see clientframes.go).
-	wrote, plain bool
-	// closeSent: coder/websocket wrote a close frame, after which RFC 6455
-	// allows no data frame. On a plain conn every write after the
-	// handshake's text is one whole control frame of coder/websocket's,
-	// and text never starts with 0x88.
-	closeSent bool
+	watch frameWatch // what coder/websocket writes (clientframes.go)
 }
 
 // writeFramesHere reports whether the WebSocket's frames are this conn's
-// bytes (see plain): appendFrame may write the data frames.
+// bytes (see frameWatch): appendFrame may write the data frames.
 func (c *corkConn) writeFramesHere() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.plain
+	return c.watch.plain
 }
 
 // vecWriter is a conn wrapper that passes a vectored write through in
@@ -439,13 +444,7 @@ func (c *corkConn) Read(p []byte) (int, error) {
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.wrote {
-		c.wrote = true
-		c.plain = bytes.HasPrefix(p, []byte("GET "))
-	}
-	if c.plain && len(p) > 0 && p[0] == 0x88 { // FIN, close
-		c.closeSent = true
-	}
+	c.watch.saw(p)
 	if c.corked && c.buf != nil && len(c.vec) < maxCorkPieces {
 		if c.refs && inside(p, c.payload) {
 			c.vec = append(c.vec, p)
@@ -575,10 +574,14 @@ func (c *corkConn) flushLocked() error {
 }
 
 // corkSlot carries the conn a dial made back to DialWebSocket (through the
-// request context). It keeps the last one: a handshake the server
-// redirects dials again for the next request (the transport keeps no idle
-// conns), and the WebSocket is on the last conn, never on an earlier one.
-type corkSlot struct{ c atomic.Pointer[corkConn] }
+// request context), and over TLS the TLS conn on it. It keeps the last
+// one: a handshake the server redirects dials again for the next request
+// (the transport keeps no idle conns), and the WebSocket is on the last
+// conn, never on an earlier one.
+type corkSlot struct {
+	c atomic.Pointer[corkConn]
+	t atomic.Pointer[tlsFrames]
+}
 
 type corkSlotKey struct{}
 
@@ -594,7 +597,7 @@ var corkClient = sync.OnceValue(func() *http.Client {
 	// own dial to another request, and its slot pointing at that one).
 	tr.DisableKeepAlives = true
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := func(ctx context.Context, network, addr string) (*corkConn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -604,6 +607,58 @@ var corkClient = sync.OnceValue(func() *http.Client {
 			s.c.Store(cc)
 		}
 		return cc, nil
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return dial(ctx, network, addr)
+	}
+	// Every TLS conn the transport makes on a conn it dialed is ours too:
+	// to a wss:// gateway, and to an https:// proxy (HTTPS_PROXY). The
+	// frames go to it in large writes where the WebSocket is its
+	// plaintext (tlsFrames: a wss:// gateway, or a ws:// one through the
+	// proxy); through a CONNECT tunnel they stay coder/websocket's. It
+	// does what the transport would: its TLSClientConfig, the host as
+	// server name, no ALPN (the transport sends none for a WebSocket
+	// request, which is HTTP/1.1 only), its handshake timeout. What the
+	// transport no longer does for these conns: httptrace's TLS hooks do
+	// not fire, and a response's TLS field is nil (nothing here reads
+	// either).
+	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cc, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{}
+		if tr.TLSClientConfig != nil {
+			cfg = tr.TLSClientConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				host = addr
+			}
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = nil
+		hctx := ctx
+		if tr.TLSHandshakeTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, tr.TLSHandshakeTimeout)
+			defer cancel()
+		}
+		tc := tls.Client(cc, cfg)
+		if err := tc.HandshakeContext(hctx); err != nil {
+			_ = cc.Close()
+			if ctx.Err() == nil && hctx.Err() != nil {
+				return nil, fmt.Errorf("bytestream: TLS handshake with %s: no answer within %v: %w",
+					addr, tr.TLSHandshakeTimeout, os.ErrDeadlineExceeded)
+			}
+			return nil, fmt.Errorf("bytestream: TLS handshake with %s: %w", addr, err)
+		}
+		tf := &tlsFrames{Conn: tc, tcp: cc}
+		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
+			s.t.Store(tf)
+		}
+		return tf, nil
 	}
 	return &http.Client{Transport: tr}
 })

@@ -151,6 +151,13 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 // line from hostPublicKey, and `gateway proxy` as ProxyCommand.
 func sshConfig(t testing.TB, g *gw, id, dir string) string {
 	t.Helper()
+	return sshConfigVia(t, g, id, dir, g.url)
+}
+
+// sshConfigVia is sshConfig with the ProxyCommand dialing proxyURL, the
+// gateway's address as clients see it (e.g. a TLS proxy in front).
+func sshConfigVia(t testing.TB, g *gw, id, dir, proxyURL string) string {
+	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	c, err := client.New(g.url, g.admin, nil)
 	if err != nil {
@@ -186,7 +193,7 @@ func sshConfig(t testing.TB, g *gw, id, dir string) string {
   UserKnownHostsFile %[5]s/known_hosts
   StrictHostKeyChecking yes
   BatchMode yes
-`, id, bin.gateway, g.url, g.admin, dir)
+`, id, bin.gateway, proxyURL, g.admin, dir)
 	path := filepath.Join(dir, "config")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

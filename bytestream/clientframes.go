@@ -139,9 +139,10 @@ func (c *corkConn) appendFrame(p []byte, key uint32, inPlace bool) error {
 }
 
 // writeFrames writes p as masked binary messages of at most MaxMessageSize
-// bytes through the cork in one corked call, as writeParts does through
-// coder/websocket; own: p may be masked in place (see appendFrame). Only
-// on a conn whose cork is the WebSocket's own conn (writeFramesHere).
+// bytes in one corked call, as writeParts does through coder/websocket:
+// into the cork where it is the WebSocket's own conn (own: p may be masked
+// in place, see appendFrame), or to the TLS conn whose plaintext the
+// WebSocket is (tlsf, writeFramesTLS).
 func (c *wsConn) writeFrames(p []byte, own bool) (int, error) {
 	mc := c.Conn.(*msgConn)
 	mc.writeMu.Lock()
@@ -186,9 +187,10 @@ func (c *wsConn) writeFrames(p []byte, own bool) (int, error) {
 
 // writeFramesTLS is writeFrames over TLS: the frames of up to wbMax bytes
 // at a time are built whole (header, then the payload masked while
-// copied) and handed to the TLS conn in one write, which seals them as
-// 16 KiB records; coder/websocket's 4 KiB flushes were a record each. The
-// TCP conn is corked for it, so the records leave in one writev.
+// copied) and handed to the TLS conn in one write, which seals them in
+// records of up to 16 KiB (smaller while crypto/tls's record sizing
+// starts a conn); coder/websocket's 4 KiB flushes were a record each. The
+// TCP conn is corked for it, so the records leave in one write.
 func (c *wsConn) writeFramesTLS(p []byte, deadline time.Time) (int, error) {
 	bp := tlsFrameBufs.Get().(*[]byte)
 	defer tlsFrameBufs.Put(bp)

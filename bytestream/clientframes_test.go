@@ -74,6 +74,7 @@ func streamWithPings(t *testing.T, pair func(testing.TB) (net.Conn, net.Conn)) {
 	if a.(*wsConn).keys == nil {
 		t.Fatal("the client frames are coder/websocket's")
 	}
+	failNotHang(a, b)
 	ws := b.(*wsConn).ws
 	go func() { _, _ = io.Copy(io.Discard, a) }() // reads the pings, so pongs are written
 
@@ -187,8 +188,15 @@ func TestClientFramesOnlyOnPlainHTTP(t *testing.T) {
 // frame (here: the server sent a text message, which the client refuses
 // by closing), no data frame follows it on the wire (RFC 6455 section
 // 5.5.1), though a writer is streaming the whole time. A proxy records
-// what the client sends.
+// what the client sends; over wss:// it ends the TLS, and records the
+// plaintext.
 func TestClientFramesEndAtCloseFrame(t *testing.T) {
+	for _, scheme := range []string{"ws", "wss"} {
+		t.Run(scheme, func(t *testing.T) { framesEndAtCloseFrame(t, scheme) })
+	}
+}
+
+func framesEndAtCloseFrame(t *testing.T, scheme string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -210,6 +218,9 @@ func TestClientFramesEndAtCloseFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if scheme == "wss" {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: trustTestCert(t)})
+	}
 	defer ln.Close()
 	rec := make(chan []byte, 1)
 	go func() {
@@ -230,12 +241,12 @@ func TestClientFramesEndAtCloseFrame(t *testing.T) {
 		s.Close()
 		rec <- buf.Bytes()
 	}()
-	a, err := WebSocket(testCtx(t), "ws://"+ln.Addr().String(), nil)
+	a, err := WebSocket(testCtx(t), scheme+"://"+ln.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.(*wsConn).keys == nil {
-		t.Fatal("a dialed ws:// conn does not write its own frames")
+	if wc := a.(*wsConn); wc.keys == nil || (wc.tlsf != nil) != (scheme == "wss") {
+		t.Fatalf("a dialed %s:// conn does not write its own frames", scheme)
 	}
 	wrote := make(chan struct{})
 	go func() {
@@ -297,6 +308,7 @@ func TestClientFramesUnderTLS(t *testing.T) {
 	if wc := a.(*wsConn); wc.keys == nil || wc.tlsf == nil {
 		t.Fatal("a wss:// conn does not write its own frames through TLS")
 	}
+	failNotHang(a, b)
 	exchange(t, a, b, 8<<20)
 	big := randomData(9, 3*wbMax+5) // the caller's own buffer: copied, not masked in place
 	keep := bytes.Clone(big)
@@ -382,22 +394,39 @@ func TestClientFramesAfterRedirect(t *testing.T) {
 }
 
 // tlsWSServer is wsServer over TLS (an https:// URL), with the package's
-// dialing transport trusting its certificate until the test ends.
+// dialing transport trusting its certificate until the test ends. The
+// server offers HTTP/2 as well, as many do: a dial that asked for it by
+// ALPN would get it, and its WebSocket handshake would fail.
 func tlsWSServer(t testing.TB) (string, <-chan net.Conn) {
 	ch := make(chan net.Conn, 1)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, err := Accept(w, r, nil); err == nil {
 			ch <- c
 		}
 	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
+	trustTestCert(t)
+	return srv.URL, ch
+}
+
+// trustTestCert returns httptest's TLS certificate (every httptest TLS
+// server's) and has the package's dialing transport trust it until the
+// test ends. The transport's config offers h2 by ALPN, as
+// http.DefaultTransport's does once it has made a request.
+func trustTestCert(t testing.TB) []tls.Certificate {
+	s := httptest.NewUnstartedServer(nil)
+	s.StartTLS()
+	certs, leaf := s.TLS.Certificates, s.Certificate()
+	s.Close()
 	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
+	pool.AddCert(leaf)
 	tr := corkClient().Transport.(*http.Transport)
 	old := tr.TLSClientConfig
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, NextProtos: []string{"h2", "http/1.1"}}
 	t.Cleanup(func() { tr.TLSClientConfig = old })
-	return srv.URL, ch
+	return certs
 }
 
 // maskRef is RFC 6455 section 5.3, byte by byte.
@@ -481,7 +510,7 @@ func BenchmarkMask(b *testing.B) {
 // frames stay coder/websocket's. Both carry every byte.
 func TestClientFramesThroughHTTPSProxy(t *testing.T) {
 	plainURL, plainCh := wsServer(t, nil)
-	tlsURL, tlsCh := tlsWSServer(t) // the transport now trusts the test certificate, the proxy's too
+	tlsURL, tlsCh := tlsWSServer(t)
 	proxyURL, seen := httpsProxy(t)
 	tr := corkClient().Transport.(*http.Transport)
 	old := tr.Proxy
@@ -503,10 +532,7 @@ func TestClientFramesThroughHTTPSProxy(t *testing.T) {
 			}
 			b := <-tc.ch
 			defer closeBoth(a, b)
-			// Frames that skipped the tunnel's TLS would stall the
-			// exchange: fail, not hang.
-			_ = a.SetDeadline(time.Now().Add(20 * time.Second))
-			_ = b.SetDeadline(time.Now().Add(20 * time.Second))
+			failNotHang(a, b)
 			if m := <-seen; m != tc.method {
 				t.Fatalf("the proxy saw %q, want %q", m, tc.method)
 			}
@@ -551,21 +577,20 @@ func TestTLSHandshakeTimeout(t *testing.T) {
 	tr.TLSHandshakeTimeout = 200 * time.Millisecond
 	defer func() { tr.TLSHandshakeTimeout = old }()
 	_, err = WebSocket(testCtx(t), "wss://"+ln.Addr().String()+"/", nil)
-	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "TLS handshake") {
+	var ne net.Error
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() ||
+		!strings.Contains(err.Error(), "TLS handshake") {
 		t.Fatalf("err = %v, want a TLS handshake timeout", err)
 	}
 	t.Log(err)
 }
 
-// httpsProxy is a forward proxy behind TLS (the httptest certificate):
+// httpsProxy is a forward proxy behind TLS (the httptest certificate,
+// trusted until the test ends):
 // CONNECT opens a tunnel, an absolute-form request is passed on as it
 // came. seen carries each request's method.
 func httpsProxy(t testing.TB) (*url.URL, <-chan string) {
-	certs := httptest.NewUnstartedServer(nil) // for the httptest certificate
-	certs.StartTLS()
-	cert := certs.TLS.Certificates
-	certs.Close()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: cert})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: trustTestCert(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,4 +655,13 @@ func httpsProxy(t testing.TB) (*url.URL, <-chan string) {
 		wg.Wait()
 	})
 	return &url.URL{Scheme: "https", Host: ln.Addr().String()}, seen
+}
+
+// failNotHang bounds a test's exchange on a and b: frames a broken
+// writer put where the peer cannot read them (under TLS, say) stall the
+// stream, and the deadline turns that into an error.
+func failNotHang(a, b net.Conn) {
+	d := time.Now().Add(30 * time.Second)
+	_ = a.SetDeadline(d)
+	_ = b.SetDeadline(d)
 }

@@ -41,9 +41,10 @@ type WebSocketOptions struct {
 	Header http.Header // request headers (e.g. Authorization)
 	// HTTPClient dials the handshake. Optional: nil uses this package's
 	// own transport (http.DefaultTransport's settings), whose TCP conns it
-	// can cork and whose client frames it writes itself (ws://, and wss://
-	// unless through a proxy's CONNECT tunnel); a caller's client gets
-	// neither, and its WebSocket costs more CPU per byte.
+	// can cork and whose client frames it writes itself (ws:// and wss://,
+	// direct or through an HTTP(S) proxy, but not inside a CONNECT tunnel
+	// or SOCKS5); a caller's client gets neither, and its WebSocket costs
+	// more CPU per byte.
 	HTTPClient *http.Client
 	ReadLimit  int64 // max message size accepted; 0 = DefaultReadLimit
 }
@@ -81,7 +82,8 @@ func WebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net.Con
 // DialWebSocket dials url (ws://, wss://, http:// or https://; http(s) is
 // mapped to ws(s)) and returns a stream whose bytes travel as binary
 // messages, with the handshake response (its headers carry data such as
-// enrollment results; its body is already consumed). ctx bounds the dial
+// enrollment results; its body is already consumed; its TLS field is nil
+// where this package made the TLS conn). ctx bounds the dial
 // only; the conn lives until Close. A non-101 answer is a *HandshakeError.
 //
 // The conn supports deadlines; when one expires during a Read or Write the
@@ -573,6 +575,21 @@ func (c *corkConn) flushLocked() error {
 	return err
 }
 
+// tlsHandshakeTimeout is the error of a TLS dial whose handshake outlasted
+// the transport's TLSHandshakeTimeout: a net.Error whose Timeout is true,
+// as net/http's own is, so callers that retry timeouts still do.
+type tlsHandshakeTimeout struct {
+	addr string
+	d    time.Duration
+}
+
+func (e *tlsHandshakeTimeout) Error() string {
+	return fmt.Sprintf("bytestream: TLS handshake with %s: no answer within %v", e.addr, e.d)
+}
+func (e *tlsHandshakeTimeout) Timeout() bool   { return true }
+func (e *tlsHandshakeTimeout) Temporary() bool { return true }
+func (e *tlsHandshakeTimeout) Unwrap() error   { return os.ErrDeadlineExceeded }
+
 // corkSlot carries the conn a dial made back to DialWebSocket (through the
 // request context), and over TLS the TLS conn on it. It keeps the last
 // one: a handshake the server redirects dials again for the next request
@@ -611,17 +628,18 @@ var corkClient = sync.OnceValue(func() *http.Client {
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return dial(ctx, network, addr)
 	}
-	// Every TLS conn the transport makes on a conn it dialed is ours too:
-	// to a wss:// gateway, and to an https:// proxy (HTTPS_PROXY). The
-	// frames go to it in large writes where the WebSocket is its
-	// plaintext (tlsFrames: a wss:// gateway, or a ws:// one through the
-	// proxy); through a CONNECT tunnel they stay coder/websocket's. It
-	// does what the transport would: its TLSClientConfig, the host as
-	// server name, no ALPN (the transport sends none for a WebSocket
-	// request, which is HTTP/1.1 only), its handshake timeout. What the
-	// transport no longer does for these conns: httptrace's TLS hooks do
-	// not fire, and a response's TLS field is nil (nothing here reads
-	// either).
+	// The first TLS on a conn the transport dialed is ours too: to a
+	// wss:// gateway, or to an https:// proxy (HTTPS_PROXY). The frames go
+	// to it in large writes where the WebSocket is its plaintext
+	// (tlsFrames: a wss:// gateway, or a ws:// one sent to the proxy). TLS
+	// inside a proxy's CONNECT tunnel or SOCKS5 stays the transport's, and
+	// the frames coder/websocket's. The dial does what the transport's
+	// would: its TLSClientConfig, the host as server name, no ALPN (the
+	// transport offers none for a WebSocket request, which is HTTP/1.1
+	// only; its own config offers h2 once it has made a request), its
+	// handshake timeout, an error that is a timeout. What the transport no
+	// longer does for these conns: httptrace's TLS hooks do not fire, and
+	// the handshake response's TLS field is nil.
 	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cc, err := dial(ctx, network, addr)
 		if err != nil {
@@ -649,8 +667,7 @@ var corkClient = sync.OnceValue(func() *http.Client {
 		if err := tc.HandshakeContext(hctx); err != nil {
 			_ = cc.Close()
 			if ctx.Err() == nil && hctx.Err() != nil {
-				return nil, fmt.Errorf("bytestream: TLS handshake with %s: no answer within %v: %w",
-					addr, tr.TLSHandshakeTimeout, os.ErrDeadlineExceeded)
+				return nil, &tlsHandshakeTimeout{addr, tr.TLSHandshakeTimeout}
 			}
 			return nil, fmt.Errorf("bytestream: TLS handshake with %s: %w", addr, err)
 		}

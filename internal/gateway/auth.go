@@ -57,6 +57,10 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	if secret == "" {
 		return fail(metrics.ReasonMissing, "missing credentials: send Authorization: Bearer TOKEN")
 	}
+	key, now := authKey(secret), time.Now()
+	if tok, ok := s.auth.get(key, now); ok {
+		return tok, nil
+	}
 	tok, err := s.store.LookupToken(r.Context(), secret)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -67,6 +71,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 		s.logger.Error("token lookup", "err", err)
 		return store.Token{}, &authError{http.StatusServiceUnavailable, "store_unavailable", "state store unavailable", ""}
 	}
+	s.auth.put(key, tok, now)
 	return tok, nil
 }
 

@@ -126,6 +126,7 @@ type Server struct {
 	mux     *http.ServeMux
 	limiter *limiter
 	csrf    *http.CrossOriginProtection
+	auth    authCache // tokens that authenticated lately
 
 	// ctx ends when Close starts; relays and tunnels watch it.
 	ctx    context.Context
@@ -162,6 +163,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		mux:     http.NewServeMux(),
 		limiter: newLimiter(c.AuthFailureLimit, c.AuthFailureWindow, time.Now),
 		csrf:    http.NewCrossOriginProtection(),
+		auth:    authCache{ttl: min(authCacheTTL, c.TokenRecheck)},
 	}
 	s.live.s = s
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })

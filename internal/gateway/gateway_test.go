@@ -45,6 +45,13 @@ type env struct {
 
 func newEnv(t testing.TB, cfg *Config) *env {
 	t.Helper()
+	return newEnvWrapped(t, cfg, nil)
+}
+
+// newEnvWrapped is newEnv with the gateway's store wrapped by wrap (when
+// set), for tests that watch what the gateway asks the store.
+func newEnvWrapped(t testing.TB, cfg *Config, wrap func(store.Store) store.Store) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
@@ -62,7 +69,11 @@ func newEnv(t testing.TB, cfg *Config) *env {
 		// with the fuzz engine, and would swamp benchmark output.
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv, err := New(ctx, logger, st, ca, cfg)
+	var gst store.Store = st
+	if wrap != nil {
+		gst = wrap(st)
+	}
+	srv, err := New(ctx, logger, gst, ca, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

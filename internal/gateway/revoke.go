@@ -108,6 +108,7 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 	for _, t := range toks {
 		valid[t.ID] = t
 	}
+	l.s.auth.retain(valid)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, e := range l.m {

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// authCacheTTL bounds how long a token that authenticated is trusted again
+// without asking the store. Every request authenticates, and a store
+// lookup (a SQLite read) cost the gateway about 20 µs of CPU: more than
+// the rest of a preview request's handler, whose page loads authenticate
+// once per asset. Tokens never change once made; they only go (`gateway
+// token revoke`, often from another process) or expire. Expiry is checked
+// on every hit. A revoked token keeps authenticating new requests for at
+// most the TTL (never longer than Config.TokenRecheck), while what it
+// already opened runs on until the next recheck anyway; the recheck drops
+// the revoked tokens it finds from the cache at once.
+const authCacheTTL = time.Second
+
+// authCacheMax bounds the entries; a full cache starts over.
+const authCacheMax = 4096
+
+// authCache holds recently authenticated tokens by the SHA-256 of their
+// secret (the secret itself is not kept). Only successful lookups are
+// cached, so a token made a moment ago works at once.
+type authCache struct {
+	ttl time.Duration
+
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]authEntry // guarded by mu
+}
+
+type authEntry struct {
+	tok   store.Token
+	until time.Time
+}
+
+func authKey(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(secret)) }
+
+// get returns the token cached for key if it is still fresh and not
+// expired at now.
+func (c *authCache) get(key [sha256.Size]byte, now time.Time) (store.Token, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		return store.Token{}, false
+	}
+	if !now.Before(e.until) || (!e.tok.ExpiresAt.IsZero() && !now.Before(e.tok.ExpiresAt)) {
+		delete(c.m, key)
+		return store.Token{}, false
+	}
+	return e.tok, true
+}
+
+// put caches tok, which the store just returned for key.
+func (c *authCache) put(key [sha256.Size]byte, tok store.Token, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= authCacheMax {
+		c.m = make(map[[sha256.Size]byte]authEntry)
+	}
+	c.m[key] = authEntry{tok: tok, until: now.Add(c.ttl)}
+}
+
+// retain drops every cached token whose id is not in valid (the store's
+// tokens, listed by a recheck).
+func (c *authCache) retain(valid map[string]store.Token) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if _, ok := valid[e.tok.ID]; !ok {
+			delete(c.m, k)
+		}
+	}
+}

@@ -66,7 +66,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			tok, err := srv.Authenticate(r)
 			if err != nil {
 				c, cancel := context.WithCancelCause(ctx)
-				cancel(err) // revoked between Authorize and now
+				// Expired between Authorize and now. A revocation in that
+				// moment is answered from the gateway's token cache; Live's
+				// recheck cuts the terminal instead.
+				cancel(err)
 				return c, func() {}
 			}
 			return srv.Live(ctx, tok, "pty", id)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -118,19 +119,22 @@ func TestAuthCacheRevokedAndExpired(t *testing.T) {
 	if err := e.store.DeleteToken(e.ctx, tok.ID); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * authCacheTTL)
+	// The TTL is 1 s; the margin is for a slow machine's requests.
+	deadline := time.Now().Add(3 * authCacheTTL)
 	for {
 		code, _ := e.call("GET", "/v1/hosts", sec, nil, nil)
 		if code == 401 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("revoked token still answers %d after %v", code, 10*authCacheTTL)
+			t.Fatalf("revoked token still answers %d after %v", code, 3*authCacheTTL)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	exp := time.Now().Add(500 * time.Millisecond)
+	// Expiry before the cache's TTL runs out, with room for the first
+	// request to land before it.
+	exp := time.Now().Add(900 * time.Millisecond)
 	sec, _, err = e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleAdmin, ExpiresAt: exp})
 	if err != nil {
 		t.Fatal(err)
@@ -141,5 +145,50 @@ func TestAuthCacheRevokedAndExpired(t *testing.T) {
 	time.Sleep(time.Until(exp) + 10*time.Millisecond)
 	if code, _ := e.call("GET", "/v1/hosts", sec, nil, nil); code != 401 {
 		t.Fatalf("expired token: %d, want 401", code)
+	}
+}
+
+// TestAuthCacheTTLFollowsRecheck: a --token-recheck shorter than the
+// cache's TTL shortens the TTL too, as the README promises.
+func TestAuthCacheTTLFollowsRecheck(t *testing.T) {
+	if got := newEnv(t, &Config{TokenRecheck: 200 * time.Millisecond}).srv.auth.ttl; got != 200*time.Millisecond {
+		t.Errorf("TokenRecheck 200ms: cache TTL %v", got)
+	}
+	if got := newEnv(t, nil).srv.auth.ttl; got != authCacheTTL {
+		t.Errorf("default TokenRecheck: cache TTL %v, want %v", got, authCacheTTL)
+	}
+}
+
+// TestRecheckPurgesAuthCache: a recheck that finds a token revoked drops it
+// from the cache at once, so it opens nothing new from then on, not merely
+// after the cache's TTL.
+func TestRecheckPurgesAuthCache(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: time.Hour}) // rechecked by hand; cache TTL 1 s
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	sec := e.token(store.RoleClient, "h")
+	// A live session, so that the recheck has something to check.
+	conn, err := e.relay("h", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if code, _ := e.call("GET", "/v1/hosts/h", sec, nil, nil); code != 200 {
+		t.Fatalf("GET /v1/hosts/h: %d", code)
+	}
+	tok, err := e.store.LookupToken(e.ctx, sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DeleteToken(e.ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.live.recheck(e.ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := e.call("GET", "/v1/hosts/h", sec, nil, nil); code != 401 {
+		t.Fatalf("revoked token after a recheck: %d, want 401", code)
 	}
 }

@@ -157,6 +157,21 @@ func testConnTLS(t testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser) {
 	}
 	t.Cleanup(func() { _ = server.Close() })
 
+	// hostgate: the handshake runs here, not in the sessions' first
+	// writes. Under -race on a loaded 2-core CI machine it took longer
+	// than the tests' write timeouts (250 ms ConnectionWriteTimeout, a 10
+	// ms write deadline) and failed tests that time other things.
+	hsErr := make(chan error, 1)
+	go func() { hsErr <- server.(*tls.Conn).HandshakeContext(context.Background()) }()
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tlsClient.Handshake(); err != nil {
+		t.Fatalf("tls handshake: %v", err)
+	}
+	if err := <-hsErr; err != nil {
+		t.Fatalf("tls handshake (server): %v", err)
+	}
+	_ = client.SetDeadline(time.Time{})
+
 	return tlsClient, server
 }
 
@@ -1312,7 +1327,10 @@ func TestLargeWindow(t *testing.T) {
 	}
 	defer stream2.Close()
 
-	err = stream.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	// hostgate: 1 s, not 10 ms, which -race on a loaded CI machine
+	// overran. Without the larger window the write blocks for good, so
+	// the deadline still fails the test then.
+	err = stream.SetWriteDeadline(time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatalf("err: %v", err)
 	}

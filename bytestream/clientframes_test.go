@@ -544,6 +544,52 @@ func TestClientFramesThroughHTTPSProxy(t *testing.T) {
 	}
 }
 
+// TestClientFramesRedirectIntoProxyTunnel: a wss:// handshake whose first
+// hop our TLS dial carried, redirected to a host reached through an
+// http:// proxy's CONNECT, ends on a conn whose TLS is the transport's.
+// The first hop's TLS conn, closed, is still in the cork slot and had
+// seen its GET go out plain; frames written to it would be lost, so the
+// WebSocket keeps coder/websocket's frames, inside the tunnel's TLS.
+func TestClientFramesRedirectIntoProxyTunnel(t *testing.T) {
+	tlsURL, tlsCh := tlsWSServer(t)
+	target := strings.TrimPrefix(tlsURL, "https://")
+	proxyURL, seen := httpProxy(t)
+	tr := corkClient().Transport.(*http.Transport)
+	old := tr.Proxy
+	tr.Proxy = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Host == target {
+			return proxyURL, nil
+		}
+		return nil, nil
+	}
+	defer func() { tr.Proxy = old }()
+	redir := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, tlsURL, http.StatusTemporaryRedirect)
+	}))
+	redir.StartTLS()
+	defer redir.Close()
+
+	a, err := WebSocket(testCtx(t), "wss"+strings.TrimPrefix(redir.URL, "https"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b net.Conn
+	select {
+	case b = <-tlsCh:
+	case <-testCtx(t).Done():
+		t.Fatal("no server conn")
+	}
+	defer closeBoth(a, b)
+	failNotHang(a, b)
+	if m := <-seen; m != http.MethodConnect {
+		t.Fatalf("the proxy saw %q, want CONNECT", m)
+	}
+	if wc := a.(*wsConn); wc.keys != nil || wc.tlsf != nil {
+		t.Fatalf("frames written here: %v, to a TLS conn of ours: %v; want neither", wc.keys != nil, wc.tlsf != nil)
+	}
+	exchange(t, a, b, 4<<20)
+}
+
 // TestTLSHandshakeTimeout: a wss:// gateway that accepts the TCP conn and
 // never answers the ClientHello fails the dial after the transport's
 // TLSHandshakeTimeout, with an error that names it.
@@ -594,6 +640,22 @@ func httpsProxy(t testing.TB) (*url.URL, <-chan string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveProxy(t, ln, "https")
+}
+
+// httpProxy is httpsProxy without TLS: an http:// proxy.
+func httpProxy(t testing.TB) (*url.URL, <-chan string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveProxy(t, ln, "http")
+}
+
+// serveProxy runs a forward proxy on ln until the test ends; it answers
+// CONNECT with a tunnel and forwards other requests, and sends each
+// request's method on the channel.
+func serveProxy(t testing.TB, ln net.Listener, scheme string) (*url.URL, <-chan string) {
 	seen := make(chan string, 8)
 	var (
 		wg    sync.WaitGroup
@@ -654,7 +716,7 @@ func httpsProxy(t testing.TB) (*url.URL, <-chan string) {
 		mu.Unlock()
 		wg.Wait()
 	})
-	return &url.URL{Scheme: "https", Host: ln.Addr().String()}, seen
+	return &url.URL{Scheme: scheme, Host: ln.Addr().String()}, seen
 }
 
 // failNotHang bounds a test's exchange on a and b: frames a broken

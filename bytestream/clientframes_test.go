@@ -573,12 +573,7 @@ func TestClientFramesRedirectIntoProxyTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b net.Conn
-	select {
-	case b = <-tlsCh:
-	case <-testCtx(t).Done():
-		t.Fatal("no server conn")
-	}
+	b := acceptedConn(t, tlsCh)
 	defer closeBoth(a, b)
 	failNotHang(a, b)
 	if m := <-seen; m != http.MethodConnect {

@@ -245,12 +245,7 @@ func TestAcceptKeepsEarlyBytes(t *testing.T) {
 	if _, err := conn.Write(append([]byte(req), frame...)); err != nil {
 		t.Fatal(err)
 	}
-	var srv net.Conn
-	select {
-	case srv = <-ch:
-	case <-testCtx(t).Done():
-		t.Fatal("no server conn")
-	}
+	srv := acceptedConn(t, ch)
 	defer func() { conn.Close(); srv.Close() }() // conn first: srv.Close waits for its close frame otherwise
 	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got := make([]byte, 5)

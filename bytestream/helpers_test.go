@@ -76,14 +76,22 @@ func wsPairOpts(t testing.TB, dial *WebSocketOptions, accept *AcceptOptions) (ne
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b net.Conn
-	select {
-	case b = <-ch:
-	case <-testCtx(t).Done():
-		t.Fatal("no server conn")
-	}
+	b := acceptedConn(t, ch)
 	t.Cleanup(func() { closeBoth(a, b) })
 	return a, b
+}
+
+// acceptedConn is the next conn a test server accepted on ch; the test
+// fails if none comes while its context lasts.
+func acceptedConn(t testing.TB, ch <-chan net.Conn) net.Conn {
+	t.Helper()
+	select {
+	case c := <-ch:
+		return c
+	case <-testCtx(t).Done():
+		t.Fatal("no server conn")
+		return nil
+	}
 }
 
 func wsPair(t testing.TB) (net.Conn, net.Conn) { return wsPairOpts(t, nil, nil) }
@@ -95,7 +103,7 @@ func wssPair(t testing.TB) (net.Conn, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := <-ch
+	s := acceptedConn(t, ch)
 	t.Cleanup(func() { closeBoth(a, s) })
 	return a, s
 }

@@ -104,6 +104,19 @@ func (e *env) token(role store.Role, hosts ...string) string {
 	return sec
 }
 
+// revoke deletes the token of secret from the store, as `gateway token
+// revoke` does from another process: the gateway is not told.
+func (e *env) revoke(secret string) {
+	e.t.Helper()
+	tok, err := e.store.LookupToken(e.ctx, secret)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.store.DeleteToken(e.ctx, tok.ID); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // call does one API request and decodes the JSON answer into out (when
 // set); it returns the status and the error code of an error answer.
 func (e *env) call(method, path, token string, body any, out any) (int, string) {

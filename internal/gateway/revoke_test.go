@@ -36,13 +36,7 @@ func TestRevokedTokenEndsLiveSessions(t *testing.T) {
 	echoRoundTrip(t, doomed, 100)
 	echoRoundTrip(t, kept, 100)
 
-	clientTok, err := e.store.LookupToken(e.ctx, clientSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.DeleteToken(e.ctx, clientTok.ID); err != nil {
-		t.Fatal(err)
-	}
+	e.revoke(clientSecret)
 	_ = doomed.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := doomed.Read(make([]byte, 1)); !cutOff(err) {
 		t.Fatal("the revoked token's session still reads")
@@ -52,13 +46,7 @@ func TestRevokedTokenEndsLiveSessions(t *testing.T) {
 		t.Fatalf("revoked token: %d, want 401", code)
 	}
 
-	agentTok, err := e.store.LookupToken(e.ctx, agentSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.DeleteToken(e.ctx, agentTok.ID); err != nil {
-		t.Fatal(err)
-	}
+	e.revoke(agentSecret)
 	select {
 	case <-agent.sess.CloseChan():
 	case <-time.After(30 * time.Second):

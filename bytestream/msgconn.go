@@ -71,9 +71,18 @@ func (d *opDeadline) set(t time.Time) {
 	d.timer.Reset(max(time.Until(t), 1))
 }
 
-func newMsgConn(ws *websocket.Conn) *msgConn {
+// newMsgConn wraps ws; cork, if known, is the TCP conn under it.
+func newMsgConn(ws *websocket.Conn, cork *corkConn) *msgConn {
 	c := &msgConn{ws: ws}
-	abort := func() { _ = ws.CloseNow() }
+	if cork != nil {
+		c.tcp = cork
+	}
+	abort := func() {
+		if cork != nil {
+			_ = cork.closeNow() // see corkConn.closeNow
+		}
+		_ = ws.CloseNow()
+	}
 	c.rd.init(&c.readMu, abort)
 	c.wd.init(&c.writeMu, abort)
 	return c

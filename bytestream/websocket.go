@@ -257,17 +257,20 @@ func newWSConn(c *websocket.Conn, limit int64, cork *corkConn, addrs bool) *wsCo
 		limit = DefaultReadLimit
 	}
 	c.SetReadLimit(limit)
-	mc := newMsgConn(c)
-	if cork != nil {
-		mc.tcp = cork
-		mc.addrs = addrs
-	}
+	mc := newMsgConn(c, cork)
+	mc.addrs = cork != nil && addrs
 	return &wsConn{Conn: mc, ws: c, cork: cork}
 }
 
 // abort closes the connection without the close handshake, which would
-// wait up to 5 s for a peer already known to be dead (mux timeouts).
-func (c *wsConn) abort() error { return c.ws.CloseNow() }
+// wait up to 5 s for a peer already known to be dead (mux timeouts, a
+// write-behind drain that ran out of time).
+func (c *wsConn) abort() error {
+	if c.cork != nil {
+		_ = c.cork.closeNow()
+	}
+	return c.ws.CloseNow()
+}
 
 // Write sends p as binary messages of at most MaxMessageSize bytes.
 func (c *wsConn) Write(p []byte) (int, error) {
@@ -551,6 +554,14 @@ func (c *corkConn) Close() error {
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
+
+// closeNow closes the TCP conn at once. A write stuck on a dead peer holds
+// the cork's mutex until it fails; Close would wait for it (up to
+// closeFlushTimeout), and under TLS crypto/tls's Close, finding no write
+// of its own under way, queues its close_notify behind it for up to 5 s
+// (its own write deadline): on a wss:// tunnel a mux timeout took 5 s
+// more to end the session, and a stalled peer's Close 10 s.
+func (c *corkConn) closeNow() error { return c.Conn.Close() }
 
 // closeFlushTimeout bounds the write of held bytes at Close.
 const closeFlushTimeout = time.Second

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -274,4 +275,60 @@ func TestWriteBehindIdleFlusherExits(t *testing.T) {
 	}
 	wait("a write after the flusher exited was never written", func() bool { return string(got) == "xy" })
 	w.drain()
+}
+
+// abortStuckBound is how soon an abort must end a write stuck on a peer
+// that stopped reading: at once, bar a loaded machine's scheduling. Before
+// abort closed the TCP conn itself, the stuck write ended only at
+// corkConn.Close's 1 s flush deadline, and under TLS at crypto/tls's 5 s
+// close_notify deadline.
+const abortStuckBound = 900 * time.Millisecond
+
+// TestAbortEndsStuckWrite: a mux timeout (or a drain that ran out of
+// time) aborts a dialed conn whose peer stopped reading; the write stuck
+// on it, and abort itself, end at once, over ws:// and wss://.
+func TestAbortEndsStuckWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pair func(testing.TB) (net.Conn, net.Conn)
+	}{{"ws", wsPair}, {"wss", wssPair}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := tc.pair(t) // the server end never reads
+			var written atomic.Int64
+			stuck := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := a.Write(buf)
+					written.Add(int64(n))
+					if err != nil {
+						stuck <- err
+						return
+					}
+				}
+			}()
+			// Wait until the writes stop getting anywhere: the socket
+			// buffers on both sides and the write-behind are full.
+			for last := int64(-1); ; {
+				time.Sleep(100 * time.Millisecond)
+				n := written.Load()
+				if n == last {
+					break
+				}
+				last = n
+			}
+			start := time.Now()
+			if err := a.(*wsConn).abort(); err != nil && !errors.Is(err, net.ErrClosed) {
+				t.Logf("abort: %v", err)
+			}
+			select {
+			case err := <-stuck:
+				if took := time.Since(start); took > abortStuckBound {
+					t.Fatalf("the stuck write ended %v after abort (%v), want at once", took, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stuck write did not end within 10 s of abort")
+			}
+		})
+	}
 }

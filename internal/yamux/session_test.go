@@ -254,6 +254,24 @@ func testConfNoKeepAlive() *Config {
 	return conf
 }
 
+// testConfData (hostgate) is testConf for the data-path tests: no
+// keepalive, and a 10 s write timeout. Their streams keep the connection
+// full, and a ping or a stream write waits behind everything queued: under
+// -race on a loaded CI machine (the whole suite runs at once) a 100 ms
+// ping, or a write, outlasted the 250 ms bounds and ended the session
+// mid-test. The tests of those bounds keep testConf.
+func testConfData() *Config {
+	conf := testConfNoKeepAlive()
+	conf.ConnectionWriteTimeout = 10 * time.Second
+	return conf
+}
+
+// testClientServerData (hostgate) is testClientServer with testConfData.
+func testClientServerData(t testing.TB) (*Session, *Session) {
+	client, server := testConnTLS(t)
+	return testClientServerConfig(t, client, server, testConfData(), testConfData())
+}
+
 func testClientServer(t testing.TB) (*Session, *Session) {
 	client, server := testConnTLS(t)
 	return testClientServerConfig(t, client, server, testConf(), testConf())
@@ -543,7 +561,7 @@ func TestNonNilInterface(t *testing.T) {
 }
 
 func TestSendData_Small(t *testing.T) {
-	client, server := testClientServer(t)
+	client, server := testClientServerData(t) // hostgate: see testConfData
 
 	errCh := make(chan error, 2)
 
@@ -633,7 +651,7 @@ func TestSendData_Large(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping slow test that may time out on the race detector")
 	}
-	client, server := testClientServer(t)
+	client, server := testClientServerData(t) // hostgate: see testConfData
 
 	const recvSize = 4 * 1024
 	sendSize := 250 * 1024 * 1024
@@ -728,7 +746,7 @@ func TestGoAway(t *testing.T) {
 }
 
 func TestManyStreams(t *testing.T) {
-	client, server := testClientServer(t)
+	client, server := testClientServerData(t) // hostgate: see testConfData
 
 	const streams = 50
 
@@ -791,7 +809,7 @@ func TestManyStreams(t *testing.T) {
 }
 
 func TestManyStreams_PingPong(t *testing.T) {
-	client, server := testClientServer(t)
+	client, server := testClientServerData(t) // hostgate: see testConfData
 
 	const streams = 50
 
@@ -897,7 +915,7 @@ func TestManyStreams_PingPong(t *testing.T) {
 // TestHalfClose asserts that half closed streams can still read.
 func TestHalfClose(t *testing.T) {
 	testConnTypes(t, func(t testing.TB, clientConn, serverConn io.ReadWriteCloser) {
-		client, server := testClientServerConfig(t, clientConn, serverConn, testConf(), testConf())
+		client, server := testClientServerConfig(t, clientConn, serverConn, testConfData(), testConfData()) // hostgate: see testConfData
 
 		clientStream, err := client.Open()
 		if err != nil {
@@ -951,7 +969,7 @@ func TestHalfClose(t *testing.T) {
 }
 
 func TestHalfCloseSessionShutdown(t *testing.T) {
-	client, server := testClientServer(t)
+	client, server := testClientServerData(t) // hostgate: see testConfData
 
 	// dataSize must be large enough to ensure the server will send a window
 	// update
@@ -1355,12 +1373,10 @@ func TestSendData_VeryLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping slow test that may time out on the race detector")
 	}
-	// hostgate: no keepalive. Its 100 ms pings wait behind 16 streams'
-	// data for the 250 ms write timeout; on a loaded CI machine under
-	// -race one missed it, the session ended, and a stream came up short.
-	// This test is about data; TestPing and TestKeepAlive cover pings.
-	cc, sc := testConnTLS(t)
-	client, server := testClientServerConfig(t, cc, sc, testConfNoKeepAlive(), testConfNoKeepAlive())
+	// hostgate: see testConfData. Here a 100 ms ping waited behind 16
+	// streams' data for longer than the 250 ms write timeout, the session
+	// ended, and a stream came up short.
+	client, server := testClientServerData(t)
 
 	var n int64 = 1 * 1024 * 1024 * 1024
 	var workers int = 16

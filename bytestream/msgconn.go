@@ -77,15 +77,20 @@ func newMsgConn(ws *websocket.Conn, cork *corkConn) *msgConn {
 	if cork != nil {
 		c.tcp = cork
 	}
-	abort := func() {
-		if cork != nil {
-			_ = cork.closeNow() // see corkConn.closeNow
-		}
-		_ = ws.CloseNow()
-	}
+	abort := func() { _ = c.abort() }
 	c.rd.init(&c.readMu, abort)
 	c.wd.init(&c.writeMu, abort)
 	return c
+}
+
+// abort closes the connection at once, without the close handshake: the
+// TCP conn first, so that a write stuck on a dead peer ends now (see
+// corkConn.closeNow), then the WebSocket.
+func (c *msgConn) abort() error {
+	if cc, ok := c.tcp.(*corkConn); ok {
+		_ = cc.closeNow()
+	}
+	return c.ws.CloseNow()
 }
 
 func (c *msgConn) Read(p []byte) (int, error) {

@@ -265,12 +265,7 @@ func newWSConn(c *websocket.Conn, limit int64, cork *corkConn, addrs bool) *wsCo
 // abort closes the connection without the close handshake, which would
 // wait up to 5 s for a peer already known to be dead (mux timeouts, a
 // write-behind drain that ran out of time).
-func (c *wsConn) abort() error {
-	if c.cork != nil {
-		_ = c.cork.closeNow()
-	}
-	return c.ws.CloseNow()
-}
+func (c *wsConn) abort() error { return c.Conn.(*msgConn).abort() }
 
 // Write sends p as binary messages of at most MaxMessageSize bytes.
 func (c *wsConn) Write(p []byte) (int, error) {

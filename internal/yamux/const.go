@@ -180,3 +180,7 @@ func (h header) encode(msgType uint8, flags uint16, streamID uint32, length uint
 	binary.BigEndian.PutUint32(h[4:8], streamID)
 	binary.BigEndian.PutUint32(h[8:12], length)
 }
+
+// maxPingReplies (hostgate) bounds the answers to a peer's pings waiting
+// to be sent at once (see Session.handlePing).
+const maxPingReplies = 16

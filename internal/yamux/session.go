@@ -47,6 +47,10 @@ type Session struct {
 	pingID   uint32
 	pingLock sync.Mutex
 
+	// hostgate: pingReplies counts the answers to the peer's pings not
+	// yet handed to the send loop (see handlePing).
+	pingReplies atomic.Int32
+
 	// streams maps a stream id to a stream, and inflight has an entry
 	// for any outgoing stream that has not yet been established. Both are
 	// protected by streamLock.
@@ -681,7 +685,18 @@ func (s *Session) handlePing(hdr header) error {
 	// Check if this is a query, respond back in a separate context so we
 	// don't interfere with the receiving thread blocking for the write.
 	if flags&flagSYN == flagSYN {
+		// hostgate: at most maxPingReplies answers wait to be sent at once.
+		// Upstream starts a goroutine per ping, and a peer that pings
+		// without reading (writes to it stall) made one each, without
+		// bound, until the write timeout: 136,000 goroutines in 3 s on
+		// loopback. The pings past the bound go unanswered; an honest
+		// peer has one or two out.
+		if s.pingReplies.Add(1) > maxPingReplies {
+			s.pingReplies.Add(-1)
+			return nil
+		}
 		go func() {
+			defer s.pingReplies.Add(-1)
 			hdr := header(make([]byte, headerSize))
 			hdr.encode(typePing, flagACK, 0, pingID)
 			if err := s.sendNoWait(hdr); err != nil {

@@ -1,7 +1,8 @@
 // Package yamux is hostgate's copy of github.com/hashicorp/yamux v0.1.2
 // (MPL-2.0, see LICENSE): the same wire protocol (spec.md) and API, with
-// one addition, Config.WriteInCaller. Changes are marked "hostgate:"
-// where they are made.
+// one addition, Config.WriteInCaller, and a bound on the answers to a
+// peer's pings waiting at once (upstream starts a goroutine per ping).
+// Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its
 // answer, and that goroutine copies the body before writing it: on the

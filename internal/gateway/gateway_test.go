@@ -394,6 +394,21 @@ func TestAuthFailuresRateLimited(t *testing.T) {
 	}
 }
 
+// Asking without credentials is what a browser does before it logs in,
+// and on every preview origin: it must not use up the source's budget.
+func TestAuthMissingCredentialsNotLimited(t *testing.T) {
+	e := newEnv(t, &Config{AuthFailureLimit: 5})
+	good := e.token(store.RoleAdmin)
+	for i := range 20 {
+		if code, c := e.call("GET", "/v1/hosts", "", nil, nil); code != 401 || c != "unauthorized" {
+			t.Fatalf("request %d without credentials: %d %q, want 401", i, code, c)
+		}
+	}
+	if code, _ := e.call("GET", "/v1/hosts", good, nil, nil); code != 200 {
+		t.Errorf("a good token after 20 requests without credentials: %d, want 200", code)
+	}
+}
+
 func TestLimiterBounded(t *testing.T) {
 	now := time.Now()
 	l := newLimiter(2, time.Minute, func() time.Time { return now })

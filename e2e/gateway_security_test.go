@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,6 +229,48 @@ func TestTokenScopes(t *testing.T) {
 	}
 	if st, _ := g.api("GET", "/v1/hosts", tokA, nil); st != http.StatusTooManyRequests {
 		t.Fatalf("a rate-limited source with a good token: %d, want 429", st)
+	}
+}
+
+// TestLoginForm: the browser login counts wrong tokens against their
+// source like the API does, and another site's form cannot log a browser
+// in.
+func TestLoginForm(t *testing.T) {
+	g := startGateway(t, "")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login := func(token string, hdr http.Header) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("POST", g.url+"/login", strings.NewReader(url.Values{"token": {token}, "next": {"/"}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		res, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	client := g.token("client", "alpha")
+	if res := login(client, http.Header{"Sec-Fetch-Site": {"cross-site"}, "Origin": {"https://evil.example"}}); res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
+		t.Fatalf("a cross-site login form: %d with cookies %v, want 403 and none", res.StatusCode, res.Cookies())
+	}
+	if res := login(client, http.Header{"Sec-Fetch-Site": {"same-origin"}}); res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 {
+		t.Fatalf("the login form: %d with cookies %v, want 303 and the session cookie", res.StatusCode, res.Cookies())
+	}
+	limited := false
+	for i := 0; i < 100 && !limited; i++ {
+		if res := login("hg_wrong", nil); len(res.Cookies()) != 0 {
+			t.Fatalf("a wrong token logged in: %v", res.Cookies())
+		}
+		limited = func() bool { st, _ := g.api("GET", "/v1/hosts", g.admin, nil); return st == http.StatusTooManyRequests }()
+	}
+	if !limited {
+		t.Fatal("100 wrong tokens in the login form never rate-limited their source")
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/redirect"
 )
 
 // DialFunc opens a connection to 127.0.0.1:port on the host hostID, through
@@ -269,9 +271,7 @@ func (p *Preview) redeem(w http.ResponseWriter, r *http.Request, t target) {
 	}
 	// Only a local path: an open redirect would turn the preview origin into
 	// a phishing relay.
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		next = "/"
-	}
+	next = redirect.LocalPath(next)
 	value, expires, err := p.cfg.Redeem(r.Context(), ticket, t.hostID, t.port)
 	if err != nil {
 		p.log.Info("preview ticket refused", "host", t.hostID, "port", t.port, "err", err)

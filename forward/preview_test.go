@@ -530,7 +530,7 @@ func TestPreviewTicketRedeem(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
 		t.Fatalf("bad ticket: %d %v", resp.StatusCode, resp.Cookies())
 	}
-	for _, next := range []string{"//evil.example/", "/\\evil.example", "http://evil.example/"} {
+	for _, next := range []string{"//evil.example/", "/\\evil.example", "http://evil.example/", "/%09/evil.example", "/%0A/evil.example"} {
 		resp, _ = do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=good&next="+next, nil))
 		if loc := resp.Header.Get("Location"); loc != "/" {
 			t.Errorf("next=%s: redirected to %q, want /", next, loc)

@@ -16,6 +16,7 @@ import (
 	"github.com/hostgate/hostgate/forward"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/previewauth"
+	"github.com/hostgate/hostgate/internal/redirect"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/webterm"
 	"github.com/hostgate/hostgate/internal/webui"
@@ -41,8 +42,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
 
 	webui.New(webui.Config{
-		CheckToken: func(ctx context.Context, token string) bool {
-			tok, err := srv.Store().LookupToken(ctx, token)
+		CheckToken: func(r *http.Request, token string) bool {
+			// Through Authenticate, as a bearer token: a wrong token
+			// counts against its source, and a blocked source is refused.
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+token)
+			tok, err := srv.Authenticate(r)
 			return err == nil && tok.Role != store.RoleAgent
 		},
 		Authenticated: func(r *http.Request) bool {
@@ -177,9 +182,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			http.Error(w, "this token cannot reach host "+hostID, http.StatusForbidden)
 			return
 		}
-		if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-			next = "/"
-		}
+		next = redirect.LocalPath(next)
 		ticket := signer.Ticket(tok.Name, hostID, port, ticketTTL)
 		target := previewOrigin(r, hostID, port, s.Config.PreviewDomain) + "/.hostgate/auth?ticket=" + url.QueryEscape(ticket) + "&next=" + url.QueryEscape(next)
 		http.Redirect(w, r, target, http.StatusFound)

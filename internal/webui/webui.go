@@ -10,26 +10,31 @@
 package webui
 
 import (
-	"context"
 	"embed"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/redirect"
 )
 
 //go:embed static
 var static embed.FS
+
+// loginReadTimeout bounds reading the login form (a variable for tests).
+var loginReadTimeout = 10 * time.Second
 
 // DefaultCookieName is the session cookie's name.
 const DefaultCookieName = "hostgate_session"
 
 // Config connects the UI to the gateway's authentication.
 type Config struct {
-	// CheckToken reports whether token is a valid token for a person to log
-	// in with.
-	CheckToken func(ctx context.Context, token string) bool
+	// CheckToken reports whether token, sent in the login form of r, is a
+	// valid token for a person to log in with. It sees r so that failures
+	// count against their source like any other.
+	CheckToken func(r *http.Request, token string) bool
 	// Authenticated reports whether r carries a valid session.
 	Authenticated func(r *http.Request) bool
 	// CookieName defaults to DefaultCookieName.
@@ -65,7 +70,9 @@ func (u *UI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", u.page("index.html"))
 	mux.HandleFunc("GET /hosts/{id}/terminal", u.page("terminal.html"))
 	mux.HandleFunc("GET /login", u.servePage("login.html"))
-	mux.HandleFunc("POST /login", u.login)
+	// Login CSRF: another site's form must not log a browser in with the
+	// other site's token (its terminal would then be the attacker's host).
+	mux.Handle("POST /login", http.NewCrossOriginProtection().Handler(http.HandlerFunc(u.login)))
 	mux.HandleFunc("POST /logout", u.logout)
 }
 
@@ -101,14 +108,17 @@ func (u *UI) servePage(name string) http.HandlerFunc {
 }
 
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {
+	// The server bounds headers only (its WebSockets live long): a body
+	// trickled in must not hold the connection.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(loginReadTimeout))
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	next := safeNext(r.PostForm.Get("next"))
-	if token == "" || !u.cfg.CheckToken(r.Context(), token) {
+	next := redirect.LocalPath(r.PostForm.Get("next"))
+	if token == "" || !u.cfg.CheckToken(r, token) {
 		http.Redirect(w, r, "/login?error="+url.QueryEscape("That token is not valid.")+"&next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
 	}
@@ -127,12 +137,4 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: u.cfg.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-// safeNext keeps redirects on this origin: a path, never "//host" or a URL.
-func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
-	}
-	return next
 }

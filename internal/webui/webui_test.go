@@ -1,18 +1,20 @@
 package webui
 
 import (
-	"context"
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func newTestUI() (*httptest.Server, *http.Client) {
 	ui := New(Config{
-		CheckToken: func(_ context.Context, tok string) bool { return tok == "good" },
+		CheckToken: func(_ *http.Request, tok string) bool { return tok == "good" },
 		Authenticated: func(r *http.Request) bool {
 			c, err := r.Cookie(DefaultCookieName)
 			return err == nil && c.Value == "good"
@@ -88,7 +90,7 @@ func TestLoginRefusesBadTokenAndOpenRedirect(t *testing.T) {
 	if len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error=") {
 		t.Errorf("bad token: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
 	}
-	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example"} {
+	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example", "/\t/evil.example", "/\n/evil.example"} {
 		res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {"good"}, "next": {next}})
 		if err != nil {
 			t.Fatal(err)
@@ -113,5 +115,31 @@ func TestVendoredAssetsServed(t *testing.T) {
 		if res.StatusCode != 200 || n == 0 {
 			t.Errorf("%s: %d, %d bytes", p, res.StatusCode, n)
 		}
+	}
+}
+
+// A login form trickled in, or never finished, must not hold the
+// connection: the server bounds only headers, for its WebSockets' sake.
+func TestLoginBodyDeadline(t *testing.T) {
+	defer func(d time.Duration) { loginReadTimeout = d }(loginReadTimeout)
+	loginReadTimeout = 200 * time.Millisecond
+	srv, _ := newTestUI()
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntoken=go"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("a login body that never ends: %v, want the server to answer and close", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a login body that never ends: %d, want 400", res.StatusCode)
 	}
 }

@@ -297,7 +297,7 @@ func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 	var load func(ctx context.Context, containerID string) error
 	if req.Workspace.Kind == WorkspaceGitWorktree {
 		load = func(ctx context.Context, cid string) error {
-			return h.ws.ImportGit(ctx, cid, req.Workspace.RepositoryPath, req.Workspace.Revision, req.Resources.DiskBytes)
+			return h.ws.ImportGit(ctx, cid, req.Workspace.RepositoryPath, req.Workspace.Revision, WorkspaceSize(req.Resources))
 		}
 	}
 	return h.provision(ctx, req, "", load)
@@ -381,7 +381,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 					log.Error("remove pooled container", "container", pc.cid, "err", derr)
 				}
 			} else {
-				cid, env, fromPool = pc.cid, req.Env, true
+				cid, env, fromPool = pc.cid, provisionEnv(req.Env), true
 				if pc.agent != nil && agentEnvOK(req.Env) {
 					agent = pc.agent
 				} else if pc.agent != nil {
@@ -604,6 +604,7 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 			user:        h.policy.User(),
 			argv:        argv,
 			dir:         "/",
+			env:         ownEnv,
 			stdout:      &capWriter{w: &out, left: 1024},
 			stderr:      &capWriter{w: &out, left: 1024},
 		})
@@ -903,6 +904,7 @@ func (h *Docker) newOOMKill(ctx context.Context, e *execution) bool {
 		// cgroup v1, then v2.
 		argv:   []string{"cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"},
 		dir:    "/",
+		env:    ownEnv,
 		stdout: &capWriter{w: &out, left: 4096},
 		stderr: io.Discard,
 	})

@@ -40,7 +40,10 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 	cw := &countWriter{}
 	if err := h.ws.Export(ctx, e.ContainerID, io.MultiWriter(w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
 		_ = w.Abort()
-		if h.containerGone(e.ContainerID) {
+		// Ended under the export: its container is gone or stopping, or a
+		// Terminate has already forgotten it (the container may still be
+		// in removal, tar killed: an engine error otherwise).
+		if _, lerr := h.lookup(ctx, executionID); lerr != nil || h.containerGone(e.ContainerID) {
 			h.forget(executionID, e)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the checkpoint", executionID), Err: err}
 		}

@@ -159,3 +159,27 @@ func testTerminateDuringProvision(t *testing.T) {
 	}
 	t.Logf("provision ended with %v", r.err)
 }
+
+// A Terminate during a checkpoint ends the checkpoint with code gone, as
+// any use of an ended execution does: it killed tar with the container,
+// and the checkpoint answered an engine error (a 502 through the API).
+func testCheckpointDuringTerminate(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, &Config{CheckpointDir: t.TempDir()})
+	r := small()
+	r.MemoryBytes, r.DiskBytes = 128<<20, 64<<20
+	ex := provision(t, h, emptyReq(img, r))
+	sh(t, h, ex.ExecutionID, "head -c 40000000 /dev/urandom > /workspace/blob")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{Reason: "race"})
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil && ErrorCode(err) != CodeGone {
+		t.Fatalf("checkpoint under a terminate: %v (code %q), want success or gone", err, ErrorCode(err))
+	}
+}

@@ -97,6 +97,52 @@ func testLimitDisk(t *testing.T) {
 	}
 }
 
+// A workspace asked larger than memory is held under the memory limit (a
+// tmpfs is memory): filling it gets ENOSPC, not an OOM kill, and the
+// execution goes on. Without the bound dd was killed (137) with the
+// cgroup full, and so was every command after it. /dev/shm, another
+// tmpfs, is held to the same bound.
+func testLimitDiskOverMemory(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.MemoryBytes, r.DiskBytes = 48<<20, 256<<20
+	ex := provision(t, h, emptyReq(img, r))
+	res := sh(t, h, ex.ExecutionID, `dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; echo rc=$?; echo size=$(stat -c %s /workspace/big)
+dd if=/dev/zero of=/dev/shm/big bs=1M count=100 2>&1; echo shmrc=$?; echo shm=$(stat -c %s /dev/shm/big)`)
+	if res.ExitCode != 0 || res.OOMKilled {
+		t.Fatalf("filling the workspace: exit %d, oomKilled %v: %s", res.ExitCode, res.OOMKilled, res.Stdout)
+	}
+	m := fields(t, res.Stdout)
+	if !strings.Contains(res.Stdout, "No space left on device") || m["rc"] == "0" || m["shmrc"] == "0" {
+		t.Fatalf("disk fill did not hit ENOSPC: %s", res.Stdout)
+	}
+	if size, want := num(t, m, "size"), float64(WorkspaceSize(r)); size > want {
+		t.Fatalf("wrote %v bytes to /workspace past its %v", size, want)
+	}
+	if size := num(t, m, "shm"); size > float64(WorkspaceSize(r)) {
+		t.Fatalf("wrote %v bytes to /dev/shm past the workspace's bound", size)
+	}
+	if res := sh(t, h, ex.ExecutionID, "rm /workspace/big /dev/shm/big && echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("after the fill: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// The caller's environment is the container's, PATH included: a PATH
+// without sleep must not keep the main process from starting. Their
+// directories are searched first.
+func testProvisionForeignPath(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	req := emptyReq(img, small())
+	req.Env = map[string]string{"PATH": "/nowhere"}
+	ex := provision(t, h, req)
+	res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", "echo $PATH"}, TimeoutMs: 30_000})
+	if err != nil || res.Stdout != "/nowhere:"+defaultPath+"\n" {
+		t.Fatalf("exec with the caller's PATH: %v %+v", err, res)
+	}
+}
+
 // A fork loop stops at the pids limit: forks fail, the cgroup never holds
 // more than the limit.
 func testLimitPids(t *testing.T) {

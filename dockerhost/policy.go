@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"regexp"
@@ -253,6 +254,51 @@ func (p *Policy) User() string { return strconv.Itoa(p.UID) + ":" + strconv.Itoa
 // host process is left to terminate it.
 func sleepSeconds(runtimeMs int64) int64 { return (runtimeMs + 999) / 1000 }
 
+// provisionEnv is the environment an execution's commands get from its
+// provision request: env, with the standard directories after a PATH of
+// the caller's. The engine finds the main process, sleep, on that PATH,
+// and a caller's PATH without it made the container exit at start.
+func provisionEnv(env map[string]string) map[string]string {
+	p, ok := env["PATH"]
+	if !ok {
+		return env
+	}
+	env = maps.Clone(env)
+	env["PATH"] = strings.TrimSuffix(p, ":") + ":" + defaultPath
+	return env
+}
+
+// defaultPath is Docker's PATH for an image that sets none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// defaultShmSize is Docker's /dev/shm size.
+const defaultShmSize = 64 << 20
+
+// WorkspaceSize is the size of the /workspace tmpfs: diskBytes, but never
+// more than the memory limit leaves room for. A tmpfs lives in memory and
+// is charged to the container's memory limit, so a workspace filled past
+// that limit did not end in ENOSPC: the OOM killer took the execution's
+// processes (its agent first, the largest), and the full tmpfs kept every
+// process started after from running. A diskBytes over memoryBytes is
+// accepted, as the seed's own example asks for one, and gets ENOSPC at
+// memoryBytes less workspaceHeadroom.
+func WorkspaceSize(r Resources) int64 {
+	return max(minResources.DiskBytes, min(r.DiskBytes, r.MemoryBytes-workspaceHeadroom(r.MemoryBytes)))
+}
+
+// workspaceHeadroom is the memory kept for processes when the workspace
+// is full: an eighth of the limit, from 16 to 256 MiB (the agent alone
+// takes about 10).
+func workspaceHeadroom(memoryBytes int64) int64 {
+	return min(max(memoryBytes/8, 16<<20), 256<<20)
+}
+
+// shmSize is the /dev/shm size: a quarter of the headroom, at most
+// Docker's 64 MiB, and no more than the workspace.
+func shmSize(r Resources) int64 {
+	return min(workspaceHeadroom(r.MemoryBytes)/4, defaultShmSize, WorkspaceSize(r))
+}
+
 // ContainerConfig builds the hardened container for a validated request.
 func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.Time, labels map[string]string) (*container.Config, *container.HostConfig, error) {
 	spec, err := json.Marshal(redact(req))
@@ -268,7 +314,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	all[LabelSpec] = string(spec)
 
 	env := make([]string, 0, len(req.Env))
-	for k, v := range req.Env {
+	for k, v := range provisionEnv(req.Env) {
 		env = append(env, k+"="+v)
 	}
 	slices.Sort(env)
@@ -285,7 +331,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	}
 	tmpfs := map[string]string{
 		// exec: workspaces hold scripts and build outputs that must run.
-		WorkspaceDir: fmt.Sprintf("size=%d,uid=%d,gid=%d,mode=0700,exec", r.DiskBytes, p.UID, p.GID),
+		WorkspaceDir: fmt.Sprintf("size=%d,uid=%d,gid=%d,mode=0700,exec", WorkspaceSize(r), p.UID, p.GID),
 	}
 	var mounts []mount.Mount
 	if p.tools != nil {
@@ -302,6 +348,10 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 		Init:   &yes,
 		Tmpfs:  tmpfs,
 		Mounts: mounts,
+		// /dev/shm is a tmpfs too (64 MiB by default): it gets a part of
+		// the headroom the workspace leaves, so both full still leave
+		// processes room to run.
+		ShmSize: shmSize(r),
 		Resources: container.Resources{
 			NanoCPUs:   int64(math.Round(r.CPUs * 1e9)),
 			Memory:     r.MemoryBytes,

@@ -155,8 +155,34 @@ func TestContainerConfig(t *testing.T) {
 	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,uid=65534,gid=65534,mode=0700,exec" {
 		t.Errorf("workspace tmpfs %q", got)
 	}
+	if hc.ShmSize != 4<<20 {
+		t.Errorf("/dev/shm of %d bytes, want 4 MiB", hc.ShmSize)
+	}
 	if hc.Memory != hc.MemorySwap || hc.NanoCPUs != 5e8 || *hc.PidsLimit != 64 || hc.NetworkMode != "none" ||
 		!hc.ReadonlyRootfs || !hc.AutoRemove || hc.CapDrop[0] != "ALL" || len(hc.CapAdd) != 0 || hc.Privileged {
 		t.Errorf("host config %+v", hc)
+	}
+}
+
+// The workspace is a tmpfs, charged to the memory limit: it is held under
+// that limit, with room left for processes.
+func TestWorkspaceSize(t *testing.T) {
+	for _, tc := range []struct{ mem, disk, want, shm int64 }{
+		{256 << 20, 64 << 20, 64 << 20, 8 << 20},             // fits: diskBytes
+		{64 << 20, 256 << 20, 48 << 20, 4 << 20},             // over: memory less 16 MiB
+		{32 << 20, 8 << 20, 8 << 20, 4 << 20},                // small memory, smaller disk
+		{512 << 20, 512 << 20, 448 << 20, 16 << 20},          // equal: memory less an eighth
+		{4 << 30, 10 << 30, 4<<30 - 256<<20, 64 << 20},       // the seed's example: memory less 256 MiB
+		{8 << 20, 1 << 20, minResources.DiskBytes, 64 << 10}, // no room at all: the smallest workspace
+		{1 << 30, 1 << 20, 1 << 20, 1 << 20},                 // small disk, large memory
+		{minResources.MemoryBytes, minResources.DiskBytes, minResources.DiskBytes, minResources.DiskBytes},
+	} {
+		r := Resources{MemoryBytes: tc.mem, DiskBytes: tc.disk}
+		if got := WorkspaceSize(r); got != tc.want {
+			t.Errorf("WorkspaceSize(memory %d, disk %d) = %d, want %d", tc.mem, tc.disk, got, tc.want)
+		}
+		if got := shmSize(r); got != tc.shm {
+			t.Errorf("shmSize(memory %d, disk %d) = %d, want %d", tc.mem, tc.disk, got, tc.shm)
+		}
 	}
 }

@@ -418,7 +418,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 		return nil, err
 	}
 	// The claim execs sleep: check it now, not when a caller waits.
-	code, err := h.runner.run(ctx, process{containerID: cid, user: h.policy.User(), argv: []string{"sleep", "0"}, dir: "/",
+	code, err := h.runner.run(ctx, process{containerID: cid, user: h.policy.User(), argv: []string{"sleep", "0"}, dir: "/", env: ownEnv,
 		stdout: io.Discard, stderr: io.Discard})
 	if err != nil {
 		return nil, fmt.Errorf("check sleep: %w", err)

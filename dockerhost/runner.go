@@ -34,6 +34,11 @@ type ProcessRunner struct {
 }
 
 // process is one command to run with docker exec.
+// ownEnv is the environment of the host's own commands in a container
+// (tar, the checks): the container's environment is the caller's, and a
+// PATH of theirs must not decide which tar runs, or whether one does.
+var ownEnv = []string{"PATH=" + defaultPath}
+
 type process struct {
 	containerID string
 	user        string

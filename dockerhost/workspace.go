@@ -103,6 +103,7 @@ func (w *Workspace) Export(ctx context.Context, containerID string, dst io.Write
 		user:        w.user,
 		argv:        []string{"tar", "-C", WorkspaceDir, "-cf", "-", "."},
 		dir:         "/",
+		env:         ownEnv,
 		stdout:      &boundedWriter{w: dst, left: limit},
 		stderr:      &capWriter{w: &stderr, left: 4 << 10},
 	})
@@ -123,6 +124,7 @@ func (w *Workspace) untar(ctx context.Context, containerID, user, dir string, sr
 		user:        user,
 		argv:        []string{"tar", "-C", dir, "-xf", "-"},
 		dir:         "/",
+		env:         ownEnv,
 		stdin:       src,
 		stdout:      cw,
 		stderr:      cw,

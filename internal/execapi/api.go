@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -209,7 +210,15 @@ func (a *API) answerNew(w http.ResponseWriter, r *http.Request, e *dockerhost.Ex
 				gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
 				return
 			}
-			gateway.WriteError(w, http.StatusBadGateway, "agent_failed", "the execution's agent did not start (is --agent-binary a static linux agent?); the execution was terminated")
+			// Its host record (pinned before the agent started) goes
+			// with it: a failed provision left a host in /v1/hosts.
+			a.cfg.Agents.Forget(e.ExecutionID)
+			if !e.ExpiresAt.IsZero() && !time.Now().Before(e.ExpiresAt) {
+				gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+					"resources.runtimeMs: the execution's runtime ran out while it was being provisioned; give it more time")
+				return
+			}
+			gateway.WriteError(w, http.StatusBadGateway, "agent_failed", "the execution's agent did not start ("+err.Error()+"); the execution was terminated. Check that --agent-binary is a static linux agent and the gateway's log")
 			return
 		}
 	}

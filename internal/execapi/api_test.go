@@ -727,4 +727,12 @@ func TestAgentThatCannotStart(t *testing.T) {
 	if len(ex.live) != 0 || len(ex.gone) != 1 {
 		t.Fatalf("execution not terminated: live %v gone %v", ex.live, ex.gone)
 	}
+	// Nor left as a host: its key was pinned before the agent failed.
+	hosts, err := st.Hosts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != 0 {
+		t.Fatalf("a failed provision left hosts %+v", hosts)
+	}
 }

@@ -15,7 +15,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -758,5 +760,43 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 	}
 	if agent1, docker1, _ := execWays(t, g); agent1 != agent0+1 || docker1 != docker0 {
 		t.Errorf("ways: agent %d→%d, docker %d→%d; want the command through the agent", agent0, agent1, docker0, docker1)
+	}
+}
+
+// TestSandboxPidsLimitKeepsAgent: commands that run into the pids limit
+// fail as forks fail; they do not take the agent down. The limit counts
+// the agent's threads too, and the agent held one thread per waiting
+// command: 40 commands at once under pids 16 made the Go runtime fail to
+// create a thread (fatal), and the commands then running lost their
+// timeout. (Under pids 8 or 10 it still can: the idle agent has 6 or 7
+// threads of its own.)
+func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	req := execRequest(image)
+	req.Resources.Pids = 16
+	e := provision(t, ctx, c, req)
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "sleep 1; echo " + strconv.Itoa(i)}, TimeoutMs: 30000})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a command at the pids limit: %v", err)
+		}
+	}
+	if regexp.MustCompile(`newosproc|failed to create new OS thread|agent_lost`).MatchString(g.output()) {
+		t.Error("the agent died creating a thread")
+	}
+	if out := sh(t, ctx, c, e.ExecutionID, "echo alive"); out != "alive\n" {
+		t.Fatalf("after the burst: %q", out)
 	}
 }

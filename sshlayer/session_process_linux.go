@@ -14,6 +14,9 @@ import (
 // keeps holding its process group id, so the group can still be signalled
 // without the risk of hitting a new group that reused the id.
 func waitExited(pid int) {
+	if awaitPidfd(pid, time.Time{}) {
+		return
+	}
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -21,6 +24,42 @@ func waitExited(pid int) {
 			return
 		}
 	}
+}
+
+// awaitPidfd waits until pid has exited, or deadline passes (zero: none),
+// in Go's poller rather than in a blocking syscall. It reports false when
+// it could not wait that way (no pidfd, or a kernel that cannot poll
+// one), leaving the wait to the caller. A blocking wait holds an OS
+// thread for as long as the command runs, and a sandbox's pids limit
+// counts threads: 40 commands at once under pids 16 left the Go runtime
+// unable to make the thread it needed, which is fatal, and the agent died.
+func awaitPidfd(pid int, deadline time.Time) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return errors.Is(err, unix.ESRCH) // gone already
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return false
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer func() { _ = f.Close() }()
+	if !deadline.IsZero() {
+		if f.SetReadDeadline(deadline) != nil {
+			return false // not in the poller
+		}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	err = rc.Read(func(uintptr) bool {
+		// A pidfd is readable once its process has exited.
+		n, err := unix.Poll(fds, 0)
+		return n > 0 || err != nil && !errors.Is(err, unix.EINTR)
+	})
+	return err == nil || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // waitGroupGone waits, up to limit, until every process of group pgid
@@ -101,6 +140,9 @@ func lastPID() int {
 
 // waitPidfd waits until pid has exited or deadline passes.
 func waitPidfd(pid int, deadline time.Time) {
+	if awaitPidfd(pid, deadline) {
+		return
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return

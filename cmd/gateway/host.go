@@ -26,7 +26,7 @@ func runHost(ctx context.Context, sio stdio, args []string) error {
 		return fmt.Errorf("host reset-key: want exactly one host id")
 	}
 	id := fs.Arg(0)
-	st, _, err := openState(ctx, dir)
+	st, _, err := openAdminState(ctx, dir, sio.err)
 	if err != nil {
 		return err
 	}

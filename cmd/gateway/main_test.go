@@ -253,6 +253,25 @@ func TestTokenCreateRules(t *testing.T) {
 	}
 }
 
+// A token written to a state dir no gateway has used yet (a forgotten or
+// mistyped --state-dir) says so: the running gateway would refuse it.
+func TestTokenCreateWarnsOfNewState(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	for i, want := range []bool{true, false} {
+		var out, errb bytes.Buffer
+		if err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"token", "create", "--state-dir", dir, "--role", "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(errb.String(), "no gateway state in "+dir); got != want {
+			t.Errorf("token create %d: warned %v, want %v (stderr %q)", i, got, want, errb.String())
+		}
+		if !strings.HasPrefix(lastLine(out.String()), "hg_") {
+			t.Errorf("token create %d: last line %q, want the token", i, lastLine(out.String()))
+		}
+	}
+}
+
 func TestFlagsFromEnvironment(t *testing.T) {
 	fs := newFlags("x", io.Discard)
 	listen := fs.String("listen", "127.0.0.1:8080", "")

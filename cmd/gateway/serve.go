@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -145,6 +147,18 @@ func newLogger(sio stdio, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(sio.err, nil))
 	}
 	return slog.New(slog.NewTextHandler(sio.err, nil))
+}
+
+// openAdminState is openState for the commands that administer a
+// gateway's state (tokens, host keys): it says so on warn when dir held
+// no state yet, since a running gateway with another --state-dir will not
+// see what the command writes (a forgotten --state-dir made a token the
+// gateway refused, with no hint why).
+func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQLite, *sshca.CA, error) {
+	if _, err := os.Stat(filepath.Join(dir, dbFile)); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(warn, "warning: no gateway state in %s yet; creating it. A gateway serving with another --state-dir (or HOSTGATE_STATE_DIR) will not know what this command writes.\n", dir)
+	}
+	return openState(ctx, dir)
 }
 
 // openState opens the database and CA in dir (created 0700).

@@ -66,7 +66,7 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		fmt.Fprintln(sio.err, tokenUsage)
 		return errUsage
 	}
-	st, _, err := openState(ctx, dir)
+	st, _, err := openAdminState(ctx, dir, sio.err)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 	if ttl > 0 {
 		spec.ExpiresAt = time.Now().Add(ttl)
 	}
-	st, _, err := openState(ctx, dir)
+	st, _, err := openAdminState(ctx, dir, sio.err)
 	if err != nil {
 		return err
 	}

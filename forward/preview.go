@@ -165,7 +165,7 @@ func (p *Preview) Close() { p.transport.CloseIdleConnections() }
 // Match reports whether r is a preview request: its host is a preview
 // subdomain, or its path is under the path prefix.
 func (p *Preview) Match(r *http.Request) bool {
-	if _, _, ok := parseSubdomain(r.Host, p.cfg.Domain); ok {
+	if _, _, ok := parseSubdomain(r.Host, p.cfg.Domain); ok || looksLikeSubdomain(r.Host, p.cfg.Domain) {
 		return true
 	}
 	return strings.HasPrefix(r.URL.Path, p.cfg.PathPrefix)

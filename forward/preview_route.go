@@ -83,6 +83,24 @@ func parseSubdomain(reqHost, domain string) (hostID string, port int, ok bool) {
 	return id, port, true
 }
 
+// looksLikeSubdomain reports whether reqHost, under domain, is meant as a
+// preview's subdomain ("{port}--{host}") that parseSubdomain refuses: a
+// bad port, a host id a DNS label cannot carry, more labels. Such a
+// request gets the preview's 404, not the gateway's own pages; names
+// without "--" stay the gateway's, in case it serves under the domain.
+func looksLikeSubdomain(reqHost, domain string) bool {
+	if domain == "" {
+		return false
+	}
+	h := reqHost
+	if hh, _, err := net.SplitHostPort(reqHost); err == nil {
+		h = hh
+	}
+	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	labels, found := strings.CutSuffix(h, "."+strings.ToLower(domain))
+	return found && strings.Contains(labels, "--")
+}
+
 // SubdomainHost returns the subdomain-form host name of a preview, for
 // links: SubdomainHost("local", 3000, "preview.localhost") is
 // "3000--local.preview.localhost".

@@ -632,10 +632,25 @@ func TestPreviewMatch(t *testing.T) {
 		{"gw.example", "/preview/dev/3000/", true},
 		{"gw.example", "/v1/hosts", false},
 		{"preview.localhost", "/", false},
+		{"gw.preview.localhost", "/", false},
+		// Meant as previews but not one: the preview's 404, not the
+		// gateway's pages.
+		{"abc--dev.preview.localhost", "/", true},
+		{"99999--dev.preview.localhost", "/", true},
+		{"3000--a.b.preview.localhost", "/", true},
+		{"x.3000--dev.preview.localhost", "/", true},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "http://"+tc.host+tc.path, nil)
 		if got := p.Match(r); got != tc.want {
 			t.Errorf("Match(%s%s) = %v, want %v", tc.host, tc.path, got, tc.want)
+		}
+		if !tc.want || strings.HasPrefix(tc.path, "/preview/") || tc.host == "3000--dev.preview.localhost:8080" {
+			continue
+		}
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, r)
+		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "No preview here") {
+			t.Errorf("GET http://%s%s: %d %s, want 404 No preview here", tc.host, tc.path, rec.Code, rec.Body)
 		}
 	}
 }

@@ -59,6 +59,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	}).Register(mux)
 
 	mux.Handle("GET /v1/hosts/{id}/pty", webterm.Handler(webterm.Config{
+		Handshake: gateway.RequireWebSocket,
 		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
 			tok, _, ok := srv.Caller(w, r)
 			if ok {

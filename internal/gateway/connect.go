@@ -37,7 +37,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hostID := tok.Hosts[0]
-	if !requireWebSocket(w, r) {
+	if !RequireWebSocket(w, r) {
 		return
 	}
 	if want := r.Header.Get(wire.HeaderHostID); want != "" && want != hostID {

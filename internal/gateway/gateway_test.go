@@ -1008,3 +1008,36 @@ func TestUnreadBodyAnsweredAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A WebSocket handshake the gateway cannot complete gets the API's JSON
+// error, as every other refusal does.
+func TestBadWebSocketHandshakeIsJSON(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	for _, tc := range []struct {
+		name, header, value string
+		status              int
+		code                string
+	}{
+		{"version 8", "Sec-WebSocket-Version", "8", http.StatusUpgradeRequired, "websocket_version"},
+		{"no key", "Sec-WebSocket-Key", "", http.StatusBadRequest, "bad_request"},
+		{"short key", "Sec-WebSocket-Key", "c2hvcnQ=", http.StatusBadRequest, "bad_request"},
+	} {
+		for _, path := range []string{"/v1/hosts/h1/ssh"} {
+			req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+path, nil)
+			wsHeaders(req.Header)
+			req.Header.Set(tc.header, tc.value)
+			req.Header.Set("Authorization", "Bearer "+admin)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			we, ok := wire.ParseError(b)
+			if res.StatusCode != tc.status || !ok || we.Code != tc.code || res.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s on %s: %d %q %s; want %d with JSON code %q", tc.name, path, res.StatusCode, res.Header.Get("Content-Type"), b, tc.status, tc.code)
+			}
+		}
+	}
+}

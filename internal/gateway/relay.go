@@ -24,7 +24,7 @@ import (
 // ends close when either ends or the gateway closes.
 func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	tok, id, ok := s.caller(w, r)
-	if !ok || !requireWebSocket(w, r) {
+	if !ok || !RequireWebSocket(w, r) {
 		return
 	}
 	if !s.track() {

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -43,11 +45,24 @@ func isWebSocket(r *http.Request) bool {
 	return false
 }
 
-func requireWebSocket(w http.ResponseWriter, r *http.Request) bool {
-	if isWebSocket(r) {
-		return true
+// RequireWebSocket answers, with the API's JSON errors, a request that
+// is not a WebSocket handshake this gateway can complete (coder/websocket
+// would answer the version and key in plain text), and reports whether r
+// is one.
+func RequireWebSocket(w http.ResponseWriter, r *http.Request) bool {
+	if !isWebSocket(r) {
+		w.Header().Set("Upgrade", "websocket")
+		WriteError(w, http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket only")
+		return false
 	}
-	w.Header().Set("Upgrade", "websocket")
-	WriteError(w, http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket only")
-	return false
+	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		WriteError(w, http.StatusUpgradeRequired, "websocket_version", fmt.Sprintf("WebSocket version %q is not supported; use 13", v))
+		return false
+	}
+	if k, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key")); err != nil || len(k) != 16 {
+		WriteError(w, http.StatusBadRequest, "bad_request", "Sec-WebSocket-Key must be 16 bytes in base64")
+		return false
+	}
+	return true
 }

@@ -42,6 +42,10 @@ type Config struct {
 	Authorize func(w http.ResponseWriter, r *http.Request, id string) (name string, ok bool)
 	// Spawn starts argv on host id on a PTY, as caller name.
 	Spawn func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error)
+	// Handshake, when set, checks r is a WebSocket handshake before
+	// Authorize and writes the error answer itself when it returns false
+	// (the gateway's answers are JSON; coder/websocket's are text).
+	Handshake func(w http.ResponseWriter, r *http.Request) bool
 	// OriginPatterns are extra origins allowed to open the socket
 	// (coder/websocket host patterns); the gateway's own origin always is.
 	OriginPatterns []string
@@ -84,7 +88,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Refuse a foreign origin before authenticating, so a hijacking page
 	// learns nothing (not even whether the cookie is valid).
 	if !h.originOK(r) {
-		http.Error(w, `{"error":{"code":"forbidden","message":"cross-origin terminal sockets are refused"}}`, http.StatusForbidden)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"error":{"code":"forbidden","message":"cross-origin terminal sockets are refused"}}` + "\n"))
+		return
+	}
+	if h.cfg.Handshake != nil && !h.cfg.Handshake(w, r) {
 		return
 	}
 	name, ok := h.cfg.Authorize(w, r, id)

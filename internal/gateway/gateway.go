@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,10 +190,33 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/hosts/{id}/certificates", s.certificate)
 	m.HandleFunc("GET /v1/hosts/{id}/ssh", s.relaySSH)
 	m.HandleFunc("GET /v1/agents/connect", s.agentConnect)
-	// Anything else under /v1 answers JSON, not net/http's text 404.
+	// Anything else under /v1 answers JSON, not net/http's text 404 or
+	// 405. This catch-all matches every method, so the mux never answers
+	// 405 itself: a path with routes for other methods gets it here.
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(m, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; use "+strings.Join(allow, " or "))
+			return
+		}
 		WriteError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
+}
+
+// allowedMethods lists the methods m routes r's path for, other than the
+// catch-all "/v1/".
+func allowedMethods(m *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if method == r.Method {
+			continue
+		}
+		rc := &http.Request{Method: method, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := m.Handler(rc); pattern != "/v1/" && pattern != "" {
+			allow = append(allow, method)
+		}
+	}
+	return allow
 }
 
 // Handler serves the gateway's HTTP API, behind the front handler when one

@@ -1041,3 +1041,32 @@ func TestBadWebSocketHandshakeIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// A route used with another method is 405 with Allow, in JSON; a path
+// with no route is 404.
+func TestWrongMethodIs405(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"DELETE", "/v1/hosts/h1", 405, "GET"},
+		{"GET", "/v1/hosts/h1/certificates", 405, "POST"},
+		{"POST", "/v1/hosts", 405, "GET"},
+		{"GET", "/v1/nothing/here", 404, ""},
+	} {
+		req, _ := http.NewRequestWithContext(e.ctx, tc.method, e.ts.URL+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if _, ok := wire.ParseError(b); res.StatusCode != tc.status || res.Header.Get("Allow") != tc.allow || !ok {
+			t.Errorf("%s %s: %d Allow %q %s; want %d Allow %q in JSON", tc.method, tc.path, res.StatusCode, res.Header.Get("Allow"), b, tc.status, tc.allow)
+		}
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/hostgate/hostgate/internal/agent"
@@ -81,7 +82,11 @@ func run(args []string, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "agent %s: %v\n", args[0], err)
+		if msg := err.Error(); strings.HasPrefix(msg, "agent ") {
+			fmt.Fprintln(stderr, msg) // the command named itself
+		} else {
+			fmt.Fprintf(stderr, "agent %s: %s\n", args[0], msg)
+		}
 		return 1
 	}
 	return 0

@@ -485,6 +485,13 @@ func TestUsage(t *testing.T) {
 	if code := run([]string{"serve", "-h"}, &b); code != 0 || !strings.Contains(b.String(), "--authorized-keys") && !strings.Contains(b.String(), "-authorized-keys") {
 		t.Errorf("serve -h: code %d, output %q", code, b.String())
 	}
+	// An error names its command once.
+	for _, args := range [][]string{{"connect"}, {"serve", "--stdio"}} {
+		b.Reset()
+		if code := run(args, &b); code != 1 || strings.Count(b.String(), "agent "+args[0]+":") != 1 {
+			t.Errorf("agent %v: code %d, output %q; want 1 and the command named once", args, code, b.String())
+		}
+	}
 }
 
 // startEcho runs a loopback TCP echo server until the test ends.

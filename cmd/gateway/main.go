@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -48,8 +49,8 @@ func main() {
 	err := run(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()
 	switch {
-	case err == nil:
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp): // help was asked for and given
+	case errors.Is(err, errUsage):
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "gateway:", err)
@@ -58,9 +59,13 @@ func main() {
 }
 
 func run(ctx context.Context, sio stdio, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(sio.err)
 		return errUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(sio.out)
+		return nil
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -90,9 +95,29 @@ func newFlags(name string, w io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// envUsage makes fs's usage name the environment variable of each flag
+// in envFlags, or of every flag when all is set.
+func envUsage(fs *flag.FlagSet, all bool, envFlags ...string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if all || slices.Contains(envFlags, f.Name) {
+				names = append(names, "--"+f.Name+" "+EnvName(f.Name))
+			}
+		})
+		if len(names) > 0 {
+			fmt.Fprintf(w, "\nthese flags may be set in the environment instead (the flag wins):\n  %s\n", strings.Join(names, "\n  "))
+		}
+	}
+}
+
 // parse applies HOSTGATE_* environment variables as flag defaults (flag
 // --state-dir ↔ HOSTGATE_STATE_DIR), then the command line, which wins.
 func parse(fs *flag.FlagSet, args []string) error {
+	envUsage(fs, true)
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := EnvName(f.Name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -269,6 +270,37 @@ func TestTokenCreateWarnsOfNewState(t *testing.T) {
 		if !strings.HasPrefix(lastLine(out.String()), "hg_") {
 			t.Errorf("token create %d: last line %q, want the token", i, lastLine(out.String()))
 		}
+	}
+}
+
+// --help is an answer, not a usage error (exit 0), and names each flag's
+// environment variable.
+func TestHelp(t *testing.T) {
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "commands:"},
+		{[]string{"serve", "--help"}, "--state-dir HOSTGATE_STATE_DIR"},
+		{[]string{"proxy", "-h"}, "--token HOSTGATE_TOKEN"},
+		{[]string{"token", "create", "--help"}, "--state-dir HOSTGATE_STATE_DIR"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, tc.args)
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("gateway %v: %v, want help (exit 0)", tc.args, err)
+		}
+		if !strings.Contains(out.String()+errb.String(), tc.want) {
+			t.Errorf("gateway %v: help lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
+		}
+	}
+	if strings.Contains(func() string {
+		var b bytes.Buffer
+		_ = run(ctx, stdio{in: strings.NewReader(""), out: &b, err: &b}, []string{"token", "create", "--help"})
+		return b.String()
+	}(), "HOSTGATE_ROLE") {
+		t.Error("token create's help names an environment variable it does not read")
 	}
 }
 

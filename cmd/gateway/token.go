@@ -160,6 +160,7 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 
 // parseOnlyEnv is parse with only the named flags taken from HOSTGATE_*.
 func parseOnlyEnv(fs *flag.FlagSet, args []string, envFlags ...string) error {
+	envUsage(fs, false, envFlags...)
 	for _, n := range envFlags {
 		f := fs.Lookup(n)
 		if v, ok := os.LookupEnv(EnvName(n)); ok && f != nil {

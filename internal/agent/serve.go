@@ -90,10 +90,10 @@ func ParseKeys(data []byte) ([]ssh.PublicKey, error) {
 		}
 		k, _, opts, _, err := ssh.ParseAuthorizedKey(line)
 		if err != nil {
-			return nil, fmt.Errorf("agent: line %d: %w", n, err)
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if len(opts) > 0 {
-			return nil, fmt.Errorf("agent: line %d: key options are not supported (%s)", n, strings.Join(opts, ","))
+			return nil, fmt.Errorf("line %d: key options are not supported (%s)", n, strings.Join(opts, ","))
 		}
 		keys = append(keys, k)
 	}

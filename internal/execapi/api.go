@@ -346,18 +346,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 		return true
 	}
 	var mbe *http.MaxBytesError
-	var ute *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &mbe):
+	if errors.As(err, &mbe) {
 		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
-	case errors.As(err, &ute) && ute.Field != "":
-		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, fmt.Sprintf("%s: want a JSON %s, got %s", ute.Field, ute.Type, ute.Value))
-	default:
-		msg := "body: " + err.Error()
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			msg = strings.Trim(f, `"`) + ": unknown field"
-		}
-		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, msg)
+		return false
 	}
+	gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, gateway.JSONBodyError(err))
 	return false
 }

@@ -226,11 +226,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
 			return false
 		}
-		WriteError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: "+err.Error())
+		WriteError(w, http.StatusBadRequest, "bad_request", JSONBodyError(err))
 		return false
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		WriteError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: trailing data")
+		WriteError(w, http.StatusBadRequest, "bad_request", "body: not valid JSON: trailing data after the JSON object")
 		return false
 	}
 	return true

@@ -1070,3 +1070,29 @@ func TestWrongMethodIs405(t *testing.T) {
 		}
 	}
 }
+
+// A body of the wrong JSON shape is named in JSON's words, not Go's.
+func TestJSONBodyErrorWording(t *testing.T) {
+	type inner struct {
+		N int `json:"n"`
+	}
+	type body struct {
+		Key   string  `json:"publicKey"`
+		Inner inner   `json:"inner"`
+		Ptr   *string `json:"ptr"`
+	}
+	for in, want := range map[string]string{
+		`[]`:                  "the body must be a JSON object, not an array",
+		`{"publicKey":1}`:     "publicKey: want a JSON string, got a number",
+		`{"inner":{"n":1.5}}`: "inner.n: want a JSON integer, got a number 1.5",
+		`{"inner":"x"}`:       "inner: want a JSON object, got a string",
+		`{"ptr":true}`:        "ptr: want a JSON string, got a bool",
+		`{"publicKey":`:       "body: not valid JSON: unexpected EOF",
+	} {
+		var b body
+		err := json.NewDecoder(strings.NewReader(in)).Decode(&b)
+		if got := JSONBodyError(err); got != want {
+			t.Errorf("%s: %q, want %q", in, got, want)
+		}
+	}
+}

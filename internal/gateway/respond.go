@@ -3,8 +3,10 @@ package gateway
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
@@ -65,4 +67,55 @@ func RequireWebSocket(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// JSONBodyError words a request body's JSON decoding error for the
+// caller: the field and the JSON kind it wants, never the Go type behind
+// it ("cannot unmarshal array into Go value of type gateway.certRequest").
+func JSONBodyError(err error) string {
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		want := jsonKind(ute.Type)
+		if ute.Field == "" {
+			return fmt.Sprintf("the body must be a JSON %s, not %s", want, article(ute.Value))
+		}
+		return fmt.Sprintf("%s: want a JSON %s, got %s", ute.Field, want, article(ute.Value))
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return strings.Trim(f, `"`) + ": unknown field"
+	}
+	return "body: not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "value"
+}
+
+// article puts "a"/"an" before encoding/json's name of a JSON value
+// ("array", "number 1.5", "string").
+func article(v string) string {
+	if v != "" && strings.ContainsRune("aeiou", rune(v[0])) {
+		return "an " + v
+	}
+	return "a " + v
 }

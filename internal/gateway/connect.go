@@ -112,6 +112,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
 	}
 	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
+	// Live (cut when the agent's token goes) before the upgrade answers
+	// too: a relay may open as soon as the agent sees 101, and a recheck
+	// then must find the tunnel it goes through.
+	ctx, done := s.live.add(s.ctx, tok, "tunnel", hostID)
+	defer done()
 	w.Header().Set(wire.HeaderCAKey, s.ca.AuthorizedKey())
 	w.Header().Set(wire.HeaderHostID, h.ID)
 	conn, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
@@ -129,8 +134,6 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return // replaced or closing meanwhile
 	}
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))
-	ctx, done := s.live.add(s.ctx, tok, "tunnel", hostID)
-	defer done()
 	select {
 	case <-sess.CloseChan():
 	case <-pt.Done(): // replaced by a newer connection, or the registry closed

@@ -58,6 +58,9 @@ type ConnectConfig struct {
 	Info hostgate.Info
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
+	// Shell runs commands and interactive shells; empty means
+	// sshlayer.DefaultShell (/bin/sh).
+	Shell string
 	// MinBackoff, MaxBackoff bound the wait between attempts; zero means
 	// the defaults.
 	MinBackoff, MaxBackoff time.Duration
@@ -216,6 +219,7 @@ func (c *connector) once(ctx context.Context, up func()) error {
 		TrustedUserCAs:   []ssh.PublicKey{ca},
 		Principal:        hostID,
 		Logger:           c.log.With("host", hostID),
+		Shell:            c.cfg.Shell,
 		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
 	}
 	if c.cfg.Server != nil {

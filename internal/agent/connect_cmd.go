@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // DefaultStateDir is where the agent keeps its host key and the pinned
@@ -41,6 +43,7 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.Token, "token", "", "agent token (prefer HOSTGATE_TOKEN)")
 	fs.StringVar(&cfg.HostID, "host-id", "", "host id; must match the token's")
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
+	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -59,6 +62,9 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("agent connect: unexpected arguments %q", fs.Args())
+	}
+	if err := CheckShell(cfg.Shell); err != nil {
+		return fmt.Errorf("agent connect: %w", err)
 	}
 	if cfg.GatewayURL == "" || cfg.Token == "" {
 		return errors.New("agent connect: --gateway and --token (or HOSTGATE_GATEWAY, HOSTGATE_TOKEN) are required")

@@ -41,6 +41,9 @@ type ServeConfig struct {
 	HostID string
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// Shell runs commands and interactive shells; empty means
+	// sshlayer.DefaultShell (/bin/sh).
+	Shell string
 	// Server adjusts the SSH server config before the server is built.
 	Server func(*sshlayer.ServerConfig)
 }
@@ -65,6 +68,7 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		TrustedUserCAs:   cfg.TrustedCAs,
 		Principal:        cfg.HostID,
 		Logger:           cfg.Logger,
+		Shell:            cfg.Shell,
 		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
 	}
 	if cfg.Server != nil {
@@ -188,4 +192,24 @@ func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 			_ = srv.ServeConn(ctx, st) // the server logs failures
 		}()
 	}
+}
+
+// CheckShell checks a --shell value: an absolute path to an executable
+// file (the server runs `SHELL -c COMMAND`, and a login shell for
+// interactive sessions).
+func CheckShell(path string) error {
+	if path == "" {
+		return nil
+	}
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("--shell %q: want an absolute path", path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("--shell: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("--shell %q: not an executable file", path)
+	}
+	return nil
 }

@@ -73,6 +73,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.HostID, "host-id", "", "principal that user certificates must carry (default: the OS user name)")
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory of the host key ("+HostKeyFile+")")
 	fs.StringVar(&cfg.HostKeyPath, "host-key", "", "host key file (default STATE_DIR/"+HostKeyFile+"; created when missing)")
+	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +84,9 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("agent serve: unexpected arguments %q", fs.Args())
+	}
+	if err := CheckShell(cfg.Shell); err != nil {
+		return fmt.Errorf("agent serve: %w", err)
 	}
 	if (listen == "") == !stdio {
 		return errors.New("agent serve: give exactly one of --listen ADDR and --stdio")

@@ -178,6 +178,47 @@ func TestServeStdio(t *testing.T) {
 	}
 }
 
+// --shell picks the shell commands run under (sshd would take the login
+// shell; the agent's default is /bin/sh).
+func TestServeShell(t *testing.T) {
+	dir := t.TempDir()
+	shell := filepath.Join(dir, "myshell")
+	if err := os.WriteFile(shell, []byte("#!/bin/sh\necho \"myshell $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	client := serveKey(t)
+	srv, err := NewServer(&ServeConfig{StateDir: dir, AuthorizedKeys: []ssh.PublicKey{client.PublicKey()}, Shell: shell})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, HostKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientSide := bytestream.NewPipeConn(outR, inW)
+	done := make(chan error, 1)
+	go func() { done <- ServeStdio(context.Background(), bytestream.NewPipeConn(inR, outW), srv) }()
+	if out := serveSSHExec(t, clientSide, hk.PublicKey(), client, "echo hi | cat"); out != "myshell -c echo hi | cat\n" {
+		t.Fatalf("through --shell: %q", out)
+	}
+	_ = clientSide.Close()
+	<-done
+	for _, bad := range []string{"sh", filepath.Join(dir, "missing"), dir} {
+		if err := CheckShell(bad); err == nil {
+			t.Errorf("CheckShell(%q) accepted", bad)
+		}
+	}
+}
+
 func TestParseKeys(t *testing.T) {
 	k1, k2 := serveKey(t).PublicKey(), serveKey(t).PublicKey()
 	good := fmt.Sprintf("# comment\n\n%s  # trailing\n%s", bytes.TrimSpace(ssh.MarshalAuthorizedKey(k1)), ssh.MarshalAuthorizedKey(k2))

@@ -193,6 +193,15 @@ func TestOpenSSHSFTP(t *testing.T) {
 	if want := "Remote working directory: " + filepath.Join(remote, "sub") + "\n"; !bytes.Contains(out, []byte(want)) {
 		t.Errorf("pwd after cd through a symlink: want %q in\n%s", want, out)
 	}
+	// OpenSSH's sftp sizes its requests by limits@openssh.com, as against
+	// its own server: 255 KiB, not 32.
+	out, err = o.command(srvTestCtx(t), "sftp", "-vvv", "-b", "/dev/null", "hostgate@127.0.0.1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sftp -vvv: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("using %d / %d", sftpMaxPacket, sftpMaxPacket); !bytes.Contains(out, []byte(want)) {
+		t.Errorf("sftp's request sizes: want %q in\n%s", want, out)
+	}
 }
 
 func TestOpenSSHSCP(t *testing.T) {

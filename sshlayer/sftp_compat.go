@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -15,10 +17,13 @@ import (
 // SFTP v3 packet types and status codes sftpCompat reads and writes (the
 // other status codes are in sftp_provider.go).
 const (
-	fxpRealpath = 16
-	fxpSymlink  = 20
-	fxpStatus   = 101
-	fxpName     = 104
+	fxpVersion       = 2
+	fxpRealpath      = 16
+	fxpSymlink       = 20
+	fxpStatus        = 101
+	fxpName          = 104
+	fxpExtended      = 200
+	fxpExtendedReply = 201
 
 	fxOK           = 0
 	fxFailure      = 4
@@ -35,6 +40,14 @@ const (
 //     link was; the target is stored as given, as ln -s and OpenSSH do.
 //   - REALPATH: pkg/sftp only cleans the path; OpenSSH resolves symlinks
 //     (realpath(3)), the last component being allowed not to exist.
+//
+// It also adds two OpenSSH extensions pkg/sftp lacks to the VERSION
+// answer, and answers them:
+//   - expand-path@openssh.com: OpenSSH's sftp sends "cd ~" and "ls ~/x"
+//     through it, and without it asked for a directory named "~".
+//   - limits@openssh.com: the request sizes the server takes. Without it
+//     OpenSSH's sftp reads and writes 32 KiB at a time; with it, 255 KiB,
+//     as against its own server.
 //
 // Every other packet passes through untouched. The two are done only once
 // pkg/sftp has answered every request before them (both servers act in
@@ -58,6 +71,8 @@ type sftpCompat struct {
 	outLeft int    // bytes of pkg/sftp's current packet still to come
 	werr    error  // the channel failed or closed: no packet will complete
 	sent    int64  // packets pkg/sftp has written: one answer per request
+	version []byte // pkg/sftp's first packet (VERSION) while it is incomplete
+	started bool   // the first packet went out
 }
 
 func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
@@ -94,7 +109,15 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 		if len(c.buf) >= sftpHeaderSize {
 			length := binary.BigEndian.Uint32(c.buf)
 			typ := c.buf[4]
-			if typ != fxpSymlink && typ != fxpRealpath || length < 1 || length > sftpCompatMax {
+			if typ == fxpExtended && length <= sftpCompatMax && len(c.buf) < 4+int(length) {
+				// Which extension it is comes after the id: the whole
+				// (small) packet first.
+				if err := c.fill(); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			if typ != fxpSymlink && typ != fxpRealpath && !ourExtension(c.buf[:min(len(c.buf), 4+int(length))]) || length < 1 || length > sftpCompatMax {
 				c.passLeft = 4 + int(length)
 				c.wmu.Lock()
 				c.passed++
@@ -154,6 +177,25 @@ func (c *sftpCompat) answer(pkt []byte) error {
 		return errors.New("sshlayer: sftp: short packet")
 	}
 	switch typ {
+	case fxpExtended:
+		name, rest, _ := sftpString(rest) // ourExtension read it
+		if name == extLimits {
+			b := sftpPacket(fxpExtendedReply, id)
+			b = binary.BigEndian.AppendUint64(b, maxSFTPMessage)
+			b = binary.BigEndian.AppendUint64(b, sftpMaxPacket) // read
+			b = binary.BigEndian.AppendUint64(b, sftpMaxPacket) // write
+			b = binary.BigEndian.AppendUint64(b, 0)             // open handles: no limit
+			return c.writePacket(b)
+		}
+		p, _, ok := sftpString(rest)
+		if !ok {
+			return c.writeStatus(id, fxBadMessage, "malformed expand-path")
+		}
+		p, err := c.expand(p)
+		if err != nil {
+			return c.writeStatus(id, statusCode(err), err.Error())
+		}
+		return c.writeName(id, p)
 	case fxpSymlink:
 		target, rest, ok1 := sftpString(rest)
 		link, _, ok2 := sftpString(rest)
@@ -170,17 +212,67 @@ func (c *sftpCompat) answer(pkt []byte) error {
 		if !ok {
 			return c.writeStatus(id, fxBadMessage, "malformed REALPATH")
 		}
-		real, err := realpath(c.local(name))
-		if err != nil {
-			return c.writeStatus(id, statusCode(err), err.Error())
-		}
-		b := sftpPacket(fxpName, id)
-		b = binary.BigEndian.AppendUint32(b, 1)
-		b = sftpAppendString(b, real)
-		b = sftpAppendString(b, real)
-		b = binary.BigEndian.AppendUint32(b, 0) // no attributes
-		return c.writePacket(b)
+		return c.writeName(id, name)
 	}
+}
+
+// writeName answers REALPATH and expand-path: name resolved as OpenSSH's
+// realpath does, in a NAME packet.
+func (c *sftpCompat) writeName(id uint32, name string) error {
+	real, err := realpath(c.local(name))
+	if err != nil {
+		return c.writeStatus(id, statusCode(err), err.Error())
+	}
+	b := sftpPacket(fxpName, id)
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = sftpAppendString(b, real)
+	b = sftpAppendString(b, real)
+	b = binary.BigEndian.AppendUint32(b, 0) // no attributes
+	return c.writePacket(b)
+}
+
+// The extensions sftpCompat answers, and the largest message pkg/sftp's
+// server reads.
+const (
+	extExpandPath  = "expand-path@openssh.com"
+	extLimits      = "limits@openssh.com"
+	maxSFTPMessage = 256 << 10
+)
+
+// ourExtension reports whether pkt (length prefix first, whole) is an
+// EXTENDED request sftpCompat answers.
+func ourExtension(pkt []byte) bool {
+	if len(pkt) < sftpHeaderSize || pkt[4] != fxpExtended || len(pkt) < 4+int(binary.BigEndian.Uint32(pkt)) {
+		return false
+	}
+	_, rest, ok := sftpUint32(pkt[5:])
+	if !ok {
+		return false
+	}
+	name, _, ok := sftpString(rest)
+	return ok && (name == extExpandPath || name == extLimits)
+}
+
+// expand does what OpenSSH's expand-path does before resolving: "~" and
+// "~/…" are the home directory (the server's working directory, where
+// sshd's sftp-server starts too), "~user/…" that user's.
+func (c *sftpCompat) expand(p string) (string, error) {
+	if !strings.HasPrefix(p, "~") {
+		return p, nil
+	}
+	name, rest, _ := strings.Cut(p[1:], "/")
+	home := c.dir
+	if name != "" {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return "", &fs.PathError{Op: "expand-path", Path: p, Err: fs.ErrNotExist}
+		}
+		home = u.HomeDir
+	}
+	if rest == "" {
+		return home, nil
+	}
+	return home + "/" + rest, nil
 }
 
 // local is name as the server sees it: relative to dir. It is not
@@ -260,9 +352,51 @@ func (c *sftpCompat) writePacket(b []byte) error {
 }
 
 // Write passes pkg/sftp's output on, following its packet boundaries.
+// Its first packet, the VERSION answer, is held until whole and goes out
+// with our extensions added.
 func (c *sftpCompat) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if !c.started {
+		c.version = append(c.version, p...)
+		if len(c.version) < sftpHeaderSize {
+			return len(p), nil
+		}
+		total := 4 + int(binary.BigEndian.Uint32(c.version))
+		if len(c.version) < total && total <= sftpCompatMax {
+			return len(p), nil
+		}
+		c.started = true
+		first := c.version
+		c.version = nil
+		if len(first) >= total && first[4] == fxpVersion {
+			v := append([]byte(nil), first[:total]...)
+			v = sftpAppendString(v, extExpandPath)
+			v = sftpAppendString(v, "1")
+			v = sftpAppendString(v, extLimits)
+			v = sftpAppendString(v, "1")
+			binary.BigEndian.PutUint32(v, uint32(len(v)-4))
+			if _, err := c.ch.Write(v); err != nil {
+				c.werr = err
+				c.wcond.Broadcast()
+				return 0, err
+			}
+			c.sent++
+			first = first[total:]
+		}
+		if _, err := c.write(first); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.write(p)
+}
+
+// write passes p on, counting pkg/sftp's packets; wmu is held.
+func (c *sftpCompat) write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	n, err := c.ch.Write(p)
 	for q := p[:n]; len(q) > 0; {
 		if c.outLeft > 0 {

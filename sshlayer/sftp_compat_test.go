@@ -63,12 +63,12 @@ func fakeSFTP(c *sftpCompat) []byte {
 }
 
 // passedThrough is what sftpCompat should hand on from in: every packet
-// but whole SYMLINK and REALPATH ones of a sane size.
+// but whole SYMLINK, REALPATH, expand-path and limits ones of a sane size.
 func passedThrough(in []byte) []byte {
 	var out []byte
 	for len(in) >= sftpHeaderSize {
 		n := binary.BigEndian.Uint32(in)
-		if (in[4] == fxpSymlink || in[4] == fxpRealpath) && n >= 1 && n <= sftpCompatMax {
+		if (in[4] == fxpSymlink || in[4] == fxpRealpath || ourExtension(in)) && n >= 1 && n <= sftpCompatMax {
 			if uint64(len(in)) < 4+uint64(n) {
 				break
 			}
@@ -206,6 +206,9 @@ func TestSFTPCompatAnswersBetweenPackets(t *testing.T) {
 }
 
 func FuzzSFTPCompat(f *testing.F) {
+	f.Add(rawPacket(fxpExtended, 1, str(extExpandPath), str("~/x")))
+	f.Add(rawPacket(fxpExtended, 1, str(extLimits)))
+	f.Add(rawPacket(fxpExtended, 1, str("statvfs@openssh.com"), str("/")))
 	f.Add(rawPacket(fxpSymlink, 1, str("a"), str("b")))
 	f.Add(rawPacket(fxpRealpath, 2, str(".")))
 	f.Add(append(rawPacket(fxpRealpath, 3, []byte{0, 0, 0, 9}), rawPacket(5, 4, str("x"))...))
@@ -298,5 +301,70 @@ func TestSFTPCompatKeepsRequestOrder(t *testing.T) {
 	<-done
 	if len(made) != 1 {
 		t.Fatalf("symlinks made: %q", made)
+	}
+}
+
+// expand-path@openssh.com and limits@openssh.com are answered here, other
+// extensions pass to pkg/sftp; pkg/sftp's VERSION answer goes out with
+// both added, however it is written.
+func TestSFTPCompatExtensions(t *testing.T) {
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	statvfs := rawPacket(fxpExtended, 4, str("statvfs@openssh.com"), str("/"))
+	var in bytes.Buffer
+	for _, p := range [][]byte{
+		rawPacket(fxpExtended, 1, str(extExpandPath), str("~")),
+		rawPacket(fxpExtended, 2, str(extExpandPath), str("~/sub")),
+		rawPacket(fxpExtended, 3, str(extLimits)),
+		statvfs,
+		rawPacket(fxpExtended, 5, str(extExpandPath), str("~nosuchuser-hg/x")),
+		rawPacket(fxpExtended, 6, str(extExpandPath), str("sub")),
+	} {
+		in.Write(p)
+	}
+	ch := &fakeChannel{in: &randomChunks{r: bytes.NewReader(in.Bytes())}}
+	c := newSFTPCompat(ch, home)
+	// pkg/sftp's VERSION, in two writes as its sendPacket may make them.
+	version := rawPacket(fxpVersion, 3, str("hardlink@openssh.com"), str("1"))
+	if _, err := c.Write(version[:7]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(version[7:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := fakeSFTP(c); !bytes.Equal(got, statvfs) {
+		t.Fatalf("pkg/sftp got %q, want only the statvfs request", got)
+	}
+	pkts := readPackets(t, ch.out.Bytes())
+	if v := pkts[0]; v[0] != fxpVersion || !bytes.Contains(v, []byte("hardlink@openssh.com")) || !bytes.Contains(v, []byte(extExpandPath)) || !bytes.Contains(v, []byte(extLimits)) {
+		t.Fatalf("VERSION %q, want pkg/sftp's with both extensions added", v)
+	}
+	answers := map[uint32][]byte{}
+	for _, p := range pkts[1:] {
+		if p[0] != 103 {
+			answers[binary.BigEndian.Uint32(p[1:])] = p
+		}
+	}
+	name := func(id uint32, want string) {
+		t.Helper()
+		a := answers[id]
+		if a == nil || a[0] != fxpName {
+			t.Fatalf("answer %d: %q, want a NAME", id, a)
+		}
+		if got, _, _ := sftpString(a[9:]); got != want {
+			t.Errorf("answer %d: %q, want %q", id, got, want)
+		}
+	}
+	name(1, home)
+	name(2, filepath.Join(home, "sub"))
+	name(6, filepath.Join(home, "sub"))
+	if a := answers[3]; a == nil || a[0] != fxpExtendedReply || len(a) != 5+32 ||
+		binary.BigEndian.Uint64(a[5:]) != maxSFTPMessage || binary.BigEndian.Uint64(a[13:]) != sftpMaxPacket || binary.BigEndian.Uint64(a[21:]) != sftpMaxPacket {
+		t.Errorf("limits answer %q", a)
+	}
+	if a := answers[5]; a == nil || a[0] != fxpStatus || binary.BigEndian.Uint32(a[5:]) != fxNoSuchFile {
+		t.Errorf("expand-path of an unknown user: %q, want no such file", a)
 	}
 }

@@ -178,4 +178,5 @@ func defaultStateDir() string {
 const (
 	dbFile    = "gateway.db"
 	caKeyFile = "ca_key"
+	lockFile  = "gateway.lock" // held while a gateway serves
 )

@@ -85,6 +85,42 @@ func startServe(t *testing.T, dir string) string {
 	return "http://" + a.String()
 }
 
+// A second gateway on a state dir in use refuses to start, naming why;
+// once the first stops, the dir is free.
+func TestServeLocksStateDir(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	logger := slog.New(slog.DiscardHandler)
+	cfg := func() *serveConfig {
+		return &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
+	}
+	go func() { done <- serve(ctx, logger, cfg(), func(a net.Addr) { ready <- a }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	err := serve(context.Background(), logger, cfg(), nil)
+	if err == nil || !strings.Contains(err.Error(), "another gateway is serving from "+dir) {
+		t.Errorf("a second gateway on the same state dir: %v, want it refused", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { done <- serve(ctx2, logger, cfg(), func(a net.Addr) { ready <- a }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve after the first stopped: %v", err)
+	}
+	cancel2()
+	<-done
+}
+
 // echoAgent enrolls as the token's host and echoes every stream.
 func echoAgent(t *testing.T, ctx context.Context, base, token string) {
 	t.Helper()

@@ -187,6 +187,11 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		return err
 	}
 	defer st.Close()
+	unlock, err := lockStateDir(c.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck})
 	if err != nil {
 		return err

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// lockStateDir is a no-op where flock(2) is missing.
+func lockStateDir(string) (func(), error) { return func() {}, nil }

@@ -1,0 +1,32 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockStateDir takes the state dir for this process until unlock: two
+// gateways serving from one dir would each hold tunnels the other's
+// registry does not know, and each run its own sandbox adoption and reaping
+// on the same containers. Token and host commands do not take it (the
+// database serializes them); a crashed gateway's lock goes with it.
+func lockStateDir(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state dir lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another gateway is serving from %s; stop it or give this one its own --state-dir", dir)
+		}
+		return nil, fmt.Errorf("state dir lock: %w", err)
+	}
+	return func() { _ = f.Close() }, nil
+}

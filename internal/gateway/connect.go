@@ -62,7 +62,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderInfo+": "+err.Error())
 		return
 	}
-	infoJSON, _ := json.Marshal(info)
+	var infoJSON []byte // none sent: the stored info stays (an older or minimal agent)
+	if r.Header.Get(wire.HeaderInfo) != "" {
+		infoJSON, _ = json.Marshal(info)
+	}
 	kind := info.Kind
 	if kind == "" {
 		kind = "machine"

@@ -366,7 +366,8 @@ func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
 		return Host{}, errors.New("store: enroll: empty host key")
 	}
 	info := e.Info
-	if len(info) == 0 {
+	keepInfo := len(info) == 0 // an enrollment that sends none keeps the stored info and kind
+	if keepInfo {
 		info = json.RawMessage("{}")
 	}
 	if !json.Valid(info) {
@@ -387,6 +388,9 @@ func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
 	case err != nil:
 	case pinned != "" && pinned != e.HostKey:
 		return Host{}, ErrKeyMismatch
+	case keepInfo:
+		_, err = tx.ExecContext(ctx, `UPDATE hosts SET host_key = ?, last_seen_ms = ? WHERE id = ?`,
+			e.HostKey, now, e.HostID)
 	default:
 		_, err = tx.ExecContext(ctx, `UPDATE hosts SET kind = ?, info = ?, host_key = ?, last_seen_ms = ? WHERE id = ?`,
 			e.Kind, string(info), e.HostKey, now, e.HostID)

@@ -102,8 +102,10 @@ type Session struct {
 
 // Enrollment is what an agent presents when it connects.
 type Enrollment struct {
-	HostID  string
-	Kind    string
+	HostID string
+	Kind   string
+	// Info is the host's self-description; empty keeps what a known host
+	// has stored (its kind too), and is {} for a new one.
 	Info    json.RawMessage
 	HostKey string // authorized_keys form
 }

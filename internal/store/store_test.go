@@ -205,6 +205,10 @@ func TestEnrollPinRefuseReset(t *testing.T) {
 	if h, err = s.Enroll(ctx, Enrollment{HostID: "h1", Kind: "machine", Info: []byte(`{"os":"darwin"}`), HostKey: "ssh-ed25519 KEY1"}); err != nil || string(h.Info) != `{"os":"darwin"}` {
 		t.Fatalf("re-enroll: %+v %v", h, err)
 	}
+	// Without info: the stored info and kind stay.
+	if h, err = s.Enroll(ctx, Enrollment{HostID: "h1", Kind: "other", HostKey: "ssh-ed25519 KEY1"}); err != nil || string(h.Info) != `{"os":"darwin"}` || h.Kind != "machine" {
+		t.Fatalf("re-enroll without info: %+v %v", h, err)
+	}
 	// Another key: refused, nothing changed.
 	if _, err := s.Enroll(ctx, Enrollment{HostID: "h1", Kind: "evil", Info: []byte(`{}`), HostKey: "ssh-ed25519 KEY2"}); !errors.Is(err, ErrKeyMismatch) {
 		t.Fatalf("impostor: %v", err)

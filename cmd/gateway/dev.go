@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -98,23 +99,42 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 }
 
 // devTokens makes a fresh admin token (printed for the person) and the
-// local agent's token.
+// local agent's token, and revokes those of earlier runs: each start added
+// two tokens that never expire, and every admin token printed before kept
+// working.
 func devTokens(ctx context.Context, dir string) (admin, agentTok string, err error) {
 	st, _, err := openState(ctx, dir)
 	if err != nil {
 		return "", "", err
 	}
 	defer st.Close()
-	admin, _, err = st.CreateToken(ctx, store.TokenSpec{Name: "dev-admin", Role: store.RoleAdmin})
+	old, err := st.Tokens(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	agentTok, _, err = st.CreateToken(ctx, store.TokenSpec{Name: "dev-agent-local", Role: store.RoleAgent, Hosts: []string{devHost}})
+	for _, t := range old {
+		if t.Name == devAdminToken || t.Name == devAgentToken {
+			if err := st.DeleteToken(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return "", "", err
+			}
+		}
+	}
+	admin, _, err = st.CreateToken(ctx, store.TokenSpec{Name: devAdminToken, Role: store.RoleAdmin})
+	if err != nil {
+		return "", "", err
+	}
+	agentTok, _, err = st.CreateToken(ctx, store.TokenSpec{Name: devAgentToken, Role: store.RoleAgent, Hosts: []string{devHost}})
 	if err != nil {
 		return "", "", err
 	}
 	return admin, agentTok, nil
 }
+
+// The names of the tokens `gateway dev` makes.
+const (
+	devAdminToken = "dev-admin"
+	devAgentToken = "dev-agent-local"
+)
 
 // devSSHCommand writes a session key, a certificate for it (at the longest
 // TTL the CA allows) and a known_hosts line for the local host, and returns

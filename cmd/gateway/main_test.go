@@ -434,3 +434,35 @@ func TestParseArgsInterspersed(t *testing.T) {
 		}
 	}
 }
+
+// Each `gateway dev` start revokes the tokens of the one before: they
+// never expire, and they piled up, every printed admin token still valid.
+func TestDevTokensReplaced(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	admin1, agent1, err := devTokens(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin2, _, err := devTokens(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := openState(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, old := range []string{admin1, agent1} {
+		if _, err := st.LookupToken(ctx, old); err == nil {
+			t.Error("a token of the earlier start still works")
+		}
+	}
+	if _, err := st.LookupToken(ctx, admin2); err != nil {
+		t.Errorf("the new admin token: %v", err)
+	}
+	toks, err := st.Tokens(ctx)
+	if err != nil || len(toks) != 2 {
+		t.Errorf("%d tokens after two starts (%v), want 2", len(toks), err)
+	}
+}

@@ -94,8 +94,18 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		if !upAt.IsZero() && time.Since(upAt) >= healthyTunnel {
 			backoff = c.min
 		}
+		var ref *refusal
+		if errors.As(err, &ref) && ref.slowDown() {
+			// Asking again soon cannot help, and counts against the
+			// agent's address at the gateway.
+			backoff = c.max
+		}
 		wait := jitter(backoff)
-		c.log.Warn("gateway tunnel ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		if ref != nil && ref.lasting() {
+			c.log.Error("the gateway refuses this agent, and will until its token (or, for a host key conflict, the pinned key) is fixed; retrying", "err", err, "in", wait.Round(time.Millisecond))
+		} else {
+			c.log.Warn("gateway tunnel ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -186,6 +196,29 @@ func fillInfo(info hostgate.Info) hostgate.Info {
 	return info
 }
 
+// refusal is the gateway's error answer to the agent's connect.
+type refusal struct {
+	status    int
+	code, msg string
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("gateway refused the agent (%d %s): %s", r.status, r.code, r.msg)
+}
+
+// lasting reports whether the refusal stays until a person acts: a bad,
+// revoked or expired token, a token for another host, a host key other
+// than the pinned one.
+func (r *refusal) lasting() bool {
+	return r.status == http.StatusUnauthorized || r.status == http.StatusForbidden || r.status == http.StatusConflict
+}
+
+// slowDown reports whether the next attempt should wait the longest
+// backoff: a lasting refusal, or a rate limit.
+func (r *refusal) slowDown() bool {
+	return r.lasting() || r.status == http.StatusTooManyRequests
+}
+
 // healthyTunnel is how long a tunnel must have stayed up for the next
 // attempt to start again from the minimum backoff.
 const healthyTunnel = 5 * time.Second
@@ -200,7 +233,7 @@ func (c *connector) once(ctx context.Context, up func()) error {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {
 			if we, ok := wire.ParseError([]byte(he.Body)); ok {
-				return fmt.Errorf("gateway refused the agent (%d %s): %s", he.StatusCode, we.Code, we.Message)
+				return &refusal{status: he.StatusCode, code: we.Code, msg: we.Message}
 			}
 		}
 		return err

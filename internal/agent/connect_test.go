@@ -433,3 +433,60 @@ func (b *syncBuffer) has(s string) <-chan struct{} {
 }
 
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// A gateway that refuses the agent's token is a lasting refusal: an
+// error in the log that says what to fix, and the longest backoff; a
+// passing failure stays a warning at the shortest.
+func TestConnectLastingRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		level  string
+		slow   bool
+	}{
+		{http.StatusUnauthorized, "ERROR", true},
+		{http.StatusForbidden, "ERROR", true},
+		{http.StatusTooManyRequests, "WARN", true},
+		{http.StatusServiceUnavailable, "WARN", false},
+	} {
+		var attempts atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			attempts.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.status)
+			_, _ = io.WriteString(w, `{"error":{"code":"nope","message":"refused"}}`)
+		}))
+		var logs bytes.Buffer
+		var mu sync.Mutex
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := Connect(ctx, &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir(),
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute,
+			Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+		cancel()
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		out := logs.String()
+		mu.Unlock()
+		if !strings.Contains(out, "level="+tc.level) {
+			t.Errorf("%d: want a %s in the log:\n%s", tc.status, tc.level, out)
+		}
+		// The longest backoff: one attempt in the window; the shortest:
+		// several.
+		if n := attempts.Load(); tc.slow != (n == 1) {
+			t.Errorf("%d: %d attempts in 300 ms, want the longest backoff %v", tc.status, n, tc.slow)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -818,6 +818,25 @@ func (h *Docker) Get(ctx context.Context, executionID string) (*Execution, error
 	return &out, nil
 }
 
+// Verify is Get, and asks the engine too: an execution whose container is
+// gone or stopped (killed outside the host, its main process dead) is
+// ended here as well, answering code gone from then on. Get trusts the
+// host's own records, which only a Terminate, a deadline or a failed
+// command update.
+func (h *Docker) Verify(ctx context.Context, executionID string) error {
+	e, err := h.lookup(ctx, executionID)
+	if err != nil {
+		return err
+	}
+	if !h.containerGone(e.ContainerID) {
+		return nil
+	}
+	if h.end(executionID, e) == nil {
+		h.logger.Info("execution ended outside the host: its container is gone or stopped", "execution", executionID, "container", e.ContainerID)
+	}
+	return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended: its container is gone", executionID)}
+}
+
 // List returns the live executions.
 func (h *Docker) List() []Execution {
 	h.mu.Lock()

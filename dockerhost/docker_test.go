@@ -183,3 +183,29 @@ func testCheckpointDuringTerminate(t *testing.T) {
 		t.Fatalf("checkpoint under a terminate: %v (code %q), want success or gone", err, ErrorCode(err))
 	}
 }
+
+// A container killed outside the host is noticed by Verify: the
+// execution ends (gone from then on) rather than staying live with no
+// container behind it.
+func testVerifyKilledOutside(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, time.Minute)
+	if err := h.Verify(ctx, ex.ExecutionID); err != nil {
+		t.Fatalf("Verify of a live execution: %v", err)
+	}
+	if err := cli.ContainerKill(ctx, ex.ContainerID, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+	if _, err := h.Get(ctx, ex.ExecutionID); err != nil {
+		t.Fatalf("Get trusts the host's records: %v", err)
+	}
+	if err := h.Verify(ctx, ex.ExecutionID); ErrorCode(err) != CodeGone {
+		t.Fatalf("Verify after the container was killed: %v, want gone", err)
+	}
+	if _, err := h.Get(ctx, ex.ExecutionID); ErrorCode(err) != CodeGone {
+		t.Fatalf("Get after Verify: %v, want gone", err)
+	}
+}

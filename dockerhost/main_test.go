@@ -44,6 +44,7 @@ var engineTests = []struct {
 	{"GitWorkspace", testGitWorkspace},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
+	{"VerifyKilledOutside", testVerifyKilledOutside},
 	{"AdoptAndReap", testAdoptAndReap},
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},
 	{"RestoreTooLarge", testRestoreTooLarge},

@@ -147,10 +147,8 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			}
 			return st, nil
 		}
-		alive := func(ctx context.Context, id string) error {
-			_, err := docker.Get(ctx, id)
-			return err
-		}
+		// Asked when an agent ends: its container may be what ended.
+		alive := docker.Verify
 		// The API's commands run through the execution's agent tunnel
 		// (a few ms) rather than a Docker exec create/attach/inspect
 		// (tens of ms); docker exec remains the fallback.

@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,12 +211,22 @@ func testAbortDestroys(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := h.Exec(ctx, ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 600_000})
-	if ErrorCode(err) != CodeAborted {
-		t.Fatalf("got %v, want aborted", err)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeAborted || !strings.HasPrefix(e.Message, "the caller went away") {
+		t.Fatalf("got %v, want aborted as the caller going away", err)
 	}
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 	if _, err := h.Get(testCtx(t, time.Minute), ex.ExecutionID); ErrorCode(err) != CodeGone {
 		t.Fatalf("get after abort: %v, want gone", err)
+	}
+	// A request its server ends with a cause (the gateway stopping) says
+	// that cause, not that the caller left.
+	ex = provision(t, h, emptyReq(img, small()))
+	cctx, stop := context.WithCancelCause(context.Background())
+	time.AfterFunc(time.Second, func() { stop(errors.New("the gateway is shutting down")) })
+	_, err = h.Exec(cctx, ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 600_000})
+	if !errors.As(err, &e) || e.Code != CodeAborted || !strings.HasPrefix(e.Message, "the gateway is shutting down") {
+		t.Fatalf("got %v, want aborted with the server's cause", err)
 	}
 }
 

@@ -121,7 +121,13 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		case errors.Is(context.Cause(runCtx), errTimeout) && ctx.Err() == nil:
 			e = &Error{Code: CodeTimeout, Message: fmt.Sprintf("command ran longer than %d ms; the execution was destroyed", req.TimeoutMs)}
 		case ctx.Err() != nil:
-			e = &Error{Code: CodeAborted, Message: "the caller went away; the execution was destroyed", Err: context.Cause(ctx)}
+			// Why the request ended: the caller left (net/http's plain
+			// cancel), or a cause its server gave (the gateway stopping).
+			why := "the caller went away"
+			if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+				why = c.Error()
+			}
+			e = &Error{Code: CodeAborted, Message: why + "; the execution was destroyed", Err: context.Cause(ctx)}
 		case errors.Is(err, ErrRunnerLost):
 			// Not the execution's end: the gateway attaches a new agent.
 			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent ended while the command ran (did the command kill it?): its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}

@@ -131,7 +131,7 @@ type Server struct {
 
 	// ctx ends when Close starts; relays and tunnels watch it.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
 	front    func(http.Handler) http.Handler
@@ -172,7 +172,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 	if c.Route != nil {
 		s.route = c.Route(s.tunnels)
 	}
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.routes()
 	return s, nil
 }
@@ -307,7 +307,7 @@ func (s *Server) Close() error {
 	s.closing = true
 	servers := s.servers
 	s.mu.Unlock()
-	s.cancel()
+	s.cancel(ErrShuttingDown) // the cause requests in flight see
 	s.tunnels.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -19,6 +19,9 @@ var (
 	ErrTooManyStreams = errors.New("gateway: too many streams to host")
 	// ErrClosed is returned once the gateway is shutting down.
 	ErrClosed = errors.New("gateway: closed")
+	// ErrShuttingDown is the cause of every request context the gateway
+	// ends as it stops.
+	ErrShuttingDown = errors.New("the gateway is shutting down")
 )
 
 // Tunnels is how the gateway reaches a host's SSH server: each Open is a new

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,5 +96,76 @@ func TestPreviewThroughGateway(t *testing.T) {
 		if status != http.StatusBadRequest {
 			t.Errorf("share %v: %d %s", bad, status, b)
 		}
+	}
+}
+
+// TestPreviewSubdomainCookieFollowsToken: the subdomain form's own cookie
+// (from /preview-login's ticket) opens the preview only while the token
+// that asked for it lives; revoked, it stops within a second or two, as
+// the token does, where it used to last its 12 hours.
+func TestPreviewSubdomainCookieFollowsToken(t *testing.T) {
+	g := startGateway(t, "", "--preview-domain", "preview.test")
+	g.startAgent("alpha", "")
+	port := devServer(t)
+	out, err := exec.Command(bin.gateway, "token", "create", "--role", "client", "--host", "alpha", "--state-dir", g.stateDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\(id (\w+)\)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token id in %q", out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	secret, id := lines[len(lines)-1], string(m[1])
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 30 * time.Second}
+	do := func(req *http.Request) *http.Response {
+		t.Helper()
+		res, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	// The gateway's origin mints a ticket and sends the browser to the
+	// preview origin, which trades it for its cookie.
+	req, _ := http.NewRequest("GET", g.url+"/preview-login?host=alpha&port="+strconv.Itoa(port)+"&next=/", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	res := do(req)
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if res.StatusCode != http.StatusFound || err != nil || !strings.HasPrefix(loc.Host, strconv.Itoa(port)+"--alpha.preview.test") {
+		t.Fatalf("preview-login: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	subReq := func(path string, c *http.Cookie) *http.Request {
+		req, _ := http.NewRequest("GET", g.url+path, nil)
+		req.Host = loc.Host
+		if c != nil {
+			req.AddCookie(c)
+		}
+		return req
+	}
+	res = do(subReq(loc.RequestURI(), nil))
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == "hostgate_preview" {
+			cookie = c
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("ticket redeemed: %d, cookies %v", res.StatusCode, res.Cookies())
+	}
+	if res := do(subReq("/", cookie)); res.StatusCode != http.StatusOK {
+		t.Fatalf("with the preview cookie: %d", res.StatusCode)
+	}
+	if out, err := exec.Command(bin.gateway, "token", "revoke", id, "--state-dir", g.stateDir).CombinedOutput(); err != nil {
+		t.Fatalf("revoke: %v %s", err, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for do(subReq("/", cookie)).StatusCode == http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the preview cookie of a revoked token still opens the preview after 5 s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -124,10 +124,14 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) {
 				return true, ""
 			}
-			// Subdomain form: the preview origin's own cookie.
+			// Subdomain form: the preview origin's own cookie, as long as
+			// the token it was minted for lives (revoked or expired, it
+			// stops working within a second, as the token does).
 			if c, err := r.Cookie("hostgate_preview"); err == nil {
-				if _, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
-					return true, ""
+				if id, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
+					if _, ok := srv.LiveToken(r.Context(), id); ok {
+						return true, ""
+					}
 				}
 			}
 			login := gatewayOrigin(r) + "/preview-login?host=" + url.QueryEscape(hostID) + "&port=" + strconv.Itoa(port) +
@@ -138,11 +142,19 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			return false, login
 		},
 		Redeem: func(ctx context.Context, ticket, hostID string, port int) (string, time.Time, error) {
-			who, err := signer.Redeem(ticket, hostID, port)
+			id, err := signer.Redeem(ticket, hostID, port)
 			if err != nil {
 				return "", time.Time{}, err
 			}
-			v, exp := signer.Cookie(who, hostID, port, previewCookieTTL)
+			tok, ok := srv.LiveToken(ctx, id)
+			if !ok {
+				return "", time.Time{}, errors.New("the token that asked for this preview was revoked or has expired")
+			}
+			ttl := previewCookieTTL
+			if !tok.ExpiresAt.IsZero() {
+				ttl = min(ttl, time.Until(tok.ExpiresAt))
+			}
+			v, exp := signer.Cookie(id, hostID, port, ttl)
 			return v, exp, nil
 		},
 		SessionCookie: gateway.SessionCookie,
@@ -184,7 +196,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			return
 		}
 		next = redirect.LocalPath(next)
-		ticket := signer.Ticket(tok.Name, hostID, port, ticketTTL)
+		// Bound to the token's id: the preview cookie it becomes lives
+		// only as long as the token.
+		ticket := signer.Ticket(tok.ID, hostID, port, ticketTTL)
 		target := previewOrigin(r, hostID, port, s.Config.PreviewDomain) + "/.hostgate/auth?ticket=" + url.QueryEscape(ticket) + "&next=" + url.QueryEscape(next)
 		http.Redirect(w, r, target, http.StatusFound)
 	})

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"sync"
 	"time"
@@ -76,4 +77,44 @@ func (c *authCache) retain(valid map[string]store.Token) {
 			delete(c.m, k)
 		}
 	}
+}
+
+// tokenSet is a snapshot of the store's tokens by id, taken again once
+// older than ttl: what LiveToken answers from, so a preview cookie's
+// token is checked on each request without a store read each time.
+type tokenSet struct {
+	ttl time.Duration
+
+	mu    sync.Mutex
+	taken time.Time              // guarded by mu
+	byID  map[string]store.Token // guarded by mu
+}
+
+// LiveToken returns the token with id if it still exists and has not
+// expired: a revoked or expired token stops here within the auth cache's
+// TTL (1 s, or --token-recheck if shorter), as it does for bearer tokens.
+// A store that cannot answer keeps the last snapshot (as a recheck cuts
+// nothing on an outage); with none yet, it answers false.
+func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool) {
+	ts := &s.tokenSet
+	now := time.Now()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.byID == nil || now.Sub(ts.taken) >= ts.ttl {
+		toks, err := s.store.Tokens(ctx)
+		if err == nil {
+			ts.byID = make(map[string]store.Token, len(toks))
+			for _, t := range toks {
+				ts.byID[t.ID] = t
+			}
+			ts.taken = now
+		} else {
+			s.logger.Warn("token snapshot", "err", err)
+		}
+	}
+	t, ok := ts.byID[id]
+	if !ok || !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
+		return store.Token{}, false
+	}
+	return t, true
 }

@@ -117,17 +117,18 @@ func (c *Config) withDefaults() Config {
 // Server is the gateway. Create it with New, serve Handler (or call
 // Serve), and Close it.
 type Server struct {
-	logger  *slog.Logger
-	store   store.Store
-	ca      *sshca.CA
-	cfg     Config
-	metrics *metrics.Gateway
-	tunnels *Registry
-	route   Tunnels // s.tunnels unless Config.Route
-	mux     *http.ServeMux
-	limiter *limiter
-	csrf    *http.CrossOriginProtection
-	auth    authCache // tokens that authenticated lately
+	logger   *slog.Logger
+	store    store.Store
+	ca       *sshca.CA
+	cfg      Config
+	metrics  *metrics.Gateway
+	tunnels  *Registry
+	route    Tunnels // s.tunnels unless Config.Route
+	mux      *http.ServeMux
+	limiter  *limiter
+	csrf     *http.CrossOriginProtection
+	auth     authCache // tokens that authenticated lately
+	tokenSet tokenSet  // the store's tokens by id, for LiveToken
 
 	// ctx ends when Close starts; relays and tunnels watch it.
 	ctx    context.Context
@@ -156,15 +157,16 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		return nil, fmt.Errorf("gateway: cert ttl %v out of range (0, %v]", c.CertTTL, sshca.MaxTTL)
 	}
 	s := &Server{
-		logger:  logger,
-		store:   st,
-		ca:      ca,
-		cfg:     c,
-		metrics: metrics.NewGateway(c.Registry),
-		mux:     http.NewServeMux(),
-		limiter: newLimiter(c.AuthFailureLimit, c.AuthFailureWindow, time.Now),
-		csrf:    http.NewCrossOriginProtection(),
-		auth:    authCache{ttl: min(authCacheTTL, c.TokenRecheck)},
+		logger:   logger,
+		store:    st,
+		ca:       ca,
+		cfg:      c,
+		metrics:  metrics.NewGateway(c.Registry),
+		mux:      http.NewServeMux(),
+		limiter:  newLimiter(c.AuthFailureLimit, c.AuthFailureWindow, time.Now),
+		csrf:     http.NewCrossOriginProtection(),
+		auth:     authCache{ttl: min(authCacheTTL, c.TokenRecheck)},
+		tokenSet: tokenSet{ttl: min(authCacheTTL, c.TokenRecheck)},
 	}
 	s.live.s = s
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })

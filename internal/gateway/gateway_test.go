@@ -1096,3 +1096,35 @@ func TestJSONBodyErrorWording(t *testing.T) {
 		}
 	}
 }
+
+// LiveToken answers for a token id from a snapshot at most the auth
+// cache's TTL old: a revoked token stops within it, an expired one at once.
+func TestLiveToken(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: 50 * time.Millisecond})
+	_, tok, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, short, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, ExpiresAt: time.Now().Add(200 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{tok.ID, short.ID} {
+		if got, ok := e.srv.LiveToken(e.ctx, id); !ok || got.ID != id {
+			t.Fatalf("LiveToken(%s) = %v, %v", id, got.ID, ok)
+		}
+	}
+	if _, ok := e.srv.LiveToken(e.ctx, "nosuch"); ok {
+		t.Error("an unknown id is live")
+	}
+	if err := e.store.DeleteToken(e.ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond) // past the snapshot's TTL and short's expiry
+	if _, ok := e.srv.LiveToken(e.ctx, tok.ID); ok {
+		t.Error("a revoked token is still live past the snapshot's TTL")
+	}
+	if _, ok := e.srv.LiveToken(e.ctx, short.ID); ok {
+		t.Error("an expired token is live")
+	}
+}

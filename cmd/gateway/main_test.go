@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -464,5 +465,34 @@ func TestDevTokensReplaced(t *testing.T) {
 	toks, err := st.Tokens(ctx)
 	if err != nil || len(toks) != 2 {
 		t.Errorf("%d tokens after two starts (%v), want 2", len(toks), err)
+	}
+}
+
+// The session cookie authorizes a path-form preview for a navigation, for
+// the gateway's own origin and for clients without fetch metadata; not for
+// a same-site page's fetches or WebSockets (a preview subdomain's).
+func TestCookieUseAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		want bool
+	}{
+		{"no metadata (curl)", nil, true},
+		{"same origin fetch", map[string]string{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}, true},
+		{"typed URL", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}, true},
+		{"link from elsewhere", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}, true},
+		{"preview subdomain fetch", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors"}, false},
+		{"preview subdomain image", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}, false},
+		{"preview subdomain socket", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "websocket", "Upgrade": "websocket", "Origin": "http://3000--a.preview.test"}, false},
+		{"foreign socket, old browser", map[string]string{"Upgrade": "websocket", "Origin": "http://3000--a.preview.test"}, false},
+		{"own socket", map[string]string{"Sec-Fetch-Site": "same-origin", "Upgrade": "websocket", "Origin": "http://gw.test"}, true},
+	} {
+		r := httptest.NewRequest("GET", "http://gw.test/preview/b/8080/", nil)
+		for k, v := range tc.hdr {
+			r.Header.Set(k, v)
+		}
+		if got := cookieUseAllowed(r); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -121,7 +121,8 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		Authorize: func(r *http.Request, hostID string, port int) (bool, string) {
 			// Path form: the gateway's own origin, where the session
 			// cookie (or a bearer token) is.
-			if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) {
+			if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) &&
+				(r.Header.Get("Authorization") != "" || cookieUseAllowed(r)) {
 				return true, ""
 			}
 			// Subdomain form: the preview origin's own cookie, as long as
@@ -272,4 +273,31 @@ func previewOrigin(r *http.Request, hostID string, port int, domain string) stri
 		h = net.JoinHostPort(h, p)
 	}
 	return scheme + "://" + h
+}
+
+// cookieUseAllowed reports whether a path-form preview request may be
+// authorized by the session cookie alone. The cookie is SameSite=Lax, and
+// preview subdomains, pages any host's owner writes, are same-site with
+// the gateway: a page there could have a logged-in admin's browser open
+// WebSockets to (which no CORS check guards), or send requests into,
+// every other host's previews. Top-level navigations stay allowed (a link
+// to a preview), as do requests from the gateway's own origin and from
+// clients that send no fetch metadata; a WebSocket needs the gateway's
+// own origin (or none), as /pty and /ssh do.
+func cookieUseAllowed(r *http.Request) bool {
+	upgrade := r.Header.Get("Upgrade") != ""
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		if upgrade || r.Header.Get("Sec-Fetch-Mode") != "navigate" {
+			return false
+		}
+	}
+	if o := r.Header.Get("Origin"); upgrade && o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return false
+		}
+	}
+	return true
 }

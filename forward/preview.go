@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/redirect"
@@ -96,7 +97,17 @@ type Preview struct {
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
 	log       *slog.Logger
+
+	sharedMu sync.Mutex
+	shared   map[string]int // requests in flight through a share, per host (guarded by sharedMu)
 }
+
+// maxSharedPerHost bounds the requests a host's public shares carry at
+// once. Every preview of a host goes through one SSH connection, whose
+// channels the agent caps (64): without a bound, anyone holding a share
+// open (WebSockets, long polls) could take them all and leave every
+// preview of that host, on every port, to everyone, answering 502.
+const maxSharedPerHost = 32
 
 // authPath is the reserved path on subdomain previews that turns a login
 // ticket into the preview cookie.
@@ -208,11 +219,40 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	if !p.allowed(w, r, t) {
+	ok, viaShare := p.allowed(w, r, t)
+	if !ok {
 		return
+	}
+	if viaShare {
+		if !p.takeShared(t.hostID) {
+			writeError(w, r, http.StatusServiceUnavailable, "busy", "This shared preview is busy.", "Too many requests are open through public shares of this host; try again shortly.")
+			return
+		}
+		defer p.releaseShared(t.hostID)
 	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, t)
 	p.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func (p *Preview) takeShared(hostID string) bool {
+	p.sharedMu.Lock()
+	defer p.sharedMu.Unlock()
+	if p.shared[hostID] >= maxSharedPerHost {
+		return false
+	}
+	if p.shared == nil {
+		p.shared = map[string]int{}
+	}
+	p.shared[hostID]++
+	return true
+}
+
+func (p *Preview) releaseShared(hostID string) {
+	p.sharedMu.Lock()
+	defer p.sharedMu.Unlock()
+	if p.shared[hostID]--; p.shared[hostID] <= 0 {
+		delete(p.shared, hostID)
+	}
 }
 
 func queryOf(u *url.URL) string {
@@ -222,14 +262,15 @@ func queryOf(u *url.URL) string {
 	return "?" + u.RawQuery
 }
 
-// allowed answers the request itself when r may not reach t.
-func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) bool {
+// allowed answers the request itself when r may not reach t; viaShare
+// says a public share let it in.
+func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok, viaShare bool) {
 	if p.cfg.Shares != nil {
 		_, ok, err := p.cfg.Shares.Lookup(r.Context(), t.hostID, t.port)
 		if err != nil {
 			p.log.Warn("preview share lookup", "host", t.hostID, "port", t.port, "err", err)
 		} else if ok {
-			return true
+			return true, true
 		}
 	}
 	var login string
@@ -237,16 +278,16 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) bool
 		var ok bool
 		ok, login = p.cfg.Authorize(r, t.hostID, t.port)
 		if ok {
-			return true
+			return true, false
 		}
 	}
 	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		http.Redirect(w, r, login, http.StatusFound)
-		return false
+		return false, false
 	}
 	writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.",
 		fmt.Sprintf("Port %d of host %s is private.", t.port, t.hostID))
-	return false
+	return false, false
 }
 
 // wantsHTML tells a browser navigation from an API client: browsers ask for

@@ -668,3 +668,46 @@ func TestPreviewAnonymousWebSocketIs401(t *testing.T) {
 		t.Fatalf("anonymous upgrade: %v, %v; want 401", resp, err)
 	}
 }
+
+// Requests through a host's public shares are bounded, so that held-open
+// share requests cannot take every channel the host's previews share: the
+// one past the bound is told the preview is busy, and a slot freed serves
+// the next.
+func TestPreviewShareBounded(t *testing.T) {
+	ctx := testCtx(t)
+	shares := NewMemoryShares(time.Now)
+	release := make(chan struct{})
+	var inside sync.WaitGroup
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			inside.Done()
+			<-release
+		}
+		io.WriteString(w, "shared page")
+	})
+	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares})
+	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: time.Now().Add(time.Hour), By: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	inside.Add(maxSharedPerHost)
+	done := make(chan int, maxSharedPerHost)
+	for range maxSharedPerHost {
+		go func() {
+			resp, _ := get(t, ctx, e.pathURL("/hold"))
+			done <- resp.StatusCode
+		}()
+	}
+	inside.Wait()
+	if resp, body := get(t, ctx, e.pathURL("/")); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
+		t.Fatalf("past the bound: %d %s, want 503 busy", resp.StatusCode, body)
+	}
+	close(release)
+	for range maxSharedPerHost {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("a held share request: %d", code)
+		}
+	}
+	if resp, body := get(t, ctx, e.pathURL("/")); resp.StatusCode != http.StatusOK || body != "shared page" {
+		t.Fatalf("after the slots freed: %d %s", resp.StatusCode, body)
+	}
+}

@@ -185,7 +185,8 @@ func (p *Policy) validateResources(r Resources) error {
 		case c.v == 0:
 			return invalid(c.field, "is required")
 		case math.IsNaN(c.v) || c.v < c.min || c.v > c.max:
-			return invalid(c.field, "must be between %v and %v", c.min, c.max)
+			// 'f', -1: 6291456, not %v's 6.291456e+06.
+			return invalid(c.field, "must be between %s and %s", strconv.FormatFloat(c.min, 'f', -1, 64), strconv.FormatFloat(c.max, 'f', -1, 64))
 		}
 	}
 	return nil

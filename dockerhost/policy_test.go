@@ -186,3 +186,15 @@ func TestWorkspaceSize(t *testing.T) {
 		}
 	}
 }
+
+// A range is stated in plain numbers, as the caller writes them.
+func TestResourceRangeWording(t *testing.T) {
+	p := testPolicy()
+	req := validReq()
+	req.Resources.MemoryBytes = 1
+	err := p.ValidateProvision(&req)
+	var e *Error
+	if !errors.As(err, &e) || e.Field != "resources.memoryBytes" || !strings.Contains(e.Message, "between 6291456 and 1073741824") {
+		t.Fatalf("%v, want the range in plain numbers", err)
+	}
+}

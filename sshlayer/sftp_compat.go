@@ -366,6 +366,7 @@ func (c *sftpCompat) Write(p []byte) (int, error) {
 				return 0, err
 			}
 			c.sent++
+			c.wcond.Broadcast() // a request sent right after INIT waits for this answer
 			first = first[total:]
 		}
 		if _, err := c.write(first); err != nil {

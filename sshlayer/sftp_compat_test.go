@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pkg/sftp"
 )
 
 // fakeChannel reads from in and records what is written.
@@ -363,5 +366,36 @@ func TestSFTPCompatExtensions(t *testing.T) {
 	name(6, filepath.Join(home, "sub"))
 	if a := answers[5]; a == nil || a[0] != fxpStatus || binary.BigEndian.Uint32(a[5:]) != fxNoSuchFile {
 		t.Errorf("expand-path of an unknown user: %q, want no such file", a)
+	}
+}
+
+// A client that sends a request right behind INIT, without waiting for
+// VERSION, gets both answers: the request waits for pkg/sftp's VERSION,
+// which goes out rewritten, and must be woken by it.
+func TestSFTPCompatRequestBehindInit(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	srv, err := sftp.NewServer(newSFTPCompat(a, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve() }()
+	defer func() { _ = srv.Close(); <-done }()
+	initPkt := []byte{0, 0, 0, 5, 1, 0, 0, 0, 3}
+	go func() { _, _ = b.Write(append(initPkt, rawPacket(fxpRealpath, 7, str("."))...)) }()
+	_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for _, want := range []byte{fxpVersion, fxpName} {
+		hdr := make([]byte, 4)
+		if _, err := io.ReadFull(b, hdr); err != nil {
+			t.Fatalf("waiting for packet type %d: %v", want, err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr))
+		if _, err := io.ReadFull(b, body); err != nil {
+			t.Fatal(err)
+		}
+		if body[0] != want {
+			t.Fatalf("packet type %d, want %d", body[0], want)
+		}
 	}
 }

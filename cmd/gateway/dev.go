@@ -44,6 +44,14 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 	c.StateDir = abs
 	logger := newLogger(sio, c.LogFormat)
 
+	// Locked before the tokens are replaced: a second `gateway dev` on the
+	// same dir must stop there, not revoke the running one's tokens first.
+	unlock, err := lockStateDir(c.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c.stateLocked = true
 	admin, agentTok, err := devTokens(ctx, c.StateDir)
 	if err != nil {
 		return err

@@ -496,3 +496,32 @@ func TestCookieUseAllowed(t *testing.T) {
 		}
 	}
 }
+
+// A second `gateway dev` on a state dir in use stops before it touches
+// the running one's tokens.
+func TestDevSecondLeavesFirstTokens(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	unlock, err := lockStateDir(dir) // the running gateway dev
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	admin, _, err := devTokens(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err = run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
+	if err == nil || !strings.Contains(err.Error(), "another gateway is serving") {
+		t.Fatalf("second gateway dev: %v, want it refused", err)
+	}
+	st, _, err := openState(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.LookupToken(ctx, admin); err != nil {
+		t.Errorf("the running gateway's admin token after a refused second start: %v", err)
+	}
+}

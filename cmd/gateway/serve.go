@@ -25,6 +25,10 @@ func init() { register("serve", "run the gateway", runServe) }
 
 // serveConfig is `gateway serve`'s flags.
 type serveConfig struct {
+	// stateLocked says the caller holds the state dir's lock already
+	// (gateway dev, which writes its tokens before serving).
+	stateLocked bool
+
 	Listen        string
 	StateDir      string
 	PublicURL     string
@@ -182,16 +186,18 @@ func openState(ctx context.Context, dir string) (*store.SQLite, *sshca.CA, error
 // gracefully: refuse new work, close tunnels and relays, wait. ready, when
 // set, gets the bound address once the gateway accepts connections.
 func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(addr net.Addr)) error {
+	if !c.stateLocked {
+		unlock, err := lockStateDir(c.StateDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	st, ca, err := openState(ctx, c.StateDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	unlock, err := lockStateDir(c.StateDir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck})
 	if err != nil {
 		return err

@@ -17,6 +17,9 @@ import (
 // on the same containers. Token and host commands do not take it (the
 // database serializes them); a crashed gateway's lock goes with it.
 func lockStateDir(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("state dir lock: %w", err)

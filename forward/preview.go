@@ -263,22 +263,23 @@ func queryOf(u *url.URL) string {
 }
 
 // allowed answers the request itself when r may not reach t; viaShare
-// says a public share let it in.
+// says only a public share let it in. Authorization comes first, so the
+// host's own users never count against the shares' bound.
 func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok, viaShare bool) {
-	if p.cfg.Shares != nil {
-		_, ok, err := p.cfg.Shares.Lookup(r.Context(), t.hostID, t.port)
-		if err != nil {
-			p.log.Warn("preview share lookup", "host", t.hostID, "port", t.port, "err", err)
-		} else if ok {
-			return true, true
-		}
-	}
 	var login string
 	if p.cfg.Authorize != nil {
 		var ok bool
 		ok, login = p.cfg.Authorize(r, t.hostID, t.port)
 		if ok {
 			return true, false
+		}
+	}
+	if p.cfg.Shares != nil {
+		_, ok, err := p.cfg.Shares.Lookup(r.Context(), t.hostID, t.port)
+		if err != nil {
+			p.log.Warn("preview share lookup", "host", t.hostID, "port", t.port, "err", err)
+		} else if ok {
+			return true, true
 		}
 	}
 	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {

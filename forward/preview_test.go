@@ -685,7 +685,9 @@ func TestPreviewShareBounded(t *testing.T) {
 		}
 		io.WriteString(w, "shared page")
 	})
-	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares})
+	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares, Authorize: func(r *http.Request, _ string, _ int) (bool, string) {
+		return r.Header.Get("Authorization") == "Bearer owner", ""
+	}})
 	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: time.Now().Add(time.Hour), By: "admin"}); err != nil {
 		t.Fatal(err)
 	}
@@ -700,6 +702,12 @@ func TestPreviewShareBounded(t *testing.T) {
 	inside.Wait()
 	if resp, body := get(t, ctx, e.pathURL("/")); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
 		t.Fatalf("past the bound: %d %s, want 503 busy", resp.StatusCode, body)
+	}
+	// The host's own users are not share traffic: never held back.
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.pathURL("/"), nil)
+	req.Header.Set("Authorization", "Bearer owner")
+	if resp, body := do(t, req); resp.StatusCode != http.StatusOK || body != "shared page" {
+		t.Fatalf("the owner while the shares are full: %d %s", resp.StatusCode, body)
 	}
 	close(release)
 	for range maxSharedPerHost {

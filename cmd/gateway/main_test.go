@@ -479,8 +479,9 @@ func TestCookieUseAllowed(t *testing.T) {
 	}{
 		{"no metadata (curl)", nil, true},
 		{"same origin fetch", map[string]string{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}, true},
-		{"typed URL", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}, true},
-		{"link from elsewhere", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}, true},
+		{"typed URL", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
+		{"link from elsewhere", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
+		{"framed by a preview subdomain", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"}, false},
 		{"preview subdomain fetch", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors"}, false},
 		{"preview subdomain image", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}, false},
 		{"preview subdomain socket", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "websocket", "Upgrade": "websocket", "Origin": "http://3000--a.preview.test"}, false},

@@ -289,7 +289,10 @@ func cookieUseAllowed(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 	default:
-		if upgrade || r.Header.Get("Sec-Fetch-Mode") != "navigate" {
+		// A top-level navigation only: a frame navigates too, and a
+		// preview subdomain must not frame another host's preview with
+		// the admin's session under it.
+		if upgrade || r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Header.Get("Sec-Fetch-Dest") != "document" {
 			return false
 		}
 	}

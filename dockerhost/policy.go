@@ -288,10 +288,11 @@ func WorkspaceSize(r Resources) int64 {
 }
 
 // workspaceHeadroom is the memory kept for processes when the workspace
-// is full: an eighth of the limit, from 16 to 256 MiB (the agent alone
-// takes about 10).
+// is full: an eighth of the limit, from 16 MiB (the agent alone takes
+// about 10) to 256 MiB; but never more than half of a small limit, so
+// that a small memory limit does not shrink a smaller disk to nothing.
 func workspaceHeadroom(memoryBytes int64) int64 {
-	return min(max(memoryBytes/8, 16<<20), 256<<20)
+	return min(max(memoryBytes/8, min(16<<20, memoryBytes/2)), 256<<20)
 }
 
 // shmSize is the /dev/shm size: a quarter of the headroom, at most

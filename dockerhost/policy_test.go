@@ -168,13 +168,16 @@ func TestContainerConfig(t *testing.T) {
 // that limit, with room left for processes.
 func TestWorkspaceSize(t *testing.T) {
 	for _, tc := range []struct{ mem, disk, want, shm int64 }{
-		{256 << 20, 64 << 20, 64 << 20, 8 << 20},             // fits: diskBytes
-		{64 << 20, 256 << 20, 48 << 20, 4 << 20},             // over: memory less 16 MiB
-		{32 << 20, 8 << 20, 8 << 20, 4 << 20},                // small memory, smaller disk
-		{512 << 20, 512 << 20, 448 << 20, 16 << 20},          // equal: memory less an eighth
-		{4 << 30, 10 << 30, 4<<30 - 256<<20, 64 << 20},       // the seed's example: memory less 256 MiB
-		{8 << 20, 1 << 20, minResources.DiskBytes, 64 << 10}, // no room at all: the smallest workspace
-		{1 << 30, 1 << 20, 1 << 20, 1 << 20},                 // small disk, large memory
+		{256 << 20, 64 << 20, 64 << 20, 8 << 20},       // fits: diskBytes
+		{64 << 20, 256 << 20, 48 << 20, 4 << 20},       // over: memory less 16 MiB
+		{32 << 20, 8 << 20, 8 << 20, 4 << 20},          // small memory, smaller disk
+		{16 << 20, 4 << 20, 4 << 20, 2 << 20},          // smaller: half the memory kept
+		{20 << 20, 8 << 20, 8 << 20, 10 << 20 / 4},     // half of 20 MiB kept: the 8 fit
+		{512 << 20, 512 << 20, 448 << 20, 16 << 20},    // equal: memory less an eighth
+		{4 << 30, 10 << 30, 4<<30 - 256<<20, 64 << 20}, // the seed's example: memory less 256 MiB
+		{8 << 20, 1 << 20, 1 << 20, 1 << 20},           // tiny: half of it still holds the disk
+		{8 << 20, 8 << 20, 4 << 20, 1 << 20},           // tiny, disk as large: half
+		{1 << 30, 1 << 20, 1 << 20, 1 << 20},           // small disk, large memory
 		{minResources.MemoryBytes, minResources.DiskBytes, minResources.DiskBytes, minResources.DiskBytes},
 	} {
 		r := Resources{MemoryBytes: tc.mem, DiskBytes: tc.disk}

@@ -54,6 +54,14 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			tok, err := srv.Authenticate(r)
 			return err == nil && tok.Role != store.RoleAgent
 		},
+		Reaches: func(r *http.Request, id string) bool {
+			tok, err := srv.Authenticate(r)
+			if err != nil || !tok.Allows(id) {
+				return false
+			}
+			_, err = srv.Store().Host(r.Context(), id)
+			return err == nil
+		},
 		CookieName:   gateway.SessionCookie,
 		SecureCookie: secure,
 	}).Register(mux)

@@ -37,6 +37,9 @@ type Config struct {
 	CheckToken func(r *http.Request, token string) bool
 	// Authenticated reports whether r carries a valid session.
 	Authenticated func(r *http.Request) bool
+	// Reaches, when set, reports whether r's session may reach host id
+	// and the host exists; the terminal page of another is a 404.
+	Reaches func(r *http.Request, id string) bool
 	// CookieName defaults to DefaultCookieName.
 	CookieName string
 	// SecureCookie marks the cookie Secure (set it behind https).
@@ -68,7 +71,14 @@ func New(cfg Config) *UI {
 func (u *UI) Register(mux *http.ServeMux) {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(u.assets)))
 	mux.HandleFunc("GET /{$}", u.page("index.html"))
-	mux.HandleFunc("GET /hosts/{id}/terminal", u.page("terminal.html"))
+	terminal := u.page("terminal.html")
+	mux.HandleFunc("GET /hosts/{id}/terminal", func(w http.ResponseWriter, r *http.Request) {
+		if u.cfg.Reaches != nil && u.cfg.Authenticated(r) && !u.cfg.Reaches(r, r.PathValue("id")) {
+			http.Error(w, "no such host", http.StatusNotFound)
+			return
+		}
+		terminal(w, r)
+	})
 	mux.HandleFunc("GET /login", u.servePage("login.html"))
 	// Login CSRF: another site's form must not log a browser in with the
 	// other site's token (its terminal would then be the attacker's host).

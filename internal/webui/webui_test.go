@@ -143,3 +143,32 @@ func TestLoginBodyDeadline(t *testing.T) {
 		t.Fatalf("a login body that never ends: %d, want 400", res.StatusCode)
 	}
 }
+
+// The terminal page of a host the session cannot reach, or that does not
+// exist, is a 404, not a page that fails once it connects.
+func TestTerminalPageOfUnknownHost(t *testing.T) {
+	ui := New(Config{
+		CheckToken: func(_ *http.Request, tok string) bool { return tok == "good" },
+		Authenticated: func(r *http.Request) bool {
+			c, err := r.Cookie(DefaultCookieName)
+			return err == nil && c.Value == "good"
+		},
+		Reaches: func(_ *http.Request, id string) bool { return id == "local" },
+	})
+	mux := http.NewServeMux()
+	ui.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for id, want := range map[string]int{"local": 200, "nosuch": 404} {
+		req, _ := http.NewRequest("GET", srv.URL+"/hosts/"+id+"/terminal", nil)
+		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "good"})
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("terminal page of %s: %d, want %d", id, res.StatusCode, want)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func TestDialEarlyConcurrent(t *testing.T) {
 // early data with the channel; the client sees why at its read.
 func TestDialEarlyRefusedChannel(t *testing.T) {
 	t.Parallel()
-	ts := srvStartServer(t, &ServerConfig{MaxSessions: 1})
+	ts := srvStartServer(t, &ServerConfig{MaxDirectTCPIP: 1})
 	c := connectEmbedded(t, ts)
 	echo := srvStartEcho(t)
 	ctx := testCtx(t)
@@ -568,5 +568,40 @@ func TestEarlyConfirmHoldEnds(t *testing.T) {
 	_ = ch.Close()
 	if got, err := io.ReadAll(conn); err != nil || string(got) != "xyz" {
 		t.Fatalf("client read %q, %v", got, err)
+	}
+}
+
+// Forwarded connections and sessions have limits of their own: a server
+// allowing one session still carries many forwarded connections beside
+// it, and refuses the second session.
+func TestDirectTCPIPBesideSessions(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{MaxSessions: 1})
+	c := connectEmbedded(t, ts)
+	echo := srvStartEcho(t)
+	ctx := testCtx(t)
+	p, err := c.Spawn(ctx, []string{"sleep", "30"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill("KILL"); _ = p.Wait() }()
+	var conns []net.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	for i := range 100 {
+		nc, err := c.Dial(ctx, "tcp", echo)
+		if err != nil {
+			t.Fatalf("forwarded connection %d beside a session: %v", i, err)
+		}
+		conns = append(conns, nc)
+		if err := writeRead(nc, "x"); err != nil {
+			t.Fatalf("forwarded connection %d: %v", i, err)
+		}
+	}
+	if _, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{}); err == nil {
+		t.Fatal("a second session past MaxSessions 1 was opened")
 	}
 }

@@ -28,6 +28,7 @@ var errTooManyHandshakes = errors.New("sshlayer: too many handshakes in progress
 const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultMaxSessions      = 64
+	DefaultMaxDirectTCPIP   = 512
 	DefaultShell            = "/bin/sh"
 )
 
@@ -92,9 +93,15 @@ type ServerConfig struct {
 	// at once, server-wide; more are closed at once (sshd's MaxStartups).
 	// Default 64.
 	MaxHandshakes int
-	// MaxSessions bounds the channels a connection may have open at once
-	// (sessions and direct-tcpip); default 64.
+	// MaxSessions bounds the session channels (exec, shell, subsystem) a
+	// connection may have open at once; default 64.
 	MaxSessions int
+	// MaxDirectTCPIP bounds the forwarded connections (direct-tcpip
+	// channels) a connection may have open at once; default 512, what
+	// forward.Config.MaxConns allows a forwarder by default. They counted
+	// against MaxSessions, and a busy forward, or a host's previews, ran
+	// out at 64 (sshd does not count them against its MaxSessions).
+	MaxDirectTCPIP int
 	// MaxForwards bounds the tcpip-forward listeners per connection;
 	// default 16.
 	MaxForwards int
@@ -183,6 +190,9 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxDirectTCPIP <= 0 {
+		c.MaxDirectTCPIP = DefaultMaxDirectTCPIP
 	}
 	if c.KeepaliveInterval == 0 {
 		c.KeepaliveInterval = 30 * time.Second

@@ -28,7 +28,9 @@ type serverConn struct {
 	wg sync.WaitGroup // channel handlers, forward accept loops
 
 	mu         sync.Mutex // guards the fields below
-	channels   int        // open channels counted against MaxSessions
+	channels   int        // open channels, for the idle timer
+	sessions   int        // open session channels, against MaxSessions
+	tcpip      int        // open direct-tcpip channels, against MaxDirectTCPIP
 	forwards   map[string]*remoteForward
 	forwarded  int         // open forwarded-tcpip channels
 	noSessions bool        // no-more-sessions@openssh.com received
@@ -104,12 +106,17 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 		_ = nc.Reject(ssh.Prohibited, "no more sessions")
 		return
 	}
-	if c.channels >= c.srv.cfg.MaxSessions {
+	n, limit := &c.sessions, c.srv.cfg.MaxSessions
+	if nc.ChannelType() == "direct-tcpip" {
+		n, limit = &c.tcpip, c.srv.cfg.MaxDirectTCPIP
+	}
+	if *n >= limit {
 		c.mu.Unlock()
-		c.log.Warn("ssh channel refused: too many channels", "max", c.srv.cfg.MaxSessions)
+		c.log.Warn("ssh channel refused: too many channels", "type", nc.ChannelType(), "max", limit)
 		_ = nc.Reject(ssh.ResourceShortage, "too many channels")
 		return
 	}
+	*n++
 	c.nextChanID++
 	id := c.nextChanID
 	c.mu.Unlock()
@@ -117,6 +124,11 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			*n--
+			c.mu.Unlock()
+		}()
 		defer c.activity(-1)
 		log := c.log.With("chan", id, "type", nc.ChannelType())
 		if nc.ChannelType() == "session" {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,6 +146,7 @@ type Client struct {
 	spareOpening bool
 
 	earlyData bool // the server takes early data (DialEarly)
+	ours      bool // the server is this project's (OwnsSupervision)
 }
 
 // Connect runs the SSH handshake over conn with the default ClientConfig.
@@ -213,6 +215,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		done: make(chan struct{}),
 
 		earlyData: takesEarlyData(sc.ServerVersion()),
+		ours:      isOurServer(sc.ServerVersion()),
 	}
 	c.wg.Add(1)
 	go c.watch()
@@ -434,10 +437,20 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // package does not wrap. Closing it closes the Client's connection.
 func (c *Client) SSH() *ssh.Client { return c.ssh }
 
-// OwnsSupervision reports that SSH servers of this project run each command
-// in its own process group that dies with the session, and report exit only
-// after remote termination, so hosts need no watchdog on top.
-func (c *Client) OwnsSupervision() bool { return true }
+// OwnsSupervision reports whether the server is one of this project's,
+// which run each command in its own process group that dies with the
+// session, and report exit only after remote termination, so hosts need
+// no watchdog on top. OpenSSH's sshd does neither (a command whose
+// channel closes runs on), so a persistent host over it gets the
+// watchdog.
+func (c *Client) OwnsSupervision() bool { return c.ours }
+
+// isOurServer reports whether an SSH version string is this project's
+// server: software version "hostgate", with or without comments.
+func isOurServer(version []byte) bool {
+	v := string(version)
+	return v == "SSH-2.0-hostgate" || strings.HasPrefix(v, "SSH-2.0-hostgate ")
+}
 
 // await runs op (a blocking SSH round trip that takes no ctx) in a goroutine
 // owned by the client and returns its result, or ctx's error when ctx ends

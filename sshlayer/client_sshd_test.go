@@ -616,3 +616,43 @@ func TestSSHDUnixForwards(t *testing.T) {
 	}
 	_ = rln.Close()
 }
+
+// Over OpenSSH's sshd a persistent host runs its processes under the
+// watchdog: sshd leaves a command running when its connection goes, and
+// the client claimed to own supervision for every server, so the tree of
+// a host closed (or lost) ran on. (Cancelling needs signals, which sshd
+// refuses to root logins like this test's.)
+func TestSSHDPersistentHostHasWatchdog(t *testing.T) {
+	s := startSSHD(t, sshdOptions{})
+	c := s.connect(t, nil)
+	if c.OwnsSupervision() {
+		t.Fatal("a client of sshd owns supervision")
+	}
+	h := hostgate.New(hostgate.Info{Persistent: true}, func(context.Context) (*hostgate.Connection, error) {
+		return c.Connection(nil), nil
+	})
+	marker := "3" + strconv.Itoa(int(time.Now().UnixNano()%1000)) // a sleep of its own
+	pattern := "sleep 1" + marker
+	if _, err := h.Spawn(testCtx(t), []string{"sh", "-c", "sleep 1" + marker + " & exec sleep 1" + marker}, hostgate.SpawnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alive := func() bool {
+		out, _ := exec.Command("pgrep", "-f", pattern).Output()
+		return len(bytes.TrimSpace(out)) > 0
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !alive() {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = h.Close() // the connection goes
+	deadline = time.Now().Add(10 * time.Second)
+	for alive() {
+		if time.Now().After(deadline) {
+			t.Fatal("the tree of a closed persistent host still runs 10 s later")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

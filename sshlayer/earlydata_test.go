@@ -605,3 +605,19 @@ func TestDirectTCPIPBesideSessions(t *testing.T) {
 		t.Fatal("a second session past MaxSessions 1 was opened")
 	}
 }
+
+// Only this project's servers own supervision; a persistent host over
+// OpenSSH's sshd needs the watchdog.
+func TestIsOurServer(t *testing.T) {
+	for v, want := range map[string]bool{
+		"SSH-2.0-hostgate":                     true,
+		"SSH-2.0-hostgate early-data@hostgate": true,
+		"SSH-2.0-OpenSSH_9.2p1 Debian-2":       false,
+		"SSH-2.0-hostgateway":                  false,
+		"SSH-2.0-Go":                           false,
+	} {
+		if got := isOurServer([]byte(v)); got != want {
+			t.Errorf("isOurServer(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -268,3 +268,16 @@ func TestDefaultFSIsExecProviderOncePerConnection(t *testing.T) {
 		t.Errorf("default provider Stat: %v, %v", fi, err)
 	}
 }
+
+func TestSignalCanonical(t *testing.T) {
+	for in, want := range map[hostgate.Signal]hostgate.Signal{"TERM": "TERM", "SIGTERM": "TERM", "sigterm": "TERM", "term": "TERM", "Usr1": "USR1", "KILL": "KILL"} {
+		if got, ok := in.Canonical(); !ok || got != want {
+			t.Errorf("%q.Canonical() = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, bad := range []hostgate.Signal{"", "BOGUS", "15", "SIG", "WINCH"} {
+		if _, ok := bad.Canonical(); ok {
+			t.Errorf("%q.Canonical() is valid", bad)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Signal names a POSIX signal the way SSH does (RFC 4254 §6.10): without the
@@ -18,6 +19,19 @@ const (
 	SIGINT  Signal = "INT"
 	SIGHUP  Signal = "HUP"
 )
+
+// Canonical returns s as SSH names it, upper case and without a "SIG"
+// prefix ("sigterm" is "TERM"), and whether it is one of the signals RFC
+// 4254 names. An SSH server ignores a signal it does not know, without a
+// word: a transport refuses one that is not valid instead.
+func (s Signal) Canonical() (Signal, bool) {
+	c := Signal(strings.TrimPrefix(strings.ToUpper(string(s)), "SIG"))
+	switch c {
+	case "ABRT", "ALRM", "FPE", "HUP", "ILL", "INT", "KILL", "PIPE", "QUIT", "SEGV", "TERM", "USR1", "USR2":
+		return c, true
+	}
+	return s, false
+}
 
 // PTY asks for a pseudo-terminal for a spawned process.
 type PTY struct {

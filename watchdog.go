@@ -2,6 +2,7 @@ package hostgate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -153,6 +154,10 @@ func (w *watchedProcess) Wait() error {
 
 // Kill signals the command's whole process group through the watchdog.
 func (w *watchedProcess) Kill(sig Signal) error {
+	sig, ok := sig.Canonical()
+	if !ok {
+		return fmt.Errorf("hostgate: kill: unknown signal %q", sig)
+	}
 	select {
 	case <-w.done:
 		return nil

@@ -621,3 +621,26 @@ func TestIsOurServer(t *testing.T) {
 		}
 	}
 }
+
+// Kill takes a signal with its "SIG" prefix, and refuses one it does not
+// know: the server would ignore it without a word, and Wait would hang.
+func TestKillSignalNames(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := connectEmbedded(t, ts)
+	ctx := testCtx(t)
+	p, err := c.Spawn(ctx, []string{"sleep", "30"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill("BOGUS"); err == nil {
+		t.Error("Kill(BOGUS) = nil, want an error")
+	}
+	if err := p.Kill("SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	var ee *hostgate.ExitError
+	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal != hostgate.SIGTERM {
+		t.Fatalf("Wait after Kill(SIGTERM): %v, want killed by TERM", err)
+	}
+}

@@ -239,6 +239,10 @@ func (p *clientProcess) classify(werr error, killedBy hostgate.Signal, ctxErr er
 // killGrace has its session channel closed (see killGrace). Kill after exit
 // is a no-op.
 func (p *clientProcess) Kill(sig hostgate.Signal) error {
+	sig, ok := sig.Canonical()
+	if !ok {
+		return fmt.Errorf("sshlayer: kill: unknown signal %q", sig)
+	}
 	select {
 	case <-p.done:
 		return nil

@@ -132,6 +132,7 @@ func (p *process) Wait() error {
 func (p *process) Pid() int { return p.cmd.Process.Pid }
 
 func (p *process) Kill(sig hostgate.Signal) error {
+	sig, _ = sig.Canonical()
 	select {
 	case <-p.done:
 		return nil

@@ -488,6 +488,27 @@ func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	if _, err := p.Stat(ctx, path.Join(d2, path.Base(b))); err == nil {
 		t.Errorf("Rename moved the file into the directory")
 	}
+	// A directory replaces an empty one, as rename(2) does (Go's
+	// os.Rename refuses); onto a non-empty one it fails, ENOTEMPTY or
+	// EEXIST as rename(2) may say.
+	d3 := path.Join(root, "d3")
+	if err := p.Mkdir(ctx, d3, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Rename(ctx, d2, d3); err != nil {
+		t.Fatalf("Rename dir onto an empty dir: %v", err)
+	}
+	if got := readFile(t, ctx, p, path.Join(d3, "inner")); string(got) != "i" {
+		t.Errorf("dir renamed onto an empty dir: content %q", got)
+	}
+	d4 := path.Join(root, "d4")
+	if err := p.Mkdir(ctx, d4, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Rename(ctx, d4, d3)
+	if !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Rename dir onto a non-empty dir: %v, want ENOTEMPTY or EEXIST", err)
+	}
 }
 
 func testOpenErrors(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {

@@ -40,6 +40,9 @@ const (
 //   - REALPATH: pkg/sftp only cleans the path; OpenSSH resolves symlinks
 //     (realpath(3)), the last component being allowed not to exist.
 //
+// It answers posix-rename@openssh.com itself, with rename(2): pkg/sftp
+// uses os.Rename, which refuses to replace a directory, even an empty one.
+//
 // It also adds an OpenSSH extension pkg/sftp lacks to the VERSION
 // answer, and answers it: expand-path@openssh.com, through which newer
 // OpenSSH sftp clients resolve "~" and "~/x" (without it they ask for a
@@ -56,6 +59,7 @@ type sftpCompat struct {
 	ch      io.ReadWriteCloser
 	dir     string                          // relative paths are relative to it (pkg/sftp's working directory)
 	symlink func(target, link string) error // os.Symlink; tests replace it
+	rename  func(from, to string) error     // rename(2); tests replace it
 
 	// Read side, used only by pkg/sftp's reading goroutine.
 	buf      []byte // read from ch, not yet handed on
@@ -75,7 +79,7 @@ type sftpCompat struct {
 }
 
 func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
-	c := &sftpCompat{ch: ch, dir: dir, symlink: os.Symlink}
+	c := &sftpCompat{ch: ch, dir: dir, symlink: os.Symlink, rename: syscall.Rename}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c
 }
@@ -176,8 +180,19 @@ func (c *sftpCompat) answer(pkt []byte) error {
 		return errors.New("sshlayer: sftp: short packet")
 	}
 	switch typ {
-	case fxpExtended: // expand-path, as ourExtension checked
-		_, rest, _ := sftpString(rest)
+	case fxpExtended: // one of ourExtension's
+		name, rest, _ := sftpString(rest)
+		if name == extPosixRename {
+			from, rest, ok1 := sftpString(rest)
+			to, _, ok2 := sftpString(rest)
+			if !ok1 || !ok2 {
+				return c.writeStatus(id, fxBadMessage, "malformed posix-rename")
+			}
+			if err := c.rename(c.local(from), c.local(to)); err != nil {
+				return c.writeStatus(id, statusCode(err), err.Error())
+			}
+			return c.writeStatus(id, fxOK, "")
+		}
 		p, _, ok := sftpString(rest)
 		if !ok {
 			return c.writeStatus(id, fxBadMessage, "malformed expand-path")
@@ -222,8 +237,14 @@ func (c *sftpCompat) writeName(id uint32, name string) error {
 	return c.writePacket(b)
 }
 
-// extExpandPath is the extension sftpCompat answers.
-const extExpandPath = "expand-path@openssh.com"
+// The extensions sftpCompat answers: expand-path, which pkg/sftp lacks,
+// and posix-rename, which pkg/sftp answers with os.Rename, which refuses
+// to replace a directory (EEXIST) where rename(2), and OpenSSH, replace an
+// empty one.
+const (
+	extExpandPath  = "expand-path@openssh.com"
+	extPosixRename = "posix-rename@openssh.com"
+)
 
 // ourExtension reports whether pkt (length prefix first, whole) is an
 // EXTENDED request sftpCompat answers.
@@ -236,7 +257,7 @@ func ourExtension(pkt []byte) bool {
 		return false
 	}
 	name, _, ok := sftpString(rest)
-	return ok && name == extExpandPath
+	return ok && (name == extExpandPath || name == extPosixRename)
 }
 
 // expand does what OpenSSH's expand-path does before resolving: "~" and

@@ -211,6 +211,7 @@ func TestSFTPCompatAnswersBetweenPackets(t *testing.T) {
 func FuzzSFTPCompat(f *testing.F) {
 	f.Add(rawPacket(fxpExtended, 1, str(extExpandPath), str("~/x")))
 	f.Add(rawPacket(fxpExtended, 1, str("limits@openssh.com")))
+	f.Add(rawPacket(fxpExtended, 1, str(extPosixRename), str("a"), str("b")))
 	f.Add(rawPacket(fxpExtended, 1, str("statvfs@openssh.com"), str("/")))
 	f.Add(rawPacket(fxpSymlink, 1, str("a"), str("b")))
 	f.Add(rawPacket(fxpRealpath, 2, str(".")))
@@ -220,8 +221,9 @@ func FuzzSFTPCompat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ch := &fakeChannel{in: bytes.NewReader(in)}
 		c := newSFTPCompat(ch, t.TempDir())
-		// Names come from the fuzzer: never create anything.
+		// Names come from the fuzzer: never create or move anything.
 		c.symlink = func(target, link string) error { return os.ErrPermission }
+		c.rename = func(from, to string) error { return os.ErrPermission }
 		got := fakeSFTP(c) // a malformed packet may end the stream early
 		if want := passedThrough(in); !bytes.HasPrefix(want, got) {
 			t.Fatalf("handed on %x, not a prefix of the packets to pass %x", got, want)

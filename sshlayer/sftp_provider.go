@@ -371,6 +371,10 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 		if isFailure(err) {
 			if _, lerr := p.c.Lstat(oldname); errors.Is(lerr, fs.ErrNotExist) {
 				err = &mappedErr{sentinel: fs.ErrNotExist, cause: err}
+			} else if ents, rerr := p.c.ReadDirContext(ctx, newname); rerr == nil && len(ents) > 0 {
+				// Onto a directory with entries: rename(2)'s ENOTEMPTY,
+				// which SFTP v3 has no status for.
+				err = &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err}
 			}
 		}
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: mapSFTPErr(err)}

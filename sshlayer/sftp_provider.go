@@ -115,10 +115,15 @@ func pathErr(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
+	return &fs.PathError{Op: op, Path: name, Err: mapSFTPErr(unwrapPathErr(err))}
+}
+
+// unwrapPathErr takes off the *fs.PathError pkg/sftp wraps some errors in.
+func unwrapPathErr(err error) error {
 	if pe, ok := err.(*fs.PathError); ok {
-		err = pe.Err // pkg/sftp wraps some errors itself
+		return pe.Err
 	}
-	return &fs.PathError{Op: op, Path: name, Err: mapSFTPErr(err)}
+	return err
 }
 
 func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -140,6 +145,14 @@ func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, err
 func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
 	fis, err := p.c.ReadDirContext(ctx, name)
 	if err != nil {
+		if isFailure(err) || errors.Is(mapSFTPErr(unwrapPathErr(err)), fs.ErrNotExist) {
+			// pkg/sftp answers a file with a bare Failure, OpenSSH with
+			// "no such file" (its mapping of ENOTDIR): ENOTDIR, as the
+			// other providers say, when name is there but no directory.
+			if fi, serr := p.c.Stat(name); serr == nil && !fi.IsDir() {
+				err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
+			}
+		}
 		return nil, pathErr("readdir", name, err)
 	}
 	ents := make([]fs.DirEntry, 0, len(fis))

@@ -150,6 +150,14 @@ func (h *Host) Close() error {
 	return nil
 }
 
+// AfterClose arranges for f to run in its own goroutine once h is
+// closed (at once if it is already), for what lives as long as the host
+// does, such as a synchronous filesystem of its (syncfs.FromHost). stop
+// cancels that, reporting whether it did.
+func (h *Host) AfterClose(f func()) (stop func() bool) {
+	return context.AfterFunc(h.ctx, f)
+}
+
 // Spawn starts argv on the host. When Info.Persistent is set and the
 // transport does not own supervision, the process runs under a watchdog so
 // that killing it, cancelling ctx or losing the connection ends its whole

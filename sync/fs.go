@@ -53,6 +53,8 @@ type FS struct {
 	optTimeout time.Duration
 	// resolve finds the spec lazily (FromHost); nil for New.
 	resolve func(ctx context.Context) (*hostgate.SyncSpec, error)
+	// unwatch stops FromHost's watch of its host's Close; nil for New.
+	unwatch func() bool
 
 	// ctx is cancelled by Close; it bounds resolve.
 	ctx    context.Context
@@ -86,10 +88,12 @@ func New(spec *hostgate.SyncSpec, opts *Options) *FS {
 
 // FromHost returns the synchronous filesystem of h. The spec is resolved on
 // the first call through h.Sync (connecting h if needed); a host without one
-// makes every call fail with ENOTSUP. Closing the FS does not close h.
+// makes every call fail with ENOTSUP. Closing the FS does not close h;
+// closing h closes the FS (its own connection went on after h's, in use).
 func FromHost(h *hostgate.Host, opts *Options) *FS {
 	f := newFS(opts)
 	f.resolve = h.Sync
+	f.unwatch = h.AfterClose(func() { _ = f.Close() })
 	return f
 }
 
@@ -110,6 +114,9 @@ func newFS(opts *Options) *FS {
 // release them when its connection closes). Calls waiting meanwhile, and
 // every later call, fail with fs.ErrClosed. Close is idempotent.
 func (f *FS) Close() error {
+	if f.unwatch != nil {
+		f.unwatch()
+	}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()

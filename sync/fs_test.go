@@ -622,6 +622,33 @@ func TestFromHost(t *testing.T) {
 	}
 }
 
+// Closing the host closes the FS FromHost made: its own connection
+// would otherwise outlive the host, in use.
+func TestFromHostClosedWithHost(t *testing.T) {
+	root, _ := tree(t)
+	sv := newServer(t)
+	host := hostgate.New(hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: noTransport{}, Sync: sv.spec(), Close: func() error { return nil }}, nil
+	})
+	fsys := FromHost(host, &Options{Root: root})
+	defer fsys.Close()
+	if _, err := fsys.Stat("hello.txt"); err != nil {
+		t.Fatal(err)
+	}
+	_ = host.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := fsys.Stat("hello.txt")
+		if errors.Is(err, fs.ErrClosed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Stat after the host closed: %v, want fs.ErrClosed", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestCloseDuringStuckCall: Close releases a caller waiting on a stopped
 // server and reaps the child; later calls fail with fs.ErrClosed.
 func TestCloseDuringStuckCall(t *testing.T) {

@@ -34,6 +34,7 @@ import (
 	"syscall"
 
 	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/sigreset"
 )
 
 // commands maps each subcommand to its runner: args after the subcommand
@@ -55,7 +56,8 @@ func usage(w io.Writer) {
 }
 
 func main() {
-	agent.MaybeRunGuard() // exits when this process is an agent's guard
+	agent.MaybeRunGuard()  // exits when this process is an agent's guard
+	sigreset.ForChildren() // commands get default signals even under nohup
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

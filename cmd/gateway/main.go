@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/hostgate/hostgate/internal/sigreset"
 )
 
 // command is one subcommand. Subcommands register themselves in init (one
@@ -45,6 +47,7 @@ func register(name, summary string, run func(ctx context.Context, io stdio, args
 var errUsage = errors.New("usage")
 
 func main() {
+	sigreset.ForChildren() // the local host's commands get default signals even under nohup
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()

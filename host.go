@@ -39,7 +39,9 @@ type connectCall struct {
 
 // New returns a lazy Host. connect runs once, on first use; concurrent first
 // uses share that one call and its result. A failed connect is not cached:
-// the next use tries again.
+// the next use tries again. A connection that was made and then lost (the
+// agent restarted, a token revoked) is not made again: every later use
+// fails; make a new Host to reconnect.
 func New(info Info, connect ConnectFunc) *Host {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}

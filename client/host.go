@@ -26,6 +26,7 @@ func (c *Client) LazyHost(id string) *hostgate.Host {
 }
 
 // Dial turns (gateway URL, token, host id) into a ready, connected Host.
+// The Host does not reconnect: once its connection is lost, Dial again.
 func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host, error) {
 	c, err := New(gatewayURL, token, nil)
 	if err != nil {

@@ -26,12 +26,15 @@ type Client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
+	ws    *http.Client // the caller's HTTPClient for handshakes, without its Timeout; nil: bytestream's own
 }
 
 // Options are the knobs of New.
 type Options struct {
-	// HTTPClient is used for API calls and WebSocket handshakes; nil means
-	// a client with a 30 s timeout for API calls.
+	// HTTPClient is used for API calls and WebSocket handshakes (a
+	// gateway behind a private CA, a proxy); nil means
+	// http.DefaultTransport's settings. Its Timeout bounds API calls
+	// only, not the WebSocket streams.
 	HTTPClient *http.Client
 }
 
@@ -54,11 +57,14 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("client: gateway url %q has no host", gatewayURL)
 	}
-	hc := &http.Client{Timeout: 30 * time.Second}
+	c := &Client{base: u, token: token, http: &http.Client{}}
 	if opts != nil && opts.HTTPClient != nil {
-		hc = opts.HTTPClient
+		c.http = opts.HTTPClient
+		ws := *opts.HTTPClient
+		ws.Timeout = 0 // it would end the stream, and coder/websocket refuses one
+		c.ws = &ws
 	}
-	return &Client{base: u, token: token, http: hc}, nil
+	return c, nil
 }
 
 // HostRecord is what the gateway publishes about a host.
@@ -135,14 +141,29 @@ func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+c.token)
-	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr})
+	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws})
 	if err != nil {
 		return nil, fmt.Errorf("client: ssh stream to host %s: %w", id, err)
 	}
 	return conn, nil
 }
 
+// apiCallTimeout bounds an API call that answers at once (listing hosts,
+// a certificate); the calls that wait on work (exec, provision,
+// checkpoint, restore) are bounded by the caller's ctx alone. A 30 s
+// client timeout on every call cut an exec of a longer command, and the
+// gateway, seeing its caller gone, destroyed the execution.
+var apiCallTimeout = 30 * time.Second // a var for tests
+
+// do is doLong bounded by apiCallTimeout.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, apiCallTimeout)
+	defer cancel()
+	return c.doLong(ctx, method, path, in, out)
+}
+
+// doLong makes an API call bounded by ctx alone.
+func (c *Client) doLong(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -96,7 +96,7 @@ type RestoreRequest struct {
 // *APIError with Status 400 whose message starts with the field.
 func (c *Client) Provision(ctx context.Context, req ProvisionRequest) (*Execution, error) {
 	var e Execution
-	if err := c.do(ctx, "POST", "/v1/executions", req, &e); err != nil {
+	if err := c.doLong(ctx, "POST", "/v1/executions", req, &e); err != nil {
 		return nil, err
 	}
 	return &e, nil
@@ -120,7 +120,7 @@ func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
 // longer by TimeoutMs), and the execution lives on.
 func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
 	var r ExecResult
-	if err := c.do(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
+	if err := c.doLong(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -130,7 +130,7 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRes
 func (c *Client) Checkpoint(ctx context.Context, id, reason string) (*Checkpoint, error) {
 	var cp Checkpoint
 	body := map[string]string{"reason": reason}
-	if err := c.do(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/checkpoints", body, &cp); err != nil {
+	if err := c.doLong(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/checkpoints", body, &cp); err != nil {
 		return nil, err
 	}
 	return &cp, nil
@@ -139,7 +139,7 @@ func (c *Client) Checkpoint(ctx context.Context, id, reason string) (*Checkpoint
 // Restore makes a new execution from a checkpoint.
 func (c *Client) Restore(ctx context.Context, req RestoreRequest) (*Execution, error) {
 	var e Execution
-	if err := c.do(ctx, "POST", "/v1/restores", req, &e); err != nil {
+	if err := c.doLong(ctx, "POST", "/v1/restores", req, &e); err != nil {
 		return nil, err
 	}
 	return &e, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,9 +117,11 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) (*sshlayer.Client, error) {
 	conn, err := c.DialSSH(ctx, id)
 	if err != nil {
+		// Only the gateway's host_offline is ErrOffline: a 503 is also a
+		// full tunnel (too_many_streams) or a gateway stopping.
 		var he *bytestream.HandshakeError
-		if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable {
-			return nil, fmt.Errorf("%w: %s", ErrOffline, id)
+		if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable && strings.Contains(he.Body, `"host_offline"`) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrOffline, id, err)
 		}
 		return nil, err
 	}

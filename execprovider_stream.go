@@ -21,14 +21,20 @@ exec cat -- "$1"`
 // createScript checks that $1's directory exists (shells word the failed
 // redirection differently), creates or truncates $1, applies perm &^ umask to a new file
 // (cat's redirection would use 0666 &^ umask), prints the marker once the
-// file is writable, then streams stdin into it.
+// file is writable, then streams stdin into it. A new file is created
+// under a umask that leaves it no more than perm allows, then given perm
+// (execute and set-id bits, which creation cannot): created at 0666 &^
+// umask and chmod-ed after, a 0600 file was readable by others meanwhile,
+// and a handle opened then keeps reading.
 const createScript = `[ -d "$1" ] && exit 94
 case $1 in */*) d=${1%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
 [ -d "$d" ] || { [ -e "$d" ] && exit 93; nx "$d"; }
-new=0; [ -e "$1" ] || [ -L "$1" ] || new=1
-: > "$1" || exit
-if [ $new = 1 ]; then
-  m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) && chmod "$m" -- "$1" || exit
+if [ -e "$1" ] || [ -L "$1" ]; then
+  : > "$1" || exit
+else
+  m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) || exit
+  (umask "$(printf '%o' $(( 0777 & ~0$m )))" && : > "$1") || exit
+  chmod "$m" "$1" || exit
 fi
 printf k
 exec cat >> "$1"`

@@ -2,10 +2,12 @@ package hostgate_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -88,4 +90,31 @@ func TestExecProviderConformanceUnprivileged(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) (hostgate.Provider, string) {
 		return hostgate.ExecProvider(&localexec.Transport{Credential: nobody}), unprivilegedRoot(t)
 	})
+}
+
+// A directory whose names, together, are past ARG_MAX lists whole: stat
+// runs on batches. One stat of every name failed with E2BIG past about
+// 60,000 names, and building its argument list was quadratic.
+func TestExecProviderReadDirLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 50,000 files")
+	}
+	dir := t.TempDir()
+	const n = 50_000
+	pad := strings.Repeat("x", 40) // 50,000 names of 46 bytes: 2.4 MB, past ARG_MAX's 2 MiB
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s%05d", pad, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	p := hostgate.ExecProvider(&localexec.Transport{})
+	ents, err := p.ReadDir(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != n || ents[0].Name() != pad+"00000" || ents[n-1].Name() != fmt.Sprintf("%s%05d", pad, n-1) || ents[n-1].IsDir() {
+		t.Fatalf("ReadDir of %d files: %d entries, first %q", n, len(ents), ents[0].Name())
+	}
 }

@@ -501,6 +501,26 @@ func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	if got := readFile(t, ctx, p, path.Join(d3, "inner")); string(got) != "i" {
 		t.Errorf("dir renamed onto an empty dir: content %q", got)
 	}
+	// Renamed to itself, a name stays, as rename(2) leaves it: a file, an
+	// empty directory, a symlink.
+	self := path.Join(root, "self")
+	writeFile(t, ctx, p, self, []byte("s"), 0o644)
+	emptyDir := path.Join(root, "empty dir")
+	if err := p.Mkdir(ctx, emptyDir, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	selfLink := path.Join(root, "self link")
+	if err := p.Symlink(ctx, "self", selfLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{self, emptyDir, selfLink} {
+		if err := p.Rename(ctx, name, name); err != nil {
+			t.Errorf("Rename %s to itself: %v", path.Base(name), err)
+		}
+		if _, err := p.Lstat(ctx, name); err != nil {
+			t.Errorf("after Rename %s to itself: %v", path.Base(name), err)
+		}
+	}
 	d4 := path.Join(root, "d4")
 	if err := p.Mkdir(ctx, d4, 0o755, false); err != nil {
 		t.Fatal(err)

@@ -26,9 +26,10 @@ import (
 //   - The command's stdin is the watchdog's stdin (fd 3 carries it past the
 //     /dev/null an asynchronous list would get); stdout and stderr pass
 //     through.
-//   - TERM, INT, HUP, QUIT, USR2 and ALRM sent to the watchdog are forwarded
-//     to the group; USR1 means "kill": the group gets SIGKILL (a shell
-//     cannot trap KILL, so Process.Kill(KILL) sends USR1). Signals that
+//   - Every signal RFC 4254 names but KILL and USR1, sent to the watchdog,
+//     is forwarded to the group; USR1 means "kill": the group gets SIGKILL
+//     (a shell cannot trap KILL, so Process.Kill(KILL) sends USR1, and
+//     Process.Kill(USR1) is refused: it cannot reach the command). Signals that
 //     arrive before the command runs are remembered and delivered once it
 //     does.
 //   - A wait interrupted by a trap is repeated, so the status is the
@@ -41,7 +42,7 @@ import (
 //     killed, and an exit by signal (status 129…159) is re-raised so the
 //     transport reports the signal.
 const watchdogScript = `pending=
-for s in TERM INT HUP QUIT USR2 ALRM; do trap "pending=$s" "$s"; done
+for s in TERM INT HUP QUIT USR2 ALRM ABRT PIPE FPE ILL SEGV; do trap "pending=$s" "$s"; done
 trap 'pending=KILL' USR1
 exec 3<&0
 shell=$$
@@ -49,7 +50,7 @@ parent=$PPID
 poll='s=$1 p=$2; shift 2
 (
   exec </dev/null >/dev/null 2>&1
-  trap "" TERM INT HUP QUIT USR2 ALRM
+  trap "" TERM INT HUP QUIT USR2 ALRM ABRT PIPE FPE ILL SEGV
   while kill -0 "$s" 2>/dev/null && { [ "$p" -le 1 ] || kill -0 "$p" 2>/dev/null; }; do sleep 1; done
   kill -s KILL -- "-$$" 2>/dev/null || { kill -0 "$$" 2>/dev/null && kill -s KILL "$$"; }
 ) &
@@ -64,7 +65,7 @@ fi
 pid=$!
 exec 3<&-
 killtree() { kill -s "$1" -- "-$pid" 2>/dev/null || kill -s "$1" "$pid" 2>/dev/null; }
-for s in TERM INT HUP QUIT USR2 ALRM; do trap "trapped=1; killtree $s" "$s"; done
+for s in TERM INT HUP QUIT USR2 ALRM ABRT PIPE FPE ILL SEGV; do trap "trapped=1; killtree $s" "$s"; done
 trap 'trapped=1; killtree KILL' USR1
 [ -n "$pending" ] && killtree "$pending"
 rc=
@@ -76,7 +77,7 @@ while :; do
   rc=$r
   [ -n "$trapped" ] || break
 done
-trap - TERM INT HUP QUIT USR1 USR2 ALRM
+trap - TERM INT HUP QUIT USR1 USR2 ALRM ABRT PIPE FPE ILL SEGV
 killtree KILL
 if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
   kill -s "$(kill -l "$rc")" "$shell" 2>/dev/null
@@ -163,8 +164,11 @@ func (w *watchedProcess) Kill(sig Signal) error {
 		return nil
 	default:
 	}
-	if sig == SIGKILL {
+	switch sig {
+	case SIGKILL:
 		sig = "USR1"
+	case "USR1":
+		return fmt.Errorf("%w: USR1 carries the watchdog's kill, so it cannot reach a command under it", ErrNotSupported)
 	}
 	return w.Process.Kill(sig)
 }

@@ -140,6 +140,39 @@ func TestWatchdogTermForwarded(t *testing.T) {
 	assertGone(t, pids)
 }
 
+// Every signal but KILL and USR1 reaches the command as itself, which may
+// trap it; ABRT, PIPE and the like killed the watchdog, and with it the
+// whole tree. USR1, the watchdog's own kill, is refused.
+func TestWatchdogSignalsReachCommand(t *testing.T) {
+	h, _ := localHost(t, true)
+	for _, sig := range []hostgate.Signal{"ABRT", "PIPE", "USR2", "HUP"} {
+		p, err := h.Spawn(context.Background(), []string{"sh", "-c", "trap 'echo caught; exit 7' " + string(sig) + "; echo ready; while :; do sleep 0.05; done"}, hostgate.SpawnOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := bufio.NewReader(p.Stdout())
+		if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+			t.Fatalf("%s: %q %v", sig, line, err)
+		}
+		if err := p.Kill(sig); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := out.ReadString('\n')
+		err = waitTimeout(t, p)
+		var ee *hostgate.ExitError
+		if line != "caught\n" || !errors.As(err, &ee) || ee.Code != 7 {
+			t.Errorf("Kill(%s): output %q, Wait %v; want the command's trap to run (exit 7)", sig, line, err)
+		}
+	}
+	p, pids := startTree(t, context.Background(), h)
+	if err := p.Kill("USR1"); !errors.Is(err, hostgate.ErrNotSupported) {
+		t.Errorf("Kill(USR1) under the watchdog: %v, want ErrNotSupported", err)
+	}
+	_ = p.Kill(hostgate.SIGKILL)
+	_ = waitTimeout(t, p)
+	assertGone(t, pids)
+}
+
 func TestWatchdogCtxCancelEndsTree(t *testing.T) {
 	h, _ := localHost(t, true)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,11 +146,18 @@ func TestWatchdogTermForwarded(t *testing.T) {
 // whole tree. USR1, the watchdog's own kill, is refused.
 func TestWatchdogSignalsReachCommand(t *testing.T) {
 	h, _ := localHost(t, true)
-	for _, sig := range []hostgate.Signal{"ABRT", "PIPE", "USR2", "HUP"} {
+	for sig, num := range map[hostgate.Signal]syscall.Signal{"ABRT": syscall.SIGABRT, "PIPE": syscall.SIGPIPE, "USR2": syscall.SIGUSR2, "HUP": syscall.SIGHUP} {
+		if signal.Ignored(num) {
+			// Ignored here, so ignored by the command, whose trap is
+			// then a no-op (the agent resets these: internal/sigreset).
+			t.Logf("%s is ignored by this test process; not tried", sig)
+			continue
+		}
 		p, err := h.Spawn(context.Background(), []string{"sh", "-c", "trap 'echo caught; exit 7' " + string(sig) + "; echo ready; while :; do sleep 0.05; done"}, hostgate.SpawnOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }() // the shell reports a child's ABRT there
 		out := bufio.NewReader(p.Stdout())
 		if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
 			t.Fatalf("%s: %q %v", sig, line, err)
@@ -158,6 +166,7 @@ func TestWatchdogSignalsReachCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		line, _ := out.ReadString('\n')
+		go func() { _, _ = io.Copy(io.Discard, out) }()
 		err = waitTimeout(t, p)
 		var ee *hostgate.ExitError
 		if line != "caught\n" || !errors.As(err, &ee) || ee.Code != 7 {

@@ -979,36 +979,6 @@ func (s stubTunnel) Open(context.Context) (net.Conn, error) { return s.c, nil }
 func (s stubTunnel) Close() error                           { return nil }
 func (s stubTunnel) Done() <-chan struct{}                  { return nil }
 
-// A request refused before its body was read is answered at once, and
-// the connection closed: net/http would first read the body, and a
-// caller who sends a trickle of it (no token needed) held the
-// connection without an answer.
-func TestUnreadBodyAnsweredAtOnce(t *testing.T) {
-	e := newEnv(t, nil)
-	for _, tc := range []struct{ path, auth string }{
-		{"/v1/nope", ""},
-		{"/v1/hosts/h1/certificates", "Authorization: Bearer hg_wrong\r\n"},
-		{"/v1/hosts/h1/certificates", ""},
-	} {
-		c, err := net.Dial("tcp", e.ts.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", tc.path, tc.auth)
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			c.Close()
-			t.Fatalf("POST %s with a body never sent: %v, want an answer", tc.path, err)
-		}
-		res.Body.Close()
-		c.Close()
-		if res.StatusCode/100 != 4 || !res.Close {
-			t.Errorf("POST %s with a body never sent: %d, close %v; want a 4xx and the connection closed", tc.path, res.StatusCode, res.Close)
-		}
-	}
-}
-
 // A WebSocket handshake the gateway cannot complete gets the API's JSON
 // error, as every other refusal does.
 func TestBadWebSocketHandshakeIsJSON(t *testing.T) {

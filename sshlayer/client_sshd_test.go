@@ -640,6 +640,8 @@ func TestSSHDPersistentHostHasWatchdog(t *testing.T) {
 		out, _ := exec.Command("pgrep", "-f", pattern).Output()
 		return len(bytes.TrimSpace(out)) > 0
 	}
+	// A failure must not leave hours of sleep behind.
+	t.Cleanup(func() { _ = exec.Command("pkill", "-f", pattern).Run() })
 	deadline := time.Now().Add(10 * time.Second)
 	for !alive() {
 		if time.Now().After(deadline) {

@@ -57,12 +57,16 @@ func serveTCPPair(t testing.TB) (net.Conn, net.Conn) {
 }
 
 // serveNewServer builds an agent server in a fresh state dir accepting
-// the returned client key.
-func serveNewServer(t testing.TB) (*sshlayer.Server, ssh.PublicKey, ssh.Signer) {
+// the returned client key; edit, when set, adjusts its config.
+func serveNewServer(t testing.TB, edit ...func(*ServeConfig)) (*sshlayer.Server, ssh.PublicKey, ssh.Signer) {
 	t.Helper()
 	client := serveKey(t)
 	dir := t.TempDir()
-	srv, err := NewServer(&ServeConfig{StateDir: dir, AuthorizedKeys: []ssh.PublicKey{client.PublicKey()}})
+	cfg := &ServeConfig{StateDir: dir, AuthorizedKeys: []ssh.PublicKey{client.PublicKey()}}
+	for _, e := range edit {
+		e(cfg)
+	}
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +158,11 @@ func TestServeMuxStopsOnCancel(t *testing.T) {
 	}
 }
 
-func TestServeStdio(t *testing.T) {
-	srv, hostKey, client := serveNewServer(t)
-	// Two pipes, as a ProxyCommand's stdin and stdout would be.
+// serveOverPipes runs ServeStdio for srv over two pipes, as a
+// ProxyCommand's stdin and stdout would be, and returns the client's end
+// and ServeStdio's result.
+func serveOverPipes(t testing.TB, srv *sshlayer.Server) (net.Conn, <-chan error) {
+	t.Helper()
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +171,14 @@ func TestServeStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentSide := bytestream.NewPipeConn(inR, outW)
-	clientSide := bytestream.NewPipeConn(outR, inW)
 	done := make(chan error, 1)
-	go func() { done <- ServeStdio(context.Background(), agentSide, srv) }()
+	go func() { done <- ServeStdio(context.Background(), bytestream.NewPipeConn(inR, outW), srv) }()
+	return bytestream.NewPipeConn(outR, inW), done
+}
+
+func TestServeStdio(t *testing.T) {
+	srv, hostKey, client := serveNewServer(t)
+	clientSide, done := serveOverPipes(t, srv)
 	if out := serveSSHExec(t, clientSide, hostKey, client, "echo over-stdio"); out != "over-stdio\n" {
 		t.Fatalf("got %q", out)
 	}
@@ -186,32 +196,15 @@ func TestServeShell(t *testing.T) {
 	if err := os.WriteFile(shell, []byte("#!/bin/sh\necho \"myshell $*\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	client := serveKey(t)
-	srv, err := NewServer(&ServeConfig{StateDir: dir, AuthorizedKeys: []ssh.PublicKey{client.PublicKey()}, Shell: shell})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, HostKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientSide := bytestream.NewPipeConn(outR, inW)
-	done := make(chan error, 1)
-	go func() { done <- ServeStdio(context.Background(), bytestream.NewPipeConn(inR, outW), srv) }()
-	if out := serveSSHExec(t, clientSide, hk.PublicKey(), client, "echo hi | cat"); out != "myshell -c echo hi | cat\n" {
+	srv, hostKey, client := serveNewServer(t, func(c *ServeConfig) { c.Shell = shell })
+	clientSide, done := serveOverPipes(t, srv)
+	if out := serveSSHExec(t, clientSide, hostKey, client, "echo hi | cat"); out != "myshell -c echo hi | cat\n" {
 		t.Fatalf("through --shell: %q", out)
 	}
 	_ = clientSide.Close()
-	<-done
+	if err := <-done; err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
 	for _, bad := range []string{"sh", filepath.Join(dir, "missing"), dir} {
 		if err := CheckShell(bad); err == nil {
 			t.Errorf("CheckShell(%q) accepted", bad)

@@ -993,23 +993,33 @@ func TestBadWebSocketHandshakeIsJSON(t *testing.T) {
 		{"no key", "Sec-WebSocket-Key", "", http.StatusBadRequest, "bad_request"},
 		{"short key", "Sec-WebSocket-Key", "c2hvcnQ=", http.StatusBadRequest, "bad_request"},
 	} {
-		for _, path := range []string{"/v1/hosts/h1/ssh"} {
-			req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+path, nil)
-			wsHeaders(req.Header)
-			req.Header.Set(tc.header, tc.value)
-			req.Header.Set("Authorization", "Bearer "+admin)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			we, ok := wire.ParseError(b)
-			if res.StatusCode != tc.status || !ok || we.Code != tc.code || res.Header.Get("Content-Type") != "application/json" {
-				t.Errorf("%s on %s: %d %q %s; want %d with JSON code %q", tc.name, path, res.StatusCode, res.Header.Get("Content-Type"), b, tc.status, tc.code)
-			}
+		hdr := http.Header{}
+		wsHeaders(hdr)
+		hdr.Set(tc.header, tc.value)
+		res, b := e.raw("GET", "/v1/hosts/h1/ssh", admin, hdr)
+		we, ok := wire.ParseError(b)
+		if res.StatusCode != tc.status || !ok || we.Code != tc.code || res.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %q %s; want %d with JSON code %q", tc.name, res.StatusCode, res.Header.Get("Content-Type"), b, tc.status, tc.code)
 		}
 	}
+}
+
+// raw sends a request with token and hdr and returns the response with
+// its body read, for the tests that look past call's status and code.
+func (e *env) raw(method, path, token string, hdr http.Header) (*http.Response, []byte) {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.ctx, method, e.ts.URL+path, nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, b
 }
 
 // A route used with another method is 405 with Allow, in JSON; a path
@@ -1027,14 +1037,7 @@ func TestWrongMethodIs405(t *testing.T) {
 		{"POST", "/v1/hosts", 405, "GET"},
 		{"GET", "/v1/nothing/here", 404, ""},
 	} {
-		req, _ := http.NewRequestWithContext(e.ctx, tc.method, e.ts.URL+tc.path, nil)
-		req.Header.Set("Authorization", "Bearer "+admin)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
+		res, b := e.raw(tc.method, tc.path, admin, nil)
 		if _, ok := wire.ParseError(b); res.StatusCode != tc.status || res.Header.Get("Allow") != tc.allow || !ok {
 			t.Errorf("%s %s: %d Allow %q %s; want %d Allow %q in JSON", tc.method, tc.path, res.StatusCode, res.Header.Get("Allow"), b, tc.status, tc.allow)
 		}

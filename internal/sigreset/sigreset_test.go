@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // A process started with HUP ignored (nohup) runs its commands with HUP
@@ -22,9 +24,7 @@ func TestChildrenGetDefaultHUP(t *testing.T) {
 		return
 	}
 	nohup, err := exec.LookPath("nohup")
-	if err != nil {
-		t.Skip("no nohup")
-	}
+	testenv.RequirePeer(t, "nohup", err == nil)
 	for mode, want := range map[string]string{"reset": "child:", "keep": "child:survived"} {
 		cmd := exec.Command(nohup, os.Args[0], "-test.run=TestChildrenGetDefaultHUP")
 		cmd.Env = append(os.Environ(), "SIGRESET_HELPER="+mode)

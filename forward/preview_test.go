@@ -719,3 +719,45 @@ func TestPreviewShareBounded(t *testing.T) {
 		t.Fatalf("after the slots freed: %d %s", resp.StatusCode, body)
 	}
 }
+
+// A server in front of the preview may bound the arrival of bodies it has
+// not accepted (the gateway does); an upload the preview proxies is
+// accepted, and may arrive more slowly than that bound.
+func TestPreviewSlowUploadOutlivesBodyDeadline(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		fmt.Fprintf(w, "%s", b)
+	}), nil)
+	const deadline = 100 * time.Millisecond
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(deadline))
+		e.p.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	pr, pw := io.Pipe()
+	go func() {
+		for _, part := range []string{"slow ", "but ", "whole"} {
+			time.Sleep(2 * deadline)
+			if _, err := pw.Write([]byte(part)); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	url := fmt.Sprintf("%s/preview/dev/%d/upload", front.URL, e.devPort)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len("slow but whole"))
+	resp, body := do(t, req)
+	if resp.StatusCode != 200 || body != "slow but whole" {
+		t.Fatalf("status %d: %q; want 200 with the whole upload", resp.StatusCode, body)
+	}
+}

@@ -18,9 +18,6 @@ import (
 // RSA public key.
 const maxBody = 64 << 10
 
-// bodyTimeout bounds reading a request body.
-const bodyTimeout = 30 * time.Second
-
 // HostRecord is what the API publishes about a host.
 type HostRecord struct {
 	ID            string          `json:"id"`
@@ -216,9 +213,7 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 // decodeBody reads one bounded JSON object into v, answering 400/413 on
 // failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	// The server sets no ReadTimeout (it would outlive the upgrade on
-	// hijacked WebSocket conns), so bound a slow body here.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+	// boundBodies has bounded the body's arrival.
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError

@@ -227,9 +227,9 @@ func (s *Server) Handler() http.Handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.front != nil {
-		return s.front(s.mux)
+		return boundBodies(s.front(s.mux))
 	}
-	return s.mux
+	return boundBodies(s.mux)
 }
 
 // SetFront puts a handler in front of the router, for routing the router

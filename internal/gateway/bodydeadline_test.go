@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// shortBodyTimeout sets bodyTimeout for one test.
+func shortBodyTimeout(t *testing.T, d time.Duration) {
+	old := bodyTimeout
+	bodyTimeout = d
+	t.Cleanup(func() { bodyTimeout = old })
+}
+
+// A body that trickles in to a handler that answers without reading it
+// (no token, no route) gets its answer once bodyTimeout has passed, and
+// the connection closes; before, net/http waited for the body forever.
+func TestTrickledBodyAnswered(t *testing.T) {
+	shortBodyTimeout(t, 200*time.Millisecond)
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	for _, tc := range []struct {
+		name, head string
+		status     int
+	}{
+		{"no token", "POST /v1/hosts/h1/certificates HTTP/1.1\r\nContent-Length: 100000\r\n", 401},
+		{"no route", "POST /v1/nothing/here HTTP/1.1\r\nAuthorization: Bearer " + admin + "\r\nContent-Length: 100000\r\n", 404},
+		{"chunked", "POST /v1/hosts/h1/certificates HTTP/1.1\r\nTransfer-Encoding: chunked\r\n", 401},
+	} {
+		c, err := net.Dial("tcp", e.ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		first := "{\"publicKey\":"
+		if strings.Contains(tc.head, "chunked") {
+			first = "d\r\n" + first + "\r\n"
+		}
+		if _, err := io.WriteString(c, tc.head+"Host: gw\r\n\r\n"+first); err != nil {
+			t.Fatal(err)
+		}
+		// The client sends nothing more and keeps the connection open.
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", tc.name, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, res.StatusCode, tc.status)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the answer: %v, want the connection closed", tc.name, err)
+		}
+	}
+}
+
+// A request whose body has arrived keeps its connection and context for
+// as long as its handler runs, past bodyTimeout.
+func TestBodyDeadlineSparesLongRequests(t *testing.T) {
+	shortBodyTimeout(t, 100*time.Millisecond)
+	e := newEnv(t, nil)
+	e.srv.Mux().HandleFunc("POST /test/slow", func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		if !decodeBody(w, r, &v) {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			http.Error(w, "cancelled: "+context.Cause(r.Context()).Error(), http.StatusInternalServerError)
+		case <-time.After(5 * bodyTimeout):
+			io.WriteString(w, "done")
+		}
+	})
+	for range 2 { // the second on the kept-alive connection
+		res, err := http.Post(e.ts.URL+"/test/slow", "application/json", strings.NewReader(`{"a":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != "done" {
+			t.Fatalf("status %d %q; want 200 done", res.StatusCode, b)
+		}
+	}
+}

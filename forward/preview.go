@@ -406,10 +406,16 @@ func (p *Preview) dialTarget(ctx context.Context, _, addr string) (net.Conn, err
 // upstreamError answers a failed proxy round trip: 503 for an offline host,
 // 502 with a clear page for a port nobody listens on.
 func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		return // the client left; nobody reads an answer
-	}
 	t, _ := r.Context().Value(ctxKey{}).(target)
+	if r.Context().Err() != nil {
+		// The client left, or its request was ended for it: the server is
+		// stopping, or the body broke off. Not worth a log line, but the
+		// answer must not be the implicit 200 that reports success.
+		writeError(w, r, http.StatusServiceUnavailable, "cancelled",
+			"The request ended before the dev server answered.",
+			fmt.Sprintf("Port %d of host %s was still working on it; try again.", t.port, t.hostID))
+		return
+	}
 	p.log.Warn("preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
 	if errors.Is(err, ErrHostUnavailable) {
 		writeError(w, r, http.StatusServiceUnavailable, "host_offline",

@@ -761,3 +761,26 @@ func TestPreviewSlowUploadOutlivesBodyDeadline(t *testing.T) {
 		t.Fatalf("status %d: %q; want 200 with the whole upload", resp.StatusCode, body)
 	}
 }
+
+// A request ended before the dev server answered (the server stopping, a
+// body cut short) is answered as a failure, not with an empty 200.
+func TestPreviewCancelledIsNot200(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}), nil)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		time.AfterFunc(100*time.Millisecond, cancel)
+		e.p.ServeHTTP(w, r.WithContext(rctx))
+	}))
+	t.Cleanup(front.Close)
+	resp, body := do(t, mustReq(t, ctx, fmt.Sprintf("%s/preview/dev/%d/", front.URL, e.devPort)))
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "cancelled") {
+		t.Fatalf("status %d: %q; want 503 cancelled", resp.StatusCode, body)
+	}
+}

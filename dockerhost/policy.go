@@ -67,10 +67,13 @@ func (p *Policy) repositoryAllowed(repo string) bool {
 // Lower bounds: below these a container cannot run sh and tar at all, or
 // Docker refuses the value (memory below 6 MiB).
 var minResources = Resources{
-	CPUs:           0.01,
-	MemoryBytes:    6 << 20,
-	DiskBytes:      64 << 10,
-	Pids:           8,
+	CPUs:        0.01,
+	MemoryBytes: 6 << 20,
+	DiskBytes:   64 << 10,
+	// The limit counts threads, and every sandbox holds docker-init,
+	// its sleep and the agent's 7 to 9 threads: under 16 the agent could
+	// not start, or died making a thread (Go treats that as fatal).
+	Pids:           16,
 	RuntimeMs:      1000,
 	MaxOutputBytes: 1,
 }
@@ -172,21 +175,26 @@ func (p *Policy) validateResources(r Resources) error {
 		field    string
 		v        float64
 		min, max float64
+		why      string // said when v is under min
 	}
 	for _, c := range []check{
-		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs},
-		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes)},
-		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes)},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids)},
-		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs)},
-		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes)},
+		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
+		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
+		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads, and the sandbox's init, sleep and agent hold about 10"},
+		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
+		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {
 		switch {
 		case c.v == 0:
 			return invalid(c.field, "is required")
 		case math.IsNaN(c.v) || c.v < c.min || c.v > c.max:
+			why := ""
+			if c.v < c.min {
+				why = c.why
+			}
 			// 'f', -1: 6291456, not %v's 6.291456e+06.
-			return invalid(c.field, "must be between %s and %s", strconv.FormatFloat(c.min, 'f', -1, 64), strconv.FormatFloat(c.max, 'f', -1, 64))
+			return invalid(c.field, "must be between %s and %s%s", strconv.FormatFloat(c.min, 'f', -1, 64), strconv.FormatFloat(c.max, 'f', -1, 64), why)
 		}
 	}
 	return nil

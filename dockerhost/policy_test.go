@@ -50,6 +50,7 @@ func TestValidateProvisionRefusals(t *testing.T) {
 		{"missing disk", func(r *ProvisionRequest) { r.Resources.DiskBytes = 0 }, "resources.diskBytes", "required"},
 		{"negative disk", func(r *ProvisionRequest) { r.Resources.DiskBytes = -1 }, "resources.diskBytes", "between"},
 		{"missing pids", func(r *ProvisionRequest) { r.Resources.Pids = 0 }, "resources.pids", "required"},
+		{"too few pids", func(r *ProvisionRequest) { r.Resources.Pids = 15 }, "resources.pids", "between 16 and 1024; it counts threads"},
 		{"missing runtime", func(r *ProvisionRequest) { r.Resources.RuntimeMs = 0 }, "resources.runtimeMs", "required"},
 		{"runtime too long", func(r *ProvisionRequest) { r.Resources.RuntimeMs = 3_600_001 }, "resources.runtimeMs", "between"},
 		{"missing output", func(r *ProvisionRequest) { r.Resources.MaxOutputBytes = 0 }, "resources.maxOutputBytes", "required"},

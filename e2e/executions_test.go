@@ -768,8 +768,8 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 // the agent's threads too, and the agent held one thread per waiting
 // command: 40 commands at once under pids 16 made the Go runtime fail to
 // create a thread (fatal), and the commands then running lost their
-// timeout. (Under pids 8 or 10 it still can: the idle agent has 6 or 7
-// threads of its own.)
+// timeout. (Under pids 8 or 10 it still did: the idle agent has 7 to 9
+// threads of its own, hence the least pids a request may ask is 16.)
 func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)

@@ -70,6 +70,23 @@ func TestPreviewThroughGateway(t *testing.T) {
 	if res.StatusCode != http.StatusBadGateway || !bytes.Contains(body, []byte("Nothing answered on port 1")) {
 		t.Errorf("closed port: %d %.300s", res.StatusCode, body)
 	}
+	// A host never enrolled is not there (404); an enrolled one that is
+	// not connected is unavailable (503).
+	g.startAgent("gamma", "").stop()
+	g.waitConnected("gamma", false, 30*time.Second)
+	for id, want := range map[string]int{"nobody": http.StatusNotFound, "gamma": http.StatusServiceUnavailable} {
+		req, _ := http.NewRequest("GET", g.url+"/preview/"+id+"/80/", nil)
+		req.Header.Set("Authorization", "Bearer "+g.admin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("host %s: %d %.300s, want %d", id, res.StatusCode, body, want)
+		}
+	}
 
 	// Share the port publicly for two seconds.
 	status, b := g.api("POST", "/v1/hosts/alpha/shares", g.admin, map[string]any{"port": port, "ttlSeconds": 2})

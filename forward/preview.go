@@ -20,13 +20,18 @@ import (
 )
 
 // DialFunc opens a connection to 127.0.0.1:port on the host hostID, through
-// the host's tunnel. It should wrap ErrHostUnavailable when the host is not
-// connected, so the proxy can tell that apart from a closed port.
+// the host's tunnel. It should wrap ErrUnknownHost when no such host exists
+// and ErrHostUnavailable when the host is not connected, so the proxy can
+// tell those apart from a closed port.
 type DialFunc func(ctx context.Context, hostID string, port int) (net.Conn, error)
 
-// ErrHostUnavailable marks a dial that failed because the host is offline or
-// unknown (503), as opposed to a port nobody listens on (502).
+// ErrHostUnavailable marks a dial that failed because the host is offline
+// (503), as opposed to a port nobody listens on (502).
 var ErrHostUnavailable = errors.New("forward: host unavailable")
+
+// ErrUnknownHost marks a dial that failed because no host has that id
+// (404).
+var ErrUnknownHost = errors.New("forward: no such host")
 
 // PreviewConfig holds the preview proxy's knobs; nil or zero fields mean
 // defaults.
@@ -417,6 +422,12 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	p.log.Warn("preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
+	if errors.Is(err, ErrUnknownHost) {
+		writeError(w, r, http.StatusNotFound, "not_found",
+			fmt.Sprintf("There is no host %s.", t.hostID),
+			"Check the host id in the address; the gateway's host list has every host.")
+		return
+	}
 	if errors.Is(err, ErrHostUnavailable) {
 		writeError(w, r, http.StatusServiceUnavailable, "host_offline",
 			fmt.Sprintf("Host %s is not connected.", t.hostID),

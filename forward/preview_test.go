@@ -25,9 +25,12 @@ import (
 
 const testDomain = "preview.localhost"
 
-// loopDial is the fake tunnel: host "dev" is this machine's loopback; other
-// hosts are offline.
+// loopDial is the fake tunnel: host "dev" is this machine's loopback, host
+// "nobody" does not exist, and other hosts are offline.
 func loopDial(ctx context.Context, hostID string, port int) (net.Conn, error) {
+	if hostID == "nobody" {
+		return nil, fmt.Errorf("host %s: %w", hostID, ErrUnknownHost)
+	}
 	if hostID != "dev" {
 		return nil, fmt.Errorf("host %s: %w", hostID, ErrHostUnavailable)
 	}
@@ -326,6 +329,10 @@ func TestPreviewClosedPortAndOfflineHost(t *testing.T) {
 	resp, body = get(t, ctx, fmt.Sprintf("%s/preview/gone/%d/", e.gw.URL, e.devPort))
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"host_offline"`) {
 		t.Fatalf("offline host: %d %s", resp.StatusCode, body)
+	}
+	resp, body = get(t, ctx, fmt.Sprintf("%s/preview/nobody/%d/", e.gw.URL, e.devPort))
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) || !strings.Contains(body, "no host nobody") {
+		t.Fatalf("unknown host: %d %s", resp.StatusCode, body)
 	}
 	for _, p := range []string{"/preview/dev/0/", "/preview/dev/65536/", "/preview/dev/080/", "/preview/d%20v/80/", "/elsewhere"} {
 		if resp, body := get(t, ctx, e.gw.URL+p); resp.StatusCode != http.StatusNotFound {

@@ -114,6 +114,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	preview, err := forward.NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
 		c, err := hc.Get(ctx, hostID)
 		if err != nil {
+			if errors.Is(err, gateway.ErrUnknownHost) {
+				return nil, fmt.Errorf("%w: %w", forward.ErrUnknownHost, err)
+			}
 			if errors.Is(err, gateway.ErrHostOffline) {
 				return nil, fmt.Errorf("%w: %w", forward.ErrHostUnavailable, err)
 			}

@@ -84,7 +84,7 @@ func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Cl
 	h, err := hc.srv.store.Host(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, time.Time{}, fmt.Errorf("%w: %s", ErrHostOffline, id)
+			return nil, time.Time{}, fmt.Errorf("%w: %s", ErrUnknownHost, id)
 		}
 		return nil, time.Time{}, err
 	}

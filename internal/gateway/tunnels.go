@@ -14,6 +14,9 @@ import (
 var (
 	// ErrHostOffline means no live tunnel serves the host.
 	ErrHostOffline = errors.New("gateway: host offline")
+	// ErrUnknownHost means no host of that id was ever enrolled; it is an
+	// ErrHostOffline too.
+	ErrUnknownHost = fmt.Errorf("%w (no host of that id is known)", ErrHostOffline)
 	// ErrTooManyStreams means the host's tunnel already carries its
 	// maximum number of relayed streams.
 	ErrTooManyStreams = errors.New("gateway: too many streams to host")

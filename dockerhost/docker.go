@@ -76,6 +76,10 @@ type Config struct {
 	// owned by root), e.g. the in-container agent binary: a volume written
 	// once per content (see toolsVolume).
 	Tools []Tool
+	// TempDir, when set, is every command's TMPDIR unless the provision
+	// env sets one (see WorkspaceTempDir). Something in the container must
+	// create it: the gateway's agent does (agent serve --mkdir).
+	TempDir string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Pool keeps warm pre-created containers; nil or Size 0: none.
@@ -197,7 +201,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if uid <= 0 || gid <= 0 {
 		return nil, errors.New("dockerhost: UID and GID must be non-root")
 	}
-	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, UID: uid, GID: gid, Max: DefaultMaxResources(), RepositoryRoots: cfg.RepositoryRoots}
+	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, UID: uid, GID: gid, Max: DefaultMaxResources(), RepositoryRoots: cfg.RepositoryRoots, TempDir: cfg.TempDir}
 	if cfg.MaxResources != nil {
 		h.policy.Max = *cfg.MaxResources
 	}
@@ -381,7 +385,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 					log.Error("remove pooled container", "container", pc.cid, "err", derr)
 				}
 			} else {
-				cid, env, fromPool = pc.cid, provisionEnv(req.Env), true
+				cid, env, fromPool = pc.cid, h.policy.provisionEnv(req.Env), true
 				if pc.agent != nil && agentEnvOK(req.Env) {
 					agent = pc.agent
 				} else if pc.agent != nil {

@@ -20,6 +20,10 @@ import (
 // Container paths the policy mounts.
 const (
 	WorkspaceDir = "/workspace"
+	// WorkspaceTempDir is the TMPDIR Config.TempDir is meant for: the root
+	// filesystem, /tmp with it, is read-only, and under the workspace a
+	// temporary file counts against diskBytes like any other.
+	WorkspaceTempDir = WorkspaceDir + "/.tmp"
 	// ToolsDir is where Config.Tools are, e.g. the in-container agent
 	// binary: a volume mounted read-only (see toolsVolume).
 	ToolsDir = "/opt/hostgate"
@@ -45,6 +49,9 @@ type Policy struct {
 	// repositories may be under: the API caller names a path on the
 	// gateway's machine, so a shared gateway should confine it.
 	RepositoryRoots []string
+	// TempDir is the TMPDIR commands get unless their provision env sets
+	// one; empty: none.
+	TempDir string
 }
 
 // repositoryAllowed reports whether repo (absolute) is under a root. The
@@ -265,15 +272,25 @@ func sleepSeconds(runtimeMs int64) int64 { return (runtimeMs + 999) / 1000 }
 
 // provisionEnv is the environment an execution's commands get from its
 // provision request: env, with the standard directories after a PATH of
-// the caller's. The engine finds the main process, sleep, on that PATH,
-// and a caller's PATH without it made the container exit at start.
-func provisionEnv(env map[string]string) map[string]string {
-	p, ok := env["PATH"]
-	if !ok {
-		return env
-	}
+// the caller's (the engine finds the main process, sleep, on that PATH,
+// and a caller's PATH without it made the container exit at start), and
+// HOME and TMPDIR in the workspace unless env sets them. The engine's
+// HOME comes from the image's passwd (/nonexistent, /root, /tmp), all on
+// the read-only root: tools that keep a cache or config in HOME failed.
+func (p *Policy) provisionEnv(env map[string]string) map[string]string {
 	env = maps.Clone(env)
-	env["PATH"] = strings.TrimSuffix(p, ":") + ":" + defaultPath
+	if env == nil {
+		env = map[string]string{}
+	}
+	if path, ok := env["PATH"]; ok {
+		env["PATH"] = strings.TrimSuffix(path, ":") + ":" + defaultPath
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = WorkspaceDir
+	}
+	if _, ok := env["TMPDIR"]; !ok && p.TempDir != "" {
+		env["TMPDIR"] = p.TempDir
+	}
 	return env
 }
 
@@ -324,7 +341,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	all[LabelSpec] = string(spec)
 
 	env := make([]string, 0, len(req.Env))
-	for k, v := range provisionEnv(req.Env) {
+	for k, v := range p.provisionEnv(req.Env) {
 		env = append(env, k+"="+v)
 	}
 	slices.Sort(env)

@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,37 @@ func TestResourceRangeWording(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Field != "resources.memoryBytes" || !strings.Contains(e.Message, "between 6291456 and 1073741824") {
 		t.Fatalf("%v, want the range in plain numbers", err)
+	}
+}
+
+// Commands get HOME and, when the host has one, TMPDIR in the workspace:
+// the engine's HOME is the image's, on the read-only root. A provision
+// env that sets either wins.
+func TestContainerEnvHomeAndTemp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tempDir string
+		env     map[string]string
+		want    []string
+	}{
+		{"defaults", WorkspaceTempDir, nil, []string{"HOME=/workspace", "TMPDIR=/workspace/.tmp"}},
+		{"no temp dir", "", nil, []string{"HOME=/workspace"}},
+		{"the caller's", WorkspaceTempDir, map[string]string{"HOME": "/workspace/me", "TMPDIR": "/dev/shm", "PATH": "/opt/bin"},
+			[]string{"HOME=/workspace/me", "PATH=/opt/bin:" + defaultPath, "TMPDIR=/dev/shm"}},
+	} {
+		p := testPolicy()
+		p.TempDir = tc.tempDir
+		req := validReq()
+		req.Env = tc.env
+		cfg, _, err := p.ContainerConfig("abc", req, time.Unix(1_800_000_000, 0), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cfg.Env, tc.want) {
+			t.Errorf("%s: env %q, want %q", tc.name, cfg.Env, tc.want)
+		}
+		if tc.env != nil && tc.env["PATH"] != "/opt/bin" {
+			t.Errorf("%s: the request's env was changed: %v", tc.name, tc.env)
+		}
 	}
 }

@@ -369,7 +369,8 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	// agent binary on every fill) is needed.
 	cfg.Labels[LabelPool] = "1"
 	cfg.Labels[LabelPoolExpires] = strconv.FormatInt(expires.Unix(), 10)
-	cfg.Env = nil
+	// cfg.Env has what every execution gets (HOME, TMPDIR); a claim's
+	// provision env travels with each process instead (execution.env).
 	cfg.Entrypoint = []string{"/bin/sh", "-c", poolScript}
 	cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
 	var b [8]byte

@@ -25,6 +25,8 @@ type Stdio struct {
 	stderr *handoffWriter
 	stop   func() bool // guarded by the owner: set once more by adopt, before handing over
 
+	env []string // Env's; set before handing over
+
 	closeOnce sync.Once
 	done      chan struct{} // closed when the output pump ends
 	pumpErr   error         // set before done is closed
@@ -50,14 +52,27 @@ func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []str
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	env := envList(e.env)
 	if s := h.takeAgent(e, argv); s != nil {
 		if s.adopt(ctx, stderr) {
+			s.env = env
 			return s, nil
 		}
 		_ = s.Close()
 	}
-	return h.attachStdio(ctx, ctx, e.ContainerID, envList(e.env), argv, stderr)
+	s, err := h.attachStdio(ctx, ctx, e.ContainerID, env, argv, stderr)
+	if err != nil {
+		return nil, err
+	}
+	s.env = env
+	return s, nil
 }
+
+// Env is the execution's provision env (NAME=value) when its container was
+// created without it, as a pooled one is: the process may have started
+// before the claim, without it (a pre-started agent), and should pass it
+// on to what it runs.
+func (s *Stdio) Env() []string { return s.env }
 
 // takeAgent returns e's pre-started agent attachment when argv is its, and
 // forgets it: it is handed out once.

@@ -244,8 +244,15 @@ func TestExecutionIsAHost(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(res.Stdout), "/dev/pts/") || !strings.Contains(string(res.Stdout), "30 100") {
 		t.Fatalf("PTY in the execution: %v %+v", err, res)
 	}
-	if info := h.Info(); info.Kind != "docker" || info.Workspace != "/workspace" {
+	if info := h.Info(); info.Kind != "docker" || info.Workspace != "/workspace" || info.Home != "/workspace" || info.TempDir != "/workspace/.tmp" {
 		t.Fatalf("info: %+v", info)
+	}
+	// HOME and TMPDIR are where Info says, and writable: the root
+	// filesystem, the image's HOME (/tmp here) and /tmp with it, is not.
+	// PATH is the image's, as docker exec gives it.
+	res, err = h.Exec(ctx, []string{"sh", "-c", `echo "$HOME $TMPDIR $PATH"; mkdir -p ~/.cache/tool && f=$(mktemp) && echo ok > "$f" && cat "$f" && dirname "$f"`}, hostgate.ExecOptions{})
+	if err != nil || string(res.Stdout) != "/workspace /workspace/.tmp /usr/bin:/bin\nok\n/workspace/.tmp\n" {
+		t.Fatalf("HOME, TMPDIR and PATH: %v %q %q", err, res.Stdout, res.Stderr)
 	}
 	fsys, err := h.FS(ctx)
 	if err != nil {
@@ -760,6 +767,25 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 	}
 	if agent1, docker1, _ := execWays(t, g); agent1 != agent0+1 || docker1 != docker0 {
 		t.Errorf("ways: agent %d→%d, docker %d→%d; want the command through the agent", agent0, agent1, docker0, docker1)
+	}
+
+	// Over SSH (the Host API) commands get the same environment: the
+	// container's, with the provision env its agent, started before the
+	// claim, never had.
+	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	hres, err := h.Exec(ctx, []string{"env"}, hostgate.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := "\n" + string(hres.Stdout)
+	for _, kv := range []string{"GREETING=hello", "KEEP=provision", "HOME=/workspace", "TMPDIR=/workspace/.tmp", "PATH=/usr/bin:/bin"} {
+		if !strings.Contains(got, "\n"+kv+"\n") {
+			t.Errorf("pooled environment over SSH lacks %s:%s", kv, got)
+		}
 	}
 }
 

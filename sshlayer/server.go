@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,13 @@ type ServerConfig struct {
 	// Dir is the working directory of commands and SFTP; default the home
 	// directory of the server's user, else "/".
 	Dir string
+	// Env, when non-nil, is the environment every child starts from
+	// (NAME=value), in place of a clean one: PATH, HOME (Dir), SHELL,
+	// USER, LOGNAME, and LANG, LC_ALL and TZ from the server's own. The
+	// server's own environment is never passed on by default: an agent's
+	// may hold its token. A sandbox's agent, whose environment is the
+	// container's, passes it on this way.
+	Env []string
 	// HandshakeTimeout bounds the SSH handshake and authentication;
 	// default 10 s.
 	HandshakeTimeout time.Duration
@@ -234,6 +242,9 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 		userName = u.Username
 	}
 	s.env = baseEnv(userName, c.Dir, c.Shell)
+	if c.Env != nil {
+		s.env = slices.Clone(c.Env)
+	}
 	s.dash = isDash(c.Shell)
 	s.sshCfg = &ssh.ServerConfig{
 		PublicKeyCallback: newAuthenticator(&c, userName).authenticate,

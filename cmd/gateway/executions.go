@@ -105,6 +105,9 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
+		// The agent makes it (execapi.DefaultAgentArgv); without an agent
+		// nothing would, and TMPDIR would name a missing directory.
+		cfg.TempDir = dockerhost.WorkspaceTempDir
 		if interp := agentInfo.interp; interp != "" {
 			// Not an error: an image with this loader and libc runs it.
 			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",

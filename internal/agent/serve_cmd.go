@@ -41,6 +41,9 @@ func EnvFlags(fs *flag.FlagSet) error {
 type ServeIO struct {
 	Conn   net.Conn  // the stream carrying SSH (or yamux with --mux)
 	Stderr io.Writer // logs
+	// Environ is the environment a keys preamble's InheritEnv passes on
+	// (a container's, in a sandbox); nil: this process's.
+	Environ []string
 }
 
 // RunServe is the `agent serve` command:
@@ -57,9 +60,9 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		stderr = sio.Stderr
 	}
 	var (
-		listen, authKeysFile, caFile, caKey, logFormat, logLevel string
-		stdio, mux, keysStdin                                    bool
-		cfg                                                      ServeConfig
+		listen, authKeysFile, caFile, caKey, logFormat, logLevel, mkdir string
+		stdio, mux, keysStdin                                           bool
+		cfg                                                             ServeConfig
 	)
 	fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -76,6 +79,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
+	fs.StringVar(&mkdir, "mkdir", "", "create this directory (mode 0700, with parents) at start when missing, e.g. the TMPDIR a sandbox keeps in its workspace")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +91,11 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	if err := CheckShell(cfg.Shell); err != nil {
 		return fmt.Errorf("agent serve: %w", err)
+	}
+	if mkdir != "" {
+		if err := os.MkdirAll(mkdir, 0o700); err != nil {
+			return fmt.Errorf("agent serve: --mkdir: %w", err)
+		}
 	}
 	if (listen == "") == !stdio {
 		return errors.New("agent serve: give exactly one of --listen ADDR and --stdio")
@@ -177,7 +186,11 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		err error
 	)
 	if keysStdin {
-		srv, err = stdioKeysServer(conn, log)
+		environ := os.Environ()
+		if sio != nil && sio.Environ != nil {
+			environ = sio.Environ
+		}
+		srv, err = stdioKeysServer(conn, environ, log)
 	} else {
 		srv, err = NewServer(&cfg)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -21,9 +23,10 @@ import (
 // uint32 length and that many bytes of JSON (StdioKeys).
 const (
 	stdioKeysMagic = "HGK1"
-	// MaxStdioKeys bounds the preamble's JSON; a host key, a few CA keys
-	// and an id fit in a few KiB.
-	MaxStdioKeys = 64 << 10
+	// MaxStdioKeys bounds the preamble's JSON: a host key, a few CA keys
+	// and an id fit in a few KiB, and Env in what a provision env may
+	// hold (256 values of up to 32 KiB).
+	MaxStdioKeys = 16 << 20
 )
 
 // StdioKeys is the preamble's content.
@@ -41,6 +44,16 @@ type StdioKeys struct {
 	// it, as under docker exec (sshlayer.ServerConfig.LeaveBackground).
 	// Sandbox containers set it: terminating the container ends all.
 	LeaveBackground bool `json:"leaveBackground,omitempty"`
+	// InheritEnv: commands start from this process's environment (a
+	// container's: the image's, the provision env, HOME, TMPDIR), as under
+	// docker exec, with Env over it; without it, from a clean one
+	// (sshlayer.ServerConfig.Env). The keys never pass through the
+	// environment, so it holds nothing of the agent's.
+	InheritEnv bool `json:"inheritEnv,omitempty"`
+	// Env (NAME=value) is set over the inherited environment: a pooled
+	// container's provision env, which its agent, started before the
+	// claim, did not start with.
+	Env []string `json:"env,omitempty"`
 }
 
 // WriteStdioKeys writes k as a keys preamble to w.
@@ -113,8 +126,8 @@ func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
 }
 
 // stdioKeysServer reads the keys preamble from conn and builds the SSH
-// server it describes. The host key lives only in this process's memory.
-func stdioKeysServer(conn io.Reader, log *slog.Logger) (*sshlayer.Server, error) {
+// server it describes; environ is what InheritEnv passes on. The host key lives only in this process's memory.
+func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshlayer.Server, error) {
 	if err := protectKeys(); err != nil {
 		return nil, err
 	}
@@ -126,12 +139,41 @@ func stdioKeysServer(conn io.Reader, log *slog.Logger) (*sshlayer.Server, error)
 	if err != nil {
 		return nil, err
 	}
+	var env []string
+	if k.InheritEnv {
+		env = overlayEnv(environ, k.Env)
+	}
 	return sshlayer.NewServer(&sshlayer.ServerConfig{
 		HostKey:         hk,
 		TrustedUserCAs:  cas,
 		Principal:       k.HostID,
 		Dir:             k.Dir,
+		Env:             env,
 		LeaveBackground: k.LeaveBackground,
 		Logger:          log,
 	})
+}
+
+// overlayEnv returns base with each NAME=value of over set, in place when
+// base has NAME, else at the end.
+func overlayEnv(base, over []string) []string {
+	env := slices.Clone(base)
+	if env == nil {
+		env = []string{}
+	}
+	index := make(map[string]int, len(env))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		index[name] = i
+	}
+	for _, kv := range over {
+		name, _, _ := strings.Cut(kv, "=")
+		if i, ok := index[name]; ok {
+			env[i] = kv
+			continue
+		}
+		index[name] = len(env)
+		env = append(env, kv)
+	}
+	return env
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,4 +232,18 @@ func FuzzReadStdioKeys(f *testing.F) {
 			t.Fatalf("re-encode of an accepted preamble: %v", err)
 		}
 	})
+}
+
+func TestOverlayEnv(t *testing.T) {
+	base := []string{"PATH=/usr/bin", "HOME=/tmp", "A=1"}
+	got := overlayEnv(base, []string{"HOME=/workspace", "B=2", "A=3"})
+	if want := []string{"PATH=/usr/bin", "HOME=/workspace", "A=3", "B=2"}; !slices.Equal(got, want) {
+		t.Errorf("overlayEnv: %q, want %q", got, want)
+	}
+	if base[1] != "HOME=/tmp" {
+		t.Errorf("base changed: %q", base)
+	}
+	if got := overlayEnv(nil, nil); got == nil || len(got) != 0 {
+		t.Errorf("overlayEnv(nil, nil) = %#v, want an empty, non-nil environment (nil means a clean one)", got)
+	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
@@ -32,15 +33,17 @@ import (
 const HostKind = "docker"
 
 // DefaultAgentArgv runs the agent the gateway put in every execution's
-// read-only tools volume (dockerhost.ToolsDir).
-var DefaultAgentArgv = []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn"}
+// read-only tools volume (dockerhost.ToolsDir). It makes the execution's
+// TMPDIR (dockerhost.Config.TempDir), which only a process in the
+// container can.
+var DefaultAgentArgv = []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn", "--mkdir", dockerhost.WorkspaceTempDir}
 
 // ErrNotExecutionHost means an execution id names a host that is not an
 // execution (a machine with an agent): the gateway will not take it over.
 var ErrNotExecutionHost = errors.New("execapi: the id names a host that is not an execution")
 
 // ExecutionInfo is what an execution publishes as a host.
-var ExecutionInfo = hostgate.Info{Kind: HostKind, OS: "linux", Home: "/workspace", TempDir: "/tmp", Workspace: "/workspace"}
+var ExecutionInfo = hostgate.Info{Kind: HostKind, OS: "linux", Home: dockerhost.WorkspaceDir, TempDir: dockerhost.WorkspaceTempDir, Workspace: dockerhost.WorkspaceDir}
 
 // AttachFunc starts argv inside the execution with stdin and stdout
 // attached (dockerhost.Docker.AttachStdio); ctx bounds the attachment.
@@ -415,13 +418,21 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("marshal host key: %w", err)
 	}
-	err = agent.WriteStdioKeys(conn, agent.StdioKeys{
+	keys := agent.StdioKeys{
 		HostKey: string(pem.EncodeToMemory(block)), TrustedCAs: []string{a.caKey}, HostID: r.id, Dir: a.cfg.Dir,
 		// Background processes outlive their command, as under docker
 		// exec (the API's commands run here); the container's end ends
 		// them.
 		LeaveBackground: true,
-	})
+		// Commands over SSH (client.Dial, ssh) get the environment docker
+		// exec gives the API's, the container's; they got the agent's
+		// clean one, without the image's PATH or the provision env.
+		InheritEnv: true,
+	}
+	if e, ok := stdio.(interface{ Env() []string }); ok {
+		keys.Env = e.Env()
+	}
+	err = agent.WriteStdioKeys(conn, keys)
 	if err != nil {
 		return err
 	}

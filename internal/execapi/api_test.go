@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,9 +161,11 @@ type agentPool struct {
 }
 
 func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
-	if argv[len(argv)-1] != "warn" || argv[1] != "serve" {
+	if !slices.Equal(argv[:len(argv)-2], DefaultAgentArgv[:len(DefaultAgentArgv)-2]) || argv[len(argv)-2] != "--mkdir" {
 		return nil, fmt.Errorf("unexpected argv %q", argv)
 	}
+	// The agent runs on this machine: its --mkdir goes to a test dir.
+	argv = append(slices.Clone(argv[:len(argv)-1]), filepath.Join(p.t.TempDir(), "tmp"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -184,7 +187,10 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		err := agent.RunServe(ctx, argv[2:], &agent.ServeIO{Conn: ag, Stderr: stderr})
+		// The agent's environment is the container's, as docker exec
+		// gives it, not this test process's.
+		environ := strings.Split(strings.TrimSuffix(fixtureEnviron, "\x00"), "\x00")
+		err := agent.RunServe(ctx, argv[2:], &agent.ServeIO{Conn: ag, Stderr: stderr, Environ: environ})
 		if err != nil {
 			fmt.Fprintln(stderr, "agent:", err)
 		}

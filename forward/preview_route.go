@@ -101,6 +101,13 @@ func looksLikeSubdomain(reqHost, domain string) bool {
 	return found && strings.Contains(labels, "--")
 }
 
+// ParseSubdomain reads a subdomain-form preview host name ("{port}--{host}.
+// {domain}", with an optional ":port"): the host id (lower case) and port,
+// and whether reqHost is one.
+func ParseSubdomain(reqHost, domain string) (hostID string, port int, ok bool) {
+	return parseSubdomain(reqHost, domain)
+}
+
 // SubdomainHost returns the subdomain-form host name of a preview, for
 // links: SubdomainHost("local", 3000, "preview.localhost") is
 // "3000--local.preview.localhost".

@@ -477,6 +477,7 @@ func TestCookieUseAllowed(t *testing.T) {
 		hdr  map[string]string
 		want bool
 	}{
+		{"form posted from a preview subdomain", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document", ":method": "POST"}, false},
 		{"no metadata (curl)", nil, true},
 		{"same origin fetch", map[string]string{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}, true},
 		{"typed URL", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
@@ -488,11 +489,76 @@ func TestCookieUseAllowed(t *testing.T) {
 		{"foreign socket, old browser", map[string]string{"Upgrade": "websocket", "Origin": "http://3000--a.preview.test"}, false},
 		{"own socket", map[string]string{"Sec-Fetch-Site": "same-origin", "Upgrade": "websocket", "Origin": "http://gw.test"}, true},
 	} {
-		r := httptest.NewRequest("GET", "http://gw.test/preview/b/8080/", nil)
-		for k, v := range tc.hdr {
+		r := withHeaders("http://gw.test/preview/b/8080/", tc.hdr)
+		if got := cookieUseAllowed(r); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// withHeaders is a request to url with hdr set; ":method" sets the method
+// (default GET).
+func withHeaders(url string, hdr map[string]string) *http.Request {
+	method := "GET"
+	if m, ok := hdr[":method"]; ok {
+		method = m
+	}
+	r := httptest.NewRequest(method, url, nil)
+	for k, v := range hdr {
+		if k != ":method" {
 			r.Header.Set(k, v)
 		}
-		if got := cookieUseAllowed(r); got != tc.want {
+	}
+	return r
+}
+
+// A subdomain preview's own cookie serves requests from that preview and
+// from other ports of the same host, and links followed to it; not what
+// another host's preview page (same-site with it) sends: a background
+// fetch, a form post, a WebSocket.
+func TestPreviewCookieUseAllowed(t *testing.T) {
+	const domain = "preview.test"
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		want bool
+	}{
+		{"no metadata (curl)", nil, true},
+		{"own page fetch", map[string]string{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Origin": "http://3000--h1.preview.test"}, true},
+		{"own socket", map[string]string{"Sec-Fetch-Site": "same-origin", "Upgrade": "websocket", "Origin": "http://3000--h1.preview.test"}, true},
+		{"typed URL", map[string]string{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
+		{"link from anywhere", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
+		{"same host, other port (frontend to backend)", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors", "Origin": "http://5173--h1.preview.test"}, true},
+		{"same host, other port socket", map[string]string{"Sec-Fetch-Site": "same-site", "Upgrade": "websocket", "Origin": "http://5173--h1.preview.test"}, true},
+		{"other host's page, no-cors fetch", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", ":method": "POST", "Origin": "http://3000--evil.preview.test"}, false},
+		{"other host's page, image", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}, false},
+		{"other host's page, socket", map[string]string{"Sec-Fetch-Site": "same-site", "Upgrade": "websocket", "Origin": "http://3000--evil.preview.test"}, false},
+		{"other host's socket, old browser", map[string]string{"Upgrade": "websocket", "Origin": "http://3000--evil.preview.test"}, false},
+		{"other host's form post", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document", ":method": "POST", "Origin": "http://3000--evil.preview.test"}, false},
+		{"other host's frame", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"}, false},
+	} {
+		r := withHeaders("http://3000--h1.preview.test/", tc.hdr)
+		if got := previewCookieUseAllowed(r, "h1", domain); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Preview tickets are minted for top-level navigations only: a page's
+// background fetch must not turn the viewer's session into a cookie for
+// another host's preview.
+func TestTopNavigation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		want bool
+	}{
+		{"no metadata (curl)", nil, true},
+		{"redirected navigation", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
+		{"background fetch", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "empty"}, false},
+		{"frame", map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"}, false},
+	} {
+		if got := topNavigation(withHeaders("http://gw.test/preview-login", tc.hdr)); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -139,7 +139,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// Subdomain form: the preview origin's own cookie, as long as
 			// the token it was minted for lives (revoked or expired, it
 			// stops working within a second, as the token does).
-			if c, err := r.Cookie("hostgate_preview"); err == nil {
+			if c, err := r.Cookie("hostgate_preview"); err == nil && previewCookieUseAllowed(r, hostID, s.Config.PreviewDomain) {
 				if id, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
 					if _, ok := srv.LiveToken(r.Context(), id); ok {
 						return true, ""
@@ -196,6 +196,14 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		port, err := strconv.Atoi(q.Get("port"))
 		if err != nil || port < 1 || port > 65535 || !store.ValidHostID(hostID) || s.Config.PreviewDomain == "" {
 			http.Error(w, "bad preview login request", http.StatusBadRequest)
+			return
+		}
+		if !topNavigation(r) {
+			// A ticket becomes a cookie on the preview's origin: a page
+			// on another preview subdomain (same-site, so the session
+			// cookie comes along) must not mint one in the background
+			// and then use it.
+			http.Error(w, "preview login is only for opening a preview in the browser", http.StatusForbidden)
 			return
 		}
 		tok, err := srv.Authenticate(r)
@@ -286,6 +294,47 @@ func previewOrigin(r *http.Request, hostID string, port int, domain string) stri
 	return scheme + "://" + h
 }
 
+// topNavigation reports whether r is a top-level navigation, or from a
+// client that sends no fetch metadata (not a browser, or an old one).
+func topNavigation(r *http.Request) bool {
+	mode := r.Header.Get("Sec-Fetch-Mode")
+	return mode == "" || mode == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
+}
+
+// safeTopNavigation reports whether r is a top-level GET or HEAD
+// navigation: a link followed from another page. A form posted from
+// another site navigates too, and SameSite=Lax lets the cookie ride along
+// when that site is a preview subdomain.
+func safeTopNavigation(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
+}
+
+// previewCookieUseAllowed reports whether a subdomain-form preview request
+// may be authorized by that preview origin's own cookie. Every preview
+// subdomain is same-site with every other, and any host's owner writes
+// the pages there: a page on one host's preview could otherwise send
+// requests into, and open WebSockets to, another host's previews with the
+// viewer's cookie for them. Allowed: requests from the preview's own
+// origin, top-level GET navigations, clients without fetch metadata, and
+// requests whose Origin is a preview of the same host (a dev frontend on
+// one port calling its backend on another).
+func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
+	upgrade := r.Header.Get("Upgrade") != ""
+	origin := r.Header.Get("Origin")
+	sameHost := false
+	if u, err := url.Parse(origin); err == nil && origin != "" {
+		id, _, ok := forward.ParseSubdomain(u.Host, domain)
+		sameHost = ok && id == strings.ToLower(hostID)
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+		return !upgrade || origin == "" || sameHost
+	default:
+		return sameHost || !upgrade && safeTopNavigation(r)
+	}
+}
+
 // cookieUseAllowed reports whether a path-form preview request may be
 // authorized by the session cookie alone. The cookie is SameSite=Lax, and
 // preview subdomains, pages any host's owner writes, are same-site with
@@ -303,7 +352,7 @@ func cookieUseAllowed(r *http.Request) bool {
 		// A top-level navigation only: a frame navigates too, and a
 		// preview subdomain must not frame another host's preview with
 		// the admin's session under it.
-		if upgrade || r.Header.Get("Sec-Fetch-Mode") != "navigate" || r.Header.Get("Sec-Fetch-Dest") != "document" {
+		if upgrade || !safeTopNavigation(r) {
 			return false
 		}
 	}

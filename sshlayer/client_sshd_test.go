@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,22 @@ func TestSSHDExec(t *testing.T) {
 		out, errOut, err := run(ctx, t, c, []string{"sh", "-c", "cat; echo to-stderr >&2"}, hostgate.SpawnOptions{}, "from stdin\n")
 		if err != nil || out != "from stdin\n" || errOut != "to-stderr\n" {
 			t.Errorf("got out %q err %q (%v)", out, errOut, err)
+		}
+	})
+
+	t.Run("NUL refused, connection kept", func(t *testing.T) {
+		// sshd drops the whole connection over a NUL in a command line.
+		for _, opts := range []hostgate.SpawnOptions{{}, {Dir: "/tmp\x00"}, {Env: map[string]string{"A": "\x00"}}} {
+			argv := []string{"echo", "a\x00b"}
+			if opts.Dir != "" || opts.Env != nil {
+				argv = []string{"true"}
+			}
+			if _, err := c.Spawn(ctx, argv, opts); !errors.Is(err, fs.ErrInvalid) {
+				t.Errorf("spawn with a NUL (%+v): %v, want fs.ErrInvalid", opts, err)
+			}
+		}
+		if out, _, err := run(ctx, t, c, []string{"echo", "alive"}, hostgate.SpawnOptions{}, ""); err != nil || out != "alive\n" {
+			t.Errorf("after the refused spawns: %q %v", out, err)
 		}
 	})
 

@@ -5,6 +5,7 @@ package shell
 
 import (
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 )
@@ -58,13 +59,32 @@ func ValidName(name string) bool {
 	return true
 }
 
+// ErrNUL is the error of a command line that would carry a NUL byte. SSH
+// strings may hold one, but OpenSSH's sshd takes it for a protocol error
+// and drops the whole connection, with every process and forward on it;
+// no shell or execve could pass it on anyway. It is an fs.ErrInvalid.
+var ErrNUL = fmt.Errorf("shell: a command line cannot carry a NUL byte (pass binary data on stdin): %w", fs.ErrInvalid)
+
 // CommandLine is the one remote shell command line a process is started
 // with: cd to dir (when set), export each variable (sorted by name), then
-// exec argv with every word quoted. It fails on an invalid variable name or
-// an empty argv.
+// exec argv with every word quoted. It fails on an invalid variable name,
+// a NUL byte (ErrNUL) or an empty argv.
 func CommandLine(argv []string, dir string, env map[string]string) (string, error) {
 	if len(argv) == 0 {
 		return "", fmt.Errorf("shell: empty argv")
+	}
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return "", fmt.Errorf("argument %d: %w", i, ErrNUL)
+		}
+	}
+	if strings.IndexByte(dir, 0) >= 0 {
+		return "", fmt.Errorf("working directory: %w", ErrNUL)
+	}
+	for k, v := range env {
+		if strings.IndexByte(v, 0) >= 0 {
+			return "", fmt.Errorf("environment variable %s: %w", k, ErrNUL)
+		}
 	}
 	var b strings.Builder
 	if dir != "" {

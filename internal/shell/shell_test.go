@@ -2,6 +2,8 @@ package shell
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os/exec"
 	"strings"
 	"testing"
@@ -78,4 +80,24 @@ func FuzzQuote(f *testing.F) {
 			t.Fatalf("round trip of %q %q gave %q", a, b, got)
 		}
 	})
+}
+
+// A NUL byte anywhere in a command line is refused before it is sent:
+// OpenSSH's sshd drops the whole connection over one.
+func TestCommandLineRefusesNUL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		dir  string
+		env  map[string]string
+	}{
+		{"argument", []string{"echo", "a\x00b"}, "", nil},
+		{"command", []string{"ec\x00ho"}, "", nil},
+		{"dir", []string{"true"}, "/tmp/\x00", nil},
+		{"env value", []string{"true"}, "", map[string]string{"A": "x\x00"}},
+	} {
+		if _, err := CommandLine(tc.argv, tc.dir, tc.env); !errors.Is(err, ErrNUL) || !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrNUL (an fs.ErrInvalid)", tc.name, err)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -107,7 +108,16 @@ var (
 
 // secretWords are matched against an env name lowercased with everything
 // but letters and digits removed, so API_KEY, api-key and ApiKey all hit.
-var secretWords = []string{"token", "secret", "password", "passwd", "apikey", "credential", "privatekey", "accesskey"}
+var secretWords = []string{"token", "secret", "password", "passwd", "passphrase", "apikey", "credential", "privatekey", "accesskey"}
+
+// benignWords hold a secret word without being one: Hugging Face's
+// TOKENIZERS_PARALLELISM is set by most of its users.
+var benignWords = []string{"tokenizer"}
+
+// secretNameWords are secret only as whole words of a name (DB_PASS,
+// GH_PAT, CREDS), since as parts of a word they are not (PASSTHROUGH,
+// PATH).
+var secretNameWords = []string{"pass", "pat", "creds", "authorization"}
 
 // ValidateProvision checks every field of req and fills defaults. Errors
 // are *Error{Code: invalid_request} naming the field.
@@ -219,7 +229,7 @@ func validateEnv(field string, env map[string]string) error {
 			return invalid(field+"."+name, "is not a valid environment variable name")
 		}
 		if looksSecret(name) {
-			return invalid(field+"."+name, "looks like a credential (token, secret, password, API key, credential); pass credentials another way")
+			return invalid(field+"."+name, "looks like a credential (token, secret, password, API key, credential): an execution's environment is kept in its container's configuration; write the credential into the workspace or pass it on the stdin of the command that needs it")
 		}
 		if strings.ContainsRune(value, 0) || len(value) > 32<<10 {
 			return invalid(field+"."+name, "value must be under 32 KiB without NUL bytes")
@@ -229,14 +239,56 @@ func validateEnv(field string, env map[string]string) error {
 }
 
 func looksSecret(name string) bool {
-	var b strings.Builder
-	for _, r := range strings.ToLower(name) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
+	words := envWords(name)
+	n := strings.Join(words, "")
+	for _, b := range benignWords {
+		n = strings.ReplaceAll(n, b, "")
+	}
+	if slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(n, w) }) {
+		return true
+	}
+	for i, w := range words {
+		last := i == len(words)-1
+		switch {
+		case slices.Contains(secretNameWords, w):
+			return true
+		case w == "pwd" && len(words) > 1: // PWD alone is the working directory
+			return true
+		case last && len(words) > 1 && (w == "key" || w == "keys") && words[i-1] != "public":
+			return true // OPENAI_KEY, SIGNING_KEY, SSH_KEY
+		case last && (w == "jwt" || w == "cookie"):
+			return true
 		}
 	}
-	n := b.String()
-	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(n, w) })
+	return false
+}
+
+// envWords splits an env name into lowercase words at anything but
+// letters and digits and at camelCase humps: "NpmToken" and "NPM_TOKEN"
+// are both [npm token].
+func envWords(name string) []string {
+	var words []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	rs := []rune(name)
+	for i, r := range rs {
+		switch {
+		case !(unicode.IsLetter(r) || unicode.IsDigit(r)):
+			flush()
+		case unicode.IsUpper(r) && i > 0 && (unicode.IsLower(rs[i-1]) || i+1 < len(rs) && unicode.IsUpper(rs[i-1]) && unicode.IsLower(rs[i+1])):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+	}
+	flush()
+	return words
 }
 
 // ValidateExec checks an exec request and fills defaults.

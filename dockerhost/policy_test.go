@@ -103,7 +103,11 @@ func TestSecretEnvNames(t *testing.T) {
 		"ApiKey": true, "GOOGLE_APPLICATION_CREDENTIALS": true, "credential": true, "SSH_PRIVATE_KEY": true,
 		"PrivateKey": true, "AWS_ACCESS_KEY_ID": true,
 		"PATH": false, "HOME": false, "PWD": false, "LANG": false, "GOFLAGS": false, "NODE_ENV": false,
-		"KEYBOARD": false, "API_URL": false, "TOKENIZERS_PARALLELISM": true, // a false positive, accepted: refusing is the safe side
+		"KEYBOARD": false, "API_URL": false, "TOKENIZERS_PARALLELISM": false, "HF_TOKEN": true,
+		"DB_PASS": true, "MYSQL_PWD": true, "OPENAI_KEY": true, "STRIPE_KEY": true, "SIGNING_KEY": true,
+		"PASSPHRASE": true, "CREDS": true, "GH_PAT": true, "AUTHORIZATION": true, "SESSION_COOKIE": true, "JWT": true,
+		"NPMTOKEN": true, "PASSTHROUGH": false, "BYPASS_CACHE": false, "PUBLIC_KEY": false, "KEY": false,
+		"PYTHONPATH": false, "PATCH_LEVEL": false, "COOKIE_DOMAIN": false, "nextAuthUrl": false,
 	} {
 		if got := looksSecret(name); got != secret {
 			t.Errorf("looksSecret(%q) = %v, want %v", name, got, secret)

@@ -863,10 +863,20 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if err := e.lock.RLock(ctx); err != nil {
+	// The timeout covers the wait behind a checkpoint too: a caller that
+	// gave a command a second must not wait for a checkpoint of minutes.
+	waitCtx, cancel := context.WithTimeout(ctx, time.Duration(req.TimeoutMs)*time.Millisecond)
+	t0 := time.Now()
+	err = e.lock.RLock(waitCtx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			return nil, &Error{Code: CodeConflict, Message: fmt.Sprintf("execution %q was taking a checkpoint for the command's whole timeoutMs (%d); the command did not run: try again, or give it a longer timeoutMs", executionID, req.TimeoutMs)}
+		}
 		return nil, fmt.Errorf("dockerhost: wait for checkpoint: %w", err)
 	}
 	defer e.lock.RUnlock()
+	req.TimeoutMs = max(1, req.TimeoutMs-time.Since(t0).Milliseconds())
 	if len(e.env) > 0 {
 		// A pooled container was created without the provision env; the
 		// command's own env wins, as it would over a container's.

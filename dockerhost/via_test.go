@@ -130,6 +130,12 @@ func testExecVia(t *testing.T) {
 	if err := e.lock.waitWriter(ctx); err != nil {
 		t.Fatalf("the checkpoint never waited for the lock: %v", err)
 	}
+	// A command queued behind the checkpoint for its whole timeout does
+	// not run, and says why; it used to wait for the checkpoint however
+	// long it took. The execution lives on.
+	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x", TimeoutMs: 50}); ErrorCode(err) != CodeConflict || !strings.Contains(err.Error(), "checkpoint") {
+		t.Fatalf("a command queued behind a checkpoint past its timeout: %+v %v, want conflict", res, err)
+	}
 	close(release)
 	if err := <-execDone; err != nil {
 		t.Fatal(err)

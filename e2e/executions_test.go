@@ -826,3 +826,32 @@ func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
 		t.Fatalf("after the burst: %q", out)
 	}
 }
+
+// TestSandboxOOMTakesCommandNotAgent: when commands run a sandbox out of
+// memory, the kernel's OOM killer takes commands, not the agent that
+// holds every command's channel (the agent, the largest process, went
+// first, and the hog lived on unbounded). The agent raises its commands'
+// oom_score_adj.
+func TestSandboxOOMTakesCommandNotAgent(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	req := execRequest(image)
+	req.Resources.MemoryBytes, req.Resources.DiskBytes = 64<<20, 16<<20
+	e := provision(t, ctx, c, req)
+	// 14 awks of about 6 MB each, every one waiting on a FIFO nobody
+	// writes: more than the 64 MiB the sandbox has.
+	out := sh(t, ctx, c, e.ExecutionID, `mkfifo ff; for i in $(seq 1 14); do awk 'BEGIN{s=sprintf("%6000000s",""); getline x < "/workspace/ff"}' >/dev/null 2>&1 & sleep 0.3; done; echo started`)
+	if out != "started\n" {
+		t.Fatalf("the command: %q", out)
+	}
+	agent0, _, _ := execWays(t, g)
+	if out := sh(t, ctx, c, e.ExecutionID, "cat /proc/self/oom_score_adj"); out != "500\n" {
+		t.Errorf("a command's oom_score_adj: %q, want 500", out)
+	}
+	if agent1, _, _ := execWays(t, g); agent1 != agent0+1 {
+		t.Errorf("commands through the agent %d→%d: the agent is gone", agent0, agent1)
+	}
+	if strings.Contains(g.output(), "agent ended while its execution lives") {
+		t.Error("the OOM killer took the agent")
+	}
+}

@@ -132,6 +132,13 @@ type ServerConfig struct {
 	// terminating the container ends everything; a channel closed or a
 	// connection lost while the command runs still kills the group.
 	LeaveBackground bool
+	// ChildOOMScoreAdj, when above 0, is the oom_score_adj (up to 1000)
+	// every command starts with, set as it starts (Linux): when a memory
+	// limit runs out, the kernel's OOM killer then takes a command before
+	// the server, which holds every command's channel, and whose end loses
+	// them all. A sandbox's agent sets it; an unprivileged server may
+	// raise its children's score, not lower it.
+	ChildOOMScoreAdj int
 	// ProcessGroups, when set, is told each command's process group as it
 	// starts (running true) and once it is gone (false; called before the
 	// leader is reaped, so the id cannot have been reused yet). The agent

@@ -152,6 +152,13 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		p.outputs = []*os.File{outR, errR}
 	}
 	p.pgid = c.Process.Pid // Setpgid/Setsid: the leader's pid is the group id
+	if adj := s.c.srv.cfg.ChildOOMScoreAdj; adj > 0 {
+		// After the start, so a command's first allocations may precede
+		// it; its children inherit it.
+		if err := setOOMScoreAdj(p.pgid, min(adj, 1000)); err != nil {
+			s.c.srv.log.Debug("oom_score_adj", "pid", p.pgid, "err", err)
+		}
+	}
 	if track := s.c.srv.cfg.ProcessGroups; track != nil {
 		track(p.pgid, true)
 	}

@@ -177,3 +177,9 @@ func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
 	}
 	return f[0][0], pgrp, true
 }
+
+// setOOMScoreAdj sets pid's oom_score_adj. An unprivileged process may
+// raise its children's, not lower them.
+func setOOMScoreAdj(pid, adj int) error {
+	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+}

@@ -2,6 +2,7 @@ package sshlayer
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -46,5 +47,34 @@ func TestWaitGroupGoneBothScans(t *testing.T) {
 			}
 		}
 		_ = cmd.Wait()
+	}
+}
+
+// TestChildOOMScoreAdj: a command, and what it starts, gets the configured
+// oom_score_adj, so that out of memory the kernel takes it before the
+// server (a sandbox's agent); with none set it keeps the server's.
+func TestChildOOMScoreAdj(t *testing.T) {
+	own, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		t.Skip("no /proc/self/oom_score_adj")
+	}
+	for _, tc := range []struct {
+		adj  int
+		want string
+	}{{0, strings.TrimSpace(string(own))}, {500, "500"}} {
+		ts := srvStartServer(t, &ServerConfig{ChildOOMScoreAdj: tc.adj, AlwaysShell: true})
+		c := srvDialServer(t, ts)
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shell reads it, then a child it starts does. The server sets
+		// it just after the start: the shell may look before, so it looks
+		// again for a while.
+		out, err := s.Output(fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8 9 10; do read a < /proc/self/oom_score_adj; [ "$a" = %s ] && break; sleep 0.05; done; echo $a $(cat /proc/self/oom_score_adj)`, tc.want))
+		_ = s.Close()
+		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want+" "+tc.want {
+			t.Errorf("ChildOOMScoreAdj %d: %q %v, want %q for the command and its child", tc.adj, got, err, tc.want+" "+tc.want)
+		}
 	}
 }

@@ -11,3 +11,6 @@ func waitExited(int) {}
 // waitGroupGone is a no-op outside Linux: descendants are sent SIGKILL but
 // not awaited.
 func waitGroupGone(int, int, time.Duration) {}
+
+// setOOMScoreAdj is a no-op outside Linux.
+func setOOMScoreAdj(int, int) error { return nil }

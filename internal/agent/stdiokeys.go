@@ -44,6 +44,11 @@ type StdioKeys struct {
 	// it, as under docker exec (sshlayer.ServerConfig.LeaveBackground).
 	// Sandbox containers set it: terminating the container ends all.
 	LeaveBackground bool `json:"leaveBackground,omitempty"`
+	// ChildOOMScoreAdj raises every command's oom_score_adj
+	// (sshlayer.ServerConfig.ChildOOMScoreAdj): a sandbox's memory limit
+	// run out took the agent, the largest process, with every command's
+	// channel, and left the memory hog running.
+	ChildOOMScoreAdj int `json:"childOOMScoreAdj,omitempty"`
 	// InheritEnv: commands start from this process's environment (a
 	// container's: the image's, the provision env, HOME, TMPDIR), as under
 	// docker exec, with Env over it; without it, from a clean one
@@ -144,13 +149,14 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 		env = overlayEnv(environ, k.Env)
 	}
 	return sshlayer.NewServer(&sshlayer.ServerConfig{
-		HostKey:         hk,
-		TrustedUserCAs:  cas,
-		Principal:       k.HostID,
-		Dir:             k.Dir,
-		Env:             env,
-		LeaveBackground: k.LeaveBackground,
-		Logger:          log,
+		HostKey:          hk,
+		TrustedUserCAs:   cas,
+		Principal:        k.HostID,
+		Dir:              k.Dir,
+		Env:              env,
+		LeaveBackground:  k.LeaveBackground,
+		ChildOOMScoreAdj: k.ChildOOMScoreAdj,
+		Logger:           log,
 	})
 }
 

@@ -428,6 +428,10 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		// exec gives the API's, the container's; they got the agent's
 		// clean one, without the image's PATH or the provision env.
 		InheritEnv: true,
+		// Out of memory, the kernel takes a command rather than the agent
+		// (half the limit added to a command's score), whose end loses
+		// every command's channel and leaves the hog running.
+		ChildOOMScoreAdj: 500,
 	}
 	if e, ok := stdio.(interface{ Env() []string }); ok {
 		keys.Env = e.Env()

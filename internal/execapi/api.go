@@ -202,6 +202,13 @@ func (a *API) answerNew(w http.ResponseWriter, r *http.Request, e *dockerhost.Ex
 		var err error
 		pub, err = a.cfg.Agents.Start(r.Context(), e.ExecutionID)
 		if err != nil {
+			if _, gerr := a.ex.Get(context.WithoutCancel(r.Context()), e.ExecutionID); dockerhost.ErrorCode(gerr) == dockerhost.CodeGone || dockerhost.ErrorCode(gerr) == dockerhost.CodeNotFound {
+				// Terminated meanwhile (a DELETE while its agent started):
+				// not the agent's failure.
+				a.cfg.Agents.Forget(e.ExecutionID)
+				gateway.WriteError(w, http.StatusGone, dockerhost.CodeGone, fmt.Sprintf("execution %q was terminated while provisioning", e.ExecutionID))
+				return
+			}
 			a.log.Error("execution agent did not start; terminating the execution", "execution", e.ExecutionID, "err", err)
 			if terr := a.ex.Terminate(context.WithoutCancel(r.Context()), e.ExecutionID); terr != nil {
 				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)

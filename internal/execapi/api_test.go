@@ -158,11 +158,18 @@ type agentPool struct {
 	mu       sync.Mutex
 	attached map[string]int
 	conns    map[string]net.Conn // the agent side of the latest attachment
+	// beforeAttach, when set, runs first; an error fails the attachment.
+	beforeAttach func(id string) error
 }
 
 func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
 	if !slices.Equal(argv[:len(argv)-2], DefaultAgentArgv[:len(DefaultAgentArgv)-2]) || argv[len(argv)-2] != "--mkdir" {
 		return nil, fmt.Errorf("unexpected argv %q", argv)
+	}
+	if p.beforeAttach != nil {
+		if err := p.beforeAttach(id); err != nil {
+			return nil, err
+		}
 	}
 	// The agent runs on this machine: its --mkdir goes to a test dir.
 	argv = append(slices.Clone(argv[:len(argv)-1]), filepath.Join(p.t.TempDir(), "tmp"))
@@ -393,6 +400,28 @@ func (f *fixture) sshInto(t *testing.T, id, hostPublicKey, principal, cmd string
 // answers the pinned key, the store pins it as a docker host, the tunnel
 // is registered under the execution id, SSH with a CA certificate for that
 // id reaches the real agent, and terminate unregisters the tunnel.
+// A provision whose execution is terminated while its agent starts (a
+// DELETE meanwhile) answers 410, not the agent's failure with advice about
+// the agent binary.
+func TestProvisionTerminatedWhileAgentStarts(t *testing.T) {
+	f := newFixture(t)
+	f.pool.beforeAttach = func(id string) error {
+		if err := f.ex.Terminate(context.Background(), id); err != nil {
+			return err
+		}
+		return errors.New("the container is gone")
+	}
+	body := provisionBody()
+	body["executionId"] = "deleted-early"
+	status, answer := f.do(t, "POST", "/v1/executions", "admin", body)
+	if e, _ := answer["error"].(map[string]any); status != http.StatusGone || e["code"] != "gone" || !strings.Contains(fmt.Sprint(e["message"]), "terminated while provisioning") {
+		t.Fatalf("provision terminated meanwhile: %d %v, want 410 gone", status, answer)
+	}
+	if _, err := f.st.Host(context.Background(), "deleted-early"); err == nil {
+		t.Error("the terminated execution's host record stayed")
+	}
+}
+
 func TestProvisionMakesAHost(t *testing.T) {
 	f := newFixture(t)
 	status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())

@@ -125,6 +125,14 @@ func (c *msgConn) Read(p []byte) (int, error) {
 			c.reader = nil
 			err = nil
 		}
+		if err != nil {
+			// coder/websocket returns what it read of a frame cut short
+			// with the error, before unmasking it: bytes the peer never
+			// sent, which yamux read as frames ("invalid protocol version"
+			// in the log, a MAC error at the SSH client). The stream is
+			// broken anyway.
+			n = 0
+		}
 		if n > 0 || err != nil || len(p) == 0 {
 			return n, err
 		}

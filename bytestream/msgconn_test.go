@@ -1,9 +1,12 @@
 package bytestream
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -146,5 +149,67 @@ func TestMsgConnCloseHandshake(t *testing.T) {
 	}
 	if err := <-peerErr; err != io.EOF {
 		t.Fatalf("peer read %v, want io.EOF (a normal closure)", err)
+	}
+}
+
+// A peer that dies mid-frame: Read returns the error and none of the
+// frame's bytes. coder/websocket hands back the bytes it read with the
+// error, still masked, which yamux took for frames.
+func TestMsgConnPartialFrameNotDelivered(t *testing.T) {
+	got := make(chan []byte, 1)
+	errc := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := Accept(w, r, nil)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer conn.Close()
+		var all []byte
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := conn.Read(buf)
+			all = append(all, buf[:n]...)
+			if err != nil {
+				got <- all
+				errc <- err
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	if res, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v", err)
+	}
+	// A whole masked frame of 10 bytes, then one announcing 100 of which
+	// 40 arrive before the peer dies.
+	key := []byte{1, 2, 3, 4}
+	frame := func(announced int, payload []byte) []byte {
+		f := append([]byte{0x82, 0x80 | byte(announced)}, key...)
+		for i, b := range payload {
+			f = append(f, b^key[i%4])
+		}
+		return f
+	}
+	_, _ = c.Write(append(frame(10, []byte("whole-ok!!")), frame(100, []byte(strings.Repeat("A", 40)))...))
+	_ = c.Close()
+	select {
+	case all := <-got:
+		if err := <-errc; err == nil || errors.Is(err, io.EOF) {
+			t.Errorf("a frame cut short ended with %v, want an error that is not EOF", err)
+		}
+		if string(all) != "whole-ok!!" {
+			t.Errorf("read %q, want the whole frame's bytes and nothing of the cut one", all)
+		}
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no end of the read")
 	}
 }

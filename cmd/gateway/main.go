@@ -46,6 +46,12 @@ func register(name, summary string, run func(ctx context.Context, io stdio, args
 // errUsage means the command printed its usage; exit 2.
 var errUsage = errors.New("usage")
 
+// reportedError is an error the command printed itself, when it had to be
+// said before something else happened; exit 1 without printing it again.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
+
 func main() {
 	sigreset.ForChildren() // the local host's commands get default signals even under nohup
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -55,6 +61,8 @@ func main() {
 	case err == nil, errors.Is(err, flag.ErrHelp): // help was asked for and given
 	case errors.Is(err, errUsage):
 		os.Exit(2)
+	case errors.As(err, new(reportedError)):
+		os.Exit(1)
 	default:
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)

@@ -236,11 +236,17 @@ func TestServeTokensProxyResetKey(t *testing.T) {
 	}
 
 	// A proxy to a host the token does not name fails with the gateway's
-	// reason, not a hang.
-	var stderr bytes.Buffer
-	err = run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: &stderr}, []string{"proxy", "other"})
-	if err == nil || !strings.Contains(err.Error(), "no such host") {
-		t.Errorf("proxy to other host: %v", err)
+	// reason, not a hang; the reason is on stderr before stdout closes
+	// (ssh hangs up on its ProxyCommand once stdout ends).
+	var events []string
+	pout := &eventWriteCloser{events: &events, name: "stdout"}
+	errw := &eventWriteCloser{events: &events, name: "stderr"}
+	err = run(ctx, stdio{in: strings.NewReader(""), out: pout, err: errw}, []string{"proxy", "other"})
+	if err == nil || !strings.Contains(err.Error(), "no such host") || !errors.As(err, new(reportedError)) {
+		t.Errorf("proxy to other host: %v, want the gateway's reason, reported", err)
+	}
+	if len(events) != 2 || !strings.HasPrefix(events[0], "stderr: gateway: proxy: host other:") || events[1] != "stdout closed" {
+		t.Errorf("proxy to other host: %q, want the reason on stderr, then stdout closed", events)
 	}
 
 	if _, err := cli(t, ctx, "host", "reset-key", "h1", "--state-dir", dir); err != nil {
@@ -591,4 +597,21 @@ func TestDevSecondLeavesFirstTokens(t *testing.T) {
 	if _, err := st.LookupToken(ctx, admin); err != nil {
 		t.Errorf("the running gateway's admin token after a refused second start: %v", err)
 	}
+}
+
+// eventWriteCloser records its writes and its close, in order with others
+// sharing events.
+type eventWriteCloser struct {
+	events *[]string
+	name   string
+}
+
+func (w *eventWriteCloser) Write(p []byte) (int, error) {
+	*w.events = append(*w.events, w.name+": "+strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (w *eventWriteCloser) Close() error {
+	*w.events = append(*w.events, w.name+" closed")
+	return nil
 }

@@ -37,7 +37,7 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 	if gw == "" || token == "" {
 		return errors.New("proxy: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required")
 	}
-	return proxy(ctx, sio.conn(), gw, token, fs.Arg(0))
+	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0))
 }
 
 // conn is the standard streams as one stream: the process's fds 0 and 1
@@ -61,12 +61,20 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// proxy joins local (stdio) to host's SSH stream through the gateway.
-func proxy(ctx context.Context, local net.Conn, gw, token, host string) error {
+// proxy joins local (stdio) to host's SSH stream through the gateway. An
+// error before the join is printed to stderr before local closes: ssh
+// takes the closed stdout for the end, exits and hangs up on its
+// ProxyCommand, which died before it could say why (ssh showed only
+// "Connection closed by remote host").
+func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host string) error {
+	fail := func(err error) error {
+		fmt.Fprintln(stderr, "gateway:", err)
+		_ = local.Close()
+		return reportedError{err}
+	}
 	u, err := url.Parse(strings.TrimRight(gw, "/"))
 	if err != nil {
-		_ = local.Close()
-		return fmt.Errorf("proxy: --url: %w", err)
+		return fail(fmt.Errorf("proxy: --url: %w", err))
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(host) + "/ssh"
 	h := http.Header{}
@@ -75,14 +83,13 @@ func proxy(ctx context.Context, local net.Conn, gw, token, host string) error {
 	remote, _, err := bytestream.DialWebSocket(dctx, u.String(), &bytestream.WebSocketOptions{Header: h})
 	cancel()
 	if err != nil {
-		_ = local.Close()
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {
 			if we, ok := wire.ParseError([]byte(he.Body)); ok {
-				return fmt.Errorf("proxy: host %s: %s (%d %s)", host, we.Message, he.StatusCode, we.Code)
+				return fail(fmt.Errorf("proxy: host %s: %s (%d %s)", host, we.Message, he.StatusCode, we.Code))
 			}
 		}
-		return fmt.Errorf("proxy: host %s: %w", host, err)
+		return fail(fmt.Errorf("proxy: host %s: %w", host, err))
 	}
 	_, err = bicopy.Copy(ctx, local, remote)
 	// A broken stdout is ssh gone: it closes the pipe when it is done,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
 	"golang.org/x/crypto/ssh"
@@ -115,6 +117,12 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
 	}
 	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
+	if replaced {
+		if other, flapping := s.flaps.replaced(hostID, s.remote(r), time.Now()); flapping {
+			log.Warn("two agents seem to serve this host: each connection replaces the other, cutting its sessions; stop one of them (same host id, token and host key)",
+				"other", other)
+		}
+	}
 	// Live (cut when the agent's token goes) before the upgrade answers
 	// too: a relay may open as soon as the agent sees 101, and a recheck
 	// then must find the tunnel it goes through.
@@ -142,12 +150,59 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	case <-pt.Done(): // replaced by a newer connection, or the registry closed
 	case <-ctx.Done(): // the gateway closes, or the agent's token was revoked
 	}
+	replacedMeanwhile := false
+	select {
+	case <-pt.Done():
+		replacedMeanwhile = s.ctx.Err() == nil
+	default:
+	}
 	_ = sess.Close()
 	err = sessErr(sess)
+	if replacedMeanwhile {
+		err = errReplaced
+	}
 	if errors.Is(context.Cause(ctx), ErrTokenRevoked) {
 		err = ErrTokenRevoked
 	}
 	log.Info("tunnel down", "err", err)
+}
+
+// errReplaced ends a tunnel when a newer connection for its host came.
+var errReplaced = errors.New("replaced by a newer connection for this host")
+
+// flapWindow is how soon a second replacement of a host's tunnel says that
+// two agents take turns, not that one reconnected over a stale connection.
+const flapWindow = 2 * time.Minute
+
+// flaps remembers each host's last tunnel replacement.
+type flaps struct {
+	mu   sync.Mutex
+	last map[string]flap
+}
+
+type flap struct {
+	at     time.Time
+	remote string
+}
+
+// replaced records a replacement of hostID's tunnel by a connection from
+// remote; flapping reports one within flapWindow before it, from other.
+func (f *flaps) replaced(hostID, remote string, now time.Time) (other string, flapping bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last == nil {
+		f.last = map[string]flap{}
+	}
+	prev, ok := f.last[hostID]
+	if len(f.last) >= 4096 {
+		for id, p := range f.last {
+			if now.Sub(p.at) > flapWindow {
+				delete(f.last, id)
+			}
+		}
+	}
+	f.last[hostID] = flap{at: now, remote: remote}
+	return prev.remote, ok && now.Sub(prev.at) < flapWindow
 }
 
 // sessErr is why an ended session ended (Accept returns the shutdown

@@ -140,6 +140,7 @@ type Server struct {
 	closing  bool
 	wg       sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
 	live     liveSet        // relays and tunnels by token, for revocation
+	flaps    flaps          // hosts whose tunnels replace each other
 	servers  []*http.Server
 }
 

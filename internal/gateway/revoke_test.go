@@ -113,3 +113,23 @@ func (brokenStore) Tokens(context.Context) ([]store.Token, error) {
 func cutOff(err error) bool {
 	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// A second replacement of a host's tunnel within flapWindow says two
+// agents take turns; a replacement alone (an agent back over its stale
+// connection) does not.
+func TestFlapsReplaced(t *testing.T) {
+	var f flaps
+	t0 := time.Unix(1_800_000_000, 0)
+	if _, flapping := f.replaced("h1", "10.0.0.1:1", t0); flapping {
+		t.Error("a first replacement was taken for two agents")
+	}
+	if other, flapping := f.replaced("h1", "10.0.0.2:2", t0.Add(30*time.Second)); !flapping || other != "10.0.0.1:1" {
+		t.Errorf("a second replacement 30 s later: %q %v, want flapping with the other's address", other, flapping)
+	}
+	if _, flapping := f.replaced("h2", "10.0.0.3:3", t0.Add(31*time.Second)); flapping {
+		t.Error("another host's replacement was taken for h1's")
+	}
+	if _, flapping := f.replaced("h1", "10.0.0.1:1", t0.Add(30*time.Second+flapWindow)); flapping {
+		t.Error("a replacement a window later was taken for two agents")
+	}
+}

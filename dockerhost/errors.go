@@ -7,7 +7,8 @@ import (
 
 // Error codes callers branch on; the gateway maps them to HTTP statuses
 // (invalid_request 400, not_found 404, gone 410, conflict 409, timeout,
-// output_limit and aborted as the execution's end, agent_lost 502).
+// output_limit and aborted as the execution's end, agent_lost 502,
+// interrupted 503).
 const (
 	CodeInvalidRequest = "invalid_request"
 	CodeNotFound       = "not_found"
@@ -21,7 +22,18 @@ const (
 	// result is unknown, it may still run (bound by the execution's
 	// runtime, no longer by its timeout), and the execution lives on.
 	CodeAgentLost = "agent_lost"
+	// CodeInterrupted: the command was cut because its caller's server is
+	// stopping (ErrStopping), and the execution is kept, for the server's
+	// next start to adopt. A command the agent ran was killed; one docker
+	// exec ran may still run, bound by the execution's runtime.
+	CodeInterrupted = "interrupted"
 )
+
+// ErrStopping, as the cause of the context an Exec runs under (wrapped or
+// not), says the caller's server is stopping rather than the caller gone:
+// the command is cut but the execution is kept (CodeInterrupted). Any other
+// end of the context destroys the execution (CodeAborted).
+var ErrStopping = errors.New("dockerhost: the server is stopping")
 
 // Error is the typed error every ExecutionHost method returns for what a
 // caller can act on. Field names the offending request field (JSON path,

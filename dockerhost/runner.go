@@ -120,6 +120,10 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			e = &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("stdout and stderr exceeded %d bytes; the execution was destroyed", maxOutput)}
 		case errors.Is(context.Cause(runCtx), errTimeout) && ctx.Err() == nil:
 			e = &Error{Code: CodeTimeout, Message: fmt.Sprintf("command ran longer than %d ms; the execution was destroyed", req.TimeoutMs)}
+		case ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStopping):
+			// An operator's restart must not cost a busy execution its
+			// workspace when a crash would not: adoption takes it back.
+			return nil, way, &Error{Code: CodeInterrupted, Message: context.Cause(ctx).Error() + ": the command was cut (one docker exec ran may still be running); the execution is kept for the next start", Err: context.Cause(ctx)}
 		case ctx.Err() != nil:
 			// Why the request ended: the caller left (net/http's plain
 			// cancel), or a cause its server gave (the gateway stopping).

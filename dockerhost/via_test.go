@@ -212,6 +212,26 @@ func testExecVia(t *testing.T) {
 			t.Errorf("%s: execution after: %v, want gone", tc.name, err)
 		}
 	}
+
+	// The caller's server stopping cuts the command and keeps the
+	// execution, for its next start to adopt.
+	ex = provision(t, h, emptyReq(img, small()))
+	started = make(chan struct{})
+	use(func(ctx context.Context, c Command) (int, error) {
+		close(started)
+		<-ctx.Done()
+		return -1, context.Cause(ctx)
+	})
+	cctx, cancel := context.WithCancelCause(ctx)
+	go func() { <-started; cancel(fmt.Errorf("the gateway is shutting down: %w", ErrStopping)) }()
+	_, err = exec(cctx, ex.ExecutionID, ExecRequest{Command: "x"})
+	if ErrorCode(err) != CodeInterrupted || !strings.Contains(err.Error(), "kept") {
+		t.Errorf("stopping: %v, want %s", err, CodeInterrupted)
+	}
+	use(func(context.Context, Command) (int, error) { return 0, nil })
+	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); err != nil || res.ExitCode != 0 {
+		t.Errorf("a command after the interrupted one: %+v %v, want the execution kept", res, err)
+	}
 }
 
 // countingAPI counts the exec creates of one argv.

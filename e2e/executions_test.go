@@ -461,7 +461,24 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	if err := c.Terminate(ctx, ended.ExecutionID); err != nil {
 		t.Fatal(err)
 	}
+	// A command running as the gateway stops is cut (503 interrupted);
+	// its execution is kept for the next start, as after a crash. It used
+	// to be destroyed, workspace and all.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"120"}, TimeoutMs: 300_000})
+		busy <- err
+	}()
+	for end := time.Now().Add(time.Minute); !strings.Contains(sh(t, ctx, c, e.ExecutionID, "ps"), "sleep 120"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the long command never started")
+		}
+	}
 	g.stop()
+	var ie *client.APIError
+	if err := <-busy; !errors.As(err, &ie) || ie.Status != http.StatusServiceUnavailable || ie.Code != "interrupted" {
+		t.Fatalf("a command cut by the gateway stopping: %v, want 503 interrupted", err)
+	}
 	g.restart("--docker", "on", "--agent-binary", bin.agent)
 	c2, err := client.New(g.url, g.admin, nil)
 	if err != nil {

@@ -252,7 +252,9 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxExecBody) {
 		return
 	}
-	res, err := a.ex.Exec(r.Context(), id, req)
+	ctx, done := keepOnShutdown(r.Context())
+	defer done()
+	res, err := a.ex.Exec(ctx, id, req)
 	if err != nil {
 		switch dockerhost.ErrorCode(err) {
 		case dockerhost.CodeTimeout, dockerhost.CodeOutputLimit, dockerhost.CodeAborted, dockerhost.CodeGone:
@@ -312,7 +314,31 @@ var statusOf = map[string]int{
 	dockerhost.CodeOutputLimit:    http.StatusUnprocessableEntity,
 	dockerhost.CodeAborted:        http.StatusServiceUnavailable,
 	dockerhost.CodeAgentLost:      http.StatusBadGateway,
+	dockerhost.CodeInterrupted:    http.StatusServiceUnavailable,
 }
+
+// keepOnShutdown is parent, ended when it is, but with dockerhost's
+// ErrStopping in the cause when the gateway is shutting down: a command
+// cut by a restart leaves its execution for the next start to adopt, as a
+// crash would, where a caller gone destroys it.
+func keepOnShutdown(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	stop := context.AfterFunc(parent, func() {
+		cause := context.Cause(parent)
+		if errors.Is(cause, gateway.ErrShuttingDown) {
+			cause = stopping{cause}
+		}
+		cancel(cause)
+	})
+	return ctx, func() { stop(); cancel(context.Canceled) }
+}
+
+// stopping is the gateway's shutdown, in its own words, as dockerhost's
+// ErrStopping.
+type stopping struct{ error }
+
+func (s stopping) Is(target error) bool { return target == dockerhost.ErrStopping }
+func (s stopping) Unwrap() error        { return s.error }
 
 // fail answers err: a dockerhost *Error by the table, with its field
 // named; ErrNotExecutionHost as a conflict; anything else (the engine

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,9 +366,21 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}()
 	fromPool := false
+	// A container whose workspace is still loading carries loadingPrefix
+	// in its name until the load is done: a gateway killed meanwhile must
+	// not adopt it as a healthy execution with half a workspace.
+	name := "hostgate-" + id
+	if load != nil {
+		name = loadingPrefix + name
+	}
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
-			if cerr := h.claim(ctx, pc, claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes}); cerr != nil {
+			cl := claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes}
+			name = claimedName(cl)
+			if load != nil {
+				name = loadingPrefix + name
+			}
+			if cerr := h.claim(ctx, pc, cl, name); cerr != nil {
 				if pc.agent != nil {
 					_ = pc.agent.Close()
 				}
@@ -395,7 +408,12 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}
 	if cid == "" {
-		if cid, err = h.createStarted(ctx, cfg, hc, "hostgate-"+id); err != nil {
+		if load != nil {
+			name = loadingPrefix + "hostgate-" + id
+		} else {
+			name = "hostgate-" + id
+		}
+		if cid, err = h.createStarted(ctx, cfg, hc, name); err != nil {
 			return nil, err
 		}
 	}
@@ -415,6 +433,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 				return nil, err
 			}
 			return nil, fmt.Errorf("dockerhost: load workspace: %w", err)
+		}
+		if err := h.api.ContainerRename(ctx, cid, strings.TrimPrefix(name, loadingPrefix)); err != nil {
+			return nil, fmt.Errorf("dockerhost: rename the loaded container: %w", err)
 		}
 	}
 	e := &execution{
@@ -1024,6 +1045,16 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 	}
 	now := h.now()
 	for _, c := range list {
+		if slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(strings.TrimPrefix(n, "/"), loadingPrefix) }) {
+			// Its workspace never finished loading, and its caller never
+			// got an answer.
+			if err := h.destroy(c.ID); err != nil {
+				return res, fmt.Errorf("dockerhost: reap container: %w", err)
+			}
+			res.Reaped = append(res.Reaped, c.Labels[LabelExecution])
+			h.logger.Info("reaped an execution whose workspace never finished loading", "execution", c.Labels[LabelExecution], "container", c.ID)
+			continue
+		}
 		if c.Labels[LabelPool] != "" {
 			cl, claimed := claimedPooled(c)
 			if !claimed {
@@ -1075,6 +1106,11 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 	}
 	return res, nil
 }
+
+// loadingPrefix starts the name of a container whose workspace is loading
+// (a git import, a restore). Final names start "hostgate-", so no
+// execution id makes one.
+const loadingPrefix = "hostgate_loading_"
 
 // adoptable rebuilds an execution from a container's labels, or reports
 // that the container should be reaped.

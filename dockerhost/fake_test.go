@@ -101,6 +101,11 @@ func TestAdoptSortsContainers(t *testing.T) {
 		{ID: "c-created", State: "created", Labels: labels("created", now.Add(time.Hour), string(spec))},
 		{ID: "c-nospec", State: "running", Labels: labels("nospec", now.Add(time.Hour), "{")},
 		{ID: "c-badid", State: "running", Labels: labels("../x", now.Add(time.Hour), string(spec))},
+		// A run killed while loading a workspace (a git import, a
+		// restore): its caller never got an answer, the workspace is half.
+		{ID: "c-loading", State: "running", Names: []string{"/hostgate_loading_hostgate-loading"}, Labels: labels("loading", now.Add(time.Hour), string(spec))},
+		{ID: "c-loading-pooled", State: "running", Names: []string{"/hostgate_loading_hostgate-lp--1800003600.60000.1048576"},
+			Labels: map[string]string{LabelPool: "1", LabelOwner: "gw", LabelSpec: string(spec)}},
 	}}
 	h := fakeHost(t, f, now)
 	got := h.List()
@@ -108,7 +113,7 @@ func TestAdoptSortsContainers(t *testing.T) {
 		t.Fatalf("adopted %+v, want only live", got)
 	}
 	slices.Sort(f.removed)
-	if want := []string{"c-badid", "c-created", "c-exited", "c-expired", "c-nospec"}; !slices.Equal(f.removed, want) {
+	if want := []string{"c-badid", "c-created", "c-exited", "c-expired", "c-loading", "c-loading-pooled", "c-nospec"}; !slices.Equal(f.removed, want) {
 		t.Fatalf("reaped %v, want %v", f.removed, want)
 	}
 }

@@ -641,9 +641,10 @@ func parseClaimedName(name string) (claimed, bool) {
 }
 
 // claim makes pc the container of execution id: the runtime goes to its
-// main process (its deadline starts now), the name records the execution.
+// main process (its deadline starts now), name (claimedName, or it
+// loading) records the execution.
 // On error the caller removes the container and creates a fresh one.
-func (h *Docker) claim(ctx context.Context, pc *pooled, c claimed) error {
+func (h *Docker) claim(ctx context.Context, pc *pooled, c claimed, name string) error {
 	_, err := fmt.Fprintf(pc.hj.Conn, "%d\n", sleepSeconds(c.runtimeMs))
 	if err == nil {
 		err = pc.hj.CloseWrite()
@@ -652,7 +653,7 @@ func (h *Docker) claim(ctx context.Context, pc *pooled, c claimed) error {
 	if err != nil {
 		return fmt.Errorf("write runtime: %w", err)
 	}
-	if err := h.api.ContainerRename(ctx, pc.cid, claimedName(c)); err != nil {
+	if err := h.api.ContainerRename(ctx, pc.cid, name); err != nil {
 		return fmt.Errorf("rename: %w", err)
 	}
 	ins, err := h.api.ContainerInspect(ctx, pc.cid)

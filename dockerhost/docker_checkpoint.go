@@ -97,6 +97,12 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 	load := func(ctx context.Context, cid string) error {
 		vr := &verifyingReader{r: rc, left: m.SizeBytes, sum: sha256.New(), want: want}
 		err := h.ws.Import(ctx, cid, vr, m.SizeBytes)
+		if errors.Is(err, errNoChmod) {
+			// The files are all there; only those directories' owner
+			// write bit is not as it was.
+			h.logger.Warn("restore: read-only directories left writable", "checkpoint", rr.CheckpointID, "err", err)
+			err = nil
+		}
 		if err == nil {
 			// tar stops reading at its end-of-archive blocks: verify the
 			// rest too, or a tampered tail would pass.

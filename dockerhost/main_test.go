@@ -44,6 +44,8 @@ var engineTests = []struct {
 	{"GitWorkspace", testGitWorkspace},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
+	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},
+	{"ImportReadOnlyDirsWithoutChmod", testImportReadOnlyDirsWithoutChmod},
 	{"VerifyKilledOutside", testVerifyKilledOutside},
 	{"AdoptAndReap", testAdoptAndReap},
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os/exec"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -90,8 +92,77 @@ func resolveCommit(ctx context.Context, repo, rev string) (string, error) {
 // Import unpacks the tar src into the workspace. src is read through a
 // bound of limit bytes; a source read error (a failed checksum) fails the
 // import before tar sees a clean end of input.
+//
+// Directories their owner cannot write into (a Go module cache, a chmod
+// -R a-w) are unpacked writable and made read-only again afterwards:
+// busybox tar run as that owner without capabilities creates a directory
+// with its mode when it meets the directory's entry, before the entries
+// inside it, and then cannot create them. Putting the directory's entry
+// after its contents does not help: busybox tar applies no mode to a
+// directory that exists (as a non-root user it never calls chmod; a mode
+// comes only from mkdir and open, under the umask). So the modes are put
+// back with chmod; an image without chmod gets errNoChmod, the contents
+// complete and those directories left writable by their owner.
 func (w *Workspace) Import(ctx context.Context, containerID string, src io.Reader, limit int64) error {
-	return w.untar(ctx, containerID, w.user, WorkspaceDir, &boundedReader{r: src, left: limit})
+	dr := newDirModeReader(&boundedReader{r: src, left: limit})
+	if err := w.untar(ctx, containerID, w.user, WorkspaceDir, dr); err != nil {
+		return err
+	}
+	return w.chmodDirs(ctx, containerID, dr.w.dirs)
+}
+
+// errNoChmod: the image has no chmod to make read-only directories
+// read-only again after an import.
+var errNoChmod = errors.New("the image has no chmod: read-only directories were restored writable by their owner")
+
+// noCommand is an exec the runtime could not start for want of its
+// executable; a command that ran and failed (chmod: ./x: No such file or
+// directory) is not.
+func noCommand(err error) bool {
+	var xe *execExit
+	return errors.As(err, &xe) && (xe.code == 126 || xe.code == 127) && missingExecutable(err)
+}
+
+// maxChmodArgBytes bounds the names one chmod gets, well under the
+// kernel's argument limits (ARG_MAX, 128 KiB for one argument).
+const maxChmodArgBytes = 64 << 10
+
+// chmodDirs gives dirs their modes, the deepest first: a directory
+// without u+x would otherwise keep chmod from reaching those below it.
+func (w *Workspace) chmodDirs(ctx context.Context, containerID string, dirs []dirMode) error {
+	slices.SortStableFunc(dirs, func(a, b dirMode) int {
+		return strings.Count(b.name, "/") - strings.Count(a.name, "/")
+	})
+	for i := 0; i < len(dirs); {
+		mode := dirs[i].mode
+		argv := []string{"chmod", strconv.FormatInt(mode, 8), "--"}
+		for n := 0; i < len(dirs) && dirs[i].mode == mode && n < maxChmodArgBytes; i++ {
+			argv = append(argv, dirs[i].name)
+			n += len(dirs[i].name) + 1
+		}
+		var out bytes.Buffer
+		cw := &capWriter{w: &out, left: 4 << 10}
+		code, err := w.runner.run(ctx, process{
+			containerID: containerID,
+			user:        w.user,
+			argv:        argv,
+			dir:         WorkspaceDir,
+			env:         ownEnv,
+			stdout:      cw,
+			stderr:      cw,
+		})
+		if err == nil && code != 0 {
+			err = &execExit{argv0: "chmod", code: code, out: strings.TrimSpace(out.String())}
+		}
+		switch {
+		case err == nil:
+		case ctx.Err() == nil && noCommand(err):
+			return fmt.Errorf("%w (%d directories): %w", errNoChmod, len(dirs), err)
+		default:
+			return fmt.Errorf("restore the modes of read-only directories: %w", err)
+		}
+	}
+	return nil
 }
 
 // Export writes the workspace as a tar to dst, failing when it grows past

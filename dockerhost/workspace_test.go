@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -387,5 +390,89 @@ func testRestoreTooLarge(t *testing.T) {
 	}
 	for _, c := range ownerContainers(t, cli, h) {
 		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+}
+
+// A workspace holding read-only directories (a Go module cache; chmod -R
+// a-w), nested, with files, restores byte-identical with their modes.
+// busybox tar, run as the workspace's owner, created each directory
+// read-only when it met its entry, before the files inside it, so the
+// checkpoint was written and every restore of it failed.
+func testCheckpointReadOnlyDirs(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	sh(t, h, ex.ExecutionID, `cd /workspace && mkdir -p mod/pkg@v1/inner mod/pkg@v1/other own/sub open &&
+echo top > mod/go.mod && echo b > mod/pkg@v1/b.go && chmod 444 mod/pkg@v1/b.go &&
+head -c 70000 /dev/urandom > mod/pkg@v1/inner/blob && echo o > mod/pkg@v1/other/o && echo s > own/sub/s &&
+chmod 711 open && chmod 555 mod/pkg@v1/inner mod/pkg@v1/other mod/pkg@v1 mod && chmod 500 own/sub && chmod 700 own`)
+	before := sh(t, h, ex.ExecutionID, treeScript).Stdout
+	for _, want := range []string{"./mod directory 555", "./mod/pkg@v1 directory 555", "./mod/pkg@v1/inner directory 555", "./own/sub directory 500", "./open directory 711", "./mod/pkg@v1/b.go regular file 444"} {
+		if !strings.Contains(before, want) {
+			t.Fatalf("tree listing lacks %q:\n%s", want, before)
+		}
+	}
+	cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	rex, err := h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
+	if err != nil {
+		t.Fatalf("restore of a workspace with read-only directories: %v", err)
+	}
+	if after := sh(t, h, rex.ExecutionID, treeScript).Stdout; after != before {
+		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got := sh(t, h, rex.ExecutionID, `cd /workspace && for d in mod mod/pkg@v1/inner own/sub; do touch $d/new 2>/dev/null && echo "$d writable"; done; echo done`).Stdout; got != "done\n" {
+		t.Fatalf("restored read-only directories accept new files: %q", got)
+	}
+}
+
+// An image without chmod still restores read-only directories: every file
+// comes back, and those directories stay writable by their owner.
+func testImportReadOnlyDirsWithoutChmod(t *testing.T) {
+	cli, _ := engine(t)
+	busybox, err := os.ReadFile("/bin/busybox")
+	testenv.RequirePeer(t, "busybox-static at /bin/busybox", err == nil)
+	ref := importImage(t, cli, busybox, []string{"sh", "sleep", "tar"})
+	h := newTestHost(t, cli, &Config{AllowUnpinnedImages: true})
+	ex := provision(t, h, emptyReq(ref, small()))
+
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	_ = tw.WriteHeader(&tar.Header{Name: "./ro/", Typeflag: tar.TypeDir, Mode: 0o555})
+	_ = tw.WriteHeader(&tar.Header{Name: "./ro/sub/", Typeflag: tar.TypeDir, Mode: 0o555})
+	_ = tw.WriteHeader(&tar.Header{Name: "./ro/sub/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
+	_, _ = tw.Write([]byte("f\n"))
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = h.ws.Import(testCtx(t, time.Minute), ex.ContainerID, &in, 1<<20)
+	if !errors.Is(err, errNoChmod) {
+		t.Fatalf("import without chmod: %v, want errNoChmod", err)
+	}
+	var out bytes.Buffer
+	if err := h.ws.Export(testCtx(t, time.Minute), ex.ContainerID, &out, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(&out)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		b, _ := io.ReadAll(tr)
+		if hdr.Name == "./" {
+			continue // the tmpfs's own mode
+		}
+		got[hdr.Name] = fmt.Sprintf("%o %q", hdr.Mode&0o777, b)
+	}
+	want := map[string]string{"./ro/": `755 ""`, "./ro/sub/": `755 ""`, "./ro/sub/f": `644 "f\n"`}
+	if !maps.Equal(got, want) {
+		t.Fatalf("workspace after import: %v, want %v", got, want)
 	}
 }

@@ -38,7 +38,12 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 	}
 	sum := sha256.New()
 	cw := &countWriter{}
-	if err := h.ws.Export(ctx, e.ContainerID, io.MultiWriter(w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
+	// A restore gets a workspace of the same size and writes every file
+	// out in full: busybox tar stores a sparse file's holes as data. A
+	// checkpoint whose files would not fit is refused here, first in the
+	// writers, rather than stored for every restore of it to fail.
+	fit := newTarFitWriter(WorkspaceSize(e.Resources))
+	if err := h.ws.Export(ctx, e.ContainerID, io.MultiWriter(fit, w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
 		_ = w.Abort()
 		// Ended under the export: its container is gone or stopping, or a
 		// Terminate has already forgotten it (the container may still be
@@ -46,6 +51,14 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 		if _, lerr := h.lookup(ctx, executionID); lerr != nil || h.containerGone(e.ContainerID) {
 			h.forget(executionID, e)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the checkpoint", executionID), Err: err}
+		}
+		var wf *errWontFit
+		if errors.As(err, &wf) {
+			return nil, &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
+				"the workspace cannot be checkpointed: a restore writes its files out in full, %d bytes or more, "+
+					"into a workspace of %d bytes (resources.diskBytes), and sparse files are stored in full "+
+					"(the largest file is %q, %d bytes); remove or shrink the sparse or largest files and try again",
+				wf.need, wf.limit, wf.largest, wf.largestSize)}
 		}
 		return nil, fmt.Errorf("dockerhost: checkpoint: %w", err)
 	}

@@ -46,6 +46,7 @@ var engineTests = []struct {
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},
 	{"ImportReadOnlyDirsWithoutChmod", testImportReadOnlyDirsWithoutChmod},
+	{"CheckpointSparse", testCheckpointSparse},
 	{"VerifyKilledOutside", testVerifyKilledOutside},
 	{"AdoptAndReap", testAdoptAndReap},
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},

@@ -13,6 +13,11 @@ const (
 	// tarBlock is the tar format's unit: every header is one block and
 	// every entry's data is padded to whole blocks.
 	tarBlock = 512
+	// tmpfsPage is what a workspace's tmpfs charges a regular file's data
+	// in. A file takes whole pages there, however few bytes its tar entry
+	// holds; holes of a sparse file take none in the workspace, but
+	// busybox tar stores them in full, so a restore writes them all.
+	tmpfsPage = 4096
 	// maxTarMeta bounds a GNU long name or a PAX header the walker keeps
 	// to learn the next entry's name (PATH_MAX is 4096).
 	maxTarMeta = 64 << 10
@@ -32,8 +37,8 @@ type dirMode struct {
 
 // tarWalker follows a tar stream header by header, the way tar -x reads
 // it (POSIX ustar, with GNU long names and PAX path and size records).
-// With fixDirs it relaxes the modes of directories their owner cannot
-// write into. Whatever it does not
+// It sizes the regular files for a tmpfs, and with fixDirs it relaxes the
+// modes of directories their owner cannot write into. Whatever it does not
 // recognise (a bad checksum, an unknown type) it stops following and
 // passes through unchanged: tar itself is the judge of a malformed
 // archive.
@@ -48,9 +53,12 @@ type tarWalker struct {
 	paxSize  int64  // from the last PAX size, or -1
 	done     bool   // end of archive, or a stream no longer followed
 
-	dirs     []dirMode
-	dirBytes int
-	err      error // errTooManyReadOnlyDirs
+	need        int64 // tmpfs bytes the regular files take
+	largest     string
+	largestSize int64
+	dirs        []dirMode
+	dirBytes    int
+	err         error // errTooManyReadOnlyDirs
 }
 
 func newTarWalker(fixDirs bool) *tarWalker { return &tarWalker{fixDirs: fixDirs, paxSize: -1} }
@@ -101,7 +109,10 @@ func (t *tarWalker) header(b []byte) {
 	case 'K', 'g':
 		// A long link name, PAX global records: nothing to keep.
 	case '0', 0, '7':
-		// A file: its data follows.
+		if size > t.largestSize {
+			t.largest, t.largestSize = name, size
+		}
+		t.need += (size + tmpfsPage - 1) / tmpfsPage * tmpfsPage
 	case '5':
 		size = 0
 		t.dir(b, name)
@@ -320,5 +331,54 @@ func (d *dirModeReader) Read(p []byte) (int, error) {
 	}
 	n := copy(p, d.out)
 	d.out = d.out[n:]
+	return n, nil
+}
+
+// tarFitWriter measures a tar stream written through it against the tmpfs
+// a restore gets, failing with an errWontFit once its regular files need
+// more than limit bytes there.
+type tarFitWriter struct {
+	w     *tarWalker
+	hdr   [tarBlock]byte
+	nhdr  int
+	limit int64
+}
+
+// errWontFit: the workspace's files, written out in full, exceed the
+// workspace a restore would get.
+type errWontFit struct {
+	need, limit int64
+	largest     string
+	largestSize int64
+}
+
+func (e *errWontFit) Error() string {
+	return fmt.Sprintf("the workspace's files take %d bytes written out in full, more than the %d bytes of its workspace (largest: %q, %d bytes)", e.need, e.limit, e.largest, e.largestSize)
+}
+
+func newTarFitWriter(limit int64) *tarFitWriter {
+	return &tarFitWriter{w: newTarWalker(false), limit: limit}
+}
+
+func (f *tarFitWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && !f.w.done {
+		if f.w.left > 0 {
+			k := min(int64(len(p)), f.w.left)
+			f.w.data(p[:k])
+			p = p[k:]
+			continue
+		}
+		k := copy(f.hdr[f.nhdr:], p)
+		f.nhdr += k
+		p = p[k:]
+		if f.nhdr == tarBlock {
+			f.nhdr = 0
+			f.w.header(f.hdr[:])
+		}
+	}
+	if f.w.need > f.limit {
+		return 0, &errWontFit{need: f.w.need, limit: f.limit, largest: f.w.largest, largestSize: f.w.largestSize}
+	}
 	return n, nil
 }

@@ -97,6 +97,23 @@ func TestDirModeReaderSourceError(t *testing.T) {
 	}
 }
 
+func TestTarFitWriter(t *testing.T) {
+	in := roTar(t, tar.FormatPAX)
+	// 5000 bytes take two pages, 1 byte one.
+	w := newTarFitWriter(3 * tmpfsPage)
+	if _, err := io.Copy(w, iotest.OneByteReader(bytes.NewReader(in))); err != nil {
+		t.Fatalf("fits: %v", err)
+	}
+	if w.w.need != 3*tmpfsPage {
+		t.Fatalf("need %d, want %d", w.w.need, 3*tmpfsPage)
+	}
+	_, err := io.Copy(newTarFitWriter(3*tmpfsPage-1), bytes.NewReader(in))
+	var e *errWontFit
+	if !errors.As(err, &e) || e.largest != "./ro/f" || e.largestSize != 5000 {
+		t.Fatalf("over: %v, want errWontFit naming ./ro/f", err)
+	}
+}
+
 // FuzzDirModeReader: any input passes through at its length, whatever it
 // holds, and a tar that reads back still reads back with the same
 // entries.
@@ -110,6 +127,7 @@ func FuzzDirModeReader(f *testing.F) {
 		if err != nil || len(out) != len(in) {
 			t.Fatalf("%d bytes of %d: %v", len(out), len(in), err)
 		}
+		_, _ = io.Copy(newTarFitWriter(1<<40), bytes.NewReader(in))
 		a, b := tar.NewReader(bytes.NewReader(in)), tar.NewReader(bytes.NewReader(out))
 		for {
 			ha, erra := a.Next()

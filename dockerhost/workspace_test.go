@@ -476,3 +476,38 @@ func testImportReadOnlyDirsWithoutChmod(t *testing.T) {
 		t.Fatalf("workspace after import: %v, want %v", got, want)
 	}
 }
+
+// A checkpoint whose files a restore cannot hold is refused, naming why:
+// busybox tar stores a sparse file in full, so a workspace using 3 of its
+// 8 MiB with a 6 MiB sparse file made a 9 MiB checkpoint, stored, that
+// every restore refused ("does not fit in resources.diskBytes"), and a
+// restore takes no resources to ask for more. Without the sparse file
+// the same workspace checkpoints and restores.
+func testCheckpointSparse(t *testing.T) {
+	cli, img := engine(t)
+	dir := t.TempDir()
+	h := newTestHost(t, cli, &Config{CheckpointDir: dir})
+	ex := provision(t, h, emptyReq(img, small()))
+	sh(t, h, ex.ExecutionID, `cd /workspace && truncate -s 6M sparse && head -c 3145728 /dev/urandom > data`)
+	_, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeConflict || !strings.Contains(e.Message, "sparse files are stored in full") || !strings.Contains(e.Message, `"./sparse"`) {
+		t.Fatalf("checkpoint of a workspace with a sparse file: %v, want a conflict naming sparse files and ./sparse", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("a refused checkpoint left %v", left)
+	}
+	sh(t, h, ex.ExecutionID, `cd /workspace && rm sparse && head -c 4194304 /dev/urandom > more`)
+	before := sh(t, h, ex.ExecutionID, treeScript).Stdout
+	cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+	if err != nil {
+		t.Fatalf("checkpoint of 7 MiB of files in 8: %v", err)
+	}
+	rex, err := h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if after := sh(t, h, rex.ExecutionID, treeScript).Stdout; after != before {
+		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

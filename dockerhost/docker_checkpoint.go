@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
+	"strings"
+	"syscall"
 )
 
 var errChecksum = errors.New("checkpoint tar does not match its manifest (size or sha256)")
@@ -32,10 +35,11 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 	}
 
 	id := newCheckpointID()
-	w, err := h.store.Create(ctx, id)
+	sw, err := h.store.Create(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, storageError(fmt.Errorf("dockerhost: checkpoint: %w", err))
 	}
+	w := &storeWriter{CheckpointWriter: sw}
 	sum := sha256.New()
 	cw := &countWriter{}
 	// A restore gets a workspace of the same size and writes every file
@@ -60,7 +64,7 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 					"(the largest file is %q, %d bytes); remove or shrink the sparse or largest files and try again",
 				wf.need, wf.limit, wf.largest, wf.largestSize)}
 		}
-		return nil, fmt.Errorf("dockerhost: checkpoint: %w", err)
+		return nil, exportError(fmt.Errorf("dockerhost: checkpoint: %w", err), e.Resources.DiskBytes)
 	}
 	m := &Manifest{
 		Version:      ManifestVersion,
@@ -73,7 +77,7 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 		Request:      e.req,
 	}
 	if err := w.Commit(m); err != nil {
-		return nil, fmt.Errorf("dockerhost: checkpoint: %w", err)
+		return nil, storageError(fmt.Errorf("dockerhost: checkpoint: %w", err))
 	}
 	h.logger.Info("checkpoint", "execution", executionID, "checkpoint", id, "bytes", m.SizeBytes)
 	return &Checkpoint{CheckpointID: id, ExecutionID: executionID, CreatedAt: m.CreatedAt, SizeBytes: m.SizeBytes, SHA256: m.SHA256}, nil
@@ -120,6 +124,14 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 			// tar stops reading at its end-of-archive blocks: verify the
 			// rest too, or a tampered tail would pass.
 			err = vr.finish()
+		} else if !errors.Is(err, errChecksum) {
+			// tar failed before the end (a corrupted header, a name it
+			// refuses): the rest decides whether the checkpoint was
+			// tampered with, which the caller should hear rather than
+			// an engine failure.
+			if ferr := vr.finish(); errors.Is(ferr, errChecksum) {
+				err = ferr
+			}
 		}
 		switch {
 		case errors.Is(err, errChecksum):
@@ -173,3 +185,73 @@ func (v *verifyingReader) finish() error {
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// exportError names what failed an export that was neither the
+// execution ending nor its files outgrowing a restore: the workspace's
+// own content (tar could not read it, or its archive passed the limit) or
+// the checkpoint storage. Anything else is the engine's.
+func exportError(err error, diskBytes int64) error {
+	var xe *execExit
+	switch {
+	case errors.As(err, new(*storeWriteError)):
+		return storageError(err)
+	case errors.Is(err, errTarTooLarge):
+		return &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
+			"the workspace cannot be checkpointed: its archive passes %d bytes, the most one of resources.diskBytes %d may take "+
+				"(every file adds a 512-byte tar header, and sparse files are stored in full); remove files and try again",
+			maxTarBytes(diskBytes), diskBytes)}
+	case errors.As(err, &xe) && xe.argv0 == "tar":
+		return &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
+			"the workspace cannot be checkpointed: tar could not archive it (%s); make what it names readable by its owner "+
+				"(chmod -R u+rX /workspace) or remove it, and try again", firstLines(xe.out, 3, 512))}
+	}
+	return err
+}
+
+// storageError answers a checkpoint storage failure the gateway's
+// operator can act on (a full or read-only directory) as such; the
+// engine is not at fault.
+func storageError(err error) error {
+	var what string
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		what = "is full (no space left on device); free space there or delete old checkpoints"
+	case errors.Is(err, syscall.EROFS):
+		what = "is on a read-only file system; make it writable"
+	case errors.Is(err, fs.ErrPermission):
+		what = "is not writable by the gateway (permission denied); fix its ownership or mode"
+	default:
+		return err
+	}
+	return &Error{Code: CodeStorageUnavailable, Err: err, Message: "the gateway's checkpoint storage " + what + "; the execution is unchanged"}
+}
+
+// storeWriteError marks a failed write to the checkpoint store, apart
+// from the engine's and tar's failures in the same export.
+type storeWriteError struct{ err error }
+
+func (e *storeWriteError) Error() string { return "write checkpoint: " + e.err.Error() }
+func (e *storeWriteError) Unwrap() error { return e.err }
+
+type storeWriter struct{ CheckpointWriter }
+
+func (w *storeWriter) Write(p []byte) (int, error) {
+	n, err := w.CheckpointWriter.Write(p)
+	if err != nil {
+		err = &storeWriteError{err: err}
+	}
+	return n, err
+}
+
+// firstLines keeps at most n lines and max bytes of s, for a message.
+func firstLines(s string, n, max int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	s = strings.Join(lines, "; ")
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
+}

@@ -8,7 +8,7 @@ import (
 // Error codes callers branch on; the gateway maps them to HTTP statuses
 // (invalid_request 400, not_found 404, gone 410, conflict 409, timeout,
 // output_limit and aborted as the execution's end, agent_lost 502,
-// interrupted 503).
+// interrupted 503, storage_unavailable 503).
 const (
 	CodeInvalidRequest = "invalid_request"
 	CodeNotFound       = "not_found"
@@ -27,6 +27,9 @@ const (
 	// next start to adopt. A command the agent ran was killed; one docker
 	// exec ran may still run, bound by the execution's runtime.
 	CodeInterrupted = "interrupted"
+	// CodeStorageUnavailable: the gateway's checkpoint storage refused a
+	// write (full, read-only, not writable); the execution lives on.
+	CodeStorageUnavailable = "storage_unavailable"
 )
 
 // ErrStopping, as the cause of the context an Exec runs under (wrapped or

@@ -47,6 +47,7 @@ var engineTests = []struct {
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},
 	{"ImportReadOnlyDirsWithoutChmod", testImportReadOnlyDirsWithoutChmod},
 	{"CheckpointSparse", testCheckpointSparse},
+	{"CheckpointFailuresNamed", testCheckpointFailuresNamed},
 	{"VerifyKilledOutside", testVerifyKilledOutside},
 	{"AdoptAndReap", testAdoptAndReap},
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},

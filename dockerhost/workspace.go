@@ -182,7 +182,7 @@ func (w *Workspace) Export(ctx context.Context, containerID string, dst io.Write
 		return fmt.Errorf("export workspace: %w", err)
 	}
 	if code != 0 {
-		return fmt.Errorf("export workspace: tar exited %d: %s", code, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("export workspace: %w", &execExit{argv0: "tar", code: code, out: strings.TrimSpace(stderr.String())})
 	}
 	return nil
 }

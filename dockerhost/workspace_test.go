@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -509,5 +511,108 @@ func testCheckpointSparse(t *testing.T) {
 	}
 	if after := sh(t, h, rex.ExecutionID, treeScript).Stdout; after != before {
 		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// failingStore fails checkpoints the way a full or read-only checkpoint
+// directory does.
+type failingStore struct {
+	CheckpointStore
+	create error // from Create
+	write  error // from the writer's first Write
+}
+
+type failingWriter struct {
+	CheckpointWriter
+	err error
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	return w.CheckpointWriter.Write(p)
+}
+
+func (s *failingStore) Create(ctx context.Context, id string) (CheckpointWriter, error) {
+	if s.create != nil {
+		return nil, s.create
+	}
+	w, err := s.CheckpointStore.Create(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &failingWriter{CheckpointWriter: w, err: s.write}, nil
+}
+
+// Checkpoint failures that are not the engine's name what failed and the
+// fix, and leave the execution usable; all were 502 engine_error "the
+// container engine failed": a file tar cannot read, an archive over the
+// limit (many small files), the checkpoint storage full or read-only.
+// A checkpoint tar with a corrupted header is "does not match its
+// manifest", as a corrupted file content already was.
+func testCheckpointFailuresNamed(t *testing.T) {
+	cli, img := engine(t)
+	local, err := NewLocalStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &failingStore{CheckpointStore: local}
+	h := newTestHost(t, cli, &Config{Store: store})
+	ex := provision(t, h, emptyReq(img, small()))
+	checkpoint := func(what, code string, says ...string) {
+		t.Helper()
+		_, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+		var e *Error
+		if !asError(err, &e) || e.Code != code {
+			t.Fatalf("%s: %v, want %s", what, err, code)
+		}
+		t.Logf("%s: %s: %s", what, e.Code, e.Message)
+		for _, s := range says {
+			if !strings.Contains(e.Message, s) {
+				t.Errorf("%s: message %q does not say %q", what, e.Message, s)
+			}
+		}
+		if got := sh(t, h, ex.ExecutionID, "echo alive").Stdout; got != "alive\n" {
+			t.Fatalf("%s: the execution after: %q", what, got)
+		}
+		if left, _ := os.ReadDir(local.Dir); len(left) != 0 {
+			t.Fatalf("%s: left %v", what, left)
+		}
+	}
+
+	sh(t, h, ex.ExecutionID, `cd /workspace && echo m > m && chmod 0 m`)
+	checkpoint("an unreadable file", CodeConflict, "can't open './m': Permission denied", "chmod -R u+rX")
+	sh(t, h, ex.ExecutionID, `cd /workspace && chmod 600 m && mkdir small && cd small && seq 1 20000 | sed s/^/f/ | xargs touch`)
+	checkpoint("20000 empty files", CodeConflict, "512-byte tar header", "remove files")
+	sh(t, h, ex.ExecutionID, `rm -r /workspace/small`)
+
+	store.create = &fs.PathError{Op: "open", Path: local.Dir + "/x.tar.1.partial", Err: syscall.EROFS}
+	checkpoint("a read-only store", CodeStorageUnavailable, "checkpoint storage is on a read-only file system")
+	store.create, store.write = nil, &fs.PathError{Op: "write", Path: local.Dir + "/x.tar.1.partial", Err: syscall.ENOSPC}
+	checkpoint("a full store", CodeStorageUnavailable, "checkpoint storage is full")
+	store.write = nil
+
+	// Big enough that tar's stdin is not drained when tar gives up.
+	sh(t, h, ex.ExecutionID, `head -c 4194304 /dev/urandom > /workspace/zbig`)
+	cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A byte of the second header's name: tar fails on its checksum
+	// before the end of the archive.
+	tarPath := filepath.Join(local.Dir, cp.CheckpointID+".tar")
+	data, err := os.ReadFile(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[tarBlock+3] ^= 0x20
+	if err := os.WriteFile(tarPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "checkpointId" || e.Message != errChecksum.Error() {
+		t.Fatalf("restore of a checkpoint with a corrupted header: %v, want invalid_request %q", err, errChecksum)
 	}
 }

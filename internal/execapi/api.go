@@ -315,6 +315,8 @@ var statusOf = map[string]int{
 	dockerhost.CodeAborted:        http.StatusServiceUnavailable,
 	dockerhost.CodeAgentLost:      http.StatusBadGateway,
 	dockerhost.CodeInterrupted:    http.StatusServiceUnavailable,
+	// The gateway's own disk, not the engine: an operator frees it.
+	dockerhost.CodeStorageUnavailable: http.StatusServiceUnavailable,
 }
 
 // keepOnShutdown is parent, ended when it is, but with dockerhost's

@@ -203,7 +203,7 @@ func (h *Host) Sync(ctx context.Context) (*SyncSpec, error) {
 		return nil, err
 	}
 	if c.Sync == nil {
-		return nil, ErrNotSupported
+		return nil, fmt.Errorf("%w: this host offers no synchronous filesystem (its Connection has no Sync spec)", ErrNotSupported)
 	}
 	return c.Sync, nil
 }
@@ -215,7 +215,7 @@ func (h *Host) Forwarder(ctx context.Context) (Forwarder, error) {
 		return nil, err
 	}
 	if c.Forward == nil {
-		return nil, ErrNotSupported
+		return nil, fmt.Errorf("%w: this host offers no port forwarding (its Connection has no Forward)", ErrNotSupported)
 	}
 	return c.Forward, nil
 }

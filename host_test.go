@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,12 +241,12 @@ func TestNoForwarderIsNotSupported(t *testing.T) {
 	})
 	defer h.Close()
 	_, err := h.Dial(context.Background(), "tcp", "127.0.0.1:1")
-	if !errors.Is(err, hostgate.ErrNotSupported) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Dial: %v", err)
+	if !errors.Is(err, hostgate.ErrNotSupported) || !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "no port forwarding") {
+		t.Errorf("Dial: %v, want ErrNotSupported naming port forwarding", err)
 	}
 	_, err = h.Sync(context.Background())
-	if !errors.Is(err, hostgate.ErrNotSupported) {
-		t.Errorf("Sync: %v", err)
+	if !errors.Is(err, hostgate.ErrNotSupported) || !strings.Contains(err.Error(), "no synchronous filesystem") {
+		t.Errorf("Sync: %v, want ErrNotSupported naming the synchronous filesystem", err)
 	}
 }
 

@@ -178,5 +178,5 @@ func (w *watchedProcess) Resize(cols, rows int) error {
 	if r, ok := w.Process.(Resizer); ok {
 		return r.Resize(cols, rows)
 	}
-	return ErrNotSupported
+	return fmt.Errorf("%w: resize of a process without a PTY", ErrNotSupported)
 }

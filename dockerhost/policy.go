@@ -172,6 +172,10 @@ func (p *Policy) validateImage(image string) error {
 	if p.AllowUnpinnedImages || digestRE.MatchString(image) {
 		return nil
 	}
+	if digestRE.MatchString(strings.ToLower(image)) {
+		// Pinned, but the engine takes names and digests in lower case only.
+		return invalid("image", "%q: image names and sha256 digests are lower case; use %q", image, strings.ToLower(image))
+	}
 	return invalid("image", "%q is not pinned by an immutable digest (NAME@sha256:<64 hex>); pin it with: docker inspect --format '{{index .RepoDigests 0}}' %s", image, image)
 }
 

@@ -247,7 +247,7 @@ func (f *FS) Open(name string) (fs.File, error) {
 func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (fs.File, error) {
 	const writing = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREATE | os.O_TRUNC | os.O_EXCL
 	if flag&writing != 0 {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: hostgate.ErrNotSupported}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the synchronous filesystem has no writable file descriptors; use WriteFile", hostgate.ErrNotSupported)}
 	}
 	return f.Open(name)
 }

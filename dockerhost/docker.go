@@ -986,12 +986,28 @@ func parseOOMKills(s string) int64 {
 func (h *Docker) containerGone(cid string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ins, err := h.api.ContainerInspect(ctx, cid)
-	if cerrdefs.IsNotFound(err) {
-		return true
+	for {
+		ins, err := h.api.ContainerInspect(ctx, cid)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return true
+		case err == nil:
+			return ins.State == nil || !ins.State.Running
+		}
+		// The engine not answering is no news of the container: an engine
+		// restarting takes its containers with it, and a command that
+		// failed meanwhile was answered "later commands run as usual".
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(containerGoneRetry):
+		}
 	}
-	return err == nil && (ins.State == nil || !ins.State.Running)
 }
+
+// containerGoneRetry is how often containerGone asks an engine that did
+// not answer again (a variable for tests).
+var containerGoneRetry = time.Second
 
 // Terminate destroys the execution. Terminating an execution that already
 // ended succeeds; an id never seen is not_found. Terminating one still

@@ -177,3 +177,38 @@ func TestMissingExecutable(t *testing.T) {
 		}
 	}
 }
+
+// inspectDocker answers ContainerInspect with errs in turn, then with
+// not found.
+type inspectDocker struct {
+	fakeDocker
+	errs []error
+}
+
+func (f *inspectDocker) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return container.InspectResponse{}, err
+	}
+	return container.InspectResponse{}, cerrdefs.ErrNotFound
+}
+
+// An engine that does not answer (restarting) is asked again: the
+// container it took with it is gone, not running.
+func TestContainerGoneAsksAgain(t *testing.T) {
+	old := containerGoneRetry
+	containerGoneRetry = time.Millisecond
+	t.Cleanup(func() { containerGoneRetry = old })
+	f := &inspectDocker{errs: []error{errors.New("Cannot connect to the Docker daemon"), errors.New("Cannot connect to the Docker daemon")}}
+	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	if !h.containerGone("c1") {
+		t.Fatal("a container the restarted engine no longer has was taken for running")
+	}
+}

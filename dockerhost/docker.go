@@ -833,6 +833,15 @@ func (h *Docker) lookup(ctx context.Context, id string) (*execution, error) {
 	return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no execution %q", id)}
 }
 
+// endedDuring is lerr, the lookup of e after its command, saying so when
+// e's runtime ran out: "has ended" did not tell it from a DELETE.
+func (h *Docker) endedDuring(e *execution, lerr error) error {
+	if ErrorCode(lerr) == CodeGone && !h.now().Before(e.ExpiresAt) {
+		return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q reached the end of its runtime (resources.runtimeMs %d) while the command ran", e.ExecutionID, e.Resources.RuntimeMs)}
+	}
+	return lerr
+}
+
 // Get returns a live execution.
 func (h *Docker) Get(ctx context.Context, executionID string) (*Execution, error) {
 	e, err := h.lookup(ctx, executionID)
@@ -932,14 +941,14 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err}
 		}
 		if _, lerr := h.lookup(ctx, executionID); lerr != nil {
-			return nil, lerr // terminated meanwhile
+			return nil, h.endedDuring(e, lerr) // terminated or expired meanwhile
 		}
 		return nil, fmt.Errorf("dockerhost: exec: %w", err)
 	}
 	if _, err := h.lookup(ctx, executionID); err != nil {
 		// Terminated or expired while the command ran: its exit status
 		// is the kill, not the command's.
-		return nil, err
+		return nil, h.endedDuring(e, err)
 	}
 	if res.ExitCode == 137 {
 		res.OOMKilled = h.newOOMKill(ctx, e)

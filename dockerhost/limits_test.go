@@ -255,6 +255,12 @@ func testRuntimeDeadlineHost(t *testing.T) {
 	if ex.ExpiresAt.Sub(ex.CreatedAt) != 5*time.Second {
 		t.Fatalf("expiresAt %v - createdAt %v != 5s", ex.ExpiresAt, ex.CreatedAt)
 	}
+	// A command the deadline cuts says that is what ended it, not just
+	// "has ended" (as after a DELETE).
+	_, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60_000})
+	if ErrorCode(err) != CodeGone || !strings.Contains(err.Error(), "runtime") {
+		t.Errorf("a command cut by the runtime deadline: %v, want gone naming the runtime", err)
+	}
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 	if _, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {
 		t.Fatalf("exec after the deadline: %v, want gone", err)

@@ -192,6 +192,18 @@ func testToolsVolume(t *testing.T) {
 	if got := volumes(); len(got) != 0 || holders() != 0 {
 		t.Fatalf("after Close: volumes %v, %d holders; want none", got, holders())
 	}
+
+	// A run killed (never closed) leaves its holder and volume; the next
+	// run removes them at its Close even when it provisioned nothing.
+	c := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v3")})
+	end(c, provision(t, c, emptyReq(img, small())))
+	d := newTestHost(t, cli, &Config{Owner: owner, Tools: tools("v3")})
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := volumes(); len(got) != 0 || holders() != 0 {
+		t.Fatalf("after a killed run and a run that provisioned nothing: volumes %v, %d holders; want none", got, holders())
+	}
 }
 
 // testImageCheckedOnce: a digest-pinned image is checked (one exec of

@@ -218,6 +218,9 @@ func (h *Docker) dropTools() {
 	h.mu.Unlock()
 	if pending == 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
+		// A killed run's holder too: this run took it over only at its
+		// first provision, and without one it kept its volume forever.
+		h.removeToolHolders(ctx, "")
 		h.removeOldTools(ctx, "")
 		cancel()
 	}

@@ -157,7 +157,24 @@ func NewLocalStore(dir string) (*LocalStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("dockerhost: checkpoint dir: %w", err)
 	}
+	sweepPartials(dir, time.Now().Add(-partialMaxIdle))
 	return &LocalStore{Dir: dir}, nil
+}
+
+// partialMaxIdle is how long a checkpoint being written may go without a
+// write before a new LocalStore takes it for the leftover of a killed run.
+const partialMaxIdle = 10 * time.Minute
+
+// sweepPartials removes dir's *.partial files last written before cutoff:
+// a gateway killed during a checkpoint left them (14 MB in one audit run),
+// and nothing else ever would.
+func sweepPartials(dir string, cutoff time.Time) {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.partial"))
+	for _, n := range names {
+		if fi, err := os.Lstat(n); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
+			_ = os.Remove(n)
+		}
+	}
 }
 
 func (s *LocalStore) Create(_ context.Context, id string) (CheckpointWriter, error) {

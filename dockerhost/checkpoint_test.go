@@ -214,3 +214,29 @@ func TestRWLock(t *testing.T) {
 		t.Fatal("Error text lacks its code")
 	}
 }
+
+// A new LocalStore removes the partial files a killed run left, and not
+// one a checkpoint is writing now.
+func TestLocalStoreSweepsPartials(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "cp1.tar.123.partial")
+	fresh := filepath.Join(dir, "cp2.tar.456.partial")
+	for _, n := range []string{old, fresh} {
+		if err := os.WriteFile(n, []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewLocalStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a killed run's partial file: %v, want it removed", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a partial file being written: %v, want it kept", err)
+	}
+}

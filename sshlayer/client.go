@@ -12,10 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
-
-	"github.com/hostgate/hostgate"
 )
 
 // DefaultUser is the SSH user name when Auth.User is empty. The agent
@@ -131,11 +128,10 @@ type Client struct {
 	done chan struct{}
 	err  error
 
-	mu       sync.Mutex
-	closing  bool  // set by Close; track refuses new goroutines after it
-	cause    error // why we closed the connection ourselves (first wins)
-	sftpCli  *sftp.Client
-	sftpProv hostgate.Provider
+	mu      sync.Mutex
+	closing bool         // set by Close; track refuses new goroutines after it
+	cause   error        // why we closed the connection ourselves (first wins)
+	sftp    *sftpSession // the open SFTP session, if any; see sftpSession
 	// wg counts every goroutine the client starts: watch, keepalive,
 	// process waiters, spare openers, abandoned operations. Close waits
 	// for it.
@@ -402,13 +398,13 @@ func (c *Client) Close() error {
 	if c.cause == nil {
 		c.cause = ErrClientClosed
 	}
-	sc := c.sftpCli
+	s := c.sftp
 	c.mu.Unlock()
 	// The connection first: closing the SFTP channel on a silent peer could
 	// block on a full send buffer; on a closed connection it returns at once.
 	_ = c.ssh.Close()
-	if sc != nil {
-		_ = sc.Close()
+	if s != nil {
+		_ = s.cli.Close()
 	}
 	c.wg.Wait()
 	if s, ok := c.takeSpare(); ok {

@@ -12,17 +12,39 @@ import (
 )
 
 // SFTP returns the filesystem provider over this connection's SFTP
-// subsystem. One SFTP client is opened per Client, on first use, and closed
-// with it; a failed open is retried on the next call. After the connection
-// ended it fails with the reason (ErrClientClosed, ErrConnectionLost).
+// subsystem. One SFTP session at a time is open per Client, opened on first
+// use and closed with it; a failed open is retried on the next call. When
+// the session ends while the connection stays up (the server's sftp-server
+// was killed, or quit on a request), the call that was under way fails with
+// ErrSFTPSessionEnded and the provider's next call opens a new session.
+// After the connection ended it fails with the reason (ErrClientClosed,
+// ErrConnectionLost).
 func (c *Client) SFTP(ctx context.Context) (hostgate.Provider, error) {
+	if _, err := c.sftpSession(ctx); err != nil {
+		return nil, err
+	}
+	return lazySFTP{c}, nil
+}
+
+// sftpSession is one SFTP subsystem session of a Client.
+type sftpSession struct {
+	cli  *sftp.Client
+	prov *sftpProvider
+	// done is closed by watchSFTP when the session has ended. (pkg/sftp
+	// does not tell how the server's subsystem exited: its Wait says EOF.)
+	done chan struct{}
+}
+
+// sftpSession returns the client's open SFTP session, opening one when
+// there is none or the last one ended.
+func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 	if err := c.usable(); err != nil {
 		return nil, fmt.Errorf("sshlayer: sftp: %w", err)
 	}
 	c.mu.Lock()
-	if p := c.sftpProv; p != nil {
+	if s := c.liveSFTP(); s != nil {
 		c.mu.Unlock()
-		return p, nil
+		return s, nil
 	}
 	c.mu.Unlock()
 	sc, err := await(ctx, c, func() (*sftp.Client, error) {
@@ -33,16 +55,66 @@ func (c *Client) SFTP(ctx context.Context) (hostgate.Provider, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.closing:
+	if c.closing {
 		_ = sc.Close()
 		return nil, fmt.Errorf("sshlayer: sftp: %w", ErrClientClosed)
-	case c.sftpProv != nil: // a concurrent first call won
-		_ = sc.Close()
-		return c.sftpProv, nil
 	}
-	c.sftpCli, c.sftpProv = sc, NewSFTPProvider(sc)
-	return c.sftpProv, nil
+	if s := c.liveSFTP(); s != nil { // a concurrent call won
+		_ = sc.Close()
+		return s, nil
+	}
+	s := &sftpSession{cli: sc, done: make(chan struct{})}
+	s.prov = newSFTPProvider(sc, func() error { return c.sftpEnded(s) })
+	c.sftp = s
+	c.wg.Add(1) // as track does; c.mu is held and Close has not started
+	go c.watchSFTP(s)
+	return s, nil
+}
+
+// liveSFTP returns the cached session unless it has ended, which it drops;
+// c.mu must be held.
+func (c *Client) liveSFTP() *sftpSession {
+	s := c.sftp
+	if s == nil {
+		return nil
+	}
+	select {
+	case <-s.done:
+		c.sftp = nil
+		return nil
+	default:
+		return s
+	}
+}
+
+// watchSFTP waits for s to end, marks it ended, and closes its client, so an
+// ended session leaves nothing behind whoever notices first.
+func (c *Client) watchSFTP(s *sftpSession) {
+	defer c.wg.Done()
+	_ = s.cli.Wait()
+	_ = s.cli.Close()
+	close(s.done)
+	c.mu.Lock()
+	if c.sftp == s {
+		c.sftp = nil
+	}
+	c.mu.Unlock()
+}
+
+// sftpEnded is the error of a call that found s ended: the connection's
+// end when that is what ended it, else an *sftpEndedError. The session is
+// dropped at once, so the next call opens a new one even before watchSFTP
+// has seen the end.
+func (c *Client) sftpEnded(s *sftpSession) error {
+	c.mu.Lock()
+	if c.sftp == s {
+		c.sftp = nil
+	}
+	c.mu.Unlock()
+	if lost := c.lostErr(); lost != nil {
+		return fmt.Errorf("sshlayer: sftp: %w", lost)
+	}
+	return &sftpEndedError{reopens: true}
 }
 
 // lazySFTP is the Connection's FS: it opens the SFTP client on first use so
@@ -52,97 +124,97 @@ type lazySFTP struct{ c *Client }
 var _ hostgate.Provider = lazySFTP{}
 
 func (l lazySFTP) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
 	}
-	return p.Stat(ctx, name)
+	return s.prov.Stat(ctx, name)
 }
 
 func (l lazySFTP) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return nil, &fs.PathError{Op: "lstat", Path: name, Err: err}
 	}
-	return p.Lstat(ctx, name)
+	return s.prov.Lstat(ctx, name)
 }
 
 func (l lazySFTP) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
 	}
-	return p.ReadDir(ctx, name)
+	return s.prov.ReadDir(ctx, name)
 }
 
 func (l lazySFTP) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return p.Open(ctx, name)
+	return s.prov.Open(ctx, name)
 }
 
 func (l lazySFTP) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return nil, &fs.PathError{Op: "create", Path: name, Err: err}
 	}
-	return p.Create(ctx, name, perm)
+	return s.prov.Create(ctx, name, perm)
 }
 
 func (l lazySFTP) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return &fs.PathError{Op: "mkdir", Path: name, Err: err}
 	}
-	return p.Mkdir(ctx, name, perm, parents)
+	return s.prov.Mkdir(ctx, name, perm, parents)
 }
 
 func (l lazySFTP) Remove(ctx context.Context, name string, recursive bool) error {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return &fs.PathError{Op: "remove", Path: name, Err: err}
 	}
-	return p.Remove(ctx, name, recursive)
+	return s.prov.Remove(ctx, name, recursive)
 }
 
 func (l lazySFTP) Rename(ctx context.Context, oldname, newname string) error {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
-	return p.Rename(ctx, oldname, newname)
+	return s.prov.Rename(ctx, oldname, newname)
 }
 
 func (l lazySFTP) Symlink(ctx context.Context, oldname, newname string) error {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	}
-	return p.Symlink(ctx, oldname, newname)
+	return s.prov.Symlink(ctx, oldname, newname)
 }
 
 func (l lazySFTP) Readlink(ctx context.Context, name string) (string, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
 	}
-	return p.Readlink(ctx, name)
+	return s.prov.Readlink(ctx, name)
 }
 
 func (l lazySFTP) Realpath(ctx context.Context, name string) (string, error) {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return "", &fs.PathError{Op: "realpath", Path: name, Err: err}
 	}
-	return p.Realpath(ctx, name)
+	return s.prov.Realpath(ctx, name)
 }
 
 func (l lazySFTP) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
-	p, err := l.c.SFTP(ctx)
+	s, err := l.c.sftpSession(ctx)
 	if err != nil {
 		return &fs.PathError{Op: "chmod", Path: name, Err: err}
 	}
-	return p.Chmod(ctx, name, mode)
+	return s.prov.Chmod(ctx, name, mode)
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -146,5 +147,63 @@ func TestSSHDSyncSpec(t *testing.T) {
 		return d.DialContext(ctx, "tcp", s.addr())
 	}, wrong).Connect(ctx); !errors.Is(err, ErrHostKeyMismatch) {
 		t.Errorf("sync connect to the wrong key: %v", err)
+	}
+}
+
+// Regression: once a host's SFTP session ended, its filesystem stayed dead
+// for the life of the connection (the provider was cached forever) and
+// every call said "connection lost" though the connection was up and exec
+// still worked. Here OpenSSH's sftp-server is killed under an open file,
+// three times over one connection: the call on the dead session says the
+// SFTP session ended, and the next call works on a new session.
+func TestSSHDSFTPSessionEndReopens(t *testing.T) {
+	s := startSSHD(t, sshdOptions{})
+	c := s.connect(t, nil)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	writeTestFile(t, name, []byte("hello"))
+	held, err := c.SFTP(ctx) // obtained once, used throughout
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := c.Connection(nil).FS
+	for round := range 3 {
+		r, err := fsys.Open(ctx, name)
+		if err != nil {
+			t.Fatalf("round %d: open: %v", round, err)
+		}
+		c.mu.Lock()
+		old := c.sftp
+		c.mu.Unlock()
+		// The exec's shell and the sftp-server are both children of this
+		// connection's sshd process, so this kills ours and no other.
+		if _, stderr, err := run(ctx, t, c, []string{"sh", "-c", `kill -KILL $(pgrep -P "$PPID" -x sftp-server)`}, hostgate.SpawnOptions{}, ""); err != nil {
+			t.Fatalf("round %d: kill sftp-server: %v %s", round, err, stderr)
+		}
+		select {
+		case <-old.done:
+		case <-ctx.Done():
+			t.Fatalf("round %d: the session's end was not noticed", round)
+		}
+		_, err = io.ReadAll(r)
+		_ = r.Close()
+		if !errors.Is(err, ErrSFTPSessionEnded) || errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), "sftp session ended") {
+			t.Errorf("round %d: read on the killed session: %v, want ErrSFTPSessionEnded and not ErrConnectionLost", round, err)
+		}
+		t.Logf("round %d: %v", round, err)
+		if fi, err := fsys.Stat(ctx, name); err != nil || fi.Size() != 5 {
+			t.Errorf("round %d: stat after the session ended: %v %v", round, fi, err)
+		}
+		if _, err := held.ReadDir(ctx, dir); err != nil {
+			t.Errorf("round %d: a provider from SFTP before the end: %v", round, err)
+		}
+		if _, _, err := run(ctx, t, c, []string{"true"}, hostgate.SpawnOptions{}, ""); err != nil {
+			t.Errorf("round %d: exec: %v", round, err)
+		}
+	}
+	_ = c.Close()
+	if _, err := held.Stat(ctx, name); !errors.Is(err, ErrClientClosed) {
+		t.Errorf("held provider after Close: %v, want ErrClientClosed", err)
 	}
 }

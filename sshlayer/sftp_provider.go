@@ -44,13 +44,21 @@ func SFTPClientOptions() []sftp.ClientOption {
 // pkg/sftp calls do not take a context: ctx is checked before each request,
 // and cancelling it closes an open stream.
 func NewSFTPProvider(c *sftp.Client) hostgate.Provider {
+	return newSFTPProvider(c, nil)
+}
+
+func newSFTPProvider(c *sftp.Client, ended func() error) *sftpProvider {
 	_, posix := c.HasExtension("posix-rename@openssh.com")
-	return &sftpProvider{c: c, posixRename: posix}
+	return &sftpProvider{c: c, posixRename: posix, ended: ended}
 }
 
 type sftpProvider struct {
 	c           *sftp.Client
 	posixRename bool
+	// ended, when set, says why a call failed with pkg/sftp's "connection
+	// lost", which it returns for any end of the session: the SSH
+	// connection's, or the server's sftp subsystem's alone.
+	ended func() error
 }
 
 var _ hostgate.Provider = (*sftpProvider)(nil)
@@ -111,11 +119,46 @@ func isFailure(err error) bool {
 	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxFailure
 }
 
-func pathErr(op, name string, err error) error {
+func (p *sftpProvider) pathErr(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &fs.PathError{Op: op, Path: name, Err: mapSFTPErr(unwrapPathErr(err))}
+	return &fs.PathError{Op: op, Path: name, Err: p.mapErr(unwrapPathErr(err))}
+}
+
+// mapErr is mapSFTPErr, with the end of the session said as what it was.
+func (p *sftpProvider) mapErr(err error) error {
+	if !errors.Is(err, sftp.ErrSSHFxConnectionLost) {
+		return mapSFTPErr(err)
+	}
+	if p.ended != nil {
+		return p.ended()
+	}
+	return &sftpEndedError{}
+}
+
+// ErrSFTPSessionEnded: the SFTP session ended under a call. With the SSH
+// connection still up (a Client's errors then match this and not
+// ErrConnectionLost), the server's sftp subsystem exited: it was killed, or
+// quit on a request it could not take. The next call through the Client's
+// provider opens a new session.
+var ErrSFTPSessionEnded = errors.New("sshlayer: sftp session ended")
+
+// sftpEndedError is why a call failed on an ended SFTP session. It matches
+// ErrSFTPSessionEnded and pkg/sftp's ErrSSHFxConnectionLost.
+type sftpEndedError struct {
+	reopens bool // the connection is up, and the provider opens a new session on the next call
+}
+
+func (e *sftpEndedError) Error() string {
+	if e.reopens {
+		return ErrSFTPSessionEnded.Error() + ": the server's sftp subsystem exited; the SSH connection is up, and the next call opens a new sftp session"
+	}
+	return ErrSFTPSessionEnded.Error()
+}
+
+func (e *sftpEndedError) Unwrap() []error {
+	return []error{ErrSFTPSessionEnded, sftp.ErrSSHFxConnectionLost}
 }
 
 // unwrapPathErr takes off the *fs.PathError pkg/sftp wraps some errors in.
@@ -128,18 +171,18 @@ func unwrapPathErr(err error) error {
 
 func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, pathErr("stat", name, err)
+		return nil, p.pathErr("stat", name, err)
 	}
 	fi, err := p.c.Stat(name)
-	return fi, pathErr("stat", name, err)
+	return fi, p.pathErr("stat", name, err)
 }
 
 func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, pathErr("lstat", name, err)
+		return nil, p.pathErr("lstat", name, err)
 	}
 	fi, err := p.c.Lstat(name)
-	return fi, pathErr("lstat", name, err)
+	return fi, p.pathErr("lstat", name, err)
 }
 
 func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
@@ -153,7 +196,7 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 				err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
 			}
 		}
-		return nil, pathErr("readdir", name, err)
+		return nil, p.pathErr("readdir", name, err)
 	}
 	ents := make([]fs.DirEntry, 0, len(fis))
 	for _, fi := range fis {
@@ -171,13 +214,13 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 // fast.
 func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, pathErr("open", name, err)
+		return nil, p.pathErr("open", name, err)
 	}
 	f, err := p.c.Open(name)
 	if err != nil {
-		return nil, pathErr("open", name, err)
+		return nil, p.pathErr("open", name, err)
 	}
-	return &sftpReader{File: f, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return &sftpReader{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
 }
 
 // sftpReader's reads fail once its ctx is done, not only once the ctx's
@@ -185,6 +228,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 // of its own, and a read in between could still succeed.
 type sftpReader struct {
 	*sftp.File
+	p    *sftpProvider
 	ctx  context.Context
 	name string
 	stop func() bool
@@ -192,16 +236,27 @@ type sftpReader struct {
 
 func (r *sftpReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
-		return 0, pathErr("read", r.name, err)
+		return 0, r.p.pathErr("read", r.name, err)
 	}
-	return r.File.Read(p)
+	n, err := r.File.Read(p)
+	return n, r.p.streamErr("read", r.name, err)
 }
 
 func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
 	if err := r.ctx.Err(); err != nil {
-		return 0, pathErr("read", r.name, err)
+		return 0, r.p.pathErr("read", r.name, err)
 	}
-	return r.File.WriteTo(w)
+	n, err := r.File.WriteTo(w)
+	return n, r.p.streamErr("read", r.name, err)
+}
+
+// streamErr leaves a stream's errors as pkg/sftp gives them (io.EOF must
+// stay bare) but for the end of the session, said as pathErr says it.
+func (p *sftpProvider) streamErr(op, name string, err error) error {
+	if errors.Is(err, sftp.ErrSSHFxConnectionLost) {
+		return p.pathErr(op, name, err)
+	}
+	return err
 }
 
 func (r *sftpReader) Close() error {
@@ -218,13 +273,13 @@ func (r *sftpReader) Close() error {
 // file (0666 &^ umask) and narrows that by perm.
 func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, pathErr("create", name, err)
+		return nil, p.pathErr("create", name, err)
 	}
 	_, serr := p.c.Lstat(name)
 	isNew := errors.Is(serr, fs.ErrNotExist)
 	f, err := p.c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
-		return nil, pathErr("create", name, err)
+		return nil, p.pathErr("create", name, err)
 	}
 	if isNew {
 		if fi, err := f.Stat(); err == nil {
@@ -238,17 +293,18 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 			if want != created {
 				if err := f.Chmod(want); err != nil {
 					_ = f.Close()
-					return nil, pathErr("create", name, err)
+					return nil, p.pathErr("create", name, err)
 				}
 			}
 		}
 	}
-	return &sftpWriter{File: f, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
 }
 
 // sftpWriter's writes fail once its ctx is done (see sftpReader).
 type sftpWriter struct {
 	*sftp.File
+	p    *sftpProvider
 	ctx  context.Context
 	name string
 	stop func() bool
@@ -256,29 +312,30 @@ type sftpWriter struct {
 
 func (w *sftpWriter) Write(p []byte) (int, error) {
 	if err := w.ctx.Err(); err != nil {
-		return 0, pathErr("write", w.name, err)
+		return 0, w.p.pathErr("write", w.name, err)
 	}
-	return w.File.Write(p)
+	n, err := w.File.Write(p)
+	return n, w.p.streamErr("write", w.name, err)
 }
 
 // ReadFrom writes r with concurrent requests whatever r is (pkg/sftp's own
 // ReadFrom goes sequential when it cannot learn r's size).
 func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
 	if err := w.ctx.Err(); err != nil {
-		return 0, pathErr("write", w.name, err)
+		return 0, w.p.pathErr("write", w.name, err)
 	}
 	n, err := w.File.ReadFromWithConcurrency(r, 0)
 	if err != nil {
-		return n, pathErr("write", w.name, err)
+		return n, w.p.pathErr("write", w.name, err)
 	}
 	return n, nil
 }
 
 func (w *sftpWriter) Close() error {
 	if !w.stop() {
-		return pathErr("create", w.name, context.Canceled) // ctx closed the file mid-stream
+		return w.p.pathErr("create", w.name, context.Canceled) // ctx closed the file mid-stream
 	}
-	return pathErr("close", w.name, w.File.Close())
+	return w.p.pathErr("close", w.name, w.File.Close())
 }
 
 // Mkdir creates name. The new directory gets perm &^ umask, as os.Mkdir
@@ -286,7 +343,7 @@ func (w *sftpWriter) Close() error {
 // that by perm.
 func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
 	if err := ctx.Err(); err != nil {
-		return pathErr("mkdir", name, err)
+		return p.pathErr("mkdir", name, err)
 	}
 	if parents {
 		fi, err := p.c.Lstat(name)
@@ -294,7 +351,7 @@ func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 		case err == nil && fi.IsDir():
 			return nil
 		case err == nil:
-			return pathErr("mkdir", name, fs.ErrExist)
+			return p.pathErr("mkdir", name, fs.ErrExist)
 		}
 		if parent := path.Dir(name); parent != name && parent != "." && parent != "/" {
 			if err := p.Mkdir(ctx, parent, 0o777, true); err != nil {
@@ -310,38 +367,38 @@ func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 					return nil // created concurrently
 				}
 			}
-			return pathErr("mkdir", name, fs.ErrExist)
+			return p.pathErr("mkdir", name, fs.ErrExist)
 		}
-		return pathErr("mkdir", name, err)
+		return p.pathErr("mkdir", name, err)
 	}
 	if perm.Perm() == 0o777 {
 		return nil
 	}
 	fi, err := p.c.Lstat(name)
 	if err != nil {
-		return pathErr("mkdir", name, err)
+		return p.pathErr("mkdir", name, err)
 	}
 	if want := fi.Mode().Perm() & perm.Perm(); want != fi.Mode().Perm() {
-		return pathErr("mkdir", name, p.c.Chmod(name, want))
+		return p.pathErr("mkdir", name, p.c.Chmod(name, want))
 	}
 	return nil
 }
 
 func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) error {
 	if err := ctx.Err(); err != nil {
-		return pathErr("remove", name, err)
+		return p.pathErr("remove", name, err)
 	}
 	fi, err := p.c.Lstat(name)
 	if err != nil {
-		return pathErr("remove", name, err)
+		return p.pathErr("remove", name, err)
 	}
 	if !fi.IsDir() {
-		return pathErr("remove", name, p.c.Remove(name))
+		return p.pathErr("remove", name, p.c.Remove(name))
 	}
 	if recursive {
 		ents, err := p.c.ReadDirContext(ctx, name)
 		if err != nil {
-			return pathErr("remove", name, err)
+			return p.pathErr("remove", name, err)
 		}
 		for _, e := range ents {
 			if n := e.Name(); n == "." || n == ".." {
@@ -357,10 +414,10 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	err = p.c.RemoveDirectory(name)
 	if err != nil && isFailure(err) {
 		if ents, rerr := p.c.ReadDirContext(ctx, name); rerr == nil && len(ents) > 0 {
-			return pathErr("remove", name, &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err})
+			return p.pathErr("remove", name, &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err})
 		}
 	}
-	return pathErr("remove", name, err)
+	return p.pathErr("remove", name, err)
 }
 
 // Rename replaces newname like rename(2), through OpenSSH's
@@ -390,7 +447,7 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 				err = &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err}
 			}
 		}
-		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: mapSFTPErr(err)}
+		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: p.mapErr(err)}
 	}
 	return nil
 }
@@ -409,35 +466,35 @@ func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) err
 				err = &mappedErr{sentinel: fs.ErrExist, cause: err}
 			}
 		}
-		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: mapSFTPErr(err)}
+		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: p.mapErr(err)}
 	}
 	return nil
 }
 
 func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", pathErr("readlink", name, err)
+		return "", p.pathErr("readlink", name, err)
 	}
 	s, err := p.c.ReadLink(name)
-	return s, pathErr("readlink", name, err)
+	return s, p.pathErr("readlink", name, err)
 }
 
 func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", pathErr("realpath", name, err)
+		return "", p.pathErr("realpath", name, err)
 	}
 	if name == "" {
 		name = "."
 	}
 	s, err := p.c.RealPath(name)
-	return s, pathErr("realpath", name, err)
+	return s, p.pathErr("realpath", name, err)
 }
 
 func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
 	if err := ctx.Err(); err != nil {
-		return pathErr("chmod", name, err)
+		return p.pathErr("chmod", name, err)
 	}
-	return pathErr("chmod", name, p.c.Chmod(name, mode))
+	return p.pathErr("chmod", name, p.c.Chmod(name, mode))
 }
 
 // String names the provider in logs.

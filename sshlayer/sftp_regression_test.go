@@ -175,5 +175,5 @@ func (c *Client) rawSFTP(t *testing.T) *sftp.Client {
 	if _, err := c.SFTP(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return c.sftpCli
+	return c.sftp.cli
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate"
 )
 
 // DefaultUser is the SSH user name when Auth.User is empty. The agent
@@ -38,8 +40,18 @@ var (
 	// connection was closed. Errors carrying it also match ErrConnectionLost.
 	ErrKeepaliveTimeout = errors.New("sshlayer: keepalive timeout")
 	// ErrClientClosed: the operation was refused or ended by Client.Close.
-	ErrClientClosed = errors.New("sshlayer: client closed")
+	// It matches hostgate.ErrClosed too, so that what a Host handed out
+	// before its Close (a Provider, a Process, the base of a Wrap host)
+	// fails afterwards as the Host's own methods do.
+	ErrClientClosed error = clientClosedError{}
 )
+
+// clientClosedError is ErrClientClosed's type: a sentinel that also
+// matches hostgate.ErrClosed.
+type clientClosedError struct{}
+
+func (clientClosedError) Error() string        { return "sshlayer: client closed" }
+func (clientClosedError) Is(target error) bool { return target == hostgate.ErrClosed }
 
 // Auth is who the client is and which host it expects.
 type Auth struct {

@@ -3,6 +3,8 @@ package sshlayer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hostgate/hostgate"
@@ -69,4 +71,57 @@ func TestEmbeddedKill(t *testing.T) {
 			t.Errorf("got %v, want exit 7", err)
 		}
 	})
+}
+
+// Regression: Host.Close's doc says every later use fails with
+// hostgate.ErrClosed, but a Provider or Process obtained before Close, and
+// a Wrap host over the closed Host, failed with "sshlayer: client closed",
+// which did not match it.
+func TestEmbeddedClosedHostErrClosed(t *testing.T) {
+	ts, c := startEmbedded(t)
+	_ = c.Close() // only ts is used
+	ctx := testCtx(t)
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		var d netDialer
+		conn, err := d.dial(ctx, ts.Addr)
+		if err != nil {
+			return nil, err
+		}
+		c, err := Connect(ctx, conn, Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
+		if err != nil {
+			return nil, err
+		}
+		return c.Connection(nil), nil
+	})
+	w := hostgate.Wrap(h, func(argv []string, _ string, env map[string]string) ([]string, map[string]string) { return argv, env })
+	defer w.Close()
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Stat(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.Spawn(ctx, []string{"sleep", "30"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, statErr := fsys.Stat(ctx, "/")
+	_, execErr := w.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+	for what, err := range map[string]error{
+		"provider's Stat":  statErr,
+		"process's Wait":   p.Wait(),
+		"wrap host's Exec": execErr,
+		"ErrClientClosed":  ErrClientClosed,
+	} {
+		if !errors.Is(err, hostgate.ErrClosed) || !errors.Is(err, ErrClientClosed) || !strings.Contains(fmt.Sprint(err), "sshlayer: client closed") {
+			t.Errorf("%s after Host.Close: %v, want hostgate.ErrClosed and ErrClientClosed", what, err)
+		}
+	}
 }

@@ -17,7 +17,8 @@
 // on it prints the fingerprint callers pin). Every flag can also be set as
 // HOSTGATE_<FLAG> in the environment. Commands run as the agent's user in
 // its own process group, with a minimal environment (the agent's own is
-// not passed on); SIGTERM or SIGINT stops the agent, ending every session
+// not passed on) and no file descriptor the agent inherited beyond
+// stdin, stdout and stderr; SIGTERM or SIGINT stops the agent, ending every session
 // and killing its processes.
 package main
 
@@ -56,6 +57,9 @@ func usage(w io.Writer) {
 }
 
 func main() {
+	if err := agent.HideInheritedFDs(); err != nil { // commands get fds 0-2 only, as under sshd
+		fmt.Fprintf(os.Stderr, "agent: warning: commands may inherit this process's file descriptors: %v\n", err)
+	}
 	agent.MaybeRunGuard()  // exits when this process is an agent's guard
 	sigreset.ForChildren() // commands get default signals even under nohup
 	os.Exit(run(os.Args[1:], os.Stderr))

@@ -340,9 +340,9 @@ type muxAgent struct {
 	hostKey ssh.PublicKey
 }
 
-// startMuxAgent starts the agent with its state in dir/state; it is killed
-// when the test ends.
-func startMuxAgent(t *testing.T, dir string, user keyPair) *muxAgent {
+// startMuxAgent starts the agent with its state in dir/state and extra as
+// its inherited descriptors 3 and on; it is killed when the test ends.
+func startMuxAgent(t *testing.T, dir string, user keyPair, extra ...*os.File) *muxAgent {
 	t.Helper()
 	state := filepath.Join(dir, "state")
 	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(state, "host_key"))
@@ -353,6 +353,7 @@ func startMuxAgent(t *testing.T, dir string, user keyPair) *muxAgent {
 	a := &muxAgent{logs: new(bytes.Buffer), user: user, hostKey: hk.PublicKey()}
 	a.cmd = exec.CommandContext(testCtx(t), agentBin(t), "serve", "--stdio", "--mux", "--authorized-keys", authKeys, "--state-dir", state)
 	a.cmd.Stderr = a.logs
+	a.cmd.ExtraFiles = extra // the agent's fds 3 and on
 	if a.in, err = a.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -417,6 +418,57 @@ func TestServeStdioMux(t *testing.T) {
 	if err := agent.cmd.Wait(); err != nil {
 		t.Fatalf("agent after the tunnel closed: %v\n%s", err, agent.logs.String())
 	}
+}
+
+// Regression: the agent handed every command the descriptors it inherited
+// (Go leaves them as they came, without close-on-exec), where sshd closes
+// them: a command's background child held a supervisor's pipe open, or
+// could write to a file the agent's parent opened. Started here with a file
+// as its fd 3 and a pipe's write end as its fd 4, the agent runs a command
+// that sees neither.
+func TestServeCommandsDoNotInheritFDs(t *testing.T) {
+	dir := t.TempDir()
+	marker, err := os.Create(filepath.Join(dir, "inherited-marker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marker.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	pipeName, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", pw.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := startMuxAgent(t, dir, newKey(t), marker, pw)
+	_ = pw.Close()
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(agent.out, agent.in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	cl, err := agent.dialSSH(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Output(`for fd in /proc/$$/fd/*; do echo "${fd##*/} $(readlink "$fd")"; done`)
+	if err != nil {
+		t.Fatalf("list the command's fds: %v\n%s", err, agent.logs.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.HasSuffix(line, " "+marker.Name()) || strings.HasSuffix(line, " "+pipeName) {
+			t.Errorf("the command holds the agent's inherited fd: %s", line)
+		}
+	}
+	t.Logf("the command's fds:\n%s", out)
 }
 
 // TestServeStdioMuxPeerGone: a tunnel peer that stops reading before it

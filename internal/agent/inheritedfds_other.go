@@ -1,0 +1,6 @@
+//go:build !unix
+
+package agent
+
+// HideInheritedFDs does nothing where descriptors are not POSIX's.
+func HideInheritedFDs() error { return nil }

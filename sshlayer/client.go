@@ -64,9 +64,19 @@ type Auth struct {
 	// Certificate is an optional authorized_keys-format user certificate
 	// for the key.
 	Certificate []byte
-	// HostKey is the pinned host key fingerprint, "SHA256:…" as
-	// ssh-keygen -lf prints it. Required unless InsecureSkipHostKeyCheck;
-	// when set it is always checked.
+	// HostKey pins the host's key: its fingerprint, "SHA256:…" as
+	// ssh-keygen -lf prints it, or the public key itself, a line as in its
+	// .pub file or authorized_keys ("ssh-rsa AAAA… [comment]"). Required
+	// unless InsecureSkipHostKeyCheck; when set it is always checked.
+	//
+	// A server holding several host keys (every stock OpenSSH install)
+	// presents one, of the first type the client asks for. A fingerprint
+	// does not say its key's type, so with one the client asks for ed25519
+	// first, then ECDSA, then RSA: pin such a host's ed25519 key
+	// (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub). To pin another of
+	// its keys, pin that public key itself (the line of
+	// /etc/ssh/ssh_host_rsa_key.pub): the client then asks for that key's
+	// type only.
 	HostKey string
 	// InsecureSkipHostKeyCheck accepts any host key. Use it ONLY for a stream
 	// that is already authenticated end to end (for example a pipe to a
@@ -119,9 +129,11 @@ var preferredCiphers = []string{
 	ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR,
 }
 
-// hostKeyAlgorithms puts ed25519 first: hostgate's keys are ed25519, and
-// with x/crypto's default order (ECDSA first) an OpenSSH server holding
-// several host keys would present its ECDSA key and fail an ed25519 pin.
+// hostKeyAlgorithms, asked for when the pin is a fingerprint (whose key
+// type is unknown) or there is none, puts ed25519 first: hostgate's keys are
+// ed25519, and with x/crypto's default order (ECDSA first) an OpenSSH server
+// holding several host keys would present its ECDSA key and fail an ed25519
+// pin. A pinned public key asks for its own type (algorithmsFor).
 var hostKeyAlgorithms = []string{
 	ssh.KeyAlgoED25519,
 	ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
@@ -178,7 +190,7 @@ func ConnectConfig(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientCon
 
 func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (*Client, error) {
 	conf := cfg.withDefaults()
-	hostKeyCallback, err := auth.hostKeyCallback()
+	hostKeyCallback, hostKeyAlgos, err := auth.hostKeyCallback()
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +207,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		User:              user,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback:   hostKeyCallback,
-		HostKeyAlgorithms: hostKeyAlgorithms,
+		HostKeyAlgorithms: hostKeyAlgos,
 		ClientVersion:     "SSH-2.0-hostgate",
 	}
 
@@ -243,18 +255,25 @@ func remoteAddr(conn net.Conn) string {
 	return ""
 }
 
-func (a *Auth) hostKeyCallback() (ssh.HostKeyCallback, error) {
+// hostKeyCallback returns the check of the pinned host key and the host
+// key algorithms to ask for: those of the pinned key's type when the pin
+// is a public key, else hostKeyAlgorithms.
+func (a *Auth) hostKeyCallback() (ssh.HostKeyCallback, []string, error) {
 	if a.HostKey == "" {
 		if a.InsecureSkipHostKeyCheck {
-			return ssh.InsecureIgnoreHostKey(), nil
+			return ssh.InsecureIgnoreHostKey(), hostKeyAlgorithms, nil
 		}
-		return nil, errors.New("sshlayer: auth: HostKey is required (or InsecureSkipHostKeyCheck for an end-to-end authenticated stream)")
+		return nil, nil, errors.New("sshlayer: auth: HostKey is required (or InsecureSkipHostKeyCheck for an end-to-end authenticated stream)")
 	}
-	want, err := ParseFingerprint(a.HostKey)
+	want, pinnedKey, err := parseHostKeyPin(a.HostKey)
 	if err != nil {
-		return nil, fmt.Errorf("sshlayer: auth: host key: %w", err)
+		return nil, nil, fmt.Errorf("sshlayer: auth: host key: %w", err)
 	}
-	pinned := a.HostKey
+	algos, pinned := hostKeyAlgorithms, a.HostKey
+	if pinnedKey != nil {
+		algos = algorithmsFor(pinnedKey)
+		pinned = fmt.Sprintf("%s (%s key)", Fingerprint(pinnedKey), pinnedKey.Type())
+	}
 	// The callback runs inside key exchange, after the server proved it
 	// holds the key and before the client sends its userauth request; an
 	// error here aborts the handshake with nothing about the caller sent.
@@ -263,11 +282,46 @@ func (a *Auth) hostKeyCallback() (ssh.HostKeyCallback, error) {
 			key = cert.Key
 		}
 		got := sha256.Sum256(key.Marshal())
-		if subtle.ConstantTimeCompare(got[:], want) != 1 {
-			return fmt.Errorf("%w: host presented %s, pinned %s", ErrHostKeyMismatch, Fingerprint(key), pinned)
+		if subtle.ConstantTimeCompare(got[:], want) == 1 {
+			return nil
 		}
-		return nil
-	}, nil
+		err := fmt.Errorf("%w: host presented its %s key %s, pinned %s", ErrHostKeyMismatch, key.Type(), Fingerprint(key), pinned)
+		if pinnedKey == nil {
+			// The likeliest innocent cause: the pin is another of this
+			// host's keys, of a type the client asked for later.
+			err = fmt.Errorf("%w; if the pin is this host's key of another type (RSA, ECDSA), pin that public key itself (the line of its .pub file) so that the client asks for its type", err)
+		}
+		return err
+	}, algos, nil
+}
+
+// parseHostKeyPin parses Auth.HostKey: a fingerprint gives its hash, a
+// public key line its hash and the key.
+func parseHostKeyPin(s string) ([]byte, ssh.PublicKey, error) {
+	if strings.HasPrefix(s, fingerprintPrefix) {
+		want, err := ParseFingerprint(s)
+		return want, nil, err
+	}
+	pub, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(s))
+	if err != nil || len(options) > 0 || len(strings.TrimSpace(string(rest))) > 0 {
+		return nil, nil, fmt.Errorf("%w, or a public key line such as \"ssh-ed25519 AAAA…\"", ErrBadFingerprint)
+	}
+	if _, ok := pub.(*ssh.Certificate); ok {
+		return nil, nil, errors.New("a certificate cannot be pinned: pin the host's own public key or its fingerprint")
+	}
+	want := sha256.Sum256(pub.Marshal())
+	return want[:], pub, nil
+}
+
+// algorithmsFor is the host key algorithms that make a server present a
+// key of pub's type.
+func algorithmsFor(pub ssh.PublicKey) []string {
+	if pub.Type() == ssh.KeyAlgoRSA {
+		// The key type names SHA-1 signatures; ask for SHA-2 ones, as
+		// hostKeyAlgorithms does.
+		return []string{ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512}
+	}
+	return []string{pub.Type()}
 }
 
 // watch waits for the SSH connection to end and publishes why.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
 )
@@ -564,6 +567,53 @@ func TestSSHDSeveralHostKeys(t *testing.T) {
 	c := s.connect(t, nil)
 	if _, _, err := run(testCtx(t), t, c, []string{"true"}, hostgate.SpawnOptions{}, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Regression: pinning an OpenSSH host's ECDSA (or RSA) key always failed as
+// "host key mismatch", since the client asks for ed25519 first and sshd,
+// holding one, presents that. A fingerprint cannot say its key's type, so
+// the fix is the pin of the public key itself, whose type the client then
+// asks for; a fingerprint of the other key still fails, with an error that
+// names the key type presented and this fix.
+func TestSSHDPinOtherHostKey(t *testing.T) {
+	s := startSSHD(t, sshdOptions{ECDSAHostKey: true, RSAHostKey: true})
+	ctx := testCtx(t)
+	pins := []string{string(ssh.MarshalAuthorizedKey(s.HostPub))}
+	var others []ssh.PublicKey
+	for _, typ := range []string{"ecdsa", "rsa"} {
+		line, err := os.ReadFile(filepath.Join(s.Dir, "host_"+typ+".pub")) // as ssh-keygen wrote it, with its comment
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _, _, _, err := ssh.ParseAuthorizedKey(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pins = append(pins, string(line))
+		others = append(others, pub)
+	}
+	for _, pin := range pins {
+		auth := s.auth()
+		auth.HostKey = pin
+		c, err := Connect(ctx, s.dial(t), auth)
+		if err != nil {
+			t.Errorf("pin %q: %v", pin, err)
+			continue
+		}
+		if _, _, err := run(ctx, t, c, []string{"true"}, hostgate.SpawnOptions{}, ""); err != nil {
+			t.Errorf("pin %q: exec: %v", pin, err)
+		}
+		_ = c.Close()
+	}
+	for _, pub := range others {
+		auth := s.auth()
+		auth.HostKey = Fingerprint(pub)
+		_, err := Connect(ctx, s.dial(t), auth)
+		if !errors.Is(err, ErrHostKeyMismatch) || !strings.Contains(err.Error(), "presented its ssh-ed25519 key") ||
+			!strings.Contains(err.Error(), "pin that public key itself") {
+			t.Errorf("%s fingerprint pinned: %v, want ErrHostKeyMismatch naming the ed25519 key presented and the fix", pub.Type(), err)
+		}
 	}
 }
 

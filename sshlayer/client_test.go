@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,10 @@ func TestHostKeyCheckedBeforeAuth(t *testing.T) {
 	if _, err := Connect(ctx, s.dial(t), auth); !errors.Is(err, ErrHostKeyMismatch) {
 		t.Fatalf("got %v, want ErrHostKeyMismatch", err)
 	}
+	auth.HostKey = string(ssh.MarshalAuthorizedKey(other.Signer.PublicKey())) // the key itself pinned
+	if _, err := Connect(ctx, s.dial(t), auth); !errors.Is(err, ErrHostKeyMismatch) {
+		t.Fatalf("public key pinned: got %v, want ErrHostKeyMismatch", err)
+	}
 	if got := s.pubkey.Load() - before; got != 0 {
 		t.Errorf("server with the wrong key saw %d public-key attempts", got)
 	}
@@ -158,11 +163,13 @@ func TestAuthValidation(t *testing.T) {
 	s := newCountingServer(t)
 	ctx := testCtx(t)
 	for name, auth := range map[string]Auth{
-		"no host key":    {Signer: s.userKey.Signer},
-		"bad host key":   {Signer: s.userKey.Signer, HostKey: "MD5:aa:bb"},
-		"no key":         {HostKey: Fingerprint(s.hostKey.PublicKey())},
-		"bad pem":        {PrivateKey: []byte("not a key"), HostKey: Fingerprint(s.hostKey.PublicKey())},
-		"plain key cert": {Signer: s.userKey.Signer, HostKey: Fingerprint(s.hostKey.PublicKey()), Certificate: []byte(s.userKey.PublicKey)},
+		"no host key":      {Signer: s.userKey.Signer},
+		"bad host key":     {Signer: s.userKey.Signer, HostKey: "MD5:aa:bb"},
+		"known_hosts line": {Signer: s.userKey.Signer, HostKey: "[127.0.0.1]:22 " + string(ssh.MarshalAuthorizedKey(s.hostKey.PublicKey()))},
+		"two keys":         {Signer: s.userKey.Signer, HostKey: strings.Repeat(string(ssh.MarshalAuthorizedKey(s.hostKey.PublicKey())), 2)},
+		"no key":           {HostKey: Fingerprint(s.hostKey.PublicKey())},
+		"bad pem":          {PrivateKey: []byte("not a key"), HostKey: Fingerprint(s.hostKey.PublicKey())},
+		"plain key cert":   {Signer: s.userKey.Signer, HostKey: Fingerprint(s.hostKey.PublicKey()), Certificate: []byte(s.userKey.PublicKey)},
 	} {
 		conn := s.dial(t)
 		if c, err := Connect(ctx, conn, auth); err == nil {

@@ -4,7 +4,8 @@
 // server the agent runs.
 //
 // The client never trusts a host it cannot name: Auth.HostKey pins the host
-// key fingerprint ("SHA256:…", as ssh-keygen -lf prints it) and is checked
+// key, by fingerprint ("SHA256:…", as ssh-keygen -lf prints it; ed25519 for
+// a host with several keys) or as the public key itself, and is checked
 // during key exchange, before any user-authentication request is sent, so a
 // server with another key never sees the caller's key or certificate.
 // Skipping the check is spelled InsecureSkipHostKeyCheck, for streams that

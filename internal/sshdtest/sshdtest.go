@@ -38,6 +38,7 @@ const (
 var configTmpl = template.Must(template.New("sshd_config").Parse(`
 ListenAddress 127.0.0.1
 {{if .ECDSA}}HostKey {{.Dir}}/host_ecdsa
+{{end}}{{if .RSA}}HostKey {{.Dir}}/host_rsa
 {{end}}HostKey {{.Dir}}/host_ed25519
 AuthorizedKeysFile {{.Dir}}/authorized_keys
 {{if .CA}}TrustedUserCAKeys {{.Dir}}/user_ca.pub
@@ -70,6 +71,9 @@ type Options struct {
 	// ECDSAHostKey gives sshd a second host key, listed first, as on a
 	// typical machine.
 	ECDSAHostKey bool
+	// RSAHostKey gives sshd an RSA host key too (host_rsa, its public key
+	// in host_rsa.pub), listed before the ed25519 one.
+	RSAHostKey bool
 	// Ciphers, when set, is sshd's Ciphers line, so a benchmark can hold
 	// both sides of a comparison to one cipher.
 	Ciphers string
@@ -130,8 +134,11 @@ func Start(t testing.TB, opts Options) *Server {
 	s.KnownHosts = filepath.Join(dir, "known_hosts")
 	WriteFile(t, s.KnownHosts, []byte("[127.0.0.1]:* "+string(ssh.MarshalAuthorizedKey(s.HostPub))))
 
-	if opts.ECDSAHostKey {
-		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-f", filepath.Join(dir, "host_ecdsa")).CombinedOutput(); err != nil {
+	for typ, want := range map[string]bool{"ecdsa": opts.ECDSAHostKey, "rsa": opts.RSAHostKey} {
+		if !want {
+			continue
+		}
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", typ, "-N", "", "-f", filepath.Join(dir, "host_"+typ)).CombinedOutput(); err != nil {
 			t.Fatalf("ssh-keygen: %v %s", err, out)
 		}
 	}
@@ -148,7 +155,7 @@ func Start(t testing.TB, opts Options) *Server {
 	var cfg bytes.Buffer
 	if err := configTmpl.Execute(&cfg, map[string]any{
 		"Dir": dir, "CA": opts.CA != nil, "LogLevel": cmp.Or(opts.LogLevel, "DEBUG3"),
-		"ECDSA": opts.ECDSAHostKey, "Ciphers": opts.Ciphers,
+		"ECDSA": opts.ECDSAHostKey, "RSA": opts.RSAHostKey, "Ciphers": opts.Ciphers,
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -207,3 +207,48 @@ func TestSSHDSFTPSessionEndReopens(t *testing.T) {
 		t.Errorf("held provider after Close: %v, want ErrClientClosed", err)
 	}
 }
+
+// Regression: a path with a NUL byte was sent, and OpenSSH's sftp-server
+// ends the whole session on one, failing every other call on it (here a
+// file open for reading). It is refused before sending now, for each
+// method and either name of Rename and Symlink.
+func TestSSHDSFTPPathNULRefused(t *testing.T) {
+	s := startSSHD(t, sshdOptions{})
+	c := s.connect(t, nil)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	writeTestFile(t, name, []byte("hello"))
+	fsys, err := c.SFTP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fsys.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	bad := filepath.Join(dir, "a\x00b")
+	calls := map[string]func() error{
+		"stat":     func() error { _, err := fsys.Stat(ctx, bad); return err },
+		"lstat":    func() error { _, err := fsys.Lstat(ctx, bad); return err },
+		"readdir":  func() error { _, err := fsys.ReadDir(ctx, bad); return err },
+		"open":     func() error { _, err := fsys.Open(ctx, bad); return err },
+		"create":   func() error { _, err := fsys.Create(ctx, bad, 0o644); return err },
+		"mkdir":    func() error { return fsys.Mkdir(ctx, bad, 0o755, true) },
+		"remove":   func() error { return fsys.Remove(ctx, bad, true) },
+		"rename":   func() error { return fsys.Rename(ctx, name, bad) },
+		"symlink":  func() error { return fsys.Symlink(ctx, bad, filepath.Join(dir, "l")) },
+		"readlink": func() error { _, err := fsys.Readlink(ctx, bad); return err },
+		"realpath": func() error { _, err := fsys.Realpath(ctx, bad); return err },
+		"chmod":    func() error { return fsys.Chmod(ctx, bad, 0o600) },
+	}
+	for op, call := range calls {
+		if err := call(); !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "NUL byte") {
+			t.Errorf("%s with a NUL in a path: %v, want fs.ErrInvalid naming the NUL byte", op, err)
+		}
+	}
+	if got, err := io.ReadAll(r); err != nil || string(got) != "hello" {
+		t.Errorf("the file open before: %q %v, want hello", got, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/pkg/sftp"
@@ -169,8 +170,26 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+// errPathNUL refuses a path with a NUL byte before it is sent: no file
+// name can hold one, and OpenSSH's sftp-server ends the whole session on
+// it, failing every other call in flight.
+var errPathNUL = fmt.Errorf("%w: the path contains a NUL byte, which no file name can hold", fs.ErrInvalid)
+
+// callErr is why a call must not be sent: ctx ended, or a path is invalid.
+func callErr(ctx context.Context, names ...string) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.IndexByte(n, 0) >= 0 {
+			return errPathNUL
+		}
+	}
+	return nil
+}
+
+func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("stat", name, err)
 	}
 	fi, err := p.c.Stat(name)
@@ -178,7 +197,7 @@ func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, erro
 }
 
 func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("lstat", name, err)
 	}
 	fi, err := p.c.Lstat(name)
@@ -186,6 +205,9 @@ func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, err
 }
 
 func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	if err := callErr(ctx, name); err != nil {
+		return nil, p.pathErr("readdir", name, err)
+	}
 	fis, err := p.c.ReadDirContext(ctx, name)
 	if err != nil {
 		if isFailure(err) || errors.Is(mapSFTPErr(unwrapPathErr(err)), fs.ErrNotExist) {
@@ -213,7 +235,7 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 // watch; its WriteTo reads with concurrent requests, so io.Copy from it is
 // fast.
 func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
 	f, err := p.c.Open(name)
@@ -272,7 +294,7 @@ func (r *sftpReader) Close() error {
 // umask, so the provider learns it from the mode the server gave the new
 // file (0666 &^ umask) and narrows that by perm.
 func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("create", name, err)
 	}
 	_, serr := p.c.Lstat(name)
@@ -342,7 +364,7 @@ func (w *sftpWriter) Close() error {
 // gives: the server creates it with 0777 &^ umask, and the provider narrows
 // that by perm.
 func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
 	if parents {
@@ -385,7 +407,7 @@ func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 }
 
 func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) error {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
 	fi, err := p.c.Lstat(name)
@@ -424,7 +446,7 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 // posix-rename@openssh.com where the server has it (SFTP v3 rename refuses
 // an existing target).
 func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) error {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
 	var err error
@@ -453,7 +475,7 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 }
 
 func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) error {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	}
 	if err := p.c.Symlink(oldname, newname); err != nil {
@@ -472,7 +494,7 @@ func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) err
 }
 
 func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return "", p.pathErr("readlink", name, err)
 	}
 	s, err := p.c.ReadLink(name)
@@ -480,7 +502,7 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 }
 
 func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return "", p.pathErr("realpath", name, err)
 	}
 	if name == "" {
@@ -491,7 +513,7 @@ func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error
 }
 
 func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
-	if err := ctx.Err(); err != nil {
+	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("chmod", name, err)
 	}
 	return p.pathErr("chmod", name, p.c.Chmod(name, mode))

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,33 @@ func runBrowser(t *testing.T, script string, env ...string) string {
 func TestBrowserTerminal(t *testing.T) {
 	d := startDev(t)
 	runBrowser(t, "terminal.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local")
+}
+
+// TestBrowserTerminalPaste pastes 200 KB into a terminal running
+// `cat > file`, as Ctrl+V does: the file gets every byte and the terminal
+// stays connected. The page sent a paste as one WebSocket message, and
+// one over 64 KiB closed the terminal and killed the shell.
+func TestBrowserTerminalPaste(t *testing.T) {
+	d := startDev(t)
+	dir := t.TempDir()
+	var text strings.Builder
+	for i := 0; text.Len() < 200_000; i++ {
+		// Short lines: a cooked terminal holds at most 4095 bytes of one.
+		fmt.Fprintf(&text, "%-78s\n", fmt.Sprintf("line %d of the paste", i))
+	}
+	from, to := filepath.Join(dir, "paste.txt"), filepath.Join(dir, "got.txt")
+	if err := os.WriteFile(from, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runBrowser(t, "paste.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local",
+		"HOSTGATE_PASTE_FROM="+from, "HOSTGATE_PASTE_TO="+to)
+	got, err := os.ReadFile(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != text.String() {
+		t.Fatalf("cat wrote %d bytes, want the %d pasted", len(got), text.Len())
+	}
 }
 
 // TestBrowserCrossOriginPtyRefused: a page from another origin, in a

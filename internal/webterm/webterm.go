@@ -6,7 +6,9 @@
 // Wire format: binary messages are terminal bytes in both directions; text
 // messages are JSON control messages — {"type":"resize","cols":C,"rows":R}
 // from the browser, {"type":"exit","code":N} and {"type":"error","message":M}
-// from the gateway.
+// from the gateway. A message may carry at most MaxMessage bytes: the page
+// sends a long paste in several. A larger one is dropped whole and
+// answered with an error message; the terminal goes on.
 //
 // The socket is opened with the browser's session cookie, so the Origin is
 // checked (cross-site WebSocket hijacking): only the gateway's own origin,
@@ -17,6 +19,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -30,6 +34,9 @@ import (
 
 	"github.com/hostgate/hostgate"
 )
+
+// MaxMessage is the most bytes one message from the page may carry.
+const MaxMessage = 64 << 10
 
 // Shell is what the terminal runs: the user's login shell.
 var Shell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
@@ -105,7 +112,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept answered
 	}
-	ws.SetReadLimit(64 << 10)
+	// readMessage bounds each message itself: coder/websocket's own limit
+	// closes the socket, and with it the shell and whatever the user had
+	// running, over one message too long (a paste from a page that sends
+	// it in one).
+	ws.SetReadLimit(-1)
 	log := h.cfg.Logger.With("host", id, "caller", name)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -183,8 +194,18 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	go func() {
 		defer wg.Done()
 		defer cancel()
+		buf := make([]byte, MaxMessage+1)
 		for {
-			typ, b, err := ws.Read(rctx)
+			typ, b, err := readMessage(rctx, ws, buf)
+			if errors.Is(err, errTooBig) {
+				touch()
+				log.Info("terminal message dropped", "err", err)
+				m, _ := json.Marshal(control{Type: "error", Message: err.Error()})
+				if write(websocket.MessageText, m) != nil {
+					return
+				}
+				continue
+			}
 			if err != nil {
 				return
 			}
@@ -252,6 +273,31 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	_ = p.Kill(hostgate.SIGKILL)
 	wg.Wait()
 	log.Info("terminal closed", "exit", code)
+}
+
+// errTooBig is a message over MaxMessage, which readMessage dropped.
+var errTooBig = fmt.Errorf("input dropped: a message of over %d KiB reached the terminal; send input in smaller messages", MaxMessage>>10)
+
+// readMessage reads the next message into buf (MaxMessage+1 bytes long).
+// A longer message is read to its end, dropped, and reported as
+// errTooBig, so the socket stays usable.
+func readMessage(ctx context.Context, ws *websocket.Conn, buf []byte) (websocket.MessageType, []byte, error) {
+	typ, r, err := ws.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return typ, buf[:n], nil
+	case err != nil:
+		return 0, nil, err
+	}
+	// Discarded, not buffered: what it costs is the time to read it.
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return 0, nil, err
+	}
+	return typ, nil, errTooBig
 }
 
 // originOK allows requests without Origin (non-browser clients carry a

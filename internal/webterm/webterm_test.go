@@ -216,3 +216,54 @@ func TestBindEndsTerminal(t *testing.T) {
 		t.Fatal("Bind's done was not called")
 	}
 }
+
+// TestOversizedMessageKeepsTerminal: a message over MaxMessage (a 70 KB
+// paste sent in one piece) is dropped with an error message the page
+// shows, and the terminal goes on; coder/websocket's read limit used to
+// close the socket, and with it the shell.
+func TestOversizedMessageKeepsTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	srv := newServer(t, proc)
+	ws, _, err := dial(ctx, srv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	for _, typ := range []websocket.MessageType{websocket.MessageBinary, websocket.MessageText} {
+		if err := ws.Write(ctx, typ, make([]byte, 70_000)); err != nil {
+			t.Fatal(err)
+		}
+		gotTyp, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("after a 70,000-byte %v message: %v, want an error message and the terminal open", typ, err)
+		}
+		var c control
+		if gotTyp != websocket.MessageText || json.Unmarshal(b, &c) != nil || c.Type != "error" || !strings.Contains(c.Message, "64 KiB") {
+			t.Fatalf("after a 70,000-byte %v message: %v %q, want an error naming the limit", typ, gotTyp, b)
+		}
+	}
+	// Nothing of it reached the shell, and a message at the limit does.
+	max := []byte(strings.Repeat("a", 64<<10))
+	if err := ws.Write(ctx, websocket.MessageBinary, max); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for len(got) < len(max) {
+		typ, b, err := ws.Read(ctx)
+		if err != nil || typ != websocket.MessageBinary {
+			t.Fatalf("echo of a message at the limit: %v %q %v", typ, b, err)
+		}
+		got = append(got, b...)
+	}
+	if want := strings.ToUpper(string(max)); string(got) != want {
+		t.Fatalf("echo of %d bytes: got %d bytes, want %d A's", len(max), len(got), len(want))
+	}
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
+		t.Fatal(err)
+	}
+	if typ, b, err := ws.Read(ctx); err != nil || typ != websocket.MessageText || !strings.Contains(string(b), `"exit"`) {
+		t.Fatalf("exit: %v %q %v", typ, b, err)
+	}
+}

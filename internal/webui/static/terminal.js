@@ -37,12 +37,20 @@
   ws.onclose = (ev) => { status.textContent = "disconnected" + (ev.reason ? ": " + ev.reason : ""); };
   ws.onerror = () => { status.textContent = "connection failed"; };
 
-  term.onData((d) => { if (ws.readyState === WebSocket.OPEN) ws.send(enc.encode(d)); });
-  term.onBinary((d) => {
+  // The gateway drops a message of over 64 KiB (webterm.MaxMessage), and a
+  // paste comes as one onData string of any length: send input in pieces,
+  // which the socket delivers in order. A piece may end inside a UTF-8
+  // sequence; the shell reads one byte stream.
+  const maxPiece = 16 << 10;
+  function send(b) {
     if (ws.readyState !== WebSocket.OPEN) return;
+    for (let i = 0; i < b.length; i += maxPiece) ws.send(b.subarray(i, i + maxPiece));
+  }
+  term.onData((d) => send(enc.encode(d)));
+  term.onBinary((d) => {
     const b = new Uint8Array(d.length);
     for (let i = 0; i < d.length; i++) b[i] = d.charCodeAt(i) & 0xff;
-    ws.send(b);
+    send(b);
   });
   function resize() {
     fit.fit();

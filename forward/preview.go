@@ -51,7 +51,7 @@ var ErrUnknownHost = errors.New("forward: no such host")
 //   - A subdomain preview learns who the browser is from its own cookie
 //     (PreviewCookie), host-only on that preview origin. The gateway's login
 //     flow ends by sending the browser to
-//     http://{port}--{host}.{domain}/.hostgate/auth?ticket=T&next=/path; the
+//     {scheme}://{port}--{host}.{domain}/.hostgate/auth?ticket=T&next=/path; the
 //     proxy calls Redeem(ticket, host, port) and, when it succeeds, sets the
 //     preview cookie to the value Redeem returned and redirects to next.
 //     Authorize then checks that cookie. Tickets should be single-use,
@@ -80,6 +80,11 @@ type PreviewConfig struct {
 	// PreviewCookie is the subdomain previews' own cookie name. Default
 	// "hostgate_preview".
 	PreviewCookie string
+	// SecureCookie marks the preview cookie Secure. Set it when browsers
+	// reach previews over https through a TLS-terminating proxy, where the
+	// requests the proxy forwards carry no TLS; a request that came over
+	// TLS gets a Secure cookie anyway.
+	SecureCookie bool
 	// ForwardAuthorization passes the Authorization header to the dev
 	// server. Off by default: it usually carries a gateway token, which a
 	// host must never see.
@@ -331,7 +336,7 @@ func (p *Preview) redeem(w http.ResponseWriter, r *http.Request, t target) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: p.cfg.PreviewCookie, Value: value, Path: "/", Expires: expires,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode,
+		HttpOnly: true, Secure: p.cfg.SecureCookie || r.TLS != nil, SameSite: http.SameSiteLaxMode,
 	})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, next, http.StatusSeeOther)

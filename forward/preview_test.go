@@ -545,6 +545,29 @@ func TestPreviewTicketRedeem(t *testing.T) {
 	}
 }
 
+// TestPreviewCookieSecureBehindTLSProxy: behind a TLS-terminating proxy
+// the request the gateway sees has no TLS, yet with SecureCookie the
+// preview cookie is Secure; it never was, so a browser would send it over
+// plain http too.
+func TestPreviewCookieSecureBehindTLSProxy(t *testing.T) {
+	ctx := testCtx(t)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
+	redeem := func(context.Context, string, string, int) (string, time.Time, error) {
+		return "preview-session-1", time.Now().Add(time.Hour), nil
+	}
+	for _, secure := range []bool{true, false} {
+		e := newPreviewEnv(t, dev, &PreviewConfig{Redeem: redeem, SecureCookie: secure})
+		resp, _ := do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=good&next=/", nil))
+		cs := resp.Cookies()
+		if resp.StatusCode != http.StatusSeeOther || len(cs) != 1 {
+			t.Fatalf("SecureCookie %v: redeem %d, cookies %v", secure, resp.StatusCode, cs)
+		}
+		if cs[0].Secure != secure {
+			t.Errorf("SecureCookie %v: cookie %q, want Secure %v", secure, resp.Header.Get("Set-Cookie"), secure)
+		}
+	}
+}
+
 func TestNewPreviewRejectsBadConfig(t *testing.T) {
 	for _, c := range []*PreviewConfig{{PathPrefix: "preview"}, {Domain: "preview.localhost:8080"}} {
 		if _, err := NewPreview(loopDial, c); err == nil {

@@ -58,13 +58,17 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// startServe runs `gateway serve` logic on 127.0.0.1:0 until the test ends.
-func startServe(t *testing.T, dir string) string {
+// startServe runs `gateway serve` logic on 127.0.0.1:0 until the test ends;
+// opts adjust its flags.
+func startServe(t *testing.T, dir string, opts ...func(*serveConfig)) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
+	for _, o := range opts {
+		o(c)
+	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() { done <- serve(ctx, logger, c, func(a net.Addr) { addr <- a }) }()
 	var a net.Addr

@@ -111,6 +111,11 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		}
 		return "http://" + r.Host
 	}
+	// previewOrigin is a preview's subdomain-form origin in the scheme
+	// browsers reach the gateway by, --public-url's.
+	previewOrigin := func(r *http.Request, hostID string, port int, domain string) string {
+		return previewOriginFor(s.Config.PublicURL, r, hostID, port, domain)
+	}
 	preview, err := forward.NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
 		c, err := hc.Get(ctx, hostID)
 		if err != nil {
@@ -170,6 +175,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			return v, exp, nil
 		},
 		SessionCookie: gateway.SessionCookie,
+		SecureCookie:  secure,
 		Logger:        s.Logger.With("component", "preview"),
 	})
 	if err != nil {
@@ -280,11 +286,16 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	return func() { preview.Close(); hc.Close() }, nil
 }
 
-// previewOrigin is the subdomain preview's origin, on the port the request
-// came in on.
-func previewOrigin(r *http.Request, hostID string, port int, domain string) string {
+// previewOriginFor is the subdomain preview's origin, on the port the
+// request came in on. The scheme is publicURL's when it is set: behind the
+// TLS-terminating proxy a deployment runs, r.TLS is nil though browsers
+// speak https, and an http:// origin would send the login ticket in clear
+// to a port where the proxy speaks TLS.
+func previewOriginFor(publicURL string, r *http.Request, hostID string, port int, domain string) string {
 	scheme := "http"
-	if r.TLS != nil {
+	if u, err := url.Parse(publicURL); err == nil && u.Scheme != "" {
+		scheme = u.Scheme
+	} else if r.TLS != nil {
 		scheme = "https"
 	}
 	h := forward.SubdomainHost(hostID, port, domain)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPreviewBehindTLSProxy deploys as the README does: the gateway serves
+// plain HTTP behind a TLS-terminating proxy that passes Host, with
+// --public-url https://… and a preview domain. The subdomain login sends
+// the browser to https://, the preview cookie is Secure, and a share's URL
+// is https://. All three took their scheme from the request's TLS, which
+// behind the proxy is nil: the ticket went to http:// on the proxy's TLS
+// port, and the cookie was never Secure.
+func TestPreviewBehindTLSProxy(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir, func(c *serveConfig) {
+		c.PublicURL = "https://gw.test"
+		c.PreviewDomain = "preview.test"
+	})
+	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := lastLine(out)
+
+	back, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(back)
+		pr.Out.Host = pr.In.Host
+	}})
+	t.Cleanup(front.Close)
+	client := front.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	t.Cleanup(client.CloseIdleConnections)
+	do := func(method, host, path, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, front.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+admin)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+
+	res, _ := do("GET", "gw.test", "/preview-login?host=h1&port=3000&next=/app", "")
+	loc := res.Header.Get("Location")
+	if res.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "https://3000--h1.preview.test/.hostgate/auth?ticket=") {
+		t.Fatalf("preview-login: %d, Location %q, want https://3000--h1.preview.test/.hostgate/auth?ticket=…", res.StatusCode, loc)
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ = do("GET", u.Host, u.RequestURI(), "")
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == "hostgate_preview" {
+			cookie = c
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("ticket redeemed: %d, cookies %v", res.StatusCode, res.Cookies())
+	}
+	if !cookie.Secure {
+		t.Errorf("preview cookie %q: want Secure behind https", res.Header.Get("Set-Cookie"))
+	}
+
+	res, body := do("POST", "gw.test", "/v1/hosts/h1/shares", `{"port":3000,"ttlSeconds":60}`)
+	var share struct{ URL, PathURL string }
+	if err := json.Unmarshal([]byte(body), &share); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("share: %d %s", res.StatusCode, body)
+	}
+	if share.URL != "https://3000--h1.preview.test/" || share.PathURL != "https://gw.test/preview/h1/3000/" {
+		t.Errorf("share URLs %q and %q, want https://3000--h1.preview.test/ and https://gw.test/preview/h1/3000/", share.URL, share.PathURL)
+	}
+}

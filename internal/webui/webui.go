@@ -81,9 +81,12 @@ func (u *UI) Register(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /login", u.servePage("login.html"))
 	// Login CSRF: another site's form must not log a browser in with the
-	// other site's token (its terminal would then be the attacker's host).
-	mux.Handle("POST /login", http.NewCrossOriginProtection().Handler(http.HandlerFunc(u.login)))
-	mux.HandleFunc("POST /logout", u.logout)
+	// other site's token (its terminal would then be the attacker's host),
+	// nor log it out, which any page could otherwise do at will (a preview
+	// subdomain's too: cross-origin, though same-site).
+	csrf := http.NewCrossOriginProtection()
+	mux.Handle("POST /login", csrf.Handler(http.HandlerFunc(u.login)))
+	mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(u.logout)))
 }
 
 // page serves an embedded page to a logged-in browser and sends others to

@@ -102,6 +102,40 @@ func TestLoginRefusesBadTokenAndOpenRedirect(t *testing.T) {
 	}
 }
 
+// TestLogoutRefusesCrossOrigin: another site's form, or a preview
+// subdomain's fetch, cannot log the browser out; the gateway's own page
+// and clients without fetch metadata can. Any page could before.
+func TestLogoutRefusesCrossOrigin(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string
+		want int
+	}{
+		{"another site's form", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}, http.StatusForbidden},
+		{"a preview subdomain's fetch", map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://3000--a.preview.localhost"}, http.StatusForbidden},
+		{"another site, old browser", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"the gateway's own page", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": srv.URL}, http.StatusSeeOther},
+		{"no fetch metadata (curl)", nil, http.StatusSeeOther},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/logout", nil)
+		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "good"})
+		for k, v := range tc.hdr {
+			req.Header.Set(k, v)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		cleared := len(res.Cookies()) == 1 && res.Cookies()[0].MaxAge < 0
+		if res.StatusCode != tc.want || cleared != (tc.want == http.StatusSeeOther) {
+			t.Errorf("%s: %d, cookies %v; want %d and the cookie cleared only when allowed", tc.name, res.StatusCode, res.Cookies(), tc.want)
+		}
+	}
+}
+
 func TestVendoredAssetsServed(t *testing.T) {
 	srv, c := newTestUI()
 	defer srv.Close()

@@ -385,6 +385,11 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 func (p *Preview) modifyResponse(resp *http.Response) error {
 	t, _ := resp.Request.Context().Value(ctxKey{}).(target)
 	stripSetCookies(resp.Header, p.cfg.SessionCookie, p.cfg.PreviewCookie)
+	// A dev server must not clear the gateway's state: the path form is the
+	// gateway's own origin, and browsers apply "cookies" to the whole
+	// site, which holds the session and every preview's cookie in both
+	// forms. It would log the viewer out of the gateway.
+	resp.Header.Del("Clear-Site-Data")
 	if t.prefix != "" {
 		// Absolute-path redirects from the dev server stay inside the
 		// preview.

@@ -568,6 +568,28 @@ func TestPreviewCookieSecureBehindTLSProxy(t *testing.T) {
 	}
 }
 
+// TestPreviewDropsClearSiteData: a dev server's Clear-Site-Data reaches
+// the browser in neither form. It passed through, and in the path form,
+// on the gateway's origin, "cookies" logged the viewer out of the gateway.
+func TestPreviewDropsClearSiteData(t *testing.T) {
+	ctx := testCtx(t)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Clear-Site-Data", `"cookies", "storage", "cache"`)
+		io.WriteString(w, "cleared")
+	})
+	e := newPreviewEnv(t, dev, nil)
+	path, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.pathURL("/logout"), nil)
+	for name, req := range map[string]*http.Request{"path form": path, "subdomain form": e.subReq(t, ctx, http.MethodGet, "/logout", nil)} {
+		resp, body := do(t, req)
+		if resp.StatusCode != http.StatusOK || body != "cleared" {
+			t.Fatalf("%s: %d %q, want the dev server's answer", name, resp.StatusCode, body)
+		}
+		if v := resp.Header.Values("Clear-Site-Data"); len(v) != 0 {
+			t.Errorf("%s: Clear-Site-Data %q reached the browser", name, v)
+		}
+	}
+}
+
 func TestNewPreviewRejectsBadConfig(t *testing.T) {
 	for _, c := range []*PreviewConfig{{PathPrefix: "preview"}, {Domain: "preview.localhost:8080"}} {
 		if _, err := NewPreview(loopDial, c); err == nil {

@@ -111,6 +111,14 @@ func TestBrowserTerminalPaste(t *testing.T) {
 	}
 }
 
+// TestBrowserLoginError: the login page shows the gateway's fixed message
+// for a wrong token and nothing for text a link puts in ?error=, which it
+// used to show as the gateway's own words.
+func TestBrowserLoginError(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "loginerror.mjs", "HOSTGATE_URL="+d.url)
+}
+
 // TestBrowserCrossOriginPtyRefused: a page from another origin, in a
 // browser holding the gateway's cookie, cannot open the pty socket.
 func TestBrowserCrossOriginPtyRefused(t *testing.T) {

@@ -132,7 +132,8 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	next := redirect.LocalPath(r.PostForm.Get("next"))
 	if token == "" || !u.cfg.CheckToken(r, token) {
-		http.Redirect(w, r, "/login?error="+url.QueryEscape("That token is not valid.")+"&next="+url.QueryEscape(next), http.StatusSeeOther)
+		// A code login.js knows the message of.
+		http.Redirect(w, r, "/login?error=invalid_token&next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{

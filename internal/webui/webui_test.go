@@ -87,7 +87,7 @@ func TestLoginRefusesBadTokenAndOpenRedirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error=") {
+	if len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error=invalid_token&") {
 		t.Errorf("bad token: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
 	}
 	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil.example", "/\t/evil.example", "/\n/evil.example"} {

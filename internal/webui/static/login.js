@@ -6,7 +6,11 @@
   if (next && next.startsWith("/") && !next.startsWith("//")) {
     document.getElementById("next").value = next;
   }
-  if (params.get("error")) {
-    document.getElementById("error").textContent = params.get("error");
+  // The server names an error by code: text taken from the URL would let
+  // any link put words of its choosing on the gateway's login page.
+  const messages = { invalid_token: "That token is not valid." };
+  const code = params.get("error");
+  if (code && Object.hasOwn(messages, code)) {
+    document.getElementById("error").textContent = messages[code];
   }
 })();

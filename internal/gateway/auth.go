@@ -37,7 +37,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	}
 	secret := bearer(r)
 	if secret == "" {
-		if c, err := r.Cookie(SessionCookie); err == nil {
+		if cs := r.CookiesNamed(SessionCookie); len(cs) > 0 {
 			// A cookie rides along on requests other sites (and preview
 			// pages, which are same-site subdomains) make: refuse
 			// cross-origin unsafe methods (CSRF). Bearer tokens are
@@ -46,7 +46,17 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
 				return store.Token{}, &authError{http.StatusForbidden, "forbidden", "cross-origin request refused", metrics.ReasonForbidden}
 			}
-			secret = c.Value
+			// Two different session cookies: a page under a parent domain
+			// (a preview) set one for this host, for a longer path so the
+			// browser sends it first, and the admin's requests would run
+			// as whoever that token belongs to.
+			for _, c := range cs[1:] {
+				if c.Value != cs[0].Value {
+					s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
+					return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", "two different session cookies: a page under a parent domain (such as a preview) set one; clear this site's cookies and log in again", metrics.ReasonForbidden}
+				}
+			}
+			secret = cs[0].Value
 		}
 	}
 	fail := func(reason, msg string) (store.Token, error) {

@@ -1101,3 +1101,35 @@ func TestLiveToken(t *testing.T) {
 		t.Error("an expired token is live")
 	}
 }
+
+// Two different session cookies (one tossed in for this host by a page
+// under a parent domain, for a longer path so it comes first) are refused,
+// not taken as whichever comes first.
+func TestConflictingSessionCookies(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	other := e.token(store.RoleClient, "h9")
+	get := func(cookies ...string) int {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+"/v1/hosts", nil)
+		for _, c := range cookies {
+			req.AddCookie(&http.Cookie{Name: SessionCookie, Value: c})
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if st := get(admin); st != http.StatusOK {
+		t.Fatalf("one session cookie: %d", st)
+	}
+	if st := get(admin, admin); st != http.StatusOK {
+		t.Errorf("the same cookie twice: %d, want 200", st)
+	}
+	if st := get(other, admin); st != http.StatusUnauthorized {
+		t.Errorf("a tossed cookie before the admin's: %d, want 401", st)
+	}
+}

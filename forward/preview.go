@@ -400,6 +400,8 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		if !p.cfg.UnsandboxedPathForm {
 			resp.Header.Add("Content-Security-Policy", sandboxCSP)
 		}
+	} else {
+		hostOnlyCookies(resp.Header)
 	}
 	return nil
 }

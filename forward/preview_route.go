@@ -198,6 +198,35 @@ func isOneOf(s string, names []string) bool {
 	return false
 }
 
+// hostOnlyCookies takes the Domain off a subdomain preview's cookies: one
+// for a parent domain reached every other preview, and the gateway when it
+// sits under the same domain (40 of them made it answer 431 to every
+// request). Cookies that do not parse are dropped.
+func hostOnlyCookies(h http.Header) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	kept := make([]string, 0, len(lines))
+	for _, line := range lines {
+		c, err := http.ParseSetCookie(line)
+		switch {
+		case err != nil:
+		case c.Domain == "":
+			kept = append(kept, line)
+		default:
+			c.Domain = ""
+			if s := c.String(); s != "" {
+				kept = append(kept, s)
+			}
+		}
+	}
+	h.Del("Set-Cookie")
+	for _, s := range kept {
+		h.Add("Set-Cookie", s)
+	}
+}
+
 // scopeCookies confines the dev server's cookies to the path-form prefix, so
 // that a path-form preview's cookies reach neither the gateway nor other
 // previews on the same origin. Cookies that do not parse are dropped.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,6 +230,7 @@ func echoHeaders(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	http.SetCookie(w, &http.Cookie{Name: "hostgate_session", Value: "planted"})
 	http.SetCookie(w, &http.Cookie{Name: "app", Value: "ok"})
+	http.SetCookie(w, &http.Cookie{Name: "wide", Value: "1", Domain: testDomain}) // for every preview
 	if r.URL.Path == "/redirect" {
 		http.Redirect(w, r, "/landing", http.StatusFound)
 		return
@@ -276,12 +278,13 @@ func TestPreviewUpstreamRequest(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, got[k], v)
 				}
 			}
-			wantCookie := "app=ok"
+			// hostgate_session dropped; no cookie for a parent domain.
+			wantCookies := []string{"app=ok", "wide=1"}
 			if tc.form == "path" {
-				wantCookie = "app=ok; Path=" + tc.pref + "/"
+				wantCookies = []string{"app=ok; Path=" + tc.pref + "/", "wide=1; Path=" + tc.pref + "/"}
 			}
-			if sc := resp.Header.Values("Set-Cookie"); len(sc) != 1 || sc[0] != wantCookie {
-				t.Errorf("Set-Cookie = %q, want only %q (hostgate_session dropped)", sc, wantCookie)
+			if sc := resp.Header.Values("Set-Cookie"); !slices.Equal(sc, wantCookies) {
+				t.Errorf("Set-Cookie = %q, want %q", sc, wantCookies)
 			}
 			csp := resp.Header.Get("Content-Security-Policy")
 			if sandboxed := strings.HasPrefix(csp, "sandbox"); sandboxed != (tc.form == "path") {
@@ -835,4 +838,26 @@ func TestPreviewCancelledIsNot200(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "cancelled") {
 		t.Fatalf("status %d: %q; want 503 cancelled", resp.StatusCode, body)
 	}
+}
+
+// FuzzHostOnlyCookies: no cookie a subdomain preview passes on carries a
+// Domain, and a second pass changes nothing.
+func FuzzHostOnlyCookies(f *testing.F) {
+	f.Add("a=1; Domain=preview.localhost; Path=/")
+	f.Add("b=2; Max-Age=60")
+	f.Add("=; Domain=")
+	f.Fuzz(func(t *testing.T, line string) {
+		h := http.Header{"Set-Cookie": {line, "keep=1"}}
+		hostOnlyCookies(h)
+		for _, l := range h.Values("Set-Cookie") {
+			if c, err := http.ParseSetCookie(l); err != nil || c.Domain != "" {
+				t.Fatalf("%q became %q: %v", line, l, err)
+			}
+		}
+		again := h.Clone()
+		hostOnlyCookies(again)
+		if !slices.Equal(again.Values("Set-Cookie"), h.Values("Set-Cookie")) {
+			t.Fatalf("not idempotent: %q then %q", h.Values("Set-Cookie"), again.Values("Set-Cookie"))
+		}
+	})
 }

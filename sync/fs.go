@@ -6,7 +6,10 @@
 //
 // The FS talks to the host over its own connection, opened through the
 // host's hostgate.SyncSpec and never the host's main one (issue 3, item 6).
-// The first call connects; later calls cost one round trip each. Each call
+// The first call connects; later calls cost what their operation costs
+// over SFTP: a Stat one round trip, a ReadFile about four (open, stat,
+// read, close) and a WriteFile about six, as measured with 25 ms one way
+// (4.3 and 6.3 round trips). Each call
 // runs on a goroutine the FS owns while the caller waits with a timer, so a
 // call that gets no answer within the timeout returns ErrTimeout
 // (errors.Is(err, syscall.ETIMEDOUT)) even when the provider itself would

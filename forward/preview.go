@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/redirect"
 )
 
@@ -446,9 +448,37 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			"Start or reconnect the host's agent, then reload.")
 		return
 	}
+	if !nothingListens(err) {
+		// The port answered, with something the proxy cannot pass on:
+		// "nothing answered" sent people looking for a server that runs.
+		writeError(w, r, http.StatusBadGateway, "upstream_bad_response",
+			fmt.Sprintf("Port %d of host %s answered, but not with an HTTP response the preview can pass on.", t.port, t.hostID),
+			fmt.Sprintf("Is it an HTTP server (not HTTPS or another protocol), with headers under 1 MiB? The proxy saw: %s", upstreamReason(err)))
+		return
+	}
 	writeError(w, r, http.StatusBadGateway, "upstream_unavailable",
 		fmt.Sprintf("Nothing answered on port %d of host %s.", t.port, t.hostID),
 		fmt.Sprintf("Start your dev server on the host, listening on 127.0.0.1:%d (or 0.0.0.0:%d), then reload.", t.port, t.port))
+}
+
+// nothingListens reports whether err is a connection to the port that
+// failed (refused, no route), as opposed to an answer that was not HTTP.
+func nothingListens(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, hostgate.ErrConnectFailed) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.As(err, &op) && op.Op == "dial"
+}
+
+// upstreamReason is err's last words, short enough for a page.
+func upstreamReason(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && len(s)-i > 8 {
+		s = s[i+2:]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 var errorPage = template.Must(template.New("e").Parse(`<!doctype html>

@@ -329,6 +329,28 @@ func TestPreviewClosedPortAndOfflineHost(t *testing.T) {
 		!strings.Contains(body, fmt.Sprintf("Nothing answered on port %d of host dev.", dead)) {
 		t.Fatalf("browser: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
+	// A port that answers, but not with HTTP (an SSH server), is not
+	// "nothing answered".
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.2\r\n")
+			_ = c.Close()
+		}
+	}()
+	sshPort := echoPort(t, ln.Addr().String())
+	resp, body = get(t, ctx, fmt.Sprintf("%s/preview/dev/%d/", e.gw.URL, sshPort))
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_bad_response"`) || !strings.Contains(body, "answered, but not with an HTTP response") {
+		t.Fatalf("a port that answers SSH: %d %s", resp.StatusCode, body)
+	}
 	resp, body = get(t, ctx, fmt.Sprintf("%s/preview/gone/%d/", e.gw.URL, e.devPort))
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"host_offline"`) {
 		t.Fatalf("offline host: %d %s", resp.StatusCode, body)

@@ -230,9 +230,12 @@ func (k *keeper) tick() {
 	k.running.Add(1)
 	k.mu.Unlock()
 	defer k.running.Done()
-	guard := time.AfterFunc(k.timeout, func() { k.mc.fail(ErrKeepAliveTimeout) })
+	g := &pingGuard{k: k, heard: k.mc.heard.Load()}
+	g.mu.Lock()
+	g.t = time.AfterFunc(k.timeout, g.fire)
+	g.mu.Unlock()
 	_, err := k.sess.Ping()
-	guard.Stop()
+	g.stop()
 	if err != nil {
 		// The session is closing: closed by its owner, or by the guard or
 		// a failed write, which already recorded the reason.
@@ -243,6 +246,42 @@ func (k *keeper) tick() {
 		k.t.Reset(k.interval)
 	}
 	k.mu.Unlock()
+}
+
+// pingGuard fails the conn when a ping goes unanswered for the keeper's
+// timeout while nothing else arrives either. Frames arriving mean the peer
+// is alive and its answer waits behind them: on a slow uplink a sustained
+// download queued more than 30 s of data ahead of it, and the tunnel was
+// cut under the download.
+type pingGuard struct {
+	k       *keeper
+	mu      sync.Mutex
+	t       *time.Timer
+	heard   uint64 // frames received when last looked
+	stopped bool
+}
+
+func (g *pingGuard) fire() {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return
+	}
+	if n := g.k.mc.heard.Load(); n != g.heard {
+		g.heard = n
+		g.t.Reset(g.k.timeout)
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	g.k.mc.fail(ErrKeepAliveTimeout)
+}
+
+func (g *pingGuard) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	g.t.Stop()
 }
 
 // stop ends the pings; called from muxConn.Close, so a ping in flight

@@ -589,3 +589,55 @@ func TestMuxCloseAfterPingWriteFails(t *testing.T) {
 		t.Fatal("Close hung after the keepalive's failed write")
 	}
 }
+
+// A peer whose frames keep coming is alive though it does not answer a
+// ping in time (its answer queued behind data on a slow uplink): the
+// keepalive waits. Once nothing arrives, it closes the session.
+func TestMuxKeepAliveBusyPeer(t *testing.T) {
+	a, b := tcpPair(t)
+	drained := make(chan struct{})
+	go func() { defer close(drained); _, _ = io.Copy(io.Discard, b) }()
+	cli, err := MuxClient(a, &MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// The peer sends pings of its own (frames the client reads and
+	// answers) and never answers the client's.
+	stop := make(chan struct{})
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		var id uint32
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			id++
+			frame := []byte{0, 2, 0, 1, 0, 0, 0, 0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)} // ping, SYN
+			if _, err := b.Write(frame); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-cli.CloseChan():
+		t.Fatalf("a peer still sending was taken for dead: %v", sessionErr(cli))
+	case <-time.After(10 * 100 * time.Millisecond):
+	}
+	close(stop)
+	<-sent
+	waitClosed(t, cli)
+	if _, err := cli.Accept(); !errors.Is(err, ErrKeepAliveTimeout) {
+		t.Errorf("session ended with %v, want ErrKeepAliveTimeout once the peer fell silent", err)
+	}
+	b.Close()
+	<-drained
+}
+
+func sessionErr(s interface{ Accept() (net.Conn, error) }) error {
+	_, err := s.Accept()
+	return err
+}

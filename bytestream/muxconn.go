@@ -77,6 +77,9 @@ type muxConn struct {
 	rhdr  frameHeader
 	rpend []byte // undelivered header bytes (a slice of rhdr)
 	rbody uint32 // body bytes of the current frame still to deliver
+	// heard counts frames received, for the keeper: a peer whose frames
+	// keep coming is alive though a ping's answer waits behind them.
+	heard atomic.Uint64
 
 	// Write side, guarded by wmu: the yamux send goroutine writes frames,
 	// the flusher writes queued RSTs between them. The recv goroutine never
@@ -236,6 +239,7 @@ func (c *muxConn) Read(p []byte) (int, error) {
 		if _, err := io.ReadFull(c.br, c.rhdr[:]); err != nil {
 			return 0, c.errOr(err)
 		}
+		c.heard.Add(1)
 		if c.streams.inbound(&c.rhdr) {
 			c.rpend = c.rhdr[:]
 			c.rbody = c.rhdr.bodyLen()

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +80,11 @@ type Config struct {
 	// owned by root), e.g. the in-container agent binary: a volume written
 	// once per content (see toolsVolume).
 	Tools []Tool
+	// EnvDir, when set, keeps the provision env of executions served from
+	// the warm pool (one 0600 file each), whose containers were created
+	// without it: an execution adopted after a restart keeps its env.
+	// Without it the env lives in memory only.
+	EnvDir string
 	// TempDir, when set, is every command's TMPDIR unless the provision
 	// env sets one (see WorkspaceTempDir). Something in the container must
 	// create it: the gateway's agent does (agent serve --mkdir).
@@ -107,6 +115,7 @@ const tombstoneTimeout = 5 * time.Second
 // ownership only; Policy, ProcessRunner, Workspace and the CheckpointStore
 // do the rest.
 type Docker struct {
+	envDir string // Config.EnvDir
 	logger *slog.Logger
 	api    DockerAPI
 	policy Policy
@@ -177,6 +186,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Docker{
+		envDir:  cfg.EnvDir,
 		logger:  logger,
 		api:     cli,
 		owner:   cfg.Owner,
@@ -450,7 +460,12 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	if agent != nil {
 		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
 	}
+	if err := h.saveEnv(id, env); err != nil {
+		// The execution works; only a restart would lose its env.
+		log.Warn("pooled execution's provision env not kept: after a gateway restart its commands run without it", "err", err)
+	}
 	if err := h.register(ctx, e); err != nil {
+		h.dropEnv(id)
 		return nil, err
 	}
 	agent = nil // e owns it
@@ -743,10 +758,59 @@ func (h *Docker) forget(id string, e *execution) bool {
 	e.agent = nil
 	h.mu.Unlock()
 	h.syncTombstone(id)
+	h.dropEnv(id)
 	if agent != nil {
 		_ = agent.Close()
 	}
 	return true
+}
+
+// envFile is where EnvDir keeps id's provision env.
+func (h *Docker) envFile(id string) string { return filepath.Join(h.envDir, id+".env.json") }
+
+// saveEnv keeps a pooled execution's provision env in EnvDir.
+func (h *Docker) saveEnv(id string, env map[string]string) error {
+	if h.envDir == "" || len(env) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(h.envDir, 0o700); err != nil {
+		return fmt.Errorf("dockerhost: env dir: %w", err)
+	}
+	tmp := h.envFile(id) + ".partial"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("dockerhost: keep the provision env: %w", err)
+	}
+	return os.Rename(tmp, h.envFile(id))
+}
+
+// loadEnv reads what saveEnv kept for id; nil when nothing was.
+func (h *Docker) loadEnv(id string) map[string]string {
+	if h.envDir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(h.envFile(id))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			h.logger.Warn("read an adopted execution's provision env; its commands run without it", "execution", id, "err", err)
+		}
+		return nil
+	}
+	var env map[string]string
+	if err := json.Unmarshal(b, &env); err != nil || validateEnv("env", env) != nil {
+		h.logger.Warn("an adopted execution's kept provision env is unreadable; its commands run without it", "execution", id, "err", err)
+		return nil
+	}
+	return env
+}
+
+func (h *Docker) dropEnv(id string) {
+	if h.envDir != "" {
+		_ = os.Remove(h.envFile(id))
+	}
 }
 
 // tombstone remembers id as gone; h.mu must be held.
@@ -1076,6 +1140,9 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			if err := h.destroy(c.ID); err != nil {
 				return res, fmt.Errorf("dockerhost: reap container: %w", err)
 			}
+			if id := c.Labels[LabelExecution]; executionIDRE.MatchString(id) {
+				h.dropEnv(id)
+			}
 			res.Reaped = append(res.Reaped, c.Labels[LabelExecution])
 			h.logger.Info("reaped an execution whose workspace never finished loading", "execution", c.Labels[LabelExecution], "container", c.ID)
 			continue
@@ -1100,6 +1167,9 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 		}
 		id := c.Labels[LabelExecution]
 		e, ok := adoptable(c, now)
+		if ok && c.Labels[LabelPool] != "" {
+			e.env = h.loadEnv(id) // created without it, as every pooled container
+		}
 		if ok {
 			h.mu.Lock()
 			known := h.execs[id] != nil || h.pending[id] != nil
@@ -1118,6 +1188,7 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			return res, fmt.Errorf("dockerhost: reap container: %w", err)
 		}
 		if executionIDRE.MatchString(id) {
+			h.dropEnv(id)
 			// An execution that ended while no host watched it.
 			h.mu.Lock()
 			if h.execs[id] == nil {

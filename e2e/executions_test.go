@@ -804,6 +804,26 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 			t.Errorf("pooled environment over SSH lacks %s:%s", kv, got)
 		}
 	}
+	h.Close()
+
+	// A restarted gateway adopts the execution with its provision env,
+	// which its container never had (kept in the state dir); it was lost.
+	g.stop()
+	g.restart("--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1")
+	c2, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c2.Terminate(context.Background(), e.ExecutionID) })
+	if got := sh(t, ctx, c2, e.ExecutionID, `echo "$GREETING $KEEP"`); got != "hello provision\n" {
+		t.Errorf("the provision env after a restart: %q, want %q", got, "hello provision\n")
+	}
+	if err := c2.Terminate(ctx, e.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(stateDir, "execution-env", "*")); len(left) != 0 {
+		t.Errorf("after terminate the kept env stays: %v", left)
+	}
 }
 
 // TestSandboxPidsLimitKeepsAgent: commands that run into the pids limit

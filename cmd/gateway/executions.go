@@ -97,6 +97,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	cfg := &dockerhost.Config{
 		Owner:           owner(s.Config.StateDir),
 		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
+		EnvDir:          filepath.Join(s.Config.StateDir, "execution-env"),
 		RepositoryRoots: s.Config.repositoryRoots(),
 	}
 	if t, ok := srv.Store().(dockerhost.Tombstones); ok {

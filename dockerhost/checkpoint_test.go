@@ -240,3 +240,25 @@ func TestLocalStoreSweepsPartials(t *testing.T) {
 		t.Errorf("a partial file being written: %v, want it kept", err)
 	}
 }
+
+// A checkpoint damaged in the store (here a manifest of another version)
+// says what is wrong, where it said only "unreadable" and logged nothing.
+func TestRestoreNamesStoreDamage(t *testing.T) {
+	f := &fakeDocker{}
+	dir := t.TempDir()
+	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	id := strings.Repeat("a", 32)
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte(`{"version": 2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: id})
+	// The message is what the API answers (the wrapped error is not).
+	var de *Error
+	if !errors.As(err, &de) || de.Code != CodeInvalidRequest || !strings.Contains(de.Message, "manifest version 2 not supported") {
+		t.Fatalf("restore of a version 2 manifest: %v, want invalid_request whose message names the version", err)
+	}
+}

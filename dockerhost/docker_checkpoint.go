@@ -96,7 +96,10 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 	case errors.Is(err, ErrCheckpointNotFound):
 		return nil, &Error{Code: CodeNotFound, Field: "checkpointId", Message: fmt.Sprintf("no checkpoint %q", rr.CheckpointID)}
 	case err != nil:
-		return nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint is unreadable", Err: err}
+		// Damage in the store (a manifest of another version, a missing
+		// archive) is the operator's to see: it was in no log.
+		h.logger.Warn("checkpoint unreadable", "checkpoint", rr.CheckpointID, "err", err)
+		return nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: fmt.Sprintf("the checkpoint is unreadable (%v); the gateway's log has it too", err), Err: err}
 	}
 	defer rc.Close()
 	req := m.Request

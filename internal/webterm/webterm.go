@@ -5,8 +5,9 @@
 //
 // Wire format: binary messages are terminal bytes in both directions; text
 // messages are JSON control messages — {"type":"resize","cols":C,"rows":R}
-// from the browser, {"type":"exit","code":N} and {"type":"error","message":M}
-// from the gateway. A message may carry at most MaxMessage bytes: the page
+// and {"type":"ack","bytes":N} (see AckWindow) from the browser,
+// {"type":"exit","code":N} and {"type":"error","message":M} from the
+// gateway. A message may carry at most MaxMessage bytes: the page
 // sends a long paste in several. A larger one is dropped whole and
 // answered with an error message; the terminal goes on.
 //
@@ -88,6 +89,66 @@ type control struct {
 	Rows    int    `json:"rows,omitempty"`
 	Code    *int   `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"` // ack: output bytes the page has drawn
+}
+
+// AckWindow is how far the terminal's output may run ahead of what the
+// page has drawn, when the page acknowledges ({"type":"ack","bytes":N},
+// N the output bytes drawn so far; it says so with ?ack=1 on the URL). The socket and the browser buffered
+// whatever a command printed: after Ctrl-C on `yes` another 18 MB arrived
+// and the prompt came back 6 to 8 s later. Reading stops past the window,
+// and the host's PTY holds the command back. A page that never acks is
+// not held back.
+const AckWindow = 1 << 20
+
+// flow is the output's progress against the page's acks.
+type flow struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	sent   int64
+	acked  int64
+	acking bool // the page has acked once: it does flow control
+	done   bool
+}
+
+func newFlow() *flow {
+	f := &flow{}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+// wait blocks while the page is more than AckWindow behind; false once the
+// session is over.
+func (f *flow) wait() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.acking && f.sent-f.acked > AckWindow && !f.done {
+		f.cond.Wait()
+	}
+	return !f.done
+}
+
+func (f *flow) wrote(n int) {
+	f.mu.Lock()
+	f.sent += int64(n)
+	f.mu.Unlock()
+}
+
+func (f *flow) ack(n int64) {
+	f.mu.Lock()
+	if n > f.acked && n <= f.sent {
+		f.acked = n
+	}
+	f.acking = true
+	f.mu.Unlock()
+	f.cond.Broadcast()
+}
+
+func (f *flow) end() {
+	f.mu.Lock()
+	f.done = true
+	f.mu.Unlock()
+	f.cond.Broadcast()
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -135,11 +196,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	log.Info("terminal opened", "cols", cols, "rows", rows)
-	h.bridge(ctx, cancel, ws, p, log)
+	h.bridge(ctx, cancel, ws, p, r.URL.Query().Get("ack") == "1", log)
 }
 
 // bridge copies between the socket and the process until either ends.
-func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, p hostgate.Process, log *slog.Logger) {
+func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, p hostgate.Process, acks bool, log *slog.Logger) {
 	var (
 		wg     sync.WaitGroup
 		wmu    sync.Mutex // one writer at a time on the socket
@@ -166,11 +227,19 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 		return ws.Write(wctx, typ, b)
 	}
 	// Terminal output → socket. A PTY merges stderr into stdout.
+	fl := newFlow()
+	// The page says it acks (?ack=1) before the first output: a flood
+	// starts at once, and a window that began with the first ack came
+	// after megabytes.
+	fl.acking = acks
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		buf := make([]byte, 32<<10)
 		for {
+			if !fl.wait() {
+				return
+			}
 			n, err := p.Stdout().Read(buf)
 			if n > 0 {
 				touch()
@@ -178,6 +247,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 					cancel()
 					return
 				}
+				fl.wrote(n)
 			}
 			if err != nil {
 				return
@@ -220,10 +290,13 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 			if json.Unmarshal(b, &c) != nil {
 				continue
 			}
-			if c.Type == "resize" {
+			switch c.Type {
+			case "resize":
 				if rz, ok := p.(hostgate.Resizer); ok && c.Cols > 0 && c.Rows > 0 && c.Cols <= 1000 && c.Rows <= 1000 {
 					_ = rz.Resize(c.Cols, c.Rows)
 				}
+			case "ack":
+				fl.ack(c.Bytes)
 			}
 		}
 	}()
@@ -271,6 +344,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	_ = ws.Close(websocket.StatusNormalClosure, "exited")
 	rcancel() // a peer that never answers the close: the read ends anyway
 	_ = p.Kill(hostgate.SIGKILL)
+	fl.end() // an output copy held back by the window
 	wg.Wait()
 	log.Info("terminal closed", "exit", code)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,108 @@ func TestOversizedMessageKeepsTerminal(t *testing.T) {
 	if typ, b, err := ws.Read(ctx); err != nil || typ != websocket.MessageText || !strings.Contains(string(b), `"exit"`) {
 		t.Fatalf("exit: %v %q %v", typ, b, err)
 	}
+}
+
+// floodProcess prints without end, like yes, counting what was read of it.
+type floodProcess struct {
+	read   atomic.Int64
+	killed chan struct{}
+	once   sync.Once
+}
+
+func (p *floodProcess) Read(b []byte) (int, error) {
+	select {
+	case <-p.killed:
+		return 0, io.EOF
+	default:
+	}
+	for i := range b {
+		b[i] = "y\n"[i%2]
+	}
+	p.read.Add(int64(len(b)))
+	return len(b), nil
+}
+func (p *floodProcess) Stdin() io.WriteCloser { return nopWriteCloser{io.Discard} }
+func (p *floodProcess) Stdout() io.Reader     { return p }
+func (p *floodProcess) Stderr() io.Reader     { return strings.NewReader("") }
+func (p *floodProcess) Wait() error           { <-p.killed; return nil }
+func (p *floodProcess) Kill(hostgate.Signal) error {
+	p.once.Do(func() { close(p.killed) })
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// Once the page acknowledges what it has drawn, output runs at most
+// AckWindow ahead of it: a flood waits on the host instead of piling up in
+// the socket and the browser (after Ctrl-C on yes another 18 MB arrived).
+func TestFlowControlHoldsFlood(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	proc := &floodProcess{killed: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true },
+		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+			return proc, func() {}, nil
+		},
+	}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty?ack=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(-1)
+	// Draw (read) everything, but acknowledge once only, at 64 KiB.
+	var got atomic.Int64
+	acked := false
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			n := got.Add(int64(len(b)))
+			if !acked && n >= 64<<10 {
+				acked = true
+				m, _ := json.Marshal(control{Type: "ack", Bytes: n})
+				_ = ws.Write(ctx, websocket.MessageText, m)
+			}
+		}
+	}()
+	limit := int64(64<<10) + AckWindow + 2*32<<10 // the ack, the window, reads in flight
+	var last int64 = -1
+	for quiet := 0; quiet < 10; {
+		time.Sleep(50 * time.Millisecond)
+		n := proc.read.Load()
+		if n > limit {
+			t.Fatalf("%d bytes read from the flood past one ack of 64 KiB, want at most %d", n, limit)
+		}
+		if n == last {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = n
+	}
+	// Acknowledging everything drawn lets the output go on.
+	m, _ := json.Marshal(control{Type: "ack", Bytes: got.Load()})
+	if err := ws.Write(ctx, websocket.MessageText, m); err != nil {
+		t.Fatal(err)
+	}
+	for proc.read.Load() <= last {
+		if ctx.Err() != nil {
+			t.Fatal("the output did not go on after the page caught up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = proc.Kill(hostgate.SIGKILL)
+	ws.CloseNow()
+	<-drained
 }

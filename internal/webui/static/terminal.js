@@ -1,8 +1,8 @@
 "use strict";
 // The terminal page speaks one WebSocket to /v1/hosts/{id}/pty: binary
 // messages carry terminal bytes both ways; text messages carry JSON control
-// messages ({"type":"resize","cols":C,"rows":R} from the page,
-// {"type":"exit","code":N} from the gateway).
+// messages ({"type":"resize","cols":C,"rows":R} and {"type":"ack","bytes":N}
+// from the page, {"type":"exit","code":N} from the gateway).
 (function () {
   const m = location.pathname.match(/^\/hosts\/([^/]+)\/terminal$/);
   const hostId = m ? decodeURIComponent(m[1]) : "";
@@ -17,7 +17,7 @@
   window.hostgateTerm = term; // for tests and the console
 
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const url = proto + "//" + location.host + "/v1/hosts/" + encodeURIComponent(hostId) + "/pty?cols=" + term.cols + "&rows=" + term.rows;
+  const url = proto + "//" + location.host + "/v1/hosts/" + encodeURIComponent(hostId) + "/pty?ack=1&cols=" + term.cols + "&rows=" + term.rows;
   const ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
   const enc = new TextEncoder();
@@ -32,8 +32,20 @@
       } catch (e) { /* ignore malformed control */ }
       return;
     }
-    term.write(new Uint8Array(ev.data));
+    // Flow control: tell the gateway what xterm has drawn, so that a
+    // flood (yes, a big cat) waits on the host instead of piling up here,
+    // and Ctrl-C is seen at once (webterm.AckWindow).
+    const data = new Uint8Array(ev.data);
+    term.write(data, () => {
+      drawn += data.length;
+      if (drawn - acked >= ackEvery && ws.readyState === WebSocket.OPEN) {
+        acked = drawn;
+        ws.send(JSON.stringify({ type: "ack", bytes: drawn }));
+      }
+    });
   };
+  let drawn = 0, acked = 0;
+  const ackEvery = 64 << 10;
   ws.onclose = (ev) => { status.textContent = "disconnected" + (ev.reason ? ": " + ev.reason : ""); };
   ws.onerror = () => { status.textContent = "connection failed"; };
 

@@ -203,34 +203,31 @@ func isOneOf(s string, names []string) bool {
 // sits under the same domain (40 of them made it answer 431 to every
 // request). Cookies that do not parse are dropped.
 func hostOnlyCookies(h http.Header) {
-	lines := h.Values("Set-Cookie")
-	if len(lines) == 0 {
-		return
-	}
-	kept := make([]string, 0, len(lines))
-	for _, line := range lines {
-		c, err := http.ParseSetCookie(line)
-		switch {
-		case err != nil:
-		case c.Domain == "":
-			kept = append(kept, line)
-		default:
-			c.Domain = ""
-			if s := c.String(); s != "" {
-				kept = append(kept, s)
-			}
-		}
-	}
-	h.Del("Set-Cookie")
-	for _, s := range kept {
-		h.Add("Set-Cookie", s)
-	}
+	rewriteSetCookies(h, func(c *http.Cookie) bool {
+		changed := c.Domain != ""
+		c.Domain = ""
+		return changed
+	})
 }
 
 // scopeCookies confines the dev server's cookies to the path-form prefix, so
 // that a path-form preview's cookies reach neither the gateway nor other
 // previews on the same origin. Cookies that do not parse are dropped.
 func scopeCookies(h http.Header, prefix string) {
+	rewriteSetCookies(h, func(c *http.Cookie) bool {
+		if !strings.HasPrefix(c.Path, "/") {
+			c.Path = "/"
+		}
+		c.Path = prefix + c.Path
+		c.Domain = "" // host-only: never the gateway's parent domain
+		return true
+	})
+}
+
+// rewriteSetCookies passes each Set-Cookie of h through edit, dropping the
+// ones that do not parse; a line edit leaves as it was stays word for word
+// (http.Cookie drops attributes it does not know, such as Priority).
+func rewriteSetCookies(h http.Header, edit func(*http.Cookie) bool) {
 	lines := h.Values("Set-Cookie")
 	if len(lines) == 0 {
 		return
@@ -241,12 +238,9 @@ func scopeCookies(h http.Header, prefix string) {
 		if err != nil {
 			continue
 		}
-		if !strings.HasPrefix(c.Path, "/") {
-			c.Path = "/"
-		}
-		c.Path = prefix + c.Path
-		c.Domain = "" // host-only: never the gateway's parent domain
-		if s := c.String(); s != "" {
+		if !edit(c) {
+			kept = append(kept, line)
+		} else if s := c.String(); s != "" {
 			kept = append(kept, s)
 		}
 	}

@@ -136,7 +136,10 @@ func (f *flow) wrote(n int) {
 
 func (f *flow) ack(n int64) {
 	f.mu.Lock()
-	if n > f.acked && n <= f.sent {
+	// Capped, not dropped: an ack past what was counted (a count that
+	// lagged its write) is still the page's progress.
+	n = min(n, f.sent)
+	if n > f.acked {
 		f.acked = n
 	}
 	f.acking = true
@@ -243,11 +246,11 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 			n, err := p.Stdout().Read(buf)
 			if n > 0 {
 				touch()
+				fl.wrote(n) // before the write: the page may ack it at once
 				if werr := write(websocket.MessageBinary, buf[:n]); werr != nil {
 					cancel()
 					return
 				}
-				fl.wrote(n)
 			}
 			if err != nil {
 				return

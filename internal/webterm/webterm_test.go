@@ -372,3 +372,26 @@ func TestFlowControlHoldsFlood(t *testing.T) {
 	ws.CloseNow()
 	<-drained
 }
+
+// An ack past the count (the count lagging its write) is capped, not
+// dropped: dropped, the page's last ack left the output held for good.
+func TestFlowAckCapped(t *testing.T) {
+	f := newFlow()
+	f.acking = true
+	f.wrote(AckWindow + 100)
+	f.ack(AckWindow + 200)
+	if f.acked != AckWindow+100 {
+		t.Fatalf("acked %d after an ack past the %d sent, want it capped at the count", f.acked, f.sent)
+	}
+	done := make(chan bool, 1)
+	go func() { done <- f.wait() }()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("wait said the session ended")
+		}
+	case <-time.After(10 * time.Second):
+		f.end()
+		t.Fatal("the output stayed held after the page caught up")
+	}
+}

@@ -87,7 +87,7 @@ type Config struct {
 	EnvDir string
 	// TempDir, when set, is every command's TMPDIR unless the provision
 	// env sets one (see WorkspaceTempDir). Something in the container must
-	// create it: the gateway's agent does (agent serve --mkdir).
+	// create it: the gateway's agent does (its keys preamble says so).
 	TempDir string
 	// Now is the clock; default time.Now.
 	Now func() time.Time

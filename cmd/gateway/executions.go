@@ -106,8 +106,8 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	}
 	if agentBin != nil {
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
-		// The agent makes it (execapi.DefaultAgentArgv); without an agent
-		// nothing would, and TMPDIR would name a missing directory.
+		// The agent makes it (execapi.AgentsConfig.MakeDirs); without an
+		// agent nothing would, and TMPDIR would name a missing directory.
 		cfg.TempDir = dockerhost.WorkspaceTempDir
 		if interp := agentInfo.interp; interp != "" {
 			// Not an error: an image with this loader and libc runs it.
@@ -160,7 +160,8 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			return srv.CA().Sign(pub, principal, "gateway-exec", s.Config.CertTTL)
 		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
-			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify})
+			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify,
+				MakeDirs: []string{dockerhost.WorkspaceTempDir}})
 		docker.SetExecVia(agents.Runner)
 	}
 	registerExecMetrics(srv.Metrics(), docker)

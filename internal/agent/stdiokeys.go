@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 
@@ -55,6 +56,10 @@ type StdioKeys struct {
 	// (sshlayer.ServerConfig.Env). The keys never pass through the
 	// environment, so it holds nothing of the agent's.
 	InheritEnv bool `json:"inheritEnv,omitempty"`
+	// MakeDirs are made (mode 0700, with parents) when missing, before
+	// serving: a sandbox's TMPDIR in its workspace. Failing is logged, not
+	// fatal: commands run without it.
+	MakeDirs []string `json:"makeDirs,omitempty"`
 	// Env (NAME=value) is set over the inherited environment: a pooled
 	// container's provision env, which its agent, started before the
 	// claim, did not start with.
@@ -143,6 +148,11 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 	hk, cas, err := k.parsed()
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range k.MakeDirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			log.Warn("keys preamble: make directory", "dir", d, "err", err)
+		}
 	}
 	var env []string
 	if k.InheritEnv {

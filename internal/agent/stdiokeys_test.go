@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -144,6 +146,9 @@ func TestRunServeKeysStdin(t *testing.T) {
 	go func() {
 		done <- RunServe(ctx, []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: &logs})
 	}()
+	// The preamble's MakeDirs are made before serving (a sandbox's TMPDIR).
+	tmp := filepath.Join(t.TempDir(), "workspace", ".tmp")
+	fx.keys.MakeDirs = []string{tmp}
 	if err := WriteStdioKeys(gwSide, fx.keys); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +161,9 @@ func TestRunServeKeysStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := serveSSHExec(t, st, fx.hostPub, certSigner(t, fx.ca, "exec-1"), "pwd")
+	if fi, err := os.Stat(tmp); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the preamble's MakeDirs %s: %v %v, want a 0700 directory", tmp, fi, err)
+	}
 	if strings.TrimSpace(out) != fx.keys.Dir {
 		t.Fatalf("pwd = %q, want the preamble's dir %q", out, fx.keys.Dir)
 	}

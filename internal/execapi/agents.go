@@ -33,10 +33,11 @@ import (
 const HostKind = "docker"
 
 // DefaultAgentArgv runs the agent the gateway put in every execution's
-// read-only tools volume (dockerhost.ToolsDir). It makes the execution's
-// TMPDIR (dockerhost.Config.TempDir), which only a process in the
-// container can.
-var DefaultAgentArgv = []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn", "--mkdir", dockerhost.WorkspaceTempDir}
+// read-only tools volume (dockerhost.ToolsDir). New settings go in the keys
+// preamble, never here: an execution adopted after an upgrade runs the
+// agent of its own, older tools volume, which refuses a flag it does not
+// know, where it ignores a preamble field.
+var DefaultAgentArgv = []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn"}
 
 // ErrNotExecutionHost means an execution id names a host that is not an
 // execution (a machine with an agent): the gateway will not take it over.
@@ -70,6 +71,10 @@ type Alive func(ctx context.Context, executionID string) error
 type AgentsConfig struct {
 	// Argv starts the agent in the container; default DefaultAgentArgv.
 	Argv []string
+	// MakeDirs are made by the agent as it starts, when missing (the
+	// execution's TMPDIR, dockerhost.Config.TempDir, which only a process
+	// in the container can make).
+	MakeDirs []string
 	// Dir is the agent's working directory for commands and SFTP;
 	// default /workspace.
 	Dir string
@@ -432,6 +437,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		// (half the limit added to a command's score), whose end loses
 		// every command's channel and leaves the hog running.
 		ChildOOMScoreAdj: 500,
+		MakeDirs:         a.cfg.MakeDirs,
 	}
 	if e, ok := stdio.(interface{ Env() []string }); ok {
 		keys.Env = e.Env()

@@ -163,7 +163,7 @@ type agentPool struct {
 }
 
 func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
-	if !slices.Equal(argv[:len(argv)-2], DefaultAgentArgv[:len(DefaultAgentArgv)-2]) || argv[len(argv)-2] != "--mkdir" {
+	if !slices.Equal(argv, DefaultAgentArgv) {
 		return nil, fmt.Errorf("unexpected argv %q", argv)
 	}
 	if p.beforeAttach != nil {
@@ -171,8 +171,6 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 			return nil, err
 		}
 	}
-	// The agent runs on this machine: its --mkdir goes to a test dir.
-	argv = append(slices.Clone(argv[:len(argv)-1]), filepath.Join(p.t.TempDir(), "tmp"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -400,6 +398,17 @@ func (f *fixture) sshInto(t *testing.T, id, hostPublicKey, principal, cmd string
 // answers the pinned key, the store pins it as a docker host, the tunnel
 // is registered under the execution id, SSH with a CA certificate for that
 // id reaches the real agent, and terminate unregisters the tunnel.
+// DefaultAgentArgv stays what every earlier agent accepts: an execution
+// adopted after an upgrade runs the agent of its own, older tools volume,
+// which exits on a flag it does not know (an added --mkdir left every
+// adopted execution without its agent). New settings go in the keys
+// preamble, whose unknown fields old agents ignore.
+func TestDefaultAgentArgvStable(t *testing.T) {
+	if want := []string{"/opt/hostgate/agent", "serve", "--stdio", "--mux", "--keys-stdin", "--log-level", "warn"}; !slices.Equal(DefaultAgentArgv, want) {
+		t.Fatalf("DefaultAgentArgv = %q, want %q: older agents refuse new flags", DefaultAgentArgv, want)
+	}
+}
+
 // A provision whose execution is terminated while its agent starts (a
 // DELETE meanwhile) answers 410, not the agent's failure with advice about
 // the agent binary.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
 	"time"
 )
@@ -8,7 +9,10 @@ import (
 // bodyTimeout bounds the arrival of a request body (a variable for tests).
 var bodyTimeout = 30 * time.Second
 
-// boundBodies gives every request with a body bodyTimeout to send it.
+// boundBodies gives every request with a body bodyTimeout to send its
+// first bytes, and then each next bytes while a handler reads it: an idle
+// limit, so that a large body on a slow link (an exec's 8 MiB of stdin at
+// 400 kbit/s) arrives whole.
 //
 // The server sets no ReadTimeout: it would cut hijacked WebSockets and
 // long executions. Without a bound, a handler that answers without
@@ -24,8 +28,29 @@ var bodyTimeout = 30 * time.Second
 func boundBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyTimeout))
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+			// On a copy of r: net/http drains the body it holds, not this
+			// one, so a drain after an answer gets no extension.
+			r = r.WithContext(r.Context())
+			r.Body = &idleBody{ReadCloser: r.Body, rc: rc}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// idleBody moves the read deadline on after each read that brought
+// bytes. Not after the end: net/http clears the deadline there for its
+// background read, and one set again would cut the request later.
+type idleBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && err == nil {
+		_ = b.rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	}
+	return n, err
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -92,5 +93,43 @@ func TestBodyDeadlineSparesLongRequests(t *testing.T) {
 		if res.StatusCode != 200 || string(b) != "done" {
 			t.Fatalf("status %d %q; want 200 done", res.StatusCode, b)
 		}
+	}
+}
+
+// The limit is on idleness, not the whole body: a large body that keeps
+// coming on a slow link arrives whole (an exec's stdin at 400 kbit/s).
+func TestSlowSteadyBodyArrives(t *testing.T) {
+	shortBodyTimeout(t, 300*time.Millisecond)
+	e := newEnv(t, nil)
+	e.srv.Mux().HandleFunc("POST /test/echo", func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]string
+		if !decodeBody(w, r, &v) {
+			return
+		}
+		io.WriteString(w, v["a"])
+	})
+	parts := []string{`{"a":"`, "one", "two", "three", "four", "five", `"}`}
+	body := strings.Join(parts, "")
+	c, err := net.Dial("tcp", e.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /test/echo HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	for _, p := range parts { // 7 parts 150 ms apart: 900 ms in all, never 300 ms idle
+		if _, err := io.WriteString(c, p); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != "onetwothreefourfive" {
+		t.Fatalf("a steady slow body: %d %q, want 200 with all of it", res.StatusCode, b)
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// bodyTimeout bounds the arrival of a request body (a variable for tests).
+// bodyTimeout is how long a request body may go without bytes (a
+// variable for tests).
 var bodyTimeout = 30 * time.Second
 
 // boundBodies gives every request with a body bodyTimeout to send its
@@ -21,10 +22,11 @@ var bodyTimeout = 30 * time.Second
 // for as long as it likes, with no token. The deadline is set on the
 // connection here, before any handler: net/http clears it once a handler
 // reads the body to its end (the background read it starts then), so a
-// command that runs for an hour after its JSON arrived is not cut, and a
-// handler that streams a body for longer (the preview proxy) clears it
-// itself. Past the deadline the drain fails and net/http answers and
-// closes the connection.
+// command that runs for an hour after its JSON arrived is not cut. A
+// handler that streams a body (the preview proxy, an upload to a dev
+// server) has the same idle limit: each read that brings bytes moves it on.
+// Past the deadline the drain fails and net/http answers and closes the
+// connection.
 func boundBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {

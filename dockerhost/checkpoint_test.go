@@ -262,3 +262,38 @@ func TestRestoreNamesStoreDamage(t *testing.T) {
 		t.Fatalf("restore of a version 2 manifest: %v, want invalid_request whose message names the version", err)
 	}
 }
+
+// A checkpoint taken when the least pids was 8 restores: a restore cannot
+// change its resources, so it gets the least pids allowed now.
+func TestRestoreRaisesOldPids(t *testing.T) {
+	f := &fakeDocker{}
+	dir := t.TempDir()
+	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	data := bytes.Repeat([]byte("tar!"), 128)
+	m := validManifest(data)
+	m.Request.Resources.Pids = 8
+	w, err := h.store.Create(testCtx(t, time.Minute), m.CheckpointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(m); err != nil {
+		t.Fatal(err)
+	}
+	// The fake engine creates nothing: the restore gets past validation
+	// and fails at the engine.
+	_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: m.CheckpointID})
+	var de *Error
+	if errors.As(err, &de) && de.Field == "resources.pids" {
+		t.Fatalf("restore of a pids 8 checkpoint: %v, want it past validation", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "fake: no more creates") {
+		t.Fatalf("restore: %v, want the fake engine's create failure", err)
+	}
+}

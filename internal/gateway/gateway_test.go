@@ -757,8 +757,7 @@ func TestMetricsExposed(t *testing.T) {
 	}
 	echoRoundTrip(t, c, 5000)
 	e.call("GET", "/v1/hosts", "hg_bad", nil, nil)
-	b := e.metricsText()
-	for _, want := range []string{
+	wants := []string{
 		"hostgate_tunnels_connected 1",
 		`hostgate_tunnel_connects_total{result="new"} 1`,
 		"hostgate_streams_open 1",
@@ -767,10 +766,25 @@ func TestMetricsExposed(t *testing.T) {
 		`hostgate_session_starts_total{kind="ssh"} 1`,
 		`hostgate_auth_failures_total{reason="unknown"} 1`,
 		"go_goroutines",
-	} {
-		if !strings.Contains(b, want) {
-			t.Errorf("metrics lack %q", want)
+	}
+	// The relay counts a chunk after writing it on, so the echo can be
+	// back before its last count (the test failed once under load):
+	// look again for a while.
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b := e.metricsText()
+		missing = missing[:0]
+		for _, want := range wants {
+			if !strings.Contains(b, want) {
+				missing = append(missing, want)
+			}
 		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, m := range missing {
+		t.Errorf("metrics lack %q", m)
 	}
 	_ = c.Close()
 }

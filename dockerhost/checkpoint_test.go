@@ -244,18 +244,12 @@ func TestLocalStoreSweepsPartials(t *testing.T) {
 // A checkpoint damaged in the store (here a manifest of another version)
 // says what is wrong, where it said only "unreadable" and logged nothing.
 func TestRestoreNamesStoreDamage(t *testing.T) {
-	f := &fakeDocker{}
-	dir := t.TempDir()
-	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
+	h := fakeHost(t, &fakeDocker{}, time.Now())
 	id := strings.Repeat("a", 32)
-	if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte(`{"version": 2}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(h.store.(*LocalStore).Dir, id+".json"), []byte(`{"version": 2}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: id})
+	_, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: id})
 	// The message is what the API answers (the wrapped error is not).
 	var de *Error
 	if !errors.As(err, &de) || de.Code != CodeInvalidRequest || !strings.Contains(de.Message, "manifest version 2 not supported") {
@@ -266,13 +260,7 @@ func TestRestoreNamesStoreDamage(t *testing.T) {
 // A checkpoint taken when the least pids was 8 restores: a restore cannot
 // change its resources, so it gets the least pids allowed now.
 func TestRestoreRaisesOldPids(t *testing.T) {
-	f := &fakeDocker{}
-	dir := t.TempDir()
-	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
+	h := fakeHost(t, &fakeDocker{}, time.Now())
 	data := bytes.Repeat([]byte("tar!"), 128)
 	m := validManifest(data)
 	m.Request.Resources.Pids = 8

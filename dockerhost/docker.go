@@ -379,17 +379,17 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	// A container whose workspace is still loading carries loadingPrefix
 	// in its name until the load is done: a gateway killed meanwhile must
 	// not adopt it as a healthy execution with half a workspace.
-	name := "hostgate-" + id
-	if load != nil {
-		name = loadingPrefix + name
+	var name string
+	named := func(final string) string {
+		if load != nil {
+			return loadingPrefix + final
+		}
+		return final
 	}
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
 			cl := claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes}
-			name = claimedName(cl)
-			if load != nil {
-				name = loadingPrefix + name
-			}
+			name = named(claimedName(cl))
 			if cerr := h.claim(ctx, pc, cl, name); cerr != nil {
 				if pc.agent != nil {
 					_ = pc.agent.Close()
@@ -408,7 +408,12 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 					log.Error("remove pooled container", "container", pc.cid, "err", derr)
 				}
 			} else {
-				cid, env, fromPool = pc.cid, h.policy.provisionEnv(req.Env), true
+				cid, fromPool = pc.cid, true
+				if len(req.Env) > 0 {
+					// HOME and TMPDIR are in the pooled container's own
+					// env already; only a request's env travels apart.
+					env = h.policy.provisionEnv(req.Env)
+				}
 				if pc.agent != nil && agentEnvOK(req.Env) {
 					agent = pc.agent
 				} else if pc.agent != nil {
@@ -418,11 +423,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}
 	if cid == "" {
-		if load != nil {
-			name = loadingPrefix + "hostgate-" + id
-		} else {
-			name = "hostgate-" + id
-		}
+		name = named("hostgate-" + id)
 		if cid, err = h.createStarted(ctx, cfg, hc, name); err != nil {
 			return nil, err
 		}

@@ -243,8 +243,9 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer p.releaseShared(t.hostID)
 	}
 	// An upload to the dev server takes as long as the dev server reads
-	// it: a read deadline the server set for bodies nobody had accepted
-	// (the gateway's bound on unanswered bodies) ends here.
+	// it: a read deadline the server set on the request's arrival ends
+	// here. (The gateway's idle bound on bodies re-arms itself as bytes
+	// come, so an upload there ends only if it stalls.)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctx := context.WithValue(r.Context(), ctxKey{}, t)
 	p.proxy.ServeHTTP(w, r.WithContext(ctx))

@@ -60,9 +60,9 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		stderr = sio.Stderr
 	}
 	var (
-		listen, authKeysFile, caFile, caKey, logFormat, logLevel, mkdir string
-		stdio, mux, keysStdin                                           bool
-		cfg                                                             ServeConfig
+		listen, authKeysFile, caFile, caKey, logFormat, logLevel string
+		stdio, mux, keysStdin                                    bool
+		cfg                                                      ServeConfig
 	)
 	fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -79,7 +79,6 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
-	fs.StringVar(&mkdir, "mkdir", "", "create this directory (mode 0700, with parents) at start when missing, e.g. the TMPDIR a sandbox keeps in its workspace")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,11 +90,6 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	if err := CheckShell(cfg.Shell); err != nil {
 		return fmt.Errorf("agent serve: %w", err)
-	}
-	if mkdir != "" {
-		if err := os.MkdirAll(mkdir, 0o700); err != nil {
-			return fmt.Errorf("agent serve: --mkdir: %w", err)
-		}
 	}
 	if (listen == "") == !stdio {
 		return errors.New("agent serve: give exactly one of --listen ADDR and --stdio")

@@ -385,38 +385,3 @@ func TestEnvFlags(t *testing.T) {
 		t.Fatalf("bad env value: %v", err)
 	}
 }
-
-// --mkdir makes a directory (a sandbox's TMPDIR) before serving; one it
-// cannot make is an error naming the flag.
-func TestRunServeMkdir(t *testing.T) {
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "keys")
-	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(serveKey(t).PublicKey()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", filepath.Join(dir, "state")}
-	err := RunServe(context.Background(), append(base, "--mkdir", filepath.Join(keys, "tmp")), &ServeIO{Stderr: &bytes.Buffer{}})
-	if err == nil || !strings.Contains(err.Error(), "--mkdir") {
-		t.Fatalf("--mkdir under a file: %v, want an error naming --mkdir", err)
-	}
-	want := filepath.Join(dir, "workspace", ".tmp")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stderr := &serveLogBuffer{ready: make(chan string, 1)}
-	done := make(chan error, 1)
-	go func() { done <- RunServe(ctx, append(base, "--mkdir", want), &ServeIO{Stderr: stderr}) }()
-	select {
-	case <-stderr.ready:
-	case err := <-done:
-		t.Fatalf("RunServe: %v; log %s", err, stderr.b.String())
-	case <-time.After(serveWait):
-		t.Fatal("no listen address logged")
-	}
-	if fi, err := os.Stat(want); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		t.Errorf("--mkdir %s: %v %v, want a 0700 directory", want, fi, err)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("RunServe after cancel: %v", err)
-	}
-}

@@ -101,6 +101,14 @@ type ServerConfig struct {
 	// at once, server-wide; more are closed at once (sshd's MaxStartups).
 	// Default 64.
 	MaxHandshakes int
+	// MaxHandshakesPerSource bounds the handshakes in progress from one
+	// source address (an IPv4 address, an IPv6 /64) among the connections
+	// Serve accepts, so that one source cannot take every MaxHandshakes
+	// slot and shut everyone else out (sshd's PerSourceMaxStartups).
+	// Default MaxHandshakes/4. ServeConn's connections (yamux streams
+	// through the gateway, stdio) all carry the gateway's or no address
+	// and are not counted per source: the gateway authenticated them.
+	MaxHandshakesPerSource int
 	// MaxSessions bounds the session channels (exec, shell, subsystem) a
 	// connection may have open at once; default 64.
 	MaxSessions int
@@ -180,6 +188,9 @@ type Server struct {
 	wg         sync.WaitGroup // every Serve and ServeConn call and their goroutines
 	nextID     uint64
 	handshakes int // connections before authentication completed
+	// bySource counts Serve's connections before authentication by
+	// sourceKey; entries at zero are deleted.
+	bySource map[string]int
 
 	dash         bool         // cfg.Shell is dash: directCommand applies
 	directStarts atomic.Int64 // commands started by directCommand (tests)
@@ -218,6 +229,9 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	if c.MaxHandshakes <= 0 {
 		c.MaxHandshakes = 64
 	}
+	if c.MaxHandshakesPerSource <= 0 {
+		c.MaxHandshakesPerSource = max(c.MaxHandshakes/4, 1)
+	}
 	if c.MaxForwards <= 0 {
 		c.MaxForwards = 16
 	}
@@ -242,6 +256,7 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 		log:        c.Logger,
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[net.Conn]struct{}),
+		bySource:   make(map[string]int),
 		drainGrace: drainGrace,
 	}
 	var userName string
@@ -344,7 +359,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			if err := s.ServeConn(s.ctx, c); err != nil && !errors.Is(err, ErrServerClosed) {
+			if err := s.serveConn(s.ctx, c, sourceKey(c.RemoteAddr())); err != nil && !errors.Is(err, ErrServerClosed) {
 				s.log.Debug("ssh connection ended", "remote", addrString(c.RemoteAddr()), "err", err)
 			}
 		}()
@@ -358,6 +373,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // authentication is returned as an error; a connection that ran and ended
 // returns nil.
 func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
+	return s.serveConn(ctx, conn, "")
+}
+
+// serveConn is ServeConn, counting the handshake against source too when
+// source is not empty.
+func (s *Server) serveConn(ctx context.Context, conn net.Conn, source string) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -370,7 +391,16 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
 		s.log.Warn("ssh connection refused: too many handshakes in progress", "remote", addrString(conn.RemoteAddr()), "max", s.cfg.MaxHandshakes)
 		return errTooManyHandshakes
 	}
+	if source != "" && s.bySource[source] >= s.cfg.MaxHandshakesPerSource {
+		s.mu.Unlock()
+		_ = conn.Close()
+		s.log.Warn("ssh connection refused: too many handshakes in progress from its source", "remote", addrString(conn.RemoteAddr()), "source", source, "max", s.cfg.MaxHandshakesPerSource)
+		return errTooManyHandshakes
+	}
 	s.handshakes++
+	if source != "" {
+		s.bySource[source]++
+	}
 	s.conns[conn] = struct{}{}
 	s.nextID++
 	id := s.nextID
@@ -383,6 +413,11 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
 			handshaking = false
 			s.mu.Lock()
 			s.handshakes--
+			if source != "" {
+				if s.bySource[source]--; s.bySource[source] <= 0 {
+					delete(s.bySource, source)
+				}
+			}
 			s.mu.Unlock()
 		}
 	}
@@ -460,4 +495,21 @@ func addrString(a net.Addr) string {
 		return "-"
 	}
 	return a.String()
+}
+
+// sourceKey is what MaxHandshakesPerSource counts by: the IPv4 address,
+// or the /64 of an IPv6 one (one host usually holds a whole /64). Other
+// addresses (unix sockets, pipes) have no key and are not counted.
+func sourceKey(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		return ip4.String()
+	}
+	if ip6 := ta.IP.To16(); ip6 != nil {
+		return ip6.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ""
 }

@@ -626,6 +626,64 @@ func TestServerMaxHandshakes(t *testing.T) {
 	}
 }
 
+// TestServerMaxHandshakesPerSource: one source stalling its handshakes
+// holds only its own share of the slots; another source still gets in.
+func TestServerMaxHandshakesPerSource(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{MaxHandshakes: 8, MaxHandshakesPerSource: 1, HandshakeTimeout: time.Hour})
+	stall, err := net.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stall.Close() }()
+	_ = stall.SetReadDeadline(time.Now().Add(srvTestWait))
+	if banner, err := bufio.NewReader(stall).ReadString('\n'); err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
+		t.Fatalf("banner %q %v", banner, err)
+	}
+	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner)); err == nil {
+		_ = c.Close()
+		t.Fatal("a second handshake from the stalling source was accepted")
+	}
+	// 127.0.0.2 is another source on Linux's loopback.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: srvTestWait}
+	nc, err := d.Dial("tcp", ts.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, ts.Addr, &ssh.ClientConfig{
+		User:            "anyone",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.ClientSigner)},
+		HostKeyCallback: ssh.FixedHostKey(ts.HostPublicKey),
+		Timeout:         srvTestWait,
+	})
+	if err != nil {
+		_ = nc.Close()
+		t.Fatalf("another source was shut out: %v", err)
+	}
+	c := ssh.NewClient(sc, chans, reqs)
+	defer func() { _ = c.Close() }()
+	if out, _, err := srvRunCmd(t, c, "echo in", nil); err != nil || strings.TrimSpace(out) != "in" {
+		t.Fatalf("run from another source: %q %v", out, err)
+	}
+}
+
+func TestSourceKey(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 5}, "10.1.2.3"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:10.1.2.3"), Port: 5}, "10.1.2.3"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:aaaa::1"), Port: 5}, "2001:db8:1:2::/64"},
+		{&net.UnixAddr{Name: "/run/x", Net: "unix"}, ""},
+		{nil, ""},
+	} {
+		if got := sourceKey(tc.addr); got != tc.want {
+			t.Errorf("sourceKey(%v) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
 func TestServerOnSession(t *testing.T) {
 	t.Parallel()
 	got := make(chan SessionInfo, 4)

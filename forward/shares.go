@@ -15,7 +15,10 @@ type Share struct {
 	Port    int
 	Expires time.Time
 	// By names who shared it (a token name), for audit.
-	By      string
+	By string
+	// TokenID is the id of the token that shared it, when a gateway
+	// made it: the gateway ends the share with the token.
+	TokenID string
 	Created time.Time
 }
 

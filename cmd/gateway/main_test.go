@@ -62,6 +62,14 @@ func lastLine(s string) string {
 // opts adjust its flags.
 func startServe(t *testing.T, dir string, opts ...func(*serveConfig)) string {
 	t.Helper()
+	u, _ := startStoppable(t, dir, opts...)
+	return u
+}
+
+// startStoppable is startServe that also returns a stop, which waits for
+// serve to return (it runs at cleanup when not called before).
+func startStoppable(t *testing.T, dir string, opts ...func(*serveConfig)) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -81,13 +89,14 @@ func startServe(t *testing.T, dir string, opts ...func(*serveConfig)) string {
 		cancel()
 		t.Fatal("serve did not start")
 	}
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve returned %v after SIGTERM", err)
 		}
 	})
-	return "http://" + a.String()
+	t.Cleanup(stop)
+	return "http://" + a.String(), stop
 }
 
 // A second gateway on a state dir in use refuses to start, naming why;

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -104,7 +103,14 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	}))
 
 	signer := previewauth.New(nil)
-	shares := forward.NewMemoryShares(nil)
+	shares, err := newGatewayShares(ctx, srv.Store(), func(ctx context.Context, id string) bool {
+		_, ok := srv.LiveToken(ctx, id)
+		return ok
+	})
+	if err != nil {
+		hc.Close()
+		return nil, err
+	}
 	gatewayOrigin := func(r *http.Request) string {
 		if s.Config.PublicURL != "" {
 			return strings.TrimRight(s.Config.PublicURL, "/")
@@ -229,58 +235,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		http.Redirect(w, r, target, http.StatusFound)
 	})
 
-	// Shares: an admin or the host's client makes one port public until
-	// an expiry.
-	mux.HandleFunc("POST /v1/hosts/{id}/shares", func(w http.ResponseWriter, r *http.Request) {
-		tok, id, ok := srv.Caller(w, r)
-		if !ok {
-			return
+	routeShares(mux, srv, shares, func(r *http.Request, hostID string, port int) (string, string) {
+		pathURL := gatewayOrigin(r) + "/preview/" + hostID + "/" + strconv.Itoa(port) + "/"
+		if s.Config.PreviewDomain == "" {
+			return pathURL, ""
 		}
-		var body struct {
-			Port       int   `json:"port"`
-			TTLSeconds int64 `json:"ttlSeconds"`
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", "body: "+err.Error())
-			return
-		}
-		if body.Port < 1 || body.Port > 65535 {
-			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
-			return
-		}
-		ttl := time.Duration(body.TTLSeconds) * time.Second
-		if ttl <= 0 || ttl > maxShareTTL {
-			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
-			return
-		}
-		sh := forward.Share{HostID: id, Port: body.Port, Expires: time.Now().Add(ttl), By: tok.Name, Created: time.Now()}
-		if err := shares.Put(r.Context(), sh); err != nil {
-			gateway.WriteError(w, http.StatusConflict, "too_many_shares", err.Error())
-			return
-		}
-		srv.Audit(r, tok, id, "share")
-		res := map[string]any{"hostId": id, "port": body.Port, "expiresAt": sh.Expires.UTC(),
-			"pathUrl": gatewayOrigin(r) + "/preview/" + id + "/" + strconv.Itoa(body.Port) + "/"}
-		if s.Config.PreviewDomain != "" {
-			res["url"] = previewOrigin(r, id, body.Port, s.Config.PreviewDomain) + "/"
-		}
-		gateway.WriteJSON(w, http.StatusCreated, res)
-	})
-	mux.HandleFunc("DELETE /v1/hosts/{id}/shares/{port}", func(w http.ResponseWriter, r *http.Request) {
-		_, id, ok := srv.Caller(w, r)
-		if !ok {
-			return
-		}
-		port, err := strconv.Atoi(r.PathValue("port"))
-		if err != nil || port < 1 || port > 65535 {
-			gateway.WriteError(w, http.StatusBadRequest, "invalid_request", "port: want 1-65535")
-			return
-		}
-		_ = shares.Delete(r.Context(), id, port)
-		w.WriteHeader(http.StatusNoContent)
+		return pathURL, previewOrigin(r, hostID, port, s.Config.PreviewDomain) + "/"
 	})
 
 	return func() { preview.Close(); hc.Close() }, nil

@@ -119,6 +119,17 @@ var migrations = []string{
 		at_ms INTEGER NOT NULL
 	);
 	CREATE INDEX gone_executions_at ON gone_executions (at_ms);`,
+	// Public shares of a host's port, so that they outlive a restart
+	// until their expiry, as the API promised.
+	`CREATE TABLE shares (
+		host_id TEXT NOT NULL,
+		port INTEGER NOT NULL,
+		token_id TEXT NOT NULL DEFAULT '',
+		by TEXT NOT NULL DEFAULT '',
+		created_ms INTEGER NOT NULL,
+		expires_ms INTEGER NOT NULL,
+		PRIMARY KEY (host_id, port)
+	);`,
 }
 
 // maxTombstones bounds the ended executions remembered; the oldest go
@@ -165,6 +176,52 @@ func (s *SQLite) HasTombstone(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("store: look up tombstone: %w", err)
 	}
 	return n > 0, nil
+}
+
+// PutShare implements Store.
+func (s *SQLite) PutShare(ctx context.Context, sh Share) error {
+	if !ValidHostID(sh.HostID) || sh.Port < 1 || sh.Port > 65535 {
+		return fmt.Errorf("store: invalid share %s:%d", sh.HostID, sh.Port)
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO shares (host_id, port, token_id, by, created_ms, expires_ms) VALUES (?,?,?,?,?,?)`,
+		sh.HostID, sh.Port, sh.TokenID, sh.By, ms(sh.Created), ms(sh.Expires))
+	if err != nil {
+		return fmt.Errorf("store: put share: %w", err)
+	}
+	return nil
+}
+
+// DeleteShare implements Store.
+func (s *SQLite) DeleteShare(ctx context.Context, hostID string, port int) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM shares WHERE host_id = ? AND port = ?`, hostID, port); err != nil {
+		return fmt.Errorf("store: delete share: %w", err)
+	}
+	return nil
+}
+
+// Shares implements Store: the expired ones are deleted first.
+func (s *SQLite) Shares(ctx context.Context) ([]Share, error) {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM shares WHERE expires_ms <= ?`, ms(s.now())); err != nil {
+		return nil, fmt.Errorf("store: prune shares: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT host_id, port, token_id, by, created_ms, expires_ms FROM shares ORDER BY host_id, port`)
+	if err != nil {
+		return nil, fmt.Errorf("store: shares: %w", err)
+	}
+	defer rows.Close()
+	var out []Share
+	for rows.Next() {
+		var (
+			sh               Share
+			created, expires int64
+		)
+		if err := rows.Scan(&sh.HostID, &sh.Port, &sh.TokenID, &sh.By, &created, &expires); err != nil {
+			return nil, fmt.Errorf("store: shares: %w", err)
+		}
+		sh.Created, sh.Expires = fromMS(created), fromMS(expires)
+		out = append(out, sh)
+	}
+	return out, rows.Err()
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -1,6 +1,6 @@
 // Package store keeps the gateway's durable state: hosts with their pinned
-// host keys, hashed API tokens with role and host scope, an audit log of
-// sessions and a record of key resets.
+// host keys, hashed API tokens with role and host scope, public shares of
+// hosts' ports, an audit log of sessions and a record of key resets.
 //
 // Store is the seam for a shared database when several gateway replicas run
 // (PostgreSQL); Open gives the embedded SQLite implementation, which is safe
@@ -110,6 +110,17 @@ type Enrollment struct {
 	HostKey string // authorized_keys form
 }
 
+// Share is a port of a host made public until Expires (the gateway's
+// shares API). It lasts only as long as the token that made it.
+type Share struct {
+	HostID  string
+	Port    int
+	TokenID string // the token that made it
+	By      string // that token's name, for audit
+	Created time.Time
+	Expires time.Time
+}
+
 // Store is the gateway's state. Implementations are safe for concurrent use.
 type Store interface {
 	// CreateToken makes a new token and returns its secret, which is shown
@@ -144,6 +155,13 @@ type Store interface {
 	RecordSession(ctx context.Context, s Session) error
 	// Sessions returns the newest audit entries first, at most limit.
 	Sessions(ctx context.Context, limit int) ([]Session, error)
+
+	// PutShare records a share, replacing the one of its host and port.
+	PutShare(ctx context.Context, s Share) error
+	// DeleteShare removes a share; a missing one is not an error.
+	DeleteShare(ctx context.Context, hostID string, port int) error
+	// Shares returns the shares not yet expired, by host and port.
+	Shares(ctx context.Context) ([]Share, error)
 
 	// Ping checks that the store answers (readiness).
 	Ping(ctx context.Context) error

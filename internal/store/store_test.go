@@ -447,3 +447,62 @@ func TestTombstones(t *testing.T) {
 		t.Fatal("trim kept other than the two newest")
 	}
 }
+
+// TestSharesPersist: a share outlives a reopen (a gateway restart) until
+// its expiry, a second share of the same port replaces the first, and
+// expired shares are gone from the list and the table.
+func TestSharesPersist(t *testing.T) {
+	ctx := testCtx(t)
+	s, path := openTemp(t)
+	now := time.Now().Truncate(time.Millisecond)
+	for _, sh := range []Share{
+		{HostID: "b", Port: 80, TokenID: "t1", By: "one", Created: now, Expires: now.Add(time.Hour)},
+		{HostID: "a", Port: 3000, TokenID: "t2", By: "two", Created: now, Expires: now.Add(time.Hour)},
+		{HostID: "a", Port: 3000, TokenID: "t3", By: "three", Created: now, Expires: now.Add(2 * time.Hour)},
+		{HostID: "a", Port: 22, TokenID: "t4", By: "old", Created: now, Expires: now.Add(-time.Second)},
+	} {
+		if err := s.PutShare(ctx, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutShare(ctx, Share{HostID: "a/../b", Port: 1, Expires: now.Add(time.Hour)}); err == nil {
+		t.Error("a share of an invalid host id was stored")
+	}
+	_ = s.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Shares(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Share{
+		{HostID: "a", Port: 3000, TokenID: "t3", By: "three", Created: now, Expires: now.Add(2 * time.Hour)},
+		{HostID: "b", Port: 80, TokenID: "t1", By: "one", Created: now, Expires: now.Add(time.Hour)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("shares after a reopen: %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].HostID != want[i].HostID || got[i].Port != want[i].Port || got[i].TokenID != want[i].TokenID ||
+			got[i].By != want[i].By || !got[i].Created.Equal(want[i].Created) || !got[i].Expires.Equal(want[i].Expires) {
+			t.Errorf("share %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	var rows int
+	_ = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM shares").Scan(&rows)
+	if rows != 2 {
+		t.Errorf("%d rows in the shares table, want the expired one gone", rows)
+	}
+	if err := s.DeleteShare(ctx, "a", 3000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteShare(ctx, "a", 3000); err != nil {
+		t.Fatalf("deleting a missing share: %v", err)
+	}
+	if got, _ := s.Shares(ctx); len(got) != 1 || got[0].HostID != "b" {
+		t.Fatalf("after delete: %+v", got)
+	}
+}

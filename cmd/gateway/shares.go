@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hostgate/hostgate/forward"
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// gatewayShares is the gateway's share store. Shares live in memory for
+// the preview's per-request lookup and are written through to the store,
+// so they outlive a restart until their expiry (one gateway serves a state
+// dir, so the memory is never stale). A share lasts only as long as the
+// token that made it: revoked or expired, its shares stop within the
+// token snapshot's second, as its sessions and preview cookies do.
+type gatewayShares struct {
+	mem   *forward.MemoryShares
+	store store.Store
+	// live reports whether the token with this id is still valid.
+	live func(ctx context.Context, tokenID string) bool
+}
+
+var _ forward.ShareStore = (*gatewayShares)(nil)
+
+// newGatewayShares loads the stored shares into memory.
+func newGatewayShares(ctx context.Context, st store.Store, live func(context.Context, string) bool) (*gatewayShares, error) {
+	g := &gatewayShares{mem: forward.NewMemoryShares(nil), store: st, live: live}
+	stored, err := st.Shares(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load shares: %w", err)
+	}
+	for _, sh := range stored {
+		// An error here is a share that expired since the query.
+		_ = g.mem.Put(ctx, forward.Share{HostID: sh.HostID, Port: sh.Port, Expires: sh.Expires, By: sh.By, TokenID: sh.TokenID, Created: sh.Created})
+	}
+	return g, nil
+}
+
+func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
+	if err := g.mem.Put(ctx, sh); err != nil {
+		return err
+	}
+	err := g.store.PutShare(ctx, store.Share{HostID: sh.HostID, Port: sh.Port, TokenID: sh.TokenID, By: sh.By, Created: sh.Created, Expires: sh.Expires})
+	if err != nil {
+		_ = g.mem.Delete(ctx, sh.HostID, sh.Port)
+	}
+	return err
+}
+
+func (g *gatewayShares) Delete(ctx context.Context, hostID string, port int) error {
+	// The store first: a share deleted from memory only would come back
+	// at the next start.
+	if err := g.store.DeleteShare(ctx, hostID, port); err != nil {
+		return err
+	}
+	return g.mem.Delete(ctx, hostID, port)
+}
+
+func (g *gatewayShares) Lookup(ctx context.Context, hostID string, port int) (forward.Share, bool, error) {
+	sh, ok, err := g.mem.Lookup(ctx, hostID, port)
+	if err != nil || !ok {
+		return forward.Share{}, false, err
+	}
+	if !g.alive(ctx, sh) {
+		return forward.Share{}, false, nil
+	}
+	return sh, true, nil
+}
+
+func (g *gatewayShares) List(ctx context.Context) ([]forward.Share, error) {
+	all, err := g.mem.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, sh := range all {
+		if g.alive(ctx, sh) {
+			out = append(out, sh)
+		}
+	}
+	return out, nil
+}
+
+// alive reports whether sh's token still lives, ending the share when it
+// does not. Shares made before shares carried their token have no id and
+// last until their expiry.
+func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) bool {
+	if sh.TokenID == "" || g.live(ctx, sh.TokenID) {
+		return true
+	}
+	_ = g.Delete(context.WithoutCancel(ctx), sh.HostID, sh.Port)
+	return false
+}
+
+// shareJSON is a share as the API shows it.
+func shareJSON(sh forward.Share, urls func(hostID string, port int) (pathURL, url string)) map[string]any {
+	pathURL, u := urls(sh.HostID, sh.Port)
+	out := map[string]any{"hostId": sh.HostID, "port": sh.Port, "expiresAt": sh.Expires.UTC(), "createdAt": sh.Created.UTC(),
+		"by": sh.By, "pathUrl": pathURL}
+	if u != "" {
+		out["url"] = u
+	}
+	return out
+}
+
+// routeShares adds the shares API: an admin or the host's client makes one
+// port public until an expiry, lists a host's shares, and ends one.
+// urls gives a share's path-form URL and, with a preview domain, its
+// subdomain URL.
+func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareStore, urls func(r *http.Request, hostID string, port int) (pathURL, url string)) {
+	mux.HandleFunc("POST /v1/hosts/{id}/shares", func(w http.ResponseWriter, r *http.Request) {
+		tok, id, ok := srv.Caller(w, r)
+		if !ok {
+			return
+		}
+		var body struct {
+			Port       int   `json:"port"`
+			TTLSeconds int64 `json:"ttlSeconds"`
+		}
+		if !decodeStrict(w, r, &body) {
+			return
+		}
+		if body.Port < 1 || body.Port > 65535 {
+			gateway.WriteError(w, http.StatusBadRequest, "bad_request", "port: want 1-65535")
+			return
+		}
+		// Checked as a count of seconds: a Duration of a huge count wraps.
+		if body.TTLSeconds < 1 || body.TTLSeconds > int64(maxShareTTL/time.Second) {
+			gateway.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
+			return
+		}
+		now := time.Now()
+		sh := forward.Share{HostID: id, Port: body.Port, Expires: now.Add(time.Duration(body.TTLSeconds) * time.Second),
+			By: tok.Name, TokenID: tok.ID, Created: now}
+		if err := shares.Put(r.Context(), sh); err != nil {
+			if errors.Is(err, forward.ErrTooManyShares) {
+				gateway.WriteError(w, http.StatusConflict, "too_many_shares", "too many shares: end some with DELETE /v1/hosts/{id}/shares/{port}")
+				return
+			}
+			gateway.WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable: the share was not made: "+err.Error())
+			return
+		}
+		srv.Audit(r, tok, id, "share")
+		gateway.WriteJSON(w, http.StatusCreated, shareJSON(sh, func(h string, p int) (string, string) { return urls(r, h, p) }))
+	})
+	mux.HandleFunc("GET /v1/hosts/{id}/shares", func(w http.ResponseWriter, r *http.Request) {
+		_, id, ok := srv.Caller(w, r)
+		if !ok {
+			return
+		}
+		all, err := shares.List(r.Context())
+		if err != nil {
+			gateway.WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable: "+err.Error())
+			return
+		}
+		out := []map[string]any{}
+		for _, sh := range all {
+			if sh.HostID == id {
+				out = append(out, shareJSON(sh, func(h string, p int) (string, string) { return urls(r, h, p) }))
+			}
+		}
+		gateway.WriteJSON(w, http.StatusOK, map[string]any{"shares": out})
+	})
+	mux.HandleFunc("DELETE /v1/hosts/{id}/shares/{port}", func(w http.ResponseWriter, r *http.Request) {
+		_, id, ok := srv.Caller(w, r)
+		if !ok {
+			return
+		}
+		port, err := strconv.Atoi(r.PathValue("port"))
+		if err != nil || port < 1 || port > 65535 {
+			gateway.WriteError(w, http.StatusBadRequest, "bad_request", "port: want 1-65535")
+			return
+		}
+		if err := shares.Delete(r.Context(), id, port); err != nil {
+			gateway.WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable: the share was not removed: "+err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// decodeStrict reads one small JSON object with no unknown fields and
+// nothing after it into v, answering 400 or 413 itself.
+func decodeStrict(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			gateway.WriteError(w, http.StatusBadRequest, "bad_request", "body: not valid JSON: trailing data after the JSON object")
+			return false
+		}
+		return true
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
+		return false
+	}
+	gateway.WriteError(w, http.StatusBadRequest, "bad_request", gateway.JSONBodyError(err))
+	return false
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
 )
 
 func TestMain(m *testing.M) {
@@ -627,4 +628,63 @@ func (w *eventWriteCloser) Write(p []byte) (int, error) {
 func (w *eventWriteCloser) Close() error {
 	*w.events = append(*w.events, w.name+" closed")
 	return nil
+}
+
+// TestTokenListGroupsSessions: every web UI login adds a session token;
+// `token list` shows them as a count per token, and with --sessions under
+// their token, rather than as tokens of their own. Revoking the token
+// says its sessions go too.
+func TestTokenListGroupsSessions(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin", "--name", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := st.LookupToken(ctx, lastLine(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions []store.Token
+	for range 3 {
+		_, s, err := st.CreateSession(ctx, tok.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	_ = st.Close()
+
+	list, err := cli(t, ctx, "token", "list", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "SESSIONS") || strings.Fields(lines[1])[0] != tok.ID || !strings.HasSuffix(lines[1], " 3") {
+		t.Fatalf("token list:\n%s\nwant the token alone, with 3 sessions", list)
+	}
+	list, err = cli(t, ctx, "token", "list", "--sessions", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSpace(list), "\n")
+	if len(lines) != 5 || strings.Fields(lines[1])[0] != tok.ID {
+		t.Fatalf("token list --sessions:\n%s", list)
+	}
+	for i, s := range sessions {
+		if l := lines[2+i]; !strings.HasPrefix(l, "  "+s.ID) || !strings.Contains(l, "ops/session-"+s.ID) {
+			t.Errorf("session line %q: want %s indented under its token", l, s.ID)
+		}
+	}
+	out, err = cli(t, ctx, "token", "revoke", tok.ID, "--state-dir", dir)
+	if err != nil || !strings.Contains(out, "with its 3 login session(s)") {
+		t.Fatalf("revoke: %q %v", out, err)
+	}
+	if list, _ := cli(t, ctx, "token", "list", "--sessions", "--state-dir", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {
+		t.Fatalf("after revoking the token:\n%s\nwant no token and no session", list)
+	}
 }

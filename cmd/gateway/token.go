@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 func init() {
-	register("token", "token create --role admin|client|agent [--host ID]… [--name N] [--ttl D] | token list | token revoke ID", runToken)
+	register("token", "token create --role admin|client|agent [--host ID]… [--name N] [--ttl D] | token list [--sessions] | token revoke ID", runToken)
 }
 
 // hostList is a repeatable --host flag (also comma-separated).
@@ -31,7 +32,7 @@ func (h *hostList) Set(v string) error {
 }
 
 const tokenUsage = `usage: gateway token create --role admin|client|agent [--host ID]… [--name N] [--ttl D] [--state-dir DIR]
-       gateway token list [--state-dir DIR]
+       gateway token list [--sessions] [--state-dir DIR]
        gateway token revoke ID [--state-dir DIR]`
 
 func runToken(ctx context.Context, sio stdio, args []string) error {
@@ -52,9 +53,15 @@ func runToken(ctx context.Context, sio stdio, args []string) error {
 // tokenAdmin lists tokens (metadata only: secrets are not stored) or
 // revokes one by id.
 func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) error {
-	var dir string
+	var (
+		dir      string
+		sessions bool
+	)
 	fs := newFlags("token "+verb, sio.err)
 	fs.StringVar(&dir, "state-dir", defaultStateDir(), "gateway state directory")
+	if verb == "list" {
+		fs.BoolVar(&sessions, "sessions", false, "also list each token's web UI login sessions, under it")
+	}
 	if err := parseOnlyEnv(fs, args, "state-dir"); err != nil {
 		return err
 	}
@@ -71,28 +78,59 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		return err
 	}
 	defer st.Close()
-	if verb == "revoke" {
-		if err := st.DeleteToken(ctx, fs.Arg(0)); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("token revoke: no token with id %q", fs.Arg(0))
-			}
-			return err
-		}
-		fmt.Fprintf(sio.out, "token %s revoked\n", fs.Arg(0))
-		return nil
-	}
 	toks, err := st.Tokens(ctx)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(sio.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tROLE\tHOSTS\tCREATED\tEXPIRES")
+	// Login sessions by parent: every web UI login adds one, so they
+	// would bury the tokens an operator made.
+	of := map[string][]store.Token{}
 	for _, t := range toks {
+		if t.Parent != "" {
+			of[t.Parent] = append(of[t.Parent], t)
+		}
+	}
+	if verb == "revoke" {
+		id := fs.Arg(0)
+		if err := st.DeleteToken(ctx, id); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("token revoke: no token with id %q", id)
+			}
+			return err
+		}
+		fmt.Fprintf(sio.out, "token %s revoked", id)
+		if n := len(of[id]); n > 0 {
+			fmt.Fprintf(sio.out, " with its %d login session(s)", n)
+		}
+		fmt.Fprintln(sio.out)
+		return nil
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(sio.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tHOSTS\tCREATED\tEXPIRES\tSESSIONS")
+	row := func(id string, t store.Token, sessions string) {
 		exp := "never"
 		if !t.ExpiresAt.IsZero() {
 			exp = t.ExpiresAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, strings.Join(t.Hosts, ","), t.CreatedAt.UTC().Format(time.RFC3339), exp)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, t.Name, t.Role, strings.Join(t.Hosts, ","), t.CreatedAt.UTC().Format(time.RFC3339), exp, sessions)
+	}
+	for _, t := range toks {
+		if t.Parent != "" {
+			continue
+		}
+		live := 0
+		for _, c := range of[t.ID] {
+			if c.ExpiresAt.After(now) {
+				live++
+			}
+		}
+		row(t.ID, t, strconv.Itoa(live))
+		if sessions {
+			for _, c := range of[t.ID] {
+				row("  "+c.ID, c, "")
+			}
+		}
 	}
 	return tw.Flush()
 }

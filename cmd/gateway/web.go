@@ -41,13 +41,25 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
 
 	webui.New(webui.Config{
-		CheckToken: func(r *http.Request, token string) bool {
-			// Through Authenticate, as a bearer token: a wrong token
-			// counts against its source, and a blocked source is refused.
-			r = r.Clone(r.Context())
-			r.Header.Set("Authorization", "Bearer "+token)
-			tok, err := srv.Authenticate(r)
-			return err == nil && tok.Role != store.RoleAgent
+		Login: func(r *http.Request, token string, ttl time.Duration) (string, time.Time, error) {
+			sec, sess, err := srv.StartSession(r, token, ttl)
+			switch {
+			case errors.Is(err, store.ErrSessionParent):
+				return "", time.Time{}, fmt.Errorf("%w: %w", webui.ErrSessionToken, err)
+			case errors.Is(err, gateway.ErrLoginRefused):
+				return "", time.Time{}, fmt.Errorf("%w: %w", webui.ErrInvalidToken, err)
+			case err != nil:
+				s.Logger.Error("login: start session", "err", err)
+				return "", time.Time{}, err
+			}
+			return sec, sess.ExpiresAt, nil
+		},
+		Logout: func(r *http.Request, session string) error {
+			err := srv.EndSession(r.Context(), session)
+			if err != nil {
+				s.Logger.Error("logout: end session", "err", err)
+			}
+			return err
 		},
 		Authenticated: func(r *http.Request) bool {
 			tok, err := srv.Authenticate(r)

@@ -12,7 +12,8 @@ import (
 )
 
 // SessionCookie is the browser session cookie set by /login; it holds the
-// token the person logged in with.
+// secret of a session token minted from the token the person typed
+// (StartSession), never that token.
 const SessionCookie = "hostgate_session"
 
 // authError is a refused authentication: what to answer and which reason

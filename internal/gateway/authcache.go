@@ -79,6 +79,17 @@ func (c *authCache) retain(valid map[string]store.Token) {
 	}
 }
 
+// drop forgets the token with id at once (its session was logged out).
+func (c *authCache) drop(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if e.tok.ID == id {
+			delete(c.m, k)
+		}
+	}
+}
+
 // tokenSet is a snapshot of the store's tokens by id, taken again once
 // older than ttl: what LiveToken answers from, so a preview cookie's
 // token is checked on each request without a store read each time.
@@ -88,6 +99,14 @@ type tokenSet struct {
 	mu    sync.Mutex
 	taken time.Time              // guarded by mu
 	byID  map[string]store.Token // guarded by mu
+}
+
+// drop removes the token with id from the snapshot, so LiveToken refuses
+// it before the next one is taken.
+func (ts *tokenSet) drop(id string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	delete(ts.byID, id)
 }
 
 // LiveToken returns the token with id if it still exists and has not

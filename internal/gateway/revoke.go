@@ -113,21 +113,33 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 	defer l.mu.Unlock()
 	for id, e := range l.m {
 		t, ok := valid[e.tok.ID]
-		reason := ""
 		switch {
 		case !ok:
-			reason = "revoked"
+			l.cut(id, e, "revoked")
 		case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
-			reason = "expired"
+			l.cut(id, e, "expired")
 		}
-		if reason == "" {
-			continue
-		}
-		l.s.logger.Info("session ended: its token was "+reason, "kind", e.what, "host", e.host, "token", e.tok.Name)
-		e.cancel(ErrTokenRevoked)
-		delete(l.m, id)
 	}
 	return nil
+}
+
+// end cuts every session opened with the token with id now, for reason
+// (the token was just revoked here: no need to wait for a recheck).
+func (l *liveSet) end(tokenID, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, e := range l.m {
+		if e.tok.ID == tokenID {
+			l.cut(id, e, reason)
+		}
+	}
+}
+
+// cut ends session id. Called with mu held.
+func (l *liveSet) cut(id uint64, e liveEntry, reason string) {
+	l.s.logger.Info("session ended: its token was "+reason, "kind", e.what, "host", e.host, "token", e.tok.Name)
+	e.cancel(ErrTokenRevoked)
+	delete(l.m, id)
 }
 
 // count is how many sessions are live (for tests).

@@ -60,6 +60,12 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	// CreateSession prunes too, but a gateway nobody logs in to again
+	// would keep the last sessions' rows.
+	if _, err := s.db.ExecContext(ctx, pruneSessions, ms(s.now())); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("store: open %s: prune sessions: %w", path, err)
+	}
 	return s, nil
 }
 
@@ -130,6 +136,14 @@ var migrations = []string{
 		expires_ms INTEGER NOT NULL,
 		PRIMARY KEY (host_id, port)
 	);`,
+	// Browser login sessions are tokens minted from another (CreateSession):
+	// a cookie then holds a secret a logout can revoke, never the API token
+	// itself. The cascade revokes a token's sessions with it, also when
+	// `gateway token revoke` (another process) deletes it. ADD COLUMN keeps
+	// every existing row, which gets NULL: a token of its own. The index
+	// serves the cascade and the per-token cap.
+	`ALTER TABLE tokens ADD COLUMN parent_id TEXT REFERENCES tokens (id) ON DELETE CASCADE;
+	CREATE INDEX tokens_parent ON tokens (parent_id);`,
 }
 
 // maxTombstones bounds the ended executions remembered; the oldest go
@@ -299,7 +313,7 @@ func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (string, Token
 	return secret, tok, nil
 }
 
-const tokenCols = `id, name, role, hosts, created_ms, expires_ms`
+const tokenCols = `id, name, role, hosts, created_ms, expires_ms, COALESCE(parent_id, '')`
 
 func scanToken(sc interface{ Scan(...any) error }) (Token, error) {
 	var (
@@ -307,7 +321,7 @@ func scanToken(sc interface{ Scan(...any) error }) (Token, error) {
 		role, hosts     string
 		created, expire int64
 	)
-	if err := sc.Scan(&t.ID, &t.Name, &role, &hosts, &created, &expire); err != nil {
+	if err := sc.Scan(&t.ID, &t.Name, &role, &hosts, &created, &expire, &t.Parent); err != nil {
 		return Token{}, err
 	}
 	t.Role = Role(role)
@@ -365,6 +379,66 @@ func (s *SQLite) DeleteToken(ctx context.Context, id string) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// pruneSessions deletes the sessions expired at ?, the time in ms. Every
+// session expires (CreateSession), so expires_ms is never 0 here.
+const pruneSessions = `DELETE FROM tokens WHERE parent_id IS NOT NULL AND expires_ms <= ?`
+
+// CreateSession implements Store. Checking the parent, pruning, capping
+// and inserting run in one immediate transaction, so two logins at once
+// cannot both find room under the cap, nor a login add a session to a
+// parent being revoked.
+func (s *SQLite) CreateSession(ctx context.Context, parent string, ttl time.Duration) (string, Token, error) {
+	if ttl <= 0 {
+		return "", Token{}, fmt.Errorf("store: create session: ttl %v: want more than 0", ttl)
+	}
+	now := s.now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", Token{}, fmt.Errorf("store: create session: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	p, err := scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, parent))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", Token{}, ErrNotFound
+	case err != nil:
+		return "", Token{}, fmt.Errorf("store: create session: %w", err)
+	case p.Parent != "":
+		return "", Token{}, ErrSessionParent
+	case p.Role == RoleAgent:
+		return "", Token{}, errors.New("store: create session: an agent token cannot log in")
+	case !p.ExpiresAt.IsZero() && !now.Before(p.ExpiresAt):
+		return "", Token{}, ErrExpired
+	}
+	if _, err := tx.ExecContext(ctx, pruneSessions, ms(now)); err != nil {
+		return "", Token{}, fmt.Errorf("store: create session: prune: %w", err)
+	}
+	// Room for the new one: keep the newest MaxSessionsPerToken-1.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE id IN (SELECT id FROM tokens
+		WHERE parent_id = ? ORDER BY created_ms DESC, rowid DESC LIMIT -1 OFFSET ?)`, p.ID, MaxSessionsPerToken-1); err != nil {
+		return "", Token{}, fmt.Errorf("store: create session: cap: %w", err)
+	}
+	tok := Token{ID: newID(), Role: p.Role, Hosts: p.Hosts, Parent: p.ID,
+		CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: now.Add(ttl).Truncate(time.Millisecond)}
+	if !p.ExpiresAt.IsZero() && p.ExpiresAt.Before(tok.ExpiresAt) {
+		tok.ExpiresAt = p.ExpiresAt
+	}
+	// The parent's name first: the audit log and certificate key ids
+	// name who logged in, and which of their sessions it was.
+	tok.Name = p.Name + "/session-" + tok.ID
+	hosts, _ := json.Marshal(tok.Hosts)
+	secret := newSecret()
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO tokens (id, name, hash, role, hosts, created_ms, expires_ms, parent_id) VALUES (?,?,?,?,?,?,?,?)`,
+		tok.ID, tok.Name, HashToken(secret), string(tok.Role), string(hosts), ms(tok.CreatedAt), ms(tok.ExpiresAt), tok.Parent); err != nil {
+		return "", Token{}, fmt.Errorf("store: create session: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", Token{}, fmt.Errorf("store: create session: %w", err)
+	}
+	return secret, tok, nil
 }
 
 const hostCols = `id, kind, info, host_key, created_ms, last_seen_ms`

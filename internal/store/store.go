@@ -1,6 +1,7 @@
 // Package store keeps the gateway's durable state: hosts with their pinned
-// host keys, hashed API tokens with role and host scope, public shares of
-// hosts' ports, an audit log of sessions and a record of key resets.
+// host keys, hashed API tokens with role and host scope (and the browser
+// login sessions minted from them), public shares of hosts' ports, an audit
+// log of sessions and a record of key resets.
 //
 // Store is the seam for a shared database when several gateway replicas run
 // (PostgreSQL); Open gives the embedded SQLite implementation, which is safe
@@ -39,7 +40,20 @@ var (
 	ErrKeyMismatch = errors.New("store: host key does not match the pinned key")
 	// ErrExpired means a token exists but is past its expiry.
 	ErrExpired = errors.New("store: token expired")
+	// ErrSessionParent refuses a browser session minted from another
+	// session: its secret only ever sits in a browser's cookie, so whoever
+	// types it in took it from there, and a session of their own would
+	// outlive the victim's logout.
+	ErrSessionParent = errors.New("store: a login session cannot start another session; log in with the API token")
 )
+
+// MaxSessionsPerToken bounds the live browser sessions of one token;
+// CreateSession drops the oldest beyond it. A person logs in from a few
+// browsers and profiles, and a session not logged out of lives until its
+// TTL (12 hours by default), so 16 leaves room for every device someone
+// uses in a day while keeping each token to 16 rows, which the gateway
+// lists every second to check live sessions and preview cookies.
+const MaxSessionsPerToken = 16
 
 // Host is an enrolled host.
 type Host struct {
@@ -65,6 +79,10 @@ type Token struct {
 	CreatedAt time.Time
 	// ExpiresAt is zero for a token that does not expire.
 	ExpiresAt time.Time
+	// Parent is, for a browser login session (CreateSession), the id of
+	// the token it was minted from; empty for a token made by
+	// CreateToken. Deleting the parent deletes its sessions.
+	Parent string
 }
 
 // Allows reports whether the token may reach host id as a caller.
@@ -131,8 +149,16 @@ type Store interface {
 	LookupToken(ctx context.Context, secret string) (Token, error)
 	// Tokens lists every token's metadata.
 	Tokens(ctx context.Context) ([]Token, error)
-	// DeleteToken revokes a token by id.
+	// DeleteToken revokes a token by id, and the sessions minted from it.
 	DeleteToken(ctx context.Context, id string) error
+	// CreateSession mints a browser login session for the token with id
+	// parent: a token of its own, with the parent's role and hosts,
+	// expiring at ttl from now or at the parent's expiry if sooner, so a
+	// logout can revoke it without touching the parent. It removes
+	// expired sessions and keeps the parent's newest MaxSessionsPerToken
+	// (this one included). ErrNotFound or ErrExpired for the parent;
+	// ErrSessionParent when the parent is itself a session.
+	CreateSession(ctx context.Context, parent string, ttl time.Duration) (secret string, tok Token, err error)
 
 	// Host returns one host or ErrNotFound.
 	Host(ctx context.Context, id string) (Host, error)

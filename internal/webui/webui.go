@@ -3,14 +3,16 @@
 // (xterm.js is vendored by scripts/gen-webassets), so a gateway without
 // internet access serves a working UI.
 //
-// The UI authenticates with a session cookie that holds the token the person
-// typed. The cookie is HttpOnly, SameSite=Lax and host-only (no Domain
-// attribute), so preview origins — subdomains of the gateway — never receive
-// it.
+// The UI authenticates with a session cookie. It holds the secret of a
+// login session the gateway mints from the token the person typed, never
+// that token, so a logout can revoke what the cookie holds. The cookie is
+// HttpOnly, SameSite=Lax and host-only (no Domain attribute), so preview
+// origins — subdomains of the gateway — never receive it.
 package webui
 
 import (
 	"embed"
+	"errors"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -29,12 +31,27 @@ var loginReadTimeout = 10 * time.Second
 // DefaultCookieName is the session cookie's name.
 const DefaultCookieName = "hostgate_session"
 
+// Login errors the login page names; any other is the gateway's own
+// trouble (503).
+var (
+	// ErrInvalidToken: not a token a person may log in with.
+	ErrInvalidToken = errors.New("webui: invalid token")
+	// ErrSessionToken: the secret of a login session, not a token.
+	ErrSessionToken = errors.New("webui: a login session's secret, not a token")
+)
+
 // Config connects the UI to the gateway's authentication.
 type Config struct {
-	// CheckToken reports whether token, sent in the login form of r, is a
-	// valid token for a person to log in with. It sees r so that failures
-	// count against their source like any other.
-	CheckToken func(r *http.Request, token string) bool
+	// Login starts a session for token, sent in the login form of r,
+	// lasting at most ttl: it returns the session's secret, which the
+	// cookie carries, and its expiry. ErrInvalidToken or ErrSessionToken
+	// (wrapped) refuse the login. It sees r so that failures count against
+	// their source like any other.
+	Login func(r *http.Request, token string, ttl time.Duration) (session string, expires time.Time, err error)
+	// Logout ends the session whose secret a cookie of r holds, for good:
+	// clearing the cookie alone would leave a copy of it working. Nil only
+	// clears the cookie.
+	Logout func(r *http.Request, session string) error
 	// Authenticated reports whether r carries a valid session.
 	Authenticated func(r *http.Request) bool
 	// Reaches, when set, reports whether r's session may reach host id
@@ -44,7 +61,7 @@ type Config struct {
 	CookieName string
 	// SecureCookie marks the cookie Secure (set it behind https).
 	SecureCookie bool
-	// SessionTTL is the cookie's lifetime; 0 means 12 hours.
+	// SessionTTL is a session's longest lifetime; 0 means 12 hours.
 	SessionTTL time.Duration
 }
 
@@ -131,16 +148,35 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	next := redirect.LocalPath(r.PostForm.Get("next"))
-	if token == "" || !u.cfg.CheckToken(r, token) {
+	session, expires, err := "", time.Time{}, ErrInvalidToken
+	if token != "" {
+		session, expires, err = u.cfg.Login(r, token, u.cfg.SessionTTL)
+	}
+	if err != nil {
 		// A code login.js knows the message of.
-		http.Redirect(w, r, "/login?error=invalid_token&next="+url.QueryEscape(next), http.StatusSeeOther)
+		code := ""
+		switch {
+		case errors.Is(err, ErrSessionToken):
+			code = "session_token"
+		case errors.Is(err, ErrInvalidToken):
+			code = "invalid_token"
+		default:
+			http.Error(w, "could not start a session; try again", http.StatusServiceUnavailable)
+			return
+		}
+		http.Redirect(w, r, "/login?error="+code+"&next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
+	}
+	// The browser drops the cookie when the session ends anyway.
+	maxAge := u.cfg.SessionTTL
+	if !expires.IsZero() {
+		maxAge = min(maxAge, time.Until(expires))
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     u.cfg.CookieName,
-		Value:    token,
+		Value:    session,
 		Path:     "/",
-		MaxAge:   int(u.cfg.SessionTTL / time.Second),
+		MaxAge:   max(int(maxAge/time.Second), 1),
 		HttpOnly: true,
 		Secure:   u.cfg.SecureCookie,
 		SameSite: http.SameSiteLaxMode,
@@ -149,6 +185,18 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
+	// Every value sent: a page under a parent domain may have added one.
+	for _, c := range r.CookiesNamed(u.cfg.CookieName) {
+		if c.Value == "" || u.cfg.Logout == nil {
+			continue
+		}
+		if err := u.cfg.Logout(r, c.Value); err != nil {
+			// The cookie stays, so the person can try again: cleared, it
+			// would look logged out while the session still works.
+			http.Error(w, "could not end the session; try again", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: u.cfg.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -2,30 +2,92 @@ package webui
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-func newTestUI() (*httptest.Server, *http.Client) {
-	ui := New(Config{
-		CheckToken: func(_ *http.Request, tok string) bool { return tok == "good" },
-		Authenticated: func(r *http.Request) bool {
-			c, err := r.Cookie(DefaultCookieName)
-			return err == nil && c.Value == "good"
+// fakeSessions is the gateway's side of logins: token "good" logs in,
+// each login a session of its own that Logout ends.
+type fakeSessions struct {
+	mu      sync.Mutex
+	n       int
+	live    map[string]bool
+	expires time.Time // of the sessions it starts; zero: in an hour
+	failOut bool      // Logout fails (a store outage)
+}
+
+func (f *fakeSessions) config() Config {
+	f.live = map[string]bool{}
+	return Config{
+		Login: func(_ *http.Request, tok string, ttl time.Duration) (string, time.Time, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			switch {
+			case f.live[tok]:
+				return "", time.Time{}, fmt.Errorf("%w: mint one from a session", ErrSessionToken)
+			case tok == "down":
+				return "", time.Time{}, errors.New("database is locked")
+			case tok != "good":
+				return "", time.Time{}, ErrInvalidToken
+			}
+			f.n++
+			sess := fmt.Sprint("session-", f.n)
+			f.live[sess] = true
+			exp := f.expires
+			if exp.IsZero() {
+				exp = time.Now().Add(min(ttl, time.Hour))
+			}
+			return sess, exp, nil
 		},
-	})
+		Logout: func(_ *http.Request, sess string) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.failOut {
+				return errors.New("database is locked")
+			}
+			delete(f.live, sess)
+			return nil
+		},
+		Authenticated: func(r *http.Request) bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			c, err := r.Cookie(DefaultCookieName)
+			return err == nil && f.live[c.Value]
+		},
+	}
+}
+
+// set changes f under its lock: the handlers read it on the server's
+// goroutines.
+func (f *fakeSessions) set(change func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change()
+}
+
+func newTestUI() (*httptest.Server, *http.Client) {
+	srv, c, _ := newTestUISessions()
+	return srv, c
+}
+
+func newTestUISessions() (*httptest.Server, *http.Client, *fakeSessions) {
+	f := &fakeSessions{}
+	ui := New(f.config())
 	mux := http.NewServeMux()
 	ui.Register(mux)
 	srv := httptest.NewServer(mux)
 	c := srv.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return srv, c
+	return srv, c, f
 }
 
 func TestPagesNeedLogin(t *testing.T) {
@@ -59,8 +121,11 @@ func TestLoginSetsHostOnlyHttpOnlyCookie(t *testing.T) {
 		t.Fatalf("cookies: %v", cookies)
 	}
 	ck := cookies[0]
-	if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Domain != "" || ck.Value != "good" {
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Domain != "" {
 		t.Errorf("cookie %+v: want HttpOnly, SameSite=Lax, host-only", ck)
+	}
+	if ck.Value != "session-1" {
+		t.Errorf("cookie value %q: want the session's secret, not the token typed", ck.Value)
 	}
 	// The cookie opens the pages.
 	req, _ := http.NewRequest("GET", srv.URL+"/hosts/local/terminal", nil)
@@ -120,7 +185,7 @@ func TestLogoutRefusesCrossOrigin(t *testing.T) {
 		{"no fetch metadata (curl)", nil, http.StatusSeeOther},
 	} {
 		req, _ := http.NewRequest("POST", srv.URL+"/logout", nil)
-		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "good"})
+		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "session-1"})
 		for k, v := range tc.hdr {
 			req.Header.Set(k, v)
 		}
@@ -182,7 +247,6 @@ func TestLoginBodyDeadline(t *testing.T) {
 // exist, is a 404, not a page that fails once it connects.
 func TestTerminalPageOfUnknownHost(t *testing.T) {
 	ui := New(Config{
-		CheckToken: func(_ *http.Request, tok string) bool { return tok == "good" },
 		Authenticated: func(r *http.Request) bool {
 			c, err := r.Cookie(DefaultCookieName)
 			return err == nil && c.Value == "good"
@@ -204,5 +268,83 @@ func TestTerminalPageOfUnknownHost(t *testing.T) {
 		if res.StatusCode != want {
 			t.Errorf("terminal page of %s: %d, want %d", id, res.StatusCode, want)
 		}
+	}
+}
+
+// TestLogoutEndsSession: a logout ends the session on the server, not only
+// in the browser: the cookie's value, copied before, opens nothing after.
+// When the gateway cannot end it, the logout says so and keeps the cookie.
+func TestLogoutEndsSession(t *testing.T) {
+	srv, c, f := newTestUISessions()
+	defer srv.Close()
+	login := func() *http.Cookie {
+		t.Helper()
+		res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {"good"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if len(res.Cookies()) != 1 {
+			t.Fatalf("login: %d, cookies %v", res.StatusCode, res.Cookies())
+		}
+		return res.Cookies()[0]
+	}
+	do := func(method, path string, ck *http.Cookie) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req.AddCookie(ck)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	ck, other := login(), login()
+	if res := do("GET", "/", ck); res.StatusCode != 200 {
+		t.Fatalf("the hosts page with the session cookie: %d", res.StatusCode)
+	}
+
+	f.set(func() { f.failOut = true })
+	if res := do("POST", "/logout", ck); res.StatusCode != http.StatusServiceUnavailable || len(res.Cookies()) != 0 {
+		t.Fatalf("a logout the gateway could not do: %d, cookies %v; want 503 and the cookie kept", res.StatusCode, res.Cookies())
+	}
+	f.set(func() { f.failOut = false })
+	if res := do("POST", "/logout", ck); res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 || res.Cookies()[0].MaxAge >= 0 {
+		t.Fatalf("logout: %d, cookies %v; want 303 and the cookie cleared", res.StatusCode, res.Cookies())
+	}
+	if res := do("GET", "/", ck); res.StatusCode != http.StatusFound {
+		t.Fatalf("the hosts page with the logged-out cookie's value: %d, want a redirect to /login", res.StatusCode)
+	}
+	if res := do("GET", "/", other); res.StatusCode != 200 {
+		t.Fatalf("another session after the logout: %d, want 200", res.StatusCode)
+	}
+}
+
+// TestLoginErrors: a session's secret typed as a token is named as such;
+// a gateway that cannot start a session answers 503, not "invalid token".
+// The cookie lives no longer than its session.
+func TestLoginErrors(t *testing.T) {
+	srv, c, f := newTestUISessions()
+	defer srv.Close()
+	post := func(tok string) *http.Response {
+		t.Helper()
+		res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {tok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	sess := post("good").Cookies()[0].Value
+	if res := post(sess); len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error=session_token&") {
+		t.Errorf("login with a session's secret: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
+	}
+	if res := post("down"); res.StatusCode != http.StatusServiceUnavailable || len(res.Cookies()) != 0 {
+		t.Errorf("login while the gateway cannot start sessions: %d %v, want 503", res.StatusCode, res.Cookies())
+	}
+	f.set(func() { f.expires = time.Now().Add(10 * time.Minute) })
+	if ck := post("good").Cookies()[0]; ck.MaxAge > 600 || ck.MaxAge < 500 {
+		t.Errorf("cookie of a session that ends in 10 minutes: max-age %d", ck.MaxAge)
 	}
 }

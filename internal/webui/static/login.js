@@ -8,7 +8,10 @@
   }
   // The server names an error by code: text taken from the URL would let
   // any link put words of its choosing on the gateway's login page.
-  const messages = { invalid_token: "That token is not valid." };
+  const messages = {
+    invalid_token: "That token is not valid.",
+    session_token: "That is a login session's key, not a token: log in with the token itself.",
+  };
   const code = params.get("error");
   if (code && Object.hasOwn(messages, code)) {
     document.getElementById("error").textContent = messages[code];

@@ -1,0 +1,69 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// ErrLoginRefused is a login with what is not a token a person may log in
+// with: unknown, expired, an agent's, or refused by the rate limit.
+var ErrLoginRefused = errors.New("gateway: login refused")
+
+// StartSession logs a browser in with secret, the API token typed into
+// the login form of r, and returns the secret of a new session token for
+// the browser's cookie, so that a logout can revoke what the cookie holds
+// without revoking the API token. The token is checked as a bearer token
+// is, so a wrong one counts against r's source. The session lasts ttl at
+// most (never past the token's expiry). Errors: ErrLoginRefused, and
+// store.ErrSessionParent for a session's own secret.
+func (s *Server) StartSession(r *http.Request, secret string, ttl time.Duration) (string, store.Token, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+secret)
+	tok, err := s.Authenticate(r)
+	if err != nil {
+		return "", store.Token{}, fmt.Errorf("%w: %w", ErrLoginRefused, err)
+	}
+	if tok.Role == store.RoleAgent {
+		return "", store.Token{}, fmt.Errorf("%w: an agent token cannot log in", ErrLoginRefused)
+	}
+	sec, sess, err := s.store.CreateSession(r.Context(), tok.ID, ttl)
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrExpired):
+		// Revoked or expired since the auth cache last asked the store.
+		return "", store.Token{}, fmt.Errorf("%w: %w", ErrLoginRefused, err)
+	case err != nil:
+		return "", store.Token{}, err
+	}
+	return sec, sess, nil
+}
+
+// EndSession revokes the browser session whose secret a logout presents
+// and ends what it opened at once: the auth cache and the token snapshot
+// forget it (the API, the UI and its preview cookies refuse it from the
+// next request) and its web terminals are cut now, not at the next
+// recheck. The secret of a token that is not a session is left alone: a
+// cookie set before sessions existed holds the API token itself, which a
+// logout must not revoke. An unknown secret is already logged out.
+func (s *Server) EndSession(ctx context.Context, secret string) error {
+	tok, err := s.store.LookupToken(ctx, secret)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil && !errors.Is(err, store.ErrExpired):
+		return fmt.Errorf("gateway: end session: %w", err)
+	case tok.Parent == "":
+		return nil
+	}
+	if err := s.store.DeleteToken(ctx, tok.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("gateway: end session: %w", err)
+	}
+	s.auth.drop(tok.ID)
+	s.tokenSet.drop(tok.ID)
+	s.live.end(tok.ID, "revoked by a logout")
+	return nil
+}

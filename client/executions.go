@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"net/url"
 	"time"
 )
@@ -64,7 +66,17 @@ type ExecRequest struct {
 	Cwd       string            `json:"cwd,omitempty"`
 	Stdin     string            `json:"stdin,omitempty"`
 	TimeoutMs int64             `json:"timeoutMs"`
+	// Encoding is how stdin and the output travel: "" (or "utf-8") as
+	// JSON text, where bytes that are not UTF-8 become U+FFFD, or
+	// EncodingBase64 for any bytes. Either way Stdin here and the
+	// result's Stdout and Stderr hold the raw bytes: Exec does the
+	// base64. Gateways older than the encoding answer 400 naming it.
+	Encoding string `json:"encoding,omitempty"`
 }
+
+// EncodingBase64 is the ExecRequest.Encoding that carries binary stdin
+// and output intact.
+const EncodingBase64 = "base64"
 
 // ExecResult is a finished command.
 type ExecResult struct {
@@ -73,6 +85,13 @@ type ExecResult struct {
 	Stderr     string `json:"stderr"`
 	DurationMs int64  `json:"durationMs"`
 	OOMKilled  bool   `json:"oomKilled,omitempty"`
+	// Encoding is the request's, as the gateway named it.
+	Encoding string `json:"encoding,omitempty"`
+	// StdoutLossy and StderrLossy say that the output was not valid UTF-8
+	// and came as text, with U+FFFD where bytes were: run it again with
+	// EncodingBase64 to get them.
+	StdoutLossy bool `json:"stdoutLossy,omitempty"`
+	StderrLossy bool `json:"stderrLossy,omitempty"`
 }
 
 // Checkpoint is a saved workspace.
@@ -118,10 +137,29 @@ func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
 // execution's agent it runs under is "agent_lost" (502): its result is
 // unknown, it may still be running (bound by the execution's runtime, no
 // longer by TimeoutMs), and the execution lives on.
+//
+// With Encoding EncodingBase64, stdin and the output travel as base64, so
+// any bytes arrive intact; the output limit counts the raw bytes.
 func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	b64 := req.Encoding == EncodingBase64
+	if b64 {
+		req.Stdin = base64.StdEncoding.EncodeToString([]byte(req.Stdin))
+	}
 	var r ExecResult
 	if err := c.doLong(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
 		return nil, err
+	}
+	if b64 {
+		if r.Encoding != EncodingBase64 {
+			return nil, fmt.Errorf("client: exec asked for encoding base64 and the answer is in %q", r.Encoding)
+		}
+		for _, s := range []*string{&r.Stdout, &r.Stderr} {
+			raw, err := base64.StdEncoding.DecodeString(*s)
+			if err != nil {
+				return nil, fmt.Errorf("client: exec answer: output is not base64: %w", err)
+			}
+			*s = string(raw)
+		}
 	}
 	return &r, nil
 }

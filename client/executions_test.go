@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -90,5 +91,53 @@ func TestExecutionsClient(t *testing.T) {
 		if seen[i] != w {
 			t.Fatalf("requests %q, want %q", seen, want)
 		}
+	}
+}
+
+// TestExecBase64: with EncodingBase64 the client sends stdin as base64 and
+// hands back the raw bytes of the output; the request without it is as it
+// always was.
+func TestExecBase64(t *testing.T) {
+	in := make([]byte, 0, 260)
+	for i := range 256 {
+		in = append(in, byte(i))
+	}
+	in = append(in, 0xed, 0xa0, 0x80, 0xc0) // a surrogate, a cut sequence
+	var bodies []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		bodies = append(bodies, body)
+		stdin, _ := body["stdin"].(string)
+		enc, _ := body["encoding"].(string)
+		if enc == "base64" {
+			raw, err := base64.StdEncoding.DecodeString(stdin)
+			if err != nil {
+				w.WriteHeader(400)
+				return
+			}
+			stdin = base64.StdEncoding.EncodeToString(raw) // echoed as it came
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"exitCode": 0, "stdout": stdin, "stderr": stdin, "durationMs": 1, "encoding": enc})
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Exec(ctx, "e1", ExecRequest{Command: "cat", Stdin: string(in), TimeoutMs: 1000, Encoding: EncodingBase64})
+	if err != nil || r.Stdout != string(in) || r.Stderr != string(in) || r.Encoding != EncodingBase64 {
+		t.Fatalf("base64 exec: %v %+v", err, r)
+	}
+	if got := bodies[0]["stdin"]; got != base64.StdEncoding.EncodeToString(in) {
+		t.Fatalf("stdin on the wire %q, want base64", got)
+	}
+	if _, err := c.Exec(ctx, "e1", ExecRequest{Command: "cat", Stdin: "text", TimeoutMs: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bodies[1]["encoding"]; ok || bodies[1]["stdin"] != "text" {
+		t.Fatalf("default request on the wire: %v, want it as it always was", bodies[1])
 	}
 }

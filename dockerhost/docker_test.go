@@ -30,6 +30,19 @@ func testExecBasics(t *testing.T) {
 		t.Fatalf("got exit %d stdout %q stderr %q; want exit 3 stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr, want, "oops\n")
 	}
 
+	// Stdin and output are bytes, not text: every byte value and
+	// sequences that are not UTF-8 pass through docker exec intact (the
+	// API's base64 encoding relies on it).
+	bin := make([]byte, 0, 270)
+	for i := range 256 {
+		bin = append(bin, byte(i))
+	}
+	bin = append(bin, 0x80, 0xe2, 0x82, 0xc0, 0x80, 0xed, 0xa0, 0x80, 0xf0, 0x9f)
+	res, err = h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", "cat > b && cat b && cat b >&2"}, Stdin: string(bin), TimeoutMs: 30_000})
+	if err != nil || res.ExitCode != 0 || res.Stdout != string(bin) || res.Stderr != string(bin) {
+		t.Fatalf("binary through docker exec: %v %+v, want stdout and stderr %x", err, res, bin)
+	}
+
 	ins, err := cli.ContainerInspect(testCtx(t, time.Minute), ex.ContainerID)
 	if err != nil {
 		t.Fatal(err)

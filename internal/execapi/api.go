@@ -248,13 +248,17 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var req dockerhost.ExecRequest
-	if !decode(w, r, &req, MaxExecBody) {
+	var body execBody
+	if !decode(w, r, &body, MaxExecBody) {
+		return
+	}
+	if err := body.decodeStdin(); err != nil {
+		a.fail(w, err)
 		return
 	}
 	ctx, done := keepOnShutdown(r.Context())
 	defer done()
-	res, err := a.ex.Exec(ctx, id, req)
+	res, err := a.ex.Exec(ctx, id, body.ExecRequest)
 	if err != nil {
 		switch dockerhost.ErrorCode(err) {
 		case dockerhost.CodeTimeout, dockerhost.CodeOutputLimit, dockerhost.CodeAborted, dockerhost.CodeGone:
@@ -264,7 +268,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	gateway.WriteJSON(w, http.StatusOK, res)
+	gateway.WriteJSON(w, http.StatusOK, answer(res, body.Encoding))
 }
 
 func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {

@@ -111,6 +111,11 @@ func (f *fakeExecutions) Exec(ctx context.Context, id string, req dockerhost.Exe
 		return nil, &dockerhost.Error{Code: dockerhost.CodeTimeout, Message: "timed out; the execution was destroyed"}
 	case "engine-down":
 		return nil, fmt.Errorf("dockerhost: exec: %w", io.ErrUnexpectedEOF)
+	case "binary":
+		return &dockerhost.ExecResult{Stdout: string(binaryInput()), Stderr: "\xff", DurationMs: 1}, nil
+	case "tee":
+		// stdin's bytes to stdout and, after "err:", to stderr.
+		return &dockerhost.ExecResult{Stdout: req.Stdin, Stderr: "err:" + req.Stdin, DurationMs: 1}, nil
 	}
 	return &dockerhost.ExecResult{Stdout: strings.Join(append([]string{req.Command}, req.Args...), " ") + "\n" + req.Stdin, DurationMs: 1}, nil
 }

@@ -18,6 +18,8 @@ func FuzzBodies(f *testing.F) {
 	f.Add(0, `{"resources":{"cpus":"1"}}`)
 	f.Add(0, `{"env":{"A":1}}`)
 	f.Add(1, `[]`)
+	f.Add(1, `{"command":"echo","stdin":"aGk=","encoding":"base64","timeoutMs":5}`)
+	f.Add(1, `{"command":"echo","stdin":"%%%","encoding":"base64","timeoutMs":5}`)
 	ex := newFakeExecutions()
 	ex.add("e1", "img", "")
 	api, err := New(ex, &Config{Authorize: func(http.ResponseWriter, *http.Request) bool { return true }})

@@ -1,0 +1,104 @@
+package execapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// binaryInput is every byte value, then sequences that are not UTF-8: a
+// lone continuation byte, a truncated sequence, an overlong NUL, a
+// surrogate, and a sequence cut at the end.
+func binaryInput() []byte {
+	b := make([]byte, 0, 300)
+	for i := range 256 {
+		b = append(b, byte(i))
+	}
+	return append(b, 0x80, 'a', 0xe2, 0x82, 'b', 0xc0, 0x80, 0xed, 0xa0, 0x80, 0xf0, 0x9f, 0x98)
+}
+
+// TestExecBinaryBase64: with "encoding": "base64" stdin, stdout and stderr
+// carry any bytes, and the answer names its encoding. The API used to
+// answer JSON strings only, in which encoding/json turns every byte that is
+// not UTF-8 into U+FFFD, silently.
+func TestExecBinaryBase64(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	in := binaryInput()
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{
+		"command": "tee", "stdin": base64.StdEncoding.EncodeToString(in), "timeoutMs": 1000, "encoding": "base64"})
+	if status != http.StatusOK || body["encoding"] != "base64" {
+		t.Fatalf("exec: %d %v, want 200 naming encoding base64", status, body)
+	}
+	out, err := base64.StdEncoding.DecodeString(body["stdout"].(string))
+	if err != nil || !bytes.Equal(out, in) {
+		t.Fatalf("stdout: %v, %x; want %x", err, out, in)
+	}
+	want := append([]byte("err:"), in...)
+	if errOut, err := base64.StdEncoding.DecodeString(body["stderr"].(string)); err != nil || !bytes.Equal(errOut, want) {
+		t.Fatalf("stderr: %v, %x; want %x", err, errOut, want)
+	}
+	if _, ok := body["stdoutLossy"]; ok {
+		t.Fatalf("a base64 answer says it is lossy: %v", body)
+	}
+}
+
+// TestExecDefaultEncodingSaysLossy: without an encoding the answer is as
+// it always was for text, and says so when the output was not UTF-8 (the
+// JSON string then holds U+FFFD where the bytes were).
+func TestExecDefaultEncodingSaysLossy(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "tee", "stdin": "héllo ✓\n", "timeoutMs": 1000})
+	if status != http.StatusOK || body["stdout"] != "héllo ✓\n" {
+		t.Fatalf("text exec: %d %v", status, body)
+	}
+	for _, k := range []string{"encoding", "stdoutLossy", "stderrLossy"} {
+		if _, ok := body[k]; ok {
+			t.Errorf("text exec answers %s: %v; want the answer as it always was", k, body)
+		}
+	}
+	// A JSON request's stdin is text: the fake's "binary" prints bytes
+	// that are not.
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "binary", "timeoutMs": 1000})
+	if status != http.StatusOK || body["stdoutLossy"] != true || body["stderrLossy"] != true {
+		t.Fatalf("binary output in the default encoding: %d %v, want stdoutLossy and stderrLossy", status, body)
+	}
+	if _, ok := body["encoding"]; ok {
+		t.Errorf("default encoding answers encoding: %v", body)
+	}
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "tee", "stdin": "ok", "timeoutMs": 1000, "encoding": "utf-8"})
+	if status != http.StatusOK || body["stdout"] != "ok" || body["encoding"] != "utf-8" || body["stdoutLossy"] != nil {
+		t.Fatalf("text in encoding utf-8, named: %d %v", status, body)
+	}
+}
+
+// TestExecEncodingRefusals: a stdin that is not base64 is a 400 naming
+// stdin; an unknown encoding a 400 naming the ones accepted. Neither runs
+// anything.
+func TestExecEncodingRefusals(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	for _, tc := range []struct {
+		name        string
+		body        map[string]any
+		field, want string
+	}{
+		{"bad base64", map[string]any{"command": "engine-down", "stdin": "not base64!", "encoding": "base64", "timeoutMs": 1000}, "stdin", "base64"},
+		{"unpadded", map[string]any{"command": "engine-down", "stdin": "YQ", "encoding": "base64", "timeoutMs": 1000}, "stdin", "base64"},
+		{"url alphabet", map[string]any{"command": "engine-down", "stdin": "-_-_", "encoding": "base64", "timeoutMs": 1000}, "stdin", "base64"},
+		{"unknown", map[string]any{"command": "engine-down", "encoding": "hex", "timeoutMs": 1000}, "encoding", `"utf-8" (the default) or "base64"`},
+		{"wrong case", map[string]any{"command": "engine-down", "encoding": "BASE64", "timeoutMs": 1000}, "encoding", `"base64"`},
+	} {
+		status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", tc.body)
+		code, msg := errCode(body)
+		if status != http.StatusBadRequest || code != "invalid_request" || !strings.HasPrefix(msg, tc.field+": ") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %d %q %q, want 400 naming %s and %s", tc.name, status, code, msg, tc.field, tc.want)
+		}
+	}
+}

@@ -352,6 +352,14 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		if err != nil && errors.Is(context.Cause(ctx), errTerminated) {
 			err = &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q was terminated while provisioning", id), Err: err}
 		}
+		if err != nil {
+			// The container went with the error (the defer below, run
+			// first); a gateway killed before that reaps a restore's
+			// loading container at its next start (Adopt).
+			if ierr := interrupted(ctx, fmt.Sprintf("execution %q was not made, and its container was removed; try again once the server is back", id)); ierr != nil {
+				err = ierr
+			}
+		}
 	}()
 
 	log := h.logger.With("execution", id)

@@ -27,6 +27,9 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 		return nil, err
 	}
 	if err := e.lock.Lock(ctx); err != nil {
+		if ierr := interrupted(ctx, "the checkpoint was not taken (it waited for running commands); the execution is unchanged"); ierr != nil {
+			return nil, ierr
+		}
 		return nil, fmt.Errorf("dockerhost: wait for running commands: %w", err)
 	}
 	defer e.lock.Unlock()
@@ -56,6 +59,9 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 			h.forget(executionID, e)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the checkpoint", executionID), Err: err}
 		}
+		if ierr := interrupted(ctx, cutCheckpoint); ierr != nil {
+			return nil, ierr
+		}
 		var wf *errWontFit
 		if errors.As(err, &wf) {
 			return nil, &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
@@ -65,6 +71,11 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 				wf.need, wf.limit, wf.largest, wf.largestSize)}
 		}
 		return nil, exportError(fmt.Errorf("dockerhost: checkpoint: %w", err), e.Resources.DiskBytes)
+	}
+	if ierr := interrupted(ctx, cutCheckpoint); ierr != nil {
+		// Copied, but its caller would never learn its id.
+		_ = w.Abort()
+		return nil, ierr
 	}
 	m := &Manifest{
 		Version:      ManifestVersion,
@@ -82,6 +93,9 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 	h.logger.Info("checkpoint", "execution", executionID, "checkpoint", id, "bytes", m.SizeBytes)
 	return &Checkpoint{CheckpointID: id, ExecutionID: executionID, CreatedAt: m.CreatedAt, SizeBytes: m.SizeBytes, SHA256: m.SHA256}, nil
 }
+
+// cutCheckpoint says what a checkpoint cut by ErrStopping left.
+const cutCheckpoint = "the checkpoint was cut and nothing of it kept; the execution is unchanged"
 
 // Restore provisions a new execution from a checkpoint: the complete
 // provision validation of the recorded request, then the workspace tar

@@ -1,6 +1,7 @@
 package dockerhost
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -25,7 +26,9 @@ const (
 	// CodeInterrupted: the command was cut because its caller's server is
 	// stopping (ErrStopping), and the execution is kept, for the server's
 	// next start to adopt. A command the agent ran was killed; one docker
-	// exec ran may still run, bound by the execution's runtime.
+	// exec ran may still run, bound by the execution's runtime. A
+	// checkpoint, provision or restore cut so leaves nothing of itself:
+	// no checkpoint, no new execution, the source execution unchanged.
 	CodeInterrupted = "interrupted"
 	// CodeStorageUnavailable: the gateway's checkpoint storage refused a
 	// write (full, read-only, not writable); the execution lives on.
@@ -35,8 +38,20 @@ const (
 // ErrStopping, as the cause of the context an Exec runs under (wrapped or
 // not), says the caller's server is stopping rather than the caller gone:
 // the command is cut but the execution is kept (CodeInterrupted). Any other
-// end of the context destroys the execution (CodeAborted).
+// end of the context destroys the execution (CodeAborted). Checkpoint,
+// Provision and Restore answer CodeInterrupted for it too, rather than an
+// engine failure.
 var ErrStopping = errors.New("dockerhost: the server is stopping")
+
+// interrupted returns the CodeInterrupted *Error of an operation whose ctx
+// ended with ErrStopping in its cause, saying what became of it, or nil
+// when ctx did not end so.
+func interrupted(ctx context.Context, what string) error {
+	if ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrStopping) {
+		return nil
+	}
+	return &Error{Code: CodeInterrupted, Message: context.Cause(ctx).Error() + ": " + what, Err: context.Cause(ctx)}
+}
 
 // Error is the typed error every ExecutionHost method returns for what a
 // caller can act on. Field names the offending request field (JSON path,

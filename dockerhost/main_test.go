@@ -44,6 +44,7 @@ var engineTests = []struct {
 	{"GitWorkspace", testGitWorkspace},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
+	{"StoppingCutsCheckpointRestore", testStoppingCutsCheckpointRestore},
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},
 	{"ImportReadOnlyDirsWithoutChmod", testImportReadOnlyDirsWithoutChmod},
 	{"CheckpointSparse", testCheckpointSparse},

@@ -456,6 +456,10 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
 	e := provision(t, ctx, c, execRequest(image))
+	// Its terminate at cleanup needs a gateway: one that failed to come
+	// back would leave the container.
+	cid := containerOf(t, e.ExecutionID)
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", cid).Run() })
 	sh(t, ctx, c, e.ExecutionID, "echo kept > kept.txt")
 	ended := provision(t, ctx, c, execRequest(image))
 	if err := c.Terminate(ctx, ended.ExecutionID); err != nil {
@@ -474,10 +478,36 @@ func TestExecutionAdoptedAfterRestart(t *testing.T) {
 			t.Fatal("the long command never started")
 		}
 	}
+	// A checkpoint waiting for that command is cut too: 503 interrupted,
+	// no checkpoint stored, the execution kept. It answered 502. A waiting
+	// checkpoint keeps new commands out: an exec that answers 409 says it
+	// waits.
+	checkpoint := make(chan error, 1)
+	go func() {
+		_, err := c.Checkpoint(ctx, e.ExecutionID, "cut by the stop")
+		checkpoint <- err
+	}()
+	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		// A timeout would destroy the execution: one that covers a slow
+		// true but not a checkpoint's whole wait.
+		_, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "true", TimeoutMs: 5000})
+		if ae := apiErr(err); ae != nil && ae.Status == http.StatusConflict {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the checkpoint never waited for the long command (last exec: %v)", err)
+		}
+	}
 	g.stop()
 	var ie *client.APIError
 	if err := <-busy; !errors.As(err, &ie) || ie.Status != http.StatusServiceUnavailable || ie.Code != "interrupted" {
 		t.Fatalf("a command cut by the gateway stopping: %v, want 503 interrupted", err)
+	}
+	if err := <-checkpoint; !errors.As(err, &ie) || ie.Status != http.StatusServiceUnavailable || ie.Code != "interrupted" {
+		t.Fatalf("a checkpoint cut by the gateway stopping: %v, want 503 interrupted", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(g.stateDir, "checkpoints", "*")); len(left) != 0 {
+		t.Fatalf("a cut checkpoint left %q", left)
 	}
 	g.restart("--docker", "on", "--agent-binary", bin.agent)
 	c2, err := client.New(g.url, g.admin, nil)

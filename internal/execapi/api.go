@@ -162,12 +162,14 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	e, err := a.ex.Provision(r.Context(), req)
+	ctx, done := keepOnShutdown(r.Context())
+	defer done()
+	e, err := a.ex.Provision(ctx, req)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	a.answerNew(w, r, e)
+	a.answerNew(ctx, w, e)
 }
 
 func (a *API) restore(w http.ResponseWriter, r *http.Request) {
@@ -185,24 +187,36 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	e, err := a.ex.Restore(r.Context(), req)
+	ctx, done := keepOnShutdown(r.Context())
+	defer done()
+	e, err := a.ex.Restore(ctx, req)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	a.answerNew(w, r, e)
+	a.answerNew(ctx, w, e)
 }
 
 // answerNew starts a new execution's agent and answers 201; an execution
 // whose agent cannot start is terminated, so the caller never holds an
-// execution that is not a host.
-func (a *API) answerNew(w http.ResponseWriter, r *http.Request, e *dockerhost.Execution) {
+// execution that is not a host. ctx is the request's (keepOnShutdown).
+func (a *API) answerNew(ctx context.Context, w http.ResponseWriter, e *dockerhost.Execution) {
 	var pub ssh.PublicKey
 	if a.cfg.Agents != nil {
 		var err error
-		pub, err = a.cfg.Agents.Start(r.Context(), e.ExecutionID)
+		pub, err = a.cfg.Agents.Start(ctx, e.ExecutionID)
+		if err != nil && errors.Is(context.Cause(ctx), dockerhost.ErrStopping) {
+			// Its caller would never learn of it: nothing is left.
+			if terr := a.ex.Terminate(context.WithoutCancel(ctx), e.ExecutionID); terr != nil {
+				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
+			}
+			a.cfg.Agents.Forget(e.ExecutionID)
+			gateway.WriteError(w, http.StatusServiceUnavailable, dockerhost.CodeInterrupted,
+				context.Cause(ctx).Error()+": execution "+e.ExecutionID+" was terminated before its agent started; try again once the gateway is back")
+			return
+		}
 		if err != nil {
-			if _, gerr := a.ex.Get(context.WithoutCancel(r.Context()), e.ExecutionID); dockerhost.ErrorCode(gerr) == dockerhost.CodeGone || dockerhost.ErrorCode(gerr) == dockerhost.CodeNotFound {
+			if _, gerr := a.ex.Get(context.WithoutCancel(ctx), e.ExecutionID); dockerhost.ErrorCode(gerr) == dockerhost.CodeGone || dockerhost.ErrorCode(gerr) == dockerhost.CodeNotFound {
 				// Terminated meanwhile (a DELETE while its agent started):
 				// not the agent's failure.
 				a.cfg.Agents.Forget(e.ExecutionID)
@@ -210,7 +224,7 @@ func (a *API) answerNew(w http.ResponseWriter, r *http.Request, e *dockerhost.Ex
 				return
 			}
 			a.log.Error("execution agent did not start; terminating the execution", "execution", e.ExecutionID, "err", err)
-			if terr := a.ex.Terminate(context.WithoutCancel(r.Context()), e.ExecutionID); terr != nil {
+			if terr := a.ex.Terminate(context.WithoutCancel(ctx), e.ExecutionID); terr != nil {
 				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
 			}
 			if errors.Is(err, ErrNotExecutionHost) {
@@ -276,7 +290,9 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	cp, err := a.ex.Checkpoint(r.Context(), r.PathValue("id"), req)
+	ctx, done := keepOnShutdown(r.Context())
+	defer done()
+	cp, err := a.ex.Checkpoint(ctx, r.PathValue("id"), req)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -326,7 +342,9 @@ var statusOf = map[string]int{
 // keepOnShutdown is parent, ended when it is, but with dockerhost's
 // ErrStopping in the cause when the gateway is shutting down: a command
 // cut by a restart leaves its execution for the next start to adopt, as a
-// crash would, where a caller gone destroys it.
+// crash would, where a caller gone destroys it. A checkpoint, provision or
+// restore cut so answers 503 interrupted, leaving nothing of itself, where
+// it answered 502, an engine failure.
 func keepOnShutdown(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	stop := context.AfterFunc(parent, func() {

@@ -37,12 +37,15 @@ const wait = 30 * time.Second
 // Policy: "flood" overflows the output limit and "spin" times out, each
 // ending the execution, as dockerhost does.
 type fakeExecutions struct {
-	policy dockerhost.Policy
-	mu     sync.Mutex
-	live   map[string]*dockerhost.Execution
-	gone   map[string]bool
-	files  map[string]string // checkpoint id → "file" content
-	n      int
+	// blocked, when set, gets a value when a checkpoint with reason
+	// "block" or a restore of checkpoint "block" waits for its ctx to end.
+	blocked chan struct{}
+	policy  dockerhost.Policy
+	mu      sync.Mutex
+	live    map[string]*dockerhost.Execution
+	gone    map[string]bool
+	files   map[string]string // checkpoint id → "file" content
+	n       int
 }
 
 func newFakeExecutions() *fakeExecutions {
@@ -120,9 +123,23 @@ func (f *fakeExecutions) Exec(ctx context.Context, id string, req dockerhost.Exe
 	return &dockerhost.ExecResult{Stdout: strings.Join(append([]string{req.Command}, req.Args...), " ") + "\n" + req.Stdin, DurationMs: 1}, nil
 }
 
+// block waits for ctx to end and answers as dockerhost does: interrupted
+// for ErrStopping, an engine failure otherwise.
+func (f *fakeExecutions) block(ctx context.Context) error {
+	f.blocked <- struct{}{}
+	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), dockerhost.ErrStopping) {
+		return &dockerhost.Error{Code: dockerhost.CodeInterrupted, Message: context.Cause(ctx).Error() + ": nothing was kept"}
+	}
+	return fmt.Errorf("dockerhost: %w", context.Cause(ctx))
+}
+
 func (f *fakeExecutions) Checkpoint(ctx context.Context, id string, req dockerhost.CheckpointRequest) (*dockerhost.Checkpoint, error) {
 	if _, err := f.Get(ctx, id); err != nil {
 		return nil, err
+	}
+	if req.Reason == "block" && f.blocked != nil {
+		return nil, f.block(ctx)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -131,7 +148,10 @@ func (f *fakeExecutions) Checkpoint(ctx context.Context, id string, req dockerho
 	return &dockerhost.Checkpoint{CheckpointID: cid, ExecutionID: id, CreatedAt: time.Now(), SizeBytes: 10, SHA256: strings.Repeat("0", 64)}, nil
 }
 
-func (f *fakeExecutions) Restore(_ context.Context, req dockerhost.RestoreRequest) (*dockerhost.Execution, error) {
+func (f *fakeExecutions) Restore(ctx context.Context, req dockerhost.RestoreRequest) (*dockerhost.Execution, error) {
+	if req.CheckpointID == "block" && f.blocked != nil {
+		return nil, f.block(ctx)
+	}
 	f.mu.Lock()
 	_, ok := f.files[req.CheckpointID]
 	f.mu.Unlock()
@@ -232,6 +252,8 @@ type fixture struct {
 	ca     ssh.Signer
 	srv    *httptest.Server
 	events chan tunnelEvent // OnTunnel, buffered
+	// shutdown ends every request's context as the gateway's Close does.
+	shutdown func()
 }
 
 type tunnelEvent struct {
@@ -304,8 +326,13 @@ func newFixture(t *testing.T) *fixture {
 	}
 	mux := http.NewServeMux()
 	api.Register(mux)
-	f.srv = httptest.NewServer(mux)
+	base, cancel := context.WithCancelCause(context.Background())
+	f.shutdown = func() { cancel(gateway.ErrShuttingDown) }
+	f.srv = httptest.NewUnstartedServer(mux)
+	f.srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	f.srv.Start()
 	t.Cleanup(func() {
+		cancel(nil)
 		f.srv.Close()
 		f.agents.Close()
 		f.reg.Close()
@@ -783,5 +810,54 @@ func TestAgentThatCannotStart(t *testing.T) {
 	}
 	if len(hosts) != 0 {
 		t.Fatalf("a failed provision left hosts %+v", hosts)
+	}
+}
+
+// TestShutdownInterruptsCheckpointRestore: a checkpoint or a restore cut
+// by the gateway shutting down answers 503 interrupted, as a command does:
+// the API hands dockerhost ErrStopping for the gateway's ErrShuttingDown.
+// Both answered 502 engine_error.
+func TestShutdownInterruptsCheckpointRestore(t *testing.T) {
+	f := newFixture(t)
+	f.ex.blocked = make(chan struct{}, 2)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	type answer struct {
+		status int
+		body   map[string]any
+	}
+	answers := make(chan answer, 2)
+	for _, r := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/executions/" + id + "/checkpoints", map[string]any{"reason": "block"}},
+		{"/v1/restores", map[string]any{"checkpointId": "block"}},
+	} {
+		go func() {
+			// f.do fails with t.Fatal: not on this goroutine.
+			j, _ := json.Marshal(r.body)
+			req, _ := http.NewRequest("POST", f.srv.URL+r.path, bytes.NewReader(j))
+			req.Header.Set("Authorization", "Bearer admin")
+			res, err := f.srv.Client().Do(req)
+			if err != nil {
+				t.Error(err)
+				answers <- answer{}
+				return
+			}
+			defer res.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(res.Body).Decode(&out)
+			answers <- answer{res.StatusCode, out}
+		}()
+	}
+	<-f.ex.blocked
+	<-f.ex.blocked
+	f.shutdown()
+	for range 2 {
+		a := <-answers
+		if code, msg := errCode(a.body); a.status != http.StatusServiceUnavailable || code != dockerhost.CodeInterrupted || !strings.Contains(msg, "shutting down") {
+			t.Errorf("cut by the shutdown: %d %v, want 503 interrupted", a.status, a.body)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"time"
 )
 
@@ -192,7 +193,7 @@ func (s *LocalStore) Open(_ context.Context, id string) (*Manifest, io.ReadClose
 	if !checkpointIDRE.MatchString(id) {
 		return nil, nil, ErrCheckpointNotFound
 	}
-	mf, err := os.Open(filepath.Join(s.Dir, id+".json"))
+	mf, err := openRegular(filepath.Join(s.Dir, id+".json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, ErrCheckpointNotFound
 	}
@@ -211,11 +212,74 @@ func (s *LocalStore) Open(_ context.Context, id string) (*Manifest, io.ReadClose
 	if m.CheckpointID != id {
 		return nil, nil, errors.New("dockerhost: manifest checkpointId does not match its name")
 	}
-	f, err := os.Open(filepath.Join(s.Dir, id+".tar"))
+	f, err := openRegular(filepath.Join(s.Dir, id+".tar"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dockerhost: open checkpoint tar: %w", err)
 	}
 	return m, f, nil
+}
+
+// notRegularError is a file of the gateway's state (a checkpoint's, a
+// kept provision env) that is a symbolic link or not a regular file (a
+// FIFO, a device, a directory), which openRegular refuses: anyone who can
+// write the directory could plant a link to a file the gateway may read,
+// or a FIFO whose open never returns.
+type notRegularError struct {
+	Path string
+	What string // "a symbolic link", "a named pipe", …
+}
+
+func (e *notRegularError) Error() string {
+	return fmt.Sprintf("dockerhost: %s is %s, not a regular file; the gateway does not follow or read it: remove it", e.Path, e.What)
+}
+
+// openRegular opens name for reading if it is a regular file, without
+// following a symbolic link in its last element (O_NOFOLLOW) or waiting
+// for a FIFO's writer (O_NONBLOCK, which reads of a regular file ignore).
+func openRegular(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, &notRegularError{Path: name, What: "a symbolic link"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &notRegularError{Path: name, What: fileKind(fi.Mode())}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readRegular is os.ReadFile through openRegular.
+func readRegular(name string) ([]byte, error) {
+	f, err := openRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return io.ReadAll(f)
+}
+
+// fileKind names a mode's file type for a message.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
 }
 
 func (s *LocalStore) Delete(_ context.Context, id string) error {

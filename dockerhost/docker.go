@@ -789,11 +789,12 @@ func (h *Docker) saveEnv(id string, env map[string]string) error {
 	if err := os.MkdirAll(h.envDir, 0o700); err != nil {
 		return fmt.Errorf("dockerhost: env dir: %w", err)
 	}
-	tmp := h.envFile(id) + ".partial"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A new file of its own, renamed into place: a fixed temporary name
+	// could be a planted link, which a write would follow.
+	if err := writeFileAtomic(h.envFile(id), b); err != nil {
 		return fmt.Errorf("dockerhost: keep the provision env: %w", err)
 	}
-	return os.Rename(tmp, h.envFile(id))
+	return nil
 }
 
 // loadEnv reads what saveEnv kept for id; nil when nothing was.
@@ -801,7 +802,7 @@ func (h *Docker) loadEnv(id string) map[string]string {
 	if h.envDir == "" {
 		return nil
 	}
-	b, err := os.ReadFile(h.envFile(id))
+	b, err := readRegular(h.envFile(id))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			h.logger.Warn("read an adopted execution's provision env; its commands run without it", "execution", id, "err", err)

@@ -106,9 +106,18 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 		return nil, invalid("checkpointId", "must be 32 lowercase hex digits")
 	}
 	m, rc, err := h.store.Open(ctx, rr.CheckpointID)
+	var nr *notRegularError
 	switch {
 	case errors.Is(err, ErrCheckpointNotFound):
 		return nil, &Error{Code: CodeNotFound, Field: "checkpointId", Message: fmt.Sprintf("no checkpoint %q", rr.CheckpointID)}
+	case errors.As(err, &nr):
+		// Planted by someone who can write the store's directory, or
+		// an operator's mistake: the operator's to see and remove. The
+		// path is for the log, not the caller.
+		h.logger.Warn("checkpoint file is not a regular file; not followed or read", "checkpoint", rr.CheckpointID, "path", nr.Path, "is", nr.What)
+		return nil, &Error{Code: CodeStorageUnavailable, Field: "checkpointId", Err: err, Message: fmt.Sprintf(
+			"a file of checkpoint %q in the gateway's checkpoint storage is %s, not a regular file, and is not followed; "+
+				"the gateway's log names it for an operator to remove", rr.CheckpointID, nr.What)}
 	case err != nil:
 		// Damage in the store (a manifest of another version, a missing
 		// archive) is the operator's to see: it was in no log.

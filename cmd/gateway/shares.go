@@ -137,9 +137,15 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 			gateway.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
 			return
 		}
+		// A share made from a browser login belongs to the token logged
+		// in with: logging out ends the session, not what it published.
+		owner := tok.ID
+		if tok.Parent != "" {
+			owner = tok.Parent
+		}
 		now := time.Now()
 		sh := forward.Share{HostID: id, Port: body.Port, Expires: now.Add(time.Duration(body.TTLSeconds) * time.Second),
-			By: tok.Name, TokenID: tok.ID, Created: now}
+			By: tok.Name, TokenID: owner, Created: now}
 		if err := shares.Put(r.Context(), sh); err != nil {
 			if errors.Is(err, forward.ErrTooManyShares) {
 				gateway.WriteError(w, http.StatusConflict, "too_many_shares", "too many shares: end some with DELETE /v1/hosts/{id}/shares/{port}")

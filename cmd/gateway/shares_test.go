@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
 )
 
 // TestSharesFollowTheirToken: a share outlives a gateway restart until its
@@ -72,6 +74,24 @@ func TestSharesFollowTheirToken(t *testing.T) {
 		t.Fatalf("a port not shared, anonymous: %d, want 401", code)
 	}
 
+	// A share made from a browser login belongs to the token logged in
+	// with: the session's end (a logout) leaves it.
+	st, err := store.Open(ctx, filepath.Join(dir, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, stok, err := st.CreateSession(ctx, clientID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do(base, "POST", "/v1/hosts/h1/shares", session, `{"port":4000,"ttlSeconds":600}`); code != http.StatusCreated {
+		t.Fatalf("share from a session: %d %s", code, body)
+	}
+	if err := st.DeleteToken(ctx, stok.ID); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+
 	stop()
 	base = startServe(t, dir)
 	code, body := do(base, "GET", "/v1/hosts/h1/shares", client, "")
@@ -86,7 +106,8 @@ func TestSharesFollowTheirToken(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &list); err != nil || code != http.StatusOK {
 		t.Fatalf("list after a restart: %d %s", code, body)
 	}
-	if len(list.Shares) != 1 || list.Shares[0].Port != 3000 || list.Shares[0].By != "sharer" || time.Until(list.Shares[0].ExpiresAt) < 8*time.Minute {
+	if len(list.Shares) != 2 || list.Shares[0].Port != 3000 || list.Shares[0].By != "sharer" || time.Until(list.Shares[0].ExpiresAt) < 8*time.Minute ||
+		list.Shares[1].Port != 4000 {
 		t.Fatalf("shares after a restart: %+v", list.Shares)
 	}
 	if code, body := do(base, "GET", "/preview/h1/3000/", "", ""); code != http.StatusNotFound {
@@ -99,7 +120,8 @@ func TestSharesFollowTheirToken(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, _ := do(base, "GET", "/preview/h1/3000/", "", "")
-		if code == http.StatusUnauthorized {
+		code2, _ := do(base, "GET", "/preview/h1/4000/", "", "")
+		if code == http.StatusUnauthorized && code2 == http.StatusUnauthorized {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -52,9 +52,21 @@ type reportedError struct{ error }
 
 func (e reportedError) Unwrap() error { return e.error }
 
+// stopSignals are the signals that end a command cleanly. OpenSSH sends
+// SIGHUP to its ProxyCommand as it exits; `gateway proxy` then closes its
+// WebSocket, where dying of the signal left the gateway a reset to log as
+// a failed relay. Only proxy: under nohup, serve must keep ignoring it.
+func stopSignals(args []string) []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if len(args) > 0 && args[0] == "proxy" && !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
 func main() {
 	sigreset.ForChildren() // the local host's commands get default signals even under nohup
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(os.Args[1:])...)
 	err := run(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()
 	switch {

@@ -14,8 +14,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -686,5 +688,17 @@ func TestTokenListGroupsSessions(t *testing.T) {
 	}
 	if list, _ := cli(t, ctx, "token", "list", "--sessions", "--state-dir", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {
 		t.Fatalf("after revoking the token:\n%s\nwant no token and no session", list)
+	}
+}
+
+// TestStopSignals: `gateway proxy` ends cleanly on the SIGHUP OpenSSH sends
+// its ProxyCommand; serve does not stop on one (nohup).
+func TestStopSignals(t *testing.T) {
+	has := func(sigs []os.Signal, s os.Signal) bool { return slices.Contains(sigs, s) }
+	if p := stopSignals([]string{"proxy", "--url", "http://x", "h"}); !has(p, syscall.SIGHUP) || !has(p, syscall.SIGTERM) {
+		t.Errorf("proxy stops on %v, want SIGHUP and SIGTERM among them", p)
+	}
+	if s := stopSignals([]string{"serve"}); has(s, syscall.SIGHUP) || !has(s, syscall.SIGTERM) {
+		t.Errorf("serve stops on %v, want SIGTERM and not SIGHUP", s)
 	}
 }

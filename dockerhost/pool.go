@@ -181,7 +181,7 @@ func newPool(h *Docker, cfg PoolConfig) (*pool, error) {
 	if cfg.RefillDelay == 0 {
 		cfg.RefillDelay = time.Second
 	}
-	p := &pool{h: h, cfg: cfg, log: h.logger.With("component", "pool"), kick: make(chan struct{}, 1),
+	p := &pool{h: h, cfg: cfg, log: h.logger.With("part", "pool"), kick: make(chan struct{}, 1),
 		sem: make(chan struct{}, cfg.FillConcurrency), changed: make(chan struct{}), keys: map[poolKey]*keyState{}, owned: map[string]bool{}}
 	for i, req := range cfg.Keys {
 		req.ExecutionID, req.Env = "", nil

@@ -137,3 +137,103 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 		t.Errorf("ssh accepted a host key other than the pinned one: %s", out)
 	}
 }
+
+// TestOpenSSHCertMatchExec runs the README's renewing config with real
+// OpenSSH: `Match exec "gateway cert …"` makes the session key, renews its
+// certificate when it is short of --min-valid and writes the host's pinned
+// key into known_hosts, so ssh keeps working after the 10-minute
+// certificates expire. A fresh certificate is kept without a request.
+func TestOpenSSHCertMatchExec(t *testing.T) {
+	sshPath, err := exec.LookPath("ssh")
+	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir, func(c *serveConfig) { c.CertTTL = 5 * time.Minute })
+	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "box", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTok := lastLine(out)
+	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "box", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTok := lastLine(out)
+	up := make(chan string, 4)
+	actx, stop := context.WithCancel(ctx)
+	adone := make(chan error, 1)
+	go func() {
+		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
+	}()
+	t.Cleanup(func() { stop(); <-adone })
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not connect")
+	}
+
+	home := t.TempDir()
+	keyFile, knownHosts := filepath.Join(home, "ssh", "hostgate_ed25519"), filepath.Join(home, "known_hosts")
+	config := filepath.Join(home, "config")
+	writeConfig := func(minValid string) {
+		t.Helper()
+		c := fmt.Sprintf(`Match host box exec "%[1]s cert --key %[2]s --known-hosts %[3]s --min-valid %[4]s %%h"
+  User me
+  ProxyCommand %[1]s proxy %%h
+  IdentityFile %[2]s
+  CertificateFile %[2]s-cert.pub
+  UserKnownHostsFile %[3]s
+  StrictHostKeyChecking yes
+  IdentitiesOnly yes
+  BatchMode yes
+`, os.Args[0], keyFile, knownHosts, minValid)
+		if err := os.WriteFile(config, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok)
+	ssh := func() {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, sshPath, "-F", config, "box", "echo", "renewed")
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if out, err := cmd.Output(); err != nil || string(out) != "renewed\n" {
+			kh, _ := os.ReadFile(knownHosts)
+			t.Logf("known_hosts %q", kh)
+			t.Fatalf("ssh: %q %v\n%s", out, err, stderr.String())
+		}
+	}
+	cert := func() string {
+		t.Helper()
+		b, err := os.ReadFile(keyFile + "-cert.pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	// Longer than the certificates live: every run renews.
+	writeConfig("10m")
+	ssh()
+	first := cert()
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("session key: %v %v, want a 0600 file", fi, err)
+	}
+	ssh()
+	second := cert()
+	if first == second {
+		t.Fatal("a certificate short of --min-valid was not renewed")
+	}
+	// Fresh enough: kept, with no request.
+	writeConfig("1m")
+	ssh()
+	if cert() != second {
+		t.Fatal("a fresh certificate was replaced")
+	}
+	kh, err := os.ReadFile(knownHosts)
+	if err != nil || strings.Count(string(kh), "\n") != 1 || !strings.HasPrefix(string(kh), "box ssh-") {
+		t.Fatalf("known_hosts %q %v, want one line for box", kh, err)
+	}
+}

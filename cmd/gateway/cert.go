@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+func init() {
+	register("cert", "cert HOST: keep an OpenSSH key's certificate for HOST fresh (and its known_hosts line)", runCert)
+}
+
+// runCert keeps what OpenSSH needs to reach a host through the gateway up
+// to date: a session key (made once), its short-lived certificate for the
+// host (renewed when it has less than --min-valid left, so a run with a
+// fresh one makes no request and can sit in an ssh_config `Match exec`),
+// and the host's pinned key in a known_hosts file.
+func runCert(ctx context.Context, sio stdio, args []string) error {
+	var gw, token, key, certPath, knownHosts string
+	var minValid time.Duration
+	home, _ := os.UserHomeDir()
+	fs := newFlags("cert", sio.err)
+	fs.StringVar(&gw, "url", "", "gateway URL (http(s)://)")
+	fs.StringVar(&token, "token", "", "client or admin token")
+	fs.StringVar(&key, "key", filepath.Join(home, ".ssh", "hostgate_ed25519"), "the session key's private key file; made (ed25519, with KEY.pub) when missing")
+	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-cert.pub, which ssh loads with the key)")
+	fs.StringVar(&knownHosts, "known-hosts", "", "a known_hosts file to hold the host's pinned key (empty: leave known_hosts alone)")
+	fs.DurationVar(&minValid, "min-valid", time.Minute, "renew the certificate when it has less than this left")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(sio.err, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] HOST")
+		return errUsage
+	}
+	host := fs.Arg(0)
+	if certPath == "" {
+		certPath = key + "-cert.pub"
+	}
+	pub, err := sessionKey(key)
+	if err != nil {
+		return err
+	}
+	if certFresh(certPath, pub, host, minValid) && (knownHosts == "" || hasKnownHost(knownHosts, host)) {
+		return nil
+	}
+	if gw == "" || token == "" {
+		return errors.New("cert: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required to renew the certificate")
+	}
+	c, err := client.New(gw, token, nil)
+	if err != nil {
+		return fmt.Errorf("cert: --url: %w", err)
+	}
+	cert, err := c.Certificate(ctx, host, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
+	if err != nil {
+		return fmt.Errorf("cert: host %s: %w", host, err)
+	}
+	if err := writeAtomic(certPath, []byte(strings.TrimSpace(cert.Certificate)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("cert: %w", err)
+	}
+	if knownHosts != "" {
+		// The certificate's answer names the host key by fingerprint;
+		// known_hosts wants the key.
+		rec, err := c.Host(ctx, host)
+		if err != nil {
+			return fmt.Errorf("cert: host %s: %w", host, err)
+		}
+		if err := pinKnownHost(knownHosts, host, rec.HostPublicKey); err != nil {
+			return fmt.Errorf("cert: --known-hosts: %w", err)
+		}
+	}
+	return nil
+}
+
+// sessionKey returns the public key of the private key at path, making an
+// ed25519 pair (path and path.pub) when there is none.
+func sessionKey(path string) (ssh.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		k, gerr := sshlayer.GenerateSessionKey()
+		if gerr != nil {
+			return nil, gerr
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("cert: --key: %w", err)
+		}
+		if err := writeAtomic(path, k.PrivateKey, 0o600); err != nil {
+			return nil, fmt.Errorf("cert: --key: %w", err)
+		}
+		if err := writeAtomic(path+".pub", []byte(k.PublicKey+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("cert: --key: %w", err)
+		}
+		return k.Signer.PublicKey(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cert: --key: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("cert: --key %s: %w (a private key without a passphrase is needed; gateway cert makes one when the file is missing)", path, err)
+	}
+	return signer.PublicKey(), nil
+}
+
+// certFresh reports whether the certificate at path is for pub and host
+// and valid for at least minValid more.
+func certFresh(path string, pub ssh.PublicKey, host string, minValid time.Duration) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	if err != nil {
+		return false
+	}
+	cert, ok := k.(*ssh.Certificate)
+	if !ok || !bytes.Equal(cert.Key.Marshal(), pub.Marshal()) || !slices.Contains(cert.ValidPrincipals, host) {
+		return false
+	}
+	if cert.ValidBefore == ssh.CertTimeInfinity {
+		return true
+	}
+	return time.Now().Add(minValid).Before(time.Unix(int64(cert.ValidBefore), 0))
+}
+
+// hasKnownHost reports whether the known_hosts file names host.
+func hasKnownHost(path, host string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == host {
+			return true
+		}
+	}
+	return false
+}
+
+// pinKnownHost makes hostKey the one line for host in the known_hosts file
+// at path, keeping the other lines.
+func pinKnownHost(path, host, hostKey string) error {
+	if hostKey == "" {
+		return fmt.Errorf("the gateway has no host key for %s yet", host)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	var out strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 1 && f[0] == host {
+			continue
+		}
+		out.WriteString(strings.TrimRight(line, "\n") + "\n")
+	}
+	out.WriteString(host + " " + strings.TrimSpace(hostKey) + "\n")
+	return writeAtomic(path, []byte(out.String()), 0o600)
+}
+
+// writeAtomic replaces path with data: an ssh starting meanwhile reads the
+// old file or the new one, never half of one.
+func writeAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Chmod(perm)
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		_ = os.Remove(f.Name())
+	}
+	return werr
+}

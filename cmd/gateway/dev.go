@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -184,12 +185,55 @@ func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	// ssh expands %-tokens in ProxyCommand: a literal % must be %%.
-	proxy := strings.ReplaceAll(shell.Join([]string{self, "proxy", "--url", url, "--token", token}), "%", "%%") + " %h"
-	return shell.Join([]string{"ssh", "-i", keyPath,
+	if self, err = proxyBinary(dir, self); err != nil {
+		return "", err
+	}
+	// ssh expands %-tokens in ProxyCommand: a literal % must be %%. The
+	// token goes in ssh's environment, which the proxy inherits, so that
+	// it is not on the proxy's command line for ps to show.
+	proxy := strings.ReplaceAll(shell.Join([]string{self, "proxy", "--url", url}), "%", "%%") + " %h"
+	return "HOSTGATE_TOKEN=" + shell.Quote(token) + " " + shell.Join([]string{"ssh", "-i", keyPath,
 		"-o", "CertificateFile=" + keyPath + "-cert.pub",
 		"-o", "UserKnownHostsFile=" + filepath.Join(sshDir, "known_hosts"),
 		"-o", "StrictHostKeyChecking=yes",
 		"-o", "ProxyCommand=" + proxy,
 		devHost}), nil
+}
+
+// proxyBinary is the gateway binary the printed ssh command runs as its
+// ProxyCommand: self, unless `go run` built it, in which case go deletes
+// it when dev stops and the command would break; a copy in the state dir
+// is used then.
+func proxyBinary(dir, self string) (string, error) {
+	if !strings.Contains(self, string(filepath.Separator)+"go-build") {
+		return self, nil
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	dst := filepath.Join(dir, "bin", "gateway")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".gateway.*")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(tmp, src)
+	if err == nil {
+		err = tmp.Chmod(0o755)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", fmt.Errorf("copy the gateway binary for the ssh command: %w", err)
+	}
+	return dst, nil
 }

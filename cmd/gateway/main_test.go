@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -700,5 +701,35 @@ func TestStopSignals(t *testing.T) {
 	}
 	if s := stopSignals([]string{"serve"}); has(s, syscall.SIGHUP) || !has(s, syscall.SIGTERM) {
 		t.Errorf("serve stops on %v, want SIGTERM and not SIGHUP", s)
+	}
+}
+
+// The ssh command gateway dev prints must outlive the dev run: under `go
+// run` the binary is in go's build cache dir, deleted when dev stops, so a
+// copy in the state dir goes into the command instead.
+func TestDevProxyBinary(t *testing.T) {
+	dir := t.TempDir()
+	built := filepath.Join(t.TempDir(), "go-build1234", "b001", "exe", "gateway")
+	if err := os.MkdirAll(filepath.Dir(built), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(built, []byte("#!/bin/sh\necho proxied\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := proxyBinary(dir, built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != filepath.Join(dir, "bin", "gateway") {
+		t.Fatalf("proxy binary %q, want a copy in the state dir", got)
+	}
+	if err := os.RemoveAll(filepath.Dir(filepath.Dir(filepath.Dir(built)))); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(got).Output(); err != nil || string(out) != "proxied\n" {
+		t.Fatalf("the copy after go's build dir went: %q %v", out, err)
+	}
+	if got, err := proxyBinary(dir, "/usr/local/bin/gateway"); err != nil || got != "/usr/local/bin/gateway" {
+		t.Fatalf("an installed binary: %q %v, want it as it is", got, err)
 	}
 }

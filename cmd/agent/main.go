@@ -47,13 +47,23 @@ var commands = map[string]func(ctx context.Context, args []string, stderr io.Wri
 	"connect": agent.RunConnect,
 }
 
+// summaries are the commands' one-line descriptions for usage.
+var summaries = map[string]string{
+	"connect": "dial out to a gateway and serve this machine's SSH through the tunnel",
+	"serve":   "serve SSH on a TCP address (--listen) or over stdin/stdout (--stdio)",
+}
+
 func usage(w io.Writer) {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(w, "usage: agent COMMAND [flags]\ncommands: %v\nrun `agent COMMAND -h` for its flags\n", names)
+	fmt.Fprintln(w, "usage: agent COMMAND [flags]\n\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", n, summaries[n])
+	}
+	fmt.Fprintln(w, "\nrun `agent COMMAND -h` for its flags; each may be set as HOSTGATE_<FLAG> in the environment")
 }
 
 func main() {

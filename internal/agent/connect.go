@@ -148,13 +148,13 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	}
 	c.max = max(c.max, c.min)
 	u, err := url.Parse(strings.TrimRight(cfg.GatewayURL, "/"))
-	if err != nil {
-		return nil, fmt.Errorf("agent: gateway url: %w", err)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("gateway URL %q: want https://HOST[:PORT] (or http://, ws://, wss://), the gateway's --public-url", cfg.GatewayURL)
 	}
 	switch u.Scheme {
 	case "http", "https", "ws", "wss":
 	default:
-		return nil, fmt.Errorf("agent: gateway url %q: want http(s):// or ws(s)://", cfg.GatewayURL)
+		return nil, fmt.Errorf("gateway URL %q: want https://HOST[:PORT] (or http://, ws://, wss://), the gateway's --public-url", cfg.GatewayURL)
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + wire.ConnectPath
 	c.url = u.String()
@@ -234,6 +234,10 @@ func (c *connector) once(ctx context.Context, up func()) error {
 		if errors.As(err, &he) {
 			if we, ok := wire.ParseError([]byte(he.Body)); ok {
 				return &refusal{status: he.StatusCode, code: we.Code, msg: we.Message}
+			}
+			if he.StatusCode == http.StatusNotFound {
+				// Not the gateway's JSON: something else answers there.
+				return fmt.Errorf("%s answered 404: check that the gateway URL is the gateway's --public-url, with no path beyond the gateway's own", c.url)
 			}
 		}
 		return err

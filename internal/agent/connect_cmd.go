@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -41,23 +40,15 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.GatewayURL, "gateway", "", "gateway URL: http(s):// or ws(s)://")
 	fs.StringVar(&cfg.Token, "token", "", "agent token (prefer HOSTGATE_TOKEN)")
-	fs.StringVar(&cfg.HostID, "host-id", "", "host id; must match the token's")
+	fs.StringVar(&cfg.HostID, "host-id", "", "host id to enroll as (default: the one host the token names; when given, it must be that one)")
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
-	}
+	envUsage(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := EnvFlags(fs); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

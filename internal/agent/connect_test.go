@@ -372,6 +372,11 @@ func TestRunConnectFlags(t *testing.T) {
 			t.Errorf("%q accepted", args)
 		}
 	}
+	// A URL without its scheme says what a URL looks like, once.
+	err := RunConnect(ctx, []string{"--gateway", "127.0.0.1:8443", "--token", "t", "--state-dir", t.TempDir()}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "want https://HOST[:PORT]") || strings.Count(err.Error(), "agent") > 1 {
+		t.Errorf("a URL without its scheme: %v", err)
+	}
 	// The environment supplies what flags do; a cancelled ctx stops it.
 	g := newGW(t)
 	t.Setenv("HOSTGATE_GATEWAY", g.ts.URL)
@@ -489,4 +494,28 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// A URL where something other than the gateway answers 404 (a path too
+// many, the wrong port behind a proxy) says to check the URL, not the raw
+// page body with its newlines.
+func TestConnectNotFoundNamesTheURL(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := Connect(ctx, &ConnectConfig{GatewayURL: srv.URL + "/foo", Token: "hg_x", StateDir: t.TempDir(),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	if !strings.Contains(out, srv.URL+"/foo/v1/agents/connect answered 404") || !strings.Contains(out, "--public-url") || strings.Contains(out, `page not found\n`) {
+		t.Errorf("log of a 404:\n%s", out)
+	}
 }

@@ -26,7 +26,7 @@ func EnvFlags(fs *flag.FlagSet) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		name := "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if serr := f.Value.Set(v); serr != nil {
 				err = fmt.Errorf("%s: %w", name, serr)
@@ -34,6 +34,24 @@ func EnvFlags(fs *flag.FlagSet) error {
 		}
 	})
 	return err
+}
+
+// envName is the environment variable of flag name.
+func envName(name string) string {
+	return "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// envUsage makes fs's -h list each flag's environment variable after the
+// flags, as the gateway's commands do.
+func envUsage(fs *flag.FlagSet) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name+" "+envName(f.Name)) })
+		fmt.Fprintf(w, "\nthese flags may be set in the environment instead (the flag wins):\n  %s\n", strings.Join(names, "\n  "))
+	}
 }
 
 // ServeIO is the stdio `agent serve --stdio` uses; nil means this
@@ -66,6 +84,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	)
 	fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	envUsage(fs)
 	fs.StringVar(&listen, "listen", "", "serve SSH on this TCP address (host:port)")
 	fs.BoolVar(&stdio, "stdio", false, "serve one SSH connection over stdin/stdout")
 	fs.BoolVar(&mux, "mux", false, "with --stdio: yamux over stdin/stdout, one SSH connection per stream")

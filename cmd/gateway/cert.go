@@ -38,7 +38,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-cert.pub, which ssh loads with the key)")
 	fs.StringVar(&knownHosts, "known-hosts", "", "a known_hosts file to hold the host's pinned key (empty: leave known_hosts alone)")
 	fs.DurationVar(&minValid, "min-valid", time.Minute, "renew the certificate when it has less than this left")
-	if err := parse(fs, args); err != nil {
+	if err := parseUsage(fs, args, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] HOST"); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

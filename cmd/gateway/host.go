@@ -12,6 +12,10 @@ import (
 func init() { register("host", "host reset-key ID: forget a host's pinned key", runHost) }
 
 func runHost(ctx context.Context, sio stdio, args []string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(sio.out, "usage: gateway host reset-key ID [--state-dir DIR]")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "reset-key" {
 		fmt.Fprintln(sio.err, "usage: gateway host reset-key ID [--state-dir DIR]")
 		return errUsage

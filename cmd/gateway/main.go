@@ -86,7 +86,7 @@ func run(ctx context.Context, sio stdio, args []string) error {
 		usage(sio.err)
 		return errUsage
 	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if isHelp(args[0]) {
 		usage(sio.out)
 		return nil
 	}
@@ -98,6 +98,9 @@ func run(ctx context.Context, sio stdio, args []string) error {
 	}
 	return c.run(ctx, sio, args[1:])
 }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: gateway COMMAND [flags]\n\ncommands:")
@@ -140,7 +143,20 @@ func envUsage(fs *flag.FlagSet, all bool, envFlags ...string) {
 // parse applies HOSTGATE_* environment variables as flag defaults (flag
 // --state-dir ↔ HOSTGATE_STATE_DIR), then the command line, which wins.
 func parse(fs *flag.FlagSet, args []string) error {
+	return parseUsage(fs, args, "")
+}
+
+// parseUsage is parse whose -h starts with head, the command's synopsis
+// (its positional arguments, which the flags cannot show).
+func parseUsage(fs *flag.FlagSet, args []string, head string) error {
 	envUsage(fs, true)
+	if head != "" {
+		flagsUsage := fs.Usage
+		fs.Usage = func() {
+			fmt.Fprintln(fs.Output(), head)
+			flagsUsage()
+		}
+	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := EnvName(f.Name)

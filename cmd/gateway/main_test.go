@@ -733,3 +733,47 @@ func TestDevProxyBinary(t *testing.T) {
 		t.Fatalf("an installed binary: %q %v, want it as it is", got, err)
 	}
 }
+
+// Help is asked for and given (exit 0) at every level, shows positional
+// arguments, and errors name the flag and what it wants.
+func TestCLIHelpAndErrors(t *testing.T) {
+	ctx := testCtx(t)
+	runOut := func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, args)
+		return out.String() + errb.String(), err
+	}
+	for _, args := range [][]string{{"token", "-h"}, {"host", "--help"}, {"proxy", "-h"}, {"cert", "-h"}} {
+		out, err := runOut(args...)
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%v: %v, want help (exit 0)", args, err)
+		}
+		if !strings.Contains(out, "usage") {
+			t.Errorf("%v printed %q", args, out)
+		}
+	}
+	if out, _ := runOut("proxy", "-h"); !strings.Contains(out, "HOST") || !strings.Contains(out, "HOSTGATE_TOKEN") {
+		t.Errorf("proxy -h does not show HOST and its variables: %q", out)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--state-dir", dir, "--preview-domain", "https://p.example.com"}, "--preview-domain"},
+		{[]string{"token", "create", "--state-dir", dir, "--role", "client", "--host", "Bad Host/.."}, "letters, digits"},
+	} {
+		if _, err := runOut(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %q", tc.args, err, tc.want)
+		}
+	}
+	// A busy --listen names the flag.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := runOut("serve", "--state-dir", t.TempDir(), "--docker", "off", "--listen", ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "--listen "+ln.Addr().String()) {
+		t.Errorf("serve on a busy port: %v", err)
+	}
+}

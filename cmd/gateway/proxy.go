@@ -27,7 +27,7 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 	fs := newFlags("proxy", sio.err)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s):// or ws(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
-	if err := parse(fs, args); err != nil {
+	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH through the gateway."); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -116,6 +116,9 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("serve: --public-url %q: want http(s)://HOST[:PORT]", c.PublicURL)
 		}
 	}
+	if d := c.PreviewDomain; strings.Contains(d, ":") || strings.Contains(d, "/") || strings.HasPrefix(d, ".") {
+		return fmt.Errorf("serve: --preview-domain %q: want a bare domain name such as preview.example.com, without scheme, port or path", d)
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("serve: --log-format %q: want text or json", c.LogFormat)
 	}
@@ -222,7 +225,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", c.Listen)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return fmt.Errorf("--listen %s: %w", c.Listen, err)
 	}
 	public := c.PublicURL
 	if public == "" {

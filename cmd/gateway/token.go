@@ -40,6 +40,10 @@ func runToken(ctx context.Context, sio stdio, args []string) error {
 		fmt.Fprintln(sio.err, tokenUsage)
 		return errUsage
 	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(sio.out, tokenUsage)
+		return nil
+	}
 	switch args[0] {
 	case "create":
 		return tokenCreate(ctx, sio, args)

@@ -4,6 +4,9 @@ package store
 // principals.
 const MaxHostIDLen = 64
 
+// HostIDRule says what ValidHostID accepts, for error messages.
+const HostIDRule = "want 1-64 ASCII letters, digits, '_', '.' and '-', starting with a letter or digit"
+
 // ValidHostID reports whether id is a usable host id: 1–64 bytes of ASCII
 // letters, digits, '_', '.' and '-', starting with a letter or digit — the
 // same shape as Docker execution ids (an execution is also a host), safe in

@@ -285,7 +285,7 @@ func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (string, Token
 	}
 	for _, h := range spec.Hosts {
 		if !ValidHostID(h) {
-			return "", Token{}, fmt.Errorf("store: invalid host id %q", h)
+			return "", Token{}, fmt.Errorf("store: invalid host id %q: %s", h, HostIDRule)
 		}
 	}
 	if spec.Role == RoleAgent && len(spec.Hosts) != 1 {
@@ -491,7 +491,7 @@ func (s *SQLite) Hosts(ctx context.Context) ([]Host, error) {
 // transaction, so two agents racing for a fresh host cannot both win.
 func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
 	if !ValidHostID(e.HostID) {
-		return Host{}, fmt.Errorf("store: invalid host id %q", e.HostID)
+		return Host{}, fmt.Errorf("store: invalid host id %q: %s", e.HostID, HostIDRule)
 	}
 	if e.HostKey == "" {
 		return Host{}, errors.New("store: enroll: empty host key")

@@ -678,9 +678,19 @@ func TestTokenListGroupsSessions(t *testing.T) {
 	if len(lines) != 5 || strings.Fields(lines[1])[0] != tok.ID {
 		t.Fatalf("token list --sessions:\n%s", list)
 	}
-	for i, s := range sessions {
-		if l := lines[2+i]; !strings.HasPrefix(l, "  "+s.ID) || !strings.Contains(l, "ops/session-"+s.ID) {
-			t.Errorf("session line %q: want %s indented under its token", l, s.ID)
+	// Sessions made in the same millisecond list in id order: compare
+	// them as a set.
+	listed := map[string]bool{}
+	for _, l := range lines[2:] {
+		id := strings.Fields(l)[0]
+		if !strings.HasPrefix(l, "  "+id) || !strings.Contains(l, "ops/session-"+id) {
+			t.Errorf("session line %q: want it indented under its token", l)
+		}
+		listed[id] = true
+	}
+	for _, s := range sessions {
+		if !listed[s.ID] {
+			t.Errorf("session %s not listed under its token:\n%s", s.ID, list)
 		}
 	}
 	out, err = cli(t, ctx, "token", "revoke", tok.ID, "--state-dir", dir)

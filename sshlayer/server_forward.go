@@ -4,6 +4,7 @@ package sshlayer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -46,12 +47,11 @@ type remoteForward struct {
 // a failed dial is a ConnectionFailed rejection (as sshd does) rather than
 // an accepted channel that closes at once.
 func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
-	var m directTCPIPMsg
-	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil || m.Port > 65535 {
+	target, err := parseDirectTCPIP(nc.ExtraData())
+	if err != nil {
 		_ = nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
 		return
 	}
-	target := net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10))
 	dctx, cancel := context.WithTimeout(c.ctx, hostgate.ConnectTimeout)
 	// No TCP keepalive on the target socket, as sshd: the target is
 	// usually local, and its four setsockopt calls are a tenth of the
@@ -75,6 +75,32 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	_, _ = bicopy.Copy(c.ctx, ch, tc)
 }
 
+// parseDirectTCPIP returns the host:port a direct-tcpip channel's extra
+// data asks to connect to (RFC 4254 §7.2).
+func parseDirectTCPIP(extra []byte) (string, error) {
+	var m directTCPIPMsg
+	if err := ssh.Unmarshal(extra, &m); err != nil {
+		return "", fmt.Errorf("sshlayer: malformed direct-tcpip request: %w", err)
+	}
+	if m.Port > 65535 {
+		return "", fmt.Errorf("sshlayer: direct-tcpip port %d is out of range", m.Port)
+	}
+	return net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10)), nil
+}
+
+// parseTCPIPForward parses a tcpip-forward or cancel-tcpip-forward payload
+// (RFC 4254 §7.1).
+func parseTCPIPForward(payload []byte) (tcpipForwardMsg, error) {
+	var m tcpipForwardMsg
+	if err := ssh.Unmarshal(payload, &m); err != nil {
+		return m, fmt.Errorf("sshlayer: malformed tcpip-forward request: %w", err)
+	}
+	if m.Port > 65535 {
+		return m, fmt.Errorf("sshlayer: tcpip-forward port %d is out of range", m.Port)
+	}
+	return m, nil
+}
+
 // bindAddr maps the address a client asked to listen on to the one used:
 // loopback unless AllowRemoteBind (sshd's GatewayPorts).
 func (c *serverConn) bindAddr(addr string) string {
@@ -96,8 +122,8 @@ func (c *serverConn) bindAddr(addr string) string {
 // tcpipForward starts a remote forward; with port 0 the reply carries the
 // port picked (RFC 4254 §7.1).
 func (c *serverConn) tcpipForward(payload []byte) (bool, []byte) {
-	var m tcpipForwardMsg
-	if err := ssh.Unmarshal(payload, &m); err != nil || m.Port > 65535 {
+	m, err := parseTCPIPForward(payload)
+	if err != nil {
 		return false, nil
 	}
 	c.mu.Lock()
@@ -143,8 +169,8 @@ func forwardKey(addr string, port uint32) string {
 }
 
 func (c *serverConn) cancelTCPIPForward(payload []byte) bool {
-	var m tcpipForwardMsg
-	if err := ssh.Unmarshal(payload, &m); err != nil {
+	m, err := parseTCPIPForward(payload)
+	if err != nil {
 		return false
 	}
 	key := forwardKey(m.Addr, m.Port)

@@ -3,10 +3,16 @@
 package sshlayer
 
 import (
+	"bytes"
 	"crypto/rand"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/shell"
 )
 
 func FuzzParsePtyRequest(f *testing.F) {
@@ -101,6 +107,194 @@ func FuzzParseTTYModes(f *testing.F) {
 			if m.Op == 0 || m.Op >= 160 || b[5*i] != m.Op {
 				t.Fatalf("mode %d: %+v", i, m)
 			}
+		}
+	})
+}
+
+// FuzzParseExec: an exec request's command is the string the client sent,
+// byte for byte (it is what the audit log and the shell get).
+func FuzzParseExec(f *testing.F) {
+	f.Add(ssh.Marshal(struct{ Command string }{"uname -a"}))
+	f.Add(ssh.Marshal(struct{ Command string }{""}))
+	f.Add(ssh.Marshal(struct{ Command string }{"cd '/tmp' && exec 'ls' '-l'"}))
+	f.Add([]byte("\x00\x00\x00\x09uname -a\x00")) // trailing byte
+	f.Add([]byte("\xff\xff\xff\xffls"))           // length beyond the payload
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cmd, err := parseExec(b)
+		if err != nil {
+			return
+		}
+		if got := ssh.Marshal(struct{ Command string }{cmd}); !bytes.Equal(got, b) {
+			t.Fatalf("command %q re-encodes as %x, sent %x", cmd, got, b)
+		}
+	})
+}
+
+// FuzzParseSubsystem: the name is the string the client sent; only "sftp"
+// starts anything, and it must be exactly that.
+func FuzzParseSubsystem(f *testing.F) {
+	f.Add(ssh.Marshal(struct{ Name string }{"sftp"}))
+	f.Add(ssh.Marshal(struct{ Name string }{"sftp\x00"}))
+	f.Add(ssh.Marshal(struct{ Name string }{"netconf"}))
+	f.Add([]byte("\x00\x00\x00\x04sft"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, err := parseSubsystem(b)
+		if err != nil {
+			return
+		}
+		if got := ssh.Marshal(struct{ Name string }{name}); !bytes.Equal(got, b) {
+			t.Fatalf("name %q re-encodes as %x, sent %x", name, got, b)
+		}
+	})
+}
+
+// FuzzParseSignal: a signal request delivers only a signal of the table,
+// the one it names; anything else is refused with an error.
+func FuzzParseSignal(f *testing.F) {
+	for _, n := range []string{"INT", "TERM", "KILL", "WINCH", "SIGINT", "int", "", "INT\x00"} {
+		f.Add(ssh.Marshal(struct{ Signal string }{n}))
+	}
+	f.Add([]byte("\x00\x00\x00\x03INTx"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sig, err := parseSignal(b)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("refusal without a message")
+			}
+			return
+		}
+		name := signalName(sig)
+		if name == "" || srvSignals[name] != sig {
+			t.Fatalf("delivered %v, not in the table", sig)
+		}
+		if got := ssh.Marshal(struct{ Signal string }{name}); !bytes.Equal(got, b) {
+			t.Fatalf("delivered %s for %x", name, b)
+		}
+	})
+}
+
+// FuzzSetEnv sends a session a run of env requests (b split into payloads
+// by 2-byte lengths, sent rounds times): every variable accepted is the
+// name and value sent, with a name a shell could export, and the session's
+// bounds hold however many arrive.
+func FuzzSetEnv(f *testing.F) {
+	frame := func(ps ...[]byte) []byte {
+		var out []byte
+		for _, p := range ps {
+			out = append(out, byte(len(p)>>8), byte(len(p)))
+			out = append(out, p...)
+		}
+		return out
+	}
+	env := func(n, v string) []byte { return ssh.Marshal(struct{ Name, Value string }{n, v}) }
+	f.Add(frame(env("LANG", "C.UTF-8"), env("LC_ALL", "")), uint16(1))
+	f.Add(frame(env("BAD-NAME", "v"), env("1X", "v"), env("X=Y", "v")), uint16(1))
+	f.Add(frame(env("A", strings.Repeat("x", 4000))), uint16(40))
+	f.Add(frame(env("A", "1"), env("B", "2")), uint16(300))
+	f.Add(frame([]byte("\x00\x00\x00\x01A\x00\x00\x00\x01")), uint16(1))
+	f.Fuzz(func(t *testing.T, b []byte, rounds uint16) {
+		var payloads [][]byte
+		for len(b) >= 2 {
+			n := min(int(b[0])<<8|int(b[1]), len(b)-2)
+			payloads = append(payloads, b[2:2+n])
+			b = b[2+n:]
+		}
+		s := &session{}
+		for range int(rounds%400) + 1 {
+			for _, p := range payloads {
+				before := len(s.env)
+				ok := s.setEnv(p)
+				if !ok {
+					if len(s.env) != before {
+						t.Fatal("a refused env request changed the environment")
+					}
+					continue
+				}
+				if len(s.env) != before+1 {
+					t.Fatalf("accepted, %d variables became %d", before, len(s.env))
+				}
+				var m struct{ Name, Value string }
+				if err := ssh.Unmarshal(p, &m); err != nil {
+					t.Fatalf("accepted malformed %x", p)
+				}
+				if !shell.ValidName(m.Name) || s.env[before] != m.Name+"="+m.Value {
+					t.Fatalf("accepted %q for %x", s.env[before], p)
+				}
+			}
+		}
+		total := 0
+		for _, kv := range s.env {
+			total += len(kv) - 1
+		}
+		if len(s.env) > maxSessionEnv || total > maxEnvBytes || total != s.envBytes {
+			t.Fatalf("%d variables of %d bytes (counted %d)", len(s.env), total, s.envBytes)
+		}
+		s.started = true
+		if s.setEnv(ssh.Marshal(struct{ Name, Value string }{"LATE", "v"})) {
+			t.Fatal("env accepted after the command started")
+		}
+	})
+}
+
+// FuzzParseDirectTCPIP: the agent connects to the host and port the client
+// named, or to nothing: the target never reads as another address.
+func FuzzParseDirectTCPIP(f *testing.F) {
+	f.Add(ssh.Marshal(directTCPIPMsg{"127.0.0.1", 8080, "127.0.0.1", 50000}))
+	f.Add(ssh.Marshal(directTCPIPMsg{"::1", 22, "", 0}))
+	f.Add(ssh.Marshal(directTCPIPMsg{"localhost", 70000, "", 0}))
+	f.Add(ssh.Marshal(directTCPIPMsg{"a]:80", 22, "", 0}))
+	f.Add(ssh.Marshal(directTCPIPMsg{"fe80::1%eth0", 443, "", 0}))
+	f.Add([]byte("\x00\x00\x00\x09localhost\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		target, err := parseDirectTCPIP(b)
+		if err != nil {
+			return
+		}
+		var m directTCPIPMsg
+		if err := ssh.Unmarshal(b, &m); err != nil || m.Port > 65535 {
+			t.Fatalf("accepted %x (%+v, %v)", b, m, err)
+		}
+		host, port, err := net.SplitHostPort(target)
+		if err != nil {
+			return // no dial can reach it either
+		}
+		if host != m.Host || port != strconv.FormatUint(uint64(m.Port), 10) {
+			t.Fatalf("asked for %q port %d, target %q", m.Host, m.Port, target)
+		}
+	})
+}
+
+// FuzzTCPIPForward: a forward listens on the port asked, and on loopback
+// unless the server allows remote binds; two forwards have one key (which
+// a cancel finds them by) only when they asked for the same address and
+// port.
+func FuzzTCPIPForward(f *testing.F) {
+	other := ssh.Marshal(tcpipForwardMsg{"localhost", 8080})
+	for _, a := range []string{"", "localhost", "127.0.0.1", "::1", "0.0.0.0", "*", "::ffff:127.0.0.1", "10.0.0.1", "::1%lo", "[::1]", "[000]", "127.0.0.1:80", "localhost:8080"} {
+		f.Add(ssh.Marshal(tcpipForwardMsg{a, 8080}), other)
+	}
+	f.Add(ssh.Marshal(tcpipForwardMsg{"localhost", 0}), other)
+	f.Add(ssh.Marshal(tcpipForwardMsg{"localhost", 65536}), other)
+	f.Add([]byte("\x00\x00\x00\x01*\x00\x00"), other)
+	local := &serverConn{srv: &Server{}}
+	remote := &serverConn{srv: &Server{cfg: ServerConfig{AllowRemoteBind: true}}}
+	f.Fuzz(func(t *testing.T, b, b2 []byte) {
+		m, err := parseTCPIPForward(b)
+		if err != nil {
+			return
+		}
+		if m.Port > 65535 || !bytes.Equal(ssh.Marshal(m), b) {
+			t.Fatalf("accepted %+v for %x", m, b)
+		}
+		bind := local.bindAddr(m.Addr)
+		if ip := net.ParseIP(bind); ip == nil || !ip.IsLoopback() {
+			t.Fatalf("%q binds %q without AllowRemoteBind", m.Addr, bind)
+		}
+		if a := remote.bindAddr(m.Addr); a != "" && a != m.Addr && a != "127.0.0.1" {
+			t.Fatalf("%q binds %q with AllowRemoteBind", m.Addr, a)
+		}
+		if m2, err := parseTCPIPForward(b2); err == nil && forwardKey(m.Addr, m.Port) == forwardKey(m2.Addr, m2.Port) && m != m2 {
+			t.Fatalf("forwards %+v and %+v share the key %q", m, m2, forwardKey(m.Addr, m.Port))
 		}
 	})
 }

@@ -3,8 +3,10 @@
 package sshlayer
 
 import (
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"syscall"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
@@ -109,32 +111,26 @@ func (s *session) handle(r *ssh.Request) {
 		}
 		var cmd string
 		if r.Type == "exec" {
-			var m struct{ Command string }
-			if err := ssh.Unmarshal(r.Payload, &m); err != nil {
+			var err error
+			if cmd, err = parseExec(r.Payload); err != nil {
 				s.reply(r, false)
 				return
 			}
-			cmd = m.Command
 		}
 		s.start(r, r.Type, cmd)
 	case "subsystem":
-		var m struct{ Name string }
-		if s.started || ssh.Unmarshal(r.Payload, &m) != nil || m.Name != "sftp" {
+		name, err := parseSubsystem(r.Payload)
+		if s.started || err != nil || name != "sftp" {
 			s.reply(r, false)
 			return
 		}
 		s.started = true
-		s.audit("subsystem", m.Name)
+		s.audit("subsystem", name)
 		s.reply(r, true)
 		s.serveSFTP()
 	case "signal":
-		var m struct{ Signal string }
-		if err := ssh.Unmarshal(r.Payload, &m); err != nil || s.proc == nil {
-			s.reply(r, false)
-			return
-		}
-		sig, ok := signalByName(m.Signal)
-		if !ok {
+		sig, err := parseSignal(r.Payload)
+		if err != nil || s.proc == nil {
 			s.reply(r, false)
 			return
 		}
@@ -143,6 +139,38 @@ func (s *session) handle(r *ssh.Request) {
 		// x11-req, auth-agent-req@openssh.com, keepalive@openssh.com, …
 		s.reply(r, false)
 	}
+}
+
+// parseExec returns the command of an exec request (RFC 4254 §6.5).
+func parseExec(payload []byte) (string, error) {
+	var m struct{ Command string }
+	if err := ssh.Unmarshal(payload, &m); err != nil {
+		return "", fmt.Errorf("sshlayer: malformed exec request: %w", err)
+	}
+	return m.Command, nil
+}
+
+// parseSubsystem returns the name of a subsystem request (RFC 4254 §6.5).
+func parseSubsystem(payload []byte) (string, error) {
+	var m struct{ Name string }
+	if err := ssh.Unmarshal(payload, &m); err != nil {
+		return "", fmt.Errorf("sshlayer: malformed subsystem request: %w", err)
+	}
+	return m.Name, nil
+}
+
+// parseSignal returns the signal a signal request names (RFC 4254 §6.10),
+// one of srvSignals.
+func parseSignal(payload []byte) (syscall.Signal, error) {
+	var m struct{ Signal string }
+	if err := ssh.Unmarshal(payload, &m); err != nil {
+		return 0, fmt.Errorf("sshlayer: malformed signal request: %w", err)
+	}
+	sig, ok := signalByName(m.Signal)
+	if !ok {
+		return 0, fmt.Errorf("sshlayer: signal %.32q is not one this server sends", m.Signal)
+	}
+	return sig, nil
 }
 
 // setEnv accepts an env request whose name is a valid shell name, within

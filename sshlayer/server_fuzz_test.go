@@ -175,7 +175,8 @@ func FuzzParseSignal(f *testing.F) {
 
 // FuzzSetEnv sends a session a run of env requests (b split into payloads
 // by 2-byte lengths, sent rounds times): every variable accepted is the
-// name and value sent, with a name a shell could export, and the session's
+// name and value sent, with a name a shell could export and a value a
+// process can be started with, and the session's
 // bounds hold however many arrive.
 func FuzzSetEnv(f *testing.F) {
 	frame := func(ps ...[]byte) []byte {
@@ -219,6 +220,10 @@ func FuzzSetEnv(f *testing.F) {
 				}
 				if !shell.ValidName(m.Name) || s.env[before] != m.Name+"="+m.Value {
 					t.Fatalf("accepted %q for %x", s.env[before], p)
+				}
+				// No process can be started with a NUL in its environment.
+				if strings.IndexByte(m.Value, 0) >= 0 {
+					t.Fatalf("accepted %q, which no command can start with", s.env[before])
 				}
 			}
 		}

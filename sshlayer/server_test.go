@@ -202,6 +202,10 @@ func TestServerEnv(t *testing.T) {
 			t.Errorf("env name %q accepted, want refused", bad)
 		}
 	}
+	// No command could start with it: refused, and the command runs.
+	if err := s.Setenv("BINARY", "a\x00b"); err == nil {
+		t.Errorf("env value with a NUL byte accepted, want refused")
+	}
 	out, err := s.Output(`echo "$GREETING"; env`)
 	if err != nil {
 		t.Fatal(err)

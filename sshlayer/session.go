@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/pkg/sftp"
@@ -175,9 +176,12 @@ func parseSignal(payload []byte) (syscall.Signal, error) {
 
 // setEnv accepts an env request whose name is a valid shell name, within
 // the session's bounds. The names are those a shell could export anyway.
+// A value with a NUL byte is refused here: no process can be started with
+// it (execve takes C strings), so accepting it failed the session's
+// command instead, and only the agent's log said why.
 func (s *session) setEnv(payload []byte) bool {
 	var m struct{ Name, Value string }
-	if s.started || ssh.Unmarshal(payload, &m) != nil || !shell.ValidName(m.Name) {
+	if s.started || ssh.Unmarshal(payload, &m) != nil || !shell.ValidName(m.Name) || strings.IndexByte(m.Value, 0) >= 0 {
 		return false
 	}
 	n := len(m.Name) + len(m.Value)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -43,6 +44,36 @@ func FuzzDecodeInfo(f *testing.F) {
 		}
 		if again, err := DecodeInfo(EncodeInfo(info)); err != nil || again != info {
 			t.Fatalf("re-encode of %+v: %+v %v", info, again, err)
+		}
+	})
+}
+
+// FuzzParseError: an error answer is read as the code and message it
+// carries (what the agent and `gateway proxy` print), and encoding them
+// again reads back the same; a body without a code is not an error answer.
+func FuzzParseError(f *testing.F) {
+	f.Add([]byte(`{"error":{"code":"forbidden","message":"token revoked"}}`))
+	f.Add([]byte(`{"error":{"code":"","message":"x"}}`))
+	f.Add([]byte(`{"error":"forbidden"}`))
+	f.Add([]byte("<html>502 Bad Gateway</html>"))
+	f.Add([]byte(`{"error":{"code":"x","message":"\ud800"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		e, ok := ParseError(body)
+		if !ok {
+			if e != (Error{}) {
+				t.Fatalf("not an error answer, yet %+v", e)
+			}
+			return
+		}
+		if e.Code == "" {
+			t.Fatalf("%q read as an error without a code", body)
+		}
+		again, err := json.Marshal(ErrorBody{e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e2, ok := ParseError(again); !ok || e2 != e {
+			t.Fatalf("%+v encodes as %s, read back as %+v", e, again, e2)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
@@ -201,7 +202,13 @@ func (c *Client) doLong(ctx context.Context, method, path string, in, out any) e
 			apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
 		}
 		if len(apiErr.Message) > 512 {
-			apiErr.Message = apiErr.Message[:512] + "…"
+			// Cut between characters: a message cut inside one prints
+			// as mojibake (and is not valid UTF-8 for a JSON encoder).
+			n := 512
+			for n > 0 && !utf8.RuneStart(apiErr.Message[n]) {
+				n--
+			}
+			apiErr.Message = apiErr.Message[:n] + "…"
 		}
 		return apiErr
 	}

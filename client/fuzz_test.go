@@ -70,6 +70,7 @@ func FuzzAPIError(f *testing.F) {
 	f.Add(502, []byte("<html>502 Bad Gateway</html>\n"))
 	f.Add(500, []byte(strings.Repeat("x", 600)))
 	f.Add(400, []byte(`{"error":{"code":"invalid","message":"`+strings.Repeat("é", 300)+`"}}`))
+	f.Add(400, []byte(`{"error":{"code":"invalid","message":"a`+strings.Repeat("é", 300)+`"}}`))
 	f.Add(429, []byte(`{"error":{"code":"x"}}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		status = 300 + (status%300+300)%300 // 300–599: an answer doLong reads as an error

@@ -289,18 +289,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 				}
 				continue
 			}
-			var c control
-			if json.Unmarshal(b, &c) != nil {
-				continue
-			}
-			switch c.Type {
-			case "resize":
-				if rz, ok := p.(hostgate.Resizer); ok && c.Cols > 0 && c.Rows > 0 && c.Cols <= 1000 && c.Rows <= 1000 {
-					_ = rz.Resize(c.Cols, c.Rows)
-				}
-			case "ack":
-				fl.ack(c.Bytes)
-			}
+			applyControl(b, p, fl)
 		}
 	}()
 	// Idle timeout.
@@ -350,6 +339,23 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	fl.end() // an output copy held back by the window
 	wg.Wait()
 	log.Info("terminal closed", "exit", code)
+}
+
+// applyControl acts on a control message from the page. One it cannot
+// read, or of a type it does not know, is ignored: the page may be newer.
+func applyControl(b []byte, p hostgate.Process, fl *flow) {
+	var c control
+	if json.Unmarshal(b, &c) != nil {
+		return
+	}
+	switch c.Type {
+	case "resize":
+		if rz, ok := p.(hostgate.Resizer); ok && c.Cols > 0 && c.Rows > 0 && c.Cols <= 1000 && c.Rows <= 1000 {
+			_ = rz.Resize(c.Cols, c.Rows)
+		}
+	case "ack":
+		fl.ack(c.Bytes)
+	}
 }
 
 // errTooBig is a message over MaxMessage, which readMessage dropped.

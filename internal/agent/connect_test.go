@@ -519,3 +519,55 @@ func TestConnectNotFoundNamesTheURL(t *testing.T) {
 		t.Errorf("log of a 404:\n%s", out)
 	}
 }
+
+// FuzzPinCA reads the CA key header a gateway sends on first enrollment:
+// a key it pins is one the agent can trust user certificates of (not a
+// certificate), written so that the next connection reads the same key,
+// and a gateway with another key is then refused; anything else is
+// refused before anything is pinned.
+func FuzzPinCA(f *testing.F) {
+	ca, err := sshca.LoadOrCreate(filepath.Join(f.TempDir(), "ca"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	other, _ := sshca.LoadOrCreate(filepath.Join(f.TempDir(), "other"))
+	line := strings.TrimSpace(ca.AuthorizedKey())
+	f.Add(line)
+	f.Add(line + " hostgate-ca")
+	f.Add("cert-authority " + line)
+	f.Add(line + "\n" + line)
+	f.Add("# comment\n" + line)
+	f.Add("garbage")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, header string) {
+		c := &connector{cfg: ConnectConfig{StateDir: t.TempDir()}, log: slog.New(slog.DiscardHandler)}
+		path := filepath.Join(c.cfg.StateDir, GatewayCAFile)
+		key, err := c.pinCA(header)
+		if err != nil {
+			if _, serr := os.Stat(path); serr == nil {
+				t.Fatalf("%q refused (%v), but pinned", header, err)
+			}
+			return
+		}
+		if _, isCert := key.(*ssh.Certificate); isCert {
+			t.Fatalf("certificate %q pinned as the CA", header)
+		}
+		pinned, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, _, _, err := ssh.ParseAuthorizedKey(pinned)
+		if err != nil || !bytes.Equal(again.Marshal(), key.Marshal()) {
+			t.Fatalf("%q pinned as %q (%v)", header, pinned, err)
+		}
+		if k2, err := c.pinCA(header); err != nil || !bytes.Equal(k2.Marshal(), key.Marshal()) {
+			t.Fatalf("%q refused on the next connection: %v", header, err)
+		}
+		if bytes.Equal(key.Marshal(), other.PublicKey().Marshal()) {
+			return
+		}
+		if _, err := c.pinCA(other.AuthorizedKey()); !errors.Is(err, ErrCAChanged) {
+			t.Fatalf("another gateway's CA after %q: %v", header, err)
+		}
+	})
+}

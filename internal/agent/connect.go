@@ -289,6 +289,11 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 	if err != nil || len(bytes.TrimSpace(rest)) != 0 {
 		return nil, fmt.Errorf("agent: gateway sent no usable CA key (%s)", wire.HeaderCAKey)
 	}
+	// A certificate never signs one (user certificates name a plain
+	// key): pinned, it would refuse every login until the pin is deleted.
+	if _, ok := ca.(*ssh.Certificate); ok {
+		return nil, fmt.Errorf("agent: gateway sent a certificate, not a CA key (%s); nothing pinned", wire.HeaderCAKey)
+	}
 	path := filepath.Join(c.cfg.StateDir, GatewayCAFile)
 	line := ssh.MarshalAuthorizedKey(ca)
 	pinned, err := os.ReadFile(path)

@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -539,6 +541,15 @@ func FuzzPinCA(f *testing.F) {
 	f.Add("# comment\n" + line)
 	f.Add("garbage")
 	f.Add("")
+	// A certificate where the CA's key belongs: pinned, it would refuse
+	// every user certificate, for good.
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(key)
+	cert := &ssh.Certificate{Key: signer.PublicKey(), CertType: ssh.HostCert, ValidPrincipals: []string{"gw"}, ValidBefore: ssh.CertTimeInfinity}
+	if err := cert.SignCert(rand.Reader, signer); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))))
 	f.Fuzz(func(t *testing.T, header string) {
 		c := &connector{cfg: ConnectConfig{StateDir: t.TempDir()}, log: slog.New(slog.DiscardHandler)}
 		path := filepath.Join(c.cfg.StateDir, GatewayCAFile)

@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,4 +85,67 @@ func TestParseOOMKills(t *testing.T) {
 			t.Errorf("parseOOMKills(%q) = %d, want %d", in, got, want)
 		}
 	}
+}
+
+// FuzzClaimedPooled: a pooled container whose name says it was claimed
+// (the name's execution, deadline and limits) is read as that execution,
+// with the limits of its name in its spec label when the label is a
+// request, and the label left as it was when not; the listing's own labels
+// are never changed; and one that adoptable takes runs under the name's
+// limits.
+func FuzzClaimedPooled(f *testing.F) {
+	spec, _ := json.Marshal(validReq())
+	f.Add("/hostgate-exec-1--1900000000.60000.1024", string(spec))
+	f.Add("/hostgate-exec-1--1900000000", string(spec))
+	f.Add("/hostgate-exec-1--1900000000.60000.1024", "{")
+	f.Add("/hostgate-exec-1--1900000000.60000.1024", "null")
+	f.Add("/hostgate-exec-1--1900000000.60000.1024", `{"resources":{"runtimeMs":"x"}}`)
+	f.Add("/hostgate-pool-0011", string(spec))
+	f.Fuzz(func(t *testing.T, name, spec string) {
+		labels := map[string]string{LabelOwner: "gw", LabelPool: "1", LabelSpec: spec}
+		c := container.Summary{ID: "c", State: "running", Names: []string{name}, Labels: labels}
+		got, ok := claimedPooled(c)
+		if len(labels) != 3 || labels[LabelSpec] != spec || labels[LabelExecution] != "" {
+			t.Fatalf("the listing's labels changed: %v", labels)
+		}
+		cl, named := parseClaimedName(name)
+		if ok != named {
+			t.Fatalf("%q: claimed %v, name parses %v", name, ok, named)
+		}
+		if !ok {
+			return
+		}
+		if got.Labels[LabelExecution] != cl.id || got.Labels[LabelExpires] != strconv.FormatInt(cl.expires.Unix(), 10) {
+			t.Fatalf("%q read as %v", name, got.Labels)
+		}
+		var before ProvisionRequest
+		if cl.runtimeMs == 0 || json.Unmarshal([]byte(spec), &before) != nil {
+			if got.Labels[LabelSpec] != spec {
+				t.Fatalf("spec %q rewritten as %q", spec, got.Labels[LabelSpec])
+			}
+			return
+		}
+		var after ProvisionRequest
+		if err := json.Unmarshal([]byte(got.Labels[LabelSpec]), &after); err != nil {
+			t.Fatalf("rewritten spec %q: %v", got.Labels[LabelSpec], err)
+		}
+		if after.Resources.RuntimeMs != cl.runtimeMs || after.Resources.MaxOutputBytes != cl.maxOutputBytes {
+			t.Fatalf("%q: spec limits %+v", name, after.Resources)
+		}
+		after.Resources.RuntimeMs, after.Resources.MaxOutputBytes = before.Resources.RuntimeMs, before.Resources.MaxOutputBytes
+		if a, b := mustJSON(t, after), mustJSON(t, before); a != b {
+			t.Fatalf("beyond the limits, spec %s became %s", b, a)
+		}
+		if e, ok := adoptable(got, time.Unix(1_800_000_000, 0)); ok && (e.Resources.RuntimeMs != cl.runtimeMs || e.Resources.MaxOutputBytes != cl.maxOutputBytes) {
+			t.Fatalf("%q adopted with limits %+v", name, e.Resources)
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -2,6 +2,8 @@ package sshlayer
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/testenv"
 )
@@ -98,6 +102,51 @@ func FuzzParseFingerprint(f *testing.F) {
 		}
 		if again := "SHA256:" + base64.RawStdEncoding.EncodeToString(b); again != s {
 			t.Fatalf("%q accepted but re-encodes as %q", s, again)
+		}
+	})
+}
+
+// FuzzParseHostKeyPin reads the host key the gateway names for a host (a
+// fingerprint or a public key line): the pin is the SHA-256 of the key it
+// names, and that key's fingerprint reads back as the same pin; a
+// certificate, options or anything after the key are refused.
+func FuzzParseHostKeyPin(f *testing.F) {
+	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	pub, _ := ssh.NewPublicKey(edPub)
+	line := string(ssh.MarshalAuthorizedKey(pub))
+	f.Add(line)
+	f.Add(strings.TrimSpace(line) + " root@web-1")
+	f.Add(Fingerprint(pub))
+	f.Add(Fingerprint(pub) + "=")
+	f.Add(`command="x" ` + line)
+	f.Add(line + line)
+	f.Add("ssh-ed25519 AAAA")
+	f.Fuzz(func(t *testing.T, s string) {
+		want, key, err := parseHostKeyPin(s)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("refusal without a message")
+			}
+			return
+		}
+		if len(want) != sha256.Size {
+			t.Fatalf("%q pinned as %d bytes", s, len(want))
+		}
+		if key == nil {
+			if again, err := ParseFingerprint(s); err != nil || !bytes.Equal(again, want) || "SHA256:"+base64.RawStdEncoding.EncodeToString(want) != s {
+				t.Fatalf("fingerprint %q pinned as %x", s, want)
+			}
+			return
+		}
+		if _, isCert := key.(*ssh.Certificate); isCert {
+			t.Fatalf("certificate %q pinned", s)
+		}
+		sum := sha256.Sum256(key.Marshal())
+		if !bytes.Equal(want, sum[:]) {
+			t.Fatalf("%q pinned as %x, its key hashes to %x", s, want, sum)
+		}
+		if again, err := ParseFingerprint(Fingerprint(key)); err != nil || !bytes.Equal(again, want) {
+			t.Fatalf("the fingerprint of %q reads as %x (%v), pinned %x", s, again, err, want)
 		}
 	})
 }

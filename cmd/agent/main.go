@@ -35,6 +35,7 @@ import (
 	"syscall"
 
 	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/sigreset"
 )
 
@@ -45,12 +46,17 @@ var commands = map[string]func(ctx context.Context, args []string, stderr io.Wri
 		return agent.RunServe(ctx, args, &agent.ServeIO{Stderr: stderr})
 	},
 	"connect": agent.RunConnect,
+	"version": func(_ context.Context, _ []string, stderr io.Writer) error {
+		fmt.Println("agent", buildinfo.Version())
+		return nil
+	},
 }
 
 // summaries are the commands' one-line descriptions for usage.
 var summaries = map[string]string{
 	"connect": "dial out to a gateway and serve this machine's SSH through the tunnel",
 	"serve":   "serve SSH on a TCP address (--listen) or over stdin/stdout (--stdio)",
+	"version": "print the commit this agent was built from",
 }
 
 func usage(w io.Writer) {

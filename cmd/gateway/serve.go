@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/store"
@@ -235,7 +236,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		c.PublicURL = public
 	}
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "publicURL", public, "stateDir", c.StateDir,
-		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL)
+		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL, "version", buildinfo.Version())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if ready != nil {

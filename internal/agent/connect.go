@@ -22,6 +22,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -269,7 +270,7 @@ func (c *connector) once(ctx context.Context, up func()) error {
 	// Closing the server after the tunnel ends kills what its sessions
 	// left running and waits for it.
 	defer srv.Close()
-	c.log.Info("tunnel up", "host", hostID)
+	c.log.Info("tunnel up", "host", hostID, "version", buildinfo.Version())
 	up()
 	if c.cfg.OnTunnel != nil {
 		c.cfg.OnTunnel(hostID)

@@ -48,3 +48,29 @@ type LinkError struct {
 
 func (e *LinkError) Error() string { return e.Op + " " + e.Old + " " + e.New + ": " + e.Err.Error() }
 func (e *LinkError) Unwrap() error { return e.Err }
+
+// FileReader is a Provider that reads a whole file in fewer round trips
+// than Open, Read and Close take: the synchronous filesystem's ReadFile
+// uses it where the provider has it. A provider that wraps another should
+// have it only where it forwards every call: the fast path goes around
+// Open.
+type FileReader interface {
+	// ReadFile returns the contents of the file name, read to its end, as
+	// Open and reading to EOF would; a directory fails with
+	// syscall.EISDIR. progress, when not nil, is called as answers of a
+	// long read arrive, so that a caller's idle timeout does not cut a
+	// transfer that is moving.
+	ReadFile(ctx context.Context, name string, progress func()) ([]byte, error)
+}
+
+// FileWriter is a Provider that writes a whole file in fewer round trips
+// than Create, Write and Close take: the synchronous filesystem's
+// WriteFile uses it where the provider has it. As with FileReader, a
+// wrapper should have it only where it forwards every call.
+type FileWriter interface {
+	// WriteFile creates name with perm (before umask) or truncates it, as
+	// Create does, and writes what r yields until io.EOF. r is not read
+	// after WriteFile returns. The data is complete on the host only when
+	// it returns nil. progress is as for FileReader.
+	WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error
+}

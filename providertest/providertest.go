@@ -53,6 +53,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"CancelStreams", testCancelStreams},
 		{"Permissions", testPermissions},
 		{"Large", testLarge},
+		{"WholeFile", testWholeFile},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -661,6 +662,22 @@ func testPermissions(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 	wantErr(t, "Open unreadable file", err, fs.ErrPermission)
 	_, err = p.Create(ctx, f, 0o644)
 	wantErr(t, "Create over unwritable file", err, fs.ErrPermission)
+	if fr, ok := p.(hostgate.FileReader); ok {
+		_, err = fr.ReadFile(ctx, f, nil)
+		wantErr(t, "ReadFile of an unreadable file", err, fs.ErrPermission)
+	}
+	if fw, ok := p.(hostgate.FileWriter); ok {
+		err = fw.WriteFile(ctx, f, 0o644, bytes.NewReader(nil), nil)
+		wantErr(t, "WriteFile over an unwritable file", err, fs.ErrPermission)
+		if err := p.Chmod(ctx, locked, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		err = fw.WriteFile(ctx, path.Join(locked, "new"), 0o644, bytes.NewReader(nil), nil)
+		wantErr(t, "WriteFile in an unwritable directory", err, fs.ErrPermission)
+		if err := p.Chmod(ctx, locked, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := p.Chmod(ctx, f, 0o644); err != nil {
 		t.Errorf("Chmod back: %v", err)
 	}

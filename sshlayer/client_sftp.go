@@ -121,7 +121,11 @@ func (c *Client) sftpEnded(s *sftpSession) error {
 // that hosts which only exec never start the subsystem.
 type lazySFTP struct{ c *Client }
 
-var _ hostgate.Provider = lazySFTP{}
+var (
+	_ hostgate.Provider   = lazySFTP{}
+	_ hostgate.FileReader = lazySFTP{}
+	_ hostgate.FileWriter = lazySFTP{}
+)
 
 func (l lazySFTP) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	s, err := l.c.sftpSession(ctx)
@@ -161,6 +165,25 @@ func (l lazySFTP) Create(ctx context.Context, name string, perm fs.FileMode) (io
 		return nil, &fs.PathError{Op: "create", Path: name, Err: err}
 	}
 	return s.prov.Create(ctx, name, perm)
+}
+
+// ReadFile and WriteFile forward the SFTP provider's whole-file calls, as
+// the rest does: without them the synchronous filesystem would go through
+// Open and Create, twice the round trips.
+func (l lazySFTP) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	s, err := l.c.sftpSession(ctx)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return s.prov.ReadFile(ctx, name, progress)
+}
+
+func (l lazySFTP) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	s, err := l.c.sftpSession(ctx)
+	if err != nil {
+		return &fs.PathError{Op: "create", Path: name, Err: err}
+	}
+	return s.prov.WriteFile(ctx, name, perm, r, progress)
 }
 
 func (l lazySFTP) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {

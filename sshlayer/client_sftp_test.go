@@ -127,6 +127,14 @@ func TestSSHDSyncSpec(t *testing.T) {
 		if _, err := sc.FS.Stat(ctx, "/"); err != nil {
 			t.Errorf("sync FS stat: %v", err)
 		}
+		// The bridge reads and writes whole files in fewer round trips
+		// through these; the lazy provider must not hide them.
+		if _, ok := sc.FS.(hostgate.FileReader); !ok {
+			t.Errorf("sync FS %T is no hostgate.FileReader", sc.FS)
+		}
+		if _, ok := sc.FS.(hostgate.FileWriter); !ok {
+			t.Errorf("sync FS %T is no hostgate.FileWriter", sc.FS)
+		}
 		if err := sc.Close(); err != nil {
 			t.Errorf("sync close: %v", err)
 		}

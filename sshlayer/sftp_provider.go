@@ -305,14 +305,8 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	}
 	if isNew {
 		if fi, err := f.Stat(); err == nil {
-			// The server created it with 0666 &^ umask. The umask's
-			// execute bits are unseen: assume each follows its read bit
-			// (true of 022, 027, 077, 002).
 			created := fi.Mode().Perm()
-			umask := ^created & 0o666
-			umask |= umask & 0o444 >> 2
-			want := perm.Perm() &^ umask
-			if want != created {
+			if want := createMode(created, perm); want != created {
 				if err := f.Chmod(want); err != nil {
 					_ = f.Close()
 					return nil, p.pathErr("create", name, err)
@@ -321,6 +315,16 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 		}
 	}
 	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+}
+
+// createMode is the mode a file the server created with created (0666 &^
+// umask: SFTP open carries no umask) must get for perm: perm &^ umask, as
+// os.Create gives. The umask's execute bits are unseen: assume each
+// follows its read bit (true of 022, 027, 077, 002).
+func createMode(created, perm fs.FileMode) fs.FileMode {
+	umask := ^created & 0o666
+	umask |= umask & 0o444 >> 2
+	return perm.Perm() &^ umask
 }
 
 // sftpWriter's writes fail once its ctx is done (see sftpReader).

@@ -7,11 +7,24 @@
 // The FS talks to the host over its own connection, opened through the
 // host's hostgate.SyncSpec and never the host's main one (issue 3, item 6).
 // The first call connects; later calls cost what their operation costs
-// over SFTP: a Stat one round trip, a ReadFile about four (open, stat,
-// read, close) and a WriteFile about six, as measured with 25 ms one way
-// (4.3 and 6.3 round trips). Each call
-// runs on a goroutine the FS owns while the caller waits with a timer, so a
-// call that gets no answer within the timeout returns ErrTimeout
+// over SFTP: a Stat one round trip; a ReadFile of a small file two (open;
+// fstat and the first read together, the close sent behind them and not
+// waited for) and a WriteFile three (open; the writes, after the chmod a
+// new file needs; close), where the provider reads and writes whole files
+// itself (hostgate.FileReader and FileWriter, as sshlayer's SFTP provider
+// does); the reads and writes of a bigger file go up to 32 at a time.
+// Measured with 25 ms one way (BenchmarkLatency, the median of 20 calls,
+// to the agent's SFTP server over SSH / to OpenSSH's sftp-server): a
+// ReadFile of 14 bytes 2.11 / 2.06 round trips, of 4 KiB 2.09 / 2.06, of
+// 1 MiB 3.37 / 3.28; a WriteFile of a new file 3.15 / 3.16, over an
+// existing one 3.18 / 3.14. Through Open and Create over the same SFTP,
+// the way a provider without those calls goes (a wrapper that hides them;
+// ExecProvider too, at its own costs), the same calls took 4.13 / 4.15,
+// 9.29 / 9.29, 32.1 / 34.9, 6.20 / 6.30 and 4.15 / 4.15 (an audit had
+// measured a ReadFile at 4.3 and a WriteFile at 6.3).
+//
+// Each call runs on a goroutine the FS owns while the caller waits with a
+// timer, so a call that gets no answer within the timeout returns ErrTimeout
 // (errors.Is(err, syscall.ETIMEDOUT)) even when the provider itself would
 // block forever; the stuck connection is then abandoned — closed, which
 // releases its goroutines as far as the provider allows — and the next call
@@ -324,6 +337,13 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	}
 	var data []byte
 	err = f.do(func(ctx context.Context, p hostgate.Provider, c *call) error {
+		// The provider's own whole-file read pipelines what the
+		// generic loop below waits for request by request.
+		if fr, ok := p.(hostgate.FileReader); ok {
+			b, err := fr.ReadFile(ctx, hp, c.advance)
+			data = b
+			return err
+		}
 		r, err := p.Open(ctx, hp)
 		if err != nil {
 			return err
@@ -385,6 +405,11 @@ func (f *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 		_ = pw.CloseWithError(err)
 	}()
 	err = f.do(func(ctx context.Context, p hostgate.Provider, c *call) error {
+		// As for ReadFile; it reads data through the pipe too, so
+		// that nothing refers to data once WriteFile has returned.
+		if fw, ok := p.(hostgate.FileWriter); ok {
+			return fw.WriteFile(ctx, hp, perm, pr, c.advance)
+		}
 		w, err := p.Create(ctx, hp, perm)
 		if err != nil {
 			return err

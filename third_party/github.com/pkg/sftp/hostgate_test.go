@@ -1,7 +1,10 @@
 package sftp
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,3 +65,73 @@ func (f *concurrencyFile) WriteAt(b []byte, off int64) (int, error) {
 }
 
 func (f *concurrencyFile) Name() string { return "fake" }
+
+// hostgate: change 3 (HOSTGATE.md). Requests sent without waiting go out
+// in call order (an lstat behind an exclusive create sees the file); a
+// read reply nobody waits for is never written into its buffer; a closed
+// file refuses further requests.
+func TestHostgateNoWait(t *testing.T) {
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, err := NewServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{sr, sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.Serve()
+		_ = sw.Close() // ends the client's receive loop
+	}()
+	c, err := NewClientPipe(cr, cw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = c.Close()
+		<-served
+	}()
+
+	name := filepath.Join(t.TempDir(), "f")
+	open := c.OpenFileNoWait(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	lstat := c.LstatNoWait(name)
+	f, err := open.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := lstat.Wait(); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("lstat sent behind the create: %v, %v", fi, err)
+	}
+	w := f.WriteAtNoWait([]byte("hello"), 0)
+	if n, err := w.Wait(); n != 5 || err != nil {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if _, err := f.CloseNoWait().Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAtNoWait(make([]byte, 1), 0).Wait(); err != os.ErrClosed {
+		t.Fatalf("read after close: %v", err)
+	}
+
+	r, err := c.OpenFileNoWait(name, os.O_RDONLY).Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := make([]byte, 5)
+	_ = r.ReadAtNoWait(dropped, 0)
+	b := make([]byte, 10)
+	if n, err := r.ReadAtNoWait(b, 1).Wait(); n != 4 || err != nil || string(b[:n]) != "ello" {
+		t.Fatalf("read = %q, %v", b[:n], err)
+	}
+	if _, err := r.ReadAtNoWait(b, 5).Wait(); err != io.EOF {
+		t.Fatalf("read at the end: %v", err)
+	}
+	if !bytes.Equal(dropped, make([]byte, 5)) {
+		t.Fatalf("a reply nobody waited for was written: %q", dropped)
+	}
+	if _, err := r.CloseNoWait().Wait(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,349 @@
+package sshlayer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/pkg/sftp"
+
+	"github.com/hostgate/hostgate"
+)
+
+// Whole-file calls pipeline their SFTP requests (pkg/sftp's NoWait calls,
+// third_party/github.com/pkg/sftp/HOSTGATE.md change 3): a ReadFile of a
+// small file takes two round trips (open; fstat and the first read), its
+// close going out behind them without being waited for; a WriteFile
+// three (open; the writes, after the chmod a new file needs; close).
+// Through Open, Read and Close they took four and six.
+
+var (
+	_ hostgate.FileReader = (*sftpProvider)(nil)
+	_ hostgate.FileWriter = (*sftpProvider)(nil)
+)
+
+// chunkPool holds the buffers of whole-file reads and writes, one request's
+// data each.
+var chunkPool = sync.Pool{New: func() any { return new([sftpMaxPacket]byte) }}
+
+var errEmptyRead = errors.New("sshlayer: sftp: the server answered a read with no bytes and no end of file")
+
+// readPrealloc bounds the buffer a ReadFile sizes from the host's fstat
+// before it has the bytes: a bigger file grows it as its data arrives.
+const readPrealloc = 64 << 20
+
+func tick(progress func()) {
+	if progress != nil {
+		progress()
+	}
+}
+
+// ReadFile reads name whole. The first read goes out with the fstat whose
+// size tells whether it was all (a short read that ends at the size of a
+// regular file); a bigger file is read with up to sftpConcurrency requests
+// in flight. The handle's close is sent on every way out, also when ctx
+// ends, but not waited for: as with os.ReadFile, a failed close after a
+// complete read is no error of the read.
+func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	if err := callErr(ctx, name); err != nil {
+		return nil, p.pathErr("open", name, err)
+	}
+	f, err := p.c.OpenFileNoWait(name, os.O_RDONLY).Wait()
+	if err != nil {
+		return nil, p.pathErr("open", name, err)
+	}
+	defer f.CloseNoWait()
+	tick(progress)
+	if err := ctx.Err(); err != nil {
+		return nil, p.pathErr("read", name, err)
+	}
+
+	first := chunkPool.Get().(*[sftpMaxPacket]byte)
+	defer chunkPool.Put(first)
+	stat := f.StatNoWait()
+	chunk := min(sftpMaxPacket, p.c.MaxPacket())
+	read := f.ReadAtNoWait(first[:chunk], 0)
+	fi, serr := stat.Wait()
+	n, err := read.Wait()
+	tick(progress)
+	switch {
+	case err == io.EOF:
+		return []byte{}, nil
+	case err != nil:
+		// SFTP opens a directory and fails its read with a bare
+		// "Failure": say what os.ReadFile says.
+		if serr == nil && fi.IsDir() {
+			err = syscall.EISDIR
+		}
+		return nil, p.pathErr("read", name, err)
+	}
+	size := int64(-1) // unknown: read to EOF
+	if serr == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	if n < chunk && int64(n) == size {
+		return bytes.Clone(first[:n]), nil
+	}
+	if n == 0 {
+		return nil, p.pathErr("read", name, errEmptyRead)
+	}
+	// A short answer inside the file is the server's largest read.
+	chunk = n
+	data := make([]byte, n, max(int64(n), min(size+1, readPrealloc)))
+	copy(data, first[:n])
+	return p.readRest(ctx, f, name, data, size, chunk, progress)
+}
+
+// readRest reads f from len(data) to its end. Where the fstat gave a size,
+// it reads up to it (and a byte past it, so that the end is seen) with
+// up to sftpConcurrency requests in flight straight into data, grown a
+// segment of at most readPrealloc at a time, so a size the host made up
+// costs no more memory than the bytes it sends; then, like a file of
+// unknown size or one that grew, one request at a time to EOF.
+func (p *sftpProvider) readRest(ctx context.Context, f *sftp.File, name string, data []byte, size int64, chunk int, progress func()) ([]byte, error) {
+	for int64(len(data)) <= size {
+		start := len(data)
+		end := int64(start) + readPrealloc
+		if end > size {
+			end = size + 1
+		}
+		data = slices.Grow(data, int(end)-start)[:end]
+		stop := -1 // where a short answer is the end of the file
+		if end == size+1 {
+			stop = int(size)
+		}
+		got, eof, err := p.readSegment(ctx, f, data, start, stop, &chunk, progress)
+		if err != nil {
+			return nil, p.pathErr("read", name, err)
+		}
+		data = data[:got]
+		if eof || got == stop {
+			return data, nil
+		}
+		if got < int(end) {
+			break // the file shrank, or its end is not where the size said
+		}
+	}
+	buf := chunkPool.Get().(*[sftpMaxPacket]byte)
+	defer chunkPool.Put(buf)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, p.pathErr("read", name, err)
+		}
+		n, err := f.ReadAtNoWait(buf[:chunk], int64(len(data))).Wait()
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, p.pathErr("read", name, err)
+		}
+		tick(progress)
+		data = append(data, buf[:n]...)
+	}
+}
+
+// readSegment fills data[start:] from f with up to sftpConcurrency reads in
+// flight, taking their answers in order. It returns how far data was
+// filled without a gap, and whether a read there met the end of the file;
+// a short answer that ends at stop ends it there, as the end the fstat's
+// size said.
+// A short answer inside the segment is taken as the server's largest
+// read, which *chunk becomes; the rest of its piece is asked for again in
+// pieces of that size. Reads left in flight when it returns are never
+// waited for, so their answers are dropped, never written into data.
+func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byte, start, stop int, chunk *int, progress func()) (int, bool, error) {
+	type read struct {
+		b   []byte // data[off:off+len(b)]
+		off int
+		p   *sftp.Pending[int]
+	}
+	send := func(off, end int) read {
+		b := data[off:end]
+		return read{b: b, off: off, p: f.ReadAtNoWait(b, int64(off))}
+	}
+	var queue []read
+	next := start
+	for {
+		for len(queue) < sftpConcurrency && next < len(data) {
+			end := min(next+*chunk, len(data))
+			queue = append(queue, send(next, end))
+			next = end
+		}
+		if len(queue) == 0 {
+			return len(data), false, nil
+		}
+		r := queue[0]
+		queue = queue[1:]
+		n, err := r.p.Wait()
+		switch {
+		case err == io.EOF:
+			return r.off, true, nil
+		case err != nil:
+			return 0, false, err
+		}
+		tick(progress)
+		if n < len(r.b) {
+			if r.off+n == stop {
+				return stop, false, nil
+			}
+			if n == 0 {
+				return 0, false, errEmptyRead
+			}
+			*chunk = min(*chunk, n)
+			// Ask again for the rest, in pieces the server answers
+			// whole, ahead of the answers still to come.
+			piece := max(*chunk, (len(r.b)-n+sftpConcurrency-1)/sftpConcurrency)
+			var again []read
+			for off := r.off + n; off < r.off+len(r.b); off += piece {
+				again = append(again, send(off, min(off+piece, r.off+len(r.b))))
+			}
+			queue = append(again, queue...)
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, false, err
+		}
+	}
+}
+
+// WriteFile writes name whole with the semantics of Create (a new file
+// gets perm &^ umask, an existing one keeps its mode) in three round
+// trips:
+//
+//  1. OPEN with O_CREAT|O_EXCL, LSTAT, OPEN with O_TRUNC, in that order. Whichever
+//     order the server takes them in, an exclusive open that succeeded
+//     created the file (the plain one may then have opened it too, and is
+//     closed), and one that failed leaves the plain open to truncate the
+//     file that was there. The LSTAT, taken after the create by a server
+//     that keeps request order (OpenSSH's and pkg/sftp's do), gives the
+//     mode it created the file with, so the umask, without the fstat
+//     Create needs.
+//  2. the chmod a new file needs, then the writes, sftpConcurrency in
+//     flight. (Through Create, the chmod was answered before the first
+//     write; a reader that opened the file before either keeps its
+//     descriptor all the same.)
+//  3. CLOSE, whose error is WriteFile's.
+//
+// A name that is a dangling symlink (which O_EXCL refuses and a plain open
+// does not create through) goes the way of Create.
+func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	if err := callErr(ctx, name); err != nil {
+		return p.pathErr("create", name, err)
+	}
+	// O_TRUNC too: a server that ignored O_EXCL must not leave the end of
+	// an older, longer file behind the new data.
+	excl := p.c.OpenFileNoWait(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC)
+	lstat := p.c.LstatNoWait(name)
+	trunc := p.c.OpenFileNoWait(name, os.O_WRONLY|os.O_TRUNC)
+	fe, eerr := excl.Wait()
+	fi, lerr := lstat.Wait()
+	ft, terr := trunc.Wait()
+	var (
+		f     *sftp.File
+		isNew bool
+	)
+	switch {
+	case eerr == nil:
+		f, isNew = fe, true
+		if terr == nil {
+			ft.CloseNoWait()
+		}
+	case terr == nil:
+		f = ft
+	case !errors.Is(terr, fs.ErrNotExist):
+		// The name is there and cannot be opened for writing: what
+		// Create's open says.
+		return p.pathErr("create", name, terr)
+	case isFailure(eerr) || errors.Is(mapSFTPErr(eerr), fs.ErrExist):
+		// The name is there (O_EXCL says EEXIST with a bare Failure)
+		// but a plain open finds nothing: a dangling symlink, whose
+		// target Create makes.
+		w, err := p.Create(ctx, name, perm)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(w, r); err != nil {
+			_ = w.Close()
+			return err
+		}
+		return w.Close()
+	default:
+		// Nothing there, and the create failed.
+		return p.pathErr("create", name, eerr)
+	}
+	tick(progress)
+
+	var chmod *sftp.Pending[struct{}]
+	if isNew {
+		if lerr != nil || !fi.Mode().IsRegular() {
+			// The server took the LSTAT before the create: ask the handle.
+			fi, lerr = f.StatNoWait().Wait()
+		}
+		if lerr == nil {
+			created := fi.Mode().Perm()
+			if want := createMode(created, perm); want != created {
+				chmod = f.ChmodNoWait(want)
+			}
+		}
+	}
+	if err := p.writeAll(ctx, f, name, r, progress); err != nil {
+		f.CloseNoWait()
+		return err
+	}
+	if chmod != nil {
+		if _, err := chmod.Wait(); err != nil {
+			f.CloseNoWait()
+			return p.pathErr("create", name, err)
+		}
+	}
+	if _, err := f.CloseNoWait().Wait(); err != nil {
+		return p.pathErr("close", name, err)
+	}
+	return nil
+}
+
+// writeAll writes what r yields to f from offset 0, with up to
+// sftpConcurrency writes in flight. A write's data is on its way once it is
+// sent, so one buffer serves them all.
+func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, r io.Reader, progress func()) error {
+	buf := chunkPool.Get().(*[sftpMaxPacket]byte)
+	defer chunkPool.Put(buf)
+	var (
+		queue []*sftp.Pending[int]
+		off   int64
+		eof   bool
+	)
+	for !eof || len(queue) > 0 {
+		for !eof && len(queue) < sftpConcurrency {
+			n, err := io.ReadFull(r, buf[:])
+			switch {
+			case err == io.EOF:
+				eof = true
+				continue
+			case err == io.ErrUnexpectedEOF:
+				eof = true
+			case err != nil:
+				return p.pathErr("write", name, err)
+			}
+			queue = append(queue, f.WriteAtNoWait(buf[:n], off))
+			off += int64(n)
+		}
+		if len(queue) == 0 {
+			break
+		}
+		if _, err := queue[0].Wait(); err != nil {
+			return p.pathErr("write", name, err)
+		}
+		queue = queue[1:]
+		tick(progress)
+		if err := ctx.Err(); err != nil {
+			return p.pathErr("write", name, err)
+		}
+	}
+	return nil
+}

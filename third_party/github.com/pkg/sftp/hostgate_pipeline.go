@@ -1,0 +1,215 @@
+package sftp
+
+// hostgate: change 3 (HOSTGATE.md). Requests sent without waiting for
+// their replies. Every other call of the client sends one request and
+// waits for its reply, so a caller that wants several requests in one
+// round trip must run them on goroutines, and cannot choose the order they
+// reach the server in. These send the request before they return, in the
+// order they are called, and hand back a Pending whose Wait takes the
+// reply.
+
+import (
+	"io"
+	"os"
+	"path"
+)
+
+// Pending is a request already sent. Wait returns its reply. A reply that
+// nobody waits for is dropped when it arrives (its memory left to the GC):
+// the request still took effect on the server.
+type Pending[T any] struct {
+	id     uint32
+	ch     chan result
+	decode func(id uint32, r result) (T, error)
+}
+
+// Wait waits for the reply, or for the end of the connection
+// (ErrSSHFxConnectionLost). Call it once.
+func (p *Pending[T]) Wait() (T, error) {
+	r := <-p.ch
+	defer r.release()
+	if r.err != nil {
+		var zero T
+		return zero, r.err
+	}
+	return p.decode(p.id, r)
+}
+
+func send[T any](c *Client, p idmarshaler, decode func(id uint32, r result) (T, error)) *Pending[T] {
+	ch := make(chan result, 1)
+	c.dispatchRequest(ch, p)
+	return &Pending[T]{id: p.id(), ch: ch, decode: decode}
+}
+
+func failed[T any](err error) *Pending[T] {
+	ch := make(chan result, 1)
+	ch <- result{err: err}
+	return &Pending[T]{ch: ch}
+}
+
+// statusReply decodes a reply that is a status, OK or not.
+func statusReply(id uint32, r result) (struct{}, error) {
+	if r.typ != sshFxpStatus {
+		return struct{}{}, unimplementedPacketErr(r.typ)
+	}
+	return struct{}{}, normaliseError(unmarshalStatus(id, r.data))
+}
+
+// OpenFileNoWait sends OpenFile's request.
+func (c *Client) OpenFileNoWait(name string, flags int) *Pending[*File] {
+	return send(c, &sshFxpOpenPacket{ID: c.nextID(), Path: name, Pflags: toPflags(flags)}, func(id uint32, r result) (*File, error) {
+		switch r.typ {
+		case sshFxpHandle:
+			data, err := unmarshalSID(id, r.data)
+			if err != nil {
+				return nil, err
+			}
+			handle, _, err := unmarshalStringSafe(data)
+			if err != nil {
+				return nil, err
+			}
+			return &File{c: c, path: name, handle: handle}, nil
+		case sshFxpStatus:
+			return nil, normaliseError(unmarshalStatus(id, r.data))
+		default:
+			return nil, unimplementedPacketErr(r.typ)
+		}
+	})
+}
+
+// LstatNoWait sends Lstat's request.
+func (c *Client) LstatNoWait(name string) *Pending[os.FileInfo] {
+	return send(c, &sshFxpLstatPacket{ID: c.nextID(), Path: name}, attrsReply(path.Base(name)))
+}
+
+func attrsReply(base string) func(id uint32, r result) (os.FileInfo, error) {
+	return func(id uint32, r result) (os.FileInfo, error) {
+		switch r.typ {
+		case sshFxpAttrs:
+			data, err := unmarshalSID(id, r.data)
+			if err != nil {
+				return nil, err
+			}
+			attr, _, err := unmarshalAttrs(data)
+			if err != nil {
+				return nil, err
+			}
+			return fileInfoFromStat(attr, base), nil
+		case sshFxpStatus:
+			return nil, normaliseError(unmarshalStatus(id, r.data))
+		default:
+			return nil, unimplementedPacketErr(r.typ)
+		}
+	}
+}
+
+// StatNoWait sends Stat's request (fstat on the handle).
+func (f *File) StatNoWait() *Pending[os.FileInfo] {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.handle == "" {
+		return failed[os.FileInfo](os.ErrClosed)
+	}
+	return send(f.c, &sshFxpFstatPacket{ID: f.c.nextID(), Handle: f.handle}, attrsReply(path.Base(f.path)))
+}
+
+// ChmodNoWait sends Chmod's request (fsetstat on the handle).
+func (f *File) ChmodNoWait(mode os.FileMode) *Pending[struct{}] {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.handle == "" {
+		return failed[struct{}](os.ErrClosed)
+	}
+	return send(f.c, &sshFxpFsetstatPacket{
+		ID:     f.c.nextID(),
+		Handle: f.handle,
+		Flags:  sshFileXferAttrPermissions,
+		Attrs:  toChmodPerm(mode),
+	}, statusReply)
+}
+
+// ReadAtNoWait sends one read request for up to len(b) bytes at off (at
+// most the client's packet size). Wait copies the reply into b and returns
+// its length, which may be short of len(b) anywhere in the file (a server
+// answers a read with what it has), and io.EOF at the end. b must stay
+// untouched until Wait has returned; a reply not waited for never writes
+// into it.
+func (f *File) ReadAtNoWait(b []byte, off int64) *Pending[int] {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.handle == "" {
+		return failed[int](os.ErrClosed)
+	}
+	if len(b) > f.c.maxPacket {
+		b = b[:f.c.maxPacket]
+	}
+	return send(f.c, &sshFxpReadPacket{
+		ID:     f.c.nextID(),
+		Handle: f.handle,
+		Offset: uint64(off),
+		Len:    uint32(len(b)),
+	}, func(id uint32, r result) (int, error) {
+		switch r.typ {
+		case sshFxpData:
+			data, err := unmarshalDataReply(id, r.data)
+			if err != nil {
+				return 0, err
+			}
+			if len(data) > len(b) {
+				return 0, &StatusError{Code: sshFxBadMessage, msg: "read reply longer than asked for"}
+			}
+			return copy(b, data), nil
+		case sshFxpStatus:
+			err := normaliseError(unmarshalStatus(id, r.data))
+			if err == nil {
+				err = io.ErrUnexpectedEOF // an OK status is no answer to a read
+			}
+			return 0, err
+		default:
+			return 0, unimplementedPacketErr(r.typ)
+		}
+	})
+}
+
+// WriteAtNoWait sends one write request of b at off (at most the client's
+// packet size: Wait returns how much of b the request carried). b is sent
+// before it returns and not used after.
+func (f *File) WriteAtNoWait(b []byte, off int64) *Pending[int] {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.handle == "" {
+		return failed[int](os.ErrClosed)
+	}
+	if len(b) > f.c.maxPacket {
+		b = b[:f.c.maxPacket]
+	}
+	n := len(b)
+	return send(f.c, &sshFxpWritePacket{
+		ID:     f.c.nextID(),
+		Handle: f.handle,
+		Offset: uint64(off),
+		Length: uint32(n),
+		Data:   b,
+	}, func(id uint32, r result) (int, error) {
+		if _, err := statusReply(id, r); err != nil {
+			return 0, err
+		}
+		return n, nil
+	})
+}
+
+// CloseNoWait sends Close's request. As with Close, the File is unusable
+// once it returns.
+func (f *File) CloseNoWait() *Pending[struct{}] {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.handle == "" {
+		return failed[struct{}](os.ErrClosed)
+	}
+	handle := f.handle
+	f.handle = ""
+	return send(f.c, &sshFxpClosePacket{ID: f.c.nextID(), Handle: handle}, statusReply)
+}
+
+// MaxPacket is the most data one read or write request of c carries.
+func (c *Client) MaxPacket() int { return c.maxPacket }

@@ -161,7 +161,13 @@ type execution struct {
 	lock      rwLock // exec shared, checkpoint exclusive
 	// oomKills is the cgroup's OOM kill count when last read.
 	oomKills atomic.Int64
-	timer    *time.Timer // host deadline; guarded by Docker.mu
+	// ending is set as a command's timeout, output flood or abort has the
+	// container destroyed: the agent's tunnel ends before Exec forgets the
+	// execution, and Verify must not take that for an end from outside
+	// the host. forgotten is closed by forget.
+	ending    atomic.Bool
+	forgotten chan struct{}
+	timer     *time.Timer // host deadline; guarded by Docker.mu
 }
 
 const (
@@ -463,8 +469,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 			CreatedAt: created, ExpiresAt: expires, Resources: req.Resources,
 			RestoredFrom: restoredFrom,
 		},
-		req: redact(req),
-		env: env,
+		forgotten: make(chan struct{}),
+		req:       redact(req),
+		env:       env,
 	}
 	if agent != nil {
 		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
@@ -761,6 +768,9 @@ func (h *Docker) forget(id string, e *execution) bool {
 		return false
 	}
 	delete(h.execs, id)
+	if e.forgotten != nil {
+		close(e.forgotten)
+	}
 	e.timer.Stop()
 	h.tombstone(id)
 	agent := e.agent
@@ -936,6 +946,19 @@ func (h *Docker) Verify(ctx context.Context, executionID string) error {
 	if err != nil {
 		return err
 	}
+	if e.ending.Load() && e.forgotten != nil {
+		// A command's end is destroying it, and Exec forgets it once the
+		// container is gone: gone is then true of the container too.
+		t := time.NewTimer(destroyTimeout)
+		defer t.Stop()
+		select {
+		case <-e.forgotten:
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended", executionID)}
+	}
 	if !h.containerGone(e.ContainerID) {
 		return nil
 	}
@@ -992,7 +1015,7 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		// Often by design (a busy tunnel, an environment the runner cannot
 		// reproduce) and counted in ExecStats: not a warning each time.
 		h.logger.Debug("command runner did not start the command; docker exec runs it", "execution", executionID, "err", err)
-	})
+	}, func() { e.ending.Store(true) })
 	switch way {
 	case wayRunner:
 		h.execRunner.Add(1)
@@ -1239,7 +1262,8 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 			ExecutionID: id, Image: req.Image, ContainerID: c.ID,
 			CreatedAt: time.Unix(c.Created, 0), ExpiresAt: expires, Resources: req.Resources,
 		},
-		req: req,
+		req:       req,
+		forgotten: make(chan struct{}),
 	}, true
 }
 

@@ -54,7 +54,7 @@ type process struct {
 // of stdout and stderr together. On timeout, output overflow or ctx ending
 // it destroys the container and returns an *Error whose Code says which.
 func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64) (*ExecResult, error) {
-	res, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil)
+	res, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil, nil)
 	return res, err
 }
 
@@ -68,8 +68,11 @@ const (
 // exec is Exec through via when it is not nil, falling back to docker exec
 // when via could not start the command. The timeout, the output budget,
 // the destroy and the error codes are the same either way. notStarted, when
-// set, gets via's error when it falls back.
-func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error)) (*ExecResult, int, error) {
+// set, gets via's error when it falls back; destroying, when set, is
+// called just before the container is destroyed, so that the execution is
+// known to be ending by the host's hand before its agent sees the
+// container go.
+func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error), destroying func()) (*ExecResult, int, error) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errTimeout)
 	defer cancel()
@@ -137,6 +140,9 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent ended while the command ran (did the command kill it?): its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
 		default:
 			return nil, way, err
+		}
+		if destroying != nil {
+			destroying()
 		}
 		if derr := r.destroy(containerID); derr != nil {
 			e.Err = errors.Join(e.Err, fmt.Errorf("destroy container: %w", derr))

@@ -729,6 +729,14 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 			t.Fatalf("%s: %v, want %s", tc.name, err, tc.code)
 		}
 		gone(e.ExecutionID, tc.name)
+		// The host ended it: its agent's end is not a failure to re-attach
+		// to, nor an end from outside the host.
+		g.waitFor(regexp.MustCompile(`msg="execution ended; agent tunnel closed".* execution=`+e.ExecutionID), 30*time.Second)
+		for _, line := range strings.Split(g.output(), "\n") {
+			if strings.Contains(line, e.ExecutionID) && (strings.Contains(line, "re-attaching") || strings.Contains(line, "outside the host")) {
+				t.Errorf("%s: the gateway logged %q", tc.name, line)
+			}
+		}
 	}
 
 	// The caller leaving: the gateway sees the request's context end.

@@ -21,6 +21,10 @@ type Connection struct {
 	Sync *SyncSpec
 	// Close releases the connection. Required. Called once, by Host.Close.
 	Close func() error
+	// Info is what the host is, when connecting learnt it (a gateway's
+	// record of the host): Host.Info answers it from then on. Optional:
+	// nil keeps the Info the Host was made with.
+	Info *Info
 }
 
 // Forwarder is the port-forwarding capability of a connection.

@@ -14,7 +14,6 @@ type ConnectFunc func(ctx context.Context) (*Connection, error)
 // Host is one machine or sandbox. It is lazy: the connect function runs on
 // first use. A Host is safe for concurrent use.
 type Host struct {
-	info    Info
 	connect ConnectFunc
 
 	// ctx is cancelled by Close; it bounds the connect call so that Close
@@ -23,6 +22,7 @@ type Host struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
+	info    Info        // New's, then the connection's (Connection.Info)
 	conn    *Connection // nil until connected
 	pending *connectCall
 	closed  bool
@@ -47,8 +47,16 @@ func New(info Info, connect ConnectFunc) *Host {
 	return &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}
 }
 
-// Info returns what the host is.
-func (h *Host) Info() Info { return h.info }
+// Info returns what the host is: what New was given until a connect
+// brings more (Connection.Info), that from then on, also after Close. A
+// lazy host whose info is only learnt by connecting (client.LazyHost)
+// answers the zero Info until its first use has connected: Info never
+// connects.
+func (h *Host) Info() Info {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.info
+}
 
 // Connection returns the host's connection, connecting on first use. It
 // fails with ErrClosed after Close, and with ctx's error when ctx ends first
@@ -112,6 +120,9 @@ func (h *Host) runConnect(call *connectCall) {
 			conn.FS = ExecProvider(conn.Transport)
 		}
 		h.conn = conn
+		if conn.Info != nil {
+			h.info = *conn.Info
+		}
 	}
 	call.conn, call.err = conn, err
 	close(call.done)
@@ -172,7 +183,7 @@ func (h *Host) Spawn(ctx context.Context, argv []string, opts SpawnOptions) (Pro
 	if err != nil {
 		return nil, err
 	}
-	if h.info.Persistent && !ownsSupervision(c.Transport) {
+	if h.Info().Persistent && !ownsSupervision(c.Transport) {
 		return spawnWatched(ctx, c.Transport, argv, opts)
 	}
 	return c.Transport.Spawn(ctx, argv, opts)

@@ -282,3 +282,36 @@ func TestSignalCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionInfoFillsHostInfo: a host whose info is learnt by
+// connecting (client.LazyHost asks the gateway then) answers it from
+// Info once connected, and so does a Wrap of it; Info itself never
+// connects. Both answered New's zero Info for good.
+func TestConnectionInfoFillsHostInfo(t *testing.T) {
+	learnt := hostgate.Info{Kind: "machine", OS: "linux", Home: "/home/u", Persistent: true}
+	var connects atomic.Int64
+	base := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		connects.Add(1)
+		info := learnt
+		return &hostgate.Connection{Transport: &fakeTransport{}, Close: func() error { return nil }, Info: &info}, nil
+	})
+	defer base.Close()
+	w := hostgate.Wrap(base, func(a []string, _ string, e map[string]string) ([]string, map[string]string) { return a, e })
+	defer w.Close()
+	if got := base.Info(); got != (hostgate.Info{}) || connects.Load() != 0 {
+		t.Fatalf("before any use: Info %+v after %d connects, want the zero Info and none", got, connects.Load())
+	}
+	if _, err := w.FS(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := base.Info(); got != learnt {
+		t.Errorf("base Info once connected: %+v, want %+v", got, learnt)
+	}
+	if got := w.Info(); got != learnt {
+		t.Errorf("wrapped Info once connected: %+v, want %+v", got, learnt)
+	}
+	_ = base.Close()
+	if got := base.Info(); got != learnt {
+		t.Errorf("base Info after Close: %+v, want %+v", got, learnt)
+	}
+}

@@ -19,7 +19,10 @@ func Wrap(base *Host, wrap WrapFunc) *Host {
 		if fs == nil {
 			fs = ExecProvider(c.Transport)
 		}
+		// A lazy base may have learnt its info only now, by connecting.
+		info := base.Info()
 		return &Connection{
+			Info:      &info,
 			Transport: wrappedTransport{base: c.Transport, wrap: wrap},
 			FS:        fs,
 			Forward:   c.Forward,

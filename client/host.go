@@ -15,14 +15,28 @@ import (
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
-// LazyHost returns a lazy *hostgate.Host for host id. Its connect fetches the
-// host's pinned key, makes a session key, gets a certificate for it and
-// connects SSH through the gateway, checking the host key before anything
-// else is sent. The synchronous filesystem dials its own, separate stream.
+// LazyHost returns a lazy *hostgate.Host for host id. Nothing is dialed
+// until its first use; that use's connect fetches the gateway's record of
+// the host (GET /v1/hosts/{id}) and its pinned key, makes a session key,
+// gets a certificate for it and connects SSH through the gateway, checking
+// the host key before anything else is sent. The synchronous filesystem
+// dials its own, separate stream.
+//
+// Info is the zero Info until that first connect has succeeded, and what
+// the gateway published about the host from then on (as Dial's is at
+// once). Dial, or Client.Host, for a caller that needs it before any use.
 func (c *Client) LazyHost(id string) *hostgate.Host {
-	var info hostgate.Info
-	return hostgate.New(info, func(ctx context.Context) (*hostgate.Connection, error) {
-		return c.connect(ctx, id)
+	return hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		rec, err := c.Host(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := c.connect(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		conn.Info = &rec.Info
+		return conn, nil
 	})
 }
 

@@ -221,3 +221,36 @@ func echoServer(t testing.TB) string {
 }
 
 var _ = http.StatusOK
+
+// TestLazyHostInfo: a lazy host's Info is what the gateway published about
+// the host once its first use has connected. It stayed the zero Info for
+// good, so Info().OS, Home and Persistent (the watchdog's switch) were
+// empty on every host a caller made with LazyHost.
+func TestLazyHostInfo(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, time.Minute)
+	c, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Host(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Info.OS == "" || rec.Info.Home == "" {
+		t.Fatalf("the gateway published no info for alpha: %+v", rec.Info)
+	}
+	h := c.LazyHost("alpha")
+	defer h.Close()
+	// Info does not dial: before the first use there is nothing to say.
+	if got := h.Info(); got != (hostgate.Info{}) {
+		t.Errorf("Info before any use: %+v, want the zero Info", got)
+	}
+	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Info(); got != rec.Info {
+		t.Errorf("Info once connected: %+v, want the gateway's %+v", got, rec.Info)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -65,8 +66,11 @@ func TestWrapRunsEveryProcessThroughWrapper(t *testing.T) {
 	if fs, err := w.FS(ctx); err != nil || fs != baseFS {
 		t.Errorf("wrapped FS is not the base's: %v", err)
 	}
-	if f, err := w.Forwarder(ctx); err != nil || f != fwd {
-		t.Errorf("wrapped forwarder is not the base's: %v", err)
+	// The wrapper's forwarder is the base's, behind what Close ends.
+	if f, err := w.Forwarder(ctx); err != nil {
+		t.Error(err)
+	} else if _, err := f.Dial(ctx, "tcp", "127.0.0.1:1"); err == nil || len(fwd.dials) != 1 || fwd.dials[0] != "127.0.0.1:1" {
+		t.Errorf("wrapped forwarder did not dial through the base's: %v, dials %q", err, fwd.dials)
 	}
 	if s, err := w.Sync(ctx); err != nil || s != spec {
 		t.Errorf("wrapped sync spec is not the base's: %v", err)
@@ -145,4 +149,149 @@ func (f *loopbackForwarder) Listen(ctx context.Context, network, addr string) (n
 	f.listeners = append(f.listeners, ln)
 	f.mu.Unlock()
 	return ln, nil
+}
+
+// endingForwarder is a loopbackForwarder that knows when its connection
+// ends, as the SSH client does.
+type endingForwarder struct {
+	loopbackForwarder
+	done chan struct{}
+}
+
+func (f *endingForwarder) Done() <-chan struct{} { return f.done }
+
+// TestWrapCloseEndsWhatItOpened: closing a wrapper ends what was opened
+// through it (a process, a forward, a dialed connection, a listener), as
+// closing a host ends what runs over its connection, and leaves the base
+// and its connection to their owner. Everything used to go on running
+// over the base's connection, with nothing left to stop it but the base.
+func TestWrapCloseEndsWhatItOpened(t *testing.T) {
+	fwd := &endingForwarder{done: make(chan struct{})}
+	var baseCloses atomic.Int64
+	base := hostgate.New(hostgate.Info{Kind: "local"}, func(ctx context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{
+			Transport: &localexec.Transport{}, Forward: fwd,
+			Close: func() error { baseCloses.Add(1); close(fwd.done); return nil },
+		}, nil
+	})
+	defer base.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	nop := func(a []string, _ string, e map[string]string) ([]string, map[string]string) { return a, e }
+	w := hostgate.Wrap(base, nop)
+
+	p, err := w.Spawn(ctx, []string{"sleep", "60"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill(hostgate.SIGKILL) })
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	fw, err := w.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: echo.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fw.Close() })
+	conn, err := w.Dial(ctx, "tcp", echo.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, ok := conn.(interface{ CloseWrite() error }); !ok {
+		t.Error("a dialed connection lost its CloseWrite through the wrapper")
+	}
+	ln, err := w.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		var ee *hostgate.ExitError
+		if !errors.As(err, &ee) {
+			t.Errorf("process after the wrapper closed: %v, want killed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the wrapper's process still runs 20 s after the wrapper closed")
+	}
+	select {
+	case <-fw.Done():
+		if !errors.Is(fw.Err(), hostgate.ErrConnectionEnded) {
+			t.Errorf("forward stopped with %v, want ErrConnectionEnded", fw.Err())
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the wrapper's forward still runs 20 s after the wrapper closed")
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("read on the wrapper's dialed connection after Close: %v, want net.ErrClosed", err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_ = c.Close()
+		}
+		accepted <- err
+	}()
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("accept on the wrapper's listener after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the wrapper's listener still accepts 20 s after the wrapper closed")
+		_ = ln.Close()
+		<-accepted
+	}
+
+	// The base and its connection are the owner's, and unharmed.
+	if n := baseCloses.Load(); n != 0 {
+		t.Errorf("closing the wrapper closed the base %d times", n)
+	}
+	if _, err := base.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err != nil {
+		t.Errorf("base after the wrapper closed: %v", err)
+	}
+	c2, err := base.Dial(ctx, "tcp", echo.Addr().String())
+	if err != nil {
+		t.Errorf("base dial after the wrapper closed: %v", err)
+	} else {
+		_ = c2.Close()
+	}
+
+	// Closing the base ends what a wrapper still open runs over its
+	// connection: a forward stops when that connection ends.
+	w2 := hostgate.Wrap(base, nop)
+	defer w2.Close()
+	fw2, err := w2.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: echo.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fw2.Close() })
+	if err := base.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fw2.Done():
+	case <-time.After(20 * time.Second):
+		t.Error("a wrapper's forward still runs 20 s after its base closed")
+	}
 }

@@ -1032,3 +1032,62 @@ func TestServerWindowAdjustsBatched(t *testing.T) {
 		t.Fatalf("the client received %d bytes while streaming 3.5 MiB up, want under 450: window adjusts are not batched", got)
 	}
 }
+
+// TestServerUnreadStdinBounded: a command that never reads its stdin
+// (sleep) makes the server hold only about the channel's first window of
+// what the client sends, not the whole 8 MiB window. The client's writes
+// stop once the server stops granting window, so what they got through
+// is what the server holds: the channel's buffer, the 256 KiB copy
+// buffer and the 64 KiB pipe. It was 8 MiB (9.4 MiB of an agent's RSS
+// per session through `agent serve --listen`); now 1.25 MiB.
+func TestServerUnreadStdinBounded(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	in, err := s.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("sleep 60"); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		buf := make([]byte, 32<<10)
+		for sent.Load() < 16<<20 {
+			n, err := in.Write(buf)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { _ = s.Close(); <-wrote }()
+	// The writes block for good once the window is used up: wait until
+	// they have made no progress for a second.
+	last := int64(-1)
+	for idle := 0; idle < 10; {
+		select {
+		case <-wrote:
+			t.Fatalf("all %d bytes went in: the server buffered them for a command that reads nothing", sent.Load())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if n := sent.Load(); n == last {
+			idle++
+		} else {
+			idle, last = 0, n
+		}
+	}
+	const bound = 1<<20 + inputBuf + 64<<10 + 64<<10 // window, copy buffer, pipe, slack
+	if last > bound {
+		t.Errorf("the server took %.2f MiB of stdin for a command that reads none, want at most %.2f MiB", float64(last)/(1<<20), float64(bound)/(1<<20))
+	}
+	t.Logf("server took %.2f MiB of unread stdin", float64(last)/(1<<20))
+}

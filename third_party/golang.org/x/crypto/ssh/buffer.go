@@ -79,6 +79,14 @@ func (b *buffer) eof() {
 
 // Read reads data from the internal buffer in buf.  Reads will block
 // if no data is available, or until the buffer is closed.
+// empty reports whether b holds no data (hostgate: adjustWindow's
+// growth).
+func (b *buffer) empty() bool {
+	b.Cond.L.Lock()
+	defer b.Cond.L.Unlock()
+	return len(b.head.buf) == 0 && b.head == b.tail
+}
+
 func (b *buffer) Read(buf []byte) (n int, err error) {
 	b.Cond.L.Lock()
 	defer b.Cond.L.Unlock()

@@ -25,6 +25,11 @@ const (
 	// gateway crosses three processes, and at 2 MiB the window ran out
 	// before the bytes in flight filled them (see HOSTGATE.md).
 	channelWindowSize = 256 * channelMaxPacket
+	// hostgate: the window a channel starts with, 1 MiB. It grows to
+	// channelWindowSize as the program reads (adjustWindow), so a
+	// channel whose program does not read holds at most this much of
+	// what its peer sends, not 8 MiB (see HOSTGATE.md).
+	channelInitialWindow = 32 * channelMaxPacket
 )
 
 // NewChannel represents an incoming request to a channel. It must either be
@@ -212,6 +217,12 @@ type channel struct {
 	windowMu   sync.Mutex
 	myWindow   uint32
 	myConsumed uint32
+	// hostgate: myLimit is the window granted now: myWindow, myConsumed
+	// and what is buffered add up to it. It starts at
+	// channelInitialWindow and grows to channelWindowSize; myRead counts
+	// the bytes read since it last grew.
+	myLimit uint32
+	myRead  uint32
 
 	// writeMu serializes calls to mux.conn.writePacket() and
 	// protects sentClose and packetPool. This mutex must be
@@ -411,7 +422,7 @@ func (ch *channel) handleData(packet []byte) error {
 		// sent a channel close; ignore it like ReadExtended does, since
 		// an error returned here would terminate the mux read loop and
 		// tear down the whole connection.
-		if err := ch.adjustWindow(length); err != nil && err != io.EOF {
+		if err := ch.adjustWindow(length, false); err != nil && err != io.EOF {
 			return err
 		}
 	} else {
@@ -420,21 +431,37 @@ func (ch *channel) handleData(packet []byte) error {
 	return nil
 }
 
-func (c *channel) adjustWindow(adj uint32) error {
+// adjustWindow gives the peer back adj bytes the program has read;
+// drained says it has read everything that had come.
+func (c *channel) adjustWindow(adj uint32, drained bool) error {
 	c.windowMu.Lock()
 	// Since myConsumed and myWindow are managed on our side, and can never
 	// exceed the initial window setting, we don't worry about overflow.
 	c.myConsumed += adj
+	c.myRead += adj
 	var sendAdj uint32
-	// hostgate: adjust once an eighth of the window (1 MiB) has been read,
-	// not whenever more than three packets (96 KiB) are outstanding as
-	// upstream and OpenSSH do: with an 8 MiB window the sender still has
-	// 7 MiB ahead of it, and each adjust is a message that crosses every
-	// process of the path and wakes each (see HOSTGATE.md).
+	// hostgate: adjust once an eighth of the full window (1 MiB) has been
+	// read, not whenever more than three packets (96 KiB) are outstanding
+	// as upstream and OpenSSH do: with an 8 MiB window the sender still
+	// has 7 MiB ahead of it, and each adjust is a message that crosses
+	// every process of the path and wakes each (see HOSTGATE.md). Or
+	// when less than half the window granted now is left.
 	if c.myConsumed >= channelWindowSize/8 ||
-		(c.myWindow < channelWindowSize/2) {
+		(c.myWindow < c.myLimit/2) {
 		sendAdj = c.myConsumed
 		c.myConsumed = 0
+		// hostgate: a program that has read the whole window since it
+		// last grew, and everything that had come, waits on the window,
+		// not the other way round: double it, up to channelWindowSize.
+		// One that stops reading stops it growing, so its channel
+		// buffers at most the window granted when it stopped: the
+		// initial one for a program that never reads.
+		if drained && c.myRead >= c.myLimit && c.myLimit < channelWindowSize {
+			grow := min(c.myLimit, channelWindowSize-c.myLimit)
+			c.myLimit += grow
+			c.myRead = 0
+			sendAdj += grow
+		}
 		c.myWindow += sendAdj
 	}
 	c.windowMu.Unlock()
@@ -457,7 +484,7 @@ func (c *channel) ReadExtended(data []byte, extended uint32) (n int, err error) 
 	}
 
 	if n > 0 {
-		err = c.adjustWindow(uint32(n))
+		err = c.adjustWindow(uint32(n), c.pending.empty() && c.extPending.empty())
 		// sendWindowAdjust can return io.EOF if the remote
 		// peer has closed the connection, however we want to
 		// defer forwarding io.EOF to the caller of Read until
@@ -615,7 +642,8 @@ func (m *mux) newChannel(chanType string, direction channelDirection, extraData 
 	ch := &channel{
 		early:            early,
 		remoteWin:        window{Cond: newCond()},
-		myWindow:         channelWindowSize,
+		myWindow:         channelInitialWindow,
+		myLimit:          channelInitialWindow,
 		pending:          newBuffer(),
 		extPending:       newBuffer(),
 		direction:        direction,
@@ -664,7 +692,7 @@ func (ch *channel) Accept() (Channel, <-chan *Request, error) {
 	confirm := channelOpenConfirmMsg{
 		PeersID:       ch.remoteId,
 		MyID:          ch.localId,
-		MyWindow:      channelWindowSize,
+		MyWindow:      channelInitialWindow,
 		MaxPacketSize: channelMaxPacket,
 	}
 	ch.decided = true

@@ -151,7 +151,7 @@ func FuzzHostgateEarlyData(f *testing.F) {
 		if taken > earlyDataMax {
 			t.Fatalf("took %d bytes of early data, allowance %d", taken, earlyDataMax)
 		}
-		if ch.myWindow != channelWindowSize-taken {
+		if ch.myWindow != channelInitialWindow-taken {
 			t.Fatalf("window %d after %d early bytes", ch.myWindow, taken)
 		}
 		ch.pending.eof()

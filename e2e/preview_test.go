@@ -186,3 +186,80 @@ func TestPreviewSubdomainCookieFollowsToken(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestPreviewSubdomainHostCase: host ids may hold capitals, but browsers
+// lower-case host names, so "{port}--MyHost.{domain}" arrives as
+// "…--myhost…" and answered 404 unknown host. The gateway now finds the
+// one host whose id matches in any case; when two ids differ only in case
+// it says so, naming both and their path forms. Ids no DNS label carries
+// (a dot, an underscore) get path-form links from shares and
+// /preview-login, not subdomains that lead nowhere.
+func TestPreviewSubdomainHostCase(t *testing.T) {
+	g := startGateway(t, "", "--preview-domain", "preview.test")
+	g.startAgent("MyHost", "")
+	port := devServer(t)
+	p := strconv.Itoa(port)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 30 * time.Second}
+	get := func(host, path, token string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", g.url+path, nil)
+		if host != "" {
+			req.Host = host
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Accept", "application/json")
+		res, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+
+	// What a browser sends for http://{port}--MyHost.preview.test/.
+	sub := p + "--myhost.preview.test"
+	if res, body := get(sub, "/", g.admin); res.StatusCode != http.StatusOK || !strings.Contains(body, `id="title"`) {
+		t.Errorf("subdomain of MyHost, lower-cased: %d %.300s", res.StatusCode, body)
+	}
+	// A client token for MyHost reaches it there too.
+	if res, body := get(sub, "/", g.token("client", "MyHost")); res.StatusCode != http.StatusOK {
+		t.Errorf("client of MyHost on its subdomain: %d %.300s", res.StatusCode, body)
+	}
+	status, b := g.api("POST", "/v1/hosts/MyHost/shares", g.admin, map[string]any{"port": port, "ttlSeconds": 60})
+	if status != http.StatusCreated || !strings.Contains(string(b), `"url":"http://`+sub) {
+		t.Errorf("share of MyHost: %d %s, want its subdomain url", status, b)
+	}
+
+	// A second host whose id differs only in case: the subdomain cannot
+	// tell them apart, and says so.
+	g.startAgent("myhost", "")
+	res, body := get(sub, "/", g.admin)
+	if res.StatusCode != http.StatusConflict || !strings.Contains(body, "MyHost") || !strings.Contains(body, "myhost") ||
+		!strings.Contains(body, "/preview/MyHost/"+p+"/") {
+		t.Errorf("subdomain matching MyHost and myhost: %d %.400s, want 409 naming both and the path form", res.StatusCode, body)
+	}
+	if res, body := get(sub, "/", ""); res.StatusCode != http.StatusConflict || strings.Contains(body, "MyHost") {
+		t.Errorf("anonymous on the ambiguous subdomain: %d %.400s, want 409 without the ids", res.StatusCode, body)
+	}
+	if res, body := get("", "/preview/MyHost/"+p+"/", g.admin); res.StatusCode != http.StatusOK || !strings.Contains(body, `id="title"`) {
+		t.Errorf("path form of MyHost: %d %.300s", res.StatusCode, body)
+	}
+	status, b = g.api("POST", "/v1/hosts/MyHost/shares", g.admin, map[string]any{"port": port, "ttlSeconds": 60})
+	if status != http.StatusCreated || !strings.Contains(string(b), `"url":"`+g.url+"/preview/MyHost/"+p+`/"`) {
+		t.Errorf("share of MyHost beside myhost: %d %s, want the path form as its url", status, b)
+	}
+
+	// An id a DNS label cannot carry: links in the path form.
+	g.startAgent("build.01", "")
+	status, b = g.api("POST", "/v1/hosts/build.01/shares", g.admin, map[string]any{"port": port, "ttlSeconds": 60})
+	if status != http.StatusCreated || !strings.Contains(string(b), `"url":"`+g.url+"/preview/build.01/"+p+`/"`) {
+		t.Errorf("share of build.01: %d %s, want the path form as its url", status, b)
+	}
+	res, _ = get("", "/preview-login?host=build.01&port="+p+"&next=/x", g.admin)
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusFound || loc != "/preview/build.01/"+p+"/x" {
+		t.Errorf("preview-login for build.01: %d %q, want the path form", res.StatusCode, loc)
+	}
+}

@@ -35,6 +35,19 @@ var ErrHostUnavailable = errors.New("forward: host unavailable")
 // (404).
 var ErrUnknownHost = errors.New("forward: no such host")
 
+// AmbiguousHostError is what PreviewConfig.ResolveHost returns when a
+// subdomain's host label, which browsers lower-case, names several hosts
+// whose ids differ only in case: the path form, which keeps the case,
+// reaches each.
+type AmbiguousHostError struct {
+	Label string   // the host label, lower case
+	IDs   []string // the hosts it could be
+}
+
+func (e *AmbiguousHostError) Error() string {
+	return fmt.Sprintf("forward: host name %q matches hosts %s, whose ids differ only in case", e.Label, strings.Join(e.IDs, ", "))
+}
+
 // PreviewConfig holds the preview proxy's knobs; nil or zero fields mean
 // defaults.
 //
@@ -73,6 +86,13 @@ type PreviewConfig struct {
 	Authorize func(r *http.Request, hostID string, port int) (ok bool, loginURL string)
 	// Shares, when set, makes shared ports public until their expiry.
 	Shares Shares
+	// ResolveHost maps a subdomain's host label to a host id. Browsers
+	// lower-case host names, so "3000--MyHost.{domain}" arrives as
+	// "myhost": ResolveHost should return the one enrolled id equal to
+	// label under ASCII case folding, an error wrapping ErrUnknownHost
+	// when there is none, and an *AmbiguousHostError when there are
+	// several. Nil takes the label as the id (host ids in lower case).
+	ResolveHost func(ctx context.Context, label string) (string, error)
 	// Redeem exchanges a login ticket for the preview cookie's value and
 	// expiry (see the contract above). Nil disables /.hostgate/auth.
 	Redeem func(ctx context.Context, ticket, hostID string, port int) (value string, expires time.Time, err error)
@@ -206,6 +226,9 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if t.rawPath == "" {
 			t.rawPath = "/"
 		}
+		if !p.resolve(w, r, &t) {
+			return
+		}
 		if r.URL.Path == authPath {
 			p.redeem(w, r, t)
 			return
@@ -249,6 +272,48 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctx := context.WithValue(r.Context(), ctxKey{}, t)
 	p.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// resolve turns t's host label into the host's id (ResolveHost), or
+// answers the request itself. A label that names no host goes on as it is:
+// authorization comes first, so that an unknown host and a private one
+// look the same to a caller who may reach neither, and the dial answers
+// the 404.
+func (p *Preview) resolve(w http.ResponseWriter, r *http.Request, t *target) bool {
+	if p.cfg.ResolveHost == nil {
+		return true
+	}
+	id, err := p.cfg.ResolveHost(r.Context(), t.hostID)
+	var amb *AmbiguousHostError
+	switch {
+	case err == nil:
+		t.hostID = id
+		return true
+	case errors.Is(err, ErrUnknownHost):
+		return true
+	case errors.As(err, &amb):
+		// The ids only for a caller who may reach one of them.
+		hint := "Open it in the path form, which keeps the case: " + p.cfg.PathPrefix + "{host}/" + strconv.Itoa(t.port) + "/."
+		if p.cfg.Authorize != nil {
+			for _, id := range amb.IDs {
+				if ok, _ := p.cfg.Authorize(r, id, t.port); ok {
+					paths := make([]string, len(amb.IDs))
+					for i, id := range amb.IDs {
+						paths[i] = p.cfg.PathPrefix + id + "/" + strconv.Itoa(t.port) + "/"
+					}
+					hint = "Browsers lower-case host names, so this one cannot tell hosts " + strings.Join(amb.IDs, " and ") +
+						" apart. Open the one you mean in the path form: " + strings.Join(paths, " or ") + "."
+					break
+				}
+			}
+		}
+		writeError(w, r, http.StatusConflict, "ambiguous_host", "This preview's host name matches more than one host.", hint)
+		return false
+	default:
+		p.log.Warn("preview host lookup", "label", t.hostID, "err", err)
+		writeError(w, r, http.StatusServiceUnavailable, "unavailable", "Could not look this preview's host up.", "Try again shortly.")
+		return false
+	}
 }
 
 func (p *Preview) takeShared(hostID string) bool {

@@ -57,8 +57,9 @@ func parsePort(s string) (int, bool) {
 }
 
 // parseSubdomain reads "{port}--{host}.{domain}" (with an optional ":port"
-// suffix on the request host). DNS is case-insensitive, so the host label
-// is lowercased: host ids with capitals are reachable in the path form only.
+// suffix on the request host). DNS is case-insensitive, and browsers
+// lower-case host names, so the host label is lowercased: PreviewConfig.
+// ResolveHost finds the id with capitals it stands for.
 func parseSubdomain(reqHost, domain string) (hostID string, port int, ok bool) {
 	if domain == "" || len(reqHost) > 300 {
 		return "", 0, false
@@ -110,9 +111,20 @@ func ParseSubdomain(reqHost, domain string) (hostID string, port int, ok bool) {
 
 // SubdomainHost returns the subdomain-form host name of a preview, for
 // links: SubdomainHost("local", 3000, "preview.localhost") is
-// "3000--local.preview.localhost".
+// "3000--local.preview.localhost". Only for ids SubdomainCarries.
 func SubdomainHost(hostID string, port int, domain string) string {
 	return strconv.Itoa(port) + "--" + strings.ToLower(hostID) + "." + domain
+}
+
+// SubdomainCarries reports whether a DNS label can carry hostID, so that
+// its previews have a subdomain form: at most 63 bytes, no '.' or '_', not
+// starting or ending with '-'. Other ids have only the path form, and a
+// link to their subdomain leads nowhere. (An id with capitals is carried
+// lower-cased; PreviewConfig.ResolveHost finds it again.)
+func SubdomainCarries(hostID string) bool {
+	const domain = "preview.invalid"
+	id, _, ok := parseSubdomain(SubdomainHost(hostID, 1, domain), domain)
+	return ok && strings.EqualFold(id, hostID) && !strings.Contains(hostID, "_")
 }
 
 var errNoPreview = errors.New("forward: not a preview path")

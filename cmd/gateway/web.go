@@ -134,6 +134,32 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	previewOrigin := func(r *http.Request, hostID string, port int, domain string) string {
 		return previewOriginFor(s.Config.PublicURL, r, hostID, port, domain)
 	}
+	// resolveHost finds the host a subdomain's lower-cased label names.
+	resolveHost := func(ctx context.Context, label string) (string, error) {
+		ids, err := srv.Store().HostIDsFold(ctx, label)
+		if err != nil {
+			return "", err
+		}
+		switch len(ids) {
+		case 0:
+			return "", fmt.Errorf("%w: %s", forward.ErrUnknownHost, label)
+		case 1:
+			return ids[0], nil
+		}
+		return "", &forward.AmbiguousHostError{Label: label, IDs: ids}
+	}
+	// subdomainReaches reports whether the subdomain form of hostID's
+	// previews reaches it: a DNS label carries the id, and no other host's
+	// id differs from it only in case. Links use the path form otherwise.
+	// A host not enrolled (yet), or a failed lookup, keeps the subdomain.
+	subdomainReaches := func(ctx context.Context, hostID string) bool {
+		if s.Config.PreviewDomain == "" || !forward.SubdomainCarries(hostID) {
+			return false
+		}
+		id, err := resolveHost(ctx, strings.ToLower(hostID))
+		var amb *forward.AmbiguousHostError
+		return !errors.As(err, &amb) && (err != nil || id == hostID)
+	}
 	preview, err := forward.NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
 		c, err := hc.Get(ctx, hostID)
 		if err != nil {
@@ -150,8 +176,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// with the same 502 page.
 		return c.DialEarly(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}, &forward.PreviewConfig{
-		Domain: s.Config.PreviewDomain,
-		Shares: shares,
+		Domain:      s.Config.PreviewDomain,
+		Shares:      shares,
+		ResolveHost: resolveHost,
 		Authorize: func(r *http.Request, hostID string, port int) (bool, string) {
 			// Path form: the gateway's own origin, where the session
 			// cookie (or a bearer token) is.
@@ -240,6 +267,13 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			return
 		}
 		next = redirect.LocalPath(next)
+		if !subdomainReaches(r.Context(), hostID) {
+			// No subdomain leads to this host (an id no DNS label
+			// carries, or one that differs from another only in
+			// case): the path form, where the session cookie is.
+			http.Redirect(w, r, "/preview/"+hostID+"/"+strconv.Itoa(port)+next, http.StatusFound)
+			return
+		}
 		// Bound to the token's id: the preview cookie it becomes lives
 		// only as long as the token.
 		ticket := signer.Ticket(tok.ID, hostID, port, ticketTTL)
@@ -251,6 +285,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		pathURL := gatewayOrigin(r) + "/preview/" + hostID + "/" + strconv.Itoa(port) + "/"
 		if s.Config.PreviewDomain == "" {
 			return pathURL, ""
+		}
+		if !subdomainReaches(r.Context(), hostID) {
+			// A subdomain link would lead nowhere.
+			return pathURL, pathURL
 		}
 		return pathURL, previewOrigin(r, hostID, port, s.Config.PreviewDomain) + "/"
 	})

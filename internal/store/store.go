@@ -164,6 +164,10 @@ type Store interface {
 	Host(ctx context.Context, id string) (Host, error)
 	// Hosts lists hosts ordered by id.
 	Hosts(ctx context.Context) ([]Host, error)
+	// HostIDsFold lists, ordered, the ids of the hosts whose id equals id
+	// under ASCII case folding: a preview subdomain, which browsers
+	// lower-case, finds its host by them.
+	HostIDsFold(ctx context.Context, id string) ([]string, error)
 	// Enroll records an agent's connection: the first key seen for a host
 	// (or the first after a reset) is pinned; another key fails with
 	// ErrKeyMismatch and changes nothing. Kind, info and last-seen are

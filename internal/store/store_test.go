@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -504,5 +505,47 @@ func TestSharesPersist(t *testing.T) {
 	}
 	if got, _ := s.Shares(ctx); len(got) != 1 || got[0].HostID != "b" {
 		t.Fatalf("after delete: %+v", got)
+	}
+}
+
+// TestHostIDsFold: the hosts whose ids equal a preview subdomain's
+// lower-cased label in any case, through the index made for it, and
+// without raising the schema version (an older gateway must still open
+// the database).
+func TestHostIDsFold(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	for _, id := range []string{"MyHost", "myhost", "other", "myhost2"} {
+		if _, err := s.Enroll(ctx, Enrollment{HostID: id, HostKey: "ssh-ed25519 K"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for label, want := range map[string][]string{"myhost": {"MyHost", "myhost"}, "OTHER": {"other"}, "nobody": nil} {
+		got, err := s.HostIDsFold(ctx, label)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("HostIDsFold(%q) = %q, %v; want %q", label, got, err, want)
+		}
+	}
+	var plan string
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT id FROM hosts WHERE id = ? COLLATE NOCASE ORDER BY id`, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan += detail + "; "
+	}
+	rows.Close()
+	if !strings.Contains(plan, "hosts_id_nocase") {
+		t.Errorf("query plan %q does not use hosts_id_nocase", plan)
+	}
+	var v int
+	_ = s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	if v != len(migrations) {
+		t.Errorf("user_version %d, want %d: the index is no migration, and older gateways refuse a newer schema", v, len(migrations))
 	}
 }

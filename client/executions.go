@@ -47,15 +47,18 @@ type Network struct {
 // Execution is a provisioned execution; it is also a host with the same
 // id (Dial it), whose pinned host key HostKey is.
 type Execution struct {
-	ExecutionID   string    `json:"executionId"`
-	Image         string    `json:"image"`
-	CreatedAt     time.Time `json:"createdAt"`
-	ExpiresAt     time.Time `json:"expiresAt"`
-	Resources     Resources `json:"resources"`
-	RestoredFrom  string    `json:"restoredFrom,omitempty"`
-	HostKey       string    `json:"hostKey,omitempty"`
-	HostPublicKey string    `json:"hostPublicKey,omitempty"`
-	Connected     bool      `json:"connected"`
+	ExecutionID string    `json:"executionId"`
+	Image       string    `json:"image"`
+	CreatedAt   time.Time `json:"createdAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Resources   Resources `json:"resources"`
+	// WorkspaceBytes is the size /workspace got: diskBytes, at most what
+	// the memory limit leaves room for.
+	WorkspaceBytes int64  `json:"workspaceBytes"`
+	RestoredFrom   string `json:"restoredFrom,omitempty"`
+	HostKey        string `json:"hostKey,omitempty"`
+	HostPublicKey  string `json:"hostPublicKey,omitempty"`
+	Connected      bool   `json:"connected"`
 }
 
 // ExecRequest runs Command with Args directly (no shell).

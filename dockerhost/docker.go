@@ -467,7 +467,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		Execution: Execution{
 			ExecutionID: id, Image: req.Image, ContainerID: cid,
 			CreatedAt: created, ExpiresAt: expires, Resources: req.Resources,
-			RestoredFrom: restoredFrom,
+			WorkspaceBytes: WorkspaceSize(req.Resources), RestoredFrom: restoredFrom,
 		},
 		forgotten: make(chan struct{}),
 		req:       redact(req),
@@ -1261,6 +1261,7 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 		Execution: Execution{
 			ExecutionID: id, Image: req.Image, ContainerID: c.ID,
 			CreatedAt: time.Unix(c.Created, 0), ExpiresAt: expires, Resources: req.Resources,
+			WorkspaceBytes: WorkspaceSize(req.Resources),
 		},
 		req:       req,
 		forgotten: make(chan struct{}),

@@ -109,6 +109,9 @@ func testLimitDiskOverMemory(t *testing.T) {
 	r := small()
 	r.MemoryBytes, r.DiskBytes = 48<<20, 256<<20
 	ex := provision(t, h, emptyReq(img, r))
+	if ex.WorkspaceBytes != WorkspaceSize(r) || ex.WorkspaceBytes >= r.DiskBytes {
+		t.Fatalf("workspaceBytes %d, want the size applied, %d (diskBytes %d)", ex.WorkspaceBytes, WorkspaceSize(r), r.DiskBytes)
+	}
 	res := sh(t, h, ex.ExecutionID, `dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; echo rc=$?; echo size=$(stat -c %s /workspace/big)
 dd if=/dev/zero of=/dev/shm/big bs=1M count=100 2>&1; echo shmrc=$?; echo shm=$(stat -c %s /dev/shm/big)`)
 	if res.ExitCode != 0 || res.OOMKilled {

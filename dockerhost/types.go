@@ -71,6 +71,9 @@ type Execution struct {
 	CreatedAt   time.Time `json:"createdAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
 	Resources   Resources `json:"resources"`
+	// WorkspaceBytes is the size /workspace got: Resources.DiskBytes, but
+	// at most what the memory limit leaves room for (WorkspaceSize).
+	WorkspaceBytes int64 `json:"workspaceBytes"`
 	// RestoredFrom is the checkpoint id when Restore made the execution.
 	RestoredFrom string `json:"restoredFrom,omitempty"`
 }

@@ -624,7 +624,7 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 				if ctx.Err() != nil {
 					return "", ctx.Err()
 				}
-				return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found and could not be pulled", Err: perr}
+				return "", h.pullFailed(cfg.Image, perr)
 			}
 		case cerrdefs.IsInvalidArgument(err):
 			return "", &Error{Code: CodeInvalidRequest, Message: "the engine refused the container", Err: err}
@@ -632,6 +632,14 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 			return "", fmt.Errorf("dockerhost: create container: %w", err)
 		}
 	}
+}
+
+// pullFailed is the answer to an image the engine lacks and could not
+// pull: the registry's reason (manifest unknown, connection refused,
+// unauthorized) is what the caller can act on.
+func (h *Docker) pullFailed(ref string, err error) *Error {
+	h.logger.Warn("image pull failed", "image", ref, "err", err)
+	return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the engine does not have the image and could not pull it: " + err.Error(), Err: err}
 }
 
 func (h *Docker) pull(ctx context.Context, ref string) error {

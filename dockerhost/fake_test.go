@@ -147,8 +147,8 @@ func TestCreatePullsMissingImageOnce(t *testing.T) {
 	h = fakeHost(t, f, time.Now())
 	_, err = h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
 	var e *Error
-	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" {
-		t.Fatalf("unpullable image: %v, want invalid_request on image", err)
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "registry says no") {
+		t.Fatalf("unpullable image: %v, want invalid_request on image with the registry's reason in its message", err)
 	}
 
 	f = &fakeDocker{createErr: []error{cerrdefs.ErrConflict}}

@@ -112,7 +112,7 @@ func (h *Docker) ensureTools(ctx context.Context, image string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return &Error{Code: CodeInvalidRequest, Field: "image", Message: "image not found and could not be pulled", Err: perr}
+			return h.pullFailed(image, perr)
 		}
 	}
 }

@@ -29,32 +29,7 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	scpPath, err2 := exec.LookPath("scp")
 	testenv.RequirePeer(t, "openssh (ssh, scp)", err == nil && err2 == nil)
 	ctx := testCtx(t)
-	dir := filepath.Join(t.TempDir(), "state")
-	base := startServe(t, dir)
-	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "box", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentTok := lastLine(out)
-	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "box", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientTok := lastLine(out)
-
-	up := make(chan string, 4)
-	actx, stop := context.WithCancel(ctx)
-	adone := make(chan error, 1)
-	go func() {
-		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
-	}()
-	t.Cleanup(func() { stop(); <-adone })
-	select {
-	case <-up:
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not connect")
-	}
+	base, clientTok := startBox(t)
 
 	// What a user does, per the README.
 	api := func(method, path string, body, v any) {
@@ -147,31 +122,7 @@ func TestOpenSSHCertMatchExec(t *testing.T) {
 	sshPath, err := exec.LookPath("ssh")
 	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
 	ctx := testCtx(t)
-	dir := filepath.Join(t.TempDir(), "state")
-	base := startServe(t, dir, func(c *serveConfig) { c.CertTTL = 5 * time.Minute })
-	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "box", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentTok := lastLine(out)
-	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "box", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientTok := lastLine(out)
-	up := make(chan string, 4)
-	actx, stop := context.WithCancel(ctx)
-	adone := make(chan error, 1)
-	go func() {
-		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
-	}()
-	t.Cleanup(func() { stop(); <-adone })
-	select {
-	case <-up:
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not connect")
-	}
+	base, clientTok := startBox(t, func(c *serveConfig) { c.CertTTL = 5 * time.Minute })
 
 	home := t.TempDir()
 	keyFile, knownHosts := filepath.Join(home, "ssh", "hostgate_ed25519"), filepath.Join(home, "known_hosts")
@@ -236,4 +187,37 @@ func TestOpenSSHCertMatchExec(t *testing.T) {
 	if err != nil || strings.Count(string(kh), "\n") != 1 || !strings.HasPrefix(string(kh), "box ssh-") {
 		t.Fatalf("known_hosts %q %v, want one line for box", kh, err)
 	}
+}
+
+// startBox runs `gateway serve` with host "box" enrolled by an in-process
+// agent, and returns the gateway's URL and a client token for box.
+func startBox(t *testing.T, opts ...func(*serveConfig)) (string, string) {
+	t.Helper()
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir, opts...)
+	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "box", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentTok := lastLine(out)
+	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "box", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTok := lastLine(out)
+	up := make(chan string, 4)
+	actx, stop := context.WithCancel(ctx)
+	adone := make(chan error, 1)
+	go func() {
+		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
+	}()
+	t.Cleanup(func() { stop(); <-adone })
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not connect")
+	}
+	return base, clientTok
 }

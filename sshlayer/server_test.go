@@ -614,16 +614,7 @@ func TestServerMaxHandshakes(t *testing.T) {
 	// The stalled handshake must hold its slot until the second dial,
 	// however late that comes on a loaded machine: no handshake timeout.
 	ts := srvStartServer(t, &ServerConfig{MaxHandshakes: 1, HandshakeTimeout: time.Hour})
-	stall, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stall.Close() }()
-	// The server's version banner proves the stalled handshake has begun.
-	_ = stall.SetReadDeadline(time.Now().Add(srvTestWait))
-	if banner, err := bufio.NewReader(stall).ReadString('\n'); err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
-		t.Fatalf("banner %q %v", banner, err)
-	}
+	stallHandshake(t, ts.Addr)
 	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner)); err == nil {
 		_ = c.Close()
 		t.Fatal("second handshake accepted while the only slot is held")
@@ -635,15 +626,7 @@ func TestServerMaxHandshakes(t *testing.T) {
 func TestServerMaxHandshakesPerSource(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, &ServerConfig{MaxHandshakes: 8, MaxHandshakesPerSource: 1, HandshakeTimeout: time.Hour})
-	stall, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stall.Close() }()
-	_ = stall.SetReadDeadline(time.Now().Add(srvTestWait))
-	if banner, err := bufio.NewReader(stall).ReadString('\n'); err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
-		t.Fatalf("banner %q %v", banner, err)
-	}
+	stallHandshake(t, ts.Addr)
 	if c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner)); err == nil {
 		_ = c.Close()
 		t.Fatal("a second handshake from the stalling source was accepted")
@@ -668,6 +651,21 @@ func TestServerMaxHandshakesPerSource(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	if out, _, err := srvRunCmd(t, c, "echo in", nil); err != nil || strings.TrimSpace(out) != "in" {
 		t.Fatalf("run from another source: %q %v", out, err)
+	}
+}
+
+// stallHandshake connects to addr and stops once the server's version
+// banner proves its handshake has begun; the connection closes at cleanup.
+func stallHandshake(t *testing.T, addr string) {
+	t.Helper()
+	stall, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stall.Close() })
+	_ = stall.SetReadDeadline(time.Now().Add(srvTestWait))
+	if banner, err := bufio.NewReader(stall).ReadString('\n'); err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
+		t.Fatalf("banner %q %v", banner, err)
 	}
 }
 

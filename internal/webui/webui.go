@@ -167,6 +167,17 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/login?error="+code+"&next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
 	}
+	// The session the browser held until now ends too: its cookie is
+	// overwritten, and a logout would then end only the new one. Best
+	// effort: an API token in an older cookie is not a session, and one
+	// left over lives no longer than its own expiry.
+	if u.cfg.Logout != nil {
+		for _, c := range r.CookiesNamed(u.cfg.CookieName) {
+			if c.Value != "" && c.Value != session {
+				_ = u.cfg.Logout(r, c.Value)
+			}
+		}
+	}
 	// The browser drops the cookie when the session ends anyway.
 	maxAge := u.cfg.SessionTTL
 	if !expires.IsZero() {

@@ -274,6 +274,52 @@ func TestTerminalPageOfUnknownHost(t *testing.T) {
 // TestLogoutEndsSession: a logout ends the session on the server, not only
 // in the browser: the cookie's value, copied before, opens nothing after.
 // When the gateway cannot end it, the logout says so and keeps the cookie.
+// Logging in again ends the session the browser's cookie held: the new
+// cookie overwrites it, and a logout would end only the new one.
+func TestLoginAgainEndsOldSession(t *testing.T) {
+	srv, c, _ := newTestUISessions()
+	defer srv.Close()
+	post := func(old *http.Cookie) *http.Cookie {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {"good"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if old != nil {
+			req.AddCookie(old)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if len(res.Cookies()) != 1 {
+			t.Fatalf("login: %d, cookies %v", res.StatusCode, res.Cookies())
+		}
+		return res.Cookies()[0]
+	}
+	get := func(ck *http.Cookie) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		req.AddCookie(ck)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	first := post(nil)
+	second := post(first)
+	if first.Value == second.Value {
+		t.Fatal("the second login kept the first session")
+	}
+	if code := get(first); code != http.StatusFound {
+		t.Errorf("the first session after a second login: %d, want a redirect to /login", code)
+	}
+	if code := get(second); code != http.StatusOK {
+		t.Errorf("the second session: %d, want 200", code)
+	}
+}
+
 func TestLogoutEndsSession(t *testing.T) {
 	srv, c, f := newTestUISessions()
 	defer srv.Close()

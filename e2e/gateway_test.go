@@ -187,7 +187,7 @@ func sshConfigVia(t testing.TB, g *gw, id, dir, proxyURL string) string {
 	}
 	// The README shows this block; keep them the same.
 	config := fmt.Sprintf(`Host %[1]s
-  ProxyCommand %[2]s proxy --url %[3]s --token %[4]s %%h
+  ProxyCommand %[2]s proxy --url %[3]s --token %[4]s %%n
   IdentityFile %[5]s/id_ed25519
   CertificateFile %[5]s/id_ed25519-cert.pub
   UserKnownHostsFile %[5]s/known_hosts

@@ -26,7 +26,8 @@ func init() {
 // to date: a session key (made once), its short-lived certificate for the
 // host (renewed when it has less than --min-valid left, so a run with a
 // fresh one makes no request and can sit in an ssh_config `Match exec`),
-// and the host's pinned key in a known_hosts file.
+// and the host's pinned key in a known_hosts file. HOST is the id as the
+// gateway spells it: ssh_config's %n, not %h, which ssh lower-cases.
 func runCert(ctx context.Context, sio stdio, args []string) error {
 	var gw, token, key, certPath, knownHosts string
 	var minValid time.Duration
@@ -35,25 +36,30 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
 	fs.StringVar(&key, "key", filepath.Join(home, ".ssh", "hostgate_ed25519"), "the session key's private key file; made (ed25519, with KEY.pub) when missing")
-	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-cert.pub, which ssh loads with the key)")
+	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-HOST-cert.pub: a certificate names one host, so each host has its own; ssh_config's CertificateFile KEY-%n-cert.pub finds it)")
+	var force bool
+	fs.BoolVar(&force, "force", false, "renew the certificate and rewrite the known_hosts line even when fresh (after `gateway host reset-key`)")
 	fs.StringVar(&knownHosts, "known-hosts", "", "a known_hosts file to hold the host's pinned key (empty: leave known_hosts alone)")
 	fs.DurationVar(&minValid, "min-valid", time.Minute, "renew the certificate when it has less than this left")
-	if err := parseUsage(fs, args, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] HOST"); err != nil {
+	if err := parseUsage(fs, args, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] [--force] HOST"); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(sio.err, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] HOST")
+		fmt.Fprintln(sio.err, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] [--force] HOST")
 		return errUsage
 	}
 	host := fs.Arg(0)
 	if certPath == "" {
-		certPath = key + "-cert.pub"
+		certPath = key + "-" + host + "-cert.pub"
 	}
 	pub, err := sessionKey(key)
 	if err != nil {
 		return err
 	}
-	if certFresh(certPath, pub, host, minValid) && (knownHosts == "" || hasKnownHost(knownHosts, host)) {
+	// A fresh certificate and a known_hosts line for the host: nothing to
+	// ask. A line pinning a key the gateway has since reset stays until
+	// the next renewal or --force.
+	if !force && certFresh(certPath, pub, host, minValid) && (knownHosts == "" || hasKnownHost(knownHosts, host)) {
 		return nil
 	}
 	if gw == "" || token == "" {

@@ -29,7 +29,7 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	scpPath, err2 := exec.LookPath("scp")
 	testenv.RequirePeer(t, "openssh (ssh, scp)", err == nil && err2 == nil)
 	ctx := testCtx(t)
-	base, clientTok := startBox(t)
+	base, clientTok := startBox(t, "box")
 
 	// What a user does, per the README.
 	api := func(method, path string, body, v any) {
@@ -122,18 +122,20 @@ func TestOpenSSHCertMatchExec(t *testing.T) {
 	sshPath, err := exec.LookPath("ssh")
 	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
 	ctx := testCtx(t)
-	base, clientTok := startBox(t, func(c *serveConfig) { c.CertTTL = 5 * time.Minute })
+	// An id with capitals: ssh lower-cases %h, and the README uses %n.
+	base, clientTok := startBox(t, "Box3", func(c *serveConfig) { c.CertTTL = 5 * time.Minute })
 
 	home := t.TempDir()
 	keyFile, knownHosts := filepath.Join(home, "ssh", "hostgate_ed25519"), filepath.Join(home, "known_hosts")
 	config := filepath.Join(home, "config")
 	writeConfig := func(minValid string) {
 		t.Helper()
-		c := fmt.Sprintf(`Match host box exec "%[1]s cert --key %[2]s --known-hosts %[3]s --min-valid %[4]s %%h"
+		c := fmt.Sprintf(`Match host Box3 exec "%[1]s cert --key %[2]s --known-hosts %[3]s --min-valid %[4]s %%n"
+Host Box3
   User me
-  ProxyCommand %[1]s proxy %%h
+  ProxyCommand %[1]s proxy %%n
   IdentityFile %[2]s
-  CertificateFile %[2]s-cert.pub
+  CertificateFile %[2]s-%%n-cert.pub
   UserKnownHostsFile %[3]s
   StrictHostKeyChecking yes
   IdentitiesOnly yes
@@ -146,7 +148,7 @@ func TestOpenSSHCertMatchExec(t *testing.T) {
 	env := append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok)
 	ssh := func() {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, sshPath, "-F", config, "box", "echo", "renewed")
+		cmd := exec.CommandContext(ctx, sshPath, "-F", config, "Box3", "echo", "renewed")
 		cmd.Env = env
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -158,7 +160,7 @@ func TestOpenSSHCertMatchExec(t *testing.T) {
 	}
 	cert := func() string {
 		t.Helper()
-		b, err := os.ReadFile(keyFile + "-cert.pub")
+		b, err := os.ReadFile(keyFile + "-Box3-cert.pub")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,25 +185,41 @@ func TestOpenSSHCertMatchExec(t *testing.T) {
 	if cert() != second {
 		t.Fatal("a fresh certificate was replaced")
 	}
+	// --force renews a fresh one (after a host key reset).
+	if _, err := cli(t, ctx, "cert", "--url", base, "--token", clientTok, "--key", keyFile, "--known-hosts", knownHosts, "--force", "Box3"); err != nil {
+		t.Fatal(err)
+	}
+	if cert() == second {
+		t.Fatal("--force kept a fresh certificate")
+	}
 	kh, err := os.ReadFile(knownHosts)
-	if err != nil || strings.Count(string(kh), "\n") != 1 || !strings.HasPrefix(string(kh), "box ssh-") {
-		t.Fatalf("known_hosts %q %v, want one line for box", kh, err)
+	if err != nil || strings.Count(string(kh), "\n") != 1 || !strings.HasPrefix(string(kh), "Box3 ssh-") {
+		t.Fatalf("known_hosts %q %v, want one line for Box3", kh, err)
+	}
+	// A renewal that fails leaves the settings in force: ssh goes through
+	// the proxy and fails there, never straight to a host named Box3.
+	writeConfig("10m")
+	cmd := exec.CommandContext(ctx, sshPath, "-v", "-F", config, "Box3", "true")
+	cmd.Env = append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL=http://127.0.0.1:1", "HOSTGATE_TOKEN="+clientTok)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Executing proxy command") || strings.Contains(string(out), "Could not resolve hostname") {
+		t.Fatalf("ssh with the gateway unreachable: %v\n%s", err, out)
 	}
 }
 
-// startBox runs `gateway serve` with host "box" enrolled by an in-process
-// agent, and returns the gateway's URL and a client token for box.
-func startBox(t *testing.T, opts ...func(*serveConfig)) (string, string) {
+// startBox runs `gateway serve` with host id enrolled by an in-process
+// agent, and returns the gateway's URL and a client token for it.
+func startBox(t *testing.T, id string, opts ...func(*serveConfig)) (string, string) {
 	t.Helper()
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base := startServe(t, dir, opts...)
-	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", "box", "--state-dir", dir)
+	out, err := cli(t, ctx, "token", "create", "--role", "agent", "--host", id, "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	agentTok := lastLine(out)
-	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "box", "--state-dir", dir)
+	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", id, "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -208,31 +207,15 @@ func proxyBinary(dir, self string) (string, error) {
 	if !strings.Contains(self, string(filepath.Separator)+"go-build") {
 		return self, nil
 	}
-	src, err := os.Open(self)
+	b, err := os.ReadFile(self)
 	if err != nil {
 		return "", err
 	}
-	defer src.Close()
 	dst := filepath.Join(dir, "bin", "gateway")
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".gateway.*")
-	if err != nil {
-		return "", err
-	}
-	_, err = io.Copy(tmp, src)
-	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := writeAtomic(dst, b, 0o755); err != nil {
 		return "", fmt.Errorf("copy the gateway binary for the ssh command: %w", err)
 	}
 	return dst, nil

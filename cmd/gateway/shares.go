@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -125,7 +123,7 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 			Port       int   `json:"port"`
 			TTLSeconds int64 `json:"ttlSeconds"`
 		}
-		if !decodeStrict(w, r, &body) {
+		if !gateway.DecodeStrictBody(w, r, &body) {
 			return
 		}
 		if body.Port < 1 || body.Port > 65535 {
@@ -191,26 +189,4 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-}
-
-// decodeStrict reads one small JSON object with no unknown fields and
-// nothing after it into v, answering 400 or 413 itself.
-func decodeStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			gateway.WriteError(w, http.StatusBadRequest, "bad_request", "body: not valid JSON: trailing data after the JSON object")
-			return false
-		}
-		return true
-	}
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
-		return false
-	}
-	gateway.WriteError(w, http.StatusBadRequest, "bad_request", gateway.JSONBodyError(err))
-	return false
 }

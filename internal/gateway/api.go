@@ -213,8 +213,21 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 // decodeBody reads one bounded JSON object into v, answering 400/413 on
 // failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decode(w, r, v, false)
+}
+
+// DecodeStrictBody is decodeBody that also refuses fields v does not
+// have, for the routes the gateway's hooks add (shares).
+func DecodeStrictBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decode(w, r, v, true)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 	// boundBodies has bounded the body's arrival.
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

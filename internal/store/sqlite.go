@@ -220,9 +220,14 @@ func (s *SQLite) DeleteShare(ctx context.Context, hostID string, port int) error
 	return nil
 }
 
-// Shares implements Store: the expired ones are deleted first.
+// Shares implements Store: the expired ones, and those whose token is
+// gone (revoked, also by another process) or expired, are deleted first.
+// Shares made before shares carried their token (an empty token_id) last
+// until their expiry.
 func (s *SQLite) Shares(ctx context.Context) ([]Share, error) {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM shares WHERE expires_ms <= ?`, ms(s.now())); err != nil {
+	now := ms(s.now())
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM shares WHERE expires_ms <= ? OR (token_id != '' AND token_id NOT IN
+		(SELECT id FROM tokens WHERE expires_ms = 0 OR expires_ms > ?))`, now, now); err != nil {
 		return nil, fmt.Errorf("store: prune shares: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT host_id, port, token_id, by, created_ms, expires_ms FROM shares ORDER BY host_id, port`)

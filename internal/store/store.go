@@ -190,7 +190,9 @@ type Store interface {
 	PutShare(ctx context.Context, s Share) error
 	// DeleteShare removes a share; a missing one is not an error.
 	DeleteShare(ctx context.Context, hostID string, port int) error
-	// Shares returns the shares not yet expired, by host and port.
+	// Shares returns the shares not yet expired whose token (if they
+	// name one) still exists and has not expired, by host and port; it
+	// deletes the others.
 	Shares(ctx context.Context) ([]Share, error)
 
 	// Ping checks that the store answers (readiness).

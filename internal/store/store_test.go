@@ -456,11 +456,19 @@ func TestSharesPersist(t *testing.T) {
 	ctx := testCtx(t)
 	s, path := openTemp(t)
 	now := time.Now().Truncate(time.Millisecond)
+	var ids []string
+	for range 4 {
+		_, tok, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"a", "b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tok.ID)
+	}
 	for _, sh := range []Share{
-		{HostID: "b", Port: 80, TokenID: "t1", By: "one", Created: now, Expires: now.Add(time.Hour)},
-		{HostID: "a", Port: 3000, TokenID: "t2", By: "two", Created: now, Expires: now.Add(time.Hour)},
-		{HostID: "a", Port: 3000, TokenID: "t3", By: "three", Created: now, Expires: now.Add(2 * time.Hour)},
-		{HostID: "a", Port: 22, TokenID: "t4", By: "old", Created: now, Expires: now.Add(-time.Second)},
+		{HostID: "b", Port: 80, TokenID: ids[0], By: "one", Created: now, Expires: now.Add(time.Hour)},
+		{HostID: "a", Port: 3000, TokenID: ids[1], By: "two", Created: now, Expires: now.Add(time.Hour)},
+		{HostID: "a", Port: 3000, TokenID: ids[2], By: "three", Created: now, Expires: now.Add(2 * time.Hour)},
+		{HostID: "a", Port: 22, TokenID: ids[3], By: "old", Created: now, Expires: now.Add(-time.Second)},
 	} {
 		if err := s.PutShare(ctx, sh); err != nil {
 			t.Fatal(err)
@@ -480,8 +488,8 @@ func TestSharesPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Share{
-		{HostID: "a", Port: 3000, TokenID: "t3", By: "three", Created: now, Expires: now.Add(2 * time.Hour)},
-		{HostID: "b", Port: 80, TokenID: "t1", By: "one", Created: now, Expires: now.Add(time.Hour)},
+		{HostID: "a", Port: 3000, TokenID: ids[2], By: "three", Created: now, Expires: now.Add(2 * time.Hour)},
+		{HostID: "b", Port: 80, TokenID: ids[0], By: "one", Created: now, Expires: now.Add(time.Hour)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("shares after a reopen: %+v, want %+v", got, want)
@@ -505,6 +513,56 @@ func TestSharesPersist(t *testing.T) {
 	}
 	if got, _ := s.Shares(ctx); len(got) != 1 || got[0].HostID != "b" {
 		t.Fatalf("after delete: %+v", got)
+	}
+}
+
+// TestSharesOfDeadTokensPruned: the shares of a token deleted (revoked,
+// also by `gateway token revoke` in another process) or expired are gone
+// from the list and the table; they stayed until their own expiry, up to
+// 7 days, and a gateway loaded them at every start. Shares that name no
+// token (made before shares carried one) last until their expiry.
+func TestSharesOfDeadTokensPruned(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	now := time.Now().Truncate(time.Millisecond)
+	spec := TokenSpec{Role: RoleClient, Hosts: []string{"h"}}
+	_, live, err := s.CreateToken(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, revoked, err := s.CreateToken(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.ExpiresAt = now.Add(time.Minute)
+	_, expiring, err := s.CreateToken(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{live.ID, revoked.ID, expiring.ID, "", "gone"} {
+		if err := s.PutShare(ctx, Share{HostID: "h", Port: 1000 + i, TokenID: id, Created: now, Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteToken(ctx, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return now.Add(2 * time.Minute) } // past expiring's expiry, not the shares'
+	got, err := s.Shares(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []int
+	for _, sh := range got {
+		ports = append(ports, sh.Port)
+	}
+	if !slices.Equal(ports, []int{1000, 1003}) {
+		t.Fatalf("shares listed: ports %v, want 1000 (live token) and 1003 (no token)", ports)
+	}
+	var rows int
+	_ = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM shares").Scan(&rows)
+	if rows != 2 {
+		t.Errorf("%d rows in the shares table, want the dead tokens' shares gone", rows)
 	}
 }
 

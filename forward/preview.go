@@ -35,6 +35,10 @@ var ErrHostUnavailable = errors.New("forward: host unavailable")
 // (404).
 var ErrUnknownHost = errors.New("forward: no such host")
 
+// ErrUnavailable marks a PreviewConfig.Redeem that could not decide
+// (the store it checks against cannot answer): 503, not 401.
+var ErrUnavailable = errors.New("forward: authorization unavailable")
+
 // AmbiguousHostError is what PreviewConfig.ResolveHost returns when a
 // subdomain's host label, which browsers lower-case, names several hosts
 // whose ids differ only in case: the path form, which keeps the case,
@@ -84,8 +88,17 @@ type PreviewConfig struct {
 	// 401. Nil refuses everything but public shares: previews are private
 	// by default.
 	Authorize func(r *http.Request, hostID string, port int) (ok bool, loginURL string)
-	// Shares, when set, makes shared ports public until their expiry.
+	// Shares, when set, makes shared ports public until their expiry. A
+	// Lookup error answers 503 store_unavailable: whether the port is
+	// public is not known, and a 401 would say it is private.
 	Shares Shares
+	// Unavailable, when set, is asked before a request that Authorize
+	// refused and no share let in is answered 401 or sent to log in. A
+	// non-nil error says what Authorize answers from cannot tell yet
+	// (the gateway has never been able to list its tokens, so a valid
+	// preview cookie looks like a revoked one), and the request is
+	// answered 503 store_unavailable instead.
+	Unavailable func(ctx context.Context) error
 	// ResolveHost maps a subdomain's host label to a host id. Browsers
 	// lower-case host names, so "3000--MyHost.{domain}" arrives as
 	// "myhost": ResolveHost should return the one enrolled id equal to
@@ -94,7 +107,9 @@ type PreviewConfig struct {
 	// several. Nil takes the label as the id (host ids in lower case).
 	ResolveHost func(ctx context.Context, label string) (string, error)
 	// Redeem exchanges a login ticket for the preview cookie's value and
-	// expiry (see the contract above). Nil disables /.hostgate/auth.
+	// expiry (see the contract above). Nil disables /.hostgate/auth. An
+	// error wrapping ErrUnavailable answers 503 store_unavailable (the
+	// ticket may be good: the browser should try again), any other 401.
 	Redeem func(ctx context.Context, ticket, hostID string, port int) (value string, expires time.Time, err error)
 	// SessionCookie is the gateway's session cookie name. Default
 	// "hostgate_session".
@@ -360,8 +375,18 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 		_, ok, err := p.cfg.Shares.Lookup(r.Context(), t.hostID, t.port)
 		if err != nil {
 			p.log.Warn("preview share lookup", "host", t.hostID, "port", t.port, "err", err)
-		} else if ok {
+			writeUnavailable(w, r)
+			return false, false
+		}
+		if ok {
 			return true, true
+		}
+	}
+	if p.cfg.Unavailable != nil {
+		if err := p.cfg.Unavailable(r.Context()); err != nil {
+			p.log.Warn("preview authorization unavailable", "host", t.hostID, "port", t.port, "err", err)
+			writeUnavailable(w, r)
+			return false, false
 		}
 	}
 	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -371,6 +396,13 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 	writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.",
 		fmt.Sprintf("Port %d of host %s is private.", t.port, t.hostID))
 	return false, false
+}
+
+// writeUnavailable answers a request whose authorization cannot be
+// decided because the gateway's store cannot answer.
+func writeUnavailable(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", "5")
+	writeError(w, r, http.StatusServiceUnavailable, "store_unavailable", "The gateway cannot check access to this preview right now.", "Try again shortly.")
 }
 
 // wantsHTML tells a browser navigation from an API client: browsers ask for
@@ -397,6 +429,11 @@ func (p *Preview) redeem(w http.ResponseWriter, r *http.Request, t target) {
 	// a phishing relay.
 	next = redirect.LocalPath(next)
 	value, expires, err := p.cfg.Redeem(r.Context(), ticket, t.hostID, t.port)
+	if errors.Is(err, ErrUnavailable) {
+		p.log.Warn("preview ticket not checked", "host", t.hostID, "port", t.port, "err", err)
+		writeUnavailable(w, r)
+		return
+	}
 	if err != nil {
 		p.log.Info("preview ticket refused", "host", t.hostID, "port", t.port, "err", err)
 		writeError(w, r, http.StatusUnauthorized, "unauthorized", "This login link is invalid or expired.", "Open the preview again from the gateway.")

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -457,6 +458,60 @@ func TestPreviewPublicShareExpires(t *testing.T) {
 	}
 	if err := shares.Put(ctx, Share{HostID: "dev", Port: 1, Expires: clock.now()}); err == nil {
 		t.Fatal("Put accepted an expiry that is not in the future")
+	}
+}
+
+// failingShares is a share store that cannot answer.
+type failingShares struct{}
+
+func (failingShares) Lookup(context.Context, string, int) (Share, bool, error) {
+	return Share{}, false, errors.New("database is locked")
+}
+
+// A request the proxy cannot decide on (the share store fails, the
+// gateway says its token state is unknown, a ticket cannot be checked)
+// is answered 503 store_unavailable, not 401: a 401 told the visitor of a
+// public share that the port was private, and sent a browser whose
+// preview cookie was good to log in again.
+func TestPreviewUnavailableFailsClosed(t *testing.T) {
+	ctx := testCtx(t)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "page") })
+	var unknown atomic.Bool
+	unknown.Store(true)
+	e := newPreviewEnv(t, dev, &PreviewConfig{
+		Shares: failingShares{},
+		Redeem: func(context.Context, string, string, int) (string, time.Time, error) {
+			return "", time.Time{}, fmt.Errorf("checking the ticket: %w", ErrUnavailable)
+		},
+	})
+	resp, body := get(t, ctx, e.pathURL("/"))
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"store_unavailable"`) {
+		t.Fatalf("share store failing: %d %s, want 503 store_unavailable", resp.StatusCode, body)
+	}
+	resp, body = do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=good&next=/", nil))
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"store_unavailable"`) {
+		t.Fatalf("ticket not checkable: %d %s, want 503 store_unavailable", resp.StatusCode, body)
+	}
+
+	e = newPreviewEnv(t, dev, &PreviewConfig{
+		Authorize: func(*http.Request, string, int) (bool, string) { return false, "/login" },
+		Unavailable: func(context.Context) error {
+			if unknown.Load() {
+				return errors.New("no token snapshot")
+			}
+			return nil
+		},
+	})
+	req := e.subReq(t, ctx, http.MethodGet, "/", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, body = do(t, req)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "cannot check access") {
+		t.Fatalf("authorization unknown: %d %s, want the 503 page", resp.StatusCode, body)
+	}
+	unknown.Store(false)
+	resp, _ = do(t, e.subReq(t, ctx, http.MethodGet, "/", nil))
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("authorization known and refused: %d, want 401", resp.StatusCode)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hostgate/hostgate/forward"
@@ -22,14 +23,21 @@ import (
 type gatewayShares struct {
 	mem   *forward.MemoryShares
 	store store.Store
-	// live reports whether the token with this id is still valid.
-	live func(ctx context.Context, tokenID string) bool
+	// live reports whether the token with this id is still valid; an
+	// error says that is not known (the store has not listed tokens
+	// yet), which must never end a share.
+	live func(ctx context.Context, tokenID string) (bool, error)
+
+	// mu orders the writes: a share ended because its token died must
+	// not take with it one that replaced it meanwhile.
+	mu sync.Mutex
 }
 
 var _ forward.ShareStore = (*gatewayShares)(nil)
 
-// newGatewayShares loads the stored shares into memory.
-func newGatewayShares(ctx context.Context, st store.Store, live func(context.Context, string) bool) (*gatewayShares, error) {
+// newGatewayShares loads the stored shares into memory. The store leaves
+// out the expired ones and those whose token is gone.
+func newGatewayShares(ctx context.Context, st store.Store, live func(context.Context, string) (bool, error)) (*gatewayShares, error) {
 	g := &gatewayShares{mem: forward.NewMemoryShares(nil), store: st, live: live}
 	stored, err := st.Shares(ctx)
 	if err != nil {
@@ -43,10 +51,22 @@ func newGatewayShares(ctx context.Context, st store.Store, live func(context.Con
 }
 
 func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
-	if err := g.mem.Put(ctx, sh); err != nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	err := g.mem.Put(ctx, sh)
+	if errors.Is(err, forward.ErrTooManyShares) {
+		// Shares of revoked or expired tokens held their place until
+		// something looked them up: a user who revoked tokens got "too
+		// many shares" with none alive. End them, and try again.
+		if perr := g.pruneLocked(ctx); perr != nil {
+			return perr
+		}
+		err = g.mem.Put(ctx, sh)
+	}
+	if err != nil {
 		return err
 	}
-	err := g.store.PutShare(ctx, store.Share{HostID: sh.HostID, Port: sh.Port, TokenID: sh.TokenID, By: sh.By, Created: sh.Created, Expires: sh.Expires})
+	err = g.store.PutShare(ctx, store.Share{HostID: sh.HostID, Port: sh.Port, TokenID: sh.TokenID, By: sh.By, Created: sh.Created, Expires: sh.Expires})
 	if err != nil {
 		_ = g.mem.Delete(ctx, sh.HostID, sh.Port)
 	}
@@ -54,6 +74,12 @@ func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
 }
 
 func (g *gatewayShares) Delete(ctx context.Context, hostID string, port int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.deleteLocked(ctx, hostID, port)
+}
+
+func (g *gatewayShares) deleteLocked(ctx context.Context, hostID string, port int) error {
 	// The store first: a share deleted from memory only would come back
 	// at the next start.
 	if err := g.store.DeleteShare(ctx, hostID, port); err != nil {
@@ -67,12 +93,14 @@ func (g *gatewayShares) Lookup(ctx context.Context, hostID string, port int) (fo
 	if err != nil || !ok {
 		return forward.Share{}, false, err
 	}
-	if !g.alive(ctx, sh) {
-		return forward.Share{}, false, nil
+	if ok, err := g.alive(ctx, sh); err != nil || !ok {
+		return forward.Share{}, false, err
 	}
 	return sh, true, nil
 }
 
+// List returns the live shares; while whether their tokens live is not
+// known, an error (never a share of a revoked token).
 func (g *gatewayShares) List(ctx context.Context) ([]forward.Share, error) {
 	all, err := g.mem.List(ctx)
 	if err != nil {
@@ -80,7 +108,11 @@ func (g *gatewayShares) List(ctx context.Context) ([]forward.Share, error) {
 	}
 	out := all[:0]
 	for _, sh := range all {
-		if g.alive(ctx, sh) {
+		ok, err := g.alive(ctx, sh)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			out = append(out, sh)
 		}
 	}
@@ -89,13 +121,52 @@ func (g *gatewayShares) List(ctx context.Context) ([]forward.Share, error) {
 
 // alive reports whether sh's token still lives, ending the share when it
 // does not. Shares made before shares carried their token have no id and
-// last until their expiry.
-func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) bool {
-	if sh.TokenID == "" || g.live(ctx, sh.TokenID) {
-		return true
+// last until their expiry. Not knowing is an error, and ends nothing.
+func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) (bool, error) {
+	if sh.TokenID == "" {
+		return true, nil
 	}
-	_ = g.Delete(context.WithoutCancel(ctx), sh.HostID, sh.Port)
-	return false
+	ok, err := g.live(ctx, sh.TokenID)
+	if err != nil || ok {
+		return ok, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.endDeadLocked(ctx, sh)
+	return false, nil
+}
+
+// endDeadLocked ends sh, whose token is dead, unless another share of its
+// port replaced it meanwhile. g.mu is held.
+func (g *gatewayShares) endDeadLocked(ctx context.Context, sh forward.Share) {
+	cur, ok, _ := g.mem.Lookup(ctx, sh.HostID, sh.Port)
+	if ok && (cur.TokenID != sh.TokenID || !cur.Created.Equal(sh.Created)) {
+		return
+	}
+	_ = g.deleteLocked(context.WithoutCancel(ctx), sh.HostID, sh.Port)
+}
+
+// pruneLocked ends every share whose token is revoked or expired. It
+// ends nothing and returns an error while that is not known. g.mu is
+// held.
+func (g *gatewayShares) pruneLocked(ctx context.Context) error {
+	all, err := g.mem.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sh := range all {
+		if sh.TokenID == "" {
+			continue
+		}
+		ok, err := g.live(ctx, sh.TokenID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			g.endDeadLocked(ctx, sh)
+		}
+	}
+	return nil
 }
 
 // shareJSON is a share as the API shows it.

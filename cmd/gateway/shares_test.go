@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/forward"
+	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -135,5 +141,152 @@ func TestSharesFollowTheirToken(t *testing.T) {
 	}
 	if code, body := do(base, "GET", "/v1/hosts/h1/shares", lastLine(out), ""); code != http.StatusOK || !strings.Contains(body, `"shares":[]`) {
 		t.Fatalf("shares of a revoked token still listed: %d %s", code, body)
+	}
+}
+
+// shareRows is a store.Store holding only shares, which it counts
+// deletes of; the rest of the interface is never called.
+type shareRows struct {
+	store.Store
+	mu      sync.Mutex
+	rows    map[string]store.Share
+	deletes int
+}
+
+func (s *shareRows) PutShare(_ context.Context, sh store.Share) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows[fmt.Sprint(sh.HostID, ":", sh.Port)] = sh
+	return nil
+}
+
+func (s *shareRows) DeleteShare(_ context.Context, hostID string, port int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deletes++
+	delete(s.rows, fmt.Sprint(hostID, ":", port))
+	return nil
+}
+
+func (s *shareRows) Shares(context.Context) ([]store.Share, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Share
+	for _, sh := range s.rows {
+		out = append(out, sh)
+	}
+	return out, nil
+}
+
+func (s *shareRows) count() (rows, deletes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rows), s.deletes
+}
+
+// tokenStates answers gatewayShares' liveness question: ids in dead are
+// revoked, and unknown makes every answer "not known".
+type tokenStates struct {
+	mu      sync.Mutex
+	dead    map[string]bool
+	unknown bool
+}
+
+func (ts *tokenStates) live(_ context.Context, id string) (bool, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.unknown {
+		return false, gateway.ErrTokensUnknown
+	}
+	return !ts.dead[id], nil
+}
+
+func (ts *tokenStates) set(f func(ts *tokenStates)) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	f(ts)
+}
+
+// The shares of a revoked token no longer count against the cap of
+// 10,000: they held their place until something looked each up, so a
+// user who had revoked the token that made them got "too many shares"
+// with none alive. The listing never shows them.
+func TestSharesOfDeadTokensLeaveTheCap(t *testing.T) {
+	ctx := testCtx(t)
+	rows := &shareRows{rows: map[string]store.Share{}}
+	ts := &tokenStates{dead: map[string]bool{}}
+	g, err := newGatewayShares(ctx, rows, ts.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	put := func(tokenID string, port int) error {
+		return g.Put(ctx, forward.Share{HostID: "h", Port: port, TokenID: tokenID, Created: now, Expires: now.Add(time.Hour)})
+	}
+	const limit = 10000
+	for port := 1; port <= limit; port++ {
+		if err := put("old", port); err != nil {
+			t.Fatalf("share %d: %v", port, err)
+		}
+	}
+	if err := put("new", limit+1); !errors.Is(err, forward.ErrTooManyShares) {
+		t.Fatalf("share past the cap, all alive: %v, want ErrTooManyShares", err)
+	}
+	// Not knowing whether "old" lives ends nothing, and says so.
+	ts.set(func(ts *tokenStates) { ts.unknown = true })
+	if err := put("new", limit+1); !errors.Is(err, gateway.ErrTokensUnknown) {
+		t.Fatalf("share past the cap, token states unknown: %v, want ErrTokensUnknown", err)
+	}
+	if n, _ := rows.count(); n != limit {
+		t.Fatalf("%d stored shares after an unknown answer, want %d", n, limit)
+	}
+	ts.set(func(ts *tokenStates) { ts.unknown = false; ts.dead["old"] = true })
+	if err := put("new", limit+1); err != nil {
+		t.Fatalf("share with every other share's token revoked: %v", err)
+	}
+	if n, _ := rows.count(); n != 1 {
+		t.Errorf("%d stored shares, want the revoked token's gone", n)
+	}
+	list, err := g.List(ctx)
+	if err != nil || len(list) != 1 || list[0].TokenID != "new" {
+		t.Fatalf("List = %d shares, %v; want the one alive", len(list), err)
+	}
+}
+
+// While the gateway cannot tell whether a share's token lives (no token
+// snapshot yet: the store failed at startup), the share is neither
+// served nor ended: Lookup and List fail, and the stored share stays.
+// LiveToken answered false then, and every persisted share was deleted
+// as if its token had been revoked.
+func TestSharesSurviveUnknownTokens(t *testing.T) {
+	ctx := testCtx(t)
+	now := time.Now()
+	rows := &shareRows{rows: map[string]store.Share{
+		"h:3000": {HostID: "h", Port: 3000, TokenID: "t", Created: now, Expires: now.Add(time.Hour)},
+	}}
+	ts := &tokenStates{dead: map[string]bool{}, unknown: true}
+	g, err := newGatewayShares(ctx, rows, ts.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := g.Lookup(ctx, "h", 3000); ok || !errors.Is(err, gateway.ErrTokensUnknown) {
+		t.Fatalf("Lookup with the token's state unknown: %v, %v; want ErrTokensUnknown", ok, err)
+	}
+	if _, err := g.List(ctx); !errors.Is(err, gateway.ErrTokensUnknown) {
+		t.Fatalf("List with the token's state unknown: %v, want ErrTokensUnknown", err)
+	}
+	if n, deletes := rows.count(); n != 1 || deletes != 0 {
+		t.Fatalf("%d stored shares, %d deletes after unknown answers; want the share kept", n, deletes)
+	}
+	ts.set(func(ts *tokenStates) { ts.unknown = false })
+	if _, ok, err := g.Lookup(ctx, "h", 3000); !ok || err != nil {
+		t.Fatalf("Lookup once known: %v, %v", ok, err)
+	}
+	ts.set(func(ts *tokenStates) { ts.dead["t"] = true })
+	if _, ok, err := g.Lookup(ctx, "h", 3000); ok || err != nil {
+		t.Fatalf("Lookup once revoked: %v, %v", ok, err)
+	}
+	if n, _ := rows.count(); n != 0 {
+		t.Fatalf("%d stored shares after the revocation was seen, want 0", n)
 	}
 }

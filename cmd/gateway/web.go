@@ -115,9 +115,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	}))
 
 	signer := previewauth.New(nil)
-	shares, err := newGatewayShares(ctx, srv.Store(), func(ctx context.Context, id string) bool {
-		_, ok := srv.LiveToken(ctx, id)
-		return ok
+	shares, err := newGatewayShares(ctx, srv.Store(), func(ctx context.Context, id string) (bool, error) {
+		_, ok, err := srv.LiveToken(ctx, id)
+		return ok, err
 	})
 	if err != nil {
 		hc.Close()
@@ -176,8 +176,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// with the same 502 page.
 		return c.DialEarly(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}, &forward.PreviewConfig{
-		Domain:      s.Config.PreviewDomain,
-		Shares:      shares,
+		Domain: s.Config.PreviewDomain,
+		Shares: shares,
+		// Until the gateway has listed its tokens once, a preview
+		// cookie's token cannot be told live from revoked: 503, not a
+		// login page for a browser whose cookie may be good.
+		Unavailable: srv.TokensKnown,
 		ResolveHost: resolveHost,
 		Authorize: func(r *http.Request, hostID string, port int) (bool, string) {
 			// Path form: the gateway's own origin, where the session
@@ -191,7 +195,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// stops working within a second, as the token does).
 			if c, err := r.Cookie("hostgate_preview"); err == nil && previewCookieUseAllowed(r, hostID, s.Config.PreviewDomain) {
 				if id, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
-					if _, ok := srv.LiveToken(r.Context(), id); ok {
+					// Not known (no token snapshot yet) refuses here,
+					// and Unavailable below answers 503.
+					if _, ok, _ := srv.LiveToken(r.Context(), id); ok {
 						return true, ""
 					}
 				}
@@ -208,7 +214,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			if err != nil {
 				return "", time.Time{}, err
 			}
-			tok, ok := srv.LiveToken(ctx, id)
+			tok, ok, err := srv.LiveToken(ctx, id)
+			if err != nil {
+				return "", time.Time{}, fmt.Errorf("%w: %w", forward.ErrUnavailable, err)
+			}
 			if !ok {
 				return "", time.Time{}, errors.New("the token that asked for this preview was revoked or has expired")
 			}

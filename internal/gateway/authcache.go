@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -109,31 +111,65 @@ func (ts *tokenSet) drop(id string) {
 	delete(ts.byID, id)
 }
 
+// ErrTokensUnknown is LiveToken's answer while the gateway has no
+// snapshot of the store's tokens (none taken since the start, and the
+// store cannot answer): whether a token lives is not known. It is not a
+// revocation: callers must not end what the token made, and should
+// refuse to serve (503) rather than answer as if the token were dead.
+var ErrTokensUnknown = errors.New("gateway: the state store cannot list tokens yet")
+
 // LiveToken returns the token with id if it still exists and has not
 // expired: a revoked or expired token stops here within the auth cache's
 // TTL (1 s, or --token-recheck if shorter), as it does for bearer tokens.
 // A store that cannot answer keeps the last snapshot (as a recheck cuts
-// nothing on an outage); with none yet, it answers false.
-func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool) {
+// nothing on an outage); with none yet, LiveToken returns an error
+// wrapping ErrTokensUnknown, never a plain "not live".
+func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool, error) {
 	ts := &s.tokenSet
 	now := time.Now()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.byID == nil || now.Sub(ts.taken) >= ts.ttl {
-		toks, err := s.store.Tokens(ctx)
-		if err == nil {
-			ts.byID = make(map[string]store.Token, len(toks))
-			for _, t := range toks {
-				ts.byID[t.ID] = t
-			}
-			ts.taken = now
-		} else {
-			s.logger.Warn("token snapshot", "err", err)
-		}
+	if err := s.snapshotLocked(ctx, now); err != nil {
+		return store.Token{}, false, err
 	}
 	t, ok := ts.byID[id]
 	if !ok || !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
-		return store.Token{}, false
+		return store.Token{}, false, nil
 	}
-	return t, true
+	return t, true, nil
+}
+
+// TokensKnown returns nil once the gateway holds a snapshot of the
+// store's tokens (taking one if needed), and an error wrapping
+// ErrTokensUnknown before: until then LiveToken cannot tell a revoked
+// token from a live one.
+func (s *Server) TokensKnown(ctx context.Context) error {
+	ts := &s.tokenSet
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return s.snapshotLocked(ctx, time.Now())
+}
+
+// snapshotLocked takes a new token snapshot when there is none or it is
+// older than the TTL; a failure keeps the last one. It errs only when
+// there is none. ts.mu is held.
+func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
+	ts := &s.tokenSet
+	if ts.byID != nil && now.Sub(ts.taken) < ts.ttl {
+		return nil
+	}
+	toks, err := s.store.Tokens(ctx)
+	if err != nil {
+		s.logger.Warn("token snapshot", "err", err)
+		if ts.byID == nil {
+			return fmt.Errorf("%w: %w", ErrTokensUnknown, err)
+		}
+		return nil
+	}
+	ts.byID = make(map[string]store.Token, len(toks))
+	for _, t := range toks {
+		ts.byID[t.ID] = t
+	}
+	ts.taken = now
+	return nil
 }

@@ -1097,23 +1097,57 @@ func TestLiveToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{tok.ID, short.ID} {
-		if got, ok := e.srv.LiveToken(e.ctx, id); !ok || got.ID != id {
-			t.Fatalf("LiveToken(%s) = %v, %v", id, got.ID, ok)
+		if got, ok, err := e.srv.LiveToken(e.ctx, id); !ok || err != nil || got.ID != id {
+			t.Fatalf("LiveToken(%s) = %v, %v, %v", id, got.ID, ok, err)
 		}
 	}
-	if _, ok := e.srv.LiveToken(e.ctx, "nosuch"); ok {
+	if _, ok, err := e.srv.LiveToken(e.ctx, "nosuch"); ok || err != nil {
 		t.Error("an unknown id is live")
 	}
 	if err := e.store.DeleteToken(e.ctx, tok.ID); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(250 * time.Millisecond) // past the snapshot's TTL and short's expiry
-	if _, ok := e.srv.LiveToken(e.ctx, tok.ID); ok {
+	if _, ok, err := e.srv.LiveToken(e.ctx, tok.ID); ok || err != nil {
 		t.Error("a revoked token is still live past the snapshot's TTL")
 	}
-	if _, ok := e.srv.LiveToken(e.ctx, short.ID); ok {
+	if _, ok, err := e.srv.LiveToken(e.ctx, short.ID); ok || err != nil {
 		t.Error("an expired token is live")
 	}
+}
+
+// Before the gateway has any token snapshot, a store that cannot list
+// tokens makes LiveToken say it does not know, not that the token is
+// dead: it answered false, and the gateway then deleted every persisted
+// share as if its token had been revoked. A snapshot taken once is kept
+// through a later outage.
+func TestLiveTokenUnknownBeforeSnapshot(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: 50 * time.Millisecond})
+	_, tok, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := e.srv.store
+	e.srv.store = brokenStore{real}
+	if _, ok, err := e.srv.LiveToken(e.ctx, tok.ID); ok || !errors.Is(err, ErrTokensUnknown) {
+		t.Fatalf("LiveToken with no snapshot and a broken store: %v, %v; want ErrTokensUnknown", ok, err)
+	}
+	if err := e.srv.TokensKnown(e.ctx); !errors.Is(err, ErrTokensUnknown) {
+		t.Fatalf("TokensKnown with no snapshot and a broken store: %v", err)
+	}
+	e.srv.store = real
+	if _, ok, err := e.srv.LiveToken(e.ctx, tok.ID); !ok || err != nil {
+		t.Fatalf("LiveToken once the store answers: %v, %v", ok, err)
+	}
+	e.srv.store = brokenStore{real}
+	time.Sleep(100 * time.Millisecond) // past the snapshot's TTL
+	if _, ok, err := e.srv.LiveToken(e.ctx, tok.ID); !ok || err != nil {
+		t.Fatalf("LiveToken through an outage after a snapshot: %v, %v; want the last snapshot's answer", ok, err)
+	}
+	if err := e.srv.TokensKnown(e.ctx); err != nil {
+		t.Fatalf("TokensKnown through an outage after a snapshot: %v", err)
+	}
+	e.srv.store = real
 }
 
 // Two different session cookies (one tossed in for this host by a page

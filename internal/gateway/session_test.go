@@ -61,7 +61,7 @@ func TestLogoutEndsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	echoRoundTrip(t, c, 100)
-	if _, ok := e.srv.LiveToken(e.ctx, sess.ID); !ok {
+	if _, ok, err := e.srv.LiveToken(e.ctx, sess.ID); !ok || err != nil {
 		t.Fatal("the session's preview cookies are refused before the logout")
 	}
 
@@ -74,7 +74,7 @@ func TestLogoutEndsSession(t *testing.T) {
 	if code, _ := e.call("GET", "/v1/hosts/h", cookie, nil, nil); code != 401 {
 		t.Fatalf("the cookie's value as a bearer token after logout: %d, want 401", code)
 	}
-	if _, ok := e.srv.LiveToken(e.ctx, sess.ID); ok {
+	if _, ok, err := e.srv.LiveToken(e.ctx, sess.ID); ok || err != nil {
 		t.Fatal("the session's preview cookies still work after the logout")
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,9 @@ type msgConn struct {
 	ws    *websocket.Conn
 	tcp   net.Conn // the conn under ws; nil: unknown (a caller's HTTP client dialed)
 	addrs bool     // LocalAddr and RemoteAddr are tcp's (accepted conns, as NetConn's)
+	// peer is RemoteAddr when addrs is false: the URL a dialed conn
+	// dialed, or unknown.
+	peer net.Addr
 
 	readMu  sync.Mutex // held by Read for its whole call
 	reader  io.Reader  // the message being read; nil between messages
@@ -203,12 +207,35 @@ func (c *msgConn) RemoteAddr() net.Addr {
 	if c.addrs {
 		return c.tcp.RemoteAddr()
 	}
+	if c.peer != nil {
+		return c.peer
+	}
 	return wsAddr{}
 }
 
-// wsAddr stands for an end whose TCP address is not known (a conn dialed
-// through a caller's HTTP client), as NetConn's does.
-type wsAddr struct{}
+// wsAddr stands for an end whose TCP address is not given: the local end
+// of a dialed conn ("websocket/unknown-addr", as NetConn's), or the remote
+// end as the URL dialed. A dialed conn's TCP peer may be a proxy, and an
+// agent counting handshakes per source address must not count every
+// stream of its tunnel as one source, so a dialed conn never reports a
+// *net.TCPAddr.
+type wsAddr struct{ url string }
 
 func (wsAddr) Network() string { return "websocket" }
-func (wsAddr) String() string  { return "websocket/unknown-addr" }
+func (a wsAddr) String() string {
+	if a.url == "" {
+		return "websocket/unknown-addr"
+	}
+	return a.url
+}
+
+// dialedAddr is the RemoteAddr of a conn dialed to u (a ws:// or wss://
+// URL): u without its query, which may carry a secret.
+func dialedAddr(u string) net.Addr {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return wsAddr{}
+	}
+	pu.User, pu.RawQuery, pu.ForceQuery, pu.Fragment, pu.RawFragment = nil, "", false, "", ""
+	return wsAddr{url: pu.String()}
+}

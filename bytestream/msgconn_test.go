@@ -74,12 +74,24 @@ func TestMsgConnDeadlineDuringWrite(t *testing.T) {
 	}
 }
 
-// An accepted conn reports its TCP addresses; a dialed one cannot know
-// them and says so, as NetConn did.
+// An accepted conn reports its TCP addresses; a dialed one reports no
+// TCP address (its peer may be a proxy) but names the URL it dialed,
+// without the query: an agent logged remote=websocket/unknown-addr for
+// every session that came through its gateway tunnel.
 func TestMsgConnAddrs(t *testing.T) {
-	a, b := wsPair(t)
+	url, ch := wsServer(t, nil)
+	a, err := WebSocket(testCtx(t), url+"/v1/agent/connect?secret=s3cret", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := acceptedConn(t, ch)
+	t.Cleanup(func() { closeBoth(a, b) })
 	if got := a.LocalAddr().Network(); got != "websocket" {
 		t.Errorf("dialed LocalAddr network %q, want websocket", got)
+	}
+	want := strings.Replace(url, "http://", "ws://", 1) + "/v1/agent/connect"
+	if ra := a.RemoteAddr(); ra.Network() != "websocket" || ra.String() != want {
+		t.Errorf("dialed RemoteAddr %s %q, want websocket %q", ra.Network(), ra.String(), want)
 	}
 	ra, ok := b.RemoteAddr().(*net.TCPAddr)
 	if !ok || !ra.IP.IsLoopback() {

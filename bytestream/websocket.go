@@ -130,6 +130,10 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		cc, tf = cork.c.Load(), cork.t.Load()
 	}
 	wc := newWSConn(c, o.ReadLimit, cc, false)
+	// An agent's SSH sessions come through its tunnel, whose streams
+	// report this conn's RemoteAddr: its logs say remote=URL of the
+	// gateway, not websocket/unknown-addr.
+	wc.Conn.(*msgConn).peer = dialedAddr(u)
 	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
 	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
 	switch {

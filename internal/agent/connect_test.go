@@ -25,6 +25,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -96,7 +97,9 @@ func runAgent(t *testing.T, ctx context.Context, cfg ConnectConfig) <-chan strin
 	tunnels := make(chan string, 16)
 	cfg.OnTunnel = func(id string) { tunnels <- id }
 	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- Connect(actx, &cfg) }()
@@ -244,6 +247,30 @@ func TestConnectServesSSHThroughGateway(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s accepted", name)
 		}
+	}
+}
+
+// The agent's log names where an SSH session came from: the gateway's
+// URL its tunnel dialed. It said remote=websocket/unknown-addr.
+func TestConnectLogsSessionsGateway(t *testing.T) {
+	g := newGW(t)
+	var logs syncBuffer
+	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), HostID: "h1", StateDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	waitTunnel(t, tunnels, "h1")
+	c, err := g.dialSSH(g.token(store.RoleClient, "h1"), "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := "remote=" + strings.Replace(g.ts.URL, "http://", "ws://", 1) + wire.ConnectPath
+	select {
+	case <-logs.has(want):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %q in the agent's log within 30 s:\n%s", want, logs.String())
+	}
+	if strings.Contains(logs.String(), "unknown-addr") {
+		t.Errorf("the agent's log says unknown-addr:\n%s", logs.String())
 	}
 }
 

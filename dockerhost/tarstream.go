@@ -42,6 +42,16 @@ type dirMode struct {
 // recognise (a bad checksum, an unknown type) it stops following and
 // passes through unchanged: tar itself is the judge of a malformed
 // archive.
+//
+// Not archive/tar: an import must reach busybox tar byte for byte but for
+// the mode and checksum of the headers it relaxes, and archive/tar only
+// decodes and re-encodes (its Writer cannot write all its Reader reads:
+// GNU sparse files, old formats, unknown types), exposes neither a
+// header's raw bytes nor its offset, and fails where busybox tar should
+// judge; tarFitWriter is an io.Writer beside the checkpoint store's, where
+// archive/tar's pull Reader needs a pipe, a goroutine and a second copy of
+// every byte; and it keeps up to 1 MiB of a long name or PAX header, not
+// maxTarMeta.
 type tarWalker struct {
 	fixDirs bool
 
@@ -82,6 +92,25 @@ func (t *tarWalker) header(b []byte) {
 		t.done = true
 		return
 	}
+	typ := b[156]
+	// A long name or PAX header describes the next entry that is not one:
+	// a GNU long name followed by a PAX header (of other records) still
+	// names the entry after both, as busybox and GNU tar read it, and a
+	// PAX size is not the size of a long name that follows it.
+	switch typ {
+	case 'L', 'x':
+		if size > maxTarMeta {
+			t.done = true
+			return
+		}
+		t.metaType, t.metaLeft, t.meta = typ, size, t.meta[:0]
+		t.left = (size + tarBlock - 1) / tarBlock * tarBlock
+		return
+	case 'K', 'g':
+		// A long link name, PAX global records: nothing to keep.
+		t.left = (size + tarBlock - 1) / tarBlock * tarBlock
+		return
+	}
 	name := t.name
 	if name == "" {
 		name = tarString(b[0:100])
@@ -95,19 +124,10 @@ func (t *tarWalker) header(b []byte) {
 		size = t.paxSize
 	}
 	t.name, t.paxSize = "", -1
-	typ := b[156]
 	if (typ == '0' || typ == 0) && strings.HasSuffix(name, "/") {
 		typ = '5' // the old convention for a directory
 	}
 	switch typ {
-	case 'L', 'x':
-		if size > maxTarMeta {
-			t.done = true
-			return
-		}
-		t.metaType, t.metaLeft, t.meta = typ, size, t.meta[:0]
-	case 'K', 'g':
-		// A long link name, PAX global records: nothing to keep.
 	case '0', 0, '7':
 		if size > t.largestSize {
 			t.largest, t.largestSize = name, size

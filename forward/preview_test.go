@@ -938,3 +938,23 @@ func FuzzHostOnlyCookies(f *testing.F) {
 		}
 	})
 }
+
+// Count counts the live shares that match, not the expired ones.
+func TestMemorySharesCount(t *testing.T) {
+	ctx := testCtx(t)
+	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := NewMemoryShares(clock.now)
+	for i, tok := range []string{"a", "a", "b"} {
+		if err := s.Put(ctx, Share{HostID: "h", Port: 1 + i, TokenID: tok, Expires: clock.now().Add(time.Duration(i+1) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	isA := func(sh Share) bool { return sh.TokenID == "a" }
+	if n := s.Count(isA); n != 2 {
+		t.Fatalf("Count = %d, want 2", n)
+	}
+	clock.add(time.Minute)
+	if n := s.Count(isA); n != 1 {
+		t.Fatalf("Count after one expired = %d, want 1", n)
+	}
+}

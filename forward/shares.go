@@ -136,6 +136,20 @@ func (s *MemoryShares) List(context.Context) ([]Share, error) {
 	return out, nil
 }
 
+// Count returns how many live shares match.
+func (s *MemoryShares) Count(match func(Share) bool) int {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sh := range s.m {
+		if now.Before(sh.Expires) && match(sh) {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *MemoryShares) pruneLocked(now time.Time) {
 	for k, sh := range s.m {
 		if !now.Before(sh.Expires) {

@@ -50,9 +50,22 @@ func newGatewayShares(ctx context.Context, st store.Store, live func(context.Con
 	return g, nil
 }
 
+// maxSharesPerToken bounds the live shares one token (with the sessions
+// logged in with it) holds, so that one client cannot take the whole cap
+// of 10,000 and leave every other user "too many shares".
+const maxSharesPerToken = 1000
+
+// errTokenShares is a Put past maxSharesPerToken.
+var errTokenShares = fmt.Errorf("%w of one token", forward.ErrTooManyShares)
+
 func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if sh.TokenID != "" && g.mem.Count(func(o forward.Share) bool {
+		return o.TokenID == sh.TokenID && (o.HostID != sh.HostID || o.Port != sh.Port)
+	}) >= maxSharesPerToken {
+		return errTokenShares
+	}
 	err := g.mem.Put(ctx, sh)
 	if errors.Is(err, forward.ErrTooManyShares) {
 		// Shares of revoked or expired tokens held their place until
@@ -140,8 +153,8 @@ func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) (bool, erro
 // port replaced it meanwhile. g.mu is held.
 func (g *gatewayShares) endDeadLocked(ctx context.Context, sh forward.Share) {
 	cur, ok, _ := g.mem.Lookup(ctx, sh.HostID, sh.Port)
-	if ok && (cur.TokenID != sh.TokenID || !cur.Created.Equal(sh.Created)) {
-		return
+	if !ok || cur.TokenID != sh.TokenID || !cur.Created.Equal(sh.Created) {
+		return // ended already, or replaced
 	}
 	_ = g.deleteLocked(context.WithoutCancel(ctx), sh.HostID, sh.Port)
 }
@@ -216,6 +229,10 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 		sh := forward.Share{HostID: id, Port: body.Port, Expires: now.Add(time.Duration(body.TTLSeconds) * time.Second),
 			By: tok.Name, TokenID: owner, Created: now}
 		if err := shares.Put(r.Context(), sh); err != nil {
+			if errors.Is(err, errTokenShares) {
+				gateway.WriteError(w, http.StatusConflict, "too_many_shares", fmt.Sprintf("this token holds %d shares, the most one token may: end some with DELETE /v1/hosts/{id}/shares/{port}", maxSharesPerToken))
+				return
+			}
 			if errors.Is(err, forward.ErrTooManyShares) {
 				gateway.WriteError(w, http.StatusConflict, "too_many_shares", "too many shares: end some with DELETE /v1/hosts/{id}/shares/{port}")
 				return

@@ -224,15 +224,19 @@ func TestSharesOfDeadTokensLeaveTheCap(t *testing.T) {
 		return g.Put(ctx, forward.Share{HostID: "h", Port: port, TokenID: tokenID, Created: now, Expires: now.Add(time.Hour)})
 	}
 	const limit = 10000
+	// Straight into memory and store: Put's count of the token's shares
+	// would make this quadratic.
 	for port := 1; port <= limit; port++ {
-		if err := put("old", port); err != nil {
+		sh := forward.Share{HostID: "h", Port: port, TokenID: fmt.Sprint("old", port%20), Created: now, Expires: now.Add(time.Hour)}
+		if err := g.mem.Put(ctx, sh); err != nil {
 			t.Fatalf("share %d: %v", port, err)
 		}
+		_ = rows.PutShare(ctx, store.Share{HostID: sh.HostID, Port: sh.Port, TokenID: sh.TokenID, Created: now, Expires: sh.Expires})
 	}
 	if err := put("new", limit+1); !errors.Is(err, forward.ErrTooManyShares) {
 		t.Fatalf("share past the cap, all alive: %v, want ErrTooManyShares", err)
 	}
-	// Not knowing whether "old" lives ends nothing, and says so.
+	// Not knowing whether the old tokens live ends nothing, and says so.
 	ts.set(func(ts *tokenStates) { ts.unknown = true })
 	if err := put("new", limit+1); !errors.Is(err, gateway.ErrTokensUnknown) {
 		t.Fatalf("share past the cap, token states unknown: %v, want ErrTokensUnknown", err)
@@ -240,7 +244,12 @@ func TestSharesOfDeadTokensLeaveTheCap(t *testing.T) {
 	if n, _ := rows.count(); n != limit {
 		t.Fatalf("%d stored shares after an unknown answer, want %d", n, limit)
 	}
-	ts.set(func(ts *tokenStates) { ts.unknown = false; ts.dead["old"] = true })
+	ts.set(func(ts *tokenStates) {
+		ts.unknown = false
+		for i := range 20 {
+			ts.dead[fmt.Sprint("old", i)] = true
+		}
+	})
 	if err := put("new", limit+1); err != nil {
 		t.Fatalf("share with every other share's token revoked: %v", err)
 	}
@@ -288,5 +297,37 @@ func TestSharesSurviveUnknownTokens(t *testing.T) {
 	}
 	if n, _ := rows.count(); n != 0 {
 		t.Fatalf("%d stored shares after the revocation was seen, want 0", n)
+	}
+}
+
+// One token holds at most maxSharesPerToken live shares: a client of one
+// host could fill the gateway's cap of 10,000 by itself (its host has
+// 65,535 ports) and leave every other user "too many shares". Replacing a
+// share it holds still works, and other tokens still share.
+func TestSharesPerTokenCap(t *testing.T) {
+	ctx := testCtx(t)
+	rows := &shareRows{rows: map[string]store.Share{}}
+	ts := &tokenStates{dead: map[string]bool{}}
+	g, err := newGatewayShares(ctx, rows, ts.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	put := func(tokenID string, port int) error {
+		return g.Put(ctx, forward.Share{HostID: "h", Port: port, TokenID: tokenID, Created: now, Expires: now.Add(time.Hour)})
+	}
+	for port := 1; port <= maxSharesPerToken; port++ {
+		if err := put("greedy", port); err != nil {
+			t.Fatalf("share %d: %v", port, err)
+		}
+	}
+	if err := put("greedy", maxSharesPerToken+1); !errors.Is(err, forward.ErrTooManyShares) {
+		t.Fatalf("share %d of one token: %v, want ErrTooManyShares", maxSharesPerToken+1, err)
+	}
+	if err := put("greedy", 1); err != nil {
+		t.Fatalf("replacing a share the token holds: %v", err)
+	}
+	if err := put("other", maxSharesPerToken+1); err != nil {
+		t.Fatalf("another token's share: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -329,5 +330,67 @@ func TestSharesPerTokenCap(t *testing.T) {
 	}
 	if err := put("other", maxSharesPerToken+1); err != nil {
 		t.Fatalf("another token's share: %v", err)
+	}
+}
+
+// A gateway that cannot list its tokens from the start (here a token row
+// it cannot read) keeps the shares it stored and answers a shared port
+// 503 store_unavailable until it can; it answered as if every share's
+// token were revoked, 401, and deleted the shares for good.
+func TestSharesWaitForTokenList(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base, stop := startStoppable(t, dir)
+	out, err := cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := lastLine(out)
+	do := func(method, path, token, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Accept", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := do("POST", "/v1/hosts/h1/shares", client, `{"port":3000,"ttlSeconds":600}`); code != http.StatusCreated {
+		t.Fatalf("share: %d %s", code, body)
+	}
+	stop()
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, dbFile)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `INSERT INTO tokens (id, name, hash, role, hosts, created_ms) VALUES ('bad', 'bad', 'bad', 'client', 'not json', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	base = startServe(t, dir)
+	if code, body := do("GET", "/preview/h1/3000/", "", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store_unavailable"`) {
+		t.Fatalf("shared port, tokens not listable: %d %s; want 503 store_unavailable", code, body)
+	}
+	if code, body := do("GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("list, tokens not listable: %d %s; want 503", code, body)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM tokens WHERE id = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do("GET", "/preview/h1/3000/", "", ""); code != http.StatusNotFound {
+		t.Fatalf("shared port once the tokens list: %d %s; want the preview's 404 for a host never enrolled", code, body)
+	}
+	if code, body := do("GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusOK || !strings.Contains(body, `"port":3000`) {
+		t.Fatalf("list once the tokens list: %d %s; want the share kept", code, body)
 	}
 }

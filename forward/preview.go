@@ -85,20 +85,17 @@ type PreviewConfig struct {
 	PathPrefix string
 	// Authorize decides whether r may reach port on hostID. When it says no,
 	// browsers are redirected to loginURL (when not empty) and others get
-	// 401. Nil refuses everything but public shares: previews are private
+	// 401. A non-nil err says it could not decide (the store behind the
+	// credentials is down, or cannot yet tell a live token from a revoked
+	// one): unless a public share lets the request in, it is answered 503
+	// store_unavailable, not sent to log in with credentials that may be
+	// good. Nil refuses everything but public shares: previews are private
 	// by default.
-	Authorize func(r *http.Request, hostID string, port int) (ok bool, loginURL string)
+	Authorize func(r *http.Request, hostID string, port int) (ok bool, loginURL string, err error)
 	// Shares, when set, makes shared ports public until their expiry. A
 	// Lookup error answers 503 store_unavailable: whether the port is
 	// public is not known, and a 401 would say it is private.
 	Shares Shares
-	// Unavailable, when set, is asked before a request that Authorize
-	// refused and no share let in is answered 401 or sent to log in. A
-	// non-nil error says what Authorize answers from cannot tell yet
-	// (the gateway has never been able to list its tokens, so a valid
-	// preview cookie looks like a revoked one), and the request is
-	// answered 503 store_unavailable instead.
-	Unavailable func(ctx context.Context) error
 	// ResolveHost maps a subdomain's host label to a host id. Browsers
 	// lower-case host names, so "3000--MyHost.{domain}" arrives as
 	// "myhost": ResolveHost should return the one enrolled id equal to
@@ -311,7 +308,7 @@ func (p *Preview) resolve(w http.ResponseWriter, r *http.Request, t *target) boo
 		hint := "Open it in the path form, which keeps the case: " + p.cfg.PathPrefix + "{host}/" + strconv.Itoa(t.port) + "/."
 		if p.cfg.Authorize != nil {
 			for _, id := range amb.IDs {
-				if ok, _ := p.cfg.Authorize(r, id, t.port); ok {
+				if ok, _, _ := p.cfg.Authorize(r, id, t.port); ok {
 					paths := make([]string, len(amb.IDs))
 					for i, id := range amb.IDs {
 						paths[i] = p.cfg.PathPrefix + id + "/" + strconv.Itoa(t.port) + "/"
@@ -363,10 +360,13 @@ func queryOf(u *url.URL) string {
 // says only a public share let it in. Authorization comes first, so the
 // host's own users never count against the shares' bound.
 func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok, viaShare bool) {
-	var login string
+	var (
+		login     string
+		undecided error
+	)
 	if p.cfg.Authorize != nil {
 		var ok bool
-		ok, login = p.cfg.Authorize(r, t.hostID, t.port)
+		ok, login, undecided = p.cfg.Authorize(r, t.hostID, t.port)
 		if ok {
 			return true, false
 		}
@@ -382,12 +382,10 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 			return true, true
 		}
 	}
-	if p.cfg.Unavailable != nil {
-		if err := p.cfg.Unavailable(r.Context()); err != nil {
-			p.log.Warn("preview authorization unavailable", "host", t.hostID, "port", t.port, "err", err)
-			writeUnavailable(w, r)
-			return false, false
-		}
+	if undecided != nil {
+		p.log.Warn("preview authorization unavailable", "host", t.hostID, "port", t.port, "err", undecided)
+		writeUnavailable(w, r)
+		return false, false
 	}
 	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		http.Redirect(w, r, login, http.StatusFound)

@@ -40,7 +40,7 @@ func loopDial(ctx context.Context, hostID string, port int) (net.Conn, error) {
 	return d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 }
 
-func allowAll(*http.Request, string, int) (bool, string) { return true, "" }
+func allowAll(*http.Request, string, int) (bool, string, error) { return true, "", nil }
 
 type previewEnv struct {
 	dev     *httptest.Server // the dev server on the "host"
@@ -377,9 +377,9 @@ func TestPreviewIsPrivateByDefault(t *testing.T) {
 	}
 
 	login := "http://gw.example/login?next=x"
-	e = newPreviewEnv(t, dev, &PreviewConfig{Authorize: func(r *http.Request, host string, port int) (bool, string) {
+	e = newPreviewEnv(t, dev, &PreviewConfig{Authorize: func(r *http.Request, host string, port int) (bool, string, error) {
 		c, err := r.Cookie("hostgate_session")
-		return err == nil && c.Value == "alice", login
+		return err == nil && c.Value == "alice", login, nil
 	}})
 	browser := "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 	for _, tc := range []struct {
@@ -494,12 +494,11 @@ func TestPreviewUnavailableFailsClosed(t *testing.T) {
 	}
 
 	e = newPreviewEnv(t, dev, &PreviewConfig{
-		Authorize: func(*http.Request, string, int) (bool, string) { return false, "/login" },
-		Unavailable: func(context.Context) error {
+		Authorize: func(*http.Request, string, int) (bool, string, error) {
 			if unknown.Load() {
-				return errors.New("no token snapshot")
+				return false, "/login", errors.New("no token snapshot")
 			}
-			return nil
+			return false, "/login", nil
 		},
 	})
 	req := e.subReq(t, ctx, http.MethodGet, "/", nil)
@@ -592,9 +591,9 @@ func TestPreviewTicketRedeem(t *testing.T) {
 			}
 			return "preview-session-1", time.Now().Add(time.Hour), nil
 		},
-		Authorize: func(r *http.Request, _ string, _ int) (bool, string) {
+		Authorize: func(r *http.Request, _ string, _ int) (bool, string, error) {
 			c, err := r.Cookie("hostgate_preview")
-			return err == nil && c.Value == "preview-session-1", "/login"
+			return err == nil && c.Value == "preview-session-1", "/login", nil
 		},
 	})
 	resp, _ := do(t, e.subReq(t, ctx, http.MethodGet, "/.hostgate/auth?ticket=good&next=/app%3Fx%3D1", nil))
@@ -792,7 +791,7 @@ func TestPreviewMatch(t *testing.T) {
 func TestPreviewAnonymousWebSocketIs401(t *testing.T) {
 	ctx := testCtx(t)
 	e := newPreviewEnv(t, http.NotFoundHandler(), &PreviewConfig{
-		Authorize: func(*http.Request, string, int) (bool, string) { return false, "/login" },
+		Authorize: func(*http.Request, string, int) (bool, string, error) { return false, "/login", nil },
 	})
 	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.pathURL("/ws"), "http"),
 		&websocket.DialOptions{HTTPHeader: http.Header{"Accept": {"text/html"}}})
@@ -817,8 +816,8 @@ func TestPreviewShareBounded(t *testing.T) {
 		}
 		io.WriteString(w, "shared page")
 	})
-	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares, Authorize: func(r *http.Request, _ string, _ int) (bool, string) {
-		return r.Header.Get("Authorization") == "Bearer owner", ""
+	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares, Authorize: func(r *http.Request, _ string, _ int) (bool, string, error) {
+		return r.Header.Get("Authorization") == "Bearer owner", "", nil
 	}})
 	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: time.Now().Add(time.Hour), By: "admin"}); err != nil {
 		t.Fatal(err)

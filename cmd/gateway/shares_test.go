@@ -374,8 +374,24 @@ func TestSharesWaitForTokenList(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `INSERT INTO tokens (id, name, hash, role, hosts, created_ms) VALUES ('bad', 'bad', 'bad', 'client', 'not json', 0)`); err != nil {
+	// The share's own token row: the other rows list (an unreadable row
+	// no longer hides them), so this token alone is unknown.
+	if _, err := db.ExecContext(ctx, `UPDATE tokens SET hosts = 'not json' WHERE hosts = '["h1"]' AND role = 'client'`); err != nil {
 		t.Fatal(err)
+	}
+	// The operator can still list the tokens, the bad row among them.
+	if out, err := cli(t, ctx, "token", "list", "--state-dir", dir); err == nil || !strings.Contains(out, "(row cannot be read)") || !strings.Contains(err.Error(), "gateway token revoke") {
+		t.Fatalf("token list with an unreadable row: %v\n%s", err, out)
+	}
+	if _, err := cli(t, ctx, "token", "create", "--role", "admin", "--name", "spare", "--state-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	var spare string
+	if err := db.QueryRowContext(ctx, `SELECT id FROM tokens WHERE name = 'spare'`).Scan(&spare); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "token", "revoke", spare, "--state-dir", dir); err != nil {
+		t.Fatalf("token revoke beside an unreadable row: %v", err)
 	}
 	base = startServe(t, dir)
 	if code, body := do("GET", "/preview/h1/3000/", "", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store_unavailable"`) {
@@ -384,10 +400,21 @@ func TestSharesWaitForTokenList(t *testing.T) {
 	if code, body := do("GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("list, tokens not listable: %d %s; want 503", code, body)
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM tokens WHERE id = 'bad'`); err != nil {
+	// A private port in the path form with credentials the store cannot
+	// check: 503, not a 401 (or a browser sent to log in again).
+	if code, body := do("GET", "/preview/h1/3001/", client, ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"store_unavailable"`) {
+		t.Fatalf("private port, token not checkable: %d %s; want 503 store_unavailable", code, body)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE tokens SET hosts = '["h1"]' WHERE hosts = 'not json'`); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := do("GET", "/preview/h1/3000/", "", ""); code != http.StatusNotFound {
+	// The token snapshot is retaken within its second.
+	code, body := do("GET", "/preview/h1/3000/", "", "")
+	for deadline := time.Now().Add(10 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		code, body = do("GET", "/preview/h1/3000/", "", "")
+	}
+	if code != http.StatusNotFound {
 		t.Fatalf("shared port once the tokens list: %d %s; want the preview's 404 for a host never enrolled", code, body)
 	}
 	if code, body := do("GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusOK || !strings.Contains(body, `"port":3000`) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -83,7 +84,10 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 	}
 	defer st.Close()
 	toks, err := st.Tokens(ctx)
-	if err != nil {
+	// Rows the store cannot read are listed by id and can be revoked:
+	// they must not lock an operator out of the others.
+	var ue *store.UnreadableTokensError
+	if err != nil && !errors.As(err, &ue) {
 		return err
 	}
 	// Login sessions by parent: every web UI login adds one, so they
@@ -96,6 +100,9 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 	}
 	if verb == "revoke" {
 		id := fs.Arg(0)
+		if ue != nil && !slices.Contains(ue.IDs, id) {
+			fmt.Fprintln(sio.err, "warning:", ue)
+		}
 		if err := st.DeleteToken(ctx, id); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("token revoke: no token with id %q", id)
@@ -136,7 +143,18 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 			}
 		}
 	}
-	return tw.Flush()
+	if ue != nil {
+		for _, id := range ue.IDs {
+			fmt.Fprintf(tw, "%s\t(row cannot be read)\t\t\t\t\t\n", id)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if ue != nil {
+		return ue
+	}
+	return nil
 }
 
 func tokenCreate(ctx context.Context, sio stdio, args []string) error {

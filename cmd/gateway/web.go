@@ -176,29 +176,35 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// with the same 502 page.
 		return c.DialEarly(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}, &forward.PreviewConfig{
-		Domain: s.Config.PreviewDomain,
-		Shares: shares,
-		// Until the gateway has listed its tokens once, a preview
-		// cookie's token cannot be told live from revoked: 503, not a
-		// login page for a browser whose cookie may be good.
-		Unavailable: srv.TokensKnown,
+		Domain:      s.Config.PreviewDomain,
+		Shares:      shares,
 		ResolveHost: resolveHost,
-		Authorize: func(r *http.Request, hostID string, port int) (bool, string) {
+		// A store that cannot answer (or cannot yet tell a live token
+		// from a revoked one) is undecided: 503, not a login page for a
+		// browser whose credentials may be good.
+		Authorize: func(r *http.Request, hostID string, port int) (bool, string, error) {
+			var undecided error
 			// Path form: the gateway's own origin, where the session
 			// cookie (or a bearer token) is.
-			if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) &&
+			tok, err := srv.Authenticate(r)
+			if err == nil && tok.Allows(hostID) &&
 				(r.Header.Get("Authorization") != "" || cookieUseAllowed(r)) {
-				return true, ""
+				return true, "", nil
+			}
+			if gateway.StoreUnavailable(err) {
+				undecided = err
 			}
 			// Subdomain form: the preview origin's own cookie, as long as
 			// the token it was minted for lives (revoked or expired, it
 			// stops working within a second, as the token does).
 			if c, err := r.Cookie("hostgate_preview"); err == nil && previewCookieUseAllowed(r, hostID, s.Config.PreviewDomain) {
 				if id, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
-					// Not known (no token snapshot yet) refuses here,
-					// and Unavailable below answers 503.
-					if _, ok, _ := srv.LiveToken(r.Context(), id); ok {
-						return true, ""
+					_, ok, err := srv.LiveToken(r.Context(), id)
+					if ok {
+						return true, "", nil
+					}
+					if err != nil {
+						undecided = err
 					}
 				}
 			}
@@ -207,7 +213,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			if s.Config.PreviewDomain == "" || !strings.Contains(strings.ToLower(r.Host), "."+s.Config.PreviewDomain) {
 				login = "/login?next=" + url.QueryEscape(r.URL.RequestURI())
 			}
-			return false, login
+			return false, login, undecided
 		},
 		Redeem: func(ctx context.Context, ticket, hostID string, port int) (string, time.Time, error) {
 			id, err := signer.Redeem(ticket, hostID, port)

@@ -69,13 +69,13 @@ func (c *authCache) put(key [sha256.Size]byte, tok store.Token, now time.Time) {
 	c.m[key] = authEntry{tok: tok, until: now.Add(c.ttl)}
 }
 
-// retain drops every cached token whose id is not in valid (the store's
-// tokens, listed by a recheck).
-func (c *authCache) retain(valid map[string]store.Token) {
+// retain drops every cached token whose id keep refuses (not among the
+// store's tokens a recheck listed).
+func (c *authCache) retain(keep func(id string) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.m {
-		if _, ok := valid[e.tok.ID]; !ok {
+		if !keep(e.tok.ID) {
 			delete(c.m, k)
 		}
 	}
@@ -98,9 +98,10 @@ func (c *authCache) drop(id string) {
 type tokenSet struct {
 	ttl time.Duration
 
-	mu    sync.Mutex
-	taken time.Time              // guarded by mu
-	byID  map[string]store.Token // guarded by mu
+	mu      sync.Mutex
+	taken   time.Time              // guarded by mu
+	byID    map[string]store.Token // guarded by mu
+	unknown map[string]bool        // ids of rows the store cannot read; guarded by mu
 }
 
 // drop removes the token with id from the snapshot, so LiveToken refuses
@@ -132,22 +133,14 @@ func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool, e
 	if err := s.snapshotLocked(ctx, now); err != nil {
 		return store.Token{}, false, err
 	}
+	if ts.unknown[id] {
+		return store.Token{}, false, fmt.Errorf("%w: token %s: its row cannot be read", ErrTokensUnknown, id)
+	}
 	t, ok := ts.byID[id]
 	if !ok || !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
 		return store.Token{}, false, nil
 	}
 	return t, true, nil
-}
-
-// TokensKnown returns nil once the gateway holds a snapshot of the
-// store's tokens (taking one if needed), and an error wrapping
-// ErrTokensUnknown before: until then LiveToken cannot tell a revoked
-// token from a live one.
-func (s *Server) TokensKnown(ctx context.Context) error {
-	ts := &s.tokenSet
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return s.snapshotLocked(ctx, time.Now())
 }
 
 // snapshotLocked takes a new token snapshot when there is none or it is
@@ -159,7 +152,8 @@ func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	toks, err := s.store.Tokens(ctx)
-	if err != nil {
+	var ue *store.UnreadableTokensError
+	if err != nil && !errors.As(err, &ue) {
 		s.logger.Warn("token snapshot", "err", err)
 		if ts.byID == nil {
 			return fmt.Errorf("%w: %w", ErrTokensUnknown, err)
@@ -169,6 +163,21 @@ func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
 	ts.byID = make(map[string]store.Token, len(toks))
 	for _, t := range toks {
 		ts.byID[t.ID] = t
+	}
+	// A row that cannot be read leaves that one token unknown (LiveToken
+	// errs for it, so what it made is kept but not served), not the rest.
+	prev := ts.unknown
+	ts.unknown = nil
+	if ue != nil {
+		ts.unknown = make(map[string]bool, len(ue.IDs))
+		changed := len(prev) != len(ue.IDs)
+		for _, id := range ue.IDs {
+			ts.unknown[id] = true
+			changed = changed || !prev[id]
+		}
+		if changed { // once per change, not once a snapshot
+			s.logger.Error("token rows cannot be read; their tokens' shares and preview cookies answer 503 until each is revoked", "ids", ue.IDs, "err", ue.Err, "fix", "gateway token revoke ID")
+		}
 	}
 	ts.taken = now
 	return nil

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/hostgate/hostgate/internal/store"
@@ -32,4 +33,12 @@ func (s *Server) SetMeFields(f func(r *http.Request, tok store.Token) map[string
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.meFields = f
+}
+
+// StoreUnavailable reports whether err, from Authenticate, says the state
+// store could not answer: the credentials may be good, so the caller
+// should answer 503, not ask to log in.
+func StoreUnavailable(err error) bool {
+	var ae *authError
+	return errors.As(err, &ae) && ae.status == http.StatusServiceUnavailable
 }

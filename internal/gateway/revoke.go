@@ -99,7 +99,8 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	toks, err := l.s.store.Tokens(ctx)
-	if err != nil {
+	var ue *store.UnreadableTokensError
+	if err != nil && !errors.As(err, &ue) {
 		// A store that cannot answer revokes nothing: sessions are not cut
 		// for an outage, and the next sweep tries again.
 		return fmt.Errorf("list tokens: %w", err)
@@ -108,19 +109,28 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 	for _, t := range toks {
 		valid[t.ID] = t
 	}
-	l.s.auth.retain(valid)
+	// A row that cannot be read is not a revocation: its sessions and
+	// cache entries stay, as on an outage; every other token is checked.
+	unknown := map[string]bool{}
+	if ue != nil {
+		for _, id := range ue.IDs {
+			unknown[id] = true
+		}
+	}
+	l.s.auth.retain(func(id string) bool { _, ok := valid[id]; return ok || unknown[id] })
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for id, e := range l.m {
 		t, ok := valid[e.tok.ID]
 		switch {
+		case unknown[e.tok.ID]:
 		case !ok:
 			l.cut(id, e, "revoked")
 		case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):
 			l.cut(id, e, "expired")
 		}
 	}
-	return nil
+	return err
 }
 
 // end cuts every session opened with the token with id now, for reason

@@ -108,6 +108,77 @@ func (brokenStore) Tokens(context.Context) ([]store.Token, error) {
 	return nil, errors.New("database is locked")
 }
 
+// unreadableStore lists tokens as if the row of the token with id could
+// not be read (a damaged or hand-edited database).
+type unreadableStore struct {
+	store.Store
+	id string
+}
+
+func (u unreadableStore) Tokens(ctx context.Context) ([]store.Token, error) {
+	toks, err := u.Store.Tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := toks[:0]
+	for _, t := range toks {
+		if t.ID != u.id {
+			out = append(out, t)
+		}
+	}
+	return out, &store.UnreadableTokensError{IDs: []string{u.id}, Err: errors.New("token hosts: invalid character")}
+}
+
+// TestUnreadableTokenRowLeavesOthersChecked: one token row the store
+// cannot read leaves that token unknown (its session goes on, LiveToken
+// errs for it) while a revocation of another token still cuts its session.
+// The bad row made every listing fail, and with it every revocation.
+func TestUnreadableTokenRowLeavesOthersChecked(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: time.Hour}) // rechecked by hand
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	badSec, bad, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, Name: "bad-row"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokedSec, revoked, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, Name: "revoked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.relay("h", badSec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed, err := e.relay("h", revokedSec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, kept, 10)
+	echoRoundTrip(t, doomed, 10)
+
+	e.srv.store = unreadableStore{e.srv.store, bad.ID}
+	e.revoke(revokedSec)
+	err = e.srv.live.recheck(e.ctx, time.Now())
+	var ue *store.UnreadableTokensError
+	if !errors.As(err, &ue) {
+		t.Fatalf("recheck: %v, want the unreadable rows reported", err)
+	}
+	_ = doomed.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := doomed.Read(make([]byte, 1)); !cutOff(err) {
+		t.Fatal("a revoked token's session still reads while another row cannot be read")
+	}
+	echoRoundTrip(t, kept, 10)
+
+	if _, ok, err := e.srv.LiveToken(e.ctx, bad.ID); ok || !errors.Is(err, ErrTokensUnknown) {
+		t.Errorf("LiveToken of the unreadable row: %v %v, want ErrTokensUnknown", ok, err)
+	}
+	if _, ok, err := e.srv.LiveToken(e.ctx, revoked.ID); ok || err != nil {
+		t.Errorf("LiveToken of the revoked token: %v %v, want not live", ok, err)
+	}
+}
+
 // cutOff reports whether a read error says the session was ended, not
 // that the test's own read deadline ran out.
 func cutOff(err error) bool {

@@ -370,15 +370,34 @@ func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
 		return nil, fmt.Errorf("store: tokens: %w", err)
 	}
 	defer rows.Close()
-	var out []Token
+	var (
+		out []Token
+		bad *UnreadableTokensError
+	)
 	for rows.Next() {
 		t, err := scanToken(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: tokens: %w", err)
+			// Scanning into any cannot fail: the row's id, to name it.
+			var id string
+			var rest [6]any
+			if rows.Scan(&id, &rest[0], &rest[1], &rest[2], &rest[3], &rest[4], &rest[5]) != nil {
+				return nil, fmt.Errorf("store: tokens: %w", err)
+			}
+			if bad == nil {
+				bad = &UnreadableTokensError{Err: err}
+			}
+			bad.IDs = append(bad.IDs, id)
+			continue
 		}
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: tokens: %w", err)
+	}
+	if bad != nil {
+		return out, bad
+	}
+	return out, nil
 }
 
 // DeleteToken implements Store.

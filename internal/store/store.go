@@ -13,6 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -139,6 +141,22 @@ type Share struct {
 	Expires time.Time
 }
 
+// UnreadableTokensError is Tokens' error when some token rows could not be
+// read. Tokens still returns every token it could: one bad row must not
+// stop the gateway from seeing the others (revocations would stop being
+// enforced) nor an operator from listing and revoking them. Whether the
+// tokens in IDs live is unknown; `gateway token revoke ID` removes one.
+type UnreadableTokensError struct {
+	IDs []string
+	Err error // the first row's error
+}
+
+func (e *UnreadableTokensError) Error() string {
+	return fmt.Sprintf("store: %d token row(s) cannot be read (%s): %v; revoke them with `gateway token revoke ID`", len(e.IDs), strings.Join(e.IDs, ", "), e.Err)
+}
+
+func (e *UnreadableTokensError) Unwrap() error { return e.Err }
+
 // Store is the gateway's state. Implementations are safe for concurrent use.
 type Store interface {
 	// CreateToken makes a new token and returns its secret, which is shown
@@ -147,7 +165,10 @@ type Store interface {
 	// LookupToken finds the token for secret: ErrNotFound when unknown,
 	// ErrExpired when past its expiry.
 	LookupToken(ctx context.Context, secret string) (Token, error)
-	// Tokens lists every token's metadata.
+	// Tokens lists every token's metadata. Rows it cannot read (a
+	// damaged or hand-edited database) do not hide the others: it returns
+	// every token it could read with an *UnreadableTokensError naming
+	// the rest.
 	Tokens(ctx context.Context) ([]Token, error)
 	// DeleteToken revokes a token by id, and the sessions minted from it.
 	DeleteToken(ctx context.Context, id string) error

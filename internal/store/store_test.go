@@ -607,3 +607,53 @@ func TestHostIDsFold(t *testing.T) {
 		t.Errorf("user_version %d, want %d: the index is no migration, and older gateways refuse a newer schema", v, len(migrations))
 	}
 }
+
+// A token row the store cannot read (a damaged or hand-edited database)
+// does not hide the others: Tokens returns every token it can read and
+// names the rest, and the bad row can still be revoked. One such row made
+// every listing fail, so revocations stopped reaching live sessions and
+// `gateway token list` and `revoke` could not run at all.
+func TestTokensSkipUnreadableRows(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	_, good, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"a"}, Name: "good"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bad, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"a"}, Name: "bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE tokens SET hosts = 'not json' WHERE id = ?`, bad.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, worse, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin, Name: "worse"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE tokens SET created_ms = 'yesterday' WHERE id = ?`, worse.ID); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := s.Tokens(ctx)
+	var ue *UnreadableTokensError
+	if !errors.As(err, &ue) {
+		t.Fatalf("tokens with unreadable rows: %v, want an *UnreadableTokensError", err)
+	}
+	if len(toks) != 1 || toks[0].ID != good.ID {
+		t.Fatalf("tokens: %+v, want only %s", toks, good.ID)
+	}
+	if fmt.Sprint(ue.IDs) != fmt.Sprint([]string{bad.ID, worse.ID}) && fmt.Sprint(ue.IDs) != fmt.Sprint([]string{worse.ID, bad.ID}) {
+		t.Errorf("unreadable ids %v, want %s and %s", ue.IDs, bad.ID, worse.ID)
+	}
+	if !strings.Contains(err.Error(), "gateway token revoke") {
+		t.Errorf("error %q does not name the fix", err)
+	}
+	for _, id := range []string{bad.ID, worse.ID} {
+		if err := s.DeleteToken(ctx, id); err != nil {
+			t.Fatalf("revoke unreadable %s: %v", id, err)
+		}
+	}
+	if toks, err := s.Tokens(ctx); err != nil || len(toks) != 1 {
+		t.Fatalf("tokens after revoking the bad rows: %d %v", len(toks), err)
+	}
+}

@@ -957,3 +957,45 @@ func TestMemorySharesCount(t *testing.T) {
 		t.Fatalf("Count after one expired = %d, want 1", n)
 	}
 }
+
+// A full store takes a new share once some have expired, and refuses one
+// while all live; replacing a live share never counts as a new one.
+func TestMemorySharesFull(t *testing.T) {
+	ctx := testCtx(t)
+	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := NewMemoryShares(clock.now)
+	s.max = 3
+	for i := range 3 {
+		if err := s.Put(ctx, Share{HostID: "h", Port: 1 + i, Expires: clock.now().Add(time.Duration(i+1) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(ctx, Share{HostID: "h", Port: 9, Expires: clock.now().Add(time.Hour)}); !errors.Is(err, ErrTooManyShares) {
+		t.Fatalf("Put into a full store: %v, want ErrTooManyShares", err)
+	}
+	if err := s.Put(ctx, Share{HostID: "h", Port: 3, Expires: clock.now().Add(time.Hour)}); err != nil {
+		t.Fatalf("replacing a share in a full store: %v", err)
+	}
+	clock.add(time.Minute)
+	if err := s.Put(ctx, Share{HostID: "h", Port: 9, Expires: clock.now().Add(time.Hour)}); err != nil {
+		t.Fatalf("Put once one expired: %v", err)
+	}
+	if l, _ := s.List(ctx); len(l) != 3 {
+		t.Fatalf("%d shares listed, want 3", len(l))
+	}
+}
+
+// BenchmarkMemorySharesLoad puts 10 000 shares into an empty store, as the
+// gateway does with its stored shares at start.
+func BenchmarkMemorySharesLoad(b *testing.B) {
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour)
+	for b.Loop() {
+		s := NewMemoryShares(nil)
+		for i := range 10000 {
+			if err := s.Put(ctx, Share{HostID: fmt.Sprintf("h%d", i/1000), Port: 1 + i%1000, Expires: exp}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

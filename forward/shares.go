@@ -45,7 +45,8 @@ type ShareStore interface {
 var ErrTooManyShares = errors.New("forward: too many shares")
 
 // MemoryShares is an in-memory ShareStore with an injected clock. Expired
-// shares stop working at once and are pruned on Put and List.
+// shares stop working at once and are pruned on List, and on a Put that
+// finds the store full.
 type MemoryShares struct {
 	now func() time.Time
 	max int
@@ -87,10 +88,14 @@ func (s *MemoryShares) Put(_ context.Context, sh Share) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pruneLocked(now)
 	k := shareKey{sh.HostID, sh.Port}
 	if _, ok := s.m[k]; !ok && len(s.m) >= s.max {
-		return ErrTooManyShares
+		// Pruned only when full: a prune per Put made loading the
+		// gateway's stored shares at start quadratic (0.7 s for 10 000).
+		s.pruneLocked(now)
+		if len(s.m) >= s.max {
+			return ErrTooManyShares
+		}
 	}
 	s.m[k] = sh
 	return nil

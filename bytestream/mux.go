@@ -49,6 +49,14 @@ type MuxConfig struct {
 	// It also bounds the keepalive ping's answer. 0 = 30 s; negative
 	// disables.
 	WriteTimeout time.Duration
+	// CloseEndsReads makes a stream's Close end both directions, as a
+	// net.Conn's does, instead of the half-close described at MuxClient:
+	// a pending or later Read returns io.EOF, and what the peer still
+	// sends is dropped, never buffered. Set it where the peer is not
+	// trusted to close its side: with half-close, each stream closed here
+	// holds what such a peer sends, up to StreamWindow, until the stream
+	// is reset 5 minutes later.
+	CloseEndsReads bool
 }
 
 // ErrWriteTimeout is the session's close reason when a write to the
@@ -76,8 +84,8 @@ func (e *timeoutError) Temporary() bool { return true }
 //
 // yamux streams: Close is a half-close (FIN) — reading goes on until the
 // peer closes too, and a stream whose peer never does is reset after 5
-// minutes; there is no CloseWrite method, so bicopy closes both directions
-// when either ends. A stream counts against the peer's MaxStreams until
+// minutes (unless MuxConfig.CloseEndsReads); there is no CloseWrite method,
+// so bicopy closes both directions when either ends. A stream counts against the peer's MaxStreams until
 // both sides closed it or one reset it.
 //
 // The session's shutdown error (returned by Accept after it ends) is
@@ -110,6 +118,7 @@ type muxSettings struct {
 	maxStreams   int // <= 0: unbounded
 	keepAlive    time.Duration
 	writeTimeout time.Duration // <= 0: none
+	closeEnds    bool
 }
 
 func (cfg *MuxConfig) settings() (muxSettings, error) {
@@ -123,6 +132,7 @@ func (cfg *MuxConfig) settings() (muxSettings, error) {
 		maxStreams:   c.MaxStreams,
 		keepAlive:    c.KeepAliveInterval,
 		writeTimeout: c.WriteTimeout,
+		closeEnds:    c.CloseEndsReads,
 	}
 	if s.window == 0 {
 		s.window = DefaultStreamWindow
@@ -168,6 +178,7 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		// Streams write their own frames: muxConn's write watchdog bounds
 		// every write, which is what WriteInCaller asks of the connection.
 		WriteInCaller:       true,
+		CloseEndsReads:      s.closeEnds,
 		MaxStreamWindowSize: s.window,
 		StreamOpenTimeout:   75 * time.Second,
 		StreamCloseTimeout:  5 * time.Minute,

@@ -1,7 +1,9 @@
 // Package yamux is hostgate's copy of github.com/hashicorp/yamux v0.1.2
 // (MPL-2.0, see LICENSE): the same wire protocol (spec.md) and API, with
-// one addition, Config.WriteInCaller, and a bound on the answers to a
-// peer's pings waiting at once (upstream starts a goroutine per ping).
+// two additions, Config.WriteInCaller and Config.CloseEndsReads (a Close
+// that ends both directions and buffers nothing more), and a bound on the
+// answers to a peer's pings waiting at once (upstream starts a goroutine
+// per ping).
 // Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its

@@ -39,6 +39,17 @@ type Config struct {
 	// caller.
 	WriteInCaller bool
 
+	// hostgate: CloseEndsReads makes a stream's Close end both directions,
+	// as a net.Conn's does: a pending or later Read returns io.EOF, the
+	// unread bytes are dropped and the stream leaves the session at once
+	// (its FIN still goes out). What the peer sends afterwards is
+	// discarded as a frame for an unknown stream, never buffered.
+	// Upstream's Close is a half-close: the stream kept buffering what the
+	// peer sent, up to its whole window, until the peer's FIN or
+	// StreamCloseTimeout, and a peer that never sent FIN made every closed
+	// stream hold a window's worth of memory for that long.
+	CloseEndsReads bool
+
 	// MaxStreamWindowSize is used to control the maximum
 	// window size that we allow for a stream.
 	MaxStreamWindowSize uint32

@@ -788,6 +788,7 @@ func (s *Session) closeStream(id uint32) {
 		default:
 			s.logger.Printf("[ERR] yamux: SYN tracking out of sync")
 		}
+		delete(s.inflight, id) // hostgate: upstream kept it for good
 	}
 	delete(s.streams, id)
 	s.streamLock.Unlock()

@@ -57,6 +57,12 @@ type Stream struct {
 	// closeTimer is set with stateLock held to honor the StreamCloseTimeout
 	// setting on Session.
 	closeTimer *time.Timer
+
+	// hostgate: ended is set by Close under Config.CloseEndsReads: the
+	// stream has left the session, and frames the receive loop looked it
+	// up for before that are dropped. Atomic, since readData holds
+	// recvLock where Read takes stateLock first.
+	ended atomic.Bool
 }
 
 // newStream is used to construct a new stream within
@@ -329,6 +335,9 @@ func (s *Stream) sendClose() error {
 
 // Close is used to close the stream
 func (s *Stream) Close() error {
+	if s.session.config.CloseEndsReads {
+		return s.closeBoth()
+	}
 	closeStream := false
 	s.stateLock.Lock()
 	switch s.state {
@@ -385,6 +394,42 @@ SEND_CLOSE:
 	return nil
 }
 
+// hostgate: closeBoth is Close under Config.CloseEndsReads: a FIN for the
+// peer (unless the stream was reset or already closed), and the stream ends
+// both ways and leaves the session now, its unread bytes dropped.
+func (s *Stream) closeBoth() error {
+	s.stateLock.Lock()
+	if s.ended.Load() {
+		s.stateLock.Unlock()
+		return nil
+	}
+	s.ended.Store(true)
+	fin := false
+	switch s.state {
+	case streamSYNSent, streamSYNReceived, streamEstablished, streamRemoteClose:
+		fin = true
+	}
+	if s.closeTimer != nil {
+		s.closeTimer.Stop()
+		s.closeTimer = nil
+	}
+	s.stateLock.Unlock()
+	if fin {
+		_ = s.sendClose() // with the ACK a stream not yet accepted owes
+	}
+	s.stateLock.Lock()
+	if s.state != streamReset {
+		s.state = streamClosed
+	}
+	s.stateLock.Unlock()
+	s.recvLock.Lock()
+	s.recvBuf = nil
+	s.recvLock.Unlock()
+	s.notifyWaiting()
+	s.session.closeStream(s.id)
+	return nil
+}
+
 // closeTimeout is called after StreamCloseTimeout during a close to
 // close this stream.
 func (s *Stream) closeTimeout() {
@@ -415,6 +460,12 @@ func (s *Stream) forceClose() {
 func (s *Stream) processFlags(flags uint16) error {
 	s.stateLock.Lock()
 	defer s.stateLock.Unlock()
+	if s.ended.Load() {
+		// hostgate: closed both ways and gone from the session (its SYN
+		// credit given back): a FIN or ACK the peer sent meanwhile is no
+		// protocol error, and no longer concerns anyone.
+		return nil
+	}
 
 	// Close the stream without holding the state lock
 	closeStream := false
@@ -503,6 +554,16 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 		s.session.logger.Printf("[ERR] yamux: receive window exceeded (stream: %d, remain: %d, recv: %d)", s.id, s.recvWindow, length)
 		s.recvLock.Unlock()
 		return ErrRecvWindowExceeded
+	}
+
+	if s.ended.Load() {
+		// hostgate: nobody reads an ended stream: drop the bytes.
+		s.recvWindow -= length
+		s.recvLock.Unlock()
+		if _, err := io.Copy(io.Discard, conn); err != nil {
+			return err
+		}
+		return nil
 	}
 
 	if s.recvBuf == nil {

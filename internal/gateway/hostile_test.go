@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/yamux"
+)
+
+// dialRawAgent connects as host id's agent and returns the agent's side
+// of the tunnel's yamux session, without serving it: the test plays a
+// hostile agent.
+func (e *env) dialRawAgent(id string, cfg *bytestream.MuxConfig) *yamux.Session {
+	e.t.Helper()
+	_, k := newKey(e.t)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+e.token(store.RoleAgent, id))
+	h.Set(wire.HeaderHostKey, k)
+	h.Set(wire.HeaderInfo, wire.EncodeInfo(hostgate.Info{}))
+	conn, _, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sess, err := bytestream.MuxServer(conn, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = sess.Close() })
+	return sess
+}
+
+// tunnelSession is the gateway's side of host id's tunnel.
+func (e *env) tunnelSession(id string) *yamux.Session {
+	e.t.Helper()
+	e.srv.tunnels.mu.Lock()
+	en := e.srv.tunnels.tunnels[id]
+	e.srv.tunnels.mu.Unlock()
+	if en == nil {
+		e.t.Fatalf("no tunnel for %s", id)
+	}
+	pt := en.t.(*pendingTunnel)
+	<-pt.ready
+	return pt.t.(muxTunnel).s
+}
+
+// TestClosedStreamsHoldNothing: an agent that fills every stream's window
+// and never closes its side cannot make the gateway hold the streams its
+// callers closed. With yamux's half-close, each closed stream kept its 4
+// MiB window of bytes for 5 minutes while its slot was given back (100
+// sessions opened and closed: 812 MiB of gateway heap, without bound), and
+// the relay's goroutines waited on it as long.
+func TestClosedStreamsHoldNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	agent := e.dialRawAgent("h", &bytestream.MuxConfig{MaxStreams: -1, AcceptBacklog: 64})
+	chunk := make([]byte, 4<<20)
+	go func() {
+		for {
+			st, err := agent.AcceptStream()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = st.Write(chunk) }() // never reads, never closes
+		}
+	}()
+	gw := e.tunnelSession("h")
+	const sessions = 8
+	for i := range sessions {
+		c, err := e.relay("h", admin)
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			t.Fatal(i, err)
+		}
+		_ = c.Close()
+	}
+	streams, relays := -1, ""
+	for range 200 {
+		streams, relays = gw.NumStreams(), metricLine(e.metricsText(), "hostgate_streams_open ")
+		if streams == 0 && relays == "hostgate_streams_open 0" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if streams != 0 || relays != "hostgate_streams_open 0" {
+		t.Fatalf("after %d sessions closed by their callers, the tunnel holds %d streams (%s)", sessions, streams, relays)
+	}
+	if gw.IsClosed() {
+		t.Fatal("tunnel closed")
+	}
+}
+
+func metricLine(text, prefix string) string {
+	for l := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}

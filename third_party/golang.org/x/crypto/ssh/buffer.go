@@ -20,6 +20,8 @@ type buffer struct {
 	tail *element // the buffer that will be read last
 
 	closed bool
+	// hostgate: dropped is set by drop: writes are discarded.
+	dropped bool
 }
 
 // An element represents a single link in a linked list.
@@ -46,6 +48,10 @@ func newBuffer() *buffer {
 // buf must not be modified after the call to write.
 func (b *buffer) write(buf []byte) {
 	b.Cond.L.Lock()
+	if b.dropped {
+		b.Cond.L.Unlock()
+		return
+	}
 	e := &element{buf: buf}
 	b.tail.next = e
 	b.tail = e
@@ -61,6 +67,14 @@ func (b *buffer) write(buf []byte) {
 // they cause.
 func (b *buffer) writePacket(data, packet []byte) {
 	b.Cond.L.Lock()
+	if b.dropped {
+		// hostgate: nobody reads a dropped buffer; the channel's
+		// window is not given back for it either, so its peer sends
+		// at most what the window had left.
+		b.Cond.L.Unlock()
+		releasePacket(packet)
+		return
+	}
 	e := &element{buf: data, packet: packet}
 	b.tail.next = e
 	b.tail = e
@@ -74,6 +88,27 @@ func (b *buffer) eof() {
 	b.Cond.L.Lock()
 	b.closed = true
 	b.Cond.Signal()
+	b.Cond.L.Unlock()
+}
+
+// drop closes the buffer and discards what it holds and what is written
+// to it from now on, giving recycled packets back: hostgate, for a channel
+// closed on this side, whose data nobody will read (see channel.Close).
+// Reads return io.EOF at once.
+func (b *buffer) drop() {
+	b.Cond.L.Lock()
+	b.dropped = true
+	for e := b.head; e != nil; e = e.next {
+		if e.packet != nil {
+			releasePacket(e.packet)
+			e.packet = nil
+		}
+		e.buf = nil
+	}
+	e := new(element)
+	b.head, b.tail = e, e
+	b.closed = true
+	b.Cond.Broadcast()
 	b.Cond.L.Unlock()
 }
 

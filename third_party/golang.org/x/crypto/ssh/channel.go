@@ -772,8 +772,10 @@ func (ch *channel) Close() error {
 	// hostgate: an early channel closed before its answer ends here at
 	// once; the mux goroutine sends the CLOSE if the peer accepts.
 	if ch.deferEarly(func() { ch.closeWanted = true }) {
-		ch.pending.eof()
-		ch.extPending.eof()
+		// hostgate: dropped, not only ended: nothing has come yet, and
+		// what the peer sends after its answer is for nobody (see below).
+		ch.pending.drop()
+		ch.extPending.drop()
 		ch.remoteWin.close()
 		return nil
 	}
@@ -783,8 +785,23 @@ func (ch *channel) Close() error {
 		return nil
 	}
 
-	return ch.sendMessage(channelCloseMsg{
+	err := ch.sendMessage(channelCloseMsg{
 		PeersID: ch.remoteId})
+	// hostgate: this side closed first (a channel the peer closed already
+	// sent our CLOSE in reply, and its buffers end with EOF: what is left
+	// in them stays to be read). The channel is over for this side, reads
+	// included: what the peer sent and nobody read goes, a Read blocked on
+	// it returns io.EOF, and what the peer sends until its own CLOSE is
+	// discarded. Upstream kept buffering it until that CLOSE, and a peer
+	// that never sends one (a hostile agent, on the gateway's long-lived
+	// preview connection) made each channel closed here hold up to its
+	// window, and any goroutine still reading it, for the connection's
+	// life.
+	if err == nil {
+		ch.pending.drop()
+		ch.extPending.drop()
+	}
+	return err
 }
 
 // Extended returns an io.ReadWriter that sends and receives data on the given,

@@ -167,7 +167,12 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		return nil, err
 	}
 	yc := &yamux.Config{
-		AcceptBacklog:   s.backlog,
+		AcceptBacklog: s.backlog,
+		// What this side opens is the peer's to bound (its MaxStreams
+		// and backlog, 1024 and 256 by default), not ours: yamux sized
+		// it by our AcceptBacklog, and a tunnel, which accepts one
+		// stream, could then have one open unacknowledged at a time.
+		OpenBacklog:     DefaultAcceptBacklog,
 		EnableKeepAlive: false, // ours below: yamux's only detects a dead peer via the write timeout
 		// KeepAliveInterval must be positive for VerifyConfig even when off.
 		KeepAliveInterval: DefaultKeepAliveInterval,

@@ -105,3 +105,40 @@ func metricLine(text, prefix string) string {
 	}
 	return ""
 }
+
+// TestUnacknowledgedOpenBlocksNoOther: a stream the agent has not
+// acknowledged yet does not hold up the next one. The tunnel's yamux
+// allowed one unacknowledged open at a time (its SYN bound was the accept
+// backlog, 1 on a tunnel): opens to a host went one per round trip to its
+// agent, and behind one the agent never acknowledged, every Open waited,
+// whatever its ctx, for the 75 s StreamOpenTimeout that then ended the
+// tunnel.
+func TestUnacknowledgedOpenBlocksNoOther(t *testing.T) {
+	e := newEnv(t, nil)
+	// An agent that never accepts a stream, so never acknowledges one.
+	_ = e.dialRawAgent("h", &bytestream.MuxConfig{MaxStreams: -1, AcceptBacklog: 64})
+	const opens = 4
+	done := make(chan error, opens)
+	for range opens {
+		go func() {
+			c, err := e.srv.tunnels.Open(e.ctx, "h")
+			if err == nil {
+				t.Cleanup(func() { _ = c.Close() }) // open until the end
+			}
+			done <- err
+		}()
+	}
+	for i := range opens {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("open %d of %d still waits on the unacknowledged ones", i+1, opens)
+		}
+	}
+	if e.tunnelSession("h").IsClosed() {
+		t.Fatal("tunnel closed")
+	}
+}

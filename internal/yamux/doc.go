@@ -1,9 +1,10 @@
 // Package yamux is hostgate's copy of github.com/hashicorp/yamux v0.1.2
 // (MPL-2.0, see LICENSE): the same wire protocol (spec.md) and API, with
-// two additions, Config.WriteInCaller and Config.CloseEndsReads (a Close
-// that ends both directions and buffers nothing more), and a bound on the
-// answers to a peer's pings waiting at once (upstream starts a goroutine
-// per ping).
+// three additions, Config.WriteInCaller, Config.CloseEndsReads (a Close
+// that ends both directions and buffers nothing more) and
+// Config.OpenBacklog (unacknowledged opens bounded apart from the accept
+// backlog), and a bound on the answers to a peer's pings waiting at once
+// (upstream starts a goroutine per ping).
 // Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its

@@ -13,6 +13,13 @@ type Config struct {
 	// waiting an accept.
 	AcceptBacklog int
 
+	// hostgate: OpenBacklog bounds the streams this side has opened and
+	// the peer has not acknowledged yet; OpenStream waits past it. 0
+	// means AcceptBacklog, as upstream, which assumes the two sides'
+	// backlogs are the same: a side that bounds what its peer opens to
+	// fewer streams than it opens itself sets it apart.
+	OpenBacklog int
+
 	// EnableKeepalive is used to do a period keep alive
 	// messages using a ping.
 	EnableKeepAlive bool
@@ -100,6 +107,9 @@ func DefaultConfig() *Config {
 func VerifyConfig(config *Config) error {
 	if config.AcceptBacklog <= 0 {
 		return fmt.Errorf("backlog must be positive")
+	}
+	if config.OpenBacklog < 0 { // hostgate
+		return fmt.Errorf("open backlog must not be negative")
 	}
 	if config.KeepAliveInterval == 0 {
 		return fmt.Errorf("keep-alive interval must be positive")

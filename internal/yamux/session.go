@@ -111,7 +111,7 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		pings:      make(map[uint32]chan struct{}),
 		streams:    make(map[uint32]*Stream),
 		inflight:   make(map[uint32]struct{}),
-		synCh:      make(chan struct{}, config.AcceptBacklog),
+		synCh:      make(chan struct{}, openBacklog(config)),
 		acceptCh:   make(chan *Stream, config.AcceptBacklog),
 		sendCh:     make(chan *sendReady, 64),
 		recvDoneCh: make(chan struct{}),
@@ -129,6 +129,15 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		go s.keepalive()
 	}
 	return s
+}
+
+// openBacklog (hostgate) is synCh's size: Config.OpenBacklog, else
+// AcceptBacklog.
+func openBacklog(c *Config) int {
+	if c.OpenBacklog > 0 {
+		return c.OpenBacklog
+	}
+	return c.AcceptBacklog
 }
 
 // IsClosed does a safe check to see if we have shutdown

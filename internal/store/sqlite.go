@@ -25,6 +25,8 @@ type SQLite struct {
 	// statement again each time.
 	lookupToken *sql.Stmt
 	tombstones  atomic.Int64 // AddTombstone calls, for its trims
+	audits      atomic.Int64 // RecordSession calls, for its trims
+	auditKeep   int64        // audit rows kept: MaxAuditRows, less in tests
 }
 
 var _ Store = (*SQLite)(nil)
@@ -64,6 +66,10 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	// AddTombstone trims every thousandth call, which a gateway that
 	// restarts often may never reach.
 	if err := s.trimTombstones(ctx, maxTombstones); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := s.trimAudit(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -634,6 +640,30 @@ func (s *SQLite) RecordSession(ctx context.Context, e Session) error {
 		ms(e.Time), e.TokenName, e.HostID, e.Kind, e.RemoteAddr)
 	if err != nil {
 		return fmt.Errorf("store: record session: %w", err)
+	}
+	if s.audits.Add(1)%1000 != 0 {
+		return nil
+	}
+	return s.trimAudit(ctx)
+}
+
+// MaxAuditRows bounds the audit log (the sessions table): every thousandth
+// RecordSession, and Open, delete all but the newest MaxAuditRows entries.
+// An agent token reconnecting in a loop wrote 520 rows a second, about
+// 2.5 GB a day, and nothing ever removed one; a million rows are about
+// 100 MB, and days of an ordinary gateway's sessions.
+const MaxAuditRows = 1_000_000
+
+// trimAudit keeps the newest auditKeep audit rows: ids only grow
+// (AUTOINCREMENT), so it is a delete by the primary key's range.
+func (s *SQLite) trimAudit(ctx context.Context) error {
+	keep := s.auditKeep
+	if keep <= 0 {
+		keep = MaxAuditRows
+	}
+	_, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id <= (SELECT MAX(id) FROM sessions) - ?`, keep)
+	if err != nil {
+		return fmt.Errorf("store: trim audit log: %w", err)
 	}
 	return nil
 }

@@ -260,6 +260,47 @@ func TestSessionsAudit(t *testing.T) {
 	}
 }
 
+// The audit log keeps its newest rows: every thousandth record, and an
+// open, trim it. Nothing ever removed a row, and an agent reconnecting in
+// a loop wrote 520 a second.
+func TestAuditLogBounded(t *testing.T) {
+	ctx := testCtx(t)
+	s, path := openTemp(t)
+	s.auditKeep = 300
+	count := func(s *SQLite) int {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 2500 {
+		if err := s.RecordSession(ctx, Session{TokenName: "storm", HostID: "h", Kind: "tunnel", RemoteAddr: fmt.Sprint("10.0.0.1:", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Trimmed at the 1000th and 2000th: 300 kept then, and 500 since.
+	if n := count(s); n != 800 {
+		t.Fatalf("%d audit rows after 2500 records, want 800", n)
+	}
+	if got, _ := s.Sessions(ctx, 1); len(got) != 1 || got[0].RemoteAddr != "10.0.0.1:2499" {
+		t.Fatalf("newest row %+v, want the last recorded", got)
+	}
+	// An open trims to MaxAuditRows; one with a smaller bound, to it.
+	b, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.auditKeep = 300
+	if err := b.trimAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(b); n != 300 {
+		t.Fatalf("%d audit rows after a trim, want 300", n)
+	}
+}
+
 // TestConcurrentHandles is `gateway token create` writing while the gateway
 // serves: two handles on one file, both writing at once, none failing with
 // SQLITE_BUSY, each seeing the other's rows.

@@ -129,6 +129,10 @@ type PreviewConfig struct {
 	// MaxIdleConnsPerTarget bounds pooled idle connections per host and
 	// port. Default 8.
 	MaxIdleConnsPerTarget int
+	// MaxIdleConns bounds pooled idle connections over all targets, each
+	// a channel on its host's SSH connection and two goroutines here.
+	// Default 1024.
+	MaxIdleConns int
 	// Logger gets one line per failed upstream dial. Default: discard.
 	Logger *slog.Logger
 }
@@ -188,6 +192,11 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 	if c.MaxIdleConnsPerTarget <= 0 {
 		c.MaxIdleConnsPerTarget = 8
 	}
+	if c.MaxIdleConns <= 0 {
+		// Per target alone, a host answering on every port and a caller
+		// asking each of them kept 8 idle channels per port for 30 s.
+		c.MaxIdleConns = 1024
+	}
 	p := &Preview{cfg: c, dial: dial, log: c.Logger}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -197,6 +206,7 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 		// never apply to tunnel dials.
 		DialContext:            p.dialTarget,
 		MaxIdleConnsPerHost:    c.MaxIdleConnsPerTarget,
+		MaxIdleConns:           c.MaxIdleConns,
 		IdleConnTimeout:        30 * time.Second,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,

@@ -999,3 +999,56 @@ func BenchmarkMemorySharesLoad(b *testing.B) {
 		}
 	}
 }
+
+// Idle upstream connections are bounded over all targets, not only per
+// target: with MaxIdleConns 2, four targets' keep-alive connections leave
+// two open. Without the bound each port kept up to 8 for 30 s.
+func TestPreviewIdleConnsBounded(t *testing.T) {
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	open := 0
+	dev := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	dev.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			open++
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	var devs []*httptest.Server
+	for range 4 {
+		d := httptest.NewUnstartedServer(dev.Config.Handler)
+		d.Config.ConnState = dev.Config.ConnState
+		d.Start()
+		t.Cleanup(d.Close)
+		devs = append(devs, d)
+	}
+	p, err := NewPreview(loopDial, &PreviewConfig{Authorize: allowAll, Domain: testDomain, MaxIdleConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(p)
+	t.Cleanup(func() { gw.Close(); p.Close() })
+	for _, d := range devs {
+		resp, body := get(t, ctx, fmt.Sprintf("%s/preview/dev/%d/", gw.URL, echoPort(t, d.Listener.Addr().String())))
+		if resp.StatusCode != http.StatusOK || body != "ok" {
+			t.Fatalf("preview: %d %q", resp.StatusCode, body)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := open
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream connections open after 4 targets, want 2 (MaxIdleConns)", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -32,7 +32,7 @@ const groupGrace = 5 * time.Second
 // waiter) are started by run and waited for by wait.
 //
 // Order on exit (RFC 4254 §6.10): the leader exits; the rest of its group
-// is killed (unless LeaveBackground); output is drained; exit-status or exit-signal is sent; then
+// is killed, with a PTY the rest of its session (unless LeaveBackground); output is drained; exit-status or exit-signal is sent; then
 // EOF and close.
 type srvProcess struct {
 	s    *session
@@ -327,6 +327,11 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 	p.mu.Lock()
 	if !p.s.c.srv.cfg.LeaveBackground {
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		if p.ptmx != nil {
+			// Setsid: the group id is the session's, which holds the
+			// shell's jobs too, each in a group of its own.
+			killSession(p.pgid, p.cmd.Process.Pid, groupGrace)
+		}
 		waitGroupGone(p.pgid, p.cmd.Process.Pid, groupGrace)
 	}
 	if track := p.s.c.srv.cfg.ProcessGroups; track != nil {

@@ -69,17 +69,24 @@ func awaitPidfd(pid int, deadline time.Time) bool {
 // this command started is gone".
 func waitGroupGone(pgid, leader int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
-	// Group members are the leader's descendants, so their pids were
-	// allocated after the leader's: in (leader, last], unless pid numbers
-	// wrapped since (last is then below the leader's). When that range is
-	// short, as it is for a command that started few processes on a quiet
-	// host, probing it directly spares listing /proc, which cost more than
-	// the rest of an exec round trip (profiled with scripts/bench, issue 7).
-	last := lastPID()
 	var buf [512]byte // the fields we need are near the start of stat
+	forEachDescendantPID(leader, func(pid int) {
+		waitIfMember(pid, pgid, deadline, &buf)
+	})
+}
+
+// forEachDescendantPID calls f with every pid that may belong to one of
+// leader's descendants. They were allocated after the leader's pid: in
+// (leader, last], unless pid numbers wrapped since (last is then below the
+// leader's). When that range is short, as it is for a command that
+// started few processes on a quiet host, probing it directly spares
+// listing /proc, which cost more than the rest of an exec round trip
+// (profiled with scripts/bench, issue 7).
+func forEachDescendantPID(leader int, f func(pid int)) {
+	last := lastPID()
 	if last >= leader && last-leader <= maxPIDProbe {
 		for pid := leader + 1; pid <= last; pid++ {
-			waitIfMember(pid, pgid, deadline, &buf)
+			f(pid)
 		}
 		return
 	}
@@ -95,8 +102,63 @@ func waitGroupGone(pgid, leader int, limit time.Duration) {
 		if err != nil || pid == leader || (pid < leader && !wrapped) {
 			continue
 		}
-		waitIfMember(pid, pgid, deadline, &buf)
+		f(pid)
 	}
+}
+
+// killSession sends SIGKILL to every process of session sid but leader
+// (its zombie leader, which keeps the id from being reused) and waits, up
+// to limit, for them to end. A command with a terminal is a session of its
+// own, and a shell on a terminal runs job control: each job it starts in
+// the background gets a process group of its own, which killing the
+// shell's group misses, so a terminal's `sleep 300 &` outlived the shell's
+// exit or a dropped connection, as an orphan of init. Each member is
+// signalled through a pidfd opened before its session is checked, so a
+// pid reused in between is never signalled; rounds repeat while members
+// fork.
+func killSession(sid, leader int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	var buf [512]byte
+	for time.Now().Before(deadline) {
+		var killed []int // pidfds
+		forEachDescendantPID(leader, func(pid int) {
+			if !inSession(pid, sid, &buf) {
+				return
+			}
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				return
+			}
+			// Checked again behind the pidfd: pid is still that process.
+			if inSession(pid, sid, &buf) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+				killed = append(killed, fd)
+				return
+			}
+			_ = unix.Close(fd)
+		})
+		if len(killed) == 0 {
+			return
+		}
+		for _, fd := range killed {
+			pollPidfd(fd, deadline)
+			_ = unix.Close(fd)
+		}
+	}
+}
+
+// inSession reports whether pid is a live process of session sid.
+func inSession(pid, sid int, buf *[512]byte) bool {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	k, err := unix.Read(fd, buf[:])
+	_ = unix.Close(fd)
+	if err != nil || k <= 0 {
+		return false
+	}
+	state, _, session, ok := parseProcStatSession(buf[:k])
+	return ok && session == sid && state != 'Z' && state != 'X'
 }
 
 // maxPIDProbe bounds the pids waitGroupGone probes one by one; beyond it
@@ -148,6 +210,11 @@ func waitPidfd(pid int, deadline time.Time) {
 		return
 	}
 	defer func() { _ = unix.Close(fd) }()
+	pollPidfd(fd, deadline)
+}
+
+// pollPidfd waits until pidfd fd's process has exited or deadline passes.
+func pollPidfd(fd int, deadline time.Time) {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
 		ms := int(time.Until(deadline) / time.Millisecond)
@@ -176,6 +243,24 @@ func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
 		return 0, 0, false
 	}
 	return f[0][0], pgrp, true
+}
+
+// parseProcStatSession is parseProcStat with the session id, the field
+// after the process group.
+func parseProcStatSession(b []byte) (state byte, pgrp, session int, ok bool) {
+	state, pgrp, ok = parseProcStat(b)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+	if len(f) < 4 {
+		return 0, 0, 0, false
+	}
+	session, err := strconv.Atoi(string(f[3]))
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	return state, pgrp, session, true
 }
 
 // setOOMScoreAdj sets pid's oom_score_adj. An unprivileged process may

@@ -14,3 +14,7 @@ func waitGroupGone(int, int, time.Duration) {}
 
 // setOOMScoreAdj is a no-op outside Linux.
 func setOOMScoreAdj(int, int) error { return nil }
+
+// killSession is a no-op outside Linux: a terminal's background jobs are
+// not found.
+func killSession(int, int, time.Duration) {}

@@ -48,7 +48,8 @@ func MaybeRunGuard() {
 }
 
 // RunGuard reads "+PGID" and "-PGID" lines from r until EOF, then sends
-// SIGKILL to every group added and not removed. The agent holds the other
+// SIGKILL to every group added and not removed, and to every process of
+// a session such a group leads (a terminal's background jobs). The agent holds the other
 // end: its exit, whatever the cause (SIGKILL, OOM kill, a crash), closes the
 // pipe. A clean stop removes every group first, so nothing is killed.
 func RunGuard(r io.Reader) error {
@@ -72,6 +73,7 @@ func RunGuard(r io.Reader) error {
 	for pgid := range live {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
+	killSessions(live)
 	if bad == nil {
 		bad = sc.Err()
 	}

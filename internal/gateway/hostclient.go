@@ -25,6 +25,7 @@ type HostClients struct {
 	mu      sync.Mutex
 	clients map[string]*sshlayer.Client
 	closed  bool
+	wg      sync.WaitGroup // forget, one per shared client
 }
 
 // NewHostClients returns gateway-side SSH clients for s's hosts. The
@@ -75,7 +76,23 @@ func (hc *HostClients) Get(ctx context.Context, id string) (*sshlayer.Client, er
 		return cur, nil
 	}
 	hc.clients[id] = c
+	hc.wg.Add(1)
+	go hc.forget(id, c)
 	return c, nil
+}
+
+// forget drops c from the shared clients once its connection ends.
+// Waiting for the next Get of its host is not enough: executions are
+// hosts whose ids never come back, so each one a preview or terminal had
+// reached kept its dead client, transport buffers and all.
+func (hc *HostClients) forget(id string, c *sshlayer.Client) {
+	defer hc.wg.Done()
+	<-c.Done()
+	hc.mu.Lock()
+	if hc.clients[id] == c {
+		delete(hc.clients, id)
+	}
+	hc.mu.Unlock()
 }
 
 // Dial opens a new, unshared SSH connection to host id (the browser pty
@@ -126,4 +143,5 @@ func (hc *HostClients) Close() {
 	for _, c := range clients {
 		_ = c.Close()
 	}
+	hc.wg.Wait()
 }

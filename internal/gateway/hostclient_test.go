@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// TestHostClientsForgetDeadClients: a shared client whose connection
+// ended leaves HostClients at once, not only when its host is asked for
+// again. Executions are hosts whose ids never come back, so each sandbox
+// whose preview or terminal the gateway had used kept its dead SSH
+// client (its transport's buffers, about 80 KiB) for the gateway's life.
+func TestHostClientsForgetDeadClients(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "box")
+	up := make(chan string, 4)
+	actx, stop := context.WithCancel(e.ctx)
+	adone := make(chan error, 1)
+	go func() {
+		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: e.ts.URL, Token: agentTok, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
+	}()
+	defer func() { stop(); <-adone }()
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not connect")
+	}
+	hc, err := NewHostClients(e.srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	c, err := hc.Get(e.ctx, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop() // the host goes away for good
+	select {
+	case <-c.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shared client outlived its host's tunnel")
+	}
+	for i := 0; ; i++ {
+		hc.mu.Lock()
+		n := len(hc.clients)
+		hc.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if i == 300 { // 30 s
+			t.Fatalf("HostClients still holds %d dead client(s)", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -5,8 +5,10 @@ package sshlayer
 import (
 	"bufio"
 	"io"
+	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,5 +77,37 @@ func TestPTYBackgroundJobsEnd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJobControlBackgroundEnds: without a terminal too, a shell that turns
+// job control on (`set -m`) puts its background jobs in groups of their
+// own; they end with the command, as the rest of its group does.
+func TestJobControlBackgroundEnds(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash: dash turns job control on only on a terminal")
+	}
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	out, err := s.Output(`bash -c 'set -m; sleep 300 >/dev/null 2>&1 & echo $!'`)
+	if err != nil {
+		t.Fatalf("%v (output %q)", err, out)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("output %q", out)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	for i := 0; srvAlive(pid); i++ {
+		if i == 300 { // 30 s
+			t.Fatal("a job in a group of its own outlived its command")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

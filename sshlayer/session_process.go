@@ -27,12 +27,12 @@ const drainGrace = 2 * time.Second
 // process in uninterruptible sleep may take a while).
 const groupGrace = 5 * time.Second
 
-// srvProcess is one command of a session, in its own process group (its
-// own session with a PTY). Its goroutines (stdin copy, output copies, the
+// srvProcess is one command of a session, in a session and process group
+// of its own. Its goroutines (stdin copy, output copies, the
 // waiter) are started by run and waited for by wait.
 //
 // Order on exit (RFC 4254 §6.10): the leader exits; the rest of its group
-// is killed, with a PTY the rest of its session (unless LeaveBackground); output is drained; exit-status or exit-signal is sent; then
+// is killed, and the rest of its session (unless LeaveBackground); output is drained; exit-status or exit-signal is sent; then
 // EOF and close.
 type srvProcess struct {
 	s    *session
@@ -138,7 +138,12 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 			return nil, fmt.Errorf("pipes: %w", err)
 		}
 		c.Stdin, c.Stdout, c.Stderr = inR, outW, errW
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// A session of its own, as sshd gives a command without a
+		// terminal: a shell with job control on (`set -m`) puts each
+		// background job in a group of its own, which the group kill
+		// misses, but not in a session of its own. It also keeps the
+		// agent's controlling terminal, if it has one, from the command.
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		err := c.Start()
 		// The child has its own copies; ours would keep the pipes open.
 		_ = inR.Close()
@@ -151,7 +156,7 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		p.stdin = inW
 		p.outputs = []*os.File{outR, errR}
 	}
-	p.pgid = c.Process.Pid // Setpgid/Setsid: the leader's pid is the group id
+	p.pgid = c.Process.Pid // Setsid: the leader's pid is the group and session id
 	if adj := s.c.srv.cfg.ChildOOMScoreAdj; adj > 0 {
 		// After the start, so a command's first allocations may precede
 		// it; its children inherit it.
@@ -327,12 +332,9 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 	p.mu.Lock()
 	if !p.s.c.srv.cfg.LeaveBackground {
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-		if p.ptmx != nil {
-			// Setsid: the group id is the session's, which holds the
-			// shell's jobs too, each in a group of its own.
-			killSession(p.pgid, p.cmd.Process.Pid, groupGrace)
-		}
-		waitGroupGone(p.pgid, p.cmd.Process.Pid, groupGrace)
+		// The session holds the group, and the jobs of a shell with job
+		// control, each in a group of its own; awaited too.
+		killSession(p.pgid, p.cmd.Process.Pid, groupGrace)
 	}
 	if track := p.s.c.srv.cfg.ProcessGroups; track != nil {
 		track(p.pgid, false)

@@ -62,19 +62,6 @@ func awaitPidfd(pid int, deadline time.Time) bool {
 	return err == nil || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// waitGroupGone waits, up to limit, until every process of group pgid
-// other than leader has terminated. Descendants are not our children, so
-// they are found in /proc and awaited through pidfds (readable once a
-// process has exited). It is what lets the exit status mean "everything
-// this command started is gone".
-func waitGroupGone(pgid, leader int, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	var buf [512]byte // the fields we need are near the start of stat
-	forEachDescendantPID(leader, func(pid int) {
-		waitIfMember(pid, pgid, deadline, &buf)
-	})
-}
-
 // forEachDescendantPID calls f with every pid that may belong to one of
 // leader's descendants. They were allocated after the leader's pid: in
 // (leader, last], unless pid numbers wrapped since (last is then below the
@@ -108,19 +95,22 @@ func forEachDescendantPID(leader int, f func(pid int)) {
 
 // killSession sends SIGKILL to every process of session sid but leader
 // (its zombie leader, which keeps the id from being reused) and waits, up
-// to limit, for them to end. A command with a terminal is a session of its
-// own, and a shell on a terminal runs job control: each job it starts in
-// the background gets a process group of its own, which killing the
-// shell's group misses, so a terminal's `sleep 300 &` outlived the shell's
-// exit or a dropped connection, as an orphan of init. Each member is
-// signalled through a pidfd opened before its session is checked, so a
-// pid reused in between is never signalled; rounds repeat while members
-// fork.
+// to limit, for them to end. Descendants are not our children, so they
+// are found in /proc and awaited through pidfds (readable once a process
+// has exited). It is what lets the exit status mean "everything this
+// command started is gone". Every command is a session of its own, not
+// only a group: a shell with job control (on a terminal, or after `set
+// -m`) puts each job it starts in the background in a group of its own,
+// which killing the shell's group misses, so a terminal's `sleep 300 &`
+// outlived the shell's exit or a dropped connection, as an orphan of init.
+// Each member is signalled through a pidfd opened before its session is
+// checked, so a pid reused in between is never signalled; rounds repeat
+// while members fork.
 func killSession(sid, leader int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	var buf [512]byte
 	for time.Now().Before(deadline) {
-		var killed []int // pidfds
+		var killed []int
 		forEachDescendantPID(leader, func(pid int) {
 			if !inSession(pid, sid, &buf) {
 				return
@@ -131,17 +121,18 @@ func killSession(sid, leader int, limit time.Duration) {
 			}
 			// Checked again behind the pidfd: pid is still that process.
 			if inSession(pid, sid, &buf) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-				killed = append(killed, fd)
-				return
+				killed = append(killed, pid)
 			}
 			_ = unix.Close(fd)
 		})
 		if len(killed) == 0 {
 			return
 		}
-		for _, fd := range killed {
-			pollPidfd(fd, deadline)
-			_ = unix.Close(fd)
+		for _, pid := range killed {
+			// Awaited in Go's poller where it can (see awaitPidfd).
+			if inSession(pid, sid, &buf) {
+				waitPidfd(pid, deadline)
+			}
 		}
 	}
 }
@@ -161,30 +152,9 @@ func inSession(pid, sid int, buf *[512]byte) bool {
 	return ok && session == sid && state != 'Z' && state != 'X'
 }
 
-// maxPIDProbe bounds the pids waitGroupGone probes one by one; beyond it
+// maxPIDProbe bounds the pids forEachDescendantPID probes one by one; beyond it
 // listing /proc is cheaper.
 var maxPIDProbe = 1024 // a var for the test of both scans
-
-// waitIfMember waits for pid when it is a live member of group pgid. A
-// pid that is a thread id rather than a process is seen in its process's
-// group too, but pidfd_open refuses it, so only its process is awaited.
-func waitIfMember(pid, pgid int, deadline time.Time, buf *[512]byte) {
-	// Raw syscalls: this runs for every command exit.
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	k, err := unix.Read(fd, buf[:])
-	_ = unix.Close(fd)
-	if err != nil || k <= 0 {
-		return
-	}
-	state, pgrp, ok := parseProcStat(buf[:k])
-	if !ok || pgrp != pgid || state == 'Z' || state == 'X' {
-		return
-	}
-	waitPidfd(pid, deadline)
-}
 
 // lastPID returns the last pid the kernel allocated in this pid namespace,
 // or 0 when unknown (which makes the caller scan every pid).

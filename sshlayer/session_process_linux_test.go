@@ -12,41 +12,45 @@ import (
 	"time"
 )
 
-// TestWaitGroupGoneBothScans: both ways of finding the group's members
+// TestKillSessionBothScans: both ways of finding the session's members
 // (probing the pids allocated since the leader, and listing /proc when that
-// range is long) wait for a background member the leader left behind.
-func TestWaitGroupGoneBothScans(t *testing.T) {
+// range is long) kill and wait for a background member the leader left
+// behind, in its group or, started with job control, in a group of its own.
+func TestKillSessionBothScans(t *testing.T) {
 	defer func(old int) { maxPIDProbe = old }(maxPIDProbe)
-	for _, probe := range []int{1 << 30, -1} { // -1: always list /proc
-		maxPIDProbe = probe
-		cmd := exec.Command("sh", "-c", "sleep 1 & echo $!")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		bg, err := strconv.Atoi(strings.TrimSpace(line))
-		if err != nil {
-			t.Fatalf("background pid %q: %v", line, err)
-		}
-		leader := cmd.Process.Pid
-		waitExited(leader)
-		waitGroupGone(leader, leader, 30*time.Second)
-		// bg was reparented; a zombie its new parent has not reaped yet
-		// counts as gone.
-		if st, err := os.ReadFile("/proc/" + strconv.Itoa(bg) + "/stat"); err == nil {
-			if state, _, ok := parseProcStat(st); ok && state != 'Z' && state != 'X' {
-				t.Errorf("probe limit %d: background pid %d still running (%c) after waitGroupGone", probe, bg, state)
+	for _, script := range []string{"sleep 300 & echo $!", "set -m; sleep 300 & echo $!"} {
+		for _, probe := range []int{1 << 30, -1} { // -1: always list /proc
+			maxPIDProbe = probe
+			cmd := exec.Command("sh", "-c", script)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
 			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg, err := strconv.Atoi(strings.TrimSpace(line))
+			if err != nil {
+				t.Fatalf("background pid %q: %v", line, err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
+			leader := cmd.Process.Pid
+			waitExited(leader)
+			killSession(leader, leader, 30*time.Second)
+			// bg was reparented; a zombie its new parent has not reaped yet
+			// counts as gone.
+			if st, err := os.ReadFile("/proc/" + strconv.Itoa(bg) + "/stat"); err == nil {
+				if state, _, ok := parseProcStat(st); ok && state != 'Z' && state != 'X' {
+					t.Errorf("%q, probe limit %d: background pid %d still running (%c) after killSession", script, probe, bg, state)
+				}
+			}
+			_ = cmd.Wait()
 		}
-		_ = cmd.Wait()
 	}
 }
 

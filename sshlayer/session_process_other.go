@@ -8,13 +8,9 @@ import "time"
 // signalled right after the leader is reaped instead.
 func waitExited(int) {}
 
-// waitGroupGone is a no-op outside Linux: descendants are sent SIGKILL but
-// not awaited.
-func waitGroupGone(int, int, time.Duration) {}
-
 // setOOMScoreAdj is a no-op outside Linux.
 func setOOMScoreAdj(int, int) error { return nil }
 
-// killSession is a no-op outside Linux: a terminal's background jobs are
-// not found.
+// killSession is a no-op outside Linux: the group is sent SIGKILL, but
+// not awaited, and a shell's jobs in groups of their own are not found.
 func killSession(int, int, time.Duration) {}

@@ -37,7 +37,7 @@ func newReadAhead(conn net.Conn, leftover []byte) *readAhead {
 	if len(leftover) > 0 {
 		r.keep = leftover
 	}
-	if sc, ok := conn.(syscall.Conn); ok {
+	if sc, ok := conn.(syscall.Conn); ok && rawReads {
 		if raw, err := sc.SyscallConn(); err == nil {
 			r.raw = raw
 		}
@@ -68,13 +68,9 @@ func (r *readAhead) Read(p []byte) (int, error) {
 		if buf == nil {
 			buf = aheadBufs.Get().(*[]byte)
 		}
-		for {
-			n, rerr = syscall.Read(int(fd), *buf)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
+		var wait bool
+		n, wait, rerr = readFD(fd, *buf)
+		if wait {
 			// Wait for data without holding the buffer.
 			aheadBufs.Put(buf)
 			buf = nil

@@ -79,8 +79,9 @@ var minResources = Resources{
 	MemoryBytes: 6 << 20,
 	DiskBytes:   64 << 10,
 	// The limit counts threads, and every sandbox holds docker-init,
-	// its sleep and the agent's 7 to 9 threads: under 16 the agent could
-	// not start, or died making a thread (Go treats that as fatal).
+	// its sleep and the agent's 10 threads (made as it starts, before
+	// any command: internal/agent's stdioThreads): under 16 the agent
+	// could not start, or died making a thread (Go treats that as fatal).
 	Pids:           16,
 	RuntimeMs:      1000,
 	MaxOutputBytes: 1,
@@ -202,7 +203,7 @@ func (p *Policy) validateResources(r Resources) error {
 		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
 		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
 		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads, and the sandbox's init, sleep and agent hold about 10"},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads, and the sandbox's init, sleep and agent hold about 12"},
 		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
 		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -417,6 +418,39 @@ func TestServeStdioMux(t *testing.T) {
 	_ = sess.Close()
 	if err := agent.cmd.Wait(); err != nil {
 		t.Fatalf("agent after the tunnel closed: %v\n%s", err, agent.logs.String())
+	}
+}
+
+// TestServeStdioReservesThreads: a stdio agent (a sandbox's) makes its
+// threads before it serves, so that commands that take every pid a
+// sandbox's pids limit leaves cannot take the thread the Go runtime needs
+// next: a thread it cannot create is fatal (newosproc), and e2e
+// TestSandboxPidsLimitKeepsAgent lost the agent 1 run in 24 on a loaded
+// machine. 10 is internal/agent's stdioThreads.
+func TestServeStdioReservesThreads(t *testing.T) {
+	agent := startMuxAgent(t, t.TempDir(), newKey(t))
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(agent.out, agent.in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	cl, err := agent.dialSSH(sess) // served: the reserve came first
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", agent.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var threads int
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			threads, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if threads < 10 {
+		t.Fatalf("a serving stdio agent holds %d threads, want at least 10 made before any command", threads)
 	}
 }
 

@@ -180,6 +180,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	var conn net.Conn
 	if stdio {
+		reserveThreads(stdioThreads)
 		if sio != nil && sio.Conn != nil {
 			conn = sio.Conn
 		} else {

@@ -1607,13 +1607,15 @@ func TestSession_PartialReadWindowUpdate(t *testing.T) {
 			t.Fatalf("err: %v", err)
 		}
 
-		// Wait for window update to be applied by server. Should be "instant" but CI
-		// can be slow.
-		time.Sleep(2 * time.Second)
-
-		// Assert server received window update
+		// Assert server received window update. hostgate: looked for until
+		// it lands (at once, bar a loaded machine's scheduling), not after
+		// a fixed 2 s sleep, which was 20 of the package's 48 s.
+		exp := uint32(partialReadSize)
 		window := atomic.LoadUint32(&wr.sendWindow)
-		if exp := uint32(partialReadSize); window != exp {
+		for deadline := time.Now().Add(30 * time.Second); window != exp && time.Now().Before(deadline); window = atomic.LoadUint32(&wr.sendWindow) {
+			time.Sleep(time.Millisecond)
+		}
+		if window != exp {
 			t.Fatalf("sendWindow: exp=%d, got=%d", exp, window)
 		}
 	})

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -698,17 +700,20 @@ func TestSSHDPersistentHostHasWatchdog(t *testing.T) {
 	h := hostgate.New(hostgate.Info{Persistent: true}, func(context.Context) (*hostgate.Connection, error) {
 		return c.Connection(nil), nil
 	})
-	marker := "3" + strconv.Itoa(int(time.Now().UnixNano()%1000)) // a sleep of its own
-	pattern := "sleep 1" + marker
-	if _, err := h.Spawn(testCtx(t), []string{"sh", "-c", "sleep 1" + marker + " & exec sleep 1" + marker}, hostgate.SpawnOptions{}); err != nil {
+	// A sleep of its own, matched whole (pgrep -x): a pattern that is
+	// a prefix of another process's command line (sleep 135 of sleep
+	// 1357, of another run of this test on the machine) saw that one
+	// alive, and pkill killed it.
+	pattern := fmt.Sprintf("sleep 1%09d", rand.IntN(1e9))
+	if _, err := h.Spawn(testCtx(t), []string{"sh", "-c", pattern + " & exec " + pattern}, hostgate.SpawnOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	alive := func() bool {
-		out, _ := exec.Command("pgrep", "-f", pattern).Output()
+		out, _ := exec.Command("pgrep", "-x", "-f", pattern).Output()
 		return len(bytes.TrimSpace(out)) > 0
 	}
 	// A failure must not leave hours of sleep behind.
-	t.Cleanup(func() { _ = exec.Command("pkill", "-f", pattern).Run() })
+	t.Cleanup(func() { _ = exec.Command("pkill", "-x", "-f", pattern).Run() })
 	deadline := time.Now().Add(10 * time.Second)
 	for !alive() {
 		if time.Now().After(deadline) {

@@ -440,14 +440,16 @@ func (c *channel) adjustWindow(adj uint32, drained bool) error {
 	c.myConsumed += adj
 	c.myRead += adj
 	var sendAdj uint32
-	// hostgate: adjust once an eighth of the full window (1 MiB) has been
-	// read, not whenever more than three packets (96 KiB) are outstanding
-	// as upstream and OpenSSH do: with an 8 MiB window the sender still
-	// has 7 MiB ahead of it, and each adjust is a message that crosses
-	// every process of the path and wakes each (see HOSTGATE.md). Or
-	// when less than half the window granted now is left.
-	if c.myConsumed >= channelWindowSize/8 ||
-		(c.myWindow < c.myLimit/2) {
+	// hostgate: adjust once an eighth of the full window (1 MiB), or a
+	// quarter of the window granted now, has been read, not whenever
+	// more than three packets (96 KiB) are outstanding as upstream and
+	// OpenSSH do: each adjust is a message that crosses every process of
+	// the path and wakes each (see HOSTGATE.md). Or when less than half
+	// the window granted now is left and a Read has emptied the buffer,
+	// so the program would wait: while data is buffered, a slow reader's
+	// full window sent an adjust for every read.
+	if c.myConsumed >= min(channelWindowSize/8, c.myLimit/4) ||
+		(drained && c.myWindow < c.myLimit/2) {
 		sendAdj = c.myConsumed
 		c.myConsumed = 0
 		// hostgate: a program that has read the whole window since it

@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -112,6 +114,10 @@ func ParseManifest(data []byte) (*Manifest, error) {
 // themselves plus tar headers, padding and the end-of-archive blocks.
 func maxTarBytes(diskBytes int64) int64 { return diskBytes + diskBytes/8 + 64<<10 }
 
+// ValidCheckpointID reports whether id has the form of a checkpoint id
+// (32 lowercase hex digits); no checkpoint has any other.
+func ValidCheckpointID(id string) bool { return checkpointIDRE.MatchString(id) }
+
 // newCheckpointID returns 128 random bits in hex: ids are unguessable.
 func newCheckpointID() string {
 	var b [16]byte
@@ -133,6 +139,12 @@ type CheckpointStore interface {
 	// the tar against the manifest while reading it.
 	Open(ctx context.Context, checkpointID string) (*Manifest, io.ReadCloser, error)
 	Delete(ctx context.Context, checkpointID string) error
+	// List calls fn with the validated manifest of every committed
+	// checkpoint, in no particular order, until fn returns false. It
+	// skips (and logs) what is not a readable checkpoint: a checkpoint
+	// being written, a damaged manifest. Memory stays bounded whatever
+	// the store holds: fn sees each manifest as it is read.
+	List(ctx context.Context, fn func(*Manifest) bool) error
 }
 
 // CheckpointWriter receives a checkpoint's tar. Exactly one of Commit or
@@ -149,6 +161,8 @@ type CheckpointWriter interface {
 // manifest last.
 type LocalStore struct {
 	Dir string
+	// Logger gets what List skips; nil discards.
+	Logger *slog.Logger
 }
 
 var _ CheckpointStore = (*LocalStore)(nil)
@@ -193,30 +207,98 @@ func (s *LocalStore) Open(_ context.Context, id string) (*Manifest, io.ReadClose
 	if !checkpointIDRE.MatchString(id) {
 		return nil, nil, ErrCheckpointNotFound
 	}
-	mf, err := openRegular(filepath.Join(s.Dir, id+".json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, ErrCheckpointNotFound
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("dockerhost: open manifest: %w", err)
-	}
-	data, err := io.ReadAll(io.LimitReader(mf, maxManifestBytes+1))
-	_ = mf.Close()
-	if err != nil {
-		return nil, nil, fmt.Errorf("dockerhost: read manifest: %w", err)
-	}
-	m, err := ParseManifest(data)
+	m, err := s.readManifest(id)
 	if err != nil {
 		return nil, nil, err
-	}
-	if m.CheckpointID != id {
-		return nil, nil, errors.New("dockerhost: manifest checkpointId does not match its name")
 	}
 	f, err := openRegular(filepath.Join(s.Dir, id+".tar"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dockerhost: open checkpoint tar: %w", err)
 	}
 	return m, f, nil
+}
+
+// readManifest reads and validates id's manifest, never following a
+// symbolic link (openRegular).
+func (s *LocalStore) readManifest(id string) (*Manifest, error) {
+	mf, err := openRegular(filepath.Join(s.Dir, id+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrCheckpointNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dockerhost: open manifest: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(mf, maxManifestBytes+1))
+	_ = mf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("dockerhost: read manifest: %w", err)
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return nil, err
+	}
+	if m.CheckpointID != id {
+		return nil, errors.New("dockerhost: manifest checkpointId does not match its name")
+	}
+	return m, nil
+}
+
+// listBatch is how many directory entries List reads at a time.
+const listBatch = 256
+
+// List reads the directory listBatch names at a time and each manifest
+// through openRegular (no symbolic link is followed). Files being written
+// (*.partial) are skipped and logged at debug level; a manifest that is
+// not a regular file or does not parse, and names that are no
+// checkpoint's, are skipped and logged as warnings.
+func (s *LocalStore) List(ctx context.Context, fn func(*Manifest) bool) error {
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d, err := os.Open(s.Dir)
+	if err != nil {
+		return fmt.Errorf("dockerhost: list checkpoints: %w", err)
+	}
+	defer func() { _ = d.Close() }()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ents, rerr := d.ReadDir(listBatch)
+		for _, de := range ents {
+			name := de.Name()
+			if strings.HasSuffix(name, ".partial") {
+				log.Debug("checkpoint list: skipped a file being written (or left by a killed run)", "file", name)
+				continue
+			}
+			if id, isTar := strings.CutSuffix(name, ".tar"); isTar && checkpointIDRE.MatchString(id) {
+				continue // its manifest lists it
+			}
+			id, isManifest := strings.CutSuffix(name, ".json")
+			if !isManifest || !checkpointIDRE.MatchString(id) {
+				log.Warn("checkpoint list: skipped a file that is no checkpoint's", "file", filepath.Join(s.Dir, name))
+				continue
+			}
+			m, err := s.readManifest(id)
+			if errors.Is(err, ErrCheckpointNotFound) {
+				continue // deleted since the directory was read
+			}
+			if err != nil {
+				log.Warn("checkpoint list: skipped an unreadable checkpoint", "checkpoint", id, "err", err)
+				continue
+			}
+			if !fn(m) {
+				return nil
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("dockerhost: list checkpoints: %w", rerr)
+		}
+	}
 }
 
 // notRegularError is a file of the gateway's state (a checkpoint's, a

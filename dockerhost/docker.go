@@ -93,6 +93,8 @@ type Config struct {
 	Now func() time.Time
 	// Pool keeps warm pre-created containers; nil or Size 0: none.
 	Pool *PoolConfig
+	// Retention is which checkpoints the store keeps; zero: all.
+	Retention Retention
 	// Tombstones, when set, remembers ended executions beyond this
 	// process, so that they answer gone rather than not_found after a
 	// restart; without it the last 4096 are remembered in memory.
@@ -129,6 +131,11 @@ type Docker struct {
 	checked map[string]bool // guarded by mu
 	now     func() time.Time
 	pool    *pool // nil: no warm pool
+
+	// Checkpoints' lifecycle (checkpoints.go).
+	rd        readers
+	retention Retention
+	retainMu  sync.Mutex // one EnforceRetention at a time
 
 	// Exec's ways (via.go).
 	execRunner, execDocker, execFallbacks atomic.Int64
@@ -204,6 +211,12 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		gone:    map[string]time.Time{},
 		tombs:   cfg.Tombstones,
 		checked: map[string]bool{},
+		rd:      readers{n: map[string]int{}, deleted: map[string]bool{}},
+
+		retention: cfg.Retention,
+	}
+	if h.retention.MaxAge < 0 || h.retention.MaxBytes < 0 {
+		return nil, errors.New("dockerhost: Retention.MaxAge and MaxBytes must not be negative")
 	}
 	if h.owner == "" {
 		h.owner = "hostgate"
@@ -242,6 +255,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		if err != nil {
 			return nil, err
 		}
+		s.Logger = logger
 		h.store = s
 	}
 	h.runner = &ProcessRunner{api: cli, destroy: h.destroy}
@@ -261,6 +275,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if _, err := h.Adopt(ctx); err != nil {
 		return nil, err
 	}
+	h.EnforceRetention(ctx)
 	if h.pool != nil {
 		h.pool.start()
 	}

@@ -17,8 +17,17 @@ import (
 var errChecksum = errors.New("checkpoint tar does not match its manifest (size or sha256)")
 
 // Checkpoint saves the execution's workspace; it waits for running execs
-// and keeps new ones out while it copies.
+// and keeps new ones out while it copies. The retention is enforced after
+// each checkpoint taken (never on the one just taken by MaxBytes).
 func (h *Docker) Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error) {
+	cp, err := h.checkpoint(ctx, executionID, req)
+	if err == nil {
+		h.EnforceRetention(ctx)
+	}
+	return cp, err
+}
+
+func (h *Docker) checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error) {
 	if len(req.Reason) > 1024 {
 		return nil, invalid("reason", "at most 1024 bytes")
 	}
@@ -105,24 +114,14 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 	if !checkpointIDRE.MatchString(rr.CheckpointID) {
 		return nil, invalid("checkpointId", "must be 32 lowercase hex digits")
 	}
-	m, rc, err := h.store.Open(ctx, rr.CheckpointID)
-	var nr *notRegularError
-	switch {
-	case errors.Is(err, ErrCheckpointNotFound):
+	if !h.startReading(rr.CheckpointID) {
 		return nil, &Error{Code: CodeNotFound, Field: "checkpointId", Message: fmt.Sprintf("no checkpoint %q", rr.CheckpointID)}
-	case errors.As(err, &nr):
-		// Planted by someone who can write the store's directory, or
-		// an operator's mistake: the operator's to see and remove. The
-		// path is for the log, not the caller.
-		h.logger.Warn("checkpoint file is not a regular file; not followed or read", "checkpoint", rr.CheckpointID, "path", nr.Path, "is", nr.What)
-		return nil, &Error{Code: CodeStorageUnavailable, Field: "checkpointId", Err: err, Message: fmt.Sprintf(
-			"a file of checkpoint %q in the gateway's checkpoint storage is %s, not a regular file, and is not followed; "+
-				"the gateway's log names it for an operator to remove", rr.CheckpointID, nr.What)}
-	case err != nil:
-		// Damage in the store (a manifest of another version, a missing
-		// archive) is the operator's to see: it was in no log.
-		h.logger.Warn("checkpoint unreadable", "checkpoint", rr.CheckpointID, "err", err)
-		return nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: fmt.Sprintf("the checkpoint is unreadable (%v); the gateway's log has it too", err), Err: err}
+	}
+	// A delete meanwhile waits for the restore's end (checkpoints.go).
+	defer h.doneReading(rr.CheckpointID)
+	m, rc, err := h.openCheckpoint(ctx, rr.CheckpointID)
+	if err != nil {
+		return nil, err
 	}
 	defer rc.Close()
 	req := m.Request

@@ -43,6 +43,8 @@ var engineTests = []struct {
 	{"RuntimeDeadlineHost", testRuntimeDeadlineHost},
 	{"GitWorkspace", testGitWorkspace},
 	{"CheckpointRestore", testCheckpointRestore},
+	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
+	{"CheckpointRetention", testCheckpointRetention},
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
 	{"StoppingCutsCheckpointRestore", testStoppingCutsCheckpointRestore},
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},

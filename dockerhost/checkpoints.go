@@ -1,0 +1,345 @@
+package dockerhost
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+)
+
+// CheckpointInfo is a stored checkpoint as listed: what its checkpoint
+// answered, and what its manifest records of where it came from and what
+// a restore of it gets.
+type CheckpointInfo struct {
+	Checkpoint
+	Reason    string    `json:"reason,omitempty"`
+	Image     string    `json:"image"`
+	Resources Resources `json:"resources"`
+}
+
+func infoOf(m *Manifest) CheckpointInfo {
+	return CheckpointInfo{
+		Checkpoint: Checkpoint{CheckpointID: m.CheckpointID, ExecutionID: m.ExecutionID, CreatedAt: m.CreatedAt, SizeBytes: m.SizeBytes, SHA256: m.SHA256},
+		Reason:     m.Reason,
+		Image:      m.Request.Image,
+		Resources:  m.Request.Resources,
+	}
+}
+
+// CheckpointList is a page of ListCheckpoints: the newest first.
+type CheckpointList struct {
+	Checkpoints []CheckpointInfo `json:"checkpoints"`
+	// Truncated says that older checkpoints matched but were left out
+	// by the limit.
+	Truncated bool `json:"truncated"`
+}
+
+// Bounds of ListCheckpoints' limit.
+const (
+	DefaultCheckpointListLimit = 1000
+	MaxCheckpointListLimit     = 10000
+)
+
+// Retention is which checkpoints the store keeps: those younger than
+// MaxAge, and the newest whose sizes sum to at most MaxBytes (the newest
+// checkpoint is kept even when it alone is larger). Zero keeps everything
+// by that measure.
+type Retention struct {
+	MaxAge   time.Duration
+	MaxBytes int64
+}
+
+func (r Retention) on() bool { return r.MaxAge > 0 || r.MaxBytes > 0 }
+
+// readers counts the restores reading each checkpoint, and holds the
+// deletes that came while one did: such a checkpoint is gone for every
+// caller at once (lists, gets, new restores) and leaves the store when its
+// last restore ends, so a delete never pulls a checkpoint from under a
+// restore, whatever the store.
+type readers struct {
+	mu      sync.Mutex // held across the store's Delete, so no restore starts between the check and it
+	n       map[string]int
+	deleted map[string]bool // deleted while read: removed from the store when n reaches 0
+}
+
+// startReading registers a restore of id; false when id was deleted.
+func (h *Docker) startReading(id string) bool {
+	h.rd.mu.Lock()
+	defer h.rd.mu.Unlock()
+	if h.rd.deleted[id] {
+		return false
+	}
+	h.rd.n[id]++
+	return true
+}
+
+// doneReading ends a restore's read of id, and removes id from the store
+// when a delete came meanwhile and no other restore reads it.
+func (h *Docker) doneReading(id string) {
+	h.rd.mu.Lock()
+	defer h.rd.mu.Unlock()
+	if h.rd.n[id]--; h.rd.n[id] > 0 {
+		return
+	}
+	delete(h.rd.n, id)
+	if !h.rd.deleted[id] {
+		return
+	}
+	delete(h.rd.deleted, id)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.store.Delete(ctx, id); err != nil && !errors.Is(err, ErrCheckpointNotFound) {
+		h.logger.Warn("checkpoint deleted during a restore: not removed from the store", "checkpoint", id, "err", err)
+		return
+	}
+	h.logger.Info("checkpoint deleted once its restore ended", "checkpoint", id)
+}
+
+// hidden reports whether id was deleted while a restore read it.
+func (h *Docker) hidden(id string) bool {
+	h.rd.mu.Lock()
+	defer h.rd.mu.Unlock()
+	return h.rd.deleted[id]
+}
+
+func checkpointNotFound(id string) error {
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no checkpoint %q", id)}
+}
+
+// openCheckpoint opens id in the store, answering what it cannot as an
+// *Error: not_found, a file not regular (storage_unavailable, the path in
+// the log only) or damage (invalid_request naming the checkpoint).
+func (h *Docker) openCheckpoint(ctx context.Context, id string) (*Manifest, io.ReadCloser, error) {
+	m, rc, err := h.store.Open(ctx, id)
+	var nr *notRegularError
+	switch {
+	case errors.Is(err, ErrCheckpointNotFound):
+		return nil, nil, &Error{Code: CodeNotFound, Field: "checkpointId", Message: fmt.Sprintf("no checkpoint %q", id)}
+	case errors.As(err, &nr):
+		// Planted by someone who can write the store's directory, or
+		// an operator's mistake: the operator's to see and remove. The
+		// path is for the log, not the caller.
+		h.logger.Warn("checkpoint file is not a regular file; not followed or read", "checkpoint", id, "path", nr.Path, "is", nr.What)
+		return nil, nil, &Error{Code: CodeStorageUnavailable, Field: "checkpointId", Err: err, Message: fmt.Sprintf(
+			"a file of checkpoint %q in the gateway's checkpoint storage is %s, not a regular file, and is not followed; "+
+				"the gateway's log names it for an operator to remove", id, nr.What)}
+	case err != nil:
+		// Damage in the store (a manifest of another version, a missing
+		// archive) is the operator's to see: it was in no log.
+		h.logger.Warn("checkpoint unreadable", "checkpoint", id, "err", err)
+		return nil, nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: fmt.Sprintf("the checkpoint is unreadable (%v); the gateway's log has it too", err), Err: err}
+	}
+	return m, rc, nil
+}
+
+// GetCheckpoint returns one stored checkpoint; an unknown or malformed id
+// is not_found.
+func (h *Docker) GetCheckpoint(ctx context.Context, id string) (*CheckpointInfo, error) {
+	if !checkpointIDRE.MatchString(id) || h.hidden(id) {
+		return nil, checkpointNotFound(id)
+	}
+	m, rc, err := h.openCheckpoint(ctx, id)
+	if err != nil {
+		var de *Error
+		if errors.As(err, &de) && de.Code == CodeNotFound {
+			return nil, checkpointNotFound(id)
+		}
+		return nil, err
+	}
+	_ = rc.Close()
+	info := infoOf(m)
+	return &info, nil
+}
+
+// ListCheckpoints returns the newest limit stored checkpoints (of
+// executionID only, when it is not empty), newest first. limit 0 is
+// DefaultCheckpointListLimit; it is at most MaxCheckpointListLimit. The
+// store is read once, keeping only the newest limit in memory.
+func (h *Docker) ListCheckpoints(ctx context.Context, executionID string, limit int) (*CheckpointList, error) {
+	switch {
+	case limit == 0:
+		limit = DefaultCheckpointListLimit
+	case limit < 0 || limit > MaxCheckpointListLimit:
+		return nil, invalid("limit", "want 1-%d", MaxCheckpointListLimit)
+	}
+	var keep newestHeap // the oldest kept on top
+	truncated := false
+	err := h.store.List(ctx, func(m *Manifest) bool {
+		if (executionID != "" && m.ExecutionID != executionID) || h.hidden(m.CheckpointID) {
+			return true
+		}
+		info := infoOf(m)
+		if keep.Len() < limit {
+			heap.Push(&keep, info)
+			return true
+		}
+		truncated = true
+		if newer(info, keep[0]) {
+			keep[0] = info
+			heap.Fix(&keep, 0)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, storageError(fmt.Errorf("dockerhost: list checkpoints: %w", err))
+	}
+	out := []CheckpointInfo(keep)
+	slices.SortFunc(out, func(a, b CheckpointInfo) int {
+		if newer(a, b) {
+			return -1
+		}
+		return 1
+	})
+	if out == nil {
+		out = []CheckpointInfo{}
+	}
+	return &CheckpointList{Checkpoints: out, Truncated: truncated}, nil
+}
+
+// newer orders checkpoints by creation, then id (so that the order is
+// total).
+func newer(a, b CheckpointInfo) bool {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c > 0
+	}
+	return a.CheckpointID > b.CheckpointID
+}
+
+// newestHeap is a min-heap by newer: its top is the oldest it holds.
+type newestHeap []CheckpointInfo
+
+func (q newestHeap) Len() int           { return len(q) }
+func (q newestHeap) Less(i, j int) bool { return newer(q[j], q[i]) }
+func (q newestHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *newestHeap) Push(x any)        { *q = append(*q, x.(CheckpointInfo)) }
+func (q *newestHeap) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+// DeleteCheckpoint removes a stored checkpoint. An unknown or malformed
+// id is not_found. A checkpoint a restore is reading is gone at once for
+// every caller and leaves the store when that restore ends: the restore
+// gets all of it.
+func (h *Docker) DeleteCheckpoint(ctx context.Context, id string) error {
+	if !checkpointIDRE.MatchString(id) {
+		return checkpointNotFound(id)
+	}
+	h.rd.mu.Lock()
+	defer h.rd.mu.Unlock()
+	if h.rd.deleted[id] {
+		return checkpointNotFound(id)
+	}
+	if h.rd.n[id] > 0 {
+		// Read now, so it exists (its restore opened it, or is about to
+		// find it missing: then say so).
+		_, rc, err := h.store.Open(ctx, id)
+		if errors.Is(err, ErrCheckpointNotFound) {
+			return checkpointNotFound(id)
+		}
+		if err == nil {
+			_ = rc.Close()
+		}
+		h.rd.deleted[id] = true
+		h.logger.Info("checkpoint deleted; removed from the store once the restore reading it ends", "checkpoint", id)
+		return nil
+	}
+	err := h.store.Delete(ctx, id)
+	if errors.Is(err, ErrCheckpointNotFound) {
+		return checkpointNotFound(id)
+	}
+	if err != nil {
+		return storageError(fmt.Errorf("dockerhost: delete checkpoint: %w", err))
+	}
+	h.logger.Info("checkpoint deleted", "checkpoint", id)
+	return nil
+}
+
+// retentionTimeout bounds one enforcement of the retention.
+const retentionTimeout = 5 * time.Minute
+
+// EnforceRetention removes the checkpoints Config.Retention does not keep,
+// oldest first, and logs each (id, age, bytes freed). A checkpoint a
+// restore is reading is kept, whatever its age. NewDocker runs it, and
+// Checkpoint after each checkpoint; runs never overlap.
+func (h *Docker) EnforceRetention(ctx context.Context) {
+	if !h.retention.on() {
+		return
+	}
+	h.retainMu.Lock()
+	defer h.retainMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retentionTimeout)
+	defer cancel()
+	type entry struct {
+		id      string
+		created time.Time
+		size    int64
+	}
+	var all []entry
+	var total int64
+	if err := h.store.List(ctx, func(m *Manifest) bool {
+		all = append(all, entry{m.CheckpointID, m.CreatedAt, m.SizeBytes})
+		total += m.SizeBytes
+		return true
+	}); err != nil {
+		h.logger.Warn("checkpoint retention: cannot list the checkpoints", "err", err)
+		return
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.id, b.id))
+	})
+	now := h.now()
+	var removed int
+	var freed int64
+	for i, e := range all {
+		age := now.Sub(e.created)
+		var rule string
+		switch {
+		case h.retention.MaxAge > 0 && age > h.retention.MaxAge:
+			rule = "max-age"
+		case h.retention.MaxBytes > 0 && total > h.retention.MaxBytes && i < len(all)-1:
+			rule = "max-bytes"
+		}
+		if rule == "" {
+			break // the rest are younger, and within the bytes
+		}
+		ok, err := h.deleteUnlessRead(ctx, e.id)
+		switch {
+		case errors.Is(err, ErrCheckpointNotFound):
+			total -= e.size // deleted meanwhile
+			continue
+		case err != nil:
+			h.logger.Warn("checkpoint retention: not removed", "checkpoint", e.id, "err", err)
+			continue
+		case !ok:
+			h.logger.Info("checkpoint retention: kept while a restore reads it", "checkpoint", e.id, "age", age.Round(time.Second), "rule", rule)
+			continue
+		}
+		total -= e.size
+		removed++
+		freed += e.size
+		h.logger.Info("checkpoint removed by retention", "checkpoint", e.id, "rule", rule, "age", age.Round(time.Second), "bytesFreed", e.size)
+	}
+	if removed > 0 {
+		h.logger.Info("checkpoint retention", "removed", removed, "bytesFreed", freed, "kept", len(all)-removed, "keptBytes", total,
+			"maxAge", h.retention.MaxAge, "maxBytes", h.retention.MaxBytes)
+	}
+}
+
+// deleteUnlessRead deletes id from the store unless a restore reads it
+// (false) or it was deleted while one did.
+func (h *Docker) deleteUnlessRead(ctx context.Context, id string) (bool, error) {
+	h.rd.mu.Lock()
+	defer h.rd.mu.Unlock()
+	if h.rd.n[id] > 0 || h.rd.deleted[id] {
+		return false, nil
+	}
+	return true, h.store.Delete(ctx, id)
+}

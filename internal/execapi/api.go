@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,10 @@ const (
 type Executions interface {
 	dockerhost.ExecutionHost
 	Get(ctx context.Context, executionID string) (*dockerhost.Execution, error)
+	// The stored checkpoints (dockerhost.Docker's).
+	ListCheckpoints(ctx context.Context, executionID string, limit int) (*dockerhost.CheckpointList, error)
+	GetCheckpoint(ctx context.Context, checkpointID string) (*dockerhost.CheckpointInfo, error)
+	DeleteCheckpoint(ctx context.Context, checkpointID string) error
 }
 
 var _ Executions = (*dockerhost.Docker)(nil)
@@ -47,7 +52,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// API serves /v1/executions… and /v1/restores.
+// API serves /v1/executions…, /v1/restores and /v1/checkpoints….
 type API struct {
 	ex  Executions
 	cfg Config
@@ -77,11 +82,15 @@ var routes = []string{
 	"POST /v1/executions/{id}/checkpoints",
 	"DELETE /v1/executions/{id}",
 	"POST /v1/restores",
+	"GET /v1/checkpoints",
+	"GET /v1/checkpoints/{id}",
+	"DELETE /v1/checkpoints/{id}",
 }
 
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	handlers := []http.HandlerFunc{a.provision, a.get, a.exec, a.checkpoint, a.terminate, a.restore}
+	handlers := []http.HandlerFunc{a.provision, a.get, a.exec, a.checkpoint, a.terminate, a.restore,
+		a.listCheckpoints, a.getCheckpoint, a.deleteCheckpoint}
 	for i, p := range routes {
 		h := handlers[i]
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -298,6 +307,72 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gateway.WriteJSON(w, http.StatusCreated, cp)
+}
+
+// listCheckpoints answers {checkpoints: [...], truncated}, the newest
+// first: ?executionId= keeps one execution's, ?limit= (1-10000, default
+// 1000) bounds the answer.
+func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > dockerhost.MaxCheckpointListLimit {
+			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+				fmt.Sprintf("limit: want a number from 1 to %d", dockerhost.MaxCheckpointListLimit))
+			return
+		}
+		limit = n
+	}
+	exec := q.Get("executionId")
+	if exec != "" && !store.ValidHostID(exec) {
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
+		return
+	}
+	list, err := a.ex.ListCheckpoints(r.Context(), exec, limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	gateway.WriteJSON(w, http.StatusOK, list)
+}
+
+// checkpointID is the path's checkpoint id; a malformed one answers 404
+// not_found here (no checkpoint has it) and is never passed on.
+func checkpointID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !dockerhost.ValidCheckpointID(id) {
+		gateway.WriteError(w, http.StatusNotFound, dockerhost.CodeNotFound, "no such checkpoint (a checkpoint id is 32 lowercase hex digits)")
+		return "", false
+	}
+	return id, true
+}
+
+func (a *API) getCheckpoint(w http.ResponseWriter, r *http.Request) {
+	id, ok := checkpointID(w, r)
+	if !ok {
+		return
+	}
+	cp, err := a.ex.GetCheckpoint(r.Context(), id)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	gateway.WriteJSON(w, http.StatusOK, cp)
+}
+
+// deleteCheckpoint answers 204, or 404 for a checkpoint that is not (or
+// no longer) stored. A restore reading it still gets all of it.
+func (a *API) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
+	id, ok := checkpointID(w, r)
+	if !ok {
+		return
+	}
+	if err := a.ex.DeleteCheckpoint(r.Context(), id); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // terminate is idempotent: an execution that ended, or that this gateway

@@ -46,6 +46,8 @@ type fakeExecutions struct {
 	gone    map[string]bool
 	files   map[string]string // checkpoint id → "file" content
 	n       int
+	// checkpointCalls counts the checkpoint store calls that reached it.
+	checkpointCalls int
 }
 
 func newFakeExecutions() *fakeExecutions {
@@ -143,9 +145,46 @@ func (f *fakeExecutions) Checkpoint(ctx context.Context, id string, req dockerho
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cid := fmt.Sprintf("cp-%d", len(f.files)+1)
+	f.n++
+	cid := fmt.Sprintf("cafe%028x", f.n)
 	f.files[cid] = req.Reason
 	return &dockerhost.Checkpoint{CheckpointID: cid, ExecutionID: id, CreatedAt: time.Now(), SizeBytes: 10, SHA256: strings.Repeat("0", 64)}, nil
+}
+
+func (f *fakeExecutions) ListCheckpoints(_ context.Context, executionID string, limit int) (*dockerhost.CheckpointList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checkpointCalls++
+	out := &dockerhost.CheckpointList{Checkpoints: []dockerhost.CheckpointInfo{}}
+	for id, reason := range f.files {
+		out.Checkpoints = append(out.Checkpoints, dockerhost.CheckpointInfo{Checkpoint: dockerhost.Checkpoint{CheckpointID: id, ExecutionID: executionID}, Reason: reason})
+	}
+	if limit > 0 && len(out.Checkpoints) > limit {
+		out.Checkpoints, out.Truncated = out.Checkpoints[:limit], true
+	}
+	return out, nil
+}
+
+func (f *fakeExecutions) GetCheckpoint(_ context.Context, id string) (*dockerhost.CheckpointInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checkpointCalls++
+	reason, ok := f.files[id]
+	if !ok {
+		return nil, &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such checkpoint"}
+	}
+	return &dockerhost.CheckpointInfo{Checkpoint: dockerhost.Checkpoint{CheckpointID: id}, Reason: reason}, nil
+}
+
+func (f *fakeExecutions) DeleteCheckpoint(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checkpointCalls++
+	if _, ok := f.files[id]; !ok {
+		return &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such checkpoint"}
+	}
+	delete(f.files, id)
+	return nil
 }
 
 func (f *fakeExecutions) Restore(ctx context.Context, req dockerhost.RestoreRequest) (*dockerhost.Execution, error) {
@@ -597,6 +636,83 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	if status, body := f.do(t, "POST", "/v1/restores", "admin", map[string]any{"checkpointId": "nope"}); status != http.StatusNotFound {
 		t.Fatalf("restore of unknown checkpoint: %d %v", status, body)
+	}
+}
+
+// TestCheckpointLifecycle: list, get and delete answer as the other
+// routes do (admin only, JSON errors), and a malformed id is 404
+// not_found at the boundary, never passed on.
+func TestCheckpointLifecycle(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	var cps []string
+	for _, reason := range []string{"one", "two"} {
+		status, body := f.do(t, "POST", "/v1/executions/"+id+"/checkpoints", "admin", map[string]any{"reason": reason})
+		if status != http.StatusCreated {
+			t.Fatalf("checkpoint: %d %v", status, body)
+		}
+		cps = append(cps, body["checkpointId"].(string))
+	}
+	status, body := f.do(t, "GET", "/v1/checkpoints?executionId="+id, "admin", nil)
+	if list, _ := body["checkpoints"].([]any); status != http.StatusOK || len(list) != 2 || body["truncated"] != false {
+		t.Fatalf("list: %d %v", status, body)
+	}
+	if status, body := f.do(t, "GET", "/v1/checkpoints?limit=1", "admin", nil); status != http.StatusOK || body["truncated"] != true {
+		t.Fatalf("list limit 1: %d %v", status, body)
+	}
+	if status, body := f.do(t, "GET", "/v1/checkpoints/"+cps[0], "admin", nil); status != http.StatusOK || body["reason"] != "one" || body["checkpointId"] != cps[0] {
+		t.Fatalf("get: %d %v", status, body)
+	}
+	if status, body := f.do(t, "DELETE", "/v1/checkpoints/"+cps[0], "admin", nil); status != http.StatusNoContent || body != nil {
+		t.Fatalf("delete: %d %v", status, body)
+	}
+	for _, m := range []string{"GET", "DELETE"} {
+		if status, body := f.do(t, m, "/v1/checkpoints/"+cps[0], "admin", nil); status != http.StatusNotFound {
+			t.Fatalf("%s of a deleted checkpoint: %d %v", m, status, body)
+		} else if code, _ := errCode(body); code != "not_found" {
+			t.Fatalf("%s of a deleted checkpoint: %v, want not_found", m, body)
+		}
+	}
+	if status, body := f.do(t, "POST", "/v1/restores", "admin", map[string]any{"checkpointId": cps[1]}); status != http.StatusCreated {
+		t.Fatalf("restore of the other: %d %v", status, body)
+	}
+
+	// Refusals: none reaches the store.
+	f.ex.mu.Lock()
+	calls := f.ex.checkpointCalls
+	f.ex.mu.Unlock()
+	for _, c := range []struct {
+		method, path, token string
+		status              int
+		code                string
+	}{
+		{"GET", "/v1/checkpoints", "client", http.StatusForbidden, "forbidden"},
+		{"GET", "/v1/checkpoints/" + cps[1], "client", http.StatusForbidden, "forbidden"},
+		{"DELETE", "/v1/checkpoints/" + cps[1], "client", http.StatusForbidden, "forbidden"},
+		{"GET", "/v1/checkpoints/nope", "admin", http.StatusNotFound, "not_found"},
+		{"DELETE", "/v1/checkpoints/" + strings.ToUpper(cps[1]), "admin", http.StatusNotFound, "not_found"},
+		{"DELETE", "/v1/checkpoints/..%2f" + cps[1], "admin", http.StatusNotFound, "not_found"},
+		{"DELETE", "/v1/checkpoints/" + cps[1] + "%00", "admin", http.StatusNotFound, "not_found"},
+		{"GET", "/v1/checkpoints?limit=0", "admin", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/v1/checkpoints?limit=x", "admin", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/v1/checkpoints?limit=10001", "admin", http.StatusBadRequest, "invalid_request"},
+		{"GET", "/v1/checkpoints?executionId=../x", "admin", http.StatusBadRequest, "invalid_request"},
+		{"POST", "/v1/checkpoints", "admin", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"PUT", "/v1/checkpoints/" + cps[1], "admin", http.StatusMethodNotAllowed, "method_not_allowed"},
+	} {
+		status, body := f.do(t, c.method, c.path, c.token, nil)
+		if code, _ := errCode(body); status != c.status || code != c.code {
+			t.Errorf("%s %s (%s): %d %v, want %d %s", c.method, c.path, c.token, status, body, c.status, c.code)
+		}
+	}
+	f.ex.mu.Lock()
+	defer f.ex.mu.Unlock()
+	if f.ex.checkpointCalls != calls {
+		t.Errorf("refused requests reached the store %d times", f.ex.checkpointCalls-calls)
+	}
+	if _, ok := f.ex.files[cps[1]]; !ok {
+		t.Errorf("a refused delete deleted the checkpoint")
 	}
 }
 

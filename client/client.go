@@ -174,7 +174,9 @@ func (c *Client) doLong(ctx context.Context, method, path string, in, out any) e
 		body = bytes.NewReader(b)
 	}
 	u := *c.base
+	path, query, _ := strings.Cut(path, "?")
 	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return err

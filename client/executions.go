@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -106,6 +107,31 @@ type Checkpoint struct {
 	SHA256       string    `json:"sha256"`
 }
 
+// StoredCheckpoint is a checkpoint as the gateway keeps it: what its
+// checkpoint answered, and what its manifest records of where it came
+// from and what a restore of it gets.
+type StoredCheckpoint struct {
+	Checkpoint
+	Reason    string    `json:"reason,omitempty"`
+	Image     string    `json:"image"`
+	Resources Resources `json:"resources"`
+}
+
+// CheckpointList is the newest stored checkpoints, newest first.
+type CheckpointList struct {
+	Checkpoints []StoredCheckpoint `json:"checkpoints"`
+	// Truncated says that older checkpoints were left out by the limit.
+	Truncated bool `json:"truncated"`
+}
+
+// ListCheckpointsOptions narrow ListCheckpoints: ExecutionID keeps one
+// execution's checkpoints; Limit (1-10000, 0 for the gateway's default
+// of 1000) bounds the answer.
+type ListCheckpointsOptions struct {
+	ExecutionID string
+	Limit       int
+}
+
 // RestoreRequest restores a checkpoint into a new execution. Env is given
 // again: checkpoints never hold environment values.
 type RestoreRequest struct {
@@ -175,6 +201,44 @@ func (c *Client) Checkpoint(ctx context.Context, id, reason string) (*Checkpoint
 		return nil, err
 	}
 	return &cp, nil
+}
+
+// ListCheckpoints lists the stored checkpoints, newest first (admin
+// token).
+func (c *Client) ListCheckpoints(ctx context.Context, opts ListCheckpointsOptions) (*CheckpointList, error) {
+	q := url.Values{}
+	if opts.ExecutionID != "" {
+		q.Set("executionId", opts.ExecutionID)
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	path := "/v1/checkpoints"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var l CheckpointList
+	if err := c.do(ctx, "GET", path, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// GetCheckpoint returns one stored checkpoint; an unknown one is an
+// *APIError with Status 404.
+func (c *Client) GetCheckpoint(ctx context.Context, checkpointID string) (*StoredCheckpoint, error) {
+	var cp StoredCheckpoint
+	if err := c.do(ctx, "GET", "/v1/checkpoints/"+url.PathEscape(checkpointID), nil, &cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+// DeleteCheckpoint deletes a stored checkpoint; an unknown (or already
+// deleted) one is an *APIError with Status 404. A restore already reading
+// it still gets all of it.
+func (c *Client) DeleteCheckpoint(ctx context.Context, checkpointID string) error {
+	return c.do(ctx, "DELETE", "/v1/checkpoints/"+url.PathEscape(checkpointID), nil, nil)
 }
 
 // Restore makes a new execution from a checkpoint.

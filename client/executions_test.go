@@ -45,6 +45,15 @@ func TestExecutionsClient(t *testing.T) {
 	mux.HandleFunc("POST /v1/executions/{id}/checkpoints", reply(201, map[string]any{"checkpointId": "cp", "sizeBytes": 10, "sha256": "ab"}))
 	mux.HandleFunc("POST /v1/restores", reply(201, map[string]any{"executionId": "e2", "restoredFrom": "cp"}))
 	mux.HandleFunc("DELETE /v1/executions/{id}", reply(204, nil))
+	mux.HandleFunc("GET /v1/checkpoints", func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Get("executionId") != "e1" || q.Get("limit") != "5" {
+			reply(400, map[string]any{"error": map[string]string{"code": "invalid_request", "message": "query " + r.URL.RawQuery}})(w, r)
+			return
+		}
+		reply(200, map[string]any{"checkpoints": []any{map[string]any{"checkpointId": "cp", "executionId": "e1", "reason": "why", "image": "i", "sizeBytes": 10}}, "truncated": true})(w, r)
+	})
+	mux.HandleFunc("GET /v1/checkpoints/{id}", reply(200, map[string]any{"checkpointId": "cp", "reason": "why", "resources": map[string]any{"pids": 7}}))
+	mux.HandleFunc("DELETE /v1/checkpoints/{id}", reply(404, map[string]any{"error": map[string]string{"code": "not_found", "message": "no checkpoint"}}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c, err := New(srv.URL, "tok", nil)
@@ -81,9 +90,20 @@ func TestExecutionsClient(t *testing.T) {
 	if err := c.Terminate(ctx, "e1"); err != nil {
 		t.Fatalf("terminate: %v", err)
 	}
+	l, err := c.ListCheckpoints(ctx, ListCheckpointsOptions{ExecutionID: "e1", Limit: 5})
+	if err != nil || len(l.Checkpoints) != 1 || !l.Truncated || l.Checkpoints[0].CheckpointID != "cp" || l.Checkpoints[0].Reason != "why" || l.Checkpoints[0].Image != "i" || l.Checkpoints[0].SizeBytes != 10 {
+		t.Fatalf("list checkpoints: %+v %v", l, err)
+	}
+	got, err := c.GetCheckpoint(ctx, "cp")
+	if err != nil || got.CheckpointID != "cp" || got.Reason != "why" || got.Resources.Pids != 7 {
+		t.Fatalf("get checkpoint: %+v %v", got, err)
+	}
+	if err := c.DeleteCheckpoint(ctx, "cp"); !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "not_found" {
+		t.Fatalf("delete checkpoint: %v", err)
+	}
 	want := []string{"POST /v1/executions Bearer tok", "POST /v1/executions Bearer tok", "GET /v1/executions/e1 Bearer tok",
 		"POST /v1/executions/e1/exec Bearer tok", "POST /v1/executions/e1/checkpoints Bearer tok", "POST /v1/restores Bearer tok",
-		"DELETE /v1/executions/e1 Bearer tok"}
+		"DELETE /v1/executions/e1 Bearer tok", "GET /v1/checkpoints Bearer tok", "GET /v1/checkpoints/cp Bearer tok", "DELETE /v1/checkpoints/cp Bearer tok"}
 	if len(seen) != len(want) {
 		t.Fatalf("requests %q, want %q", seen, want)
 	}

@@ -101,6 +101,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
 		EnvDir:          filepath.Join(s.Config.StateDir, "execution-env"),
 		RepositoryRoots: s.Config.repositoryRoots(),
+		Retention:       dockerhost.Retention{MaxAge: s.Config.CheckpointMaxAge, MaxBytes: int64(s.Config.CheckpointMaxBytes)},
+	}
+	if cfg.Retention != (dockerhost.Retention{}) {
+		log.Info("checkpoint retention", "maxAge", cfg.Retention.MaxAge, "maxBytes", cfg.Retention.MaxBytes)
 	}
 	if t, ok := srv.Store().(dockerhost.Tombstones); ok {
 		// Ended executions answer gone, not not_found, after a restart.

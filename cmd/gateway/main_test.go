@@ -436,6 +436,42 @@ func TestRepositoryRootsFlag(t *testing.T) {
 	}
 }
 
+// TestCheckpointRetentionFlags: both off by default, both from the
+// environment, sizes with units; bad values refused.
+func TestCheckpointRetentionFlags(t *testing.T) {
+	sio := stdio{out: io.Discard, err: io.Discard}
+	c, err := parseServeFlags("serve", sio, nil, serveConfig{})
+	if err != nil || c.CheckpointMaxAge != 0 || c.CheckpointMaxBytes != 0 {
+		t.Fatalf("defaults: %+v %v, want both 0", c, err)
+	}
+	t.Setenv("HOSTGATE_CHECKPOINT_MAX_BYTES", "20G")
+	t.Setenv("HOSTGATE_CHECKPOINT_MAX_AGE", "72h")
+	c, err = parseServeFlags("serve", sio, nil, serveConfig{})
+	if err != nil || c.CheckpointMaxAge != 72*time.Hour || c.CheckpointMaxBytes != 20<<30 {
+		t.Fatalf("from the environment: %v %v %v", c.CheckpointMaxAge, c.CheckpointMaxBytes, err)
+	}
+	for in, want := range map[string]int64{"0": 0, "1234": 1234, "512k": 512 << 10, "1MiB": 1 << 20, "3 GiB": 3 << 30, "2T": 2 << 40, "7B": 7} {
+		c, err := parseServeFlags("serve", sio, []string{"--checkpoint-max-bytes", in}, serveConfig{})
+		if err != nil || int64(c.CheckpointMaxBytes) != want {
+			t.Errorf("--checkpoint-max-bytes %q: %v %v, want %d", in, c, err, want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--checkpoint-max-bytes", "-1"},
+		{"--checkpoint-max-bytes", "10X"},
+		{"--checkpoint-max-bytes", "1.5G"},
+		{"--checkpoint-max-bytes", "20GB"},
+		{"--checkpoint-max-bytes", "99999999T"},
+		{"--checkpoint-max-bytes", ""},
+		{"--checkpoint-max-age", "-1h"},
+		{"--checkpoint-max-age", "week"},
+	} {
+		if _, err := parseServeFlags("serve", sio, args, serveConfig{}); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
 func TestParseArgsInterspersed(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

@@ -44,6 +44,9 @@ type serveConfig struct {
 	RepoRoots     string // comma-separated directories git-worktree repositories must be under
 	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
 	proxies       []netip.Prefix
+	// Checkpoint retention (dockerhost.Retention); 0 keeps everything.
+	CheckpointMaxAge   time.Duration
+	CheckpointMaxBytes byteSize
 }
 
 // serving is a running gateway as the hooks see it.
@@ -87,6 +90,8 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.RepoRoots, "repository-roots", "", "comma-separated directories that git-worktree sandboxes' repositoryPath must be under (empty: any repository the gateway can read)")
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
+	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, at start and after each checkpoint (0: kept for good)")
+	fs.Var(&c.CheckpointMaxBytes, "checkpoint-max-bytes", "Docker executions' checkpoints are kept under this total `SIZE` by deleting the oldest, at start and after each checkpoint; the newest is always kept (bytes, or with K, M, G, T: powers of 1024; 0: no limit)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -127,6 +132,9 @@ func (c *serveConfig) validate() error {
 		if !filepath.IsAbs(r) {
 			return fmt.Errorf("serve: --repository-roots: %q is not an absolute path", r)
 		}
+	}
+	if c.CheckpointMaxAge < 0 {
+		return fmt.Errorf("serve: --checkpoint-max-age %v: want 0 (keep) or more", c.CheckpointMaxAge)
 	}
 	if c.TokenRecheck < 100*time.Millisecond || c.TokenRecheck > time.Hour {
 		return fmt.Errorf("serve: --token-recheck %v: want between 100ms and 1h", c.TokenRecheck)

@@ -28,9 +28,9 @@ import (
 )
 
 // execGateway starts a gateway with Docker executions on and the static
-// agent, or skips (fails under HOSTGATE_E2E=require) without an engine or
-// the test image.
-func execGateway(t testing.TB) (*gw, *client.Client, string) {
+// agent (and extra flags), or skips (fails under HOSTGATE_E2E=require)
+// without an engine or the test image.
+func execGateway(t testing.TB, extra ...string) (*gw, *client.Client, string) {
 	t.Helper()
 	image := os.Getenv("HOSTGATE_TEST_IMAGE")
 	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
@@ -39,7 +39,7 @@ func execGateway(t testing.TB) (*gw, *client.Client, string) {
 	stateDir := t.TempDir()
 	t.Cleanup(func() { removeToolsVolumes(t, stateDir) })
 	// startGateway passes --docker off first; the last flag wins.
-	g := startGateway(t, stateDir, "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image)
+	g := startGateway(t, stateDir, append([]string{"--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image}, extra...)...)
 	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)

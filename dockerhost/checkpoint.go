@@ -182,9 +182,18 @@ const partialMaxIdle = 10 * time.Minute
 
 // sweepPartials removes dir's *.partial files last written before cutoff:
 // a gateway killed during a checkpoint left them (14 MB in one audit run),
-// and nothing else ever would.
+// and nothing else ever would. So it does ID.tar files without their
+// ID.json: a gateway killed between a commit's two renames, or between a
+// delete's two removes, left a tar no list shows and no retention counts.
 func sweepPartials(dir string, cutoff time.Time) {
 	names, _ := filepath.Glob(filepath.Join(dir, "*.partial"))
+	tars, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+	for _, t := range tars {
+		id := strings.TrimSuffix(filepath.Base(t), ".tar")
+		if _, err := os.Lstat(filepath.Join(dir, id+".json")); checkpointIDRE.MatchString(id) && errors.Is(err, fs.ErrNotExist) {
+			names = append(names, t)
+		}
+	}
 	for _, n := range names {
 		if fi, err := os.Lstat(n); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
 			_ = os.Remove(n)

@@ -215,8 +215,8 @@ func TestRWLock(t *testing.T) {
 	}
 }
 
-// A new LocalStore removes the partial files a killed run left, and not
-// one a checkpoint is writing now.
+// A new LocalStore removes the partial files and manifest-less tars a
+// killed run left, and not those a checkpoint is writing now.
 func TestLocalStoreSweepsPartials(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "cp1.tar.123.partial")
@@ -230,11 +230,34 @@ func TestLocalStoreSweepsPartials(t *testing.T) {
 	if err := os.Chtimes(old, long, long); err != nil {
 		t.Fatal(err)
 	}
+	// A tar whose manifest a killed run never wrote (or had removed),
+	// an old one with its manifest, and a fresh one being committed.
+	orphan := writeCheckpoint(t, dir, time.Now(), 10, "exec-1").CheckpointID
+	kept := writeCheckpoint(t, dir, time.Now(), 10, "exec-1").CheckpointID
+	committing := writeCheckpoint(t, dir, time.Now(), 10, "exec-1").CheckpointID
+	for _, id := range []string{orphan, committing} {
+		if err := os.Remove(filepath.Join(dir, id+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{orphan, kept} {
+		if err := os.Chtimes(filepath.Join(dir, id+".tar"), long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := NewLocalStore(dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a killed run's partial file: %v, want it removed", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, orphan+".tar")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a killed run's tar without its manifest: %v, want it removed", err)
+	}
+	for _, id := range []string{kept, committing} {
+		if _, err := os.Stat(filepath.Join(dir, id+".tar")); err != nil {
+			t.Errorf("tar %s: %v, want it kept", id, err)
+		}
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("a partial file being written: %v, want it kept", err)

@@ -49,7 +49,8 @@ func TestExecutionsOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := lastLine(out)
-	for _, p := range []string{"POST /v1/executions", "GET /v1/executions/x", "POST /v1/executions/x/exec", "POST /v1/restores", "DELETE /v1/executions/x"} {
+	for _, p := range []string{"POST /v1/executions", "GET /v1/executions/x", "POST /v1/executions/x/exec", "POST /v1/restores", "DELETE /v1/executions/x",
+		"GET /v1/checkpoints", "GET /v1/checkpoints/x", "DELETE /v1/checkpoints/x"} {
 		m, path, _ := strings.Cut(p, " ")
 		status, body := apiCall(t, m, base+path, admin, "{}")
 		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "docker_off" {

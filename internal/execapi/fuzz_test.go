@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"testing"
+
+	"github.com/hostgate/hostgate/dockerhost"
 )
 
 // FuzzBodies sends peer-controlled bodies to every route: the answer is
@@ -47,6 +50,47 @@ func FuzzBodies(f *testing.F) {
 		if rec.Code >= 400 {
 			if e, ok := out["error"].(map[string]any); !ok || e["code"] == "" || e["message"] == "" {
 				t.Fatalf("%s %q: error shape %v", req.URL.Path, body, out)
+			}
+		}
+	})
+}
+
+// FuzzCheckpointIDPath: whatever the path's checkpoint id, get and delete
+// answer JSON and never 5xx, and only a well-formed id reaches the store.
+func FuzzCheckpointIDPath(f *testing.F) {
+	for _, s := range []string{"cafe0000000000000000000000000001", "..%2f..%2fgateway.db", "%00", "CAFE0000000000000000000000000001", "x", "cafe0000000000000000000000000001%2f"} {
+		f.Add(s)
+	}
+	ex := newFakeExecutions()
+	api, err := New(ex, &Config{Authorize: func(http.ResponseWriter, *http.Request) bool { return true }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	api.Register(mux)
+	f.Fuzz(func(t *testing.T, id string) {
+		for _, m := range []string{"GET", "DELETE"} {
+			req, err := http.NewRequest(m, "http://gw/v1/checkpoints/"+id, nil)
+			if err != nil {
+				return // not a URL a client could send
+			}
+			pv, ok := strings.CutPrefix(req.URL.Path, "/v1/checkpoints/")
+			if !ok || pv == "" || strings.Contains(pv, "/") || path.Clean(req.URL.Path) != req.URL.Path {
+				return // another route's path, or none, or one the router cleans
+			}
+			ex.mu.Lock()
+			before := ex.checkpointCalls
+			ex.mu.Unlock()
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, req)
+			ex.mu.Lock()
+			reached := ex.checkpointCalls != before
+			ex.mu.Unlock()
+			if rec.Code >= 500 || !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("%s %q: %d %q", m, id, rec.Code, rec.Body)
+			}
+			if reached && !dockerhost.ValidCheckpointID(pv) {
+				t.Fatalf("%s %q: a malformed id reached the store", m, id)
 			}
 		}
 	})

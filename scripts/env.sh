@@ -107,7 +107,7 @@ setup_browser() {
 }
 
 setup_env() {
-	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps
+	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync
 	start_docker
 	start_registry
 	build_test_image

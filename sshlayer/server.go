@@ -126,7 +126,9 @@ type ServerConfig struct {
 	// client asked (sshd's GatewayPorts no).
 	AllowRemoteBind bool
 	// KillGrace is how long a process group has between SIGHUP and SIGKILL
-	// when its channel or connection goes away; default 1 s.
+	// when its channel or connection goes away; default 1 s. A command
+	// without a terminal first has as long again after its stdin ends and
+	// its output pipes close, as sshd gives it (srvProcess.terminate).
 	KillGrace time.Duration
 	// OnSession, when set, is called as each exec, shell or subsystem
 	// starts (for audit). It must not block.

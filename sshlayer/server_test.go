@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,6 +364,58 @@ func TestServerCloseKillsProcesses(t *testing.T) {
 	}
 	if _, err := c.NewSession(); err == nil {
 		t.Fatal("session on a closed server succeeded")
+	}
+}
+
+// TestServerClientGoneEndsPipesFirst: when the client goes, a command
+// without a terminal gets what sshd gives it first: its stdin ends and a
+// write to its output fails, with time to finish on its own before any
+// signal. It was sent SIGHUP at once, so rsync --partial, cut off by a
+// dropped connection, left its temporary file instead of keeping what it
+// had received (TestRsyncPartialThroughGateway in e2e/).
+func TestServerClientGoneEndsPipesFirst(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{KillGrace: srvTestWait})
+	c := srvDialServer(t, ts)
+	dir := t.TempDir()
+	reader := filepath.Join(dir, "reader")
+	writer := filepath.Join(dir, "writer")
+	var pids []int
+	for _, cmd := range []string{
+		// Reads its stdin to the end, then takes a moment to clean up.
+		`echo $$; cat >/dev/null; sleep 0.2; echo eof >` + reader,
+		// Writes until a write fails (SIGPIPE ignored, so EPIPE).
+		`trap '' PIPE; echo $$; while echo x; do :; done 2>/dev/null; sleep 0.2; echo epipe >` + writer,
+	} {
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outp, err := s.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(outp).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil {
+			t.Fatalf("pid line %q", line)
+		}
+		pids = append(pids, pid)
+	}
+	_ = c.Close()
+	for _, pid := range pids {
+		srvWaitGone(t, pid)
+	}
+	for file, want := range map[string]string{reader: "eof\n", writer: "epipe\n"} {
+		if b, err := os.ReadFile(file); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q (the command was signalled before it could finish)", filepath.Base(file), b, err, want)
+		}
 	}
 }
 

@@ -375,21 +375,53 @@ func (p *srvProcess) signal(sig syscall.Signal) error {
 }
 
 // terminate ends the process group because its channel or connection is
-// gone: SIGHUP (what a vanished terminal sends), then SIGKILL after the
-// grace period.
+// gone. A command without a terminal first gets what sshd gives it: its
+// stdin ends and its output pipes close (a write fails with EPIPE), and it
+// has the grace period to finish on its own; a program that cleans up on
+// EOF (rsync --partial keeping what it received, git releasing its lock)
+// does so. Then, as with a terminal from the start, SIGHUP (what a
+// vanished terminal sends), then SIGKILL after the grace period.
 func (p *srvProcess) terminate() {
 	select {
 	case <-p.exited:
 		return
 	default:
 	}
-	_ = p.signal(syscall.SIGHUP)
-	t := time.NewTimer(p.s.c.srv.cfg.KillGrace)
+	grace := p.s.c.srv.cfg.KillGrace
+	t := time.NewTimer(grace)
 	defer t.Stop()
+	if p.ptmx == nil {
+		p.hangUpPipes()
+		select {
+		case <-p.exited:
+			return
+		case <-t.C:
+		}
+		t.Reset(grace)
+	}
+	_ = p.signal(syscall.SIGHUP)
 	select {
 	case <-p.exited:
 	case <-t.C:
 		_ = p.signal(syscall.SIGKILL)
+	}
+}
+
+// hangUpPipes closes this side of a command's stdin and output pipes, as
+// sshd does when the client goes: the command reads EOF, and a write gets
+// EPIPE (SIGPIPE). The copies that use them end with an error.
+func (p *srvProcess) hangUpPipes() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+	}
+	for _, f := range p.outputs {
+		_ = f.Close()
 	}
 }
 

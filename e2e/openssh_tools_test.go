@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// TestRsyncThroughGateway runs rsync over ssh through `gateway proxy`, as
+// users do: a tree with symlinks, a hard link and modes pushed with
+// --delete and pulled back unchanged; then a --partial transfer cut off by
+// a dropped connection keeps what it received, as it does against sshd.
+// The agent sent the remote rsync SIGHUP the moment the connection went,
+// so it died with its temporary file (.big.XXXXXX) instead of keeping the
+// partial file, and the next run started from zero.
+func TestRsyncThroughGateway(t *testing.T) {
+	testenv.RequirePeer(t, "rsync and OpenSSH ssh", lookPath("rsync") && lookPath("ssh"))
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, 2*time.Minute)
+	dir := t.TempDir()
+	cfg := sshConfig(t, g, "alpha", dir)
+
+	src := filepath.Join(dir, "src")
+	must(t, os.MkdirAll(filepath.Join(src, "sub"), 0o751))
+	must(t, os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello\n"), 0o640))
+	must(t, os.Link(filepath.Join(src, "a.txt"), filepath.Join(src, "hard")))
+	must(t, os.Symlink("a.txt", filepath.Join(src, "link")))
+	must(t, os.Symlink("/nonexistent", filepath.Join(src, "dangling")))
+	must(t, os.WriteFile(filepath.Join(src, "sub", "sp ace ü"), []byte("x"), 0o600))
+	dst := filepath.Join(t.TempDir(), "dst")
+	must(t, os.MkdirAll(dst, 0o755))
+	must(t, os.WriteFile(filepath.Join(dst, "stale"), []byte("gone after --delete"), 0o600))
+
+	rsync := func(args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "rsync", append([]string{"-e", "ssh -F " + cfg}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("rsync %v: %v\n%s", args, err, out)
+		}
+	}
+	rsync("-aH", "--delete", src+"/", "alpha:"+dst+"/")
+	back := filepath.Join(dir, "back")
+	rsync("-aH", "alpha:"+dst+"/", back+"/")
+	for _, d := range []string{dst, back} {
+		if _, err := os.Lstat(filepath.Join(d, "stale")); err == nil {
+			t.Errorf("%s: --delete left stale", d)
+		}
+		if l, err := os.Readlink(filepath.Join(d, "dangling")); err != nil || l != "/nonexistent" {
+			t.Errorf("%s: dangling symlink %q, %v", d, l, err)
+		}
+		a, err1 := os.Stat(filepath.Join(d, "a.txt"))
+		h, err2 := os.Stat(filepath.Join(d, "hard"))
+		if err1 != nil || err2 != nil || !os.SameFile(a, h) || a.Mode().Perm() != 0o640 {
+			t.Errorf("%s: hard link or mode lost: %v %v %v", d, a, err1, err2)
+		}
+		if fi, err := os.Stat(filepath.Join(d, "sub")); err != nil || fi.Mode().Perm() != 0o751 {
+			t.Errorf("%s: sub: %v %v", d, fi, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "sub", "sp ace ü")); err != nil || string(b) != "x" {
+			t.Errorf("%s: odd name: %q %v", d, b, err)
+		}
+	}
+
+	// --partial cut off: ssh (rsync's -e, through a script that records
+	// its pid) is killed while the transfer runs, as a dropped connection.
+	data := make([]byte, 16<<20)
+	_, _ = rand.Read(data)
+	big := filepath.Join(dir, "big")
+	must(t, os.WriteFile(big, data, 0o644))
+	pidFile := filepath.Join(dir, "ssh.pid")
+	wrapper := filepath.Join(dir, "ssh-wrapper")
+	must(t, os.WriteFile(wrapper, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec ssh \"$@\"\n"), 0o755))
+	cmd := exec.CommandContext(ctx, "rsync", "-e", wrapper+" -F "+cfg, "--partial", "--bwlimit=1024", big, "alpha:"+dst+"/")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	temp := waitFor(t, "rsync's temporary file on the host", func() (string, bool) {
+		m, _ := filepath.Glob(filepath.Join(dst, ".big.*"))
+		if len(m) == 1 {
+			if fi, err := os.Stat(m[0]); err == nil && fi.Size() > 0 {
+				return m[0], true
+			}
+		}
+		return "", false
+	})
+	b, err := os.ReadFile(pidFile)
+	must(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	must(t, err)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("rsync succeeded although its ssh was killed:\n%s", out.String())
+	}
+	kept := filepath.Join(dst, "big")
+	waitFor(t, "the partial file kept as "+kept+" (its temporary file "+temp+" removed)", func() (string, bool) {
+		_, errTemp := os.Lstat(temp)
+		_, errKept := os.Lstat(kept)
+		return "", os.IsNotExist(errTemp) && errKept == nil
+	})
+	part, err := os.ReadFile(kept)
+	must(t, err)
+	if len(part) == 0 || len(part) >= len(data) || !bytes.Equal(part, data[:len(part)]) {
+		t.Fatalf("partial file: %d bytes, not a proper prefix of the %d sent", len(part), len(data))
+	}
+	rsync("--partial", big, "alpha:"+dst+"/")
+	if got, err := os.ReadFile(kept); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("resumed file differs (%d bytes, %v)", len(got), err)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond (every 20 ms, for at most 30 s) until it holds and
+// returns its value.
+func waitFor(t testing.TB, what string, cond func() (string, bool)) string {
+	t.Helper()
+	for range 1500 {
+		if v, ok := cond(); ok {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+	return ""
+}

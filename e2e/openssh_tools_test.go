@@ -118,6 +118,21 @@ func TestRsyncThroughGateway(t *testing.T) {
 	}
 }
 
+// TestSSHStdioForwardRefused: `ssh -W` (and -L, -D) to a port nothing
+// listens on says why, in sshd's words. The agent answered "connect
+// failed" for every cause, so ssh printed "connect failed: connect failed".
+func TestSSHStdioForwardRefused(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, time.Minute)
+	cfg := sshConfig(t, g, "alpha", t.TempDir())
+	out, err := exec.CommandContext(ctx, "ssh", "-F", cfg, "-W", testenv.RefusedAddr(t), "alpha").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "open failed: connect failed: Connection refused") {
+		t.Fatalf("ssh -W to a closed port: %v\n%s", err, out)
+	}
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {

@@ -4,10 +4,13 @@ package sshlayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/crypto/ssh"
 
@@ -61,7 +64,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	cancel()
 	if err != nil {
 		log.Info("direct-tcpip dial failed", "target", target, "err", err)
-		_ = nc.Reject(ssh.ConnectionFailed, "connect failed")
+		_ = nc.Reject(ssh.ConnectionFailed, dialFailure(err))
 		return
 	}
 	ch, reqs, err := nc.Accept()
@@ -73,6 +76,41 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); discardChannelRequests(reqs) }()
 	_, _ = bicopy.Copy(c.ctx, ch, tc)
+}
+
+// dialFailure is the reason a refused direct-tcpip open gives for a failed
+// dial, in sshd's words: strerror ("Connection refused") or gai_strerror
+// ("Name or service not known"), which ssh prints ("channel 0: open failed:
+// connect failed: Connection refused"). It was "connect failed" for every
+// cause, so a user could not tell a closed port from a name that does not
+// resolve.
+func dialFailure(err error) string {
+	var dnsErr *net.DNSError
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &dnsErr):
+		switch {
+		case dnsErr.IsNotFound:
+			return "Name or service not known"
+		case dnsErr.IsTimeout, dnsErr.IsTemporary:
+			return "Temporary failure in name resolution"
+		}
+		return capitalize(dnsErr.Err)
+	case errors.As(err, &errno):
+		return capitalize(errno.Error())
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "Connection timed out"
+	}
+	return "connect failed"
+}
+
+// capitalize upper-cases the first letter of Go's strerror text
+// ("connection refused"), as the C library writes it.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // parseDirectTCPIP returns the host:port a direct-tcpip channel's extra

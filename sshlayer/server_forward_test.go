@@ -4,6 +4,7 @@ package sshlayer
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -15,9 +16,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // srvStartEcho runs a loopback TCP echo server until the test ends.
@@ -121,11 +125,33 @@ func TestServerDirectTCPIPDialFailure(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, nil)
 	c := srvDialServer(t, ts)
-	// Port 0 can never be connected to.
-	_, err := c.Dial("tcp", "127.0.0.1:0")
+	// A port that refuses. The reason is sshd's: strerror,
+	// which ssh prints ("open failed: connect failed: Connection
+	// refused"); it was "connect failed" for every cause.
+	_, err := c.Dial("tcp", testenv.RefusedAddr(t))
 	var oce *ssh.OpenChannelError
-	if !errors.As(err, &oce) || oce.Reason != ssh.ConnectionFailed {
-		t.Fatalf("dial of a closed port: %v, want ConnectionFailed", err)
+	if !errors.As(err, &oce) || oce.Reason != ssh.ConnectionFailed || oce.Message != "Connection refused" {
+		t.Fatalf("dial of a closed port: %v, want ConnectionFailed with reason \"Connection refused\"", err)
+	}
+}
+
+// TestDialFailure: the reasons a refused direct-tcpip open gives are
+// sshd's words for the causes.
+func TestDialFailure(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, "Connection refused"},
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}, "Network is unreachable"},
+		{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}, "Name or service not known"},
+		{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}}, "Temporary failure in name resolution"},
+		{&net.OpError{Op: "dial", Err: context.DeadlineExceeded}, "Connection timed out"},
+		{errors.New("something else"), "connect failed"},
+	} {
+		if got := dialFailure(tc.err); got != tc.want {
+			t.Errorf("dialFailure(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
 

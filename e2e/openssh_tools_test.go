@@ -153,3 +153,42 @@ func waitFor(t testing.TB, what string, cond func() (string, bool)) string {
 	t.Fatalf("timed out waiting for %s", what)
 	return ""
 }
+
+// TestSFTPListingThroughGateway: OpenSSH's sftp `ls -la` of a directory on
+// a host lists "." and "..", and its long lines pad the day to two columns
+// ("Jan  5  2020"), as against sshd. The agent's SFTP server listed
+// neither "." nor ".." (`ls -la` in an sshfs mount showed them missing
+// too), and wrote "Jan 5  2020", so the columns shifted between the 9th
+// and the 10th of a month.
+func TestSFTPListingThroughGateway(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH sftp", lookPath("sftp"))
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, time.Minute)
+	cfg := sshConfig(t, g, "alpha", t.TempDir())
+	remote := t.TempDir()
+	f := filepath.Join(remote, "old file")
+	must(t, os.WriteFile(f, []byte("x"), 0o644))
+	old := time.Date(2020, 1, 5, 12, 0, 0, 0, time.Local)
+	must(t, os.Chtimes(f, old, old))
+	cmd := exec.CommandContext(ctx, "sftp", "-F", cfg, "-b", "-", "alpha")
+	cmd.Stdin = strings.NewReader("cd " + remote + "\nls -la\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sftp: %v\n%s", err, out)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "sftp>") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		names = append(names, f[len(f)-1])
+		if strings.HasSuffix(line, "old file") && !strings.Contains(line, " Jan  5  2020 old file") {
+			t.Errorf("long line %q, want the date as \"Jan  5  2020\"", line)
+		}
+	}
+	if strings.Join(names, " ") != ". .. file" {
+		t.Errorf("ls -la listed %q, want . .. and the file\n%s", names, out)
+	}
+}

@@ -2,9 +2,11 @@ package sftp
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,3 +137,62 @@ func TestHostgateNoWait(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// hostgate: change 4 (HOSTGATE.md). A directory's first READDIR answer
+// starts with "." and "..", later ones do not, and an empty directory's
+// first answer is the two of them rather than EOF; long names pad the
+// day to two columns.
+func TestHostgateReaddirDots(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	svr := &Server{openFiles: make(map[string]file)}
+	names := func(d string) [][]string {
+		fh, err := os.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := svr.nextHandle(fh)
+		defer func() { _ = svr.closeHandle(h) }()
+		var pages [][]string
+		for range 4 {
+			r := (&sshFxpReaddirPacket{ID: 1, Handle: h}).respond(svr)
+			np, ok := r.(*sshFxpNamePacket)
+			if !ok {
+				break
+			}
+			var page []string
+			for _, na := range np.NameAttrs {
+				page = append(page, na.Name)
+			}
+			pages = append(pages, page)
+		}
+		return pages
+	}
+	if got := fmt.Sprint(names(dir)); got != "[[. .. empty f]]" && got != "[[. .. f empty]]" {
+		t.Errorf("readdir pages %s, want [[. .. empty f]]", got)
+	}
+	if got := fmt.Sprint(names(empty)); got != "[[. ..]]" {
+		t.Errorf("empty directory: readdir pages %s, want [[. ..]]", got)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 5, 12, 0, 0, 0, time.Local)
+	if got := runLs(nil, renamedInfo{oldInfo{fi, old}, "f"}); !strings.HasSuffix(got, " Jan  5  2020 f") {
+		t.Errorf("long name %q, want the date as \"Jan  5  2020\"", got)
+	}
+}
+
+type oldInfo struct {
+	os.FileInfo
+	t time.Time
+}
+
+func (o oldInfo) ModTime() time.Time { return o.t }

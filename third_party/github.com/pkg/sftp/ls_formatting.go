@@ -75,7 +75,9 @@ func runLs(idLookup NameLookupFileLister, dirent os.FileInfo) string {
 	}
 
 	mtime := dirent.ModTime()
-	date := mtime.Format("Jan 2")
+	// hostgate: the day padded to two columns ("Dec  2"), as ls and
+	// OpenSSH's sftp-server write it (HOSTGATE.md, change 4).
+	date := mtime.Format("Jan _2")
 
 	var yearOrTime string
 	if mtime.Before(time.Now().AddDate(0, -6, 0)) {

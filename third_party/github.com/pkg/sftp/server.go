@@ -67,8 +67,42 @@ func (svr *Server) nextHandle(f file) string {
 // goroutine waiting on this mutex parks instead.
 type serialWrites struct {
 	file
-	mu sync.Mutex
+	mu          sync.Mutex
+	readdirDone bool // hostgate: change 4
 }
+
+// hostgate: firstReaddir reports whether this is the handle's first
+// READDIR (HOSTGATE.md, change 4).
+func (f *serialWrites) firstReaddir() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := !f.readdirDone
+	f.readdirDone = true
+	return first
+}
+
+// hostgate: dotEntries are "." and ".." of directory dir, named so (as
+// readdir(3) gives them to OpenSSH's sftp-server), or none if it cannot
+// stat them.
+func dotEntries(dir string) []os.FileInfo {
+	var dots []os.FileInfo
+	for _, name := range []string{".", ".."} {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil {
+			return nil
+		}
+		dots = append(dots, renamedInfo{fi, name})
+	}
+	return dots
+}
+
+// renamedInfo is a FileInfo under another name.
+type renamedInfo struct {
+	os.FileInfo
+	name string
+}
+
+func (r renamedInfo) Name() string { return r.name }
 
 func (f *serialWrites) WriteAt(b []byte, off int64) (int, error) {
 	f.mu.Lock()
@@ -549,6 +583,15 @@ func (p *sshFxpReaddirPacket) respond(svr *Server) responsePacket {
 	}
 
 	dirents, err := f.Readdir(128)
+	// hostgate: a directory's first READDIR answer starts with "." and
+	// "..", as OpenSSH's sftp-server's does (HOSTGATE.md, change 4).
+	if sw, ok := f.(*serialWrites); ok && sw.firstReaddir() {
+		dots := dotEntries(f.Name())
+		if err == io.EOF && len(dots) > 0 {
+			err = nil
+		}
+		dirents = append(dots, dirents...)
+	}
 	if err != nil {
 		return statusFromError(p.ID, err)
 	}

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"crypto/rand"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,5 +192,70 @@ func TestSFTPListingThroughGateway(t *testing.T) {
 	}
 	if strings.Join(names, " ") != ". .. file" {
 		t.Errorf("ls -la listed %q, want . .. and the file\n%s", names, out)
+	}
+}
+
+// TestSSHUnixSocketForwardsThroughGateway: ssh -L /local.sock:/host.sock
+// and -R /host.sock:HOST:PORT through the gateway, as against sshd (a
+// Docker or database socket on the host, a local service offered to the
+// host's programs as a socket). The agent refused both.
+func TestSSHUnixSocketForwardsThroughGateway(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, time.Minute)
+	dir := t.TempDir()
+	cfg := sshConfig(t, g, "alpha", dir)
+	// The host's socket and this machine's echo server (the same machine
+	// here: the agent runs beside the test).
+	hostSock := filepath.Join(dir, "host.sock")
+	ln, err := net.Listen("unix", hostSock)
+	must(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	echo := echoServer(t)
+	localSock := filepath.Join(dir, "local.sock")
+	remoteSock := filepath.Join(dir, "remote.sock")
+	// The remote command talks to -R's socket on the host; -L's socket is
+	// used from here while the command runs.
+	cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, "-o", "ExitOnForwardFailure=yes",
+		"-L", localSock+":"+hostSock, "-R", remoteSock+":"+echo, "alpha",
+		"ls -l "+remoteSock+"; read line; echo done")
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	waitFor(t, "ssh's -L socket and -R's on the host", func() (string, bool) {
+		_, err1 := os.Stat(localSock)
+		_, err2 := os.Stat(remoteSock)
+		return "", err1 == nil && err2 == nil
+	})
+	for _, sock := range []string{localSock, remoteSock} {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", sock, err, out.String())
+		}
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping\n" {
+			t.Fatalf("through %s: %q %v", sock, buf, err)
+		}
+		_ = c.Close()
+	}
+	_, _ = stdin.Write([]byte("\n"))
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "srw-------") {
+		t.Fatalf("ssh: %v\n%s", err, out.String())
 	}
 }

@@ -45,7 +45,8 @@ type ServerConfig struct {
 	// with no critical options (none is supported, so any is refused), and
 	// with the required principal among its principals. As with sshd, a
 	// certificate grants a PTY only with the permit-pty extension and
-	// direct-tcpip and tcpip-forward only with permit-port-forwarding.
+	// forwarding (TCP and Unix sockets, both ways) only with
+	// permit-port-forwarding.
 	TrustedUserCAs []ssh.PublicKey
 	// Principal is the principal a certificate must carry (the host id).
 	// When empty, the certificate must carry the name of the OS user the
@@ -112,13 +113,14 @@ type ServerConfig struct {
 	// MaxSessions bounds the session channels (exec, shell, subsystem) a
 	// connection may have open at once; default 64.
 	MaxSessions int
-	// MaxDirectTCPIP bounds the forwarded connections (direct-tcpip
-	// channels) a connection may have open at once; default 512, what
+	// MaxDirectTCPIP bounds the forwarded connections (direct-tcpip and
+	// direct-streamlocal channels) a connection may have open at once; default 512, what
 	// forward.Config.MaxConns allows a forwarder by default. They counted
 	// against MaxSessions, and a busy forward, or a host's previews, ran
 	// out at 64 (sshd does not count them against its MaxSessions).
 	MaxDirectTCPIP int
-	// MaxForwards bounds the tcpip-forward listeners per connection;
+	// MaxForwards bounds the tcpip-forward and streamlocal-forward
+	// listeners per connection;
 	// default 16.
 	MaxForwards int
 	// AllowRemoteBind lets tcpip-forward listen on non-loopback addresses.
@@ -169,7 +171,8 @@ type SessionInfo struct {
 }
 
 // Server is the embedded SSH server: exec and shell (with PTY), SFTP,
-// direct-tcpip and tcpip-forward. It serves connections on any byte
+// direct-tcpip and tcpip-forward, and their Unix-socket forms
+// (direct-streamlocal and streamlocal-forward@openssh.com). It serves connections on any byte
 // stream (ServeConn) or a listener (Serve). Close stops everything and waits
 // until every connection, channel and child process is gone.
 type Server struct {

@@ -89,14 +89,17 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 }
 
 func (c *serverConn) dispatch(nc ssh.NewChannel) {
+	fwd := false // a forwarded connection: direct-tcpip or a Unix socket's
 	switch nc.ChannelType() {
-	case "session", "direct-tcpip":
+	case "session":
+	case "direct-tcpip", directStreamLocal:
+		fwd = true
 	default:
 		_ = nc.Reject(ssh.UnknownChannelType, "unknown channel type")
 		return
 	}
-	if nc.ChannelType() == "direct-tcpip" && !c.permitFwd {
-		c.log.Info("direct-tcpip refused: key lacks permit-port-forwarding")
+	if fwd && !c.permitFwd {
+		c.log.Info(nc.ChannelType() + " refused: key lacks permit-port-forwarding")
 		_ = nc.Reject(ssh.Prohibited, "port forwarding not permitted")
 		return
 	}
@@ -107,7 +110,7 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 		return
 	}
 	n, limit := &c.sessions, c.srv.cfg.MaxSessions
-	if nc.ChannelType() == "direct-tcpip" {
+	if fwd {
 		n, limit = &c.tcpip, c.srv.cfg.MaxDirectTCPIP
 	}
 	if *n >= limit {
@@ -234,6 +237,19 @@ func (c *serverConn) globalRequest(r *ssh.Request) {
 		}
 	case "cancel-tcpip-forward":
 		ok := c.cancelTCPIPForward(r.Payload)
+		if r.WantReply {
+			_ = r.Reply(ok, nil)
+		}
+	case "streamlocal-forward@openssh.com":
+		ok := c.permitFwd && c.streamLocalForward(r.Payload)
+		if !c.permitFwd {
+			c.log.Info("streamlocal-forward refused: key lacks permit-port-forwarding")
+		}
+		if r.WantReply {
+			_ = r.Reply(ok, nil)
+		}
+	case "cancel-streamlocal-forward@openssh.com":
+		ok := c.cancelStreamLocalForward(r.Payload)
 		if r.WantReply {
 			_ = r.Reply(ok, nil)
 		}

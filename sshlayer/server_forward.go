@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
@@ -42,17 +43,27 @@ type tcpipForwardMsg struct {
 // the connection's wait group and ends when ln is closed.
 type remoteForward struct {
 	ln   net.Listener
-	addr string // the address as the client asked, echoed in forwarded-tcpip
+	addr string // the address as the client asked, echoed in forwarded-tcpip; a socket path for a Unix socket
 	port uint32 // the bound port
+	unix bool   // a streamlocal-forward@openssh.com forward: ln is a Unix socket at addr
 }
 
 // directTCPIP dials the target first and only then accepts the channel, so
 // a failed dial is a ConnectionFailed rejection (as sshd does) rather than
 // an accepted channel that closes at once.
+//
+// It serves direct-streamlocal@openssh.com the same way, dialing a Unix
+// socket on the host: what ssh -L PORT:/path/to.sock and -L
+// /local.sock:/path/to.sock open (a Docker or database socket), which
+// sshd allows by default (AllowStreamLocalForwarding yes).
 func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
-	target, err := parseDirectTCPIP(nc.ExtraData())
+	network, parse := "tcp", parseDirectTCPIP
+	if nc.ChannelType() == directStreamLocal {
+		network, parse = "unix", parseDirectStreamLocal
+	}
+	target, err := parse(nc.ExtraData())
 	if err != nil {
-		_ = nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
+		_ = nc.Reject(ssh.ConnectionFailed, "bad "+nc.ChannelType()+" request")
 		return
 	}
 	dctx, cancel := context.WithTimeout(c.ctx, hostgate.ConnectTimeout)
@@ -60,7 +71,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	// usually local, and its four setsockopt calls are a tenth of the
 	// agent's syscalls for a short forwarded connection.
 	d := net.Dialer{KeepAlive: -1}
-	tc, err := d.DialContext(dctx, "tcp", target)
+	tc, err := d.DialContext(dctx, network, target)
 	cancel()
 	if err != nil {
 		log.Info("direct-tcpip dial failed", "target", target, "err", err)
@@ -124,6 +135,27 @@ func parseDirectTCPIP(extra []byte) (string, error) {
 		return "", fmt.Errorf("sshlayer: direct-tcpip port %d is out of range", m.Port)
 	}
 	return net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10)), nil
+}
+
+// directStreamLocal is the channel type of a forwarded connection to a
+// Unix socket (OpenSSH's PROTOCOL, §2.4).
+const directStreamLocal = "direct-streamlocal@openssh.com"
+
+// parseDirectStreamLocal returns the socket path a
+// direct-streamlocal@openssh.com channel's extra data asks to connect to.
+func parseDirectStreamLocal(extra []byte) (string, error) {
+	var m struct {
+		Path      string
+		Reserved  string
+		Reserved2 uint32
+	}
+	if err := ssh.Unmarshal(extra, &m); err != nil {
+		return "", fmt.Errorf("sshlayer: malformed direct-streamlocal request: %w", err)
+	}
+	if m.Path == "" || strings.IndexByte(m.Path, 0) >= 0 {
+		return "", fmt.Errorf("sshlayer: direct-streamlocal path %q is not a socket path", m.Path)
+	}
+	return m.Path, nil
 }
 
 // parseTCPIPForward parses a tcpip-forward or cancel-tcpip-forward payload
@@ -224,8 +256,95 @@ func (c *serverConn) cancelTCPIPForward(payload []byte) bool {
 	return true
 }
 
-// acceptForward opens a forwarded-tcpip channel to the client for every
-// connection accepted on f, until f's listener closes.
+// streamLocalForward starts a remote forward from a Unix socket on the host
+// (streamlocal-forward@openssh.com: what ssh -R /path/on/host.sock:TARGET
+// asks), as sshd does by default: the socket is made with mode 0600
+// (StreamLocalBindMask 0177), an existing file at the path is an error
+// (StreamLocalBindUnlink no), and the socket is removed when the forward
+// ends.
+func (c *serverConn) streamLocalForward(payload []byte) bool {
+	path, err := parseStreamLocalForward(payload)
+	if err != nil {
+		return false
+	}
+	key := streamLocalKey(path)
+	c.mu.Lock()
+	_, dup := c.forwards[key]
+	full := len(c.forwards) >= c.srv.cfg.MaxForwards
+	c.mu.Unlock()
+	if dup || full || c.ctx.Err() != nil {
+		return false
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(c.ctx, "unix", path)
+	if err != nil {
+		c.log.Info("streamlocal-forward listen failed", "path", path, "err", err)
+		return false
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return false
+	}
+	f := &remoteForward{ln: ln, addr: path, unix: true}
+	c.mu.Lock()
+	if _, dup := c.forwards[key]; dup || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		_ = ln.Close()
+		return false
+	}
+	c.forwards[key] = f
+	c.mu.Unlock()
+	c.activity(0)
+	c.log.Info("streamlocal-forward", "listen", path)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.acceptForward(f)
+	}()
+	return true
+}
+
+// streamLocalKey is a Unix-socket forward's key in serverConn.forwards. A
+// TCP forward's key never holds a NUL (its address could not be listened
+// on), and a socket path never does (parseStreamLocalForward), so the two
+// kinds never share a key.
+func streamLocalKey(path string) string { return "unix\x00" + path }
+
+func (c *serverConn) cancelStreamLocalForward(payload []byte) bool {
+	path, err := parseStreamLocalForward(payload)
+	if err != nil {
+		return false
+	}
+	key := streamLocalKey(path)
+	c.mu.Lock()
+	f, ok := c.forwards[key]
+	delete(c.forwards, key)
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	_ = f.ln.Close()
+	c.activity(0)
+	return true
+}
+
+// parseStreamLocalForward returns the socket path of a
+// streamlocal-forward@openssh.com or cancel-streamlocal-forward@openssh.com
+// payload (OpenSSH's PROTOCOL, §2.4).
+func parseStreamLocalForward(payload []byte) (string, error) {
+	var m struct{ Path string }
+	if err := ssh.Unmarshal(payload, &m); err != nil {
+		return "", fmt.Errorf("sshlayer: malformed streamlocal-forward request: %w", err)
+	}
+	if m.Path == "" || strings.IndexByte(m.Path, 0) >= 0 {
+		return "", fmt.Errorf("sshlayer: streamlocal-forward path %q is not a socket path", m.Path)
+	}
+	return m.Path, nil
+}
+
+// acceptForward opens a forwarded-tcpip (forwarded-streamlocal@openssh.com
+// for a Unix socket) channel to the client for every connection accepted
+// on f, until f's listener closes.
 func (c *serverConn) acceptForward(f *remoteForward) {
 	for {
 		tc, err := f.ln.Accept()
@@ -247,14 +366,18 @@ func (c *serverConn) acceptForward(f *remoteForward) {
 		go func() {
 			defer c.wg.Done()
 			defer func() { c.mu.Lock(); c.forwarded--; c.mu.Unlock() }()
-			ra, _ := tc.RemoteAddr().(*net.TCPAddr)
-			m := directTCPIPMsg{Host: f.addr, Port: f.port}
-			if ra != nil {
-				m.OrigHost, m.OrigPort = ra.IP.String(), uint32(ra.Port)
+			typ, payload := "forwarded-streamlocal@openssh.com", ssh.Marshal(struct{ Path, Reserved string }{f.addr, ""})
+			if !f.unix {
+				ra, _ := tc.RemoteAddr().(*net.TCPAddr)
+				m := directTCPIPMsg{Host: f.addr, Port: f.port}
+				if ra != nil {
+					m.OrigHost, m.OrigPort = ra.IP.String(), uint32(ra.Port)
+				}
+				typ, payload = "forwarded-tcpip", ssh.Marshal(&m)
 			}
-			ch, reqs, err := c.sc.OpenChannel("forwarded-tcpip", ssh.Marshal(&m))
+			ch, reqs, err := c.sc.OpenChannel(typ, payload)
 			if err != nil {
-				c.log.Info("forwarded-tcpip refused by client", "err", err)
+				c.log.Info(typ+" refused by client", "err", err)
 				_ = tc.Close()
 				return
 			}

@@ -12,12 +12,14 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -408,5 +410,88 @@ func TestServerLargeRequestPackets(t *testing.T) {
 	}
 	if err := <-echoErr; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServerStreamLocal: Unix-socket forwarding, as ssh -L /sock:/path and
+// -R /path:target ask it (direct-streamlocal@openssh.com and
+// streamlocal-forward@openssh.com). The agent refused both ("unknown
+// channel type"; "remote port forwarding failed"), where sshd allows them
+// by default.
+func TestServerStreamLocal(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	dir := t.TempDir()
+
+	// Local: a connection to a Unix socket on the host.
+	sock := filepath.Join(dir, "echo.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer conn.Close(); _, _ = io.Copy(conn, conn) }()
+		}
+	}()
+	conn, err := c.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("direct-streamlocal: %v", err)
+	}
+	if err := srvEchoCheck(conn, 100<<10); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	var oce *ssh.OpenChannelError
+	if _, err := c.Dial("unix", filepath.Join(dir, "missing.sock")); !errors.As(err, &oce) || oce.Message != "No such file or directory" {
+		t.Fatalf("direct-streamlocal to a missing socket: %v", err)
+	}
+
+	// Remote: a socket on the host whose connections come back to the client.
+	rsock := filepath.Join(dir, "remote.sock")
+	rl, err := c.ListenUnix(rsock)
+	if err != nil {
+		t.Fatalf("streamlocal-forward: %v", err)
+	}
+	if fi, err := os.Stat(rsock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("forwarded socket: %v %v, want mode 0600", fi, err)
+	}
+	if _, err := c.ListenUnix(rsock); err == nil {
+		t.Fatal("a second forward of the same path succeeded")
+	}
+	go func() {
+		conn, err := rl.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.Copy(conn, conn)
+	}()
+	hc, err := net.Dial("unix", rsock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srvEchoCheck(hc, 100<<10); err != nil {
+		t.Fatal(err)
+	}
+	_ = hc.Close()
+	// Cancelled, the socket is gone from the host.
+	if err := rl.Close(); err != nil {
+		t.Fatalf("cancel-streamlocal-forward: %v", err)
+	}
+	for i := 0; ; i++ {
+		if _, err := os.Lstat(rsock); os.IsNotExist(err) {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the forwarded socket outlived its cancel")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

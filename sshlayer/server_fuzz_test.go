@@ -303,3 +303,32 @@ func FuzzTCPIPForward(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseStreamLocal: a Unix-socket forward connects to or listens on
+// the path the client named, never an empty one or one with a NUL, and its
+// key is never a TCP forward's.
+func FuzzParseStreamLocal(f *testing.F) {
+	f.Add(ssh.Marshal(struct {
+		Path, Reserved string
+		Reserved2      uint32
+	}{"/var/run/docker.sock", "", 0}), []byte("\x00\x00\x00\x04unix\x00\x00\x00\x7b"))
+	f.Add(ssh.Marshal(struct{ Path string }{"/tmp/x.sock"}), []byte(nil))
+	f.Add(ssh.Marshal(struct{ Path string }{"123"}), ssh.Marshal(tcpipForwardMsg{"unix", 123}))
+	f.Add([]byte("\x00\x00\x00\x00"), []byte(nil))
+	f.Add([]byte("\x00\x00\x00\x03a\x00b"), []byte(nil))
+	f.Fuzz(func(t *testing.T, b, tcp []byte) {
+		for _, parse := range []func([]byte) (string, error){parseDirectStreamLocal, parseStreamLocalForward} {
+			path, err := parse(b)
+			if err != nil {
+				continue
+			}
+			var m struct{ Path string }
+			if path == "" || strings.IndexByte(path, 0) >= 0 || ssh.Unmarshal(b[:4+len(path)], &m) != nil || m.Path != path {
+				t.Fatalf("accepted %q from %x", path, b)
+			}
+			if tm, err := parseTCPIPForward(tcp); err == nil && strings.IndexByte(tm.Addr, 0) < 0 && forwardKey(tm.Addr, tm.Port) == streamLocalKey(path) {
+				t.Fatalf("socket %q and TCP forward %+v share a key", path, tm)
+			}
+		}
+	})
+}

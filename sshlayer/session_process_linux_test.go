@@ -18,10 +18,25 @@ import (
 // behind, in its group or, started with job control, in a group of its own.
 func TestKillSessionBothScans(t *testing.T) {
 	defer func(old int) { maxPIDProbe = old }(maxPIDProbe)
-	for _, script := range []string{"sleep 300 & echo $!", "set -m; sleep 300 & echo $!"} {
+	// The job-control case needs bash: dash (sh on Debian) turns job
+	// control on only on a terminal ("set: can't access tty; job control
+	// turned off") and leaves the job in the shell's group, which a
+	// group kill alone ends too.
+	type job struct {
+		shell, script string
+		ownGroup      bool // the job is in a group of its own
+	}
+	cases := []job{{"sh", "sleep 300 & echo $!", false}}
+	if _, err := exec.LookPath("bash"); err == nil {
+		cases = append(cases, job{"bash", "set -m; sleep 300 & echo $!", true})
+	} else {
+		t.Log("no bash: the job-control case is not run")
+	}
+	for _, tc := range cases {
+		script := tc.script
 		for _, probe := range []int{1 << 30, -1} { // -1: always list /proc
 			maxPIDProbe = probe
-			cmd := exec.Command("sh", "-c", script)
+			cmd := exec.Command(tc.shell, "-c", script)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -40,6 +55,9 @@ func TestKillSessionBothScans(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
 			leader := cmd.Process.Pid
+			if pgid, err := syscall.Getpgid(bg); err != nil || (pgid != leader) == !tc.ownGroup {
+				t.Fatalf("%q: background pid %d in group %d (%v), leader %d; want a group of its own: %v", script, bg, pgid, err, leader, tc.ownGroup)
+			}
 			waitExited(leader)
 			killSession(leader, leader, 30*time.Second)
 			// bg was reparented; a zombie its new parent has not reaped yet

@@ -215,25 +215,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return false, login, undecided
 		},
-		Redeem: func(ctx context.Context, ticket, hostID string, port int) (string, time.Time, error) {
-			id, err := signer.Redeem(ticket, hostID, port)
-			if err != nil {
-				return "", time.Time{}, err
-			}
-			tok, ok, err := srv.LiveToken(ctx, id)
-			if err != nil {
-				return "", time.Time{}, fmt.Errorf("%w: %w", forward.ErrUnavailable, err)
-			}
-			if !ok {
-				return "", time.Time{}, errors.New("the token that asked for this preview was revoked or has expired")
-			}
-			ttl := previewCookieTTL
-			if !tok.ExpiresAt.IsZero() {
-				ttl = min(ttl, time.Until(tok.ExpiresAt))
-			}
-			v, exp := signer.Cookie(id, hostID, port, ttl)
-			return v, exp, nil
-		},
+		Redeem:        redeemTicket(signer, srv.LiveToken),
 		SessionCookie: gateway.SessionCookie,
 		SecureCookie:  secure,
 		Logger:        s.Logger.With("component", "preview"),
@@ -399,4 +381,35 @@ func cookieUseAllowed(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// redeemTicket is the preview's Redeem: a login ticket becomes a preview
+// cookie for as long as the token that asked for it lives. The ticket is
+// consumed only once that token is known to live: a store that cannot
+// tell yet answers 503 (forward.ErrUnavailable) and leaves the ticket good
+// for the retry the answer asks for; consumed first, the retry got 401
+// "invalid or expired".
+func redeemTicket(signer *previewauth.Signer, live func(ctx context.Context, id string) (store.Token, bool, error)) func(ctx context.Context, ticket, hostID string, port int) (string, time.Time, error) {
+	return func(ctx context.Context, ticket, hostID string, port int) (string, time.Time, error) {
+		id, err := signer.Peek(ticket, hostID, port)
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		tok, ok, err := live(ctx, id)
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("%w: %w", forward.ErrUnavailable, err)
+		}
+		if !ok {
+			return "", time.Time{}, errors.New("the token that asked for this preview was revoked or has expired")
+		}
+		if _, err := signer.Redeem(ticket, hostID, port); err != nil {
+			return "", time.Time{}, err
+		}
+		ttl := previewCookieTTL
+		if !tok.ExpiresAt.IsZero() {
+			ttl = min(ttl, time.Until(tok.ExpiresAt))
+		}
+		v, exp := signer.Cookie(id, hostID, port, ttl)
+		return v, exp, nil
+	}
 }

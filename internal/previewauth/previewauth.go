@@ -52,6 +52,18 @@ func (s *Signer) Ticket(who, hostID string, port int, ttl time.Duration) string 
 // Redeem checks a ticket for hostID and port, consumes it, and returns who
 // it was minted for.
 func (s *Signer) Redeem(ticket, hostID string, port int) (string, error) {
+	return s.ticket(ticket, hostID, port, true)
+}
+
+// Peek is Redeem without consuming the ticket: who it was minted for, if
+// Redeem would take it now. A caller that must check more before it
+// redeems (the token still lives) peeks first, so that a check it cannot
+// make yet leaves the ticket good for a retry.
+func (s *Signer) Peek(ticket, hostID string, port int) (string, error) {
+	return s.ticket(ticket, hostID, port, false)
+}
+
+func (s *Signer) ticket(ticket, hostID string, port int, consume bool) (string, error) {
 	f, err := s.verify(ticket, "t", 6)
 	if err != nil {
 		return "", err
@@ -63,6 +75,12 @@ func (s *Signer) Redeem(ticket, hostID string, port int) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !consume {
+		if _, dup := s.used[nonce]; dup {
+			return "", fmt.Errorf("%w: ticket already used", ErrInvalid)
+		}
+		return who, nil
+	}
 	now := s.now()
 	for n, e := range s.used {
 		if now.After(e) {

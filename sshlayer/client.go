@@ -500,8 +500,8 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 func (c *Client) SSH() *ssh.Client { return c.ssh }
 
 // OwnsSupervision reports whether the server is one of this project's,
-// which run each command in its own process group that dies with the
-// session, and report exit only after remote termination, so hosts need
+// which run each command in a session of its own that dies with the
+// channel, and report exit only after remote termination, so hosts need
 // no watchdog on top. OpenSSH's sshd does neither (a command whose
 // channel closes runs on), so a persistent host over it gets the
 // watchdog.

@@ -127,7 +127,7 @@ type ServerConfig struct {
 	// Without it every remote forward listens on loopback, whatever the
 	// client asked (sshd's GatewayPorts no).
 	AllowRemoteBind bool
-	// KillGrace is how long a process group has between SIGHUP and SIGKILL
+	// KillGrace is how long a command's session has between SIGHUP and SIGKILL
 	// when its channel or connection goes away; default 1 s. A command
 	// without a terminal first has as long again after its stdin ends and
 	// its output pipes close, as sshd gives it (srvProcess.terminate).
@@ -137,12 +137,12 @@ type ServerConfig struct {
 	OnSession func(SessionInfo)
 	// LeaveBackground keeps what a command started in the background
 	// running after the command exits, as docker exec does, instead of
-	// killing the rest of its process group. The exit status is sent when
+	// killing the rest of its session. The exit status is sent when
 	// the command exits and its output is awaited at most 2 s more, so a
 	// background process that keeps the output open then writes to a
 	// closed pipe (as under docker exec). For sandbox containers, where
 	// terminating the container ends everything; a channel closed or a
-	// connection lost while the command runs still kills the group.
+	// connection lost while the command runs still kills the session.
 	LeaveBackground bool
 	// ChildOOMScoreAdj, when above 0, is the oom_score_adj (up to 1000)
 	// every command starts with, set as it starts (Linux): when a memory
@@ -151,9 +151,10 @@ type ServerConfig struct {
 	// them all. A sandbox's agent sets it; an unprivileged server may
 	// raise its children's score, not lower it.
 	ChildOOMScoreAdj int
-	// ProcessGroups, when set, is told each command's process group as it
-	// starts (running true) and once it is gone (false; called before the
-	// leader is reaped, so the id cannot have been reused yet). The agent
+	// ProcessGroups, when set, is told each command's process group (its
+	// session's id too, since every command is a session of its own) as
+	// it starts (running true) and once it is gone (false; called before
+	// the leader is reaped, so the id cannot have been reused yet). The agent
 	// hands them to a guard process that kills what is left if the agent
 	// itself is killed. It must not block.
 	ProcessGroups func(pgid int, running bool)

@@ -58,8 +58,8 @@ type muxTunnel struct{ s *yamux.Session }
 func (t muxTunnel) Open(ctx context.Context) (net.Conn, error) {
 	// OpenStream does not block on the peer (the SYN rides the first
 	// window update, and up to 256 opens may wait for their
-	// acknowledgements: bytestream's OpenBacklog, as many as a host's
-	// stream slots by default), so ctx only guards the call's start.
+	// acknowledgements: bytestream's OpenBacklog, the accept backlog an
+	// honest agent keeps), so ctx only guards the call's start.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -69,10 +69,10 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := s.trimAudit(ctx); err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
+	// A failed trim must not keep the gateway from starting (the log may
+	// have filled the disk it needs): the next RecordSession's tries again
+	// and its error reaches the gateway's log.
+	_ = s.trimAudit(ctx)
 	// CreateSession prunes too, but a gateway nobody logs in to again
 	// would keep the last sessions' rows.
 	if _, err := s.db.ExecContext(ctx, pruneSessions, ms(s.now())); err != nil {
@@ -655,18 +655,30 @@ func (s *SQLite) RecordSession(ctx context.Context, e Session) error {
 const MaxAuditRows = 1_000_000
 
 // trimAudit keeps the newest auditKeep audit rows: ids only grow
-// (AUTOINCREMENT), so it is a delete by the primary key's range.
+// (AUTOINCREMENT), so it is a delete by the primary key's range, in
+// batches of auditTrimBatch rows, each its own transaction: one delete of
+// a log grown for days (the first start that trims) wrote all of it to
+// the WAL at once, 185 MB for 3 million rows.
 func (s *SQLite) trimAudit(ctx context.Context) error {
 	keep := s.auditKeep
 	if keep <= 0 {
 		keep = MaxAuditRows
 	}
-	_, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id <= (SELECT MAX(id) FROM sessions) - ?`, keep)
-	if err != nil {
+	var lo, hi sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(id), MAX(id) FROM sessions`).Scan(&lo, &hi); err != nil {
 		return fmt.Errorf("store: trim audit log: %w", err)
+	}
+	cut := hi.Int64 - keep // rows with id <= cut go
+	for from := lo.Int64; lo.Valid && from <= cut; from += auditTrimBatch {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id <= ?`, min(cut, from+auditTrimBatch-1)); err != nil {
+			return fmt.Errorf("store: trim audit log: %w", err)
+		}
 	}
 	return nil
 }
+
+// auditTrimBatch is how many audit rows one trim transaction deletes.
+const auditTrimBatch = 50_000
 
 // Sessions implements Store.
 func (s *SQLite) Sessions(ctx context.Context, limit int) ([]Session, error) {

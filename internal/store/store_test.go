@@ -299,6 +299,35 @@ func TestAuditLogBounded(t *testing.T) {
 	if n := count(b); n != 300 {
 		t.Fatalf("%d audit rows after a trim, want 300", n)
 	}
+	if got, _ := b.Sessions(ctx, 1); len(got) != 1 || got[0].RemoteAddr != "10.0.0.1:2499" {
+		t.Fatalf("newest row after a trim %+v, want the last recorded", got)
+	}
+	if err := b.trimAudit(ctx); err != nil || count(b) != 300 {
+		t.Fatalf("a second trim: %v, %d rows", err, count(b))
+	}
+}
+
+// A trim of a long log deletes in batches, each its own transaction, and
+// keeps exactly the newest rows whatever the batch boundaries.
+func TestAuditTrimBatches(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	const rows = 2*auditTrimBatch + 1234
+	if _, err := s.db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < ?)
+		INSERT INTO sessions (time_ms, token_name, host_id, kind, remote_addr) SELECT i, 'storm', 'h', 'tunnel', i FROM n`, rows); err != nil {
+		t.Fatal(err)
+	}
+	s.auditKeep = 1000
+	if err := s.trimAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n, lo int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(CAST(remote_addr AS INTEGER)) FROM sessions`).Scan(&n, &lo); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1000 || lo != rows-999 {
+		t.Fatalf("%d rows from %d after the trim, want 1000 from %d", n, lo, rows-999)
+	}
 }
 
 // TestConcurrentHandles is `gateway token create` writing while the gateway

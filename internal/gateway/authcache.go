@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -166,19 +167,32 @@ func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
 	}
 	// A row that cannot be read leaves that one token unknown (LiveToken
 	// errs for it, so what it made is kept but not served), not the rest.
-	prev := ts.unknown
-	ts.unknown = nil
-	if ue != nil {
-		ts.unknown = make(map[string]bool, len(ue.IDs))
-		changed := len(prev) != len(ue.IDs)
-		for _, id := range ue.IDs {
-			ts.unknown[id] = true
-			changed = changed || !prev[id]
-		}
-		if changed { // once per change, not once a snapshot
-			s.logger.Error("token rows cannot be read; their tokens' shares and preview cookies answer 503 until each is revoked", "ids", ue.IDs, "err", ue.Err, "fix", "gateway token revoke ID")
-		}
-	}
+	ts.unknown = s.unreadable(ue)
 	ts.taken = now
 	return nil
+}
+
+// unreadable returns the set of token ids ue names (nil for none) and
+// logs them when they differ from the last call's: the token snapshot and
+// the session recheck both see them, every second or sweep, for as long
+// as the rows stay broken.
+func (s *Server) unreadable(ue *store.UnreadableTokensError) map[string]bool {
+	var ids map[string]bool
+	if ue != nil {
+		ids = make(map[string]bool, len(ue.IDs))
+		for _, id := range ue.IDs {
+			ids[id] = true
+		}
+	}
+	s.unreadableMu.Lock()
+	defer s.unreadableMu.Unlock()
+	if !maps.Equal(ids, s.unreadableIDs) {
+		if ue != nil {
+			s.logger.Error("token rows cannot be read; their tokens' sessions stay, their shares and preview cookies answer 503, until each is revoked", "ids", ue.IDs, "err", ue.Err, "fix", "gateway token revoke ID")
+		} else if s.unreadableIDs != nil {
+			s.logger.Info("token rows readable again")
+		}
+		s.unreadableIDs = ids
+	}
+	return ids
 }

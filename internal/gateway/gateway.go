@@ -136,6 +136,9 @@ type Server struct {
 	auth     authCache // tokens that authenticated lately
 	tokenSet tokenSet  // the store's tokens by id, for LiveToken
 
+	unreadableMu  sync.Mutex
+	unreadableIDs map[string]bool // token rows last found unreadable, logged once a change
+
 	// ctx ends when Close starts; relays and tunnels watch it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc

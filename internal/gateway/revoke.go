@@ -111,12 +111,7 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 	}
 	// A row that cannot be read is not a revocation: its sessions and
 	// cache entries stay, as on an outage; every other token is checked.
-	unknown := map[string]bool{}
-	if ue != nil {
-		for _, id := range ue.IDs {
-			unknown[id] = true
-		}
-	}
+	unknown := l.s.unreadable(ue)
 	l.s.auth.retain(func(id string) bool { _, ok := valid[id]; return ok || unknown[id] })
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -130,7 +125,7 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 			l.cut(id, e, "expired")
 		}
 	}
-	return err
+	return nil
 }
 
 // end cuts every session opened with the token with id now, for reason

@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,10 +163,8 @@ func TestUnreadableTokenRowLeavesOthersChecked(t *testing.T) {
 
 	e.srv.store = unreadableStore{e.srv.store, bad.ID}
 	e.revoke(revokedSec)
-	err = e.srv.live.recheck(e.ctx, time.Now())
-	var ue *store.UnreadableTokensError
-	if !errors.As(err, &ue) {
-		t.Fatalf("recheck: %v, want the unreadable rows reported", err)
+	if err := e.srv.live.recheck(e.ctx, time.Now()); err != nil {
+		t.Fatalf("recheck beside an unreadable row: %v", err)
 	}
 	_ = doomed.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := doomed.Read(make([]byte, 1)); !cutOff(err) {
@@ -202,5 +203,33 @@ func TestFlapsReplaced(t *testing.T) {
 	}
 	if _, flapping := f.replaced("h1", "10.0.0.1:1", t0.Add(30*time.Second+flapWindow)); flapping {
 		t.Error("a replacement a window later was taken for two agents")
+	}
+}
+
+// Unreadable token rows are logged when the set changes, not at every
+// token snapshot (each second) or recheck sweep (each 30 s) for as long
+// as they stay broken.
+func TestUnreadableRowsLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	s := &Server{logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	bad := &store.UnreadableTokensError{IDs: []string{"t1"}, Err: errors.New("hosts: invalid character")}
+	for range 3 {
+		if ids := s.unreadable(bad); !ids["t1"] || len(ids) != 1 {
+			t.Fatalf("unreadable ids %v, want t1", ids)
+		}
+	}
+	if n := strings.Count(buf.String(), "cannot be read"); n != 1 {
+		t.Fatalf("logged %d times for one broken row seen thrice, want once:\n%s", n, buf.String())
+	}
+	s.unreadable(&store.UnreadableTokensError{IDs: []string{"t1", "t2"}, Err: bad.Err})
+	if n := strings.Count(buf.String(), "cannot be read"); n != 2 {
+		t.Fatalf("a second broken row logged %d times in all, want 2", n)
+	}
+	if ids := s.unreadable(nil); ids != nil {
+		t.Fatalf("ids %v once readable, want none", ids)
+	}
+	s.unreadable(nil)
+	if n := strings.Count(buf.String(), "readable again"); n != 1 {
+		t.Fatalf("readable again logged %d times, want once", n)
 	}
 }

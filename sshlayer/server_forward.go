@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
@@ -152,7 +154,7 @@ func parseDirectStreamLocal(extra []byte) (string, error) {
 	if err := ssh.Unmarshal(extra, &m); err != nil {
 		return "", fmt.Errorf("sshlayer: malformed direct-streamlocal request: %w", err)
 	}
-	if m.Path == "" || strings.IndexByte(m.Path, 0) >= 0 {
+	if !socketPath(m.Path) {
 		return "", fmt.Errorf("sshlayer: direct-streamlocal path %q is not a socket path", m.Path)
 	}
 	return m.Path, nil
@@ -275,14 +277,9 @@ func (c *serverConn) streamLocalForward(payload []byte) bool {
 	if dup || full || c.ctx.Err() != nil {
 		return false
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(c.ctx, "unix", path)
+	ln, err := listenUnixPrivate(c.ctx, path)
 	if err != nil {
 		c.log.Info("streamlocal-forward listen failed", "path", path, "err", err)
-		return false
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = ln.Close()
 		return false
 	}
 	f := &remoteForward{ln: ln, addr: path, unix: true}
@@ -336,10 +333,63 @@ func parseStreamLocalForward(payload []byte) (string, error) {
 	if err := ssh.Unmarshal(payload, &m); err != nil {
 		return "", fmt.Errorf("sshlayer: malformed streamlocal-forward request: %w", err)
 	}
-	if m.Path == "" || strings.IndexByte(m.Path, 0) >= 0 {
+	if !socketPath(m.Path) {
 		return "", fmt.Errorf("sshlayer: streamlocal-forward path %q is not a socket path", m.Path)
 	}
 	return m.Path, nil
+}
+
+// socketPath reports whether p names a Unix socket in the file system. A
+// leading '@' would reach Linux's abstract namespace, which sshd, taking
+// every path as a file's, never does.
+func socketPath(p string) bool {
+	return p != "" && p[0] != '@' && strings.IndexByte(p, 0) < 0
+}
+
+// listenUnixPrivate listens on a new Unix socket at path that only this
+// user may connect to from its first moment, as sshd's StreamLocalBindMask
+// 0177 gives: the socket is made in a fresh 0700 directory beside path,
+// set to 0600 there, and linked into place. Made at path directly, it had
+// the umask's mode (group-writable under 002) until a chmod that followed
+// whatever a symlink swapped in at path by then. The link fails on any
+// existing file, symlinks included (sshd's StreamLocalBindUnlink no).
+// Closing the listener removes path.
+func listenUnixPrivate(ctx context.Context, path string) (net.Listener, error) {
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".hostgate-socket-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }() // the name inside; path keeps the socket
+	tmp := filepath.Join(dir, "s")
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return &unlinkingListener{UnixListener: ul, path: path}, nil
+}
+
+// unlinkingListener removes its socket's path when closed.
+type unlinkingListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *unlinkingListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { _ = os.Remove(l.path) })
+	return err
 }
 
 // acceptForward opens a forwarded-tcpip (forwarded-streamlocal@openssh.com

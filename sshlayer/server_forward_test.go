@@ -494,4 +494,27 @@ func TestServerStreamLocal(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// A symlink at the path is an existing file: refused, its target left
+	// alone (a chmod after the listen followed it). An abstract name is
+	// not a file's path. The socket's making leaves nothing beside it.
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.sock")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListenUnix(link); err == nil {
+		t.Fatal("a forward over a symlink succeeded")
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("the symlink's target: %v %v, want mode 0644 untouched", fi, err)
+	}
+	if _, err := c.ListenUnix("@hostgate-abstract-test"); err == nil {
+		t.Fatal("a forward of an abstract socket name succeeded")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".hostgate-socket-*")); len(left) != 0 {
+		t.Fatalf("left beside the sockets: %v", left)
+	}
 }

@@ -323,7 +323,7 @@ func FuzzParseStreamLocal(f *testing.F) {
 				continue
 			}
 			var m struct{ Path string }
-			if path == "" || strings.IndexByte(path, 0) >= 0 || ssh.Unmarshal(b[:4+len(path)], &m) != nil || m.Path != path {
+			if path == "" || path[0] == '@' || strings.IndexByte(path, 0) >= 0 || ssh.Unmarshal(b[:4+len(path)], &m) != nil || m.Path != path {
 				t.Fatalf("accepted %q from %x", path, b)
 			}
 			if tm, err := parseTCPIPForward(tcp); err == nil && strings.IndexByte(tm.Addr, 0) < 0 && forwardKey(tm.Addr, tm.Port) == streamLocalKey(path) {

@@ -245,7 +245,12 @@ func (c *serverConn) cancelTCPIPForward(payload []byte) bool {
 	if err != nil {
 		return false
 	}
-	key := forwardKey(m.Addr, m.Port)
+	return c.cancelForward(forwardKey(m.Addr, m.Port))
+}
+
+// cancelForward ends the remote forward with key (forwardKey or
+// streamLocalKey), reporting whether there was one.
+func (c *serverConn) cancelForward(key string) bool {
 	c.mu.Lock()
 	f, ok := c.forwards[key]
 	delete(c.forwards, key)
@@ -312,17 +317,7 @@ func (c *serverConn) cancelStreamLocalForward(payload []byte) bool {
 	if err != nil {
 		return false
 	}
-	key := streamLocalKey(path)
-	c.mu.Lock()
-	f, ok := c.forwards[key]
-	delete(c.forwards, key)
-	c.mu.Unlock()
-	if !ok {
-		return false
-	}
-	_ = f.ln.Close()
-	c.activity(0)
-	return true
+	return c.cancelForward(streamLocalKey(path))
 }
 
 // parseStreamLocalForward returns the socket path of a

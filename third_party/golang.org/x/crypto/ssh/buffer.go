@@ -112,8 +112,6 @@ func (b *buffer) drop() {
 	b.Cond.L.Unlock()
 }
 
-// Read reads data from the internal buffer in buf.  Reads will block
-// if no data is available, or until the buffer is closed.
 // empty reports whether b holds no data (hostgate: adjustWindow's
 // growth).
 func (b *buffer) empty() bool {
@@ -122,6 +120,8 @@ func (b *buffer) empty() bool {
 	return len(b.head.buf) == 0 && b.head == b.tail
 }
 
+// Read reads data from the internal buffer in buf.  Reads will block
+// if no data is available, or until the buffer is closed.
 func (b *buffer) Read(buf []byte) (n int, err error) {
 	b.Cond.L.Lock()
 	defer b.Cond.L.Unlock()

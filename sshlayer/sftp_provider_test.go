@@ -1,6 +1,7 @@
 package sshlayer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -30,8 +31,9 @@ func startSFTPServer(tb testing.TB) *sftp.Client {
 	return startSFTPServerAs(tb, nil)
 }
 
-// startSFTPServerAs runs sftp-server as cred's user (nil: as this process).
-func startSFTPServerAs(tb testing.TB, cred *syscall.Credential) *sftp.Client {
+// startSFTPServerAs runs sftp-server as cred's user (nil: as this process);
+// opts go after SFTPClientOptions, so they can override them.
+func startSFTPServerAs(tb testing.TB, cred *syscall.Credential, opts ...sftp.ClientOption) *sftp.Client {
 	tb.Helper()
 	_, err := os.Stat(sftpServerBin)
 	testenv.RequirePeer(tb, "OpenSSH sftp-server", err == nil)
@@ -53,7 +55,7 @@ func startSFTPServerAs(tb testing.TB, cred *syscall.Credential) *sftp.Client {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	c, err := sftp.NewClientPipe(out, in, SFTPClientOptions()...)
+	c, err := sftp.NewClientPipe(out, in, append(SFTPClientOptions(), opts...)...)
 	if err != nil {
 		cancel()
 		_ = cmd.Wait()
@@ -276,5 +278,33 @@ func BenchmarkProviderStat(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A provider over a client with a smaller packet than hostgate's (any
+// *sftp.Client may be handed to NewSFTPProvider; pkg/sftp's default is
+// 32 KiB) writes whole files intact: WriteFile filled 255 KiB chunks,
+// and each pipelined write sent only the client's packet of them.
+func TestSFTPProviderWriteFileSmallPackets(t *testing.T) {
+	c := startSFTPServerAs(t, nil, sftp.MaxPacket(32<<10))
+	p := NewSFTPProvider(c)
+	fw, ok := p.(hostgate.FileWriter)
+	if !ok {
+		t.Fatal("the SFTP provider is no FileWriter")
+	}
+	want := make([]byte, 1<<20+123)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	name := filepath.Join(t.TempDir(), "f")
+	if err := fw.WriteFile(testCtx(t), name, 0o644, bytes.NewReader(want), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("wrote %d bytes through 32 KiB packets, read back %d, equal %v", len(want), len(got), bytes.Equal(got, want))
 	}
 }

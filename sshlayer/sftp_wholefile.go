@@ -313,6 +313,9 @@ func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileM
 func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, r io.Reader, progress func()) error {
 	buf := chunkPool.Get().(*[sftpMaxPacket]byte)
 	defer chunkPool.Put(buf)
+	// WriteAtNoWait sends at most the client's MaxPacket of a write and
+	// drops the rest: fill no more than that, as readAll asks no more.
+	chunk := min(sftpMaxPacket, p.c.MaxPacket())
 	var (
 		queue []*sftp.Pending[int]
 		off   int64
@@ -320,7 +323,7 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 	)
 	for !eof || len(queue) > 0 {
 		for !eof && len(queue) < sftpConcurrency {
-			n, err := io.ReadFull(r, buf[:])
+			n, err := io.ReadFull(r, buf[:chunk])
 			switch {
 			case err == io.EOF:
 				eof = true

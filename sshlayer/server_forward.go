@@ -76,7 +76,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	tc, err := d.DialContext(dctx, network, target)
 	cancel()
 	if err != nil {
-		log.Info("direct-tcpip dial failed", "target", target, "err", err)
+		log.Info(nc.ChannelType()+" dial failed", "target", target, "err", err)
 		_ = nc.Reject(ssh.ConnectionFailed, dialFailure(err))
 		return
 	}
@@ -411,8 +411,13 @@ func (c *serverConn) acceptForward(f *remoteForward) {
 		go func() {
 			defer c.wg.Done()
 			defer func() { c.mu.Lock(); c.forwarded--; c.mu.Unlock() }()
-			typ, payload := "forwarded-streamlocal@openssh.com", ssh.Marshal(struct{ Path, Reserved string }{f.addr, ""})
-			if !f.unix {
+			var (
+				typ     string
+				payload []byte
+			)
+			if f.unix {
+				typ, payload = "forwarded-streamlocal@openssh.com", ssh.Marshal(struct{ Path, Reserved string }{f.addr, ""})
+			} else {
 				ra, _ := tc.RemoteAddr().(*net.TCPAddr)
 				m := directTCPIPMsg{Host: f.addr, Port: f.port}
 				if ra != nil {

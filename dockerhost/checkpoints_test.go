@@ -89,7 +89,8 @@ func TestLocalStoreList(t *testing.T) {
 	}
 	// A checkpoint being written, a damaged manifest, a manifest that
 	// is a symbolic link to a valid one, a FIFO, a stray file.
-	outside := writeCheckpoint(t, t.TempDir(), base, 10, "exec-1")
+	outsideDir := t.TempDir()
+	outside := writeCheckpoint(t, outsideDir, base, 10, "exec-1")
 	if err := os.WriteFile(filepath.Join(s.Dir, newCheckpointID()+".tar.123.partial"), []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestLocalStoreList(t *testing.T) {
 		t.Fatal(err)
 	}
 	link := outside.CheckpointID
-	if err := os.Symlink(filepath.Join(filepath.Dir(s.Dir), "elsewhere.json"), filepath.Join(s.Dir, link+".json")); err != nil {
+	if err := os.Symlink(filepath.Join(outsideDir, link+".json"), filepath.Join(s.Dir, link+".json")); err != nil {
 		t.Fatal(err)
 	}
 	fifo := newCheckpointID()

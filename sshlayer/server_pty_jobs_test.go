@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // TestPTYBackgroundJobsEnd: a terminal's shell runs job control, so a job
@@ -85,9 +87,9 @@ func TestPTYBackgroundJobsEnd(t *testing.T) {
 // own; they end with the command, as the rest of its group does.
 func TestJobControlBackgroundEnds(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash: dash turns job control on only on a terminal")
-	}
+	// bash: dash turns job control on only on a terminal.
+	_, err := exec.LookPath("bash")
+	testenv.RequirePeer(t, "bash", err == nil)
 	ts := srvStartServer(t, nil)
 	c := srvDialServer(t, ts)
 	s, err := c.NewSession()

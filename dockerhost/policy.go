@@ -109,7 +109,7 @@ var (
 
 // secretWords are matched against an env name lowercased with everything
 // but letters and digits removed, so API_KEY, api-key and ApiKey all hit.
-var secretWords = []string{"token", "secret", "password", "passwd", "passphrase", "apikey", "credential", "privatekey", "accesskey"}
+var secretWords = []string{"token", "secret", "password", "passwd", "passphrase", "apikey", "credential", "privatekey", "accesskey", "bearer"}
 
 // benignWords hold a secret word without being one: Hugging Face's
 // TOKENIZERS_PARALLELISM is set by most of its users.
@@ -263,9 +263,21 @@ func looksSecret(name string) bool {
 			return true // OPENAI_KEY, SIGNING_KEY, SSH_KEY
 		case last && (w == "jwt" || w == "cookie"):
 			return true
+		case w == "auth" && authValue(words, i):
+			return true // NPM_AUTH, BASIC_AUTH, AUTH_HEADER
 		}
 	}
 	return false
+}
+
+// authValue reports whether the whole word auth at words[i] names an
+// auth value (NPM_AUTH, AUTH, AUTH_HEADER) rather than a setting about
+// auth (SKIP_AUTH, AUTH_URL, AUTH_MODE, nextAuthUrl).
+func authValue(words []string, i int) bool {
+	if i > 0 && slices.Contains([]string{"skip", "disable", "disabled", "enable", "enabled", "no", "use", "require", "required"}, words[i-1]) {
+		return false
+	}
+	return i == len(words)-1 || words[i+1] == "header"
 }
 
 // envWords splits an env name into lowercase words at anything but

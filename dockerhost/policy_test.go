@@ -109,6 +109,9 @@ func TestSecretEnvNames(t *testing.T) {
 		"PASSPHRASE": true, "CREDS": true, "GH_PAT": true, "AUTHORIZATION": true, "SESSION_COOKIE": true, "JWT": true,
 		"NPMTOKEN": true, "PASSTHROUGH": false, "BYPASS_CACHE": false, "PUBLIC_KEY": false, "KEY": false,
 		"PYTHONPATH": false, "PATCH_LEVEL": false, "COOKIE_DOMAIN": false, "nextAuthUrl": false,
+		"NPM_AUTH": true, "AUTH_HEADER": true, "BEARER": true, "AUTH": true, "BASIC_AUTH": true, "ApiBearer": true,
+		"NEXTAUTH_URL": false, "AUTH_URL": false, "AUTH_MODE": false, "SKIP_AUTH": false, "DISABLE_AUTH": false,
+		"OAUTH_CLIENT_ID": false, "AUTHOR": false, "AUTHOR_NAME": false,
 	} {
 		if got := looksSecret(name); got != secret {
 			t.Errorf("looksSecret(%q) = %v, want %v", name, got, secret)

@@ -241,6 +241,9 @@ func TestLazyHostInfo(t *testing.T) {
 	if rec.Info.OS == "" || rec.Info.Home == "" {
 		t.Fatalf("the gateway published no info for alpha: %+v", rec.Info)
 	}
+	if !rec.Info.Persistent || rec.Info.Kind != "machine" {
+		t.Errorf("a machine's agent outlives its sessions, so its host is a persistent machine: %+v", rec.Info)
+	}
 	h := c.LazyHost("alpha")
 	defer h.Close()
 	// Info does not dial: before the first use there is nothing to say.

@@ -75,7 +75,7 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 				Token:      agentTok,
 				HostID:     devHost,
 				StateDir:   filepath.Join(c.StateDir, "agent"),
-				Info:       hostgate.Info{Kind: "local"},
+				Info:       hostgate.Info{Kind: "local", Persistent: true},
 				Logger:     logger.With("component", "agent"),
 				OnTunnel:   func(string) { once.Do(func() { close(tunnelUp) }) },
 			})

@@ -180,7 +180,11 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 // fillInfo completes info from this machine.
 func fillInfo(info hostgate.Info) hostgate.Info {
 	if info.Kind == "" {
+		// A machine outlives every session to it: callers use Persistent
+		// to decide what to clean up (Spawn's watchdog is not needed, as
+		// the agent ends each command's session with its connection).
 		info.Kind = "machine"
+		info.Persistent = true
 	}
 	if info.OS == "" {
 		info.OS = runtime.GOOS

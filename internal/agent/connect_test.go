@@ -225,7 +225,7 @@ func TestConnectServesSSHThroughGateway(t *testing.T) {
 		t.Errorf("CA file: %v %v", st, err)
 	}
 	var info map[string]any
-	if err := json.Unmarshal(h.Info, &info); err != nil || info["kind"] != "machine" || info["os"] == "" {
+	if err := json.Unmarshal(h.Info, &info); err != nil || info["kind"] != "machine" || info["os"] == "" || info["persistent"] != true {
 		t.Errorf("info %s", h.Info)
 	}
 

@@ -257,3 +257,24 @@ func TestLazyHostInfo(t *testing.T) {
 		t.Errorf("Info once connected: %+v, want the gateway's %+v", got, rec.Info)
 	}
 }
+
+// TestAgentDialsWebSocketURL: `agent connect --gateway` takes the
+// gateway's ws:// address as DESIGN names it, not only its http:// one,
+// and the host it attaches serves commands.
+func TestAgentDialsWebSocketURL(t *testing.T) {
+	g := startGateway(t, "")
+	if !strings.HasPrefix(g.url, "http://") {
+		t.Fatalf("gateway URL %q: want http://", g.url)
+	}
+	g.startAgentAt("ws://"+strings.TrimPrefix(g.url, "http://"), "alpha", "")
+	ctx := testCtx(t, time.Minute)
+	h, err := client.Dial(ctx, g.url, g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	res, err := h.Exec(ctx, []string{"echo", "over ws"}, hostgate.ExecOptions{})
+	if err != nil || string(res.Stdout) != "over ws\n" {
+		t.Fatalf("exec through an agent that dialed ws://: %q %v", res.Stdout, err)
+	}
+}

@@ -216,11 +216,18 @@ func (g *gw) token(role, host string) string {
 // shows the host connected.
 func (g *gw) startAgent(id, stateDir string) *proc {
 	g.t.Helper()
+	return g.startAgentAt(g.url, id, stateDir)
+}
+
+// startAgentAt is startAgent with the gateway named by url, which may be
+// any form `agent connect --gateway` takes.
+func (g *gw) startAgentAt(url, id, stateDir string) *proc {
+	g.t.Helper()
 	if stateDir == "" {
 		stateDir = g.t.TempDir()
 	}
 	tok := g.token("agent", id)
-	p := start(g.t, "agent "+id, bin.agent, nil, "connect", "--gateway", g.url, "--token", tok, "--host-id", id, "--state-dir", stateDir)
+	p := start(g.t, "agent "+id, bin.agent, nil, "connect", "--gateway", url, "--token", tok, "--host-id", id, "--state-dir", stateDir)
 	g.waitConnected(id, true, 30*time.Second)
 	return p
 }

@@ -308,3 +308,24 @@ func TestRestoreRaisesOldPids(t *testing.T) {
 		t.Fatalf("restore: %v, want the fake engine's create failure", err)
 	}
 }
+
+// A restore refused for a field of the checkpoint's recorded request (a
+// checkpoint from a gateway that allowed more CPUs) says the value is the
+// checkpoint's; one refused for what its caller sent does not.
+func TestRestoreNamesCheckpointFields(t *testing.T) {
+	h := fakeHost(t, &fakeDocker{}, time.Now())
+	data := bytes.Repeat([]byte("tar!"), 128)
+	big := validManifest(data)
+	big.Request.Resources.CPUs = h.policy.Max.CPUs + 1
+	commitManifest(t, h.store, big, data)
+	_, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: big.CheckpointID})
+	var de *Error
+	if !errors.As(err, &de) || de.Field != "resources.cpus" || !strings.Contains(de.Message, "the checkpoint's value") {
+		t.Fatalf("restore of a checkpoint with more CPUs than allowed: %v, want resources.cpus named as the checkpoint's", err)
+	}
+	ok := commitCheckpoint(t, h.store, data)
+	_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: ok.CheckpointID, Env: map[string]string{"API_TOKEN": "x"}})
+	if !errors.As(err, &de) || de.Field != "env.API_TOKEN" || strings.Contains(de.Message, "checkpoint") {
+		t.Fatalf("restore with a credential env name: %v, want env.API_TOKEN refused as the caller's", err)
+	}
+}

@@ -137,7 +137,7 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 		req.Resources.Pids = minResources.Pids
 	}
 	if err := h.policy.ValidateProvision(&req); err != nil {
-		return nil, err
+		return nil, fromCheckpoint(err)
 	}
 	want, err := hex.DecodeString(m.SHA256)
 	if err != nil {
@@ -174,6 +174,20 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 		return err
 	}
 	return h.provision(ctx, req, rr.CheckpointID, load)
+}
+
+// fromCheckpoint says so of a refused field that Restore took from the
+// checkpoint's recorded request: its caller sent only checkpointId,
+// executionId and env, and read "resources.cpus: must be between …" as
+// about a field it never sent (a checkpoint from a larger gateway).
+func fromCheckpoint(err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Field == "" || e.Field == "executionId" || e.Field == "env" || strings.HasPrefix(e.Field, "env.") {
+		return err
+	}
+	c := *e
+	c.Message += " (the checkpoint's value: a restore keeps the image, resources and network of the execution the checkpoint was taken from)"
+	return &c
 }
 
 // verifyingReader passes exactly left bytes through a hash and fails with

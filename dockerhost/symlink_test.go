@@ -16,7 +16,13 @@ import (
 // manifest.
 func commitCheckpoint(t *testing.T, s CheckpointStore, data []byte) *Manifest {
 	t.Helper()
-	m := validManifest(data)
+	return commitManifest(t, s, validManifest(data), data)
+}
+
+// commitManifest stores data as the checkpoint m describes in s and
+// returns m.
+func commitManifest(t *testing.T, s CheckpointStore, m *Manifest, data []byte) *Manifest {
+	t.Helper()
 	w, err := s.Create(testCtx(t, time.Minute), m.CheckpointID)
 	if err != nil {
 		t.Fatal(err)

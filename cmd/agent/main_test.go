@@ -283,8 +283,9 @@ func TestServeListenWithOpenSSH(t *testing.T) {
 }
 
 // TestServeStdioAsProxyCommand: OpenSSH runs `agent serve --stdio` as its
-// ProxyCommand, once with an authorized key and once with a certificate
-// from a CA given inline (--trusted-ca-key, as containers get it).
+// ProxyCommand, once with an authorized key and then with a certificate
+// from a CA given inline (--trusted-ca-key, as containers get it) or in a
+// file (--trusted-ca).
 func TestServeStdioAsProxyCommand(t *testing.T) {
 	needOpenSSH(t)
 	bin := agentBin(t)
@@ -316,16 +317,22 @@ func TestServeStdioAsProxyCommand(t *testing.T) {
 	}
 	certFile := writeFile(t, filepath.Join(dir, "id-cert.pub"), ssh.MarshalAuthorizedKey(cert))
 	caLine := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ca.signer.PublicKey())))
+	caFile := writeFile(t, filepath.Join(dir, "ca.pub"), []byte(caLine+"\n"))
 	for _, tc := range []struct {
 		hostID string
+		file   bool // --trusted-ca FILE, as an operator's `agent serve` takes it
 		ok     bool
-	}{{"host-7", true}, {"host-8", false}} {
-		// The CA key travels in the environment, as HOSTGATE_TRUSTED_CA_KEY.
+	}{{"host-7", false, true}, {"host-8", false, false}, {"host-7", true, true}, {"host-8", true, false}} {
+		// The CA key travels in the environment, as HOSTGATE_TRUSTED_CA_KEY,
+		// or in a file.
 		proxy := fmt.Sprintf("env HOSTGATE_TRUSTED_CA_KEY='%s' %s serve --stdio --host-id %s --state-dir %s", caLine, bin, tc.hostID, state)
+		if tc.file {
+			proxy = fmt.Sprintf("%s serve --stdio --trusted-ca %s --host-id %s --state-dir %s", bin, caFile, tc.hostID, state)
+		}
 		a := append(sshArgs(kh, keyFile), "-o", "CertificateFile="+certFile, "-o", "ProxyCommand="+proxy, "agent-host", "echo cert-ok")
 		out, err := exec.CommandContext(testCtx(t), "ssh", a...).Output()
 		if got := err == nil && string(out) == "cert-ok\n"; got != tc.ok {
-			t.Errorf("host id %s: ok=%v (%q %v), want ok=%v", tc.hostID, got, out, err, tc.ok)
+			t.Errorf("host id %s, CA in a file %v: ok=%v (%q %v), want ok=%v", tc.hostID, tc.file, got, out, err, tc.ok)
 		}
 	}
 }

@@ -138,6 +138,11 @@ type CheckpointStore interface {
 	// Open returns the validated manifest and the tar. The caller verifies
 	// the tar against the manifest while reading it.
 	Open(ctx context.Context, checkpointID string) (*Manifest, io.ReadCloser, error)
+	// Delete removes a checkpoint for good before it returns: no list,
+	// Open or later store over the same storage finds it. A tar opened
+	// before keeps reading to its end (a restore in progress gets all of
+	// it): a local file unlinked stays readable through its descriptor; an
+	// object store must keep the object's version its readers read.
 	Delete(ctx context.Context, checkpointID string) error
 	// List calls fn with the validated manifest of every committed
 	// checkpoint, in no particular order, until fn returns false. It
@@ -221,6 +226,11 @@ func (s *LocalStore) Open(_ context.Context, id string) (*Manifest, io.ReadClose
 		return nil, nil, err
 	}
 	f, err := openRegular(filepath.Join(s.Dir, id+".tar"))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, merr := os.Lstat(filepath.Join(s.Dir, id+".json")); errors.Is(merr, fs.ErrNotExist) {
+			return nil, nil, ErrCheckpointNotFound // deleted since its manifest was read
+		}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("dockerhost: open checkpoint tar: %w", err)
 	}
@@ -373,6 +383,11 @@ func fileKind(m fs.FileMode) string {
 	return "not a regular file (" + m.Type().String() + ")"
 }
 
+// Delete removes the manifest, then the tar. Both are gone for good when
+// it returns, for this store and any later one over the directory (a
+// gateway killed right after); a restore that opened the tar before
+// keeps reading all of it, as an unlinked file stays readable through its
+// open descriptor until it is closed.
 func (s *LocalStore) Delete(_ context.Context, id string) error {
 	if !checkpointIDRE.MatchString(id) {
 		return ErrCheckpointNotFound

@@ -56,55 +56,30 @@ type Retention struct {
 
 func (r Retention) on() bool { return r.MaxAge > 0 || r.MaxBytes > 0 }
 
-// readers counts the restores reading each checkpoint, and holds the
-// deletes that came while one did: such a checkpoint is gone for every
-// caller at once (lists, gets, new restores) and leaves the store when its
-// last restore ends, so a delete never pulls a checkpoint from under a
-// restore, whatever the store.
+// readers counts the restores reading each checkpoint, which retention
+// leaves alone: one may have registered and not yet opened its
+// checkpoint. A delete does not wait for them (CheckpointStore.Delete
+// leaves what a restore opened readable), so it is durable at once: a
+// gateway killed during the restore does not bring the checkpoint back.
 type readers struct {
-	mu      sync.Mutex // held across the store's Delete, so no restore starts between the check and it
-	n       map[string]int
-	deleted map[string]bool // deleted while read: removed from the store when n reaches 0
+	mu sync.Mutex // held across retention's Delete, so no restore starts between the check and it
+	n  map[string]int
 }
 
-// startReading registers a restore of id; false when id was deleted.
-func (h *Docker) startReading(id string) bool {
+// startReading registers a restore of id.
+func (h *Docker) startReading(id string) {
 	h.rd.mu.Lock()
 	defer h.rd.mu.Unlock()
-	if h.rd.deleted[id] {
-		return false
-	}
 	h.rd.n[id]++
-	return true
 }
 
-// doneReading ends a restore's read of id, and removes id from the store
-// when a delete came meanwhile and no other restore reads it.
+// doneReading ends a restore's read of id.
 func (h *Docker) doneReading(id string) {
 	h.rd.mu.Lock()
 	defer h.rd.mu.Unlock()
-	if h.rd.n[id]--; h.rd.n[id] > 0 {
-		return
+	if h.rd.n[id]--; h.rd.n[id] <= 0 {
+		delete(h.rd.n, id)
 	}
-	delete(h.rd.n, id)
-	if !h.rd.deleted[id] {
-		return
-	}
-	delete(h.rd.deleted, id)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := h.store.Delete(ctx, id); err != nil && !errors.Is(err, ErrCheckpointNotFound) {
-		h.logger.Warn("checkpoint deleted during a restore: not removed from the store", "checkpoint", id, "err", err)
-		return
-	}
-	h.logger.Info("checkpoint deleted once its restore ended", "checkpoint", id)
-}
-
-// hidden reports whether id was deleted while a restore read it.
-func (h *Docker) hidden(id string) bool {
-	h.rd.mu.Lock()
-	defer h.rd.mu.Unlock()
-	return h.rd.deleted[id]
 }
 
 func checkpointNotFound(id string) error {
@@ -140,7 +115,7 @@ func (h *Docker) openCheckpoint(ctx context.Context, id string) (*Manifest, io.R
 // GetCheckpoint returns one stored checkpoint; an unknown or malformed id
 // is not_found.
 func (h *Docker) GetCheckpoint(ctx context.Context, id string) (*CheckpointInfo, error) {
-	if !checkpointIDRE.MatchString(id) || h.hidden(id) {
+	if !checkpointIDRE.MatchString(id) {
 		return nil, checkpointNotFound(id)
 	}
 	m, rc, err := h.openCheckpoint(ctx, id)
@@ -170,7 +145,7 @@ func (h *Docker) ListCheckpoints(ctx context.Context, executionID string, limit 
 	var keep newestHeap // the oldest kept on top
 	truncated := false
 	err := h.store.List(ctx, func(m *Manifest) bool {
-		if (executionID != "" && m.ExecutionID != executionID) || h.hidden(m.CheckpointID) {
+		if executionID != "" && m.ExecutionID != executionID {
 			return true
 		}
 		info := infoOf(m)
@@ -225,31 +200,12 @@ func (q *newestHeap) Pop() any {
 }
 
 // DeleteCheckpoint removes a stored checkpoint. An unknown or malformed
-// id is not_found. A checkpoint a restore is reading is gone at once for
-// every caller and leaves the store when that restore ends: the restore
-// gets all of it.
+// id is not_found. It is gone for every caller, and for good, when this
+// returns; a restore that already opened it still gets all of it, and the
+// disk space comes back when that restore ends.
 func (h *Docker) DeleteCheckpoint(ctx context.Context, id string) error {
 	if !checkpointIDRE.MatchString(id) {
 		return checkpointNotFound(id)
-	}
-	h.rd.mu.Lock()
-	defer h.rd.mu.Unlock()
-	if h.rd.deleted[id] {
-		return checkpointNotFound(id)
-	}
-	if h.rd.n[id] > 0 {
-		// Read now, so it exists (its restore opened it, or is about to
-		// find it missing: then say so).
-		_, rc, err := h.store.Open(ctx, id)
-		if errors.Is(err, ErrCheckpointNotFound) {
-			return checkpointNotFound(id)
-		}
-		if err == nil {
-			_ = rc.Close()
-		}
-		h.rd.deleted[id] = true
-		h.logger.Info("checkpoint deleted; removed from the store once the restore reading it ends", "checkpoint", id)
-		return nil
 	}
 	err := h.store.Delete(ctx, id)
 	if errors.Is(err, ErrCheckpointNotFound) {
@@ -334,11 +290,11 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 }
 
 // deleteUnlessRead deletes id from the store unless a restore reads it
-// (false) or it was deleted while one did.
+// (false).
 func (h *Docker) deleteUnlessRead(ctx context.Context, id string) (bool, error) {
 	h.rd.mu.Lock()
 	defer h.rd.mu.Unlock()
-	if h.rd.n[id] > 0 || h.rd.deleted[id] {
+	if h.rd.n[id] > 0 {
 		return false, nil
 	}
 	return true, h.store.Delete(ctx, id)

@@ -196,9 +196,7 @@ func TestRetention(t *testing.T) {
 	// By bytes: 3 left (300 bytes), 250 allowed: the oldest goes, but
 	// not one a restore reads: the next goes in its stead.
 	h.retention = Retention{MaxBytes: 250}
-	if !h.startReading(cps[2].CheckpointID) {
-		t.Fatal("startReading refused")
-	}
+	h.startReading(cps[2].CheckpointID)
 	h.EnforceRetention(testCtx(t, time.Minute))
 	if got, want := ids(t, dir), idsOf(cps[2], cps[4]); !slices.Equal(got, want) {
 		t.Fatalf("after max-bytes with the oldest being read: %v, want %v", got, want)
@@ -292,11 +290,14 @@ func TestCheckpointListGetDelete(t *testing.T) {
 		t.Fatalf("second delete: %v, want not_found", err)
 	}
 
-	// Deleted while a restore reads it.
+	// Deleted while a restore reads it: gone at once, and for good.
 	id := all[1].CheckpointID
-	if !h.startReading(id) {
-		t.Fatal("startReading refused")
+	h.startReading(id)
+	_, rc, err := h.store.Open(ctx, id) // the restore's open tar
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer rc.Close()
 	if err := h.DeleteCheckpoint(ctx, id); err != nil {
 		t.Fatalf("delete while read: %v", err)
 	}
@@ -318,15 +319,30 @@ func TestCheckpointListGetDelete(t *testing.T) {
 	if len(list.Checkpoints) != 3 {
 		t.Fatalf("listed %d, want 3", len(list.Checkpoints))
 	}
-	if _, err := os.Stat(filepath.Join(dir, id+".tar")); err != nil {
-		t.Fatalf("the tar a restore reads: %v, want it kept until the restore ends", err)
+	// The gateway killed now, before the restore ends: a new host over
+	// the same directory (this one never closed) does not have it back.
+	again, err := NewDocker(ctx, nil, &fakeDocker{}, &Config{Owner: "gw2", CheckpointDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.GetCheckpoint(ctx, id); ErrorCode(err) != CodeNotFound {
+		t.Errorf("after a kill during the restore, the deleted checkpoint: %v, want not_found", err)
+	}
+	if l, err := again.ListCheckpoints(ctx, "", 0); err != nil || len(l.Checkpoints) != 3 {
+		t.Errorf("after a kill during the restore: %+v %v, want the 3 left", l, err)
+	}
+	if _, err := again.Restore(ctx, RestoreRequest{CheckpointID: id}); ErrorCode(err) != CodeNotFound {
+		t.Errorf("after a kill during the restore, a restore of the deleted checkpoint: %v, want not_found", err)
+	}
+	// The restore reads the whole tar it opened.
+	data, err := io.ReadAll(rc)
+	if err != nil || len(data) != int(all[1].SizeBytes) {
+		t.Fatalf("the restore's read of its deleted checkpoint: %d bytes, %v, want %d", len(data), err, all[1].SizeBytes)
 	}
 	h.doneReading(id)
-	if slices.Contains(ids(t, dir), id) {
-		t.Fatal("a checkpoint deleted while read is still stored after its restore ended")
-	}
-	if _, err := os.Stat(filepath.Join(dir, id+".tar")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("its tar after the restore: %v", err)
+	if left, _ := filepath.Glob(filepath.Join(dir, id+"*")); len(left) != 0 {
+		t.Fatalf("files of the deleted checkpoint: %v", left)
 	}
 }
 
@@ -337,7 +353,7 @@ func BenchmarkListCheckpoints(b *testing.B) {
 		writeCheckpoint(b, dir, time.Unix(int64(1_800_000_000+i), 0), 100, fmt.Sprintf("exec-%d", i%7))
 	}
 	s := &LocalStore{Dir: dir}
-	h := &Docker{store: s, rd: readers{n: map[string]int{}, deleted: map[string]bool{}}, logger: slog.New(slog.DiscardHandler)}
+	h := &Docker{store: s, rd: readers{n: map[string]int{}}, logger: slog.New(slog.DiscardHandler)}
 	ctx := testCtx(b, time.Minute)
 	for b.Loop() {
 		if l, err := h.ListCheckpoints(ctx, "", 100); err != nil || len(l.Checkpoints) != 100 {
@@ -378,7 +394,8 @@ func (r *gatedReader) Read(p []byte) (int, error) {
 
 // A checkpoint deleted while a restore reads it: the delete answers at
 // once and the checkpoint is gone for every caller, the restore gets the
-// whole workspace, and the store drops the files when it ends.
+// whole workspace from the tar it opened, and the files leave the store at
+// once (a gateway killed during the restore must not bring them back).
 func testCheckpointDeleteDuringRestore(t *testing.T) {
 	cli, img := engine(t)
 	local, err := NewLocalStore(t.TempDir())
@@ -425,8 +442,8 @@ func testCheckpointDeleteDuringRestore(t *testing.T) {
 	if ErrorCode(gerr) != CodeNotFound || ErrorCode(rerr) != CodeNotFound {
 		t.Errorf("get and a new restore of the deleted checkpoint: %v; %v, want not_found", gerr, rerr)
 	}
-	if !slices.Equal(left, []string{cp.CheckpointID}) {
-		t.Errorf("the store while the restore read: %v, want the checkpoint still there", left)
+	if len(left) != 0 {
+		t.Errorf("the store while the restore read: %v, want the deleted checkpoint gone at once", left)
 	}
 	if got := sh(t, h, r.e.ExecutionID, `cd /workspace && md5sum < blob | cmp - sum && echo same`).Stdout; got != "same\n" {
 		t.Errorf("the restored workspace: %q, want the checkpointed blob", got)

@@ -211,7 +211,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		gone:    map[string]time.Time{},
 		tombs:   cfg.Tombstones,
 		checked: map[string]bool{},
-		rd:      readers{n: map[string]int{}, deleted: map[string]bool{}},
+		rd:      readers{n: map[string]int{}},
 
 		retention: cfg.Retention,
 	}

@@ -114,10 +114,9 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 	if !checkpointIDRE.MatchString(rr.CheckpointID) {
 		return nil, invalid("checkpointId", "must be 32 lowercase hex digits")
 	}
-	if !h.startReading(rr.CheckpointID) {
-		return nil, &Error{Code: CodeNotFound, Field: "checkpointId", Message: fmt.Sprintf("no checkpoint %q", rr.CheckpointID)}
-	}
-	// A delete meanwhile waits for the restore's end (checkpoints.go).
+	// Retention leaves it alone meanwhile; a delete does not wait for
+	// the restore, which reads the tar it opened to the end.
+	h.startReading(rr.CheckpointID)
 	defer h.doneReading(rr.CheckpointID)
 	m, rc, err := h.openCheckpoint(ctx, rr.CheckpointID)
 	if err != nil {

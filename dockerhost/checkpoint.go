@@ -387,7 +387,8 @@ func fileKind(m fs.FileMode) string {
 // it returns, for this store and any later one over the directory (a
 // gateway killed right after); a restore that opened the tar before
 // keeps reading all of it, as an unlinked file stays readable through its
-// open descriptor until it is closed.
+// open descriptor until it is closed. A tar already missing (a damaged
+// checkpoint) is no error: the checkpoint is gone either way.
 func (s *LocalStore) Delete(_ context.Context, id string) error {
 	if !checkpointIDRE.MatchString(id) {
 		return ErrCheckpointNotFound
@@ -397,7 +398,27 @@ func (s *LocalStore) Delete(_ context.Context, id string) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return ErrCheckpointNotFound
 	}
-	return errors.Join(err, os.Remove(filepath.Join(s.Dir, id+".tar")))
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(s.Dir, id+".tar")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// storedSize is the size of id's tar on disk: 0 when it is missing (a
+// damaged checkpoint), ok false when it is not a regular file or cannot be
+// read (its manifest's size stands in).
+func (s *LocalStore) storedSize(id string) (n int64, ok bool) {
+	fi, err := os.Lstat(filepath.Join(s.Dir, id+".tar"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, true
+	case err != nil || !fi.Mode().IsRegular():
+		return 0, false
+	}
+	return fi.Size(), true
 }
 
 type localWriter struct {

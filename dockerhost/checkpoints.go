@@ -238,11 +238,23 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 		created time.Time
 		size    int64
 	}
+	// What is on disk counts, not what manifests claim: a manifest
+	// whose tar is missing would otherwise make older checkpoints go for
+	// bytes nobody holds. A damaged manifest is skipped by List: its tar
+	// is neither counted nor removed (it is the operator's to look at),
+	// so it never makes others go.
+	sizer, _ := h.store.(interface{ storedSize(string) (int64, bool) })
 	var all []entry
 	var total int64
 	if err := h.store.List(ctx, func(m *Manifest) bool {
-		all = append(all, entry{m.CheckpointID, m.CreatedAt, m.SizeBytes})
-		total += m.SizeBytes
+		size := m.SizeBytes
+		if sizer != nil {
+			if n, ok := sizer.storedSize(m.CheckpointID); ok {
+				size = n
+			}
+		}
+		all = append(all, entry{m.CheckpointID, m.CreatedAt, size})
+		total += size
 		return true
 	}); err != nil {
 		h.logger.Warn("checkpoint retention: cannot list the checkpoints", "err", err)
@@ -272,7 +284,12 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 			total -= e.size // deleted meanwhile
 			continue
 		case err != nil:
-			h.logger.Warn("checkpoint retention: not removed", "checkpoint", e.id, "err", err)
+			// Not counted against the others either: a checkpoint that
+			// cannot be removed (a tar that is a directory, a permission)
+			// must not make every older-than-newest one go in its stead.
+			// The next run tries it again.
+			total -= e.size
+			h.logger.Warn("checkpoint retention: could not remove it; its bytes are left out of the total", "checkpoint", e.id, "err", err)
 			continue
 		case !ok:
 			h.logger.Info("checkpoint retention: kept while a restore reads it", "checkpoint", e.id, "age", age.Round(time.Second), "rule", rule)

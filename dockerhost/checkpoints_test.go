@@ -488,3 +488,64 @@ func testCheckpointRetention(t *testing.T) {
 		t.Errorf("the log lacks %q:\n%s", want, log.String())
 	}
 }
+
+// TestRetentionDamagedCheckpoints: damage in the store never makes
+// retention remove a checkpoint it would keep otherwise, and a second run
+// does the same. By bytes it counts what is on disk: a manifest without
+// its tar holds nothing; a damaged manifest is skipped, its tar neither
+// counted nor removed; a checkpoint it cannot remove does not make a
+// younger one go in its stead. A checkpoint without its tar deletes
+// cleanly.
+func TestRetentionDamagedCheckpoints(t *testing.T) {
+	now := time.Now()
+	dir := t.TempDir()
+	at := func(h int) time.Time { return now.Add(-time.Duration(h) * time.Hour) }
+	damaged := writeCheckpoint(t, dir, at(10), 1000, "exec-1") // oldest, and large
+	if err := os.WriteFile(filepath.Join(dir, damaged.CheckpointID+".json"), []byte(`{"version": 1`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stuck := writeCheckpoint(t, dir, at(9), 100, "exec-1") // its tar a directory: not removable
+	tar := filepath.Join(dir, stuck.CheckpointID+".tar")
+	if err := os.Remove(tar); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(tar, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := writeCheckpoint(t, dir, at(8), 100, "exec-1")
+	c := writeCheckpoint(t, dir, at(7), 100, "exec-1")
+	noTar := writeCheckpoint(t, dir, at(6), 100, "exec-1")
+	if err := os.Remove(filepath.Join(dir, noTar.CheckpointID+".tar")); err != nil {
+		t.Fatal(err)
+	}
+	d := writeCheckpoint(t, dir, at(5), 100, "exec-1")
+
+	// On disk: b, c and d, 300 bytes (stuck's are left out once it
+	// fails to go). 250 allowed: b goes, and only b.
+	var log syncBuffer
+	h := hostWithRetention(t, dir, now, Retention{MaxBytes: 250}, &log)
+	want := []string{c.CheckpointID, noTar.CheckpointID, d.CheckpointID, damaged.CheckpointID}
+	slices.Sort(want)
+	for run := range 2 {
+		h.EnforceRetention(testCtx(t, time.Minute))
+		if got := ids(t, dir); !slices.Equal(got, want) {
+			t.Fatalf("run %d: %v, want %v (b, and stuck's manifest, gone; the rest kept)", run, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, damaged.CheckpointID+".tar")); err != nil {
+		t.Errorf("the tar of the damaged manifest: %v, want it kept for the operator", err)
+	}
+	if !strings.Contains(log.String(), "checkpoint="+b.CheckpointID+" rule=max-bytes") {
+		t.Errorf("b's removal is not logged:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), "checkpoint="+stuck.CheckpointID) {
+		t.Errorf("the checkpoint retention could not remove is not logged:\n%s", log.String())
+	}
+	// A checkpoint without its tar deletes without an error.
+	if err := h.DeleteCheckpoint(testCtx(t, time.Minute), noTar.CheckpointID); err != nil {
+		t.Errorf("delete of a checkpoint whose tar is missing: %v, want it deleted", err)
+	}
+	if slices.Contains(ids(t, dir), noTar.CheckpointID) {
+		t.Errorf("the checkpoint without its tar is still listed after its delete")
+	}
+}

@@ -153,7 +153,29 @@ func hostWithRetention(t *testing.T, dir string, now time.Time, r Retention, log
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
+	waitSwept(t, h)
 	return h
+}
+
+// waitSwept waits until the sweeps kicked so far (the start's, each
+// checkpoint's) have run.
+func waitSwept(t testing.TB, h *Docker) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	gen := h.sweep.kicks.Load()
+	for {
+		h.sweep.mu.Lock()
+		swept, moved := h.sweep.swept, h.sweep.moved
+		h.sweep.mu.Unlock()
+		if swept >= gen {
+			return
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			t.Fatalf("the sweeps kicked never ran (%d of %d)", swept, gen)
+		}
+	}
 }
 
 // TestRetention: the oldest go first, by age and by bytes (never the
@@ -456,8 +478,8 @@ func testCheckpointDeleteDuringRestore(t *testing.T) {
 	}
 }
 
-// Retention by bytes runs after each checkpoint: the older goes, the one
-// just taken stays even when it alone is over.
+// Retention by bytes runs after each checkpoint (in the background): the
+// older goes, the one just taken stays even when it alone is over.
 func testCheckpointRetention(t *testing.T) {
 	cli, img := engine(t)
 	var log syncBuffer
@@ -480,6 +502,7 @@ func testCheckpointRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitSwept(t, h)
 	list, err := h.ListCheckpoints(testCtx(t, time.Minute), ex.ExecutionID, 0)
 	if err != nil || len(list.Checkpoints) != 1 || list.Checkpoints[0].CheckpointID != second.CheckpointID || list.Checkpoints[0].Reason != "two" {
 		t.Fatalf("after two checkpoints over max-bytes: %+v %v, want only the second", list, err)
@@ -547,5 +570,43 @@ func TestRetentionDamagedCheckpoints(t *testing.T) {
 	}
 	if slices.Contains(ids(t, dir), noTar.CheckpointID) {
 		t.Errorf("the checkpoint without its tar is still listed after its delete")
+	}
+}
+
+// BenchmarkCheckpointWithRetention times a small checkpoint's answer with
+// 5,000 checkpoints stored, retention off and on (max-age, removing
+// nothing): what retention adds to the request (before the background
+// sweep: 0.36 s off, 1.18 s on). Compare the p50s, e.g.
+// go test -run ^$ -bench CheckpointWithRetention -benchtime 30x.
+func BenchmarkCheckpointWithRetention(b *testing.B) {
+	cli, img := engine(b)
+	for _, r := range []Retention{{}, {MaxAge: 1000 * time.Hour}} {
+		name := "off"
+		if r.on() {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			for i := range 5000 {
+				writeCheckpoint(b, dir, time.Now().Add(-time.Duration(i)*time.Second), 100, "exec-1")
+			}
+			h := newTestHost(b, cli, &Config{CheckpointDir: dir, Retention: r})
+			ex := provision(b, h, emptyReq(img, small()))
+			sh(b, h, ex.ExecutionID, `echo hello > /workspace/f`)
+			var samples []time.Duration
+			for b.Loop() {
+				// Untimed: the last checkpoint's sweep ends first, as
+				// under checkpoints further apart than a sweep takes.
+				b.StopTimer()
+				waitSwept(b, h)
+				b.StartTimer()
+				start := time.Now()
+				if _, err := h.Checkpoint(testCtx(b, time.Minute), ex.ExecutionID, CheckpointRequest{}); err != nil {
+					b.Fatal(err)
+				}
+				samples = append(samples, time.Since(start))
+			}
+			reportP50(b, samples)
+		})
 	}
 }

@@ -136,6 +136,7 @@ type Docker struct {
 	rd        readers
 	retention Retention
 	retainMu  sync.Mutex // one EnforceRetention at a time
+	sweep     sweeper
 
 	// Exec's ways (via.go).
 	execRunner, execDocker, execFallbacks atomic.Int64
@@ -275,7 +276,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if _, err := h.Adopt(ctx); err != nil {
 		return nil, err
 	}
-	h.EnforceRetention(ctx)
+	h.startSweeper()
 	if h.pool != nil {
 		h.pool.start()
 	}
@@ -290,7 +291,8 @@ func NewClient() (*client.Client, error) {
 
 // Close stops the host's deadline timers and waits for running expiries.
 // It leaves executions running: each ends at its in-container deadline,
-// and a new host with the same Owner adopts them. It stops the warm pool's
+// and a new host with the same Owner adopts them. It stops the checkpoint
+// sweeper (a sweep under way stops between two removals) and the warm pool's
 // fills and removes its unclaimed containers (without the pool's stdin
 // attachment they could never be claimed). Close is idempotent.
 func (h *Docker) Close() error {
@@ -315,6 +317,7 @@ func (h *Docker) Close() error {
 	if h.pool != nil {
 		h.pool.close()
 	}
+	h.stopSweeper()
 	h.timersWG.Wait()
 	h.dropTools()
 	return nil

@@ -17,12 +17,13 @@ import (
 var errChecksum = errors.New("checkpoint tar does not match its manifest (size or sha256)")
 
 // Checkpoint saves the execution's workspace; it waits for running execs
-// and keeps new ones out while it copies. The retention is enforced after
-// each checkpoint taken (never on the one just taken by MaxBytes).
+// and keeps new ones out while it copies. Each checkpoint taken kicks a
+// sweep of the store in the background (retention, which never removes
+// the newest by MaxBytes): the answer does not wait for it.
 func (h *Docker) Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error) {
 	cp, err := h.checkpoint(ctx, executionID, req)
 	if err == nil {
-		h.EnforceRetention(ctx)
+		h.kickSweep()
 	}
 	return cp, err
 }

@@ -45,6 +45,7 @@ var engineTests = []struct {
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
 	{"CheckpointRetention", testCheckpointRetention},
+	{"CheckpointAnswersBeforeRetention", testCheckpointAnswersBeforeRetention},
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
 	{"StoppingCutsCheckpointRestore", testStoppingCutsCheckpointRestore},
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},

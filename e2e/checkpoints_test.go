@@ -102,13 +102,15 @@ func TestCheckpointLifecycle(t *testing.T) {
 	if second.SizeBytes+third.SizeBytes <= 1<<20 {
 		t.Fatalf("sizes %d and %d: the test's premise does not hold", second.SizeBytes, third.SizeBytes)
 	}
+	// The retention runs in the background once the checkpoint has
+	// answered: wait for its log line, then list.
+	re := regexp.MustCompile(`msg="checkpoint removed by retention" (\S+ )?checkpoint=` + second.CheckpointID + ` rule=max-bytes age=\S+ bytesFreed=` + strconv.FormatInt(second.SizeBytes, 10))
+	waitFor(t, "the retention's removal of "+second.CheckpointID+" in the gateway's log", func() (string, bool) {
+		return "", re.MatchString(g.proc.output())
+	})
 	l, err = c.ListCheckpoints(ctx, client.ListCheckpointsOptions{})
 	if err != nil || len(l.Checkpoints) != 1 || l.Checkpoints[0].CheckpointID != third.CheckpointID {
 		t.Fatalf("after the third checkpoint over --checkpoint-max-bytes: %+v %v, want only the third", l, err)
-	}
-	re := regexp.MustCompile(`msg="checkpoint removed by retention" (\S+ )?checkpoint=` + second.CheckpointID + ` rule=max-bytes age=\S+ bytesFreed=` + strconv.FormatInt(second.SizeBytes, 10))
-	if !re.MatchString(g.proc.output()) {
-		t.Fatalf("the gateway's log lacks the removal of %s:\n%s", second.CheckpointID, g.proc.output())
 	}
 	if _, err := c.Restore(ctx, client.RestoreRequest{CheckpointID: second.CheckpointID}); apiErr(err) == nil || apiErr(err).Status != http.StatusNotFound {
 		t.Fatalf("restore of the checkpoint retention removed: %v, want 404", err)

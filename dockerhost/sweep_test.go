@@ -1,0 +1,107 @@
+package dockerhost
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// listGate is a LocalStore whose List says so on listing, then waits for
+// release (or its context).
+type listGate struct {
+	*LocalStore
+	lists   atomic.Int32
+	listing chan struct{}
+	release chan struct{}
+}
+
+func newListGate(t testing.TB) *listGate {
+	ls, err := NewLocalStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &listGate{LocalStore: ls, listing: make(chan struct{}, 100), release: make(chan struct{})}
+}
+
+func (g *listGate) List(ctx context.Context, fn func(*Manifest) bool) error {
+	g.lists.Add(1)
+	g.listing <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.LocalStore.List(ctx, fn)
+}
+
+func waitListing(t *testing.T, g *listGate) {
+	t.Helper()
+	select {
+	case <-g.listing:
+	case <-testCtx(t, time.Minute).Done():
+		t.Fatal("the sweep never listed the checkpoints")
+	}
+}
+
+// Kicks while a sweep runs make one more sweep, however many they are.
+func TestSweepCoalescesKicks(t *testing.T) {
+	g := newListGate(t)
+	h, err := NewDocker(testCtx(t, time.Minute), nil, &fakeDocker{}, &Config{Owner: "gw", Store: g, Retention: Retention{MaxAge: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	waitListing(t, g) // the start's sweep, held in List
+	for range 50 {
+		h.kickSweep() // as 50 checkpoints would
+	}
+	close(g.release)
+	waitSwept(t, h)
+	if n := g.lists.Load(); n != 2 {
+		t.Fatalf("the store was listed %d times, want 2: the start's sweep and one for the 50 kicks", n)
+	}
+}
+
+// Close stops a sweep under way (goleak, in TestMain, checks that the
+// sweeper is gone) and returns without waiting for it to end.
+func TestCloseStopsSweep(t *testing.T) {
+	g := newListGate(t)
+	h, err := NewDocker(testCtx(t, time.Minute), nil, &fakeDocker{}, &Config{Owner: "gw", Store: g, Retention: Retention{MaxBytes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitListing(t, g) // never released
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.kickSweep() // a checkpoint ending after Close: nothing runs, nothing blocks
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A checkpoint's answer does not wait for the retention's read of the
+// checkpoints: here that read never ends until the answer has come.
+func testCheckpointAnswersBeforeRetention(t *testing.T) {
+	cli, img := engine(t)
+	g := newListGate(t)
+	h := newTestHost(t, cli, &Config{Store: g, Retention: Retention{MaxAge: time.Hour}})
+	defer close(g.release)
+	waitListing(t, g) // the start's sweep, held
+	ex := provision(t, h, emptyReq(img, small()))
+	sh(t, h, ex.ExecutionID, `echo hello > /workspace/f`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Checkpoint(testCtx(t, 2*time.Minute), ex.ExecutionID, CheckpointRequest{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the checkpoint's answer waits for the retention's list of the checkpoints")
+	}
+}

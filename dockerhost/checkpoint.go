@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -168,41 +169,88 @@ type LocalStore struct {
 	Dir string
 	// Logger gets what List skips; nil discards.
 	Logger *slog.Logger
+
+	mu      sync.Mutex
+	writing map[string]int // ids this store is writing: never leftovers
 }
 
 var _ CheckpointStore = (*LocalStore)(nil)
 
-// NewLocalStore creates dir (mode 0700) if needed.
+// NewLocalStore creates dir (mode 0700) if needed, and removes what a
+// killed run left there long enough ago (sweepLeftovers).
 func NewLocalStore(dir string) (*LocalStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("dockerhost: checkpoint dir: %w", err)
 	}
-	sweepPartials(dir, time.Now().Add(-partialMaxIdle))
-	return &LocalStore{Dir: dir}, nil
+	s := &LocalStore{Dir: dir}
+	s.sweepLeftovers(time.Now())
+	return s, nil
 }
 
 // partialMaxIdle is how long a checkpoint being written may go without a
 // write before a new LocalStore takes it for the leftover of a killed run.
 const partialMaxIdle = 10 * time.Minute
 
-// sweepPartials removes dir's *.partial files last written before cutoff:
-// a gateway killed during a checkpoint left them (14 MB in one audit run),
-// and nothing else ever would. So it does ID.tar files without their
-// ID.json: a gateway killed between a commit's two renames, or between a
-// delete's two removes, left a tar no list shows and no retention counts.
-func sweepPartials(dir string, cutoff time.Time) {
-	names, _ := filepath.Glob(filepath.Join(dir, "*.partial"))
-	tars, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+// sweepLeftovers removes the *.partial files, and the ID.tar files
+// without their ID.json, last written partialMaxIdle or more before now,
+// unless this store is writing their checkpoint. A gateway killed during
+// a checkpoint left the partial files (14 MB in one audit run); one killed
+// between a commit's two renames, or between a delete's two removes, left
+// a tar no list shows and no retention counts: nothing else would ever
+// remove them. It returns when the youngest leftover it kept will be old
+// enough (zero: none kept), for the host's sweeper to come back then: one
+// younger than partialMaxIdle when the gateway started would otherwise
+// stay until the next start.
+func (s *LocalStore) sweepLeftovers(now time.Time) (next time.Time) {
+	// Held throughout: a commit between this read and a remove would
+	// otherwise have its tar taken for a leftover.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names, _ := filepath.Glob(filepath.Join(s.Dir, "*.partial"))
+	tars, _ := filepath.Glob(filepath.Join(s.Dir, "*.tar"))
 	for _, t := range tars {
 		id := strings.TrimSuffix(filepath.Base(t), ".tar")
-		if _, err := os.Lstat(filepath.Join(dir, id+".json")); checkpointIDRE.MatchString(id) && errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(s.Dir, id+".json")); checkpointIDRE.MatchString(id) && errors.Is(err, fs.ErrNotExist) {
 			names = append(names, t)
 		}
 	}
 	for _, n := range names {
-		if fi, err := os.Lstat(n); err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) {
-			_ = os.Remove(n)
+		// ID.tar, ID.tar.*.partial, ID.json.*.partial
+		id, _, _ := strings.Cut(filepath.Base(n), ".")
+		if s.writing[id] > 0 {
+			continue
 		}
+		fi, err := os.Lstat(n)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if old := fi.ModTime().Add(partialMaxIdle); old.After(now) {
+			if next.IsZero() || old.Before(next) {
+				next = old
+			}
+			continue
+		}
+		_ = os.Remove(n)
+	}
+	return next
+}
+
+// startWriting and doneWriting mark id as being written, so that
+// sweepLeftovers leaves its files alone however long it takes.
+func (s *LocalStore) startWriting(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writing == nil {
+		s.writing = map[string]int{}
+	}
+	s.writing[id]++
+}
+
+func (s *LocalStore) doneWriting(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writing[id]--; s.writing[id] <= 0 {
+		delete(s.writing, id)
 	}
 }
 
@@ -210,8 +258,10 @@ func (s *LocalStore) Create(_ context.Context, id string) (CheckpointWriter, err
 	if !checkpointIDRE.MatchString(id) {
 		return nil, errors.New("dockerhost: malformed checkpoint id")
 	}
+	s.startWriting(id)
 	f, err := os.CreateTemp(s.Dir, id+".tar.*.partial")
 	if err != nil {
+		s.doneWriting(id)
 		return nil, fmt.Errorf("dockerhost: create checkpoint: %w", err)
 	}
 	return &localWriter{s: s, id: id, f: f, bw: bufio.NewWriterSize(f, 1<<20)}, nil
@@ -436,6 +486,7 @@ func (w *localWriter) Commit(m *Manifest) error {
 		return errors.New("dockerhost: checkpoint writer finished")
 	}
 	w.done = true
+	defer w.s.doneWriting(w.id)
 	if err := m.Validate(); err != nil {
 		w.abort()
 		return err
@@ -470,6 +521,7 @@ func (w *localWriter) Abort() error {
 		return nil
 	}
 	w.done = true
+	defer w.s.doneWriting(w.id)
 	return w.abort()
 }
 

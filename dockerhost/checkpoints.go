@@ -222,8 +222,9 @@ func (h *Docker) DeleteCheckpoint(ctx context.Context, id string) error {
 // retentionTimeout bounds one enforcement of the retention.
 const retentionTimeout = 5 * time.Minute
 
-// sweeper enforces the retention in the background, one sweep at a
-// time. A checkpoint's answer used to wait for the retention's read
+// sweeper keeps the checkpoint store in the background, one sweep at a
+// time: the leftovers of a killed run once they are old enough, then the
+// retention. A checkpoint's answer used to wait for the retention's read
 // of every manifest (1.2 s rather than 0.36 s with 5,000 checkpoints
 // stored, BenchmarkCheckpointWithRetention); now it only kicks a sweep.
 type sweeper struct {
@@ -273,15 +274,28 @@ func (h *Docker) kickSweep() {
 
 func (h *Docker) sweepLoop(ctx context.Context) {
 	defer close(h.sweep.done)
+	leftovers, _ := h.store.(interface{ sweepLeftovers(time.Time) time.Time })
+	// later wakes the sweeper when a leftover it kept is old enough.
+	later := time.NewTimer(time.Hour)
+	later.Stop()
+	defer later.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-h.sweep.kick:
+		case <-later.C:
 		}
 		// Kicks from here on wait for the next sweep, so this one
 		// covers every kick counted so far.
 		gen := h.sweep.kicks.Load()
+		if leftovers != nil {
+			if next := leftovers.sweepLeftovers(time.Now()); next.IsZero() {
+				later.Stop()
+			} else {
+				later.Reset(time.Until(next))
+			}
+		}
 		h.EnforceRetention(ctx)
 		h.sweep.mu.Lock()
 		h.sweep.swept = gen

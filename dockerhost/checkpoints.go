@@ -216,6 +216,7 @@ func (h *Docker) DeleteCheckpoint(ctx context.Context, id string) error {
 		return storageError(fmt.Errorf("dockerhost: delete checkpoint: %w", err))
 	}
 	h.logger.Info("checkpoint deleted", "checkpoint", id)
+	h.kickSweep() // for CheckpointStats
 	return nil
 }
 
@@ -305,15 +306,37 @@ func (h *Docker) sweepLoop(ctx context.Context) {
 	}
 }
 
+// CheckpointStats are the checkpoint store's figures for metrics: what it
+// held at the last sweep (at start, after each checkpoint and each
+// delete), and what retention removed since the host started.
+type CheckpointStats struct {
+	// Stored is the checkpoints listed, StoredBytes their tars' bytes on
+	// disk. A damaged manifest is in neither (List skips it).
+	Stored, StoredBytes int64
+	// RemovedMaxAge and RemovedMaxBytes count retention's removals by
+	// rule; FreedBytes is the bytes they freed.
+	RemovedMaxAge, RemovedMaxBytes, FreedBytes int64
+}
+
+// checkpointStats are CheckpointStats' counters.
+type checkpointStats struct {
+	stored, storedBytes, removedAge, removedBytes, freed atomic.Int64
+}
+
+// CheckpointStats returns the checkpoint store's figures.
+func (h *Docker) CheckpointStats() CheckpointStats {
+	c := &h.cpStats
+	return CheckpointStats{Stored: c.stored.Load(), StoredBytes: c.storedBytes.Load(),
+		RemovedMaxAge: c.removedAge.Load(), RemovedMaxBytes: c.removedBytes.Load(), FreedBytes: c.freed.Load()}
+}
+
 // EnforceRetention removes the checkpoints Config.Retention does not keep,
 // oldest first, and logs each (id, age, bytes freed). A checkpoint a
-// restore is reading is kept, whatever its age. The host's sweeper runs
-// it in the background at start and after each checkpoint; runs never
-// overlap. It stops early when ctx ends.
+// restore is reading is kept, whatever its age. It counts what the store
+// keeps for CheckpointStats, with no retention set too. The host's
+// sweeper runs it in the background at start and after each checkpoint
+// and delete; runs never overlap. It stops early when ctx ends.
 func (h *Docker) EnforceRetention(ctx context.Context) {
-	if !h.retention.on() {
-		return
-	}
 	h.retainMu.Lock()
 	defer h.retainMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, retentionTimeout)
@@ -347,6 +370,13 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 		}
 		return
 	}
+	// What stays on disk, for CheckpointStats; total is what retention
+	// weighs, without the checkpoints it failed to remove.
+	stored, storedBytes := int64(len(all)), total
+	defer func() {
+		h.cpStats.stored.Store(stored)
+		h.cpStats.storedBytes.Store(storedBytes)
+	}()
 	slices.SortFunc(all, func(a, b entry) int {
 		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.id, b.id))
 	})
@@ -372,6 +402,7 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 		switch {
 		case errors.Is(err, ErrCheckpointNotFound):
 			total -= e.size // deleted meanwhile
+			stored, storedBytes = stored-1, storedBytes-e.size
 			continue
 		case err != nil:
 			// Not counted against the others either: a checkpoint that
@@ -386,8 +417,15 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 			continue
 		}
 		total -= e.size
+		stored, storedBytes = stored-1, storedBytes-e.size
 		removed++
 		freed += e.size
+		if rule == "max-age" {
+			h.cpStats.removedAge.Add(1)
+		} else {
+			h.cpStats.removedBytes.Add(1)
+		}
+		h.cpStats.freed.Add(e.size)
 		h.logger.Info("checkpoint removed by retention", "checkpoint", e.id, "rule", rule, "age", age.Round(time.Second), "bytesFreed", e.size)
 	}
 	if removed > 0 {

@@ -137,6 +137,7 @@ type Docker struct {
 	retention Retention
 	retainMu  sync.Mutex // one EnforceRetention at a time
 	sweep     sweeper
+	cpStats   checkpointStats
 
 	// Exec's ways (via.go).
 	execRunner, execDocker, execFallbacks atomic.Int64

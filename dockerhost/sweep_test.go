@@ -170,3 +170,39 @@ func testCheckpointAnswersBeforeRetention(t *testing.T) {
 		t.Fatal("the checkpoint's answer waits for the retention's list of the checkpoints")
 	}
 }
+
+// CheckpointStats: what the store holds after each sweep (a damaged
+// manifest in neither figure), and retention's removals by rule.
+func TestCheckpointStats(t *testing.T) {
+	now := time.Now()
+	dir := t.TempDir()
+	for _, age := range []time.Duration{5 * time.Hour, 4 * time.Hour, time.Hour} {
+		writeCheckpoint(t, dir, now.Add(-age), 100, "exec-1")
+	}
+	newest := writeCheckpoint(t, dir, now, 150, "exec-1")
+	if err := os.WriteFile(filepath.Join(dir, newCheckpointID()+".json"), []byte(`{"version": 1`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := hostWithRetention(t, dir, now, Retention{MaxAge: 3 * time.Hour, MaxBytes: 200}, io.Discard)
+	want := CheckpointStats{Stored: 1, StoredBytes: 150, RemovedMaxAge: 2, RemovedMaxBytes: 1, FreedBytes: 300}
+	if s := h.CheckpointStats(); s != want {
+		t.Fatalf("after the start's sweep: %+v, want %+v", s, want)
+	}
+	if err := h.DeleteCheckpoint(testCtx(t, time.Minute), newest.CheckpointID); err != nil {
+		t.Fatal(err)
+	}
+	waitSwept(t, h)
+	want.Stored, want.StoredBytes = 0, 0
+	if s := h.CheckpointStats(); s != want {
+		t.Fatalf("after a delete: %+v, want %+v", s, want)
+	}
+
+	// Without retention, the store is counted all the same.
+	off := hostWithRetention(t, dir, now, Retention{}, io.Discard)
+	writeCheckpoint(t, dir, now, 10, "exec-1")
+	off.kickSweep() // as a checkpoint does
+	waitSwept(t, off)
+	if s := off.CheckpointStats(); s != (CheckpointStats{Stored: 1, StoredBytes: 10}) {
+		t.Fatalf("retention off, one checkpoint: %+v", s)
+	}
+}

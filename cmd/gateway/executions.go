@@ -171,6 +171,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		docker.SetExecVia(agents.Runner)
 	}
 	registerExecMetrics(srv.Metrics(), docker)
+	registerCheckpointMetrics(srv.Metrics(), docker.CheckpointStats)
 	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})
 	if err != nil {
 		return nil, err
@@ -239,6 +240,39 @@ func registerExecMetrics(reg *prometheus.Registry, docker *dockerhost.Docker) {
 			Help:        "Commands of the executions API, by the way they ran (agent tunnel, docker exec, fallbacks from the tunnel to docker).",
 			ConstLabels: prometheus.Labels{"way": way},
 		}, func() float64 { return float64(get(docker.ExecStats())) }))
+	}
+}
+
+// registerCheckpointMetrics reports the checkpoint store: what it holds
+// (as of its last sweep: at start, after each checkpoint and delete) and
+// what retention removed, by rule.
+func registerCheckpointMetrics(reg *prometheus.Registry, stats func() dockerhost.CheckpointStats) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "checkpoints",
+			Help: "Checkpoints stored, as of the last sweep of the store (at start, after each checkpoint and delete).",
+		}, func() float64 { return float64(stats().Stored) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "checkpoint_bytes",
+			Help: "Bytes of the stored checkpoints' archives on disk, as of the last sweep of the store.",
+		}, func() float64 { return float64(stats().StoredBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "checkpoint_retention_freed_bytes_total",
+			Help: "Bytes freed by the checkpoint retention (--checkpoint-max-age, --checkpoint-max-bytes).",
+		}, func() float64 { return float64(stats().FreedBytes) }),
+	)
+	for rule, get := range map[string]func(dockerhost.CheckpointStats) int64{
+		"max-age":   func(s dockerhost.CheckpointStats) int64 { return s.RemovedMaxAge },
+		"max-bytes": func(s dockerhost.CheckpointStats) int64 { return s.RemovedMaxBytes },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "checkpoint_retention_removals_total",
+			Help:        "Checkpoints removed by the retention, by rule (max-age, max-bytes).",
+			ConstLabels: prometheus.Labels{"rule": rule},
+		}, func() float64 { return float64(get(stats())) }))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // apiCall does one request with a bearer token and decodes the JSON answer.
@@ -192,5 +196,38 @@ func TestOwnerPerStateDir(t *testing.T) {
 	a, b := owner("/var/lib/a"), owner("/var/lib/b")
 	if a == b || a != owner("/var/lib/a/") || !strings.HasPrefix(a, "hostgate-") {
 		t.Fatalf("owner: %q %q", a, b)
+	}
+}
+
+// The checkpoint store's figures appear on /metrics under their names:
+// what is stored, and retention's removals by rule.
+func TestCheckpointMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	registerCheckpointMetrics(reg, func() dockerhost.CheckpointStats {
+		return dockerhost.CheckpointStats{Stored: 3, StoredBytes: 4096, RemovedMaxAge: 2, RemovedMaxBytes: 5, FreedBytes: 700}
+	})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"hostgate_checkpoints":                                         3,
+		"hostgate_checkpoint_bytes":                                    4096,
+		"hostgate_checkpoint_retention_removals_total{rule=max-age}":   2,
+		"hostgate_checkpoint_retention_removals_total{rule=max-bytes}": 5,
+		"hostgate_checkpoint_retention_freed_bytes_total":              700,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("metrics: %v, want %v", got, want)
 	}
 }

@@ -276,7 +276,8 @@ func (h *Docker) kickSweep() {
 func (h *Docker) sweepLoop(ctx context.Context) {
 	defer close(h.sweep.done)
 	leftovers, _ := h.store.(interface{ sweepLeftovers(time.Time) time.Time })
-	// later wakes the sweeper when a leftover it kept is old enough.
+	// later wakes the sweeper when a leftover it kept is old enough, or
+	// a checkpoint retention kept passes its max age.
 	later := time.NewTimer(time.Hour)
 	later.Stop()
 	defer later.Stop()
@@ -290,14 +291,22 @@ func (h *Docker) sweepLoop(ctx context.Context) {
 		// Kicks from here on wait for the next sweep, so this one
 		// covers every kick counted so far.
 		gen := h.sweep.kicks.Load()
+		var next time.Time
 		if leftovers != nil {
-			if next := leftovers.sweepLeftovers(time.Now()); next.IsZero() {
-				later.Stop()
-			} else {
-				later.Reset(time.Until(next))
+			next = leftovers.sweepLeftovers(time.Now())
+		}
+		if n := h.enforceRetention(ctx); !n.IsZero() {
+			// The retention's clock is h.now, which tests set; the
+			// timer runs on the real one, so it waits the same span.
+			if n = time.Now().Add(n.Sub(h.now())); next.IsZero() || n.Before(next) {
+				next = n
 			}
 		}
-		h.EnforceRetention(ctx)
+		if next.IsZero() {
+			later.Stop()
+		} else {
+			later.Reset(time.Until(next))
+		}
 		h.sweep.mu.Lock()
 		h.sweep.swept = gen
 		close(h.sweep.moved)
@@ -335,8 +344,21 @@ func (h *Docker) CheckpointStats() CheckpointStats {
 // restore is reading is kept, whatever its age. It counts what the store
 // keeps for CheckpointStats, with no retention set too. The host's
 // sweeper runs it in the background at start and after each checkpoint
-// and delete; runs never overlap. It stops early when ctx ends.
-func (h *Docker) EnforceRetention(ctx context.Context) {
+// and delete, and when a kept checkpoint passes MaxAge; runs never
+// overlap. It stops early when ctx ends.
+func (h *Docker) EnforceRetention(ctx context.Context) { h.enforceRetention(ctx) }
+
+// retentionRetry is how soon retention tries again a checkpoint it had to
+// keep past its rule (a restore read it, its removal failed), or a list
+// that failed, when nothing else kicks a sweep.
+const retentionRetry = time.Minute
+
+// enforceRetention is EnforceRetention, returning when the clock alone
+// gives the next run work: the oldest checkpoint it kept passes MaxAge,
+// or retentionRetry from now after one it had to keep; zero for never.
+// Without it, a gateway that takes no new checkpoint would keep old ones
+// past --checkpoint-max-age until its next start.
+func (h *Docker) enforceRetention(ctx context.Context) (next time.Time) {
 	h.retainMu.Lock()
 	defer h.retainMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, retentionTimeout)
@@ -368,7 +390,10 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			h.logger.Warn("checkpoint retention: cannot list the checkpoints", "err", err)
 		}
-		return
+		if h.retention.on() {
+			return h.now().Add(retentionRetry)
+		}
+		return time.Time{}
 	}
 	// What stays on disk, for CheckpointStats; total is what retention
 	// weighs, without the checkpoints it failed to remove.
@@ -383,8 +408,11 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 	now := h.now()
 	var removed int
 	var freed int64
+	keptFrom := len(all) // the first checkpoint no rule reached
+	retry := false
 	for i, e := range all {
 		if ctx.Err() != nil {
+			keptFrom = len(all)
 			break // Close: the next start goes on
 		}
 		age := now.Sub(e.created)
@@ -396,6 +424,7 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 			rule = "max-bytes"
 		}
 		if rule == "" {
+			keptFrom = i
 			break // the rest are younger, and within the bytes
 		}
 		ok, err := h.deleteUnlessRead(ctx, e.id)
@@ -410,9 +439,11 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 			// must not make every older-than-newest one go in its stead.
 			// The next run tries it again.
 			total -= e.size
+			retry = true
 			h.logger.Warn("checkpoint retention: could not remove it; its bytes are left out of the total", "checkpoint", e.id, "err", err)
 			continue
 		case !ok:
+			retry = true
 			h.logger.Info("checkpoint retention: kept while a restore reads it", "checkpoint", e.id, "age", age.Round(time.Second), "rule", rule)
 			continue
 		}
@@ -432,6 +463,14 @@ func (h *Docker) EnforceRetention(ctx context.Context) {
 		h.logger.Info("checkpoint retention", "removed", removed, "bytesFreed", freed, "kept", len(all)-removed, "keptBytes", total,
 			"maxAge", h.retention.MaxAge, "maxBytes", h.retention.MaxBytes)
 	}
+	if h.retention.MaxAge > 0 && keptFrom < len(all) {
+		// A moment past the age, so that the run finds it over.
+		next = all[keptFrom].created.Add(h.retention.MaxAge + time.Second)
+	}
+	if retry && (next.IsZero() || now.Add(retentionRetry).Before(next)) {
+		next = now.Add(retentionRetry)
+	}
+	return next
 }
 
 // deleteUnlessRead deletes id from the store unless a restore reads it

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,5 +205,32 @@ func TestCheckpointStats(t *testing.T) {
 	waitSwept(t, off)
 	if s := off.CheckpointStats(); s != (CheckpointStats{Stored: 1, StoredBytes: 10}) {
 		t.Fatalf("retention off, one checkpoint: %+v", s)
+	}
+}
+
+// A checkpoint that passes --checkpoint-max-age goes then, without a new
+// checkpoint or a restart to kick a sweep: the sweeper wakes for it.
+func TestRetentionMaxAgeNeedsNoKick(t *testing.T) {
+	dir := t.TempDir()
+	const maxAge = time.Hour
+	// Passes the age about a second after the start's sweep.
+	m := writeCheckpoint(t, dir, time.Now().Add(-maxAge+time.Second), 100, "exec-1")
+	young := writeCheckpoint(t, dir, time.Now(), 100, "exec-2")
+	h, err := NewDocker(testCtx(t, time.Minute), nil, &fakeDocker{}, &Config{Owner: "gw", CheckpointDir: dir, Retention: Retention{MaxAge: maxAge}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	waitSwept(t, h)
+	ctx := testCtx(t, 30*time.Second)
+	for slices.Contains(ids(t, dir), m.CheckpointID) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("a checkpoint past its max age is still stored: %v", ids(t, dir))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if got := ids(t, dir); !slices.Equal(got, []string{young.CheckpointID}) {
+		t.Fatalf("stored %v, want only the young checkpoint %s", got, young.CheckpointID)
 	}
 }

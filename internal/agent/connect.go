@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -76,13 +77,17 @@ type ConnectConfig struct {
 // Connect dials the gateway, enrolls, and serves the embedded SSH server on
 // every stream the gateway opens; when the tunnel ends it reconnects with
 // exponential backoff and jitter, forever, until ctx ends (then it closes
-// the tunnel, waits for every session and returns nil). It returns an
-// error only for a configuration it cannot run with.
+// the tunnel, waits for every session and returns nil). An ended tunnel's
+// commands wind down in the background, not holding up the next tunnel;
+// Connect returns only once they are gone. It returns an error only for a
+// configuration it cannot run with.
 func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	c, err := newConnector(cfg)
 	if err != nil {
 		return err
 	}
+	// Nothing a tunnel started outlives the agent.
+	defer c.windDowns.Wait()
 	backoff := c.min
 	for {
 		var upAt time.Time
@@ -131,6 +136,9 @@ type connector struct {
 	min, max time.Duration
 	hostKey  ssh.Signer
 	header   http.Header
+	// windDowns are the ended tunnels whose connections and commands are
+	// still winding down.
+	windDowns sync.WaitGroup
 }
 
 func newConnector(cfg *ConnectConfig) (*connector, error) {
@@ -271,9 +279,6 @@ func (c *connector) once(ctx context.Context, up func()) error {
 	if err != nil {
 		return err
 	}
-	// Closing the server after the tunnel ends kills what its sessions
-	// left running and waits for it.
-	defer srv.Close()
 	c.log.Info("tunnel up", "host", hostID, "version", buildinfo.Version())
 	up()
 	if c.cfg.OnTunnel != nil {
@@ -281,7 +286,16 @@ func (c *connector) once(ctx context.Context, up func()) error {
 	}
 	// Agent side of the tunnel: the gateway opens streams, one per SSH
 	// connection; we never open any.
-	if err := ServeMux(ctx, conn, srv, nil); err != nil {
+	wait, err := serveMux(ctx, conn, srv, nil)
+	// The tunnel's commands get EOF, then SIGHUP, then SIGKILL, a
+	// KillGrace apart: up to 2 s by default. Waiting for that before
+	// redialing kept the host offline as long. Closing the server
+	// after its connections are gone kills whatever they left running.
+	c.windDowns.Go(func() {
+		wait()
+		_ = srv.Close()
+	})
+	if err != nil {
 		return err
 	}
 	return errors.New("tunnel closed by the gateway")

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -608,4 +610,73 @@ func FuzzPinCA(f *testing.F) {
 			t.Fatalf("another gateway's CA after %q: %v", header, err)
 		}
 	})
+}
+
+// TestConnectRedialsWhileOldCommandsWindDown: the tunnel drops under a
+// command that ignores EOF and traps SIGHUP. The host is back while that
+// command is still winding down (before its SIGHUP, a KillGrace after the
+// drop), and once the agent stops, the command has had its SIGHUP and is
+// gone.
+func TestConnectRedialsWhileOldCommandsWindDown(t *testing.T) {
+	g := newGW(t)
+	dir := t.TempDir()
+	hup := filepath.Join(dir, "hup")
+	tunnels := make(chan string, 16)
+	actx, cancel := context.WithCancel(g.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(actx, &ConnectConfig{
+			GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), StateDir: t.TempDir(),
+			MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+			OnTunnel: func(id string) { tunnels <- id },
+			// Long enough that the redial, a few milliseconds, comes
+			// well before the SIGHUP.
+			Server: func(sc *sshlayer.ServerConfig) { sc.KillGrace = 2 * time.Second },
+		})
+	}()
+	waitTunnel(t, tunnels, "h1")
+	c, err := g.dialSSH(g.token(store.RoleClient, "h1"), "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.SSH().NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loop never reads stdin and, its stderr sent away (dash reports
+	// the sleep SIGHUP kills there), never writes to a pipe: EOF and the
+	// closed pipes leave it running.
+	if err := s.Start("trap 'echo hup >" + hup + "' HUP; exec 2>/dev/null; echo $$; while :; do sleep 0.05; done"); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatalf("reading the command's pid: %v", err)
+	}
+
+	g.restart() // drops the tunnel
+	waitTunnel(t, tunnels, "h1")
+	if _, err := os.Stat(hup); err == nil {
+		t.Error("the host came back only after the old tunnel's command had its SIGHUP")
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("the old tunnel's command is gone when the host is back (%v): the redial waited for its wind-down", err)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	if _, err := os.Stat(hup); err != nil {
+		t.Errorf("the old tunnel's command never had its SIGHUP: %v", err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the old tunnel's command %d outlives the agent (kill 0: %v)", pid, err)
+	}
 }

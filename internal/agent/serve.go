@@ -159,10 +159,20 @@ func ServeStdio(ctx context.Context, conn net.Conn, srv *sshlayer.Server) error 
 // connection it served is gone by then. conn is closed. The server is not closed: it may serve other
 // tunnels.
 func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) error {
+	wait, err := serveMux(ctx, conn, srv, cfg)
+	wait()
+	return err
+}
+
+// serveMux is ServeMux without the wait at the end: it returns as soon as
+// the tunnel is over, with its connections told to end, and wait blocks
+// until they have, which takes as long as their commands' wind-down
+// (sshlayer.ServerConfig.KillGrace, twice).
+func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) (wait func(), err error) {
 	sess, err := bytestream.MuxServer(conn, cfg)
 	if err != nil {
 		_ = conn.Close()
-		return fmt.Errorf("agent: mux: %w", err)
+		return func() {}, fmt.Errorf("agent: mux: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
@@ -171,7 +181,6 @@ func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 		stop()
 		cancel() // ends every ServeConn of this tunnel
 		_ = sess.Close()
-		wg.Wait()
 	}()
 	for {
 		st, err := sess.AcceptStream()
@@ -182,15 +191,13 @@ func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 			// CI under load).
 			if ctx.Err() != nil || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) ||
 				errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-				return nil
+				return wg.Wait, nil
 			}
-			return fmt.Errorf("agent: mux: %w", err)
+			return wg.Wait, fmt.Errorf("agent: mux: %w", err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_ = srv.ServeConn(ctx, st) // the server logs failures
-		}()
+		})
 	}
 }
 

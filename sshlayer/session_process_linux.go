@@ -38,12 +38,22 @@ func awaitPidfd(pid int, deadline time.Time) bool {
 	if err != nil {
 		return errors.Is(err, unix.ESRCH) // gone already
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		_ = unix.Close(fd)
-		return false
-	}
-	f := os.NewFile(uintptr(fd), "pidfd")
+	f, ok := pidfdFile(fd)
 	defer func() { _ = f.Close() }()
+	return ok && pollerWait(f, deadline)
+}
+
+// pidfdFile makes pidfd fd an *os.File, which owns it from then on, in
+// Go's poller when ok.
+func pidfdFile(fd int) (f *os.File, ok bool) {
+	ok = unix.SetNonblock(fd, true) == nil
+	return os.NewFile(uintptr(fd), "pidfd"), ok
+}
+
+// pollerWait waits in Go's poller until the process of pidfd f has exited
+// or deadline passes (zero: none). It reports false when f is not in the
+// poller.
+func pollerWait(f *os.File, deadline time.Time) bool {
 	if !deadline.IsZero() {
 		if f.SetReadDeadline(deadline) != nil {
 			return false // not in the poller
@@ -53,9 +63,10 @@ func awaitPidfd(pid int, deadline time.Time) bool {
 	if err != nil {
 		return false
 	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	err = rc.Read(func(uintptr) bool {
+	var fds []unix.PollFd
+	err = rc.Read(func(fd uintptr) bool {
 		// A pidfd is readable once its process has exited.
+		fds = append(fds[:0], unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		n, err := unix.Poll(fds, 0)
 		return n > 0 || err != nil && !errors.Is(err, unix.EINTR)
 	})
@@ -103,38 +114,45 @@ func forEachDescendantPID(leader int, f func(pid int)) {
 // -m`) puts each job it starts in the background in a group of its own,
 // which killing the shell's group misses, so a terminal's `sleep 300 &`
 // outlived the shell's exit or a dropped connection, as an orphan of init.
-// Each member is signalled through a pidfd opened before its session is
-// checked, so a pid reused in between is never signalled; rounds repeat
-// while members fork.
+// Rounds repeat while members fork.
 func killSession(sid, leader int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	var buf [512]byte
+	var killed []int // pidfds
 	for time.Now().Before(deadline) {
-		var killed []int
+		killed = killed[:0]
 		forEachDescendantPID(leader, func(pid int) {
-			if !inSession(pid, sid, &buf) {
-				return
+			if fd, ok := killInSession(pid, sid, &buf); ok {
+				killed = append(killed, fd)
 			}
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				return
-			}
-			// Checked again behind the pidfd: pid is still that process.
-			if inSession(pid, sid, &buf) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-				killed = append(killed, pid)
-			}
-			_ = unix.Close(fd)
 		})
 		if len(killed) == 0 {
 			return
 		}
-		for _, pid := range killed {
-			// Awaited in Go's poller where it can (see awaitPidfd).
-			if inSession(pid, sid, &buf) {
-				waitPidfd(pid, deadline)
-			}
+		for _, fd := range killed {
+			waitPidfd(fd, deadline)
 		}
 	}
+}
+
+// killInSession sends SIGKILL to pid if it is a live process of session
+// sid, and returns the pidfd it signalled it through. Only a member gets
+// a pidfd (opening one for every pid scanned was most of a scan's cost),
+// and its session is read again behind it, so a pid that ended and was
+// reused between the two reads is never signalled.
+func killInSession(pid, sid int, buf *[512]byte) (pidfd int, ok bool) {
+	if !inSession(pid, sid, buf) {
+		return 0, false
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0, false
+	}
+	if !inSession(pid, sid, buf) || unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
+		_ = unix.Close(fd)
+		return 0, false
+	}
+	return fd, true
 }
 
 // inSession reports whether pid is a live process of session sid.
@@ -170,17 +188,19 @@ func lastPID() int {
 	return n
 }
 
-// waitPidfd waits until pid has exited or deadline passes.
-func waitPidfd(pid int, deadline time.Time) {
-	if awaitPidfd(pid, deadline) {
+// waitPidfd waits until the process of pidfd fd has exited or deadline
+// passes, in Go's poller where it can, and closes fd.
+func waitPidfd(fd int, deadline time.Time) {
+	f, ok := pidfdFile(fd)
+	defer func() { _ = f.Close() }()
+	if ok && pollerWait(f, deadline) {
 		return
 	}
-	fd, err := unix.PidfdOpen(pid, 0)
+	rc, err := f.SyscallConn()
 	if err != nil {
 		return
 	}
-	defer func() { _ = unix.Close(fd) }()
-	pollPidfd(fd, deadline)
+	_ = rc.Control(func(fd uintptr) { pollPidfd(int(fd), deadline) })
 }
 
 // pollPidfd waits until pidfd fd's process has exited or deadline passes.

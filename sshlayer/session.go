@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/shell"
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // Bounds on what a client may set up in one session.
@@ -195,7 +196,7 @@ func (s *session) setEnv(payload []byte) bool {
 
 func (s *session) audit(kind, cmd string) {
 	cfg := s.c.srv.cfg
-	s.log.Info("ssh session", "kind", kind, "command", truncate(cmd, 200), "pty", s.pty != nil)
+	s.log.Info("ssh session", "kind", kind, "command", textcut.Cut(cmd, 200), "pty", s.pty != nil)
 	if cfg.OnSession != nil {
 		cfg.OnSession(SessionInfo{
 			User: s.c.sc.User(), RemoteAddr: addrString(s.c.sc.RemoteAddr()),
@@ -248,11 +249,4 @@ func (s *session) serveSFTP() {
 		_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{0}))
 		_ = srv.Close() // closes the channel
 	}()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hostgate/hostgate/internal/shell"
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // maxEnviron bounds the agent's /proc/self/environ the gateway reads (the
@@ -40,7 +41,7 @@ func parseEnviron(b []byte) ([]string, error) {
 		}
 		name, _, ok := bytes.Cut(kv, []byte{'='})
 		if !ok || !shell.ValidName(string(name)) {
-			return nil, fmt.Errorf("%w: %q", errEnvironName, truncate(string(name), 64))
+			return nil, fmt.Errorf("%w: %q", errEnvironName, textcut.Cut(string(name), 64))
 		}
 		if i, seen := index[string(name)]; seen {
 			out[i] = string(kv)
@@ -50,13 +51,6 @@ func parseEnviron(b []byte) ([]string, error) {
 		out = append(out, string(kv))
 	}
 	return out, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // serverEnv are the names the agent's SSH server or the shell it runs may
@@ -109,7 +103,7 @@ func commandScript(base []string, argv []string, env map[string]string, dir stri
 	for _, kv := range final {
 		k, v, _ := strings.Cut(kv, "=")
 		if !shell.ValidName(k) {
-			return "", fmt.Errorf("%w: %q", errEnvironName, truncate(k, 64))
+			return "", fmt.Errorf("%w: %q", errEnvironName, textcut.Cut(k, 64))
 		}
 		fmt.Fprintf(&b, "export %s=%s\n", k, q(v))
 	}

@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseEnviron(t *testing.T) {
@@ -34,13 +36,38 @@ func TestParseEnviron(t *testing.T) {
 	if _, err := parseEnviron(make([]byte, maxEnviron+1)); err == nil {
 		t.Error("an environment over maxEnviron was accepted")
 	}
+	// The error names the first 64 bytes of a long name, cut before the
+	// character across that limit, not inside it.
+	long := strings.Repeat("A", 63) + "É_B"
+	_, err := parseEnviron([]byte(long + "=1\x00"))
+	if want := strconv.Quote(long[:63] + "…"); err == nil || !strings.HasSuffix(err.Error(), ": "+want) {
+		t.Errorf("parseEnviron of a long name that is not a shell name: %v, want an error naming %s", err, want)
+	}
+}
+
+// quotedName is the name an errEnvironName error quotes, unquoted.
+func quotedName(t *testing.T, err error) string {
+	t.Helper()
+	msg := err.Error()
+	name, qerr := strconv.Unquote(msg[strings.LastIndex(msg, ": ")+2:])
+	if qerr != nil {
+		t.Fatalf("error %q does not end with a quoted name", msg)
+	}
+	return name
 }
 
 func FuzzParseEnviron(f *testing.F) {
 	f.Add([]byte("PATH=/bin\x00HOME=/\x00"))
 	f.Add([]byte("A=1\x00A=2\x00\x00B"))
+	f.Add([]byte(strings.Repeat("A", 62) + "€=1\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		env, err := parseEnviron(b)
+		if errors.Is(err, errEnvironName) && utf8.Valid(b) {
+			// The name is cut for the message, at a character.
+			if name := quotedName(t, err); !utf8.ValidString(name) {
+				t.Fatalf("error %q: the name is cut inside a character", err)
+			}
+		}
 		if err != nil {
 			return
 		}

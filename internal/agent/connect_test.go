@@ -630,9 +630,9 @@ func TestConnectRedialsWhileOldCommandsWindDown(t *testing.T) {
 			GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), StateDir: t.TempDir(),
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 			OnTunnel: func(id string) { tunnels <- id },
-			// Long enough that the redial, a few milliseconds, comes
-			// well before the SIGHUP.
-			Server: func(sc *sshlayer.ServerConfig) { sc.KillGrace = 2 * time.Second },
+			// Long enough that the redial (milliseconds, more under
+			// -race on a loaded machine) comes well before the SIGHUP.
+			Server: func(sc *sshlayer.ServerConfig) { sc.KillGrace = 4 * time.Second },
 		})
 	}()
 	waitTunnel(t, tunnels, "h1")

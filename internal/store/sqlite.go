@@ -27,6 +27,7 @@ type SQLite struct {
 	tombstones  atomic.Int64 // AddTombstone calls, for its trims
 	audits      atomic.Int64 // RecordSession calls, for its trims
 	auditKeep   int64        // audit rows kept: MaxAuditRows, less in tests
+	hostIDs     hostIDsCache // HostIDsFold's recent answers
 }
 
 var _ Store = (*SQLite)(nil)
@@ -524,9 +525,30 @@ func (s *SQLite) Hosts(ctx context.Context) ([]Host, error) {
 	return out, rows.Err()
 }
 
-// HostIDsFold implements Store. SQLite's NOCASE folds ASCII letters
-// only, as host ids are ASCII.
+// HostIDsFold implements Store. An answer is kept for a second
+// (hostIDsTTL), and forgotten at once when this store enrolls or deletes
+// a host of that label; while the database fails, an answer up to a
+// minute old is given instead of the error.
 func (s *SQLite) HostIDsFold(ctx context.Context, id string) ([]string, error) {
+	key, now := foldKey(id), s.now()
+	if ids, ok := s.hostIDs.get(key, now, hostIDsTTL); ok {
+		return ids, nil
+	}
+	gen := s.hostIDs.generation()
+	ids, err := s.queryHostIDsFold(ctx, id)
+	if err != nil {
+		if ids, ok := s.hostIDs.get(key, now, hostIDsStale); ok {
+			return ids, nil
+		}
+		return nil, err
+	}
+	s.hostIDs.put(key, ids, gen, now)
+	return ids, nil
+}
+
+// queryHostIDsFold is HostIDsFold's query. SQLite's NOCASE folds ASCII
+// letters only, as host ids are ASCII.
+func (s *SQLite) queryHostIDsFold(ctx context.Context, id string) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM hosts WHERE id = ? COLLATE NOCASE ORDER BY id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("store: hosts named %s: %w", id, err)
@@ -592,6 +614,8 @@ func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
 	if err := tx.Commit(); err != nil {
 		return Host{}, fmt.Errorf("store: enroll: %w", err)
 	}
+	// A new host must not stay "not found" to previews of its label.
+	s.hostIDs.forget(e.HostID)
 	return h, nil
 }
 
@@ -625,7 +649,10 @@ func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) error {
 
 // DeleteHost implements Store.
 func (s *SQLite) DeleteHost(ctx context.Context, id, kind string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind); err != nil {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind)
+	// Forgotten even on an error: whether the row went is not known.
+	s.hostIDs.forget(id)
+	if err != nil {
 		return fmt.Errorf("store: delete host: %w", err)
 	}
 	return nil

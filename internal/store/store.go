@@ -187,7 +187,10 @@ type Store interface {
 	Hosts(ctx context.Context) ([]Host, error)
 	// HostIDsFold lists, ordered, the ids of the hosts whose id equals id
 	// under ASCII case folding: a preview subdomain, which browsers
-	// lower-case, finds its host by them.
+	// lower-case, finds its host by them. It runs on every subdomain
+	// preview request, so an implementation may answer from a cache
+	// (SQLite's: at most a second old, and never older than this store's
+	// own Enroll or DeleteHost of an id of that label).
 	HostIDsFold(ctx context.Context, id string) ([]string, error)
 	// Enroll records an agent's connection: the first key seen for a host
 	// (or the first after a reset) is pinned; another key fails with

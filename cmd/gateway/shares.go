@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,6 +111,26 @@ func (g *gatewayShares) Lookup(ctx context.Context, hostID string, port int) (fo
 		return forward.Share{}, false, err
 	}
 	return sh, true, nil
+}
+
+// hostFold returns the host of the unexpired shares whose id equals label
+// under ASCII case folding, if there is exactly one such host.
+func (g *gatewayShares) hostFold(ctx context.Context, label string) (string, bool) {
+	all, err := g.mem.List(ctx)
+	if err != nil {
+		return "", false
+	}
+	var id string
+	for _, sh := range all {
+		if !strings.EqualFold(sh.HostID, label) || sh.HostID == id {
+			continue
+		}
+		if id != "" {
+			return "", false
+		}
+		id = sh.HostID
+	}
+	return id, id != ""
 }
 
 // List returns the live shares; while whether their tokens live is not

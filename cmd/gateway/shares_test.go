@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -419,5 +422,73 @@ func TestSharesWaitForTokenList(t *testing.T) {
 	}
 	if code, body := do("GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusOK || !strings.Contains(body, `"port":3000`) {
 		t.Fatalf("list once the tokens list: %d %s; want the share kept", code, body)
+	}
+}
+
+// foldDown is a store whose host lookups fail, holding rows' shares.
+type foldDown struct{ *shareRows }
+
+func (foldDown) HostIDsFold(context.Context, string) ([]string, error) {
+	return nil, errors.New("store: database is locked")
+}
+
+// TestSubdomainShareWithoutStore: with the store down, a public share's
+// subdomain still reaches its host, which the share names: the path form
+// already did, and the subdomain answered 503 for want of the host's id
+// from the store. A label no share names, or one two shared hosts fold
+// to, still answers 503.
+func TestSubdomainShareWithoutStore(t *testing.T) {
+	ctx := testCtx(t)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "dev server")
+	}))
+	defer backend.Close()
+	rows := &shareRows{rows: map[string]store.Share{}}
+	ts := &tokenStates{dead: map[string]bool{}}
+	g, err := newGatewayShares(ctx, rows, ts.live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dialed []string
+	preview, err := forward.NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
+		dialed = append(dialed, fmt.Sprint(hostID, ":", port))
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", backend.Listener.Addr().String())
+	}, &forward.PreviewConfig{Domain: "preview.test", Shares: g, ResolveHost: hostResolver(foldDown{rows}, g)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer preview.Close()
+	get := func(host string) (int, string) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		preview.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", "http://"+host+"/", nil))
+		return w.Code, w.Body.String()
+	}
+	now := time.Now()
+	share := func(host string, port int) {
+		t.Helper()
+		if err := g.Put(ctx, forward.Share{HostID: host, Port: port, TokenID: "t", Created: now, Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	share("MyHost", 3000)
+	if code, body := get("3000--myhost.preview.test"); code != http.StatusOK || body != "dev server" {
+		t.Fatalf("shared port, store down: %d %s; want the dev server's page", code, body)
+	}
+	if !slices.Equal(dialed, []string{"MyHost:3000"}) {
+		t.Fatalf("dialed %q, want MyHost:3000", dialed)
+	}
+	// The host's other ports stay private; the store cannot say whether
+	// the caller may see them.
+	if code, _ := get("3001--myhost.preview.test"); code != http.StatusUnauthorized {
+		t.Fatalf("a port not shared, store down: %d, want 401", code)
+	}
+	if code, body := get("3000--other.preview.test"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a label no share names, store down: %d %s, want 503", code, body)
+	}
+	share("myhost", 4000)
+	if code, body := get("3000--myhost.preview.test"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a label two shared hosts fold to, store down: %d %s, want 503", code, body)
 	}
 }

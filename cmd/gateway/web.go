@@ -134,20 +134,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	previewOrigin := func(r *http.Request, hostID string, port int, domain string) string {
 		return previewOriginFor(s.Config.PublicURL, r, hostID, port, domain)
 	}
-	// resolveHost finds the host a subdomain's lower-cased label names.
-	resolveHost := func(ctx context.Context, label string) (string, error) {
-		ids, err := srv.Store().HostIDsFold(ctx, label)
-		if err != nil {
-			return "", err
-		}
-		switch len(ids) {
-		case 0:
-			return "", fmt.Errorf("%w: %s", forward.ErrUnknownHost, label)
-		case 1:
-			return ids[0], nil
-		}
-		return "", &forward.AmbiguousHostError{Label: label, IDs: ids}
-	}
+	resolveHost := hostResolver(srv.Store(), shares)
 	// subdomainReaches reports whether the subdomain form of hostID's
 	// previews reaches it: a DNS label carries the id, and no other host's
 	// id differs from it only in case. Links use the path form otherwise.
@@ -291,6 +278,31 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	})
 
 	return func() { preview.Close(); hc.Close() }, nil
+}
+
+// hostResolver returns the preview's ResolveHost: the host a subdomain's
+// lower-cased label names. When the store cannot answer (and has no recent
+// answer), a public share of a host of that label resolves it: it names
+// its host, and nothing else its requests need comes from the store (its
+// token's state is a snapshot that outlives an outage, as the path form
+// relies on). Two shared hosts of one label stay the store's error.
+func hostResolver(st store.Store, shares *gatewayShares) func(ctx context.Context, label string) (string, error) {
+	return func(ctx context.Context, label string) (string, error) {
+		ids, err := st.HostIDsFold(ctx, label)
+		if err != nil {
+			if id, ok := shares.hostFold(ctx, label); ok {
+				return id, nil
+			}
+			return "", err
+		}
+		switch len(ids) {
+		case 0:
+			return "", fmt.Errorf("%w: %s", forward.ErrUnknownHost, label)
+		case 1:
+			return ids[0], nil
+		}
+		return "", &forward.AmbiguousHostError{Label: label, IDs: ids}
+	}
 }
 
 // previewOriginFor is the subdomain preview's origin, on the port the

@@ -24,7 +24,6 @@ import (
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/execapi"
-	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -32,6 +31,9 @@ import (
 var _ dockerhost.Tombstones = (*store.SQLite)(nil)
 
 func init() { serveHooks = append(serveHooks, attachExecutions) }
+
+// executionsBuilt says this build serves Docker executions.
+const executionsBuilt = true
 
 const (
 	// enginePingTimeout bounds --docker auto's probe of the engine.
@@ -61,29 +63,13 @@ func sandboxDefaults(image string) dockerhost.ProvisionRequest {
 // previous run left and, given an agent binary, makes each one a host.
 func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	srv, log := s.Server, s.Logger.With("component", "executions")
-	authorize := func(w http.ResponseWriter, r *http.Request) bool {
-		tok, ok := srv.AuthenticateRequest(w, r)
-		if !ok {
-			return false
-		}
-		if tok.Role != store.RoleAdmin {
-			gateway.WriteError(w, http.StatusForbidden, "forbidden", "the executions API needs an admin token")
-			return false
-		}
-		return true
-	}
+	authorize := executionsAuthorizer(srv)
 	cli, err := engine(ctx, s.Config.Docker, log)
 	if err != nil {
 		return nil, err
 	}
 	if cli == nil {
-		execapi.RegisterOff(srv.Mux(), authorize)
-		srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
-			if tok.Role != store.RoleAdmin {
-				return nil
-			}
-			return map[string]any{"docker": false}
-		})
+		serveExecutionsOff(srv)
 		return nil, nil
 	}
 

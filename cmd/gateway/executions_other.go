@@ -4,20 +4,21 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 )
 
 // Docker executions (dockerhost, the in-container agent) and `gateway dev`
 // need a Unix gateway. Elsewhere (Windows) the binary is for OpenSSH's
 // ProxyCommand (`gateway proxy`, `gateway cert`) and the admin commands;
-// `serve` runs without executions, and --docker on says why.
-func init() { serveHooks = append(serveHooks, refuseExecutions) }
+// `serve` runs as a Unix gateway with --docker off does, and the flags
+// that only executions use are refused (serveConfig.validate).
+func init() { serveHooks = append(serveHooks, executionsOff) }
 
-func refuseExecutions(_ context.Context, s *serving) (func(), error) {
-	if s.Config.Docker == "on" {
-		return nil, fmt.Errorf("serve: --docker on: Docker executions need a Unix gateway, not %s; use --docker off", runtime.GOOS)
-	}
+// executionsBuilt says this build serves Docker executions.
+const executionsBuilt = false
+
+func executionsOff(_ context.Context, s *serving) (func(), error) {
 	s.Logger.Info("Docker executions off", "reason", "not supported on "+runtime.GOOS)
+	serveExecutionsOff(s.Server)
 	return nil, nil
 }

@@ -1,13 +1,13 @@
+//go:build unix
+
 package main
 
 import (
 	"context"
 	"debug/elf"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,61 +18,6 @@ import (
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// apiCall does one request with a bearer token and decodes the JSON answer.
-func apiCall(t *testing.T, method, url, token, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
-		t.Fatalf("%s %s: %d, body not JSON: %v", method, url, res.StatusCode, err)
-	}
-	return res.StatusCode, out
-}
-
-// TestExecutionsOff: with --docker off the executions routes exist and
-// answer 404 docker_off to an admin, 403 to a client token, and /v1/me
-// tells the admin Docker is off.
-func TestExecutionsOff(t *testing.T) {
-	ctx := testCtx(t)
-	dir := t.TempDir()
-	base := startServe(t, dir)
-	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := lastLine(out)
-	out, err = cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := lastLine(out)
-	for _, p := range []string{"POST /v1/executions", "GET /v1/executions/x", "POST /v1/executions/x/exec", "POST /v1/restores", "DELETE /v1/executions/x",
-		"GET /v1/checkpoints", "GET /v1/checkpoints/x", "DELETE /v1/checkpoints/x"} {
-		m, path, _ := strings.Cut(p, " ")
-		status, body := apiCall(t, m, base+path, admin, "{}")
-		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "docker_off" {
-			t.Errorf("%s as admin: %d %v", p, status, body)
-		}
-		status, body = apiCall(t, m, base+path, client, "{}")
-		if status != http.StatusForbidden {
-			t.Errorf("%s as client: %d %v", p, status, body)
-		}
-	}
-	status, me := apiCall(t, "GET", base+"/v1/me", admin, "")
-	if status != http.StatusOK || me["docker"] != false || me["role"] != "admin" {
-		t.Fatalf("/v1/me: %d %v", status, me)
-	}
-	if _, me := apiCall(t, "GET", base+"/v1/me", client, ""); me["docker"] != nil {
-		t.Fatalf("/v1/me tells a client about Docker: %v", me)
-	}
-}
 
 // TestDockerModeWithoutEngine: on refuses to start without an engine;
 // auto starts with executions off.

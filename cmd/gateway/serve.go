@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -131,6 +132,11 @@ func (c *serveConfig) validate() error {
 	for _, r := range c.repositoryRoots() {
 		if !filepath.IsAbs(r) {
 			return fmt.Errorf("serve: --repository-roots: %q is not an absolute path", r)
+		}
+	}
+	if !executionsBuilt {
+		if err := refuseExecutionFlags(c, runtime.GOOS); err != nil {
+			return err
 		}
 	}
 	if c.CheckpointMaxAge < 0 {

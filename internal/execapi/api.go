@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/execroutes"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
 )
@@ -74,24 +75,11 @@ func New(ex Executions, cfg *Config) (*API, error) {
 	return a, nil
 }
 
-// Route patterns of the executions API.
-var routes = []string{
-	"POST /v1/executions",
-	"GET /v1/executions/{id}",
-	"POST /v1/executions/{id}/exec",
-	"POST /v1/executions/{id}/checkpoints",
-	"DELETE /v1/executions/{id}",
-	"POST /v1/restores",
-	"GET /v1/checkpoints",
-	"GET /v1/checkpoints/{id}",
-	"DELETE /v1/checkpoints/{id}",
-}
-
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	handlers := []http.HandlerFunc{a.provision, a.get, a.exec, a.checkpoint, a.terminate, a.restore,
 		a.listCheckpoints, a.getCheckpoint, a.deleteCheckpoint}
-	for i, p := range routes {
+	for i, p := range execroutes.Routes {
 		h := handlers[i]
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			if a.cfg.Authorize(w, r) {
@@ -99,42 +87,7 @@ func (a *API) Register(mux *http.ServeMux) {
 			}
 		})
 	}
-	registerMethodNotAllowed(mux)
-}
-
-// registerMethodNotAllowed answers other methods on the API's paths with
-// a JSON 405 (the router's own answer is plain text).
-func registerMethodNotAllowed(mux *http.ServeMux) {
-	allow := map[string][]string{}
-	var paths []string
-	for _, p := range routes {
-		m, path, _ := strings.Cut(p, " ")
-		if allow[path] == nil {
-			paths = append(paths, path)
-		}
-		allow[path] = append(allow[path], m)
-	}
-	for _, path := range paths {
-		methods := strings.Join(allow[path], ", ")
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", methods)
-			gateway.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; allowed: "+methods)
-		})
-	}
-}
-
-// RegisterOff adds the API's routes answering 404 docker_off, for a
-// gateway running without Docker; authorize runs first, so the answer
-// tells an unauthenticated caller nothing.
-func RegisterOff(mux *http.ServeMux, authorize func(w http.ResponseWriter, r *http.Request) bool) {
-	for _, p := range routes {
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			if authorize(w, r) {
-				gateway.WriteError(w, http.StatusNotFound, "docker_off", "Docker executions are off on this gateway (gateway serve --docker on|auto)")
-			}
-		})
-	}
-	registerMethodNotAllowed(mux)
+	execroutes.RegisterMethodNotAllowed(mux)
 }
 
 // Record is an execution as the API shows it: the execution and, when it

@@ -793,23 +793,6 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func TestRegisterOff(t *testing.T) {
-	mux := http.NewServeMux()
-	RegisterOff(mux, func(w http.ResponseWriter, r *http.Request) bool { return true })
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	res, err := srv.Client().Post(srv.URL+"/v1/executions", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var body map[string]any
-	_ = json.NewDecoder(res.Body).Decode(&body)
-	if code, _ := errCode(body); res.StatusCode != http.StatusNotFound || code != "docker_off" {
-		t.Fatalf("off: %d %v", res.StatusCode, body)
-	}
-}
-
 // TestResumeKeepsThePinnedKey: a restarted gateway (a new Agents on the
 // same store and key dir) resumes an execution with the key callers
 // pinned; an ended execution's key is deleted and the next agent for that

@@ -1,0 +1,103 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Each `gateway dev` start revokes the tokens of the one before: they
+// never expire, and they piled up, every printed admin token still valid.
+func TestDevTokensReplaced(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	admin1, agent1, err := devTokens(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin2, _, err := devTokens(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := openState(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, old := range []string{admin1, agent1} {
+		if _, err := st.LookupToken(ctx, old); err == nil {
+			t.Error("a token of the earlier start still works")
+		}
+	}
+	if _, err := st.LookupToken(ctx, admin2); err != nil {
+		t.Errorf("the new admin token: %v", err)
+	}
+	toks, err := st.Tokens(ctx)
+	if err != nil || len(toks) != 2 {
+		t.Errorf("%d tokens after two starts (%v), want 2", len(toks), err)
+	}
+}
+
+// A second `gateway dev` on a state dir in use stops before it touches
+// the running one's tokens.
+func TestDevSecondLeavesFirstTokens(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	unlock, err := lockStateDir(dir) // the running gateway dev
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	admin, _, err := devTokens(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err = run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
+	if err == nil || !strings.Contains(err.Error(), "another gateway is serving") {
+		t.Fatalf("second gateway dev: %v, want it refused", err)
+	}
+	st, _, err := openState(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.LookupToken(ctx, admin); err != nil {
+		t.Errorf("the running gateway's admin token after a refused second start: %v", err)
+	}
+}
+
+// The ssh command gateway dev prints must outlive the dev run: under `go
+// run` the binary is in go's build cache dir, deleted when dev stops, so a
+// copy in the state dir goes into the command instead.
+func TestDevProxyBinary(t *testing.T) {
+	dir := t.TempDir()
+	built := filepath.Join(t.TempDir(), "go-build1234", "b001", "exe", "gateway")
+	if err := os.MkdirAll(filepath.Dir(built), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(built, []byte("#!/bin/sh\necho proxied\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := proxyBinary(dir, built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != filepath.Join(dir, "bin", "gateway") {
+		t.Fatalf("proxy binary %q, want a copy in the state dir", got)
+	}
+	if err := os.RemoveAll(filepath.Dir(filepath.Dir(filepath.Dir(built)))); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(got).Output(); err != nil || string(out) != "proxied\n" {
+		t.Fatalf("the copy after go's build dir went: %q %v", out, err)
+	}
+	if got, err := proxyBinary(dir, "/usr/local/bin/gateway"); err != nil || got != "/usr/local/bin/gateway" {
+		t.Fatalf("an installed binary: %q %v, want it as it is", got, err)
+	}
+}

@@ -27,6 +27,7 @@ type SQLite struct {
 	tombstones  atomic.Int64 // AddTombstone calls, for its trims
 	audits      atomic.Int64 // RecordSession calls, for its trims
 	auditKeep   int64        // audit rows kept: MaxAuditRows, less in tests
+	auditBatch  int64        // audit rows one trim transaction deletes: auditTrimBatch, less in tests
 	hostIDs     hostIDsCache // HostIDsFold's recent answers
 }
 
@@ -695,9 +696,13 @@ func (s *SQLite) trimAudit(ctx context.Context) error {
 	if err := s.db.QueryRowContext(ctx, `SELECT MIN(id), MAX(id) FROM sessions`).Scan(&lo, &hi); err != nil {
 		return fmt.Errorf("store: trim audit log: %w", err)
 	}
+	batch := s.auditBatch
+	if batch <= 0 {
+		batch = auditTrimBatch
+	}
 	cut := hi.Int64 - keep // rows with id <= cut go
-	for from := lo.Int64; lo.Valid && from <= cut; from += auditTrimBatch {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id <= ?`, min(cut, from+auditTrimBatch-1)); err != nil {
+	for from := lo.Int64; lo.Valid && from <= cut; from += batch {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id <= ?`, min(cut, from+batch-1)); err != nil {
 			return fmt.Errorf("store: trim audit log: %w", err)
 		}
 	}

@@ -6,6 +6,7 @@ package ssh
 
 import (
 	"io"
+	"os"
 	"sync"
 )
 
@@ -22,6 +23,10 @@ type buffer struct {
 	closed bool
 	// hostgate: dropped is set by drop: writes are discarded.
 	dropped bool
+	// hostgate: the channel's read deadline, for its data buffer only
+	// (change 9): stderr is read by a goroutine of its own (tcpip.go's
+	// discard) that a net.Conn's read deadline must not end.
+	deadline *deadline
 }
 
 // An element represents a single link in a linked list.
@@ -126,6 +131,12 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 	b.Cond.L.Lock()
 	defer b.Cond.L.Unlock()
 
+	// hostgate: past the read deadline a Read fails at once, data
+	// buffered or not, as a TCP conn's does; the data stays for the next
+	// Read.
+	if b.deadline != nil && b.deadline.passed.Load() {
+		return 0, os.ErrDeadlineExceeded
+	}
 	for len(buf) > 0 {
 		// if there is data in b.head, copy it
 		if len(b.head.buf) > 0 {
@@ -154,6 +165,9 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 		if b.closed {
 			err = io.EOF
 			break
+		}
+		if b.deadline != nil && b.deadline.passed.Load() {
+			return 0, os.ErrDeadlineExceeded
 		}
 		// out of buffers, wait for producer
 		b.Cond.Wait()

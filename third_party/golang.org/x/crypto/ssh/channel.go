@@ -262,6 +262,39 @@ type channel struct {
 	// else comes first.
 	heldConfirm  []byte
 	confirmTimer *time.Timer
+
+	// hostgate: the deadlines of Read (the data stream) and of writes
+	// waiting on the peer's window (change 9, deadline.go).
+	readDeadline  deadline
+	writeDeadline deadline
+}
+
+// SetDeadline sets the read and write deadlines, as a net.Conn's
+// SetDeadline does (hostgate, change 9).
+func (ch *channel) SetDeadline(t time.Time) error {
+	ch.readDeadline.set(t)
+	ch.writeDeadline.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline of Read, pending and future: past it,
+// Read returns os.ErrDeadlineExceeded (a net.Error whose Timeout is true)
+// and leaves what is buffered for a later Read. A zero t clears it. Reads
+// of Stderr are not bound by it.
+func (ch *channel) SetReadDeadline(t time.Time) error {
+	ch.readDeadline.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of writes waiting on the peer's
+// window, pending and future: past it, Write returns
+// os.ErrDeadlineExceeded with the count of the bytes sent before. A zero t
+// clears it. A write blocked on the connection itself (its TCP send
+// buffer, a key exchange) is not woken: the connection is shared by every
+// channel.
+func (ch *channel) SetWriteDeadline(t time.Time) error {
+	ch.writeDeadline.set(t)
+	return nil
 }
 
 // writePacket sends a packet. If the packet is a channel close, it updates
@@ -518,6 +551,8 @@ func (c *channel) close() {
 		c.remoteWin.close()
 		c.pending.eof()
 		c.extPending.eof()
+		c.readDeadline.stop()
+		c.writeDeadline.stop()
 		close(c.msg)
 		close(c.incomingRequests)
 	})
@@ -656,6 +691,10 @@ func (m *mux) newChannel(chanType string, direction channelDirection, extraData 
 		mux:              m,
 		packetPool:       make(map[uint32][]byte),
 	}
+	ch.readDeadline.cond = ch.pending.Cond
+	ch.pending.deadline = &ch.readDeadline
+	ch.writeDeadline.cond = ch.remoteWin.Cond
+	ch.remoteWin.deadline = &ch.writeDeadline
 	if early {
 		ch.opened = make(chan struct{})
 		ch.decided = true

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"sync"
 
@@ -673,6 +674,8 @@ type window struct {
 	win          uint32 // RFC 4254 5.2 says the window size can grow to 2^32-1
 	writeWaiters int
 	closed       bool
+	// hostgate: the channel's write deadline (change 9), nil for none.
+	deadline *deadline
 }
 
 // add adds win to the amount of window available
@@ -711,9 +714,20 @@ func (w *window) close() {
 func (w *window) reserve(win uint32) (uint32, error) {
 	var err error
 	w.L.Lock()
+	// hostgate: past the write deadline nothing more is sent, window or
+	// not, as a TCP conn's Write does.
+	if w.deadline != nil && w.deadline.passed.Load() {
+		w.L.Unlock()
+		return 0, os.ErrDeadlineExceeded
+	}
 	w.writeWaiters++
 	w.Broadcast()
 	for w.win == 0 && !w.closed {
+		if w.deadline != nil && w.deadline.passed.Load() {
+			w.writeWaiters--
+			w.L.Unlock()
+			return 0, os.ErrDeadlineExceeded
+		}
 		w.Wait()
 	}
 	w.writeWaiters--

@@ -521,6 +521,12 @@ func (t *chanConn) RemoteAddr() net.Addr {
 	return t.raddr
 }
 
+// deadliner is a Channel with deadlines: hostgate's channel (change 9).
+type deadliner interface {
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
 // SetDeadline sets the read and write deadlines associated
 // with the connection.
 func (t *chanConn) SetDeadline(deadline time.Time) error {
@@ -535,13 +541,22 @@ func (t *chanConn) SetDeadline(deadline time.Time) error {
 // After the deadline, the error from Read will implement net.Error
 // with Timeout() == true.
 func (t *chanConn) SetReadDeadline(deadline time.Time) error {
+	// hostgate: upstream has no deadlines, and an http.Server on a
+	// forwarded listener hung after each connection's first response
+	// (its abortPendingRead waits for a read a past deadline must end).
+	if d, ok := t.Channel.(deadliner); ok {
+		return d.SetReadDeadline(deadline)
+	}
 	// for compatibility with previous version,
 	// the error message contains "tcpChan"
 	return errors.New("ssh: tcpChan: deadline not supported")
 }
 
-// SetWriteDeadline exists to satisfy the net.Conn interface
-// but is not implemented by this type.  It always returns an error.
+// SetWriteDeadline sets the write deadline: a Write waiting on the peer's
+// window past it returns an error whose Timeout() is true.
 func (t *chanConn) SetWriteDeadline(deadline time.Time) error {
+	if d, ok := t.Channel.(deadliner); ok {
+		return d.SetWriteDeadline(deadline)
+	}
 	return errors.New("ssh: tcpChan: deadline not supported")
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/nettest"
 )
 
 // serveForwarded serves srv, until the test ends, on a listener that an
@@ -207,6 +209,29 @@ func TestUnixForwardDeadlines(t *testing.T) {
 	if _, err := io.ReadFull(acc, got); err != nil || string(got) != "hi" {
 		t.Fatalf("after the deadlines were cleared: %q, %v", got, err)
 	}
+}
+
+// TestForwardedConnConformance runs x/net's net.Conn conformance test on a
+// pair of forwarded connections: one dialed through the host (direct-tcpip)
+// to a listener the client asked the host for, and the one that listener
+// accepts (forwarded-tcpip). It checks deadlines (past, present, future,
+// moved on), concurrent Reads, Writes and Close, and that data arrives
+// whole.
+func TestForwardedConnConformance(t *testing.T) {
+	_, c := startEmbedded(t)
+	ctx := testCtx(t)
+	ln, err := c.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+		c1, c2, err = forwardedPair(ctx, c, ln, "tcp", ln.Addr().String())
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return c1, c2, func() { _ = c1.Close(); _ = c2.Close() }, nil
+	})
 }
 
 // forwardedPair dials addr through c's host (a direct-tcpip or

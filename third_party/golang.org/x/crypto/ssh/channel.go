@@ -345,10 +345,17 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 
 	ch.writeMu.Lock()
 	packet := ch.packetPool[extendedCode]
-	// We don't remove the buffer from packetPool, so
-	// WriteExtended calls from different goroutines will be
-	// flagged as errors by the race detector.
+	// hostgate: taken out while this call fills it (change 10).
+	// Upstream left it in, and concurrent Writes, which a net.Conn
+	// allows, filled one buffer together: each could send the other's
+	// bytes. A Write that finds it taken allocates its own.
+	ch.packetPool[extendedCode] = nil
 	ch.writeMu.Unlock()
+	defer func() {
+		ch.writeMu.Lock()
+		ch.packetPool[extendedCode] = packet
+		ch.writeMu.Unlock()
+	}()
 
 	if ch.early && extendedCode > 0 {
 		// hostgate: only plain data goes early.
@@ -396,10 +403,6 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 		n += len(todo)
 		data = data[len(todo):]
 	}
-
-	ch.writeMu.Lock()
-	ch.packetPool[extendedCode] = packet
-	ch.writeMu.Unlock()
 
 	return n, err
 }

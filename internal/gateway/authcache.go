@@ -103,6 +103,16 @@ type tokenSet struct {
 	taken   time.Time              // guarded by mu
 	byID    map[string]store.Token // guarded by mu
 	unknown map[string]bool        // ids of rows the store cannot read; guarded by mu
+	// refreshing is closed when the snapshot under way ends; nil when
+	// none is. One caller takes a snapshot, outside mu, while the others
+	// answer from the last one: the read of every token (tens of ms with
+	// a thousand tokens on a busy machine) stalled every preview-cookie
+	// and share request in flight once a second.
+	refreshing chan struct{} // guarded by mu
+	// dropped holds what drop removed while a snapshot was under way:
+	// that snapshot may have read the token before its revocation, and
+	// must not bring it back.
+	dropped map[string]bool // guarded by mu
 }
 
 // drop removes the token with id from the snapshot, so LiveToken refuses
@@ -111,6 +121,12 @@ func (ts *tokenSet) drop(id string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	delete(ts.byID, id)
+	if ts.refreshing != nil {
+		if ts.dropped == nil {
+			ts.dropped = map[string]bool{}
+		}
+		ts.dropped[id] = true
+	}
 }
 
 // ErrTokensUnknown is LiveToken's answer while the gateway has no
@@ -122,18 +138,46 @@ var ErrTokensUnknown = errors.New("gateway: the state store cannot list tokens y
 
 // LiveToken returns the token with id if it still exists and has not
 // expired: a revoked or expired token stops here within the auth cache's
-// TTL (1 s, or --token-recheck if shorter), as it does for bearer tokens.
+// TTL (1 s, or --token-recheck if shorter) and the store read that one
+// caller makes for the next snapshot while the rest answer from the last,
+// as it does for bearer tokens.
 // A store that cannot answer keeps the last snapshot (as a recheck cuts
 // nothing on an outage); with none yet, LiveToken returns an error
 // wrapping ErrTokensUnknown, never a plain "not live".
 func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool, error) {
 	ts := &s.tokenSet
-	now := time.Now()
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if err := s.snapshotLocked(ctx, now); err != nil {
-		return store.Token{}, false, err
+	for {
+		now := time.Now()
+		ts.mu.Lock()
+		switch {
+		case ts.byID != nil && (now.Sub(ts.taken) < ts.ttl || ts.refreshing != nil):
+			// Fresh, or another caller is taking the next one.
+			t, ok, err := ts.lookupLocked(id, now)
+			ts.mu.Unlock()
+			return t, ok, err
+		case ts.refreshing != nil:
+			// No snapshot yet: wait for the one under way.
+			wait := ts.refreshing
+			ts.mu.Unlock()
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return store.Token{}, false, fmt.Errorf("%w: %w", ErrTokensUnknown, context.Cause(ctx))
+			}
+			continue
+		}
+		if err := s.snapshotLocked(ctx, now); err != nil {
+			ts.mu.Unlock()
+			return store.Token{}, false, err
+		}
+		t, ok, err := ts.lookupLocked(id, time.Now())
+		ts.mu.Unlock()
+		return t, ok, err
 	}
+}
+
+// lookupLocked is LiveToken's answer from the snapshot. ts.mu is held.
+func (ts *tokenSet) lookupLocked(id string, now time.Time) (store.Token, bool, error) {
 	if ts.unknown[id] {
 		return store.Token{}, false, fmt.Errorf("%w: token %s: its row cannot be read", ErrTokensUnknown, id)
 	}
@@ -144,15 +188,20 @@ func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool, e
 	return t, true, nil
 }
 
-// snapshotLocked takes a new token snapshot when there is none or it is
-// older than the TTL; a failure keeps the last one. It errs only when
-// there is none. ts.mu is held.
+// snapshotLocked takes a new token snapshot; a failure keeps the last
+// one. It errs only when there is none. ts.mu is held on entry and on
+// return, and released while the store is read.
 func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
 	ts := &s.tokenSet
-	if ts.byID != nil && now.Sub(ts.taken) < ts.ttl {
-		return nil
-	}
+	done := make(chan struct{})
+	ts.refreshing = done
+	ts.mu.Unlock()
 	toks, err := s.store.Tokens(ctx)
+	ts.mu.Lock()
+	ts.refreshing = nil
+	close(done)
+	dropped := ts.dropped
+	ts.dropped = nil
 	var ue *store.UnreadableTokensError
 	if err != nil && !errors.As(err, &ue) {
 		s.logger.Warn("token snapshot", "err", err)
@@ -163,7 +212,9 @@ func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
 	}
 	ts.byID = make(map[string]store.Token, len(toks))
 	for _, t := range toks {
-		ts.byID[t.ID] = t
+		if !dropped[t.ID] {
+			ts.byID[t.ID] = t
+		}
 	}
 	// A row that cannot be read leaves that one token unknown (LiveToken
 	// errs for it, so what it made is kept but not served), not the rest.

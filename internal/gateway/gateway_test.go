@@ -1144,6 +1144,85 @@ func TestLiveTokenUnknownBeforeSnapshot(t *testing.T) {
 	e.srv.store = real
 }
 
+// gatedTokens reads the tokens, then holds its answer until released,
+// saying when a read has come in.
+type gatedTokens struct {
+	store.Store
+	entered, release chan struct{}
+}
+
+func (g gatedTokens) Tokens(ctx context.Context) ([]store.Token, error) {
+	toks, err := g.Store.Tokens(ctx)
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.release
+	return toks, err
+}
+
+// A new token snapshot is read outside the lock: while one caller reads
+// every token from the store, the others answer from the last snapshot
+// instead of waiting for it (once a second, every preview-cookie and
+// share request stalled for that read). A token dropped meanwhile (a
+// logout) stays dropped, though the snapshot read it before.
+func TestLiveTokenSnapshotOffLock(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: 50 * time.Millisecond})
+	var ids []string
+	for range 2 {
+		_, tok, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tok.ID)
+	}
+	if _, ok, err := e.srv.LiveToken(e.ctx, ids[0]); !ok || err != nil {
+		t.Fatalf("LiveToken: %v %v", ok, err)
+	}
+	real := e.srv.store
+	gate := gatedTokens{real, make(chan struct{}, 1), make(chan struct{})}
+	e.srv.store = gate
+	defer func() { e.srv.store = real }()
+	time.Sleep(100 * time.Millisecond) // past the snapshot's TTL
+
+	first := make(chan error, 1)
+	go func() {
+		_, ok, err := e.srv.LiveToken(e.ctx, ids[0])
+		if err == nil && !ok {
+			err = errors.New("not live")
+		}
+		first <- err
+	}()
+	<-gate.entered // the first caller reads the store
+	second := make(chan bool, 1)
+	go func() {
+		_, ok, _ := e.srv.LiveToken(e.ctx, ids[1])
+		second <- ok
+	}()
+	select {
+	case ok := <-second:
+		if !ok {
+			t.Error("a live token answered not live from the last snapshot")
+		}
+	case <-time.After(10 * time.Second):
+		close(gate.release)
+		t.Fatal("a LiveToken waited for another caller's read of the store")
+	}
+	// A logout while the snapshot is read, after the store was: as
+	// EndSession does, the store's row goes, then the snapshot's.
+	if err := real.DeleteToken(e.ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.tokenSet.drop(ids[1])
+	close(gate.release)
+	if err := <-first; err != nil {
+		t.Fatalf("the caller that took the snapshot: %v", err)
+	}
+	if _, ok, err := e.srv.LiveToken(e.ctx, ids[1]); ok || err != nil {
+		t.Fatalf("a token dropped while the snapshot was read came back with it: %v %v", ok, err)
+	}
+}
+
 // Two different session cookies (one tossed in for this host by a page
 // under a parent domain, for a longer path so it comes first) are refused,
 // not taken as whichever comes first.

@@ -840,10 +840,13 @@ func (ch *channel) Close() error {
 	// that never sends one (a hostile agent, on the gateway's long-lived
 	// preview connection) made each channel closed here hold up to its
 	// window, and any goroutine still reading it, for the connection's
-	// life.
+	// life. So did a Write waiting for window the peer never grants: it
+	// waited for that CLOSE. It ends now, with what it sent; nothing may
+	// follow our CLOSE anyway.
 	if err == nil {
 		ch.pending.drop()
 		ch.extPending.drop()
+		ch.remoteWin.close()
 	}
 	return err
 }

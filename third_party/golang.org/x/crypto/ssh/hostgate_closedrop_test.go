@@ -190,3 +190,73 @@ func TestHostgateCloseDropsDataEarly(t *testing.T) {
 		t.Fatal("an early channel closed before its answer buffers what its peer sends")
 	}
 }
+
+// TestHostgateCloseEndsBlockedWrite: a Write waiting for window when this
+// side closes the channel returns then, with what it sent. It waited for
+// the peer's CLOSE, and a peer that never answers one (nor grants window)
+// kept the writing goroutine for the connection's life.
+func TestHostgateCloseEndsBlockedWrite(t *testing.T) {
+	local, peer := packetPipe()
+	m := newMux(local)
+	defer m.Close()
+
+	opened := make(chan *channel, 1)
+	go func() {
+		ch, err := m.openChannel("direct-tcpip", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- ch
+	}()
+	p, err := peer.readPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open channelOpenMsg
+	if err := Unmarshal(p, &open); err != nil {
+		t.Fatal(err)
+	}
+	const window = 1024
+	if err := peer.writePacket(Marshal(channelOpenConfirmMsg{
+		PeersID: open.PeersID, MyID: 7, MyWindow: window, MaxPacketSize: channelMaxPacket,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ch := <-opened
+	if ch == nil {
+		t.FailNow()
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	wrote := make(chan result, 1)
+	go func() {
+		n, err := ch.Write(make([]byte, 4*window))
+		wrote <- result{n, err}
+	}()
+	// The window's worth arrives; the Write waits for more.
+	if p, err := peer.readPacket(); err != nil || p[0] != msgChannelData {
+		t.Fatalf("peer got %v, %v; want data", p, err)
+	}
+	for i := 0; i < 1000; i++ {
+		ch.remoteWin.L.Lock()
+		waiting := ch.remoteWin.writeWaiters > 0
+		ch.remoteWin.L.Unlock()
+		if waiting {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-wrote:
+		if r.n != window || r.err == nil {
+			t.Fatalf("Write after Close: %d, %v; want %d and an error", r.n, r.err, window)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Write waiting for window did not end when the channel was closed")
+	}
+}

@@ -17,5 +17,7 @@
 // (StdioKeys.LeaveBackground), as docker exec does. At most
 // maxTunnelCommands run through one tunnel at once (each costs the agent a
 // process and a thread under the container's pids limit); the rest, and
-// every command while the tunnel is down, go through docker exec.
+// every command while the tunnel is down, go through docker exec. A command
+// the agent refuses to start (it could not fork its shell: the sandbox's
+// pids limit or memory is spent) answers docker exec's 126 at once.
 package execapi

@@ -246,6 +246,18 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 		return notStarted(errors.New("tunnel down"))
 	}
 	p, err := t.start(ctx, conn, line)
+	if errors.Is(err, errRefused) {
+		// The agent could not fork the command's shell: in a sandbox, its
+		// pids limit (or memory) is spent. docker exec cannot do better
+		// there (runc's init needs pids too, and fails), only slower: each
+		// failed start costs the engine about half a second, one after the
+		// other, and a burst of them ran past the commands' timeouts.
+		t.r.runs.Add(1 - runGoroutines)
+		if _, werr := io.WriteString(c.Stdout, refusedMessage); werr != nil {
+			return -1, werr
+		}
+		return 126, nil
+	}
 	if err != nil {
 		t.r.runs.Add(1 - runGoroutines)
 		return notStarted(err)
@@ -362,7 +374,20 @@ func startSession(c *ssh.Client, line string) (*session, error) {
 	}
 	if err != nil {
 		_ = sess.Close()
+		if err.Error() == fmt.Sprintf("ssh: command %v failed", line) {
+			// The agent answered the exec request no (x/crypto's
+			// Session.Start words a refusal so, and nothing else).
+			return nil, fmt.Errorf("start: %w", errRefused)
+		}
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	return p, nil
 }
+
+// errRefused means the agent refused to start a command: it could not
+// start its shell (sshlayer refuses the exec request when the fork fails).
+var errRefused = errors.New("execapi: the agent could not start the command")
+
+// refusedMessage is what a command the agent refused prints, with exit
+// code 126, in the words docker exec uses for a command runc cannot start.
+const refusedMessage = ociPrefix + "the execution's agent could not start a process for it (the execution's processes and threads may be at its pids limit, or its memory spent): unknown\r\n"

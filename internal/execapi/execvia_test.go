@@ -245,3 +245,33 @@ func TestRunnerBoundsConcurrentCommands(t *testing.T) {
 		t.Fatalf("after the others ended: %d %v", code, err)
 	}
 }
+
+// TestRunnerRefusedStartAnswers126: a command the agent refuses to start
+// (it cannot start the shell; in a sandbox, because its pids limit or
+// memory is spent) gets docker exec's answer for a command that cannot
+// start, exit 126 with the reason on stdout, at once. It is not handed to
+// docker exec, which fails there too after the engine's slow start.
+func TestRunnerRefusedStartAnswers126(t *testing.T) {
+	f := newFixture(t)
+	id := provisioned(t, f)
+	r := f.agents.Runner(id)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out budget
+	out.n = 1 << 20
+	if code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: &out, Stderr: io.Discard}); err != nil || code != 0 {
+		t.Fatalf("a command before: %d %v", code, err)
+	}
+	// The agent starts every command in its working directory: without
+	// it, its fork of the shell fails and it refuses the exec request.
+	if err := os.Remove(f.agents.cfg.Dir); err != nil {
+		t.Fatal(err)
+	}
+	code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: &out, Stderr: io.Discard})
+	if err != nil || code != 126 || out.String() != refusedMessage {
+		t.Fatalf("a refused command: %d %q %v, want 126 and %q", code, out.String(), err, refusedMessage)
+	}
+	if !strings.Contains(out.String(), "pids limit") {
+		t.Errorf("the message %q does not name the likely cause", out.String())
+	}
+}

@@ -865,34 +865,51 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 }
 
 // TestSandboxPidsLimitKeepsAgent: commands that run into the pids limit
-// fail as forks fail; they do not take the agent down. The limit counts
-// the agent's threads too, and the agent held one thread per waiting
-// command: 40 commands at once under pids 16 made the Go runtime fail to
-// create a thread (fatal), and the commands then running lost their
-// timeout. (Under pids 8 or 10 it still did: the idle agent has 7 to 9
-// threads of its own, hence the least pids a request may ask is 16.)
+// fail as forks fail, at once and saying so; they do not take the agent
+// down. The limit counts the agent's threads too, and the agent held one
+// thread per waiting command: 40 commands at once under pids 16 made the
+// Go runtime fail to create a thread (fatal), and the commands then
+// running lost their timeout. (Under pids 8 or 10 it still did: the idle
+// agent has 7 to 9 threads of its own, hence the least pids a request may
+// ask is 16.) Then the commands the agent could not fork, and those over
+// its tunnel's bound of 16, went to docker exec, which fails the same way
+// in a full sandbox ("read init-p: connection reset by peer") and starts
+// one command after the other: 25 of 40 commands ran past their 30 s.
 func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
 	req := execRequest(image)
 	req.Resources.Pids = 16
 	e := provision(t, ctx, c, req)
+	agent0, docker0, _ := execWays(t, g)
+	type result struct {
+		res *client.ExecResult
+		err error
+	}
+	results := make(chan result, 40)
 	var wg sync.WaitGroup
-	errs := make(chan error, 40)
 	for i := range 40 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "sleep 1; echo " + strconv.Itoa(i)}, TimeoutMs: 30000})
-			errs <- err
+			res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "sleep 1; echo " + strconv.Itoa(i)}, TimeoutMs: 30000})
+			results <- result{res, err}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("a command at the pids limit: %v", err)
+	close(results)
+	for r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("a command at the pids limit: %v", r.err)
+		case r.res.ExitCode == 126 && !strings.Contains(r.res.Stdout, "pids limit"):
+			// What the caller can act on: the limit, not the engine's
+			// words for its own failure.
+			t.Errorf("a command that could not start says %q, naming no pids limit", r.res.Stdout)
 		}
+	}
+	if agent1, docker1, _ := execWays(t, g); agent1 != agent0+40 || docker1 != docker0 {
+		t.Errorf("ways: agent %d→%d, docker %d→%d; want all 40 commands through the agent", agent0, agent1, docker0, docker1)
 	}
 	if regexp.MustCompile(`newosproc|failed to create new OS thread|agent_lost`).MatchString(g.output()) {
 		t.Error("the agent died creating a thread")

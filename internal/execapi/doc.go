@@ -15,9 +15,9 @@
 // and runc's exit 126 messages; a signal's death is 128+N. The agent is
 // told to leave a command's background processes running when it exits
 // (StdioKeys.LeaveBackground), as docker exec does. At most
-// maxTunnelCommands run through one tunnel at once (each costs the agent a
-// process and a thread under the container's pids limit); the rest, and
-// every command while the tunnel is down, go through docker exec. A command
-// the agent refuses to start (it could not fork its shell: the sandbox's
-// pids limit or memory is spent) answers docker exec's 126 at once.
+// maxTunnelCommands (the agent's own bound of sessions) run through one
+// tunnel at once; the rest, and every command while the tunnel is down, go
+// through docker exec. A command the agent refuses to start (it could not
+// fork its shell: the sandbox's pids limit or memory is spent) answers
+// docker exec's 126 at once.
 package execapi

@@ -193,12 +193,14 @@ type tunnelRunner struct {
 var _ dockerhost.CommandRunner = (*tunnelRunner)(nil)
 
 // maxTunnelCommands bounds the commands one execution runs through its
-// tunnel at once; more go through docker exec. Each costs the agent a
-// child process and an OS thread waiting for it, and the agent dies when
-// the container's pids limit leaves it no thread (Go's runtime aborts),
-// taking every command in flight with it: docker exec's commands cost
-// the agent nothing. The SSH server's own bound (64 channels) is higher.
-const maxTunnelCommands = 16
+// tunnel at once; more go through docker exec. It is the agent's own bound
+// (sessions per SSH connection): a command costs the agent goroutines and
+// a child process, no OS thread (it waits on a pidfd in Go's poller, and
+// a sandbox's agent makes its threads as it starts), so a burst no
+// longer needs docker exec to keep the agent's threads under the pids
+// limit. docker exec is the slow way: the engine starts its commands one
+// after the other, about 0.5 s each on a loaded 2-core machine.
+const maxTunnelCommands = sshlayer.DefaultMaxSessions
 
 // runGoroutines is how many goroutines one Run starts; all are counted in
 // run.runs, so that a wedged agent never blocks Run past its ctx: what

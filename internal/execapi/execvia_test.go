@@ -207,8 +207,8 @@ func (b blockingReader) Read([]byte) (int, error) {
 }
 
 // TestRunnerBoundsConcurrentCommands: at most maxTunnelCommands commands
-// run through one tunnel at once (the agent would run out of pids); one
-// more does not start there, so docker exec runs it.
+// run through one tunnel at once (the agent would refuse the next
+// session); one more does not start there, so docker exec runs it.
 func TestRunnerBoundsConcurrentCommands(t *testing.T) {
 	f := newFixture(t)
 	id := provisioned(t, f)

@@ -27,9 +27,10 @@ func DefaultStateDir() string {
 }
 
 // RunConnect is the `agent connect` command: `agent connect --gateway URL
-// --token T [--host-id ID] [--state-dir DIR]`, each flag also read from
-// HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID, HOSTGATE_STATE_DIR
-// (the environment keeps the token out of ps). It runs until ctx ends
+// --token T [--host-id ID] [--state-dir DIR] [--max-backoff D]`, each flag
+// also read from HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID,
+// HOSTGATE_STATE_DIR, HOSTGATE_MAX_BACKOFF (the environment keeps the token
+// out of ps). It runs until ctx ends
 // (SIGTERM) and logs to stderr.
 func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	var (
@@ -44,6 +45,7 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", DefaultMaxBackoff, "the longest wait between attempts to connect; a refused agent (bad token, another host key) waits between half of it and all of it")
 	envUsage(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,6 +55,9 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("agent connect: unexpected arguments %q", fs.Args())
+	}
+	if cfg.MaxBackoff <= 0 {
+		return fmt.Errorf("agent connect: --max-backoff %v: want a positive duration, such as %v", cfg.MaxBackoff, DefaultMaxBackoff)
 	}
 	if err := CheckShell(cfg.Shell); err != nil {
 		return fmt.Errorf("agent connect: %w", err)

@@ -398,6 +398,7 @@ func TestRunConnectFlags(t *testing.T) {
 		{"--gateway", "ftp://x", "--token", "t", "--state-dir", t.TempDir()},
 		{"--gateway", "http://x", "--token", "t", "extra"},
 		{"--gateway", "http://x", "--token", "t", "--log-format", "xml"},
+		{"--gateway", "http://x", "--token", "t", "--max-backoff", "0"},
 	} {
 		if err := RunConnect(ctx, args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
@@ -425,6 +426,57 @@ func TestRunConnectFlags(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunConnectMaxBackoff: --max-backoff bounds the wait after a refusal
+// that lasts (here a token the gateway does not know), which is otherwise
+// the default's 15 to 30 s, so an agent refused until someone acts can be
+// told to ask again sooner.
+func TestRunConnectMaxBackoff(t *testing.T) {
+	g := newGW(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- RunConnect(ctx, []string{"--gateway", g.ts.URL, "--token", "hg_unknown_token_000000000000000000000000000", "--state-dir", t.TempDir(),
+			"--log-format", "json", "--max-backoff", "1s"}, &logs)
+	}()
+	// The wait logged with each refusal; the second refusal shows the
+	// agent asked again after the first wait.
+	var waits []time.Duration
+	for {
+		waits = waits[:0]
+		for line := range strings.Lines(logs.String()) {
+			var rec struct {
+				Msg string
+				In  time.Duration
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "the gateway refuses this agent") {
+				waits = append(waits, rec.In)
+			}
+		}
+		if len(waits) >= 2 || ctx.Err() != nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("agent connect ended: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(waits) < 2 {
+		t.Fatalf("refused attempts: %v, want two; logs:\n%s", waits, logs.String())
+	}
+	for _, w := range waits {
+		if w <= 0 || w > time.Second {
+			t.Errorf("waits after a lasting refusal: %v, want each at most the 1s of --max-backoff", waits)
+		}
 	}
 }
 

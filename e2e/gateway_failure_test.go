@@ -113,8 +113,10 @@ func TestImpostorWhileOffline(t *testing.T) {
 	}
 	g.waitConnected("alpha", false, 60*time.Second)
 
+	// --max-backoff: a refused agent waits its longest backoff (15 to 30 s
+	// by default) before the second refusal this test waits for.
 	imp := start(t, "impostor alpha", bin.agent, nil, "connect", "--gateway", g.url,
-		"--token", g.token("agent", "alpha"), "--host-id", "alpha", "--state-dir", t.TempDir())
+		"--token", g.token("agent", "alpha"), "--host-id", "alpha", "--state-dir", t.TempDir(), "--max-backoff", "1s")
 	imp.waitFor(regexp.MustCompile(`(?s)host_key_mismatch.*host_key_mismatch`), 60*time.Second)
 	if r, err := g.hostRecord("alpha"); err != nil || r.Connected || r.HostKey != rec.HostKey {
 		t.Fatalf("host after the impostor's attempts: %+v %v (want offline, pin %s)", r, err, rec.HostKey)

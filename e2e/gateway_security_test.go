@@ -51,7 +51,9 @@ func TestImpostorAgent(t *testing.T) {
 	defer h.Close()
 
 	impDir := t.TempDir()
-	impArgs := []string{"connect", "--gateway", g.url, "--token", g.token("agent", "alpha"), "--host-id", "alpha", "--state-dir", impDir}
+	// A refused agent waits its longest backoff before it asks again: 15
+	// to 30 s by default, and this test waits for a second refusal.
+	impArgs := []string{"connect", "--gateway", g.url, "--token", g.token("agent", "alpha"), "--host-id", "alpha", "--state-dir", impDir, "--max-backoff", "1s"}
 	imp := start(t, "impostor alpha", bin.agent, nil, impArgs...)
 	// The reason is in the impostor's log, and it retries (two refusals).
 	refused := regexp.MustCompile(`(?s)host_key_mismatch.*pinned to host key ` + regexp.QuoteMeta(realPin) + `.*reset-key alpha.*host_key_mismatch`)

@@ -17,7 +17,9 @@ func TestRuntimeDeadlineSurvivesGatewaySIGKILL(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 	req := execRequest(image)
 	req.Resources.RuntimeMs = 8000
-	e := provision(t, ctx, c, req)
+	// Killed before its own deadline timer fires, which would destroy the
+	// container itself.
+	e := provisionShort(t, ctx, c, req, 4*time.Second)
 	id := containerOf(t, e.ExecutionID)
 	g.kill()
 	// Killing the gateway did not take the container with it.
@@ -33,7 +35,7 @@ func TestRuntimeDeadlineSurvivesGatewaySIGKILL(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			_ = exec.Command("docker", "rm", "-f", id).Run()
-			t.Fatalf("container %s still exists 2 min after its 8 s runtime with the gateway dead", id)
+			t.Fatalf("container %s still exists 2 min after its %d ms runtime with the gateway dead", id, e.Resources.RuntimeMs)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

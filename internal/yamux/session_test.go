@@ -1256,20 +1256,19 @@ func TestKeepAlive(t *testing.T) {
 	testConnTypes(t, func(t testing.TB, clientConn, serverConn io.ReadWriteCloser) {
 		client, server := testClientServerConfig(t, clientConn, serverConn, testConf(), testConf())
 
-		// Give keepalives time to happen
-		time.Sleep(200 * time.Millisecond)
-
-		// Ping value should increase
-		client.pingLock.Lock()
-		defer client.pingLock.Unlock()
-		if client.pingID == 0 {
-			t.Fatalf("should ping")
+		// Ping value should increase. hostgate: waited for, not looked at
+		// after a fixed 200 ms: on a loaded machine under -race the TLS
+		// case had not sent its first ping by then.
+		pinged := func(s *Session) bool {
+			s.pingLock.Lock()
+			defer s.pingLock.Unlock()
+			return s.pingID != 0
 		}
-
-		server.pingLock.Lock()
-		defer server.pingLock.Unlock()
-		if server.pingID == 0 {
-			t.Fatalf("should ping")
+		for deadline := time.Now().Add(10 * time.Second); !pinged(client) || !pinged(server); {
+			if time.Now().After(deadline) {
+				t.Fatalf("should ping (client %v, server %v within 10 s at a 100 ms interval)", pinged(client), pinged(server))
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }

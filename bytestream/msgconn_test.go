@@ -169,11 +169,12 @@ func TestMsgConnCloseHandshake(t *testing.T) {
 // error, still masked, which yamux took for frames.
 func TestMsgConnPartialFrameNotDelivered(t *testing.T) {
 	got := make(chan []byte, 1)
-	errc := make(chan error, 1)
+	errc := make(chan error, 1)      // the read's end, after got
+	acceptErr := make(chan error, 1) // the upgrade failed
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, err := Accept(w, r, nil)
 		if err != nil {
-			errc <- err
+			acceptErr <- err
 			return
 		}
 		defer conn.Close()
@@ -219,7 +220,9 @@ func TestMsgConnPartialFrameNotDelivered(t *testing.T) {
 		if string(all) != "whole-ok!!" {
 			t.Errorf("read %q, want the whole frame's bytes and nothing of the cut one", all)
 		}
-	case err := <-errc:
+	case err := <-acceptErr:
+		// Not errc: the read's end is sent there too, right after got,
+		// and a select with both ready picks either.
 		t.Fatal(err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("no end of the read")

@@ -91,8 +91,8 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.RepoRoots, "repository-roots", "", "comma-separated directories that git-worktree sandboxes' repositoryPath must be under (empty: any repository the gateway can read)")
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
-	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, at start and after each checkpoint (0: kept for good)")
-	fs.Var(&c.CheckpointMaxBytes, "checkpoint-max-bytes", "Docker executions' checkpoints are kept under this total `SIZE` by deleting the oldest, at start and after each checkpoint; the newest is always kept (bytes, or with K, M, G, T: powers of 1024; 0: no limit)")
+	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, in the background: at start, after each checkpoint, and as each passes this age (0: kept for good)")
+	fs.Var(&c.CheckpointMaxBytes, "checkpoint-max-bytes", "Docker executions' checkpoints are kept under this total `SIZE` by deleting the oldest, in the background at start and after each checkpoint; the newest is always kept (bytes, or with K, M, G, T: powers of 1024; 0: no limit)")
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}

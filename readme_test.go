@@ -1,10 +1,12 @@
 package hostgate_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,9 +28,17 @@ var errorWriters = map[string]int{
 // TestReadmeListsEveryErrorCode keeps the README's error table true: every
 // code the gateway can answer (a literal at a writer above, or one of
 // dockerhost's Code constants, which the executions API answers by table)
-// has a row, and every row names a code the source still answers.
+// has a row, every row names a code the source still answers, and a row's
+// status is the one every writer given a literal http.StatusX answers the
+// code with (the executions API's statusOf table included).
 func TestReadmeListsEveryErrorCode(t *testing.T) {
 	codes := map[string]string{} // code → where it is answered
+	// What the source answers each code with, where it says so
+	// literally: status → where. A code whose constant is named
+	// (dockerhost.CodeConflict) is resolved after the walk.
+	type answer struct{ code, status, where string }
+	var answers []answer
+	consts := map[string]string{} // dockerhost's CodeX → its code
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -64,6 +74,7 @@ func TestReadmeListsEveryErrorCode(t *testing.T) {
 					if strings.HasPrefix(id.Name, "Code") && i < len(n.Values) {
 						if s, ok := stringLit(n.Values[i]); ok {
 							codes[s] = fset.Position(n.Pos()).String()
+							consts[id.Name] = s
 						}
 					}
 				}
@@ -71,12 +82,30 @@ func TestReadmeListsEveryErrorCode(t *testing.T) {
 			default:
 				return true
 			}
+			if cl, ok := n.(*ast.CompositeLit); ok && funcName(cl.Type) == "" {
+				// execapi's statusOf: {dockerhost.CodeX: http.StatusY, …}.
+				for _, el := range cl.Elts {
+					if kv, ok := el.(*ast.KeyValueExpr); ok {
+						if st := statusName(kv.Value); st != "" && strings.HasPrefix(funcName(kv.Key), "Code") {
+							answers = append(answers, answer{"const " + funcName(kv.Key), st, fset.Position(kv.Pos()).String()})
+						}
+					}
+				}
+				return true
+			}
 			i, ok := errorWriters[name]
 			if !ok || i >= len(args) {
 				return true
 			}
-			if s, ok := stringLit(args[i]); ok {
-				codes[s] = fset.Position(args[i].Pos()).String()
+			where := fset.Position(args[i].Pos()).String()
+			code, lit := stringLit(args[i])
+			if lit {
+				codes[code] = where
+			} else if c := funcName(args[i]); strings.HasPrefix(c, "Code") {
+				code = "const " + c
+			}
+			if st := statusName(args[i-1]); st != "" && code != "" {
+				answers = append(answers, answer{code, st, where})
 			}
 			return true
 		})
@@ -97,16 +126,43 @@ func TestReadmeListsEveryErrorCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := map[string]bool{}
-	row := regexp.MustCompile("(?m)^\\| (`[a-z_]+`(?:, `[a-z_]+`)*) \\| [0-9]{3} \\|")
+	documented := map[string]int{} // code → its row's status
+	row := regexp.MustCompile("(?m)^\\| (`[a-z_]+`(?:, `[a-z_]+`)*) \\| ([0-9]{3}) \\|")
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		status, _ := strconv.Atoi(m[2])
 		for _, c := range strings.Split(m[1], ", ") {
-			documented[strings.Trim(c, "`")] = true
+			documented[strings.Trim(c, "`")] = status
 		}
+	}
+	statuses := map[string]int{} // StatusConflict → 409
+	for n := 100; n < 600; n++ {
+		if text := http.StatusText(n); text != "" {
+			statuses["Status"+strings.NewReplacer(" ", "", "-", "", "'", "").Replace(text)] = n
+		}
+	}
+	var wrong []string
+	for _, a := range answers {
+		code := a.code
+		if c, ok := strings.CutPrefix(code, "const "); ok {
+			if code, ok = consts[c]; !ok {
+				continue // not one of dockerhost's codes
+			}
+		}
+		n, ok := statuses[a.status]
+		switch {
+		case !ok:
+			t.Errorf("%s: http.%s: no status of that name (statusName's table)", a.where, a.status)
+		case documented[code] != 0 && documented[code] != n:
+			wrong = append(wrong, fmt.Sprintf("%s: README says %d, %s answers %d", code, documented[code], a.where, n))
+		}
+	}
+	sort.Strings(wrong)
+	if len(wrong) > 0 {
+		t.Errorf("README's error table gives codes another status than the gateway answers:\n  %s", strings.Join(wrong, "\n  "))
 	}
 	var missing, stale []string
 	for c, where := range codes {
-		if !documented[c] {
+		if documented[c] == 0 {
 			missing = append(missing, c+" ("+where+")")
 		}
 	}
@@ -135,6 +191,19 @@ func funcName(e ast.Expr) string {
 		return funcName(e.X)
 	}
 	return ""
+}
+
+// statusName is the name of net/http's status constant e names
+// (http.StatusConflict), or "".
+func statusName(e ast.Expr) string {
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {
+		return ""
+	}
+	if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "http" {
+		return ""
+	}
+	return sel.Sel.Name
 }
 
 func stringLit(e ast.Expr) (string, bool) {

@@ -267,6 +267,12 @@ type channel struct {
 	// waiting on the peer's window (change 9, deadline.go).
 	readDeadline  deadline
 	writeDeadline deadline
+
+	// hostgate: held by a WriteExtended from start to end, one for the
+	// data stream and one for the extended ones (change 10): a Write's
+	// bytes go out whole, no other Write's between them, as a TCP conn's
+	// do. Taken before writeMu, never after.
+	writeSerial [2]sync.Mutex
 }
 
 // SetDeadline sets the read and write deadlines, as a net.Conn's
@@ -342,6 +348,10 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 		headerLength += 4
 		opCode = msgChannelExtendedData
 	}
+
+	serial := &ch.writeSerial[min(extendedCode, 1)]
+	serial.Lock()
+	defer serial.Unlock()
 
 	ch.writeMu.Lock()
 	packet := ch.packetPool[extendedCode]

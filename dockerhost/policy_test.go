@@ -112,6 +112,7 @@ func TestSecretEnvNames(t *testing.T) {
 		"NPM_AUTH": true, "AUTH_HEADER": true, "BEARER": true, "AUTH": true, "BASIC_AUTH": true, "ApiBearer": true,
 		"NEXTAUTH_URL": false, "AUTH_URL": false, "AUTH_MODE": false, "SKIP_AUTH": false, "DISABLE_AUTH": false,
 		"OAUTH_CLIENT_ID": false, "AUTHOR": false, "AUTHOR_NAME": false,
+		"MOCK_AUTH": false, "FAKE_AUTH": false, "HAS_AUTH": false, "WITH_AUTH": false, "BYPASS_AUTH": false, "DEV_AUTH": false,
 	} {
 		if got := looksSecret(name); got != secret {
 			t.Errorf("looksSecret(%q) = %v, want %v", name, got, secret)

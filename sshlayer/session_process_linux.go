@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/internal/procstat"
 )
 
 // waitExited blocks until pid has exited without reaping it: the zombie
@@ -117,7 +119,7 @@ func forEachDescendantPID(leader int, f func(pid int)) {
 // Rounds repeat while members fork.
 func killSession(sid, leader int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
-	var buf [512]byte
+	var buf procstat.Buf
 	var killed []int // pidfds
 	for time.Now().Before(deadline) {
 		killed = killed[:0]
@@ -140,7 +142,7 @@ func killSession(sid, leader int, limit time.Duration) {
 // a pidfd (opening one for every pid scanned was most of a scan's cost),
 // and its session is read again behind it, so a pid that ended and was
 // reused between the two reads is never signalled.
-func killInSession(pid, sid int, buf *[512]byte) (pidfd int, ok bool) {
+func killInSession(pid, sid int, buf *procstat.Buf) (pidfd int, ok bool) {
 	if !inSession(pid, sid, buf) {
 		return 0, false
 	}
@@ -156,18 +158,9 @@ func killInSession(pid, sid int, buf *[512]byte) (pidfd int, ok bool) {
 }
 
 // inSession reports whether pid is a live process of session sid.
-func inSession(pid, sid int, buf *[512]byte) bool {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	k, err := unix.Read(fd, buf[:])
-	_ = unix.Close(fd)
-	if err != nil || k <= 0 {
-		return false
-	}
-	state, _, session, ok := parseProcStatSession(buf[:k])
-	return ok && session == sid && state != 'Z' && state != 'X'
+func inSession(pid, sid int, buf *procstat.Buf) bool {
+	s, ok := procstat.Session(pid, buf)
+	return ok && s == sid
 }
 
 // maxPIDProbe bounds the pids forEachDescendantPID probes one by one; beyond it
@@ -233,24 +226,6 @@ func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
 		return 0, 0, false
 	}
 	return f[0][0], pgrp, true
-}
-
-// parseProcStatSession is parseProcStat with the session id, the field
-// after the process group.
-func parseProcStatSession(b []byte) (state byte, pgrp, session int, ok bool) {
-	state, pgrp, ok = parseProcStat(b)
-	if !ok {
-		return 0, 0, 0, false
-	}
-	f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
-	if len(f) < 4 {
-		return 0, 0, 0, false
-	}
-	session, err := strconv.Atoi(string(f[3]))
-	if err != nil {
-		return 0, 0, 0, false
-	}
-	return state, pgrp, session, true
 }
 
 // setOOMScoreAdj sets pid's oom_score_adj. An unprivileged process may

@@ -1,11 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hostgate/hostgate/internal/procstat"
 )
 
 // killSessions sends SIGKILL to every process whose session id is one of
@@ -20,7 +21,7 @@ func killSessions(live map[int]bool) {
 	if len(live) == 0 {
 		return
 	}
-	var buf [512]byte
+	var buf procstat.Buf
 	for range 3 {
 		names, err := readProcNames()
 		if err != nil {
@@ -29,7 +30,7 @@ func killSessions(live map[int]bool) {
 		killed := 0
 		for _, n := range names {
 			pid, err := strconv.Atoi(n)
-			if err != nil || pid <= 1 || !live[procSession(pid, &buf)] {
+			if err != nil || pid <= 1 || !live[session(pid, &buf)] {
 				continue
 			}
 			// Only a member gets a pidfd (one for every process scanned
@@ -40,7 +41,7 @@ func killSessions(live map[int]bool) {
 			if err != nil {
 				continue
 			}
-			if live[procSession(pid, &buf)] && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+			if live[session(pid, &buf)] && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
 				killed++
 			}
 			_ = unix.Close(fd)
@@ -60,32 +61,8 @@ func readProcNames() ([]string, error) {
 	return d.Readdirnames(-1)
 }
 
-// procSession returns the session id of live process pid, or 0: from
-// /proc/PID/stat, "pid (comm) S ppid pgrp session …", where comm may hold
-// anything. One read into buf: the fields up to the session fit, and
-// os.ReadFile's stat and read to EOF cost as much again.
-func procSession(pid int, buf *[512]byte) int {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0
-	}
-	k, err := unix.Read(fd, buf[:])
-	_ = unix.Close(fd)
-	if err != nil || k <= 0 {
-		return 0
-	}
-	b := buf[:k]
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 4 || len(f[0]) != 1 || f[0][0] == 'Z' || f[0][0] == 'X' {
-		return 0
-	}
-	sid, err := strconv.Atoi(string(f[3]))
-	if err != nil {
-		return 0
-	}
+// session is pid's session id, or 0 when pid is no live process.
+func session(pid int, buf *procstat.Buf) int {
+	sid, _ := procstat.Session(pid, buf)
 	return sid
 }

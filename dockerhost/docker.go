@@ -948,9 +948,14 @@ func (h *Docker) lookup(ctx context.Context, id string) (*execution, error) {
 // e's runtime ran out: "has ended" did not tell it from a DELETE.
 func (h *Docker) endedDuring(e *execution, lerr error) error {
 	if ErrorCode(lerr) == CodeGone && !h.now().Before(e.ExpiresAt) {
-		return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q reached the end of its runtime (resources.runtimeMs %d) while the command ran", e.ExecutionID, e.Resources.RuntimeMs)}
+		return runtimeEnded(e)
 	}
 	return lerr
+}
+
+// runtimeEnded is the error of a command its execution's runtime cut.
+func runtimeEnded(e *execution) error {
+	return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q reached the end of its runtime (resources.runtimeMs %d) while the command ran", e.ExecutionID, e.Resources.RuntimeMs)}
 }
 
 // Get returns a live execution.
@@ -1062,6 +1067,11 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 	if err != nil {
 		if h.containerGone(e.ContainerID) {
 			h.forget(executionID, e)
+			if !h.now().Before(e.ExpiresAt) {
+				// The deadline removed it while docker exec attached
+				// ("unable to upgrade to tcp, received 500"): say so.
+				return nil, runtimeEnded(e)
+			}
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err}
 		}
 		if _, lerr := h.lookup(ctx, executionID); lerr != nil {

@@ -210,24 +210,6 @@ func pollPidfd(fd int, deadline time.Time) {
 	}
 }
 
-// parseProcStat returns the state and process group of a /proc/PID/stat
-// line: "pid (comm) S ppid pgrp …", where comm may hold anything.
-func parseProcStat(b []byte) (state byte, pgrp int, ok bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pgrp, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pgrp, true
-}
-
 // setOOMScoreAdj sets pid's oom_score_adj. An unprivileged process may
 // raise its children's, not lower them.
 func setOOMScoreAdj(pid, adj int) error {

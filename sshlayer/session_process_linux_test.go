@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/procstat"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
@@ -64,10 +65,9 @@ func TestKillSessionBothScans(t *testing.T) {
 			killSession(leader, leader, 30*time.Second)
 			// bg was reparented; a zombie its new parent has not reaped yet
 			// counts as gone.
-			if st, err := os.ReadFile("/proc/" + strconv.Itoa(bg) + "/stat"); err == nil {
-				if state, _, ok := parseProcStat(st); ok && state != 'Z' && state != 'X' {
-					t.Errorf("%q, probe limit %d: background pid %d still running (%c) after killSession", script, probe, bg, state)
-				}
+			var buf procstat.Buf
+			if _, live := procstat.Session(bg, &buf); live {
+				t.Errorf("%q, probe limit %d: background pid %d still running after killSession", script, probe, bg)
 			}
 			_ = cmd.Wait()
 		}

@@ -18,7 +18,7 @@ func Session(pid int, buf *Buf) (sid int, ok bool) {
 	if err != nil || k <= 0 {
 		return 0, false
 	}
-	state, sid, ok := ParseSession(buf[:k])
+	state, _, sid, ok := Parse(buf[:k])
 	if !ok || state == 'Z' || state == 'X' {
 		return 0, false
 	}

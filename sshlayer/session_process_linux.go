@@ -124,7 +124,7 @@ func killSession(sid, leader int, limit time.Duration) {
 	for time.Now().Before(deadline) {
 		killed = killed[:0]
 		forEachDescendantPID(leader, func(pid int) {
-			if fd, ok := killInSession(pid, sid, &buf); ok {
+			if fd, ok := procstat.Kill(pid, func(s int) bool { return s == sid }, &buf); ok {
 				killed = append(killed, fd)
 			}
 		})
@@ -135,32 +135,6 @@ func killSession(sid, leader int, limit time.Duration) {
 			waitPidfd(fd, deadline)
 		}
 	}
-}
-
-// killInSession sends SIGKILL to pid if it is a live process of session
-// sid, and returns the pidfd it signalled it through. Only a member gets
-// a pidfd (opening one for every pid scanned was most of a scan's cost),
-// and its session is read again behind it, so a pid that ended and was
-// reused between the two reads is never signalled.
-func killInSession(pid, sid int, buf *procstat.Buf) (pidfd int, ok bool) {
-	if !inSession(pid, sid, buf) {
-		return 0, false
-	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return 0, false
-	}
-	if !inSession(pid, sid, buf) || unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
-		_ = unix.Close(fd)
-		return 0, false
-	}
-	return fd, true
-}
-
-// inSession reports whether pid is a live process of session sid.
-func inSession(pid, sid int, buf *procstat.Buf) bool {
-	s, ok := procstat.Session(pid, buf)
-	return ok && s == sid
 }
 
 // maxPIDProbe bounds the pids forEachDescendantPID probes one by one; beyond it

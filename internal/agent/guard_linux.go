@@ -22,6 +22,7 @@ func killSessions(live map[int]bool) {
 		return
 	}
 	var buf procstat.Buf
+	member := func(sid int) bool { return live[sid] }
 	for range 3 {
 		names, err := readProcNames()
 		if err != nil {
@@ -30,21 +31,13 @@ func killSessions(live map[int]bool) {
 		killed := 0
 		for _, n := range names {
 			pid, err := strconv.Atoi(n)
-			if err != nil || pid <= 1 || !live[session(pid, &buf)] {
+			if err != nil || pid <= 1 {
 				continue
 			}
-			// Only a member gets a pidfd (one for every process scanned
-			// was most of a scan's cost), and its session is read again
-			// behind it: a pid that ended and was reused between the two
-			// reads is never signalled.
-			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue
-			}
-			if live[session(pid, &buf)] && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+			if fd, ok := procstat.Kill(pid, member, &buf); ok {
 				killed++
+				_ = unix.Close(fd)
 			}
-			_ = unix.Close(fd)
 		}
 		if killed == 0 {
 			return
@@ -59,10 +52,4 @@ func readProcNames() ([]string, error) {
 	}
 	defer d.Close()
 	return d.Readdirnames(-1)
-}
-
-// session is pid's session id, or 0 when pid is no live process.
-func session(pid int, buf *procstat.Buf) int {
-	sid, _ := procstat.Session(pid, buf)
-	return sid
 }

@@ -1,7 +1,8 @@
 // Package procstat reads what process supervision needs from Linux's
-// /proc/PID/stat: whether a process lives, and its group and session. The
-// agent's guard and sshlayer's session kill both scan every process with
-// it, so a read costs one open and one read, into the caller's buffer.
+// /proc/PID/stat (whether a process lives, its group and session) and
+// kills a process of a session without hitting a reused pid. The agent's
+// guard and sshlayer's session kill both scan every process with it, so a
+// read costs one open and one read, into the caller's buffer.
 package procstat
 
 import (

@@ -270,12 +270,16 @@ func looksSecret(name string) bool {
 	return false
 }
 
+// authSettingWords, before auth, make a name a setting about auth
+// (SKIP_AUTH, MOCK_AUTH), not an auth value.
+var authSettingWords = []string{"skip", "disable", "disabled", "enable", "enabled", "no", "use", "require", "required",
+	"mock", "fake", "has", "with", "bypass", "dev", "allow", "optional", "test"}
+
 // authValue reports whether the whole word auth at words[i] names an
 // auth value (NPM_AUTH, AUTH, AUTH_HEADER) rather than a setting about
 // auth (SKIP_AUTH, AUTH_URL, AUTH_MODE, nextAuthUrl).
 func authValue(words []string, i int) bool {
-	if i > 0 && slices.Contains([]string{"skip", "disable", "disabled", "enable", "enabled", "no", "use", "require", "required",
-		"mock", "fake", "has", "with", "bypass", "dev", "allow", "optional", "test"}, words[i-1]) {
+	if i > 0 && slices.Contains(authSettingWords, words[i-1]) {
 		return false
 	}
 	return i == len(words)-1 || words[i+1] == "header"

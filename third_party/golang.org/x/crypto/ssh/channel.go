@@ -353,13 +353,11 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 	serial.Lock()
 	defer serial.Unlock()
 
+	// hostgate: the stream's lock makes this call the buffer's only
+	// user (change 10); upstream's concurrent Writes filled one buffer
+	// together. It goes back on every return, early ones included.
 	ch.writeMu.Lock()
 	packet := ch.packetPool[extendedCode]
-	// hostgate: taken out while this call fills it (change 10).
-	// Upstream left it in, and concurrent Writes, which a net.Conn
-	// allows, filled one buffer together: each could send the other's
-	// bytes. A Write that finds it taken allocates its own.
-	ch.packetPool[extendedCode] = nil
 	ch.writeMu.Unlock()
 	defer func() {
 		ch.writeMu.Lock()

@@ -69,6 +69,13 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil, err
 	}
 	if cli == nil {
+		if c := s.Config; c.CheckpointMaxAge != 0 || c.CheckpointMaxBytes != 0 {
+			// Only auto gets here with them (off refuses them): not an
+			// error, since the next start may find an engine and apply them.
+			log.Warn("checkpoint retention not applied: no Docker engine answered, so this run neither takes nor removes checkpoints; the next start that finds an engine applies it",
+				"maxAge", c.CheckpointMaxAge, "maxBytes", int64(c.CheckpointMaxBytes),
+				"fix", "start the Docker engine and restart the gateway (--docker on refuses to start without one)")
+		}
 		serveExecutionsOff(srv)
 		return nil, nil
 	}

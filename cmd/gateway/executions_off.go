@@ -43,13 +43,31 @@ func serveExecutionsOff(srv *gateway.Server) {
 // checkpoint retention nothing carries out.
 func refuseExecutionFlags(c *serveConfig, goos string) error {
 	why := "Docker executions (and their checkpoints) need a Unix gateway, not " + goos
-	switch {
-	case c.Docker == "on":
+	if c.Docker == "on" {
 		return fmt.Errorf("serve: --docker on: %s; use --docker off", why)
+	}
+	return refuseCheckpointFlags(c, why, "leave it unset")
+}
+
+// refuseCheckpointFlags refuses the checkpoint retention flags, saying
+// why (this gateway keeps no checkpoints) and what to do instead. A
+// Unix gateway with --docker off calls it too: it would otherwise start,
+// sweep nothing, and let an operator believe the disk was being kept.
+func refuseCheckpointFlags(c *serveConfig, why, fix string) error {
+	switch {
 	case c.CheckpointMaxAge != 0:
-		return fmt.Errorf("serve: --checkpoint-max-age (HOSTGATE_CHECKPOINT_MAX_AGE) %v: %s; leave it unset", c.CheckpointMaxAge, why)
+		return fmt.Errorf("serve: --checkpoint-max-age (HOSTGATE_CHECKPOINT_MAX_AGE) %v: %s; %s", c.CheckpointMaxAge, why, fix)
 	case c.CheckpointMaxBytes != 0:
-		return fmt.Errorf("serve: --checkpoint-max-bytes (HOSTGATE_CHECKPOINT_MAX_BYTES) %d: %s; leave it unset", int64(c.CheckpointMaxBytes), why)
+		return fmt.Errorf("serve: --checkpoint-max-bytes (HOSTGATE_CHECKPOINT_MAX_BYTES) %d: %s; %s", int64(c.CheckpointMaxBytes), why, fix)
 	}
 	return nil
+}
+
+// refuseCheckpointFlagsOff is refuseCheckpointFlags for --docker off.
+func refuseCheckpointFlagsOff(c *serveConfig) error {
+	if c.Docker != "off" {
+		return nil
+	}
+	return refuseCheckpointFlags(c, "--docker off keeps no Docker executions, so no checkpoints to retain",
+		"leave it unset, or serve with --docker auto or on")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -81,5 +82,57 @@ func TestRefuseExecutionFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), flag) || !strings.Contains(err.Error(), "need a Unix gateway, not windows") {
 			t.Errorf("%s on windows: %v, want it refused, named, and why", flag, err)
 		}
+	}
+}
+
+// TestDockerOffRefusesCheckpointFlags: a Unix gateway with --docker off
+// keeps no checkpoints, so it refuses the retention flags, from the
+// command line or the environment, naming the flag and the fix, where it
+// accepted them and retained nothing.
+func TestDockerOffRefusesCheckpointFlags(t *testing.T) {
+	if !executionsBuilt {
+		t.Skip("this build refuses them whatever --docker says (TestRefuseExecutionFlags)")
+	}
+	// Refused, serve returns at once; accepted, it serves until this ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		"max-age flag":   {args: []string{"--checkpoint-max-age", "24h"}, flag: "--checkpoint-max-age"},
+		"max-bytes flag": {args: []string{"--checkpoint-max-bytes", "50G"}, flag: "--checkpoint-max-bytes"},
+		"max-bytes env":  {env: map[string]string{"HOSTGATE_CHECKPOINT_MAX_BYTES": "1G"}, flag: "HOSTGATE_CHECKPOINT_MAX_BYTES"},
+		"docker off env": {args: []string{"--checkpoint-max-age", "1h"}, env: map[string]string{"HOSTGATE_DOCKER": "off"}, flag: "--checkpoint-max-age"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir()}, tc.args...)
+			if tc.env["HOSTGATE_DOCKER"] == "" {
+				args = append(args, "--docker", "off")
+			}
+			_, err := cli(t, ctx, args...)
+			if err == nil {
+				t.Fatal("--docker off accepted a checkpoint retention setting it would ignore")
+			}
+			for _, want := range []string{tc.flag, "--docker off", "leave it unset"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+	// Without the retention flags --docker off serves as before.
+	c := &serveConfig{Docker: "off", CertTTL: time.Minute, TokenRecheck: time.Second, LogFormat: "text", SandboxPool: 0}
+	if err := c.validate(); err != nil {
+		t.Fatalf("--docker off alone: %v", err)
+	}
+	c.Docker = "auto"
+	c.CheckpointMaxAge = time.Hour
+	if err := c.validate(); err != nil {
+		t.Fatalf("--docker auto with --checkpoint-max-age: %v", err)
 	}
 }

@@ -3,11 +3,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +36,36 @@ func TestDockerModeWithoutEngine(t *testing.T) {
 	cli, err := engine(ctx, "auto", logger)
 	if err != nil || cli != nil {
 		t.Fatalf("--docker auto without an engine: %v %v", cli, err)
+	}
+}
+
+// TestAutoWithoutEngineWarnsOfRetention: --docker auto that finds no
+// engine still starts (executions off) with the retention flags, since
+// the next start may find one, but says in the log that this run applies
+// none of it and how to fix that.
+func TestAutoWithoutEngineWarnsOfRetention(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: t.TempDir(), Docker: "auto", CertTTL: time.Minute, LogFormat: "text",
+		CheckpointMaxAge: 24 * time.Hour}
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, logger, c, func(net.Addr) { close(ready) }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("--docker auto with --checkpoint-max-age and no engine did not start: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := log.String()
+	if !strings.Contains(out, "level=WARN msg=\"checkpoint retention not applied: no Docker engine answered") || !strings.Contains(out, "maxAge=24h0m0s") {
+		t.Fatalf("no warning that retention is not applied:\n%s", out)
 	}
 }
 

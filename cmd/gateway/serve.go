@@ -139,6 +139,9 @@ func (c *serveConfig) validate() error {
 			return err
 		}
 	}
+	if err := refuseCheckpointFlagsOff(c); err != nil {
+		return err
+	}
 	if c.CheckpointMaxAge < 0 {
 		return fmt.Errorf("serve: --checkpoint-max-age %v: want 0 (keep) or more", c.CheckpointMaxAge)
 	}

@@ -250,7 +250,8 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest) (*Execution, e
 	return &e, nil
 }
 
-// Terminate destroys the execution; terminating one that ended succeeds.
+// Terminate destroys the execution. It is idempotent: terminating one
+// that ended, or an id the gateway does not know, succeeds.
 func (c *Client) Terminate(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/v1/executions/"+url.PathEscape(id), nil, nil)
 }

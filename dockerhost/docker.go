@@ -1152,10 +1152,12 @@ func (h *Docker) containerGone(cid string) bool {
 // not answer again (a variable for tests).
 var containerGoneRetry = time.Second
 
-// Terminate destroys the execution. Terminating an execution that already
-// ended succeeds; an id never seen is not_found. Terminating one still
-// being provisioned makes that Provision fail (code gone) and remove its
-// container.
+// Terminate destroys the execution. It is idempotent, as the seed's
+// terminate and DELETE /v1/executions/{id} are: terminating an execution
+// that already ended, or an id this host never saw, succeeds (the id
+// stays unknown: not_found to the rest of the API, not gone). Terminating
+// one still being provisioned makes that Provision fail (code gone) and
+// remove its container.
 func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	h.mu.Lock()
 	if cancel := h.pending[executionID]; cancel != nil {
@@ -1167,7 +1169,10 @@ func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	}
 	h.mu.Unlock()
 	e, err := h.lookup(ctx, executionID)
-	if ErrorCode(err) == CodeGone {
+	if code := ErrorCode(err); code == CodeGone || code == CodeNotFound {
+		// Nothing of it runs here either way; a caller retrying a
+		// terminate (or the HTTP API's, which answers 204) must not
+		// fail over which one it is.
 		return nil
 	}
 	if err != nil {

@@ -212,3 +212,22 @@ func TestContainerGoneAsksAgain(t *testing.T) {
 		t.Fatal("a container the restarted engine no longer has was taken for running")
 	}
 }
+
+// TestTerminateUnknown: Terminate is idempotent as DELETE
+// /v1/executions/{id} is (204): an id this host never saw succeeds, again
+// and again, and stays unknown to the rest of the API (not_found, not
+// gone: terminating it recorded no execution).
+func TestTerminateUnknown(t *testing.T) {
+	h := fakeHost(t, &fakeDocker{}, time.Now())
+	ctx := testCtx(t, time.Minute)
+	for _, id := range []string{"never-was", "0123456789abcdef0123456789abcdef", "not an id/.."} {
+		for range 2 {
+			if err := h.Terminate(ctx, id); err != nil {
+				t.Fatalf("terminate %q: %v, want success", id, err)
+			}
+		}
+		if _, err := h.Exec(ctx, id, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeNotFound {
+			t.Fatalf("exec %q after its terminate: %v, want not_found", id, err)
+		}
+	}
+}

@@ -19,7 +19,8 @@ type ExecutionHost interface {
 	Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error)
 	// Restore provisions a new execution from a checkpoint.
 	Restore(ctx context.Context, req RestoreRequest) (*Execution, error)
-	// Terminate destroys the execution. It is idempotent.
+	// Terminate destroys the execution. It is idempotent: an execution
+	// that ended, or an id the host never saw, succeeds (nil).
 	Terminate(ctx context.Context, executionID string) error
 }
 

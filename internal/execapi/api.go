@@ -329,7 +329,9 @@ func (a *API) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // terminate is idempotent: an execution that ended, or that this gateway
-// does not know (any more), is gone either way.
+// does not know (any more), is gone either way. dockerhost's Terminate
+// answers both with nil; not_found is taken as done too, for an
+// ExecutionHost that answers it.
 func (a *API) terminate(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	err := a.ex.Terminate(r.Context(), id)

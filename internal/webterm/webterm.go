@@ -34,6 +34,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/gateway"
 )
 
 // MaxMessage is the most bytes one message from the page may carry.
@@ -159,9 +160,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Refuse a foreign origin before authenticating, so a hijacking page
 	// learns nothing (not even whether the cookie is valid).
 	if !h.originOK(r) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte(`{"error":{"code":"forbidden","message":"cross-origin terminal sockets are refused"}}` + "\n"))
+		gateway.WriteError(w, http.StatusForbidden, "forbidden", "cross-origin terminal sockets are refused")
 		return
 	}
 	if h.cfg.Handshake != nil && !h.cfg.Handshake(w, r) {

@@ -158,6 +158,20 @@ func TestForeignOriginRefused(t *testing.T) {
 	if res == nil || res.StatusCode != http.StatusForbidden {
 		t.Fatalf("got %v, want 403", res)
 	}
+	// What a client reads of the refusal stays as it was when this
+	// handler wrote it by hand: status, content type and body, byte for byte.
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/hosts/local/pty", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	const want = `{"error":{"code":"forbidden","message":"cross-origin terminal sockets are refused"}}` + "\n"
+	if res.StatusCode != http.StatusForbidden || res.Header.Get("Content-Type") != "application/json" || string(body) != want {
+		t.Fatalf("got %d %q %q, want 403 application/json %q", res.StatusCode, res.Header.Get("Content-Type"), body, want)
+	}
 }
 
 // TestBindEndsTerminal: when the context Bind returned ends (the gateway

@@ -215,3 +215,45 @@ func BenchmarkRestore100MiB(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCheckpointWith2000Stored is one checkpoint of a small
+// workspace, and one delete, with 2,000 checkpoints stored and no
+// retention: the checkpoint's answer (p50-ms) and the time until the
+// background work it left is done too (settled-p50-ms, the sweep it
+// kicked), and the same for a delete (delete-settled-p50-ms).
+func BenchmarkCheckpointWith2000Stored(b *testing.B) {
+	cli, img := engine(b)
+	dir := b.TempDir()
+	for range 2000 {
+		writeCheckpoint(b, dir, time.Now().Add(-time.Hour), 4<<10, "stored")
+	}
+	h := newTestHost(b, cli, &Config{Owner: "gwleft-" + uniqueOwner(), CheckpointDir: dir})
+	waitSwept(b, h)
+	ex := provision(b, h, emptyReq(img, small()))
+	sh(b, h, ex.ExecutionID, "echo hello > /workspace/f")
+	var answer, settled, deleted []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		cp, err := h.Checkpoint(testCtx(b, time.Minute), ex.ExecutionID, CheckpointRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		answer = append(answer, time.Since(start))
+		waitSwept(b, h)
+		settled = append(settled, time.Since(start))
+		start = time.Now()
+		if err := h.DeleteCheckpoint(testCtx(b, time.Minute), cp.CheckpointID); err != nil {
+			b.Fatal(err)
+		}
+		waitSwept(b, h)
+		deleted = append(deleted, time.Since(start))
+	}
+	reportP50(b, answer)
+	for name, s := range map[string][]time.Duration{"settled-p50-ms": settled, "delete-settled-p50-ms": deleted} {
+		slices.Sort(s)
+		b.ReportMetric(float64(s[(len(s)-1)/2].Microseconds())/1000, name)
+	}
+	if got := h.CheckpointStats().Stored; got != 2000 {
+		b.Fatalf("hostgate_checkpoints %d, want 2000", got)
+	}
+}

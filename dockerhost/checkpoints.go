@@ -208,6 +208,20 @@ func (h *Docker) DeleteCheckpoint(ctx context.Context, id string) error {
 	if !checkpointIDRE.MatchString(id) {
 		return checkpointNotFound(id)
 	}
+	// What the counts hold of it, read before it goes: one manifest and
+	// one stat, where a recount reads every manifest. A damaged
+	// manifest was never counted (List skips it).
+	since := h.cpStats.countSince()
+	mr, canTell := h.store.(interface {
+		readManifest(string) (*Manifest, error)
+	})
+	var counted *Manifest
+	var size int64
+	if canTell {
+		if m, err := mr.readManifest(id); err == nil {
+			counted, size = m, h.storedBytes(m)
+		}
+	}
 	err := h.store.Delete(ctx, id)
 	if errors.Is(err, ErrCheckpointNotFound) {
 		return checkpointNotFound(id)
@@ -216,7 +230,12 @@ func (h *Docker) DeleteCheckpoint(ctx context.Context, id string) error {
 		return storageError(fmt.Errorf("dockerhost: delete checkpoint: %w", err))
 	}
 	h.logger.Info("checkpoint deleted", "checkpoint", id)
-	h.kickSweep() // for CheckpointStats
+	switch {
+	case counted != nil:
+		h.countChange(id, size, false, since)
+	case !canTell:
+		h.recountSoon() // a store that cannot say what it held
+	}
 	return nil
 }
 
@@ -236,9 +255,12 @@ type sweeper struct {
 	done   chan struct{}      // closed when the sweeper has stopped
 
 	kicks atomic.Uint64 // kicks so far
-	mu    sync.Mutex
-	swept uint64        // kicks the finished sweeps took in
-	moved chan struct{} // closed, and replaced, when swept moves
+	// recount asks the next sweep to count the store again with no
+	// retention set (at start); with retention every sweep counts it.
+	recount atomic.Bool
+	mu      sync.Mutex
+	swept   uint64        // kicks the finished sweeps took in
+	moved   chan struct{} // closed, and replaced, when swept moves
 }
 
 // startSweeper starts the sweeps with one at once (the host's start).
@@ -248,7 +270,14 @@ func (h *Docker) startSweeper() {
 	h.sweep.cancel = cancel
 	h.sweep.done = make(chan struct{})
 	h.sweep.moved = make(chan struct{})
+	h.sweep.recount.Store(true)
 	go h.sweepLoop(ctx)
+	h.kickSweep()
+}
+
+// recountSoon has the store counted again by a sweep in the background.
+func (h *Docker) recountSoon() {
+	h.sweep.recount.Store(true)
 	h.kickSweep()
 }
 
@@ -295,11 +324,15 @@ func (h *Docker) sweepLoop(ctx context.Context) {
 		if leftovers != nil {
 			next = leftovers.sweepLeftovers(time.Now())
 		}
-		if n := h.enforceRetention(ctx); !n.IsZero() {
-			// The retention's clock is h.now, which tests set; the
-			// timer runs on the real one, so it waits the same span.
-			if n = time.Now().Add(n.Sub(h.now())); next.IsZero() || n.Before(next) {
-				next = n
+		// Without retention the store is read only when a count is due:
+		// the counts follow each checkpoint and delete otherwise.
+		if h.retention.on() || h.sweep.recount.Swap(false) {
+			if n := h.enforceRetention(ctx); !n.IsZero() {
+				// The retention's clock is h.now, which tests set; the
+				// timer runs on the real one, so it waits the same span.
+				if n = time.Now().Add(n.Sub(h.now())); next.IsZero() || n.Before(next) {
+					next = n
+				}
 			}
 		}
 		if next.IsZero() {
@@ -316,11 +349,14 @@ func (h *Docker) sweepLoop(ctx context.Context) {
 }
 
 // CheckpointStats are the checkpoint store's figures for metrics: what it
-// held at the last sweep (at start, after each checkpoint and each
-// delete), and what retention removed since the host started.
+// holds, and what retention removed since the host started.
 type CheckpointStats struct {
 	// Stored is the checkpoints listed, StoredBytes their tars' bytes on
-	// disk. A damaged manifest is in neither (List skips it).
+	// disk. A damaged manifest is in neither (List skips it). They are
+	// counted from the store at start and at each sweep that reads it
+	// anyway (retention's), and follow each checkpoint and delete of this
+	// host in between; what others write to the store shows at the next
+	// count.
 	Stored, StoredBytes int64
 	// RemovedMaxAge and RemovedMaxBytes count retention's removals by
 	// rule; FreedBytes is the bytes they freed.
@@ -330,6 +366,117 @@ type CheckpointStats struct {
 // checkpointStats are CheckpointStats' counters.
 type checkpointStats struct {
 	stored, storedBytes, removedAge, removedBytes, freed atomic.Int64
+
+	// mu orders changes to stored and storedBytes against a recount:
+	// the changes made while one lists the store wait in journal, and
+	// its end applies those its list did not already see.
+	mu         sync.Mutex
+	recounting bool
+	journal    []countChange
+	gen        uint64 // recounts begun
+}
+
+// countChange is a checkpoint committed (added) or deleted, and its
+// bytes as the counts take them.
+type countChange struct {
+	id    string
+	size  int64
+	added bool
+}
+
+// countSince is taken before a store change that countChange then
+// counts: it tells a change a whole recount ran beside.
+func (c *checkpointStats) countSince() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// countChange counts a checkpoint this host committed or deleted; since
+// is countSince from before the store changed. A recount that began and
+// ended within the change may or may not have seen it: then the store is
+// counted again (rare: a recount shorter than a commit's renames).
+func (h *Docker) countChange(id string, size int64, added bool, since uint64) {
+	c := &h.cpStats
+	c.mu.Lock()
+	if c.recounting {
+		c.journal = append(c.journal, countChange{id, size, added})
+		c.mu.Unlock()
+		return
+	}
+	if c.gen != since {
+		c.mu.Unlock()
+		h.recountSoon()
+		return
+	}
+	n := int64(1)
+	if !added {
+		n, size = -1, -size
+	}
+	c.stored.Add(n)
+	c.storedBytes.Add(size)
+	c.mu.Unlock()
+}
+
+// beginRecount starts a recount: changes from here on are journaled.
+func (c *checkpointStats) beginRecount() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recounting, c.journal = true, nil
+	c.gen++
+}
+
+// endRecount sets the counts to what a list saw (id → bytes), then
+// replays the journal against it: a checkpoint committed that the list
+// saw is not counted twice, and one deleted that it never saw is not
+// taken off. With ok false (the list failed), the journal is applied to
+// the counts as they were.
+func (c *checkpointStats) endRecount(seen map[string]int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.journal
+	c.recounting, c.journal = false, nil
+	if !ok {
+		for _, ch := range j {
+			if ch.added {
+				c.stored.Add(1)
+				c.storedBytes.Add(ch.size)
+			} else {
+				c.stored.Add(-1)
+				c.storedBytes.Add(-ch.size)
+			}
+		}
+		return
+	}
+	var total int64
+	for _, n := range seen {
+		total += n
+	}
+	stored := int64(len(seen))
+	for _, ch := range j {
+		n, in := seen[ch.id]
+		switch {
+		case ch.added && !in:
+			seen[ch.id] = ch.size
+			stored, total = stored+1, total+ch.size
+		case !ch.added && in:
+			delete(seen, ch.id)
+			stored, total = stored-1, total-n
+		}
+	}
+	c.stored.Store(stored)
+	c.storedBytes.Store(total)
+}
+
+// storedBytes is what the counts take m's checkpoint to hold: its tar's
+// size on disk where the store can tell, else its manifest's.
+func (h *Docker) storedBytes(m *Manifest) int64 {
+	if sizer, ok := h.store.(interface{ storedSize(string) (int64, bool) }); ok {
+		if n, ok := sizer.storedSize(m.CheckpointID); ok {
+			return n
+		}
+	}
+	return m.SizeBytes
 }
 
 // CheckpointStats returns the checkpoint store's figures.
@@ -343,8 +490,8 @@ func (h *Docker) CheckpointStats() CheckpointStats {
 // oldest first, and logs each (id, age, bytes freed). A checkpoint a
 // restore is reading is kept, whatever its age. It counts what the store
 // keeps for CheckpointStats, with no retention set too. The host's
-// sweeper runs it in the background at start and after each checkpoint
-// and delete, and when a kept checkpoint passes MaxAge; runs never
+// sweeper runs it in the background at start, after each checkpoint when
+// retention is set, and when a kept checkpoint passes MaxAge; runs never
 // overlap. It stops early when ctx ends.
 func (h *Docker) EnforceRetention(ctx context.Context) { h.enforceRetention(ctx) }
 
@@ -373,35 +520,32 @@ func (h *Docker) enforceRetention(ctx context.Context) (next time.Time) {
 	// bytes nobody holds. A damaged manifest is skipped by List: its tar
 	// is neither counted nor removed (it is the operator's to look at),
 	// so it never makes others go.
-	sizer, _ := h.store.(interface{ storedSize(string) (int64, bool) })
 	var all []entry
 	var total int64
+	h.cpStats.beginRecount()
 	if err := h.store.List(ctx, func(m *Manifest) bool {
-		size := m.SizeBytes
-		if sizer != nil {
-			if n, ok := sizer.storedSize(m.CheckpointID); ok {
-				size = n
-			}
-		}
+		size := h.storedBytes(m)
 		all = append(all, entry{m.CheckpointID, m.CreatedAt, size})
 		total += size
 		return true
 	}); err != nil {
+		h.cpStats.endRecount(nil, false)
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			h.logger.Warn("checkpoint retention: cannot list the checkpoints", "err", err)
 		}
 		if h.retention.on() {
 			return h.now().Add(retentionRetry)
 		}
+		h.sweep.recount.Store(true) // the next sweep counts again
 		return time.Time{}
 	}
-	// What stays on disk, for CheckpointStats; total is what retention
-	// weighs, without the checkpoints it failed to remove.
-	stored, storedBytes := int64(len(all)), total
-	defer func() {
-		h.cpStats.stored.Store(stored)
-		h.cpStats.storedBytes.Store(storedBytes)
-	}()
+	// What the list saw, for CheckpointStats: its removals below are
+	// journaled (countChange) like any delete, and applied at the end.
+	seen := make(map[string]int64, len(all))
+	for _, e := range all {
+		seen[e.id] = e.size
+	}
+	defer func() { h.cpStats.endRecount(seen, true) }()
 	slices.SortFunc(all, func(a, b entry) int {
 		return cmp.Or(a.created.Compare(b.created), cmp.Compare(a.id, b.id))
 	})
@@ -427,11 +571,11 @@ func (h *Docker) enforceRetention(ctx context.Context) (next time.Time) {
 			keptFrom = i
 			break // the rest are younger, and within the bytes
 		}
+		since := h.cpStats.countSince()
 		ok, err := h.deleteUnlessRead(ctx, e.id)
 		switch {
 		case errors.Is(err, ErrCheckpointNotFound):
-			total -= e.size // deleted meanwhile
-			stored, storedBytes = stored-1, storedBytes-e.size
+			total -= e.size // deleted meanwhile, and counted by that delete
 			continue
 		case err != nil:
 			// Not counted against the others either: a checkpoint that
@@ -448,7 +592,7 @@ func (h *Docker) enforceRetention(ctx context.Context) (next time.Time) {
 			continue
 		}
 		total -= e.size
-		stored, storedBytes = stored-1, storedBytes-e.size
+		h.countChange(e.id, e.size, false, since)
 		removed++
 		freed += e.size
 		if rule == "max-age" {

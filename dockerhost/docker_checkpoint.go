@@ -17,12 +17,13 @@ import (
 var errChecksum = errors.New("checkpoint tar does not match its manifest (size or sha256)")
 
 // Checkpoint saves the execution's workspace; it waits for running execs
-// and keeps new ones out while it copies. Each checkpoint taken kicks a
-// sweep of the store in the background (retention, which never removes
-// the newest by MaxBytes): the answer does not wait for it.
+// and keeps new ones out while it copies. With retention set, each
+// checkpoint taken kicks a sweep of the store in the background (which
+// never removes the newest by MaxBytes): the answer does not wait for it.
+// Without, nothing reads the store after it: the counts take it in.
 func (h *Docker) Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error) {
 	cp, err := h.checkpoint(ctx, executionID, req)
-	if err == nil {
+	if err == nil && h.retention.on() {
 		h.kickSweep()
 	}
 	return cp, err
@@ -97,9 +98,11 @@ func (h *Docker) checkpoint(ctx context.Context, executionID string, req Checkpo
 		SHA256:       hex.EncodeToString(sum.Sum(nil)),
 		Request:      e.req,
 	}
+	since := h.cpStats.countSince()
 	if err := w.Commit(m); err != nil {
 		return nil, storageError(fmt.Errorf("dockerhost: checkpoint: %w", err))
 	}
+	h.countChange(id, h.storedBytes(m), true, since)
 	h.logger.Info("checkpoint", "execution", executionID, "checkpoint", id, "bytes", m.SizeBytes)
 	return &Checkpoint{CheckpointID: id, ExecutionID: executionID, CreatedAt: m.CreatedAt, SizeBytes: m.SizeBytes, SHA256: m.SHA256}, nil
 }

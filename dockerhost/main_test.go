@@ -46,6 +46,7 @@ var engineTests = []struct {
 	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
 	{"CheckpointRetention", testCheckpointRetention},
 	{"CheckpointAnswersBeforeRetention", testCheckpointAnswersBeforeRetention},
+	{"CheckpointCountsFollow", testCheckpointCountsFollow},
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
 	{"StoppingCutsCheckpointRestore", testStoppingCutsCheckpointRestore},
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},

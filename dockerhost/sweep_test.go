@@ -1,8 +1,10 @@
 package dockerhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -137,7 +139,7 @@ func TestSweepRemovesLeftovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.kickSweep() // as a checkpoint does
+	h.kickSweep() // as a checkpoint under retention does
 	waitSwept(t, h)
 	if _, err := os.Stat(tar); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the manifest-less tar once old enough: %v, want it removed by the sweep", err)
@@ -201,13 +203,158 @@ func TestCheckpointStats(t *testing.T) {
 		t.Fatalf("after a delete: %+v, want %+v", s, want)
 	}
 
-	// Without retention, the store is counted all the same.
-	off := hostWithRetention(t, dir, now, Retention{}, io.Discard)
+	// Without retention, the store is counted all the same at start.
 	writeCheckpoint(t, dir, now, 10, "exec-1")
-	off.kickSweep() // as a checkpoint does
-	waitSwept(t, off)
+	off := hostWithRetention(t, dir, now, Retention{}, io.Discard)
 	if s := off.CheckpointStats(); s != (CheckpointStats{Stored: 1, StoredBytes: 10}) {
 		t.Fatalf("retention off, one checkpoint: %+v", s)
+	}
+}
+
+// listCounter is a LocalStore that counts its full reads (List: every
+// manifest).
+type listCounter struct {
+	*LocalStore
+	lists atomic.Int32
+}
+
+func newListCounter(t testing.TB) *listCounter {
+	ls, err := NewLocalStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &listCounter{LocalStore: ls}
+}
+
+func (c *listCounter) List(ctx context.Context, fn func(*Manifest) bool) error {
+	c.lists.Add(1)
+	return c.LocalStore.List(ctx, fn)
+}
+
+// TestCheckpointCountsFollowDeletes: with no retention the store is read
+// in full once, at start; then each delete takes its checkpoint off
+// hostgate_checkpoints and hostgate_checkpoint_bytes at once, exactly (a
+// damaged checkpoint, never counted, takes nothing off; an unknown id
+// neither), without another read of every manifest. A recount then
+// finds the same.
+func TestCheckpointCountsFollowDeletes(t *testing.T) {
+	store := newListCounter(t)
+	var cps []*Manifest
+	var total int64
+	for i := range 6 {
+		cps = append(cps, writeCheckpoint(t, store.Dir, time.Now(), 100*(i+1), "exec-1"))
+		total += int64(100 * (i + 1))
+	}
+	damaged := newCheckpointID()
+	if err := os.WriteFile(filepath.Join(store.Dir, damaged+".json"), []byte(`{"version": 1`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.Dir, damaged+".tar"), make([]byte, 7), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, time.Minute)
+	h, err := NewDocker(ctx, nil, &fakeDocker{}, &Config{Owner: "gw", Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	waitSwept(t, h)
+	want := CheckpointStats{Stored: 6, StoredBytes: total}
+	if s := h.CheckpointStats(); s != want {
+		t.Fatalf("at start: %+v, want %+v", s, want)
+	}
+	for _, m := range cps[:4] {
+		if err := h.DeleteCheckpoint(ctx, m.CheckpointID); err != nil {
+			t.Fatal(err)
+		}
+		want.Stored, want.StoredBytes = want.Stored-1, want.StoredBytes-m.SizeBytes
+		if s := h.CheckpointStats(); s != want {
+			t.Fatalf("after deleting %s (%d bytes): %+v, want %+v", m.CheckpointID, m.SizeBytes, s, want)
+		}
+	}
+	if err := h.DeleteCheckpoint(ctx, damaged); err != nil {
+		t.Fatalf("delete of the damaged checkpoint: %v", err)
+	}
+	if err := h.DeleteCheckpoint(ctx, cps[0].CheckpointID); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("second delete: %v, want not_found", err)
+	}
+	if s := h.CheckpointStats(); s != want {
+		t.Fatalf("after deleting a damaged and an unknown checkpoint: %+v, want %+v", s, want)
+	}
+	waitSwept(t, h)
+	if n := store.lists.Load(); n != 1 {
+		t.Fatalf("every manifest was read %d times, want once (at start): a delete made a full read", n)
+	}
+	h.EnforceRetention(ctx) // a recount, as a retention sweep makes
+	if s := h.CheckpointStats(); s != want {
+		t.Fatalf("after a recount: %+v, want %+v", s, want)
+	}
+}
+
+// listedGate is a LocalStore whose List, once it has read every manifest,
+// says so and waits for release before it returns.
+type listedGate struct {
+	*LocalStore
+	listed, release chan struct{}
+}
+
+func (g *listedGate) List(ctx context.Context, fn func(*Manifest) bool) error {
+	err := g.LocalStore.List(ctx, fn)
+	g.listed <- struct{}{}
+	<-g.release
+	return err
+}
+
+// TestCheckpointCountsDuringRecount: changes counted while a recount
+// lists the store are neither lost nor counted twice: a delete of one
+// the list saw comes off, a commit it did not see goes on, and one it saw
+// whose count arrives during the recount is counted once.
+func TestCheckpointCountsDuringRecount(t *testing.T) {
+	ls, err := NewLocalStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &listedGate{LocalStore: ls, listed: make(chan struct{}, 10), release: make(chan struct{})}
+	a := writeCheckpoint(t, ls.Dir, time.Now(), 100, "exec-1")
+	b := writeCheckpoint(t, ls.Dir, time.Now(), 200, "exec-1")
+	// d is committed before the list, its count comes after it (a
+	// commit's count races a recount that saw it).
+	dSince := uint64(0)
+	d := writeCheckpoint(t, ls.Dir, time.Now(), 400, "exec-1")
+	ctx := testCtx(t, time.Minute)
+	h, err := NewDocker(ctx, nil, &fakeDocker{}, &Config{Owner: "gw", Store: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	select {
+	case <-g.listed: // the start's recount has read a, b and d, and waits
+	case <-ctx.Done():
+		t.Fatal("the start's sweep never listed the store")
+	}
+	if err := h.DeleteCheckpoint(ctx, a.CheckpointID); err != nil {
+		t.Fatal(err)
+	}
+	// c: committed after the list, as Checkpoint commits and counts.
+	c := validManifest(bytes.Repeat([]byte{'y'}, 800))
+	since := h.cpStats.countSince()
+	w, err := ls.Create(ctx, c.CheckpointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(bytes.Repeat([]byte{'y'}, 800)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(c); err != nil {
+		t.Fatal(err)
+	}
+	h.countChange(c.CheckpointID, h.storedBytes(c), true, since)
+	h.countChange(d.CheckpointID, h.storedBytes(d), true, dSince)
+	close(g.release)
+	waitSwept(t, h)
+	want := CheckpointStats{Stored: 3, StoredBytes: b.SizeBytes + c.SizeBytes + d.SizeBytes}
+	if s := h.CheckpointStats(); s != want {
+		t.Fatalf("after the recount: %+v, want %+v (b, c, d)", s, want)
 	}
 }
 
@@ -235,5 +382,45 @@ func TestRetentionMaxAgeNeedsNoKick(t *testing.T) {
 	}
 	if got := ids(t, dir); !slices.Equal(got, []string{young.CheckpointID}) {
 		t.Fatalf("stored %v, want only the young checkpoint %s", got, young.CheckpointID)
+	}
+}
+
+// With no retention, each checkpoint taken adds itself to
+// hostgate_checkpoints and hostgate_checkpoint_bytes when it answers, and
+// each delete takes itself off, exactly, with no read of every manifest
+// after the start's.
+func testCheckpointCountsFollow(t *testing.T) {
+	cli, img := engine(t)
+	store := newListCounter(t)
+	old := writeCheckpoint(t, store.Dir, time.Now(), 300, "before")
+	h := newTestHost(t, cli, &Config{Store: store})
+	waitSwept(t, h)
+	ex := provision(t, h, emptyReq(img, small()))
+	want := CheckpointStats{Stored: 1, StoredBytes: old.SizeBytes}
+	var cps []*Checkpoint
+	for i := range 3 {
+		sh(t, h, ex.ExecutionID, fmt.Sprintf("head -c %d /dev/zero > /workspace/f%d", 10000*(i+1), i))
+		cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cps = append(cps, cp)
+		want.Stored, want.StoredBytes = want.Stored+1, want.StoredBytes+cp.SizeBytes
+		if s := h.CheckpointStats(); s != want {
+			t.Fatalf("after checkpoint %d (%d bytes): %+v, want %+v", i+1, cp.SizeBytes, s, want)
+		}
+	}
+	for _, cp := range cps {
+		if err := h.DeleteCheckpoint(testCtx(t, time.Minute), cp.CheckpointID); err != nil {
+			t.Fatal(err)
+		}
+		want.Stored, want.StoredBytes = want.Stored-1, want.StoredBytes-cp.SizeBytes
+		if s := h.CheckpointStats(); s != want {
+			t.Fatalf("after deleting %s: %+v, want %+v", cp.CheckpointID, s, want)
+		}
+	}
+	waitSwept(t, h)
+	if n := store.lists.Load(); n != 1 {
+		t.Fatalf("every manifest was read %d times, want once (at start)", n)
 	}
 }

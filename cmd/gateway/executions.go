@@ -237,8 +237,8 @@ func registerExecMetrics(reg *prometheus.Registry, docker *dockerhost.Docker) {
 }
 
 // registerCheckpointMetrics reports the checkpoint store: what it holds
-// (as of its last sweep: at start, after each checkpoint and delete) and
-// what retention removed, by rule.
+// (counted at start and at each retention sweep, kept up by each
+// checkpoint and delete) and what retention removed, by rule.
 func registerCheckpointMetrics(reg *prometheus.Registry, stats func() dockerhost.CheckpointStats) {
 	if reg == nil {
 		return
@@ -246,11 +246,11 @@ func registerCheckpointMetrics(reg *prometheus.Registry, stats func() dockerhost
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "hostgate", Name: "checkpoints",
-			Help: "Checkpoints stored, as of the last sweep of the store (at start, after each checkpoint and delete).",
+			Help: "Checkpoints stored: counted at start and at each retention sweep, kept up by each checkpoint and delete.",
 		}, func() float64 { return float64(stats().Stored) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "hostgate", Name: "checkpoint_bytes",
-			Help: "Bytes of the stored checkpoints' archives on disk, as of the last sweep of the store.",
+			Help: "Bytes of the stored checkpoints' archives on disk, counted as hostgate_checkpoints is.",
 		}, func() float64 { return float64(stats().StoredBytes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "checkpoint_retention_freed_bytes_total",

@@ -40,34 +40,45 @@ func serveExecutionsOff(srv *gateway.Server) {
 
 // refuseExecutionFlags refuses the flags that only Docker executions use,
 // for a build on goos, which has none: ignored, they would promise
-// checkpoint retention nothing carries out.
+// sandboxes, a warm pool or checkpoint retention nothing carries out.
 func refuseExecutionFlags(c *serveConfig, goos string) error {
 	why := "Docker executions (and their checkpoints) need a Unix gateway, not " + goos
 	if c.Docker == "on" {
 		return fmt.Errorf("serve: --docker on: %s; use --docker off", why)
 	}
-	return refuseCheckpointFlags(c, why, "leave it unset")
+	return refuseDockerFlags(c, why, "leave it unset")
 }
 
-// refuseCheckpointFlags refuses the checkpoint retention flags, saying
-// why (this gateway keeps no checkpoints) and what to do instead. A
-// Unix gateway with --docker off calls it too: it would otherwise start,
-// sweep nothing, and let an operator believe the disk was being kept.
-func refuseCheckpointFlags(c *serveConfig, why, fix string) error {
+// refuseDockerFlags refuses each flag that only Docker executions read,
+// saying why (this gateway runs none) and what to do instead. A Unix
+// gateway with --docker off calls it too: it would otherwise start, keep
+// no pool, sweep nothing, and let an operator believe it did.
+func refuseDockerFlags(c *serveConfig, why, fix string) error {
+	set := func(flag, env string, v any) error {
+		return fmt.Errorf("serve: --%s (%s) %v: %s; %s", flag, env, v, why, fix)
+	}
 	switch {
 	case c.CheckpointMaxAge != 0:
-		return fmt.Errorf("serve: --checkpoint-max-age (HOSTGATE_CHECKPOINT_MAX_AGE) %v: %s; %s", c.CheckpointMaxAge, why, fix)
+		return set("checkpoint-max-age", "HOSTGATE_CHECKPOINT_MAX_AGE", c.CheckpointMaxAge)
 	case c.CheckpointMaxBytes != 0:
-		return fmt.Errorf("serve: --checkpoint-max-bytes (HOSTGATE_CHECKPOINT_MAX_BYTES) %d: %s; %s", int64(c.CheckpointMaxBytes), why, fix)
+		return set("checkpoint-max-bytes", "HOSTGATE_CHECKPOINT_MAX_BYTES", int64(c.CheckpointMaxBytes))
+	case c.SandboxPool != 0:
+		return set("sandbox-pool", "HOSTGATE_SANDBOX_POOL", c.SandboxPool)
+	case c.SandboxImage != "":
+		return set("sandbox-image", "HOSTGATE_SANDBOX_IMAGE", c.SandboxImage)
+	case c.AgentBinary != "":
+		return set("agent-binary", "HOSTGATE_AGENT_BINARY", c.AgentBinary)
+	case c.RepoRoots != "":
+		return set("repository-roots", "HOSTGATE_REPOSITORY_ROOTS", c.RepoRoots)
 	}
 	return nil
 }
 
-// refuseCheckpointFlagsOff is refuseCheckpointFlags for --docker off.
-func refuseCheckpointFlagsOff(c *serveConfig) error {
+// refuseDockerFlagsOff is refuseDockerFlags for --docker off.
+func refuseDockerFlagsOff(c *serveConfig) error {
 	if c.Docker != "off" {
 		return nil
 	}
-	return refuseCheckpointFlags(c, "--docker off keeps no Docker executions, so no checkpoints to retain",
+	return refuseDockerFlags(c, "--docker off runs no Docker executions, so nothing reads it",
 		"leave it unset, or serve with --docker auto or on")
 }

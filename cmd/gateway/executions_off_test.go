@@ -66,7 +66,7 @@ func TestExecutionsOff(t *testing.T) {
 
 // TestRefuseExecutionFlags: a build without Docker executions (Windows)
 // refuses the flags only executions use, saying why, where it accepted
-// the checkpoint retention flags and ignored them; the rest it accepts.
+// them and ignored them; the rest it accepts.
 func TestRefuseExecutionFlags(t *testing.T) {
 	for _, c := range []serveConfig{{Docker: "auto"}, {Docker: "off"}} {
 		if err := refuseExecutionFlags(&c, "windows"); err != nil {
@@ -77,6 +77,10 @@ func TestRefuseExecutionFlags(t *testing.T) {
 		"--docker on":            {Docker: "on"},
 		"--checkpoint-max-age":   {Docker: "auto", CheckpointMaxAge: 24 * time.Hour},
 		"--checkpoint-max-bytes": {Docker: "off", CheckpointMaxBytes: 1 << 30},
+		"--sandbox-pool":         {Docker: "auto", SandboxPool: 2},
+		"--sandbox-image":        {Docker: "off", SandboxImage: "img@sha256:00"},
+		"--agent-binary":         {Docker: "auto", AgentBinary: "/usr/local/bin/agent"},
+		"--repository-roots":     {Docker: "off", RepoRoots: "/srv/git"},
 	} {
 		err := refuseExecutionFlags(&c, "windows")
 		if err == nil || !strings.Contains(err.Error(), flag) || !strings.Contains(err.Error(), "need a Unix gateway, not windows") {
@@ -85,11 +89,12 @@ func TestRefuseExecutionFlags(t *testing.T) {
 	}
 }
 
-// TestDockerOffRefusesCheckpointFlags: a Unix gateway with --docker off
-// keeps no checkpoints, so it refuses the retention flags, from the
-// command line or the environment, naming the flag and the fix, where it
-// accepted them and retained nothing.
-func TestDockerOffRefusesCheckpointFlags(t *testing.T) {
+// TestDockerOffRefusesDockerFlags: a Unix gateway with --docker off runs
+// no executions, so it refuses the flags only they read (checkpoint
+// retention, the warm pool, the sandbox image, the agent binary,
+// repository roots), from the command line or the environment, naming the
+// flag and the fix, where it accepted them and did nothing with them.
+func TestDockerOffRefusesDockerFlags(t *testing.T) {
 	if !executionsBuilt {
 		t.Skip("this build refuses them whatever --docker says (TestRefuseExecutionFlags)")
 	}
@@ -101,10 +106,14 @@ func TestDockerOffRefusesCheckpointFlags(t *testing.T) {
 		env  map[string]string
 		flag string
 	}{
-		"max-age flag":   {args: []string{"--checkpoint-max-age", "24h"}, flag: "--checkpoint-max-age"},
-		"max-bytes flag": {args: []string{"--checkpoint-max-bytes", "50G"}, flag: "--checkpoint-max-bytes"},
-		"max-bytes env":  {env: map[string]string{"HOSTGATE_CHECKPOINT_MAX_BYTES": "1G"}, flag: "HOSTGATE_CHECKPOINT_MAX_BYTES"},
-		"docker off env": {args: []string{"--checkpoint-max-age", "1h"}, env: map[string]string{"HOSTGATE_DOCKER": "off"}, flag: "--checkpoint-max-age"},
+		"max-age flag":          {args: []string{"--checkpoint-max-age", "24h"}, flag: "--checkpoint-max-age"},
+		"max-bytes flag":        {args: []string{"--checkpoint-max-bytes", "50G"}, flag: "--checkpoint-max-bytes"},
+		"max-bytes env":         {env: map[string]string{"HOSTGATE_CHECKPOINT_MAX_BYTES": "1G"}, flag: "HOSTGATE_CHECKPOINT_MAX_BYTES"},
+		"docker off env":        {args: []string{"--checkpoint-max-age", "1h"}, env: map[string]string{"HOSTGATE_DOCKER": "off"}, flag: "--checkpoint-max-age"},
+		"sandbox-pool flag":     {args: []string{"--sandbox-pool", "2"}, flag: "--sandbox-pool"},
+		"sandbox-image env":     {env: map[string]string{"HOSTGATE_SANDBOX_IMAGE": "img@sha256:00"}, flag: "HOSTGATE_SANDBOX_IMAGE"},
+		"agent-binary flag":     {args: []string{"--agent-binary", "/usr/local/bin/agent"}, flag: "--agent-binary"},
+		"repository-roots flag": {args: []string{"--repository-roots", "/srv/git"}, flag: "--repository-roots"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			for k, v := range tc.env {

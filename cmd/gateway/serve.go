@@ -139,7 +139,7 @@ func (c *serveConfig) validate() error {
 			return err
 		}
 	}
-	if err := refuseCheckpointFlagsOff(c); err != nil {
+	if err := refuseDockerFlagsOff(c); err != nil {
 		return err
 	}
 	if c.CheckpointMaxAge < 0 {

@@ -121,11 +121,12 @@ var servingRE = regexp.MustCompile(`msg="gateway serving" addr=(\S+)`)
 // opens its store to mint tokens (10,000 agent tokens through the CLI
 // would take minutes).
 func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir string, docker bool, extra ...string) (*gateway, error) {
-	mode := "off"
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", "off"}
 	if docker {
-		mode = "on"
+		// --docker off refuses --agent-binary: nothing would read it.
+		args = []string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", "on", "--agent-binary", agentBin}
 	}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", mode, "--agent-binary", agentBin}, extra...)
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), procEnv()...)
 	p, err := startProc("gateway", cmd)
@@ -148,7 +149,7 @@ func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir stri
 		g.Stop()
 		return nil, err
 	}
-	log.Info("gateway up", "url", g.url, "pid", p.Pid(), "docker", mode)
+	log.Info("gateway up", "url", g.url, "pid", p.Pid(), "docker", docker)
 	return g, nil
 }
 

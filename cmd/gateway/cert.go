@@ -38,7 +38,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	fs.StringVar(&key, "key", filepath.Join(home, ".ssh", "hostgate_ed25519"), "the session key's private key file; made (ed25519, with KEY.pub) when missing")
 	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-HOST-cert.pub: a certificate names one host, so each host has its own; ssh_config's CertificateFile KEY-%n-cert.pub finds it)")
 	var force bool
-	fs.BoolVar(&force, "force", false, "renew the certificate and rewrite the known_hosts line even when fresh (after `gateway host reset-key`)")
+	fs.BoolVar(&force, "force", false, "renew the certificate and rewrite the known_hosts line even when fresh (after gateway host reset-key)")
 	fs.StringVar(&knownHosts, "known-hosts", "", "a known_hosts file to hold the host's pinned key (empty: leave known_hosts alone)")
 	fs.DurationVar(&minValid, "min-valid", time.Minute, "renew the certificate when it has less than this left")
 	if err := parseUsage(fs, args, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] [--force] HOST"); err != nil {

@@ -737,3 +737,35 @@ func TestCLIHelpAndErrors(t *testing.T) {
 		t.Errorf("serve on a busy port: %v", err)
 	}
 }
+
+// TestHelpFlagNames keeps each flag's line in -h one flag and at most one
+// placeholder word: flag.PrintDefaults takes a `quoted` word in a usage
+// string as the flag's placeholder, and cert's --force, whose usage quoted
+// `gateway host reset-key`, printed as "-force gateway host reset-key", as
+// if it took three arguments.
+func TestHelpFlagNames(t *testing.T) {
+	ctx := testCtx(t)
+	for _, args := range [][]string{
+		{"serve"}, {"dev"}, {"cert"}, {"proxy"},
+		{"token", "create"}, {"token", "list"}, {"token", "revoke"}, {"host", "reset-key"},
+	} {
+		var out bytes.Buffer
+		err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &out}, append(args, "-h"))
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("gateway %v -h: %v, want help (exit 0)", args, err)
+		}
+		flags := 0
+		for line := range strings.SplitSeq(out.String(), "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			flags++
+			if f := strings.Fields(line); len(f) > 2 {
+				t.Errorf("gateway %v -h: %q: a flag with a placeholder of %d words (a `quoted` phrase in its usage?)", args, line, len(f)-1)
+			}
+		}
+		if flags == 0 {
+			t.Errorf("gateway %v -h listed no flags:\n%s", args, out.String())
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -71,7 +72,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	}
 	cert, err := c.Certificate(ctx, host, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
 	if err != nil {
-		return fmt.Errorf("cert: host %s: %w", host, err)
+		return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
 	}
 	if err := writeAtomic(certPath, []byte(strings.TrimSpace(cert.Certificate)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("cert: %w", err)
@@ -81,7 +82,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 		// known_hosts wants the key.
 		rec, err := c.Host(ctx, host)
 		if err != nil {
-			return fmt.Errorf("cert: host %s: %w", host, err)
+			return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
 		}
 		if err := pinKnownHost(knownHosts, host, rec.HostPublicKey); err != nil {
 			return fmt.Errorf("cert: --known-hosts: %w", err)

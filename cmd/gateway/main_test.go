@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -766,6 +767,32 @@ func TestHelpFlagNames(t *testing.T) {
 		}
 		if flags == 0 {
 			t.Errorf("gateway %v -h listed no flags:\n%s", args, out.String())
+		}
+	}
+}
+
+// TestPrivateCANamesTheFix: cert and proxy against a gateway whose
+// certificate comes from a CA the machine does not trust say how to trust
+// it, where they said only "certificate signed by unknown authority" (a
+// user of the README's private-CA deployment had nothing to go on).
+func TestPrivateCANamesTheFix(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes this test fails
+	srv.StartTLS()
+	defer srv.Close()
+	ctx := testCtx(t)
+	key := filepath.Join(t.TempDir(), "id")
+	for _, args := range [][]string{
+		{"cert", "--url", srv.URL, "--token", "hg_x", "--key", key, "build-01"},
+		{"proxy", "--url", srv.URL, "--token", "hg_x", "build-01"},
+	} {
+		var out bytes.Buffer
+		err := run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: &out}, args)
+		if err == nil {
+			t.Fatalf("gateway %s: no error from a gateway of an untrusted CA", args[0])
+		}
+		if msg := err.Error() + out.String(); !strings.Contains(msg, "SSL_CERT_FILE") {
+			t.Errorf("gateway %s: %q does not name SSL_CERT_FILE", args[0], msg)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/bicopy"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/tlshint"
 )
 
 func init() {
@@ -89,7 +90,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 				return fail(fmt.Errorf("proxy: host %s: %s (%d %s)", host, we.Message, he.StatusCode, we.Code))
 			}
 		}
-		return fail(fmt.Errorf("proxy: host %s: %w", host, err))
+		return fail(fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err)))
 	}
 	_, err = bicopy.Copy(ctx, local, remote)
 	// A broken stdout is ssh gone: it closes the pipe when it is done,

@@ -25,6 +25,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -253,7 +254,7 @@ func (c *connector) once(ctx context.Context, up func()) error {
 				return fmt.Errorf("%s answered 404: check that the gateway URL is the gateway's --public-url, with no path beyond the gateway's own", c.url)
 			}
 		}
-		return err
+		return tlshint.Wrap(err)
 	}
 	defer conn.Close()
 	hostID := resp.Header.Get(wire.HeaderHostID)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -730,5 +731,36 @@ func TestConnectRedialsWhileOldCommandsWindDown(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the old tunnel's command %d outlives the agent (kill 0: %v)", pid, err)
+	}
+}
+
+// TestConnectPrivateCANamesTheFix: an agent dialing a gateway whose
+// certificate comes from a CA the machine does not trust logs how to
+// trust it, not only "certificate signed by unknown authority".
+func TestConnectPrivateCANamesTheFix(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshakes this test fails
+	srv.StartTLS()
+	defer srv.Close()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir(),
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	}()
+	select {
+	case <-logs.has("unknown authority"):
+	case err := <-done:
+		t.Fatalf("Connect returned %v before dialing", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "SSL_CERT_FILE") {
+		t.Errorf("the agent's log of an untrusted certificate does not name SSL_CERT_FILE:\n%s", logs.String())
 	}
 }

@@ -1,6 +1,7 @@
 package hostgate_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -8,8 +9,10 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -236,5 +239,137 @@ func inspectSource(t *testing.T, fset *token.FileSet, fn func(path string, n ast
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadmeGoExampleBuilds compiles each Go example in the README against
+// the packages as they are: a renamed function, field or option would
+// leave a new user's first program broken. The example runs as the body
+// of a function given ctx and token; each name it declares is then used,
+// so that only the API is checked.
+func TestReadmeGoExampleBuilds(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the README's example with")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("README has no Go example (```go block) to check")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := regexp.MustCompile(`(?m)^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*:=`)
+	for i, b := range blocks {
+		var src strings.Builder
+		src.WriteString(`package readmeexample
+
+import (
+	"context"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
+	syncfs "github.com/hostgate/hostgate/sync"
+)
+
+var (
+	_ hostgate.ExecOptions
+	_ = client.Dial
+	_ = syncfs.FromHost
+)
+
+func _(ctx context.Context, token string) {
+`)
+		src.WriteString(b[1])
+		seen := map[string]bool{}
+		for _, m := range declared.FindAllStringSubmatch(b[1], -1) {
+			for n := range strings.SplitSeq(m[1], ",") {
+				if n = strings.TrimSpace(n); n != "_" && !seen[n] {
+					seen[n] = true
+					fmt.Fprintf(&src, "\t_ = %s\n", n)
+				}
+			}
+		}
+		src.WriteString("}\n")
+		dir := t.TempDir()
+		file := filepath.Join(dir, "example.go")
+		if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The example's package exists only in the overlay: nothing is
+		// written into the module, and ./... never sees it.
+		pkg := fmt.Sprintf("_readme_example%d", i)
+		overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(wd, pkg, "example.go"): file}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(goCmd, "build", "-overlay", filepath.Join(dir, "overlay.json"), "./"+pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("the README's Go example %d does not build (%v):\n%s\nas compiled:\n%s", i+1, err, out, src.String())
+		}
+	}
+}
+
+// otherTools' flags appear in the README beside hostgate's: docker's, in
+// the cleanup of a retired gateway's containers and the benchmark's peer.
+var otherTools = map[string]bool{"rm": true, "filter": true}
+
+// TestReadmeFlagsExist keeps every --flag the README names one that a
+// gateway or agent command defines (cmd/ and internal/, where the agent's
+// commands are), so that an operator who copies one is not told it is
+// undefined.
+func TestReadmeFlagsExist(t *testing.T) {
+	defined := map[string]bool{}
+	fset := token.NewFileSet()
+	sep := string(filepath.Separator)
+	inspectSource(t, fset, func(path string, n ast.Node) bool {
+		if !strings.HasPrefix(path, "cmd"+sep) && !strings.HasPrefix(path, "internal"+sep) {
+			return false
+		}
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		// fs.StringVar(&v, "name", …), fs.Bool("name", …), fs.Var(v, "name", …), fs.Func("name", …)
+		switch name := funcName(call.Fun); {
+		case strings.HasSuffix(name, "Var") && len(call.Args) >= 2:
+			if s, ok := stringLit(call.Args[1]); ok {
+				defined[s] = true
+			}
+		case slices.Contains([]string{"String", "Bool", "Int", "Int64", "Uint", "Float64", "Duration", "Func", "BoolFunc"}, name) && len(call.Args) >= 2:
+			if s, ok := stringLit(call.Args[0]); ok {
+				defined[s] = true
+			}
+		}
+		return true
+	})
+	for _, f := range []string{"listen", "state-dir", "gateway", "force", "checkpoint-max-bytes"} {
+		if !defined[f] {
+			t.Fatalf("found no definition of flag --%s: has the flag walk lost its way?", f)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After a space, backquote or parenthesis: not the "--" of a preview
+	// subdomain (3000--build-01).
+	named := regexp.MustCompile("(?:^|[\\s`(])--([a-z][a-z0-9-]*)")
+	var unknown []string
+	for _, m := range named.FindAllStringSubmatch(string(readme), -1) {
+		if f := m[1]; !defined[f] && !otherTools[f] && !slices.Contains(unknown, f) {
+			unknown = append(unknown, f)
+		}
+	}
+	if len(unknown) > 0 {
+		t.Errorf("README names flags no gateway or agent command defines: --%s", strings.Join(unknown, ", --"))
 	}
 }

@@ -373,3 +373,35 @@ func TestReadmeFlagsExist(t *testing.T) {
 		t.Errorf("README names flags no gateway or agent command defines: --%s", strings.Join(unknown, ", --"))
 	}
 }
+
+// TestReadmeHoldsLatestBench keeps the README's performance table the run
+// bench/latest.md holds: every row and note of that file is a line of the
+// README, so a new run committed without the README (or the README edited
+// by hand) fails here rather than showing numbers no run measured.
+func TestReadmeHoldsLatestBench(t *testing.T) {
+	latest, err := os.ReadFile(filepath.Join("bench", "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for l := range strings.SplitSeq(string(readme), "\n") {
+		lines[l] = true
+	}
+	rows := 0
+	for l := range strings.SplitSeq(string(latest), "\n") {
+		if !strings.HasPrefix(l, "| ") && !strings.HasPrefix(l, "- ") {
+			continue
+		}
+		rows++
+		if !lines[l] {
+			t.Errorf("bench/latest.md has a line the README's Performance section lacks:\n%s", l)
+		}
+	}
+	if rows < 10 {
+		t.Errorf("bench/latest.md has %d table rows and notes; want its table", rows)
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hostgate/hostgate/client"
 )
 
 // errorWriters names the functions and types that put an API error's code
@@ -403,5 +405,49 @@ func TestReadmeHoldsLatestBench(t *testing.T) {
 	}
 	if rows < 10 {
 		t.Errorf("bench/latest.md has %d table rows and notes; want its table", rows)
+	}
+}
+
+// TestReadmeExecutionBodies keeps the README's curl examples of the
+// executions API bodies the API takes: each -d body on a line that posts
+// to /v1/executions or …/exec decodes, with no field unknown, into the Go
+// client's request type (which mirrors the API's), and a provision names
+// every resource limit, all of which the gateway requires.
+func TestReadmeExecutionBodies(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := regexp.MustCompile(`(?s)curl [^\n]*?(/v1/executions(?:/ID/exec)?)[ \\\n]+(?:[^\n]*\n)?\s*-d '(\{.*?\})'`)
+	found := map[string]bool{}
+	for _, m := range call.FindAllStringSubmatch(string(readme), -1) {
+		path, body := m[1], m[2]
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.DisallowUnknownFields()
+		switch path {
+		case "/v1/executions":
+			var req client.ProvisionRequest
+			if err := dec.Decode(&req); err != nil {
+				t.Errorf("README's provision body: %v\n%s", err, body)
+				continue
+			}
+			r := req.Resources
+			if r.CPUs <= 0 || r.MemoryBytes <= 0 || r.DiskBytes <= 0 || r.Pids < 16 || r.RuntimeMs <= 0 || r.MaxOutputBytes <= 0 || req.Network.Mode != "none" || req.Workspace.Kind == "" || !strings.Contains(req.Image, "@sha256:") {
+				t.Errorf("README's provision body lacks a limit, the network, the workspace or a pinned image, which the gateway requires: %+v", req)
+			}
+		default:
+			var req client.ExecRequest
+			if err := dec.Decode(&req); err != nil {
+				t.Errorf("README's exec body: %v\n%s", err, body)
+				continue
+			}
+			if req.Command == "" || req.TimeoutMs <= 0 {
+				t.Errorf("README's exec body lacks the command or its timeoutMs: %+v", req)
+			}
+		}
+		found[path] = true
+	}
+	if !found["/v1/executions"] || !found["/v1/executions/ID/exec"] {
+		t.Errorf("found the README's curl examples of %v; want a provision and an exec", found)
 	}
 }

@@ -306,7 +306,7 @@ func hostResolver(st store.Store, shares *gatewayShares) func(ctx context.Contex
 }
 
 // previewOriginFor is the subdomain preview's origin, on the port the
-// request came in on. The scheme is publicURL's when it is set: behind the
+// request came in on, or publicURL's when its Host names none. The scheme is publicURL's when it is set: behind the
 // TLS-terminating proxy a deployment runs, r.TLS is nil though browsers
 // speak https, and an http:// origin would send the login ticket in clear
 // to a port where the proxy speaks TLS.
@@ -320,6 +320,11 @@ func previewOriginFor(publicURL string, r *http.Request, hostID string, port int
 	h := forward.SubdomainHost(hostID, port, domain)
 	if _, p, err := net.SplitHostPort(r.Host); err == nil {
 		h = net.JoinHostPort(h, p)
+	} else if u, err := url.Parse(publicURL); err == nil && u.Port() != "" {
+		// A proxy that passes Host without its port (nginx's
+		// `proxy_set_header Host $host`) sent the ticket to the scheme's
+		// default port, where nothing listens.
+		h = net.JoinHostPort(h, u.Port())
 	}
 	return scheme + "://" + h
 }

@@ -93,3 +93,24 @@ func TestPreviewBehindTLSProxy(t *testing.T) {
 		t.Errorf("share URLs %q and %q, want https://3000--h1.preview.test/ and https://gw.test/preview/h1/3000/", share.URL, share.PathURL)
 	}
 }
+
+// TestPreviewOriginPort: a subdomain preview's origin (the login ticket's
+// target, a share's URL) is on the port the gateway was reached on. Behind
+// a proxy that passes Host without its port (nginx's `proxy_set_header
+// Host $host`, found by the README audit with --public-url
+// https://localhost:25443), that is --public-url's port: the ticket went
+// to https://3000--h1.preview.test/, port 443, where nothing listened.
+func TestPreviewOriginPort(t *testing.T) {
+	for _, tc := range []struct{ public, host, want string }{
+		{"https://gw.test:8443", "gw.test", "https://3000--h1.preview.test:8443"},
+		{"https://gw.test:8443", "gw.test:8443", "https://3000--h1.preview.test:8443"},
+		{"https://gw.test", "gw.test", "https://3000--h1.preview.test"},
+		{"http://127.0.0.1:8080", "127.0.0.1:8080", "http://3000--h1.preview.test:8080"},
+		{"https://gw.test", "gw.test:9443", "https://3000--h1.preview.test:9443"},
+	} {
+		r := httptest.NewRequest("GET", "http://"+tc.host+"/preview-login", nil)
+		if got := previewOriginFor(tc.public, r, "h1", 3000, "preview.test"); got != tc.want {
+			t.Errorf("public URL %s, Host %s: preview origin %q, want %q", tc.public, tc.host, got, tc.want)
+		}
+	}
+}

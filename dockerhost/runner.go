@@ -126,7 +126,13 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		case ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStopping):
 			// An operator's restart must not cost a busy execution its
 			// workspace when a crash would not: adoption takes it back.
-			return nil, way, &Error{Code: CodeInterrupted, Message: context.Cause(ctx).Error() + ": the command was cut (one docker exec ran may still be running); the execution is kept for the next start", Err: context.Cause(ctx)}
+			cut := "the command was cut"
+			if way != wayRunner {
+				// Docker's exec API cannot kill what it started: the
+				// process outlives the attach the stop cut.
+				cut += " (the process docker exec started may still be running)"
+			}
+			return nil, way, &Error{Code: CodeInterrupted, Message: context.Cause(ctx).Error() + ": " + cut + "; the execution is kept for the next start", Err: context.Cause(ctx)}
 		case ctx.Err() != nil:
 			// Why the request ended: the caller left (net/http's plain
 			// cancel), or a cause its server gave (the gateway stopping).

@@ -352,3 +352,27 @@ func TestHandoffWriter(t *testing.T) {
 type errWriter struct{}
 
 func (errWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// TestInterruptedThroughRunnerClaimsNoLiveProcess: a command the agent ran
+// (a CommandRunner) that a gateway stop cuts ends with its SSH channel,
+// so its interrupted message does not say a docker exec process may still
+// run; it said "(one docker exec ran may still be running)" whichever way
+// the command had run (found by the README audit, where the agent had
+// ended the command).
+func TestInterruptedThroughRunnerClaimsNoLiveProcess(t *testing.T) {
+	ctx, stop := stopping(t)
+	started := make(chan struct{})
+	via := fakeRunner(func(ctx context.Context, c Command) (int, error) {
+		close(started)
+		<-ctx.Done()
+		return -1, context.Cause(ctx)
+	})
+	go func() { <-started; stop() }()
+	_, way, err := (&ProcessRunner{}).exec(ctx, "c1", "65534:65534", ExecRequest{Command: "sleep", Args: []string{"30"}, TimeoutMs: 60000}, 1<<20, via, nil, nil)
+	if way != wayRunner || ErrorCode(err) != CodeInterrupted {
+		t.Fatalf("exec cut by a stop: way %d, %v; want the runner's way and %s", way, err, CodeInterrupted)
+	}
+	if msg := err.Error(); strings.Contains(msg, "docker exec") || !strings.Contains(msg, "kept") {
+		t.Errorf("interrupted through the agent: %q, want the execution kept and no docker exec process", msg)
+	}
+}

@@ -672,8 +672,13 @@ func TestTokenListGroupsSessions(t *testing.T) {
 			t.Errorf("session %s not listed under its token:\n%s", s.ID, list)
 		}
 	}
+	// A session's id revokes that session alone, and says so.
+	out, err = cli(t, ctx, "token", "revoke", sessions[0].ID, "--state-dir", dir)
+	if want := "login session " + sessions[0].ID + " of token " + tok.ID + " revoked"; err != nil || !strings.HasPrefix(out, want) {
+		t.Fatalf("revoke of a session: %q %v, want %q", out, err, want)
+	}
 	out, err = cli(t, ctx, "token", "revoke", tok.ID, "--state-dir", dir)
-	if err != nil || !strings.Contains(out, "with its 3 login session(s)") {
+	if err != nil || !strings.Contains(out, "with its 2 login session(s)") {
 		t.Fatalf("revoke: %q %v", out, err)
 	}
 	if list, _ := cli(t, ctx, "token", "list", "--sessions", "--state-dir", dir); strings.Count(strings.TrimSpace(list), "\n") != 0 {

@@ -109,6 +109,12 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 			}
 			return err
 		}
+		// A session's id revokes that login session alone: say so, and
+		// whose it was, so no one takes its parent for revoked.
+		if i := slices.IndexFunc(toks, func(t store.Token) bool { return t.ID == id }); i >= 0 && toks[i].Parent != "" {
+			fmt.Fprintf(sio.out, "login session %s of token %s revoked (logged out); the token stays\n", id, toks[i].Parent)
+			return nil
+		}
 		fmt.Fprintf(sio.out, "token %s revoked", id)
 		if n := len(of[id]); n > 0 {
 			fmt.Fprintf(sio.out, " with its %d login session(s)", n)

@@ -170,7 +170,10 @@ func testStoppingCutsCheckpointRestore(t *testing.T) {
 		}
 		stop()
 	})
-	_, err = h.Restore(ctx, RestoreRequest{CheckpointID: good.CheckpointID, ExecutionID: "restore-cut"})
+	// An id of its own: container names are the engine's, shared with
+	// every other run on it.
+	cutID := "restore-cut-" + uniqueOwner()
+	_, err = h.Restore(ctx, RestoreRequest{CheckpointID: good.CheckpointID, ExecutionID: cutID})
 	wantInterrupted("restore", err)
 	if len(loading) != 1 {
 		t.Fatalf("loading containers while the restore loaded: %q, want one", loading)
@@ -179,7 +182,7 @@ func testStoppingCutsCheckpointRestore(t *testing.T) {
 	if got := h.List(); len(got) != 1 || got[0].ExecutionID != ex.ExecutionID {
 		t.Fatalf("executions after the cut restore: %+v, want only the checkpoint's", got)
 	}
-	if _, err := h.Get(testCtx(t, time.Minute), "restore-cut"); ErrorCode(err) != CodeNotFound {
+	if _, err := h.Get(testCtx(t, time.Minute), cutID); ErrorCode(err) != CodeNotFound {
 		t.Fatalf("the cut restore's execution: %v, want not_found", err)
 	}
 

@@ -205,7 +205,12 @@ type channel struct {
 
 	incomingRequests chan *Request
 
-	sentEOF bool
+	// sentEOF is set under writeMu, by the EOF's send or, for an early
+	// channel not answered yet, when CloseWrite leaves the EOF for the
+	// mux goroutine (hostgate, change 11): a data packet checks it under
+	// the same lock, so none follows the EOF. WriteExtended also reads it
+	// without the lock, to fail at once.
+	sentEOF atomic.Bool
 
 	// thread-safe data
 	remoteWin  window
@@ -311,6 +316,17 @@ func (ch *channel) writePacket(packet []byte) error {
 		ch.writeMu.Unlock()
 		return io.EOF
 	}
+	switch packet[0] {
+	case msgChannelData, msgChannelExtendedData, msgChannelEarlyData:
+		// hostgate: a Write that raced CloseWrite must not send after
+		// the EOF (RFC 4254 5.3).
+		if ch.sentEOF.Load() {
+			ch.writeMu.Unlock()
+			return ErrWriteAfterCloseWrite
+		}
+	case msgChannelEOF:
+		ch.sentEOF.Store(true)
+	}
 	ch.sentClose = (packet[0] == msgChannelClose)
 	// hostgate: a held confirmation goes first (earlydata.go).
 	err := ch.sendHeldConfirmLocked()
@@ -335,11 +351,19 @@ func (ch *channel) sendMessage(msg interface{}) error {
 	return ch.writePacket(p)
 }
 
+// ErrWriteAfterCloseWrite is what a channel's Write returns once
+// CloseWrite has sent (or, for an early channel not answered yet, left
+// for sending) the EOF: no data may follow it (RFC 4254 5.3). Upstream
+// returns io.EOF, which io.Copy's caller takes for success; a TCP conn's
+// Write after CloseWrite fails too (EPIPE). It wraps io.ErrClosedPipe, the
+// error of a write on a closed net.Pipe, so copy loops see a closed stream.
+var ErrWriteAfterCloseWrite = fmt.Errorf("ssh: write on a channel after its CloseWrite: %w", io.ErrClosedPipe)
+
 // WriteExtended writes data to a specific extended stream. These streams are
 // used, for example, for stderr.
 func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err error) {
-	if ch.sentEOF {
-		return 0, io.EOF
+	if ch.sentEOF.Load() {
+		return 0, ErrWriteAfterCloseWrite
 	}
 	// 1 byte message type, 4 bytes remoteId, 4 bytes data length
 	opCode := byte(msgChannelData)
@@ -382,6 +406,10 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 		}
 		space := minPayloadSize(limit, len(data))
 		if space, err = ch.remoteWin.reserve(space); err != nil {
+			if err == io.EOF && ch.sentEOF.Load() {
+				// CloseWrite closed the window to end this wait.
+				err = ErrWriteAfterCloseWrite
+			}
 			return n, ch.openFailure(err)
 		}
 		if want := headerLength + space; uint32(cap(packet)) < want {
@@ -805,16 +833,27 @@ func (ch *channel) CloseWrite() error {
 	// hostgate: before an early channel's answer the EOF is left for the
 	// mux goroutine to send with it (earlydata.go); remoteId below is the
 	// answer's.
-	if ch.deferEarly(func() { ch.eofWanted = true }) {
-		ch.sentEOF = true
+	if ch.deferEarly(func() {
+		ch.eofWanted = true
+		ch.writeMu.Lock()
+		ch.sentEOF.Store(true)
+		ch.writeMu.Unlock()
+	}) {
+		ch.remoteWin.close()
 		return nil
 	}
 	if err := ch.awaitOpen(); err != nil {
 		return err
 	}
-	ch.sentEOF = true
-	return ch.sendMessage(channelEOFMsg{
+	err := ch.sendMessage(channelEOFMsg{
 		PeersID: ch.remoteId})
+	// hostgate: a Write waiting for window ends, as one blocked on a TCP
+	// socket does when it is shut down for writing: nothing it sends
+	// could follow the EOF (change 11). Requests need no window.
+	if ch.sentEOF.Load() {
+		ch.remoteWin.close()
+	}
+	return err
 }
 
 func (ch *channel) Close() error {

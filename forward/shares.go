@@ -19,6 +19,10 @@ type Share struct {
 	// TokenID is the id of the token that shared it, when a gateway
 	// made it: the gateway ends the share with the token.
 	TokenID string
+	// Session is the id of the browser login session that shared it,
+	// when one did (TokenID is then the token logged in with): the
+	// gateway ends the share with the session too.
+	Session string
 	Created time.Time
 }
 

@@ -20,13 +20,17 @@ import (
 // so they outlive a restart until their expiry (one gateway serves a state
 // dir, so the memory is never stale). A share lasts only as long as the
 // token that made it: revoked or expired, its shares stop within the
-// token snapshot's second, as its sessions and preview cookies do.
+// token snapshot's second, as its sessions and preview cookies do. One
+// made from a browser login lasts only as long as that session too: a
+// logout ends it at once, as it ends the preview cookies the session
+// opened, so a stolen session cookie cannot publish ports that outlive
+// the victim's logout.
 type gatewayShares struct {
 	mem   *forward.MemoryShares
 	store store.Store
-	// live reports whether the token with this id is still valid; an
-	// error says that is not known (the store has not listed tokens
-	// yet), which must never end a share.
+	// live reports whether the token (or session) with this id is
+	// still valid; an error says that is not known (the store has not
+	// listed tokens yet), which must never end a share.
 	live func(ctx context.Context, tokenID string) (bool, error)
 
 	// mu orders the writes: a share ended because its token died must
@@ -46,7 +50,7 @@ func newGatewayShares(ctx context.Context, st store.Store, live func(context.Con
 	}
 	for _, sh := range stored {
 		// An error here is a share that expired since the query.
-		_ = g.mem.Put(ctx, forward.Share{HostID: sh.HostID, Port: sh.Port, Expires: sh.Expires, By: sh.By, TokenID: sh.TokenID, Created: sh.Created})
+		_ = g.mem.Put(ctx, forward.Share{HostID: sh.HostID, Port: sh.Port, Expires: sh.Expires, By: sh.By, TokenID: sh.TokenID, Session: sh.Session, Created: sh.Created})
 	}
 	return g, nil
 }
@@ -80,7 +84,7 @@ func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
 	if err != nil {
 		return err
 	}
-	err = g.store.PutShare(ctx, store.Share{HostID: sh.HostID, Port: sh.Port, TokenID: sh.TokenID, By: sh.By, Created: sh.Created, Expires: sh.Expires})
+	err = g.store.PutShare(ctx, store.Share{HostID: sh.HostID, Port: sh.Port, TokenID: sh.TokenID, Session: sh.Session, By: sh.By, Created: sh.Created, Expires: sh.Expires})
 	if err != nil {
 		_ = g.mem.Delete(ctx, sh.HostID, sh.Port)
 	}
@@ -153,14 +157,12 @@ func (g *gatewayShares) List(ctx context.Context) ([]forward.Share, error) {
 	return out, nil
 }
 
-// alive reports whether sh's token still lives, ending the share when it
-// does not. Shares made before shares carried their token have no id and
-// last until their expiry. Not knowing is an error, and ends nothing.
+// alive reports whether sh's token, and the session that made it if one
+// did, still live, ending the share when either does not. Shares made
+// before shares carried their token have no id and last until their
+// expiry. Not knowing is an error, and ends nothing.
 func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) (bool, error) {
-	if sh.TokenID == "" {
-		return true, nil
-	}
-	ok, err := g.live(ctx, sh.TokenID)
+	ok, err := g.owned(ctx, sh)
 	if err != nil || ok {
 		return ok, err
 	}
@@ -170,11 +172,25 @@ func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) (bool, erro
 	return false, nil
 }
 
+// owned reports whether sh's token and session (each when it names one)
+// live.
+func (g *gatewayShares) owned(ctx context.Context, sh forward.Share) (bool, error) {
+	for _, id := range []string{sh.TokenID, sh.Session} {
+		if id == "" {
+			continue
+		}
+		if ok, err := g.live(ctx, id); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // endDeadLocked ends sh, whose token is dead, unless another share of its
 // port replaced it meanwhile. g.mu is held.
 func (g *gatewayShares) endDeadLocked(ctx context.Context, sh forward.Share) {
 	cur, ok, _ := g.mem.Lookup(ctx, sh.HostID, sh.Port)
-	if !ok || cur.TokenID != sh.TokenID || !cur.Created.Equal(sh.Created) {
+	if !ok || cur.TokenID != sh.TokenID || cur.Session != sh.Session || !cur.Created.Equal(sh.Created) {
 		return // ended already, or replaced
 	}
 	_ = g.deleteLocked(context.WithoutCancel(ctx), sh.HostID, sh.Port)
@@ -189,10 +205,7 @@ func (g *gatewayShares) pruneLocked(ctx context.Context) error {
 		return err
 	}
 	for _, sh := range all {
-		if sh.TokenID == "" {
-			continue
-		}
-		ok, err := g.live(ctx, sh.TokenID)
+		ok, err := g.owned(ctx, sh)
 		if err != nil {
 			return err
 		}
@@ -210,6 +223,11 @@ func shareJSON(sh forward.Share, urls func(hostID string, port int) (pathURL, ur
 		"by": sh.By, "pathUrl": pathURL}
 	if u != "" {
 		out["url"] = u
+	}
+	if sh.Session != "" {
+		// The session's end ends the share: this names which one
+		// (`gateway token list --sessions`, `gateway token revoke ID`).
+		out["session"] = sh.Session
 	}
 	return out
 }
@@ -240,15 +258,17 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 			gateway.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("ttlSeconds: want 1-%d", int64(maxShareTTL/time.Second)))
 			return
 		}
-		// A share made from a browser login belongs to the token logged
-		// in with: logging out ends the session, not what it published.
-		owner := tok.ID
+		// A share made from a browser login counts against the token
+		// logged in with (its cap of shares), and ends with the session:
+		// a stolen session cookie must not publish ports that outlive
+		// the victim's logout.
+		owner, session := tok.ID, ""
 		if tok.Parent != "" {
-			owner = tok.Parent
+			owner, session = tok.Parent, tok.ID
 		}
 		now := time.Now()
 		sh := forward.Share{HostID: id, Port: body.Port, Expires: now.Add(time.Duration(body.TTLSeconds) * time.Second),
-			By: tok.Name, TokenID: owner, Created: now}
+			By: tok.Name, TokenID: owner, Session: session, Created: now}
 		if err := shares.Put(r.Context(), sh); err != nil {
 			if errors.Is(err, errTokenShares) {
 				gateway.WriteError(w, http.StatusConflict, "too_many_shares", fmt.Sprintf("this token holds %d shares, the most one token may: end some with DELETE /v1/hosts/{id}/shares/{port}", maxSharesPerToken))

@@ -24,7 +24,8 @@ import (
 )
 
 // TestSharesFollowTheirToken: a share outlives a gateway restart until its
-// expiry, is listed, and ends with the token that made it. Shares lived in
+// expiry, is listed, and ends with the token that made it, or with the
+// browser session that made it (a logout, a revocation). Shares lived in
 // memory only, so a restart lost them, and a revoked token's shares stayed
 // public for up to their 7 days. Host h1 never enrolls: a request the share
 // lets in is answered 404 (no such host) by the preview, one it does not
@@ -84,21 +85,25 @@ func TestSharesFollowTheirToken(t *testing.T) {
 		t.Fatalf("a port not shared, anonymous: %d, want 401", code)
 	}
 
-	// A share made from a browser login belongs to the token logged in
-	// with: the session's end (a logout) leaves it.
+	// A share made from a browser login ends with that session (a stolen
+	// session cookie must not publish ports that outlive the victim's
+	// logout), and says which session made it; it outlives a restart
+	// while the session lives.
 	st, err := store.Open(ctx, filepath.Join(dir, dbFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	session, stok, err := st.CreateSession(ctx, clientID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, body := do(base, "POST", "/v1/hosts/h1/shares", session, `{"port":4000,"ttlSeconds":600}`); code != http.StatusCreated {
-		t.Fatalf("share from a session: %d %s", code, body)
-	}
-	if err := st.DeleteToken(ctx, stok.ID); err != nil {
-		t.Fatal(err)
+	var sessions [2]string
+	var sessionIDs [2]string
+	for i, port := range []string{"4000", "4001"} {
+		sec, stok, err := st.CreateSession(ctx, clientID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[i], sessionIDs[i] = sec, stok.ID
+		if code, body := do(base, "POST", "/v1/hosts/h1/shares", sec, `{"port":`+port+`,"ttlSeconds":600}`); code != http.StatusCreated || !strings.Contains(body, `"session":"`+stok.ID+`"`) {
+			t.Fatalf("share from a session: %d %s, want 201 naming session %s", code, body, stok.ID)
+		}
 	}
 	_ = st.Close()
 
@@ -110,28 +115,70 @@ func TestSharesFollowTheirToken(t *testing.T) {
 			HostID    string    `json:"hostId"`
 			Port      int       `json:"port"`
 			By        string    `json:"by"`
+			Session   string    `json:"session"`
 			ExpiresAt time.Time `json:"expiresAt"`
 		} `json:"shares"`
 	}
 	if err := json.Unmarshal([]byte(body), &list); err != nil || code != http.StatusOK {
 		t.Fatalf("list after a restart: %d %s", code, body)
 	}
-	if len(list.Shares) != 2 || list.Shares[0].Port != 3000 || list.Shares[0].By != "sharer" || time.Until(list.Shares[0].ExpiresAt) < 8*time.Minute ||
-		list.Shares[1].Port != 4000 {
-		t.Fatalf("shares after a restart: %+v", list.Shares)
+	if len(list.Shares) != 3 || list.Shares[0].Port != 3000 || list.Shares[0].By != "sharer" || list.Shares[0].Session != "" ||
+		time.Until(list.Shares[0].ExpiresAt) < 8*time.Minute ||
+		list.Shares[1].Port != 4000 || list.Shares[1].Session != sessionIDs[0] || list.Shares[2].Port != 4001 || list.Shares[2].Session != sessionIDs[1] {
+		t.Fatalf("shares after a restart: %+v, want 3000 by the token, 4000 and 4001 by sessions %v", list.Shares, sessionIDs)
+	}
+	for _, port := range []string{"3000", "4000", "4001"} {
+		if code, body := do(base, "GET", "/preview/h1/"+port+"/", "", ""); code != http.StatusNotFound {
+			t.Fatalf("shared port %s after a restart, anonymous: %d %s", port, code, body)
+		}
+	}
+
+	// The web UI's logout ends the first session's share at once.
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/logout", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: gateway.SessionCookie, Value: sessions[0]})
+	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", res.StatusCode)
+	}
+	if code, _ := do(base, "GET", "/preview/h1/4000/", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("the share of a logged-out session, anonymous: %d, want 401", code)
+	}
+	// Revoking the other session (another process) ends its share within
+	// the token snapshot's second; the token's own share stays.
+	if _, err := cli(t, ctx, "token", "revoke", sessionIDs[1], "--state-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if code, _ := do(base, "GET", "/preview/h1/4001/", "", ""); code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the share outlived its revoked session by 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if code, body := do(base, "GET", "/preview/h1/3000/", "", ""); code != http.StatusNotFound {
-		t.Fatalf("shared port after a restart, anonymous: %d %s", code, body)
+		t.Fatalf("the token's share after its sessions ended: %d %s, want it still public", code, body)
+	}
+	if code, body := do(base, "GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusOK || strings.Contains(body, `"port":400`) {
+		t.Fatalf("shares of ended sessions still listed: %d %s", code, body)
 	}
 
 	if _, err := cli(t, ctx, "token", "revoke", clientID, "--state-dir", dir); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		code, _ := do(base, "GET", "/preview/h1/3000/", "", "")
-		code2, _ := do(base, "GET", "/preview/h1/4000/", "", "")
-		if code == http.StatusUnauthorized && code2 == http.StatusUnauthorized {
+		if code == http.StatusUnauthorized {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -212,8 +212,17 @@ func (s *SQLite) PutShare(ctx context.Context, sh Share) error {
 	if !ValidHostID(sh.HostID) || sh.Port < 1 || sh.Port > 65535 {
 		return fmt.Errorf("store: invalid share %s:%d", sh.HostID, sh.Port)
 	}
+	// A session's share names the session in token_id: Shares finds its
+	// token through the session's parent_id, and the prune that ends the
+	// shares of a deleted or expired token ends it with the session, here
+	// and in a gateway from before shares named their session. No new
+	// column, so the schema stays one an older gateway opens.
+	owner := sh.TokenID
+	if sh.Session != "" {
+		owner = sh.Session
+	}
 	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO shares (host_id, port, token_id, by, created_ms, expires_ms) VALUES (?,?,?,?,?,?)`,
-		sh.HostID, sh.Port, sh.TokenID, sh.By, ms(sh.Created), ms(sh.Expires))
+		sh.HostID, sh.Port, owner, sh.By, ms(sh.Created), ms(sh.Expires))
 	if err != nil {
 		return fmt.Errorf("store: put share: %w", err)
 	}
@@ -228,8 +237,9 @@ func (s *SQLite) DeleteShare(ctx context.Context, hostID string, port int) error
 	return nil
 }
 
-// Shares implements Store: the expired ones, and those whose token is
-// gone (revoked, also by another process) or expired, are deleted first.
+// Shares implements Store: the expired ones, and those whose token or
+// session is gone (revoked or logged out, also by another process) or
+// expired, are deleted first.
 // Shares made before shares carried their token (an empty token_id) last
 // until their expiry.
 func (s *SQLite) Shares(ctx context.Context) ([]Share, error) {
@@ -238,7 +248,8 @@ func (s *SQLite) Shares(ctx context.Context) ([]Share, error) {
 		(SELECT id FROM tokens WHERE expires_ms = 0 OR expires_ms > ?))`, now, now); err != nil {
 		return nil, fmt.Errorf("store: prune shares: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT host_id, port, token_id, by, created_ms, expires_ms FROM shares ORDER BY host_id, port`)
+	rows, err := s.db.QueryContext(ctx, `SELECT s.host_id, s.port, s.token_id, COALESCE(t.parent_id, ''), s.by, s.created_ms, s.expires_ms
+		FROM shares s LEFT JOIN tokens t ON t.id = s.token_id AND s.token_id != '' ORDER BY s.host_id, s.port`)
 	if err != nil {
 		return nil, fmt.Errorf("store: shares: %w", err)
 	}
@@ -247,10 +258,14 @@ func (s *SQLite) Shares(ctx context.Context) ([]Share, error) {
 	for rows.Next() {
 		var (
 			sh               Share
+			parent           string
 			created, expires int64
 		)
-		if err := rows.Scan(&sh.HostID, &sh.Port, &sh.TokenID, &sh.By, &created, &expires); err != nil {
+		if err := rows.Scan(&sh.HostID, &sh.Port, &sh.TokenID, &parent, &sh.By, &created, &expires); err != nil {
 			return nil, fmt.Errorf("store: shares: %w", err)
+		}
+		if parent != "" {
+			sh.Session, sh.TokenID = sh.TokenID, parent
 		}
 		sh.Created, sh.Expires = fromMS(created), fromMS(expires)
 		out = append(out, sh)

@@ -131,11 +131,15 @@ type Enrollment struct {
 }
 
 // Share is a port of a host made public until Expires (the gateway's
-// shares API). It lasts only as long as the token that made it.
+// shares API). It lasts only as long as the token that made it, and one
+// made from a browser login only as long as that session.
 type Share struct {
 	HostID  string
 	Port    int
-	TokenID string // the token that made it
+	TokenID string // the token that made it (a session's parent)
+	// Session is the browser login session (a token whose Parent is
+	// TokenID) that made it; empty for a share made with the token.
+	Session string
 	By      string // that token's name, for audit
 	Created time.Time
 	Expires time.Time
@@ -215,8 +219,8 @@ type Store interface {
 	// DeleteShare removes a share; a missing one is not an error.
 	DeleteShare(ctx context.Context, hostID string, port int) error
 	// Shares returns the shares not yet expired whose token (if they
-	// name one) still exists and has not expired, by host and port; it
-	// deletes the others.
+	// name one) and session (if a session made them) still exist and
+	// have not expired, by host and port; it deletes the others.
 	Shares(ctx context.Context) ([]Share, error)
 
 	// Ping checks that the store answers (readiness).

@@ -730,3 +730,67 @@ func TestTokensSkipUnreadableRows(t *testing.T) {
 		t.Fatalf("tokens after revoking the bad rows: %d %v", len(toks), err)
 	}
 }
+
+// TestSessionSharesEndWithTheirSession: a share made from a browser login
+// session comes back from a reopen naming its token and its session, and
+// is gone from the list and the table once that session is deleted (a
+// logout) or expires, while the token's own share stays. Such shares
+// named the session's parent token, so only revoking the whole token
+// ended them.
+func TestSessionSharesEndWithTheirSession(t *testing.T) {
+	ctx := testCtx(t)
+	s, path := openTemp(t)
+	now := time.Now().Truncate(time.Millisecond)
+	_, tok, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, loggedOut, err := s.CreateSession(ctx, tok.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, expiring, err := s.CreateSession(ctx, tok.ID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range []Share{
+		{HostID: "h", Port: 1, TokenID: tok.ID},
+		{HostID: "h", Port: 2, TokenID: tok.ID, Session: loggedOut.ID},
+		{HostID: "h", Port: 3, TokenID: tok.ID, Session: expiring.ID},
+	} {
+		sh.Created, sh.Expires = now, now.Add(24*time.Hour)
+		if err := s.PutShare(ctx, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Shares(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].TokenID != tok.ID || got[0].Session != "" ||
+		got[1].TokenID != tok.ID || got[1].Session != loggedOut.ID || got[2].TokenID != tok.ID || got[2].Session != expiring.ID {
+		t.Fatalf("shares after a reopen: %+v, want port 1 by token %s, 2 and 3 by its sessions %s and %s", got, tok.ID, loggedOut.ID, expiring.ID)
+	}
+	if err := s.DeleteToken(ctx, loggedOut.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return now.Add(2 * time.Minute) } // past the second session's expiry
+	got, err = s.Shares(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Port != 1 {
+		t.Fatalf("shares after a logout and a session's expiry: %+v, want only the token's port 1", got)
+	}
+	var rows int
+	_ = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM shares").Scan(&rows)
+	if rows != 1 {
+		t.Errorf("%d rows in the shares table, want the sessions' shares gone", rows)
+	}
+}

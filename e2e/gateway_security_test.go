@@ -501,14 +501,19 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 	check("after-malformed")
 
 	// 3. An agent tunnel that speaks garbage instead of yamux: that tunnel
-	// ends (the host reads offline), the others serve on.
-	key, err := sshlayer.GenerateSessionKey()
+	// ends (the host reads offline), the others serve on. Its key is one
+	// a real agent enrolled with (and so proved it holds), so the garbage
+	// tunnel is routable at once, as a reconnect is.
+	gammaState := t.TempDir()
+	g.startAgent("gamma", gammaState).stop()
+	g.waitConnected("gamma", false, 30*time.Second)
+	key, err := sshlayer.LoadOrCreateHostKey(filepath.Join(gammaState, "host_key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ahdr := http.Header{}
 	ahdr.Set("Authorization", "Bearer "+g.token("agent", "gamma"))
-	ahdr.Set(wire.HeaderHostKey, key.PublicKey)
+	ahdr.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey()))))
 	ahdr.Set(wire.HeaderInfo, wire.EncodeInfo(hostgate.Info{Kind: "machine"}))
 	aws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+wire.ConnectPath, &websocket.DialOptions{HTTPHeader: ahdr})
 	if err != nil {

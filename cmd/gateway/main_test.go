@@ -29,6 +29,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 func TestMain(m *testing.M) {
@@ -148,13 +149,35 @@ func echoAgent(t *testing.T, ctx context.Context, base, token string) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
 	h.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))))
-	conn, _, err := bytestream.DialWebSocket(ctx, base+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+	conn, resp, err := bytestream.DialWebSocket(ctx, base+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sess, err := bytestream.MuxServer(conn, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.Header.Get(wire.HeaderKeyProof) != "" {
+		// The gateway pins the key once this agent has signed an SSH key
+		// exchange with it, on the first stream, and ends that connection
+		// when the host is routable.
+		ca, _, _, _, err := ssh.ParseAuthorizedKey([]byte(resp.Header.Get(wire.HeaderCAKey)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := sshlayer.NewServer(&sshlayer.ServerConfig{HostKey: signer, TrustedUserCAs: []ssh.PublicKey{ca}, Principal: resp.Header.Get(wire.HeaderHostID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := sess.AcceptStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = srv.ServeConn(ctx, st)
+		_ = srv.Close()
+		if err != nil {
+			t.Fatalf("host key proof: %v", err)
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)

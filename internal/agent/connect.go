@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -26,6 +27,7 @@ import (
 	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/tlshint"
+	"github.com/hostgate/hostgate/internal/yamux"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -91,14 +93,16 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	defer c.windDowns.Wait()
 	backoff := c.min
 	for {
-		var upAt time.Time
-		err := c.once(ctx, func() { upAt = time.Now() })
+		// Atomic: with a host key to prove, the tunnel's first
+		// connection reports it up, from its own goroutine.
+		var upAt atomic.Int64
+		err := c.once(ctx, func() { upAt.Store(time.Now().UnixNano()) })
 		if ctx.Err() != nil {
 			return nil
 		}
 		// A tunnel that stayed up a while was healthy: come back fast
 		// (a gateway restart). One that dies at once keeps backing off.
-		if !upAt.IsZero() && time.Since(upAt) >= healthyTunnel {
+		if at := upAt.Load(); at != 0 && time.Since(time.Unix(0, at)) >= healthyTunnel {
 			backoff = c.min
 		}
 		var ref *refusal
@@ -280,14 +284,32 @@ func (c *connector) once(ctx context.Context, up func()) error {
 	if err != nil {
 		return err
 	}
-	c.log.Info("tunnel up", "host", hostID, "version", buildinfo.Version())
-	up()
-	if c.cfg.OnTunnel != nil {
-		c.cfg.OnTunnel(hostID)
+	var isUp atomic.Bool
+	tunnelUp := func() {
+		isUp.Store(true)
+		c.log.Info("tunnel up", "host", hostID, "version", buildinfo.Version())
+		up()
+		if c.cfg.OnTunnel != nil {
+			c.cfg.OnTunnel(hostID)
+		}
+	}
+	var proved func(ran bool, sess *yamux.Session)
+	if resp.Header.Get(wire.HeaderKeyProof) != "" {
+		// The gateway pins our host key only once we have signed an SSH
+		// key exchange with it, on the first stream, and ends that
+		// connection when the host is routable: up only then.
+		c.log.Info("gateway checks that this agent holds its host key before pinning it", "host", hostID, "hostKey", ssh.FingerprintSHA256(c.hostKey.PublicKey()))
+		proved = func(ran bool, sess *yamux.Session) {
+			if ran && !sess.IsClosed() {
+				tunnelUp()
+			}
+		}
+	} else {
+		tunnelUp()
 	}
 	// Agent side of the tunnel: the gateway opens streams, one per SSH
 	// connection; we never open any.
-	wait, err := serveMux(ctx, conn, srv, nil)
+	wait, err := serveMux(ctx, conn, srv, nil, proved)
 	// The tunnel's commands get EOF, then SIGHUP, then SIGKILL, a
 	// KillGrace apart: up to 2 s by default. Waiting for that before
 	// redialing kept the host offline as long. Closing the server
@@ -298,6 +320,9 @@ func (c *connector) once(ctx context.Context, up func()) error {
 	})
 	if err != nil {
 		return err
+	}
+	if !isUp.Load() {
+		return errors.New("the gateway closed the tunnel before pinning this agent's host key: another agent may have enrolled this host first (its log says host_key_mismatch on the next try), or the key proof failed (the gateway's log says why)")
 	}
 	return errors.New("tunnel closed by the gateway")
 }

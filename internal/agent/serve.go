@@ -159,7 +159,7 @@ func ServeStdio(ctx context.Context, conn net.Conn, srv *sshlayer.Server) error 
 // connection it served is gone by then. conn is closed. The server is not closed: it may serve other
 // tunnels.
 func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) error {
-	wait, err := serveMux(ctx, conn, srv, cfg)
+	wait, err := serveMux(ctx, conn, srv, cfg, nil)
 	wait()
 	return err
 }
@@ -167,8 +167,10 @@ func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 // serveMux is ServeMux without the wait at the end: it returns as soon as
 // the tunnel is over, with its connections told to end, and wait blocks
 // until they have, which takes as long as their commands' wind-down
-// (sshlayer.ServerConfig.KillGrace, twice).
-func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) (wait func(), err error) {
+// (sshlayer.ServerConfig.KillGrace, twice). first, when not nil, is called
+// when the tunnel's first SSH connection ends, with whether it ran (not a
+// failed handshake): the gateway's proof of the host key.
+func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig, first func(ran bool, sess *yamux.Session)) (wait func(), err error) {
 	sess, err := bytestream.MuxServer(conn, cfg)
 	if err != nil {
 		_ = conn.Close()
@@ -195,8 +197,13 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 			}
 			return wg.Wait, fmt.Errorf("agent: mux: %w", err)
 		}
+		done := first
+		first = nil
 		wg.Go(func() {
-			_ = srv.ServeConn(ctx, st) // the server logs failures
+			err := srv.ServeConn(ctx, st) // the server logs failures
+			if done != nil {
+				done(err == nil, sess)
+			}
 		})
 	}
 }

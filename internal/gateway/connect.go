@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,9 +17,11 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/metrics"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // agentConnect is GET /v1/agents/connect: an agent's tunnel. Everything is
@@ -74,7 +79,27 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 	log := s.logger.With("host", hostID, "remote", s.remote(r), "token", tok.Name)
-	h, err := s.store.Enroll(r.Context(), store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey})
+	enrollment := store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey}
+	// The header only names a key. A key the host has pinned was proven
+	// when it was pinned (and every caller checks it end to end); a key
+	// to pin now is pinned only after the agent signs an SSH key
+	// exchange with it (proveHostKey, after the upgrade), or anyone with
+	// the agent token could pin a key they do not hold.
+	pinned, err := s.store.Host(r.Context(), hostID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.storeError(w, err)
+		return
+	}
+	prove := pinned.HostKey != hostKey
+	var h store.Host
+	switch {
+	case prove && pinned.HostKey != "":
+		err = store.ErrKeyMismatch
+	case prove:
+		err = nil
+	default:
+		h, err = s.store.Enroll(r.Context(), enrollment)
+	}
 	if errors.Is(err, store.ErrKeyMismatch) {
 		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
@@ -93,43 +118,59 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)}); err != nil {
 		log.Warn("audit", "err", err)
 	}
-	// Register before answering 101, so the host is routable as soon as the
-	// agent sees the upgrade succeed; streams opened meanwhile wait.
 	pt := newPendingTunnel()
-	unregister, replaced, err := s.tunnels.Register(hostID, pt)
-	if err != nil {
+	var (
+		result   string
+		ctx      context.Context
+		cleanups []func() // in reverse order when the handler returns
+	)
+	// register makes the tunnel routable and live (cut when the agent's
+	// token goes): for a pinned key before the upgrade answers, so the
+	// host is routable as soon as the agent sees 101 (streams opened
+	// meanwhile wait) and a recheck finds the tunnel a relay goes
+	// through; for a key to pin, once it is proven and pinned, so an
+	// unproven connection never replaces the host's live tunnel.
+	register := func() bool {
+		unregister, replaced, err := s.tunnels.Register(hostID, pt)
+		if err != nil {
+			return false
+		}
+		// Unregister before closing, so whoever waits on the tunnel's
+		// Done finds the host already gone from the registry.
+		cleanups = append(cleanups, func() { unregister(); _ = pt.Close() })
+		var done func()
+		ctx, done = s.live.add(s.ctx, tok, "tunnel", hostID)
+		cleanups = append(cleanups, done)
+		result = metrics.ConnectNew
+		switch {
+		case replaced:
+			result = metrics.ConnectReplaced
+		case !h.CreatedAt.Equal(h.LastSeen):
+			result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
+		}
+		s.metrics.TunnelConnects.WithLabelValues(result).Inc()
+		if replaced {
+			if other, flapping := s.flaps.replaced(hostID, s.remote(r), time.Now()); flapping {
+				log.Warn("two agents seem to serve this host: each connection replaces the other, cutting its sessions; stop one of them (same host id, token and host key)",
+					"other", other)
+			}
+		}
+		return true
+	}
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+	if !prove && !register() {
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
-	// Unregister before closing, so whoever waits on the tunnel's Done
-	// finds the host already gone from the registry.
-	defer func() {
-		unregister()
-		_ = pt.Close()
-	}()
-	// Counted before the upgrade answers, so the count is in place once
-	// the agent sees 101.
-	result := metrics.ConnectNew
-	switch {
-	case replaced:
-		result = metrics.ConnectReplaced
-	case !h.CreatedAt.Equal(h.LastSeen):
-		result = metrics.ConnectReconnect // enrolled before, tunnel had dropped
-	}
-	s.metrics.TunnelConnects.WithLabelValues(result).Inc()
-	if replaced {
-		if other, flapping := s.flaps.replaced(hostID, s.remote(r), time.Now()); flapping {
-			log.Warn("two agents seem to serve this host: each connection replaces the other, cutting its sessions; stop one of them (same host id, token and host key)",
-				"other", other)
-		}
-	}
-	// Live (cut when the agent's token goes) before the upgrade answers
-	// too: a relay may open as soon as the agent sees 101, and a recheck
-	// then must find the tunnel it goes through.
-	ctx, done := s.live.add(s.ctx, tok, "tunnel", hostID)
-	defer done()
 	w.Header().Set(wire.HeaderCAKey, s.ca.AuthorizedKey())
-	w.Header().Set(wire.HeaderHostID, h.ID)
+	w.Header().Set(wire.HeaderHostID, hostID)
+	if prove {
+		w.Header().Set(wire.HeaderKeyProof, wire.KeyProofSSH)
+	}
 	conn, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
 	if err != nil {
 		log.Warn("agent upgrade", "err", err)
@@ -141,7 +182,44 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		log.Error("agent mux", "err", err)
 		return
 	}
-	if !pt.set(MuxTunnel(sess)) {
+	var proof io.Closer // the proof's stream, open until the host is routable
+	if prove {
+		proof, err = proveHostKey(s.ctx, sess, pub, s.ca, hostID, keyProofTimeout)
+		if err != nil {
+			s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
+			log.Warn("agent refused: it did not prove it holds the host key it presented, which stays unpinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
+			_ = sess.Close()
+			return
+		}
+		h, err = s.store.Enroll(s.ctx, enrollment)
+		if err != nil {
+			// The tunnel first: the agent takes the proof's end for
+			// its tunnel up unless the tunnel is gone by then.
+			_ = sess.Close()
+			_ = proof.Close()
+			if errors.Is(err, store.ErrKeyMismatch) {
+				s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
+				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
+			}
+			log.Warn("agent refused: the host key could not be pinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
+			return
+		}
+		if !register() {
+			// The tunnel first: the agent takes the proof's end for
+			// its tunnel up unless the tunnel is gone by then.
+			_ = sess.Close()
+			_ = proof.Close()
+			return
+		}
+		log.Info("host key pinned: the agent proved it holds it", "hostKey", ssh.FingerprintSHA256(pub))
+	}
+	set := pt.set(MuxTunnel(sess))
+	if proof != nil {
+		// The agent reports its tunnel up when the proof's stream ends:
+		// by now the host is routable.
+		_ = proof.Close()
+	}
+	if !set {
 		return // replaced or closing meanwhile
 	}
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))
@@ -215,4 +293,81 @@ func sessErr(sess interface {
 		_ = st.Close()
 	}
 	return err
+}
+
+// keyProofTimeout bounds proveHostKey: an SSH handshake over a tunnel that
+// just came up takes a few round trips and two signatures.
+var keyProofTimeout = 30 * time.Second // a var for tests
+
+// proveHostKey runs an SSH handshake with the agent's server over a new
+// stream of its tunnel and succeeds only when the agent signed the key
+// exchange with the private half of pub: the client checks that signature
+// before its host key callback sees the key. The gateway logs in with a
+// certificate of its own CA for the host, so the agent sees a connection
+// that ran (not a failed handshake), and gets the connection back, open:
+// the agent reports its tunnel up when it ends, so the caller closes it
+// once the host is routable. On an error (or at the timeout) the caller
+// closes the tunnel.
+func proveHostKey(ctx context.Context, sess *yamux.Session, pub ssh.PublicKey, ca *sshca.CA, hostID string, timeout time.Duration) (io.Closer, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// The whole tunnel: a stream closed first would end the agent's
+	// side of the proof before it sees the tunnel go.
+	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
+	defer stop()
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.Sign(key.Signer.PublicKey(), hostID, "hostgate-key-proof", timeout)
+	if err != nil {
+		return nil, err
+	}
+	certSigner, err := ssh.NewCertSigner(cert, key.Signer)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("open a stream to the agent: %w", err)
+	}
+	want := pub.Marshal()
+	c, chans, reqs, err := ssh.NewClientConn(st, hostID, &ssh.ClientConfig{
+		User: "hostgate-key-proof",
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(certSigner)},
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if !bytes.Equal(key.Marshal(), want) {
+				return fmt.Errorf("its SSH server signed with host key %s", ssh.FingerprintSHA256(key))
+			}
+			return nil
+		},
+		// Only pub's algorithms, so that a server holding several keys
+		// signs with this one.
+		HostKeyAlgorithms: hostKeyAlgorithms(pub),
+	})
+	if ctx.Err() != nil {
+		if c != nil {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("no SSH handshake within %v: %w", timeout, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for ch := range chans {
+			_ = ch.Reject(ssh.Prohibited, "the gateway's key proof takes no channels")
+		}
+	}()
+	return c, nil
+}
+
+// hostKeyAlgorithms lists the signature algorithms a host key of pub's
+// type signs a key exchange with.
+func hostKeyAlgorithms(pub ssh.PublicKey) []string {
+	if pub.Type() == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+	}
+	return []string{pub.Type()}
 }

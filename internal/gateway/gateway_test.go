@@ -170,6 +170,10 @@ func wsHeaders(h http.Header) {
 	h.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
 }
 
+// testSigners maps each newKey's authorized key to its signer, so a fake
+// agent presenting it can prove it holds it.
+var testSigners sync.Map
+
 func newKey(t testing.TB) (ssh.Signer, string) {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -180,7 +184,64 @@ func newKey(t testing.TB) (ssh.Signer, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey())))
+	k := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey())))
+	testSigners.Store(k, s)
+	return s, k
+}
+
+// proveKey answers the gateway's proof of a host key it has not pinned
+// (wire.HeaderKeyProof in resp): an SSH server signing with signer on the
+// tunnel's first stream, until the gateway ends that connection, which it
+// does once the host is routable. Without the header it does nothing.
+func proveKey(sess *yamux.Session, resp *http.Response, signer ssh.Signer) error {
+	if resp.Header.Get(wire.HeaderKeyProof) == "" {
+		return nil
+	}
+	if signer == nil {
+		return errors.New("the gateway asks for a proof of a key this test holds no signer for")
+	}
+	st, err := sess.AcceptStream()
+	if err != nil {
+		return err
+	}
+	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	cfg.AddHostKey(signer)
+	c, chans, reqs, err := ssh.NewServerConn(st, cfg)
+	if err != nil {
+		// The gateway counts and logs a failed proof, then closes the
+		// tunnel.
+		<-sess.CloseChan()
+		return fmt.Errorf("key proof: %w", err)
+	}
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for ch := range chans {
+			_ = ch.Reject(ssh.Prohibited, "")
+		}
+	}()
+	_ = c.Wait()
+	if sess.IsClosed() {
+		return errors.New("key proof: the gateway closed the tunnel")
+	}
+	return nil
+}
+
+// signerOf is newKey's signer of hostKey, nil for a key newKey did not
+// make.
+func signerOf(hostKey string) ssh.Signer {
+	if v, ok := testSigners.Load(hostKey); ok {
+		return v.(ssh.Signer)
+	}
+	return nil
+}
+
+// pin pins hostKey for host id as an enrollment that proved it would, so
+// a test's raw tunnel for it is routable without a proof.
+func (e *env) pin(id, hostKey string) {
+	e.t.Helper()
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: id, Kind: "machine", HostKey: hostKey}); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // fakeAgent is an agent's tunnel that echoes every stream (enough to test
@@ -192,6 +253,12 @@ type fakeAgent struct {
 }
 
 func (e *env) dialAgent(token, hostKey string, info hostgate.Info) (*fakeAgent, error) {
+	return e.dialAgentSigner(token, hostKey, info, signerOf(hostKey))
+}
+
+// dialAgentSigner is dialAgent whose agent proves its key (when the
+// gateway asks) with signer, which may hold another key than hostKey.
+func (e *env) dialAgentSigner(token, hostKey string, info hostgate.Info, signer ssh.Signer) (*fakeAgent, error) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
 	h.Set(wire.HeaderHostKey, hostKey)
@@ -203,6 +270,10 @@ func (e *env) dialAgent(token, hostKey string, info hostgate.Info) (*fakeAgent, 
 	sess, err := bytestream.MuxServer(conn, nil)
 	if err != nil {
 		_ = conn.Close()
+		return nil, err
+	}
+	if err := proveKey(sess, resp, signer); err != nil {
+		_ = sess.Close()
 		return nil, err
 	}
 	a := &fakeAgent{sess: sess, resp: resp}
@@ -603,6 +674,68 @@ func TestEnrollRelayAndImpostor(t *testing.T) {
 	_ = real
 }
 
+// TestEnrollRequiresKeyPossession: the gateway pins a host key only after
+// the agent signs an SSH key exchange with it. The key came in a request
+// header and was pinned before the upgrade, so anyone with a host's agent
+// token could pin, on its first enrollment or after a reset, a key they do
+// not hold (another host's public key, say), and the real agent was then
+// refused as an impostor until an admin reset the key again.
+func TestEnrollRequiresKeyPossession(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "h1")
+	admin := e.token(store.RoleAdmin)
+	info := hostgate.Info{Kind: "machine"}
+	realSigner, realKey := newKey(t)
+	otherSigner, otherKey := newKey(t)
+
+	// Claims realKey, signs with another: refused, nothing pinned.
+	if _, err := e.dialAgentSigner(agentTok, realKey, info, otherSigner); err == nil {
+		t.Fatal("an agent that signed with another key than it presented was enrolled")
+	}
+	if h, err := e.store.Host(e.ctx, "h1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after a failed proof the host is %+v (%v), want none: the presented key was pinned", h, err)
+	}
+	if e.srv.Tunnels().Connected("h1") {
+		t.Fatal("an unproven tunnel is connected")
+	}
+	if b := e.metricsText(); !strings.Contains(b, `hostgate_tunnel_connects_total{result="refused"} 1`) {
+		t.Error("the failed proof is not counted as a refused connect")
+	}
+
+	// The holder of realKey enrolls, and the host serves.
+	if _, err := e.dialAgentSigner(agentTok, realKey, info, realSigner); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := e.store.Host(e.ctx, "h1"); err != nil || h.HostKey != realKey {
+		t.Fatalf("pinned %q (%v), want the proven key", h.HostKey, err)
+	}
+	c, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 100)
+
+	// After a reset, a claim of a key not held pins nothing and leaves
+	// the live tunnel serving.
+	if err := e.store.ResetHostKey(e.ctx, "h1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dialAgentSigner(agentTok, otherKey, info, realSigner); err == nil {
+		t.Fatal("after a reset, an agent that signed with another key than it presented was enrolled")
+	}
+	if h, err := e.store.Host(e.ctx, "h1"); err != nil || h.HostKey != "" {
+		t.Fatalf("after a reset and a failed proof, pinned %q (%v), want none", h.HostKey, err)
+	}
+	echoRoundTrip(t, c, 100)
+	_ = c.Close()
+	if _, err := e.dialAgentSigner(agentTok, otherKey, info, otherSigner); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := e.store.Host(e.ctx, "h1"); err != nil || h.HostKey != otherKey {
+		t.Fatalf("after a reset, pinned %q (%v), want the new proven key", h.HostKey, err)
+	}
+}
+
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	if ch == nil {
@@ -634,6 +767,7 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	echoRoundTrip(t, good, 100)
 
 	_, k1 := newKey(t)
+	e.pin("bad", k1)
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+e.token(store.RoleAgent, "bad"))
 	h.Set(wire.HeaderHostKey, k1)
@@ -660,6 +794,7 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	// A malformed frame (unmasked, reserved bits set) on a raw upgraded
 	// connection ends that tunnel only.
 	_, k3 := newKey(t)
+	e.pin("ugly", k3)
 	raw := rawUpgrade(t, e, wire.ConnectPath, e.token(store.RoleAgent, "ugly"), k3)
 	done = e.srv.Tunnels().Done("ugly")
 	if _, err := raw.Write([]byte{0xf2, 0x05, 'h', 'e', 'l', 'l', 'o'}); err != nil {

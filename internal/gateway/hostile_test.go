@@ -19,6 +19,7 @@ import (
 func (e *env) dialRawAgent(id string, cfg *bytestream.MuxConfig) *yamux.Session {
 	e.t.Helper()
 	_, k := newKey(e.t)
+	e.pin(id, k) // proven before: the test's streams are all its own
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+e.token(store.RoleAgent, id))
 	h.Set(wire.HeaderHostKey, k)

@@ -26,7 +26,17 @@ const (
 	// HeaderCAKey carries the gateway's user CA public key in
 	// authorized_keys form, response.
 	HeaderCAKey = "X-Hostgate-Ca-Key"
+	// HeaderKeyProof, in the response, says the gateway has not pinned
+	// the presented host key yet: it first runs an SSH key exchange on
+	// the tunnel's first stream, which the agent's signature proves it
+	// holds the key by, and closes that stream once the key is pinned
+	// and the host routable (or the tunnel, when the proof fails). Its
+	// value names the proof: KeyProofSSH.
+	HeaderKeyProof = "X-Hostgate-Key-Proof"
 )
+
+// KeyProofSSH is HeaderKeyProof's value: an SSH key exchange.
+const KeyProofSSH = "ssh-kex"
 
 // ConnectPath is the agents' WebSocket endpoint.
 const ConnectPath = "/v1/agents/connect"

@@ -83,6 +83,9 @@ type Certificate struct {
 	Certificate string    `json:"certificate"` // authorized_keys format
 	ValidBefore time.Time `json:"validBefore"`
 	HostKey     string    `json:"hostKey"`
+	// HostPublicKey is the host's pinned key in authorized_keys form;
+	// empty from a gateway older than December 2026.
+	HostPublicKey string `json:"hostPublicKey"`
 }
 
 // APIError is an error answer of the gateway.

@@ -58,8 +58,9 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 		return err
 	}
 	// A fresh certificate and a known_hosts line for the host: nothing to
-	// ask. A line pinning a key the gateway has since reset stays until
-	// the next renewal or --force.
+	// ask. A line pinning a key the gateway has since reset is mended by
+	// `gateway proxy --known-hosts` on the next connection, or here at the
+	// next renewal or with --force.
 	if !force && certFresh(certPath, pub, host, minValid) && (knownHosts == "" || hasKnownHost(knownHosts, host)) {
 		return nil
 	}
@@ -78,13 +79,19 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 		return fmt.Errorf("cert: %w", err)
 	}
 	if knownHosts != "" {
-		// The certificate's answer names the host key by fingerprint;
-		// known_hosts wants the key.
-		rec, err := c.Host(ctx, host)
-		if err != nil {
-			return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
+		hostKey := cert.HostPublicKey
+		if hostKey == "" {
+			// An older gateway names the key by fingerprint only.
+			rec, err := c.Host(ctx, host)
+			if err != nil {
+				return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
+			}
+			hostKey = rec.HostPublicKey
 		}
-		if err := pinKnownHost(knownHosts, host, rec.HostPublicKey); err != nil {
+		if keys, err := knownHostKeys(knownHosts, host); err == nil && len(keys) == 1 && keys[0] == strings.TrimSpace(hostKey) {
+			return nil // already so: an ssh reading it meanwhile sees the same
+		}
+		if err := pinKnownHost(knownHosts, host, hostKey); err != nil {
 			return fmt.Errorf("cert: --known-hosts: %w", err)
 		}
 	}
@@ -144,16 +151,27 @@ func certFresh(path string, pub ssh.PublicKey, host string, minValid time.Durati
 
 // hasKnownHost reports whether the known_hosts file names host.
 func hasKnownHost(path, host string) bool {
+	keys, err := knownHostKeys(path, host)
+	return err == nil && len(keys) > 0
+}
+
+// knownHostKeys returns the keys ("type base64") the known_hosts file at
+// path gives host, as pinKnownHost writes them; a missing file has none.
+func knownHostKeys(path, host string) ([]string, error) {
 	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
 	for line := range strings.Lines(string(b)) {
 		if f := strings.Fields(line); len(f) >= 3 && f[0] == host {
-			return true
+			keys = append(keys, f[1]+" "+f[2])
 		}
 	}
-	return false
+	return keys, nil
 }
 
 // pinKnownHost makes hostKey the one line for host in the known_hosts file

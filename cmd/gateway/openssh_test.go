@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,18 +227,27 @@ func startBox(t *testing.T, id string, opts ...func(*serveConfig)) (string, stri
 		t.Fatal(err)
 	}
 	clientTok := lastLine(out)
+	t.Cleanup(runAgent(t, ctx, base, agentTok))
+	return base, clientTok
+}
+
+// runAgent runs an in-process agent with a host key of its own (a fresh
+// state dir) until its tunnel is up, and returns its stop.
+func runAgent(t *testing.T, ctx context.Context, base, agentTok string) (stop func()) {
+	t.Helper()
 	up := make(chan string, 4)
-	actx, stop := context.WithCancel(ctx)
-	adone := make(chan error, 1)
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
 	go func() {
-		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
+		done <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: base, Token: agentTok, StateDir: t.TempDir(),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
 	}()
-	t.Cleanup(func() { stop(); <-adone })
+	stop = sync.OnceFunc(func() { cancel(); <-done })
 	select {
 	case <-up:
 	case <-time.After(30 * time.Second):
+		stop()
 		t.Fatal("agent did not connect")
 	}
-	return base, clientTok
+	return stop
 }

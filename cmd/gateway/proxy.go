@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/bicopy"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
@@ -24,21 +26,22 @@ func init() {
 }
 
 func runProxy(ctx context.Context, sio stdio, args []string) error {
-	var gw, token string
+	var gw, token, knownHosts string
 	fs := newFlags("proxy", sio.err)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s):// or ws(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
-	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH through the gateway."); err != nil {
+	fs.StringVar(&knownHosts, "known-hosts", "", "the known_hosts `FILE` that gateway cert --known-hosts keeps: its line for HOST is rewritten before ssh checks the host key when the gateway pins another key (after gateway host reset-key); the gateway names it on this connection, so it costs no request")
+	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--known-hosts FILE] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH through the gateway."); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] HOST")
+		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--known-hosts FILE] HOST")
 		return errUsage
 	}
 	if gw == "" || token == "" {
 		return errors.New("proxy: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required")
 	}
-	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0))
+	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0), knownHosts)
 }
 
 // conn is the standard streams as one stream: the process's fds 0 and 1
@@ -67,7 +70,12 @@ func (nopWriteCloser) Close() error { return nil }
 // takes the closed stdout for the end, exits and hangs up on its
 // ProxyCommand, which died before it could say why (ssh showed only
 // "Connection closed by remote host").
-func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host string) error {
+//
+// With knownHosts, the gateway's answer names the host's pinned key, and a
+// line for host in that file naming another (a key reset since `gateway
+// cert` wrote it) is rewritten before a byte of the host's reaches ssh,
+// which reads the file only to check the key the host then sends.
+func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host, knownHosts string) error {
 	fail := func(err error) error {
 		fmt.Fprintln(stderr, "gateway:", err)
 		_ = local.Close()
@@ -80,8 +88,11 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(host) + "/ssh"
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
+	if knownHosts != "" {
+		h.Set(wire.HeaderPinnedKey, "1")
+	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	remote, _, err := bytestream.DialWebSocket(dctx, u.String(), &bytestream.WebSocketOptions{Header: h})
+	remote, resp, err := bytestream.DialWebSocket(dctx, u.String(), &bytestream.WebSocketOptions{Header: h})
 	cancel()
 	if err != nil {
 		var he *bytestream.HandshakeError
@@ -92,6 +103,9 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		}
 		return fail(fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err)))
 	}
+	if knownHosts != "" {
+		mendKnownHost(stderr, knownHosts, host, resp.Header.Get(wire.HeaderPinnedKey))
+	}
 	_, err = bicopy.Copy(ctx, local, remote)
 	// A broken stdout is ssh gone: it closes the pipe when it is done,
 	// and may do so with the host's last bytes still on their way.
@@ -99,4 +113,30 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		return nil
 	}
 	return err
+}
+
+// mendKnownHost makes pinned host's line in the known_hosts file at path
+// when the file names host with another key (or with several). A file
+// without a line for host is left alone: whoever set it up chose not to
+// keep one there. An older gateway sends no key (pinned empty): nothing
+// to do. Failures are reported, not fatal: ssh then says what it finds.
+func mendKnownHost(stderr io.Writer, path, host, pinned string) {
+	pinned = strings.TrimSpace(pinned)
+	if pinned == "" {
+		return
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(pinned))
+	if err != nil {
+		return
+	}
+	pinned = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) // the key alone, as known_hosts holds it
+	lines, err := knownHostKeys(path, host)
+	if err != nil || len(lines) == 0 || len(lines) == 1 && lines[0] == pinned {
+		return
+	}
+	if err := pinKnownHost(path, host, pinned); err != nil {
+		fmt.Fprintf(stderr, "gateway: host %s: the gateway pins host key %s; updating --known-hosts %s: %v\n", host, ssh.FingerprintSHA256(pub), path, err)
+		return
+	}
+	fmt.Fprintf(stderr, "gateway: host %s: the gateway now pins host key %s (reset since it was written); --known-hosts %s updated\n", host, ssh.FingerprintSHA256(pub), path)
 }

@@ -131,6 +131,9 @@ type certResponse struct {
 	Certificate string    `json:"certificate"` // authorized_keys form
 	ValidBefore time.Time `json:"validBefore"`
 	HostKey     string    `json:"hostKey"`
+	// HostPublicKey is the pinned key itself, as GET /v1/hosts/{id} has
+	// it: `gateway cert` writes it to known_hosts without a second call.
+	HostPublicKey string `json:"hostPublicKey"`
 }
 
 func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
@@ -168,9 +171,10 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, tok, id, "certificate")
 	WriteJSON(w, http.StatusOK, certResponse{
-		Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
-		ValidBefore: time.Unix(int64(cert.ValidBefore), 0).UTC(),
-		HostKey:     s.record(h).HostKey,
+		Certificate:   strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
+		ValidBefore:   time.Unix(int64(cert.ValidBefore), 0).UTC(),
+		HostKey:       s.record(h).HostKey,
+		HostPublicKey: h.HostKey,
 	})
 }
 

@@ -543,8 +543,8 @@ func TestCertificate(t *testing.T) {
 		t.Errorf("validBefore in %v", d)
 	}
 	pub, _, _, _, _ := ssh.ParseAuthorizedKey([]byte(hostKey))
-	if res.HostKey != ssh.FingerprintSHA256(pub) {
-		t.Errorf("hostKey %q", res.HostKey)
+	if res.HostKey != ssh.FingerprintSHA256(pub) || res.HostPublicKey != hostKey {
+		t.Errorf("hostKey %q hostPublicKey %q, want the pinned key's fingerprint and the key (gateway cert writes it to known_hosts)", res.HostKey, res.HostPublicKey)
 	}
 	sessions, _ := e.store.Sessions(e.ctx, 10)
 	if len(sessions) != 1 || sessions[0].Kind != "certificate" || sessions[0].TokenName != "client-a" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/bicopy"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/metrics"
 )
@@ -36,6 +37,12 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.openError(w, r, id, err)
 		return
+	}
+	if r.Header.Get(wire.HeaderPinnedKey) != "" {
+		// Asked for only: a store read on every relay is not free.
+		if h, err := s.store.Host(r.Context(), id); err == nil && h.HostKey != "" {
+			w.Header().Set(wire.HeaderPinnedKey, h.HostKey)
+		}
 	}
 	ws, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
 	if err != nil {

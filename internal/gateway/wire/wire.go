@@ -35,6 +35,13 @@ const (
 	HeaderKeyProof = "X-Hostgate-Key-Proof"
 )
 
+// HeaderPinnedKey, in a request to GET /v1/hosts/{id}/ssh (any value),
+// asks for the host's pinned key, which the upgrade's response carries in
+// it, in authorized_keys form (absent while the host has none or the
+// store cannot say): `gateway proxy --known-hosts` mends a known_hosts
+// line a key reset made stale without a request of its own.
+const HeaderPinnedKey = "X-Hostgate-Pinned-Key"
+
 // KeyProofSSH is HeaderKeyProof's value: an SSH key exchange.
 const KeyProofSSH = "ssh-kex"
 

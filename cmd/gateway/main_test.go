@@ -29,7 +29,6 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 func TestMain(m *testing.M) {
@@ -165,19 +164,30 @@ func echoAgent(t *testing.T, ctx context.Context, base, token string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := sshlayer.NewServer(&sshlayer.ServerConfig{HostKey: signer, TrustedUserCAs: []ssh.PublicKey{ca}, Principal: resp.Header.Get(wire.HeaderHostID)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		// x/crypto's server, not sshlayer's (Unix only): this agent
+		// only has to sign the exchange and let the gateway's CA in.
+		cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+			if c, ok := k.(*ssh.Certificate); ok && bytes.Equal(c.SignatureKey.Marshal(), ca.Marshal()) {
+				return nil, nil
+			}
+			return nil, errors.New("not a certificate of the gateway's CA")
+		}}
+		cfg.AddHostKey(signer)
 		st, err := sess.AcceptStream()
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = srv.ServeConn(ctx, st)
-		_ = srv.Close()
+		sc, chans, reqs, err := ssh.NewServerConn(st, cfg)
 		if err != nil {
 			t.Fatalf("host key proof: %v", err)
 		}
+		go ssh.DiscardRequests(reqs)
+		go func() {
+			for ch := range chans {
+				_ = ch.Reject(ssh.Prohibited, "an echo agent")
+			}
+		}()
+		_ = sc.Wait() // the gateway ends it once the host is routable
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)

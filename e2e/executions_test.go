@@ -130,6 +130,44 @@ func provisionShort(t testing.TB, ctx context.Context, c *client.Client, req cli
 	}
 }
 
+// provisionAhead starts to provision req and returns the wait for it, so a
+// test provisions what it needs later while it does something else. The
+// execution is terminated at cleanup, even one never waited for.
+func provisionAhead(t testing.TB, ctx context.Context, c *client.Client, req client.ProvisionRequest) func() *client.Execution {
+	type result struct {
+		e   *client.Execution
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		e, err := c.Provision(ctx, req)
+		ch <- result{e, err}
+	}()
+	var r *result
+	get := func() result {
+		if r == nil {
+			v := <-ch
+			r = &v
+		}
+		return *r
+	}
+	t.Cleanup(func() {
+		if e := get().e; e != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = c.Terminate(ctx, e.ExecutionID)
+		}
+	})
+	return func() *client.Execution {
+		t.Helper()
+		res := get()
+		if res.err != nil {
+			t.Fatalf("provision: %v", res.err)
+		}
+		return res.e
+	}
+}
+
 func sh(t testing.TB, ctx context.Context, c *client.Client, id, script string) string {
 	t.Helper()
 	res, err := c.Exec(ctx, id, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", script}, TimeoutMs: 60000})
@@ -723,24 +761,17 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 // a command ends as it does with docker exec: the memory limit kills it
 // with 137 and oomKilled (the execution lives on); a timeout, an output
 // flood and the caller leaving destroy the container (410 afterwards);
-// a terminate during a command answers 410.
+// a terminate during a command answers 410. Each ending has its own
+// execution, and the endings run side by side: provisioned one after the
+// other, the five executions made the test take 78 s.
 func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
 	agent0, docker0, _ := execWays(t, g)
+	// Its command runs after the others are counted: provisioned meanwhile.
+	terminated := provisionAhead(t, ctx, c, execRequest(image))
 
-	req := execRequest(image)
-	req.Resources.MemoryBytes = 64 << 20
-	e := provision(t, ctx, c, req)
-	res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "x=aaaaaaaa; while :; do x=$x$x; done"}, TimeoutMs: 60000})
-	if err != nil || res.ExitCode != 137 || !res.OOMKilled {
-		t.Fatalf("memory bomb: %v %+v, want 137 and oomKilled", err, res)
-	}
-	if out := sh(t, ctx, c, e.ExecutionID, "echo alive"); out != "alive\n" {
-		t.Fatalf("after the OOM kill: %q", out)
-	}
-
-	gone := func(id, what string) {
+	gone := func(t *testing.T, id, what string) {
 		t.Helper()
 		if _, err := c.Execution(ctx, id); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
 			t.Fatalf("GET after %s: %v, want 410", what, err)
@@ -749,39 +780,70 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 			t.Fatalf("container left after %s: %q %v", what, out, err)
 		}
 	}
-	for _, tc := range []struct {
-		name, code string
-		req        client.ExecRequest
-	}{
-		{"timeout", "timeout", client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 500}},
-		{"flood", "output_limit", client.ExecRequest{Command: "yes", TimeoutMs: 60000}},
-	} {
-		e := provision(t, ctx, c, execRequest(image))
-		_, err := c.Exec(ctx, e.ExecutionID, tc.req)
-		if ae := apiErr(err); ae == nil || ae.Code != tc.code {
-			t.Fatalf("%s: %v, want %s", tc.name, err, tc.code)
-		}
-		gone(e.ExecutionID, tc.name)
-		// The host ended it: its agent's end is not a failure to re-attach
-		// to, nor an end from outside the host.
-		g.waitFor(regexp.MustCompile(`msg="execution ended; agent tunnel closed".* execution=`+e.ExecutionID), 30*time.Second)
-		for _, line := range strings.Split(g.output(), "\n") {
-			if strings.Contains(line, e.ExecutionID) && (strings.Contains(line, "re-attaching") || strings.Contains(line, "outside the host")) {
-				t.Errorf("%s: the gateway logged %q", tc.name, line)
+	t.Run("endings", func(t *testing.T) {
+		t.Run("memory", func(t *testing.T) {
+			t.Parallel()
+			req := execRequest(image)
+			req.Resources.MemoryBytes = 64 << 20
+			e := provision(t, ctx, c, req)
+			res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "x=aaaaaaaa; while :; do x=$x$x; done"}, TimeoutMs: 60000})
+			if err != nil || res.ExitCode != 137 || !res.OOMKilled {
+				t.Fatalf("memory bomb: %v %+v, want 137 and oomKilled", err, res)
 			}
+			if out := sh(t, ctx, c, e.ExecutionID, "echo alive"); out != "alive\n" {
+				t.Fatalf("after the OOM kill: %q", out)
+			}
+		})
+		for _, tc := range []struct {
+			name, code string
+			req        client.ExecRequest
+		}{
+			{"timeout", "timeout", client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 500}},
+			{"flood", "output_limit", client.ExecRequest{Command: "yes", TimeoutMs: 60000}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				e := provision(t, ctx, c, execRequest(image))
+				_, err := c.Exec(ctx, e.ExecutionID, tc.req)
+				if ae := apiErr(err); ae == nil || ae.Code != tc.code {
+					t.Fatalf("%s: %v, want %s", tc.name, err, tc.code)
+				}
+				gone(t, e.ExecutionID, tc.name)
+				// The host ended it: its agent's end is not a failure to
+				// re-attach to, nor an end from outside the host.
+				g.waitForIn(t, regexp.MustCompile(`msg="execution ended; agent tunnel closed".* execution=`+e.ExecutionID), 30*time.Second)
+				for _, line := range strings.Split(g.output(), "\n") {
+					if strings.Contains(line, e.ExecutionID) && (strings.Contains(line, "re-attaching") || strings.Contains(line, "outside the host")) {
+						t.Errorf("%s: the gateway logged %q", tc.name, line)
+					}
+				}
+			})
 		}
-	}
-
-	// The caller leaving: the gateway sees the request's context end.
-	e = provision(t, ctx, c, execRequest(image))
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // well after the command started, even on a loaded machine
-	_, err = c.Exec(cctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
-	cancel()
-	if err == nil {
-		t.Fatal("exec outlived its caller")
-	}
-	g.waitHostGone(e.ExecutionID, time.Minute)
-	gone(e.ExecutionID, "the caller left")
+		// The caller leaving, once its command runs: the gateway sees the
+		// request's context end.
+		t.Run("caller left", func(t *testing.T) {
+			t.Parallel()
+			e := provision(t, ctx, c, execRequest(image))
+			cid := containerOf(t, e.ExecutionID)
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Exec(cctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
+				done <- err
+			}()
+			waitFor(t, "the command in the container (docker top)", func() (string, bool) {
+				out, _ := exec.Command("docker", "top", cid).Output()
+				return "", strings.Contains(string(out), "sleep 60")
+			})
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("exec outlived its caller")
+			}
+			g.waitHostGoneIn(t, e.ExecutionID, time.Minute)
+			gone(t, e.ExecutionID, "the caller left")
+		})
+	})
 
 	agent1, docker1, _ := execWays(t, g)
 	if agent1-agent0 != 5 || docker1 != docker0 {
@@ -790,7 +852,7 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 
 	// Terminated during a command (or before it reached the gateway:
 	// 410 either way).
-	e = provision(t, ctx, c, execRequest(image))
+	e := terminated()
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
@@ -802,7 +864,6 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 	if ae := apiErr(<-done); ae == nil || ae.Status != http.StatusGone {
 		t.Fatalf("exec during terminate: %v, want 410", ae)
 	}
-
 }
 
 // TestSandboxPoolExecThroughTunnel: an execution served by the warm pool

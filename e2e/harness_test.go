@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -146,6 +147,13 @@ func (p *proc) kill() {
 // waitFor waits until output matches re, or fails after d.
 func (p *proc) waitFor(re *regexp.Regexp, d time.Duration) []string {
 	p.t.Helper()
+	return p.waitForIn(p.t, re, d)
+}
+
+// waitForIn is waitFor failing t: a parallel subtest of the test that
+// started p must fail itself, as only a test's own goroutine may end it.
+func (p *proc) waitForIn(t testing.TB, re *regexp.Regexp, d time.Duration) []string {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
 		if m := re.FindStringSubmatch(p.output()); m != nil {
@@ -153,11 +161,11 @@ func (p *proc) waitFor(re *regexp.Regexp, d time.Duration) []string {
 		}
 		select {
 		case <-p.done:
-			p.t.Fatalf("%s exited (%v) before printing %v:\n%s", p.name, p.err, re, p.output())
+			t.Fatalf("%s exited (%v) before printing %v:\n%s", p.name, p.err, re, p.output())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not print %v within %v:\n%s", p.name, re, d, p.output())
+			t.Fatalf("%s did not print %v within %v:\n%s", p.name, re, d, p.output())
 		}
 	}
 }
@@ -263,14 +271,21 @@ func (g *gw) waitConnected(id string, want bool, d time.Duration) {
 // execution's host record is deleted with it.
 func (g *gw) waitHostGone(id string, d time.Duration) {
 	g.t.Helper()
+	g.waitHostGoneIn(g.t, id, d)
+}
+
+// waitHostGoneIn is waitHostGone failing t, as waitForIn.
+func (g *gw) waitHostGoneIn(t testing.TB, id string, d time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		status, body := g.api("GET", "/v1/hosts/"+id, g.admin, nil)
-		if status == http.StatusNotFound {
+		rec, err := g.hostRecord(id)
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			return
 		}
 		if time.Now().After(deadline) {
-			g.t.Fatalf("host %s still listed %v after its execution ended: %d %s", id, d, status, body)
+			t.Fatalf("host %s still listed %v after its execution ended: %+v %v", id, d, rec, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -201,6 +201,9 @@ func TestExecutionsAPI(t *testing.T) {
 		t.Fatalf("/v1/me: %d %s", status, me)
 	}
 
+	// The second execution, for the timeout at the end: provisioned
+	// meanwhile, not after the rest.
+	second := provisionAhead(t, ctx, c, execRequest(image))
 	e := provision(t, ctx, c, execRequest(image))
 	if !strings.HasPrefix(e.HostKey, "SHA256:") || !strings.HasPrefix(e.HostPublicKey, "ssh-ed25519 ") || !e.Connected {
 		t.Fatalf("provision answer: %+v", e)
@@ -280,7 +283,7 @@ func TestExecutionsAPI(t *testing.T) {
 	}
 
 	// A command over its timeout ends the execution too.
-	e2 := provision(t, ctx, c, execRequest(image))
+	e2 := second()
 	_, err = c.Exec(ctx, e2.ExecutionID, client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 500})
 	if ae := apiErr(err); ae == nil || ae.Code != "timeout" {
 		t.Fatalf("timeout: %v", err)
@@ -526,13 +529,14 @@ func containerOf(t testing.TB, executionID string) string {
 func TestExecutionAdoptedAfterRestart(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
+	endedAhead := provisionAhead(t, ctx, c, execRequest(image))
 	e := provision(t, ctx, c, execRequest(image))
 	// Its terminate at cleanup needs a gateway: one that failed to come
 	// back would leave the container.
 	cid := containerOf(t, e.ExecutionID)
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", cid).Run() })
 	sh(t, ctx, c, e.ExecutionID, "echo kept > kept.txt")
-	ended := provision(t, ctx, c, execRequest(image))
+	ended := endedAhead()
 	if err := c.Terminate(ctx, ended.ExecutionID); err != nil {
 		t.Fatal(err)
 	}

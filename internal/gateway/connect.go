@@ -162,6 +162,18 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			cleanups[i]()
 		}
 	}()
+	endProof := func() {}
+	if prove {
+		// One proof per host at a time: an unproven tunnel is held until
+		// its proof ends (up to keyProofTimeout) and is in no registry,
+		// so nothing else bounds how many one agent token keeps waiting.
+		if !s.proving.begin(hostID) {
+			WriteError(w, http.StatusServiceUnavailable, "busy", "another agent is proving its host key for host "+hostID+"; retry shortly")
+			return
+		}
+		endProof = sync.OnceFunc(func() { s.proving.end(hostID) })
+		defer endProof()
+	}
 	if !prove && !register() {
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
@@ -213,6 +225,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		}
 		log.Info("host key pinned: the agent proved it holds it", "hostKey", ssh.FingerprintSHA256(pub))
 	}
+	endProof() // proven and registered (or no proof): the slot is free
 	set := pt.set(MuxTunnel(sess))
 	if proof != nil {
 		// The agent reports its tunnel up when the proof's stream ends:
@@ -370,4 +383,30 @@ func hostKeyAlgorithms(pub ssh.PublicKey) []string {
 		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
 	}
 	return []string{pub.Type()}
+}
+
+// provingSet is the hosts whose agent is proving a host key to pin now.
+type provingSet struct {
+	mu    sync.Mutex
+	hosts map[string]bool
+}
+
+// begin takes host's proof slot, reporting whether it was free.
+func (p *provingSet) begin(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hosts[host] {
+		return false
+	}
+	if p.hosts == nil {
+		p.hosts = map[string]bool{}
+	}
+	p.hosts[host] = true
+	return true
+}
+
+func (p *provingSet) end(host string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.hosts, host)
 }

@@ -1389,3 +1389,46 @@ func TestConflictingSessionCookies(t *testing.T) {
 		t.Errorf("a tossed cookie before the admin's: %d, want 401", st)
 	}
 }
+
+// TestOneKeyProofPerHost: while one agent proves a key to pin for a host
+// (here, one that never answers the proof), another connect for that host
+// is answered 503 busy, not held as a second unproven tunnel; once the
+// first ends, the next proves and enrolls.
+func TestOneKeyProofPerHost(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "h1")
+	signer, key := newKey(t)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+agentTok)
+	h.Set(wire.HeaderHostKey, key)
+	silent, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get(wire.HeaderKeyProof) == "" {
+		t.Fatal("a first enrollment was not asked for a proof")
+	}
+	// The silent agent never opens its mux: its proof waits.
+	for range 3 {
+		_, err := e.dialAgentSigner(agentTok, key, hostgate.Info{}, signer)
+		var he *bytestream.HandshakeError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable || !strings.Contains(he.Body, `"busy"`) {
+			t.Fatalf("a second connect while a proof for the host is pending: %v, want 503 busy", err)
+		}
+	}
+	_ = silent.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := e.dialAgentSigner(agentTok, key, hostgate.Info{}, signer)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the pending proof ended, the holder still cannot enroll: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if hst, err := e.store.Host(e.ctx, "h1"); err != nil || hst.HostKey != key {
+		t.Fatalf("pinned %q (%v), want the proven key", hst.HostKey, err)
+	}
+}

@@ -141,6 +141,7 @@ type connector struct {
 	min, max time.Duration
 	hostKey  ssh.Signer
 	header   http.Header
+	token    string // the bearer token, which the key signature names
 	// windDowns are the ended tunnels whose connections and commands are
 	// still winding down.
 	windDowns sync.WaitGroup
@@ -180,6 +181,7 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	}
 	info := fillInfo(cfg.Info)
 	c.header = http.Header{}
+	c.token = strings.TrimSpace(cfg.Token)
 	c.header.Set("Authorization", "Bearer "+cfg.Token)
 	c.header.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(c.hostKey.PublicKey()))))
 	c.header.Set(wire.HeaderInfo, wire.EncodeInfo(info))
@@ -245,7 +247,13 @@ const healthyTunnel = 5 * time.Second
 // called when the tunnel is established.
 func (c *connector) once(ctx context.Context, up func()) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: c.header.Clone()})
+	h := c.header.Clone()
+	// A fresh signature per dial (it carries its time): a gateway that
+	// has not pinned the key pins it on this, with no SSH key exchange.
+	if sig, err := wire.SignKey(c.hostKey, c.token, h.Get(wire.HeaderHostID), time.Now()); err == nil {
+		h.Set(wire.HeaderKeySignature, sig)
+	}
+	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: h})
 	cancel()
 	if err != nil {
 		var he *bytestream.HandshakeError

@@ -253,6 +253,39 @@ func TestConnectServesSSHThroughGateway(t *testing.T) {
 	}
 }
 
+// TestConnectSignsItsHostKey: each dial carries a fresh signature by the
+// agent's host key over its token and host id (wire.HeaderKeySignature),
+// which a gateway that has not pinned the key pins on, with no SSH key
+// exchange on the tunnel first.
+func TestConnectSignsItsHostKey(t *testing.T) {
+	g := newGW(t)
+	var seen atomic.Pointer[http.Header]
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == wire.ConnectPath {
+			h := r.Header.Clone()
+			seen.Store(&h)
+		}
+		g.ts.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	tok := g.token(store.RoleAgent, "h1")
+	waitTunnel(t, runAgent(t, g.ctx, ConnectConfig{GatewayURL: ts.URL, Token: tok, HostID: "h1", StateDir: t.TempDir()}), "h1")
+	h := seen.Load()
+	if h == nil {
+		t.Fatal("the agent never dialed")
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.Get(wire.HeaderHostKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.VerifyKeySignature(pub, h.Get(wire.HeaderKeySignature), tok, "h1", time.Now()); err != nil {
+		t.Fatalf("the agent's key signature: %v", err)
+	}
+	if hst, err := g.store.Host(g.ctx, "h1"); err != nil || hst.HostKey != strings.TrimSpace(h.Get(wire.HeaderHostKey)) {
+		t.Fatalf("pinned %q (%v), want the signed key", hst.HostKey, err)
+	}
+}
+
 // The agent's log names where an SSH session came from: the gateway's
 // URL its tunnel dialed. It said remote=websocket/unknown-addr.
 func TestConnectLogsSessionsGateway(t *testing.T) {

@@ -82,15 +82,27 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	enrollment := store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey}
 	// The header only names a key. A key the host has pinned was proven
 	// when it was pinned (and every caller checks it end to end); a key
-	// to pin now is pinned only after the agent signs an SSH key
-	// exchange with it (proveHostKey, after the upgrade), or anyone with
-	// the agent token could pin a key they do not hold.
+	// to pin now is pinned only once the agent has shown it holds it, or
+	// anyone with the agent token could pin a key they do not hold: by a
+	// signature in the request (wire.HeaderKeySignature), or else by
+	// signing an SSH key exchange with it (proveHostKey, after the
+	// upgrade), which an agent without the signature (an older one, a
+	// clock off by more than the skew) is asked for.
 	pinned, err := s.store.Host(r.Context(), hostID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.storeError(w, err)
 		return
 	}
 	prove := pinned.HostKey != hostKey
+	if prove && pinned.HostKey == "" {
+		if sig := r.Header.Get(wire.HeaderKeySignature); sig != "" {
+			if err := wire.VerifyKeySignature(pub, sig, bearer(r), r.Header.Get(wire.HeaderHostID), time.Now()); err != nil {
+				log.Warn("agent's key signature not accepted; asking for an SSH key exchange instead", "presented", ssh.FingerprintSHA256(pub), "err", err)
+			} else {
+				prove = false // proven: Enroll pins it below
+			}
+		}
+	}
 	var h store.Host
 	switch {
 	case prove && pinned.HostKey != "":
@@ -357,6 +369,12 @@ func proveHostKey(ctx context.Context, sess *yamux.Session, pub ssh.PublicKey, c
 		// Only pub's algorithms, so that a server holding several keys
 		// signs with this one.
 		HostKeyAlgorithms: hostKeyAlgorithms(pub),
+		// The proof needs the exchange's signature, not post-quantum
+		// secrecy for a connection that carries nothing: curve25519
+		// alone allocates and computes a fraction of x/crypto's default
+		// ML-KEM hybrid, which a burst of first enrollments (10,000
+		// agents) pays per host.
+		Config: ssh.Config{KeyExchanges: []string{ssh.KeyExchangeCurve25519}},
 	})
 	if ctx.Err() != nil {
 		if c != nil {

@@ -1432,3 +1432,72 @@ func TestOneKeyProofPerHost(t *testing.T) {
 		t.Fatalf("pinned %q (%v), want the proven key", hst.HostKey, err)
 	}
 }
+
+// TestKeySignatureEnrolls: an agent whose request carries a signature by
+// the key it presents (wire.HeaderKeySignature) has it pinned at once,
+// with no SSH key exchange asked for; a signature by another key, or an
+// old one, pins nothing and the gateway asks for the exchange instead.
+func TestKeySignatureEnrolls(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token(store.RoleAgent, "h1")
+	signer, key := newKey(t)
+	other, _ := newKey(t)
+	dial := func(sig string) (*http.Response, *yamux.Session) {
+		t.Helper()
+		h := http.Header{}
+		h.Set("Authorization", "Bearer "+tok)
+		h.Set(wire.HeaderHostKey, key)
+		h.Set(wire.HeaderKeySignature, sig)
+		conn, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, err := bytestream.MuxServer(conn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sess.Close() })
+		return resp, sess
+	}
+	sign := func(s ssh.Signer, at time.Time) string {
+		v, err := wire.SignKey(s, tok, "", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for name, sig := range map[string]string{
+		"another key's": sign(other, time.Now()),
+		"an old":        sign(signer, time.Now().Add(-time.Hour)),
+	} {
+		resp, sess := dial(sig)
+		if resp.Header.Get(wire.HeaderKeyProof) == "" {
+			t.Fatalf("%s signature: no key exchange asked for", name)
+		}
+		if hst, err := e.store.Host(e.ctx, "h1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s signature pinned %q (%v)", name, hst.HostKey, err)
+		}
+		_ = sess.Close()
+	}
+	resp, sess := dial(sign(signer, time.Now()))
+	if v := resp.Header.Get(wire.HeaderKeyProof); v != "" {
+		t.Fatalf("a good signature: the gateway still asks for a key exchange (%q)", v)
+	}
+	if hst, err := e.store.Host(e.ctx, "h1"); err != nil || hst.HostKey != key {
+		t.Fatalf("a good signature: pinned %q (%v), want the presented key", hst.HostKey, err)
+	}
+	// Routable at once: a relay's stream reaches this agent.
+	go func() {
+		st, err := sess.AcceptStream()
+		if err == nil {
+			_, _ = io.Copy(st, st)
+			_ = st.Close()
+		}
+	}()
+	c, err := e.relay("h1", e.token(store.RoleAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 100)
+	_ = c.Close()
+}

@@ -1,7 +1,7 @@
 // Package wire holds what the gateway and a dialing-out agent agree on for
 // enrollment on GET /v1/agents/connect: header names, the Info encoding and
-// the JSON error shape. It is tiny and dependency-free so the agent binary
-// does not link the gateway.
+// the JSON error shape, and the host key signature. It is tiny and needs
+// nothing of the gateway, so the agent binary does not link the gateway.
 package wire
 
 import (

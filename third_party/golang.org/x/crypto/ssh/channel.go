@@ -211,6 +211,8 @@ type channel struct {
 	// the same lock, so none follows the EOF. WriteExtended also reads it
 	// without the lock, to fail at once.
 	sentEOF atomic.Bool
+	// eofOnWire, under writeMu, is set when the EOF message is written.
+	eofOnWire bool
 
 	// thread-safe data
 	remoteWin  window
@@ -325,6 +327,15 @@ func (ch *channel) writePacket(packet []byte) error {
 			return ErrWriteAfterCloseWrite
 		}
 	case msgChannelEOF:
+		// hostgate: one EOF on the wire (change 11): a second
+		// CloseWrite is a no-op, as a second shutdown(SHUT_WR) is.
+		// eofOnWire, not sentEOF, which an early channel's CloseWrite
+		// sets before its deferred EOF goes out through here.
+		if ch.eofOnWire {
+			ch.writeMu.Unlock()
+			return nil
+		}
+		ch.eofOnWire = true
 		ch.sentEOF.Store(true)
 	}
 	ch.sentClose = (packet[0] == msgChannelClose)

@@ -142,3 +142,33 @@ func TestHostgateCloseWriteEndsBlockedWrite(t *testing.T) {
 		t.Fatalf("peer got %d bytes of channel data after the EOF", len(got))
 	}
 }
+
+// TestHostgateCloseWriteTwiceOneEOF: a second CloseWrite is a no-op, as a
+// second shutdown(SHUT_WR) is; it sent a second EOF, as upstream does.
+func TestHostgateCloseWriteTwiceOneEOF(t *testing.T) {
+	ch, peer, _ := deadlineChannel(t, 1<<20)
+	for range 3 {
+		if err := ch.CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eofs := 0
+	for {
+		p, err := peer.readPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p[0] == msgChannelEOF {
+			eofs++
+		}
+		if p[0] == msgChannelClose {
+			break
+		}
+	}
+	if eofs != 1 {
+		t.Fatalf("three CloseWrites sent %d EOFs, want 1", eofs)
+	}
+}

@@ -212,11 +212,15 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 			log.Warn("agent refused: it did not prove it holds the host key it presented, which stays unpinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
+			// The slot before the tunnel: an agent that sees its tunnel
+			// end and dials again must not find it still held.
+			endProof()
 			_ = sess.Close()
 			return
 		}
 		h, err = s.store.Enroll(s.ctx, enrollment)
 		if err != nil {
+			endProof()
 			// The tunnel first: the agent takes the proof's end for
 			// its tunnel up unless the tunnel is gone by then.
 			_ = sess.Close()
@@ -229,6 +233,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !register() {
+			endProof()
 			// The tunnel first: the agent takes the proof's end for
 			// its tunnel up unless the tunnel is gone by then.
 			_ = sess.Close()

@@ -1448,7 +1448,20 @@ func TestKeySignatureEnrolls(t *testing.T) {
 		h.Set("Authorization", "Bearer "+tok)
 		h.Set(wire.HeaderHostKey, key)
 		h.Set(wire.HeaderKeySignature, sig)
-		conn, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+		// The proof the last dial was asked for may still hold the
+		// host's slot (503 busy) until the gateway sees its tunnel end.
+		var (
+			conn net.Conn
+			resp *http.Response
+			err  error
+		)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			conn, resp, err = bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+			var he *bytestream.HandshakeError
+			if err == nil || !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -179,11 +179,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		// One proof per host at a time: an unproven tunnel is held until
 		// its proof ends (up to keyProofTimeout) and is in no registry,
 		// so nothing else bounds how many one agent token keeps waiting.
-		if !s.proving.begin(hostID) {
+		if _, held := s.proving.LoadOrStore(hostID, struct{}{}); held {
 			WriteError(w, http.StatusServiceUnavailable, "busy", "another agent is proving its host key for host "+hostID+"; retry shortly")
 			return
 		}
-		endProof = sync.OnceFunc(func() { s.proving.end(hostID) })
+		endProof = sync.OnceFunc(func() { s.proving.Delete(hostID) })
 		defer endProof()
 	}
 	if !prove && !register() {
@@ -406,30 +406,4 @@ func hostKeyAlgorithms(pub ssh.PublicKey) []string {
 		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
 	}
 	return []string{pub.Type()}
-}
-
-// provingSet is the hosts whose agent is proving a host key to pin now.
-type provingSet struct {
-	mu    sync.Mutex
-	hosts map[string]bool
-}
-
-// begin takes host's proof slot, reporting whether it was free.
-func (p *provingSet) begin(host string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.hosts[host] {
-		return false
-	}
-	if p.hosts == nil {
-		p.hosts = map[string]bool{}
-	}
-	p.hosts[host] = true
-	return true
-}
-
-func (p *provingSet) end(host string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.hosts, host)
 }

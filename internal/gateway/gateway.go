@@ -150,7 +150,7 @@ type Server struct {
 	wg       sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
 	live     liveSet        // relays and tunnels by token, for revocation
 	flaps    flaps          // hosts whose tunnels replace each other
-	proving  provingSet     // hosts whose agent is proving a key to pin
+	proving  sync.Map       // host id → struct{}: its agent is proving a key to pin
 	servers  []*http.Server
 }
 

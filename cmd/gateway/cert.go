@@ -88,7 +88,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 			}
 			hostKey = rec.HostPublicKey
 		}
-		if keys, err := knownHostKeys(knownHosts, host); err == nil && len(keys) == 1 && keys[0] == strings.TrimSpace(hostKey) {
+		if _, current, err := knownHostLine(knownHosts, host, hostKey); err == nil && current {
 			return nil // already so: an ssh reading it meanwhile sees the same
 		}
 		if err := pinKnownHost(knownHosts, host, hostKey); err != nil {
@@ -172,6 +172,19 @@ func knownHostKeys(path, host string) ([]string, error) {
 		}
 	}
 	return keys, nil
+}
+
+// knownHostLine reads what the known_hosts file at path says of host:
+// named, whether a line names it; current, whether its one line gives
+// hostKey ("type base64"), so pinKnownHost would change nothing. `gateway
+// cert` and `gateway proxy` rewrite the file only when it is not current:
+// a file rewritten on every run would be replaced under an ssh reading it.
+func knownHostLine(path, host, hostKey string) (named, current bool, err error) {
+	keys, err := knownHostKeys(path, host)
+	if err != nil {
+		return false, false, err
+	}
+	return len(keys) > 0, len(keys) == 1 && keys[0] == strings.TrimSpace(hostKey), nil
 }
 
 // pinKnownHost makes hostKey the one line for host in the known_hosts file

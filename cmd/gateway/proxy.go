@@ -130,8 +130,8 @@ func mendKnownHost(stderr io.Writer, path, host, pinned string) {
 		return
 	}
 	pinned = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) // the key alone, as known_hosts holds it
-	lines, err := knownHostKeys(path, host)
-	if err != nil || len(lines) == 0 || len(lines) == 1 && lines[0] == pinned {
+	named, current, err := knownHostLine(path, host, pinned)
+	if err != nil || !named || current {
 		return
 	}
 	if err := pinKnownHost(path, host, pinned); err != nil {

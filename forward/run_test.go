@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,7 +224,7 @@ func TestMaxConnsRejectsExcess(t *testing.T) {
 	}
 }
 
-func isReset(err error) bool { return err != nil && strings.Contains(err.Error(), "reset") }
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 func TestSpecValidate(t *testing.T) {
 	for _, s := range []Spec{

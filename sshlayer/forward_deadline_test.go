@@ -12,7 +12,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
-	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,7 +166,7 @@ func TestListenHTTPReadTimeout(t *testing.T) {
 		}
 		_, err = io.ReadAll(conn)
 	}
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !strings.Contains(err.Error(), "reset") {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("reading after the ReadTimeout: %v, want the connection closed", err)
 	}
 }

@@ -60,6 +60,15 @@ type Channel interface {
 	Read(data []byte) (int, error)
 
 	// Write writes len(data) bytes to the channel.
+	//
+	// hostgate: after CloseWrite, Write (and a write to Stderr) sends
+	// nothing and returns ErrWriteAfterCloseWrite, which wraps
+	// io.ErrClosedPipe, as a TCP conn's Write fails after its CloseWrite;
+	// upstream returned io.EOF, which io.Copy's caller takes for a clean
+	// end. A Write waiting for window when CloseWrite is called returns
+	// the bytes it sent and that error. After Close, or once the peer has
+	// closed the channel, Write returns io.EOF. Writes from several
+	// goroutines go one after another, each whole.
 	Write(data []byte) (int, error)
 
 	// Close signals end of channel use. No data may be sent after this
@@ -68,7 +77,11 @@ type Channel interface {
 
 	// CloseWrite signals the end of sending in-band
 	// data. Requests may still be sent, and the other side may
-	// still send data
+	// still send data.
+	//
+	// hostgate: one EOF goes to the peer however often it is called: a
+	// second CloseWrite is a no-op, as a second shutdown(SHUT_WR) is;
+	// upstream sent an EOF per call.
 	CloseWrite() error
 
 	// SendRequest sends a channel request.  If wantReply is true,

@@ -3,10 +3,13 @@ package dockerhost
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 )
 
 func fields(t *testing.T, s string) map[string]string {
@@ -267,5 +270,29 @@ func testRuntimeDeadlineHost(t *testing.T) {
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 	if _, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {
 		t.Fatalf("exec after the deadline: %v, want gone", err)
+	}
+}
+
+// What a command writes to the container's own stdout and stderr, which
+// are docker-init's (/proc/1/fd/1 and 2, open to the same user), is kept
+// nowhere on the host: under the engine's default json-file driver it went
+// to a log file without a bound, past diskBytes and every other limit.
+func testLimitContainerLog(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	res := sh(t, h, ex.ExecutionID, `head -c 1048576 /dev/zero >/proc/1/fd/1; echo out=$?; head -c 1048576 /dev/zero >/proc/1/fd/2; echo err=$?`)
+	if m := fields(t, res.Stdout); m["out"] != "0" || m["err"] != "0" {
+		// Refusing the writes would hold too; what matters is below.
+		t.Logf("writes to the container's stdout/stderr: %q %q", res.Stdout, res.Stderr)
+	}
+	logs, err := cli.ContainerLogs(testCtx(t, time.Minute), ex.ContainerID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return // the driver keeps nothing to read
+	}
+	defer logs.Close()
+	n, _ := io.Copy(io.Discard, logs)
+	if n > 0 {
+		t.Fatalf("the engine stored %d bytes a command wrote to the container's stdout and stderr, outside every limit", n)
 	}
 }

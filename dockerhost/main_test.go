@@ -37,6 +37,7 @@ var engineTests = []struct {
 	{"ProvisionForeignPath", testProvisionForeignPath},
 	{"LimitPids", testLimitPids},
 	{"LimitOutput", testLimitOutput},
+	{"LimitContainerLog", testLimitContainerLog},
 	{"TimeoutDestroys", testTimeoutDestroys},
 	{"AbortDestroys", testAbortDestroys},
 	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},

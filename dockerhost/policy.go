@@ -453,6 +453,14 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 		// the headroom the workspace leaves, so both full still leave
 		// processes room to run.
 		ShmSize: shmSize(r),
+		// The container's own stdout and stderr are docker-init's, whose
+		// /proc/1/fd/1 every command may open, as it runs as the same
+		// user: under the engine's default json-file driver, without a
+		// size bound, what a command wrote there went to a log file on
+		// the host's disk, outside diskBytes and every other limit (100
+		// MiB in a second, without end). Nothing reads that log: sleep,
+		// the main process, writes nothing.
+		LogConfig: container.LogConfig{Type: "none"},
 		Resources: container.Resources{
 			NanoCPUs:   int64(math.Round(r.CPUs * 1e9)),
 			Memory:     r.MemoryBytes,

@@ -244,7 +244,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	gateway.WriteJSON(w, http.StatusOK, answer(res, body.Encoding))
+	writeAnswer(w, answer(res, body.Encoding))
 }
 
 func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {

@@ -15,13 +15,19 @@ import (
 // WriteJSON answers v as JSON with status, uncached and not sniffed: the
 // one writer of every JSON answer, the gateway's hooks included.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	WriteJSONHeader(w, status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// WriteJSONHeader sends WriteJSON's status and headers, for an answer
+// whose body its caller writes itself.
+func WriteJSONHeader(w http.ResponseWriter, status int) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v)
 }
 
 // WriteError answers {error: {code, message}}. The message is for people;

@@ -318,7 +318,10 @@ func (p *Policy) ValidateExec(req *ExecRequest) error {
 	if req.Command == "" {
 		return invalid("command", "is required")
 	}
-	if strings.ContainsRune(req.Command, 0) || slices.ContainsFunc(req.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
+	if strings.ContainsRune(req.Command, 0) {
+		return invalid("command", "must not contain NUL bytes")
+	}
+	if slices.ContainsFunc(req.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
 		return invalid("args", "must not contain NUL bytes")
 	}
 	if req.Cwd == "" {

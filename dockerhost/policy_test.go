@@ -131,6 +131,7 @@ func TestValidateExec(t *testing.T) {
 		{ExecRequest{Command: "ls", TimeoutMs: -5}, "timeoutMs"},
 		{ExecRequest{Command: "ls", TimeoutMs: 1, Cwd: "rel"}, "cwd"},
 		{ExecRequest{Command: "ls", Args: []string{"a\x00"}, TimeoutMs: 1}, "args"},
+		{ExecRequest{Command: "l\x00s", TimeoutMs: 1}, "command"},
 		{ExecRequest{Command: "ls", TimeoutMs: 1, Env: map[string]string{"MY_SECRET": "x"}}, "env.MY_SECRET"},
 	} {
 		err := p.ValidateExec(&tc.req)

@@ -184,6 +184,18 @@ func readEnviron(c *ssh.Client, path string) ([]string, error) {
 // tunnel already.
 var errTunnelBusy = errors.New("execapi: the tunnel runs its maximum of commands")
 
+// maxScriptLine is Linux's MAX_ARG_STRLEN, the longest single argument
+// execve takes, its NUL included. The agent runs a command's script as
+// `sh -c SCRIPT`, one argument, where docker exec passes the command's
+// argv word by word: 200 arguments of 1000 bytes ran under docker exec
+// but failed through the agent (E2BIG), answered 126 as a spent pids
+// limit. A longer script goes to docker exec.
+const maxScriptLine = 128 << 10
+
+// errScriptTooLong means a command's script is longer than one execve
+// argument may be.
+var errScriptTooLong = fmt.Errorf("execapi: the command's script is over %d bytes, the most one argument of execve may hold", maxScriptLine-1)
+
 // tunnelRunner runs commands over r's agent tunnel.
 type tunnelRunner struct {
 	a *Agents
@@ -237,6 +249,9 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	line, err := commandScript(conn.env, c.Argv, c.Env, c.Dir)
 	if err != nil {
 		return notStarted(err)
+	}
+	if len(line) >= maxScriptLine {
+		return notStarted(errScriptTooLong)
 	}
 	select {
 	case t.r.commands <- struct{}{}:

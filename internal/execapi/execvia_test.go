@@ -59,6 +59,17 @@ func provisioned(t *testing.T, f *fixture) string {
 	return body["executionId"].(string)
 }
 
+// provisionedRunner provisions an execution on a new fixture and returns
+// its tunnel's runner, with a context that ends with the test.
+func provisionedRunner(t *testing.T) (dockerhost.CommandRunner, context.Context) {
+	t.Helper()
+	f := newFixture(t)
+	r := f.agents.Runner(provisioned(t, f))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return r, ctx
+}
+
 // TestRunnerThroughTunnel runs commands through an execution's tunnel to
 // the real agent (in-process, commands on this machine): the environment
 // is exactly the container's plus the command's, cwd, stdin, exit codes,
@@ -210,11 +221,7 @@ func (b blockingReader) Read([]byte) (int, error) {
 // run through one tunnel at once (the agent would refuse the next
 // session); one more does not start there, so docker exec runs it.
 func TestRunnerBoundsConcurrentCommands(t *testing.T) {
-	f := newFixture(t)
-	id := provisioned(t, f)
-	r := f.agents.Runner(id)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
+	r, ctx := provisionedRunner(t)
 	started, release := make(chan struct{}, maxTunnelCommands), make(chan struct{})
 	var wg sync.WaitGroup
 	for range maxTunnelCommands {
@@ -273,5 +280,29 @@ func TestRunnerRefusedStartAnswers126(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "pids limit") {
 		t.Errorf("the message %q does not name the likely cause", out.String())
+	}
+}
+
+// TestRunnerLongArgvGoesToDockerExec: a command whose script would be one
+// execve argument over Linux's 128 KiB is not started by the agent's
+// shell, which cannot take it, so docker exec runs it with its argv word
+// by word. It used to be answered 126 as if the pids limit were spent.
+func TestRunnerLongArgvGoesToDockerExec(t *testing.T) {
+	r, ctx := provisionedRunner(t)
+	argv := []string{"sh", "-c", "echo $#"}
+	for range 200 {
+		argv = append(argv, strings.Repeat("y", 1000))
+	}
+	var out budget
+	out.n = 1 << 20
+	code, err := r.Run(ctx, dockerhost.Command{Argv: argv, Dir: "/", Stdout: &out, Stderr: io.Discard})
+	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errScriptTooLong) {
+		t.Fatalf("200 arguments of 1000 bytes: %d %q %v, want ErrNotStarted for docker exec", code, out.String(), err)
+	}
+	// Just under the bound, the agent runs it.
+	argv = []string{"sh", "-c", "echo ${#0}", strings.Repeat("y", 100<<10)}
+	out = budget{n: 1 << 20}
+	if code, err := r.Run(ctx, dockerhost.Command{Argv: argv, Dir: "/", Stdout: &out, Stderr: io.Discard}); err != nil || code != 0 || out.String() != "102400\n" {
+		t.Fatalf("one argument of 100 KiB: %d %q %v", code, out.String(), err)
 	}
 }

@@ -1,7 +1,6 @@
 package dockerhost
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -277,10 +276,13 @@ type outputBudget struct {
 	left int64
 }
 
-// limitedBuffer is one of stdout/stderr sharing one byte budget.
+// limitedBuffer is one of stdout/stderr sharing one byte budget. A
+// strings.Builder, not a bytes.Buffer: String hands out what was written
+// without copying it, and an output may be maxOutputBytes (64 MiB), held
+// by the gateway once per command in flight.
 type limitedBuffer struct {
 	budget *outputBudget
-	buf    bytes.Buffer // guarded by budget.mu
+	buf    strings.Builder // guarded by budget.mu
 }
 
 func (w *limitedBuffer) Write(p []byte) (int, error) {

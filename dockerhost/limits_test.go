@@ -296,3 +296,30 @@ func testLimitContainerLog(t *testing.T) {
 		t.Fatalf("the engine stored %d bytes a command wrote to the container's stdout and stderr, outside every limit", n)
 	}
 }
+
+// Empty files, which take no data pages, end in ENOSPC too: each is an
+// inode the memory limit pays for, and without a bound on them a loop of
+// them filled the memory limit, after which every command was OOM-killed
+// at once and none could remove them.
+func testLimitInodes(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	ex := provision(t, h, emptyReq(img, r))
+	res, err := h.Exec(testCtx(t, 2*time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", `
+mkdir /workspace/many && cd /workspace/many || exit 1
+i=0; while true 2>/dev/null >f$i; do i=$((i+1)); done
+echo made=$i; true >last`}, TimeoutMs: 90_000})
+	if err != nil || res.ExitCode == 0 || res.OOMKilled || !strings.Contains(res.Stderr, "No space left on device") {
+		t.Fatalf("empty files until one fails: %v %+v, want ENOSPC and no OOM kill", err, res)
+	}
+	m := fields(t, res.Stdout)
+	if made := num(t, m, "made"); made < 1000 || made > float64(WorkspaceInodes(r)) {
+		t.Fatalf("made %v empty files, want between 1000 and %d", made, WorkspaceInodes(r))
+	} else {
+		t.Logf("%v empty files, then ENOSPC (nr_inodes %d)", made, WorkspaceInodes(r))
+	}
+	if res := sh(t, h, ex.ExecutionID, "rm -rf /workspace/many && echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("after the files: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}

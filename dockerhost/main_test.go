@@ -38,6 +38,7 @@ var engineTests = []struct {
 	{"LimitPids", testLimitPids},
 	{"LimitOutput", testLimitOutput},
 	{"LimitContainerLog", testLimitContainerLog},
+	{"LimitInodes", testLimitInodes},
 	{"TimeoutDestroys", testTimeoutDestroys},
 	{"AbortDestroys", testAbortDestroys},
 	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},

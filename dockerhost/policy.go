@@ -397,6 +397,23 @@ func workspaceHeadroom(memoryBytes int64) int64 {
 	return min(max(memoryBytes/8, min(16<<20, memoryBytes/2)), 256<<20)
 }
 
+// tmpfsInodeBytes is what one file, directory or symlink of a tmpfs costs
+// the memory limit besides its data, rounded up: Linux 6.18 with cgroup v1
+// charged 1166 bytes per empty file and 1035 per directory.
+const tmpfsInodeBytes = 1536
+
+// WorkspaceInodes is the /workspace tmpfs's nr_inodes. Its size bounds
+// data pages only, and by default a tmpfs allows half the host's RAM
+// pages in inodes: a loop of empty files filled a 256 MiB sandbox's memory
+// limit, after which every command was OOM-killed at once (exit 137), the
+// agent too, and no command could remove them. With this bound those
+// files end in ENOSPC while half the headroom is left to processes. No
+// workspace loses anything by it: more inodes than this could not fit in
+// the memory limit anyway.
+func WorkspaceInodes(r Resources) int64 {
+	return max(1024, (r.MemoryBytes-workspaceHeadroom(r.MemoryBytes)/2)/tmpfsInodeBytes)
+}
+
 // shmSize is the /dev/shm size: a quarter of the headroom, at most
 // Docker's 64 MiB, and no more than the workspace.
 func shmSize(r Resources) int64 {
@@ -435,7 +452,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	}
 	tmpfs := map[string]string{
 		// exec: workspaces hold scripts and build outputs that must run.
-		WorkspaceDir: fmt.Sprintf("size=%d,uid=%d,gid=%d,mode=0700,exec", WorkspaceSize(r), p.UID, p.GID),
+		WorkspaceDir: fmt.Sprintf("size=%d,nr_inodes=%d,uid=%d,gid=%d,mode=0700,exec", WorkspaceSize(r), WorkspaceInodes(r), p.UID, p.GID),
 	}
 	var mounts []mount.Mount
 	if p.tools != nil {

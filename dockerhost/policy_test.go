@@ -164,7 +164,7 @@ func TestContainerConfig(t *testing.T) {
 	if strings.Contains(cfg.Labels[LabelSpec], "fast") || !strings.Contains(cfg.Labels[LabelSpec], "MODE") {
 		t.Errorf("spec label must keep env names, not values: %s", cfg.Labels[LabelSpec])
 	}
-	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,uid=65534,gid=65534,mode=0700,exec" {
+	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,nr_inodes=38229,uid=65534,gid=65534,mode=0700,exec" {
 		t.Errorf("workspace tmpfs %q", got)
 	}
 	if hc.ShmSize != 4<<20 {

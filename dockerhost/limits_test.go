@@ -322,4 +322,15 @@ echo made=$i; true >last`}, TimeoutMs: 90_000})
 	if res := sh(t, h, ex.ExecutionID, "rm -rf /workspace/many && echo ok"); res.Stdout != "ok\n" {
 		t.Fatalf("after the files: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
+	// /dev/shm, another tmpfs, the same.
+	res, err = h.Exec(testCtx(t, 2*time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", `
+mkdir /dev/shm/many && cd /dev/shm/many || exit 1
+i=0; while true 2>/dev/null >f$i; do i=$((i+1)); done
+echo made=$i; true >last`}, TimeoutMs: 90_000})
+	if err != nil || res.ExitCode == 0 || res.OOMKilled || !strings.Contains(res.Stderr, "No space left on device") {
+		t.Fatalf("empty files in /dev/shm until one fails: %v %+v, want ENOSPC and no OOM kill", err, res)
+	}
+	if res := sh(t, h, ex.ExecutionID, "rm -rf /dev/shm/many && echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("after the files in /dev/shm: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
 }

@@ -414,6 +414,11 @@ func WorkspaceInodes(r Resources) int64 {
 	return max(1024, (r.MemoryBytes-workspaceHeadroom(r.MemoryBytes)/2)/tmpfsInodeBytes)
 }
 
+// shmInodes is the /dev/shm tmpfs's nr_inodes: one a page, as many as
+// files of data it can hold, a few MiB of memory at most. POSIX shared
+// memory and semaphores are a handful of files.
+func shmInodes(r Resources) int64 { return max(1024, shmSize(r)/4096) }
+
 // shmSize is the /dev/shm size: a quarter of the headroom, at most
 // Docker's 64 MiB, and no more than the workspace.
 func shmSize(r Resources) int64 {
@@ -453,6 +458,12 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	tmpfs := map[string]string{
 		// exec: workspaces hold scripts and build outputs that must run.
 		WorkspaceDir: fmt.Sprintf("size=%d,nr_inodes=%d,uid=%d,gid=%d,mode=0700,exec", WorkspaceSize(r), WorkspaceInodes(r), p.UID, p.GID),
+		// /dev/shm is a tmpfs too (64 MiB by default): it gets a part of
+		// the headroom the workspace leaves, so both full still leave
+		// processes room to run. Mounted here, not sized by ShmSize, for
+		// its inodes: Docker's own mount has the default nr_inodes, and
+		// empty files there filled the memory limit as in the workspace.
+		"/dev/shm": fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777,nosuid,nodev,noexec", shmSize(r), shmInodes(r)),
 	}
 	var mounts []mount.Mount
 	if p.tools != nil {
@@ -469,10 +480,6 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 		Init:   &yes,
 		Tmpfs:  tmpfs,
 		Mounts: mounts,
-		// /dev/shm is a tmpfs too (64 MiB by default): it gets a part of
-		// the headroom the workspace leaves, so both full still leave
-		// processes room to run.
-		ShmSize: shmSize(r),
 		// The container's own stdout and stderr are docker-init's, whose
 		// /proc/1/fd/1 every command may open, as it runs as the same
 		// user: under the engine's default json-file driver, without a

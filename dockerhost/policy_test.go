@@ -167,8 +167,8 @@ func TestContainerConfig(t *testing.T) {
 	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,nr_inodes=38229,uid=65534,gid=65534,mode=0700,exec" {
 		t.Errorf("workspace tmpfs %q", got)
 	}
-	if hc.ShmSize != 4<<20 {
-		t.Errorf("/dev/shm of %d bytes, want 4 MiB", hc.ShmSize)
+	if got := hc.Tmpfs["/dev/shm"]; got != "size=4194304,nr_inodes=1024,mode=1777,nosuid,nodev,noexec" {
+		t.Errorf("/dev/shm tmpfs %q, want 4 MiB", got)
 	}
 	if hc.Memory != hc.MemorySwap || hc.NanoCPUs != 5e8 || *hc.PidsLimit != 64 || hc.NetworkMode != "none" ||
 		!hc.ReadonlyRootfs || !hc.AutoRemove || hc.CapDrop[0] != "ALL" || len(hc.CapAdd) != 0 || hc.Privileged {

@@ -293,7 +293,7 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// come, so an upload there ends only if it stalls.)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctx := context.WithValue(r.Context(), ctxKey{}, t)
-	p.proxy.ServeHTTP(w, r.WithContext(ctx))
+	p.proxy.ServeHTTP(newBoundWriter(w), r.WithContext(ctx))
 }
 
 // resolve turns t's host label into the host's id (ResolveHost), or
@@ -629,3 +629,40 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, h
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": m}})
 }
+
+// writeIdleTimeout is how long one write of a proxied response may wait
+// for the client to take bytes (a variable for tests).
+var writeIdleTimeout = time.Minute
+
+// boundWriter bounds each write and flush of a proxied response by
+// writeIdleTimeout. The gateway's server sets no WriteTimeout (it would
+// cut long downloads and hijacked WebSockets); without a bound, a client
+// that stops reading held its request, the channel to the host and the
+// buffers between for as long as it kept the socket open. The deadline is
+// armed only while a write waits, so server-sent events and long polls,
+// idle between writes, are not cut, and cleared after it, so a WebSocket
+// upgrade later on the connection starts without one.
+type boundWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newBoundWriter(w http.ResponseWriter) *boundWriter {
+	return &boundWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+}
+
+func (w *boundWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(writeIdleTimeout))
+	defer w.rc.SetWriteDeadline(time.Time{})
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *boundWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(writeIdleTimeout))
+	defer w.rc.SetWriteDeadline(time.Time{})
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (Hijack for
+// WebSocket upgrades, deadlines).
+func (w *boundWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -181,6 +181,13 @@ func newLogger(sio stdio, format string) *slog.Logger {
 // gateway refused, with no hint why).
 func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQLite, *sshca.CA, error) {
 	if _, err := os.Stat(filepath.Join(dir, dbFile)); errors.Is(err, fs.ErrNotExist) {
+		if stateDirServed(dir) {
+			// The gateway goes on with the file it opened, deleted: a new
+			// database here would take what this command writes (a token
+			// it refuses) and be all the state it finds at its restart.
+			return nil, nil, fmt.Errorf("a gateway is serving from %s but its database %s is gone (deleted while it ran?): the gateway would not see what this command writes. Stop the gateway, put %s back from a backup (or let it start on new state), then run this again",
+				dir, filepath.Join(dir, dbFile), dbFile)
+		}
 		fmt.Fprintf(warn, "warning: no gateway state in %s yet; creating it. A gateway serving with another --state-dir (or HOSTGATE_STATE_DIR) will not know what this command writes.\n", dir)
 	}
 	return openState(ctx, dir)

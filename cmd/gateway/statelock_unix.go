@@ -33,3 +33,15 @@ func lockStateDir(dir string) (unlock func(), err error) {
 	}
 	return func() { _ = f.Close() }, nil
 }
+
+// stateDirServed reports whether a gateway holds dir's lock now.
+func stateDirServed(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	// A shared lock, let go at once by the Close: it fails only against
+	// a serving gateway's exclusive one.
+	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
+}

@@ -191,7 +191,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		for _, e := range live {
 			ids = append(ids, e.ExecutionID)
 		}
-		agents.PruneKeys(ids)
+		agents.Prune(ctx, ids)
 		for _, e := range live {
 			wg.Add(1)
 			go func() {

@@ -57,6 +57,7 @@ type EnrollStore interface {
 	Enroll(ctx context.Context, e store.Enrollment) (store.Host, error)
 	ResetHostKey(ctx context.Context, id, by string) error
 	DeleteHost(ctx context.Context, id, kind string) error
+	Hosts(ctx context.Context) ([]store.Host, error)
 }
 
 // Registrar is the tunnel registry (gateway.Registry).
@@ -629,23 +630,41 @@ func (a *Agents) keptKey(ctx context.Context, id string) (ssh.Signer, ed25519.Pr
 	return signer, *priv
 }
 
-// PruneKeys deletes the kept keys of executions not in live: those that
-// ended while no gateway ran (Adopt reaped them). Call it at start.
-func (a *Agents) PruneKeys(live []string) {
-	if a.cfg.KeyDir == "" {
-		return
-	}
-	entries, err := os.ReadDir(a.cfg.KeyDir)
-	if err != nil {
-		return
-	}
+// Prune forgets the executions not in live: those that ended while no
+// gateway ran (Adopt reaped them, or their containers went with a reboot)
+// and those whose Forget could not reach the store (a full disk). Their
+// kept keys are deleted and so are their host records, which stayed in
+// /v1/hosts as disconnected hosts for good. Call it at start, before
+// serving: an execution provisioned meanwhile is not in live.
+func (a *Agents) Prune(ctx context.Context, live []string) {
 	keep := map[string]bool{}
 	for _, id := range live {
-		keep[id+".key"] = true
+		keep[id] = true
 	}
-	for _, e := range entries {
-		if !keep[e.Name()] {
-			_ = os.Remove(filepath.Join(a.cfg.KeyDir, e.Name()))
+	if a.cfg.KeyDir != "" {
+		if entries, err := os.ReadDir(a.cfg.KeyDir); err == nil {
+			for _, e := range entries {
+				if id, ok := strings.CutSuffix(e.Name(), ".key"); !ok || !keep[id] {
+					_ = os.Remove(filepath.Join(a.cfg.KeyDir, e.Name()))
+				}
+			}
+		}
+	}
+	if a.store == nil {
+		return
+	}
+	hosts, err := a.store.Hosts(ctx)
+	if err != nil {
+		a.log.Warn("prune ended executions' hosts", "err", err)
+		return
+	}
+	for _, h := range hosts {
+		if h.Kind == HostKind && !keep[h.ID] {
+			if err := a.store.DeleteHost(ctx, h.ID, HostKind); err != nil {
+				a.log.Warn("forget execution host", "execution", h.ID, "err", err)
+				continue
+			}
+			a.log.Info("forgot the host of an execution that ended while no gateway ran", "execution", h.ID)
 		}
 	}
 }

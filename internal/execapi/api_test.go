@@ -845,9 +845,9 @@ func TestResumeKeepsThePinnedKey(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	restarted.PruneKeys([]string{id})
+	restarted.Prune(ctx, []string{id})
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Fatalf("stale key survived PruneKeys: %v", err)
+		t.Fatalf("stale key survived Prune: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(f.agents.cfg.KeyDir, id+".key")); err != nil {
 		t.Fatalf("a live execution's key was pruned: %v", err)
@@ -957,6 +957,40 @@ func TestShutdownInterruptsCheckpointRestore(t *testing.T) {
 		a := <-answers
 		if code, msg := errCode(a.body); a.status != http.StatusServiceUnavailable || code != dockerhost.CodeInterrupted || !strings.Contains(msg, "shutting down") {
 			t.Errorf("cut by the shutdown: %d %v, want 503 interrupted", a.status, a.body)
+		}
+	}
+}
+
+// TestPruneForgetsEndedExecutionHosts: at start, the host records of
+// executions that are not live (their containers went while no gateway
+// ran, or their Forget met a full disk) are deleted; live executions and
+// machines keep theirs. Before, each stayed in /v1/hosts for good as a
+// disconnected docker host whose execution answered 404 (found live: a
+// sandbox removed while the gateway was stopped).
+func TestPruneForgetsEndedExecutionHosts(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	if status != http.StatusCreated {
+		t.Fatalf("provision: %d %v", status, body)
+	}
+	live := body["executionId"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+	for _, h := range []struct{ id, kind string }{{"ended-1", HostKind}, {"machine-1", "machine"}} {
+		if _, err := f.st.Enroll(ctx, store.Enrollment{HostID: h.id, Kind: h.kind, HostKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.agents.Prune(ctx, []string{live})
+	if _, err := f.st.Host(ctx, "ended-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the host of an execution that is not live: %v, want it forgotten", err)
+	}
+	for _, id := range []string{live, "machine-1"} {
+		if _, err := f.st.Host(ctx, id); err != nil {
+			t.Errorf("host %s after Prune: %v, want it kept", id, err)
 		}
 	}
 }

@@ -1065,7 +1065,17 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		return nil, err
 	}
 	if err != nil {
-		if h.containerGone(e.ContainerID) {
+		gone, engineErr := h.containerState(e.ContainerID)
+		if engineErr != nil && ErrorCode(err) == CodeAgentLost {
+			// "Later commands run as usual" would be a guess: the engine
+			// stopping takes its containers, and the agents with them.
+			cause := err
+			if inner := (*Error)(nil); errors.As(err, &inner) && inner.Err != nil {
+				cause = inner.Err
+			}
+			return nil, &Error{Code: CodeAgentLost, Message: fmt.Sprintf("the execution's agent ended while the command ran, and the Docker engine has not answered since (%v): the command's exit status and the rest of its output are unknown, and so is whether execution %q lives (the engine may be stopping or restarting)", engineErr, executionID), Err: cause}
+		}
+		if gone {
 			h.forget(executionID, e)
 			if !h.now().Before(e.ExpiresAt) {
 				// The deadline removed it while docker exec attached
@@ -1127,30 +1137,41 @@ func parseOOMKills(s string) int64 {
 
 // containerGone reports whether the container no longer runs.
 func (h *Docker) containerGone(cid string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	gone, _ := h.containerState(cid)
+	return gone
+}
+
+// containerState is containerGone that also says when it could not tell:
+// engineErr is the engine's last error when it did not answer within
+// containerGoneWait.
+func (h *Docker) containerState(cid string) (gone bool, engineErr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), containerGoneWait)
 	defer cancel()
 	for {
 		ins, err := h.api.ContainerInspect(ctx, cid)
 		switch {
 		case cerrdefs.IsNotFound(err):
-			return true
+			return true, nil
 		case err == nil:
-			return ins.State == nil || !ins.State.Running
+			return ins.State == nil || !ins.State.Running, nil
 		}
 		// The engine not answering is no news of the container: an engine
 		// restarting takes its containers with it, and a command that
 		// failed meanwhile was answered "later commands run as usual".
 		select {
 		case <-ctx.Done():
-			return false
+			return false, err
 		case <-time.After(containerGoneRetry):
 		}
 	}
 }
 
 // containerGoneRetry is how often containerGone asks an engine that did
-// not answer again (a variable for tests).
-var containerGoneRetry = time.Second
+// not answer again, for up to containerGoneWait (variables for tests).
+var (
+	containerGoneRetry = time.Second
+	containerGoneWait  = 10 * time.Second
+)
 
 // Terminate destroys the execution. It is idempotent, as the seed's
 // terminate and DELETE /v1/executions/{id} are: terminating an execution

@@ -70,6 +70,7 @@ var engineTests = []struct {
 	{"PoolConcurrentClaims", testPoolConcurrentClaims},
 	{"PoolFillFailure", testPoolFillFailure},
 	{"ExecVia", testExecVia},
+	{"ExecViaEngineSilent", testExecViaEngineSilent},
 	{"PoolAgent", testPoolAgent},
 	{"ToolsVolume", testToolsVolume},
 	{"ImageCheckedOnce", testImageCheckedOnce},

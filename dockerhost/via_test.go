@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,8 +99,8 @@ func testExecVia(t *testing.T) {
 		_, _ = io.WriteString(c.Stdout, "partial")
 		return -1, fmt.Errorf("agent tunnel: %w: %w", ErrRunnerLost, io.EOF)
 	})
-	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); ErrorCode(err) != CodeAgentLost {
-		t.Fatalf("runner lost the command: %+v %v, want %s", res, err, CodeAgentLost)
+	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); ErrorCode(err) != CodeAgentLost || !strings.Contains(err.Error(), "later commands run as usual") {
+		t.Fatalf("runner lost the command: %+v %v, want %s saying later commands run", res, err, CodeAgentLost)
 	}
 	use(func(context.Context, Command) (int, error) { return 0, nil })
 	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); err != nil || res.ExitCode != 0 {
@@ -232,6 +233,7 @@ func testExecVia(t *testing.T) {
 	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); err != nil || res.ExitCode != 0 {
 		t.Errorf("a command after the interrupted one: %+v %v, want the execution kept", res, err)
 	}
+
 }
 
 // countingAPI counts the exec creates of one argv.
@@ -399,4 +401,48 @@ func TestLimitedBufferStringCopiesNothing(t *testing.T) {
 	if n, err := w.Write([]byte("x")); n != 0 || !errors.Is(err, errOutputLimit) {
 		t.Fatalf("a write past the budget: %d %v, want 0 and errOutputLimit", n, err)
 	}
+}
+
+// silentInspect is an engine that stops answering inspects when silent
+// is set, as a stopping engine does.
+type silentInspect struct {
+	DockerAPI
+	silent atomic.Bool
+}
+
+func (s *silentInspect) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	if s.silent.Load() {
+		return container.InspectResponse{}, errors.New("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?")
+	}
+	return s.DockerAPI.ContainerInspect(ctx, id)
+}
+
+// testExecViaEngineSilent: a command whose agent is lost while the engine
+// does not answer is answered agent_lost saying so, not "later commands
+// run as usual": found by stopping dockerd under a command, whose
+// container went with it.
+func testExecViaEngineSilent(t *testing.T) {
+	old := containerGoneWait
+	containerGoneWait = 100 * time.Millisecond
+	t.Cleanup(func() { containerGoneWait = old })
+	cli, img := engine(t)
+	api := &silentInspect{DockerAPI: cli}
+	owner := uniqueOwner()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, &Config{Owner: owner, CheckpointDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(); reapOwner(t, cli, owner) })
+	h.SetExecVia(func(string) CommandRunner {
+		return fakeRunner(func(context.Context, Command) (int, error) {
+			api.silent.Store(true)
+			return -1, fmt.Errorf("agent tunnel: %w: %w", ErrRunnerLost, io.EOF)
+		})
+	})
+	ex := provision(t, h, emptyReq(img, small()))
+	_, err = h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "x", TimeoutMs: 60_000})
+	if ErrorCode(err) != CodeAgentLost || strings.Contains(err.Error(), "later commands run") || !strings.Contains(err.Error(), "Docker engine has not answered") {
+		t.Fatalf("agent lost while the engine is silent: %v, want %s saying the engine did not answer", err, CodeAgentLost)
+	}
+	api.silent.Store(false)
 }

@@ -226,6 +226,9 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		return err
 	}
 	defer st.Close()
+	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {
+		defer watchStateDB(ctx, logger, filepath.Join(c.StateDir, dbFile), opened, stateWatchInterval)()
+	}
 	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck})
 	if err != nil {
 		return err
@@ -279,4 +282,37 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// stateWatchInterval is how often serve checks that its database's path
+// still names the file it opened (a variable for tests).
+var stateWatchInterval = 30 * time.Second
+
+// watchStateDB says once, as an error, when path stops naming the file
+// opened: deleted or replaced while the gateway runs (a cleanup script, a
+// "reset"), the gateway goes on with the file it opened, and what it
+// writes from then on is lost when it stops, with nothing to show it.
+// stop ends the watch and waits for it.
+func watchStateDB(ctx context.Context, logger *slog.Logger, path string, opened os.FileInfo, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if now, err := os.Stat(path); err == nil && os.SameFile(now, opened) {
+				continue
+			}
+			logger.Error("the state database was deleted or replaced while the gateway ran: the gateway goes on with the file it opened, and what it writes from now on (tokens, host pins, the audit log) is lost when it stops. Stop the gateway, put the database back from a backup, and start it again",
+				"path", path)
+			return
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -4,12 +4,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // A token created while a gateway serves from a state dir whose database
@@ -48,5 +53,64 @@ func TestTokenCreateRefusesServedDirWithoutDatabase(t *testing.T) {
 	unlock()
 	if _, err := create(); err != nil { // no gateway: new state, as before
 		t.Fatalf("token create once the gateway stopped: %v", err)
+	}
+}
+
+// lockedBuffer is a log sink safe for the gateway's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A gateway whose database is deleted while it serves says so in its log,
+// naming the file: it goes on with the deleted file, and everything it
+// writes from then on is lost when it stops. Before, nothing showed it.
+func TestServeSaysItsDatabaseWasDeleted(t *testing.T) {
+	defer func(d time.Duration) { stateWatchInterval = d }(stateWatchInterval)
+	stateWatchInterval = 10 * time.Millisecond
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs lockedBuffer
+	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, slog.New(slog.NewTextHandler(&logs, nil)), c, func(a net.Addr) { ready <- a })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	db := filepath.Join(dir, dbFile)
+	for _, name := range []string{db, db + "-wal", db + "-shm"} {
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(logs.String(), "state database was deleted or replaced") || !strings.Contains(logs.String(), db) {
+		select {
+		case <-deadline:
+			t.Fatalf("30 s after its database was deleted the gateway has not said so; its log:\n%s", logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after the deletion: %v", err)
 	}
 }

@@ -3,38 +3,20 @@
 package sshlayer
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer a server's logger and a test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestSessionLogCutsLongCommandAtACharacter: the session log shows a
 // long command's start, cut before the character that straddles the
 // limit, not inside it (which a JSON log turned into U+FFFD).
 func TestSessionLogCutsLongCommandAtACharacter(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	ts := srvStartServer(t, &ServerConfig{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	c := srvDialServer(t, ts)
 	// 199 bytes, then "é" (2 bytes) across the 200-byte limit.

@@ -12,9 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // A token created while a gateway serves from a state dir whose database
@@ -56,24 +57,6 @@ func TestTokenCreateRefusesServedDirWithoutDatabase(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the gateway's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A gateway whose database is deleted while it serves says so in its log,
 // naming the file: it goes on with the deleted file, and everything it
 // writes from then on is lost when it stops. Before, nothing showed it.
@@ -83,7 +66,7 @@ func TestServeSaysItsDatabaseWasDeleted(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)

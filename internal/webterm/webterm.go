@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -68,7 +69,21 @@ type Config struct {
 	// Idle closes a terminal with no input or output for this long; 0
 	// means 1 hour.
 	Idle time.Duration
+	// Ping is the longest the socket goes without a frame to the page;
+	// 0 means PingInterval. See PingInterval.
+	Ping time.Duration
 }
+
+// PingInterval is the longest a terminal's socket goes without a frame to
+// the page: a terminal that prints nothing for longer is pinged. A reverse
+// proxy closes a WebSocket its upstream has sent nothing on for a while
+// (nginx's proxy_read_timeout: 60 s), and browsers send no pings of their
+// own, so an idle terminal behind one was cut after a minute. A page whose
+// pong does not come back within the interval is gone (a dropped network,
+// a laptop put to sleep): its terminal ends, and with it the shell, within
+// two intervals instead of lasting the idle hour (49 s in Chromium behind a
+// proxy that stopped relaying).
+const PingInterval = 25 * time.Second
 
 // Handler serves GET /v1/hosts/{id}/pty.
 func Handler(cfg Config) http.Handler {
@@ -77,6 +92,9 @@ func Handler(cfg Config) http.Handler {
 	}
 	if cfg.Idle == 0 {
 		cfg.Idle = time.Hour
+	}
+	if cfg.Ping == 0 {
+		cfg.Ping = PingInterval
 	}
 	return &handler{cfg: cfg}
 }
@@ -207,7 +225,15 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 		wg     sync.WaitGroup
 		wmu    sync.Mutex // one writer at a time on the socket
 		active = make(chan struct{}, 1)
+		// The pinger's view of the socket: when a frame last went out,
+		// whether a write is under way, and whether the input copy is
+		// stuck writing to a shell that does not read, which leaves the
+		// page's pongs unread.
+		lastWrite    atomic.Int64 // UnixNano
+		writing      atomic.Int32
+		inputBlocked atomic.Bool
 	)
+	lastWrite.Store(time.Now().UnixNano())
 	touch := func() {
 		select {
 		case active <- struct{}{}:
@@ -224,9 +250,13 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	write := func(typ websocket.MessageType, b []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
+		writing.Add(1)
+		defer writing.Add(-1)
 		wctx, wcancel := context.WithTimeout(wbase, 30*time.Second)
 		defer wcancel()
-		return ws.Write(wctx, typ, b)
+		err := ws.Write(wctx, typ, b)
+		lastWrite.Store(time.Now().UnixNano())
+		return err
 	}
 	// Terminal output → socket. A PTY merges stderr into stdout.
 	fl := newFlow()
@@ -283,7 +313,10 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 			}
 			touch()
 			if typ == websocket.MessageBinary {
-				if _, err := p.Stdin().Write(b); err != nil {
+				inputBlocked.Store(true)
+				_, err := p.Stdin().Write(b)
+				inputBlocked.Store(false)
+				if err != nil {
 					return
 				}
 				continue
@@ -308,6 +341,43 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 				cancel()
 				return
 			}
+		}
+	}()
+
+	// Keepalive and liveness: a ping once the socket has been quiet for
+	// half the interval, so no gap passes the interval.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(h.cfg.Ping / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			start := time.Now()
+			if start.Sub(time.Unix(0, lastWrite.Load())) < h.cfg.Ping/2 {
+				continue
+			}
+			// On wbase, not ctx: a ping write cut by ctx would close the
+			// socket before the page is told why its terminal ended.
+			pctx, pcancel := context.WithTimeout(wbase, h.cfg.Ping)
+			err := ws.Ping(pctx)
+			pcancel()
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			// Not proof the page is gone: output went out meanwhile (a
+			// dead page fails those writes), or the pong waits behind
+			// input the shell has not taken yet.
+			if time.Unix(0, lastWrite.Load()).After(start) || writing.Load() > 0 || inputBlocked.Load() {
+				continue
+			}
+			log.Info("terminal page stopped answering pings, closing", "err", err)
+			cancel()
+			return
 		}
 	}()
 

@@ -1,0 +1,204 @@
+package webterm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate"
+)
+
+// hostServer serves the terminal of proc, which ends with its context as
+// a real host's process does, with cfg's other settings.
+func hostServer(t *testing.T, proc hostgate.Process, cfg Config) *httptest.Server {
+	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true }
+	cfg.Spawn = func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+		stop := context.AfterFunc(ctx, func() { _ = proc.Kill(hostgate.SIGKILL) })
+		return proc, func() { stop() }, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/hosts/{id}/pty", Handler(cfg))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// messages reads ws until it fails, as a browser does whatever its page
+// does: pings are answered meanwhile.
+func messages(ctx context.Context, ws *websocket.Conn) <-chan string {
+	msgs := make(chan string, 16)
+	go func() {
+		defer close(msgs)
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			msgs <- string(b)
+		}
+	}()
+	return msgs
+}
+
+// idleCuttingProxy relays TCP to addr and closes a connection whose
+// upstream sends nothing for idle, as nginx's proxy_read_timeout does.
+func idleCuttingProxy(t *testing.T, addr string, idle time.Duration) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(up, down)
+				_ = up.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				defer down.Close()
+				defer up.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					_ = up.SetReadDeadline(time.Now().Add(idle))
+					n, err := up.Read(buf)
+					if n > 0 {
+						if _, werr := down.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestIdleTerminalOutlivesProxyReadTimeout: a terminal that prints nothing
+// for longer than the reverse proxy in front of the gateway waits for its
+// upstream still works afterwards. Browsers send no pings, and the gateway
+// sent none either, so behind nginx (proxy_read_timeout 60 s) a terminal
+// left at its prompt for a minute was cut.
+func TestIdleTerminalOutlivesProxyReadTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	srv := hostServer(t, proc, Config{Ping: 40 * time.Millisecond})
+	const proxyIdle = 400 * time.Millisecond
+	front := idleCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), proxyIdle)
+	ws, _, err := websocket.Dial(ctx, "ws://"+front+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	msgs := messages(ctx, ws)
+	// The person looks away: nothing typed, nothing printed, for three of
+	// the proxy's timeouts.
+	time.Sleep(3 * proxyIdle)
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("still there")); err != nil {
+		t.Fatalf("typing after %v idle: %v", 3*proxyIdle, err)
+	}
+	if got, ok := <-msgs; !ok || got != "STILL THERE" {
+		t.Fatalf("after %v idle behind a proxy that cuts %v of silence: got %q (open %v), want the echo", 3*proxyIdle, proxyIdle, got, ok)
+	}
+}
+
+// TestGonePageEndsTerminal: a page that no longer answers (its network
+// dropped without a FIN, the laptop went to sleep) ends its terminal, and
+// the shell with it; it lasted the idle hour.
+func TestGonePageEndsTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	srv := hostServer(t, proc, Config{Ping: 40 * time.Millisecond})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	// The connection stays up, but nothing on this side reads it any more,
+	// so no pong goes back.
+	select {
+	case <-proc.done:
+	case <-ctx.Done():
+		t.Fatal("the terminal of a page that answers no pings is still running")
+	}
+}
+
+// gatedProcess echoes like echoProcess, but takes no input until open is
+// closed: a shell busy with something else while a paste waits.
+type gatedProcess struct {
+	*echoProcess
+	in   *io.PipeWriter
+	open chan struct{}
+}
+
+func newGated() *gatedProcess {
+	e := newEcho()
+	r, w := io.Pipe()
+	g := &gatedProcess{echoProcess: e, in: w, open: make(chan struct{})}
+	go func() {
+		<-g.open
+		_, _ = io.Copy(e.inW, r)
+	}()
+	return g
+}
+
+func (g *gatedProcess) Stdin() io.WriteCloser { return g.in }
+func (g *gatedProcess) Kill(s hostgate.Signal) error {
+	g.in.CloseWithError(io.ErrClosedPipe)
+	return g.echoProcess.Kill(s)
+}
+
+// TestBlockedInputKeepsTerminal: while the shell takes no input, the
+// page's pongs wait behind the input it sent; the terminal is not taken
+// for gone.
+func TestBlockedInputKeepsTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newGated()
+	srv := hostServer(t, proc, Config{Ping: 40 * time.Millisecond})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	msgs := messages(ctx, ws)
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("queued")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // ten ping intervals with the input stuck
+	close(proc.open)
+	if got, ok := <-msgs; !ok || got != "QUEUED" {
+		t.Fatalf("after the shell took its input: got %q (open %v), want the echo", got, ok)
+	}
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -199,8 +200,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it in one).
 	ws.SetReadLimit(-1)
 	log := h.cfg.Logger.With("host", id, "caller", name)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	if h.cfg.Bind != nil {
 		bound, done := h.cfg.Bind(ctx, r, id)
 		defer done()
@@ -220,7 +221,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // bridge copies between the socket and the process until either ends.
-func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *websocket.Conn, p hostgate.Process, acks bool, log *slog.Logger) {
+func (h *handler) bridge(ctx context.Context, cancel context.CancelCauseFunc, ws *websocket.Conn, p hostgate.Process, acks bool, log *slog.Logger) {
 	var (
 		wg     sync.WaitGroup
 		wmu    sync.Mutex // one writer at a time on the socket
@@ -277,7 +278,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 				touch()
 				fl.wrote(n) // before the write: the page may ack it at once
 				if werr := write(websocket.MessageBinary, buf[:n]); werr != nil {
-					cancel()
+					cancel(nil)
 					return
 				}
 			}
@@ -295,7 +296,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer cancel()
+		defer cancel(nil)
 		buf := make([]byte, MaxMessage+1)
 		for {
 			typ, b, err := readMessage(rctx, ws, buf)
@@ -338,7 +339,8 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 				t.Reset(h.cfg.Idle)
 			case <-t.C:
 				log.Info("terminal idle, closing")
-				cancel()
+				// A cause, so the page says why: its shell is gone.
+				cancel(fmt.Errorf("no input or output for %v", h.cfg.Idle))
 				return
 			}
 		}
@@ -376,7 +378,7 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 				continue
 			}
 			log.Info("terminal page stopped answering pings, closing", "err", err)
-			cancel()
+			cancel(nil)
 			return
 		}
 	}()
@@ -384,10 +386,14 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	werr := p.Wait()
 	code := hostgate.ExitCode(werr)
 	var ee *hostgate.ExitError
+	// The close's reason is what the page shows last: "exited" only when
+	// the shell did.
+	reason := "terminal closed"
 	if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
 		// Ended from outside (a revoked token): say why before closing,
 		// on a context of its own since ctx is over.
 		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + cause.Error()})
+		reason = closeReason("terminal closed: " + cause.Error())
 		wmu.Lock()
 		wctx, wcancel := context.WithTimeout(wbase, 5*time.Second)
 		_ = ws.Write(wctx, websocket.MessageText, b)
@@ -399,15 +405,30 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelFunc, ws *web
 	} else if ctx.Err() == nil {
 		b, _ := json.Marshal(control{Type: "exit", Code: &code})
 		_ = write(websocket.MessageText, b)
+		reason = "exited"
 	}
-	cancel()
+	cancel(nil)
 	stopWrites()
-	_ = ws.Close(websocket.StatusNormalClosure, "exited")
+	_ = ws.Close(websocket.StatusNormalClosure, reason)
 	rcancel() // a peer that never answers the close: the read ends anyway
 	_ = p.Kill(hostgate.SIGKILL)
 	fl.end() // an output copy held back by the window
 	wg.Wait()
 	log.Info("terminal closed", "exit", code)
+}
+
+// closeReason is s cut to what a close frame carries (123 bytes), at a
+// character's start.
+func closeReason(s string) string {
+	const max = 123
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // applyControl acts on a control message from the page. One it cannot

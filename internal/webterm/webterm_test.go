@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
@@ -407,5 +408,42 @@ func TestFlowAckCapped(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		f.end()
 		t.Fatal("the output stayed held after the page caught up")
+	}
+}
+
+// TestIdleTerminalSaysWhy: a terminal closed for idleness tells the page
+// so, in a message and in its close, which the page's status line shows:
+// it showed "disconnected: exited" for a shell the gateway had killed after
+// its idle hour, or for a logout, as if the person had typed exit.
+func TestIdleTerminalSaysWhy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	srv := hostServer(t, proc, Config{Idle: 100 * time.Millisecond})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText || !strings.Contains(string(b), "no input or output for 100ms") {
+		t.Fatalf("idle terminal: %v %q %v, want an error message saying it sat idle", typ, b, err)
+	}
+	// The close says it too: the page's status line shows its reason.
+	_, _, err = ws.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != "terminal closed: no input or output for 100ms" {
+		t.Fatalf("idle terminal's close: %v, want a normal closure saying why", err)
+	}
+}
+
+func TestCloseReasonFits(t *testing.T) {
+	long := "terminal closed: " + strings.Repeat("é", 100)
+	got := closeReason(long)
+	if len(got) > 123 || !utf8.ValidString(got) || !strings.HasPrefix(long, got) || len(got) < 120 {
+		t.Fatalf("closeReason of %d bytes: %d bytes %q, want a valid prefix of at most 123", len(long), len(got), got)
+	}
+	if got := closeReason("exited"); got != "exited" {
+		t.Fatalf("closeReason(exited) = %q", got)
 	}
 }

@@ -111,7 +111,11 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return p, func() { _ = c.Close() }, nil
 		},
-		Logger: s.Logger.With("component", "webterm"),
+		// The page's Origin is --public-url's, which behind a proxy that
+		// passes Host without its port (nginx's `proxy_set_header Host
+		// $host`) is not the request's Host.
+		OriginPatterns: publicOriginPatterns(s.Config.PublicURL),
+		Logger:         s.Logger.With("component", "webterm"),
 	}))
 
 	signer := previewauth.New(nil)
@@ -278,6 +282,17 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	})
 
 	return func() { preview.Close(); hc.Close() }, nil
+}
+
+// publicOriginPatterns is --public-url's host, port included, as an origin
+// pattern (path.Match syntax, its special characters escaped: an IPv6
+// literal's brackets).
+func publicOriginPatterns(publicURL string) []string {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	return []string{strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(u.Host)}
 }
 
 // hostResolver returns the preview's ResolveHost: the host a subdomain's

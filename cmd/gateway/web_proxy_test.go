@@ -1,16 +1,43 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coder/websocket"
 )
+
+// serveBehindTLSProxy starts a gateway set up by opts behind a TLS proxy
+// that sends it the Host host makes of the client's, and returns the proxy
+// and an admin token.
+func serveBehindTLSProxy(t *testing.T, ctx context.Context, host func(string) string, opts func(*serveConfig)) (*httptest.Server, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir, opts)
+	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewTLSServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(back)
+		pr.Out.Host = host(pr.In.Host)
+	}})
+	t.Cleanup(front.Close)
+	return front, lastLine(out)
+}
 
 // TestPreviewBehindTLSProxy deploys as the README does: the gateway serves
 // plain HTTP behind a TLS-terminating proxy that passes Host, with
@@ -21,26 +48,10 @@ import (
 // port, and the cookie was never Secure.
 func TestPreviewBehindTLSProxy(t *testing.T) {
 	ctx := testCtx(t)
-	dir := filepath.Join(t.TempDir(), "state")
-	base := startServe(t, dir, func(c *serveConfig) {
+	front, admin := serveBehindTLSProxy(t, ctx, func(in string) string { return in }, func(c *serveConfig) {
 		c.PublicURL = "https://gw.test"
 		c.PreviewDomain = "preview.test"
 	})
-	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := lastLine(out)
-
-	back, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewTLSServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(back)
-		pr.Out.Host = pr.In.Host
-	}})
-	t.Cleanup(front.Close)
 	client := front.Client()
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	t.Cleanup(client.CloseIdleConnections)
@@ -112,5 +123,71 @@ func TestPreviewOriginPort(t *testing.T) {
 		if got := previewOriginFor(tc.public, r, "h1", 3000, "preview.test"); got != tc.want {
 			t.Errorf("public URL %s, Host %s: preview origin %q, want %q", tc.public, tc.host, got, tc.want)
 		}
+	}
+}
+
+// TestTerminalBehindPortDroppingProxy: the web terminal opens behind a
+// proxy that passes Host without its port (nginx's `proxy_set_header Host
+// $host`, which the README gives) on a port of its own: the page's Origin,
+// https://gw.test:8443, names a port the request's Host does not, and the
+// socket was refused as cross-origin (403) while the rest of the UI worked.
+// Another origin stays refused.
+func TestTerminalBehindPortDroppingProxy(t *testing.T) {
+	ctx := testCtx(t)
+	// $host: the name, not the port.
+	front, admin := serveBehindTLSProxy(t, ctx, func(string) string { return "gw.test" }, func(c *serveConfig) {
+		c.PublicURL = "https://gw.test:8443"
+	})
+	client := front.Client()
+	t.Cleanup(client.CloseIdleConnections)
+	open := func(origin string) (*websocket.Conn, *http.Response, error) {
+		h := http.Header{}
+		h.Set("Origin", origin)
+		h.Set("Authorization", "Bearer "+admin)
+		return websocket.Dial(ctx, "wss"+strings.TrimPrefix(front.URL, "https")+"/v1/hosts/h1/pty", &websocket.DialOptions{HTTPClient: client, HTTPHeader: h})
+	}
+	ws, res, err := open("https://gw.test:8443")
+	if err != nil {
+		status := 0
+		if res != nil {
+			status = res.StatusCode
+		}
+		t.Fatalf("terminal socket from the gateway's own page, Origin https://gw.test:8443: %v (status %d), want it open", err, status)
+	}
+	defer ws.CloseNow()
+	// No host h1: the terminal says so, which proves the socket got past
+	// the origin check to the handler.
+	if typ, b, err := ws.Read(ctx); err != nil || typ != websocket.MessageText || !strings.Contains(string(b), "cannot start a terminal on h1") {
+		t.Fatalf("first message: %v %q %v, want the spawn error", typ, b, err)
+	}
+	if _, res, err := open("https://evil.test:8443"); err == nil || res == nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("terminal socket from https://evil.test:8443: %v, want 403", err)
+	}
+}
+
+// TestPublicOriginPatterns: the pattern matches --public-url's host and
+// port literally, an IPv6 literal's brackets included, and nothing else.
+func TestPublicOriginPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		public, origin string
+		want           bool
+	}{
+		{"https://gw.test:8443", "gw.test:8443", true},
+		{"https://gw.test:8443", "gw.test", false},
+		{"https://GW.test", "gw.test", true},
+		{"http://[::1]:8080", "[::1]:8080", true},
+		{"http://[::1]:8080", ":", false},
+	} {
+		ps := publicOriginPatterns(tc.public)
+		if len(ps) != 1 {
+			t.Fatalf("%s: patterns %q", tc.public, ps)
+		}
+		got, err := path.Match(strings.ToLower(ps[0]), strings.ToLower(tc.origin))
+		if err != nil || got != tc.want {
+			t.Errorf("public URL %s, pattern %q, origin host %s: match %v %v, want %v", tc.public, ps[0], tc.origin, got, err, tc.want)
+		}
+	}
+	if ps := publicOriginPatterns(""); ps != nil {
+		t.Errorf("no public URL: patterns %q, want none", ps)
 	}
 }

@@ -482,7 +482,7 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	// Vite) compare Origin with Host and would refuse the preview origin.
 	// Origins of other sites pass unchanged and stay refused.
 	if o := out.Header.Get("Origin"); o != "" {
-		if u, err := url.Parse(o); err == nil && strings.EqualFold(u.Host, pr.In.Host) {
+		if u, err := url.Parse(o); err == nil && originOfHost(u, pr.In.Host) {
 			out.Header.Set("Origin", "http://"+out.Host)
 		}
 	}
@@ -493,6 +493,20 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	if !p.cfg.ForwardAuthorization {
 		out.Header.Del("Authorization")
 	}
+}
+
+// originOfHost reports whether origin u is on host, the request's Host. A
+// proxy that passes Host without its port (nginx's `proxy_set_header Host
+// $host`) leaves only the name to compare: the page's Origin keeps the
+// port browsers reached the proxy on.
+func originOfHost(u *url.URL, host string) bool {
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return false // Host names a port, and another one
+	}
+	return u.Hostname() != "" && strings.EqualFold(u.Hostname(), strings.Trim(host, "[]"))
 }
 
 func (p *Preview) modifyResponse(resp *http.Response) error {

@@ -547,6 +547,11 @@ func TestPreviewWebSocketEcho(t *testing.T) {
 	}{
 		{"path", wsURL + fmt.Sprintf("/preview/dev/%d/ws", e.devPort), "", ""},
 		{"subdomain", wsURL + "/ws", e.subHost(), "http://" + e.subHost()},
+		// Behind a proxy that passes Host without its port (nginx's
+		// `proxy_set_header Host $host`) on a port of its own: the page's
+		// Origin names the port, Host does not, and the dev server
+		// refused the preview's own page.
+		{"subdomain behind a port-dropping proxy", wsURL + "/ws", SubdomainHost("dev", e.devPort, testDomain), "https://" + SubdomainHost("dev", e.devPort, testDomain) + ":8443"},
 	} {
 		t.Run(tc.form, func(t *testing.T) {
 			hdr := http.Header{}
@@ -577,6 +582,12 @@ func TestPreviewWebSocketEcho(t *testing.T) {
 	if c, _, err := websocket.Dial(ctx, wsURL+"/ws", &websocket.DialOptions{Host: e.subHost(), HTTPHeader: hdr}); err == nil {
 		c.CloseNow()
 		t.Fatal("foreign origin reached the dev server's WebSocket")
+	}
+	// So does one behind the port-dropping proxy.
+	hdr = http.Header{"Origin": {"https://evil.example:8443"}}
+	if c, _, err := websocket.Dial(ctx, wsURL+"/ws", &websocket.DialOptions{Host: SubdomainHost("dev", e.devPort, testDomain), HTTPHeader: hdr}); err == nil {
+		c.CloseNow()
+		t.Fatal("foreign origin reached the dev server's WebSocket through a Host without a port")
 	}
 }
 

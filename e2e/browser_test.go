@@ -111,6 +111,17 @@ func TestBrowserTerminalPaste(t *testing.T) {
 	}
 }
 
+// TestBrowserTerminalConnectionLost: when the gateway stops answering
+// without closing the connection (its network dropped; here it is
+// stopped with SIGSTOP), the terminal page says the connection is lost.
+// It said "connected" for as long as TCP took to give up, while what was
+// typed went nowhere.
+func TestBrowserTerminalConnectionLost(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "lost.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local",
+		"HOSTGATE_GATEWAY_PID="+strconv.Itoa(d.cmd.Process.Pid))
+}
+
 // TestBrowserLoginError: the login page shows the gateway's fixed message
 // for a wrong token and nothing for text a link puts in ?error=, which it
 // used to show as the gateway's own words.

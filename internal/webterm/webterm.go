@@ -4,11 +4,11 @@
 // browser never holds SSH keys.
 //
 // Wire format: binary messages are terminal bytes in both directions; text
-// messages are JSON control messages — {"type":"resize","cols":C,"rows":R}
-// and {"type":"ack","bytes":N} (see AckWindow) from the browser,
-// {"type":"exit","code":N} and {"type":"error","message":M} from the
-// gateway. A message may carry at most MaxMessage bytes: the page
-// sends a long paste in several. A larger one is dropped whole and
+// messages are JSON control messages — {"type":"resize","cols":C,"rows":R},
+// {"type":"ack","bytes":N} (see AckWindow) and {"type":"ping"} from the
+// browser, {"type":"exit","code":N}, {"type":"error","message":M} and
+// {"type":"pong"} (the answer to a ping) from the gateway. A message may
+// carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
 // answered with an error message; the terminal goes on.
 //
 // The socket is opened with the browser's session cookie, so the Origin is
@@ -322,7 +322,12 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelCauseFunc, ws
 				}
 				continue
 			}
-			applyControl(b, p, fl)
+			if applyControl(b, p, fl) {
+				m, _ := json.Marshal(control{Type: "pong"})
+				if write(websocket.MessageText, m) != nil {
+					return
+				}
+			}
 		}
 	}()
 	// Idle timeout.
@@ -431,12 +436,13 @@ func closeReason(s string) string {
 	return s[:n]
 }
 
-// applyControl acts on a control message from the page. One it cannot
-// read, or of a type it does not know, is ignored: the page may be newer.
-func applyControl(b []byte, p hostgate.Process, fl *flow) {
+// applyControl acts on a control message from the page and reports
+// whether it asks for a pong. One it cannot read, or of a type it does not
+// know, is ignored: the page may be newer.
+func applyControl(b []byte, p hostgate.Process, fl *flow) (pong bool) {
 	var c control
 	if json.Unmarshal(b, &c) != nil {
-		return
+		return false
 	}
 	switch c.Type {
 	case "resize":
@@ -445,7 +451,12 @@ func applyControl(b []byte, p hostgate.Process, fl *flow) {
 		}
 	case "ack":
 		fl.ack(c.Bytes)
+	case "ping":
+		// The page's own check that the gateway still answers: the
+		// socket's pings are invisible to it.
+		return true
 	}
+	return false
 }
 
 // errTooBig is a message over MaxMessage, which readMessage dropped.

@@ -447,3 +447,32 @@ func TestCloseReasonFits(t *testing.T) {
 		t.Fatalf("closeReason(exited) = %q", got)
 	}
 }
+
+// TestPingAnswered: the page's {"type":"ping"} is answered with
+// {"type":"pong"}, which is how it tells a live gateway from a connection
+// that died without a close (the socket's own pings never reach a script).
+func TestPingAnswered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	srv := newServer(t, proc)
+	ws, _, err := dial(ctx, srv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// An echo after the ping: without a pong, the echo comes first.
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText || string(b) != `{"type":"pong"}` {
+		t.Fatalf("answer to a ping: %v %q %v, want {\"type\":\"pong\"}", typ, b, err)
+	}
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
+		t.Fatal(err)
+	}
+}

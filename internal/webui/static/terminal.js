@@ -1,8 +1,9 @@
 "use strict";
 // The terminal page speaks one WebSocket to /v1/hosts/{id}/pty: binary
 // messages carry terminal bytes both ways; text messages carry JSON control
-// messages ({"type":"resize","cols":C,"rows":R} and {"type":"ack","bytes":N}
-// from the page, {"type":"exit","code":N} from the gateway).
+// messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
+// and {"type":"ping"} from the page, {"type":"exit","code":N},
+// {"type":"error","message":M} and {"type":"pong"} from the gateway).
 (function () {
   const m = location.pathname.match(/^\/hosts\/([^/]+)\/terminal$/);
   const hostId = m ? decodeURIComponent(m[1]) : "";
@@ -24,6 +25,7 @@
 
   ws.onopen = () => { status.textContent = "connected"; term.focus(); };
   ws.onmessage = (ev) => {
+    heard = Date.now();
     if (typeof ev.data === "string") {
       try {
         const msg = JSON.parse(ev.data);
@@ -46,7 +48,29 @@
   };
   let drawn = 0, acked = 0;
   const ackEvery = 64 << 10;
-  ws.onclose = (ev) => { status.textContent = "disconnected" + (ev.reason ? ": " + ev.reason : ""); };
+  ws.onclose = (ev) => { if (!lost) status.textContent = "disconnected" + (ev.reason ? ": " + ev.reason : ""); };
+
+  // A connection that died without a close (the network dropped, the
+  // laptop slept) looks open to the page for minutes: the socket's own
+  // pings never reach a script. After 10 s without a word from the
+  // gateway, ask ({"type":"ping"}, answered {"type":"pong"}); an answer
+  // not back 10 s later means the terminal is gone (the gateway ends it
+  // too), so say so instead of taking keystrokes nobody reads.
+  const quietMs = 10000;
+  let heard = Date.now(), asked = 0, lost = false;
+  const beat = setInterval(() => {
+    if (ws.readyState !== WebSocket.OPEN) { clearInterval(beat); return; }
+    const now = Date.now();
+    if (asked > heard && now - asked > quietMs) {
+      clearInterval(beat);
+      lost = true;
+      status.textContent = "connection lost: reload the page for a new terminal";
+      term.write("\r\n\x1b[31mconnection to the gateway lost\x1b[0m\r\n");
+      ws.close();
+      return;
+    }
+    if (now - heard >= quietMs && !(asked > heard)) { asked = now; ws.send(JSON.stringify({ type: "ping" })); }
+  }, quietMs / 4);
   ws.onerror = () => { status.textContent = "connection failed"; };
 
   // The gateway drops a message of over 64 KiB (webterm.MaxMessage), and a

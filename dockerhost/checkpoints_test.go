@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // writeCheckpoint writes a committed checkpoint straight into dir: a tar of
@@ -38,24 +40,6 @@ func writeCheckpoint(t testing.TB, dir string, created time.Time, size int, exec
 	return m
 }
 
-// syncBuffer is a log destination tests read while the host may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // ids lists the checkpoints in dir by their manifests' names.
 func ids(t testing.TB, dir string) []string {
 	t.Helper()
@@ -76,7 +60,7 @@ func ids(t testing.TB, dir string) []string {
 // (a symbolic link) or waited on (a FIFO).
 func TestLocalStoreList(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
-	var log syncBuffer
+	var log testenv.LogBuffer
 	s, err := NewLocalStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +182,7 @@ func TestRetention(t *testing.T) {
 	}
 
 	// At start, by age: older than 3h30m goes.
-	var log syncBuffer
+	var log testenv.LogBuffer
 	h := hostWithRetention(t, dir, now, Retention{MaxAge: 3*time.Hour + 30*time.Minute}, &log)
 	if got, want := ids(t, dir), idsOf(cps[2:]...); !slices.Equal(got, want) {
 		t.Fatalf("after max-age at start: %v, want %v", got, want)
@@ -482,7 +466,7 @@ func testCheckpointDeleteDuringRestore(t *testing.T) {
 // older goes, the one just taken stays even when it alone is over.
 func testCheckpointRetention(t *testing.T) {
 	cli, img := engine(t)
-	var log syncBuffer
+	var log testenv.LogBuffer
 	cfg := &Config{Owner: uniqueOwner(), CheckpointDir: t.TempDir(), Retention: Retention{MaxBytes: 1}}
 	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.NewTextHandler(&log, nil)), cli, cfg)
 	if err != nil {
@@ -545,7 +529,7 @@ func TestRetentionDamagedCheckpoints(t *testing.T) {
 
 	// On disk: b, c and d, 300 bytes (stuck's are left out once it
 	// fails to go). 250 allowed: b goes, and only b.
-	var log syncBuffer
+	var log testenv.LogBuffer
 	h := hostWithRetention(t, dir, now, Retention{MaxBytes: 250}, &log)
 	want := []string{c.CheckpointID, noTar.CheckpointID, d.CheckpointID, damaged.CheckpointID}
 	slices.Sort(want)

@@ -19,26 +19,9 @@ import (
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFirstEnrollmentRace: several agents with different keys enroll the
 // same new host id at once. Trust on first use must pick exactly one: it
@@ -72,12 +55,12 @@ func TestFirstEnrollmentRace(t *testing.T) {
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		wins  = map[int]int{}
-		logs  = make([]*syncBuffer, n)
+		logs  = make([]*testenv.LogBuffer, n)
 		start = make(chan struct{})
 	)
 	defer func() { stop(); wg.Wait() }()
 	for i := range n {
-		logs[i] = &syncBuffer{}
+		logs[i] = &testenv.LogBuffer{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -257,7 +240,7 @@ func TestExpiredToken(t *testing.T) {
 	}
 	apiError(t, body)
 
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	actx, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()
 	done := make(chan error, 1)

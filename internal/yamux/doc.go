@@ -3,8 +3,9 @@
 // three additions, Config.WriteInCaller, Config.CloseEndsReads (a Close
 // that ends both directions and buffers nothing more) and
 // Config.OpenBacklog (unacknowledged opens bounded apart from the accept
-// backlog), and a bound on the answers to a peer's pings waiting at once
-// (upstream starts a goroutine per ping).
+// backlog), a bound on the answers to a peer's pings waiting at once
+// (upstream starts a goroutine per ping), and a ring for a stream's unread
+// bytes (recvring.go) instead of a bytes.Buffer.
 // Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its

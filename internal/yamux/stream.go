@@ -1,7 +1,6 @@
 package yamux
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -34,7 +33,7 @@ type Stream struct {
 	state     streamState
 	stateLock sync.Mutex
 
-	recvBuf  *bytes.Buffer
+	recvBuf  *recvRing // hostgate: a ring, not a bytes.Buffer (recvring.go)
 	recvLock sync.Mutex
 
 	controlHdr     header
@@ -544,9 +543,6 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 		return nil
 	}
 
-	// Wrap in a limited reader
-	conn = &io.LimitedReader{R: conn, N: int64(length)}
-
 	// Copy into buffer
 	s.recvLock.Lock()
 
@@ -560,7 +556,7 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 		// hostgate: nobody reads an ended stream: drop the bytes.
 		s.recvWindow -= length
 		s.recvLock.Unlock()
-		if _, err := io.Copy(io.Discard, conn); err != nil {
+		if _, err := io.Copy(io.Discard, &io.LimitedReader{R: conn, N: int64(length)}); err != nil {
 			return err
 		}
 		return nil
@@ -569,9 +565,9 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 	if s.recvBuf == nil {
 		// Allocate the receive buffer just-in-time to fit the full data frame.
 		// This way we can read in the whole packet without further allocations.
-		s.recvBuf = bytes.NewBuffer(make([]byte, 0, length))
+		s.recvBuf = newRecvRing(int(length))
 	}
-	copiedLength, err := io.Copy(s.recvBuf, conn)
+	copiedLength, err := s.recvBuf.fill(conn, int(length))
 	if err != nil {
 		s.session.logger.Printf("[ERR] yamux: Failed to read stream data: %v", err)
 		s.recvLock.Unlock()

@@ -1074,7 +1074,10 @@ func TestPreviewIdleConnsBounded(t *testing.T) {
 // everyone.
 func TestPreviewClientThatNeverReadsIsLetGo(t *testing.T) {
 	ctx := testCtx(t)
-	defer func(d time.Duration) { writeIdleTimeout = d }(writeIdleTimeout)
+	// Restored by a cleanup registered before the env's: it runs after the
+	// servers have closed and their handlers returned (a defer raced them).
+	old := writeIdleTimeout
+	t.Cleanup(func() { writeIdleTimeout = old })
 	writeIdleTimeout = 200 * time.Millisecond
 	ended := make(chan error, 1)
 	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -105,7 +105,7 @@ func BenchmarkProvisionFirstCommand(b *testing.B) {
 		var samples []time.Duration
 		for b.Loop() {
 			start := time.Now()
-			dockerCLI(b, "", "", "exec", "-u", "65534:65534", ex.ContainerID, "true")
+			dockerCLI(b, "", "", "exec", "-u", userOfExec(b, h, ex.ExecutionID), ex.ContainerID, "true")
 			samples = append(samples, time.Since(start))
 		}
 		reportP50(b, samples)
@@ -134,7 +134,7 @@ func BenchmarkExec(b *testing.B) {
 	})
 	b.Run("docker-exec", func(b *testing.B) {
 		for b.Loop() {
-			dockerCLI(b, "", "", "exec", "-u", "65534:65534", ex.ContainerID, "true")
+			dockerCLI(b, "", "", "exec", "-u", userOfExec(b, h, ex.ExecutionID), ex.ContainerID, "true")
 		}
 	})
 }
@@ -171,7 +171,7 @@ func BenchmarkCheckpoint100MiB(b *testing.B) {
 		b.SetBytes(benchWorkspace)
 		out := filepath.Join(dir, "peer.tar")
 		for b.Loop() {
-			dockerCLI(b, "", out, "exec", "-u", "65534:65534", ex.ContainerID, "tar", "-C", "/workspace", "-cf", "-", ".")
+			dockerCLI(b, "", out, "exec", "-u", userOfExec(b, h, ex.ExecutionID), ex.ContainerID, "tar", "-C", "/workspace", "-cf", "-", ".")
 		}
 	})
 }

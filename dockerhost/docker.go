@@ -66,9 +66,6 @@ type Config struct {
 	CheckpointDir string
 	// AllowUnpinnedImages admits image references without a sha256 digest.
 	AllowUnpinnedImages bool
-	// UID and GID are the numeric non-root user commands run as. Default
-	// 65534:65534 (nobody).
-	UID, GID int
 	// Labels are added to every container.
 	Labels map[string]string
 	// MaxResources bounds requests; nil means DefaultMaxResources.
@@ -139,6 +136,9 @@ type Docker struct {
 	sweep     sweeper
 	cpStats   checkpointStats
 
+	// uids are those of this host's containers, one each (uids.go).
+	uids uidSet
+
 	// Exec's ways (via.go).
 	execRunner, execDocker, execFallbacks atomic.Int64
 
@@ -167,7 +167,9 @@ type execution struct {
 	// pooled container, until AttachStdio takes it; guarded by Docker.mu.
 	agent     *Stdio
 	agentArgv []string
-	lock      rwLock // exec shared, checkpoint exclusive
+	// uid is the host uid (and gid) of its processes, its own (uids.go).
+	uid  int
+	lock rwLock // exec shared, checkpoint exclusive
 	// oomKills is the cgroup's OOM kill count when last read.
 	oomKills atomic.Int64
 	// ending is set as a command's timeout, output flood or abort has the
@@ -226,14 +228,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if h.now == nil {
 		h.now = time.Now
 	}
-	uid, gid := cfg.UID, cfg.GID
-	if uid == 0 && gid == 0 {
-		uid, gid = 65534, 65534
-	}
-	if uid <= 0 || gid <= 0 {
-		return nil, errors.New("dockerhost: UID and GID must be non-root")
-	}
-	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, UID: uid, GID: gid, Max: DefaultMaxResources(), RepositoryRoots: cfg.RepositoryRoots, TempDir: cfg.TempDir}
+	h.policy = Policy{AllowUnpinnedImages: cfg.AllowUnpinnedImages, Max: DefaultMaxResources(), RepositoryRoots: cfg.RepositoryRoots, TempDir: cfg.TempDir}
 	if cfg.MaxResources != nil {
 		h.policy.Max = *cfg.MaxResources
 	}
@@ -261,7 +256,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		h.store = s
 	}
 	h.runner = &ProcessRunner{api: cli, destroy: h.destroy}
-	h.ws = &Workspace{runner: h.runner, user: h.policy.User()}
+	h.ws = &Workspace{runner: h.runner}
 	if _, err := cli.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("dockerhost: ping engine: %w", err)
 	}
@@ -334,10 +329,10 @@ func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 	if err := h.policy.ValidateProvision(&req); err != nil {
 		return nil, err
 	}
-	var load func(ctx context.Context, containerID string) error
+	var load func(ctx context.Context, containerID, user string) error
 	if req.Workspace.Kind == WorkspaceGitWorktree {
-		load = func(ctx context.Context, cid string) error {
-			return h.ws.ImportGit(ctx, cid, req.Workspace.RepositoryPath, req.Workspace.Revision, WorkspaceSize(req.Resources))
+		load = func(ctx context.Context, cid, user string) error {
+			return h.ws.ImportGit(ctx, cid, user, req.Workspace.RepositoryPath, req.Workspace.Revision, WorkspaceSize(req.Resources))
 		}
 	}
 	return h.provision(ctx, req, "", load)
@@ -346,7 +341,7 @@ func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 // provision reserves the id, creates and starts the container, checks the
 // image, runs load and registers the execution. Any failure
 // removes the container: a failed provision leaves nothing behind.
-func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFrom string, load func(context.Context, string) error) (_ *Execution, err error) {
+func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFrom string, load func(ctx context.Context, containerID, user string) error) (_ *Execution, err error) {
 	id := req.ExecutionID
 	if id == "" {
 		var b [16]byte
@@ -396,11 +391,15 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		labels = map[string]string{}
 	}
 	labels[LabelOwner] = h.owner
-	cfg, hc, err := h.policy.ContainerConfig(id, req, expires, labels)
-	if err != nil {
-		return nil, err
-	}
 	var cid string
+	// uid is the container's own (a warm container got one when made);
+	// it is given back with the container when the provision fails.
+	var uid int
+	defer func() {
+		if err != nil && uid != 0 {
+			h.uids.release(uid)
+		}
+	}()
 	var env map[string]string
 	var agent *Stdio // a pooled container's pre-started agent, until registered
 	defer func() {
@@ -432,6 +431,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 					if derr := h.destroy(pc.cid); derr != nil {
 						log.Error("remove pooled container", "container", pc.cid, "err", derr)
 					}
+					h.uids.release(pc.uid)
 					return nil, context.Cause(ctx)
 				}
 				h.pool.dead.Add(1)
@@ -440,8 +440,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 				if derr := h.destroy(pc.cid); derr != nil {
 					log.Error("remove pooled container", "container", pc.cid, "err", derr)
 				}
+				h.uids.release(pc.uid)
 			} else {
-				cid, fromPool = pc.cid, true
+				cid, fromPool, uid = pc.cid, true, pc.uid
 				if len(req.Env) > 0 {
 					// HOME and TMPDIR are in the pooled container's own
 					// env already; only a request's env travels apart.
@@ -456,6 +457,11 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}
 	if cid == "" {
+		uid = h.uids.take()
+		cfg, hc, cerr := h.policy.ContainerConfig(id, uid, req, expires, labels)
+		if cerr != nil {
+			return nil, cerr
+		}
 		name = named("hostgate-" + id)
 		if cid, err = h.createStarted(ctx, cfg, hc, name); err != nil {
 			return nil, err
@@ -472,7 +478,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		return nil, context.Cause(ctx)
 	}
 	if load != nil {
-		if err := load(ctx, cid); err != nil {
+		if err := load(ctx, cid, userOf(uid)); err != nil {
 			if ErrorCode(err) != "" {
 				return nil, err
 			}
@@ -491,6 +497,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		forgotten: make(chan struct{}),
 		req:       redact(req),
 		env:       env,
+		uid:       uid,
 	}
 	if agent != nil {
 		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
@@ -541,7 +548,7 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 		}
 		return "", fmt.Errorf("dockerhost: start container: %w", err)
 	}
-	if err := h.prepare(ctx, cid, cfg.Image); err != nil {
+	if err := h.prepare(ctx, cid, cfg.User, cfg.Image); err != nil {
 		if ErrorCode(err) == "" && ctx.Err() == nil {
 			// The check may have failed because the main process died:
 			// give its exit a moment to arrive and name the cause.
@@ -566,11 +573,11 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 // image: one exec of tar that archives /bin/sh (an exec is about 50 ms
 // here, a cold create 200). The tools need no step here: the container
 // mounts their volume.
-func (h *Docker) prepare(ctx context.Context, cid, image string) error {
+func (h *Docker) prepare(ctx context.Context, cid, user, image string) error {
 	if h.imageChecked(image) {
 		return nil
 	}
-	if err := h.checkImage(ctx, cid); err != nil {
+	if err := h.checkImage(ctx, cid, user); err != nil {
 		return err
 	}
 	if strings.Contains(image, "@sha256:") {
@@ -676,7 +683,7 @@ func (h *Docker) pull(ctx context.Context, ref string) error {
 // the main process (its absence shows as the init exiting 127), and tar is
 // run here directly, not through the shell, because a standalone busybox
 // shell finds applets that exec cannot.
-func (h *Docker) checkImage(ctx context.Context, cid string) error {
+func (h *Docker) checkImage(ctx context.Context, cid, user string) error {
 	// One exec checks both: tar runs, and archives /bin/sh, so it exists.
 	for _, argv := range [][]string{
 		{"tar", "-cf", "/dev/null", "-C", "/", "bin/sh"},
@@ -684,7 +691,7 @@ func (h *Docker) checkImage(ctx context.Context, cid string) error {
 		var out strings.Builder
 		code, err := h.runner.run(ctx, process{
 			containerID: cid,
-			user:        h.policy.User(),
+			user:        user,
 			argv:        argv,
 			dir:         "/",
 			env:         ownEnv,
@@ -795,6 +802,7 @@ func (h *Docker) forget(id string, e *execution) bool {
 		return false
 	}
 	delete(h.execs, id)
+	h.uids.release(e.uid)
 	if e.forgotten != nil {
 		close(e.forgotten)
 	}
@@ -1043,7 +1051,7 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		maps.Copy(env, req.Env)
 		req.Env = env
 	}
-	res, way, err := h.runner.exec(ctx, e.ContainerID, h.policy.User(), req, e.Resources.MaxOutputBytes, h.runnerFor(executionID), func(err error) {
+	res, way, err := h.runner.exec(ctx, e.ContainerID, userOf(e.uid), req, e.Resources.MaxOutputBytes, h.runnerFor(executionID), func(err error) {
 		// Often by design (a busy tunnel, an environment the runner cannot
 		// reproduce) and counted in ExecStats: not a warning each time.
 		h.logger.Debug("command runner did not start the command; docker exec runs it", "execution", executionID, "err", err)
@@ -1107,7 +1115,7 @@ func (h *Docker) newOOMKill(ctx context.Context, e *execution) bool {
 	var out strings.Builder
 	code, err := h.runner.run(ctx, process{
 		containerID: e.ContainerID,
-		user:        h.policy.User(),
+		user:        userOf(e.uid),
 		// cgroup v1, then v2.
 		argv:   []string{"cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"},
 		dir:    "/",
@@ -1273,7 +1281,9 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			if known {
 				continue
 			}
+			h.uids.hold(e.uid)
 			if err := h.register(ctx, e); err != nil {
+				h.uids.release(e.uid)
 				return res, err
 			}
 			res.Adopted = append(res.Adopted, id)
@@ -1320,6 +1330,11 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 	if err := json.Unmarshal([]byte(c.Labels[LabelSpec]), &req); err != nil || req.Resources.MaxOutputBytes <= 0 || req.Resources.DiskBytes <= 0 {
 		return nil, false
 	}
+	// Its processes must keep running as the uid its workspace belongs to.
+	uid, ok := parseUIDLabel(c.Labels)
+	if !ok {
+		return nil, false
+	}
 	return &execution{
 		Execution: Execution{
 			ExecutionID: id, Image: req.Image, ContainerID: c.ID,
@@ -1327,6 +1342,7 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 			WorkspaceBytes: WorkspaceSize(req.Resources),
 		},
 		req:       req,
+		uid:       uid,
 		forgotten: make(chan struct{}),
 	}, true
 }

@@ -61,7 +61,7 @@ func (h *Docker) checkpoint(ctx context.Context, executionID string, req Checkpo
 	// checkpoint whose files would not fit is refused here, first in the
 	// writers, rather than stored for every restore of it to fail.
 	fit := newTarFitWriter(WorkspaceSize(e.Resources))
-	if err := h.ws.Export(ctx, e.ContainerID, io.MultiWriter(fit, w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
+	if err := h.ws.Export(ctx, e.ContainerID, userOf(e.uid), io.MultiWriter(fit, w, sum, cw), maxTarBytes(e.Resources.DiskBytes)); err != nil {
 		_ = w.Abort()
 		// Ended under the export: its container is gone or stopping, or a
 		// Terminate has already forgotten it (the container may still be
@@ -146,9 +146,9 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint is unreadable", Err: err}
 	}
-	load := func(ctx context.Context, cid string) error {
+	load := func(ctx context.Context, cid, user string) error {
 		vr := &verifyingReader{r: rc, left: m.SizeBytes, sum: sha256.New(), want: want}
-		err := h.ws.Import(ctx, cid, vr, m.SizeBytes)
+		err := h.ws.Import(ctx, cid, user, vr, m.SizeBytes)
 		if errors.Is(err, errNoChmod) {
 			// The files are all there; only those directories' owner
 			// write bit is not as it was.

@@ -25,7 +25,8 @@ func testExecBasics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "hello world\n/workspace\n65534\nfrom stdin\n"
+	uid := uidOf(t, h, ex.ExecutionID)
+	want := "hello world\n/workspace\n" + uid + "\nfrom stdin\n"
 	if res.ExitCode != 3 || res.Stdout != want || res.Stderr != "oops\n" {
 		t.Fatalf("got exit %d stdout %q stderr %q; want exit 3 stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr, want, "oops\n")
 	}
@@ -50,7 +51,7 @@ func testExecBasics(t *testing.T) {
 	hc := ins.HostConfig
 	if hc.NanoCPUs != 5e8 || hc.Memory != 64<<20 || hc.MemorySwap != 64<<20 || *hc.PidsLimit != 64 ||
 		!hc.ReadonlyRootfs || hc.NetworkMode != "none" || !hc.AutoRemove || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" ||
-		len(hc.CapAdd) != 0 || ins.Config.User != "65534:65534" {
+		len(hc.CapAdd) != 0 || ins.Config.User != uid+":"+uid || ins.Config.Labels[LabelUID] != uid {
 		t.Fatalf("container config not hardened as asked: %+v user %q", hc.Resources, ins.Config.User)
 	}
 	if !strings.Contains(strings.Join(hc.SecurityOpt, ","), "no-new-privileges") {

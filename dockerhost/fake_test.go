@@ -137,7 +137,7 @@ func TestDestroyToleratesGoneContainers(t *testing.T) {
 func TestCreatePullsMissingImageOnce(t *testing.T) {
 	f := &fakeDocker{createErr: []error{cerrdefs.ErrNotFound, nil}}
 	h := fakeHost(t, f, time.Now())
-	cfg, hc, _ := h.policy.ContainerConfig("x", validReq(), time.Now(), nil)
+	cfg, hc, _ := h.policy.ContainerConfig("x", sandboxUIDBase, validReq(), time.Now(), nil)
 	id, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
 	if err != nil || id != "c-new" || len(f.pulled) != 1 || f.pulled[0] != pinned {
 		t.Fatalf("create: %q %v, pulled %v", id, err, f.pulled)

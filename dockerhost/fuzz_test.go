@@ -30,7 +30,7 @@ func FuzzProvisionRequest(f *testing.F) {
 			}
 			return
 		}
-		_, hc, err := p.ContainerConfig("id", req, time.Unix(0, 0), nil)
+		_, hc, err := p.ContainerConfig("id", sandboxUIDBase, req, time.Unix(0, 0), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,7 @@ var engineTests = []struct {
 	{"ToolsVolume", testToolsVolume},
 	{"ImageCheckedOnce", testImageCheckedOnce},
 	{"Tombstones", testTombstones},
+	{"OwnUID", testOwnUID},
 }
 
 // engineConcurrency bounds how many engine tests run at once.
@@ -221,4 +223,24 @@ func waitRemoved(t testing.TB, cli *client.Client, cid string, d time.Duration) 
 	if _, err := cli.ContainerInspect(ctx, cid); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("container %s still exists (inspect err %v)", cid, err)
 	}
+}
+
+// uidOf is the uid execution id's processes run as, as a string; it fails
+// the test unless that is one of the sandbox range.
+func uidOf(t testing.TB, h *Docker, id string) string {
+	t.Helper()
+	h.mu.Lock()
+	e := h.execs[id]
+	h.mu.Unlock()
+	if e == nil || !sandboxUID(e.uid) {
+		t.Fatalf("execution %s: no sandbox uid (%+v)", id, e)
+	}
+	return strconv.Itoa(e.uid)
+}
+
+// userOfExec is execution id's "uid:gid", for docker exec -u.
+func userOfExec(t testing.TB, h *Docker, id string) string {
+	t.Helper()
+	u := uidOf(t, h, id)
+	return u + ":" + u
 }

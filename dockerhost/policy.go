@@ -43,7 +43,6 @@ const (
 // value is not usable; NewDocker builds one from Config.
 type Policy struct {
 	AllowUnpinnedImages bool
-	UID, GID            int          // numeric, non-root
 	Max                 Resources    // upper bounds; each field > 0
 	tools               *toolsVolume // mounted read-only at ToolsDir; nil: no ToolsDir
 	// RepositoryRoots, when set, are the only directories git-worktree
@@ -339,9 +338,6 @@ func (p *Policy) ValidateExec(req *ExecRequest) error {
 	return validateEnv("env", req.Env)
 }
 
-// User is the numeric "uid:gid" commands run as.
-func (p *Policy) User() string { return strconv.Itoa(p.UID) + ":" + strconv.Itoa(p.GID) }
-
 // sleepSeconds is the in-container deadline: the main process sleeps this
 // long, then the container stops and AutoRemove deletes it, even when no
 // host process is left to terminate it.
@@ -425,8 +421,12 @@ func shmSize(r Resources) int64 {
 	return min(workspaceHeadroom(r.MemoryBytes)/4, defaultShmSize, WorkspaceSize(r))
 }
 
-// ContainerConfig builds the hardened container for a validated request.
-func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.Time, labels map[string]string) (*container.Config, *container.HostConfig, error) {
+// ContainerConfig builds the hardened container for a validated request,
+// whose processes run as uid (and a gid of the same number).
+func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expires time.Time, labels map[string]string) (*container.Config, *container.HostConfig, error) {
+	if uid <= 0 {
+		return nil, nil, fmt.Errorf("container uid %d: must be non-root", uid)
+	}
 	spec, err := json.Marshal(redact(req))
 	if err != nil {
 		return nil, nil, fmt.Errorf("marshal spec label: %w", err)
@@ -438,6 +438,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	all[LabelExecution] = id
 	all[LabelExpires] = strconv.FormatInt(expires.Unix(), 10)
 	all[LabelSpec] = string(spec)
+	all[LabelUID] = strconv.Itoa(uid)
 
 	env := make([]string, 0, len(req.Env))
 	for k, v := range p.provisionEnv(req.Env) {
@@ -449,7 +450,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	pids := r.Pids
 	cfg := &container.Config{
 		Image:      req.Image,
-		User:       p.User(),
+		User:       userOf(uid),
 		Env:        env,
 		Entrypoint: []string{"sleep", strconv.FormatInt(sleepSeconds(r.RuntimeMs), 10)},
 		WorkingDir: WorkspaceDir,
@@ -457,7 +458,7 @@ func (p *Policy) ContainerConfig(id string, req ProvisionRequest, expires time.T
 	}
 	tmpfs := map[string]string{
 		// exec: workspaces hold scripts and build outputs that must run.
-		WorkspaceDir: fmt.Sprintf("size=%d,nr_inodes=%d,uid=%d,gid=%d,mode=0700,exec", WorkspaceSize(r), WorkspaceInodes(r), p.UID, p.GID),
+		WorkspaceDir: fmt.Sprintf("size=%d,nr_inodes=%d,uid=%d,gid=%d,mode=0700,exec", WorkspaceSize(r), WorkspaceInodes(r), uid, uid),
 		// /dev/shm is a tmpfs too (64 MiB by default): it gets a part of
 		// the headroom the workspace leaves, so both full still leave
 		// processes room to run. Mounted here, not sized by ShmSize, for

@@ -12,7 +12,7 @@ import (
 const pinned = "127.0.0.1:5000/hostgate/busybox@sha256:fd0e0d89a671c42120185da9238484865c9ee09ce8aa0905d22672e4e0275619"
 
 func testPolicy() *Policy {
-	return &Policy{UID: 65534, GID: 65534, Max: Resources{CPUs: 2, MemoryBytes: 1 << 30, DiskBytes: 1 << 30, Pids: 1024, RuntimeMs: 3_600_000, MaxOutputBytes: 1 << 20}}
+	return &Policy{Max: Resources{CPUs: 2, MemoryBytes: 1 << 30, DiskBytes: 1 << 30, Pids: 1024, RuntimeMs: 3_600_000, MaxOutputBytes: 1 << 20}}
 }
 
 func validReq() ProvisionRequest {
@@ -151,20 +151,20 @@ func TestContainerConfig(t *testing.T) {
 	req := validReq()
 	req.Env = map[string]string{"MODE": "fast"}
 	exp := time.Unix(1_800_000_000, 0)
-	cfg, hc, err := p.ContainerConfig("abc", req, exp, map[string]string{LabelOwner: "gw1"})
+	cfg, hc, err := p.ContainerConfig("abc", 2000000042, req, exp, map[string]string{LabelOwner: "gw1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(cfg.Entrypoint, " "); got != "sleep 120" {
 		t.Errorf("entrypoint %q, want the runtime sleep", got)
 	}
-	if cfg.User != "65534:65534" || cfg.Labels[LabelExecution] != "abc" || cfg.Labels[LabelExpires] != "1800000000" || cfg.Labels[LabelOwner] != "gw1" {
+	if cfg.User != "2000000042:2000000042" || cfg.Labels[LabelUID] != "2000000042" || cfg.Labels[LabelExecution] != "abc" || cfg.Labels[LabelExpires] != "1800000000" || cfg.Labels[LabelOwner] != "gw1" {
 		t.Errorf("config %+v", cfg)
 	}
 	if strings.Contains(cfg.Labels[LabelSpec], "fast") || !strings.Contains(cfg.Labels[LabelSpec], "MODE") {
 		t.Errorf("spec label must keep env names, not values: %s", cfg.Labels[LabelSpec])
 	}
-	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,nr_inodes=38229,uid=65534,gid=65534,mode=0700,exec" {
+	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,nr_inodes=38229,uid=2000000042,gid=2000000042,mode=0700,exec" {
 		t.Errorf("workspace tmpfs %q", got)
 	}
 	if got := hc.Tmpfs["/dev/shm"]; got != "size=4194304,nr_inodes=1024,mode=1777,nosuid,nodev,noexec" {
@@ -233,7 +233,7 @@ func TestContainerEnvHomeAndTemp(t *testing.T) {
 		p.TempDir = tc.tempDir
 		req := validReq()
 		req.Env = tc.env
-		cfg, _, err := p.ContainerConfig("abc", req, time.Unix(1_800_000_000, 0), nil)
+		cfg, _, err := p.ContainerConfig("abc", 2000000042, req, time.Unix(1_800_000_000, 0), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

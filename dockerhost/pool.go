@@ -112,6 +112,7 @@ type pooled struct {
 	hj      types.HijackedResponse
 	expires time.Time
 	agent   *Stdio // PoolConfig.Agent started ahead; nil without one
+	uid     int    // its own, from its creation (LabelUID)
 }
 
 // agentEnvOK reports whether a pre-started agent (started without the
@@ -358,7 +359,14 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 		labels = map[string]string{}
 	}
 	labels[LabelOwner] = h.owner
-	cfg, hc, err := h.policy.ContainerConfig("", req, expires, labels)
+	// Its own uid from the start: it serves one execution only.
+	uid := h.uids.take()
+	defer func() {
+		if err != nil {
+			h.uids.release(uid)
+		}
+	}()
+	cfg, hc, err := h.policy.ContainerConfig("", uid, req, expires, labels)
 	if err != nil {
 		return nil, err
 	}
@@ -415,11 +423,11 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("start container: %w", err)
 	}
-	if err := h.prepare(ctx, cid, cfg.Image); err != nil {
+	if err := h.prepare(ctx, cid, cfg.User, cfg.Image); err != nil {
 		return nil, err
 	}
 	// The claim execs sleep: check it now, not when a caller waits.
-	code, err := h.runner.run(ctx, process{containerID: cid, user: h.policy.User(), argv: []string{"sleep", "0"}, dir: "/", env: ownEnv,
+	code, err := h.runner.run(ctx, process{containerID: cid, user: cfg.User, argv: []string{"sleep", "0"}, dir: "/", env: ownEnv,
 		stdout: io.Discard, stderr: io.Discard})
 	if err != nil {
 		return nil, fmt.Errorf("check sleep: %w", err)
@@ -427,10 +435,10 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if code != 0 {
 		return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("sleep exited %d", code)}
 	}
-	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires}
+	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires, uid: uid}
 	if len(p.cfg.Agent) > 0 {
 		// Its life is the container's (remove closes it), not the fill's.
-		pc.agent, err = h.attachStdio(ctx, context.Background(), cid, nil, p.cfg.Agent, io.Discard)
+		pc.agent, err = h.attachStdio(ctx, context.Background(), cid, cfg.User, nil, p.cfg.Agent, io.Discard)
 		if err != nil {
 			return nil, fmt.Errorf("start agent: %w", err)
 		}
@@ -507,6 +515,7 @@ func (p *pool) removeUncounted(pc *pooled) {
 	if pc.agent != nil {
 		_ = pc.agent.Close()
 	}
+	p.h.uids.release(pc.uid)
 }
 
 // close stops the loop and the fills, then removes every unclaimed

@@ -79,7 +79,7 @@ func testPoolDeadlineFromClaim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("exec after claim of an aged container: %v", err)
 	}
-	if res.Stdout != "hello exec\n65534\n" {
+	if res.Stdout != "hello exec\n"+uidOf(t, h, ex.ExecutionID)+"\n" {
 		t.Fatalf("stdout %q, want provision env, exec env winning, non-root", res.Stdout)
 	}
 	// The in-container deadline written at claim ends it, and not at the
@@ -219,6 +219,10 @@ func testPoolTTLAndClose(t *testing.T) {
 	}
 	if left := poolContainers(t, cli, h.owner); len(left) != 0 {
 		t.Fatalf("pooled containers left after Close: %d", len(left))
+	}
+	// Each warm container's uid went with it, replaced or removed.
+	if n := h.uids.len(); n != 0 {
+		t.Fatalf("%d uids still held after Close", n)
 	}
 	if _, err := h.Provision(testCtx(t, time.Minute), req); err == nil {
 		t.Fatal("provision after Close succeeded")

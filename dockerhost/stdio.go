@@ -60,7 +60,7 @@ func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []str
 		}
 		_ = s.Close()
 	}
-	s, err := h.attachStdio(ctx, ctx, e.ContainerID, env, argv, stderr)
+	s, err := h.attachStdio(ctx, ctx, e.ContainerID, userOf(e.uid), env, argv, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +89,9 @@ func (h *Docker) takeAgent(e *execution, argv []string) *Stdio {
 
 // attachStdio starts argv in container cid; ctx bounds the API calls and
 // life the attachment.
-func (h *Docker) attachStdio(ctx, life context.Context, cid string, env, argv []string, stderr io.Writer) (*Stdio, error) {
+func (h *Docker) attachStdio(ctx, life context.Context, cid, user string, env, argv []string, stderr io.Writer) (*Stdio, error) {
 	created, err := h.api.ContainerExecCreate(ctx, cid, container.ExecOptions{
-		User:         h.policy.User(),
+		User:         user,
 		Cmd:          argv,
 		Env:          env, // a pooled container's provision env
 		WorkingDir:   WorkspaceDir,

@@ -41,7 +41,7 @@ func testAttachStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "65534\n/workspace\n" + payload; string(out) != want {
+	if want := uidOf(t, h, ex.ExecutionID) + "\n/workspace\n" + payload; string(out) != want {
 		t.Fatalf("stdout: %d bytes, want %d (prefix %q)", len(out), len(want), out[:min(len(out), 40)])
 	}
 	code, err := s.Wait(ctx)
@@ -78,7 +78,7 @@ func testTools(t *testing.T) {
 	h := newTestHost(t, cli, &Config{Tools: []Tool{{Name: "hello", Mode: 0o755, Data: []byte("#!/bin/sh\necho tool ran as $(id -u)\n")}}})
 	ex := provision(t, h, emptyReq(img, small()))
 	res := sh(t, h, ex.ExecutionID, `/opt/hostgate/hello; stat -c '%u:%g %a' /opt/hostgate /opt/hostgate/hello; touch /opt/hostgate/x 2>&1; echo > /opt/hostgate/hello 2>&1; echo rc=$?`)
-	want := "tool ran as 65534\n0:0 755\n0:0 755\n"
+	want := "tool ran as " + uidOf(t, h, ex.ExecutionID) + "\n0:0 755\n0:0 755\n"
 	if !strings.HasPrefix(res.Stdout, want) || !strings.Contains(res.Stdout, "Read-only file system") || !strings.Contains(res.Stdout, "rc=1") {
 		t.Fatalf("tools:\n%s\nwant prefix:\n%s and a read-only file system", res.Stdout, want)
 	}

@@ -22,7 +22,6 @@ var errTarTooLarge = errors.New("workspace tar exceeds the disk limit")
 // and as the execution's non-root user, so files get its ownership.
 type Workspace struct {
 	runner *ProcessRunner
-	user   string
 }
 
 // Tool is a file every container finds in ToolsDir, owned by root.
@@ -34,7 +33,7 @@ type Tool struct {
 
 // ImportGit unpacks revision rev of the local repository repo into the
 // workspace: git archive, no worktree, no .git, never a bind mount.
-func (w *Workspace) ImportGit(ctx context.Context, containerID, repo, rev string, diskBytes int64) error {
+func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev string, diskBytes int64) error {
 	commit, err := resolveCommit(ctx, repo, rev)
 	if err != nil {
 		return err
@@ -49,7 +48,7 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, repo, rev string
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("git archive: %w", err)
 	}
-	err = w.Import(ctx, containerID, out, maxTarBytes(diskBytes))
+	err = w.Import(ctx, containerID, user, out, maxTarBytes(diskBytes))
 	if err != nil {
 		_ = cmd.Process.Kill()
 	}
@@ -103,12 +102,12 @@ func resolveCommit(ctx context.Context, repo, rev string) (string, error) {
 // comes only from mkdir and open, under the umask). So the modes are put
 // back with chmod; an image without chmod gets errNoChmod, the contents
 // complete and those directories left writable by their owner.
-func (w *Workspace) Import(ctx context.Context, containerID string, src io.Reader, limit int64) error {
+func (w *Workspace) Import(ctx context.Context, containerID, user string, src io.Reader, limit int64) error {
 	dr := newDirModeReader(&boundedReader{r: src, left: limit})
-	if err := w.untar(ctx, containerID, w.user, WorkspaceDir, dr); err != nil {
+	if err := w.untar(ctx, containerID, user, WorkspaceDir, dr); err != nil {
 		return err
 	}
-	return w.chmodDirs(ctx, containerID, dr.w.dirs)
+	return w.chmodDirs(ctx, containerID, user, dr.w.dirs)
 }
 
 // errNoChmod: the image has no chmod to make read-only directories
@@ -129,7 +128,7 @@ const maxChmodArgBytes = 64 << 10
 
 // chmodDirs gives dirs their modes, the deepest first: a directory
 // without u+x would otherwise keep chmod from reaching those below it.
-func (w *Workspace) chmodDirs(ctx context.Context, containerID string, dirs []dirMode) error {
+func (w *Workspace) chmodDirs(ctx context.Context, containerID, user string, dirs []dirMode) error {
 	slices.SortStableFunc(dirs, func(a, b dirMode) int {
 		return strings.Count(b.name, "/") - strings.Count(a.name, "/")
 	})
@@ -144,7 +143,7 @@ func (w *Workspace) chmodDirs(ctx context.Context, containerID string, dirs []di
 		cw := &capWriter{w: &out, left: 4 << 10}
 		code, err := w.runner.run(ctx, process{
 			containerID: containerID,
-			user:        w.user,
+			user:        user,
 			argv:        argv,
 			dir:         WorkspaceDir,
 			env:         ownEnv,
@@ -167,11 +166,11 @@ func (w *Workspace) chmodDirs(ctx context.Context, containerID string, dirs []di
 
 // Export writes the workspace as a tar to dst, failing when it grows past
 // limit bytes.
-func (w *Workspace) Export(ctx context.Context, containerID string, dst io.Writer, limit int64) error {
+func (w *Workspace) Export(ctx context.Context, containerID, user string, dst io.Writer, limit int64) error {
 	var stderr bytes.Buffer
 	code, err := w.runner.run(ctx, process{
 		containerID: containerID,
-		user:        w.user,
+		user:        user,
 		argv:        []string{"tar", "-C", WorkspaceDir, "-cf", "-", "."},
 		dir:         "/",
 		env:         ownEnv,

@@ -77,7 +77,9 @@ func testGitWorkspace(t *testing.T) {
 	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: v1[:12]}
 	ex := provision(t, h, req)
 	res := sh(t, h, ex.ExecutionID, `cat a.txt; ls -A; stat -c '%u:%g %a %F %n' a.txt bin/run.sh link; readlink link; ./bin/run.sh`)
-	want := "v1\na.txt\nbin\nlink\n65534:65534 644 regular file a.txt\n65534:65534 755 regular file bin/run.sh\n65534:65534 777 symbolic link link\na.txt\nran\n"
+	u := uidOf(t, h, ex.ExecutionID)
+	u += ":" + u
+	want := "v1\na.txt\nbin\nlink\n" + u + " 644 regular file a.txt\n" + u + " 755 regular file bin/run.sh\n" + u + " 777 symbolic link link\na.txt\nran\n"
 	if res.Stdout != want {
 		t.Fatalf("git workspace:\n%s\nwant:\n%s\nstderr %s", res.Stdout, want, res.Stderr)
 	}
@@ -116,6 +118,17 @@ func asError(err error, e **Error) bool {
 // modes, owners, sizes, link targets and content sums.
 const treeScript = `cd /workspace && find . | sort | while read -r f; do stat -c '%n %F %a %u %s' "$f"; [ -L "$f" ] && readlink "$f"; [ -f "$f" ] && [ ! -L "$f" ] && md5sum < "$f"; done`
 
+// tree is treeScript's listing of execution id's workspace, after script
+// (when not empty), with id's own uid written OWNER: a restore runs as a
+// uid of its own, and must own every entry, as the checkpointed one did.
+func tree(t *testing.T, h *Docker, id, script string) string {
+	t.Helper()
+	if script != "" {
+		script += " && "
+	}
+	return strings.ReplaceAll(sh(t, h, id, script+treeScript).Stdout, " "+uidOf(t, h, id)+" ", " OWNER ")
+}
+
 // Checkpoint then restore gives back identical files; checkpoint waits for
 // a running exec; a tampered checkpoint fails and leaves no container.
 func testCheckpointRestore(t *testing.T) {
@@ -129,8 +142,8 @@ func testCheckpointRestore(t *testing.T) {
 echo hello > src/a.txt && chmod 600 src/a.txt && printf '#!/bin/sh\n' > src/run && chmod 755 src/run &&
 head -c 100000 /dev/urandom > src/deep/blob && chmod 640 src/deep/blob && ln -s src/a.txt top-link &&
 ln -s /nowhere dangling && echo spaced > 'with space'`)
-	before := sh(t, h, ex.ExecutionID, treeScript).Stdout
-	for _, want := range []string{"./empty directory 710 65534", "./top-link symbolic link", "src/a.txt\n", "./src/a.txt regular file 600", "./src/run regular file 755", "./dangling symbolic link", "./with space regular file"} {
+	before, uid := tree(t, h, ex.ExecutionID, ""), uidOf(t, h, ex.ExecutionID)
+	for _, want := range []string{"./empty directory 710 OWNER", "./top-link symbolic link 777 OWNER", "./src/deep directory 755 OWNER", "./top-link symbolic link", "src/a.txt\n", "./src/a.txt regular file 600", "./src/run regular file 755", "./dangling symbolic link", "./with space regular file"} {
 		if !strings.Contains(before, want) {
 			t.Fatalf("tree listing lacks %q:\n%s", want, before)
 		}
@@ -179,7 +192,10 @@ ln -s /nowhere dangling && echo spaced > 'with space'`)
 	if rex.RestoredFrom != cp.CheckpointID || rex.ExecutionID == ex.ExecutionID || rex.Resources != ex.Resources {
 		t.Fatalf("restored %+v", rex)
 	}
-	after := sh(t, h, rex.ExecutionID, `rm late && `+treeScript).Stdout
+	if uidOf(t, h, rex.ExecutionID) == uid {
+		t.Fatalf("the restored execution runs as the checkpointed one's uid %s", uid)
+	}
+	after := tree(t, h, rex.ExecutionID, "rm late")
 	if after != before {
 		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
@@ -228,6 +244,7 @@ func testAdoptAndReap(t *testing.T) {
 	a := newTestHost(t, cli, &Config{Owner: owner})
 	x := provision(t, a, emptyReq(img, small()))
 	y := provision(t, a, emptyReq(img, small()))
+	xUID := uidOf(t, a, x.ExecutionID)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +253,13 @@ func testAdoptAndReap(t *testing.T) {
 	if got := len(b.List()); got != 2 {
 		t.Fatalf("adopted %d executions, want 2", got)
 	}
-	if res := sh(t, b, x.ExecutionID, "echo adopted"); res.Stdout != "adopted\n" {
-		t.Fatalf("exec on adopted: %q", res.Stdout)
+	// Its commands keep the uid its workspace belongs to.
+	if res := sh(t, b, x.ExecutionID, "echo adopted; id -u; touch f && echo wrote"); res.Stdout != "adopted\n"+xUID+"\nwrote\n" {
+		t.Fatalf("exec on adopted: %q, want its uid %s and a writable workspace", res.Stdout, xUID)
+	}
+	// A new execution of the restarted host gets none an adopted one holds.
+	if b.uids.len() != 2 {
+		t.Fatalf("restarted host holds %d uids, want the 2 adopted executions'", b.uids.len())
 	}
 	got, err := b.Get(testCtx(t, time.Minute), y.ExecutionID)
 	if err != nil || got.ContainerID != y.ContainerID || got.Resources != y.Resources || !got.ExpiresAt.Equal(y.ExpiresAt.Truncate(time.Second)) {
@@ -408,7 +430,7 @@ func testCheckpointReadOnlyDirs(t *testing.T) {
 echo top > mod/go.mod && echo b > mod/pkg@v1/b.go && chmod 444 mod/pkg@v1/b.go &&
 head -c 70000 /dev/urandom > mod/pkg@v1/inner/blob && echo o > mod/pkg@v1/other/o && echo s > own/sub/s &&
 chmod 711 open && chmod 555 mod/pkg@v1/inner mod/pkg@v1/other mod/pkg@v1 mod && chmod 500 own/sub && chmod 700 own`)
-	before := sh(t, h, ex.ExecutionID, treeScript).Stdout
+	before := tree(t, h, ex.ExecutionID, "")
 	for _, want := range []string{"./mod directory 555", "./mod/pkg@v1 directory 555", "./mod/pkg@v1/inner directory 555", "./own/sub directory 500", "./open directory 711", "./mod/pkg@v1/b.go regular file 444"} {
 		if !strings.Contains(before, want) {
 			t.Fatalf("tree listing lacks %q:\n%s", want, before)
@@ -425,7 +447,7 @@ chmod 711 open && chmod 555 mod/pkg@v1/inner mod/pkg@v1/other mod/pkg@v1 mod && 
 	if err != nil {
 		t.Fatalf("restore of a workspace with read-only directories: %v", err)
 	}
-	if after := sh(t, h, rex.ExecutionID, treeScript).Stdout; after != before {
+	if after := tree(t, h, rex.ExecutionID, ""); after != before {
 		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if got := sh(t, h, rex.ExecutionID, `cd /workspace && for d in mod mod/pkg@v1/inner own/sub; do touch $d/new 2>/dev/null && echo "$d writable"; done; echo done`).Stdout; got != "done\n" {
@@ -452,12 +474,12 @@ func testImportReadOnlyDirsWithoutChmod(t *testing.T) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = h.ws.Import(testCtx(t, time.Minute), ex.ContainerID, &in, 1<<20)
+	err = h.ws.Import(testCtx(t, time.Minute), ex.ContainerID, userOfExec(t, h, ex.ExecutionID), &in, 1<<20)
 	if !errors.Is(err, errNoChmod) {
 		t.Fatalf("import without chmod: %v, want errNoChmod", err)
 	}
 	var out bytes.Buffer
-	if err := h.ws.Export(testCtx(t, time.Minute), ex.ContainerID, &out, 1<<20); err != nil {
+	if err := h.ws.Export(testCtx(t, time.Minute), ex.ContainerID, userOfExec(t, h, ex.ExecutionID), &out, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
@@ -500,7 +522,7 @@ func testCheckpointSparse(t *testing.T) {
 		t.Fatalf("a refused checkpoint left %v", left)
 	}
 	sh(t, h, ex.ExecutionID, `cd /workspace && rm sparse && head -c 4194304 /dev/urandom > more`)
-	before := sh(t, h, ex.ExecutionID, treeScript).Stdout
+	before := tree(t, h, ex.ExecutionID, "")
 	cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
 	if err != nil {
 		t.Fatalf("checkpoint of 7 MiB of files in 8: %v", err)
@@ -509,7 +531,7 @@ func testCheckpointSparse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	if after := sh(t, h, rex.ExecutionID, treeScript).Stdout; after != before {
+	if after := tree(t, h, rex.ExecutionID, ""); after != before {
 		t.Fatalf("restored tree differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

@@ -208,7 +208,7 @@ func TestExecutionsAPI(t *testing.T) {
 	if !strings.HasPrefix(e.HostKey, "SHA256:") || !strings.HasPrefix(e.HostPublicKey, "ssh-ed25519 ") || !e.Connected {
 		t.Fatalf("provision answer: %+v", e)
 	}
-	if out := sh(t, ctx, c, e.ExecutionID, "id -u; pwd; echo hi > f; cat f"); out != "65534\n/workspace\nhi\n" {
+	if out := sh(t, ctx, c, e.ExecutionID, "id -u; pwd; echo hi > f; cat f"); out != uidOf(t, containerOf(t, e.ExecutionID))+"\n/workspace\nhi\n" {
 		t.Fatalf("exec: %q", out)
 	}
 
@@ -248,7 +248,17 @@ func TestExecutionsAPI(t *testing.T) {
 	// Checkpoint then restore: content, modes, symlinks, empty directories.
 	sh(t, ctx, c, e.ExecutionID, "mkdir -p d/empty && printf abc > d/a && chmod 640 d/a && printf '#!/bin/sh\\n' > run && chmod 755 run && ln -s d/a link")
 	const listing = "find . | sort | while read -r p; do stat -c '%n %a %F %s %u' \"$p\"; done; find . -type f | sort | xargs md5sum; readlink link"
-	before := sh(t, ctx, c, e.ExecutionID, listing)
+	// Owners as OWNER: the restore runs as a uid of its own, and must
+	// own every entry, as the checkpointed execution owned them.
+	owner := func(id, listing string) string {
+		return strings.ReplaceAll(listing, " "+uidOf(t, containerOf(t, id))+"\n", " OWNER\n")
+	}
+	before := owner(e.ExecutionID, sh(t, ctx, c, e.ExecutionID, listing))
+	for _, line := range strings.Split(before, "\n") {
+		if strings.HasPrefix(line, ".") && !strings.HasSuffix(line, " OWNER") {
+			t.Fatalf("an entry not owned by the execution's uid: %q in\n%s", line, before)
+		}
+	}
 	cp, err := c.Checkpoint(ctx, e.ExecutionID, "e2e")
 	if err != nil || cp.CheckpointID == "" || len(cp.SHA256) != 64 || cp.SizeBytes <= 0 {
 		t.Fatalf("checkpoint: %+v %v", cp, err)
@@ -261,7 +271,10 @@ func TestExecutionsAPI(t *testing.T) {
 	if r.RestoredFrom != cp.CheckpointID || r.HostPublicKey == "" || r.HostPublicKey == e.HostPublicKey {
 		t.Fatalf("restore answer: %+v", r)
 	}
-	if after := sh(t, ctx, c, r.ExecutionID, listing); after != before {
+	if uidOf(t, containerOf(t, r.ExecutionID)) == uidOf(t, containerOf(t, e.ExecutionID)) {
+		t.Fatalf("the restored execution runs as the checkpointed one's uid")
+	}
+	if after := owner(r.ExecutionID, sh(t, ctx, c, r.ExecutionID, listing)); after != before {
 		t.Fatalf("restored workspace differs:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
@@ -310,7 +323,7 @@ func TestExecutionIsAHost(t *testing.T) {
 	}
 	defer h.Close()
 	res, err := h.Exec(ctx, []string{"sh", "-c", "id -u; pwd"}, hostgate.ExecOptions{})
-	if err != nil || string(res.Stdout) != "65534\n/workspace\n" {
+	if err != nil || string(res.Stdout) != uidOf(t, containerOf(t, e.ExecutionID))+"\n/workspace\n" {
 		t.Fatalf("Go client exec: %v %+v", err, res)
 	}
 	// A terminal, as the web UI's opens one: a PTY inside the container.
@@ -361,7 +374,7 @@ func TestExecutionIsAHost(t *testing.T) {
 		t.Fatalf("host record vs provision answer: %+v %v", rec, err)
 	}
 	out, err := exec.CommandContext(ctx, "ssh", "-F", cfg, e.ExecutionID, "echo", "in-$(hostname)-as-$(id -u)").CombinedOutput()
-	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "-as-65534") {
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "-as-"+uidOf(t, containerOf(t, e.ExecutionID))) {
 		t.Fatalf("ssh: %v %q", err, out)
 	}
 	local := filepath.Join(dir, "up.txt")
@@ -426,7 +439,7 @@ func TestExecutionIsAHost(t *testing.T) {
 	// new one, with the same pinned key. (Killed with docker exec: the
 	// API's commands run under the agent, and one killing it loses its
 	// own connection.)
-	if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", containerOf(t, e.ExecutionID), "/bin/sh", "-c", "kill -9 $(pidof agent)").CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, containerOf(t, e.ExecutionID)), containerOf(t, e.ExecutionID), "/bin/sh", "-c", "kill -9 $(pidof agent)").CombinedOutput(); err != nil {
 		t.Fatalf("kill the agent: %v %s", err, out)
 	}
 	g.waitFor(regexp.MustCompile(`agent ended while its execution lives; re-attaching.*execution=`+e.ExecutionID), time.Minute)
@@ -492,7 +505,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 			b.Fatalf("agent exec: %v %+v", err, res)
 		}
 		t1 := time.Now()
-		if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", cid, "true").CombinedOutput(); err != nil {
+		if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(b, cid), cid, "true").CombinedOutput(); err != nil {
 			b.Fatalf("docker exec: %v %s", err, out)
 		}
 		t2 := time.Now()
@@ -521,6 +534,22 @@ func containerOf(t testing.TB, executionID string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// uidOf is the uid container cid's processes run as: its hostgate.uid
+// label, which its user must match, one of the sandbox range (2000000000
+// up, a uid of its own).
+func uidOf(t testing.TB, cid string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "hostgate.uid"}} {{.Config.User}}`, cid).Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 2 || f[1] != f[0]+":"+f[0] || len(f[0]) != 10 || !strings.HasPrefix(f[0], "20") {
+		t.Fatalf("uid of container %s: %q %v, want a label of the sandbox range and the same uid:gid", cid, out, err)
+	}
+	return f[0]
+}
+
+// userOf is container cid's "uid:gid", for docker exec -u.
+func userOf(t testing.TB, cid string) string { u := uidOf(t, cid); return u + ":" + u }
 
 // TestExecutionAdoptedAfterRestart: a gateway that stops and starts again
 // with the same state finds its execution, re-attaches its agent with the
@@ -693,7 +722,7 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 	agent0, docker0, _ := execWays(t, g)
 
 	// The environment is docker exec's, plus the request's, which wins.
-	want, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", "-e", "EXTRA=1", "-e", "GREETING=hi", cid, "env").Output()
+	want, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, cid), "-e", "EXTRA=1", "-e", "GREETING=hi", cid, "env").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,7 +739,7 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 	// The process's credentials, capabilities, signal state, umask and
 	// limits are docker exec's too.
 	const creds = `umask; ulimit -a; grep -E '^(Uid|Gid|Groups|Cap...|NoNewPrivs|Seccomp|SigIgn|SigBlk):' /proc/self/status`
-	wantCreds, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", cid, "/bin/sh", "-c", creds).Output()
+	wantCreds, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, cid), cid, "/bin/sh", "-c", creds).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -728,7 +757,7 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 		stdout, stderr string
 	}{
 		{"basics", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", `echo "$GREETING"; pwd; id -u; cat; echo oops >&2; exit 3`}, Stdin: "from stdin\n"},
-			3, "hello\n/workspace\n65534\nfrom stdin\n", "oops\n"},
+			3, "hello\n/workspace\n" + uidOf(t, cid) + "\nfrom stdin\n", "oops\n"},
 		{"cwd", client.ExecRequest{Command: "pwd", Cwd: "/tmp"}, 0, "/tmp\n", ""},
 		{"quoting", client.ExecRequest{Command: "printf", Args: []string{"%s|", "a b", "'q'", "$HOME", ""}}, 0, "a b|'q'|$HOME||", ""},
 		{"no stdin", client.ExecRequest{Command: "cat"}, 0, "", ""},
@@ -902,7 +931,7 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 	if err != nil || len(strings.Fields(string(cid))) != 1 {
 		t.Fatalf("container of %s: %q %v", e.ExecutionID, cid, err)
 	}
-	want, err := exec.CommandContext(ctx, "docker", "exec", "-u", "65534:65534", "-e", "GREETING=hi", "-e", "KEEP=provision", strings.TrimSpace(string(cid)), "env").Output()
+	want, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, strings.TrimSpace(string(cid))), "-e", "GREETING=hi", "-e", "KEEP=provision", strings.TrimSpace(string(cid)), "env").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // An admin starts a sandbox from the hosts page and lands in its terminal:
-// the shell runs as the container's non-root user.
+// the shell runs as the container's non-root user, a uid of its own from
+// 2000000000 up.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -17,7 +18,7 @@ await run(async (browser) => {
     const buf = window.hostgateTerm.buffer.active;
     for (let i = 0; i < buf.length; i++) {
       const line = buf.getLine(i);
-      if (line && line.translateToString(true).includes("uid=65534 sandbox-42")) return true;
+      if (line && /uid=20\d{8} sandbox-42/.test(line.translateToString(true))) return true;
     }
     return false;
   }, null, { timeout: 30000 });

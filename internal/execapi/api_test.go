@@ -52,7 +52,7 @@ type fakeExecutions struct {
 
 func newFakeExecutions() *fakeExecutions {
 	return &fakeExecutions{
-		policy: dockerhost.Policy{UID: 1000, GID: 1000, Max: dockerhost.DefaultMaxResources()},
+		policy: dockerhost.Policy{Max: dockerhost.DefaultMaxResources()},
 		live:   map[string]*dockerhost.Execution{}, gone: map[string]bool{}, files: map[string]string{},
 	}
 }

@@ -125,8 +125,22 @@ func TestForwardReleasedWhenHostConnectionEnds(t *testing.T) {
 			if _, err := c.Read(buf); err == nil {
 				t.Fatal("forwarded connection still open")
 			}
-			if c2, err := net.Dial("tcp", fw.Addr().String()); err == nil {
-				c2.Close()
+			// Asked of the listener, not by a dial: once freed, the port can
+			// be another test's listener (a clean-clone CI run dialed one).
+			accepted := make(chan error, 1)
+			go func() {
+				c2, err := fw.ln.Accept()
+				if err == nil {
+					c2.Close()
+				}
+				accepted <- err
+			}()
+			select {
+			case err := <-accepted:
+				if !errors.Is(err, net.ErrClosed) {
+					t.Fatalf("listener still open: Accept = %v", err)
+				}
+			case <-ctx.Done():
 				t.Fatal("listener still open")
 			}
 			if st := fw.Stats(); st.Active != 0 {

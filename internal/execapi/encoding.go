@@ -83,6 +83,17 @@ const (
 	stderrMark = "\x00hostgate:stderr\x00"
 )
 
+// The marks as they appear in the marshaled answer, escaped once here.
+var outMarkJSON, errMarkJSON = jsonString(stdoutMark), jsonString(stderrMark)
+
+func jsonString(s string) []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // a string always marshals
+	}
+	return b
+}
+
 // answerBuffer is what writeAnswer gathers before each write.
 const answerBuffer = 32 << 10
 
@@ -98,8 +109,7 @@ func writeAnswer(w http.ResponseWriter, a execAnswer) {
 	stdout, stderr := a.Stdout, a.Stderr
 	a.Stdout, a.Stderr = stdoutMark, stderrMark
 	frame, err := json.Marshal(a)
-	outMark, _ := json.Marshal(stdoutMark)
-	errMark, _ := json.Marshal(stderrMark)
+	outMark, errMark := outMarkJSON, errMarkJSON
 	i, j := bytes.Index(frame, outMark), bytes.Index(frame, errMark)
 	if err != nil || i < 0 || j < i+len(outMark) {
 		// Not reached: execAnswer marshals, with each mark once.

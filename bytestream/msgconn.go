@@ -2,6 +2,7 @@ package bytestream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -115,6 +116,10 @@ func (c *msgConn) Read(p []byte) (int, error) {
 					c.readEOF = true
 					return 0, io.EOF
 				}
+				var ce websocket.CloseError
+				if errors.As(err, &ce) {
+					return 0, &CloseError{Code: int(ce.Code), Reason: ce.Reason, err: err}
+				}
 				return 0, err
 			}
 			if typ != websocket.MessageBinary {
@@ -169,7 +174,10 @@ const closeReplyWait = 250 * time.Millisecond
 // closed under the handshake (coder/websocket's CloseNow cannot cut a
 // Close under way). Without the TCP conn (a caller's HTTP client dialed)
 // coder/websocket's own 5 s bound applies.
-func (c *msgConn) Close() error {
+func (c *msgConn) Close() error { return c.closeWith(websocket.StatusNormalClosure, "") }
+
+// closeWith is Close with the close frame's status code and reason.
+func (c *msgConn) closeWith(code websocket.StatusCode, reason string) error {
 	c.rd.timer.Stop()
 	c.wd.timer.Stop()
 	var cut atomic.Bool
@@ -180,7 +188,7 @@ func (c *msgConn) Close() error {
 		})
 		defer t.Stop()
 	}
-	err := c.ws.Close(websocket.StatusNormalClosure, "")
+	err := c.ws.Close(code, reason)
 	if cut.Load() {
 		return nil // our close frame went out; the answer did not come in time
 	}

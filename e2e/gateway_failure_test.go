@@ -64,6 +64,8 @@ func TestAgentKilledMidSession(t *testing.T) {
 	}
 	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil {
 		t.Fatal("the host's connection still runs commands after its agent died")
+	} else if !strings.Contains(err.Error(), "host alpha: its agent disconnected from the gateway") {
+		t.Errorf("exec after the agent died: %v; want the gateway's word that host alpha's agent disconnected", err)
 	}
 	// The agent's guard kills what the dead agent's sessions ran: the
 	// command and the child it put in the background.

@@ -106,13 +106,38 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	if knownHosts != "" {
 		mendKnownHost(stderr, knownHosts, host, resp.Header.Get(wire.HeaderPinnedKey))
 	}
-	_, err = bicopy.Copy(ctx, local, remote)
+	rc := &closeReasonConn{Conn: remote, stderr: stderr}
+	_, err = bicopy.Copy(ctx, local, rc)
+	if rc.said {
+		return reportedError{err}
+	}
 	// A broken stdout is ssh gone: it closes the pipe when it is done,
 	// and may do so with the host's last bytes still on their way.
 	if errors.Is(err, context.Canceled) || errors.Is(err, syscall.EPIPE) {
 		return nil
 	}
 	return err
+}
+
+// closeReasonConn is the gateway's end of the proxy. When the gateway
+// ends the relay with a reason (the host's agent disconnected, the token
+// was revoked, the gateway is stopping), the read that meets it prints the
+// reason before stdout closes: ssh, which then exits and hangs up, would
+// show only "Connection closed by UNKNOWN port 65535".
+type closeReasonConn struct {
+	net.Conn
+	stderr io.Writer
+	said   bool // the reason was printed; read after bicopy.Copy, whose one reader of the conn set it
+}
+
+func (c *closeReasonConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	var ce *bytestream.CloseError
+	if err != nil && errors.As(err, &ce) && ce.Reason != "" && !c.said {
+		c.said = true
+		fmt.Fprintf(c.stderr, "gateway: connection lost: %s\n", ce.Reason)
+	}
+	return n, err
 }
 
 // mendKnownHost makes pinned host's line in the known_hosts file at path

@@ -54,11 +54,18 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	defer s.metrics.StreamsOpen.Dec()
 	log := s.logger.With("host", id, "remote", s.remote(r), "token", tok.Name)
 	log.Info("relay start")
-	caller := &countConn{Conn: ws,
-		in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
-		out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)}
 	ctx, done := s.live.add(s.ctx, tok, "ssh", id)
 	defer done()
+	var tunnelDone <-chan struct{}
+	if t, ok := stream.(interface{ TunnelDone() <-chan struct{} }); ok {
+		tunnelDone = t.TunnelDone()
+	}
+	caller := &relayCaller{
+		countConn: countConn{Conn: ws,
+			in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
+			out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)},
+		why: func() (int, string) { return relayEndReason(ctx, tunnelDone, id) },
+	}
 	if sh, ok := stream.(shrinker); ok {
 		defer shrinkEvery(sh, shrinkInterval)()
 	}
@@ -66,7 +73,60 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	if err != nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
-	log.Info("relay end", "toHost", st.AToB, "fromHost", st.BToA, "err", err)
+	log.Info("relay end", "toHost", st.AToB, "fromHost", st.BToA, "err", err, "closeReason", caller.reason)
+}
+
+// relayCaller is the caller's end of a relay. Its Close tells the caller
+// why when the gateway, not the caller or the host's SSH server, ended the
+// relay: the WebSocket closes with a status and a reason naming the host
+// (a *bytestream.CloseError on the caller's side), which `gateway proxy`
+// prints for ssh, where a plain close left only "Connection closed".
+type relayCaller struct {
+	countConn
+	why    func() (code int, reason string)
+	once   sync.Once // bicopy.Copy may close from both directions at once
+	reason string    // what Close told the caller; set by Close, read after bicopy.Copy
+}
+
+func (c *relayCaller) Close() error {
+	var err error
+	c.once.Do(func() {
+		code, reason := c.why()
+		if code == 0 {
+			err = c.Conn.Close()
+			return
+		}
+		c.reason = reason
+		err = bytestream.CloseWithReason(c.Conn, code, reason)
+	})
+	return err
+}
+
+// relayEndReason says why a relay to host id ends, if the gateway ends
+// it: ctx ended (the gateway stops, the caller's token was revoked) or the
+// host's tunnel ended (its agent stopped, restarted or lost its network).
+// yamux closes a session's close channel before it gives the session's
+// streams EOF, so a stream ended by its tunnel finds tunnelDone closed.
+// Reasons stay short (a close frame carries at most 123 bytes); the
+// gateway's log has the detail. code is 0 when neither: the SSH
+// connection ended by itself.
+func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, id string) (code int, reason string) {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, ErrShuttingDown):
+			return bytestream.StatusServiceRestart, "host " + id + ": the gateway is shutting down; reconnect"
+		case errors.Is(cause, ErrTokenRevoked):
+			return bytestream.StatusPolicyViolation, "host " + id + ": the session's token was revoked or expired"
+		}
+		return 0, ""
+	}
+	select {
+	case <-tunnelDone:
+		return bytestream.StatusBadGateway, "host " + id + ": its agent disconnected from the gateway"
+	default:
+		return 0, ""
+	}
 }
 
 // openError answers a failed Tunnels.Open.

@@ -206,7 +206,7 @@ func (r *Registry) Open(ctx context.Context, hostID string) (net.Conn, error) {
 		}
 		return nil, fmt.Errorf("gateway: open stream to %s: %w", hostID, err)
 	}
-	return &slotConn{Conn: c, release: func() { <-e.slots }}, nil
+	return &slotConn{Conn: c, release: func() { <-e.slots }, done: e.t.Done()}, nil
 }
 
 // Close closes every tunnel and refuses new registrations and streams.
@@ -227,6 +227,19 @@ type slotConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	done    <-chan struct{} // the tunnel's Done
+}
+
+// TunnelDone is closed when the tunnel the stream runs over has ended, so
+// that the relay can tell the caller its host's agent went, rather than
+// that the stream ended. A yamux stream's own session says so before the
+// stream reads EOF; an agent's registered tunnel (a pendingTunnel) closes
+// its Done only after its handler has seen the session end.
+func (c *slotConn) TunnelDone() <-chan struct{} {
+	if s, ok := c.Conn.(interface{ SessionDone() <-chan struct{} }); ok {
+		return s.SessionDone()
+	}
+	return c.done
 }
 
 // Shrink passes yamux's Shrink through (see shrinkEvery): without it the

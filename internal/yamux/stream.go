@@ -618,3 +618,9 @@ func (s *Stream) Shrink() {
 	}
 	s.recvLock.Unlock()
 }
+
+// hostgate: SessionDone is the stream's session's CloseChan. The session
+// closes it before it ends its streams, so a Read that returns EOF because
+// the session ended finds it closed: the gateway's relay tells a caller
+// that the host's agent went, not that the stream merely ended.
+func (s *Stream) SessionDone() <-chan struct{} { return s.session.CloseChan() }

@@ -1,0 +1,121 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestProxySaysWhyWhenTheAgentGoes: when a host's agent disconnects in the
+// middle of an SSH session, `gateway proxy` printed nothing and ssh showed
+// only "Connection closed by UNKNOWN port 65535". The gateway now closes
+// the relay with a reason, and the proxy prints it on stderr, naming the
+// host, before ssh sees stdout close.
+func TestProxySaysWhyWhenTheAgentGoes(t *testing.T) {
+	ctx := testCtx(t)
+	base, agentTok, clientTok := serveHost(t, ctx, "box")
+	// The agent reaches the gateway through a TCP relay the test cuts, as
+	// a killed agent or a lost network cuts its tunnel: no WebSocket
+	// close, no SSH goodbye.
+	cut := tcpCutter(t, strings.TrimPrefix(base, "http://"))
+	defer runAgent(t, ctx, "http://"+cut.addr, agentTok)()
+
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	var stderr bytes.Buffer
+	perr := make(chan error, 1)
+	go func() {
+		perr <- run(ctx, stdio{in: inR, out: outW, err: &stderr}, []string{"proxy", "--url", base, "--token", clientTok, "box"})
+		_ = outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
+		t.Fatalf("the host's first line through the proxy: %q %v", line, err)
+	}
+	// As ssh does: stdout's end is the connection's, and ssh then exits,
+	// closing the proxy's stdin.
+	go func() { _, _ = io.Copy(io.Discard, outR); _ = inW.Close() }()
+
+	cut.cut()
+	err = <-perr
+	if err == nil || !errors.As(err, new(reportedError)) {
+		t.Fatalf("proxy returned %v, want an error it reported itself (exit 1, no second message)", err)
+	}
+	if got, want := stderr.String(), "gateway: connection lost: host box: its agent disconnected from the gateway\n"; got != want {
+		t.Errorf("proxy stderr %q, want %q", got, want)
+	}
+}
+
+// cutter relays TCP connections to a target until cut closes them all.
+type cutter struct {
+	addr string
+	mu   sync.Mutex
+	cs   []net.Conn
+	wg   sync.WaitGroup
+}
+
+func tcpCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{addr: ln.Addr().String()}
+	c.wg.Go(func() {
+		for {
+			a, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = a.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.cs = append(c.cs, a, b)
+			c.mu.Unlock()
+			c.wg.Go(func() { _, _ = io.Copy(a, b); _ = a.Close(); _ = b.Close() })
+			c.wg.Go(func() { _, _ = io.Copy(b, a); _ = a.Close(); _ = b.Close() })
+		}
+	})
+	t.Cleanup(func() { _ = ln.Close(); c.cut(); c.wg.Wait() })
+	return c
+}
+
+// cut closes every relayed connection at once.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, x := range c.cs {
+		_ = x.Close()
+	}
+	c.cs = nil
+}
+
+// serveHost starts a gateway and makes an agent token and a client token
+// for host.
+func serveHost(t *testing.T, ctx context.Context, host string) (base, agentTok, clientTok string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	base = startServe(t, dir)
+	var toks [2]string
+	for i, role := range []string{"agent", "client"} {
+		out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", role, "--host", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[i] = lastLine(out)
+	}
+	return base, toks[0], toks[1]
+}

@@ -18,8 +18,9 @@ import (
 // gateway runs; busy_timeout makes concurrent writers wait instead of
 // failing.
 type SQLite struct {
-	db  *sql.DB
-	now func() time.Time
+	db   *sql.DB
+	path string // the database file, for errors that ask the operator to act on it
+	now  func() time.Time
 	// lookupToken is prepared once: every authenticated request runs it
 	// (each request of a preview page too), and SQLite would parse the
 	// statement again each time.
@@ -49,7 +50,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
-	s := &SQLite{db: db, now: time.Now}
+	s := &SQLite{db: db, path: path, now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
@@ -167,7 +168,8 @@ const maxTombstones = 100_000
 
 // AddTombstone records an ended execution (dockerhost.Tombstones). Every
 // thousandth call, and Open, trim the table to about maxTombstones.
-func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time) error {
+func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time) (err error) {
+	defer s.wrote(&err)
 	if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO gone_executions (id, at_ms) VALUES (?, ?)`, id, ms(at)); err != nil {
 		return fmt.Errorf("store: add tombstone: %w", err)
 	}
@@ -190,7 +192,8 @@ func (s *SQLite) trimTombstones(ctx context.Context, keep int) error {
 }
 
 // RemoveTombstone forgets an ended execution whose id is used again.
-func (s *SQLite) RemoveTombstone(ctx context.Context, id string) error {
+func (s *SQLite) RemoveTombstone(ctx context.Context, id string) (err error) {
+	defer s.wrote(&err)
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM gone_executions WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("store: remove tombstone: %w", err)
 	}
@@ -208,7 +211,8 @@ func (s *SQLite) HasTombstone(ctx context.Context, id string) (bool, error) {
 }
 
 // PutShare implements Store.
-func (s *SQLite) PutShare(ctx context.Context, sh Share) error {
+func (s *SQLite) PutShare(ctx context.Context, sh Share) (err error) {
+	defer s.wrote(&err)
 	if !ValidHostID(sh.HostID) || sh.Port < 1 || sh.Port > 65535 {
 		return fmt.Errorf("store: invalid share %s:%d", sh.HostID, sh.Port)
 	}
@@ -221,7 +225,7 @@ func (s *SQLite) PutShare(ctx context.Context, sh Share) error {
 	if sh.Session != "" {
 		owner = sh.Session
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO shares (host_id, port, token_id, by, created_ms, expires_ms) VALUES (?,?,?,?,?,?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT OR REPLACE INTO shares (host_id, port, token_id, by, created_ms, expires_ms) VALUES (?,?,?,?,?,?)`,
 		sh.HostID, sh.Port, owner, sh.By, ms(sh.Created), ms(sh.Expires))
 	if err != nil {
 		return fmt.Errorf("store: put share: %w", err)
@@ -230,7 +234,8 @@ func (s *SQLite) PutShare(ctx context.Context, sh Share) error {
 }
 
 // DeleteShare implements Store.
-func (s *SQLite) DeleteShare(ctx context.Context, hostID string, port int) error {
+func (s *SQLite) DeleteShare(ctx context.Context, hostID string, port int) (err error) {
+	defer s.wrote(&err)
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM shares WHERE host_id = ? AND port = ?`, hostID, port); err != nil {
 		return fmt.Errorf("store: delete share: %w", err)
 	}
@@ -314,7 +319,8 @@ func fromMS(v int64) time.Time {
 }
 
 // CreateToken implements Store.
-func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (string, Token, error) {
+func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (_ string, _ Token, err error) {
+	defer s.wrote(&err)
 	if !spec.Role.Valid() {
 		return "", Token{}, fmt.Errorf("store: unknown role %q", spec.Role)
 	}
@@ -339,7 +345,7 @@ func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (string, Token
 	}
 	hosts, _ := json.Marshal(tok.Hosts)
 	secret := newSecret()
-	_, err := s.db.ExecContext(ctx,
+	_, err = s.db.ExecContext(ctx,
 		`INSERT INTO tokens (id, name, hash, role, hosts, created_ms, expires_ms) VALUES (?,?,?,?,?,?,?)`,
 		tok.ID, tok.Name, HashToken(secret), string(tok.Role), string(hosts), ms(tok.CreatedAt), ms(tok.ExpiresAt))
 	if err != nil {
@@ -424,7 +430,8 @@ func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
 }
 
 // DeleteToken implements Store.
-func (s *SQLite) DeleteToken(ctx context.Context, id string) error {
+func (s *SQLite) DeleteToken(ctx context.Context, id string) (err error) {
+	defer s.wrote(&err)
 	res, err := s.db.ExecContext(ctx, `DELETE FROM tokens WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("store: delete token: %w", err)
@@ -443,7 +450,8 @@ const pruneSessions = `DELETE FROM tokens WHERE parent_id IS NOT NULL AND expire
 // and inserting run in one immediate transaction, so two logins at once
 // cannot both find room under the cap, nor a login add a session to a
 // parent being revoked.
-func (s *SQLite) CreateSession(ctx context.Context, parent string, ttl time.Duration) (string, Token, error) {
+func (s *SQLite) CreateSession(ctx context.Context, parent string, ttl time.Duration) (_ string, _ Token, err error) {
+	defer s.wrote(&err)
 	if ttl <= 0 {
 		return "", Token{}, fmt.Errorf("store: create session: ttl %v: want more than 0", ttl)
 	}
@@ -583,7 +591,8 @@ func (s *SQLite) queryHostIDsFold(ctx context.Context, id string) ([]string, err
 
 // Enroll implements Store. The check and the pin run in one immediate
 // transaction, so two agents racing for a fresh host cannot both win.
-func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
+func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (_ Host, err error) {
+	defer s.wrote(&err)
 	if !ValidHostID(e.HostID) {
 		return Host{}, fmt.Errorf("store: invalid host id %q: %s", e.HostID, HostIDRule)
 	}
@@ -636,7 +645,8 @@ func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (Host, error) {
 }
 
 // ResetHostKey implements Store.
-func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) error {
+func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) (err error) {
+	defer s.wrote(&err)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: reset key: %w", err)
@@ -664,8 +674,9 @@ func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) error {
 }
 
 // DeleteHost implements Store.
-func (s *SQLite) DeleteHost(ctx context.Context, id, kind string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind)
+func (s *SQLite) DeleteHost(ctx context.Context, id, kind string) (err error) {
+	defer s.wrote(&err)
+	_, err = s.db.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind)
 	// Forgotten even on an error: whether the row went is not known.
 	s.hostIDs.forget(id)
 	if err != nil {
@@ -675,11 +686,12 @@ func (s *SQLite) DeleteHost(ctx context.Context, id, kind string) error {
 }
 
 // RecordSession implements Store.
-func (s *SQLite) RecordSession(ctx context.Context, e Session) error {
+func (s *SQLite) RecordSession(ctx context.Context, e Session) (err error) {
+	defer s.wrote(&err)
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (time_ms, token_name, host_id, kind, remote_addr) VALUES (?,?,?,?,?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (time_ms, token_name, host_id, kind, remote_addr) VALUES (?,?,?,?,?)`,
 		ms(e.Time), e.TokenName, e.HostID, e.Kind, e.RemoteAddr)
 	if err != nil {
 		return fmt.Errorf("store: record session: %w", err)

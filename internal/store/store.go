@@ -225,5 +225,9 @@ type Store interface {
 
 	// Ping checks that the store answers (readiness).
 	Ping(ctx context.Context) error
+	// CheckWrite checks that the store takes a write now (readiness: a
+	// full disk fails writes while reads go on), leaving nothing behind.
+	// A write refused by the disk is a *WriteError.
+	CheckWrite(ctx context.Context) error
 	Close() error
 }

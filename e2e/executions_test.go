@@ -200,6 +200,10 @@ func TestExecutionsAPI(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(me), `"docker":true`) || !strings.Contains(string(me), `"sandboxDefaults":{"image":"`+image) {
 		t.Fatalf("/v1/me: %d %s", status, me)
 	}
+	// /readyz names the engine among what it checked.
+	if status, ready := g.api("GET", "/readyz", "", nil); status != http.StatusOK || !strings.Contains(string(ready), `"docker":"ok"`) {
+		t.Fatalf("/readyz: %d %s", status, ready)
+	}
 
 	// The second execution, for the timeout at the end: provisioned
 	// meanwhile, not after the rest.

@@ -47,6 +47,11 @@ type Gateway struct {
 	SessionStarts *prometheus.CounterVec
 	// AuthFailures counts refused requests by reason.
 	AuthFailures *prometheus.CounterVec
+	// AuditWriteFailures counts sessions whose audit entry the state
+	// store refused (the session went on).
+	AuditWriteFailures prometheus.Counter
+	// AuditFailing is 1 while the audit log cannot be written.
+	AuditFailing prometheus.Gauge
 }
 
 // NewGateway creates the gateway collectors and registers them on reg.
@@ -70,6 +75,12 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "auth_failures_total", Help: "Refused requests, by reason.",
 		}, []string{"reason"}),
+		AuditWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "audit_write_failures_total", Help: "Sessions the audit log could not record (the session went on).",
+		}),
+		AuditFailing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "audit_failing", Help: "1 while the audit log cannot be written, else 0.",
+		}),
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.
 	for _, d := range []string{ToHost, FromHost} {
@@ -81,6 +92,6 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, r := range []string{ConnectNew, ConnectReconnect, ConnectReplaced, ConnectRefused} {
 		m.TunnelConnects.WithLabelValues(r)
 	}
-	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures)
+	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AuditWriteFailures, m.AuditFailing)
 	return m
 }

@@ -163,6 +163,14 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 				MakeDirs: []string{dockerhost.WorkspaceTempDir}})
 		docker.SetExecVia(agents.Runner)
 	}
+	// Sandboxes are part of what this gateway serves: an engine that
+	// stops answering makes it not ready (/readyz names it).
+	srv.AddReadyCheck("docker", func(ctx context.Context) error {
+		if _, err := cli.Ping(ctx); err != nil {
+			return fmt.Errorf("the Docker engine does not answer (executions fail until it does): %w", err)
+		}
+		return nil
+	})
 	registerExecMetrics(srv.Metrics(), docker)
 	registerCheckpointMetrics(srv.Metrics(), docker.CheckpointStats)
 	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})

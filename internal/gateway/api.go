@@ -196,13 +196,11 @@ func weakKey(pub ssh.PublicKey) string {
 	}
 }
 
-// audit records a session start; a store failure is logged, not fatal.
+// audit records a session start; a store failure does not stop the
+// session (see auditLog).
 func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
 	s.metrics.SessionStarts.WithLabelValues(kind).Inc()
-	err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: kind, RemoteAddr: s.remote(r)})
-	if err != nil {
-		s.logger.Warn("audit", "host", hostID, "kind", kind, "err", err)
-	}
+	s.recordAudit(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: kind, RemoteAddr: s.remote(r)})
 }
 
 func (s *Server) storeError(w http.ResponseWriter, err error) {

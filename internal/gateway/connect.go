@@ -127,9 +127,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Audited before the upgrade, so the entry exists once the agent is up.
-	if err := s.store.RecordSession(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)}); err != nil {
-		log.Warn("audit", "err", err)
-	}
+	s.recordAudit(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)})
 	pt := newPendingTunnel()
 	var (
 		result   string

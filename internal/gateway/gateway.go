@@ -152,6 +152,9 @@ type Server struct {
 	flaps    flaps          // hosts whose tunnels replace each other
 	proving  sync.Map       // host id → struct{}: its agent is proving a key to pin
 	servers  []*http.Server
+
+	ready    readiness // /readyz's checks and last answer
+	auditLog auditLog  // failures to write the audit log
 }
 
 // New returns a gateway over st, signing certificates with ca. ctx carries
@@ -180,6 +183,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		tokenSet: tokenSet{ttl: min(authCacheTTL, c.TokenRecheck)},
 	}
 	s.live.s = s
+	s.ready.ttl = readyTTL
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
 	s.route = s.tunnels
 	if c.Route != nil {
@@ -331,22 +335,4 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	return nil
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if closing {
-		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		s.logger.Warn("readiness: store", "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
-		return
-	}
-	WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "tunnels": s.tunnels.Len()})
 }

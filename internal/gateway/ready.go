@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// readyTTL is how long /readyz reuses its answer. Load balancers poll it
+// every few seconds each, and the store check writes (see
+// store.Store.CheckWrite): every poll must not cost a write.
+const readyTTL = 5 * time.Second
+
+// readyTimeout bounds one check.
+const readyTimeout = 2 * time.Second
+
+// readiness is what /readyz checks and its last answer. mu is held for a
+// whole probe, so concurrent polls of a stale answer wait for one probe
+// instead of each running their own.
+type readiness struct {
+	mu     sync.Mutex
+	ttl    time.Duration // readyTTL; tests set 0
+	checks []readyCheck  // AddReadyCheck's, after the store's own
+	at     time.Time     // when results were found
+	result []checkResult
+}
+
+type readyCheck struct {
+	name  string
+	check func(context.Context) error
+}
+
+type checkResult struct {
+	name string
+	err  error
+}
+
+// AddReadyCheck adds a dependency /readyz reports (as name) and that makes
+// the gateway not ready while check fails, such as the Docker engine when
+// executions are on. check gets a context of a few seconds; its result is
+// reused for a few seconds. Call it before serving.
+func (s *Server) AddReadyCheck(name string, check func(ctx context.Context) error) {
+	s.ready.mu.Lock()
+	defer s.ready.mu.Unlock()
+	s.ready.checks = append(s.ready.checks, readyCheck{name, check})
+}
+
+// probe runs every check at most once per ttl and returns the results in
+// order: the store's, the audit log's, then AddReadyCheck's.
+func (s *Server) probe() []checkResult {
+	r := &s.ready
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.result != nil && time.Since(r.at) < r.ttl {
+		return r.result
+	}
+	// Not the request's context: the answer is shared by every poll of
+	// the next ttl, and a poller hanging up must not fail it for them.
+	ctx, cancel := context.WithTimeout(s.ctx, readyTimeout)
+	defer cancel()
+	checks := append([]readyCheck{{"store", s.checkStore}}, r.checks...)
+	res := make([]checkResult, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		res[i].name = c.name
+		wg.Go(func() { res[i].err = c.check(ctx) })
+	}
+	wg.Wait()
+	// The audit log fails with its writes, which the store check made:
+	// one that went through ends an audit outage (no session may come to
+	// end it while the gateway is out of its load balancer's pool).
+	if res[0].err == nil {
+		s.auditLog.recovered(s)
+	}
+	audit := checkResult{name: "audit", err: s.auditLog.failure()}
+	res = append(res[:1], append([]checkResult{audit}, res[1:]...)...)
+	r.result, r.at = res, time.Now()
+	return res
+}
+
+// checkStore: the store answers a read and takes a write.
+func (s *Server) checkStore(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return err
+	}
+	return s.store.CheckWrite(ctx)
+}
+
+// readyBody is /readyz's answer: status "ready" or "not_ready", and each
+// check's "ok" or what failed; a failure also carries the error envelope
+// every 503 has.
+type readyBody struct {
+	Status  string            `json:"status"`
+	Tunnels int               `json:"tunnels"`
+	Checks  map[string]string `json:"checks"`
+	Error   *wire.Error       `json:"error,omitempty"`
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
+		return
+	}
+	body := readyBody{Status: "ready", Tunnels: s.tunnels.Len(), Checks: map[string]string{}}
+	var failed []string
+	for _, c := range s.probe() {
+		if c.err == nil {
+			body.Checks[c.name] = "ok"
+			continue
+		}
+		body.Checks[c.name] = c.err.Error()
+		failed = append(failed, fmt.Sprintf("%s: %v", c.name, c.err))
+	}
+	if len(failed) == 0 {
+		WriteJSON(w, http.StatusOK, body)
+		return
+	}
+	body.Status = "not_ready"
+	body.Error = &wire.Error{Code: "not_ready", Message: strings.Join(failed, "; ")}
+	WriteJSON(w, http.StatusServiceUnavailable, body)
+}
+
+// auditLog tracks failures to write the audit log. Sessions go on when it
+// fails (refusing them would turn a full disk into an outage of every
+// host), so the failure must be loud where operators look: once in the
+// log per outage, not once per session, in /readyz and in
+// hostgate_audit_write_failures_total.
+type auditLog struct {
+	mu    sync.Mutex
+	first error // the outage's first failure; nil when writing
+	lost  int   // sessions not recorded in this outage
+}
+
+// recordAudit writes one audit entry.
+func (s *Server) recordAudit(ctx context.Context, e store.Session) {
+	err := s.store.RecordSession(ctx, e)
+	a := &s.auditLog
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil {
+		a.endLocked(s)
+		return
+	}
+	s.metrics.AuditWriteFailures.Inc()
+	a.lost++
+	if a.first != nil {
+		return
+	}
+	a.first = err
+	s.metrics.AuditFailing.Set(1)
+	s.logger.Error("audit log: the state database refused a session's entry; sessions go on unrecorded until it takes writes again (logged once per outage; /readyz and hostgate_audit_write_failures_total show it)",
+		"host", e.HostID, "kind", e.Kind, "token", e.TokenName, "err", err)
+}
+
+// recovered ends an outage once the store took a write.
+func (a *auditLog) recovered(s *Server) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.endLocked(s)
+}
+
+func (a *auditLog) endLocked(s *Server) {
+	if a.first == nil {
+		return
+	}
+	s.logger.Warn("audit log: the state database takes writes again", "unrecordedSessions", a.lost)
+	a.first, a.lost = nil, 0
+	s.metrics.AuditFailing.Set(0)
+}
+
+// failure is the current outage's first failure, or nil.
+func (a *auditLog) failure() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.first == nil {
+		return nil
+	}
+	return fmt.Errorf("%d sessions unrecorded since: %w", a.lost, a.first)
+}

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// fullStore fails every write as a full disk does while full is set;
+// reads go on.
+type fullStore struct {
+	store.Store
+	full atomic.Bool
+}
+
+var errFull = &store.WriteError{Path: "/var/lib/hostgate/state.db", Kind: "full", Err: errors.New("database or disk is full (13)")}
+
+func (s *fullStore) CheckWrite(ctx context.Context) error {
+	if s.full.Load() {
+		return errFull
+	}
+	return s.Store.CheckWrite(ctx)
+}
+
+func (s *fullStore) RecordSession(ctx context.Context, e store.Session) error {
+	if s.full.Load() {
+		return errFull
+	}
+	return s.Store.RecordSession(ctx, e)
+}
+
+type readyAnswer struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+	Error  struct{ Code, Message string }
+}
+
+// TestReadyzReportsEachDependency: /readyz answered ready while the state
+// store refused every write (a full disk: reads still worked) and while
+// the Docker engine was down, and a full disk showed only as one audit
+// warning per session. It now names each dependency and what failed, the
+// audit log's outage is logged once with the file, counted, and ends
+// when the store takes a write again.
+func TestReadyzReportsEachDependency(t *testing.T) {
+	var fs *fullStore
+	e := newEnvWrapped(t, nil, func(st store.Store) store.Store { fs = &fullStore{Store: st}; return fs })
+	e.srv.ready.ttl = 0 // a probe per request, so the test need not wait out the cache
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var dockerDown atomic.Bool
+	e.srv.AddReadyCheck("docker", func(context.Context) error {
+		if dockerDown.Load() {
+			return errors.New("the Docker engine does not answer")
+		}
+		return nil
+	})
+	ready := func() (int, readyAnswer) {
+		t.Helper()
+		var a readyAnswer
+		res, err := http.Get(e.ts.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&a); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, a
+	}
+	if code, a := ready(); code != 200 || a.Status != "ready" || a.Checks["store"] != "ok" || a.Checks["audit"] != "ok" || a.Checks["docker"] != "ok" {
+		t.Fatalf("healthy: %d %+v", code, a)
+	}
+
+	// The disk fills: sessions go on, unrecorded.
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h1"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.token(store.RoleAdmin)
+	fs.full.Store(true)
+	for range 3 {
+		c, err := e.relay("h1", admin)
+		if err != nil {
+			t.Fatalf("a session while the audit log cannot be written: %v", err)
+		}
+		echoRoundTrip(t, c, 10)
+	}
+	if n := strings.Count(logs.String(), "audit log: the state database refused"); n != 1 {
+		t.Errorf("3 unrecorded sessions logged %d times, want once per outage:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "/var/lib/hostgate/state.db") {
+		t.Errorf("the audit failure's log does not name the database file:\n%s", logs.String())
+	}
+	m := e.metricsText()
+	for _, want := range []string{"hostgate_audit_write_failures_total 3", "hostgate_audit_failing 1"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	code, a := ready()
+	if code != 503 || a.Status != "not_ready" || a.Error.Code != "not_ready" ||
+		!strings.Contains(a.Checks["store"], "state.db") || !strings.Contains(a.Checks["audit"], "3 sessions unrecorded") || a.Checks["docker"] != "ok" {
+		t.Errorf("disk full: %d %+v", code, a)
+	}
+
+	// Space comes back: the next probe ends the outage, without a session.
+	fs.full.Store(false)
+	dockerDown.Store(true)
+	code, a = ready()
+	if code != 503 || a.Checks["store"] != "ok" || a.Checks["audit"] != "ok" || !strings.Contains(a.Checks["docker"], "Docker engine") ||
+		!strings.Contains(a.Error.Message, "docker: the Docker engine does not answer") {
+		t.Errorf("space back, Docker down: %d %+v", code, a)
+	}
+	if !strings.Contains(e.metricsText(), "hostgate_audit_failing 0") {
+		t.Error("hostgate_audit_failing stays 1 after the store took a write")
+	}
+	if !bytes.Contains([]byte(logs.String()), []byte("unrecordedSessions=3")) {
+		t.Errorf("the end of the outage is not logged with what it lost:\n%s", logs.String())
+	}
+	dockerDown.Store(false)
+	if code, a := ready(); code != 200 || a.Status != "ready" {
+		t.Errorf("all back: %d %+v", code, a)
+	}
+}

@@ -55,10 +55,12 @@ func (e reportedError) Unwrap() error { return e.error }
 // stopSignals are the signals that end a command cleanly. OpenSSH sends
 // SIGHUP to its ProxyCommand as it exits; `gateway proxy` then closes its
 // WebSocket, where dying of the signal left the gateway a reset to log as
-// a failed relay. Only proxy: under nohup, serve must keep ignoring it.
+// a failed relay. `gateway dev` runs in a terminal and drains when it
+// hangs up. Neither under nohup; serve logs SIGHUP and goes on
+// (ignoreHangups).
 func stopSignals(args []string) []os.Signal {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
-	if len(args) > 0 && args[0] == "proxy" && !signal.Ignored(syscall.SIGHUP) {
+	if len(args) > 0 && (args[0] == "proxy" || args[0] == "dev") && !signal.Ignored(syscall.SIGHUP) {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	return sigs

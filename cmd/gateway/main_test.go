@@ -728,6 +728,9 @@ func TestStopSignals(t *testing.T) {
 	if p := stopSignals([]string{"proxy", "--url", "http://x", "h"}); has(p, syscall.SIGHUP) != wantHUP || !has(p, syscall.SIGTERM) {
 		t.Errorf("proxy stops on %v, want SIGTERM among them, and SIGHUP unless this process ignores it (ignored: %v)", p, !wantHUP)
 	}
+	if d := stopSignals([]string{"dev"}); has(d, syscall.SIGHUP) != wantHUP || !has(d, syscall.SIGTERM) {
+		t.Errorf("dev stops on %v, want SIGTERM, and SIGHUP (its terminal hung up) unless this process ignores it", d)
+	}
 	if s := stopSignals([]string{"serve"}); has(s, syscall.SIGHUP) || !has(s, syscall.SIGTERM) {
 		t.Errorf("serve stops on %v, want SIGTERM and not SIGHUP", s)
 	}

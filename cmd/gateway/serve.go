@@ -12,9 +12,11 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/buildinfo"
@@ -69,7 +71,38 @@ func runServe(ctx context.Context, sio stdio, args []string) error {
 		return err
 	}
 	logger := newLogger(sio, c.LogFormat)
+	defer ignoreHangups(ctx, logger)()
 	return serve(ctx, logger, c, nil)
+}
+
+// ignoreHangups logs SIGHUP and otherwise ignores it until stop. Go's
+// default, death without the drain, cut every session on a `kill -HUP`
+// or a unit's ExecReload, the signals daemons get to reload; serve has
+// nothing to reload (it reads its flags at start), and draining on it
+// would turn a reload into a restart. Caddy does the same. SIGTERM and
+// SIGINT drain. `gateway dev`, which runs in a terminal, stops on the
+// terminal's hang-up instead (stopSignals).
+func ignoreHangups(ctx context.Context, logger *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-hup:
+				logger.Warn("SIGHUP ignored: gateway serve has nothing to reload (it reads its flags at start); restart it to apply changed flags, and stop it with SIGTERM or SIGINT, which drain it")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
 
 // parseServeFlags defines the flags `serve` and `dev` share, with def's

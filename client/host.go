@@ -104,6 +104,7 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 		Signer:      cr.key.Signer,
 		Certificate: []byte(cr.cert.Certificate),
 		HostKey:     cr.hostKey,
+		Host:        cr.id,
 	}, nil
 }
 

@@ -83,6 +83,11 @@ type Auth struct {
 	// process this program started); otherwise anyone on the path can
 	// impersonate the host.
 	InsecureSkipHostKeyCheck bool
+	// Host, when set, names the host (its gateway id) in the error every
+	// operation gets once the connection is lost ("host build-01:
+	// sshlayer: connection lost: …"): a caller holding several hosts
+	// learns which one went.
+	Host string
 }
 
 // ClientConfig holds the client's knobs; a nil *ClientConfig or a zero field
@@ -151,6 +156,7 @@ type Client struct {
 	// why (nil after Close) and is written before done closes.
 	done chan struct{}
 	err  error
+	host string // Auth.Host
 
 	mu      sync.Mutex
 	closing bool         // set by Close; track refuses new goroutines after it
@@ -233,6 +239,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		cfg:  conf,
 		log:  conf.Logger.With("remote", remoteAddr(conn)),
 		done: make(chan struct{}),
+		host: auth.Host,
 
 		earlyData: takesEarlyData(sc.ServerVersion()),
 		ours:      isOurServer(sc.ServerVersion()),
@@ -336,6 +343,11 @@ func (c *Client) watch() {
 		c.err = ErrConnectionLost
 	default:
 		c.err = fmt.Errorf("%w: %w", ErrConnectionLost, werr)
+	}
+	// Unless the cause names the host already (the gateway's reason for
+	// ending the relay does).
+	if c.host != "" && !errors.Is(c.err, ErrClientClosed) && !strings.Contains(c.err.Error(), "host "+c.host+":") {
+		c.err = fmt.Errorf("host %s: %w", c.host, c.err)
 	}
 	closing := c.closing
 	c.mu.Unlock()

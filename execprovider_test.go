@@ -1,3 +1,5 @@
+//go:build unix
+
 package hostgate_test
 
 import (
@@ -116,5 +118,25 @@ func TestExecProviderReadDirLarge(t *testing.T) {
 	}
 	if len(ents) != n || ents[0].Name() != pad+"00000" || ents[n-1].Name() != fmt.Sprintf("%s%05d", pad, n-1) || ents[n-1].IsDir() {
 		t.Fatalf("ReadDir of %d files: %d entries, first %q", n, len(ents), ents[0].Name())
+	}
+}
+
+func TestDefaultFSIsExecProviderOncePerConnection(t *testing.T) {
+	h, _ := localHost(t, false)
+	ctx := context.Background()
+	a, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Errorf("FS returned two providers for one connection")
+	}
+	dir := t.TempDir()
+	if fi, err := a.Stat(ctx, dir); err != nil || !fi.IsDir() {
+		t.Errorf("default provider Stat: %v, %v", fi, err)
 	}
 }

@@ -250,26 +250,6 @@ func TestNoForwarderIsNotSupported(t *testing.T) {
 	}
 }
 
-func TestDefaultFSIsExecProviderOncePerConnection(t *testing.T) {
-	h, _ := localHost(t, false)
-	ctx := context.Background()
-	a, err := h.FS(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := h.FS(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
-		t.Errorf("FS returned two providers for one connection")
-	}
-	dir := t.TempDir()
-	if fi, err := a.Stat(ctx, dir); err != nil || !fi.IsDir() {
-		t.Errorf("default provider Stat: %v, %v", fi, err)
-	}
-}
-
 func TestSignalCanonical(t *testing.T) {
 	for in, want := range map[hostgate.Signal]hostgate.Signal{"TERM": "TERM", "SIGTERM": "TERM", "sigterm": "TERM", "term": "TERM", "Usr1": "USR1", "KILL": "KILL"} {
 		if got, ok := in.Canonical(); !ok || got != want {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hostgate_test
 
 import (
@@ -120,35 +122,6 @@ func TestWrapPersistentUsesWatchdog(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("wrapper called %d times", calls.Load())
 	}
-}
-
-// loopbackForwarder is an in-memory stand-in for SSH forwarding: Dial
-// reaches the address on loopback, Listen listens on loopback. It records
-// what it handed out so tests can check release.
-type loopbackForwarder struct {
-	mu        sync.Mutex
-	listeners []net.Listener
-	dials     []string
-}
-
-func (f *loopbackForwarder) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	f.mu.Lock()
-	f.dials = append(f.dials, addr)
-	f.mu.Unlock()
-	var d net.Dialer
-	return d.DialContext(ctx, network, addr)
-}
-
-func (f *loopbackForwarder) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	f.listeners = append(f.listeners, ln)
-	f.mu.Unlock()
-	return ln, nil
 }
 
 // endingForwarder is a loopbackForwarder that knows when its connection

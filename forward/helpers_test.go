@@ -11,7 +11,6 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/forward/internal/forwardtest"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // loopForwarder is a hostgate.Forwarder whose "host" is this machine: Dial and
@@ -104,31 +103,4 @@ func roundTrip(t testing.TB, c net.Conn, msg []byte) []byte {
 		t.Fatalf("write: %v", err)
 	}
 	return got
-}
-
-// sshTCPClient starts our SSH test server and connects our client to it
-// over loopback TCP; both end with the test.
-func sshTCPClient(tb testing.TB) *sshlayer.Client {
-	tb.Helper()
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = ts.Close() })
-	conn, err := net.Dial("tcp", ts.Addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return sshClient(tb, conn, ts)
-}
-
-// sshClient connects our SSH client to ts over conn until the test ends.
-func sshClient(tb testing.TB, conn net.Conn, ts *sshlayer.TestServer) *sshlayer.Client {
-	tb.Helper()
-	sc, err := sshlayer.Connect(testCtx(tb), conn, sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = sc.Close() })
-	return sc
 }

@@ -266,10 +266,36 @@ func TestReadmeGoExampleBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	declared := regexp.MustCompile(`(?m)^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*:=`)
 	for i, b := range blocks {
-		var src strings.Builder
-		src.WriteString(`package readmeexample
+		src := readmeExampleSource(b[1])
+		dir := t.TempDir()
+		file := filepath.Join(dir, "example.go")
+		if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The example's package exists only in the overlay: nothing is
+		// written into the module, and ./... never sees it.
+		pkg := fmt.Sprintf("_readme_example%d", i)
+		overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(wd, pkg, "example.go"): file}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(goCmd, "build", "-overlay", filepath.Join(dir, "overlay.json"), "./"+pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("the README's Go example %d does not build (%v):\n%s\nas compiled:\n%s", i+1, err, out, src)
+		}
+	}
+}
+
+// readmeExampleSource makes a README Go example the body of a function
+// given ctx and token, in a package of its own, each name it declares then
+// used, so that only the API is checked.
+func readmeExampleSource(example string) string {
+	var src strings.Builder
+	src.WriteString(`package readmeexample
 
 import (
 	"context"
@@ -287,36 +313,73 @@ var (
 
 func _(ctx context.Context, token string) {
 `)
-		src.WriteString(b[1])
-		seen := map[string]bool{}
-		for _, m := range declared.FindAllStringSubmatch(b[1], -1) {
-			for n := range strings.SplitSeq(m[1], ",") {
-				if n = strings.TrimSpace(n); n != "_" && !seen[n] {
-					seen[n] = true
-					fmt.Fprintf(&src, "\t_ = %s\n", n)
-				}
+	src.WriteString(example)
+	declared := regexp.MustCompile(`(?m)^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*:=`)
+	seen := map[string]bool{}
+	for _, m := range declared.FindAllStringSubmatch(example, -1) {
+		for n := range strings.SplitSeq(m[1], ",") {
+			if n = strings.TrimSpace(n); n != "_" && !seen[n] {
+				seen[n] = true
+				fmt.Fprintf(&src, "\t_ = %s\n", n)
 			}
 		}
-		src.WriteString("}\n")
-		dir := t.TempDir()
-		file := filepath.Join(dir, "example.go")
-		if err := os.WriteFile(file, []byte(src.String()), 0o600); err != nil {
+	}
+	src.WriteString("}\n")
+	return src.String()
+}
+
+// TestReadmeGoModBuildsOutside builds the README's first Go example in a
+// module of its own, whose go.mod holds the README's go.mod lines with a
+// clone of hostgate at ../hostgate, as a user's program would. Go applies
+// only the main module's replace lines, so without the README's a user's
+// program compiled hostgate against upstream x/crypto and pkg/sftp, which
+// lack what third_party adds, and failed (DialEarly undefined); the
+// README did not say so.
+func TestReadmeGoModBuildsOutside(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the README's example with")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := regexp.MustCompile("(?s)```go.mod\n(.*?)```").FindSubmatch(readme)
+	example := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(readme)
+	if mod == nil || example == nil {
+		t.Fatal("README has no go.mod lines (```go.mod block) for a program that uses hostgate, or no Go example")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile("go.sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app")
+	if err := os.Symlink(wd, filepath.Join(dir, "hostgate")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(app, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod":     "module example.com/readmeapp\n\ngo 1.26.0\n\n" + string(mod[1]),
+		"go.sum":     string(sum), // every checksum the build needs, so it runs offline
+		"example.go": readmeExampleSource(string(example[1])),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		// The example's package exists only in the overlay: nothing is
-		// written into the module, and ./... never sees it.
-		pkg := fmt.Sprintf("_readme_example%d", i)
-		overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(wd, pkg, "example.go"): file}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(goCmd, "build", "-overlay", filepath.Join(dir, "overlay.json"), "./"+pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("the README's Go example %d does not build (%v):\n%s\nas compiled:\n%s", i+1, err, out, src.String())
-		}
+	}
+	cmd := exec.Command(goCmd, "build", "-mod=mod", ".")
+	cmd.Dir = app
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOPROXY=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("a module with the README's go.mod lines does not build its Go example (%v):\n%s\ngo.mod:\n%s", err, out, files["go.mod"])
 	}
 }
 

@@ -293,7 +293,7 @@ func TestServeTokensProxyResetKey(t *testing.T) {
 	pout := &eventWriteCloser{events: &events, name: "stdout"}
 	errw := &eventWriteCloser{events: &events, name: "stderr"}
 	err = run(ctx, stdio{in: strings.NewReader(""), out: pout, err: errw}, []string{"proxy", "other"})
-	if err == nil || !strings.Contains(err.Error(), "no such host") || !errors.As(err, new(reportedError)) {
+	if err == nil || !strings.Contains(err.Error(), `no host "other" among those this token reaches`) || !errors.As(err, new(reportedError)) {
 		t.Errorf("proxy to other host: %v, want the gateway's reason, reported", err)
 	}
 	if len(events) != 2 || !strings.HasPrefix(events[0], "stderr: gateway: proxy: host other:") || events[1] != "stdout closed" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,7 +64,9 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 	}
 	if !tok.Allows(id) {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-		WriteError(w, http.StatusNotFound, "not_found", "no such host")
+		// The same answer whether id exists or not, so nothing is probed;
+		// it says why, since a client token's holder knows its own hosts.
+		WriteError(w, http.StatusNotFound, "not_found", "no host "+strconv.Quote(id)+" among those this token reaches: a client token reaches only the hosts it was created with (gateway token create --role client --host ID)")
 		return tok, "", false
 	}
 	return tok, id, true

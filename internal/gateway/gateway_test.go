@@ -351,6 +351,42 @@ func TestHealthAndUnknownRoutes(t *testing.T) {
 	}
 }
 
+// TestClientTokenOtherHostSaysWhy: a client token asking for a host it does
+// not name is told so and how to get one that does, in the same words
+// whether the host exists or not (no probing). It was "no such host", which
+// sent the holder of a token made for another host looking for a host
+// that was there.
+func TestClientTokenOtherHostSaysWhy(t *testing.T) {
+	e := newEnv(t, nil)
+	clientA := e.token(store.RoleClient, "a")
+	_, key := newKey(t)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "b", Kind: "machine", HostKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	messages := map[string]string{}
+	for _, id := range []string{"b", "zzz"} {
+		req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+"/v1/hosts/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+clientA)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		we, _ := wire.ParseError(b)
+		if res.StatusCode != http.StatusNotFound || we.Code != "not_found" {
+			t.Fatalf("GET /v1/hosts/%s with another host's client token: %d %s, want 404 not_found", id, res.StatusCode, b)
+		}
+		if !strings.Contains(we.Message, `"`+id+`"`) || !strings.Contains(we.Message, "--host") {
+			t.Errorf("GET /v1/hosts/%s: message %q names neither the host nor the token's --host", id, we.Message)
+		}
+		messages[id] = strings.ReplaceAll(we.Message, id, "ID")
+	}
+	if messages["b"] != messages["zzz"] {
+		t.Errorf("an existing host and a missing one answer apart: %q, %q", messages["b"], messages["zzz"])
+	}
+}
+
 func TestAuthAndScopes(t *testing.T) {
 	e := newEnv(t, nil)
 	admin := e.token(store.RoleAdmin)

@@ -33,7 +33,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	var gw, token, key, certPath, knownHosts string
 	var minValid time.Duration
 	home, _ := os.UserHomeDir()
-	fs := newFlags("cert", sio.err)
+	fs := newFlags("cert", sio)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
 	fs.StringVar(&key, "key", filepath.Join(home, ".ssh", "hostgate_ed25519"), "the session key's private key file; made (ed25519, with KEY.pub) when missing")

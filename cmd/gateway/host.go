@@ -21,7 +21,7 @@ func runHost(ctx context.Context, sio stdio, args []string) error {
 		return errUsage
 	}
 	var dir string
-	fs := newFlags("host reset-key", sio.err)
+	fs := newFlags("host reset-key", sio)
 	fs.StringVar(&dir, "state-dir", defaultStateDir(), "gateway state directory")
 	if err := parseOnlyEnv(fs, args[1:], "state-dir"); err != nil {
 		return err

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -116,12 +117,20 @@ func usage(w io.Writer) {
 	}
 }
 
-// newFlags returns a flag set whose errors and usage go to w.
-func newFlags(name string, w io.Writer) *flag.FlagSet {
+// newFlags returns a flag set whose errors and usage go to sio.err, and
+// whose help, when -h asks for it, to sio.out (parseArgs).
+func newFlags(name string, sio stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet("gateway "+name, flag.ContinueOnError)
-	fs.SetOutput(w)
+	fs.SetOutput(flagOutput(sio))
 	return fs
 }
+
+// flagOutput is a flag set's output: standard error, except for help
+// asked for, which goes to standard output as `gateway --help` does, so
+// that `gateway serve --help | less` pages it.
+type flagOutput stdio
+
+func (o flagOutput) Write(p []byte) (int, error) { return o.err.Write(p) }
 
 // envUsage makes fs's usage name the environment variable of each flag
 // in envFlags, or of every flag when all is set.
@@ -177,7 +186,24 @@ func parseUsage(fs *flag.FlagSet, args []string, head string) error {
 // parseArgs parses flags placed before, between or after positional
 // arguments (`host reset-key ID --state-dir D`); fs.Args() then holds the
 // positional ones. "--" ends flags.
-func parseArgs(fs *flag.FlagSet, args []string) error {
+func parseArgs(fs *flag.FlagSet, args []string) (err error) {
+	if o, ok := fs.Output().(flagOutput); ok {
+		// What parsing prints is help (to stdout) or an error (to stderr):
+		// which, only its result says.
+		var buf bytes.Buffer
+		fs.SetOutput(&buf)
+		defer func() {
+			fs.SetOutput(o)
+			if buf.Len() == 0 {
+				return
+			}
+			w := o.err
+			if errors.Is(err, flag.ErrHelp) {
+				w = o.out
+			}
+			_, _ = w.Write(buf.Bytes())
+		}()
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

@@ -385,9 +385,16 @@ func TestHelp(t *testing.T) {
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("gateway %v: %v, want help (exit 0)", tc.args, err)
 		}
-		if !strings.Contains(out.String()+errb.String(), tc.want) {
-			t.Errorf("gateway %v: help lacks %q:\n%s%s", tc.args, tc.want, out.String(), errb.String())
+		// On stdout, as `gateway --help` always was, so that it pages and
+		// greps: a command's help went to stderr.
+		if !strings.Contains(out.String(), tc.want) || errb.Len() != 0 {
+			t.Errorf("gateway %v: help on stdout lacks %q, or stderr has some:\nstdout:\n%s\nstderr:\n%s", tc.args, tc.want, out.String(), errb.String())
 		}
+	}
+	// A flag that is not defined is an error: it and the usage stay on stderr.
+	var out, errb bytes.Buffer
+	if err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"serve", "--no-such-flag"}); err == nil || out.Len() != 0 || !strings.Contains(errb.String(), "no-such-flag") {
+		t.Errorf("gateway serve --no-such-flag: %v, stdout %q, stderr %q; want an error naming the flag on stderr alone", err, out.String(), errb.String())
 	}
 	if strings.Contains(func() string {
 		var b bytes.Buffer
@@ -399,7 +406,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestFlagsFromEnvironment(t *testing.T) {
-	fs := newFlags("x", io.Discard)
+	fs := newFlags("x", stdio{out: io.Discard, err: io.Discard})
 	listen := fs.String("listen", "127.0.0.1:8080", "")
 	docker := fs.String("docker", "auto", "")
 	ttl := fs.Duration("cert-ttl", time.Minute, "")
@@ -422,7 +429,7 @@ func TestFlagsFromEnvironment(t *testing.T) {
 }
 
 func newFlagsWithTTL() *flag.FlagSet {
-	fs := newFlags("y", io.Discard)
+	fs := newFlags("y", stdio{out: io.Discard, err: io.Discard})
 	fs.Duration("cert-ttl", time.Minute, "")
 	return fs
 }
@@ -521,7 +528,7 @@ func TestParseArgsInterspersed(t *testing.T) {
 		{[]string{"--state-dir", "d", "--", "-x", "--state-dir"}, "d", "-x --state-dir"},
 		{nil, "", ""},
 	} {
-		fs := newFlags("t", io.Discard)
+		fs := newFlags("t", stdio{out: io.Discard, err: io.Discard})
 		dir := fs.String("state-dir", "", "")
 		if err := parseArgs(fs, tc.args); err != nil {
 			t.Fatal(err)

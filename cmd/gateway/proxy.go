@@ -27,7 +27,7 @@ func init() {
 
 func runProxy(ctx context.Context, sio stdio, args []string) error {
 	var gw, token, knownHosts string
-	fs := newFlags("proxy", sio.err)
+	fs := newFlags("proxy", sio)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s):// or ws(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
 	fs.StringVar(&knownHosts, "known-hosts", "", "the known_hosts `FILE` that gateway cert --known-hosts keeps: its line for HOST is rewritten before ssh checks the host key when the gateway pins another key (after gateway host reset-key); the gateway names it on this connection, so it costs no request")

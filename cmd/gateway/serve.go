@@ -110,7 +110,7 @@ func ignoreHangups(ctx context.Context, logger *slog.Logger) (stop func()) {
 // HOSTGATE_* and args and validates.
 func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*serveConfig, error) {
 	c := &serveConfig{}
-	fs := newFlags(name, sio.err)
+	fs := newFlags(name, sio)
 	fs.StringVar(&c.Listen, "listen", def.Listen, "address to listen on")
 	fs.StringVar(&c.StateDir, "state-dir", def.StateDir, "directory for the database, the CA key (and, for dev, the local agent's state)")
 	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default http://LISTEN)")

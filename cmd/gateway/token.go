@@ -62,7 +62,7 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		dir      string
 		sessions bool
 	)
-	fs := newFlags("token "+verb, sio.err)
+	fs := newFlags("token "+verb, sio)
 	fs.StringVar(&dir, "state-dir", defaultStateDir(), "gateway state directory")
 	if verb == "list" {
 		fs.BoolVar(&sessions, "sessions", false, "also list each token's web UI login sessions, under it")
@@ -169,7 +169,7 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 		hosts           hostList
 		ttl             time.Duration
 	)
-	fs := newFlags("token create", sio.err)
+	fs := newFlags("token create", sio)
 	fs.StringVar(&role, "role", "", "admin, client or agent")
 	fs.Var(&hosts, "host", "host id the token reaches (client, repeatable) or enrolls (agent, exactly one)")
 	fs.StringVar(&name, "name", "", "name for audit logs and certificate key ids (default ROLE-ID)")

@@ -40,14 +40,14 @@ import (
 )
 
 // commands maps each subcommand to its runner: args after the subcommand
-// name, and where to log.
-var commands = map[string]func(ctx context.Context, args []string, stderr io.Writer) error{
-	"serve": func(ctx context.Context, args []string, stderr io.Writer) error {
-		return agent.RunServe(ctx, args, &agent.ServeIO{Stderr: stderr})
+// name, where help and output go (stdout) and where to log (stderr).
+var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"serve": func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return agent.RunServe(ctx, args, &agent.ServeIO{Stderr: stderr, Help: stdout})
 	},
 	"connect": agent.RunConnect,
-	"version": func(_ context.Context, _ []string, stderr io.Writer) error {
-		fmt.Println("agent", buildinfo.Version())
+	"version": func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+		fmt.Fprintln(stdout, "agent", buildinfo.Version())
 		return nil
 	},
 }
@@ -78,10 +78,10 @@ func main() {
 	}
 	agent.MaybeRunGuard()  // exits when this process is an agent's guard
 	sigreset.ForChildren() // commands get default signals even under nohup
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -89,7 +89,7 @@ func run(args []string, stderr io.Writer) int {
 	cmd, ok := commands[args[0]]
 	if !ok {
 		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			usage(stderr)
+			usage(stdout)
 			return 0
 		}
 		fmt.Fprintf(stderr, "agent: unknown command %q\n", args[0])
@@ -100,7 +100,7 @@ func run(args []string, stderr io.Writer) int {
 	// process groups are killed and awaited.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := cmd(ctx, args[1:], stderr); err != nil {
+	if err := cmd(ctx, args[1:], stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

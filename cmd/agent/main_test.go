@@ -567,21 +567,37 @@ func TestServeStdioMuxPeerGone(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	var b bytes.Buffer
-	if code := run(nil, &b); code != 2 || !strings.Contains(b.String(), "serve") {
+	if code := run(nil, io.Discard, &b); code != 2 || !strings.Contains(b.String(), "serve") {
 		t.Errorf("no args: code %d, output %q", code, b.String())
 	}
 	b.Reset()
-	if code := run([]string{"frobnicate"}, &b); code != 2 || !strings.Contains(b.String(), "unknown command") {
+	if code := run([]string{"frobnicate"}, io.Discard, &b); code != 2 || !strings.Contains(b.String(), "unknown command") {
 		t.Errorf("unknown command: code %d, output %q", code, b.String())
 	}
+	// Help asked for goes to stdout alone, as the gateway's does, so that
+	// it pages and greps: it went to stderr.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "connect"},
+		{[]string{"serve", "-h"}, "-authorized-keys"},
+		{[]string{"connect", "--help"}, "HOSTGATE_TOKEN"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != 0 || !strings.Contains(out.String(), tc.want) || errb.Len() != 0 {
+			t.Errorf("agent %v: code %d, stdout %q, stderr %q; want 0 and help on stdout alone", tc.args, code, out.String(), errb.String())
+		}
+	}
+	var out bytes.Buffer
 	b.Reset()
-	if code := run([]string{"serve", "-h"}, &b); code != 0 || !strings.Contains(b.String(), "--authorized-keys") && !strings.Contains(b.String(), "-authorized-keys") {
-		t.Errorf("serve -h: code %d, output %q", code, b.String())
+	if code := run([]string{"connect", "--no-such-flag"}, &out, &b); code != 1 || out.Len() != 0 || !strings.Contains(b.String(), "no-such-flag") {
+		t.Errorf("agent connect --no-such-flag: code %d, stdout %q, stderr %q; want 1 and the error on stderr alone", code, out.String(), b.String())
 	}
 	// An error names its command once.
 	for _, args := range [][]string{{"connect"}, {"serve", "--stdio"}} {
 		b.Reset()
-		if code := run(args, &b); code != 1 || strings.Count(b.String(), "agent "+args[0]+":") != 1 {
+		if code := run(args, io.Discard, &b); code != 1 || strings.Count(b.String(), "agent "+args[0]+":") != 1 {
 			t.Errorf("agent %v: code %d, output %q; want 1 and the command named once", args, code, b.String())
 		}
 	}

@@ -31,8 +31,8 @@ func DefaultStateDir() string {
 // also read from HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID,
 // HOSTGATE_STATE_DIR, HOSTGATE_MAX_BACKOFF (the environment keeps the token
 // out of ps). It runs until ctx ends
-// (SIGTERM) and logs to stderr.
-func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
+// (SIGTERM) and logs to stderr; the help -h asks for goes to stdout.
+func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg       ConnectConfig
 		logFormat string
@@ -47,7 +47,7 @@ func RunConnect(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", DefaultMaxBackoff, "the longest wait between attempts to connect; a refused agent (bad token, another host key) waits between half of it and all of it")
 	envUsage(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := EnvFlags(fs); err != nil {

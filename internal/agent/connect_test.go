@@ -434,12 +434,12 @@ func TestRunConnectFlags(t *testing.T) {
 		{"--gateway", "http://x", "--token", "t", "--log-format", "xml"},
 		{"--gateway", "http://x", "--token", "t", "--max-backoff", "0"},
 	} {
-		if err := RunConnect(ctx, args, io.Discard); err == nil {
+		if err := RunConnect(ctx, args, io.Discard, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}
 	// A URL without its scheme says what a URL looks like, once.
-	err := RunConnect(ctx, []string{"--gateway", "127.0.0.1:8443", "--token", "t", "--state-dir", t.TempDir()}, io.Discard)
+	err := RunConnect(ctx, []string{"--gateway", "127.0.0.1:8443", "--token", "t", "--state-dir", t.TempDir()}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "want https://HOST[:PORT]") || strings.Count(err.Error(), "agent") > 1 {
 		t.Errorf("a URL without its scheme: %v", err)
 	}
@@ -451,7 +451,7 @@ func TestRunConnectFlags(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	var logs syncBuffer
-	go func() { done <- RunConnect(cctx, []string{"--log-format", "json"}, &logs) }()
+	go func() { done <- RunConnect(cctx, []string{"--log-format", "json"}, io.Discard, &logs) }()
 	select {
 	case <-logs.has(`"msg":"tunnel up"`):
 	case <-time.After(30 * time.Second):
@@ -475,7 +475,7 @@ func TestRunConnectMaxBackoff(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- RunConnect(ctx, []string{"--gateway", g.ts.URL, "--token", "hg_unknown_token_000000000000000000000000000", "--state-dir", t.TempDir(),
-			"--log-format", "json", "--max-backoff", "1s"}, &logs)
+			"--log-format", "json", "--max-backoff", "1s"}, io.Discard, &logs)
 	}()
 	// The wait logged with each refusal; the second refusal shows the
 	// agent asked again after the first wait.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -41,6 +42,24 @@ func envName(name string) string {
 	return "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// parseFlags parses args into fs, whose output is stderr; what parsing
+// prints goes to help instead when it is the help -h asks for, so that
+// `agent connect -h | less` pages it, as the gateway's commands do.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	stderr := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	if errors.Is(err, flag.ErrHelp) && help != nil {
+		stderr = help
+	}
+	if buf.Len() > 0 {
+		_, _ = stderr.Write(buf.Bytes())
+	}
+	return err
+}
+
 // envUsage makes fs's -h list each flag's environment variable after the
 // flags, as the gateway's commands do.
 func envUsage(fs *flag.FlagSet) {
@@ -59,6 +78,7 @@ func envUsage(fs *flag.FlagSet) {
 type ServeIO struct {
 	Conn   net.Conn  // the stream carrying SSH (or yamux with --mux)
 	Stderr io.Writer // logs
+	Help   io.Writer // the help -h asks for (the command's stdout); nil: Stderr
 	// Environ is the environment a keys preamble's InheritEnv passes on
 	// (a container's, in a sandbox); nil: this process's.
 	Environ []string
@@ -98,7 +118,11 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
-	if err := fs.Parse(args); err != nil {
+	var help io.Writer
+	if sio != nil {
+		help = sio.Help
+	}
+	if err := parseFlags(fs, args, help); err != nil {
 		return err
 	}
 	if err := EnvFlags(fs); err != nil {

@@ -104,7 +104,15 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		cfg.Tombstones = t
 	}
 	if agentBin != nil {
-		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o755, Data: agentBin}}
+		// Execute-only: the kernel starts a binary its user cannot read
+		// non-dumpable (fs.suid_dumpable is 0 or 2; either refuses
+		// ptrace and /proc/PID/fd to a process of the same uid without
+		// CAP_SYS_PTRACE). The agent runs as the sandbox's uid and makes
+		// itself non-dumpable only once its own code runs: until then a
+		// command of the sandbox that killed it could open the new
+		// agent's stdin and read the host key the gateway writes there
+		// (e2e TestSandboxCannotReadANewAgentsKeys).
+		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o111, Data: agentBin}}
 		// The agent makes it (execapi.AgentsConfig.MakeDirs); without an
 		// agent nothing would, and TMPDIR would name a missing directory.
 		cfg.TempDir = dockerhost.WorkspaceTempDir

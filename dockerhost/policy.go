@@ -350,6 +350,11 @@ func sleepSeconds(runtimeMs int64) int64 { return (runtimeMs + 999) / 1000 }
 // HOME and TMPDIR in the workspace unless env sets them. The engine's
 // HOME comes from the image's passwd (/nonexistent, /root, /tmp), all on
 // the read-only root: tools that keep a cache or config in HOME failed.
+// USER and LOGNAME name the user (SandboxUser unless env names one in
+// either): a sandbox's uid is drawn for it (uids.go) and has no passwd
+// entry, and the engine sets neither, so what asks the environment
+// before passwd (Python's getpass.getuser, npm, shells' prompts, scripts
+// that build paths from $USER) found no user at all.
 func (p *Policy) provisionEnv(env map[string]string) map[string]string {
 	env = maps.Clone(env)
 	if env == nil {
@@ -364,8 +369,23 @@ func (p *Policy) provisionEnv(env map[string]string) map[string]string {
 	if _, ok := env["TMPDIR"]; !ok && p.TempDir != "" {
 		env["TMPDIR"] = p.TempDir
 	}
+	user, ok := env["USER"]
+	if !ok {
+		if user, ok = env["LOGNAME"]; !ok {
+			user = SandboxUser
+		}
+	}
+	for _, k := range []string{"USER", "LOGNAME"} {
+		if _, ok := env[k]; !ok {
+			env[k] = user
+		}
+	}
 	return env
 }
+
+// SandboxUser is the user name a sandbox's commands find in USER and
+// LOGNAME unless the provision env gives one.
+const SandboxUser = "sandbox"
 
 // defaultPath is Docker's PATH for an image that sets none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -215,24 +216,29 @@ func TestResourceRangeWording(t *testing.T) {
 }
 
 // Commands get HOME and, when the host has one, TMPDIR in the workspace:
-// the engine's HOME is the image's, on the read-only root. A provision
-// env that sets either wins.
-func TestContainerEnvHomeAndTemp(t *testing.T) {
+// the engine's HOME is the image's, on the read-only root. They get USER
+// and LOGNAME too: the sandbox's uid has no passwd entry, and the engine
+// set neither. A provision env that sets any wins; one of USER and
+// LOGNAME names the user for both.
+func TestContainerEnvHomeTempAndUser(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		tempDir string
 		env     map[string]string
 		want    []string
 	}{
-		{"defaults", WorkspaceTempDir, nil, []string{"HOME=/workspace", "TMPDIR=/workspace/.tmp"}},
-		{"no temp dir", "", nil, []string{"HOME=/workspace"}},
-		{"the caller's", WorkspaceTempDir, map[string]string{"HOME": "/workspace/me", "TMPDIR": "/dev/shm", "PATH": "/opt/bin"},
-			[]string{"HOME=/workspace/me", "PATH=/opt/bin:" + defaultPath, "TMPDIR=/dev/shm"}},
+		{"defaults", WorkspaceTempDir, nil, []string{"HOME=/workspace", "LOGNAME=sandbox", "TMPDIR=/workspace/.tmp", "USER=sandbox"}},
+		{"no temp dir", "", nil, []string{"HOME=/workspace", "LOGNAME=sandbox", "USER=sandbox"}},
+		{"the caller's", WorkspaceTempDir, map[string]string{"HOME": "/workspace/me", "TMPDIR": "/dev/shm", "PATH": "/opt/bin", "USER": "dev", "LOGNAME": "build"},
+			[]string{"HOME=/workspace/me", "LOGNAME=build", "PATH=/opt/bin:" + defaultPath, "TMPDIR=/dev/shm", "USER=dev"}},
+		{"the caller's USER", "", map[string]string{"USER": "dev"}, []string{"HOME=/workspace", "LOGNAME=dev", "USER=dev"}},
+		{"the caller's LOGNAME", "", map[string]string{"LOGNAME": "dev"}, []string{"HOME=/workspace", "LOGNAME=dev", "USER=dev"}},
 	} {
 		p := testPolicy()
 		p.TempDir = tc.tempDir
 		req := validReq()
 		req.Env = tc.env
+		before := maps.Clone(tc.env)
 		cfg, _, err := p.ContainerConfig("abc", 2000000042, req, time.Unix(1_800_000_000, 0), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +246,7 @@ func TestContainerEnvHomeAndTemp(t *testing.T) {
 		if !slices.Equal(cfg.Env, tc.want) {
 			t.Errorf("%s: env %q, want %q", tc.name, cfg.Env, tc.want)
 		}
-		if tc.env != nil && tc.env["PATH"] != "/opt/bin" {
+		if !maps.Equal(tc.env, before) {
 			t.Errorf("%s: the request's env was changed: %v", tc.name, tc.env)
 		}
 	}

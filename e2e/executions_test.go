@@ -340,10 +340,14 @@ func TestExecutionIsAHost(t *testing.T) {
 	}
 	// HOME and TMPDIR are where Info says, and writable: the root
 	// filesystem, the image's HOME (/tmp here) and /tmp with it, is not.
-	// PATH is the image's, as docker exec gives it.
-	res, err = h.Exec(ctx, []string{"sh", "-c", `echo "$HOME $TMPDIR $PATH"; mkdir -p ~/.cache/tool && f=$(mktemp) && echo ok > "$f" && cat "$f" && dirname "$f"`}, hostgate.ExecOptions{})
-	if err != nil || string(res.Stdout) != "/workspace /workspace/.tmp /usr/bin:/bin\nok\n/workspace/.tmp\n" {
-		t.Fatalf("HOME, TMPDIR and PATH: %v %q %q", err, res.Stdout, res.Stderr)
+	// PATH is the image's, as docker exec gives it. USER and LOGNAME name
+	// a user, though the sandbox's uid has no passwd entry.
+	res, err = h.Exec(ctx, []string{"sh", "-c", `echo "$HOME $TMPDIR $PATH $USER $LOGNAME"; mkdir -p ~/.cache/tool && f=$(mktemp) && echo ok > "$f" && cat "$f" && dirname "$f"`}, hostgate.ExecOptions{})
+	if err != nil || string(res.Stdout) != "/workspace /workspace/.tmp /usr/bin:/bin sandbox sandbox\nok\n/workspace/.tmp\n" {
+		t.Fatalf("HOME, TMPDIR, PATH, USER and LOGNAME over SSH: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	if out := sh(t, ctx, c, e.ExecutionID, `echo "$HOME $USER $LOGNAME"`); out != "/workspace sandbox sandbox\n" {
+		t.Fatalf("HOME, USER and LOGNAME through the API: %q", out)
 	}
 	fsys, err := h.FS(ctx)
 	if err != nil {
@@ -968,7 +972,7 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := "\n" + string(hres.Stdout)
-	for _, kv := range []string{"GREETING=hello", "KEEP=provision", "HOME=/workspace", "TMPDIR=/workspace/.tmp", "PATH=/usr/bin:/bin"} {
+	for _, kv := range []string{"GREETING=hello", "KEEP=provision", "HOME=/workspace", "TMPDIR=/workspace/.tmp", "PATH=/usr/bin:/bin", "USER=sandbox", "LOGNAME=sandbox"} {
 		if !strings.Contains(got, "\n"+kv+"\n") {
 			t.Errorf("pooled environment over SSH lacks %s:%s", kv, got)
 		}

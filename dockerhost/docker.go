@@ -457,7 +457,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}
 	if cid == "" {
-		uid = h.uids.take()
+		if uid, err = h.takeUID(ctx); err != nil {
+			return nil, err
+		}
 		cfg, hc, cerr := h.policy.ContainerConfig(id, uid, req, expires, labels)
 		if cerr != nil {
 			return nil, cerr

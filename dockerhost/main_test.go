@@ -77,6 +77,7 @@ var engineTests = []struct {
 	{"ImageCheckedOnce", testImageCheckedOnce},
 	{"Tombstones", testTombstones},
 	{"OwnUID", testOwnUID},
+	{"UIDsOfOtherGateways", testUIDsOfOtherGateways},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -360,7 +360,10 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	}
 	labels[LabelOwner] = h.owner
 	// Its own uid from the start: it serves one execution only.
-	uid := h.uids.take()
+	uid, err := h.takeUID(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			h.uids.release(uid)

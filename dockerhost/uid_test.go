@@ -1,6 +1,8 @@
 package dockerhost
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 )
 
 // inotifySrc takes inotify instances until it has os.Args[1] or the
@@ -130,6 +134,68 @@ until [ -s held ]; do sleep 0.05; done; cat held`)
 	if n := h.uids.len(); n != 0 {
 		t.Fatalf("%d uids held with no execution left", n)
 	}
+}
+
+// draws returns a uidSet.draw that gives uids in turn, then fails the
+// test (and draws at random, so that take ends).
+func draws(t *testing.T, uids ...int) func() int {
+	return func() int {
+		if len(uids) == 0 {
+			t.Error("more uids drawn than the test planned")
+			return drawUID()
+		}
+		u := uids[0]
+		uids = uids[1:]
+		return u
+	}
+}
+
+// testUIDsOfOtherGateways: a uid is drawn against every container on the
+// engine, not only this host's: two gateways sharing an engine (each its
+// own owner) gave the same uid to two sandboxes whenever their random
+// draws met, about N²/2×10⁸ for N live ones, which then shared every
+// per-uid kernel limit. Here B's first two draws are A's execution's uid.
+func testUIDsOfOtherGateways(t *testing.T) {
+	cli, img := engine(t)
+	a := newTestHost(t, cli, nil)
+	b := newTestHost(t, cli, nil)
+	const taken, free = sandboxUIDBase + 4242, sandboxUIDBase + 4243
+	a.uids.draw = draws(t, taken)
+	ea := provision(t, a, emptyReq(img, small()))
+	b.uids.draw = draws(t, taken, taken, free)
+	eb := provision(t, b, emptyReq(img, small()))
+	ua, ub := sh(t, a, ea.ExecutionID, "id -u").Stdout, sh(t, b, eb.ExecutionID, "id -u").Stdout
+	if ua != strconv.Itoa(taken)+"\n" || ub != strconv.Itoa(free)+"\n" {
+		t.Fatalf("id -u in A's execution %q, in B's %q; want %d and %d (B's execution must not take A's uid)", ua, ub, taken, free)
+	}
+}
+
+// takeUID draws again when the engine has a container with the uid
+// (another gateway's), and holds none it did not give out.
+func TestTakeUID(t *testing.T) {
+	const other = sandboxUIDBase + 7
+	h := &Docker{api: &fakeDocker{list: []container.Summary{{Labels: map[string]string{LabelUID: strconv.Itoa(other)}}}}}
+	h.uids.draw = draws(t, other, other+1)
+	if u, err := h.takeUID(context.Background()); err != nil || u != other+1 {
+		t.Fatalf("takeUID: %d %v, want %d: %d is another gateway's", u, err, other+1, other)
+	}
+	if n := h.uids.len(); n != 1 {
+		t.Fatalf("%d uids held, want the one given out", n)
+	}
+
+	h = &Docker{api: &listFails{}}
+	if _, err := h.takeUID(context.Background()); err == nil || !strings.Contains(err.Error(), "is free: engine down") {
+		t.Fatalf("takeUID with an engine that does not list: %v", err)
+	}
+	if n := h.uids.len(); n != 0 {
+		t.Fatalf("%d uids held after takeUID failed", n)
+	}
+}
+
+type listFails struct{ fakeDocker }
+
+func (*listFails) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return nil, errors.New("engine down")
 }
 
 func TestUIDSet(t *testing.T) {

@@ -1,10 +1,16 @@
 package dockerhost
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 )
 
 // LabelUID is the host uid (and gid) an execution's processes run as; Adopt
@@ -23,8 +29,8 @@ const LabelUID = "hostgate.uid"
 // regular users up to 60000 and subordinate (user namespace) ranges up to
 // 600100000, and below 2^31, as some tools read a uid as a signed 32-bit
 // number. Numbers are drawn at random from it, not counted up from its
-// start, so that two gateways sharing one engine (different owners, each
-// knowing only its own executions) almost never give out the same one.
+// start, so that two gateways sharing one engine (different owners) that
+// draw at the same moment almost never meet (takeUID).
 const (
 	sandboxUIDBase  = 2_000_000_000
 	sandboxUIDCount = 100_000_000
@@ -62,6 +68,7 @@ func parseUIDLabel(labels map[string]string) (int, bool) {
 type uidSet struct {
 	mu   sync.Mutex
 	held map[int]bool
+	draw func() int // a random uid of the range; tests set it
 }
 
 // take gives out a uid no other container of this host holds.
@@ -71,14 +78,54 @@ func (s *uidSet) take() int {
 	if s.held == nil {
 		s.held = map[int]bool{}
 	}
+	draw := s.draw
+	if draw == nil {
+		draw = drawUID
+	}
 	for {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		uid := sandboxUIDBase + int(binary.LittleEndian.Uint64(b[:])%sandboxUIDCount)
+		uid := draw()
 		if !s.held[uid] {
 			s.held[uid] = true
 			return uid
 		}
+	}
+}
+
+func drawUID() int {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return sandboxUIDBase + int(binary.LittleEndian.Uint64(b[:])%sandboxUIDCount)
+}
+
+// takeUID gives out a uid for a container about to be made: none that a
+// container on the engine carries in LabelUID, whoever made it (another
+// gateway sharing the engine, a killed run of this one), and none this
+// host holds (its containers being made, which the engine does not list
+// yet). Drawn against this host's own uids only, two gateways on one
+// engine met with odds of about N²/2×10⁸ for N live containers between
+// them. The engine is asked about the drawn uid alone: a list of every
+// labelled container cost about 0.5 ms a container (46 ms with 100),
+// one that matches none about 1 ms.
+//
+// What is left is a race: two gateways that both ask before either has
+// created its container, and drew the same number, one in 10⁸ for each
+// such overlapping pair, however many containers live. Closing it would
+// take a lock every gateway of the engine shares, which the engine does
+// not offer.
+func (h *Docker) takeUID(ctx context.Context) (int, error) {
+	for {
+		uid := h.uids.take()
+		v := strconv.Itoa(uid)
+		list, err := h.api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelUID+"="+v))})
+		if err != nil {
+			h.uids.release(uid)
+			return 0, fmt.Errorf("dockerhost: ask the engine whether sandbox uid %d is free: %w", uid, err)
+		}
+		if !slices.ContainsFunc(list, func(c container.Summary) bool { return c.Labels[LabelUID] == v }) {
+			return uid, nil
+		}
+		// Another owner's: not ours to hold.
+		h.uids.release(uid)
 	}
 }
 

@@ -92,6 +92,14 @@ type Config struct {
 	Pool *PoolConfig
 	// Retention is which checkpoints the store keeps; zero: all.
 	Retention Retention
+	// OutputMemory bounds the bytes of commands' output the host keeps in
+	// memory, all commands together; the rest goes to spool files in
+	// OutputDir until read. 0 means DefaultOutputMemory; a negative
+	// value spools all output.
+	OutputMemory int64
+	// OutputDir holds the spool files (each unlinked as it is made);
+	// default os.TempDir(), often a tmpfs, so in memory after all.
+	OutputDir string
 	// Tombstones, when set, remembers ended executions beyond this
 	// process, so that they answer gone rather than not_found after a
 	// restart; without it the last 4096 are remembered in memory.
@@ -255,7 +263,17 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		s.Logger = logger
 		h.store = s
 	}
-	h.runner = &ProcessRunner{api: cli, destroy: h.destroy}
+	mem := &outputMemory{limit: cfg.OutputMemory, dir: cfg.OutputDir}
+	if mem.limit == 0 {
+		mem.limit = DefaultOutputMemory
+	}
+	if mem.dir != "" {
+		if err := os.MkdirAll(mem.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("dockerhost: output dir: %w", err)
+		}
+		sweepSpool(mem.dir)
+	}
+	h.runner = &ProcessRunner{api: cli, destroy: h.destroy, mem: mem}
 	h.ws = &Workspace{runner: h.runner}
 	if _, err := cli.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("dockerhost: ping engine: %w", err)
@@ -1023,8 +1041,20 @@ func (h *Docker) List() []Execution {
 
 // Exec runs one command; see ExecutionHost. With SetExecVia it runs
 // through the execution's CommandRunner when there is one, else (or when
-// that cannot start it) through the Docker exec API.
+// that cannot start it) through the Docker exec API. Its output is read
+// into memory whole: ExecOutput leaves it where the host keeps it.
 func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) (*ExecResult, error) {
+	out, err := h.ExecOutput(ctx, executionID, req)
+	if err != nil {
+		return nil, err
+	}
+	return out.Result()
+}
+
+// ExecOutput is Exec with the output as the host keeps it (in its output
+// memory, the rest in spool files: Config.OutputMemory): the caller reads
+// it and closes the result.
+func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecRequest) (_ *ExecOutput, err error) {
 	if err := h.policy.ValidateExec(&req); err != nil {
 		return nil, err
 	}
@@ -1099,6 +1129,11 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 		}
 		return nil, fmt.Errorf("dockerhost: exec: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			_ = res.Close()
+		}
+	}()
 	if _, err := h.lookup(ctx, executionID); err != nil {
 		// Terminated or expired while the command ran: its exit status
 		// is the kill, not the command's.

@@ -27,6 +27,9 @@ var (
 // killed docker exec client leaves its process running in the container.
 type ProcessRunner struct {
 	api DockerAPI
+	// mem is the output memory of every command the runner runs; nil
+	// keeps every output in memory whole.
+	mem *outputMemory
 	// destroy removes a container and everything in it; it must not depend
 	// on the caller's (possibly cancelled) context.
 	destroy func(containerID string) error
@@ -53,8 +56,11 @@ type process struct {
 // of stdout and stderr together. On timeout, output overflow or ctx ending
 // it destroys the container and returns an *Error whose Code says which.
 func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64) (*ExecResult, error) {
-	res, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil, nil)
-	return res, err
+	out, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.Result()
 }
 
 // Ways an exec ran.
@@ -71,14 +77,20 @@ const (
 // called just before the container is destroyed, so that the execution is
 // known to be ending by the host's hand before its agent sees the
 // container go.
-func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error), destroying func()) (*ExecResult, int, error) {
+func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error), destroying func()) (_ *ExecOutput, way int, err error) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errTimeout)
 	defer cancel()
 
 	budget := &outputBudget{left: maxOutput}
-	stdout := &limitedBuffer{budget: budget}
-	stderr := &limitedBuffer{budget: budget}
+	stdout := &limitedBuffer{budget: budget, out: &Output{mem: r.mem}}
+	stderr := &limitedBuffer{budget: budget, out: &Output{mem: r.mem}}
+	defer func() {
+		if err != nil {
+			_ = stdout.out.Close()
+			_ = stderr.out.Close()
+		}
+	}()
 	stdin := func() io.Reader {
 		if req.Stdin == "" {
 			return nil
@@ -86,7 +98,7 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		return strings.NewReader(req.Stdin)
 	}
 	argv := append([]string{req.Command}, req.Args...)
-	way := wayDocker
+	way = wayDocker
 	code, err := func() (int, error) {
 		if via != nil {
 			code, err := via.Run(runCtx, Command{Argv: argv, Env: req.Env, Dir: req.Cwd, Stdin: stdin(), Stdout: stdout, Stderr: stderr})
@@ -140,6 +152,14 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 				why = c.Error()
 			}
 			e = &Error{Code: CodeAborted, Message: why + "; the execution was destroyed", Err: context.Cause(ctx)}
+		case errors.Is(err, errOutputSpool):
+			// The gateway's disk, not the command: nothing about the
+			// execution is wrong, so it is kept.
+			cut := "the command was cut"
+			if way != wayRunner {
+				cut += " (the process docker exec started may still be running)"
+			}
+			return nil, way, &Error{Code: CodeStorageUnavailable, Message: fmt.Sprintf("the gateway could not keep the command's output, which its output memory had no room for, in a file (%v): free space in its state dir, or retry when fewer commands with large output run; %s, the execution lives on", err, cut), Err: err}
 		case errors.Is(err, ErrRunnerLost):
 			// Not the execution's end: the gateway attaches a new agent.
 			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent ended while the command ran (did the command kill it?): its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
@@ -154,10 +174,10 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		}
 		return nil, way, e
 	}
-	return &ExecResult{
+	return &ExecOutput{
 		ExitCode:   code,
-		Stdout:     stdout.String(),
-		Stderr:     stderr.String(),
+		Stdout:     stdout.out,
+		Stderr:     stderr.out,
 		DurationMs: time.Since(start).Milliseconds(),
 	}, way, nil
 }
@@ -276,13 +296,12 @@ type outputBudget struct {
 	left int64
 }
 
-// limitedBuffer is one of stdout/stderr sharing one byte budget. A
-// strings.Builder, not a bytes.Buffer: String hands out what was written
-// without copying it, and an output may be maxOutputBytes (64 MiB), held
-// by the gateway once per command in flight.
+// limitedBuffer is one of stdout/stderr sharing one byte budget, kept in
+// an Output: an output may be maxOutputBytes (64 MiB), and the gateway
+// runs many commands at once.
 type limitedBuffer struct {
 	budget *outputBudget
-	buf    strings.Builder // guarded by budget.mu
+	out    *Output // guarded by budget.mu
 }
 
 func (w *limitedBuffer) Write(p []byte) (int, error) {
@@ -290,20 +309,17 @@ func (w *limitedBuffer) Write(p []byte) (int, error) {
 	defer w.budget.mu.Unlock()
 	if int64(len(p)) > w.budget.left {
 		n := w.budget.left
-		w.buf.Write(p[:n])
+		if err := w.out.write(p[:n]); err != nil {
+			return 0, err
+		}
 		w.budget.left = 0
 		return int(n), errOutputLimit
 	}
-	w.buf.Write(p)
+	if err := w.out.write(p); err != nil {
+		return 0, err
+	}
 	w.budget.left -= int64(len(p))
 	return len(p), nil
-}
-
-// String returns what was written.
-func (w *limitedBuffer) String() string {
-	w.budget.mu.Lock()
-	defer w.budget.mu.Unlock()
-	return w.buf.String()
 }
 
 // errReader remembers a non-EOF read error of its source.

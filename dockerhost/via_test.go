@@ -379,30 +379,6 @@ func TestInterruptedThroughRunnerClaimsNoLiveProcess(t *testing.T) {
 	}
 }
 
-// A command's output is held once: handing it out copies nothing. With a
-// bytes.Buffer, String copied up to maxOutputBytes (64 MiB) per command
-// in flight.
-func TestLimitedBufferStringCopiesNothing(t *testing.T) {
-	budget := &outputBudget{left: 8 << 20}
-	w := &limitedBuffer{budget: budget}
-	chunk := make([]byte, 1<<20)
-	for range 8 {
-		if _, err := w.Write(chunk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var s string
-	if n := testing.AllocsPerRun(10, func() { s = w.String() }); n != 0 {
-		t.Fatalf("String of %d bytes allocated %v times, want none", len(s), n)
-	}
-	if len(s) != 8<<20 {
-		t.Fatalf("String is %d bytes, want %d", len(s), 8<<20)
-	}
-	if n, err := w.Write([]byte("x")); n != 0 || !errors.Is(err, errOutputLimit) {
-		t.Fatalf("a write past the budget: %d %v, want 0 and errOutputLimit", n, err)
-	}
-}
-
 // silentInspect is an engine that stops answering inspects when silent
 // is set, as a stopping engine does.
 type silentInspect struct {

@@ -90,9 +90,11 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	// holder): what to remove when it is retired for good (README).
 	log.Info("Docker executions owner", "owner", owner(s.Config.StateDir), "stateDir", s.Config.StateDir)
 	cfg := &dockerhost.Config{
-		Owner:           owner(s.Config.StateDir),
-		CheckpointDir:   filepath.Join(s.Config.StateDir, "checkpoints"),
-		EnvDir:          filepath.Join(s.Config.StateDir, "execution-env"),
+		Owner:         owner(s.Config.StateDir),
+		CheckpointDir: filepath.Join(s.Config.StateDir, "checkpoints"),
+		EnvDir:        filepath.Join(s.Config.StateDir, "execution-env"),
+		// Not os.TempDir: /tmp is often a tmpfs, memory after all.
+		OutputDir:       filepath.Join(s.Config.StateDir, "exec-output"),
 		RepositoryRoots: s.Config.repositoryRoots(),
 		Retention:       dockerhost.Retention{MaxAge: s.Config.CheckpointMaxAge, MaxBytes: int64(s.Config.CheckpointMaxBytes)},
 	}

@@ -30,6 +30,8 @@ const (
 // Executions is the subset of dockerhost.Docker the API serves.
 type Executions interface {
 	dockerhost.ExecutionHost
+	// ExecOutput is Exec with the output left where the host keeps it.
+	ExecOutput(ctx context.Context, executionID string, req dockerhost.ExecRequest) (*dockerhost.ExecOutput, error)
 	Get(ctx context.Context, executionID string) (*dockerhost.Execution, error)
 	// The stored checkpoints (dockerhost.Docker's).
 	ListCheckpoints(ctx context.Context, executionID string, limit int) (*dockerhost.CheckpointList, error)
@@ -234,7 +236,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, done := keepOnShutdown(r.Context())
 	defer done()
-	res, err := a.ex.Exec(ctx, id, body.ExecRequest)
+	out, err := a.ex.ExecOutput(ctx, id, body.ExecRequest)
 	if err != nil {
 		switch dockerhost.ErrorCode(err) {
 		case dockerhost.CodeTimeout, dockerhost.CodeOutputLimit, dockerhost.CodeAborted, dockerhost.CodeGone:
@@ -244,7 +246,8 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeAnswer(w, answer(res, body.Encoding))
+	defer func() { _ = out.Close() }()
+	writeAnswer(w, a.log, out, body.Encoding)
 }
 
 func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {

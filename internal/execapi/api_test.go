@@ -125,6 +125,14 @@ func (f *fakeExecutions) Exec(ctx context.Context, id string, req dockerhost.Exe
 	return &dockerhost.ExecResult{Stdout: strings.Join(append([]string{req.Command}, req.Args...), " ") + "\n" + req.Stdin, DurationMs: 1}, nil
 }
 
+func (f *fakeExecutions) ExecOutput(ctx context.Context, id string, req dockerhost.ExecRequest) (*dockerhost.ExecOutput, error) {
+	res, err := f.Exec(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	return &dockerhost.ExecOutput{ExitCode: res.ExitCode, Stdout: dockerhost.OutputOf([]byte(res.Stdout)), Stderr: dockerhost.OutputOf([]byte(res.Stderr)), DurationMs: res.DurationMs, OOMKilled: res.OOMKilled}, nil
+}
+
 // block waits for ctx to end and answers as dockerhost does: interrupted
 // for ErrStopping, an engine failure otherwise.
 func (f *fakeExecutions) block(ctx context.Context) error {

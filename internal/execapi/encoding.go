@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"unicode/utf8"
 
@@ -61,20 +63,6 @@ func (b *execBody) decodeStdin() error {
 		Message: "must be \"" + encodingUTF8 + "\" (the default) or \"" + encodingBase64 + "\""}
 }
 
-// answer is res on the wire in encoding. The output limit was applied to
-// the raw bytes already; base64 makes the answer a third larger.
-func answer(res *dockerhost.ExecResult, encoding string) execAnswer {
-	a := execAnswer{ExecResult: *res, Encoding: encoding}
-	if encoding == encodingBase64 {
-		a.Stdout = base64.StdEncoding.EncodeToString([]byte(res.Stdout))
-		a.Stderr = base64.StdEncoding.EncodeToString([]byte(res.Stderr))
-		return a
-	}
-	a.StdoutLossy = !utf8.ValidString(res.Stdout)
-	a.StderrLossy = !utf8.ValidString(res.Stderr)
-	return a
-}
-
 // Stand-ins for stdout and stderr while the rest of an answer is
 // marshaled: NUL bytes, which no output's JSON string begins with
 // unescaped, make them impossible to mistake for other content.
@@ -94,47 +82,106 @@ func jsonString(s string) []byte {
 	return b
 }
 
-// answerBuffer is what writeAnswer gathers before each write.
+// answerBuffer is what writeAnswer gathers before each write, and the
+// size of its reads of the output.
 const answerBuffer = 32 << 10
 
-// writeAnswer writes a as gateway.WriteJSON would, byte for byte, without
-// ever holding its JSON whole. encoding/json builds an answer in memory
-// before it writes a byte, and escapes each control character and each of
-// <, > and & as six bytes: 63 MiB of NUL output (under the 64 MiB
-// maxOutputBytes bound) took 2.6 GiB of allocations, 1.7 GiB of peak heap
-// and 26 to 70 s of CPU to answer, so a few such commands at once could
-// take the gateway down. Here stdout and stderr are escaped as they are
-// written.
-func writeAnswer(w http.ResponseWriter, a execAnswer) {
-	stdout, stderr := a.Stdout, a.Stderr
-	a.Stdout, a.Stderr = stdoutMark, stderrMark
-	frame, err := json.Marshal(a)
-	outMark, errMark := outMarkJSON, errMarkJSON
-	i, j := bytes.Index(frame, outMark), bytes.Index(frame, errMark)
-	if err != nil || i < 0 || j < i+len(outMark) {
-		// Not reached: execAnswer marshals, with each mark once.
-		a.Stdout, a.Stderr = stdout, stderr
-		gateway.WriteJSON(w, http.StatusOK, a)
-		return
+// writeAnswer writes out's answer in encoding as gateway.WriteJSON would
+// write it whole, byte for byte, without ever holding it whole, nor the
+// output: that stays where dockerhost keeps it (its output memory, or a
+// spool file) and is read and escaped as it is written. encoding/json
+// builds an answer in memory before it writes a byte, and escapes each
+// control character and each of <, > and & as six bytes: 63 MiB of NUL
+// output (under the 64 MiB maxOutputBytes bound) took 2.6 GiB of
+// allocations, 1.7 GiB of peak heap and 26 to 70 s of CPU to answer.
+func writeAnswer(w http.ResponseWriter, log *slog.Logger, out *dockerhost.ExecOutput, encoding string) {
+	writeAnswerFrom(w, log, out, out.Stdout.Reader(), out.Stderr.Reader(), encoding)
+}
+
+// writeAnswerFrom is writeAnswer with out's stdout and stderr read from
+// the readers given.
+func writeAnswerFrom(w http.ResponseWriter, log *slog.Logger, out *dockerhost.ExecOutput, stdout, stderr io.Reader, encoding string) {
+	a := execAnswer{
+		ExecResult: dockerhost.ExecResult{ExitCode: out.ExitCode, Stdout: stdoutMark, Stderr: stderrMark, DurationMs: out.DurationMs, OOMKilled: out.OOMKilled},
+		Encoding:   encoding,
 	}
+	frame, err := json.Marshal(a)
+	if err != nil {
+		panic(err) // not reached: execAnswer always marshals
+	}
+	i, j := bytes.Index(frame, outMarkJSON), bytes.Index(frame, errMarkJSON)
 	gateway.WriteJSONHeader(w, http.StatusOK)
 	bw := bufio.NewWriterSize(w, answerBuffer)
+	buf := make([]byte, answerBuffer)
+	write := writeJSONStream
+	if encoding == encodingBase64 {
+		write = writeBase64Stream
+	}
 	bw.Write(frame[:i])
-	writeJSONString(bw, stdout)
-	bw.Write(frame[i+len(outMark) : j])
-	writeJSONString(bw, stderr)
-	bw.Write(frame[j+len(errMark):])
+	if a.StdoutLossy, err = write(bw, stdout, buf); err == nil {
+		bw.Write(frame[i+len(outMarkJSON) : j])
+		a.StderrLossy, err = write(bw, stderr, buf)
+	}
+	if err != nil {
+		// The status is sent: a cut answer is all that is left to say
+		// it, as a JSON reader fails on it.
+		log.Error("exec answer cut: reading the command's output failed", "err", err)
+		_ = bw.Flush()
+		return
+	}
+	// The flags follow stderr, so the frame's tail is marshaled last.
+	frame, _ = json.Marshal(a)
+	j = bytes.Index(frame, errMarkJSON)
+	bw.Write(frame[j+len(errMarkJSON):])
 	bw.WriteByte('\n') // as json.Encoder ends each value
 	_ = bw.Flush()
 }
 
-// writeJSONString writes s as json.Marshal does, quotes included:
-// invalid UTF-8 as U+FFFD, control characters, <, > and & as \u00XX (\n,
-// \r, \t, \b and \f as those), U+2028 and U+2029 escaped. It allocates
-// nothing: json.Marshal of each piece would allocate as much as it writes.
-func writeJSONString(w *bufio.Writer, s string) {
-	const hex = "0123456789abcdef"
+// writeBase64Stream writes r's bytes as a JSON string in base64 (whose
+// alphabet JSON escapes nothing of); base64 is never lossy.
+func writeBase64Stream(w *bufio.Writer, r io.Reader, buf []byte) (bool, error) {
 	w.WriteByte('"')
+	enc := base64.NewEncoder(base64.StdEncoding, w)
+	if _, err := io.CopyBuffer(enc, struct{ io.Reader }{r}, buf); err != nil {
+		return false, err
+	}
+	_ = enc.Close()
+	w.WriteByte('"')
+	return false, nil
+}
+
+// writeJSONStream writes r's bytes as json.Marshal writes them as a
+// string, quotes included, and reports whether they were not valid UTF-8
+// (so that U+FFFD stands for some). A rune cut by a read waits for the
+// next in buf.
+func writeJSONStream(w *bufio.Writer, r io.Reader, buf []byte) (lossy bool, err error) {
+	w.WriteByte('"')
+	held := 0
+	for {
+		n, rerr := r.Read(buf[held:])
+		n += held
+		done, bad := writeJSONString(w, buf[:n], rerr != nil)
+		lossy = lossy || bad
+		held = copy(buf, buf[done:n])
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return lossy, rerr
+		}
+	}
+	w.WriteByte('"')
+	return lossy, nil
+}
+
+// writeJSONString writes s as json.Marshal does, without the quotes:
+// invalid UTF-8 as U+FFFD (reported as lossy), control characters, <, >
+// and & as \u00XX (\n, \r, \t, \b and \f as those), U+2028 and U+2029
+// escaped. Unless final, it stops before a rune s cuts short, returning
+// how much of s it wrote. It allocates nothing: json.Marshal of each
+// piece would allocate as much as it writes.
+func writeJSONString(w *bufio.Writer, s []byte, final bool) (written int, lossy bool) {
+	const hex = "0123456789abcdef"
 	start := 0 // s[start:i] is written as it is
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
@@ -142,7 +189,7 @@ func writeJSONString(w *bufio.Writer, s string) {
 				i++
 				continue
 			}
-			w.WriteString(s[start:i])
+			w.Write(s[start:i])
 			switch b {
 			case '"', '\\':
 				w.WriteByte('\\')
@@ -166,13 +213,18 @@ func writeJSONString(w *bufio.Writer, s string) {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		if !final && !utf8.FullRune(s[i:]) {
+			w.Write(s[start:i])
+			return i, lossy
+		}
+		r, size := utf8.DecodeRune(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			w.WriteString(s[start:i])
+			w.Write(s[start:i])
 			w.WriteString(`\ufffd`)
+			lossy = true
 		case r == '\u2028' || r == '\u2029':
-			w.WriteString(s[start:i])
+			w.Write(s[start:i])
 			w.WriteString(`\u202`)
 			w.WriteByte(hex[r&0xf])
 		default:
@@ -182,6 +234,6 @@ func writeJSONString(w *bufio.Writer, s string) {
 		i += size
 		start = i
 	}
-	w.WriteString(s[start:])
-	w.WriteByte('"')
+	w.Write(s[start:])
+	return len(s), lossy
 }

@@ -3,12 +3,15 @@ package execapi
 import (
 	"bytes"
 	"encoding/base64"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
+	"unicode/utf8"
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/gateway"
@@ -109,8 +112,28 @@ func TestExecEncodingRefusals(t *testing.T) {
 	}
 }
 
+// answer is res on the wire in encoding, as encoding/json would write
+// it whole: what writeAnswer must write.
+func answer(res *dockerhost.ExecResult, encoding string) execAnswer {
+	a := execAnswer{ExecResult: *res, Encoding: encoding}
+	if encoding == encodingBase64 {
+		a.Stdout = base64.StdEncoding.EncodeToString([]byte(res.Stdout))
+		a.Stderr = base64.StdEncoding.EncodeToString([]byte(res.Stderr))
+		return a
+	}
+	a.StdoutLossy = !utf8.ValidString(res.Stdout)
+	a.StderrLossy = !utf8.ValidString(res.Stderr)
+	return a
+}
+
+// outputOf is res as dockerhost keeps it.
+func outputOf(res *dockerhost.ExecResult) *dockerhost.ExecOutput {
+	return &dockerhost.ExecOutput{ExitCode: res.ExitCode, Stdout: dockerhost.OutputOf([]byte(res.Stdout)), Stderr: dockerhost.OutputOf([]byte(res.Stderr)), DurationMs: res.DurationMs, OOMKilled: res.OOMKilled}
+}
+
 // writeAnswer's bytes are WriteJSON's, for every byte value, invalid and
-// cut UTF-8, the characters encoding/json escapes and both encodings.
+// cut UTF-8, the characters encoding/json escapes and both encodings,
+// read whole or a byte at a time (every rune cut between two reads).
 func TestWriteAnswerSameAsWriteJSON(t *testing.T) {
 	outputs := []string{"", "plain\n", string(binaryInput()), `"q" \ <a href="x">&amp;</a>`, "\u2028\u2029\u2027\u202a", "é😀中", "\xff\xfe\xed\xa0\x80", "\x00x\x00", "hostgate:stdout", stdoutMark + stderrMark}
 	// And strings of random bytes from the ones that matter.
@@ -126,10 +149,14 @@ func TestWriteAnswerSameAsWriteJSON(t *testing.T) {
 	for _, out := range outputs {
 		for _, errOut := range []string{"", out, "\x1b[31mred\x7f"} {
 			for _, enc := range []string{"", encodingUTF8, encodingBase64} {
-				a := answer(&dockerhost.ExecResult{ExitCode: 137, Stdout: out, Stderr: errOut, DurationMs: 12, OOMKilled: true}, enc)
-				want, got := httptest.NewRecorder(), httptest.NewRecorder()
-				gateway.WriteJSON(want, http.StatusOK, a)
-				writeAnswer(got, a)
+				res := &dockerhost.ExecResult{ExitCode: 137, Stdout: out, Stderr: errOut, DurationMs: 12, OOMKilled: true}
+				want, got, gotBytes := httptest.NewRecorder(), httptest.NewRecorder(), httptest.NewRecorder()
+				gateway.WriteJSON(want, http.StatusOK, answer(res, enc))
+				writeAnswer(got, slog.New(slog.DiscardHandler), outputOf(res), enc)
+				writeAnswerFrom(gotBytes, slog.New(slog.DiscardHandler), outputOf(res), iotest.OneByteReader(strings.NewReader(out)), iotest.OneByteReader(strings.NewReader(errOut)), enc)
+				if !bytes.Equal(gotBytes.Body.Bytes(), want.Body.Bytes()) {
+					t.Fatalf("read a byte at a time: stdout %q stderr %q encoding %q:\n got %q\nwant %q", out, errOut, enc, gotBytes.Body, want.Body)
+				}
 				if !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) || got.Code != want.Code {
 					t.Fatalf("stdout %q stderr %q encoding %q:\n got %d %q\nwant %d %q", out, errOut, enc, got.Code, got.Body, want.Code, want.Body)
 				}
@@ -159,11 +186,11 @@ func (c *countingWriter) Write(p []byte) (int, error) { c.n += len(p); return le
 // GiB of allocations and a minute of CPU.
 func TestWriteAnswerStreams(t *testing.T) {
 	out := strings.Repeat("<\x00", 4<<20) // 8 MiB of output, 48 MiB of JSON
-	a := answer(&dockerhost.ExecResult{Stdout: out, Stderr: out}, "")
+	res := outputOf(&dockerhost.ExecResult{Stdout: out, Stderr: out})
 	w := &countingWriter{h: http.Header{}}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	writeAnswer(w, a)
+	writeAnswer(w, slog.New(slog.DiscardHandler), res, "")
 	runtime.ReadMemStats(&after)
 	if w.n < 12*len(out) {
 		t.Fatalf("wrote %d bytes, want at least %d", w.n, 12*len(out))

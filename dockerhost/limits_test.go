@@ -101,17 +101,23 @@ func testLimitDisk(t *testing.T) {
 	}
 }
 
+// provisionOverMemory provisions an execution whose diskBytes is over its
+// memoryBytes, as the seed's own example asks.
+func provisionOverMemory(t *testing.T) (*Docker, *Execution, Resources) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.MemoryBytes, r.DiskBytes = 48<<20, 256<<20
+	return h, provision(t, h, emptyReq(img, r)), r
+}
+
 // A workspace asked larger than memory is held under the memory limit (a
 // tmpfs is memory): filling it gets ENOSPC, not an OOM kill, and the
 // execution goes on. Without the bound dd was killed (137) with the
 // cgroup full, and so was every command after it. /dev/shm, another
 // tmpfs, is held to the same bound.
 func testLimitDiskOverMemory(t *testing.T) {
-	cli, img := engine(t)
-	h := newTestHost(t, cli, nil)
-	r := small()
-	r.MemoryBytes, r.DiskBytes = 48<<20, 256<<20
-	ex := provision(t, h, emptyReq(img, r))
+	h, ex, r := provisionOverMemory(t)
 	if ex.WorkspaceBytes != WorkspaceSize(r) || ex.WorkspaceBytes >= r.DiskBytes {
 		t.Fatalf("workspaceBytes %d, want the size applied, %d (diskBytes %d)", ex.WorkspaceBytes, WorkspaceSize(r), r.DiskBytes)
 	}
@@ -332,5 +338,36 @@ echo made=$i; true >last`}, TimeoutMs: 90_000})
 	}
 	if res := sh(t, h, ex.ExecutionID, "rm -rf /dev/shm/many && echo ok"); res.Stdout != "ok\n" {
 		t.Fatalf("after the files in /dev/shm: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// A workspace asked larger than memory, filled with data and then with
+// empty files, and /dev/shm filled the same, ends in ENOSPC each time and
+// the sandbox keeps answering. Its size bounded the data and its
+// nr_inodes the files, each alone, at more than the memory limit together:
+// the files took the sandbox past its limit and the OOM killer took the
+// commands (found by the sandboxmem audit).
+func testLimitDataAndInodes(t *testing.T) {
+	h, ex, _ := provisionOverMemory(t)
+	fill := func(dir string) string {
+		return `dd if=/dev/zero of=` + dir + `/big bs=1M count=300 2>&1
+mkdir ` + dir + `/many && cd ` + dir + `/many || exit 1
+i=0; while true 2>/dev/null >f$i; do i=$((i+1)); done
+echo made=$i; cd /; true >` + dir + `/many/last`
+	}
+	for _, dir := range []string{"/workspace", "/dev/shm"} {
+		res, err := h.Exec(testCtx(t, 2*time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", fill(dir)}, TimeoutMs: 90_000})
+		if err != nil || res.ExitCode == 0 || res.OOMKilled || !strings.Contains(res.Stdout, "No space left on device") || !strings.Contains(res.Stderr, "No space left on device") {
+			t.Fatalf("%s filled with data, then empty files: %v %+v, want ENOSPC for both and no OOM kill", dir, err, res)
+		}
+		t.Logf("%s: %s", dir, strings.TrimSpace(res.Stdout))
+	}
+	res := sh(t, h, ex.ExecutionID, `echo ok; grep -E '^(total_)?(rss|shmem|cache) ' /sys/fs/cgroup/memory/memory.stat; cat /sys/fs/cgroup/memory/memory.usage_in_bytes`)
+	if !strings.HasPrefix(res.Stdout, "ok\n") || res.ExitCode != 0 || res.OOMKilled {
+		t.Fatalf("a command in the full sandbox: exit %d, oomKilled %v, %q %q", res.ExitCode, res.OOMKilled, res.Stdout, res.Stderr)
+	}
+	t.Logf("full: %s", strings.ReplaceAll(res.Stdout, "\n", "; "))
+	if res := sh(t, h, ex.ExecutionID, "rm -rf /workspace/big /workspace/many /dev/shm/big /dev/shm/many && echo ok"); res.Stdout != "ok\n" {
+		t.Fatalf("after the fill: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }

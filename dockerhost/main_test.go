@@ -40,6 +40,7 @@ var engineTests = []struct {
 	{"LimitOutput", testLimitOutput},
 	{"LimitContainerLog", testLimitContainerLog},
 	{"LimitInodes", testLimitInodes},
+	{"LimitDataAndInodes", testLimitDataAndInodes},
 	{"TimeoutDestroys", testTimeoutDestroys},
 	{"AbortDestroys", testAbortDestroys},
 	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},

@@ -400,9 +400,27 @@ const defaultShmSize = 64 << 20
 // processes (its agent first, the largest), and the full tmpfs kept every
 // process started after from running. A diskBytes over memoryBytes is
 // accepted, as the seed's own example asks for one, and gets ENOSPC at
-// memoryBytes less workspaceHeadroom.
+// its part of workspaceShare: all of it but the inodes'
+// workspaceInodeRatio keeps.
 func WorkspaceSize(r Resources) int64 {
-	return max(minResources.DiskBytes, min(r.DiskBytes, r.MemoryBytes-workspaceHeadroom(r.MemoryBytes)))
+	share := workspaceShare(r)
+	data := share - share*tmpfsInodeBytes/(workspaceInodeRatio+tmpfsInodeBytes)
+	// Whole pages: the kernel rounds a tmpfs's size up to one.
+	return max(minResources.DiskBytes, min(r.DiskBytes, data&^(4096-1)))
+}
+
+// workspaceShare is the memory the workspace's data and its inodes share:
+// the limit less half the headroom, left to processes, and less all that
+// /dev/shm may hold. A tmpfs's size bounds its data pages and nr_inodes
+// its inodes, each alone: with the data bound at the limit less the
+// headroom and the inode bound at the limit less half of it, a command
+// that filled the data of a workspace asked larger than memory and then
+// made empty files took the sandbox past its limit, and the OOM killer
+// took its agent and every command after. Both bounds are cut from this
+// one share, so the two together fit it.
+func workspaceShare(r Resources) int64 {
+	h := workspaceHeadroom(r.MemoryBytes)
+	return r.MemoryBytes - h/2 - shmSize(r) - shmInodes(r)*tmpfsInodeBytes
 }
 
 // workspaceHeadroom is the memory kept for processes when the workspace
@@ -418,16 +436,21 @@ func workspaceHeadroom(memoryBytes int64) int64 {
 // charged 1166 bytes per empty file and 1035 per directory.
 const tmpfsInodeBytes = 1536
 
-// WorkspaceInodes is the /workspace tmpfs's nr_inodes. Its size bounds
-// data pages only, and by default a tmpfs allows half the host's RAM
-// pages in inodes: a loop of empty files filled a 256 MiB sandbox's memory
-// limit, after which every command was OOM-killed at once (exit 137), the
-// agent too, and no command could remove them. With this bound those
-// files end in ENOSPC while half the headroom is left to processes. No
-// workspace loses anything by it: more inodes than this could not fit in
-// the memory limit anyway.
+// workspaceInodeRatio is the workspace bytes per inode kept for a
+// workspace whose data takes all it may: mke2fs's default inode_ratio, so
+// such a workspace holds as many files as an ext4 disk of its size.
+const workspaceInodeRatio = 16 << 10
+
+// WorkspaceInodes is the /workspace tmpfs's nr_inodes: what of
+// workspaceShare its data (WorkspaceSize) leaves. Its size bounds data
+// pages only, and by default a tmpfs allows half the host's RAM pages in
+// inodes: a loop of empty files filled a 256 MiB sandbox's memory limit,
+// after which every command was OOM-killed at once (exit 137), the agent
+// too, and no command could remove them. With this bound those files end
+// in ENOSPC, with the data full or not, while half the headroom is left
+// to processes.
 func WorkspaceInodes(r Resources) int64 {
-	return max(1024, (r.MemoryBytes-workspaceHeadroom(r.MemoryBytes)/2)/tmpfsInodeBytes)
+	return max(16, (workspaceShare(r)-WorkspaceSize(r))/tmpfsInodeBytes)
 }
 
 // shmInodes is the /dev/shm tmpfs's nr_inodes: one a page, as many as
@@ -436,9 +459,9 @@ func WorkspaceInodes(r Resources) int64 {
 func shmInodes(r Resources) int64 { return max(1024, shmSize(r)/4096) }
 
 // shmSize is the /dev/shm size: a quarter of the headroom, at most
-// Docker's 64 MiB, and no more than the workspace.
+// Docker's 64 MiB, and no more than the disk asked for.
 func shmSize(r Resources) int64 {
-	return min(workspaceHeadroom(r.MemoryBytes)/4, defaultShmSize, WorkspaceSize(r))
+	return min(workspaceHeadroom(r.MemoryBytes)/4, defaultShmSize, r.DiskBytes)
 }
 
 // ContainerConfig builds the hardened container for a validated request,

@@ -165,7 +165,7 @@ func TestContainerConfig(t *testing.T) {
 	if strings.Contains(cfg.Labels[LabelSpec], "fast") || !strings.Contains(cfg.Labels[LabelSpec], "MODE") {
 		t.Errorf("spec label must keep env names, not values: %s", cfg.Labels[LabelSpec])
 	}
-	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,nr_inodes=38229,uid=2000000042,gid=2000000042,mode=0700,exec" {
+	if got := hc.Tmpfs[WorkspaceDir]; got != "size=8388608,nr_inodes=29013,uid=2000000042,gid=2000000042,mode=0700,exec" {
 		t.Errorf("workspace tmpfs %q", got)
 	}
 	if got := hc.Tmpfs["/dev/shm"]; got != "size=4194304,nr_inodes=1024,mode=1777,nosuid,nodev,noexec" {
@@ -177,20 +177,40 @@ func TestContainerConfig(t *testing.T) {
 	}
 }
 
+// The workspace and /dev/shm are tmpfs mounts, whose data pages and inodes
+// are charged to the memory limit: all four bounds together leave half
+// the headroom to processes, whatever the disk asked for. Each bound
+// alone did, and a workspace filled with data and then with empty files
+// went past the limit (found by the sandboxmem audit).
+func TestTmpfsBoundsFitMemoryTogether(t *testing.T) {
+	for _, mem := range []int64{minResources.MemoryBytes, 8 << 20, 20 << 20, 48 << 20, 64 << 20, 256 << 20, 512 << 20, 4 << 30, 64 << 30} {
+		for _, disk := range []int64{minResources.DiskBytes, 8 << 20, mem / 2, mem, 4 * mem} {
+			r := Resources{MemoryBytes: mem, DiskBytes: disk}
+			all := WorkspaceSize(r) + WorkspaceInodes(r)*tmpfsInodeBytes + shmSize(r) + shmInodes(r)*tmpfsInodeBytes
+			if left := mem - all; left < workspaceHeadroom(mem)/2 {
+				t.Errorf("memory %d, disk %d: the tmpfs mounts may hold %d, leaving %d to processes, want at least %d", mem, disk, all, left, workspaceHeadroom(mem)/2)
+			}
+			if disk >= mem && WorkspaceInodes(r) < WorkspaceSize(r)/workspaceInodeRatio {
+				t.Errorf("memory %d, disk %d: %d inodes for %d bytes, want one per %d", mem, disk, WorkspaceInodes(r), WorkspaceSize(r), workspaceInodeRatio)
+			}
+		}
+	}
+}
+
 // The workspace is a tmpfs, charged to the memory limit: it is held under
 // that limit, with room left for processes.
 func TestWorkspaceSize(t *testing.T) {
 	for _, tc := range []struct{ mem, disk, want, shm int64 }{
-		{256 << 20, 64 << 20, 64 << 20, 8 << 20},       // fits: diskBytes
-		{64 << 20, 256 << 20, 48 << 20, 4 << 20},       // over: memory less 16 MiB
-		{32 << 20, 8 << 20, 8 << 20, 4 << 20},          // small memory, smaller disk
-		{16 << 20, 4 << 20, 4 << 20, 2 << 20},          // smaller: half the memory kept
-		{20 << 20, 8 << 20, 8 << 20, 10 << 20 / 4},     // half of 20 MiB kept: the 8 fit
-		{512 << 20, 512 << 20, 448 << 20, 16 << 20},    // equal: memory less an eighth
-		{4 << 30, 10 << 30, 4<<30 - 256<<20, 64 << 20}, // the seed's example: memory less 256 MiB
-		{8 << 20, 1 << 20, 1 << 20, 1 << 20},           // tiny: half of it still holds the disk
-		{8 << 20, 8 << 20, 4 << 20, 1 << 20},           // tiny, disk as large: half
-		{1 << 30, 1 << 20, 1 << 20, 1 << 20},           // small disk, large memory
+		{256 << 20, 64 << 20, 64 << 20, 8 << 20},    // fits: diskBytes
+		{64 << 20, 256 << 20, 48410624, 4 << 20},    // over: its share, less its inodes
+		{32 << 20, 8 << 20, 8 << 20, 4 << 20},       // small memory, smaller disk
+		{16 << 20, 4 << 20, 4 << 20, 2 << 20},       // smaller: half the memory kept
+		{20 << 20, 8 << 20, 8 << 20, 10 << 20 / 4},  // half of 20 MiB kept: the 8 fit
+		{512 << 20, 512 << 20, 439083008, 16 << 20}, // equal: its share, less its inodes
+		{4 << 30, 10 << 30, 3719745536, 64 << 20},   // the seed's example: 3.46 GiB
+		{8 << 20, 1 << 20, 1 << 20, 1 << 20},        // tiny: half of it still holds the disk
+		{8 << 20, 8 << 20, 3354624, 1 << 20},        // tiny, disk as large: under half
+		{1 << 30, 1 << 20, 1 << 20, 1 << 20},        // small disk, large memory
 		{minResources.MemoryBytes, minResources.DiskBytes, minResources.DiskBytes, minResources.DiskBytes},
 	} {
 		r := Resources{MemoryBytes: tc.mem, DiskBytes: tc.disk}

@@ -57,9 +57,10 @@ type Config struct {
 
 // API serves /v1/executions…, /v1/restores and /v1/checkpoints….
 type API struct {
-	ex  Executions
-	cfg Config
-	log *slog.Logger
+	ex      Executions
+	cfg     Config
+	log     *slog.Logger
+	bodyMem bodyMemory // exec bodies in flight
 }
 
 // New returns the API over ex.
@@ -67,7 +68,7 @@ func New(ex Executions, cfg *Config) (*API, error) {
 	if cfg == nil || cfg.Authorize == nil {
 		return nil, errors.New("execapi: Config.Authorize is required")
 	}
-	a := &API{ex: ex, cfg: *cfg, log: cfg.Logger}
+	a := &API{ex: ex, cfg: *cfg, log: cfg.Logger, bodyMem: bodyMemory{limit: ExecBodyMemory}}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -226,6 +227,9 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	held := &heldBody{ReadCloser: r.Body, mem: &a.bodyMem}
+	defer held.release()
+	r.Body = held
 	var body execBody
 	if !decode(w, r, &body, MaxExecBody) {
 		return
@@ -237,6 +241,10 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	ctx, done := keepOnShutdown(r.Context())
 	defer done()
 	out, err := a.ex.ExecOutput(ctx, id, body.ExecRequest)
+	// The command is done with its stdin: a slow reader of the answer
+	// holds none of it.
+	body.Stdin = ""
+	held.release()
 	if err != nil {
 		switch dockerhost.ErrorCode(err) {
 		case dockerhost.CodeTimeout, dockerhost.CodeOutputLimit, dockerhost.CodeAborted, dockerhost.CodeGone:
@@ -434,6 +442,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	}
 	if err == nil {
 		return true
+	}
+	if errors.Is(err, errBodyMemory) {
+		w.Header().Set("Retry-After", "5")
+		gateway.WriteError(w, http.StatusServiceUnavailable, "busy", fmt.Sprintf(
+			"the exec requests in flight hold the %d MiB of memory the gateway keeps for them (their stdin, until their commands end): retry in a few seconds, or send large input as a file over SFTP", ExecBodyMemory>>20))
+		return false
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

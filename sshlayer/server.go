@@ -182,7 +182,8 @@ type Server struct {
 	sshCfg *ssh.ServerConfig
 	env    []string // base environment of child processes
 
-	drainGrace time.Duration // the const drainGrace; tests shorten it
+	drainGrace   time.Duration // the const drainGrace; tests shorten it
+	coalesceWait time.Duration // the const coalesceWait; tests lengthen it
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -258,12 +259,13 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 		}
 	}
 	s := &Server{
-		cfg:        c,
-		log:        c.Logger,
-		listeners:  make(map[net.Listener]struct{}),
-		conns:      make(map[net.Conn]struct{}),
-		bySource:   make(map[string]int),
-		drainGrace: drainGrace,
+		cfg:          c,
+		log:          c.Logger,
+		listeners:    make(map[net.Listener]struct{}),
+		conns:        make(map[net.Conn]struct{}),
+		bySource:     make(map[string]int),
+		drainGrace:   drainGrace,
+		coalesceWait: coalesceWait,
 	}
 	var userName string
 	if u != nil {

@@ -49,6 +49,8 @@ type srvProcess struct {
 	mu     sync.Mutex // guards reaped and closed; held while signalling the group
 	reaped bool       // after this the pgid may belong to someone else
 	closed bool       // outputs (and the PTY master) closed
+
+	wake outputWake // the waiter's cut of the copies' waits at drainGrace
 }
 
 // startProcess starts cmd (or a login shell when cmd is "") for s: as
@@ -177,7 +179,13 @@ func (p *srvProcess) run() {
 	copyOut := func(dst io.Writer, src *os.File) {
 		defer outWG.Done()
 		defer p.wg.Done()
-		copyOutput(dst, src)
+		// A terminal's output is not coalesced: a wait would delay
+		// every screen update, and its big reads are rare.
+		wait := p.s.c.srv.coalesceWait
+		if p.ptmx != nil {
+			wait = 0
+		}
+		copyOutput(dst, src, wait, &p.wake)
 	}
 	outWG.Add(len(p.outputs))
 	p.wg.Add(len(p.outputs) + 2)
@@ -212,11 +220,7 @@ func (p *srvProcess) run() {
 			// without waiting for an EOF that may never come. Closing the
 			// pipe instead would drop that tail when a copy is busy
 			// writing to a slow client.
-			for _, f := range p.outputs {
-				if f.SetReadDeadline(time.Now()) != nil {
-					_ = f.Close()
-				}
-			}
+			p.wake.now(p.outputs)
 			<-drained
 		}
 		t.Stop()
@@ -270,15 +274,64 @@ func copyInput(dst *os.File, src io.Reader) {
 	}
 }
 
+// coalesceMin and coalesceWait: a read of at least coalesceMin bytes
+// that leaves the buffer partly empty is taken for a bulk writer's write
+// (head's 4 KiB writes, stdio's flush of a full buffer), and the copy
+// reads on until the buffer is full or coalesceWait passes without it
+// filling. Without the wait, a copy that outran its writer, as it does
+// whenever the writer gets less CPU than the agent (a loaded machine, a
+// throttled sandbox), sent each 4 KiB write as an SSH packet of its own,
+// and every hop after it paid per packet again: a yamux frame, a
+// WebSocket message, the gateway's relay, the client's decryption and
+// their goroutine wake-ups. From `head -c` at load 15 the agent made
+// 131-164 reads per MiB, against 44 on a quiet machine (issue 7). Smaller
+// reads, such as a shell's prompt or a line of log, are sent at once.
+const (
+	coalesceMin  = 4 << 10
+	coalesceWait = 500 * time.Microsecond
+)
+
+// outputWake lets the waiter end the copies' reads at drainGrace with a
+// deadline of now that a copy's own coalescing deadline must not undo.
+type outputWake struct {
+	mu    sync.Mutex
+	woken bool
+}
+
+// now wakes every copy reading from outputs; a copy that cannot take a
+// deadline is woken by closing its file instead.
+func (w *outputWake) now(outputs []*os.File) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.woken = true
+	for _, f := range outputs {
+		if f.SetReadDeadline(time.Now()) != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// setDeadline sets src's read deadline to t unless the waiter woke the
+// copies; it reports whether it did.
+func (w *outputWake) setDeadline(src *os.File, t time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.woken && src.SetReadDeadline(t) == nil
+}
+
 // copyOutput copies a command's output to the channel until EOF (EIO for
-// a PTY master), a failed write, or a read deadline; after the deadline it
-// copies what is left in the pipe without waiting for more.
-func copyOutput(dst io.Writer, src *os.File) {
+// a PTY master), a failed write, or the waiter's wake; after the wake it
+// copies what is left in the pipe without waiting for more. With wait > 0
+// it coalesces a bulk writer's writes (see coalesceMin).
+func copyOutput(dst io.Writer, src *os.File, wait time.Duration, w *outputWake) {
 	bp := outputBufs.Get().(*[]byte)
 	defer outputBufs.Put(bp)
 	buf := *bp
 	for {
 		n, err := src.Read(buf)
+		if wait > 0 && err == nil && n >= coalesceMin && n < len(buf) {
+			n, err = fillOutput(src, buf, n, wait, w)
+		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -292,6 +345,29 @@ func copyOutput(dst io.Writer, src *os.File) {
 			return
 		}
 	}
+}
+
+// fillOutput reads on into buf[n:] until buf is full or wait passes
+// without it filling, and returns buf's new length. An error other than
+// its own deadline's (EOF, the waiter's wake) is returned with the bytes
+// read before it.
+func fillOutput(src *os.File, buf []byte, n int, wait time.Duration, w *outputWake) (int, error) {
+	if !w.setDeadline(src, time.Now().Add(wait)) {
+		return n, nil // woken (the next read says so), or no deadlines
+	}
+	var err error
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = src.Read(buf[n:])
+		n += m
+	}
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, err
+	}
+	// Ours, or the waiter's: setDeadline leaves the waiter's in place, and
+	// the next read returns it.
+	w.setDeadline(src, time.Time{})
+	return n, nil
 }
 
 // maxDrain bounds what drainOutput copies: a pipe holds 64 KiB by default,

@@ -280,6 +280,17 @@ func TestRestoreNamesStoreDamage(t *testing.T) {
 	}
 }
 
+// A restore that names no checkpoint is told the field is missing, not
+// that an empty id has the wrong form.
+func TestRestoreWithoutCheckpointID(t *testing.T) {
+	h := fakeHost(t, &fakeDocker{}, time.Now())
+	_, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{})
+	var de *Error
+	if !errors.As(err, &de) || de.Code != CodeInvalidRequest || de.Field != "checkpointId" || !strings.Contains(de.Message, "is required") {
+		t.Fatalf("restore of {}: %v, want invalid_request saying checkpointId is required", err)
+	}
+}
+
 // A checkpoint taken when the least pids was 8 restores: a restore cannot
 // change its resources, so it gets the least pids allowed now.
 func TestRestoreRaisesOldPids(t *testing.T) {

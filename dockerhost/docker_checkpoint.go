@@ -115,6 +115,9 @@ const cutCheckpoint = "the checkpoint was cut and nothing of it kept; the execut
 // streamed in, bounded by its recorded size and verified against its
 // sha256. A tampered tar fails and leaves no container.
 func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, error) {
+	if rr.CheckpointID == "" {
+		return nil, invalid("checkpointId", "is required: the id POST /v1/executions/{id}/checkpoints answered")
+	}
 	if !checkpointIDRE.MatchString(rr.CheckpointID) {
 		return nil, invalid("checkpointId", "must be 32 lowercase hex digits")
 	}

@@ -42,11 +42,12 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	fs.BoolVar(&force, "force", false, "renew the certificate and rewrite the known_hosts line even when fresh (after gateway host reset-key)")
 	fs.StringVar(&knownHosts, "known-hosts", "", "a known_hosts file to hold the host's pinned key (empty: leave known_hosts alone)")
 	fs.DurationVar(&minValid, "min-valid", time.Minute, "renew the certificate when it has less than this left")
-	if err := parseUsage(fs, args, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] [--force] HOST"); err != nil {
+	const usage = "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--cert FILE] [--known-hosts FILE] [--min-valid DURATION] [--force] HOST"
+	if err := parseUsage(fs, args, usage); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(sio.err, "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--known-hosts FILE] [--force] HOST")
+		fmt.Fprintln(sio.err, usage)
 		return errUsage
 	}
 	host := fs.Arg(0)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -402,6 +403,19 @@ func TestHelp(t *testing.T) {
 		return b.String()
 	}(), "HOSTGATE_ROLE") {
 		t.Error("token create's help names an environment variable it does not read")
+	}
+	// A usage line that lists its command's flags lists every one: cert's
+	// left out --cert and --min-valid.
+	flagRE := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+	for _, cmd := range []string{"cert", "proxy"} {
+		var out bytes.Buffer
+		_ = run(ctx, stdio{in: strings.NewReader(""), out: &out, err: io.Discard}, []string{cmd, "--help"})
+		usage, _, _ := strings.Cut(out.String(), "\n")
+		for _, m := range flagRE.FindAllStringSubmatch(out.String(), -1) {
+			if !strings.Contains(usage, "[--"+m[1]+"]") && !strings.Contains(usage, "[--"+m[1]+" ") {
+				t.Errorf("gateway %s --help: the usage line %q lacks --%s", cmd, usage, m[1])
+			}
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -213,6 +214,35 @@ func TestVendoredAssetsServed(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != 200 || n == 0 {
 			t.Errorf("%s: %d, %d bytes", p, res.StatusCode, n)
+		}
+	}
+}
+
+// Every asset a page names is served, its icon included: without one a
+// browser asked for /favicon.ico on every page and the gateway logged a
+// 404 for each.
+func TestPagesAssetsServed(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	ref := regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
+	for _, page := range []string{"index.html", "login.html", "terminal.html"} {
+		b, err := static.ReadFile("static/" + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `rel="icon"`) {
+			t.Errorf("%s names no icon", page)
+		}
+		for _, m := range ref.FindAllStringSubmatch(string(b), -1) {
+			res, err := c.Get(srv.URL + m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || n == 0 {
+				t.Errorf("%s names %s: %d, %d bytes", page, m[1], res.StatusCode, n)
+			}
 		}
 	}
 }

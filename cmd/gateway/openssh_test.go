@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -34,34 +35,7 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	ctx := testCtx(t)
 	base, clientTok := startBox(t, "box")
 
-	// What a user does, per the README.
-	api := func(method, path string, body, v any) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+clientTok)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if err := json.NewDecoder(res.Body).Decode(v); err != nil || res.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, err)
-		}
-	}
-	var host struct{ HostPublicKey, HostKey string }
-	api("GET", "/v1/hosts/box", nil, &host)
-	key, err := sshlayer.GenerateSessionKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cert struct{ Certificate string }
-	api("POST", "/v1/hosts/box/certificates", map[string]string{"publicKey": key.PublicKey}, &cert)
-	home := t.TempDir()
+	home, config, env := sshConfig(t, ctx, base, clientTok, "box")
 	write := func(name, data string, mode os.FileMode) string {
 		p := filepath.Join(home, name)
 		if err := os.WriteFile(p, []byte(data), mode); err != nil {
@@ -69,20 +43,6 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 		}
 		return p
 	}
-	keyFile := write("id", string(key.PrivateKey), 0o600)
-	write("id-cert.pub", cert.Certificate+"\n", 0o644)
-	knownHosts := write("known_hosts", "box "+host.HostPublicKey+"\n", 0o644)
-	config := write("config", fmt.Sprintf(`Host box
-  User me
-  ProxyCommand %s proxy %%h
-  IdentityFile %s
-  CertificateFile %s
-  UserKnownHostsFile %s
-  StrictHostKeyChecking yes
-  IdentitiesOnly yes
-  BatchMode yes
-`, os.Args[0], keyFile, keyFile+"-cert.pub", knownHosts), 0o644)
-	env := append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok)
 	runCmd := func(name string, args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, name, args...)
@@ -208,6 +168,100 @@ Host Box3
 	if err == nil || !strings.Contains(string(out), "Executing proxy command") || strings.Contains(string(out), "Could not resolve hostname") {
 		t.Fatalf("ssh with the gateway unreachable: %v\n%s", err, out)
 	}
+}
+
+// TestOpenSSHSaysWhyWhenTheAgentStops: an agent stopped on purpose
+// (SIGTERM, a systemctl restart: its context ends) closed each SSH
+// connection before its tunnel, so the gateway took the session for one
+// that had ended by itself, and ssh showed only "Connection closed". The
+// tunnel now ends first, and ssh's stderr names the host and the cause.
+func TestOpenSSHSaysWhyWhenTheAgentStops(t *testing.T) {
+	sshPath, err := exec.LookPath("ssh")
+	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
+	ctx := testCtx(t)
+	base, agentTok, clientTok := serveHost(t, ctx, "box")
+	stopAgent := runAgent(t, ctx, base, agentTok)
+	defer stopAgent()
+	_, config, env := sshConfig(t, ctx, base, clientTok, "box")
+	cmd := exec.CommandContext(ctx, sshPath, "-F", config, "box", "echo ready; sleep 60")
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("ssh's first line %q %v\n%s", line, err, stderr.String())
+	}
+	stopAgent()
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err == nil {
+		t.Error("ssh exited 0 when the host's agent stopped under its command")
+	}
+	if want := "host box: its agent disconnected from the gateway"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("ssh's stderr %q lacks %q", stderr.String(), want)
+	}
+}
+
+// sshConfig does what a user does, per the README: a session key, its
+// certificate for host, the host's pinned key in known_hosts, and an
+// ssh_config whose ProxyCommand is `gateway proxy` (this test binary). It
+// returns the directory holding them, the config and ssh's environment.
+func sshConfig(t *testing.T, ctx context.Context, base, clientTok, hostID string) (home, config string, env []string) {
+	t.Helper()
+	api := func(method, path string, body, v any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, rd)
+		req.Header.Set("Authorization", "Bearer "+clientTok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(v); err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, err)
+		}
+	}
+	var host struct{ HostPublicKey, HostKey string }
+	api("GET", "/v1/hosts/"+hostID, nil, &host)
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cert struct{ Certificate string }
+	api("POST", "/v1/hosts/"+hostID+"/certificates", map[string]string{"publicKey": key.PublicKey}, &cert)
+	home = t.TempDir()
+	write := func(name, data string, mode os.FileMode) string {
+		p := filepath.Join(home, name)
+		if err := os.WriteFile(p, []byte(data), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	keyFile := write("id", string(key.PrivateKey), 0o600)
+	write("id-cert.pub", cert.Certificate+"\n", 0o644)
+	knownHosts := write("known_hosts", hostID+" "+host.HostPublicKey+"\n", 0o644)
+	config = write("config", fmt.Sprintf(`Host %s
+  User me
+  ProxyCommand %s proxy %%h
+  IdentityFile %s
+  CertificateFile %s
+  UserKnownHostsFile %s
+  StrictHostKeyChecking yes
+  IdentitiesOnly yes
+  BatchMode yes
+`, hostID, os.Args[0], keyFile, keyFile+"-cert.pub", knownHosts), 0o644)
+	env = append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok)
+	return home, config, env
 }
 
 // startBox runs `gateway serve` with host id enrolled by an in-process

@@ -366,6 +366,12 @@ func TestAgentStopsCleanly(t *testing.T) {
 		if err == nil || (errors.As(err, &ee) && ee.Code == 0) {
 			t.Fatalf("the caller's command reports success after its agent stopped: %v", err)
 		}
+		// The tunnel ends before the agent's SSH connections, so the
+		// caller learns why: a connection that closed first made it a
+		// plain "connection lost: EOF" in about 1 run of 3.
+		if err == nil || !strings.Contains(err.Error(), "host alpha: its agent disconnected") {
+			t.Errorf("the caller's error after its agent stopped: %v, want it to say the host's agent disconnected", err)
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the caller's command still waits 60s after its agent stopped")
 	}

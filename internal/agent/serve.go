@@ -176,13 +176,21 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 		_ = conn.Close()
 		return func() {}, fmt.Errorf("agent: mux: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
+	// The SSH connections end only after the tunnel: when the agent
+	// stops (SIGTERM), a connection that closed first sent its stream's
+	// FIN ahead of the tunnel's end, and the gateway took the session for
+	// one that ended by itself, so `gateway proxy` could not say the
+	// host's agent had gone (e2e TestAgentStopsCleanly).
+	connCtx, cancelConns := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		_ = sess.Close()
+		cancelConns()
+	})
 	var wg sync.WaitGroup
 	defer func() {
 		stop()
-		cancel() // ends every ServeConn of this tunnel
 		_ = sess.Close()
+		cancelConns() // ends every ServeConn of this tunnel
 	}()
 	for {
 		st, err := sess.AcceptStream()
@@ -200,7 +208,7 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 		done := first
 		first = nil
 		wg.Go(func() {
-			err := srv.ServeConn(ctx, st) // the server logs failures
+			err := srv.ServeConn(connCtx, st) // the server logs failures
 			if done != nil {
 				done(err == nil, sess)
 			}

@@ -71,7 +71,10 @@ func passedThrough(in []byte) []byte {
 	var out []byte
 	for len(in) >= sftpHeaderSize {
 		n := binary.BigEndian.Uint32(in)
-		if (in[4] == fxpSymlink || in[4] == fxpRealpath || ourExtension(in)) && n >= 1 && n <= sftpCompatMax {
+		// The extension's name is looked for inside the packet only, as
+		// the server does: a name cut by the packet's end is not ours.
+		pkt := in[:min(uint64(len(in)), 4+uint64(n))]
+		if (in[4] == fxpSymlink || in[4] == fxpRealpath || ourExtension(pkt)) && n >= 1 && n <= sftpCompatMax {
 			if uint64(len(in)) < 4+uint64(n) {
 				break
 			}

@@ -103,6 +103,26 @@ func srvOpenSSHServer(t *testing.T, cfg *ServerConfig) (*TestServer, *srvOpenSSH
 	return ts, srvNewOpenSSH(t, ts.Port, ts.HostPublicKey, ts.ClientKey)
 }
 
+// srvSFTPServer starts a server in a new directory, which it returns with
+// a function that runs an sftp batch script (given on stdin) against it
+// and fails the test if sftp does.
+func srvSFTPServer(t *testing.T) (remote string, sftp func(script string) string) {
+	t.Helper()
+	srvNeedOpenSSH(t, "sftp")
+	remote = t.TempDir()
+	_, o := srvOpenSSHServer(t, &ServerConfig{Dir: remote})
+	return remote, func(script string) string {
+		t.Helper()
+		cmd := o.command(srvTestCtx(t), "sftp", "-b", "-", "hostgate@127.0.0.1")
+		cmd.Stdin = strings.NewReader(script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sftp %q: %v\n%s", script, err, out)
+		}
+		return string(out)
+	}
+}
+
 func TestOpenSSHExec(t *testing.T) {
 	t.Parallel()
 	_, o := srvOpenSSHServer(t, nil)
@@ -201,6 +221,41 @@ func TestOpenSSHSFTP(t *testing.T) {
 	}
 	if want := `Server supports extension "expand-path@openssh.com"`; !bytes.Contains(out, []byte(want)) {
 		t.Errorf("want %q in\n%s", want, out)
+	}
+}
+
+// TestOpenSSHSFTPRmdirKeepsFiles: OpenSSH's sftp `rmdir FILE` deleted the
+// file and `rm DIR` the directory (pkg/sftp's server does both with
+// os.Remove); against OpenSSH's sftp-server each fails and deletes
+// nothing, and so it does here.
+func TestOpenSSHSFTPRmdirKeepsFiles(t *testing.T) {
+	t.Parallel()
+	remote, sftpBatch := srvSFTPServer(t)
+	file, dir := filepath.Join(remote, "file"), filepath.Join(remote, "dir")
+	if err := os.WriteFile(file, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// "-": a failing command does not end the batch.
+	out := sftpBatch("-rmdir file\n-rm dir\n")
+	for _, want := range []string{`remote rmdir "` + file + `": No such file or directory`, "remote delete " + dir + ": Failure"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sftp output lacks %q (OpenSSH's sftp-server's answer):\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("sftp rmdir on a file deleted it: %v", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("sftp rm on a directory deleted it: %v", err)
+	}
+	sftpBatch("rm file\nrmdir dir\n")
+	for _, p := range []string{file, dir} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there after rm and rmdir: %v", p, err)
+		}
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 // other status codes are in sftp_provider.go).
 const (
 	fxpVersion  = 2
+	fxpRemove   = 13
+	fxpRmdir    = 15
 	fxpRealpath = 16
 	fxpSymlink  = 20
 	fxpStatus   = 101
@@ -32,13 +34,17 @@ const (
 )
 
 // sftpCompat sits between a session channel and pkg/sftp's server and
-// answers the two requests pkg/sftp answers differently from OpenSSH's
+// answers the requests pkg/sftp answers differently from OpenSSH's
 // sftp-server, which clients (ours included) are written against:
 //   - SYMLINK: pkg/sftp resolves a relative target against its working
 //     directory, so a link to "target" pointed at DIR/target wherever the
 //     link was; the target is stored as given, as ln -s and OpenSSH do.
 //   - REALPATH: pkg/sftp only cleans the path; OpenSSH resolves symlinks
 //     (realpath(3)), the last component being allowed not to exist.
+//   - REMOVE and RMDIR: pkg/sftp does both with os.Remove, which deletes
+//     a file or an empty directory, so OpenSSH's `sftp rmdir FILE`
+//     deleted the file; they are unlink(2) and rmdir(2), as OpenSSH's, and
+//     a client that means either (pkg/sftp's Client.Remove) tries both.
 //
 // It answers posix-rename@openssh.com itself, with rename(2): pkg/sftp
 // uses os.Rename, which refuses to replace a directory, even an empty one.
@@ -51,7 +57,7 @@ const (
 // that was slower both ways (256 MiB through `agent serve --listen`, six
 // alternating runs: get 1.05×, put 1.12× the time).
 //
-// Every other packet passes through untouched. The two are done only once
+// Every other packet passes through untouched. Ours are done only once
 // pkg/sftp has answered every request before them (both servers act in
 // request order), and answered between pkg/sftp's packets, never inside
 // one.
@@ -60,6 +66,8 @@ type sftpCompat struct {
 	dir     string                          // relative paths are relative to it (pkg/sftp's working directory)
 	symlink func(target, link string) error // os.Symlink; tests replace it
 	rename  func(from, to string) error     // rename(2); tests replace it
+	unlink  func(name string) error         // unlink(2), for REMOVE; tests replace it
+	rmdir   func(name string) error         // rmdir(2), for RMDIR; tests replace it
 
 	// Read side, used only by pkg/sftp's reading goroutine.
 	buf      []byte // read from ch, not yet handed on
@@ -79,7 +87,7 @@ type sftpCompat struct {
 }
 
 func newSFTPCompat(ch io.ReadWriteCloser, dir string) *sftpCompat {
-	c := &sftpCompat{ch: ch, dir: dir, symlink: os.Symlink, rename: syscall.Rename}
+	c := &sftpCompat{ch: ch, dir: dir, symlink: os.Symlink, rename: syscall.Rename, unlink: syscall.Unlink, rmdir: syscall.Rmdir}
 	c.wcond = sync.NewCond(&c.wmu)
 	return c
 }
@@ -120,7 +128,7 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 				}
 				continue
 			}
-			if typ != fxpSymlink && typ != fxpRealpath && !ourExtension(c.buf[:min(len(c.buf), 4+int(length))]) || length < 1 || length > sftpCompatMax {
+			if !answered(typ) && !ourExtension(c.buf[:min(len(c.buf), 4+int(length))]) || length < 1 || length > sftpCompatMax {
 				c.passLeft = 4 + int(length)
 				c.wmu.Lock()
 				c.passed++
@@ -164,10 +172,16 @@ func (c *sftpCompat) fill() error {
 	return err
 }
 
-// answer handles one SYMLINK or REALPATH packet (type byte first), once
-// pkg/sftp has answered every request before it: both servers act on
-// requests in order (a MKDIR then a SYMLINK into it, sent together, must
-// find the directory).
+// answered reports whether sftpCompat answers requests of type typ
+// (EXTENDED ones only when ourExtension).
+func answered(typ byte) bool {
+	return typ == fxpSymlink || typ == fxpRealpath || typ == fxpRemove || typ == fxpRmdir
+}
+
+// answer handles one packet answered or ourExtension picked (type byte
+// first), once pkg/sftp has answered every request before it: both
+// servers act on requests in order (a MKDIR then a SYMLINK into it, sent
+// together, must find the directory).
 func (c *sftpCompat) answer(pkt []byte) error {
 	c.wmu.Lock()
 	for c.werr == nil && c.sent < c.passed {
@@ -210,6 +224,21 @@ func (c *sftpCompat) answer(pkt []byte) error {
 		}
 		// OpenSSH's order: the target, then the link.
 		if err := c.symlink(target, c.local(link)); err != nil {
+			return c.writeStatus(id, statusCode(err), err.Error())
+		}
+		return c.writeStatus(id, fxOK, "")
+	case fxpRemove, fxpRmdir:
+		name, _, ok := sftpString(rest)
+		if !ok {
+			return c.writeStatus(id, fxBadMessage, "malformed REMOVE or RMDIR")
+		}
+		remove := c.unlink
+		if typ == fxpRmdir {
+			remove = c.rmdir
+		}
+		// OpenSSH's answer to a directory given to REMOVE (EISDIR) and to
+		// a non-empty one given to RMDIR is a plain failure, as here.
+		if err := remove(c.local(name)); err != nil {
 			return c.writeStatus(id, statusCode(err), err.Error())
 		}
 		return c.writeStatus(id, fxOK, "")

@@ -66,7 +66,7 @@ func fakeSFTP(c *sftpCompat) []byte {
 }
 
 // passedThrough is what sftpCompat should hand on from in: every packet
-// but whole SYMLINK, REALPATH and expand-path ones of a sane size.
+// but whole ones of a sane size that sftpCompat answers itself.
 func passedThrough(in []byte) []byte {
 	var out []byte
 	for len(in) >= sftpHeaderSize {
@@ -74,7 +74,7 @@ func passedThrough(in []byte) []byte {
 		// The extension's name is looked for inside the packet only, as
 		// the server does: a name cut by the packet's end is not ours.
 		pkt := in[:min(uint64(len(in)), 4+uint64(n))]
-		if (in[4] == fxpSymlink || in[4] == fxpRealpath || ourExtension(pkt)) && n >= 1 && n <= sftpCompatMax {
+		if (answered(in[4]) || ourExtension(pkt)) && n >= 1 && n <= sftpCompatMax {
 			if uint64(len(in)) < 4+uint64(n) {
 				break
 			}
@@ -106,8 +106,8 @@ func readPackets(t *testing.T, b []byte) [][]byte {
 	return out
 }
 
-// Every packet but SYMLINK and REALPATH reaches pkg/sftp byte for byte and
-// in order, however the channel splits them; those two are answered.
+// Every packet but those sftpCompat answers (SYMLINK, REALPATH, …) reaches
+// pkg/sftp byte for byte and in order, however the channel splits them.
 func TestSFTPCompatPassesOthersThrough(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "target"), []byte("x"), 0o644); err != nil {
@@ -124,7 +124,7 @@ func TestSFTPCompatPassesOthersThrough(t *testing.T) {
 		rawPacket(fxpRealpath, 11, str("no/such/dir/x")),    // answered: no such file
 	} {
 		in.Write(p)
-		if p[4] != fxpSymlink && p[4] != fxpRealpath {
+		if !answered(p[4]) {
 			want.Write(p)
 		}
 	}
@@ -218,15 +218,19 @@ func FuzzSFTPCompat(f *testing.F) {
 	f.Add(rawPacket(fxpExtended, 1, str("statvfs@openssh.com"), str("/")))
 	f.Add(rawPacket(fxpSymlink, 1, str("a"), str("b")))
 	f.Add(rawPacket(fxpRealpath, 2, str(".")))
+	f.Add(rawPacket(fxpRemove, 1, str("a")))
+	f.Add(rawPacket(fxpRmdir, 1, str("/")))
 	f.Add(append(rawPacket(fxpRealpath, 3, []byte{0, 0, 0, 9}), rawPacket(5, 4, str("x"))...))
 	f.Add([]byte{0, 0, 0, 1, fxpSymlink})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, fxpRealpath, 1, 2})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ch := &fakeChannel{in: bytes.NewReader(in)}
 		c := newSFTPCompat(ch, t.TempDir())
-		// Names come from the fuzzer: never create or move anything.
+		// Names come from the fuzzer: never create, move or delete anything.
 		c.symlink = func(target, link string) error { return os.ErrPermission }
 		c.rename = func(from, to string) error { return os.ErrPermission }
+		c.unlink = func(string) error { return os.ErrPermission }
+		c.rmdir = func(string) error { return os.ErrPermission }
 		got := fakeSFTP(c) // a malformed packet may end the stream early
 		if want := passedThrough(in); !bytes.HasPrefix(want, got) {
 			t.Fatalf("handed on %x, not a prefix of the packets to pass %x", got, want)

@@ -59,13 +59,19 @@ type srvProcess struct {
 func startProcess(s *session, cmd string) (*srvProcess, error) {
 	cfg := &s.c.srv.cfg
 	env := append(append([]string(nil), s.c.srv.env...), s.env...)
-	// SSH_CONNECTION and SSH_CLIENT, as sshd sets them, for TCP peers.
+	// SSH_CONNECTION and SSH_CLIENT, as sshd sets them. Over a transport
+	// without addresses (a gateway's yamux stream, stdio) sshd -i names
+	// each end "UNKNOWN 65535", and so does this: programs and shell
+	// profiles test them to know they run over SSH (tmux, prompts, gpg's
+	// pinentry), and without them a session through the gateway looked local.
 	ra, rok := s.c.sc.RemoteAddr().(*net.TCPAddr)
 	la, lok := s.c.sc.LocalAddr().(*net.TCPAddr)
 	if rok && lok {
 		env = append(env,
 			fmt.Sprintf("SSH_CONNECTION=%s %d %s %d", ra.IP, ra.Port, la.IP, la.Port),
 			fmt.Sprintf("SSH_CLIENT=%s %d %d", ra.IP, ra.Port, la.Port))
+	} else {
+		env = append(env, "SSH_CONNECTION=UNKNOWN 65535 UNKNOWN 65535", "SSH_CLIENT=UNKNOWN 65535 65535")
 	}
 	if cmd != "" && s.pty == nil && s.c.srv.dash && !cfg.AlwaysShell {
 		if d, ok := directCommand(cmd, cfg.Dir, env); ok {

@@ -76,6 +76,29 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	}
 }
 
+// TestOpenSSHSessionNamesItsConnection: a command run through `gateway
+// proxy` had no SSH_CONNECTION or SSH_CLIENT, which scripts, prompts and
+// tmux test to know they run over SSH, so it looked like a local one.
+// OpenSSH's sshd on a transport without addresses (sshd -i on a pipe) sets
+// both to UNKNOWN and port 65535; so does the agent, whose end of the
+// gateway's stream has no address either.
+func TestOpenSSHSessionNamesItsConnection(t *testing.T) {
+	sshPath, err := exec.LookPath("ssh")
+	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
+	ctx := testCtx(t)
+	base, clientTok := startBox(t, "box")
+	_, config, env := sshConfig(t, ctx, base, clientTok, "box")
+	cmd := exec.CommandContext(ctx, sshPath, "-F", config, "box", `echo "$SSH_CONNECTION|$SSH_CLIENT"`)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh: %v\n%s", err, out)
+	}
+	if want := "UNKNOWN 65535 UNKNOWN 65535|UNKNOWN 65535 65535\n"; string(out) != want {
+		t.Errorf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want sshd's %q", out, want)
+	}
+}
+
 // TestOpenSSHCertMatchExec runs the README's renewing config with real
 // OpenSSH: `Match exec "gateway cert …"` makes the session key, renews its
 // certificate when it is short of --min-valid and writes the host's pinned

@@ -80,7 +80,7 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 		c.idle.Stop()
 	}
 	for k, f := range c.forwards {
-		_ = f.ln.Close()
+		f.close()
 		delete(c.forwards, k)
 	}
 	c.mu.Unlock()

@@ -41,13 +41,21 @@ type tcpipForwardMsg struct {
 	Port uint32
 }
 
-// remoteForward is one tcpip-forward listener. Its accept loop is owned by
-// the connection's wait group and ends when ln is closed.
+// remoteForward is one tcpip-forward listener, or two. Their accept loops
+// are owned by the connection's wait group and end when close closes them.
 type remoteForward struct {
 	ln   net.Listener
-	addr string // the address as the client asked, echoed in forwarded-tcpip; a socket path for a Unix socket
-	port uint32 // the bound port
-	unix bool   // a streamlocal-forward@openssh.com forward: ln is a Unix socket at addr
+	ln6  net.Listener // [::1] at ln's port, when the forward is "localhost" (loopbackPair); else nil
+	addr string       // the address as the client asked, echoed in forwarded-tcpip; a socket path for a Unix socket
+	port uint32       // the bound port
+	unix bool         // a streamlocal-forward@openssh.com forward: ln is a Unix socket at addr
+}
+
+func (f *remoteForward) close() {
+	_ = f.ln.Close()
+	if f.ln6 != nil {
+		_ = f.ln6.Close()
+	}
 }
 
 // directTCPIP dials the target first and only then accepts the channel, so
@@ -174,7 +182,8 @@ func parseTCPIPForward(payload []byte) (tcpipForwardMsg, error) {
 }
 
 // bindAddr maps the address a client asked to listen on to the one used:
-// loopback unless AllowRemoteBind (sshd's GatewayPorts).
+// loopback unless AllowRemoteBind (sshd's GatewayPorts). With loopbackPair
+// it is also listened on at [::1].
 func (c *serverConn) bindAddr(addr string) string {
 	if c.srv.cfg.AllowRemoteBind {
 		switch addr {
@@ -189,6 +198,15 @@ func (c *serverConn) bindAddr(addr string) string {
 		return addr
 	}
 	return "127.0.0.1"
+}
+
+// loopbackPair reports whether a forward the client asked at addr is
+// sshd's "localhost": 127.0.0.1 and [::1] at one port. ssh -R PORT:… asks
+// for "localhost" and, under GatewayPorts no, any address but a loopback
+// one is taken for it; a program on the host that tries only ::1 for
+// localhost (Node before 20 did) found nothing at 127.0.0.1 alone.
+func (c *serverConn) loopbackPair(addr string) bool {
+	return c.bindAddr(addr) == "127.0.0.1" && addr != "127.0.0.1"
 }
 
 // tcpipForward starts a remote forward; with port 0 the reply carries the
@@ -213,22 +231,38 @@ func (c *serverConn) tcpipForward(payload []byte) (bool, []byte) {
 	}
 	port := uint32(ln.Addr().(*net.TCPAddr).Port)
 	f := &remoteForward{ln: ln, addr: m.Addr, port: port}
+	if c.loopbackPair(m.Addr) {
+		// As sshd: the second address is best effort (a sandbox has no
+		// IPv6, and ::1 may hold the port), the forward stands on the first.
+		ln6, err := lc.Listen(c.ctx, "tcp", net.JoinHostPort("::1", strconv.FormatUint(uint64(port), 10)))
+		if err != nil {
+			c.log.Debug("tcpip-forward listen on ::1 failed", "port", port, "err", err)
+		}
+		f.ln6 = ln6
+	}
 	key := forwardKey(m.Addr, port)
 	c.mu.Lock()
 	if _, dup := c.forwards[key]; dup || c.ctx.Err() != nil {
 		c.mu.Unlock()
-		_ = ln.Close()
+		f.close()
 		return false, nil
 	}
 	c.forwards[key] = f
 	c.mu.Unlock()
 	c.activity(0) // a forward counts as activity for the idle timer
-	c.log.Info("tcpip-forward", "listen", ln.Addr().String())
+	c.log.Info("tcpip-forward", "listen", ln.Addr().String(), "ipv6", f.ln6 != nil)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.acceptForward(f)
+		c.acceptForward(f, f.ln)
 	}()
+	if f.ln6 != nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.acceptForward(f, f.ln6)
+		}()
+	}
 	var reply []byte
 	if m.Port == 0 {
 		reply = ssh.Marshal(struct{ Port uint32 }{port})
@@ -258,7 +292,7 @@ func (c *serverConn) cancelForward(key string) bool {
 	if !ok {
 		return false
 	}
-	_ = f.ln.Close()
+	f.close()
 	c.activity(0)
 	return true
 }
@@ -301,7 +335,7 @@ func (c *serverConn) streamLocalForward(payload []byte) bool {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.acceptForward(f)
+		c.acceptForward(f, f.ln)
 	}()
 	return true
 }
@@ -389,10 +423,10 @@ func (l *unlinkingListener) Close() error {
 
 // acceptForward opens a forwarded-tcpip (forwarded-streamlocal@openssh.com
 // for a Unix socket) channel to the client for every connection accepted
-// on f, until f's listener closes.
-func (c *serverConn) acceptForward(f *remoteForward) {
+// on ln, one of f's listeners, until it closes.
+func (c *serverConn) acceptForward(f *remoteForward, ln net.Listener) {
 	for {
-		tc, err := f.ln.Accept()
+		tc, err := ln.Accept()
 		if err != nil {
 			return
 		}

@@ -349,13 +349,23 @@ func TestOpenSSHRemoteForward(t *testing.T) {
 			port = m[1]
 		}
 	}
-	for range 3 {
-		conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
-		if err != nil {
-			t.Fatal(err)
+	// -R PORT:… is sshd's "localhost": 127.0.0.1 and ::1 (where the
+	// machine has it). Only 127.0.0.1 was listened on, so a program on the
+	// host that tried ::1 for localhost alone found nothing.
+	hosts := []string{"127.0.0.1"}
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		_ = ln.Close()
+		hosts = append(hosts, "::1")
+	}
+	for _, host := range hosts {
+		for range 3 {
+			conn, err := net.Dial("tcp", net.JoinHostPort(host, port))
+			if err != nil {
+				t.Fatalf("the forward on %s: %v", host, err)
+			}
+			srvEchoRoundTrip(t, conn)
+			_ = conn.Close()
 		}
-		srvEchoRoundTrip(t, conn)
-		_ = conn.Close()
 	}
 }
 

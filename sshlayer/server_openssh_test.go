@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -256,6 +257,30 @@ func TestOpenSSHSFTPRmdirKeepsFiles(t *testing.T) {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is still there after rm and rmdir: %v", p, err)
 		}
+	}
+}
+
+// TestOpenSSHSFTPNamesOwners: OpenSSH's sftp (9.1 and later) formats
+// `ls -l FILE` itself and asks the server to name the owner
+// (users-groups-by-id@openssh.com); pkg/sftp lacks the extension, so it
+// showed "0 0" where sshd shows "root root".
+func TestOpenSSHSFTPNamesOwners(t *testing.T) {
+	t.Parallel()
+	remote, sftpBatch := srvSFTPServer(t)
+	if err := os.WriteFile(filepath.Join(remote, "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Skipf("no name for this uid: %v", err)
+	}
+	group, err := user.LookupGroupId(me.Gid)
+	if err != nil {
+		t.Skipf("no name for this gid: %v", err)
+	}
+	out := sftpBatch("ls -l file\n")
+	if !regexp.MustCompile(`\s` + regexp.QuoteMeta(me.Username) + `\s+` + regexp.QuoteMeta(group.Name) + `\s+1 `).MatchString(out) {
+		t.Errorf("ls -l does not name the owner %s and group %s:\n%s", me.Username, group.Name, out)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -220,6 +221,7 @@ func FuzzSFTPCompat(f *testing.F) {
 	f.Add(rawPacket(fxpRealpath, 2, str(".")))
 	f.Add(rawPacket(fxpRemove, 1, str("a")))
 	f.Add(rawPacket(fxpRmdir, 1, str("/")))
+	f.Add(rawPacket(fxpExtended, 1, str(extUsersGroupsByID), str("\x00\x00\x00\x00"), str("\x00\x00")))
 	f.Add(append(rawPacket(fxpRealpath, 3, []byte{0, 0, 0, 9}), rawPacket(5, 4, str("x"))...))
 	f.Add([]byte{0, 0, 0, 1, fxpSymlink})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, fxpRealpath, 1, 2})
@@ -334,6 +336,10 @@ func TestSFTPCompatExtensions(t *testing.T) {
 		statvfs,
 		rawPacket(fxpExtended, 5, str(extExpandPath), str("~nosuchuser-hg/x")),
 		rawPacket(fxpExtended, 6, str(extExpandPath), str("sub")),
+		// This process's uid twice, then one without a name; no gids.
+		rawPacket(fxpExtended, 7, str(extUsersGroupsByID), str(string(binary.BigEndian.AppendUint32(
+			binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(os.Getuid())), uint32(os.Getuid())), 0xfffffff0))), str("")),
+		rawPacket(fxpExtended, 8, str(extUsersGroupsByID), str("abc"), str("")), // not whole uint32s
 	} {
 		in.Write(p)
 	}
@@ -351,8 +357,8 @@ func TestSFTPCompatExtensions(t *testing.T) {
 		t.Fatalf("pkg/sftp got %q, want only the limits and statvfs requests", got)
 	}
 	pkts := readPackets(t, ch.out.Bytes())
-	if v := pkts[0]; v[0] != fxpVersion || !bytes.Contains(v, []byte("hardlink@openssh.com")) || !bytes.Contains(v, []byte(extExpandPath)) {
-		t.Fatalf("VERSION %q, want pkg/sftp's with expand-path added", v)
+	if v := pkts[0]; v[0] != fxpVersion || !bytes.Contains(v, []byte("hardlink@openssh.com")) || !bytes.Contains(v, []byte(extExpandPath)) || !bytes.Contains(v, []byte(extUsersGroupsByID)) {
+		t.Fatalf("VERSION %q, want pkg/sftp's with expand-path and users-groups-by-id added", v)
 	}
 	answers := map[uint32][]byte{}
 	for _, p := range pkts[1:] {
@@ -375,6 +381,15 @@ func TestSFTPCompatExtensions(t *testing.T) {
 	name(6, filepath.Join(home, "sub"))
 	if a := answers[5]; a == nil || a[0] != fxpStatus || binary.BigEndian.Uint32(a[5:]) != fxNoSuchFile {
 		t.Errorf("expand-path of an unknown user: %q, want no such file", a)
+	}
+	if me, err := user.Current(); err == nil {
+		want := rawPacket(fxpExtendedReply, 7, str(string(append(append(str(me.Username), str(me.Username)...), str("")...))), str(""))
+		if a := answers[7]; !bytes.Equal(a, want[4:]) {
+			t.Errorf("users-groups-by-id answered %q, want %q", a, want[4:])
+		}
+	}
+	if a := answers[8]; a == nil || a[0] != fxpStatus || binary.BigEndian.Uint32(a[5:]) != fxBadMessage {
+		t.Errorf("users-groups-by-id of 3 bytes of uids: %q, want a bad message", a)
 	}
 }
 

@@ -152,6 +152,11 @@ func BenchmarkServerExecRoundTrip(b *testing.B) {
 // srvBenchPeers runs body against our server and against sshd, each with
 // an x/crypto client and a world-readable scratch dir.
 func srvBenchPeers(b *testing.B, body func(b *testing.B, c *ssh.Client, dir string)) {
+	srvBenchPeersConfig(b, nil, body)
+}
+
+// srvBenchPeersConfig is srvBenchPeers with our server started with cfg.
+func srvBenchPeersConfig(b *testing.B, cfg *ServerConfig, body func(b *testing.B, c *ssh.Client, dir string)) {
 	scratch := func(b *testing.B) string {
 		dir, err := os.MkdirTemp("", "hostgate-bench-")
 		if err != nil {
@@ -164,7 +169,7 @@ func srvBenchPeers(b *testing.B, body func(b *testing.B, c *ssh.Client, dir stri
 		return dir
 	}
 	b.Run("hostgate", func(b *testing.B) {
-		ts := srvStartServer(b, nil)
+		ts := srvStartServer(b, cfg)
 		body(b, srvDialServer(b, ts), scratch(b))
 	})
 	b.Run("openssh-sshd", func(b *testing.B) {
@@ -178,30 +183,37 @@ func srvBenchPeers(b *testing.B, body func(b *testing.B, c *ssh.Client, dir stri
 func BenchmarkServerSFTPRead(b *testing.B) {
 	const size = 16 << 20
 	srvBenchPeers(b, func(b *testing.B, c *ssh.Client, dir string) {
-		path := filepath.Join(dir, "f")
 		data := make([]byte, size)
 		_, _ = rand.Read(data)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		sc, err := sftp.NewClient(c, sftp.UseConcurrentReads(true))
+		srvBenchSFTPRead(b, c, dir, data, sftp.UseConcurrentReads(true))
+	})
+}
+
+// srvBenchSFTPRead writes data to a file in dir and reads it whole through
+// an SFTP client on c with opts, once per op.
+func srvBenchSFTPRead(b *testing.B, c *ssh.Client, dir string, data []byte, opts ...sftp.ClientOption) {
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	sc, err := sftp.NewClient(c, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sc.Close() }()
+	size := int64(len(data))
+	b.SetBytes(size)
+	for b.Loop() {
+		f, err := sc.Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer func() { _ = sc.Close() }()
-		b.SetBytes(size)
-		for b.Loop() {
-			f, err := sc.Open(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n, err := f.WriteTo(io.Discard)
-			_ = f.Close()
-			if err != nil || n != size {
-				b.Fatalf("read %d of %d: %v", n, size, err)
-			}
+		n, err := f.WriteTo(io.Discard)
+		_ = f.Close()
+		if err != nil || n != size {
+			b.Fatalf("read %d of %d: %v", n, size, err)
 		}
-	})
+	}
 }
 
 // BenchmarkServerDirectTCPIP pushes bytes through a direct-tcpip channel
@@ -242,5 +254,18 @@ func BenchmarkServerDirectTCPIP(b *testing.B) {
 		if n := <-got; n != sent {
 			b.Fatalf("sink got %d of %d bytes", n, sent)
 		}
+	})
+}
+
+// BenchmarkServerSFTPDownload reads a 64 MiB file as hostgate's own
+// client does (SFTPClientOptions: 255 KiB requests, 32 in flight, the
+// reply's bytes written from the client's pages), ours vs OpenSSH's
+// sftp-server: the agent's side of the SFTP download row.
+func BenchmarkServerSFTPDownload(b *testing.B) {
+	const size = 64 << 20
+	// The agent's configuration: its SFTP sessions reuse their buffers.
+	srvBenchPeersConfig(b, &ServerConfig{SFTPReuseBuffers: true}, func(b *testing.B, c *ssh.Client, dir string) {
+		// No compression on either side: any bytes cost the same.
+		srvBenchSFTPRead(b, c, dir, bytes.Repeat([]byte("hostgate"), size/8), SFTPClientOptions()...)
 	})
 }

@@ -930,6 +930,21 @@ func (p *sshFxpReadPacket) getDataSlice(alloc *allocator, orderID uint32, maxTxP
 	return make([]byte, dataLen, dataLen+dataHeaderLen)
 }
 
+// hostgate: getDataFrame returns room for a DATA reply to p: its header
+// (dataHeaderLen bytes, written by MarshalBinary) and then as many bytes
+// as p asks for, up to maxTxPacket. Upstream read into a slice with the
+// header's room at its end and moved every byte read along by
+// dataHeaderLen to put the header in front (change 5 in HOSTGATE.md).
+func (p *sshFxpReadPacket) getDataFrame(alloc *allocator, orderID uint32, maxTxPacket uint32) []byte {
+	size := dataHeaderLen + int(min(p.Len, maxTxPacket))
+	if alloc != nil {
+		if page := alloc.GetPage(orderID); cap(page) >= size {
+			return page[:size]
+		}
+	}
+	return make([]byte, size)
+}
+
 type sshFxpRenamePacket struct {
 	ID      uint32
 	Oldpath string
@@ -1237,6 +1252,10 @@ type sshFxpDataPacket struct {
 	ID     uint32
 	Length uint32
 	Data   []byte
+
+	// hostgate: frame, when set, is the whole packet: dataHeaderLen bytes
+	// of room for the header, then Data (see getDataFrame).
+	frame []byte
 }
 
 func (p *sshFxpDataPacket) marshalPacket() ([]byte, []byte, error) {
@@ -1257,6 +1276,14 @@ func (p *sshFxpDataPacket) marshalPacket() ([]byte, []byte, error) {
 // This is hand-coded rather than just append(header, payload...),
 // in order to try and reuse the r.Data backing store in the packet.
 func (p *sshFxpDataPacket) MarshalBinary() ([]byte, error) {
+	if p.frame != nil {
+		// hostgate: Data already sits behind its header's room.
+		b := p.frame
+		b[4] = sshFxpData
+		binary.BigEndian.PutUint32(b[5:9], p.ID)
+		binary.BigEndian.PutUint32(b[9:13], p.Length)
+		return b, nil
+	}
 	b := append(p.Data, make([]byte, dataHeaderLen)...)
 	copy(b[dataHeaderLen:], p.Data[:p.Length])
 	// b[0:4] will be overwritten with the length in sendPacket

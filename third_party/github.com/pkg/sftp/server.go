@@ -379,16 +379,19 @@ func handlePacket(s *Server, p orderedRequest) error {
 		f, ok := s.getHandle(p.Handle)
 		if ok {
 			err = nil
-			data := p.getDataSlice(s.pktMgr.alloc, orderID, s.maxTxPacket)
-			n, _err := f.ReadAt(data, int64(p.Offset))
+			// hostgate: the file is read behind room for the reply's
+			// header, so the reply goes out from where it was read
+			// (change 5 in HOSTGATE.md).
+			frame := p.getDataFrame(s.pktMgr.alloc, orderID, s.maxTxPacket)
+			n, _err := f.ReadAt(frame[dataHeaderLen:], int64(p.Offset))
 			if _err != nil && (_err != io.EOF || n == 0) {
 				err = _err
 			}
 			rpkt = &sshFxpDataPacket{
 				ID:     p.ID,
 				Length: uint32(n),
-				Data:   data[:n],
-				// do not use data[:n:n] here to clamp the capacity, we allocated extra capacity above to avoid reallocations
+				Data:   frame[dataHeaderLen : dataHeaderLen+n],
+				frame:  frame[:dataHeaderLen+n],
 			}
 		}
 		if err != nil {

@@ -342,24 +342,30 @@ func (c *gcmCipher) writeCipherPacket(seqNum uint32, w io.Writer, rand io.Reader
 	}
 
 	length := uint32(len(packet) + int(padding) + 1)
-	binary.BigEndian.PutUint32(c.prefix[:], length)
-	if _, err := w.Write(c.prefix[:]); err != nil {
-		return err
-	}
 
-	if cap(c.buf) < int(length) {
-		c.buf = make([]byte, length)
+	// hostgate: the length goes in front of the sealed packet in one
+	// buffer, and the packet out in one Write (change 12). Upstream wrote
+	// the 4 bytes first, so the transport's 4 KiB bufio.Writer copied the
+	// packet's first 4092 bytes behind them and wrote them on, and then
+	// the rest: two writes per packet to the conn below (on the agent,
+	// two yamux frames) and a copy of 4 KiB.
+	total := 4 + int(length) + gcmTagSize
+	if cap(c.buf) < total {
+		c.buf = make([]byte, total)
 	} else {
-		c.buf = c.buf[:length]
+		c.buf = c.buf[:total]
 	}
-
-	c.buf[0] = padding
-	copy(c.buf[1:], packet)
-	if _, err := io.ReadFull(rand, c.buf[1+len(packet):]); err != nil {
+	binary.BigEndian.PutUint32(c.buf, length)
+	plain := c.buf[4 : 4+length]
+	plain[0] = padding
+	copy(plain[1:], packet)
+	if _, err := io.ReadFull(rand, plain[1+len(packet):]); err != nil {
 		return err
 	}
-	c.buf = c.aead.Seal(c.buf[:0], c.iv, c.buf, c.prefix[:])
-	if _, err := w.Write(c.buf); err != nil {
+	// The length is the additional data; the sealed packet replaces the
+	// plaintext behind it.
+	sealed := c.aead.Seal(plain[:0], c.iv, plain, c.buf[:4])
+	if _, err := w.Write(c.buf[:4+len(sealed)]); err != nil {
 		return err
 	}
 	c.incIV()

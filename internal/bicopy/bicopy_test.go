@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,50 @@ func TestNoCopyBuffersPerConnection(t *testing.T) {
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 32<<10 {
 		t.Errorf("%d bytes allocated per copied connection, want under 32 KiB", per)
 	}
+}
+
+// TestCopyRunsOneDirectionInCaller: Copy adds one goroutine, not two and a
+// waiting caller; on a short forwarded connection each goroutine started
+// and woken is a thread wake-up. Not parallel: it counts goroutines.
+func TestCopyRunsOneDirectionInCaller(t *testing.T) {
+	client, proxyIn := tcpPair(t)
+	proxyOut, server := tcpPair(t)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = Copy(context.Background(), proxyIn, proxyOut) }()
+	// Wait until both directions sit in a read on their socket.
+	var copying int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var reading int
+		reading, copying = copyGoroutines()
+		if reading == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of Copy's directions reading after 10 s, want 2", reading)
+		}
+		runtime.Gosched()
+	}
+	if copying != 2 {
+		t.Errorf("%d goroutines in Copy, want 2 (the caller and one more)", copying)
+	}
+	_ = client.Close()
+	_ = server.Close()
+	<-done
+}
+
+// copyGoroutines counts the goroutines in Copy and, of them, those blocked
+// reading a socket.
+func copyGoroutines() (reading, copying int) {
+	buf := make([]byte, 1<<20)
+	for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if !strings.Contains(g, "bicopy.Copy") {
+			continue
+		}
+		copying++
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, "bicopy.copyHalf") {
+			reading++
+		}
+	}
+	return reading, copying
 }

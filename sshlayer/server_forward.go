@@ -66,7 +66,7 @@ func (f *remoteForward) close() {
 // socket on the host: what ssh -L PORT:/path/to.sock and -L
 // /local.sock:/path/to.sock open (a Docker or database socket), which
 // sshd allows by default (AllowStreamLocalForwarding yes).
-func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
+func (c *serverConn) directTCPIP(nc ssh.NewChannel, log func() *slog.Logger) {
 	network, parse := "tcp", parseDirectTCPIP
 	if nc.ChannelType() == directStreamLocal {
 		network, parse = "unix", parseDirectStreamLocal
@@ -84,7 +84,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 	tc, err := d.DialContext(dctx, network, target)
 	cancel()
 	if err != nil {
-		log.Info(nc.ChannelType()+" dial failed", "target", target, "err", err)
+		log().Info(nc.ChannelType()+" dial failed", "target", target, "err", err)
 		_ = nc.Reject(ssh.ConnectionFailed, dialFailure(err))
 		return
 	}
@@ -93,7 +93,9 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log *slog.Logger) {
 		_ = tc.Close()
 		return
 	}
-	log.Debug("direct-tcpip", "target", target)
+	if c.log.Enabled(c.ctx, slog.LevelDebug) {
+		log().Debug("direct-tcpip", "target", target)
+	}
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); discardChannelRequests(reqs) }()
 	_, _ = bicopy.Copy(c.ctx, ch, tc)

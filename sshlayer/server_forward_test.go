@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -135,6 +137,33 @@ func TestServerDirectTCPIPDialFailure(t *testing.T) {
 	if !errors.As(err, &oce) || oce.Reason != ssh.ConnectionFailed || oce.Message != "Connection refused" {
 		t.Fatalf("dial of a closed port: %v, want ConnectionFailed with reason \"Connection refused\"", err)
 	}
+}
+
+// TestServerDirectTCPIPDialFailureLogged: a failed dial's log line names
+// the channel, its type and the target (the channel's logger is made only
+// when a forwarded connection logs).
+func TestServerDirectTCPIPDialFailureLogged(t *testing.T) {
+	t.Parallel()
+	var logs testenv.LogBuffer
+	ts := srvStartServer(t, &ServerConfig{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	c := srvDialServer(t, ts)
+	target := testenv.RefusedAddr(t)
+	if _, err := c.Dial("tcp", target); err == nil {
+		t.Fatal("dial of a closed port succeeded")
+	}
+	for line := range strings.Lines(logs.String()) {
+		var rec struct {
+			Msg, Type, Target string
+			Chan              uint64
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "direct-tcpip dial failed" {
+			if rec.Chan == 0 || rec.Type != "direct-tcpip" || rec.Target != target {
+				t.Errorf("logged %s, want chan, type direct-tcpip and target %s", line, target)
+			}
+			return
+		}
+	}
+	t.Errorf("no \"direct-tcpip dial failed\" line in the log:\n%s", logs.String())
 }
 
 // TestDialFailure: the reasons a refused direct-tcpip open gives are

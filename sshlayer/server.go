@@ -487,16 +487,6 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// discardChannelRequests answers every request on a non-session channel
-// with failure, until the channel closes.
-func discardChannelRequests(reqs <-chan *ssh.Request) {
-	for r := range reqs {
-		if r.WantReply {
-			_ = r.Reply(false, nil)
-		}
-	}
-}
-
 // addrString prints an address that some streams (pipes) may not have.
 func addrString(a net.Addr) string {
 	if a == nil {

@@ -96,8 +96,9 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log func() *slog.Logger) {
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		log().Debug("direct-tcpip", "target", target)
 	}
-	c.wg.Add(1)
-	go func() { defer c.wg.Done(); discardChannelRequests(reqs) }()
+	// No peer sends requests or stderr on a forwarded connection: the
+	// goroutines that refuse and drop them start only if one does.
+	ssh.DiscardLazily(ch, reqs)
 	_, _ = bicopy.Copy(c.ctx, ch, tc)
 }
 
@@ -467,8 +468,7 @@ func (c *serverConn) acceptForward(f *remoteForward, ln net.Listener) {
 				_ = tc.Close()
 				return
 			}
-			c.wg.Add(1)
-			go func() { defer c.wg.Done(); ssh.DiscardRequests(reqs) }()
+			ssh.DiscardLazily(ch, reqs)
 			_, _ = bicopy.Copy(c.ctx, ch, tc)
 		}()
 	}

@@ -293,6 +293,9 @@ type channel struct {
 	// bytes go out whole, no other Write's between them, as a TCP conn's
 	// do. Taken before writeMu, never after.
 	writeSerial [2]sync.Mutex
+
+	// hostgate: what DiscardLazily set up (change 13, discardlazily.go).
+	discard lazyDiscard
 }
 
 // SetDeadline sets the read and write deadlines, as a net.Conn's
@@ -508,6 +511,7 @@ func (ch *channel) handleData(packet []byte) error {
 
 	if extended == 1 {
 		ch.extPending.writePacket(data, packet)
+		ch.startDiscards(false, true)
 	} else if extended > 0 {
 		// RFC 4254, Section 5.2 defines no extended data types other
 		// than stderr (type 1, handled above) and this package provides
@@ -719,6 +723,7 @@ func (ch *channel) handlePacket(packet []byte) error {
 		}
 
 		ch.incomingRequests <- &req
+		ch.startDiscards(true, false)
 	case *channelRequestSuccessMsg, *channelRequestFailureMsg:
 		// Drop responses that arrive when no SendRequest is waiting, to
 		// prevent a malicious peer from filling ch.msg and stalling the

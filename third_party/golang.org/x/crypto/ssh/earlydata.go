@@ -298,8 +298,7 @@ func (c *Client) DialEarly(n, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	go DiscardRequests(ch.incomingRequests)
-	go io.Copy(io.Discard, ch.Stderr())
+	DiscardLazily(ch, ch.incomingRequests) // hostgate: change 13
 	zero := &net.TCPAddr{IP: net.IPv4zero}
 	return &chanConn{Channel: ch, laddr: zero, raddr: zero}, nil
 }

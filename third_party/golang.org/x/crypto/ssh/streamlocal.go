@@ -57,8 +57,7 @@ func (c *Client) dialStreamLocal(socketPath string) (Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	go DiscardRequests(in)
-	go io.Copy(io.Discard, ch.Stderr())
+	DiscardLazily(ch, in) // hostgate: change 13
 	return ch, err
 }
 
@@ -79,8 +78,7 @@ func (l *unixListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	go DiscardRequests(incoming)
-	go io.Copy(io.Discard, ch.Stderr())
+	DiscardLazily(ch, incoming) // hostgate: change 13
 
 	return &chanConn{
 		Channel: ch,

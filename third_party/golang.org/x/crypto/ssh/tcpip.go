@@ -331,8 +331,7 @@ func (l *tcpListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	go DiscardRequests(incoming)
-	go io.Copy(io.Discard, ch.Stderr())
+	DiscardLazily(ch, incoming) // hostgate: change 13
 
 	return &chanConn{
 		Channel: ch,
@@ -495,8 +494,7 @@ func (c *Client) dial(laddr string, lport int, raddr string, rport int) (Channel
 	if err != nil {
 		return nil, err
 	}
-	go DiscardRequests(in)
-	go io.Copy(io.Discard, ch.Stderr())
+	DiscardLazily(ch, in) // hostgate: change 13
 	return ch, nil
 }
 

@@ -55,9 +55,12 @@ func TestImpostorAgent(t *testing.T) {
 	// to 30 s by default, and this test waits for a second refusal.
 	impArgs := []string{"connect", "--gateway", g.url, "--token", g.token("agent", "alpha"), "--host-id", "alpha", "--state-dir", impDir, "--max-backoff", "1s"}
 	imp := start(t, "impostor alpha", bin.agent, nil, impArgs...)
-	// The reason is in the impostor's log, and it retries (two refusals).
-	refused := regexp.MustCompile(`(?s)host_key_mismatch.*pinned to host key ` + regexp.QuoteMeta(realPin) + `.*reset-key alpha.*host_key_mismatch`)
+	// The reason is in the impostor's log (once: it logs a refusal again
+	// only when the reason changes), and it retries: the gateway logs two
+	// refusals.
+	refused := regexp.MustCompile(`(?s)host_key_mismatch.*pinned to host key ` + regexp.QuoteMeta(realPin) + `.*reset-key alpha`)
 	imp.waitFor(refused, 60*time.Second)
+	g.waitFor(regexp.MustCompile(`(?s)agent refused: host key differs.*agent refused: host key differs`), 60*time.Second)
 
 	for i, hh := range []*hostgate.Host{h, nil} {
 		if hh == nil {

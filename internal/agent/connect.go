@@ -92,6 +92,13 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	// Nothing a tunnel started outlives the agent.
 	defer c.windDowns.Wait()
 	backoff := c.min
+	// The failure last logged and how often it came again since: an agent
+	// that cannot connect for hours (revoked token, changed CA, gateway
+	// down) says why once, not once per attempt.
+	var (
+		lastErr string
+		repeats int
+	)
 	for {
 		// Atomic: with a host key to prove, the tunnel's first
 		// connection reports it up, from its own goroutine.
@@ -99,6 +106,10 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		err := c.once(ctx, func() { upAt.Store(time.Now().UnixNano()) })
 		if ctx.Err() != nil {
 			return nil
+		}
+		if upAt.Load() != 0 {
+			// It worked: the next failure is news, whatever it says.
+			lastErr, repeats = "", 0
 		}
 		// A tunnel that stayed up a while was healthy: come back fast
 		// (a gateway restart). One that dies at once keeps backing off.
@@ -112,10 +123,18 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 			backoff = c.max
 		}
 		wait := jitter(backoff)
-		if ref != nil && ref.lasting() {
-			c.log.Error("the gateway refuses this agent, and will until its token (or, for a host key conflict, the pinned key) is fixed; retrying", "err", err, "in", wait.Round(time.Millisecond))
-		} else {
-			c.log.Warn("gateway tunnel ended; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
+		args := []any{"err", err, "in", wait.Round(time.Millisecond)}
+		switch {
+		case err.Error() == lastErr:
+			repeats++
+			c.log.Debug("gateway tunnel failed again; reconnecting", append(args, "repeats", repeats)...)
+		case ref != nil && ref.lasting():
+			c.log.Error("the gateway refuses this agent, and will until its token (or, for a host key conflict, the pinned key) is fixed; retrying with backoff, logging again only when the error changes", append(args, previous(lastErr, repeats)...)...)
+		default:
+			c.log.Warn("gateway tunnel ended; reconnecting with backoff, logging again only when the error changes", append(args, previous(lastErr, repeats)...)...)
+		}
+		if err.Error() != lastErr {
+			lastErr, repeats = err.Error(), 0
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -126,6 +145,15 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		}
 		backoff = min(backoff*2, c.max)
 	}
+}
+
+// previous names the failure a new one follows, and how often it came
+// again unlogged.
+func previous(lastErr string, repeats int) []any {
+	if lastErr == "" {
+		return nil
+	}
+	return []any{"previousErr", lastErr, "previousRepeats", repeats}
 }
 
 // jitter picks uniformly in [d/2, d], so agents cut off together do not

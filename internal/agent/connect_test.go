@@ -468,50 +468,112 @@ func TestRunConnectFlags(t *testing.T) {
 // the default's 15 to 30 s, so an agent refused until someone acts can be
 // told to ask again sooner.
 func TestRunConnectMaxBackoff(t *testing.T) {
-	g := newGW(t)
+	// A gateway that refuses the token, and says when the agent asks a
+	// second time.
+	again := make(chan struct{})
+	srv := answeringGateway(t, func(n int32) (int, string) {
+		if n == 2 {
+			close(again)
+		}
+		return http.StatusUnauthorized, `{"error":{"code":"unauthorized","message":"unknown token"}}`
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var logs syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- RunConnect(ctx, []string{"--gateway", g.ts.URL, "--token", "hg_unknown_token_000000000000000000000000000", "--state-dir", t.TempDir(),
+		done <- RunConnect(ctx, []string{"--gateway", srv.URL, "--token", "hg_unknown_token_000000000000000000000000000", "--state-dir", t.TempDir(),
 			"--log-format", "json", "--max-backoff", "1s"}, io.Discard, &logs)
 	}()
-	// The wait logged with each refusal; the second refusal shows the
-	// agent asked again after the first wait.
-	var waits []time.Duration
-	for {
-		waits = waits[:0]
-		for line := range strings.Lines(logs.String()) {
-			var rec struct {
-				Msg string
-				In  time.Duration
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "the gateway refuses this agent") {
-				waits = append(waits, rec.In)
-			}
-		}
-		if len(waits) >= 2 || ctx.Err() != nil {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("agent connect ended: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	select {
+	case <-again:
+	case err := <-done:
+		t.Fatalf("agent connect ended: %v", err)
+	case <-ctx.Done():
+		t.Fatalf("the agent did not ask again; logs:\n%s", logs.String())
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if len(waits) < 2 {
-		t.Fatalf("refused attempts: %v, want two; logs:\n%s", waits, logs.String())
-	}
-	for _, w := range waits {
-		if w <= 0 || w > time.Second {
-			t.Errorf("waits after a lasting refusal: %v, want each at most the 1s of --max-backoff", waits)
+	// The wait logged with the refusal (once: the same refusal again is
+	// not logged) is within --max-backoff.
+	var waits []time.Duration
+	for line := range strings.Lines(logs.String()) {
+		var rec struct {
+			Msg string
+			In  time.Duration
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "the gateway refuses this agent") {
+			waits = append(waits, rec.In)
 		}
 	}
+	if len(waits) != 1 || waits[0] <= 0 || waits[0] > time.Second {
+		t.Fatalf("waits logged after a lasting refusal: %v, want one of at most the 1s of --max-backoff; logs:\n%s", waits, logs.String())
+	}
+}
+
+// TestConnectLogsEachFailureOnce: an agent that keeps failing the same
+// way says why once, not once per attempt (a revoked token logged an
+// error every 15-30 s for as long as nobody fixed it, burying what
+// else the host logged), and says so again when the reason changes,
+// naming the one before and how often it repeated.
+func TestConnectLogsEachFailureOnce(t *testing.T) {
+	const refused, busy = 5, 5
+	enough := make(chan struct{})
+	var attempts atomic.Int32
+	srv := answeringGateway(t, func(n int32) (int, string) {
+		attempts.Store(n)
+		if n <= refused {
+			return http.StatusUnauthorized, `{"error":{"code":"unauthorized","message":"token revoked"}}`
+		}
+		if n == refused+busy+1 {
+			close(enough)
+		}
+		return http.StatusServiceUnavailable, `{"error":{"code":"busy","message":"try later"}}`
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir(),
+			MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	}()
+	select {
+	case <-enough:
+	case <-ctx.Done():
+		t.Fatalf("%d attempts; logs:\n%s", attempts.Load(), logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "token revoked"); n != 2 {
+		t.Errorf("the refusal appears %d times in the log of %d refused attempts and the change after them, want twice (itself, then as the previous error):\n%s", n, refused, out)
+	}
+	if n := strings.Count(out, "try later"); n != 1 {
+		t.Errorf("the busy answer appears %d times in the log of %d busy attempts, want once:\n%s", n, busy, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("previousRepeats=%d", refused-1)) {
+		t.Errorf("the change does not say how often the refusal repeated (%d):\n%s", refused-1, out)
+	}
+}
+
+// answeringGateway answers the n-th connect with answer(n): a status and
+// a JSON body.
+func answeringGateway(t *testing.T, answer func(n int32) (status int, body string)) *httptest.Server {
+	var attempts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, body := answer(attempts.Add(1))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // syncBuffer collects logs and signals when a substring appears.

@@ -161,7 +161,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		s.metrics.TunnelConnects.WithLabelValues(result).Inc()
 		if replaced {
 			if other, flapping := s.flaps.replaced(hostID, s.remote(r), time.Now()); flapping {
-				log.Warn("two agents seem to serve this host: each connection replaces the other, cutting its sessions; stop one of them (same host id, token and host key)",
+				log.Warn("two agents seem to serve this host: each connection replaces the other, cutting its sessions; stop one of them (same host id, token and host key); not logged again until they stop taking turns for 2 minutes",
 					"other", other)
 			}
 		}
@@ -277,7 +277,8 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 var errReplaced = errors.New("replaced by a newer connection for this host")
 
 // flapWindow is how soon a second replacement of a host's tunnel says that
-// two agents take turns, not that one reconnected over a stale connection.
+// two agents take turns, not that one reconnected over a stale connection;
+// a spell of them is logged again only after a quiet flapWindow.
 const flapWindow = 2 * time.Minute
 
 // flaps remembers each host's last tunnel replacement.
@@ -289,10 +290,13 @@ type flaps struct {
 type flap struct {
 	at     time.Time
 	remote string
+	warned bool // flapping reported since the last quiet flapWindow
 }
 
 // replaced records a replacement of hostID's tunnel by a connection from
-// remote; flapping reports one within flapWindow before it, from other.
+// remote; flapping reports one within flapWindow before it, from other,
+// once a spell: two agents taking turns for hours replace the tunnel
+// every 15-30 s each, and were logged as often.
 func (f *flaps) replaced(hostID, remote string, now time.Time) (other string, flapping bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -307,8 +311,9 @@ func (f *flaps) replaced(hostID, remote string, now time.Time) (other string, fl
 			}
 		}
 	}
-	f.last[hostID] = flap{at: now, remote: remote}
-	return prev.remote, ok && now.Sub(prev.at) < flapWindow
+	flapping = ok && now.Sub(prev.at) < flapWindow
+	f.last[hostID] = flap{at: now, remote: remote, warned: flapping}
+	return prev.remote, flapping && !prev.warned
 }
 
 // sessErr is why an ended session ended (Accept returns the shutdown

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -203,6 +204,30 @@ func TestFlapsReplaced(t *testing.T) {
 	}
 	if _, flapping := f.replaced("h1", "10.0.0.1:1", t0.Add(30*time.Second+flapWindow)); flapping {
 		t.Error("a replacement a window later was taken for two agents")
+	}
+}
+
+// TestFlapsReportedOncePerSpell: two agents that take turns for an hour
+// are reported once, not at every replacement (each 15-30 s, as each
+// backs off to its cap), and again after they stopped for a window.
+func TestFlapsReportedOncePerSpell(t *testing.T) {
+	var f flaps
+	t0 := time.Unix(1_800_000_000, 0)
+	reported := 0
+	at := t0
+	for i := range 240 { // an hour, a replacement each 15 s
+		at = t0.Add(time.Duration(i) * 15 * time.Second)
+		if _, flapping := f.replaced("h", fmt.Sprint("10.0.0.", i%2+1), at); flapping {
+			reported++
+		}
+	}
+	if reported != 1 {
+		t.Fatalf("an hour of two agents taking turns reported %d times, want once", reported)
+	}
+	at = at.Add(flapWindow + time.Second)
+	f.replaced("h", "10.0.0.1", at)
+	if _, flapping := f.replaced("h", "10.0.0.2", at.Add(time.Second)); !flapping {
+		t.Fatal("a new spell after a quiet window was not reported")
 	}
 }
 

@@ -107,8 +107,11 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if upAt.Load() != 0 {
-			// It worked: the next failure is news, whatever it says.
+		if at := upAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > c.max {
+			// A tunnel that outlived the longest wait between attempts
+			// ended for a new reason, whatever it says; a shorter one
+			// (two agents with one identity taking turns) is the same
+			// failure again.
 			lastErr, repeats = "", 0
 		}
 		// A tunnel that stayed up a while was healthy: come back fast
@@ -361,6 +364,16 @@ func (c *connector) once(ctx context.Context, up func()) error {
 		return errors.New("the gateway closed the tunnel before pinning this agent's host key: another agent may have enrolled this host first (its log says host_key_mismatch on the next try), or the key proof failed (the gateway's log says why)")
 	}
 	return errors.New("tunnel closed by the gateway")
+}
+
+// gatewayEnded is the error of a tunnel the gateway closed saying why.
+func gatewayEnded(ce *bytestream.CloseError) error {
+	if ce.Code == wire.CloseReplaced {
+		// This agent did not reconnect (it had this one tunnel), so
+		// another one did: with this host's token and key, elsewhere.
+		return fmt.Errorf("another agent serves this host with this agent's token and host key, and took over its tunnel (%s): stop one of them", ce.Reason)
+	}
+	return fmt.Errorf("the gateway ended the tunnel: %s", ce.Reason)
 }
 
 // pinCA parses the gateway's CA key and compares it with the pinned one,

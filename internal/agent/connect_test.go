@@ -98,7 +98,12 @@ func (g *gw) token(role store.Role, hosts ...string) string {
 // each time a tunnel comes up.
 func runAgent(t *testing.T, ctx context.Context, cfg ConnectConfig) <-chan string {
 	tunnels := make(chan string, 16)
-	cfg.OnTunnel = func(id string) { tunnels <- id }
+	cfg.OnTunnel = func(id string) {
+		select {
+		case tunnels <- id:
+		default: // OnTunnel must not block: a test that stopped listening (two agents taking turns) drops the rest
+		}
+	}
 	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -857,5 +862,27 @@ func TestConnectPrivateCANamesTheFix(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "SSL_CERT_FILE") {
 		t.Errorf("the agent's log of an untrusted certificate does not name SSL_CERT_FILE:\n%s", logs.String())
+	}
+}
+
+// TestConnectReplacedSaysAnotherAgent: an agent whose tunnel a second
+// agent with the same token and host key took over says so (it did not
+// reconnect, so another one did), where it logged only "tunnel closed by
+// the gateway" each time the two took turns.
+func TestConnectReplacedSaysAnotherAgent(t *testing.T) {
+	g := newGW(t)
+	tok := g.token(store.RoleAgent, "h")
+	state := t.TempDir()
+	var logs syncBuffer
+	first := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: tok, StateDir: state,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	waitTunnel(t, first, "h")
+	said := logs.has("another agent serves this host with this agent's token and host key, and took over its tunnel (host h: replaced by a newer connection for this host from 127.0.0.1)")
+	second := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: tok, StateDir: state})
+	waitTunnel(t, second, "h")
+	select {
+	case <-said:
+	case <-g.ctx.Done():
+		t.Fatalf("the replaced agent's log:\n%s", logs.String())
 	}
 }

@@ -195,6 +195,10 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
+			var ce *bytestream.CloseError
+			if ctx.Err() == nil && errors.As(err, &ce) && ce.Reason != "" {
+				return wg.Wait, gatewayEnded(ce)
+			}
 			// A reset or a broken pipe is a peer that left too: closing a
 			// socket with unread data (our replies still in flight) sends
 			// RST, and a write racing that close gets EPIPE (seen once in

@@ -129,6 +129,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// Audited before the upgrade, so the entry exists once the agent is up.
 	s.recordAudit(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)})
 	pt := newPendingTunnel()
+	pt.remote = s.clientIP(r)
 	var (
 		result   string
 		ctx      context.Context
@@ -204,6 +205,18 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		log.Error("agent mux", "err", err)
 		return
 	}
+	// The agent logs the close frame's reason: replaced by a newer
+	// connection for its host (two agents with one identity take turns,
+	// each otherwise seeing only "tunnel closed by the gateway"), its
+	// token revoked, the gateway stopping.
+	var closeOnce sync.Once
+	closeWithReason := func(cause error) {
+		closeOnce.Do(func() {
+			code, reason := agentCloseReason(hostID, cause)
+			_ = bytestream.CloseWithReason(conn, code, reason)
+		})
+	}
+	pt.onClose(closeWithReason)
 	var proof io.Closer // the proof's stream, open until the host is routable
 	if prove {
 		proof, err = proveHostKey(s.ctx, sess, pub, s.ca, hostID, keyProofTimeout)
@@ -262,6 +275,12 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		replacedMeanwhile = s.ctx.Err() == nil
 	default:
 	}
+	switch {
+	case errors.Is(context.Cause(ctx), ErrTokenRevoked):
+		closeWithReason(ErrTokenRevoked)
+	case s.ctx.Err() != nil:
+		closeWithReason(ErrShuttingDown)
+	}
 	_ = sess.Close()
 	err = sessErr(sess)
 	if replacedMeanwhile {
@@ -275,6 +294,20 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 
 // errReplaced ends a tunnel when a newer connection for its host came.
 var errReplaced = errors.New("replaced by a newer connection for this host")
+
+// agentCloseReason is the close frame that tells an agent why the gateway
+// ended its tunnel.
+func agentCloseReason(hostID string, cause error) (code int, reason string) {
+	switch {
+	case errors.Is(cause, ErrShuttingDown):
+		return bytestream.StatusServiceRestart, "host " + hostID + ": the gateway is shutting down"
+	case errors.Is(cause, ErrTokenRevoked):
+		return bytestream.StatusPolicyViolation, "host " + hostID + ": the agent's token was revoked or expired"
+	case errors.Is(cause, errReplaced):
+		return wire.CloseReplaced, "host " + hostID + ": " + cause.Error()
+	}
+	return bytestream.StatusPolicyViolation, "host " + hostID + ": " + cause.Error()
+}
 
 // flapWindow is how soon a second replacement of a host's tunnel says that
 // two agents take turns, not that one reconnected over a stale connection;

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,5 +143,63 @@ func TestUnacknowledgedOpenBlocksNoOther(t *testing.T) {
 	}
 	if e.tunnelSession("h").IsClosed() {
 		t.Fatal("tunnel closed")
+	}
+}
+
+// TestReplacedTunnelSaysSo: when a second agent with the same host id,
+// token and key connects, its connection wins; the agent it replaced and
+// the callers on the old tunnel are told so. Both saw only a plain close:
+// two agents taking turns each logged "tunnel closed by the gateway", and
+// a caller was told the host's agent had disconnected while the host was
+// back at once on the newer connection.
+func TestReplacedTunnelSaysSo(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	tok := e.token(store.RoleAgent, "h")
+	_, key := newKey(t)
+	first, err := e.dialAgent(tok, key, hostgate.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.relay("h", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 1024)
+	if _, err := e.dialAgent(tok, key, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, first.sess.CloseChan(), "the replaced tunnel")
+	_, err = first.sess.AcceptStream()
+	var ce *bytestream.CloseError
+	if !errors.As(err, &ce) || ce.Code != wire.CloseReplaced || !strings.Contains(ce.Reason, "host h: replaced by a newer connection for this host from 127.0.0.1") {
+		t.Errorf("the replaced agent's tunnel ended with %v, want close status %d saying it was replaced and from where", err, wire.CloseReplaced)
+	}
+	_, err = io.ReadFull(c, make([]byte, 1))
+	if !errors.As(err, &ce) || ce.Reason != "host h: its agent reconnected, ending this session's tunnel; connect again" {
+		t.Errorf("the caller on the replaced tunnel read %v, want to be told the agent reconnected", err)
+	}
+	c, err = e.relay("h", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoRoundTrip(t, c, 1024)
+}
+
+// TestStoppingGatewayTellsAgents: a gateway that stops tells each agent
+// so, which then logs that rather than that its tunnel closed.
+func TestStoppingGatewayTellsAgents(t *testing.T) {
+	e := newEnv(t, nil)
+	_, key := newKey(t)
+	a, err := e.dialAgent(e.token(store.RoleAgent, "h"), key, hostgate.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.srv.Close()
+	waitClosed(t, a.sess.CloseChan(), "the stopped gateway's tunnel")
+	_, err = a.sess.AcceptStream()
+	var ce *bytestream.CloseError
+	if !errors.As(err, &ce) || ce.Code != bytestream.StatusServiceRestart || ce.Reason != "host h: the gateway is shutting down" {
+		t.Errorf("the agent's tunnel ended with %v, want the gateway's word that it is shutting down", err)
 	}
 }

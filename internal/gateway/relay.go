@@ -60,11 +60,15 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	if t, ok := stream.(interface{ TunnelDone() <-chan struct{} }); ok {
 		tunnelDone = t.TunnelDone()
 	}
+	tunnelCause := func() error { return nil }
+	if t, ok := stream.(interface{ TunnelCause() error }); ok {
+		tunnelCause = t.TunnelCause
+	}
 	caller := &relayCaller{
 		countConn: countConn{Conn: ws,
 			in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
 			out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)},
-		why: func() (int, string) { return relayEndReason(ctx, tunnelDone, id) },
+		why: func() (int, string) { return relayEndReason(ctx, tunnelDone, tunnelCause, id) },
 	}
 	if sh, ok := stream.(shrinker); ok {
 		defer shrinkEvery(sh, shrinkInterval)()
@@ -104,13 +108,14 @@ func (c *relayCaller) Close() error {
 
 // relayEndReason says why a relay to host id ends, if the gateway ends
 // it: ctx ended (the gateway stops, the caller's token was revoked) or the
-// host's tunnel ended (its agent stopped, restarted or lost its network).
+// host's tunnel ended (its agent stopped, restarted or lost its network,
+// or a newer connection of its agent replaced it: tunnelCause says so).
 // yamux closes a session's close channel before it gives the session's
 // streams EOF, so a stream ended by its tunnel finds tunnelDone closed.
 // Reasons stay short (a close frame carries at most 123 bytes); the
 // gateway's log has the detail. code is 0 when neither: the SSH
 // connection ended by itself.
-func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, id string) (code int, reason string) {
+func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause func() error, id string) (code int, reason string) {
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {
@@ -123,6 +128,10 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, id string) 
 	}
 	select {
 	case <-tunnelDone:
+		if errors.Is(tunnelCause(), errReplaced) {
+			// Not gone: the host is back on the newer connection.
+			return bytestream.StatusBadGateway, "host " + id + ": its agent reconnected, ending this session's tunnel; connect again"
+		}
 		return bytestream.StatusBadGateway, "host " + id + ": its agent disconnected from the gateway"
 	default:
 		return 0, ""

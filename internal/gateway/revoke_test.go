@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -55,6 +56,11 @@ func TestRevokedTokenEndsLiveSessions(t *testing.T) {
 	case <-agent.sess.CloseChan():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the revoked agent token's tunnel is still up")
+	}
+	// The agent is told why, and logs it.
+	_, err = agent.sess.AcceptStream()
+	if ce := (*bytestream.CloseError)(nil); !errors.As(err, &ce) || ce.Reason != "host h: the agent's token was revoked or expired" {
+		t.Errorf("the revoked agent's tunnel ended with %v, want the gateway's word that its token was revoked", err)
 	}
 	// The tunnel carried the admin's session too: it ends with it.
 	_ = kept.SetReadDeadline(time.Now().Add(30 * time.Second))

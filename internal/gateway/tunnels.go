@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hostgate/hostgate/internal/yamux"
 )
@@ -123,7 +124,13 @@ func (r *Registry) Register(hostID string, t Tunnel) (unregister func(), replace
 	r.onChange(len(r.tunnels))
 	r.mu.Unlock()
 	if old != nil {
-		_ = old.t.Close()
+		// Said to the replaced agent and to its callers: it was not cut
+		// off, a newer connection for its host took over.
+		cause := errReplaced
+		if p, ok := t.(*pendingTunnel); ok && p.remote != "" {
+			cause = fmt.Errorf("%w from %s", errReplaced, p.remote)
+		}
+		closeWithCause(old.t, cause)
 	}
 	var once sync.Once
 	return func() {
@@ -206,7 +213,7 @@ func (r *Registry) Open(ctx context.Context, hostID string) (net.Conn, error) {
 		}
 		return nil, fmt.Errorf("gateway: open stream to %s: %w", hostID, err)
 	}
-	return &slotConn{Conn: c, release: func() { <-e.slots }, done: e.t.Done()}, nil
+	return &slotConn{Conn: c, release: func() { <-e.slots }, done: e.t.Done(), cause: tunnelCause(e.t)}, nil
 }
 
 // Close closes every tunnel and refuses new registrations and streams.
@@ -218,8 +225,26 @@ func (r *Registry) Close() {
 	r.onChange(0)
 	r.mu.Unlock()
 	for _, e := range ts {
-		_ = e.t.Close()
+		closeWithCause(e.t, ErrShuttingDown)
 	}
+}
+
+// closeWithCause closes t, telling its agent and callers cause where t
+// can carry one (an agent's tunnel).
+func closeWithCause(t Tunnel, cause error) {
+	if p, ok := t.(*pendingTunnel); ok {
+		p.setCause(cause)
+	}
+	_ = t.Close()
+}
+
+// tunnelCause is why t ended, if the gateway ended it for a reason its
+// callers are told (replaced, shutting down, token revoked), else nil.
+func tunnelCause(t Tunnel) func() error {
+	if p, ok := t.(*pendingTunnel); ok {
+		return p.endCause
+	}
+	return func() error { return nil }
 }
 
 // slotConn gives back its stream slot on the first Close.
@@ -228,7 +253,14 @@ type slotConn struct {
 	once    sync.Once
 	release func()
 	done    <-chan struct{} // the tunnel's Done
+	cause   func() error    // why the gateway ended the tunnel, if it did
 }
+
+// TunnelCause is why the gateway ended the stream's tunnel, once
+// TunnelDone is closed: errReplaced (a newer connection of the host's
+// agent took over), ErrShuttingDown, ErrTokenRevoked; nil when the agent
+// or its network ended it.
+func (c *slotConn) TunnelCause() error { return c.cause() }
 
 // TunnelDone is closed when the tunnel the stream runs over has ended, so
 // that the relay can tell the caller its host's agent went, rather than
@@ -261,12 +293,16 @@ func (c *slotConn) Close() error {
 // ctx) for the session to be set. The upgrade handler owns it and closes
 // it when the session ends; a replacing registration closes it too.
 type pendingTunnel struct {
-	ready chan struct{} // closed by set
-	done  chan struct{} // closed by Close
+	ready  chan struct{} // closed by set
+	done   chan struct{} // closed by Close
+	remote string        // the agent's IP (no port, which each connection changes), named to a tunnel it replaces
 
-	mu     sync.Mutex
-	t      Tunnel
-	closed bool
+	cause atomic.Pointer[error] // set before Close, by whoever ends the tunnel for a reason
+
+	mu      sync.Mutex
+	t       Tunnel
+	closed  bool
+	closeWS func(cause error) // tells the agent why, before the session closes; set by the handler
 }
 
 func newPendingTunnel() *pendingTunnel {
@@ -306,10 +342,36 @@ func (p *pendingTunnel) Close() error {
 	}
 	p.closed = true
 	close(p.done)
+	if cause := p.endCause(); cause != nil && p.closeWS != nil {
+		// The WebSocket first, with the reason: the session's own
+		// close would end it plainly, and the agent could only log
+		// that the gateway closed its tunnel.
+		p.closeWS(cause)
+	}
 	if p.t != nil {
 		return p.t.Close()
 	}
 	return nil
+}
+
+// setCause records why the tunnel is about to be closed; the first cause
+// set stays.
+func (p *pendingTunnel) setCause(err error) { p.cause.CompareAndSwap(nil, &err) }
+
+// endCause is the cause setCause recorded, or nil.
+func (p *pendingTunnel) endCause() error {
+	if c := p.cause.Load(); c != nil {
+		return *c
+	}
+	return nil
+}
+
+// onClose sets the function Close calls with the cause, if any, before it
+// closes the session.
+func (p *pendingTunnel) onClose(f func(cause error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeWS = f
 }
 
 // Done is closed by Close, which the owner calls when the session ends.

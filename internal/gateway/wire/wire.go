@@ -45,6 +45,12 @@ const HeaderPinnedKey = "X-Hostgate-Pinned-Key"
 // KeyProofSSH is HeaderKeyProof's value: an SSH key exchange.
 const KeyProofSSH = "ssh-kex"
 
+// CloseReplaced is the WebSocket close status (RFC 6455 section 7.4.2,
+// the range for applications) that ends an agent's tunnel when a newer
+// connection for its host took over: an agent that gets it is not the
+// one that reconnected, so another agent serves its host.
+const CloseReplaced = 4001
+
 // ConnectPath is the agents' WebSocket endpoint.
 const ConnectPath = "/v1/agents/connect"
 

@@ -27,6 +27,15 @@ func BenchmarkThroughput(b *testing.B) {
 			return benchMux(b, x, y, &MuxConfig{StreamWindow: window})
 		}
 	}
+	// The receiver's window granted out of a budget, as on a gateway
+	// (gateway.Config.RelayMemory): against window=4M, the cost of the
+	// accounting on the fast path.
+	budgeted := func(p pairFunc) func(*testing.B) (net.Conn, net.Conn) {
+		return func(b *testing.B) (net.Conn, net.Conn) {
+			x, y := p(b)
+			return benchMux(b, x, y, &MuxConfig{StreamWindow: 4 << 20, RecvBudget: NewRecvBudget(256 << 20)})
+		}
+	}
 	for _, bc := range []struct {
 		name  string
 		setup func(*testing.B) (net.Conn, net.Conn)
@@ -39,6 +48,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"tcp+yamux/window=4M", muxed(tcpPair, 4<<20, 0)},
 		{"websocket+yamux/window=256K", muxed(wsPair, 256<<10, 0)},
 		{"websocket+yamux/window=4M", muxed(wsPair, 4<<20, 0)},
+		{"websocket+yamux/window=4M/budget", budgeted(wsPair)},
 		// The writer on the accepted side, as a gateway writing to an agent.
 		{"websocket+yamux/server-to-client/window=4M", muxed(func(t testing.TB) (net.Conn, net.Conn) { x, y := wsPair(t); return y, x }, 4<<20, 0)},
 		{"tcp+rtt4ms/raw", func(b *testing.B) (net.Conn, net.Conn) {

@@ -57,7 +57,23 @@ type MuxConfig struct {
 	// holds what such a peer sends, up to StreamWindow, until the stream
 	// is reset 5 minutes later.
 	CloseEndsReads bool
+	// RecvBudget, when set, is shared by the sessions whose streams'
+	// unread bytes must stay within it together: a stream grants its
+	// peer window beyond yamux's initial 256 KiB only out of the budget,
+	// so all of them hold at most the budget plus 256 KiB per open
+	// stream. When it is spent, streams whose reader keeps up keep their
+	// window and the ones holding the most get no more (the peer's writes
+	// wait; no byte is dropped, no stream cut). nil: each stream may hold
+	// StreamWindow.
+	RecvBudget *RecvBudget
 }
+
+// RecvBudget is a bound on what mux streams hold unread, shared by the
+// sessions of MuxConfigs that name it; its Held is what they hold now.
+type RecvBudget = yamux.RecvBudget
+
+// NewRecvBudget returns a RecvBudget of limit bytes.
+func NewRecvBudget(limit int64) *RecvBudget { return yamux.NewRecvBudget(limit) }
 
 // ErrWriteTimeout is the session's close reason when a write to the
 // underlying conn did not finish within MuxConfig.WriteTimeout.
@@ -119,6 +135,7 @@ type muxSettings struct {
 	keepAlive    time.Duration
 	writeTimeout time.Duration // <= 0: none
 	closeEnds    bool
+	budget       *RecvBudget
 }
 
 func (cfg *MuxConfig) settings() (muxSettings, error) {
@@ -133,6 +150,7 @@ func (cfg *MuxConfig) settings() (muxSettings, error) {
 		keepAlive:    c.KeepAliveInterval,
 		writeTimeout: c.WriteTimeout,
 		closeEnds:    c.CloseEndsReads,
+		budget:       c.RecvBudget,
 	}
 	if s.window == 0 {
 		s.window = DefaultStreamWindow
@@ -185,6 +203,7 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		WriteInCaller:       true,
 		CloseEndsReads:      s.closeEnds,
 		MaxStreamWindowSize: s.window,
+		RecvBudget:          s.budget,
 		StreamOpenTimeout:   75 * time.Second,
 		StreamCloseTimeout:  5 * time.Minute,
 		LogOutput:           io.Discard, // library: no logs

@@ -44,6 +44,14 @@ type Config struct {
 	// TunnelMux tunes the yamux session over each agent tunnel; nil means
 	// DefaultTunnelMux.
 	TunnelMux *bytestream.MuxConfig
+	// RelayMemory bounds the bytes that the streams of all agent tunnels
+	// together hold unread: what hosts sent and callers have not read
+	// yet. A stream's window beyond yamux's initial 256 KiB is granted
+	// out of it, so a slow caller's session holds up to the tunnel's 4 MiB
+	// window only while the budget lasts; past it, the hosts of the
+	// sessions holding the most wait. 0 means DefaultRelayMemory;
+	// negative means no bound. TunnelMux.RecvBudget, if set, wins.
+	RelayMemory int64
 	// AuthFailureLimit is how many failed authentications a source IP
 	// may make per AuthFailureWindow before it gets 429; 0 means 20.
 	AuthFailureLimit int
@@ -74,7 +82,7 @@ type Config struct {
 // most for a relayed session whose caller reads slower than its host sends
 // (in a buffer of up to twice that, given back within 5 s of the caller
 // catching up: see shrinkEvery), so at most MaxStreamsPerTunnel times that
-// per host; gateway memory is shared by every tunnel. With 1 MiB the agent
+// per host, and all hosts' sessions together what RelayMemory grants. With 1 MiB the agent
 // waited for window updates, and downloads through the gateway ran 5-8%
 // slower.
 //
@@ -83,6 +91,11 @@ type Config struct {
 // bytes buffered for 5 minutes, with its stream slot already given back,
 // so one host's agent and a caller opening and closing sessions grew the
 // gateway without bound.
+// DefaultRelayMemory is Config.RelayMemory's default: 64 relayed
+// sessions at the tunnel's full 4 MiB window, with every other one at
+// 256 KiB, before a host's writes wait for its callers to read.
+const DefaultRelayMemory = 256 << 20
+
 func DefaultTunnelMux() *bytestream.MuxConfig {
 	return &bytestream.MuxConfig{StreamWindow: 4 << 20, MaxStreams: 1, AcceptBacklog: 1, CloseEndsReads: true}
 }
@@ -103,6 +116,14 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.TunnelMux == nil {
 		d.TunnelMux = DefaultTunnelMux()
+	}
+	if d.RelayMemory == 0 {
+		d.RelayMemory = DefaultRelayMemory
+	}
+	if d.RelayMemory > 0 && d.TunnelMux.RecvBudget == nil {
+		mux := *d.TunnelMux
+		mux.RecvBudget = bytestream.NewRecvBudget(d.RelayMemory)
+		d.TunnelMux = &mux
 	}
 	if d.AuthFailureLimit <= 0 {
 		d.AuthFailureLimit = 20
@@ -184,6 +205,12 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 	}
 	s.live.s = s
 	s.ready.ttl = readyTTL
+	if b := c.TunnelMux.RecvBudget; b != nil {
+		c.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "relay_held_bytes",
+			Help: "Bytes that hosts sent through their tunnels and callers have not read yet, held by the gateway (bounded by its relay memory).",
+		}, func() float64 { return float64(b.Held()) }))
+	}
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
 	s.route = s.tunnels
 	if c.Route != nil {

@@ -936,6 +936,7 @@ func TestMetricsExposed(t *testing.T) {
 		`hostgate_relayed_bytes_total{direction="from_host"} 5000`,
 		`hostgate_session_starts_total{kind="ssh"} 1`,
 		`hostgate_auth_failures_total{reason="unknown"} 1`,
+		"hostgate_relay_held_bytes 0",
 		"go_goroutines",
 	}
 	// The relay counts a chunk after writing it on, so the echo can be
@@ -1038,6 +1039,30 @@ func TestSlowCallerDoesNotStallOthers(t *testing.T) {
 	if n := <-wrote; n >= 64<<20 {
 		t.Errorf("slow caller wrote all %d bytes without reading: no backpressure", n)
 	}
+}
+
+// TestRelayMemorySpent: with the relay memory spent, sessions still
+// carry every byte (the host waits for its callers instead).
+func TestRelayMemorySpent(t *testing.T) {
+	e := newEnv(t, &Config{RelayMemory: 1})
+	admin := e.token(store.RoleAdmin)
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		c, err := e.relay("h", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := echoCheck(c, 8<<20); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 type zeroReader struct{}

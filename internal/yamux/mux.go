@@ -61,6 +61,12 @@ type Config struct {
 	// window size that we allow for a stream.
 	MaxStreamWindowSize uint32
 
+	// hostgate: RecvBudget, when set, is shared by sessions whose streams'
+	// unread bytes must stay within it together (budget.go): a stream's
+	// window beyond the initial 256 KiB is granted only out of it. nil
+	// grants every stream MaxStreamWindowSize.
+	RecvBudget *RecvBudget
+
 	// StreamOpenTimeout is the maximum amount of time that a stream will
 	// be allowed to remain in pending state while waiting for an ack from the peer.
 	// Once the timeout is reached the session will be gracefully closed.

@@ -309,6 +309,7 @@ func (s *Session) Close() error {
 	defer s.streamLock.Unlock()
 	for _, stream := range s.streams {
 		stream.forceClose()
+		stream.budgetRelease() // hostgate: budget.go
 	}
 	<-s.sendDoneCh
 	return nil
@@ -799,8 +800,12 @@ func (s *Session) closeStream(id uint32) {
 		}
 		delete(s.inflight, id) // hostgate: upstream kept it for good
 	}
+	st := s.streams[id]
 	delete(s.streams, id)
 	s.streamLock.Unlock()
+	if st != nil {
+		st.budgetRelease() // hostgate: budget.go
+	}
 }
 
 // establishStream is used to mark a stream that was in the

@@ -62,6 +62,12 @@ type Stream struct {
 	// up for before that are dropped. Atomic, since readData holds
 	// recvLock where Read takes stateLock first.
 	ended atomic.Bool
+
+	// hostgate: the stream's share of Config.RecvBudget (budget.go), under
+	// recvLock: the window it granted beyond the initial one, and whether
+	// it has given it back for good.
+	budgetRes  uint32
+	budgetDone bool
 }
 
 // newStream is used to construct a new stream within
@@ -131,6 +137,9 @@ START:
 
 	// Read any bytes
 	n, _ = s.recvBuf.Read(b)
+	if bg := s.session.config.RecvBudget; bg != nil && !s.budgetDone {
+		bg.held.Add(-int64(n))
+	}
 	s.recvLock.Unlock()
 
 	// Send a window update potentially
@@ -287,6 +296,9 @@ func (s *Stream) sendWindowUpdate() error {
 	if s.recvBuf != nil {
 		bufLen = uint32(s.recvBuf.Len())
 	}
+	if b := s.session.config.RecvBudget; b != nil {
+		max = s.budgetWindow(b, max, bufLen)
+	}
 	delta := (max - bufLen) - s.recvWindow
 
 	// Determine the flags if any
@@ -294,6 +306,9 @@ func (s *Stream) sendWindowUpdate() error {
 
 	// Check if we can omit the update
 	if delta < (max/2) && flags == 0 {
+		if b := s.session.config.RecvBudget; b != nil && !s.budgetDone {
+			s.budgetTrim(b, bufLen) // what budgetWindow took is not granted
+		}
 		s.recvLock.Unlock()
 		return nil
 	}
@@ -421,6 +436,7 @@ func (s *Stream) closeBoth() error {
 		s.state = streamClosed
 	}
 	s.stateLock.Unlock()
+	s.budgetRelease() // before the unread bytes go: budget.go counts them
 	s.recvLock.Lock()
 	s.recvBuf = nil
 	s.recvLock.Unlock()
@@ -576,6 +592,9 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 
 	// Decrement the receive window
 	s.recvWindow -= uint32(copiedLength)
+	if b := s.session.config.RecvBudget; b != nil && !s.budgetDone {
+		b.held.Add(int64(copiedLength))
+	}
 	s.recvLock.Unlock()
 
 	// Unblock any readers

@@ -80,8 +80,27 @@ func (s *Server) probe() []checkResult {
 	}
 	audit := checkResult{name: "audit", err: s.auditLog.failure()}
 	res = append(res[:1], append([]checkResult{audit}, res[1:]...)...)
+	for _, c := range res {
+		if c.err != nil {
+			s.logger.Warn("readyz: a check failed", "check", c.name, "err", c.err)
+		}
+	}
 	r.result, r.at = res, time.Now()
 	return res
+}
+
+// checkFailure is what /readyz says of a failed check. The answer is
+// unauthenticated, so it says which dependency failed but not how: the
+// errors name files (the state database's path) and addresses, which
+// probe logs instead.
+func checkFailure(name string) string {
+	switch name {
+	case "store":
+		return "the state database does not answer or refuses writes; the gateway's log has why"
+	case "audit":
+		return "the audit log cannot be written; the gateway's log has why"
+	}
+	return "failed; the gateway's log has why"
 }
 
 // checkStore: the store answers a read and takes a write.
@@ -117,8 +136,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			body.Checks[c.name] = "ok"
 			continue
 		}
-		body.Checks[c.name] = c.err.Error()
-		failed = append(failed, fmt.Sprintf("%s: %v", c.name, c.err))
+		why := checkFailure(c.name)
+		body.Checks[c.name] = why
+		failed = append(failed, c.name+": "+why)
 	}
 	if len(failed) == 0 {
 		WriteJSON(w, http.StatusOK, body)

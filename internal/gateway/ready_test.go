@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -37,6 +38,20 @@ func (s *fullStore) RecordSession(ctx context.Context, e store.Session) error {
 		return errFull
 	}
 	return s.Store.RecordSession(ctx, e)
+}
+
+// logLine says whether a line of logs holds every one of parts.
+func logLine(logs string, parts ...string) bool {
+	for line := range strings.Lines(logs) {
+		found := true
+		for _, p := range parts {
+			found = found && strings.Contains(line, p)
+		}
+		if found {
+			return true
+		}
+	}
+	return false
 }
 
 type readyAnswer struct {
@@ -109,16 +124,26 @@ func TestReadyzReportsEachDependency(t *testing.T) {
 	}
 	code, a := ready()
 	if code != 503 || a.Status != "not_ready" || a.Error.Code != "not_ready" ||
-		!strings.Contains(a.Checks["store"], "state.db") || !strings.Contains(a.Checks["audit"], "3 sessions unrecorded") || a.Checks["docker"] != "ok" {
+		!strings.Contains(a.Checks["store"], "state database") || !strings.Contains(a.Checks["audit"], "audit log") || a.Checks["docker"] != "ok" ||
+		!strings.Contains(a.Error.Message, "store: ") || !strings.Contains(a.Error.Message, "audit: ") {
 		t.Errorf("disk full: %d %+v", code, a)
+	}
+	// The answer is unauthenticated: the paths and errors are in the log only.
+	if raw := fmt.Sprintf("%+v", a); strings.Contains(raw, "/var/lib") || strings.Contains(raw, "disk is full") {
+		t.Errorf("/readyz tells anyone the database's path or error: %s", raw)
+	}
+	for _, want := range [][2]string{{"check=store", "/var/lib/hostgate/state.db"}, {"check=audit", "3 sessions unrecorded"}} {
+		if !logLine(logs.String(), "readyz: a check failed", want[0], want[1]) {
+			t.Errorf("no log line of the failed check with %q:\n%s", want, logs.String())
+		}
 	}
 
 	// Space comes back: the next probe ends the outage, without a session.
 	fs.full.Store(false)
 	dockerDown.Store(true)
 	code, a = ready()
-	if code != 503 || a.Checks["store"] != "ok" || a.Checks["audit"] != "ok" || !strings.Contains(a.Checks["docker"], "Docker engine") ||
-		!strings.Contains(a.Error.Message, "docker: the Docker engine does not answer") {
+	if code != 503 || a.Checks["store"] != "ok" || a.Checks["audit"] != "ok" || a.Checks["docker"] != checkFailure("docker") ||
+		!strings.Contains(a.Error.Message, "docker: failed") || !logLine(logs.String(), "check=docker", "the Docker engine does not answer") {
 		t.Errorf("space back, Docker down: %d %+v", code, a)
 	}
 	if !strings.Contains(e.metricsText(), "hostgate_audit_failing 0") {

@@ -46,6 +46,7 @@ type serveConfig struct {
 	TokenRecheck  time.Duration
 	RepoRoots     string // comma-separated directories git-worktree repositories must be under
 	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
+	AuditRequired bool   // refuse new sessions while the audit log cannot be written
 	proxies       []netip.Prefix
 	// Checkpoint retention (dockerhost.Retention); 0 keeps everything.
 	CheckpointMaxAge   time.Duration
@@ -124,6 +125,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.RepoRoots, "repository-roots", "", "comma-separated directories that git-worktree sandboxes' repositoryPath must be under (empty: any repository the gateway can read)")
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
+	fs.BoolVar(&c.AuditRequired, "audit-required", false, "while the audit log cannot be written (a full disk), refuse new sessions, execs and logins with 503 instead of letting them go on unrecorded; open sessions go on")
 	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, in the background: at start, after each checkpoint, and as each passes this age (0: kept for good)")
 	fs.Var(&c.CheckpointMaxBytes, "checkpoint-max-bytes", "Docker executions' checkpoints are kept under this total `SIZE` by deleting the oldest, in the background at start and after each checkpoint; the newest is always kept (bytes, or with K, M, G, T: powers of 1024; 0: no limit)")
 	if err := parse(fs, args); err != nil {
@@ -262,7 +264,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {
 		defer watchStateDB(ctx, logger, filepath.Join(c.StateDir, dbFile), opened, stateWatchInterval)()
 	}
-	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck})
+	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired})
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,11 @@ type Config struct {
 	// sessions holding the most wait. 0 means DefaultRelayMemory;
 	// negative means no bound. TunnelMux.RecvBudget, if set, wins.
 	RelayMemory int64
+	// AuditRequired makes the audit log fail closed: while its writes
+	// fail, requests that would start a session, an exec or a login are
+	// refused with 503 (auditgate.go), where by default they go on
+	// unrecorded. Open sessions go on either way.
+	AuditRequired bool
 	// AuthFailureLimit is how many failed authentications a source IP
 	// may make per AuthFailureWindow before it gets 429; 0 means 20.
 	AuthFailureLimit int
@@ -268,10 +273,14 @@ func allowedMethods(m *http.ServeMux, r *http.Request) []string {
 func (s *Server) Handler() http.Handler {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var h http.Handler = s.mux
 	if s.front != nil {
-		return boundBodies(s.front(s.mux))
+		h = s.front(h)
 	}
-	return boundBodies(s.mux)
+	if s.cfg.AuditRequired {
+		h = s.auditRequired(h)
+	}
+	return boundBodies(h)
 }
 
 // SetFront puts a handler in front of the router, for routing the router

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
@@ -156,4 +157,51 @@ func TestReadyzReportsEachDependency(t *testing.T) {
 	if code, a := ready(); code != 200 || a.Status != "ready" {
 		t.Errorf("all back: %d %+v", code, a)
 	}
+}
+
+// TestAuditRequired: with AuditRequired, while the audit log cannot be
+// written a new session and a certificate are refused with a 503 that
+// says why, the session already open goes on, reads still answer, and
+// sessions start again once the database takes writes.
+func TestAuditRequired(t *testing.T) {
+	var fs *fullStore
+	e := newEnvWrapped(t, &Config{AuditRequired: true}, func(st store.Store) store.Store { fs = &fullStore{Store: st}; return fs })
+	e.srv.ready.ttl = 0
+	_, k := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "h1"), k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.token(store.RoleAdmin)
+	open, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.full.Store(true)
+	// The session whose entry fails first finds the outage; it goes on.
+	first, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatalf("the session that finds the outage: %v", err)
+	}
+	echoRoundTrip(t, first, 10)
+
+	_, err = e.relay("h1", admin)
+	var he *bytestream.HandshakeError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable || !strings.Contains(he.Body, "audit_unavailable") ||
+		!strings.Contains(he.Body, "disk of the state database") || !strings.Contains(he.Body, "--audit-required") {
+		t.Fatalf("a session while the audit log cannot be written: %v", err)
+	}
+	if code, body := e.call("POST", "/v1/hosts/h1/certificates", admin, map[string]string{"publicKey": k}, nil); code != http.StatusServiceUnavailable || !strings.Contains(body, "audit_unavailable") {
+		t.Errorf("a certificate while the audit log cannot be written: %d %s", code, body)
+	}
+	if code, _ := e.call("GET", "/v1/hosts", admin, nil, nil); code != http.StatusOK {
+		t.Errorf("listing hosts while the audit log cannot be written: %d", code)
+	}
+	echoRoundTrip(t, open, 10) // the open session goes on
+
+	fs.full.Store(false)
+	again, err := e.relay("h1", admin)
+	if err != nil {
+		t.Fatalf("a session once the database takes writes: %v", err)
+	}
+	echoRoundTrip(t, again, 10)
 }

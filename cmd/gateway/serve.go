@@ -264,7 +264,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {
 		defer watchStateDB(ctx, logger, filepath.Join(c.StateDir, dbFile), opened, stateWatchInterval)()
 	}
-	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired})
+	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir})
 	if err != nil {
 		return err
 	}

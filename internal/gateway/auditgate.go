@@ -25,7 +25,7 @@ func (s *Server) auditRequired(next http.Handler) http.Handler {
 		}
 		// Nothing is written while we refuse: probe's store check (at
 		// most once per readyTTL) is what ends the outage.
-		s.probe()
+		_, _ = s.probe()
 		err := s.auditLog.failure()
 		if err == nil {
 			next.ServeHTTP(w, r)

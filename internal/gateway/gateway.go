@@ -57,6 +57,10 @@ type Config struct {
 	// refused with 503 (auditgate.go), where by default they go on
 	// unrecorded. Open sessions go on either way.
 	AuditRequired bool
+	// StateDir is the directory of the state database: /readyz reports
+	// "degraded" and hostgate_state_free_bytes the free space of its
+	// filesystem (diskspace.go). Empty: not watched.
+	StateDir string
 	// AuthFailureLimit is how many failed authentications a source IP
 	// may make per AuthFailureWindow before it gets 429; 0 means 20.
 	AuthFailureLimit int
@@ -210,6 +214,10 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 	}
 	s.live.s = s
 	s.ready.ttl = readyTTL
+	if c.StateDir != "" {
+		s.ready.disk = &diskWatch{dir: c.StateDir, stat: diskFree}
+		s.ready.disk.register(c.Registry)
+	}
 	if b := c.TunnelMux.RecvBudget; b != nil {
 		c.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "hostgate", Name: "relay_held_bytes",

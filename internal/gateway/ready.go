@@ -29,6 +29,8 @@ type readiness struct {
 	checks []readyCheck  // AddReadyCheck's, after the store's own
 	at     time.Time     // when results were found
 	result []checkResult
+	disk   *diskWatch // the state dir's free space, if watched
+	low    string     // why disk is low, or ""
 }
 
 type readyCheck struct {
@@ -52,13 +54,17 @@ func (s *Server) AddReadyCheck(name string, check func(ctx context.Context) erro
 }
 
 // probe runs every check at most once per ttl and returns the results in
-// order: the store's, the audit log's, then AddReadyCheck's.
-func (s *Server) probe() []checkResult {
+// order: the store's, the audit log's, then AddReadyCheck's; and why the
+// state dir's filesystem is low on space, or "".
+func (s *Server) probe() (_ []checkResult, lowSpace string) {
 	r := &s.ready
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.result != nil && time.Since(r.at) < r.ttl {
-		return r.result
+		return r.result, r.low
+	}
+	if r.disk != nil {
+		r.low = r.disk.check(s)
 	}
 	// Not the request's context: the answer is shared by every poll of
 	// the next ttl, and a poller hanging up must not fail it for them.
@@ -86,7 +92,7 @@ func (s *Server) probe() []checkResult {
 		}
 	}
 	r.result, r.at = res, time.Now()
-	return res
+	return res, r.low
 }
 
 // checkFailure is what /readyz says of a failed check. The answer is
@@ -111,7 +117,8 @@ func (s *Server) checkStore(ctx context.Context) error {
 	return s.store.CheckWrite(ctx)
 }
 
-// readyBody is /readyz's answer: status "ready" or "not_ready", and each
+// readyBody is /readyz's answer: status "ready", "degraded" (ready, but
+// the state dir's filesystem is low on space) or "not_ready", and each
 // check's "ok" or what failed; a failure also carries the error envelope
 // every 503 has.
 type readyBody struct {
@@ -131,7 +138,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	body := readyBody{Status: "ready", Tunnels: s.tunnels.Len(), Checks: map[string]string{}}
 	var failed []string
-	for _, c := range s.probe() {
+	results, lowSpace := s.probe()
+	if s.ready.disk != nil {
+		body.Checks["disk"] = "ok"
+	}
+	if lowSpace != "" {
+		// Writes still work: a load balancer keeps the gateway, and
+		// monitoring sees it first here.
+		body.Status = "degraded"
+		body.Checks["disk"] = lowSpace
+	}
+	for _, c := range results {
 		if c.err == nil {
 			body.Checks[c.name] = "ok"
 			continue

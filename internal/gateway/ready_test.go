@@ -205,3 +205,45 @@ func TestAuditRequired(t *testing.T) {
 	}
 	echoRoundTrip(t, again, 10)
 }
+
+// TestReadyzWarnsOfLowSpace: before the state database's writes fail on
+// a full disk, /readyz says "degraded" (still 200) with how much is free,
+// hostgate_state_free_bytes shows it, and the gateway logs the dir once
+// when its filesystem turns low and once when it recovers.
+func TestReadyzWarnsOfLowSpace(t *testing.T) {
+	e := newEnv(t, &Config{StateDir: "/var/lib/hostgate"})
+	e.srv.ready.ttl = 0
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var free atomic.Uint64
+	free.Store(50 << 30)
+	e.srv.ready.disk.stat = func(string) (uint64, uint64, error) { return free.Load(), 100 << 30, nil }
+	ready := func() (int, readyAnswer) {
+		t.Helper()
+		var a readyAnswer
+		code, _ := e.call("GET", "/readyz", "", nil, &a)
+		return code, a
+	}
+	if code, a := ready(); code != 200 || a.Status != "ready" || a.Checks["disk"] != "ok" {
+		t.Fatalf("50 GiB free: %d %+v", code, a)
+	}
+	free.Store(600 << 20) // under 1% of 100 GiB
+	for range 2 {
+		if code, a := ready(); code != 200 || a.Status != "degraded" || !strings.Contains(a.Checks["disk"], "600 MiB free, under 1024 MiB") {
+			t.Fatalf("600 MiB free: %d %+v", code, a)
+		}
+	}
+	if !strings.Contains(e.metricsText(), "hostgate_state_free_bytes 6.291456e+08") {
+		t.Error("metrics lack hostgate_state_free_bytes 6.291456e+08")
+	}
+	if n := strings.Count(logs.String(), "low on space"); n != 1 || !logLine(logs.String(), "low on space", "dir=/var/lib/hostgate", "freeBytes=629145600") {
+		t.Errorf("low space logged %d times, want once with the dir:\n%s", n, logs.String())
+	}
+	free.Store(2 << 30)
+	if code, a := ready(); code != 200 || a.Status != "ready" || a.Checks["disk"] != "ok" {
+		t.Fatalf("space back: %d %+v", code, a)
+	}
+	if !strings.Contains(logs.String(), "has space again") {
+		t.Errorf("the recovery is not logged:\n%s", logs.String())
+	}
+}

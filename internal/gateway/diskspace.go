@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// lowSpaceFloor is the free space under which the state dir's filesystem
+// is low whatever its size; 1% of it counts where that is more. SQLite
+// needs room for its journal beyond the rows it writes, and every write
+// (tokens, pins, the audit log) fails once the disk is full: the warning
+// must come while there is time to act.
+const lowSpaceFloor = 64 << 20
+
+// diskWatch is the free-space check of Config.StateDir: /readyz says
+// "degraded" while it is low, and the gateway logs when it turns low and
+// when it recovers.
+type diskWatch struct {
+	dir  string
+	stat func(dir string) (free, total uint64, err error) // diskFree; tests replace it
+
+	mu  sync.Mutex
+	low bool
+}
+
+// lowThreshold is the free space under which a filesystem of total bytes
+// is low.
+func lowThreshold(total uint64) uint64 { return max(lowSpaceFloor, total/100) }
+
+// check measures the free space; why is non-empty when it is low.
+func (d *diskWatch) check(s *Server) (why string) {
+	free, total, err := d.stat(d.dir)
+	if err != nil {
+		if !errors.Is(err, errors.ErrUnsupported) {
+			s.logger.Warn("state dir: cannot measure its filesystem's free space", "dir", d.dir, "err", err)
+		}
+		return ""
+	}
+	limit := lowThreshold(total)
+	low := free < limit
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case low && !d.low:
+		s.logger.Warn("state dir: its filesystem is low on space; the state database's writes (tokens, host pins, the audit log) fail once it is full: free space there",
+			"dir", d.dir, "freeBytes", free, "totalBytes", total, "thresholdBytes", limit)
+	case !low && d.low:
+		s.logger.Info("state dir: its filesystem has space again", "dir", d.dir, "freeBytes", free)
+	}
+	d.low = low
+	if !low {
+		return ""
+	}
+	return fmt.Sprintf("low on space: %d MiB free, under %d MiB; the gateway's log has where", free>>20, limit>>20)
+}
+
+// register adds hostgate_state_free_bytes, measured at each scrape.
+func (d *diskWatch) register(reg *prometheus.Registry) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "hostgate", Name: "state_free_bytes",
+		Help: "Free bytes of the state dir's filesystem (for the gateway's user); /readyz says degraded under 64 MiB or 1% of the filesystem.",
+	}, func() float64 {
+		free, _, err := d.stat(d.dir)
+		if err != nil {
+			return -1
+		}
+		return float64(free)
+	}))
+}

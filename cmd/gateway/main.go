@@ -5,7 +5,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -19,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hostgate/hostgate/internal/flaghelp"
 	"github.com/hostgate/hostgate/internal/sigreset"
 )
 
@@ -186,24 +186,16 @@ func parseUsage(fs *flag.FlagSet, args []string, head string) error {
 // parseArgs parses flags placed before, between or after positional
 // arguments (`host reset-key ID --state-dir D`); fs.Args() then holds the
 // positional ones. "--" ends flags.
-func parseArgs(fs *flag.FlagSet, args []string) (err error) {
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	help := io.Writer(nil)
 	if o, ok := fs.Output().(flagOutput); ok {
-		// What parsing prints is help (to stdout) or an error (to stderr):
-		// which, only its result says.
-		var buf bytes.Buffer
-		fs.SetOutput(&buf)
-		defer func() {
-			fs.SetOutput(o)
-			if buf.Len() == 0 {
-				return
-			}
-			w := o.err
-			if errors.Is(err, flag.ErrHelp) {
-				w = o.out
-			}
-			_, _ = w.Write(buf.Bytes())
-		}()
+		help = o.out
 	}
+	return flaghelp.Parse(fs, help, func() error { return parseInterspersed(fs, args) })
+}
+
+// parseInterspersed is parseArgs without the help's routing.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

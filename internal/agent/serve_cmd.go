@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/flaghelp"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -42,22 +42,10 @@ func envName(name string) string {
 	return "HOSTGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// parseFlags parses args into fs, whose output is stderr; what parsing
-// prints goes to help instead when it is the help -h asks for, so that
-// `agent connect -h | less` pages it, as the gateway's commands do.
+// parseFlags parses args into fs, whose output is stderr; the help -h
+// asks for goes to help instead (flaghelp).
 func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
-	stderr := fs.Output()
-	var buf bytes.Buffer
-	fs.SetOutput(&buf)
-	err := fs.Parse(args)
-	fs.SetOutput(stderr)
-	if errors.Is(err, flag.ErrHelp) && help != nil {
-		stderr = help
-	}
-	if buf.Len() > 0 {
-		_, _ = stderr.Write(buf.Bytes())
-	}
-	return err
+	return flaghelp.Parse(fs, help, func() error { return fs.Parse(args) })
 }
 
 // envUsage makes fs's -h list each flag's environment variable after the

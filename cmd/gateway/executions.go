@@ -170,7 +170,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
 			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify,
-				MakeDirs: []string{dockerhost.WorkspaceTempDir}})
+				MakeDirs: []string{dockerhost.WorkspaceTempDir}, Mux: srv.TunnelMux()})
 		docker.SetExecVia(agents.Runner)
 	}
 	// Sandboxes are part of what this gateway serves: an engine that

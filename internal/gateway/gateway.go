@@ -304,6 +304,12 @@ func (s *Server) SetFront(front func(next http.Handler) http.Handler) {
 // patterns) before serving.
 func (s *Server) Mux() *http.ServeMux { return s.mux }
 
+// TunnelMux is the yamux configuration of agent tunnels, with the relay
+// memory budget (Config.RelayMemory) they share: sandboxes' agents, which
+// the executions API connects, use it too, so their sessions count
+// against the same budget.
+func (s *Server) TunnelMux() *bytestream.MuxConfig { return s.cfg.TunnelMux }
+
 // Tunnels is the registry of live tunnels: Docker executions Register their
 // tunnels here, and the browser pty and previews Open streams through it.
 func (s *Server) Tunnels() *Registry { return s.tunnels }

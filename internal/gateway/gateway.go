@@ -101,7 +101,8 @@ type Config struct {
 // so one host's agent and a caller opening and closing sessions grew the
 // gateway without bound.
 // DefaultRelayMemory is Config.RelayMemory's default: 64 relayed
-// sessions at the tunnel's full 4 MiB window, with every other one at
+// sessions carrying bulk data at once at the tunnel's full 4 MiB window
+// (idle and interactive ones reserve none of it), with every other one at
 // 256 KiB, before a host's writes wait for its callers to read.
 const DefaultRelayMemory = 256 << 20
 

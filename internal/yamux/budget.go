@@ -56,17 +56,38 @@ func (b *RecvBudget) give(n uint32) {
 }
 
 // budgetWindow is the window a stream of a budgeted session may grant:
-// the initial window, plus its share of the budget topped up towards
-// full. Called with recvLock held.
+// the initial window, plus its share of the budget topped up towards its
+// goal. The goal starts at the initial window and doubles, up to full,
+// each time the peer has sent and the reader has read more than half of
+// it, so only a stream that carries bulk data reserves more: a session
+// that sends a prompt now and then (most of a gateway's) reserves
+// nothing, and cannot starve newer ones of the budget by holding a window
+// its peer never uses, which the protocol gives no way to take back.
+// Called with recvLock held.
 func (s *Stream) budgetWindow(b *RecvBudget, full, bufLen uint32) uint32 {
 	if s.budgetDone {
 		return bufLen + s.recvWindow // the stream has ended: grant nothing
 	}
 	s.budgetTrim(b, bufLen)
-	if want := full - initialStreamWindow; s.budgetRes < want {
-		s.budgetRes += b.take(want - s.budgetRes)
+	goal := initialStreamWindow + s.budgetGoal
+	if out := bufLen + s.recvWindow; out <= goal/2 && goal < full {
+		s.budgetGoal = min(2*goal, full) - initialStreamWindow
+	}
+	if s.budgetRes < s.budgetGoal {
+		s.budgetRes += b.take(s.budgetGoal - s.budgetRes)
 	}
 	return initialStreamWindow + s.budgetRes
+}
+
+// budgetIdle sets a stream that received nothing since the last call back
+// to the initial window's goal: what it still reserves comes back as its
+// peer uses the window, and a new burst grows it again. Called with
+// recvLock held, by Shrink.
+func (s *Stream) budgetIdle() {
+	if !s.budgetRecent {
+		s.budgetGoal = 0
+	}
+	s.budgetRecent = false
 }
 
 // budgetTrim gives back the part of a stream's reservation that its

@@ -9,16 +9,17 @@ import (
 	"time"
 )
 
-// TestRecvBudget: streams whose reader never reads hold, together, no
-// more than the budget plus yamux's initial window each, however much
-// their peer has to send; once read, every byte arrives, in order, and
-// the budget is whole again.
+// TestRecvBudget: streams whose reader read enough for their windows to
+// grow and then stopped hold, together, no more than the budget plus
+// yamux's initial window each, however much their peer has to send; once
+// read, every byte arrives, in order, and the budget is whole again.
 func TestRecvBudget(t *testing.T) {
 	const (
 		window  = 4 << 20
 		limit   = 6 << 20
 		streams = 6
-		size    = 5 << 20 // more than a window
+		first   = 3 << 20  // read before the reader stops: the window grows
+		size    = 12 << 20 // more than that and a window
 		chunk   = 16 << 10
 	)
 	var wg sync.WaitGroup
@@ -64,6 +65,17 @@ func TestRecvBudget(t *testing.T) {
 		}()
 	}
 
+	offs := make([]int, streams)
+	for i, s := range got {
+		n, err := io.CopyN(checker{i: i, off: &offs[i]}, s, first)
+		if err != nil {
+			t.Fatalf("stream %d: read %d of the first %d bytes: %v", i, n, first, err)
+		}
+	}
+	if r := budget.Reserved(); r == 0 {
+		t.Fatalf("streams that carried %d bytes each reserve nothing: their windows never grew", first)
+	}
+
 	// Every sender has used up the window it was granted and all it sent
 	// has arrived.
 	deadline := time.Now().Add(20 * time.Second)
@@ -74,11 +86,11 @@ func TestRecvBudget(t *testing.T) {
 				blocked++
 			}
 		}
-		if blocked == streams && budget.Held() == written.Load() {
+		if blocked == streams && budget.Held() == written.Load()-streams*first {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("senders blocked: %d of %d; held %d, sent %d", blocked, streams, budget.Held(), written.Load())
+			t.Fatalf("senders blocked: %d of %d; held %d, sent %d, read %d", blocked, streams, budget.Held(), written.Load(), streams*first)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -90,16 +102,135 @@ func TestRecvBudget(t *testing.T) {
 	}
 
 	for i, s := range got {
-		off := 0
-		n, err := io.Copy(checker{i: i, off: &off}, s)
-		if err != nil || n != size {
-			t.Fatalf("stream %d: read %d of %d bytes: %v", i, n, size, err)
+		n, err := io.Copy(checker{i: i, off: &offs[i]}, s)
+		if err != nil || n != size-first {
+			t.Fatalf("stream %d: read %d of the last %d bytes: %v", i, n, size-first, err)
 		}
 		_ = s.Close()
 	}
 	wg.Wait()
 	if h, r := budget.Held(), budget.Reserved(); h != 0 || r != 0 {
 		t.Fatalf("after the streams closed: held %d, reserved %d; want 0", h, r)
+	}
+}
+
+// TestRecvBudgetIdleStreamsReserveNothing: streams that carry a message
+// now and then, as most relayed sessions do, reserve none of the budget,
+// so a stream that carries bulk data later still grows its window to
+// full. Streams that took a full window at their open spent a budget of
+// this size after two of them.
+func TestRecvBudgetIdleStreamsReserveNothing(t *testing.T) {
+	const (
+		window = 4 << 20
+		limit  = 6 << 20
+		idle   = 40
+		bulk   = 16 << 20
+	)
+	budget := NewRecvBudget(limit)
+	cc, sc := testConfData(), testConfData()
+	cc.MaxStreamWindowSize, sc.MaxStreamWindowSize = window, window
+	cc.RecvBudget = budget
+	client, server := testConnTLS(t)
+	gw, agent := testClientServerConfig(t, client, server, cc, sc)
+
+	open := func() (*Stream, *Stream) {
+		s, err := gw.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := agent.AcceptStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, a
+	}
+	msg := make([]byte, 512)
+	for range idle {
+		s, a := open()
+		for range 3 {
+			if _, err := a.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(s, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r := budget.Reserved(); r != 0 {
+		t.Fatalf("%d streams that carried a few messages reserve %d bytes; want 0", idle, r)
+	}
+
+	s, a := open()
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 32<<10)
+		for off := 0; off < bulk; off += len(buf) {
+			if _, err := a.Write(buf); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- a.Close()
+	}()
+	if n, err := io.Copy(io.Discard, s); err != nil || n != bulk {
+		t.Fatalf("bulk stream: read %d of %d: %v", n, bulk, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	s.recvLock.Lock()
+	goal := s.budgetGoal
+	s.recvLock.Unlock()
+	if want := uint32(window - initialStreamWindow); goal != want {
+		t.Fatalf("a bulk stream beside %d idle ones grew its window to %d beyond the initial; want %d", idle, goal, want)
+	}
+}
+
+// TestRecvBudgetIdleStreamGivesUpItsGoal: a stream whose window grew and
+// that then received nothing between two Shrinks (the relay calls it every
+// 5 s) aims at the initial window again.
+func TestRecvBudgetIdleStreamGivesUpItsGoal(t *testing.T) {
+	const window = 4 << 20
+	cc, sc := testConfData(), testConfData()
+	cc.MaxStreamWindowSize, sc.MaxStreamWindowSize = window, window
+	cc.RecvBudget = NewRecvBudget(64 << 20)
+	client, server := testConnTLS(t)
+	gw, agent := testClientServerConfig(t, client, server, cc, sc)
+	s, err := gw.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.AcceptStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bulk = 8 << 20
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Write(make([]byte, bulk))
+		errc <- err
+	}()
+	if _, err := io.CopyN(io.Discard, s, bulk); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	goal := func() uint32 {
+		s.recvLock.Lock()
+		defer s.recvLock.Unlock()
+		return s.budgetGoal
+	}
+	if g := goal(); g == 0 {
+		t.Fatalf("a stream that carried %d bytes did not grow its window", bulk)
+	}
+	s.Shrink() // data arrived since the last: the goal stays
+	if g := goal(); g == 0 {
+		t.Fatal("the first Shrink after a burst dropped the goal")
+	}
+	s.Shrink()
+	if g := goal(); g != 0 {
+		t.Fatalf("a stream idle between two Shrinks keeps a goal of %d beyond the initial window", g)
 	}
 }
 

@@ -66,8 +66,10 @@ type Stream struct {
 	// hostgate: the stream's share of Config.RecvBudget (budget.go), under
 	// recvLock: the window it granted beyond the initial one, and whether
 	// it has given it back for good.
-	budgetRes  uint32
-	budgetDone bool
+	budgetRes    uint32
+	budgetGoal   uint32 // the window beyond the initial one it aims to keep
+	budgetRecent bool   // it received data since the last budgetIdle
+	budgetDone   bool
 }
 
 // newStream is used to construct a new stream within
@@ -594,6 +596,7 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 	s.recvWindow -= uint32(copiedLength)
 	if b := s.session.config.RecvBudget; b != nil && !s.budgetDone {
 		b.held.Add(int64(copiedLength))
+		s.budgetRecent = true
 	}
 	s.recvLock.Unlock()
 
@@ -634,6 +637,9 @@ func (s *Stream) Shrink() {
 	s.recvLock.Lock()
 	if s.recvBuf != nil && s.recvBuf.Len() == 0 {
 		s.recvBuf = nil
+	}
+	if s.session.config.RecvBudget != nil {
+		s.budgetIdle()
 	}
 	s.recvLock.Unlock()
 }

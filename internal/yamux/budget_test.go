@@ -25,11 +25,7 @@ func TestRecvBudget(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // after the sessions' cleanups end the writers
 	budget := NewRecvBudget(limit)
-	cc, sc := testConfData(), testConfData()
-	cc.MaxStreamWindowSize, sc.MaxStreamWindowSize = window, window
-	cc.RecvBudget = budget
-	client, server := testConnTLS(t)
-	gw, agent := testClientServerConfig(t, client, server, cc, sc)
+	open := budgetPair(t, window, budget)
 
 	var (
 		written atomic.Int64
@@ -37,16 +33,8 @@ func TestRecvBudget(t *testing.T) {
 		got     = make([]*Stream, streams)
 	)
 	for i := range streams {
-		s, err := gw.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[i] = s
-		a, err := agent.AcceptStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent[i] = a
+		s, a := open()
+		got[i], sent[i] = s, a
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -127,23 +115,7 @@ func TestRecvBudgetIdleStreamsReserveNothing(t *testing.T) {
 		bulk   = 16 << 20
 	)
 	budget := NewRecvBudget(limit)
-	cc, sc := testConfData(), testConfData()
-	cc.MaxStreamWindowSize, sc.MaxStreamWindowSize = window, window
-	cc.RecvBudget = budget
-	client, server := testConnTLS(t)
-	gw, agent := testClientServerConfig(t, client, server, cc, sc)
-
-	open := func() (*Stream, *Stream) {
-		s, err := gw.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := agent.AcceptStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, a
-	}
+	open := budgetPair(t, window, budget)
 	msg := make([]byte, 512)
 	for range idle {
 		s, a := open()
@@ -191,19 +163,7 @@ func TestRecvBudgetIdleStreamsReserveNothing(t *testing.T) {
 // 5 s) aims at the initial window again.
 func TestRecvBudgetIdleStreamGivesUpItsGoal(t *testing.T) {
 	const window = 4 << 20
-	cc, sc := testConfData(), testConfData()
-	cc.MaxStreamWindowSize, sc.MaxStreamWindowSize = window, window
-	cc.RecvBudget = NewRecvBudget(64 << 20)
-	client, server := testConnTLS(t)
-	gw, agent := testClientServerConfig(t, client, server, cc, sc)
-	s, err := gw.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.AcceptStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, a := budgetPair(t, window, NewRecvBudget(64<<20))()
 	const bulk = 8 << 20
 	errc := make(chan error, 1)
 	go func() {
@@ -231,6 +191,28 @@ func TestRecvBudgetIdleStreamGivesUpItsGoal(t *testing.T) {
 	s.Shrink()
 	if g := goal(); g != 0 {
 		t.Fatalf("a stream idle between two Shrinks keeps a goal of %d beyond the initial window", g)
+	}
+}
+
+// budgetPair connects a gateway-side session under budget to an agent-side
+// one, both with the given window, and returns a function that opens a
+// stream from the gateway's side and accepts it on the agent's.
+func budgetPair(t *testing.T, window uint32, budget *RecvBudget) func() (gw, agent *Stream) {
+	cc, sc := testConfData(), testConfData()
+	cc.MaxStreamWindowSize, sc.MaxStreamWindowSize = window, window
+	cc.RecvBudget = budget
+	client, server := testConnTLS(t)
+	gwSess, agentSess := testClientServerConfig(t, client, server, cc, sc)
+	return func() (*Stream, *Stream) {
+		s, err := gwSess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := agentSess.AcceptStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, a
 	}
 }
 

@@ -262,10 +262,16 @@ func testRuntimeDeadlineHost(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
-	r.RuntimeMs = 5000 // room for provisioning on a loaded machine
+	// Room for provisioning on a loaded machine: under CI's parallel
+	// packages with -race a provision once took the whole of 5 s, so the
+	// command below found the execution ended before it could start.
+	r.RuntimeMs = 12000
 	ex := provision(t, h, emptyReq(img, r))
-	if ex.ExpiresAt.Sub(ex.CreatedAt) != 5*time.Second {
-		t.Fatalf("expiresAt %v - createdAt %v != 5s", ex.ExpiresAt, ex.CreatedAt)
+	if ex.ExpiresAt.Sub(ex.CreatedAt) != 12*time.Second {
+		t.Fatalf("expiresAt %v - createdAt %v != 12s", ex.ExpiresAt, ex.CreatedAt)
+	}
+	if left := time.Until(ex.ExpiresAt); left < time.Second {
+		t.Fatalf("provisioning took all but %v of the execution's 12 s runtime: the command cannot start before its deadline on a machine this loaded", left)
 	}
 	// A command the deadline cuts says that is what ended it, not just
 	// "has ended" (as after a DELETE).

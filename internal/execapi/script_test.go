@@ -48,9 +48,11 @@ func TestParseEnviron(t *testing.T) {
 // quotedName is the name an errEnvironName error quotes, unquoted.
 func quotedName(t *testing.T, err error) string {
 	t.Helper()
+	// The name follows the sentinel's own text: it may hold ": " itself.
 	msg := err.Error()
-	name, qerr := strconv.Unquote(msg[strings.LastIndex(msg, ": ")+2:])
-	if qerr != nil {
+	quoted, ok := strings.CutPrefix(msg, errEnvironName.Error()+": ")
+	name, qerr := strconv.Unquote(quoted)
+	if !ok || qerr != nil {
 		t.Fatalf("error %q does not end with a quoted name", msg)
 	}
 	return name

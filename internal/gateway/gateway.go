@@ -85,27 +85,27 @@ type Config struct {
 	Registry *prometheus.Registry
 }
 
-// DefaultTunnelMux is the yamux configuration of agent tunnels when
-// Config.TunnelMux is nil. Agents never open streams, so all but one are
-// refused. The 4 MiB stream window is how many bytes the gateway holds at
-// most for a relayed session whose caller reads slower than its host sends
-// (in a buffer of up to twice that, given back within 5 s of the caller
-// catching up: see shrinkEvery), so at most MaxStreamsPerTunnel times that
-// per host, and all hosts' sessions together what RelayMemory grants. With 1 MiB the agent
-// waited for window updates, and downloads through the gateway ran 5-8%
-// slower.
-//
-// A stream the gateway closes is closed both ways (CloseEndsReads): an
-// agent that never closed its side kept each closed stream's window of
-// bytes buffered for 5 minutes, with its stream slot already given back,
-// so one host's agent and a caller opening and closing sessions grew the
-// gateway without bound.
 // DefaultRelayMemory is Config.RelayMemory's default: 64 relayed
 // sessions carrying bulk data at once at the tunnel's full 4 MiB window
 // (idle and interactive ones reserve none of it), with every other one at
 // 256 KiB, before a host's writes wait for its callers to read.
 const DefaultRelayMemory = 256 << 20
 
+// DefaultTunnelMux is the yamux configuration of agent tunnels when
+// Config.TunnelMux is nil. Agents never open streams, so all but one are
+// refused. The 4 MiB stream window is how many bytes the gateway holds at
+// most for a relayed session whose caller reads slower than its host sends
+// (in a buffer of up to twice that, given back within 5 s of the caller
+// catching up: see shrinkEvery), so at most MaxStreamsPerTunnel times that
+// per host, and all hosts' sessions together what RelayMemory grants.
+// With 1 MiB the agent waited for window updates, and downloads through
+// the gateway ran 5-8% slower.
+//
+// A stream the gateway closes is closed both ways (CloseEndsReads): an
+// agent that never closed its side kept each closed stream's window of
+// bytes buffered for 5 minutes, with its stream slot already given back,
+// so one host's agent and a caller opening and closing sessions grew the
+// gateway without bound.
 func DefaultTunnelMux() *bytestream.MuxConfig {
 	return &bytestream.MuxConfig{StreamWindow: 4 << 20, MaxStreams: 1, AcceptBacklog: 1, CloseEndsReads: true}
 }

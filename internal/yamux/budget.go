@@ -28,9 +28,6 @@ func (b *RecvBudget) Held() int64 { return b.held.Load() }
 // initial one: what their peers may still send on top of 256 KiB each.
 func (b *RecvBudget) Reserved() int64 { return b.reserved.Load() }
 
-// Limit is the budget's size.
-func (b *RecvBudget) Limit() int64 { return b.limit }
-
 // take reserves up to n bytes and returns how many it got.
 func (b *RecvBudget) take(n uint32) uint32 {
 	for {

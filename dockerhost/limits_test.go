@@ -156,8 +156,9 @@ func testProvisionForeignPath(t *testing.T) {
 	}
 }
 
-// A fork loop stops at the pids limit: forks fail, the cgroup never holds
-// more than the limit.
+// A fork loop stops short of the pids limit: forks fail at the
+// container's nproc ulimit, which leaves the agent's headroom free, and
+// the cgroup never holds more than the limit.
 func testLimitPids(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
@@ -172,14 +173,17 @@ read cur < /sys/fs/cgroup/pids/pids.current; read max < /sys/fs/cgroup/pids/pids
 read failed < /sys/fs/cgroup/pids/pids.events
 echo cur=$cur; echo max=$max; echo events=$failed`)
 	m := fields(t, res.Stdout)
-	if m["max"] != "16" || num(t, m, "cur") > 16 {
-		t.Fatalf("pids: %s", res.Stdout)
+	if m["max"] != "16" || num(t, m, "cur") > float64(CommandTasks(16)) {
+		t.Fatalf("pids: %s; want at most %d held", res.Stdout, CommandTasks(16))
 	}
 	if !strings.Contains(res.Stderr, "can't fork") {
 		t.Errorf("stderr lacks the fork failure: %q", res.Stderr)
 	}
-	if ev := strings.TrimPrefix(m["events"], "max "); ev == "" || ev == "0" {
-		t.Fatalf("no fork was refused at the limit: %s", res.Stdout)
+	// The ulimit stopped the loop, not the cgroup (events counts the
+	// forks the cgroup refused), but the cgroup stays the bound: see
+	// TestSandboxPidsLimitKeepsAgent for the agent's side.
+	if m["events"] == "" {
+		t.Fatalf("pids.events unread: %s", res.Stdout)
 	}
 }
 

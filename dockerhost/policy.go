@@ -202,7 +202,7 @@ func (p *Policy) validateResources(r Resources) error {
 		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
 		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
 		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads, and the sandbox's init, sleep and agent hold about 12"},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads, and the sandbox's init, sleep and agent hold about 12, and the agent keeps an eighth of it (at least 2) from commands"},
 		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
 		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {
@@ -537,9 +537,28 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 			Memory:     r.MemoryBytes,
 			MemorySwap: r.MemoryBytes, // equal: no swap
 			PidsLimit:  &pids,
+			// Commands may fork up to the limit less what the agent keeps
+			// for its threads (the agent raises its own soft limit to the
+			// hard one and gives its commands this one), docker exec's
+			// processes too.
+			Ulimits: []*container.Ulimit{{Name: "nproc", Soft: CommandTasks(pids), Hard: pids}},
 		},
 	}
 	return cfg, hc, nil
+}
+
+// CommandTasks is how many tasks (processes and threads) a sandbox's
+// commands may hold under a pids limit of pids: the limit less an eighth
+// (at least 2, at most 32) that the agent keeps for threads it may need
+// later. The limit counts the agent's threads too, and a thread the Go
+// runtime needs and cannot create is fatal: commands that took every pid
+// left cost the agent, with every command's channel (e2e
+// TestSandboxPidsLimitKeepsAgent, under CI's load, though the agent makes
+// its threads as it starts). At the least limit, 16, init, sleep and the
+// agent's 10 threads hold 12, commands get 2 and the agent may grow to 12
+// threads.
+func CommandTasks(pids int64) int64 {
+	return pids - min(max(pids/8, 2), 32)
 }
 
 // redact returns req without environment values, which may be sensitive

@@ -1010,6 +1010,9 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 // its tunnel's bound of 16, went to docker exec, which fails the same way
 // in a full sandbox ("read init-p: connection reset by peer") and starts
 // one command after the other: 25 of 40 commands ran past their 30 s.
+// With the agent's threads made at its start, it still died so under
+// CI's load (it needed an 11th thread while commands held the rest):
+// commands now may take the limit less what the agent keeps.
 func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
@@ -1051,6 +1054,48 @@ func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
 	}
 	if out := sh(t, ctx, c, e.ExecutionID, "echo alive"); out != "alive\n" {
 		t.Fatalf("after the burst: %q", out)
+	}
+	// The agent keeps 2 of the 16 for its threads: commands may not fork
+	// past 14 tasks (the container's, the agent's threads included), the
+	// container's soft nproc ulimit, as under docker exec. The agent sets
+	// it as a command starts, so the shell waits for it (in builtins: it
+	// may fork once).
+	const awaitLimit = `i=0; while [ $i -lt 100 ]; do while read -r l; do case $l in "Max processes"*) p=$l;; esac; done </proc/self/limits; case $p in *" 14 "*) break;; esac; i=$((i+1)); sleep 0.02; done; `
+	if out := sh(t, ctx, c, e.ExecutionID, awaitLimit+`echo $p`); strings.Join(strings.Fields(out), " ") != "Max processes 14 16 processes" {
+		t.Errorf("a command's RLIMIT_NPROC: %q, want 14 (pids 16 less the agent's 2), hard 16", out)
+	}
+	// The agent, its parent, may take those 2: its own soft limit is 16.
+	if out := sh(t, ctx, c, e.ExecutionID, `grep 'Max processes' /proc/$PPID/limits`); strings.Join(strings.Fields(out), " ") != "Max processes 16 16 processes" {
+		t.Errorf("the agent's RLIMIT_NPROC: %q, want 16 (its threads may take what commands leave)", out)
+	}
+	// A command that forks all it can leaves the agent its 2: read over
+	// SFTP, which forks nothing, while the sleeps hold the rest.
+	res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", awaitLimit + "i=0; while [ $i -lt 30 ]; do sleep 5 & i=$((i+1)); done"}, TimeoutMs: 30000})
+	if err != nil {
+		t.Fatalf("a command forking past the limit: %v", err)
+	}
+	h, err := c.Dial(ctx, e.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.Close() }()
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []byte
+	for _, p := range []string{"/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids.current"} {
+		if r, err := fsys.Open(ctx, p); err == nil {
+			held, err = io.ReadAll(r)
+			_ = r.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(held))); err != nil || n > 14 {
+		t.Errorf("pids held after a command forked all it could (exit %d, %q): %q, want 14 at most", res.ExitCode, res.Stderr, held)
 	}
 }
 

@@ -151,6 +151,11 @@ type ServerConfig struct {
 	// them all. A sandbox's agent sets it; an unprivileged server may
 	// raise its children's score, not lower it.
 	ChildOOMScoreAdj int
+	// ChildTasks, when set, keeps commands from taking every process and
+	// thread a limit allows (Linux), so the server keeps some for itself:
+	// a sandbox's pids limit counts the agent's threads too, and a thread
+	// the Go runtime needs and cannot create is fatal.
+	ChildTasks *TaskLimit
 	// ProcessGroups, when set, is told each command's process group (its
 	// session's id too, since every command is a session of its own) as
 	// it starts (running true) and once it is gone (false; called before
@@ -158,6 +163,28 @@ type ServerConfig struct {
 	// hands them to a guard process that kills what is left if the agent
 	// itself is killed. It must not block.
 	ProcessGroups func(pgid int, running bool)
+}
+
+// TaskLimit bounds the tasks (processes and threads) of a server's
+// commands, for ServerConfig.ChildTasks.
+type TaskLimit struct {
+	// Max is how many tasks the commands' user may hold, counted as the
+	// kernel counts RLIMIT_NPROC (every task of the user's uid, the
+	// server's threads included): each command starts with RLIMIT_NPROC
+	// Max, soft and hard, so a command cannot fork past it; it is set
+	// as the command starts, so what the command forks in its first
+	// microseconds may escape it.
+	Max int
+	// Hard, when above Max, is the hard RLIMIT_NPROC commands get (up to
+	// which they may raise Max), as docker exec gives its processes a
+	// container's nproc ulimit; otherwise Max is the hard limit too.
+	Hard uint64
+	// Count, when set, is how many tasks count against Max now (a
+	// cgroup's pids.current): a command is refused, as a fork past the
+	// limit fails (EAGAIN), instead of started while Count is Max or
+	// more. The server's own forks are not bound by the rlimit, and
+	// without this check its starts could take what it keeps for itself.
+	Count func() (int, error)
 }
 
 // SessionInfo describes a starting session, for ServerConfig.OnSession.
@@ -199,6 +226,10 @@ type Server struct {
 	// sourceKey; entries at zero are deleted.
 	bySource map[string]int
 
+	// startMu serializes command starts under cfg.ChildTasks, so that
+	// each start's count sees the ones before it.
+	startMu sync.Mutex
+
 	dash         bool         // cfg.Shell is dash: directCommand applies
 	directStarts atomic.Int64 // commands started by directCommand (tests)
 }
@@ -223,6 +254,13 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.ChildTasks != nil {
+		if c.ChildTasks.Max <= 0 {
+			return nil, fmt.Errorf("sshlayer: server: ChildTasks.Max %d: must be above 0", c.ChildTasks.Max)
+		}
+		lim := *c.ChildTasks
+		c.ChildTasks = &lim
 	}
 	if c.MaxDirectTCPIP <= 0 {
 		c.MaxDirectTCPIP = DefaultMaxDirectTCPIP

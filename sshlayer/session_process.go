@@ -116,7 +116,7 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		c.Env = append(c.Env, "SSH_TTY="+tty.Name())
 		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		err = c.Start()
+		err = s.c.srv.startCommand(c)
 		_ = tty.Close()
 		if err != nil {
 			_ = ptmx.Close()
@@ -152,7 +152,7 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		// misses, but not in a session of its own. It also keeps the
 		// agent's controlling terminal, if it has one, from the command.
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		err := c.Start()
+		err := s.c.srv.startCommand(c)
 		// The child has its own copies; ours would keep the pipes open.
 		_ = inR.Close()
 		_ = outW.Close()
@@ -176,6 +176,36 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		track(p.pgid, true)
 	}
 	return p, nil
+}
+
+// startCommand starts c, held to cfg.ChildTasks when set: refused as a
+// fork past the limit is (EAGAIN) while the count is at its Max, and
+// given an RLIMIT_NPROC of Max once started.
+func (srv *Server) startCommand(c *exec.Cmd) error {
+	lim := srv.cfg.ChildTasks
+	if lim == nil {
+		return c.Start()
+	}
+	srv.startMu.Lock()
+	defer srv.startMu.Unlock()
+	if lim.Count != nil {
+		n, err := lim.Count()
+		if err == nil && n >= lim.Max {
+			// What the shell would have got from fork, which the
+			// gateway and ssh report as the limit being spent.
+			return &os.PathError{Op: "fork/exec", Path: c.Path, Err: syscall.EAGAIN}
+		}
+		if err != nil {
+			srv.log.Debug("command tasks: count", "err", err)
+		}
+	}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	if err := setMaxTasks(c.Process.Pid, uint64(lim.Max), max(lim.Hard, uint64(lim.Max))); err != nil {
+		srv.log.Warn("command tasks: RLIMIT_NPROC not set; the command may fork past it", "pid", c.Process.Pid, "max", lim.Max, "err", err)
+	}
+	return nil
 }
 
 // run starts the copies and the waiter.

@@ -189,3 +189,10 @@ func pollPidfd(fd int, deadline time.Time) {
 func setOOMScoreAdj(pid, adj int) error {
 	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
 }
+
+// setMaxTasks gives pid an RLIMIT_NPROC of soft and hard, which its
+// children inherit; one of the same uid and gid may lower another's.
+func setMaxTasks(pid int, soft, hard uint64) error {
+	lim := unix.Rlimit{Cur: soft, Max: hard}
+	return unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+}

@@ -7,9 +7,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/procstat"
 	"github.com/hostgate/hostgate/internal/testenv"
@@ -104,5 +107,45 @@ func TestChildOOMScoreAdj(t *testing.T) {
 		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want+" "+tc.want {
 			t.Errorf("ChildOOMScoreAdj %d: %q %v, want %q for the command and its child", tc.adj, got, err, tc.want+" "+tc.want)
 		}
+	}
+}
+
+// TestChildTasks: under ChildTasks each command, and what it starts, gets
+// RLIMIT_NPROC Max, with Hard as its hard limit; while Count says Max are held, a
+// command is refused as a fork at the limit is, not started, so the
+// server's own starts cannot take what it keeps for its threads.
+func TestChildTasks(t *testing.T) {
+	var held atomic.Int64
+	held.Store(3)
+	ts := srvStartServer(t, &ServerConfig{AlwaysShell: true, ChildTasks: &TaskLimit{
+		Max:   40,
+		Hard:  50,
+		Count: func() (int, error) { return int(held.Load()), nil },
+	}})
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set just after the start: the shell may look before, so it looks
+	// again for a while (in a builtin), then a child it starts looks.
+	out, err := s.Output(`for i in 1 2 3 4 5 6 7 8 9 10; do while read -r l; do case $l in "Max processes"*) p=$l;; esac; done </proc/self/limits; case $p in *" 40 "*) break;; esac; sleep 0.05; done; echo $p; grep 'Max processes' /proc/self/limits`)
+	_ = s.Close()
+	if got := strings.Join(strings.Fields(string(out)), " "); err != nil || got != "Max processes 40 50 processes Max processes 40 50 processes" {
+		t.Errorf("a command and its child under ChildTasks.Max 40, Hard 50: %q %v", got, err)
+	}
+
+	held.Store(40)
+	s, err = c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = s.CombinedOutput("echo started")
+	_ = s.Close()
+	if err == nil || strings.Contains(string(out), "started") {
+		t.Errorf("a command at ChildTasks.Max: %q %v, want it refused", out, err)
+	}
+	if _, err := NewServer(&ServerConfig{HostKey: ts.ClientSigner, AuthorizedKeys: []ssh.PublicKey{ts.ClientSigner.PublicKey()}, ChildTasks: &TaskLimit{}}); err == nil {
+		t.Error("ChildTasks.Max 0 accepted")
 	}
 }

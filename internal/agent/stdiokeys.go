@@ -50,6 +50,11 @@ type StdioKeys struct {
 	// run out took the agent, the largest process, with every command's
 	// channel, and left the memory hog running.
 	ChildOOMScoreAdj int `json:"childOOMScoreAdj,omitempty"`
+	// KeepTasks: commands are held to the container's soft nproc ulimit,
+	// below its pids limit, and the agent raises its own to the hard one
+	// (keepTasks): commands that took every pid left the agent unable to
+	// make a thread it needed.
+	KeepTasks bool `json:"keepTasks,omitempty"`
 	// InheritEnv: commands start from this process's environment (a
 	// container's: the image's, the provision env, HOME, TMPDIR), as under
 	// docker exec, with Env over it; without it, from a clean one
@@ -154,6 +159,10 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 			log.Warn("keys preamble: make directory", "dir", d, "err", err)
 		}
 	}
+	var childTasks *sshlayer.TaskLimit
+	if k.KeepTasks {
+		childTasks = keepTasks(log)
+	}
 	var env []string
 	if k.InheritEnv {
 		env = overlayEnv(environ, k.Env)
@@ -166,6 +175,7 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 		Env:              env,
 		LeaveBackground:  k.LeaveBackground,
 		ChildOOMScoreAdj: k.ChildOOMScoreAdj,
+		ChildTasks:       childTasks,
 		Logger:           log,
 	})
 }

@@ -438,7 +438,10 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		// (half the limit added to a command's score), whose end loses
 		// every command's channel and leaves the hog running.
 		ChildOOMScoreAdj: 500,
-		MakeDirs:         a.cfg.MakeDirs,
+		// Commands at the pids limit must not take the threads the agent
+		// needs, whose end loses every command's channel.
+		KeepTasks: true,
+		MakeDirs:  a.cfg.MakeDirs,
 	}
 	if e, ok := stdio.(interface{ Env() []string }); ok {
 		keys.Env = e.Env()

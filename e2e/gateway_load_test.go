@@ -278,6 +278,20 @@ func TestGatewayLoad(t *testing.T) {
 // metric without labels) at want.
 func waitMetric(t *testing.T, g *gw, name string, want float64) {
 	t.Helper()
+	waitMetricFunc(t, g, name, fmt.Sprint(want), func(f float64) bool { return f == want })
+}
+
+// waitMetricAtLeast waits (bounded) until the gateway's /metrics shows
+// series (a name with its labels, as /metrics prints it) at least at want.
+func waitMetricAtLeast(t *testing.T, g *gw, series string, want float64) {
+	t.Helper()
+	waitMetricFunc(t, g, series, fmt.Sprint("at least ", want), func(f float64) bool { return f >= want })
+}
+
+// waitMetricFunc waits (bounded) until name on the gateway's /metrics has a
+// value good accepts; want describes it.
+func waitMetricFunc(t *testing.T, g *gw, name, want string, good func(float64) bool) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for {
@@ -287,14 +301,14 @@ func waitMetric(t *testing.T, g *gw, name string, want float64) {
 			for _, line := range strings.Split(string(body), "\n") {
 				if v, ok := strings.CutPrefix(line, name+" "); ok {
 					last = v
-					if f, err := strconv.ParseFloat(v, 64); err == nil && f == want {
+					if f, err := strconv.ParseFloat(v, 64); err == nil && good(f) {
 						return
 					}
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("metric %s is %s after 60s, want %v", name, last, want)
+			t.Fatalf("metric %s is %s after 60s, want %s", name, last, want)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -31,6 +31,15 @@ const (
 	ConnectRefused   = "refused"   // enrollment refused (host key mismatch)
 )
 
+// Agent refusal reasons: why the gateway turned an agent's tunnel away.
+const (
+	RefusedToken        = "token"          // its token was refused (auth_failures_total says why) or could not be checked
+	RefusedForbidden    = "forbidden"      // not an agent token, or for another host
+	RefusedKeyMismatch  = "key_mismatch"   // the host is pinned to another host key
+	RefusedKeyUnproven  = "key_unproven"   // it did not prove it holds the key it presented
+	RefusedKeyNotPinned = "key_not_pinned" // its proven key could not be pinned
+)
+
 // Gateway holds the gateway's collectors, declared together so the choke
 // points they count are easy to review.
 type Gateway struct {
@@ -47,6 +56,10 @@ type Gateway struct {
 	SessionStarts *prometheus.CounterVec
 	// AuthFailures counts refused requests by reason.
 	AuthFailures *prometheus.CounterVec
+	// AgentRefusals counts agent tunnels turned away, by reason
+	// (RefusedToken, RefusedKeyMismatch, …): the gateway logs a refused
+	// host's agent once a spell, and this counts every attempt.
+	AgentRefusals *prometheus.CounterVec
 	// AuditWriteFailures counts sessions whose audit entry the state
 	// store refused (the session went on).
 	AuditWriteFailures prometheus.Counter
@@ -75,6 +88,9 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "auth_failures_total", Help: "Refused requests, by reason.",
 		}, []string{"reason"}),
+		AgentRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "agent_refusals_total", Help: "Agent tunnels refused, by reason (token, forbidden, key_mismatch, key_unproven, key_not_pinned).",
+		}, []string{"reason"}),
 		AuditWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "audit_write_failures_total", Help: "Sessions the audit log could not record (the session went on).",
 		}),
@@ -92,6 +108,9 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, r := range []string{ConnectNew, ConnectReconnect, ConnectReplaced, ConnectRefused} {
 		m.TunnelConnects.WithLabelValues(r)
 	}
-	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AuditWriteFailures, m.AuditFailing)
+	for _, r := range []string{RefusedToken, RefusedForbidden, RefusedKeyMismatch, RefusedKeyUnproven, RefusedKeyNotPinned} {
+		m.AgentRefusals.WithLabelValues(r)
+	}
+	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AuditWriteFailures, m.AuditFailing)
 	return m
 }

@@ -37,9 +37,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	defer s.wg.Done()
 	tok, ok := s.authenticate(w, r)
 	if !ok {
+		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedToken).Inc()
 		return
 	}
 	if tok.Role != store.RoleAgent || len(tok.Hosts) != 1 {
+		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedForbidden).Inc()
 		s.forbid(w, "an agent token is required")
 		return
 	}
@@ -48,6 +50,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if want := r.Header.Get(wire.HeaderHostID); want != "" && want != hostID {
+		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedForbidden).Inc()
 		s.forbid(w, fmt.Sprintf("this token enrolls host %q, not %q", hostID, want))
 		return
 	}
@@ -97,7 +100,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if prove && pinned.HostKey == "" {
 		if sig := r.Header.Get(wire.HeaderKeySignature); sig != "" {
 			if err := wire.VerifyKeySignature(pub, sig, bearer(r), r.Header.Get(wire.HeaderHostID), time.Now()); err != nil {
-				log.Warn("agent's key signature not accepted; asking for an SSH key exchange instead", "presented", ssh.FingerprintSHA256(pub), "err", err)
+				s.logSpell(log, hostID, spellKeySignature, "agent's key signature not accepted; asking for an SSH key exchange instead", "presented", ssh.FingerprintSHA256(pub), "err", err)
 			} else {
 				prove = false // proven: Enroll pins it below
 			}
@@ -116,7 +119,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
 		pinned, _ := s.store.Host(r.Context(), hostID)
-		log.Warn("agent refused: host key differs from the pinned key", "presented", ssh.FingerprintSHA256(pub), "pinned", s.record(pinned).HostKey)
+		s.refuseAgent(log, hostID, metrics.RefusedKeyMismatch, "agent refused: host key differs from the pinned key", "presented", ssh.FingerprintSHA256(pub), "pinned", s.record(pinned).HostKey)
 		WriteError(w, http.StatusConflict, "host_key_mismatch", fmt.Sprintf(
 			"host %s is pinned to host key %s but this agent presented %s; if the host was reinstalled, an admin must run `gateway host reset-key %s`",
 			hostID, s.record(pinned).HostKey, ssh.FingerprintSHA256(pub), hostID))
@@ -222,7 +225,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		proof, err = proveHostKey(s.ctx, sess, pub, s.ca, hostID, keyProofTimeout)
 		if err != nil {
 			s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
-			log.Warn("agent refused: it did not prove it holds the host key it presented, which stays unpinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
+			s.refuseAgent(log, hostID, metrics.RefusedKeyUnproven, "agent refused: it did not prove it holds the host key it presented, which stays unpinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
 			// The slot before the tunnel: an agent that sees its tunnel
 			// end and dials again must not find it still held.
 			endProof()
@@ -240,7 +243,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 				s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
 			}
-			log.Warn("agent refused: the host key could not be pinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
+			s.refuseAgent(log, hostID, metrics.RefusedKeyNotPinned, "agent refused: the host key could not be pinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
 			return
 		}
 		if !register() {

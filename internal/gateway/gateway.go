@@ -174,15 +174,16 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex
-	front    func(http.Handler) http.Handler
-	meFields func(*http.Request, store.Token) map[string]any // SetMeFields; guarded by mu
-	closing  bool
-	wg       sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
-	live     liveSet        // relays and tunnels by token, for revocation
-	flaps    flaps          // hosts whose tunnels replace each other
-	proving  sync.Map       // host id → struct{}: its agent is proving a key to pin
-	servers  []*http.Server
+	mu            sync.Mutex
+	front         func(http.Handler) http.Handler
+	meFields      func(*http.Request, store.Token) map[string]any // SetMeFields; guarded by mu
+	closing       bool
+	wg            sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
+	live          liveSet        // relays and tunnels by token, for revocation
+	flaps         flaps          // hosts whose tunnels replace each other
+	agentRefusals refusals       // spells of agents turned away, for the log
+	proving       sync.Map       // host id → struct{}: its agent is proving a key to pin
+	servers       []*http.Server
 
 	ready    readiness // /readyz's checks and last answer
 	auditLog auditLog  // failures to write the audit log

@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// refusalQuiet is how long a host's agent goes unrefused (for one reason)
+// before its next refusal starts a new spell, logged in full again: a
+// refused agent retries every 15-30 s at its backoff's cap, so a longer
+// gap means it was stopped or fixed meanwhile.
+const refusalQuiet = 10 * time.Minute
+
+// refusalSummaryEvery is how often a spell that goes on is summed up in
+// the log, so an operator still hears of an agent refused all day.
+const refusalSummaryEvery = time.Hour
+
+// refusalSpellsMax caps the spells remembered: one per (host, reason), and
+// every host's agent token can start one.
+const refusalSpellsMax = 4096
+
+// spellKeySignature is logSpell's reason for an agent's key signature that
+// was not accepted: not a refusal (the agent is asked to prove its key in
+// an SSH key exchange instead), but it repeats with every attempt while the
+// proof fails too.
+const spellKeySignature = "key_signature"
+
+// refusals turns an agent's refusals into log lines: the first of a spell
+// in full, then a summary each refusalSummaryEvery while it goes on. An
+// agent with a wrong host key retries every 15-30 s for as long as it
+// runs, and a fleet of them logged a line each time; the metric
+// (hostgate_agent_refusals_total) counts every one.
+type refusals struct {
+	mu     sync.Mutex
+	spells map[refusalKey]*refusalSpell
+}
+
+type refusalKey struct{ host, reason string }
+
+type refusalSpell struct {
+	logged time.Time // the spell's last log line
+	last   time.Time // the spell's last refusal
+	quiet  int       // refusals since logged, not logged
+}
+
+// refusalNote says what to log about one refusal.
+type refusalNote struct {
+	log     bool          // log this refusal
+	summary bool          // as a summary: the spell goes on
+	more    int           // refusals not logged since the line before
+	over    time.Duration // how long those took
+}
+
+// attrs are the note's log attributes beyond the refusal's own.
+func (n refusalNote) attrs() []any {
+	if n.more == 0 {
+		return nil
+	}
+	return []any{"refusedMore", n.more, "over", n.over.Round(time.Second).String()}
+}
+
+// note records a refusal of host's agent for reason at now.
+func (r *refusals) note(host, reason string, now time.Time) refusalNote {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spells == nil {
+		r.spells = map[refusalKey]*refusalSpell{}
+	}
+	k := refusalKey{host, reason}
+	sp, ok := r.spells[k]
+	if !ok {
+		r.makeRoom(now)
+		r.spells[k] = &refusalSpell{logged: now, last: now}
+		return refusalNote{log: true}
+	}
+	if now.Sub(sp.last) >= refusalQuiet {
+		// A new spell: what the last one left unlogged goes with it.
+		n := refusalNote{log: true, more: sp.quiet, over: sp.last.Sub(sp.logged)}
+		*sp = refusalSpell{logged: now, last: now}
+		return n
+	}
+	sp.last = now
+	sp.quiet++
+	if now.Sub(sp.logged) < refusalSummaryEvery {
+		return refusalNote{}
+	}
+	n := refusalNote{log: true, summary: true, more: sp.quiet, over: now.Sub(sp.logged)}
+	sp.logged, sp.quiet = now, 0
+	return n
+}
+
+// makeRoom drops spells over quietly, and while still full the oldest, so
+// agents of many hosts refused at once cannot grow the set without limit.
+func (r *refusals) makeRoom(now time.Time) {
+	if len(r.spells) < refusalSpellsMax {
+		return
+	}
+	for k, sp := range r.spells {
+		if now.Sub(sp.last) >= refusalQuiet {
+			delete(r.spells, k)
+		}
+	}
+	for len(r.spells) >= refusalSpellsMax {
+		var oldest refusalKey
+		var at time.Time
+		for k, sp := range r.spells {
+			if at.IsZero() || sp.last.Before(at) {
+				oldest, at = k, sp.last
+			}
+		}
+		delete(r.spells, oldest)
+	}
+}
+
+// refuseAgent counts a refusal of host's agent for reason and logs it as
+// logSpell does.
+func (s *Server) refuseAgent(log *slog.Logger, host, reason, msg string, args ...any) {
+	s.metrics.AgentRefusals.WithLabelValues(reason).Inc()
+	s.logSpell(log, host, reason, msg, args...)
+}
+
+// logSpell logs msg with args the first time in a spell of host's agent
+// being turned away for reason, and as a summary each refusalSummaryEvery
+// while the spell goes on.
+func (s *Server) logSpell(log *slog.Logger, host, reason, msg string, args ...any) {
+	n := s.agentRefusals.note(host, reason, time.Now())
+	switch {
+	case !n.log:
+		return
+	case n.summary:
+		msg = "still, as logged before: " + msg
+	default:
+		msg += "; logged again only in an hour if it goes on (with how often), or after 10 minutes without it"
+	}
+	log.Warn(msg, append(args, n.attrs()...)...)
+}

@@ -194,8 +194,18 @@ func (s *Server) recordAudit(ctx context.Context, e store.Session) {
 	}
 	a.first = err
 	s.metrics.AuditFailing.Set(1)
-	s.logger.Error("audit log: the state database refused a session's entry; sessions go on unrecorded until it takes writes again (logged once per outage; /readyz and hostgate_audit_write_failures_total show it)",
-		"host", e.HostID, "kind", e.Kind, "token", e.TokenName, "err", err)
+	// The one line of the outage that names the file and what to do (err
+	// does, a store.WriteError); the 503s and /readyz, sent before
+	// authentication, point here.
+	msg := "audit log: the state database refused a session's entry; sessions go on unrecorded until it takes writes again (logged once per outage; /readyz and hostgate_audit_write_failures_total show it)"
+	if s.cfg.AuditRequired {
+		msg = "audit log: the state database refused a session's entry; with --audit-required, new sessions, certificates, execs, shares and logins are refused (503 audit_unavailable) until it takes writes again, while open sessions go on (logged once per outage; /readyz and hostgate_audit_failing show it)"
+	}
+	args := []any{"host", e.HostID, "kind", e.Kind, "token", e.TokenName, "err", err}
+	if s.cfg.StateDir != "" {
+		args = append(args, "stateDir", s.cfg.StateDir)
+	}
+	s.logger.Error(msg, args...)
 }
 
 // recovered ends an outage once the store took a write.

@@ -165,8 +165,11 @@ func TestReadyzReportsEachDependency(t *testing.T) {
 // sessions start again once the database takes writes.
 func TestAuditRequired(t *testing.T) {
 	var fs *fullStore
-	e := newEnvWrapped(t, &Config{AuditRequired: true}, func(st store.Store) store.Store { fs = &fullStore{Store: st}; return fs })
+	stateDir := t.TempDir()
+	e := newEnvWrapped(t, &Config{AuditRequired: true, StateDir: stateDir}, func(st store.Store) store.Store { fs = &fullStore{Store: st}; return fs })
 	e.srv.ready.ttl = 0
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	_, k := newKey(t)
 	if _, err := e.dialAgent(e.token(store.RoleAgent, "h1"), k, hostgate.Info{}); err != nil {
 		t.Fatal(err)
@@ -197,6 +200,22 @@ func TestAuditRequired(t *testing.T) {
 		t.Errorf("listing hosts while the audit log cannot be written: %d", code)
 	}
 	echoRoundTrip(t, open, 10) // the open session goes on
+	// The answers do not name the file (they go out before
+	// authentication); the outage's log line does, with the fix, and says
+	// what is refused rather than that sessions go on unrecorded.
+	var outage []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "audit log: the state database refused") {
+			outage = append(outage, l)
+		}
+	}
+	if len(outage) != 1 || !strings.Contains(outage[0], errFull.Path) || !strings.Contains(outage[0], "free space on the filesystem") ||
+		!strings.Contains(outage[0], "--audit-required") || strings.Contains(outage[0], "go on unrecorded") || !strings.Contains(outage[0], "stateDir="+stateDir) {
+		t.Errorf("the outage's log lines %q: want one naming %s, the fix, what --audit-required refuses and the state dir", outage, errFull.Path)
+	}
+	if strings.Contains(he.Body, errFull.Path) {
+		t.Errorf("the 503, sent before authentication, names the file: %s", he.Body)
+	}
 
 	fs.full.Store(false)
 	again, err := e.relay("h1", admin)

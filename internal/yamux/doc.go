@@ -4,8 +4,10 @@
 // that ends both directions and buffers nothing more) and
 // Config.OpenBacklog (unacknowledged opens bounded apart from the accept
 // backlog), a bound on the answers to a peer's pings waiting at once
-// (upstream starts a goroutine per ping), and a ring for a stream's unread
-// bytes (recvring.go) instead of a bytes.Buffer.
+// (upstream starts a goroutine per ping), a ring for a stream's unread
+// bytes (recvring.go) instead of a bytes.Buffer, and AcceptStream on a
+// closed session saying why it ended rather than handing out a stream
+// still queued.
 // Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its

@@ -258,6 +258,9 @@ func (s *Session) Accept() (net.Conn, error) {
 func (s *Session) AcceptStream() (*Stream, error) {
 	select {
 	case stream := <-s.acceptCh:
+		if s.IsClosed() { // hostgate: why it ended, not a stream still queued
+			return nil, s.closeErr()
+		}
 		if err := stream.sendWindowUpdate(); err != nil {
 			return nil, err
 		}
@@ -274,6 +277,9 @@ func (s *Session) AcceptStreamWithContext(ctx context.Context) (*Stream, error) 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case stream := <-s.acceptCh:
+		if s.IsClosed() { // hostgate: why it ended, not a stream still queued
+			return nil, s.closeErr()
+		}
 		if err := stream.sendWindowUpdate(); err != nil {
 			return nil, err
 		}
@@ -313,6 +319,21 @@ func (s *Session) Close() error {
 	}
 	<-s.sendDoneCh
 	return nil
+}
+
+// hostgate: closeErr is why the closed session ended. A stream the peer
+// opened and nobody accepted stays queued after the end, and
+// AcceptStream handed it out, with no error (its window update, which
+// would have failed, was not due), where the caller asked why the session
+// ended: the gateway logged a tunnel closed for a flood as ended with
+// <nil>.
+func (s *Session) closeErr() error {
+	s.shutdownErrLock.Lock()
+	defer s.shutdownErrLock.Unlock()
+	if s.shutdownErr == nil {
+		return ErrSessionShutdown
+	}
+	return s.shutdownErr
 }
 
 // exitErr is used to handle an error that is causing the

@@ -1849,3 +1849,37 @@ func drainErrorsUntil(t testing.TB, errCh chan error, expect int, timeout time.D
 	}
 	t.Logf("drain took %v (timeout was %v)", time.Since(start), timeout)
 }
+
+// hostgate: AcceptStream on a session that ended says why it ended, even
+// with a stream the peer opened still queued: it handed that stream out,
+// or the error of its acknowledgement, and the gateway logged a tunnel
+// closed for a flood as ended with no error.
+func TestAcceptStreamAfterEndSaysWhy(t *testing.T) {
+	for i := range 20 {
+		c, s := testConnPipe(t)
+		client, err := Client(c, testConf())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err := Server(s, testConf())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.OpenStream(); err != nil {
+			t.Fatal(err)
+		}
+		// Frames are handled in order: once the ping is answered, the
+		// server has queued the stream.
+		if _, err := client.Ping(); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		<-server.CloseChan()
+		st, err := server.AcceptStream()
+		if st != nil || err == nil || errors.Is(err, ErrSessionShutdown) {
+			t.Fatalf("session %d: AcceptStream after the peer went = %v, %v; want why the session ended", i, st, err)
+		}
+		_ = client.Close()
+		_ = server.Close()
+	}
+}

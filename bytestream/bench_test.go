@@ -3,6 +3,7 @@ package bytestream
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,12 +68,17 @@ func BenchmarkThroughput(b *testing.B) {
 
 // benchMux starts a session pair over x, y and returns one open stream's
 // two ends.
+// Neither side may see a frame OnMisuse reports: a bulk transfer must never
+// look like a flood (the window update bound would close it).
 func benchMux(b *testing.B, x, y net.Conn, cfg *MuxConfig) (net.Conn, net.Conn) {
-	cli, err := MuxClient(x, cfg)
+	var misused atomic.Int64
+	c := *cfg
+	c.OnMisuse = func(MuxMisuse) { misused.Add(1) }
+	cli, err := MuxClient(x, &c)
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := MuxServer(y, cfg)
+	srv, err := MuxServer(y, &c)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,6 +88,9 @@ func benchMux(b *testing.B, x, y net.Conn, cfg *MuxConfig) (net.Conn, net.Conn) 
 		go func() { defer wg.Done(); cli.Close() }()
 		go func() { defer wg.Done(); srv.Close() }()
 		wg.Wait()
+		if n := misused.Load(); n > 0 {
+			b.Errorf("a bulk transfer sent %d frames OnMisuse reports", n)
+		}
 	})
 	acc := make(chan *yamux.Stream, 1)
 	go func() { s, _ := srv.AcceptStream(); acc <- s }()

@@ -66,7 +66,28 @@ type MuxConfig struct {
 	// wait; no byte is dropped, no stream cut). nil: each stream may hold
 	// StreamWindow.
 	RecvBudget *RecvBudget
+	// OnMisuse, when set, is told of each frame of the peer that no
+	// well-behaved peer sends: a stream beyond MaxStreams (refused), a
+	// window update that grants (almost) nothing (after
+	// maxEmptyUpdates of them within emptyUpdateSpan the session is
+	// closed with ErrWindowUpdateFlood). It runs on the session's
+	// receive loop, so it must not block.
+	OnMisuse func(MuxMisuse)
 }
+
+// MuxMisuse is a kind of frame OnMisuse is told of.
+type MuxMisuse int
+
+const (
+	// MisuseStreamRefused: the peer opened a stream beyond MaxStreams,
+	// which was refused with a RST.
+	MisuseStreamRefused MuxMisuse = iota + 1
+	// MisuseEmptyWindowUpdate: the peer sent a window update without
+	// flags that grants under minWindowGrant bytes. yamux grants window
+	// only once it can grant half of the stream's (at least 128 KiB), so
+	// a peer sending them burns this side's CPU for nothing.
+	MisuseEmptyWindowUpdate
+)
 
 // RecvBudget is a bound on what mux streams hold unread, shared by the
 // sessions of MuxConfigs that name it; its Held is what they hold now.
@@ -82,6 +103,11 @@ var ErrWriteTimeout error = &timeoutError{"bytestream: mux write timed out"}
 // ErrKeepAliveTimeout is the session's close reason when a keepalive ping
 // was not answered in time.
 var ErrKeepAliveTimeout error = &timeoutError{"bytestream: mux keepalive timed out"}
+
+// ErrWindowUpdateFlood closes a session whose peer sent more than
+// maxEmptyUpdates window updates granting (almost) nothing within
+// emptyUpdateSpan.
+var ErrWindowUpdateFlood = errors.New("bytestream: mux peer flooded the session with window updates that grant nothing")
 
 // ErrTooManyRefused closes a session whose peer keeps opening streams
 // beyond MaxStreams faster than the refusals can be sent.
@@ -209,6 +235,9 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		LogOutput:           io.Discard, // library: no logs
 	}
 	mc := newMuxConn(conn, s.maxStreams, s.writeTimeout)
+	if cfg != nil {
+		mc.onMisuse = cfg.OnMisuse
+	}
 	var sess *yamux.Session
 	if client {
 		sess, err = yamux.Client(mc, yc)

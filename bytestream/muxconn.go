@@ -36,6 +36,21 @@ const initialWindow = 256 << 10
 
 var errFrameTooBig = errors.New("bytestream: mux peer sent a frame beyond the initial window")
 
+// minWindowGrant is the least window an update without flags grants from
+// a well-behaved peer, with room to spare: yamux sends one only once it can
+// grant half of the stream's window, which is at least 256 KiB.
+const minWindowGrant = 64 << 10
+
+// maxEmptyUpdates window updates granting under minWindowGrant are taken
+// within emptyUpdateSpan; one more closes the session. yamux sends none
+// (but a stream ended with its window used up may grant 0 once), so the
+// bound is far above what any peer of ours sends and far below a flood:
+// 5.5 million updates in 3 s cost 0.82 CPU-s.
+const (
+	maxEmptyUpdates = 4096
+	emptyUpdateSpan = 30 * time.Second
+)
+
 // maxPendingRST bounds the refusals queued while a frame is being written;
 // a peer that outruns it loses the session.
 const maxPendingRST = 1024
@@ -80,6 +95,11 @@ type muxConn struct {
 	// heard counts frames received, for the keeper: a peer whose frames
 	// keep coming is alive though a ping's answer waits behind them.
 	heard atomic.Uint64
+	// Window updates granting under minWindowGrant since emptyAt.
+	empties int
+	emptyAt time.Time
+
+	onMisuse func(MuxMisuse) // MuxConfig.OnMisuse; set before the session starts
 
 	// Write side, guarded by wmu: the yamux send goroutine writes frames,
 	// the flusher writes queued RSTs between them. The recv goroutine never
@@ -241,6 +261,11 @@ func (c *muxConn) Read(p []byte) (int, error) {
 		}
 		c.heard.Add(1)
 		if c.streams.inbound(&c.rhdr) {
+			if c.rhdr.typ() == typeWindowUpdate && c.rhdr.flags() == 0 && c.rhdr.length() < minWindowGrant {
+				if err := c.emptyUpdate(); err != nil {
+					return 0, err
+				}
+			}
 			c.rpend = c.rhdr[:]
 			c.rbody = c.rhdr.bodyLen()
 			continue
@@ -258,10 +283,33 @@ func (c *muxConn) Read(p []byte) (int, error) {
 				return 0, c.errOr(err)
 			}
 		}
+		c.misuse(MisuseStreamRefused)
 		if err := c.refuse(c.rhdr.streamID()); err != nil {
 			return 0, err
 		}
 	}
+}
+
+func (c *muxConn) misuse(m MuxMisuse) {
+	if c.onMisuse != nil {
+		c.onMisuse(m)
+	}
+}
+
+// emptyUpdate counts a window update that grants (almost) nothing and
+// closes the session when there were too many lately. The clock is read
+// only for these, which a well-behaved peer does not send.
+func (c *muxConn) emptyUpdate() error {
+	c.misuse(MisuseEmptyWindowUpdate)
+	if now := time.Now(); now.Sub(c.emptyAt) > emptyUpdateSpan {
+		c.emptyAt, c.empties = now, 0
+	}
+	c.empties++
+	if c.empties > maxEmptyUpdates {
+		c.fail(ErrWindowUpdateFlood)
+		return ErrWindowUpdateFlood
+	}
+	return nil
 }
 
 // refuse queues a RST for id and wakes the flusher. It never blocks on a

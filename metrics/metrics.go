@@ -40,6 +40,12 @@ const (
 	RefusedKeyNotPinned = "key_not_pinned" // its proven key could not be pinned
 )
 
+// Kinds of agent tunnel misuse: frames no well-behaved agent sends.
+const (
+	MisuseStreamRefused     = "stream_refused"      // a stream beyond the tunnel's limit (agents open none)
+	MisuseEmptyWindowUpdate = "empty_window_update" // a window update that grants (almost) nothing
+)
+
 // Gateway holds the gateway's collectors, declared together so the choke
 // points they count are easy to review.
 type Gateway struct {
@@ -60,6 +66,10 @@ type Gateway struct {
 	// (RefusedToken, RefusedKeyMismatch, …): the gateway logs a refused
 	// host's agent once a spell, and this counts every attempt.
 	AgentRefusals *prometheus.CounterVec
+	// AgentMisuse counts frames of agents' tunnels that no well-behaved
+	// agent sends, by kind (MisuseStreamRefused, …): the gateway logs
+	// each kind once per tunnel.
+	AgentMisuse *prometheus.CounterVec
 	// AuditWriteFailures counts sessions whose audit entry the state
 	// store refused (the session went on).
 	AuditWriteFailures prometheus.Counter
@@ -91,6 +101,9 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		AgentRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "agent_refusals_total", Help: "Agent tunnels refused, by reason (token, forbidden, key_mismatch, key_unproven, key_not_pinned).",
 		}, []string{"reason"}),
+		AgentMisuse: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "agent_misuse_total", Help: "Frames of agent tunnels no well-behaved agent sends, by kind (stream_refused, empty_window_update).",
+		}, []string{"kind"}),
 		AuditWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "audit_write_failures_total", Help: "Sessions the audit log could not record (the session went on).",
 		}),
@@ -111,6 +124,9 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, r := range []string{RefusedToken, RefusedForbidden, RefusedKeyMismatch, RefusedKeyUnproven, RefusedKeyNotPinned} {
 		m.AgentRefusals.WithLabelValues(r)
 	}
-	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AuditWriteFailures, m.AuditFailing)
+	for _, k := range []string{MisuseStreamRefused, MisuseEmptyWindowUpdate} {
+		m.AgentMisuse.WithLabelValues(k)
+	}
+	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AgentMisuse, m.AuditWriteFailures, m.AuditFailing)
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -202,7 +203,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		log.Warn("agent upgrade", "err", err)
 		return // Accept answered
 	}
-	sess, err := bytestream.MuxClient(conn, s.cfg.TunnelMux)
+	sess, err := bytestream.MuxClient(conn, s.tunnelMux(log))
 	if err != nil {
 		_ = conn.Close()
 		log.Error("agent mux", "err", err)
@@ -293,6 +294,35 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		err = ErrTokenRevoked
 	}
 	log.Info("tunnel down", "err", err)
+}
+
+// tunnelMux is the yamux configuration of one agent's tunnel: the
+// gateway's, telling of the agent's misuse. An agent opening streams (it
+// never should) or flooding window updates that grant nothing was bounded
+// (refused streams, closed tunnel) but unheard of: each kind is logged
+// once per tunnel and every frame counted.
+func (s *Server) tunnelMux(log *slog.Logger) *bytestream.MuxConfig {
+	mc := *s.cfg.TunnelMux
+	limit := mc.MaxStreams
+	if limit == 0 {
+		limit = bytestream.DefaultMaxStreams
+	}
+	var refusedOnce, emptyOnce sync.Once
+	mc.OnMisuse = func(m bytestream.MuxMisuse) {
+		switch m {
+		case bytestream.MisuseStreamRefused:
+			s.metrics.AgentMisuse.WithLabelValues(metrics.MisuseStreamRefused).Inc()
+			refusedOnce.Do(func() {
+				log.Warn("agent opened more streams than its tunnel allows (agents open none: a modified or broken agent); they are refused (logged once per tunnel; hostgate_agent_misuse_total counts each)", "limit", limit)
+			})
+		case bytestream.MisuseEmptyWindowUpdate:
+			s.metrics.AgentMisuse.WithLabelValues(metrics.MisuseEmptyWindowUpdate).Inc()
+			emptyOnce.Do(func() {
+				log.Warn("agent sends window updates that grant nothing (a modified or broken agent); its tunnel is closed if they go on (logged once per tunnel; hostgate_agent_misuse_total counts each)")
+			})
+		}
+	}
+	return &mc
 }
 
 // errReplaced ends a tunnel when a newer connection for its host came.

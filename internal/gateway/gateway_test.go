@@ -41,6 +41,9 @@ type env struct {
 	srv   *Server
 	ts    *httptest.Server
 	store *store.SQLite
+	// agentMisuse counts frames from the gateway that the fake agents'
+	// sessions take for misuse (bytestream.MuxConfig.OnMisuse).
+	agentMisuse atomic.Int64
 }
 
 func newEnv(t testing.TB, cfg *Config) *env {
@@ -267,7 +270,7 @@ func (e *env) dialAgentSigner(token, hostKey string, info hostgate.Info, signer 
 	if err != nil {
 		return nil, err
 	}
-	sess, err := bytestream.MuxServer(conn, nil)
+	sess, err := bytestream.MuxServer(conn, &bytestream.MuxConfig{OnMisuse: func(bytestream.MuxMisuse) { e.agentMisuse.Add(1) }})
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -802,16 +805,7 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	defer good.Close()
 	echoRoundTrip(t, good, 100)
 
-	_, k1 := newKey(t)
-	e.pin("bad", k1)
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+e.token(store.RoleAgent, "bad"))
-	h.Set(wire.HeaderHostKey, k1)
-	ws, _, err := websocket.Dial(e.ctx, e.ts.URL+wire.ConnectPath, &websocket.DialOptions{HTTPHeader: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
+	ws := e.pinnedAgentWS("bad")
 	done := e.srv.Tunnels().Done("bad")
 	if err := ws.Write(e.ctx, websocket.MessageBinary, make([]byte, 64<<10+1)); err != nil {
 		t.Fatal(err)
@@ -840,7 +834,7 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 	_ = raw.Close()
 
 	// A caller's oversized message ends that relay only.
-	h = http.Header{}
+	h := http.Header{}
 	h.Set("Authorization", "Bearer "+admin)
 	cws, _, err := websocket.Dial(e.ctx, e.ts.URL+"/v1/hosts/good/ssh", &websocket.DialOptions{HTTPHeader: h})
 	if err != nil {
@@ -867,6 +861,23 @@ func TestOversizedFrameClosesThatTunnelOnly(t *testing.T) {
 		break
 	}
 	echoRoundTrip(t, good, 100)
+}
+
+// pinnedAgentWS pins a new key for host id and dials its agent tunnel as
+// a bare WebSocket, for a test to write what no agent would.
+func (e *env) pinnedAgentWS(id string) *websocket.Conn {
+	e.t.Helper()
+	_, k := newKey(e.t)
+	e.pin(id, k)
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+e.token(store.RoleAgent, id))
+	h.Set(wire.HeaderHostKey, k)
+	ws, _, err := websocket.Dial(e.ctx, e.ts.URL+wire.ConnectPath, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = ws.CloseNow() })
+	return ws
 }
 
 // rawUpgrade performs a WebSocket upgrade by hand and returns the raw TCP
@@ -1042,7 +1053,9 @@ func TestSlowCallerDoesNotStallOthers(t *testing.T) {
 }
 
 // TestRelayMemorySpent: with the relay memory spent, sessions still
-// carry every byte (the host waits for its callers instead).
+// carry every byte (the host waits for its callers instead), and neither
+// side's window updates look like a flood to the other (each grants at
+// least half a window, 128 KiB).
 func TestRelayMemorySpent(t *testing.T) {
 	e := newEnv(t, &Config{RelayMemory: 1})
 	admin := e.token(store.RoleAdmin)
@@ -1063,6 +1076,14 @@ func TestRelayMemorySpent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if n := e.agentMisuse.Load(); n != 0 {
+		t.Errorf("the agent took %d of the gateway's frames for misuse, want none", n)
+	}
+	for _, want := range []string{`hostgate_agent_misuse_total{kind="stream_refused"} 0`, `hostgate_agent_misuse_total{kind="empty_window_update"} 0`} {
+		if m := e.metricsText(); !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }
 
 type zeroReader struct{}

@@ -306,8 +306,10 @@ func (s *Stream) sendWindowUpdate() error {
 	// Determine the flags if any
 	flags := s.sendFlags()
 
-	// Check if we can omit the update
-	if delta < (max/2) && flags == 0 {
+	// Check if we can omit the update. One that grants nothing, which a
+	// budgeted stream that ended with its window used up would send (max
+	// then near 0), is a frame the peer counts as misuse.
+	if (delta < max/2 || delta == 0) && flags == 0 {
 		if b := s.session.config.RecvBudget; b != nil && !s.budgetDone {
 			s.budgetTrim(b, bufLen) // what budgetWindow took is not granted
 		}

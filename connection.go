@@ -25,6 +25,15 @@ type Connection struct {
 	// record of the host): Host.Info answers it from then on. Optional:
 	// nil keeps the Info the Host was made with.
 	Info *Info
+	// Name names the host (its gateway id) in every error the Host's
+	// methods return from then on, and in those of the processes, files,
+	// connections and listeners they hand out: "host build-01: …".
+	// Optional: empty leaves errors as the connection makes them.
+	Name string
+
+	// fs is FS naming the host in its errors; set by the Host that made
+	// the connection, before it is shared.
+	fs Provider
 }
 
 // Forwarder is the port-forwarding capability of a connection.

@@ -40,13 +40,21 @@ type ExecResult struct {
 // Exec runs argv to completion and collects its output. A non-zero exit is
 // not an error: it is in ExecResult.ExitCode. The error reports what
 // stopped the command from running or finishing (including ErrOutputLimit
-// and ctx's error).
+// and ctx's error), naming the host (see Connection.Name).
 func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
+	res, err := h.exec(ctx, argv, opts)
+	return res, h.named(err)
+}
+
+// exec is Exec without the host's name in its errors. It reads the
+// process's own streams: naming their errors would cost an allocation a
+// command, and Exec does not return them.
+func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
 	start := time.Now()
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p, err := h.Spawn(ctx, argv, opts.SpawnOptions)
+	p, _, err := h.spawn(ctx, argv, opts.SpawnOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,8 @@ type Forwarding struct {
 	spec ForwardSpec
 	ln   net.Listener
 	dial func(ctx context.Context) (net.Conn, error)
-	lead bool // bicopy.DialLead waits for a client's first bytes
+	lead bool   // bicopy.DialLead waits for a client's first bytes
+	host string // Connection.Name, for Err
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc // ErrConnectionEnded when the host connection ends
@@ -48,10 +49,15 @@ type ForwardStats struct {
 // across every hop instead of two; a client whose server speaks first pays
 // that wait once per connection.
 func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {
+	fw, err := h.forward(ctx, spec)
+	return fw, h.named(err)
+}
+
+func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	f, err := h.Forwarder(ctx)
+	f, name, err := h.forwarder(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +90,7 @@ func (h *Host) Forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	if err != nil {
 		return nil, fmt.Errorf("hostgate: forward %s %s: %w", spec.Kind, spec.Listen, err)
 	}
-	fw := &Forwarding{spec: spec, ln: ln, dial: dial, lead: lead, done: make(chan struct{})}
+	fw := &Forwarding{spec: spec, ln: ln, dial: dial, lead: lead, host: name, done: make(chan struct{})}
 	fw.ctx, fw.cancel = context.WithCancelCause(context.Background())
 	stop := context.AfterFunc(ctx, func() { fw.cancel(nil) })
 	// A forwarder that knows when its connection ends (the SSH client
@@ -125,7 +131,8 @@ func (fw *Forwarding) Stats() ForwardStats {
 // Done is closed when the forward has stopped and released everything.
 func (fw *Forwarding) Done() <-chan struct{} { return fw.done }
 
-// Err says why the forward stopped: nil after Close.
+// Err says why the forward stopped, naming the host (see
+// Connection.Name): nil after Close.
 func (fw *Forwarding) Err() error {
 	<-fw.done
 	return fw.err
@@ -171,7 +178,7 @@ func (fw *Forwarding) serve() {
 	if cause := context.Cause(fw.ctx); errors.Is(cause, ErrConnectionEnded) {
 		err = cause
 	}
-	fw.err = err
+	fw.err = nameErr(fw.host, err)
 	close(fw.done)
 }
 

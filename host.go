@@ -23,6 +23,7 @@ type Host struct {
 
 	mu      sync.Mutex
 	info    Info        // New's, then the connection's (Connection.Info)
+	name    string      // Connection.Name, once connected
 	conn    *Connection // nil until connected
 	pending *connectCall
 	closed  bool
@@ -60,8 +61,26 @@ func (h *Host) Info() Info {
 
 // Connection returns the host's connection, connecting on first use. It
 // fails with ErrClosed after Close, and with ctx's error when ctx ends first
-// (the shared connect goes on for other callers).
+// (the shared connect goes on for other callers). The connection's own
+// parts (Transport, FS, Forward) make their errors as they do, without the
+// host's Name that the Host's methods add.
 func (h *Host) Connection(ctx context.Context) (*Connection, error) {
+	c, err := h.connection(ctx)
+	return c, h.named(err)
+}
+
+// named is err naming the host, once it is known (Connection.Name).
+func (h *Host) named(err error) error {
+	if err == nil {
+		return nil
+	}
+	h.mu.Lock()
+	name := h.name
+	h.mu.Unlock()
+	return nameErr(name, err)
+}
+
+func (h *Host) connection(ctx context.Context) (*Connection, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -119,7 +138,9 @@ func (h *Host) runConnect(call *connectCall) {
 			// (the stat dialect) is learnt once.
 			conn.FS = ExecProvider(conn.Transport)
 		}
+		conn.fs = nameProvider(conn.FS, conn.Name)
 		h.conn = conn
+		h.name = conn.Name
 		if conn.Info != nil {
 			h.info = *conn.Info
 		}
@@ -176,17 +197,29 @@ func (h *Host) AfterClose(f func()) (stop func() bool) {
 // that killing it, cancelling ctx or losing the connection ends its whole
 // process tree.
 func (h *Host) Spawn(ctx context.Context, argv []string, opts SpawnOptions) (Process, error) {
-	if len(argv) == 0 {
-		return nil, errors.New("hostgate: spawn: empty argv")
-	}
-	c, err := h.Connection(ctx)
+	p, name, err := h.spawn(ctx, argv, opts)
 	if err != nil {
-		return nil, err
+		return nil, h.named(err)
 	}
+	return nameProcess(p, name), nil
+}
+
+// spawn is Spawn without the host's name in its errors, and the name.
+func (h *Host) spawn(ctx context.Context, argv []string, opts SpawnOptions) (Process, string, error) {
+	if len(argv) == 0 {
+		return nil, "", errors.New("hostgate: spawn: empty argv")
+	}
+	c, err := h.connection(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	var p Process
 	if h.Info().Persistent && !ownsSupervision(c.Transport) {
-		return spawnWatched(ctx, c.Transport, argv, opts)
+		p, err = spawnWatched(ctx, c.Transport, argv, opts)
+	} else {
+		p, err = c.Transport.Spawn(ctx, argv, opts)
 	}
-	return c.Transport.Spawn(ctx, argv, opts)
+	return p, c.Name, err
 }
 
 func ownsSupervision(t Transport) bool {
@@ -194,50 +227,61 @@ func ownsSupervision(t Transport) bool {
 	return ok && s.OwnsSupervision()
 }
 
-// FS returns the host's filesystem provider.
+// FS returns the host's filesystem provider, which names the host in its
+// errors (see Connection.Name).
 func (h *Host) FS(ctx context.Context) (Provider, error) {
-	c, err := h.Connection(ctx)
+	c, err := h.connection(ctx)
 	if err != nil {
-		return nil, err
+		return nil, h.named(err)
 	}
-	if c.FS != nil {
-		return c.FS, nil
-	}
-	return ExecProvider(c.Transport), nil
+	return c.fs, nil
 }
 
 // Sync returns the connect spec of the synchronous filesystem, or
 // ErrNotSupported when the connection has none.
 func (h *Host) Sync(ctx context.Context) (*SyncSpec, error) {
-	c, err := h.Connection(ctx)
+	c, err := h.connection(ctx)
 	if err != nil {
-		return nil, err
+		return nil, h.named(err)
 	}
 	if c.Sync == nil {
-		return nil, fmt.Errorf("%w: this host offers no synchronous filesystem (its Connection has no Sync spec)", ErrNotSupported)
+		return nil, h.named(fmt.Errorf("%w: this host offers no synchronous filesystem (its Connection has no Sync spec)", ErrNotSupported))
 	}
 	return c.Sync, nil
 }
 
-// Forwarder returns the connection's forwarder, or ErrNotSupported.
+// Forwarder returns the connection's forwarder, or ErrNotSupported. The
+// forwarder is the connection's own: unlike Dial and Listen, it does not
+// add the host's name to its errors.
 func (h *Host) Forwarder(ctx context.Context) (Forwarder, error) {
-	c, err := h.Connection(ctx)
+	f, _, err := h.forwarder(ctx)
+	return f, h.named(err)
+}
+
+// forwarder is Forwarder without the host's name in its errors, and the
+// name.
+func (h *Host) forwarder(ctx context.Context) (Forwarder, string, error) {
+	c, err := h.connection(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c.Forward == nil {
-		return nil, fmt.Errorf("%w: this host offers no port forwarding (its Connection has no Forward)", ErrNotSupported)
+		return nil, "", fmt.Errorf("%w: this host offers no port forwarding (its Connection has no Forward)", ErrNotSupported)
 	}
-	return c.Forward, nil
+	return c.Forward, c.Name, nil
 }
 
 // Dial opens a connection from the host to addr.
 func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	f, err := h.Forwarder(ctx)
+	f, name, err := h.forwarder(ctx)
 	if err != nil {
-		return nil, err
+		return nil, h.named(err)
 	}
-	return f.Dial(ctx, network, addr)
+	c, err := f.Dial(ctx, network, addr)
+	if err != nil {
+		return nil, nameErr(name, err)
+	}
+	return nameConn(c, name), nil
 }
 
 var _ EarlyDialer = (*Host)(nil)
@@ -249,11 +293,15 @@ var _ EarlyDialer = (*Host)(nil)
 // EarlyDialer for what a refused connect or a lost connection then looks
 // like. Otherwise it is Dial.
 func (h *Host) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
-	f, err := h.Forwarder(ctx)
+	f, name, err := h.forwarder(ctx)
 	if err != nil {
-		return nil, err
+		return nil, h.named(err)
 	}
-	return earlyDial(f)(ctx, network, addr)
+	c, err := earlyDial(f)(ctx, network, addr)
+	if err != nil {
+		return nil, nameErr(name, err)
+	}
+	return nameConn(c, name), nil
 }
 
 // earlyDial is f's DialEarly where f is an EarlyDialer, else its Dial.
@@ -268,7 +316,7 @@ func earlyDial(f Forwarder) func(ctx context.Context, network, addr string) (net
 // bytes before the host has connected, rather than being Dial: its
 // forwarder does (see the function TakesEarlyData).
 func (h *Host) TakesEarlyData(ctx context.Context) bool {
-	f, err := h.Forwarder(ctx)
+	f, _, err := h.forwarder(ctx)
 	return err == nil && TakesEarlyData(ctx, f)
 }
 
@@ -292,9 +340,13 @@ func TakesEarlyData(ctx context.Context, f Forwarder) bool {
 
 // Listen makes the host listen on addr.
 func (h *Host) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	f, err := h.Forwarder(ctx)
+	f, name, err := h.forwarder(ctx)
 	if err != nil {
-		return nil, err
+		return nil, h.named(err)
 	}
-	return f.Listen(ctx, network, addr)
+	ln, err := f.Listen(ctx, network, addr)
+	if err != nil {
+		return nil, nameErr(name, err)
+	}
+	return nameListener(ln, name), nil
 }

@@ -11,7 +11,8 @@ import (
 type WrapFunc func(argv []string, dir string, env map[string]string) ([]string, map[string]string)
 
 // Wrap returns a Host that runs every process of base through wrap. Its
-// filesystem, info, forwarding and synchronous filesystem are base's.
+// filesystem, info, name (Connection.Name), forwarding and synchronous
+// filesystem are base's.
 //
 // The wrapper borrows base's connection; base stays its owner's to close,
 // so several wrappers (and base itself) can share one connection. Closing
@@ -40,6 +41,7 @@ func Wrap(base *Host, wrap WrapFunc) *Host {
 		// A lazy base may have learnt its info only now, by connecting.
 		info := base.Info()
 		return &Connection{
+			Name:      c.Name,
 			Info:      &info,
 			Transport: wrappedTransport{base: c.Transport, wrap: wrap, lease: l},
 			FS:        fs,

@@ -86,7 +86,8 @@ type Auth struct {
 	// Host, when set, names the host (its gateway id) in the error every
 	// operation gets once the connection is lost ("host build-01:
 	// sshlayer: connection lost: …"): a caller holding several hosts
-	// learns which one went.
+	// learns which one went. It is the Name of the client's Connection
+	// too, so that a hostgate.Host names it in every error.
 	Host string
 }
 

@@ -11,9 +11,11 @@ import (
 
 // Connection turns the client into a hostgate.Connection: exec over SSH
 // sessions, the filesystem over SFTP (opened on first use), forwarding over
-// SSH, sync as given (see SyncSpec), and Close closing the client.
+// SSH, sync as given (see SyncSpec), and Close closing the client. Its
+// Name is Auth.Host, so that a Host names it in every error.
 func (c *Client) Connection(sync *hostgate.SyncSpec) *hostgate.Connection {
 	return &hostgate.Connection{
+		Name:      c.host,
 		Transport: c,
 		FS:        lazySFTP{c},
 		Forward:   c,

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -34,6 +35,11 @@ func TestClientErrorsNameTheHost(t *testing.T) {
 	}
 	if _, err := fsys.Stat(ctx, "/"); err != nil {
 		t.Fatal(err)
+	}
+	// A live connection's errors name the host too (Connection.Name), and
+	// keep their type.
+	if _, err := fsys.Stat(ctx, "/nonexistent-hostgate"); !os.IsNotExist(err) || !strings.HasPrefix(err.Error(), "host box: stat /nonexistent-hostgate") {
+		t.Errorf("Stat of a missing file: %v; want a not-exist error naming host box", err)
 	}
 	cut.cut()
 	_, execErr := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})

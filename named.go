@@ -1,0 +1,375 @@
+package hostgate
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+)
+
+// nameErr returns err naming host ("host build-01: …"), so that a caller
+// holding many hosts learns which one failed. It leaves alone what is no
+// failure of the host's (io.EOF, a process's *ExitError) and an error
+// that names the host already (the SSH client's lost connection does).
+//
+// The types callers test for stay: a *fs.PathError, *LinkError,
+// *os.LinkError or *os.SyscallError comes back as one of its kind with the
+// host before its Op ("host build-01: stat /x: no such file or
+// directory"), so that os.IsNotExist and type assertions keep working;
+// anything else is wrapped, for errors.Is and errors.As, and stays a
+// net.Error where it was one (the usual timeout check on a conn's error).
+func nameErr(host string, err error) error {
+	if err == nil || host == "" || err == io.EOF {
+		return err
+	}
+	if _, ok := err.(*ExitError); ok {
+		return err
+	}
+	if strings.Contains(err.Error(), "host "+host+":") {
+		return err
+	}
+	prefix := "host " + host + ": "
+	switch e := err.(type) {
+	case *fs.PathError:
+		return &fs.PathError{Op: prefix + e.Op, Path: e.Path, Err: e.Err}
+	case *LinkError:
+		return &LinkError{Op: prefix + e.Op, Old: e.Old, New: e.New, Err: e.Err}
+	case *os.LinkError:
+		return &os.LinkError{Op: prefix + e.Op, Old: e.Old, New: e.New, Err: e.Err}
+	case *os.SyscallError:
+		return &os.SyscallError{Syscall: prefix + e.Syscall, Err: e.Err}
+	case net.Error:
+		return &hostNetError{hostError{host: host, err: err}}
+	}
+	return &hostError{host: host, err: err}
+}
+
+// hostError is an error of the named host's.
+type hostError struct {
+	host string
+	err  error
+}
+
+func (e *hostError) Error() string { return "host " + e.host + ": " + e.err.Error() }
+func (e *hostError) Unwrap() error { return e.err }
+
+// hostNetError is a hostError that stays the net.Error it wraps.
+type hostNetError struct{ hostError }
+
+var _ net.Error = (*hostNetError)(nil)
+
+func (e *hostNetError) Timeout() bool { return e.err.(net.Error).Timeout() }
+
+//lint:ignore SA1019 forwards the wrapped error's answer; net.Error still has it
+func (e *hostNetError) Temporary() bool { return e.err.(net.Error).Temporary() }
+
+// namer names the errors of one host; the empty name leaves them as they
+// are. Its methods are small enough to inline, so that a call that
+// succeeds pays one comparison.
+type namer string
+
+func (n namer) err(err error) error {
+	if err == nil {
+		return nil
+	}
+	return nameErr(string(n), err)
+}
+
+// nameProvider returns p naming host in its errors, the errors of its
+// readers and writers included. It has FileReader and FileWriter where p
+// has them, as the fast paths must go through p's own.
+func nameProvider(p Provider, host string) Provider {
+	if host == "" {
+		return p
+	}
+	np := &namedProvider{p: p, n: namer(host)}
+	_, r := p.(FileReader)
+	_, w := p.(FileWriter)
+	switch {
+	case r && w:
+		return namedProviderRW{np}
+	case r:
+		return namedProviderR{np}
+	case w:
+		return namedProviderW{np}
+	}
+	return np
+}
+
+type namedProvider struct {
+	p Provider
+	n namer
+}
+
+var (
+	_ Provider   = (*namedProvider)(nil)
+	_ FileReader = namedProviderR{}
+	_ FileWriter = namedProviderW{}
+	_ FileReader = namedProviderRW{}
+	_ FileWriter = namedProviderRW{}
+)
+
+func (p *namedProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	fi, err := p.p.Stat(ctx, name)
+	return fi, p.n.err(err)
+}
+
+func (p *namedProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
+	fi, err := p.p.Lstat(ctx, name)
+	return fi, p.n.err(err)
+}
+
+func (p *namedProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	des, err := p.p.ReadDir(ctx, name)
+	return des, p.n.err(err)
+}
+
+func (p *namedProvider) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	r, err := p.p.Open(ctx, name)
+	if err != nil {
+		return nil, p.n.err(err)
+	}
+	nr := &namedReader{r: r, n: p.n}
+	if _, ok := r.(io.WriterTo); ok {
+		return namedWriterToReader{nr}, nil
+	}
+	return nr, nil
+}
+
+func (p *namedProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
+	w, err := p.p.Create(ctx, name, perm)
+	if err != nil {
+		return nil, p.n.err(err)
+	}
+	nw := &namedWriter{w: w, n: p.n}
+	if _, ok := w.(io.ReaderFrom); ok {
+		return namedReaderFromWriter{nw}, nil
+	}
+	return nw, nil
+}
+
+func (p *namedProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
+	return p.n.err(p.p.Mkdir(ctx, name, perm, parents))
+}
+
+func (p *namedProvider) Remove(ctx context.Context, name string, recursive bool) error {
+	return p.n.err(p.p.Remove(ctx, name, recursive))
+}
+
+func (p *namedProvider) Rename(ctx context.Context, oldname, newname string) error {
+	return p.n.err(p.p.Rename(ctx, oldname, newname))
+}
+
+func (p *namedProvider) Symlink(ctx context.Context, oldname, newname string) error {
+	return p.n.err(p.p.Symlink(ctx, oldname, newname))
+}
+
+func (p *namedProvider) Readlink(ctx context.Context, name string) (string, error) {
+	s, err := p.p.Readlink(ctx, name)
+	return s, p.n.err(err)
+}
+
+func (p *namedProvider) Realpath(ctx context.Context, name string) (string, error) {
+	s, err := p.p.Realpath(ctx, name)
+	return s, p.n.err(err)
+}
+
+func (p *namedProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {
+	return p.n.err(p.p.Chmod(ctx, name, mode))
+}
+
+func (p *namedProvider) readFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	b, err := p.p.(FileReader).ReadFile(ctx, name, progress)
+	return b, p.n.err(err)
+}
+
+func (p *namedProvider) writeFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	return p.n.err(p.p.(FileWriter).WriteFile(ctx, name, perm, r, progress))
+}
+
+type namedProviderR struct{ *namedProvider }
+
+func (p namedProviderR) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	return p.readFile(ctx, name, progress)
+}
+
+type namedProviderW struct{ *namedProvider }
+
+func (p namedProviderW) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	return p.writeFile(ctx, name, perm, r, progress)
+}
+
+type namedProviderRW struct{ *namedProvider }
+
+func (p namedProviderRW) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	return p.readFile(ctx, name, progress)
+}
+
+func (p namedProviderRW) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	return p.writeFile(ctx, name, perm, r, progress)
+}
+
+// namedReader is a file's reader from Open, naming the host in its
+// errors.
+type namedReader struct {
+	r io.ReadCloser
+	n namer
+}
+
+func (r *namedReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	return n, r.n.err(err)
+}
+
+func (r *namedReader) Close() error { return r.n.err(r.r.Close()) }
+
+// namedWriterToReader keeps the WriteTo of a reader that has one (io.Copy
+// takes it, and the SFTP reader's pipelines its reads).
+type namedWriterToReader struct{ *namedReader }
+
+func (r namedWriterToReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := r.r.(io.WriterTo).WriteTo(w)
+	return n, r.n.err(err)
+}
+
+// namedWriter is a file's writer from Create, naming the host in its
+// errors.
+type namedWriter struct {
+	w io.WriteCloser
+	n namer
+}
+
+func (w *namedWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	return n, w.n.err(err)
+}
+
+func (w *namedWriter) Close() error { return w.n.err(w.w.Close()) }
+
+// namedReaderFromWriter keeps the ReadFrom of a writer that has one.
+type namedReaderFromWriter struct{ *namedWriter }
+
+func (w namedReaderFromWriter) ReadFrom(r io.Reader) (int64, error) {
+	n, err := w.w.(io.ReaderFrom).ReadFrom(r)
+	return n, w.n.err(err)
+}
+
+// nameProcess returns p naming host in the errors of its Wait, Kill,
+// Resize and streams; it is a Resizer where p is.
+func nameProcess(p Process, host string) Process {
+	if host == "" {
+		return p
+	}
+	np := &namedProcess{p: p, n: namer(host)}
+	if _, ok := p.(Resizer); ok {
+		return resizableNamedProcess{np}
+	}
+	return np
+}
+
+// namedProcess is the one allocation naming a process: its streams are
+// views of it (procStdin and the others), which ask p for the stream at
+// each call.
+type namedProcess struct {
+	p Process
+	n namer
+}
+
+func (p *namedProcess) Stdin() io.WriteCloser { return (*procStdin)(p) }
+func (p *namedProcess) Stdout() io.Reader     { return (*procStdout)(p) }
+func (p *namedProcess) Stderr() io.Reader     { return (*procStderr)(p) }
+func (p *namedProcess) Wait() error           { return p.n.err(p.p.Wait()) }
+func (p *namedProcess) Kill(sig Signal) error { return p.n.err(p.p.Kill(sig)) }
+
+type resizableNamedProcess struct{ *namedProcess }
+
+func (p resizableNamedProcess) Resize(cols, rows int) error {
+	return p.n.err(p.p.(Resizer).Resize(cols, rows))
+}
+
+type (
+	procStdin  namedProcess
+	procStdout namedProcess
+	procStderr namedProcess
+)
+
+func (s *procStdin) Write(b []byte) (int, error) {
+	n, err := s.p.Stdin().Write(b)
+	return n, s.n.err(err)
+}
+
+func (s *procStdin) Close() error { return s.n.err(s.p.Stdin().Close()) }
+
+func (s *procStdout) Read(b []byte) (int, error) {
+	n, err := s.p.Stdout().Read(b)
+	return n, s.n.err(err)
+}
+
+func (s *procStderr) Read(b []byte) (int, error) {
+	n, err := s.p.Stderr().Read(b)
+	return n, s.n.err(err)
+}
+
+// nameConn returns c naming host in its errors (io.EOF stays); it has
+// CloseWrite where c has.
+func nameConn(c net.Conn, host string) net.Conn {
+	if host == "" {
+		return c
+	}
+	nc := &namedConn{Conn: c, n: namer(host)}
+	if _, ok := c.(interface{ CloseWrite() error }); ok {
+		return halfClosableNamedConn{nc}
+	}
+	return nc
+}
+
+type namedConn struct {
+	net.Conn
+	n namer
+}
+
+func (c *namedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	return n, c.n.err(err)
+}
+
+func (c *namedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	return n, c.n.err(err)
+}
+
+func (c *namedConn) Close() error { return c.n.err(c.Conn.Close()) }
+
+type halfClosableNamedConn struct{ *namedConn }
+
+func (c halfClosableNamedConn) CloseWrite() error {
+	return c.n.err(c.Conn.(interface{ CloseWrite() error }).CloseWrite())
+}
+
+// nameListener returns ln naming host in its errors and in those of the
+// connections it accepts.
+func nameListener(ln net.Listener, host string) net.Listener {
+	if host == "" {
+		return ln
+	}
+	return &namedListener{Listener: ln, n: namer(host)}
+}
+
+// namedListener is a listener on the host naming it in its errors and in
+// those of the connections it accepts.
+type namedListener struct {
+	net.Listener
+	n namer
+}
+
+func (l *namedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, l.n.err(err)
+	}
+	return nameConn(c, string(l.n)), nil
+}
+
+func (l *namedListener) Close() error { return l.n.err(l.Listener.Close()) }

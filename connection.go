@@ -31,9 +31,10 @@ type Connection struct {
 	// Optional: empty leaves errors as the connection makes them.
 	Name string
 
-	// fs is FS naming the host in its errors; set by the Host that made
-	// the connection, before it is shared.
-	fs Provider
+	// fs and fwd are FS and Forward naming the host in their errors; set
+	// by the Host that made the connection, before it is shared.
+	fs  Provider
+	fwd Forwarder
 }
 
 // Forwarder is the port-forwarding capability of a connection.

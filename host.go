@@ -139,6 +139,7 @@ func (h *Host) runConnect(call *connectCall) {
 			conn.FS = ExecProvider(conn.Transport)
 		}
 		conn.fs = nameProvider(conn.FS, conn.Name)
+		conn.fwd = nameForwarder(conn.Forward, conn.Name)
 		h.conn = conn
 		h.name = conn.Name
 		if conn.Info != nil {
@@ -250,13 +251,20 @@ func (h *Host) Sync(ctx context.Context) (*SyncSpec, error) {
 	return c.Sync, nil
 }
 
-// Forwarder returns the connection's forwarder, or ErrNotSupported. The
-// forwarder is the connection's own: unlike Dial and Listen, it does not
-// add the host's name to its errors.
+// Forwarder returns the connection's forwarder, naming the host in its
+// errors (see Connection.Name), or ErrNotSupported.
 func (h *Host) Forwarder(ctx context.Context) (Forwarder, error) {
-	f, _, err := h.forwarder(ctx)
-	return f, h.named(err)
+	c, err := h.connection(ctx)
+	if err != nil {
+		return nil, h.named(err)
+	}
+	if c.fwd == nil {
+		return nil, h.named(errNoForward)
+	}
+	return c.fwd, nil
 }
+
+var errNoForward = fmt.Errorf("%w: this host offers no port forwarding (its Connection has no Forward)", ErrNotSupported)
 
 // forwarder is Forwarder without the host's name in its errors, and the
 // name.
@@ -266,7 +274,7 @@ func (h *Host) forwarder(ctx context.Context) (Forwarder, string, error) {
 		return nil, "", err
 	}
 	if c.Forward == nil {
-		return nil, "", fmt.Errorf("%w: this host offers no port forwarding (its Connection has no Forward)", ErrNotSupported)
+		return nil, "", errNoForward
 	}
 	return c.Forward, c.Name, nil
 }

@@ -348,6 +348,81 @@ func (c halfClosableNamedConn) CloseWrite() error {
 	return c.n.err(c.Conn.(interface{ CloseWrite() error }).CloseWrite())
 }
 
+// nameForwarder returns f naming host in its errors and in those of the
+// conns and listeners it hands out. It is an EarlyDialer, and has Done,
+// where f has them: Host.Forward and the forward package look for both.
+func nameForwarder(f Forwarder, host string) Forwarder {
+	if f == nil || host == "" {
+		return f
+	}
+	nf := &namedForwarder{f: f, n: namer(host)}
+	_, early := f.(EarlyDialer)
+	_, done := f.(doner)
+	switch {
+	case early && done:
+		return namedEarlyDoneForwarder{namedEarlyForwarder{nf}}
+	case early:
+		return namedEarlyForwarder{nf}
+	case done:
+		return namedDoneForwarder{nf}
+	}
+	return nf
+}
+
+// doner is a forwarder that tells when its connection ends.
+type doner interface{ Done() <-chan struct{} }
+
+type namedForwarder struct {
+	f Forwarder
+	n namer
+}
+
+var (
+	_ EarlyDialer = namedEarlyForwarder{}
+	_ EarlyDialer = namedEarlyDoneForwarder{}
+	_ doner       = namedDoneForwarder{}
+	_ doner       = namedEarlyDoneForwarder{}
+)
+
+func (f *namedForwarder) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := f.f.Dial(ctx, network, addr)
+	if err != nil {
+		return nil, f.n.err(err)
+	}
+	return nameConn(c, string(f.n)), nil
+}
+
+func (f *namedForwarder) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
+	ln, err := f.f.Listen(ctx, network, addr)
+	if err != nil {
+		return nil, f.n.err(err)
+	}
+	return nameListener(ln, string(f.n)), nil
+}
+
+type namedEarlyForwarder struct{ *namedForwarder }
+
+func (f namedEarlyForwarder) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := f.f.(EarlyDialer).DialEarly(ctx, network, addr)
+	if err != nil {
+		return nil, f.n.err(err)
+	}
+	return nameConn(c, string(f.n)), nil
+}
+
+// TakesEarlyData is the named forwarder's answer.
+func (f namedEarlyForwarder) TakesEarlyData(ctx context.Context) bool {
+	return TakesEarlyData(ctx, f.f)
+}
+
+type namedDoneForwarder struct{ *namedForwarder }
+
+func (f namedDoneForwarder) Done() <-chan struct{} { return f.f.(doner).Done() }
+
+type namedEarlyDoneForwarder struct{ namedEarlyForwarder }
+
+func (f namedEarlyDoneForwarder) Done() <-chan struct{} { return f.f.(doner).Done() }
+
 // nameListener returns ln naming host in its errors and in those of the
 // connections it accepts.
 func nameListener(ln net.Listener, host string) net.Listener {

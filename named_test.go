@@ -216,6 +216,16 @@ func connCall(name string, call func(c net.Conn) error) hostCall {
 	}}
 }
 
+func forwarderCall(name string, call func(ctx context.Context, f hostgate.Forwarder) error) hostCall {
+	return hostCall{"Forwarder." + name, func(ctx context.Context, h *hostgate.Host) error {
+		f, err := h.Forwarder(ctx)
+		if err != nil {
+			return err
+		}
+		return call(ctx, f)
+	}}
+}
+
 func second[T any](_ T, err error) error { return err }
 
 // hostCalls is every method of the Host API that reaches the connection,
@@ -328,6 +338,29 @@ var hostCalls = []hostCall{
 		}
 		return ln.Close()
 	}},
+	forwarderCall("Dial", func(ctx context.Context, f hostgate.Forwarder) error {
+		return second(f.Dial(ctx, "tcp", failName+":1"))
+	}),
+	forwarderCall("DialEarly", func(ctx context.Context, f hostgate.Forwarder) error {
+		return second(f.(hostgate.EarlyDialer).DialEarly(ctx, "tcp", failName+":1"))
+	}),
+	forwarderCall("Dial.Read", func(ctx context.Context, f hostgate.Forwarder) error {
+		c, err := f.Dial(ctx, "tcp", "ok:1")
+		if err != nil {
+			return err
+		}
+		return second(c.Read(make([]byte, 1)))
+	}),
+	forwarderCall("Listen", func(ctx context.Context, f hostgate.Forwarder) error {
+		return second(f.Listen(ctx, "tcp", failName+":1"))
+	}),
+	forwarderCall("Listen.Accept", func(ctx context.Context, f hostgate.Forwarder) error {
+		ln, err := f.Listen(ctx, "tcp", "ok:1")
+		if err != nil {
+			return err
+		}
+		return second(ln.Accept())
+	}),
 	{"Forward", func(ctx context.Context, h *hostgate.Host) error {
 		return second(h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: failName + ":1", Connect: "127.0.0.1:1"}))
 	}},
@@ -477,6 +510,27 @@ func TestHostErrorsOfTheHostItselfNameIt(t *testing.T) {
 		c.Forward = endsWithForwarder{c.Forward, ended}
 		return c, nil
 	})
+	// The forwarder keeps Done, and is no EarlyDialer, as the one it names;
+	// the failing one, with DialEarly and no Done, stays so too.
+	f, err := h.Forwarder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, early := f.(hostgate.EarlyDialer)
+	_, done := f.(interface{ Done() <-chan struct{} })
+	if early || !done {
+		t.Errorf("Forwarder %T: EarlyDialer %v, Done %v; want Done only, as the connection's", f, early, done)
+	}
+	f, err = failingHost(t, "build-01", errLinkDown).Forwarder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, early = f.(hostgate.EarlyDialer)
+	_, done = f.(interface{ Done() <-chan struct{} })
+	if !early || done {
+		t.Errorf("Forwarder %T: EarlyDialer %v, Done %v; want EarlyDialer only, as the connection's", f, early, done)
+	}
+
 	fw, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)

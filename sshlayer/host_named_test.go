@@ -62,6 +62,19 @@ func TestHostOverSSHNamesTheHost(t *testing.T) {
 		t.Errorf("Dial of a closed port: %v, want ErrConnectFailed naming the host", err)
 	}
 
+	// The forwarder that names the host still says what the client's
+	// does: early data, and when the connection ends.
+	f, err := h.Forwarder(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.(interface{ Done() <-chan struct{} }); !ok || hostgate.TakesEarlyData(ctx, f) != c.TakesEarlyData() {
+		t.Errorf("Forwarder %T: want Done, and early data as the client (%v)", f, c.TakesEarlyData())
+	}
+	if _, err := f.Dial(ctx, "tcp", closed); !errors.Is(err, hostgate.ErrConnectFailed) || !strings.HasPrefix(err.Error(), "host build-01: ") {
+		t.Errorf("Forwarder.Dial of a closed port: %v, want ErrConnectFailed naming the host", err)
+	}
+
 	res, err := h.Exec(ctx, []string{"sh", "-c", "echo hi; exit 3"}, hostgate.ExecOptions{})
 	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "hi\n" {
 		t.Errorf("Exec: %+v, %v; want exit 3 and hi", res, err)

@@ -68,6 +68,17 @@ func (p *pipeConn) Close() error {
 	return p.writer.Close()
 }
 
+// blockWrites stops p's writes until unblock, which a cleanup calls too:
+// a test that fails while they are blocked would otherwise hang in its
+// sessions' Close, which waits for the send loop (hostgate: a failed
+// TestPing_Timeout under CI's load hung its package for 25 minutes).
+func (p *pipeConn) blockWrites(t testing.TB) (unblock func()) {
+	p.writeBlocker.Lock()
+	unblock = sync.OnceFunc(p.writeBlocker.Unlock)
+	t.Cleanup(unblock)
+	return unblock
+}
+
 func testConnPipe(testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser) {
 	read1, write1 := io.Pipe()
 	read2, write2 := io.Pipe()
@@ -326,7 +337,7 @@ func TestPing_Timeout(t *testing.T) {
 
 	// Prevent the client from responding
 	clientConn := client.conn.(*pipeConn)
-	clientConn.writeBlocker.Lock()
+	unblock := clientConn.blockWrites(t)
 
 	errCh := make(chan error, 1)
 	go func() {
@@ -334,17 +345,20 @@ func TestPing_Timeout(t *testing.T) {
 		errCh <- err
 	}()
 
+	// hostgate: the bounds are a hang's, not the timeout's (the ping
+	// times itself out): 2 × ConnectionWriteTimeout was missed under
+	// CI's load.
 	select {
 	case err := <-errCh:
 		if err != ErrTimeout {
 			t.Fatalf("err: %v", err)
 		}
-	case <-time.After(client.config.ConnectionWriteTimeout * 2):
+	case <-time.After(client.config.ConnectionWriteTimeout + 10*time.Second):
 		t.Fatalf("failed to timeout within expected %v", client.config.ConnectionWriteTimeout)
 	}
 
 	// Verify that we recover, even if we gave up
-	clientConn.writeBlocker.Unlock()
+	unblock()
 
 	go func() {
 		_, err := server.Ping() // Ping via the server session
@@ -356,7 +370,7 @@ func TestPing_Timeout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("err: %v", err)
 		}
-	case <-time.After(client.config.ConnectionWriteTimeout):
+	case <-time.After(10 * time.Second):
 		t.Fatalf("timeout")
 	}
 }
@@ -1302,18 +1316,18 @@ func TestKeepAlive_Timeout(t *testing.T) {
 
 	// Prevent the client from responding
 	clientConn := client.conn.(*pipeConn)
-	clientConn.writeBlocker.Lock()
+	unblock := clientConn.blockWrites(t)
 
 	select {
 	case err := <-errCh:
 		if err != ErrKeepAliveTimeout {
 			t.Fatalf("unexpected error: %v", err)
 		}
-	case <-time.After(1 * time.Second):
+	case <-time.After(10 * time.Second): // hostgate: a hang's bound
 		t.Fatalf("timeout waiting for timeout")
 	}
 
-	clientConn.writeBlocker.Unlock()
+	unblock()
 
 	if !server.IsClosed() {
 		t.Fatalf("server should have closed")

@@ -170,20 +170,16 @@ type ServerConfig struct {
 type TaskLimit struct {
 	// Max is how many tasks the commands' user may hold, counted as the
 	// kernel counts RLIMIT_NPROC (every task of the user's uid, the
-	// server's threads included): each command starts with RLIMIT_NPROC
-	// Max, soft and hard, so a command cannot fork past it; it is set
-	// as the command starts, so what the command forks in its first
-	// microseconds may escape it.
+	// server's threads included): each command is forked while the
+	// server's own soft RLIMIT_NPROC is lowered to Max, so it starts with
+	// that limit (its hard one the server's) and cannot fork past it.
 	Max int
-	// Hard, when above Max, is the hard RLIMIT_NPROC commands get (up to
-	// which they may raise Max), as docker exec gives its processes a
-	// container's nproc ulimit; otherwise Max is the hard limit too.
-	Hard uint64
 	// Count, when set, is how many tasks count against Max now (a
 	// cgroup's pids.current): a command is refused, as a fork past the
 	// limit fails (EAGAIN), instead of started while Count is Max or
-	// more. The server's own forks are not bound by the rlimit, and
-	// without this check its starts could take what it keeps for itself.
+	// more. The server's limit is lowered only while it forks, and a
+	// thread its runtime makes meanwhile is bound by it too: at the
+	// limit that would be fatal, so the server does not go there.
 	Count func() (int, error)
 }
 

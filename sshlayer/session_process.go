@@ -180,12 +180,14 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 
 // startCommand starts c, held to cfg.ChildTasks when set: refused as a
 // fork past the limit is (EAGAIN) while the count is at its Max, and
-// given an RLIMIT_NPROC of Max once started.
+// forked with the limit, which it inherits.
 func (srv *Server) startCommand(c *exec.Cmd) error {
 	lim := srv.cfg.ChildTasks
 	if lim == nil {
 		return c.Start()
 	}
+	// One at a time: each start's count sees the ones before it, and
+	// the lowered limit is the process's, not this goroutine's.
 	srv.startMu.Lock()
 	defer srv.startMu.Unlock()
 	if lim.Count != nil {
@@ -199,13 +201,7 @@ func (srv *Server) startCommand(c *exec.Cmd) error {
 			srv.log.Debug("command tasks: count", "err", err)
 		}
 	}
-	if err := c.Start(); err != nil {
-		return err
-	}
-	if err := setMaxTasks(c.Process.Pid, uint64(lim.Max), max(lim.Hard, uint64(lim.Max))); err != nil {
-		srv.log.Warn("command tasks: RLIMIT_NPROC not set; the command may fork past it", "pid", c.Process.Pid, "max", lim.Max, "err", err)
-	}
-	return nil
+	return withMaxTasks(lim.Max, c.Start, srv.log)
 }
 
 // run starts the copies and the waiter.

@@ -3,6 +3,7 @@ package sshlayer
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -190,9 +191,25 @@ func setOOMScoreAdj(pid, adj int) error {
 	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
 }
 
-// setMaxTasks gives pid an RLIMIT_NPROC of soft and hard, which its
-// children inherit; one of the same uid and gid may lower another's.
-func setMaxTasks(pid int, soft, hard uint64) error {
-	lim := unix.Rlimit{Cur: soft, Max: hard}
-	return unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil)
+// withMaxTasks runs start, which forks, with this process's soft
+// RLIMIT_NPROC lowered to max, so that the child inherits it: set after
+// the fork (prlimit), it came too late for a command's first builtin
+// (`ulimit -a` read the server's under CI's load) and for what the
+// command forked first.
+func withMaxTasks(max int, start func() error, log *slog.Logger) error {
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &own); err != nil {
+		log.Warn("command tasks: RLIMIT_NPROC unreadable; the command is not bound by it", "err", err)
+		return start()
+	}
+	low := unix.Rlimit{Cur: min(uint64(max), own.Max), Max: own.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &low); err != nil {
+		log.Warn("command tasks: RLIMIT_NPROC not lowered; the command is not bound by it", "err", err)
+		return start()
+	}
+	err := start()
+	if rerr := unix.Setrlimit(unix.RLIMIT_NPROC, &own); rerr != nil {
+		log.Error("command tasks: RLIMIT_NPROC not restored; the server's threads are bound as its commands are", "err", rerr)
+	}
+	return err
 }

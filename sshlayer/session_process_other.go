@@ -2,7 +2,10 @@
 
 package sshlayer
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // waitExited is a no-op where waitid(WNOWAIT) is not used: the group is
 // signalled right after the leader is reaped instead.
@@ -11,8 +14,8 @@ func waitExited(int) {}
 // setOOMScoreAdj is a no-op outside Linux.
 func setOOMScoreAdj(int, int) error { return nil }
 
-// setMaxTasks is a no-op outside Linux.
-func setMaxTasks(int, uint64, uint64) error { return nil }
+// withMaxTasks runs start: commands' tasks are bounded on Linux only.
+func withMaxTasks(_ int, start func() error, _ *slog.Logger) error { return start() }
 
 // killSession is a no-op outside Linux: the group is sent SIGKILL, but
 // not awaited, and a shell's jobs in groups of their own are not found.

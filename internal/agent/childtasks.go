@@ -23,7 +23,8 @@ var pidsCgroupDirs = []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"}
 // ulimit below its pids limit (dockerhost.CommandTasks), which docker
 // exec's processes and the agent start with: the agent raises its own to
 // the hard limit, so that its threads may take what commands leave, and
-// holds its commands to the soft one. A sandbox's pids limit counts the
+// forks its commands with the soft one (and the hard one), as docker exec
+// gives them. A sandbox's pids limit counts the
 // agent's threads, and a thread the Go runtime needs and cannot create is
 // fatal: commands that took every pid cost the agent, and every
 // command's channel with it.
@@ -56,7 +57,7 @@ func childTaskLimit(lim unix.Rlimit, dirs []string) *sshlayer.TaskLimit {
 	if lim.Cur >= lim.Max || lim.Cur < 1 || lim.Cur > math.MaxInt32 {
 		return nil
 	}
-	tl := &sshlayer.TaskLimit{Max: int(lim.Cur), Hard: lim.Max}
+	tl := &sshlayer.TaskLimit{Max: int(lim.Cur)}
 	for _, dir := range dirs {
 		path := filepath.Join(dir, "pids.current")
 		if _, err := readCgroupInt(path); err == nil {

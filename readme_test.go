@@ -495,7 +495,7 @@ func TestReadmeExecutionBodies(t *testing.T) {
 				continue
 			}
 			r := req.Resources
-			if r.CPUs <= 0 || r.MemoryBytes <= 0 || r.DiskBytes <= 0 || r.Pids < 16 || r.RuntimeMs <= 0 || r.MaxOutputBytes <= 0 || req.Network.Mode != "none" || req.Workspace.Kind == "" || !strings.Contains(req.Image, "@sha256:") {
+			if r.CPUs <= 0 || r.MemoryBytes <= 0 || r.DiskBytes <= 0 || r.Pids < 32 || r.RuntimeMs <= 0 || r.MaxOutputBytes <= 0 || req.Network.Mode != "none" || req.Workspace.Kind == "" || !strings.Contains(req.Image, "@sha256:") {
 				t.Errorf("README's provision body lacks a limit, the network, the workspace or a pinned image, which the gateway requires: %+v", req)
 			}
 		default:

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -291,32 +292,37 @@ func TestRestoreWithoutCheckpointID(t *testing.T) {
 	}
 }
 
-// A checkpoint taken when the least pids was 8 restores: a restore cannot
-// change its resources, so it gets the least pids allowed now.
+// A checkpoint taken when the least pids was 8 (then 16) restores: a
+// restore cannot change its resources, so it gets the least pids allowed
+// now.
 func TestRestoreRaisesOldPids(t *testing.T) {
-	h := fakeHost(t, &fakeDocker{}, time.Now())
-	data := bytes.Repeat([]byte("tar!"), 128)
-	m := validManifest(data)
-	m.Request.Resources.Pids = 8
-	w, err := h.store.Create(testCtx(t, time.Minute), m.CheckpointID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(m); err != nil {
-		t.Fatal(err)
-	}
-	// The fake engine creates nothing: the restore gets past validation
-	// and fails at the engine.
-	_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: m.CheckpointID})
-	var de *Error
-	if errors.As(err, &de) && de.Field == "resources.pids" {
-		t.Fatalf("restore of a pids 8 checkpoint: %v, want it past validation", err)
-	}
-	if err == nil || !strings.Contains(err.Error(), "fake: no more creates") {
-		t.Fatalf("restore: %v, want the fake engine's create failure", err)
+	for _, pids := range []int64{8, 16} {
+		t.Run(strconv.FormatInt(pids, 10), func(t *testing.T) {
+			h := fakeHost(t, &fakeDocker{}, time.Now())
+			data := bytes.Repeat([]byte("tar!"), 128)
+			m := validManifest(data)
+			m.Request.Resources.Pids = pids
+			w, err := h.store.Create(testCtx(t, time.Minute), m.CheckpointID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Commit(m); err != nil {
+				t.Fatal(err)
+			}
+			// The fake engine creates nothing: the restore gets past
+			// validation and fails at the engine.
+			_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: m.CheckpointID})
+			var de *Error
+			if errors.As(err, &de) && de.Field == "resources.pids" {
+				t.Fatalf("restore of a pids %d checkpoint: %v, want it past validation", pids, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), "fake: no more creates") {
+				t.Fatalf("restore: %v, want the fake engine's create failure", err)
+			}
+		})
 	}
 }
 

@@ -136,9 +136,9 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 	// The workspace comes from the tar, not from the original source.
 	req.Workspace = WorkspaceSpec{Kind: WorkspaceEmpty}
 	if p := req.Resources.Pids; p > 0 && p < minResources.Pids {
-		// Checkpointed under an older, lower minimum (8): a restore cannot
-		// change its resources, and the least pids now is what a sandbox's
-		// own threads need.
+		// Checkpointed under an older, lower minimum (8, then 16): a
+		// restore cannot change its resources, and the least pids now is
+		// what a sandbox's own threads and its commands need.
 		h.logger.Info("restore raises pids to the least allowed", "checkpoint", rr.CheckpointID, "pids", p, "now", minResources.Pids)
 		req.Resources.Pids = minResources.Pids
 	}

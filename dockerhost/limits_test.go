@@ -163,7 +163,7 @@ func testLimitPids(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	r := small()
-	r.Pids = 16
+	r.Pids = 32
 	ex := provision(t, h, emptyReq(img, r))
 	// Builtins only after the loop: no fork is left to run cat.
 	res := sh(t, h, ex.ExecutionID, `
@@ -173,8 +173,8 @@ read cur < /sys/fs/cgroup/pids/pids.current; read max < /sys/fs/cgroup/pids/pids
 read failed < /sys/fs/cgroup/pids/pids.events
 echo cur=$cur; echo max=$max; echo events=$failed`)
 	m := fields(t, res.Stdout)
-	if m["max"] != "16" || num(t, m, "cur") > float64(CommandTasks(16)) {
-		t.Fatalf("pids: %s; want at most %d held", res.Stdout, CommandTasks(16))
+	if m["max"] != "32" || num(t, m, "cur") > float64(CommandTasks(32)) {
+		t.Fatalf("pids: %s; want at most %d held", res.Stdout, CommandTasks(32))
 	}
 	if !strings.Contains(res.Stderr, "can't fork") {
 		t.Errorf("stderr lacks the fork failure: %q", res.Stderr)

@@ -81,7 +81,10 @@ var minResources = Resources{
 	// its sleep and the agent's 10 threads (made as it starts, before
 	// any command: internal/agent's stdioThreads): under 16 the agent
 	// could not start, or died making a thread (Go treats that as fatal).
-	Pids:           16,
+	// At 16 commands had 2 tasks (CommandTasks), and every thread the
+	// agent grew past its 10 took one of them for good: at 32 they have
+	// 16 and the agent 4 to grow by.
+	Pids:           32,
 	RuntimeMs:      1000,
 	MaxOutputBytes: 1,
 }
@@ -202,7 +205,7 @@ func (p *Policy) validateResources(r Resources) error {
 		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
 		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
 		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads, and the sandbox's init, sleep and agent hold about 12, and the agent keeps an eighth of it (at least 2) from commands"},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads: the sandbox's init, sleep and agent hold about 12, and the agent keeps an eighth of it (at least 2) from commands"},
 		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
 		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {
@@ -554,8 +557,8 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 // runtime needs and cannot create is fatal: commands that took every pid
 // left cost the agent, with every command's channel (e2e
 // TestSandboxPidsLimitKeepsAgent, under CI's load, though the agent makes
-// its threads as it starts). At the least limit, 16, init, sleep and the
-// agent's 10 threads hold 12, commands get 2 and the agent may grow to 12
+// its threads as it starts). At the least limit, 32, init, sleep and the
+// agent's 10 threads hold 12, commands get 16 and the agent may grow to 14
 // threads.
 func CommandTasks(pids int64) int64 {
 	return pids - min(max(pids/8, 2), 32)

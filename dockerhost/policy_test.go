@@ -53,7 +53,7 @@ func TestValidateProvisionRefusals(t *testing.T) {
 		{"negative disk", func(r *ProvisionRequest) { r.Resources.DiskBytes = -1 }, "resources.diskBytes", "between"},
 		{"missing pids", func(r *ProvisionRequest) { r.Resources.Pids = 0 }, "resources.pids", "required"},
 		{"upper-case digest", func(r *ProvisionRequest) { r.Image = "busybox@sha256:" + strings.Repeat("A", 64) }, "image", "lower case; use \"busybox@sha256:" + strings.Repeat("a", 64)},
-		{"too few pids", func(r *ProvisionRequest) { r.Resources.Pids = 15 }, "resources.pids", "between 16 and 1024; it counts threads"},
+		{"too few pids", func(r *ProvisionRequest) { r.Resources.Pids = 31 }, "resources.pids", "between 32 and 1024; it counts threads"},
 		{"missing runtime", func(r *ProvisionRequest) { r.Resources.RuntimeMs = 0 }, "resources.runtimeMs", "required"},
 		{"runtime too long", func(r *ProvisionRequest) { r.Resources.RuntimeMs = 3_600_001 }, "resources.runtimeMs", "between"},
 		{"missing output", func(r *ProvisionRequest) { r.Resources.MaxOutputBytes = 0 }, "resources.maxOutputBytes", "required"},

@@ -192,17 +192,17 @@ func setOOMScoreAdj(pid, adj int) error {
 }
 
 // withMaxTasks runs start, which forks, with this process's soft
-// RLIMIT_NPROC lowered to max, so that the child inherits it: set after
+// RLIMIT_NPROC lowered to tasks, so that the child inherits it: set after
 // the fork (prlimit), it came too late for a command's first builtin
 // (`ulimit -a` read the server's under CI's load) and for what the
 // command forked first.
-func withMaxTasks(max int, start func() error, log *slog.Logger) error {
+func withMaxTasks(tasks int, start func() error, log *slog.Logger) error {
 	var own unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &own); err != nil {
 		log.Warn("command tasks: RLIMIT_NPROC unreadable; the command is not bound by it", "err", err)
 		return start()
 	}
-	low := unix.Rlimit{Cur: min(uint64(max), own.Max), Max: own.Max}
+	low := unix.Rlimit{Cur: min(uint64(tasks), own.Max), Max: own.Max}
 	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &low); err != nil {
 		log.Warn("command tasks: RLIMIT_NPROC not lowered; the command is not bound by it", "err", err)
 		return start()

@@ -24,10 +24,9 @@ var pidsCgroupDirs = []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"}
 // exec's processes and the agent start with: the agent raises its own to
 // the hard limit, so that its threads may take what commands leave, and
 // forks its commands with the soft one (and the hard one), as docker exec
-// gives them. A sandbox's pids limit counts the
-// agent's threads, and a thread the Go runtime needs and cannot create is
-// fatal: commands that took every pid cost the agent, and every
-// command's channel with it.
+// gives them. A sandbox's pids limit counts the agent's threads, and a
+// thread the Go runtime needs and cannot create is fatal: commands that
+// took every pid cost the agent, and every command's channel with it.
 func keepTasks(log *slog.Logger) *sshlayer.TaskLimit {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil {

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 )
@@ -526,6 +527,61 @@ func TestCheckpointRetentionFlags(t *testing.T) {
 	} {
 		if _, err := parseServeFlags("serve", sio, args, serveConfig{}); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestRelayMemoryFlag: --relay-memory (or HOSTGATE_RELAY_MEMORY) reaches
+// the gateway's relay budget, 256M unless set, 0 for no bound; --help
+// shows its default as a size.
+func TestRelayMemoryFlag(t *testing.T) {
+	sio := stdio{out: io.Discard, err: io.Discard}
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want int64
+	}{
+		{nil, "", gateway.DefaultRelayMemory},
+		{[]string{"--relay-memory", "64M"}, "", 64 << 20},
+		{[]string{"--relay-memory", "0"}, "", -1},
+		{nil, "1G", 1 << 30},
+		{[]string{"--relay-memory", "2G"}, "1G", 2 << 30},
+	} {
+		if tc.env != "" {
+			t.Setenv("HOSTGATE_RELAY_MEMORY", tc.env)
+		} else {
+			_ = os.Unsetenv("HOSTGATE_RELAY_MEMORY")
+		}
+		c, err := parseServeFlags("serve", sio, tc.args, serveConfig{CertTTL: time.Hour})
+		if err != nil {
+			t.Fatalf("%v (env %q): %v", tc.args, tc.env, err)
+		}
+		if got := c.gatewayConfig().RelayMemory; got != tc.want {
+			t.Errorf("%v (env %q): relay memory %d, want %d", tc.args, tc.env, got, tc.want)
+		}
+	}
+	_ = os.Unsetenv("HOSTGATE_RELAY_MEMORY")
+	for _, bad := range []string{"-1", "lots", "1.5G"} {
+		if _, err := parseServeFlags("serve", sio, []string{"--relay-memory", bad}, serveConfig{}); err == nil || !strings.Contains(err.Error(), "relay-memory") {
+			t.Errorf("--relay-memory %q: %v, want an error naming the flag", bad, err)
+		}
+	}
+	var help bytes.Buffer
+	_, err := parseServeFlags("serve", stdio{out: &help, err: &help}, []string{"--help"}, serveConfig{})
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "(default 256M)") {
+		t.Errorf("--help: %v; the relay memory's default is not shown as 256M in:\n%s", err, help.String())
+	}
+}
+
+func TestByteSizeString(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 1536: "1536", 1 << 10: "1K", 256 << 20: "256M", 3 << 30: "3G", 2 << 40: "2T", 1<<40 + 1<<20: "1048577M"} {
+		b := byteSize(n)
+		if got := b.String(); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+		var back byteSize
+		if err := back.Set(b.String()); err != nil || back != b {
+			t.Errorf("Set(%q) = %d, %v; want %d back", b.String(), back, err, n)
 		}
 	}
 }

@@ -51,6 +51,9 @@ type serveConfig struct {
 	// Checkpoint retention (dockerhost.Retention); 0 keeps everything.
 	CheckpointMaxAge   time.Duration
 	CheckpointMaxBytes byteSize
+	// RelayMemory is gateway.Config.RelayMemory, with 0 for no bound
+	// (the flag's reading); parseServeFlags sets its default.
+	RelayMemory byteSize
 }
 
 // serving is a running gateway as the hooks see it.
@@ -110,7 +113,7 @@ func ignoreHangups(ctx context.Context, logger *slog.Logger) (stop func()) {
 // listen address, state dir and preview domain as defaults, then parses
 // HOSTGATE_* and args and validates.
 func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*serveConfig, error) {
-	c := &serveConfig{}
+	c := &serveConfig{RelayMemory: byteSize(gateway.DefaultRelayMemory)}
 	fs := newFlags(name, sio)
 	fs.StringVar(&c.Listen, "listen", def.Listen, "address to listen on")
 	fs.StringVar(&c.StateDir, "state-dir", def.StateDir, "directory for the database, the CA key (and, for dev, the local agent's state)")
@@ -126,6 +129,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
 	fs.BoolVar(&c.AuditRequired, "audit-required", false, "while the audit log cannot be written (a full disk), refuse new sessions, execs and logins with 503 instead of letting them go on unrecorded; open sessions go on")
+	fs.Var(&c.RelayMemory, "relay-memory", "bytes that all relayed sessions together may hold unread at the gateway, what hosts sent faster than callers read: past it the hosts of the sessions holding the most wait, nothing is dropped (`SIZE` in bytes, or with K, M, G, T: powers of 1024; each open session may hold 256 KiB more; 0: no bound)")
 	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, in the background: at start, after each checkpoint, and as each passes this age (0: kept for good)")
 	fs.Var(&c.CheckpointMaxBytes, "checkpoint-max-bytes", "Docker executions' checkpoints are kept under this total `SIZE` by deleting the oldest, in the background at start and after each checkpoint; the newest is always kept (bytes, or with K, M, G, T: powers of 1024; 0: no limit)")
 	if err := parse(fs, args); err != nil {
@@ -138,6 +142,15 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 		return nil, err
 	}
 	return c, nil
+}
+
+// gatewayConfig is what the gateway itself is told.
+func (c *serveConfig) gatewayConfig() *gateway.Config {
+	relay := int64(c.RelayMemory)
+	if relay == 0 {
+		relay = -1 // gateway.Config's "no bound"; its 0 is the default
+	}
+	return &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir, RelayMemory: relay}
 }
 
 func (c *serveConfig) validate() error {
@@ -264,7 +277,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {
 		defer watchStateDB(ctx, logger, filepath.Join(c.StateDir, dbFile), opened, stateWatchInterval)()
 	}
-	srv, err := gateway.New(ctx, logger, st, ca, &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir})
+	srv, err := gateway.New(ctx, logger, st, ca, c.gatewayConfig())
 	if err != nil {
 		return err
 	}

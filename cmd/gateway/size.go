@@ -17,7 +17,20 @@ var sizeUnits = []struct {
 	shift  uint
 }{{"kib", 10}, {"mib", 20}, {"gib", 30}, {"tib", 40}, {"k", 10}, {"m", 20}, {"g", 30}, {"t", 40}, {"b", 0}}
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+// String writes the size with the largest unit that holds it exactly
+// (256M, not 268435456), as --help shows defaults.
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"T", 40}, {"G", 30}, {"M", 20}, {"K", 10}} {
+		if n != 0 && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 
 func (b *byteSize) Set(s string) error {
 	v := strings.ToLower(strings.TrimSpace(s))

@@ -573,19 +573,6 @@ func TestRelayMemoryFlag(t *testing.T) {
 	}
 }
 
-func TestByteSizeString(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 7: "7", 1536: "1536", 1 << 10: "1K", 256 << 20: "256M", 3 << 30: "3G", 2 << 40: "2T", 1<<40 + 1<<20: "1048577M"} {
-		b := byteSize(n)
-		if got := b.String(); got != want {
-			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
-		}
-		var back byteSize
-		if err := back.Set(b.String()); err != nil || back != b {
-			t.Errorf("Set(%q) = %d, %v; want %d back", b.String(), back, err, n)
-		}
-	}
-}
-
 func TestParseArgsInterspersed(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

@@ -302,19 +302,10 @@ func TestRestoreRaisesOldPids(t *testing.T) {
 			data := bytes.Repeat([]byte("tar!"), 128)
 			m := validManifest(data)
 			m.Request.Resources.Pids = pids
-			w, err := h.store.Create(testCtx(t, time.Minute), m.CheckpointID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Commit(m); err != nil {
-				t.Fatal(err)
-			}
+			commitManifest(t, h.store, m, data)
 			// The fake engine creates nothing: the restore gets past
 			// validation and fails at the engine.
-			_, err = h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: m.CheckpointID})
+			_, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: m.CheckpointID})
 			var de *Error
 			if errors.As(err, &de) && de.Field == "resources.pids" {
 				t.Fatalf("restore of a pids %d checkpoint: %v, want it past validation", pids, err)

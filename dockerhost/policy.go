@@ -205,7 +205,7 @@ func (p *Policy) validateResources(r Resources) error {
 		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
 		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
 		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads: the sandbox's init, sleep and agent hold about 12, and the agent keeps an eighth of it (at least 2) from commands"},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads: the sandbox's init, sleep and agent hold about 12, and the agent keeps an eighth of it (4 to 32) from commands"},
 		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
 		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {

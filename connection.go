@@ -28,7 +28,8 @@ type Connection struct {
 	// Name names the host (its gateway id) in every error the Host's
 	// methods return from then on, and in those of the processes, files,
 	// connections and listeners they hand out: "host build-01: …".
-	// Optional: empty leaves errors as the connection makes them.
+	// Optional: empty keeps NewNamed's name, if any, else leaves errors as
+	// the connection makes them.
 	Name string
 
 	// fs and fwd are FS and Forward naming the host in their errors; set
@@ -74,6 +75,10 @@ type SyncSpec struct {
 	Connect func(ctx context.Context) (*SyncConnection, error)
 	// Timeout bounds each call; zero means 30 s.
 	Timeout time.Duration
+	// Name names the host in the synchronous filesystem's errors, as
+	// Connection.Name does in a Host's: "host build-01: stat etc/x: …".
+	// Optional: syncfs.FromHost falls back on the Host's Name.
+	Name string
 }
 
 // SyncConnection is one connection of the synchronous filesystem.

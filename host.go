@@ -23,7 +23,7 @@ type Host struct {
 
 	mu      sync.Mutex
 	info    Info        // New's, then the connection's (Connection.Info)
-	name    string      // Connection.Name, once connected
+	name    string      // NewNamed's, then Connection.Name once connected
 	conn    *Connection // nil until connected
 	pending *connectCall
 	closed  bool
@@ -48,6 +48,24 @@ func New(info Info, connect ConnectFunc) *Host {
 	return &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}
 }
 
+// NewNamed is New for a host whose name is known before it connects (the
+// Go client's host id): the errors of a failing first connect, and of the
+// uses that waited on it, name the host as those of a connected Host do.
+// A connection's own Name, when it has one, names the host from then on.
+func NewNamed(name string, info Info, connect ConnectFunc) *Host {
+	h := New(info, connect)
+	h.name = name
+	return h
+}
+
+// Name is the name the host's errors carry: the connection's Name once
+// connected, else NewNamed's; empty when neither gave one.
+func (h *Host) Name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.name
+}
+
 // Info returns what the host is: what New was given until a connect
 // brings more (Connection.Info), that from then on, also after Close. A
 // lazy host whose info is only learnt by connecting (client.LazyHost)
@@ -69,7 +87,8 @@ func (h *Host) Connection(ctx context.Context) (*Connection, error) {
 	return c, h.named(err)
 }
 
-// named is err naming the host, once it is known (Connection.Name).
+// named is err naming the host, once it is known (NewNamed,
+// Connection.Name).
 func (h *Host) named(err error) error {
 	if err == nil {
 		return nil
@@ -137,6 +156,11 @@ func (h *Host) runConnect(call *connectCall) {
 			// One default provider per connection, so what it learns
 			// (the stat dialect) is learnt once.
 			conn.FS = ExecProvider(conn.Transport)
+		}
+		if conn.Name == "" {
+			// NewNamed's name, so that the errors of what the
+			// connection hands out name the host as the connect's did.
+			conn.Name = h.name
 		}
 		conn.fs = nameProvider(conn.FS, conn.Name)
 		conn.fwd = nameForwarder(conn.Forward, conn.Name)

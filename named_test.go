@@ -389,6 +389,13 @@ func TestHostErrorsNameTheHost(t *testing.T) {
 				return argv, env
 			})
 		},
+		// The name given before connecting names what the connection
+		// hands out when the connection has none of its own.
+		"NewNamed": func(c *hostgate.Connection) *hostgate.Host {
+			unnamed := *c
+			unnamed.Name = ""
+			return hostgate.NewNamed(name, hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) { return &unnamed, nil })
+		},
 	}
 	for causeName, cause := range causes {
 		for hostName, newHost := range hosts {
@@ -563,3 +570,90 @@ type endsWithForwarder struct {
 }
 
 func (f endsWithForwarder) Done() <-chan struct{} { return f.done }
+
+// TestFirstConnectErrorsNameTheHost: a Host made with NewNamed names its
+// host in the errors of a failing first connect, from every method, and
+// of a use whose ctx ends while the connect goes on; a Wrap host over it
+// too. A Host knew its name only from its connection, so the Go client's
+// "context deadline exceeded" said nothing of which host timed out.
+func TestFirstConnectErrorsNameTheHost(t *testing.T) {
+	const name = "build-01"
+	causes := map[string]error{
+		"plain":        errLinkDown,
+		"named before": fmt.Errorf("client: host %s: %w", name, errLinkDown),
+	}
+	wrap := func(base *hostgate.Host) *hostgate.Host {
+		return hostgate.Wrap(base, func(argv []string, _ string, env map[string]string) ([]string, map[string]string) {
+			return argv, env
+		})
+	}
+	for causeName, cause := range causes {
+		for _, wrapped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/wrapped=%v", causeName, wrapped), func(t *testing.T) {
+				ctx := t.Context()
+				h := hostgate.NewNamed(name, hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) { return nil, cause })
+				t.Cleanup(func() { _ = h.Close() })
+				if wrapped {
+					h = wrap(h)
+					t.Cleanup(func() { _ = h.Close() })
+				}
+				if got := h.Name(); got != name {
+					t.Errorf("Name before connecting: %q, want %q", got, name)
+				}
+				calls := append([]hostCall{{"Connection", func(ctx context.Context, h *hostgate.Host) error {
+					return second(h.Connection(ctx))
+				}}, {"Sync", func(ctx context.Context, h *hostgate.Host) error {
+					return second(h.Sync(ctx))
+				}}}, hostCalls...)
+				for _, c := range calls {
+					err := c.call(ctx, h)
+					if err == nil {
+						t.Errorf("%s: no error", c.name)
+						continue
+					}
+					if n := strings.Count(err.Error(), name); n != 1 {
+						t.Errorf("%s: %q names the host %d times, want once", c.name, err, n)
+					}
+					if !errors.Is(err, errLinkDown) {
+						t.Errorf("%s: %q does not match the connect's error", c.name, err)
+					}
+				}
+			})
+		}
+	}
+
+	t.Run("ctx ends during the connect", func(t *testing.T) {
+		release := make(chan struct{})
+		h := hostgate.NewNamed(name, hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) {
+			<-release
+			return nil, errLinkDown
+		})
+		defer h.Close()
+		defer close(release)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+		if !errors.Is(err, context.Canceled) || err.Error() != "host "+name+": context canceled" {
+			t.Errorf("Exec with ctx ended during the connect: %v, want context.Canceled naming the host", err)
+		}
+	})
+
+	t.Run("the connection's name wins", func(t *testing.T) {
+		h := hostgate.NewNamed("given", hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) {
+			return failingConn(name, errLinkDown), nil
+		})
+		defer h.Close()
+		_, err := h.Spawn(t.Context(), []string{failName}, hostgate.SpawnOptions{})
+		if h.Name() != name || err == nil || !strings.HasPrefix(err.Error(), "host "+name+": ") || strings.Contains(err.Error(), "given") {
+			t.Errorf("Name %q, Spawn %v; want the connection's name %q", h.Name(), err, name)
+		}
+	})
+
+	t.Run("New names nothing before connecting", func(t *testing.T) {
+		h := hostgate.New(hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) { return nil, errLinkDown })
+		defer h.Close()
+		if _, err := h.Connection(t.Context()); err == nil || strings.Contains(err.Error(), "host ") {
+			t.Errorf("Connection: %v, want the connect's error as it was", err)
+		}
+	})
+}

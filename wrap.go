@@ -24,7 +24,7 @@ type WrapFunc func(argv []string, dir string, env map[string]string) ([]string, 
 // wrapper's too; the wrapper's later uses fail with that connection's
 // error, and the wrapper is still its owner's to close.
 func Wrap(base *Host, wrap WrapFunc) *Host {
-	return New(base.Info(), func(ctx context.Context) (*Connection, error) {
+	return NewNamed(base.Name(), base.Info(), func(ctx context.Context) (*Connection, error) {
 		c, err := base.Connection(ctx)
 		if err != nil {
 			return nil, err

@@ -27,9 +27,9 @@ func (c *Client) Connection(sync *hostgate.SyncSpec) *hostgate.Connection {
 // SyncSpec returns a synchronous-filesystem spec whose every Connect dials a
 // new stream and runs a new SSH connection over it, never reusing the host's
 // main connection. The returned FS is that connection's SFTP provider; its
-// Close closes the SSH connection and the stream.
+// Close closes the SSH connection and the stream. Its Name is Auth.Host.
 func SyncSpec(dial func(ctx context.Context) (net.Conn, error), auth Auth) *hostgate.SyncSpec {
-	return &hostgate.SyncSpec{Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
+	return &hostgate.SyncSpec{Name: auth.Host, Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
 		conn, err := dial(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("sshlayer: sync: dial: %w", err)

@@ -55,7 +55,7 @@ func (fl *file) Read(p []byte) (int, error) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	if fl.closed {
-		return 0, &fs.PathError{Op: "read", Path: fl.name, Err: fs.ErrClosed}
+		return 0, fl.fsys.pathErr("read", fl.name, fs.ErrClosed)
 	}
 	if fl.off == len(fl.buf) {
 		if fl.err != nil {
@@ -111,7 +111,7 @@ func (fl *file) fill(want int) error {
 // fail makes err sticky and abandons buf and r to a call that may still
 // run.
 func (fl *file) fail(op string, err error) error {
-	fl.err = pathErr(op, fl.name, err)
+	fl.err = fl.fsys.pathErr(op, fl.name, err)
 	fl.buf, fl.off, fl.r = nil, 0, nil
 	return fl.err
 }
@@ -123,7 +123,7 @@ func (fl *file) Seek(offset int64, whence int) (int64, error) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	if fl.closed {
-		return 0, &fs.PathError{Op: "seek", Path: fl.name, Err: fs.ErrClosed}
+		return 0, fl.fsys.pathErr("seek", fl.name, fs.ErrClosed)
 	}
 	if fl.err != nil {
 		return 0, fl.err
@@ -137,10 +137,10 @@ func (fl *file) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekEnd:
 		target = fl.info.Size() + offset
 	default:
-		return 0, &fs.PathError{Op: "seek", Path: fl.name, Err: fs.ErrInvalid}
+		return 0, fl.fsys.pathErr("seek", fl.name, fs.ErrInvalid)
 	}
 	if target < 0 {
-		return 0, &fs.PathError{Op: "seek", Path: fl.name, Err: fs.ErrInvalid}
+		return 0, fl.fsys.pathErr("seek", fl.name, fs.ErrInvalid)
 	}
 	if target == fl.pos {
 		return target, nil
@@ -187,7 +187,7 @@ func (fl *file) Close() error {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	if fl.closed {
-		return &fs.PathError{Op: "close", Path: fl.name, Err: fs.ErrClosed}
+		return fl.fsys.pathErr("close", fl.name, fs.ErrClosed)
 	}
 	fl.closed = true
 	r := fl.r
@@ -199,7 +199,7 @@ func (fl *file) Close() error {
 		return r.Close()
 	})
 	if err != nil && context.Cause(fl.s.ctx) == nil {
-		return pathErr("close", fl.name, err)
+		return fl.fsys.pathErr("close", fl.name, err)
 	}
 	return nil
 }
@@ -221,14 +221,14 @@ type dir struct {
 func (d *dir) Stat() (fs.FileInfo, error) { return d.info, nil }
 
 func (d *dir) Read([]byte) (int, error) {
-	return 0, &fs.PathError{Op: "read", Path: d.name, Err: syscall.EISDIR}
+	return 0, d.fsys.pathErr("read", d.name, syscall.EISDIR)
 }
 
 func (d *dir) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return &fs.PathError{Op: "close", Path: d.name, Err: fs.ErrClosed}
+		return d.fsys.pathErr("close", d.name, fs.ErrClosed)
 	}
 	d.closed = true
 	return nil
@@ -240,7 +240,7 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return nil, &fs.PathError{Op: "readdir", Path: d.name, Err: fs.ErrClosed}
+		return nil, d.fsys.pathErr("readdir", d.name, fs.ErrClosed)
 	}
 	if !d.listed {
 		var list []fs.DirEntry
@@ -249,7 +249,7 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 			return err
 		})
 		if err != nil {
-			return nil, pathErr("readdir", d.name, err)
+			return nil, d.fsys.pathErr("readdir", d.name, err)
 		}
 		d.list, d.listed = list, true
 	}

@@ -30,6 +30,11 @@
 // releases its goroutines as far as the provider allows — and the next call
 // opens a fresh one. Without a spec every call fails with ENOTSUP. Files are
 // read-only: writable file descriptors are never offered.
+//
+// Errors are *fs.PathError (*os.LinkError from Rename and Symlink) with the
+// io/fs name, naming the host before the op as a Host's errors do ("host
+// build-01: stat etc/x: file does not exist"): the spec's Name, else
+// FromHost's Host's. errors.Is and os.IsNotExist see the cause.
 package syncfs
 
 import (
@@ -40,6 +45,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -71,6 +77,9 @@ type FS struct {
 	resolve func(ctx context.Context) (*hostgate.SyncSpec, error)
 	// unwatch stops FromHost's watch of its host's Close; nil for New.
 	unwatch func() bool
+	// host is FromHost's, whose Name names the host in errors where the
+	// spec has none; nil for New.
+	host *hostgate.Host
 
 	// ctx is cancelled by Close; it bounds resolve.
 	ctx    context.Context
@@ -109,6 +118,7 @@ func New(spec *hostgate.SyncSpec, opts *Options) *FS {
 func FromHost(h *hostgate.Host, opts *Options) *FS {
 	f := newFS(opts)
 	f.resolve = h.Sync
+	f.host = h
 	f.unwatch = h.AfterClose(func() { _ = f.Close() })
 	return f
 }
@@ -148,7 +158,10 @@ func (f *FS) Close() error {
 		s.cancel(fs.ErrClosed)
 	}
 	f.wg.Wait()
-	if s != nil {
+	if s != nil && s.closeErr != nil {
+		if p := f.hostPrefix(s.closeErr); p != "" {
+			return fmt.Errorf("%s%w", p, s.closeErr)
+		}
 		return s.closeErr
 	}
 	return nil
@@ -207,13 +220,46 @@ func (f *FS) spec() (*hostgate.SyncSpec, error) {
 // hostPath maps an io/fs name to the host's path under the root.
 func (f *FS) hostPath(op, name string) (string, error) {
 	if !fs.ValidPath(name) {
-		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+		return "", f.pathErr(op, name, fs.ErrInvalid)
 	}
 	return path.Join(f.root, name), nil
 }
 
-func pathErr(op, name string, err error) error {
-	return &fs.PathError{Op: op, Path: name, Err: unwrapPath(err)}
+// pathErr is the error of op on the io/fs name: err, stripped of the
+// provider's path (the host's, not name), with the host named before op.
+func (f *FS) pathErr(op, name string, err error) error {
+	err = unwrapPath(err)
+	return &fs.PathError{Op: f.hostOp(op, err), Path: name, Err: err}
+}
+
+// hostOp is op naming the host ("host build-01: stat"), as a Host names
+// it in its path errors.
+func (f *FS) hostOp(op string, err error) string { return f.hostPrefix(err) + op }
+
+// hostPrefix is "host build-01: ", or empty where err names the host
+// already (a lost connection's error, a failed connect of the Host's) or
+// the FS knows no name.
+func (f *FS) hostPrefix(err error) string {
+	host := f.hostName()
+	if host == "" || strings.Contains(err.Error(), "host "+host+":") {
+		return ""
+	}
+	return "host " + host + ": "
+}
+
+// hostName is the spec's Name, else FromHost's host's, else empty. It is
+// asked only when a call has failed.
+func (f *FS) hostName() string {
+	f.mu.Lock()
+	spec := f.known
+	f.mu.Unlock()
+	if spec != nil && spec.Name != "" {
+		return spec.Name
+	}
+	if f.host != nil {
+		return f.host.Name()
+	}
+	return ""
 }
 
 // Open opens the named file or directory for reading. It costs two round
@@ -228,7 +274,7 @@ func (f *FS) Open(name string) (fs.File, error) {
 	}
 	s, err := f.acquire()
 	if err != nil {
-		return nil, pathErr("open", name, err)
+		return nil, f.pathErr("open", name, err)
 	}
 	var (
 		info fs.FileInfo
@@ -248,7 +294,7 @@ func (f *FS) Open(name string) (fs.File, error) {
 		return err
 	})
 	if err != nil {
-		return nil, pathErr("open", name, err)
+		return nil, f.pathErr("open", name, err)
 	}
 	info = named(info, path.Base(name))
 	if info.IsDir() {
@@ -263,7 +309,7 @@ func (f *FS) Open(name string) (fs.File, error) {
 func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (fs.File, error) {
 	const writing = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREATE | os.O_TRUNC | os.O_EXCL
 	if flag&writing != 0 {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the synchronous filesystem has no writable file descriptors; use WriteFile", hostgate.ErrNotSupported)}
+		return nil, f.pathErr("open", name, fmt.Errorf("%w: the synchronous filesystem has no writable file descriptors; use WriteFile", hostgate.ErrNotSupported))
 	}
 	return f.Open(name)
 }
@@ -289,7 +335,7 @@ func (f *FS) stat(op, name string, link bool) (fs.FileInfo, error) {
 		return err
 	})
 	if err != nil {
-		return nil, pathErr(op, name, err)
+		return nil, f.pathErr(op, name, err)
 	}
 	return named(info, path.Base(name)), nil
 }
@@ -306,7 +352,7 @@ func (f *FS) ReadLink(name string) (string, error) {
 		return err
 	})
 	if err != nil {
-		return "", pathErr("readlink", name, err)
+		return "", f.pathErr("readlink", name, err)
 	}
 	return target, nil
 }
@@ -323,7 +369,7 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return err
 	})
 	if err != nil {
-		return nil, pathErr("readdir", name, err)
+		return nil, f.pathErr("readdir", name, err)
 	}
 	return list, nil
 }
@@ -381,7 +427,7 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, pathErr("read", name, err)
+		return nil, f.pathErr("read", name, err)
 	}
 	return data, nil
 }
@@ -424,7 +470,7 @@ func (f *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 	_ = pr.CloseWithError(errAborted)
 	<-fed
 	if err != nil {
-		return pathErr("write", name, err)
+		return f.pathErr("write", name, err)
 	}
 	return nil
 }
@@ -456,7 +502,7 @@ func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
 		return p.Mkdir(ctx, hp, perm, true)
 	})
 	if err != nil {
-		return pathErr("mkdir", name, err)
+		return f.pathErr("mkdir", name, err)
 	}
 	return nil
 }
@@ -475,7 +521,7 @@ func (f *FS) remove(op, name string, recursive bool) error {
 		return err
 	}
 	if name == "." {
-		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+		return f.pathErr(op, name, fs.ErrInvalid)
 	}
 	err = f.do(func(ctx context.Context, p hostgate.Provider, c *call) error {
 		err := p.Remove(ctx, hp, recursive)
@@ -485,7 +531,7 @@ func (f *FS) remove(op, name string, recursive bool) error {
 		return err
 	})
 	if err != nil {
-		return pathErr(op, name, err)
+		return f.pathErr(op, name, err)
 	}
 	return nil
 }
@@ -505,7 +551,8 @@ func (f *FS) Rename(oldname, newname string) error {
 		return p.Rename(ctx, oldp, newp)
 	})
 	if err != nil {
-		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: unwrapPath(err)}
+		err = unwrapPath(err)
+		return &os.LinkError{Op: f.hostOp("rename", err), Old: oldname, New: newname, Err: err}
 	}
 	return nil
 }
@@ -522,7 +569,8 @@ func (f *FS) Symlink(oldname, newname string) error {
 		return p.Symlink(ctx, oldname, newp)
 	})
 	if err != nil {
-		return &os.LinkError{Op: "symlink", Old: oldname, New: newname, Err: unwrapPath(err)}
+		err = unwrapPath(err)
+		return &os.LinkError{Op: f.hostOp("symlink", err), Old: oldname, New: newname, Err: err}
 	}
 	return nil
 }

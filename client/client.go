@@ -141,13 +141,24 @@ func (c *Client) Certificate(ctx context.Context, id, publicKey string) (*Certif
 // DialSSH opens the byte stream to host id's SSH server through the
 // gateway. The stream carries SSH end to end; the gateway cannot read it.
 func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
+	conn, err := c.dialSSH(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("client: ssh stream to host %s: %w", id, err)
+	}
+	return conn, nil
+}
+
+// dialSSH is DialSSH for a caller whose errors name the host already (a
+// Host's connect, the synchronous filesystem's), leaving its errors
+// without the id.
+func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	u := *c.base
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+c.token)
 	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws})
 	if err != nil {
-		return nil, fmt.Errorf("client: ssh stream to host %s: %w", id, err)
+		return nil, fmt.Errorf("client: ssh stream: %w", err)
 	}
 	return conn, nil
 }

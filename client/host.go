@@ -25,8 +25,10 @@ import (
 // Info is the zero Info until that first connect has succeeded, and what
 // the gateway published about the host from then on (as Dial's is at
 // once). Dial, or Client.Host, for a caller that needs it before any use.
+// Its errors name the host by id ("host box: …"), those of a failing first
+// connect too.
 func (c *Client) LazyHost(id string) *hostgate.Host {
-	return hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+	return hostgate.NewNamed(id, hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
 		rec, err := c.Host(ctx, id)
 		if err != nil {
 			return nil, err
@@ -51,13 +53,14 @@ func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host
 }
 
 // Dial connects to host id and returns the ready Host, whose Info is what
-// the gateway published.
+// the gateway published. Its errors, a failing connect's too, name the host
+// by id: "host box: hostgate: connect: …".
 func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
 	rec, err := c.Host(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("host %s: %w", id, err)
 	}
-	h := hostgate.New(rec.Info, func(ctx context.Context) (*hostgate.Connection, error) {
+	h := hostgate.NewNamed(id, rec.Info, func(ctx context.Context) (*hostgate.Connection, error) {
 		return c.connect(ctx, id)
 	})
 	if _, err := h.Connection(ctx); err != nil {
@@ -95,9 +98,17 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 			return sshlayer.Auth{}, err
 		}
 		if cert.HostKey == "" {
-			return sshlayer.Auth{}, fmt.Errorf("client: host %s has no pinned host key yet", cr.id)
+			return sshlayer.Auth{}, errors.New("client: the gateway has no pinned host key for the host yet")
 		}
-		cr.cert, cr.hostKey = cert, cert.HostKey
+		// The key itself, where the gateway gives it, rather than its
+		// fingerprint: the SSH client then asks for that key's type, and
+		// a mismatch names the pinned key's type instead of advising to
+		// pin a key of another type, which a gateway's caller cannot.
+		hostKey := cert.HostKey
+		if cert.HostPublicKey != "" {
+			hostKey = cert.HostPublicKey
+		}
+		cr.cert, cr.hostKey = cert, hostKey
 	}
 	return sshlayer.Auth{
 		User:        "hostgate",
@@ -118,32 +129,34 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 	if err != nil {
 		return nil, err
 	}
-	sync := &hostgate.SyncSpec{Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
+	sync := &hostgate.SyncSpec{Name: id, Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
 		auth, err := cr.auth(ctx)
 		if err != nil {
 			return nil, err
 		}
-		spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.DialSSH(ctx, id) }, auth)
+		spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.dialSSH(ctx, id) }, auth)
 		return spec.Connect(ctx)
 	}}
 	return sc.Connection(sync), nil
 }
 
+// sshConnect connects SSH to host id. Its errors leave the id to the
+// Host's, which name it.
 func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) (*sshlayer.Client, error) {
-	conn, err := c.DialSSH(ctx, id)
+	conn, err := c.dialSSH(ctx, id)
 	if err != nil {
 		// Only the gateway's host_offline is ErrOffline: a 503 is also a
 		// full tunnel (too_many_streams) or a gateway stopping.
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable && strings.Contains(he.Body, `"host_offline"`) {
-			return nil, fmt.Errorf("%w: %s: %w", ErrOffline, id, err)
+			return nil, fmt.Errorf("%w: %w", ErrOffline, err)
 		}
 		return nil, err
 	}
 	sc, err := sshlayer.Connect(ctx, conn, auth)
 	if err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("client: ssh to host %s: %w", id, err)
+		return nil, fmt.Errorf("client: ssh: %w", err)
 	}
 	return sc, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,9 +212,31 @@ func testPoolAdopt(t *testing.T) {
 func testPoolTTLAndClose(t *testing.T) {
 	cli, img := engine(t)
 	req := emptyReq(img, small())
-	h := newPoolHost(t, cli, PoolConfig{Size: 2, TTL: 5 * time.Second, Keys: []ProvisionRequest{req}})
-	waitPool(t, h, "TTL replacements", func(s PoolStats) bool { return s.Reaps >= 1 && s.Fills >= 3 })
+	// The test moves the pool's clock past the TTL: with a real 5 s TTL, a
+	// loaded machine's fills took longer than that, so each warm container
+	// expired before the next was ready and the pool never held 2 (stats
+	// Fills 20 Reaps 19 Ready 1 after 2 minutes).
+	var ahead atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	h := newTestHost(t, cli, &Config{Now: now, Pool: &PoolConfig{Size: 2, TTL: time.Hour, Keys: []ProvisionRequest{req}}})
 	waitPool(t, h, "a full pool", func(s PoolStats) bool { return s.Ready == 2 })
+	first := poolContainers(t, cli, h.owner)
+	ahead.Store(int64(2 * time.Hour))
+	h.pool.wake()
+	s := waitPool(t, h, "TTL replacements", func(s PoolStats) bool { return s.Reaps == 2 && s.Ready == 2 })
+	if s.Fills != 4 || s.FillErrors != 0 {
+		t.Fatalf("want 2 fills and 2 refills, stats %+v", s)
+	}
+	// The expired ones are gone from the engine, not only from the pool.
+	after := poolContainers(t, cli, h.owner)
+	if len(first) != 2 || len(after) != 2 {
+		t.Fatalf("pooled containers: %d before the TTL, %d after", len(first), len(after))
+	}
+	for _, c := range after {
+		if c.ID == first[0].ID || c.ID == first[1].ID {
+			t.Fatalf("container %s still pooled after its TTL", c.ID)
+		}
+	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -625,8 +626,13 @@ func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return 
 
 // A gateway that refuses the agent's token is a lasting refusal: an
 // error in the log that says what to fix, and the longest backoff; a
-// passing failure stays a warning at the shortest.
+// passing failure stays a warning at the shortest. The backoff is the
+// log's "in", when the agent asks again: a count of attempts in a 300 ms
+// window read 0 for a 401 once on a loaded machine (the first attempt
+// had not been answered yet).
 func TestConnectLastingRefusal(t *testing.T) {
+	const maxBackoff = time.Minute
+	inRE := regexp.MustCompile(` in=(\S+)`)
 	for _, tc := range []struct {
 		status int
 		level  string
@@ -637,47 +643,62 @@ func TestConnectLastingRefusal(t *testing.T) {
 		{http.StatusTooManyRequests, "WARN", true},
 		{http.StatusServiceUnavailable, "WARN", false},
 	} {
-		var attempts atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			attempts.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(tc.status)
 			_, _ = io.WriteString(w, `{"error":{"code":"nope","message":"refused"}}`)
 		}))
-		var logs bytes.Buffer
-		var mu sync.Mutex
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err := Connect(ctx, &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir(),
-			MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute,
-			Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
-		cancel()
+		var logs syncBuffer
+		out := connectUntilLogged(t, &logs, " in=", &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir(),
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: maxBackoff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		srv.Close()
-		if err != nil {
-			t.Fatal(err)
+		var failure string // the first attempt's
+		for line := range strings.Lines(out) {
+			if strings.Contains(line, " in=") {
+				failure = line
+				break
+			}
 		}
-		mu.Lock()
-		out := logs.String()
-		mu.Unlock()
-		if !strings.Contains(out, "level="+tc.level) {
+		if !strings.Contains(failure, "level="+tc.level) {
 			t.Errorf("%d: want a %s in the log:\n%s", tc.status, tc.level, out)
 		}
-		// The longest backoff: one attempt in the window; the shortest:
-		// several.
-		if n := attempts.Load(); tc.slow != (n == 1) {
-			t.Errorf("%d: %d attempts in 300 ms, want the longest backoff %v", tc.status, n, tc.slow)
+		// jitter keeps a wait within [backoff/2, backoff].
+		m := inRE.FindStringSubmatch(failure)
+		if m == nil {
+			t.Fatalf("%d: no retry wait (in=) in %q", tc.status, failure)
+		}
+		wait, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatalf("%d: retry wait %q: %v", tc.status, m[1], err)
+		}
+		if slow := wait >= maxBackoff/2; slow != tc.slow {
+			t.Errorf("%d: next attempt in %v, want the longest backoff (%v) %v", tc.status, wait, maxBackoff, tc.slow)
 		}
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+// connectUntilLogged runs Connect until logs has want, then stops it and
+// returns the log.
+func connectUntilLogged(t *testing.T, logs *syncBuffer, want string, cfg *ConnectConfig) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Connect(ctx, cfg) }()
+	select {
+	case <-logs.has(want):
+	case err := <-done:
+		t.Fatalf("Connect returned before logging %q: %v\n%s", want, err, logs.String())
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-done
+		t.Fatalf("no %q logged in 30 s:\n%s", want, logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return logs.String()
 }
 
 // A URL where something other than the gateway answers 404 (a path too
@@ -686,19 +707,9 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func TestConnectNotFoundNamesTheURL(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	err := Connect(ctx, &ConnectConfig{GatewayURL: srv.URL + "/foo", Token: "hg_x", StateDir: t.TempDir(),
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute,
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	out := logs.String()
-	mu.Unlock()
+	var logs syncBuffer
+	out := connectUntilLogged(t, &logs, "answered 404", &ConnectConfig{GatewayURL: srv.URL + "/foo", Token: "hg_x", StateDir: t.TempDir(),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if !strings.Contains(out, srv.URL+"/foo/v1/agents/connect answered 404") || !strings.Contains(out, "--public-url") || strings.Contains(out, `page not found\n`) {
 		t.Errorf("log of a 404:\n%s", out)
 	}

@@ -30,13 +30,19 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/sigreset"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
 func TestMain(m *testing.M) {
 	MaybeRunGuard() // RunServe and RunConnect start this binary as their guard
-	goleak.VerifyTestMain(m)
+	// As cmd/agent's main does: the commands get SIGHUP at its default
+	// however the suite was started. Run under nohup, they inherited it
+	// ignored, their `trap … HUP` was void, and
+	// TestConnectRedialsWhileOldCommandsWindDown failed every time.
+	sigreset.ForChildren()
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/hostgate/hostgate/internal/sigreset.ForChildren.func1"))
 }
 
 // gw is a gateway behind a fixed URL whose server can be restarted on

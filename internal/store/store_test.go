@@ -274,16 +274,32 @@ func TestAuditLogBounded(t *testing.T) {
 		}
 		return n
 	}
-	for i := range 2500 {
+	record := func(i int) {
+		t.Helper()
 		if err := s.RecordSession(ctx, Session{TokenName: "storm", HostID: "h", Kind: "tunnel", RemoteAddr: fmt.Sprint("10.0.0.1:", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Trimmed at the 1000th and 2000th: 300 kept then, and 500 since.
-	if n := count(s); n != 800 {
-		t.Fatalf("%d audit rows after 2500 records, want 800", n)
+	// 1,200 older rows in one statement, and the 998 records before them
+	// counted: 2,500 records one by one took up to 30 s under -race on a
+	// loaded machine, past the test's deadline.
+	if _, err := s.db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 1200)
+		INSERT INTO sessions (time_ms, token_name, host_id, kind, remote_addr) SELECT i, 'storm', 'h', 'tunnel', i FROM n`); err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := s.Sessions(ctx, 1); len(got) != 1 || got[0].RemoteAddr != "10.0.0.1:2499" {
+	s.audits.Store(998)
+	record(998)
+	if n := count(s); n != 1201 {
+		t.Fatalf("%d audit rows after the 999th record, want 1201 (no trim)", n)
+	}
+	// Trimmed at the 1000th: 300 kept, and 5 since.
+	for i := 999; i < 1005; i++ {
+		record(i)
+	}
+	if n := count(s); n != 305 {
+		t.Fatalf("%d audit rows after the 1000th record and 5 more, want 305", n)
+	}
+	if got, _ := s.Sessions(ctx, 1); len(got) != 1 || got[0].RemoteAddr != "10.0.0.1:1004" {
 		t.Fatalf("newest row %+v, want the last recorded", got)
 	}
 	// An open trims to MaxAuditRows; one with a smaller bound, to it.
@@ -299,7 +315,7 @@ func TestAuditLogBounded(t *testing.T) {
 	if n := count(b); n != 300 {
 		t.Fatalf("%d audit rows after a trim, want 300", n)
 	}
-	if got, _ := b.Sessions(ctx, 1); len(got) != 1 || got[0].RemoteAddr != "10.0.0.1:2499" {
+	if got, _ := b.Sessions(ctx, 1); len(got) != 1 || got[0].RemoteAddr != "10.0.0.1:1004" {
 		t.Fatalf("newest row after a trim %+v, want the last recorded", got)
 	}
 	if err := b.trimAudit(ctx); err != nil || count(b) != 300 {

@@ -71,6 +71,7 @@ func (s *Server) probe() (_ []checkResult, lowSpace string) {
 	ctx, cancel := context.WithTimeout(s.ctx, readyTimeout)
 	defer cancel()
 	checks := append([]readyCheck{{"store", s.checkStore}}, r.checks...)
+	began := s.auditLog.writeBegan()
 	res := make([]checkResult, len(checks))
 	var wg sync.WaitGroup
 	for i, c := range checks {
@@ -82,7 +83,7 @@ func (s *Server) probe() (_ []checkResult, lowSpace string) {
 	// one that went through ends an audit outage (no session may come to
 	// end it while the gateway is out of its load balancer's pool).
 	if res[0].err == nil {
-		s.auditLog.recovered(s)
+		s.auditLog.recovered(s, began)
 	}
 	audit := checkResult{name: "audit", err: s.auditLog.failure()}
 	res = append(res[:1], append([]checkResult{audit}, res[1:]...)...)
@@ -175,16 +176,29 @@ type auditLog struct {
 	mu    sync.Mutex
 	first error // the outage's first failure; nil when writing
 	lost  int   // sessions not recorded in this outage
+	// outages counts outages begun. Only a write begun during the
+	// current one ends it: one begun before the disk filled may go
+	// through after a later one failed, and ended the outage then, so
+	// that with --audit-required a new session got in unrecorded.
+	outages uint64
+}
+
+// writeBegan is the outage count as a write begins, for endLocked.
+func (a *auditLog) writeBegan() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.outages
 }
 
 // recordAudit writes one audit entry.
 func (s *Server) recordAudit(ctx context.Context, e store.Session) {
-	err := s.store.RecordSession(ctx, e)
 	a := &s.auditLog
+	began := a.writeBegan()
+	err := s.store.RecordSession(ctx, e)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err == nil {
-		a.endLocked(s)
+		a.endLocked(s, began)
 		return
 	}
 	s.metrics.AuditWriteFailures.Inc()
@@ -193,6 +207,7 @@ func (s *Server) recordAudit(ctx context.Context, e store.Session) {
 		return
 	}
 	a.first = err
+	a.outages++
 	s.metrics.AuditFailing.Set(1)
 	// The one line of the outage that names the file and what to do (err
 	// does, a store.WriteError); the 503s and /readyz, sent before
@@ -208,15 +223,16 @@ func (s *Server) recordAudit(ctx context.Context, e store.Session) {
 	s.logger.Error(msg, args...)
 }
 
-// recovered ends an outage once the store took a write.
-func (a *auditLog) recovered(s *Server) {
+// recovered ends the outage once the store took a write begun during it
+// (began is writeBegan's count when the write began).
+func (a *auditLog) recovered(s *Server, began uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.endLocked(s)
+	a.endLocked(s, began)
 }
 
-func (a *auditLog) endLocked(s *Server) {
-	if a.first == nil {
+func (a *auditLog) endLocked(s *Server, began uint64) {
+	if a.first == nil || began != a.outages {
 		return
 	}
 	s.logger.Warn("audit log: the state database takes writes again", "unrecordedSessions", a.lost)

@@ -41,6 +41,64 @@ func (s *fullStore) RecordSession(ctx context.Context, e store.Session) error {
 	return s.Store.RecordSession(ctx, e)
 }
 
+// slowStore holds the audit entry of host "slow" until release is
+// closed, and writes it after; entered is closed once it is held.
+type slowStore struct {
+	fullStore
+	entered, release chan struct{}
+}
+
+func (s *slowStore) RecordSession(ctx context.Context, e store.Session) error {
+	if e.HostID == "slow" {
+		close(s.entered)
+		<-s.release
+		return s.Store.RecordSession(ctx, e)
+	}
+	return s.fullStore.RecordSession(ctx, e)
+}
+
+// TestAuditOutageEndsOnlyByALaterWrite: an entry whose write began
+// before the disk filled and went through after another's failed does not
+// end the outage (it did, and with --audit-required the next session got
+// in and went unrecorded); one begun during the outage does, and so does
+// /readyz's check write begun then.
+func TestAuditOutageEndsOnlyByALaterWrite(t *testing.T) {
+	ss := &slowStore{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnvWrapped(t, &Config{AuditRequired: true}, func(st store.Store) store.Store { ss.Store = st; return ss })
+	s := e.srv
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.recordAudit(e.ctx, store.Session{TokenName: "t", HostID: "slow", Kind: "ssh"})
+	}()
+	<-ss.entered
+	ss.full.Store(true)
+	s.recordAudit(e.ctx, store.Session{TokenName: "t", HostID: "h1", Kind: "ssh"})
+	if s.auditLog.failure() == nil {
+		t.Fatal("a failed entry began no outage")
+	}
+	close(ss.release)
+	<-done
+	if s.auditLog.failure() == nil {
+		t.Fatal("an entry begun before the outage ended it")
+	}
+	ss.full.Store(false)
+	s.recordAudit(e.ctx, store.Session{TokenName: "t", HostID: "h2", Kind: "ssh"})
+	if err := s.auditLog.failure(); err != nil {
+		t.Fatalf("an entry written during the outage did not end it: %v", err)
+	}
+	// The same for /readyz's write: begun in an outage, it ends it.
+	ss.full.Store(true)
+	s.recordAudit(e.ctx, store.Session{TokenName: "t", HostID: "h3", Kind: "ssh"})
+	ss.full.Store(false)
+	s.ready.mu.Lock()
+	s.ready.result = nil // no cached answer: probe checks again
+	s.ready.mu.Unlock()
+	if _, _ = s.probe(); s.auditLog.failure() != nil {
+		t.Fatalf("/readyz's write did not end the outage: %v", s.auditLog.failure())
+	}
+}
+
 // logLine says whether a line of logs holds every one of parts.
 func logLine(logs string, parts ...string) bool {
 	for line := range strings.Lines(logs) {

@@ -126,7 +126,9 @@ func (h *Host) connection(ctx context.Context) (*Connection, error) {
 		}
 		return call.conn, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		// The connect goes on for the next caller; this one's error
+		// says what it was waiting for, not only that its time ran out.
+		return nil, fmt.Errorf("hostgate: connect: %w", ctx.Err())
 	case <-h.ctx.Done():
 		return nil, ErrClosed
 	}

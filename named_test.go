@@ -633,8 +633,8 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
-		if !errors.Is(err, context.Canceled) || err.Error() != "host "+name+": context canceled" {
-			t.Errorf("Exec with ctx ended during the connect: %v, want context.Canceled naming the host", err)
+		if !errors.Is(err, context.Canceled) || err.Error() != "host "+name+": hostgate: connect: context canceled" {
+			t.Errorf("Exec with ctx ended during the connect: %v, want context.Canceled naming the host and the connect", err)
 		}
 	})
 

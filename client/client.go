@@ -138,6 +138,39 @@ func (c *Client) Certificate(ctx context.Context, id, publicKey string) (*Certif
 	return &cert, nil
 }
 
+// apiErrorOf is the gateway's answer of status with body b as an error:
+// its JSON error's code and message, else the body itself.
+func apiErrorOf(status int, b []byte) *APIError {
+	apiErr := &APIError{Status: status, Code: http.StatusText(status), Message: strings.TrimSpace(string(b))}
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
+	}
+	if len(apiErr.Message) > 512 {
+		// Cut between characters: a message cut inside one prints
+		// as mojibake (and is not valid UTF-8 for a JSON encoder).
+		n := 512
+		for n > 0 && !utf8.RuneStart(apiErr.Message[n]) {
+			n--
+		}
+		apiErr.Message = apiErr.Message[:n] + "…"
+	}
+	return apiErr
+}
+
+// handshakeError is a refused WebSocket handshake told as the API's
+// errors are ("gateway: host box is not connected to the gateway (503
+// host_offline)", not the raw JSON body), for errors.As both as an
+// *APIError and as the *bytestream.HandshakeError it was.
+type handshakeError struct {
+	*APIError
+	he *bytestream.HandshakeError
+}
+
+func (e *handshakeError) Unwrap() []error { return []error{e.APIError, e.he} }
+
 // DialSSH opens the byte stream to host id's SSH server through the
 // gateway. The stream carries SSH end to end; the gateway cannot read it.
 func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
@@ -149,8 +182,8 @@ func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
 }
 
 // dialSSH is DialSSH for a caller whose errors name the host already (a
-// Host's connect, the synchronous filesystem's), leaving its errors
-// without the id.
+// Host's connect, the synchronous filesystem's): its errors carry neither
+// the id nor a prefix, each caller saying what it was doing.
 func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	u := *c.base
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
@@ -158,7 +191,11 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	hdr.Set("Authorization", "Bearer "+c.token)
 	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws})
 	if err != nil {
-		return nil, fmt.Errorf("client: ssh stream: %w", err)
+		var he *bytestream.HandshakeError
+		if errors.As(err, &he) && he.Body != "" {
+			err = &handshakeError{APIError: apiErrorOf(he.StatusCode, []byte(he.Body)), he: he}
+		}
+		return nil, err
 	}
 	return conn, nil
 }
@@ -210,23 +247,7 @@ func (c *Client) doLong(ctx context.Context, method, path string, in, out any) e
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	if res.StatusCode/100 != 2 {
-		apiErr := &APIError{Status: res.StatusCode, Code: http.StatusText(res.StatusCode), Message: strings.TrimSpace(string(b))}
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
-		}
-		if len(apiErr.Message) > 512 {
-			// Cut between characters: a message cut inside one prints
-			// as mojibake (and is not valid UTF-8 for a JSON encoder).
-			n := 512
-			for n > 0 && !utf8.RuneStart(apiErr.Message[n]) {
-				n--
-			}
-			apiErr.Message = apiErr.Message[:n] + "…"
-		}
-		return apiErr
+		return apiErrorOf(res.StatusCode, b)
 	}
 	if out == nil {
 		return nil

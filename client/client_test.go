@@ -88,3 +88,34 @@ func TestOnlyHostOfflineIsErrOffline(t *testing.T) {
 		}
 	}
 }
+
+// A refused SSH stream says the gateway's error as the API's do, not its
+// raw JSON body, and callers still find both the *APIError and the
+// *bytestream.HandshakeError in it; a host_offline refusal is ErrOffline.
+func TestRefusedSSHStreamSaysTheGatewaysError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"host_offline","message":"host box is not connected to the gateway"}}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	_, err = c.DialSSH(ctx, "box")
+	want := "client: ssh stream to host box: gateway: host box is not connected to the gateway (503 host_offline)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("DialSSH: %v\nwant %s", err, want)
+	}
+	var ae *APIError
+	var he *bytestream.HandshakeError
+	if !errors.As(err, &ae) || ae.Code != "host_offline" || !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("DialSSH: %v; want an *APIError host_offline and a 503 *bytestream.HandshakeError in it", err)
+	}
+	_, err = c.sshConnect(ctx, "box", sshlayer.Auth{})
+	if !errors.Is(err, ErrOffline) || strings.Contains(err.Error(), `{"error"`) {
+		t.Fatalf("connect: %v; want ErrOffline, without the raw body", err)
+	}
+}

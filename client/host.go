@@ -151,7 +151,7 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) 
 		if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable && strings.Contains(he.Body, `"host_offline"`) {
 			return nil, fmt.Errorf("%w: %w", ErrOffline, err)
 		}
-		return nil, err
+		return nil, fmt.Errorf("client: ssh stream: %w", err)
 	}
 	sc, err := sshlayer.Connect(ctx, conn, auth)
 	if err != nil {

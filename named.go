@@ -46,6 +46,11 @@ func nameErr(host string, err error) error {
 	return &hostError{host: host, err: err}
 }
 
+// NameError is err naming host as a Host's own errors do ("host
+// build-01: …", never twice, path and link errors keeping their type), for
+// packages that build on a Host and make errors of their own (syncfs).
+func NameError(host string, err error) error { return nameErr(host, err) }
+
 // hostError is an error of the named host's.
 type hostError struct {
 	host string

@@ -45,7 +45,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -158,11 +157,8 @@ func (f *FS) Close() error {
 		s.cancel(fs.ErrClosed)
 	}
 	f.wg.Wait()
-	if s != nil && s.closeErr != nil {
-		if p := f.hostPrefix(s.closeErr); p != "" {
-			return fmt.Errorf("%s%w", p, s.closeErr)
-		}
-		return s.closeErr
+	if s != nil {
+		return f.named(s.closeErr)
 	}
 	return nil
 }
@@ -228,23 +224,16 @@ func (f *FS) hostPath(op, name string) (string, error) {
 // pathErr is the error of op on the io/fs name: err, stripped of the
 // provider's path (the host's, not name), with the host named before op.
 func (f *FS) pathErr(op, name string, err error) error {
-	err = unwrapPath(err)
-	return &fs.PathError{Op: f.hostOp(op, err), Path: name, Err: err}
+	return f.named(&fs.PathError{Op: op, Path: name, Err: unwrapPath(err)})
 }
 
-// hostOp is op naming the host ("host build-01: stat"), as a Host names
-// it in its path errors.
-func (f *FS) hostOp(op string, err error) string { return f.hostPrefix(err) + op }
-
-// hostPrefix is "host build-01: ", or empty where err names the host
-// already (a lost connection's error, a failed connect of the Host's) or
-// the FS knows no name.
-func (f *FS) hostPrefix(err error) string {
-	host := f.hostName()
-	if host == "" || strings.Contains(err.Error(), "host "+host+":") {
-		return ""
+// named is err naming the host as a Host's errors do (hostgate.NameError:
+// not where it names the host already, as a lost connection's does).
+func (f *FS) named(err error) error {
+	if err == nil {
+		return nil
 	}
-	return "host " + host + ": "
+	return hostgate.NameError(f.hostName(), err)
 }
 
 // hostName is the spec's Name, else FromHost's host's, else empty. It is
@@ -552,7 +541,7 @@ func (f *FS) Rename(oldname, newname string) error {
 	})
 	if err != nil {
 		err = unwrapPath(err)
-		return &os.LinkError{Op: f.hostOp("rename", err), Old: oldname, New: newname, Err: err}
+		return f.named(&os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err})
 	}
 	return nil
 }
@@ -570,7 +559,7 @@ func (f *FS) Symlink(oldname, newname string) error {
 	})
 	if err != nil {
 		err = unwrapPath(err)
-		return &os.LinkError{Op: f.hostOp("symlink", err), Old: oldname, New: newname, Err: err}
+		return f.named(&os.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err})
 	}
 	return nil
 }

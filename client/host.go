@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hostgate/hostgate"
-	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -147,8 +145,8 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) 
 	if err != nil {
 		// Only the gateway's host_offline is ErrOffline: a 503 is also a
 		// full tunnel (too_many_streams) or a gateway stopping.
-		var he *bytestream.HandshakeError
-		if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable && strings.Contains(he.Body, `"host_offline"`) {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable && ae.Code == "host_offline" {
 			return nil, fmt.Errorf("%w: %w", ErrOffline, err)
 		}
 		return nil, fmt.Errorf("client: ssh stream: %w", err)

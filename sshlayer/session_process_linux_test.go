@@ -117,8 +117,8 @@ func TestChildOOMScoreAdj(t *testing.T) {
 // held, a command is refused as a fork at the limit is, not started, so
 // the server's own starts cannot take what it keeps for its threads.
 func TestChildTasks(t *testing.T) {
-	var own syscall.Rlimit
-	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &own); err != nil {
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &own); err != nil {
 		t.Fatal(err)
 	}
 	if own.Cur < 41 {
@@ -147,8 +147,8 @@ func TestChildTasks(t *testing.T) {
 			t.Fatalf("a command and its child under ChildTasks.Max 40: %q %v, want %q twice", got, err, want)
 		}
 	}
-	var after syscall.Rlimit
-	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &after); err != nil || after != own {
+	var after unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &after); err != nil || after != own {
 		t.Errorf("the server's own RLIMIT_NPROC after the starts: %+v %v, want %+v", after, err, own)
 	}
 

@@ -536,6 +536,9 @@ func TestCheckpointRetentionFlags(t *testing.T) {
 // shows its default as a size.
 func TestRelayMemoryFlag(t *testing.T) {
 	sio := stdio{out: io.Discard, err: io.Discard}
+	// t.Setenv restores the caller's value at the end, whatever the
+	// cases set or unset meanwhile.
+	t.Setenv("HOSTGATE_RELAY_MEMORY", "")
 	for _, tc := range []struct {
 		args []string
 		env  string
@@ -548,7 +551,7 @@ func TestRelayMemoryFlag(t *testing.T) {
 		{[]string{"--relay-memory", "2G"}, "1G", 2 << 30},
 	} {
 		if tc.env != "" {
-			t.Setenv("HOSTGATE_RELAY_MEMORY", tc.env)
+			_ = os.Setenv("HOSTGATE_RELAY_MEMORY", tc.env)
 		} else {
 			_ = os.Unsetenv("HOSTGATE_RELAY_MEMORY")
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -66,6 +67,10 @@ func TestAuditOutageEndsOnlyByALaterWrite(t *testing.T) {
 	ss := &slowStore{entered: make(chan struct{}), release: make(chan struct{})}
 	e := newEnvWrapped(t, &Config{AuditRequired: true}, func(st store.Store) store.Store { ss.Store = st; return ss })
 	s := e.srv
+	// Let the held entry go however the test ends, before the server
+	// closes (cleanups run last first), or its goroutine would outlive it.
+	release := sync.OnceFunc(func() { close(ss.release) })
+	t.Cleanup(release)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -77,7 +82,7 @@ func TestAuditOutageEndsOnlyByALaterWrite(t *testing.T) {
 	if s.auditLog.failure() == nil {
 		t.Fatal("a failed entry began no outage")
 	}
-	close(ss.release)
+	release()
 	<-done
 	if s.auditLog.failure() == nil {
 		t.Fatal("an entry begun before the outage ended it")
@@ -94,7 +99,8 @@ func TestAuditOutageEndsOnlyByALaterWrite(t *testing.T) {
 	s.ready.mu.Lock()
 	s.ready.result = nil // no cached answer: probe checks again
 	s.ready.mu.Unlock()
-	if _, _ = s.probe(); s.auditLog.failure() != nil {
+	_, _ = s.probe()
+	if s.auditLog.failure() != nil {
 		t.Fatalf("/readyz's write did not end the outage: %v", s.auditLog.failure())
 	}
 }

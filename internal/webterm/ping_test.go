@@ -155,14 +155,16 @@ func TestGonePageEndsTerminal(t *testing.T) {
 // closed: a shell busy with something else while a paste waits.
 type gatedProcess struct {
 	*echoProcess
-	in   *io.PipeWriter
-	open chan struct{}
+	in      *io.PipeWriter
+	open    chan struct{}
+	writing chan struct{} // closed when the terminal first writes input
+	once    sync.Once
 }
 
 func newGated() *gatedProcess {
 	e := newEcho()
 	r, w := io.Pipe()
-	g := &gatedProcess{echoProcess: e, in: w, open: make(chan struct{})}
+	g := &gatedProcess{echoProcess: e, in: w, open: make(chan struct{}), writing: make(chan struct{})}
 	go func() {
 		<-g.open
 		_, _ = io.Copy(e.inW, r)
@@ -170,7 +172,15 @@ func newGated() *gatedProcess {
 	return g
 }
 
-func (g *gatedProcess) Stdin() io.WriteCloser { return g.in }
+func (g *gatedProcess) Stdin() io.WriteCloser { return gatedIn{g} }
+
+type gatedIn struct{ g *gatedProcess }
+
+func (w gatedIn) Write(p []byte) (int, error) {
+	w.g.once.Do(func() { close(w.g.writing) })
+	return w.g.in.Write(p)
+}
+func (w gatedIn) Close() error { return w.g.in.Close() }
 func (g *gatedProcess) Kill(s hostgate.Signal) error {
 	g.in.CloseWithError(io.ErrClosedPipe)
 	return g.echoProcess.Kill(s)
@@ -192,6 +202,14 @@ func TestBlockedInputKeepsTerminal(t *testing.T) {
 	msgs := messages(ctx, ws)
 	if err := ws.Write(ctx, websocket.MessageBinary, []byte("queued")); err != nil {
 		t.Fatal(err)
+	}
+	// Once the input is stuck (not before: on a loaded machine the
+	// terminal could take longer than a ping's wait to read it, and a
+	// pong unread behind input not yet taken is a page gone).
+	select {
+	case <-proc.writing:
+	case <-ctx.Done():
+		t.Fatal("the terminal never passed the input on")
 	}
 	time.Sleep(400 * time.Millisecond) // ten ping intervals with the input stuck
 	close(proc.open)

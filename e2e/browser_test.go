@@ -115,7 +115,9 @@ func TestBrowserTerminalPaste(t *testing.T) {
 // without closing the connection (its network dropped; here it is
 // stopped with SIGSTOP), the terminal page says the connection is lost.
 // It said "connected" for as long as TCP took to give up, while what was
-// typed went nowhere.
+// typed went nowhere. When the gateway answers again the page resumes the
+// same shell, with what it printed meanwhile, and so does a reload: the
+// shell used to die with the socket.
 func TestBrowserTerminalConnectionLost(t *testing.T) {
 	d := startDev(t)
 	runBrowser(t, "lost.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local",

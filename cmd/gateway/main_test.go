@@ -31,6 +31,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/webterm"
 )
 
 func TestMain(m *testing.M) {
@@ -902,5 +903,33 @@ func TestPrivateCANamesTheFix(t *testing.T) {
 		if msg := err.Error() + out.String(); !strings.Contains(msg, "SSL_CERT_FILE") {
 			t.Errorf("gateway %s: %q does not name SSL_CERT_FILE", args[0], msg)
 		}
+	}
+}
+
+// TestTerminalKeepFlag: --terminal-keep reaches the web terminals, 5m
+// unless set, 0 for off (webterm's negative), and a negative one is
+// refused naming the flag.
+func TestTerminalKeepFlag(t *testing.T) {
+	sio := stdio{out: io.Discard, err: io.Discard}
+	t.Setenv("HOSTGATE_TERMINAL_KEEP", "")
+	_ = os.Unsetenv("HOSTGATE_TERMINAL_KEEP")
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, webterm.DefaultKeep},
+		{[]string{"--terminal-keep", "1h"}, time.Hour},
+		{[]string{"--terminal-keep", "0"}, -1},
+	} {
+		c, err := parseServeFlags("serve", sio, tc.args, serveConfig{CertTTL: time.Hour})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := c.terminalKeep(); got != tc.want {
+			t.Errorf("%v: keep %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if _, err := parseServeFlags("serve", sio, []string{"--terminal-keep", "-1s"}, serveConfig{}); err == nil || !strings.Contains(err.Error(), "terminal-keep") {
+		t.Errorf("--terminal-keep -1s: %v, want an error naming the flag", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/webterm"
 )
 
 func init() { register("serve", "run the gateway", runServe) }
@@ -54,6 +55,9 @@ type serveConfig struct {
 	// RelayMemory is gateway.Config.RelayMemory, with 0 for no bound
 	// (the flag's reading); parseServeFlags sets its default.
 	RelayMemory byteSize
+	// TerminalKeep is webterm.Config.Keep, with 0 for off (the flag's
+	// reading).
+	TerminalKeep time.Duration
 }
 
 // serving is a running gateway as the hooks see it.
@@ -130,6 +134,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
 	fs.BoolVar(&c.AuditRequired, "audit-required", false, "while the audit log cannot be written (a full disk), refuse new sessions, execs and logins with 503 instead of letting them go on unrecorded; open sessions go on")
 	fs.Var(&c.RelayMemory, "relay-memory", "bytes that all relayed sessions together may hold unread at the gateway, what hosts sent faster than callers read: past it the hosts of the sessions holding the most wait, nothing is dropped (`SIZE` in bytes, or with K, M, G, T: powers of 1024; each open session may hold 256 KiB more; 0: no bound)")
+	fs.DurationVar(&c.TerminalKeep, "terminal-keep", webterm.DefaultKeep, "how long a web terminal whose page went away (a dropped network, a laptop asleep, a reload) keeps its shell running for the page to resume it, with what it printed meanwhile (0: the shell ends with its page)")
 	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, in the background: at start, after each checkpoint, and as each passes this age (0: kept for good)")
 	fs.Var(&c.CheckpointMaxBytes, "checkpoint-max-bytes", "Docker executions' checkpoints are kept under this total `SIZE` by deleting the oldest, in the background at start and after each checkpoint; the newest is always kept (bytes, or with K, M, G, T: powers of 1024; 0: no limit)")
 	if err := parse(fs, args); err != nil {
@@ -154,6 +159,9 @@ func (c *serveConfig) gatewayConfig() *gateway.Config {
 }
 
 func (c *serveConfig) validate() error {
+	if c.TerminalKeep < 0 {
+		return fmt.Errorf("serve: --terminal-keep %v: want 0 (off) or more", c.TerminalKeep)
+	}
 	if c.SandboxPool < 0 || c.SandboxPool > 64 {
 		return fmt.Errorf("serve: --sandbox-pool %d: want 0-64", c.SandboxPool)
 	}

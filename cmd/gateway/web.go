@@ -29,6 +29,14 @@ const (
 	maxShareTTL      = 7 * 24 * time.Hour
 )
 
+// terminalKeep is webterm.Config.Keep for --terminal-keep.
+func (c *serveConfig) terminalKeep() time.Duration {
+	if c.TerminalKeep == 0 {
+		return -1 // webterm's "off"; its 0 is the default
+	}
+	return c.TerminalKeep
+}
+
 // attachWeb adds what a browser uses: the UI, the pty socket, previews
 // (both forms) with their login flow, and the shares API.
 func attachWeb(ctx context.Context, s *serving) (func(), error) {
@@ -77,7 +85,8 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		SecureCookie: secure,
 	}).Register(mux)
 
-	mux.Handle("GET /v1/hosts/{id}/pty", webterm.Handler(webterm.Config{
+	terms := webterm.Handler(webterm.Config{
+		Keep:      s.Config.terminalKeep(),
 		Handshake: gateway.RequireWebSocket,
 		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
 			tok, _, ok := srv.Caller(w, r)
@@ -116,7 +125,8 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// $host`) is not the request's Host.
 		OriginPatterns: publicOriginPatterns(s.Config.PublicURL),
 		Logger:         s.Logger.With("component", "webterm"),
-	}))
+	})
+	mux.Handle("GET /v1/hosts/{id}/pty", terms)
 
 	signer := previewauth.New(nil)
 	shares, err := newGatewayShares(ctx, srv.Store(), func(ctx context.Context, id string) (bool, error) {
@@ -124,6 +134,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		return ok, err
 	})
 	if err != nil {
+		terms.Close()
 		hc.Close()
 		return nil, err
 	}
@@ -212,6 +223,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		Logger:        s.Logger.With("component", "preview"),
 	})
 	if err != nil {
+		terms.Close()
 		hc.Close()
 		return nil, err
 	}
@@ -281,7 +293,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		return pathURL, previewOrigin(r, hostID, port, s.Config.PreviewDomain) + "/"
 	})
 
-	return func() { preview.Close(); hc.Close() }, nil
+	return func() { terms.Close(); preview.Close(); hc.Close() }, nil
 }
 
 // publicOriginPatterns is --public-url's host, port included, as an origin

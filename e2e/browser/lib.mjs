@@ -50,3 +50,16 @@ export async function run(body) {
     await browser.close();
   }
 }
+
+// screenShows waits until a line of the terminal page's screen or
+// scrollback contains text.
+export function screenShows(page, text, timeout = 30000) {
+  return page.waitForFunction((text) => {
+    const buf = window.hostgateTerm.buffer.active;
+    for (let i = 0; i < buf.length; i++) {
+      const line = buf.getLine(i);
+      if (line && line.translateToString(true).includes(text)) return true;
+    }
+    return false;
+  }, text, { timeout });
+}

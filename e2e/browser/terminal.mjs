@@ -1,6 +1,6 @@
 // Logs in with a token, opens the terminal of HOSTGATE_HOST from the hosts
 // list, types a command and reads its output back from the page.
-import { run, login, screenshot, env } from "./lib.mjs";
+import { run, login, screenshot, env, screenShows } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
 const token = env("HOSTGATE_TOKEN");
@@ -17,13 +17,6 @@ await run(async (browser) => {
   // The product of two numbers proves the shell ran the command rather than
   // echoing what was typed.
   await page.keyboard.type("echo hostgate-$((6*7))\n");
-  await page.waitForFunction(() => {
-    const buf = window.hostgateTerm.buffer.active;
-    for (let i = 0; i < buf.length; i++) {
-      const line = buf.getLine(i);
-      if (line && line.translateToString(true).includes("hostgate-42")) return true;
-    }
-    return false;
-  }, null, { timeout: 20000 });
+  await screenShows(page, "hostgate-42", 20000);
   await screenshot(page, "terminal");
 });

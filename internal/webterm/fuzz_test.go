@@ -50,13 +50,13 @@ func FuzzOriginOK(f *testing.F) {
 		if origin != "" {
 			r.Header.Set("Origin", origin)
 		}
-		plain := &handler{}
+		plain := &Terminals{}
 		if plain.originOK(r) && origin != "" {
 			if u, err := url.Parse(origin); err != nil || u.Host == "" || !strings.EqualFold(u.Host, host) {
 				t.Fatalf("origin %q opens the terminal of %q with no patterns", origin, host)
 			}
 		}
-		h := &handler{cfg: Config{OriginPatterns: []string{pattern}}}
+		h := &Terminals{cfg: Config{OriginPatterns: []string{pattern}}}
 		if strings.Contains(pattern, "://") {
 			// coder/websocket matches such a pattern against scheme://host,
 			// originOK against the host alone, so it refuses what Accept

@@ -11,6 +11,14 @@
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
 // answered with an error message; the terminal goes on.
 //
+// A page that asks with ?keep=1 gets a terminal that outlives its socket
+// (Config.Keep): the first message is {"type":"session","id":I,"keepMs":K},
+// and a socket opened with ?resume=I&from=N&seq=S, N the output bytes the
+// page has, continues it: the gateway sends {"type":"skipped","bytes":L}
+// when it no longer holds L of them (Config.Replay), then the rest. S
+// orders a page's attempts (newer takes over older); the close codes
+// StatusTaken, StatusStale and StatusNoTerminal tell a page to stop.
+//
 // The socket is opened with the browser's session cookie, so the Origin is
 // checked (cross-site WebSocket hijacking): only the gateway's own origin,
 // or the patterns configured, may open it; others get 403.
@@ -73,6 +81,16 @@ type Config struct {
 	// Ping is the longest the socket goes without a frame to the page;
 	// 0 means PingInterval. See PingInterval.
 	Ping time.Duration
+	// Keep is how long a terminal whose page asked for it (?keep=1)
+	// runs on after the page goes without its shell exiting, for the page
+	// to resume it; 0 means DefaultKeep, negative turns keeping off.
+	Keep time.Duration
+	// MaxKept bounds the terminals one caller may have kept without a
+	// page; 0 means DefaultMaxKept.
+	MaxKept int
+	// Replay is how many bytes of its latest output a kept terminal
+	// holds for its page to catch up from; 0 means DefaultReplay.
+	Replay int
 }
 
 // PingInterval is the longest a terminal's socket goes without a frame to
@@ -86,8 +104,9 @@ type Config struct {
 // proxy that stopped relaying).
 const PingInterval = 25 * time.Second
 
-// Handler serves GET /v1/hosts/{id}/pty.
-func Handler(cfg Config) http.Handler {
+// Handler serves GET /v1/hosts/{id}/pty. Close it when the server stops:
+// terminals kept for their pages outlive their requests.
+func Handler(cfg Config) *Terminals {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,10 +116,17 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Ping == 0 {
 		cfg.Ping = PingInterval
 	}
-	return &handler{cfg: cfg}
+	if cfg.Keep == 0 {
+		cfg.Keep = DefaultKeep
+	}
+	if cfg.MaxKept <= 0 {
+		cfg.MaxKept = DefaultMaxKept
+	}
+	if cfg.Replay <= 0 {
+		cfg.Replay = DefaultReplay
+	}
+	return &Terminals{cfg: cfg, all: make(map[*term]struct{}), kept: make(map[string]*term)}
 }
-
-type handler struct{ cfg Config }
 
 // control is a text message.
 type control struct {
@@ -109,7 +135,9 @@ type control struct {
 	Rows    int    `json:"rows,omitempty"`
 	Code    *int   `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
-	Bytes   int64  `json:"bytes,omitempty"` // ack: output bytes the page has drawn
+	Bytes   int64  `json:"bytes,omitempty"` // ack: output bytes the page has drawn; skipped: bytes lost
+	ID      string `json:"id,omitempty"`    // session: what resumes the terminal
+	KeepMs  int64  `json:"keepMs,omitempty"`
 }
 
 // AckWindow is how far the terminal's output may run ahead of what the
@@ -118,7 +146,8 @@ type control struct {
 // whatever a command printed: after Ctrl-C on `yes` another 18 MB arrived
 // and the prompt came back 6 to 8 s later. Reading stops past the window,
 // and the host's PTY holds the command back. A page that never acks is
-// not held back.
+// not held back, and neither is a kept terminal while no page is there:
+// what it prints meanwhile goes to its replay buffer.
 const AckWindow = 1 << 20
 
 // flow is the output's progress against the page's acks.
@@ -167,6 +196,22 @@ func (f *flow) ack(n int64) {
 	f.cond.Broadcast()
 }
 
+// attach starts counting for a page that has drawn from bytes.
+func (f *flow) attach(from int64, acks bool) {
+	f.mu.Lock()
+	f.acked, f.acking = from, acks
+	f.mu.Unlock()
+	f.cond.Broadcast()
+}
+
+// detach lets output run while no page is there to ack it.
+func (f *flow) detach() {
+	f.mu.Lock()
+	f.acking = false
+	f.mu.Unlock()
+	f.cond.Broadcast()
+}
+
 func (f *flow) end() {
 	f.mu.Lock()
 	f.done = true
@@ -174,12 +219,18 @@ func (f *flow) end() {
 	f.cond.Broadcast()
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	// Refuse a foreign origin before authenticating, so a hijacking page
 	// learns nothing (not even whether the cookie is valid).
 	if !h.originOK(r) {
 		gateway.WriteError(w, http.StatusForbidden, "forbidden", "cross-origin terminal sockets are refused")
+		return
+	}
+	q := r.URL.Query()
+	resume, from, seq, err := resumeParams(q)
+	if err != nil {
+		gateway.WriteError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	if h.cfg.Handshake != nil && !h.cfg.Handshake(w, r) {
@@ -189,7 +240,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cols, rows := dim(r.URL.Query().Get("cols"), 80), dim(r.URL.Query().Get("rows"), 24)
+	cols, rows := dim(q.Get("cols"), 80), dim(q.Get("rows"), 24)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.cfg.OriginPatterns})
 	if err != nil {
 		return // Accept answered
@@ -200,111 +251,113 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it in one).
 	ws.SetReadLimit(-1)
 	log := h.cfg.Logger.With("host", id, "caller", name)
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	if h.cfg.Bind != nil {
-		bound, done := h.cfg.Bind(ctx, r, id)
-		defer done()
-		ctx = bound // cancel still ends it: bound is ctx's child
+	acks := q.Get("ack") == "1"
+	if resume != "" {
+		h.resume(ws, id, name, resume, from, seq, cols, rows, acks, log)
+		return
 	}
-	p, release, err := h.cfg.Spawn(ctx, id, name, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
+	t, err := h.start(r, id, name, cols, rows, q.Get("keep") == "1", log)
 	if err != nil {
-		log.Info("terminal spawn failed", "err", err)
-		b, _ := json.Marshal(control{Type: "error", Message: "cannot start a terminal on " + id + ": " + err.Error()})
-		_ = ws.Write(ctx, websocket.MessageText, b)
+		b, _ := json.Marshal(control{Type: "error", Message: err.Error()})
+		_ = ws.Write(r.Context(), websocket.MessageText, b)
 		_ = ws.Close(websocket.StatusInternalError, "spawn failed")
 		return
 	}
-	defer release()
-	log.Info("terminal opened", "cols", cols, "rows", rows)
-	h.bridge(ctx, cancel, ws, p, r.URL.Query().Get("ack") == "1", log)
+	a := newAttachment(ws, seq)
+	if t.id != "" {
+		// Before any output: the page must know what resumes it.
+		b, _ := json.Marshal(control{Type: "session", ID: t.id, KeepMs: h.cfg.Keep.Milliseconds()})
+		if a.write(websocket.MessageText, b) != nil {
+			a.stop(stopGone)
+		}
+	}
+	t.fl.attach(0, acks)
+	t.attach(a)
+	t.run()
+	h.serveAttachment(t, a, log)
+	if t.id == "" {
+		// A terminal that ends with its page has ended by now, or is
+		// ending: the request lasts as long as it, as it always has.
+		<-t.finished
+	}
 }
 
-// bridge copies between the socket and the process until either ends.
-func (h *handler) bridge(ctx context.Context, cancel context.CancelCauseFunc, ws *websocket.Conn, p hostgate.Process, acks bool, log *slog.Logger) {
-	var (
-		wg     sync.WaitGroup
-		wmu    sync.Mutex // one writer at a time on the socket
-		active = make(chan struct{}, 1)
-		// The pinger's view of the socket: when a frame last went out,
-		// whether a write is under way, and whether the input copy is
-		// stuck writing to a shell that does not read, which leaves the
-		// page's pongs unread.
-		lastWrite    atomic.Int64 // UnixNano
-		writing      atomic.Int32
-		inputBlocked atomic.Bool
-	)
-	lastWrite.Store(time.Now().UnixNano())
-	touch := func() {
-		select {
-		case active <- struct{}{}:
-		default:
+// resumeParams reads ?resume=ID&from=N&seq=S.
+func resumeParams(q url.Values) (id string, from, seq int64, err error) {
+	num := func(k string) (int64, error) {
+		v := q.Get(k)
+		if v == "" {
+			return 0, nil
 		}
-	}
-	// Writes are not bound to ctx either: coder/websocket closes the
-	// socket when a write's context ends, even one whose bytes are already
-	// out, and a terminal ended from outside still owes the page its
-	// reason. stopWrites ends a write stuck on a page that does not read,
-	// once that reason is sent.
-	wbase, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWrites()
-	write := func(typ websocket.MessageType, b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		writing.Add(1)
-		defer writing.Add(-1)
-		wctx, wcancel := context.WithTimeout(wbase, 30*time.Second)
-		defer wcancel()
-		err := ws.Write(wctx, typ, b)
-		lastWrite.Store(time.Now().UnixNano())
-		return err
-	}
-	// Terminal output → socket. A PTY merges stderr into stdout.
-	fl := newFlow()
-	// The page says it acks (?ack=1) before the first output: a flood
-	// starts at once, and a window that began with the first ack came
-	// after megabytes.
-	fl.acking = acks
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			if !fl.wait() {
-				return
-			}
-			n, err := p.Stdout().Read(buf)
-			if n > 0 {
-				touch()
-				fl.wrote(n) // before the write: the page may ack it at once
-				if werr := write(websocket.MessageBinary, buf[:n]); werr != nil {
-					cancel(nil)
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s=%q: want a count of bytes or a sequence number, 0 or more", k, v)
 		}
-	}()
-	// Socket → terminal input and control. Reads are not bound to ctx:
-	// coder/websocket closes the socket when a read's context ends, and a
-	// terminal ended from outside still owes the page its reason. The read
-	// ends when the socket closes below.
-	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+		return n, nil
+	}
+	if from, err = num("from"); err != nil {
+		return "", 0, 0, err
+	}
+	if seq, err = num("seq"); err != nil {
+		return "", 0, 0, err
+	}
+	id = q.Get("resume")
+	if id != "" && !validTermID(id) {
+		return "", 0, 0, errors.New("resume: not a terminal's id; open a new terminal without it")
+	}
+	return id, from, seq, nil
+}
+
+// resume attaches ws to the kept terminal id, replaying what its page
+// missed from offset from.
+func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, seq int64, cols, rows int, acks bool, log *slog.Logger) {
+	h.mu.Lock()
+	t := h.kept[id]
+	h.mu.Unlock()
+	// Another caller's, or another host's, is no more there than an
+	// expired one: an id proves nothing without the caller's own login.
+	if t == nil || t.host != host || t.caller != caller {
+		log.Info("terminal resume refused: no such terminal", "terminal", id)
+		_ = ws.Close(StatusNoTerminal, "this terminal has ended; open a new one")
+		return
+	}
+	a := newAttachment(ws, seq)
+	if !t.attach(a) {
+		log.Info("terminal resume refused: a newer page has it", "terminal", id)
+		_ = ws.Close(StatusStale, "a newer page has this terminal")
+		return
+	}
+	if rz, ok := t.p.(hostgate.Resizer); ok {
+		_ = rz.Resize(cols, rows) // the new page's size; a size change redraws full-screen programs
+	}
+	t.replay(a, from, acks)
+	log.Info("terminal resumed", "terminal", id, "from", from)
+	h.serveAttachment(t, a, log)
+}
+
+// serveAttachment carries input and control from a's page until it goes,
+// another page takes the terminal, or the terminal ends; then closes the
+// socket the way that says which.
+func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
+	var wg sync.WaitGroup
+	// Reads are not bound to a context that ends first: coder/websocket
+	// closes the socket when a read's context ends, and a terminal ended
+	// from outside still owes the page its reason. The read ends when the
+	// socket closes below.
+	rctx, rcancel := context.WithCancel(context.Background())
 	defer rcancel()
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		defer cancel(nil)
+		defer t.detach(a)
 		buf := make([]byte, MaxMessage+1)
 		for {
-			typ, b, err := readMessage(rctx, ws, buf)
+			typ, b, err := readMessage(rctx, a.ws, buf)
 			if errors.Is(err, errTooBig) {
-				touch()
+				t.touch()
 				log.Info("terminal message dropped", "err", err)
 				m, _ := json.Marshal(control{Type: "error", Message: err.Error()})
-				if write(websocket.MessageText, m) != nil {
+				if a.write(websocket.MessageText, m) != nil {
 					return
 				}
 				continue
@@ -312,114 +365,160 @@ func (h *handler) bridge(ctx context.Context, cancel context.CancelCauseFunc, ws
 			if err != nil {
 				return
 			}
-			touch()
+			t.touch()
 			if typ == websocket.MessageBinary {
-				inputBlocked.Store(true)
-				_, err := p.Stdin().Write(b)
-				inputBlocked.Store(false)
+				a.inputBlocked.Store(true)
+				_, err := t.p.Stdin().Write(b)
+				a.inputBlocked.Store(false)
 				if err != nil {
 					return
 				}
 				continue
 			}
-			if applyControl(b, p, fl) {
+			if applyControl(b, t.p, t.fl) {
 				m, _ := json.Marshal(control{Type: "pong"})
-				if write(websocket.MessageText, m) != nil {
+				if a.write(websocket.MessageText, m) != nil {
 					return
 				}
 			}
 		}
 	}()
-	// Idle timeout.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTimer(h.cfg.Idle)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-active:
-				t.Reset(h.cfg.Idle)
-			case <-t.C:
-				log.Info("terminal idle, closing")
-				// A cause, so the page says why: its shell is gone.
-				cancel(fmt.Errorf("no input or output for %v", h.cfg.Idle))
-				return
-			}
-		}
-	}()
-
 	// Keepalive and liveness: a ping once the socket has been quiet for
 	// half the interval, so no gap passes the interval.
-	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(h.cfg.Ping / 2)
-		defer t.Stop()
+		tick := time.NewTicker(h.cfg.Ping / 2)
+		defer tick.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-a.done:
 				return
-			case <-t.C:
+			case <-tick.C:
 			}
 			start := time.Now()
-			if start.Sub(time.Unix(0, lastWrite.Load())) < h.cfg.Ping/2 {
+			if start.Sub(time.Unix(0, a.lastWrite.Load())) < h.cfg.Ping/2 {
 				continue
 			}
-			// On wbase, not ctx: a ping write cut by ctx would close the
-			// socket before the page is told why its terminal ended.
-			pctx, pcancel := context.WithTimeout(wbase, h.cfg.Ping)
-			err := ws.Ping(pctx)
+			pctx, pcancel := context.WithTimeout(a.wctx, h.cfg.Ping)
+			err := a.ws.Ping(pctx)
 			pcancel()
-			if err == nil || ctx.Err() != nil {
+			if err == nil {
 				continue
+			}
+			select {
+			case <-a.done:
+				return
+			default:
 			}
 			// Not proof the page is gone: output went out meanwhile (a
 			// dead page fails those writes), or the pong waits behind
 			// input the shell has not taken yet.
-			if time.Unix(0, lastWrite.Load()).After(start) || writing.Load() > 0 || inputBlocked.Load() {
+			if time.Unix(0, a.lastWrite.Load()).After(start) || a.writing.Load() > 0 || a.inputBlocked.Load() {
 				continue
 			}
-			log.Info("terminal page stopped answering pings, closing", "err", err)
-			cancel(nil)
+			log.Info("terminal page stopped answering pings", "err", err)
+			t.detach(a)
 			return
 		}
 	}()
-
-	werr := p.Wait()
-	code := hostgate.ExitCode(werr)
-	var ee *hostgate.ExitError
-	// The close's reason is what the page shows last: "exited" only when
-	// the shell did.
-	reason := "terminal closed"
-	if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
-		// Ended from outside (a revoked token): say why before closing,
-		// on a context of its own since ctx is over.
-		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + cause.Error()})
-		reason = closeReason("terminal closed: " + cause.Error())
-		wmu.Lock()
-		wctx, wcancel := context.WithTimeout(wbase, 5*time.Second)
-		_ = ws.Write(wctx, websocket.MessageText, b)
-		wcancel()
-		wmu.Unlock()
-	} else if werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil {
-		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
-		_ = write(websocket.MessageText, b)
-	} else if ctx.Err() == nil {
-		b, _ := json.Marshal(control{Type: "exit", Code: &code})
-		_ = write(websocket.MessageText, b)
-		reason = "exited"
+	<-a.done
+	switch a.why {
+	case stopEnded:
+		end := t.ending()
+		if end.msg != nil {
+			a.wmu.Lock()
+			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = a.ws.Write(wctx, websocket.MessageText, end.msg)
+			wcancel()
+			a.wmu.Unlock()
+		}
+		_ = a.ws.Close(websocket.StatusNormalClosure, end.reason)
+		t.h.forget(t) // the page has the ending: nothing is left to resume
+	case stopTaken:
+		// Close waits at most 5 s for a write stuck on this page, then
+		// closes the socket under it.
+		_ = a.ws.Close(StatusTaken, "this terminal was opened in another page")
+	default:
+		_ = a.ws.CloseNow()
 	}
-	cancel(nil)
-	stopWrites()
-	_ = ws.Close(websocket.StatusNormalClosure, reason)
+	a.stopWrites()
 	rcancel() // a peer that never answers the close: the read ends anyway
-	_ = p.Kill(hostgate.SIGKILL)
-	fl.end() // an output copy held back by the window
 	wg.Wait()
-	log.Info("terminal closed", "exit", code)
+}
+
+// Close codes the page acts on: StatusTaken and StatusStale end a page's
+// attempts to resume (another page has the terminal), StatusNoTerminal
+// says the terminal has ended (or expired) and a new one is needed.
+const (
+	StatusTaken      websocket.StatusCode = 4001
+	StatusStale      websocket.StatusCode = 4009
+	StatusNoTerminal websocket.StatusCode = 4004
+)
+
+// attachment is one page's socket on a terminal.
+type attachment struct {
+	ws  *websocket.Conn
+	seq int64 // the page's attempt number: an older attempt never takes over a newer
+	wmu sync.Mutex
+	// Writes are not bound to the terminal: coder/websocket closes the
+	// socket when a write's context ends, even one whose bytes are already
+	// out, and a terminal ended from outside still owes the page its
+	// reason. stopWrites ends a write stuck on a page that does not read.
+	wctx       context.Context
+	stopWrites context.CancelFunc
+	// The pinger's view of the socket: when a frame last went out,
+	// whether a write is under way, and whether the input copy is stuck
+	// writing to a shell that does not read, which leaves the page's
+	// pongs unread.
+	lastWrite    atomic.Int64 // UnixNano
+	writing      atomic.Int32
+	inputBlocked atomic.Bool
+
+	once sync.Once
+	why  stopReason // set before done closes
+	done chan struct{}
+}
+
+type stopReason int
+
+const (
+	stopGone  stopReason = iota // the page went (or its socket failed)
+	stopTaken                   // another page resumed the terminal
+	stopEnded                   // the terminal ended
+)
+
+func newAttachment(ws *websocket.Conn, seq int64) *attachment {
+	a := &attachment{ws: ws, seq: seq, done: make(chan struct{})}
+	a.wctx, a.stopWrites = context.WithCancel(context.Background())
+	a.lastWrite.Store(time.Now().UnixNano())
+	return a
+}
+
+func (a *attachment) write(typ websocket.MessageType, b []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	a.writing.Add(1)
+	defer a.writing.Add(-1)
+	wctx, wcancel := context.WithTimeout(a.wctx, 30*time.Second)
+	defer wcancel()
+	err := a.ws.Write(wctx, typ, b)
+	a.lastWrite.Store(time.Now().UnixNano())
+	return err
+}
+
+// stop ends the attachment for why; the first reason holds. A page gone
+// gets no more writes: one stuck on it ends now (coder/websocket closes
+// the socket under it), so the terminal's output goes on to its replay
+// buffer. A page replaced or told the ending keeps its socket until the
+// close frame is out.
+func (a *attachment) stop(why stopReason) {
+	a.once.Do(func() {
+		a.why = why
+		if why == stopGone {
+			a.stopWrites()
+		}
+		close(a.done)
+	})
 }
 
 // closeReason is s cut to what a close frame carries (123 bytes), at a
@@ -488,7 +587,7 @@ func readMessage(ctx context.Context, ws *websocket.Conn, buf []byte) (websocket
 // bearer token, which a foreign page cannot), the gateway's own origin, and
 // configured patterns (matched against the origin's host like
 // coder/websocket does).
-func (h *handler) originOK(r *http.Request) bool {
+func (h *Terminals) originOK(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true

@@ -1,9 +1,17 @@
 "use strict";
-// The terminal page speaks one WebSocket to /v1/hosts/{id}/pty: binary
-// messages carry terminal bytes both ways; text messages carry JSON control
-// messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
-// and {"type":"ping"} from the page, {"type":"exit","code":N},
+// The terminal page speaks one WebSocket at a time to /v1/hosts/{id}/pty:
+// binary messages carry terminal bytes both ways; text messages carry JSON
+// control messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
+// and {"type":"ping"} from the page, {"type":"session","id":I,"keepMs":K},
+// {"type":"skipped","bytes":N}, {"type":"exit","code":N},
 // {"type":"error","message":M} and {"type":"pong"} from the gateway).
+//
+// The page asks for a terminal it can resume (?keep=1): when its socket
+// drops without the shell ending (the network, a laptop asleep, a reload)
+// the shell keeps running on the gateway for keepMs, and the page
+// reconnects with ?resume=ID&from=N, N the output bytes it already has;
+// the gateway sends what came meanwhile. The id lives in sessionStorage,
+// so a reload of this tab gets the same shell back.
 (function () {
   const m = location.pathname.match(/^\/hosts\/([^/]+)\/terminal$/);
   const hostId = m ? decodeURIComponent(m[1]) : "";
@@ -18,68 +26,180 @@
   window.hostgateTerm = term; // for tests and the console
 
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const url = proto + "//" + location.host + "/v1/hosts/" + encodeURIComponent(hostId) + "/pty?ack=1&cols=" + term.cols + "&rows=" + term.rows;
-  const ws = new WebSocket(url);
-  ws.binaryType = "arraybuffer";
+  const base = proto + "//" + location.host + "/v1/hosts/" + encodeURIComponent(hostId) + "/pty";
+  const stored = "hostgate-terminal:" + hostId;
   const enc = new TextEncoder();
 
-  ws.onopen = () => { status.textContent = "connected"; term.focus(); };
-  ws.onmessage = (ev) => {
-    heard = Date.now();
-    if (typeof ev.data === "string") {
-      try {
-        const msg = JSON.parse(ev.data);
-        if (msg.type === "exit") { status.textContent = "exited (" + msg.code + ")"; }
-        if (msg.type === "error") { status.textContent = "error: " + msg.message; term.write("\r\n\x1b[31m" + msg.message + "\x1b[0m\r\n"); }
-      } catch (e) { /* ignore malformed control */ }
+  // Close codes (webterm): another page has the terminal; it has ended.
+  const TAKEN = 4001, STALE = 4009, GONE = 4004;
+
+  let ws = null;
+  let sessionId = sessionStorage.getItem(stored) || "";
+  let keepMs = 5 * 60 * 1000; // until the gateway says (a reload resumes before it has)
+  let opened = false;
+  let received = 0;        // output bytes handed to xterm: where a resume starts
+  let drawn = 0, acked = 0; // output bytes xterm has drawn, and acked of them
+  const ackEvery = 64 << 10;
+  let finished = false;    // the terminal ended, or another page has it: no reconnect
+  let lostAt = 0;          // when the connection was lost, while reconnecting
+  let attempt = 0;
+  let heard = Date.now(), asked = 0;
+  let beat = 0, retry = 0, connectTimer = 0;
+
+  function connect() {
+    const q = new URLSearchParams({ keep: "1", ack: "1", cols: term.cols, rows: term.rows, seq: String(Date.now()) });
+    if (sessionId) { q.set("resume", sessionId); q.set("from", String(received)); }
+    const sock = new WebSocket(base + "?" + q.toString());
+    ws = sock;
+    sock.binaryType = "arraybuffer";
+    // A connect that hangs (the gateway unreachable) is given up and
+    // tried again rather than waited on.
+    connectTimer = setTimeout(() => { if (sock.readyState === WebSocket.CONNECTING) sock.close(); }, 10000);
+    sock.onopen = () => {
+      clearTimeout(connectTimer);
+      opened = true;
+      lostAt = 0;
+      attempt = 0;
+      heard = Date.now(); asked = 0;
+      status.textContent = "connected";
+      term.focus();
+      startBeat(sock);
+    };
+    sock.onmessage = (ev) => {
+      if (sock !== ws) return;
+      heard = Date.now();
+      if (typeof ev.data === "string") { control(ev.data); return; }
+      // Flow control: tell the gateway what xterm has drawn, so that a
+      // flood (yes, a big cat) waits on the host instead of piling up here,
+      // and Ctrl-C is seen at once (webterm.AckWindow).
+      const data = new Uint8Array(ev.data);
+      received += data.length;
+      term.write(data, () => {
+        drawn += data.length;
+        if (drawn - acked >= ackEvery && ws && ws.readyState === WebSocket.OPEN) {
+          acked = drawn;
+          ws.send(JSON.stringify({ type: "ack", bytes: drawn }));
+        }
+      });
+    };
+    sock.onclose = (ev) => {
+      clearTimeout(connectTimer);
+      if (sock !== ws) return;
+      ws = null;
+      clearInterval(beat);
+      closed(ev);
+    };
+  }
+
+  function control(text) {
+    let msg;
+    try { msg = JSON.parse(text); } catch (e) { return; /* ignore malformed control */ }
+    switch (msg.type) {
+      case "session":
+        sessionId = msg.id; keepMs = msg.keepMs || keepMs;
+        sessionStorage.setItem(stored, sessionId);
+        break;
+      case "skipped":
+        received += msg.bytes; drawn += msg.bytes;
+        term.write("\r\n\x1b[33m[" + msg.bytes + " bytes of output were lost while disconnected]\x1b[0m\r\n");
+        break;
+      case "exit":
+        finish("exited (" + msg.code + ")");
+        break;
+      case "error":
+        status.textContent = "error: " + msg.message;
+        term.write("\r\n\x1b[31m" + msg.message + "\x1b[0m\r\n");
+        break;
+    }
+  }
+
+  // finish ends the page's terminal for good.
+  function finish(text) {
+    finished = true;
+    sessionStorage.removeItem(stored);
+    if (text) status.textContent = text;
+  }
+
+  function closed(ev) {
+    if (finished) return;
+    if (!opened && !sessionId) {
+      finish("connection failed" + (ev.reason ? ": " + ev.reason : ""));
       return;
     }
-    // Flow control: tell the gateway what xterm has drawn, so that a
-    // flood (yes, a big cat) waits on the host instead of piling up here,
-    // and Ctrl-C is seen at once (webterm.AckWindow).
-    const data = new Uint8Array(ev.data);
-    term.write(data, () => {
-      drawn += data.length;
-      if (drawn - acked >= ackEvery && ws.readyState === WebSocket.OPEN) {
-        acked = drawn;
-        ws.send(JSON.stringify({ type: "ack", bytes: drawn }));
-      }
-    });
-  };
-  let drawn = 0, acked = 0;
-  const ackEvery = 64 << 10;
-  ws.onclose = (ev) => { if (!lost) status.textContent = "disconnected" + (ev.reason ? ": " + ev.reason : ""); };
+    if (ev.code === TAKEN || ev.code === STALE) {
+      finish("this terminal is open in another page");
+      return;
+    }
+    if (ev.code === GONE) {
+      // Our stored terminal ended while we were away: after a reload,
+      // start a new one; otherwise say so.
+      const reloaded = received === 0;
+      sessionId = ""; sessionStorage.removeItem(stored);
+      if (reloaded) { connect(); return; }
+      finish("the terminal ended while disconnected: reload the page for a new one");
+      term.write("\r\n\x1b[31mthe terminal ended while disconnected\x1b[0m\r\n");
+      return;
+    }
+    if (ev.code === 1000 || !sessionId) {
+      // The gateway ended it and said why (an error message came first).
+      if (!status.textContent.startsWith("error")) finish("disconnected" + (ev.reason ? ": " + ev.reason : ""));
+      else finish("");
+      return;
+    }
+    reconnect();
+  }
+
+  // reconnect tries again, sooner at first, for as long as the gateway
+  // keeps the terminal.
+  function reconnect() {
+    if (!lostAt) {
+      lostAt = Date.now();
+      term.write("\r\n\x1b[33mconnection to the gateway lost, reconnecting…\x1b[0m\r\n");
+    }
+    if (Date.now() - lostAt > keepMs) {
+      finish("connection lost: reload the page for a new terminal");
+      return;
+    }
+    status.textContent = "connection lost: reconnecting…";
+    const delay = Math.min(500 * Math.pow(2, attempt++), 5000);
+    clearTimeout(retry);
+    retry = setTimeout(connect, delay);
+  }
 
   // A connection that died without a close (the network dropped, the
   // laptop slept) looks open to the page for minutes: the socket's own
   // pings never reach a script. After 10 s without a word from the
   // gateway, ask ({"type":"ping"}, answered {"type":"pong"}); an answer
-  // not back 10 s later means the terminal is gone (the gateway ends it
-  // too), so say so instead of taking keystrokes nobody reads.
+  // not back 10 s later means the connection is gone: drop it and
+  // reconnect instead of taking keystrokes nobody reads.
   const quietMs = 10000;
-  let heard = Date.now(), asked = 0, lost = false;
-  const beat = setInterval(() => {
-    if (ws.readyState !== WebSocket.OPEN) { clearInterval(beat); return; }
-    const now = Date.now();
-    if (asked > heard && now - asked > quietMs) {
-      clearInterval(beat);
-      lost = true;
-      status.textContent = "connection lost: reload the page for a new terminal";
-      term.write("\r\n\x1b[31mconnection to the gateway lost\x1b[0m\r\n");
-      ws.close();
-      return;
-    }
-    if (now - heard >= quietMs && !(asked > heard)) { asked = now; ws.send(JSON.stringify({ type: "ping" })); }
-  }, quietMs / 4);
-  ws.onerror = () => { status.textContent = "connection failed"; };
+  function startBeat(sock) {
+    clearInterval(beat);
+    beat = setInterval(() => {
+      if (sock !== ws || sock.readyState !== WebSocket.OPEN) { clearInterval(beat); return; }
+      const now = Date.now();
+      if (asked > heard && now - asked > quietMs) {
+        clearInterval(beat);
+        ws = null;
+        sock.onclose = null;
+        sock.close();
+        if (sessionId) { reconnect(); return; }
+        finish("connection lost: reload the page for a new terminal");
+        term.write("\r\n\x1b[31mconnection to the gateway lost\x1b[0m\r\n");
+        return;
+      }
+      if (now - heard >= quietMs && !(asked > heard)) { asked = now; sock.send(JSON.stringify({ type: "ping" })); }
+    }, quietMs / 4);
+  }
 
   // The gateway drops a message of over 64 KiB (webterm.MaxMessage), and a
   // paste comes as one onData string of any length: send input in pieces,
   // which the socket delivers in order. A piece may end inside a UTF-8
-  // sequence; the shell reads one byte stream.
+  // sequence; the shell reads one byte stream. Input typed while the
+  // connection is down goes nowhere, and the status says so.
   const maxPiece = 16 << 10;
   function send(b) {
-    if (ws.readyState !== WebSocket.OPEN) return;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return;
     for (let i = 0; i < b.length; i += maxPiece) ws.send(b.subarray(i, i + maxPiece));
   }
   term.onData((d) => send(enc.encode(d)));
@@ -88,10 +208,11 @@
     for (let i = 0; i < d.length; i++) b[i] = d.charCodeAt(i) & 0xff;
     send(b);
   });
-  function resize() {
-    fit.fit();
-    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
+  function sendSize() {
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
   }
-  window.addEventListener("resize", resize);
-  term.onResize(() => { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows })); });
+  window.addEventListener("resize", () => { fit.fit(); sendSize(); });
+  term.onResize(sendSize);
+
+  connect();
 })();

@@ -1,0 +1,474 @@
+package webterm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate"
+)
+
+// DefaultKeep is how long a terminal whose page went away, without the
+// shell exiting, keeps running for the page to come back: a dropped
+// network, a laptop asleep, a reload. Config.Keep sets another.
+const DefaultKeep = 5 * time.Minute
+
+// DefaultMaxKept bounds the terminals one caller may have kept without a
+// page at once; past it the one left longest ends.
+const DefaultMaxKept = 8
+
+// DefaultReplay is what a kept terminal holds of its latest output for
+// its page to catch up from: what was in flight when the page went and
+// what came while it was away.
+const DefaultReplay = 256 << 10
+
+// Terminals serves the terminal socket and owns the terminals it starts,
+// which may outlive their requests (Config.Keep).
+type Terminals struct {
+	cfg Config
+
+	mu     sync.Mutex
+	closed bool
+	all    map[*term]struct{}
+	kept   map[string]*term // resumable terminals by id
+}
+
+// Close ends every terminal, telling the pages that are there why, and
+// waits for them. Later requests are refused.
+func (h *Terminals) Close() {
+	h.mu.Lock()
+	h.closed = true
+	ts := make([]*term, 0, len(h.all))
+	for t := range h.all {
+		ts = append(ts, t)
+	}
+	h.mu.Unlock()
+	for _, t := range ts {
+		t.cancel(errors.New("the gateway is shutting down"))
+	}
+	for _, t := range ts {
+		<-t.finished
+	}
+}
+
+// term is one terminal: a process on a host and, while a page has it, the
+// page's socket.
+type term struct {
+	h            *Terminals
+	id           string // what resumes it; "" when it ends with its page
+	host, caller string
+	p            hostgate.Process
+	ctx          context.Context
+	cancel       context.CancelCauseFunc
+	release      func()
+	log          *slog.Logger
+	fl           *flow
+	active       chan struct{} // input or output: the idle timer starts over
+
+	// out orders the output: what the replay buffer records and what
+	// the page is sent, so a page that resumes gets each byte once.
+	out  sync.Mutex
+	ring *ring // nil when the terminal ends with its page
+
+	mu       sync.Mutex
+	att      *attachment
+	seq      int64 // the latest attachment's
+	detached time.Time
+	grace    *time.Timer
+	end      *ending
+
+	pumped   chan struct{} // the output copy is done
+	finished chan struct{} // every goroutine is done and the host released
+}
+
+// ending is what the page is told when the terminal ends.
+type ending struct {
+	msg    []byte // a control message, or nil
+	reason string // the close frame's
+}
+
+func newTermID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func validTermID(s string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil && len(b) == 16
+}
+
+// start spawns the shell for a new terminal; keep asks for one its page
+// can resume.
+func (h *Terminals) start(r *http.Request, host, caller string, cols, rows int, keep bool, log *slog.Logger) (*term, error) {
+	// The terminal's life is not the request's: a kept one outlives it.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	bindDone := func() {}
+	if h.cfg.Bind != nil {
+		var bound context.Context
+		bound, bindDone = h.cfg.Bind(ctx, r, host)
+		ctx = bound // cancel still ends it: bound is ctx's child
+	}
+	t := &term{
+		h: h, host: host, caller: caller, ctx: ctx, cancel: cancel, log: log, fl: newFlow(),
+		active: make(chan struct{}, 1), pumped: make(chan struct{}), finished: make(chan struct{}),
+	}
+	if keep && h.cfg.Keep > 0 {
+		t.id = newTermID()
+		t.ring = newRing(h.cfg.Replay)
+		t.log = log.With("terminal", t.id)
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		cancel(nil)
+		bindDone()
+		return nil, fmt.Errorf("cannot start a terminal on %s: the gateway is shutting down", host)
+	}
+	h.all[t] = struct{}{}
+	if t.id != "" {
+		h.kept[t.id] = t
+	}
+	h.mu.Unlock()
+	p, release, err := h.cfg.Spawn(ctx, host, caller, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
+	if err != nil {
+		log.Info("terminal spawn failed", "err", err)
+		h.forget(t)
+		cancel(nil)
+		bindDone()
+		close(t.finished) // for a Close that saw it
+		return nil, fmt.Errorf("cannot start a terminal on %s: %w", host, err)
+	}
+	t.p = p
+	t.release = func() { release(); bindDone() }
+	t.log.Info("terminal opened", "cols", cols, "rows", rows, "kept", t.id != "")
+	return t, nil
+}
+
+// forget drops t from the terminals: it can no longer be resumed.
+func (h *Terminals) forget(t *term) {
+	h.mu.Lock()
+	delete(h.all, t)
+	if t.id != "" && h.kept[t.id] == t {
+		delete(h.kept, t.id)
+	}
+	h.mu.Unlock()
+}
+
+func (t *term) touch() {
+	select {
+	case t.active <- struct{}{}:
+	default:
+	}
+}
+
+// run starts the terminal's own goroutines: the output copy, the idle
+// timer, and the wait for the shell's end.
+func (t *term) run() {
+	go t.pump()
+	idled := make(chan struct{})
+	go func() {
+		defer close(idled)
+		timer := time.NewTimer(t.h.cfg.Idle)
+		defer timer.Stop()
+		for {
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-t.active:
+				timer.Reset(t.h.cfg.Idle)
+			case <-timer.C:
+				t.log.Info("terminal idle, closing")
+				// A cause, so the page says why: its shell is gone.
+				t.cancel(fmt.Errorf("no input or output for %v", t.h.cfg.Idle))
+				return
+			}
+		}
+	}()
+	go func() {
+		werr := t.p.Wait()
+		// The last output reaches the page before the exit does; bounded,
+		// as a page that does not read holds the copy.
+		select {
+		case <-t.pumped:
+		case <-time.After(time.Second):
+		}
+		end := endingOf(t.ctx, werr)
+		t.cancel(nil)
+		_ = t.p.Kill(hostgate.SIGKILL)
+		t.fl.end() // an output copy held back by the window
+		t.mu.Lock()
+		t.end = end
+		a := t.att
+		// Kept with no page, the ending waits for one until the grace
+		// runs out, with the output it left.
+		waits := t.grace != nil && a == nil
+		t.mu.Unlock()
+		if !waits {
+			t.h.forget(t)
+		}
+		if a != nil {
+			a.stop(stopEnded)
+		}
+		<-t.pumped
+		<-idled
+		t.release()
+		t.log.Info("terminal closed", "exit", hostgate.ExitCode(werr))
+		close(t.finished)
+	}()
+}
+
+// endingOf says how the terminal ended: "exited" only when the shell did.
+func endingOf(ctx context.Context, werr error) *ending {
+	code := hostgate.ExitCode(werr)
+	var ee *hostgate.ExitError
+	switch cause := context.Cause(ctx); {
+	case ctx.Err() != nil && !errors.Is(cause, context.Canceled):
+		// Ended from outside (a revoked token, the idle timer).
+		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + cause.Error()})
+		return &ending{msg: b, reason: closeReason("terminal closed: " + cause.Error())}
+	case werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil:
+		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
+		return &ending{msg: b, reason: "terminal closed"}
+	case ctx.Err() == nil:
+		b, _ := json.Marshal(control{Type: "exit", Code: &code})
+		return &ending{msg: b, reason: "exited"}
+	}
+	return &ending{reason: "terminal closed"}
+}
+
+func (t *term) ending() *ending {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.end
+}
+
+// pump copies the terminal's output to its replay buffer and its page. A
+// PTY merges stderr into stdout.
+func (t *term) pump() {
+	defer close(t.pumped)
+	buf := make([]byte, 32<<10)
+	for {
+		if !t.fl.wait() {
+			return
+		}
+		n, err := t.p.Stdout().Read(buf)
+		if n > 0 {
+			t.touch()
+			t.out.Lock()
+			if t.ring != nil {
+				t.ring.add(buf[:n])
+			}
+			t.fl.wrote(n) // before the write: the page may ack it at once
+			t.mu.Lock()
+			a := t.att
+			t.mu.Unlock()
+			if a != nil && a.write(websocket.MessageBinary, buf[:n]) != nil {
+				t.detach(a)
+			}
+			t.out.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// detach takes a off the terminal: a terminal that ends with its page
+// ends; a kept one runs on for Config.Keep, or until another page
+// resumes it.
+func (t *term) detach(a *attachment) {
+	t.mu.Lock()
+	if t.att != a {
+		t.mu.Unlock()
+		a.stop(stopGone)
+		return
+	}
+	t.att = nil
+	kept := t.id != ""
+	if kept {
+		t.detached = time.Now()
+		t.grace = time.AfterFunc(t.h.cfg.Keep, func() { t.expire(a) })
+	}
+	ended := t.end != nil
+	t.mu.Unlock()
+	a.stop(stopGone)
+	t.fl.detach()
+	switch {
+	case !kept:
+		t.cancel(nil)
+	case !ended:
+		t.log.Info("terminal page gone; kept for it to come back", "keep", t.h.cfg.Keep)
+		t.h.trim(t.caller)
+	}
+}
+
+// expire ends a kept terminal whose page did not come back (left by a,
+// its last page) in time.
+func (t *term) expire(a *attachment) {
+	t.mu.Lock()
+	if t.att != nil || t.grace == nil {
+		t.mu.Unlock()
+		return // resumed meanwhile
+	}
+	t.grace = nil
+	ended := t.end != nil
+	t.mu.Unlock()
+	t.h.forget(t)
+	if !ended {
+		t.log.Info("terminal not resumed in time, closing", "keep", t.h.cfg.Keep)
+		t.cancel(fmt.Errorf("its page did not come back within %v", t.h.cfg.Keep))
+	}
+}
+
+// attach gives the terminal to a's page, taking it from the page that had
+// it; false if a newer page has it.
+func (t *term) attach(a *attachment) bool {
+	t.mu.Lock()
+	if a.seq < t.seq && t.att != nil {
+		t.mu.Unlock()
+		return false
+	}
+	old := t.att
+	t.att, t.seq = a, a.seq
+	if t.grace != nil {
+		t.grace.Stop()
+		t.grace = nil
+	}
+	t.mu.Unlock()
+	if old != nil {
+		t.log.Info("terminal resumed in another page")
+		old.stop(stopTaken)
+	}
+	return true
+}
+
+// replay sends a's page what it has not drawn (from the output offset
+// from on) before anything newer, then the ending if there is one.
+func (t *term) replay(a *attachment, from int64, acks bool) {
+	t.out.Lock()
+	total := t.ring.total
+	from = min(from, total)
+	if held := t.ring.oldest(); from < held {
+		b, _ := json.Marshal(control{Type: "skipped", Bytes: held - from})
+		_ = a.write(websocket.MessageText, b)
+		from = held
+	}
+	for _, b := range t.ring.since(from) {
+		for len(b) > 0 {
+			n := min(len(b), 32<<10)
+			if a.write(websocket.MessageBinary, b[:n]) != nil {
+				break
+			}
+			b = b[n:]
+		}
+	}
+	t.fl.attach(from, acks)
+	t.out.Unlock()
+	if t.ending() != nil {
+		a.stop(stopEnded)
+	}
+}
+
+// trim ends the kept terminals of caller left longest without a page
+// past Config.MaxKept.
+func (h *Terminals) trim(caller string) {
+	type left struct {
+		t     *term
+		since time.Time
+	}
+	var ls []left
+	h.mu.Lock()
+	for _, t := range h.kept {
+		if t.caller != caller {
+			continue
+		}
+		t.mu.Lock()
+		if t.att == nil && t.end == nil && t.grace != nil {
+			ls = append(ls, left{t, t.detached})
+		}
+		t.mu.Unlock()
+	}
+	h.mu.Unlock()
+	for len(ls) > h.cfg.MaxKept {
+		oldest := 0
+		for i := range ls {
+			if ls[i].since.Before(ls[oldest].since) {
+				oldest = i
+			}
+		}
+		t := ls[oldest].t
+		ls = append(ls[:oldest], ls[oldest+1:]...)
+		t.mu.Lock()
+		if t.att != nil || t.grace == nil {
+			t.mu.Unlock()
+			continue
+		}
+		t.grace.Stop()
+		t.grace = nil
+		t.mu.Unlock()
+		h.forget(t)
+		t.log.Info("terminal closed: its caller keeps too many without a page", "max", h.cfg.MaxKept)
+		t.cancel(fmt.Errorf("more than %d terminals were kept without a page", h.cfg.MaxKept))
+	}
+}
+
+// ring holds the latest size bytes of a terminal's output, by offset.
+type ring struct {
+	b     []byte // grows to size; then offset o is at o % size
+	size  int
+	total int64 // bytes ever added
+}
+
+func newRing(size int) *ring { return &ring{size: size} }
+
+func (r *ring) add(p []byte) {
+	if len(p) >= r.size {
+		if len(r.b) < r.size {
+			r.b = append(r.b, make([]byte, r.size-len(r.b))...)
+		}
+		r.total += int64(len(p))
+		p = p[len(p)-r.size:]
+		at := int((r.total - int64(r.size)) % int64(r.size))
+		n := copy(r.b[at:], p)
+		copy(r.b, p[n:])
+		return
+	}
+	for len(p) > 0 {
+		at := int(r.total % int64(r.size))
+		var n int
+		if at == len(r.b) && len(r.b) < r.size { // still growing
+			n = min(len(p), r.size-len(r.b))
+			r.b = append(r.b, p[:n]...)
+		} else {
+			n = copy(r.b[at:], p)
+		}
+		r.total += int64(n)
+		p = p[n:]
+	}
+}
+
+// oldest is the offset of the oldest byte held.
+func (r *ring) oldest() int64 { return r.total - min(r.total, int64(r.size)) }
+
+// since returns the bytes held from offset from (≥ oldest) on, in order.
+func (r *ring) since(from int64) [][]byte {
+	n := int(r.total - from)
+	if n <= 0 {
+		return nil
+	}
+	at := int(from % int64(r.size))
+	if at+n <= len(r.b) {
+		return [][]byte{r.b[at : at+n]}
+	}
+	return [][]byte{r.b[at:], r.b[:n-(len(r.b)-at)]}
+}

@@ -1,0 +1,497 @@
+package webterm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate"
+)
+
+// keptServer serves terminals of the processes procs hands out in turn,
+// each ending with its context as a real host's does. The caller is the
+// X-Caller header's (default "tester").
+func keptServer(t *testing.T, cfg Config, procs ...*echoProcess) (*httptest.Server, *Terminals) {
+	var mu sync.Mutex
+	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+		if c := r.Header.Get("X-Caller"); c != "" {
+			return c, true
+		}
+		return "tester", true
+	}
+	cfg.Spawn = func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(procs) == 0 {
+			return nil, nil, errors.New("no more processes")
+		}
+		p := procs[0]
+		procs = procs[1:]
+		stop := context.AfterFunc(ctx, func() { _ = p.Kill(hostgate.SIGKILL) })
+		return p, func() { stop() }, nil
+	}
+	h := Handler(cfg)
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/hosts/{id}/pty", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { h.Close(); srv.Close() })
+	return srv, h
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// leftTerminal opens a kept terminal of host local, sees its shell answer,
+// and drops the socket as a lost network does; it returns the terminal's
+// id, which resumes it from output offset 2.
+func leftTerminal(ctx context.Context, t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	s := readControl(ctx, t, ws)
+	echo(ctx, t, ws, "hi")
+	_ = ws.CloseNow()
+	return s.ID
+}
+
+// expectClose reads ws to its end, which must be a close frame of code.
+func expectClose(ctx context.Context, t *testing.T, ws *websocket.Conn, code websocket.StatusCode, what string) {
+	t.Helper()
+	if got, reason := closeStatus(ctx, ws); got != code {
+		t.Fatalf("%s: close %v %q, want %v", what, got, reason, code)
+	}
+}
+
+// open dials a terminal socket of host "local" with query q.
+func open(ctx context.Context, t *testing.T, srv *httptest.Server, host, caller string, q url.Values) *websocket.Conn {
+	t.Helper()
+	ws, err := openErr(ctx, srv, host, caller, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return ws
+}
+
+func openErr(ctx context.Context, srv *httptest.Server, host, caller string, q url.Values) (*websocket.Conn, error) {
+	h := http.Header{}
+	if caller != "" {
+		h.Set("X-Caller", caller)
+	}
+	u := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/hosts/" + host + "/pty?" + q.Encode()
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h})
+	return ws, err
+}
+
+func keepQuery() url.Values { return url.Values{"keep": {"1"}, "ack": {"1"}} }
+
+func resumeQuery(id string, from, seq int64) url.Values {
+	return url.Values{"keep": {"1"}, "ack": {"1"}, "resume": {id}, "from": {fmt.Sprint(from)}, "seq": {fmt.Sprint(seq)}}
+}
+
+// readControl reads the next message, which must be a control message.
+func readControl(ctx context.Context, t *testing.T, ws *websocket.Conn) control {
+	t.Helper()
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText {
+		t.Fatalf("got %v %q %v, want a control message", typ, b, err)
+	}
+	var c control
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("control %q: %v", b, err)
+	}
+	return c
+}
+
+// readOutput reads binary messages until n bytes have come.
+func readOutput(ctx context.Context, t *testing.T, ws *websocket.Conn, n int) string {
+	t.Helper()
+	var got []byte
+	for len(got) < n {
+		typ, b, err := ws.Read(ctx)
+		if err != nil || typ != websocket.MessageBinary {
+			t.Fatalf("after %q: got %v %q %v, want terminal output", got, typ, b, err)
+		}
+		got = append(got, b...)
+	}
+	return string(got)
+}
+
+// closeStatus reads ws to its end and returns the close frame's status.
+func closeStatus(ctx context.Context, ws *websocket.Conn) (websocket.StatusCode, string) {
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return ce.Code, ce.Reason
+			}
+			return -1, err.Error()
+		}
+	}
+}
+
+func echo(ctx context.Context, t *testing.T, ws *websocket.Conn, s string) {
+	t.Helper()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readOutput(ctx, t, ws, len(s)); got != strings.ToUpper(s) {
+		t.Fatalf("echo of %q: %q", s, got)
+	}
+}
+
+func alive(p *echoProcess) bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// A page whose socket drops (a network gone, a laptop asleep) resumes the
+// same shell, and gets what the shell printed while it was away, once.
+// Before, the shell was killed with the socket.
+func TestResumeKeepsShell(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{}, proc)
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	s := readControl(ctx, t, ws)
+	id := s.ID
+	if s.Type != "session" || !validTermID(id) || s.KeepMs != DefaultKeep.Milliseconds() {
+		t.Fatalf("first message %+v, want the session's id and keep", s)
+	}
+	echo(ctx, t, ws, "hi")
+	_ = ws.CloseNow()
+
+	// Written while no page is there: the copy takes it all the same.
+	if _, err := proc.outW.Write([]byte("while away")); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(proc) {
+		t.Fatal("the shell ended with its page's socket")
+	}
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
+	if got := readOutput(ctx, t, ws2, len("while away")); got != "while away" {
+		t.Fatalf("after resuming from 2: %q, want what came while away", got)
+	}
+	echo(ctx, t, ws2, "again")
+	if err := ws2.Write(ctx, websocket.MessageBinary, []byte("exit 3")); err != nil {
+		t.Fatal(err)
+	}
+	if c := readControl(ctx, t, ws2); c.Type != "exit" || c.Code == nil || *c.Code != 3 {
+		t.Fatalf("%+v, want exit 3", c)
+	}
+	if code, reason := closeStatus(ctx, ws2); code != websocket.StatusNormalClosure || reason != "exited" {
+		t.Fatalf("close %v %q, want normal, exited", code, reason)
+	}
+	// An ended terminal is not there to resume.
+	ws3 := open(ctx, t, srv, "local", "", resumeQuery(id, 0, 2))
+	expectClose(ctx, t, ws3, StatusNoTerminal, "resuming an exited terminal")
+}
+
+// What the replay buffer no longer holds is told as a count, so the page
+// can say output is missing, and the rest comes after it.
+func TestResumeSaysWhatIsLost(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{Replay: 8}, proc)
+	id := leftTerminal(ctx, t, srv)
+	if _, err := proc.outW.Write([]byte("abcdefghijklmnopqrst")); err != nil {
+		t.Fatal(err)
+	}
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
+	if c := readControl(ctx, t, ws2); c.Type != "skipped" || c.Bytes != 12 {
+		t.Fatalf("%+v, want 12 bytes skipped (22 printed, 8 held, 2 drawn)", c)
+	}
+	if got := readOutput(ctx, t, ws2, 8); got != "mnopqrst" {
+		t.Fatalf("replay %q, want the 8 bytes held", got)
+	}
+	// A page that claims more than was printed gets nothing twice.
+	ws3 := open(ctx, t, srv, "local", "", resumeQuery(id, 1000, 2))
+	echo(ctx, t, ws3, "ok")
+}
+
+// A kept terminal whose page does not come back within Keep ends, and
+// so does its shell.
+func TestKeptTerminalExpires(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{Keep: 50 * time.Millisecond}, proc)
+	id := leftTerminal(ctx, t, srv)
+	select {
+	case <-proc.done:
+	case <-ctx.Done():
+		t.Fatal("the shell of a terminal not resumed within Keep still runs")
+	}
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
+	expectClose(ctx, t, ws2, StatusNoTerminal, "resuming an expired terminal")
+}
+
+// A terminal id is no key: another caller, or the same caller through
+// another host's path, is told there is no such terminal, and the
+// terminal is untouched.
+func TestResumeOnlyByItsCaller(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{}, proc)
+	id := leftTerminal(ctx, t, srv)
+	for _, c := range []struct{ host, caller string }{{"local", "mallory"}, {"other", ""}} {
+		w := open(ctx, t, srv, c.host, c.caller, resumeQuery(id, 0, 1))
+		expectClose(ctx, t, w, StatusNoTerminal, "resume as "+c.caller+" on "+c.host)
+	}
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
+	echo(ctx, t, ws2, "mine")
+}
+
+// A second page that resumes the terminal takes it from the first, which
+// is told so it stops trying; an older attempt (a connect that waited
+// while the network was down) takes nothing.
+func TestResumeTakesOverAndStaleRefused(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{}, proc)
+	q := keepQuery()
+	q.Set("seq", "5")
+	a := open(ctx, t, srv, "local", "", q)
+	id := readControl(ctx, t, a).ID
+	echo(ctx, t, a, "a")
+	b := open(ctx, t, srv, "local", "", resumeQuery(id, 1, 9))
+	expectClose(ctx, t, a, StatusTaken, "the first page")
+	echo(ctx, t, b, "b")
+	c := open(ctx, t, srv, "local", "", resumeQuery(id, 0, 7))
+	expectClose(ctx, t, c, StatusStale, "an older attempt")
+	echo(ctx, t, b, "still b")
+}
+
+// One caller keeps at most MaxKept terminals without a page: the one
+// left longest ends.
+func TestKeptPerCallerBound(t *testing.T) {
+	ctx := testCtx(t)
+	procs := []*echoProcess{newEcho(), newEcho(), newEcho()}
+	srv, _ := keptServer(t, Config{MaxKept: 2}, procs...)
+	for i := range procs {
+		ws := open(ctx, t, srv, "local", "", keepQuery())
+		readControl(ctx, t, ws)
+		echo(ctx, t, ws, "x")
+		_ = ws.CloseNow()
+		if i < 2 {
+			// In order: "left longest" is then the first.
+			waitDetached(ctx, t, srv, i+1)
+		}
+	}
+	select {
+	case <-procs[0].done:
+	case <-ctx.Done():
+		t.Fatal("a third kept terminal left the first one's shell running")
+	}
+	if !alive(procs[1]) || !alive(procs[2]) {
+		t.Fatal("a terminal within the bound ended")
+	}
+}
+
+// waitDetached waits until n terminals are kept without a page.
+func waitDetached(ctx context.Context, t *testing.T, srv *httptest.Server, n int) {
+	t.Helper()
+	h := srv.Config.Handler.(*http.ServeMux)
+	th, _ := h.Handler(httptest.NewRequest("GET", "/v1/hosts/local/pty", nil))
+	terms := th.(*Terminals)
+	for ctx.Err() == nil {
+		got := 0
+		terms.mu.Lock()
+		for _, k := range terms.kept {
+			k.mu.Lock()
+			if k.att == nil && k.grace != nil {
+				got++
+			}
+			k.mu.Unlock()
+		}
+		terms.mu.Unlock()
+		if got >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%d terminals never were without a page", n)
+}
+
+// A shell that exits while its page is away leaves the page its output
+// and its exit status to come back to.
+func TestEndedWhileAwayTellsThePage(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{}, proc)
+	id := leftTerminal(ctx, t, srv)
+	waitDetached(ctx, t, srv, 1)
+	if _, err := proc.inW.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proc.inW.Write([]byte("exit 4")); err != nil {
+		t.Fatal(err)
+	}
+	<-proc.done
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
+	if got := readOutput(ctx, t, ws2, 3); got != "BYE" {
+		t.Fatalf("replay %q, want BYE", got)
+	}
+	if c := readControl(ctx, t, ws2); c.Type != "exit" || c.Code == nil || *c.Code != 4 {
+		t.Fatalf("%+v, want exit 4", c)
+	}
+	if code, _ := closeStatus(ctx, ws2); code != websocket.StatusNormalClosure {
+		t.Fatalf("close %v, want normal", code)
+	}
+}
+
+// Without ?keep=1 (a script, an older page) a terminal ends with its
+// socket, as it always has.
+func TestUnkeptTerminalEndsWithItsPage(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{}, proc)
+	ws := open(ctx, t, srv, "local", "", url.Values{})
+	echo(ctx, t, ws, "hi") // no session message: output comes first
+	_ = ws.CloseNow()
+	select {
+	case <-proc.done:
+	case <-ctx.Done():
+		t.Fatal("the shell outlived a terminal that was not kept")
+	}
+}
+
+// Close ends kept terminals too, and refuses new ones with the reason.
+func TestCloseEndsKeptTerminals(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, h := keptServer(t, Config{}, proc)
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	readControl(ctx, t, ws)
+	_ = ws.CloseNow()
+	h.Close()
+	if alive(proc) {
+		t.Fatal("Close left a kept terminal's shell running")
+	}
+	ws2 := open(ctx, t, srv, "local", "", keepQuery())
+	if c := readControl(ctx, t, ws2); c.Type != "error" || !strings.Contains(c.Message, "shutting down") {
+		t.Fatalf("after Close: %+v, want an error saying the gateway is shutting down", c)
+	}
+}
+
+func TestResumeParamsRefused(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := keptServer(t, Config{})
+	for _, q := range []string{"resume=nope", "resume=" + newTermID() + "&from=-1", "seq=x"} {
+		res, err := http.Get(srv.URL + "/v1/hosts/local/pty?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("?%s: %d, want 400", q, res.StatusCode)
+		}
+	}
+	_ = ctx
+}
+
+func TestRing(t *testing.T) {
+	r := newRing(8)
+	var all []byte
+	for i, n := range []int{3, 5, 1, 9, 2, 16, 7, 8, 0, 4} {
+		p := bytes.Repeat([]byte{byte('a' + i)}, n)
+		r.add(p)
+		all = append(all, p...)
+		checkRing(t, r, all)
+	}
+}
+
+func checkRing(t *testing.T, r *ring, all []byte) {
+	t.Helper()
+	if r.total != int64(len(all)) {
+		t.Fatalf("total %d, want %d", r.total, len(all))
+	}
+	for from := r.oldest(); from <= r.total; from++ {
+		if got := bytes.Join(r.since(from), nil); !bytes.Equal(got, all[from:]) {
+			t.Fatalf("since(%d) = %q, want %q", from, got, all[from:])
+		}
+	}
+	if want := max(int64(0), r.total-int64(r.size)); r.oldest() != want {
+		t.Fatalf("oldest %d, want %d", r.oldest(), want)
+	}
+}
+
+func FuzzRing(f *testing.F) {
+	f.Add(uint8(8), []byte{3, 5, 1, 9, 2, 16, 7, 8})
+	f.Add(uint8(1), []byte{0, 1, 2})
+	f.Fuzz(func(t *testing.T, size uint8, adds []byte) {
+		if size == 0 || len(adds) > 64 {
+			return
+		}
+		r := newRing(int(size))
+		var all []byte
+		for i, n := range adds {
+			p := bytes.Repeat([]byte{byte(i)}, int(n))
+			r.add(p)
+			all = append(all, p...)
+		}
+		checkRing(t, r, all)
+	})
+}
+
+func FuzzResumeParams(f *testing.F) {
+	f.Add("resume=" + newTermID() + "&from=12&seq=3")
+	f.Add("from=-1")
+	f.Add("resume=%zz")
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		id, from, seq, err := resumeParams(q)
+		if err != nil {
+			return
+		}
+		if from < 0 || seq < 0 || (id != "" && !validTermID(id)) {
+			t.Fatalf("%q read as %q %d %d", raw, id, from, seq)
+		}
+	})
+}
+
+// A kept terminal still ends with its caller's authorization (a revoked
+// token, a logout), page or no page.
+func TestBindEndsKeptTerminal(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	revoke := make(chan struct{})
+	srv, _ := keptServer(t, Config{Bind: func(ctx context.Context, r *http.Request, id string) (context.Context, func()) {
+		bctx, bcancel := context.WithCancelCause(ctx)
+		go func() {
+			select {
+			case <-revoke:
+				bcancel(errors.New("the session's token was revoked"))
+			case <-bctx.Done():
+			}
+		}()
+		return bctx, func() { bcancel(nil) }
+	}}, proc)
+	leftTerminal(ctx, t, srv)
+	waitDetached(ctx, t, srv, 1)
+	close(revoke)
+	select {
+	case <-proc.done:
+	case <-ctx.Done():
+		t.Fatal("a kept terminal's shell outlived its caller's revoked token")
+	}
+}

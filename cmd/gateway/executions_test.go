@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/webterm"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -205,6 +206,25 @@ func TestCheckpointMetrics(t *testing.T) {
 		"hostgate_checkpoint_retention_freed_bytes_total":              700,
 	}
 	if !maps.Equal(got, want) {
+		t.Fatalf("metrics: %v, want %v", got, want)
+	}
+}
+
+// The web terminals' counts appear on /metrics under their names.
+func TestTerminalMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	registerTerminalMetrics(reg, func() webterm.Stats { return webterm.Stats{Open: 5, Waiting: 2} })
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()] = m.GetGauge().GetValue()
+		}
+	}
+	if want := map[string]float64{"hostgate_web_terminals": 5, "hostgate_web_terminals_waiting": 2}; !maps.Equal(got, want) {
 		t.Fatalf("metrics: %v, want %v", got, want)
 	}
 }

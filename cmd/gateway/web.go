@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/forward"
 	"github.com/hostgate/hostgate/internal/gateway"
@@ -28,6 +30,23 @@ const (
 	previewCookieTTL = 12 * time.Hour
 	maxShareTTL      = 7 * 24 * time.Hour
 )
+
+// registerTerminalMetrics publishes the web terminals' counts.
+func registerTerminalMetrics(reg *prometheus.Registry, stats func() webterm.Stats) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "web_terminals",
+			Help: "Web terminals whose shell runs now, with a page or kept for one (--terminal-keep).",
+		}, func() float64 { return float64(stats().Open) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "web_terminals_waiting",
+			Help: "Web terminals kept with no page, for their page to come back (--terminal-keep).",
+		}, func() float64 { return float64(stats().Waiting) }),
+	)
+}
 
 // terminalKeep is webterm.Config.Keep for --terminal-keep.
 func (c *serveConfig) terminalKeep() time.Duration {
@@ -127,6 +146,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		Logger:         s.Logger.With("component", "webterm"),
 	})
 	mux.Handle("GET /v1/hosts/{id}/pty", terms)
+	registerTerminalMetrics(srv.Metrics(), terms.Stats)
 
 	signer := previewauth.New(nil)
 	shares, err := newGatewayShares(ctx, srv.Store(), func(ctx context.Context, id string) (bool, error) {

@@ -60,6 +60,28 @@ func (h *Terminals) Close() {
 	}
 }
 
+// Stats counts the terminals running now: Open in all, Waiting of them
+// kept with no page, for their pages to come back.
+type Stats struct{ Open, Waiting int }
+
+// Stats counts the terminals running now.
+func (h *Terminals) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var st Stats
+	for t := range h.all {
+		t.mu.Lock()
+		if t.end == nil {
+			st.Open++
+			if t.att == nil && t.grace != nil {
+				st.Waiting++
+			}
+		}
+		t.mu.Unlock()
+	}
+	return st
+}
+
 // term is one terminal: a process on a host and, while a page has it, the
 // page's socket.
 type term struct {

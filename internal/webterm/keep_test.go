@@ -495,3 +495,27 @@ func TestBindEndsKeptTerminal(t *testing.T) {
 		t.Fatal("a kept terminal's shell outlived its caller's revoked token")
 	}
 }
+
+// Stats counts running terminals, and those kept waiting for a page.
+func TestStats(t *testing.T) {
+	ctx := testCtx(t)
+	procs := []*echoProcess{newEcho(), newEcho()}
+	srv, h := keptServer(t, Config{}, procs...)
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	readControl(ctx, t, ws)
+	leftTerminal(ctx, t, srv)
+	waitDetached(ctx, t, srv, 1)
+	if st := h.Stats(); st != (Stats{Open: 2, Waiting: 1}) {
+		t.Fatalf("stats %+v, want 2 open, 1 waiting", st)
+	}
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
+		t.Fatal(err)
+	}
+	expectClose(ctx, t, ws, websocket.StatusNormalClosure, "after exit")
+	for ctx.Err() == nil && h.Stats() != (Stats{Open: 1, Waiting: 1}) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := h.Stats(); st != (Stats{Open: 1, Waiting: 1}) {
+		t.Fatalf("stats %+v after one exited, want 1 open, 1 waiting", st)
+	}
+}

@@ -519,3 +519,30 @@ func TestStats(t *testing.T) {
 		t.Fatalf("stats %+v after one exited, want 1 open, 1 waiting", st)
 	}
 }
+
+// While no page is there, a kept terminal's output is not held back by
+// the page's flow control (there is nobody to ack): the program runs on
+// (a build that prints finishes), and the page is told what it lost.
+func TestKeptTerminalRunsOnWithoutPage(t *testing.T) {
+	ctx := testCtx(t)
+	proc := &floodProcess{killed: make(chan struct{})}
+	srv := hostServer(t, proc, Config{Replay: 64 << 10})
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	id := readControl(ctx, t, ws).ID
+	_ = ws.CloseNow()
+	// Four windows' worth with no page acking: held back, it would stop
+	// at one.
+	for ctx.Err() == nil && proc.read.Load() < 4*AckWindow {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := proc.read.Load(); n < 4*AckWindow {
+		t.Fatalf("the flood stopped at %d bytes with no page", n)
+	}
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 0, 1))
+	if c := readControl(ctx, t, ws2); c.Type != "skipped" || c.Bytes < 3*AckWindow {
+		t.Fatalf("%+v, want megabytes skipped", c)
+	}
+	if got := readOutput(ctx, t, ws2, 64<<10); !strings.HasPrefix(got, "y\n") && !strings.HasPrefix(got, "\ny") {
+		t.Fatalf("replay starts %q, want the flood", got[:8])
+	}
+}

@@ -25,10 +25,11 @@ func hostServer(t *testing.T, proc hostgate.Process, cfg Config) *httptest.Serve
 		stop := context.AfterFunc(ctx, func() { _ = proc.Kill(hostgate.SIGKILL) })
 		return proc, func() { stop() }, nil
 	}
+	h := Handler(cfg)
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/hosts/{id}/pty", Handler(cfg))
+	mux.Handle("GET /v1/hosts/{id}/pty", h)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { h.Close(); srv.Close() })
 	return srv
 }
 

@@ -46,7 +46,8 @@ type ServerConfig struct {
 	// with the required principal among its principals. As with sshd, a
 	// certificate grants a PTY only with the permit-pty extension and
 	// forwarding (TCP and Unix sockets, both ways) only with
-	// permit-port-forwarding.
+	// permit-port-forwarding, and a forwarded agent only with
+	// permit-agent-forwarding (and AgentForwarding).
 	TrustedUserCAs []ssh.PublicKey
 	// Principal is the principal a certificate must carry (the host id).
 	// When empty, the certificate must carry the name of the OS user the
@@ -123,6 +124,16 @@ type ServerConfig struct {
 	// listeners per connection;
 	// default 16.
 	MaxForwards int
+	// AgentForwarding lets a session forward the client's SSH agent (ssh
+	// -A, auth-agent-req@openssh.com): its commands get SSH_AUTH_SOCK, a
+	// Unix socket (0600, in a 0700 directory of its own) whose
+	// connections reach the client's agent, at most 16 at once, removed
+	// when the session ends. Granted to a plain authorized key and to a
+	// certificate with permit-agent-forwarding, as sshd does with
+	// AllowAgentForwarding yes. Off by default: whoever runs as the
+	// server's user, or root, can sign with the agent while the session
+	// lasts, so a sandbox, whose code is not trusted, never sets it.
+	AgentForwarding bool
 	// AllowRemoteBind lets tcpip-forward listen on non-loopback addresses.
 	// Without it every remote forward listens on loopback, whatever the
 	// client asked (sshd's GatewayPorts no).
@@ -228,6 +239,9 @@ type Server struct {
 
 	dash         bool         // cfg.Shell is dash: directCommand applies
 	directStarts atomic.Int64 // commands started by directCommand (tests)
+	// agentClosed, when set (tests), is told each forwarded agent's
+	// directory once its session removed it.
+	agentClosed func(dir string)
 }
 
 // NewServer validates cfg and returns a server. The config is copied.

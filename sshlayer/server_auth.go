@@ -18,12 +18,14 @@ const (
 )
 
 // Certificate extensions the server enforces, as sshd does: a certificate
-// grants a PTY or port forwarding only when it carries the extension. A
-// plain authorized key is granted both (sshd's default without
-// restrictions in authorized_keys). The gateway CA sets both.
+// grants a PTY, port forwarding or agent forwarding only when it carries
+// the extension. A plain authorized key is granted all three (sshd's
+// default without restrictions in authorized_keys). The gateway CA sets
+// all three.
 const (
-	extPermitPTY            = "permit-pty"
-	extPermitPortForwarding = "permit-port-forwarding"
+	extPermitPTY             = "permit-pty"
+	extPermitPortForwarding  = "permit-port-forwarding"
+	extPermitAgentForwarding = "permit-agent-forwarding"
 )
 
 // errAuthRefused is what every refusal reports to the library; the client
@@ -70,9 +72,10 @@ func (a *authenticator) authenticate(_ ssh.ConnMetadata, key ssh.PublicKey) (*ss
 			return nil, fmt.Errorf("%w: unknown public key %s", errAuthRefused, ssh.FingerprintSHA256(key))
 		}
 		return &ssh.Permissions{Extensions: map[string]string{
-			extFingerprint:          ssh.FingerprintSHA256(key),
-			extPermitPTY:            "",
-			extPermitPortForwarding: "",
+			extFingerprint:           ssh.FingerprintSHA256(key),
+			extPermitPTY:             "",
+			extPermitPortForwarding:  "",
+			extPermitAgentForwarding: "",
 		}}, nil
 	}
 	if err := a.checkCert(cert); err != nil {
@@ -82,7 +85,7 @@ func (a *authenticator) authenticate(_ ssh.ConnMetadata, key ssh.PublicKey) (*ss
 		extFingerprint: ssh.FingerprintSHA256(cert.Key),
 		extCertKeyID:   cert.KeyId,
 	}
-	for _, k := range []string{extPermitPTY, extPermitPortForwarding} {
+	for _, k := range []string{extPermitPTY, extPermitPortForwarding, extPermitAgentForwarding} {
 		if _, ok := cert.Permissions.Extensions[k]; ok {
 			ext[k] = ""
 		}

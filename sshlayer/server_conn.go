@@ -24,6 +24,7 @@ type serverConn struct {
 	certKeyID   string
 	permitPTY   bool // the key may have a PTY (permit-pty)
 	permitFwd   bool // the key may forward ports (permit-port-forwarding)
+	permitAgent bool // the key may forward an agent (permit-agent-forwarding)
 
 	wg sync.WaitGroup // channel handlers, forward accept loops
 
@@ -50,6 +51,7 @@ func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64
 		c.certKeyID = sc.Permissions.Extensions[extCertKeyID]
 		_, c.permitPTY = sc.Permissions.Extensions[extPermitPTY]
 		_, c.permitFwd = sc.Permissions.Extensions[extPermitPortForwarding]
+		_, c.permitAgent = sc.Permissions.Extensions[extPermitAgentForwarding]
 	}
 	c.log = s.log.With("conn", id, "remote", addrString(sc.RemoteAddr()))
 	return c

@@ -80,8 +80,9 @@ func FuzzAuthenticate(f *testing.F) {
 		default:
 			t.Fatalf("accepted %s (%v)", k.Type(), perms)
 		}
-		// A certificate grants a PTY or forwarding only when it says so.
-		for _, ext := range []string{extPermitPTY, extPermitPortForwarding} {
+		// A certificate grants a PTY or forwarding (of ports or an agent)
+		// only when it says so.
+		for _, ext := range []string{extPermitPTY, extPermitPortForwarding, extPermitAgentForwarding} {
 			_, granted := perms.Extensions[ext]
 			if isCert {
 				if _, inCert := c.Permissions.Extensions[ext]; granted && !inCert {

@@ -951,9 +951,17 @@ func TestServerPTYModes(t *testing.T) {
 // internals (before any connection, so without a data race).
 func srvStartTweaked(t *testing.T, tweak func(*Server)) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
 	t.Helper()
+	return srvStartTweakedConfig(t, ServerConfig{}, tweak)
+}
+
+// srvStartTweakedConfig is srvStartTweaked for a server configured by cfg,
+// its keys replaced by generated ones.
+func srvStartTweakedConfig(t *testing.T, cfg ServerConfig, tweak func(*Server)) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+	t.Helper()
 	hk, _, _ := newEd25519Signer()
 	ck, _, _ := newEd25519Signer()
-	srv, err := NewServer(&ServerConfig{HostKey: hk, AuthorizedKeys: []ssh.PublicKey{ck.PublicKey()}})
+	cfg.HostKey, cfg.AuthorizedKeys = hk, []ssh.PublicKey{ck.PublicKey()}
+	srv, err := NewServer(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,9 @@ type session struct {
 
 	env      []string // client env requests, NAME=value, names validated
 	envBytes int
-	pty      *ptyRequest // set by pty-req before the command starts
-	proc     *srvProcess // the running command; nil before exec/shell
+	pty      *ptyRequest   // set by pty-req before the command starts
+	proc     *srvProcess   // the running command; nil before exec/shell
+	agent    *agentForward // the forwarded agent; nil unless granted
 	sftpDone chan struct{}
 	started  bool
 }
@@ -70,6 +71,9 @@ func (s *session) finish() {
 	_ = s.ch.Close()
 	if s.sftpDone != nil {
 		<-s.sftpDone
+	}
+	if s.agent != nil {
+		s.agent.close()
 	}
 }
 
@@ -137,8 +141,10 @@ func (s *session) handle(r *ssh.Request) {
 			return
 		}
 		s.reply(r, s.proc.signal(sig) == nil)
+	case "auth-agent-req@openssh.com":
+		s.reply(r, s.agentRequest())
 	default:
-		// x11-req, auth-agent-req@openssh.com, keepalive@openssh.com, …
+		// x11-req, keepalive@openssh.com, …
 		s.reply(r, false)
 	}
 }

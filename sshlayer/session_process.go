@@ -73,6 +73,11 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 	} else {
 		env = append(env, "SSH_CONNECTION=UNKNOWN 65535 UNKNOWN 65535", "SSH_CLIENT=UNKNOWN 65535 65535")
 	}
+	if s.agent != nil {
+		// After the client's env: a SendEnv'd SSH_AUTH_SOCK names a
+		// socket of the client's machine, not this one.
+		env = append(env, "SSH_AUTH_SOCK="+s.agent.path)
+	}
 	if cmd != "" && s.pty == nil && s.c.srv.dash && !cfg.AlwaysShell {
 		if d, ok := directCommand(cmd, cfg.Dir, env); ok {
 			c := &exec.Cmd{Path: d.path, Args: d.argv, Dir: d.dir, Env: d.env}

@@ -1,0 +1,264 @@
+//go:build unix
+
+package sshlayer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// agentTestServer starts a server with cfg (its keys generated) whose
+// forwarded agents say on closed which directory they removed.
+func agentTestServer(t *testing.T, cfg ServerConfig) (addr string, hostKey ssh.PublicKey, client ssh.Signer, closed <-chan string) {
+	t.Helper()
+	ch := make(chan string, 8)
+	addr, hostKey, client = srvStartTweakedConfig(t, cfg, func(s *Server) { s.agentClosed = func(dir string) { ch <- dir } })
+	return addr, hostKey, client, ch
+}
+
+// agentEcho stands in for the client's agent: it accepts every
+// auth-agent@openssh.com channel the server opens on c, says so on opened,
+// and echoes what it reads.
+func agentEcho(t *testing.T, c *ssh.Client) (opened <-chan struct{}) {
+	t.Helper()
+	chans := c.HandleChannelOpen("auth-agent@openssh.com")
+	if chans == nil {
+		t.Fatal("auth-agent@openssh.com already handled")
+	}
+	o := make(chan struct{}, 2*maxAgentConns)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for nc := range chans {
+			ch, reqs, err := nc.Accept()
+			if err != nil {
+				t.Errorf("accept auth-agent channel: %v", err)
+				continue
+			}
+			o <- struct{}{}
+			go ssh.DiscardRequests(reqs)
+			wg.Go(func() {
+				_, _ = io.Copy(ch, ch)
+				_ = ch.Close()
+			})
+		}
+	})
+	// The channels end with the connection.
+	t.Cleanup(func() { _ = c.Close(); wg.Wait() })
+	return o
+}
+
+// agentSession starts cmd in a new session of c, asking for agent
+// forwarding first when ask is set, as OpenSSH does; it returns whether
+// the server granted it.
+func agentSession(t *testing.T, c *ssh.Client, ask bool, cmd string) (granted bool, s *ssh.Session, stdin io.WriteCloser, stdout *bufio.Reader) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if ask {
+		if granted, err = s.SendRequest("auth-agent-req@openssh.com", true, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stdin, err = s.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	return granted, s, stdin, bufio.NewReader(out)
+}
+
+// readLine reads one line of a command's output, without its newline.
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read command output: %q, %v", line, err)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+// TestAgentForwardingSocket: a session granted agent forwarding gives its
+// command SSH_AUTH_SOCK, a 0600 socket in a 0700 directory whose every
+// connection reaches the client's agent; past maxAgentConns at once a
+// connection is closed and logged, and when the session ends (its command
+// exits, or the connection is lost) the socket and its directory are gone
+// and every connection is closed.
+func TestAgentForwardingSocket(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"command exits", "connection lost"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			var logs testenv.LogBuffer
+			addr, hk, ck, closed := agentTestServer(t, ServerConfig{AgentForwarding: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened := agentEcho(t, c)
+			granted, s, stdin, stdout := agentSession(t, c, true, `echo "$SSH_AUTH_SOCK"; exec cat`)
+			if !granted {
+				t.Fatalf("auth-agent-req refused\n%s", logs.String())
+			}
+			sock := readLine(t, stdout)
+			if !filepath.IsAbs(sock) {
+				t.Fatalf("SSH_AUTH_SOCK=%q, want a socket's path", sock)
+			}
+			dir := filepath.Dir(sock)
+			if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
+				t.Errorf("socket %s: %v %v, want a 0600 socket", sock, fi.Mode(), err)
+			}
+			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+				t.Errorf("socket directory %s: %v %v, want a 0700 directory", dir, fi.Mode(), err)
+			}
+
+			var held []net.Conn
+			defer func() {
+				for _, uc := range held {
+					_ = uc.Close()
+				}
+			}()
+			dial := func() net.Conn {
+				uc, err := net.Dial("unix", sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, uc)
+				_ = uc.SetDeadline(time.Now().Add(srvTestWait)) // a hang bound
+				return uc
+			}
+			for i := range maxAgentConns {
+				uc := dial()
+				msg := fmt.Sprintf("request %d", i)
+				if _, err := io.WriteString(uc, msg); err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, len(msg))
+				if _, err := io.ReadFull(uc, buf); err != nil || string(buf) != msg {
+					t.Fatalf("connection %d to the agent: %q %v, want %q back", i, buf, err, msg)
+				}
+			}
+			// Every one of them is being carried: one more is refused.
+			extra := dial()
+			if n, err := extra.Read(make([]byte, 1)); err != io.EOF {
+				t.Errorf("connection %d: read %d, %v; want it closed (EOF)", maxAgentConns+1, n, err)
+			}
+			if n := len(opened); n != maxAgentConns {
+				t.Errorf("%d auth-agent channels opened, want %d", n, maxAgentConns)
+			}
+			if !strings.Contains(logs.String(), "agent connection refused: too many open in the session") {
+				t.Errorf("no log line for the refused connection:\n%s", logs.String())
+			}
+
+			switch end {
+			case "command exits":
+				_ = stdin.Close()
+				if err := s.Wait(); err != nil {
+					t.Fatalf("command: %v", err)
+				}
+			case "connection lost":
+				_ = c.Close()
+			}
+			select {
+			case got := <-closed:
+				if got != dir {
+					t.Errorf("removed %s, want %s", got, dir)
+				}
+			case <-time.After(srvTestWait):
+				t.Fatal("the session's forwarded agent was not closed")
+			}
+			if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("socket directory %s after the session: %v, want it gone", dir, err)
+			}
+			for i, uc := range held[:maxAgentConns] {
+				if n, err := uc.Read(make([]byte, 1)); err != io.EOF {
+					t.Errorf("connection %d after the session: read %d, %v; want EOF", i, n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestAgentForwardingPolicy: agent forwarding is granted as sshd grants
+// it, only where the server allows it (AgentForwarding) and the key
+// permits it (a plain key does, a certificate with
+// permit-agent-forwarding does); a refusal leaves the command without
+// SSH_AUTH_SOCK and says why in the server's log.
+func TestAgentForwardingPolicy(t *testing.T) {
+	t.Parallel()
+	ca, _, _ := newEd25519Signer()
+	var logs testenv.LogBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	allowing := srvStartServer(t, &ServerConfig{AgentForwarding: true, TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1", Logger: logger})
+	refusing := srvStartServer(t, &ServerConfig{Logger: logger})
+	certified := func(ext ...string) ssh.Signer {
+		key, _, _ := newEd25519Signer()
+		cert := srvSignCert(t, ca, key.PublicKey(), func(c *ssh.Certificate) {
+			c.Permissions.Extensions = map[string]string{}
+			for _, e := range ext {
+				c.Permissions.Extensions[e] = ""
+			}
+		})
+		cs, err := ssh.NewCertSigner(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		name    string
+		ts      *TestServer
+		key     ssh.Signer
+		ask     bool
+		granted bool
+		log     string
+	}{
+		{"plain key", allowing, allowing.ClientSigner, true, true, ""},
+		{"certificate with permit-agent-forwarding", allowing, certified("permit-agent-forwarding"), true, true, ""},
+		{"certificate without permit-agent-forwarding", allowing, certified("permit-pty", "permit-port-forwarding"), true, false, "agent forwarding refused: key lacks permit-agent-forwarding"},
+		{"not asked", allowing, allowing.ClientSigner, false, false, ""},
+		{"server without AgentForwarding", refusing, refusing.ClientSigner, true, false, "agent forwarding refused: off on this server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := srvDialWith(tc.ts.Addr, tc.ts.HostPublicKey, ssh.PublicKeys(tc.key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			agentEcho(t, c)
+			granted, s, stdin, stdout := agentSession(t, c, tc.ask, `echo "[$SSH_AUTH_SOCK]"`)
+			_ = stdin.Close()
+			sock := readLine(t, stdout)
+			if err := s.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if granted != tc.granted || (sock != "[]") != tc.granted {
+				t.Errorf("granted %v, SSH_AUTH_SOCK %s; want granted %v", granted, sock, tc.granted)
+			}
+			if tc.log != "" && !strings.Contains(logs.String(), tc.log) {
+				t.Errorf("no log line %q:\n%s", tc.log, logs.String())
+			}
+		})
+	}
+}

@@ -69,6 +69,11 @@ type ConnectConfig struct {
 	// MinBackoff, MaxBackoff bound the wait between attempts; zero means
 	// the defaults.
 	MinBackoff, MaxBackoff time.Duration
+	// NoAgentForwarding refuses every session's request to forward the
+	// caller's SSH agent (ssh -A), which is otherwise granted to a
+	// certificate with permit-agent-forwarding (sshd's
+	// AllowAgentForwarding no).
+	NoAgentForwarding bool
 	// Server adjusts the SSH server config before each tunnel is served
 	// (HostKey, TrustedUserCAs, Principal and Logger are already set).
 	Server func(*sshlayer.ServerConfig)
@@ -315,6 +320,7 @@ func (c *connector) once(ctx context.Context, up func()) error {
 		Logger:           c.log.With("host", hostID),
 		Shell:            c.cfg.Shell,
 		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
+		AgentForwarding:  !c.cfg.NoAgentForwarding,
 	}
 	if c.cfg.Server != nil {
 		c.cfg.Server(scfg)

@@ -26,11 +26,16 @@ func DefaultStateDir() string {
 	return "hostgate-agent-state"
 }
 
+// agentForwardingUsage is --no-agent-forwarding's help, the same for
+// connect and serve.
+const agentForwardingUsage = "refuse ssh -A: commands get no SSH_AUTH_SOCK (sshd's AllowAgentForwarding no); without it a caller whose key or certificate permits agent forwarding may forward its agent"
+
 // RunConnect is the `agent connect` command: `agent connect --gateway URL
-// --token T [--host-id ID] [--state-dir DIR] [--max-backoff D]`, each flag
-// also read from HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID,
-// HOSTGATE_STATE_DIR, HOSTGATE_MAX_BACKOFF (the environment keeps the token
-// out of ps). It runs until ctx ends
+// --token T [--host-id ID] [--state-dir DIR] [--max-backoff D]
+// [--no-agent-forwarding]`, each flag also read from HOSTGATE_GATEWAY,
+// HOSTGATE_TOKEN, HOSTGATE_HOST_ID, HOSTGATE_STATE_DIR,
+// HOSTGATE_MAX_BACKOFF, HOSTGATE_NO_AGENT_FORWARDING (the environment keeps
+// the token out of ps). It runs until ctx ends
 // (SIGTERM) and logs to stderr; the help -h asks for goes to stdout.
 func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
@@ -44,6 +49,7 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&cfg.HostID, "host-id", "", "host id to enroll as (default: the one host the token names; when given, it must be that one)")
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
+	fs.BoolVar(&cfg.NoAgentForwarding, "no-agent-forwarding", false, agentForwardingUsage)
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", DefaultMaxBackoff, "the longest wait between attempts to connect; a refused agent (bad token, another host key) waits between half of it and all of it")
 	envUsage(fs)

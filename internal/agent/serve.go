@@ -44,6 +44,11 @@ type ServeConfig struct {
 	// Shell runs commands and interactive shells; empty means
 	// sshlayer.DefaultShell (/bin/sh).
 	Shell string
+	// NoAgentForwarding refuses every session's request to forward the
+	// caller's SSH agent (ssh -A), which is otherwise granted to a plain
+	// authorized key and to a certificate with permit-agent-forwarding
+	// (sshd's AllowAgentForwarding no).
+	NoAgentForwarding bool
 	// Server adjusts the SSH server config before the server is built.
 	Server func(*sshlayer.ServerConfig)
 }
@@ -70,6 +75,7 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		Logger:           cfg.Logger,
 		Shell:            cfg.Shell,
 		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
+		AgentForwarding:  !cfg.NoAgentForwarding,
 	}
 	if cfg.Server != nil {
 		cfg.Server(sc)

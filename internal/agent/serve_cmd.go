@@ -104,6 +104,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory of the host key ("+HostKeyFile+")")
 	fs.StringVar(&cfg.HostKeyPath, "host-key", "", "host key file (default STATE_DIR/"+HostKeyFile+"; created when missing)")
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
+	fs.BoolVar(&cfg.NoAgentForwarding, "no-agent-forwarding", false, agentForwardingUsage)
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
 	var help io.Writer

@@ -78,7 +78,8 @@ func serveNewServer(t testing.TB, edit ...func(*ServeConfig)) (*sshlayer.Server,
 	return srv, hk.PublicKey(), client
 }
 
-func serveSSHExec(t testing.TB, conn net.Conn, hostKey ssh.PublicKey, client ssh.Signer, cmd string) string {
+// serveSSHClient runs an SSH client over conn, closed when the test ends.
+func serveSSHClient(t testing.TB, conn net.Conn, hostKey ssh.PublicKey, client ssh.Signer) *ssh.Client {
 	t.Helper()
 	c, chans, reqs, err := ssh.NewClientConn(conn, "agent", &ssh.ClientConfig{
 		User: "x", Auth: []ssh.AuthMethod{ssh.PublicKeys(client)},
@@ -88,6 +89,13 @@ func serveSSHExec(t testing.TB, conn net.Conn, hostKey ssh.PublicKey, client ssh
 		t.Fatal(err)
 	}
 	cl := ssh.NewClient(c, chans, reqs)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func serveSSHExec(t testing.TB, conn net.Conn, hostKey ssh.PublicKey, client ssh.Signer, cmd string) string {
+	t.Helper()
+	cl := serveSSHClient(t, conn, hostKey, client)
 	defer func() { _ = cl.Close() }()
 	s, err := cl.NewSession()
 	if err != nil {

@@ -177,6 +177,9 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 		ChildOOMScoreAdj: k.ChildOOMScoreAdj,
 		ChildTasks:       childTasks,
 		Logger:           log,
+		// Never a forwarded agent in a sandbox: it would sign, as the
+		// caller, for whatever untrusted code runs there.
+		AgentForwarding: false,
 	})
 }
 

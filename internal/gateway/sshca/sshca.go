@@ -140,8 +140,10 @@ func (ca *CA) AuthorizedKey() string {
 
 // Sign issues a user certificate for pub: principal hostID, key id keyID
 // (the token name), valid from a minute ago for ttl (DefaultTTL when zero),
-// permitting a pty and port forwarding and nothing else (no agent or X11
-// forwarding, no critical options).
+// permitting a pty, port forwarding and agent forwarding and nothing else
+// (no X11 forwarding, no critical options). Agent forwarding is the
+// caller's to ask for (ssh -A) and the host's to refuse: a sandbox never
+// forwards one, a machine's agent not with --no-agent-forwarding.
 func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration) (*ssh.Certificate, error) {
 	if ttl <= 0 {
 		ttl = DefaultTTL
@@ -167,8 +169,9 @@ func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration) (
 		ValidAfter:      uint64(now.Add(-clockSkew).Unix()),
 		ValidBefore:     uint64(now.Add(ttl).Unix()),
 		Permissions: ssh.Permissions{Extensions: map[string]string{
-			"permit-pty":             "",
-			"permit-port-forwarding": "",
+			"permit-pty":              "",
+			"permit-port-forwarding":  "",
+			"permit-agent-forwarding": "",
 		}},
 	}
 	if err := cert.SignCert(rand.Reader, ca.signer); err != nil {

@@ -87,11 +87,14 @@ func TestSignVerifies(t *testing.T) {
 	if cert.KeyId != "ci-token" || len(cert.CriticalOptions) != 0 {
 		t.Errorf("cert: keyid %q critical %v", cert.KeyId, cert.CriticalOptions)
 	}
-	if _, ok := cert.Extensions["permit-agent-forwarding"]; ok {
-		t.Error("agent forwarding permitted")
+	// What ssh -t, -L/-R and -A need; no X11 forwarding.
+	for _, ext := range []string{"permit-pty", "permit-port-forwarding", "permit-agent-forwarding"} {
+		if _, ok := cert.Extensions[ext]; !ok {
+			t.Errorf("%s missing", ext)
+		}
 	}
-	if _, ok := cert.Extensions["permit-pty"]; !ok {
-		t.Error("pty not permitted")
+	if len(cert.Extensions) != 3 {
+		t.Errorf("extensions %v, want only those three", cert.Extensions)
 	}
 	checker := func(at time.Time) *ssh.CertChecker {
 		return &ssh.CertChecker{

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/sshdtest"
 	"github.com/hostgate/hostgate/internal/testenv"
 	syncfs "github.com/hostgate/hostgate/sync"
 )
@@ -384,6 +385,14 @@ func TestExecutionIsAHost(t *testing.T) {
 	out, err := exec.CommandContext(ctx, "ssh", "-F", cfg, e.ExecutionID, "echo", "in-$(hostname)-as-$(id -u)").CombinedOutput()
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "-as-"+uidOf(t, containerOf(t, e.ExecutionID))) {
 		t.Fatalf("ssh: %v %q", err, out)
+	}
+	// ssh -A forwards no agent into a sandbox, whose code would sign with
+	// it: the command runs without SSH_AUTH_SOCK.
+	ag := sshdtest.StartAgent(t, ctx, dir)
+	withAgent := exec.CommandContext(ctx, "ssh", "-F", cfg, "-A", e.ExecutionID, `echo "sock=[$SSH_AUTH_SOCK]"`)
+	withAgent.Env = append(os.Environ(), "SSH_AUTH_SOCK="+ag.Sock)
+	if out, err := withAgent.CombinedOutput(); err != nil || !strings.Contains(string(out), "sock=[]") {
+		t.Fatalf("ssh -A into a sandbox: %v %q, want no SSH_AUTH_SOCK", err, out)
 	}
 	local := filepath.Join(dir, "up.txt")
 	if err := os.WriteFile(local, []byte("up and back\n"), 0o600); err != nil {

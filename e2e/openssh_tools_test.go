@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/sshdtest"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
@@ -257,5 +258,37 @@ func TestSSHUnixSocketForwardsThroughGateway(t *testing.T) {
 	_ = stdin.Close()
 	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "srw-------") {
 		t.Fatalf("ssh: %v\n%s", err, out.String())
+	}
+}
+
+// TestSSHAgentForwardsThroughGateway: ssh -A through `gateway proxy` to a
+// machine's agent, with the README's config block, forwards the caller's
+// SSH agent as sshd does: on the host, ssh-add -l lists the caller's key
+// and ssh-keygen signs with it, a signature that checks here, while the
+// key stays on this side. Without -A the command has no SSH_AUTH_SOCK.
+// The agent refused every auth-agent-req@openssh.com.
+func TestSSHAgentForwardsThroughGateway(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, time.Minute)
+	dir := t.TempDir()
+	cfg := sshConfig(t, g, "alpha", dir)
+	ag := sshdtest.StartAgent(t, ctx, dir)
+	data := filepath.Join(dir, "data")
+	must(t, os.WriteFile(data, []byte("signed on the host\n"), 0o600))
+	ssh := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "ssh", append([]string{"-F", cfg}, args...)...)
+		cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK="+ag.Sock)
+		return cmd
+	}
+	out, err := ssh("-A", "alpha", "ssh-add -l && "+ag.SignCommand(data)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ag.Listed()) {
+		t.Fatalf("ssh -A: %v, want ssh-add -l to list %s:\n%s", err, ag.Listed(), out)
+	}
+	ag.CheckSignature(t, ctx, data)
+	out, err = ssh("alpha", `echo "sock=[$SSH_AUTH_SOCK]"`).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sock=[]") {
+		t.Errorf("ssh without -A: %v %q, want no SSH_AUTH_SOCK", err, out)
 	}
 }

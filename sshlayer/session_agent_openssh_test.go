@@ -3,7 +3,6 @@
 package sshlayer
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"log/slog"
@@ -15,58 +14,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hostgate/hostgate/internal/shell"
+	"github.com/hostgate/hostgate/internal/sshdtest"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
-
-// startSSHAgent runs an ssh-agent in the foreground on a socket in dir,
-// holding a fresh ed25519 key whose private half is then deleted, and
-// returns the socket, the public key's file and the key. The agent ends
-// with the test.
-func startSSHAgent(t *testing.T, ctx context.Context, dir string) (sock, pubFile string, pub ssh.PublicKey) {
-	t.Helper()
-	srvNeedOpenSSH(t, "ssh-agent", "ssh-add", "ssh-keygen")
-	sock = filepath.Join(dir, "agent.sock")
-	agent := exec.CommandContext(ctx, "ssh-agent", "-D", "-a", sock)
-	agent.WaitDelay = srvTestWait
-	out, err := agent.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Process.Kill()
-		_ = agent.Wait()
-	})
-	// It says SSH_AUTH_SOCK=… once it listens.
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "SSH_AUTH_SOCK=") {
-		t.Fatalf("ssh-agent: %q %v", line, err)
-	}
-	key := filepath.Join(dir, "user")
-	if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "agentfwd-test", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v %s", err, out)
-	}
-	add := exec.CommandContext(ctx, "ssh-add", key)
-	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
-	if out, err := add.CombinedOutput(); err != nil {
-		t.Fatalf("ssh-add: %v %s", err, out)
-	}
-	// Only the agent can sign with it now.
-	if err := os.Remove(key); err != nil {
-		t.Fatal(err)
-	}
-	pubFile = key + ".pub"
-	b, err := os.ReadFile(pubFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pub, _, _, _, err = ssh.ParseAuthorizedKey(b); err != nil {
-		t.Fatal(err)
-	}
-	return sock, pubFile, pub
-}
 
 // agentCommand is o.command for ssh with the agent at sock as its own
 // (IdentityAgent, in place of the harness's none, which ssh -A would take
@@ -83,42 +33,31 @@ func agentCommand(ctx context.Context, o *srvOpenSSH, sock string, args ...strin
 }
 
 // TestOpenSSHAgentForwarding: ssh -A reaches the caller's agent from the
-// command: ssh-add -l
-// lists the key, and ssh-keygen signs with it there, a signature that
-// checks on this side. Without forwarding, or with a certificate lacking
+// command: ssh-add -l lists the key, and ssh-keygen signs with it there, a
+// signature that checks on this side. Without forwarding, or with a certificate lacking
 // permit-agent-forwarding, the command has no SSH_AUTH_SOCK.
 func TestOpenSSHAgentForwarding(t *testing.T) {
 	t.Parallel()
 	ctx := srvTestCtx(t)
 	dir := t.TempDir()
-	sock, pubFile, pub := startSSHAgent(t, ctx, dir)
+	ag := sshdtest.StartAgent(t, ctx, dir)
 	data := filepath.Join(dir, "data")
 	if err := os.WriteFile(data, []byte("signed through a forwarded agent\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, o := srvOpenSSHServer(t, &ServerConfig{AgentForwarding: true})
 
-	cmd := `echo "sock=$SSH_AUTH_SOCK"; ssh-add -l && ssh-keygen -q -Y sign -n file -f ` + shell.Quote(pubFile) + " " + shell.Quote(data)
-	out, err := agentCommand(ctx, o, sock, "-A", "127.0.0.1", cmd).CombinedOutput()
+	out, err := agentCommand(ctx, o, ag.Sock, "-A", "127.0.0.1", "ssh-add -l && "+ag.SignCommand(data)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ssh -A: %v\n%s", err, out)
 	}
-	if fp := ssh.FingerprintSHA256(pub); !bytes.Contains(out, []byte(fp+" agentfwd-test")) {
-		t.Errorf("ssh-add -l on the host does not list %s:\n%s", fp, out)
+	if !bytes.Contains(out, []byte(ag.Listed())) {
+		t.Errorf("ssh-add -l on the host does not list %s:\n%s", ag.Listed(), out)
 	}
-	check := exec.CommandContext(ctx, "ssh-keygen", "-Y", "check-novalidate", "-n", "file", "-s", data+".sig")
-	f, err := os.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	check.Stdin = f
-	if out, err := check.CombinedOutput(); err != nil || !bytes.Contains(out, []byte("Good")) {
-		t.Errorf("the signature made on the host does not check: %v %s", err, out)
-	}
+	ag.CheckSignature(t, ctx, data)
 
 	// The same ssh, with the agent, but without -A.
-	out, err = agentCommand(ctx, o, sock, "127.0.0.1", `echo "sock=[$SSH_AUTH_SOCK]"`).CombinedOutput()
+	out, err = agentCommand(ctx, o, ag.Sock, "127.0.0.1", `echo "sock=[$SSH_AUTH_SOCK]"`).CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("sock=[]")) {
 		t.Errorf("ssh without -A: %v %q, want no SSH_AUTH_SOCK", err, out)
 	}
@@ -131,7 +70,7 @@ func TestOpenSSHAgentForwarding(t *testing.T) {
 func TestOpenSSHAgentForwardingCertificate(t *testing.T) {
 	t.Parallel()
 	ctx := srvTestCtx(t)
-	sock, _, _ := startSSHAgent(t, ctx, t.TempDir())
+	ag := sshdtest.StartAgent(t, ctx, t.TempDir())
 	ca, _, _ := newEd25519Signer()
 	var logs testenv.LogBuffer
 	ts := srvStartServer(t, &ServerConfig{AgentForwarding: true, TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -154,7 +93,7 @@ func TestOpenSSHAgentForwardingCertificate(t *testing.T) {
 		if err := os.WriteFile(certFile, ssh.MarshalAuthorizedKey(cert), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := agentCommand(ctx, o, sock, "-A", "-o", "CertificateFile="+certFile, "127.0.0.1", `echo "sock=[$SSH_AUTH_SOCK]"; ssh-add -l`).CombinedOutput()
+		out, err := agentCommand(ctx, o, ag.Sock, "-A", "-o", "CertificateFile="+certFile, "127.0.0.1", `echo "sock=[$SSH_AUTH_SOCK]"; ssh-add -l`).CombinedOutput()
 		if granted := err == nil && !bytes.Contains(out, []byte("sock=[]")); granted != tc.granted {
 			t.Errorf("certificate with %v: %v\n%s\nwant agent forwarded: %v", tc.ext, err, out, tc.granted)
 		}

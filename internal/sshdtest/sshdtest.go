@@ -2,8 +2,9 @@
 // x/crypto's ssh/test does: one `sshd -i` per accepted loopback connection,
 // the socket passed as its stdin/stdout, a templated config and fresh keys
 // in a temporary directory. No port is picked then released, so nothing can
-// race for it. It depends only on x/crypto/ssh, so package sshlayer's own
-// tests can use it.
+// race for it. StartAgent runs ssh-agent, a caller's agent to forward. It
+// depends on x/crypto/ssh and no hostgate package above internal ones, so
+// package sshlayer's own tests can use it.
 package sshdtest
 
 import (

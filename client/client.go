@@ -27,7 +27,8 @@ type Client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
-	ws    *http.Client // the caller's HTTPClient for handshakes, without its Timeout; nil: bytestream's own
+	ws    *http.Client             // the caller's HTTPClient for handshakes, without its Timeout; nil: bytestream's own
+	agent func() (net.Conn, error) // Options.ForwardAgent
 }
 
 // Options are the knobs of New.
@@ -37,6 +38,14 @@ type Options struct {
 	// http.DefaultTransport's settings. Its Timeout bounds API calls
 	// only, not the WebSocket streams.
 	HTTPClient *http.Client
+	// ForwardAgent, when set, forwards an SSH agent to the processes of
+	// the hosts this client dials, as ssh -A does
+	// (sshlayer.ClientConfig.ForwardAgent): each connection a process
+	// makes to its SSH_AUTH_SOCK reaches a connection ForwardAgent dials,
+	// such as net.Dial("unix", os.Getenv("SSH_AUTH_SOCK")). A machine's
+	// agent grants it unless started with --no-agent-forwarding; a
+	// sandbox never does.
+	ForwardAgent func() (net.Conn, error)
 }
 
 // New returns a client for the gateway at gatewayURL (http(s):// or
@@ -59,6 +68,9 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 		return nil, fmt.Errorf("client: gateway url %q has no host", gatewayURL)
 	}
 	c := &Client{base: u, token: token, http: &http.Client{}}
+	if opts != nil {
+		c.agent = opts.ForwardAgent
+	}
 	if opts != nil && opts.HTTPClient != nil {
 		c.http = opts.HTTPClient
 		ws := *opts.HTTPClient

@@ -151,7 +151,7 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) 
 		}
 		return nil, fmt.Errorf("client: ssh stream: %w", err)
 	}
-	sc, err := sshlayer.Connect(ctx, conn, auth)
+	sc, err := sshlayer.ConnectConfig(ctx, conn, auth, &sshlayer.ClientConfig{ForwardAgent: c.agent})
 	if err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("client: ssh: %w", err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/sshdtest"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
@@ -290,5 +292,16 @@ func TestSSHAgentForwardsThroughGateway(t *testing.T) {
 	out, err = ssh("alpha", `echo "sock=[$SSH_AUTH_SOCK]"`).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "sock=[]") {
 		t.Errorf("ssh without -A: %v %q, want no SSH_AUTH_SOCK", err, out)
+	}
+
+	// The Go client does the same with Options.ForwardAgent.
+	c, err := client.New(g.url, g.admin, &client.Options{ForwardAgent: func() (net.Conn, error) { return net.Dial("unix", ag.Sock) }})
+	must(t, err)
+	h, err := c.Dial(ctx, "alpha")
+	must(t, err)
+	defer func() { _ = h.Close() }()
+	res, err := h.Exec(ctx, []string{"ssh-add", "-l"}, hostgate.ExecOptions{})
+	if err != nil || !strings.Contains(string(res.Stdout), ag.Listed()) {
+		t.Errorf("Go client with ForwardAgent: %v %q %q, want ssh-add -l to list %s", err, res.Stdout, res.Stderr, ag.Listed())
 	}
 }

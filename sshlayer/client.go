@@ -105,6 +105,15 @@ type ClientConfig struct {
 	HandshakeTimeout time.Duration
 	// Logger receives debug logs about the connection; none when nil.
 	Logger *slog.Logger
+	// ForwardAgent, when set, forwards an SSH agent to every process the
+	// client spawns, as ssh -A does: each asks for agent forwarding before
+	// it starts, and every connection a process makes to its
+	// SSH_AUTH_SOCK is carried to a connection ForwardAgent dials (say,
+	// to the local SSH_AUTH_SOCK's socket). The host may refuse without a
+	// word (a sandbox always does); the process then has no
+	// SSH_AUTH_SOCK. While the client is connected, whoever controls the
+	// host can sign with the agent.
+	ForwardAgent func() (net.Conn, error)
 }
 
 func (cfg *ClientConfig) withDefaults() ClientConfig {
@@ -247,6 +256,11 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 	}
 	c.wg.Add(1)
 	go c.watch()
+	if conf.ForwardAgent != nil {
+		chans := c.ssh.HandleChannelOpen(agentChannel)
+		c.wg.Add(1)
+		go c.serveAgent(chans)
+	}
 	if conf.KeepaliveInterval > 0 {
 		c.wg.Add(1)
 		go c.keepalive()

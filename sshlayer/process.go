@@ -138,6 +138,13 @@ func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
 	if p.stderr, err = p.sess.StderrPipe(); err != nil {
 		return err
 	}
+	if p.c.cfg.ForwardAgent != nil {
+		// No reply wanted, as ssh -A asks: no round trip more per
+		// command; a refusal leaves the process without SSH_AUTH_SOCK.
+		if _, err := p.sess.SendRequest(agentRequest, false, nil); err != nil {
+			return fmt.Errorf("request agent forwarding: %w", err)
+		}
+	}
 	if pty != nil {
 		term, cols, rows := pty.Term, pty.Cols, pty.Rows
 		if term == "" {

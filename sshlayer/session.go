@@ -141,8 +141,8 @@ func (s *session) handle(r *ssh.Request) {
 			return
 		}
 		s.reply(r, s.proc.signal(sig) == nil)
-	case "auth-agent-req@openssh.com":
-		s.reply(r, s.agentRequest())
+	case agentRequest:
+		s.reply(r, s.grantAgent())
 	default:
 		// x11-req, keepalive@openssh.com, …
 		s.reply(r, false)

@@ -40,13 +40,13 @@ type agentForward struct {
 	conns int        // connections being carried, against maxAgentConns
 }
 
-// agentRequest answers auth-agent-req@openssh.com. Agent forwarding is
+// grantAgent answers auth-agent-req@openssh.com. Agent forwarding is
 // granted as sshd grants it: the server must allow it (AgentForwarding,
 // sshd's AllowAgentForwarding) and the key must permit it (a plain
 // authorized key does; a certificate only with permit-agent-forwarding).
 // OpenSSH asks before it starts the command and wants no reply, so a
 // refusal shows only in the server's log.
-func (s *session) agentRequest() bool {
+func (s *session) grantAgent() bool {
 	switch {
 	case s.started:
 		// The command's environment is already set.
@@ -126,7 +126,7 @@ func (a *agentForward) accept() {
 			defer func() { a.mu.Lock(); a.conns--; a.mu.Unlock() }()
 			// Opened per connection, not ahead, as sshd does: the client
 			// may refuse (ssh without -A for this session) and says why.
-			ch, reqs, err := a.c.sc.OpenChannel("auth-agent@openssh.com", nil)
+			ch, reqs, err := a.c.sc.OpenChannel(agentChannel, nil)
 			if err != nil {
 				a.c.log.Info("auth-agent channel refused by client", "err", err)
 				_ = uc.Close()

@@ -27,6 +27,40 @@ type buffer struct {
 	// (change 9): stderr is read by a goroutine of its own (tcpip.go's
 	// discard) that a net.Conn's read deadline must not end.
 	deadline *deadline
+
+	// hostgate: elements Read has finished with, for write and
+	// writePacket to reuse (change 14): upstream allocated one per
+	// packet received. At most maxSpareElements, linked by next.
+	spare  *element
+	spares int
+}
+
+// maxSpareElements bounds the elements a buffer keeps for reuse: enough
+// for what one large Read frees (a 255 KiB SFTP reply spans 8 data
+// packets) and little memory for a channel that goes idle.
+const maxSpareElements = 16
+
+// newElement returns a cleared element, a spare one if there is one.
+// Called with b.Cond.L held.
+func (b *buffer) newElement() *element {
+	e := b.spare
+	if e == nil {
+		return new(element)
+	}
+	b.spare, e.next = e.next, nil
+	b.spares--
+	return e
+}
+
+// recycle keeps e, which the buffer no longer links, for newElement.
+// Called with b.Cond.L held.
+func (b *buffer) recycle(e *element) {
+	if b.spares == maxSpareElements {
+		return
+	}
+	*e = element{next: b.spare}
+	b.spare = e
+	b.spares++
 }
 
 // An element represents a single link in a linked list.
@@ -57,7 +91,8 @@ func (b *buffer) write(buf []byte) {
 		b.Cond.L.Unlock()
 		return
 	}
-	e := &element{buf: buf}
+	e := b.newElement()
+	e.buf = buf
 	b.tail.next = e
 	b.tail = e
 	b.Cond.Signal()
@@ -80,7 +115,8 @@ func (b *buffer) writePacket(data, packet []byte) {
 		releasePacket(packet)
 		return
 	}
-	e := &element{buf: data, packet: packet}
+	e := b.newElement()
+	e.buf, e.packet = data, packet
 	b.tail.next = e
 	b.tail = e
 	b.Cond.Signal()
@@ -151,7 +187,9 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 		}
 		// if there is a next buffer, make it the head
 		if len(b.head.buf) == 0 && b.head != b.tail {
+			old := b.head
 			b.head = b.head.next
+			b.recycle(old)
 			continue
 		}
 

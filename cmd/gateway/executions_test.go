@@ -184,20 +184,7 @@ func TestCheckpointMetrics(t *testing.T) {
 	registerCheckpointMetrics(reg, func() dockerhost.CheckpointStats {
 		return dockerhost.CheckpointStats{Stored: 3, StoredBytes: 4096, RemovedMaxAge: 2, RemovedMaxBytes: 5, FreedBytes: 700}
 	})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			name := mf.GetName()
-			for _, l := range m.GetLabel() {
-				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
-			}
-			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
+	got := gathered(t, reg)
 	want := map[string]float64{
 		"hostgate_checkpoints":                                         3,
 		"hostgate_checkpoint_bytes":                                    4096,
@@ -214,6 +201,14 @@ func TestCheckpointMetrics(t *testing.T) {
 func TestTerminalMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	registerTerminalMetrics(reg, func() webterm.Stats { return webterm.Stats{Open: 5, Waiting: 2} })
+	if got := gathered(t, reg); !maps.Equal(got, map[string]float64{"hostgate_web_terminals": 5, "hostgate_web_terminals_waiting": 2}) {
+		t.Fatalf("metrics: %v, want 5 open, 2 waiting", got)
+	}
+}
+
+// gathered is reg's gauges and counters by name, labels in braces.
+func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -221,10 +216,12 @@ func TestTerminalMetrics(t *testing.T) {
 	got := map[string]float64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			got[mf.GetName()] = m.GetGauge().GetValue()
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
-	if want := map[string]float64{"hostgate_web_terminals": 5, "hostgate_web_terminals_waiting": 2}; !maps.Equal(got, want) {
-		t.Fatalf("metrics: %v, want %v", got, want)
-	}
+	return got
 }

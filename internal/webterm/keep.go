@@ -53,6 +53,12 @@ func (h *Terminals) Close() {
 	}
 	h.mu.Unlock()
 	for _, t := range ts {
+		t.mu.Lock()
+		if t.grace != nil {
+			t.grace.Stop() // nothing is left to expire
+			t.grace = nil
+		}
+		t.mu.Unlock()
 		t.cancel(errors.New("the gateway is shutting down"))
 	}
 	for _, t := range ts {

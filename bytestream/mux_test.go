@@ -599,7 +599,11 @@ func TestMuxKeepAliveBusyPeer(t *testing.T) {
 	a, b := tcpPair(t)
 	drained := make(chan struct{})
 	go func() { defer close(drained); _, _ = io.Copy(io.Discard, b) }()
-	cli, err := MuxClient(a, &MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	// The timeout is far above the peer's 5 ms pace: a goroutine stalled
+	// for 100 ms on a loaded machine (a CI run beside other work) once
+	// made a gap that looked like a silent peer.
+	const timeout = 500 * time.Millisecond
+	cli, err := MuxClient(a, &MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +631,7 @@ func TestMuxKeepAliveBusyPeer(t *testing.T) {
 	select {
 	case <-cli.CloseChan():
 		t.Fatalf("a peer still sending was taken for dead: %v", sessionErr(cli))
-	case <-time.After(10 * 100 * time.Millisecond):
+	case <-time.After(4 * timeout):
 	}
 	close(stop)
 	<-sent

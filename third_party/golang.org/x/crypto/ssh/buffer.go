@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // buffer provides a linked list buffer for data exchange
@@ -70,6 +71,24 @@ type element struct {
 	// hostgate: the whole packet buf is part of, given back to
 	// dataPackets once buf has been read (see writePacket).
 	packet []byte
+	// hostgate: set once readShared has handed part of buf out by
+	// reference (change 15): packet then goes back when the buffer and
+	// every holder of a part have released it.
+	shared *sharedPacket
+}
+
+// releaseHead gives back the packet of b.head, whose buf is drained: at
+// once, or, if parts of it were handed out (readShared), when the last of
+// their holders releases it. Called with b.Cond.L held.
+func (b *buffer) releaseHead() {
+	e := b.head
+	switch {
+	case e.shared != nil:
+		e.shared.Release()
+	case e.packet != nil:
+		releasePacket(e.packet)
+	}
+	e.shared, e.packet = nil, nil
 }
 
 // newBuffer returns an empty buffer that is not closed.
@@ -140,10 +159,13 @@ func (b *buffer) drop() {
 	b.Cond.L.Lock()
 	b.dropped = true
 	for e := b.head; e != nil; e = e.next {
-		if e.packet != nil {
+		switch {
+		case e.shared != nil:
+			e.shared.Release()
+		case e.packet != nil:
 			releasePacket(e.packet)
-			e.packet = nil
 		}
+		e.shared, e.packet = nil, nil
 		e.buf = nil
 	}
 	e := new(element)
@@ -179,9 +201,8 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 			r := copy(buf, b.head.buf)
 			buf, b.head.buf = buf[r:], b.head.buf[r:]
 			n += r
-			if len(b.head.buf) == 0 && b.head.packet != nil {
-				releasePacket(b.head.packet)
-				b.head.packet = nil
+			if len(b.head.buf) == 0 {
+				b.releaseHead()
 			}
 			continue
 		}
@@ -211,4 +232,89 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 		b.Cond.Wait()
 	}
 	return
+}
+
+// readShared is Read without the copy (hostgate, change 15): it waits as
+// Read does and returns up to max bytes of the packet at the head of the
+// buffer, where they lie, with what to give them back by. The bytes are
+// the caller's to read until it calls release.Release, exactly once; the
+// packet is reused only when every part handed out has been released and
+// the buffer has moved past it. One call returns bytes of one packet.
+func (b *buffer) readShared(max int) (p []byte, release interface{ Release() }, err error) {
+	b.Cond.L.Lock()
+	defer b.Cond.L.Unlock()
+
+	if b.deadline != nil && b.deadline.passed.Load() {
+		return nil, nil, os.ErrDeadlineExceeded
+	}
+	if max <= 0 {
+		return nil, nil, nil
+	}
+	for {
+		e := b.head
+		if len(e.buf) > 0 {
+			n := min(max, len(e.buf))
+			p, e.buf = e.buf[:n:n], e.buf[n:]
+			switch {
+			case e.shared != nil:
+				e.shared.refs.Add(1)
+				release = e.shared
+			case e.packet != nil:
+				s := sharedPackets.Get().(*sharedPacket)
+				s.packet = e.packet
+				s.refs.Store(2) // the buffer's and the caller's
+				e.shared = s
+				release = s
+			default:
+				// Allocated for this packet alone (upstream's way):
+				// nothing reuses it, the garbage collector frees it.
+				release = noRelease{}
+			}
+			if len(e.buf) == 0 {
+				b.releaseHead()
+			}
+			return p, release, nil
+		}
+		if e != b.tail {
+			b.head = e.next
+			b.recycle(e)
+			continue
+		}
+		if b.closed {
+			return nil, nil, io.EOF
+		}
+		if b.deadline != nil && b.deadline.passed.Load() {
+			return nil, nil, os.ErrDeadlineExceeded
+		}
+		b.Cond.Wait()
+	}
+}
+
+// noRelease releases bytes nothing reuses.
+type noRelease struct{}
+
+func (noRelease) Release() {}
+
+// sharedPacket counts the holders of a received packet parts of which
+// were handed out by reference: the channel's buffer, until it has moved
+// past the packet, and each part's holder, until it calls Release.
+type sharedPacket struct {
+	packet []byte
+	refs   atomic.Int32
+}
+
+var sharedPackets = sync.Pool{New: func() any { return new(sharedPacket) }}
+
+// Release drops one holder; the last gives the packet back to
+// dataPackets. A Release more than the holders panics: the packet may
+// already hold another's data.
+func (s *sharedPacket) Release() {
+	switch n := s.refs.Add(-1); {
+	case n == 0:
+		releasePacket(s.packet)
+		s.packet = nil
+		sharedPackets.Put(s)
+	case n < 0:
+		panic("ssh: shared packet released more often than handed out")
+	}
 }

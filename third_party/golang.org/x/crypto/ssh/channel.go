@@ -599,6 +599,27 @@ func (c *channel) ReadExtended(data []byte, extended uint32) (n int, err error) 
 	return n, err
 }
 
+// ReadShared is Read without the copy (hostgate, change 15): it returns
+// up to max bytes of the channel's data where they were received (a
+// recycled packet; one packet per call), and what gives them back. The
+// bytes stay valid and unchanged until release.Release is called, which
+// the caller must do exactly once; until then they hold the packet (at
+// most 40 KiB) out of reuse. The window is given back as by Read, for the
+// bytes returned. Like Read otherwise: it blocks until data is buffered,
+// returns io.EOF once all data has been read and the peer sent EOF, and
+// may be mixed with Read.
+func (c *channel) ReadShared(max int) (data []byte, release interface{ Release() }, err error) {
+	data, release, err = c.pending.readShared(max)
+	if n := len(data); n > 0 {
+		err = c.adjustWindow(uint32(n), c.pending.empty() && c.extPending.empty())
+		// As in ReadExtended: io.EOF waits until the buffer is drained.
+		if err == io.EOF {
+			err = nil
+		}
+	}
+	return data, release, err
+}
+
 func (c *channel) close() {
 	c.closeOnce.Do(func() {
 		// hostgate: first, so that a reader or writer woken below finds

@@ -1175,6 +1175,7 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err erro
 		if s.err != nil {
 			return n, s.err
 		}
+		s.flatten() // hostgate: copied out below
 
 		switch s.typ {
 		case sshFxpStatus:
@@ -1324,6 +1325,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 
 				s := <-packet.res
 				resPool.Put(packet.res)
+				s.flatten() // hostgate: copied out below
 
 				err := s.err
 				if err == nil {
@@ -1484,6 +1486,10 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	type writeWork struct {
 		b    []byte
 		page *respPage // hostgate: b's buffer, given back once b is written
+		// hostgate: or the data, n bytes of it, left in the SSH
+		// channel's packets (change 6), given back once written.
+		refs *dataRefs
+		n    int
 		off  int64
 		err  error
 
@@ -1547,6 +1553,8 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 
 			for readWork := range readCh {
 				var b []byte
+				var refs *dataRefs // hostgate
+				var n int
 
 				s := <-readWork.res
 				resPool.Put(readWork.res)
@@ -1558,6 +1566,16 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 						err = normaliseError(unmarshalStatus(readWork.id, s.data))
 
 					case sshFxpData:
+						if s.refs != nil {
+							// hostgate: written from the channel's
+							// packets (change 6); no more than asked
+							// for, as below.
+							n, err = s.sharedData(readWork.id, chunkSize)
+							if err == nil {
+								refs = s.refs
+							}
+							break
+						}
 						var data []byte
 						data, err = unmarshalDataReply(readWork.id, s.data)
 						if err == nil {
@@ -1570,6 +1588,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 								data = data[:chunkSize]
 							}
 							b = data
+							n = len(b)
 						}
 
 					default:
@@ -1577,12 +1596,14 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 					}
 				}
 
-				if b == nil {
+				if b == nil && refs == nil {
 					s.release()
 				}
 				writeWork := writeWork{
 					b:    b,
 					page: s.page,
+					refs: refs,
+					n:    n,
 					off:  readWork.off,
 					err:  err,
 
@@ -1592,6 +1613,9 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				select {
 				case readWork.cur <- writeWork:
 				case <-cancel:
+					// hostgate: the write loop has returned; give
+					// back what nobody will write.
+					s.release()
 				}
 
 				// DO NOT return.
@@ -1609,9 +1633,17 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		}
 
 		// Because writes are serialized, this will always be the last successfully read byte.
-		f.offset = packet.off + int64(len(packet.b))
+		f.offset = packet.off + int64(packet.n)
 
-		if len(packet.b) > 0 {
+		if packet.refs != nil {
+			// hostgate: from the channel's packets (change 6).
+			n, err := packet.refs.writeTo(w)
+			written += n
+			packet.refs.release()
+			if err != nil {
+				return written, err
+			}
+		} else if len(packet.b) > 0 {
 			n, err := w.Write(packet.b)
 			written += int64(n)
 			if err != nil {

@@ -94,13 +94,16 @@ func (c *clientConn) recv() error {
 	defer c.conn.Close()
 
 	for {
-		var page *respPage // hostgate
-		typ, data, err := recvPacket(c, c.alloc, 0, &page)
+		// hostgate: from the channel itself, so that recvPacket
+		// finds its ReadShared (change 6).
+		var rb recvBufs
+		typ, data, err := recvPacket(c.conn.Reader, c.alloc, 0, &rb)
 		if err != nil {
 			return err
 		}
 		sid, _, err := unmarshalUint32Safe(data)
 		if err != nil {
+			rb.release()
 			return err
 		}
 
@@ -109,10 +112,11 @@ func (c *clientConn) recv() error {
 			// This is an unexpected occurrence. Send the error
 			// back to all listeners so that they terminate
 			// gracefully.
+			rb.release()
 			return fmt.Errorf("sid not found: %d", sid)
 		}
 
-		ch <- result{typ: typ, data: data, page: page}
+		ch <- result{typ: typ, data: data, page: rb.page, refs: rb.refs}
 	}
 }
 
@@ -148,6 +152,9 @@ type result struct {
 	data []byte
 	err  error
 	page *respPage // hostgate: data's buffer if it came from respPages
+	// hostgate: a data reply's data, left in the SSH channel's packets
+	// (change 6); data is then the reply's id and data length only.
+	refs *dataRefs
 }
 
 // hostgate: respPage holds one response of the client's; respPages
@@ -164,6 +171,10 @@ func (r *result) release() {
 	if r.page != nil {
 		respPages.Put(r.page)
 		r.page = nil
+	}
+	if r.refs != nil {
+		r.refs.release()
+		r.refs = nil
 	}
 }
 
@@ -183,6 +194,7 @@ func (c *clientConn) sendPacket(ctx context.Context, ch chan result, p idmarshal
 	case <-ctx.Done():
 		return 0, nil, ctx.Err()
 	case s := <-ch:
+		s.flatten() // hostgate: a data reply in the channel's packets
 		if s.page != nil {
 			// hostgate: the caller keeps data; give it its own copy
 			// and the page back (readChunkAt avoids this copy).

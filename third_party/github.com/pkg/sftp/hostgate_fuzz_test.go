@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"testing"
 	"unsafe"
 )
@@ -29,10 +30,7 @@ func FuzzHostgateRecvPacket(f *testing.F) {
 	f.Add([]byte("cut"), append(cat(rec(byte(sshFxpData), 100<<10)), 0))
 	f.Fuzz(func(t *testing.T, fill, spec []byte) {
 		var stream []byte
-		type sent struct {
-			typ  byte
-			body []byte // nil: an error is due
-		}
+		type sent = sentReply
 		var want []sent
 		cut := len(spec)%4 != 0
 		for i := 0; i+4 <= len(spec) && i < 4*8; i += 4 {
@@ -58,51 +56,100 @@ func FuzzHostgateRecvPacket(f *testing.F) {
 			stream = append(stream, body...)
 			want = append(want, sent{spec[i], body[1:]})
 		}
-		r := bytes.NewReader(stream)
-		type kept struct {
-			data, want []byte
-			page       *respPage
-		}
-		var keep []kept
-		for i, w := range want {
-			var page *respPage
-			typ, data, err := recvPacket(r, nil, 0, &page)
-			if w.body == nil {
-				if err == nil {
-					t.Fatalf("reply %d: read %d bytes of a reply that is malformed or cut short", i, len(data))
-				}
-				if page != nil {
-					t.Fatalf("reply %d: a page left with an error", i)
-				}
-				break
-			}
-			if err != nil || byte(typ) != w.typ || !bytes.Equal(data, w.body) {
-				t.Fatalf("reply %d: type %d, %d bytes (%v); sent type %d, %d bytes", i, typ, len(data), err, w.typ, len(w.body))
-			}
-			if paged := len(w.body)+1 >= pagedMin; paged != (page != nil) {
-				t.Fatalf("reply %d of %d bytes: paged %v", i, len(w.body)+1, page != nil)
-			}
-			if page != nil {
-				start := uintptr(unsafe.Pointer(&page[0]))
-				if p := uintptr(unsafe.Pointer(unsafe.SliceData(data))); p < start || p+uintptr(len(data)) > start+uintptr(len(page)) {
-					t.Fatalf("reply %d: data outside its page", i)
-				}
-			}
-			res := result{typ: typ, data: data, page: page}
-			if i%2 == 1 {
-				res.release() // copied out at once, as readChunkAt does
-				continue
-			}
-			keep = append(keep, kept{data, w.body, page})
-		}
-		for i, k := range keep {
-			if !bytes.Equal(k.data, k.want) {
-				t.Fatalf("kept reply %d changed while later replies were read", i)
-			}
-			res := result{data: k.data, page: k.page}
-			res.release()
+		// hostgate: and from a channel that hands out its packets by
+		// reference (change 6), in packets of random size.
+		for _, shared := range []bool{false, true} {
+			recvStream(t, stream, want, shared, fill)
 		}
 	})
+}
+
+type sentReply struct {
+	typ  byte
+	body []byte // nil: an error is due
+}
+
+func recvStream(t *testing.T, stream []byte, want []sentReply, shared bool, fill []byte) {
+	var r io.Reader = bytes.NewReader(stream)
+	var pr *packetReader
+	if shared {
+		pr = newPacketReader(t, r, uint64(len(fill)))
+		r = pr
+	}
+	type kept struct {
+		data, want []byte
+		page       *respPage
+		refs       *dataRefs
+	}
+	var keep []kept
+	for i, w := range want {
+		var rb recvBufs
+		typ, data, err := recvPacket(r, nil, 0, &rb)
+		page := rb.page
+		if w.body == nil {
+			if err == nil {
+				t.Fatalf("reply %d: read %d bytes of a reply that is malformed or cut short", i, len(data))
+			}
+			if page != nil || rb.refs != nil {
+				t.Fatalf("reply %d: a page or packets left with an error", i)
+			}
+			break
+		}
+		if rb.refs != nil {
+			// The reply's data in the channel's packets: whole
+			// (compared below), kept until released.
+			if !shared || typ != sshFxpData || len(w.body)+1 < pagedMin || err != nil {
+				t.Fatalf("reply %d: type %d of %d bytes shared (%v)", i, typ, len(w.body)+1, err)
+			}
+			full := bytes.Clone(data)
+			for _, s := range rb.refs.segs {
+				full = append(full, s...)
+			}
+			if !bytes.Equal(full, w.body) {
+				t.Fatalf("reply %d: %d bytes shared, sent %d", i, len(full), len(w.body))
+			}
+			if i%2 == 1 {
+				rb.release()
+				continue
+			}
+			keep = append(keep, kept{data, w.body, nil, rb.refs})
+			continue
+		}
+		if shared && typ == sshFxpData && len(w.body)+1 >= pagedMin {
+			t.Fatalf("reply %d: a data reply of %d bytes not shared", i, len(w.body)+1)
+		}
+		if err != nil || byte(typ) != w.typ || !bytes.Equal(data, w.body) {
+			t.Fatalf("reply %d: type %d, %d bytes (%v); sent type %d, %d bytes", i, typ, len(data), err, w.typ, len(w.body))
+		}
+		if paged := len(w.body)+1 >= pagedMin; paged != (page != nil) {
+			t.Fatalf("reply %d of %d bytes: paged %v", i, len(w.body)+1, page != nil)
+		}
+		if page != nil {
+			start := uintptr(unsafe.Pointer(&page[0]))
+			if p := uintptr(unsafe.Pointer(unsafe.SliceData(data))); p < start || p+uintptr(len(data)) > start+uintptr(len(page)) {
+				t.Fatalf("reply %d: data outside its page", i)
+			}
+		}
+		res := result{typ: typ, data: data, page: page}
+		if i%2 == 1 {
+			res.release() // copied out at once, as readChunkAt does
+			continue
+		}
+		keep = append(keep, kept{data, w.body, page, nil})
+	}
+	for i, k := range keep {
+		res := result{data: k.data, page: k.page, refs: k.refs}
+		res.flatten()
+		if !bytes.Equal(res.data, k.want) {
+			t.Fatalf("kept reply %d changed while later replies were read", i)
+		}
+		res.release()
+	}
+	if pr != nil {
+		if n := pr.held(); n != 0 {
+			t.Fatalf("%d packets not given back", n)
+		}
+	}
 }
 
 // FuzzHostgateUnmarshalAttrs: the attributes of a reply (STAT, FSTAT,

@@ -27,6 +27,7 @@ type Pending[T any] struct {
 // (ErrSSHFxConnectionLost). Call it once.
 func (p *Pending[T]) Wait() (T, error) {
 	r := <-p.ch
+	r.flatten() // hostgate: a data reply in the channel's packets
 	defer r.release()
 	if r.err != nil {
 		var zero T

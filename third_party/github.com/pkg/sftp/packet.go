@@ -366,7 +366,12 @@ func sendPacket(w io.Writer, m encoding.BinaryMarshaler) error {
 // the payload. Upstream allocates every response, so a download allocated
 // and zeroed 255 KiB per read reply: about 13% of a downloading client's
 // CPU.
-func recvPacket(r io.Reader, alloc *allocator, orderID uint32, page **respPage) (fxp, []byte, error) {
+//
+// hostgate: with rb non-nil and r an SSH channel that hands out its packets
+// by reference (sharedReader), a data reply of pagedMin bytes or more is
+// not copied: its data is left in the channel's packets, in *rb.refs (see
+// recvShared), and the payload returned is its id and data length.
+func recvPacket(r io.Reader, alloc *allocator, orderID uint32, rb *recvBufs) (fxp, []byte, error) {
 	var b []byte
 	if alloc != nil {
 		b = alloc.GetPage(orderID)
@@ -394,9 +399,12 @@ func recvPacket(r io.Reader, alloc *allocator, orderID uint32, page **respPage) 
 
 	switch {
 	case alloc != nil:
-	case page != nil && length >= pagedMin: // hostgate
-		*page = respPages.Get().(*respPage)
-		b = (*page)[:length]
+	case rb != nil && length >= pagedMin: // hostgate
+		if sr, ok := r.(sharedReader); ok {
+			return recvShared(r, sr, length, rb)
+		}
+		rb.page = respPages.Get().(*respPage)
+		b = rb.page[:length]
 	default:
 		b = make([]byte, length)
 	}
@@ -405,22 +413,10 @@ func recvPacket(r io.Reader, alloc *allocator, orderID uint32, page **respPage) 
 	b = b[:n]
 
 	if err != nil {
-		if page != nil {
-			*page = nil // hostgate: the error below still reads b; GC it
+		if rb != nil {
+			rb.page = nil // hostgate: the error below still reads b; GC it
 		}
-		debug("recv packet error: %d of %d bytes: %x", n, length, b)
-
-		// ReadFull only returns EOF if it has read no bytes.
-		// In this case, that means a partial packet, and thus unexpected.
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-
-		if n == 0 {
-			return 0, nil, fmt.Errorf("error reading packet body: %d of %d: %w", n, length, err)
-		}
-
-		return 0, nil, fmt.Errorf("error reading packet body: %d of %d: (%s) %w", n, length, fxp(b[0]), err)
+		return 0, nil, bodyError(b, length, err)
 	}
 
 	typ, payload := fxp(b[0]), b[1:n]
@@ -432,6 +428,25 @@ func recvPacket(r io.Reader, alloc *allocator, orderID uint32, page **respPage) 
 	}
 
 	return typ, payload, nil
+}
+
+// bodyError is the error of a packet whose body of length bytes ended,
+// with err, after b. hostgate: out of recvPacket, for recvShared too.
+func bodyError(b []byte, length uint32, err error) error {
+	n := len(b)
+	debug("recv packet error: %d of %d bytes: %x", n, length, b)
+
+	// ReadFull only returns EOF if it has read no bytes.
+	// In this case, that means a partial packet, and thus unexpected.
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+
+	if n == 0 {
+		return fmt.Errorf("error reading packet body: %d of %d: %w", n, length, err)
+	}
+
+	return fmt.Errorf("error reading packet body: %d of %d: (%s) %w", n, length, fxp(b[0]), err)
 }
 
 type extensionPair struct {

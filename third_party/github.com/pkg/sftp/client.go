@@ -1188,6 +1188,11 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err erro
 			data, err = unmarshalDataReply(id, s.data)
 			if err == nil {
 				n += copy(b[n:], data)
+				if len(data) == 0 {
+					// hostgate (change 7): no bytes and no end of
+					// file is no progress; asking again would spin.
+					err = errEmptyRead
+				}
 			}
 			s.release()
 			if err != nil {
@@ -1338,13 +1343,6 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 						data, err = unmarshalDataReply(packet.id, s.data)
 						if err == nil {
 							n = copy(packet.b, data)
-
-							// For normal disk files, it is guaranteed that this will read
-							// the specified number of bytes, or up to end of file.
-							// This implies, if we have a short read, that means EOF.
-							if n < len(packet.b) {
-								err = io.EOF
-							}
 						}
 
 					default:
@@ -1352,6 +1350,18 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 					}
 				}
 				s.release() // hostgate: copied out
+				if err == nil && n < len(packet.b) {
+					// hostgate (change 7): upstream took a short answer
+					// for the end of the file, which it is only from a
+					// server whose replies are as large as our requests:
+					// one with a smaller limit (OpenSSH before 8.6
+					// answered at most 64 KiB, this package's server 32
+					// KiB by default) answers short inside the file. Read
+					// on; the server says where the file ends.
+					var m int
+					m, err = f.readChunkAt(nil, packet.b[n:], packet.off+int64(n))
+					n += m
+				}
 
 				if err != nil {
 					// return the offset as the start + how much we read before the error.
@@ -1633,7 +1643,11 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		}
 
 		// Because writes are serialized, this will always be the last successfully read byte.
-		f.offset = packet.off + int64(packet.n)
+		// hostgate (change 7): but not the start of a chunk past the
+		// end, which only says where the file ended.
+		if packet.n > 0 || packet.err == nil {
+			f.offset = packet.off + int64(packet.n)
+		}
 
 		if packet.refs != nil {
 			// hostgate: from the channel's packets (change 6).
@@ -1662,8 +1676,41 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		if packet.page != nil {
 			respPages.Put(packet.page)
 		}
+		if packet.n < chunkSize && f.offset < int64(fileSize) {
+			// hostgate (change 7): a short answer inside the file (a
+			// server whose replies are smaller than our requests) is
+			// read on, one request at a time, before the next chunk's
+			// bytes: upstream went on at the next chunk and skipped the
+			// rest of this one, without an error.
+			n, err := f.writeRestOfChunk(w, chunkSize-packet.n)
+			written += n
+			if err == io.EOF {
+				return written, nil // the file is shorter than it was
+			}
+			if err != nil {
+				return written, err
+			}
+		}
 		cur = packet.next
 	}
+}
+
+// errEmptyRead is a read answered with no bytes and no end of file
+// (hostgate, change 7).
+var errEmptyRead = errors.New("sftp: the server answered a read with no bytes and no end of file")
+
+// writeRestOfChunk reads up to n bytes at f.offset and writes them to w
+// (hostgate, change 7: File.WriteTo's rest of a chunk a server answered
+// short). io.EOF when the file ends first.
+func (f *File) writeRestOfChunk(w io.Writer, n int) (int64, error) {
+	b := make([]byte, n)
+	m, err := f.readChunkAt(nil, b, f.offset)
+	f.offset += int64(m)
+	wn, werr := w.Write(b[:m])
+	if werr != nil {
+		return int64(wn), werr
+	}
+	return int64(wn), err
 }
 
 // Stat returns the FileInfo structure describing file. If there is an

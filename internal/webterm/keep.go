@@ -300,7 +300,9 @@ func (t *term) pump() {
 			t.mu.Lock()
 			a := t.att
 			t.mu.Unlock()
-			if a != nil && a.write(websocket.MessageBinary, buf[:n]) != nil {
+			// A resuming page not yet replayed to gets this in its
+			// replay, in order, and once.
+			if a != nil && a.live && a.write(websocket.MessageBinary, buf[:n]) != nil {
 				t.detach(a)
 			}
 			t.out.Unlock()
@@ -401,6 +403,7 @@ func (t *term) replay(a *attachment, from int64, acks bool) {
 		}
 	}
 	t.fl.attach(from, acks)
+	a.live = true
 	t.out.Unlock()
 	if t.ending() != nil {
 		a.stop(stopEnded)

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,6 +155,20 @@ func echo(ctx context.Context, t *testing.T, ws *websocket.Conn, s string) {
 	}
 }
 
+// printAway has p's shell print s and returns once the output copy has
+// passed it on to the replay buffer: a page resuming after gets it in its
+// replay. (An empty write returns when the copy reads again, which it
+// does once it is done with s.) Output still in the copy when the page
+// resumes comes live after the replay instead.
+func printAway(t *testing.T, p *echoProcess, s string) {
+	t.Helper()
+	for _, b := range [][]byte{[]byte(s), nil} {
+		if _, err := p.outW.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func alive(p *echoProcess) bool {
 	select {
 	case <-p.done:
@@ -179,9 +195,7 @@ func TestResumeKeepsShell(t *testing.T) {
 	_ = ws.CloseNow()
 
 	// Written while no page is there: the copy takes it all the same.
-	if _, err := proc.outW.Write([]byte("while away")); err != nil {
-		t.Fatal(err)
-	}
+	printAway(t, proc, "while away")
 	if !alive(proc) {
 		t.Fatal("the shell ended with its page's socket")
 	}
@@ -211,9 +225,7 @@ func TestResumeSaysWhatIsLost(t *testing.T) {
 	proc := newEcho()
 	srv, _ := keptServer(t, Config{Replay: 8}, proc)
 	id := leftTerminal(ctx, t, srv)
-	if _, err := proc.outW.Write([]byte("abcdefghijklmnopqrst")); err != nil {
-		t.Fatal(err)
-	}
+	printAway(t, proc, "abcdefghijklmnopqrst")
 	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
 	if c := readControl(ctx, t, ws2); c.Type != "skipped" || c.Bytes != 12 {
 		t.Fatalf("%+v, want 12 bytes skipped (22 printed, 8 held, 2 drawn)", c)
@@ -525,7 +537,7 @@ func TestStats(t *testing.T) {
 // (a build that prints finishes), and the page is told what it lost.
 func TestKeptTerminalRunsOnWithoutPage(t *testing.T) {
 	ctx := testCtx(t)
-	proc := &floodProcess{killed: make(chan struct{})}
+	proc := &floodProcess{printer: newPrinter()}
 	srv := hostServer(t, proc, Config{Replay: 64 << 10})
 	ws := open(ctx, t, srv, "local", "", keepQuery())
 	id := readControl(ctx, t, ws).ID
@@ -544,5 +556,94 @@ func TestKeptTerminalRunsOnWithoutPage(t *testing.T) {
 	}
 	if got := readOutput(ctx, t, ws2, 64<<10); !strings.HasPrefix(got, "y\n") && !strings.HasPrefix(got, "\ny") {
 		t.Fatalf("replay starts %q, want the flood", got[:8])
+	}
+}
+
+// chunkProcess prints each chunk sent on out in one read, counting its
+// reads: the output copy starts read n+1 once it has passed read n's
+// chunk on. A resize prints onResize, as a full-screen program redraws.
+type chunkProcess struct {
+	printer
+	out      chan chunk
+	reads    atomic.Int64
+	onResize []byte
+	resized  chan struct{} // closed once onResize is passed on
+}
+
+// chunk is output to print; the read that takes it is sent on read.
+type chunk struct {
+	b    []byte
+	read chan int64
+}
+
+func (p *chunkProcess) Read(b []byte) (int, error) {
+	n := p.reads.Add(1)
+	select {
+	case c := <-p.out:
+		c.read <- n
+		return copy(b, c.b), nil
+	case <-p.killed:
+		return 0, io.EOF
+	}
+}
+
+// print has the shell print b and waits until the output copy has
+// passed it on (to the replay buffer and the page, if any).
+func (p *chunkProcess) print(ctx context.Context, b []byte) {
+	c := chunk{b, make(chan int64, 1)}
+	select {
+	case p.out <- c:
+	case <-ctx.Done():
+		return
+	}
+	n := <-c.read
+	for ctx.Err() == nil && p.reads.Load() <= n {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (p *chunkProcess) Resize(c, r int) error {
+	if p.onResize != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.print(ctx, p.onResize)
+		close(p.resized)
+	}
+	return nil
+}
+
+func (p *chunkProcess) Stdout() io.Reader { return p }
+
+// Output the shell prints while a page resumes (the redraw its new size
+// brings) reaches the page after what it missed, once. Before, the page
+// was attached before its replay: that output came ahead of the replay
+// and again in it ("REDRAW" "old" "REDRAW").
+func TestResumeReplaysBeforeNewOutput(t *testing.T) {
+	ctx := testCtx(t)
+	proc := &chunkProcess{printer: newPrinter(), out: make(chan chunk), onResize: []byte("REDRAW"), resized: make(chan struct{})}
+	srv := hostServer(t, proc, Config{})
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	id := readControl(ctx, t, ws).ID
+	_ = ws.CloseNow()
+	proc.print(ctx, []byte("old"))
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 0, 1))
+	select {
+	case <-proc.resized:
+	case <-ctx.Done():
+		t.Fatal("the resumed terminal was never resized")
+	}
+	proc.print(ctx, []byte("END"))
+	var got string
+	for !strings.HasSuffix(got, "END") {
+		typ, b, err := ws2.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		if typ == websocket.MessageBinary {
+			got += string(b)
+		}
+	}
+	if got != "oldREDRAWEND" {
+		t.Fatalf("the resumed page got %q, want %q", got, "oldREDRAWEND")
 	}
 }

@@ -264,6 +264,7 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := newAttachment(ws, seq)
+	a.live = true // nothing to replay: the output copy starts below
 	if t.id != "" {
 		// Before any output: the page must know what resumes it.
 		b, _ := json.Marshal(control{Type: "session", ID: t.id, KeepMs: h.cfg.Keep.Milliseconds()})
@@ -459,7 +460,11 @@ const (
 type attachment struct {
 	ws  *websocket.Conn
 	seq int64 // the page's attempt number: an older attempt never takes over a newer
-	wmu sync.Mutex
+	// live: the output copy writes to the page (under term.out). A
+	// resuming page is attached before its replay is sent, and is live
+	// once it has been: output before then reaches it in the replay.
+	live bool
+	wmu  sync.Mutex
 	// Writes are not bound to the terminal: coder/websocket closes the
 	// socket when a write's context ends, even one whose bytes are already
 	// out, and a terminal ended from outside still owes the page its

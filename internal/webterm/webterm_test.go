@@ -284,11 +284,27 @@ func TestOversizedMessageKeepsTerminal(t *testing.T) {
 	}
 }
 
-// floodProcess prints without end, like yes, counting what was read of it.
-type floodProcess struct {
-	read   atomic.Int64
+// printer is the rest of a test process that only prints: its input
+// goes nowhere, and it runs until killed.
+type printer struct {
 	killed chan struct{}
 	once   sync.Once
+}
+
+func newPrinter() printer { return printer{killed: make(chan struct{})} }
+
+func (p *printer) Stdin() io.WriteCloser { return nopWriteCloser{io.Discard} }
+func (p *printer) Stderr() io.Reader     { return strings.NewReader("") }
+func (p *printer) Wait() error           { <-p.killed; return nil }
+func (p *printer) Kill(hostgate.Signal) error {
+	p.once.Do(func() { close(p.killed) })
+	return nil
+}
+
+// floodProcess prints without end, like yes, counting what was read of it.
+type floodProcess struct {
+	printer
+	read atomic.Int64
 }
 
 func (p *floodProcess) Read(b []byte) (int, error) {
@@ -303,14 +319,7 @@ func (p *floodProcess) Read(b []byte) (int, error) {
 	p.read.Add(int64(len(b)))
 	return len(b), nil
 }
-func (p *floodProcess) Stdin() io.WriteCloser { return nopWriteCloser{io.Discard} }
-func (p *floodProcess) Stdout() io.Reader     { return p }
-func (p *floodProcess) Stderr() io.Reader     { return strings.NewReader("") }
-func (p *floodProcess) Wait() error           { <-p.killed; return nil }
-func (p *floodProcess) Kill(hostgate.Signal) error {
-	p.once.Do(func() { close(p.killed) })
-	return nil
-}
+func (p *floodProcess) Stdout() io.Reader { return p }
 
 type nopWriteCloser struct{ io.Writer }
 
@@ -322,7 +331,7 @@ func (nopWriteCloser) Close() error { return nil }
 func TestFlowControlHoldsFlood(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	proc := &floodProcess{killed: make(chan struct{})}
+	proc := &floodProcess{printer: newPrinter()}
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
 		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true },

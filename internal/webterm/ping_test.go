@@ -110,8 +110,13 @@ func TestIdleTerminalOutlivesProxyReadTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	proc := newEcho()
-	srv := hostServer(t, proc, Config{Ping: 40 * time.Millisecond})
-	const proxyIdle = 400 * time.Millisecond
+	// A ping goes out within Ping of the last frame, and its pong is
+	// waited for Ping: half the proxy's timeout leaves a loaded machine
+	// (-race, two cores) half of it to spare both ways. At 40 ms of 400 a
+	// pong or a ping's write 40 ms late under load ended the terminal
+	// (coder/websocket closes the socket when a write's context ends).
+	const proxyIdle = time.Second
+	srv := hostServer(t, proc, Config{Ping: proxyIdle / 2})
 	front := idleCuttingProxy(t, strings.TrimPrefix(srv.URL, "http://"), proxyIdle)
 	ws, _, err := websocket.Dial(ctx, "ws://"+front+"/v1/hosts/local/pty", nil)
 	if err != nil {
@@ -119,14 +124,14 @@ func TestIdleTerminalOutlivesProxyReadTimeout(t *testing.T) {
 	}
 	defer ws.CloseNow()
 	msgs := messages(ctx, ws)
-	// The person looks away: nothing typed, nothing printed, for three of
+	// The person looks away: nothing typed, nothing printed, for two of
 	// the proxy's timeouts.
-	time.Sleep(3 * proxyIdle)
+	time.Sleep(2 * proxyIdle)
 	if err := ws.Write(ctx, websocket.MessageBinary, []byte("still there")); err != nil {
-		t.Fatalf("typing after %v idle: %v", 3*proxyIdle, err)
+		t.Fatalf("typing after %v idle: %v", 2*proxyIdle, err)
 	}
 	if got, ok := <-msgs; !ok || got != "STILL THERE" {
-		t.Fatalf("after %v idle behind a proxy that cuts %v of silence: got %q (open %v), want the echo", 3*proxyIdle, proxyIdle, got, ok)
+		t.Fatalf("after %v idle behind a proxy that cuts %v of silence: got %q (open %v), want the echo", 2*proxyIdle, proxyIdle, got, ok)
 	}
 }
 
@@ -194,7 +199,10 @@ func TestBlockedInputKeepsTerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	proc := newGated()
-	srv := hostServer(t, proc, Config{Ping: 40 * time.Millisecond})
+	// Pongs are waited for Ping: at 40 ms one late on a loaded machine
+	// (-race, two cores) once the input went through ended the terminal.
+	const ping = 250 * time.Millisecond
+	srv := hostServer(t, proc, Config{Ping: ping})
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +220,7 @@ func TestBlockedInputKeepsTerminal(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the terminal never passed the input on")
 	}
-	time.Sleep(400 * time.Millisecond) // ten ping intervals with the input stuck
+	time.Sleep(4 * ping) // pings unanswered for four intervals with the input stuck
 	close(proc.open)
 	if got, ok := <-msgs; !ok || got != "QUEUED" {
 		t.Fatalf("after the shell took its input: got %q (open %v), want the echo", got, ok)

@@ -4,6 +4,8 @@ package sshlayer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -146,6 +148,51 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 		}
 	}()
 }
+
+// openChannel opens a channel to the client as sc.OpenChannel does, but
+// gives up when ctx ends: x/crypto's open waits for the client's answer
+// with no deadline, so a client that never answers would hold whoever
+// waits (a session's teardown) until the connection ends. The wait for the
+// answer goes on in a goroutine counted in c.wg, which ends with the
+// answer or the connection; a channel the client accepts after ctx ended
+// is closed at once, and then given up is called (nil: nothing), so the
+// caller can count an open it gave up as pending until it is answered.
+// The caller runs in a goroutine counted in c.wg itself (a channel
+// handler's, or one a handler waits for), so the counter cannot be at
+// zero here.
+func (c *serverConn) openChannel(ctx context.Context, typ string, payload []byte, givenUp func()) (ssh.Channel, <-chan *ssh.Request, error) {
+	type answer struct {
+		ch   ssh.Channel
+		reqs <-chan *ssh.Request
+		err  error
+	}
+	answered := make(chan answer) // unbuffered: a result is either taken or closed here
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ch, reqs, err := c.sc.OpenChannel(typ, payload)
+		select {
+		case answered <- answer{ch, reqs, err}:
+		case <-ctx.Done():
+			if err == nil {
+				ssh.DiscardLazily(ch, reqs)
+				_ = ch.Close()
+			}
+			if givenUp != nil {
+				givenUp()
+			}
+		}
+	}()
+	select {
+	case a := <-answered:
+		return a.ch, a.reqs, a.err
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("%s: %w: %w", typ, errOpenGivenUp, context.Cause(ctx))
+	}
+}
+
+// errOpenGivenUp is openChannel's error when ctx ended before the answer.
+var errOpenGivenUp = errors.New("channel open given up before the client answered")
 
 // activity counts open channels and remote forwards; the idle timer runs
 // only while there are none.

@@ -4,11 +4,13 @@ package sshlayer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -20,6 +22,14 @@ import (
 // the socket in a loop must not open them without end. ssh-add, git and
 // ssh hold one each while they sign.
 const maxAgentConns = 16
+
+// agentOpenTimeout bounds the wait for the client's answer to an
+// auth-agent@openssh.com open (Server.agentOpenTimeout overrides it in
+// tests). OpenSSH answers at once (an agent's confirmation prompt comes
+// later, on the channel); a client that does not answer must not hold the
+// program that dialed the socket, nor the session's end, until the
+// connection ends.
+const agentOpenTimeout = 30 * time.Second
 
 // agentForward is a session's forwarded agent (auth-agent-req@openssh.com,
 // OpenSSH's PROTOCOL.agent): a Unix socket, mode 0600 in a directory of
@@ -120,18 +130,34 @@ func (a *agentForward) accept() {
 			_ = uc.Close()
 			continue
 		}
+		release := func() { a.mu.Lock(); a.conns--; a.mu.Unlock() }
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			defer func() { a.mu.Lock(); a.conns--; a.mu.Unlock() }()
 			// Opened per connection, not ahead, as sshd does: the client
 			// may refuse (ssh without -A for this session) and says why.
-			ch, reqs, err := a.c.sc.OpenChannel(agentChannel, nil)
+			// The wait for its answer ends with the session, or after
+			// agentOpenTimeout; an open given up still counts against
+			// maxAgentConns until the client answers it, so a client that
+			// never answers has at most that many pending.
+			timeout := agentOpenTimeout
+			if d := a.c.srv.agentOpenTimeout; d > 0 {
+				timeout = d
+			}
+			ctx, cancel := context.WithTimeoutCause(a.ctx, timeout, fmt.Errorf("no answer in %v", timeout))
+			ch, reqs, err := a.c.openChannel(ctx, agentChannel, nil, release)
+			cancel()
 			if err != nil {
-				a.c.log.Info("auth-agent channel refused by client", "err", err)
+				if errors.Is(err, errOpenGivenUp) {
+					a.c.log.Info("auth-agent channel: the client did not answer the open", "err", err)
+				} else {
+					a.c.log.Info("auth-agent channel refused by client", "err", err)
+					release()
+				}
 				_ = uc.Close()
 				return
 			}
+			defer release()
 			ssh.DiscardLazily(ch, reqs)
 			_, _ = bicopy.Copy(a.ctx, ch, uc)
 		}()
@@ -139,9 +165,9 @@ func (a *agentForward) accept() {
 }
 
 // close stops accepting, ends every connection, waits for them, and
-// removes the socket and its directory. A copy whose channel open the
-// client has not answered yet waits for that answer, or for the
-// connection's end.
+// removes the socket and its directory. A connection whose channel open
+// the client has not answered yet is closed without waiting for the
+// answer (serverConn.openChannel).
 func (a *agentForward) close() {
 	_ = a.ln.Close()
 	a.cancel()

@@ -26,9 +26,48 @@ import (
 // forwarded agents say on closed which directory they removed.
 func agentTestServer(t *testing.T, cfg ServerConfig) (addr string, hostKey ssh.PublicKey, client ssh.Signer, closed <-chan string) {
 	t.Helper()
+	return agentTestServerOpenTimeout(t, cfg, 0)
+}
+
+// agentTestServerOpenTimeout is agentTestServer whose wait for the answer
+// to an auth-agent@openssh.com open is openTimeout (0: the default).
+func agentTestServerOpenTimeout(t *testing.T, cfg ServerConfig, openTimeout time.Duration) (addr string, hostKey ssh.PublicKey, client ssh.Signer, closed <-chan string) {
+	t.Helper()
 	ch := make(chan string, 8)
-	addr, hostKey, client = srvStartTweakedConfig(t, cfg, func(s *Server) { s.agentClosed = func(dir string) { ch <- dir } })
+	addr, hostKey, client = srvStartTweakedConfig(t, cfg, func(s *Server) {
+		s.agentClosed = func(dir string) { ch <- dir }
+		s.agentOpenTimeout = openTimeout
+	})
 	return addr, hostKey, client, ch
+}
+
+// agentSilent stands in for a client that never answers the server's
+// auth-agent@openssh.com opens: it takes each and hands it over on the
+// channel it returns, unanswered, until the connection ends.
+func agentSilent(t *testing.T, c *ssh.Client) <-chan ssh.NewChannel {
+	t.Helper()
+	chans := c.HandleChannelOpen(agentChannel)
+	if chans == nil {
+		t.Fatal("auth-agent@openssh.com already handled")
+	}
+	held := make(chan ssh.NewChannel, 4*maxAgentConns)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for nc := range chans {
+			held <- nc
+		}
+	})
+	t.Cleanup(func() { _ = c.Close(); wg.Wait() })
+	return held
+}
+
+// waitEOF waits (bounded by srvTestWait) until uc's peer closes it.
+func waitEOF(t *testing.T, uc net.Conn, what string) {
+	t.Helper()
+	_ = uc.SetReadDeadline(time.Now().Add(srvTestWait))
+	if n, err := uc.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("%s: read %d, %v; want it closed (EOF)", what, n, err)
+	}
 }
 
 // agentEcho stands in for the client's agent: it accepts every
@@ -258,6 +297,140 @@ func TestAgentForwardingPolicy(t *testing.T) {
 			}
 			if tc.log != "" && !strings.Contains(logs.String(), tc.log) {
 				t.Errorf("no log line %q:\n%s", tc.log, logs.String())
+			}
+		})
+	}
+}
+
+// TestAgentForwardingUnansweredOpen: a client that never answers the
+// server's auth-agent@openssh.com opens holds neither the session's end
+// nor, past the open's bound, the program that dialed SSH_AUTH_SOCK. An
+// open given up still counts against maxAgentConns until the client
+// answers it. Before, the session's end waited for the answer until the
+// connection ended (found by the leftovers29 audit).
+func TestAgentForwardingUnansweredOpen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		openTimeout time.Duration // 0: the default, which the test never reaches
+	}{
+		{"session ends", 0},
+		{"open bounded", time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs testenv.LogBuffer
+			addr, hk, ck, closed := agentTestServerOpenTimeout(t, ServerConfig{AgentForwarding: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, tc.openTimeout)
+			c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := agentSilent(t, c)
+			granted, s, stdin, stdout := agentSession(t, c, true, `echo "$SSH_AUTH_SOCK"; exec cat`)
+			if !granted {
+				t.Fatalf("auth-agent-req refused\n%s", logs.String())
+			}
+			sock := readLine(t, stdout)
+			var conns []net.Conn
+			defer func() {
+				for _, uc := range conns {
+					_ = uc.Close()
+				}
+			}()
+			dial := func() net.Conn {
+				uc, err := net.Dial("unix", sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, uc)
+				return uc
+			}
+			nextOpen := func() ssh.NewChannel {
+				t.Helper()
+				select {
+				case nc := <-held:
+					return nc
+				case <-time.After(srvTestWait):
+					t.Fatalf("no auth-agent channel open reached the client\n%s", logs.String())
+					return nil
+				}
+			}
+
+			if tc.openTimeout > 0 {
+				// Each connection waits for its open's answer no longer
+				// than the bound, and the open stays pending: after
+				// maxAgentConns of them, one more is refused at once.
+				var pending []ssh.NewChannel
+				for i := range maxAgentConns {
+					uc := dial()
+					pending = append(pending, nextOpen())
+					waitEOF(t, uc, fmt.Sprintf("connection %d, its open unanswered", i))
+				}
+				waitEOF(t, dial(), "a connection past maxAgentConns pending opens")
+				if !strings.Contains(logs.String(), "agent connection refused: too many open in the session") {
+					t.Errorf("no log line for the refused connection:\n%s", logs.String())
+				}
+				if !strings.Contains(logs.String(), "the client did not answer the open") {
+					t.Errorf("no log line for the unanswered open:\n%s", logs.String())
+				}
+				// The answer to a given-up open frees its place: a
+				// refusal, or an acceptance, whose channel the server
+				// closes at once.
+				if err := pending[0].Reject(ssh.Prohibited, "late"); err != nil {
+					t.Fatal(err)
+				}
+				ch, reqs, err := pending[1].Accept()
+				if err != nil {
+					t.Fatal(err)
+				}
+				go ssh.DiscardRequests(reqs)
+				if n, err := ch.Read(make([]byte, 1)); err != io.EOF {
+					t.Errorf("a late-accepted auth-agent channel: read %d, %v; want the server to close it (EOF)", n, err)
+				}
+				_ = ch.Close()
+			}
+			// One open pending as the session ends (with the bound, in a
+			// place one of the answers above freed: a connection the
+			// server refuses, before it took those answers, is retried).
+			uc := dial()
+			if tc.openTimeout > 0 {
+				deadline := time.Now().Add(srvTestWait)
+				for {
+					refused := make(chan struct{})
+					go func(uc net.Conn) {
+						defer close(refused)
+						_ = uc.SetReadDeadline(deadline)
+						_, _ = uc.Read(make([]byte, 1))
+					}(uc)
+					select {
+					case nc := <-held:
+						_ = nc // left unanswered
+					case <-refused:
+						if time.Now().Before(deadline) {
+							uc = dial()
+							continue
+						}
+						t.Fatal("no place freed by answering two given-up opens")
+					}
+					break
+				}
+			} else {
+				nextOpen()
+			}
+			_ = stdin.Close()
+			if err := s.Wait(); err != nil {
+				t.Fatalf("command: %v", err)
+			}
+			select {
+			case got := <-closed:
+				if got != filepath.Dir(sock) {
+					t.Errorf("removed %s, want %s", got, filepath.Dir(sock))
+				}
+			case <-time.After(srvTestWait):
+				t.Fatalf("the session's forwarded agent was not closed while an open was unanswered\n%s", logs.String())
+			}
+			if tc.openTimeout == 0 {
+				waitEOF(t, uc, "the connection whose open was pending at the session's end")
 			}
 		})
 	}

@@ -387,7 +387,12 @@ func TestExecutionIsAHost(t *testing.T) {
 		t.Fatalf("ssh: %v %q", err, out)
 	}
 	// ssh -A forwards no agent into a sandbox, whose code would sign with
-	// it: the command runs without SSH_AUTH_SOCK.
+	// it, and the certificate says so: it lacks permit-agent-forwarding.
+	// ssh asks without wanting a reply, so it says nothing and does not
+	// wait: the command runs without SSH_AUTH_SOCK.
+	if certPermits(t, dir, "permit-agent-forwarding") {
+		t.Error("a sandbox's certificate permits agent forwarding, which its agent refuses")
+	}
 	ag := sshdtest.StartAgent(t, ctx, dir)
 	withAgent := exec.CommandContext(ctx, "ssh", "-F", cfg, "-A", e.ExecutionID, `echo "sock=[$SSH_AUTH_SOCK]"`)
 	withAgent.Env = append(os.Environ(), "SSH_AUTH_SOCK="+ag.Sock)

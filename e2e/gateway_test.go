@@ -201,6 +201,17 @@ func sshConfigVia(t testing.TB, g *gw, id, dir, proxyURL string) string {
 	return path
 }
 
+// certPermits says whether the certificate sshConfig wrote in dir has
+// extension ext (permit-agent-forwarding), as ssh-keygen -L lists it.
+func certPermits(t testing.TB, dir, ext string) bool {
+	t.Helper()
+	out, err := exec.Command("ssh-keygen", "-L", "-f", filepath.Join(dir, "id_ed25519-cert.pub")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "permit-pty") {
+		t.Fatalf("ssh-keygen -L: %v\n%s", err, out)
+	}
+	return strings.Contains(string(out), ext)
+}
+
 // echoServer listens on loopback and echoes lines; it returns the address.
 func echoServer(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -276,6 +276,9 @@ func TestSSHAgentForwardsThroughGateway(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	dir := t.TempDir()
 	cfg := sshConfig(t, g, "alpha", dir)
+	if !certPermits(t, dir, "permit-agent-forwarding") {
+		t.Error("a machine's certificate does not permit agent forwarding")
+	}
 	ag := sshdtest.StartAgent(t, ctx, dir)
 	data := filepath.Join(dir, "data")
 	must(t, os.WriteFile(data, []byte("signed on the host\n"), 0o600))

@@ -164,7 +164,9 @@ func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	cert, err := ca.Sign(key.Signer.PublicKey(), devHost, "dev-ssh", sshca.MaxTTL)
+	// The in-process agent forwards an agent (ssh -A), as an agent
+	// without --no-agent-forwarding does.
+	cert, err := ca.Sign(key.Signer.PublicKey(), devHost, "dev-ssh", sshca.MaxTTL, true)
 	if err != nil {
 		return "", err
 	}

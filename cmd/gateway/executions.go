@@ -166,7 +166,8 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		// (a few ms) rather than a Docker exec create/attach/inspect
 		// (tens of ms); docker exec remains the fallback.
 		certify := func(pub ssh.PublicKey, principal string) (*ssh.Certificate, error) {
-			return srv.CA().Sign(pub, principal, "gateway-exec", s.Config.CertTTL)
+			// A sandbox forwards no agent (and the API has none to forward).
+			return srv.CA().Sign(pub, principal, "gateway-exec", s.Config.CertTTL, false)
 		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
 			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify,

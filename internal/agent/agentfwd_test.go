@@ -37,9 +37,27 @@ func agentForwarded(t *testing.T, cl *ssh.Client) (granted bool, sock string) {
 	return granted, string(out)
 }
 
+// certPermitsAgent says whether a certificate (in authorized_keys form)
+// has permit-agent-forwarding.
+func certPermitsAgent(t *testing.T, cert string) bool {
+	t.Helper()
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := pk.(*ssh.Certificate)
+	if !ok {
+		t.Fatalf("%T, want a certificate", pk)
+	}
+	_, permits := c.Extensions["permit-agent-forwarding"]
+	return permits
+}
+
 // TestConnectForwardsAgent: through the gateway, a caller's certificate
 // from the gateway CA forwards its agent (ssh -A) to a machine's agent,
-// unless the machine's owner turned it off (--no-agent-forwarding).
+// unless the machine's owner turned it off (--no-agent-forwarding), which
+// the agent tells the gateway: its certificates then lack
+// permit-agent-forwarding.
 func TestConnectForwardsAgent(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		g := newGW(t)
@@ -53,6 +71,13 @@ func TestConnectForwardsAgent(t *testing.T) {
 		_ = c.Close()
 		if granted == off || (sock == "") != off {
 			t.Errorf("NoAgentForwarding %v: granted %v, SSH_AUTH_SOCK %q", off, granted, sock)
+		}
+		_, cert, err := g.certificate(g.token(store.RoleClient, "h1"), "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if permits := certPermitsAgent(t, cert); permits == off {
+			t.Errorf("NoAgentForwarding %v: the gateway's certificate permits agent forwarding: %v", off, permits)
 		}
 	}
 }

@@ -224,6 +224,10 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	if cfg.HostID != "" {
 		c.header.Set(wire.HeaderHostID, cfg.HostID)
 	}
+	if cfg.NoAgentForwarding {
+		// The gateway's certificates for this host then say so.
+		c.header.Set(wire.HeaderAgentForwarding, wire.AgentForwardingOff)
+	}
 	c.log = c.log.With("gateway", cfg.GatewayURL, "hostKey", sshlayer.Fingerprint(c.hostKey.PublicKey()))
 	return c, nil
 }

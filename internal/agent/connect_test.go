@@ -142,38 +142,51 @@ func waitTunnel(t *testing.T, ch <-chan string, want string) {
 // dialSSH is what a caller does: fetch the pinned key, get a certificate
 // for a session key, open the relay, connect with the key pinned.
 func (g *gw) dialSSH(token, host string) (*sshlayer.Client, error) {
-	api := func(method, path string, body, out any) error {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(g.ctx, method, g.ts.URL+path, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 200 {
-			return errors.New(string(b))
-		}
-		return json.Unmarshal(b, out)
-	}
 	var rec gateway.HostRecord
-	if err := api("GET", "/v1/hosts/"+host, nil, &rec); err != nil {
+	if err := g.api(token, "GET", "/v1/hosts/"+host, nil, &rec); err != nil {
 		return nil, err
 	}
-	key, err := sshlayer.GenerateSessionKey()
+	key, cert, err := g.certificate(token, host)
 	if err != nil {
 		return nil, err
 	}
-	var cert struct{ Certificate string }
-	if err := api("POST", "/v1/hosts/"+host+"/certificates", map[string]string{"publicKey": key.PublicKey}, &cert); err != nil {
-		return nil, err
+	return g.connectWith(token, host, sshlayer.Auth{Signer: key.Signer, Certificate: []byte(cert), HostKey: rec.HostKey})
+}
+
+// certificate gets a certificate for host from the gateway for a new
+// session key, in authorized_keys form.
+func (g *gw) certificate(token, host string) (*sshlayer.SessionKey, string, error) {
+	key, err := sshlayer.GenerateSessionKey()
+	if err != nil {
+		return nil, "", err
 	}
-	return g.connectWith(token, host, sshlayer.Auth{Signer: key.Signer, Certificate: []byte(cert.Certificate), HostKey: rec.HostKey})
+	var cert struct{ Certificate string }
+	if err := g.api(token, "POST", "/v1/hosts/"+host+"/certificates", map[string]string{"publicKey": key.PublicKey}, &cert); err != nil {
+		return nil, "", err
+	}
+	return key, cert.Certificate, nil
+}
+
+// api makes a call to the gateway's API with token, decoding a 200's body
+// into out.
+func (g *gw) api(token, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequestWithContext(g.ctx, method, g.ts.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		return errors.New(string(b))
+	}
+	return json.Unmarshal(b, out)
 }
 
 func (g *gw) connectWith(token, host string, auth sshlayer.Auth) (*sshlayer.Client, error) {
@@ -253,7 +266,7 @@ func TestConnectServesSSHThroughGateway(t *testing.T) {
 		if name == "other principal" {
 			principal = "h2"
 		}
-		cert, err := ca.Sign(key.Signer.PublicKey(), principal, "x", time.Minute)
+		cert, err := ca.Sign(key.Signer.PublicKey(), principal, "x", time.Minute, true)
 		if err != nil {
 			t.Fatal(err)
 		}

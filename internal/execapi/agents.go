@@ -30,7 +30,7 @@ import (
 )
 
 // HostKind is the store kind of an execution's host.
-const HostKind = "docker"
+const HostKind = store.KindDocker
 
 // DefaultAgentArgv runs the agent the gateway put in every execution's
 // read-only tools volume (dockerhost.ToolsDir). New settings go in the keys

@@ -166,7 +166,7 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusConflict, "host_key_reset", "host "+id+" has no pinned host key (reset); wait for its agent to enroll again")
 		return
 	}
-	cert, err := s.ca.Sign(pub, id, tok.Name, s.cfg.CertTTL)
+	cert, err := s.ca.Sign(pub, id, tok.Name, s.cfg.CertTTL, s.forwardsAgent(h))
 	if err != nil {
 		s.logger.Error("sign certificate", "host", id, "err", err)
 		WriteError(w, http.StatusInternalServerError, "internal", "could not sign the certificate")
@@ -179,6 +179,20 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		HostKey:       s.record(h).HostKey,
 		HostPublicKey: h.HostKey,
 	})
+}
+
+// forwardsAgent says whether host h's agent forwards a caller's SSH agent
+// (ssh -A), which its certificates then permit: a sandbox's never does,
+// nor a machine's whose latest tunnel said it was started with
+// --no-agent-forwarding (wire.HeaderAgentForwarding). Until its agent
+// connects, after a gateway restart, a machine's is taken to forward one;
+// the agent refuses regardless.
+func (s *Server) forwardsAgent(h store.Host) bool {
+	if h.Kind == store.KindDocker {
+		return false
+	}
+	_, off := s.noAgentFwd.Load(h.ID)
+	return !off
 }
 
 // weakKey refuses key types no agent should accept.

@@ -77,6 +77,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(wire.HeaderInfo) != "" {
 		infoJSON, _ = json.Marshal(info)
 	}
+	noAgentFwd := r.Header.Get(wire.HeaderAgentForwarding) == wire.AgentForwardingOff
 	kind := info.Kind
 	if kind == "" {
 		kind = "machine"
@@ -149,6 +150,13 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		unregister, replaced, err := s.tunnels.Register(hostID, pt)
 		if err != nil {
 			return false
+		}
+		// What the host's agent now says of ssh -A, for its
+		// certificates (forwardsAgent).
+		if noAgentFwd {
+			s.noAgentFwd.Store(hostID, struct{}{})
+		} else {
+			s.noAgentFwd.Delete(hostID)
 		}
 		// Unregister before closing, so whoever waits on the tunnel's
 		// Done finds the host already gone from the registry.
@@ -418,7 +426,7 @@ func proveHostKey(ctx context.Context, sess *yamux.Session, pub ssh.PublicKey, c
 	if err != nil {
 		return nil, err
 	}
-	cert, err := ca.Sign(key.Signer.PublicKey(), hostID, "hostgate-key-proof", timeout)
+	cert, err := ca.Sign(key.Signer.PublicKey(), hostID, "hostgate-key-proof", timeout, false)
 	if err != nil {
 		return nil, err
 	}

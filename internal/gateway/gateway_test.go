@@ -262,7 +262,16 @@ func (e *env) dialAgent(token, hostKey string, info hostgate.Info) (*fakeAgent, 
 // dialAgentSigner is dialAgent whose agent proves its key (when the
 // gateway asks) with signer, which may hold another key than hostKey.
 func (e *env) dialAgentSigner(token, hostKey string, info hostgate.Info, signer ssh.Signer) (*fakeAgent, error) {
-	h := http.Header{}
+	return e.dialAgentHeader(token, hostKey, info, signer, nil)
+}
+
+// dialAgentHeader is dialAgentSigner whose request also has the headers
+// in extra.
+func (e *env) dialAgentHeader(token, hostKey string, info hostgate.Info, signer ssh.Signer, extra http.Header) (*fakeAgent, error) {
+	h := extra.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	h.Set("Authorization", "Bearer "+token)
 	h.Set(wire.HeaderHostKey, hostKey)
 	h.Set(wire.HeaderInfo, wire.EncodeInfo(info))
@@ -595,6 +604,68 @@ func TestCertificate(t *testing.T) {
 	}
 	if code, c := e.call("POST", "/v1/hosts/a/certificates", client, certRequest{PublicKey: userPub}, nil); code != 409 {
 		t.Errorf("after reset: %d %s", code, c)
+	}
+}
+
+// TestCertificateAgentForwarding: a certificate permits agent forwarding
+// only for a host whose agent forwards one: a machine's, not a sandbox's
+// (kind docker), nor one whose agent said on connecting that it was started
+// with --no-agent-forwarding (until it connects again without it); those
+// agents refuse ssh -A whatever the certificate says. Before, every
+// certificate permitted it (found by the leftovers29 audit).
+func TestCertificateAgentForwarding(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	_, userPub := newKey(t)
+	permits := func(id string) bool {
+		t.Helper()
+		var res certResponse
+		if code, c := e.call("POST", "/v1/hosts/"+id+"/certificates", admin, certRequest{PublicKey: userPub}, &res); code != 200 {
+			t.Fatalf("%s: sign: %d %s", id, code, c)
+		}
+		pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(res.Certificate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ext := pk.(*ssh.Certificate).Extensions
+		for _, want := range []string{"permit-pty", "permit-port-forwarding"} {
+			if _, ok := ext[want]; !ok {
+				t.Errorf("host %s's certificate: extensions %v, want %s", id, ext, want)
+			}
+		}
+		_, ok := ext["permit-agent-forwarding"]
+		return ok
+	}
+	for _, tc := range []struct {
+		kind  string
+		agent bool
+	}{{"machine", true}, {"local", true}, {store.KindDocker, false}} {
+		_, hostKey := newKey(t)
+		id := "host-" + tc.kind
+		if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: id, Kind: tc.kind, HostKey: hostKey}); err != nil {
+			t.Fatal(err)
+		}
+		if got := permits(id); got != tc.agent {
+			t.Errorf("a %s host's certificate permits agent forwarding: %v, want %v", tc.kind, got, tc.agent)
+		}
+	}
+
+	_, hostKey := newKey(t)
+	e.pin("m", hostKey)
+	agentTok := e.token(store.RoleAgent, "m")
+	off := http.Header{wire.HeaderAgentForwarding: {wire.AgentForwardingOff}}
+	for i, tc := range []struct {
+		header http.Header
+		agent  bool
+	}{{off, false}, {nil, true}, {off, false}} {
+		a, err := e.dialAgentHeader(agentTok, hostKey, hostgate.Info{Kind: "machine"}, signerOf(hostKey), tc.header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := permits("m"); got != tc.agent {
+			t.Errorf("tunnel %d (%s %q): the certificate permits agent forwarding: %v, want %v", i, wire.HeaderAgentForwarding, tc.header.Get(wire.HeaderAgentForwarding), got, tc.agent)
+		}
+		a.close()
 	}
 }
 

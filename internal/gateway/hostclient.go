@@ -109,7 +109,9 @@ func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Cl
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("gateway: host %s has no pinned host key", id)
 	}
-	cert, err := hc.srv.ca.Sign(hc.key.Signer.PublicKey(), id, keyID, hc.srv.cfg.CertTTL)
+	// The gateway's own connections (a browser's terminal) forward no
+	// agent: their certificate does not permit it.
+	cert, err := hc.srv.ca.Sign(hc.key.Signer.PublicKey(), id, keyID, hc.srv.cfg.CertTTL, false)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -57,6 +57,11 @@ var (
 // lists every second to check live sessions and preview cookies.
 const MaxSessionsPerToken = 16
 
+// KindDocker is the kind of an execution's host: a Docker sandbox, whose
+// agent never forwards an SSH agent (code in a sandbox must not sign with
+// the caller's keys).
+const KindDocker = "docker"
+
 // Host is an enrolled host.
 type Host struct {
 	ID   string

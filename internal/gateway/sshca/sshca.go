@@ -140,11 +140,13 @@ func (ca *CA) AuthorizedKey() string {
 
 // Sign issues a user certificate for pub: principal hostID, key id keyID
 // (the token name), valid from a minute ago for ttl (DefaultTTL when zero),
-// permitting a pty, port forwarding and agent forwarding and nothing else
-// (no X11 forwarding, no critical options). Agent forwarding is the
-// caller's to ask for (ssh -A) and the host's to refuse: a sandbox never
-// forwards one, a machine's agent not with --no-agent-forwarding.
-func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration) (*ssh.Certificate, error) {
+// permitting a pty and port forwarding, agent forwarding when
+// agentForwarding is set, and nothing else (no X11 forwarding, no critical
+// options). A certificate says what its host allows: agentForwarding is
+// for a host whose agent forwards one (ssh -A), never a sandbox's, nor a
+// machine's agent started with --no-agent-forwarding, whose refusal is
+// then no surprise to a caller reading the certificate (ssh-keygen -L).
+func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration, agentForwarding bool) (*ssh.Certificate, error) {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
@@ -169,10 +171,12 @@ func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration) (
 		ValidAfter:      uint64(now.Add(-clockSkew).Unix()),
 		ValidBefore:     uint64(now.Add(ttl).Unix()),
 		Permissions: ssh.Permissions{Extensions: map[string]string{
-			"permit-pty":              "",
-			"permit-port-forwarding":  "",
-			"permit-agent-forwarding": "",
+			"permit-pty":             "",
+			"permit-port-forwarding": "",
 		}},
+	}
+	if agentForwarding {
+		cert.Permissions.Extensions["permit-agent-forwarding"] = ""
 	}
 	if err := cert.SignCert(rand.Reader, ca.signer); err != nil {
 		return nil, fmt.Errorf("sshca: sign: %w", err)

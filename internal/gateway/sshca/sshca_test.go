@@ -74,7 +74,7 @@ func TestSignVerifies(t *testing.T) {
 	now := time.Now()
 	ca.now = func() time.Time { return now }
 	pub := userKey(t)
-	cert, err := ca.Sign(pub, "h1", "ci-token", 5*time.Minute)
+	cert, err := ca.Sign(pub, "h1", "ci-token", 5*time.Minute, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +96,14 @@ func TestSignVerifies(t *testing.T) {
 	if len(cert.Extensions) != 3 {
 		t.Errorf("extensions %v, want only those three", cert.Extensions)
 	}
+	// For a host that forwards no agent, no agent forwarding.
+	noAgent, err := ca.Sign(pub, "h1", "ci-token", 5*time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := noAgent.Extensions["permit-agent-forwarding"]; ok || len(noAgent.Extensions) != 2 {
+		t.Errorf("extensions without agent forwarding %v, want permit-pty and permit-port-forwarding", noAgent.Extensions)
+	}
 	checker := func(at time.Time) *ssh.CertChecker {
 		return &ssh.CertChecker{
 			IsUserAuthority: func(k ssh.PublicKey) bool { return string(k.Marshal()) == string(ca.PublicKey().Marshal()) },
@@ -116,17 +124,17 @@ func TestSignVerifies(t *testing.T) {
 		t.Fatal("expired cert accepted")
 	}
 	other, _ := LoadOrCreate(filepath.Join(t.TempDir(), "ca_key"))
-	foreign, _ := other.Sign(pub, "h1", "x", 0)
+	foreign, _ := other.Sign(pub, "h1", "x", 0, true)
 	if _, err := checker(now).Authenticate(connMeta("h1"), foreign); err == nil {
 		t.Fatal("cert from another CA accepted")
 	}
 	if got := time.Unix(int64(foreign.ValidBefore), 0).Sub(time.Unix(int64(foreign.ValidAfter), 0)); got != DefaultTTL+clockSkew {
 		t.Errorf("default validity window %v", got)
 	}
-	if _, err := ca.Sign(cert, "h1", "x", 0); err == nil {
+	if _, err := ca.Sign(cert, "h1", "x", 0, true); err == nil {
 		t.Error("signed a certificate")
 	}
-	if _, err := ca.Sign(pub, "h1", "x", 48*time.Hour); err == nil {
+	if _, err := ca.Sign(pub, "h1", "x", 48*time.Hour, true); err == nil {
 		t.Error("48h ttl accepted")
 	}
 }

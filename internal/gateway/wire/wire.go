@@ -26,6 +26,11 @@ const (
 	// HeaderCAKey carries the gateway's user CA public key in
 	// authorized_keys form, response.
 	HeaderCAKey = "X-Hostgate-Ca-Key"
+	// HeaderAgentForwarding, in the request, is AgentForwardingOff when
+	// the agent refuses to forward a caller's SSH agent (agent
+	// --no-agent-forwarding): the certificates the gateway issues for
+	// the host then do not permit it. Absent, the agent forwards one.
+	HeaderAgentForwarding = "X-Hostgate-Agent-Forwarding"
 	// HeaderKeyProof, in the response, says the gateway has not pinned
 	// the presented host key yet: it first runs an SSH key exchange on
 	// the tunnel's first stream, which the agent's signature proves it
@@ -41,6 +46,10 @@ const (
 // store cannot say): `gateway proxy --known-hosts` mends a known_hosts
 // line a key reset made stale without a request of its own.
 const HeaderPinnedKey = "X-Hostgate-Pinned-Key"
+
+// AgentForwardingOff is HeaderAgentForwarding's value for an agent that
+// forwards no SSH agent.
+const AgentForwardingOff = "off"
 
 // KeyProofSSH is HeaderKeyProof's value: an SSH key exchange.
 const KeyProofSSH = "ssh-kex"

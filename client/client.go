@@ -100,15 +100,36 @@ type Certificate struct {
 	HostPublicKey string `json:"hostPublicKey"`
 }
 
-// APIError is an error answer of the gateway.
+// APIError is an error answer of the gateway. Message is the gateway's
+// own, which names the host it is about ("host box: not connected to the
+// gateway"); where the client begins the error with the host itself (Dial,
+// a Host's errors, DialSSH), Error leaves that out: "host box: hostgate:
+// connect: … gateway: not connected to the gateway (503 host_offline)".
 type APIError struct {
 	Status  int
 	Code    string
 	Message string
+
+	named string // the host the error is told under, whose name Error drops from Message
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("gateway: %s (%d %s)", e.Message, e.Status, e.Code)
+	msg := e.Message
+	if e.named != "" {
+		msg = strings.TrimPrefix(msg, "host "+e.named+": ")
+	}
+	return fmt.Sprintf("gateway: %s (%d %s)", msg, e.Status, e.Code)
+}
+
+// underHost marks the gateway's error in err as told under a prefix that
+// names host id ("host box: …"), so that its message does not name the
+// host again; it returns err.
+func underHost(id string, err error) error {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		ae.named = id
+	}
+	return err
 }
 
 // Hosts lists the hosts the token may reach.
@@ -173,7 +194,7 @@ func apiErrorOf(status int, b []byte) *APIError {
 }
 
 // handshakeError is a refused WebSocket handshake told as the API's
-// errors are ("gateway: host box is not connected to the gateway (503
+// errors are ("gateway: host box: not connected to the gateway (503
 // host_offline)", not the raw JSON body), for errors.As both as an
 // *APIError and as the *bytestream.HandshakeError it was.
 type handshakeError struct {
@@ -195,7 +216,9 @@ func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
 
 // dialSSH is DialSSH for a caller whose errors name the host already (a
 // Host's connect, the synchronous filesystem's): its errors carry neither
-// the id nor a prefix, each caller saying what it was doing.
+// the id nor a prefix, each caller saying what it was doing, and the
+// gateway's refusal in them leaves the host's name to that caller
+// (underHost).
 func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	u := *c.base
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
@@ -205,7 +228,9 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) && he.Body != "" {
-			err = &handshakeError{APIError: apiErrorOf(he.StatusCode, []byte(he.Body)), he: he}
+			apiErr := apiErrorOf(he.StatusCode, []byte(he.Body))
+			apiErr.named = id
+			err = &handshakeError{APIError: apiErr, he: he}
 		}
 		return nil, err
 	}

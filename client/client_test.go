@@ -3,12 +3,15 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -96,7 +99,7 @@ func TestRefusedSSHStreamSaysTheGatewaysError(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"error":{"code":"host_offline","message":"host box is not connected to the gateway"}}`))
+		_, _ = w.Write([]byte(`{"error":{"code":"host_offline","message":"host box: not connected to the gateway"}}`))
 	}))
 	defer srv.Close()
 	c, err := New(srv.URL, "tok", nil)
@@ -105,7 +108,7 @@ func TestRefusedSSHStreamSaysTheGatewaysError(t *testing.T) {
 	}
 	ctx := t.Context()
 	_, err = c.DialSSH(ctx, "box")
-	want := "client: ssh stream to host box: gateway: host box is not connected to the gateway (503 host_offline)"
+	want := "client: ssh stream to host box: gateway: not connected to the gateway (503 host_offline)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("DialSSH: %v\nwant %s", err, want)
 	}
@@ -117,5 +120,64 @@ func TestRefusedSSHStreamSaysTheGatewaysError(t *testing.T) {
 	_, err = c.sshConnect(ctx, "box", sshlayer.Auth{})
 	if !errors.Is(err, ErrOffline) || strings.Contains(err.Error(), `{"error"`) {
 		t.Fatalf("connect: %v; want ErrOffline, without the raw body", err)
+	}
+}
+
+// The gateway's messages name the host ("host box: not connected to the
+// gateway"), for a curl user; an error the client tells under the host's
+// name (Dial's, a Host's, DialSSH's) leaves that out rather than naming
+// the host twice, while Message keeps it and a call that does not name
+// the host (Client.Host) says it as the gateway does. Before, a caller saw
+// "host box: hostgate: connect: … gateway: host box is not connected to
+// the gateway" (found by the leftovers29 audit).
+func TestGatewayErrorsNameTheHostOnce(t *testing.T) {
+	mux := http.NewServeMux()
+	refuse := func(status int, code, msg string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = fmt.Fprintf(w, `{"error":{"code":%q,"message":%q}}`, code, msg)
+		}
+	}
+	mux.HandleFunc("GET /v1/hosts/nope", refuse(404, "not_found", "host nope: not among the hosts this token reaches"))
+	mux.HandleFunc("GET /v1/hosts/box", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"id":"box","kind":"machine","hostKey":"SHA256:x","connected":false}`)
+	})
+	mux.HandleFunc("POST /v1/hosts/box/certificates", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"certificate":"x","validBefore":"2999-01-01T00:00:00Z","hostKey":"SHA256:x"}`)
+	})
+	mux.HandleFunc("GET /v1/hosts/box/ssh", refuse(503, "host_offline", "host box: not connected to the gateway"))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	check := func(what string, err error, host, want string) {
+		t.Helper()
+		if err == nil || !strings.HasPrefix(err.Error(), "host "+host+": ") || strings.Count(err.Error(), "host "+host) != 1 || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: %v\nwant it to begin with host %s: and name it once, and to end %q", what, err, host, want)
+		}
+		var ae *APIError
+		if !errors.As(err, &ae) || !strings.HasPrefix(ae.Message, "host "+host+": ") {
+			t.Errorf("%s: %v; want an *APIError whose Message is the gateway's, naming host %s", what, err, host)
+		}
+	}
+	_, err = c.Dial(ctx, "nope")
+	check("Dial of a host the token does not reach", err, "nope", "gateway: not among the hosts this token reaches (404 not_found)")
+	_, err = c.LazyHost("nope").Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+	check("a lazy Host the token does not reach", err, "nope", "gateway: not among the hosts this token reaches (404 not_found)")
+	_, err = c.Dial(ctx, "box")
+	check("Dial of an offline host", err, "box", "gateway: not connected to the gateway (503 host_offline)")
+	if !errors.Is(err, ErrOffline) {
+		t.Errorf("Dial of an offline host: %v, want ErrOffline", err)
+	}
+	_, err = c.LazyHost("box").Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+	check("a lazy Host offline", err, "box", "gateway: not connected to the gateway (503 host_offline)")
+
+	// Unnamed by the client, the gateway's message is whole.
+	if _, err := c.Host(ctx, "nope"); err == nil || err.Error() != "gateway: host nope: not among the hosts this token reaches (404 not_found)" {
+		t.Errorf("Host: %v, want the gateway's message whole", err)
 	}
 }

@@ -29,7 +29,7 @@ func (c *Client) LazyHost(id string) *hostgate.Host {
 	return hostgate.NewNamed(id, hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
 		rec, err := c.Host(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, underHost(id, err) // named by the Host
 		}
 		conn, err := c.connect(ctx, id)
 		if err != nil {
@@ -56,7 +56,7 @@ func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host
 func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
 	rec, err := c.Host(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", id, err)
+		return nil, fmt.Errorf("host %s: %w", id, underHost(id, err))
 	}
 	h := hostgate.NewNamed(id, rec.Info, func(ctx context.Context) (*hostgate.Connection, error) {
 		return c.connect(ctx, id)
@@ -117,11 +117,13 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 	}, nil
 }
 
+// connect is a Host's connect: its errors, which the Host names the host
+// in, leave the gateway's name of it out (underHost).
 func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, error) {
 	cr := &credentials{c: c, id: id}
 	auth, err := cr.auth(ctx)
 	if err != nil {
-		return nil, err
+		return nil, underHost(id, err)
 	}
 	sc, err := c.sshConnect(ctx, id, auth)
 	if err != nil {
@@ -130,7 +132,7 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 	sync := &hostgate.SyncSpec{Name: id, Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
 		auth, err := cr.auth(ctx)
 		if err != nil {
-			return nil, err
+			return nil, underHost(id, err)
 		}
 		spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.dialSSH(ctx, id) }, auth)
 		return spec.Connect(ctx)

@@ -74,7 +74,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	}
 	cert, err := c.Certificate(ctx, host, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
 	if err != nil {
-		return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
+		return certHostError(host, err)
 	}
 	if err := writeAtomic(certPath, []byte(strings.TrimSpace(cert.Certificate)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("cert: %w", err)
@@ -85,7 +85,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 			// An older gateway names the key by fingerprint only.
 			rec, err := c.Host(ctx, host)
 			if err != nil {
-				return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
+				return certHostError(host, err)
 			}
 			hostKey = rec.HostPublicKey
 		}
@@ -98,6 +98,21 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	}
 	return nil
 }
+
+// certHostError is a failed API call of gateway cert for host, told under
+// the host's name, which the gateway's message in it then leaves out.
+func certHostError(host string, err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		ae.Message = hostReason(host, ae.Message)
+	}
+	return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
+}
+
+// hostReason is the gateway's message about host told after "host HOST: ":
+// the gateway begins each of its messages about one host so (for a curl
+// user), and the command's own prefix names the host already.
+func hostReason(host, msg string) string { return strings.TrimPrefix(msg, "host "+host+": ") }
 
 // sessionKey returns the public key of the private key at path, making an
 // ed25519 pair (path and path.pub) when there is none.

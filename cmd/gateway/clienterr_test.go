@@ -225,8 +225,8 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 				continue
 			}
 			t.Logf("%s: %v", name, err)
-			if !strings.HasPrefix(err.Error(), "host "+c.host+": ") || strings.Count(err.Error(), "host "+c.host+":") != 1 {
-				t.Errorf("%s: %v; want it to begin with host %s, named once so", name, err, c.host)
+			if !strings.HasPrefix(err.Error(), "host "+c.host+": ") || strings.Count(err.Error(), "host "+c.host) != 1 {
+				t.Errorf("%s: %v; want it to begin with host %s, and name it only there", name, err, c.host)
 			}
 			t.Run(name, func(t *testing.T) { c.check(t, err) })
 		}

@@ -296,8 +296,13 @@ func TestServeTokensProxyResetKey(t *testing.T) {
 	pout := &eventWriteCloser{events: &events, name: "stdout"}
 	errw := &eventWriteCloser{events: &events, name: "stderr"}
 	err = run(ctx, stdio{in: strings.NewReader(""), out: pout, err: errw}, []string{"proxy", "other"})
-	if err == nil || !strings.Contains(err.Error(), `no host "other" among those this token reaches`) || !errors.As(err, new(reportedError)) {
-		t.Errorf("proxy to other host: %v, want the gateway's reason, reported", err)
+	if err == nil || !strings.Contains(err.Error(), "host other: not among the hosts this token reaches") || strings.Count(err.Error(), "host other") != 1 || !errors.As(err, new(reportedError)) {
+		t.Errorf("proxy to other host: %v, want the gateway's reason, reported, naming the host once", err)
+	}
+	// gateway cert says it the same way.
+	err = run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard}, []string{"cert", "--key", filepath.Join(t.TempDir(), "id"), "other"})
+	if err == nil || !strings.Contains(err.Error(), "host other: gateway: not among the hosts this token reaches") || strings.Count(err.Error(), "host other") != 1 {
+		t.Errorf("cert for other host: %v, want the gateway's reason, naming the host once", err)
 	}
 	if len(events) != 2 || !strings.HasPrefix(events[0], "stderr: gateway: proxy: host other:") || events[1] != "stdout closed" {
 		t.Errorf("proxy to other host: %q, want the reason on stderr, then stdout closed", events)

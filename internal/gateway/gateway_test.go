@@ -389,7 +389,7 @@ func TestClientTokenOtherHostSaysWhy(t *testing.T) {
 		if res.StatusCode != http.StatusNotFound || we.Code != "not_found" {
 			t.Fatalf("GET /v1/hosts/%s with another host's client token: %d %s, want 404 not_found", id, res.StatusCode, b)
 		}
-		if !strings.Contains(we.Message, `"`+id+`"`) || !strings.Contains(we.Message, "--host") {
+		if !strings.HasPrefix(we.Message, "host "+id+": ") || !strings.Contains(we.Message, "--host") {
 			t.Errorf("GET /v1/hosts/%s: message %q names neither the host nor the token's --host", id, we.Message)
 		}
 		messages[id] = strings.ReplaceAll(we.Message, id, "ID")
@@ -436,6 +436,13 @@ func TestAuthAndScopes(t *testing.T) {
 		if code != c.status || errCode != c.code {
 			t.Errorf("%s %s: %d %q, want %d %q", c.method, c.path, code, errCode, c.status, c.code)
 		}
+	}
+	// A message about one host begins with it, as the tunnel's close
+	// reasons do: the Go client, which names the host itself, drops it.
+	hdr := http.Header{}
+	wsHeaders(hdr)
+	if res, b := e.raw("GET", "/v1/hosts/a/ssh", admin, hdr); res.StatusCode != 503 || !strings.Contains(string(b), `"message":"host a: not connected to the gateway"`) {
+		t.Errorf("GET /v1/hosts/a/ssh of an offline host: %d %s, want the message to begin with host a:", res.StatusCode, b)
 	}
 	// A plain request to a WebSocket endpoint changes nothing: no pin.
 	_, k := newKey(t)

@@ -138,11 +138,18 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 	}
 }
 
+// hostMsg words a message about host id as the gateway words each one,
+// its WebSocket close reasons too: "host box: not connected to the
+// gateway". A curl user sees which host; the Go client, which begins its
+// errors with "host box: " itself, drops the gateway's (client.APIError)
+// rather than naming the host twice.
+func hostMsg(id, msg string) string { return "host " + id + ": " + msg }
+
 // openError answers a failed Tunnels.Open.
 func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	switch {
 	case errors.Is(err, ErrTooManyStreams):
-		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", "host "+id+" has too many open sessions")
+		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", hostMsg(id, "too many open sessions"))
 	case errors.Is(err, ErrClosed):
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 	case errors.Is(err, ErrHostOffline):
@@ -150,12 +157,12 @@ func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, er
 			WriteError(w, http.StatusNotFound, "not_found", "no such host")
 			return
 		}
-		WriteError(w, http.StatusServiceUnavailable, "host_offline", "host "+id+" is not connected to the gateway")
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", hostMsg(id, "not connected to the gateway"))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		WriteError(w, http.StatusServiceUnavailable, "host_offline", "opening a stream to host "+id+" was cancelled")
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", hostMsg(id, "opening a stream was cancelled"))
 	default:
 		s.logger.Warn("open stream", "host", id, "err", err)
-		WriteError(w, http.StatusBadGateway, "host_unreachable", "could not open a stream to host "+id)
+		WriteError(w, http.StatusBadGateway, "host_unreachable", hostMsg(id, "could not open a stream"))
 	}
 }
 

@@ -23,15 +23,10 @@ import (
 )
 
 // agentTestServer starts a server with cfg (its keys generated) whose
-// forwarded agents say on closed which directory they removed.
-func agentTestServer(t *testing.T, cfg ServerConfig) (addr string, hostKey ssh.PublicKey, client ssh.Signer, closed <-chan string) {
-	t.Helper()
-	return agentTestServerOpenTimeout(t, cfg, 0)
-}
-
-// agentTestServerOpenTimeout is agentTestServer whose wait for the answer
-// to an auth-agent@openssh.com open is openTimeout (0: the default).
-func agentTestServerOpenTimeout(t *testing.T, cfg ServerConfig, openTimeout time.Duration) (addr string, hostKey ssh.PublicKey, client ssh.Signer, closed <-chan string) {
+// forwarded agents say on closed which directory they removed, and whose
+// wait for the answer to an auth-agent@openssh.com open is openTimeout
+// (0: the default).
+func agentTestServer(t *testing.T, cfg ServerConfig, openTimeout time.Duration) (addr string, hostKey ssh.PublicKey, client ssh.Signer, closed <-chan string) {
 	t.Helper()
 	ch := make(chan string, 8)
 	addr, hostKey, client = srvStartTweakedConfig(t, cfg, func(s *Server) {
@@ -59,6 +54,28 @@ func agentSilent(t *testing.T, c *ssh.Client) <-chan ssh.NewChannel {
 	})
 	t.Cleanup(func() { _ = c.Close(); wg.Wait() })
 	return held
+}
+
+// agentDialer returns a dial of a forwarded agent's socket sock and the
+// connections it made, each bounded by srvTestWait (a hang bound) and
+// closed when the test ends.
+func agentDialer(t *testing.T, sock string) (dial func() net.Conn, dialed *[]net.Conn) {
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, uc := range conns {
+			_ = uc.Close()
+		}
+	})
+	return func() net.Conn {
+		t.Helper()
+		uc, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, uc)
+		_ = uc.SetDeadline(time.Now().Add(srvTestWait))
+		return uc
+	}, &conns
 }
 
 // waitEOF waits (bounded by srvTestWait) until uc's peer closes it.
@@ -129,6 +146,28 @@ func agentSession(t *testing.T, c *ssh.Client, ask bool, cmd string) (granted bo
 	return granted, s, stdin, bufio.NewReader(out)
 }
 
+// agentCatSession starts a server that allows agent forwarding (its wait
+// for an agent channel open's answer openTimeout, 0 for the default),
+// connects, lets handle take the auth-agent channel opens on the client,
+// and runs `exec cat` in a session granted agent forwarding. It returns
+// the server's log, the client, the server's closed (agentTestServer),
+// the session and its stdin, and the command's SSH_AUTH_SOCK.
+func agentCatSession(t *testing.T, openTimeout time.Duration, handle func(*ssh.Client)) (logs *testenv.LogBuffer, c *ssh.Client, closed <-chan string, s *ssh.Session, stdin io.WriteCloser, sock string) {
+	t.Helper()
+	logs = new(testenv.LogBuffer)
+	addr, hk, ck, closed := agentTestServer(t, ServerConfig{AgentForwarding: true, Logger: slog.New(slog.NewTextHandler(logs, nil))}, openTimeout)
+	c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle(c)
+	granted, s, stdin, stdout := agentSession(t, c, true, `echo "$SSH_AUTH_SOCK"; exec cat`)
+	if !granted {
+		t.Fatalf("auth-agent-req refused\n%s", logs.String())
+	}
+	return logs, c, closed, s, stdin, readLine(t, stdout)
+}
+
 // readLine reads one line of a command's output, without its newline.
 func readLine(t *testing.T, r *bufio.Reader) string {
 	t.Helper()
@@ -150,18 +189,8 @@ func TestAgentForwardingSocket(t *testing.T) {
 	for _, end := range []string{"command exits", "connection lost"} {
 		t.Run(end, func(t *testing.T) {
 			t.Parallel()
-			var logs testenv.LogBuffer
-			addr, hk, ck, closed := agentTestServer(t, ServerConfig{AgentForwarding: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
-			if err != nil {
-				t.Fatal(err)
-			}
-			opened := agentEcho(t, c)
-			granted, s, stdin, stdout := agentSession(t, c, true, `echo "$SSH_AUTH_SOCK"; exec cat`)
-			if !granted {
-				t.Fatalf("auth-agent-req refused\n%s", logs.String())
-			}
-			sock := readLine(t, stdout)
+			var opened <-chan struct{}
+			logs, c, closed, s, stdin, sock := agentCatSession(t, 0, func(c *ssh.Client) { opened = agentEcho(t, c) })
 			if !filepath.IsAbs(sock) {
 				t.Fatalf("SSH_AUTH_SOCK=%q, want a socket's path", sock)
 			}
@@ -173,21 +202,7 @@ func TestAgentForwardingSocket(t *testing.T) {
 				t.Errorf("socket directory %s: %v %v, want a 0700 directory", dir, fi.Mode(), err)
 			}
 
-			var held []net.Conn
-			defer func() {
-				for _, uc := range held {
-					_ = uc.Close()
-				}
-			}()
-			dial := func() net.Conn {
-				uc, err := net.Dial("unix", sock)
-				if err != nil {
-					t.Fatal(err)
-				}
-				held = append(held, uc)
-				_ = uc.SetDeadline(time.Now().Add(srvTestWait)) // a hang bound
-				return uc
-			}
+			dial, dialed := agentDialer(t, sock)
 			for i := range maxAgentConns {
 				uc := dial()
 				msg := fmt.Sprintf("request %d", i)
@@ -231,7 +246,7 @@ func TestAgentForwardingSocket(t *testing.T) {
 			if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("socket directory %s after the session: %v, want it gone", dir, err)
 			}
-			for i, uc := range held[:maxAgentConns] {
+			for i, uc := range (*dialed)[:maxAgentConns] {
 				if n, err := uc.Read(make([]byte, 1)); err != io.EOF {
 					t.Errorf("connection %d after the session: read %d, %v; want EOF", i, n, err)
 				}
@@ -319,32 +334,9 @@ func TestAgentForwardingUnansweredOpen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var logs testenv.LogBuffer
-			addr, hk, ck, closed := agentTestServerOpenTimeout(t, ServerConfig{AgentForwarding: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, tc.openTimeout)
-			c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
-			if err != nil {
-				t.Fatal(err)
-			}
-			held := agentSilent(t, c)
-			granted, s, stdin, stdout := agentSession(t, c, true, `echo "$SSH_AUTH_SOCK"; exec cat`)
-			if !granted {
-				t.Fatalf("auth-agent-req refused\n%s", logs.String())
-			}
-			sock := readLine(t, stdout)
-			var conns []net.Conn
-			defer func() {
-				for _, uc := range conns {
-					_ = uc.Close()
-				}
-			}()
-			dial := func() net.Conn {
-				uc, err := net.Dial("unix", sock)
-				if err != nil {
-					t.Fatal(err)
-				}
-				conns = append(conns, uc)
-				return uc
-			}
+			var held <-chan ssh.NewChannel
+			logs, _, closed, s, stdin, sock := agentCatSession(t, tc.openTimeout, func(c *ssh.Client) { held = agentSilent(t, c) })
+			dial, _ := agentDialer(t, sock)
 			nextOpen := func() ssh.NewChannel {
 				t.Helper()
 				select {

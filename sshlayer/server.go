@@ -242,8 +242,8 @@ type Server struct {
 	// agentClosed, when set (tests), is told each forwarded agent's
 	// directory once its session removed it.
 	agentClosed func(dir string)
-	// agentOpenTimeout, when set (tests), replaces agentOpenTimeout.
-	agentOpenTimeout time.Duration
+	// channelOpenTimeout, when set (tests), replaces the const of that name.
+	channelOpenTimeout time.Duration
 }
 
 // NewServer validates cfg and returns a server. The config is copied.

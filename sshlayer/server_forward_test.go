@@ -547,3 +547,50 @@ func TestServerStreamLocal(t *testing.T) {
 		t.Fatalf("left beside the sockets: %v", left)
 	}
 }
+
+// A client that never answers the forwarded-tcpip open of a remote
+// forward's connection does not hold that connection until the SSH
+// connection ends: the wait is bounded (channelOpenTimeout), the
+// connection is closed, and a late acceptance gets its channel closed.
+func TestRemoteForwardUnansweredOpen(t *testing.T) {
+	t.Parallel()
+	addr, hostKey, client := srvStartTweakedConfig(t, ServerConfig{}, func(s *Server) { s.channelOpenTimeout = time.Millisecond })
+	c, err := srvDialWith(addr, hostKey, ssh.PublicKeys(client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held := c.HandleChannelOpen("forwarded-tcpip")
+	ok, reply, err := c.SendRequest("tcpip-forward", true, ssh.Marshal(struct {
+		Addr string
+		Port uint32
+	}{"127.0.0.1", 0}))
+	if err != nil || !ok {
+		t.Fatalf("tcpip-forward: %v, %v", ok, err)
+	}
+	var bound struct{ Port uint32 }
+	if err := ssh.Unmarshal(reply, &bound); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(bound.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var nc ssh.NewChannel
+	select {
+	case nc = <-held: // left unanswered
+	case <-time.After(srvTestWait):
+		t.Fatal("no forwarded-tcpip open reached the client")
+	}
+	waitEOF(t, conn, "a forwarded connection whose open the client never answered")
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	if n, err := ch.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a late-accepted forwarded-tcpip channel: read %d, %v; want the server to close it (EOF)", n, err)
+	}
+	_ = ch.Close()
+}

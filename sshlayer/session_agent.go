@@ -23,13 +23,23 @@ import (
 // ssh hold one each while they sign.
 const maxAgentConns = 16
 
-// agentOpenTimeout bounds the wait for the client's answer to an
-// auth-agent@openssh.com open (Server.agentOpenTimeout overrides it in
-// tests). OpenSSH answers at once (an agent's confirmation prompt comes
-// later, on the channel); a client that does not answer must not hold the
-// program that dialed the socket, nor the session's end, until the
+// channelOpenTimeout bounds the wait for the client's answer to a
+// channel the server opens: auth-agent@openssh.com, forwarded-tcpip and
+// forwarded-streamlocal@openssh.com (Server.channelOpenTimeout overrides
+// it in tests). OpenSSH answers at once (an agent's confirmation prompt
+// comes later, on the channel; a remote forward's dial is after the
+// answer); a client that does not answer must not hold the program that
+// dialed the socket or the port, nor the session's end, until the
 // connection ends.
-const agentOpenTimeout = 30 * time.Second
+const channelOpenTimeout = 30 * time.Second
+
+// openTimeout is channelOpenTimeout, or the server's override (tests).
+func (s *Server) openTimeout() time.Duration {
+	if s.channelOpenTimeout > 0 {
+		return s.channelOpenTimeout
+	}
+	return channelOpenTimeout
+}
 
 // agentForward is a session's forwarded agent (auth-agent-req@openssh.com,
 // OpenSSH's PROTOCOL.agent): a Unix socket, mode 0600 in a directory of
@@ -137,13 +147,10 @@ func (a *agentForward) accept() {
 			// Opened per connection, not ahead, as sshd does: the client
 			// may refuse (ssh without -A for this session) and says why.
 			// The wait for its answer ends with the session, or after
-			// agentOpenTimeout; an open given up still counts against
+			// channelOpenTimeout; an open given up still counts against
 			// maxAgentConns until the client answers it, so a client that
 			// never answers has at most that many pending.
-			timeout := agentOpenTimeout
-			if d := a.c.srv.agentOpenTimeout; d > 0 {
-				timeout = d
-			}
+			timeout := a.c.srv.openTimeout()
 			ctx, cancel := context.WithTimeoutCause(a.ctx, timeout, fmt.Errorf("no answer in %v", timeout))
 			ch, reqs, err := a.c.openChannel(ctx, agentChannel, nil, release)
 			cancel()

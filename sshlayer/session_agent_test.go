@@ -31,7 +31,7 @@ func agentTestServer(t *testing.T, cfg ServerConfig, openTimeout time.Duration) 
 	ch := make(chan string, 8)
 	addr, hostKey, client = srvStartTweakedConfig(t, cfg, func(s *Server) {
 		s.agentClosed = func(dir string) { ch <- dir }
-		s.agentOpenTimeout = openTimeout
+		s.channelOpenTimeout = openTimeout
 	})
 	return addr, hostKey, client, ch
 }

@@ -1500,6 +1500,9 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		// channel's packets (change 6), given back once written.
 		refs *dataRefs
 		n    int
+		// hostgate (change 7): the rest of a chunk the server answered
+		// short inside the file, read on by the worker.
+		rest []byte
 		off  int64
 		err  error
 
@@ -1609,11 +1612,26 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				if b == nil && refs == nil {
 					s.release()
 				}
+				var rest []byte
+				if err == nil && n < chunkSize && readWork.off+int64(n) < int64(fileSize) {
+					// hostgate (change 7): a short answer inside the
+					// file (a server whose replies are smaller than our
+					// requests) is read on here, so that the workers
+					// still read at once; upstream wrote what came and
+					// went on at the next chunk, skipping the rest of
+					// this one without an error. io.EOF here: the file
+					// shrank.
+					rest = make([]byte, chunkSize-n)
+					var m int
+					m, err = f.readChunkAt(nil, rest, readWork.off+int64(n))
+					rest = rest[:m]
+				}
 				writeWork := writeWork{
 					b:    b,
 					page: s.page,
 					refs: refs,
 					n:    n,
+					rest: rest,
 					off:  readWork.off,
 					err:  err,
 
@@ -1645,8 +1663,8 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		// Because writes are serialized, this will always be the last successfully read byte.
 		// hostgate (change 7): but not the start of a chunk past the
 		// end, which only says where the file ended.
-		if packet.n > 0 || packet.err == nil {
-			f.offset = packet.off + int64(packet.n)
+		if read := packet.n + len(packet.rest); read > 0 || packet.err == nil {
+			f.offset = packet.off + int64(read)
 		}
 
 		if packet.refs != nil {
@@ -1664,6 +1682,13 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				return written, err
 			}
 		}
+		if len(packet.rest) > 0 {
+			n, err := w.Write(packet.rest)
+			written += int64(n)
+			if err != nil {
+				return written, err
+			}
+		}
 
 		if packet.err != nil {
 			if packet.err == io.EOF {
@@ -1676,21 +1701,6 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		if packet.page != nil {
 			respPages.Put(packet.page)
 		}
-		if packet.n < chunkSize && f.offset < int64(fileSize) {
-			// hostgate (change 7): a short answer inside the file (a
-			// server whose replies are smaller than our requests) is
-			// read on, one request at a time, before the next chunk's
-			// bytes: upstream went on at the next chunk and skipped the
-			// rest of this one, without an error.
-			n, err := f.writeRestOfChunk(w, chunkSize-packet.n)
-			written += n
-			if err == io.EOF {
-				return written, nil // the file is shorter than it was
-			}
-			if err != nil {
-				return written, err
-			}
-		}
 		cur = packet.next
 	}
 }
@@ -1698,20 +1708,6 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 // errEmptyRead is a read answered with no bytes and no end of file
 // (hostgate, change 7).
 var errEmptyRead = errors.New("sftp: the server answered a read with no bytes and no end of file")
-
-// writeRestOfChunk reads up to n bytes at f.offset and writes them to w
-// (hostgate, change 7: File.WriteTo's rest of a chunk a server answered
-// short). io.EOF when the file ends first.
-func (f *File) writeRestOfChunk(w io.Writer, n int) (int64, error) {
-	b := make([]byte, n)
-	m, err := f.readChunkAt(nil, b, f.offset)
-	f.offset += int64(m)
-	wn, werr := w.Write(b[:m])
-	if werr != nil {
-		return int64(wn), werr
-	}
-	return int64(wn), err
-}
 
 // Stat returns the FileInfo structure describing file. If there is an
 // error.

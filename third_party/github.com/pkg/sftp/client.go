@@ -1612,15 +1612,26 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				if b == nil && refs == nil {
 					s.release()
 				}
+				if err == nil && n == 0 {
+					// hostgate (change 7): no bytes and no end of
+					// file, as readChunkAt's: past the size stat gave,
+					// where nothing reads on, the next chunk was asked
+					// for, and so on for ever (found by the audit29
+					// audit).
+					err = errEmptyRead
+				}
 				var rest []byte
-				if err == nil && n < chunkSize && readWork.off+int64(n) < int64(fileSize) {
+				if err == nil && n < chunkSize && readWork.off+int64(n) != int64(fileSize) {
 					// hostgate (change 7): a short answer inside the
 					// file (a server whose replies are smaller than our
 					// requests) is read on here, so that the workers
 					// still read at once; upstream wrote what came and
 					// went on at the next chunk, skipping the rest of
 					// this one without an error. io.EOF here: the file
-					// shrank.
+					// shrank. An answer that ends past the size stat
+					// gave is read on too: the file grew (found by the
+					// audit29 audit); only one ending there is taken
+					// for the end without asking.
 					rest = make([]byte, chunkSize-n)
 					var m int
 					m, err = f.readChunkAt(nil, rest, readWork.off+int64(n))
@@ -1658,6 +1669,25 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		packet, ok := <-cur
 		if !ok {
 			return written, errors.New("sftp.File.WriteTo: unexpectedly closed channel")
+		}
+
+		if read := packet.n + len(packet.rest); read > 0 && packet.off > f.offset {
+			// hostgate (change 7): a chunk before this one was
+			// answered short at the size stat gave, where workers do
+			// not read on, and the file grew. Its rest is read here,
+			// before this chunk's bytes, which upstream wrote after
+			// the gap without an error (found by the audit29 audit).
+			n, err := f.writeGap(w, packet.off)
+			written += n
+			if err != nil {
+				if packet.refs != nil {
+					packet.refs.release()
+				}
+				if err == io.EOF {
+					return written, nil // the file shrank again
+				}
+				return written, err
+			}
 		}
 
 		// Because writes are serialized, this will always be the last successfully read byte.
@@ -1708,6 +1738,21 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 // errEmptyRead is a read answered with no bytes and no end of file
 // (hostgate, change 7).
 var errEmptyRead = errors.New("sftp: the server answered a read with no bytes and no end of file")
+
+// writeGap reads the bytes from f.offset to off, fewer than a chunk, and
+// writes them to w (hostgate, change 7: File.WriteTo's rest of a chunk
+// answered short at the size stat gave, the file grown since). io.EOF
+// when the file ends first.
+func (f *File) writeGap(w io.Writer, off int64) (int64, error) {
+	b := make([]byte, off-f.offset)
+	m, err := f.readChunkAt(nil, b, f.offset)
+	f.offset += int64(m)
+	wn, werr := w.Write(b[:m])
+	if werr != nil {
+		return int64(wn), werr
+	}
+	return int64(wn), err
+}
 
 // Stat returns the FileInfo structure describing file. If there is an
 // error.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -180,5 +181,67 @@ func TestHostgateServerReadsAnswers(t *testing.T) {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("reads answered with no bytes still asking after 20 s")
+	}
+}
+
+// hostgate: change 7, found by the audit29 audit. WriteTo knows a file's
+// size from before it reads. A file that grows meanwhile, read from a
+// server of small replies, was answered short past that size too, and
+// WriteTo went on at the next chunk, leaving out the rest of each such
+// chunk without an error; a server that answered reads past the end with
+// no bytes and no end of file was asked on for ever.
+func TestHostgateWriteToPastStatSize(t *testing.T) {
+	const size, grown = 600 << 10, 1000 << 10
+	data := make([]byte, grown)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	growing := requestPipe(t, size, func(b []byte, off int64) (int, error) {
+		if off >= grown {
+			return 0, io.EOF
+		}
+		return copy(b[:min(len(b), 1000)], data[off:]), nil
+	})
+	var got bytes.Buffer
+	if n, err := growing.WriteTo(&got); err != nil || n != grown || !bytes.Equal(got.Bytes(), data) {
+		t.Errorf("WriteTo of a file grown to %d bytes: %d, %v, same bytes %v", grown, n, err, bytes.Equal(got.Bytes(), data))
+	}
+	if off, err := growing.Seek(0, io.SeekCurrent); err != nil || off != grown {
+		t.Errorf("offset after WriteTo: %d, %v; want %d", off, err, grown)
+	}
+
+	// Answered short at the size stat gave (20 KiB into a chunk, less
+	// than the server's largest reply), then grown: the rest of that
+	// chunk is read before the next chunk's bytes are written.
+	const short = 2*255<<10 + 20<<10
+	atSize := requestPipe(t, short, func(b []byte, off int64) (int, error) {
+		if off >= grown {
+			return 0, io.EOF
+		}
+		if off < short {
+			return copy(b, data[off:short]), nil
+		}
+		return copy(b[:min(len(b), 1000)], data[off:]), nil
+	})
+	got.Reset()
+	if n, err := atSize.WriteTo(&got); err != nil || n != grown || !bytes.Equal(got.Bytes(), data) {
+		t.Errorf("WriteTo of a file grown to %d bytes, answered short at %d: %d, %v, same bytes %v", grown, short, n, err, bytes.Equal(got.Bytes(), data))
+	}
+
+	// Two whole chunks: no read inside them reads on past their end.
+	const chunks = 2 * 255 << 10
+	var pastEnd atomic.Int32
+	empty := requestPipe(t, chunks, func(b []byte, off int64) (int, error) {
+		if off < chunks {
+			return copy(b, data[off:chunks]), nil
+		}
+		// Bounded, so that the client without the fix ends too.
+		if pastEnd.Add(1) > 2000 {
+			return 0, io.EOF
+		}
+		return 0, nil
+	})
+	if n, err := empty.WriteTo(io.Discard); !errors.Is(err, errEmptyRead) {
+		t.Errorf("WriteTo, empty replies past the end: %d, %v (%d reads past it); want errEmptyRead", n, err, pastEnd.Load())
 	}
 }

@@ -126,9 +126,15 @@ func TestAuthCacheRevokedAndExpired(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	// Expiry before the cache's TTL runs out, with room for the first
-	// request to land before it.
-	exp := time.Now().Add(900 * time.Millisecond)
+	// Expiry while the token is cached: the cache's TTL made far longer
+	// than the token's life, and the life (2 s) far longer than a loaded
+	// machine stalls before the first request lands. At 900 ms against
+	// the 1 s TTL a stall could fail the first request, or leave the
+	// cache out of the second.
+	e.srv.auth.mu.Lock()
+	e.srv.auth.ttl = time.Hour
+	e.srv.auth.mu.Unlock()
+	exp := time.Now().Add(2 * time.Second)
 	sec, _, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleAdmin, ExpiresAt: exp})
 	if err != nil {
 		t.Fatal(err)

@@ -1387,7 +1387,11 @@ func TestLiveToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, short, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, ExpiresAt: time.Now().Add(200 * time.Millisecond)})
+	// short must still be live at the first check: 2 s, far more than a
+	// loaded machine stalls (at 200 ms it expired first, 1 run in 20 at
+	// load 9).
+	shortExp := time.Now().Add(2 * time.Second)
+	_, short, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, ExpiresAt: shortExp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1402,7 +1406,7 @@ func TestLiveToken(t *testing.T) {
 	if err := e.store.DeleteToken(e.ctx, tok.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(250 * time.Millisecond) // past the snapshot's TTL and short's expiry
+	time.Sleep(time.Until(shortExp) + 100*time.Millisecond) // past the snapshot's TTL and short's expiry
 	if _, ok, err := e.srv.LiveToken(e.ctx, tok.ID); ok || err != nil {
 		t.Error("a revoked token is still live past the snapshot's TTL")
 	}

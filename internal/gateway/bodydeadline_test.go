@@ -99,7 +99,7 @@ func TestBodyDeadlineSparesLongRequests(t *testing.T) {
 // The limit is on idleness, not the whole body: a large body that keeps
 // coming on a slow link arrives whole (an exec's stdin at 400 kbit/s).
 func TestSlowSteadyBodyArrives(t *testing.T) {
-	shortBodyTimeout(t, 300*time.Millisecond)
+	shortBodyTimeout(t, time.Second)
 	e := newEnv(t, nil)
 	e.srv.Mux().HandleFunc("POST /test/echo", func(w http.ResponseWriter, r *http.Request) {
 		var v map[string]string
@@ -108,7 +108,11 @@ func TestSlowSteadyBodyArrives(t *testing.T) {
 		}
 		io.WriteString(w, v["a"])
 	})
-	parts := []string{`{"a":"`, "one", "two", "three", "four", "five", `"}`}
+	// 15 parts 100 ms apart: 1.5 s in all, never close to 1 s idle (at
+	// 150 ms apart against 300 ms a stall of the writer or the handler on
+	// a loaded machine cut it, 1 run in 20 at load 9).
+	words := strings.Fields("one two three four five six seven eight nine ten eleven twelve thirteen")
+	parts := append(append([]string{`{"a":"`}, words...), `"}`)
 	body := strings.Join(parts, "")
 	c, err := net.Dial("tcp", e.ts.Listener.Addr().String())
 	if err != nil {
@@ -116,11 +120,11 @@ func TestSlowSteadyBodyArrives(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "POST /test/echo HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	for _, p := range parts { // 7 parts 150 ms apart: 900 ms in all, never 300 ms idle
+	for _, p := range parts {
 		if _, err := io.WriteString(c, p); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -129,7 +133,7 @@ func TestSlowSteadyBodyArrives(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || string(b) != "onetwothreefourfive" {
+	if want := strings.Join(words, ""); res.StatusCode != 200 || string(b) != want {
 		t.Fatalf("a steady slow body: %d %q, want 200 with all of it", res.StatusCode, b)
 	}
 }

@@ -102,8 +102,9 @@ func TestChildOOMScoreAdj(t *testing.T) {
 		}
 		// The shell reads it, then a child it starts does. The server sets
 		// it just after the start: the shell may look before, so it looks
-		// again for a while.
-		out, err := s.Output(fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8 9 10; do read a < /proc/self/oom_score_adj; [ "$a" = %s ] && break; sleep 0.05; done; echo $a $(cat /proc/self/oom_score_adj)`, tc.want))
+		// again, for up to 10 s (a loaded machine can hold the server past
+		// the 0.5 s it looked for before).
+		out, err := s.Output(fmt.Sprintf(`i=0; while [ $i -lt 200 ]; do read a < /proc/self/oom_score_adj; [ "$a" = %s ] && break; sleep 0.05; i=$((i+1)); done; echo $a $(cat /proc/self/oom_score_adj)`, tc.want))
 		_ = s.Close()
 		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want+" "+tc.want {
 			t.Errorf("ChildOOMScoreAdj %d: %q %v, want %q for the command and its child", tc.adj, got, err, tc.want+" "+tc.want)

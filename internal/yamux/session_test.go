@@ -659,9 +659,12 @@ func TestSendData_Small(t *testing.T) {
 
 	drainErrorsUntil(t, errCh, 2, 5*time.Second, "timeout")
 
-	// Give client and server a second to receive FINs and close streams
-	time.Sleep(time.Second)
-
+	// Give client and server time to receive FINs and close streams.
+	// hostgate: waited for (bounded), not looked at after a fixed second,
+	// which a loaded machine under -race can stall past.
+	for deadline := time.Now().Add(10 * time.Second); (client.NumStreams() > 0 || server.NumStreams() > 0) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := client.NumStreams(); n != 0 {
 		t.Errorf("expected 0 client streams but found %d", n)
 	}
@@ -760,7 +763,11 @@ func TestGoAway(t *testing.T) {
 	}
 
 	// Give the other side time to process the goaway after receiving it.
-	time.Sleep(100 * time.Millisecond)
+	// hostgate: waited for (bounded), not a fixed 100 ms, which a loaded
+	// machine under -race can stall past: the Open then went through.
+	for deadline := time.Now().Add(10 * time.Second); atomic.LoadInt32(&client.remoteGoAway) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 
 	_, err := client.Open()
 	if err != ErrRemoteGoAway {

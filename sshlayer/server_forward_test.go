@@ -584,13 +584,5 @@ func TestRemoteForwardUnansweredOpen(t *testing.T) {
 		t.Fatal("no forwarded-tcpip open reached the client")
 	}
 	waitEOF(t, conn, "a forwarded connection whose open the client never answered")
-	ch, reqs, err := nc.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ssh.DiscardRequests(reqs)
-	if n, err := ch.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("a late-accepted forwarded-tcpip channel: read %d, %v; want the server to close it (EOF)", n, err)
-	}
-	_ = ch.Close()
+	acceptLate(t, nc, "forwarded-tcpip")
 }

@@ -87,6 +87,21 @@ func waitEOF(t *testing.T, uc net.Conn, what string) {
 	}
 }
 
+// acceptLate accepts nc, an open the server gave up waiting for, and
+// checks that the server closes the channel at once.
+func acceptLate(t *testing.T, nc ssh.NewChannel, what string) {
+	t.Helper()
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ssh.DiscardRequests(reqs)
+	if n, err := ch.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a late-accepted %s channel: read %d, %v; want the server to close it (EOF)", what, n, err)
+	}
+	_ = ch.Close()
+}
+
 // agentEcho stands in for the client's agent: it accepts every
 // auth-agent@openssh.com channel the server opens on c, says so on opened,
 // and echoes what it reads.
@@ -371,15 +386,7 @@ func TestAgentForwardingUnansweredOpen(t *testing.T) {
 				if err := pending[0].Reject(ssh.Prohibited, "late"); err != nil {
 					t.Fatal(err)
 				}
-				ch, reqs, err := pending[1].Accept()
-				if err != nil {
-					t.Fatal(err)
-				}
-				go ssh.DiscardRequests(reqs)
-				if n, err := ch.Read(make([]byte, 1)); err != io.EOF {
-					t.Errorf("a late-accepted auth-agent channel: read %d, %v; want the server to close it (EOF)", n, err)
-				}
-				_ = ch.Close()
+				acceptLate(t, pending[1], "auth-agent")
 			}
 			// One open pending as the session ends (with the bound, in a
 			// place one of the answers above freed: a connection the

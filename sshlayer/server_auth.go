@@ -21,7 +21,7 @@ const (
 // grants a PTY, port forwarding or agent forwarding only when it carries
 // the extension. A plain authorized key is granted all three (sshd's
 // default without restrictions in authorized_keys). The gateway CA sets
-// all three.
+// the first two, and agent forwarding for hosts that forward an agent.
 const (
 	extPermitPTY             = "permit-pty"
 	extPermitPortForwarding  = "permit-port-forwarding"

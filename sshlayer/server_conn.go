@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
 // serverConn is one authenticated SSH connection. It is owned by
@@ -149,6 +152,24 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 	}()
 }
 
+// channelOpenTimeout bounds the wait for the client's answer to a
+// channel the server opens: auth-agent@openssh.com, forwarded-tcpip and
+// forwarded-streamlocal@openssh.com (Server.channelOpenTimeout overrides
+// it in tests). OpenSSH answers at once (an agent's confirmation prompt
+// comes later, on the channel; a remote forward's dial is after the
+// answer); a client that does not answer must not hold the program that
+// dialed the socket or the port, nor the session's end, until the
+// connection ends.
+const channelOpenTimeout = 30 * time.Second
+
+// openTimeout is channelOpenTimeout, or the server's override (tests).
+func (s *Server) openTimeout() time.Duration {
+	if s.channelOpenTimeout > 0 {
+		return s.channelOpenTimeout
+	}
+	return channelOpenTimeout
+}
+
 // openChannel opens a channel to the client as sc.OpenChannel does, but
 // gives up when ctx ends: x/crypto's open waits for the client's answer
 // with no deadline, so a client that never answers would hold whoever
@@ -193,6 +214,34 @@ func (c *serverConn) openChannel(ctx context.Context, typ string, payload []byte
 
 // errOpenGivenUp is openChannel's error when ctx ended before the answer.
 var errOpenGivenUp = errors.New("channel open given up before the client answered")
+
+// carry opens a channel of typ to the client for conn, a connection
+// accepted on the client's behalf (its agent's socket, a remote forward's
+// port), and copies between the two until either ends or ctx does; conn
+// is closed when it returns. The wait for the client's answer ends with
+// ctx or after the open timeout (channelOpenTimeout); an open given up
+// keeps conn's place until the client answers it, so a client that never
+// answers holds no more opens than its limit allows. release frees the
+// place, once.
+func (c *serverConn) carry(ctx context.Context, conn net.Conn, typ string, payload []byte, release func()) {
+	timeout := c.srv.openTimeout()
+	octx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no answer in %v", timeout))
+	ch, reqs, err := c.openChannel(octx, typ, payload, release)
+	cancel()
+	if err != nil {
+		if errors.Is(err, errOpenGivenUp) {
+			c.log.Info(typ+": the client did not answer the open", "err", err)
+		} else {
+			c.log.Info(typ+" refused by client", "err", err)
+			release()
+		}
+		_ = conn.Close()
+		return
+	}
+	defer release()
+	ssh.DiscardLazily(ch, reqs)
+	_, _ = bicopy.Copy(ctx, ch, conn)
+}
 
 // activity counts open channels and remote forwards; the idle timer runs
 // only while there are none.

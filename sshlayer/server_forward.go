@@ -462,26 +462,9 @@ func (c *serverConn) acceptForward(f *remoteForward, ln net.Listener) {
 				}
 				typ, payload = "forwarded-tcpip", ssh.Marshal(&m)
 			}
-			// The wait for the client's answer is bounded, as for an
-			// agent's channel; an open given up still counts against
-			// maxForwardedConns until the client answers it.
-			timeout := c.srv.openTimeout()
-			ctx, cancel := context.WithTimeoutCause(c.ctx, timeout, fmt.Errorf("no answer in %v", timeout))
-			ch, reqs, err := c.openChannel(ctx, typ, payload, release)
-			cancel()
-			if err != nil {
-				if errors.Is(err, errOpenGivenUp) {
-					c.log.Info(typ+": the client did not answer the open", "err", err)
-				} else {
-					c.log.Info(typ+" refused by client", "err", err)
-					release()
-				}
-				_ = tc.Close()
-				return
-			}
-			defer release()
-			ssh.DiscardLazily(ch, reqs)
-			_, _ = bicopy.Copy(c.ctx, ch, tc)
+			// An open given up counts against maxForwardedConns until
+			// the client answers it.
+			c.carry(c.ctx, tc, typ, payload, release)
 		}()
 	}
 }

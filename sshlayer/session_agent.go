@@ -4,17 +4,11 @@ package sshlayer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
-
-	"golang.org/x/crypto/ssh"
-
-	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
 // maxAgentConns bounds the connections to a session's forwarded agent open
@@ -22,24 +16,6 @@ import (
 // the socket in a loop must not open them without end. ssh-add, git and
 // ssh hold one each while they sign.
 const maxAgentConns = 16
-
-// channelOpenTimeout bounds the wait for the client's answer to a
-// channel the server opens: auth-agent@openssh.com, forwarded-tcpip and
-// forwarded-streamlocal@openssh.com (Server.channelOpenTimeout overrides
-// it in tests). OpenSSH answers at once (an agent's confirmation prompt
-// comes later, on the channel; a remote forward's dial is after the
-// answer); a client that does not answer must not hold the program that
-// dialed the socket or the port, nor the session's end, until the
-// connection ends.
-const channelOpenTimeout = 30 * time.Second
-
-// openTimeout is channelOpenTimeout, or the server's override (tests).
-func (s *Server) openTimeout() time.Duration {
-	if s.channelOpenTimeout > 0 {
-		return s.channelOpenTimeout
-	}
-	return channelOpenTimeout
-}
 
 // agentForward is a session's forwarded agent (auth-agent-req@openssh.com,
 // OpenSSH's PROTOCOL.agent): a Unix socket, mode 0600 in a directory of
@@ -146,27 +122,9 @@ func (a *agentForward) accept() {
 			defer a.wg.Done()
 			// Opened per connection, not ahead, as sshd does: the client
 			// may refuse (ssh without -A for this session) and says why.
-			// The wait for its answer ends with the session, or after
-			// channelOpenTimeout; an open given up still counts against
-			// maxAgentConns until the client answers it, so a client that
-			// never answers has at most that many pending.
-			timeout := a.c.srv.openTimeout()
-			ctx, cancel := context.WithTimeoutCause(a.ctx, timeout, fmt.Errorf("no answer in %v", timeout))
-			ch, reqs, err := a.c.openChannel(ctx, agentChannel, nil, release)
-			cancel()
-			if err != nil {
-				if errors.Is(err, errOpenGivenUp) {
-					a.c.log.Info("auth-agent channel: the client did not answer the open", "err", err)
-				} else {
-					a.c.log.Info("auth-agent channel refused by client", "err", err)
-					release()
-				}
-				_ = uc.Close()
-				return
-			}
-			defer release()
-			ssh.DiscardLazily(ch, reqs)
-			_, _ = bicopy.Copy(a.ctx, ch, uc)
+			// The wait for its answer ends with the session; an open
+			// given up counts against maxAgentConns until answered.
+			a.c.carry(a.ctx, uc, agentChannel, nil, release)
 		}()
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
 // Client talks to one gateway with one token.
@@ -116,7 +117,7 @@ type APIError struct {
 func (e *APIError) Error() string {
 	msg := e.Message
 	if e.named != "" {
-		msg = strings.TrimPrefix(msg, "host "+e.named+": ")
+		msg = wire.TrimHost(e.named, msg)
 	}
 	return fmt.Sprintf("gateway: %s (%d %s)", msg, e.Status, e.Code)
 }

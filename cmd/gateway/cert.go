@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -104,15 +105,10 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 func certHostError(host string, err error) error {
 	var ae *client.APIError
 	if errors.As(err, &ae) {
-		ae.Message = hostReason(host, ae.Message)
+		ae.Message = wire.TrimHost(host, ae.Message)
 	}
 	return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
 }
-
-// hostReason is the gateway's message about host told after "host HOST: ":
-// the gateway begins each of its messages about one host so (for a curl
-// user), and the command's own prefix names the host already.
-func hostReason(host, msg string) string { return strings.TrimPrefix(msg, "host "+host+": ") }
 
 // sessionKey returns the public key of the private key at path, making an
 // ed25519 pair (path and path.pub) when there is none.

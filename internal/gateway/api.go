@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/metrics"
 )
@@ -65,7 +66,7 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
 		// The same answer whether id exists or not, so nothing is probed;
 		// it says why, since a client token's holder knows its own hosts.
-		WriteError(w, http.StatusNotFound, "not_found", hostMsg(id, "not among the hosts this token reaches: a client token reaches only the hosts it was created with (gateway token create --role client --host ID)"))
+		WriteError(w, http.StatusNotFound, "not_found", wire.HostMessage(id, "not among the hosts this token reaches: a client token reaches only the hosts it was created with (gateway token create --role client --host ID)"))
 		return tok, "", false
 	}
 	return tok, id, true
@@ -162,7 +163,7 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.HostKey == "" {
-		WriteError(w, http.StatusConflict, "host_key_reset", hostMsg(id, "no pinned host key (reset); wait for its agent to enroll again"))
+		WriteError(w, http.StatusConflict, "host_key_reset", wire.HostMessage(id, "no pinned host key (reset); wait for its agent to enroll again"))
 		return
 	}
 	cert, err := s.ca.Sign(pub, id, tok.Name, s.cfg.CertTTL, s.forwardsAgent(h))

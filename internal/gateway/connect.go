@@ -341,13 +341,13 @@ var errReplaced = errors.New("replaced by a newer connection for this host")
 func agentCloseReason(hostID string, cause error) (code int, reason string) {
 	switch {
 	case errors.Is(cause, ErrShuttingDown):
-		return bytestream.StatusServiceRestart, "host " + hostID + ": the gateway is shutting down"
+		return bytestream.StatusServiceRestart, wire.HostMessage(hostID, "the gateway is shutting down")
 	case errors.Is(cause, ErrTokenRevoked):
-		return bytestream.StatusPolicyViolation, "host " + hostID + ": the agent's token was revoked or expired"
+		return bytestream.StatusPolicyViolation, wire.HostMessage(hostID, "the agent's token was revoked or expired")
 	case errors.Is(cause, errReplaced):
-		return wire.CloseReplaced, "host " + hostID + ": " + cause.Error()
+		return wire.CloseReplaced, wire.HostMessage(hostID, "") + cause.Error()
 	}
-	return bytestream.StatusPolicyViolation, "host " + hostID + ": " + cause.Error()
+	return bytestream.StatusPolicyViolation, wire.HostMessage(hostID, "") + cause.Error()
 }
 
 // flapWindow is how soon a second replacement of a host's tunnel says that

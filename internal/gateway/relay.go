@@ -120,9 +120,9 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 		cause := context.Cause(ctx)
 		switch {
 		case errors.Is(cause, ErrShuttingDown):
-			return bytestream.StatusServiceRestart, "host " + id + ": the gateway is shutting down; reconnect"
+			return bytestream.StatusServiceRestart, wire.HostMessage(id, "the gateway is shutting down; reconnect")
 		case errors.Is(cause, ErrTokenRevoked):
-			return bytestream.StatusPolicyViolation, "host " + id + ": the session's token was revoked or expired"
+			return bytestream.StatusPolicyViolation, wire.HostMessage(id, "the session's token was revoked or expired")
 		}
 		return 0, ""
 	}
@@ -130,26 +130,19 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 	case <-tunnelDone:
 		if errors.Is(tunnelCause(), errReplaced) {
 			// Not gone: the host is back on the newer connection.
-			return bytestream.StatusBadGateway, "host " + id + ": its agent reconnected, ending this session's tunnel; connect again"
+			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent reconnected, ending this session's tunnel; connect again")
 		}
-		return bytestream.StatusBadGateway, "host " + id + ": its agent disconnected from the gateway"
+		return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent disconnected from the gateway")
 	default:
 		return 0, ""
 	}
 }
 
-// hostMsg words a message about host id as the gateway words each one,
-// its WebSocket close reasons too: "host box: not connected to the
-// gateway". A curl user sees which host; the Go client, which begins its
-// errors with "host box: " itself, drops the gateway's (client.APIError)
-// rather than naming the host twice.
-func hostMsg(id, msg string) string { return "host " + id + ": " + msg }
-
 // openError answers a failed Tunnels.Open.
 func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	switch {
 	case errors.Is(err, ErrTooManyStreams):
-		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", hostMsg(id, "too many open sessions"))
+		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", wire.HostMessage(id, "too many open sessions"))
 	case errors.Is(err, ErrClosed):
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 	case errors.Is(err, ErrHostOffline):
@@ -157,12 +150,12 @@ func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, er
 			WriteError(w, http.StatusNotFound, "not_found", "no such host")
 			return
 		}
-		WriteError(w, http.StatusServiceUnavailable, "host_offline", hostMsg(id, "not connected to the gateway"))
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", wire.HostMessage(id, "not connected to the gateway"))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		WriteError(w, http.StatusServiceUnavailable, "host_offline", hostMsg(id, "opening a stream was cancelled"))
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", wire.HostMessage(id, "opening a stream was cancelled"))
 	default:
 		s.logger.Warn("open stream", "host", id, "err", err)
-		WriteError(w, http.StatusBadGateway, "host_unreachable", hostMsg(id, "could not open a stream"))
+		WriteError(w, http.StatusBadGateway, "host_unreachable", wire.HostMessage(id, "could not open a stream"))
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package wire holds what the gateway and a dialing-out agent agree on for
 // enrollment on GET /v1/agents/connect: header names, the Info encoding and
-// the JSON error shape, and the host key signature. It is tiny and needs
+// the JSON error shape, and the host key signature; and how the gateway
+// words a message about one host, which its clients take apart. It is tiny and needs
 // nothing of the gateway, so the agent binary does not link the gateway.
 package wire
 
@@ -8,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/hostgate/hostgate"
 )
@@ -111,3 +113,13 @@ func ParseError(body []byte) (Error, bool) {
 	}
 	return b.Error, true
 }
+
+// HostMessage words the gateway's message about host id, in its JSON
+// errors and its WebSocket close reasons alike: "host box: not connected
+// to the gateway". A curl user sees which host; a caller that names the
+// host itself (the Go client, gateway cert and proxy) drops the prefix
+// with TrimHost rather than naming it twice.
+func HostMessage(id, msg string) string { return "host " + id + ": " + msg }
+
+// TrimHost is msg without HostMessage's prefix for id.
+func TrimHost(id, msg string) string { return strings.TrimPrefix(msg, "host "+id+": ") }

@@ -165,6 +165,14 @@ func (p *Policy) ValidateProvision(req *ProvisionRequest) error {
 	return validateEnv("env", req.Env)
 }
 
+// ValidateImage reports whether image is a reference the default policy
+// provisions (pinned by a lower-case sha256 digest), with the error a
+// provision naming it gets: a gateway checks its --sandbox-image with it at
+// start rather than at each "New sandbox".
+func ValidateImage(image string) error {
+	return (&Policy{}).validateImage(image)
+}
+
 func (p *Policy) validateImage(image string) error {
 	if image == "" {
 		return invalid("image", "is required")

@@ -64,6 +64,14 @@ func sandboxDefaults(image string) dockerhost.ProvisionRequest {
 func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	srv, log := s.Server, s.Logger.With("component", "executions")
 	authorize := executionsAuthorizer(srv)
+	if img := s.Config.SandboxImage; img != "" {
+		// Checked once here, not at every "New sandbox" the web UI sends
+		// with it (each answered 400 while the gateway served on).
+		var de *dockerhost.Error
+		if err := dockerhost.ValidateImage(img); errors.As(err, &de) {
+			return nil, fmt.Errorf("serve: --sandbox-image (HOSTGATE_SANDBOX_IMAGE): %s", de.Message)
+		}
+	}
 	cli, err := engine(ctx, s.Config.Docker, log)
 	if err != nil {
 		return nil, err

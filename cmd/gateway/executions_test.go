@@ -40,6 +40,32 @@ func TestDockerModeWithoutEngine(t *testing.T) {
 	}
 }
 
+// TestSandboxImageUnpinnedRefusedAtStart: a --sandbox-image that no
+// provision takes (not pinned by digest) stops the start, naming the flag
+// and how to pin it, where the gateway used to serve and answer every "New
+// sandbox" 400 (found by the audit30 audit). An engine is not needed: the
+// image is checked before the engine is asked.
+func TestSandboxImageUnpinnedRefusedAtStart(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, img := range []string{"busybox:latest", "Registry.example.com/tools@sha256:" + strings.Repeat("a", 64)} {
+		_, err := cli(t, ctx, "serve", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--sandbox-image", img)
+		if err == nil {
+			t.Fatalf("--sandbox-image %s: served until the test's deadline", img)
+		}
+		for _, want := range []string{"--sandbox-image", img} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("--sandbox-image %s: error %q does not say %q", img, err, want)
+			}
+		}
+	}
+	// A pinned one starts (auto without an engine: executions off).
+	startServe(t, t.TempDir(), func(c *serveConfig) {
+		c.Docker, c.SandboxImage = "auto", "registry.example.com/tools@sha256:"+strings.Repeat("a", 64)
+	})
+}
+
 // TestAutoWithoutEngineWarnsOfRetention: --docker auto that finds no
 // engine still starts (executions off) with the retention flags, since
 // the next start may find one, but says in the log that this run applies

@@ -124,7 +124,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default http://LISTEN)")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", def.PreviewDomain, "domain for preview subdomains ({port}--{host}.DOMAIN)")
 	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
-	fs.StringVar(&c.AgentBinary, "agent-binary", "", "agent binary to copy into containers")
+	fs.StringVar(&c.AgentBinary, "agent-binary", "", "static Linux agent binary that makes each Docker execution a host (shared read-only with every container through one tools volume; CGO_ENABLED=0 go build ./cmd/agent)")
 	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", 0, "warm pre-created containers kept per sandbox shape (0: no pool)")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")

@@ -173,9 +173,11 @@ func (c *Client) Certificate(ctx context.Context, id, publicKey string) (*Certif
 }
 
 // apiErrorOf is the gateway's answer of status with body b as an error:
-// its JSON error's code and message, else the body itself.
+// its JSON error's code and message, else the status text and what
+// answered instead (wire.ForeignAnswer: a proxy's page for a gateway that
+// is down, say).
 func apiErrorOf(status int, b []byte) *APIError {
-	apiErr := &APIError{Status: status, Code: http.StatusText(status), Message: strings.TrimSpace(string(b))}
+	apiErr := &APIError{Status: status, Code: http.StatusText(status), Message: wire.ForeignAnswer(status, string(b))}
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
@@ -228,7 +230,7 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws})
 	if err != nil {
 		var he *bytestream.HandshakeError
-		if errors.As(err, &he) && he.Body != "" {
+		if errors.As(err, &he) {
 			apiErr := apiErrorOf(he.StatusCode, []byte(he.Body))
 			apiErr.named = id
 			err = &handshakeError{APIError: apiErr, he: he}

@@ -181,3 +181,39 @@ func TestGatewayErrorsNameTheHostOnce(t *testing.T) {
 		t.Errorf("Host: %v, want the gateway's message whole", err)
 	}
 }
+
+// nginxBadGateway is what nginx answers for a gateway it cannot reach.
+const nginxBadGateway = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n"
+
+// A proxy in front of a gateway that is down answers for it: the error
+// says that the gateway did not answer and what to do, not the proxy's
+// HTML page (which the API calls gave whole) or a bare "websocket
+// handshake: status 502" (an empty body on the SSH stream) (found by the
+// audit30 audit).
+func TestProxyAnswerForADownGatewaySaysSo(t *testing.T) {
+	for name, body := range map[string]string{"nginx page": nginxBadGateway, "empty": ""} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(http.StatusBadGateway)
+				_, _ = io.WriteString(w, body)
+			}))
+			defer srv.Close()
+			c, err := New(srv.URL, "tok", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.DialSSH(t.Context(), "box")
+			var he *bytestream.HandshakeError
+			if !errors.As(err, &he) || he.StatusCode != http.StatusBadGateway {
+				t.Errorf("DialSSH: %v; want the 502 *bytestream.HandshakeError in it", err)
+			}
+			_, herr := c.Hosts(t.Context())
+			for _, err := range []error{err, herr} {
+				if err == nil || !strings.Contains(err.Error(), "the gateway did not answer") || !strings.Contains(err.Error(), "start the gateway") || strings.Contains(err.Error(), "<") {
+					t.Errorf("error %q: want it to say the gateway did not answer and what to do, without the page", err)
+				}
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
 // bodyTransport answers every request with one status and body.
@@ -62,7 +64,7 @@ func FuzzHosts(f *testing.F) {
 
 // FuzzAPIError reads an error answer: the status is the response's; the
 // code and message are the body's when it is an error body, else the
-// status text and the body; the message is at most 512 bytes and an
+// status text and what answered (wire.ForeignAnswer); the message is at most 512 bytes and an
 // ellipsis, cut between characters, a prefix of what the gateway said.
 func FuzzAPIError(f *testing.F) {
 	f.Add(403, []byte(`{"error":{"code":"forbidden","message":"token revoked"}}`))
@@ -82,7 +84,7 @@ func FuzzAPIError(f *testing.F) {
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
-		said := strings.TrimSpace(string(body))
+		said := wire.ForeignAnswer(status, string(body))
 		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
 			if ae.Code != e.Error.Code {
 				t.Fatalf("code %q, body says %q", ae.Code, e.Error.Code)

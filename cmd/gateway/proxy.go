@@ -100,6 +100,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 			if we, ok := wire.ParseError([]byte(he.Body)); ok {
 				return fail(fmt.Errorf("proxy: host %s: %s (%d %s)", host, wire.TrimHost(host, we.Message), he.StatusCode, we.Code))
 			}
+			return fail(fmt.Errorf("proxy: host %s: %s", host, wire.ForeignAnswer(he.StatusCode, he.Body)))
 		}
 		return fail(fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err)))
 	}

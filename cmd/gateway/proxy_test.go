@@ -9,6 +9,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,4 +120,25 @@ func serveHost(t *testing.T, ctx context.Context, host string) (base, agentTok, 
 		toks[i] = lastLine(out)
 	}
 	return base, toks[0], toks[1]
+}
+
+// A proxy in front of a gateway that is down answers the proxy's
+// handshake itself (nginx with a page of HTML): ssh's stderr says the
+// gateway did not answer and what to do, not the page line by line (found
+// by the audit30 audit).
+func TestProxySaysTheGatewayDidNotAnswer(t *testing.T) {
+	page := "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, page)
+	}))
+	defer srv.Close()
+	var stderr bytes.Buffer
+	local, other := net.Pipe()
+	defer other.Close()
+	err := proxy(t.Context(), local, &stderr, srv.URL, "tok", "box", "")
+	if err == nil || !strings.Contains(stderr.String(), "host box: the gateway did not answer") || !strings.Contains(stderr.String(), "start the gateway") || strings.Contains(stderr.String(), "<") {
+		t.Fatalf("proxy: %v; stderr %q: want it to say the gateway did not answer and what to do, without the page", err, stderr.String())
+	}
 }

@@ -305,6 +305,7 @@ func (c *connector) once(ctx context.Context, up func()) error {
 				// Not the gateway's JSON: something else answers there.
 				return fmt.Errorf("%s answered 404: check that the gateway URL is the gateway's --public-url, with no path beyond the gateway's own", c.url)
 			}
+			return errors.New(wire.ForeignAnswer(he.StatusCode, he.Body))
 		}
 		return tlshint.Wrap(err)
 	}

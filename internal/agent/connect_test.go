@@ -734,6 +734,24 @@ func TestConnectNotFoundNamesTheURL(t *testing.T) {
 	}
 }
 
+// A proxy in front of a gateway that is down answers the agent's dial
+// itself (nginx with a page of HTML): the agent logs that the gateway did
+// not answer and what to do, not the page (found by the audit30 audit).
+func TestConnectProxyAnswerSaysTheGatewayDidNotAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n")
+	}))
+	defer srv.Close()
+	var logs syncBuffer
+	out := connectUntilLogged(t, &logs, "did not answer", &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir(),
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !strings.Contains(out, "the gateway did not answer") || !strings.Contains(out, "start the gateway") || strings.Contains(out, "<html") {
+		t.Errorf("log of a proxy's 502:\n%s", out)
+	}
+}
+
 // FuzzPinCA reads the CA key header a gateway sends on first enrollment:
 // a key it pins is one the agent can trust user certificates of (not a
 // certificate), written so that the next connection reads the same key,

@@ -77,3 +77,22 @@ func FuzzParseError(f *testing.F) {
 		}
 	})
 }
+
+func TestForeignAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		status       int
+		body         string
+		want, absent string
+	}{
+		{502, "<html><head><title>502 Bad Gateway</title></head><body>…</body></html>", "the gateway did not answer: its URL answered HTTP 502 Bad Gateway, as a proxy", "<"},
+		{503, "", "HTTP 503 Service Unavailable, as a proxy", `""`},
+		{504, "<html><body>no title</body></html>", "HTTP 504 Gateway Timeout, as a proxy", "<"},
+		{400, "Client sent an HTTP request to an HTTPS server.\n", `HTTP 400 Bad Request ("Client sent an HTTP request to an HTTPS server."), not the gateway's JSON: check that the URL is the gateway's --public-url`, "\n"},
+		{403, strings.Repeat("é", 300), "…", strings.Repeat("é", 101)},
+	} {
+		got := ForeignAnswer(tc.status, tc.body)
+		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.absent) {
+			t.Errorf("ForeignAnswer(%d, %q) = %q; want %q in it and not %q", tc.status, tc.body, got, tc.want, tc.absent)
+		}
+	}
+}

@@ -173,7 +173,7 @@ func parseUsage(fs *flag.FlagSet, args []string, head string) error {
 		name := EnvName(f.Name)
 		if v, ok := os.LookupEnv(name); ok && err == nil {
 			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+				err = fmt.Errorf("%s=%q: %w", name, v, flaghelp.WantFor(f, serr))
 			}
 		}
 	})
@@ -191,7 +191,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	if o, ok := fs.Output().(flagOutput); ok {
 		help = o.out
 	}
-	return flaghelp.Parse(fs, help, func() error { return parseInterspersed(fs, args) })
+	return flaghelp.Want(fs, flaghelp.Parse(fs, help, func() error { return parseInterspersed(fs, args) }))
 }
 
 // parseInterspersed is parseArgs without the help's routing.

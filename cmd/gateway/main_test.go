@@ -477,6 +477,22 @@ func TestServeValidatesFlags(t *testing.T) {
 	}
 }
 
+// A value the flag package cannot parse says what the flag takes, on the
+// command line and in the environment: "--cert-ttl 10" said only "parse
+// error" (found by the audit30 audit).
+func TestBadFlagValueSaysTheForm(t *testing.T) {
+	ctx := testCtx(t)
+	_, err := cli(t, ctx, "serve", "--state-dir", t.TempDir(), "--cert-ttl", "10")
+	if err == nil || !strings.Contains(err.Error(), "--cert-ttl wants a duration with its unit, such as 90s, 10m or 1h30m") {
+		t.Errorf("--cert-ttl 10: %v", err)
+	}
+	t.Setenv("HOSTGATE_SANDBOX_POOL", "two")
+	_, err = cli(t, ctx, "serve", "--state-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `HOSTGATE_SANDBOX_POOL="two": parse error; --sandbox-pool wants a whole number`) {
+		t.Errorf("HOSTGATE_SANDBOX_POOL=two: %v", err)
+	}
+}
+
 func TestTrustedProxyFlag(t *testing.T) {
 	t.Setenv("HOSTGATE_TRUSTED_PROXY", "10.0.0.0/8, 127.0.0.1")
 	c, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, nil, serveConfig{})

@@ -463,8 +463,22 @@ func TestRunConnectFlags(t *testing.T) {
 			t.Errorf("%q accepted", args)
 		}
 	}
+	// A duration without its unit says what the flag takes, on the
+	// command line and in the environment, where both said only "parse
+	// error" (found by the audit30 audit).
+	err := RunConnect(ctx, []string{"--max-backoff", "5"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--max-backoff wants a duration with its unit") {
+		t.Errorf("--max-backoff 5: %v", err)
+	}
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("HOSTGATE_MAX_BACKOFF", "5")
+		err := RunConnect(ctx, []string{"--gateway", "http://x", "--token", "t", "--state-dir", t.TempDir()}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), `HOSTGATE_MAX_BACKOFF="5": parse error; --max-backoff wants a duration with its unit`) {
+			t.Errorf("HOSTGATE_MAX_BACKOFF=5: %v", err)
+		}
+	})
 	// A URL without its scheme says what a URL looks like, once.
-	err := RunConnect(ctx, []string{"--gateway", "127.0.0.1:8443", "--token", "t", "--state-dir", t.TempDir()}, io.Discard, io.Discard)
+	err = RunConnect(ctx, []string{"--gateway", "127.0.0.1:8443", "--token", "t", "--state-dir", t.TempDir()}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "want https://HOST[:PORT]") || strings.Count(err.Error(), "agent") > 1 {
 		t.Errorf("a URL without its scheme: %v", err)
 	}

@@ -30,7 +30,7 @@ func EnvFlags(fs *flag.FlagSet) error {
 		name := envName(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s: %w", name, serr)
+				err = fmt.Errorf("%s=%q: %w", name, v, flaghelp.WantFor(f, serr))
 			}
 		}
 	})
@@ -45,7 +45,7 @@ func envName(name string) string {
 // parseFlags parses args into fs, whose output is stderr; the help -h
 // asks for goes to help instead (flaghelp).
 func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
-	return flaghelp.Parse(fs, help, func() error { return fs.Parse(args) })
+	return flaghelp.Want(fs, flaghelp.Parse(fs, help, func() error { return fs.Parse(args) }))
 }
 
 // envUsage makes fs's -h list each flag's environment variable after the

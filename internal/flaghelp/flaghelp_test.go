@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -38,5 +40,36 @@ func TestParse(t *testing.T) {
 		if fs.Output() != &stderr {
 			t.Errorf("%q: the flag set's output was not put back", tc.args)
 		}
+	}
+}
+
+// A value the flag package cannot parse says what the flag takes, on the
+// command line and from the environment (WantFor), where it said only
+// "parse error" (found by the audit30 audit).
+func TestWant(t *testing.T) {
+	fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Duration("ttl", time.Minute, "")
+	fs.Int("n", 0, "")
+	fs.String("s", "", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-ttl", "10"}, `invalid value "10" for flag -ttl: parse error; --ttl wants a duration with its unit, such as 90s, 10m or 1h30m`},
+		{[]string{"--n=abc"}, `invalid value "abc" for flag -n: parse error; --n wants a whole number`},
+		{[]string{"-x"}, "flag provided but not defined: -x"},
+	} {
+		err := Want(fs, Parse(fs, nil, func() error { return fs.Parse(tc.args) }))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %s", tc.args, err, tc.want)
+		}
+	}
+	f := fs.Lookup("ttl")
+	if err := WantFor(f, f.Value.Set("5")); err == nil || !strings.HasSuffix(err.Error(), "parse error; --ttl wants a duration with its unit, such as 90s, 10m or 1h30m") {
+		t.Errorf("WantFor: %v", err)
+	}
+	if err := WantFor(fs.Lookup("s"), nil); err != nil {
+		t.Errorf("WantFor(nil): %v", err)
 	}
 }

@@ -115,6 +115,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-18s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "\nrun `gateway COMMAND -h` for its flags; each may be set as HOSTGATE_<FLAG> in the environment")
 }
 
 // newFlags returns a flag set whose errors and usage go to sio.err, and

@@ -1,6 +1,7 @@
 package tlshint
 
 import (
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -35,5 +36,25 @@ func TestWrapNamesTheFix(t *testing.T) {
 		if f := fix(goos); strings.Contains(f, "SSL_CERT_FILE") {
 			t.Errorf("fix(%s) = %q: Go on %s does not read SSL_CERT_FILE", goos, f, goos)
 		}
+	}
+}
+
+// An https:// URL naming a port that answers without TLS (the gateway's
+// own plain --listen) says to use http:// or the TLS proxy's URL, where it
+// said only "tls: first record does not look like a TLS handshake" (found
+// by the audit30 audit).
+func TestWrapNamesPlainPort(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	// As bytestream dials a WebSocket: its own TLS handshake, whose
+	// error net/http would have turned into a string.
+	conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{ServerName: "gw.example.com"})
+	if err == nil {
+		conn.Close()
+		t.Fatal("a plain HTTP server finished a TLS handshake")
+	}
+	got := Wrap(err)
+	if !strings.Contains(got.Error(), "that port does not speak TLS: use an http:// URL") || !errors.Is(got, err) {
+		t.Errorf("Wrap(%v) = %v, want the error and to use http:// or the proxy", err, got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -320,14 +321,36 @@ func engine(ctx context.Context, mode string, log *slog.Logger) (engineClient, e
 		}
 	}
 	if err != nil {
-		if mode == "on" {
-			return nil, fmt.Errorf("serve: --docker on but no Docker engine answers: %w", err)
-		}
-		log.Info("Docker executions off: no engine answered (--docker auto)", "err", err)
-		return nil, nil
+		return nil, noEngine(mode, err, log)
 	}
 	log.Info("Docker executions on", "mode", mode)
 	return cli, nil
+}
+
+// engineDenied is the fix for an engine whose socket refused the
+// gateway's user.
+const engineDenied = "the Docker engine's socket refused this user: add the gateway's user to the socket's group (docker), or serve with --docker off"
+
+// noEngine is what serving without an engine means under mode: --docker
+// on fails; auto serves without executions, which the log says. An
+// engine whose socket refuses the gateway's user (one that runs as its
+// own user, as the README deploys it, but not in the docker group) is
+// there: auto warns with the fix, where it logged at info that no engine
+// answered.
+func noEngine(mode string, err error, log *slog.Logger) error {
+	denied := errors.Is(err, fs.ErrPermission)
+	if mode == "on" {
+		if denied {
+			return fmt.Errorf("serve: --docker on: %s: %w", engineDenied, err)
+		}
+		return fmt.Errorf("serve: --docker on but no Docker engine answers: %w", err)
+	}
+	if denied {
+		log.Warn("Docker executions off: "+engineDenied+" (--docker auto)", "err", err)
+		return nil
+	}
+	log.Info("Docker executions off: no engine answered (--docker auto)", "err", err)
+	return nil
 }
 
 // readAgentBinary reads --agent-binary, or a file named agent next to the

@@ -6,14 +6,19 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,6 +69,30 @@ func TestSandboxImageUnpinnedRefusedAtStart(t *testing.T) {
 	startServe(t, t.TempDir(), func(c *serveConfig) {
 		c.Docker, c.SandboxImage = "auto", "registry.example.com/tools@sha256:"+strings.Repeat("a", 64)
 	})
+}
+
+// TestEngineDeniedSaysTheFix: an engine whose socket refuses the
+// gateway's user (one that runs as its own user, not in the docker group)
+// is not "no engine": auto warns with the fix, where it logged at info
+// that no engine answered, and on names the fix too (found by the audit30
+// audit). The error is built as the Docker client builds it; a test run as
+// root cannot be refused by the socket.
+func TestEngineDeniedSaysTheFix(t *testing.T) {
+	dial := &url.Error{Op: "Head", URL: "http://%2Fvar%2Frun%2Fdocker.sock/_ping",
+		Err: &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}}
+	denied := fmt.Errorf("permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: %w", dial)
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	if err := noEngine("auto", denied, logger); err != nil || !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), engineDenied) {
+		t.Errorf("auto, denied: %v; log:\n%s", err, &log)
+	}
+	if err := noEngine("on", denied, logger); err == nil || !strings.Contains(err.Error(), engineDenied) || !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("on, denied: %v", err)
+	}
+	log.Reset()
+	if err := noEngine("auto", errors.New("no such socket"), logger); err != nil || !strings.Contains(log.String(), "level=INFO") || strings.Contains(log.String(), "group") {
+		t.Errorf("auto, no engine: %v; log:\n%s", err, &log)
+	}
 }
 
 // TestAutoWithoutEngineWarnsOfRetention: --docker auto that finds no

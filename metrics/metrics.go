@@ -29,6 +29,7 @@ const (
 	ConnectReconnect = "reconnect" // a known host came back after its tunnel dropped
 	ConnectReplaced  = "replaced"  // a connection replaced the host's live tunnel
 	ConnectRefused   = "refused"   // enrollment refused (host key mismatch)
+	ConnectStandby   = "standby"   // a standing-by agent asked while another agent's tunnel serves the host
 )
 
 // Agent refusal reasons: why the gateway turned an agent's tunnel away.
@@ -52,7 +53,7 @@ type Gateway struct {
 	// TunnelsConnected is the number of live agent tunnels.
 	TunnelsConnected prometheus.Gauge
 	// TunnelConnects counts agent tunnel attempts by result: ConnectNew,
-	// ConnectReconnect, ConnectReplaced, ConnectRefused.
+	// ConnectReconnect, ConnectReplaced, ConnectRefused, ConnectStandby.
 	TunnelConnects *prometheus.CounterVec
 	// StreamsOpen is the number of relayed streams open now.
 	StreamsOpen prometheus.Gauge
@@ -84,7 +85,7 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 			Namespace: "hostgate", Name: "tunnels_connected", Help: "Live agent tunnels.",
 		}),
 		TunnelConnects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "hostgate", Name: "tunnel_connects_total", Help: "Agent tunnel connections by result (new, reconnect, replaced, refused).",
+			Namespace: "hostgate", Name: "tunnel_connects_total", Help: "Agent tunnel connections by result (new, reconnect, replaced, refused, standby).",
 		}, []string{"result"}),
 		StreamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "hostgate", Name: "streams_open", Help: "Relayed caller streams open now.",
@@ -118,7 +119,7 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, r := range []string{ReasonMissing, ReasonUnknown, ReasonExpired, ReasonForbidden, ReasonRateLimited, ReasonKeyMismatch} {
 		m.AuthFailures.WithLabelValues(r)
 	}
-	for _, r := range []string{ConnectNew, ConnectReconnect, ConnectReplaced, ConnectRefused} {
+	for _, r := range []string{ConnectNew, ConnectReconnect, ConnectReplaced, ConnectRefused, ConnectStandby} {
 		m.TunnelConnects.WithLabelValues(r)
 	}
 	for _, r := range []string{RefusedToken, RefusedForbidden, RefusedKeyMismatch, RefusedKeyUnproven, RefusedKeyNotPinned} {

@@ -104,13 +104,20 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		lastErr string
 		repeats int
 	)
+	standby := false // another agent took the host's tunnel over: ask only while it has none
 	for {
 		// Atomic: with a host key to prove, the tunnel's first
 		// connection reports it up, from its own goroutine.
 		var upAt atomic.Int64
-		err := c.once(ctx, func() { upAt.Store(time.Now().UnixNano()) })
+		err := c.once(ctx, standby, func() { upAt.Store(time.Now().UnixNano()) })
 		if ctx.Err() != nil {
 			return nil
+		}
+		if upAt.Load() != 0 {
+			standby = false // this agent served the host
+		}
+		if errors.Is(err, errReplaced) {
+			standby = true
 		}
 		if at := upAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > c.max {
 			// A tunnel that outlived the longest wait between attempts
@@ -125,10 +132,16 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 			backoff = c.min
 		}
 		var ref *refusal
-		if errors.As(err, &ref) && ref.slowDown() {
+		isRef := errors.As(err, &ref)
+		if isRef && ref.slowDown() {
 			// Asking again soon cannot help, and counts against the
 			// agent's address at the gateway.
 			backoff = c.max
+		}
+		if isRef && ref.standingBy() || errors.Is(err, errReplaced) {
+			// Not a failure: the wait is how soon this agent serves the
+			// host after the other one's end.
+			backoff = min(standbyPoll, c.max)
 		}
 		wait := jitter(backoff)
 		args := []any{"err", err, "in", wait.Round(time.Millisecond)}
@@ -136,6 +149,8 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		case err.Error() == lastErr:
 			repeats++
 			c.log.Debug("gateway tunnel failed again; reconnecting", append(args, "repeats", repeats)...)
+		case isRef && ref.standingBy():
+			c.log.Info("standing by: another agent serves this host; this one serves it when that one's tunnel ends, logging again only when that changes", append(args, previous(lastErr, repeats)...)...)
 		case ref != nil && ref.lasting():
 			c.log.Error("the gateway refuses this agent, and will until its token (or, for a host key conflict, the pinned key) is fixed; retrying with backoff, logging again only when the error changes", append(args, previous(lastErr, repeats)...)...)
 		default:
@@ -270,8 +285,21 @@ func (r *refusal) Error() string {
 // revoked or expired token, a token for another host, a host key other
 // than the pinned one.
 func (r *refusal) lasting() bool {
-	return r.status == http.StatusUnauthorized || r.status == http.StatusForbidden || r.status == http.StatusConflict
+	return r.status == http.StatusUnauthorized || r.status == http.StatusForbidden ||
+		(r.status == http.StatusConflict && !r.standingBy())
 }
+
+// standingBy reports whether the gateway turned a standby attempt away
+// because another agent's tunnel serves the host.
+func (r *refusal) standingBy() bool {
+	return r.status == http.StatusConflict && r.code == wire.CodeHostServed
+}
+
+// standbyPoll is how long a standing-by agent waits between attempts (at
+// most MaxBackoff): how long, plus the gateway's keepalive for a tunnel
+// that died without a word, the host may be offline after the serving
+// agent's end.
+const standbyPoll = 5 * time.Second
 
 // slowDown reports whether the next attempt should wait the longest
 // backoff: a lasting refusal, or a rate limit.
@@ -285,9 +313,12 @@ const healthyTunnel = 5 * time.Second
 
 // once runs one tunnel: dial, check the CA, serve until it ends. up is
 // called when the tunnel is established.
-func (c *connector) once(ctx context.Context, up func()) error {
+func (c *connector) once(ctx context.Context, standby bool, up func()) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	h := c.header.Clone()
+	if standby {
+		h.Set(wire.HeaderStandby, wire.StandbyOn)
+	}
 	// A fresh signature per dial (it carries its time): a gateway that
 	// has not pinned the key pins it on this, with no SSH key exchange.
 	if sig, err := wire.SignKey(c.hostKey, c.token, h.Get(wire.HeaderHostID), time.Now()); err == nil {
@@ -382,10 +413,17 @@ func gatewayEnded(ce *bytestream.CloseError) error {
 	if ce.Code == wire.CloseReplaced {
 		// This agent did not reconnect (it had this one tunnel), so
 		// another one did: with this host's token and key, elsewhere.
-		return fmt.Errorf("another agent serves this host with this agent's token and host key, and took over its tunnel (%s): stop one of them", ce.Reason)
+		return fmt.Errorf("%w (%s): this one stands by, and serves the host when that one's tunnel ends; stop one of them if two are not meant", errReplaced, ce.Reason)
 	}
 	return fmt.Errorf("the gateway ended the tunnel: %s", ce.Reason)
 }
+
+// errReplaced is a tunnel that another agent of the host took over: the
+// next attempts ask to stand by (wire.HeaderStandby) until this agent
+// serves the host again. Taking the tunnel back at once, as agents did,
+// made two agents of one host take turns for ever, each turn cutting the
+// host's sessions.
+var errReplaced = errors.New("another agent serves this host with this agent's token and host key, and took over its tunnel")
 
 // pinCA parses the gateway's CA key and compares it with the pinned one,
 // pinning it (0600) on first enrollment.

@@ -624,6 +624,7 @@ type syncBuffer struct {
 
 type wait struct {
 	s  string
+	n  int // times s must appear
 	ch chan struct{}
 }
 
@@ -633,7 +634,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.b.Write(p)
 	kept := b.waits[:0]
 	for _, w := range b.waits {
-		if strings.Contains(b.b.String(), w.s) {
+		if strings.Count(b.b.String(), w.s) >= w.n {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
@@ -643,14 +644,17 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *syncBuffer) has(s string) <-chan struct{} {
+func (b *syncBuffer) has(s string) <-chan struct{} { return b.hasN(s, 1) }
+
+// hasN is closed once s was written n times.
+func (b *syncBuffer) hasN(s string, n int) <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ch := make(chan struct{})
-	if strings.Contains(b.b.String(), s) {
+	if strings.Count(b.b.String(), s) >= n {
 		close(ch)
 	} else {
-		b.waits = append(b.waits, wait{s, ch})
+		b.waits = append(b.waits, wait{s, n, ch})
 	}
 	return ch
 }
@@ -927,24 +931,51 @@ func TestConnectPrivateCANamesTheFix(t *testing.T) {
 	}
 }
 
-// TestConnectReplacedSaysAnotherAgent: an agent whose tunnel a second
-// agent with the same token and host key took over says so (it did not
-// reconnect, so another one did), where it logged only "tunnel closed by
-// the gateway" each time the two took turns.
-func TestConnectReplacedSaysAnotherAgent(t *testing.T) {
+// TestConnectReplacedStandsBy: an agent whose tunnel a second agent with
+// the same token and host key took over says so, and stands by: it does
+// not take the tunnel back while the second serves the host (the two took
+// turns for ever, each turn cutting the host's sessions, and the README
+// said the second takes over), and serves the host once the second ends.
+func TestConnectReplacedStandsBy(t *testing.T) {
 	g := newGW(t)
 	tok := g.token(store.RoleAgent, "h")
 	state := t.TempDir()
 	var logs syncBuffer
 	first := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: tok, StateDir: state,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	waitTunnel(t, first, "h")
-	said := logs.has("another agent serves this host with this agent's token and host key, and took over its tunnel (host h: replaced by a newer connection for this host from 127.0.0.1)")
-	second := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: tok, StateDir: state})
+	said := logs.has("another agent serves this host with this agent's token and host key, and took over its tunnel (host h: replaced by a newer connection for this host from 127.0.0.1): this one stands by")
+	sctx, stopSecond := context.WithCancel(g.ctx)
+	second := runAgent(t, sctx, ConnectConfig{GatewayURL: g.ts.URL, Token: tok, StateDir: state})
 	waitTunnel(t, second, "h")
 	select {
 	case <-said:
 	case <-g.ctx.Done():
 		t.Fatalf("the replaced agent's log:\n%s", logs.String())
 	}
+	// Three attempts turned away while the second serves, and the first
+	// took nothing back meanwhile.
+	select {
+	case <-logs.hasN(wire.CodeHostServed, 3):
+	case <-first:
+		t.Fatalf("the replaced agent took the host's tunnel back; its log:\n%s", logs.String())
+	case <-g.ctx.Done():
+		t.Fatalf("the replaced agent's log:\n%s", logs.String())
+	}
+	select {
+	case <-second:
+		t.Fatal("the second agent's tunnel was taken over")
+	default:
+	}
+	c, err := g.dialSSH(g.token(store.RoleClient, "h"), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, c, "echo served"); out != "served\n" {
+		t.Errorf("through the gateway: %q", out)
+	}
+	_ = c.Close()
+	stopSecond()
+	waitTunnel(t, first, "h")
+	<-logs.has("standing by: another agent serves this host")
 }

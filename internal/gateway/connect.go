@@ -108,6 +108,17 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if !prove && r.Header.Get(wire.HeaderStandby) == wire.StandbyOn && s.tunnels.Connected(hostID) {
+		// The key is the pinned one (a mismatch is said first), and
+		// another agent of this host serves it: this one stands by.
+		// Answered before Enroll, which a poll now and then need not
+		// write.
+		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectStandby).Inc()
+		log.Debug("standby agent: the host's tunnel is another agent's")
+		WriteError(w, http.StatusConflict, wire.CodeHostServed, wire.HostMessage(hostID,
+			"another agent serves this host with this agent's token and host key; this one stands by and takes over when that one's tunnel ends"))
+		return
+	}
 	var h store.Host
 	switch {
 	case prove && pinned.HostKey != "":

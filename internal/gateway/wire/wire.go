@@ -40,7 +40,22 @@ const (
 	// and the host routable (or the tunnel, when the proof fails). Its
 	// value names the proof: KeyProofSSH.
 	HeaderKeyProof = "X-Hostgate-Key-Proof"
+	// HeaderStandby, in the request (StandbyOn), asks for a tunnel only
+	// while the host has none: an agent whose tunnel another agent of its
+	// host took over (CloseReplaced) stands by, asking now and then, and
+	// serves the host when the other one's tunnel is gone, instead of
+	// taking the tunnel back at once. A gateway that has a live tunnel for
+	// the host answers 409 CodeHostServed; an older gateway ignores the
+	// header, and the two agents take turns as before.
+	HeaderStandby = "X-Hostgate-Standby"
 )
+
+// StandbyOn is HeaderStandby's value.
+const StandbyOn = "on"
+
+// CodeHostServed is the error code of a standby agent's connect while the
+// host's tunnel is another agent's.
+const CodeHostServed = "host_served"
 
 // HeaderPinnedKey, in a request to GET /v1/hosts/{id}/ssh (any value),
 // asks for the host's pinned key, which the upgrade's response carries in

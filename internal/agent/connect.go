@@ -133,7 +133,7 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		}
 		var ref *refusal
 		isRef := errors.As(err, &ref)
-		if isRef && ref.slowDown() {
+		if isRef && ref.slowDown() || errors.Is(err, ErrCAChanged) {
 			// Asking again soon cannot help, and counts against the
 			// agent's address at the gateway.
 			backoff = c.max
@@ -151,6 +151,8 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 			c.log.Debug("gateway tunnel failed again; reconnecting", append(args, "repeats", repeats)...)
 		case isRef && ref.standingBy():
 			c.log.Info("standing by: another agent serves this host; this one serves it when that one's tunnel ends, logging again only when that changes", append(args, previous(lastErr, repeats)...)...)
+		case errors.Is(err, ErrCAChanged):
+			c.log.Error("this agent refuses the gateway, and will until the gateway's CA is restored or the pinned one deleted; retrying with backoff, logging again only when the error changes", append(args, previous(lastErr, repeats)...)...)
 		case ref != nil && ref.lasting():
 			c.log.Error("the gateway refuses this agent, and will until its token (or, for a host key conflict, the pinned key) is fixed; retrying with backoff, logging again only when the error changes", append(args, previous(lastErr, repeats)...)...)
 		default:
@@ -347,6 +349,12 @@ func (c *connector) once(ctx context.Context, standby bool, up func()) error {
 	}
 	ca, err := c.pinCA(resp.Header.Get(wire.HeaderCAKey))
 	if err != nil {
+		if errors.Is(err, ErrCAChanged) {
+			// Said to the gateway, whose log showed a tunnel up and then
+			// down with EOF and no reason.
+			_ = bytestream.CloseWithReason(conn, bytestream.StatusPolicyViolation,
+				"agent refuses this gateway: its CA differs from the one the agent pinned (a new gateway state directory?)")
+		}
 		return err
 	}
 	scfg := &sshlayer.ServerConfig{

@@ -714,6 +714,69 @@ func TestConnectLastingRefusal(t *testing.T) {
 	}
 }
 
+// TestConnectChangedCAIsLasting: a gateway whose CA is not the pinned one
+// (its state directory lost or made anew) is refused until a person acts,
+// so the agent says so at ERROR and asks again after the longest wait, as
+// for a revoked token, where it warned of a passing failure and asked
+// again soon; and it tells the gateway why in the close frame, where the
+// gateway's log showed a tunnel up and down with EOF.
+func TestConnectChangedCAIsLasting(t *testing.T) {
+	const maxBackoff = time.Minute
+	gatewayCA, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	reasons := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(wire.HeaderCAKey, gatewayCA.AuthorizedKey())
+		w.Header().Set(wire.HeaderHostID, "h")
+		conn, err := bytestream.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, err = io.Copy(io.Discard, conn)
+		var ce *bytestream.CloseError
+		if errors.As(err, &ce) {
+			select {
+			case reasons <- ce.Reason:
+			default:
+			}
+		}
+	}))
+	defer srv.Close()
+	state := t.TempDir()
+	pinned, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	if err := os.WriteFile(filepath.Join(state, GatewayCAFile), []byte(pinned.AuthorizedKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	out := connectUntilLogged(t, &logs, " in=", &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: state,
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: maxBackoff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var failure string
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, " in=") {
+			failure = line
+			break
+		}
+	}
+	if !strings.Contains(failure, "level=ERROR") || !strings.Contains(failure, "gateway CA differs from the pinned one") {
+		t.Errorf("want an ERROR naming the changed CA:\n%s", out)
+	}
+	m := regexp.MustCompile(` in=(\S+)`).FindStringSubmatch(failure)
+	if m == nil {
+		t.Fatalf("no retry wait (in=) in %q", failure)
+	}
+	if wait, err := time.ParseDuration(m[1]); err != nil || wait < maxBackoff/2 {
+		t.Errorf("next attempt in %s, want the longest backoff (%v)", m[1], maxBackoff)
+	}
+	select {
+	case reason := <-reasons:
+		if !strings.Contains(reason, "CA differs from the one the agent pinned (a new gateway state directory?)") {
+			t.Errorf("the gateway was told %q", reason)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the gateway got no close frame with a reason")
+	}
+}
+
 // connectUntilLogged runs Connect until logs has want, then stops it and
 // returns the log.
 func connectUntilLogged(t *testing.T, logs *syncBuffer, want string, cfg *ConnectConfig) string {

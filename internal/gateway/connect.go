@@ -162,6 +162,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return false
 		}
+		s.agentRefusals.served(hostID)
 		// What the host's agent now says of ssh -A, for its
 		// certificates (forwardsAgent).
 		if noAgentFwd {

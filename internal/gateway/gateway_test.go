@@ -853,6 +853,65 @@ func TestEnrollRequiresKeyPossession(t *testing.T) {
 	}
 }
 
+// TestOfflineHostSaysWhyItsAgentIsRefused: a caller who finds a host
+// offline because its agent is refused (a reinstalled machine with a new
+// host key) is told so and who can fix it, where it heard "not connected"
+// alone (found by the audit30 audit); once the agent is served again, the
+// refusal is forgotten.
+func TestOfflineHostSaysWhyItsAgentIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "h1")
+	admin := e.token(store.RoleAdmin)
+	_, realKey := newKey(t)
+	info := hostgate.Info{Kind: "machine", OS: "linux", Home: "/root"}
+	offline := func() string {
+		t.Helper()
+		_, err := e.relay("h1", admin)
+		var he *bytestream.HandshakeError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("relay to an offline host: %v", err)
+		}
+		we, ok := wire.ParseError([]byte(he.Body))
+		if !ok || we.Code != "host_offline" {
+			t.Fatalf("relay to an offline host: %s", he.Body)
+		}
+		return we.Message
+	}
+	a, err := e.dialAgent(agentTok, realKey, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := e.srv.Tunnels().Done("h1")
+	a.close()
+	waitClosed(t, done, "the agent's tunnel")
+	if msg := offline(); msg != "host h1: not connected to the gateway" {
+		t.Errorf("offline, nothing refused: %q", msg)
+	}
+	_, otherKey := newKey(t)
+	if _, err := e.dialAgent(agentTok, otherKey, info); err == nil {
+		t.Fatal("an agent with another key was let in")
+	}
+	msg := offline()
+	for _, want := range []string{"host h1: not connected to the gateway; its agent was refused ", " ago: it presents another host key than the pinned one", "`gateway host reset-key h1`"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("offline after a refusal: %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "SHA256:") {
+		t.Errorf("offline after a refusal names a key: %q", msg)
+	}
+	a, err = e.dialAgent(agentTok, realKey, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = e.srv.Tunnels().Done("h1")
+	a.close()
+	waitClosed(t, done, "the agent's tunnel")
+	if msg := offline(); msg != "host h1: not connected to the gateway" {
+		t.Errorf("offline after the agent was served again: %q", msg)
+	}
+}
+
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	if ch == nil {

@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/hostgate/hostgate/metrics"
 )
 
 // refusalQuiet is how long a host's agent goes unrefused (for one reason)
@@ -34,6 +38,16 @@ const spellKeySignature = "key_signature"
 type refusals struct {
 	mu     sync.Mutex
 	spells map[refusalKey]*refusalSpell
+	// latest is each host's last refusal until its agent is served again,
+	// for a caller who finds the host offline: a host whose agent is
+	// refused (a reinstalled machine's new host key) said only "not
+	// connected". At most refusalSpellsMax.
+	latest map[string]latestRefusal
+}
+
+type latestRefusal struct {
+	reason string
+	at     time.Time
 }
 
 type refusalKey struct{ host, reason string }
@@ -67,6 +81,9 @@ func (r *refusals) note(host, reason string, now time.Time) refusalNote {
 	if r.spells == nil {
 		r.spells = map[refusalKey]*refusalSpell{}
 	}
+	if reason != spellKeySignature {
+		r.noteLatest(host, reason, now)
+	}
 	k := refusalKey{host, reason}
 	sp, ok := r.spells[k]
 	if !ok {
@@ -88,6 +105,55 @@ func (r *refusals) note(host, reason string, now time.Time) refusalNote {
 	n := refusalNote{log: true, summary: true, more: sp.quiet, over: now.Sub(sp.logged)}
 	sp.logged, sp.quiet = now, 0
 	return n
+}
+
+func (r *refusals) noteLatest(host, reason string, now time.Time) {
+	if r.latest == nil {
+		r.latest = map[string]latestRefusal{}
+	}
+	if _, ok := r.latest[host]; !ok && len(r.latest) >= refusalSpellsMax {
+		for h, l := range r.latest {
+			if now.Sub(l.at) >= refusalQuiet {
+				delete(r.latest, h)
+			}
+		}
+		if len(r.latest) >= refusalSpellsMax {
+			return // a caller then hears "not connected" alone
+		}
+	}
+	r.latest[host] = latestRefusal{reason, now}
+}
+
+// served forgets host's last refusal: its agent is connected.
+func (r *refusals) served(host string) {
+	r.mu.Lock()
+	delete(r.latest, host)
+	r.mu.Unlock()
+}
+
+// why says, for a caller who finds host offline, why its agent was last
+// refused, if that was within refusalQuiet (a refused agent asks again
+// every 15-30 s) and it has not been served since; "" otherwise.
+func (r *refusals) why(host string, now time.Time) string {
+	r.mu.Lock()
+	l, ok := r.latest[host]
+	r.mu.Unlock()
+	if !ok || now.Sub(l.at) >= refusalQuiet {
+		return ""
+	}
+	hint, ok := refusalHints[l.reason]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("its agent was refused %s ago: %s", now.Sub(l.at).Round(time.Second), strings.ReplaceAll(hint, "{host}", host))
+}
+
+// refusalHints say to a caller why a host's agent is refused, and who can
+// fix it; no key or token is named.
+var refusalHints = map[string]string{
+	metrics.RefusedKeyMismatch:  "it presents another host key than the pinned one (if the machine was reinstalled, an admin runs `gateway host reset-key {host}`)",
+	metrics.RefusedKeyUnproven:  "it did not prove it holds the host key it presents (the gateway's log says why)",
+	metrics.RefusedKeyNotPinned: "its host key could not be pinned (the gateway's log says why)",
 }
 
 // makeRoom drops spells over quietly, and while still full the oldest, so

@@ -65,7 +65,16 @@ func TestRefusalsBounded(t *testing.T) {
 	if len(r.spells) > refusalSpellsMax {
 		t.Fatalf("%d spells remembered after %d hosts, want at most %d", len(r.spells), n, refusalSpellsMax)
 	}
+	if len(r.latest) > refusalSpellsMax {
+		t.Fatalf("%d hosts' last refusals remembered after %d hosts, want at most %d", len(r.latest), n, refusalSpellsMax)
+	}
 	at := t0.Add(time.Duration(n) * time.Millisecond)
+	if why := r.why("h1", at); !strings.Contains(why, "another host key") {
+		t.Errorf("h1's last refusal: %q", why)
+	}
+	if why := r.why("h1", at.Add(refusalQuiet)); why != "" {
+		t.Errorf("h1's refusal a quiet spell later: %q", why)
+	}
 	if note := r.note(fmt.Sprint("h", n-1), metrics.RefusedKeyMismatch, at); note.log {
 		t.Error("the newest host's second refusal was logged again")
 	}

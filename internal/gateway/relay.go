@@ -150,7 +150,11 @@ func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, er
 			WriteError(w, http.StatusNotFound, "not_found", "no such host")
 			return
 		}
-		WriteError(w, http.StatusServiceUnavailable, "host_offline", wire.HostMessage(id, "not connected to the gateway"))
+		msg := "not connected to the gateway"
+		if why := s.agentRefusals.why(id, time.Now()); why != "" {
+			msg += "; " + why
+		}
+		WriteError(w, http.StatusServiceUnavailable, "host_offline", wire.HostMessage(id, msg))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		WriteError(w, http.StatusServiceUnavailable, "host_offline", wire.HostMessage(id, "opening a stream was cancelled"))
 	default:

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/hostgate/hostgate/internal/flaghelp"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/sigreset"
 )
 
@@ -236,7 +237,7 @@ func defaultStateDir() string {
 
 // State file names inside --state-dir.
 const (
-	dbFile    = "gateway.db"
+	dbFile    = wire.GatewayStateFile
 	caKeyFile = "ca_key"
 	lockFile  = "gateway.lock" // held while a gateway serves
 )

@@ -226,6 +226,9 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + wire.ConnectPath
 	c.url = u.String()
+	if err := checkNotGatewayState(cfg.StateDir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: state dir: %w", err)
 	}
@@ -247,6 +250,14 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	}
 	c.log = c.log.With("gateway", cfg.GatewayURL, "hostKey", sshlayer.Fingerprint(c.hostKey.PublicKey()))
 	return c, nil
+}
+
+// checkNotGatewayState refuses a state directory that is a gateway's.
+func checkNotGatewayState(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, wire.GatewayStateFile)); err == nil {
+		return fmt.Errorf("agent: state dir %s is a gateway's (it holds %s): give the agent its own --state-dir (HOSTGATE_STATE_DIR, if exported for the gateway, is read by the agent too)", dir, wire.GatewayStateFile)
+	}
+	return nil
 }
 
 // fillInfo completes info from this machine.

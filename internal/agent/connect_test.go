@@ -1042,3 +1042,24 @@ func TestConnectReplacedStandsBy(t *testing.T) {
 	waitTunnel(t, first, "h")
 	<-logs.has("standing by: another agent serves this host")
 }
+
+// TestAgentRefusesGatewayStateDir: an agent given the gateway's state
+// directory (HOSTGATE_STATE_DIR exported for the gateway's commands, which
+// the agent reads too) refuses it, where it wrote its host key beside the
+// gateway's CA key (found by the audit30 audit).
+func TestAgentRefusesGatewayStateDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, wire.GatewayStateFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newConnector(&ConnectConfig{GatewayURL: "http://127.0.0.1:1", Token: "t", StateDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "is a gateway's") || !strings.Contains(err.Error(), "--state-dir") {
+		t.Errorf("connect with the gateway's state dir: %v", err)
+	}
+	if _, err := NewServer(&ServeConfig{StateDir: dir}); err == nil || !strings.Contains(err.Error(), "is a gateway's") {
+		t.Errorf("serve with the gateway's state dir: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, HostKeyFile)); err == nil {
+		t.Error("the agent wrote its host key into the gateway's state dir")
+	}
+}

@@ -61,6 +61,9 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		if cfg.StateDir == "" {
 			return nil, errors.New("agent: a state dir or a host key path is required")
 		}
+		if err := checkNotGatewayState(cfg.StateDir); err != nil {
+			return nil, err
+		}
 		path = filepath.Join(cfg.StateDir, HostKeyFile)
 	}
 	hk, err := sshlayer.LoadOrCreateHostKey(path)

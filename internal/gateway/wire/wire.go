@@ -77,6 +77,12 @@ const KeyProofSSH = "ssh-kex"
 // one that reconnected, so another agent serves its host.
 const CloseReplaced = 4001
 
+// GatewayStateFile is the gateway's database in its --state-dir: an agent
+// given that directory (HOSTGATE_STATE_DIR exported for the gateway's
+// commands, which the agent reads too) refuses it rather than write its
+// host key beside the gateway's CA key.
+const GatewayStateFile = "gateway.db"
+
 // ConnectPath is the agents' WebSocket endpoint.
 const ConnectPath = "/v1/agents/connect"
 

@@ -55,7 +55,7 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 	}
 	id := r.PathValue("id")
 	if tok.Role == store.RoleAgent {
-		s.forbid(w, "agent tokens cannot reach hosts")
+		s.forbid(w, "agent tokens cannot reach hosts: this is the token an agent connects with; use a client token for the host (`gateway token create --role client --host ID`) or an admin token")
 		return tok, "", false
 	}
 	if !store.ValidHostID(id) {

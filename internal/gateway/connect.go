@@ -43,7 +43,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if tok.Role != store.RoleAgent || len(tok.Hosts) != 1 {
 		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedForbidden).Inc()
-		s.forbid(w, "an agent token is required")
+		s.forbid(w, fmt.Sprintf("an agent token is required, and this is %s token: an admin makes one with `gateway token create --role agent --host ID`", article(string(tok.Role))))
 		return
 	}
 	hostID := tok.Hosts[0]

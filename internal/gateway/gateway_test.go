@@ -1737,3 +1737,24 @@ func TestKeySignatureEnrolls(t *testing.T) {
 	echoRoundTrip(t, c, 100)
 	_ = c.Close()
 }
+
+// TestWrongTokenRoleNamesTheFix: a client token given to an agent, or an
+// agent token given to a caller (gateway proxy), is refused saying which
+// token it is and which one to make, where it said only that an agent
+// token is required, or that agent tokens cannot reach hosts (found by the
+// audit30 audit).
+func TestWrongTokenRoleNamesTheFix(t *testing.T) {
+	e := newEnv(t, nil)
+	_, key := newKey(t)
+	_, err := e.dialAgent(e.token(store.RoleClient, "h1"), key, hostgate.Info{})
+	var he *bytestream.HandshakeError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusForbidden ||
+		!strings.Contains(he.Body, "this is a client token") || !strings.Contains(he.Body, "gateway token create --role agent --host ID") {
+		t.Errorf("agent with a client token: %v", err)
+	}
+	_, err = e.relay("h1", e.token(store.RoleAgent, "h1"))
+	if !errors.As(err, &he) || he.StatusCode != http.StatusForbidden ||
+		!strings.Contains(he.Body, "gateway token create --role client --host ID") {
+		t.Errorf("caller with an agent token: %v", err)
+	}
+}

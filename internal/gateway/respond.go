@@ -118,7 +118,7 @@ func jsonKind(t reflect.Type) string {
 }
 
 // article puts "a"/"an" before encoding/json's name of a JSON value
-// ("array", "number 1.5", "string").
+// ("array", "number 1.5", "string") or a token's role.
 func article(v string) string {
 	if v != "" && strings.ContainsRune("aeiou", rune(v[0])) {
 		return "an " + v

@@ -954,3 +954,20 @@ func TestTerminalKeepFlag(t *testing.T) {
 		t.Errorf("--terminal-keep -1s: %v, want an error naming the flag", err)
 	}
 }
+
+// TestListenFlagWantsAPort: --listen without a port is refused at once,
+// saying what it takes, where net.Listen's "missing port in address" came
+// after the Docker engine's start-up lines (found by the audit30 audit).
+func TestListenFlagWantsAPort(t *testing.T) {
+	for _, in := range []string{"21404", "localhost", "127.0.0.1:"} {
+		_, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, []string{"--listen", in}, serveConfig{})
+		if err == nil || !strings.Contains(err.Error(), "want HOST:PORT, such as 127.0.0.1:8080") {
+			t.Errorf("--listen %q: %v", in, err)
+		}
+	}
+	for _, in := range []string{"127.0.0.1:8080", ":8080", "[::1]:0"} {
+		if _, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, []string{"--listen", in}, serveConfig{}); err != nil {
+			t.Errorf("--listen %q: %v", in, err)
+		}
+	}
+}

@@ -159,6 +159,11 @@ func (c *serveConfig) gatewayConfig() *gateway.Config {
 }
 
 func (c *serveConfig) validate() error {
+	if _, port, err := net.SplitHostPort(c.Listen); c.Listen != "" && (err != nil || port == "") {
+		// Before the engine and the store are opened: net.Listen's
+		// "missing port in address" came after Docker's start-up lines.
+		return fmt.Errorf("serve: --listen %q: want HOST:PORT, such as 127.0.0.1:8080 (or :8080 for every address)", c.Listen)
+	}
 	if c.TerminalKeep < 0 {
 		return fmt.Errorf("serve: --terminal-keep %v: want 0 (off) or more", c.TerminalKeep)
 	}

@@ -107,7 +107,7 @@ setup_browser() {
 }
 
 setup_env() {
-	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync
+	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync systemd
 	start_docker
 	start_registry
 	build_test_image

@@ -1063,3 +1063,34 @@ func TestAgentRefusesGatewayStateDir(t *testing.T) {
 		t.Error("the agent wrote its host key into the gateway's state dir")
 	}
 }
+
+// TestSystemdUnitFlags: the README's sample agent unit starts the agent
+// with flags it takes (cmd/gateway's TestSystemdUnits has systemd check the
+// unit itself).
+func TestSystemdUnitFlags(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "systemd", "hostgate-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var argv []string
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "ExecStart="); ok {
+			argv = strings.Fields(v)
+		}
+	}
+	if len(argv) < 2 || argv[0] != "/usr/local/bin/agent" || argv[1] != "connect" {
+		t.Fatalf("agent unit's ExecStart: %q", argv)
+	}
+	args := argv[2:]
+	for i, a := range args {
+		if a == "--state-dir" && i+1 < len(args) {
+			args[i+1] = t.TempDir() // not /var/lib/hostgate-agent on the test machine
+		}
+	}
+	t.Setenv("HOSTGATE_TOKEN", "hg_from_agent_env") // the unit's EnvironmentFile
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // parse, then stop before the first dial
+	if err := RunConnect(ctx, args, io.Discard, io.Discard); err != nil {
+		t.Errorf("agent unit's flags: %v", err)
+	}
+}

@@ -67,7 +67,7 @@ func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func(
 	first := chunkPool.Get().(*[sftpMaxPacket]byte)
 	defer chunkPool.Put(first)
 	stat := f.StatNoWait()
-	chunk := min(sftpMaxPacket, p.c.MaxPacket())
+	chunk := min(sftpMaxPacket, p.c.ReadSize()) // what the server answers, if known
 	read := f.ReadAtNoWait(first[:chunk], 0)
 	fi, serr := stat.Wait()
 	n, err := read.Wait()
@@ -313,9 +313,10 @@ func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileM
 func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, r io.Reader, progress func()) error {
 	buf := chunkPool.Get().(*[sftpMaxPacket]byte)
 	defer chunkPool.Put(buf)
-	// WriteAtNoWait sends at most the client's MaxPacket of a write and
-	// drops the rest: fill no more than that, as readAll asks no more.
-	chunk := min(sftpMaxPacket, p.c.MaxPacket())
+	// WriteAtNoWait sends at most the client's WriteSize of a write (the
+	// server's limit, if smaller) and drops the rest: fill no more than
+	// that.
+	chunk := min(sftpMaxPacket, p.c.WriteSize())
 	var (
 		queue []*sftp.Pending[int]
 		off   int64

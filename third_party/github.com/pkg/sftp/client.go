@@ -190,6 +190,8 @@ type Client struct {
 	useConcurrentWrites    bool
 	useFstat               bool
 	disableConcurrentReads bool
+
+	sizes sizes // hostgate (change 8): the request sizes the server takes
 }
 
 // NewClient creates a new SFTP client on conn, using zero or more option
@@ -288,6 +290,7 @@ func newClientPipe(rd, stderr io.Reader, wr io.WriteCloser, wait func() error, o
 			c.clientConn.broadcastErr(err)
 		}
 	}()
+	c.askLimits() // hostgate (change 8)
 
 	return c, nil
 }
@@ -1171,37 +1174,17 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err erro
 			Offset: uint64(off) + uint64(n),
 			Len:    uint32(len(b) - n),
 		})
-		s := <-ch
-		if s.err != nil {
-			return n, s.err
-		}
-		s.flatten() // hostgate: copied out below
-
-		switch s.typ {
-		case sshFxpStatus:
-			err = normaliseError(unmarshalStatus(id, s.data))
-			s.release()
+		var m int
+		m, err = takeRead(id, ch, b[n:])
+		n += m
+		if err != nil {
 			return n, err
-
-		case sshFxpData:
-			var data []byte
-			data, err = unmarshalDataReply(id, s.data)
-			if err == nil {
-				n += copy(b[n:], data)
-				if len(data) == 0 {
-					// hostgate (change 7): no bytes and no end of
-					// file is no progress; asking again would spin.
-					err = errEmptyRead
-				}
-			}
-			s.release()
-			if err != nil {
-				return n, err
-			}
-
-		default:
-			s.release()
-			return n, unimplementedPacketErr(s.typ)
+		}
+		if n < len(b) {
+			// hostgate (change 8): a short answer; the rest at once,
+			// in pieces of its size.
+			m, err = f.readRest(b[n:], off+int64(n), m)
+			return n + m, err
 		}
 	}
 
@@ -1245,7 +1228,8 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 		return 0, os.ErrClosed
 	}
 
-	if len(b) <= f.c.maxPacket {
+	size := f.c.ReadSize() // hostgate (change 8): what the server answers
+	if len(b) <= size {
 		// This should be able to be serviced with 1/2 requests.
 		// So, just do it directly.
 		return f.readChunkAt(nil, b, off)
@@ -1261,9 +1245,11 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 
 	cancel := make(chan struct{})
 
-	concurrency := len(b)/f.c.maxPacket + 1
-	if concurrency > f.c.maxConcurrentRequests || concurrency < 1 {
-		concurrency = f.c.maxConcurrentRequests
+	// hostgate (change 8): requests of the size the server answers,
+	// as many more of them as keep the bytes in flight.
+	concurrency := len(b)/size + 1
+	if maxRequests := f.c.requestsFor(size); concurrency > maxRequests || concurrency < 1 {
+		concurrency = maxRequests
 	}
 
 	resPool := newResChanPool(concurrency)
@@ -1283,9 +1269,9 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 
 		b := b
 		offset := off
-		chunkSize := f.c.maxPacket
 
 		for len(b) > 0 {
+			chunkSize := f.c.ReadSize() // hostgate: smaller once a read was short
 			rb := b
 			if len(rb) > chunkSize {
 				rb = rb[:chunkSize]
@@ -1359,7 +1345,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 					// KiB by default) answers short inside the file. Read
 					// on; the server says where the file ends.
 					var m int
-					m, err = f.readChunkAt(nil, packet.b[n:], packet.off+int64(n))
+					m, err = f.readRest(packet.b[n:], packet.off+int64(n), n)
 					n += m
 				}
 
@@ -1466,21 +1452,26 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		return 0, err
 	}
 
+	size := f.c.ReadSize() // hostgate (change 8): what the server answers
 	fileSize := fileStat.Size
-	if fileSize <= uint64(f.c.maxPacket) || !isRegular(fileStat.Mode) {
+	if fileSize <= uint64(size) || !isRegular(fileStat.Mode) {
 		// only regular files are guaranteed to return (full read) xor (partial read, next error)
 		return f.writeToSequential(w)
 	}
 
-	concurrency64 := fileSize/uint64(f.c.maxPacket) + 1 // a bad guess, but better than no guess
-	if concurrency64 > uint64(f.c.maxConcurrentRequests) || concurrency64 < 1 {
-		concurrency64 = uint64(f.c.maxConcurrentRequests)
-	}
-	// Now that concurrency64 is saturated to an int value, we know this assignment cannot possibly overflow.
-	concurrency := int(concurrency64)
-
-	chunkSize := f.c.maxPacket
-	resPool := newResChanPool(concurrency)
+	// hostgate (change 8): upstream sent up to maxConcurrentRequests
+	// requests of maxPacket (fewer for a smaller file), each waited for
+	// by a worker of its own. Here each request asks for the client's
+	// read size when it is sent, which shrinks once the server answers
+	// short, and requests go out while their bytes fit in what upstream
+	// had in flight (at most requestsScale times as many requests), a
+	// worker started for each one no idle worker takes: a 64 KiB server
+	// gets four times as many 64 KiB requests, not 255 KiB ones each
+	// answered in four sequential steps.
+	budget := min(int64(fileSize)+int64(size), int64(f.c.maxConcurrentRequests)*int64(f.c.maxPacket))
+	maxRequests := f.c.maxConcurrentRequests * requestsScale
+	freed := make(chan int, maxRequests) // a written chunk's size, given back by the writer
+	resPool := newResChanPool(maxRequests)
 
 	cancel := make(chan struct{})
 	var wg sync.WaitGroup
@@ -1504,6 +1495,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		// short inside the file, read on by the worker.
 		rest []byte
 		off  int64
+		size int // hostgate (change 8): data asked for
 		err  error
 
 		next chan writeWork
@@ -1511,30 +1503,155 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	writeCh := make(chan writeWork)
 
 	type readWork struct {
-		id  uint32
-		res chan result
-		off int64
+		id   uint32
+		res  chan result
+		off  int64
+		size int // hostgate (change 8): data asked for
 
 		cur, next chan writeWork
 	}
 	readCh := make(chan readWork)
 
+	// Map_i: each worker gets readWork, and does the Read into a buffer at the given offset.
+	worker := func() {
+		defer wg.Done()
+
+		for readWork := range readCh {
+			chunkSize := readWork.size
+			var b []byte
+			var refs *dataRefs // hostgate
+			var n int
+
+			s := <-readWork.res
+			resPool.Put(readWork.res)
+
+			err := s.err
+			if err == nil {
+				switch s.typ {
+				case sshFxpStatus:
+					err = normaliseError(unmarshalStatus(readWork.id, s.data))
+
+				case sshFxpData:
+					if s.refs != nil {
+						// hostgate: written from the channel's
+						// packets (change 6); no more than asked
+						// for, as below.
+						n, err = s.sharedData(readWork.id, chunkSize)
+						if err == nil {
+							refs = s.refs
+						}
+						break
+					}
+					var data []byte
+					data, err = unmarshalDataReply(readWork.id, s.data)
+					if err == nil {
+						// A malicious server may return more data than we
+						// requested (up to the packet limit); keep only
+						// what was asked for.
+						// hostgate: the reply's own bytes are written,
+						// not a copy of them; its page goes back after.
+						if len(data) > chunkSize {
+							data = data[:chunkSize]
+						}
+						b = data
+						n = len(b)
+					}
+
+				default:
+					err = unimplementedPacketErr(s.typ)
+				}
+			}
+
+			if b == nil && refs == nil {
+				s.release()
+			}
+			if err == nil && n == 0 {
+				// hostgate (change 7): no bytes and no end of
+				// file, as readChunkAt's: past the size stat gave,
+				// where nothing reads on, the next chunk was asked
+				// for, and so on for ever (found by the audit29
+				// audit).
+				err = errEmptyRead
+			}
+			var rest []byte
+			if err == nil && n < chunkSize && readWork.off+int64(n) != int64(fileSize) {
+				// hostgate (change 7): a short answer inside the
+				// file (a server whose replies are smaller than our
+				// requests) is read on here, so that the workers
+				// still read at once; upstream wrote what came and
+				// went on at the next chunk, skipping the rest of
+				// this one without an error. io.EOF here: the file
+				// shrank. An answer that ends past the size stat
+				// gave is read on too: the file grew (found by the
+				// audit29 audit); only one ending there is taken
+				// for the end without asking.
+				// hostgate (change 8): the rest in pieces of the
+				// answer's size, at once.
+				rest = make([]byte, chunkSize-n)
+				var m int
+				m, err = f.readRest(rest, readWork.off+int64(n), n)
+				rest = rest[:m]
+			}
+			writeWork := writeWork{
+				b:    b,
+				page: s.page,
+				refs: refs,
+				n:    n,
+				rest: rest,
+				off:  readWork.off,
+				size: chunkSize,
+				err:  err,
+
+				next: readWork.next,
+			}
+
+			select {
+			case readWork.cur <- writeWork:
+			case <-cancel:
+				// hostgate: the write loop has returned; give
+				// back what nobody will write.
+				s.release()
+			}
+
+			// DO NOT return.
+			// We want to ensure that readCh is drained before wg.Wait returns.
+		}
+	}
+
 	// Slice: hand out chunks of work on demand, with a `cur` and `next` channel built-in for sequencing.
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		defer close(readCh)
 
 		off := f.offset
+		left, inflight, workers := budget, 0, 0
 
 		cur := writeCh
 		for {
+			chunkSize := f.c.ReadSize()
+			// Past the size stat gave, one request at a time, as
+			// OpenSSH's sftp: the first normally hears the end, where
+			// a budget of requests past it all had to be answered.
+			for left < int64(chunkSize) || inflight == maxRequests || off >= int64(fileSize) && inflight > 0 {
+				select {
+				case n := <-freed:
+					left += int64(n)
+					inflight--
+				case <-cancel:
+					return
+				}
+			}
+
 			id := f.c.nextID()
 			res := resPool.Get()
 
 			next := make(chan writeWork)
 			readWork := readWork{
-				id:  id,
-				res: res,
-				off: off,
+				id:   id,
+				res:  res,
+				off:  off,
+				size: chunkSize,
 
 				cur:  cur,
 				next: next,
@@ -1546,122 +1663,29 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				Offset: uint64(off),
 				Len:    uint32(chunkSize),
 			})
+			left -= int64(chunkSize)
+			inflight++
 
 			select {
 			case readCh <- readWork:
-			case <-cancel:
-				return
+			default:
+				// Every worker waits for a reply: one more.
+				if workers < maxRequests {
+					workers++
+					wg.Add(1)
+					go worker()
+				}
+				select {
+				case readCh <- readWork:
+				case <-cancel:
+					return
+				}
 			}
 
 			off += int64(chunkSize)
 			cur = next
 		}
 	}()
-
-	wg.Add(concurrency)
-	for i := 0; i < concurrency; i++ {
-		// Map_i: each worker gets readWork, and does the Read into a buffer at the given offset.
-		go func() {
-			defer wg.Done()
-
-			for readWork := range readCh {
-				var b []byte
-				var refs *dataRefs // hostgate
-				var n int
-
-				s := <-readWork.res
-				resPool.Put(readWork.res)
-
-				err := s.err
-				if err == nil {
-					switch s.typ {
-					case sshFxpStatus:
-						err = normaliseError(unmarshalStatus(readWork.id, s.data))
-
-					case sshFxpData:
-						if s.refs != nil {
-							// hostgate: written from the channel's
-							// packets (change 6); no more than asked
-							// for, as below.
-							n, err = s.sharedData(readWork.id, chunkSize)
-							if err == nil {
-								refs = s.refs
-							}
-							break
-						}
-						var data []byte
-						data, err = unmarshalDataReply(readWork.id, s.data)
-						if err == nil {
-							// A malicious server may return more data than we
-							// requested (up to the packet limit); keep only
-							// what was asked for.
-							// hostgate: the reply's own bytes are written,
-							// not a copy of them; its page goes back after.
-							if len(data) > chunkSize {
-								data = data[:chunkSize]
-							}
-							b = data
-							n = len(b)
-						}
-
-					default:
-						err = unimplementedPacketErr(s.typ)
-					}
-				}
-
-				if b == nil && refs == nil {
-					s.release()
-				}
-				if err == nil && n == 0 {
-					// hostgate (change 7): no bytes and no end of
-					// file, as readChunkAt's: past the size stat gave,
-					// where nothing reads on, the next chunk was asked
-					// for, and so on for ever (found by the audit29
-					// audit).
-					err = errEmptyRead
-				}
-				var rest []byte
-				if err == nil && n < chunkSize && readWork.off+int64(n) != int64(fileSize) {
-					// hostgate (change 7): a short answer inside the
-					// file (a server whose replies are smaller than our
-					// requests) is read on here, so that the workers
-					// still read at once; upstream wrote what came and
-					// went on at the next chunk, skipping the rest of
-					// this one without an error. io.EOF here: the file
-					// shrank. An answer that ends past the size stat
-					// gave is read on too: the file grew (found by the
-					// audit29 audit); only one ending there is taken
-					// for the end without asking.
-					rest = make([]byte, chunkSize-n)
-					var m int
-					m, err = f.readChunkAt(nil, rest, readWork.off+int64(n))
-					rest = rest[:m]
-				}
-				writeWork := writeWork{
-					b:    b,
-					page: s.page,
-					refs: refs,
-					n:    n,
-					rest: rest,
-					off:  readWork.off,
-					err:  err,
-
-					next: readWork.next,
-				}
-
-				select {
-				case readWork.cur <- writeWork:
-				case <-cancel:
-					// hostgate: the write loop has returned; give
-					// back what nobody will write.
-					s.release()
-				}
-
-				// DO NOT return.
-				// We want to ensure that readCh is drained before wg.Wait returns.
-			}
-		}()
-	}
 
 	// Reduce: serialize the results from the reads into sequential writes.
 	cur := writeCh
@@ -1731,6 +1755,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		if packet.page != nil {
 			respPages.Put(packet.page)
 		}
+		freed <- packet.size // hostgate (change 8): never blocks, one per request
 		cur = packet.next
 	}
 }
@@ -1843,9 +1868,12 @@ func (f *File) writeAtConcurrent(b []byte, off int64) (int, error) {
 	}
 	workCh := make(chan work)
 
-	concurrency := len(b)/f.c.maxPacket + 1
-	if concurrency > f.c.maxConcurrentRequests || concurrency < 1 {
-		concurrency = f.c.maxConcurrentRequests
+	// hostgate (change 8): writes of no more than the server takes, as
+	// many more of them as keep the bytes in flight.
+	chunkSize := f.c.WriteSize()
+	concurrency := len(b)/chunkSize + 1
+	if maxRequests := f.c.requestsFor(chunkSize); concurrency > maxRequests || concurrency < 1 {
+		concurrency = maxRequests
 	}
 
 	pool := newResChanPool(concurrency)
@@ -1855,7 +1883,6 @@ func (f *File) writeAtConcurrent(b []byte, off int64) (int, error) {
 		defer close(workCh)
 
 		var read int
-		chunkSize := f.c.maxPacket
 
 		for read < len(b) {
 			wb := b[read:]
@@ -1965,7 +1992,8 @@ func (f *File) WriteAt(b []byte, off int64) (written int, err error) {
 // writeAt must be called while holding either the Read or Write mutex in File.
 // This code is concurrent safe with itself, but not with Close.
 func (f *File) writeAt(b []byte, off int64) (written int, err error) {
-	if len(b) <= f.c.maxPacket {
+	chunkSize := f.c.WriteSize() // hostgate (change 8): no more than the server takes
+	if len(b) <= chunkSize {
 		// We can do this in one write.
 		return f.writeChunkAt(nil, b, off)
 	}
@@ -1975,8 +2003,6 @@ func (f *File) writeAt(b []byte, off int64) (written int, err error) {
 	}
 
 	ch := make(chan result, 1) // reusable channel
-
-	chunkSize := f.c.maxPacket
 
 	for written < len(b) {
 		wb := b[written:]
@@ -2038,8 +2064,11 @@ func (f *File) readFromWithConcurrency(r io.Reader, concurrency int) (read int64
 	}
 	errCh := make(chan rwErr)
 
-	if concurrency > f.c.maxConcurrentRequests || concurrency < 1 {
-		concurrency = f.c.maxConcurrentRequests
+	// hostgate (change 8): writes of no more than the server takes, as
+	// many more of them as keep the bytes in flight.
+	chunkSize := f.c.WriteSize()
+	if concurrency >= f.c.maxConcurrentRequests || concurrency < 1 {
+		concurrency = f.c.requestsFor(chunkSize)
 	}
 
 	pool := newResChanPool(concurrency)
@@ -2048,7 +2077,7 @@ func (f *File) readFromWithConcurrency(r io.Reader, concurrency int) (read int64
 	go func() {
 		defer close(workCh)
 
-		b := make([]byte, f.c.maxPacket)
+		b := make([]byte, chunkSize)
 		off := f.offset
 
 		for {
@@ -2211,11 +2240,12 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 			return f.readFromWithConcurrency(r, f.c.maxConcurrentRequests)
 		}
 
-		if remain > int64(f.c.maxPacket) {
+		if chunkSize := f.c.WriteSize(); remain > int64(chunkSize) {
 			// Otherwise, only use concurrency, if it would be at least two packets.
 
 			// This is the best reasonable guess we can make.
-			concurrency64 := remain/int64(f.c.maxPacket) + 1
+			// hostgate (change 8): in writes the server takes.
+			concurrency64 := remain/int64(chunkSize) + 1
 
 			// We need to cap this value to an `int` size value to avoid overflow on 32-bit machines.
 			// So, we may as well pre-cap it to `f.c.maxConcurrentRequests`.
@@ -2229,7 +2259,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 
 	ch := make(chan result, 1) // reusable channel
 
-	b := make([]byte, f.c.maxPacket)
+	b := make([]byte, f.c.WriteSize()) // hostgate (change 8)
 
 	var read int64
 	for {

@@ -173,7 +173,7 @@ func (f *File) ReadAtNoWait(b []byte, off int64) *Pending[int] {
 }
 
 // WriteAtNoWait sends one write request of b at off (at most the client's
-// packet size: Wait returns how much of b the request carried). b is sent
+// WriteSize: Wait returns how much of b the request carried). b is sent
 // before it returns and not used after.
 func (f *File) WriteAtNoWait(b []byte, off int64) *Pending[int] {
 	f.mu.RLock()
@@ -181,8 +181,8 @@ func (f *File) WriteAtNoWait(b []byte, off int64) *Pending[int] {
 	if f.handle == "" {
 		return failed[int](os.ErrClosed)
 	}
-	if len(b) > f.c.maxPacket {
-		b = b[:f.c.maxPacket]
+	if size := f.c.WriteSize(); len(b) > size {
+		b = b[:size] // hostgate (change 8): no more than the server takes
 	}
 	n := len(b)
 	return send(f.c, &sshFxpWritePacket{

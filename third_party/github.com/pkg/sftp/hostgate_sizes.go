@@ -1,0 +1,207 @@
+package sftp
+
+// hostgate: change 8 (HOSTGATE.md). Request sizes the server answers in
+// full. A client that asks for more than a server answers a read with
+// (OpenSSH's sftp-server before 8.6 answered 64 KiB, this package's
+// server 32 KiB by default) gets each chunk in several sequential round
+// trips (change 7); one whose writes are larger than a server takes is
+// refused. The client asks the server's limits (limits@openssh.com) when
+// it offers them, and otherwise takes the size of a short answer inside a
+// file as the server's largest read, as OpenSSH's sftp does; later reads
+// ask for that much, more of them at once, so that as many bytes are in
+// flight.
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+)
+
+const (
+	extLimits = "limits@openssh.com"
+
+	// minReadSize is the smallest read size a short answer teaches the
+	// client (OpenSSH's MIN_READ_SIZE).
+	minReadSize = 512
+
+	// requestsScale bounds the requests in flight per file at this many
+	// times maxConcurrentRequests, however small the requests: 8 keeps
+	// the bytes in flight of 255 KiB requests with 32 KiB ones.
+	requestsScale = 8
+)
+
+// sizes is what a Client learned of the server's request sizes.
+type sizes struct {
+	read atomic.Int64 // data one read request asks for; shrinks on short answers
+
+	once     sync.Once   // takes the limits reply, once, before read or write is used
+	limitsID uint32      // the limits request, when one was sent
+	limitsCh chan result // its reply
+	write    int         // data one write request carries
+}
+
+type sshFxpLimitsPacket struct{ ID uint32 }
+
+func (p *sshFxpLimitsPacket) id() uint32 { return p.ID }
+
+func (p *sshFxpLimitsPacket) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 4, 4+1+4+4+len(extLimits))
+	b = append(b, sshFxpExtended)
+	b = marshalUint32(b, p.ID)
+	return marshalString(b, extLimits), nil
+}
+
+// askLimits starts the client's sizes: maxPacket, and the server's limits
+// when it offers them. Their request goes out now and is not waited for:
+// the server answers it before any later request, so the first read or
+// write that needs it (after an open) rarely waits.
+func (c *Client) askLimits() {
+	c.sizes.read.Store(int64(c.maxPacket))
+	c.sizes.write = c.maxPacket
+	if _, ok := c.ext[extLimits]; !ok {
+		return
+	}
+	c.sizes.limitsID = c.nextID()
+	c.sizes.limitsCh = make(chan result, 1)
+	c.dispatchRequest(c.sizes.limitsCh, &sshFxpLimitsPacket{ID: c.sizes.limitsID})
+}
+
+// takeLimits applies the limits reply: uint64 packet, read and write
+// lengths and open handles (OpenSSH's PROTOCOL); 0 is no limit. A failed
+// request, or a reply that is not one, leaves maxPacket.
+func (c *Client) takeLimits() {
+	if c.sizes.limitsCh == nil {
+		return
+	}
+	r := <-c.sizes.limitsCh
+	r.flatten()
+	defer r.release()
+	if r.err != nil || r.typ != sshFxpExtendedReply {
+		return
+	}
+	data, err := unmarshalSID(c.sizes.limitsID, r.data)
+	if err != nil || len(data) < 24 {
+		return
+	}
+	read := binary.BigEndian.Uint64(data[8:])
+	write := binary.BigEndian.Uint64(data[16:])
+	if read > 0 && read < uint64(c.maxPacket) {
+		c.sizes.read.Store(int64(read))
+	}
+	if write > 0 && write < uint64(c.maxPacket) {
+		c.sizes.write = int(write)
+	}
+}
+
+// ReadSize is the data one read request of c asks for: its packet size,
+// or less where the server's limits or its answers said it reads less.
+func (c *Client) ReadSize() int {
+	c.sizes.once.Do(c.takeLimits)
+	return int(c.sizes.read.Load())
+}
+
+// WriteSize is the data one write request of c carries: its packet size,
+// or the server's largest write, if smaller.
+func (c *Client) WriteSize() int {
+	c.sizes.once.Do(c.takeLimits)
+	return c.sizes.write
+}
+
+// shortRead notes a read answered with n bytes inside a file: the
+// server's largest read, which later reads ask for.
+func (c *Client) shortRead(n int) {
+	c.sizes.once.Do(c.takeLimits)
+	n = max(n, minReadSize)
+	for {
+		cur := c.sizes.read.Load()
+		if int64(n) >= cur || c.sizes.read.CompareAndSwap(cur, int64(n)) {
+			return
+		}
+	}
+}
+
+// requestsFor is how many requests of size bytes keep as many bytes in
+// flight as maxConcurrentRequests of maxPacket, at most requestsScale
+// times as many.
+func (c *Client) requestsFor(size int) int {
+	n := (int64(c.maxConcurrentRequests)*int64(c.maxPacket) + int64(size) - 1) / int64(max(size, 1))
+	return int(max(1, min(n, int64(c.maxConcurrentRequests)*requestsScale)))
+}
+
+// takeRead receives the reply to read request id on ch into b: its
+// length, io.EOF at the end of the file, errEmptyRead for no bytes and no
+// end.
+func takeRead(id uint32, ch chan result, b []byte) (int, error) {
+	s := <-ch
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.flatten() // hostgate: copied out below
+	defer s.release()
+	switch s.typ {
+	case sshFxpStatus:
+		return 0, normaliseError(unmarshalStatus(id, s.data))
+	case sshFxpData:
+		data, err := unmarshalDataReply(id, s.data)
+		if err != nil {
+			return 0, err
+		}
+		if len(data) == 0 {
+			// hostgate (change 7): no bytes and no end of file is
+			// no progress; asking again would spin.
+			return 0, errEmptyRead
+		}
+		return copy(b, data), nil
+	default:
+		return 0, unimplementedPacketErr(s.typ)
+	}
+}
+
+// readRest fills b from off, the rest of a read answered short inside the
+// file with answered bytes: in pieces of that size (at least a
+// maxConcurrentRequests-th of b), all asked for at once, where change 7
+// asked for the rest one request at a time. Once a piece brings bytes,
+// answered is the client's read size.
+func (f *File) readRest(b []byte, off int64, answered int) (int, error) {
+	if answered <= 0 {
+		return f.readChunkAt(nil, b, off)
+	}
+	piece := max(answered, minReadSize, (len(b)+f.c.maxConcurrentRequests-1)/f.c.maxConcurrentRequests)
+	type request struct {
+		id uint32
+		ch chan result
+		b  []byte
+	}
+	reqs := make([]request, 0, (len(b)+piece-1)/piece)
+	for o := 0; o < len(b); o += piece {
+		r := request{id: f.c.nextID(), ch: make(chan result, 1), b: b[o:min(o+piece, len(b))]}
+		f.c.dispatchRequest(r.ch, &sshFxpReadPacket{
+			ID:     r.id,
+			Handle: f.handle,
+			Offset: uint64(off) + uint64(o),
+			Len:    uint32(len(r.b)),
+		})
+		reqs = append(reqs, r)
+	}
+	n := 0
+	for i, r := range reqs {
+		m, err := takeRead(r.id, r.ch, r.b)
+		if i == 0 && m > 0 {
+			f.c.shortRead(answered)
+		}
+		if err == nil && m < len(r.b) {
+			var more int
+			more, err = f.readChunkAt(nil, r.b[m:], off+int64(n+m))
+			m += more
+		}
+		n += m
+		if err != nil {
+			for _, r := range reqs[i+1:] {
+				s := <-r.ch // answered or failed: give its page back
+				s.release()
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,305 @@
+package sftp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// sizeLog sits between a client and this package's server and records
+// the data size of every READ and WRITE request. With limits set it
+// offers limits@openssh.com in the VERSION answer and answers it.
+type sizeLog struct {
+	limits *[4]uint64 // packet, read, write lengths, open handles; nil: not offered
+
+	mu      sync.Mutex
+	toCl    io.WriteCloser // the client's end; whole packets only, under mu
+	pending []byte         // the server's bytes of a packet not yet whole
+	started bool
+	reads   []uint32
+	writes  []uint32
+	asked   int // limits requests
+}
+
+// take returns the sizes recorded since the last take.
+func (l *sizeLog) take() (reads, writes []uint32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	reads, writes = l.reads, l.writes
+	l.reads, l.writes = nil, nil
+	return reads, writes
+}
+
+// Write takes the server's output and passes it on a whole packet at a
+// time, the first (VERSION) with limits@openssh.com added.
+func (l *sizeLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(l.pending, p...)
+	for len(l.pending) >= 4 {
+		end := 4 + int(binary.BigEndian.Uint32(l.pending))
+		if len(l.pending) < end {
+			break
+		}
+		pkt := l.pending[:end]
+		if !l.started {
+			l.started = true
+			if l.limits != nil {
+				pkt = append(pkt[:end:end], marshalString(marshalString(nil, extLimits), "1")...)
+				binary.BigEndian.PutUint32(pkt, uint32(len(pkt)-4))
+			}
+		}
+		if _, err := l.toCl.Write(pkt); err != nil {
+			return 0, err
+		}
+		l.pending = l.pending[end:]
+	}
+	return len(p), nil
+}
+
+func (l *sizeLog) Close() error { return l.toCl.Close() }
+
+// pass reads the client's requests from r, records them and hands them
+// to the server through w, but for limits@openssh.com, answered here.
+func (l *sizeLog) pass(r io.Reader, w io.WriteCloser) {
+	defer w.Close()
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		pkt := make([]byte, 4+binary.BigEndian.Uint32(hdr[:]))
+		copy(pkt, hdr[:])
+		if _, err := io.ReadFull(r, pkt[4:]); err != nil {
+			return
+		}
+		body := pkt[5:]
+		switch pkt[4] {
+		case sshFxpRead, sshFxpWrite:
+			_, rest := unmarshalUint32(body) // id
+			_, rest = unmarshalString(rest)  // handle
+			_, rest = unmarshalUint64(rest)  // offset
+			n, _ := unmarshalUint32(rest)    // length, or the data's
+			l.mu.Lock()
+			if pkt[4] == sshFxpRead {
+				l.reads = append(l.reads, n)
+			} else {
+				l.writes = append(l.writes, n)
+			}
+			l.mu.Unlock()
+		case sshFxpExtended:
+			id, rest := unmarshalUint32(body)
+			if name, _ := unmarshalString(rest); name == extLimits && l.limits != nil {
+				b := []byte{0, 0, 0, 0, sshFxpExtendedReply}
+				b = marshalUint32(b, id)
+				for _, v := range l.limits {
+					b = marshalUint64(b, v)
+				}
+				binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+				l.mu.Lock()
+				l.asked++
+				_, err := l.toCl.Write(b)
+				l.mu.Unlock()
+				if err != nil {
+					return
+				}
+				continue
+			}
+		}
+		if _, err := w.Write(pkt); err != nil {
+			return
+		}
+	}
+}
+
+// sizePipe serves this package's server (at most serverMax bytes a read
+// answer) to a client of 255 KiB packets, 32 requests a file, through a
+// sizeLog.
+func sizePipe(t *testing.T, serverMax uint32, limits *[4]uint64) (*Client, *sizeLog) {
+	l := &sizeLog{limits: limits}
+	cr, lw := io.Pipe() // to the client
+	lr, cw := io.Pipe() // from the client
+	sr, sw := io.Pipe() // to the server
+	l.toCl = lw
+	go l.pass(lr, sw)
+	srv, err := NewServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{sr, l}, WithMaxTxPacket(serverMax))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.Serve()
+		_ = l.Close()
+	}()
+	c, err := NewClientPipe(cr, cw, MaxPacketUnchecked(255<<10), MaxConcurrentRequestsPerFile(32),
+		UseConcurrentReads(true), UseConcurrentWrites(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		<-served
+	})
+	return c, l
+}
+
+func randomFile(t *testing.T, size int, seed uint64) (string, []byte) {
+	data := make([]byte, size)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	name := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(name, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name, data
+}
+
+func countAbove(sizes []uint32, limit uint32) (n int) {
+	for _, s := range sizes {
+		if s > limit {
+			n++
+		}
+	}
+	return n
+}
+
+// hostgate: change 8 (HOSTGATE.md). A server that answers reads short
+// (this package's, at 32 and at 64 KiB) gets, after its first short
+// answer inside a file, requests of its answer's size, for the rest of
+// that download and every later one, and the download still gets every
+// byte. Before, every request asked for 255 KiB and was answered in
+// several steps.
+func TestHostgateReadSizeLearned(t *testing.T) {
+	for _, serverMax := range []uint32{32 << 10, 64 << 10} {
+		c, l := sizePipe(t, serverMax, nil)
+		name, data := randomFile(t, 12<<20+333, uint64(serverMax))
+		download := func(what string) []uint32 {
+			f, err := c.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var got bytes.Buffer
+			if n, err := f.WriteTo(&got); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+				t.Errorf("%d: %s: WriteTo: %d, %v, same bytes %v", serverMax, what, n, err, bytes.Equal(got.Bytes(), data))
+			}
+			reads, _ := l.take()
+			return reads
+		}
+		first := download("first download")
+		// The first wave goes out at 255 KiB before any answer: at most
+		// the 32 requests of the budget (8 MiB), and the rest of the
+		// 12 MiB file asks for what the server answers.
+		if n := countAbove(first, serverMax); n > 32 {
+			t.Errorf("%d: first download: %d of %d reads asked for more than the server answers; want at most 32", serverMax, n, len(first))
+		}
+		if got := c.ReadSize(); got != int(serverMax) {
+			t.Errorf("%d: ReadSize after a download: %d; want %d", serverMax, got, serverMax)
+		}
+		second := download("second download")
+		if n := countAbove(second, serverMax); n > 0 {
+			t.Errorf("%d: second download: %d of %d reads asked for more than the server answers; want none", serverMax, n, len(second))
+		}
+		// Each answer is whole: one read per chunk and the one that
+		// hears the end, not several.
+		if want := len(data)/int(serverMax) + 2; len(second) > want {
+			t.Errorf("%d: second download: %d reads; want at most %d", serverMax, len(second), want)
+		}
+
+		f, err := c.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, len(data))
+		if n, err := f.ReadAt(b, 0); n != len(data) || (err != nil && err != io.EOF) || !bytes.Equal(b, data) {
+			t.Errorf("%d: ReadAt: %d, %v, same bytes %v", serverMax, n, err, bytes.Equal(b, data))
+		}
+		if _, err := io.ReadFull(f, b[:200<<10]); err != nil || !bytes.Equal(b[:200<<10], data[:200<<10]) {
+			t.Errorf("%d: Read: %v", serverMax, err)
+		}
+		_ = f.Close()
+		if reads, _ := l.take(); countAbove(reads, serverMax) > 0 {
+			t.Errorf("%d: ReadAt and Read: %d of %d reads asked for more than the server answers", serverMax, countAbove(reads, serverMax), len(reads))
+		}
+	}
+}
+
+// hostgate: change 8. A server that offers limits@openssh.com gets reads
+// and writes within its limits, from the first request on, through every
+// path that reads or writes a file; without the limits a server that
+// takes smaller writes than ours would refuse them.
+func TestHostgateLimits(t *testing.T) {
+	const readMax, writeMax = 40000, 20000
+	c, l := sizePipe(t, readMax, &[4]uint64{256 << 10, readMax, writeMax, 0})
+	if got := c.ReadSize(); got != readMax {
+		t.Errorf("ReadSize: %d; want %d", got, readMax)
+	}
+	if got := c.WriteSize(); got != writeMax {
+		t.Errorf("WriteSize: %d; want %d", got, writeMax)
+	}
+	name, data := randomFile(t, 3<<20+5, 9)
+	f, err := c.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if n, err := f.WriteTo(&got); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Errorf("WriteTo: %d, %v, same bytes %v", n, err, bytes.Equal(got.Bytes(), data))
+	}
+	b := make([]byte, len(data))
+	if n, err := f.ReadAt(b, 0); n != len(data) || (err != nil && err != io.EOF) || !bytes.Equal(b, data) {
+		t.Errorf("ReadAt: %d, %v", n, err)
+	}
+	_ = f.Close()
+
+	out := filepath.Join(filepath.Dir(name), "out")
+	w, err := c.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.ReadFrom(bytes.NewReader(data)); err != nil || n != int64(len(data)) {
+		t.Errorf("ReadFrom: %d, %v", n, err)
+	}
+	if n, err := w.WriteAt(data[:1<<20], 0); err != nil || n != 1<<20 {
+		t.Errorf("WriteAt: %d, %v", n, err)
+	}
+	if n, err := w.WriteAtNoWait(data[:100000], 0).Wait(); err != nil || n != writeMax {
+		t.Errorf("WriteAtNoWait: %d, %v; want %d", n, err, writeMax)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if written, err := os.ReadFile(out); err != nil || !bytes.Equal(written, data) {
+		t.Errorf("written file: %v, same bytes %v", err, bytes.Equal(written, data))
+	}
+
+	reads, writes := l.take()
+	if n := countAbove(reads, readMax); n > 0 || len(reads) == 0 {
+		t.Errorf("%d of %d reads asked for more than %d", n, len(reads), readMax)
+	}
+	if n := countAbove(writes, writeMax); n > 0 || len(writes) == 0 {
+		t.Errorf("%d of %d writes carried more than %d", n, len(writes), writeMax)
+	}
+	if l.asked != 1 {
+		t.Errorf("limits asked %d times; want 1", l.asked)
+	}
+}
+
+// hostgate: change 8. Without limits@openssh.com offered, nothing is
+// asked and the sizes are the client's packet until a short answer.
+func TestHostgateNoLimits(t *testing.T) {
+	c, l := sizePipe(t, 255<<10, nil)
+	if c.ReadSize() != 255<<10 || c.WriteSize() != 255<<10 || l.asked != 0 {
+		t.Errorf("ReadSize %d, WriteSize %d, limits asked %d times; want 255 KiB, 255 KiB, 0", c.ReadSize(), c.WriteSize(), l.asked)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/localexec"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // treeScript forks two grandchildren and prints their pids, then waits.
@@ -62,17 +63,6 @@ func startTree(t *testing.T, ctx context.Context, h *hostgate.Host) (hostgate.Pr
 	return p, pids
 }
 
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 // waitTimeout waits for p; a watchdog that fails leaves the grandchildren
 // holding stdout, so Wait would block: fail instead of hanging.
 func waitTimeout(t *testing.T, p hostgate.Process) error {
@@ -100,10 +90,10 @@ func assertGone(t *testing.T, pids []int) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for _, pid := range pids {
-		for alive(pid) && time.Now().Before(deadline) {
+		for testenv.Alive(pid) && time.Now().Before(deadline) {
 			<-tick.C
 		}
-		if alive(pid) {
+		if testenv.Alive(pid) {
 			t.Errorf("grandchild %d still running", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -114,7 +104,7 @@ func TestWatchdogKillEndsTree(t *testing.T) {
 	h, _ := localHost(t, true)
 	p, pids := startTree(t, context.Background(), h)
 	for _, pid := range pids {
-		if !alive(pid) {
+		if !testenv.Alive(pid) {
 			t.Fatalf("grandchild %d not running before kill", pid)
 		}
 	}
@@ -224,7 +214,7 @@ func TestWithoutWatchdogTreeSurvives(t *testing.T) {
 	}
 	survivors := 0
 	for _, pid := range pids {
-		if alive(pid) {
+		if testenv.Alive(pid) {
 			survivors++
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)

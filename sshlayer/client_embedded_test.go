@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // The client against this project's embedded server, which honours signal
@@ -54,7 +56,7 @@ func TestEmbeddedKill(t *testing.T) {
 		if err := p.Wait(); !errors.As(err, &ee) || ee.Signal != hostgate.SIGTERM || ee.Code != -1 {
 			t.Errorf("got %v, want killed by TERM", err)
 		}
-		waitGone(ctx, t, pid)
+		testenv.WaitGone(t, pid, time.Minute)
 	})
 
 	t.Run("ctx cancel takes the process group", func(t *testing.T) {
@@ -65,7 +67,7 @@ func TestEmbeddedKill(t *testing.T) {
 		if err := p.Wait(); !errors.Is(err, context.Canceled) {
 			t.Errorf("got %v, want context.Canceled", err)
 		}
-		waitGone(ctx, t, pid)
+		testenv.WaitGone(t, pid, time.Minute)
 	})
 
 	t.Run("exit codes", func(t *testing.T) {

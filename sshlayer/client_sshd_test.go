@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // run spawns argv, feeds stdin, collects stdout and stderr and waits.
@@ -233,15 +234,6 @@ func spawnSleeperOpts(ctx context.Context, t *testing.T, c *Client, script strin
 	return p, pid
 }
 
-// waitGone blocks until local process pid has exited (sshd runs on this
-// machine), using tail --pid rather than polling in the test.
-func waitGone(ctx context.Context, t *testing.T, pid int) {
-	t.Helper()
-	if out, err := exec.CommandContext(ctx, "tail", "--pid="+strconv.Itoa(pid), "-f", "/dev/null").CombinedOutput(); err != nil {
-		t.Fatalf("process %d still running: %v %s", pid, err, out)
-	}
-}
-
 // OpenSSH sshd ignores "signal" requests for root logins (no post-auth
 // privilege separation), which is how these tests log in; so they exercise
 // the fallback the client has for such servers: after killGrace, Kill(KILL)
@@ -262,7 +254,7 @@ func TestSSHDKill(t *testing.T) {
 		if !errors.As(err, &ee) || ee.Signal == "" || ee.Code != -1 {
 			t.Errorf("got %v, want an ExitError with a signal", err)
 		}
-		waitGone(ctx, t, pid)
+		testenv.WaitGone(t, pid, time.Minute)
 		if err := p.Kill(hostgate.SIGKILL); err != nil {
 			t.Errorf("kill after exit: %v", err)
 		}
@@ -275,7 +267,7 @@ func TestSSHDKill(t *testing.T) {
 		if err := p.Wait(); !errors.Is(err, context.Canceled) {
 			t.Errorf("got %v, want context.Canceled", err)
 		}
-		waitGone(ctx, t, pid)
+		testenv.WaitGone(t, pid, time.Minute)
 	})
 }
 

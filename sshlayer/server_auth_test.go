@@ -3,7 +3,6 @@
 package sshlayer
 
 import (
-	"crypto/rand"
 	"errors"
 	"net"
 	"os/user"
@@ -13,30 +12,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 )
-
-// srvSignCert certifies key as a user (or host) certificate signed by ca.
-func srvSignCert(t testing.TB, ca ssh.Signer, key ssh.PublicKey, mod func(*ssh.Certificate)) *ssh.Certificate {
-	t.Helper()
-	now := time.Now()
-	cert := &ssh.Certificate{
-		Key:             key,
-		KeyId:           "test-token",
-		CertType:        ssh.UserCert,
-		ValidPrincipals: []string{"host-1"},
-		ValidAfter:      uint64(now.Add(-time.Minute).Unix()),
-		ValidBefore:     uint64(now.Add(10 * time.Minute).Unix()),
-		Permissions: ssh.Permissions{Extensions: map[string]string{
-			"permit-pty": "", "permit-port-forwarding": "",
-		}},
-	}
-	if mod != nil {
-		mod(cert)
-	}
-	if err := cert.SignCert(rand.Reader, ca); err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
 
 func TestServerCertificates(t *testing.T) {
 	t.Parallel()

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // TestLeaveBackground: with LeaveBackground a command's background
@@ -41,7 +43,7 @@ func TestLeaveBackground(t *testing.T) {
 	}
 	t.Run("quiet background process lives on", func(t *testing.T) {
 		pid, took := run(t, true, `sleep 300 >/dev/null 2>&1 & echo $!`)
-		if !srvAlive(pid) {
+		if !testenv.Alive(pid) {
 			t.Fatal("the background process was killed with its command")
 		}
 		if took > 10*time.Second {
@@ -58,7 +60,7 @@ func TestLeaveBackground(t *testing.T) {
 	})
 	t.Run("default kills the group", func(t *testing.T) {
 		pid, _ := run(t, false, `sleep 300 >/dev/null 2>&1 & echo $!`)
-		if srvAlive(pid) {
+		if testenv.Alive(pid) {
 			t.Fatal("without LeaveBackground the background process outlived its command")
 		}
 	})

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,88 +26,6 @@ import (
 
 	"github.com/hostgate/hostgate/internal/testenv"
 )
-
-// srvStartEcho runs a loopback TCP echo server until the test ends.
-func srvStartEcho(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-			go func() { _, _ = io.Copy(c, c); _ = c.(*net.TCPConn).CloseWrite() }()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); <-done })
-	return ln.Addr().String()
-}
-
-// srvEchoRoundTrip writes random data through c, half-closes, and checks the
-// same bytes come back.
-func srvEchoRoundTrip(t testing.TB, c net.Conn) {
-	t.Helper()
-	if err := srvEchoCheck(c, 1<<20); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// srvEchoCheck writes size random bytes through c, an echoing stream, in
-// writes of random size, half-closes it, reads the echo in reads of random
-// size, and reports whether the bytes came back unchanged.
-func srvEchoCheck(c net.Conn, size int) error {
-	cw, ok := c.(interface{ CloseWrite() error })
-	if !ok {
-		return fmt.Errorf("%T cannot half-close", c)
-	}
-	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	werr := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(c, &srvRandomChunks{b: data})
-		if err == nil {
-			err = cw.CloseWrite()
-		}
-		werr <- err
-	}()
-	got := make([]byte, 0, size)
-	buf := make([]byte, 80<<10)
-	for {
-		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(buf))))
-		k, err := c.Read(buf[:n.Int64()+1])
-		got = append(got, buf[:k]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := <-werr; err != nil {
-		return err
-	}
-	if !bytes.Equal(got, data) {
-		i := 0
-		for i < min(len(got), len(data)) && got[i] == data[i] {
-			i++
-		}
-		return fmt.Errorf("echo returned %d bytes, want the %d sent unchanged; first difference at byte %d", len(got), len(data), i)
-	}
-	return nil
-}
 
 func TestServerDirectTCPIP(t *testing.T) {
 	t.Parallel()
@@ -585,4 +502,13 @@ func TestRemoteForwardUnansweredOpen(t *testing.T) {
 	}
 	waitEOF(t, conn, "a forwarded connection whose open the client never answered")
 	acceptLate(t, nc, "forwarded-tcpip")
+}
+
+// srvEchoRoundTrip writes random data through c, half-closes, and checks the
+// same bytes come back.
+func srvEchoRoundTrip(t testing.TB, c net.Conn) {
+	t.Helper()
+	if err := srvEchoCheck(c, 1<<20); err != nil {
+		t.Fatal(err)
+	}
 }

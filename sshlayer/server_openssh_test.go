@@ -415,13 +415,13 @@ func TestOpenSSHKilledClientKillsProcessGroup(t *testing.T) {
 	if _, err := fmt.Sscan(line, &leader, &grandchild); err != nil {
 		t.Fatalf("pids %q: %v", line, err)
 	}
-	if !srvAlive(grandchild) {
+	if !testenv.Alive(grandchild) {
 		t.Fatal("grandchild not running")
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	srvWaitGone(t, leader)
-	srvWaitGone(t, grandchild)
+	testenv.WaitGone(t, leader, srvTestWait)
+	testenv.WaitGone(t, grandchild, srvTestWait)
 }
 
 func TestOpenSSHUnknownKeyRefused(t *testing.T) {

@@ -58,7 +58,7 @@ func TestPTYBackgroundJobsEnd(t *testing.T) {
 				t.Fatalf("shell output %q: want two job pids", out)
 			}
 			for _, pid := range pids {
-				if !srvAlive(pid) {
+				if !testenv.Alive(pid) {
 					t.Fatalf("job %d is not running", pid)
 				}
 			}
@@ -71,7 +71,7 @@ func TestPTYBackgroundJobsEnd(t *testing.T) {
 				_ = c.Close()
 			}
 			for _, pid := range pids {
-				for i := 0; srvAlive(pid); i++ {
+				for i := 0; testenv.Alive(pid); i++ {
 					if i == 300 { // 30 s
 						t.Fatalf("job %d outlived its terminal's shell (%s)", pid, end)
 					}
@@ -106,7 +106,7 @@ func TestJobControlBackgroundEnds(t *testing.T) {
 		t.Fatalf("output %q", out)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	for i := 0; srvAlive(pid); i++ {
+	for i := 0; testenv.Alive(pid); i++ {
 		if i == 300 { // 30 s
 			t.Fatal("a job in a group of its own outlived its command")
 		}

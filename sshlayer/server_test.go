@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -25,102 +24,10 @@ import (
 
 	"github.com/hostgate/hostgate/internal/testenv"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 )
 
 // These tests drive the server with x/crypto's own client, so they do not
 // depend on this package's client.
-
-const srvTestWait = 30 * time.Second // generous: CI runs everything in parallel under -race
-
-func srvStartServer(t testing.TB, cfg *ServerConfig) *TestServer {
-	t.Helper()
-	ts, err := StartTestServerConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ts.Close(); err != nil {
-			t.Errorf("close test server: %v", err)
-		}
-	})
-	return ts
-}
-
-func srvDialServer(t testing.TB, ts *TestServer) *ssh.Client {
-	t.Helper()
-	c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-func srvDialWith(addr string, hostKey ssh.PublicKey, auth ssh.AuthMethod) (*ssh.Client, error) {
-	return ssh.Dial("tcp", addr, &ssh.ClientConfig{
-		User:            "anyone",
-		Auth:            []ssh.AuthMethod{auth},
-		HostKeyCallback: ssh.FixedHostKey(hostKey),
-		Timeout:         srvTestWait,
-	})
-}
-
-// srvRunCmd runs cmd in a new session and returns stdout, stderr and the
-// session's Wait error.
-func srvRunCmd(t testing.TB, c *ssh.Client, cmd string, stdin io.Reader) (string, string, error) {
-	t.Helper()
-	s, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr, s.Stdin = &out, &errb, stdin
-	err = s.Run(cmd)
-	return out.String(), errb.String(), err
-}
-
-// srvWaitGone blocks until process pid has terminated, via a pidfd (which
-// becomes readable when the process exits), so no polling is needed.
-func srvWaitGone(t testing.TB, pid int) {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("pidfd_open %d: %v", pid, err)
-	}
-	defer func() { _ = unix.Close(fd) }()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(srvTestWait)
-	for {
-		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("poll pidfd: %v", err)
-		}
-		if n == 1 {
-			return
-		}
-		t.Fatalf("process %d still srvAlive after %v", pid, srvTestWait)
-	}
-}
-
-// srvAlive reports whether pid runs; a zombie waiting for its reaper
-// counts as gone.
-func srvAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
 
 func TestServerExecExitStatus(t *testing.T) {
 	t.Parallel()
@@ -154,21 +61,6 @@ func TestServerExecExitStatus(t *testing.T) {
 			t.Errorf("%q: stdout %q stderr %q, want %q %q", tc.cmd, out, errOut, tc.out, tc.errOut)
 		}
 	}
-}
-
-// srvRandomChunks is an io.Reader that returns data in chunks of random size,
-// as x/crypto's copyNRandomly does, to shake out framing bugs.
-type srvRandomChunks struct{ b []byte }
-
-func (r *srvRandomChunks) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n, _ := rand.Int(rand.Reader, big.NewInt(int64(min(len(p), len(r.b), 64<<10))))
-	k := int(n.Int64()) + 1
-	copy(p, r.b[:k])
-	r.b = r.b[k:]
-	return k, nil
 }
 
 func TestServerStdinRoundTrip(t *testing.T) {
@@ -329,7 +221,7 @@ func srvStartGrandchild(t *testing.T, c *ssh.Client) (s *ssh.Session, leader, gr
 	}
 	leader, _ = strconv.Atoi(f[0])
 	grandchild, _ = strconv.Atoi(f[1])
-	if !srvAlive(grandchild) {
+	if !testenv.Alive(grandchild) {
 		t.Fatalf("grandchild %d not running", grandchild)
 	}
 	return s, leader, grandchild
@@ -341,8 +233,8 @@ func TestServerChannelCloseKillsProcessGroup(t *testing.T) {
 	c := srvDialServer(t, ts)
 	s, leader, grandchild := srvStartGrandchild(t, c)
 	_ = s.Close()
-	srvWaitGone(t, leader)
-	srvWaitGone(t, grandchild)
+	testenv.WaitGone(t, leader, srvTestWait)
+	testenv.WaitGone(t, grandchild, srvTestWait)
 }
 
 func TestServerDisconnectKillsProcessGroup(t *testing.T) {
@@ -351,8 +243,8 @@ func TestServerDisconnectKillsProcessGroup(t *testing.T) {
 	c := srvDialServer(t, ts)
 	_, leader, grandchild := srvStartGrandchild(t, c)
 	_ = c.Close()
-	srvWaitGone(t, leader)
-	srvWaitGone(t, grandchild)
+	testenv.WaitGone(t, leader, srvTestWait)
+	testenv.WaitGone(t, grandchild, srvTestWait)
 }
 
 func TestServerCloseKillsProcesses(t *testing.T) {
@@ -364,8 +256,8 @@ func TestServerCloseKillsProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Close waits for every process: no waiting needed.
-	if srvAlive(leader) || srvAlive(grandchild) {
-		t.Fatalf("after Close: leader srvAlive %v, grandchild srvAlive %v", srvAlive(leader), srvAlive(grandchild))
+	if testenv.Alive(leader) || testenv.Alive(grandchild) {
+		t.Fatalf("after Close: leader srvAlive %v, grandchild srvAlive %v", testenv.Alive(leader), testenv.Alive(grandchild))
 	}
 	if _, err := c.NewSession(); err == nil {
 		t.Fatal("session on a closed server succeeded")
@@ -415,7 +307,7 @@ func TestServerClientGoneEndsPipesFirst(t *testing.T) {
 	}
 	_ = c.Close()
 	for _, pid := range pids {
-		srvWaitGone(t, pid)
+		testenv.WaitGone(t, pid, srvTestWait)
 	}
 	for file, want := range map[string]string{reader: "eof\n", writer: "epipe\n"} {
 		if b, err := os.ReadFile(file); err != nil || string(b) != want {
@@ -442,7 +334,7 @@ func TestServerExitStatusAfterGroupGone(t *testing.T) {
 	}
 	for _, f := range strings.Fields(line) {
 		pid, _ := strconv.Atoi(f)
-		if srvAlive(pid) {
+		if testenv.Alive(pid) {
 			t.Errorf("pid %d srvAlive after the exit status was received", pid)
 		}
 	}
@@ -916,7 +808,7 @@ func TestServerKeepaliveClosesDeadClient(t *testing.T) {
 		t.Fatal("server kept a connection whose client stopped answering")
 	}
 	// ServeConn returned: the command is gone already.
-	if srvAlive(pid) {
+	if testenv.Alive(pid) {
 		t.Fatalf("command %d still running after its connection was dropped", pid)
 	}
 }
@@ -945,40 +837,6 @@ func TestServerPTYModes(t *testing.T) {
 			t.Errorf("stty -a lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-// srvStartTweaked serves a server on loopback after tweak adjusted its
-// internals (before any connection, so without a data race).
-func srvStartTweaked(t *testing.T, tweak func(*Server)) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
-	t.Helper()
-	return srvStartTweakedConfig(t, ServerConfig{}, tweak)
-}
-
-// srvStartTweakedConfig is srvStartTweaked for a server configured by cfg,
-// its keys replaced by generated ones.
-func srvStartTweakedConfig(t *testing.T, cfg ServerConfig, tweak func(*Server)) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
-	t.Helper()
-	hk, _, _ := newEd25519Signer()
-	ck, _, _ := newEd25519Signer()
-	cfg.HostKey, cfg.AuthorizedKeys = hk, []ssh.PublicKey{ck.PublicKey()}
-	srv, err := NewServer(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tweak(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-done; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return ln.Addr().String(), hk.PublicKey(), ck
 }
 
 // TestServerSlowClientGetsWholeOutput: a client that is not reading when
@@ -1040,7 +898,7 @@ func TestServerEscapedDescendantDoesNotHang(t *testing.T) {
 		t.Fatalf("pid of the escaped sleep: %q", out)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL) // it escaped us by design
-	srvWaitGone(t, pid)
+	testenv.WaitGone(t, pid, srvTestWait)
 }
 
 // readCounter counts the bytes a conn reads.
@@ -1185,4 +1043,11 @@ func TestServerUnreadStdinBounded(t *testing.T) {
 		t.Errorf("the server took %.2f MiB of stdin for a command that reads none, want at most %.2f MiB", float64(last)/(1<<20), float64(bound)/(1<<20))
 	}
 	t.Logf("server took %.2f MiB of unread stdin", float64(last)/(1<<20))
+}
+
+// srvStartTweaked serves a server on loopback after tweak adjusted its
+// internals (before any connection, so without a data race).
+func srvStartTweaked(t *testing.T, tweak func(*Server)) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+	t.Helper()
+	return srvStartTweakedConfig(t, ServerConfig{}, tweak)
 }

@@ -183,16 +183,17 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 
 // forwardsAgent says whether host h's agent forwards a caller's SSH agent
 // (ssh -A), which its certificates then permit: a sandbox's never does,
-// nor a machine's whose latest tunnel said it was started with
-// --no-agent-forwarding (wire.HeaderAgentForwarding). Until its agent
-// connects, after a gateway restart, a machine's is taken to forward one;
-// the agent refuses regardless.
+// nor a machine's whose registered tunnel said it was started with
+// --no-agent-forwarding (wire.HeaderAgentForwarding), which is asked of
+// the tunnel itself, so that the one a newer connection replaced has no
+// say. While no tunnel serves it (offline, or after a gateway restart) a
+// machine's is taken to forward one; the agent refuses regardless.
 func (s *Server) forwardsAgent(h store.Host) bool {
 	if h.Kind == store.KindDocker {
 		return false
 	}
-	_, off := s.noAgentFwd.Load(h.ID)
-	return !off
+	pt, ok := s.tunnels.tunnel(h.ID).(*pendingTunnel)
+	return !ok || !pt.noAgentFwd
 }
 
 // weakKey refuses key types no agent should accept.

@@ -146,6 +146,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	s.recordAudit(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)})
 	pt := newPendingTunnel()
 	pt.remote = s.clientIP(r)
+	pt.noAgentFwd = noAgentFwd
 	var (
 		result   string
 		ctx      context.Context
@@ -163,12 +164,8 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 		s.agentRefusals.served(hostID)
-		// What the host's agent now says of ssh -A, for its
-		// certificates (forwardsAgent).
-		if noAgentFwd {
-			s.noAgentFwd.Store(hostID, struct{}{})
-		} else {
-			s.noAgentFwd.Delete(hostID)
+		if s.testHookRegistered != nil {
+			s.testHookRegistered(hostID)
 		}
 		// Unregister before closing, so whoever waits on the tunnel's
 		// Done finds the host already gone from the registry.

@@ -183,8 +183,9 @@ type Server struct {
 	flaps         flaps          // hosts whose tunnels replace each other
 	agentRefusals refusals       // spells of agents turned away, for the log
 	proving       sync.Map       // host id → struct{}: its agent is proving a key to pin
-	noAgentFwd    sync.Map       // host id → struct{}: its latest tunnel's agent forwards no SSH agent
 	servers       []*http.Server
+
+	testHookRegistered func(hostID string) // tests: called just after an agent's tunnel is registered
 
 	ready    readiness // /readyz's checks and last answer
 	auditLog auditLog  // failures to write the audit log

@@ -626,22 +626,7 @@ func TestCertificateAgentForwarding(t *testing.T) {
 	_, userPub := newKey(t)
 	permits := func(id string) bool {
 		t.Helper()
-		var res certResponse
-		if code, c := e.call("POST", "/v1/hosts/"+id+"/certificates", admin, certRequest{PublicKey: userPub}, &res); code != 200 {
-			t.Fatalf("%s: sign: %d %s", id, code, c)
-		}
-		pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(res.Certificate))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ext := pk.(*ssh.Certificate).Extensions
-		for _, want := range []string{"permit-pty", "permit-port-forwarding"} {
-			if _, ok := ext[want]; !ok {
-				t.Errorf("host %s's certificate: extensions %v, want %s", id, ext, want)
-			}
-		}
-		_, ok := ext["permit-agent-forwarding"]
-		return ok
+		return e.certPermitsAgent(t, admin, id, userPub)
 	}
 	for _, tc := range []struct {
 		kind  string
@@ -674,6 +659,88 @@ func TestCertificateAgentForwarding(t *testing.T) {
 		}
 		a.close()
 	}
+}
+
+// certPermitsAgent signs userPub for host id with token and reports
+// whether the certificate permits agent forwarding; it fails the test
+// unless it also permits what every certificate does.
+func (e *env) certPermitsAgent(t testing.TB, token, id, userPub string) bool {
+	t.Helper()
+	var res certResponse
+	if code, c := e.call("POST", "/v1/hosts/"+id+"/certificates", token, certRequest{PublicKey: userPub}, &res); code != 200 {
+		t.Fatalf("%s: sign: %d %s", id, code, c)
+	}
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(res.Certificate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := pk.(*ssh.Certificate).Extensions
+	for _, want := range []string{"permit-pty", "permit-port-forwarding"} {
+		if _, ok := ext[want]; !ok {
+			t.Errorf("host %s's certificate: extensions %v, want %s", id, ext, want)
+		}
+	}
+	_, ok := ext["permit-agent-forwarding"]
+	return ok
+}
+
+// TestCertificateAgentForwardingRace: of two tunnels of one host that
+// connect at once, one from an agent with --no-agent-forwarding and one
+// without, the certificate says what the tunnel that won (the one still
+// registered) says. The setting was kept in a map of its own, written just
+// after the registration, so the replaced tunnel's write could land last:
+// here the first tunnel is held between the two until the second has
+// replaced it and been answered (found by the leftovers30 audit).
+func TestCertificateAgentForwardingRace(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	_, userPub := newKey(t)
+	_, hostKey := newKey(t)
+	e.pin("m", hostKey)
+	agentTok := e.token(store.RoleAgent, "m")
+	dial := func(agentFwd bool) (*fakeAgent, error) {
+		var hdr http.Header
+		if !agentFwd {
+			hdr = http.Header{wire.HeaderAgentForwarding: {wire.AgentForwardingOff}}
+		}
+		return e.dialAgentHeader(agentTok, hostKey, hostgate.Info{Kind: "machine"}, signerOf(hostKey), hdr)
+	}
+	for _, firstFwd := range []bool{false, true} {
+		held, release := make(chan struct{}), make(chan struct{})
+		var first atomic.Bool // a sync.Once would hold the second too
+		e.srv.testHookRegistered = func(string) {
+			if first.CompareAndSwap(false, true) {
+				close(held)
+				<-release
+			}
+		}
+		type result struct {
+			a   *fakeAgent
+			err error
+		}
+		firstDial := make(chan result, 1)
+		go func() {
+			a, err := dial(firstFwd)
+			firstDial <- result{a, err}
+		}()
+		<-held // the first tunnel is registered
+		second, err := dial(!firstFwd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		// The replaced tunnel's agent may see 101 and then its close, or
+		// its dial fail: either way it is gone.
+		if r := <-firstDial; r.err == nil {
+			<-r.a.sess.CloseChan()
+			r.a.close()
+		}
+		if got := e.certPermitsAgent(t, admin, "m", userPub); got != !firstFwd {
+			t.Errorf("first tunnel forwards agents %v, the second (which replaced it) %v: the certificate permits agent forwarding: %v", firstFwd, !firstFwd, got)
+		}
+		second.close()
+	}
+	e.srv.testHookRegistered = nil
 }
 
 func TestEnrollRelayAndImpostor(t *testing.T) {

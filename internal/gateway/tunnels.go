@@ -181,6 +181,16 @@ func (r *Registry) Done(hostID string) <-chan struct{} {
 	return nil
 }
 
+// tunnel returns hostID's registered tunnel, nil when none is.
+func (r *Registry) tunnel(hostID string) Tunnel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.tunnels[hostID]; e != nil {
+		return e.t
+	}
+	return nil
+}
+
 // Len returns the number of registered tunnels.
 func (r *Registry) Len() int {
 	r.mu.Lock()
@@ -296,6 +306,12 @@ type pendingTunnel struct {
 	ready  chan struct{} // closed by set
 	done   chan struct{} // closed by Close
 	remote string        // the agent's IP (no port, which each connection changes), named to a tunnel it replaces
+	// noAgentFwd: the agent said it forwards no SSH agent (started with
+	// --no-agent-forwarding, wire.HeaderAgentForwarding), so the host's
+	// certificates do not permit it while this tunnel serves it. Set
+	// before registration, so it is registered and replaced with the
+	// tunnel.
+	noAgentFwd bool
 
 	cause atomic.Pointer[error] // set before Close, by whoever ends the tunnel for a reason
 

@@ -117,6 +117,7 @@ func (h *Host) connection(ctx context.Context) (*Connection, error) {
 		h.wg.Add(1)
 		go h.runConnect(call)
 	}
+	name := h.name
 	h.mu.Unlock()
 
 	select {
@@ -128,7 +129,7 @@ func (h *Host) connection(ctx context.Context) (*Connection, error) {
 	case <-ctx.Done():
 		// The connect goes on for the next caller; this one's error
 		// says what it was waiting for, not only that its time ran out.
-		return nil, fmt.Errorf("hostgate: connect: %w", ctx.Err())
+		return nil, connectErr(name, "connect", ctx.Err())
 	case <-h.ctx.Done():
 		return nil, ErrClosed
 	}
@@ -152,7 +153,7 @@ func (h *Host) runConnect(call *connectCall) {
 		}
 		err = ErrClosed
 	case err != nil:
-		err = fmt.Errorf("hostgate: connect: %w", err)
+		err = connectErr(h.name, "", err)
 	default:
 		if conn.FS == nil {
 			// One default provider per connection, so what it learns
@@ -175,6 +176,24 @@ func (h *Host) runConnect(call *connectCall) {
 	call.conn, call.err = conn, err
 	close(call.done)
 	h.mu.Unlock()
+}
+
+// connectErr is err, of a connect or of waiting on one, as the caller
+// gets it. A named host's errors begin with its name ("host box: …"),
+// which says whose they are, and a failed connect's own error says what
+// failed (offline, a refused token, a host key mismatch): so it is told
+// plainly, as "host box: offline: …", and a wait that ran out as
+// "host box: connect: context deadline exceeded" (what, when "what" is
+// not empty). An unnamed host's say "hostgate: connect: …", which is all
+// that tells the caller where they come from.
+func connectErr(name, what string, err error) error {
+	if name == "" {
+		return fmt.Errorf("hostgate: connect: %w", err)
+	}
+	if what == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 func (c *Connection) validate() error {

@@ -614,6 +614,11 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 					if n := strings.Count(err.Error(), name); n != 1 {
 						t.Errorf("%s: %q names the host %d times, want once", c.name, err, n)
 					}
+					// The host's name says whose error it is: no
+					// "hostgate: connect: " between it and the cause.
+					if strings.Contains(err.Error(), "hostgate: ") {
+						t.Errorf("%s: %q; want the connect's error after the host's name, without a prefix of the library's", c.name, err)
+					}
 					if !errors.Is(err, errLinkDown) {
 						t.Errorf("%s: %q does not match the connect's error", c.name, err)
 					}
@@ -633,7 +638,7 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
-		if !errors.Is(err, context.Canceled) || err.Error() != "host "+name+": hostgate: connect: context canceled" {
+		if !errors.Is(err, context.Canceled) || err.Error() != "host "+name+": connect: context canceled" {
 			t.Errorf("Exec with ctx ended during the connect: %v, want context.Canceled naming the host and the connect", err)
 		}
 	})

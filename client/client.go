@@ -104,8 +104,8 @@ type Certificate struct {
 // APIError is an error answer of the gateway. Message is the gateway's
 // own, which names the host it is about ("host box: not connected to the
 // gateway"); where the client begins the error with the host itself (Dial,
-// a Host's errors, DialSSH), Error leaves that out: "host box: hostgate:
-// connect: … gateway: not connected to the gateway (503 host_offline)".
+// a Host's errors, DialSSH), Error leaves that out: "host box: gateway:
+// invalid token (401 unauthorized)".
 type APIError struct {
 	Status  int
 	Code    string
@@ -114,12 +114,15 @@ type APIError struct {
 	named string // the host the error is told under, whose name Error drops from Message
 }
 
-func (e *APIError) Error() string {
+func (e *APIError) Error() string { return "gateway: " + e.text() }
+
+// text is Error without the "gateway: " it begins with.
+func (e *APIError) text() string {
 	msg := e.Message
 	if e.named != "" {
 		msg = wire.TrimHost(e.named, msg)
 	}
-	return fmt.Sprintf("gateway: %s (%d %s)", msg, e.Status, e.Code)
+	return fmt.Sprintf("%s (%d %s)", msg, e.Status, e.Code)
 }
 
 // underHost marks the gateway's error in err as told under a prefix that
@@ -197,8 +200,8 @@ func apiErrorOf(status int, b []byte) *APIError {
 }
 
 // handshakeError is a refused WebSocket handshake told as the API's
-// errors are ("gateway: host box: not connected to the gateway (503
-// host_offline)", not the raw JSON body), for errors.As both as an
+// errors are ("gateway: host box: too many streams to the host (503
+// too_many_streams)", not the raw JSON body), for errors.As both as an
 // *APIError and as the *bytestream.HandshakeError it was.
 type handshakeError struct {
 	*APIError
@@ -279,6 +282,10 @@ func (c *Client) doLong(ctx context.Context, method, path string, in, out any) e
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return err // `Get "https://gw/v1/hosts/box": dial tcp …` names the call already
+		}
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
@@ -300,3 +307,17 @@ func (c *Client) doLong(ctx context.Context, method, path string, in, out any) e
 
 // ErrOffline is returned when the gateway says the host has no live tunnel.
 var ErrOffline = errors.New("client: host is offline")
+
+// offlineError is the gateway's refusal of a stream to a host it holds no
+// tunnel of, told once: "offline: not connected to the gateway (503
+// host_offline)", where wrapping it in ErrOffline's words and the
+// *APIError's read "client: host is offline: gateway: not connected to
+// the gateway (503 host_offline)". It is ErrOffline for errors.Is, and
+// the *APIError (and *bytestream.HandshakeError) for errors.As.
+type offlineError struct {
+	api *APIError
+	err error // the refusal, api in it
+}
+
+func (e *offlineError) Error() string   { return "offline: " + e.api.text() }
+func (e *offlineError) Unwrap() []error { return []error{ErrOffline, e.err} }

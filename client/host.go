@@ -52,7 +52,8 @@ func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host
 
 // Dial connects to host id and returns the ready Host, whose Info is what
 // the gateway published. Its errors, a failing connect's too, name the host
-// by id: "host box: hostgate: connect: …".
+// by id, once: "host box: offline: not connected to the gateway (503
+// host_offline)".
 func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
 	rec, err := c.Host(ctx, id)
 	if err != nil {
@@ -149,14 +150,14 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) 
 		// full tunnel (too_many_streams) or a gateway stopping.
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable && ae.Code == "host_offline" {
-			return nil, fmt.Errorf("%w: %w", ErrOffline, err)
+			return nil, &offlineError{api: ae, err: err}
 		}
-		return nil, fmt.Errorf("client: ssh stream: %w", err)
+		return nil, fmt.Errorf("ssh stream: %w", err)
 	}
 	sc, err := sshlayer.ConnectConfig(ctx, conn, auth, &sshlayer.ClientConfig{ForwardAgent: c.agent})
 	if err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("client: ssh: %w", err)
+		return nil, err // "sshlayer: handshake: …", "sshlayer: host key mismatch: …"
 	}
 	return sc, nil
 }

@@ -240,6 +240,9 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		return nil, fmt.Errorf("sshlayer: handshake: %w", context.Cause(hctx))
 	}
 	if err != nil {
+		if hm, ok := errors.AsType[*hostKeyMismatch](err); ok {
+			return nil, hm.error
+		}
 		return nil, fmt.Errorf("sshlayer: handshake: %w", err)
 	}
 
@@ -313,9 +316,17 @@ func (a *Auth) hostKeyCallback() (ssh.HostKeyCallback, []string, error) {
 			// host's keys, of a type the client asked for later.
 			err = fmt.Errorf("%w; if the pin is this host's key of another type (RSA, ECDSA), pin that public key itself (the line of its .pub file) so that the client asks for its type", err)
 		}
-		return err
+		return &hostKeyMismatch{err}
 	}, algos, nil
 }
+
+// hostKeyMismatch is the host key callback's refusal, which Connect
+// returns as it is: x/crypto's "ssh: handshake failed: " and Connect's
+// "sshlayer: handshake: " would only stack prefixes before
+// "sshlayer: host key mismatch: host presented …".
+type hostKeyMismatch struct{ error }
+
+func (e *hostKeyMismatch) Unwrap() error { return e.error }
 
 // parseHostKeyPin parses Auth.HostKey: a fingerprint gives its hash, a
 // public key line its hash and the key.

@@ -84,7 +84,13 @@ func TestClientErrorsNameTheHost(t *testing.T) {
 // and from a LazyHost's first use, and keeps what callers test
 // (errors.Is, *client.APIError). Before, none named it but the host key
 // mismatch ("hostgate: connect: client: ssh to host box: …"), and a
-// LazyHost's timeout said only "context deadline exceeded".
+// LazyHost's timeout said only "context deadline exceeded". Each says it
+// once, plainly: before, the prefixes of every layer stacked up ("host
+// box: hostgate: connect: client: host is offline: gateway: not connected
+// to the gateway (503 host_offline)", "… client: ssh: sshlayer:
+// handshake: ssh: handshake failed: sshlayer: host key mismatch: …",
+// "… client: GET /v1/hosts/box: Get \"http://…/v1/hosts/box\": …")
+// (found by the leftovers30 audit).
 func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 	ctx := testCtx(t)
 	base, agentTok, clientTok := serveHost(t, ctx, "box")
@@ -171,26 +177,38 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 			}
 		}
 	}
+	getBox := func(addr string) string { return `host box: Get "http://` + addr + `/v1/hosts/box": ` }
 	cases := []struct {
 		name, url, token, host string
 		timeout                bool
-		check                  check
+		// want, wantLazy: how the error of Dial, and of a LazyHost's
+		// first use, begins.
+		want, wantLazy string
+		check          check
 	}{
-		{"no such host", base, clientTok, "nope", false, apiErr("not_found")},
-		{"refused token", base, "hg_refused", "box", false, apiErr("unauthorized")},
-		{"gateway unreachable", "http://" + closedAddr, clientTok, "box", false, is(syscall.ECONNREFUSED)},
-		{"timeout", "http://" + silent.Addr().String(), clientTok, "box", true, is(context.DeadlineExceeded)},
-		{"host key mismatch", swapped.URL, clientTok, "box", false, func(t *testing.T, err error) {
-			is(sshlayer.ErrHostKeyMismatch)(t, err)
-			// The pin is the gateway's key itself: the mismatch
-			// says both keys, and no advice on pinning a key of
-			// another type, which a gateway's caller cannot do.
-			want := "host presented its ssh-ed25519 key " + hostKeyOf(t, ctx, base, clientTok) + ", pinned " + sshlayer.Fingerprint(other.Signer.PublicKey()) + " (ssh-ed25519 key)"
-			if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pin that public key") {
-				t.Errorf("%v: want it to say %q", err, want)
-			}
-		}},
-		{"offline", base, clientTok, "box", false, is(client.ErrOffline)},
+		{"no such host", base, clientTok, "nope", false,
+			"host nope: gateway: not among the hosts this token reaches: ", "", apiErr("not_found")},
+		{"refused token", base, "hg_refused", "box", false,
+			"host box: gateway: invalid token (401 unauthorized)", "", apiErr("unauthorized")},
+		{"forbidden", base, agentTok, "box", false,
+			"host box: gateway: agent tokens cannot reach hosts (403 forbidden)", "", apiErr("forbidden")},
+		{"gateway unreachable", "http://" + closedAddr, clientTok, "box", false,
+			getBox(closedAddr) + "dial tcp " + closedAddr + ": connect: connection refused", "", is(syscall.ECONNREFUSED)},
+		{"timeout", "http://" + silent.Addr().String(), clientTok, "box", true,
+			getBox(silent.Addr().String()), "host box: connect: context deadline exceeded", is(context.DeadlineExceeded)},
+		{"host key mismatch", swapped.URL, clientTok, "box", false,
+			"host box: sshlayer: host key mismatch: host presented its ssh-ed25519 key ", "", func(t *testing.T, err error) {
+				is(sshlayer.ErrHostKeyMismatch)(t, err)
+				// The pin is the gateway's key itself: the mismatch
+				// says both keys, and no advice on pinning a key of
+				// another type, which a gateway's caller cannot do.
+				want := "host presented its ssh-ed25519 key " + hostKeyOf(t, ctx, base, clientTok) + ", pinned " + sshlayer.Fingerprint(other.Signer.PublicKey()) + " (ssh-ed25519 key)"
+				if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pin that public key") {
+					t.Errorf("%v: want it to say %q", err, want)
+				}
+			}},
+		{"offline", base, clientTok, "box", false,
+			"host box: offline: not connected to the gateway (503 host_offline)", "", is(client.ErrOffline)},
 	}
 	for _, c := range cases {
 		if c.name == "offline" {
@@ -227,6 +245,13 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 			if !strings.HasPrefix(err.Error(), "host "+c.host+": ") || strings.Count(err.Error(), "host "+c.host) != 1 {
 				t.Errorf("%s: %v; want it to begin with host %s, and name it only there", name, err, c.host)
+			}
+			want := c.want
+			if lazy && c.wantLazy != "" {
+				want = c.wantLazy
+			}
+			if !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("%s: %v\nwant it to begin %q", name, err, want)
 			}
 			t.Run(name, func(t *testing.T) { c.check(t, err) })
 		}

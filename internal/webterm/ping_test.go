@@ -229,3 +229,116 @@ func TestBlockedInputKeepsTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// stuckInput is a shell that takes no input until open is closed, then
+// takes it without a word (no echo, so no output tells the pinger the page
+// is there).
+type stuckInput struct {
+	*echoProcess
+	open    chan struct{}
+	writing chan struct{} // closed when the terminal first writes input
+	once    sync.Once
+	resized chan [2]int
+}
+
+func (s *stuckInput) Resize(c, r int) error {
+	select {
+	case s.resized <- [2]int{c, r}:
+	default:
+	}
+	return nil
+}
+
+func (s *stuckInput) Stdin() io.WriteCloser { return stuckIn{s} }
+
+type stuckIn struct{ s *stuckInput }
+
+func (w stuckIn) Write(p []byte) (int, error) {
+	w.s.once.Do(func() { close(w.s.writing) })
+	<-w.s.open
+	return len(p), nil
+}
+func (w stuckIn) Close() error { return nil }
+
+// TestInputTakenDuringPingKeepsTerminal: a page whose pong waited behind
+// input the shell took only as the ping's wait ran out is not taken for
+// gone. The pinger asked whether the input was stuck when the wait ended,
+// not whether it had been stuck during it, so a shell that took the input
+// just before (or the page's next message read just after it) dropped a
+// live page: what made TestBlockedInputKeepsTerminal end its terminal at
+// a 40 ms interval on a loaded machine. Here the input goes through just
+// after a ping's wait ends, before the pinger decides (found by the
+// leftovers30 audit).
+func TestInputTakenDuringPingKeepsTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := &stuckInput{echoProcess: newEcho(), open: make(chan struct{}), writing: make(chan struct{}), resized: make(chan [2]int, 4)}
+	var release sync.Once
+	released := make(chan struct{})
+	pinged := make(chan error, 16)
+	cfg := Config{Ping: 250 * time.Millisecond}
+	cfg.testHookPinged = func(err error) {
+		select {
+		case <-proc.writing:
+		default:
+			return // not stuck yet
+		}
+		if err != nil {
+			// The first wait that ran out with the input stuck: the
+			// shell takes it now, before the pinger decides, and the
+			// terminal reads on (the resize the page sent after it).
+			release.Do(func() {
+				close(proc.open)
+			read:
+				for {
+					select {
+					case size := <-proc.resized:
+						if size == [2]int{123, 45} {
+							break read
+						}
+					case <-ctx.Done():
+						break read
+					}
+				}
+				close(released)
+			})
+		}
+		select {
+		case pinged <- err:
+		default:
+		}
+	}
+	srv := hostServer(t, proc, cfg)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	msgs := messages(ctx, ws)
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("stuck")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":45}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	case <-ctx.Done():
+		t.Fatal("no ping ran out while the input was stuck")
+	}
+	// The pinger goes on: a later ping is answered.
+	for {
+		select {
+		case err := <-pinged:
+			if err == nil {
+				return
+			}
+		case _, ok := <-msgs:
+			if !ok {
+				t.Fatal("the terminal took the page for gone: its pong waited behind input the shell took as the ping's wait ended")
+			}
+		case <-ctx.Done():
+			t.Fatal("no ping answered after the input went through")
+		}
+	}
+}

@@ -91,6 +91,8 @@ type Config struct {
 	// Replay is how many bytes of its latest output a kept terminal
 	// holds for its page to catch up from; 0 means DefaultReplay.
 	Replay int
+
+	testHookPinged func(err error) // tests: called after each keepalive ping, before the pinger acts on err
 }
 
 // PingInterval is the longest a terminal's socket goes without a frame to
@@ -370,6 +372,7 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 			if typ == websocket.MessageBinary {
 				a.inputBlocked.Store(true)
 				_, err := t.p.Stdin().Write(b)
+				a.inputTaken.Store(time.Now().UnixNano()) // before the flag: the pinger reads them the other way round
 				a.inputBlocked.Store(false)
 				if err != nil {
 					return
@@ -403,6 +406,9 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 			pctx, pcancel := context.WithTimeout(a.wctx, h.cfg.Ping)
 			err := a.ws.Ping(pctx)
 			pcancel()
+			if h.cfg.testHookPinged != nil {
+				h.cfg.testHookPinged(err)
+			}
 			if err == nil {
 				continue
 			}
@@ -413,8 +419,13 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 			}
 			// Not proof the page is gone: output went out meanwhile (a
 			// dead page fails those writes), or the pong waits behind
-			// input the shell has not taken yet.
-			if time.Unix(0, a.lastWrite.Load()).After(start) || a.writing.Load() > 0 || a.inputBlocked.Load() {
+			// input the shell has not taken yet, or had not taken for
+			// some of the wait (the terminal reads the pong only after
+			// it, so it may come just too late; and a shell reading
+			// slowly leaves the input copy stuck most of the time, not
+			// at the instant the wait ends).
+			if a.inputBlocked.Load() || time.Unix(0, a.inputTaken.Load()).After(start) ||
+				time.Unix(0, a.lastWrite.Load()).After(start) || a.writing.Load() > 0 {
 				continue
 			}
 			log.Info("terminal page stopped answering pings", "err", err)
@@ -472,12 +483,13 @@ type attachment struct {
 	wctx       context.Context
 	stopWrites context.CancelFunc
 	// The pinger's view of the socket: when a frame last went out,
-	// whether a write is under way, and whether the input copy is stuck
+	// whether a write is under way, whether the input copy is stuck
 	// writing to a shell that does not read, which leaves the page's
-	// pongs unread.
+	// pongs unread, and when the shell last took input.
 	lastWrite    atomic.Int64 // UnixNano
 	writing      atomic.Int32
 	inputBlocked atomic.Bool
+	inputTaken   atomic.Int64 // UnixNano
 
 	once sync.Once
 	why  stopReason // set before done closes

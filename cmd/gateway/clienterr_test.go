@@ -191,7 +191,7 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 		{"refused token", base, "hg_refused", "box", false,
 			"host box: gateway: invalid token (401 unauthorized)", "", apiErr("unauthorized")},
 		{"forbidden", base, agentTok, "box", false,
-			"host box: gateway: agent tokens cannot reach hosts (403 forbidden)", "", apiErr("forbidden")},
+			"host box: gateway: agent tokens cannot reach hosts: this is the token an agent connects with; use a client token for the host (`gateway token create --role client --host ID`) or an admin token (403 forbidden)", "", apiErr("forbidden")},
 		{"gateway unreachable", "http://" + closedAddr, clientTok, "box", false,
 			getBox(closedAddr) + "dial tcp " + closedAddr + ": connect: connection refused", "", is(syscall.ECONNREFUSED)},
 		{"timeout", "http://" + silent.Addr().String(), clientTok, "box", true,

@@ -59,20 +59,7 @@ type srvProcess struct {
 func startProcess(s *session, cmd string) (*srvProcess, error) {
 	cfg := &s.c.srv.cfg
 	env := append(append([]string(nil), s.c.srv.env...), s.env...)
-	// SSH_CONNECTION and SSH_CLIENT, as sshd sets them. Over a transport
-	// without addresses (a gateway's yamux stream, stdio) sshd -i names
-	// each end "UNKNOWN 65535", and so does this: programs and shell
-	// profiles test them to know they run over SSH (tmux, prompts, gpg's
-	// pinentry), and without them a session through the gateway looked local.
-	ra, rok := s.c.sc.RemoteAddr().(*net.TCPAddr)
-	la, lok := s.c.sc.LocalAddr().(*net.TCPAddr)
-	if rok && lok {
-		env = append(env,
-			fmt.Sprintf("SSH_CONNECTION=%s %d %s %d", ra.IP, ra.Port, la.IP, la.Port),
-			fmt.Sprintf("SSH_CLIENT=%s %d %d", ra.IP, ra.Port, la.Port))
-	} else {
-		env = append(env, "SSH_CONNECTION=UNKNOWN 65535 UNKNOWN 65535", "SSH_CLIENT=UNKNOWN 65535 65535")
-	}
+	env = append(env, connectionEnv(s.c.sc.RemoteAddr(), s.c.sc.LocalAddr())...)
 	if s.agent != nil {
 		// After the client's env: a SendEnv'd SSH_AUTH_SOCK names a
 		// socket of the client's machine, not this one.
@@ -546,5 +533,28 @@ func (p *srvProcess) resize(cols, rows uint16) {
 	defer p.mu.Unlock()
 	if p.ptmx != nil && !p.closed {
 		_ = setWinsize(p.ptmx, cols, rows)
+	}
+}
+
+// connectionEnv is SSH_CONNECTION and SSH_CLIENT, as sshd sets them, for a
+// connection from remote to local. An end without a TCP address (a
+// gateway's yamux stream, stdio) is "UNKNOWN 65535", as sshd -i names each
+// end of a pipe: programs and shell profiles test them to know they run
+// over SSH (tmux, prompts, gpg's pinentry), and without them a session
+// through the gateway looked local. A gateway that names the caller
+// (internal/proxyproto) makes remote the caller's address, while the local
+// end of an agent's tunnel stays UNKNOWN.
+func connectionEnv(remote, local net.Addr) []string {
+	rip, rport := "UNKNOWN", 65535
+	if ra, ok := remote.(*net.TCPAddr); ok {
+		rip, rport = ra.IP.String(), ra.Port
+	}
+	lip, lport := "UNKNOWN", 65535
+	if la, ok := local.(*net.TCPAddr); ok {
+		lip, lport = la.IP.String(), la.Port
+	}
+	return []string{
+		fmt.Sprintf("SSH_CONNECTION=%s %d %s %d", rip, rport, lip, lport),
+		fmt.Sprintf("SSH_CLIENT=%s %d %d", rip, rport, lport),
 	}
 }

@@ -78,10 +78,12 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 
 // TestOpenSSHSessionNamesItsConnection: a command run through `gateway
 // proxy` had no SSH_CONNECTION or SSH_CLIENT, which scripts, prompts and
-// tmux test to know they run over SSH, so it looked like a local one.
-// OpenSSH's sshd on a transport without addresses (sshd -i on a pipe) sets
-// both to UNKNOWN and port 65535; so does the agent, whose end of the
-// gateway's stream has no address either.
+// tmux test to know they run over SSH, so it looked like a local one. Then
+// both named each end UNKNOWN and port 65535, as sshd on a transport
+// without addresses (sshd -i on a pipe). Now the gateway names the caller
+// to the agent (a PROXY line on each stream), so they carry `gateway
+// proxy`'s address and port, as sshd's carry the client's; the agent's own
+// end of the gateway's stream still has no address.
 func TestOpenSSHSessionNamesItsConnection(t *testing.T) {
 	sshPath, err := exec.LookPath("ssh")
 	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
@@ -94,8 +96,12 @@ func TestOpenSSHSessionNamesItsConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ssh: %v\n%s", err, out)
 	}
-	if want := "UNKNOWN 65535 UNKNOWN 65535|UNKNOWN 65535 65535\n"; string(out) != want {
-		t.Errorf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want sshd's %q", out, want)
+	var port int
+	if _, err := fmt.Sscanf(string(out), "127.0.0.1 %d UNKNOWN 65535|", &port); err != nil || port <= 0 || port == 65535 {
+		t.Fatalf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want the caller's 127.0.0.1 and port (%v)", out, err)
+	}
+	if want := fmt.Sprintf("127.0.0.1 %d UNKNOWN 65535|127.0.0.1 %d 65535\n", port, port); string(out) != want {
+		t.Errorf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want %q", out, want)
 	}
 }
 

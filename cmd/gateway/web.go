@@ -114,8 +114,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return tok.Name, ok
 		},
-		// A terminal lives only as long as its caller's token.
+		// A terminal lives only as long as its caller's token. Its
+		// connection names the browser's address to the host.
 		Bind: func(ctx context.Context, r *http.Request, id string) (context.Context, func()) {
+			ctx = srv.WithCaller(ctx, r)
 			tok, err := srv.Authenticate(r)
 			if err != nil {
 				c, cancel := context.WithCancelCause(ctx)

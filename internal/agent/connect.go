@@ -244,6 +244,9 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	if cfg.HostID != "" {
 		c.header.Set(wire.HeaderHostID, cfg.HostID)
 	}
+	// This agent reads a caller preamble on each stream, if the gateway
+	// answers that it sends them.
+	c.header.Set(wire.HeaderCallerPreamble, wire.CallerPreambleProxyV1)
 	if cfg.NoAgentForwarding {
 		// The gateway's certificates for this host then say so.
 		c.header.Set(wire.HeaderAgentForwarding, wire.AgentForwardingOff)
@@ -409,7 +412,10 @@ func (c *connector) once(ctx context.Context, standby bool, up func()) error {
 	}
 	// Agent side of the tunnel: the gateway opens streams, one per SSH
 	// connection; we never open any.
-	wait, err := serveMux(ctx, conn, srv, nil, proved)
+	// The gateway names each stream's caller only when it says so: an
+	// older one sends no preamble, whatever this agent asked.
+	callers := resp.Header.Get(wire.HeaderCallerPreamble) == wire.CallerPreambleProxyV1
+	wait, err := serveMux(ctx, conn, srv, nil, tunnel{callers: callers, log: c.log.With("host", hostID), first: proved})
 	// The tunnel's commands get EOF, then SIGHUP, then SIGKILL, a
 	// KillGrace apart: up to 2 s by default. Waiting for that before
 	// redialing kept the host offline as long. Closing the server

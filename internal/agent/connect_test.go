@@ -311,8 +311,9 @@ func TestConnectSignsItsHostKey(t *testing.T) {
 	}
 }
 
-// The agent's log names where an SSH session came from: the gateway's
-// URL its tunnel dialed. It said remote=websocket/unknown-addr.
+// The agent's log names where an SSH session came from: the caller, whom
+// the gateway names (TestConnectNamesTheCaller), and the gateway's URL its
+// tunnel dialed. It said remote=websocket/unknown-addr.
 func TestConnectLogsSessionsGateway(t *testing.T) {
 	g := newGW(t)
 	var logs syncBuffer
@@ -324,7 +325,7 @@ func TestConnectLogsSessionsGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	want := "remote=" + strings.Replace(g.ts.URL, "http://", "ws://", 1) + wire.ConnectPath
+	want := "gateway=" + g.ts.URL
 	select {
 	case <-logs.has(want):
 	case <-time.After(30 * time.Second):

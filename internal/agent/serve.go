@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -168,18 +169,47 @@ func ServeStdio(ctx context.Context, conn net.Conn, srv *sshlayer.Server) error 
 // connection it served is gone by then. conn is closed. The server is not closed: it may serve other
 // tunnels.
 func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) error {
-	wait, err := serveMux(ctx, conn, srv, cfg, nil)
+	wait, err := serveMux(ctx, conn, srv, cfg, tunnel{})
 	wait()
 	return err
+}
+
+// tunnel is how serveMux serves a tunnel's streams.
+type tunnel struct {
+	// callers: every stream starts with the gateway's caller preamble
+	// (internal/proxyproto), which names the caller to the SSH server;
+	// a stream without a well-formed one is closed, and logged to log.
+	callers bool
+	log     *slog.Logger
+	// first, when not nil, is called when the tunnel's first SSH
+	// connection ends, with whether it ran (not a failed handshake): the
+	// gateway's proof of the host key.
+	first func(ran bool, sess *yamux.Session)
+}
+
+// callerConn is st as the SSH server sees it: after its caller preamble,
+// with the caller as its RemoteAddr, when t carries them. ok is false
+// when st is done with: a malformed preamble (logged) or none before EOF.
+func (t tunnel) callerConn(st net.Conn) (net.Conn, bool) {
+	if !t.callers {
+		return st, true
+	}
+	c, _, err := proxyproto.Accept(st)
+	if err != nil {
+		if !errors.Is(err, io.EOF) && t.log != nil {
+			t.log.Warn("stream from the gateway closed: its caller preamble is not a PROXY line", "err", err)
+		}
+		return nil, false
+	}
+	return c, true
 }
 
 // serveMux is ServeMux without the wait at the end: it returns as soon as
 // the tunnel is over, with its connections told to end, and wait blocks
 // until they have, which takes as long as their commands' wind-down
-// (sshlayer.ServerConfig.KillGrace, twice). first, when not nil, is called
-// when the tunnel's first SSH connection ends, with whether it ran (not a
-// failed handshake): the gateway's proof of the host key.
-func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig, first func(ran bool, sess *yamux.Session)) (wait func(), err error) {
+// (sshlayer.ServerConfig.KillGrace, twice).
+func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig, t tunnel) (wait func(), err error) {
+	first := t.first
 	sess, err := bytestream.MuxServer(conn, cfg)
 	if err != nil {
 		_ = conn.Close()
@@ -221,7 +251,14 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 		done := first
 		first = nil
 		wg.Go(func() {
-			err := srv.ServeConn(connCtx, st) // the server logs failures
+			c, ok := t.callerConn(st)
+			if !ok {
+				if done != nil {
+					done(false, sess)
+				}
+				return
+			}
+			err := srv.ServeConn(connCtx, c) // the server logs failures
 			if done != nil {
 				done(err == nil, sess)
 			}

@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/hostgate/hostgate/internal/proxyproto"
 )
 
 // maxForwardedHops bounds how many X-Forwarded-For entries are looked at.
@@ -116,4 +119,60 @@ func forwardedClient(values []string, proxies []netip.Prefix) (netip.Addr, bool)
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// callerHeader is the request's client as a host is told it (a stream's caller
+// preamble): clientIP with the port it connected from, which a forwarded
+// client's X-Forwarded-For entry seldom has (0 then), and the gateway's
+// address it reached. Src is not valid when clientIP is not an address.
+func (s *Server) callerHeader(r *http.Request) proxyproto.Header {
+	var h proxyproto.Header
+	peer, _ := netip.ParseAddrPort(r.RemoteAddr)
+	ip := s.clientIP(r)
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return h
+	}
+	var port uint16
+	if a == peer.Addr() {
+		port = peer.Port()
+	} else if p, ok := forwardedPort(r.Header.Values("X-Forwarded-For"), a); ok {
+		port = p
+	}
+	h.Src = netip.AddrPortFrom(a.Unmap().WithZone(""), port)
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(la.String()); err == nil {
+			h.Dst = ap
+		}
+	}
+	return h
+}
+
+// forwardedPort is the port of a's entry in X-Forwarded-For, where it has
+// the "v4:port" or "[v6]:port" form (the right-most such entry).
+func forwardedPort(values []string, a netip.Addr) (uint16, bool) {
+	for i := len(values) - 1; i >= 0; i-- {
+		for e := range strings.SplitSeq(values[i], ",") {
+			if ap, err := netip.ParseAddrPort(strings.TrimSpace(e)); err == nil && ap.Addr().Unmap().WithZone("") == a {
+				return ap.Port(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying r's client as the caller a stream opened
+// under it names to the host (Tunnels.Open, HostClients.Dial): a host
+// whose agent reads caller preambles reports it in SSH_CONNECTION and its
+// logs. A stream opened without one names no caller (PROXY UNKNOWN).
+func (s *Server) WithCaller(ctx context.Context, r *http.Request) context.Context {
+	return context.WithValue(ctx, callerKey{}, s.callerHeader(r))
+}
+
+// callerOf is the caller WithCaller put in ctx, or an unknown one.
+func callerOf(ctx context.Context) proxyproto.Header {
+	h, _ := ctx.Value(callerKey{}).(proxyproto.Header)
+	return h
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/metrics"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -78,6 +79,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		infoJSON, _ = json.Marshal(info)
 	}
 	noAgentFwd := r.Header.Get(wire.HeaderAgentForwarding) == wire.AgentForwardingOff
+	// An agent that reads a caller preamble gets one on every stream; an
+	// older one none.
+	callers := r.Header.Get(wire.HeaderCallerPreamble) == wire.CallerPreambleProxyV1
 	kind := info.Kind
 	if kind == "" {
 		kind = "machine"
@@ -215,6 +219,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if prove {
 		w.Header().Set(wire.HeaderKeyProof, wire.KeyProofSSH)
 	}
+	if callers {
+		w.Header().Set(wire.HeaderCallerPreamble, wire.CallerPreambleProxyV1)
+	}
 	conn, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
 	if err != nil {
 		log.Warn("agent upgrade", "err", err)
@@ -240,7 +247,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	pt.onClose(closeWithReason)
 	var proof io.Closer // the proof's stream, open until the host is routable
 	if prove {
-		proof, err = proveHostKey(s.ctx, sess, pub, s.ca, hostID, keyProofTimeout)
+		proof, err = proveHostKey(s.ctx, sess, callers, pub, s.ca, hostID, keyProofTimeout)
 		if err != nil {
 			s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 			s.refuseAgent(log, hostID, metrics.RefusedKeyUnproven, "agent refused: it did not prove it holds the host key it presented, which stays unpinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
@@ -275,7 +282,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		log.Info("host key pinned: the agent proved it holds it", "hostKey", ssh.FingerprintSHA256(pub))
 	}
 	endProof() // proven and registered (or no proof): the slot is free
-	set := pt.set(MuxTunnel(sess))
+	tunnel := MuxTunnel(sess)
+	if callers {
+		tunnel = CallerTunnel(sess)
+	}
+	set := pt.set(tunnel)
 	if proof != nil {
 		// The agent reports its tunnel up when the proof's stream ends:
 		// by now the host is routable.
@@ -424,7 +435,7 @@ var keyProofTimeout = 30 * time.Second // a var for tests
 // the agent reports its tunnel up when it ends, so the caller closes it
 // once the host is routable. On an error (or at the timeout) the caller
 // closes the tunnel.
-func proveHostKey(ctx context.Context, sess *yamux.Session, pub ssh.PublicKey, ca *sshca.CA, hostID string, timeout time.Duration) (io.Closer, error) {
+func proveHostKey(ctx context.Context, sess *yamux.Session, callers bool, pub ssh.PublicKey, ca *sshca.CA, hostID string, timeout time.Duration) (io.Closer, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// The whole tunnel: a stream closed first would end the agent's
@@ -443,7 +454,13 @@ func proveHostKey(ctx context.Context, sess *yamux.Session, pub ssh.PublicKey, c
 	if err != nil {
 		return nil, err
 	}
-	st, err := sess.OpenStream()
+	var st net.Conn
+	if callers {
+		// The gateway's own connection: no caller to name.
+		st, err = OpenCallerStream(sess, proxyproto.Header{})
+	} else {
+		st, err = sess.OpenStream()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open a stream to the agent: %w", err)
 	}

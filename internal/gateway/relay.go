@@ -33,7 +33,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
-	stream, err := s.route.Open(r.Context(), id)
+	stream, err := s.route.Open(s.WithCaller(r.Context(), r), id)
 	if err != nil {
 		s.openError(w, r, id, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/yamux"
 )
 
@@ -52,9 +53,29 @@ type Tunnel interface {
 }
 
 // MuxTunnel adapts a yamux session whose peer serves SSH on every stream.
-func MuxTunnel(s *yamux.Session) Tunnel { return muxTunnel{s} }
+func MuxTunnel(s *yamux.Session) Tunnel { return muxTunnel{s: s} }
 
-type muxTunnel struct{ s *yamux.Session }
+// CallerTunnel is MuxTunnel for a peer that reads a caller preamble at
+// the start of every stream (it said so: wire.HeaderCallerPreamble, a
+// sandbox agent's answer to its keys): each stream names the caller of the
+// context it was opened under (WithCaller), or none.
+func CallerTunnel(s *yamux.Session) Tunnel { return muxTunnel{s: s, callers: true} }
+
+type muxTunnel struct {
+	s       *yamux.Session
+	callers bool
+}
+
+// OpenCallerStream opens a stream of s that first names caller to the
+// agent, which reads a caller preamble on every stream (CallerTunnel):
+// for streams opened on the session itself, not through a Tunnel.
+func OpenCallerStream(s *yamux.Session, caller proxyproto.Header) (net.Conn, error) {
+	st, err := s.OpenStream()
+	if err != nil {
+		return nil, err
+	}
+	return proxyproto.NewStream(st, caller), nil
+}
 
 func (t muxTunnel) Open(ctx context.Context) (net.Conn, error) {
 	// OpenStream does not block on the peer (the SYN rides the first
@@ -67,6 +88,9 @@ func (t muxTunnel) Open(ctx context.Context) (net.Conn, error) {
 	c, err := t.s.OpenStream()
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	if t.callers {
+		return proxyproto.NewStream(c, callerOf(ctx)), nil
 	}
 	return c, nil
 }

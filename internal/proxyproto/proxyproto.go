@@ -235,9 +235,8 @@ const ReadTimeout = 10 * time.Second
 func Accept(c net.Conn) (net.Conn, Header, error) {
 	_ = c.SetReadDeadline(time.Now().Add(ReadTimeout))
 	h, rest, err := Read(c)
-	if err == nil {
-		err = c.SetReadDeadline(time.Time{})
-	}
+	// An error here is a stream already closed, which its next Read says.
+	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
 		_ = c.Close()
 		return nil, Header{}, err

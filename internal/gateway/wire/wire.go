@@ -48,6 +48,13 @@ const (
 	// the host answers 409 CodeHostServed; an older gateway ignores the
 	// header, and the two agents take turns as before.
 	HeaderStandby = "X-Hostgate-Standby"
+	// HeaderCallerPreamble is CallerPreambleProxyV1 in the request when
+	// the agent reads a caller preamble at the start of each stream, and
+	// in the response when the gateway writes one on every stream of the
+	// tunnel: a PROXY protocol v1 line naming the caller, whom the
+	// agent's SSH server then reports (SSH_CONNECTION, its logs). Absent
+	// from either, no stream carries one (an older agent or gateway).
+	HeaderCallerPreamble = "X-Hostgate-Caller-Preamble"
 )
 
 // StandbyOn is HeaderStandby's value.
@@ -56,6 +63,10 @@ const StandbyOn = "on"
 // CodeHostServed is the error code of a standby agent's connect while the
 // host's tunnel is another agent's.
 const CodeHostServed = "host_served"
+
+// CallerPreambleProxyV1 is HeaderCallerPreamble's value: the HAProxy PROXY
+// protocol's version 1 line (internal/proxyproto).
+const CallerPreambleProxyV1 = "proxy-v1"
 
 // HeaderPinnedKey, in a request to GET /v1/hosts/{id}/ssh (any value),
 // asks for the host's pinned key, which the upgrade's response carries in

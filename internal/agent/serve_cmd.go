@@ -209,15 +209,16 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		}
 	}
 	var (
-		srv *sshlayer.Server
-		err error
+		srv     *sshlayer.Server
+		callers bool // the keys offered caller preambles
+		err     error
 	)
 	if keysStdin {
 		environ := os.Environ()
 		if sio != nil && sio.Environ != nil {
 			environ = sio.Environ
 		}
-		srv, err = stdioKeysServer(conn, environ, log)
+		srv, callers, err = stdioKeysServer(conn, environ, log)
 	} else {
 		srv, err = NewServer(&cfg)
 	}
@@ -237,7 +238,18 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	if mux {
 		log.Info("agent serving SSH over a multiplexed stdio tunnel")
-		return ServeMux(ctx, conn, srv, nil)
+		t := tunnel{log: log}
+		if callers {
+			// Before the multiplexer's first byte: the gateway writes
+			// caller preambles only once it has read this.
+			if _, err := io.WriteString(conn, CallerPreambleAck); err != nil {
+				return fmt.Errorf("agent serve: %w", err)
+			}
+			t.callers = true
+		}
+		wait, err := serveMux(ctx, conn, srv, nil, t)
+		wait()
+		return err
 	}
 	log.Debug("agent serving one SSH connection over stdio")
 	return ServeStdio(ctx, conn, srv)

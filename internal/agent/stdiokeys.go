@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -69,6 +72,60 @@ type StdioKeys struct {
 	// container's provision env, which its agent, started before the
 	// claim, did not start with.
 	Env []string `json:"env,omitempty"`
+	// CallerPreamble, wire.CallerPreambleProxyV1, offers a caller
+	// preamble at the start of every stream (internal/proxyproto). An
+	// agent that reads them (with --mux) answers CallerPreambleAck on
+	// stdout before the multiplexer's first byte, and the gateway then
+	// writes them; an older agent ignores the field and answers nothing,
+	// and gets none (ReadCallerAck).
+	CallerPreamble string `json:"callerPreamble,omitempty"`
+}
+
+// CallerPreambleAck is what a stdio agent writes before the multiplexer
+// when it reads the caller preambles its keys offered. A yamux frame
+// starts with its version, 0: the ack's first byte tells them apart.
+const CallerPreambleAck = "HGC1"
+
+// ackConn is the gateway's end of a stdio tunnel whose keys offered caller
+// preambles: its first Read takes the agent's ack, if the agent's first
+// bytes are one, and passes anything else on.
+type ackConn struct {
+	net.Conn
+	checked bool        // the first bytes were looked at; the session's reader only
+	acked   atomic.Bool // they were the ack
+}
+
+func (c *ackConn) Read(p []byte) (int, error) {
+	if c.checked || len(p) == 0 {
+		return c.Conn.Read(p)
+	}
+	c.checked = true
+	var b [len(CallerPreambleAck)]byte
+	if _, err := io.ReadFull(c.Conn, b[:1]); err != nil {
+		return 0, err
+	}
+	if b[0] != CallerPreambleAck[0] {
+		p[0] = b[0] // the multiplexer's first byte: an agent without the ack
+		return 1, nil
+	}
+	if _, err := io.ReadFull(c.Conn, b[1:]); err != nil {
+		return 0, fmt.Errorf("agent: caller preamble ack: %w", err)
+	}
+	if string(b[:]) != CallerPreambleAck {
+		return 0, fmt.Errorf("agent: caller preamble ack: got %q, want %q", b[:], CallerPreambleAck)
+	}
+	c.acked.Store(true)
+	return c.Conn.Read(p)
+}
+
+// ReadCallerAck wraps conn, the gateway's end of a stdio tunnel whose
+// keys offered caller preambles, for the multiplexer: once the agent has
+// sent anything (its answer to the session's first ping), acked reports
+// whether it answered CallerPreambleAck, so that the gateway writes a
+// preamble on every stream (gateway.CallerTunnel), or none.
+func ReadCallerAck(conn net.Conn) (wrapped net.Conn, acked func() bool) {
+	c := &ackConn{Conn: conn}
+	return c, c.acked.Load
 }
 
 // WriteStdioKeys writes k as a keys preamble to w.
@@ -141,18 +198,20 @@ func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
 }
 
 // stdioKeysServer reads the keys preamble from conn and builds the SSH
-// server it describes; environ is what InheritEnv passes on. The host key lives only in this process's memory.
-func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshlayer.Server, error) {
+// server it describes; environ is what InheritEnv passes on. The host key
+// lives only in this process's memory. callers reports whether the keys
+// offered caller preambles.
+func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (srv *sshlayer.Server, callers bool, err error) {
 	if err := protectKeys(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	k, err := ReadStdioKeys(conn)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	hk, cas, err := k.parsed()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, d := range k.MakeDirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -167,7 +226,7 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 	if k.InheritEnv {
 		env = overlayEnv(environ, k.Env)
 	}
-	return sshlayer.NewServer(&sshlayer.ServerConfig{
+	srv, err = sshlayer.NewServer(&sshlayer.ServerConfig{
 		HostKey:          hk,
 		TrustedUserCAs:   cas,
 		Principal:        k.HostID,
@@ -181,6 +240,7 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (*sshla
 		// caller, for whatever untrusted code runs there.
 		AgentForwarding: false,
 	})
+	return srv, k.CallerPreamble == wire.CallerPreambleProxyV1, err
 }
 
 // overlayEnv returns base with each NAME=value of over set, in place when

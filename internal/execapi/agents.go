@@ -25,6 +25,7 @@ import (
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -139,6 +140,7 @@ type run struct {
 	mu       sync.Mutex
 	lastErr  error          // guarded by mu
 	tunnel   *yamux.Session // the live tunnel, nil while down; guarded by mu
+	callers  bool           // tunnel's agent reads a caller preamble on each stream; guarded by mu
 	conn     *agentConn     // the gateway's SSH connection over tunnel; guarded by mu
 	dialing  chan struct{}  // one slot: held while dialing conn
 	commands chan struct{}  // a slot per command running through the tunnel (maxTunnelCommands)
@@ -442,6 +444,9 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		// needs, whose end loses every command's channel.
 		KeepTasks: true,
 		MakeDirs:  a.cfg.MakeDirs,
+		// Each stream names its caller, if the agent answers that it
+		// reads them (an adopted execution's older agent does not).
+		CallerPreamble: wire.CallerPreambleProxyV1,
 	}
 	if e, ok := stdio.(interface{ Env() []string }); ok {
 		keys.Env = e.Env()
@@ -450,7 +455,8 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	sess, err := bytestream.MuxClient(conn, a.cfg.Mux)
+	muxConn, callers := agent.ReadCallerAck(conn)
+	sess, err := bytestream.MuxClient(muxConn, a.cfg.Mux)
 	if err != nil {
 		return fmt.Errorf("mux: %w", err)
 	}
@@ -462,7 +468,12 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		return fmt.Errorf("agent did not answer: %w (stderr: %s)", err, stderr.last())
 	}
 	answered := time.Since(t0)
-	unregister, _, err := a.reg.Register(r.id, gateway.MuxTunnel(sess))
+	// The ping's answer came after the agent's ack, if it sent one.
+	tunnel := gateway.MuxTunnel(sess)
+	if callers() {
+		tunnel = gateway.CallerTunnel(sess)
+	}
+	unregister, _, err := a.reg.Register(r.id, tunnel)
 	if err != nil {
 		return fmt.Errorf("register tunnel: %w", err) // wraps gateway.ErrClosed at shutdown
 	}
@@ -470,7 +481,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		unregister()
 		a.cfg.OnTunnel(r.id, false)
 	}()
-	r.setTunnel(sess)
+	r.setTunnel(sess, callers())
 	defer r.clearTunnel()
 	if a.cfg.Certify != nil && r.hold(1) {
 		// Connect now, while the provision answers: the first API

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
@@ -12,6 +13,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -54,9 +57,9 @@ type agentConn struct {
 // setTunnel records sess as r's live tunnel; clearTunnel forgets it, closes
 // the gateway's connection over it and waits for Run's goroutines. Both run
 // on r's loop goroutine, around the tunnel's registration.
-func (r *run) setTunnel(sess *yamux.Session) {
+func (r *run) setTunnel(sess *yamux.Session, callers bool) {
 	r.mu.Lock()
-	r.tunnel = sess
+	r.tunnel, r.callers = sess, callers
 	r.mu.Unlock()
 }
 
@@ -82,7 +85,7 @@ func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
 	}
 	defer func() { <-r.dialing }()
 	r.mu.Lock()
-	sess, conn := r.tunnel, r.conn
+	sess, callers, conn := r.tunnel, r.callers, r.conn
 	r.mu.Unlock()
 	if conn != nil {
 		select {
@@ -94,7 +97,7 @@ func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
 	if sess == nil {
 		return nil, errors.New("tunnel down")
 	}
-	conn, err := a.dial(ctx, r, sess)
+	conn, err := a.dial(ctx, r, sess, callers)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +121,7 @@ func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
 // short certificate for the principal the agent requires (the execution
 // id), the execution's pinned host key. Then it reads the container's
 // environment over SFTP.
-func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentConn, error) {
+func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers bool) (*agentConn, error) {
 	t0 := time.Now()
 	cert, err := a.cfg.Certify(a.key.Signer.PublicKey(), r.id)
 	if err != nil {
@@ -128,7 +131,13 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session) (*agentC
 	if err != nil {
 		return nil, fmt.Errorf("certificate: %w", err)
 	}
-	stream, err := sess.OpenStream()
+	var stream net.Conn
+	if callers {
+		// Shared by every API call: the gateway names no caller.
+		stream, err = gateway.OpenCallerStream(sess, proxyproto.Header{})
+	} else {
+		stream, err = sess.OpenStream()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}

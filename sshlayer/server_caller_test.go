@@ -42,19 +42,7 @@ func TestServerCallerAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Close() }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	b, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, a := testenv.TCPPair(t)
 	caller := &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 4242}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeConn(context.Background(), addrConn{Conn: a, remote: caller}) }()

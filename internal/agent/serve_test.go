@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -38,23 +39,7 @@ func serveKey(t testing.TB) ssh.Signer {
 
 // serveTCPPair returns both ends of a loopback TCP connection (not a
 // net.Pipe: SSH has both sides write first).
-func serveTCPPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, b
-}
+func serveTCPPair(t testing.TB) (net.Conn, net.Conn) { return testenv.TCPPair(t) }
 
 // serveNewServer builds an agent server in a fresh state dir accepting
 // the returned client key; edit, when set, adjusts its config.

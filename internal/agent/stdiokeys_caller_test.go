@@ -14,7 +14,48 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/proxyproto"
+	"github.com/hostgate/hostgate/internal/yamux"
 )
+
+// keysAgent is `agent serve --stdio --mux --keys-stdin` handed keys, as
+// the gateway starts one in a sandbox: the gateway's end of its tunnel,
+// whether the agent acked caller preambles, its log, and end, which closes
+// the tunnel and checks that the agent returned cleanly.
+func keysAgent(t *testing.T, keys StdioKeys) (sess *yamux.Session, acked bool, logs *serveLogBuffer, end func()) {
+	t.Helper()
+	gwSide, agentSide := serveTCPPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	t.Cleanup(cancel)
+	logs = new(serveLogBuffer)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunServe(ctx, []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: logs})
+	}()
+	if err := WriteStdioKeys(gwSide, keys); err != nil {
+		t.Fatal(err)
+	}
+	conn, ack := ReadCallerAck(gwSide)
+	sess, err := bytestream.MuxClient(conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's ack, if any, comes before the ping's answer.
+	if _, err := sess.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	return sess, ack(), logs, func() {
+		t.Helper()
+		_ = sess.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("RunServe: %v\n%s", err, logs.String())
+			}
+		case <-time.After(serveWait):
+			t.Fatal("RunServe did not return after the tunnel closed")
+		}
+	}
+}
 
 // TestRunServeKeysStdinCallers: a sandbox's agent whose keys offer caller
 // preambles answers CallerPreambleAck before the multiplexer, reads a
@@ -23,33 +64,15 @@ import (
 // PROXY line, logging why, while the tunnel serves on.
 func TestRunServeKeysStdinCallers(t *testing.T) {
 	fx := newStdioKeysFixture(t)
-	gwSide, agentSide := serveTCPPair(t)
-	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
-	defer cancel()
-	var logs serveLogBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- RunServe(ctx, []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: &logs})
-	}()
 	fx.keys.CallerPreamble = wire.CallerPreambleProxyV1
-	if err := WriteStdioKeys(gwSide, fx.keys); err != nil {
-		t.Fatal(err)
-	}
-	conn, acked := ReadCallerAck(gwSide)
-	sess, err := bytestream.MuxClient(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sess.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	if !acked() {
+	sess, acked, logs, end := keysAgent(t, fx.keys)
+	if !acked {
 		t.Fatal("the agent did not answer the offer of caller preambles")
 	}
 	caller := proxyproto.Header{Src: netip.MustParseAddrPort("198.51.100.9:777")}
 	// The tunnel here is a TCP pair, whose addresses an UNKNOWN leaves
 	// (a sandbox's stdio has none: UNKNOWN 65535 there).
-	own := gwSide.LocalAddr().(*net.TCPAddr)
+	own := sess.LocalAddr().(*net.TCPAddr)
 	for h, want := range map[proxyproto.Header]string{caller: "198.51.100.9 777 ", {}: own.IP.String() + " " + strconv.Itoa(own.Port) + " "} {
 		st, err := gateway.OpenCallerStream(sess, h)
 		if err != nil {
@@ -83,15 +106,7 @@ func TestRunServeKeysStdinCallers(t *testing.T) {
 	if out := serveSSHExec(t, st2, fx.hostPub, certSigner(t, fx.ca, "exec-1"), "echo ok"); out != "ok\n" {
 		t.Errorf("after a bad stream: %q", out)
 	}
-	_ = sess.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("RunServe: %v\n%s", err, logs.String())
-		}
-	case <-time.After(serveWait):
-		t.Fatal("RunServe did not return after the tunnel closed")
-	}
+	end()
 }
 
 // TestRunServeKeysStdinNoAck: keys that do not offer caller preambles (an
@@ -100,25 +115,8 @@ func TestRunServeKeysStdinCallers(t *testing.T) {
 // which ignores the offer.
 func TestRunServeKeysStdinNoAck(t *testing.T) {
 	fx := newStdioKeysFixture(t)
-	gwSide, agentSide := serveTCPPair(t)
-	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- RunServe(ctx, []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: io.Discard})
-	}()
-	if err := WriteStdioKeys(gwSide, fx.keys); err != nil {
-		t.Fatal(err)
-	}
-	conn, acked := ReadCallerAck(gwSide)
-	sess, err := bytestream.MuxClient(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sess.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	if acked() {
+	sess, acked, _, end := keysAgent(t, fx.keys)
+	if acked {
 		t.Fatal("acked without an offer")
 	}
 	st, err := sess.OpenStream()
@@ -128,8 +126,5 @@ func TestRunServeKeysStdinNoAck(t *testing.T) {
 	if out := serveSSHExec(t, st, fx.hostPub, certSigner(t, fx.ca, "exec-1"), "echo ok"); out != "ok\n" {
 		t.Errorf("got %q", out)
 	}
-	_ = sess.Close()
-	if err := <-done; err != nil {
-		t.Fatalf("RunServe: %v", err)
-	}
+	end()
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/hostgate/hostgate/bytestream"
 )
 
 // stdioKeysFixture is a host key, a CA and a user certificate for host id
@@ -138,24 +136,10 @@ func TestStdioKeysRefusals(t *testing.T) {
 // another host does not, and the host key is the one sent.
 func TestRunServeKeysStdin(t *testing.T) {
 	fx := newStdioKeysFixture(t)
-	gwSide, agentSide := serveTCPPair(t)
-	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
-	defer cancel()
-	var logs serveLogBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- RunServe(ctx, []string{"--stdio", "--mux", "--keys-stdin"}, &ServeIO{Conn: agentSide, Stderr: &logs})
-	}()
 	// The preamble's MakeDirs are made before serving (a sandbox's TMPDIR).
 	tmp := filepath.Join(t.TempDir(), "workspace", ".tmp")
 	fx.keys.MakeDirs = []string{tmp}
-	if err := WriteStdioKeys(gwSide, fx.keys); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := bytestream.MuxClient(gwSide, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess, _, _, end := keysAgent(t, fx.keys)
 	st, err := sess.OpenStream()
 	if err != nil {
 		t.Fatal(err)
@@ -179,15 +163,7 @@ func TestRunServeKeysStdin(t *testing.T) {
 	if err == nil {
 		t.Fatal("a certificate for another host id was accepted")
 	}
-	_ = sess.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("RunServe: %v\n%s", err, logs.String())
-		}
-	case <-time.After(serveWait):
-		t.Fatal("RunServe did not return after the tunnel closed")
-	}
+	end()
 }
 
 func TestRunServeKeysStdinRefusesBadPreamble(t *testing.T) {

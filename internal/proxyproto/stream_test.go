@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/internal/yamux"
 )
 
@@ -41,19 +42,8 @@ func (c *framesConn) bodies() [][]byte {
 
 func yamuxPair(t *testing.T) (gw *yamux.Session, fc *framesConn, host *yamux.Session) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := testenv.TCPPair(t)
+	var err error
 	fc = &framesConn{Conn: a}
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = io.Discard

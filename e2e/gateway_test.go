@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,12 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || strings.TrimSpace(string(out)) != "hello-42" {
 		t.Fatalf("ssh: %v %q", err, out)
 	}
+	// The command sees the caller as under sshd: `gateway proxy`'s
+	// address and port, which the gateway names to the agent.
+	out, err = exec.CommandContext(ctx, "ssh", "-F", cfg, "alpha", `echo "$SSH_CONNECTION|$SSH_CLIENT"`).CombinedOutput()
+	if m := callerEnv.FindStringSubmatch(strings.TrimSpace(string(out))); err != nil || m == nil || m[1] != m[2] {
+		t.Fatalf("ssh: SSH_CONNECTION|SSH_CLIENT = %q (%v), want the caller's 127.0.0.1 and port in both", out, err)
+	}
 
 	local := filepath.Join(dir, "up.bin")
 	data := make([]byte, 20<<20)
@@ -145,6 +152,11 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 		t.Fatalf("ssh with a wrong known_hosts line: %v %q", err, out)
 	}
 }
+
+// callerEnv matches `echo "$SSH_CONNECTION|$SSH_CLIENT"` of a command
+// whose caller is on this machine: its port in each, the agent's own
+// address UNKNOWN (its tunnel's end, or a sandbox's stdio, has none).
+var callerEnv = regexp.MustCompile(`^127\.0\.0\.1 ([1-9][0-9]*) UNKNOWN 65535\|127\.0\.0\.1 ([1-9][0-9]*) 65535$`)
 
 // sshConfig writes the README's config block for host id into dir and
 // returns its path: a session key with a gateway certificate, a known_hosts

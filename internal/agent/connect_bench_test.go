@@ -3,12 +3,16 @@ package agent
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -92,4 +96,63 @@ func BenchmarkSSHUpload(b *testing.B) {
 		defer c.Close()
 		upload(b, c)
 	})
+}
+
+// BenchmarkSSHConnectThroughGateway: a new SSH connection through the
+// gateway (caller WebSocket, relay stream, handshake, one exec of true),
+// with the stream's caller preamble and without it (the agent's request
+// header taken out, as an older agent's lacks it), interleaved in one run:
+// the preamble's cost per connection.
+func BenchmarkSSHConnectThroughGateway(b *testing.B) {
+	g := newGW(b)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(wire.HeaderCallerPreamble)
+		g.ts.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	ctx, cancel := context.WithCancel(g.ctx)
+	defer cancel()
+	for id, url := range map[string]string{"with": g.ts.URL, "without": front.URL} {
+		tunnels := make(chan string, 4)
+		done := make(chan error, 1)
+		go func() {
+			done <- Connect(ctx, &ConnectConfig{GatewayURL: url, Token: g.token(store.RoleAgent, id), StateDir: b.TempDir(),
+				OnTunnel: func(id string) { tunnels <- id }})
+		}()
+		defer func() { cancel(); <-done }()
+		select {
+		case <-tunnels:
+		case <-time.After(30 * time.Second):
+			b.Fatal("no tunnel")
+		}
+	}
+	for _, id := range []string{"with", "without"} {
+		b.Run("preamble="+id, func(b *testing.B) {
+			tok := g.token(store.RoleClient, id)
+			var rec gateway.HostRecord
+			if err := g.api(tok, "GET", "/v1/hosts/"+id, nil, &rec); err != nil {
+				b.Fatal(err)
+			}
+			key, cert, err := g.certificate(tok, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			auth := sshlayer.Auth{Signer: key.Signer, Certificate: []byte(cert), HostKey: rec.HostKey}
+			b.ResetTimer()
+			for range b.N {
+				c, err := g.connectWith(tok, id, auth)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, err := c.SSH().NewSession()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Run("true"); err != nil {
+					b.Fatal(err)
+				}
+				_ = c.Close()
+			}
+		})
+	}
 }

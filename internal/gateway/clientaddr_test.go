@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"context"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -114,5 +117,38 @@ func TestRateLimitBehindProxy(t *testing.T) {
 	}
 	if code := try(e2, good, "198.51.100.9"); code != 429 {
 		t.Fatalf("a direct client rotating X-Forwarded-For: %d, want 429", code)
+	}
+}
+
+// TestCallerHeader: the caller a stream names to the host is the client
+// the rate limits and logs see, with its port where known: the peer's own
+// for a direct client, the X-Forwarded-For entry's (seldom there: 0
+// otherwise) behind a trusted proxy; the gateway's address as Dst.
+func TestCallerHeader(t *testing.T) {
+	s := &Server{cfg: Config{TrustedProxies: mustProxies(t, "10.0.0.0/8")}}
+	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8080}
+	for _, tc := range []struct {
+		peer, xff, want string
+	}{
+		{"198.51.100.9:5000", "", "PROXY TCP4 198.51.100.9 127.0.0.1 5000 8080"},
+		{"198.51.100.9:5000", "203.0.113.7", "PROXY TCP4 198.51.100.9 127.0.0.1 5000 8080"}, // not a trusted proxy
+		{"10.1.2.3:5000", "203.0.113.7", "PROXY TCP4 203.0.113.7 127.0.0.1 0 8080"},
+		{"10.1.2.3:5000", "203.0.113.7:4711", "PROXY TCP4 203.0.113.7 127.0.0.1 4711 8080"},
+		{"10.1.2.3:5000", "[2001:db8::1]:4711", "PROXY TCP6 2001:db8::1 :: 4711 0"},
+		{"[::ffff:198.51.100.9]:5000", "", "PROXY TCP4 198.51.100.9 127.0.0.1 5000 8080"},
+		{"pipe", "", "PROXY UNKNOWN"},
+	} {
+		r := httptest.NewRequest("GET", "/v1/hosts/h/ssh", nil)
+		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, local))
+		r.RemoteAddr = tc.peer
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := callerOf(s.WithCaller(context.Background(), r)).String(); got != tc.want {
+			t.Errorf("peer %s, X-Forwarded-For %q: %q, want %q", tc.peer, tc.xff, got, tc.want)
+		}
+	}
+	if got := callerOf(context.Background()).String(); got != "PROXY UNKNOWN" {
+		t.Errorf("no caller: %q", got)
 	}
 }

@@ -213,3 +213,19 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
+
+// TestTerminalNamesTheBrowser: the web terminal's shell, whose SSH client
+// is the gateway, is told the browser's address as its caller, as a
+// command through `gateway proxy` is told ssh's.
+func TestTerminalNamesTheBrowser(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	ctx := testCtx(t, 2*time.Minute)
+	ws := openTerminal(t, ctx, g, formLogin(t, g, g.token("client", "alpha")))
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte(`echo "c=[$SSH_CONNECTION]"`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := readUntil(ctx, ws, "c=[127.0.0.1 "); err != nil {
+		t.Fatalf("terminal: %v, want SSH_CONNECTION naming the browser's 127.0.0.1", err)
+	}
+}

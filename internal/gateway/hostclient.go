@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -60,7 +61,9 @@ func (hc *HostClients) Get(ctx context.Context, id string) (*sshlayer.Client, er
 	}
 	hc.mu.Unlock()
 
-	c, _, err := hc.Dial(ctx, id, "gateway")
+	// Shared by every caller (previews): it names none to the host,
+	// whatever ctx says (WithCaller).
+	c, _, err := hc.Dial(context.WithValue(ctx, callerKey{}, proxyproto.Header{}), id, "gateway")
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +99,8 @@ func (hc *HostClients) forget(id string, c *sshlayer.Client) {
 }
 
 // Dial opens a new, unshared SSH connection to host id (the browser pty
-// uses one per terminal). The caller closes it.
+// uses one per terminal), naming ctx's caller (WithCaller) to the host. The
+// caller closes it.
 func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Client, time.Time, error) {
 	h, err := hc.srv.store.Host(ctx, id)
 	if err != nil {

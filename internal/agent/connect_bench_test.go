@@ -14,6 +14,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -98,20 +99,20 @@ func BenchmarkSSHUpload(b *testing.B) {
 	})
 }
 
-// BenchmarkSSHConnectThroughGateway: a new SSH connection through the
-// gateway (caller WebSocket, relay stream, handshake, one exec of true),
-// with the stream's caller preamble and without it (the agent's request
-// header taken out, as an older agent's lacks it), interleaved in one run:
-// the preamble's cost per connection.
-func BenchmarkSSHConnectThroughGateway(b *testing.B) {
+// callerAgents starts a gateway and two agents through it, host "with"
+// reading caller preambles and host "without" not (its request header
+// taken out, as an older agent's lacks it), and returns the gateway and,
+// for each host, a client token and its SSH auth.
+func callerAgents(b *testing.B) (*gw, map[string]string, map[string]sshlayer.Auth) {
 	g := newGW(b)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(wire.HeaderCallerPreamble)
 		g.ts.Config.Handler.ServeHTTP(w, r)
 	}))
-	defer front.Close()
+	b.Cleanup(front.Close)
 	ctx, cancel := context.WithCancel(g.ctx)
-	defer cancel()
+	b.Cleanup(cancel)
+	toks, auths := map[string]string{}, map[string]sshlayer.Auth{}
 	for id, url := range map[string]string{"with": g.ts.URL, "without": front.URL} {
 		tunnels := make(chan string, 4)
 		done := make(chan error, 1)
@@ -119,28 +120,40 @@ func BenchmarkSSHConnectThroughGateway(b *testing.B) {
 			done <- Connect(ctx, &ConnectConfig{GatewayURL: url, Token: g.token(store.RoleAgent, id), StateDir: b.TempDir(),
 				OnTunnel: func(id string) { tunnels <- id }})
 		}()
-		defer func() { cancel(); <-done }()
+		b.Cleanup(func() { cancel(); <-done })
 		select {
 		case <-tunnels:
 		case <-time.After(30 * time.Second):
 			b.Fatal("no tunnel")
 		}
+		tok := g.token(store.RoleClient, id)
+		var rec gateway.HostRecord
+		if err := g.api(tok, "GET", "/v1/hosts/"+id, nil, &rec); err != nil {
+			b.Fatal(err)
+		}
+		key, cert, err := g.certificate(tok, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks[id], auths[id] = tok, sshlayer.Auth{Signer: key.Signer, Certificate: []byte(cert), HostKey: rec.HostKey}
 	}
+	return g, toks, auths
+}
+
+// BenchmarkSSHConnectThroughGateway: a new SSH connection through the
+// gateway (caller WebSocket, relay stream, handshake, one exec of true),
+// with the stream's caller preamble and without it: the preamble's cost
+// per connection. Gateway, agent and client run in this process: its CPU
+// time per op (cpu-µs/op) is the whole path's, steadier than wall time on
+// a busy machine.
+func BenchmarkSSHConnectThroughGateway(b *testing.B) {
+	g, toks, auths := callerAgents(b)
 	for _, id := range []string{"with", "without"} {
 		b.Run("preamble="+id, func(b *testing.B) {
-			tok := g.token(store.RoleClient, id)
-			var rec gateway.HostRecord
-			if err := g.api(tok, "GET", "/v1/hosts/"+id, nil, &rec); err != nil {
-				b.Fatal(err)
-			}
-			key, cert, err := g.certificate(tok, id)
-			if err != nil {
-				b.Fatal(err)
-			}
-			auth := sshlayer.Auth{Signer: key.Signer, Certificate: []byte(cert), HostKey: rec.HostKey}
-			b.ResetTimer()
+			cpu := testenv.CPUTime(b)
+			defer func() { testenv.ReportCPU(b, cpu) }()
 			for range b.N {
-				c, err := g.connectWith(tok, id, auth)
+				c, err := g.connectWith(toks[id], id, auths[id])
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -152,6 +165,35 @@ func BenchmarkSSHConnectThroughGateway(b *testing.B) {
 					b.Fatal(err)
 				}
 				_ = c.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkSSHExecThroughGateway: exec round trips of true over one SSH
+// connection through the gateway, with and without the caller preamble
+// on its stream: the cost of the preamble's wrappers (the gateway's first
+// write, the agent's read of the rest) on every byte after it.
+func BenchmarkSSHExecThroughGateway(b *testing.B) {
+	g, toks, auths := callerAgents(b)
+	for _, id := range []string{"with", "without"} {
+		b.Run("preamble="+id, func(b *testing.B) {
+			c, err := g.connectWith(toks[id], id, auths[id])
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ResetTimer()
+			cpu := testenv.CPUTime(b)
+			defer func() { testenv.ReportCPU(b, cpu) }()
+			for range b.N {
+				s, err := c.SSH().NewSession()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Run("true"); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

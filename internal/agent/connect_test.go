@@ -311,31 +311,6 @@ func TestConnectSignsItsHostKey(t *testing.T) {
 	}
 }
 
-// The agent's log names where an SSH session came from: the caller, whom
-// the gateway names (TestConnectNamesTheCaller), and the gateway's URL its
-// tunnel dialed. It said remote=websocket/unknown-addr.
-func TestConnectLogsSessionsGateway(t *testing.T) {
-	g := newGW(t)
-	var logs syncBuffer
-	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), HostID: "h1", StateDir: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	waitTunnel(t, tunnels, "h1")
-	c, err := g.dialSSH(g.token(store.RoleClient, "h1"), "h1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	want := "gateway=" + g.ts.URL
-	select {
-	case <-logs.has(want):
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %q in the agent's log within 30 s:\n%s", want, logs.String())
-	}
-	if strings.Contains(logs.String(), "unknown-addr") {
-		t.Errorf("the agent's log says unknown-addr:\n%s", logs.String())
-	}
-}
-
 // TestConnectSurvivesGatewayRestart: the gateway restarts (every tunnel
 // dropped); the agent comes back by itself, pins and tokens survive, and a
 // new session works.

@@ -91,6 +91,15 @@ func trusted(ps []netip.Prefix, a netip.Addr) bool {
 // back to the proxy's address. A malformed entry ends the walk with no
 // answer: what lies left of it cannot be trusted either.
 func forwardedClient(values []string, proxies []netip.Prefix) (netip.Addr, bool) {
+	ap, ok := forwardedEntry(values, proxies)
+	return ap.Addr(), ok
+}
+
+// forwardedEntry is forwardedClient with the port of the entry that named
+// the client, where it has the "v4:port" or "[v6]:port" form (0 where it
+// has none): only that entry's, which a trusted proxy wrote, not one the
+// client prepended naming its own address with a port of its choosing.
+func forwardedEntry(values []string, proxies []netip.Prefix) (netip.AddrPort, bool) {
 	hops := 0
 	for i := len(values) - 1; i >= 0; i-- {
 		v := values[i]
@@ -103,28 +112,29 @@ func forwardedClient(values []string, proxies []netip.Prefix) (netip.Addr, bool)
 			}
 			hops++
 			e = strings.TrimSpace(e)
+			var port uint16
 			a, err := netip.ParseAddr(e)
 			if err != nil {
 				// "[v6]:port" and "v4:port" forms.
 				ap, perr := netip.ParseAddrPort(e)
 				if perr != nil {
-					return netip.Addr{}, false
+					return netip.AddrPort{}, false
 				}
-				a = ap.Addr()
+				a, port = ap.Addr(), ap.Port()
 			}
 			a = a.Unmap().WithZone("")
 			if !trusted(proxies, a) {
-				return a, true
+				return netip.AddrPortFrom(a, port), true
 			}
 		}
 	}
-	return netip.Addr{}, false
+	return netip.AddrPort{}, false
 }
 
 // callerHeader is the request's client as a host is told it (a stream's caller
 // preamble): clientIP with the port it connected from, which a forwarded
-// client's X-Forwarded-For entry seldom has (0 then), and the gateway's
-// address it reached. Src is not valid when clientIP is not an address.
+// client's X-Forwarded-For entry seldom has (0 then: forwardedEntry), and
+// the gateway's address it reached. Src is not valid when clientIP is not an address.
 func (s *Server) callerHeader(r *http.Request) proxyproto.Header {
 	var h proxyproto.Header
 	peer, _ := netip.ParseAddrPort(r.RemoteAddr)
@@ -136,8 +146,8 @@ func (s *Server) callerHeader(r *http.Request) proxyproto.Header {
 	var port uint16
 	if a == peer.Addr() {
 		port = peer.Port()
-	} else if p, ok := forwardedPort(r.Header.Values("X-Forwarded-For"), a); ok {
-		port = p
+	} else if c, ok := forwardedEntry(r.Header.Values("X-Forwarded-For"), s.cfg.TrustedProxies); ok && c.Addr() == a {
+		port = c.Port() // the entry clientIP took the address from
 	}
 	h.Src = netip.AddrPortFrom(a.Unmap().WithZone(""), port)
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
@@ -146,19 +156,6 @@ func (s *Server) callerHeader(r *http.Request) proxyproto.Header {
 		}
 	}
 	return h
-}
-
-// forwardedPort is the port of a's entry in X-Forwarded-For, where it has
-// the "v4:port" or "[v6]:port" form (the right-most such entry).
-func forwardedPort(values []string, a netip.Addr) (uint16, bool) {
-	for i := len(values) - 1; i >= 0; i-- {
-		for e := range strings.SplitSeq(values[i], ",") {
-			if ap, err := netip.ParseAddrPort(strings.TrimSpace(e)); err == nil && ap.Addr().Unmap().WithZone("") == a {
-				return ap.Port(), true
-			}
-		}
-	}
-	return 0, false
 }
 
 type callerKey struct{}

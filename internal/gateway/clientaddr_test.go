@@ -135,14 +135,22 @@ func TestCallerHeader(t *testing.T) {
 		{"10.1.2.3:5000", "203.0.113.7", "PROXY TCP4 203.0.113.7 127.0.0.1 0 8080"},
 		{"10.1.2.3:5000", "203.0.113.7:4711", "PROXY TCP4 203.0.113.7 127.0.0.1 4711 8080"},
 		{"10.1.2.3:5000", "[2001:db8::1]:4711", "PROXY TCP6 2001:db8::1 :: 4711 0"},
+		// The port is the named entry's, the right-most: one the client
+		// prepended, naming its own address with a port it chose, is not
+		// (in one header or in an earlier one).
+		{"10.1.2.3:5000", "203.0.113.7:4711, 203.0.113.7", "PROXY TCP4 203.0.113.7 127.0.0.1 0 8080"},
+		{"10.1.2.3:5000", "203.0.113.7:4711, 203.0.113.7:5555", "PROXY TCP4 203.0.113.7 127.0.0.1 5555 8080"},
+		{"10.1.2.3:5000", "203.0.113.7:4711\n203.0.113.7", "PROXY TCP4 203.0.113.7 127.0.0.1 0 8080"},
 		{"[::ffff:198.51.100.9]:5000", "", "PROXY TCP4 198.51.100.9 127.0.0.1 5000 8080"},
 		{"pipe", "", "PROXY UNKNOWN"},
 	} {
 		r := httptest.NewRequest("GET", "/v1/hosts/h/ssh", nil)
 		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, local))
 		r.RemoteAddr = tc.peer
-		if tc.xff != "" {
-			r.Header.Set("X-Forwarded-For", tc.xff)
+		for v := range strings.SplitSeq(tc.xff, "\n") { // one header a line
+			if v != "" {
+				r.Header.Add("X-Forwarded-For", v)
+			}
 		}
 		if got := callerOf(s.WithCaller(context.Background(), r)).String(); got != tc.want {
 			t.Errorf("peer %s, X-Forwarded-For %q: %q, want %q", tc.peer, tc.xff, got, tc.want)

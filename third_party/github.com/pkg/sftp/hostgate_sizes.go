@@ -21,7 +21,9 @@ const (
 	extLimits = "limits@openssh.com"
 
 	// minReadSize is the smallest read size a short answer teaches the
-	// client (OpenSSH's MIN_READ_SIZE).
+	// client (OpenSSH's MIN_READ_SIZE), and the smallest read or write
+	// size the server's limits do: a server that said 1 byte had a
+	// request sent per byte of a file.
 	minReadSize = 512
 
 	// requestsScale bounds the requests in flight per file at this many
@@ -67,8 +69,9 @@ func (c *Client) askLimits() {
 }
 
 // takeLimits applies the limits reply: uint64 packet, read and write
-// lengths and open handles (OpenSSH's PROTOCOL); 0 is no limit. A failed
-// request, or a reply that is not one, leaves maxPacket.
+// lengths and open handles (OpenSSH's PROTOCOL); 0 is no limit, and one
+// under minReadSize is taken as minReadSize. A failed request, or a reply
+// that is not one, leaves maxPacket.
 func (c *Client) takeLimits() {
 	if c.sizes.limitsCh == nil {
 		return
@@ -86,10 +89,10 @@ func (c *Client) takeLimits() {
 	read := binary.BigEndian.Uint64(data[8:])
 	write := binary.BigEndian.Uint64(data[16:])
 	if read > 0 && read < uint64(c.maxPacket) {
-		c.sizes.read.Store(int64(read))
+		c.sizes.read.Store(int64(max(read, min(minReadSize, uint64(c.maxPacket)))))
 	}
 	if write > 0 && write < uint64(c.maxPacket) {
-		c.sizes.write = int(write)
+		c.sizes.write = int(max(write, min(minReadSize, uint64(c.maxPacket))))
 	}
 }
 

@@ -303,3 +303,39 @@ func TestHostgateNoLimits(t *testing.T) {
 		t.Errorf("ReadSize %d, WriteSize %d, limits asked %d times; want 255 KiB, 255 KiB, 0", c.ReadSize(), c.WriteSize(), l.asked)
 	}
 }
+
+// hostgate: change 8. Limits below minReadSize are taken as that: a
+// server that answers limits@openssh.com with a 1-byte read and write
+// length had every read and write request carry one byte, a request per
+// byte of a file (found by the audit30b audit), where a short answer
+// teaches no less than minReadSize.
+func TestHostgateTinyLimits(t *testing.T) {
+	c, l := sizePipe(t, 255<<10, &[4]uint64{256 << 10, 1, 1, 0})
+	if c.ReadSize() != minReadSize || c.WriteSize() != minReadSize {
+		t.Errorf("ReadSize %d, WriteSize %d; want %d for both", c.ReadSize(), c.WriteSize(), minReadSize)
+	}
+	const size = 64 << 10
+	name, data := randomFile(t, size, 3)
+	f, err := c.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if n, err := f.WriteTo(&got); err != nil || n != size || !bytes.Equal(got.Bytes(), data) {
+		t.Errorf("WriteTo: %d, %v, same bytes %v", n, err, bytes.Equal(got.Bytes(), data))
+	}
+	_ = f.Close()
+	w, err := c.Create(filepath.Join(filepath.Dir(name), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Write(data); err != nil || n != size {
+		t.Errorf("Write: %d, %v", n, err)
+	}
+	_ = w.Close()
+	reads, writes := l.take()
+	// One request per minReadSize bytes, and a few past the end.
+	if want := size/minReadSize + 8; len(reads) > want || len(writes) > want {
+		t.Errorf("%d reads and %d writes for %d bytes each way; want at most %d", len(reads), len(writes), size, want)
+	}
+}

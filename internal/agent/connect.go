@@ -109,12 +109,9 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		// Atomic: with a host key to prove, the tunnel's first
 		// connection reports it up, from its own goroutine.
 		var upAt atomic.Int64
-		err := c.once(ctx, standby, func() { upAt.Store(time.Now().UnixNano()) })
+		err := c.once(ctx, &standby, func() { upAt.Store(time.Now().UnixNano()) })
 		if ctx.Err() != nil {
 			return nil
-		}
-		if upAt.Load() != 0 {
-			standby = false // this agent served the host
 		}
 		if errors.Is(err, errReplaced) {
 			standby = true
@@ -329,10 +326,16 @@ const healthyTunnel = 5 * time.Second
 
 // once runs one tunnel: dial, check the CA, serve until it ends. up is
 // called when the tunnel is established.
-func (c *connector) once(ctx context.Context, standby bool, up func()) error {
+//
+// standby asks for the tunnel only while the host has none, and is
+// cleared once the gateway gave it: the gateway registered this tunnel
+// for the host, so a tunnel that fails from here on (this agent's CA
+// check, its network) must be replaced by the next attempt, not waited
+// behind until the gateway's keepalive ends it.
+func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	h := c.header.Clone()
-	if standby {
+	if *standby {
 		h.Set(wire.HeaderStandby, wire.StandbyOn)
 	}
 	// A fresh signature per dial (it carries its time): a gateway that
@@ -342,6 +345,9 @@ func (c *connector) once(ctx context.Context, standby bool, up func()) error {
 	}
 	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: h})
 	cancel()
+	if err == nil {
+		*standby = false
+	}
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

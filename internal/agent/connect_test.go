@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1068,5 +1069,68 @@ func TestSystemdUnitFlags(t *testing.T) {
 	cancel() // parse, then stop before the first dial
 	if err := RunConnect(ctx, args, io.Discard, io.Discard); err != nil {
 		t.Errorf("agent unit's flags: %v", err)
+	}
+}
+
+// TestConnectStandbyEndsWhenTheGatewayTakesTheTunnel: a standing-by agent
+// whose tunnel the gateway took (it answered 101, so it registered the
+// tunnel for the host) and that then failed before it was up asks for
+// the tunnel plainly next, replacing its own dead one, instead of
+// standing by behind it until the gateway's keepalive ends it (found by
+// the audit30b review).
+func TestConnectStandbyEndsWhenTheGatewayTakesTheTunnel(t *testing.T) {
+	pinned, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	other, _ := sshca.LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	standby := make(chan string, 8)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case standby <- r.Header.Get(wire.HeaderStandby):
+		default:
+		}
+		ca := pinned
+		if n.Add(1) == 2 {
+			ca = other // the agent refuses it before its tunnel is up
+		}
+		w.Header().Set(wire.HeaderCAKey, ca.AuthorizedKey())
+		w.Header().Set(wire.HeaderHostID, "h")
+		conn, err := bytestream.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if ca == pinned {
+			// Another agent took the host over.
+			_ = bytestream.CloseWithReason(conn, wire.CloseReplaced, "host h: replaced by a newer connection for this host")
+			return
+		}
+		_, _ = io.Copy(io.Discard, conn)
+	}))
+	defer srv.Close()
+	state := t.TempDir()
+	if err := os.WriteFile(filepath.Join(state, GatewayCAFile), []byte(pinned.AuthorizedKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: state,
+			MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	}()
+	var got []string
+	for len(got) < 3 {
+		select {
+		case h := <-standby:
+			got = append(got, h)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("attempts' %s so far: %q", wire.HeaderStandby, got)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"", wire.StandbyOn, ""}; !slices.Equal(got, want) {
+		t.Errorf("attempts' %s: %q, want %q (plain, standing by once replaced, plain once the gateway took the tunnel)", wire.HeaderStandby, got, want)
 	}
 }

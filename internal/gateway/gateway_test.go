@@ -948,13 +948,18 @@ func TestOfflineHostSaysWhyItsAgentIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An impostor refused while the real agent serves the host is not
+	// the host's agent: its callers do not hear of it once it goes.
+	_, otherKey := newKey(t)
+	if _, err := e.dialAgent(agentTok, otherKey, info); err == nil {
+		t.Fatal("an agent with another key was let in")
+	}
 	done := e.srv.Tunnels().Done("h1")
 	a.close()
 	waitClosed(t, done, "the agent's tunnel")
 	if msg := offline(); msg != "host h1: not connected to the gateway" {
-		t.Errorf("offline, nothing refused: %q", msg)
+		t.Errorf("offline, refused only while served: %q", msg)
 	}
-	_, otherKey := newKey(t)
 	if _, err := e.dialAgent(agentTok, otherKey, info); err == nil {
 		t.Fatal("an agent with another key was let in")
 	}

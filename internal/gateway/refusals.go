@@ -81,9 +81,6 @@ func (r *refusals) note(host, reason string, now time.Time) refusalNote {
 	if r.spells == nil {
 		r.spells = map[refusalKey]*refusalSpell{}
 	}
-	if reason != spellKeySignature {
-		r.noteLatest(host, reason, now)
-	}
 	k := refusalKey{host, reason}
 	sp, ok := r.spells[k]
 	if !ok {
@@ -107,7 +104,11 @@ func (r *refusals) note(host, reason string, now time.Time) refusalNote {
 	return n
 }
 
-func (r *refusals) noteLatest(host, reason string, now time.Time) {
+// refused records host's refusal for reason at now as the one a caller
+// finding the host offline hears of.
+func (r *refusals) refused(host, reason string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.latest == nil {
 		r.latest = map[string]latestRefusal{}
 	}
@@ -184,6 +185,11 @@ func (r *refusals) makeRoom(now time.Time) {
 func (s *Server) refuseAgent(log *slog.Logger, host, reason, msg string, args ...any) {
 	s.metrics.AgentRefusals.WithLabelValues(reason).Inc()
 	s.logSpell(log, host, reason, msg, args...)
+	// Not while another agent serves the host: that one's callers, if it
+	// ends, would hear of an impostor's key as their host's.
+	if !s.tunnels.Connected(host) {
+		s.agentRefusals.refused(host, reason, time.Now())
+	}
 }
 
 // logSpell logs msg with args the first time in a spell of host's agent

@@ -61,6 +61,7 @@ func TestRefusalsBounded(t *testing.T) {
 	n := refusalSpellsMax + 3
 	for i := range n {
 		r.note(fmt.Sprint("h", i), metrics.RefusedKeyMismatch, t0.Add(time.Duration(i)*time.Millisecond))
+		r.refused(fmt.Sprint("h", i), metrics.RefusedKeyMismatch, t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	if len(r.spells) > refusalSpellsMax {
 		t.Fatalf("%d spells remembered after %d hosts, want at most %d", len(r.spells), n, refusalSpellsMax)

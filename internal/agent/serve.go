@@ -196,8 +196,12 @@ func (t tunnel) callerConn(st net.Conn) (net.Conn, bool) {
 	}
 	c, _, err := proxyproto.Accept(st)
 	if err != nil {
-		if !errors.Is(err, io.EOF) && t.log != nil {
+		switch {
+		case t.log == nil || errors.Is(err, io.EOF):
+		case errors.Is(err, proxyproto.ErrMalformed):
 			t.log.Warn("stream from the gateway closed: its caller preamble is not a PROXY line", "err", err)
+		default: // a timeout, the tunnel ending
+			t.log.Debug("stream from the gateway ended before its caller preamble", "err", err)
 		}
 		return nil, false
 	}

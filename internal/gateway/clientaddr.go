@@ -43,18 +43,24 @@ func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
 // the header. Behind a proxy without this, every caller would share the
 // proxy's address: one source of bad tokens would lock everyone out.
 func (s *Server) clientIP(r *http.Request) string {
-	peer := peerIP(r)
+	if c, ok := s.forwardedFor(r); ok {
+		return c.Addr().String()
+	}
+	return peerIP(r)
+}
+
+// forwardedFor is the client a trusted proxy in front of r's peer named
+// (forwardedEntry), with its entry's port; false when the peer is no
+// trusted proxy or named none.
+func (s *Server) forwardedFor(r *http.Request) (netip.AddrPort, bool) {
 	if len(s.cfg.TrustedProxies) == 0 {
-		return peer
+		return netip.AddrPort{}, false
 	}
-	a, err := netip.ParseAddr(peer)
+	a, err := netip.ParseAddr(peerIP(r))
 	if err != nil || !trusted(s.cfg.TrustedProxies, a.Unmap()) {
-		return peer
+		return netip.AddrPort{}, false
 	}
-	if c, ok := forwardedClient(r.Header.Values("X-Forwarded-For"), s.cfg.TrustedProxies); ok {
-		return c.String()
-	}
-	return peer
+	return forwardedEntry(r.Header.Values("X-Forwarded-For"), s.cfg.TrustedProxies)
 }
 
 // remote is what logs and the audit log record as the caller: the
@@ -84,21 +90,15 @@ func trusted(ps []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-// forwardedClient walks X-Forwarded-For from the right (the entry the
+// forwardedEntry walks X-Forwarded-For from the right (the entry the
 // nearest proxy added) past trusted proxies and returns the first other
-// address, looking at most maxForwardedHops entries: only the right end is
-// the proxies' own, so a client that pads the left cannot push the answer
-// back to the proxy's address. A malformed entry ends the walk with no
-// answer: what lies left of it cannot be trusted either.
-func forwardedClient(values []string, proxies []netip.Prefix) (netip.Addr, bool) {
-	ap, ok := forwardedEntry(values, proxies)
-	return ap.Addr(), ok
-}
-
-// forwardedEntry is forwardedClient with the port of the entry that named
-// the client, where it has the "v4:port" or "[v6]:port" form (0 where it
-// has none): only that entry's, which a trusted proxy wrote, not one the
-// client prepended naming its own address with a port of its choosing.
+// address, with that entry's port where it has the "v4:port" or
+// "[v6]:port" form (0 where it has none: not the port of an entry the
+// client prepended naming its own address), looking at most
+// maxForwardedHops entries: only the right end is the proxies' own, so a
+// client that pads the left cannot push the answer back to the proxy's
+// address. A malformed entry ends the walk with no answer: what lies left
+// of it cannot be trusted either.
 func forwardedEntry(values []string, proxies []netip.Prefix) (netip.AddrPort, bool) {
 	hops := 0
 	for i := len(values) - 1; i >= 0; i-- {
@@ -131,25 +131,22 @@ func forwardedEntry(values []string, proxies []netip.Prefix) (netip.AddrPort, bo
 	return netip.AddrPort{}, false
 }
 
-// callerHeader is the request's client as a host is told it (a stream's caller
-// preamble): clientIP with the port it connected from, which a forwarded
-// client's X-Forwarded-For entry seldom has (0 then: forwardedEntry), and
-// the gateway's address it reached. Src is not valid when clientIP is not an address.
+// callerHeader is the request's client as a host is told it (a stream's
+// caller preamble): clientIP's address with the port it came from (the
+// peer's, or the port of the X-Forwarded-For entry that named a forwarded
+// client, 0 where it has none), and the gateway's address it reached. Src
+// is not valid when the peer is not an address.
 func (s *Server) callerHeader(r *http.Request) proxyproto.Header {
 	var h proxyproto.Header
-	peer, _ := netip.ParseAddrPort(r.RemoteAddr)
-	ip := s.clientIP(r)
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return h
+	src, ok := s.forwardedFor(r)
+	if !ok {
+		peer, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return h
+		}
+		src = peer
 	}
-	var port uint16
-	if a == peer.Addr() {
-		port = peer.Port()
-	} else if c, ok := forwardedEntry(r.Header.Values("X-Forwarded-For"), s.cfg.TrustedProxies); ok && c.Addr() == a {
-		port = c.Port() // the entry clientIP took the address from
-	}
-	h.Src = netip.AddrPortFrom(a.Unmap().WithZone(""), port)
+	h.Src = netip.AddrPortFrom(src.Addr().Unmap().WithZone(""), src.Port())
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if ap, err := netip.ParseAddrPort(la.String()); err == nil {
 			h.Dst = ap

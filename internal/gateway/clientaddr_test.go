@@ -51,14 +51,15 @@ func TestForwardedClient(t *testing.T) {
 		{nil, ""},
 		{[]string{strings.Repeat("198.51.100.1, ", 500) + "203.0.113.7, 10.1.2.3"}, "203.0.113.7"}, // padding on the left changes nothing
 	} {
-		got, ok := forwardedClient(tc.values, proxies)
+		ap, ok := forwardedEntry(tc.values, proxies)
+		got := ap.Addr()
 		if (tc.want == "") != !ok || (ok && got.String() != tc.want) {
 			t.Errorf("%q: %v %v, want %q", tc.values, got, ok, tc.want)
 		}
 	}
 }
 
-func FuzzForwardedClient(f *testing.F) {
+func FuzzForwardedEntry(f *testing.F) {
 	f.Add("203.0.113.7, 10.1.2.3", "10.0.0.0/8")
 	f.Add("[2001:db8::1]:80,,", "::1")
 	f.Fuzz(func(t *testing.T, header, trustedList string) {
@@ -66,7 +67,8 @@ func FuzzForwardedClient(f *testing.F) {
 		if err != nil {
 			return
 		}
-		a, ok := forwardedClient([]string{header}, proxies)
+		ap, ok := forwardedEntry([]string{header}, proxies)
+		a := ap.Addr()
 		if !ok {
 			return
 		}

@@ -345,9 +345,6 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	}
 	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: h})
 	cancel()
-	if err == nil {
-		*standby = false
-	}
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {
@@ -363,6 +360,7 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 		return tlshint.Wrap(err)
 	}
 	defer conn.Close()
+	*standby = false // the gateway took this tunnel for the host
 	hostID := resp.Header.Get(wire.HeaderHostID)
 	if hostID == "" || (c.cfg.HostID != "" && hostID != c.cfg.HostID) {
 		return fmt.Errorf("agent: gateway enrolled host %q, want %q", hostID, c.cfg.HostID)

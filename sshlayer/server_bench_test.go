@@ -269,3 +269,50 @@ func BenchmarkServerSFTPDownload(b *testing.B) {
 		srvBenchSFTPRead(b, c, dir, bytes.Repeat([]byte("hostgate"), size/8), SFTPClientOptions()...)
 	})
 }
+
+// BenchmarkServerForwardRequest is the forward row's shape on the server
+// alone: per op a new direct-tcpip channel to a loopback target that
+// answers a small reply and closes, as a forwarded HTTP request does.
+// Ours vs sshd's; the per-channel cost (dial, goroutines, close), not
+// bytes, is what it measures.
+func BenchmarkServerForwardRequest(b *testing.B) {
+	srvBenchPeers(b, func(b *testing.B, c *ssh.Client, _ string) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = ln.Close() }()
+		reply := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		go func() {
+			for {
+				s, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					buf := make([]byte, 512)
+					if _, err := s.Read(buf); err == nil {
+						_, _ = s.Write(reply)
+					}
+					_ = s.Close()
+				}()
+			}
+		}()
+		req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		buf := make([]byte, 512)
+		for b.Loop() {
+			conn, err := c.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := conn.Write(req); err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.ReadFull(conn, buf[:len(reply)])
+			if err != nil || n != len(reply) {
+				b.Fatalf("reply: %d bytes, %v", n, err)
+			}
+			_ = conn.Close()
+		}
+	})
+}

@@ -214,9 +214,15 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 		DisableCompression: true,
 	}
 	p.proxy = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      p.transport,
-		FlushInterval:  -1, // server-sent events and long polls stream unbuffered
+		Rewrite:   p.rewrite,
+		Transport: p.transport,
+		// Each write reaches the client at once (boundWriter flushes it),
+		// but a response's headers wait for its first body bytes: -1 here
+		// also flushed them alone, from a timer goroutine started for every
+		// response (two writes and a goroutine per small page). Server-sent
+		// events and bodies of unknown length still get -1 from
+		// ReverseProxy, so their headers leave before the first event.
+		FlushInterval:  0,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
@@ -665,10 +671,16 @@ func newBoundWriter(w http.ResponseWriter) *boundWriter {
 	return &boundWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
 }
 
+// Write writes p and flushes it, so a proxied body streams as the dev
+// server sends it (a long poll's answer, a slow page) under one deadline.
 func (w *boundWriter) Write(p []byte) (int, error) {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(writeIdleTimeout))
 	defer w.rc.SetWriteDeadline(time.Time{})
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	if err == nil {
+		err = w.rc.Flush()
+	}
+	return n, err
 }
 
 func (w *boundWriter) FlushError() error {

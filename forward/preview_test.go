@@ -1063,3 +1063,60 @@ func TestPreviewIdleConnsBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// writeCounter counts the writes the gateway's server makes to its
+// accepted connections.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, n: &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A small page reaches the client in one write, its headers and body
+// together. ReverseProxy's immediate flushing (FlushInterval -1) also
+// flushed the headers alone from a timer goroutine started for every
+// response: a second write (and segment, and wake-up of the client) for
+// most responses, and a goroutine each.
+func TestPreviewSmallResponseIsOneWrite(t *testing.T) {
+	ctx := testCtx(t)
+	dev := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(dev.Close)
+	p, err := NewPreview(loopDial, &PreviewConfig{Authorize: allowAll, Domain: testDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewUnstartedServer(p)
+	wc := &writeCounter{Listener: gw.Listener}
+	gw.Listener = wc
+	gw.Start()
+	t.Cleanup(func() { gw.Close(); p.Close() })
+	url := fmt.Sprintf("%s/preview/dev/%d/", gw.URL, echoPort(t, dev.Listener.Addr().String()))
+	const n = 40
+	for range n {
+		if _, body := get(t, ctx, url); body != "ok" {
+			t.Fatalf("body %q", body)
+		}
+	}
+	if got := wc.writes.Load(); got != n {
+		t.Fatalf("%d small responses took %d writes to the client; want one each", n, got)
+	}
+}

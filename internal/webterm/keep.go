@@ -114,6 +114,8 @@ type term struct {
 	grace    *time.Timer
 	end      *ending
 
+	in       *inbox
+	fed      chan struct{} // the input copy is done
 	pumped   chan struct{} // the output copy is done
 	finished chan struct{} // every goroutine is done and the host released
 }
@@ -148,7 +150,7 @@ func (h *Terminals) start(r *http.Request, host, caller string, cols, rows int, 
 	}
 	t := &term{
 		h: h, host: host, caller: caller, ctx: ctx, cancel: cancel, log: log, fl: newFlow(),
-		active: make(chan struct{}, 1), pumped: make(chan struct{}), finished: make(chan struct{}),
+		active: make(chan struct{}, 1), in: newInbox(), fed: make(chan struct{}), pumped: make(chan struct{}), finished: make(chan struct{}),
 	}
 	if keep && h.cfg.Keep > 0 {
 		t.id = newTermID()
@@ -199,9 +201,10 @@ func (t *term) touch() {
 	}
 }
 
-// run starts the terminal's own goroutines: the output copy, the idle
-// timer, and the wait for the shell's end.
+// run starts the terminal's own goroutines: the input and output
+// copies, the idle timer, and the wait for the shell's end.
 func (t *term) run() {
+	go t.feed()
 	go t.pump()
 	idled := make(chan struct{})
 	go func() {
@@ -248,6 +251,7 @@ func (t *term) run() {
 			a.stop(stopEnded)
 		}
 		<-t.pumped
+		<-t.fed
 		<-idled
 		t.release()
 		t.log.Info("terminal closed", "exit", hostgate.ExitCode(werr))

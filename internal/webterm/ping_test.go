@@ -3,6 +3,7 @@ package webterm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -255,14 +256,19 @@ type stuckIn struct{ s *stuckInput }
 
 func (w stuckIn) Write(p []byte) (int, error) {
 	w.s.once.Do(func() { close(w.s.writing) })
-	<-w.s.open
-	return len(p), nil
+	select {
+	case <-w.s.open:
+		return len(p), nil
+	case <-w.s.done: // killed
+		return 0, io.ErrClosedPipe
+	}
 }
 func (w stuckIn) Close() error { return nil }
 
 // TestInputTakenDuringPingKeepsTerminal: a page whose pong waited behind
 // input the shell took only as the ping's wait ran out is not taken for
-// gone. The pinger asked whether the input was stuck when the wait ended,
+// gone. (The pong waits only behind more input than the inbox holds: the
+// page here pastes more than that.) The pinger asked whether the input was stuck when the wait ended,
 // not whether it had been stuck during it, so a shell that took the input
 // just before (or the page's next message read just after it) dropped a
 // live page: what made TestBlockedInputKeepsTerminal end its terminal at
@@ -315,8 +321,12 @@ func TestInputTakenDuringPingKeepsTerminal(t *testing.T) {
 	}
 	defer ws.CloseNow()
 	msgs := messages(ctx, ws)
-	if err := ws.Write(ctx, websocket.MessageBinary, []byte("stuck")); err != nil {
-		t.Fatal(err)
+	// The shell's first write takes at most a full inbox; the rest fills it.
+	paste := make([]byte, 60<<10)
+	for range 3*inboxMax/len(paste) + 1 {
+		if err := ws.Write(ctx, websocket.MessageBinary, paste); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"resize","cols":123,"rows":45}`)); err != nil {
 		t.Fatal(err)
@@ -341,4 +351,142 @@ func TestInputTakenDuringPingKeepsTerminal(t *testing.T) {
 			t.Fatal("no ping answered after the input went through")
 		}
 	}
+}
+
+// deafShell takes no input and prints nothing until it is killed.
+type deafShell struct {
+	killed chan struct{}
+	once   sync.Once
+	took   chan struct{} // closed when the terminal first writes input
+	tookMu sync.Once
+	out    io.Reader // nil: prints nothing
+}
+
+func newDeaf() *deafShell {
+	return &deafShell{killed: make(chan struct{}), took: make(chan struct{})}
+}
+
+func (d *deafShell) Stdin() io.WriteCloser { return deafIn{d} }
+func (d *deafShell) Stdout() io.Reader {
+	if d.out != nil {
+		return d.out
+	}
+	return deafOut{d}
+}
+func (d *deafShell) Stderr() io.Reader { return strings.NewReader("") }
+func (d *deafShell) Wait() error       { <-d.killed; return errors.New("killed") }
+func (d *deafShell) Kill(hostgate.Signal) error {
+	d.once.Do(func() { close(d.killed) })
+	return nil
+}
+
+type deafIn struct{ d *deafShell }
+
+func (w deafIn) Write(p []byte) (int, error) {
+	w.d.tookMu.Do(func() { close(w.d.took) })
+	<-w.d.killed
+	return 0, io.ErrClosedPipe
+}
+func (w deafIn) Close() error { return nil }
+
+type deafOut struct{ d *deafShell }
+
+func (r deafOut) Read([]byte) (int, error) { <-r.d.killed; return 0, io.EOF }
+
+// TestGonePageWithStuckInputEndsTerminal: a page that goes away after
+// typing into a shell that takes no input ends its terminal, as any gone
+// page does. The page's socket was read straight into the shell's stdin,
+// so its pongs waited behind the stuck input, and the pinger, unable to
+// tell, kept the terminal (and the shell) until the idle hour.
+func TestGonePageWithStuckInputEndsTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newDeaf()
+	srv := hostServer(t, proc, Config{Ping: 100 * time.Millisecond})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	for _, s := range []string{"ls\r", "whoami\r"} {
+		if err := ws.Write(ctx, websocket.MessageBinary, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-proc.took:
+	case <-ctx.Done():
+		t.Fatal("the terminal never passed the input on")
+	}
+	// The page is gone: nothing on this side reads the socket any more,
+	// so no pong goes back.
+	select {
+	case <-proc.killed:
+	case <-ctx.Done():
+		t.Fatal("the terminal of a gone page whose input the shell never took is still running")
+	}
+}
+
+// yes prints y lines for ever, in 32 KiB reads, until killed.
+type yes struct{ d *deafShell }
+
+func (y yes) Read(b []byte) (int, error) {
+	select {
+	case <-y.d.killed:
+		return 0, io.EOF
+	default:
+	}
+	n := min(len(b), 32<<10)
+	for i := 0; i+1 < n; i += 2 {
+		b[i], b[i+1] = 'y', '\n'
+	}
+	return n &^ 1, nil
+}
+
+// TestOutputFlowsWhileInputIsStuck: a program that prints without reading
+// its input (yes, a build, cat of a large file) goes on printing to a
+// page that acks its output when that page has typed something the
+// program never takes. The page's acks waited behind the input, so the
+// output stopped for good one window (AckWindow) later: the program
+// blocked printing, and the page could not even send ^C past the input.
+func TestOutputFlowsWhileInputIsStuck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newDeaf()
+	proc.out = yes{proc}
+	srv := hostServer(t, proc, Config{})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty?ack=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	var drawn int64
+	read := func(until int64) {
+		t.Helper()
+		for drawn < until {
+			typ, b, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatalf("after %d bytes of output: %v", drawn, err)
+			}
+			if typ != websocket.MessageBinary {
+				continue
+			}
+			drawn += int64(len(b))
+			ack := fmt.Sprintf(`{"type":"ack","bytes":%d}`, drawn)
+			if err := ws.Write(ctx, websocket.MessageText, []byte(ack)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read(64 << 10)
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-proc.took:
+	case <-ctx.Done():
+		t.Fatal("the terminal never passed the input on")
+	}
+	read(drawn + 4*AckWindow)
 }

@@ -9,7 +9,9 @@
 // browser, {"type":"exit","code":N}, {"type":"error","message":M} and
 // {"type":"pong"} (the answer to a ping) from the gateway. A message may
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
-// answered with an error message; the terminal goes on.
+// answered with an error message; the terminal goes on. Control messages
+// do not wait behind input the shell has not taken: the gateway holds up
+// to 256 KiB of it before it stops reading the page.
 //
 // A page that asks with ?keep=1 gets a terminal that outlives its socket
 // (Config.Keep): the first message is {"type":"session","id":I,"keepMs":K},
@@ -354,6 +356,12 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 		defer wg.Done()
 		defer t.detach(a)
 		buf := make([]byte, MaxMessage+1)
+		blocked := func(on bool) {
+			if !on {
+				a.inputTaken.Store(time.Now().UnixNano()) // before the flag: the pinger reads them the other way round
+			}
+			a.inputBlocked.Store(on)
+		}
 		for {
 			typ, b, err := readMessage(rctx, a.ws, buf)
 			if errors.Is(err, errTooBig) {
@@ -370,11 +378,7 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 			}
 			t.touch()
 			if typ == websocket.MessageBinary {
-				a.inputBlocked.Store(true)
-				_, err := t.p.Stdin().Write(b)
-				a.inputTaken.Store(time.Now().UnixNano()) // before the flag: the pinger reads them the other way round
-				a.inputBlocked.Store(false)
-				if err != nil {
+				if !t.in.put(b, a.done, blocked) {
 					return
 				}
 				continue
@@ -419,11 +423,12 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 			}
 			// Not proof the page is gone: output went out meanwhile (a
 			// dead page fails those writes), or the pong waits behind
-			// input the shell has not taken yet, or had not taken for
-			// some of the wait (the terminal reads the pong only after
-			// it, so it may come just too late; and a shell reading
-			// slowly leaves the input copy stuck most of the time, not
-			// at the instant the wait ends).
+			// input past what the inbox holds for a shell that has not
+			// taken it, or did for some of the wait (the reader reads
+			// the pong only after it, so it may come just too late; and
+			// a shell reading a long paste slowly leaves the reader
+			// waiting most of the time, not at the instant the wait
+			// ends).
 			if a.inputBlocked.Load() || time.Unix(0, a.inputTaken.Load()).After(start) ||
 				time.Unix(0, a.lastWrite.Load()).After(start) || a.writing.Load() > 0 {
 				continue
@@ -483,9 +488,9 @@ type attachment struct {
 	wctx       context.Context
 	stopWrites context.CancelFunc
 	// The pinger's view of the socket: when a frame last went out,
-	// whether a write is under way, whether the input copy is stuck
-	// writing to a shell that does not read, which leaves the page's
-	// pongs unread, and when the shell last took input.
+	// whether a write is under way, whether the reader waits for room in
+	// a full inbox (a shell that has not taken inboxMax of input), which
+	// leaves the page's pongs unread, and when it last got that room.
 	lastWrite    atomic.Int64 // UnixNano
 	writing      atomic.Int32
 	inputBlocked atomic.Bool

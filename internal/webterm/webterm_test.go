@@ -481,6 +481,11 @@ func TestPingAnswered(t *testing.T) {
 	if err != nil || typ != websocket.MessageText || string(b) != `{"type":"pong"}` {
 		t.Fatalf("answer to a ping: %v %q %v, want {\"type\":\"pong\"}", typ, b, err)
 	}
+	// Input is a byte stream: "exit 0" sent before the shell took "after"
+	// may reach it in the same read.
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != "AFTER" {
+		t.Fatalf("echo: %q %v", b, err)
+	}
 	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
 		t.Fatal(err)
 	}

@@ -1753,7 +1753,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		}
 
 		if packet.page != nil {
-			respPages.Put(packet.page)
+			packet.page.put()
 		}
 		freed <- packet.size // hostgate (change 8): never blocks, one per request
 		cur = packet.next

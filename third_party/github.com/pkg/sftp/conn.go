@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // conn implements a bidirectional channel on which client and server
@@ -160,16 +161,53 @@ type result struct {
 // hostgate: respPage holds one response of the client's; respPages
 // recycles them between responses of pagedMin bytes or more (read
 // replies). A result that is never released leaves its page to the GC.
-type respPage [maxMsgLength]byte
+//
+// hostgate (change 9): a page is as large as the smallest of
+// pageSizes that holds its reply, not always maxMsgLength: a reply of 32
+// KiB (a server that answers 32 KiB reads, its requests 32 KiB) took a
+// 256 KiB page, so the replies in flight held eight times their bytes
+// (255 requests of WriteTo: 64 MiB for 8 MiB asked).
+type respPage struct {
+	buf   []byte
+	class int // its index in pageSizes
+}
 
 const pagedMin = 32 << 10
 
-var respPages = sync.Pool{New: func() any { return new(respPage) }}
+// pageSizes are the sizes of respPages' pages: the replies to reads of
+// 32, 64 and 128 KiB and their header (9 bytes, a KiB left), and the
+// largest message. A reply between two takes at most twice its size.
+var pageSizes = [...]int{33 << 10, 65 << 10, 129 << 10, maxMsgLength}
+
+var respPages [len(pageSizes)]sync.Pool
+
+// pagedBytes is the size of the pages taken and not given back (a page
+// left to the GC stays counted): what the replies in flight hold.
+var pagedBytes atomic.Int64
+
+// getPage returns a page of at least n bytes (n <= maxMsgLength).
+func getPage(n int) *respPage {
+	c := 0
+	for pageSizes[c] < n {
+		c++
+	}
+	pagedBytes.Add(int64(pageSizes[c]))
+	if p, ok := respPages[c].Get().(*respPage); ok {
+		return p
+	}
+	return &respPage{buf: make([]byte, pageSizes[c]), class: c}
+}
+
+// put gives p back; nothing may use its bytes after.
+func (p *respPage) put() {
+	pagedBytes.Add(-int64(len(p.buf)))
+	respPages[p.class].Put(p)
+}
 
 // hostgate: release gives r's page back; nothing may use r.data after.
 func (r *result) release() {
 	if r.page != nil {
-		respPages.Put(r.page)
+		r.page.put()
 		r.page = nil
 	}
 	if r.refs != nil {

@@ -125,9 +125,12 @@ func recvStream(t *testing.T, stream []byte, want []sentReply, shared bool, fill
 			t.Fatalf("reply %d of %d bytes: paged %v", i, len(w.body)+1, page != nil)
 		}
 		if page != nil {
-			start := uintptr(unsafe.Pointer(&page[0]))
-			if p := uintptr(unsafe.Pointer(unsafe.SliceData(data))); p < start || p+uintptr(len(data)) > start+uintptr(len(page)) {
+			start := uintptr(unsafe.Pointer(&page.buf[0]))
+			if p := uintptr(unsafe.Pointer(unsafe.SliceData(data))); p < start || p+uintptr(len(data)) > start+uintptr(len(page.buf)) {
 				t.Fatalf("reply %d: data outside its page", i)
+			}
+			if len(page.buf) > max(pageSizes[0], 2*(len(w.body)+1)) {
+				t.Fatalf("reply %d of %d bytes: a page of %d", i, len(w.body)+1, len(page.buf))
 			}
 		}
 		res := result{typ: typ, data: data, page: page}

@@ -78,15 +78,16 @@ func recvShared(r io.Reader, sr sharedReader, length uint32, rb *recvBufs) (fxp,
 	}
 	typ := fxp(d.hdr[0])
 	if typ != sshFxpData {
-		page := respPages.Get().(*respPage)
-		copy(page[:], d.hdr[:])
+		page := getPage(int(length))
+		b := page.buf
+		copy(b, d.hdr[:])
 		d.release()
-		n, err := io.ReadFull(r, page[len(d.hdr):length])
+		n, err := io.ReadFull(r, b[len(d.hdr):length])
 		if err != nil {
-			return 0, nil, bodyError(page[:len(d.hdr)+n], length, err)
+			return 0, nil, bodyError(b[:len(d.hdr)+n], length, err)
 		}
 		rb.page = page
-		return typ, page[1:length], nil
+		return typ, b[1:length], nil
 	}
 	rest := int(length) - len(d.hdr)
 	for rest > 0 {
@@ -114,12 +115,12 @@ func (r *result) flatten() {
 	if d == nil {
 		return
 	}
-	page := respPages.Get().(*respPage)
-	n := copy(page[:], r.data)
+	page := getPage(len(r.data) + d.size())
+	n := copy(page.buf, r.data)
 	for _, s := range d.segs {
-		n += copy(page[n:], s)
+		n += copy(page.buf[n:], s)
 	}
-	r.data, r.page, r.refs = page[:n], page, nil
+	r.data, r.page, r.refs = page.buf[:n], page, nil
 	d.release()
 }
 

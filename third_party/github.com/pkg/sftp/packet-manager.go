@@ -20,7 +20,23 @@ type packetManager struct {
 	packetCount uint32
 	// it is not nil if the allocator is enabled
 	alloc *allocator
+	// hostgate (change 10): a slot per request received and not yet
+	// answered; the receive loop takes one before it reads a request.
+	held chan struct{}
 }
+
+// maxServerRequests bounds the requests a server session holds, received
+// and not yet answered (hostgate, change 10). Replies go out in the order
+// their requests came, so one request that does not end (a read of a FIFO
+// nobody writes, a hung mount) held every later one and its reply: a
+// client sending on had the session read, answer and keep them without
+// end (each with a 256 KiB page under WithAllocator, and a read's data). At
+// the bound the session reads no more requests until the oldest is
+// answered: what a session holds is at most this many requests and their
+// replies (with WithAllocator, two pages of 256 KiB each: 32 MiB).
+// OpenSSH's sftp sends at most 64 requests at once, hostgate's client 32
+// of 255 KiB.
+const maxServerRequests = 64
 
 type packetSender interface {
 	sendPacket(encoding.BinaryMarshaler) error
@@ -35,10 +51,15 @@ func newPktMgr(sender packetSender) *packetManager {
 		outgoing:  make([]orderedPacket, 0, SftpServerWorkerCount),
 		sender:    sender,
 		working:   &sync.WaitGroup{},
+		held:      make(chan struct{}, maxServerRequests),
 	}
 	go s.controller()
 	return s
 }
+
+// hold takes a slot for the next request, waiting while the session holds
+// maxServerRequests (hostgate, change 10); sending its reply gives it back.
+func (s *packetManager) hold() { s.held <- struct{}{} }
 
 // // packet ordering
 func (s *packetManager) newOrderID() uint32 {
@@ -181,6 +202,7 @@ func (s *packetManager) maybeSendPackets() {
 		if in.orderID() == out.orderID() {
 			debug("Sending packet: %v", out.id())
 			s.sender.sendPacket(out.(encoding.BinaryMarshaler))
+			<-s.held // hostgate (change 10): answered
 			if s.alloc != nil {
 				// mark for reuse the slices allocated for this request
 				s.alloc.ReleasePages(in.orderID())

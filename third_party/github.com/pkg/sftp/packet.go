@@ -403,8 +403,8 @@ func recvPacket(r io.Reader, alloc *allocator, orderID uint32, rb *recvBufs) (fx
 		if sr, ok := r.(sharedReader); ok {
 			return recvShared(r, sr, length, rb)
 		}
-		rb.page = respPages.Get().(*respPage)
-		b = rb.page[:length]
+		rb.page = getPage(int(length))
+		b = rb.page.buf[:length]
 	default:
 		b = make([]byte, length)
 	}

@@ -152,6 +152,7 @@ func (rs *RequestServer) serveLoop(pktChan chan<- orderedRequest) error {
 	var pktBytes []byte
 
 	for {
+		rs.pktMgr.hold() // hostgate (change 10): at most maxServerRequests held
 		pktType, pktBytes, err = rs.serverConn.recvPacket(rs.pktMgr.getNextOrderID())
 		if err != nil {
 			// we don't care about releasing allocated pages here, the server will quit and the allocator freed

@@ -447,6 +447,7 @@ func (svr *Server) Serve() error {
 	var pktBytes []byte
 recvLoop:
 	for {
+		svr.pktMgr.hold() // hostgate (change 10): at most maxServerRequests held
 		pktType, pktBytes, err = svr.serverConn.recvPacket(svr.pktMgr.getNextOrderID())
 		if err != nil {
 			// Check whether the connection terminated cleanly in-between packets.

@@ -1,0 +1,189 @@
+package sftp
+
+import (
+	"bytes"
+	"encoding"
+	"io"
+	"os"
+	"sync/atomic"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hostgate: change 9 (HOSTGATE.md). Over a pipe (no SSH channel to take
+// replies from), the replies in flight of a download from a server that
+// answers 32 KiB reads hold about the bytes asked for: pages of their
+// size. Each took a 256 KiB page before, 255 replies in flight 64 MiB for
+// WriteTo's 8 MiB.
+func TestHostgatePagesFitReplies(t *testing.T) {
+	c, _ := sizePipe(t, 32<<10, nil)
+	name, data := randomFile(t, 12<<20+333, 9)
+	base := pagedBytes.Load()
+	var peak atomic.Int64
+	sample := func() {
+		held := pagedBytes.Load() - base
+		for {
+			p := peak.Load()
+			if held <= p || peak.CompareAndSwap(p, held) {
+				return
+			}
+		}
+	}
+	// A slow writer: the replies queue behind it, as many as the client
+	// has in flight.
+	var got bytes.Buffer
+	slow := writeFunc(func(p []byte) (int, error) {
+		sample()
+		time.Sleep(200 * time.Microsecond)
+		sample()
+		return got.Write(p)
+	})
+	f, err := c.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n, err := f.WriteTo(slow); err != nil || n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("WriteTo: %d, %v, same bytes %v", n, err, bytes.Equal(got.Bytes(), data))
+	}
+	// The budget: 32 requests of 255 KiB, 8,160 KiB; 255 replies of 32
+	// KiB in pages of 33 KiB hold 8,415 KiB.
+	const bound = 9 << 20
+	if p := peak.Load(); p > bound {
+		t.Errorf("WriteTo: pages of %d KiB held at once; want at most %d KiB", p>>10, bound>>10)
+	} else {
+		t.Logf("WriteTo: at most %d KiB of pages held", p>>10)
+	}
+
+	b := make([]byte, len(data))
+	peak.Store(0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if n, err := f.ReadAt(b, 0); n != len(data) || (err != nil && err != io.EOF) || !bytes.Equal(b, data) {
+			t.Errorf("ReadAt: %d, %v, same bytes %v", n, err, bytes.Equal(b, data))
+		}
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		default:
+			sample()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	if p := peak.Load(); p > bound {
+		t.Errorf("ReadAt: pages of %d KiB held at once; want at most %d KiB", p>>10, bound>>10)
+	}
+	if held := pagedBytes.Load() - base; held != 0 {
+		t.Errorf("%d bytes of pages not given back", held)
+	}
+}
+
+// hostgate: change 10. A server session whose oldest request does not end
+// (a read that waits, as of a hung mount) reads no more than maxServerRequests
+// requests behind it, where it read, answered and held every request a
+// client sent; once the read ends, every request is answered.
+func TestHostgateServerHoldsBounded(t *testing.T) {
+	dir := t.TempDir()
+	name, _ := randomFile(t, 1000, 10)
+	osf, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := &blockingFile{File: osf, release: make(chan struct{})}
+	defer osf.Close()
+
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, err := NewServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{sr, sw}, WithAllocator())
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		// On a failure before the end: the read ends, and the session.
+		blocked.unblock()
+		_ = cw.Close()
+		_ = cr.Close()
+	})
+
+	send := func(p encoding.BinaryMarshaler) {
+		if err := sendPacket(cw, p); err != nil {
+			t.Error("send:", err)
+		}
+	}
+	recv := func() (fxp, []byte) {
+		typ, data, err := recvPacket(cr, nil, 0, nil)
+		if err != nil {
+			t.Fatal("recv:", err)
+		}
+		return typ, data
+	}
+	send(&sshFxInitPacket{Version: sftpProtocolVersion})
+	if typ, _ := recv(); typ != sshFxpVersion {
+		t.Fatalf("answer to INIT: %v", typ)
+	}
+	handle := srv.nextHandle(blocked)
+	send(&sshFxpReadPacket{ID: 2, Handle: handle, Len: 1000})
+
+	const stats = 500
+	var sent atomic.Int32
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		for i := range stats {
+			send(&sshFxpStatPacket{ID: uint32(3 + i), Path: dir})
+			sent.Add(1)
+		}
+	}()
+	answered := make(chan error, 1)
+	go func() {
+		for range stats + 1 {
+			if _, _, err := recvPacket(cr, nil, 0, nil); err != nil {
+				answered <- err
+				return
+			}
+		}
+		answered <- nil
+	}()
+
+	held := srv.pktMgr.held
+	for sent.Load() < stats && len(held) < cap(held) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := sent.Load(); n >= maxServerRequests {
+		t.Errorf("the session read %d requests behind a read that does not end; want fewer than %d", n, maxServerRequests)
+	}
+
+	blocked.unblock()
+	<-sending
+	if err := <-answered; err != nil {
+		t.Errorf("answers to the READ and %d STATs: %v", stats, err)
+	}
+	_ = cw.Close()
+	if err := <-served; err != nil {
+		t.Error("Serve:", err)
+	}
+}
+
+
+// blockingFile's reads wait for unblock.
+type blockingFile struct {
+	*os.File
+	release chan struct{}
+	once    sync.Once
+}
+
+func (f *blockingFile) ReadAt(b []byte, off int64) (int, error) {
+	<-f.release
+	return f.File.ReadAt(b, off)
+}
+
+func (f *blockingFile) unblock() { f.once.Do(func() { close(f.release) }) }

@@ -1160,7 +1160,9 @@ func (f *File) Read(b []byte) (int, error) {
 
 // readChunkAt attempts to read the whole entire length of the buffer from the file starting at the offset.
 // It will continue progressively reading into the buffer until it fills the whole buffer, or an error occurs.
-func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err error) {
+//
+// hostgate (change 11): tr, when not nil, counts its short answers.
+func (f *File) readChunkAt(ch chan result, b []byte, off int64, tr *ShortReads) (n int, err error) {
 	// hostgate: the reply is received here rather than through sendPacket,
 	// so that its page goes back once its bytes are copied into b.
 	if cap(ch) < 1 {
@@ -1175,15 +1177,19 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err erro
 			Len:    uint32(len(b) - n),
 		})
 		var m int
+		asked := len(b) - n
 		m, err = takeRead(id, ch, b[n:])
 		n += m
 		if err != nil {
 			return n, err
 		}
 		if n < len(b) {
+			if err := tr.Short(asked, m); err != nil {
+				return n, err
+			}
 			// hostgate (change 8): a short answer; the rest at once,
 			// in pieces of its size.
-			m, err = f.readRest(b[n:], off+int64(n), m)
+			m, err = f.readRest(b[n:], off+int64(n), m, tr)
 			return n + m, err
 		}
 	}
@@ -1197,7 +1203,7 @@ func (f *File) readAtSequential(b []byte, off int64) (read int, err error) {
 		if len(rb) > f.c.maxPacket {
 			rb = rb[:f.c.maxPacket]
 		}
-		n, err := f.readChunkAt(nil, rb, off+int64(read))
+		n, err := f.readChunkAt(nil, rb, off+int64(read), nil)
 		if n < 0 {
 			panic("sftp.File: returned negative count from readChunkAt")
 		}
@@ -1232,7 +1238,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 	if len(b) <= size {
 		// This should be able to be serviced with 1/2 requests.
 		// So, just do it directly.
-		return f.readChunkAt(nil, b, off)
+		return f.readChunkAt(nil, b, off, nil)
 	}
 
 	if f.c.disableConcurrentReads {
@@ -1345,7 +1351,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 					// KiB by default) answers short inside the file. Read
 					// on; the server says where the file ends.
 					var m int
-					m, err = f.readRest(packet.b[n:], packet.off+int64(n), n)
+					m, err = f.readRest(packet.b[n:], packet.off+int64(n), n, nil)
 					n += m
 				}
 
@@ -1391,12 +1397,15 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 }
 
 // writeToSequential implements WriteTo, but works sequentially with no parallelism.
-func (f *File) writeToSequential(w io.Writer) (written int64, err error) {
+//
+// hostgate (change 11): tr, when not nil (a regular file), counts the
+// short answers.
+func (f *File) writeToSequential(w io.Writer, tr *ShortReads) (written int64, err error) {
 	b := make([]byte, f.c.maxPacket)
 	ch := make(chan result, 1) // reusable channel
 
 	for {
-		n, err := f.readChunkAt(ch, b, f.offset)
+		n, err := f.readChunkAt(ch, b, f.offset, tr)
 		if n < 0 {
 			panic("sftp.File: returned negative count from readChunkAt")
 		}
@@ -1438,7 +1447,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	}
 
 	if f.c.disableConcurrentReads {
-		return f.writeToSequential(w)
+		return f.writeToSequential(w, nil)
 	}
 
 	// For concurrency, we want to guess how many concurrent workers we should use.
@@ -1454,9 +1463,15 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 
 	size := f.c.ReadSize() // hostgate (change 8): what the server answers
 	fileSize := fileStat.Size
+	// hostgate (change 11): a regular file's reads are answered whole
+	// but at its end, by a server that answers at least MinReadSize.
+	var tr *ShortReads
+	if isRegular(fileStat.Mode) {
+		tr = new(ShortReads)
+	}
 	if fileSize <= uint64(size) || !isRegular(fileStat.Mode) {
 		// only regular files are guaranteed to return (full read) xor (partial read, next error)
-		return f.writeToSequential(w)
+		return f.writeToSequential(w, tr)
 	}
 
 	// hostgate (change 8): upstream sent up to maxConcurrentRequests
@@ -1587,10 +1602,12 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				// for the end without asking.
 				// hostgate (change 8): the rest in pieces of the
 				// answer's size, at once.
-				rest = make([]byte, chunkSize-n)
-				var m int
-				m, err = f.readRest(rest, readWork.off+int64(n), n)
-				rest = rest[:m]
+				if err = tr.Short(chunkSize, n); err == nil {
+					rest = make([]byte, chunkSize-n)
+					var m int
+					m, err = f.readRest(rest, readWork.off+int64(n), n, tr)
+					rest = rest[:m]
+				}
 			}
 			writeWork := writeWork{
 				b:    b,
@@ -1701,7 +1718,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 			// not read on, and the file grew. Its rest is read here,
 			// before this chunk's bytes, which upstream wrote after
 			// the gap without an error (found by the audit29 audit).
-			n, err := f.writeGap(w, packet.off)
+			n, err := f.writeGap(w, packet.off, tr)
 			written += n
 			if err != nil {
 				if packet.refs != nil {
@@ -1768,9 +1785,9 @@ var errEmptyRead = errors.New("sftp: the server answered a read with no bytes an
 // writes them to w (hostgate, change 7: File.WriteTo's rest of a chunk
 // answered short at the size stat gave, the file grown since). io.EOF
 // when the file ends first.
-func (f *File) writeGap(w io.Writer, off int64) (int64, error) {
+func (f *File) writeGap(w io.Writer, off int64, tr *ShortReads) (int64, error) {
 	b := make([]byte, off-f.offset)
-	m, err := f.readChunkAt(nil, b, f.offset)
+	m, err := f.readChunkAt(nil, b, f.offset, tr)
 	f.offset += int64(m)
 	wn, werr := w.Write(b[:m])
 	if werr != nil {

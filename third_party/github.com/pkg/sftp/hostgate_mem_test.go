@@ -3,10 +3,11 @@ package sftp
 import (
 	"bytes"
 	"encoding"
+	"errors"
 	"io"
 	"os"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -173,7 +174,6 @@ func TestHostgateServerHoldsBounded(t *testing.T) {
 	}
 }
 
-
 // blockingFile's reads wait for unblock.
 type blockingFile struct {
 	*os.File
@@ -187,3 +187,60 @@ func (f *blockingFile) ReadAt(b []byte, off int64) (int, error) {
 }
 
 func (f *blockingFile) unblock() { f.once.Do(func() { close(f.release) }) }
+
+// hostgate: change 11. A server that answers a regular file's reads a
+// byte at a time ends a download (WriteTo, of a large file and of a small
+// one) with ErrTinyReads after a bounded number of reads, where the client
+// asked on for every byte (capped here at 20,000 reads, after which the
+// server fails them). ReadAt, which cannot tell a FIFO, still reads to the
+// end, and answers of MinReadSize bytes are not tiny.
+func TestHostgateTinyAnswers(t *testing.T) {
+	for _, size := range []int{4 << 20, 100 << 10} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		var reads atomic.Int64
+		const limit = 20000
+		tiny := requestPipe(t, size, func(b []byte, off int64) (int, error) {
+			if reads.Add(1) > limit {
+				return 0, io.ErrUnexpectedEOF
+			}
+			if off >= int64(size) {
+				return 0, io.EOF
+			}
+			return copy(b[:min(len(b), 1)], data[off:]), nil
+		})
+		n, err := tiny.WriteTo(io.Discard)
+		if !errors.Is(err, ErrTinyReads) {
+			t.Errorf("%d bytes: WriteTo, 1 byte a reply: %d, %v; want ErrTinyReads", size, n, err)
+		}
+		// The first wave and each worker's pieces, not one a byte.
+		if r := reads.Load(); r > 2000 {
+			t.Errorf("%d bytes: WriteTo, 1 byte a reply: %d reads; want at most 2,000", size, r)
+		} else {
+			t.Logf("%d bytes: WriteTo, 1 byte a reply: %v after %d reads", size, err, r)
+		}
+		reads.Store(0)
+		b := make([]byte, 3000)
+		if n, err := tiny.ReadAt(b, 12345); n != len(b) || err != nil || !bytes.Equal(b, data[12345:12345+len(b)]) {
+			t.Errorf("%d bytes: ReadAt, 1 byte a reply: %d, %v, same bytes %v", size, n, err, bytes.Equal(b, data[12345:12345+len(b)]))
+		}
+	}
+
+	const size = 1 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 5)
+	}
+	small := requestPipe(t, size, func(b []byte, off int64) (int, error) {
+		if off >= size {
+			return 0, io.EOF
+		}
+		return copy(b[:min(len(b), MinReadSize)], data[off:]), nil
+	})
+	var got bytes.Buffer
+	if n, err := small.WriteTo(&got); err != nil || n != size || !bytes.Equal(got.Bytes(), data) {
+		t.Errorf("WriteTo, %d bytes a reply: %d, %v, same bytes %v", MinReadSize, n, err, bytes.Equal(got.Bytes(), data))
+	}
+}

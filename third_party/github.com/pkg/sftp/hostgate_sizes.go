@@ -13,6 +13,7 @@ package sftp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -20,11 +21,11 @@ import (
 const (
 	extLimits = "limits@openssh.com"
 
-	// minReadSize is the smallest read size a short answer teaches the
+	// MinReadSize is the smallest read size a short answer teaches the
 	// client (OpenSSH's MIN_READ_SIZE), and the smallest read or write
 	// size the server's limits do: a server that said 1 byte had a
 	// request sent per byte of a file.
-	minReadSize = 512
+	MinReadSize = 512
 
 	// requestsScale bounds the requests in flight per file at this many
 	// times maxConcurrentRequests, however small the requests: 8 keeps
@@ -70,7 +71,7 @@ func (c *Client) askLimits() {
 
 // takeLimits applies the limits reply: uint64 packet, read and write
 // lengths and open handles (OpenSSH's PROTOCOL); 0 is no limit, and one
-// under minReadSize is taken as minReadSize. A failed request, or a reply
+// under MinReadSize is taken as MinReadSize. A failed request, or a reply
 // that is not one, leaves maxPacket.
 func (c *Client) takeLimits() {
 	if c.sizes.limitsCh == nil {
@@ -89,10 +90,10 @@ func (c *Client) takeLimits() {
 	read := binary.BigEndian.Uint64(data[8:])
 	write := binary.BigEndian.Uint64(data[16:])
 	if read > 0 && read < uint64(c.maxPacket) {
-		c.sizes.read.Store(int64(max(read, min(minReadSize, uint64(c.maxPacket)))))
+		c.sizes.read.Store(int64(max(read, min(MinReadSize, uint64(c.maxPacket)))))
 	}
 	if write > 0 && write < uint64(c.maxPacket) {
-		c.sizes.write = int(max(write, min(minReadSize, uint64(c.maxPacket))))
+		c.sizes.write = int(max(write, min(MinReadSize, uint64(c.maxPacket))))
 	}
 }
 
@@ -114,7 +115,7 @@ func (c *Client) WriteSize() int {
 // server's largest read, which later reads ask for.
 func (c *Client) shortRead(n int) {
 	c.sizes.once.Do(c.takeLimits)
-	n = max(n, minReadSize)
+	n = max(n, MinReadSize)
 	for {
 		cur := c.sizes.read.Load()
 		if int64(n) >= cur || c.sizes.read.CompareAndSwap(cur, int64(n)) {
@@ -165,11 +166,13 @@ func takeRead(id uint32, ch chan result, b []byte) (int, error) {
 // maxConcurrentRequests-th of b), all asked for at once, where change 7
 // asked for the rest one request at a time. Once a piece brings bytes,
 // answered is the client's read size.
-func (f *File) readRest(b []byte, off int64, answered int) (int, error) {
+//
+// hostgate (change 11): tr, when not nil, counts the short answers.
+func (f *File) readRest(b []byte, off int64, answered int, tr *ShortReads) (int, error) {
 	if answered <= 0 {
-		return f.readChunkAt(nil, b, off)
+		return f.readChunkAt(nil, b, off, tr)
 	}
-	piece := max(answered, minReadSize, (len(b)+f.c.maxConcurrentRequests-1)/f.c.maxConcurrentRequests)
+	piece := max(answered, MinReadSize, (len(b)+f.c.maxConcurrentRequests-1)/f.c.maxConcurrentRequests)
 	type request struct {
 		id uint32
 		ch chan result
@@ -193,9 +196,11 @@ func (f *File) readRest(b []byte, off int64, answered int) (int, error) {
 			f.c.shortRead(answered)
 		}
 		if err == nil && m < len(r.b) {
-			var more int
-			more, err = f.readChunkAt(nil, r.b[m:], off+int64(n+m))
-			m += more
+			if err = tr.Short(len(r.b), m); err == nil {
+				var more int
+				more, err = f.readChunkAt(nil, r.b[m:], off+int64(n+m), tr)
+				m += more
+			}
 		}
 		n += m
 		if err != nil {
@@ -208,3 +213,53 @@ func (f *File) readRest(b []byte, off int64, answered int) (int, error) {
 	}
 	return n, nil
 }
+
+// hostgate: change 11 (HOSTGATE.md).
+
+// maxTinyReads is how many reads inside one regular file a server may
+// answer with fewer than MinReadSize bytes (and fewer than asked for).
+const maxTinyReads = 64
+
+// ErrTinyReads ends a download of a regular file whose server answered
+// maxTinyReads reads inside it with fewer than MinReadSize bytes: a broken
+// or hostile server, whose every byte took a round trip.
+var ErrTinyReads = fmt.Errorf("sftp: the server answered %d reads inside a regular file with fewer than %d bytes each", maxTinyReads, MinReadSize)
+
+// ShortReads counts the short answers of one download of a regular file.
+// A server reads a regular file whole (pread returns less only at its
+// end), and one that answers less sets its largest read, which OpenSSH's
+// sftp-server never sets below MinReadSize. One that answered a byte a
+// read had the client ask again for the rest for every byte, for ever in
+// practice (a 64 MiB file at a round trip a byte); after maxTinyReads
+// answers under MinReadSize the download fails with ErrTinyReads. The
+// reads of a file of unknown kind (ReadAt, Read: a FIFO answers what was
+// written) are not counted. The zero value is ready; a nil *ShortReads
+// counts nothing.
+type ShortReads struct{ tiny atomic.Int32 }
+
+// Short notes a read that asked for asked bytes and was answered with n,
+// fewer, inside the file; it returns ErrTinyReads once maxTinyReads such
+// answers were under MinReadSize bytes.
+func (s *ShortReads) Short(asked, n int) error {
+	if s == nil || n >= min(asked, MinReadSize) {
+		return nil
+	}
+	if s.tiny.Add(1) >= maxTinyReads {
+		return ErrTinyReads
+	}
+	return nil
+}
+
+// LearnReadSize notes a read answered with n bytes inside a file, as the
+// client's own reads do (change 8): the server's largest read, at least
+// MinReadSize, which later reads ask for. It returns the read size.
+func (c *Client) LearnReadSize(n int) int {
+	c.shortRead(n)
+	return c.ReadSize()
+}
+
+// RequestsFor is how many read requests of size bytes a download keeps in
+// flight (change 8): as many bytes as MaxConcurrentRequestsPerFile
+// requests of the packet size, at most requestsScale times as many
+// requests.
+func (c *Client) RequestsFor(size int) int { return c.requestsFor(size) }

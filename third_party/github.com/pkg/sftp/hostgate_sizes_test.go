@@ -304,15 +304,15 @@ func TestHostgateNoLimits(t *testing.T) {
 	}
 }
 
-// hostgate: change 8. Limits below minReadSize are taken as that: a
+// hostgate: change 8. Limits below MinReadSize are taken as that: a
 // server that answers limits@openssh.com with a 1-byte read and write
 // length had every read and write request carry one byte, a request per
 // byte of a file (found by the audit30b audit), where a short answer
-// teaches no less than minReadSize.
+// teaches no less than MinReadSize.
 func TestHostgateTinyLimits(t *testing.T) {
 	c, l := sizePipe(t, 255<<10, &[4]uint64{256 << 10, 1, 1, 0})
-	if c.ReadSize() != minReadSize || c.WriteSize() != minReadSize {
-		t.Errorf("ReadSize %d, WriteSize %d; want %d for both", c.ReadSize(), c.WriteSize(), minReadSize)
+	if c.ReadSize() != MinReadSize || c.WriteSize() != MinReadSize {
+		t.Errorf("ReadSize %d, WriteSize %d; want %d for both", c.ReadSize(), c.WriteSize(), MinReadSize)
 	}
 	const size = 64 << 10
 	name, data := randomFile(t, size, 3)
@@ -334,8 +334,8 @@ func TestHostgateTinyLimits(t *testing.T) {
 	}
 	_ = w.Close()
 	reads, writes := l.take()
-	// One request per minReadSize bytes, and a few past the end.
-	if want := size/minReadSize + 8; len(reads) > want || len(writes) > want {
+	// One request per MinReadSize bytes, and a few past the end.
+	if want := size/MinReadSize + 8; len(reads) > want || len(writes) > want {
 		t.Errorf("%d reads and %d writes for %d bytes each way; want at most %d", len(reads), len(writes), size, want)
 	}
 }

@@ -93,11 +93,22 @@ func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func(
 	if n == 0 {
 		return nil, p.pathErr("read", name, errEmptyRead)
 	}
-	// A short answer inside the file is the server's largest read.
-	chunk = n
+	// A short answer inside a regular file is the server's largest read,
+	// as the client's own reads take it: at least sftp.MinReadSize, and
+	// one under that is counted (sftp.ShortReads). A file of another
+	// kind (a FIFO) answers what it has, which says nothing of the
+	// server.
+	var tr *sftp.ShortReads
+	if size >= 0 {
+		tr = new(sftp.ShortReads)
+		if n < chunk {
+			_ = tr.Short(chunk, n)
+			chunk = min(chunk, p.c.LearnReadSize(n))
+		}
+	}
 	data := make([]byte, n, max(int64(n), min(size+1, readPrealloc)))
 	copy(data, first[:n])
-	return p.readRest(ctx, f, name, data, size, chunk, progress)
+	return p.readRest(ctx, f, name, data, size, chunk, tr, progress)
 }
 
 // readRest reads f from len(data) to its end. Where the fstat gave a size,
@@ -106,7 +117,7 @@ func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func(
 // segment of at most readPrealloc at a time, so a size the host made up
 // costs no more memory than the bytes it sends; then, like a file of
 // unknown size or one that grew, one request at a time to EOF.
-func (p *sftpProvider) readRest(ctx context.Context, f *sftp.File, name string, data []byte, size int64, chunk int, progress func()) ([]byte, error) {
+func (p *sftpProvider) readRest(ctx context.Context, f *sftp.File, name string, data []byte, size int64, chunk int, tr *sftp.ShortReads, progress func()) ([]byte, error) {
 	for int64(len(data)) <= size {
 		start := len(data)
 		end := int64(start) + readPrealloc
@@ -118,7 +129,7 @@ func (p *sftpProvider) readRest(ctx context.Context, f *sftp.File, name string, 
 		if end == size+1 {
 			stop = int(size)
 		}
-		got, eof, err := p.readSegment(ctx, f, data, start, stop, &chunk, progress)
+		got, eof, err := p.readSegment(ctx, f, data, start, stop, &chunk, tr, progress)
 		if err != nil {
 			return nil, p.pathErr("read", name, err)
 		}
@@ -148,16 +159,19 @@ func (p *sftpProvider) readRest(ctx context.Context, f *sftp.File, name string, 
 	}
 }
 
-// readSegment fills data[start:] from f with up to sftpConcurrency reads in
-// flight, taking their answers in order. It returns how far data was
+// readSegment fills data[start:] from f with reads in flight as the
+// client's own downloads keep them (sftp.Client.RequestsFor: sftpConcurrency
+// of sftpMaxPacket, more of a smaller size), taking their answers in order. It returns how far data was
 // filled without a gap, and whether a read there met the end of the file;
 // a short answer that ends at stop ends it there, as the end the fstat's
 // size said.
 // A short answer inside the segment is taken as the server's largest
-// read, which *chunk becomes; the rest of its piece is asked for again in
-// pieces of that size. Reads left in flight when it returns are never
+// read, which *chunk becomes (at least sftp.MinReadSize, as the client's
+// own reads take it; tr counts the answers under it and ends the read
+// with sftp.ErrTinyReads after too many); the rest of its piece is asked
+// for again in pieces of that size. Reads left in flight when it returns are never
 // waited for, so their answers are dropped, never written into data.
-func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byte, start, stop int, chunk *int, progress func()) (int, bool, error) {
+func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byte, start, stop int, chunk *int, tr *sftp.ShortReads, progress func()) (int, bool, error) {
 	type read struct {
 		b   []byte // data[off:off+len(b)]
 		off int
@@ -170,7 +184,7 @@ func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byt
 	var queue []read
 	next := start
 	for {
-		for len(queue) < sftpConcurrency && next < len(data) {
+		for len(queue) < p.c.RequestsFor(*chunk) && next < len(data) {
 			end := min(next+*chunk, len(data))
 			queue = append(queue, send(next, end))
 			next = end
@@ -195,7 +209,10 @@ func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byt
 			if n == 0 {
 				return 0, false, errEmptyRead
 			}
-			*chunk = min(*chunk, n)
+			if err := tr.Short(len(r.b), n); err != nil {
+				return 0, false, err
+			}
+			*chunk = min(*chunk, p.c.LearnReadSize(n))
 			// Ask again for the rest, in pieces the server answers
 			// whole, ahead of the answers still to come.
 			piece := max(*chunk, (len(r.b)-n+sftpConcurrency-1)/sftpConcurrency)

@@ -1705,9 +1705,30 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	}()
 
 	// Reduce: serialize the results from the reads into sequential writes.
+	// hostgate (change 12): to a writer that takes several buffers in one
+	// call (writev: a file, a pipe, a socket), the bytes of the replies
+	// already come are gathered and written at once, up to gatherMax,
+	// each reply given back after; to any other, written as they come.
+	g := gatherFor(w, freed)
+	defer g.drop()
+	flush := func() error {
+		n, err := g.flush()
+		written += n
+		return err
+	}
 	cur := writeCh
 	for {
-		packet, ok := <-cur
+		var packet writeWork
+		var ok bool
+		select {
+		case packet, ok = <-cur:
+		default:
+			// hostgate: nothing more has come; write what has.
+			if err := flush(); err != nil {
+				return written, err
+			}
+			packet, ok = <-cur
+		}
 		if !ok {
 			return written, errors.New("sftp.File.WriteTo: unexpectedly closed channel")
 		}
@@ -1718,8 +1739,12 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 			// not read on, and the file grew. Its rest is read here,
 			// before this chunk's bytes, which upstream wrote after
 			// the gap without an error (found by the audit29 audit).
-			n, err := f.writeGap(w, packet.off, tr)
-			written += n
+			err := flush()
+			var n int64
+			if err == nil {
+				n, err = f.writeGap(w, packet.off, tr)
+				written += n
+			}
 			if err != nil {
 				if packet.refs != nil {
 					packet.refs.release()
@@ -1736,6 +1761,28 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		// end, which only says where the file ended.
 		if read := packet.n + len(packet.rest); read > 0 || packet.err == nil {
 			f.offset = packet.off + int64(read)
+		}
+
+		if g != nil {
+			// hostgate (change 12): written with the replies around
+			// it, given back after.
+			g.add(packet.refs, packet.b, packet.rest, packet.page, packet.size)
+			if packet.err != nil {
+				if err := flush(); err != nil {
+					return written, err
+				}
+				if packet.err == io.EOF {
+					return written, nil
+				}
+				return written, packet.err
+			}
+			if g.full() {
+				if err := flush(); err != nil {
+					return written, err
+				}
+			}
+			cur = packet.next
+			continue
 		}
 
 		if packet.refs != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,5 +244,100 @@ func TestHostgateTinyAnswers(t *testing.T) {
 	var got bytes.Buffer
 	if n, err := small.WriteTo(&got); err != nil || n != size || !bytes.Equal(got.Bytes(), data) {
 		t.Errorf("WriteTo, %d bytes a reply: %d, %v, same bytes %v", MinReadSize, n, err, bytes.Equal(got.Bytes(), data))
+	}
+}
+
+// syscw is this process's count of write system calls so far.
+func syscw(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skip("no /proc/self/io:", err)
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("syscw: ")); ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no syscw in /proc/self/io")
+	return 0
+}
+
+// hostgate: change 12. WriteTo to a file, from the SSH channel's packets,
+// makes at most a write(2) per reply (the replies that have come,
+// gathered in one writev), where it made one per packet of the channel
+// (up to 32 KiB: 9 a 255 KiB reply); to a file and to a pipe, every byte
+// in order, every
+// packet given back after its bytes were written (a packet given back
+// early is overwritten, and the bytes would differ), also when the pipe's
+// reader goes away.
+func TestHostgateWriteToGathers(t *testing.T) {
+	name, data := randomFile(t, 8<<20+12345, 12)
+	replies := int64(len(data)/(255<<10) + 2)
+	c, pr := sharedPipe(t, 13, MaxPacketUnchecked(255<<10), MaxConcurrentRequestsPerFile(32))
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	// A pipe takes 64 KiB a call at most: only the file's calls are
+	// bounded, the pipe's logged.
+	download := func(what string, w io.Writer) (int64, error) {
+		t.Helper()
+		f, err := c.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		before := syscw(t)
+		n, err := f.WriteTo(w)
+		if calls := syscw(t) - before; w == out && calls > replies+8 {
+			t.Errorf("%s: %d write calls for %d replies; want at most one a reply", what, calls, replies)
+		} else {
+			t.Logf("%s: %d write calls for %d replies", what, calls, replies)
+		}
+		return n, err
+	}
+
+	if n, err := download("file", out); err != nil || n != int64(len(data)) {
+		t.Errorf("WriteTo a file: %d, %v", n, err)
+	}
+	if got, err := os.ReadFile(out.Name()); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("WriteTo a file: %v, same bytes %v", err, bytes.Equal(got, data))
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- b
+	}()
+	n, err := download("pipe", w)
+	_ = w.Close()
+	if got := <-read; err != nil || n != int64(len(data)) || !bytes.Equal(got, data) {
+		t.Errorf("WriteTo a pipe: %d, %v, same bytes %v", n, err, bytes.Equal(got, data))
+	}
+	_ = r.Close()
+
+	r, w, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = io.CopyN(io.Discard, r, 1<<20)
+		_ = r.Close()
+	}()
+	if n, err := download("pipe closed after 1 MiB", w); err == nil || n >= int64(len(data)) {
+		t.Errorf("WriteTo a pipe whose reader went away: %d, %v; want an error", n, err)
+	}
+	_ = w.Close()
+	if pr.shared.Load() == 0 {
+		t.Error("WriteTo took no data by reference")
 	}
 }

@@ -96,13 +96,14 @@ func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func(
 	// A short answer inside a regular file is the server's largest read,
 	// as the client's own reads take it: at least sftp.MinReadSize, and
 	// one under that is counted (sftp.ShortReads). A file of another
-	// kind (a FIFO) answers what it has, which says nothing of the
-	// server.
+	// kind (a FIFO) answers what it has, and one read past its stat's
+	// size (a /proc file's is 0) what it holds there: neither says
+	// anything of the server.
 	var tr *sftp.ShortReads
 	if size >= 0 {
-		tr = new(sftp.ShortReads)
-		if n < chunk {
-			_ = tr.Short(chunk, n)
+		tr = &sftp.ShortReads{Size: size}
+		if n < chunk && tr.Inside(int64(n)) {
+			_ = tr.Short(int64(n), chunk, n)
 			chunk = min(chunk, p.c.LearnReadSize(n))
 		}
 	}
@@ -209,10 +210,12 @@ func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byt
 			if n == 0 {
 				return 0, false, errEmptyRead
 			}
-			if err := tr.Short(len(r.b), n); err != nil {
+			if err := tr.Short(int64(r.off+n), len(r.b), n); err != nil {
 				return 0, false, err
 			}
-			*chunk = min(*chunk, p.c.LearnReadSize(n))
+			if tr.Inside(int64(r.off + n)) {
+				*chunk = min(*chunk, p.c.LearnReadSize(n))
+			}
 			// Ask again for the rest, in pieces the server answers
 			// whole, ahead of the answers still to come.
 			piece := max(*chunk, (len(r.b)-n+sftpConcurrency-1)/sftpConcurrency)

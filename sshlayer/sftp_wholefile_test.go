@@ -129,7 +129,9 @@ func wholeFilePipe(t *testing.T, size int, read readsAt) (*sftpProvider, *sftpRe
 // and it asked for every byte (capped here at 20,000 reads, after which the
 // server fails them); one that answers 600 bytes is read whole, with as
 // many reads in flight as the client's own downloads keep (RequestsFor),
-// where it kept 32 (found by the sftpmem audit).
+// where it kept 32; one whose stat says 0 bytes (a /proc file) is read
+// whole, its answers neither counted nor taken as the server's (found by
+// the sftpmem audit).
 func TestSFTPReadFileShortAnswers(t *testing.T) {
 	const size = 1 << 20
 	data := make([]byte, size)
@@ -159,9 +161,25 @@ func TestSFTPReadFileShortAnswers(t *testing.T) {
 		}
 	}
 
+	// A file whose stat says 0 bytes (as Linux's /proc files) answering
+	// 100 bytes a read: read whole, nothing counted, nothing learned.
+	p, _ := wholeFilePipe(t, 0, func(b []byte, off int64) (int, error) {
+		if off >= 20000 {
+			return 0, io.EOF
+		}
+		return copy(b[:min(len(b), 100, 20000-int(off))], data[off:]), nil
+	})
+	got, err := p.ReadFile(context.Background(), "/f", nil)
+	if err != nil || !bytes.Equal(got, data[:20000]) {
+		t.Errorf("stat size 0, 100 bytes a read: ReadFile: %d bytes, %v", len(got), err)
+	}
+	if rs := p.c.ReadSize(); rs != sftpMaxPacket {
+		t.Errorf("stat size 0, 100 bytes a read: ReadSize after: %d; want %d", rs, sftpMaxPacket)
+	}
+
 	var reads atomic.Int64
 	p, rc := wholeFilePipe(t, size, answering(600, &reads))
-	got, err := p.ReadFile(context.Background(), "/f", nil)
+	got, err = p.ReadFile(context.Background(), "/f", nil)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("600 bytes a read: ReadFile: %d bytes, %v, same bytes %v", len(got), err, bytes.Equal(got, data))
 	}

@@ -1184,7 +1184,7 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64, tr *ShortReads) 
 			return n, err
 		}
 		if n < len(b) {
-			if err := tr.Short(asked, m); err != nil {
+			if err := tr.Short(off+int64(n), asked, m); err != nil {
 				return n, err
 			}
 			// hostgate (change 8): a short answer; the rest at once,
@@ -1467,7 +1467,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	// but at its end, by a server that answers at least MinReadSize.
 	var tr *ShortReads
 	if isRegular(fileStat.Mode) {
-		tr = new(ShortReads)
+		tr = &ShortReads{Size: int64(fileSize)}
 	}
 	if fileSize <= uint64(size) || !isRegular(fileStat.Mode) {
 		// only regular files are guaranteed to return (full read) xor (partial read, next error)
@@ -1602,7 +1602,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				// for the end without asking.
 				// hostgate (change 8): the rest in pieces of the
 				// answer's size, at once.
-				if err = tr.Short(chunkSize, n); err == nil {
+				if err = tr.Short(readWork.off+int64(n), chunkSize, n); err == nil {
 					rest = make([]byte, chunkSize-n)
 					var m int
 					m, err = f.readRest(rest, readWork.off+int64(n), n, tr)

@@ -230,6 +230,26 @@ func TestHostgateTinyAnswers(t *testing.T) {
 		}
 	}
 
+	// A file whose stat says 0 bytes (as Linux's /proc files) answering
+	// 100 bytes a read, past that size: neither counted nor learned.
+	proc := make([]byte, 20000)
+	for i := range proc {
+		proc[i] = byte(i * 3)
+	}
+	procFile := requestPipe(t, 0, func(b []byte, off int64) (int, error) {
+		if off >= int64(len(proc)) {
+			return 0, io.EOF
+		}
+		return copy(b[:min(len(b), 100)], proc[off:]), nil
+	})
+	var got bytes.Buffer
+	if n, err := procFile.WriteTo(&got); err != nil || n != int64(len(proc)) || !bytes.Equal(got.Bytes(), proc) {
+		t.Errorf("WriteTo, stat size 0, 100 bytes a reply: %d, %v, same bytes %v", n, err, bytes.Equal(got.Bytes(), proc))
+	}
+	if rs := procFile.c.ReadSize(); rs != 255<<10 {
+		t.Errorf("ReadSize after reading a file past its stat's size: %d; want %d", rs, 255<<10)
+	}
+
 	const size = 1 << 20
 	data := make([]byte, size)
 	for i := range data {
@@ -241,7 +261,7 @@ func TestHostgateTinyAnswers(t *testing.T) {
 		}
 		return copy(b[:min(len(b), MinReadSize)], data[off:]), nil
 	})
-	var got bytes.Buffer
+	got.Reset()
 	if n, err := small.WriteTo(&got); err != nil || n != size || !bytes.Equal(got.Bytes(), data) {
 		t.Errorf("WriteTo, %d bytes a reply: %d, %v, same bytes %v", MinReadSize, n, err, bytes.Equal(got.Bytes(), data))
 	}

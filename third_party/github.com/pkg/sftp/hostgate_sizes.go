@@ -192,11 +192,11 @@ func (f *File) readRest(b []byte, off int64, answered int, tr *ShortReads) (int,
 	n := 0
 	for i, r := range reqs {
 		m, err := takeRead(r.id, r.ch, r.b)
-		if i == 0 && m > 0 {
+		if i == 0 && m > 0 && tr.Inside(off) {
 			f.c.shortRead(answered)
 		}
 		if err == nil && m < len(r.b) {
-			if err = tr.Short(len(r.b), m); err == nil {
+			if err = tr.Short(off+int64(n+m), len(r.b), m); err == nil {
 				var more int
 				more, err = f.readChunkAt(nil, r.b[m:], off+int64(n+m), tr)
 				m += more
@@ -233,15 +233,25 @@ var ErrTinyReads = fmt.Errorf("sftp: the server answered %d reads inside a regul
 // practice (a 64 MiB file at a round trip a byte); after maxTinyReads
 // answers under MinReadSize the download fails with ErrTinyReads. The
 // reads of a file of unknown kind (ReadAt, Read: a FIFO answers what was
-// written) are not counted. The zero value is ready; a nil *ShortReads
-// counts nothing.
-type ShortReads struct{ tiny atomic.Int32 }
+// written) are not counted. Nor are answers that end at or past Size, the
+// size the file's stat gave: a file that grew since, or one whose stat
+// says nothing of its bytes (Linux's /proc files are regular, of size 0,
+// and answer a page or a record a read); nor do they teach the client a
+// read size. A nil *ShortReads counts nothing.
+type ShortReads struct {
+	Size int64 // the file's size as its stat gave it
+	tiny atomic.Int32
+}
+
+// Inside says whether an answer ending at end is inside the file, as s
+// knows it: short answers there are the server's. Any is, for a nil s.
+func (s *ShortReads) Inside(end int64) bool { return s == nil || end < s.Size }
 
 // Short notes a read that asked for asked bytes and was answered with n,
-// fewer, inside the file; it returns ErrTinyReads once maxTinyReads such
-// answers were under MinReadSize bytes.
-func (s *ShortReads) Short(asked, n int) error {
-	if s == nil || n >= min(asked, MinReadSize) {
+// fewer, ending at end; it returns ErrTinyReads once maxTinyReads such
+// answers inside the file were under MinReadSize bytes.
+func (s *ShortReads) Short(end int64, asked, n int) error {
+	if s == nil || !s.Inside(end) || n >= min(asked, MinReadSize) {
 		return nil
 	}
 	if s.tiny.Add(1) >= maxTinyReads {

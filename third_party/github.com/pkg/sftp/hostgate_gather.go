@@ -37,7 +37,11 @@ func gatherFor(w io.Writer, freed chan<- int) *gather {
 	var writev func([][]byte) (int64, error)
 	switch w := w.(type) {
 	case *os.File:
-		writev = fileWritev(w)
+		// Standard output and error keep os.File.Write's broken pipe,
+		// which ends the program as SIGPIPE does.
+		if w != os.Stdout && w != os.Stderr {
+			writev = fileWritev(w)
+		}
 	case net.Conn:
 		writev = func(bufs [][]byte) (int64, error) {
 			nb := net.Buffers(bufs)

@@ -49,7 +49,8 @@ func tick(progress func()) {
 // regular file); a bigger file is read with up to sftpConcurrency requests
 // in flight. The handle's close is sent on every way out, also when ctx
 // ends, but not waited for: as with os.ReadFile, a failed close after a
-// complete read is no error of the read.
+// complete read is no error of the read. The end of ctx ends a wait for a
+// read's answer, which a server may never send (a hung mount).
 func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("open", name, err)
@@ -69,8 +70,8 @@ func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func(
 	stat := f.StatNoWait()
 	chunk := min(sftpMaxPacket, p.c.ReadSize()) // what the server answers, if known
 	read := f.ReadAtNoWait(first[:chunk], 0)
-	fi, serr := stat.Wait()
-	n, err := read.Wait()
+	fi, serr := stat.WaitContext(ctx)
+	n, err := read.WaitContext(ctx)
 	tick(progress)
 	switch {
 	case err == io.EOF:
@@ -148,7 +149,7 @@ func (p *sftpProvider) readRest(ctx context.Context, f *sftp.File, name string, 
 		if err := ctx.Err(); err != nil {
 			return nil, p.pathErr("read", name, err)
 		}
-		n, err := f.ReadAtNoWait(buf[:chunk], int64(len(data))).Wait()
+		n, err := f.ReadAtNoWait(buf[:chunk], int64(len(data))).WaitContext(ctx)
 		if err == io.EOF {
 			return data, nil
 		}
@@ -195,7 +196,7 @@ func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byt
 		}
 		r := queue[0]
 		queue = queue[1:]
-		n, err := r.p.Wait()
+		n, err := r.p.WaitContext(ctx)
 		switch {
 		case err == io.EOF:
 			return r.off, true, nil

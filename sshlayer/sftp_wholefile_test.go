@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pkg/sftp"
 )
@@ -188,5 +189,37 @@ func TestSFTPReadFileShortAnswers(t *testing.T) {
 		t.Errorf("600 bytes a read: at most %d reads in flight; want more than %d (RequestsFor: %d)", rc.most, sftpConcurrency*2, want)
 	} else if rc.most > want+sftpConcurrency {
 		t.Errorf("600 bytes a read: %d reads in flight; want at most %d", rc.most, want+sftpConcurrency)
+	}
+}
+
+// ReadFile from a server whose read never ends (a hung mount) returns
+// when its context ends, where it waited for the answer until the
+// connection ended (found by the sftpmem audit).
+func TestSFTPReadFileCancelledWhileWaiting(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	end := func() { once.Do(func() { close(release) }) }
+	p, _ := wholeFilePipe(t, 1000, func(b []byte, off int64) (int, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+		return 0, io.EOF
+	})
+	t.Cleanup(end) // runs before the pipe's cleanup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-entered
+		cancel()
+	}()
+	// Without the context, the read would wait for ever: the server
+	// answers it 20 s on, and ReadFile then returns no context error.
+	late := time.AfterFunc(20*time.Second, end)
+	defer late.Stop()
+	if _, err := p.ReadFile(ctx, "/f", nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadFile, its context cancelled while a read waits: %v; want context.Canceled", err)
 	}
 }

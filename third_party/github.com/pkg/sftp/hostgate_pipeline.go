@@ -9,6 +9,7 @@ package sftp
 // reply.
 
 import (
+	"context"
 	"io"
 	"os"
 	"path"
@@ -26,7 +27,24 @@ type Pending[T any] struct {
 // Wait waits for the reply, or for the end of the connection
 // (ErrSSHFxConnectionLost). Call it once.
 func (p *Pending[T]) Wait() (T, error) {
-	r := <-p.ch
+	return p.take(<-p.ch)
+}
+
+// WaitContext is Wait, or ctx's error if ctx ends first (change 13): the
+// reply is then dropped when it comes, as one nobody waits for. A server
+// that never answers (a read of a hung mount, a broken server) held Wait
+// until the connection ended.
+func (p *Pending[T]) WaitContext(ctx context.Context) (T, error) {
+	select {
+	case r := <-p.ch:
+		return p.take(r)
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func (p *Pending[T]) take(r result) (T, error) {
 	r.flatten() // hostgate: a data reply in the channel's packets
 	defer r.release()
 	if r.err != nil {

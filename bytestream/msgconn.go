@@ -33,7 +33,7 @@ import (
 type msgConn struct {
 	ws    *websocket.Conn
 	tcp   net.Conn // the conn under ws; nil: unknown (a caller's HTTP client dialed)
-	addrs bool     // LocalAddr and RemoteAddr are tcp's (accepted conns, as NetConn's)
+	addrs bool     // RemoteAddr is tcp's (accepted conns, as NetConn's); LocalAddr is tcp's whenever tcp is known
 	// peer is RemoteAddr when addrs is false: the URL a dialed conn
 	// dialed, or unknown.
 	peer net.Addr
@@ -204,8 +204,13 @@ func (c *msgConn) SetDeadline(t time.Time) error {
 func (c *msgConn) SetReadDeadline(t time.Time) error  { c.rd.set(t); return nil }
 func (c *msgConn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
 
+// LocalAddr is the TCP conn's local address where the conn under the
+// WebSocket is known, dialed conns included: an agent's SSH server names
+// it in SSH_CONNECTION as the address its host was reached at, as sshd
+// names the address a caller reached (the remote end of a dialed conn may
+// be a proxy; the local end is this machine's either way).
 func (c *msgConn) LocalAddr() net.Addr {
-	if c.addrs {
+	if c.tcp != nil {
 		return c.tcp.LocalAddr()
 	}
 	return wsAddr{}
@@ -222,8 +227,8 @@ func (c *msgConn) RemoteAddr() net.Addr {
 }
 
 // wsAddr stands for an end whose TCP address is not given: the local end
-// of a dialed conn ("websocket/unknown-addr", as NetConn's), or the remote
-// end as the URL dialed. A dialed conn's TCP peer may be a proxy, and an
+// of a conn a caller's HTTP client dialed ("websocket/unknown-addr", as
+// NetConn's), or the remote end of a dialed conn as the URL dialed. A dialed conn's TCP peer may be a proxy, and an
 // agent counting handshakes per source address must not count every
 // stream of its tunnel as one source, so a dialed conn never reports a
 // *net.TCPAddr.

@@ -75,9 +75,12 @@ func TestMsgConnDeadlineDuringWrite(t *testing.T) {
 }
 
 // An accepted conn reports its TCP addresses; a dialed one reports no
-// TCP address (its peer may be a proxy) but names the URL it dialed,
-// without the query: an agent logged remote=websocket/unknown-addr for
-// every session that came through its gateway tunnel.
+// remote TCP address (its peer may be a proxy) but names the URL it
+// dialed, without the query: an agent logged remote=websocket/unknown-addr
+// for every session that came through its gateway tunnel. Its local end
+// is its TCP conn's, the address the accepted end sees (an agent's
+// commands said UNKNOWN 65535 for it in SSH_CONNECTION); with a caller's
+// HTTP client, whose conn it does not see, it is unknown.
 func TestMsgConnAddrs(t *testing.T) {
 	url, ch := wsServer(t, nil)
 	a, err := WebSocket(testCtx(t), url+"/v1/agent/connect?secret=s3cret", nil)
@@ -86,8 +89,17 @@ func TestMsgConnAddrs(t *testing.T) {
 	}
 	b := acceptedConn(t, ch)
 	t.Cleanup(func() { closeBoth(a, b) })
-	if got := a.LocalAddr().Network(); got != "websocket" {
-		t.Errorf("dialed LocalAddr network %q, want websocket", got)
+	if la, ok := a.LocalAddr().(*net.TCPAddr); !ok || la.String() != b.RemoteAddr().String() {
+		t.Errorf("dialed LocalAddr %v (%T), want the accepted end's RemoteAddr %v", a.LocalAddr(), a.LocalAddr(), b.RemoteAddr())
+	}
+	own, err := WebSocket(testCtx(t), url, &WebSocketOptions{HTTPClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := acceptedConn(t, ch)
+	t.Cleanup(func() { closeBoth(own, ob) })
+	if got := own.LocalAddr().String(); got != "websocket/unknown-addr" {
+		t.Errorf("LocalAddr of a conn a caller's HTTP client dialed: %q, want websocket/unknown-addr", got)
 	}
 	want := strings.Replace(url, "http://", "ws://", 1) + "/v1/agent/connect"
 	if ra := a.RemoteAddr(); ra.Network() != "websocket" || ra.String() != want {

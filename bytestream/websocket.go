@@ -255,7 +255,8 @@ func (c *wsConn) SetWriteDeadline(t time.Time) error {
 }
 
 // newWSConn wraps c; cork, if known (nil: a caller's HTTPClient dialed),
-// is the TCP conn under it, whose addresses the conn reports if addrs.
+// is the TCP conn under it, whose local address the conn reports, and its
+// remote one if addrs.
 func newWSConn(c *websocket.Conn, limit int64, cork *corkConn, addrs bool) *wsConn {
 	if limit <= 0 {
 		limit = DefaultReadLimit

@@ -9,10 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,11 +111,14 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 		t.Fatalf("ssh: %v %q", err, out)
 	}
 	// The command sees the caller as under sshd: `gateway proxy`'s
-	// address and port, which the gateway names to the agent.
+	// address and port, which the gateway names to the agent; and the
+	// server's end as the agent's own end of its tunnel, the address the
+	// gateway logged its tunnel from (it said UNKNOWN 65535).
 	out, err = exec.CommandContext(ctx, "ssh", "-F", cfg, "alpha", `echo "$SSH_CONNECTION|$SSH_CLIENT"`).CombinedOutput()
-	if m := callerEnv.FindStringSubmatch(strings.TrimSpace(string(out))); err != nil || m == nil || m[1] != m[2] {
-		t.Fatalf("ssh: SSH_CONNECTION|SSH_CLIENT = %q (%v), want the caller's 127.0.0.1 and port in both", out, err)
+	if err != nil {
+		t.Fatalf("ssh: %v %q", err, out)
 	}
+	checkCallerEnv(t, string(out), "127.0.0.1", g.agentEnd("alpha"))
 
 	local := filepath.Join(dir, "up.bin")
 	data := make([]byte, 20<<20)
@@ -153,10 +158,45 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 	}
 }
 
-// callerEnv matches `echo "$SSH_CONNECTION|$SSH_CLIENT"` of a command
-// whose caller is on this machine: its port in each, the agent's own
-// address UNKNOWN (its tunnel's end, or a sandbox's stdio, has none).
-var callerEnv = regexp.MustCompile(`^127\.0\.0\.1 ([1-9][0-9]*) UNKNOWN 65535\|127\.0\.0\.1 ([1-9][0-9]*) 65535$`)
+// callerEnv matches `echo "$SSH_CONNECTION|$SSH_CLIENT"`: the caller's
+// address and port, the server's, then the caller's again and the
+// server's port.
+var callerEnv = regexp.MustCompile(`^(\S+) ([0-9]+) (\S+) ([0-9]+)\|(\S+) ([0-9]+) ([0-9]+)$`)
+
+// checkCallerEnv checks out, `echo "$SSH_CONNECTION|$SSH_CLIENT"` of a
+// command, against sshd's form: the caller at ip with a port of its own
+// (not 0 or 65535), the same in both, and server (the agent's end, "IP
+// PORT"; UNKNOWN 65535 for a sandbox's stdio, which has no address) in
+// both.
+func checkCallerEnv(t testing.TB, out, ip, server string) {
+	t.Helper()
+	m := callerEnv.FindStringSubmatch(strings.TrimSpace(out))
+	if m == nil || m[1] != ip || m[2] == "0" || m[2] == "65535" || m[5] != m[1] || m[6] != m[2] ||
+		m[3]+" "+m[4] != server || m[7] != m[4] {
+		t.Fatalf("SSH_CONNECTION|SSH_CLIENT = %q, want the caller %s and a port in both, and the server's end %q", out, ip, server)
+	}
+}
+
+// tunnelUpRE is the gateway's log line for a host's tunnel: the address
+// it came from.
+var tunnelUpRE = regexp.MustCompile(`msg="tunnel up" host=(\S+) remote=(\S+)`)
+
+// agentEnd is the agent's end of host id's newest tunnel as SSH_CONNECTION
+// names it ("IP PORT"): the address the gateway logged the tunnel from.
+func (g *gw) agentEnd(id string) string {
+	g.t.Helper()
+	end := ""
+	for _, m := range tunnelUpRE.FindAllStringSubmatch(g.output(), -1) {
+		if m[1] == id {
+			end = m[2]
+		}
+	}
+	ap, err := netip.ParseAddrPort(end)
+	if err != nil {
+		g.t.Fatalf("the gateway logged no tunnel from an address for %s (%q: %v):\n%s", id, end, err, g.output())
+	}
+	return ap.Addr().String() + " " + strconv.Itoa(int(ap.Port()))
+}
 
 // sshConfig writes the README's config block for host id into dir and
 // returns its path: a session key with a gateway certificate, a known_hosts

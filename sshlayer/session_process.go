@@ -537,13 +537,14 @@ func (p *srvProcess) resize(cols, rows uint16) {
 }
 
 // connectionEnv is SSH_CONNECTION and SSH_CLIENT, as sshd sets them, for a
-// connection from remote to local. An end without a TCP address (a
-// gateway's yamux stream, stdio) is "UNKNOWN 65535", as sshd -i names each
-// end of a pipe: programs and shell profiles test them to know they run
-// over SSH (tmux, prompts, gpg's pinentry), and without them a session
-// through the gateway looked local. A gateway that names the caller
-// (internal/proxyproto) makes remote the caller's address, while the local
-// end of an agent's tunnel stays UNKNOWN.
+// connection from remote to local. An end without a TCP address (stdio, a
+// sandbox's tunnel) is "UNKNOWN 65535", as sshd -i names each end of a
+// pipe: programs and shell profiles test them to know they run over SSH
+// (tmux, prompts, gpg's pinentry), and without them a session through the
+// gateway looked local. A gateway that names the caller
+// (internal/proxyproto) makes remote the caller's address; local, on a
+// stream of an agent's tunnel, is the agent's end of the tunnel's TCP
+// conn, the address its host reached the gateway from.
 func connectionEnv(remote, local net.Addr) []string {
 	rip, rport := "UNKNOWN", 65535
 	if ra, ok := remote.(*net.TCPAddr); ok {

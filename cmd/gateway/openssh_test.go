@@ -82,8 +82,9 @@ func TestOpenSSHThroughProxy(t *testing.T) {
 // both named each end UNKNOWN and port 65535, as sshd on a transport
 // without addresses (sshd -i on a pipe). Now the gateway names the caller
 // to the agent (a PROXY line on each stream), so they carry `gateway
-// proxy`'s address and port, as sshd's carry the client's; the agent's own
-// end of the gateway's stream still has no address.
+// proxy`'s address and port, as sshd's carry the client's; and the
+// server's end is the agent's end of its tunnel, its TCP address (it said
+// UNKNOWN 65535), as sshd's is the address the client reached.
 func TestOpenSSHSessionNamesItsConnection(t *testing.T) {
 	sshPath, err := exec.LookPath("ssh")
 	testenv.RequirePeer(t, "openssh (ssh)", err == nil)
@@ -96,11 +97,11 @@ func TestOpenSSHSessionNamesItsConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ssh: %v\n%s", err, out)
 	}
-	var port int
-	if _, err := fmt.Sscanf(string(out), "127.0.0.1 %d UNKNOWN 65535|", &port); err != nil || port <= 0 || port == 65535 {
-		t.Fatalf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want the caller's 127.0.0.1 and port (%v)", out, err)
+	var port, agentPort int
+	if _, err := fmt.Sscanf(string(out), "127.0.0.1 %d 127.0.0.1 %d|", &port, &agentPort); err != nil || port <= 0 || port == 65535 || agentPort <= 0 || agentPort == 65535 || agentPort == port {
+		t.Fatalf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want the caller's 127.0.0.1 and port, then the agent's (%v)", out, err)
 	}
-	if want := fmt.Sprintf("127.0.0.1 %d UNKNOWN 65535|127.0.0.1 %d 65535\n", port, port); string(out) != want {
+	if want := fmt.Sprintf("127.0.0.1 %d 127.0.0.1 %d|127.0.0.1 %d %d\n", port, agentPort, port, agentPort); string(out) != want {
 		t.Errorf("SSH_CONNECTION|SSH_CLIENT through the gateway: %q, want %q", out, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,12 +56,28 @@ func (g *gw) dialSSHFrom(front, token, host string) (*sshlayer.Client, *net.TCPA
 	return c, local.Load(), nil
 }
 
+// agentEnd is the agent's end of its tunnel as SSH_CONNECTION names it,
+// "IP PORT": the address the gateway saw its tunnel come from.
+func (g *gw) agentEnd(t *testing.T) string {
+	p := g.agentFrom.Load()
+	if p == nil {
+		t.Fatal("no agent tunnel reached the gateway")
+	}
+	ap, err := netip.ParseAddrPort(*p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ap.Addr().String() + " " + strconv.Itoa(int(ap.Port()))
+}
+
 // TestConnectNamesTheCaller: an agent that reads caller preambles, behind
 // a gateway that writes them (wire.HeaderCallerPreamble both ways), gives
 // a command the caller's address and port in SSH_CONNECTION and
 // SSH_CLIENT, as sshd does, and its log names the caller as the session
 // starts (remote=, which said the tunnel's websocket/unknown-addr, then
-// the gateway's URL), beside the gateway it dialed (gateway=).
+// the gateway's URL), beside the gateway it dialed (gateway=). The
+// server's end in them is the agent's end of its tunnel, its TCP address
+// (it said UNKNOWN 65535), as sshd names the address a caller reached.
 func TestConnectNamesTheCaller(t *testing.T) {
 	g := newGW(t)
 	var logs syncBuffer
@@ -74,7 +91,9 @@ func TestConnectNamesTheCaller(t *testing.T) {
 	defer c.Close()
 	got := run(t, c, `echo "$SSH_CONNECTION"; echo "$SSH_CLIENT"`)
 	port := strconv.Itoa(local.Port)
-	if want := "127.0.0.1 " + port + " UNKNOWN 65535\n127.0.0.1 " + port + " 65535\n"; got != want {
+	end := g.agentEnd(t)
+	_, endPort, _ := strings.Cut(end, " ")
+	if want := "127.0.0.1 " + port + " " + end + "\n127.0.0.1 " + port + " " + endPort + "\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	select {
@@ -95,7 +114,7 @@ func TestConnectNamesTheCaller(t *testing.T) {
 // TestConnectOlderAgentGetsNoCallerPreamble: an agent that does not say
 // it reads caller preambles (an older one: the header is taken out of its
 // request here) gets none, and its sessions work as before, with
-// SSH_CONNECTION UNKNOWN; the gateway's answer says nothing of them, so
+// SSH_CONNECTION's caller UNKNOWN; the gateway's answer says nothing of them, so
 // a newer agent behind an older gateway reads none either.
 func TestConnectOlderAgentGetsNoCallerPreamble(t *testing.T) {
 	g := newGW(t)
@@ -118,8 +137,8 @@ func TestConnectOlderAgentGetsNoCallerPreamble(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if got := run(t, c, `echo "$SSH_CONNECTION"`); got != "UNKNOWN 65535 UNKNOWN 65535\n" {
-		t.Errorf("SSH_CONNECTION %q, want UNKNOWN", got)
+	if got, want := run(t, c, `echo "$SSH_CONNECTION"`), "UNKNOWN 65535 "+g.agentEnd(t)+"\n"; got != want {
+		t.Errorf("SSH_CONNECTION %q, want %q", got, want)
 	}
 }
 
@@ -159,7 +178,7 @@ func TestConnectKeyProofCarriesCallerPreamble(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if got, want := run(t, c, `echo "$SSH_CONNECTION"`), "127.0.0.1 "+strconv.Itoa(local.Port)+" UNKNOWN 65535\n"; got != want {
+	if got, want := run(t, c, `echo "$SSH_CONNECTION"`), "127.0.0.1 "+strconv.Itoa(local.Port)+" "+g.agentEnd(t)+"\n"; got != want {
 		t.Errorf("SSH_CONNECTION %q, want %q", got, want)
 	}
 }

@@ -55,6 +55,9 @@ type gw struct {
 	store *store.SQLite
 	ca    *sshca.CA
 	cur   atomic.Pointer[gateway.Server]
+	// agentFrom is the client address of the last agent tunnel's
+	// request: the agent's local end of its tunnel.
+	agentFrom atomic.Pointer[string]
 }
 
 func newGW(t testing.TB) *gw {
@@ -72,6 +75,9 @@ func newGW(t testing.TB) *gw {
 	g := &gw{t: t, ctx: ctx, store: st, ca: ca}
 	g.restart()
 	g.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == wire.ConnectPath {
+			g.agentFrom.Store(&r.RemoteAddr)
+		}
 		g.cur.Load().Handler().ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {

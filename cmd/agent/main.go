@@ -36,6 +36,7 @@ import (
 
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/buildinfo"
+	"github.com/hostgate/hostgate/internal/flaghelp"
 	"github.com/hostgate/hostgate/internal/sigreset"
 )
 
@@ -46,10 +47,25 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 		return agent.RunServe(ctx, args, &agent.ServeIO{Stderr: stderr, Help: stdout})
 	},
 	"connect": agent.RunConnect,
-	"version": func(_ context.Context, _ []string, stdout, _ io.Writer) error {
-		fmt.Fprintln(stdout, "agent", buildinfo.Version())
-		return nil
-	},
+	"version": runVersion,
+}
+
+// runVersion prints the version; -h and --help print its usage (they
+// printed the version, as any argument did).
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agent version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: agent version\n\nprints the commit this agent was built from and the Go that built it")
+	}
+	if err := flaghelp.Parse(fs, stdout, func() error { return fs.Parse(args) }); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("agent version: unexpected arguments %q", fs.Args())
+	}
+	fmt.Fprintln(stdout, "agent", buildinfo.Version())
+	return nil
 }
 
 // summaries are the commands' one-line descriptions for usage.

@@ -461,6 +461,20 @@ func TestUsage(t *testing.T) {
 			t.Errorf("agent %v: code %d, stdout %q, stderr %q; want 0 and help on stdout alone", tc.args, code, out.String(), errb.String())
 		}
 	}
+	// Every command answers -h and --help with its usage on stdout, and
+	// does nothing else: `agent version -h` printed the version.
+	for name := range commands {
+		for _, h := range []string{"-h", "--help"} {
+			var out, errb bytes.Buffer
+			if code := run([]string{name, h}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "usage") || errb.Len() != 0 {
+				t.Errorf("agent %s %s: code %d, stdout %q, stderr %q; want 0 and its usage on stdout alone", name, h, code, out.String(), errb.String())
+			}
+		}
+	}
+	b.Reset()
+	if code := run([]string{"version", "extra"}, io.Discard, &b); code != 1 || !strings.Contains(b.String(), "unexpected arguments") {
+		t.Errorf("agent version extra: code %d, stderr %q; want 1 and the argument refused", code, b.String())
+	}
 	var out bytes.Buffer
 	b.Reset()
 	if code := run([]string{"connect", "--no-such-flag"}, &out, &b); code != 1 || out.Len() != 0 || !strings.Contains(b.String(), "no-such-flag") {

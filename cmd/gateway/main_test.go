@@ -399,6 +399,17 @@ func TestHelp(t *testing.T) {
 			t.Errorf("gateway %v: help on stdout lacks %q, or stderr has some:\nstdout:\n%s\nstderr:\n%s", tc.args, tc.want, out.String(), errb.String())
 		}
 	}
+	// Every command answers -h and --help with its usage on stdout, and
+	// does nothing else: `gateway version -h` printed the version.
+	for name := range commands {
+		for _, h := range []string{"-h", "--help"} {
+			var out, errb bytes.Buffer
+			err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{name, h})
+			if (err != nil && !errors.Is(err, flag.ErrHelp)) || !strings.HasPrefix(out.String(), "usage") || errb.Len() != 0 {
+				t.Errorf("gateway %s %s: %v; want its usage on stdout alone:\nstdout:\n%s\nstderr:\n%s", name, h, err, out.String(), errb.String())
+			}
+		}
+	}
 	// A flag that is not defined is an error: it and the usage stay on stderr.
 	var out, errb bytes.Buffer
 	if err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"serve", "--no-such-flag"}); err == nil || out.Len() != 0 || !strings.Contains(errb.String(), "no-such-flag") {

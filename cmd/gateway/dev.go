@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -54,7 +55,7 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 	}
 	defer unlock()
 	c.stateLocked = true
-	admin, agentTok, err := devTokens(ctx, c.StateDir)
+	admin, agentTok, err := devTokens(ctx, c.StateDir, logger)
 	if err != nil {
 		return err
 	}
@@ -112,8 +113,8 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 // local agent's token, and revokes those of earlier runs: each start added
 // two tokens that never expire, and every admin token printed before kept
 // working.
-func devTokens(ctx context.Context, dir string) (admin, agentTok string, err error) {
-	st, _, err := openState(ctx, dir)
+func devTokens(ctx context.Context, dir string, logger *slog.Logger) (admin, agentTok string, err error) {
+	st, _, err := openState(ctx, dir, logTightened(logger))
 	if err != nil {
 		return "", "", err
 	}
@@ -151,7 +152,7 @@ const (
 // TTL the CA allows) and a known_hosts line for the local host, and returns
 // an OpenSSH command line that reaches the host through `gateway proxy`.
 func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) {
-	st, ca, err := openState(ctx, dir)
+	st, ca, err := openState(ctx, dir, func(store.TightenedFile) {}) // devTokens opened it first
 	if err != nil {
 		return "", err
 	}
@@ -181,7 +182,9 @@ func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) 
 		filepath.Join(sshDir, "known_hosts"): []byte(devHost + " " + strings.TrimSpace(h.HostKey) + "\n"),
 	}
 	for p, b := range files {
-		if err := os.WriteFile(p, b, 0o600); err != nil {
+		// writeAtomic sets the mode of a file already there too:
+		// os.WriteFile left one a umask or a hand had opened up so.
+		if err := writeAtomic(p, b, 0o600); err != nil {
 			return "", err
 		}
 	}

@@ -4,11 +4,14 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hostgate/hostgate/internal/store"
 )
 
 // Each `gateway dev` start revokes the tokens of the one before: they
@@ -16,15 +19,15 @@ import (
 func TestDevTokensReplaced(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	admin1, agent1, err := devTokens(ctx, dir)
+	admin1, agent1, err := devTokens(ctx, dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin2, _, err := devTokens(ctx, dir)
+	admin2, _, err := devTokens(ctx, dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := openState(ctx, dir)
+	st, _, err := openState(ctx, dir, func(store.TightenedFile) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestDevSecondLeavesFirstTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	admin, _, err := devTokens(ctx, dir)
+	admin, _, err := devTokens(ctx, dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +65,7 @@ func TestDevSecondLeavesFirstTokens(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "another gateway is serving") {
 		t.Fatalf("second gateway dev: %v, want it refused", err)
 	}
-	st, _, err := openState(ctx, dir)
+	st, _, err := openState(ctx, dir, func(store.TightenedFile) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -982,3 +982,34 @@ func TestListenFlagWantsAPort(t *testing.T) {
 		}
 	}
 }
+
+// The state dir's files that hold secrets are the gateway user's alone:
+// gateway.db was created 0644 (SQLite's default, less the umask) inside
+// the 0700 dir, and an older gateway's stays so until a command opens it,
+// which makes it 0600 and says so.
+func TestStateFilesPrivate(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	create := func() string {
+		var out, errb bytes.Buffer
+		if err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"token", "create", "--role", "admin", "--state-dir", dir}); err != nil {
+			t.Fatalf("token create: %v\n%s", err, errb.String())
+		}
+		return errb.String()
+	}
+	create()
+	for _, f := range []string{dbFile, caKeyFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want 0600", f, st.Mode().Perm(), err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, dbFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msg := create(); !strings.Contains(msg, "warning: "+filepath.Join(dir, dbFile)+" was open to group or others (0644); made it 0600") {
+		t.Errorf("token create on a 0644 database said %q, want a warning naming it", msg)
+	}
+	if st, err := os.Stat(filepath.Join(dir, dbFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("%s after token create: %v %v, want 0600", dbFile, st.Mode().Perm(), err)
+	}
+}

@@ -251,11 +251,15 @@ func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQL
 		}
 		fmt.Fprintf(warn, "warning: no gateway state in %s yet; creating it. A gateway serving with another --state-dir (or HOSTGATE_STATE_DIR) will not know what this command writes.\n", dir)
 	}
-	return openState(ctx, dir)
+	return openState(ctx, dir, func(f store.TightenedFile) {
+		fmt.Fprintf(warn, "warning: %s was open to group or others (%#o); made it %#o: it holds token hashes, pinned host keys and the audit log\n", f.Path, f.Was, f.Now)
+	})
 }
 
-// openState opens the database and CA in dir (created 0700).
-func openState(ctx context.Context, dir string) (*store.SQLite, *sshca.CA, error) {
+// openState opens the database and CA in dir (created 0700); tightened
+// hears of each database file that was open to group or others (an older
+// gateway's, created 0644), which the store has made its owner's alone.
+func openState(ctx context.Context, dir string, tightened func(store.TightenedFile)) (*store.SQLite, *sshca.CA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}
@@ -263,12 +267,23 @@ func openState(ctx context.Context, dir string) (*store.SQLite, *sshca.CA, error
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, f := range st.Tightened() {
+		tightened(f)
+	}
 	ca, err := sshca.LoadOrCreate(filepath.Join(dir, caKeyFile))
 	if err != nil {
 		_ = st.Close()
 		return nil, nil, err
 	}
 	return st, ca, nil
+}
+
+// logTightened logs a database file openState made its owner's alone.
+func logTightened(logger *slog.Logger) func(store.TightenedFile) {
+	return func(f store.TightenedFile) {
+		logger.Warn("state database: a file was open to group or others; made it the gateway user's alone (it holds token hashes, pinned host keys and the audit log)",
+			"file", f.Path, "was", fmt.Sprintf("%#o", f.Was), "now", fmt.Sprintf("%#o", f.Now))
+	}
 }
 
 // serve runs the gateway until ctx ends (SIGTERM), then shuts down
@@ -282,7 +297,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		}
 		defer unlock()
 	}
-	st, ca, err := openState(ctx, c.StateDir)
+	st, ca, err := openState(ctx, c.StateDir, logTightened(logger))
 	if err != nil {
 		return err
 	}

@@ -30,13 +30,24 @@ type SQLite struct {
 	auditKeep   int64        // audit rows kept: MaxAuditRows, less in tests
 	auditBatch  int64        // audit rows one trim transaction deletes: auditTrimBatch, less in tests
 	hostIDs     hostIDsCache // HostIDsFold's recent answers
+	tightened   []TightenedFile
 }
+
+// Tightened is the files of the database whose permissions Open took
+// group and others off.
+func (s *SQLite) Tightened() []TightenedFile { return s.tightened }
 
 var _ Store = (*SQLite)(nil)
 
 // Open opens (creating when needed) the SQLite database at path and brings
-// its schema up to date.
+// its schema up to date. It creates the database 0600, and makes any of
+// its files that group or others may read or write its owner's alone
+// (Tightened says which, for the caller to log).
 func Open(ctx context.Context, path string) (*SQLite, error) {
+	tightened, err := protect(path)
+	if err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -50,7 +61,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
-	s := &SQLite{db: db, path: path, now: time.Now}
+	s := &SQLite{db: db, path: path, now: time.Now, tightened: tightened}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)

@@ -475,3 +475,44 @@ func TestOpenSSHCertificate(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSSHSFTPListsAsSFTPServer: OpenSSH's sftp shows `ls -l`, `ls
+// -la`, `ls -ln` and `ls -l FILE` of our server as it shows them of
+// OpenSSH's own sftp-server (run by `sftp -D`) over the same directory,
+// line for line: the "?" in the link count column is the client's for
+// both (OpenSSH 9.1 and later format the listing themselves when the
+// server offers users-groups-by-id@openssh.com, and SFTP version 3's
+// attributes carry no link count).
+func TestOpenSSHSFTPListsAsSFTPServer(t *testing.T) {
+	t.Parallel()
+	sftpServer := "/usr/lib/openssh/sftp-server"
+	if _, err := os.Stat(sftpServer); err != nil {
+		testenv.RequirePeer(t, "OpenSSH sftp-server", false)
+	}
+	remote, sftpBatch := srvSFTPServer(t)
+	if err := os.WriteFile(filepath.Join(remote, "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(remote, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("file", filepath.Join(remote, "link")); err != nil {
+		t.Fatal(err)
+	}
+	// An old file shows its year, not its time.
+	old := time.Date(2020, 5, 1, 12, 0, 0, 0, time.Local)
+	if err := os.Chtimes(filepath.Join(remote, "file"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	script := "cd " + remote + "\nls -l\nls -la\nls -ln\nls -l file\nls -l sub\n"
+	ours := sftpBatch(script)
+	cmd := exec.CommandContext(srvTestCtx(t), "sftp", "-D", sftpServer, "-b", "-")
+	cmd.Stdin = strings.NewReader(script)
+	theirs, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sftp -D sftp-server: %v\n%s", err, theirs)
+	}
+	if ours != string(theirs) {
+		t.Errorf("sftp's listings differ:\nours:\n%s\nsftp-server's:\n%s", ours, theirs)
+	}
+}

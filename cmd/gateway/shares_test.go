@@ -75,6 +75,10 @@ func TestSharesFollowTheirToken(t *testing.T) {
 			t.Errorf("share %s: %d %s, want 400 bad_request", bad, code, body)
 		}
 	}
+	// An unknown field is named with the fields the body takes.
+	if _, body := do(base, "POST", "/v1/hosts/h1/shares", client, `{"port":3000,"ttl":60}`); !strings.Contains(body, `"ttl: unknown field; the body takes port, ttlSeconds"`) {
+		t.Errorf("share with ttl for ttlSeconds: %s, want the field and those the body takes", body)
+	}
 	if code, body := do(base, "POST", "/v1/hosts/h1/shares", client, `{"port":3000,"ttlSeconds":600}`); code != http.StatusCreated {
 		t.Fatalf("share: %d %s", code, body)
 	}

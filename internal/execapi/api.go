@@ -432,7 +432,8 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 // decode reads one bounded JSON object with no unknown fields into v,
 // answering 400 (naming the field when it can) or 413 on failure.
 func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	body, tap := gateway.TapBody(http.MaxBytesReader(w, r.Body, limit), v)
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
@@ -454,6 +455,6 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
 		return false
 	}
-	gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, gateway.JSONBodyError(err))
+	gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, gateway.BodyError(err, tap, v))
 	return false
 }

@@ -1074,3 +1074,40 @@ func TestExecBodiesHoldBoundedMemory(t *testing.T) {
 		t.Errorf("a 2 MiB stdin once the others ended: %d, want it run", status)
 	}
 }
+
+// TestUnknownFieldPaths: a field no body takes is named by its path in
+// the body, with the fields its object takes: one inside resources was
+// named without its parent ("cpu: unknown field").
+func TestUnknownFieldPaths(t *testing.T) {
+	f := newFixture(t)
+	typo := provisionBody()
+	typo["resources"].(map[string]any)["cpu"] = 1
+	ws := provisionBody()
+	ws["workspace"] = map[string]any{"kind": "git-worktree", "repoPath": "/src"}
+	top := provisionBody()
+	top["privileged"] = true
+	// encoding/json matches a field in any case, and so does the walk.
+	folded := provisionBody()
+	folded["Resources"] = folded["resources"]
+	delete(folded, "resources")
+	folded["Resources"].(map[string]any)["CPUS"] = 2
+	folded["Resources"].(map[string]any)["swap"] = 1
+	for _, c := range []struct {
+		name, path string
+		body       any
+		want       string
+	}{
+		{"resources", "/v1/executions", typo, "resources.cpu: unknown field; resources takes cpus, memoryBytes, diskBytes, pids, runtimeMs, maxOutputBytes"},
+		{"workspace", "/v1/executions", ws, "workspace.repoPath: unknown field; workspace takes kind, repositoryPath, revision"},
+		{"top", "/v1/executions", top, "privileged: unknown field; the body takes executionId, image, workspace, resources, network, env"},
+		{"folded", "/v1/executions", folded, "Resources.swap: unknown field; Resources takes cpus, memoryBytes, diskBytes, pids, runtimeMs, maxOutputBytes"},
+		{"exec", "/v1/executions/x/exec", map[string]any{"command": "true", "timeout": 5}, "timeout: unknown field; the body takes command, args, env, cwd, stdin, timeoutMs, encoding"},
+		{"restore", "/v1/restores", map[string]any{"checkpoint": "c"}, "checkpoint: unknown field; the body takes checkpointId, executionId, env"},
+		{"checkpoint", "/v1/executions/x/checkpoints", map[string]any{"why": "c"}, "why: unknown field; the body takes reason"},
+	} {
+		status, body := f.do(t, "POST", c.path, "admin", c.body)
+		if code, msg := errCode(body); status != http.StatusBadRequest || code != "invalid_request" || msg != c.want {
+			t.Errorf("%s: %d %q %q, want 400 invalid_request %q", c.name, status, code, msg, c.want)
+		}
+	}
+}

@@ -244,7 +244,8 @@ func DecodeStrictBody(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 	// boundBodies has bounded the body's arrival.
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	body, tap := TapBody(http.MaxBytesReader(w, r.Body, maxBody), v)
+	dec := json.NewDecoder(body)
 	if strict {
 		dec.DisallowUnknownFields()
 	}
@@ -254,7 +255,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
 			return false
 		}
-		WriteError(w, http.StatusBadRequest, "bad_request", JSONBodyError(err))
+		WriteError(w, http.StatusBadRequest, "bad_request", BodyError(err, tap, v))
 		return false
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

@@ -45,6 +45,13 @@ type connectCall struct {
 // fails; make a new Host to reconnect.
 func New(info Info, connect ConnectFunc) *Host {
 	ctx, cancel := context.WithCancel(context.Background())
+	if connect == nil {
+		// Called on first use, in a goroutine of its own, a nil connect
+		// crashed the program there.
+		connect = func(context.Context) (*Connection, error) {
+			return nil, errors.New("hostgate.New was given a nil connect function: pass one that returns the host's *Connection")
+		}
+	}
 	return &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}
 }
 
@@ -153,6 +160,10 @@ func (h *Host) runConnect(call *connectCall) {
 		}
 		err = ErrClosed
 	case err != nil:
+		if verr, ok := err.(invalidConnection); ok && h.name != "" {
+			// Its message is hostgate's, and names no host.
+			err = fmt.Errorf("host %s: %w", h.name, verr)
+		}
 		err = connectErr(h.name, "", err)
 	default:
 		if conn.FS == nil {
@@ -196,15 +207,21 @@ func connectErr(name, what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// invalidConnection is validate's error: a connect function that broke
+// New's contract, which the message says how to keep.
+type invalidConnection struct{ msg string }
+
+func (e invalidConnection) Error() string { return e.msg }
+
 func (c *Connection) validate() error {
 	if c == nil {
-		return errors.New("connect returned no connection")
+		return invalidConnection{"the connect function given to hostgate.New returned neither a *Connection nor an error: return one of them"}
 	}
 	if c.Transport == nil {
-		return errors.New("connection has no transport")
+		return invalidConnection{"the connect function given to hostgate.New returned a Connection without a Transport, which is required: set Connection.Transport"}
 	}
 	if c.Close == nil {
-		return errors.New("connection has no close function")
+		return invalidConnection{"the connect function given to hostgate.New returned a Connection without Close, which is required: set Connection.Close to end the connection"}
 	}
 	return nil
 }

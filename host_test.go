@@ -151,6 +151,34 @@ func TestInvalidConnectionRefused(t *testing.T) {
 	}
 }
 
+// A connect function that breaks New's contract gets an error naming
+// what it broke and the fix, under the package's name or the host's (it
+// said "connection has no transport", with neither); a nil one fails the
+// first use, where it crashed the program in the connect's goroutine.
+func TestInvalidConnectionSaysWhatAndFix(t *testing.T) {
+	noop := func() error { return nil }
+	for _, c := range []struct {
+		name    string
+		connect hostgate.ConnectFunc
+		want    string
+	}{
+		{"", nil, "hostgate: connect: hostgate.New was given a nil connect function: pass one that returns the host's *Connection"},
+		{"", func(context.Context) (*hostgate.Connection, error) { return nil, nil },
+			"hostgate: connect: the connect function given to hostgate.New returned neither a *Connection nor an error: return one of them"},
+		{"", func(context.Context) (*hostgate.Connection, error) { return &hostgate.Connection{Close: noop}, nil },
+			"hostgate: connect: the connect function given to hostgate.New returned a Connection without a Transport, which is required: set Connection.Transport"},
+		{"box", func(context.Context) (*hostgate.Connection, error) {
+			return &hostgate.Connection{Transport: &fakeTransport{}}, nil
+		}, "host box: the connect function given to hostgate.New returned a Connection without Close, which is required: set Connection.Close to end the connection"},
+	} {
+		h := hostgate.NewNamed(c.name, hostgate.Info{}, c.connect)
+		if _, err := h.Connection(context.Background()); err == nil || err.Error() != c.want {
+			t.Errorf("got %v\nwant %s", err, c.want)
+		}
+		_ = h.Close()
+	}
+}
+
 func TestCloseFailsWaitersAndLaterCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		connectCtxDone := make(chan struct{})

@@ -50,23 +50,15 @@ type Options struct {
 }
 
 // New returns a client for the gateway at gatewayURL (http(s):// or
-// ws(s)://).
+// ws(s)://, the gateway's base URL) with token. Its errors name the
+// argument at fault and what it wants; the token's never quote it.
 func New(gatewayURL, token string, opts *Options) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(gatewayURL, "/"))
+	u, err := gatewayBase(gatewayURL)
 	if err != nil {
-		return nil, fmt.Errorf("client: gateway url: %w", err)
+		return nil, err
 	}
-	switch u.Scheme {
-	case "http", "https":
-	case "ws":
-		u.Scheme = "http"
-	case "wss":
-		u.Scheme = "https"
-	default:
-		return nil, fmt.Errorf("client: gateway url %q: want http(s):// or ws(s)://", gatewayURL)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("client: gateway url %q has no host", gatewayURL)
+	if err := checkToken(token); err != nil {
+		return nil, err
 	}
 	c := &Client{base: u, token: token, http: &http.Client{}}
 	if opts != nil {
@@ -79,6 +71,56 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 		c.ws = &ws
 	}
 	return c, nil
+}
+
+// gatewayBase parses New's gateway URL.
+func gatewayBase(raw string) (*url.URL, error) {
+	const want = "want the gateway's base URL, such as https://gw.example.com or http://127.0.0.1:8080"
+	if raw == "" {
+		return nil, errors.New("client: no gateway URL: " + want)
+	}
+	if !strings.Contains(raw, "://") { // gw.example.com, or host:port taken for scheme:opaque
+		return nil, fmt.Errorf("client: gateway URL %q has no scheme: want https://%s (or http:// for a gateway without TLS)", raw, strings.TrimLeft(raw, "/"))
+	}
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("client: gateway URL %q: %v; %s", raw, errors.Unwrap(err), want)
+	}
+	switch u.Scheme { // url.Parse lowers it
+	case "http", "https":
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	default:
+		return nil, fmt.Errorf("client: gateway URL %q: scheme %q; want http://, https://, ws:// or wss://", raw, u.Scheme)
+	}
+	switch {
+	case u.Host == "":
+		return nil, fmt.Errorf("client: gateway URL %q has no host: %s", raw, want)
+	case u.User != nil:
+		return nil, fmt.Errorf("client: gateway URL %q holds credentials, which are never sent: take them out, and pass the gateway token as New's token", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("client: gateway URL %q has a query or fragment, which its API paths would drop: %s", raw, want)
+	}
+	return u, nil
+}
+
+// checkToken checks New's token without quoting it, a secret.
+func checkToken(token string) error {
+	if token == "" {
+		return errors.New("client: no token: pass a token from `gateway token create` (the gateway's commands read HOSTGATE_TOKEN)")
+	}
+	for i, r := range token {
+		if r <= ' ' || r == 0x7f {
+			where := fmt.Sprintf("at byte %d of %d", i, len(token))
+			if strings.TrimSpace(token) != token && strings.TrimSpace(token) != "" {
+				where = "around it (a newline left by reading it from a file?)"
+			}
+			return fmt.Errorf("client: the token holds whitespace or a control character %s, which an Authorization header cannot carry: trim it", where)
+		}
+	}
+	return nil
 }
 
 // HostRecord is what the gateway publishes about a host.

@@ -71,7 +71,7 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	}
 	c, err := client.New(gw, token, nil)
 	if err != nil {
-		return fmt.Errorf("cert: --url: %w", err)
+		return fmt.Errorf("cert: %w", err) // names the URL or the token
 	}
 	cert, err := c.Certificate(ctx, host, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))))
 	if err != nil {

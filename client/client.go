@@ -299,8 +299,18 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return c.doLong(ctx, method, path, in, out)
 }
 
+// maxAnswer bounds the answer of an API call read into memory, but an
+// exec's (maxExecAnswer).
+const maxAnswer = 16 << 20
+
 // doLong makes an API call bounded by ctx alone.
 func (c *Client) doLong(ctx context.Context, method, path string, in, out any) error {
+	return c.doLimit(ctx, maxAnswer, method, path, in, out)
+}
+
+// doLimit is doLong for an answer of up to limit bytes; a longer one is
+// an error that says so, not JSON cut short.
+func (c *Client) doLimit(ctx context.Context, limit int64, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -331,9 +341,12 @@ func (c *Client) doLong(ctx context.Context, method, path string, in, out any) e
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	b, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
 	if err != nil {
 		return fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("client: %s %s: the answer (%d %s) is longer than the %d bytes the client reads", method, path, res.StatusCode, http.StatusText(res.StatusCode), limit)
 	}
 	if res.StatusCode/100 != 2 {
 		return apiErrorOf(res.StatusCode, b)

@@ -160,6 +160,15 @@ func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
 	return &e, nil
 }
 
+// maxExecAnswer bounds the answer of an exec: its output may be as long as
+// the largest maxOutputBytes a gateway takes (64 MiB, stdout and stderr
+// together, dockerhost.DefaultMaxResources), which JSON text may spell in
+// six bytes a byte ("\u0000"; base64 takes four for three), plus the
+// answer's other fields. A 16 MiB bound, the other calls', failed an exec
+// of 20 MiB of text in an execution with maxOutputBytes 64 MiB as
+// "unexpected end of JSON input" (found by the audit31 audit).
+const maxExecAnswer = 6*(64<<20) + 64<<10
+
 // Exec runs one command in the execution. A timeout, output overflow or
 // abort is an *APIError with Code "timeout", "output_limit" or "aborted",
 // and the execution is gone afterwards. A command that kills the
@@ -175,7 +184,7 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRes
 		req.Stdin = base64.StdEncoding.EncodeToString([]byte(req.Stdin))
 	}
 	var r ExecResult
-	if err := c.doLong(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
+	if err := c.doLimit(ctx, maxExecAnswer, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
 		return nil, err
 	}
 	if b64 {

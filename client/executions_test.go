@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +160,32 @@ func TestExecBase64(t *testing.T) {
 	}
 	if _, ok := bodies[1]["encoding"]; ok || bodies[1]["stdin"] != "text" {
 		t.Fatalf("default request on the wire: %v, want it as it always was", bodies[1])
+	}
+}
+
+// TestExecLongAnswer checks that an exec's answer is read up to what a
+// gateway may send (64 MiB of output, six bytes a byte as JSON text), not
+// to the 16 MiB of the other calls, and that a longer one fails naming the
+// bound rather than as JSON cut short.
+func TestExecLongAnswer(t *testing.T) {
+	out := string(make([]byte, 4<<20)) // NULs: "\u0000" each, 24 MiB of JSON
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"exitCode": 0, "stdout": out, "stderr": "", "durationMs": 1})
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := c.Exec(ctx, "e1", ExecRequest{Command: "cat", TimeoutMs: 1000})
+	if err != nil || len(r.Stdout) != len(out) {
+		t.Fatalf("exec of 4 MiB of NULs: %v", err)
+	}
+	var res ExecResult
+	err = c.doLimit(ctx, 1<<20, "POST", "/v1/executions/e1/exec", nil, &res)
+	if err == nil || !strings.Contains(err.Error(), "longer than the 1048576 bytes") {
+		t.Fatalf("an answer past the bound: %v, want it named", err)
 	}
 }

@@ -171,7 +171,11 @@ const maxExecAnswer = 6*(64<<20) + 64<<10
 
 // Exec runs one command in the execution. A timeout, output overflow or
 // abort is an *APIError with Code "timeout", "output_limit" or "aborted",
-// and the execution is gone afterwards. A command that kills the
+// and the execution is gone afterwards. ctx ending before the answer is
+// such an abort: Exec returns ctx's error, and the gateway, seeing its
+// caller gone, destroys the execution (410 from then on); bound a command
+// with TimeoutMs (which also destroys it), or run it on the execution as
+// a host (Dial, then Host.Exec or Spawn) to cancel one command alone. A command that kills the
 // execution's agent it runs under is "agent_lost" (502): its result is
 // unknown, it may still be running (bound by the execution's runtime, no
 // longer by TimeoutMs), and the execution lives on.

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -429,6 +430,9 @@ func testRemove(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	}
 	err = p.Remove(ctx, tree, false)
 	wantErr(t, "Remove non-empty dir", err, syscall.ENOTEMPTY)
+	if err != nil && strings.Count(err.Error(), tree) != 1 {
+		t.Errorf("Remove non-empty dir: %q names the dir %d times, want once", err, strings.Count(err.Error(), tree))
+	}
 	if err := p.Remove(ctx, tree, true); err != nil {
 		t.Fatalf("Remove recursive: %v", err)
 	}

@@ -440,7 +440,7 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	err = p.c.RemoveDirectory(name)
 	if err != nil && isFailure(err) {
 		if ents, rerr := p.c.ReadDirContext(ctx, name); rerr == nil && len(ents) > 0 {
-			return p.pathErr("remove", name, &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err})
+			return p.pathErr("remove", name, &mappedErr{sentinel: syscall.ENOTEMPTY, cause: unwrapPathErr(err)})
 		}
 	}
 	return p.pathErr("remove", name, err)

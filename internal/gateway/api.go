@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -224,6 +225,11 @@ func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
 func (s *Server) storeError(w http.ResponseWriter, err error) {
 	if errors.Is(err, store.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "not_found", "no such host")
+		return
+	}
+	if errors.Is(context.Cause(s.ctx), ErrShuttingDown) && errors.Is(err, context.Canceled) {
+		// The shutdown cut the call (a request's ctx is the gateway's).
+		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
 	s.logger.Error("store", "err", err)

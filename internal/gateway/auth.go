@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -83,6 +84,10 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 		return fail(metrics.ReasonUnknown, "invalid token")
 	case errors.Is(err, store.ErrExpired):
 		return fail(metrics.ReasonExpired, "token expired")
+	case err != nil && errors.Is(context.Cause(r.Context()), ErrShuttingDown):
+		// The shutdown cut the lookup (a request's ctx is the gateway's):
+		// the store is fine, the gateway is going.
+		return store.Token{}, &authError{http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down", ""}
 	case err != nil:
 		s.logger.Error("token lookup", "err", err)
 		return store.Token{}, &authError{http.StatusServiceUnavailable, "store_unavailable", "state store unavailable", ""}

@@ -1830,3 +1830,30 @@ func TestWrongTokenRoleNamesTheFix(t *testing.T) {
 		t.Errorf("caller with an agent token: %v", err)
 	}
 }
+
+// TestAuthWhileShuttingDown: a request whose token lookup the shutdown
+// cuts (its ctx is the gateway's, ended with ErrShuttingDown) is answered
+// 503 shutting_down, as a relay or a tunnel then is, not 503
+// store_unavailable with an ERROR "token lookup" logged: a client
+// redialing during a restart was told the state store failed (found by
+// the audit31 audit).
+func TestAuthWhileShuttingDown(t *testing.T) {
+	e := newEnv(t, nil)
+	tok, cached := e.token(store.RoleAdmin), e.token(store.RoleAdmin)
+	// cached's lookup is in the gateway's cache, so its request gets to
+	// the host's, which the shutdown cuts instead.
+	if st, _ := e.call("GET", "/v1/hosts", cached, nil, nil); st != http.StatusOK {
+		t.Fatalf("GET /v1/hosts: %d", st)
+	}
+	_ = e.srv.Close()
+	for _, c := range []struct{ path, token string }{{"/v1/hosts", tok}, {"/v1/hosts/box", cached}} {
+		req := httptest.NewRequestWithContext(e.srv.Context(), "GET", c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		rec := httptest.NewRecorder()
+		e.srv.Handler().ServeHTTP(rec, req)
+		we, _ := wire.ParseError(rec.Body.Bytes())
+		if rec.Code != http.StatusServiceUnavailable || we.Code != "shutting_down" {
+			t.Errorf("GET %s while shutting down: %d %s, want 503 shutting_down", c.path, rec.Code, rec.Body)
+		}
+	}
+}

@@ -43,7 +43,9 @@ func SFTPClientOptions() []sftp.ClientOption {
 // looks at the path to say which (EEXIST, ENOTEMPTY).
 //
 // pkg/sftp calls do not take a context: ctx is checked before each request,
-// and cancelling it closes an open stream.
+// a call returns ctx's error as soon as ctx ends (its requests' answers are
+// then awaited in the background; a file opened meanwhile is closed), and
+// cancelling it closes an open stream.
 func NewSFTPProvider(c *sftp.Client) hostgate.Provider {
 	return newSFTPProvider(c, nil)
 }
@@ -192,7 +194,7 @@ func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, erro
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("stat", name, err)
 	}
-	fi, err := p.c.Stat(name)
+	fi, err := sftpAwait(ctx, func() (fs.FileInfo, error) { return p.c.Stat(name) }, nil)
 	return fi, p.pathErr("stat", name, err)
 }
 
@@ -200,7 +202,7 @@ func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, err
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("lstat", name, err)
 	}
-	fi, err := p.c.Lstat(name)
+	fi, err := sftpAwait(ctx, func() (fs.FileInfo, error) { return p.c.Lstat(name) }, nil)
 	return fi, p.pathErr("lstat", name, err)
 }
 
@@ -238,7 +240,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
-	f, err := p.c.Open(name)
+	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.c.Open(name) }, closeFile)
 	if err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
@@ -297,11 +299,20 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("create", name, err)
 	}
+	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.create(name, perm) }, closeFile)
+	if err != nil {
+		return nil, p.pathErr("create", name, err)
+	}
+	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+}
+
+// create opens name for Create, giving a file it makes perm &^ umask.
+func (p *sftpProvider) create(name string, perm fs.FileMode) (*sftp.File, error) {
 	_, serr := p.c.Lstat(name)
 	isNew := errors.Is(serr, fs.ErrNotExist)
 	f, err := p.c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
-		return nil, p.pathErr("create", name, err)
+		return nil, err
 	}
 	if isNew {
 		if fi, err := f.Stat(); err == nil {
@@ -309,12 +320,12 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 			if want := createMode(created, perm); want != created {
 				if err := f.Chmod(want); err != nil {
 					_ = f.Close()
-					return nil, p.pathErr("create", name, err)
+					return nil, err
 				}
 			}
 		}
 	}
-	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return f, nil
 }
 
 // createMode is the mode a file the server created with created (0666 &^
@@ -371,6 +382,13 @@ func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
+	return awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
+}
+
+func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
+	if err := callErr(ctx, name); err != nil {
+		return p.pathErr("mkdir", name, err)
+	}
 	if parents {
 		fi, err := p.c.Lstat(name)
 		switch {
@@ -380,7 +398,7 @@ func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 			return p.pathErr("mkdir", name, fs.ErrExist)
 		}
 		if parent := path.Dir(name); parent != name && parent != "." && parent != "/" {
-			if err := p.Mkdir(ctx, parent, 0o777, true); err != nil {
+			if err := p.mkdir(ctx, parent, 0o777, true); err != nil {
 				return err
 			}
 		}
@@ -414,6 +432,13 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
+	return awaitErr(ctx, func() error { return p.remove(ctx, name, recursive) }, func(err error) error { return p.pathErr("remove", name, err) })
+}
+
+func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) error {
+	if err := callErr(ctx, name); err != nil {
+		return p.pathErr("remove", name, err)
+	}
 	fi, err := p.c.Lstat(name)
 	if err != nil {
 		return p.pathErr("remove", name, err)
@@ -432,7 +457,7 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 			}
 			// e comes from lstat: a symlink to a directory is removed, not
 			// followed.
-			if err := p.Remove(ctx, path.Join(name, e.Name()), true); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := p.remove(ctx, path.Join(name, e.Name()), true); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
@@ -453,6 +478,12 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
+	return awaitErr(ctx, func() error { return p.rename(ctx, oldname, newname) }, func(err error) error {
+		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	})
+}
+
+func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) error {
 	var err error
 	if p.posixRename {
 		err = p.c.PosixRename(oldname, newname)
@@ -482,6 +513,12 @@ func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) err
 	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	}
+	return awaitErr(ctx, func() error { return p.symlink(oldname, newname) }, func(err error) error {
+		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
+	})
+}
+
+func (p *sftpProvider) symlink(oldname, newname string) error {
 	if err := p.c.Symlink(oldname, newname); err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -501,7 +538,7 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 	if err := callErr(ctx, name); err != nil {
 		return "", p.pathErr("readlink", name, err)
 	}
-	s, err := p.c.ReadLink(name)
+	s, err := sftpAwait(ctx, func() (string, error) { return p.c.ReadLink(name) }, nil)
 	return s, p.pathErr("readlink", name, err)
 }
 
@@ -512,7 +549,7 @@ func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error
 	if name == "" {
 		name = "."
 	}
-	s, err := p.c.RealPath(name)
+	s, err := sftpAwait(ctx, func() (string, error) { return p.c.RealPath(name) }, nil)
 	return s, p.pathErr("realpath", name, err)
 }
 
@@ -520,10 +557,62 @@ func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("chmod", name, err)
 	}
-	return p.pathErr("chmod", name, p.c.Chmod(name, mode))
+	return p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil))
 }
 
 // String names the provider in logs.
 func (p *sftpProvider) String() string {
 	return fmt.Sprintf("sftp provider (posix-rename %v)", p.posixRename)
 }
+
+// sftpAwait runs call, pkg/sftp requests that take no ctx, and returns what it
+// returns, or ctx's error as soon as ctx ends first: a host that stopped
+// answering (a stopped agent, a network gone quiet) would otherwise keep
+// the caller until the connection's keepalive ended it, a minute past its
+// deadline. call then ends in the background, with its answers or with the
+// connection; abandon, when set, releases what it made by then.
+func sftpAwait[T any](ctx context.Context, call func() (T, error), abandon func(T)) (T, error) {
+	if ctx.Done() == nil {
+		return call()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	select {
+	case r := <-done: // answered as ctx ended: keep the answer
+		return r.v, r.err
+	default:
+	}
+	go func() {
+		if r := <-done; r.err == nil && abandon != nil {
+			abandon(r.v)
+		}
+	}()
+	var zero T
+	return zero, ctx.Err()
+}
+
+// awaitErr is sftpAwait for a call with only an error, which wrap, when set,
+// turns into the method's error when it is ctx's (call's own errors are
+// made by call).
+func awaitErr(ctx context.Context, call func() error, wrap func(error) error) error {
+	_, err := sftpAwait(ctx, func() (struct{}, error) { return struct{}{}, call() }, nil)
+	if err != nil && wrap != nil && ctx.Err() != nil && err == ctx.Err() {
+		return wrap(err)
+	}
+	return err
+}
+
+// closeFile closes a file its caller gave up waiting for.
+func closeFile(f *sftp.File) { _ = f.Close() }

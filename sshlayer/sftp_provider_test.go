@@ -310,3 +310,76 @@ func TestSFTPProviderWriteFileSmallPackets(t *testing.T) {
 		t.Fatalf("wrote %d bytes through 32 KiB packets, read back %d, equal %v", len(want), len(got), bytes.Equal(got, want))
 	}
 }
+
+// silentSFTPServer is an SFTP server that answers the handshake and then
+// nothing: a host that stopped (a stopped agent, a network gone quiet).
+func silentSFTPServer(t *testing.T) *sftp.Client {
+	t.Helper()
+	cr, sw := io.Pipe() // server to client
+	sr, cw := io.Pipe() // client to server
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var hdr [4]byte
+		if _, err := io.ReadFull(sr, hdr[:]); err != nil {
+			return
+		}
+		n := int64(hdr[0])<<24 | int64(hdr[1])<<16 | int64(hdr[2])<<8 | int64(hdr[3])
+		if _, err := io.CopyN(io.Discard, sr, n); err != nil {
+			return
+		}
+		_, _ = sw.Write([]byte{0, 0, 0, 5, 2, 0, 0, 0, 3}) // SSH_FXP_VERSION 3
+		_, _ = io.Copy(io.Discard, sr)
+	}()
+	c, err := sftp.NewClientPipe(cr, cw, SFTPClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sw.Close()
+		_ = c.Close()
+		_ = sr.Close()
+		<-done
+	})
+	return c
+}
+
+// TestSFTPProviderCtxEndsWaitOnSilentHost: each call returns ctx's error
+// once ctx ends, though the host never answers; they used to wait for the
+// connection to end (a stopped agent: over 20 s past a 2 s deadline for
+// Stat and Open; found by the audit31 audit).
+func TestSFTPProviderCtxEndsWaitOnSilentHost(t *testing.T) {
+	p := NewSFTPProvider(silentSFTPServer(t))
+	calls := map[string]func(ctx context.Context) error{
+		"Stat":     func(ctx context.Context) error { _, err := p.Stat(ctx, "/a"); return err },
+		"Lstat":    func(ctx context.Context) error { _, err := p.Lstat(ctx, "/a"); return err },
+		"ReadDir":  func(ctx context.Context) error { _, err := p.ReadDir(ctx, "/a"); return err },
+		"Open":     func(ctx context.Context) error { _, err := p.Open(ctx, "/a"); return err },
+		"Create":   func(ctx context.Context) error { _, err := p.Create(ctx, "/a", 0o644); return err },
+		"Mkdir":    func(ctx context.Context) error { return p.Mkdir(ctx, "/a/b", 0o755, true) },
+		"Remove":   func(ctx context.Context) error { return p.Remove(ctx, "/a", true) },
+		"Rename":   func(ctx context.Context) error { return p.Rename(ctx, "/a", "/b") },
+		"Symlink":  func(ctx context.Context) error { return p.Symlink(ctx, "/a", "/b") },
+		"Readlink": func(ctx context.Context) error { _, err := p.Readlink(ctx, "/a"); return err },
+		"Realpath": func(ctx context.Context) error { _, err := p.Realpath(ctx, "/a"); return err },
+		"Chmod":    func(ctx context.Context) error { return p.Chmod(ctx, "/a", 0o600) },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- call(ctx) }()
+			select {
+			case err := <-done:
+				var pe *fs.PathError
+				var le *hostgate.LinkError
+				if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) && !errors.As(err, &le) {
+					t.Fatalf("%s on a silent host: %v, want ctx's error naming the path", name, err)
+				}
+			case <-time.After(time.Minute): // a guard against a hang, not a timing
+				t.Fatalf("%s on a silent host: still waiting a minute after its ctx ended", name)
+			}
+		})
+	}
+}

@@ -153,6 +153,9 @@ func (c *Client) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 // Execution returns a live execution; an ended one is an *APIError with
 // Status 410.
 func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
+	if id == "" {
+		return nil, errEmptyID("execution")
+	}
 	var e Execution
 	if err := c.do(ctx, "GET", "/v1/executions/"+url.PathEscape(id), nil, &e); err != nil {
 		return nil, err
@@ -183,6 +186,9 @@ const maxExecAnswer = 6*(64<<20) + 64<<10
 // With Encoding EncodingBase64, stdin and the output travel as base64, so
 // any bytes arrive intact; the output limit counts the raw bytes.
 func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	if id == "" {
+		return nil, errEmptyID("execution")
+	}
 	b64 := req.Encoding == EncodingBase64
 	if b64 {
 		req.Stdin = base64.StdEncoding.EncodeToString([]byte(req.Stdin))
@@ -208,6 +214,9 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRes
 
 // Checkpoint saves the execution's workspace.
 func (c *Client) Checkpoint(ctx context.Context, id, reason string) (*Checkpoint, error) {
+	if id == "" {
+		return nil, errEmptyID("execution")
+	}
 	var cp Checkpoint
 	body := map[string]string{"reason": reason}
 	if err := c.doLong(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/checkpoints", body, &cp); err != nil {
@@ -240,6 +249,9 @@ func (c *Client) ListCheckpoints(ctx context.Context, opts ListCheckpointsOption
 // GetCheckpoint returns one stored checkpoint; an unknown one is an
 // *APIError with Status 404.
 func (c *Client) GetCheckpoint(ctx context.Context, checkpointID string) (*StoredCheckpoint, error) {
+	if checkpointID == "" {
+		return nil, errEmptyID("checkpoint")
+	}
 	var cp StoredCheckpoint
 	if err := c.do(ctx, "GET", "/v1/checkpoints/"+url.PathEscape(checkpointID), nil, &cp); err != nil {
 		return nil, err
@@ -251,6 +263,9 @@ func (c *Client) GetCheckpoint(ctx context.Context, checkpointID string) (*Store
 // deleted) one is an *APIError with Status 404. A restore already reading
 // it still gets all of it.
 func (c *Client) DeleteCheckpoint(ctx context.Context, checkpointID string) error {
+	if checkpointID == "" {
+		return errEmptyID("checkpoint")
+	}
 	return c.do(ctx, "DELETE", "/v1/checkpoints/"+url.PathEscape(checkpointID), nil, nil)
 }
 
@@ -266,5 +281,8 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest) (*Execution, e
 // Terminate destroys the execution. It is idempotent: terminating one
 // that ended, or an id the gateway does not know, succeeds.
 func (c *Client) Terminate(ctx context.Context, id string) error {
+	if id == "" {
+		return errEmptyID("execution")
+	}
 	return c.do(ctx, "DELETE", "/v1/executions/"+url.PathEscape(id), nil, nil)
 }

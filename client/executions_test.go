@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,5 +188,44 @@ func TestExecLongAnswer(t *testing.T) {
 	err = c.doLimit(ctx, 1<<20, "POST", "/v1/executions/e1/exec", nil, &res)
 	if err == nil || !strings.Contains(err.Error(), "longer than the 1048576 bytes") {
 		t.Fatalf("an answer past the bound: %v, want it named", err)
+	}
+}
+
+// TestEmptyIDRefused: a call with an empty id fails before any request,
+// saying so; the gateway would answer a path without it ("no such
+// endpoint", or for an exec "POST is not allowed here" after a redirect).
+func TestEmptyIDRefused(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	calls := map[string]func() error{
+		"Dial":             func() error { _, err := c.Dial(ctx, ""); return err },
+		"LazyHost":         func() error { _, err := c.LazyHost("").FS(ctx); return err },
+		"Host":             func() error { _, err := c.Host(ctx, ""); return err },
+		"Certificate":      func() error { _, err := c.Certificate(ctx, "", "ssh-ed25519 AAAA"); return err },
+		"DialSSH":          func() error { _, err := c.DialSSH(ctx, ""); return err },
+		"Execution":        func() error { _, err := c.Execution(ctx, ""); return err },
+		"Exec":             func() error { _, err := c.Exec(ctx, "", ExecRequest{Command: "true", TimeoutMs: 1}); return err },
+		"Checkpoint":       func() error { _, err := c.Checkpoint(ctx, "", "r"); return err },
+		"Terminate":        func() error { return c.Terminate(ctx, "") },
+		"GetCheckpoint":    func() error { _, err := c.GetCheckpoint(ctx, ""); return err },
+		"DeleteCheckpoint": func() error { return c.DeleteCheckpoint(ctx, "") },
+	}
+	for name, call := range calls {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "id is empty") {
+			t.Errorf("%s with an empty id: %v, want it refused as empty", name, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests sent for empty ids, want none", n)
 	}
 }

@@ -55,6 +55,9 @@ func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host
 // by id, once: "host box: offline: not connected to the gateway (503
 // host_offline)".
 func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
+	if id == "" {
+		return nil, errEmptyID("host")
+	}
 	rec, err := c.Host(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", id, underHost(id, err))

@@ -36,8 +36,11 @@ type Client struct {
 type Options struct {
 	// HTTPClient is used for API calls and WebSocket handshakes (a
 	// gateway behind a private CA, a proxy); nil means
-	// http.DefaultTransport's settings. Its Timeout bounds API calls
-	// only, not the WebSocket streams.
+	// http.DefaultTransport's settings. Its Timeout bounds the API calls
+	// that answer at once (hosts, certificates, Execution, Terminate,
+	// checkpoints' records), not the WebSocket streams, nor the calls that
+	// wait on work (Exec, Provision, Checkpoint, Restore), which ctx alone
+	// bounds: the gateway destroys an execution whose exec's caller left.
 	HTTPClient *http.Client
 	// ForwardAgent, when set, forwards an SSH agent to the processes of
 	// the hosts this client dials, as ssh -A does
@@ -309,25 +312,38 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 // gateway, seeing its caller gone, destroyed the execution.
 var apiCallTimeout = 30 * time.Second // a var for tests
 
-// do is doLong bounded by apiCallTimeout.
+// do makes an API call that answers at once, bounded by apiCallTimeout
+// and by the caller's HTTPClient.Timeout.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, apiCallTimeout)
 	defer cancel()
-	return c.doLong(ctx, method, path, in, out)
+	return c.doLimit(ctx, c.http, maxAnswer, method, path, in, out)
 }
 
 // maxAnswer bounds the answer of an API call read into memory, but an
 // exec's (maxExecAnswer).
 const maxAnswer = 16 << 20
 
-// doLong makes an API call bounded by ctx alone.
+// doLong makes an API call that waits on work, bounded by ctx alone.
 func (c *Client) doLong(ctx context.Context, method, path string, in, out any) error {
-	return c.doLimit(ctx, maxAnswer, method, path, in, out)
+	return c.doLimit(ctx, c.longHTTP(), maxAnswer, method, path, in, out)
 }
 
-// doLimit is doLong for an answer of up to limit bytes; a longer one is
-// an error that says so, not JSON cut short.
-func (c *Client) doLimit(ctx context.Context, limit int64, method, path string, in, out any) error {
+// longHTTP is the HTTP client of the calls that wait on work: the
+// caller's without its Timeout, which would cut an exec of a longer
+// command, and the gateway, seeing its caller gone, would destroy the
+// execution (an HTTPClient with a 2 s Timeout destroyed the execution of
+// an exec of sleep 3 with timeoutMs 10000; found by the audit31 audit).
+func (c *Client) longHTTP() *http.Client {
+	if c.ws != nil {
+		return c.ws
+	}
+	return c.http
+}
+
+// doLimit makes an API call through hc, for an answer of up to limit
+// bytes; a longer one is an error that says so, not JSON cut short.
+func (c *Client) doLimit(ctx context.Context, hc *http.Client, limit int64, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -349,7 +365,7 @@ func (c *Client) doLimit(ctx context.Context, limit int64, method, path string, 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	res, err := c.http.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

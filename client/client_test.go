@@ -45,6 +45,20 @@ func TestLongCallsNotCutByTheAPITimeout(t *testing.T) {
 	if _, err := c.Hosts(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a listing slower than the API call timeout: %v, want its deadline", err)
 	}
+	// Nor by the caller's HTTPClient.Timeout, which bounds the calls that
+	// answer at once (found by the audit31 audit).
+	apiCallTimeout = time.Minute
+	c, err = New(srv.URL, "tok", &Options{HTTPClient: &http.Client{Timeout: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Exec(ctx, "e1", ExecRequest{Command: "sleep", TimeoutMs: 60000})
+	if err != nil || res.Stdout != "done" {
+		t.Fatalf("an exec longer than the HTTPClient's Timeout: %+v, %v", res, err)
+	}
+	if _, err := c.Hosts(ctx); err == nil || !strings.Contains(err.Error(), "Client.Timeout") {
+		t.Fatalf("a listing slower than the HTTPClient's Timeout: %v, want its timeout", err)
+	}
 }
 
 // The caller's HTTP client (a gateway behind a private CA) dials the

@@ -194,7 +194,7 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRes
 		req.Stdin = base64.StdEncoding.EncodeToString([]byte(req.Stdin))
 	}
 	var r ExecResult
-	if err := c.doLimit(ctx, maxExecAnswer, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
+	if err := c.doLimit(ctx, c.longHTTP(), maxExecAnswer, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
 		return nil, err
 	}
 	if b64 {

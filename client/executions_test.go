@@ -185,7 +185,7 @@ func TestExecLongAnswer(t *testing.T) {
 		t.Fatalf("exec of 4 MiB of NULs: %v", err)
 	}
 	var res ExecResult
-	err = c.doLimit(ctx, 1<<20, "POST", "/v1/executions/e1/exec", nil, &res)
+	err = c.doLimit(ctx, c.http, 1<<20, "POST", "/v1/executions/e1/exec", nil, &res)
 	if err == nil || !strings.Contains(err.Error(), "longer than the 1048576 bytes") {
 		t.Fatalf("an answer past the bound: %v, want it named", err)
 	}

@@ -603,8 +603,28 @@ func TestDirectTCPIPBesideSessions(t *testing.T) {
 			t.Fatalf("forwarded connection %d: %v", i, err)
 		}
 	}
-	if _, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{}); err == nil {
+	_, err = c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{})
+	var oce *ssh.OpenChannelError
+	if err == nil {
 		t.Fatal("a second session past MaxSessions 1 was opened")
+	} else if !errors.As(err, &oce) || !strings.Contains(err.Error(), "no more commands at once") {
+		// It read only `ssh: rejected: resource shortage ("too many
+		// channels")` (found by the audit31 audit).
+		t.Fatalf("a second session past MaxSessions 1: %v, want the limit said", err)
+	}
+}
+
+// TestSpawnRefusedSaysWhy: a command the server cannot start (its exec
+// request refused) says what that means, not only x/crypto's "ssh:
+// command … failed" (found by the audit31 audit, where a sandbox at its
+// pids limit refused execs).
+func TestSpawnRefusedSaysWhy(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{Shell: "/nonexistent/sh", AlwaysShell: true})
+	c := connectEmbedded(t, ts)
+	_, err := c.Spawn(testCtx(t), []string{"true"}, hostgate.SpawnOptions{})
+	if err == nil || !strings.Contains(err.Error(), "could not start the command") {
+		t.Fatalf("spawn with the server's shell missing: %v, want the refusal explained", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +70,10 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 	if sess == nil {
 		var err error
 		if sess, err = c.ssh.NewSession(); err != nil {
+			var oce *ssh.OpenChannelError
+			if errors.As(err, &oce) && oce.Reason == ssh.ResourceShortage {
+				return nil, fmt.Errorf("open session: the host runs no more commands at once on this connection (a hostgate agent 64, sshd its MaxSessions, 10 by default): wait for one to end, or connect again: %w", err)
+			}
 			return nil, fmt.Errorf("open session: %w", err)
 		}
 	}
@@ -162,6 +167,10 @@ func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
 		}
 	}
 	if err := p.sess.Start(line); err != nil {
+		if p.c.usable() == nil && strings.HasPrefix(err.Error(), "ssh: command ") {
+			// x/crypto's words for an exec request the server refused.
+			return fmt.Errorf("exec: the host could not start the command (it could not make a process: its shell missing, or, in a sandbox, no process left under its pids limit or its memory spent; the host's log says which): %w", err)
+		}
 		return fmt.Errorf("exec: %w", err)
 	}
 	return nil

@@ -216,9 +216,16 @@ func (f *FS) spec() (*hostgate.SyncSpec, error) {
 // hostPath maps an io/fs name to the host's path under the root.
 func (f *FS) hostPath(op, name string) (string, error) {
 	if !fs.ValidPath(name) {
-		return "", f.pathErr(op, name, fs.ErrInvalid)
+		return "", f.pathErr(op, name, invalidName(f.root))
 	}
 	return path.Join(f.root, name), nil
+}
+
+// invalidName is why an io/fs name was refused, with what a valid one
+// is: a host path given as one ("/workspace/x") read only "invalid
+// argument" (found by the audit31 audit).
+func invalidName(root string) error {
+	return fmt.Errorf("%w: io/fs names are slash-separated and relative to the FS's Root (%s), with no leading slash, \".\" or \"..\" elements (fs.ValidPath)", fs.ErrInvalid, root)
 }
 
 // pathErr is the error of op on the io/fs name: err, stripped of the

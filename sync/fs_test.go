@@ -362,6 +362,9 @@ func TestInvalidNames(t *testing.T) {
 			if !errors.Is(err, fs.ErrInvalid) || !errors.As(err, &pe) || pe.Path != name {
 				t.Errorf("Stat(%q) = %v; want fs.ErrInvalid", name, err)
 			}
+			if err != nil && !strings.Contains(err.Error(), "relative to the FS's Root") {
+				t.Errorf("Stat(%q) = %v; want what a valid name is said", name, err)
+			}
 			if err := fsys.WriteFile(name, nil, 0o600); !errors.Is(err, fs.ErrInvalid) {
 				t.Errorf("WriteFile(%q) = %v", name, err)
 			}

@@ -107,6 +107,30 @@ func TestExecCtxDeadline(t *testing.T) {
 	}
 }
 
+// TestExecCtxEndsStdinWait: ctx bounds Exec also while its Stdin's Read
+// blocks: Exec waited for that copy past its deadline (20 s past a 3 s
+// one, found by the audit31 audit).
+func TestExecCtxEndsStdinWait(t *testing.T) {
+	h, _ := localHost(t, false)
+	ctx := &manualDeadline{Context: context.Background(), done: make(chan struct{})}
+	release := make(chan struct{})
+	defer close(release) // the copy's goroutine ends with the Read
+	stdin := readFunc(func([]byte) (int, error) { ctx.pass(); <-release; return 0, io.EOF })
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Exec(ctx, []string{"sleep", "300"}, hostgate.ExecOptions{Stdin: stdin})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Exec past deadline with a blocked Stdin: %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(time.Minute): // a guard against a hang, not a timing
+		t.Fatal("Exec still waiting on its Stdin a minute after its deadline")
+	}
+}
+
 // TestExecStdin: stdin is streamed (larger than any pipe buffer), and a
 // process that exits without reading it does not hang Exec.
 func TestExecStdin(t *testing.T) {

@@ -228,6 +228,13 @@ func (c *Connection) validate() error {
 
 // Close closes the connection, if any. Every later use, and every use still
 // waiting on connect, fails with ErrClosed. Close is idempotent.
+//
+// Close does not wait for the host to end the processes still running
+// there: a hostgate agent ends them once it sees the connection go, as
+// sshd's sessions end (stdin closed, then after about a second SIGHUP,
+// and SIGKILL a second after that; a sleep spawned just before Close was
+// gone 1.1-1.4 s after it returned). Kill and Wait a process first where that
+// matters, as before reusing its port.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {

@@ -170,16 +170,9 @@ func TestExecBase64(t *testing.T) {
 // bound rather than as JSON cut short.
 func TestExecLongAnswer(t *testing.T) {
 	out := string(make([]byte, 4<<20)) // NULs: "\u0000" each, 24 MiB of JSON
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c, ctx := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"exitCode": 0, "stdout": out, "stderr": "", "durationMs": 1})
 	}))
-	defer srv.Close()
-	c, err := New(srv.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	r, err := c.Exec(ctx, "e1", ExecRequest{Command: "cat", TimeoutMs: 1000})
 	if err != nil || len(r.Stdout) != len(out) {
 		t.Fatalf("exec of 4 MiB of NULs: %v", err)
@@ -196,17 +189,10 @@ func TestExecLongAnswer(t *testing.T) {
 // endpoint", or for an exec "POST is not allowed here" after a redirect).
 func TestEmptyIDRefused(t *testing.T) {
 	var requests atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c, ctx := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		w.WriteHeader(http.StatusNotFound)
 	}))
-	defer srv.Close()
-	c, err := New(srv.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	calls := map[string]func() error{
 		"Dial":             func() error { _, err := c.Dial(ctx, ""); return err },
 		"LazyHost":         func() error { _, err := c.LazyHost("").FS(ctx); return err },
@@ -228,4 +214,19 @@ func TestEmptyIDRefused(t *testing.T) {
 	if n := requests.Load(); n != 0 {
 		t.Errorf("%d requests sent for empty ids, want none", n)
 	}
+}
+
+// standIn is a client of a stand-in gateway answering with h, and a ctx
+// for its calls; both end with the test.
+func standIn(t *testing.T, h http.Handler) (*Client, context.Context) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c, ctx
 }

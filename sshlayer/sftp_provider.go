@@ -194,7 +194,7 @@ func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, erro
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("stat", name, err)
 	}
-	fi, err := sftpAwait(ctx, func() (fs.FileInfo, error) { return p.c.Stat(name) }, nil)
+	fi, err := p.c.StatContext(ctx, name)
 	return fi, p.pathErr("stat", name, err)
 }
 
@@ -202,7 +202,7 @@ func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, err
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("lstat", name, err)
 	}
-	fi, err := sftpAwait(ctx, func() (fs.FileInfo, error) { return p.c.Lstat(name) }, nil)
+	fi, err := p.c.LstatContext(ctx, name)
 	return fi, p.pathErr("lstat", name, err)
 }
 

@@ -473,7 +473,13 @@ func (c *Client) opendir(ctx context.Context, path string) (string, error) {
 // Stat returns a FileInfo structure describing the file specified by path 'p'.
 // If 'p' is a symbolic link, the returned FileInfo structure describes the referent file.
 func (c *Client) Stat(p string) (os.FileInfo, error) {
-	fs, err := c.stat(p)
+	return c.StatContext(context.Background(), p)
+}
+
+// StatContext is Stat, returning ctx's error as soon as ctx ends before
+// the answer (hostgate: change 14).
+func (c *Client) StatContext(ctx context.Context, p string) (os.FileInfo, error) {
+	fs, err := c.statContext(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -483,8 +489,14 @@ func (c *Client) Stat(p string) (os.FileInfo, error) {
 // Lstat returns a FileInfo structure describing the file specified by path 'p'.
 // If 'p' is a symbolic link, the returned FileInfo structure describes the symbolic link.
 func (c *Client) Lstat(p string) (os.FileInfo, error) {
+	return c.LstatContext(context.Background(), p)
+}
+
+// LstatContext is Lstat, returning ctx's error as soon as ctx ends before
+// the answer (hostgate: change 14).
+func (c *Client) LstatContext(ctx context.Context, p string) (os.FileInfo, error) {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpLstatPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpLstatPacket{
 		ID:   id,
 		Path: p,
 	})
@@ -736,8 +748,13 @@ func (c *Client) close(handle string) error {
 }
 
 func (c *Client) stat(path string) (*FileStat, error) {
+	return c.statContext(context.Background(), path)
+}
+
+// statContext is stat bounded by ctx (hostgate: change 14).
+func (c *Client) statContext(ctx context.Context, path string) (*FileStat, error) {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpStatPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpStatPacket{
 		ID:   id,
 		Path: path,
 	})

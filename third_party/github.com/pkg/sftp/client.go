@@ -1675,6 +1675,9 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				case <-cancel:
 					return
 				}
+				// The answer that freed the budget may have been short:
+				// what it taught goes into this request, not the next.
+				chunkSize = f.c.ReadSize()
 			}
 
 			id := f.c.nextID()

@@ -156,21 +156,12 @@ type ServerConfig struct {
 	// connection lost while the command runs still kills the session.
 	LeaveBackground bool
 	// ChildOOMScoreAdj, when above 0, is the oom_score_adj (up to 1000)
-	// every command starts with, inherited at its fork from the server,
-	// which holds it for the fork alone (Linux): when a memory
+	// every command starts with, set as it starts (Linux): when a memory
 	// limit runs out, the kernel's OOM killer then takes a command before
 	// the server, which holds every command's channel, and whose end loses
 	// them all. A sandbox's agent sets it; an unprivileged server may
 	// raise its children's score, not lower it.
 	ChildOOMScoreAdj int
-	// OOMScoreAdjFile, when set, is this process's own
-	// /proc/self/oom_score_adj, open for reading and writing, through
-	// which ChildOOMScoreAdj's starts raise and lower it: a process that
-	// made itself non-dumpable (PR_SET_DUMPABLE 0, as a sandbox's agent
-	// does to keep its keys from its commands) has /proc files owned by
-	// root, which it cannot open once it runs unprivileged. Nil: each
-	// start opens it. The caller keeps it open while the server runs.
-	OOMScoreAdjFile *os.File
 	// ChildTasks, when set, keeps commands from taking every process and
 	// thread a limit allows (Linux), so the server keeps some for itself:
 	// a sandbox's pids limit counts the agent's threads too, and a thread

@@ -158,8 +158,8 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 	}
 	p.pgid = c.Process.Pid // Setsid: the leader's pid is the group and session id
 	if adj := s.c.srv.cfg.ChildOOMScoreAdj; adj > 0 {
-		// The command inherited it at the fork (startCommand); this
-		// write is for a server that could not raise its own for it.
+		// After the start, so a command's first allocations may precede
+		// it; its children inherit it.
 		if err := setOOMScoreAdj(p.pgid, min(adj, 1000)); err != nil {
 			s.c.srv.log.Debug("oom_score_adj", "pid", p.pgid, "err", err)
 		}
@@ -172,25 +172,16 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 
 // startCommand starts c, held to cfg.ChildTasks when set: refused as a
 // fork past the limit is (EAGAIN) while the count is at its Max, and
-// forked with the limit, which it inherits; and forked with
-// cfg.ChildOOMScoreAdj, which it inherits too.
+// forked with the limit, which it inherits.
 func (srv *Server) startCommand(c *exec.Cmd) error {
-	lim, adj := srv.cfg.ChildTasks, min(srv.cfg.ChildOOMScoreAdj, 1000)
-	if lim == nil && adj <= 0 {
+	lim := srv.cfg.ChildTasks
+	if lim == nil {
 		return c.Start()
 	}
 	// One at a time: each start's count sees the ones before it, and
-	// the lowered limit and raised oom_score_adj are the process's, not
-	// this goroutine's.
+	// the lowered limit is the process's, not this goroutine's.
 	srv.startMu.Lock()
 	defer srv.startMu.Unlock()
-	start := c.Start
-	if adj > 0 {
-		start = func() error { return withOOMScoreAdj(srv.cfg.OOMScoreAdjFile, adj, c.Start, srv.log) }
-	}
-	if lim == nil {
-		return start()
-	}
 	if lim.Count != nil {
 		n, err := lim.Count()
 		if err == nil && n >= lim.Max {
@@ -202,7 +193,7 @@ func (srv *Server) startCommand(c *exec.Cmd) error {
 			srv.log.Debug("command tasks: count", "err", err)
 		}
 	}
-	return withMaxTasks(lim.Max, start, srv.log)
+	return withMaxTasks(lim.Max, c.Start, srv.log)
 }
 
 // run starts the copies and the waiter.

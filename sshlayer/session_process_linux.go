@@ -3,7 +3,6 @@ package sshlayer
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -190,47 +189,6 @@ func pollPidfd(fd int, deadline time.Time) {
 // raise its children's, not lower them.
 func setOOMScoreAdj(pid, adj int) error {
 	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
-}
-
-// withOOMScoreAdj runs start, which forks, with this process's
-// oom_score_adj raised to adj, so that the child has it from its first
-// instruction, and what it forks too: written to the child after the
-// start, it came too late for what a command forked at once (`cat
-// /proc/self/oom_score_adj & wait` read 0 in 281 of 400 runs). The
-// server holds it only while start forks and execs, then lowers its own
-// back, which an unprivileged process may do down to the value a
-// privileged one last set (the kernel's oom_score_adj_min: Docker's 0 for
-// a sandbox's agent). Callers hold startMu, so no other fork sees it. f
-// is the process's own oom_score_adj file (ServerConfig.OOMScoreAdjFile);
-// nil opens it.
-func withOOMScoreAdj(f *os.File, adj int, start func() error, log *slog.Logger) error {
-	if f == nil {
-		var err error
-		if f, err = os.OpenFile("/proc/self/oom_score_adj", os.O_RDWR, 0); err != nil {
-			log.Debug("oom_score_adj not raised for a start; the command gets it after it starts", "err", err)
-			return start()
-		}
-		defer func() { _ = f.Close() }()
-	}
-	var b [16]byte
-	n, err := f.ReadAt(b[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		log.Debug("oom_score_adj unreadable; the command gets it after it starts", "err", err)
-		return start()
-	}
-	own, err := strconv.Atoi(string(bytes.TrimSpace(b[:n])))
-	if err != nil || own >= adj {
-		return start()
-	}
-	if _, err := f.WriteAt([]byte(strconv.Itoa(adj)), 0); err != nil {
-		log.Debug("oom_score_adj not raised for a start; the command gets it after it starts", "err", err)
-		return start()
-	}
-	err = start()
-	if _, rerr := f.WriteAt([]byte(strconv.Itoa(own)), 0); rerr != nil {
-		log.Error("oom_score_adj not lowered back after a command's start: the server is as likely as its commands to be killed out of memory", "adj", adj, "own", own, "err", rerr)
-	}
-	return err
 }
 
 // withMaxTasks runs start, which forks, with this process's soft

@@ -4,7 +4,6 @@ package sshlayer
 
 import (
 	"log/slog"
-	"os"
 	"time"
 )
 
@@ -14,9 +13,6 @@ func waitExited(int) {}
 
 // setOOMScoreAdj is a no-op outside Linux.
 func setOOMScoreAdj(int, int) error { return nil }
-
-// withOOMScoreAdj runs start: oom_score_adj is Linux's.
-func withOOMScoreAdj(_ *os.File, _ int, start func() error, _ *slog.Logger) error { return start() }
 
 // withMaxTasks runs start: commands' tasks are bounded on Linux only.
 func withMaxTasks(_ int, start func() error, _ *slog.Logger) error { return start() }

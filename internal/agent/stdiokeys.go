@@ -202,7 +202,6 @@ func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
 // lives only in this process's memory. callers reports whether the keys
 // offered caller preambles.
 func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (srv *sshlayer.Server, callers bool, err error) {
-	adjFile := ownOOMScoreAdj() // before protectKeys, which makes it root's
 	if err := protectKeys(); err != nil {
 		return nil, false, err
 	}
@@ -235,7 +234,6 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (srv *s
 		Env:              env,
 		LeaveBackground:  k.LeaveBackground,
 		ChildOOMScoreAdj: k.ChildOOMScoreAdj,
-		OOMScoreAdjFile:  adjFile,
 		ChildTasks:       childTasks,
 		Logger:           log,
 		// Never a forwarded agent in a sandbox: it would sign, as the

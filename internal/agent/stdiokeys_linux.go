@@ -2,22 +2,8 @@ package agent
 
 import (
 	"fmt"
-	"os"
-	"sync"
 	"syscall"
 )
-
-// ownOOMScoreAdj is this process's /proc/self/oom_score_adj, opened once
-// before protectKeys makes its /proc files root's, which an unprivileged
-// agent could not open after (sshlayer.ServerConfig.OOMScoreAdjFile); nil
-// where it cannot be opened. It stays open for the process's life.
-var ownOOMScoreAdj = sync.OnceValue(func() *os.File {
-	f, err := os.OpenFile("/proc/self/oom_score_adj", os.O_RDWR, 0)
-	if err != nil {
-		return nil
-	}
-	return f
-})
 
 // protectKeys makes this process non-dumpable before it reads its host
 // key: other processes of the same user (every command run in the same

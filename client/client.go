@@ -155,6 +155,15 @@ type APIError struct {
 	Status  int
 	Code    string
 	Message string
+	// Reason and EndedAt say why and when an execution ended, in its gone
+	// answer (Code "gone", Status 410) and in the conflict that refuses a
+	// provision naming its id (ids are not reused): "terminated" (a
+	// Terminate), "timeout", "output_limit" or "aborted" (a command's
+	// end destroyed it), "runtime" (resources.runtimeMs ran out),
+	// "container_gone" (its container went outside the gateway) or
+	// "unknown" (recorded by an older gateway). Empty and zero otherwise.
+	Reason  string
+	EndedAt time.Time
 
 	named string // the host the error is told under, whose name Error drops from Message
 }
@@ -240,11 +249,12 @@ func errEmptyID(what string) error {
 // is down, say).
 func apiErrorOf(status int, b []byte) *APIError {
 	apiErr := &APIError{Status: status, Code: http.StatusText(status), Message: wire.ForeignAnswer(status, string(b))}
-	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
+	var e wire.ErrorBody
 	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		apiErr.Code, apiErr.Message = e.Error.Code, e.Error.Message
+		apiErr.Code, apiErr.Message, apiErr.Reason = e.Error.Code, e.Error.Message, e.Error.Reason
+		if t, err := time.Parse(time.RFC3339Nano, e.Error.EndedAt); err == nil {
+			apiErr.EndedAt = t
+		}
 	}
 	if len(apiErr.Message) > 512 {
 		// Cut between characters: a message cut inside one prints

@@ -141,7 +141,12 @@ type RestoreRequest struct {
 }
 
 // Provision creates an execution (admin token). A refused request is an
-// *APIError with Status 400 whose message starts with the field.
+// *APIError with Status 400 whose message starts with the field. An
+// ExecutionID in use is refused with Status 409, and so is one that
+// ended, as long as the gateway remembers it (its newest 100,000 ended
+// ids, across restarts): ids are not reused, so a caller still holding an
+// ended id never reaches another sandbox through it. The error's Reason
+// and EndedAt say how that one ended.
 func (c *Client) Provision(ctx context.Context, req ProvisionRequest) (*Execution, error) {
 	var e Execution
 	if err := c.doLong(ctx, "POST", "/v1/executions", req, &e); err != nil {
@@ -150,8 +155,10 @@ func (c *Client) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 	return &e, nil
 }
 
-// Execution returns a live execution; an ended one is an *APIError with
-// Status 410.
+// Execution returns a live execution; an ended one (or one a command's
+// timeout, output flood or abort is destroying) is an *APIError with
+// Status 410 whose Reason and EndedAt say why and when it ended, as do
+// those of every later call on it.
 func (c *Client) Execution(ctx context.Context, id string) (*Execution, error) {
 	if id == "" {
 		return nil, errEmptyID("execution")

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -229,4 +230,26 @@ func standIn(t *testing.T, h http.Handler) (*Client, context.Context) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c, ctx
+}
+
+// TestEndedReason: a gone answer's reason and endedAt reach the caller as
+// APIError's Reason and EndedAt, through errors.As (audit31: the gateway
+// logged why an execution ended, the caller never saw it).
+func TestEndedReason(t *testing.T) {
+	c, ctx := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGone)
+		_, _ = io.WriteString(w, `{"error":{"code":"gone","message":"execution \"x\" ended 12s ago: it was terminated","reason":"terminated","endedAt":"2026-12-03T19:04:44.5Z"}}`)
+	}))
+	_, err := c.Execution(ctx, "x")
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusGone || ae.Code != "gone" {
+		t.Fatalf("%v, want a 410 gone *APIError", err)
+	}
+	if want := time.Date(2026, 12, 3, 19, 4, 44, 5e8, time.UTC); ae.Reason != "terminated" || !ae.EndedAt.Equal(want) {
+		t.Fatalf("reason %q, endedAt %v, want terminated at %v", ae.Reason, ae.EndedAt, want)
+	}
+	if !strings.Contains(err.Error(), "ended 12s ago: it was terminated (410 gone)") {
+		t.Fatalf("%v, want the gateway's message", err)
+	}
 }

@@ -20,9 +20,12 @@
 // pre-starts that agent in warm containers, handed to the claiming
 // execution once.
 //
-// Ended executions answer gone rather than not_found: the last 4096 in
-// memory, and all of them across restarts with Config.Tombstones (the
-// gateway's state store).
+// Ended executions answer gone rather than not_found, saying when and why
+// they ended (Error.Reason, Error.EndedAt), and a provision that names an
+// ended id is refused (conflict): ids are not reused. That holds for the
+// last 4096 in memory, and for all of them across restarts with
+// Config.Tombstones (the gateway's state store, which keeps the newest
+// 100,000).
 //
 // An optional warm pool (Config.Pool) keeps pre-created containers per key
 // (image, network and the resources the container enforces: cpus, memory,

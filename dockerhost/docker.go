@@ -100,19 +100,23 @@ type Config struct {
 	// OutputDir holds the spool files (each unlinked as it is made);
 	// default os.TempDir(), often a tmpfs, so in memory after all.
 	OutputDir string
-	// Tombstones, when set, remembers ended executions beyond this
-	// process, so that they answer gone rather than not_found after a
-	// restart; without it the last 4096 are remembered in memory.
+	// Tombstones, when set, remembers ended executions, when and why they
+	// ended, beyond this process, so that they answer gone rather than
+	// not_found after a restart, and their ids are not provisioned
+	// again; without it the last 4096 are remembered in memory.
 	Tombstones Tombstones
 }
 
-// Tombstones is a durable record of ended execution ids (the gateway's
-// state store). Its errors are logged, never the caller's: an id it
-// misses answers not_found instead of gone.
+// Tombstones is a durable record of ended execution ids, with when and why
+// each ended (the gateway's state store). Its errors are logged, never the
+// caller's: an id it misses answers not_found instead of gone.
 type Tombstones interface {
-	AddTombstone(ctx context.Context, id string, at time.Time) error
+	// AddTombstone records id as ended at at, for reason (an End* reason).
+	AddTombstone(ctx context.Context, id string, at time.Time, reason string) error
 	RemoveTombstone(ctx context.Context, id string) error
-	HasTombstone(ctx context.Context, id string) (bool, error)
+	// LookupTombstone returns when id ended and why ("" when that was
+	// not recorded); ok is false when id is not recorded as ended.
+	LookupTombstone(ctx context.Context, id string) (at time.Time, reason string, ok bool, err error)
 }
 
 // tombstoneTimeout bounds one call to Config.Tombstones.
@@ -153,7 +157,7 @@ type Docker struct {
 	mu       sync.Mutex
 	execs    map[string]*execution
 	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
-	gone     map[string]time.Time               // tombstones: id → when it ended
+	gone     map[string]ended                   // tombstones: id → when and why it ended
 	tombs    Tombstones                         // Config.Tombstones; nil: memory only
 	tombMu   sync.Mutex                         // orders writes to tombs (syncTombstone)
 	closed   bool
@@ -180,11 +184,12 @@ type execution struct {
 	lock rwLock // exec shared, checkpoint exclusive
 	// oomKills is the cgroup's OOM kill count when last read.
 	oomKills atomic.Int64
-	// ending is set as a command's timeout, output flood or abort has the
-	// container destroyed: the agent's tunnel ends before Exec forgets the
-	// execution, and Verify must not take that for an end from outside
-	// the host. forgotten is closed by forget.
-	ending    atomic.Bool
+	// ending is set, to when and why, as a command's timeout, output
+	// flood or abort has the container destroyed: the agent's tunnel ends
+	// before Exec forgets the execution, and Verify must not take that
+	// for an end from outside the host, nor Get for a live execution.
+	// forgotten is closed by forget.
+	ending    atomic.Pointer[ended]
 	forgotten chan struct{}
 	timer     *time.Timer // host deadline; guarded by Docker.mu
 }
@@ -220,7 +225,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		now:     cfg.Now,
 		execs:   map[string]*execution{},
 		pending: map[string]context.CancelCauseFunc{},
-		gone:    map[string]time.Time{},
+		gone:    map[string]ended{},
 		tombs:   cfg.Tombstones,
 		checked: map[string]bool{},
 		rd:      readers{n: map[string]int{}},
@@ -361,19 +366,38 @@ func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 // removes the container: a failed provision leaves nothing behind.
 func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFrom string, load func(ctx context.Context, containerID, user string) error) (_ *Execution, err error) {
 	id := req.ExecutionID
+	var stored *ended
 	if id == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
+	} else {
+		// An id that ended (in this process or before it) is not used
+		// again: a caller still holding it would reach another sandbox.
+		// Asked first: an id that ends after this was live or pending,
+		// which the check under h.mu below finds (or its tombstone).
+		stored = h.storedTombstone(ctx, id)
 	}
 	h.mu.Lock()
+	end, gone := h.gone[id]
+	if e := h.execs[id]; e != nil && e.ending.Load() != nil {
+		// Ended already, its container on its way out.
+		end, gone = *e.ending.Load(), true
+	}
 	switch {
 	case h.closed:
 		h.mu.Unlock()
 		return nil, errClosed
+	case gone:
+		h.mu.Unlock()
+		return nil, h.reuseError(id, end)
 	case h.execs[id] != nil || h.pending[id] != nil:
 		h.mu.Unlock()
 		return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q exists", id)}
+	case stored != nil:
+		h.tombstoneAt(id, *stored)
+		h.mu.Unlock()
+		return nil, h.reuseError(id, *stored)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	h.pending[id] = cancel
@@ -756,8 +780,9 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
 	h.mu.Unlock()
 	if e.req.ExecutionID != "" {
-		// The caller named an id that may have ended before, in this
-		// process or another (a generated one is new).
+		// The caller named an id, which provision refused if it had
+		// ended; an adopted one may still have a stale tombstone (its
+		// end recorded while the container lived on).
 		h.syncTombstone(id)
 	}
 	return nil
@@ -785,12 +810,12 @@ func (h *Docker) syncTombstone(id string) {
 	h.tombMu.Lock()
 	defer h.tombMu.Unlock()
 	h.mu.Lock()
-	at, gone := h.gone[id]
+	end, gone := h.gone[id]
 	live := h.execs[id] != nil
 	h.mu.Unlock()
 	switch {
 	case gone && !live:
-		h.tombstoneCall(context.Background(), "add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, at) })
+		h.tombstoneCall(context.Background(), "add", id, func(ctx context.Context) error { return h.tombs.AddTombstone(ctx, id, end.at, end.reason) })
 	case live:
 		h.tombstoneCall(context.Background(), "remove", id, func(ctx context.Context) error { return h.tombs.RemoveTombstone(ctx, id) })
 	}
@@ -808,14 +833,14 @@ func (h *Docker) expire(id string, e *execution) {
 	h.mu.Unlock()
 	defer h.timersWG.Done()
 	h.logger.Info("runtime deadline reached", "execution", id)
-	if err := h.end(id, e); err != nil {
+	if err := h.end(id, e, EndRuntime); err != nil {
 		h.logger.Error("remove expired execution", "execution", id, "err", err)
 	}
 }
 
-// forget removes e from the live set and remembers its id as gone. It
-// reports whether e was still live.
-func (h *Docker) forget(id string, e *execution) bool {
+// forget removes e from the live set and remembers its id as gone, for
+// reason (End*). It reports whether e was still live.
+func (h *Docker) forget(id string, e *execution, reason string) bool {
 	h.mu.Lock()
 	if h.execs[id] != e {
 		h.mu.Unlock()
@@ -827,7 +852,13 @@ func (h *Docker) forget(id string, e *execution) bool {
 		close(e.forgotten)
 	}
 	e.timer.Stop()
-	h.tombstone(id)
+	if end := e.ending.Load(); end != nil {
+		// A command's end was destroying it: that is why it ended, though
+		// a Terminate meanwhile forgets it first.
+		h.tombstoneAt(id, *end)
+	} else {
+		h.tombstone(id, reason)
+	}
 	agent := e.agent
 	e.agent = nil
 	h.mu.Unlock()
@@ -888,24 +919,52 @@ func (h *Docker) dropEnv(id string) {
 	}
 }
 
-// tombstone remembers id as gone; h.mu must be held.
-func (h *Docker) tombstone(id string) {
-	if len(h.gone) >= maxTombstones {
+// tombstone remembers id as gone now, for reason (End*); h.mu must be
+// held.
+func (h *Docker) tombstone(id, reason string) {
+	h.tombstoneAt(id, ended{at: h.now(), reason: reason})
+}
+
+// tombstoneAt remembers id as gone as end says; h.mu must be held.
+func (h *Docker) tombstoneAt(id string, end ended) {
+	if _, ok := h.gone[id]; !ok && len(h.gone) >= maxTombstones {
 		var oldestID string
 		var oldest time.Time
 		for k, t := range h.gone {
-			if oldestID == "" || t.Before(oldest) {
-				oldestID, oldest = k, t
+			if oldestID == "" || t.at.Before(oldest) {
+				oldestID, oldest = k, t.at
 			}
 		}
 		delete(h.gone, oldestID)
 	}
-	h.gone[id] = h.now()
+	h.gone[id] = end
 }
 
-// end forgets e and removes its container.
-func (h *Docker) end(id string, e *execution) error {
-	if !h.forget(id, e) {
+// storedTombstone asks Config.Tombstones whether id ended before this
+// process knew of it; nil when not (or when there is no such store, or id
+// could not be an execution's).
+func (h *Docker) storedTombstone(ctx context.Context, id string) *ended {
+	if h.tombs == nil || !executionIDRE.MatchString(id) {
+		return nil
+	}
+	var end ended
+	var ok bool
+	h.tombstoneCall(ctx, "lookup", id, func(ctx context.Context) (err error) {
+		end.at, end.reason, ok, err = h.tombs.LookupTombstone(ctx, id)
+		return err
+	})
+	if !ok {
+		return nil
+	}
+	if end.reason == "" {
+		end.reason = EndUnknown
+	}
+	return &end
+}
+
+// end forgets e, which ended for reason (End*), and removes its container.
+func (h *Docker) end(id string, e *execution, reason string) error {
+	if !h.forget(id, e, reason) {
 		return nil
 	}
 	return h.destroy(e.ContainerID)
@@ -946,28 +1005,25 @@ func (h *Docker) destroy(cid string) error {
 func (h *Docker) lookup(ctx context.Context, id string) (*execution, error) {
 	h.mu.Lock()
 	e := h.execs[id]
-	_, gone := h.gone[id]
+	end, gone := h.gone[id]
 	h.mu.Unlock()
 	if e != nil {
 		return e, nil
 	}
-	if !gone && h.tombs != nil && executionIDRE.MatchString(id) {
+	if !gone {
 		// Ended before this process started, perhaps.
-		h.tombstoneCall(ctx, "lookup", id, func(ctx context.Context) (err error) {
-			gone, err = h.tombs.HasTombstone(ctx, id)
-			return err
-		})
-		if gone {
+		if stored := h.storedTombstone(ctx, id); stored != nil {
+			end, gone = *stored, true
 			// Remembered, so that polling it does not ask the store again.
 			h.mu.Lock()
 			if h.execs[id] == nil {
-				h.tombstone(id)
+				h.tombstoneAt(id, end)
 			}
 			h.mu.Unlock()
 		}
 	}
 	if gone {
-		return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended", id)}
+		return nil, h.goneError(id, end)
 	}
 	return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no execution %q", id)}
 }
@@ -986,9 +1042,23 @@ func runtimeEnded(e *execution) error {
 	return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q reached the end of its runtime (resources.runtimeMs %d) while the command ran", e.ExecutionID, e.Resources.RuntimeMs)}
 }
 
-// Get returns a live execution.
+// live is lookup, with an execution that a command's timeout, output
+// flood or abort is destroying gone already, for that reason: audit31's
+// Get answered it as live for the 0.35 s its container took to go.
+func (h *Docker) live(ctx context.Context, id string) (*execution, error) {
+	e, err := h.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if end := e.ending.Load(); end != nil {
+		return nil, h.goneError(id, *end)
+	}
+	return e, nil
+}
+
+// Get returns a live execution; one being destroyed is gone already.
 func (h *Docker) Get(ctx context.Context, executionID string) (*Execution, error) {
-	e, err := h.lookup(ctx, executionID)
+	e, err := h.live(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1006,7 +1076,7 @@ func (h *Docker) Verify(ctx context.Context, executionID string) error {
 	if err != nil {
 		return err
 	}
-	if e.ending.Load() && e.forgotten != nil {
+	if e.ending.Load() != nil && e.forgotten != nil {
 		// A command's end is destroying it, and Exec forgets it once the
 		// container is gone: gone is then true of the container too.
 		t := time.NewTimer(destroyTimeout)
@@ -1017,15 +1087,16 @@ func (h *Docker) Verify(ctx context.Context, executionID string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended", executionID)}
+		return h.goneError(executionID, *e.ending.Load())
 	}
 	if !h.containerGone(e.ContainerID) {
 		return nil
 	}
-	if h.end(executionID, e) == nil {
+	if h.end(executionID, e, EndContainerGone) == nil {
 		h.logger.Info("execution ended outside the host: its container is gone or stopped", "execution", executionID, "container", e.ContainerID)
 	}
-	return &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q has ended: its container is gone", executionID)}
+	_, err = h.lookup(ctx, executionID)
+	return err
 }
 
 // List returns the live executions.
@@ -1058,7 +1129,7 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 	if err := h.policy.ValidateExec(&req); err != nil {
 		return nil, err
 	}
-	e, err := h.lookup(ctx, executionID)
+	e, err := h.live(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -1087,7 +1158,7 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 		// Often by design (a busy tunnel, an environment the runner cannot
 		// reproduce) and counted in ExecStats: not a warning each time.
 		h.logger.Debug("command runner did not start the command; docker exec runs it", "execution", executionID, "err", err)
-	}, func() { e.ending.Store(true) })
+	}, func(code string) { e.ending.Store(&ended{at: h.now(), reason: code}) })
 	switch way {
 	case wayRunner:
 		h.execRunner.Add(1)
@@ -1100,7 +1171,7 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 	switch ErrorCode(err) {
 	case CodeTimeout, CodeOutputLimit, CodeAborted:
 		// The runner destroyed the container.
-		h.forget(executionID, e)
+		h.forget(executionID, e, ErrorCode(err))
 		h.logger.Info("execution destroyed", "execution", executionID, "reason", ErrorCode(err))
 		return nil, err
 	}
@@ -1116,8 +1187,12 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 			return nil, &Error{Code: CodeAgentLost, Message: fmt.Sprintf("the execution's agent ended while the command ran, and the Docker engine has not answered since (%v): the command's exit status and the rest of its output are unknown, and so is whether execution %q lives (the engine may be stopping or restarting)", engineErr, executionID), Err: cause}
 		}
 		if gone {
-			h.forget(executionID, e)
+			reason := EndContainerGone
 			if !h.now().Before(e.ExpiresAt) {
+				reason = EndRuntime
+			}
+			h.forget(executionID, e, reason)
+			if reason == EndRuntime {
 				// The deadline removed it while docker exec attached
 				// ("unable to upgrade to tcp, received 500"): say so.
 				return nil, runtimeEnded(e)
@@ -1228,7 +1303,7 @@ func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	h.mu.Lock()
 	if cancel := h.pending[executionID]; cancel != nil {
 		cancel(errTerminated)
-		h.tombstone(executionID)
+		h.tombstone(executionID, EndTerminated)
 		h.mu.Unlock()
 		h.syncTombstone(executionID)
 		return nil
@@ -1244,7 +1319,7 @@ func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	if err != nil {
 		return err
 	}
-	if err := h.end(executionID, e); err != nil {
+	if err := h.end(executionID, e, EndTerminated); err != nil {
 		return fmt.Errorf("dockerhost: terminate: %w", err)
 	}
 	h.logger.Info("terminated", "execution", executionID)
@@ -1333,9 +1408,13 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 		if executionIDRE.MatchString(id) {
 			h.dropEnv(id)
 			// An execution that ended while no host watched it.
+			reason := EndContainerGone
+			if exp, err := strconv.ParseInt(c.Labels[LabelExpires], 10, 64); err == nil && !time.Unix(exp, 0).After(now) {
+				reason = EndRuntime
+			}
 			h.mu.Lock()
 			if h.execs[id] == nil {
-				h.tombstone(id)
+				h.tombstone(id, reason)
 			}
 			h.mu.Unlock()
 			h.syncTombstone(id)

@@ -33,7 +33,7 @@ func (h *Docker) checkpoint(ctx context.Context, executionID string, req Checkpo
 	if len(req.Reason) > 1024 {
 		return nil, invalid("reason", "at most 1024 bytes")
 	}
-	e, err := h.lookup(ctx, executionID)
+	e, err := h.live(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (h *Docker) checkpoint(ctx context.Context, executionID string, req Checkpo
 		// Terminate has already forgotten it (the container may still be
 		// in removal, tar killed: an engine error otherwise).
 		if _, lerr := h.lookup(ctx, executionID); lerr != nil || h.containerGone(e.ContainerID) {
-			h.forget(executionID, e)
+			h.forget(executionID, e, EndContainerGone)
 			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the checkpoint", executionID), Err: err}
 		}
 		if ierr := interrupted(ctx, cutCheckpoint); ierr != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes callers branch on; the gateway maps them to HTTP statuses
@@ -55,11 +56,15 @@ func interrupted(ctx context.Context, what string) error {
 
 // Error is the typed error every ExecutionHost method returns for what a
 // caller can act on. Field names the offending request field (JSON path,
-// e.g. "resources.cpus") for invalid_request.
+// e.g. "resources.cpus") for invalid_request. Reason and EndedAt say why
+// and when the execution ended, for code gone (and for a conflict that
+// refuses an ended id): one of the End* reasons; empty and zero otherwise.
 type Error struct {
 	Code    string
 	Field   string
 	Message string
+	Reason  string
+	EndedAt time.Time
 	Err     error // the cause, if any; not meant for the peer
 }
 

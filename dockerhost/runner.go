@@ -74,10 +74,11 @@ const (
 // when via could not start the command. The timeout, the output budget,
 // the destroy and the error codes are the same either way. notStarted, when
 // set, gets via's error when it falls back; destroying, when set, is
-// called just before the container is destroyed, so that the execution is
+// called with the error's code just before the container is destroyed,
+// so that the execution is
 // known to be ending by the host's hand before its agent sees the
 // container go.
-func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error), destroying func()) (_ *ExecOutput, way int, err error) {
+func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64, via CommandRunner, notStarted func(error), destroying func(code string)) (_ *ExecOutput, way int, err error) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errTimeout)
 	defer cancel()
@@ -167,7 +168,7 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			return nil, way, err
 		}
 		if destroying != nil {
-			destroying()
+			destroying(e.Code)
 		}
 		if derr := r.destroy(containerID); derr != nil {
 			e.Err = errors.Join(e.Err, fmt.Errorf("destroy container: %w", derr))

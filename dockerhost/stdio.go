@@ -45,7 +45,7 @@ func (h *Docker) AttachStdio(ctx context.Context, executionID string, argv []str
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, invalid("command", "is required")
 	}
-	e, err := h.lookup(ctx, executionID)
+	e, err := h.live(ctx, executionID)
 	if err != nil {
 		return nil, err
 	}

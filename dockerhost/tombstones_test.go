@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -11,13 +12,15 @@ import (
 // and the one that replaces it.
 type memTombs struct {
 	mu sync.Mutex
-	m  map[string]time.Time
+	m  map[string]ended
 }
 
-func (s *memTombs) AddTombstone(_ context.Context, id string, at time.Time) error {
+func newMemTombs() *memTombs { return &memTombs{m: map[string]ended{}} }
+
+func (s *memTombs) AddTombstone(_ context.Context, id string, at time.Time, reason string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[id] = at
+	s.m[id] = ended{at: at, reason: reason}
 	return nil
 }
 
@@ -28,20 +31,43 @@ func (s *memTombs) RemoveTombstone(_ context.Context, id string) error {
 	return nil
 }
 
-func (s *memTombs) HasTombstone(_ context.Context, id string) (bool, error) {
+func (s *memTombs) LookupTombstone(_ context.Context, id string) (time.Time, string, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.m[id]
-	return ok, nil
+	e, ok := s.m[id]
+	return e.at, e.reason, ok, nil
 }
 
-// testTombstones: with Config.Tombstones an ended execution answers gone
-// to a host that never saw it live (a restarted gateway), an id never used
-// stays not_found, and a provision that names an ended id again makes it
-// live (and forgets its tombstone).
+// wantEnded fails t unless err is the gone answer of an execution that
+// ended for reason at at (to the second: a store keeps milliseconds).
+func wantEnded(t *testing.T, err error, reason string, at time.Time) {
+	t.Helper()
+	var de *Error
+	if !errors.As(err, &de) {
+		t.Fatalf("%v, want gone, reason %q", err, reason)
+	}
+	if de.Code != CodeGone || de.Reason != reason || de.EndedAt.Sub(at).Abs() > time.Second {
+		t.Fatalf("%v (reason %q, endedAt %v), want gone, reason %q, endedAt %v", err, de.Reason, de.EndedAt, reason, at)
+	}
+}
+
+// wantReuseRefused fails t unless err refuses a provision of an ended id.
+func wantReuseRefused(t *testing.T, err error, reason string) {
+	t.Helper()
+	var de *Error
+	if !errors.As(err, &de) || de.Code != CodeConflict || de.Field != "executionId" || de.Reason != reason {
+		t.Fatalf("provision of an ended id: %v, want a conflict on executionId with reason %q", err, reason)
+	}
+}
+
+// testTombstones: with Config.Tombstones an ended execution answers gone,
+// with when and why it ended, to a host that never saw it live (a
+// restarted gateway); an id never used stays not_found; and a provision
+// that names an ended id is refused, here and there (audit31 saw it
+// answer 201, a new sandbox under an id its old callers still held).
 func testTombstones(t *testing.T) {
 	cli, img := engine(t)
-	tombs := &memTombs{m: map[string]time.Time{}}
+	tombs := newMemTombs()
 	ctx := testCtx(t, 2*time.Minute)
 	h := newTestHost(t, cli, &Config{Tombstones: tombs})
 	req := emptyReq(img, small())
@@ -50,22 +76,18 @@ func testTombstones(t *testing.T) {
 	if err := h.Terminate(ctx, ex.ExecutionID); err != nil {
 		t.Fatal(err)
 	}
+	at := time.Now()
+	_, err := h.Get(ctx, ex.ExecutionID)
+	wantEnded(t, err, EndTerminated, at)
+	_, err = h.Provision(ctx, req)
+	wantReuseRefused(t, err, EndTerminated)
 
 	h2 := newTestHost(t, cli, &Config{Tombstones: tombs})
-	if _, err := h2.Get(ctx, ex.ExecutionID); ErrorCode(err) != CodeGone {
-		t.Fatalf("an execution another host ended: %v, want gone", err)
-	}
+	_, err = h2.Get(ctx, ex.ExecutionID)
+	wantEnded(t, err, EndTerminated, at)
 	if _, err := h2.Get(ctx, "never-seen"); ErrorCode(err) != CodeNotFound {
 		t.Fatalf("an id never used: %v, want not_found", err)
 	}
-	again := provision(t, h2, req)
-	if again.ExecutionID != ex.ExecutionID {
-		t.Fatalf("provision named %q, got %q", ex.ExecutionID, again.ExecutionID)
-	}
-	if ok, _ := tombs.HasTombstone(ctx, ex.ExecutionID); ok {
-		t.Fatal("a live execution's id is still a tombstone")
-	}
-	if _, err := newTestHost(t, cli, &Config{Tombstones: tombs}).Get(ctx, ex.ExecutionID); ErrorCode(err) != CodeNotFound {
-		t.Fatalf("a live execution of another host: %v, want not_found here (not gone)", err)
-	}
+	_, err = newTestHost(t, cli, &Config{Tombstones: tombs}).Provision(ctx, req)
+	wantReuseRefused(t, err, EndTerminated)
 }

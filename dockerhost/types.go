@@ -8,7 +8,9 @@ import (
 // ExecutionHost is the stable boundary between a scheduler and a sandbox.
 // Server code depends on these five methods only.
 type ExecutionHost interface {
-	// Provision creates and starts an execution.
+	// Provision creates and starts an execution. An ExecutionID in use,
+	// or one that ended (as long as the host remembers it), is refused
+	// (conflict): ids are not reused.
 	Provision(ctx context.Context, req ProvisionRequest) (*Execution, error)
 	// Exec runs one command in the execution and collects its output. A
 	// timeout, an output overflow or ctx ending destroys the execution; a

@@ -268,7 +268,7 @@ func testAdoptAndReap(t *testing.T) {
 	_ = b.Close()
 
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	tombs := &memTombs{m: map[string]time.Time{}}
+	tombs := newMemTombs()
 	c := newTestHost(t, cli, &Config{Owner: owner, Now: later, Tombstones: tombs})
 	if len(c.List()) != 0 {
 		t.Fatalf("expired executions adopted: %v", c.List())

@@ -88,10 +88,13 @@ func (f *fakeExecutions) Get(_ context.Context, id string) (*dockerhost.Executio
 		return &out, nil
 	}
 	if f.gone[id] {
-		return nil, &dockerhost.Error{Code: dockerhost.CodeGone, Message: "ended"}
+		return nil, &dockerhost.Error{Code: dockerhost.CodeGone, Message: "ended", Reason: dockerhost.EndOutputLimit, EndedAt: fakeEndedAt}
 	}
 	return nil, &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such execution"}
 }
+
+// fakeEndedAt is when every execution of fakeExecutions ended.
+var fakeEndedAt = time.Date(2026, 12, 3, 19, 4, 44, 5e8, time.UTC)
 
 func (f *fakeExecutions) end(id string) {
 	f.mu.Lock()
@@ -622,6 +625,11 @@ func TestExecAndExecutionEndingErrors(t *testing.T) {
 	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "echo", "timeoutMs": 1000})
 	if code, _ := errCode(body); status != http.StatusGone || code != "gone" {
 		t.Fatalf("exec after output_limit: %d %v, want 410", status, body)
+	}
+	// Why and when it ended, for programs (audit31: the gateway logged
+	// the reason, the caller never saw it).
+	if e, _ := body["error"].(map[string]any); e["reason"] != "output_limit" || e["endedAt"] != "2026-12-03T19:04:44.5Z" {
+		t.Fatalf("exec after output_limit: %v, want reason output_limit and endedAt 2026-12-03T19:04:44.5Z", body)
 	}
 
 	_, body = f.do(t, "POST", "/v1/executions", "admin", provisionBody())

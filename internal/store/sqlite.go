@@ -171,17 +171,21 @@ var migrations = []string{
 	// serves the cascade and the per-token cap.
 	`ALTER TABLE tokens ADD COLUMN parent_id TEXT REFERENCES tokens (id) ON DELETE CASCADE;
 	CREATE INDEX tokens_parent ON tokens (parent_id);`,
+	// Why each execution ended (dockerhost's End* reasons), which its gone
+	// answers say; '' for those an older gateway recorded.
+	`ALTER TABLE gone_executions ADD COLUMN reason TEXT NOT NULL DEFAULT '';`,
 }
 
 // maxTombstones bounds the ended executions remembered; the oldest go
 // first.
 const maxTombstones = 100_000
 
-// AddTombstone records an ended execution (dockerhost.Tombstones). Every
-// thousandth call, and Open, trim the table to about maxTombstones.
-func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time) (err error) {
+// AddTombstone records an execution that ended at at for reason
+// (dockerhost.Tombstones). Every thousandth call, and Open, trim the table
+// to about maxTombstones.
+func (s *SQLite) AddTombstone(ctx context.Context, id string, at time.Time, reason string) (err error) {
 	defer s.wrote(&err)
-	if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO gone_executions (id, at_ms) VALUES (?, ?)`, id, ms(at)); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO gone_executions (id, at_ms, reason) VALUES (?, ?, ?)`, id, ms(at), reason); err != nil {
 		return fmt.Errorf("store: add tombstone: %w", err)
 	}
 	if s.tombstones.Add(1)%1000 != 0 {
@@ -211,14 +215,18 @@ func (s *SQLite) RemoveTombstone(ctx context.Context, id string) (err error) {
 	return nil
 }
 
-// HasTombstone reports whether id is a recorded ended execution.
-func (s *SQLite) HasTombstone(ctx context.Context, id string) (bool, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM gone_executions WHERE id = ?`, id).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("store: look up tombstone: %w", err)
+// LookupTombstone returns when the recorded ended execution id ended and
+// why; ok is false when id is not recorded (dockerhost.Tombstones).
+func (s *SQLite) LookupTombstone(ctx context.Context, id string) (at time.Time, reason string, ok bool, err error) {
+	var atMS int64
+	err = s.db.QueryRowContext(ctx, `SELECT at_ms, reason FROM gone_executions WHERE id = ?`, id).Scan(&atMS, &reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, "", false, nil
 	}
-	return n > 0, nil
+	if err != nil {
+		return time.Time{}, "", false, fmt.Errorf("store: look up tombstone: %w", err)
+	}
+	return fromMS(atMS), reason, true, nil
 }
 
 // PutShare implements Store.

@@ -499,14 +499,15 @@ func BenchmarkLookupToken(b *testing.B) {
 	}
 }
 
-// TestTombstones: ended executions survive a reopen, an id used again is
-// forgotten, and the record keeps only the newest.
+// TestTombstones: ended executions survive a reopen, with when and why
+// they ended, an id used again is forgotten, and the record keeps only the
+// newest.
 func TestTombstones(t *testing.T) {
 	ctx := testCtx(t)
 	s, path := openTemp(t)
 	t0 := time.UnixMilli(1_700_000_000_000)
 	for i := range 5 {
-		if err := s.AddTombstone(ctx, fmt.Sprint("e", i), t0.Add(time.Duration(i)*time.Second)); err != nil {
+		if err := s.AddTombstone(ctx, fmt.Sprint("e", i), t0.Add(time.Duration(i)*time.Second), fmt.Sprint("why", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -518,7 +519,7 @@ func TestTombstones(t *testing.T) {
 	defer s.Close()
 	has := func(id string) bool {
 		t.Helper()
-		ok, err := s.HasTombstone(ctx, id)
+		_, _, ok, err := s.LookupTombstone(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,6 +527,9 @@ func TestTombstones(t *testing.T) {
 	}
 	if !has("e0") || !has("e4") || has("e5") {
 		t.Fatal("tombstones after a reopen: want e0..e4 and not e5")
+	}
+	if at, why, _, err := s.LookupTombstone(ctx, "e3"); err != nil || !at.Equal(t0.Add(3*time.Second)) || why != "why3" {
+		t.Fatalf("e3 after a reopen: ended %v for %q (%v), want %v for why3", at, why, err, t0.Add(3*time.Second))
 	}
 	if err := s.RemoveTombstone(ctx, "e4"); err != nil || has("e4") {
 		t.Fatalf("removed tombstone still there (%v)", err)

@@ -126,9 +126,14 @@ func DecodeInfo(s string) (hostgate.Info, error) {
 }
 
 // Error is the body of every error answer: {"error": {"code", "message"}}.
+// An execution's gone answer (and the conflict that refuses its id again)
+// adds why and when it ended: reason (dockerhost's End* reasons) and
+// endedAt (RFC 3339, UTC).
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	Reason  string `json:"reason,omitempty"`
+	EndedAt string `json:"endedAt,omitempty"`
 }
 
 // ErrorBody wraps Error as it travels.

@@ -236,7 +236,7 @@ func newClientPipe(rd, stderr io.Reader, wr io.WriteCloser, wait func() error, o
 				Reader:      rd,
 				WriteCloser: wr,
 			},
-			inflight: make(map[uint32]chan<- result),
+			inflight: make(map[uint32]inflightReq),
 			closed:   make(chan struct{}),
 			wait:     wait,
 		},
@@ -595,9 +595,11 @@ func (c *Client) Symlink(oldname, newname string) error {
 	}
 }
 
-func (c *Client) fsetstat(handle string, flags uint32, attrs any) error {
+// hostgate (change 15): owner is the File whose handle it is, whose Abort
+// fails the request.
+func (c *Client) fsetstat(owner *File, handle string, flags uint32, attrs any) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpFsetstatPacket{
+	typ, data, err := c.sendPacketFor(context.Background(), owner, nil, &sshFxpFsetstatPacket{
 		ID:     id,
 		Handle: handle,
 		Flags:  flags,
@@ -719,7 +721,7 @@ func (c *Client) open(path string, pflags uint32) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &File{c: c, path: path, handle: handle}, nil
+		return newFile(c, path, handle), nil
 	case sshFxpStatus:
 		return nil, normaliseError(unmarshalStatus(id, data))
 	default:
@@ -747,14 +749,16 @@ func (c *Client) close(handle string) error {
 	}
 }
 
-func (c *Client) stat(path string) (*FileStat, error) {
-	return c.statContext(context.Background(), path)
+// statContext is a STAT request bounded by ctx (hostgate: change 14).
+func (c *Client) statContext(ctx context.Context, path string) (*FileStat, error) {
+	return c.statFor(ctx, nil, path)
 }
 
-// statContext is stat bounded by ctx (hostgate: change 14).
-func (c *Client) statContext(ctx context.Context, path string) (*FileStat, error) {
+// statFor is statContext for a request of owner's, which owner's Abort
+// fails (hostgate: change 15).
+func (c *Client) statFor(ctx context.Context, owner *File, path string) (*FileStat, error) {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(ctx, nil, &sshFxpStatPacket{
+	typ, data, err := c.sendPacketFor(ctx, owner, nil, &sshFxpStatPacket{
 		ID:   id,
 		Path: path,
 	})
@@ -776,9 +780,11 @@ func (c *Client) statContext(ctx context.Context, path string) (*FileStat, error
 	}
 }
 
-func (c *Client) fstat(handle string) (*FileStat, error) {
+// hostgate (change 15): owner, when not nil, is the File whose handle it
+// is, and its Abort fails the request.
+func (c *Client) fstat(owner *File, handle string) (*FileStat, error) {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpFstatPacket{
+	typ, data, err := c.sendPacketFor(context.Background(), owner, nil, &sshFxpFstatPacket{
 		ID:     id,
 		Handle: handle,
 	})
@@ -1128,7 +1134,40 @@ type File struct {
 	mu     sync.RWMutex
 	handle string
 	offset int64 // current offset within remote file
+
+	// hostgate (change 15): Abort's error, and closed by it; aborted is
+	// guarded by the client's inflight lock (clientConn's Mutex).
+	aborted error
+	abortCh chan struct{}
 }
+
+func newFile(c *Client, path, handle string) *File {
+	return &File{c: c, path: path, handle: handle, abortCh: make(chan struct{})}
+}
+
+// Abort fails the File's requests in flight, and every later one, with err
+// (hostgate: change 15): the calls waiting for their replies (Read,
+// ReadAt, WriteTo, Write, WriteAt, ReadFrom, Stat, Close and the others)
+// return at once, where they would wait for a server that stopped
+// answering, and Close no longer waits for its reply. Replies that still
+// come are dropped, and the client's other requests go on. The File stays
+// to be closed: Close after Abort sends the close request without waiting
+// for its reply and returns nil, so that the server lets the handle go
+// should it answer again. Only the first Abort counts; it does not wait
+// for the calls to return.
+//
+// A nil err is taken as ErrAborted. A write that Abort cut short may or
+// may not have reached the file.
+func (f *File) Abort(err error) {
+	if err == nil {
+		err = ErrAborted
+	}
+	f.c.abort(f, err)
+}
+
+// ErrAborted is what a File's calls return after Abort(nil) (hostgate:
+// change 15).
+var ErrAborted = errors.New("sftp: file aborted")
 
 // Close closes the File, rendering it unusable for I/O. It returns an
 // error, if any.
@@ -1149,7 +1188,30 @@ func (f *File) Close() error {
 	handle := f.handle
 	f.handle = ""
 
-	return f.c.close(handle)
+	// hostgate (change 15): the close request is the File's last and
+	// Abort does not fail it, so that the server lets the handle go;
+	// once the File is aborted, its reply is not waited for (it lands in
+	// ch, which nobody reads).
+	id := f.c.nextID()
+	ch := make(chan result, 1)
+	f.c.dispatchRequest(ch, &sshFxpClosePacket{ID: id, Handle: handle})
+	var s result
+	select {
+	case s = <-ch:
+	case <-f.abortCh:
+		return nil
+	}
+	s.flatten()
+	defer s.release()
+	if s.err != nil {
+		return s.err
+	}
+	switch s.typ {
+	case sshFxpStatus:
+		return normaliseError(unmarshalStatus(id, s.data))
+	default:
+		return unimplementedPacketErr(s.typ)
+	}
 }
 
 // Name returns the name of the file as presented to Open or Create.
@@ -1187,7 +1249,7 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64, tr *ShortReads) 
 	}
 	for n < len(b) {
 		id := f.c.nextID()
-		f.c.dispatchRequest(ch, &sshFxpReadPacket{
+		f.c.dispatchFor(f, ch, &sshFxpReadPacket{
 			ID:     id,
 			Handle: f.handle,
 			Offset: uint64(off) + uint64(n),
@@ -1303,7 +1365,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 			id := f.c.nextID()
 			res := resPool.Get()
 
-			f.c.dispatchRequest(res, &sshFxpReadPacket{
+			f.c.dispatchFor(f, res, &sshFxpReadPacket{
 				ID:     id,
 				Handle: f.handle,
 				Offset: uint64(offset),
@@ -1470,9 +1532,9 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 	// For concurrency, we want to guess how many concurrent workers we should use.
 	var fileStat *FileStat
 	if f.c.useFstat {
-		fileStat, err = f.c.fstat(f.handle)
+		fileStat, err = f.c.fstat(f, f.handle)
 	} else {
-		fileStat, err = f.c.stat(f.path)
+		fileStat, err = f.c.statFor(context.Background(), f, f.path) // hostgate (change 15)
 	}
 	if err != nil {
 		return 0, err
@@ -1694,7 +1756,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				next: next,
 			}
 
-			f.c.dispatchRequest(res, &sshFxpReadPacket{
+			f.c.dispatchFor(f, res, &sshFxpReadPacket{
 				ID:     id,
 				Handle: f.handle,
 				Offset: uint64(off),
@@ -1877,7 +1939,7 @@ func (f *File) Stat() (os.FileInfo, error) {
 }
 
 func (f *File) stat() (os.FileInfo, error) {
-	fs, err := f.c.fstat(f.handle)
+	fs, err := f.c.fstat(f, f.handle)
 	if err != nil {
 		return nil, err
 	}
@@ -1906,7 +1968,7 @@ func (f *File) Write(b []byte) (int, error) {
 }
 
 func (f *File) writeChunkAt(ch chan result, b []byte, off int64) (int, error) {
-	typ, data, err := f.c.sendPacket(context.Background(), ch, &sshFxpWritePacket{
+	typ, data, err := f.c.sendPacketFor(context.Background(), f, ch, &sshFxpWritePacket{
 		ID:     f.c.nextID(),
 		Handle: f.handle,
 		Offset: uint64(off),
@@ -1978,7 +2040,7 @@ func (f *File) writeAtConcurrent(b []byte, off int64) (int, error) {
 			res := pool.Get()
 			off := off + int64(read)
 
-			f.c.dispatchRequest(res, &sshFxpWritePacket{
+			f.c.dispatchFor(f, res, &sshFxpWritePacket{
 				ID:     id,
 				Handle: f.handle,
 				Offset: uint64(off),
@@ -2174,7 +2236,7 @@ func (f *File) readFromWithConcurrency(r io.Reader, concurrency int) (read int64
 				id := f.c.nextID()
 				res := pool.Get()
 
-				f.c.dispatchRequest(res, &sshFxpWritePacket{
+				f.c.dispatchFor(f, res, &sshFxpWritePacket{
 					ID:     id,
 					Handle: f.handle,
 					Offset: uint64(off),
@@ -2429,7 +2491,7 @@ func (f *File) Chown(uid, gid int) error {
 		return os.ErrClosed
 	}
 
-	return f.c.fsetstat(f.handle, sshFileXferAttrUIDGID, &FileStat{
+	return f.c.fsetstat(f, f.handle, sshFileXferAttrUIDGID, &FileStat{
 		UID: uint32(uid),
 		GID: uint32(gid),
 	})
@@ -2446,7 +2508,7 @@ func (f *File) Chmod(mode os.FileMode) error {
 		return os.ErrClosed
 	}
 
-	return f.c.fsetstat(f.handle, sshFileXferAttrPermissions, toChmodPerm(mode))
+	return f.c.fsetstat(f, f.handle, sshFileXferAttrPermissions, toChmodPerm(mode))
 }
 
 // SetExtendedData sets extended attributes of the current file. It uses the
@@ -2468,7 +2530,7 @@ func (f *File) SetExtendedData(path string, extended []StatExtended) error {
 		Extended: extended,
 	}
 
-	return f.c.fsetstat(f.handle, sshFileXferAttrExtended, attrs)
+	return f.c.fsetstat(f, f.handle, sshFileXferAttrExtended, attrs)
 }
 
 // Truncate sets the size of the current file. Although it may be safely assumed
@@ -2484,7 +2546,7 @@ func (f *File) Truncate(size int64) error {
 		return os.ErrClosed
 	}
 
-	return f.c.fsetstat(f.handle, sshFileXferAttrSize, uint64(size))
+	return f.c.fsetstat(f, f.handle, sshFileXferAttrSize, uint64(size))
 }
 
 // Sync requests a flush of the contents of a File to stable storage.
@@ -2506,7 +2568,7 @@ func (f *File) Sync() error {
 	}
 
 	id := f.c.nextID()
-	typ, data, err := f.c.sendPacket(context.Background(), nil, &sshFxpFsyncPacket{
+	typ, data, err := f.c.sendPacketFor(context.Background(), f, nil, &sshFxpFsyncPacket{
 		ID:     id,
 		Handle: f.handle,
 	})

@@ -47,8 +47,8 @@ type clientConn struct {
 
 	wait func() error // if non-nil, call this during Wait() to get a possible remote status error.
 
-	sync.Mutex                          // protects inflight
-	inflight   map[uint32]chan<- result // outstanding requests
+	sync.Mutex                        // protects inflight and Files' aborted
+	inflight   map[uint32]inflightReq // outstanding requests
 
 	closed chan struct{}
 	err    error
@@ -109,6 +109,12 @@ func (c *clientConn) recv() error {
 		}
 
 		ch, ok := c.getChannel(sid)
+		if ok && ch == nil {
+			// hostgate (change 15): the reply to a request of a
+			// File that Abort failed; nobody waits for it.
+			rb.release()
+			continue
+		}
 		if !ok {
 			// This is an unexpected occurrence. Send the error
 			// back to all listeners so that they terminate
@@ -121,7 +127,15 @@ func (c *clientConn) recv() error {
 	}
 }
 
-func (c *clientConn) putChannel(ch chan<- result, sid uint32) bool {
+// inflightReq is a request waiting for its reply (hostgate: change 15).
+type inflightReq struct {
+	ch chan<- result // nil: its File was aborted, the reply is dropped
+	f  *File         // the File whose request it is, if any
+}
+
+// hostgate (change 15): owner, when not nil, is the File whose request it
+// is; once Abort failed owner, the request fails with its error unsent.
+func (c *clientConn) putChannel(ch chan<- result, sid uint32, owner *File) bool {
 	c.Lock()
 	defer c.Unlock()
 
@@ -132,19 +146,54 @@ func (c *clientConn) putChannel(ch chan<- result, sid uint32) bool {
 		return false
 	default:
 	}
+	if owner != nil && owner.aborted != nil {
+		ch <- result{err: owner.aborted}
+		return false
+	}
 
-	c.inflight[sid] = ch
+	c.inflight[sid] = inflightReq{ch: ch, f: owner}
 	return true
 }
 
+// getChannel takes sid's channel out of inflight: nil and true for the
+// request of an aborted File (hostgate: change 15).
 func (c *clientConn) getChannel(sid uint32) (chan<- result, bool) {
 	c.Lock()
 	defer c.Unlock()
 
-	ch, ok := c.inflight[sid]
+	r, ok := c.inflight[sid]
 	delete(c.inflight, sid)
 
-	return ch, ok
+	return r.ch, ok
+}
+
+// abort fails f's requests in flight and every later one with err, at
+// once (hostgate: change 15): their channels leave inflight for a
+// tombstone, so that a reply that still comes is dropped (and its page or
+// packets given back) rather than taken for an unknown id, which ends
+// the connection. It reports whether f was aborted before.
+func (c *clientConn) abort(f *File, err error) bool {
+	c.Lock()
+	if f.aborted != nil {
+		c.Unlock()
+		return true
+	}
+	f.aborted = err
+	close(f.abortCh)
+	var chs []chan<- result
+	for sid, r := range c.inflight {
+		if r.f == f && r.ch != nil {
+			chs = append(chs, r.ch)
+			c.inflight[sid] = inflightReq{}
+		}
+	}
+	c.Unlock()
+	// Outside the lock, as recv sends: each channel has room for, or a
+	// reader of, the reply this error stands for.
+	for _, ch := range chs {
+		ch <- result{err: err}
+	}
+	return false
 }
 
 // result captures the result of receiving the a packet from the server
@@ -222,11 +271,16 @@ type idmarshaler interface {
 }
 
 func (c *clientConn) sendPacket(ctx context.Context, ch chan result, p idmarshaler) (fxp, []byte, error) {
+	return c.sendPacketFor(ctx, nil, ch, p)
+}
+
+// sendPacketFor is sendPacket for a request of owner's (hostgate: change 15).
+func (c *clientConn) sendPacketFor(ctx context.Context, owner *File, ch chan result, p idmarshaler) (fxp, []byte, error) {
 	if cap(ch) < 1 {
 		ch = make(chan result, 1)
 	}
 
-	c.dispatchRequest(ch, p)
+	c.dispatchFor(owner, ch, p)
 
 	select {
 	case <-ctx.Done():
@@ -247,15 +301,21 @@ func (c *clientConn) sendPacket(ctx context.Context, ch chan result, p idmarshal
 // dispatchRequest should ideally only be called by race-detection tests outside of this file,
 // where you have to ensure two packets are in flight sequentially after each other.
 func (c *clientConn) dispatchRequest(ch chan<- result, p idmarshaler) {
+	c.dispatchFor(nil, ch, p)
+}
+
+// dispatchFor is dispatchRequest for a request of owner's, which
+// owner's Abort fails (hostgate: change 15).
+func (c *clientConn) dispatchFor(owner *File, ch chan<- result, p idmarshaler) {
 	sid := p.id()
 
-	if !c.putChannel(ch, sid) {
-		// already closed.
+	if !c.putChannel(ch, sid, owner) {
+		// already closed, or owner aborted.
 		return
 	}
 
 	if err := c.conn.sendPacket(p); err != nil {
-		if ch, ok := c.getChannel(sid); ok {
+		if ch, ok := c.getChannel(sid); ok && ch != nil {
 			ch <- result{err: err}
 		}
 	}
@@ -267,13 +327,16 @@ func (c *clientConn) broadcastErr(err error) {
 	defer c.Unlock()
 
 	bcastRes := result{err: ErrSSHFxConnectionLost}
-	for sid, ch := range c.inflight {
-		ch <- bcastRes
+	for sid, r := range c.inflight {
+		if r.ch == nil {
+			continue // hostgate (change 15): its File's Abort answered it
+		}
+		r.ch <- bcastRes
 
 		// Replace the chan in inflight,
 		// we have hijacked this chan,
 		// and this guarantees always-only-once sending.
-		c.inflight[sid] = make(chan<- result, 1)
+		c.inflight[sid] = inflightReq{ch: make(chan<- result, 1)}
 	}
 
 	c.err = err

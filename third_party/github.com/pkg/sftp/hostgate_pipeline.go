@@ -55,8 +55,14 @@ func (p *Pending[T]) take(r result) (T, error) {
 }
 
 func send[T any](c *Client, p idmarshaler, decode func(id uint32, r result) (T, error)) *Pending[T] {
+	return sendFor(c, nil, p, decode)
+}
+
+// sendFor is send for a request of owner's, which owner's Abort fails
+// (hostgate: change 15).
+func sendFor[T any](c *Client, owner *File, p idmarshaler, decode func(id uint32, r result) (T, error)) *Pending[T] {
 	ch := make(chan result, 1)
-	c.dispatchRequest(ch, p)
+	c.dispatchFor(owner, ch, p)
 	return &Pending[T]{id: p.id(), ch: ch, decode: decode}
 }
 
@@ -87,7 +93,7 @@ func (c *Client) OpenFileNoWait(name string, flags int) *Pending[*File] {
 			if err != nil {
 				return nil, err
 			}
-			return &File{c: c, path: name, handle: handle}, nil
+			return newFile(c, name, handle), nil
 		case sshFxpStatus:
 			return nil, normaliseError(unmarshalStatus(id, r.data))
 		default:
@@ -129,7 +135,7 @@ func (f *File) StatNoWait() *Pending[os.FileInfo] {
 	if f.handle == "" {
 		return failed[os.FileInfo](os.ErrClosed)
 	}
-	return send(f.c, &sshFxpFstatPacket{ID: f.c.nextID(), Handle: f.handle}, attrsReply(path.Base(f.path)))
+	return sendFor(f.c, f, &sshFxpFstatPacket{ID: f.c.nextID(), Handle: f.handle}, attrsReply(path.Base(f.path)))
 }
 
 // ChmodNoWait sends Chmod's request (fsetstat on the handle).
@@ -139,7 +145,7 @@ func (f *File) ChmodNoWait(mode os.FileMode) *Pending[struct{}] {
 	if f.handle == "" {
 		return failed[struct{}](os.ErrClosed)
 	}
-	return send(f.c, &sshFxpFsetstatPacket{
+	return sendFor(f.c, f, &sshFxpFsetstatPacket{
 		ID:     f.c.nextID(),
 		Handle: f.handle,
 		Flags:  sshFileXferAttrPermissions,
@@ -162,7 +168,7 @@ func (f *File) ReadAtNoWait(b []byte, off int64) *Pending[int] {
 	if len(b) > f.c.maxPacket {
 		b = b[:f.c.maxPacket]
 	}
-	return send(f.c, &sshFxpReadPacket{
+	return sendFor(f.c, f, &sshFxpReadPacket{
 		ID:     f.c.nextID(),
 		Handle: f.handle,
 		Offset: uint64(off),
@@ -203,7 +209,7 @@ func (f *File) WriteAtNoWait(b []byte, off int64) *Pending[int] {
 		b = b[:size] // hostgate (change 8): no more than the server takes
 	}
 	n := len(b)
-	return send(f.c, &sshFxpWritePacket{
+	return sendFor(f.c, f, &sshFxpWritePacket{
 		ID:     f.c.nextID(),
 		Handle: f.handle,
 		Offset: uint64(off),
@@ -227,6 +233,7 @@ func (f *File) CloseNoWait() *Pending[struct{}] {
 	}
 	handle := f.handle
 	f.handle = ""
+	// hostgate (change 15): the last request, not failed by Abort (see Close).
 	return send(f.c, &sshFxpClosePacket{ID: f.c.nextID(), Handle: handle}, statusReply)
 }
 

@@ -181,7 +181,7 @@ func (f *File) readRest(b []byte, off int64, answered int, tr *ShortReads) (int,
 	reqs := make([]request, 0, (len(b)+piece-1)/piece)
 	for o := 0; o < len(b); o += piece {
 		r := request{id: f.c.nextID(), ch: make(chan result, 1), b: b[o:min(o+piece, len(b))]}
-		f.c.dispatchRequest(r.ch, &sshFxpReadPacket{
+		f.c.dispatchFor(f, r.ch, &sshFxpReadPacket{
 			ID:     r.id,
 			Handle: f.handle,
 			Offset: uint64(off) + uint64(o),

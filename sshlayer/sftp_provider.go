@@ -45,7 +45,9 @@ func SFTPClientOptions() []sftp.ClientOption {
 // pkg/sftp calls do not take a context: ctx is checked before each request,
 // a call returns ctx's error as soon as ctx ends (its requests' answers are
 // then awaited in the background; a file opened meanwhile is closed), and
-// cancelling it closes an open stream.
+// its end ends an open stream: the stream's calls in flight and later
+// return ctx's error at once, the host answering or not, and the file is
+// closed without waiting for the host's answer.
 func NewSFTPProvider(c *sftp.Client) hostgate.Provider {
 	return newSFTPProvider(c, nil)
 }
@@ -244,11 +246,31 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	if err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
-	return &sftpReader{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return &sftpReader{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
+}
+
+// abortFile ends a stream whose ctx ended: its calls waiting for the
+// host's replies return ctx's error at once (pkg/sftp fork change 15;
+// Close alone waited for its own reply, behind the reads', for as long as
+// a stopped host kept the connection), and the file is closed without
+// waiting for the host. The connection's other calls go on; replies that
+// come late are dropped.
+func abortFile(ctx context.Context, f *sftp.File) {
+	f.Abort(ctx.Err())
+	_ = f.Close()
+}
+
+// ctxErr is err, a stream call's, as the call returns it: ctx's error as
+// pathErr says it when the call failed because ctx ended (abortFile).
+func (p *sftpProvider) ctxErr(ctx context.Context, op, name string, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return p.pathErr(op, name, ctx.Err())
+	}
+	return err
 }
 
 // sftpReader's reads fail once its ctx is done, not only once the ctx's
-// AfterFunc has closed the file: that runs a moment later, in a goroutine
+// AfterFunc has aborted the file: that runs a moment later, in a goroutine
 // of its own, and a read in between could still succeed.
 type sftpReader struct {
 	*sftp.File
@@ -263,7 +285,7 @@ func (r *sftpReader) Read(p []byte) (int, error) {
 		return 0, r.p.pathErr("read", r.name, err)
 	}
 	n, err := r.File.Read(p)
-	return n, r.p.streamErr("read", r.name, err)
+	return n, r.p.ctxErr(r.ctx, "read", r.name, r.p.streamErr("read", r.name, err))
 }
 
 func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
@@ -271,7 +293,7 @@ func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
 		return 0, r.p.pathErr("read", r.name, err)
 	}
 	n, err := r.File.WriteTo(w)
-	return n, r.p.streamErr("read", r.name, err)
+	return n, r.p.ctxErr(r.ctx, "read", r.name, r.p.streamErr("read", r.name, err))
 }
 
 // streamErr leaves a stream's errors as pkg/sftp gives them (io.EOF must
@@ -283,9 +305,13 @@ func (p *sftpProvider) streamErr(op, name string, err error) error {
 	return err
 }
 
+// Close closes the file before it stops watching ctx: a close that waits
+// on a host that stopped answering returns once ctx ends (abortFile), not
+// when the host answers.
 func (r *sftpReader) Close() error {
+	err := r.File.Close()
 	r.stop()
-	if err := r.File.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err != nil && !errors.Is(err, os.ErrClosed) {
 		return err
 	}
 	return nil
@@ -303,7 +329,7 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	if err != nil {
 		return nil, p.pathErr("create", name, err)
 	}
-	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { _ = f.Close() })}, nil
+	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
 }
 
 // create opens name for Create, giving a file it makes perm &^ umask.
@@ -352,7 +378,7 @@ func (w *sftpWriter) Write(p []byte) (int, error) {
 		return 0, w.p.pathErr("write", w.name, err)
 	}
 	n, err := w.File.Write(p)
-	return n, w.p.streamErr("write", w.name, err)
+	return n, w.p.ctxErr(w.ctx, "write", w.name, w.p.streamErr("write", w.name, err))
 }
 
 // ReadFrom writes r with concurrent requests whatever r is (pkg/sftp's own
@@ -363,16 +389,23 @@ func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
 	}
 	n, err := w.File.ReadFromWithConcurrency(r, 0)
 	if err != nil {
+		if w.ctx.Err() != nil && errors.Is(err, w.ctx.Err()) {
+			err = w.ctx.Err() // not wrapped twice (abortFile)
+		}
 		return n, w.p.pathErr("write", w.name, err)
 	}
 	return n, nil
 }
 
+// Close closes the file before it stops watching ctx, as sftpReader's
+// does. A ctx that ended first, or while the close waited, aborted the
+// file: what was written may not all be there, and Close says so.
 func (w *sftpWriter) Close() error {
+	err := w.File.Close()
 	if !w.stop() {
-		return w.p.pathErr("create", w.name, context.Canceled) // ctx closed the file mid-stream
+		return w.p.pathErr("create", w.name, context.Canceled) // ctx aborted the file
 	}
-	return w.p.pathErr("close", w.name, w.File.Close())
+	return w.p.pathErr("close", w.name, err)
 }
 
 // Mkdir creates name. The new directory gets perm &^ umask, as os.Mkdir

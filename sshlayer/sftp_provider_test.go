@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -379,6 +380,218 @@ func TestSFTPProviderCtxEndsWaitOnSilentHost(t *testing.T) {
 				}
 			case <-time.After(time.Minute): // a guard against a hang, not a timing
 				t.Fatalf("%s on a silent host: still waiting a minute after its ctx ended", name)
+			}
+		})
+	}
+}
+
+// gate passes a server's bytes on to its client but, while frozen, holds
+// them (a host stopped with SIGSTOP, a network gone quiet) until thaw.
+type gate struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	frozen bool
+	held   int // chunks held while frozen
+}
+
+func newGate() *gate {
+	g := &gate{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+func (g *gate) freeze() { g.set(true) }
+func (g *gate) thaw()   { g.set(false) }
+
+func (g *gate) set(frozen bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if frozen && !g.frozen {
+		g.held = 0
+	}
+	g.frozen = frozen
+	g.cond.Broadcast()
+}
+
+// holding reports whether a reply is held.
+func (g *gate) holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held > 0
+}
+
+func (g *gate) pass(r io.Reader, w io.WriteCloser) {
+	defer w.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			g.mu.Lock()
+			if g.frozen {
+				g.held++
+			}
+			for g.frozen {
+				g.cond.Wait()
+			}
+			g.mu.Unlock()
+			if _, err := w.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// gatedSFTPServer is pkg/sftp's server on this machine's files, its replies
+// passed through a gate.
+func gatedSFTPServer(t *testing.T) (*sftp.Client, *gate) {
+	t.Helper()
+	g := newGate()
+	cr, gw := io.Pipe() // gate to client
+	gr, sw := io.Pipe() // server to gate
+	sr, cw := io.Pipe() // client to server
+	go g.pass(gr, gw)
+	srv, err := sftp.NewServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{sr, sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve()
+		_ = sw.Close()
+	}()
+	c, err := sftp.NewClientPipe(cr, cw, SFTPClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.thaw()
+		_ = c.Close()
+		<-served
+		_ = srv.Close()
+	})
+	return c, g
+}
+
+// TestSFTPProviderStreamCtxEndsOnStoppedHost: a stream's call waiting for
+// a host that stopped answering (Read and WriteTo of a reader, Write and
+// ReadFrom of a writer) returns ctx's error once ctx ends, and the
+// connection's other calls work once the host answers again. They used to
+// wait until the host answered: the ctx's AfterFunc closed the file, and
+// the close waited for its reply behind the reads' (a stopped agent:
+// still waiting 20 s past a 2 s deadline; found by the audit31 audit).
+func TestSFTPProviderStreamCtxEndsOnStoppedHost(t *testing.T) {
+	c, g := gatedSFTPServer(t)
+	p := NewSFTPProvider(c)
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+
+	open := func(ctx context.Context) (io.Reader, io.Closer) {
+		r, err := p.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, r
+	}
+	create := func(ctx context.Context) (io.Writer, io.Closer) {
+		w, err := p.Create(ctx, filepath.Join(dir, "g"), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w, w
+	}
+	calls := []struct {
+		name string
+		call func(ctx context.Context) (func() error, io.Closer)
+	}{
+		{"Read", func(ctx context.Context) (func() error, io.Closer) {
+			r, cl := open(ctx)
+			return func() error { _, err := r.Read(make([]byte, 1000)); return err }, cl
+		}},
+		{"WriteTo", func(ctx context.Context) (func() error, io.Closer) {
+			r, cl := open(ctx)
+			return func() error { _, err := r.(io.WriterTo).WriteTo(io.Discard); return err }, cl
+		}},
+		{"Write", func(ctx context.Context) (func() error, io.Closer) {
+			w, cl := create(ctx)
+			return func() error { _, err := w.Write(make([]byte, 1000)); return err }, cl
+		}},
+		{"ReadFrom", func(ctx context.Context) (func() error, io.Closer) {
+			w, cl := create(ctx)
+			return func() error { _, err := w.(io.ReaderFrom).ReadFrom(bytes.NewReader(data)); return err }, cl
+		}},
+		// A reader's Close returns nil, as after ctx's end; a writer's
+		// says that what it wrote may not all be there.
+		{"reader Close", func(ctx context.Context) (func() error, io.Closer) {
+			_, cl := open(ctx)
+			return cl.Close, io.NopCloser(nil)
+		}},
+		{"writer Close", func(ctx context.Context) (func() error, io.Closer) {
+			_, cl := create(ctx)
+			return cl.Close, io.NopCloser(nil)
+		}},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			call, cl := tc.call(ctx)
+			g.freeze()
+			defer g.thaw() // on a failure too
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			for !g.holding() {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			select {
+			case err := <-done:
+				var pe *fs.PathError
+				if tc.name == "reader Close" {
+					if err != nil {
+						t.Errorf("%s on a stopped host, its ctx cancelled: %v; want nil", tc.name, err)
+					}
+				} else if !errors.Is(err, context.Canceled) || !errors.As(err, &pe) || pe.Path != name && pe.Path != filepath.Join(dir, "g") {
+					t.Errorf("%s on a stopped host, its ctx cancelled: %v; want ctx's error naming the path", tc.name, err)
+				}
+				if pe != nil && errors.As(pe.Err, new(*fs.PathError)) {
+					t.Errorf("%s: %v: the path twice", tc.name, err)
+				}
+			case <-time.After(20 * time.Second): // a guard against a hang, not a timing
+				t.Fatalf("%s on a stopped host: still waiting 20 s after its ctx was cancelled", tc.name)
+			}
+			_ = cl.Close()
+			g.thaw()
+			// The host answers again: the late replies are dropped and
+			// the connection goes on.
+			fi, err := p.Stat(bg, name)
+			if err != nil || fi.Size() != int64(len(data)) {
+				t.Fatalf("Stat after: %v, %v", fi, err)
+			}
+			r, err := p.Open(bg, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if _, err := io.Copy(&got, r); err != nil || !bytes.Equal(got.Bytes(), data) {
+				t.Errorf("a download after: %v, same bytes %v", err, bytes.Equal(got.Bytes(), data))
+			}
+			if err := r.Close(); err != nil {
+				t.Error(err)
 			}
 		})
 	}

@@ -111,3 +111,47 @@ func BenchmarkHostExec(b *testing.B) {
 		}
 	}
 }
+
+// outputTransport spawns processes that have exited with 4 MiB of stdout
+// waiting, read 32 KiB at a time as from a pipe.
+type outputTransport struct{}
+
+func (outputTransport) Spawn(context.Context, []string, hostgate.SpawnOptions) (hostgate.Process, error) {
+	return outputProcess{io.LimitReader(zeroReader{}, 4<<20)}, nil
+}
+
+type outputProcess struct{ out io.Reader }
+
+func (p outputProcess) Stdin() io.WriteCloser      { return nopWC{} }
+func (p outputProcess) Stdout() io.Reader          { return p.out }
+func (p outputProcess) Stderr() io.Reader          { return eofReader{} }
+func (p outputProcess) Wait() error                { return nil }
+func (p outputProcess) Kill(hostgate.Signal) error { return nil }
+
+type zeroReader struct{}
+
+func (zeroReader) Read(b []byte) (int, error) { clear(b); return len(b), nil }
+
+// BenchmarkHostExecOutput is Exec collecting 4 MiB of output, with and
+// without a writer (io.Discard) given it as it comes.
+func BenchmarkHostExecOutput(b *testing.B) {
+	h := hostgate.New(hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: outputTransport{}, FS: memProvider{}, Close: func() error { return nil }}, nil
+	})
+	b.Cleanup(func() { _ = h.Close() })
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opts hostgate.ExecOptions
+	}{{"collect", hostgate.ExecOptions{}}, {"stream", hostgate.ExecOptions{Stdout: io.Discard}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(4 << 20)
+			for b.Loop() {
+				res, err := h.Exec(ctx, []string{"cat"}, c.opts)
+				if err != nil || len(res.Stdout) != 4<<20 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -27,6 +27,27 @@ type ExecOptions struct {
 	// DefaultMaxOutput. A process that writes more is killed and Exec
 	// returns ErrOutputLimit with what was collected.
 	MaxOutput int64
+	// Stdout and Stderr, when set, are given the command's output as it
+	// arrives (to show it while the command runs), while Exec still
+	// collects it in ExecResult: each writer gets exactly the bytes its
+	// stream collects, so none past MaxOutput.
+	//
+	// A writer never slows or stops the command: a slow one is handed the
+	// output Exec has collected since its last Write in one Write, from
+	// the collection itself (no memory beyond MaxOutput's), and a writer
+	// that returns an error (or writes short) is given nothing more, while
+	// the command runs on and is collected to the end. To stop the command
+	// from a writer, cancel ctx. Once the command has ended, Exec waits
+	// for the writers to catch up, then returns; a writer's error is then
+	// Exec's error (beside the result), unless the command failed
+	// otherwise. While ctx lives, no Write runs after Exec returns. When
+	// ctx ends first, Exec returns ctx's error at once, starts no more
+	// Writes and does not wait for one in progress: the writer may miss
+	// the end of the output (the result has it all).
+	//
+	// When Stdout and Stderr are the same writer (==), at most one
+	// goroutine at a time calls its Write, as with os/exec.
+	Stdout, Stderr io.Writer
 }
 
 // ExecResult is what Host.Exec collected.
@@ -64,7 +85,13 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 		limit = DefaultMaxOutput
 	}
 	lim := &outputLimit{left: limit, kill: func() { _ = p.Kill(SIGKILL); cancel() }}
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr collected
+	// The writers are fed from the collection by goroutines of their own,
+	// so that a slow one holds up neither the command nor the other.
+	var fd *feeders
+	if opts.Stdout != nil || opts.Stderr != nil {
+		fd = feed(&stdout, &stderr, opts.Stdout, opts.Stderr)
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); lim.copy(&stdout, p.Stdout()) }()
@@ -85,6 +112,8 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	}()
 	werr := p.Wait()
 	wg.Wait()
+	stdout.end()
+	stderr.end()
 	select {
 	case <-stdinDone:
 	case <-parent.Done():
@@ -92,7 +121,19 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 			werr = context.Cause(parent) // the command ended, its stdin not: ctx's error below
 		}
 	}
-	res := &ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
+	writesDone := true
+	if fd != nil && !fd.wait(parent) {
+		writesDone = false
+		if werr == nil {
+			werr = context.Cause(parent)
+		}
+	}
+	res := &ExecResult{Stdout: stdout.buf, Stderr: stderr.buf, Duration: time.Since(start)}
+	if !writesDone {
+		// A Write in progress may still read the collection: the caller
+		// gets copies it may change.
+		res.Stdout, res.Stderr = bytes.Clone(res.Stdout), bytes.Clone(res.Stderr)
+	}
 	if lim.exceeded() {
 		res.ExitCode = -1
 		return res, ErrOutputLimit
@@ -115,7 +156,63 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 		res.ExitCode = -1
 		return res, werr
 	}
+	if fd != nil {
+		// The writers' goroutines have ended (writesDone, else ctx's
+		// error returned above).
+		if fd.outErr != nil {
+			return res, fmt.Errorf("hostgate: exec: writing the command's stdout to ExecOptions.Stdout: %w", fd.outErr)
+		}
+		if fd.errErr != nil {
+			return res, fmt.Errorf("hostgate: exec: writing the command's stderr to ExecOptions.Stderr: %w", fd.errErr)
+		}
+	}
 	return res, nil
+}
+
+// feeders are the goroutines that give ExecOptions.Stdout and Stderr
+// what is collected.
+type feeders struct {
+	wg             sync.WaitGroup
+	stop           chan struct{} // closed when Exec gives up on them
+	outErr, errErr error         // their writers' errors, once wg is done
+}
+
+// feed starts a feeder for each writer that is not nil.
+func feed(stdout, stderr *collected, out, errw io.Writer) *feeders {
+	fd := &feeders{stop: make(chan struct{})}
+	var shared *sync.Mutex
+	if sameWriter(out, errw) {
+		shared = new(sync.Mutex)
+	}
+	if out != nil {
+		stdout.wake = make(chan struct{}, 1)
+		fd.wg.Go(func() { fd.outErr = stdout.feed(out, shared, fd.stop) })
+	}
+	if errw != nil {
+		stderr.wake = make(chan struct{}, 1)
+		fd.wg.Go(func() { fd.errErr = stderr.feed(errw, shared, fd.stop) })
+	}
+	return fd
+}
+
+// wait waits for the feeders to give their writers all that was
+// collected, and reports whether they did: when ctx ends first, they are
+// stopped (a Write in progress ends on its own) and wait returns false.
+func (fd *feeders) wait(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() { fd.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return true
+		default:
+			close(fd.stop)
+			return false
+		}
+	}
 }
 
 // outputLimit is shared by the stdout and stderr copiers.
@@ -128,7 +225,7 @@ type outputLimit struct {
 
 func (l *outputLimit) exceeded() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.over }
 
-func (l *outputLimit) copy(dst *bytes.Buffer, src io.Reader) {
+func (l *outputLimit) copy(dst *collected, src io.Reader) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -144,7 +241,7 @@ func (l *outputLimit) copy(dst *bytes.Buffer, src io.Reader) {
 				l.over = true
 			}
 			l.mu.Unlock()
-			dst.Write(buf[:take])
+			dst.add(buf[:take])
 			if over {
 				l.kill()
 			}
@@ -153,4 +250,100 @@ func (l *outputLimit) copy(dst *bytes.Buffer, src io.Reader) {
 			return
 		}
 	}
+}
+
+// collected is one stream's output as Exec collects it, and what feeds
+// its writer (ExecOptions.Stdout or Stderr) when it has one.
+type collected struct {
+	mu   sync.Mutex
+	buf  []byte
+	done bool          // the stream has ended: buf is all of it
+	wake chan struct{} // with a writer: signalled when buf grows or ends
+}
+
+func (c *collected) add(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	c.mu.Lock()
+	if len(c.buf)+len(b) > cap(c.buf) {
+		// Double, as bytes.Buffer does: append grows a large slice by
+		// a quarter, which copied 4 MiB of output 4 times over.
+		grown := make([]byte, len(c.buf), max(2*cap(c.buf), len(c.buf)+len(b), 512))
+		copy(grown, c.buf)
+		c.buf = grown
+	}
+	c.buf = append(c.buf, b...)
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *collected) end() {
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *collected) signal() {
+	if c.wake != nil {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// feed writes what c collects to w, as it arrives, until c has ended and
+// w has it all, w fails, or stop is closed. Each Write is of all that is
+// new since the last, read outside the lock: add only appends past it
+// (or copies it to a larger array), so those bytes never change. shared,
+// when not nil, is held around each Write of a writer both streams feed.
+func (c *collected) feed(w io.Writer, shared *sync.Mutex, stop <-chan struct{}) error {
+	off := 0
+	for {
+		c.mu.Lock()
+		chunk, done := c.buf[off:len(c.buf):len(c.buf)], c.done
+		c.mu.Unlock()
+		if len(chunk) == 0 {
+			if done {
+				return nil
+			}
+			select {
+			case <-c.wake:
+			case <-stop:
+				return nil
+			}
+			continue
+		}
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		if shared != nil {
+			shared.Lock()
+		}
+		n, err := w.Write(chunk)
+		if shared != nil {
+			shared.Unlock()
+		}
+		if err == nil && n < len(chunk) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+}
+
+// sameWriter reports whether a and b are the same writer, as os/exec
+// decides it: equal interfaces, where their dynamic type can be compared.
+func sameWriter(a, b io.Writer) (same bool) {
+	if a == nil || b == nil {
+		return false
+	}
+	defer func() { _ = recover() }() // an uncomparable type: not the same
+	return a == b
 }

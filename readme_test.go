@@ -300,6 +300,7 @@ func readmeExampleSource(example string) string {
 
 import (
 	"context"
+	"os"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
@@ -310,6 +311,7 @@ var (
 	_ hostgate.ExecOptions
 	_ = client.Dial
 	_ = syncfs.FromHost
+	_ = os.Stdout
 )
 
 func _(ctx context.Context, token string) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/sshtest"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -28,18 +29,9 @@ func streamHosts(t *testing.T) map[string]*hostgate.Host {
 }
 
 // sshHost is a Host over SSH to sshlayer's test server.
-func sshHost(t *testing.T) *hostgate.Host {
+func sshHost(t testing.TB) *hostgate.Host {
 	t.Helper()
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ts.Close(); err != nil {
-			t.Errorf("ssh server close: %v", err)
-		}
-	})
-	auth := sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
+	ts, auth := sshtest.Server(t)
 	h := hostgate.New(hostgate.Info{Kind: "ssh"}, func(ctx context.Context) (*hostgate.Connection, error) {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ts.Addr)
 		if err != nil {

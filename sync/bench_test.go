@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/sshtest"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -91,7 +92,7 @@ func BenchmarkStatSSH(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(root, "4k"), make([]byte, 4096), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	ts, auth := sshServer(b)
+	ts, auth := sshtest.Server(b)
 	spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", ts.Addr)

@@ -16,6 +16,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/sshtest"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkLatency(b *testing.B) {
 	}
 	link := &slowLink{delay: delay}
 	b.Cleanup(link.wg.Wait)
-	ts, auth := sshServer(b)
+	ts, auth := sshtest.Server(b)
 	agent := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", ts.Addr)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/sshtest"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -22,7 +23,7 @@ import (
 // connection; the bridge must use that one and never the host's main one.
 func TestFromSSHHost(t *testing.T) {
 	root, files := tree(t)
-	ts, auth := sshServer(t)
+	ts, auth := sshtest.Server(t)
 	var dials atomic.Int32
 	dial := func(ctx context.Context) (net.Conn, error) {
 		dials.Add(1)
@@ -91,7 +92,7 @@ func (c *frozenConn) Close() error {
 // (goleak checks its goroutines), and the next call dials afresh.
 func TestSSHHostStopsAnswering(t *testing.T) {
 	root, _ := tree(t)
-	ts, auth := sshServer(t)
+	ts, auth := sshtest.Server(t)
 	var (
 		mu    sync.Mutex
 		conns []*frozenConn
@@ -137,20 +138,4 @@ func TestSSHHostStopsAnswering(t *testing.T) {
 	if want := 2 + before + retries; n != want {
 		t.Fatalf("dials = %d, want %d", n, want)
 	}
-}
-
-// sshServer starts sshlayer's loopback SSH server, closed (and its close
-// error reported) at cleanup, and returns it with the auth that reaches it.
-func sshServer(t testing.TB) (*sshlayer.TestServer, sshlayer.Auth) {
-	t.Helper()
-	ts, err := sshlayer.StartTestServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := ts.Close(); err != nil {
-			t.Errorf("ssh server close: %v", err)
-		}
-	})
-	return ts, sshlayer.Auth{Signer: ts.ClientSigner, HostKey: ts.HostKey}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/hostgate/hostgate"
@@ -373,6 +375,36 @@ func TestExecutionIsAHost(t *testing.T) {
 	_ = sfs.Close()
 	if err != nil || string(b) != "via sftp\n" {
 		t.Fatalf("sync FS read: %q %v", b, err)
+	}
+	// A tree up and back, through busybox's tar and through SFTP, and a
+	// command's output streamed while collected.
+	tree := fstest.MapFS{
+		"a.txt":                               {Data: []byte("alpha\n"), Mode: 0o644},
+		"bin/run.sh":                          {Data: []byte("#!/bin/sh\necho ran\n"), Mode: 0o755},
+		"deep/er/" + strings.Repeat("n", 150): {Data: bytes.Repeat([]byte("z"), 70_000), Mode: 0o644},
+	}
+	for _, noTar := range []bool{false, true} {
+		opts := &hostgate.TransferOptions{NoTar: noTar}
+		remote := fmt.Sprintf("/workspace/tree-%v", noTar)
+		if err := hostgate.Upload(ctx, h, tree, remote, opts); err != nil {
+			t.Fatalf("Upload (NoTar %v): %v", noTar, err)
+		}
+		var streamed bytes.Buffer
+		res, err = h.Exec(ctx, []string{"sh", "-c", "cd " + remote + " && bin/run.sh && wc -c deep/er/*"}, hostgate.ExecOptions{Stdout: &streamed})
+		if err != nil || string(res.Stdout) != "ran\n70000 deep/er/"+strings.Repeat("n", 150)+"\n" || streamed.String() != string(res.Stdout) {
+			t.Fatalf("the uploaded tree (NoTar %v): %v %q, streamed %q", noTar, err, res.Stdout, streamed.String())
+		}
+		back := t.TempDir()
+		if err := hostgate.Download(ctx, h, remote, back, opts); err != nil {
+			t.Fatalf("Download (NoTar %v): %v", noTar, err)
+		}
+		for name, f := range tree {
+			b, err := os.ReadFile(filepath.Join(back, name))
+			info, serr := os.Stat(filepath.Join(back, name))
+			if err != nil || serr != nil || !bytes.Equal(b, f.Data) || info.Mode().Perm() != f.Mode {
+				t.Fatalf("downloaded %s (NoTar %v): %v %v, %d bytes", name, noTar, err, serr, len(b))
+			}
+		}
 	}
 
 	testenv.RequirePeer(t, "OpenSSH ssh/sftp", lookPath("ssh") && lookPath("sftp"))

@@ -1,0 +1,709 @@
+package hostgate
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ErrTransferLimit is the error of an Upload or Download whose tree holds
+// more than TransferOptions allow.
+var ErrTransferLimit = errors.New("hostgate: tree transfer: more than TransferOptions allow")
+
+// The limits of a tree transfer when TransferOptions leaves them 0.
+const (
+	DefaultTransferMaxBytes = 1 << 30 // 1 GiB of file contents
+	DefaultTransferMaxFiles = 100_000 // entries: files, directories, links
+)
+
+// TransferOptions bound an Upload or Download; nil means the defaults.
+type TransferOptions struct {
+	// MaxBytes bounds the bytes of the files together; 0 means
+	// DefaultTransferMaxBytes.
+	MaxBytes int64
+	// MaxFiles bounds the entries (files, directories and links); 0 means
+	// DefaultTransferMaxFiles.
+	MaxFiles int
+	// NoTar moves the tree over the host's filesystem (Host.FS, SFTP on
+	// an SSH host), file by file, even when the host has tar.
+	NoTar bool
+}
+
+func (o *TransferOptions) limits() (int64, int) {
+	var b int64
+	var n int
+	if o != nil {
+		b, n = o.MaxBytes, o.MaxFiles
+	}
+	if b <= 0 {
+		b = DefaultTransferMaxBytes
+	}
+	if n <= 0 {
+		n = DefaultTransferMaxFiles
+	}
+	return b, n
+}
+
+// transferConcurrency is how many files the filesystem way moves at once:
+// the audit31 audit measured 16 at a time 4-5x faster than one by one.
+const transferConcurrency = 16
+
+// tarMissing is the exit status of the transfer's shell when the host
+// has no tar (as a shell's for a command not found).
+const tarMissing = 127
+
+// Upload copies the tree src (its regular files, directories and symbolic
+// links; other kinds are skipped) into dir on h, creating dir and its
+// parents as needed and replacing files of the same names. dir is a host
+// path; a relative one is relative to the home directory.
+//
+// It sends the tree as one tar stream to tar on the host (the audit31
+// audit measured 22x faster than a file-by-file SFTP loop on a sandbox,
+// 4.7x on a machine), and falls back to the host's filesystem (Host.FS),
+// 16 files at a time, when the host has no tar. Names are src's, which
+// io/fs keeps relative and without "..". Permission bits (a directory's
+// with its owner's rwx added) and modification times go with the files,
+// ownership does not. A tree over
+// opts' limits fails with ErrTransferLimit; what was sent by then stays.
+func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) error {
+	err := upload(ctx, h, src, dir, opts)
+	if err != nil {
+		err = h.named(fmt.Errorf("hostgate: upload to %s: %w", dir, err))
+	}
+	return err
+}
+
+// Download copies the tree at dir on h (its regular files, directories
+// and symbolic links; other kinds are skipped) into the local directory
+// dst, creating it as needed and replacing files of the same names.
+//
+// It reads the tree as one tar stream from tar on the host, falling back
+// to the host's filesystem (Host.FS), 16 files at a time, when the host
+// has no tar. What the host sends is not trusted: every name is checked
+// to be relative and without "..", a symbolic link whose target would
+// leave dst is refused, and all writes go through an os.Root at dst, so
+// none lands outside it. A refused entry fails the Download; files
+// written by then stay. Permission bits go with the files (a
+// directory's with its owner's rwx added), ownership does not. A tree
+// over opts' limits fails with ErrTransferLimit.
+func Download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptions) error {
+	err := download(ctx, h, dir, dst, opts)
+	if err != nil {
+		err = h.named(fmt.Errorf("hostgate: download of %s: %w", dir, err))
+	}
+	return err
+}
+
+// remoteTar starts script (a shell script given dir as $1) on the host,
+// which exits with tarMissing at once when the host has no tar (as the
+// host does for no sh).
+func remoteTar(ctx context.Context, h *Host, script, dir string) (Process, error) {
+	argv := []string{"sh", "-c", "command -v tar >/dev/null 2>&1 || exit " + fmt.Sprint(tarMissing) + "; " + script, "sh", dir}
+	p, _, err := h.spawn(ctx, argv, SpawnOptions{})
+	return p, err
+}
+
+// headBuffer keeps the first 4 KiB written to it: a command's stderr,
+// for its error, written by one goroutine and read once it has ended.
+type headBuffer struct{ buf bytes.Buffer }
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	if room := 4096 - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (b *headBuffer) String() string { return strings.TrimSpace(b.buf.String()) }
+
+// tarFailed is the error of a host's tar that did not succeed.
+func tarFailed(werr error, stderr *headBuffer) error {
+	if msg := stderr.String(); msg != "" {
+		return fmt.Errorf("tar on the host: %w: %s", werr, msg)
+	}
+	return fmt.Errorf("tar on the host: %w", werr)
+}
+
+func upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) error {
+	if opts == nil || !opts.NoTar {
+		sent, err := uploadTar(ctx, h, src, dir, opts)
+		if sent || err != nil {
+			return err
+		}
+	}
+	return uploadFS(ctx, h, src, dir, opts)
+}
+
+// uploadTar sends src to tar on the host; sent is false when the host has
+// no tar.
+func uploadTar(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) (sent bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := remoteTar(ctx, h, `mkdir -p -- "$1" && cd -- "$1" && exec tar -x -o -f -`, dir)
+	if err != nil {
+		return false, err
+	}
+	var stderr headBuffer
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = io.Copy(&stderr, p.Stderr()) })
+	wg.Go(func() { _, _ = io.Copy(io.Discard, p.Stdout()) })
+	in := p.Stdin()
+	tw := tar.NewWriter(hostWriter{in})
+	werr := walkTree(src, opts, func(name string, d fs.DirEntry, info fs.FileInfo, link string) error {
+		hdr := &tar.Header{Name: name, Mode: int64(info.Mode().Perm()), ModTime: info.ModTime(), Format: tar.FormatGNU}
+		switch {
+		case d.IsDir():
+			// The owner's rwx added: tar makes a directory as the
+			// archive says before its files (busybox's, on a
+			// read-only directory of fstest.MapFS's, then could not).
+			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, name+"/", hdr.Mode|0o700
+		case link != "":
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
+		default:
+			hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			return nil
+		}
+		f, err := src.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
+			return fmt.Errorf("%s: %w (did it change while being sent?)", name, err)
+		}
+		return nil
+	})
+	if werr == nil {
+		werr = tw.Close()
+	}
+	if werr != nil && !isWriteToHost(werr) {
+		// The tree's own error (or a limit): the host's tar must not
+		// take a cut archive for a whole one.
+		cancel()
+		_ = p.Kill(SIGKILL)
+		_ = p.Wait()
+		wg.Wait()
+		return true, werr
+	}
+	_ = in.Close()
+	perr := p.Wait()
+	wg.Wait()
+	if ExitCode(perr) == tarMissing {
+		return false, nil
+	}
+	if perr != nil {
+		return true, tarFailed(perr, &stderr)
+	}
+	if werr != nil {
+		return true, werr
+	}
+	return true, nil
+}
+
+// hostWriteError marks a failed write of the archive to the host's tar,
+// whose exit says more.
+type hostWriteError struct{ error }
+
+func (e hostWriteError) Unwrap() error { return e.error }
+
+// hostWriter marks its writer's errors as hostWriteError.
+type hostWriter struct{ w io.Writer }
+
+func (h hostWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	if err != nil {
+		err = hostWriteError{err}
+	}
+	return n, err
+}
+
+func isWriteToHost(err error) bool {
+	var hw hostWriteError
+	return errors.As(err, &hw)
+}
+
+// walkTree calls fn for each entry of src under its limits: regular
+// files, directories and symbolic links (link is then the target), in
+// lexical order, parents first, without ".".
+func walkTree(src fs.FS, opts *TransferOptions, fn func(name string, d fs.DirEntry, info fs.FileInfo, link string) error) error {
+	maxBytes, maxFiles := opts.limits()
+	var bytes int64
+	files := 0
+	return fs.WalkDir(src, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if name == "." {
+			return nil
+		}
+		var link string
+		switch t := d.Type(); {
+		case t.IsDir(), t.IsRegular():
+		case t&fs.ModeSymlink != 0:
+			if link, err = fs.ReadLink(src, name); err != nil {
+				return err
+			}
+		default:
+			return nil // devices, pipes, sockets
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		if t := d.Type(); t.IsRegular() {
+			bytes += info.Size()
+		}
+		if files > maxFiles {
+			return fmt.Errorf("%w: more than %d files", ErrTransferLimit, maxFiles)
+		}
+		if bytes > maxBytes {
+			return fmt.Errorf("%w: more than %d bytes", ErrTransferLimit, maxBytes)
+		}
+		return fn(name, d, info, link)
+	})
+}
+
+// uploadFS copies src file by file through the host's filesystem,
+// transferConcurrency files at a time.
+func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) error {
+	p, err := h.fsProvider(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.Mkdir(ctx, dir, 0o755, true); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pool := newWorkPool(cancel)
+	werr := walkTree(src, opts, func(name string, d fs.DirEntry, info fs.FileInfo, link string) error {
+		if err := pool.err(); err != nil {
+			return err
+		}
+		to := path.Join(dir, name)
+		switch {
+		case d.IsDir():
+			// Parents come first: made before any file in them.
+			if err := p.Mkdir(ctx, to, info.Mode().Perm()|0o700, true); err != nil {
+				return err
+			}
+		case link != "":
+			_ = p.Remove(ctx, to, false) // replaced, as tar replaces it
+			return p.Symlink(ctx, link, to)
+		default:
+			pool.run(func() error {
+				f, err := src.Open(name)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if fw, ok := p.(FileWriter); ok {
+					// Fewer round trips than Create, Write, Close:
+					// 200 files of 4 KiB over SFTP in 0.43-0.73x the
+					// time (4 alternating pairs, load 8-9).
+					return fw.WriteFile(ctx, to, info.Mode().Perm(), f, nil)
+				}
+				w, err := p.Create(ctx, to, info.Mode().Perm())
+				if err != nil {
+					return err
+				}
+				if _, err := io.Copy(w, f); err != nil {
+					_ = w.Close()
+					return err
+				}
+				return w.Close()
+			})
+		}
+		return nil
+	})
+	perr := pool.wait()
+	if werr != nil {
+		return werr
+	}
+	return perr
+}
+
+// workPool runs up to transferConcurrency functions at once and keeps the
+// first error, cancelling the rest.
+type workPool struct {
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	first  error
+	cancel context.CancelFunc
+}
+
+func newWorkPool(cancel context.CancelFunc) *workPool {
+	return &workPool{sem: make(chan struct{}, transferConcurrency), cancel: cancel}
+}
+
+func (w *workPool) run(f func() error) {
+	w.sem <- struct{}{}
+	w.wg.Go(func() {
+		defer func() { <-w.sem }()
+		if err := f(); err != nil {
+			w.mu.Lock()
+			if w.first == nil {
+				w.first = err
+				w.cancel()
+			}
+			w.mu.Unlock()
+		}
+	})
+}
+
+func (w *workPool) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
+}
+
+func (w *workPool) wait() error { w.wg.Wait(); return w.err() }
+
+// fsProvider is the connection's filesystem provider, as Host.FS gives it.
+func (h *Host) fsProvider(ctx context.Context) (Provider, error) {
+	c, err := h.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.fs, nil
+}
+
+func download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptions) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	x := &extractor{root: root}
+	x.maxBytes, x.maxFiles = opts.limits()
+	if opts == nil || !opts.NoTar {
+		got, err := downloadTar(ctx, h, dir, x)
+		if got || err != nil {
+			return x.finish(err)
+		}
+	}
+	return x.finish(downloadFS(ctx, h, dir, x))
+}
+
+// downloadTar reads dir from tar on the host into x; got is false when
+// the host has no tar.
+func downloadTar(ctx context.Context, h *Host, dir string, x *extractor) (got bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p, err := remoteTar(ctx, h, `cd -- "$1" && exec tar -c -f - .`, dir)
+	if err != nil {
+		return false, err
+	}
+	_ = p.Stdin().Close()
+	var stderr headBuffer
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = io.Copy(&stderr, p.Stderr()) })
+	tr := tar.NewReader(p.Stdout())
+	entries := 0
+	var xerr error
+	cut := false // the archive ended short or malformed
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			xerr, cut = err, true
+			break
+		}
+		entries++
+		if xerr = x.tarEntry(hdr, tr); xerr != nil {
+			break
+		}
+	}
+	if xerr != nil {
+		// Stop the host's tar rather than read the rest.
+		cancel()
+		_ = p.Kill(SIGKILL)
+	}
+	_, _ = io.Copy(io.Discard, p.Stdout())
+	perr := p.Wait()
+	wg.Wait()
+	if xerr != nil {
+		if perr != nil && (cut || errors.Is(xerr, io.ErrUnexpectedEOF)) {
+			// A cut archive: what the host's tar said is the reason.
+			return true, tarFailed(perr, &stderr)
+		}
+		return true, xerr
+	}
+	if entries == 0 && ExitCode(perr) == tarMissing {
+		return false, nil
+	}
+	if perr != nil {
+		return true, tarFailed(perr, &stderr)
+	}
+	return true, nil
+}
+
+// unsafeEntryError is a name or link target from the host that would
+// leave the destination.
+type unsafeEntryError struct{ name, why string }
+
+func (e *unsafeEntryError) Error() string {
+	return fmt.Sprintf("refused %q from the host: %s", e.name, e.why)
+}
+
+// extractor writes a tree from the host under root, checking each name.
+type extractor struct {
+	root            *os.Root
+	maxBytes, bytes int64
+	maxFiles, files int
+	mu              sync.Mutex
+	dirModes        map[string]fs.FileMode // applied at the end: a read-only dir must first take its files
+}
+
+// localName is the archive or host name n as a name under root, or an
+// error when it is not relative and free of "..". ok is false for the
+// root itself.
+func localName(n string) (string, bool, error) {
+	c := strings.TrimSuffix(strings.TrimPrefix(n, "./"), "/")
+	if c == "" || c == "." {
+		return "", false, nil
+	}
+	if !fs.ValidPath(c) || strings.Contains(c, "\\") {
+		return "", false, &unsafeEntryError{n, "not a relative name without \"..\""}
+	}
+	return c, true, nil
+}
+
+// count charges one entry of size bytes to the limits.
+func (x *extractor) count(size int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.files++
+	x.bytes += size
+	if x.files > x.maxFiles {
+		return fmt.Errorf("%w: more than %d files", ErrTransferLimit, x.maxFiles)
+	}
+	if x.bytes > x.maxBytes || size < 0 {
+		return fmt.Errorf("%w: more than %d bytes", ErrTransferLimit, x.maxBytes)
+	}
+	return nil
+}
+
+func (x *extractor) tarEntry(hdr *tar.Header, r io.Reader) error {
+	name, ok, err := localName(hdr.Name)
+	if err != nil || !ok {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := x.count(0); err != nil {
+			return err
+		}
+		return x.dir(name, fs.FileMode(hdr.Mode).Perm())
+	case tar.TypeReg:
+		if err := x.count(hdr.Size); err != nil {
+			return err
+		}
+		return x.file(name, fs.FileMode(hdr.Mode).Perm(), r)
+	case tar.TypeSymlink:
+		if err := x.count(0); err != nil {
+			return err
+		}
+		return x.symlink(name, hdr.Linkname)
+	case tar.TypeLink:
+		if err := x.count(0); err != nil {
+			return err
+		}
+		old, ok, err := localName(hdr.Linkname)
+		if err != nil || !ok {
+			return &unsafeEntryError{hdr.Linkname, "a hard link's target must be a file in the tree"}
+		}
+		if err := x.parents(name); err != nil {
+			return err
+		}
+		_ = x.root.Remove(name)
+		return x.root.Link(old, name)
+	}
+	return nil // devices, pipes
+}
+
+// parents makes the directories name is in.
+func (x *extractor) parents(name string) error {
+	if d := path.Dir(name); d != "." {
+		return x.root.MkdirAll(d, 0o755)
+	}
+	return nil
+}
+
+func (x *extractor) dir(name string, perm fs.FileMode) error {
+	if err := x.root.MkdirAll(name, 0o755); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.dirModes == nil {
+		x.dirModes = map[string]fs.FileMode{}
+	}
+	x.dirModes[name] = perm
+	return nil
+}
+
+func (x *extractor) file(name string, perm fs.FileMode, r io.Reader) error {
+	if err := x.parents(name); err != nil {
+		return err
+	}
+	// A symbolic link in its place is replaced, not written through.
+	if fi, err := x.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		_ = x.root.Remove(name)
+	}
+	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return x.root.Chmod(name, perm) // an existing file keeps its mode through O_CREATE
+}
+
+func (x *extractor) symlink(name, target string) error {
+	if target == "" || path.IsAbs(target) || strings.Contains(target, "\\") {
+		return &unsafeEntryError{name, fmt.Sprintf("its link target %q is not relative", target)}
+	}
+	if j := path.Join(path.Dir(name), target); j == ".." || strings.HasPrefix(j, "../") {
+		return &unsafeEntryError{name, fmt.Sprintf("its link target %q leaves the destination", target)}
+	}
+	if err := x.parents(name); err != nil {
+		return err
+	}
+	_ = x.root.Remove(name)
+	return x.root.Symlink(target, name)
+}
+
+// finish applies the directories' modes, deepest first, and returns err.
+func (x *extractor) finish(err error) error {
+	names := make([]string, 0, len(x.dirModes))
+	for n := range x.dirModes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range slices.Backward(names) {
+		if cerr := x.root.Chmod(n, x.dirModes[n]|0o700); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// downloadFS reads dir through the host's filesystem into x,
+// transferConcurrency files at a time.
+func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
+	p, err := h.fsProvider(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pool := newWorkPool(cancel)
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		ents, err := p.ReadDir(ctx, path.Join(dir, rel))
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if err := pool.err(); err != nil {
+				return err
+			}
+			if e.Name() == "." || e.Name() == ".." {
+				continue
+			}
+			if strings.Contains(e.Name(), "/") {
+				return &unsafeEntryError{e.Name(), "a name in a directory listing has a slash"}
+			}
+			name, _, err := localName(path.Join(rel, e.Name()))
+			if err != nil {
+				return err
+			}
+			from := path.Join(dir, name)
+			switch t := e.Type(); {
+			case t.IsDir():
+				info, err := e.Info()
+				if err != nil {
+					return err
+				}
+				if err := x.count(0); err != nil {
+					return err
+				}
+				if err := x.dir(name, info.Mode().Perm()); err != nil {
+					return err
+				}
+				if err := walk(name); err != nil {
+					return err
+				}
+			case t&fs.ModeSymlink != 0:
+				if err := x.count(0); err != nil {
+					return err
+				}
+				target, err := p.Readlink(ctx, from)
+				if err != nil {
+					return err
+				}
+				if err := x.symlink(name, target); err != nil {
+					return err
+				}
+			case t.IsRegular():
+				info, err := e.Info()
+				if err != nil {
+					return err
+				}
+				if err := x.count(info.Size()); err != nil {
+					return err
+				}
+				pool.run(func() error {
+					r, err := p.Open(ctx, from)
+					if err != nil {
+						return err
+					}
+					defer r.Close()
+					// The size the listing gave bounds what is taken.
+					lr := &io.LimitedReader{R: r, N: info.Size() + 1}
+					if err := x.file(name, info.Mode().Perm(), lr); err != nil {
+						return err
+					}
+					if lr.N == 0 {
+						return fmt.Errorf("%w: %s grew while being read", ErrTransferLimit, from)
+					}
+					return nil
+				})
+			}
+		}
+		return nil
+	}
+	werr := walk("")
+	perr := pool.wait()
+	if werr != nil {
+		return werr
+	}
+	return perr
+}

@@ -66,10 +66,10 @@ const tarMissing = 127
 // parents as needed and replacing files of the same names. dir is a host
 // path; a relative one is relative to the home directory.
 //
-// It sends the tree as one tar stream to tar on the host (the audit31
-// audit measured 22x faster than a file-by-file SFTP loop on a sandbox,
-// 4.7x on a machine), and falls back to the host's filesystem (Host.FS),
-// 16 files at a time, when the host has no tar. Names are src's, which
+// It sends the tree as one tar stream to tar on the host (200 files of
+// 4 KiB to a sandbox through the gateway in 0.049x the time of a loop of
+// SFTP Creates), and falls back to the host's filesystem (Host.FS), 16
+// files at a time (0.24x that loop's time), when the host has no tar. Names are src's, which
 // io/fs keeps relative and without "..". Permission bits (a directory's
 // with its owner's rwx added) and modification times go with the files,
 // ownership does not. A tree over

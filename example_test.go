@@ -35,3 +35,25 @@ func ExampleHost_Exec_stream() {
 		fmt.Printf("exit %d after %v, %d bytes of output\n", res.ExitCode, res.Duration, len(res.Stdout)+len(res.Stderr))
 	}
 }
+
+// Move a tree: up from a local directory into the host's workspace, a
+// build there, and its output back into a local directory.
+func ExampleUpload() {
+	var host *hostgate.Host // from client.Dial or hostgate.New
+	ctx := context.Background()
+
+	if err := hostgate.Upload(ctx, host, os.DirFS("./project"), "/workspace/project", nil); err != nil {
+		fmt.Println("upload:", err)
+		return
+	}
+	res, err := host.Exec(ctx, []string{"make", "-C", "/workspace/project", "dist"}, hostgate.ExecOptions{Stdout: os.Stdout, Stderr: os.Stderr})
+	if err != nil || res.ExitCode != 0 {
+		fmt.Println("build failed:", err)
+		return
+	}
+	// What the host sends is checked: no name leaves ./dist.
+	err = hostgate.Download(ctx, host, "/workspace/project/dist", "./dist", &hostgate.TransferOptions{MaxBytes: 256 << 20})
+	if errors.Is(err, hostgate.ErrTransferLimit) {
+		fmt.Println("dist is over 256 MiB")
+	}
+}

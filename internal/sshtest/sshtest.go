@@ -1,7 +1,5 @@
 //go:build unix
 
-// Package sshtest starts sshlayer's loopback test server for the tests of
-// other packages.
 package sshtest
 
 import (

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // makeTree writes a small tree under dir: nested directories, files of
@@ -172,7 +173,7 @@ func pathHost(t *testing.T, base *hostgate.Host, commands map[string]string) *ho
 		}
 		p, err := exec.LookPath(prog)
 		if err != nil {
-			t.Skip(err)
+			testenv.RequirePeer(t, prog, false)
 		}
 		if err := os.Symlink(p, filepath.Join(bin, c)); err != nil {
 			t.Fatal(err)
@@ -200,7 +201,7 @@ func TestUploadReadOnlyDirsToBusybox(t *testing.T) {
 		// sandbox runs its commands as a user.
 		setpriv, err := exec.LookPath("setpriv")
 		if err != nil {
-			t.Skip("running as root without setpriv to run as another user")
+			testenv.RequirePeer(t, "setpriv (to run busybox's tar as another user than root)", false)
 		}
 		h = hostgate.Wrap(h, func(argv []string, dir string, env map[string]string) ([]string, map[string]string) {
 			return append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, argv...), env

@@ -52,7 +52,7 @@ func TestTrustedProxyNamesTheClient(t *testing.T) {
 	rp.Transport = tr
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
-		t.Skipf("no 127.0.0.2 on this machine's loopback: %v", err)
+		testenv.RequirePeer(t, "127.0.0.2 on loopback ("+err.Error()+")", false)
 	}
 	srv := &http.Server{Handler: rp}
 	go func() { _ = srv.Serve(ln) }()

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // ErrTransferLimit is the error of an Upload or Download whose tree holds
@@ -288,12 +290,11 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 	if err := p.Mkdir(ctx, dir, 0o755, true); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pool := newWorkPool(cancel)
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(transferConcurrency)
 	werr := walkTree(src, opts, func(name string, d fs.DirEntry, info fs.FileInfo, link string) error {
-		if err := pool.err(); err != nil {
-			return err
+		if err := ctx.Err(); err != nil {
+			return err // a file's copy failed: g.Wait has its error
 		}
 		to := path.Join(dir, name)
 		switch {
@@ -306,7 +307,7 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 			_ = p.Remove(ctx, to, false) // replaced, as tar replaces it
 			return p.Symlink(ctx, link, to)
 		default:
-			pool.run(func() error {
+			g.Go(func() error {
 				f, err := src.Open(name)
 				if err != nil {
 					return err
@@ -331,49 +332,8 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 		}
 		return nil
 	})
-	perr := pool.wait()
-	if werr != nil {
-		return werr
-	}
-	return perr
+	return walkOrCopyErr(werr, g.Wait())
 }
-
-// workPool runs up to transferConcurrency functions at once and keeps the
-// first error, cancelling the rest.
-type workPool struct {
-	sem    chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	first  error
-	cancel context.CancelFunc
-}
-
-func newWorkPool(cancel context.CancelFunc) *workPool {
-	return &workPool{sem: make(chan struct{}, transferConcurrency), cancel: cancel}
-}
-
-func (w *workPool) run(f func() error) {
-	w.sem <- struct{}{}
-	w.wg.Go(func() {
-		defer func() { <-w.sem }()
-		if err := f(); err != nil {
-			w.mu.Lock()
-			if w.first == nil {
-				w.first = err
-				w.cancel()
-			}
-			w.mu.Unlock()
-		}
-	})
-}
-
-func (w *workPool) err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.first
-}
-
-func (w *workPool) wait() error { w.wg.Wait(); return w.err() }
 
 // fsProvider is the connection's filesystem provider, as Host.FS gives it.
 func (h *Host) fsProvider(ctx context.Context) (Provider, error) {
@@ -622,9 +582,8 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pool := newWorkPool(cancel)
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(transferConcurrency)
 	var walk func(rel string) error
 	walk = func(rel string) error {
 		ents, err := p.ReadDir(ctx, path.Join(dir, rel))
@@ -632,8 +591,8 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 			return err
 		}
 		for _, e := range ents {
-			if err := pool.err(); err != nil {
-				return err
+			if err := ctx.Err(); err != nil {
+				return err // a file's copy failed: g.Wait has its error
 			}
 			if e.Name() == "." || e.Name() == ".." {
 				continue
@@ -680,7 +639,7 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 				if err := x.count(info.Size()); err != nil {
 					return err
 				}
-				pool.run(func() error {
+				g.Go(func() error {
 					r, err := p.Open(ctx, from)
 					if err != nil {
 						return err
@@ -701,9 +660,15 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 		return nil
 	}
 	werr := walk("")
-	perr := pool.wait()
-	if werr != nil {
-		return werr
+	return walkOrCopyErr(werr, g.Wait())
+}
+
+// walkOrCopyErr is a filesystem transfer's error: the walk's own, or,
+// when the walk stopped because a file's copy failed (which cancels the
+// group's ctx), that copy's.
+func walkOrCopyErr(walk, copies error) error {
+	if walk != nil && (copies == nil || !errors.Is(walk, context.Canceled)) {
+		return walk
 	}
-	return perr
+	return copies
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -456,4 +457,27 @@ func BenchmarkTransfer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestUploadFSReportsTheFailedCopy: when one file's copy fails on the
+// filesystem way, Upload says which and why, not the cancellation that
+// copy's failure gave the walk and the other copies.
+func TestUploadFSReportsTheFailedCopy(t *testing.T) {
+	src := fstest.MapFS{}
+	for i := range 40 {
+		src[fmt.Sprintf("f%02d", i)] = &fstest.MapFile{Data: []byte("x"), Mode: 0o644}
+	}
+	dst := t.TempDir()
+	// A directory with something in it where the tree has the file f05.
+	if err := os.MkdirAll(filepath.Join(dst, "f05", "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range streamHosts(t) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := hostgate.Upload(ctx, h, src, dst, &hostgate.TransferOptions{NoTar: true})
+		cancel()
+		if err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "f05") {
+			t.Errorf("%s: upload over a directory named as a file: %v, want the copy's error naming f05", name, err)
+		}
+	}
 }

@@ -21,9 +21,13 @@ type slowSink struct {
 	writes int
 	delay  time.Duration
 	fail   error
+	gate   chan struct{} // when set, writes wait until it is closed
 }
 
 func (s *slowSink) write(p []byte) (int, error) {
+	if s.gate != nil {
+		<-s.gate
+	}
 	time.Sleep(s.delay)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -46,10 +50,17 @@ func (s *slowSink) snapshot() ([]byte, int) {
 // were made, and nothing is held once drained. Every third write comes in
 // two parts (writeJoined, as muxConn hands a frame header and its body).
 func TestWriteBehindCoalescesInOrder(t *testing.T) {
-	sink := &slowSink{delay: time.Millisecond}
+	// The sink takes nothing until four writes were made, so at least
+	// two of them are held together whatever the scheduling (with a
+	// delay alone, a starved writer on a loaded machine let the flusher
+	// write each one alone).
+	sink := &slowSink{delay: time.Millisecond, gate: make(chan struct{})}
 	w := newWriteBehind(sink.write, func() error { return nil })
 	var want bytes.Buffer
 	for i := range 40 {
+		if i == 4 {
+			close(sink.gate)
+		}
 		p := randomData(uint64(i), 32<<10+52)
 		if i == 20 || i == 30 {
 			p = randomData(99, wbMax+1) // written in place, after what is held

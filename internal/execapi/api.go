@@ -135,7 +135,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.answerNew(ctx, w, e)
+	a.answerNew(r.Context(), ctx, w, e)
 }
 
 func (a *API) restore(w http.ResponseWriter, r *http.Request) {
@@ -160,25 +160,26 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.answerNew(ctx, w, e)
+	a.answerNew(r.Context(), ctx, w, e)
 }
 
 // answerNew starts a new execution's agent and answers 201; an execution
 // whose agent cannot start is terminated, so the caller never holds an
-// execution that is not a host. ctx is the request's (keepOnShutdown).
-func (a *API) answerNew(ctx context.Context, w http.ResponseWriter, e *dockerhost.Execution) {
+// execution that is not a host. parent is the request's context, ctx its
+// keepOnShutdown.
+func (a *API) answerNew(parent, ctx context.Context, w http.ResponseWriter, e *dockerhost.Execution) {
 	var pub ssh.PublicKey
 	if a.cfg.Agents != nil {
 		var err error
 		pub, err = a.cfg.Agents.Start(ctx, e.ExecutionID)
-		if err != nil && errors.Is(context.Cause(ctx), dockerhost.ErrStopping) {
+		if err != nil && cutByShutdown(parent) {
 			// Its caller would never learn of it: nothing is left.
 			if terr := a.ex.Terminate(context.WithoutCancel(ctx), e.ExecutionID); terr != nil {
 				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
 			}
 			a.cfg.Agents.Forget(e.ExecutionID)
 			gateway.WriteError(w, http.StatusServiceUnavailable, dockerhost.CodeInterrupted,
-				context.Cause(ctx).Error()+": execution "+e.ExecutionID+" was terminated before its agent started; try again once the gateway is back")
+				gateway.ErrShuttingDown.Error()+": execution "+e.ExecutionID+" was terminated before its agent started; try again once the gateway is back")
 			return
 		}
 		if err != nil {
@@ -242,6 +243,9 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	ctx, done := keepOnShutdown(r.Context())
 	defer done()
 	out, err := a.ex.ExecOutput(ctx, id, body.ExecRequest)
+	if dockerhost.ErrorCode(err) == dockerhost.CodeAgentLost && cutByShutdown(r.Context()) {
+		err = &dockerhost.Error{Code: dockerhost.CodeInterrupted, Message: context.Cause(r.Context()).Error() + ": the command was cut; the execution is kept for the next start", Err: err}
+	}
 	// The command is done with its stdin: a slow reader of the answer
 	// holds none of it.
 	body.Stdin = ""
@@ -397,6 +401,16 @@ func keepOnShutdown(parent context.Context) (context.Context, func()) {
 		cancel(cause)
 	})
 	return ctx, func() { stop(); cancel(context.Canceled) }
+}
+
+// cutByShutdown reports whether the gateway's shutdown ended parent, a
+// request's own context. The gateway ends request contexts before it closes
+// its tunnels, and net/http's contexts end with it at once; keepOnShutdown's
+// context ends in a goroutine of its own, which may run after a command or
+// an agent start saw its tunnel close. Without this such a command answered
+// 502 agent_lost, where the shutdown cut it.
+func cutByShutdown(parent context.Context) bool {
+	return errors.Is(context.Cause(parent), gateway.ErrShuttingDown)
 }
 
 // stopping is the gateway's shutdown, in its own words, as dockerhost's

@@ -130,6 +130,13 @@ func (f *fakeExecutions) Exec(ctx context.Context, id string, req dockerhost.Exe
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
+	case "hold-lose":
+		// Runs until unhold is closed, then loses its agent whatever ctx
+		// says, as a command does whose tunnel the gateway's shutdown
+		// closed before keepOnShutdown's ctx saw the shutdown.
+		f.blocked <- struct{}{}
+		<-f.unhold
+		return nil, &dockerhost.Error{Code: dockerhost.CodeAgentLost, Message: "the execution's agent ended while the command ran", Err: dockerhost.ErrRunnerLost}
 	case "binary":
 		return &dockerhost.ExecResult{Stdout: string(binaryInput()), Stderr: "\xff", DurationMs: 1}, nil
 	case "tee":
@@ -987,6 +994,54 @@ func TestShutdownInterruptsCheckpointRestore(t *testing.T) {
 		if code, msg := errCode(a.body); a.status != http.StatusServiceUnavailable || code != dockerhost.CodeInterrupted || !strings.Contains(msg, "shutting down") {
 			t.Errorf("cut by the shutdown: %d %v, want 503 interrupted", a.status, a.body)
 		}
+	}
+}
+
+// TestShutdownCutCommandIsInterrupted: the gateway's shutdown ends the
+// request contexts and then closes the tunnels; a command whose agent's
+// tunnel closed answers 503 interrupted, its execution kept, even when
+// the runner saw the tunnel end before keepOnShutdown's context (ended by
+// a goroutine of its own) said the gateway stops. It answered 502
+// agent_lost (e2e TestExecutionAdoptedAfterRestart failed once in CI).
+func TestShutdownCutCommandIsInterrupted(t *testing.T) {
+	f := newFixture(t)
+	f.ex.blocked = make(chan struct{}, 1)
+	f.ex.unhold = make(chan struct{})
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	type answer struct {
+		status int
+		body   map[string]any
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		j, _ := json.Marshal(map[string]any{"command": "hold-lose", "timeoutMs": 60000})
+		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/executions/"+id+"/exec", bytes.NewReader(j))
+		req.Header.Set("Authorization", "Bearer admin")
+		res, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Error(err)
+			answers <- answer{}
+			return
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		answers <- answer{res.StatusCode, out}
+	}()
+	select {
+	case <-f.ex.blocked:
+	case a := <-answers:
+		t.Fatalf("the command was answered before it ran: %d %v", a.status, a.body)
+	}
+	f.shutdown()
+	close(f.ex.unhold)
+	a := <-answers
+	if code, msg := errCode(a.body); a.status != http.StatusServiceUnavailable || code != dockerhost.CodeInterrupted || !strings.Contains(msg, "shutting down") || !strings.Contains(msg, "kept") {
+		t.Errorf("a command cut by the shutdown: %d %v, want 503 interrupted saying the execution is kept", a.status, a.body)
+	}
+	if _, err := f.ex.Get(context.Background(), id); err != nil {
+		t.Errorf("the execution after its command was cut: %v, want kept", err)
 	}
 }
 

@@ -31,11 +31,30 @@ type Connection struct {
 	// Optional: empty keeps NewNamed's name, if any, else leaves errors as
 	// the connection makes them.
 	Name string
+	// Done, when set, is closed once the connection has ended by itself
+	// (the host's agent restarted, the gateway stopped, keepalives
+	// failed): a Host made with Reconnect connects again on its next use.
+	// Optional: nil means the loss cannot be seen, and such a Host keeps
+	// the connection.
+	Done <-chan struct{}
 
 	// fs and fwd are FS and Forward naming the host in their errors; set
 	// by the Host that made the connection, before it is shared.
 	fs  Provider
 	fwd Forwarder
+}
+
+// lost reports whether c has ended by itself (Done closed).
+func (c *Connection) lost() bool {
+	if c.Done == nil {
+		return false
+	}
+	select {
+	case <-c.Done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Forwarder is the port-forwarding capability of a connection.

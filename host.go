@@ -28,7 +28,25 @@ type Host struct {
 	pending *connectCall
 	closed  bool
 	wg      sync.WaitGroup // the in-flight connect goroutine
+
+	reconnect bool // Reconnect's
 }
+
+// Option changes how New and NewNamed make a Host.
+type Option func(*Host)
+
+// Reconnect makes the Host connect again on its first use after its
+// connection was lost (Connection.Done closed: the host's agent
+// restarted, the gateway restarted, keepalives failed), as a failed first
+// connect is tried again on the next use. Only new uses reconnect, each
+// at most once: a use that fails on the lost connection is not tried
+// again, since the host may have run it (a command, a write); the
+// processes, files, forwards and listeners the lost connection handed out
+// stay failed, and the connection is closed when the next use replaces
+// it. A connect that fails (the host still offline) fails that use, and
+// the next one tries again. Without Reconnect a lost connection fails
+// every later use until a new Host is made.
+func Reconnect() Option { return func(h *Host) { h.reconnect = true } }
 
 // connectCall is one shared connect attempt; done is closed when conn or err
 // is set.
@@ -41,9 +59,9 @@ type connectCall struct {
 // New returns a lazy Host. connect runs once, on first use; concurrent first
 // uses share that one call and its result. A failed connect is not cached:
 // the next use tries again. A connection that was made and then lost (the
-// agent restarted, a token revoked) is not made again: every later use
-// fails; make a new Host to reconnect.
-func New(info Info, connect ConnectFunc) *Host {
+// agent restarted, a token revoked) is not made again, and every later use
+// fails, unless the Host was made with Reconnect.
+func New(info Info, connect ConnectFunc, opts ...Option) *Host {
 	ctx, cancel := context.WithCancel(context.Background())
 	if connect == nil {
 		// Called on first use, in a goroutine of its own, a nil connect
@@ -52,15 +70,19 @@ func New(info Info, connect ConnectFunc) *Host {
 			return nil, errors.New("hostgate.New was given a nil connect function: pass one that returns the host's *Connection")
 		}
 	}
-	return &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}
+	h := &Host{info: info, connect: connect, ctx: ctx, cancel: cancel}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // NewNamed is New for a host whose name is known before it connects (the
 // Go client's host id): the errors of a failing first connect, and of the
 // uses that waited on it, name the host as those of a connected Host do.
 // A connection's own Name, when it has one, names the host from then on.
-func NewNamed(name string, info Info, connect ConnectFunc) *Host {
-	h := New(info, connect)
+func NewNamed(name string, info Info, connect ConnectFunc, opts ...Option) *Host {
+	h := New(info, connect, opts...)
 	h.name = name
 	return h
 }
@@ -112,6 +134,10 @@ func (h *Host) connection(ctx context.Context) (*Connection, error) {
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
+	var lost *Connection
+	if h.conn != nil && h.reconnect && h.conn.lost() {
+		lost, h.conn = h.conn, nil
+	}
 	if h.conn != nil {
 		c := h.conn
 		h.mu.Unlock()
@@ -126,6 +152,10 @@ func (h *Host) connection(ctx context.Context) (*Connection, error) {
 	}
 	name := h.name
 	h.mu.Unlock()
+	if lost != nil {
+		// Ended already: its Close only releases what is left of it.
+		_ = lost.Close()
+	}
 
 	select {
 	case <-call.done:

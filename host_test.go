@@ -323,3 +323,83 @@ func TestConnectionInfoFillsHostInfo(t *testing.T) {
 		t.Errorf("base Info after Close: %+v, want %+v", got, learnt)
 	}
 }
+
+// TestReconnectAfterLoss: a Host made with Reconnect connects again on
+// its first use after its connection's Done closed, once for many
+// concurrent uses, and closes the lost connection; a Host without it
+// keeps the lost connection, and a connect that fails while the host is
+// still away fails that use only.
+func TestReconnectAfterLoss(t *testing.T) {
+	type made struct {
+		done   chan struct{}
+		closed atomic.Bool
+		tr     *fakeTransport
+	}
+	host := func(opts ...hostgate.Option) (*hostgate.Host, *[]*made, *atomic.Bool) {
+		var mu sync.Mutex
+		var conns []*made
+		away := &atomic.Bool{}
+		h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+			if away.Load() {
+				return nil, errors.New("host offline")
+			}
+			m := &made{done: make(chan struct{}), tr: &fakeTransport{}}
+			mu.Lock()
+			conns = append(conns, m)
+			mu.Unlock()
+			return &hostgate.Connection{Transport: m.tr, Done: m.done, Close: func() error { m.closed.Store(true); return nil }}, nil
+		}, opts...)
+		t.Cleanup(func() { _ = h.Close() })
+		return h, &conns, away
+	}
+	ctx := t.Context()
+
+	h, conns, away := host(hostgate.Reconnect())
+	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := (*conns)[0]
+	close(first.done)
+	away.Store(true)
+	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil || !strings.Contains(err.Error(), "host offline") {
+		t.Fatalf("use while the host is away: %v, want the connect's error", err)
+	}
+	if !first.closed.Load() {
+		t.Error("the lost connection was not closed when a use replaced it")
+	}
+	away.Store(false)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() {
+			_, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("use after the host came back: %v", err)
+		}
+	}
+	if len(*conns) != 2 || (*conns)[1].tr.spawns.Load() != 20 {
+		t.Errorf("%d connections made, want 2 (20 uses after the loss share one connect)", len(*conns))
+	}
+	if c, err := h.Connection(ctx); err != nil || c.Done != (<-chan struct{})((*conns)[1].done) {
+		t.Errorf("connection after reconnect: %v, want the second one", err)
+	}
+
+	// Without Reconnect the lost connection stays the Host's.
+	h2, conns2, _ := host()
+	if _, err := h2.Connection(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close((*conns2)[0].done)
+	if _, err := h2.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err != nil {
+		t.Fatal(err) // the fake's Spawn does not know it is lost
+	}
+	if len(*conns2) != 1 || (*conns2)[0].closed.Load() {
+		t.Errorf("without Reconnect: %d connections, first closed %v; want the one, open", len(*conns2), (*conns2)[0].closed.Load())
+	}
+}

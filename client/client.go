@@ -30,6 +30,8 @@ type Client struct {
 	http  *http.Client
 	ws    *http.Client             // the caller's HTTPClient for handshakes, without its Timeout; nil: bytestream's own
 	agent func() (net.Conn, error) // Options.ForwardAgent
+
+	hostOpts []hostgate.Option // Options.Reconnect
 }
 
 // Options are the knobs of New.
@@ -50,6 +52,12 @@ type Options struct {
 	// agent grants it unless started with --no-agent-forwarding; a
 	// sandbox never does.
 	ForwardAgent func() (net.Conn, error)
+	// Reconnect makes the hosts this client hands out (Dial, LazyHost)
+	// connect again on their first use after their connection was lost:
+	// the host's agent restarted, the gateway restarted, keepalives
+	// failed (hostgate.Reconnect). Without it such a Host fails every
+	// later use, and the caller Dials again.
+	Reconnect bool
 }
 
 // New returns a client for the gateway at gatewayURL (http(s):// or
@@ -66,6 +74,9 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 	c := &Client{base: u, token: token, http: &http.Client{}}
 	if opts != nil {
 		c.agent = opts.ForwardAgent
+		if opts.Reconnect {
+			c.hostOpts = []hostgate.Option{hostgate.Reconnect()}
+		}
 	}
 	if opts != nil && opts.HTTPClient != nil {
 		c.http = opts.HTTPClient

@@ -37,11 +37,12 @@ func (c *Client) LazyHost(id string) *hostgate.Host {
 		}
 		conn.Info = &rec.Info
 		return conn, nil
-	})
+	}, c.hostOpts...)
 }
 
 // Dial turns (gateway URL, token, host id) into a ready, connected Host.
-// The Host does not reconnect: once its connection is lost, Dial again.
+// The Host does not reconnect: once its connection is lost, Dial again, or
+// use a Client made with Options.Reconnect.
 func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host, error) {
 	c, err := New(gatewayURL, token, nil)
 	if err != nil {
@@ -64,7 +65,7 @@ func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
 	}
 	h := hostgate.NewNamed(id, rec.Info, func(ctx context.Context) (*hostgate.Connection, error) {
 		return c.connect(ctx, id)
-	})
+	}, c.hostOpts...)
 	if _, err := h.Connection(ctx); err != nil {
 		_ = h.Close()
 		return nil, err

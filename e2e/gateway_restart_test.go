@@ -99,6 +99,21 @@ func TestGatewayRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
+	// A host of a client made with Reconnect connects again on its next
+	// use after the restart.
+	rc, err := client.New(g.url, g.admin, &client.Options{Reconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := rc.Dial(ctx, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	keptConn, err := kept.Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	g.restartSamePort(t)
 
@@ -115,6 +130,17 @@ func TestGatewayRestart(t *testing.T) {
 	}
 	execEcho(t, ctx, g.url, clientTok, "alpha", "after-client")
 	execEcho(t, ctx, g.url, g.admin, "beta", "after-admin")
+	select {
+	case <-keptConn.Done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reconnecting host's connection did not end with the gateway")
+	}
+	if res, err := kept.Exec(ctx, []string{"echo", "reconnected"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "reconnected\n" {
+		t.Fatalf("a Reconnect host's first use after the restart: %+v %v, want it to connect again", res, err)
+	}
+	if c, err := kept.Connection(ctx); err != nil || c == keptConn {
+		t.Fatalf("a Reconnect host after the restart: %v, still its lost connection %v", err, c == keptConn)
+	}
 
 	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -21,6 +21,7 @@ func (c *Client) Connection(sync *hostgate.SyncSpec) *hostgate.Connection {
 		Forward:   c,
 		Sync:      sync,
 		Close:     c.Close,
+		Done:      c.done,
 	}
 }
 

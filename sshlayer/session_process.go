@@ -89,6 +89,7 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 // with a PTY), with pipes or the PTY as its stdio.
 func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 	p := &srvProcess{s: s, cmd: c, exited: make(chan struct{})}
+	var adjSet bool // oom_score_adj set at its exec
 	if s.pty != nil {
 		c.Env = append(c.Env, "TERM="+s.pty.Term)
 		ptmx, tty, err := openPTY()
@@ -108,7 +109,7 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		c.Env = append(c.Env, "SSH_TTY="+tty.Name())
 		c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		err = s.c.srv.startCommand(c)
+		adjSet, err = s.c.srv.startCommand(c)
 		_ = tty.Close()
 		if err != nil {
 			_ = ptmx.Close()
@@ -144,7 +145,8 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		// misses, but not in a session of its own. It also keeps the
 		// agent's controlling terminal, if it has one, from the command.
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		err := s.c.srv.startCommand(c)
+		var err error
+		adjSet, err = s.c.srv.startCommand(c)
 		// The child has its own copies; ours would keep the pipes open.
 		_ = inR.Close()
 		_ = outW.Close()
@@ -157,9 +159,9 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 		p.outputs = []*os.File{outR, errR}
 	}
 	p.pgid = c.Process.Pid // Setsid: the leader's pid is the group and session id
-	if adj := s.c.srv.cfg.ChildOOMScoreAdj; adj > 0 {
-		// After the start, so a command's first allocations may precede
-		// it; its children inherit it.
+	if adj := s.c.srv.cfg.ChildOOMScoreAdj; adj > 0 && !adjSet {
+		// Not set at its exec (startWithOOMScoreAdj): after the start,
+		// so the command and what it forks first may run without it.
 		if err := setOOMScoreAdj(p.pgid, min(adj, 1000)); err != nil {
 			s.c.srv.log.Debug("oom_score_adj", "pid", p.pgid, "err", err)
 		}
@@ -172,11 +174,19 @@ func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
 
 // startCommand starts c, held to cfg.ChildTasks when set: refused as a
 // fork past the limit is (EAGAIN) while the count is at its Max, and
-// forked with the limit, which it inherits.
-func (srv *Server) startCommand(c *exec.Cmd) error {
+// forked with the limit, which it inherits. With cfg.ChildOOMScoreAdj,
+// c has it from its first instruction where it can (adjSet).
+func (srv *Server) startCommand(c *exec.Cmd) (adjSet bool, err error) {
+	start := func() error { return c.Start() }
+	if adj := min(srv.cfg.ChildOOMScoreAdj, 1000); adj > 0 {
+		start = func() (err error) {
+			adjSet, err = startWithOOMScoreAdj(c, adj, srv.log)
+			return err
+		}
+	}
 	lim := srv.cfg.ChildTasks
 	if lim == nil {
-		return c.Start()
+		return adjSet, start()
 	}
 	// One at a time: each start's count sees the ones before it, and
 	// the lowered limit is the process's, not this goroutine's.
@@ -187,13 +197,14 @@ func (srv *Server) startCommand(c *exec.Cmd) error {
 		if err == nil && n >= lim.Max {
 			// What the shell would have got from fork, which the
 			// gateway and ssh report as the limit being spent.
-			return &os.PathError{Op: "fork/exec", Path: c.Path, Err: syscall.EAGAIN}
+			return false, &os.PathError{Op: "fork/exec", Path: c.Path, Err: syscall.EAGAIN}
 		}
 		if err != nil {
 			srv.log.Debug("command tasks: count", "err", err)
 		}
 	}
-	return withMaxTasks(lim.Max, c.Start, srv.log)
+	err = withMaxTasks(lim.Max, start, srv.log)
+	return adjSet, err
 }
 
 // run starts the copies and the waiter.

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -189,6 +193,90 @@ func pollPidfd(fd int, deadline time.Time) {
 // raise its children's, not lower them.
 func setOOMScoreAdj(pid, adj int) error {
 	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+}
+
+// ptraceRefused is set once a start's PTRACE_TRACEME was refused (a
+// seccomp profile, Yama's ptrace_scope 2 or 3): later starts go untraced,
+// and their command gets ChildOOMScoreAdj only after it starts.
+var ptraceRefused atomic.Bool
+
+// cldTrapped is siginfo's si_code for a traced child's stop (CLD_TRAPPED).
+const cldTrapped = 4
+
+// startWithOOMScoreAdj starts c with oom_score_adj adj from its first
+// instruction, which its children inherit: c starts traced
+// (PTRACE_TRACEME), so it stops at its execve's SIGTRAP before it runs;
+// this thread, its tracer, writes adj to its /proc/PID/oom_score_adj and
+// detaches, suppressing the SIGTRAP. set reports whether adj was written;
+// if not, the caller writes it after the start, as it did for every start
+// before (too late for a shell and a child it forks at once: 281 of 400
+// runs of `cat /proc/self/oom_score_adj & wait` read 0).
+//
+// Not by raising the server's own around the fork and lowering it back
+// (aa9ce0b, reverted): a sandbox's agent binary is execute-only, so the
+// kernel starts it non-dumpable, its /proc/self files are root's from its
+// first instruction, and it cannot open its own oom_score_adj (EACCES in
+// every start in a sandbox). Its commands' binaries are readable: they
+// are dumpable after their exec, and theirs opens. Nothing is changed in
+// the server, so concurrent starts need no lock.
+func startWithOOMScoreAdj(c *exec.Cmd, adj int, log *slog.Logger) (set bool, err error) {
+	if ptraceRefused.Load() {
+		return false, c.Start()
+	}
+	attr := syscall.SysProcAttr{}
+	if c.SysProcAttr != nil {
+		attr = *c.SysProcAttr
+	}
+	attr.Ptrace = true
+	c.SysProcAttr = &attr
+	// The tracer is the thread that forked: the stop is awaited and
+	// detached from it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.Start(); err != nil {
+		if !errors.Is(err, syscall.EPERM) {
+			return false, err
+		}
+		// PTRACE_TRACEME refused (or the execve itself: then it is
+		// refused again, untraced, and reported as it was before).
+		attr.Ptrace = false
+		*c = exec.Cmd{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir, Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, ExtraFiles: c.ExtraFiles, SysProcAttr: &attr}
+		if err := c.Start(); err != nil {
+			return false, err
+		}
+		if !ptraceRefused.Swap(true) {
+			log.Warn("oom_score_adj: a command cannot be started traced (PTRACE_TRACEME refused); commands get theirs only after they start, which a command's first children may beat", "adj", adj, "err", err)
+		}
+		return false, nil
+	}
+	pid := c.Process.Pid
+	var info unix.Siginfo
+	for {
+		// WNOWAIT: a command killed before it stopped stays for its
+		// reaper.
+		err = unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil || info.Code != cldTrapped {
+		log.Warn("oom_score_adj: a command started traced did not stop at its exec", "pid", pid, "code", info.Code, "err", err)
+		return false, nil // exited (killed): nothing to detach
+	}
+	werr := setOOMScoreAdj(pid, adj)
+	if werr != nil {
+		// Its binary not readable by its user (non-dumpable, as the
+		// agent's own): the write after the start fails the same way.
+		log.Warn("oom_score_adj: not set for a command stopped at its exec", "pid", pid, "adj", adj, "err", werr)
+	}
+	if err := unix.PtraceDetach(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+		// It would stay stopped, traced by a thread that will not
+		// resume it: not a command that runs.
+		_ = c.Process.Kill()
+		log.Error("oom_score_adj: a command stopped at its exec could not be resumed; killed", "pid", pid, "err", err)
+		return false, nil
+	}
+	return werr == nil, nil
 }
 
 // withMaxTasks runs start, which forks, with this process's soft

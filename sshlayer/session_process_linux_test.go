@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -83,32 +85,70 @@ func TestKillSessionBothScans(t *testing.T) {
 }
 
 // TestChildOOMScoreAdj: a command, and what it starts, gets the configured
-// oom_score_adj, so that out of memory the kernel takes it before the
-// server (a sandbox's agent); with none set it keeps the server's.
+// oom_score_adj from its first instruction, so that out of memory the
+// kernel takes it before the server (a sandbox's agent); with none set it
+// keeps the server's, and the server keeps its own. The server wrote it to
+// the command after the start: a child forked at once kept the server's
+// (281 of 400 runs of `cat /proc/self/oom_score_adj & wait`), and this
+// test's shell looked again for up to 10 s. Each way a command starts is
+// covered: a shell on pipes, a direct command, a terminal, under
+// ChildTasks (startMu) and not, and starts at once from several sessions;
+// and the command is not left traced.
 func TestChildOOMScoreAdj(t *testing.T) {
-	own, err := os.ReadFile("/proc/self/oom_score_adj")
+	ownB, err := os.ReadFile("/proc/self/oom_score_adj")
 	if err != nil {
 		t.Fatal(err) // Linux has it: a skip here would pass in CI unnoticed
 	}
+	own := strings.TrimSpace(string(ownB))
+	const look = `read a < /proc/self/oom_score_adj; cat /proc/self/oom_score_adj & wait; echo $a; grep TracerPid /proc/self/status`
 	for _, tc := range []struct {
-		adj  int
-		want string
-	}{{0, strings.TrimSpace(string(own))}, {500, "500"}} {
-		ts := srvStartServer(t, &ServerConfig{ChildOOMScoreAdj: tc.adj, AlwaysShell: true})
-		c := srvDialServer(t, ts)
-		s, err := c.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The shell reads it, then a child it starts does. The server sets
-		// it just after the start: the shell may look before, so it looks
-		// again, for up to 10 s (a loaded machine can hold the server past
-		// the 0.5 s it looked for before).
-		out, err := s.Output(fmt.Sprintf(`i=0; while [ $i -lt 200 ]; do read a < /proc/self/oom_score_adj; [ "$a" = %s ] && break; sleep 0.05; i=$((i+1)); done; echo $a $(cat /proc/self/oom_score_adj)`, tc.want))
-		_ = s.Close()
-		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want+" "+tc.want {
-			t.Errorf("ChildOOMScoreAdj %d: %q %v, want %q for the command and its child", tc.adj, got, err, tc.want+" "+tc.want)
-		}
+		name  string
+		adj   int
+		tasks *TaskLimit
+		want  string
+	}{
+		{"none", 0, nil, own},
+		{"500", 500, nil, "500"},
+		{"500 under ChildTasks", 500, &TaskLimit{Max: 1 << 20}, "500"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := srvStartServer(t, &ServerConfig{ChildOOMScoreAdj: tc.adj, ChildTasks: tc.tasks})
+			c := srvDialServer(t, ts)
+			want := []string{tc.want, tc.want, "TracerPid:", "0"}
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Go(func() {
+					for i := range 10 {
+						out, _, err := srvRunCmd(t, c, look, nil)
+						if got := strings.Fields(out); err != nil || !slices.Equal(got, want) {
+							t.Errorf("session %d, run %d: %q %v, want %q for a child forked at once, the command, and no tracer", g, i, out, err, want)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// A direct command (no shell where the server's is dash).
+			if out, _, err := srvRunCmd(t, c, "cat /proc/self/oom_score_adj", nil); err != nil || strings.TrimSpace(out) != tc.want {
+				t.Errorf("a direct command: %q %v, want %s", out, err, tc.want)
+			}
+			// A terminal.
+			s, err := c.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RequestPty("dumb", 24, 80, nil); err != nil {
+				t.Fatal(err)
+			}
+			out, err := s.Output(look)
+			_ = s.Close()
+			if got := strings.Fields(string(out)); err != nil || !slices.Equal(got, want) {
+				t.Errorf("a terminal's command: %q %v, want %q", out, err, want)
+			}
+			if now, err := os.ReadFile("/proc/self/oom_score_adj"); err != nil || strings.TrimSpace(string(now)) != own {
+				t.Errorf("the server's own oom_score_adj is %q (%v) after its commands started, want %q", now, err, own)
+			}
+		})
 	}
 }
 

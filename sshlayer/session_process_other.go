@@ -4,6 +4,7 @@ package sshlayer
 
 import (
 	"log/slog"
+	"os/exec"
 	"time"
 )
 
@@ -13,6 +14,9 @@ func waitExited(int) {}
 
 // setOOMScoreAdj is a no-op outside Linux.
 func setOOMScoreAdj(int, int) error { return nil }
+
+// startWithOOMScoreAdj starts c: oom_score_adj is Linux's.
+func startWithOOMScoreAdj(c *exec.Cmd, _ int, _ *slog.Logger) (bool, error) { return false, c.Start() }
 
 // withMaxTasks runs start: commands' tasks are bounded on Linux only.
 func withMaxTasks(_ int, start func() error, _ *slog.Logger) error { return start() }

@@ -156,11 +156,17 @@ type ServerConfig struct {
 	// connection lost while the command runs still kills the session.
 	LeaveBackground bool
 	// ChildOOMScoreAdj, when above 0, is the oom_score_adj (up to 1000)
-	// every command starts with, set as it starts (Linux): when a memory
-	// limit runs out, the kernel's OOM killer then takes a command before
-	// the server, which holds every command's channel, and whose end loses
-	// them all. A sandbox's agent sets it; an unprivileged server may
-	// raise its children's score, not lower it.
+	// every command has from its first instruction, and what it forks
+	// inherits (Linux): when a memory limit runs out, the kernel's OOM
+	// killer then takes a command before the server, which holds every
+	// command's channel, and whose end loses them all. A sandbox's agent
+	// sets it; an unprivileged server may raise its children's score, not
+	// lower it. A command starts traced and stops at its exec, where the
+	// server sets it and lets it go: a setuid binary run as the command
+	// itself (not through the shell) may run without its privileges, as
+	// under no-new-privileges, which a sandbox has. Where tracing is
+	// refused (seccomp, Yama's ptrace_scope 2 or 3) it is set just after
+	// the start, which the command and its first children may beat.
 	ChildOOMScoreAdj int
 	// ChildTasks, when set, keeps commands from taking every process and
 	// thread a limit allows (Linux), so the server keeps some for itself:

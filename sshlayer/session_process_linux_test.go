@@ -207,3 +207,38 @@ func TestChildTasks(t *testing.T) {
 		t.Error("ChildTasks.Max 0 accepted")
 	}
 }
+
+// BenchmarkOOMScoreAdjStart: a command's round trip (`true` through the
+// shell, on an open connection) under ChildOOMScoreAdj, started traced and
+// set at its exec, against the same start untraced and set after it (the
+// way before, and the fallback where tracing is refused), alternated in
+// one loop so both see the same load. Reported: ns/op of each and
+// traced/after.
+func BenchmarkOOMScoreAdjStart(b *testing.B) {
+	ts := srvStartServer(b, &ServerConfig{ChildOOMScoreAdj: 500, AlwaysShell: true})
+	c := srvDialServer(b, ts)
+	defer ptraceRefused.Store(ptraceRefused.Load())
+	var traced, after time.Duration
+	run := func(refused bool, d *time.Duration) {
+		ptraceRefused.Store(refused)
+		t0 := time.Now()
+		if out, _, err := srvRunCmd(b, c, "true", nil); err != nil {
+			b.Fatalf("%q %v", out, err)
+		}
+		*d += time.Since(t0)
+	}
+	n := 0
+	for b.Loop() {
+		if n%2 == 0 {
+			run(false, &traced)
+			run(true, &after)
+		} else {
+			run(true, &after)
+			run(false, &traced)
+		}
+		n++
+	}
+	b.ReportMetric(float64(traced.Nanoseconds())/float64(n), "traced-ns/op")
+	b.ReportMetric(float64(after.Nanoseconds())/float64(n), "after-ns/op")
+	b.ReportMetric(float64(traced)/float64(after), "traced/after")
+}

@@ -960,29 +960,40 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 	}
 }
 
-// TestSandboxPoolExecThroughTunnel: an execution served by the warm pool
-// (its agent started ahead, its provision env not in the container) runs
-// API commands through its tunnel with the environment docker exec gave
-// before: the container's plus the provision env plus the command's.
-func TestSandboxPoolExecThroughTunnel(t *testing.T) {
+// poolGateway starts a gateway with a warm pool of one sandbox and waits
+// until its container is ready. req asks for what the pool holds (the
+// gateway's sandbox defaults are the pre-warmed key); args are the
+// gateway's flags, for a restart.
+func poolGateway(t *testing.T) (g *gw, c *client.Client, req client.ProvisionRequest, args []string) {
+	t.Helper()
 	image := os.Getenv("HOSTGATE_TEST_IMAGE")
 	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
 		exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run() == nil)
 	stateDir := t.TempDir()
 	t.Cleanup(func() { removeToolsVolumes(t, stateDir) })
-	g := startGateway(t, stateDir, "--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1")
+	args = []string{"--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1"}
+	g = startGateway(t, stateDir, args...)
 	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t, 5*time.Minute)
 	g.waitFor(regexp.MustCompile(`warm container ready[^\n]*agent=true`), 2*time.Minute)
-
-	// The gateway's sandbox defaults are the pre-warmed key.
-	req := client.ProvisionRequest{Image: image, Workspace: client.Workspace{Kind: "empty"},
+	req = client.ProvisionRequest{Image: image, Workspace: client.Workspace{Kind: "empty"},
 		Resources: client.Resources{CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256,
 			RuntimeMs: int64(time.Hour / time.Millisecond), MaxOutputBytes: 16 << 20},
-		Network: client.Network{Mode: "none"}, Env: map[string]string{"GREETING": "hello", "KEEP": "provision"}}
+		Network: client.Network{Mode: "none"}}
+	return g, c, req, args
+}
+
+// TestSandboxPoolExecThroughTunnel: an execution served by the warm pool
+// (its agent started ahead, its provision env not in the container) runs
+// API commands through its tunnel with the environment docker exec gave
+// before: the container's plus the provision env plus the command's.
+func TestSandboxPoolExecThroughTunnel(t *testing.T) {
+	g, c, req, args := poolGateway(t)
+	stateDir := g.stateDir
+	ctx := testCtx(t, 5*time.Minute)
+	req.Env = map[string]string{"GREETING": "hello", "KEEP": "provision"}
 	e := provision(t, ctx, c, req)
 	g.waitFor(regexp.MustCompile(`msg=provisioned[^\n]*execution=`+e.ExecutionID+`[^\n]*pooled=true`), time.Minute)
 	agent0, docker0, _ := execWays(t, g)
@@ -1035,7 +1046,7 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 	// A restarted gateway adopts the execution with its provision env,
 	// which its container never had (kept in the state dir); it was lost.
 	g.stop()
-	g.restart("--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1")
+	g.restart(args...)
 	c2, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -1087,24 +1098,8 @@ func oomLooks(t *testing.T, ctx context.Context, c *client.Client, g *gw, id str
 // warm pool's container, in a restored execution, and re-attached by a
 // restarted gateway.
 func TestSandboxOOMScoreAdjEveryStart(t *testing.T) {
-	image := os.Getenv("HOSTGATE_TEST_IMAGE")
-	testenv.RequirePeer(t, "docker (engine and HOSTGATE_TEST_IMAGE)", image != "" && lookPath("docker") &&
-		exec.Command("docker", "info", "--format", "{{.ServerVersion}}").Run() == nil)
-	stateDir := t.TempDir()
-	t.Cleanup(func() { removeToolsVolumes(t, stateDir) })
-	args := []string{"--docker", "on", "--agent-binary", bin.agent, "--sandbox-image", image, "--sandbox-pool", "1"}
-	g := startGateway(t, stateDir, args...)
-	c, err := client.New(g.url, g.admin, &client.Options{HTTPClient: &http.Client{Timeout: 2 * time.Minute}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, c, req, args := poolGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
-	g.waitFor(regexp.MustCompile(`warm container ready[^\n]*agent=true`), 2*time.Minute)
-	// The gateway's sandbox defaults are the pre-warmed key.
-	req := client.ProvisionRequest{Image: image, Workspace: client.Workspace{Kind: "empty"},
-		Resources: client.Resources{CPUs: 1, MemoryBytes: 512 << 20, DiskBytes: 256 << 20, Pids: 256,
-			RuntimeMs: int64(time.Hour / time.Millisecond), MaxOutputBytes: 16 << 20},
-		Network: client.Network{Mode: "none"}}
 	e := provision(t, ctx, c, req)
 	g.waitFor(regexp.MustCompile(`msg=provisioned[^\n]*execution=`+e.ExecutionID+`[^\n]*pooled=true`), time.Minute)
 	oomLooks(t, ctx, c, g, e.ExecutionID)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -31,6 +32,20 @@ type readiness struct {
 	result []checkResult
 	disk   *diskWatch // the state dir's free space, if watched
 	low    string     // why disk is low, or ""
+	// failing holds each check that failed its last probe: when it began
+	// failing, how many probes it failed and when it was last logged. A
+	// check's failure is logged when it begins, then at most once per
+	// readyRelog while it goes on, and its recovery once: a load balancer
+	// polling through a disk-full outage logged two lines per 5 s.
+	failing map[string]*failRun
+}
+
+// readyRelog is how often a check that goes on failing is logged again.
+const readyRelog = 10 * time.Minute
+
+type failRun struct {
+	since, logged time.Time
+	probes        int
 }
 
 type readyCheck struct {
@@ -87,13 +102,38 @@ func (s *Server) probe() (_ []checkResult, lowSpace string) {
 	}
 	audit := checkResult{name: "audit", err: s.auditLog.failure()}
 	res = append(res[:1], append([]checkResult{audit}, res[1:]...)...)
-	for _, c := range res {
-		if c.err != nil {
-			s.logger.Warn("readyz: a check failed", "check", c.name, "err", c.err)
-		}
-	}
+	r.logChecks(s.logger, res, time.Now())
 	r.result, r.at = res, time.Now()
 	return res, r.low
+}
+
+// logChecks logs a check that begins to fail (with its error), one that
+// goes on failing every readyRelog (with how long and how many probes),
+// and one that passes again. Called with mu held.
+func (r *readiness) logChecks(logger *slog.Logger, res []checkResult, now time.Time) {
+	for _, c := range res {
+		run := r.failing[c.name]
+		switch {
+		case c.err != nil && run == nil:
+			if r.failing == nil {
+				r.failing = map[string]*failRun{}
+			}
+			r.failing[c.name] = &failRun{since: now, logged: now, probes: 1}
+			logger.Warn("readyz: a check failed", "check", c.name, "err", c.err,
+				"next", "logged again when it passes, or in "+readyRelog.String()+" if it still fails")
+		case c.err != nil:
+			run.probes++
+			if now.Sub(run.logged) >= readyRelog {
+				run.logged = now
+				logger.Warn("readyz: a check failed", "check", c.name, "err", c.err,
+					"failingFor", now.Sub(run.since).Round(time.Second).String(), "probes", run.probes)
+			}
+		case run != nil:
+			delete(r.failing, c.name)
+			logger.Info("readyz: a check passes again", "check", c.name,
+				"failedFor", now.Sub(run.since).Round(time.Second).String(), "probes", run.probes)
+		}
+	}
 }
 
 // checkFailure is what /readyz says of a failed check. The answer is

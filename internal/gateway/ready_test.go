@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
@@ -119,6 +120,34 @@ func logLine(logs string, parts ...string) bool {
 	return false
 }
 
+// dockerCheck adds a ready check "docker" that fails while the switch it
+// returns is on.
+func dockerCheck(e *env) *atomic.Bool {
+	var down atomic.Bool
+	e.srv.AddReadyCheck("docker", func(context.Context) error {
+		if down.Load() {
+			return errors.New("the Docker engine does not answer")
+		}
+		return nil
+	})
+	return &down
+}
+
+// getReadyz answers GET /readyz of the gateway at base.
+func getReadyz(t *testing.T, base string) (int, readyAnswer) {
+	t.Helper()
+	var a readyAnswer
+	res, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, a
+}
+
 type readyAnswer struct {
 	Status string            `json:"status"`
 	Checks map[string]string `json:"checks"`
@@ -137,25 +166,10 @@ func TestReadyzReportsEachDependency(t *testing.T) {
 	e.srv.ready.ttl = 0 // a probe per request, so the test need not wait out the cache
 	var logs testenv.LogBuffer
 	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
-	var dockerDown atomic.Bool
-	e.srv.AddReadyCheck("docker", func(context.Context) error {
-		if dockerDown.Load() {
-			return errors.New("the Docker engine does not answer")
-		}
-		return nil
-	})
+	dockerDown := dockerCheck(e)
 	ready := func() (int, readyAnswer) {
 		t.Helper()
-		var a readyAnswer
-		res, err := http.Get(e.ts.URL + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if err := json.NewDecoder(res.Body).Decode(&a); err != nil {
-			t.Fatal(err)
-		}
-		return res.StatusCode, a
+		return getReadyz(t, e.ts.URL)
 	}
 	if code, a := ready(); code != 200 || a.Status != "ready" || a.Checks["store"] != "ok" || a.Checks["audit"] != "ok" || a.Checks["docker"] != "ok" {
 		t.Fatalf("healthy: %d %+v", code, a)
@@ -333,5 +347,59 @@ func TestReadyzWarnsOfLowSpace(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "has space again") {
 		t.Errorf("the recovery is not logged:\n%s", logs.String())
+	}
+}
+
+// TestReadyzLogsAFailureOncePerOutage: a check that kept failing was logged
+// at every probe, two lines per 5 s through a full disk for a load
+// balancer's polling (found by the audit32 audit). It is logged when it
+// begins, again only every readyRelog while it goes on, and once when it
+// passes again.
+func TestReadyzLogsAFailureOncePerOutage(t *testing.T) {
+	e := newEnv(t, nil)
+	e.srv.ready.ttl = 0
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	down := dockerCheck(e)
+	get := func() int {
+		t.Helper()
+		code, _ := getReadyz(t, e.ts.URL)
+		return code
+	}
+	down.Store(true)
+	for range 5 {
+		if code := get(); code != 503 {
+			t.Fatalf("docker down: %d", code)
+		}
+	}
+	if n := strings.Count(logs.String(), "readyz: a check failed"); n != 1 {
+		t.Errorf("5 failed probes logged %d times, want once:\n%s", n, logs.String())
+	}
+	down.Store(false)
+	for range 3 {
+		if code := get(); code != 200 {
+			t.Fatalf("docker back: %d", code)
+		}
+	}
+	if n := strings.Count(logs.String(), "readyz: a check passes again"); n != 1 || !logLine(logs.String(), "passes again", "check=docker", "probes=5") {
+		t.Errorf("the recovery is not logged once with the failed probes:\n%s", logs.String())
+	}
+	down.Store(true)
+	get()
+	if n := strings.Count(logs.String(), "readyz: a check failed"); n != 2 {
+		t.Errorf("a second outage logged %d failures in all, want 2:\n%s", n, logs.String())
+	}
+
+	// An outage that goes on is logged again every readyRelog.
+	r := &readiness{}
+	var l2 testenv.LogBuffer
+	lg := slog.New(slog.NewTextHandler(&l2, nil))
+	fail := []checkResult{{"store", errors.New("disk full")}}
+	t0 := time.Now()
+	for i := range 130 { // 5 s apart: 10m45s
+		r.logChecks(lg, fail, t0.Add(time.Duration(i)*5*time.Second))
+	}
+	if n := strings.Count(l2.String(), "readyz: a check failed"); n != 2 || !logLine(l2.String(), "check failed", "failingFor=10m0s", "probes=121") {
+		t.Errorf("an outage of 10m45s logged %d times, want twice (the second with how long):\n%s", n, l2.String())
 	}
 }

@@ -62,7 +62,13 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 		}
 	}
 	fail := func(reason, msg string) (store.Token, error) {
-		s.limiter.fail(ip)
+		if s.limiter.fail(ip) {
+			// Once per source and window: a script with a stale token
+			// locks out everyone behind its address, valid tokens too,
+			// and the refusals themselves are not logged.
+			s.logger.Warn("auth: too many failed authentications from one address; its requests are refused with 429 rate_limited until the window ends, valid tokens too (a script or agent with a revoked or mistyped token?)",
+				"client", ip, "failures", s.limiter.max, "window", s.limiter.window.String(), "last", msg)
+		}
 		s.metrics.AuthFailures.WithLabelValues(reason).Inc()
 		return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", msg, reason}
 	}
@@ -195,8 +201,12 @@ func (l *limiter) blocked(ip string) bool {
 	return b != nil && b.n >= l.max
 }
 
-func (l *limiter) fail(ip string) {
+// fail counts a failure from ip and reports whether it is the one that
+// blocks ip for the rest of its window.
+func (l *limiter) fail(ip string) (blocks bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.get(ip, true).n++
+	b := l.get(ip, true)
+	b.n++
+	return b.n == l.max
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -500,11 +501,19 @@ func TestAuthAndScopes(t *testing.T) {
 
 func TestAuthFailuresRateLimited(t *testing.T) {
 	e := newEnv(t, &Config{AuthFailureLimit: 5})
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	good := e.token(store.RoleAdmin)
 	for i := range 5 {
 		if code, _ := e.call("GET", "/v1/hosts", fmt.Sprintf("hg_guess%d", i), nil, nil); code != 401 {
 			t.Fatalf("guess %d: %d", i, code)
 		}
+	}
+	// The block is logged once, naming the address (found by the audit32
+	// audit: every developer behind one address got 429 with nothing in
+	// the gateway's log to say why).
+	if n := strings.Count(logs.String(), "too many failed authentications"); n != 1 || !strings.Contains(logs.String(), "client=127.0.0.1") {
+		t.Errorf("the block of the source logged %d times, want once with the address:\n%s", n, logs.String())
 	}
 	// The source is now blocked: even a valid token is refused, so
 	// guessing cannot continue.
@@ -512,6 +521,9 @@ func TestAuthFailuresRateLimited(t *testing.T) {
 		if code, c := e.call("GET", "/v1/hosts", tok, nil, nil); code != 429 || c != "rate_limited" {
 			t.Errorf("after 5 failures: %d %q", code, c)
 		}
+	}
+	if n := strings.Count(logs.String(), "too many failed authentications"); n != 1 {
+		t.Errorf("the refusals while blocked logged the block again (%d lines)", n)
 	}
 	// The window moves on: the source may try again.
 	e.srv.limiter.now = func() time.Time { return time.Now().Add(2 * time.Minute) }

@@ -31,6 +31,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/internal/webterm"
 )
 
@@ -72,6 +73,28 @@ func startServe(t *testing.T, dir string, opts ...func(*serveConfig)) string {
 	t.Helper()
 	u, _ := startStoppable(t, dir, opts...)
 	return u
+}
+
+// serveLogged runs `gateway serve` logic on dir, logging to logs, until
+// the stop it returns, which gives serve's error.
+func serveLogged(t *testing.T, dir string, logs io.Writer) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, slog.New(slog.NewTextHandler(logs, nil)), c, func(a net.Addr) { ready <- a })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	}
+	stop = sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
 
 // startStoppable is startServe that also returns a stop, which waits for
@@ -1011,5 +1034,58 @@ func TestStateFilesPrivate(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, dbFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("%s after token create: %v %v, want 0600", dbFile, st.Mode().Perm(), err)
+	}
+}
+
+// TestNewCAWarnsOfEnrolledAgents: a state dir restored without its ca_key
+// (or with it deleted) got a new CA in silence, from `gateway serve` or an
+// admin command, and every agent that had enrolled refused the gateway
+// (found by the audit32 audit). Both now say so, with the count and the
+// fix; a new state dir, whose CA no agent pinned yet, says nothing.
+func TestNewCAWarnsOfEnrolledAgents(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	tokenCreate := func() string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, []string{"token", "create", "--state-dir", dir, "--role", "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		return errb.String()
+	}
+	if e := tokenCreate(); strings.Contains(e, "SSH CA") {
+		t.Errorf("a new state dir warned of a new CA: %s", e)
+	}
+	st, _, err := openState(ctx, dir, func(store.TightenedFile) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	if _, err := st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	if e := tokenCreate(); strings.Contains(e, "SSH CA") {
+		t.Errorf("a state dir with its CA key warned of a new CA: %s", e)
+	}
+
+	caFile := filepath.Join(dir, caKeyFile)
+	if err := os.Remove(caFile); err != nil {
+		t.Fatal(err)
+	}
+	if e := tokenCreate(); !strings.Contains(e, "had no SSH CA key") || !strings.Contains(e, "its 1 enrolled hosts") || !strings.Contains(e, "gateway_ca.pub") {
+		t.Errorf("token create made a new CA for an enrolled agent without saying so: %q", e)
+	}
+
+	if err := os.Remove(caFile); err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.LogBuffer
+	if err := serveLogged(t, dir, &logs)(); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "a new CA was made") || !strings.Contains(l, "hosts=1") || !strings.Contains(l, caFile) {
+		t.Errorf("serve made a new CA for an enrolled agent without logging it:\n%s", l)
 	}
 }

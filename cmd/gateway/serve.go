@@ -251,9 +251,46 @@ func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQL
 		}
 		fmt.Fprintf(warn, "warning: no gateway state in %s yet; creating it. A gateway serving with another --state-dir (or HOSTGATE_STATE_DIR) will not know what this command writes.\n", dir)
 	}
-	return openState(ctx, dir, func(f store.TightenedFile) {
+	newCA := caKeyMissing(dir)
+	st, ca, err := openState(ctx, dir, func(f store.TightenedFile) {
 		fmt.Fprintf(warn, "warning: %s was open to group or others (%#o); made it %#o: it holds token hashes, pinned host keys and the audit log\n", f.Path, f.Was, f.Now)
 	})
+	if err == nil && newCA {
+		if n := pinnedAgents(ctx, st); n > 0 {
+			fmt.Fprintf(warn, "warning: %s had no SSH CA key, so a new CA was made in %s; %s\n", dir, filepath.Join(dir, caKeyFile), newCAFix(n))
+		}
+	}
+	return st, ca, err
+}
+
+// caKeyMissing reports whether dir holds no CA key yet (openState makes one).
+func caKeyMissing(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, caKeyFile))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// pinnedAgents counts st's hosts whose agents pinned the gateway's CA when
+// they enrolled: machines with a pinned key (a sandbox's agent is handed
+// the CA at each start).
+func pinnedAgents(ctx context.Context, st store.Store) int {
+	hosts, err := st.Hosts(ctx)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, h := range hosts {
+		if h.Kind != store.KindDocker && h.HostKey != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// newCAFix says what a CA made for a state dir with n enrolled agents does
+// to them, and what to do: a state dir restored without its ca_key (or with
+// it deleted) got a new CA in silence, and every agent refused the gateway.
+func newCAFix(n int) string {
+	return fmt.Sprintf("the agents of its %d enrolled hosts pinned the CA before and refuse this one (their log: gateway CA differs from the pinned one): stop the gateway and put %s back from a backup of this state dir, or, to change the CA on purpose, delete gateway_ca.pub in each agent's state dir", n, caKeyFile)
 }
 
 // openState opens the database and CA in dir (created 0700); tightened
@@ -297,11 +334,17 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		}
 		defer unlock()
 	}
+	newCA := caKeyMissing(c.StateDir)
 	st, ca, err := openState(ctx, c.StateDir, logTightened(logger))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if newCA {
+		if n := pinnedAgents(ctx, st); n > 0 {
+			logger.Error("SSH CA: the state dir had no CA key, so a new CA was made; "+newCAFix(n), "file", filepath.Join(c.StateDir, caKeyFile), "hosts", n)
+		}
+	}
 	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {
 		defer watchStateDB(ctx, logger, filepath.Join(c.StateDir, dbFile), opened, stateWatchInterval)()
 	}

@@ -4,11 +4,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io/fs"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,20 +61,8 @@ func TestServeSaysItsDatabaseWasDeleted(t *testing.T) {
 	defer func(d time.Duration) { stateWatchInterval = d }(stateWatchInterval)
 	stateWatchInterval = 10 * time.Millisecond
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var logs testenv.LogBuffer
-	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, slog.New(slog.NewTextHandler(&logs, nil)), c, func(a net.Addr) { ready <- a })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	stop := serveLogged(t, dir, &logs)
 	db := filepath.Join(dir, dbFile)
 	for _, name := range []string{db, db + "-wal", db + "-shm"} {
 		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -92,8 +77,7 @@ func TestServeSaysItsDatabaseWasDeleted(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("serve after the deletion: %v", err)
 	}
 }

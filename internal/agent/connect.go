@@ -434,8 +434,16 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	if !isUp.Load() {
 		return errors.New("the gateway closed the tunnel before pinning this agent's host key: another agent may have enrolled this host first (its log says host_key_mismatch on the next try), or the key proof failed (the gateway's log says why)")
 	}
-	return errors.New("tunnel closed by the gateway")
+	// A gateway that ends a tunnel says why in its close frame (revoked,
+	// replaced, stopping; serveMux returns that). Here the connection
+	// ended without one: a proxy restarting in between looked like the
+	// gateway closing it.
+	return errConnLost
 }
+
+// errConnLost is the end of a tunnel whose connection closed without the
+// gateway's close frame.
+var errConnLost = errors.New("the tunnel's connection ended without the gateway saying why: the gateway was killed or crashed, a proxy in between restarted, or the network dropped it")
 
 // gatewayEnded is the error of a tunnel the gateway closed saying why.
 func gatewayEnded(ce *bytestream.CloseError) error {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -1138,5 +1139,63 @@ func TestConnectStandbyEndsWhenTheGatewayTakesTheTunnel(t *testing.T) {
 	}
 	if want := []string{"", wire.StandbyOn, ""}; !slices.Equal(got, want) {
 		t.Errorf("attempts' %s: %q, want %q (plain, standing by once replaced, plain once the gateway took the tunnel)", wire.HeaderStandby, got, want)
+	}
+}
+
+// TestConnectConnectionLostSaysSo: a tunnel whose connection ended
+// without a close frame (here a TCP proxy in between cut it, as a
+// restarting reverse proxy does) was logged as "tunnel closed by the
+// gateway", which had said and done nothing (found by the audit32 audit).
+func TestConnectConnectionLostSaysSo(t *testing.T) {
+	g := newGW(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	// cut closes both ends of every connection so far, without a
+	// WebSocket close frame: a proxy restarting.
+	cut := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		conns = nil
+	}
+	t.Cleanup(func() { _ = ln.Close(); cut(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", g.ts.Listener.Addr().String())
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
+			wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
+		}
+	})
+	logs := &syncBuffer{}
+	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: "http://" + ln.Addr().String(), Token: g.token(store.RoleAgent, "h1"), StateDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	waitTunnel(t, tunnels, "h1")
+	cut()
+	select {
+	case <-logs.has("gateway tunnel ended"):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no end of the tunnel logged:\n%s", logs.String())
+	}
+	waitTunnel(t, tunnels, "h1")
+	if l := logs.String(); strings.Contains(l, "closed by the gateway") || !strings.Contains(l, "without the gateway saying why") {
+		t.Errorf("a cut connection is not logged as one:\n%s", l)
 	}
 }

@@ -1089,3 +1089,34 @@ func TestNewCAWarnsOfEnrolledAgents(t *testing.T) {
 		t.Errorf("serve made a new CA for an enrolled agent without logging it:\n%s", l)
 	}
 }
+
+// TestTokenRevokeByNameSaysTheID: `gateway token revoke carol` for a token
+// created with --name carol answered only `no token with id "carol"`
+// (found by the audit32 audit). It now names the id, and revokes nothing.
+func TestTokenRevokeByNameSaysTheID(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	cli := func(args ...string) (string, error) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, append(args, "--state-dir", dir))
+		return out.String(), err
+	}
+	out, err := cli("token", "create", "--role", "client", "--host", "build-01", "--name", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := regexp.MustCompile(`\(id ([0-9a-f]+)\)`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("no id in %q", out)
+	}
+	if _, err := cli("token", "revoke", "carol"); err == nil || !strings.Contains(err.Error(), "has id "+id[1]) {
+		t.Errorf("revoke by name: %v, want the id %s named", err, id[1])
+	}
+	if _, err := cli("token", "revoke", "nosuch"); err == nil || !strings.Contains(err.Error(), "gateway token list") {
+		t.Errorf("revoke of an unknown id: %v, want a pointer to token list", err)
+	}
+	if out, err := cli("token", "list"); err != nil || !strings.Contains(out, id[1]) {
+		t.Errorf("the token went with a revoke by name: %v\n%s", err, out)
+	}
+}

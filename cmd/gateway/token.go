@@ -105,7 +105,7 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		}
 		if err := st.DeleteToken(ctx, id); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("token revoke: no token with id %q", id)
+				return fmt.Errorf("token revoke: no token with id %q; %s", id, namedIDs(toks, id))
 			}
 			return err
 		}
@@ -222,6 +222,25 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 	fmt.Fprintln(sio.out, "; shown once, store it now:")
 	fmt.Fprintln(sio.out, secret)
 	return nil
+}
+
+// namedIDs says which ids the tokens named name have, for a revoke given
+// a name: `token create --name` is what operators remember, and "no token
+// with id" alone sent them looking.
+func namedIDs(toks []store.Token, name string) string {
+	var ids []string
+	for _, t := range toks {
+		if t.Name == name && t.Parent == "" {
+			ids = append(ids, t.ID)
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return "it takes a token's id, which gateway token list shows"
+	case 1:
+		return fmt.Sprintf("it takes an id, not a name: the token named %q has id %s", name, ids[0])
+	}
+	return fmt.Sprintf("it takes an id, not a name: the tokens named %q have ids %s", name, strings.Join(ids, ", "))
 }
 
 // parseOnlyEnv is parse with only the named flags taken from HOSTGATE_*.

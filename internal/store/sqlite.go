@@ -64,6 +64,9 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	s := &SQLite{db: db, path: path, now: time.Now, tightened: tightened}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
+		if we := writeErr(path, err, true); we != err {
+			return nil, we
+		}
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
 	// Outside the migrations, so that the schema version stays what an

@@ -16,18 +16,36 @@ import (
 type WriteError struct {
 	Path string // the database file
 	Kind string // "full", "read-only" or "i/o"
-	Err  error
+	// Opening is set for a failure of Open: the gateway or command that
+	// opens the database does not start until the disk takes writes.
+	Opening bool
+	Err     error
 }
 
 func (e *WriteError) Error() string {
 	dir := filepath.Dir(e.Path)
+	op, fix := "write", ""
+	if e.Opening {
+		op = "open"
+	}
 	switch e.Kind {
 	case "full":
-		return fmt.Sprintf("store: cannot write %s: its disk is full; free space on the filesystem of %s (nothing was changed; the next write tries again): %v", e.Path, dir, e.Err)
+		fix = "its disk is full; free space on the filesystem of " + dir + " (nothing was changed; the next write tries again)"
+		if e.Opening {
+			fix = "its disk is full; free space on the filesystem of " + dir + ", then start again (opening writes to the database, its -wal and -shm files)"
+		}
 	case "read-only":
-		return fmt.Sprintf("store: cannot write %s: it or its filesystem is read-only; make it writable by the gateway's user (nothing was changed): %v", e.Path, e.Err)
+		fix = "it or its filesystem is read-only; make it writable by the gateway's user (nothing was changed)"
+		if e.Opening {
+			fix = "it, its -wal or -shm file or its filesystem is read-only; make them writable by the gateway's user"
+		}
+	default:
+		fix = "the disk failed the write; check the filesystem of " + dir + " and the kernel log (nothing was changed)"
+		if e.Opening {
+			fix = "the disk failed a write; check the filesystem of " + dir + " and the kernel log"
+		}
 	}
-	return fmt.Sprintf("store: cannot write %s: the disk failed the write; check the filesystem of %s and the kernel log (nothing was changed): %v", e.Path, dir, e.Err)
+	return fmt.Sprintf("store: cannot %s %s: %s: %v", op, e.Path, fix, e.Err)
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
@@ -49,12 +67,30 @@ func writeKind(err error) string {
 	return ""
 }
 
+// fullBelow is the free space under which a refused write is taken for
+// a full disk whatever SQLite's code: growing the -shm file on a full
+// filesystem fails as "disk I/O error (4874)" (SQLITE_IOERR_SHMSIZE), and
+// a gateway restarted on a full disk said only that.
+const fullBelow = 64 << 10
+
+// writeErr makes err a *WriteError when the disk refused a write: its
+// class, or "full" whatever the class while path's filesystem has
+// (nearly) no space left.
+func writeErr(path string, err error, opening bool) error {
+	kind := writeKind(err)
+	if kind == "" {
+		return err
+	}
+	if free, ferr := dirFree(filepath.Dir(path)); ferr == nil && free < fullBelow {
+		kind = "full"
+	}
+	return &WriteError{Path: path, Kind: kind, Opening: opening, Err: err}
+}
+
 // wrote is deferred by every write: a disk's refusal becomes a
 // *WriteError.
 func (s *SQLite) wrote(errp *error) {
-	if kind := writeKind(*errp); kind != "" {
-		*errp = &WriteError{Path: s.path, Kind: kind, Err: *errp}
-	}
+	*errp = writeErr(s.path, *errp, false)
 }
 
 // probeID is the row the write probe inserts and deletes in one

@@ -2,6 +2,9 @@ package store
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,5 +61,41 @@ func TestFullDiskNamesTheFile(t *testing.T) {
 	}
 	if err := s.CheckWrite(ctx); err != nil {
 		t.Errorf("write probe after space came back: %v", err)
+	}
+}
+
+// TestOpenOnFullDiskSaysSo: a gateway restarted on a full state disk
+// failed to start with "store: migrate …/gateway.db: disk I/O error
+// (4874)", SQLite's code for a -shm file it could not grow, which names
+// neither the full disk nor what to do (found by the audit32 audit). A
+// write Open cannot make is a *WriteError that says so, "full" whatever
+// SQLite's code while the filesystem has no space left. A -shm that is a
+// directory stands in for the full disk: the open's first write fails.
+func TestOpenOnFullDiskSaysSo(t *testing.T) {
+	s, path := openTemp(t)
+	_ = s.Close()
+	for _, f := range []string{path + "-wal", path + "-shm"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(path+"-shm", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func(string) (uint64, error)) { dirFree = f }(dirFree)
+	for _, c := range []struct {
+		free uint64
+		kind string
+		says string
+	}{{0, "full", "its disk is full; free space on the filesystem of " + filepath.Dir(path)}, {1 << 30, "read-only", "make them writable"}} {
+		dirFree = func(string) (uint64, error) { return c.free, nil }
+		_, err := Open(t.Context(), path)
+		var we *WriteError
+		if !errors.As(err, &we) || !we.Opening || we.Kind != c.kind {
+			t.Fatalf("open with %d bytes free: %v, want a *WriteError of kind %s", c.free, err, c.kind)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "cannot open "+path) || !strings.Contains(msg, c.says) {
+			t.Errorf("open with %d bytes free: %q, want the file and %q", c.free, msg, c.says)
+		}
 	}
 }

@@ -64,6 +64,8 @@ type EnrollStore interface {
 // Registrar is the tunnel registry (gateway.Registry).
 type Registrar interface {
 	Register(hostID string, t gateway.Tunnel) (unregister func(), replaced bool, err error)
+	// Closed reports whether the registry was closed (the gateway stops).
+	Closed() bool
 }
 
 // Alive reports whether an execution still lives; a nil error means yes.
@@ -381,8 +383,10 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 			return
 		}
 		r.setErr(err)
-		if errors.Is(err, gateway.ErrClosed) {
-			return // the gateway is shutting down
+		if errors.Is(err, gateway.ErrClosed) || a.reg.Closed() {
+			// The gateway is shutting down: it closed the tunnel, and
+			// its next start re-attaches. Not a warning per sandbox.
+			return
 		}
 		if aerr := a.alive(ctx, r.id); aerr != nil {
 			log.Info("execution ended; agent tunnel closed", "reason", aerr)
@@ -488,7 +492,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		// command then finds the connection (and the environment) ready.
 		go func() {
 			defer r.runs.Done()
-			if _, err := a.connect(ctx, r); err != nil && ctx.Err() == nil {
+			if _, err := a.connect(ctx, r); err != nil && ctx.Err() == nil && !a.reg.Closed() {
 				log.Warn("gateway connection to the agent failed; commands use docker exec until one succeeds", "err", err)
 			}
 		}()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -608,6 +609,47 @@ func TestAgentReattachedWhileExecutionLives(t *testing.T) {
 	if n := f.pool.count("keep-1"); n != 2 {
 		t.Fatalf("attachments = %d, want 2 (no re-attach to an ended execution)", n)
 	}
+}
+
+// TestShutdownClosesTunnelsQuietly: the gateway's shutdown closes every
+// execution's tunnel; the agent loop returns without re-attaching and
+// without a warning. It logged "agent ended while its execution lives;
+// re-attaching" for every sandbox at each stop (found by the audit32
+// audit).
+func TestShutdownClosesTunnelsQuietly(t *testing.T) {
+	f := newFixture(t)
+	var logs syncBuffer
+	f.agents.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	f.waitEvent(t, tunnelEvent{id, true})
+	f.reg.Close()
+	f.waitEvent(t, tunnelEvent{id, false})
+	f.agents.Stop(id)
+	if n := f.pool.count(id); n != 1 {
+		t.Errorf("attachments = %d, want 1 (no re-attach at shutdown)", n)
+	}
+	if strings.Contains(logs.String(), "re-attaching") || strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the shutdown's tunnel close logged:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a log sink written by many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func TestExecAndExecutionEndingErrors(t *testing.T) {

@@ -250,6 +250,14 @@ func (r *Registry) Open(ctx context.Context, hostID string) (net.Conn, error) {
 	return &slotConn{Conn: c, release: func() { <-e.slots }, done: e.t.Done(), cause: tunnelCause(e.t)}, nil
 }
 
+// Closed reports whether Close was called: a tunnel that ended since was
+// ended by the gateway's shutdown, or may have been.
+func (r *Registry) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // Close closes every tunnel and refuses new registrations and streams.
 func (r *Registry) Close() {
 	r.mu.Lock()

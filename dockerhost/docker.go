@@ -302,6 +302,14 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	return h, nil
 }
 
+// Live is the number of executions the host serves now: provisioned or
+// adopted and not yet ended.
+func (h *Docker) Live() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.execs)
+}
+
 // NewClient returns a Docker client from the environment (DOCKER_HOST…)
 // that negotiates the API version with the engine.
 func NewClient() (*client.Client, error) {

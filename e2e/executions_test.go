@@ -996,6 +996,9 @@ func TestSandboxPoolExecThroughTunnel(t *testing.T) {
 	req.Env = map[string]string{"GREETING": "hello", "KEEP": "provision"}
 	e := provision(t, ctx, c, req)
 	g.waitFor(regexp.MustCompile(`msg=provisioned[^\n]*execution=`+e.ExecutionID+`[^\n]*pooled=true`), time.Minute)
+	// /metrics says so too: one live sandbox, served warm.
+	waitMetric(t, g, "hostgate_sandboxes", 1)
+	waitMetricAtLeast(t, g, `hostgate_sandbox_pool_claims_total{result="hit"}`, 1)
 	agent0, docker0, _ := execWays(t, g)
 
 	// A claimed pooled container has no execution label: its name says.

@@ -192,6 +192,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil
 	})
 	registerExecMetrics(srv.Metrics(), docker)
+	registerSandboxMetrics(srv.Metrics(), docker.Live, docker.PoolStats)
 	registerCheckpointMetrics(srv.Metrics(), docker.CheckpointStats)
 	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})
 	if err != nil {
@@ -261,6 +262,48 @@ func registerExecMetrics(reg *prometheus.Registry, docker *dockerhost.Docker) {
 			Help:        "Commands of the executions API, by the way they ran (agent tunnel, docker exec, fallbacks from the tunnel to docker).",
 			ConstLabels: prometheus.Labels{"way": way},
 		}, func() float64 { return float64(get(docker.ExecStats())) }))
+	}
+}
+
+// registerSandboxMetrics reports the live executions (hostgate_tunnels_connected
+// counts their tunnels with the machines') and the warm pool: what is
+// ready and filling, and how provisions were served.
+func registerSandboxMetrics(reg *prometheus.Registry, live func() int, pool func() dockerhost.PoolStats) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "sandboxes",
+			Help: "Live executions (sandboxes) this gateway serves: provisioned, restored or adopted, not yet ended.",
+		}, func() float64 { return float64(live()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "sandbox_pool_ready",
+			Help: "Warm containers ready to be claimed (--pool-size).",
+		}, func() float64 { return float64(pool().Ready) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "sandbox_pool_filling",
+			Help: "Warm containers being created.",
+		}, func() float64 { return float64(pool().Filling) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "sandbox_pool_fill_errors_total",
+			Help: "Warm containers whose create failed (the pool backs off for that key).",
+		}, func() float64 { return float64(pool().FillErrors) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "sandbox_pool_reaps_total",
+			Help: "Warm containers removed unclaimed: after their TTL, at shutdown, or at start.",
+		}, func() float64 { return float64(pool().Reaps) }),
+	)
+	for result, get := range map[string]func(dockerhost.PoolStats) int64{
+		"hit":  func(s dockerhost.PoolStats) int64 { return s.Hits },
+		"miss": func(s dockerhost.PoolStats) int64 { return s.Misses },
+		"dead": func(s dockerhost.PoolStats) int64 { return s.Dead },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "sandbox_pool_claims_total",
+			Help:        "Provisions by how the warm pool served them: hit (a warm container), miss (none for the image and limits: created), dead (a warm one had died: created).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(get(pool())) }))
 	}
 }
 

@@ -252,6 +252,28 @@ func TestCheckpointMetrics(t *testing.T) {
 	}
 }
 
+// The live executions and the warm pool's figures appear on /metrics
+// under their names.
+func TestSandboxMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	registerSandboxMetrics(reg, func() int { return 7 }, func() dockerhost.PoolStats {
+		return dockerhost.PoolStats{Hits: 10, Misses: 3, Dead: 1, Fills: 14, FillErrors: 2, Reaps: 4, Ready: 5, Filling: 1}
+	})
+	want := map[string]float64{
+		"hostgate_sandboxes":                              7,
+		"hostgate_sandbox_pool_ready":                     5,
+		"hostgate_sandbox_pool_filling":                   1,
+		"hostgate_sandbox_pool_fill_errors_total":         2,
+		"hostgate_sandbox_pool_reaps_total":               4,
+		"hostgate_sandbox_pool_claims_total{result=hit}":  10,
+		"hostgate_sandbox_pool_claims_total{result=miss}": 3,
+		"hostgate_sandbox_pool_claims_total{result=dead}": 1,
+	}
+	if got := gathered(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("metrics: %v, want %v", got, want)
+	}
+}
+
 // The web terminals' counts appear on /metrics under their names.
 func TestTerminalMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()

@@ -28,7 +28,10 @@ type HostRecord struct {
 	HostKey       string          `json:"hostKey"`       // "SHA256:…", as ssh-keygen -lf prints it
 	HostPublicKey string          `json:"hostPublicKey"` // "ssh-ed25519 AAAA…"
 	Connected     bool            `json:"connected"`
-	LastSeen      *time.Time      `json:"lastSeen,omitempty"`
+	// LastSeen is when the gateway last saw the host: now while it is
+	// connected, when its tunnel ended, or (across a restart of the
+	// gateway) its last connect.
+	LastSeen *time.Time `json:"lastSeen,omitempty"`
 }
 
 func (s *Server) record(h store.Host) HostRecord {
@@ -39,8 +42,14 @@ func (s *Server) record(h store.Host) HostRecord {
 	if pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey)); err == nil {
 		rec.HostKey = ssh.FingerprintSHA256(pub)
 	}
-	if !h.LastSeen.IsZero() {
-		t := h.LastSeen.UTC()
+	// The store's is the last connect: a host connected for a week and
+	// gone an hour read a week old. What this gateway saw wins.
+	seen := h.LastSeen
+	if t := s.tunnels.LastSeen(h.ID); t.After(seen) {
+		seen = t
+	}
+	if !seen.IsZero() {
+		t := seen.UTC()
 		rec.LastSeen = &t
 	}
 	return rec

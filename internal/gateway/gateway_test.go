@@ -870,6 +870,51 @@ func TestEnrollRelayAndImpostor(t *testing.T) {
 	_ = real
 }
 
+// TestLastSeen: a host's lastSeen is when the gateway last saw it: now
+// while connected, when its tunnel ended once it is gone. It was the
+// store's last connect, so a host connected for a week and gone an hour
+// read a week old (found by the audit32 audit).
+func TestLastSeen(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	_, key := newKey(t)
+	a, err := e.dialAgent(e.token(store.RoleAgent, "h1"), key, hostgate.Info{Kind: "machine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func() time.Time {
+		t.Helper()
+		var rec HostRecord
+		if code, c := e.call("GET", "/v1/hosts/h1", admin, nil, &rec); code != 200 || rec.LastSeen == nil {
+			t.Fatalf("get: %d %s %+v", code, c, rec)
+		}
+		return *rec.LastSeen
+	}
+	time.Sleep(20 * time.Millisecond) // the store keeps milliseconds: the connect is before
+	before := time.Now()
+	if s := seen(); s.Before(before) {
+		t.Errorf("lastSeen of a connected host %v, want now (at least %v)", s, before)
+	}
+	time.Sleep(20 * time.Millisecond)
+	closing := time.Now()
+	done := e.srv.Tunnels().Done("h1")
+	a.close()
+	waitClosed(t, done, "tunnel after agent close")
+	for end := time.Now().Add(10 * time.Second); e.srv.Tunnels().Len() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the ended tunnel was never unregistered")
+		}
+	}
+	s := seen()
+	if s.Before(closing) {
+		t.Errorf("lastSeen of a host gone at %v: %v, want when its tunnel ended", closing, s)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if s2 := seen(); !s2.Equal(s) {
+		t.Errorf("lastSeen of a gone host moved: %v then %v", s, s2)
+	}
+}
+
 // TestEnrollRequiresKeyPossession: the gateway pins a host key only after
 // the agent signs an SSH key exchange with it. The key came in a request
 // header and was pinned before the upgrade, so anyone with a host's agent

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/yamux"
@@ -105,7 +106,15 @@ type Registry struct {
 	mu      sync.Mutex
 	tunnels map[string]*entry
 	closed  bool
+	// ended is when each host's last tunnel ended, while it has none (a
+	// host whose tunnel comes back drops out), for the hosts' lastSeen:
+	// the store keeps only the last connect. At most maxEnded, dropping
+	// any: a gateway that ran up many executions forgets some.
+	ended map[string]time.Time
 }
+
+// maxEnded bounds Registry.ended.
+const maxEnded = 100_000
 
 var _ Tunnels = (*Registry)(nil)
 
@@ -126,7 +135,7 @@ func NewRegistry(maxStreams int, onChange func(connected int)) *Registry {
 	if onChange == nil {
 		onChange = func(int) {}
 	}
-	return &Registry{maxStreams: maxStreams, onChange: onChange, tunnels: map[string]*entry{}}
+	return &Registry{maxStreams: maxStreams, onChange: onChange, tunnels: map[string]*entry{}, ended: map[string]time.Time{}}
 }
 
 // Register makes t the tunnel for hostID. A tunnel already registered for
@@ -145,6 +154,7 @@ func (r *Registry) Register(hostID string, t Tunnel) (unregister func(), replace
 	}
 	old := r.tunnels[hostID]
 	r.tunnels[hostID] = e
+	delete(r.ended, hostID)
 	r.onChange(len(r.tunnels))
 	r.mu.Unlock()
 	if old != nil {
@@ -162,6 +172,7 @@ func (r *Registry) Register(hostID string, t Tunnel) (unregister func(), replace
 			r.mu.Lock()
 			if r.tunnels[hostID] == e {
 				delete(r.tunnels, hostID)
+				r.endedLocked(hostID, time.Now())
 				r.onChange(len(r.tunnels))
 			}
 			r.mu.Unlock()
@@ -250,6 +261,30 @@ func (r *Registry) Open(ctx context.Context, hostID string) (net.Conn, error) {
 	return &slotConn{Conn: c, release: func() { <-e.slots }, done: e.t.Done(), cause: tunnelCause(e.t)}, nil
 }
 
+// endedLocked records that hostID's tunnel ended at t; r.mu is held.
+func (r *Registry) endedLocked(hostID string, t time.Time) {
+	if len(r.ended) >= maxEnded {
+		for id := range r.ended {
+			delete(r.ended, id)
+			break
+		}
+	}
+	r.ended[hostID] = t
+}
+
+// LastSeen is when hostID was last seen by this gateway: now while a live
+// tunnel serves it, when its tunnel ended if that was since the gateway
+// started, else the zero time (the caller has the store's last connect).
+func (r *Registry) LastSeen(hostID string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.tunnels[hostID]; e != nil && !r.closed {
+		// Live, or ended a moment ago and not yet unregistered.
+		return time.Now()
+	}
+	return r.ended[hostID]
+}
+
 // Closed reports whether Close was called: a tunnel that ended since was
 // ended by the gateway's shutdown, or may have been.
 func (r *Registry) Closed() bool {
@@ -264,6 +299,10 @@ func (r *Registry) Close() {
 	r.closed = true
 	ts := r.tunnels
 	r.tunnels = map[string]*entry{}
+	now := time.Now()
+	for id := range ts {
+		r.endedLocked(id, now)
+	}
 	r.onChange(0)
 	r.mu.Unlock()
 	for _, e := range ts {

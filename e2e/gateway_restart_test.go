@@ -229,5 +229,16 @@ func TestAgentRefusesNewCA(t *testing.T) {
 	if dctx.Err() != nil {
 		t.Fatalf("dial to an agent that refuses the gateway hung: %v", err)
 	}
-	t.Logf("dial while the agent refuses the new CA: %v", err)
+	// The caller hears why: the agent's reason, not "not connected" alone
+	// (once the gateway has read the agent's close: the agent logs first).
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(err.Error(), "its agent refused this gateway") || !strings.Contains(err.Error(), "CA differs"); {
+		if !errors.Is(err, client.ErrOffline) || time.Now().After(end) {
+			t.Fatalf("dial while the agent refuses the new CA: %v, want offline saying the agent refuses the gateway's CA", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if h, err = client.Dial(dctx, g.url, g.admin, "alpha"); err == nil {
+			h.Close()
+			t.Fatal("an agent pinned to the old CA was dialed")
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
@@ -238,8 +239,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// each otherwise seeing only "tunnel closed by the gateway"), its
 	// token revoked, the gateway stopping.
 	var closeOnce sync.Once
+	var closedHere atomic.Bool // a close frame of ours: the peer's echo is not its own reason
 	closeWithReason := func(cause error) {
 		closeOnce.Do(func() {
+			closedHere.Store(true)
 			code, reason := agentCloseReason(hostID, cause)
 			_ = bytestream.CloseWithReason(conn, code, reason)
 		})
@@ -320,6 +323,12 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(context.Cause(ctx), ErrTokenRevoked) {
 		err = ErrTokenRevoked
+	}
+	if ce := (*bytestream.CloseError)(nil); errors.As(err, &ce) && ce.Code == bytestream.StatusPolicyViolation && !closedHere.Load() {
+		// The agent refuses this gateway (its CA is not the one the
+		// agent pinned): its callers hear why, as of the gateway's own
+		// refusals.
+		s.agentRefusals.refusedByAgent(hostID, ce.Reason, time.Now())
 	}
 	log.Info("tunnel down", "err", err)
 }

@@ -251,6 +251,7 @@ func (e *env) pin(id, hostKey string) {
 // fakeAgent is an agent's tunnel that echoes every stream (enough to test
 // the relay without SSH).
 type fakeAgent struct {
+	conn net.Conn // the WebSocket under sess
 	sess *yamux.Session
 	resp *http.Response
 	wg   sync.WaitGroup
@@ -289,7 +290,7 @@ func (e *env) dialAgentHeader(token, hostKey string, info hostgate.Info, signer 
 		_ = sess.Close()
 		return nil, err
 	}
-	a := &fakeAgent{sess: sess, resp: resp}
+	a := &fakeAgent{conn: conn, sess: sess, resp: resp}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -311,6 +312,13 @@ func (e *env) dialAgentHeader(token, hostKey string, info hostgate.Info, signer 
 }
 
 func (a *fakeAgent) close() { _ = a.sess.Close(); a.wg.Wait() }
+
+// refuse ends the tunnel as an agent refusing the gateway does: a close
+// frame with status 1008 and its reason.
+func (a *fakeAgent) refuse(reason string) {
+	_ = bytestream.CloseWithReason(a.conn, bytestream.StatusPolicyViolation, reason)
+	a.close()
+}
 
 // relay dials GET /v1/hosts/{id}/ssh; the conn is closed when the test
 // ends.
@@ -1034,6 +1042,66 @@ func TestOfflineHostSaysWhyItsAgentIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	done = e.srv.Tunnels().Done("h1")
+	a.close()
+	waitClosed(t, done, "the agent's tunnel")
+	if msg := offline(); msg != "host h1: not connected to the gateway" {
+		t.Errorf("offline after the agent was served again: %q", msg)
+	}
+}
+
+// TestOfflineHostSaysWhyItsAgentRefusesTheGateway: an agent that refuses
+// the gateway (its CA is not the one the agent pinned: a state dir
+// restored without its CA key) closes its tunnel with its reason; a caller
+// finding the host offline is told that reason, where it heard "not
+// connected" alone while the gateway's log had it (found by the audit32
+// audit). Served again, the host says nothing of it.
+func TestOfflineHostSaysWhyItsAgentRefusesTheGateway(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "h1")
+	admin := e.token(store.RoleAdmin)
+	_, key := newKey(t)
+	info := hostgate.Info{Kind: "machine"}
+	offline := func() string {
+		t.Helper()
+		_, err := e.relay("h1", admin)
+		var he *bytestream.HandshakeError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("relay to an offline host: %v", err)
+		}
+		we, ok := wire.ParseError([]byte(he.Body))
+		if !ok || we.Code != "host_offline" {
+			t.Fatalf("relay to an offline host: %s", he.Body)
+		}
+		return we.Message
+	}
+	for range 2 { // pinned at the first: the second is not asked to prove its key
+		a, err := e.dialAgent(agentTok, key, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := e.srv.Tunnels().Done("h1")
+		a.refuse("agent refuses this gateway: its CA differs from the one the agent pinned (a new gateway state directory?)\x1b[2J")
+		waitClosed(t, done, "the refusing agent's tunnel")
+		for end := time.Now().Add(10 * time.Second); e.srv.Tunnels().Len() != 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the ended tunnel was never unregistered")
+			}
+		}
+		msg := offline()
+		for _, want := range []string{"host h1: not connected to the gateway; its agent refused this gateway ", " ago: its CA differs from the one the agent pinned (a new gateway state directory?)"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("offline after the agent refused: %q lacks %q", msg, want)
+			}
+		}
+		if strings.Contains(msg, "\x1b") {
+			t.Errorf("the agent's reason is passed on with control characters: %q", msg)
+		}
+	}
+	a, err := e.dialAgent(agentTok, key, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := e.srv.Tunnels().Done("h1")
 	a.close()
 	waitClosed(t, done, "the agent's tunnel")
 	if msg := offline(); msg != "host h1: not connected to the gateway" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hostgate/hostgate/metrics"
 )
@@ -48,7 +49,12 @@ type refusals struct {
 type latestRefusal struct {
 	reason string
 	at     time.Time
+	agent  string // for refusedByAgent: the agent's reason, sanitized
 }
+
+// agentRefuses is latestRefusal's reason for an agent that refused the
+// gateway (closed its tunnel with status 1008), not the other way round.
+const agentRefuses = "agent_refuses"
 
 type refusalKey struct{ host, reason string }
 
@@ -104,9 +110,32 @@ func (r *refusals) note(host, reason string, now time.Time) refusalNote {
 	return n
 }
 
+// refusedByAgent records that host's agent refused the gateway at now,
+// saying why (its close frame's reason, at most 123 bytes): printable
+// text only, and without the agent's own "agent refuses this gateway: ".
+func (r *refusals) refusedByAgent(host, why string, now time.Time) {
+	why = strings.TrimPrefix(why, "agent refuses this gateway: ")
+	why = strings.Map(func(c rune) rune {
+		if c < ' ' || c == 0x7f || c == utf8.RuneError {
+			return -1
+		}
+		return c
+	}, why)
+	if why == "" {
+		why = "it gave no reason (its log says why)"
+	}
+	r.record(host, latestRefusal{reason: agentRefuses, at: now, agent: why})
+}
+
 // refused records host's refusal for reason at now as the one a caller
 // finding the host offline hears of.
 func (r *refusals) refused(host, reason string, now time.Time) {
+	r.record(host, latestRefusal{reason: reason, at: now})
+}
+
+// record keeps l as host's latest refusal.
+func (r *refusals) record(host string, l latestRefusal) {
+	now := l.at
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.latest == nil {
@@ -122,7 +151,7 @@ func (r *refusals) refused(host, reason string, now time.Time) {
 			return // a caller then hears "not connected" alone
 		}
 	}
-	r.latest[host] = latestRefusal{reason, now}
+	r.latest[host] = l
 }
 
 // served forgets host's last refusal: its agent is connected.
@@ -141,6 +170,9 @@ func (r *refusals) why(host string, now time.Time) string {
 	r.mu.Unlock()
 	if !ok || now.Sub(l.at) >= refusalQuiet {
 		return ""
+	}
+	if l.reason == agentRefuses {
+		return fmt.Sprintf("its agent refused this gateway %s ago: %s", now.Sub(l.at).Round(time.Second), l.agent)
 	}
 	hint, ok := refusalHints[l.reason]
 	if !ok {

@@ -155,6 +155,35 @@ func (c *Client) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 	return &e, nil
 }
 
+// ExecutionList is the newest live executions, newest first.
+type ExecutionList struct {
+	Executions []Execution `json:"executions"`
+	// Truncated says that older live executions were left out by the
+	// limit.
+	Truncated bool `json:"truncated"`
+}
+
+// ListExecutionsOptions bound Executions: Limit (1-10000, 0 for the
+// gateway's default of 1000) is the most executions answered.
+type ListExecutionsOptions struct {
+	Limit int
+}
+
+// Executions lists the live executions, newest first, each as Execution
+// returns it (admin token). Gateways older than the list answer an
+// *APIError with Status 405.
+func (c *Client) Executions(ctx context.Context, opts ListExecutionsOptions) (*ExecutionList, error) {
+	path := "/v1/executions"
+	if opts.Limit != 0 {
+		path += "?limit=" + strconv.Itoa(opts.Limit)
+	}
+	var l ExecutionList
+	if err := c.do(ctx, "GET", path, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
 // Execution returns a live execution; an ended one (or one a command's
 // timeout, output flood or abort is destroying) is an *APIError with
 // Status 410 whose Reason and EndedAt say why and when it ended, as do

@@ -43,6 +43,13 @@ func TestExecutionsClient(t *testing.T) {
 		}
 		reply(201, map[string]any{"executionId": "e1", "hostKey": "SHA256:x", "hostPublicKey": "ssh-ed25519 AAAA", "connected": true})(w, r)
 	})
+	mux.HandleFunc("GET /v1/executions", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "limit=2" {
+			reply(400, map[string]any{"error": map[string]string{"code": "invalid_request", "message": "query " + r.URL.RawQuery}})(w, r)
+			return
+		}
+		reply(200, map[string]any{"executions": []any{map[string]any{"executionId": "e2", "hostKey": "SHA256:y", "connected": true}, map[string]any{"executionId": "e1"}}, "truncated": true})(w, r)
+	})
 	mux.HandleFunc("GET /v1/executions/{id}", reply(410, map[string]any{"error": map[string]string{"code": "gone", "message": "ended"}}))
 	mux.HandleFunc("POST /v1/executions/{id}/exec", reply(200, map[string]any{"exitCode": 3, "stdout": "o", "stderr": "e", "durationMs": 5}))
 	mux.HandleFunc("POST /v1/executions/{id}/checkpoints", reply(201, map[string]any{"checkpointId": "cp", "sizeBytes": 10, "sha256": "ab"}))
@@ -78,6 +85,10 @@ func TestExecutionsClient(t *testing.T) {
 	if _, err := c.Execution(ctx, "e1"); !errors.As(err, &ae) || ae.Status != 410 || ae.Code != "gone" {
 		t.Fatalf("execution: %v", err)
 	}
+	el, err := c.Executions(ctx, ListExecutionsOptions{Limit: 2})
+	if err != nil || len(el.Executions) != 2 || !el.Truncated || el.Executions[0].ExecutionID != "e2" || el.Executions[0].HostKey != "SHA256:y" || !el.Executions[0].Connected {
+		t.Fatalf("executions: %+v %v", el, err)
+	}
 	r, err := c.Exec(ctx, "e1", ExecRequest{Command: "x", TimeoutMs: 1})
 	if err != nil || r.ExitCode != 3 || r.Stdout != "o" || r.Stderr != "e" || r.DurationMs != 5 {
 		t.Fatalf("exec: %+v %v", r, err)
@@ -105,7 +116,7 @@ func TestExecutionsClient(t *testing.T) {
 		t.Fatalf("delete checkpoint: %v", err)
 	}
 	want := []string{"POST /v1/executions Bearer tok", "POST /v1/executions Bearer tok", "GET /v1/executions/e1 Bearer tok",
-		"POST /v1/executions/e1/exec Bearer tok", "POST /v1/executions/e1/checkpoints Bearer tok", "POST /v1/restores Bearer tok",
+		"GET /v1/executions Bearer tok", "POST /v1/executions/e1/exec Bearer tok", "POST /v1/executions/e1/checkpoints Bearer tok", "POST /v1/restores Bearer tok",
 		"DELETE /v1/executions/e1 Bearer tok", "GET /v1/checkpoints Bearer tok", "GET /v1/checkpoints/cp Bearer tok", "DELETE /v1/checkpoints/cp Bearer tok"}
 	if len(seen) != len(want) {
 		t.Fatalf("requests %q, want %q", seen, want)

@@ -1107,6 +1107,58 @@ func (h *Docker) Verify(ctx context.Context, executionID string) error {
 	return err
 }
 
+// ExecutionList is a page of ListExecutions: the newest first.
+type ExecutionList struct {
+	Executions []Execution `json:"executions"`
+	// Truncated says that older live executions were left out by the
+	// limit.
+	Truncated bool `json:"truncated"`
+}
+
+// Bounds of ListExecutions' limit.
+const (
+	DefaultExecutionListLimit = 1000
+	MaxExecutionListLimit     = 10000
+)
+
+// ListExecutions returns the live executions, the newest (by CreatedAt,
+// then id) first, at most limit of them (0 means
+// DefaultExecutionListLimit; it is at most MaxExecutionListLimit). One a
+// command's timeout, output flood or abort is destroying is left out, as
+// Get answers it gone.
+func (h *Docker) ListExecutions(_ context.Context, limit int) (*ExecutionList, error) {
+	switch {
+	case limit == 0:
+		limit = DefaultExecutionListLimit
+	case limit < 0 || limit > MaxExecutionListLimit:
+		return nil, invalid("limit", "want 1-%d", MaxExecutionListLimit)
+	}
+	h.mu.Lock()
+	out := make([]Execution, 0, min(len(h.execs), limit+1))
+	for _, e := range h.execs {
+		if e.ending.Load() == nil {
+			out = append(out, e.Execution)
+		}
+	}
+	h.mu.Unlock()
+	return pageExecutions(out, limit), nil
+}
+
+// pageExecutions sorts execs newest first and keeps the first limit.
+func pageExecutions(execs []Execution, limit int) *ExecutionList {
+	slices.SortFunc(execs, func(a, b Execution) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ExecutionID, b.ExecutionID)
+	})
+	l := &ExecutionList{Executions: execs}
+	if len(execs) > limit {
+		l.Executions, l.Truncated = execs[:limit:limit], true
+	}
+	return l
+}
+
 // List returns the live executions.
 func (h *Docker) List() []Execution {
 	h.mu.Lock()

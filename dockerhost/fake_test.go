@@ -231,3 +231,44 @@ func TestTerminateUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestListExecutions: the live executions, newest first (then by id),
+// bounded by the limit with Truncated set; a limit out of range is refused
+// naming the field.
+func TestListExecutions(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	c := func(id string, created int64) container.Summary {
+		return container.Summary{ID: "c-" + id, State: "running", Created: created,
+			Labels: map[string]string{LabelExecution: id, LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: "2000000001"}}
+	}
+	f := &fakeDocker{list: []container.Summary{c("b", 100), c("c", 300), c("a", 100), c("d", 200)}}
+	f.list[1].Labels[LabelUID] = "2000000002"
+	f.list[2].Labels[LabelUID] = "2000000003"
+	f.list[3].Labels[LabelUID] = "2000000004"
+	h := fakeHost(t, f, now)
+	ctx := testCtx(t, time.Minute)
+	ids := func(l *ExecutionList) []string {
+		var out []string
+		for _, e := range l.Executions {
+			out = append(out, e.ExecutionID)
+		}
+		return out
+	}
+	l, err := h.ListExecutions(ctx, 0)
+	if err != nil || !slices.Equal(ids(l), []string{"c", "d", "a", "b"}) || l.Truncated {
+		t.Fatalf("list: %v %+v %v", ids(l), l, err)
+	}
+	l, err = h.ListExecutions(ctx, 2)
+	if err != nil || !slices.Equal(ids(l), []string{"c", "d"}) || !l.Truncated {
+		t.Fatalf("list 2: %v %+v %v", ids(l), l, err)
+	}
+	if l, err := h.ListExecutions(ctx, 4); err != nil || len(l.Executions) != 4 || l.Truncated {
+		t.Fatalf("list 4: %+v %v", l, err)
+	}
+	for _, n := range []int{-1, MaxExecutionListLimit + 1} {
+		if _, err := h.ListExecutions(ctx, n); ErrorCode(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "limit") {
+			t.Errorf("limit %d: %v, want invalid_request naming limit", n, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // Body bounds. An exec body carries the command's stdin; the others are
@@ -38,6 +40,9 @@ type Executions interface {
 	ListCheckpoints(ctx context.Context, executionID string, limit int) (*dockerhost.CheckpointList, error)
 	GetCheckpoint(ctx context.Context, checkpointID string) (*dockerhost.CheckpointInfo, error)
 	DeleteCheckpoint(ctx context.Context, checkpointID string) error
+	// ListExecutions returns the live executions, newest first (limit 0:
+	// dockerhost's default).
+	ListExecutions(ctx context.Context, limit int) (*dockerhost.ExecutionList, error)
 }
 
 var _ Executions = (*dockerhost.Docker)(nil)
@@ -82,7 +87,7 @@ func New(ex Executions, cfg *Config) (*API, error) {
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	handlers := []http.HandlerFunc{a.provision, a.get, a.exec, a.checkpoint, a.terminate, a.restore,
-		a.listCheckpoints, a.getCheckpoint, a.deleteCheckpoint}
+		a.listCheckpoints, a.getCheckpoint, a.deleteCheckpoint, a.list}
 	for i, p := range execroutes.Routes {
 		h := handlers[i]
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -227,6 +232,63 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	gateway.WriteJSON(w, http.StatusOK, a.record(e, pub))
 }
 
+// RecordList is GET /v1/executions' answer: the live executions, newest
+// first, each as GET /v1/executions/{id} answers it.
+type RecordList struct {
+	Executions []Record `json:"executions"`
+	// Truncated says that older live executions were left out by the
+	// limit.
+	Truncated bool `json:"truncated"`
+}
+
+// list answers {executions: [...], truncated}, the newest first: ?limit=
+// (1-10000, default 1000) bounds the answer. It has no other parameter.
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "limit" {
+			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+				fmt.Sprintf("%s: not a parameter of GET /v1/executions (it takes limit only)", textcut.Cut(k, 64)))
+			return
+		}
+	}
+	limit, ok := listLimit(w, q, dockerhost.MaxExecutionListLimit)
+	if !ok {
+		return
+	}
+	list, err := a.ex.ListExecutions(r.Context(), limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := RecordList{Executions: make([]Record, 0, len(list.Executions)), Truncated: list.Truncated}
+	for i := range list.Executions {
+		e := &list.Executions[i]
+		var pub ssh.PublicKey
+		if a.cfg.Agents != nil {
+			pub = a.cfg.Agents.PinnedKey(r.Context(), e.ExecutionID)
+		}
+		out.Executions = append(out.Executions, a.record(e, pub))
+	}
+	gateway.WriteJSON(w, http.StatusOK, out)
+}
+
+// listLimit parses ?limit= (1-max; absent or empty is 0, the default), answering
+// 400 naming the field when it is not such a number.
+func listLimit(w http.ResponseWriter, q url.Values, max int) (int, bool) {
+	v := q.Get("limit")
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+			fmt.Sprintf("limit: want a number from 1 to %d", max))
+		return 0, false
+	}
+	return n, true
+}
+
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	held := &heldBody{ReadCloser: r.Body, mem: &a.bodyMem}
@@ -283,15 +345,9 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 // 1000) bounds the answer.
 func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > dockerhost.MaxCheckpointListLimit {
-			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
-				fmt.Sprintf("limit: want a number from 1 to %d", dockerhost.MaxCheckpointListLimit))
-			return
-		}
-		limit = n
+	limit, ok := listLimit(w, q, dockerhost.MaxCheckpointListLimit)
+	if !ok {
+		return
 	}
 	exec := q.Get("executionId")
 	if exec != "" && !store.ValidHostID(exec) {

@@ -195,6 +195,23 @@ func (f *fakeExecutions) ListCheckpoints(_ context.Context, executionID string, 
 	return out, nil
 }
 
+func (f *fakeExecutions) ListExecutions(_ context.Context, limit int) (*dockerhost.ExecutionList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if limit == 0 {
+		limit = dockerhost.DefaultExecutionListLimit
+	}
+	out := &dockerhost.ExecutionList{Executions: []dockerhost.Execution{}}
+	for _, e := range f.live {
+		out.Executions = append(out.Executions, *e)
+	}
+	slices.SortFunc(out.Executions, func(a, b dockerhost.Execution) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	if len(out.Executions) > limit {
+		out.Executions, out.Truncated = out.Executions[:limit], true
+	}
+	return out, nil
+}
+
 func (f *fakeExecutions) GetCheckpoint(_ context.Context, id string) (*dockerhost.CheckpointInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -575,6 +592,61 @@ func TestProvisionMakesAHost(t *testing.T) {
 	}
 	if status, body := f.do(t, "GET", "/v1/executions/"+id, "admin", nil); status != http.StatusGone {
 		t.Fatalf("get after delete: %d %v", status, body)
+	}
+}
+
+// TestListExecutions: GET /v1/executions answers the live executions,
+// newest first, each as GET /v1/executions/{id} answers it; ?limit= bounds
+// it with truncated set; an ended one is not listed; a bad limit, another
+// parameter or a client token are refused.
+func TestListExecutions(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "GET", "/v1/executions", "admin", nil)
+	if list, ok := body["executions"].([]any); status != http.StatusOK || !ok || len(list) != 0 || body["truncated"] != false {
+		t.Fatalf("empty list: %d %v", status, body)
+	}
+	var ids []string
+	for range 3 {
+		status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+		if status != http.StatusCreated {
+			t.Fatalf("provision: %d %v", status, body)
+		}
+		ids = append(ids, body["executionId"].(string))
+		time.Sleep(2 * time.Millisecond) // distinct CreatedAt, for the order
+	}
+	if status, _ := f.do(t, "DELETE", "/v1/executions/"+ids[1], "admin", nil); status != http.StatusNoContent {
+		t.Fatalf("delete: %d", status)
+	}
+	status, body = f.do(t, "GET", "/v1/executions", "admin", nil)
+	list, _ := body["executions"].([]any)
+	if status != http.StatusOK || len(list) != 2 || body["truncated"] != false {
+		t.Fatalf("list: %d %v", status, body)
+	}
+	for i, want := range []string{ids[2], ids[0]} {
+		got, _ := list[i].(map[string]any)
+		_, one := f.do(t, "GET", "/v1/executions/"+want, "admin", nil)
+		if got["executionId"] != want || !strings.HasPrefix(fmt.Sprint(got["hostKey"]), "SHA256:") || fmt.Sprint(got) != fmt.Sprint(one) {
+			t.Errorf("list[%d] = %v, want what GET answers: %v", i, got, one)
+		}
+	}
+	status, body = f.do(t, "GET", "/v1/executions?limit=1", "admin", nil)
+	if list, _ := body["executions"].([]any); status != http.StatusOK || len(list) != 1 || body["truncated"] != true || list[0].(map[string]any)["executionId"] != ids[2] {
+		t.Fatalf("list limit 1: %d %v", status, body)
+	}
+	for _, c := range []struct{ path, token, code, msg string }{
+		{"/v1/executions?limit=0", "admin", "invalid_request", "limit: want a number from 1 to 10000"},
+		{"/v1/executions?limit=10001", "admin", "invalid_request", "limit: "},
+		{"/v1/executions?limit=x", "admin", "invalid_request", "limit: "},
+		{"/v1/executions?executionId=" + ids[0], "admin", "invalid_request", "executionId: not a parameter"},
+		{"/v1/executions", "client", "forbidden", ""},
+	} {
+		_, body := f.do(t, "GET", c.path, c.token, nil)
+		if code, msg := errCode(body); code != c.code || !strings.HasPrefix(msg, c.msg) {
+			t.Errorf("GET %s (%s): %v, want %s %q…", c.path, c.token, body, c.code, c.msg)
+		}
+	}
+	if status, body := f.do(t, "PUT", "/v1/executions", "admin", nil); status != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: %d %v", status, body)
 	}
 }
 

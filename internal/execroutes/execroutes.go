@@ -22,6 +22,7 @@ var Routes = []string{
 	"GET /v1/checkpoints",
 	"GET /v1/checkpoints/{id}",
 	"DELETE /v1/checkpoints/{id}",
+	"GET /v1/executions",
 }
 
 // RegisterMethodNotAllowed answers other methods on the API's paths with

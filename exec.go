@@ -52,9 +52,14 @@ type ExecOptions struct {
 
 // ExecResult is what Host.Exec collected.
 type ExecResult struct {
-	Stdout   []byte
-	Stderr   []byte
-	ExitCode int // -1 when ended by a signal
+	Stdout []byte
+	Stderr []byte
+	// ExitCode is the command's exit status, -1 when a signal ended it
+	// (os/exec's convention; Signal says which). A program not found
+	// exits 127, one not executable 126, a missing SpawnOptions.Dir 127,
+	// as in a POSIX shell and as the executions API answers them; the API
+	// answers a signal N as 128+N, a shell's $?, where this is -1.
+	ExitCode int
 	Signal   Signal
 	Duration time.Duration
 }

@@ -84,6 +84,12 @@ const EncodingBase64 = "base64"
 
 // ExecResult is a finished command.
 type ExecResult struct {
+	// ExitCode is the command's exit status as a POSIX shell's $? says
+	// it: 127 for a program not found or a missing Cwd, 126 for one not
+	// executable (the shell's message in Stderr), 128+N for a command
+	// signal N killed (137: KILL, also the memory limit's, see OOMKilled).
+	// hostgate.Host.Exec answers the same but for signals, which it says
+	// as ExitCode -1 and a Signal.
 	ExitCode   int    `json:"exitCode"`
 	Stdout     string `json:"stdout"`
 	Stderr     string `json:"stderr"`

@@ -119,9 +119,9 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		p := process{
 			containerID: containerID,
 			user:        user,
-			argv:        argv,
+			argv:        shellArgv(argv, req.Cwd, req.Env),
 			env:         envList(req.Env),
-			dir:         req.Cwd,
+			dir:         "/",
 			stdout:      stdout,
 			stderr:      stderr,
 			stdin:       stdin(),
@@ -181,6 +181,36 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		Stderr:     stderr.out,
 		DurationMs: time.Since(start).Milliseconds(),
 	}, way, nil
+}
+
+// shellOwnEnv are the variables the shell sets in its children's
+// environment (cd's PWD and OLDPWD, busybox ash's SHLVL), which docker
+// exec does not give a command.
+var shellOwnEnv = []string{"PWD", "OLDPWD", "SHLVL"}
+
+// shellArgv is argv run through the image's /bin/sh in dir (WorkspaceDir
+// when empty), so that a program it cannot find exits 127 and one it
+// cannot execute 126, a missing dir 127, each with the shell's message on
+// stderr, as over SSH (Host.Exec) and the agent tunnel. Run directly,
+// docker exec answered 126 for all three, with runc's message on stdout.
+// $0 is "sh", as the agent names the shell it starts, so the messages are
+// the same word for word. The shell's own variables are unset unless env
+// (the command's) sets them.
+func shellArgv(argv []string, dir string, env map[string]string) []string {
+	if dir == "" {
+		dir = WorkspaceDir
+	}
+	// As Host.Exec's command line (shell.CommandLine) and the agent
+	// tunnel's script: `cd DIR || exit 127`, then `exec ARGV`, the words
+	// passed as the script's arguments.
+	script := `cd "$1" || exit 127; `
+	for _, k := range shellOwnEnv {
+		if _, ok := env[k]; !ok {
+			script += "unset " + k + "; "
+		}
+	}
+	script += `shift; exec "$@"`
+	return append([]string{"/bin/sh", "-c", script, "sh", dir}, argv...)
 }
 
 // stdinBufs holds the 256 KiB copy buffers of commands' stdin, so that

@@ -94,6 +94,9 @@ type ExecRequest struct {
 
 // ExecResult is what a finished command left.
 type ExecResult struct {
+	// ExitCode is as a POSIX shell's $? says it: 127 for a program not
+	// found or a missing Cwd, 126 for one not executable (the shell's
+	// message in Stderr), 128+N for a command signal N killed.
 	ExitCode   int    `json:"exitCode"`
 	Stdout     string `json:"stdout"`
 	Stderr     string `json:"stderr"`

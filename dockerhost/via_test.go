@@ -245,7 +245,7 @@ type countingAPI struct {
 }
 
 func (c *countingAPI) ContainerExecCreate(ctx context.Context, cid string, o container.ExecOptions) (container.ExecCreateResponse, error) {
-	if slices.Equal(o.Cmd, c.argv) {
+	if len(o.Cmd) >= len(c.argv) && slices.Equal(o.Cmd[len(o.Cmd)-len(c.argv):], c.argv) {
 		c.mu.Lock()
 		c.n++
 		c.mu.Unlock()

@@ -759,8 +759,9 @@ func execWays(t testing.TB, g *gw) (agent, docker, fallback int) {
 // TestSandboxExecThroughTunnel: the executions API runs commands through
 // the execution's agent tunnel (the metric says so), with docker exec's
 // semantics: the same environment as `docker exec -u` gives, cwd,
-// stdin, exit codes, 126 with runc's message when a command cannot
-// start, signals as 128+N.
+// stdin, exit codes, signals as 128+N; a command that cannot start exits
+// as under a shell (127 not found or a missing cwd, 126 not executable,
+// the shell's message on stderr), as over SSH (TestExitCodeConventions).
 func TestSandboxExecThroughTunnel(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
@@ -822,12 +823,9 @@ func TestSandboxExecThroughTunnel(t *testing.T) {
 		{"cwd", client.ExecRequest{Command: "pwd", Cwd: "/tmp"}, 0, "/tmp\n", ""},
 		{"quoting", client.ExecRequest{Command: "printf", Args: []string{"%s|", "a b", "'q'", "$HOME", ""}}, 0, "a b|'q'|$HOME||", ""},
 		{"no stdin", client.ExecRequest{Command: "cat"}, 0, "", ""},
-		{"not found", client.ExecRequest{Command: "nonexist"}, 126,
-			"OCI runtime exec failed: exec failed: unable to start container process: exec: \"nonexist\": executable file not found in $PATH: unknown\r\n", ""},
-		{"bad cwd", client.ExecRequest{Command: "true", Cwd: "/nonexist"}, 126,
-			"OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/nonexist\") set in config.json failed: no such file or directory: unknown\r\n", ""},
-		{"not executable", client.ExecRequest{Command: "/etc/passwd"}, 126,
-			"OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc/passwd\": permission denied: unknown\r\n", ""},
+		{"not found", client.ExecRequest{Command: "nonexist"}, 127, "", "sh: exec: line 0: nonexist: not found\n"},
+		{"bad cwd", client.ExecRequest{Command: "true", Cwd: "/nonexist"}, 127, "", "sh: cd: line 0: can't cd to /nonexist: No such file or directory\n"},
+		{"not executable", client.ExecRequest{Command: "/etc/passwd"}, 126, "", "sh: exec: line 0: /etc/passwd: Permission denied\n"},
 		{"TERM", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -TERM $$"}}, 143, "", ""},
 		{"KILL", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "kill -KILL $$"}}, 137, "", ""},
 	}

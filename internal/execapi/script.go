@@ -64,12 +64,16 @@ var serverEnv = []string{"PATH", "HOME", "SHELL", "USER", "LOGNAME", "LANG", "LC
 // code 126) when runc cannot start a command.
 const ociPrefix = "OCI runtime exec failed: exec failed: unable to start container process: "
 
-// commandScript is the `sh -c` line that runs argv the way docker exec
-// would in a container whose environment is base: in dir (or 126 with
-// runc's message), with exactly base overridden by env (the agent's and the
-// shell's own variables removed), argv[0] looked up in that PATH (or 126
-// with runc's message), then exec'd so that its exit status and signal
-// are the command's own. Every word is quoted.
+// commandScript is the `sh -c` line that runs argv in a container whose
+// environment is base, as Host.Exec's command line (shell.CommandLine)
+// does: `cd DIR || exit 127`, exactly base overridden by env (the agent's
+// and the shell's own variables removed), then `exec ARGV`, so that its
+// exit status and signal are the command's own. A program the shell cannot
+// find exits 127, one it cannot execute 126, a missing cwd 127, each with
+// the shell's own message on stderr: what the same command gives over SSH
+// (Host.Exec) and through docker exec (dockerhost wraps its argv in the
+// same shell), not runc's 126 on stdout. One line, as Host.Exec's, so the
+// shell's messages name the same line. Every word is quoted.
 func commandScript(base []string, argv []string, env map[string]string, dir string) (string, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return "", errors.New("execapi: empty command")
@@ -80,9 +84,8 @@ func commandScript(base []string, argv []string, env map[string]string, dir stri
 	q := shell.Quote
 	var b strings.Builder
 	// cd first: it sets PWD and OLDPWD, which are unset below.
-	fmt.Fprintf(&b, "cd %s 2>/dev/null || { if [ -e %s ]; then hg_r='permission denied'; [ -d %s ] || hg_r='not a directory'; else hg_r='no such file or directory'; fi; printf '%%s%%s: unknown\\r\\n' %s \"$hg_r\"; exit 126; }\n",
-		q(dir), q(dir), q(dir), q(fmt.Sprintf("%schdir to cwd (%q) set in config.json failed: ", ociPrefix, dir)))
-	b.WriteString("unset hg_r " + strings.Join(serverEnv, " ") + "\n")
+	fmt.Fprintf(&b, "cd %s || exit 127; ", q(dir))
+	b.WriteString("unset " + strings.Join(serverEnv, " ") + "; ")
 	final := slices.Clone(base)
 	names := make([]string, 0, len(env))
 	for k := range env {
@@ -105,20 +108,7 @@ func commandScript(base []string, argv []string, env map[string]string, dir stri
 		if !shell.ValidName(k) {
 			return "", fmt.Errorf("%w: %q", errEnvironName, textcut.Cut(k, 64))
 		}
-		fmt.Fprintf(&b, "export %s=%s\n", k, q(v))
-	}
-	name := argv[0]
-	fail := func(reason string) string {
-		return fmt.Sprintf("{ printf '%%s\\r\\n' %s; exit 126; }", q(fmt.Sprintf("%sexec: %q: %s: unknown", ociPrefix, name, reason)))
-	}
-	if strings.Contains(name, "/") {
-		fmt.Fprintf(&b, "[ -e %s ] || %s\n", q(name), fail("stat "+name+": no such file or directory"))
-		fmt.Fprintf(&b, "[ -f %s ] && [ -x %s ] || %s\n", q(name), q(name), fail("permission denied"))
-	} else {
-		// runc's exec.LookPath: the first regular executable file named
-		// name in a PATH directory (an empty entry is the cwd).
-		fmt.Fprintf(&b, "hg_f=; set -f; IFS=:; for hg_d in $PATH; do [ -f \"${hg_d:-.}\"/%s ] && [ -x \"${hg_d:-.}\"/%s ] && { hg_f=1; break; }; done; unset IFS hg_d; set +f\n", q(name), q(name))
-		fmt.Fprintf(&b, "[ -n \"$hg_f\" ] || %s\nunset hg_f\n", fail("executable file not found in $PATH"))
+		fmt.Fprintf(&b, "export %s=%s; ", k, q(v))
 	}
 	b.WriteString("exec " + shell.Join(argv))
 	return b.String(), nil

@@ -3,6 +3,7 @@ package execapi
 import (
 	"context"
 	"errors"
+	"github.com/hostgate/hostgate/internal/shell"
 	"github.com/hostgate/hostgate/internal/testenv"
 	"os"
 	"os/exec"
@@ -143,6 +144,11 @@ func TestCommandScriptEnvironment(t *testing.T) {
 	}
 }
 
+// TestCommandScriptStart: a command the script runs exits as it does
+// under Host.Exec's command line (shell.CommandLine) in the same shell,
+// with the same stdout and stderr: 127 for a program not found, 126 for
+// one not executable, 127 for a missing cwd, each with the shell's message
+// on stderr (it answered runc's 126 on stdout, where Host.Exec said 127).
 func TestCommandScriptStart(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "script")
@@ -154,29 +160,65 @@ func TestCommandScriptStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := []string{"PATH=" + dir + ":/usr/bin:/bin"}
-	const oci = "OCI runtime exec failed: exec failed: unable to start container process: "
 	for _, sh := range shells(t) {
 		for _, tc := range []struct {
-			argv []string
-			dir  string
-			out  string
-			code int
+			argv   []string
+			dir    string
+			code   int
+			stdout string
+			stderr string // a part of it
 		}{
-			{[]string{"script", "a b"}, dir, script + "|a b|" + dir + "\n", 7}, // found in PATH; a script's $0 is its path
-			{[]string{script, "$x"}, "/", script + "|$x|/\n", 7},
-			{[]string{"nonexist"}, "/", oci + "exec: \"nonexist\": executable file not found in $PATH: unknown\r\n", 126},
-			{[]string{"plain"}, "/", oci + "exec: \"plain\": executable file not found in $PATH: unknown\r\n", 126},
-			{[]string{plain}, "/", oci + "exec: \"" + plain + "\": permission denied: unknown\r\n", 126},
-			{[]string{dir + "/missing"}, "/", oci + "exec: \"" + dir + "/missing\": stat " + dir + "/missing: no such file or directory: unknown\r\n", 126},
-			{[]string{"script"}, dir + "/nonexist", oci + "chdir to cwd (\"" + dir + "/nonexist\") set in config.json failed: no such file or directory: unknown\r\n", 126},
-			{[]string{"script"}, plain, oci + "chdir to cwd (\"" + plain + "\") set in config.json failed: not a directory: unknown\r\n", 126},
+			{[]string{"script", "a b"}, dir, 7, script + "|a b|" + dir + "\n", ""}, // found in PATH; a script's $0 is its path
+			{[]string{script, "$x"}, "/", 7, script + "|$x|/\n", ""},
+			{[]string{"nonexist"}, "/", 127, "", "nonexist: not found"},
+			{[]string{"plain"}, "/", 126, "", "plain: Permission denied"}, // found in PATH, not executable
+			{[]string{plain}, "/", 126, "", plain + ": Permission denied"},
+			{[]string{dir + "/missing"}, "/", 127, "", dir + "/missing: "},
+			{[]string{"script"}, dir + "/nonexist", 127, "", dir + "/nonexist"},
+			{[]string{"script"}, plain, 127, "", plain},
 		} {
-			out, code := runScript(t, sh, base, tc.argv, nil, tc.dir)
-			if out != tc.out || code != tc.code {
-				t.Errorf("%s %q in %s: exit %d %q; want %d %q", sh, tc.argv, tc.dir, code, out, tc.code, tc.out)
+			out, stderr, code := runScriptErr(t, sh, base, tc.argv, nil, tc.dir)
+			if out != tc.stdout || code != tc.code || !strings.Contains(stderr, tc.stderr) || (tc.stderr == "") != (stderr == "") {
+				t.Errorf("%s %q in %s: exit %d %q %q; want %d %q and %q in stderr", sh, tc.argv, tc.dir, code, out, stderr, tc.code, tc.stdout, tc.stderr)
+			}
+			line, err := shell.CommandLine(tc.argv, tc.dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hout, herr, hcode := runLine(t, sh, base, line)
+			if out != hout || stderr != herr || code != hcode {
+				t.Errorf("%s %q in %s: exit %d %q %q; Host.Exec's command line: %d %q %q", sh, tc.argv, tc.dir, code, out, stderr, hcode, hout, herr)
 			}
 		}
 	}
+}
+
+// runScriptErr is runScript with stderr apart.
+func runScriptErr(t *testing.T, sh []string, base, argv []string, env map[string]string, dir string) (stdout, stderr string, code int) {
+	t.Helper()
+	line, err := commandScript(base, argv, env, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runLine(t, sh, base, line)
+}
+
+// runLine runs line with `sh -c` in / with env as its environment.
+func runLine(t *testing.T, sh []string, env []string, line string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sh[0], append(sh[1:], "-c", line)...)
+	cmd.Dir = "/"
+	cmd.Env = env
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run %q: %v", line, err)
+	}
+	return o.String(), e.String(), cmd.ProcessState.ExitCode()
 }
 
 func TestCommandScriptRefusals(t *testing.T) {

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
+)
+
+// TestExitCodeConventions: one convention on every path a command takes,
+// POSIX shells': a program not found exits 127, one not executable 126, a
+// missing cwd 127, each with the shell's message on stderr; the same
+// words through the executions API's agent tunnel, its docker exec
+// fallback and Host.Exec over SSH to the sandbox. A signal N is 128+N
+// over the API (a shell's $?) and ExitCode -1 with Signal over Host.Exec
+// (os/exec's), on the sandbox and on a machine. Over the API a missing
+// program answered 126 with runc's message on stdout (audit31).
+func TestExitCodeConventions(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	h, err := c.Dial(ctx, e.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	g.startAgent("exitcodes-machine", "")
+	m, err := c.Dial(ctx, "exitcodes-machine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+
+	// Arguments too long for the tunnel's one-argument script send a
+	// command to docker exec (the fallback), which passes them word by
+	// word; "$0" and "$@" of sh -c take them.
+	long := make([]string, 200)
+	for i := range long {
+		long[i] = strings.Repeat("x", 1000)
+	}
+	cases := []struct {
+		name   string
+		argv   []string
+		cwd    string
+		code   int
+		stderr string
+	}{
+		{"not found", []string{"nonexist"}, "", 127, "sh: exec: line 0: nonexist: not found\n"},
+		{"not executable", []string{"/etc/passwd"}, "", 126, "sh: exec: line 0: /etc/passwd: Permission denied\n"},
+		{"missing cwd", []string{"true"}, "/nonexist", 127, "sh: cd: line 0: can't cd to /nonexist: No such file or directory\n"},
+	}
+	_, _, fallback0 := execWays(t, g)
+	for _, tc := range cases {
+		for _, way := range []string{"tunnel", "fallback"} {
+			argv := tc.argv
+			if way == "fallback" {
+				argv = append(append([]string(nil), argv...), long...)
+			}
+			res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: argv[0], Args: argv[1:], Cwd: tc.cwd, TimeoutMs: 60000})
+			if err != nil {
+				t.Fatalf("%s (%s): %v", tc.name, way, err)
+			}
+			if res.ExitCode != tc.code || res.Stdout != "" || res.Stderr != tc.stderr {
+				t.Errorf("API %s (%s): exit %d stdout %q stderr %q; want %d, stderr %q", tc.name, way, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.stderr)
+			}
+		}
+		res, err := h.Exec(ctx, tc.argv, hostgate.ExecOptions{SpawnOptions: hostgate.SpawnOptions{Dir: tc.cwd}})
+		if err != nil || res.ExitCode != tc.code || len(res.Stdout) != 0 || string(res.Stderr) != tc.stderr {
+			t.Errorf("Host.Exec %s: %+v %q %v; want %d, stderr %q", tc.name, res, res.Stderr, err, tc.code, tc.stderr)
+		}
+	}
+	for _, sig := range []struct {
+		name string
+		code int
+	}{{"TERM", 143}, {"KILL", 137}} {
+		for _, way := range []string{"tunnel", "fallback"} {
+			args := []string{"-c", "kill -" + sig.name + " $$"}
+			if way == "fallback" {
+				args = append(args, long...)
+			}
+			res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: args, TimeoutMs: 60000})
+			if err != nil || res.ExitCode != sig.code {
+				t.Errorf("API %s (%s): %+v %v; want exit %d", sig.name, way, res, err, sig.code)
+			}
+		}
+		for name, host := range map[string]*hostgate.Host{"sandbox": h, "machine": m} {
+			res, err := host.Exec(ctx, []string{"/bin/sh", "-c", "kill -" + sig.name + " $$"}, hostgate.ExecOptions{})
+			if err != nil || res.ExitCode != -1 || res.Signal != hostgate.Signal(sig.name) {
+				t.Errorf("Host.Exec %s on the %s: %+v %v; want ExitCode -1, Signal %s", sig.name, name, res, err, sig.name)
+			}
+		}
+	}
+	// Host.Exec on a machine: its own shell's words, the same codes.
+	if res, err := m.Exec(ctx, []string{"nonexist-hostgate"}, hostgate.ExecOptions{}); err != nil || res.ExitCode != 127 || !strings.Contains(string(res.Stderr), "nonexist-hostgate: not found") {
+		t.Errorf("Host.Exec not found on the machine: %+v %q %v", res, res.Stderr, err)
+	}
+	if res, err := m.Exec(ctx, []string{"/etc/passwd"}, hostgate.ExecOptions{}); err != nil || res.ExitCode != 126 {
+		t.Errorf("Host.Exec not executable on the machine: %+v %q %v", res, res.Stderr, err)
+	}
+	if res, err := m.Exec(ctx, []string{"true"}, hostgate.ExecOptions{SpawnOptions: hostgate.SpawnOptions{Dir: "/nonexist"}}); err != nil || res.ExitCode != 127 {
+		t.Errorf("Host.Exec missing cwd on the machine: %+v %q %v", res, res.Stderr, err)
+	}
+	if _, _, fallback1 := execWays(t, g); fallback1-fallback0 != len(cases)+2 {
+		n := fallback1 - fallback0
+		t.Errorf("%d commands went to docker exec, want %d", n, len(cases)+2)
+	}
+}

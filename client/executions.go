@@ -190,6 +190,31 @@ func (c *Client) Executions(ctx context.Context, opts ListExecutionsOptions) (*E
 	return &l, nil
 }
 
+// SetTimeout sets a live execution's deadline to now + d (E2B's
+// setTimeout): later or earlier, at most the gateway's maximum runtime
+// from now (more is an *APIError with Status 400 naming runtimeMs and the
+// maximum). It returns the execution with its new ExpiresAt, which a
+// gateway restart keeps, as it keeps the container's own deadline. d is
+// sent in whole milliseconds; less than one is refused here. Gateways
+// older than the call answer Status 405; an execution an older gateway
+// made, Status 409.
+func (c *Client) SetTimeout(ctx context.Context, id string, d time.Duration) (*Execution, error) {
+	if id == "" {
+		return nil, errEmptyID("execution")
+	}
+	if d < time.Millisecond {
+		return nil, fmt.Errorf("client: SetTimeout: the runtime from now is %v; want at least 1ms", d)
+	}
+	var e Execution
+	body := struct {
+		RuntimeMs int64 `json:"runtimeMs"`
+	}{d.Milliseconds()}
+	if err := c.do(ctx, "POST", "/v1/executions/"+url.PathEscape(id)+"/timeout", body, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
 // Execution returns a live execution; an ended one (or one a command's
 // timeout, output flood or abort is destroying) is an *APIError with
 // Status 410 whose Reason and EndedAt say why and when it ended, as do

@@ -50,6 +50,14 @@ func TestExecutionsClient(t *testing.T) {
 		}
 		reply(200, map[string]any{"executions": []any{map[string]any{"executionId": "e2", "hostKey": "SHA256:y", "connected": true}, map[string]any{"executionId": "e1"}}, "truncated": true})(w, r)
 	})
+	mux.HandleFunc("POST /v1/executions/{id}/timeout", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ RuntimeMs int64 }
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.RuntimeMs != 90000 {
+			reply(400, map[string]any{"error": map[string]string{"code": "invalid_request", "message": "runtimeMs: want 90000"}})(w, r)
+			return
+		}
+		reply(200, map[string]any{"executionId": r.PathValue("id"), "expiresAt": "2026-12-04T00:00:00Z"})(w, r)
+	})
 	mux.HandleFunc("GET /v1/executions/{id}", reply(410, map[string]any{"error": map[string]string{"code": "gone", "message": "ended"}}))
 	mux.HandleFunc("POST /v1/executions/{id}/exec", reply(200, map[string]any{"exitCode": 3, "stdout": "o", "stderr": "e", "durationMs": 5}))
 	mux.HandleFunc("POST /v1/executions/{id}/checkpoints", reply(201, map[string]any{"checkpointId": "cp", "sizeBytes": 10, "sha256": "ab"}))
@@ -85,6 +93,13 @@ func TestExecutionsClient(t *testing.T) {
 	if _, err := c.Execution(ctx, "e1"); !errors.As(err, &ae) || ae.Status != 410 || ae.Code != "gone" {
 		t.Fatalf("execution: %v", err)
 	}
+	st, err := c.SetTimeout(ctx, "e1", 90*time.Second)
+	if err != nil || st.ExecutionID != "e1" || !st.ExpiresAt.Equal(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("set timeout: %+v %v", st, err)
+	}
+	if _, err := c.SetTimeout(ctx, "e1", time.Microsecond); err == nil || !strings.Contains(err.Error(), "at least 1ms") {
+		t.Fatalf("set timeout under 1ms: %v", err)
+	}
 	el, err := c.Executions(ctx, ListExecutionsOptions{Limit: 2})
 	if err != nil || len(el.Executions) != 2 || !el.Truncated || el.Executions[0].ExecutionID != "e2" || el.Executions[0].HostKey != "SHA256:y" || !el.Executions[0].Connected {
 		t.Fatalf("executions: %+v %v", el, err)
@@ -116,7 +131,7 @@ func TestExecutionsClient(t *testing.T) {
 		t.Fatalf("delete checkpoint: %v", err)
 	}
 	want := []string{"POST /v1/executions Bearer tok", "POST /v1/executions Bearer tok", "GET /v1/executions/e1 Bearer tok",
-		"GET /v1/executions Bearer tok", "POST /v1/executions/e1/exec Bearer tok", "POST /v1/executions/e1/checkpoints Bearer tok", "POST /v1/restores Bearer tok",
+		"POST /v1/executions/e1/timeout Bearer tok", "GET /v1/executions Bearer tok", "POST /v1/executions/e1/exec Bearer tok", "POST /v1/executions/e1/checkpoints Bearer tok", "POST /v1/restores Bearer tok",
 		"DELETE /v1/executions/e1 Bearer tok", "GET /v1/checkpoints Bearer tok", "GET /v1/checkpoints/cp Bearer tok", "DELETE /v1/checkpoints/cp Bearer tok"}
 	if len(seen) != len(want) {
 		t.Fatalf("requests %q, want %q", seen, want)
@@ -212,6 +227,7 @@ func TestEmptyIDRefused(t *testing.T) {
 		"Certificate":      func() error { _, err := c.Certificate(ctx, "", "ssh-ed25519 AAAA"); return err },
 		"DialSSH":          func() error { _, err := c.DialSSH(ctx, ""); return err },
 		"Execution":        func() error { _, err := c.Execution(ctx, ""); return err },
+		"SetTimeout":       func() error { _, err := c.SetTimeout(ctx, "", time.Second); return err },
 		"Exec":             func() error { _, err := c.Exec(ctx, "", ExecRequest{Command: "true", TimeoutMs: 1}); return err },
 		"Checkpoint":       func() error { _, err := c.Checkpoint(ctx, "", "r"); return err },
 		"Terminate":        func() error { return c.Terminate(ctx, "") },

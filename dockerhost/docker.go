@@ -191,7 +191,12 @@ type execution struct {
 	// forgotten is closed by forget.
 	ending    atomic.Pointer[ended]
 	forgotten chan struct{}
-	timer     *time.Timer // host deadline; guarded by Docker.mu
+	timer     *time.Timer // host deadline; guarded by Docker.mu, as ExpiresAt is (SetTimeout)
+	// movable is set when the container's main process is deadlineScript
+	// (LabelDeadline): SetTimeout can move its in-container deadline.
+	movable bool
+	// deadlineMu keeps SetTimeout calls apart.
+	deadlineMu sync.Mutex
 }
 
 const (
@@ -550,6 +555,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		req:       redact(req),
 		env:       env,
 		uid:       uid,
+		movable:   true,
 	}
 	if agent != nil {
 		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
@@ -1039,7 +1045,7 @@ func (h *Docker) lookup(ctx context.Context, id string) (*execution, error) {
 // endedDuring is lerr, the lookup of e after its command, saying so when
 // e's runtime ran out: "has ended" did not tell it from a DELETE.
 func (h *Docker) endedDuring(e *execution, lerr error) error {
-	if ErrorCode(lerr) == CodeGone && !h.now().Before(e.ExpiresAt) {
+	if ErrorCode(lerr) == CodeGone && !h.now().Before(h.expiresAt(e)) {
 		return runtimeEnded(e)
 	}
 	return lerr
@@ -1070,7 +1076,9 @@ func (h *Docker) Get(ctx context.Context, executionID string) (*Execution, error
 	if err != nil {
 		return nil, err
 	}
+	h.mu.Lock()
 	out := e.Execution
+	h.mu.Unlock()
 	return &out, nil
 }
 
@@ -1248,7 +1256,7 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 		}
 		if gone {
 			reason := EndContainerGone
-			if !h.now().Before(e.ExpiresAt) {
+			if !h.now().Before(h.expiresAt(e)) {
 				reason = EndRuntime
 			}
 			h.forget(executionID, e, reason)
@@ -1441,6 +1449,7 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			}
 			c = cl
 		}
+		c = setDeadline(c)
 		id := c.Labels[LabelExecution]
 		e, ok := adoptable(c, now)
 		if ok && c.Labels[LabelPool] != "" {
@@ -1520,7 +1529,23 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 		req:       req,
 		uid:       uid,
 		forgotten: make(chan struct{}),
+		movable:   c.Labels[LabelDeadline] == "1",
 	}, true
+}
+
+// setDeadline rewrites c's deadline label with the one its name records
+// when SetTimeout renamed it (claimedName, its own execution id).
+func setDeadline(c container.Summary) container.Summary {
+	for _, n := range c.Names {
+		cl, ok := parseClaimedName(n)
+		if !ok || cl.id != c.Labels[LabelExecution] {
+			continue
+		}
+		c.Labels = maps.Clone(c.Labels)
+		c.Labels[LabelExpires] = strconv.FormatInt(cl.expires.Unix(), 10)
+		return c
+	}
+	return c
 }
 
 // claimedPooled rewrites a claimed pooled container's summary as a fresh

@@ -272,3 +272,59 @@ func TestListExecutions(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptKeepsAMovedDeadline: a container SetTimeout renamed is adopted
+// with the deadline its name records, not its label's (which may have
+// passed), and as movable (LabelDeadline); a name of another execution's
+// id is not taken for its own.
+func TestAdoptKeepsAMovedDeadline(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	labels := func(id, uid string) map[string]string {
+		return map[string]string{LabelExecution: id, LabelExpires: fmtUnix(now.Add(-time.Minute)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: uid, LabelDeadline: "1"}
+	}
+	moved := now.Add(2 * time.Hour)
+	f := &fakeDocker{list: []container.Summary{
+		{ID: "c-moved", State: "running", Names: []string{"/" + claimedName(claimed{id: "moved", expires: moved, runtimeMs: 60000, maxOutputBytes: 1 << 20})}, Labels: labels("moved", "2000000001")},
+		{ID: "c-other", State: "running", Names: []string{"/" + claimedName(claimed{id: "x", expires: moved, runtimeMs: 60000, maxOutputBytes: 1 << 20})}, Labels: labels("x--1", "2000000002")},
+	}}
+	h := fakeHost(t, f, now)
+	got := h.List()
+	if len(got) != 1 || got[0].ExecutionID != "moved" || !got[0].ExpiresAt.Equal(moved) {
+		t.Fatalf("adopted %+v, want moved only, expiring at %v", got, moved)
+	}
+	h.mu.Lock()
+	movable := h.execs["moved"].movable
+	h.mu.Unlock()
+	if !movable {
+		t.Error("adopted as not movable")
+	}
+	if !slices.Equal(f.removed, []string{"c-other"}) {
+		t.Errorf("reaped %v, want c-other (its label's deadline passed)", f.removed)
+	}
+}
+
+// TestSetTimeoutRefusals: a runtime out of the policy's range is refused
+// naming runtimeMs and the maximum; an unknown execution is not_found.
+func TestSetTimeoutRefusals(t *testing.T) {
+	h := fakeHost(t, &fakeDocker{}, time.Unix(1_800_000_000, 0))
+	ctx := testCtx(t, time.Minute)
+	max := h.policy.Max.RuntimeMs
+	for _, ms := range []int64{0, -1, max + 1} {
+		_, err := h.SetTimeout(ctx, "x", ms)
+		if ErrorCode(err) != CodeInvalidRequest || !strings.Contains(err.Error(), "runtimeMs") || !strings.Contains(err.Error(), strconv.FormatInt(max, 10)) {
+			t.Errorf("runtimeMs %d: %v", ms, err)
+		}
+	}
+	if _, err := h.SetTimeout(ctx, "x", 1000); ErrorCode(err) != CodeNotFound {
+		t.Errorf("unknown execution: %v", err)
+	}
+}
+
+// TestDeadlineScriptQuotable: poolScript quotes deadlineScript in single
+// quotes, so it must hold none.
+func TestDeadlineScriptQuotable(t *testing.T) {
+	if strings.Contains(deadlineScript, "'") {
+		t.Fatalf("deadlineScript holds a single quote: %s", deadlineScript)
+	}
+}

@@ -344,10 +344,11 @@ func (p *pool) fill(k poolKey) {
 }
 
 // poolScript is the pooled container's main process: it waits for the
-// runtime in seconds on stdin, then becomes the in-container deadline. An
+// runtime in seconds on stdin, then becomes the in-container deadline
+// (deadlineScript, which SetTimeout can move). An
 // EOF (the pool's attachment closed) ends it, and AutoRemove deletes the
 // container.
-const poolScript = `read -r secs && exec sleep "$secs"`
+const poolScript = `read -r secs && exec /bin/sh -c '` + deadlineScript + `' hostgate-deadline "$secs"`
 
 // create creates, attaches, starts and prepares one pooled container.
 func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {

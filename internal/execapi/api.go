@@ -43,6 +43,8 @@ type Executions interface {
 	// ListExecutions returns the live executions, newest first (limit 0:
 	// dockerhost's default).
 	ListExecutions(ctx context.Context, limit int) (*dockerhost.ExecutionList, error)
+	// SetTimeout sets a live execution's deadline to now + runtimeMs.
+	SetTimeout(ctx context.Context, executionID string, runtimeMs int64) (*dockerhost.Execution, error)
 }
 
 var _ Executions = (*dockerhost.Docker)(nil)
@@ -87,7 +89,7 @@ func New(ex Executions, cfg *Config) (*API, error) {
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	handlers := []http.HandlerFunc{a.provision, a.get, a.exec, a.checkpoint, a.terminate, a.restore,
-		a.listCheckpoints, a.getCheckpoint, a.deleteCheckpoint, a.list}
+		a.listCheckpoints, a.getCheckpoint, a.deleteCheckpoint, a.list, a.setTimeout}
 	for i, p := range execroutes.Routes {
 		h := handlers[i]
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
@@ -287,6 +289,41 @@ func listLimit(w http.ResponseWriter, q url.Values, max int) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// TimeoutRequest is the body of POST /v1/executions/{id}/timeout.
+type TimeoutRequest struct {
+	// RuntimeMs is the execution's runtime from now: its new deadline is
+	// now + RuntimeMs, at most the gateway's maximum runtime.
+	RuntimeMs int64 `json:"runtimeMs"`
+}
+
+// setTimeout sets a live execution's deadline to now + runtimeMs (E2B's
+// setTimeout) and answers it as GET /v1/executions/{id} does, with the new
+// expiresAt.
+func (a *API) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var req TimeoutRequest
+	if !decode(w, r, &req, MaxBody) {
+		return
+	}
+	if req.RuntimeMs == 0 {
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+			"runtimeMs: is required: the execution's runtime from now, in milliseconds")
+		return
+	}
+	id := r.PathValue("id")
+	ctx, done := keepOnShutdown(r.Context())
+	defer done()
+	e, err := a.ex.SetTimeout(ctx, id, req.RuntimeMs)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	var pub ssh.PublicKey
+	if a.cfg.Agents != nil {
+		pub = a.cfg.Agents.PinnedKey(r.Context(), id)
+	}
+	gateway.WriteJSON(w, http.StatusOK, a.record(e, pub))
 }
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {

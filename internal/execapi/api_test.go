@@ -212,6 +212,21 @@ func (f *fakeExecutions) ListExecutions(_ context.Context, limit int) (*dockerho
 	return out, nil
 }
 
+func (f *fakeExecutions) SetTimeout(_ context.Context, id string, runtimeMs int64) (*dockerhost.Execution, error) {
+	if runtimeMs < 1 || runtimeMs > f.policy.Max.RuntimeMs {
+		return nil, &dockerhost.Error{Code: dockerhost.CodeInvalidRequest, Field: "runtimeMs", Message: fmt.Sprintf("want 1 to %d (the gateway's maximum runtime), counted from now", f.policy.Max.RuntimeMs)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.live[id]
+	if e == nil {
+		return nil, &dockerhost.Error{Code: dockerhost.CodeNotFound, Message: "no such execution"}
+	}
+	e.ExpiresAt = time.Now().Add(time.Duration(runtimeMs) * time.Millisecond)
+	out := *e
+	return &out, nil
+}
+
 func (f *fakeExecutions) GetCheckpoint(_ context.Context, id string) (*dockerhost.CheckpointInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -647,6 +662,53 @@ func TestListExecutions(t *testing.T) {
 	}
 	if status, body := f.do(t, "PUT", "/v1/executions", "admin", nil); status != http.StatusMethodNotAllowed {
 		t.Errorf("PUT: %d %v", status, body)
+	}
+}
+
+// TestSetTimeout: POST /v1/executions/{id}/timeout sets the deadline to
+// now + runtimeMs and answers the execution as GET does, with it; a
+// missing, zero, negative or too large runtimeMs, an unknown field, an
+// unknown execution or a client token are refused, naming the field.
+func TestSetTimeout(t *testing.T) {
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	if status != http.StatusCreated {
+		t.Fatalf("provision: %d %v", status, body)
+	}
+	id := body["executionId"].(string)
+	before := time.Now()
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/timeout", "admin", map[string]any{"runtimeMs": 7200000})
+	exp, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(body["expiresAt"]))
+	if status != http.StatusOK || body["executionId"] != id || !strings.HasPrefix(fmt.Sprint(body["hostKey"]), "SHA256:") || exp.Before(before.Add(2*time.Hour)) || exp.After(time.Now().Add(2*time.Hour)) {
+		t.Fatalf("set timeout: %d %v", status, body)
+	}
+	if _, got := f.do(t, "GET", "/v1/executions/"+id, "admin", nil); got["expiresAt"] != body["expiresAt"] {
+		t.Fatalf("GET after: %v, want expiresAt %v", got, body["expiresAt"])
+	}
+	max := dockerhost.DefaultMaxResources().RuntimeMs
+	for _, c := range []struct {
+		path   string
+		token  string
+		body   any
+		status int
+		msg    string
+	}{
+		{id, "admin", map[string]any{}, http.StatusBadRequest, "runtimeMs: is required"},
+		{id, "admin", map[string]any{"runtimeMs": 0}, http.StatusBadRequest, "runtimeMs: is required"},
+		{id, "admin", map[string]any{"runtimeMs": -1}, http.StatusBadRequest, fmt.Sprintf("runtimeMs: want 1 to %d", max)},
+		{id, "admin", map[string]any{"runtimeMs": max + 1}, http.StatusBadRequest, fmt.Sprintf("runtimeMs: want 1 to %d (the gateway's maximum runtime)", max)},
+		{id, "admin", map[string]any{"runtimeMs": "1"}, http.StatusBadRequest, "runtimeMs"},
+		{id, "admin", map[string]any{"timeoutMs": 1}, http.StatusBadRequest, "timeoutMs"},
+		{"nonexist", "admin", map[string]any{"runtimeMs": 1000}, http.StatusNotFound, ""},
+		{id, "client", map[string]any{"runtimeMs": 1000}, http.StatusForbidden, ""},
+	} {
+		status, body := f.do(t, "POST", "/v1/executions/"+c.path+"/timeout", c.token, c.body)
+		if _, msg := errCode(body); status != c.status || !strings.Contains(msg, c.msg) {
+			t.Errorf("%v (%s): %d %v, want %d %q", c.body, c.token, status, body, c.status, c.msg)
+		}
+	}
+	if status, body := f.do(t, "GET", "/v1/executions/"+id+"/timeout", "admin", nil); status != http.StatusMethodNotAllowed {
+		t.Errorf("GET …/timeout: %d %v", status, body)
 	}
 }
 

@@ -23,6 +23,7 @@ var Routes = []string{
 	"GET /v1/checkpoints/{id}",
 	"DELETE /v1/checkpoints/{id}",
 	"GET /v1/executions",
+	"POST /v1/executions/{id}/timeout",
 }
 
 // RegisterMethodNotAllowed answers other methods on the API's paths with

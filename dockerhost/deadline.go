@@ -1,0 +1,128 @@
+package dockerhost
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LabelDeadline marks a container whose main process is deadlineScript,
+// whose in-container deadline SetTimeout can move (value "1"). Containers
+// made before it run a plain sleep: their deadline stays.
+const LabelDeadline = "hostgate.deadline"
+
+// deadlineDir is where SetTimeout leaves the in-container deadline's
+// extension: a directory of /dev/shm (mode 1777) that uid 0 makes, through
+// docker exec, so that no sandbox process (its own uid, no capability)
+// can write in it, replace it or remove it.
+const deadlineDir = "/dev/shm/.hostgate"
+
+// deadlineScript is an execution's main process, its in-container
+// deadline: it sleeps the runtime ($1 seconds), then as long as
+// deadlineDir is a directory not of its own uid (not a symlink: uid 0's,
+// SetTimeout's) holding in "extra" more seconds past that sleep than it
+// slept already, it sleeps the difference; then it ends, and the
+// container with it. A sandbox process may end it early (kill it or its
+// sleep), as it could end the plain sleep before, but not make it later:
+// a deadlineDir of its own uid, made before SetTimeout's, is ignored (and
+// SetTimeout then refuses). "extra" is read again a second later when it
+// is empty (SetTimeout truncating it). No single quote: poolScript quotes
+// it so.
+const deadlineScript = `sleep "$1"; t=0; d=` + deadlineDir + `; while [ -d $d ] && [ ! -h $d ] && [ ! -O $d ]; do read -r x < $d/extra 2>/dev/null || { sleep 1; read -r x < $d/extra 2>/dev/null; } || break; [ "$x" -gt "$t" ] 2>/dev/null || break; sleep $((x - t)); t=$x; done`
+
+// deadlineArgv is the main process of a container with the runtime secs.
+func deadlineArgv(secs int64) []string {
+	return []string{"/bin/sh", "-c", deadlineScript, "hostgate-deadline", strconv.FormatInt(secs, 10)}
+}
+
+// extendScript, run as uid 0, makes deadlineDir (once) and raises "extra"
+// to $1 seconds (never lowers it: the in-container deadline only moves
+// later; an earlier deadline is the host's). It exits 3 when deadlineDir
+// is something uid 0 did not make.
+const extendScript = `d=` + deadlineDir + `; if [ -h $d ] || { [ -e $d ] && [ ! -O $d ]; }; then exit 3; fi; [ -d $d ] || mkdir -m 0755 $d || exit 3; x=$1; read -r o < $d/extra 2>/dev/null && [ "$o" -gt "$x" ] 2>/dev/null && x=$o; printf '%s\n' "$x" > $d/extra`
+
+// SetTimeout sets a live execution's deadline to now + runtimeMs (E2B's
+// setTimeout): later or earlier, at most the policy's maximum runtime
+// from now. Both deadlines move: the host's, and the in-container one the
+// container keeps itself, which only ever moves later (an earlier
+// deadline is the host's to enforce); the new deadline is kept in the
+// container's name, so that a restarted host adopts it. It answers the
+// execution as Get does. An execution made by a host older than
+// LabelDeadline is refused (conflict).
+func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs int64) (*Execution, error) {
+	if runtimeMs < 1 || runtimeMs > h.policy.Max.RuntimeMs {
+		return nil, invalid("runtimeMs", "want 1 to %d (the gateway's maximum runtime), counted from now", h.policy.Max.RuntimeMs)
+	}
+	e, err := h.live(ctx, executionID)
+	if err != nil {
+		return nil, err
+	}
+	if !e.movable {
+		return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q was made by an older gateway, whose containers keep a deadline that cannot move; provision a new one (or checkpoint and restore it)", executionID)}
+	}
+	e.deadlineMu.Lock()
+	defer e.deadlineMu.Unlock()
+	expires := h.now().Add(time.Duration(runtimeMs) * time.Millisecond)
+	// The in-container deadline first, so that the container never ends
+	// before the host's: its sleep began about when the container was
+	// made, and lasts the runtime; "extra" is how far past that.
+	base := e.CreatedAt.Add(time.Duration(sleepSeconds(e.Resources.RuntimeMs)) * time.Second)
+	if extra := expires.Sub(base); extra > 0 {
+		secs := int64((extra+time.Second-1)/time.Second) + 1
+		var out strings.Builder
+		code, err := h.runner.run(ctx, process{
+			containerID: e.ContainerID,
+			user:        "0:0",
+			argv:        []string{"/bin/sh", "-c", extendScript, "sh", strconv.FormatInt(secs, 10)},
+			dir:         "/",
+			env:         ownEnv,
+			stdout:      &capWriter{w: &out, left: 1024},
+			stderr:      &capWriter{w: &out, left: 1024},
+		})
+		switch {
+		case err != nil:
+			return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: move the in-container deadline: %w", err))
+		case code == 3:
+			return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q made %s itself, where its in-container deadline is moved: its deadline cannot move", executionID, deadlineDir)}
+		case code != 0:
+			return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: move the in-container deadline: exit %d: %s", code, strings.TrimSpace(out.String())))
+		}
+	}
+	name := claimedName(claimed{id: executionID, expires: expires, runtimeMs: e.Resources.RuntimeMs, maxOutputBytes: e.Resources.MaxOutputBytes})
+	if err := h.api.ContainerRename(ctx, e.ContainerID, name); err != nil {
+		return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: keep the deadline in the container's name: %w", err))
+	}
+	h.mu.Lock()
+	if h.execs[executionID] != e || e.ending.Load() != nil {
+		h.mu.Unlock()
+		_, err := h.live(ctx, executionID)
+		return nil, err
+	}
+	e.timer.Stop()
+	e.ExpiresAt = expires
+	e.timer = time.AfterFunc(expires.Sub(h.now()), func() { h.expire(executionID, e) })
+	out := e.Execution
+	h.mu.Unlock()
+	h.logger.Info("deadline set", "execution", executionID, "expires", expires)
+	return &out, nil
+}
+
+// setTimeoutFailed is err, or the execution's end when it ended meanwhile.
+func (h *Docker) setTimeoutFailed(ctx context.Context, id string, e *execution, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if _, lerr := h.live(context.WithoutCancel(ctx), id); lerr != nil {
+		return h.endedDuring(e, lerr)
+	}
+	return err
+}
+
+// expiresAt is e's deadline now (SetTimeout moves it).
+func (h *Docker) expiresAt(e *execution) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return e.ExpiresAt
+}

@@ -743,8 +743,13 @@ func (h *Docker) pull(ctx context.Context, ref string) error {
 // shell finds applets that exec cannot.
 func (h *Docker) checkImage(ctx context.Context, cid, user string) error {
 	// One exec checks both: tar runs, and archives /bin/sh, so it exists.
+	// sleep gets its own: the main process (deadlineScript) runs it from
+	// the shell, whose failure there would end the container after the
+	// provision answered, where a missing sleep as the main process
+	// failed the start.
 	for _, argv := range [][]string{
 		{"tar", "-cf", "/dev/null", "-C", "/", "bin/sh"},
+		{"sleep", "0"},
 	} {
 		var out strings.Builder
 		code, err := h.runner.run(ctx, process{

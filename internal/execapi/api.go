@@ -227,11 +227,17 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	gateway.WriteJSON(w, http.StatusOK, a.pinnedRecord(r.Context(), e))
+}
+
+// pinnedRecord is e as GET /v1/executions/{id} answers it, with the host
+// key pinned for it (none without Agents).
+func (a *API) pinnedRecord(ctx context.Context, e *dockerhost.Execution) Record {
 	var pub ssh.PublicKey
 	if a.cfg.Agents != nil {
-		pub = a.cfg.Agents.PinnedKey(r.Context(), id)
+		pub = a.cfg.Agents.PinnedKey(ctx, e.ExecutionID)
 	}
-	gateway.WriteJSON(w, http.StatusOK, a.record(e, pub))
+	return a.record(e, pub)
 }
 
 // RecordList is GET /v1/executions' answer: the live executions, newest
@@ -265,12 +271,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := RecordList{Executions: make([]Record, 0, len(list.Executions)), Truncated: list.Truncated}
 	for i := range list.Executions {
-		e := &list.Executions[i]
-		var pub ssh.PublicKey
-		if a.cfg.Agents != nil {
-			pub = a.cfg.Agents.PinnedKey(r.Context(), e.ExecutionID)
-		}
-		out.Executions = append(out.Executions, a.record(e, pub))
+		out.Executions = append(out.Executions, a.pinnedRecord(r.Context(), &list.Executions[i]))
 	}
 	gateway.WriteJSON(w, http.StatusOK, out)
 }
@@ -319,11 +320,7 @@ func (a *API) setTimeout(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	var pub ssh.PublicKey
-	if a.cfg.Agents != nil {
-		pub = a.cfg.Agents.PinnedKey(r.Context(), id)
-	}
-	gateway.WriteJSON(w, http.StatusOK, a.record(e, pub))
+	gateway.WriteJSON(w, http.StatusOK, a.pinnedRecord(r.Context(), e))
 }
 
 func (a *API) exec(w http.ResponseWriter, r *http.Request) {

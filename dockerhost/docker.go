@@ -570,7 +570,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	}
 	agent = nil // e owns it
 	log.Info("provisioned", "container", cid, "expires", expires, "restoredFrom", restoredFrom, "pooled", fromPool, "took", time.Since(t0))
+	h.mu.Lock() // live: a SetTimeout may move its deadline
 	out := e.Execution
+	h.mu.Unlock()
 	return &out, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -752,7 +753,7 @@ func TestAgentReattachedWhileExecutionLives(t *testing.T) {
 // audit).
 func TestShutdownClosesTunnelsQuietly(t *testing.T) {
 	f := newFixture(t)
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	f.agents.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
 	id := body["executionId"].(string)
@@ -766,24 +767,6 @@ func TestShutdownClosesTunnelsQuietly(t *testing.T) {
 	if strings.Contains(logs.String(), "re-attaching") || strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("the shutdown's tunnel close logged:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a log sink written by many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func TestExecAndExecutionEndingErrors(t *testing.T) {
@@ -1124,6 +1107,35 @@ func TestAgentThatCannotStart(t *testing.T) {
 	}
 }
 
+// reply is a status and a JSON body that postAsync got.
+type reply struct {
+	status int
+	body   map[string]any
+}
+
+// postAsync POSTs body to path as admin on a goroutine of its own (f.do
+// fails with t.Fatal, which is for the test's goroutine) and sends the
+// reply on the channel returned.
+func (f *fixture) postAsync(t *testing.T, path string, body any) <-chan reply {
+	ch := make(chan reply, 1)
+	go func() {
+		j, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", f.srv.URL+path, bytes.NewReader(j))
+		req.Header.Set("Authorization", "Bearer admin")
+		res, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Error(err)
+			ch <- reply{}
+			return
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		ch <- reply{res.StatusCode, out}
+	}()
+	return ch
+}
+
 // TestShutdownInterruptsCheckpointRestore: a checkpoint or a restore cut
 // by the gateway shutting down answers 503 interrupted, as a command does:
 // the API hands dockerhost ErrStopping for the gateway's ErrShuttingDown.
@@ -1133,40 +1145,12 @@ func TestShutdownInterruptsCheckpointRestore(t *testing.T) {
 	f.ex.blocked = make(chan struct{}, 2)
 	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
 	id := body["executionId"].(string)
-	type answer struct {
-		status int
-		body   map[string]any
-	}
-	answers := make(chan answer, 2)
-	for _, r := range []struct {
-		path string
-		body any
-	}{
-		{"/v1/executions/" + id + "/checkpoints", map[string]any{"reason": "block"}},
-		{"/v1/restores", map[string]any{"checkpointId": "block"}},
-	} {
-		go func() {
-			// f.do fails with t.Fatal: not on this goroutine.
-			j, _ := json.Marshal(r.body)
-			req, _ := http.NewRequest("POST", f.srv.URL+r.path, bytes.NewReader(j))
-			req.Header.Set("Authorization", "Bearer admin")
-			res, err := f.srv.Client().Do(req)
-			if err != nil {
-				t.Error(err)
-				answers <- answer{}
-				return
-			}
-			defer res.Body.Close()
-			var out map[string]any
-			_ = json.NewDecoder(res.Body).Decode(&out)
-			answers <- answer{res.StatusCode, out}
-		}()
-	}
+	checkpoint := f.postAsync(t, "/v1/executions/"+id+"/checkpoints", map[string]any{"reason": "block"})
+	restore := f.postAsync(t, "/v1/restores", map[string]any{"checkpointId": "block"})
 	<-f.ex.blocked
 	<-f.ex.blocked
 	f.shutdown()
-	for range 2 {
-		a := <-answers
+	for _, a := range []reply{<-checkpoint, <-restore} {
 		if code, msg := errCode(a.body); a.status != http.StatusServiceUnavailable || code != dockerhost.CodeInterrupted || !strings.Contains(msg, "shutting down") {
 			t.Errorf("cut by the shutdown: %d %v, want 503 interrupted", a.status, a.body)
 		}
@@ -1185,26 +1169,7 @@ func TestShutdownCutCommandIsInterrupted(t *testing.T) {
 	f.ex.unhold = make(chan struct{})
 	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
 	id := body["executionId"].(string)
-	type answer struct {
-		status int
-		body   map[string]any
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		j, _ := json.Marshal(map[string]any{"command": "hold-lose", "timeoutMs": 60000})
-		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/executions/"+id+"/exec", bytes.NewReader(j))
-		req.Header.Set("Authorization", "Bearer admin")
-		res, err := f.srv.Client().Do(req)
-		if err != nil {
-			t.Error(err)
-			answers <- answer{}
-			return
-		}
-		defer res.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&out)
-		answers <- answer{res.StatusCode, out}
-	}()
+	answers := f.postAsync(t, "/v1/executions/"+id+"/exec", map[string]any{"command": "hold-lose", "timeoutMs": 60000})
 	select {
 	case <-f.ex.blocked:
 	case a := <-answers:

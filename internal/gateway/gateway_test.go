@@ -996,19 +996,7 @@ func TestOfflineHostSaysWhyItsAgentIsRefused(t *testing.T) {
 	admin := e.token(store.RoleAdmin)
 	_, realKey := newKey(t)
 	info := hostgate.Info{Kind: "machine", OS: "linux", Home: "/root"}
-	offline := func() string {
-		t.Helper()
-		_, err := e.relay("h1", admin)
-		var he *bytestream.HandshakeError
-		if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("relay to an offline host: %v", err)
-		}
-		we, ok := wire.ParseError([]byte(he.Body))
-		if !ok || we.Code != "host_offline" {
-			t.Fatalf("relay to an offline host: %s", he.Body)
-		}
-		return we.Message
-	}
+	offline := func() string { t.Helper(); return e.offlineMessage(t, "h1", admin) }
 	a, err := e.dialAgent(agentTok, realKey, info)
 	if err != nil {
 		t.Fatal(err)
@@ -1061,19 +1049,7 @@ func TestOfflineHostSaysWhyItsAgentRefusesTheGateway(t *testing.T) {
 	admin := e.token(store.RoleAdmin)
 	_, key := newKey(t)
 	info := hostgate.Info{Kind: "machine"}
-	offline := func() string {
-		t.Helper()
-		_, err := e.relay("h1", admin)
-		var he *bytestream.HandshakeError
-		if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("relay to an offline host: %v", err)
-		}
-		we, ok := wire.ParseError([]byte(he.Body))
-		if !ok || we.Code != "host_offline" {
-			t.Fatalf("relay to an offline host: %s", he.Body)
-		}
-		return we.Message
-	}
+	offline := func() string { t.Helper(); return e.offlineMessage(t, "h1", admin) }
 	for range 2 { // pinned at the first: the second is not asked to prove its key
 		a, err := e.dialAgent(agentTok, key, info)
 		if err != nil {
@@ -1107,6 +1083,22 @@ func TestOfflineHostSaysWhyItsAgentRefusesTheGateway(t *testing.T) {
 	if msg := offline(); msg != "host h1: not connected to the gateway" {
 		t.Errorf("offline after the agent was served again: %q", msg)
 	}
+}
+
+// offlineMessage is the message of host id's host_offline answer to a
+// relay with token.
+func (e *env) offlineMessage(t *testing.T, id, token string) string {
+	t.Helper()
+	_, err := e.relay(id, token)
+	var he *bytestream.HandshakeError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("relay to an offline host: %v", err)
+	}
+	we, ok := wire.ParseError([]byte(he.Body))
+	if !ok || we.Code != "host_offline" {
+		t.Fatalf("relay to an offline host: %s", he.Body)
+	}
+	return we.Message
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {

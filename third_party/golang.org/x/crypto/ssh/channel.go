@@ -5,6 +5,7 @@
 package ssh
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -389,6 +390,25 @@ var ErrWriteAfterCloseWrite = fmt.Errorf("ssh: write on a channel after its Clos
 // WriteExtended writes data to a specific extended stream. These streams are
 // used, for example, for stderr.
 func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err error) {
+	return ch.writeExtended(context.Background(), data, extendedCode)
+}
+
+// WriteContext is Write whose waits for the peer's window end when ctx
+// does (hostgate, change 16): it then returns the count of the bytes sent
+// before, in whole packets, and context.Cause(ctx), and the channel's
+// stream stays whole for the Writes that follow, which may send the rest.
+// It is a write deadline of the one call, for a caller that must give up
+// on a write without closing the channel (an SFTP request of a file
+// aborted while the session's other files go on). A write blocked on the
+// connection itself is not woken, as by SetWriteDeadline.
+func (ch *channel) WriteContext(ctx context.Context, data []byte) (int, error) {
+	if !ch.decided {
+		return 0, errUndecided
+	}
+	return ch.writeExtended(ctx, data, 0)
+}
+
+func (ch *channel) writeExtended(ctx context.Context, data []byte, extendedCode uint32) (n int, err error) {
 	if ch.sentEOF.Load() {
 		return 0, ErrWriteAfterCloseWrite
 	}
@@ -432,7 +452,7 @@ func (ch *channel) WriteExtended(data []byte, extendedCode uint32) (n int, err e
 			limit = ch.maxRemotePayload
 		}
 		space := minPayloadSize(limit, len(data))
-		if space, err = ch.remoteWin.reserve(space); err != nil {
+		if space, err = ch.remoteWin.reserve(ctx, space); err != nil {
 			if err == io.EOF && ch.sentEOF.Load() {
 				// CloseWrite closed the window to end this wait.
 				err = ErrWriteAfterCloseWrite

@@ -5,6 +5,7 @@
 package ssh
 
 import (
+	"context"
 	"crypto"
 	"crypto/fips140"
 	"crypto/rand"
@@ -711,8 +712,12 @@ func (w *window) close() {
 // reserve reserves win from the available window capacity.
 // If no capacity remains, reserve will block. reserve may
 // return less than requested.
-func (w *window) reserve(win uint32) (uint32, error) {
+//
+// hostgate: the wait also ends when ctx does, with context.Cause(ctx)
+// (change 16); Write passes context.Background().
+func (w *window) reserve(ctx context.Context, win uint32) (uint32, error) {
 	var err error
+	cancellable := ctx.Done() != nil
 	w.L.Lock()
 	// hostgate: past the write deadline nothing more is sent, window or
 	// not, as a TCP conn's Write does.
@@ -720,13 +725,44 @@ func (w *window) reserve(win uint32) (uint32, error) {
 		w.L.Unlock()
 		return 0, os.ErrDeadlineExceeded
 	}
+	// hostgate: nor once the write's own ctx has ended (change 16). The
+	// wake-up is registered only when the write must wait: a write that
+	// finds window pays a check of Done.
+	if cancellable && ctx.Err() != nil {
+		w.L.Unlock()
+		return 0, context.Cause(ctx)
+	}
 	w.writeWaiters++
 	w.Broadcast()
+	var stopWake func() bool
 	for w.win == 0 && !w.closed {
 		if w.deadline != nil && w.deadline.passed.Load() {
 			w.writeWaiters--
 			w.L.Unlock()
+			if stopWake != nil {
+				stopWake()
+			}
 			return 0, os.ErrDeadlineExceeded
+		}
+		if cancellable {
+			if ctx.Err() != nil {
+				w.writeWaiters--
+				w.L.Unlock()
+				if stopWake != nil {
+					stopWake()
+				}
+				return 0, context.Cause(ctx)
+			}
+			if stopWake == nil {
+				// Broadcast under the lock, as deadline.wake does: a
+				// waiter that has just seen ctx live is in Wait by
+				// the time the lock is free.
+				stopWake = context.AfterFunc(ctx, func() {
+					w.L.Lock()
+					w.Broadcast()
+					w.L.Unlock()
+				})
+			}
 		}
 		w.Wait()
 	}
@@ -739,6 +775,10 @@ func (w *window) reserve(win uint32) (uint32, error) {
 		err = io.EOF
 	}
 	w.L.Unlock()
+	if stopWake != nil {
+		// Not under w.L: a wake-up running waits for it.
+		stopWake()
+	}
 	return win, err
 }
 

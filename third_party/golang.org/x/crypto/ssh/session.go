@@ -9,6 +9,7 @@ package ssh
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -536,6 +537,18 @@ type sessionStdin struct {
 
 func (s *sessionStdin) Close() error {
 	return s.ch.CloseWrite()
+}
+
+// WriteContext is the channel's WriteContext (hostgate, change 16), for
+// the SFTP client that writes a session's stdin; a Channel without it
+// (not this package's) is written as by Write.
+func (s *sessionStdin) WriteContext(ctx context.Context, data []byte) (int, error) {
+	if w, ok := s.ch.(interface {
+		WriteContext(context.Context, []byte) (int, error)
+	}); ok {
+		return w.WriteContext(ctx, data)
+	}
+	return s.Writer.Write(data)
 }
 
 // StdinPipe returns a pipe that will be connected to the

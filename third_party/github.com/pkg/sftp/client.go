@@ -1138,11 +1138,19 @@ type File struct {
 	// hostgate (change 15): Abort's error, and closed by it; aborted is
 	// guarded by the client's inflight lock (clientConn's Mutex).
 	aborted error
-	abortCh chan struct{}
+	abortCh <-chan struct{}
+	// hostgate (change 16): ends with Abort, whose error is its cause:
+	// the File's requests are written with it, so that Abort also ends a
+	// write of one waiting on the SSH channel's window.
+	abortCtx    context.Context
+	abortCancel context.CancelCauseFunc
 }
 
 func newFile(c *Client, path, handle string) *File {
-	return &File{c: c, path: path, handle: handle, abortCh: make(chan struct{})}
+	f := &File{c: c, path: path, handle: handle}
+	f.abortCtx, f.abortCancel = context.WithCancelCause(context.Background())
+	f.abortCh = f.abortCtx.Done()
+	return f
 }
 
 // Abort fails the File's requests in flight, and every later one, with err
@@ -1192,9 +1200,16 @@ func (f *File) Close() error {
 	// Abort does not fail it, so that the server lets the handle go;
 	// once the File is aborted, its reply is not waited for (it lands in
 	// ch, which nobody reads).
+	//
+	// hostgate (change 16): nor is its sending, which waits for the
+	// conn's lock: a write cut short by Abort holds it until the rest of
+	// its packet is out (conn.sendPacketContext), and a write of another
+	// File's may wait on the SSH channel's window the server does not
+	// grant: an Abort while Close waits there must end the wait. The
+	// request goes from a goroutine of its own.
 	id := f.c.nextID()
 	ch := make(chan result, 1)
-	f.c.dispatchRequest(ch, &sshFxpClosePacket{ID: id, Handle: handle})
+	go f.c.dispatchRequest(ch, &sshFxpClosePacket{ID: id, Handle: handle})
 	var s result
 	select {
 	case s = <-ch:

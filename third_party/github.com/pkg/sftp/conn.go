@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -33,6 +34,63 @@ func (c *conn) sendPacket(m encoding.BinaryMarshaler) error {
 	defer c.Unlock()
 
 	return sendPacket(c, m)
+}
+
+// contextWriter is a writer whose waits a ctx can end: the stdin of an
+// SSH session of hostgate's x/crypto copy (its change 16).
+type contextWriter interface {
+	WriteContext(ctx context.Context, p []byte) (int, error)
+}
+
+// sendPacketContext is sendPacket whose write, to a contextWriter, gives
+// up when ctx (nil for none) ends (hostgate: change 16). A packet cut
+// short there cannot simply stop: the peer would take the next packet's
+// bytes for the rest of this one. So its rest is copied (it may be the
+// caller's data, which it reuses once the call returned) and written by a
+// goroutine that holds the conn's lock until it is out, when the server
+// reads again, or the write fails with the connection; the request counts
+// as sent. The requests that follow wait for it, as they waited behind
+// the packet before.
+func (c *conn) sendPacketContext(ctx context.Context, m encoding.BinaryMarshaler) error {
+	cw, ok := c.WriteCloser.(contextWriter)
+	if ctx == nil || !ok {
+		return c.sendPacket(m)
+	}
+	header, payload, err := marshalPacket(m)
+	if err != nil {
+		return fmt.Errorf("binary marshaller failed: %w", err)
+	}
+	binary.BigEndian.PutUint32(header[:4], uint32(len(header)+len(payload)-4))
+	c.Lock()
+	n, err := cw.WriteContext(ctx, header)
+	if err == nil && len(payload) > 0 {
+		var m int
+		m, err = cw.WriteContext(ctx, payload)
+		n += m
+	}
+	if err == nil || n == 0 || ctx.Err() == nil {
+		// Sent, nothing of it sent, or the writer failed on its own
+		// (the stream is over then).
+		c.Unlock()
+		if err != nil {
+			return fmt.Errorf("failed to send packet: %w", err)
+		}
+		return nil
+	}
+	rest := make([]byte, 0, len(header)+len(payload)-n)
+	if n < len(header) {
+		rest = append(append(rest, header[n:]...), payload...)
+	} else {
+		rest = append(rest, payload[n-len(header):]...)
+	}
+	go func() {
+		defer c.Unlock()
+		_, _ = c.WriteCloser.Write(rest)
+	}()
+	// Sent, as far as the caller knows: its reply will come (or the
+	// connection's end), and must find the request's entry in inflight,
+	// which ctx's Abort has made a tombstone.
+	return nil
 }
 
 func (c *conn) Close() error {
@@ -179,7 +237,7 @@ func (c *clientConn) abort(f *File, err error) bool {
 		return true
 	}
 	f.aborted = err
-	close(f.abortCh)
+	f.abortCancel(err)
 	var chs []chan<- result
 	for sid, r := range c.inflight {
 		if r.f == f && r.ch != nil {
@@ -314,7 +372,11 @@ func (c *clientConn) dispatchFor(owner *File, ch chan<- result, p idmarshaler) {
 		return
 	}
 
-	if err := c.conn.sendPacket(p); err != nil {
+	var ctx context.Context
+	if owner != nil {
+		ctx = owner.abortCtx
+	}
+	if err := c.conn.sendPacketContext(ctx, p); err != nil {
 		if ch, ok := c.getChannel(sid); ok && ch != nil {
 			ch <- result{err: err}
 		}

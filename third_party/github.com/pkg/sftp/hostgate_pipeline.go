@@ -234,7 +234,16 @@ func (f *File) CloseNoWait() *Pending[struct{}] {
 	handle := f.handle
 	f.handle = ""
 	// hostgate (change 15): the last request, not failed by Abort (see Close).
-	return send(f.c, &sshFxpClosePacket{ID: f.c.nextID(), Handle: handle}, statusReply)
+	close := &sshFxpClosePacket{ID: f.c.nextID(), Handle: handle}
+	if f.abortCtx.Err() != nil {
+		// hostgate (change 16): sent from a goroutine, as Close sends
+		// it: the conn's lock may be held by a send waiting on a
+		// window the server does not grant.
+		ch := make(chan result, 1)
+		go f.c.dispatchRequest(ch, close)
+		return &Pending[struct{}]{id: close.ID, ch: ch, decode: statusReply}
+	}
+	return send(f.c, close, statusReply)
 }
 
 // MaxPacket is the most data one read or write request of c carries.

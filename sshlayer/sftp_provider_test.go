@@ -352,11 +352,14 @@ func silentSFTPServer(t *testing.T) *sftp.Client {
 func TestSFTPProviderCtxEndsWaitOnSilentHost(t *testing.T) {
 	p := NewSFTPProvider(silentSFTPServer(t))
 	calls := map[string]func(ctx context.Context) error{
-		"Stat":     func(ctx context.Context) error { _, err := p.Stat(ctx, "/a"); return err },
-		"Lstat":    func(ctx context.Context) error { _, err := p.Lstat(ctx, "/a"); return err },
-		"ReadDir":  func(ctx context.Context) error { _, err := p.ReadDir(ctx, "/a"); return err },
-		"Open":     func(ctx context.Context) error { _, err := p.Open(ctx, "/a"); return err },
-		"Create":   func(ctx context.Context) error { _, err := p.Create(ctx, "/a", 0o644); return err },
+		"Stat":    func(ctx context.Context) error { _, err := p.Stat(ctx, "/a"); return err },
+		"Lstat":   func(ctx context.Context) error { _, err := p.Lstat(ctx, "/a"); return err },
+		"ReadDir": func(ctx context.Context) error { _, err := p.ReadDir(ctx, "/a"); return err },
+		"Open":    func(ctx context.Context) error { _, err := p.Open(ctx, "/a"); return err },
+		"Create":  func(ctx context.Context) error { _, err := p.Create(ctx, "/a", 0o644); return err },
+		"WriteFile": func(ctx context.Context) error {
+			return p.(hostgate.FileWriter).WriteFile(ctx, "/a", 0o644, strings.NewReader("a"), nil)
+		},
 		"Mkdir":    func(ctx context.Context) error { return p.Mkdir(ctx, "/a/b", 0o755, true) },
 		"Remove":   func(ctx context.Context) error { return p.Remove(ctx, "/a", true) },
 		"Rename":   func(ctx context.Context) error { return p.Rename(ctx, "/a", "/b") },

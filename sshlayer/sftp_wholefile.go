@@ -261,9 +261,35 @@ func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileM
 	excl := p.c.OpenFileNoWait(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC)
 	lstat := p.c.LstatNoWait(name)
 	trunc := p.c.OpenFileNoWait(name, os.O_WRONLY|os.O_TRUNC)
-	fe, eerr := excl.Wait()
-	fi, lerr := lstat.Wait()
-	ft, terr := trunc.Wait()
+	var (
+		fe, ft     *sftp.File
+		fi         fs.FileInfo
+		eerr, terr error
+		lerr       error
+	)
+	opened := make(chan struct{})
+	go func() {
+		defer close(opened)
+		fe, eerr = excl.Wait()
+		fi, lerr = lstat.Wait()
+		ft, terr = trunc.Wait()
+	}()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+		// A host that stopped answering: not past ctx (found by the
+		// stuckwrite audit). What opens after is closed.
+		go func() {
+			<-opened
+			if eerr == nil {
+				fe.CloseNoWait()
+			}
+			if terr == nil {
+				ft.CloseNoWait()
+			}
+		}()
+		return p.pathErr("create", name, ctx.Err())
+	}
 	var (
 		f     *sftp.File
 		isNew bool
@@ -313,6 +339,12 @@ func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileM
 		}
 	}
 	if err := p.writeAll(ctx, f, name, r, progress); err != nil {
+		if ctx.Err() != nil {
+			// Before the close: a write waiting on a host that
+			// stopped reading gives up (pkg/sftp change 16), and the
+			// close does not wait behind it.
+			f.Abort(ctx.Err())
+		}
 		f.CloseNoWait()
 		return err
 	}
@@ -338,6 +370,12 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 	// server's limit, if smaller) and drops the rest: fill no more than
 	// that.
 	chunk := min(sftpMaxPacket, p.c.WriteSize())
+	// ctx's end aborts f: the write whose send waits on the window of a
+	// host that stopped reading gives up, and so do the waits for the
+	// replies (pkg/sftp changes 15 and 16). Both waited for the
+	// connection's end (found by the stuckwrite audit).
+	stop := context.AfterFunc(ctx, func() { f.Abort(ctx.Err()) })
+	defer stop()
 	var (
 		queue []*sftp.Pending[int]
 		off   int64
@@ -362,6 +400,9 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 			break
 		}
 		if _, err := queue[0].Wait(); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				err = ctx.Err() // not wrapped twice (the abort)
+			}
 			return p.pathErr("write", name, err)
 		}
 		queue = queue[1:]

@@ -67,7 +67,11 @@ type ExecResult struct {
 // Exec runs argv to completion and collects its output. A non-zero exit is
 // not an error: it is in ExecResult.ExitCode. The error reports what
 // stopped the command from running or finishing (including ErrOutputLimit
-// and ctx's error), naming the host (see Connection.Name).
+// and ctx's error), naming the host (see Connection.Name). When ctx ends,
+// the process is killed and Exec returns ctx's error with what was
+// collected, without waiting past ctx for the host to report the end: a
+// host that stopped answering reports nothing until its connection is
+// given up on.
 func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
 	res, err := h.exec(ctx, argv, opts)
 	return res, h.named(err)
@@ -115,10 +119,17 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 		}
 		_ = in.Close()
 	}()
-	werr := p.Wait()
-	wg.Wait()
-	stdout.end()
-	stderr.end()
+	// Not past ctx either: once ctx ends the process is sent KILL and
+	// its session closed, but a host that stopped answering (an agent
+	// stopped with SIGSTOP, a network gone quiet) confirms nothing until
+	// its connection's keepalive gives up, a minute on (found by the
+	// stuckwrite audit). The copies end with the session, or are left to.
+	exited, werr := waitCtx(parent, p)
+	if exited {
+		wg.Wait()
+		stdout.end()
+		stderr.end()
+	}
 	select {
 	case <-stdinDone:
 	case <-parent.Done():
@@ -133,11 +144,17 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 			werr = context.Cause(parent)
 		}
 	}
-	res := &ExecResult{Stdout: stdout.buf, Stderr: stderr.buf, Duration: time.Since(start)}
-	if !writesDone {
+	res := &ExecResult{Duration: time.Since(start)}
+	switch {
+	case !exited:
+		// The copies may still add to the collection.
+		res.Stdout, res.Stderr = stdout.snapshot(), stderr.snapshot()
+	case !writesDone:
 		// A Write in progress may still read the collection: the caller
 		// gets copies it may change.
-		res.Stdout, res.Stderr = bytes.Clone(res.Stdout), bytes.Clone(res.Stderr)
+		res.Stdout, res.Stderr = bytes.Clone(stdout.buf), bytes.Clone(stderr.buf)
+	default:
+		res.Stdout, res.Stderr = stdout.buf, stderr.buf
 	}
 	if lim.exceeded() {
 		res.ExitCode = -1
@@ -172,6 +189,30 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 		}
 	}
 	return res, nil
+}
+
+// waitCtx is p.Wait() (exited true), unless ctx ends first: then exited is
+// false and err ctx's cause. ctx's end has the process killed (Spawn's
+// ctx, or one derived from it), but the process's end is the host's word,
+// and a host that stopped answering says nothing until its connection is
+// given up on; the Wait goes on in the background until then.
+func waitCtx(ctx context.Context, p Process) (exited bool, err error) {
+	if ctx.Done() == nil {
+		return true, p.Wait()
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	select {
+	case err := <-waited:
+		return true, err
+	case <-ctx.Done():
+		select {
+		case err := <-waited: // ended as ctx did: keep its word
+			return true, err
+		default:
+			return false, context.Cause(ctx)
+		}
+	}
 }
 
 // feeders are the goroutines that give ExecOptions.Stdout and Stderr
@@ -281,6 +322,13 @@ func (c *collected) add(b []byte) {
 	c.buf = append(c.buf, b...)
 	c.mu.Unlock()
 	c.signal()
+}
+
+// snapshot is a copy of what c has collected so far.
+func (c *collected) snapshot() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf)
 }
 
 func (c *collected) end() {

@@ -148,6 +148,7 @@ func upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferO
 // uploadTar sends src to tar on the host; sent is false when the host has
 // no tar.
 func uploadTar(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) (sent bool, err error) {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p, err := remoteTar(ctx, h, `mkdir -p -- "$1" && cd -- "$1" && exec tar -x -o -f -`, dir)
@@ -197,12 +198,17 @@ func uploadTar(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transf
 		// take a cut archive for a whole one.
 		cancel()
 		_ = p.Kill(SIGKILL)
-		_ = p.Wait()
-		wg.Wait()
+		if exited, _ := waitCtx(parent, p); exited {
+			wg.Wait()
+		}
 		return true, werr
 	}
 	_ = in.Close()
-	perr := p.Wait()
+	// Not past ctx, as Exec (a host that stopped answering: waitCtx).
+	exited, perr := waitCtx(parent, p)
+	if !exited {
+		return true, perr
+	}
 	wg.Wait()
 	if ExitCode(perr) == tarMissing {
 		return false, nil
@@ -367,6 +373,7 @@ func download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptio
 // downloadTar reads dir from tar on the host into x; got is false when
 // the host has no tar.
 func downloadTar(ctx context.Context, h *Host, dir string, x *extractor) (got bool, err error) {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p, err := remoteTar(ctx, h, `cd -- "$1" && exec tar -c -f - .`, dir)
@@ -401,7 +408,11 @@ func downloadTar(ctx context.Context, h *Host, dir string, x *extractor) (got bo
 		_ = p.Kill(SIGKILL)
 	}
 	_, _ = io.Copy(io.Discard, p.Stdout())
-	perr := p.Wait()
+	// Not past ctx, as Exec (a host that stopped answering: waitCtx).
+	exited, perr := waitCtx(parent, p)
+	if !exited {
+		return true, perr
+	}
 	wg.Wait()
 	if xerr != nil {
 		if perr != nil && (cut || errors.Is(xerr, io.ErrUnexpectedEOF)) {

@@ -31,6 +31,7 @@ func (e *CloseError) Unwrap() error { return e.err }
 // Close status codes a peer may give CloseWithReason (RFC 6455 section
 // 7.4.1, and the IANA registry for 1012-1014).
 const (
+	StatusGoingAway       = int(websocket.StatusGoingAway)       // 1001: the peer is stopping (reads as io.EOF; PeerClose says so)
 	StatusPolicyViolation = int(websocket.StatusPolicyViolation) // 1008: e.g. the caller's token was revoked
 	StatusServiceRestart  = int(websocket.StatusServiceRestart)  // 1012: the server is stopping
 	StatusBadGateway      = int(websocket.StatusBadGateway)      // 1014: what the server relays to is gone
@@ -60,4 +61,17 @@ func CloseWithReason(c net.Conn, code int, reason string) error {
 		wc.wb.drain()
 	}
 	return wc.Conn.(*msgConn).closeWith(websocket.StatusCode(code), reason)
+}
+
+// PeerClose is the close frame the peer ended c, a stream of Accept or
+// DialWebSocket, with, once a Read of c has met it; nil before that, for
+// a stream that ended without one (a peer killed, a dropped network) and
+// for any other conn. Reads return io.EOF for a normal closure or going
+// away (1000, 1001), which does not tell a peer that said it stops from
+// one that closed plainly, nor its reason.
+func PeerClose(c net.Conn) *CloseError {
+	if wc, ok := c.(*wsConn); ok {
+		return wc.Conn.(*msgConn).closed.Load()
+	}
+	return nil
 }

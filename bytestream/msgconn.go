@@ -42,6 +42,8 @@ type msgConn struct {
 	reader  io.Reader  // the message being read; nil between messages
 	readEOF bool       // the peer closed normally: reads return io.EOF
 	rd      opDeadline
+	// closed is the peer's close frame, once a Read met it (PeerClose).
+	closed atomic.Pointer[CloseError]
 
 	writeMu sync.Mutex // held by Write for its whole call
 	wd      opDeadline
@@ -111,16 +113,18 @@ func (c *msgConn) Read(p []byte) (int, error) {
 		if c.reader == nil {
 			typ, r, err := c.ws.Reader(context.Background())
 			if err != nil {
-				switch websocket.CloseStatus(err) {
+				var ce websocket.CloseError
+				if !errors.As(err, &ce) {
+					return 0, err
+				}
+				closed := &CloseError{Code: int(ce.Code), Reason: ce.Reason, err: err}
+				c.closed.CompareAndSwap(nil, closed)
+				switch ce.Code {
 				case websocket.StatusNormalClosure, websocket.StatusGoingAway:
 					c.readEOF = true
 					return 0, io.EOF
 				}
-				var ce websocket.CloseError
-				if errors.As(err, &ce) {
-					return 0, &CloseError{Code: int(ce.Code), Reason: ce.Reason, err: err}
-				}
-				return 0, err
+				return 0, closed
 			}
 			if typ != websocket.MessageBinary {
 				err := fmt.Errorf("bytestream: websocket: unexpected %v message, want binary", typ)

@@ -1,0 +1,65 @@
+package bytestream
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+)
+
+// TestPeerClose: PeerClose is the close frame a Read met, whatever its
+// status: a normal closure and going away read as io.EOF, and only
+// PeerClose tells them apart and gives the reason (the gateway logs an
+// agent that stops, 1001, as such); other statuses read as the
+// *CloseError itself. A conn whose peer sent none has nil.
+func TestPeerClose(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		code    int
+		reason  string
+		readEOF bool
+	}{
+		{"normal", 1000, "", true},
+		{"going away", StatusGoingAway, "agent stopping", true},
+		{"policy", StatusPolicyViolation, "refused", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, dir := range []string{"dialed closes", "accepted closes"} {
+				closer, reader := wsPair(t)
+				if dir == "accepted closes" {
+					reader, closer = closer, reader
+				}
+				if pc := PeerClose(reader); pc != nil {
+					t.Fatalf("%s: PeerClose before any close: %v", dir, pc)
+				}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if tc.code == 1000 {
+						_ = closer.Close()
+					} else {
+						_ = CloseWithReason(closer, tc.code, tc.reason)
+					}
+				}()
+				_, err := reader.Read(make([]byte, 1))
+				<-done
+				var ce *CloseError
+				switch {
+				case tc.readEOF && err != io.EOF:
+					t.Errorf("%s: Read after status %d: %v, want io.EOF", dir, tc.code, err)
+				case !tc.readEOF && (!errors.As(err, &ce) || ce.Code != tc.code || ce.Reason != tc.reason):
+					t.Errorf("%s: Read after status %d: %v, want its *CloseError", dir, tc.code, err)
+				}
+				if pc := PeerClose(reader); pc == nil || pc.Code != tc.code || pc.Reason != tc.reason {
+					t.Errorf("%s: PeerClose after status %d %q: %v", dir, tc.code, tc.reason, pc)
+				}
+			}
+		})
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if pc := PeerClose(a); pc != nil {
+		t.Errorf("PeerClose of a pipe: %v", pc)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
@@ -239,10 +240,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// each otherwise seeing only "tunnel closed by the gateway"), its
 	// token revoked, the gateway stopping.
 	var closeOnce sync.Once
-	var closedHere atomic.Bool // a close frame of ours: the peer's echo is not its own reason
+	var closedHere atomic.Pointer[error] // the cause of a close frame of ours: the peer's echo is not its own reason
 	closeWithReason := func(cause error) {
 		closeOnce.Do(func() {
-			closedHere.Store(true)
+			closedHere.Store(&cause)
 			code, reason := agentCloseReason(hostID, cause)
 			_ = bytestream.CloseWithReason(conn, code, reason)
 		})
@@ -324,13 +325,54 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(context.Cause(ctx), ErrTokenRevoked) {
 		err = ErrTokenRevoked
 	}
-	if ce := (*bytestream.CloseError)(nil); errors.As(err, &ce) && ce.Code == bytestream.StatusPolicyViolation && !closedHere.Load() {
+	var ours error
+	if c := closedHere.Load(); c != nil {
+		ours = *c
+	}
+	if ce := (*bytestream.CloseError)(nil); errors.As(err, &ce) && ce.Code == bytestream.StatusPolicyViolation && ours == nil {
 		// The agent refuses this gateway (its CA is not the one the
 		// agent pinned): its callers hear why, as of the gateway's own
 		// refusals.
 		s.agentRefusals.refusedByAgent(hostID, ce.Reason, time.Now())
 	}
-	log.Info("tunnel down", "err", err)
+	peer := bytestream.PeerClose(conn)
+	if peer != nil && !errors.As(err, new(*bytestream.CloseError)) && ours == nil {
+		err = peer // the agent's words, where the session read only io.EOF
+	}
+	log.Info("tunnel down", "reason", tunnelEnd(hostID, err, ours, peer), "err", err)
+}
+
+// tunnelEnd says in words how an agent's tunnel ended, for the gateway's
+// "tunnel down" line, which logged only the error (coder/websocket's
+// text, "failed to get reader: failed to read frame header: EOF" for a
+// killed agent; the agent's echo of our own close frame, as "closed by
+// the peer", when this gateway closed it): err is what the session
+// ended with, ours the cause of a close frame this gateway sent, peer
+// the agent's close frame, if one came.
+func tunnelEnd(hostID string, err, ours error, peer *bytestream.CloseError) string {
+	if ours != nil {
+		_, reason := agentCloseReason(hostID, ours)
+		return "closed by this gateway: " + wire.TrimHost(hostID, reason)
+	}
+	if peer == nil {
+		_ = errors.As(err, &peer)
+	}
+	switch {
+	case peer != nil && peer.Code == bytestream.StatusGoingAway:
+		// An agent stopping (SIGTERM, SIGINT) says so.
+		return "the agent stopped"
+	case peer != nil && peer.Reason != "":
+		return "the agent closed the tunnel: " + peer.Reason
+	case peer != nil:
+		// An agent older than the going-away frame stops with this one.
+		return "the agent closed the tunnel"
+	case errors.Is(err, bytestream.ErrKeepAliveTimeout) || errors.Is(err, bytestream.ErrWriteTimeout):
+		return "closed by this gateway: the agent stopped answering (agent frozen or overloaded, a proxy in between, the network)"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		return "the agent's connection ended without a close (agent killed, a proxy in between, the network)"
+	}
+	return "the tunnel failed"
 }
 
 // tunnelMux is the yamux configuration of one agent's tunnel: the

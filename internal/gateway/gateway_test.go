@@ -274,10 +274,28 @@ func (e *env) dialAgentHeader(token, hostKey string, info hostgate.Info, signer 
 	if h == nil {
 		h = http.Header{}
 	}
+	h.Set(wire.HeaderInfo, wire.EncodeInfo(info))
+	return e.dialAgentWith(token, hostKey, signer, &bytestream.WebSocketOptions{Header: h})
+}
+
+// dialAgentOpts is dialAgent dialing with opts (whose headers it adds
+// to).
+func (e *env) dialAgentOpts(token, hostKey string, opts *bytestream.WebSocketOptions) (*fakeAgent, error) {
+	o := *opts
+	o.Header = opts.Header.Clone()
+	if o.Header == nil {
+		o.Header = http.Header{}
+	}
+	return e.dialAgentWith(token, hostKey, signerOf(hostKey), &o)
+}
+
+// dialAgentWith dials the fake agent with opts, whose headers it sets
+// the token and host key in.
+func (e *env) dialAgentWith(token, hostKey string, signer ssh.Signer, opts *bytestream.WebSocketOptions) (*fakeAgent, error) {
+	h := opts.Header
 	h.Set("Authorization", "Bearer "+token)
 	h.Set(wire.HeaderHostKey, hostKey)
-	h.Set(wire.HeaderInfo, wire.EncodeInfo(info))
-	conn, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+	conn, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, opts)
 	if err != nil {
 		return nil, err
 	}

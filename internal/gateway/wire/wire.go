@@ -88,6 +88,11 @@ const KeyProofSSH = "ssh-kex"
 // one that reconnected, so another agent serves its host.
 const CloseReplaced = 4001
 
+// AgentStopping is the reason of the close frame (status 1001, going
+// away) an agent that stops (SIGTERM, SIGINT) ends its tunnel with: the
+// gateway logs that the agent stopped, where a plain close read as EOF.
+const AgentStopping = "agent stopping"
+
 // GatewayStateFile is the gateway's database in its --state-dir: an agent
 // given that directory (HOSTGATE_STATE_DIR exported for the gateway's
 // commands, which the agent reads too) refuses it rather than write its

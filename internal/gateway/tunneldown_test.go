@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// dialAgentTCP is dialAgent whose agent's TCP conn the test holds, to
+// end it as a killed agent's or a dropped network's ends: without a
+// close frame.
+func (e *env) dialAgentTCP(token, hostKey string) (*fakeAgent, *net.TCPConn) {
+	e.t.Helper()
+	tcp := make(chan *net.TCPConn, 1)
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			tcp <- c.(*net.TCPConn)
+		}
+		return c, err
+	}}
+	e.t.Cleanup(tr.CloseIdleConnections)
+	a, err := e.dialAgentOpts(token, hostKey, &bytestream.WebSocketOptions{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a, <-tcp
+}
+
+// waitLogLine waits for the first line of logs whose message is msg and
+// returns it.
+func waitLogLine(t *testing.T, logs *testenv.LogBuffer, msg string) string {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^.*msg=` + regexp.QuoteMeta(strconv.Quote(msg)) + `.*$`)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if l := re.FindString(logs.String()); l != "" {
+			return l
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no %q line within 30 s:\n%s", msg, logs.String())
+		}
+	}
+}
+
+// TestTunnelDownSaysWhy: the gateway's "tunnel down" line says in words
+// how the tunnel ended (its reason), and keeps the error it ended with
+// (err) for debugging. It logged the error alone: coder/websocket's
+// "failed to get reader: failed to read frame header: EOF" for a killed
+// agent, "EOF" for one that stopped, and the agent's echo of the
+// gateway's own close frame as "websocket closed by the peer: … the
+// gateway is shutting down" (found by the tunnellogs32 audit).
+func TestTunnelDownSaysWhy(t *testing.T) {
+	const noClose = "the agent's connection ended without a close (agent killed, a proxy in between, the network)"
+	for _, tc := range []struct {
+		name      string
+		end       func(e *env, a *fakeAgent, tcp *net.TCPConn)
+		reason    string
+		errPrefix string // of err's value, as the text handler quotes it; "": not checked
+	}{
+		{"killed", func(_ *env, _ *fakeAgent, tcp *net.TCPConn) { _ = tcp.Close() }, noClose, `"failed to get reader: failed to read frame header: EOF"`},
+		{"reset", func(_ *env, _ *fakeAgent, tcp *net.TCPConn) { _ = tcp.SetLinger(0); _ = tcp.Close() }, noClose, `"failed to get reader: failed to read frame header: `}, // EOF or a reset, as the RST comes
+		{"stopped", func(_ *env, a *fakeAgent, _ *net.TCPConn) {
+			_ = bytestream.CloseWithReason(a.conn, bytestream.StatusGoingAway, wire.AgentStopping)
+			a.close()
+		}, "the agent stopped", `"bytestream: websocket closed by the peer: agent stopping (status 1001)"`},
+		{"closed plainly", func(_ *env, a *fakeAgent, _ *net.TCPConn) { a.close() }, "the agent closed the tunnel", `"bytestream: websocket closed by the peer with status 1000"`},
+		{"agent refuses", func(_ *env, a *fakeAgent, _ *net.TCPConn) { a.refuse("agent refuses this gateway: its CA differs") },
+			"the agent closed the tunnel: agent refuses this gateway: its CA differs", `"bytestream: websocket closed by the peer: agent refuses`},
+		{"gateway stops", func(e *env, _ *fakeAgent, _ *net.TCPConn) { _ = e.srv.Close() },
+			"closed by this gateway: the gateway is shutting down", `"bytestream: websocket closed by the peer: host h: the gateway is shutting down (status 1012)"`},
+		{"replaced", func(e *env, a *fakeAgent, _ *net.TCPConn) {
+			if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), a.resp.Request.Header.Get(wire.HeaderHostKey), hostgate.Info{}); err != nil {
+				e.t.Fatal(err)
+			}
+		}, "closed by this gateway: replaced by a newer connection for this host from 127.0.0.1", ""}, // err: ours, or the agent's echo
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			var logs testenv.LogBuffer
+			e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+			_, key := newKey(t)
+			e.pin("h", key)
+			a, tcp := e.dialAgentTCP(e.token(store.RoleAgent, "h"), key)
+			// Up first: a tunnel replaced or closed before is not
+			// logged at all.
+			waitLogLine(t, &logs, "tunnel up")
+			tc.end(e, a, tcp)
+			line := waitLogLine(t, &logs, "tunnel down")
+			want := "reason=" + strconv.Quote(tc.reason) + " err="
+			if tc.errPrefix != "" {
+				want += tc.errPrefix
+			}
+			if !strings.Contains(line, want) {
+				t.Errorf("tunnel down line:\n%s\nwant it to hold\n%s", line, want)
+			}
+		})
+	}
+	t.Run("silent", func(t *testing.T) {
+		// An agent that answers nothing (frozen: SIGSTOP, a proxy
+		// holding its connection) ends by the gateway's keepalive.
+		mc := DefaultTunnelMux()
+		mc.KeepAliveInterval, mc.WriteTimeout = 50*time.Millisecond, 200*time.Millisecond
+		e := newEnv(t, &Config{TunnelMux: mc})
+		var logs testenv.LogBuffer
+		e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+		_ = e.pinnedAgentWS("h") // never read
+		line := waitLogLine(t, &logs, "tunnel down")
+		if want := `reason="closed by this gateway: the agent stopped answering (agent frozen or overloaded, a proxy in between, the network)" err="bytestream: mux keepalive timed out"`; !strings.Contains(line, want) {
+			t.Errorf("tunnel down line:\n%s\nwant it to hold\n%s", line, want)
+		}
+	})
+}

@@ -347,6 +347,13 @@ func TestAgentStopsCleanly(t *testing.T) {
 	if a.err != nil {
 		t.Fatalf("agent with a running session did not exit cleanly on SIGTERM: %v", a.err)
 	}
+	// The agent says it stops, and why, and tells the gateway, whose
+	// log says the agent stopped: it said err=EOF, and the agent's
+	// nothing (found by the tunnellogs32 audit).
+	if out := a.output(); !strings.Contains(out, `msg="agent stopping: `) || !strings.Contains(out, `cause="terminated signal received"`) {
+		t.Errorf("the agent's log does not say it stops on SIGTERM:\n%s", out)
+	}
+	g.waitFor(regexp.MustCompile(`msg="tunnel down" host=alpha .*reason="the agent stopped"`), 30*time.Second)
 	for _, pid := range []int{shPID, childPID} {
 		// The agent waited for its sessions, so they are gone or zombies
 		// of a parent that is gone (reaped by init soon after).

@@ -19,7 +19,8 @@
 // its own process group, with a minimal environment (the agent's own is
 // not passed on) and no file descriptor the agent inherited beyond
 // stdin, stdout and stderr; SIGTERM or SIGINT stops the agent, ending every session
-// and killing its processes.
+// and killing its processes (`agent connect` logs that it stops and tells the
+// gateway, whose log says the agent stopped).
 package main
 
 import (

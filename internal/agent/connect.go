@@ -111,6 +111,7 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		var upAt atomic.Int64
 		err := c.once(ctx, &standby, func() { upAt.Store(time.Now().UnixNano()) })
 		if ctx.Err() != nil {
+			c.stopping(ctx, upAt.Load() != 0)
 			return nil
 		}
 		if errors.Is(err, errReplaced) {
@@ -162,11 +163,23 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			c.stopping(ctx, false)
 			return nil
 		case <-t.C:
 		}
 		backoff = min(backoff*2, c.max)
 	}
+}
+
+// stopping logs that the agent stops (ctx ended: SIGTERM, SIGINT), which
+// it did not: its log ended with the last tunnel's news. served: a
+// tunnel was up, whose end the gateway was told of (tunnel.stopping).
+func (c *connector) stopping(ctx context.Context, served bool) {
+	if served {
+		c.log.Info("agent stopping: closed its tunnel, telling the gateway it stops; the tunnel's sessions end and their commands are killed", "cause", context.Cause(ctx))
+		return
+	}
+	c.log.Info("agent stopping", "cause", context.Cause(ctx))
 }
 
 // previous names the failure a new one follows, and how often it came
@@ -419,7 +432,7 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	// The gateway names each stream's caller only when it says so: an
 	// older one sends no preamble, whatever this agent asked.
 	callers := resp.Header.Get(wire.HeaderCallerPreamble) == wire.CallerPreambleProxyV1
-	wait, err := serveMux(ctx, conn, srv, nil, tunnel{callers: callers, log: c.log.With("host", hostID), first: proved})
+	wait, err := serveMux(ctx, conn, srv, nil, tunnel{callers: callers, log: c.log.With("host", hostID), first: proved, stopping: wire.AgentStopping})
 	// The tunnel's commands get EOF, then SIGHUP, then SIGKILL, a
 	// KillGrace apart: up to 2 s by default. Waiting for that before
 	// redialing kept the host offline as long. Closing the server

@@ -34,6 +34,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/sigreset"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -1197,5 +1198,47 @@ func TestConnectConnectionLostSaysSo(t *testing.T) {
 	waitTunnel(t, tunnels, "h1")
 	if l := logs.String(); strings.Contains(l, "closed by the gateway") || !strings.Contains(l, "without the gateway saying why") {
 		t.Errorf("a cut connection is not logged as one:\n%s", l)
+	}
+}
+
+// TestConnectStopTellsTheGateway: an agent that stops (ctx ends: SIGTERM,
+// SIGINT) logs so and closes its tunnel with a close frame saying so
+// (1001, "agent stopping"), and the gateway logs that the agent stopped.
+// It logged nothing of its stop, and its tunnel's plain close read at the
+// gateway as err=EOF (found by the tunnellogs32 audit).
+func TestConnectStopTellsTheGateway(t *testing.T) {
+	g := newGW(t)
+	var gwLogs testenv.LogBuffer
+	srv, err := gateway.New(g.ctx, slog.New(slog.NewTextHandler(&gwLogs, nil)), g.store, g.ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = g.cur.Swap(srv).Close()
+	logs := &syncBuffer{}
+	tunnels := make(chan string, 1)
+	ctx, stop := context.WithCancelCause(g.ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, &ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(logs, nil)), OnTunnel: func(id string) { tunnels <- id }})
+	}()
+	waitTunnel(t, tunnels, "h1")
+	stop(errors.New("terminated signal received"))
+	if err := <-done; err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, `msg="agent stopping: closed its tunnel, telling the gateway it stops; the tunnel's sessions end and their commands are killed"`) ||
+		!strings.Contains(l, `cause="terminated signal received"`) {
+		t.Errorf("the agent's log does not say it stops, and why:\n%s", l)
+	}
+	re := regexp.MustCompile(`msg="tunnel down" .*reason=("[^"]*") err=("[^"]*")`)
+	var m []string
+	for end := time.Now().Add(30 * time.Second); m == nil; time.Sleep(10 * time.Millisecond) {
+		if m = re.FindStringSubmatch(gwLogs.String()); m == nil && time.Now().After(end) {
+			t.Fatalf("no tunnel down line at the gateway:\n%s", gwLogs.String())
+		}
+	}
+	if m[1] != `"the agent stopped"` || m[2] != `"bytestream: websocket closed by the peer: agent stopping (status 1001)"` {
+		t.Errorf("the gateway logged the stopped agent's tunnel down with reason=%s err=%s, want that the agent stopped", m[1], m[2])
 	}
 }

@@ -185,6 +185,11 @@ type tunnel struct {
 	// connection ends, with whether it ran (not a failed handshake): the
 	// gateway's proof of the host key.
 	first func(ran bool, sess *yamux.Session)
+	// stopping, when not empty, is the reason of the close frame (1001,
+	// going away) the tunnel's WebSocket ends with when ctx ends (the
+	// agent stops), ahead of the session's own plain close: the gateway
+	// then logs that the agent stopped, where it logged EOF.
+	stopping string
 }
 
 // callerConn is st as the SSH server sees it: after its caller preamble,
@@ -226,6 +231,9 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 	// host's agent had gone (e2e TestAgentStopsCleanly).
 	connCtx, cancelConns := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
+		if t.stopping != "" {
+			_ = bytestream.CloseWithReason(conn, bytestream.StatusGoingAway, t.stopping)
+		}
 		_ = sess.Close()
 		cancelConns()
 	})

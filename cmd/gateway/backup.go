@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+func init() {
+	register("backup", "backup --out DEST: copy the state dir while the gateway runs", runBackup)
+}
+
+const backupUsage = "usage: gateway backup --out DEST [--state-dir DIR]"
+
+// backupDirs are the state dir's directories a gateway restored from a
+// backup needs: the host keys of live sandboxes, checkpoints and the
+// provision env of pooled executions. exec-output is a spool and left out.
+var backupDirs = []string{"execution-keys", "checkpoints", "execution-env"}
+
+func runBackup(ctx context.Context, sio stdio, args []string) error {
+	var dir, out string
+	fs := newFlags("backup", sio)
+	fs.StringVar(&dir, "state-dir", defaultStateDir(), "gateway state directory")
+	fs.StringVar(&out, "out", "", "the backup's directory: new, or empty (made 0700)")
+	if err := parseOnlyEnv(fs, args, "state-dir"); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || out == "" {
+		fmt.Fprintln(sio.err, backupUsage)
+		return errUsage
+	}
+	n, err := backup(ctx, dir, out)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	fmt.Fprintf(sio.out, "backed up %s to %s (%s, %s and %d files of %s); to restore, stop the gateway and start it with --state-dir %s (or copy it back)\n",
+		dir, out, dbFile, caKeyFile, n, strings.Join(backupDirs, ", "), out)
+	return nil
+}
+
+// backup copies the state dir's database (a consistent snapshot), CA key
+// and backupDirs into out, which must not exist or be empty; on failure it
+// leaves out as it found it. It reports how many files of backupDirs it
+// copied.
+func backup(ctx context.Context, dir, out string) (n int, err error) {
+	db := filepath.Join(dir, dbFile)
+	if _, err := os.Stat(db); err != nil {
+		return 0, fmt.Errorf("no gateway state in %s (%v): is --state-dir (or HOSTGATE_STATE_DIR) the gateway's?", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, caKeyFile)); err != nil {
+		return 0, fmt.Errorf("%s has no %s (%v): a gateway restored without it makes a new CA, which every enrolled agent refuses", dir, caKeyFile, err)
+	}
+	made := false
+	switch ents, err := os.ReadDir(out); {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(out, 0o700); err != nil {
+			return 0, err
+		}
+		made = true
+	case err != nil:
+		return 0, err
+	case len(ents) > 0:
+		return 0, fmt.Errorf("%s exists and is not empty: give --out a new directory (or remove what is in it)", out)
+	default:
+		if err := os.Chmod(out, 0o700); err != nil {
+			return 0, err
+		}
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if made {
+			_ = os.RemoveAll(out)
+			return
+		}
+		ents, _ := os.ReadDir(out)
+		for _, e := range ents {
+			_ = os.RemoveAll(filepath.Join(out, e.Name()))
+		}
+	}()
+	if err := store.Backup(ctx, db, filepath.Join(out, dbFile)); err != nil {
+		return 0, err
+	}
+	if err := syncFile(filepath.Join(out, dbFile)); err != nil {
+		return 0, err
+	}
+	if err := copyFile(filepath.Join(dir, caKeyFile), filepath.Join(out, caKeyFile)); err != nil {
+		return 0, err
+	}
+	for _, d := range backupDirs {
+		c, err := copyTree(filepath.Join(dir, d), filepath.Join(out, d))
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// copyTree copies src's directories (0700) and regular files (0600) to
+// dst, all but a checkpoint's partial files; a src that does not exist, or
+// a file that goes while it is copied (a sandbox that ended), is skipped.
+func copyTree(src, dst string) (n int, err error) {
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.Mkdir(to, 0o700)
+		case !d.Type().IsRegular() || strings.HasSuffix(p, ".partial"):
+			return nil
+		}
+		if err := copyFile(p, to); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// copyFile copies src to the new file dst (0600), synced.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	outf, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(outf, in)
+	if err == nil {
+		err = outf.Sync()
+	}
+	return errors.Join(err, outf.Close())
+}
+
+func syncFile(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}

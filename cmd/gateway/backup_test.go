@@ -1,0 +1,227 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// backupKey is a new host key in authorized_keys form.
+func backupKey(t *testing.T) string {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+}
+
+// A backup taken while another goroutine writes tokens is a state dir a
+// gateway opens as the same gateway: the same CA, pinned host keys and
+// tokens (those made before it, and of those made during it a prefix, as
+// one snapshot has), the state's files, and none of its spool, lock or
+// partial files; the directory is 0700 and its files 0600.
+func TestBackupWhileWriting(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, ca, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hostKey := backupKey(t)
+	if _, err := st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: hostKey}); err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := st.CreateToken(ctx, store.TokenSpec{Name: "admin", Role: store.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"execution-keys/e1/host_key":     "sandbox key",
+		"checkpoints/c1.tar":             "checkpoint",
+		"execution-env/e2.json":          "{}",
+		"checkpoints/c2.tar.123.partial": "half",
+		"exec-output/spool":              "output",
+		lockFile:                         "",
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The writer makes tokens named w0, w1, … until the backup is done.
+	stop := make(chan struct{})
+	var (
+		wg      sync.WaitGroup
+		written int
+		werr    error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, _, err := st.CreateToken(ctx, store.TokenSpec{Name: fmt.Sprintf("w%d", written), Role: store.RoleClient}); err != nil {
+				werr = err
+				return
+			}
+			written++
+		}
+	}()
+	out := filepath.Join(t.TempDir(), "backup")
+	msg, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if werr != nil {
+		t.Fatalf("a write during the backup: %v", werr)
+	}
+	if !strings.Contains(msg, "backed up "+dir+" to "+out) || !strings.Contains(msg, "3 files") {
+		t.Errorf("backup said %q", msg)
+	}
+
+	var got []string
+	err = filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700 | fs.ModeDir
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s is %v, want %v", p, fi.Mode(), want)
+		}
+		if rel, _ := filepath.Rel(out, p); !d.IsDir() {
+			got = append(got, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{caKeyFile, "checkpoints/c1.tar", "execution-env/e2.json", "execution-keys/e1/host_key", dbFile}
+	if slices.Sort(got); !slices.Equal(got, want) {
+		t.Errorf("backup holds %q, want %q", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "execution-keys/e1/host_key")); err != nil || string(b) != "sandbox key" {
+		t.Errorf("execution key: %q, %v", b, err)
+	}
+
+	st2, ca2, err := openState(ctx, out, func(f store.TightenedFile) { t.Errorf("restore tightened %s", f.Path) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	if ca2.AuthorizedKey() != ca.AuthorizedKey() {
+		t.Error("the restored gateway has another CA")
+	}
+	if _, err := st2.LookupToken(ctx, secret); err != nil {
+		t.Errorf("the admin token in the backup: %v", err)
+	}
+	if h, err := st2.Host(ctx, "build-01"); err != nil || h.HostKey != hostKey {
+		t.Errorf("the pinned key in the backup: %q, %v", h.HostKey, err)
+	}
+	toks, err := st2.Tokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tk := range toks {
+		if strings.HasPrefix(tk.Name, "w") {
+			n++
+		}
+	}
+	for i := range n {
+		if !slices.ContainsFunc(toks, func(tk store.Token) bool { return tk.Name == fmt.Sprintf("w%d", i) }) {
+			t.Errorf("the backup has %d writer tokens but not w%d: not one snapshot", n, i)
+		}
+	}
+	t.Logf("%d tokens written during the backup, %d of them in it", written, n)
+}
+
+// backup refuses an --out that holds anything, leaving it be, and a
+// state dir that has no database or CA key; an empty --out is used.
+func TestBackupRefuses(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", filepath.Join(t.TempDir(), "b")); err == nil || !strings.Contains(err.Error(), "no gateway state in "+dir) {
+		t.Errorf("a state dir with no database: %v", err)
+	}
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "keep"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli(t, ctx, "backup", "--state-dir", dir, "--out", full)
+	if err == nil || !strings.Contains(err.Error(), full+" exists and is not empty: give --out a new directory") {
+		t.Errorf("a full --out: %v", err)
+	}
+	if ents, _ := os.ReadDir(full); len(ents) != 1 {
+		t.Errorf("a refused --out was changed: %v", ents)
+	}
+
+	empty := t.TempDir()
+	if err := os.Chmod(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", empty); err != nil {
+		t.Fatalf("an empty --out: %v", err)
+	}
+	if fi, err := os.Stat(empty); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("an empty --out is %v, %v; want 0700", fi.Mode(), err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, caKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "b")
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out); err == nil || !strings.Contains(err.Error(), "has no "+caKeyFile) {
+		t.Errorf("a state dir with no CA key: %v", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a failed backup left %s: %v", out, err)
+	}
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir); !errors.Is(err, errUsage) {
+		t.Errorf("no --out: %v", err)
+	}
+}

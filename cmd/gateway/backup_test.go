@@ -18,8 +18,8 @@ import (
 	"github.com/hostgate/hostgate/internal/store"
 )
 
-// backupKey is a new host key in authorized_keys form.
-func backupKey(t *testing.T) string {
+// authorizedHostKey is a new host key in authorized_keys form.
+func authorizedHostKey(t *testing.T) string {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -45,7 +45,7 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	hostKey := backupKey(t)
+	hostKey := authorizedHostKey(t)
 	if _, err := st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: hostKey}); err != nil {
 		t.Fatal(err)
 	}

@@ -1060,9 +1060,7 @@ func TestNewCAWarnsOfEnrolledAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	if _, err := st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))}); err != nil {
+	if _, err := st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: authorizedHostKey(t)}); err != nil {
 		t.Fatal(err)
 	}
 	_ = st.Close()

@@ -102,7 +102,7 @@ func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs i
 	}
 	e.timer.Stop()
 	e.ExpiresAt = expires
-	e.timer = time.AfterFunc(expires.Sub(h.now()), func() { h.expire(executionID, e) })
+	e.timer = h.expiryTimer(executionID, e)
 	out := e.Execution
 	h.mu.Unlock()
 	h.logger.Info("deadline set", "execution", executionID, "expires", expires)

@@ -798,7 +798,7 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 	delete(h.pending, e.ExecutionID)
 	h.execs[e.ExecutionID] = e
 	id := e.ExecutionID
-	e.timer = time.AfterFunc(e.ExpiresAt.Sub(h.now()), func() { h.expire(id, e) })
+	e.timer = h.expiryTimer(id, e)
 	h.mu.Unlock()
 	if e.req.ExecutionID != "" {
 		// The caller named an id, which provision refused if it had
@@ -842,14 +842,27 @@ func (h *Docker) syncTombstone(id string) {
 	}
 }
 
-// expire is the host deadline: the execution ends even if its in-container
-// sleep was somehow defeated.
-func (h *Docker) expire(id string, e *execution) {
+// expiryTimer is e's host deadline timer for its ExpiresAt now; h.mu is
+// held.
+func (h *Docker) expiryTimer(id string, e *execution) *time.Timer {
+	at := e.ExpiresAt
+	return time.AfterFunc(at.Sub(h.now()), func() { h.expire(id, e, at) })
+}
+
+// expire is the host deadline at: the execution ends even if its
+// in-container sleep was somehow defeated.
+func (h *Docker) expire(id string, e *execution, at time.Time) {
 	h.mu.Lock()
-	if h.closed || h.execs[id] != e {
+	if h.closed || h.execs[id] != e || !e.ExpiresAt.Equal(at) {
+		// Ended, or SetTimeout moved the deadline as this timer fired:
+		// the timer it made ends it.
 		h.mu.Unlock()
 		return
 	}
+	// Ending from here on, under the lock SetTimeout moves the deadline
+	// under: it answers gone rather than move the deadline of an execution
+	// about to be destroyed (and so does Get, as for a command's end).
+	e.ending.CompareAndSwap(nil, &ended{at: h.now(), reason: EndRuntime})
 	h.timersWG.Add(1)
 	h.mu.Unlock()
 	defer h.timersWG.Done()

@@ -328,3 +328,38 @@ func TestDeadlineScriptQuotable(t *testing.T) {
 		t.Fatalf("deadlineScript holds a single quote: %s", deadlineScript)
 	}
 }
+
+// TestExpiryAfterSetTimeout: a deadline timer that fires as SetTimeout
+// moves the deadline leaves the execution be (the timer SetTimeout made
+// ends it); one that fires first marks the execution ending under the
+// lock SetTimeout moves deadlines under, so a SetTimeout from then on
+// answers gone instead of reporting a deadline moved for an execution
+// about to be destroyed. Before, expire let the lock go between its check
+// and the destroy, and either order destroyed the execution.
+func TestExpiryAfterSetTimeout(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	f := &fakeDocker{list: []container.Summary{{ID: "c-x", State: "running",
+		Labels: map[string]string{LabelExecution: "x", LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: "2000000001", LabelDeadline: "1"}}}}
+	h := fakeHost(t, f, now)
+	ctx := testCtx(t, time.Minute)
+	h.mu.Lock()
+	e := h.execs["x"]
+	old := e.ExpiresAt
+	e.ExpiresAt = old.Add(time.Hour) // as SetTimeout moves it, under h.mu
+	h.mu.Unlock()
+	h.expire("x", e, old)
+	if _, err := h.Get(ctx, "x"); err != nil {
+		t.Fatalf("after the old deadline's timer fired past a moved deadline: %v, want live", err)
+	}
+	h.mu.Lock()
+	at := e.ExpiresAt
+	h.mu.Unlock()
+	h.expire("x", e, at)
+	if _, err := h.Get(ctx, "x"); ErrorCode(err) != CodeGone || err.(*Error).Reason != EndRuntime {
+		t.Fatalf("after its deadline: %v, want gone for the runtime", err)
+	}
+	if !slices.Equal(f.removed, []string{"c-x"}) {
+		t.Errorf("removed %v, want c-x", f.removed)
+	}
+}

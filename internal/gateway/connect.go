@@ -329,15 +329,17 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if c := closedHere.Load(); c != nil {
 		ours = *c
 	}
-	if ce := (*bytestream.CloseError)(nil); errors.As(err, &ce) && ce.Code == bytestream.StatusPolicyViolation && ours == nil {
-		// The agent refuses this gateway (its CA is not the one the
-		// agent pinned): its callers hear why, as of the gateway's own
-		// refusals.
-		s.agentRefusals.refusedByAgent(hostID, ce.Reason, time.Now())
-	}
 	peer := bytestream.PeerClose(conn)
-	if peer != nil && !errors.As(err, new(*bytestream.CloseError)) && ours == nil {
-		err = peer // the agent's words, where the session read only io.EOF
+	if peer != nil && ours == nil {
+		if peer.Code == bytestream.StatusPolicyViolation {
+			// The agent refuses this gateway (its CA is not the one the
+			// agent pinned): its callers hear why, as of the gateway's
+			// own refusals.
+			s.agentRefusals.refusedByAgent(hostID, peer.Reason, time.Now())
+		}
+		if !errors.As(err, new(*bytestream.CloseError)) {
+			err = peer // the agent's words, where the session read only io.EOF
+		}
 	}
 	log.Info("tunnel down", "reason", tunnelEnd(hostID, err, ours, peer), "err", err)
 }

@@ -42,13 +42,14 @@ type config struct {
 }
 
 // children are what a child hgbench runs instead of the harness, each
-// chosen by its environment variable set to "1" (fwdproc.go, layerproc.go).
+// chosen by its environment variable set to "1" (fwdproc.go, layerproc.go, relayproc.go).
 var children = []struct {
 	env, name string
 	run       func() error
 }{
 	{envFwdChild, "forward child", forwardChild},
 	{envLayerChild, "layer child", layerChild},
+	{envRelayChild, "relay child", relayChild},
 }
 
 // init runs a child before main parses flags meant for the harness.

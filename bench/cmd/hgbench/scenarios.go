@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 const mib = 1 << 20
@@ -443,20 +444,33 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	// straight to `agent serve`, no WebSocket, gateway or yamux. Against
 	// the full path it says what the relay costs a forward, and against
 	// ssh -L what our SSH ends do.
-	sc, alonePid, stopAlone, err := e.agentServe(ctx)
+	alone, err := e.agentServe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
 	}
-	defer stopAlone()
-	aloneHost := hostgate.New(hostgate.Info{Kind: "machine", OS: "linux"}, func(context.Context) (*hostgate.Connection, error) {
-		return sc.Connection(nil), nil
-	})
-	defer aloneHost.Close()
-	aloneFw, err := aloneHost.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	defer alone.stop()
+	aloneFw, err := forwardOver(ctx, alone.c, target)
 	if err != nil {
 		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
 	}
 	defer aloneFw.Close()
+	// And through the cheapest relay there is (relayproc.go): what one
+	// more process on the path costs whatever it does with the bytes.
+	relay, relayAddr, err := relayProc(alone.addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay child: %w", err)
+	}
+	defer relay.Stop()
+	relayed, err := alone.connect(ctx, relayAddr)
+	if err != nil {
+		return nil, fmt.Errorf("forward through the splice relay: %w", err)
+	}
+	defer relayed.Close()
+	relayFw, err := forwardOver(ctx, relayed, target)
+	if err != nil {
+		return nil, fmt.Errorf("forward through the splice relay: %w", err)
+	}
+	defer relayFw.Close()
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -488,18 +502,20 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		Note: "the same load through Host.Forward over the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
 	aloneCPU := newCPURow(aloneRPS, "request")
 	aloneCPU.alone, aloneCPU.peerShares = true, true
-	// Five sides per pair: hostgate, hostgate in its own process, the SSH
-	// layer alone, the gateway's preview, the peer; odd pairs run them the
-	// other way round.
+	relayRPS := &bench.Scenario{Name: "local forward, small HTTP requests, SSH layer alone through a splice relay", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the SSH layer alone's load, its connection through a relay process that moves raw bytes with splice(2) and nothing else: the floor of any gateway's relay, to read against the SSH layer alone and the full path"}
+	// Six sides per pair: hostgate, hostgate in its own process, the SSH
+	// layer alone, the same through the splice relay, the gateway's
+	// preview, the peer; odd pairs run them the other way round.
 	for i := range e.cfg.pairs {
 		// Each request is two or three tracked connections on each side.
-		if err := e.conntrackRoom(ctx, 5*3*e.cfg.fwdN); err != nil {
+		if err := e.conntrackRoom(ctx, 6*3*e.cfg.fwdN); err != nil {
 			return nil, err
 		}
 		var (
-			ar, or, sr, pr, br float64
-			al, bl             []float64
-			ua, us, up, ub     cpuUse
+			ar, or, sr, rr, pr, br float64
+			al, bl                 []float64
+			ua, us, up, ub         cpuUse
 		)
 		err := bench.Alternate(i, e.metered(&ua, true, func() (err error) {
 			if ar, al, err = httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
@@ -511,12 +527,17 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 				return fmt.Errorf("hostgate in its own process: %w", err)
 			}
 			return nil
-		}, e.meteredAlone(&us, alonePid, func() (err error) {
+		}, e.meteredAlone(&us, alone.pid, func() (err error) {
 			if sr, _, err = httpLoad(ctx, "http://"+aloneFw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("hostgate over the SSH layer alone: %w", err)
 			}
 			return nil
-		}), e.metered(&up, true, func() (err error) {
+		}), func() (err error) {
+			if rr, _, err = httpLoad(ctx, "http://"+relayFw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("hostgate through the splice relay: %w", err)
+			}
+			return nil
+		}, e.metered(&up, true, func() (err error) {
 			if pr, _, err = httpLoadAuth(ctx, previewURL, e.gw.admin, e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("hostgate preview: %w", err)
 			}
@@ -536,10 +557,11 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		ownRPS.Add(or, br)
 		aloneRPS.Add(sr, br)
 		aloneCPU.add(us, ub, float64(e.cfg.fwdN))
+		relayRPS.Add(rr, br)
 		previewRPS.Add(pr, br)
 		previewCPU.add(up, ub, float64(e.cfg.fwdN))
 	}
-	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS, aloneRPS, aloneCPU.scenario(), previewRPS, previewCPU.scenario()}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS, aloneRPS, aloneCPU.scenario(), relayRPS, previewRPS, previewCPU.scenario()}
 	if e.before != nil {
 		ab, err := e.forwardAB(ctx, target, workers)
 		if err != nil {
@@ -548,6 +570,32 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		out = append(out, ab)
 	}
 	return out, nil
+}
+
+// forwardOver starts a local forward to target over c alone (a Host with
+// c as its connection). Close ends the forward and the host.
+func forwardOver(ctx context.Context, c *sshlayer.Client, target string) (*closingForward, error) {
+	h := hostgate.New(hostgate.Info{Kind: "machine", OS: "linux"}, func(context.Context) (*hostgate.Connection, error) {
+		return c.Connection(nil), nil
+	})
+	fw, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		_ = h.Close()
+		return nil, err
+	}
+	return &closingForward{Forwarding: fw, h: h}, nil
+}
+
+// closingForward is a forward whose Close also closes its host.
+type closingForward struct {
+	*hostgate.Forwarding
+	h *hostgate.Host
+}
+
+func (f *closingForward) Close() error {
+	err := f.Forwarding.Close()
+	_ = f.h.Close()
+	return err
 }
 
 // httpLoad runs n GETs with workers in parallel, each on a new connection,

@@ -376,7 +376,13 @@ func downloadTar(ctx context.Context, h *Host, dir string, x *extractor) (got bo
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p, err := remoteTar(ctx, h, `cd -- "$1" && exec tar -c -f - .`, dir)
+	// The checks before cd say why dir cannot be read, in the exit
+	// statuses of ExecProvider's scripts, so that a missing tree is
+	// fs.ErrNotExist as on the filesystem way, not cd's message.
+	p, err := remoteTar(ctx, h, nxFunc+`[ -e "$1" ] || nx "$1"
+[ -d "$1" ] || exit 93
+[ -r "$1" ] && [ -x "$1" ] || exit 92
+cd -- "$1" && exec tar -c -f - .`, dir)
 	if err != nil {
 		return false, err
 	}
@@ -423,6 +429,9 @@ func downloadTar(ctx context.Context, h *Host, dir string, x *extractor) (got bo
 	}
 	if entries == 0 && ExitCode(perr) == tarMissing {
 		return false, nil
+	}
+	if e, ok := exitErrnos[ExitCode(perr)]; ok && entries == 0 {
+		return true, &fs.PathError{Op: "open", Path: dir, Err: e}
 	}
 	if perr != nil {
 		return true, tarFailed(perr, &stderr)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -149,6 +150,39 @@ func TestUploadDownloadTree(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(filepath.Join(back, "a.txt")); string(b) != "changed" {
 				t.Errorf("%s: download again: a.txt is %q", what, b)
+			}
+			cancel()
+		}
+	}
+}
+
+// TestDownloadMissingTree: a Download of a directory that is not there
+// fails with fs.ErrNotExist, and of a file with ENOTDIR, by tar as by the
+// filesystem way, so a caller tells "nothing there" from a failed
+// transfer with errors.Is, as after any other failed read of the host.
+func TestDownloadMissingTree(t *testing.T) {
+	for name, h := range streamHosts(t) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "file")
+		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, noTar := range []bool{false, true} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			opts := &hostgate.TransferOptions{NoTar: noTar}
+			for _, c := range []struct {
+				remote string
+				want   error
+			}{
+				{filepath.Join(dir, "missing"), fs.ErrNotExist},
+				{filepath.Join(dir, "missing", "deeper"), fs.ErrNotExist},
+				{file, syscall.ENOTDIR},
+			} {
+				dst := filepath.Join(t.TempDir(), "down")
+				err := hostgate.Download(ctx, h, c.remote, dst, opts)
+				if !errors.Is(err, c.want) {
+					t.Errorf("%s NoTar %v: Download of %s: %v, want %v", name, noTar, c.remote, err, c.want)
+				}
 			}
 			cancel()
 		}

@@ -6,9 +6,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/hostgate/hostgate"
@@ -83,5 +86,40 @@ func TestServerSFTPConformance(t *testing.T) {
 				return p, t.TempDir()
 			})
 		})
+	}
+}
+
+// TestServerSFTPFullDisk: a write that the host's disk refuses (/dev/full
+// answers every write ENOSPC, as a sandbox's full workspace does) is
+// errors.Is(err, syscall.ENOSPC) through the provider's stream and its
+// whole-file write, not only a Failure whose text says so: SFTP v3 has
+// no status for it.
+func TestServerSFTPFullDisk(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	c := connectEmbedded(t, srvStartServer(t, &ServerConfig{}))
+	ctx := context.Background()
+	p, err := c.SFTP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.Create(ctx, "/dev/full", 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := w.Write(make([]byte, 4096))
+	cerr := w.Close()
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Errorf("Write to a full disk: %v (close: %v), want ENOSPC", werr, cerr)
+	}
+	var pe *fs.PathError
+	if !errors.As(werr, &pe) || pe.Path != "/dev/full" {
+		t.Errorf("Write to a full disk: %#v, want a *fs.PathError naming the file", werr)
+	}
+	err = p.(hostgate.FileWriter).WriteFile(ctx, "/dev/full", 0o666, bytes.NewReader(make([]byte, 1<<20)), nil)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("WriteFile to a full disk: %v, want ENOSPC", err)
 	}
 }

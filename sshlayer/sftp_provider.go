@@ -113,10 +113,47 @@ func mapSFTPErr(err error) error {
 		s = syscall.ENOTDIR
 	case fxFileIsADirectory:
 		s = syscall.EISDIR
+	case uint32(sftp.ErrSSHFxFailure):
+		if s = failureErrno(se); s == nil {
+			return err
+		}
 	default:
 		return err
 	}
 	return &mappedErr{sentinel: s, cause: err}
+}
+
+// failureTexts are the errnos a bare Failure's message ends with, in the
+// words Go gives them: SFTP v3 has no status for a full disk, a read-only
+// filesystem and the like, so a Go server (the agent's, pkg/sftp's) sends
+// Failure with the error's text ("write /workspace/f: no space left on
+// device"), which errors.Is(err, syscall.ENOSPC) could not match. OpenSSH's
+// sftp-server says only "Failure" for them.
+var failureTexts = []struct {
+	text  string
+	errno syscall.Errno
+}{
+	{"no space left on device", syscall.ENOSPC},
+	{"disk quota exceeded", syscall.EDQUOT},
+	{"read-only file system", syscall.EROFS},
+	{"file too large", syscall.EFBIG},
+	{"file name too long", syscall.ENAMETOOLONG},
+	{"too many levels of symbolic links", syscall.ELOOP},
+	{"directory not empty", syscall.ENOTEMPTY},
+	{"not a directory", syscall.ENOTDIR},
+	{"is a directory", syscall.EISDIR},
+	{"invalid cross-device link", syscall.EXDEV},
+}
+
+// failureErrno is the errno a Failure's message names, or nil.
+func failureErrno(se *sftp.StatusError) error {
+	msg := se.Error() // sftp: "MESSAGE" (SSH_FX_FAILURE)
+	for _, f := range failureTexts {
+		if strings.Contains(msg, ": "+f.text+`" (`) {
+			return f.errno
+		}
+	}
+	return nil
 }
 
 func isFailure(err error) bool {
@@ -297,9 +334,11 @@ func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
 }
 
 // streamErr leaves a stream's errors as pkg/sftp gives them (io.EOF must
-// stay bare) but for the end of the session, said as pathErr says it.
+// stay bare) but for the end of the session and the server's statuses
+// (a write to a full disk), said as pathErr says them, for errors.Is.
 func (p *sftpProvider) streamErr(op, name string, err error) error {
-	if errors.Is(err, sftp.ErrSSHFxConnectionLost) {
+	var se *sftp.StatusError
+	if errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.As(err, &se) {
 		return p.pathErr(op, name, err)
 	}
 	return err

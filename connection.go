@@ -104,4 +104,9 @@ type SyncSpec struct {
 type SyncConnection struct {
 	FS    Provider
 	Close func() error // optional
+	// Done, when set, is closed once the connection has ended by itself
+	// (the host's agent or the gateway restarted): the synchronous
+	// filesystem's next call then connects again instead of failing on
+	// it. Optional: nil means the loss is seen only by the call it fails.
+	Done <-chan struct{}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
+	syncfs "github.com/hostgate/hostgate/sync"
 )
 
 // restartSamePort stops the gateway (SIGTERM) and starts it again on the
@@ -114,6 +115,13 @@ func TestGatewayRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its sync FS too: its own connection ends with the gateway, and its
+	// first call after the restart connects again rather than failing.
+	sfs := syncfs.FromHost(kept, nil)
+	defer sfs.Close()
+	if _, err := sfs.Stat("tmp"); err != nil {
+		t.Fatalf("sync FS before the restart: %v", err)
+	}
 
 	g.restartSamePort(t)
 
@@ -140,6 +148,9 @@ func TestGatewayRestart(t *testing.T) {
 	}
 	if c, err := kept.Connection(ctx); err != nil || c == keptConn {
 		t.Fatalf("a Reconnect host after the restart: %v, still its lost connection %v", err, c == keptConn)
+	}
+	if _, err := sfs.Stat("tmp"); err != nil {
+		t.Fatalf("the sync FS's first call after the restart: %v, want it to connect again", err)
 	}
 
 	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)

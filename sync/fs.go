@@ -68,7 +68,11 @@ type Options struct {
 }
 
 // FS is the synchronous filesystem of one host. It is safe for concurrent
-// use; concurrent calls share one connection.
+// use; concurrent calls share one connection. A call in flight when that
+// connection is lost fails (the host may have done it); the next call
+// connects again, and so does one that finds the connection already
+// ended by itself (the host's agent or the gateway restarted: see
+// hostgate.SyncConnection.Done).
 type FS struct {
 	root       string
 	optTimeout time.Duration

@@ -455,6 +455,54 @@ func TestKilledServer(t *testing.T) {
 	}
 }
 
+// TestEndedConnectionIsReplaced: a connection that ended while no call
+// used it (SyncConnection.Done closed: the host's agent or the gateway
+// restarted) is not used again: the next call connects anew and
+// succeeds, as a Host's first use after a lost connection does, rather
+// than failing on the dead one.
+func TestEndedConnectionIsReplaced(t *testing.T) {
+	root, _ := tree(t)
+	sv := newServer(t)
+	spec := &hostgate.SyncSpec{Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
+		c, err := sv.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		done := make(chan struct{})
+		cli := sv.last().cli
+		go func() {
+			_ = cli.Wait()
+			close(done)
+		}()
+		c.Done = done
+		return c, nil
+	}}
+	fsys := New(spec, &Options{Root: root})
+	t.Cleanup(func() {
+		if err := fsys.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	if _, err := fsys.Stat("hello.txt"); err != nil {
+		t.Fatal(err)
+	}
+	dead := sv.last()
+	if err := dead.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.cli.Wait() // the connection has ended, and Done is closing
+	fsys.mu.Lock()
+	s := fsys.cur
+	fsys.mu.Unlock()
+	<-s.conn.Done
+	if _, err := fsys.Stat("hello.txt"); err != nil {
+		t.Fatalf("first call after the connection ended: %v", err)
+	}
+	if n := sv.connects.Load(); n != 2 {
+		t.Fatalf("connects = %d, want 2", n)
+	}
+}
+
 // TestConnectFailureIsRetried: a failed connect fails the calls waiting on
 // it and is not cached.
 func TestConnectFailureIsRetried(t *testing.T) {

@@ -58,8 +58,16 @@ func (f *FS) acquire() (*session, error) {
 	if f.closed {
 		return nil, fs.ErrClosed
 	}
-	if f.cur != nil {
-		return f.cur, nil
+	if s := f.cur; s != nil {
+		if !s.ended() {
+			return s, nil
+		}
+		// Its connection ended while no call of this one's used it (the
+		// host's agent or the gateway restarted): nothing of this call
+		// was sent on it, so it goes to a new connection, as a Host's
+		// first use after a lost connection connects again.
+		f.cur = nil
+		s.cancel(errConnectionEnded)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{ctx: ctx, cancel: cancel, ready: make(chan struct{})}
@@ -67,6 +75,29 @@ func (f *FS) acquire() (*session, error) {
 	f.wg.Add(1)
 	go f.work(s, spec)
 	return s, nil
+}
+
+// errConnectionEnded is the cause of a session whose connection ended by
+// itself, for the calls still waiting on it.
+var errConnectionEnded = fmt.Errorf("syncfs: connection broken: %w", hostgate.ErrConnectionEnded)
+
+// ended reports whether s connected and its connection has ended by
+// itself since (SyncConnection.Done closed).
+func (s *session) ended() bool {
+	select {
+	case <-s.ready:
+	default:
+		return false
+	}
+	if s.conn == nil || s.conn.Done == nil {
+		return false
+	}
+	select {
+	case <-s.conn.Done:
+		return true
+	default:
+		return false
+	}
 }
 
 // work is the session's worker: see session.

@@ -715,9 +715,20 @@ func TestExecutionExpiryEndsTheHost(t *testing.T) {
 	ctx := testCtx(t, 3*time.Minute)
 	req := execRequest(image)
 	req.Resources.RuntimeMs = 5000
-	e := provisionShort(t, ctx, c, req, time.Second)
+	e := provisionShort(t, ctx, c, req, 3*time.Second)
 	if !e.Connected {
 		t.Fatalf("not connected after provision: %+v", e)
+	}
+	// A command running as the runtime ends fails saying the execution
+	// ended, and why: not that its agent disconnected, which reads as a
+	// host that comes back.
+	h, err := c.Dial(ctx, e.ExecutionID)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer h.Close()
+	if _, err := h.Exec(ctx, []string{"sleep", "600"}, hostgate.ExecOptions{}); err == nil || !strings.Contains(err.Error(), "its execution ended (reason runtime): provision a new one") {
+		t.Fatalf("a command across the end of the runtime: %v, want the execution's end and its reason", err)
 	}
 	g.waitHostGone(e.ExecutionID, 2*time.Minute)
 	if _, err := c.Execution(ctx, e.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {

@@ -199,6 +199,17 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil, err
 	}
 	api.Register(srv.Mux())
+	// A session on an execution that ended (terminated, out of runtime)
+	// closes saying so: its caller provisions anew rather than waiting
+	// for an agent to come back.
+	srv.SetHostEnded(func(ctx context.Context, id string) string {
+		_, err := docker.Get(ctx, id)
+		var de *dockerhost.Error
+		if errors.As(err, &de) && de.Code == dockerhost.CodeGone && de.Reason != "" {
+			return "reason " + de.Reason
+		}
+		return ""
+	})
 	srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
 		if tok.Role != store.RoleAdmin {
 			return nil

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -33,6 +34,18 @@ func (s *Server) SetMeFields(f func(r *http.Request, tok store.Token) map[string
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.meFields = f
+}
+
+// SetHostEnded gives the relays the reason a host ended, when it did: f
+// answers, for a host whose tunnel ended by itself, why the host is gone
+// for good (an execution terminated or out of runtime: its end reason),
+// or "" when it is not. The SSH sessions relayed to it then close saying
+// so, not that its agent disconnected, which reads as a host that comes
+// back. Call it before Serve.
+func (s *Server) SetHostEnded(f func(ctx context.Context, id string) string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hostEnded = f
 }
 
 // StoreUnavailable reports whether err, from Authenticate, says the state

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -184,6 +185,44 @@ func TestReplacedTunnelSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	echoRoundTrip(t, c, 1024)
+}
+
+// TestEndedHostSaysSo: when a host's tunnel ends because the host ended
+// for good (SetHostEnded answers: an execution terminated or out of its
+// runtime), the callers on it are told that, with the reason, not that
+// its agent disconnected, which reads as a host that comes back; a host
+// that did not end is still said to have lost its agent.
+func TestEndedHostSaysSo(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	e.srv.SetHostEnded(func(_ context.Context, id string) string {
+		if id == "ended" {
+			return "reason runtime"
+		}
+		return ""
+	})
+	for id, want := range map[string]string{
+		"ended": "host ended: its execution ended (reason runtime): provision a new one",
+		"lost":  "host lost: its agent disconnected from the gateway",
+	} {
+		_, key := newKey(t)
+		a, err := e.dialAgent(e.token(store.RoleAgent, id), key, hostgate.Info{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.relay(id, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoRoundTrip(t, c, 1024)
+		_ = a.sess.Close()
+		_, err = io.ReadFull(c, make([]byte, 1))
+		var ce *bytestream.CloseError
+		if !errors.As(err, &ce) || ce.Reason != want {
+			t.Errorf("host %s: the caller read %v, want %q", id, err, want)
+		}
+		_ = c.Close()
+	}
 }
 
 // TestStoppingGatewayTellsAgents: a gateway that stops tells each agent

@@ -68,7 +68,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		countConn: countConn{Conn: ws,
 			in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
 			out: s.metrics.BytesRelayed.WithLabelValues(metrics.FromHost)},
-		why: func() (int, string) { return relayEndReason(ctx, tunnelDone, tunnelCause, id) },
+		why: func() (int, string) { return relayEndReason(ctx, tunnelDone, tunnelCause, s.endedHost, id) },
 	}
 	if sh, ok := stream.(shrinker); ok {
 		defer shrinkEvery(sh, shrinkInterval)()
@@ -106,16 +106,35 @@ func (c *relayCaller) Close() error {
 	return err
 }
 
+// endedHost is why host id ended for good (SetHostEnded), or "".
+func (s *Server) endedHost(id string) string {
+	s.mu.Lock()
+	f := s.hostEnded
+	s.mu.Unlock()
+	if f == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, hostEndedTimeout)
+	defer cancel()
+	return f(ctx, id)
+}
+
+// hostEndedTimeout bounds asking why a host ended, as a relay closes: a
+// store that does not answer costs the close reason, not the close.
+const hostEndedTimeout = 2 * time.Second
+
 // relayEndReason says why a relay to host id ends, if the gateway ends
 // it: ctx ended (the gateway stops, the caller's token was revoked) or the
 // host's tunnel ended (its agent stopped, restarted or lost its network,
-// or a newer connection of its agent replaced it: tunnelCause says so).
+// or a newer connection of its agent replaced it: tunnelCause says so; or
+// the host itself ended, an execution terminated or out of its runtime:
+// ended says so).
 // yamux closes a session's close channel before it gives the session's
 // streams EOF, so a stream ended by its tunnel finds tunnelDone closed.
 // Reasons stay short (a close frame carries at most 123 bytes); the
 // gateway's log has the detail. code is 0 when neither: the SSH
 // connection ended by itself.
-func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause func() error, id string) (code int, reason string) {
+func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause func() error, ended func(id string) string, id string) (code int, reason string) {
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {
@@ -131,6 +150,9 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 		if errors.Is(tunnelCause(), errReplaced) {
 			// Not gone: the host is back on the newer connection.
 			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent reconnected, ending this session's tunnel; connect again")
+		}
+		if why := ended(id); why != "" {
+			return bytestream.StatusBadGateway, wire.HostMessage(id, "its execution ended ("+why+"): provision a new one")
 		}
 		return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent disconnected from the gateway")
 	default:

@@ -734,6 +734,11 @@ func TestExecutionExpiryEndsTheHost(t *testing.T) {
 	if _, err := c.Execution(ctx, e.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
 		t.Fatalf("GET after expiry: %v, want 410", err)
 	}
+	// Its host, asked for again by id, says the same, not only that there
+	// is no such host.
+	if _, err := c.Dial(ctx, e.ExecutionID); err == nil || !strings.Contains(err.Error(), "its execution ended (reason runtime): provision a new one") {
+		t.Fatalf("Dial after expiry: %v, want the execution's end and its reason", err)
+	}
 	g.waitFor(regexp.MustCompile(`execution ended; agent tunnel closed[^\n]*execution=`+e.ExecutionID), time.Minute)
 }
 

@@ -129,6 +129,10 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h, err := s.store.Host(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.hostNotFound(w, id)
+		return
+	}
 	if err != nil {
 		s.storeError(w, err)
 		return
@@ -168,6 +172,10 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h, err := s.store.Host(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.hostNotFound(w, id)
+		return
+	}
 	if err != nil {
 		s.storeError(w, err)
 		return

@@ -196,11 +196,52 @@ func TestEndedHostSaysSo(t *testing.T) {
 	e := newEnv(t, nil)
 	admin := e.token(store.RoleAdmin)
 	e.srv.SetHostEnded(func(_ context.Context, id string) string {
-		if id == "ended" {
+		if id == "ended" || id == "forgotten" || id == "ending" {
 			return "reason runtime"
 		}
 		return ""
 	})
+	// An ended execution's host record goes with it: asking for the host
+	// then (its record, a certificate, a session) is 404 saying that it
+	// ended and why, not only "no such host", which its caller could not
+	// act on.
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v1/hosts/forgotten"},
+		{"POST", "/v1/hosts/forgotten/certificates"},
+		{"GET", "/v1/hosts/forgotten/ssh"},
+	} {
+		var body any
+		if c.method == "POST" {
+			_, pub := newKey(t)
+			body = map[string]string{"publicKey": pub}
+		}
+		if status, code := e.call(c.method, c.path, admin, body, nil); status != http.StatusNotFound || code != "not_found" {
+			t.Errorf("%s %s for an ended execution: %d %s, want 404 not_found", c.method, c.path, status, code)
+		}
+	}
+	for _, p := range []string{"/v1/hosts/forgotten", "/v1/hosts/forgotten/ssh"} {
+		var hdr http.Header
+		if strings.HasSuffix(p, "/ssh") {
+			hdr = http.Header{}
+			wsHeaders(hdr)
+		}
+		if _, b := e.raw("GET", p, admin, hdr); !strings.Contains(string(b), `"message":"host forgotten: its execution ended (reason runtime): provision a new one"`) {
+			t.Errorf("GET %s of an ended execution: %s, want it to say the execution ended and why", p, b)
+		}
+	}
+	// Until its agent is forgotten, an ended execution keeps its record,
+	// offline: a session asked for then is told the same, not that the
+	// host is offline, which reads as one that comes back.
+	_, key := newKey(t)
+	e.pin("ending", key)
+	hdr := http.Header{}
+	wsHeaders(hdr)
+	if res, b := e.raw("GET", "/v1/hosts/ending/ssh", admin, hdr); res.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"message":"host ending: its execution ended (reason runtime): provision a new one"`) {
+		t.Errorf("a session on an ended execution whose record is still there: %d %s, want 404 saying it ended and why", res.StatusCode, b)
+	}
+	if _, b := e.raw("GET", "/v1/hosts/never", admin, nil); !strings.Contains(string(b), `"message":"no such host"`) {
+		t.Errorf("GET of a host that never was: %s, want no such host", b)
+	}
 	for id, want := range map[string]string{
 		"ended": "host ended: its execution ended (reason runtime): provision a new one",
 		"lost":  "host lost: its agent disconnected from the gateway",

@@ -119,6 +119,24 @@ func (s *Server) endedHost(id string) string {
 	return f(ctx, id)
 }
 
+// endedMessage says that host id, an execution, ended for good, and why.
+func endedMessage(id, why string) string {
+	return wire.HostMessage(id, "its execution ended ("+why+"): provision a new one")
+}
+
+// hostNotFound answers a request for host id, which has no record: 404,
+// which says, for an execution that ended (its record goes with it), that
+// it did and why, so a caller holding its id learns to provision anew
+// rather than doubt the id. The status and code stay those of a host
+// that never was, which callers wait for (the record's end).
+func (s *Server) hostNotFound(w http.ResponseWriter, id string) {
+	msg := "no such host"
+	if why := s.endedHost(id); why != "" {
+		msg = endedMessage(id, why)
+	}
+	WriteError(w, http.StatusNotFound, "not_found", msg)
+}
+
 // hostEndedTimeout bounds asking why a host ended, as a relay closes: a
 // store that does not answer costs the close reason, not the close.
 const hostEndedTimeout = 2 * time.Second
@@ -152,7 +170,7 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent reconnected, ending this session's tunnel; connect again")
 		}
 		if why := ended(id); why != "" {
-			return bytestream.StatusBadGateway, wire.HostMessage(id, "its execution ended ("+why+"): provision a new one")
+			return bytestream.StatusBadGateway, endedMessage(id, why)
 		}
 		return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent disconnected from the gateway")
 	default:
@@ -169,7 +187,14 @@ func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, er
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 	case errors.Is(err, ErrHostOffline):
 		if _, serr := s.store.Host(r.Context(), id); errors.Is(serr, store.ErrNotFound) {
-			WriteError(w, http.StatusNotFound, "not_found", "no such host")
+			s.hostNotFound(w, id)
+			return
+		}
+		// An execution that ended keeps its record a moment, until its
+		// agent is forgotten: it is not coming back, so say what its
+		// record's end will.
+		if why := s.endedHost(id); why != "" {
+			WriteError(w, http.StatusNotFound, "not_found", endedMessage(id, why))
 			return
 		}
 		msg := "not connected to the gateway"

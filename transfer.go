@@ -151,7 +151,20 @@ func uploadTar(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transf
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p, err := remoteTar(ctx, h, `mkdir -p -- "$1" && cd -- "$1" && exec tar -x -o -f -`, dir)
+	// When mkdir fails, the nearest part of dir that is there says why, in
+	// the exit statuses of ExecProvider's scripts: a file (fs.ErrExist,
+	// as the provider's Mkdir says, the way without tar) or a directory
+	// this user may not write in (fs.ErrPermission); else mkdir's words.
+	p, err := remoteTar(ctx, h, `mkdir -p -- "$1" 2>/dev/null || {
+  p=$1
+  while [ ! -e "$p" ] && [ ! -L "$p" ]; do
+    case $p in */*) p=${p%/*}; [ -n "$p" ] || p=/;; *) p=.;; esac
+  done
+  [ -d "$p" ] || exit 91
+  [ -w "$p" ] && [ -x "$p" ] || exit 92
+  mkdir -p -- "$1" || exit
+}
+cd -- "$1" && exec tar -x -o -f -`, dir)
 	if err != nil {
 		return false, err
 	}
@@ -212,6 +225,9 @@ func uploadTar(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transf
 	wg.Wait()
 	if ExitCode(perr) == tarMissing {
 		return false, nil
+	}
+	if e, ok := exitErrnos[ExitCode(perr)]; ok {
+		return true, &fs.PathError{Op: "mkdir", Path: dir, Err: e}
 	}
 	if perr != nil {
 		return true, tarFailed(perr, &stderr)

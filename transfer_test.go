@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -182,6 +183,44 @@ func TestDownloadMissingTree(t *testing.T) {
 				err := hostgate.Download(ctx, h, c.remote, dst, opts)
 				if !errors.Is(err, c.want) {
 					t.Errorf("%s NoTar %v: Download of %s: %v, want %v", name, noTar, c.remote, err, c.want)
+				}
+			}
+			cancel()
+		}
+	}
+}
+
+// TestUploadRefusedTree: an Upload whose directory cannot be made fails
+// as the filesystem way's Mkdir does, by tar too: fs.ErrExist where dir,
+// or a directory on its way, is a file, and fs.ErrPermission in a
+// directory the user may not write in, rather than mkdir's words alone.
+func TestUploadRefusedTree(t *testing.T) {
+	tree := fstest.MapFS{"a.txt": {Data: []byte("a"), Mode: 0o644}}
+	for name, h := range streamHosts(t) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "file")
+		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		locked := filepath.Join(dir, "locked")
+		if err := os.Mkdir(locked, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		cases := map[string][]error{
+			file: {fs.ErrExist},
+			// The providers differ under a file (this machine's says
+			// ENOTDIR, as os.MkdirAll does; SFTP's EEXIST).
+			filepath.Join(file, "sub", "deeper"): {fs.ErrExist, syscall.ENOTDIR},
+		}
+		if os.Geteuid() != 0 { // root writes in any directory
+			cases[filepath.Join(locked, "sub")] = []error{fs.ErrPermission}
+		}
+		for _, noTar := range []bool{false, true} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			for remote, want := range cases {
+				err := hostgate.Upload(ctx, h, tree, remote, &hostgate.TransferOptions{NoTar: noTar})
+				if !slices.ContainsFunc(want, func(w error) bool { return errors.Is(err, w) }) {
+					t.Errorf("%s NoTar %v: Upload to %s: %v, want %v", name, noTar, remote, err, want)
 				}
 			}
 			cancel()

@@ -76,6 +76,17 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderInfo+": "+err.Error())
 		return
 	}
+	if info.Kind == store.KindDocker {
+		// The kind is what the gateway trusts to tell its own sandboxes
+		// from machines: a start forgets every "docker" host that is no
+		// live execution (its pinned key with it, so the token's holder
+		// pins another), and an execution may take over such an id.
+		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedForbidden).Inc()
+		s.logSpell(s.logger.With("host", hostID, "remote", s.remote(r), "token", tok.Name), hostID, spellKindDocker,
+			"agent refused: it claims kind \"docker\", which only the gateway's own sandboxes have (a modified agent, or its token used by something else than `agent connect`)")
+		WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s: kind %q is the gateway's own Docker sandboxes' and no agent's: send another kind (`agent connect` sends \"machine\")", wire.HeaderInfo, store.KindDocker))
+		return
+	}
 	var infoJSON []byte // none sent: the stored info stays (an older or minimal agent)
 	if r.Header.Get(wire.HeaderInfo) != "" {
 		infoJSON, _ = json.Marshal(info)

@@ -283,3 +283,60 @@ func TestStoppingGatewayTellsAgents(t *testing.T) {
 		t.Errorf("the agent's tunnel ended with %v, want the gateway's word that it is shutting down", err)
 	}
 }
+
+// TestAgentCannotClaimSandboxKind: an agent's info may not say kind
+// "docker", the kind of the gateway's own sandboxes. The holder of a
+// machine's agent token alone (no host key: the pinned key is public,
+// and a pinned key is taken without proof before the upgrade) turned the
+// machine into a "docker" host, which the next gateway start forgot as an
+// ended execution, pinned key and all, so that the token's holder could
+// then pin a key of its own (found by the hostile33 audit).
+func TestAgentCannotClaimSandboxKind(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token(store.RoleAgent, "h1")
+	_, key := newKey(t)
+	a, err := e.dialAgent(tok, key, hostgate.Info{Kind: "machine", OS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+
+	// upgrade asks for the tunnel with a pinned key it does not hold,
+	// and says whether the gateway went on to the upgrade.
+	upgrade := func(info hostgate.Info) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+wire.ConnectPath, nil)
+		wsHeaders(req.Header)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set(wire.HeaderHostKey, key)
+		req.Header.Set(wire.HeaderInfo, wire.EncodeInfo(info))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			return res.StatusCode, ""
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	status, body := upgrade(hostgate.Info{Kind: store.KindDocker, OS: "linux"})
+	if status != http.StatusBadRequest || !strings.Contains(body, `kind \"docker\"`) {
+		t.Errorf("an agent claiming kind docker got %d %s, want 400 naming the kind", status, body)
+	}
+	h, err := e.store.Host(e.ctx, "h1")
+	if err != nil || h.Kind != "machine" {
+		t.Fatalf("after a claim of kind docker the host is %q (%v), want machine still", h.Kind, err)
+	}
+
+	// A host never seen is not enrolled as one either.
+	tok2 := e.token(store.RoleAgent, "h2")
+	signer2, key2 := newKey(t)
+	if _, err := e.dialAgentSigner(tok2, key2, hostgate.Info{Kind: store.KindDocker}, signer2); err == nil {
+		t.Error("a new host's agent claiming kind docker was enrolled")
+	}
+	if h, err := e.store.Host(e.ctx, "h2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after a claim of kind docker, host h2 is %+v (%v), want none", h, err)
+	}
+}

@@ -31,6 +31,10 @@ const refusalSpellsMax = 4096
 // proof fails too.
 const spellKeySignature = "key_signature"
 
+// spellKindDocker is logSpell's reason for an agent that claims the kind
+// of the gateway's own sandboxes.
+const spellKindDocker = "kind_docker"
+
 // refusals turns an agent's refusals into log lines: the first of a spell
 // in full, then a summary each refusalSummaryEvery while it goes on. An
 // agent with a wrong host key retries every 15-30 s for as long as it

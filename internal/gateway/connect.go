@@ -116,14 +116,24 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prove := pinned.HostKey != hostKey
-	if prove && pinned.HostKey == "" {
-		if sig := r.Header.Get(wire.HeaderKeySignature); sig != "" {
-			if err := wire.VerifyKeySignature(pub, sig, bearer(r), r.Header.Get(wire.HeaderHostID), time.Now()); err != nil {
+	signed := false // the request's signature shows the agent holds the key
+	if sig := r.Header.Get(wire.HeaderKeySignature); sig != "" && (!prove || pinned.HostKey == "") {
+		if err := wire.VerifyKeySignature(pub, sig, bearer(r), r.Header.Get(wire.HeaderHostID), time.Now()); err != nil {
+			if prove {
 				s.logSpell(log, hostID, spellKeySignature, "agent's key signature not accepted; asking for an SSH key exchange instead", "presented", ssh.FingerprintSHA256(pub), "err", err)
-			} else {
-				prove = false // proven: Enroll pins it below
 			}
+		} else {
+			signed = true
+			prove = false // proven: Enroll pins it below
 		}
+	}
+	if !prove && !signed {
+		// The pinned key, unproven: anyone with the agent token can name
+		// it (callers, who check it end to end, are safe), so what the
+		// request says of the host is not stored: the stored kind and
+		// info stay, until an agent that signs (every agent since
+		// 76bb8a8) connects.
+		enrollment.Info = nil
 	}
 	if !prove && r.Header.Get(wire.HeaderStandby) == wire.StandbyOn && s.tunnels.Connected(hostID) {
 		// The key is the pinned one (a mismatch is said first), and

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -338,5 +339,60 @@ func TestAgentCannotClaimSandboxKind(t *testing.T) {
 	}
 	if h, err := e.store.Host(e.ctx, "h2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after a claim of kind docker, host h2 is %+v (%v), want none", h, err)
+	}
+}
+
+// TestUnprovenAgentStoresNoInfo: a request that names the host's pinned
+// key without showing it holds it (no key signature) gets its tunnel, as
+// before, but what it says of the host (kind, OS, home, workspace) is not
+// stored: the pinned key is public, and the holder of the agent token
+// alone rewrote the info /v1/hosts publishes and callers read (found by
+// the hostile33 audit). An agent that signs updates it.
+func TestUnprovenAgentStoresNoInfo(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token(store.RoleAgent, "h1")
+	signer, key := newKey(t)
+	first := hostgate.Info{Kind: "machine", OS: "linux", Home: "/home/build", Workspace: "/home/build"}
+	a, err := e.dialAgent(tok, key, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+	info := func() hostgate.Info {
+		t.Helper()
+		h, err := e.store.Host(e.ctx, "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var i hostgate.Info
+		if err := json.Unmarshal(h.Info, &i); err != nil {
+			t.Fatal(err)
+		}
+		i.Kind = h.Kind
+		return i
+	}
+
+	forged := hostgate.Info{Kind: "local", OS: "windows", Home: `C:\evil`, Workspace: "/etc"}
+	a, err = e.dialAgentSigner(tok, key, forged, nil) // no signer: it cannot sign
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+	if got := info(); got != first {
+		t.Errorf("an agent that did not show it holds the pinned key stored %+v, want %+v kept", got, first)
+	}
+
+	sig, err := wire.SignKey(signer, tok, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := hostgate.Info{Kind: "machine", OS: "linux", Home: "/home/ci", Workspace: "/srv/ci"}
+	a, err = e.dialAgentHeader(tok, key, next, signer, http.Header{wire.HeaderKeySignature: {sig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.close()
+	if got := info(); got != next {
+		t.Errorf("a signing agent's info was stored as %+v, want %+v", got, next)
 	}
 }

@@ -135,7 +135,26 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		// 76bb8a8) connects.
 		enrollment.Info = nil
 	}
-	if !prove && r.Header.Get(wire.HeaderStandby) == wire.StandbyOn && s.tunnels.Connected(hostID) {
+	// An unsigned connection (anyone with the agent token can name the
+	// pinned key) does not replace a tunnel whose agent signed, nor does
+	// a signed standby agent wait for an unsigned one: the holder of the
+	// token alone took the host from its agent, which then stood by for
+	// as long as the token's holder answered pings.
+	var live Tunnel
+	if s.tunnels.Connected(hostID) {
+		live = s.tunnels.tunnel(hostID)
+	}
+	livePT, _ := live.(*pendingTunnel)
+	liveSigned := live != nil && (livePT == nil || livePT.signed) // a sandbox's own tunnel is the gateway's
+	if !prove && !signed && liveSigned {
+		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
+		s.logSpell(log, hostID, spellUnsignedReplace, "agent connection not served: it names the pinned host key without showing it holds it (no valid "+wire.HeaderKeySignature+"), and an agent that showed it serves the host",
+			"presented", ssh.FingerprintSHA256(pub))
+		WriteError(w, http.StatusConflict, wire.CodeHostServed, wire.HostMessage(hostID,
+			"an agent that signed with the host key serves this host; this connection did not sign (an agent older than December 2026, or a clock more than 5 minutes off the gateway's), so it does not take the tunnel over and stands by"))
+		return
+	}
+	if !prove && r.Header.Get(wire.HeaderStandby) == wire.StandbyOn && live != nil && (liveSigned || !signed) {
 		// The key is the pinned one (a mismatch is said first), and
 		// another agent of this host serves it: this one stands by.
 		// Answered before Enroll, which a poll now and then need not
@@ -174,6 +193,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	pt := newPendingTunnel()
 	pt.remote = s.clientIP(r)
 	pt.noAgentFwd = noAgentFwd
+	pt.signed = signed
 	var (
 		result   string
 		ctx      context.Context

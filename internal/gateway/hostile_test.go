@@ -396,3 +396,54 @@ func TestUnprovenAgentStoresNoInfo(t *testing.T) {
 		t.Errorf("a signing agent's info was stored as %+v, want %+v", got, next)
 	}
 }
+
+// TestUnsignedAgentDoesNotTakeOverSignedTunnel: the holder of a host's
+// agent token alone (no host key; the pinned key is public) took the
+// host's tunnel from its agent by naming the pinned key, and the agent
+// then stood by, logging that another agent with its host key served
+// the host, for as long as the token's holder kept its tunnel (found by
+// the hostile33 audit against a real agent: a curl upgrade did it). Now
+// an unsigned connection is answered 409 host_served while a signed
+// agent serves; a signed standby agent takes the host back from an
+// unsigned one.
+func TestUnsignedAgentDoesNotTakeOverSignedTunnel(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token(store.RoleAgent, "h1")
+	signer, key := newKey(t)
+	info := hostgate.Info{Kind: "machine"}
+	signedHeader := func(extra ...string) http.Header {
+		t.Helper()
+		sig, err := wire.SignKey(signer, tok, "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{wire.HeaderKeySignature: {sig}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			h.Set(extra[i], extra[i+1])
+		}
+		return h
+	}
+	if _, err := e.dialAgentHeader(tok, key, info, signer, signedHeader()); err != nil {
+		t.Fatal(err)
+	}
+	serving := e.srv.tunnels.tunnel("h1")
+
+	_, err := e.dialAgentSigner(tok, key, info, nil)
+	var he *bytestream.HandshakeError
+	if err == nil || !errors.As(err, &he) || he.StatusCode != http.StatusConflict || !strings.Contains(he.Body, wire.CodeHostServed) {
+		t.Errorf("an unsigned connection naming the pinned key, while a signed agent serves: %v, want 409 %s", err, wire.CodeHostServed)
+	}
+	if got := e.srv.tunnels.tunnel("h1"); got != serving {
+		t.Fatal("an unsigned connection replaced the signed agent's tunnel")
+	}
+
+	// While only an unsigned one serves, a signed standby agent takes
+	// the host back.
+	e.srv.tunnels.tunnel("h1").(*pendingTunnel).signed = false
+	if _, err := e.dialAgentHeader(tok, key, info, signer, signedHeader(wire.HeaderStandby, wire.StandbyOn)); err != nil {
+		t.Fatalf("a signed standby agent, while an unsigned one serves: %v, want served", err)
+	}
+	if got := e.srv.tunnels.tunnel("h1"); got == serving {
+		t.Fatal("the signed standby agent did not take the tunnel over from the unsigned one")
+	}
+}

@@ -35,6 +35,10 @@ const spellKeySignature = "key_signature"
 // of the gateway's own sandboxes.
 const spellKindDocker = "kind_docker"
 
+// spellUnsignedReplace is logSpell's reason for an unsigned connection
+// that names the pinned key while a signed agent serves the host.
+const spellUnsignedReplace = "unsigned_replace"
+
 // refusals turns an agent's refusals into log lines: the first of a spell
 // in full, then a summary each refusalSummaryEvery while it goes on. An
 // agent with a wrong host key retries every 15-30 s for as long as it

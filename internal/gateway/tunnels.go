@@ -383,6 +383,10 @@ type pendingTunnel struct {
 	// before registration, so it is registered and replaced with the
 	// tunnel.
 	noAgentFwd bool
+	// signed: the agent's request carried a good key signature, so it
+	// holds the host key; an unsigned connection does not replace it. Set
+	// before registration.
+	signed bool
 
 	cause atomic.Pointer[error] // set before Close, by whoever ends the tunnel for a reason
 

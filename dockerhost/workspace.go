@@ -53,13 +53,23 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev 
 		_ = cmd.Process.Kill()
 	}
 	werr := cmd.Wait()
+	gitMsg := strings.TrimSpace(gitErr.String())
 	switch {
 	case errors.Is(err, errTarTooLarge):
 		return invalid("workspace.revision", "the revision's files do not fit in resources.diskBytes")
+	case werr != nil && gitMsg != "":
+		// git failed of itself (one Import killed says nothing): tar's
+		// error, "short read", is only the echo of its cut output, and
+		// was answered as the engine's failure.
+		if strings.Contains(gitMsg, "current working directory is untracked") {
+			// rev-parse found the repository in a parent directory.
+			return invalid("workspace.repositoryPath", "is a directory the git repository around it does not track: name the repository's top directory")
+		}
+		return fmt.Errorf("git archive: %w: %s", werr, gitMsg)
 	case err != nil:
 		return err
 	case werr != nil:
-		return fmt.Errorf("git archive: %w: %s", werr, strings.TrimSpace(gitErr.String()))
+		return fmt.Errorf("git archive: %w: %s", werr, gitMsg)
 	}
 	return nil
 }

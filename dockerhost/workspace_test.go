@@ -73,6 +73,9 @@ func testGitWorkspace(t *testing.T) {
 	git(t, repo, "add", "big")
 	git(t, repo, "commit", "-q", "-m", "big")
 
+	untracked := filepath.Join(repo, "untracked")
+	must(os.Mkdir(untracked, 0o755))
+
 	req := emptyReq(img, small())
 	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: v1[:12]}
 	ex := provision(t, h, req)
@@ -90,6 +93,10 @@ func testGitWorkspace(t *testing.T) {
 	}{
 		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "no-such-branch"}, "workspace.revision"},
 		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: t.TempDir(), Revision: "main"}, "workspace.repositoryPath"},
+		// A directory inside the repository that it does not track: git
+		// finds the repository above it, then git archive fails; that was
+		// answered as the engine's failure, tar's "short read".
+		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: untracked, Revision: v1}, "workspace.repositoryPath"},
 		{WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "main"}, "workspace.revision"}, // 9 MiB > 8 MiB disk
 	} {
 		req.Workspace = tc.ws

@@ -340,7 +340,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	if !set {
 		return // replaced or closing meanwhile
 	}
-	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub))
+	// keyShown: this connection showed it holds the host key (a
+	// signature, or the SSH proof of a key to pin). One that only named
+	// the pinned key may be anyone with the agent token, whose tunnel
+	// callers' host key checks refuse: the line said the same for both.
+	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub), "keyShown", signed || prove)
 	select {
 	case <-sess.CloseChan():
 	case <-pt.Done(): // replaced by a newer connection, or the registry closed

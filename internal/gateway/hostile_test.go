@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/internal/yamux"
 )
 
@@ -445,5 +448,37 @@ func TestUnsignedAgentDoesNotTakeOverSignedTunnel(t *testing.T) {
 	}
 	if got := e.srv.tunnels.tunnel("h1"); got == serving {
 		t.Fatal("the signed standby agent did not take the tunnel over from the unsigned one")
+	}
+}
+
+// TestTunnelUpSaysWhetherKeyShown: the "tunnel up" line says whether the
+// connection showed it holds the host key (keyShown): one that only named
+// the pinned key, which anyone with the agent token can, was logged as
+// the host's agent was (found by the hostile33 audit).
+func TestTunnelUpSaysWhetherKeyShown(t *testing.T) {
+	for _, signs := range []bool{false, true} {
+		t.Run(strconv.FormatBool(signs), func(t *testing.T) {
+			e := newEnv(t, nil)
+			var logs testenv.LogBuffer
+			e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+			tok := e.token(store.RoleAgent, "h")
+			signer, key := newKey(t)
+			e.pin("h", key)
+			h := http.Header{}
+			if signs {
+				sig, err := wire.SignKey(signer, tok, "", time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Set(wire.HeaderKeySignature, sig)
+			}
+			if _, err := e.dialAgentHeader(tok, key, hostgate.Info{Kind: "machine"}, signer, h); err != nil {
+				t.Fatal(err)
+			}
+			line := waitLogLine(t, &logs, "tunnel up")
+			if want := "keyShown=" + strconv.FormatBool(signs); !strings.Contains(line, want) {
+				t.Errorf("tunnel up line:\n%s\nwant it to hold %s", line, want)
+			}
+		})
 	}
 }

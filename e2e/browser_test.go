@@ -154,6 +154,57 @@ func TestBrowserPreview(t *testing.T) {
 	runBrowser(t, "preview.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_PREVIEW_URL="+preview)
 }
 
+// TestBrowserPreviewPathForm opens a preview by its path form,
+// /preview/local/{port}/, logged in on the gateway, and checks that the
+// page runs whole: module scripts, a stylesheet, an image and its own
+// fetch load. In the path form the page runs sandboxed in an opaque
+// origin, so none of its requests carry the session: a Vite page opened
+// there stayed blank. The browser now goes on to the subdomain form.
+func TestBrowserPreviewPathForm(t *testing.T) {
+	d := startDev(t)
+	port := moduleDevServer(t)
+	p := strconv.Itoa(port)
+	runBrowser(t, "pathform.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin,
+		"HOSTGATE_PATH_URL="+d.url+"/preview/local/"+p+"/",
+		"HOSTGATE_SUBDOMAIN_ORIGIN=http://"+p+"--local.localhost:"+d.port)
+}
+
+// moduleDevServer is a dev server on this machine's loopback whose page
+// loads as a Vite page does: module scripts that import others, a
+// stylesheet, an image, and a fetch to its own server, all by relative
+// URLs (so the path form's prefix is kept).
+func moduleDevServer(t testing.TB) int {
+	files := map[string]struct{ typ, body string }{
+		"/": {"text/html", `<!doctype html><title>module dev server</title><link rel="stylesheet" href="style.css">
+<h1 id="title">module dev server</h1><p id="mod">waiting</p><p id="api">waiting</p><img id="logo" src="logo.svg">
+<script type="module" src="./main.js"></script>`},
+		"/main.js": {"text/javascript", `import { dep } from "./dep.js";
+document.getElementById("mod").textContent = "module ran: " + dep;
+fetch("api/ping").then((r) => r.text()).then((t) => { document.getElementById("api").textContent = "api: " + t; },
+  (e) => { document.getElementById("api").textContent = "api failed: " + e; });`},
+		"/dep.js":    {"text/javascript", `export const dep = "dep";`},
+		"/style.css": {"text/css", `h1 { color: rgb(10, 20, 30); }`},
+		"/logo.svg":  {"image/svg+xml", `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>`},
+		"/api/ping":  {"text/plain", "pong"},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", f.typ)
+		fmt.Fprint(w, f.body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // devServer is a dev server on this machine's loopback: a page whose script
 // opens a WebSocket back to its own origin and shows the echo.
 func devServer(t testing.TB) int {

@@ -127,6 +127,18 @@ func SubdomainCarries(hostID string) bool {
 	return ok && strings.EqualFold(id, hostID) && !strings.Contains(hostID, "_")
 }
 
+// ParsePreviewPath reads a path-form preview's escaped path
+// ("{prefix}{host}/{port}/{rest}"): the host id, the port and the escaped
+// path the dev server gets (starting with "/"), and whether escaped is one.
+// A path without the slash after the port is not: the preview redirects it.
+func ParsePreviewPath(escaped, prefix string) (hostID string, port int, rest string, ok bool) {
+	t, err := parsePreviewPath(escaped, prefix)
+	if err != nil {
+		return "", 0, "", false
+	}
+	return t.hostID, t.port, t.rawPath, true
+}
+
 var errNoPreview = errors.New("forward: not a preview path")
 
 // parsePreviewPath reads "{prefix}{host}/{port}{rest}" from an escaped path.

@@ -716,6 +716,18 @@ func TestParseSubdomain(t *testing.T) {
 	}
 }
 
+func TestParsePreviewPath(t *testing.T) {
+	id, port, rest, ok := ParsePreviewPath("/preview/local/3000/a%2Fb/c", "/preview/")
+	if !ok || id != "local" || port != 3000 || rest != "/a%2Fb/c" {
+		t.Errorf("ParsePreviewPath = %q, %d, %q, %v; want local, 3000, /a%%2Fb/c", id, port, rest, ok)
+	}
+	for _, p := range []string{"/preview/local/3000", "/preview/local/03000/", "/preview/lo%2Fcal/3000/", "/other/local/3000/"} {
+		if id, port, rest, ok := ParsePreviewPath(p, "/preview/"); ok {
+			t.Errorf("ParsePreviewPath(%q) = %q, %d, %q; want no match", p, id, port, rest)
+		}
+	}
+}
+
 func FuzzPreviewRoute(f *testing.F) {
 	f.Add("3000--local.preview.localhost:80", "/preview/local/3000/a%2Fb")
 	f.Add("x", "/preview/a/1")

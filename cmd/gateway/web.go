@@ -249,7 +249,28 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		hc.Close()
 		return nil, err
 	}
-	mux.Handle("/preview/", preview)
+	// In the path form a browser gets the page alone: it runs sandboxed in
+	// an opaque origin, so every request it makes (module scripts, styles,
+	// images, fetch, hot reload) is cross-site, and the session cookie
+	// serves none of them (cookieUseAllowed). A Vite page opened there
+	// stayed blank. A viewer logged in here who opens it goes on to the
+	// subdomain form through the login flow instead, where the page runs
+	// whole; API clients, public-share viewers and hosts no subdomain
+	// reaches keep the path form.
+	mux.Handle("/preview/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.Config.PreviewDomain != "" && safeTopNavigation(r) && r.Header.Get("Authorization") == "" {
+			if hostID, port, rest, ok := forward.ParsePreviewPath(r.URL.EscapedPath(), "/preview/"); ok {
+				if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) && subdomainReaches(r.Context(), hostID) {
+					if r.URL.RawQuery != "" {
+						rest += "?" + r.URL.RawQuery
+					}
+					http.Redirect(w, r, "/preview-login?host="+url.QueryEscape(hostID)+"&port="+strconv.Itoa(port)+"&next="+url.QueryEscape(rest), http.StatusFound)
+					return
+				}
+			}
+		}
+		preview.ServeHTTP(w, r)
+	}))
 	srv.SetFront(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if s.Config.PreviewDomain != "" && preview.Match(r) && !strings.HasPrefix(r.URL.Path, "/preview/") {

@@ -666,3 +666,44 @@ func TestKillSignalNames(t *testing.T) {
 		t.Fatalf("Wait after Kill(SIGTERM): %v, want killed by TERM", err)
 	}
 }
+
+// TestDirectTCPIPLocalhost: a forwarded connection to "localhost" reaches
+// a server listening on ::1 alone, as a dev server started on localhost
+// does where the resolver puts ::1 first (Node 17 and later: Vite, Next),
+// and one on 127.0.0.1 alone; a closed port is refused as before. With
+// the resolver's answer alone, an /etc/hosts without the ::1 line (this
+// machine's) left the ::1 server unreachable: previews of a Vite server
+// said nothing answered.
+func TestDirectTCPIPLocalhost(t *testing.T) {
+	t.Parallel()
+	ln6, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	_ = ln6.Close()
+	ts := srvStartServer(t, nil)
+	c := connectEmbedded(t, ts)
+	ctx := testCtx(t)
+	for _, listen := range []string{"[::1]:0", "127.0.0.1:0"} {
+		addr := srvStartEchoOn(t, listen)
+		_, port, _ := net.SplitHostPort(addr)
+		for _, early := range []bool{false, true} {
+			dial := c.Dial
+			if early {
+				dial = c.DialEarly
+			}
+			conn, err := dial(ctx, "tcp", net.JoinHostPort("localhost", port))
+			if err != nil {
+				t.Fatalf("dial localhost:%s (server on %s, early %v): %v", port, addr, early, err)
+			}
+			if err := srvEchoCheck(conn, 4096); err != nil {
+				t.Errorf("localhost:%s (server on %s, early %v): %v", port, addr, early, err)
+			}
+			_ = conn.Close()
+		}
+	}
+	_, port, _ := net.SplitHostPort(testenv.RefusedAddr(t))
+	if _, err := c.Dial(ctx, "tcp", net.JoinHostPort("localhost", port)); !errors.Is(err, hostgate.ErrConnectFailed) {
+		t.Fatalf("dial of a closed port on localhost: %v, want ErrConnectFailed", err)
+	}
+}

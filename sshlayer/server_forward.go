@@ -81,7 +81,7 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log func() *slog.Logger) {
 	// usually local, and its four setsockopt calls are a tenth of the
 	// agent's syscalls for a short forwarded connection.
 	d := net.Dialer{KeepAlive: -1}
-	tc, err := d.DialContext(dctx, network, target)
+	tc, err := dialTarget(dctx, &d, network, target)
 	cancel()
 	if err != nil {
 		log().Info(nc.ChannelType()+" dial failed", "target", target, "err", err)
@@ -100,6 +100,29 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log func() *slog.Logger) {
 	// goroutines that refuse and drop them start only if one does.
 	ssh.DiscardLazily(ch, reqs)
 	_, _ = bicopy.Copy(c.ctx, ch, tc)
+}
+
+// dialTarget dials a forwarded connection's target. "localhost" is
+// loopback without asking the resolver (RFC 6761, as curl and browsers
+// do), 127.0.0.1 first and then ::1: a dev server started on "localhost"
+// listens on whichever address the host's resolver put first, which for
+// Node 17 and later (Vite, Next) is often ::1 alone, and a resolver that
+// knows only one of them (an /etc/hosts without the ::1 line) missed it.
+// Previews dial localhost for that reason. The error is the IPv4 dial's
+// (a refusal, usually), which is what the caller can act on.
+func dialTarget(ctx context.Context, d *net.Dialer, network, target string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(target)
+	if network != "tcp" || err != nil || !strings.EqualFold(host, "localhost") {
+		return d.DialContext(ctx, network, target)
+	}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", port))
+	if err == nil {
+		return c, nil
+	}
+	if c, err6 := d.DialContext(ctx, "tcp", net.JoinHostPort("::1", port)); err6 == nil {
+		return c, nil
+	}
+	return nil, err
 }
 
 // dialFailure is the reason a refused direct-tcpip open gives for a failed

@@ -73,7 +73,13 @@ func srvRunCmd(t testing.TB, c *ssh.Client, cmd string, stdin io.Reader) (string
 // srvStartEcho runs a loopback TCP echo server until the test ends.
 func srvStartEcho(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return srvStartEchoOn(t, "127.0.0.1:0")
+}
+
+// srvStartEchoOn is srvStartEcho listening on addr.
+func srvStartEchoOn(t testing.TB, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -261,5 +262,36 @@ func TestPreviewSubdomainHostCase(t *testing.T) {
 	res, _ = get("", "/preview-login?host=build.01&port="+p+"&next=/x", g.admin)
 	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusFound || loc != "/preview/build.01/"+p+"/x" {
 		t.Errorf("preview-login for build.01: %d %q, want the path form", res.StatusCode, loc)
+	}
+}
+
+// TestPreviewDevServerOnIPv6Loopback: a dev server listening on ::1 alone,
+// as Vite does when started on "localhost" where the host's resolver puts
+// ::1 first (Node 17 and later), is previewed like one on 127.0.0.1. The
+// preview dialed 127.0.0.1 only and answered 502 "Nothing answered on
+// port …" while the dev server ran.
+func TestPreviewDevServerOnIPv6Loopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, `<!doctype html><h1 id="title">on ::1</h1>`)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	req, _ := http.NewRequest("GET", g.url+"/preview/alpha/"+strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+g.admin)
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), "on ::1") {
+		t.Fatalf("preview of a dev server on [::1]: %d %.300s", res.StatusCode, b)
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/hostgate/hostgate/internal/redirect"
 )
 
-// DialFunc opens a connection to 127.0.0.1:port on the host hostID, through
+// DialFunc opens a connection to localhost:port on the host hostID, through
 // the host's tunnel. It should wrap ErrUnknownHost when no such host exists
 // and ErrHostUnavailable when the host is not connected, so the proxy can
 // tell those apart from a closed port.
@@ -589,7 +589,7 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	writeError(w, r, http.StatusBadGateway, "upstream_unavailable",
 		fmt.Sprintf("Nothing answered on port %d of host %s.", t.port, t.hostID),
-		fmt.Sprintf("Start your dev server on the host, listening on 127.0.0.1:%d (or 0.0.0.0:%d), then reload.", t.port, t.port))
+		fmt.Sprintf("Start your dev server on the host, listening on localhost:%d (127.0.0.1, ::1 or all addresses), then reload.", t.port))
 }
 
 // nothingListens reports whether err is a connection to the port that

@@ -197,8 +197,11 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		}
 		// Early: the request goes behind the channel open, and a port
 		// nobody listens on fails the round trip, which the proxy answers
-		// with the same 502 page.
-		return c.DialEarly(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		// with the same 502 page. localhost, not 127.0.0.1: a dev server
+		// started on localhost may listen on ::1 alone (Vite under Node
+		// 17 and later, where the host's resolver puts ::1 first), and the
+		// agent dials localhost's 127.0.0.1, then its ::1.
+		return c.DialEarly(ctx, "tcp", net.JoinHostPort("localhost", strconv.Itoa(port)))
 	}, &forward.PreviewConfig{
 		Domain:      s.Config.PreviewDomain,
 		Shares:      shares,

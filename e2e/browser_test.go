@@ -169,6 +169,19 @@ func TestBrowserPreviewPathForm(t *testing.T) {
 		"HOSTGATE_SUBDOMAIN_ORIGIN=http://"+p+"--local.localhost:"+d.port)
 }
 
+// TestBrowserPreviewLoginOnTheWay: a browser that is not logged in opens a
+// subdomain preview, is sent to the gateway's login page, enters the token
+// and lands on the preview at the path it asked for. The login page's CSP
+// (form-action 'self') also held the login form's redirects, so the one to
+// the preview's origin was blocked and the person stayed on the login
+// page with nothing said.
+func TestBrowserPreviewLoginOnTheWay(t *testing.T) {
+	d := startDev(t)
+	port := moduleDevServer(t)
+	runBrowser(t, "previewlogin.mjs", "HOSTGATE_TOKEN="+d.admin,
+		"HOSTGATE_PREVIEW_URL=http://"+strconv.Itoa(port)+"--local.localhost:"+d.port+"/")
+}
+
 // moduleDevServer is a dev server on this machine's loopback whose page
 // loads as a Vite page does: module scripts that import others, a
 // stylesheet, an image, and a fetch to its own server, all by relative
@@ -192,7 +205,13 @@ fetch("api/ping").then((r) => r.text()).then((t) => { document.getElementById("a
 		t.Fatal(err)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, ok := files[r.URL.Path]
+		p := r.URL.Path
+		if rest, deep := strings.CutPrefix(p, "/deep/"); deep {
+			// The app again, one level down (a route of a single-page
+			// app): its relative URLs resolve there.
+			p = "/" + strings.TrimPrefix(rest, "page")
+		}
+		f, ok := files[p]
 		if !ok {
 			http.NotFound(w, r)
 			return

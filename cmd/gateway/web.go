@@ -67,7 +67,13 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	}
 	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
 
+	var formActions []string
+	if src := previewFormAction(s.Config.PreviewDomain); src != "" {
+		// The login flow of a subdomain preview ends there.
+		formActions = []string{src}
+	}
 	webui.New(webui.Config{
+		FormActions: formActions,
 		Login: func(r *http.Request, token string, ttl time.Duration) (string, time.Time, error) {
 			sec, sess, err := srv.StartSession(r, token, ttl)
 			switch {
@@ -340,6 +346,22 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	})
 
 	return func() { terms.Close(); preview.Close(); hc.Close() }, nil
+}
+
+// previewFormAction is the CSP source of every preview subdomain of domain,
+// on any port, or "" when there is no preview domain or it holds
+// characters no DNS name does (a CSP source must not carry them).
+func previewFormAction(domain string) string {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	if domain == "" {
+		return ""
+	}
+	for i := 0; i < len(domain); i++ {
+		if c := domain[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return ""
+		}
+	}
+	return "*." + domain + ":*"
 }
 
 // publicOriginPatterns is --public-url's host, port included, as an origin

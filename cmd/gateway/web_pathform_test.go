@@ -96,3 +96,20 @@ func TestPathFormNavigationGoesToSubdomain(t *testing.T) {
 		}
 	}
 }
+
+// The login page's form may lead to every preview subdomain, on any port;
+// a domain that a CSP source cannot carry adds nothing.
+func TestPreviewFormAction(t *testing.T) {
+	for domain, want := range map[string]string{
+		"":                   "",
+		"localhost":          "*.localhost:*",
+		"Preview.Example.":   "*.preview.example:*",
+		"preview.test; x *":  "",
+		"preview.test\tfoo":  "",
+		"xn--bcher-kva.test": "*.xn--bcher-kva.test:*",
+	} {
+		if got := previewFormAction(domain); got != want {
+			t.Errorf("previewFormAction(%q) = %q, want %q", domain, got, want)
+		}
+	}
+}

@@ -63,12 +63,20 @@ type Config struct {
 	SecureCookie bool
 	// SessionTTL is a session's longest lifetime; 0 means 12 hours.
 	SessionTTL time.Duration
+	// FormActions are CSP sources, besides the UI's own origin, where the
+	// login form's redirects may lead: the preview subdomains, where the
+	// login flow of a preview ends ("*.preview.example.com:*").
+	// Browsers hold a form submission's redirects to the page's
+	// form-action too, and with 'self' alone a person who logged in on
+	// the way to a subdomain preview stayed on the login page.
+	FormActions []string
 }
 
 // UI is the browser UI's handlers.
 type UI struct {
-	cfg    Config
-	assets fs.FS
+	cfg        Config
+	assets     fs.FS
+	formAction string // the pages' CSP form-action sources
 }
 
 // New returns the UI.
@@ -80,7 +88,7 @@ func New(cfg Config) *UI {
 		cfg.SessionTTL = 12 * time.Hour
 	}
 	sub, _ := fs.Sub(static, "static")
-	return &UI{cfg: cfg, assets: sub}
+	return &UI{cfg: cfg, assets: sub, formAction: strings.Join(append([]string{"'self'"}, cfg.FormActions...), " ")}
 }
 
 // Register adds the UI's routes to mux: "/", "/login", "/logout",
@@ -130,7 +138,7 @@ func (u *UI) servePage(name string) http.HandlerFunc {
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Cache-Control", "no-store")
 		// Only our own scripts, styles and sockets; no framing (clickjacking).
-		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action "+u.formAction)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")
 		_, _ = w.Write(b)

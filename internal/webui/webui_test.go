@@ -424,3 +424,27 @@ func TestLoginErrors(t *testing.T) {
 		t.Errorf("cookie of a session that ends in 10 minutes: max-age %d", ck.MaxAge)
 	}
 }
+
+// The login page lets its form's redirects end on the FormActions sources
+// (the preview subdomains the login flow leads to) besides its own origin:
+// browsers hold those redirects to form-action, and with 'self' alone the
+// one to a subdomain preview was blocked after a good login.
+func TestLoginPageFormAction(t *testing.T) {
+	for _, tc := range []struct {
+		actions []string
+		want    string
+	}{
+		{nil, "form-action 'self'"},
+		{[]string{"*.preview.test:*"}, "form-action 'self' *.preview.test:*"},
+	} {
+		ui := New(Config{FormActions: tc.actions})
+		mux := http.NewServeMux()
+		ui.Register(mux)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/login", nil))
+		csp := rec.Header().Get("Content-Security-Policy")
+		if !strings.HasSuffix(csp, "; "+tc.want) {
+			t.Errorf("FormActions %q: CSP %q, want it to end with %q", tc.actions, csp, tc.want)
+		}
+	}
+}

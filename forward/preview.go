@@ -523,6 +523,11 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 	// site, which holds the session and every preview's cookie in both
 	// forms. It would log the viewer out of the gateway.
 	resp.Header.Del("Clear-Site-Data")
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if rel, ok := upstreamRelative(loc, t.port); ok {
+			resp.Header.Set("Location", rel)
+		}
+	}
 	if t.prefix != "" {
 		// Absolute-path redirects from the dev server stay inside the
 		// preview.
@@ -537,6 +542,34 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		hostOnlyCookies(resp.Header)
 	}
 	return nil
+}
+
+// upstreamRelative turns a redirect to the dev server's own address (the
+// Host the proxy sent it, "localhost:{port}", or its loopback address)
+// into a path on the preview, as nginx's proxy_redirect default does.
+// Servers that build absolute redirects from the Host header (Spring
+// Security's login redirect, older Tomcats) otherwise sent the browser to
+// localhost on the viewer's own machine.
+func upstreamRelative(loc string, port int) (string, bool) {
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.User != nil {
+		return "", false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "localhost", "127.0.0.1", "::1":
+	default:
+		return "", false
+	}
+	p := u.Port()
+	if p == "" {
+		p = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if p != strconv.Itoa(port) {
+		return "", false
+	}
+	rel := &url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery, ForceQuery: u.ForceQuery, Fragment: u.Fragment, RawFragment: u.RawFragment}
+	// One leading slash: "//name" would be another host's address.
+	return "/" + strings.TrimLeft(rel.String(), "/"), true
 }
 
 // dialTarget is the transport's DialContext: addr is "{host}:{port}" from

@@ -1132,3 +1132,48 @@ func TestPreviewSmallResponseIsOneWrite(t *testing.T) {
 		t.Fatalf("%d small responses took %d writes to the client; want one each", n, got)
 	}
 }
+
+// TestPreviewRedirectToUpstreamHost: a dev server that builds absolute
+// redirects from the Host header the proxy sent it ("localhost:{port}",
+// as Spring Security's login redirect and older Tomcats do) keeps the
+// browser in the preview: the Location becomes a path there, in both
+// forms. It sent the browser to localhost on the viewer's own machine.
+// Redirects to anywhere else pass unchanged.
+func TestPreviewRedirectToUpstreamHost(t *testing.T) {
+	ctx := testCtx(t)
+	var devPort atomic.Int64 // set once the dev server listens
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		port := strconv.FormatInt(devPort.Load(), 10)
+		to := map[string]string{
+			"/host":     "http://" + r.Host + "/login?next=%2Fapp#top",
+			"/loopback": "http://127.0.0.1:" + port + "/landing",
+			"/v6":       "http://[::1]:" + port,
+			"/double":   "http://" + r.Host + "//evil.example/x",
+			"/other":    "http://localhost:1/elsewhere",
+			"/away":     "https://example.com/x",
+		}[r.URL.Path]
+		http.Redirect(w, r, to, http.StatusFound)
+	}), nil)
+	devPort.Store(int64(e.devPort))
+	for _, tc := range []struct{ path, want string }{
+		{"/host", "/login?next=%2Fapp#top"},
+		{"/loopback", "/landing"},
+		{"/v6", "/"},
+		{"/double", "/evil.example/x"},
+		{"/other", "http://localhost:1/elsewhere"},
+		{"/away", "https://example.com/x"},
+	} {
+		resp, _ := do(t, e.subReq(t, ctx, "GET", tc.path, nil))
+		if loc := resp.Header.Get("Location"); loc != tc.want {
+			t.Errorf("subdomain %s: Location %q, want %q", tc.path, loc, tc.want)
+		}
+		want := tc.want
+		if strings.HasPrefix(want, "/") {
+			want = fmt.Sprintf("/preview/dev/%d%s", e.devPort, want)
+		}
+		resp, _ = get(t, ctx, e.pathURL(tc.path))
+		if loc := resp.Header.Get("Location"); loc != want {
+			t.Errorf("path form %s: Location %q, want %q", tc.path, loc, want)
+		}
+	}
+}

@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,9 +36,10 @@ var (
 	devTokenRE = regexp.MustCompile(`admin token:\s+(\S+)`)
 )
 
-func startDev(t testing.TB) *devGateway {
+func startDev(t testing.TB, extra ...string) *devGateway {
 	t.Helper()
-	p := start(t, "gateway dev", bin.gateway, nil, "dev", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--docker", "off")
+	args := append([]string{"dev", "--listen", "127.0.0.1:0", "--state-dir", t.TempDir(), "--docker", "off"}, extra...)
+	p := start(t, "gateway dev", bin.gateway, nil, args...)
 	url := p.waitFor(devURLRE, 60*time.Second)[1]
 	tok := p.waitFor(devTokenRE, 10*time.Second)[1]
 	_, port, _ := net.SplitHostPort(url[len("http://"):])
@@ -180,6 +183,73 @@ func TestBrowserPreviewLoginOnTheWay(t *testing.T) {
 	port := moduleDevServer(t)
 	runBrowser(t, "previewlogin.mjs", "HOSTGATE_TOKEN="+d.admin,
 		"HOSTGATE_PREVIEW_URL=http://"+strconv.Itoa(port)+"--local.localhost:"+d.port+"/")
+}
+
+// TestBrowserPreviewCallsSiblingPort: a dev frontend's page, previewed on
+// one port, POSTs JSON to its backend's preview on another port of the
+// same host, as a logged-in viewer. The browser sends a CORS preflight
+// first, without cookies, and the preview refused it 401, so the call
+// failed however logged in the viewer was. The preview domain is a real
+// name (mapped to loopback in Chromium): under *.localhost every preview
+// is a site of its own and no cookie rides across ports at all.
+func TestBrowserPreviewCallsSiblingPort(t *testing.T) {
+	d := startDev(t, "--preview-domain", "preview.test")
+	front := siblingFrontend(t)
+	back := siblingBackend(t)
+	origin := func(port int) string { return "http://" + strconv.Itoa(port) + "--local.preview.test:" + d.port }
+	runBrowser(t, "sibling.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin,
+		"HOSTGATE_RESOLVER_RULES=MAP *.preview.test 127.0.0.1",
+		"HOSTGATE_FRONT_URL="+origin(front)+"/?api="+url.QueryEscape(origin(back)+"/api/items"),
+		"HOSTGATE_BACK_URL="+origin(back)+"/")
+}
+
+// siblingFrontend serves a page that POSTs JSON, with credentials, to the
+// URL in its ?api= and shows the answer.
+func siblingFrontend(t testing.TB) int {
+	return serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>frontend</title><p id="api">waiting</p>
+<script type="module">
+const api = new URLSearchParams(location.search).get("api");
+try {
+  const r = await fetch(api, { method: "POST", credentials: "include", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ n: 42 }) });
+  document.getElementById("api").textContent = "api: " + r.status + " " + await r.text();
+} catch (e) {
+  document.getElementById("api").textContent = "api failed: " + e;
+}
+</script>`)
+	}))
+}
+
+// siblingBackend is an API that lets any origin read its answers (as a
+// dev backend configured for its frontend does) and echoes a JSON body.
+func siblingBackend(t testing.TB) int {
+	return serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" {
+			w.Header().Set("Access-Control-Allow-Origin", o)
+			w.Header().Set("Access-Control-Allow-Credentials", "true")
+		}
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprint(w, "backend")
+			return
+		}
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<10))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"posted":%s}`, b)
+	}))
+}
+
+// serveLoopback serves h on this machine's loopback until the test ends.
+func serveLoopback(t testing.TB, h http.Handler) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // moduleDevServer is a dev server on this machine's loopback whose page

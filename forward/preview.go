@@ -261,6 +261,9 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.redeem(w, r, t)
 			return
 		}
+		if p.siblingPreflight(w, r, t) {
+			return
+		}
 	} else {
 		var err error
 		t, err = parsePreviewPath(r.URL.EscapedPath(), p.cfg.PathPrefix)
@@ -342,6 +345,44 @@ func (p *Preview) resolve(w http.ResponseWriter, r *http.Request, t *target) boo
 		writeError(w, r, http.StatusServiceUnavailable, "unavailable", "Could not look this preview's host up.", "Try again shortly.")
 		return false
 	}
+}
+
+// siblingPreflight answers a CORS preflight sent from the preview of
+// another port of the same host (a dev frontend calling its backend: a
+// JSON POST, a request with an Authorization header of the app's own).
+// Browsers send preflights without cookies, so the preview's cookie cannot
+// authorize one and it was refused 401, which failed every such call
+// however logged in the viewer was. The preflight does not reach the dev
+// server; the request it clears carries the cookie, is authorized as any
+// other, and the dev server's answer still needs its own CORS headers for
+// the page to read it. A page of one host gains nothing on another: the
+// Origin must name this host.
+func (p *Preview) siblingPreflight(w http.ResponseWriter, r *http.Request, t target) bool {
+	method := r.Header.Get("Access-Control-Request-Method")
+	origin := r.Header.Get("Origin")
+	if r.Method != http.MethodOptions || method == "" || origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" {
+		return false
+	}
+	id, port, ok := parseSubdomain(u.Host, p.cfg.Domain)
+	if !ok || id != strings.ToLower(t.hostID) || port == t.port {
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Credentials", "true")
+	h.Set("Access-Control-Allow-Methods", method)
+	if hdrs := r.Header.Get("Access-Control-Request-Headers"); hdrs != "" {
+		h.Set("Access-Control-Allow-Headers", hdrs)
+	}
+	h.Set("Access-Control-Max-Age", "600")
+	h.Set("Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+	return true
 }
 
 func (p *Preview) takeShared(hostID string) bool {

@@ -1177,3 +1177,59 @@ func TestPreviewRedirectToUpstreamHost(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewSiblingPreflight: a CORS preflight from the preview of
+// another port of the same host is answered by the preview (browsers send
+// preflights without cookies, so none could be authorized: a frontend's
+// JSON POST to its backend's port failed however logged in the viewer
+// was); the dev server never sees it. Preflights from another host's
+// preview, from the same origin, without a requested method, or in the
+// path form go on as before (private: 401 here).
+func TestPreviewSiblingPreflight(t *testing.T) {
+	ctx := testCtx(t)
+	var reached atomic.Int32
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }),
+		&PreviewConfig{Authorize: func(*http.Request, string, int) (bool, string, error) { return false, "", nil }})
+	_, gwPort, _ := net.SplitHostPort(e.gw.Listener.Addr().String())
+	sibling := "http://" + SubdomainHost("dev", 5173, testDomain) + ":" + gwPort
+	preflight := func(req *http.Request, origin, method string) *http.Response {
+		req.Header.Set("Origin", origin)
+		if method != "" {
+			req.Header.Set("Access-Control-Request-Method", method)
+		}
+		req.Header.Set("Access-Control-Request-Headers", "content-type,x-app")
+		resp, _ := do(t, req)
+		return resp
+	}
+
+	resp := preflight(e.subReq(t, ctx, http.MethodOptions, "/api/items", nil), sibling, "POST")
+	h := resp.Header
+	if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != sibling ||
+		h.Get("Access-Control-Allow-Credentials") != "true" || h.Get("Access-Control-Allow-Methods") != "POST" ||
+		h.Get("Access-Control-Allow-Headers") != "content-type,x-app" {
+		t.Fatalf("sibling preflight: %d %v, want 204 allowing %s with credentials, POST, content-type,x-app", resp.StatusCode, h, sibling)
+	}
+
+	for _, tc := range []struct {
+		name, origin, method string
+		path                 bool
+	}{
+		{"another host's preview", "http://" + SubdomainHost("evil", 5173, testDomain) + ":" + gwPort, "POST", false},
+		{"same origin", "http://" + e.subHost(), "POST", false},
+		{"not a preflight", sibling, "", false},
+		{"a foreign site", "https://example.com", "POST", false},
+		{"path form", sibling, "POST", true},
+	} {
+		req := e.subReq(t, ctx, http.MethodOptions, "/api/items", nil)
+		if tc.path {
+			req = mustReq(t, ctx, e.pathURL("/api/items"))
+			req.Method = http.MethodOptions
+		}
+		if resp := preflight(req, tc.origin, tc.method); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s: %d, ACAO %q; want 401 without CORS headers", tc.name, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the dev server saw %d requests; want none", n)
+	}
+}

@@ -12,6 +12,8 @@ export async function launch() {
     args: [
       "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync",
+      // A preview domain other than localhost, mapped to loopback.
+      ...(process.env.HOSTGATE_RESOLVER_RULES ? ["--host-resolver-rules=" + process.env.HOSTGATE_RESOLVER_RULES] : []),
     ],
   });
 }

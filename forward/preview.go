@@ -359,16 +359,11 @@ func (p *Preview) resolve(w http.ResponseWriter, r *http.Request, t *target) boo
 // Origin must name this host.
 func (p *Preview) siblingPreflight(w http.ResponseWriter, r *http.Request, t target) bool {
 	method := r.Header.Get("Access-Control-Request-Method")
-	origin := r.Header.Get("Origin")
-	if r.Method != http.MethodOptions || method == "" || origin == "" {
+	if r.Method != http.MethodOptions || method == "" {
 		return false
 	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Scheme != "http" && u.Scheme != "https" {
-		return false
-	}
-	id, port, ok := parseSubdomain(u.Host, p.cfg.Domain)
-	if !ok || id != strings.ToLower(t.hostID) || port == t.port {
+	origin, ok := p.siblingOrigin(r, t)
+	if !ok {
 		return false
 	}
 	h := w.Header()
@@ -383,6 +378,24 @@ func (p *Preview) siblingPreflight(w http.ResponseWriter, r *http.Request, t tar
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 	return true
+}
+
+// siblingOrigin returns r's Origin when it is the subdomain preview of
+// another port of t's host, and t is a subdomain-form request too.
+func (p *Preview) siblingOrigin(r *http.Request, t target) (string, bool) {
+	origin := r.Header.Get("Origin")
+	if t.prefix != "" || origin == "" {
+		return "", false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" {
+		return "", false
+	}
+	id, port, ok := parseSubdomain(u.Host, p.cfg.Domain)
+	if !ok || id != strings.ToLower(t.hostID) || port == t.port {
+		return "", false
+	}
+	return origin, true
 }
 
 func (p *Preview) takeShared(hostID string) bool {
@@ -448,8 +461,18 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 		http.Redirect(w, r, login, http.StatusFound)
 		return false, false
 	}
-	writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.",
-		fmt.Sprintf("Port %d of host %s is private.", t.port, t.hostID))
+	hint := fmt.Sprintf("Port %d of host %s is private.", t.port, t.hostID)
+	if origin, ok := p.siblingOrigin(r, t); ok {
+		// A page on another port of this host calls this one before the
+		// viewer logged in here: let it read why, and say how.
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Credentials", "true")
+		h.Add("Vary", "Origin")
+		scheme, _, _ := strings.Cut(origin, "://") // the sibling's: the same deployment's
+		hint += " A page on another port calls it with the viewer's login for this port's preview: open " + scheme + "://" + r.Host + "/ once to log in there."
+	}
+	writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.", hint)
 	return false, false
 }
 

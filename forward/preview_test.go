@@ -1216,7 +1216,6 @@ func TestPreviewSiblingPreflight(t *testing.T) {
 	}{
 		{"another host's preview", "http://" + SubdomainHost("evil", 5173, testDomain) + ":" + gwPort, "POST", false},
 		{"same origin", "http://" + e.subHost(), "POST", false},
-		{"not a preflight", sibling, "", false},
 		{"a foreign site", "https://example.com", "POST", false},
 		{"path form", sibling, "POST", true},
 	} {
@@ -1231,5 +1230,39 @@ func TestPreviewSiblingPreflight(t *testing.T) {
 	}
 	if n := reached.Load(); n != 0 {
 		t.Errorf("the dev server saw %d requests; want none", n)
+	}
+}
+
+// TestPreviewSiblingUnauthorizedReadable: a call from another port's
+// preview of the same host, before the viewer logged in on this port,
+// gets its 401 with CORS headers for that origin, and the message says
+// which preview to open: the page saw only an opaque CORS failure. Other
+// origins' 401s stay without CORS headers.
+func TestPreviewSiblingUnauthorizedReadable(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}),
+		&PreviewConfig{Authorize: func(*http.Request, string, int) (bool, string, error) { return false, "", nil }})
+	_, gwPort, _ := net.SplitHostPort(e.gw.Listener.Addr().String())
+	sibling := "http://" + SubdomainHost("dev", 5173, testDomain) + ":" + gwPort
+	req := e.subReq(t, ctx, http.MethodGet, "/api/items", nil)
+	req.Header.Set("Origin", sibling)
+	resp, body := do(t, req)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Access-Control-Allow-Origin") != sibling ||
+		resp.Header.Get("Access-Control-Allow-Credentials") != "true" || !strings.Contains(body, "open http://"+e.subHost()+"/ once") {
+		t.Fatalf("sibling call before login: %d, ACAO %q, ACAC %q, %s; want 401 readable by %s naming http://%s/",
+			resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Credentials"), body, sibling, e.subHost())
+	}
+	for _, origin := range []string{"http://" + SubdomainHost("evil", 5173, testDomain) + ":" + gwPort, "https://example.com"} {
+		req := e.subReq(t, ctx, http.MethodGet, "/api/items", nil)
+		req.Header.Set("Origin", origin)
+		if resp, _ := do(t, req); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("call from %s: %d, ACAO %q; want 401 without CORS headers", origin, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	// The path form runs sandboxed: no CORS there.
+	req = mustReq(t, ctx, e.pathURL("/api/items"))
+	req.Header.Set("Origin", sibling)
+	if resp, _ := do(t, req); resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("path form: ACAO %q, want none", resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 }

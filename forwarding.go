@@ -29,7 +29,9 @@ type Forwarding struct {
 
 	conns    atomic.Int64
 	active   atomic.Int64
-	bytesIn  atomic.Int64 // listener side → connect side
+	failed   atomic.Int64
+	lastFail atomic.Pointer[error] // the newest connect failure, named
+	bytesIn  atomic.Int64          // listener side → connect side
 	bytesOut atomic.Int64
 	done     chan struct{}
 	err      error // set before done closes
@@ -39,8 +41,12 @@ type Forwarding struct {
 type ForwardStats struct {
 	Connections int64 // accepted so far
 	Active      int64 // open now
-	BytesIn     int64 // from the listening side to the connecting side
-	BytesOut    int64
+	// Failed counts the accepted connections the far side could not
+	// connect on (nothing listens on the connect address, the host
+	// refused): each was closed at once. LastFailure says why.
+	Failed   int64
+	BytesIn  int64 // from the listening side to the connecting side
+	BytesOut int64
 }
 
 // Forward starts spec on the host. Where the host takes early data
@@ -123,9 +129,33 @@ func (fw *Forwarding) Spec() ForwardSpec { return fw.spec }
 // Stats returns the forward's counters.
 func (fw *Forwarding) Stats() ForwardStats {
 	return ForwardStats{
-		Connections: fw.conns.Load(), Active: fw.active.Load(),
+		Connections: fw.conns.Load(), Active: fw.active.Load(), Failed: fw.failed.Load(),
 		BytesIn: fw.bytesIn.Load(), BytesOut: fw.bytesOut.Load(),
 	}
+}
+
+// LastFailure is why the newest of the Failed connections failed, naming
+// the host and the connect address (errors.Is ErrConnectFailed), or nil.
+// A forwarded connection that fails is closed without a word to its
+// client (as `ssh -L` closes it, printing "open failed" to its stderr):
+// this is how a program learns that, say, its dev server is not up yet.
+func (fw *Forwarding) LastFailure() error {
+	if p := fw.lastFail.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// connectFailed counts a connection the far side could not connect on,
+// when err says so (ErrConnectFailed: a refused Dial, or an early dial's
+// refusal seen by its first Read or Write).
+func (fw *Forwarding) connectFailed(err error) {
+	if !errors.Is(err, ErrConnectFailed) {
+		return
+	}
+	fw.failed.Add(1)
+	named := nameErr(fw.host, fmt.Errorf("forward to %s: %w", fw.spec.Connect, err))
+	fw.lastFail.Store(&named)
 }
 
 // Done is closed when the forward has stopped and released everything.
@@ -194,10 +224,12 @@ func (fw *Forwarding) handle(c net.Conn) {
 	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(fw.ctx) })
 	fw.bytesIn.Add(n)
 	if err != nil {
+		fw.connectFailed(err)
 		_ = c.Close()
 		return
 	}
-	st, _ := bicopy.Copy(fw.ctx, c, t)
+	st, err := bicopy.Copy(fw.ctx, c, t)
+	fw.connectFailed(err)
 	fw.bytesIn.Add(st.AToB)
 	fw.bytesOut.Add(st.BToA)
 }

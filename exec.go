@@ -72,6 +72,12 @@ type ExecResult struct {
 // collected, without waiting past ctx for the host to report the end: a
 // host that stopped answering reports nothing until its connection is
 // given up on.
+//
+// The result is nil when the command never started (Spawn failed: no
+// connection, an empty argv, a session the host refused); once it started,
+// every return carries a result with what was collected, also beside an
+// error (ErrOutputLimit, ctx's, a connection lost mid-command), its
+// ExitCode then -1 unless the host reported one.
 func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
 	res, err := h.exec(ctx, argv, opts)
 	return res, h.named(err)

@@ -225,44 +225,12 @@ func TestForwardFailedDialClosesClient(t *testing.T) {
 // on (nothing listens on the connect address) is closed, as before, and
 // now counted in Stats().Failed with LastFailure saying why; the program
 // learned nothing before (a dev server not up yet looked like an empty
-// reply to its browser; found by the devserver33 audit). Over SSH to our
-// server the refusal comes after the client's request went out as early
-// data, as the error of a Read; over a plain forwarder, from Dial.
+// reply to its browser; found by the devserver33 audit). Over a plain
+// forwarder the refusal comes from Dial; over SSH to our server, after the
+// client's request went out as early data, as the error of a Read
+// (TestForwardCountsFailedConnectsOverSSH).
 func TestForwardCountsFailedConnects(t *testing.T) {
-	dead := testenv.RefusedAddr(t)
-	for name, h := range map[string]*hostgate.Host{"dial": forwardHost(t, &loopbackForwarder{}), "ssh early data": sshHost(t)} {
-		t.Run(name, func(t *testing.T) {
-			fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: dead})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				c, err := net.Dial("tcp", fw.Addr().String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
-					t.Fatal(err)
-				}
-				if b, err := io.ReadAll(c); len(b) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Errorf("a connection whose connect failed: read %q, %v; want it closed at once", b, err)
-				}
-				c.Close()
-			}
-			if err := fw.Close(); err != nil { // waits for every connection's end
-				t.Fatal(err)
-			}
-			st := fw.Stats()
-			if st.Connections != 2 || st.Failed != 2 {
-				t.Errorf("stats %+v, want 2 connections, 2 failed", st)
-			}
-			err = fw.LastFailure()
-			if !errors.Is(err, hostgate.ErrConnectFailed) || !strings.Contains(fmt.Sprint(err), "forward to "+dead) {
-				t.Errorf("LastFailure: %v, want ErrConnectFailed naming %s", err, dead)
-			}
-		})
-	}
+	checkFailedConnects(t, forwardHost(t, &loopbackForwarder{}))
 	// A forward whose connections succeed has none.
 	srv := startUpper(t)
 	fw, err := forwardHost(t, &loopbackForwarder{}).Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: srv.ln.Addr().String()})
@@ -273,6 +241,42 @@ func TestForwardCountsFailedConnects(t *testing.T) {
 	_ = fw.Close()
 	if st, err := fw.Stats(), fw.LastFailure(); st.Failed != 0 || err != nil {
 		t.Errorf("a forward that connected: Failed %d, LastFailure %v", st.Failed, err)
+	}
+}
+
+// checkFailedConnects forwards two connections through h to an address
+// that refuses them and checks that both are closed and counted.
+func checkFailedConnects(t *testing.T, h *hostgate.Host) {
+	t.Helper()
+	dead := testenv.RefusedAddr(t)
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c, err := net.Dial("tcp", fw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(c); len(b) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("a connection whose connect failed: read %q, %v; want it closed at once", b, err)
+		}
+		c.Close()
+	}
+	if err := fw.Close(); err != nil { // waits for every connection's end
+		t.Fatal(err)
+	}
+	st := fw.Stats()
+	if st.Connections != 2 || st.Failed != 2 {
+		t.Errorf("stats %+v, want 2 connections, 2 failed", st)
+	}
+	err = fw.LastFailure()
+	if !errors.Is(err, hostgate.ErrConnectFailed) || !strings.Contains(fmt.Sprint(err), "forward to "+dead) {
+		t.Errorf("LastFailure: %v, want ErrConnectFailed naming %s", err, dead)
 	}
 }
 

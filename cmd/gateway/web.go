@@ -136,7 +136,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			return srv.Live(ctx, tok, "pty", id)
 		},
 		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
-			c, _, err := hc.Dial(ctx, id, name)
+			c, lost, err := hc.DialLost(ctx, id, name)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -145,7 +145,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 				_ = c.Close()
 				return nil, nil, err
 			}
-			return p, func() { _ = c.Close() }, nil
+			return &terminalProcess{Process: p, lost: lost}, func() { _ = c.Close() }, nil
 		},
 		// The page's Origin is --public-url's, which behind a proxy that
 		// passes Host without its port (nginx's `proxy_set_header Host
@@ -362,6 +362,36 @@ func previewFormAction(domain string) string {
 		}
 	}
 	return "*." + domain + ":*"
+}
+
+// terminalProcess is a web terminal's shell: a Wait that failed because
+// the host's tunnel ended says so, and what the person can do, for the
+// page shows Wait's error.
+type terminalProcess struct {
+	hostgate.Process
+	lost func() error
+}
+
+func (p *terminalProcess) Wait() error {
+	err := p.Process.Wait()
+	var ee *hostgate.ExitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	if why := p.lost(); why != nil {
+		return fmt.Errorf("%w; its shell ended: reload the page for a new terminal", why)
+	}
+	return err
+}
+
+// Resize passes the page's size on: the embedded Process alone would hide
+// it from webterm.
+func (p *terminalProcess) Resize(cols, rows int) error {
+	rz, ok := p.Process.(hostgate.Resizer)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return rz.Resize(cols, rows)
 }
 
 // publicOriginPatterns is --public-url's host, port included, as an origin

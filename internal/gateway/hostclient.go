@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -102,30 +104,78 @@ func (hc *HostClients) forget(id string, c *sshlayer.Client) {
 // uses one per terminal), naming ctx's caller (WithCaller) to the host. The
 // caller closes it.
 func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Client, time.Time, error) {
+	c, validBefore, _, err := hc.dial(ctx, id, keyID)
+	return c, validBefore, err
+}
+
+// DialLost is Dial, with lost: once the connection has failed, lost says
+// why in words for a person when the host's tunnel ended under it (the
+// gateway is shutting down, the host's agent went or reconnected), and is
+// nil otherwise. The SSH connection itself reads only EOF: a web terminal
+// showed "sshlayer: process: sshlayer: connection lost: EOF" for each.
+func (hc *HostClients) DialLost(ctx context.Context, id, keyID string) (c *sshlayer.Client, lost func() error, err error) {
+	c, _, conn, err := hc.dial(ctx, id, keyID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() error { return hc.lost(id, conn) }, nil
+}
+
+// lost is why conn, a stream to host id, lost its host, if its tunnel
+// ended; nil while the tunnel lives. The words are relayEndReason's.
+func (hc *HostClients) lost(id string, conn net.Conn) error {
+	if errors.Is(context.Cause(hc.srv.ctx), ErrShuttingDown) {
+		// Before the tunnels close: the gateway's own end comes first.
+		return errors.New(wire.HostMessage(id, "the gateway is shutting down"))
+	}
+	t, ok := conn.(interface {
+		TunnelDone() <-chan struct{}
+		TunnelCause() error
+	})
+	if !ok {
+		return nil
+	}
+	select {
+	case <-t.TunnelDone():
+	default:
+		return nil
+	}
+	switch cause := t.TunnelCause(); {
+	case errors.Is(cause, ErrShuttingDown):
+		return errors.New(wire.HostMessage(id, "the gateway is shutting down"))
+	case errors.Is(cause, errReplaced):
+		return errors.New(wire.HostMessage(id, "its agent reconnected, ending the connection this ran over"))
+	case errors.Is(cause, ErrTokenRevoked):
+		return errors.New(wire.HostMessage(id, "its agent's token was revoked or expired"))
+	}
+	return errors.New(wire.HostMessage(id, "its agent disconnected from the gateway (stopped, restarted or lost its network)"))
+}
+
+func (hc *HostClients) dial(ctx context.Context, id, keyID string) (*sshlayer.Client, time.Time, net.Conn, error) {
 	h, err := hc.srv.store.Host(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, time.Time{}, fmt.Errorf("%w: %s", ErrUnknownHost, id)
+			return nil, time.Time{}, nil, fmt.Errorf("%w: %s", ErrUnknownHost, id)
 		}
-		return nil, time.Time{}, err
+		return nil, time.Time{}, nil, err
 	}
 	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("gateway: host %s has no pinned host key", id)
+		return nil, time.Time{}, nil, fmt.Errorf("gateway: host %s has no pinned host key", id)
 	}
 	// The gateway's own connections (a browser's terminal) forward no
 	// agent: their certificate does not permit it.
 	cert, err := hc.srv.ca.Sign(hc.key.Signer.PublicKey(), id, keyID, hc.srv.cfg.CertTTL, false)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, nil, err
 	}
 	certSigner, err := ssh.NewCertSigner(cert, hc.key.Signer)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, nil, err
 	}
 	conn, err := hc.srv.tunnels.Open(ctx, id)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, time.Time{}, nil, err
 	}
 	c, err := sshlayer.Connect(ctx, conn, sshlayer.Auth{
 		User:    "hostgate",
@@ -134,9 +184,9 @@ func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Cl
 	})
 	if err != nil {
 		_ = conn.Close()
-		return nil, time.Time{}, fmt.Errorf("gateway: ssh to host %s: %w", id, err)
+		return nil, time.Time{}, nil, fmt.Errorf("gateway: ssh to host %s: %w", id, err)
 	}
-	return c, time.Unix(int64(cert.ValidBefore), 0), nil
+	return c, time.Unix(int64(cert.ValidBefore), 0), conn, nil
 }
 
 // Close closes every shared client.

@@ -165,6 +165,7 @@ func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
 		if err := p.sess.RequestPty(term, rows, cols, modes); err != nil {
 			return fmt.Errorf("request pty: %w", err)
 		}
+		p.sess.SetWindowLimit(ptyWindow)
 	}
 	if err := p.sess.Start(line); err != nil {
 		if p.c.usable() == nil && strings.HasPrefix(err.Error(), "ssh: command ") {
@@ -175,6 +176,16 @@ func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
 	}
 	return nil
 }
+
+// ptyWindow bounds what a terminal's host may print ahead of what its
+// reader has taken: the channel's initial window, which it keeps rather
+// than growing to 8 MiB as a bulk channel does. A terminal is read by a
+// person's screen, whose reader may fall behind for good (the web
+// terminal holds its output at the page's pace): what the window holds
+// when they press Ctrl-C is still drawn before the prompt comes back, and
+// the gateway holds it meanwhile. Grown under a flood, 7.7 MiB of yes
+// arrived after a Ctrl-C (3.4 s of drawing in headless Chromium).
+const ptyWindow = 1 << 20
 
 // clientProcess is a command running in one SSH session.
 type clientProcess struct {

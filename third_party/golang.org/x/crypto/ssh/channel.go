@@ -244,6 +244,9 @@ type channel struct {
 	// the bytes read since it last grew.
 	myLimit uint32
 	myRead  uint32
+	// hostgate: maxLimit, when set (SetWindowLimit), is where myLimit
+	// stops growing, in place of channelWindowSize.
+	maxLimit uint32
 
 	// writeMu serializes calls to mux.conn.writePacket() and
 	// protects sentClose and packetPool. This mutex must be
@@ -551,6 +554,15 @@ func (ch *channel) handleData(packet []byte) error {
 	return nil
 }
 
+// setWindowLimit bounds the window this side grants to n bytes (at least
+// one packet): it grows no further, and a window granted past n shrinks to
+// it as the program reads (hostgate, see HOSTGATE.md).
+func (c *channel) setWindowLimit(n uint32) {
+	c.windowMu.Lock()
+	c.maxLimit = max(n, channelMaxPacket)
+	c.windowMu.Unlock()
+}
+
 // adjustWindow gives the peer back adj bytes the program has read;
 // drained says it has read everything that had come.
 func (c *channel) adjustWindow(adj uint32, drained bool) error {
@@ -559,6 +571,18 @@ func (c *channel) adjustWindow(adj uint32, drained bool) error {
 	// exceed the initial window setting, we don't worry about overflow.
 	c.myConsumed += adj
 	c.myRead += adj
+	ceiling := uint32(channelWindowSize)
+	if c.maxLimit != 0 {
+		ceiling = c.maxLimit
+	}
+	if c.myLimit > ceiling {
+		// hostgate: a window granted past the limit (before it was
+		// set) shrinks to it as the program reads: what was read past
+		// it is not given back.
+		cut := min(c.myLimit-ceiling, c.myConsumed)
+		c.myConsumed -= cut
+		c.myLimit -= cut
+	}
 	var sendAdj uint32
 	// hostgate: adjust once an eighth of the full window (1 MiB), or a
 	// quarter of the window granted now, has been read, not whenever
@@ -578,8 +602,8 @@ func (c *channel) adjustWindow(adj uint32, drained bool) error {
 		// One that stops reading stops it growing, so its channel
 		// buffers at most the window granted when it stopped: the
 		// initial one for a program that never reads.
-		if drained && c.myRead >= c.myLimit && c.myLimit < channelWindowSize {
-			grow := min(c.myLimit, channelWindowSize-c.myLimit)
+		if drained && c.myRead >= c.myLimit && c.myLimit < ceiling {
+			grow := min(c.myLimit, ceiling-c.myLimit)
 			c.myLimit += grow
 			c.myRead = 0
 			sendAdj += grow

@@ -153,6 +153,17 @@ func (s *Session) SendRequest(name string, wantReply bool, payload []byte) (bool
 	return s.ch.SendRequest(name, wantReply, payload)
 }
 
+// SetWindowLimit bounds what the peer may send ahead of what the program
+// has read on this session to n bytes: its window grows no further (it
+// grows up to 8 MiB by default), and one granted past n shrinks to n as
+// the program reads. hostgate: a terminal's output behind a slow reader
+// (a browser drawing it) waits on the host, not in this process.
+func (s *Session) SetWindowLimit(n uint32) {
+	if ch, ok := s.ch.(*channel); ok {
+		ch.setWindowLimit(n)
+	}
+}
+
 func (s *Session) Close() error {
 	return s.ch.Close()
 }

@@ -39,7 +39,7 @@ func TestTerminalSaysWhyItsHostWent(t *testing.T) {
 	g := startGateway(t, "")
 	ctx := testCtx(t, 3*time.Minute)
 	agentState := t.TempDir() // one host key for the agent's every start
-	const agentGone = "host alpha: its agent disconnected from the gateway (stopped, restarted or lost its network); its shell ended: reload the page for a new terminal"
+	const agentGone = "host alpha: its agent disconnected from the gateway; its shell ended: reload the page for a new terminal"
 	for _, c := range []struct {
 		name string
 		end  func(agent *proc)

@@ -358,7 +358,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), ErrTokenRevoked):
-		closeWithReason(ErrTokenRevoked)
+		// The callers on the tunnel are told too (TunnelCause), not
+		// only the agent.
+		closeWithCause(pt, ErrTokenRevoked)
 	case s.ctx.Err() != nil:
 		closeWithReason(ErrShuttingDown)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -121,34 +120,16 @@ func (hc *HostClients) DialLost(ctx context.Context, id, keyID string) (c *sshla
 	return c, func() error { return hc.lost(id, conn) }, nil
 }
 
-// lost is why conn, a stream to host id, lost its host, if its tunnel
-// ended; nil while the tunnel lives. The words are relayEndReason's.
+// lost is why conn, a stream to host id, lost its host, in
+// relayEndReason's words (the relays' close reasons): the gateway is
+// shutting down, or the host's tunnel ended (its agent went, reconnected
+// or was revoked; its execution ended). nil while neither.
 func (hc *HostClients) lost(id string, conn net.Conn) error {
-	if errors.Is(context.Cause(hc.srv.ctx), ErrShuttingDown) {
-		// Before the tunnels close: the gateway's own end comes first.
-		return errors.New(wire.HostMessage(id, "the gateway is shutting down"))
+	done, cause := tunnelOf(conn)
+	if _, reason := relayEndReason(hc.srv.ctx, done, cause, hc.srv.endedHost, id); reason != "" {
+		return errors.New(reason)
 	}
-	t, ok := conn.(interface {
-		TunnelDone() <-chan struct{}
-		TunnelCause() error
-	})
-	if !ok {
-		return nil
-	}
-	select {
-	case <-t.TunnelDone():
-	default:
-		return nil
-	}
-	switch cause := t.TunnelCause(); {
-	case errors.Is(cause, ErrShuttingDown):
-		return errors.New(wire.HostMessage(id, "the gateway is shutting down"))
-	case errors.Is(cause, errReplaced):
-		return errors.New(wire.HostMessage(id, "its agent reconnected, ending the connection this ran over"))
-	case errors.Is(cause, ErrTokenRevoked):
-		return errors.New(wire.HostMessage(id, "its agent's token was revoked or expired"))
-	}
-	return errors.New(wire.HostMessage(id, "its agent disconnected from the gateway (stopped, restarted or lost its network)"))
+	return nil
 }
 
 func (hc *HostClients) dial(ctx context.Context, id, keyID string) (*sshlayer.Client, time.Time, net.Conn, error) {

@@ -56,14 +56,7 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	log.Info("relay start")
 	ctx, done := s.live.add(s.ctx, tok, "ssh", id)
 	defer done()
-	var tunnelDone <-chan struct{}
-	if t, ok := stream.(interface{ TunnelDone() <-chan struct{} }); ok {
-		tunnelDone = t.TunnelDone()
-	}
-	tunnelCause := func() error { return nil }
-	if t, ok := stream.(interface{ TunnelCause() error }); ok {
-		tunnelCause = t.TunnelCause
-	}
+	tunnelDone, tunnelCause := tunnelOf(stream)
 	caller := &relayCaller{
 		countConn: countConn{Conn: ws,
 			in:  s.metrics.BytesRelayed.WithLabelValues(metrics.ToHost),
@@ -165,9 +158,14 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 	}
 	select {
 	case <-tunnelDone:
-		if errors.Is(tunnelCause(), errReplaced) {
+		switch cause := tunnelCause(); {
+		case errors.Is(cause, errReplaced):
 			// Not gone: the host is back on the newer connection.
 			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent reconnected, ending this session's tunnel; connect again")
+		case errors.Is(cause, ErrShuttingDown):
+			return bytestream.StatusServiceRestart, wire.HostMessage(id, "the gateway is shutting down; reconnect")
+		case errors.Is(cause, ErrTokenRevoked):
+			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent's token was revoked or expired")
 		}
 		if why := ended(id); why != "" {
 			return bytestream.StatusBadGateway, endedMessage(id, why)
@@ -176,6 +174,20 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 	default:
 		return 0, ""
 	}
+}
+
+// tunnelOf is what a stream opened by Registry.Open says of its tunnel:
+// a channel closed when the tunnel ends, and why it ended (nil while it
+// lives, or when nothing says). A stream of another Tunnels says nothing.
+func tunnelOf(stream net.Conn) (done <-chan struct{}, cause func() error) {
+	cause = func() error { return nil }
+	if t, ok := stream.(interface{ TunnelDone() <-chan struct{} }); ok {
+		done = t.TunnelDone()
+	}
+	if t, ok := stream.(interface{ TunnelCause() error }); ok {
+		cause = t.TunnelCause
+	}
+	return done, cause
 }
 
 // openError answers a failed Tunnels.Open.

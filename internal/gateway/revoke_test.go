@@ -62,10 +62,15 @@ func TestRevokedTokenEndsLiveSessions(t *testing.T) {
 	if ce := (*bytestream.CloseError)(nil); !errors.As(err, &ce) || ce.Reason != "host h: the agent's token was revoked or expired" {
 		t.Errorf("the revoked agent's tunnel ended with %v, want the gateway's word that its token was revoked", err)
 	}
-	// The tunnel carried the admin's session too: it ends with it.
+	// The tunnel carried the admin's session too: it ends with it, and
+	// says why (it said that the agent disconnected).
 	_ = kept.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := kept.Read(make([]byte, 1)); !cutOff(err) {
+	_, err = kept.Read(make([]byte, 1))
+	if !cutOff(err) {
 		t.Fatal("a session through the cut tunnel still reads")
+	}
+	if ce := (*bytestream.CloseError)(nil); !errors.As(err, &ce) || ce.Reason != "host h: its agent's token was revoked or expired" {
+		t.Errorf("a session through the revoked agent's tunnel ended with %v, want the gateway's word that the agent's token was revoked", err)
 	}
 }
 

@@ -77,7 +77,15 @@ func openTerminal(t *testing.T, ctx context.Context, g *gw, cookie *http.Cookie)
 	t.Helper()
 	hdr := http.Header{}
 	hdr.Set("Cookie", cookie.String())
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+"/v1/hosts/alpha/pty", &websocket.DialOptions{HTTPHeader: hdr})
+	return dialTerminal(t, ctx, g, "alpha", hdr)
+}
+
+// dialTerminal opens host id's web terminal with hdr's credentials and
+// waits until its shell answers: the answer, not the echo of what was
+// typed, proves the shell runs.
+func dialTerminal(t *testing.T, ctx context.Context, g *gw, id string, hdr http.Header) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+"/v1/hosts/"+id+"/pty", &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		t.Fatal(err)
 	}

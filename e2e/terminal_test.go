@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,19 +15,7 @@ func openBearerTerminal(t *testing.T, ctx context.Context, g *gw, id string) *we
 	t.Helper()
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+g.admin)
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+"/v1/hosts/"+id+"/pty", &websocket.DialOptions{HTTPHeader: hdr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ws.CloseNow() })
-	// The answer, not the echo of what was typed, proves the shell runs.
-	if err := ws.Write(ctx, websocket.MessageBinary, []byte("echo $((6*7))\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := readUntil(ctx, ws, "42"); err != nil {
-		t.Fatalf("terminal: %v", err)
-	}
-	return ws
+	return dialTerminal(t, ctx, g, id, hdr)
 }
 
 // TestTerminalSaysWhyItsHostWent: a web terminal whose host's tunnel ends

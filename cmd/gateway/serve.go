@@ -300,6 +300,9 @@ func openState(ctx context.Context, dir string, tightened func(store.TightenedFi
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}
+	if err := checkStateAccess(dir); err != nil {
+		return nil, nil, err
+	}
 	st, err := store.Open(ctx, filepath.Join(dir, dbFile))
 	if err != nil {
 		return nil, nil, err

@@ -46,8 +46,8 @@ func runBackup(ctx context.Context, sio stdio, args []string) error {
 }
 
 // backup copies the state dir's database (a consistent snapshot), CA key
-// and backupDirs into out, which must not exist or be empty; on failure it
-// leaves out as it found it. It reports how many files of backupDirs it
+// and backupDirs into out, which must not exist or be empty, as the state
+// dir's owner's (keepOwner); on failure it leaves out as it found it. It reports how many files of backupDirs it
 // copied.
 func backup(ctx context.Context, dir, out string) (n int, err error) {
 	db := filepath.Join(dir, dbFile)
@@ -101,6 +101,9 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 			return 0, err
 		}
 		n += c
+	}
+	if err := keepOwner(dir, out); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,9 +42,34 @@ func runBackup(ctx context.Context, sio stdio, args []string) error {
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	fmt.Fprintf(sio.out, "backed up %s to %s (%s, %s and %d files of %s); to restore, stop the gateway and start it with --state-dir %s (or copy it back)\n",
-		dir, out, dbFile, caKeyFile, n, strings.Join(backupDirs, ", "), out)
+	fmt.Fprintf(sio.out, "backed up %s to %s (%s, %s and %d files of %s); %s\n",
+		dir, out, dbFile, caKeyFile, n, strings.Join(backupDirs, ", "), restoreHint(dir, out))
 	return nil
+}
+
+// restoreHint says how to restore out, a backup of dir. In dir's place
+// (moved in whole: copied over the old files, the database would meet an
+// old -wal file, which SQLite would apply to it) it is the same gateway
+// in every way; at out's own path it is too, but for Docker, which knows
+// a gateway's executions by an owner named after its state dir's path: a
+// gateway restored there did not adopt the sandboxes that ran and
+// recorded them as ended, while they ran on under the old owner.
+func restoreHint(dir, out string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	hint := fmt.Sprintf("to restore, stop the gateway and put the backup in the state dir's place (mv %s %s.old && cp -a %s %s), then start it", abs, abs, out, abs)
+	ents, _ := os.ReadDir(filepath.Join(out, "execution-keys"))
+	if len(ents) == 0 {
+		return hint + " (or start it with --state-dir " + out + ")"
+	}
+	ran, left := fmt.Sprintf("the %d sandboxes that ran", len(ents)), "them running until their runtime ends"
+	if len(ents) == 1 {
+		ran, left = "the sandbox that ran", "it running until its runtime ends"
+	}
+	return fmt.Sprintf("%s: only there does it adopt %s (a gateway started with --state-dir %s is Docker executions owner %s, not %s, and leaves %s)",
+		hint, ran, out, owner(out), owner(dir), left)
 }
 
 // backup copies the state dir's database (a consistent snapshot), CA key
@@ -165,4 +192,16 @@ func syncFile(name string) error {
 		return err
 	}
 	return errors.Join(f.Sync(), f.Close())
+}
+
+// owner names this gateway's containers after its state directory, so
+// that gateways sharing an engine never adopt (or reap) each other's
+// executions, and a restarted gateway finds its own.
+func owner(stateDir string) string {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		abs = stateDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "hostgate-" + hex.EncodeToString(sum[:6])
 }

@@ -5,9 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -484,16 +482,4 @@ func elfInterpreter(f *elf.File) string {
 		return string(bytes.TrimRight(name, "\x00"))
 	}
 	return ""
-}
-
-// owner names this gateway's containers after its state directory, so
-// that gateways sharing an engine never adopt (or reap) each other's
-// executions, and a restarted gateway finds its own.
-func owner(stateDir string) string {
-	abs, err := filepath.Abs(stateDir)
-	if err != nil {
-		abs = stateDir
-	}
-	sum := sha256.Sum256([]byte(abs))
-	return "hostgate-" + hex.EncodeToString(sum[:6])
 }

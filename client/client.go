@@ -21,6 +21,7 @@ import (
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/tlshint"
 )
 
 // Client talks to one gateway with one token.
@@ -321,7 +322,7 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 			apiErr.named = id
 			err = &handshakeError{APIError: apiErr, he: he}
 		}
-		return nil, err
+		return nil, tlshint.Wrap(err)
 	}
 	return conn, nil
 }
@@ -390,9 +391,9 @@ func (c *Client) doLimit(ctx context.Context, hc *http.Client, limit int64, meth
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return err // `Get "https://gw/v1/hosts/box": dial tcp …` names the call already
+			return tlshint.Wrap(err) // `Get "https://gw/v1/hosts/box": dial tcp …` names the call already
 		}
-		return fmt.Errorf("client: %s %s: %w", method, path, err)
+		return fmt.Errorf("client: %s %s: %w", method, path, tlshint.Wrap(err))
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, limit+1))

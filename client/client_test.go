@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -236,5 +237,27 @@ func TestProxyAnswerForADownGatewaySaysSo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A gateway whose certificate no trusted CA signed (a private CA, the
+// README's TLS proxy) fails the client's calls and streams with the fix
+// named, as gateway proxy, gateway cert and the agent say it. Before, a
+// Go program got x509's "certificate signed by unknown authority" alone.
+func TestUntrustedGatewayCertificateNamesTheFix(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the client's refused handshakes
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Hosts(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), "private CA") {
+		t.Errorf("an API call to a gateway behind an untrusted certificate: %v; want the x509 error and the fix", err)
+	}
+	_, err = c.DialSSH(context.Background(), "h1")
+	if err == nil || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), "private CA") {
+		t.Errorf("a stream to a gateway behind an untrusted certificate: %v; want the x509 error and the fix", err)
 	}
 }

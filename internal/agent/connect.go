@@ -117,6 +117,11 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		if errors.Is(err, errReplaced) {
 			standby = true
 		}
+		if upAt.Load() != 0 {
+			c.downSince, c.failed = time.Now(), 0
+		} else {
+			c.failed++
+		}
 		if at := upAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > c.max {
 			// A tunnel that outlived the longest wait between attempts
 			// ended for a new reason, whatever it says; a shorter one
@@ -208,6 +213,14 @@ type connector struct {
 	// windDowns are the ended tunnels whose connections and commands are
 	// still winding down.
 	windDowns sync.WaitGroup
+	// downSince is when the last tunnel ended (zero before the first),
+	// and failed how many attempts failed since: the next "tunnel up"
+	// says how long the host was offline, which an operator restarting
+	// the gateway otherwise read off two lines' times, the first of them
+	// often hours back (failures are logged once). Set by Connect
+	// between attempts, read by the attempt's tunnelUp.
+	downSince time.Time
+	failed    int
 }
 
 func newConnector(cfg *ConnectConfig) (*connector, error) {
@@ -407,7 +420,11 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	var isUp atomic.Bool
 	tunnelUp := func() {
 		isUp.Store(true)
-		c.log.Info("tunnel up", "host", hostID, "version", buildinfo.Version())
+		args := []any{"host", hostID, "version", buildinfo.Version()}
+		if !c.downSince.IsZero() {
+			args = append(args, "offline", time.Since(c.downSince).Round(time.Millisecond), "failedAttempts", c.failed)
+		}
+		c.log.Info("tunnel up", args...)
 		up()
 		if c.cfg.OnTunnel != nil {
 			c.cfg.OnTunnel(hostID)

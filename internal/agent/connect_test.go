@@ -1242,3 +1242,32 @@ func TestConnectStopTellsTheGateway(t *testing.T) {
 		t.Errorf("the gateway logged the stopped agent's tunnel down with reason=%s err=%s, want that the agent stopped", m[1], m[2])
 	}
 }
+
+// After a tunnel ends (a gateway restart), the next "tunnel up" says how
+// long the host was offline and how many attempts failed meanwhile, which
+// the log otherwise left to two lines' times, the failure's logged once
+// and often long before. The first tunnel has nothing to say.
+func TestConnectTunnelUpSaysHowLongTheHostWasOffline(t *testing.T) {
+	g := newGW(t)
+	var logs syncBuffer
+	tunnels := runAgent(t, g.ctx, ConnectConfig{GatewayURL: g.ts.URL, Token: g.token(store.RoleAgent, "h1"), StateDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	waitTunnel(t, tunnels, "h1")
+	g.restart()
+	waitTunnel(t, tunnels, "h1")
+	var ups []string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `msg="tunnel up"`) {
+			ups = append(ups, l)
+		}
+	}
+	if len(ups) != 2 {
+		t.Fatalf("%d tunnel up lines, want 2:\n%s", len(ups), logs.String())
+	}
+	if strings.Contains(ups[0], "offline=") {
+		t.Errorf("the first tunnel up names an outage: %s", ups[0])
+	}
+	if !regexp.MustCompile(` offline=[0-9.]+[mµn]?s failedAttempts=[0-9]+`).MatchString(ups[1]) {
+		t.Errorf("the tunnel up after a restart does not say how long the host was offline and how many attempts failed: %s", ups[1])
+	}
+}

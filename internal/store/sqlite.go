@@ -84,6 +84,9 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	// restarts often may never reach.
 	if err := s.trimTombstones(ctx, maxTombstones); err != nil {
 		_ = s.Close()
+		if we := writeErr(path, err, true); we != err {
+			return nil, we
+		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	// A failed trim must not keep the gateway from starting (the log may
@@ -94,6 +97,9 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	// would keep the last sessions' rows.
 	if _, err := s.db.ExecContext(ctx, pruneSessions, ms(s.now())); err != nil {
 		_ = s.Close()
+		if we := writeErr(path, err, true); we != err {
+			return nil, we
+		}
 		return nil, fmt.Errorf("store: open %s: prune sessions: %w", path, err)
 	}
 	return s, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/metrics"
@@ -146,7 +147,16 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
-		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// The build, so that an upgrade shows in the scrape and a fleet's
+		// gateways can be told apart by it, as gateway version and the
+		// startup log tell it.
+		build := prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "build_info",
+			Help:        "Always 1; its version label is the gateway's build: commit, commit time and Go version (gateway version).",
+			ConstLabels: prometheus.Labels{"version": buildinfo.Version()},
+		})
+		build.Set(1)
+		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build)
 	}
 	return d
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
@@ -1293,6 +1294,8 @@ func TestMetricsExposed(t *testing.T) {
 		`hostgate_auth_failures_total{reason="unknown"} 1`,
 		"hostgate_relay_held_bytes 0",
 		"go_goroutines",
+		// The build: an upgrade shows in the scrape.
+		`hostgate_build_info{version="` + buildinfo.Version() + `"} 1`,
 	}
 	// The relay counts a chunk after writing it on, so the echo can be
 	// back before its last count (the test failed once under load):

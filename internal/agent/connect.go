@@ -202,6 +202,10 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// UserAgent is what the agent says it is when it connects: its build, as
+// agent version prints it.
+func UserAgent() string { return "hostgate-agent (" + buildinfo.Version() + ")" }
+
 type connector struct {
 	cfg      ConnectConfig
 	log      *slog.Logger
@@ -262,6 +266,9 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	c.header = http.Header{}
 	c.token = strings.TrimSpace(cfg.Token)
 	c.header.Set("Authorization", "Bearer "+cfg.Token)
+	// The build, for the gateway's tunnel up line (and a proxy's access
+	// log): in a rolling upgrade, which hosts run an old agent.
+	c.header.Set("User-Agent", UserAgent())
 	c.header.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(c.hostKey.PublicKey()))))
 	c.header.Set(wire.HeaderInfo, wire.EncodeInfo(info))
 	if cfg.HostID != "" {

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
@@ -1269,5 +1270,41 @@ func TestConnectTunnelUpSaysHowLongTheHostWasOffline(t *testing.T) {
 	}
 	if !regexp.MustCompile(` offline=[0-9.]+[mµn]?s failedAttempts=[0-9]+`).MatchString(ups[1]) {
 		t.Errorf("the tunnel up after a restart does not say how long the host was offline and how many attempts failed: %s", ups[1])
+	}
+}
+
+// The agent says its build as its connect request's User-Agent, which the
+// gateway's tunnel up line shows: in a rolling upgrade, which hosts run
+// an old agent. It said Go's "Go-http-client/1.1".
+func TestConnectSendsItsBuild(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.UserAgent():
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"no"}}`)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, &ConnectConfig{GatewayURL: srv.URL, Token: "hg_x", StateDir: t.TempDir()})
+	}()
+	var ua string
+	select {
+	case ua = <-got:
+	case <-ctx.Done():
+		t.Fatal("no connect request within 30 s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := "hostgate-agent (" + buildinfo.Version() + ")"; ua != want {
+		t.Errorf("User-Agent %q, want %q", ua, want)
 	}
 }

@@ -344,7 +344,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// signature, or the SSH proof of a key to pin). One that only named
 	// the pinned key may be anyone with the agent token, whose tunnel
 	// callers' host key checks refuse: the line said the same for both.
-	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub), "keyShown", signed || prove)
+	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub), "keyShown", signed || prove, "userAgent", userAgent(r))
 	select {
 	case <-sess.CloseChan():
 	case <-pt.Done(): // replaced by a newer connection, or the registry closed
@@ -609,4 +609,16 @@ func hostKeyAlgorithms(pub ssh.PublicKey) []string {
 		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
 	}
 	return []string{pub.Type()}
+}
+
+// userAgent is r's User-Agent, which a hostgate agent sets to its build
+// (agent.UserAgent), so that the tunnel up line shows which hosts run
+// which agent in a rolling upgrade; cut to a line's worth, as it is the
+// caller's to choose.
+func userAgent(r *http.Request) string {
+	ua := r.UserAgent()
+	if len(ua) > 200 {
+		ua = ua[:200] + "…"
+	}
+	return ua
 }

@@ -482,3 +482,25 @@ func TestTunnelUpSaysWhetherKeyShown(t *testing.T) {
 		})
 	}
 }
+
+// The tunnel up line names the agent's build, which an agent sends as its
+// User-Agent: in a rolling upgrade the gateway's log said which hosts
+// came back but not with which agent. A caller's own words are cut to a
+// line's worth.
+func TestTunnelUpNamesTheAgentBuild(t *testing.T) {
+	for ua, want := range map[string]string{
+		"hostgate-agent (3f1c2ab4d5e6 2026-12-02T06:40:00Z go1.26.0)": `userAgent="hostgate-agent (3f1c2ab4d5e6 2026-12-02T06:40:00Z go1.26.0)"`,
+		strings.Repeat("x", 5000):                                     `userAgent=` + strings.Repeat("x", 200) + `…`,
+	} {
+		e := newEnv(t, nil)
+		var logs testenv.LogBuffer
+		e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+		_, key := newKey(t)
+		if _, err := e.dialAgentHeader(e.token(store.RoleAgent, "h"), key, hostgate.Info{Kind: "machine"}, signerOf(key), http.Header{"User-Agent": {ua}}); err != nil {
+			t.Fatal(err)
+		}
+		if line := waitLogLine(t, &logs, "tunnel up"); !strings.HasSuffix(line, want) {
+			t.Errorf("tunnel up line:\n%s\nwant it to end with %s", line, want)
+		}
+	}
+}

@@ -133,9 +133,28 @@ type PreviewConfig struct {
 	// a channel on its host's SSH connection and two goroutines here.
 	// Default 1024.
 	MaxIdleConns int
+	// NavigationTimeout bounds how long a browser's page load (a GET or
+	// HEAD navigation: Sec-Fetch-Mode navigate, or text/html asked for
+	// without fetch metadata) waits for the dev server's response
+	// headers; past it the browser gets a 504 page naming the host and
+	// port instead of a tab that spins for as long as the dev server
+	// hangs. Only page loads: fetch calls, event streams and WebSockets
+	// may wait as long as the dev server takes, and a response whose
+	// headers came streams on unbounded. Zero means
+	// DefaultNavigationTimeout, a negative value no bound.
+	NavigationTimeout time.Duration
 	// Logger gets one line per failed upstream dial. Default: discard.
 	Logger *slog.Logger
 }
+
+// DefaultNavigationTimeout is PreviewConfig.NavigationTimeout's default.
+// Long enough for a dev server's first build of a page (webpack, Next.js
+// and Vite cold starts take seconds to tens of seconds), and under the 60
+// s that nginx's default proxy_read_timeout and load balancers' idle
+// timeouts (AWS ALB's) allow a response in front of the gateway, so a
+// browser behind them gets this page, which names the dev server, and not
+// their bare 504.
+const DefaultNavigationTimeout = 45 * time.Second
 
 // Preview is the preview proxy. It is an http.Handler the gateway mounts for
 // the preview domain's hosts and for the path prefix.
@@ -191,6 +210,9 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 	}
 	if c.MaxIdleConnsPerTarget <= 0 {
 		c.MaxIdleConnsPerTarget = 8
+	}
+	if c.NavigationTimeout == 0 {
+		c.NavigationTimeout = DefaultNavigationTimeout
 	}
 	if c.MaxIdleConns <= 0 {
 		// Per target alone, a host answering on every port and a caller
@@ -302,7 +324,42 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// come, so an upload there ends only if it stalls.)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ctx := context.WithValue(r.Context(), ctxKey{}, t)
+	if p.cfg.NavigationTimeout > 0 && isPageLoad(r) {
+		// The bound ends at the response's headers (modifyResponse stops
+		// it): a page that streams, or a download, goes on for as long as
+		// it takes.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		timer := time.AfterFunc(p.cfg.NavigationTimeout, func() { cancel(errNoHeaders) })
+		defer timer.Stop()
+		ctx = context.WithValue(ctx, headerTimerKey{}, timer)
+	}
 	p.proxy.ServeHTTP(newBoundWriter(w), r.WithContext(ctx))
+}
+
+// headerTimerKey carries a page load's NavigationTimeout timer from
+// ServeHTTP to modifyResponse.
+type headerTimerKey struct{}
+
+// errNoHeaders is the cause of a page load's context when the dev server
+// sent no response headers within NavigationTimeout.
+var errNoHeaders = errors.New("forward: the dev server sent no response headers in time")
+
+// isPageLoad reports whether r is a browser loading a page (a document or
+// a frame's), which a person watches spin: a GET or HEAD navigation by
+// its fetch metadata, or, from a client without it (older browsers), one
+// that asks for HTML. Not a fetch or XHR (htmx asks for text/html too, and
+// long polls wait on purpose), an event stream, a WebSocket, or a form's
+// POST, whose effect on the dev server a cut would leave unknown.
+func isPageLoad(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || r.Header.Get("Upgrade") != "" {
+		return false
+	}
+	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" {
+		return mode == "navigate"
+	}
+	return wantsHTML(r)
 }
 
 // resolve turns t's host label into the host's id (ResolveHost), or
@@ -581,6 +638,11 @@ func originOfHost(u *url.URL, host string) bool {
 
 func (p *Preview) modifyResponse(resp *http.Response) error {
 	t, _ := resp.Request.Context().Value(ctxKey{}).(target)
+	if timer, ok := resp.Request.Context().Value(headerTimerKey{}).(*time.Timer); ok && !timer.Stop() {
+		// The headers came as the bound passed: the request is cancelled
+		// already, so its body would break off. Answer as for no headers.
+		return errNoHeaders
+	}
 	stripSetCookies(resp.Header, p.cfg.SessionCookie, p.cfg.PreviewCookie)
 	// A dev server must not clear the gateway's state: the path form is the
 	// gateway's own origin, and browsers apply "cookies" to the whole
@@ -654,6 +716,13 @@ func (p *Preview) dialTarget(ctx context.Context, _, addr string) (net.Conn, err
 // 502 with a clear page for a port nobody listens on.
 func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	t, _ := r.Context().Value(ctxKey{}).(target)
+	if errors.Is(err, errNoHeaders) || errors.Is(context.Cause(r.Context()), errNoHeaders) {
+		p.log.Warn("preview upstream sent no response headers in time", "host", t.hostID, "port", t.port, "timeout", p.cfg.NavigationTimeout)
+		writeError(w, r, http.StatusGatewayTimeout, "upstream_timeout",
+			fmt.Sprintf("Port %d of host %s has not answered this page in %v.", t.port, t.hostID, p.cfg.NavigationTimeout),
+			fmt.Sprintf("Something on localhost:%d of host %s took the request but sent no response: the dev server may be stopped (Ctrl-Z, a paused debugger), stuck in a handler, or still building this page. Check its terminal on the host, then reload.", t.port, t.hostID))
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client left, or its request was ended for it: the server is
 		// stopping, or the body broke off. Not worth a log line, but the

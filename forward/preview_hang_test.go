@@ -1,0 +1,219 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hangingDev is a dev server whose /hang handler takes the request and
+// never answers, as one that was SIGSTOPped or whose handler is stuck,
+// and reports when the proxy cut the request.
+type hangingDev struct {
+	cut chan string // the path of each request the proxy cut
+}
+
+func (d *hangingDev) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	<-r.Context().Done()
+	d.cut <- r.URL.Path
+}
+
+// pageLoad is a request as a browser's address bar sends it.
+func pageLoad(t testing.TB, ctx context.Context, method, url string) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+	req.Header.Set("Sec-Fetch-Mode", "navigate")
+	req.Header.Set("Sec-Fetch-Dest", "document")
+	req.Header.Set("Sec-Fetch-Site", "none")
+	return req
+}
+
+// doBounded is do, failing (not hanging) when no answer comes in 30 s.
+func doBounded(t testing.TB, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(req.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := noRedirect.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("%s %s: %v (a page load through the preview got no answer in 30 s)", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// A page load from a dev server that takes the request and never answers
+// ends with a readable 504 naming the host and port, and the request to
+// the dev server is cut, in both forms, with and without fetch metadata.
+// Before, the browser's tab spun for as long as the dev server hung.
+func TestPreviewHungPageLoadIs504(t *testing.T) {
+	ctx := testCtx(t)
+	dev := &hangingDev{cut: make(chan string, 8)}
+	e := newPreviewEnv(t, dev, &PreviewConfig{Authorize: allowAll, NavigationTimeout: 50 * time.Millisecond})
+	noMetadata := mustReq(t, ctx, e.pathURL("/old-browser"))
+	noMetadata.Header.Set("Accept", "text/html,*/*;q=0.8")
+	for _, c := range []struct {
+		name string
+		req  *http.Request
+		path string
+	}{
+		{"path form", pageLoad(t, ctx, http.MethodGet, e.pathURL("/page")), "/page"},
+		{"subdomain", func() *http.Request {
+			r := pageLoad(t, ctx, http.MethodGet, e.gw.URL+"/sub")
+			r.Host = e.subHost()
+			return r
+		}(), "/sub"},
+		{"HEAD", pageLoad(t, ctx, http.MethodHead, e.pathURL("/head")), "/head"},
+		{"no fetch metadata", noMetadata, "/old-browser"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := doBounded(t, c.req)
+			if resp.StatusCode != http.StatusGatewayTimeout || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+				t.Fatalf("status %d, %s: %q; want a 504 page", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+			if c.req.Method == http.MethodGet {
+				for _, want := range []string{fmt.Sprintf("Port %d of host dev has not answered", e.devPort), "localhost:" + fmt.Sprint(e.devPort), "Check its terminal"} {
+					if !strings.Contains(body, want) {
+						t.Errorf("the page does not say %q: %s", want, body)
+					}
+				}
+			}
+			select {
+			case p := <-dev.cut:
+				if p != c.path {
+					t.Errorf("cut %s, want %s", p, c.path)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the dev server's request was not cut 30 s after the 504")
+			}
+		})
+	}
+	// A navigation that accepts anything (no text/html) gets the JSON.
+	req := pageLoad(t, ctx, http.MethodGet, e.pathURL("/any"))
+	req.Header.Set("Accept", "*/*")
+	resp, body := doBounded(t, req)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, `"code":"upstream_timeout"`) {
+		t.Fatalf("navigation accepting */*: %d %s", resp.StatusCode, body)
+	}
+	<-dev.cut
+}
+
+// The bound is for page loads alone, up to their headers: a fetch long
+// poll (htmx's asks for text/html too), an event stream, an API client's
+// request, a form's POST and a page whose headers came and whose body
+// comes slowly all outlast it. Each starts before a hung page load that
+// is the clock: once it got its 504 (twice, one after the other), the
+// bound has passed for every one of them.
+func TestPreviewNavigationBoundSparesTheRest(t *testing.T) {
+	ctx := testCtx(t)
+	release := make(chan struct{})
+	arrived := make(chan string, 16)
+	cut := make(chan string, 16)
+	var releaseOnce sync.Once
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hang":
+			<-r.Context().Done()
+			cut <- r.URL.Path
+			return
+		case "/stream":
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, "<p>first")
+			w.(http.Flusher).Flush()
+		}
+		arrived <- r.URL.Path
+		select {
+		case <-release:
+			fmt.Fprint(w, "done "+r.URL.Path)
+		case <-r.Context().Done():
+			cut <- r.URL.Path
+		}
+	}), &PreviewConfig{Authorize: allowAll, NavigationTimeout: 50 * time.Millisecond})
+	// After the env's: a failed test's handlers end before its servers
+	// close, which waits for them.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+
+	type result struct {
+		name, body string
+		status     int
+		err        error
+	}
+	results := make(chan result, 8)
+	send := func(name string, req *http.Request) {
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				results <- result{name: name, err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			results <- result{name, string(b), resp.StatusCode, err}
+		}()
+	}
+	reqs := map[string]*http.Request{}
+	r := mustReq(t, ctx, e.pathURL("/htmx"))
+	r.Header.Set("Accept", "text/html")
+	r.Header.Set("Sec-Fetch-Mode", "cors")
+	r.Header.Set("Sec-Fetch-Dest", "empty")
+	reqs["htmx fetch"] = r
+	r = mustReq(t, ctx, e.pathURL("/events"))
+	r.Header.Set("Accept", "text/event-stream")
+	r.Header.Set("Sec-Fetch-Mode", "cors")
+	reqs["event stream"] = r
+	reqs["API client"] = mustReq(t, ctx, e.pathURL("/poll"))
+	r, _ = http.NewRequestWithContext(ctx, http.MethodPost, e.pathURL("/form"), strings.NewReader("a=1"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Accept", "text/html")
+	r.Header.Set("Sec-Fetch-Mode", "navigate")
+	reqs["form POST"] = r
+	reqs["page with slow body"] = pageLoad(t, ctx, http.MethodGet, e.pathURL("/stream"))
+	for name, req := range reqs {
+		send(name, req)
+	}
+	for range reqs {
+		select {
+		case <-arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the requests did not reach the dev server in 30 s")
+		}
+	}
+	for range 2 {
+		resp, body := doBounded(t, pageLoad(t, ctx, http.MethodGet, e.pathURL("/hang")))
+		if resp.StatusCode != http.StatusGatewayTimeout {
+			t.Fatalf("the clock: %d %s, want 504", resp.StatusCode, body)
+		}
+		<-cut
+	}
+	select {
+	case p := <-cut:
+		t.Fatalf("%s was cut", p)
+	default:
+	}
+	releaseOnce.Do(func() { close(release) })
+	for range reqs {
+		select {
+		case res := <-results:
+			want := "done /"
+			if res.name == "page with slow body" {
+				want = "<p>firstdone /"
+			}
+			if res.err != nil || res.status != http.StatusOK || !strings.HasPrefix(res.body, want) {
+				t.Errorf("%s: %d %q %v; want 200 and the whole body", res.name, res.status, res.body, res.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the spared requests did not end 30 s after the dev server answered")
+		}
+	}
+}

@@ -49,6 +49,8 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"Remove", testRemove},
 		{"Rename", testRename},
 		{"OpenErrors", testOpenErrors},
+		{"RemoveNonEmpty", testRemoveNonEmpty},
+		{"Dangling", testDangling},
 		{"PartialRead", testPartialRead},
 		{"Realpath", testRealpath},
 		{"CancelStreams", testCancelStreams},
@@ -541,6 +543,43 @@ func testOpenErrors(t *testing.T, ctx context.Context, p hostgate.Provider, root
 	wantErr(t, "Open missing", err, fs.ErrNotExist)
 	_, err = p.Create(ctx, path.Join(root, "missing", "f"), 0o644)
 	wantErr(t, "Create under missing dir", err, fs.ErrNotExist)
+}
+
+// testRemoveNonEmpty: Remove of a directory with entries is ENOTEMPTY,
+// as rmdir(2) says, and removes nothing.
+func testRemoveNonEmpty(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	d := path.Join(root, "dir")
+	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ctx, p, path.Join(d, "inner"), []byte("i"), 0o644)
+	err := p.Remove(ctx, d, false)
+	wantErr(t, "Remove non-empty dir", err, syscall.ENOTEMPTY)
+	var pe *fs.PathError
+	if err != nil && !errors.As(err, &pe) {
+		t.Errorf("Remove non-empty dir: %T is not *fs.PathError", err)
+	}
+	if got := readFile(t, ctx, p, path.Join(d, "inner")); string(got) != "i" {
+		t.Errorf("after a refused Remove, the dir holds %q", got)
+	}
+}
+
+// testDangling: Stat and Chmod follow a dangling symlink to nothing,
+// ErrNotExist, as stat(2) and chmod(2) do, and leave the link.
+func testDangling(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	dangling := path.Join(root, "dangling")
+	if err := p.Symlink(ctx, "nowhere", dangling); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Stat(ctx, dangling)
+	wantErr(t, "Stat dangling", err, fs.ErrNotExist)
+	err = p.Chmod(ctx, dangling, 0o600)
+	wantErr(t, "Chmod dangling", err, fs.ErrNotExist)
+	err = p.Chmod(ctx, path.Join(root, "missing", "deeper"), 0o600)
+	wantErr(t, "Chmod under missing", err, fs.ErrNotExist)
+	if fi, err := p.Lstat(ctx, dangling); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat dangling after Chmod: %v, %v", fi, err)
+	}
 }
 
 func testPartialRead(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {

@@ -49,6 +49,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"Remove", testRemove},
 		{"Rename", testRename},
 		{"OpenErrors", testOpenErrors},
+		{"MkdirUnderFile", testMkdirUnderFile},
 		{"RemoveNonEmpty", testRemoveNonEmpty},
 		{"Dangling", testDangling},
 		{"PartialRead", testPartialRead},
@@ -543,6 +544,51 @@ func testOpenErrors(t *testing.T, ctx context.Context, p hostgate.Provider, root
 	wantErr(t, "Open missing", err, fs.ErrNotExist)
 	_, err = p.Create(ctx, path.Join(root, "missing", "f"), 0o644)
 	wantErr(t, "Create under missing dir", err, fs.ErrNotExist)
+}
+
+// testMkdirUnderFile: a directory asked for under a file is ENOTDIR, as
+// mkdir(2) and os.MkdirAll say, with parents or without, and the file
+// stays. (The SFTP provider said EEXIST, of the file, with parents, and
+// ErrNotExist without.) With parents, a symlink to a directory on the way,
+// or at the name itself, is that directory, as for mkdir -p and
+// os.MkdirAll.
+func testMkdirUnderFile(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	f := path.Join(root, "file")
+	writeFile(t, ctx, p, f, []byte("x"), 0o644)
+	err := p.Mkdir(ctx, path.Join(f, "sub", "deeper"), 0o755, true)
+	wantErr(t, "Mkdir parents under a file", err, syscall.ENOTDIR)
+	err = p.Mkdir(ctx, path.Join(f, "sub"), 0o755, true)
+	wantErr(t, "Mkdir parents right under a file", err, syscall.ENOTDIR)
+	err = p.Mkdir(ctx, path.Join(f, "sub"), 0o755, false)
+	wantErr(t, "Mkdir under a file", err, syscall.ENOTDIR)
+	var pe *fs.PathError
+	if err != nil && !errors.As(err, &pe) {
+		t.Errorf("Mkdir under a file: %T is not *fs.PathError", err)
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrExist) {
+		t.Errorf("Mkdir under a file: %v is also ErrNotExist or ErrExist", err)
+	}
+	if fi, err := p.Stat(ctx, f); err != nil || !fi.Mode().IsRegular() || fi.Size() != 1 {
+		t.Errorf("the file under which Mkdir failed: %v, %v", fi, err)
+	}
+
+	d := path.Join(root, "dir")
+	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	link := path.Join(root, "link")
+	if err := p.Symlink(ctx, "dir", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Mkdir(ctx, link, 0o755, true); err != nil {
+		t.Errorf("Mkdir parents on a symlink to a dir: %v", err)
+	}
+	if err := p.Mkdir(ctx, path.Join(link, "a", "b"), 0o755, true); err != nil {
+		t.Errorf("Mkdir parents through a symlink to a dir: %v", err)
+	}
+	if fi, err := p.Stat(ctx, path.Join(d, "a", "b")); err != nil || !fi.IsDir() {
+		t.Errorf("Mkdir parents through a symlink: %v, %v", fi, err)
+	}
 }
 
 // testRemoveNonEmpty: Remove of a directory with entries is ENOTEMPTY,

@@ -449,28 +449,39 @@ func (w *sftpWriter) Close() error {
 
 // Mkdir creates name. The new directory gets perm &^ umask, as os.Mkdir
 // gives: the server creates it with 0777 &^ umask, and the provider narrows
-// that by perm.
+// that by perm. Its errors are mkdir(2)'s and os.MkdirAll's: ENOTDIR under
+// a file, which OpenSSH's sftp-server answers as "no such file".
 func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
-	return awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
+	return awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents, false) }, func(err error) error { return p.pathErr("mkdir", name, err) })
 }
 
-func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
+// mkdir makes name; parent says it is a directory mkdir -p makes on the
+// way to the one asked for, which a file there makes ENOTDIR, not EEXIST.
+func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents, parent bool) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
+	// A file in the way: EEXIST for the name asked for, as mkdir -p says,
+	// ENOTDIR for one on the way to it, as os.MkdirAll says.
+	inTheWay := fs.ErrExist
+	if parent {
+		inTheWay = syscall.ENOTDIR
+	}
 	if parents {
-		fi, err := p.c.Lstat(name)
+		// Stat, not Lstat: a symlink to a directory is that directory, on
+		// the way or at name, as for mkdir -p and os.MkdirAll.
+		fi, err := p.c.Stat(name)
 		switch {
 		case err == nil && fi.IsDir():
 			return nil
 		case err == nil:
-			return p.pathErr("mkdir", name, fs.ErrExist)
+			return p.pathErr("mkdir", name, inTheWay)
 		}
-		if parent := path.Dir(name); parent != name && parent != "." && parent != "/" {
-			if err := p.mkdir(ctx, parent, 0o777, true); err != nil {
+		if up := path.Dir(name); up != name && up != "." && up != "/" {
+			if err := p.mkdir(ctx, up, 0o777, true, true); err != nil {
 				return err
 			}
 		}
@@ -478,12 +489,20 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 	if err := p.c.Mkdir(name); err != nil {
 		// OpenSSH answers EEXIST with a bare Failure.
 		if _, lerr := p.c.Lstat(name); lerr == nil {
-			if parents {
-				if fi, _ := p.c.Stat(name); fi != nil && fi.IsDir() {
-					return nil // created concurrently
-				}
+			fi, _ := p.c.Stat(name)
+			if parents && fi != nil && fi.IsDir() {
+				return nil // created concurrently
+			}
+			if fi != nil && !fi.IsDir() {
+				return p.pathErr("mkdir", name, inTheWay)
 			}
 			return p.pathErr("mkdir", name, fs.ErrExist)
+		}
+		// And ENOTDIR, a file on the way, with "no such file".
+		if up := path.Dir(name); up != name {
+			if fi, serr := p.c.Stat(up); serr == nil && !fi.IsDir() {
+				return p.pathErr("mkdir", name, syscall.ENOTDIR)
+			}
 		}
 		return p.pathErr("mkdir", name, err)
 	}

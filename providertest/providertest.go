@@ -51,6 +51,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"OpenErrors", testOpenErrors},
 		{"MkdirUnderFile", testMkdirUnderFile},
 		{"RemoveNonEmpty", testRemoveNonEmpty},
+		{"RenameKinds", testRenameKinds},
 		{"Dangling", testDangling},
 		{"PartialRead", testPartialRead},
 		{"Realpath", testRealpath},
@@ -607,6 +608,36 @@ func testRemoveNonEmpty(t *testing.T, ctx context.Context, p hostgate.Provider, 
 	}
 	if got := readFile(t, ctx, p, path.Join(d, "inner")); string(got) != "i" {
 		t.Errorf("after a refused Remove, the dir holds %q", got)
+	}
+}
+
+// testRenameKinds: a file renamed onto a directory is EISDIR, a directory
+// onto a file ENOTDIR, as rename(2) says, and neither moves anything.
+// (The SFTP provider said a bare Failure for the first and ErrNotExist,
+// of a source that exists, for the second.)
+func testRenameKinds(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	f := path.Join(root, "file")
+	writeFile(t, ctx, p, f, []byte("x"), 0o644)
+	d := path.Join(root, "dir")
+	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Rename(ctx, f, d)
+	wantErr(t, "Rename file onto a dir", err, syscall.EISDIR)
+	var le *hostgate.LinkError
+	if err != nil && !errors.As(err, &le) {
+		t.Errorf("Rename file onto a dir: %T is not *hostgate.LinkError", err)
+	}
+	err = p.Rename(ctx, d, f)
+	wantErr(t, "Rename dir onto a file", err, syscall.ENOTDIR)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Rename dir onto a file: %v is also ErrNotExist", err)
+	}
+	if fi, err := p.Stat(ctx, f); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("after the refused Renames, the file: %v, %v", fi, err)
+	}
+	if fi, err := p.Stat(ctx, d); err != nil || !fi.IsDir() {
+		t.Errorf("after the refused Renames, the dir: %v, %v", fi, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -586,16 +587,46 @@ func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) erro
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
+		if isFailure(err) || errors.Is(mapSFTPErr(err), fs.ErrNotExist) {
+			if errno := p.renameErrno(ctx, oldname, newname); errno != nil {
+				return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: errno}
+			}
+		}
 		if isFailure(err) {
 			if _, lerr := p.c.Lstat(oldname); errors.Is(lerr, fs.ErrNotExist) {
 				err = &mappedErr{sentinel: fs.ErrNotExist, cause: err}
-			} else if ents, rerr := p.c.ReadDirContext(ctx, newname); rerr == nil && len(ents) > 0 {
-				// Onto a directory with entries: rename(2)'s ENOTEMPTY,
-				// which SFTP v3 has no status for.
-				err = &mappedErr{sentinel: syscall.ENOTEMPTY, cause: err}
 			}
 		}
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: p.mapErr(err)}
+	}
+	return nil
+}
+
+// renameErrno is the errno rename(2) failed with, where SFTP v3 has no
+// status for it and the names tell: OpenSSH's sftp-server answers EISDIR
+// and ENOTEMPTY with a bare Failure and ENOTDIR with "no such file", of a
+// source that exists. Nil when they do not tell.
+func (p *sftpProvider) renameErrno(ctx context.Context, oldname, newname string) error {
+	from, err := p.c.Lstat(oldname)
+	if err != nil {
+		return nil
+	}
+	to, err := p.c.Lstat(newname) // rename(2) replaces a symlink, not what it points at
+	if err != nil {
+		return nil
+	}
+	switch {
+	case !from.IsDir() && to.IsDir():
+		return syscall.EISDIR
+	case from.IsDir() && !to.IsDir():
+		return syscall.ENOTDIR
+	case from.IsDir():
+		// Onto a directory with entries ("." and ".." are listed by some
+		// servers).
+		ents, err := p.c.ReadDirContext(ctx, newname)
+		if err == nil && slices.ContainsFunc(ents, func(e fs.FileInfo) bool { return e.Name() != "." && e.Name() != ".." }) {
+			return syscall.ENOTEMPTY
+		}
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"MkdirUnderFile", testMkdirUnderFile},
 		{"RemoveNonEmpty", testRemoveNonEmpty},
 		{"RenameKinds", testRenameKinds},
+		{"OpenDir", testOpenDir},
 		{"Dangling", testDangling},
 		{"PartialRead", testPartialRead},
 		{"Realpath", testRealpath},
@@ -638,6 +639,39 @@ func testRenameKinds(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 	}
 	if fi, err := p.Stat(ctx, d); err != nil || !fi.IsDir() {
 		t.Errorf("after the refused Renames, the dir: %v, %v", fi, err)
+	}
+}
+
+// testOpenDir: a directory opened for reading is EISDIR, at Open or at
+// the first Read, as os.Open and read(2) have it, never an empty file or
+// a listing; the SFTP provider's Read said a bare Failure.
+func testOpenDir(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	d := path.Join(root, "dir")
+	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ctx, p, path.Join(d, "inner"), []byte("i"), 0o644)
+	r, err := p.Open(ctx, d)
+	if err != nil {
+		wantErr(t, "Open of a dir", err, syscall.EISDIR)
+		return
+	}
+	defer r.Close()
+	n, err := r.Read(make([]byte, 512))
+	if n != 0 || !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("Read of an opened dir: %d bytes, %v; want 0 bytes and EISDIR", n, err)
+	}
+	var pe *fs.PathError
+	if err != nil && !errors.As(err, &pe) {
+		t.Errorf("Read of an opened dir: %T is not *fs.PathError", err)
+	}
+	r2, err := p.Open(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if n, err := io.Copy(io.Discard, r2); n != 0 || !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("io.Copy of an opened dir: %d bytes, %v; want 0 bytes and EISDIR", n, err)
 	}
 }
 

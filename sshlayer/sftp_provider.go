@@ -323,7 +323,19 @@ func (r *sftpReader) Read(p []byte) (int, error) {
 		return 0, r.p.pathErr("read", r.name, err)
 	}
 	n, err := r.File.Read(p)
-	return n, r.p.ctxErr(r.ctx, "read", r.name, r.p.streamErr("read", r.name, err))
+	return n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
+}
+
+// readErr is streamErr for a read, and EISDIR for a directory: SFTP opens
+// one and fails its reads with a bare Failure (OpenSSH's sftp-server), as
+// ReadFile says too.
+func (r *sftpReader) readErr(err error) error {
+	if isFailure(err) {
+		if fi, serr := r.p.c.StatContext(r.ctx, r.name); serr == nil && fi.IsDir() {
+			return r.p.pathErr("read", r.name, syscall.EISDIR)
+		}
+	}
+	return r.p.streamErr("read", r.name, err)
 }
 
 func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
@@ -331,7 +343,7 @@ func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
 		return 0, r.p.pathErr("read", r.name, err)
 	}
 	n, err := r.File.WriteTo(w)
-	return n, r.p.ctxErr(r.ctx, "read", r.name, r.p.streamErr("read", r.name, err))
+	return n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
 }
 
 // streamErr leaves a stream's errors as pkg/sftp gives them (io.EOF must

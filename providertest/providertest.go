@@ -53,6 +53,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"RemoveNonEmpty", testRemoveNonEmpty},
 		{"RenameKinds", testRenameKinds},
 		{"OpenDir", testOpenDir},
+		{"CreateOnDir", testCreateOnDir},
 		{"Dangling", testDangling},
 		{"PartialRead", testPartialRead},
 		{"Realpath", testRealpath},
@@ -672,6 +673,36 @@ func testOpenDir(t *testing.T, ctx context.Context, p hostgate.Provider, root st
 	defer r2.Close()
 	if n, err := io.Copy(io.Discard, r2); n != 0 || !errors.Is(err, syscall.EISDIR) {
 		t.Errorf("io.Copy of an opened dir: %d bytes, %v; want 0 bytes and EISDIR", n, err)
+	}
+}
+
+// testCreateOnDir: Create onto a directory, or onto a symlink to one, is
+// EISDIR, as open(2) says for os.Create, at Create or at Close, and the
+// directory stays; the SFTP provider said a bare Failure. So is a
+// provider's WriteFile.
+func testCreateOnDir(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	d := path.Join(root, "dir")
+	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
+		t.Fatal(err)
+	}
+	link := path.Join(root, "link")
+	if err := p.Symlink(ctx, "dir", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{d, link} {
+		if w, err := p.Create(ctx, name, 0o644); err != nil {
+			wantErr(t, "Create onto "+path.Base(name), err, syscall.EISDIR)
+		} else {
+			_, _ = w.Write([]byte("x"))
+			wantErr(t, "Create onto "+path.Base(name)+", at Close", w.Close(), syscall.EISDIR)
+		}
+		if fw, ok := p.(hostgate.FileWriter); ok {
+			err := fw.WriteFile(ctx, name, 0o644, bytes.NewReader([]byte("x")), nil)
+			wantErr(t, "WriteFile onto "+path.Base(name), err, syscall.EISDIR)
+		}
+	}
+	if fi, err := p.Stat(ctx, d); err != nil || !fi.IsDir() {
+		t.Errorf("after Create onto it, the dir: %v, %v", fi, err)
 	}
 }
 

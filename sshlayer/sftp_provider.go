@@ -377,7 +377,7 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("create", name, err)
 	}
-	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.create(name, perm) }, closeFile)
+	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.create(ctx, name, perm) }, closeFile)
 	if err != nil {
 		return nil, p.pathErr("create", name, err)
 	}
@@ -385,11 +385,14 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 }
 
 // create opens name for Create, giving a file it makes perm &^ umask.
-func (p *sftpProvider) create(name string, perm fs.FileMode) (*sftp.File, error) {
-	_, serr := p.c.Lstat(name)
+func (p *sftpProvider) create(ctx context.Context, name string, perm fs.FileMode) (*sftp.File, error) {
+	lfi, serr := p.c.Lstat(name)
 	isNew := errors.Is(serr, fs.ErrNotExist)
 	f, err := p.c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
+		if isFailure(err) && serr == nil && p.isDir(ctx, lfi, name) {
+			return nil, syscall.EISDIR // OpenSSH's bare Failure for open(2)'s EISDIR
+		}
 		return nil, err
 	}
 	if isNew {
@@ -404,6 +407,15 @@ func (p *sftpProvider) create(name string, perm fs.FileMode) (*sftp.File, error)
 		}
 	}
 	return f, nil
+}
+
+// isDir reports whether name, whose Lstat is fi, is a directory or a
+// symlink to one.
+func (p *sftpProvider) isDir(ctx context.Context, fi fs.FileInfo, name string) bool {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		fi, _ = p.c.StatContext(ctx, name)
+	}
+	return fi != nil && fi.IsDir()
 }
 
 // createMode is the mode a file the server created with created (0666 &^

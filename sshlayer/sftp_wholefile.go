@@ -305,6 +305,9 @@ func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileM
 	case !errors.Is(terr, fs.ErrNotExist):
 		// The name is there and cannot be opened for writing: what
 		// Create's open says.
+		if isFailure(terr) && lerr == nil && p.isDir(ctx, fi, name) {
+			terr = syscall.EISDIR
+		}
 		return p.pathErr("create", name, terr)
 	case isFailure(eerr) || errors.Is(mapSFTPErr(eerr), fs.ErrExist):
 		// The name is there (O_EXCL says EEXIST with a bare Failure)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -293,5 +294,42 @@ func TestPreviewDevServerOnIPv6Loopback(t *testing.T) {
 	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), "on ::1") {
 		t.Fatalf("preview of a dev server on [::1]: %d %.300s", res.StatusCode, b)
+	}
+}
+
+// TestPreviewOfflineHostSaysWhy: the preview of a host whose agent the
+// gateway refuses (it came back with another host key: a reinstalled
+// machine) says so and who can fix it, as the API does, where the page
+// said only to start or reconnect the agent, which the refused agent
+// already does every few seconds.
+func TestPreviewOfflineHostSaysWhy(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("gamma", "").stop()
+	g.waitConnected("gamma", false, 30*time.Second)
+	imp := start(t, "impostor gamma", bin.agent, nil, "connect", "--gateway", g.url, "--token", g.token("agent", "gamma"),
+		"--host-id", "gamma", "--state-dir", t.TempDir(), "--max-backoff", "1s")
+	defer imp.stop()
+	g.waitFor(regexp.MustCompile(`agent refused: host key differs`), 60*time.Second)
+
+	req, _ := http.NewRequest("GET", g.url+"/preview/gamma/3000/", nil)
+	req.Header.Set("Authorization", "Bearer "+g.admin)
+	req.Header.Set("Accept", "text/html")
+	c := &http.Client{Timeout: 30 * time.Second}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("preview of a host whose agent is refused: %d %s %.500s", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+	for _, want := range []string{"Host gamma is not connected.", "another host key than the pinned one", "gateway host reset-key gamma"} {
+		if !strings.Contains(html.UnescapeString(string(body)), want) {
+			t.Errorf("the page does not say %q: %s", want, body)
+		}
+	}
+	if bytes.Contains(body, []byte("Start or reconnect")) {
+		t.Errorf("the page tells to restart an agent that is refused: %s", body)
 	}
 }

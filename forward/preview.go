@@ -35,6 +35,29 @@ var ErrHostUnavailable = errors.New("forward: host unavailable")
 // (404).
 var ErrUnknownHost = errors.New("forward: no such host")
 
+// HostGoneError is a DialFunc's error that says why the host cannot be
+// reached, beyond the ErrUnknownHost or ErrHostUnavailable Err wraps: the
+// preview's answer names it, where it said "not connected" alone.
+type HostGoneError struct {
+	Err error
+	// Ended says the host is gone for good: a sandbox whose execution
+	// ended. The answer is then 404: reloading will not bring it back.
+	Ended bool
+	// Why is for a person, lower case, without a final period: "its
+	// execution ended (reason runtime)", "its agent was refused 5s ago:
+	// …".
+	Why string
+}
+
+func (e *HostGoneError) Error() string {
+	if e.Why == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + ": " + e.Why
+}
+
+func (e *HostGoneError) Unwrap() error { return e.Err }
+
 // ErrUnavailable marks a PreviewConfig.Redeem that could not decide
 // (the store it checks against cannot answer): 503, not 401.
 var ErrUnavailable = errors.New("forward: authorization unavailable")
@@ -733,6 +756,16 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	p.log.Warn("preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
+	var gone *HostGoneError
+	if !errors.As(err, &gone) {
+		gone = &HostGoneError{}
+	}
+	if gone.Ended && gone.Why != "" {
+		writeError(w, r, http.StatusNotFound, "not_found",
+			fmt.Sprintf("Host %s is gone: %s.", t.hostID, gone.Why),
+			"It does not come back: provision a new sandbox, start the dev server there and open its preview.")
+		return
+	}
 	if errors.Is(err, ErrUnknownHost) {
 		writeError(w, r, http.StatusNotFound, "not_found",
 			fmt.Sprintf("There is no host %s.", t.hostID),
@@ -740,9 +773,14 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	if errors.Is(err, ErrHostUnavailable) {
+		hint := "Start or reconnect the host's agent, then reload."
+		if gone.Why != "" {
+			// Its agent is refused (another host key): restarting it is
+			// not the fix, and the reason says who can make it.
+			hint = strings.ToUpper(gone.Why[:1]) + gone.Why[1:] + ". Reload once that is fixed."
+		}
 		writeError(w, r, http.StatusServiceUnavailable, "host_offline",
-			fmt.Sprintf("Host %s is not connected.", t.hostID),
-			"Start or reconnect the host's agent, then reload.")
+			fmt.Sprintf("Host %s is not connected.", t.hostID), hint)
 		return
 	}
 	if !nothingListens(err) {

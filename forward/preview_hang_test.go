@@ -3,8 +3,11 @@ package forward
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -215,5 +218,56 @@ func TestPreviewNavigationBoundSparesTheRest(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the spared requests did not end 30 s after the dev server answered")
 		}
+	}
+}
+
+// A host the gateway knows more about than "not connected" is named with
+// it: a sandbox whose execution ended is gone (404, nothing to reload),
+// a host whose agent is refused says why and who can fix it, where the
+// page told both to start or reconnect the agent.
+func TestPreviewHostGoneSaysWhy(t *testing.T) {
+	ctx := testCtx(t)
+	p, err := NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
+		switch hostID {
+		case "ended":
+			return nil, &HostGoneError{Err: fmt.Errorf("%w: no record", ErrUnknownHost), Ended: true, Why: "its execution ended (reason runtime)"}
+		case "refused":
+			return nil, &HostGoneError{Err: ErrHostUnavailable, Why: "its agent was refused 5s ago: it presents another host key than the pinned one (if the machine was reinstalled, an admin runs `gateway host reset-key refused`)"}
+		case "quiet":
+			return nil, &HostGoneError{Err: ErrHostUnavailable}
+		}
+		return loopDial(ctx, hostID, port)
+	}, &PreviewConfig{Authorize: allowAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(p)
+	t.Cleanup(func() { gw.Close(); p.Close() })
+	for _, c := range []struct {
+		host   string
+		status int
+		want   []string
+	}{
+		{"ended", http.StatusNotFound, []string{"Host ended is gone: its execution ended (reason runtime).", "provision a new sandbox"}},
+		{"refused", http.StatusServiceUnavailable, []string{"Host refused is not connected.", "Its agent was refused 5s ago", "gateway host reset-key refused", "Reload once that is fixed."}},
+		{"quiet", http.StatusServiceUnavailable, []string{"Host quiet is not connected.", "Start or reconnect the host&#39;s agent"}},
+	} {
+		resp, body := doBounded(t, pageLoad(t, ctx, http.MethodGet, fmt.Sprintf("%s/preview/%s/3000/", gw.URL, c.host)))
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d, want %d: %s", c.host, resp.StatusCode, c.status, body)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(body, template.HTMLEscapeString(w)) && !strings.Contains(body, w) {
+				t.Errorf("%s: the page does not say %q: %s", c.host, w, body)
+			}
+		}
+		if c.host == "refused" && strings.Contains(body, "Start or reconnect") {
+			t.Errorf("refused: the page still says to restart the agent: %s", body)
+		}
+	}
+	// An API client gets the same words in the JSON, and the codes.
+	resp, body := get(t, ctx, gw.URL+"/preview/ended/3000/")
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) || !strings.Contains(body, "its execution ended (reason runtime)") {
+		t.Errorf("API client, ended: %d %s", resp.StatusCode, body)
 	}
 }

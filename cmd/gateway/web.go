@@ -193,13 +193,19 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	preview, err := forward.NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
 		c, err := hc.Get(ctx, hostID)
 		if err != nil {
-			if errors.Is(err, gateway.ErrUnknownHost) {
-				return nil, fmt.Errorf("%w: %w", forward.ErrUnknownHost, err)
+			// What the API's answers say too: a sandbox whose execution
+			// ended, an agent refused and who can fix it.
+			var sentinel error
+			switch {
+			case errors.Is(err, gateway.ErrUnknownHost):
+				sentinel = forward.ErrUnknownHost
+			case errors.Is(err, gateway.ErrHostOffline):
+				sentinel = forward.ErrHostUnavailable
+			default:
+				return nil, err
 			}
-			if errors.Is(err, gateway.ErrHostOffline) {
-				return nil, fmt.Errorf("%w: %w", forward.ErrHostUnavailable, err)
-			}
-			return nil, err
+			ended, why := srv.OfflineReason(hostID)
+			return nil, &forward.HostGoneError{Err: fmt.Errorf("%w: %w", sentinel, err), Ended: ended, Why: why}
 		}
 		// Early: the request goes behind the channel open, and a port
 		// nobody listens on fails the round trip, which the proxy answers

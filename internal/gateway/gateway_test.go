@@ -1044,6 +1044,10 @@ func TestOfflineHostSaysWhyItsAgentIsRefused(t *testing.T) {
 	if strings.Contains(msg, "SHA256:") {
 		t.Errorf("offline after a refusal names a key: %q", msg)
 	}
+	// The previews' words (OfflineReason) are the API's.
+	if ended, why := e.srv.OfflineReason("h1"); ended || !strings.Contains(msg, why) || !strings.Contains(why, "reset-key h1") {
+		t.Errorf("OfflineReason after a refusal: %v %q, want the API's reason %q", ended, why, msg)
+	}
 	a, err = e.dialAgent(agentTok, realKey, info)
 	if err != nil {
 		t.Fatal(err)

@@ -243,6 +243,12 @@ func TestEndedHostSaysSo(t *testing.T) {
 	if res, b := e.raw("GET", "/v1/hosts/ending/ssh", admin, hdr); res.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"message":"host ending: its execution ended (reason runtime): provision a new one"`) {
 		t.Errorf("a session on an ended execution whose record is still there: %d %s, want 404 saying it ended and why", res.StatusCode, b)
 	}
+	// The previews' words (OfflineReason) are the API's.
+	for id, want := range map[string]string{"forgotten": "its execution ended (reason runtime)", "ending": "its execution ended (reason runtime)", "never": ""} {
+		if ended, why := e.srv.OfflineReason(id); ended != (want != "") || why != want {
+			t.Errorf("OfflineReason(%s) = %v %q, want %q", id, ended, why, want)
+		}
+	}
 	if _, b := e.raw("GET", "/v1/hosts/never", admin, nil); !strings.Contains(string(b), `"message":"no such host"`) {
 		t.Errorf("GET of a host that never was: %s, want no such host", b)
 	}

@@ -112,6 +112,18 @@ func (s *Server) endedHost(id string) string {
 	return f(ctx, id)
 }
 
+// OfflineReason says, for a caller who finds host id offline or unknown,
+// what the gateway knows of why, in words for a person, as the API's
+// answers say it: ended is true for an execution that ended for good, and
+// why is then "its execution ended (reason …)"; otherwise why is its
+// agent's last refusal and who can fix it, or "" when nothing is known.
+func (s *Server) OfflineReason(id string) (ended bool, why string) {
+	if w := s.endedHost(id); w != "" {
+		return true, "its execution ended (" + w + ")"
+	}
+	return false, s.agentRefusals.why(id, time.Now())
+}
+
 // endedMessage says that host id, an execution, ended for good, and why.
 func endedMessage(id, why string) string {
 	return wire.HostMessage(id, "its execution ended ("+why+"): provision a new one")

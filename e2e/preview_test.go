@@ -333,3 +333,81 @@ func TestPreviewOfflineHostSaysWhy(t *testing.T) {
 		t.Errorf("the page tells to restart an agent that is refused: %s", body)
 	}
 }
+
+// TestPreviewHostLostMidRequest: a page whose host's agent goes while the
+// dev server works on it says the host went, and to bring its agent back,
+// where it said the port "answered, but not with an HTTP response" and
+// asked whether it was an HTTP server: through the tunnel both end the
+// same way. A dev server that drops the connection itself, its host
+// still there, is still told apart.
+func TestPreviewHostLostMidRequest(t *testing.T) {
+	g := startGateway(t, "")
+	a := g.startAgent("alpha", "")
+	arrived := make(chan string, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.URL.Path
+		if r.URL.Path == "/drop" {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = c.Close()
+			}
+			return
+		}
+		<-r.Context().Done()
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	page := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", g.url+"/preview/alpha/"+port+path, nil)
+		req.Header.Set("Authorization", "Bearer "+g.admin)
+		req.Header.Set("Accept", "text/html")
+		res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, html.UnescapeString(string(b))
+	}
+
+	status, body := page("/drop")
+	if status != http.StatusBadGateway || !strings.Contains(body, "answered, but not with an HTTP response") {
+		t.Errorf("a dev server that drops the connection, its host there: %d %s", status, body)
+	}
+	<-arrived
+
+	type answer struct {
+		status int
+		body   string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", g.url+"/preview/alpha/"+port+"/slow", nil)
+		req.Header.Set("Authorization", "Bearer "+g.admin)
+		req.Header.Set("Accept", "text/html")
+		res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			got <- answer{0, err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		got <- answer{res.StatusCode, html.UnescapeString(string(b))}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request did not reach the dev server in 30 s")
+	}
+	a.kill()
+	ans := <-got
+	if ans.status != http.StatusServiceUnavailable || !strings.Contains(ans.body, "Host alpha went away while port "+port+" was answering.") ||
+		!strings.Contains(ans.body, "start or reconnect it") || strings.Contains(ans.body, "HTTP response") {
+		t.Errorf("a page whose host's agent went: %d %s", ans.status, ans.body)
+	}
+}

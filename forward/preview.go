@@ -166,6 +166,14 @@ type PreviewConfig struct {
 	// headers came streams on unbounded. Zero means
 	// DefaultNavigationTimeout, a negative value no bound.
 	NavigationTimeout time.Duration
+	// HostLost, when set, is asked after a round trip that broke off
+	// without an answer whether the host went with it (its agent stopped
+	// or lost its network), and returns then an error wrapping
+	// ErrHostUnavailable (a *HostGoneError to say why), nil while the
+	// host is there. The page then says the host went, not that the dev
+	// server answered something other than HTTP, which both look like
+	// here: the connection ended.
+	HostLost func(ctx context.Context, hostID string) error
 	// Logger gets one line per failed upstream dial. Default: discard.
 	Logger *slog.Logger
 }
@@ -756,6 +764,13 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	p.log.Warn("preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
+	midRequest := false
+	if p.cfg.HostLost != nil && !errors.Is(err, ErrHostUnavailable) && !errors.Is(err, ErrUnknownHost) && !errors.Is(err, errNoHeaders) && !nothingListens(err) {
+		if lost := p.cfg.HostLost(r.Context(), t.hostID); lost != nil {
+			p.log.Info("preview host lost during a request", "host", t.hostID, "port", t.port, "err", lost)
+			err, midRequest = lost, true
+		}
+	}
 	var gone *HostGoneError
 	if !errors.As(err, &gone) {
 		gone = &HostGoneError{}
@@ -773,14 +788,17 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	if errors.Is(err, ErrHostUnavailable) {
-		hint := "Start or reconnect the host's agent, then reload."
+		msg, hint := fmt.Sprintf("Host %s is not connected.", t.hostID), "Start or reconnect the host's agent, then reload."
+		if midRequest {
+			msg = fmt.Sprintf("Host %s went away while port %d was answering.", t.hostID, t.port)
+			hint = "Its agent stopped, restarted or lost its network: start or reconnect it, then reload."
+		}
 		if gone.Why != "" {
 			// Its agent is refused (another host key): restarting it is
 			// not the fix, and the reason says who can make it.
 			hint = strings.ToUpper(gone.Why[:1]) + gone.Why[1:] + ". Reload once that is fixed."
 		}
-		writeError(w, r, http.StatusServiceUnavailable, "host_offline",
-			fmt.Sprintf("Host %s is not connected.", t.hostID), hint)
+		writeError(w, r, http.StatusServiceUnavailable, "host_offline", msg, hint)
 		return
 	}
 	if !nothingListens(err) {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // hangingDev is a dev server whose /hang handler takes the request and
@@ -269,5 +271,48 @@ func TestPreviewHostGoneSaysWhy(t *testing.T) {
 	resp, body := get(t, ctx, gw.URL+"/preview/ended/3000/")
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) || !strings.Contains(body, "its execution ended (reason runtime)") {
 		t.Errorf("API client, ended: %d %s", resp.StatusCode, body)
+	}
+}
+
+// HostLost is asked only about a round trip that broke off, and its
+// answer picks the page: the host went, or the dev server's answer was
+// not HTTP.
+func TestPreviewHostLostPicksThePage(t *testing.T) {
+	ctx := testCtx(t)
+	var (
+		mu    sync.Mutex
+		asked []string
+		lost  error
+	)
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = c.Close()
+		}
+	}), &PreviewConfig{Authorize: allowAll, HostLost: func(_ context.Context, hostID string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, hostID)
+		return lost
+	}})
+	resp, body := get(t, ctx, e.pathURL("/"))
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_bad_response"`) {
+		t.Errorf("host there: %d %s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	lost = &HostGoneError{Err: ErrHostUnavailable}
+	mu.Unlock()
+	resp, body = get(t, ctx, e.pathURL("/"))
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"host_offline"`) ||
+		!strings.Contains(body, fmt.Sprintf("Host dev went away while port %d was answering.", e.devPort)) {
+		t.Errorf("host lost: %d %s", resp.StatusCode, body)
+	}
+	// Not asked when nothing listens, or the host was not reached.
+	refused := echoPort(t, testenv.RefusedAddr(t))
+	get(t, ctx, fmt.Sprintf("%s/preview/dev/%d/", e.gw.URL, refused))
+	get(t, ctx, fmt.Sprintf("%s/preview/offline/%d/", e.gw.URL, e.devPort))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || asked[0] != "dev" || asked[1] != "dev" {
+		t.Errorf("HostLost asked about %q, want dev twice", asked)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/webterm"
 	"github.com/hostgate/hostgate/internal/webui"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 func init() { serveHooks = append(serveHooks, attachWeb) }
@@ -254,6 +255,23 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return false, login, undecided
 		},
+		// A round trip that broke off: the dev server's doing, or its
+		// host's agent went (stopped, restarted, lost its network).
+		HostLost: func(ctx context.Context, hostID string) error {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hostProbeTimeout)
+			defer cancel()
+			c, err := hc.Get(ctx, hostID)
+			if err == nil {
+				if err = hostAnswers(ctx, c); err == nil {
+					return nil
+				}
+			}
+			if ctx.Err() != nil {
+				return nil // not known: the page says what the proxy saw
+			}
+			ended, why := srv.OfflineReason(hostID)
+			return &forward.HostGoneError{Err: fmt.Errorf("%w: %w", forward.ErrHostUnavailable, err), Ended: ended, Why: why}
+		},
 		Redeem:        redeemTicket(signer, srv.LiveToken),
 		SessionCookie: gateway.SessionCookie,
 		SecureCookie:  secure,
@@ -471,6 +489,28 @@ func topNavigation(r *http.Request) bool {
 // navigation: a link followed from another page. A form posted from
 // another site navigates too, and SameSite=Lax lets the cookie ride along
 // when that site is a preview subdomain.
+// hostProbeTimeout bounds asking a host whether it is still there after a
+// preview's round trip broke off: a connection that ended answers at once,
+// a live one in a round trip; one gone silent is not waited for.
+const hostProbeTimeout = 5 * time.Second
+
+// hostAnswers sends c's host a keepalive, as sshlayer's keepalives do:
+// nil when it answers (with failure or success alike), the connection's
+// error when it has ended, nil when ctx ends first (not known).
+func hostAnswers(ctx context.Context, c *sshlayer.Client) error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.SSH().SendRequest("keepalive@openssh.com", true, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
 func safeTopNavigation(r *http.Request) bool {
 	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
 		r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"

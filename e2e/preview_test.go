@@ -411,3 +411,30 @@ func TestPreviewHostLostMidRequest(t *testing.T) {
 		t.Errorf("a page whose host's agent went: %d %s", ans.status, ans.body)
 	}
 }
+
+// TestPreviewOfEndedSandboxSaysSo: through the real gateway and Docker,
+// the preview of a sandbox whose execution ended says it is gone and why,
+// and to provision a new one, as the API says, where it said "There is no
+// host …" (or, while its record stayed, to reconnect its agent).
+func TestPreviewOfEndedSandboxSaysSo(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 3*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	if err := c.Terminate(ctx, e.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", g.url+"/preview/"+e.ExecutionID+"/3000/", nil)
+	req.Header.Set("Authorization", "Bearer "+g.admin)
+	req.Header.Set("Accept", "text/html")
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	body := html.UnescapeString(string(b))
+	if res.StatusCode != http.StatusNotFound || !strings.Contains(body, "Host "+e.ExecutionID+" is gone: its execution ended (reason ") ||
+		!strings.Contains(body, "provision a new sandbox") {
+		t.Errorf("the preview of an ended sandbox: %d %s", res.StatusCode, body)
+	}
+}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/buildinfo"
+	"github.com/hostgate/hostgate/internal/deadline"
 	"github.com/hostgate/hostgate/internal/flaghelp"
 	"github.com/hostgate/hostgate/internal/sigreset"
 )
@@ -90,6 +91,8 @@ func usage(w io.Writer) {
 }
 
 func main() {
+	// Exits when this process is a sandbox's deadline, its PID 1.
+	deadline.MaybeRun()
 	if err := agent.HideInheritedFDs(); err != nil { // commands get fds 0-2 only, as under sshd
 		fmt.Fprintf(os.Stderr, "agent: warning: commands may inherit this process's file descriptors: %v\n", err)
 	}

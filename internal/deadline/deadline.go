@@ -1,0 +1,47 @@
+// Package deadline is a sandbox container's in-container runtime limit
+// kept by the tools volume's agent as the container's PID 1 (see
+// dockerhost: LabelDeadline, Config.DeadlineTool).
+//
+// It replaces a shell script under docker-init that ran, with its sleep,
+// as the sandbox's own uid: sandbox code could stop it (kill -STOP -1
+// kept the container past its deadline while no gateway ran) or kill it
+// (killall sleep, kill -9 -1 ended the sandbox at once). The kernel
+// delivers no signal from inside a PID namespace to its init unless the
+// init handles it, and never SIGKILL or SIGSTOP; the agent binary is
+// execute-only (mode 0111), so the kernel makes it non-dumpable and no
+// process of the same uid can ptrace it or open its /proc files.
+package deadline
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+)
+
+// Arg, as the agent binary's first argument, makes it the deadline
+// instead of an agent: `agent __hostgate_deadline SECS`, or `-` for SECS
+// to read them as one line from stdin (the warm pool's containers wait
+// for their claim). It is not a user command.
+const Arg = "__hostgate_deadline"
+
+// Dir is where SetTimeout leaves the extension of the deadline: a
+// directory of /dev/shm (mode 1777) that uid 0 makes, through docker
+// exec, so that no sandbox process (its own uid, no capability) can
+// write in it, replace it or remove it. Its file "extra" holds how many
+// seconds past the runtime the deadline is.
+const Dir = "/dev/shm/.hostgate"
+
+// MaybeRun runs the deadline and exits when the process was started as
+// one (os.Args[1] == Arg); otherwise it returns at once. The agent's
+// main calls it first thing.
+func MaybeRun() {
+	if len(os.Args) < 2 || os.Args[1] != Arg {
+		return
+	}
+	runtime.GOMAXPROCS(1)
+	if err := Run(os.Args[2:], os.Stdin, Dir); err != nil {
+		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package deadline
+
+import (
+	"errors"
+	"io"
+)
+
+// Run is Linux-only: sandbox containers are Linux.
+func Run(args []string, stdin io.Reader, dir string) error {
+	return errors.New("the in-container deadline runs on Linux only")
+}

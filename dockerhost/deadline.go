@@ -6,18 +6,38 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/deadline"
 )
 
-// LabelDeadline marks a container whose main process is deadlineScript,
-// whose in-container deadline SetTimeout can move (value "1"). Containers
-// made before it run a plain sleep: their deadline stays.
+// LabelDeadline marks a container whose in-container deadline SetTimeout
+// can move, by the kind of its main process: deadlineByScript or
+// deadlineByTool. Containers made before it run a plain sleep: their
+// deadline stays.
 const LabelDeadline = "hostgate.deadline"
+
+const (
+	// deadlineByScript: deadlineScript under docker-init, as the sandbox's
+	// uid, so that sandbox code can stop or kill it.
+	deadlineByScript = "1"
+	// deadlineByTool: Config.DeadlineTool as PID 1 (internal/deadline),
+	// which sandbox code can neither stop, kill nor trace.
+	deadlineByTool = "2"
+)
+
+// movableDeadline reports whether SetTimeout can move the in-container
+// deadline of a container with these labels: a kind this host knows, all
+// of which read deadlineDir alike.
+func movableDeadline(labels map[string]string) bool {
+	k := labels[LabelDeadline]
+	return k == deadlineByScript || k == deadlineByTool
+}
 
 // deadlineDir is where SetTimeout leaves the in-container deadline's
 // extension: a directory of /dev/shm (mode 1777) that uid 0 makes, through
 // docker exec, so that no sandbox process (its own uid, no capability)
 // can write in it, replace it or remove it.
-const deadlineDir = "/dev/shm/.hostgate"
+const deadlineDir = deadline.Dir
 
 // deadlineScript is an execution's main process, its in-container
 // deadline: it sleeps the runtime ($1 seconds), then as long as
@@ -32,9 +52,17 @@ const deadlineDir = "/dev/shm/.hostgate"
 // it so.
 const deadlineScript = `sleep "$1"; t=0; d=` + deadlineDir + `; while [ -d $d ] && [ ! -h $d ] && [ ! -O $d ]; do read -r x < $d/extra 2>/dev/null || { sleep 1; read -r x < $d/extra 2>/dev/null; } || break; [ "$x" -gt "$t" ] 2>/dev/null || break; sleep $((x - t)); t=$x; done`
 
-// deadlineArgv is the main process of a container with the runtime secs.
-func deadlineArgv(secs int64) []string {
-	return []string{"/bin/sh", "-c", deadlineScript, "hostgate-deadline", strconv.FormatInt(secs, 10)}
+// deadlineArgv is the main process of a container with the runtime secs
+// ("-": read from stdin, the warm pool's): tool, the path of
+// Config.DeadlineTool in the container, or deadlineScript without one.
+func deadlineArgv(tool string, secs string) []string {
+	if tool != "" {
+		return []string{tool, deadline.Arg, secs}
+	}
+	if secs == "-" {
+		return []string{"/bin/sh", "-c", poolScript}
+	}
+	return []string{"/bin/sh", "-c", deadlineScript, "hostgate-deadline", secs}
 }
 
 // extendScript, run as uid 0, makes deadlineDir (once) and raises "extra"

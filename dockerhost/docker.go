@@ -77,6 +77,16 @@ type Config struct {
 	// owned by root), e.g. the in-container agent binary: a volume written
 	// once per content (see toolsVolume).
 	Tools []Tool
+	// DeadlineTool names the tool (in Tools) that is every container's
+	// main process, its PID 1, in place of docker-init and a shell
+	// script: run as `NAME __hostgate_deadline SECONDS` (or `-` for the
+	// seconds on stdin), it keeps the in-container runtime deadline as
+	// internal/deadline does, and reaps orphans as docker-init does. The
+	// gateway's agent binary is one (mode 0111: non-dumpable). It must
+	// run in every image: a dynamically linked one whose loader an image
+	// lacks ends that image's containers as they start. Empty: the
+	// script, which sandbox code can stop or kill.
+	DeadlineTool string
 	// EnvDir, when set, keeps the provision env of executions served from
 	// the warm pool (one 0600 file each), whose containers were created
 	// without it: an execution adopted after a restart keeps its env.
@@ -192,8 +202,8 @@ type execution struct {
 	ending    atomic.Pointer[ended]
 	forgotten chan struct{}
 	timer     *time.Timer // host deadline; guarded by Docker.mu, as ExpiresAt is (SetTimeout)
-	// movable is set when the container's main process is deadlineScript
-	// (LabelDeadline): SetTimeout can move its in-container deadline.
+	// movable is set when the container's main process is a deadline
+	// SetTimeout can move (LabelDeadline).
 	movable bool
 	// deadlineMu keeps SetTimeout calls apart.
 	deadlineMu sync.Mutex
@@ -261,6 +271,12 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 			return nil, fmt.Errorf("dockerhost: %w", err)
 		}
 		h.policy.tools = v
+	}
+	if cfg.DeadlineTool != "" {
+		if !slices.ContainsFunc(cfg.Tools, func(t Tool) bool { return t.Name == cfg.DeadlineTool && t.Mode&0o111 != 0 }) {
+			return nil, fmt.Errorf("dockerhost: DeadlineTool %q is not an executable tool of Config.Tools; name one, or leave it empty for the shell deadline", cfg.DeadlineTool)
+		}
+		h.policy.deadlineTool = ToolsDir + "/" + cfg.DeadlineTool
 	}
 	if h.store == nil {
 		if cfg.CheckpointDir == "" {
@@ -1549,7 +1565,7 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 		req:       req,
 		uid:       uid,
 		forgotten: make(chan struct{}),
-		movable:   c.Labels[LabelDeadline] == "1",
+		movable:   movableDeadline(c.Labels),
 	}, true
 }
 

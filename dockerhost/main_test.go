@@ -79,6 +79,10 @@ var engineTests = []struct {
 	{"Tombstones", testTombstones},
 	{"OwnUID", testOwnUID},
 	{"UIDsOfOtherGateways", testUIDsOfOtherGateways},
+	{"DeadlineToolSurvivesSandbox", testDeadlineToolSurvivesSandbox},
+	{"DeadlineToolPool", testDeadlineToolPool},
+	{"DeadlineToolReaps", testDeadlineToolReaps},
+	{"DeadlineToolCheckpointRestore", testDeadlineToolCheckpointRestore},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

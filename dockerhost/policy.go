@@ -45,6 +45,7 @@ type Policy struct {
 	AllowUnpinnedImages bool
 	Max                 Resources    // upper bounds; each field > 0
 	tools               *toolsVolume // mounted read-only at ToolsDir; nil: no ToolsDir
+	deadlineTool        string       // Config.DeadlineTool's path; "": deadlineScript
 	// RepositoryRoots, when set, are the only directories git-worktree
 	// repositories may be under: the API caller names a path on the
 	// gateway's machine, so a shared gateway should confine it.
@@ -493,7 +494,10 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 	all[LabelExpires] = strconv.FormatInt(expires.Unix(), 10)
 	all[LabelSpec] = string(spec)
 	all[LabelUID] = strconv.Itoa(uid)
-	all[LabelDeadline] = "1"
+	all[LabelDeadline] = deadlineByScript
+	if p.deadlineTool != "" {
+		all[LabelDeadline] = deadlineByTool
+	}
 
 	env := make([]string, 0, len(req.Env))
 	for k, v := range p.provisionEnv(req.Env) {
@@ -501,13 +505,13 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 	}
 	slices.Sort(env)
 	r := req.Resources
-	yes := true
+	useInit := p.deadlineTool == ""
 	pids := r.Pids
 	cfg := &container.Config{
 		Image:      req.Image,
 		User:       userOf(uid),
 		Env:        env,
-		Entrypoint: deadlineArgv(sleepSeconds(r.RuntimeMs)),
+		Entrypoint: deadlineArgv(p.deadlineTool, strconv.FormatInt(sleepSeconds(r.RuntimeMs), 10)),
 		WorkingDir: WorkspaceDir,
 		Labels:     all,
 	}
@@ -532,8 +536,10 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 		SecurityOpt:    []string{"no-new-privileges"},
 		CapDrop:        []string{"ALL"},
 		// An init reaps orphans of exec'd commands, which would otherwise
-		// pile up as zombies against the pids limit under sleep as PID 1.
-		Init:   &yes,
+		// pile up as zombies against the pids limit under sleep as PID 1;
+		// a deadline tool is its own init (explicitly off: a daemon may
+		// default to one).
+		Init:   &useInit,
 		Tmpfs:  tmpfs,
 		Mounts: mounts,
 		// The container's own stdout and stderr are docker-init's, whose

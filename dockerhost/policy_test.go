@@ -156,7 +156,7 @@ func TestContainerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Entrypoint; !slices.Equal(got, deadlineArgv(120)) || cfg.Labels[LabelDeadline] != "1" {
+	if got := cfg.Entrypoint; !slices.Equal(got, deadlineArgv("", "120")) || cfg.Labels[LabelDeadline] != "1" {
 		t.Errorf("entrypoint %q, labels %v, want the movable runtime sleep", got, cfg.Labels)
 	}
 	if cfg.User != "2000000042:2000000042" || cfg.Labels[LabelUID] != "2000000042" || cfg.Labels[LabelExecution] != "abc" || cfg.Labels[LabelExpires] != "1800000000" || cfg.Labels[LabelOwner] != "gw1" {

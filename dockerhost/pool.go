@@ -343,11 +343,11 @@ func (p *pool) fill(k poolKey) {
 	}
 }
 
-// poolScript is the pooled container's main process: it waits for the
-// runtime in seconds on stdin, then becomes the in-container deadline
-// (deadlineScript, which SetTimeout can move). An
+// poolScript is the pooled container's main process without a deadline
+// tool: it waits for the runtime in seconds on stdin, then becomes the
+// in-container deadline (deadlineScript, which SetTimeout can move). An
 // EOF (the pool's attachment closed) ends it, and AutoRemove deletes the
-// container.
+// container. A deadline tool reads stdin alike.
 const poolScript = `read -r secs && exec /bin/sh -c '` + deadlineScript + `' hostgate-deadline "$secs"`
 
 // create creates, attaches, starts and prepares one pooled container.
@@ -383,7 +383,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	cfg.Labels[LabelPoolExpires] = strconv.FormatInt(expires.Unix(), 10)
 	// cfg.Env has what every execution gets (HOME, TMPDIR); a claim's
 	// provision env travels with each process instead (execution.env).
-	cfg.Entrypoint = []string{"/bin/sh", "-c", poolScript}
+	cfg.Entrypoint = deadlineArgv(h.policy.deadlineTool, "-")
 	cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
 	var b [8]byte
 	_, _ = rand.Read(b[:])

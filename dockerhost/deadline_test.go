@@ -1,0 +1,223 @@
+package dockerhost
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// deadlineToolConfig is a host config whose containers' PID 1 is the
+// agent binary in its deadline mode, as the gateway's: built here
+// statically (the test image has no libc), execute-only as the gateway
+// writes it.
+func deadlineToolConfig(t testing.TB) *Config {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agent")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/hostgate/hostgate/cmd/agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the agent: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Config{Tools: []Tool{{Name: "agent", Mode: 0o111, Data: data}}, DeadlineTool: "agent"}
+}
+
+// sandboxKills is what sandbox code, as the sandbox's uid, may do to
+// every process it can signal, its PID 1 included: with the deadline a
+// script under docker-init (its shell and sleep of the sandbox's uid)
+// any of the first three ended the sandbox at once. The signals to PID 1
+// are those that end or dump a Go program that does not handle them.
+const sandboxKills = `kill -9 -1; killall sleep; killall -9 sleep; kill -9 1;
+for s in TERM HUP INT QUIT ABRT SEGV BUS ILL FPE TRAP SYS USR1 USR2 PIPE ALRM TSTP TTIN TTOU XCPU VTALRM PROF; do
+  [ "$s" = TERM ] || [ "$s" = INT ] || kill -$s 1
+done; echo sent`
+
+// sandboxStops is what kept the script's container past its deadline:
+// its sleep stopped.
+const sandboxStops = `kill -STOP -1; kill -STOP 1; kill -TSTP 1; echo stopped`
+
+// pid1 is the command line of execution id's PID 1, spaces for NULs.
+func pid1(t testing.TB, h *Docker, id string) string {
+	t.Helper()
+	return strings.TrimSpace(sh(t, h, id, `tr '\0' ' ' < /proc/1/cmdline`).Stdout)
+}
+
+// testDeadlineToolSurvivesSandbox: sandbox code that kills or stops every
+// process it can neither ends its sandbox nor keeps it past its deadline,
+// with no host left to enforce it (closed without reaping); SetTimeout
+// still moves the deadline the container keeps itself.
+func testDeadlineToolSurvivesSandbox(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, deadlineToolConfig(t))
+	r := small()
+	r.RuntimeMs = 15_000 // room for provisioning on a loaded machine
+
+	killed := provision(t, h, emptyReq(img, r))
+	if got, want := pid1(t, h, killed.ExecutionID), ToolsDir+"/agent __hostgate_deadline 15"; got != want {
+		t.Fatalf("PID 1 %q, want %q", got, want)
+	}
+	if res := sh(t, h, killed.ExecutionID, sandboxKills); !strings.HasSuffix(res.Stdout, "sent\n") {
+		t.Fatalf("kills: %+v", res)
+	}
+	if res, err := h.Exec(testCtx(t, time.Minute), killed.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 10_000}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a command after the sandbox killed every process it could: %+v %v, want the sandbox alive", res, err)
+	}
+
+	r.RuntimeMs = 6000
+	stopped := provision(t, h, emptyReq(img, r))
+	// Moved later: the container keeps the new deadline, stopped or not.
+	moved, err := h.SetTimeout(testCtx(t, time.Minute), stopped.ExecutionID, 14_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := sh(t, h, stopped.ExecutionID, sandboxStops); !strings.HasSuffix(res.Stdout, "stopped\n") {
+		t.Fatalf("stops: %+v", res)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Past the provisioned runtime as the container counts it (from its
+	// creation, whole seconds, a second of slack), not past the moved one.
+	past := time.NewTimer(time.Until(stopped.CreatedAt.Add(8 * time.Second)))
+	<-past.C
+	if moved.ExpiresAt.Before(time.Now().Add(time.Second)) {
+		t.Fatalf("the moved deadline %v passed before the check (a loaded machine?)", moved.ExpiresAt)
+	}
+	c, err := cli.ContainerInspect(testCtx(t, time.Minute), stopped.ContainerID)
+	if err != nil || !c.State.Running {
+		t.Fatalf("container past its provisioned runtime, before its moved deadline: %+v %v, want running", c.State, err)
+	}
+	waitRemoved(t, cli, killed.ContainerID, time.Minute)
+	waitRemoved(t, cli, stopped.ContainerID, time.Minute)
+}
+
+// testDeadlineToolPool: a warm container's PID 1 is the deadline tool
+// waiting for its runtime on stdin; claimed, it keeps the claim's deadline
+// against the sandbox's kills and stops, and ends by itself.
+func testDeadlineToolPool(t *testing.T) {
+	cli, img := engine(t)
+	cfg := deadlineToolConfig(t)
+	r := small()
+	r.RuntimeMs = 12_000
+	req := emptyReq(img, r)
+	cfg.Pool = &PoolConfig{Size: 1, Keys: []ProvisionRequest{req}}
+	h := newTestHost(t, cli, cfg)
+	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+	ex := provision(t, h, req)
+	if s := h.PoolStats(); s.Hits != 1 {
+		t.Fatalf("want a pool hit, stats %+v", s)
+	}
+	if got, want := pid1(t, h, ex.ExecutionID), ToolsDir+"/agent __hostgate_deadline -"; got != want {
+		t.Fatalf("PID 1 %q, want %q", got, want)
+	}
+	sh(t, h, ex.ExecutionID, sandboxKills)
+	if res := sh(t, h, ex.ExecutionID, sandboxStops+"; echo alive"); !strings.HasSuffix(res.Stdout, "alive\n") {
+		t.Fatalf("after the kills: %+v", res)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+// testDeadlineToolReaps: the deadline tool, the container's init, reaps
+// the orphans commands leave: none stays a zombie, counted against the
+// pids limit. The orphans record their pids; each must leave /proc (a
+// zombie keeps its entry until reaped).
+func testDeadlineToolReaps(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, deadlineToolConfig(t))
+	ex := provision(t, h, emptyReq(img, small()))
+	res := sh(t, h, ex.ExecutionID, `cd /workspace || exit 1
+for i in 1 2 3 4 5 6 7 8 9 10; do ( sh -c 'echo $$ >> pids' & ) ; done
+i=0; until [ "$(wc -l < pids)" -eq 10 ]; do i=$((i+1)); [ $i -gt 400 ] && { echo orphans never ran; exit 1; }; sleep 0.05; done
+for p in $(cat pids); do
+  i=0; while [ -e /proc/$p ]; do i=$((i+1)); [ $i -gt 400 ] && { echo "orphan $p never reaped: $(grep State /proc/$p/status)"; exit 1; }; sleep 0.05; done
+done; echo reaped`)
+	if res.ExitCode != 0 || res.Stdout != "reaped\n" {
+		t.Fatalf("orphans: %+v", res)
+	}
+}
+
+// testDeadlineToolCheckpointRestore: a checkpoint of a container with the
+// deadline tool restores into one with the tool again, workspace kept.
+func testDeadlineToolCheckpointRestore(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, deadlineToolConfig(t))
+	ex := provision(t, h, emptyReq(img, small()))
+	sh(t, h, ex.ExecutionID, `echo kept > /workspace/file`)
+	cp, err := h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{Reason: "deadline tool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	rex, err := h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, h, rex.ExecutionID, `cat /workspace/file`).Stdout; got != "kept\n" {
+		t.Fatalf("restored workspace: %q", got)
+	}
+	if got, want := pid1(t, h, rex.ExecutionID), ToolsDir+"/agent __hostgate_deadline 120"; got != want {
+		t.Fatalf("restored PID 1 %q, want %q", got, want)
+	}
+	c, err := cli.ContainerInspect(testCtx(t, time.Minute), rex.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Config.Labels[LabelDeadline] != deadlineByTool || c.HostConfig.Init == nil || *c.HostConfig.Init {
+		t.Fatalf("restored container: deadline label %q, init %v; want %q and no docker-init", c.Config.Labels[LabelDeadline], c.HostConfig.Init, deadlineByTool)
+	}
+}
+
+// TestAdoptTellsDeadlineKindsApart: a container of either deadline kind
+// this host makes is adopted as movable; a plain sleep's (no label) or an
+// unknown kind's is not, since SetTimeout could not move it.
+func TestAdoptTellsDeadlineKindsApart(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	var list []container.Summary
+	kinds := map[string]string{"script": deadlineByScript, "tool": deadlineByTool, "sleep": "", "unknown": "9"}
+	for id, kind := range kinds {
+		labels := map[string]string{LabelExecution: id, LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: "200000000" + string(rune('1'+len(list)))}
+		if kind != "" {
+			labels[LabelDeadline] = kind
+		}
+		list = append(list, container.Summary{ID: "c-" + id, State: "running", Labels: labels})
+	}
+	h := fakeHost(t, &fakeDocker{list: list}, now)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, want := range map[string]bool{"script": true, "tool": true, "sleep": false, "unknown": false} {
+		e := h.execs[id]
+		if e == nil {
+			t.Errorf("%s not adopted", id)
+			continue
+		}
+		if e.movable != want {
+			t.Errorf("%s (label %q) adopted movable=%v, want %v", id, kinds[id], e.movable, want)
+		}
+	}
+}
+
+// TestDeadlineToolMustBeATool: a DeadlineTool that Tools lacks (or cannot
+// run) is refused at NewDocker, naming it.
+func TestDeadlineToolMustBeATool(t *testing.T) {
+	for _, tools := range [][]Tool{nil, {{Name: "agent", Mode: 0o644}}, {{Name: "other", Mode: 0o111}}} {
+		_, err := NewDocker(testCtx(t, time.Minute), nil, &fakeDocker{}, &Config{CheckpointDir: t.TempDir(), Tools: tools, DeadlineTool: "agent"})
+		if err == nil || !strings.Contains(err.Error(), `DeadlineTool "agent"`) {
+			t.Errorf("tools %v: %v, want refused naming DeadlineTool", tools, err)
+		}
+	}
+}

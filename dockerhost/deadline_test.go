@@ -65,6 +65,11 @@ func testDeadlineToolSurvivesSandbox(t *testing.T) {
 	if got, want := pid1(t, h, killed.ExecutionID), ToolsDir+"/agent __hostgate_deadline 15"; got != want {
 		t.Fatalf("PID 1 %q, want %q", got, want)
 	}
+	// /proc/1/environ is not readable (non-dumpable): PID 1 leaves a copy
+	// of the environment every process of the container starts with.
+	if res := sh(t, h, killed.ExecutionID, `tr '\0' '\n' < /dev/shm/.hostgate-environ; cat /proc/1/environ >/dev/null 2>&1 || echo unreadable`); !strings.Contains(res.Stdout, "\nHOME=/workspace\n") || !strings.HasSuffix(res.Stdout, "\nunreadable\n") {
+		t.Fatalf("PID 1's environment copy: %+v", res)
+	}
 	if res := sh(t, h, killed.ExecutionID, sandboxKills); !strings.HasSuffix(res.Stdout, "sent\n") {
 		t.Fatalf("kills: %+v", res)
 	}

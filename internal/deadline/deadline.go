@@ -31,6 +31,15 @@ const Arg = "__hostgate_deadline"
 // seconds past the runtime the deadline is.
 const Dir = "/dev/shm/.hostgate"
 
+// EnvironFile is where the deadline leaves a copy of its environment, as
+// /proc/1/environ holds it (NUL-terminated entries): the environment
+// every process of the container starts with, which the gateway reads to
+// give commands what docker exec would. /proc/1/environ itself is not
+// readable when PID 1 is the non-dumpable deadline. Made by PID 1 before
+// any other process of the container runs, of the sandbox's uid: sandbox
+// code may replace it, changing only what its own commands get.
+const EnvironFile = "/dev/shm/.hostgate-environ"
+
 // MaybeRun runs the deadline and exits when the process was started as
 // one (os.Args[1] == Arg); otherwise it returns at once. The agent's
 // main calls it first thing.
@@ -39,6 +48,10 @@ func MaybeRun() {
 		return
 	}
 	runtime.GOMAXPROCS(1)
+	if err := writeEnviron(EnvironFile); err != nil {
+		// Not fatal: the gateway then runs commands with docker exec.
+		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
+	}
 	if err := Run(os.Args[2:], os.Stdin, Dir); err != nil {
 		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
 		os.Exit(2)

@@ -194,3 +194,29 @@ func extra(dir string) (int64, error) {
 	text, _, _ := bytes.Cut(b[:n], []byte("\n"))
 	return parseSecs(string(text))
 }
+
+// writeEnviron writes this process's environment to path, whole or not
+// at all (a temporary file renamed), readable by everyone.
+func writeEnviron(path string) error {
+	var b []byte
+	for _, kv := range os.Environ() {
+		b = append(append(b, kv...), 0)
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o444)
+	if err != nil {
+		return fmt.Errorf("environment copy: %w", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("environment copy: %w", err)
+	}
+	return nil
+}

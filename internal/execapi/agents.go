@@ -24,6 +24,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/agent"
+	"github.com/hostgate/hostgate/internal/deadline"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
@@ -117,9 +118,11 @@ type Agents struct {
 	cfg    AgentsConfig
 	log    *slog.Logger
 	key    *sshlayer.SessionKey // the gateway's client key for Runner
-	// environPath is the file in the container holding the environment
-	// docker exec gives commands (readEnviron); tests point it elsewhere.
-	environPath string
+	// environPaths are the files in the container that may hold the
+	// environment docker exec gives commands (readEnviron), the first
+	// readable one counts: PID 1's, unless PID 1 is the non-dumpable
+	// deadline, whose copy then counts. Tests point them elsewhere.
+	environPaths []string
 
 	ctx    context.Context // ends every run at Close
 	cancel context.CancelFunc
@@ -188,7 +191,7 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Agents{attach: attach, alive: alive, store: st, reg: reg, caKey: strings.TrimSpace(caKey),
-		cfg: c, log: c.Logger, key: key, environPath: "/proc/1/environ", ctx: ctx, cancel: cancel, runs: map[string]*run{}}
+		cfg: c, log: c.Logger, key: key, environPaths: []string{"/proc/1/environ", deadline.EnvironFile}, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
 }
 
 // Start pins a fresh host key for executionID, starts its agent and waits

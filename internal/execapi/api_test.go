@@ -409,8 +409,8 @@ func newFixture(t *testing.T) *fixture {
 		}})
 	// The container's environment, as Runner reads it (/proc/1/environ
 	// in a container).
-	f.agents.environPath = filepath.Join(t.TempDir(), "environ")
-	if err := os.WriteFile(f.agents.environPath, []byte(fixtureEnviron), 0o644); err != nil {
+	f.agents.environPaths = []string{filepath.Join(t.TempDir(), "environ")}
+	if err := os.WriteFile(f.agents.environPaths[0], []byte(fixtureEnviron), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	api, err := New(f.ex, &Config{

@@ -148,7 +148,7 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 	}
 	// SFTP calls take no ctx: closing the connection ends them.
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	env, err := readEnviron(c.SSH(), a.environPath)
+	env, err := readEnviron(c.SSH(), a.environPaths)
 	if !stop() {
 		return nil, context.Cause(ctx)
 	}
@@ -168,16 +168,25 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 // same, plus the exec's env, which a pooled container's provision env
 // travels in (dockerhost adds it to every Command). The agent's own
 // /proc/self/environ is not readable: it makes itself non-dumpable to
-// guard its keys.
-func readEnviron(c *ssh.Client, path string) ([]string, error) {
+// guard its keys. When PID 1 is the deadline (dockerhost's DeadlineTool),
+// non-dumpable too, the copy it wrote (deadline.EnvironFile) is read:
+// the first of paths that opens counts.
+func readEnviron(c *ssh.Client, paths []string) ([]string, error) {
 	sc, err := sftp.NewClient(c)
 	if err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
 	}
 	defer func() { _ = sc.Close() }()
-	f, err := sc.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read environment: %w", err)
+	var f *sftp.File
+	var errs []error
+	for _, p := range paths {
+		if f, err = sc.Open(p); err == nil {
+			break
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", p, err))
+	}
+	if f == nil {
+		return nil, fmt.Errorf("read environment: %w", errors.Join(errs...))
 	}
 	defer func() { _ = f.Close() }()
 	// Plain reads: /proc files stat as empty, which ReadFrom-style

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -174,7 +175,7 @@ func TestRunnerThroughTunnel(t *testing.T) {
 // them).
 func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
 	f := newFixture(t)
-	if err := os.WriteFile(f.agents.environPath, []byte("PATH=/bin\x00odd-name=1\x00"), 0o644); err != nil {
+	if err := os.WriteFile(f.agents.environPaths[0], []byte("PATH=/bin\x00odd-name=1\x00"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	id := provisioned(t, f)
@@ -186,13 +187,37 @@ func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
 	}
 
 	f = newFixture(t)
-	f.agents.environPath = "/nonexistent/environ"
+	f.agents.environPaths = []string{"/nonexistent/environ", "/nonexistent/copy"}
 	id = provisioned(t, f)
 	for range 2 { // the second refuses without a dial
 		_, err = f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
 		if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
 			t.Fatalf("run with an unreadable environment: %v, want ErrNotStarted", err)
 		}
+	}
+}
+
+// TestRunnerReadsTheDeadlinesEnvironCopy: where PID 1's environ cannot
+// be read (PID 1 is dockerhost's non-dumpable deadline tool), the copy
+// the deadline wrote counts: commands still run through the tunnel with
+// the container's environment.
+func TestRunnerReadsTheDeadlinesEnvironCopy(t *testing.T) {
+	envBin, err := exec.LookPath("env")
+	if err != nil {
+		t.Skip("no env binary")
+	}
+	f := newFixture(t)
+	dir := t.TempDir()
+	f.agents.environPaths = []string{filepath.Join(dir, "missing"), f.agents.environPaths[0]}
+	id := provisioned(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out budget
+	out.n = 1 << 20
+	code, err := f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{envBin, "-0"}, Dir: dir, Stdout: &out, Stderr: io.Discard})
+	got, perr := parseEnviron([]byte(out.String()))
+	if err != nil || perr != nil || code != 0 || !slices.Contains(got, "HOSTNAME=box") {
+		t.Fatalf("env: %d %q %v %v; want the copy's environment", code, got, err, perr)
 	}
 }
 

@@ -127,8 +127,16 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		cfg.TempDir = dockerhost.WorkspaceTempDir
 		if interp := agentInfo.interp; interp != "" {
 			// Not an error: an image with this loader and libc runs it.
-			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried",
+			// As PID 1 it would end every other image's containers as
+			// they start, so they keep the deadline script.
+			log.Warn("the agent binary is dynamically linked: it starts only in images that have its loader and libc, and provisioning any other image fails once the agent's start has been retried; sandboxes keep their runtime deadline in a shell script their own code can stop or kill",
 				"interpreter", interp, "fix", "CGO_ENABLED=0 go build -ldflags='-s -w' ./cmd/agent")
+		} else {
+			// The agent is each container's PID 1 too, keeping its runtime
+			// deadline: as the PID namespace's init it gets no SIGKILL or
+			// SIGSTOP from sandbox code, and non-dumpable it cannot be
+			// traced.
+			cfg.DeadlineTool = "agent"
 		}
 		if agentInfo.symbolBytes >= 1<<20 {
 			log.Info("the agent binary carries symbols and debug info it never reads; the engine's tools volume and every machine that runs the agent carry them too",

@@ -14,6 +14,7 @@ package deadline
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 )
@@ -52,7 +53,13 @@ func MaybeRun() {
 		// Not fatal: the gateway then runs commands with docker exec.
 		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
 	}
-	if err := Run(os.Args[2:], os.Stdin, Dir); err != nil {
+	var stdin io.Reader = os.Stdin
+	if len(os.Args) == 3 && os.Args[2] == "-" {
+		// Only then: an os.File of fd 0 that nothing reads would close it
+		// when collected.
+		stdin = pollableStdin()
+	}
+	if err := Run(os.Args[2:], stdin, Dir); err != nil {
 		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
 		os.Exit(2)
 	}

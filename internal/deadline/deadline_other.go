@@ -5,6 +5,7 @@ package deadline
 import (
 	"errors"
 	"io"
+	"os"
 )
 
 // Run is Linux-only: sandbox containers are Linux.
@@ -13,3 +14,5 @@ func Run(args []string, stdin io.Reader, dir string) error {
 }
 
 func writeEnviron(path string) error { return nil }
+
+func pollableStdin() *os.File { return os.Stdin }

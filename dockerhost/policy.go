@@ -78,8 +78,9 @@ var minResources = Resources{
 	CPUs:        0.01,
 	MemoryBytes: 6 << 20,
 	DiskBytes:   64 << 10,
-	// The limit counts threads, and every sandbox holds docker-init,
-	// its deadline (a shell and its sleep) and the agent's 10 threads (made as it starts, before
+	// The limit counts threads, and every sandbox holds its init and
+	// deadline (the agent as PID 1, 5 to 7 threads; or docker-init, a
+	// shell and its sleep) and the agent's 10 threads (made as it starts, before
 	// any command: internal/agent's stdioThreads): under 16 the agent
 	// could not start, or died making a thread (Go treats that as fatal).
 	// At 16 commands had 2 tasks (CommandTasks), and every thread the
@@ -214,7 +215,7 @@ func (p *Policy) validateResources(r Resources) error {
 		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
 		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
 		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads: the sandbox's init, its deadline's shell and sleep and the agent hold about 13, and the agent keeps an eighth of it (4 to 32) from commands"},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads: the sandbox's init and deadline and the agent hold about 16, and the agent keeps an eighth of it (4 to 32) from commands"},
 		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
 		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {
@@ -572,9 +573,10 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 // runtime needs and cannot create is fatal: commands that took every pid
 // left cost the agent, with every command's channel (e2e
 // TestSandboxPidsLimitKeepsAgent, under CI's load, though the agent makes
-// its threads as it starts). At the least limit, 32, init, the deadline's shell and sleep and the
-// agent's 10 threads hold 13, commands get 16 and the agent may grow to 14
-// threads.
+// its threads as it starts). At the least limit, 32, the deadline (the
+// agent as PID 1, 5 to 7 threads with Config.DeadlineTool; else
+// docker-init, a shell and its sleep) and the agent's 10 threads hold
+// about 16, commands get 12 and the agent may grow to 14 threads.
 func CommandTasks(pids int64) int64 {
 	return pids - min(max(pids/8, 2), 32)
 }

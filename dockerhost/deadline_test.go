@@ -128,6 +128,22 @@ func testDeadlineToolPool(t *testing.T) {
 	if res := sh(t, h, ex.ExecutionID, sandboxStops+"; echo alive"); !strings.HasSuffix(res.Stdout, "alive\n") {
 		t.Fatalf("after the kills: %+v", res)
 	}
+	// An unclaimed container whose attachment closes (the gateway died)
+	// ends: EOF before a runtime.
+	waitPool(t, h, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
+	h.pool.mu.Lock()
+	var warm *pooled
+	for _, ks := range h.pool.keys {
+		if len(ks.ready) > 0 {
+			warm = ks.ready[0]
+		}
+	}
+	h.pool.mu.Unlock()
+	if warm == nil {
+		t.Fatal("no warm container")
+	}
+	warm.hj.Close()
+	waitRemoved(t, cli, warm.cid, time.Minute)
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -152,6 +152,12 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 	if !stop() {
 		return nil, context.Cause(ctx)
 	}
+	if err != nil && sess.IsClosed() {
+		// The tunnel ended meanwhile (the gateway stopping, the agent
+		// gone): nothing to warn about, and nothing to keep.
+		_ = c.Close()
+		return nil, fmt.Errorf("tunnel down while reading the container's environment: %w", err)
+	}
 	if err != nil {
 		// Kept with no environment: Run then refuses at once, and docker
 		// exec runs this connection's commands, without a dial each.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,10 +13,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // fixtureEnviron stands in for a container's /proc/1/environ.
@@ -329,5 +332,57 @@ func TestRunnerLongArgvGoesToDockerExec(t *testing.T) {
 	out = budget{n: 1 << 20}
 	if code, err := r.Run(ctx, dockerhost.Command{Argv: argv, Dir: "/", Stdout: &out, Stderr: io.Discard}); err != nil || code != 0 || out.String() != "102400\n" {
 		t.Fatalf("one argument of 100 KiB: %d %q %v", code, out.String(), err)
+	}
+}
+
+// TestShutdownWhileReadingEnvironmentIsQuiet: a tunnel that ends while
+// the gateway reads the container's environment (the gateway stopping)
+// fails the dial; it does not warn that the environment cannot be
+// reproduced, as it did at a loaded machine's shutdown
+// (TestShutdownClosesTunnelsQuietly failed on it).
+func TestShutdownWhileReadingEnvironmentIsQuiet(t *testing.T) {
+	f := newFixture(t)
+	var logs testenv.LogBuffer
+	f.agents.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// A FIFO: the agent's open of it waits for a writer, and the writer's
+	// open returns once the agent is reading.
+	fifo := filepath.Join(t.TempDir(), "environ")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.agents.environPaths = []string{fifo}
+	opened := make(chan *os.File, 1)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			w = nil
+		}
+		opened <- w
+	}()
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	f.waitEvent(t, tunnelEvent{id, true})
+	select {
+	case w := <-opened:
+		if w == nil {
+			t.FailNow()
+		}
+		defer w.Close()
+	case <-time.After(wait):
+		// Release the writer's open, so that its goroutine ends.
+		if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			defer r.Close()
+		}
+		if w := <-opened; w != nil {
+			defer w.Close()
+		}
+		t.Fatal("the gateway never read the container's environment")
+	}
+	f.reg.Close()
+	f.waitEvent(t, tunnelEvent{id, false})
+	f.agents.Stop(id)
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the shutdown during the environment's read warned:\n%s", logs.String())
 	}
 }

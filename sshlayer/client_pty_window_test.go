@@ -22,6 +22,36 @@ import (
 // at the gateway to draw before a Ctrl-C showed (7.7 MiB after 30 s of
 // yes).
 func TestPTYOutputWaitsOnTheHost(t *testing.T) {
+	ahead := floodAhead(t, 0)
+	// The window, and the host's own buffers (the pty's, the agent's
+	// copy of the pty's output), with room to spare.
+	const bound = ptyWindow + 512<<10
+	t.Logf("the host wrote %d KiB ahead of the reader", ahead>>10)
+	if ahead > bound {
+		t.Errorf("the host wrote %.2f MiB ahead of a terminal reader that stopped, want at most %.2f MiB", float64(ahead)/(1<<20), float64(bound)/(1<<20))
+	}
+}
+
+// TestPTYOutputWindowSet: a terminal whose reader sets a smaller output
+// window (a web terminal's page that draws slowly) has at most that much
+// (and the host's own buffers) written ahead of it: 1 MiB stayed in flight
+// whatever was set, which a slow page drew for tens of seconds before
+// Ctrl-C's prompt.
+func TestPTYOutputWindowSet(t *testing.T) {
+	const window = 64 << 10
+	ahead := floodAhead(t, window)
+	const bound = window + 256<<10
+	t.Logf("the host wrote %d KiB ahead of the reader", ahead>>10)
+	if ahead > bound {
+		t.Errorf("the host wrote %d KiB ahead of a terminal reader that set a %d KiB window and stopped, want at most %d KiB", ahead>>10, window>>10, bound>>10)
+	}
+}
+
+// floodAhead floods a PTY, reads 16 MiB of it (setting the output window
+// to window first, unless 0) and stops: it returns how far the host
+// wrote past what was read.
+func floodAhead(t *testing.T, window int) int64 {
+	t.Helper()
 	_, c := startEmbedded(t)
 	ctx := testCtx(t)
 	count := filepath.Join(t.TempDir(), "count")
@@ -33,7 +63,11 @@ func TestPTYOutputWaitsOnTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = p.Kill(hostgate.SIGKILL); _ = p.Wait() }()
-	// Keep up for a while: this is what grew the window.
+	if window > 0 {
+		p.(interface{ SetOutputWindow(int) }).SetOutputWindow(window)
+	}
+	// Keep up for a while: this is what grew the window, and what shrinks
+	// a window granted before the limit.
 	const kept = 16 << 20
 	if _, err := io.CopyN(io.Discard, p.Stdout(), kept); err != nil {
 		t.Fatal(err)
@@ -58,12 +92,5 @@ func TestPTYOutputWaitsOnTheHost(t *testing.T) {
 			idle, last = 0, n
 		}
 	}
-	ahead := last - kept
-	// The window, and the host's own buffers (the pty's, the agent's
-	// copy of the pty's output), with room to spare.
-	const bound = ptyWindow + 512<<10
-	t.Logf("the host wrote %d KiB ahead of the reader", ahead>>10)
-	if ahead > bound {
-		t.Errorf("the host wrote %.2f MiB ahead of a terminal reader that stopped, want at most %.2f MiB", float64(ahead)/(1<<20), float64(bound)/(1<<20))
-	}
+	return last - kept
 }

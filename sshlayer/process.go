@@ -322,6 +322,22 @@ func (p *clientProcess) Resize(cols, rows int) error {
 	return nil
 }
 
+// SetOutputWindow bounds what the host may send of a PTY's output ahead
+// of what is read to n bytes, from one packet (32 KiB) up to ptyWindow: a
+// web terminal sets it to what its page draws in a fraction of a second
+// (webterm.Windower), so that a slow page's Ctrl-C does not wait behind a
+// full 1 MiB at the gateway. A process without a PTY keeps its window.
+func (p *clientProcess) SetOutputWindow(n int) {
+	if !p.pty {
+		return
+	}
+	p.sess.SetWindowLimit(uint32(min(max(n, minOutputWindow), ptyWindow)))
+}
+
+// minOutputWindow is the least SetOutputWindow sets: one packet, which a
+// host sends whole.
+const minOutputWindow = 32 << 10
+
 // alive reports whether the connection still answers a round trip.
 func (c *Client) alive() bool {
 	if c.usable() != nil || !c.track() {

@@ -418,6 +418,14 @@ func (p *terminalProcess) Resize(cols, rows int) error {
 	return rz.Resize(cols, rows)
 }
 
+// SetOutputWindow passes the page's window on to the SSH session
+// (webterm.Windower), which the embedded Process alone would hide.
+func (p *terminalProcess) SetOutputWindow(n int) {
+	if w, ok := p.Process.(webterm.Windower); ok {
+		w.SetOutputWindow(n)
+	}
+}
+
 // publicOriginPatterns is --public-url's host, port included, as an origin
 // pattern (path.Match syntax, its special characters escaped: an IPv6
 // literal's brackets).

@@ -179,6 +179,9 @@ func (h *Terminals) start(r *http.Request, host, caller string, cols, rows int, 
 		return nil, fmt.Errorf("cannot start a terminal on %s: %w", host, err)
 	}
 	t.p = p
+	if w, ok := p.(Windower); ok {
+		t.fl.setWindow = w.SetOutputWindow
+	}
 	t.release = func() { release(); bindDone() }
 	t.log.Info("terminal opened", "cols", cols, "rows", rows, "kept", t.id != "")
 	return t, nil
@@ -290,10 +293,11 @@ func (t *term) pump() {
 	defer close(t.pumped)
 	buf := make([]byte, 32<<10)
 	for {
-		if !t.fl.wait() {
+		m := t.fl.wait(len(buf))
+		if m == 0 {
 			return
 		}
-		n, err := t.p.Stdout().Read(buf)
+		n, err := t.p.Stdout().Read(buf[:m])
 		if n > 0 {
 			t.touch()
 			t.out.Lock()
@@ -388,7 +392,7 @@ func (t *term) attach(a *attachment) bool {
 
 // replay sends a's page what it has not drawn (from the output offset
 // from on) before anything newer, then the ending if there is one.
-func (t *term) replay(a *attachment, from int64, acks bool) {
+func (t *term) replay(a *attachment, from int64, acks, paced bool) {
 	t.out.Lock()
 	total := t.ring.total
 	from = min(from, total)
@@ -406,7 +410,7 @@ func (t *term) replay(a *attachment, from int64, acks bool) {
 			b = b[n:]
 		}
 	}
-	t.fl.attach(from, acks)
+	t.fl.attach(from, acks, paced)
 	a.live = true
 	t.out.Unlock()
 	if t.ending() != nil {

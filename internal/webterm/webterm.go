@@ -5,7 +5,7 @@
 //
 // Wire format: binary messages are terminal bytes in both directions; text
 // messages are JSON control messages — {"type":"resize","cols":C,"rows":R},
-// {"type":"ack","bytes":N} (see AckWindow) and {"type":"ping"} from the
+// {"type":"ack","bytes":N} (see AckWindow; ?ack=1 or, paced, ?ack=2) and {"type":"ping"} from the
 // browser, {"type":"exit","code":N}, {"type":"error","message":M} and
 // {"type":"pong"} (the answer to a ping) from the gateway. A message may
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
@@ -152,7 +152,39 @@ type control struct {
 // and the host's PTY holds the command back. A page that never acks is
 // not held back, and neither is a kept terminal while no page is there:
 // what it prints meanwhile goes to its replay buffer.
+//
+// A page that acks within a few tens of milliseconds of drawing (?ack=2,
+// see ackPaced) gets a window sized from how fast it draws instead, with
+// AckWindow its ceiling: a fixed 1 MiB was 0.3 s of a desktop browser's
+// drawing but minutes of a slow one's (Chromium CPU-throttled 20×: no
+// prompt 120 s after Ctrl-C on yes).
 const AckWindow = 1 << 20
+
+// The paced window (?ack=2): output may run ahead of the page by what it
+// drew in the last paceTarget, plus its round trip, between minWindow and
+// AckWindow. The SSH session's window follows it (Windower), so what is
+// between the shell and the screen when Ctrl-C is pressed is about twice
+// paceTarget of drawing, whatever the page's speed.
+const (
+	ackPaced   = "2"
+	paceTarget = 250 * time.Millisecond
+	// minWindow keeps output flowing between a page's acks, which come
+	// within 20 ms of drawing (terminal.js's ackLagMs).
+	minWindow = 16 << 10
+	// startWindow is a new page's, before its pace is known: small, as
+	// a slow page has it all to draw before a Ctrl-C; a fast one is past
+	// it after its first sample.
+	startWindow = 64 << 10
+	// sampleEvery is the shortest span the drawing rate is measured over.
+	sampleEvery = 100 * time.Millisecond
+)
+
+// Windower is a process whose output the host may send only so far ahead
+// of what is read (an SSH session's window): the terminal sets it to the
+// page's window, so a flood waits on the host, not at the gateway.
+type Windower interface {
+	SetOutputWindow(bytes int)
+}
 
 // flow is the output's progress against the page's acks.
 type flow struct {
@@ -162,27 +194,61 @@ type flow struct {
 	acked  int64
 	acking bool // the page has acked once: it does flow control
 	done   bool
+
+	// paced: the window follows the page's drawing rate (?ack=2).
+	paced  bool
+	window int64
+	now    func() time.Time
+	// setWindow tells the host's side (Windower); called outside mu,
+	// in order (winMu).
+	setWindow func(int)
+	winMu     sync.Mutex
+	// The current rate sample: since when, acked then, and whether the
+	// window held output back meanwhile (else the page drew all there
+	// was, and the rate says nothing of its speed).
+	sampleAt    time.Time
+	sampleAcked int64
+	held        bool
+	// One write's trip, gateway to drawn and acked: probeAt is when the
+	// output up to probeEnd went out (0: none out). rtt is the shortest
+	// trip seen on this page, the part of the window that is in transit
+	// rather than waiting to be drawn.
+	probeEnd int64
+	probeAt  time.Time
+	rtt      time.Duration
 }
 
 func newFlow() *flow {
-	f := &flow{}
+	f := &flow{now: time.Now, window: AckWindow}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
 
-// wait blocks while the page is more than AckWindow behind; false once the
-// session is over.
-func (f *flow) wait() bool {
+// wait blocks while the page is a window or more behind, and returns how
+// many bytes may go now (at most max); 0 once the session is over.
+func (f *flow) wait(max int) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for f.acking && f.sent-f.acked > AckWindow && !f.done {
+	for f.acking && f.sent-f.acked >= f.window && !f.done {
+		f.held = true
 		f.cond.Wait()
 	}
-	return !f.done
+	if f.done {
+		return 0
+	}
+	if f.acking && f.paced {
+		return int(min(int64(max), f.window-(f.sent-f.acked)))
+	}
+	return max
 }
 
 func (f *flow) wrote(n int) {
 	f.mu.Lock()
+	// Timed only when the page has drawn everything before it (an echo,
+	// a prompt): a write behind others times their drawing too.
+	if f.paced && f.probeEnd == 0 && f.sent == f.acked {
+		f.probeEnd, f.probeAt = f.sent+int64(n), f.now()
+	}
 	f.sent += int64(n)
 	f.mu.Unlock()
 }
@@ -196,16 +262,81 @@ func (f *flow) ack(n int64) {
 		f.acked = n
 	}
 	f.acking = true
+	set := f.pace()
 	f.mu.Unlock()
 	f.cond.Broadcast()
+	if set {
+		f.tell()
+	}
 }
 
-// attach starts counting for a page that has drawn from bytes.
-func (f *flow) attach(from int64, acks bool) {
+// pace moves a paced window after an ack, and reports whether it moved.
+func (f *flow) pace() bool {
+	if !f.paced {
+		return false
+	}
+	now := f.now()
+	if f.probeEnd != 0 && f.acked >= f.probeEnd {
+		if d := now.Sub(f.probeAt); f.rtt == 0 || d < f.rtt {
+			f.rtt = max(d, time.Millisecond)
+		}
+		f.probeEnd = 0
+	}
+	if f.sampleAt.IsZero() {
+		f.sampleAt, f.sampleAcked, f.held = now, f.acked, false
+		return false
+	}
+	span := now.Sub(f.sampleAt)
+	if span < max(sampleEvery, 2*f.rtt) {
+		return false
+	}
+	held := f.held || f.sent-f.acked >= f.window
+	drawn := f.acked - f.sampleAcked
+	f.sampleAt, f.sampleAcked, f.held = now, f.acked, false
+	if !held {
+		return false // the page kept up with all there was: its pace is unknown
+	}
+	w := int64(float64(drawn) * float64(paceTarget+f.rtt) / float64(span))
+	// At most four times as large at once: a burst of acks after a
+	// pause (a page in the background) is not the page's pace.
+	w = min(max(w, minWindow), AckWindow, 4*f.window)
+	if w == f.window {
+		return false
+	}
+	f.window = w
+	return true
+}
+
+// tell passes the window to the host's side: the page's while it paces
+// its acks, else AckWindow.
+func (f *flow) tell() {
+	if f.setWindow == nil {
+		return
+	}
+	f.winMu.Lock()
+	defer f.winMu.Unlock()
 	f.mu.Lock()
-	f.acked, f.acking = from, acks
+	w := f.window // the newest: two acks may race to here
+	if !f.acking || !f.paced {
+		w = AckWindow
+	}
+	f.mu.Unlock()
+	f.setWindow(int(w))
+}
+
+// attach starts counting for a page that has drawn from bytes; paced
+// pages start with a small window, sized as they draw.
+func (f *flow) attach(from int64, acks, paced bool) {
+	f.mu.Lock()
+	f.acked, f.acking, f.paced = from, acks, acks && paced
+	f.window = AckWindow
+	if f.paced {
+		f.window = startWindow
+	}
+	f.sampleAt, f.held, f.probeEnd, f.rtt = time.Time{}, false, 0, 0
 	f.mu.Unlock()
 	f.cond.Broadcast()
+	f.tell()
 }
 
 // detach lets output run while no page is there to ack it.
@@ -214,6 +345,7 @@ func (f *flow) detach() {
 	f.acking = false
 	f.mu.Unlock()
 	f.cond.Broadcast()
+	f.tell()
 }
 
 func (f *flow) end() {
@@ -255,9 +387,9 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it in one).
 	ws.SetReadLimit(-1)
 	log := h.cfg.Logger.With("host", id, "caller", name)
-	acks := q.Get("ack") == "1"
+	acks, paced := q.Get("ack") == "1" || q.Get("ack") == ackPaced, q.Get("ack") == ackPaced
 	if resume != "" {
-		h.resume(ws, id, name, resume, from, seq, cols, rows, acks, log)
+		h.resume(ws, id, name, resume, from, seq, cols, rows, acks, paced, log)
 		return
 	}
 	t, err := h.start(r, id, name, cols, rows, q.Get("keep") == "1", log)
@@ -276,7 +408,7 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.stop(stopGone)
 		}
 	}
-	t.fl.attach(0, acks)
+	t.fl.attach(0, acks, paced)
 	t.attach(a)
 	t.run()
 	h.serveAttachment(t, a, log)
@@ -315,7 +447,7 @@ func resumeParams(q url.Values) (id string, from, seq int64, err error) {
 
 // resume attaches ws to the kept terminal id, replaying what its page
 // missed from offset from.
-func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, seq int64, cols, rows int, acks bool, log *slog.Logger) {
+func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, seq int64, cols, rows int, acks, paced bool, log *slog.Logger) {
 	h.mu.Lock()
 	t := h.kept[id]
 	h.mu.Unlock()
@@ -335,7 +467,7 @@ func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, se
 	if rz, ok := t.p.(hostgate.Resizer); ok {
 		_ = rz.Resize(cols, rows) // the new page's size; a size change redraws full-screen programs
 	}
-	t.replay(a, from, acks)
+	t.replay(a, from, acks, paced)
 	log.Info("terminal resumed", "terminal", id, "from", from)
 	h.serveAttachment(t, a, log)
 }

@@ -408,7 +408,7 @@ func TestFlowAckCapped(t *testing.T) {
 		t.Fatalf("acked %d after an ack past the %d sent, want it capped at the count", f.acked, f.sent)
 	}
 	done := make(chan bool, 1)
-	go func() { done <- f.wait() }()
+	go func() { done <- f.wait(1) != 0 }()
 	select {
 	case ok := <-done:
 		if !ok {
@@ -488,5 +488,104 @@ func TestPingAnswered(t *testing.T) {
 	}
 	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pageSim drives a paced flow (?ack=2) against a simulated page on a
+// simulated clock: the host always has output, the page draws rate bytes
+// a second (rtt after they went out) and acks every 20 ms, as terminal.js
+// does. It returns the most bytes that were sent and not yet drawn after
+// the first second (once the page's pace is known), and the window at the
+// end.
+func pageSim(t *testing.T, rate int64, rtt time.Duration) (inFlight, window int64) {
+	clock := time.Unix(0, 0)
+	f := newFlow()
+	f.now = func() time.Time { return clock }
+	told := 0
+	f.setWindow = func(n int) { told = n }
+	f.attach(0, true, true)
+	type sent struct {
+		at  time.Time
+		end int64
+	}
+	var out []sent // writes not yet arrived at the page
+	var arrived, drawn float64
+	fill := func() {
+		for {
+			f.mu.Lock()
+			full := f.sent-f.acked >= f.window
+			if full {
+				f.held = true // what wait does before it blocks
+			}
+			f.mu.Unlock()
+			if full {
+				return
+			}
+			n := f.wait(32 << 10)
+			f.wrote(n)
+			out = append(out, sent{clock, f.sent})
+		}
+	}
+	const tick = time.Millisecond
+	// The shell's prompt first: the page times its round trip on it.
+	f.wrote(20)
+	out = append(out, sent{clock, f.sent})
+	for i := 0; clock.Before(time.Unix(10, 0)); i++ {
+		if i > 0 {
+			fill()
+		}
+		clock = clock.Add(tick)
+		for len(out) > 0 && clock.Sub(out[0].at) >= rtt {
+			arrived = float64(out[0].end)
+			out = out[1:]
+		}
+		drawn = min(arrived, drawn+float64(rate)*tick.Seconds())
+		if i%20 == 19 {
+			f.ack(int64(drawn))
+		}
+		if clock.After(time.Unix(1, 0)) {
+			f.mu.Lock()
+			inFlight = max(inFlight, f.sent-int64(drawn))
+			f.mu.Unlock()
+		}
+	}
+	// The host's side (the SSH session's window) is told the window, and
+	// AckWindow again once no page acks.
+	if int64(told) != f.window {
+		t.Errorf("the host's side was told a window of %d, the page's is %d", told, f.window)
+	}
+	window = f.window
+	f.detach()
+	if told != AckWindow {
+		t.Errorf("the host's side was told a window of %d with no page, want AckWindow", told)
+	}
+	return inFlight, window
+}
+
+// TestPacedWindowFollowsThePage: a page that acks promptly (?ack=2) has
+// as much output in flight as it draws in about a quarter of a second, not
+// AckWindow: Chromium CPU-throttled 20x draws yes at 20-50 KB/s, and the
+// fixed 1 MiB (with the SSH session's 1 MiB) kept a Ctrl-C's prompt
+// waiting 28-38 s. A fast page still gets the whole AckWindow, so its
+// throughput stays.
+func TestPacedWindowFollowsThePage(t *testing.T) {
+	for _, c := range []struct {
+		rate         int64
+		rtt          time.Duration
+		most, window int64
+	}{
+		{40 << 10, 5 * time.Millisecond, 40 << 10, minWindow},           // a throttled browser
+		{400 << 10, 5 * time.Millisecond, 160 << 10, 0},                 // a phone
+		{400 << 10, 150 * time.Millisecond, 256 << 10, 0},               // a phone far away
+		{20 << 20, 2 * time.Millisecond, AckWindow + 32<<10, AckWindow}, // a desktop browser
+	} {
+		inFlight, window := pageSim(t, c.rate, c.rtt)
+		t.Logf("page drawing %d KB/s, %v away: at most %d KiB in flight, window %d KiB", c.rate>>10, c.rtt, inFlight>>10, window>>10)
+		if inFlight > c.most {
+			t.Errorf("page drawing %d KB/s, %v away: %d KiB sent and not drawn, want at most %d KiB", c.rate>>10, c.rtt, inFlight>>10, c.most>>10)
+		}
+		if c.window != 0 && window != c.window {
+			t.Errorf("page drawing %d KB/s, %v away: window %d KiB, want %d KiB", c.rate>>10, c.rtt, window>>10, c.window>>10)
+		}
 	}
 }

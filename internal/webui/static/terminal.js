@@ -39,7 +39,13 @@
   let opened = false;
   let received = 0;        // output bytes handed to xterm: where a resume starts
   let drawn = 0, acked = 0; // output bytes xterm has drawn, and acked of them
-  const ackEvery = 64 << 10;
+  let ackTimer = 0;
+  // Acks are paced (?ack=2): sent at the latest ackLagMs after xterm has
+  // drawn anything, sooner every ackEvery bytes. The gateway sizes what it
+  // lets run ahead of the page from how fast they come (a fraction of a
+  // second of this page's drawing), so a slow browser's Ctrl-C does not
+  // wait behind a megabyte.
+  const ackEvery = 64 << 10, ackLagMs = 20;
   let finished = false;    // the terminal ended, or another page has it: no reconnect
   let lostAt = 0;          // when the connection was lost, while reconnecting
   let attempt = 0;
@@ -47,7 +53,7 @@
   let beat = 0, retry = 0, connectTimer = 0;
 
   function connect() {
-    const q = new URLSearchParams({ keep: "1", ack: "1", cols: term.cols, rows: term.rows, seq: String(Date.now()) });
+    const q = new URLSearchParams({ keep: "1", ack: "2", cols: term.cols, rows: term.rows, seq: String(Date.now()) });
     if (sessionId) { q.set("resume", sessionId); q.set("from", String(received)); }
     const sock = new WebSocket(base + "?" + q.toString());
     ws = sock;
@@ -76,10 +82,8 @@
       received += data.length;
       term.write(data, () => {
         drawn += data.length;
-        if (drawn - acked >= ackEvery && ws && ws.readyState === WebSocket.OPEN) {
-          acked = drawn;
-          ws.send(JSON.stringify({ type: "ack", bytes: drawn }));
-        }
+        if (drawn - acked >= ackEvery) sendAck();
+        else if (!ackTimer) ackTimer = setTimeout(sendAck, ackLagMs);
       });
     };
     sock.onclose = (ev) => {
@@ -89,6 +93,15 @@
       clearInterval(beat);
       closed(ev);
     };
+  }
+
+  function sendAck() {
+    clearTimeout(ackTimer);
+    ackTimer = 0;
+    if (drawn > acked && ws && ws.readyState === WebSocket.OPEN) {
+      acked = drawn;
+      ws.send(JSON.stringify({ type: "ack", bytes: drawn }));
+    }
   }
 
   function control(text) {

@@ -94,3 +94,52 @@ func floodAhead(t *testing.T, window int) int64 {
 	}
 	return last - kept
 }
+
+// TestPTYOutputWaitsFromTheStart: a terminal's host that prints and is
+// never read has at most ptyStartWindow (and its own buffers) written:
+// the session opened with the spare's 1 MiB window, which a window set
+// later cannot take back, so a slow web page drew a megabyte of its first
+// flood after Ctrl-C (5.1-5.3 s in Chromium throttled 20x, 0.6-0.8 s for
+// the floods after it).
+func TestPTYOutputWaitsFromTheStart(t *testing.T) {
+	_, c := startEmbedded(t)
+	ctx := testCtx(t)
+	// A command first, so a spare session is open for the terminal.
+	first, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitSpare(t, c)
+	count := filepath.Join(t.TempDir(), "count")
+	p, err := c.Spawn(ctx, []string{"sh", "-c", `stty raw -echo; i=0; while :; do head -c 4096 /dev/zero; i=$((i+1)); echo $i > ` + count + `; done`},
+		hostgate.SpawnOptions{PTY: &hostgate.PTY{Cols: 80, Rows: 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Kill(hostgate.SIGKILL); _ = p.Wait() }()
+	written := func() int64 {
+		b, _ := os.ReadFile(count)
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n << 12
+	}
+	last, idle := int64(-1), 0
+	for deadline := time.Now().Add(time.Minute); idle < 10; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host kept writing with nobody reading: %d MiB", written()>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := written(); n == last {
+			idle++
+		} else {
+			idle, last = 0, n
+		}
+	}
+	const bound = ptyStartWindow + 256<<10
+	t.Logf("the host wrote %d KiB with nobody reading", last>>10)
+	if last > bound {
+		t.Errorf("the host wrote %d KiB of a terminal nobody read, want at most %d KiB", last>>10, bound>>10)
+	}
+}

@@ -64,12 +64,22 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 		sess  *ssh.Session
 		spare bool
 	)
-	if useSpare {
+	if useSpare && pty == nil {
 		sess, spare = c.takeSpare()
 	}
 	if sess == nil {
 		var err error
-		if sess, err = c.ssh.NewSession(); err != nil {
+		// A terminal's session opens with a small window, not the
+		// spare's 1 MiB, which the host could fill before its reader
+		// limits it (SetOutputWindow): a web terminal's page then had
+		// that megabyte of its first flood to draw before a Ctrl-C's
+		// prompt. It grows to ptyWindow as the reader keeps up; the
+		// cost is the channel open's round trip the spare saves.
+		open := c.ssh.NewSession
+		if pty != nil {
+			open = func() (*ssh.Session, error) { return c.ssh.NewSessionWindow(ptyStartWindow) }
+		}
+		if sess, err = open(); err != nil {
 			var oce *ssh.OpenChannelError
 			if errors.As(err, &oce) && oce.Reason == ssh.ResourceShortage {
 				return nil, fmt.Errorf("open session: the host runs no more commands at once on this connection (a hostgate agent 64, sshd its MaxSessions, 10 by default): wait for one to end, or connect again: %w", err)
@@ -178,8 +188,8 @@ func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
 }
 
 // ptyWindow bounds what a terminal's host may print ahead of what its
-// reader has taken: the channel's initial window, which it keeps rather
-// than growing to 8 MiB as a bulk channel does. A terminal is read by a
+// reader has taken: 1 MiB, where its window stops growing rather than at
+// 8 MiB as a bulk channel's does (SetOutputWindow sets less). A terminal is read by a
 // person's screen, whose reader may fall behind for good (the web
 // terminal holds its output at the page's pace): what the window holds
 // when they press Ctrl-C is still drawn before the prompt comes back, and
@@ -333,6 +343,10 @@ func (p *clientProcess) SetOutputWindow(n int) {
 	}
 	p.sess.SetWindowLimit(uint32(min(max(n, minOutputWindow), ptyWindow)))
 }
+
+// ptyStartWindow is what a terminal's host may send before its reader
+// has read anything.
+const ptyStartWindow = 64 << 10
 
 // minOutputWindow is the least SetOutputWindow sets: one packet, which a
 // host sends whole.

@@ -167,6 +167,23 @@ func (c *Client) NewSession() (*Session, error) {
 	return newSession(ch, in)
 }
 
+// NewSessionWindow is NewSession granting the server n bytes (at least
+// one packet) of the session's output before this side reads, instead of
+// 1 MiB. hostgate: a terminal's first flood waits on the host from its
+// first byte, not a megabyte later, when its reader limits the window
+// (SetWindowLimit): a window granted cannot be taken back.
+func (c *Client) NewSessionWindow(n uint32) (*Session, error) {
+	conn, ok := c.Conn.(*connection)
+	if !ok {
+		return c.NewSession()
+	}
+	ch, err := conn.mux.openChannelWindow("session", nil, max(n, channelMaxPacket))
+	if err != nil {
+		return nil, err
+	}
+	return newSession(ch, ch.incomingRequests)
+}
+
 func (c *Client) handleGlobalRequests(incoming <-chan *Request) {
 	for r := range incoming {
 		// This handles keepalive messages and matches

@@ -93,3 +93,68 @@ func TestHostgateWindowLimit(t *testing.T) {
 		send()
 	}
 }
+
+// TestHostgateOpenChannelWindow: a channel opened with a window of its
+// own (Client.NewSessionWindow) grants the peer that much at first, not
+// channelInitialWindow, and grows from there as its program reads: a
+// window once granted cannot be taken back, so a terminal's host could
+// fill the initial 1 MiB before its reader limited it.
+func TestHostgateOpenChannelWindow(t *testing.T) {
+	const window = 64 << 10
+	local, peer := packetPipe()
+	m := newMux(local)
+	defer m.Close()
+	opened := make(chan *channel, 1)
+	go func() {
+		ch, err := m.openChannelWindow("session", nil, window)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- ch
+	}()
+	p, err := peer.readPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open channelOpenMsg
+	if err := Unmarshal(p, &open); err != nil {
+		t.Fatal(err)
+	}
+	if open.PeersWindow != window {
+		t.Fatalf("the channel opened granting %d bytes, want %d", open.PeersWindow, window)
+	}
+	if err := peer.writePacket(Marshal(channelOpenConfirmMsg{
+		PeersID: open.PeersID, MyID: 7, MyWindow: 1 << 20, MaxPacketSize: channelMaxPacket,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ch := <-opened
+	if ch == nil {
+		t.FailNow()
+	}
+	// The peer sends the window; the program reads it all, and the peer
+	// gets it back, doubled: the window grows as it is read.
+	for range window / channelMaxPacket {
+		if err := peer.writePacket(Marshal(channelDataMsg{PeersID: open.PeersID, Length: channelMaxPacket, Rest: bytes.Repeat([]byte{'x'}, channelMaxPacket)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := io.ReadFull(ch, make([]byte, window)); err != nil {
+		t.Fatal(err)
+	}
+	var credit uint32
+	for credit < 2*window {
+		p, err := peer.readPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var adj windowAdjustMsg
+		if err := Unmarshal(p, &adj); err != nil {
+			t.Fatalf("peer got %v, want window adjusts", p)
+		}
+		credit += adj.AdditionalBytes
+	}
+	if credit != 2*window {
+		t.Fatalf("the peer got %d bytes back after the program read %d, want %d", credit, window, 2*window)
+	}
+}

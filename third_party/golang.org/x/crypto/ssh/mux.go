@@ -404,10 +404,19 @@ func (m *mux) OpenChannel(chanType string, extra []byte) (Channel, <-chan *Reque
 }
 
 func (m *mux) openChannel(chanType string, extra []byte) (*channel, error) {
+	return m.openChannelWindow(chanType, extra, channelInitialWindow)
+}
+
+// openChannelWindow is openChannel granting the peer window bytes at
+// first instead of channelInitialWindow (hostgate, change 18).
+func (m *mux) openChannelWindow(chanType string, extra []byte, window uint32) (*channel, error) {
 	ch := m.newChannel(chanType, channelOutbound, extra, false)
 	if m.chanList.isClosed() {
 		return nil, io.EOF
 	}
+	ch.windowMu.Lock()
+	ch.myWindow, ch.myLimit = window, window
+	ch.windowMu.Unlock()
 
 	open := channelOpenMsg{
 		ChanType:         chanType,

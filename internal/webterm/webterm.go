@@ -203,12 +203,18 @@ type flow struct {
 	// in order (winMu).
 	setWindow func(int)
 	winMu     sync.Mutex
-	// The current rate sample: since when, acked then, and whether the
-	// window held output back meanwhile (else the page drew all there
-	// was, and the rate says nothing of its speed).
+	// The current rate sample: since when, acked then, whether the
+	// window was holding output back then, and whether it did since.
+	// Only a sample held from start to end measures the page: else it
+	// drew all there was part of the time (a flood that began within it
+	// had its first bytes in flight, none drawn). rates are the latest
+	// samples' rates.
 	sampleAt    time.Time
 	sampleAcked int64
+	sampleHeld  bool
 	held        bool
+	rates       [3]float64
+	nrates      int
 	// One write's trip, gateway to drawn and acked: probeAt is when the
 	// output up to probeEnd went out (0: none out). rtt is the shortest
 	// trip seen on this page, the part of the window that is in transit
@@ -225,21 +231,30 @@ func newFlow() *flow {
 }
 
 // wait blocks while the page is a window or more behind, and returns how
-// many bytes may go now (at most max); 0 once the session is over.
-func (f *flow) wait(max int) int {
+// many bytes may go now (up to most); 0 once the session is over.
+func (f *flow) wait(most int) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for f.acking && f.sent-f.acked >= f.window && !f.done {
-		f.held = true
+		f.holding()
 		f.cond.Wait()
 	}
 	if f.done {
 		return 0
 	}
 	if f.acking && f.paced {
-		return int(min(int64(max), f.window-(f.sent-f.acked)))
+		return int(min(int64(most), f.window-(f.sent-f.acked)))
 	}
-	return max
+	return most
+}
+
+// holding notes that the window holds output back (under mu).
+func (f *flow) holding() {
+	if f.paced && !f.sampleHeld {
+		// The window fills: the page's pace is measured from now.
+		f.sampleAt, f.sampleAcked, f.sampleHeld = f.now(), f.acked, true
+	}
+	f.held = true
 }
 
 func (f *flow) wrote(n int) {
@@ -283,20 +298,32 @@ func (f *flow) pace() bool {
 		f.probeEnd = 0
 	}
 	if f.sampleAt.IsZero() {
-		f.sampleAt, f.sampleAcked, f.held = now, f.acked, false
+		f.sampleAt, f.sampleAcked, f.sampleHeld, f.held = now, f.acked, false, false
 		return false
 	}
 	span := now.Sub(f.sampleAt)
 	if span < max(sampleEvery, 2*f.rtt) {
 		return false
 	}
-	held := f.held || f.sent-f.acked >= f.window
+	valid := f.sampleHeld && f.held
 	drawn := f.acked - f.sampleAcked
-	f.sampleAt, f.sampleAcked, f.held = now, f.acked, false
-	if !held {
-		return false // the page kept up with all there was: its pace is unknown
+	// The next sample starts held if the window held output back up to
+	// this ack, which has just made room.
+	f.sampleAt, f.sampleAcked, f.sampleHeld, f.held = now, f.acked, f.held, false
+	if !valid {
+		return false
 	}
-	w := int64(float64(drawn) * float64(paceTarget+f.rtt) / float64(span))
+	// The fastest of the latest samples: a page draws in bursts (frames,
+	// garbage collection), and a window cut by one slow sample held a
+	// fast page back for the next.
+	copy(f.rates[1:], f.rates[:])
+	f.rates[0] = float64(drawn) / span.Seconds()
+	f.nrates = min(f.nrates+1, len(f.rates))
+	rate := 0.0
+	for _, r := range f.rates[:f.nrates] {
+		rate = max(rate, r)
+	}
+	w := int64(rate * (paceTarget + f.rtt).Seconds())
 	// At most four times as large at once: a burst of acks after a
 	// pause (a page in the background) is not the page's pace.
 	w = min(max(w, minWindow), AckWindow, 4*f.window)
@@ -333,7 +360,7 @@ func (f *flow) attach(from int64, acks, paced bool) {
 	if f.paced {
 		f.window = startWindow
 	}
-	f.sampleAt, f.held, f.probeEnd, f.rtt = time.Time{}, false, 0, 0
+	f.sampleAt, f.sampleHeld, f.held, f.probeEnd, f.rtt, f.nrates = time.Time{}, false, false, 0, 0, 0
 	f.mu.Unlock()
 	f.cond.Broadcast()
 	f.tell()

@@ -492,13 +492,15 @@ func TestPingAnswered(t *testing.T) {
 }
 
 // pageSim drives a paced flow (?ack=2) against a simulated page on a
-// simulated clock: the host always has output, the page draws rate bytes
-// a second (rtt after they went out) and acks every 20 ms, as terminal.js
-// does. It returns the most bytes that were sent and not yet drawn after
-// the first second (once the page's pace is known), and the window at the
-// end.
-func pageSim(t *testing.T, rate int64, rtt time.Duration) (inFlight, window int64) {
-	clock := time.Unix(0, 0)
+// simulated clock: from floodAt on the host always has output, the page
+// draws rate bytes a second (rtt after they went out, nothing while
+// stalled says so) and acks every 20 ms, as terminal.js does. It returns
+// the most bytes that were sent and not yet drawn after the first second
+// (once the page's pace is known), the smallest window from leastFrom
+// on, and the window at the end.
+func pageSim(t *testing.T, rate int64, rtt, floodAt, leastFrom time.Duration, stalled func(time.Duration) bool) (inFlight, least, window int64) {
+	start := time.Unix(0, 0)
+	clock := start
 	f := newFlow()
 	f.now = func() time.Time { return clock }
 	told := 0
@@ -515,7 +517,7 @@ func pageSim(t *testing.T, rate int64, rtt time.Duration) (inFlight, window int6
 			f.mu.Lock()
 			full := f.sent-f.acked >= f.window
 			if full {
-				f.held = true // what wait does before it blocks
+				f.holding() // what wait does before it blocks
 			}
 			f.mu.Unlock()
 			if full {
@@ -530,20 +532,29 @@ func pageSim(t *testing.T, rate int64, rtt time.Duration) (inFlight, window int6
 	// The shell's prompt first: the page times its round trip on it.
 	f.wrote(20)
 	out = append(out, sent{clock, f.sent})
-	for i := 0; clock.Before(time.Unix(10, 0)); i++ {
-		if i > 0 {
+	least = AckWindow
+	for i := 0; clock.Before(start.Add(10 * time.Second)); i++ {
+		now := clock.Sub(start)
+		if now >= floodAt {
 			fill()
+		}
+		if now >= leastFrom {
+			f.mu.Lock()
+			least = min(least, f.window)
+			f.mu.Unlock()
 		}
 		clock = clock.Add(tick)
 		for len(out) > 0 && clock.Sub(out[0].at) >= rtt {
 			arrived = float64(out[0].end)
 			out = out[1:]
 		}
-		drawn = min(arrived, drawn+float64(rate)*tick.Seconds())
+		if stalled == nil || !stalled(now) {
+			drawn = min(arrived, drawn+float64(rate)*tick.Seconds())
+		}
 		if i%20 == 19 {
 			f.ack(int64(drawn))
 		}
-		if clock.After(time.Unix(1, 0)) {
+		if now > floodAt+time.Second {
 			f.mu.Lock()
 			inFlight = max(inFlight, f.sent-int64(drawn))
 			f.mu.Unlock()
@@ -559,7 +570,7 @@ func pageSim(t *testing.T, rate int64, rtt time.Duration) (inFlight, window int6
 	if told != AckWindow {
 		t.Errorf("the host's side was told a window of %d with no page, want AckWindow", told)
 	}
-	return inFlight, window
+	return inFlight, least, window
 }
 
 // TestPacedWindowFollowsThePage: a page that acks promptly (?ack=2) has
@@ -579,7 +590,7 @@ func TestPacedWindowFollowsThePage(t *testing.T) {
 		{400 << 10, 150 * time.Millisecond, 256 << 10, 0},               // a phone far away
 		{20 << 20, 2 * time.Millisecond, AckWindow + 32<<10, AckWindow}, // a desktop browser
 	} {
-		inFlight, window := pageSim(t, c.rate, c.rtt)
+		inFlight, _, window := pageSim(t, c.rate, c.rtt, 0, 0, nil)
 		t.Logf("page drawing %d KB/s, %v away: at most %d KiB in flight, window %d KiB", c.rate>>10, c.rtt, inFlight>>10, window>>10)
 		if inFlight > c.most {
 			t.Errorf("page drawing %d KB/s, %v away: %d KiB sent and not drawn, want at most %d KiB", c.rate>>10, c.rtt, inFlight>>10, c.most>>10)
@@ -587,5 +598,23 @@ func TestPacedWindowFollowsThePage(t *testing.T) {
 		if c.window != 0 && window != c.window {
 			t.Errorf("page drawing %d KB/s, %v away: window %d KiB, want %d KiB", c.rate>>10, c.rtt, window>>10, c.window>>10)
 		}
+	}
+}
+
+// TestPacedWindowKeepsAFastPagesPace: a fast page's window is not cut by
+// a sample that says nothing of its pace: one in which a flood began
+// (its first bytes in flight, none drawn yet: the window fell from 64 KiB
+// to 16 KiB at the start of a cat in Chromium), or one in which the page
+// stalled for a moment (a frame, garbage collection).
+func TestPacedWindowKeepsAFastPagesPace(t *testing.T) {
+	_, least, window := pageSim(t, 20<<20, 50*time.Millisecond, 95*time.Millisecond, 95*time.Millisecond, nil)
+	if least < startWindow || window != AckWindow {
+		t.Errorf("a flood beginning within a sample: window down to %d KiB, %d KiB at the end; want at least %d KiB, and %d KiB", least>>10, window>>10, startWindow>>10, AckWindow>>10)
+	}
+	stall := func(d time.Duration) bool { return d > time.Second && d%(400*time.Millisecond) < 120*time.Millisecond }
+	_, least, _ = pageSim(t, 20<<20, 2*time.Millisecond, 0, time.Second, stall)
+	t.Logf("a page stalling 120 ms in 400: window down to %d KiB", least>>10)
+	if least < AckWindow/2 {
+		t.Errorf("a page stalling 120 ms in 400: window down to %d KiB, want at least %d KiB", least>>10, AckWindow>>11)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -111,6 +112,37 @@ func TestBrowserTerminalPaste(t *testing.T) {
 	}
 	if string(got) != text.String() {
 		t.Fatalf("cat wrote %d bytes, want the %d pasted", len(got), text.Len())
+	}
+}
+
+// TestBrowserTerminalCtrlCSlowPage: in a page whose CPU is throttled 20x
+// (a slow laptop or phone, DevTools' Emulation.setCPUThrottlingRate),
+// Ctrl-C on a flood of yes in a new terminal has little output drawn after
+// it before the prompt: what the gateway and the host let run ahead of
+// the page follows its drawing. With a fixed 1 MiB at the gateway and
+// 1 MiB of SSH window it was 1.9-2.0 MB, and the prompt 28-38 s late.
+func TestBrowserTerminalCtrlCSlowPage(t *testing.T) {
+	d := startDev(t)
+	out := runBrowser(t, "flood.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local",
+		"HOSTGATE_THROTTLE=20", "HOSTGATE_RUNS=1", "HOSTGATE_FLOOD_MS=8000", "HOSTGATE_WAIT_MS=60000", "HOSTGATE_LATE_MS=60000")
+	var got struct {
+		Kind       string `json:"kind"`
+		Back       bool   `json:"back"`
+		BytesAfter int64  `json:"bytesAfter"`
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, `{"kind":"ctrlc"`) {
+			if err := json.Unmarshal([]byte(line), &got); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+		}
+	}
+	if got.Kind == "" {
+		t.Fatalf("flood.mjs measured no Ctrl-C:\n%s", out)
+	}
+	const most = 256 << 10
+	if !got.Back || got.BytesAfter > most {
+		t.Fatalf("Ctrl-C on yes in a page throttled 20x: %d bytes drawn after it (prompt back: %v), want at most %d", got.BytesAfter, got.Back, most)
 	}
 }
 

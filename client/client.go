@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -33,6 +34,11 @@ type Client struct {
 	agent func() (net.Conn, error) // Options.ForwardAgent
 
 	hostOpts []hostgate.Option // Options.Reconnect
+
+	// creds are the session key and certificate of each host id dialed,
+	// kept across its reconnects (credentialsFor).
+	credMu sync.Mutex
+	creds  map[string]*credentials
 }
 
 // Options are the knobs of New.

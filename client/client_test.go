@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -259,5 +261,67 @@ func TestUntrustedGatewayCertificateNamesTheFix(t *testing.T) {
 	_, err = c.DialSSH(context.Background(), "h1")
 	if err == nil || !strings.Contains(err.Error(), "unknown authority") || !strings.Contains(err.Error(), "private CA") {
 		t.Errorf("a stream to a gateway behind an untrusted certificate: %v; want the x509 error and the fix", err)
+	}
+}
+
+// A Host retrying while its host is offline reuses its certificate: each
+// retry of a reconnecting program asked the gateway for a new one (an
+// audit entry each; 10 in a second were seen by the operator34 audit).
+// An SSH handshake that fails on a kept certificate (the host's pinned
+// key reset meanwhile) tries a new one at once, and then forgets it.
+func TestReconnectsKeepTheirCertificate(t *testing.T) {
+	var certs, dials atomic.Int32
+	var accept atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/hosts/box", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"id":"box","kind":"machine","hostKey":"SHA256:x","connected":false}`)
+	})
+	mux.HandleFunc("POST /v1/hosts/box/certificates", func(w http.ResponseWriter, r *http.Request) {
+		certs.Add(1)
+		_, _ = io.WriteString(w, `{"certificate":"x","validBefore":"2999-01-01T00:00:00Z","hostKey":"SHA256:x"}`)
+	})
+	mux.HandleFunc("GET /v1/hosts/box/ssh", func(w http.ResponseWriter, r *http.Request) {
+		dials.Add(1)
+		if !accept.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"host_offline","message":"host box: not connected to the gateway"}}`)
+			return
+		}
+		// The stream opens, and ends before any SSH: the handshake fails.
+		if c, err := websocket.Accept(w, r, nil); err == nil {
+			_ = c.CloseNow()
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	h := c.LazyHost("box")
+	defer h.Close()
+	for range 5 {
+		if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); !errors.Is(err, ErrOffline) {
+			t.Fatalf("exec on an offline host: %v, want ErrOffline", err)
+		}
+	}
+	if n, d := certs.Load(), dials.Load(); n != 1 || d != 5 {
+		t.Fatalf("5 connects to an offline host asked for %d certificates in %d dials, want 1 in 5", n, d)
+	}
+
+	accept.Store(true)
+	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil || errors.Is(err, ErrOffline) {
+		t.Fatalf("exec through a failing handshake: %v, want the handshake's error", err)
+	}
+	if n, d := certs.Load(), dials.Load(); n != 2 || d != 7 {
+		t.Fatalf("a handshake failing on the kept certificate: %d certificates, %d dials; want 2 (a new one at once) and 7", n, d)
+	}
+	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil {
+		t.Fatal("exec through a failing handshake succeeded")
+	}
+	if n, d := certs.Load(), dials.Load(); n != 3 || d != 8 {
+		t.Fatalf("after a failed handshake: %d certificates, %d dials; want 3 (the failed one forgotten) and 8", n, d)
 	}
 }

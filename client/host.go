@@ -122,15 +122,61 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 	}, nil
 }
 
+// credentialsFor is the credentials of host id, kept since an earlier
+// connect (kept) or new. A reconnecting Host (Options.Reconnect) retries
+// while its host is offline; each retry used to ask the gateway for a
+// certificate (an audit entry each: 10 in a second were seen), where the
+// kept one is valid for minutes.
+func (c *Client) credentialsFor(id string) (cr *credentials, kept bool) {
+	c.credMu.Lock()
+	defer c.credMu.Unlock()
+	if cr = c.creds[id]; cr != nil {
+		return cr, true
+	}
+	if c.creds == nil {
+		c.creds = map[string]*credentials{}
+	}
+	cr = &credentials{c: c, id: id}
+	c.creds[id] = cr
+	return cr, false
+}
+
+// forgetCredentials drops cr as host id's kept credentials.
+func (c *Client) forgetCredentials(id string, cr *credentials) {
+	c.credMu.Lock()
+	defer c.credMu.Unlock()
+	if c.creds[id] == cr {
+		delete(c.creds, id)
+	}
+}
+
 // connect is a Host's connect: its errors, which the Host names the host
 // in, leave the gateway's name of it out (underHost).
 func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, error) {
-	cr := &credentials{c: c, id: id}
+	cr, kept := c.credentialsFor(id)
 	auth, err := cr.auth(ctx)
 	if err != nil {
 		return nil, underHost(id, err)
 	}
 	sc, err := c.sshConnect(ctx, id, auth)
+	var hs *sshHandshakeError
+	if errors.As(err, &hs) {
+		// The host's pinned key or the gateway's CA may have changed
+		// since the kept certificate was issued (gateway host reset-key,
+		// a gateway with new state): the next connect starts from a new
+		// one, and one that reused a kept certificate tries a new one at
+		// once.
+		c.forgetCredentials(id, cr)
+		if kept && ctx.Err() == nil {
+			cr, _ = c.credentialsFor(id)
+			if auth, err = cr.auth(ctx); err != nil {
+				return nil, underHost(id, err)
+			}
+			if sc, err = c.sshConnect(ctx, id, auth); errors.As(err, &hs) {
+				c.forgetCredentials(id, cr)
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +207,14 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) 
 	sc, err := sshlayer.ConnectConfig(ctx, conn, auth, &sshlayer.ClientConfig{ForwardAgent: c.agent})
 	if err != nil {
 		_ = conn.Close()
-		return nil, err // "sshlayer: handshake: …", "sshlayer: host key mismatch: …"
+		return nil, &sshHandshakeError{err} // "sshlayer: handshake: …", "sshlayer: host key mismatch: …"
 	}
 	return sc, nil
 }
+
+// sshHandshakeError is an SSH handshake with the host that failed, where
+// the stream to it opened: the credentials may be what failed.
+type sshHandshakeError struct{ err error }
+
+func (e *sshHandshakeError) Error() string { return e.err.Error() }
+func (e *sshHandshakeError) Unwrap() error { return e.err }

@@ -259,7 +259,7 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: state dir: %w", err)
 	}
-	if c.hostKey, err = sshlayer.LoadOrCreateHostKey(filepath.Join(cfg.StateDir, HostKeyFile)); err != nil {
+	if c.hostKey, err = loadOrCreateHostKey(filepath.Join(cfg.StateDir, HostKeyFile), c.log); err != nil {
 		return nil, err
 	}
 	info := fillInfo(cfg.Info)

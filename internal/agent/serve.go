@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -67,7 +68,7 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		}
 		path = filepath.Join(cfg.StateDir, HostKeyFile)
 	}
-	hk, err := sshlayer.LoadOrCreateHostKey(path)
+	hk, err := loadOrCreateHostKey(path, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -296,4 +297,21 @@ func CheckShell(path string) error {
 		return fmt.Errorf("--shell %q: not an executable file", path)
 	}
 	return nil
+}
+
+// loadOrCreateHostKey is sshlayer.LoadOrCreateHostKey, saying so when it
+// made a new key: after a rotation, or a state dir lost by accident, that
+// line is what an operator looks for (a gateway that pinned the old key
+// refuses the new one until its host is reset).
+func loadOrCreateHostKey(path string, log *slog.Logger) (ssh.Signer, error) {
+	_, statErr := os.Lstat(path)
+	hk, err := sshlayer.LoadOrCreateHostKey(path)
+	if err != nil || !errors.Is(statErr, fs.ErrNotExist) {
+		return hk, err
+	}
+	if log != nil {
+		log.Info("made a new host key", "path", path, "fingerprint", ssh.FingerprintSHA256(hk.PublicKey()),
+			"note", "a gateway that pinned this host's earlier key refuses this one until `gateway host reset-key HOST`")
+	}
+	return hk, nil
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -377,4 +378,32 @@ func TestEnvFlags(t *testing.T) {
 	if err := EnvFlags(fs2); err == nil || !strings.Contains(err.Error(), "HOSTGATE_COUNT") {
 		t.Fatalf("bad env value: %v", err)
 	}
+}
+
+// An agent that makes a new host key says so, with where and its
+// fingerprint: after a rotation or a lost state dir, that line is what an
+// operator looks for (found by the operator34 audit). Loading the key it
+// made says nothing.
+func TestNewHostKeyIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	user := mustLoadHostKey(t, filepath.Join(t.TempDir(), "user_key")).PublicKey()
+	for i, want := range []bool{true, false} {
+		var logs testenv.LogBuffer
+		if _, err := NewServer(&ServeConfig{StateDir: dir, AuthorizedKeys: []ssh.PublicKey{user}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+			t.Fatal(err)
+		}
+		fp := ssh.FingerprintSHA256(mustLoadHostKey(t, filepath.Join(dir, HostKeyFile)).PublicKey())
+		if got := strings.Contains(logs.String(), "made a new host key") && strings.Contains(logs.String(), fp); got != want {
+			t.Errorf("start %d: logged a new key %v, want %v:\n%s", i, got, want, logs.String())
+		}
+	}
+}
+
+func mustLoadHostKey(t *testing.T, path string) ssh.Signer {
+	t.Helper()
+	s, err := sshlayer.LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

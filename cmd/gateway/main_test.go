@@ -1118,3 +1118,25 @@ func TestTokenRevokeByNameSaysTheID(t *testing.T) {
 		t.Errorf("the token went with a revoke by name: %v\n%s", err, out)
 	}
 }
+
+// "stopped" is logged once the hooks' cleanups ran (Docker executions'
+// tunnels, the tools volume's holder), so that it means the process is
+// about to exit: they took 1.1–1.3 s after it, logging nothing (found by
+// the operator34 audit).
+func TestStoppedComesAfterCleanups(t *testing.T) {
+	var logs testenv.LogBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	saved := serveHooks
+	t.Cleanup(func() { serveHooks = saved })
+	serveHooks = append(slices.Clip(saved), func(context.Context, *serving) (func(), error) {
+		return func() { logger.Info("test hook cleaned up") }, nil
+	})
+	stop := serveLogged(t, t.TempDir(), &logs)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if c, s := strings.Index(out, "test hook cleaned up"), strings.Index(out, "msg=stopped"); c < 0 || s < 0 || s < c {
+		t.Fatalf("want the hook's cleanup before \"stopped\":\n%s", out)
+	}
+}

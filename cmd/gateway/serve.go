@@ -356,11 +356,13 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		return err
 	}
 	var cleanups []func()
-	defer func() {
+	runCleanups := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
 		}
-	}()
+		cleanups = nil
+	}
+	defer runCleanups()
 	defer srv.Close()
 	s := &serving{Config: c, Server: srv, Logger: logger}
 	for _, hook := range serveHooks {
@@ -402,7 +404,12 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
-	logger.Info("stopped")
+	// The hooks' cleanups (Docker executions' tunnels, the tools volume's
+	// holder) take about a second with sandboxes in use: "stopped" comes
+	// after them, so that it means the process is about to exit.
+	t0 := time.Now()
+	runCleanups()
+	logger.Info("stopped", "cleanup", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 

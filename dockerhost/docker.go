@@ -1530,6 +1530,41 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 	return res, nil
 }
 
+// Elsewhere finds live executions under another owner: running,
+// unexpired containers Adopt would take over if their hostgate.owner
+// label were this host's. It maps each execution id to that owner. A
+// gateway whose state dir moved (a restore elsewhere, a renamed
+// directory) is another owner, and its executions' containers run on
+// there: the caller tells them apart from executions that ended, which
+// it would otherwise forget. It adopts and reaps nothing.
+func (h *Docker) Elsewhere(ctx context.Context) (map[string]string, error) {
+	list, err := h.api.ContainerList(ctx, container.ListOptions{
+		Filters: filters.NewArgs(filters.Arg("label", LabelOwner), filters.Arg("status", "running")),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dockerhost: list containers: %w", err)
+	}
+	now := h.now()
+	found := map[string]string{}
+	for _, c := range list {
+		other := c.Labels[LabelOwner]
+		if other == h.owner || slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(strings.TrimPrefix(n, "/"), loadingPrefix) }) {
+			continue
+		}
+		if c.Labels[LabelPool] != "" {
+			cl, claimed := claimedPooled(c)
+			if !claimed {
+				continue // a warm container: no execution yet
+			}
+			c = cl
+		}
+		if e, ok := adoptable(setDeadline(c), now); ok {
+			found[e.ExecutionID] = other
+		}
+	}
+	return found, nil
+}
+
 // loadingPrefix starts the name of a container whose workspace is loading
 // (a git import, a restore). Final names start "hostgate-", so no
 // execution id makes one.

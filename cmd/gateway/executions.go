@@ -11,9 +11,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -227,6 +229,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return m
 	})
 
+	moved := elsewhere(ctx, log, docker, srv.Store(), s.Config.StateDir)
 	// Re-attach the agents of the executions NewDocker adopted, in the
 	// background: serving must not wait for them.
 	var wg sync.WaitGroup
@@ -237,6 +240,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		for _, e := range live {
 			ids = append(ids, e.ExecutionID)
 		}
+		// Executions of this state whose containers run under another
+		// owner are alive: forgetting their hosts and kept keys would
+		// strand them even for the gateway that can adopt them.
+		ids = append(ids, moved...)
 		agents.Prune(ctx, ids)
 		for _, e := range live {
 			wg.Add(1)
@@ -259,6 +266,44 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		_ = docker.Close()
 		_ = cli.Close()
 	}, nil
+}
+
+// elsewhere warns of the executions this state dir's store knows as hosts
+// that Adopt did not find under this gateway's owner but that run on
+// under another one, and returns their ids. Their owner is another state
+// dir path's (owner()): this state dir was moved, or restored from a
+// backup somewhere else, while they ran. This gateway neither adopts
+// them (two gateways started from copies of one state dir would then
+// adopt and reap each other's containers) nor forgets them.
+func elsewhere(ctx context.Context, log *slog.Logger, docker *dockerhost.Docker, st store.Store, stateDir string) []string {
+	if st == nil {
+		return nil
+	}
+	hosts, err := st.Hosts(ctx)
+	if err != nil {
+		log.Warn("could not look for this state's executions under another owner", "err", err)
+		return nil
+	}
+	found, err := docker.Elsewhere(ctx)
+	if err != nil {
+		log.Warn("could not look for this state's executions under another owner", "err", err)
+		return nil
+	}
+	byOwner := map[string][]string{}
+	var ids []string
+	for _, h := range hosts {
+		if other, ok := found[h.ID]; ok && h.Kind == execapi.HostKind {
+			byOwner[other] = append(byOwner[other], h.ID)
+			ids = append(ids, h.ID)
+		}
+	}
+	mine := owner(stateDir)
+	for _, other := range slices.Sorted(maps.Keys(byOwner)) {
+		log.Warn("executions of this state dir run on under another Docker executions owner, which a gateway started from another --state-dir path is: this gateway does not adopt them, and keeps their hosts and keys for the gateway that does",
+			"executions", byOwner[other], "theirOwner", other, "owner", mine, "stateDir", stateDir,
+			"fix", "stop this gateway and start it with --state-dir set to the path it ran from when it made them (the owner is a hash of that absolute path), or restore the backup there as the README's restore does (mv DIR DIR.old && cp -a BACKUP DIR)")
+	}
+	return ids
 }
 
 // registerExecMetrics counts the executions API's commands by the way

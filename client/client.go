@@ -152,6 +152,10 @@ type HostRecord struct {
 	HostKey       string        `json:"hostKey"`
 	HostPublicKey string        `json:"hostPublicKey"`
 	Connected     bool          `json:"connected"`
+	// AgentVersion is the build the host's agent says it is while it is
+	// connected (see the README); empty for a host not connected now, a
+	// sandbox, or a gateway older than December 2026.
+	AgentVersion string `json:"agentVersion,omitempty"`
 }
 
 // Certificate is a signed short-lived user certificate.

@@ -12,6 +12,9 @@ await run(async (browser) => {
   const row = page.locator(`tr[data-host="${host}"]`);
   await row.waitFor({ timeout: 20000 });
   await screenshot(page, "hosts");
+  // The agent's build, from GET /v1/hosts' agentVersion.
+  const title = await row.locator(".dot").getAttribute("title");
+  if (!/^connected, agent \S/.test(title || "")) throw new Error(`host ${host}'s dot says ${JSON.stringify(title)}, want "connected, agent BUILD"`);
   await Promise.all([page.waitForNavigation(), row.locator("a.terminal-link").click()]);
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });
   // The product of two numbers proves the shell ran the command rather than

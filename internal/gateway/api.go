@@ -28,6 +28,10 @@ type HostRecord struct {
 	HostKey       string          `json:"hostKey"`       // "SHA256:…", as ssh-keygen -lf prints it
 	HostPublicKey string          `json:"hostPublicKey"` // "ssh-ed25519 AAAA…"
 	Connected     bool            `json:"connected"`
+	// AgentVersion is the build the connected agent says it is (its
+	// User-Agent: commit, commit time, Go version), for a host whose
+	// agent dialed in and is connected now; empty otherwise.
+	AgentVersion string `json:"agentVersion,omitempty"`
 	// LastSeen is when the gateway last saw the host: now while it is
 	// connected, when its tunnel ended, or (across a restart of the
 	// gateway) its last connect.
@@ -41,6 +45,9 @@ func (s *Server) record(h store.Host) HostRecord {
 	}
 	if pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(h.HostKey)); err == nil {
 		rec.HostKey = ssh.FingerprintSHA256(pub)
+	}
+	if pt, ok := s.tunnels.tunnel(h.ID).(*pendingTunnel); ok && rec.Connected {
+		rec.AgentVersion = pt.agent
 	}
 	// The store's is the last connect: a host connected for a week and
 	// gone an hour read a week old. What this gateway saw wins.

@@ -194,6 +194,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	pt.remote = s.clientIP(r)
 	pt.noAgentFwd = noAgentFwd
 	pt.signed = signed
+	pt.agent = agentVersion(userAgent(r))
 	var (
 		result   string
 		ctx      context.Context
@@ -619,6 +620,19 @@ func userAgent(r *http.Request) string {
 	ua := r.UserAgent()
 	if len(ua) > 200 {
 		ua = ua[:200] + "…"
+	}
+	return ua
+}
+
+// agentVersion is the build a hostgate agent names in its User-Agent
+// ("hostgate-agent (BUILD)", agent.UserAgent), or the User-Agent itself
+// from anything else: an agent older than December 2026 sent Go's
+// default, "Go-http-client/1.1".
+func agentVersion(ua string) string {
+	if v, ok := strings.CutPrefix(ua, "hostgate-agent ("); ok {
+		if v, ok := strings.CutSuffix(v, ")"); ok {
+			return v
+		}
 	}
 	return ua
 }

@@ -387,6 +387,10 @@ type pendingTunnel struct {
 	// holds the host key; an unsigned connection does not replace it. Set
 	// before registration.
 	signed bool
+	// agent is the agent's build as it said it (agentVersion), for
+	// GET /v1/hosts: which hosts run an old agent in a rolling upgrade.
+	// Set before registration.
+	agent string
 
 	cause atomic.Pointer[error] // set before Close, by whoever ends the tunnel for a reason
 

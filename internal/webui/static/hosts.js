@@ -30,7 +30,7 @@
         const name = document.createElement("td");
         const dot = document.createElement("span");
         dot.className = "dot" + (h.connected ? " on" : "");
-        dot.title = h.connected ? "connected" : "offline";
+        dot.title = h.connected ? (h.agentVersion ? "connected, agent " + h.agentVersion : "connected") : "offline";
         name.append(dot, document.createTextNode(h.id));
         tr.append(name, cell(h.kind || ""), cell((h.info && h.info.os) || ""), cell(h.hostKey || "", true));
         const act = document.createElement("td");

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,4 +62,84 @@ func TestHostsShowTheAgentBuild(t *testing.T) {
 			t.Fatalf("GET /v1/hosts/h after the agent left: %d %+v, want no agentVersion", code, one)
 		}
 	}
+}
+
+// TestAgentTunnelsByVersion: /metrics counts the live tunnels of agents by
+// the build each says it is, so a dashboard shows a rolling upgrade's
+// progress, and the series of a build no tunnel runs any more goes.
+func TestAgentTunnelsByVersion(t *testing.T) {
+	e := newEnv(t, nil)
+	const old, cur = "hostgate-agent (3f1c2ab4d5e6 2026-12-02T06:40:00Z go1.26.0)", "hostgate-agent (9a8b7c6d5e4f 2026-12-04T06:40:00Z go1.26.8)"
+	agents := map[string]*fakeAgent{}
+	for id, ua := range map[string]string{"a": old, "b": cur, "c": cur} {
+		_, key := newKey(t)
+		a, err := e.dialAgentHeader(e.token(store.RoleAgent, id), key, hostgate.Info{Kind: "machine"}, signerOf(key), http.Header{"User-Agent": {ua}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents[id] = a
+	}
+	m := e.metricsText()
+	for _, want := range []string{
+		`hostgate_agent_tunnels{version="3f1c2ab4d5e6 2026-12-02T06:40:00Z go1.26.0"} 1`,
+		`hostgate_agent_tunnels{version="9a8b7c6d5e4f 2026-12-04T06:40:00Z go1.26.8"} 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "hostgate_agent_tunnels"))
+		}
+	}
+	agents["a"].close()
+	for end := time.Now().Add(30 * time.Second); e.srv.tunnels.Connected("a"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("host a still connected 30 s after its agent closed the tunnel")
+		}
+	}
+	if m := e.metricsText(); strings.Contains(m, "3f1c2ab4d5e6") {
+		t.Errorf("/metrics still has the build no agent runs:\n%s", grepLines(m, "hostgate_agent_tunnels"))
+	}
+}
+
+// TestAgentTunnelsVersionsBounded: agents name their own builds, so the
+// version label takes at most maxAgentVersions values besides "other":
+// the builds with the most tunnels keep their series.
+func TestAgentTunnelsVersionsBounded(t *testing.T) {
+	r := NewRegistry(0, nil)
+	defer r.Close()
+	register := func(id, version string) {
+		pt := newPendingTunnel()
+		pt.agent = version
+		if _, _, err := r.Register(id, pt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range maxAgentVersions + 5 {
+		register(fmt.Sprintf("h%d", i), fmt.Sprintf("v%02d", i))
+	}
+	register("again", fmt.Sprintf("v%02d", maxAgentVersions+4)) // the last build, twice: it keeps a series
+	register("none", "")
+	got := boundVersions(r.agentVersions(), maxAgentVersions)
+	if len(got) != maxAgentVersions+1 {
+		t.Fatalf("%d series, want %d and other: %v", len(got), maxAgentVersions, got)
+	}
+	if got[fmt.Sprintf("v%02d", maxAgentVersions+4)] != 2 || got[otherAgentVersions] != 6 {
+		t.Fatalf("series %v: want the build with 2 tunnels kept and the 6 past the bound as other", got)
+	}
+	sum := 0
+	for _, n := range got {
+		sum += n
+	}
+	if sum != maxAgentVersions+7 {
+		t.Fatalf("series count %d tunnels, want all %d", sum, maxAgentVersions+7)
+	}
+}
+
+// grepLines is the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

@@ -240,6 +240,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		}, func() float64 { return float64(b.Held()) }))
 	}
 	s.tunnels = NewRegistry(c.MaxStreamsPerTunnel, func(n int) { s.metrics.TunnelsConnected.Set(float64(n)) })
+	c.Registry.MustRegister(agentTunnels{s.tunnels})
 	s.route = s.tunnels
 	if c.Route != nil {
 		s.route = c.Route(s.tunnels)

@@ -41,6 +41,20 @@ const (
 	RefusedKeyNotPinned = "key_not_pinned" // its proven key could not be pinned
 )
 
+// Causes of an agent tunnel's end (hostgate_tunnel_disconnects_total), as
+// the gateway's "tunnel down" line says them in words.
+const (
+	DisconnectGatewayStopping = "gateway_stopping"  // this gateway shut down
+	DisconnectTokenRevoked    = "token_revoked"     // the agent's token was revoked or expired
+	DisconnectReplaced        = "replaced"          // a newer connection for the host took over
+	DisconnectClosedByGateway = "closed_by_gateway" // this gateway closed it for another reason
+	DisconnectAgentStopped    = "agent_stopped"     // the agent said it was stopping
+	DisconnectAgentClosed     = "agent_closed"      // the agent closed it (a refusal of this gateway's CA, say)
+	DisconnectUnresponsive    = "unresponsive"      // the agent stopped answering keepalives or reading
+	DisconnectConnectionLost  = "connection_lost"   // the connection ended without a close: agent killed, proxy, network
+	DisconnectFailed          = "failed"            // anything else
+)
+
 // Kinds of agent tunnel misuse: frames no well-behaved agent sends.
 const (
 	MisuseStreamRefused     = "stream_refused"      // a stream beyond the tunnel's limit (agents open none)
@@ -71,6 +85,10 @@ type Gateway struct {
 	// agent sends, by kind (MisuseStreamRefused, …): the gateway logs
 	// each kind once per tunnel.
 	AgentMisuse *prometheus.CounterVec
+	// TunnelDisconnects counts agent tunnels that ended, by cause
+	// (DisconnectGatewayStopping, …): with TunnelConnects' reconnects, a
+	// host that keeps dropping, and why.
+	TunnelDisconnects *prometheus.CounterVec
 	// AuditWriteFailures counts sessions whose audit entry the state
 	// store refused (the session went on).
 	AuditWriteFailures prometheus.Counter
@@ -105,6 +123,9 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		AgentMisuse: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "agent_misuse_total", Help: "Frames of agent tunnels no well-behaved agent sends, by kind (stream_refused, empty_window_update).",
 		}, []string{"kind"}),
+		TunnelDisconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "tunnel_disconnects_total", Help: "Agent tunnels that ended, by cause (gateway_stopping, token_revoked, replaced, closed_by_gateway, agent_stopped, agent_closed, unresponsive, connection_lost, failed).",
+		}, []string{"cause"}),
 		AuditWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "audit_write_failures_total", Help: "Sessions the audit log could not record (the session went on).",
 		}),
@@ -125,9 +146,13 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, r := range []string{RefusedToken, RefusedForbidden, RefusedKeyMismatch, RefusedKeyUnproven, RefusedKeyNotPinned} {
 		m.AgentRefusals.WithLabelValues(r)
 	}
+	for _, c := range []string{DisconnectGatewayStopping, DisconnectTokenRevoked, DisconnectReplaced, DisconnectClosedByGateway,
+		DisconnectAgentStopped, DisconnectAgentClosed, DisconnectUnresponsive, DisconnectConnectionLost, DisconnectFailed} {
+		m.TunnelDisconnects.WithLabelValues(c)
+	}
 	for _, k := range []string{MisuseStreamRefused, MisuseEmptyWindowUpdate} {
 		m.AgentMisuse.WithLabelValues(k)
 	}
-	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AgentMisuse, m.AuditWriteFailures, m.AuditFailing)
+	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AgentMisuse, m.TunnelDisconnects, m.AuditWriteFailures, m.AuditFailing)
 	return m
 }

@@ -389,7 +389,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			err = peer // the agent's words, where the session read only io.EOF
 		}
 	}
-	log.Info("tunnel down", "reason", tunnelEnd(hostID, err, ours, peer), "err", err)
+	cause, reason := tunnelEnd(hostID, err, ours, peer)
+	s.metrics.TunnelDisconnects.WithLabelValues(cause).Inc()
+	log.Info("tunnel down", "reason", reason, "err", err)
 }
 
 // tunnelEnd says in words how an agent's tunnel ended, for the gateway's
@@ -398,11 +400,21 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 // killed agent; the agent's echo of our own close frame, as "closed by
 // the peer", when this gateway closed it): err is what the session
 // ended with, ours the cause of a close frame this gateway sent, peer
-// the agent's close frame, if one came.
-func tunnelEnd(hostID string, err, ours error, peer *bytestream.CloseError) string {
+// the agent's close frame, if one came. cause is the same in one word, for
+// hostgate_tunnel_disconnects_total.
+func tunnelEnd(hostID string, err, ours error, peer *bytestream.CloseError) (cause, reason string) {
 	if ours != nil {
-		_, reason := agentCloseReason(hostID, ours)
-		return "closed by this gateway: " + wire.TrimHost(hostID, reason)
+		_, reason = agentCloseReason(hostID, ours)
+		cause = metrics.DisconnectClosedByGateway
+		switch {
+		case errors.Is(ours, ErrShuttingDown):
+			cause = metrics.DisconnectGatewayStopping
+		case errors.Is(ours, ErrTokenRevoked):
+			cause = metrics.DisconnectTokenRevoked
+		case errors.Is(ours, errReplaced):
+			cause = metrics.DisconnectReplaced
+		}
+		return cause, "closed by this gateway: " + wire.TrimHost(hostID, reason)
 	}
 	if peer == nil {
 		_ = errors.As(err, &peer)
@@ -410,19 +422,19 @@ func tunnelEnd(hostID string, err, ours error, peer *bytestream.CloseError) stri
 	switch {
 	case peer != nil && peer.Code == bytestream.StatusGoingAway:
 		// An agent stopping (SIGTERM, SIGINT) says so.
-		return "the agent stopped"
+		return metrics.DisconnectAgentStopped, "the agent stopped"
 	case peer != nil && peer.Reason != "":
-		return "the agent closed the tunnel: " + peer.Reason
+		return metrics.DisconnectAgentClosed, "the agent closed the tunnel: " + peer.Reason
 	case peer != nil:
 		// An agent older than the going-away frame stops with this one.
-		return "the agent closed the tunnel"
+		return metrics.DisconnectAgentClosed, "the agent closed the tunnel"
 	case errors.Is(err, bytestream.ErrKeepAliveTimeout) || errors.Is(err, bytestream.ErrWriteTimeout):
-		return "closed by this gateway: the agent stopped answering (agent frozen or overloaded, a proxy in between, the network)"
+		return metrics.DisconnectUnresponsive, "closed by this gateway: the agent stopped answering (agent frozen or overloaded, a proxy in between, the network)"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
-		return "the agent's connection ended without a close (agent killed, a proxy in between, the network)"
+		return metrics.DisconnectConnectionLost, "the agent's connection ended without a close (agent killed, a proxy in between, the network)"
 	}
-	return "the tunnel failed"
+	return metrics.DisconnectFailed, "the tunnel failed"
 }
 
 // tunnelMux is the yamux configuration of one agent's tunnel: the

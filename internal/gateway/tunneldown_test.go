@@ -16,6 +16,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/metrics"
 )
 
 // dialAgentTCP is dialAgent whose agent's TCP conn the test holds, to
@@ -68,26 +69,27 @@ func TestTunnelDownSaysWhy(t *testing.T) {
 		end       func(e *env, a *fakeAgent, tcp *net.TCPConn)
 		reason    string
 		errPrefix string // of err's value, as the text handler quotes it; "": not checked
+		cause     string // hostgate_tunnel_disconnects_total's label
 	}{
-		{"killed", func(_ *env, _ *fakeAgent, tcp *net.TCPConn) { _ = tcp.Close() }, noClose, `"failed to get reader: failed to read frame header: EOF"`},
-		{"reset", func(_ *env, _ *fakeAgent, tcp *net.TCPConn) { _ = tcp.SetLinger(0); _ = tcp.Close() }, noClose, `"failed to get reader: failed to read frame header: `}, // EOF or a reset, as the RST comes
+		{"killed", func(_ *env, _ *fakeAgent, tcp *net.TCPConn) { _ = tcp.Close() }, noClose, `"failed to get reader: failed to read frame header: EOF"`, metrics.DisconnectConnectionLost},
+		{"reset", func(_ *env, _ *fakeAgent, tcp *net.TCPConn) { _ = tcp.SetLinger(0); _ = tcp.Close() }, noClose, `"failed to get reader: failed to read frame header: `, metrics.DisconnectConnectionLost}, // EOF or a reset, as the RST comes
 		{"stopped", func(_ *env, a *fakeAgent, _ *net.TCPConn) {
 			_ = bytestream.CloseWithReason(a.conn, bytestream.StatusGoingAway, wire.AgentStopping)
 			a.close()
-		}, "the agent stopped", `"bytestream: websocket closed by the peer: agent stopping (status 1001)"`},
-		{"closed plainly", func(_ *env, a *fakeAgent, _ *net.TCPConn) { a.close() }, "the agent closed the tunnel", `"bytestream: websocket closed by the peer with status 1000"`},
+		}, "the agent stopped", `"bytestream: websocket closed by the peer: agent stopping (status 1001)"`, metrics.DisconnectAgentStopped},
+		{"closed plainly", func(_ *env, a *fakeAgent, _ *net.TCPConn) { a.close() }, "the agent closed the tunnel", `"bytestream: websocket closed by the peer with status 1000"`, metrics.DisconnectAgentClosed},
 		{"agent refuses", func(_ *env, a *fakeAgent, _ *net.TCPConn) { a.refuse("agent refuses this gateway: its CA differs") },
-			"the agent closed the tunnel: agent refuses this gateway: its CA differs", `"bytestream: websocket closed by the peer: agent refuses`},
+			"the agent closed the tunnel: agent refuses this gateway: its CA differs", `"bytestream: websocket closed by the peer: agent refuses`, metrics.DisconnectAgentClosed},
 		{"gateway stops", func(e *env, _ *fakeAgent, _ *net.TCPConn) { _ = e.srv.Close() },
 			// err: the agent's echo of the gateway's close frame, or
 			// yamux's "session shutdown" when the gateway's own close of
 			// the session comes first (seen under load).
-			"closed by this gateway: the gateway is shutting down", ""},
+			"closed by this gateway: the gateway is shutting down", "", metrics.DisconnectGatewayStopping},
 		{"replaced", func(e *env, a *fakeAgent, _ *net.TCPConn) {
 			if _, err := e.dialAgent(e.token(store.RoleAgent, "h"), a.resp.Request.Header.Get(wire.HeaderHostKey), hostgate.Info{}); err != nil {
 				e.t.Fatal(err)
 			}
-		}, "closed by this gateway: replaced by a newer connection for this host from 127.0.0.1", ""}, // err: ours, or the agent's echo
+		}, "closed by this gateway: replaced by a newer connection for this host from 127.0.0.1", "", metrics.DisconnectReplaced}, // err: ours, or the agent's echo
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -108,6 +110,10 @@ func TestTunnelDownSaysWhy(t *testing.T) {
 			if !strings.Contains(line, want) {
 				t.Errorf("tunnel down line:\n%s\nwant it to hold\n%s", line, want)
 			}
+			// Counted before the line is logged.
+			if m, want := e.metricsText(), `hostgate_tunnel_disconnects_total{cause="`+tc.cause+`"} 1`; !strings.Contains(m, want) {
+				t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "hostgate_tunnel_disconnects_total"))
+			}
 		})
 	}
 	t.Run("silent", func(t *testing.T) {
@@ -122,6 +128,9 @@ func TestTunnelDownSaysWhy(t *testing.T) {
 		line := waitLogLine(t, &logs, "tunnel down")
 		if want := `reason="closed by this gateway: the agent stopped answering (agent frozen or overloaded, a proxy in between, the network)" err="bytestream: mux keepalive timed out"`; !strings.Contains(line, want) {
 			t.Errorf("tunnel down line:\n%s\nwant it to hold\n%s", line, want)
+		}
+		if m, want := e.metricsText(), `hostgate_tunnel_disconnects_total{cause="unresponsive"} 1`; !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "hostgate_tunnel_disconnects_total"))
 		}
 	})
 }

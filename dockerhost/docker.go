@@ -1530,6 +1530,12 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 	return res, nil
 }
 
+// Foreign is a live execution under another owner (Elsewhere).
+type Foreign struct {
+	Owner    string // its hostgate.owner label
+	StateDir string // its hostgate.state-dir label; "" when it has none
+}
+
 // Elsewhere finds live executions under another owner: running,
 // unexpired containers Adopt would take over if their hostgate.owner
 // label were this host's. It maps each execution id to that owner. A
@@ -1537,7 +1543,7 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 // directory) is another owner, and its executions' containers run on
 // there: the caller tells them apart from executions that ended, which
 // it would otherwise forget. It adopts and reaps nothing.
-func (h *Docker) Elsewhere(ctx context.Context) (map[string]string, error) {
+func (h *Docker) Elsewhere(ctx context.Context) (map[string]Foreign, error) {
 	list, err := h.api.ContainerList(ctx, container.ListOptions{
 		Filters: filters.NewArgs(filters.Arg("label", LabelOwner), filters.Arg("status", "running")),
 	})
@@ -1545,7 +1551,7 @@ func (h *Docker) Elsewhere(ctx context.Context) (map[string]string, error) {
 		return nil, fmt.Errorf("dockerhost: list containers: %w", err)
 	}
 	now := h.now()
-	found := map[string]string{}
+	found := map[string]Foreign{}
 	for _, c := range list {
 		other := c.Labels[LabelOwner]
 		if other == h.owner || slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(strings.TrimPrefix(n, "/"), loadingPrefix) }) {
@@ -1559,7 +1565,7 @@ func (h *Docker) Elsewhere(ctx context.Context) (map[string]string, error) {
 			c = cl
 		}
 		if e, ok := adoptable(setDeadline(c), now); ok {
-			found[e.ExecutionID] = other
+			found[e.ExecutionID] = Foreign{Owner: other, StateDir: c.Labels[LabelStateDir]}
 		}
 	}
 	return found, nil

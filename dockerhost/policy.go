@@ -37,6 +37,11 @@ const (
 	LabelExpires   = "hostgate.expires" // unix seconds
 	LabelOwner     = "hostgate.owner"
 	LabelSpec      = "hostgate.spec" // the provision request as JSON, env values removed
+	// LabelStateDir is the state dir of the gateway that made the
+	// container, when it sets it in Config.Labels: Elsewhere reports it,
+	// so that a gateway started from another path can name the one that
+	// adopts the container.
+	LabelStateDir = "hostgate.state-dir"
 )
 
 // Policy validates requests and builds container configuration. Its zero

@@ -46,14 +46,15 @@ func TestMovedStateDirKeepsItsExecutions(t *testing.T) {
 	g.stateDir = moved
 	g.restart("--docker", "on", "--agent-binary", bin.agent)
 	warn := regexp.MustCompile(`level=WARN msg="executions of this state dir run on under another Docker executions owner[^"]*" component=executions executions="?\[` +
-		regexp.QuoteMeta(e.ExecutionID) + `\]"? theirOwner=(\S+) owner=(\S+) .*fix="stop this gateway and start it with --state-dir`)
+		regexp.QuoteMeta(e.ExecutionID) + `\]"? theirOwner=(\S+) theirStateDir=(\S+) owner=(\S+) .*fix="stop this gateway and start it with --state-dir (\S+),`)
 	// Logged before "gateway serving", which restart waited for.
 	m := warn.FindStringSubmatch(g.output())
 	if m == nil {
 		t.Fatalf("the gateway from the moved state dir did not warn of its execution running under another owner:\n%s", g.output())
 	}
-	if m[1] != executionsOwner(orig) || m[2] != executionsOwner(moved) {
-		t.Fatalf("warning names owners %s (theirs) and %s, want %s and %s:\n%s", m[1], m[2], executionsOwner(orig), executionsOwner(moved), m[0])
+	if m[1] != executionsOwner(orig) || m[2] != orig || m[3] != executionsOwner(moved) || m[4] != orig {
+		t.Fatalf("warning names owners %s (theirs, of %s) and %s, and the fix --state-dir %s; want %s (of %s), %s, and --state-dir %s:\n%s",
+			m[1], m[2], m[3], m[4], executionsOwner(orig), orig, executionsOwner(moved), orig, m[0])
 	}
 	rec, err := g.hostRecord(e.ExecutionID)
 	if err != nil || rec.Connected || rec.HostPublicKey != e.HostPublicKey {

@@ -198,10 +198,15 @@ func syncFile(name string) error {
 // that gateways sharing an engine never adopt (or reap) each other's
 // executions, and a restarted gateway finds its own.
 func owner(stateDir string) string {
+	sum := sha256.Sum256([]byte(absStateDir(stateDir)))
+	return "hostgate-" + hex.EncodeToString(sum[:6])
+}
+
+// absStateDir is stateDir made absolute, as owner hashes it.
+func absStateDir(stateDir string) string {
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {
-		abs = stateDir
+		return stateDir
 	}
-	sum := sha256.Sum256([]byte(abs))
-	return "hostgate-" + hex.EncodeToString(sum[:6])
+	return abs
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"debug/elf"
 	"errors"
@@ -99,7 +100,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	// holder): what to remove when it is retired for good (README).
 	log.Info("Docker executions owner", "owner", owner(s.Config.StateDir), "stateDir", s.Config.StateDir)
 	cfg := &dockerhost.Config{
-		Owner:         owner(s.Config.StateDir),
+		Owner: owner(s.Config.StateDir),
+		// What a gateway started from another path names as the one
+		// that adopts these containers (elsewhere).
+		Labels:        map[string]string{dockerhost.LabelStateDir: absStateDir(s.Config.StateDir)},
 		CheckpointDir: filepath.Join(s.Config.StateDir, "checkpoints"),
 		EnvDir:        filepath.Join(s.Config.StateDir, "execution-env"),
 		// Not os.TempDir: /tmp is often a tmpfs, memory after all.
@@ -289,7 +293,7 @@ func elsewhere(ctx context.Context, log *slog.Logger, docker *dockerhost.Docker,
 		log.Warn("could not look for this state's executions under another owner", "err", err)
 		return nil
 	}
-	byOwner := map[string][]string{}
+	byOwner := map[dockerhost.Foreign][]string{}
 	var ids []string
 	for _, h := range hosts {
 		if other, ok := found[h.ID]; ok && h.Kind == execapi.HostKind {
@@ -298,10 +302,19 @@ func elsewhere(ctx context.Context, log *slog.Logger, docker *dockerhost.Docker,
 		}
 	}
 	mine := owner(stateDir)
-	for _, other := range slices.Sorted(maps.Keys(byOwner)) {
+	others := slices.SortedFunc(maps.Keys(byOwner), func(a, b dockerhost.Foreign) int {
+		return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(a.StateDir, b.StateDir))
+	})
+	for _, other := range others {
+		// Containers made before the label name no path: the owner is a
+		// hash of it.
+		from := "the path it ran from when it made them (their owner is a hash of that absolute path)"
+		if other.StateDir != "" {
+			from = other.StateDir
+		}
 		log.Warn("executions of this state dir run on under another Docker executions owner, which a gateway started from another --state-dir path is: this gateway does not adopt them, and keeps their hosts and keys for the gateway that does",
-			"executions", byOwner[other], "theirOwner", other, "owner", mine, "stateDir", stateDir,
-			"fix", "stop this gateway and start it with --state-dir set to the path it ran from when it made them (the owner is a hash of that absolute path), or restore the backup there as the README's restore does (mv DIR DIR.old && cp -a BACKUP DIR)")
+			"executions", byOwner[other], "theirOwner", other.Owner, "theirStateDir", other.StateDir, "owner", mine, "stateDir", stateDir,
+			"fix", "stop this gateway and start it with --state-dir "+from+", or restore the backup there as the README's restore does (mv DIR DIR.old && cp -a BACKUP DIR)")
 	}
 	return ids
 }

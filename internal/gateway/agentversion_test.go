@@ -143,3 +143,24 @@ func grepLines(text, s string) string {
 	}
 	return strings.Join(out, "")
 }
+
+// TestAgentVersionNotUTF8: an agent's User-Agent may carry any byte from
+// 0x80 up; it becomes a label of hostgate_agent_tunnels, and one that is
+// not UTF-8 failed the whole /metrics scrape (from one agent token's
+// connection). It is shown with those bytes replaced.
+func TestAgentVersionNotUTF8(t *testing.T) {
+	e := newEnv(t, nil)
+	_, key := newKey(t)
+	a, err := e.dialAgentHeader(e.token(store.RoleAgent, "h"), key, hostgate.Info{Kind: "machine"}, signerOf(key), http.Header{"User-Agent": {"hostgate-agent (b\xff\xfe\x80d)"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if m := e.metricsText(); !strings.Contains(m, `hostgate_agent_tunnels{version="b?d"} 1`) {
+		t.Errorf("/metrics: want the version with its bytes replaced:\n%s", grepLines(m, "hostgate_agent_tunnels"))
+	}
+	var one HostRecord
+	if code, _ := e.call("GET", "/v1/hosts/h", e.token(store.RoleAdmin), nil, &one); code != http.StatusOK || one.AgentVersion != "b?d" {
+		t.Errorf("GET /v1/hosts/h: %d agentVersion %q, want %q", code, one.AgentVersion, "b?d")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/hostgate/hostgate/internal/yamux"
 	"golang.org/x/crypto/ssh"
@@ -24,6 +25,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/metrics"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -629,11 +631,17 @@ func hostKeyAlgorithms(pub ssh.PublicKey) []string {
 // which agent in a rolling upgrade; cut to a line's worth, as it is the
 // caller's to choose.
 func userAgent(r *http.Request) string {
-	ua := r.UserAgent()
-	if len(ua) > 200 {
-		ua = ua[:200] + "…"
-	}
-	return ua
+	// Valid UTF-8 and printable: the agent chooses it, and it becomes a
+	// label of hostgate_agent_tunnels, and a label that is not UTF-8 fails
+	// the whole /metrics scrape (a header may carry any byte from 0x80
+	// up).
+	ua := strings.Map(func(c rune) rune {
+		if !unicode.IsPrint(c) {
+			return '?'
+		}
+		return c
+	}, strings.ToValidUTF8(r.UserAgent(), "?"))
+	return textcut.Cut(ua, 200)
 }
 
 // agentVersion is the build a hostgate agent names in its User-Agent

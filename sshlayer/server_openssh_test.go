@@ -516,3 +516,27 @@ func TestOpenSSHSFTPListsAsSFTPServer(t *testing.T) {
 		t.Errorf("sftp's listings differ:\nours:\n%s\nsftp-server's:\n%s", ours, theirs)
 	}
 }
+
+// TestOpenSSHSFTPCopy: OpenSSH's sftp `cp` copies a file on the server
+// (the copy-data extension, which its sftp-server has offered since 9.0);
+// against the agent it failed with "Server does not support copy-data
+// extension" and sftp -b stopped there.
+func TestOpenSSHSFTPCopy(t *testing.T) {
+	t.Parallel()
+	remote, sftp := srvSFTPServer(t)
+	data := srvRandomFile(t, filepath.Join(remote, "src.bin"), 3<<20+17)
+	if err := os.WriteFile(filepath.Join(remote, "old.bin"), bytes.Repeat([]byte("x"), 5<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Onto a new file, and over a longer one, which OpenSSH truncates.
+	sftp("cp src.bin copy.bin\ncp src.bin old.bin\n")
+	srvSameFile(t, filepath.Join(remote, "copy.bin"), data)
+	srvSameFile(t, filepath.Join(remote, "old.bin"), data)
+	fi, err := os.Stat(filepath.Join(remote, "copy.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 { // srvRandomFile's, kept as sftp's cp asks
+		t.Errorf("copy's mode %v, want the source's 0600", fi.Mode().Perm())
+	}
+}

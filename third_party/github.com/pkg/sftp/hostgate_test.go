@@ -293,3 +293,68 @@ type writeFunc func([]byte) (int, error)
 
 func (w writeFunc) Write(p []byte) (int, error) { return w(p) }
 func (w writeFunc) Close() error                { return nil }
+
+// hostgate: change 17 (HOSTGATE.md). copy-data copies a range of one open
+// file into another at an offset, to the end with length 0; a handle that
+// is not open or a copy onto the range it reads fails and writes nothing.
+func TestHostgateCopyData(t *testing.T) {
+	dir := t.TempDir()
+	open := func(name string, flag int) *os.File {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(dir, name), flag, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	if err := os.WriteFile(filepath.Join(dir, "src"), []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svr := &Server{openFiles: make(map[string]file)}
+	rh, wh := svr.nextHandle(open("src", os.O_RDWR)), svr.nextHandle(open("dst", os.O_RDWR|os.O_CREATE))
+	status := func(p *sshFxpExtendedPacketCopyData) uint32 {
+		t.Helper()
+		return p.respond(svr).(*sshFxpStatusPacket).StatusError.Code
+	}
+	if c := status(&sshFxpExtendedPacketCopyData{ID: 1, ReadHandle: rh, ReadOffset: 2, ReadLength: 3, WriteHandle: wh, WriteOffset: 1}); c != sshFxOk {
+		t.Fatalf("range copy: status %d", c)
+	}
+	if c := status(&sshFxpExtendedPacketCopyData{ID: 2, ReadHandle: rh, ReadOffset: 7, WriteHandle: wh, WriteOffset: 4}); c != sshFxOk {
+		t.Fatalf("copy to the end: status %d", c)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "dst")); string(got) != "\x00234789" {
+		t.Fatalf("dst is %q, want %q", got, "\x00234789")
+	}
+	for _, p := range []*sshFxpExtendedPacketCopyData{
+		{ID: 3, ReadHandle: "99", WriteHandle: wh},
+		{ID: 4, ReadHandle: rh, WriteHandle: rh, ReadOffset: 0, ReadLength: 5, WriteOffset: 3},
+		{ID: 5, ReadHandle: rh, WriteHandle: rh, ReadOffset: 2, WriteOffset: 9},
+		{ID: 6, ReadHandle: rh, WriteHandle: wh, ReadOffset: 1 << 63},
+	} {
+		if c := status(p); c == sshFxOk {
+			t.Errorf("%+v: succeeded", *p)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "src")); string(got) != "0123456789" {
+		t.Fatalf("a refused copy changed src: %q", got)
+	}
+	// Its wire form, as OpenSSH's sftp sends it.
+	b := marshalUint32(nil, 7)
+	b = marshalString(b, "copy-data")
+	b = marshalString(b, rh)
+	b = marshalUint64(b, 1)
+	b = marshalUint64(b, 0)
+	b = marshalString(b, wh)
+	b = marshalUint64(b, 0)
+	var ext sshFxpExtendedPacket
+	if err := ext.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := ext.SpecificPacket.(*sshFxpExtendedPacketCopyData); !ok || *p != (sshFxpExtendedPacketCopyData{ID: 7, ExtendedRequest: "copy-data", ReadHandle: rh, ReadOffset: 1, WriteHandle: wh}) {
+		t.Fatalf("parsed %#v", ext.SpecificPacket)
+	}
+	if err := ext.UnmarshalBinary(b[:len(b)-1]); err == nil {
+		t.Fatal("a short copy-data parsed")
+	}
+}

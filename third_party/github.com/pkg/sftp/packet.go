@@ -1449,6 +1449,8 @@ func (p *sshFxpExtendedPacket) UnmarshalBinary(b []byte) error {
 		p.SpecificPacket = &sshFxpExtendedPacketPosixRename{}
 	case "hardlink@openssh.com":
 		p.SpecificPacket = &sshFxpExtendedPacketHardlink{}
+	case "copy-data": // hostgate: change 17
+		p.SpecificPacket = &sshFxpExtendedPacketCopyData{}
 	default:
 		return fmt.Errorf("packet type %v: %w", p.SpecificPacket, errUnknownExtendedPacket)
 	}
@@ -1531,4 +1533,81 @@ func (p *sshFxpExtendedPacketHardlink) UnmarshalBinary(b []byte) error {
 func (p *sshFxpExtendedPacketHardlink) respond(s *Server) responsePacket {
 	err := os.Link(s.toLocalPath(p.Oldpath), s.toLocalPath(p.Newpath))
 	return statusFromError(p.ID, err)
+}
+
+// hostgate: copy-data (HOSTGATE.md, change 17), OpenSSH's extension
+// through which its sftp's `cp` copies a file on the server: a range of
+// one open handle written into another, as OpenSSH's sftp-server does it.
+type sshFxpExtendedPacketCopyData struct {
+	ID              uint32
+	ExtendedRequest string
+	ReadHandle      string
+	ReadOffset      uint64
+	ReadLength      uint64 // 0: to the end of the file
+	WriteHandle     string
+	WriteOffset     uint64
+}
+
+func (p *sshFxpExtendedPacketCopyData) id() uint32     { return p.ID }
+func (p *sshFxpExtendedPacketCopyData) readonly() bool { return false }
+func (p *sshFxpExtendedPacketCopyData) UnmarshalBinary(b []byte) error {
+	var err error
+	if p.ID, b, err = unmarshalUint32Safe(b); err != nil {
+		return err
+	} else if p.ExtendedRequest, b, err = unmarshalStringSafe(b); err != nil {
+		return err
+	} else if p.ReadHandle, b, err = unmarshalStringSafe(b); err != nil {
+		return err
+	} else if p.ReadOffset, b, err = unmarshalUint64Safe(b); err != nil {
+		return err
+	} else if p.ReadLength, b, err = unmarshalUint64Safe(b); err != nil {
+		return err
+	} else if p.WriteHandle, b, err = unmarshalStringSafe(b); err != nil {
+		return err
+	} else if p.WriteOffset, _, err = unmarshalUint64Safe(b); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (p *sshFxpExtendedPacketCopyData) respond(s *Server) responsePacket {
+	r, ok1 := s.getHandle(p.ReadHandle)
+	w, ok2 := s.getHandle(p.WriteHandle)
+	if !ok1 || !ok2 {
+		return statusFromError(p.ID, EBADF)
+	}
+	const maxOff = 1<<63 - 1
+	if p.ReadOffset > maxOff || p.WriteOffset > maxOff || p.ReadLength > maxOff-p.ReadOffset {
+		return statusFromError(p.ID, errors.New("copy-data: an offset or length past 2^63"))
+	}
+	// As sftp-server: a copy within one file onto the range it reads
+	// would read what it wrote.
+	if p.ReadHandle == p.WriteHandle && p.WriteOffset >= p.ReadOffset &&
+		(p.ReadLength == 0 || p.WriteOffset < p.ReadOffset+p.ReadLength) {
+		return statusFromError(p.ID, errors.New("copy-data: the ranges overlap"))
+	}
+	buf := make([]byte, 64<<10)
+	roff, woff, left := int64(p.ReadOffset), int64(p.WriteOffset), int64(p.ReadLength)
+	for p.ReadLength == 0 || left > 0 {
+		n := len(buf)
+		if p.ReadLength != 0 && left < int64(n) {
+			n = int(left)
+		}
+		n, err := r.ReadAt(buf[:n], roff)
+		if n > 0 {
+			if _, werr := w.WriteAt(buf[:n], woff); werr != nil {
+				return statusFromError(p.ID, werr)
+			}
+			roff += int64(n)
+			woff += int64(n)
+			left -= int64(n)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return statusFromError(p.ID, err)
+		}
+	}
+	return statusFromError(p.ID, nil)
 }

@@ -272,8 +272,10 @@ func handlePacket(s *Server, p orderedRequest) error {
 	switch p := p.requestPacket.(type) {
 	case *sshFxInitPacket:
 		rpkt = &sshFxVersionPacket{
-			Version:    sftpProtocolVersion,
-			Extensions: sftpExtensions,
+			Version: sftpProtocolVersion,
+			// hostgate: change 17: copy-data is this server's, not the
+			// request server's, which shares sftpExtensions.
+			Extensions: append(sftpExtensions[:len(sftpExtensions):len(sftpExtensions)], sshExtensionPair{"copy-data", "1"}),
 		}
 	case *sshFxpStatPacket:
 		// stat the requested file

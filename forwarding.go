@@ -43,7 +43,8 @@ type ForwardStats struct {
 	Active      int64 // open now
 	// Failed counts the accepted connections the far side could not
 	// connect on (nothing listens on the connect address, the host
-	// refused): each was closed at once. LastFailure says why.
+	// refused; for a remote forward, this side's dial failed): each was
+	// closed at once. LastFailure says why.
 	Failed   int64
 	BytesIn  int64 // from the listening side to the connecting side
 	BytesOut int64
@@ -135,7 +136,8 @@ func (fw *Forwarding) Stats() ForwardStats {
 }
 
 // LastFailure is why the newest of the Failed connections failed, naming
-// the host and the connect address (errors.Is ErrConnectFailed), or nil.
+// the host and the connect address, or nil: errors.Is ErrConnectFailed
+// for a local forward; for a remote one, this side's dial error.
 // A forwarded connection that fails is closed without a word to its
 // client (as `ssh -L` closes it, printing "open failed" to its stderr):
 // this is how a program learns that, say, its dev server is not up yet.
@@ -153,6 +155,10 @@ func (fw *Forwarding) connectFailed(err error) {
 	if !errors.Is(err, ErrConnectFailed) {
 		return
 	}
+	fw.countFailure(err)
+}
+
+func (fw *Forwarding) countFailure(err error) {
 	fw.failed.Add(1)
 	named := nameErr(fw.host, fmt.Errorf("forward to %s: %w", fw.spec.Connect, err))
 	fw.lastFail.Store(&named)
@@ -224,7 +230,13 @@ func (fw *Forwarding) handle(c net.Conn) {
 	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(fw.ctx) })
 	fw.bytesIn.Add(n)
 	if err != nil {
-		fw.connectFailed(err)
+		if fw.spec.Kind == ForwardRemote && fw.ctx.Err() == nil {
+			// This side's own dial (ssh -R prints "connect_to … failed"):
+			// a program learns the same way that its server is not up.
+			fw.countFailure(err)
+		} else {
+			fw.connectFailed(err)
+		}
 		_ = c.Close()
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,6 +242,38 @@ func TestForwardCountsFailedConnects(t *testing.T) {
 	_ = fw.Close()
 	if st, err := fw.Stats(), fw.LastFailure(); st.Failed != 0 || err != nil {
 		t.Errorf("a forward that connected: Failed %d, LastFailure %v", st.Failed, err)
+	}
+}
+
+// TestForwardRemoteCountsFailedConnects: a remote forward whose connect
+// address refuses (the caller's dev server is not up) counts the
+// connection in Failed and says why in LastFailure, as a local forward
+// does and as ssh -R prints "connect_to … failed". The connection was
+// closed with nothing counted: Failed 0, LastFailure nil.
+func TestForwardRemoteCountsFailedConnects(t *testing.T) {
+	dead := testenv.RefusedAddr(t)
+	fw, err := forwardHost(t, &loopbackForwarder{}).Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: "127.0.0.1:0", Connect: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", fw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if b, err := io.ReadAll(c); len(b) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a connection whose connect failed: read %q, %v; want it closed at once", b, err)
+	}
+	c.Close()
+	if err := fw.Close(); err != nil { // waits for every connection's end
+		t.Fatal(err)
+	}
+	if st := fw.Stats(); st.Connections != 1 || st.Failed != 1 {
+		t.Errorf("stats %+v, want 1 connection, 1 failed", st)
+	}
+	err = fw.LastFailure()
+	if !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(fmt.Sprint(err), "forward to "+dead) {
+		t.Errorf("LastFailure: %v, want connection refused naming %s", err, dead)
 	}
 }
 

@@ -166,7 +166,16 @@ func (c *Client) Listen(ctx context.Context, network, addr string) (net.Listener
 	if err != nil {
 		return nil, c.opErr("listen "+addr, err)
 	}
-	return &forwardListener{Listener: ln, c: c}, nil
+	fl := &forwardListener{Listener: ln, c: c}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host == "localhost" {
+		// x/crypto reports a host name as 0.0.0.0; a server takes
+		// "localhost" for its loopback (sshd does, whatever its
+		// GatewayPorts), which is what a caller printing Addr should see.
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			fl.addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: a.Port}
+		}
+	}
+	return fl, nil
 }
 
 // forwardListener makes Accept fail with the connection's end reason instead of a
@@ -176,6 +185,14 @@ type forwardListener struct {
 	c    *Client
 	once sync.Once
 	err  error
+	addr net.Addr // Addr, when not the Listener's
+}
+
+func (l *forwardListener) Addr() net.Addr {
+	if l.addr != nil {
+		return l.addr
+	}
+	return l.Listener.Addr()
 }
 
 func (l *forwardListener) Accept() (net.Conn, error) {

@@ -512,3 +512,24 @@ func srvEchoRoundTrip(t testing.TB, c net.Conn) {
 		t.Fatal(err)
 	}
 }
+
+// TestRemoteForwardLocalhostAddr: a remote forward asked on "localhost"
+// listens on the host's loopback (sshd's rule, whatever its GatewayPorts),
+// and its listener's Addr says so. x/crypto reported 0.0.0.0:PORT, as if
+// the host listened on every interface.
+func TestRemoteForwardLocalhostAddr(t *testing.T) {
+	t.Parallel()
+	c := connectEmbedded(t, srvStartServer(t, nil))
+	ln, err := c.Listen(srvTestCtx(t), "tcp", "localhost:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || !a.IP.Equal(net.IPv4(127, 0, 0, 1)) || a.Port == 0 {
+		t.Fatalf("Addr %v, want 127.0.0.1 and the port taken", ln.Addr())
+	}
+	if !srvListening(t, a.Port) {
+		t.Fatalf("nothing listens at %v", a)
+	}
+}

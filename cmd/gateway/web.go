@@ -80,6 +80,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			switch {
 			case errors.Is(err, store.ErrSessionParent):
 				return "", time.Time{}, fmt.Errorf("%w: %w", webui.ErrSessionToken, err)
+			case errors.Is(err, gateway.ErrLoginLimited):
+				return "", time.Time{}, fmt.Errorf("%w: %w", webui.ErrTooManyLogins, err)
+			case errors.Is(err, gateway.ErrLoginRefused) && errors.Is(err, store.ErrExpired):
+				return "", time.Time{}, fmt.Errorf("%w: %w", webui.ErrExpiredToken, err)
 			case errors.Is(err, gateway.ErrLoginRefused):
 				return "", time.Time{}, fmt.Errorf("%w: %w", webui.ErrInvalidToken, err)
 			case err != nil:

@@ -8,25 +8,44 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
 )
 
 // ErrLoginRefused is a login with what is not a token a person may log in
-// with: unknown, expired, an agent's, or refused by the rate limit.
+// with: unknown, expired (then it wraps store.ErrExpired too) or an
+// agent's.
 var ErrLoginRefused = errors.New("gateway: login refused")
+
+// ErrLoginLimited is a login from a source whose failed authentications
+// hit the rate limit: it is refused whatever the token, a valid one too,
+// until the window ends. Told apart from ErrLoginRefused so that a person
+// who mistyped a few times is not told their right token is wrong.
+var ErrLoginLimited = errors.New("gateway: too many failed authentications from this address")
 
 // StartSession logs a browser in with secret, the API token typed into
 // the login form of r, and returns the secret of a new session token for
 // the browser's cookie, so that a logout can revoke what the cookie holds
 // without revoking the API token. The token is checked as a bearer token
 // is, so a wrong one counts against r's source. The session lasts ttl at
-// most (never past the token's expiry). Errors: ErrLoginRefused, and
-// store.ErrSessionParent for a session's own secret.
+// most (never past the token's expiry). Errors: ErrLoginRefused,
+// ErrLoginLimited, store.ErrSessionParent for a session's own secret, and
+// any other when the gateway could not look the token up.
 func (s *Server) StartSession(r *http.Request, secret string, ttl time.Duration) (string, store.Token, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+secret)
 	tok, err := s.Authenticate(r)
-	if err != nil {
+	var ae *authError
+	switch {
+	case err == nil:
+	case errors.As(err, &ae) && ae.status == http.StatusTooManyRequests:
+		return "", store.Token{}, fmt.Errorf("%w: %w", ErrLoginLimited, err)
+	case errors.As(err, &ae) && ae.reason == metrics.ReasonExpired:
+		return "", store.Token{}, fmt.Errorf("%w: %w: %w", ErrLoginRefused, store.ErrExpired, err)
+	case errors.As(err, &ae) && ae.status == http.StatusUnauthorized:
 		return "", store.Token{}, fmt.Errorf("%w: %w", ErrLoginRefused, err)
+	default:
+		// The store or the gateway's shutdown: not the token's fault.
+		return "", store.Token{}, err
 	}
 	if tok.Role == store.RoleAgent {
 		return "", store.Token{}, fmt.Errorf("%w: an agent token cannot log in", ErrLoginRefused)

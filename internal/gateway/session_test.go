@@ -148,3 +148,29 @@ func TestRevokedTokenEndsItsSessions(t *testing.T) {
 		t.Fatalf("a session cookie of the revoked token: %d, want 401", code)
 	}
 }
+
+// TestLoginRefusalsSaySo: a login refused by the failure rate limit is
+// ErrLoginLimited, not ErrLoginRefused, even with a good token: the login
+// page called that token "not valid" after a few typos, and the person
+// went looking for another. An expired token says it expired, and a
+// wrong one stays refused.
+func TestLoginRefusalsSaySo(t *testing.T) {
+	e := newEnv(t, &Config{AuthFailureLimit: 3})
+	good := e.token(store.RoleAdmin)
+	old, _, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleAdmin, ExpiresAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.srv.StartSession(loginForm(), old, time.Hour); !errors.Is(err, ErrLoginRefused) || !errors.Is(err, store.ErrExpired) {
+		t.Fatalf("login with an expired token: %v, want ErrLoginRefused and store.ErrExpired", err)
+	}
+	for range 2 {
+		if _, _, err := e.srv.StartSession(loginForm(), "hg_wrong", time.Hour); !errors.Is(err, ErrLoginRefused) || errors.Is(err, store.ErrExpired) || errors.Is(err, ErrLoginLimited) {
+			t.Fatalf("login with a wrong token: %v, want ErrLoginRefused alone", err)
+		}
+	}
+	_, _, err = e.srv.StartSession(loginForm(), good, time.Hour)
+	if !errors.Is(err, ErrLoginLimited) || errors.Is(err, ErrLoginRefused) {
+		t.Fatalf("login with a good token past the failure limit: %v, want ErrLoginLimited alone", err)
+	}
+}

@@ -38,14 +38,19 @@ var (
 	ErrInvalidToken = errors.New("webui: invalid token")
 	// ErrSessionToken: the secret of a login session, not a token.
 	ErrSessionToken = errors.New("webui: a login session's secret, not a token")
+	// ErrExpiredToken: a token past its expiry.
+	ErrExpiredToken = errors.New("webui: token expired")
+	// ErrTooManyLogins: the browser's address failed too often lately and
+	// is refused whatever it sends, a good token too, for a while.
+	ErrTooManyLogins = errors.New("webui: too many failed logins from this address")
 )
 
 // Config connects the UI to the gateway's authentication.
 type Config struct {
 	// Login starts a session for token, sent in the login form of r,
 	// lasting at most ttl: it returns the session's secret, which the
-	// cookie carries, and its expiry. ErrInvalidToken or ErrSessionToken
-	// (wrapped) refuse the login. It sees r so that failures count against
+	// cookie carries, and its expiry. ErrInvalidToken, ErrExpiredToken,
+	// ErrSessionToken or ErrTooManyLogins (wrapped) refuse the login. It sees r so that failures count against
 	// their source like any other.
 	Login func(r *http.Request, token string, ttl time.Duration) (session string, expires time.Time, err error)
 	// Logout ends the session whose secret a cookie of r holds, for good:
@@ -166,6 +171,10 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, ErrSessionToken):
 			code = "session_token"
+		case errors.Is(err, ErrExpiredToken):
+			code = "expired_token"
+		case errors.Is(err, ErrTooManyLogins):
+			code = "rate_limited"
 		case errors.Is(err, ErrInvalidToken):
 			code = "invalid_token"
 		default:

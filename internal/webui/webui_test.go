@@ -37,6 +37,10 @@ func (f *fakeSessions) config() Config {
 				return "", time.Time{}, fmt.Errorf("%w: mint one from a session", ErrSessionToken)
 			case tok == "down":
 				return "", time.Time{}, errors.New("database is locked")
+			case tok == "old":
+				return "", time.Time{}, fmt.Errorf("%w: expired yesterday", ErrExpiredToken)
+			case tok == "limited":
+				return "", time.Time{}, fmt.Errorf("%w: 20 in a minute", ErrTooManyLogins)
 			case tok != "good":
 				return "", time.Time{}, ErrInvalidToken
 			}
@@ -416,6 +420,19 @@ func TestLoginErrors(t *testing.T) {
 	if res := post(sess); len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error=session_token&") {
 		t.Errorf("login with a session's secret: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
 	}
+	// Each refusal has a code of its own, which the login page has words
+	// for: a good token refused by the rate limit was "not valid", and
+	// the person went looking for another.
+	page := assetText(t, "login.js")
+	for tok, code := range map[string]string{"wrong": "invalid_token", "old": "expired_token", "limited": "rate_limited"} {
+		res := post(tok)
+		if len(res.Cookies()) != 0 || !strings.HasPrefix(res.Header.Get("Location"), "/login?error="+code+"&") {
+			t.Errorf("login with %q: %d %q, want error=%s", tok, res.StatusCode, res.Header.Get("Location"), code)
+		}
+		if !strings.Contains(page, "\n    "+code+": \"") {
+			t.Errorf("login.js has no message for %s", code)
+		}
+	}
 	if res := post("down"); res.StatusCode != http.StatusServiceUnavailable || len(res.Cookies()) != 0 {
 		t.Errorf("login while the gateway cannot start sessions: %d %v, want 503", res.StatusCode, res.Cookies())
 	}
@@ -447,4 +464,14 @@ func TestLoginPageFormAction(t *testing.T) {
 			t.Errorf("FormActions %q: CSP %q, want it to end with %q", tc.actions, csp, tc.want)
 		}
 	}
+}
+
+// assetText is an embedded file's text.
+func assetText(t *testing.T, name string) string {
+	t.Helper()
+	b, err := static.ReadFile("static/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -167,6 +167,14 @@ func TestBrowserLoginError(t *testing.T) {
 	runBrowser(t, "loginerror.mjs", "HOSTGATE_URL="+d.url)
 }
 
+// TestBrowserFirstUse: on a 360 px phone the login page, the hosts list
+// and a terminal fit the screen (the hosts page was 654 px wide), and no
+// page logs an error or a CSP violation.
+func TestBrowserFirstUse(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "firstuse.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin)
+}
+
 // TestBrowserCrossOriginPtyRefused: a page from another origin, in a
 // browser holding the gateway's cookie, cannot open the pty socket.
 func TestBrowserCrossOriginPtyRefused(t *testing.T) {

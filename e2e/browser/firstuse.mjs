@@ -1,0 +1,36 @@
+// A first-time user on a phone (360 px wide): the login page, the hosts
+// list and a terminal fit the screen (the host key column made the hosts
+// page 654 px wide, the header ending mid-page), and no page logs an
+// error or a CSP violation to the console.
+import { run, login, screenshot, env } from "./lib.mjs";
+
+const gateway = env("HOSTGATE_URL");
+const token = env("HOSTGATE_TOKEN");
+
+await run(async (browser) => {
+  const ctx = await browser.newContext({ viewport: { width: 360, height: 740 }, isMobile: true, hasTouch: true });
+  const page = await ctx.newPage();
+  const problems = [];
+  page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(m.type() + ": " + m.text()); });
+  page.on("pageerror", (e) => problems.push("uncaught: " + e.message));
+  async function fits(what) {
+    // Not innerWidth: a phone's browser zooms out to fit a wider page.
+    const width = page.viewportSize().width;
+    const scroll = await page.evaluate(() => document.documentElement.scrollWidth);
+    if (scroll > width) throw new Error(what + " is " + scroll + " px wide on a " + width + " px screen");
+  }
+
+  await page.goto(gateway + "/login");
+  await fits("the login page");
+  await login(page, gateway, token);
+  await page.locator("#hosts tbody tr").first().waitFor({ timeout: 20000 });
+  await screenshot(page, "hosts-360");
+  await fits("the hosts page");
+
+  await Promise.all([page.waitForURL(/\/terminal$/), page.locator("a.terminal-link").first().click()]);
+  await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 30000 });
+  await screenshot(page, "terminal-360");
+  await fits("the terminal page");
+
+  if (problems.length) throw new Error("the console says:\n" + problems.join("\n"));
+});

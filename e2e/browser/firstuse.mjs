@@ -1,7 +1,8 @@
 // A first-time user on a phone (360 px wide): the login page, the hosts
 // list and a terminal fit the screen (the host key column made the hosts
 // page 654 px wide, the header ending mid-page), and no page logs an
-// error or a CSP violation to the console.
+// error or a CSP violation to the console. A screen reader hears each
+// host's state.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -26,6 +27,11 @@ await run(async (browser) => {
   await page.locator("#hosts tbody tr").first().waitFor({ timeout: 20000 });
   await screenshot(page, "hosts-360");
   await fits("the hosts page");
+  // A screen reader hears the host, then whether it is online (only the
+  // dot's tooltip said so, read before the name), and which host each
+  // Terminal button opens (every one was "Terminal").
+  const row = await page.locator("#hosts tbody tr").first().ariaSnapshot();
+  if (!row.includes("local (connected)") || !row.includes('link "Terminal on local"')) throw new Error("the hosts row reads as:\n" + row);
 
   await Promise.all([page.waitForURL(/\/terminal$/), page.locator("a.terminal-link").first().click()]);
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 30000 });

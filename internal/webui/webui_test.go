@@ -475,3 +475,23 @@ func assetText(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// TestPagesForScreenReaders: each page names its language and title, and
+// what changes without a page load is announced: the login and hosts
+// pages' errors (role=alert) and the terminal's connection state
+// (role=status), which a screen reader otherwise never reads out. The
+// hosts table's last column has a name.
+func TestPagesForScreenReaders(t *testing.T) {
+	for page, want := range map[string][]string{
+		"login.html":    {`<html lang="en">`, `<title>hostgate · log in</title>`, `<label for="token">`, `id="error" role="alert"`},
+		"index.html":    {`<html lang="en">`, `<title>hostgate · hosts</title>`, `id="error" role="alert"`, `<th><span class="sr">Actions</span></th>`},
+		"terminal.html": {`<html lang="en">`, `<title>hostgate · terminal</title>`, `id="status" role="status"`},
+	} {
+		text := assetText(t, page)
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s lacks %s", page, w)
+			}
+		}
+	}
+}

@@ -31,13 +31,19 @@
         const dot = document.createElement("span");
         dot.className = "dot" + (h.connected ? " on" : "");
         dot.title = h.connected ? (h.agentVersion ? "connected, agent " + h.agentVersion : "connected") : "offline";
-        name.append(dot, document.createTextNode(h.id));
+        dot.setAttribute("aria-hidden", "true");
+        // The dot's colour alone tells a screen reader nothing.
+        const state = document.createElement("span");
+        state.className = "sr";
+        state.textContent = h.connected ? " (connected)" : " (offline)";
+        name.append(dot, document.createTextNode(h.id), state);
         tr.append(name, cell(h.kind || ""), cell((h.info && h.info.os) || ""), cell(h.hostKey || "", true));
         const act = document.createElement("td");
         const a = document.createElement("a");
         a.className = "button terminal-link";
         a.href = "/hosts/" + encodeURIComponent(h.id) + "/terminal";
         a.textContent = "Terminal";
+        a.setAttribute("aria-label", "Terminal on " + h.id);
         act.appendChild(a);
         tr.appendChild(act);
         tbody.appendChild(tr);

@@ -143,7 +143,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 			c, lost, err := hc.DialLost(ctx, id, name)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, terminalDialError(srv, id, err)
 			}
 			p, err := c.Spawn(ctx, argv, hostgate.SpawnOptions{PTY: pty})
 			if err != nil {
@@ -612,4 +612,24 @@ func redeemTicket(signer *previewauth.Signer, live func(ctx context.Context, id 
 		v, exp := signer.Cookie(id, hostID, port, ttl)
 		return v, exp, nil
 	}
+}
+
+// terminalDialError words, for the person at a terminal page, why host id
+// could not be reached and what to do; the page shows it after "cannot
+// start a terminal on ID: ". It said "gateway: host offline", the Go
+// error, where the API names the cause (an ended sandbox, an agent
+// refused) and the fix.
+func terminalDialError(srv *gateway.Server, id string, err error) error {
+	if !errors.Is(err, gateway.ErrHostOffline) && !errors.Is(err, gateway.ErrUnknownHost) {
+		return err
+	}
+	switch ended, why := srv.OfflineReason(id); {
+	case ended:
+		return fmt.Errorf("%s: start a new sandbox", why)
+	case why != "":
+		return fmt.Errorf("its agent is not connected to the gateway; %s", why)
+	case errors.Is(err, gateway.ErrUnknownHost):
+		return errors.New("no such host")
+	}
+	return errors.New("its agent is not connected to the gateway: start it on the host (agent connect), then reload this page")
 }

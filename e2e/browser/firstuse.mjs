@@ -2,7 +2,7 @@
 // list and a terminal fit the screen (the host key column made the hosts
 // page 654 px wide, the header ending mid-page), and no page logs an
 // error or a CSP violation to the console. A screen reader hears each
-// host's state.
+// host's state, and a terminal's tab names its host.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -36,6 +36,8 @@ await run(async (browser) => {
   await Promise.all([page.waitForURL(/\/terminal$/), page.locator("a.terminal-link").first().click()]);
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 30000 });
   await screenshot(page, "terminal-360");
+  const title = await page.title();
+  if (!title.startsWith("local ")) throw new Error("the terminal page's title is " + JSON.stringify(title) + ", not its host's");
   await fits("the terminal page");
 
   if (problems.length) throw new Error("the console says:\n" + problems.join("\n"));

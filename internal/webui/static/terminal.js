@@ -16,6 +16,9 @@
   const m = location.pathname.match(/^\/hosts\/([^/]+)\/terminal$/);
   const hostId = m ? decodeURIComponent(m[1]) : "";
   document.getElementById("host").textContent = hostId;
+  // Every terminal tab was "hostgate · terminal": name the host, so tabs
+  // and history tell them apart.
+  document.title = hostId + " · hostgate terminal";
   const status = document.getElementById("status");
 
   const term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14, scrollback: 5000 });

@@ -104,7 +104,8 @@ func (u *UI) Register(mux *http.ServeMux) {
 	terminal := u.page("terminal.html")
 	mux.HandleFunc("GET /hosts/{id}/terminal", func(w http.ResponseWriter, r *http.Request) {
 		if u.cfg.Reaches != nil && u.cfg.Authenticated(r) && !u.cfg.Reaches(r, r.PathValue("id")) {
-			http.Error(w, "no such host", http.StatusNotFound)
+			// Not the id: a link's words would then be the gateway's.
+			http.Error(w, "no such host, or not one this login reaches (a sandbox's host ends with its sandbox): the hosts list at / shows those you can open", http.StatusNotFound)
 			return
 		}
 		terminal(w, r)

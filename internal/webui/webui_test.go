@@ -298,9 +298,14 @@ func TestTerminalPageOfUnknownHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != want {
 			t.Errorf("terminal page of %s: %d, want %d", id, res.StatusCode, want)
+		}
+		// The 404 names where to go: it said "no such host" alone.
+		if want == 404 && !strings.Contains(string(body), "the hosts list at / shows those you can open") {
+			t.Errorf("terminal page of %s says %q", id, body)
 		}
 	}
 }

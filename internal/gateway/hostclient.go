@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -126,7 +128,13 @@ func (hc *HostClients) DialLost(ctx context.Context, id, keyID string) (c *sshla
 // or was revoked; its execution ended). nil while neither.
 func (hc *HostClients) lost(id string, conn net.Conn) error {
 	done, cause := tunnelOf(conn)
-	if _, reason := relayEndReason(hc.srv.ctx, done, cause, hc.srv.endedHost, id); reason != "" {
+	code, reason := relayEndReason(hc.srv.ctx, done, cause, hc.srv.endedHost, id)
+	switch {
+	case code == bytestream.StatusServiceRestart:
+		// Not the relays' "; reconnect", meant for a program: the shell
+		// ended with the gateway, and the page says to reload for a new one.
+		return errors.New(wire.HostMessage(id, "the gateway is shutting down"))
+	case reason != "":
 		return errors.New(reason)
 	}
 	return nil

@@ -62,3 +62,44 @@ func TestHostClientsForgetDeadClients(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestDialLostAtShutdown: a web terminal cut by the gateway's shutdown
+// says so without "reconnect", the relays' word to programs: the page
+// showed "the gateway is shutting down; reconnect; its shell ended:
+// reload the page for a new terminal", two instructions, one of them
+// wrong for a shell that ended with the gateway.
+func TestDialLostAtShutdown(t *testing.T) {
+	e := newEnv(t, nil)
+	agentTok := e.token(store.RoleAgent, "box")
+	up := make(chan string, 4)
+	actx, stop := context.WithCancel(e.ctx)
+	adone := make(chan error, 1)
+	go func() {
+		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: e.ts.URL, Token: agentTok, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
+	}()
+	defer func() { stop(); <-adone }()
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not connect")
+	}
+	hc, err := NewHostClients(e.srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	c, lost, err := hc.DialLost(e.ctx, "box", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if why := lost(); why != nil {
+		t.Fatalf("lost before anything ended: %v", why)
+	}
+	_ = e.srv.Close()
+	why := lost()
+	if why == nil || why.Error() != "host box: the gateway is shutting down" {
+		t.Fatalf("lost at shutdown: %v, want \"host box: the gateway is shutting down\"", why)
+	}
+}

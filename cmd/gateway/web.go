@@ -140,6 +140,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return srv.Live(ctx, tok, "pty", id)
 		},
+		Why: terminalEndedWhy,
 		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 			c, lost, err := hc.DialLost(ctx, id, name)
 			if err != nil {
@@ -632,4 +633,15 @@ func terminalDialError(srv *gateway.Server, id string, err error) error {
 		return errors.New("no such host")
 	}
 	return errors.New("its agent is not connected to the gateway: start it on the host (agent connect), then reload this page")
+}
+
+// terminalEndedWhy words why a web terminal was ended from outside for the
+// person at its page: a login that ended (a logout in another tab, the
+// token revoked or expired) showed "gateway: the session's token was
+// revoked or expired", and a reload asks for the login again.
+func terminalEndedWhy(cause error) string {
+	if errors.Is(cause, gateway.ErrTokenRevoked) {
+		return "the login that opened it ended (logged out, revoked or expired): reload the page to log in again"
+	}
+	return cause.Error()
 }

@@ -236,7 +236,7 @@ func (t *term) run() {
 		case <-t.pumped:
 		case <-time.After(time.Second):
 		}
-		end := endingOf(t.ctx, werr)
+		end := endingOf(t.ctx, werr, t.h.cfg.Why)
 		t.cancel(nil)
 		_ = t.p.Kill(hostgate.SIGKILL)
 		t.fl.end() // an output copy held back by the window
@@ -263,14 +263,18 @@ func (t *term) run() {
 }
 
 // endingOf says how the terminal ended: "exited" only when the shell did.
-func endingOf(ctx context.Context, werr error) *ending {
+func endingOf(ctx context.Context, werr error, why func(error) string) *ending {
 	code := hostgate.ExitCode(werr)
 	var ee *hostgate.ExitError
 	switch cause := context.Cause(ctx); {
 	case ctx.Err() != nil && !errors.Is(cause, context.Canceled):
 		// Ended from outside (a revoked token, the idle timer).
-		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + cause.Error()})
-		return &ending{msg: b, reason: closeReason("terminal closed: " + cause.Error())}
+		text := cause.Error()
+		if why != nil {
+			text = why(cause)
+		}
+		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + text})
+		return &ending{msg: b, reason: closeReason("terminal closed: " + text)}
 	case werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil:
 		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
 		return &ending{msg: b, reason: "terminal closed"}

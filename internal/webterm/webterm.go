@@ -75,6 +75,10 @@ type Config struct {
 	// it when the caller's token is revoked or expires), and the page is
 	// told the context's cause. done is called when the terminal closes.
 	Bind func(ctx context.Context, r *http.Request, id string) (bound context.Context, done func())
+	// Why, when set, words for the page the cause of a terminal ended from
+	// outside (Bind's context, the idle timer); nil shows the cause's own
+	// text, which is a Go error's.
+	Why func(cause error) string
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Idle closes a terminal with no input or output for this long; 0

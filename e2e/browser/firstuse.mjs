@@ -2,7 +2,8 @@
 // list and a terminal fit the screen (the host key column made the hosts
 // page 654 px wide, the header ending mid-page), and no page logs an
 // error or a CSP violation to the console. A screen reader hears each
-// host's state, and a terminal's tab names its host.
+// host's state, and a terminal's tab names its host. A logout in another
+// tab sends the hosts page to the login page, which says why.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -39,6 +40,15 @@ await run(async (browser) => {
   const title = await page.title();
   if (!title.startsWith("local ")) throw new Error("the terminal page's title is " + JSON.stringify(title) + ", not its host's");
   await fits("the terminal page");
+
+  // A logout in another tab: the hosts page goes to the login page, which
+  // says why (it showed the empty login form, no word).
+  const other = await ctx.newPage();
+  await other.goto(gateway + "/");
+  await Promise.all([page.waitForURL(/\/login/), page.goto(gateway + "/").then(() => page.click("text=Log out"))]);
+  await other.waitForURL(/\/login\?error=session_ended/, { timeout: 20000 });
+  const said = await other.textContent("#error");
+  if (!said.includes("log in again")) throw new Error("after a logout in another tab the login page says " + JSON.stringify(said));
 
   if (problems.length) throw new Error("the console says:\n" + problems.join("\n"));
 });

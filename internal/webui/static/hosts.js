@@ -6,7 +6,8 @@
 
   async function api(path, init) {
     const res = await fetch(path, Object.assign({ credentials: "same-origin", headers: { "Accept": "application/json" } }, init || {}));
-    if (res.status === 401) { location.href = "/login?next=" + encodeURIComponent(location.pathname); return null; }
+    // The login ended under the page (a logout in another tab, expiry): the login page says so.
+    if (res.status === 401) { location.href = "/login?error=session_ended&next=" + encodeURIComponent(location.pathname); return null; }
     const body = await res.json().catch(() => ({}));
     if (!res.ok) { throw new Error((body.error && body.error.message) || res.statusText); }
     return body;

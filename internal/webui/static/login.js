@@ -12,6 +12,7 @@
     invalid_token: "That token is not valid: it is mistyped, revoked or an agent's. gateway dev prints a new admin token at each start and ends the one before; an admin makes others with gateway token create.",
     expired_token: "That token has expired: an admin makes a new one with gateway token create.",
     session_token: "That is a login session's key, not a token: log in with the token itself.",
+    session_ended: "Your login ended (logged out in another tab, expired or revoked; gateway dev ends it at each start): log in again.",
     rate_limited: "Too many failed logins from this address: every login from it, a right token too, is refused for up to a minute. Wait, then try again.",
   };
   const code = params.get("error");

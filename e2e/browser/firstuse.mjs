@@ -34,7 +34,20 @@ await run(async (browser) => {
   const row = await page.locator("#hosts tbody tr").first().ariaSnapshot();
   if (!row.includes("local (connected)") || !row.includes('link "Terminal on local"')) throw new Error("the hosts row reads as:\n" + row);
 
-  await Promise.all([page.waitForURL(/\/terminal$/), page.locator("a.terminal-link").first().click()]);
+  // Keyboard: Tab reaches the Terminal button, and it keeps the focus
+  // across the list's refresh every 5 s (which threw it to the page's top).
+  let tabs = 0;
+  while (!(await page.evaluate(() => document.activeElement.classList.contains("terminal-link")))) {
+    if (++tabs > 10) throw new Error("Tab does not reach a Terminal button");
+    await page.keyboard.press("Tab");
+  }
+  await page.evaluate(() => { window.rowBefore = document.querySelector("#hosts tbody tr"); });
+  await page.waitForFunction(() => { const r = document.querySelector("#hosts tbody tr"); return r && r !== window.rowBefore; }, null, { timeout: 15000 });
+  await screenshot(page, "hosts-360-focus");
+  if (!(await page.evaluate(() => document.activeElement.classList.contains("terminal-link") && document.activeElement.matches(":focus-visible")))) {
+    throw new Error("the Terminal button lost the focus, or its ring, when the list refreshed");
+  }
+  await Promise.all([page.waitForURL(/\/terminal$/), page.keyboard.press("Enter")]);
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 30000 });
   await screenshot(page, "terminal-360");
   const title = await page.title();

@@ -24,6 +24,10 @@
       const body = await api("/v1/hosts");
       if (!body) return;
       const hosts = body.hosts || body;
+      // The rows are rebuilt every 5 s: a keyboard or screen-reader user
+      // on a row's button must stay on it, not be thrown back to the page's top.
+      const focused = document.activeElement && document.activeElement.closest("#hosts tbody tr");
+      const keep = focused ? focused.dataset.host : null;
       tbody.replaceChildren();
       for (const h of hosts) {
         const tr = document.createElement("tr");
@@ -48,6 +52,7 @@
         act.appendChild(a);
         tr.appendChild(act);
         tbody.appendChild(tr);
+        if (h.id === keep) a.focus({ focusVisible: true });
       }
       errorBox.textContent = "";
     } catch (e) {

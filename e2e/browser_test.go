@@ -169,10 +169,18 @@ func TestBrowserLoginError(t *testing.T) {
 
 // TestBrowserFirstUse: on a 360 px phone the login page, the hosts list
 // and a terminal fit the screen (the hosts page was 654 px wide), and no
-// page logs an error or a CSP violation.
+// page logs an error or a CSP violation. A login that reaches no host is
+// told how a host appears.
 func TestBrowserFirstUse(t *testing.T) {
-	d := startDev(t)
-	runBrowser(t, "firstuse.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin)
+	dir := t.TempDir()
+	d := startDev(t, "--state-dir", dir)
+	// A login that reaches no host yet.
+	out, err := exec.Command(bin.gateway, "token", "create", "--role", "client", "--host", "not-yet", "--state-dir", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
+	runBrowser(t, "firstuse.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_CLIENT_TOKEN="+client)
 }
 
 // TestBrowserCrossOriginPtyRefused: a page from another origin, in a

@@ -15,10 +15,10 @@ await run(async (browser) => {
   const problems = [];
   page.on("console", (m) => { if (m.type() === "error" || m.type() === "warning") problems.push(m.type() + ": " + m.text()); });
   page.on("pageerror", (e) => problems.push("uncaught: " + e.message));
-  async function fits(what) {
+  async function fits(what, p = page) {
     // Not innerWidth: a phone's browser zooms out to fit a wider page.
-    const width = page.viewportSize().width;
-    const scroll = await page.evaluate(() => document.documentElement.scrollWidth);
+    const width = p.viewportSize().width;
+    const scroll = await p.evaluate(() => document.documentElement.scrollWidth);
     if (scroll > width) throw new Error(what + " is " + scroll + " px wide on a " + width + " px screen");
   }
 
@@ -62,6 +62,15 @@ await run(async (browser) => {
   await other.waitForURL(/\/login\?error=session_ended/, { timeout: 20000 });
   const said = await other.textContent("#error");
   if (!said.includes("log in again")) throw new Error("after a logout in another tab the login page says " + JSON.stringify(said));
+
+  // A login with no host yet: the list says how one appears (it was an
+  // empty table).
+  await login(other, gateway, env("HOSTGATE_CLIENT_TOKEN"));
+  await other.locator("#hosts td.empty").waitFor({ timeout: 20000 });
+  await screenshot(other, "hosts-empty-360");
+  const empty = await other.textContent("#hosts td.empty");
+  if (!empty.includes("agent connect --gateway " + gateway)) throw new Error("the empty hosts list says " + JSON.stringify(empty));
+  await fits("the empty hosts list", other);
 
   if (problems.length) throw new Error("the console says:\n" + problems.join("\n"));
 });

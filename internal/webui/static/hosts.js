@@ -54,6 +54,19 @@
         tbody.appendChild(tr);
         if (h.id === keep) a.focus({ focusVisible: true });
       }
+      if (hosts.length === 0) {
+        // An empty table said nothing to a first-time user.
+        const tr = document.createElement("tr");
+        const td = document.createElement("td");
+        td.colSpan = 5;
+        td.className = "empty";
+        const code = (t) => { const c = document.createElement("code"); c.textContent = t; return c; };
+        td.append("No hosts yet for this login. A host appears here once its agent connects: an admin makes it a token with ",
+          code("gateway token create --role agent --host NAME"), ", and on the host runs ",
+          code("agent connect --gateway " + location.origin + " --token TOKEN"), ".");
+        tr.appendChild(td);
+        tbody.appendChild(tr);
+      }
       errorBox.textContent = "";
     } catch (e) {
       errorBox.textContent = "Could not list hosts: " + e.message;

@@ -538,16 +538,21 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	gateway.WriteError(w, http.StatusBadGateway, "engine_error", "the container engine failed; see the gateway log")
 }
 
-// decode reads one bounded JSON object with no unknown fields into v,
-// answering 400 (naming the field when it can) or 413 on failure.
+// decode reads one bounded JSON object with no unknown fields and no key
+// twice in one object into v, answering 400 (naming the field when it
+// can) or 413 on failure.
 func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	body, tap := gateway.TapBody(http.MaxBytesReader(w, r.Body, limit), v)
+	body, keys := gateway.CheckKeys(body, v)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errors.New("trailing data after the JSON object")
+		} else if kerr := keys.Err(); kerr != nil {
+			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, kerr.Error())
+			return false
 		}
 	}
 	if err == nil {

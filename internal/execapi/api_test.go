@@ -1315,3 +1315,31 @@ func TestUnknownFieldPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeysRefused: encoding/json keeps the last of a key sent
+// twice, so "timeoutMs":5000,"timeoutMs":1 ran the command with 1 ms and
+// destroyed the execution, where a proxy or log reading the first saw
+// 5000. A key twice in one object (a struct's in any case, as
+// encoding/json matches them) is refused, and nothing runs.
+func TestDuplicateKeysRefused(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/executions/" + id + "/exec", `{"command":"echo","timeoutMs":5000,"timeoutMs":1}`, "timeoutMs: appears twice in its object; send each key once"},
+		{"/v1/executions/" + id + "/exec", `{"command":"echo","timeoutMs":5000,"TIMEOUTMS":1}`, "TIMEOUTMS: appears twice in its object; send each key once"},
+		{"/v1/executions/" + id + "/exec", `{"command":"echo","env":{"A":"1","\u0041":"2"},"timeoutMs":5000}`, "env.A: appears twice in its object; send each key once"},
+		{"/v1/executions", `{"image":"x","resources":{"cpus":1,"cpus":2}}`, "resources.cpus: appears twice in its object; send each key once"},
+		{"/v1/executions/" + id + "/timeout", `{"runtimeMs":60000,"runtimeMs":1000}`, "runtimeMs: appears twice in its object; send each key once"},
+	} {
+		status, body := f.do(t, "POST", c.path, "admin", c.body)
+		if code, msg := errCode(body); status != http.StatusBadRequest || code != "invalid_request" || msg != c.want {
+			t.Errorf("%s %s: %d %q %q, want 400 invalid_request %q", c.path, c.body, status, code, msg, c.want)
+		}
+	}
+	// env names differ in case: two variables, as they are to the command.
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", `{"command":"echo","env":{"PATH":"/bin","path":"x"},"timeoutMs":5000}`)
+	if status != http.StatusOK {
+		t.Fatalf("env PATH and path: %d %v, want 200", status, body)
+	}
+}

@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+)
+
+// KeyCheck watches a JSON body go by on its way to a decoder and notes
+// the first object key that appears twice in one object.
+//
+// encoding/json keeps the last of duplicate keys, silently: a body with
+// "timeoutMs":5000,"timeoutMs":1 runs the command with 1 ms (and so
+// destroys the execution), while a proxy or audit tool that reads the
+// first sees 5000. A body that says two things is refused instead. Keys
+// of a struct are compared as encoding/json matches them, in any case
+// ("timeoutMs" and "TIMEOUTMS" fill one field); those of a map exactly
+// (env's "PATH" and "path" are two variables).
+// It keeps only the keys (and the path to them), never the values, so
+// an exec's megabytes of stdin are not copied.
+type KeyCheck struct {
+	r     io.Reader
+	typ   reflect.Type
+	stack []*keyFrame
+	inStr bool
+	isKey bool
+	esc   bool
+	key   []byte // the key being read, quoted and escaped as sent
+	dup   string // the first duplicate's path ("" for the key "")
+	found bool
+}
+
+type keyFrame struct {
+	typ       reflect.Type // what the value decodes into; nil: unknown
+	fields    []jsonField  // typ's, when a struct
+	next      reflect.Type // the type of the value after the last key
+	object    bool
+	expectKey bool
+	name      string // this value's path in the body
+	keys      map[string]bool
+	last      string // the last key read in this object
+}
+
+// CheckKeys returns the reader to decode a body r into v from and the
+// check to ask, once the body is read, whether a key came twice.
+func CheckKeys(r io.Reader, v any) (io.Reader, *KeyCheck) {
+	k := &KeyCheck{r: r, typ: reflect.TypeOf(v)}
+	return k, k
+}
+
+func (k *KeyCheck) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if !k.found {
+		k.scan(p[:n])
+	}
+	return n, err
+}
+
+// Err names the first duplicate key by its path, or is nil.
+func (k *KeyCheck) Err() error {
+	if !k.found {
+		return nil
+	}
+	name := k.dup
+	if name == "" {
+		name = `""`
+	}
+	return fmt.Errorf("%s: appears twice in its object; send each key once", name)
+}
+
+func (k *KeyCheck) top() *keyFrame {
+	if len(k.stack) == 0 {
+		return nil
+	}
+	return k.stack[len(k.stack)-1]
+}
+
+// scan follows the body's structure far enough to tell keys from values.
+// The decoder checks the syntax; a malformed body fails there, so scan
+// need not.
+func (k *KeyCheck) scan(b []byte) {
+	for _, c := range b {
+		if k.inStr {
+			if k.isKey {
+				k.key = append(k.key, c)
+			}
+			switch {
+			case k.esc:
+				k.esc = false
+			case c == '\\':
+				k.esc = true
+			case c == '"':
+				k.inStr = false
+				if k.isKey {
+					k.endKey()
+				}
+			}
+			continue
+		}
+		t := k.top()
+		switch c {
+		case '{', '[':
+			f := &keyFrame{object: c == '{', expectKey: c == '{', typ: k.typ}
+			if t != nil {
+				f.name, f.typ = t.name, t.next
+				if t.object {
+					f.name = t.last
+				}
+			}
+			f.typ = deref(f.typ)
+			if f.typ != nil && custom(f.typ) {
+				f.typ = nil
+			}
+			if f.typ != nil {
+				switch f.typ.Kind() {
+				case reflect.Struct:
+					f.fields = jsonFields(f.typ)
+				case reflect.Map, reflect.Slice, reflect.Array:
+					f.next = f.typ.Elem()
+				}
+			}
+			k.stack = append(k.stack, f)
+		case '}', ']':
+			if t != nil {
+				k.stack = k.stack[:len(k.stack)-1]
+			}
+		case ',':
+			if t != nil && t.object {
+				t.expectKey = true
+			}
+		case ':':
+			if t != nil && t.object {
+				t.expectKey = false
+			}
+		case '"':
+			k.inStr = true
+			k.isKey = t != nil && t.object && t.expectKey
+			if k.isKey {
+				k.key = append(k.key[:0], c)
+			}
+		}
+		if k.found {
+			return
+		}
+	}
+}
+
+func (k *KeyCheck) endKey() {
+	t := k.top()
+	var key string
+	if json.Unmarshal(k.key, &key) != nil {
+		key = string(k.key) // the decoder will refuse it
+	}
+	path := key
+	if t.name != "" {
+		path = t.name + "." + key
+	}
+	t.last = path
+	same := key
+	if t.fields != nil {
+		t.next = nil
+		if f, ok := lookupField(t.fields, key); ok {
+			same, t.next = f.name, f.typ
+		}
+	}
+	if t.keys == nil {
+		t.keys = make(map[string]bool)
+	}
+	if t.keys[same] {
+		k.dup, k.found = strings.ToValidUTF8(path, "\uFFFD"), true
+	}
+	t.keys[same] = true
+}
+
+// lookupField is lookup's field.
+func lookupField(fs []jsonField, key string) (jsonField, bool) {
+	for _, f := range fs {
+		if f.name == key {
+			return f, true
+		}
+	}
+	for _, f := range fs {
+		if strings.EqualFold(f.name, key) {
+			return f, true
+		}
+	}
+	return jsonField{}, false
+}

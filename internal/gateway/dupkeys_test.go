@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+type dupBody struct {
+	Command string            `json:"command"`
+	Env     map[string]string `json:"env"`
+	Inner   struct {
+		Mode string `json:"mode"`
+	} `json:"inner"`
+	Items []struct {
+		Mode string `json:"mode"`
+	} `json:"items"`
+	When time.Time `json:"when"`
+	Any  any       `json:"any"`
+}
+
+func checkKeys(body string, v any) error {
+	r, k := CheckKeys(bytes.NewReader([]byte(body)), v)
+	_, _ = io.Copy(io.Discard, r)
+	return k.Err()
+}
+
+func TestCheckKeys(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"command":"a","env":{"A":"1","a":"2"},"inner":{"mode":"x"},"items":[{"mode":"a"},{"mode":"b"}],"any":{"x":1,"X":2}}`, ""},
+		{`{"command":"a","command":"b"}`, "command: appears twice in its object; send each key once"},
+		{`{"command":"a","COMMAND":"b"}`, "COMMAND: appears twice in its object; send each key once"},
+		{`{"command":"a","comm\u0061nd":"b"}`, "command: appears twice in its object; send each key once"},
+		{`{"env":{"A":"1","B":"\"A\":","A":"2"}}`, "env.A: appears twice in its object; send each key once"},
+		{`{"inner":{"mode":"x","Mode":"y"}}`, "inner.Mode: appears twice in its object; send each key once"},
+		{`{"items":[{"mode":"a"},{"mode":"b","mode":"c"}]}`, "items.mode: appears twice in its object; send each key once"},
+		{`{"any":{"x":{"y":1,"y":2}}}`, "any.x.y: appears twice in its object; send each key once"},
+		{`{"command":"{\"command\":1,\"command\":2}"}`, ""},
+		{`{"a\\":1,"a\\":2}`, `a\: appears twice in its object; send each key once`},
+	} {
+		var v dupBody
+		got := ""
+		if err := checkKeys(c.body, &v); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.body, got, c.want)
+		}
+	}
+}
+
+// refDup reports whether valid JSON body has a key twice in one object,
+// by encoding/json's tokens, comparing keys exactly.
+func refDup(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return false, nil
+	}
+	seen := map[string]bool{}
+	dup := false
+	for dec.More() {
+		if d == '{' {
+			kt, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			key := kt.(string)
+			dup = dup || seen[key]
+			seen[key] = true
+		}
+		sub, err := refDup(dec)
+		if err != nil {
+			return false, err
+		}
+		dup = dup || sub
+	}
+	_, err = dec.Token()
+	return dup, err
+}
+
+// FuzzCheckKeys: on any valid JSON, CheckKeys into an any finds a
+// duplicate exactly when encoding/json's tokens show one; on any input it
+// does not panic.
+func FuzzCheckKeys(f *testing.F) {
+	f.Add(`{"a":1,"a":2}`)
+	f.Add(`{"a":{"b":[{"c":1},{"c":1,"c":2}]}}`)
+	f.Add(`{"a\"":1,"a\u0022":2}`)
+	f.Add(`[{"x":"{\"x\":1}"}, {"x":1}]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var v any
+		err := checkKeys(body, &v)
+		if !json.Valid([]byte(body)) {
+			return
+		}
+		want, rerr := refDup(json.NewDecoder(bytes.NewReader([]byte(body))))
+		if rerr != nil {
+			t.Fatalf("%q: reference: %v", body, rerr)
+		}
+		if (err != nil) != want {
+			t.Fatalf("%q: CheckKeys %v, want duplicate %v", body, err, want)
+		}
+	})
+}
+
+// TestCertificateDuplicateKey: a certificate body naming publicKey twice
+// was signed for the last one; it is refused, naming the key.
+func TestCertificateDuplicateKey(t *testing.T) {
+	e := newEnv(t, nil)
+	_, hostKey := newKey(t)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "a", HostKey: hostKey}); err != nil {
+		t.Fatal(err)
+	}
+	client := e.token(store.RoleClient, "a")
+	_, userPub := newKey(t)
+	req, _ := http.NewRequestWithContext(e.ctx, "POST", e.ts.URL+"/v1/hosts/a/certificates", strings.NewReader(`{"publicKey":"x","publicKey":"`+userPub+`"}`))
+	req.Header.Set("Authorization", "Bearer "+client)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	we, _ := wire.ParseError(b)
+	if res.StatusCode != 400 || we.Code != "bad_request" || we.Message != "publicKey: appears twice in its object; send each key once" {
+		t.Fatalf("publicKey twice: %d %s, want 400 bad_request naming publicKey", res.StatusCode, b)
+	}
+}

@@ -542,6 +542,10 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 // twice in one object into v, answering 400 (naming the field when it
 // can) or 413 on failure.
 func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	if msg, ok := gateway.EncodedBody(r); ok {
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, msg)
+		return false
+	}
 	body, tap := gateway.TapBody(http.MaxBytesReader(w, r.Body, limit), v)
 	body, keys := gateway.CheckKeys(body, v)
 	dec := json.NewDecoder(body)

@@ -1343,3 +1343,25 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		t.Fatalf("env PATH and path: %d %v, want 200", status, body)
 	}
 }
+
+// TestEncodedBodyRefused: an exec body sent gzipped is refused naming
+// Content-Encoding and the fix, not as "invalid character '\x1f'".
+func TestEncodedBodyRefused(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/executions/"+id+"/exec", strings.NewReader(`{"command":"echo","timeoutMs":5000}`))
+	req.Header.Set("Authorization", "Bearer admin")
+	req.Header.Set("Content-Encoding", "gzip")
+	res, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	if code, msg := errCode(out); res.StatusCode != http.StatusBadRequest || code != "invalid_request" || !strings.Contains(msg, `Content-Encoding "gzip"`) {
+		t.Fatalf("gzip exec body: %d %s, want 400 invalid_request naming Content-Encoding", res.StatusCode, raw)
+	}
+}

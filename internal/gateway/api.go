@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/metrics"
 )
 
@@ -260,6 +262,21 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 	WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
 }
 
+// EncodedBody reports a request whose body is sent with a
+// Content-Encoding (gzip, say), and the message to answer it with: the
+// API reads bodies as sent, and a gzipped one failed as "invalid
+// character '\x1f'", which does not say what to change.
+func EncodedBody(r *http.Request) (string, bool) {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for e := range strings.SplitSeq(v, ",") {
+			if e = strings.TrimSpace(e); e != "" && !strings.EqualFold(e, "identity") {
+				return fmt.Sprintf("Content-Encoding %q: the API takes JSON bodies uncompressed; send the body without Content-Encoding", textcut.Cut(e, 64)), true
+			}
+		}
+	}
+	return "", false
+}
+
 // decodeBody reads one bounded JSON object into v, answering 400/413 on
 // failure.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -273,6 +290,10 @@ func DecodeStrictBody(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
+	if msg, ok := EncodedBody(r); ok {
+		WriteError(w, http.StatusBadRequest, "bad_request", msg)
+		return false
+	}
 	// boundBodies has bounded the body's arrival.
 	body, tap := TapBody(http.MaxBytesReader(w, r.Body, maxBody), v)
 	body, keys := CheckKeys(body, v)

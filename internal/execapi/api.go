@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -253,12 +254,8 @@ type RecordList struct {
 // (1-10000, default 1000) bounds the answer. It has no other parameter.
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	for k := range q {
-		if k != "limit" {
-			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
-				fmt.Sprintf("%s: not a parameter of GET /v1/executions (it takes limit only)", textcut.Cut(k, 64)))
-			return
-		}
+	if !onlyParams(w, q, "GET /v1/executions (it takes limit only)", "limit") {
+		return
 	}
 	limit, ok := listLimit(w, q, dockerhost.MaxExecutionListLimit)
 	if !ok {
@@ -278,6 +275,27 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 
 // listLimit parses ?limit= (1-max; absent or empty is 0, the default), answering
 // 400 naming the field when it is not such a number.
+// onlyParams refuses a query with a parameter not among names, or one
+// given twice, naming it: a list that ignored them answered a misspelt
+// filter (?executionid=X) with every checkpoint, the ones a caller
+// cleaning up after X then deleted included.
+func onlyParams(w http.ResponseWriter, q url.Values, route string, names ...string) bool {
+	for k, vs := range q {
+		msg := ""
+		switch {
+		case !slices.Contains(names, k):
+			msg = "%s: not a parameter of " + route
+		case len(vs) > 1:
+			msg = "%s: given more than once; give it once"
+		default:
+			continue
+		}
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, fmt.Sprintf(msg, textcut.Cut(k, 64)))
+		return false
+	}
+	return true
+}
+
 func listLimit(w http.ResponseWriter, q url.Values, max int) (int, bool) {
 	v := q.Get("limit")
 	if v == "" {
@@ -379,6 +397,9 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 // 1000) bounds the answer.
 func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if !onlyParams(w, q, "GET /v1/checkpoints (it takes executionId and limit)", "executionId", "limit") {
+		return
+	}
 	limit, ok := listLimit(w, q, dockerhost.MaxCheckpointListLimit)
 	if !ok {
 		return

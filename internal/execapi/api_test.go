@@ -1365,3 +1365,28 @@ func TestEncodedBodyRefused(t *testing.T) {
 		t.Fatalf("gzip exec body: %d %s, want 400 invalid_request naming Content-Encoding", res.StatusCode, raw)
 	}
 }
+
+// TestListParamsRefused: GET /v1/checkpoints ignored a parameter it does
+// not take, so a misspelt filter (?executionid=X) listed every
+// checkpoint, and took the first of a parameter given twice. Both lists
+// refuse either, naming the parameter.
+func TestListParamsRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct{ path, want string }{
+		{"/v1/checkpoints?executionid=x", "executionid: not a parameter of GET /v1/checkpoints (it takes executionId and limit)"},
+		{"/v1/checkpoints?executionId=a&executionId=b", "executionId: given more than once; give it once"},
+		{"/v1/checkpoints?limit=1&limit=2", "limit: given more than once; give it once"},
+		{"/v1/executions?limit=1&limit=2", "limit: given more than once; give it once"},
+		{"/v1/executions?state=live", "state: not a parameter of GET /v1/executions (it takes limit only)"},
+	} {
+		status, body := f.do(t, "GET", c.path, "admin", nil)
+		if code, msg := errCode(body); status != http.StatusBadRequest || code != "invalid_request" || msg != c.want {
+			t.Errorf("%s: %d %q %q, want 400 invalid_request %q", c.path, status, code, msg, c.want)
+		}
+	}
+	for _, path := range []string{"/v1/checkpoints?executionId=x&limit=5", "/v1/checkpoints", "/v1/executions?limit=5"} {
+		if status, body := f.do(t, "GET", path, "admin", nil); status != http.StatusOK {
+			t.Errorf("%s: %d %v, want 200", path, status, body)
+		}
+	}
+}

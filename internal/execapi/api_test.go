@@ -1390,3 +1390,16 @@ func TestListParamsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyNotUTF8Refused: raw bytes in an exec's stdin reached the
+// command as U+FFFD (encoding/json's replacement), with no sign; a body
+// that is not UTF-8 is refused, pointing at base64, and nothing runs.
+func TestBodyNotUTF8Refused(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", "{\"command\":\"cat\",\"stdin\":\"\xff\xfe\",\"timeoutMs\":5000}")
+	if code, msg := errCode(body); status != http.StatusBadRequest || code != "invalid_request" || !strings.Contains(msg, "not UTF-8 at byte 26") || !strings.Contains(msg, `"encoding": "base64"`) {
+		t.Fatalf("stdin not UTF-8: %d %v, want 400 invalid_request naming the byte and base64", status, body)
+	}
+}

@@ -1403,3 +1403,15 @@ func TestBodyNotUTF8Refused(t *testing.T) {
 		t.Fatalf("stdin not UTF-8: %d %v, want 400 invalid_request naming the byte and base64", status, body)
 	}
 }
+
+// TestLoneSurrogateRefused: "\ud800", half a UTF-16 pair, reached the
+// command as U+FFFD like a raw byte did; it is refused the same way.
+func TestLoneSurrogateRefused(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", `{"command":"cat","stdin":"a\ud800","timeoutMs":5000}`)
+	if code, msg := errCode(body); status != http.StatusBadRequest || code != "invalid_request" || !strings.Contains(msg, "half a \\u surrogate pair") {
+		t.Fatalf("lone surrogate: %d %v, want 400 invalid_request", status, body)
+	}
+}

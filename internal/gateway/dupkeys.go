@@ -81,7 +81,17 @@ func (k *KeyCheck) top() *keyFrame {
 // The decoder checks the syntax; a malformed body fails there, so scan
 // need not.
 func (k *KeyCheck) scan(b []byte) {
-	for _, c := range b {
+	for i := 0; i < len(b); i++ {
+		if k.inStr && !k.isKey && !k.esc {
+			// The run of a value string, most of a body.
+			for i < len(b) && b[i] != '"' && b[i] != '\\' {
+				i++
+			}
+			if i == len(b) {
+				return
+			}
+		}
+		c := b[i]
 		if k.inStr {
 			if k.isKey {
 				k.key = append(k.key, c)

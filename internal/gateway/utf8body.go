@@ -44,9 +44,21 @@ func (c *UTF8Check) Read(p []byte) (int, error) {
 }
 
 func (c *UTF8Check) scan(b []byte, last bool) {
-	buf := append(c.pend, b...)
+	buf := b
+	if len(c.pend) > 0 {
+		buf = append(c.pend, b...)
+	}
 	i := 0
 	for i < len(buf) {
+		if c.inStr && !c.esc && c.hex == 0 && !c.high {
+			// The run of a string's plain ASCII, most of a body.
+			for i < len(buf) && buf[i] < utf8.RuneSelf && buf[i] != '"' && buf[i] != '\\' {
+				i++
+			}
+			if i == len(buf) {
+				break
+			}
+		}
 		if buf[i] < utf8.RuneSelf {
 			if !c.ascii(buf[i]) {
 				c.bad, c.at = true, c.off+int64(i)

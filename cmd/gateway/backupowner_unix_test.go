@@ -22,19 +22,7 @@ import (
 func TestBackupAsRootKeepsTheOwner(t *testing.T) {
 	testenv.RequirePeer(t, "root (to back up another user's state dir)", os.Geteuid() == 0)
 	ctx := testCtx(t)
-	top, err := os.MkdirTemp("", "hostgate-backupowner-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := copyExecutable(t, top)
-	dir := filepath.Join(top, "state")
-	if _, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin"); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir := otherUsersStateDir(t, ctx, "hostgate-backupowner-")
 	if err := os.MkdirAll(filepath.Join(dir, "checkpoints"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +37,7 @@ func TestBackupAsRootKeepsTheOwner(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(top, "backup")
+	out := filepath.Join(filepath.Dir(dir), "backup")
 	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out); err != nil {
 		t.Fatal(err)
 	}

@@ -66,19 +66,7 @@ func copyExecutable(t *testing.T, dir string) string {
 func TestStateDirOfAnotherUser(t *testing.T) {
 	testenv.RequirePeer(t, "root (to run the gateway as another user)", os.Geteuid() == 0)
 	ctx := testCtx(t)
-	top, err := os.MkdirTemp("", "hostgate-stateaccess-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := copyExecutable(t, top)
-	dir := filepath.Join(top, "state")
-	if _, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin"); err != nil {
-		t.Fatal(err)
-	}
+	bin, dir := otherUsersStateDir(t, ctx, "hostgate-stateaccess-")
 	nobody := "65534"
 	if u, err := user.LookupId("65534"); err == nil {
 		nobody = u.Username
@@ -126,4 +114,25 @@ func TestStateDirOfAnotherUser(t *testing.T) {
 	if out, err := asNobody(t, ctx, bin, "serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--docker", "off"); err == nil || strings.Contains(out, "chown") || !strings.Contains(out, "store: cannot open "+filepath.Join(dir, dbFile)+": it, its -wal or -shm file or its filesystem is read-only; make them writable by the gateway's user") {
 		t.Errorf("serve as nobody on its own read-only database: %v\n%s", err, out)
 	}
+}
+
+// otherUsersStateDir makes a state dir (with an admin token) under a new
+// directory of /tmp that another user can traverse, with a copy of this
+// test binary there that such a user may run: the binary and the dir.
+func otherUsersStateDir(t *testing.T, ctx context.Context, prefix string) (bin, dir string) {
+	t.Helper()
+	top, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(top) })
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin = copyExecutable(t, top)
+	dir = filepath.Join(top, "state")
+	if _, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	return bin, dir
 }

@@ -32,14 +32,7 @@ func TestProxyMendsKnownHostAfterReset(t *testing.T) {
 	// Certificates live 10 minutes, as by default: a run right after
 	// another finds its certificate fresh.
 	base := startServe(t, dir, func(c *serveConfig) { c.CertTTL = 10 * time.Minute })
-	token := func(args ...string) string {
-		t.Helper()
-		out, err := cli(t, ctx, append([]string{"token", "create", "--state-dir", dir}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lastLine(out)
-	}
+	token := tokenMaker(t, ctx, dir)
 	agentTok, clientTok := token("--role", "agent", "--host", "Box"), token("--role", "client", "--host", "Box")
 	pinned := func() string {
 		t.Helper()

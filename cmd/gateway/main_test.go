@@ -62,6 +62,19 @@ func cli(t *testing.T, ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// tokenMaker is `gateway token create --state-dir dir ARGS…`, answering the
+// token.
+func tokenMaker(t *testing.T, ctx context.Context, dir string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := cli(t, ctx, append([]string{"token", "create", "--state-dir", dir}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lastLine(out)
+	}
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]

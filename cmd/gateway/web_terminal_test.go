@@ -21,14 +21,7 @@ func TestTerminalOfOfflineHostSaysWhatToDo(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base := startServe(t, dir)
-	token := func(args ...string) string {
-		t.Helper()
-		out, err := cli(t, ctx, append([]string{"token", "create", "--state-dir", dir}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lastLine(out)
-	}
+	token := tokenMaker(t, ctx, dir)
 	admin := token("--role", "admin")
 	runAgent(t, ctx, base, token("--role", "agent", "--host", "box"))()
 
@@ -62,14 +55,7 @@ func TestTerminalEndedByLogoutSaysToLogIn(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base := startServe(t, dir)
-	token := func(args ...string) string {
-		t.Helper()
-		out, err := cli(t, ctx, append([]string{"token", "create", "--state-dir", dir}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lastLine(out)
-	}
+	token := tokenMaker(t, ctx, dir)
 	admin := token("--role", "admin")
 	t.Cleanup(runAgent(t, ctx, base, token("--role", "agent", "--host", "box")))
 

@@ -82,9 +82,7 @@ func provisionedRunner(t *testing.T) (dockerhost.CommandRunner, context.Context)
 // agent is stopped.
 func TestRunnerThroughTunnel(t *testing.T) {
 	envBin, err := exec.LookPath("env")
-	if err != nil {
-		t.Skip("no env binary")
-	}
+	testenv.RequirePeer(t, "an env binary", err == nil)
 	f := newFixture(t)
 	id := provisioned(t, f)
 	r := f.agents.Runner(id)

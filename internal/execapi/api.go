@@ -568,19 +568,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 		return false
 	}
 	body, tap := gateway.TapBody(http.MaxBytesReader(w, r.Body, limit), v)
-	body, keys := gateway.CheckKeys(body, v)
-	body, text := gateway.CheckUTF8(body)
+	body, check := gateway.CheckBody(body, v)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errors.New("trailing data after the JSON object")
-		} else if terr := text.Err(); terr != nil {
-			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, terr.Error())
-			return false
-		} else if kerr := keys.Err(); kerr != nil {
-			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, kerr.Error())
+		} else if cerr := check(); cerr != nil {
+			gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, cerr.Error())
 			return false
 		}
 	}

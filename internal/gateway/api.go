@@ -296,8 +296,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 	}
 	// boundBodies has bounded the body's arrival.
 	body, tap := TapBody(http.MaxBytesReader(w, r.Body, maxBody), v)
-	body, keys := CheckKeys(body, v)
-	body, text := CheckUTF8(body)
+	body, check := CheckBody(body, v)
 	dec := json.NewDecoder(body)
 	if strict {
 		dec.DisallowUnknownFields()
@@ -315,11 +314,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 		WriteError(w, http.StatusBadRequest, "bad_request", "body: not valid JSON: trailing data after the JSON object")
 		return false
 	}
-	if err := text.Err(); err != nil {
-		WriteError(w, http.StatusBadRequest, "bad_request", err.Error())
-		return false
-	}
-	if err := keys.Err(); err != nil {
+	if err := check(); err != nil {
 		WriteError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return false
 	}

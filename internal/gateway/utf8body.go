@@ -142,3 +142,18 @@ func (c *UTF8Check) Err() error {
 	}
 	return fmt.Errorf("body: not UTF-8 at byte %d (a byte, or half a \\u surrogate pair): JSON text is UTF-8; send other bytes as base64 (an exec's stdin with \"encoding\": \"base64\")", c.at)
 }
+
+// CheckBody returns the reader to decode a body r into v from, and the
+// check to ask once v is decoded: the body was UTF-8 (CheckUTF8) and held
+// no key twice in one object (CheckKeys). The gateway's and the
+// executions API's decoders both use it.
+func CheckBody(r io.Reader, v any) (io.Reader, func() error) {
+	r, keys := CheckKeys(r, v)
+	r, text := CheckUTF8(r)
+	return r, func() error {
+		if err := text.Err(); err != nil {
+			return err
+		}
+		return keys.Err()
+	}
+}

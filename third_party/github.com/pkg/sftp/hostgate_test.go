@@ -339,6 +339,25 @@ func TestHostgateCopyData(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(dir, "src")); string(got) != "0123456789" {
 		t.Fatalf("a refused copy changed src: %q", got)
 	}
+	// To the end through a second handle on the same file, writing past
+	// what it reads: it copies the file as it was, and ends (it grew the
+	// file without end, reading its own writes).
+	again := svr.nextHandle(open("src", os.O_RDWR))
+	done := make(chan uint32, 1)
+	go func() {
+		done <- status(&sshFxpExtendedPacketCopyData{ID: 8, ReadHandle: rh, WriteHandle: again, WriteOffset: 10})
+	}()
+	select {
+	case c := <-done:
+		if c != sshFxOk {
+			t.Fatalf("copy to the end of the file itself: status %d", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a copy to the end of the file itself, past what it reads, did not end")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "src")); string(got) != "01234567890123456789" {
+		t.Fatalf("src after copying itself to its end: %q", got)
+	}
 	// Its wire form, as OpenSSH's sftp sends it.
 	b := marshalUint32(nil, 7)
 	b = marshalString(b, "copy-data")

@@ -1586,11 +1586,22 @@ func (p *sshFxpExtendedPacketCopyData) respond(s *Server) responsePacket {
 		(p.ReadLength == 0 || p.WriteOffset < p.ReadOffset+p.ReadLength) {
 		return statusFromError(p.ID, errors.New("copy-data: the ranges overlap"))
 	}
-	buf := make([]byte, 64<<10)
 	roff, woff, left := int64(p.ReadOffset), int64(p.WriteOffset), int64(p.ReadLength)
-	for p.ReadLength == 0 || left > 0 {
+	if p.ReadLength == 0 {
+		// To the end as it is now: through another handle on the same
+		// file, a copy whose writes land past what it reads would
+		// otherwise read them again, and grow the file until the disk
+		// is full.
+		fi, err := r.Stat()
+		if err != nil {
+			return statusFromError(p.ID, err)
+		}
+		left = fi.Size() - roff
+	}
+	buf := make([]byte, 64<<10)
+	for left > 0 {
 		n := len(buf)
-		if p.ReadLength != 0 && left < int64(n) {
+		if left < int64(n) {
 			n = int(left)
 		}
 		n, err := r.ReadAt(buf[:n], roff)

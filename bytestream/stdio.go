@@ -19,6 +19,7 @@ import (
 // blocked Read. A terminal or a regular file is left as it is (non-blocking
 // mode is shared with every process holding the same open file, so switching
 // a terminal would disturb the shell); deadlines then return os.ErrNoDeadline.
+// On Linux a pipe also grows to 1 MiB (growPipe).
 //
 // A peer that closes its end makes a write fail with EPIPE, an error the
 // caller sees as the peer leaving. Without this, the Go runtime kills a

@@ -17,5 +17,8 @@ func pollable(f *os.File, fd int, name string) *os.File {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		return f
 	}
+	if st.Mode()&os.ModeNamedPipe != 0 {
+		growPipe(fd)
+	}
 	return os.NewFile(uintptr(fd), name)
 }

@@ -255,7 +255,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		host: auth.Host,
 
 		earlyData: takesEarlyData(sc.ServerVersion()),
-		ours:      isOurServer(sc.ServerVersion()),
+		ours:      isHostgate(sc.ServerVersion()),
 	}
 	c.wg.Add(1)
 	go c.watch()
@@ -545,9 +545,9 @@ func (c *Client) SSH() *ssh.Client { return c.ssh }
 // watchdog.
 func (c *Client) OwnsSupervision() bool { return c.ours }
 
-// isOurServer reports whether an SSH version string is this project's
-// server: software version "hostgate", with or without comments.
-func isOurServer(version []byte) bool {
+// isHostgate reports whether an SSH version string is this project's
+// server or client: software version "hostgate", with or without comments.
+func isHostgate(version []byte) bool {
 	v := string(version)
 	return v == "SSH-2.0-hostgate" || strings.HasPrefix(v, "SSH-2.0-hostgate ")
 }

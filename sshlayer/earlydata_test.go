@@ -630,7 +630,7 @@ func TestSpawnRefusedSaysWhy(t *testing.T) {
 
 // Only this project's servers own supervision; a persistent host over
 // OpenSSH's sshd needs the watchdog.
-func TestIsOurServer(t *testing.T) {
+func TestIsHostgate(t *testing.T) {
 	for v, want := range map[string]bool{
 		"SSH-2.0-hostgate":                     true,
 		"SSH-2.0-hostgate early-data@hostgate": true,
@@ -638,8 +638,8 @@ func TestIsOurServer(t *testing.T) {
 		"SSH-2.0-hostgateway":                  false,
 		"SSH-2.0-Go":                           false,
 	} {
-		if got := isOurServer([]byte(v)); got != want {
-			t.Errorf("isOurServer(%q) = %v, want %v", v, got, want)
+		if got := isHostgate([]byte(v)); got != want {
+			t.Errorf("isHostgate(%q) = %v, want %v", v, got, want)
 		}
 	}
 }
@@ -707,3 +707,41 @@ func TestDirectTCPIPLocalhost(t *testing.T) {
 		t.Fatalf("dial of a closed port on localhost: %v, want ErrConnectFailed", err)
 	}
 }
+
+// A client other than hostgate's gets sshd's 2 MiB windows; hostgate's
+// keeps the fork's default (8 MiB): OpenSSH's ssh holds what the window
+// lets it send in its own buffers, which cost it twice the CPU per MiB
+// through gateway proxy at 8 MiB.
+func TestServerWindowCeiling(t *testing.T) {
+	hk, _, _ := newEd25519Signer()
+	ck, _, _ := newEd25519Signer()
+	srv, err := NewServer(&ServerConfig{HostKey: hk, AuthorizedKeys: []ssh.PublicKey{ck.PublicKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ceiling := srv.sshCfg.WindowCeiling
+	if ceiling == nil {
+		t.Fatal("the server's SSH config sets no WindowCeiling")
+	}
+	for v, want := range map[string]uint32{
+		"SSH-2.0-hostgate":               0,
+		"SSH-2.0-OpenSSH_9.2p1 Debian-2": 2 << 20,
+		"SSH-2.0-PuTTY_Release_0.81":     2 << 20,
+		"SSH-2.0-hostgateway":            2 << 20,
+	} {
+		if got := ceiling(versionMeta(v)); got != want {
+			t.Errorf("client %q: window ceiling %d, want %d", v, got, want)
+		}
+	}
+}
+
+// versionMeta is a connection's metadata naming only its client version.
+type versionMeta string
+
+func (v versionMeta) ClientVersion() []byte { return []byte(v) }
+func (versionMeta) User() string            { return "" }
+func (versionMeta) SessionID() []byte       { return nil }
+func (versionMeta) ServerVersion() []byte   { return nil }
+func (versionMeta) RemoteAddr() net.Addr    { return nil }
+func (versionMeta) LocalAddr() net.Addr     { return nil }

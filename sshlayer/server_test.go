@@ -940,6 +940,9 @@ func TestServerWindowAdjustsBatched(t *testing.T) {
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.ClientSigner)},
 		HostKeyCallback: ssh.FixedHostKey(ts.HostPublicKey),
 		Timeout:         srvTestWait,
+		// hostgate's client, whose window grows to 8 MiB: any other
+		// gets sshd's 2 MiB (windowCeiling), adjusted in 512 KiB steps.
+		ClientVersion: "SSH-2.0-hostgate",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -824,6 +824,9 @@ func (m *mux) newChannel(chanType string, direction channelDirection, extraData 
 		mux:              m,
 		packetPool:       make(map[uint32][]byte),
 	}
+	if m.windowCeiling != 0 {
+		ch.maxLimit = max(m.windowCeiling, channelMaxPacket)
+	}
 	ch.readDeadline.cond = ch.pending.Cond
 	ch.pending.deadline = &ch.readDeadline
 	ch.writeDeadline.cond = ch.remoteWin.Cond

@@ -152,6 +152,9 @@ type mux struct {
 	// hostgate: how long a channel accepted with early data holds its
 	// confirmation (ServerConfig.EarlyConfirmHold); set before the loop.
 	confirmHold time.Duration
+	// hostgate: where every channel's window stops growing, when not
+	// zero (ServerConfig.WindowCeiling); set before the loop.
+	windowCeiling uint32
 }
 
 // When debugging, each new chanList instantiation has a different
@@ -169,11 +172,12 @@ func (m *mux) Wait() error {
 
 // newMux returns a mux that runs over the given connection.
 func newMux(p packetConn) *mux {
-	return newMuxHold(p, 0)
+	return newMuxHold(p, 0, 0)
 }
 
-// newMuxHold is newMux with a server's EarlyConfirmHold (hostgate).
-func newMuxHold(p packetConn, confirmHold time.Duration) *mux {
+// newMuxHold is newMux with a server's EarlyConfirmHold and WindowCeiling
+// (hostgate).
+func newMuxHold(p packetConn, confirmHold time.Duration, windowCeiling uint32) *mux {
 	m := &mux{
 		conn:             p,
 		incomingChannels: make(chan NewChannel, chanSize),
@@ -181,6 +185,7 @@ func newMuxHold(p packetConn, confirmHold time.Duration) *mux {
 		incomingRequests: make(chan *Request, chanSize),
 		errCond:          newCond(),
 		confirmHold:      confirmHold,
+		windowCeiling:    windowCeiling,
 	}
 	if debugMux {
 		m.chanList.offset = atomic.AddUint32(&globalOff, 1)

@@ -195,6 +195,14 @@ type ServerConfig struct {
 	// sends it at once.
 	EarlyConfirmHold time.Duration
 
+	// WindowCeiling, if not nil, is called once the client has
+	// authenticated and returns where the windows of the connection's
+	// channels stop growing (hostgate; see SetWindowLimit). Zero keeps
+	// the default, 8 MiB. A client that buffers in its own memory what
+	// the window lets it send (OpenSSH's ssh) holds that much when the
+	// path behind the server is slower than the client.
+	WindowCeiling func(ConnMetadata) uint32
+
 	hostKeys []Signer
 
 	// NoClientAuth is true if clients are allowed to connect without
@@ -457,7 +465,11 @@ func (s *connection) serverHandshake(config *ServerConfig) (*Permissions, error)
 	if err != nil {
 		return nil, err
 	}
-	s.mux = newMuxHold(s.transport, config.EarlyConfirmHold)
+	var ceiling uint32
+	if config.WindowCeiling != nil {
+		ceiling = config.WindowCeiling(s)
+	}
+	s.mux = newMuxHold(s.transport, config.EarlyConfirmHold, ceiling)
 	return perms, err
 }
 

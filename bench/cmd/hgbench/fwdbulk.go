@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bench"
+)
+
+// forwardBulk moves one big stream through one forwarded connection, the
+// other half of what a forward is for (a dev server's bundle, a database
+// dump), where forward times many small ones. Two hostgate sides against
+// ssh -L to sshd: Host.Forward through the gateway, and OpenSSH's own ssh
+// -L to the agent through `gateway proxy` as its ProxyCommand, the path the
+// README gives OpenSSH users, where ssh's buffers and the proxy process are
+// on the path too.
+func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
+	n := int64(e.cfg.bulkMiB/2) * mib
+	sink, err := startSink()
+	if err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+	target := sink.ln.Addr().String()
+
+	fw, err := e.host.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, err
+	}
+	defer fw.Close()
+	proxied, err := e.sshThroughProxy(ctx, target)
+	if err != nil {
+		return nil, fmt.Errorf("ssh -L through gateway proxy: %w", err)
+	}
+	defer proxied.Stop()
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	peerAddr := "127.0.0.1:" + strconv.Itoa(port)
+	if out, err := e.sshd.Command(ctx, []string{"-O", "forward", "-L", peerAddr + ":" + target}).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ssh -O forward: %w: %s", err, out)
+	}
+
+	const peer = "ssh -L (ControlMaster) → sshd"
+	name := fmt.Sprintf("local forward, %d MiB through one connection", n/mib)
+	goRow := &bench.Scenario{Name: name, Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
+		Note: "Host.Forward through the gateway; the bytes go to a TCP sink on the host's side, and a side ends when the sink has read them all"}
+	sshRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
+		Note: "OpenSSH's ssh -L to the agent with `gateway proxy` as its ProxyCommand (the README's OpenSSH path): ssh, the proxy, the gateway and the agent"}
+	// The machine's CPU time: ssh and the proxy use what the gateway and
+	// the agent (the row's note) do not.
+	sshCPU := newCPURow(sshRow, "MiB")
+	for i := range e.cfg.pairs {
+		var a, b, p float64
+		var ub, up cpuUse
+		rate := func(addr string, r *float64) func() error {
+			return func() error {
+				d, err := sendThrough(ctx, addr, n, sink)
+				if err != nil {
+					return err
+				}
+				*r = float64(n) / mib / d.Seconds()
+				return nil
+			}
+		}
+		err := bench.Alternate(i,
+			rate(fw.Addr().String(), &a),
+			e.metered(&ub, true, rate(proxied.addr, &b)),
+			e.metered(&up, false, rate(peerAddr, &p)))
+		if err != nil {
+			return nil, err
+		}
+		goRow.Add(a, p)
+		sshRow.Add(b, p)
+		sshCPU.add(ub, up, float64(n)/mib)
+	}
+	return []*bench.Scenario{goRow, sshRow, sshCPU.scenario()}, nil
+}
+
+// sink is a TCP server that reads each connection to its end, then
+// reports how much it read and closes it.
+type sink struct {
+	ln   net.Listener
+	wg   sync.WaitGroup
+	done chan int64
+}
+
+func startSink() (*sink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &sink{ln: ln, done: make(chan int64, 16)}
+	s.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Go(func() {
+				n, _ := readAll(c)
+				_ = c.Close()
+				s.done <- n
+			})
+		}
+	})
+	return s, nil
+}
+
+func (s *sink) Close() {
+	_ = s.ln.Close()
+	s.wg.Wait()
+}
+
+// sendThrough writes n bytes through the forward listening at addr and
+// returns when the sink has read them all and the forward has carried its
+// close back.
+func sendThrough(ctx context.Context, addr string, n int64, s *sink) (time.Duration, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	start := time.Now()
+	if err := writeN(c, n); err != nil {
+		return 0, err
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		return 0, err
+	}
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	wait := time.After(30 * time.Second)
+	for {
+		select {
+		case got := <-s.done:
+			if got == 0 { // a readiness probe's connection
+				continue
+			}
+			if got != n {
+				return 0, fmt.Errorf("the sink read %d bytes of %d", got, n)
+			}
+			return took, nil
+		case <-wait:
+			return 0, errors.New("the sink did not finish in 30 s")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// proxiedSSH is OpenSSH's ssh holding a local forward to the bench host
+// through `gateway proxy`.
+type proxiedSSH struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func (p *proxiedSSH) Stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// sshThroughProxy starts `ssh -N -L` to the bench host with the gateway's
+// certificate for it (`gateway cert`) and `gateway proxy` as ProxyCommand,
+// and waits until its forward answers.
+func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, error) {
+	dir := filepath.Join(e.dir, "proxied")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	key, kh := filepath.Join(dir, "key"), filepath.Join(dir, "known_hosts")
+	cert := exec.CommandContext(ctx, e.cfg.gatewayBin, "cert", "--url", e.gw.url, "--token", e.gw.admin, "--key", key, "--known-hosts", kh, benchHostID)
+	if out, err := cert.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("gateway cert: %w: %s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command("ssh", "-F", "/dev/null", "-i", key, "-o", "CertificateFile="+key+"-"+benchHostID+"-cert.pub",
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile="+kh,
+		"-o", "LogLevel=ERROR", "-o", "Ciphers="+Cipher, "-o", "Compression=no",
+		"-o", "ProxyCommand="+e.cfg.gatewayBin+" proxy --url "+e.gw.url+" %h",
+		"-N", "-L", addr+":"+target, benchHostID)
+	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin)
+	stderr := &lockedBuf{mu: new(sync.Mutex), b: new(bytes.Buffer)}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proxiedSSH{cmd: cmd, addr: addr}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// A connection the forward accepts, closed at once, is an empty
+		// stream the sink reads and reports: sendThrough skips it.
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_ = c.Close()
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("its forward did not listen in 20 s; ssh said: %s", stderr.string())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (w *lockedBuf) string() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

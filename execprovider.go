@@ -446,8 +446,11 @@ func (p *execProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) || exit
 exec mkdir -m "$m" -- "$1"`
 	if parents {
+		// As os.MkdirAll: a file (or a link to one) at name is ENOTDIR, a
+		// dangling link EEXIST; mkdir -p says EEXIST for both.
 		script = `[ -d "$1" ] && exit 0
-[ -e "$1" ] || [ -L "$1" ] && exit 91
+[ -e "$1" ] && exit 93
+[ -L "$1" ] && exit 91
 m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) || exit
 exec mkdir -p -m "$m" -- "$1"`
 	}

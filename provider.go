@@ -22,8 +22,9 @@ type Provider interface {
 	// streams into it. The data is complete on the host only when Close
 	// returns nil.
 	Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error)
-	// Mkdir creates a directory; with parents it is mkdir -p (no error when
-	// it already exists as a directory).
+	// Mkdir creates a directory; with parents it is os.MkdirAll (no error
+	// when it already exists as a directory; ENOTDIR where it, or a
+	// directory on the way, is a file, where mkdir -p says EEXIST).
 	Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error
 	// Remove removes a file, a symlink or an empty directory; with
 	// recursive it is rm -rf on a path that must exist.

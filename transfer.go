@@ -152,15 +152,16 @@ func uploadTar(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transf
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// When mkdir fails, the nearest part of dir that is there says why, in
-	// the exit statuses of ExecProvider's scripts: a file (fs.ErrExist,
-	// as the provider's Mkdir says, the way without tar) or a directory
-	// this user may not write in (fs.ErrPermission); else mkdir's words.
+	// the exit statuses of ExecProvider's scripts: a file (ENOTDIR, as the
+	// providers' Mkdir with parents says, the way without tar, and
+	// os.MkdirAll; mkdir -p says EEXIST) or a directory this user may not
+	// write in (fs.ErrPermission); else mkdir's words.
 	p, err := remoteTar(ctx, h, `mkdir -p -- "$1" 2>/dev/null || {
   p=$1
   while [ ! -e "$p" ] && [ ! -L "$p" ]; do
     case $p in */*) p=${p%/*}; [ -n "$p" ] || p=/;; *) p=.;; esac
   done
-  [ -d "$p" ] || exit 91
+  [ -d "$p" ] || exit 93
   [ -w "$p" ] && [ -x "$p" ] || exit 92
   mkdir -p -- "$1" || exit
 }

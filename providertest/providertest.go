@@ -410,8 +410,14 @@ func testMkdir(t *testing.T, ctx context.Context, p hostgate.Provider, root stri
 	}
 	f := path.Join(root, "file")
 	writeFile(t, ctx, p, f, []byte("x"), 0o644)
+	// With parents, a file at the name is ENOTDIR, as os.MkdirAll says
+	// (mkdir -p says EEXIST; the providers said it too); without, EEXIST,
+	// as mkdir(2) and os.Mkdir say.
 	err = p.Mkdir(ctx, f, 0o755, true)
-	wantErr(t, "Mkdir parents on a file", err, fs.ErrExist)
+	wantErr(t, "Mkdir parents on a file", err, syscall.ENOTDIR)
+	if errors.Is(err, fs.ErrExist) {
+		t.Errorf("Mkdir parents on a file: %v is also ErrExist", err)
+	}
 	err = p.Mkdir(ctx, f, 0o755, false)
 	wantErr(t, "Mkdir on a file", err, fs.ErrExist)
 }

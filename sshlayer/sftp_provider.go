@@ -474,28 +474,26 @@ func (w *sftpWriter) Close() error {
 
 // Mkdir creates name. The new directory gets perm &^ umask, as os.Mkdir
 // gives: the server creates it with 0777 &^ umask, and the provider narrows
-// that by perm. Its errors are mkdir(2)'s and os.MkdirAll's: ENOTDIR under
-// a file, which OpenSSH's sftp-server answers as "no such file".
+// that by perm. Its errors are os.Mkdir's and, with parents,
+// os.MkdirAll's: ENOTDIR under a file, which OpenSSH's sftp-server answers
+// as "no such file", and with parents at a file too.
 func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
-	return awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents, false) }, func(err error) error { return p.pathErr("mkdir", name, err) })
+	return awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
 }
 
-// mkdir makes name; parent says it is a directory mkdir -p makes on the
-// way to the one asked for, which a file there makes ENOTDIR, not EEXIST.
-func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents, parent bool) error {
+func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
-	// A file in the way: EEXIST for the name asked for, as mkdir -p says,
-	// ENOTDIR for one on the way to it, as os.MkdirAll says.
+	// A file in the way: EEXIST as mkdir(2) says, but with parents ENOTDIR,
+	// at name or on the way to it, as os.MkdirAll says (mkdir -p says
+	// EEXIST).
 	inTheWay := fs.ErrExist
-	if parent {
-		inTheWay = syscall.ENOTDIR
-	}
 	if parents {
+		inTheWay = syscall.ENOTDIR
 		// Stat, not Lstat: a symlink to a directory is that directory, on
 		// the way or at name, as for mkdir -p and os.MkdirAll.
 		fi, err := p.c.Stat(name)
@@ -506,7 +504,7 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 			return p.pathErr("mkdir", name, inTheWay)
 		}
 		if up := path.Dir(name); up != name && up != "." && up != "/" {
-			if err := p.mkdir(ctx, up, 0o777, true, true); err != nil {
+			if err := p.mkdir(ctx, up, 0o777, true); err != nil {
 				return err
 			}
 		}

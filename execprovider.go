@@ -185,6 +185,7 @@ func errnoFromStderr(stderr []byte) error {
 		{"Operation not permitted", fs.ErrPermission},
 		{"File exists", fs.ErrExist},
 		{"Not a directory", syscall.ENOTDIR},
+		{"Path has non-directory component", syscall.ENOTDIR}, // busybox's own word for ENOTDIR
 		{"Is a directory", syscall.EISDIR},
 		{"Directory not empty", syscall.ENOTEMPTY},
 		{"Read-only file system", syscall.EROFS},

@@ -50,6 +50,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"Rename", testRename},
 		{"OpenErrors", testOpenErrors},
 		{"MkdirUnderFile", testMkdirUnderFile},
+		{"ThroughFile", testThroughFile},
 		{"RemoveNonEmpty", testRemoveNonEmpty},
 		{"RenameKinds", testRenameKinds},
 		{"OpenDir", testOpenDir},
@@ -597,6 +598,75 @@ func testMkdirUnderFile(t *testing.T, ctx context.Context, p hostgate.Provider, 
 	}
 	if fi, err := p.Stat(ctx, path.Join(d, "a", "b")); err != nil || !fi.IsDir() {
 		t.Errorf("Mkdir parents through a symlink: %v, %v", fi, err)
+	}
+}
+
+// testThroughFile: a path through a regular file (file/x), or through a
+// symlink to one, is ENOTDIR, as the kernel says for every call that looks
+// it up, and not ErrNotExist: the name is not missing, it cannot be. (The
+// SFTP provider said ErrNotExist against OpenSSH's sftp-server, whose SFTP
+// v3 answers ENOTDIR as "no such file", and ENOTDIR against the agent's.)
+func testThroughFile(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	f := path.Join(root, "file")
+	writeFile(t, ctx, p, f, []byte("x"), 0o644)
+	if err := p.Symlink(ctx, "file", path.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	other := path.Join(root, "other")
+	writeFile(t, ctx, p, other, []byte("o"), 0o644)
+	for _, name := range []string{
+		path.Join(f, "x"),
+		path.Join(f, "x", "y"),
+		path.Join(root, "link", "x"),
+	} {
+		rel := strings.TrimPrefix(name, root+"/")
+		check := func(what string, err error) {
+			t.Helper()
+			wantErr(t, what+" "+rel, err, syscall.ENOTDIR)
+			if errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s %s: %v is also ErrNotExist", what, rel, err)
+			}
+		}
+		_, err := p.Stat(ctx, name)
+		check("Stat", err)
+		_, err = p.Lstat(ctx, name)
+		check("Lstat", err)
+		_, err = p.ReadDir(ctx, name)
+		check("ReadDir", err)
+		if r, err := p.Open(ctx, name); err == nil {
+			_ = r.Close()
+			t.Errorf("Open %s succeeded", rel)
+		} else {
+			check("Open", err)
+		}
+		if w, err := p.Create(ctx, name, 0o644); err == nil {
+			check("Create, at Close,", w.Close())
+		} else {
+			check("Create", err)
+		}
+		check("Remove", p.Remove(ctx, name, false))
+		check("Remove recursive", p.Remove(ctx, name, true))
+		check("Rename from", p.Rename(ctx, name, path.Join(root, "y")))
+		check("Rename onto", p.Rename(ctx, other, name))
+		check("Symlink at", p.Symlink(ctx, "t", name))
+		_, err = p.Readlink(ctx, name)
+		check("Readlink", err)
+		check("Chmod", p.Chmod(ctx, name, 0o600))
+		check("Mkdir", p.Mkdir(ctx, name, 0o755, false))
+		check("Mkdir parents", p.Mkdir(ctx, name, 0o755, true))
+		if fr, ok := p.(hostgate.FileReader); ok {
+			_, err := fr.ReadFile(ctx, name, nil)
+			check("ReadFile", err)
+		}
+		if fw, ok := p.(hostgate.FileWriter); ok {
+			check("WriteFile", fw.WriteFile(ctx, name, 0o644, bytes.NewReader([]byte("w")), nil))
+		}
+	}
+	if got := readFile(t, ctx, p, f); string(got) != "x" {
+		t.Errorf("after the refused calls, the file holds %q", got)
+	}
+	if got := readFile(t, ctx, p, other); string(got) != "o" {
+		t.Errorf("after the refused Rename onto a path through the file, its source holds %q", got)
 	}
 }
 

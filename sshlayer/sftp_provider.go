@@ -235,7 +235,7 @@ func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, erro
 		return nil, p.pathErr("stat", name, err)
 	}
 	fi, err := p.c.StatContext(ctx, name)
-	return fi, p.pathErr("stat", name, err)
+	return fi, p.notDir(ctx, p.pathErr("stat", name, err), name)
 }
 
 func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -243,7 +243,7 @@ func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, err
 		return nil, p.pathErr("lstat", name, err)
 	}
 	fi, err := p.c.LstatContext(ctx, name)
-	return fi, p.pathErr("lstat", name, err)
+	return fi, p.notDir(ctx, p.pathErr("lstat", name, err), name)
 }
 
 func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
@@ -260,7 +260,7 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 				err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
 			}
 		}
-		return nil, p.pathErr("readdir", name, err)
+		return nil, p.notDir(ctx, p.pathErr("readdir", name, err), name)
 	}
 	ents := make([]fs.DirEntry, 0, len(fis))
 	for _, fi := range fis {
@@ -282,7 +282,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	}
 	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.c.Open(name) }, closeFile)
 	if err != nil {
-		return nil, p.pathErr("open", name, err)
+		return nil, p.notDir(ctx, p.pathErr("open", name, err), name)
 	}
 	return &sftpReader{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
 }
@@ -379,7 +379,7 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	}
 	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.create(ctx, name, perm) }, closeFile)
 	if err != nil {
-		return nil, p.pathErr("create", name, err)
+		return nil, p.notDir(ctx, p.pathErr("create", name, err), name)
 	}
 	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
 }
@@ -476,12 +476,13 @@ func (w *sftpWriter) Close() error {
 // gives: the server creates it with 0777 &^ umask, and the provider narrows
 // that by perm. Its errors are os.Mkdir's and, with parents,
 // os.MkdirAll's: ENOTDIR under a file, which OpenSSH's sftp-server answers
-// as "no such file", and with parents at a file too.
+// as "no such file" (notDir), and with parents at a file too.
 func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
-	return awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
+	err := awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
+	return p.notDir(ctx, err, name)
 }
 
 func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
@@ -521,13 +522,7 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 			}
 			return p.pathErr("mkdir", name, fs.ErrExist)
 		}
-		// And ENOTDIR, a file on the way, with "no such file".
-		if up := path.Dir(name); up != name {
-			if fi, serr := p.c.Stat(up); serr == nil && !fi.IsDir() {
-				return p.pathErr("mkdir", name, syscall.ENOTDIR)
-			}
-		}
-		return p.pathErr("mkdir", name, err)
+		return p.pathErr("mkdir", name, err) // ENOTDIR under a file is Mkdir's notDir
 	}
 	if perm.Perm() == 0o777 {
 		return nil
@@ -546,7 +541,8 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
-	return awaitErr(ctx, func() error { return p.remove(ctx, name, recursive) }, func(err error) error { return p.pathErr("remove", name, err) })
+	err := awaitErr(ctx, func() error { return p.remove(ctx, name, recursive) }, func(err error) error { return p.pathErr("remove", name, err) })
+	return p.notDir(ctx, err, name)
 }
 
 func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) error {
@@ -592,9 +588,10 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
-	return awaitErr(ctx, func() error { return p.rename(ctx, oldname, newname) }, func(err error) error {
+	err := awaitErr(ctx, func() error { return p.rename(ctx, oldname, newname) }, func(err error) error {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	})
+	return p.notDir(ctx, err, oldname, newname)
 }
 
 func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) error {
@@ -657,9 +654,10 @@ func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) err
 	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	}
-	return awaitErr(ctx, func() error { return p.symlink(oldname, newname) }, func(err error) error {
+	err := awaitErr(ctx, func() error { return p.symlink(oldname, newname) }, func(err error) error {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	})
+	return p.notDir(ctx, err, newname) // oldname is the link's text, not looked up
 }
 
 func (p *sftpProvider) symlink(oldname, newname string) error {
@@ -683,7 +681,7 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 		return "", p.pathErr("readlink", name, err)
 	}
 	s, err := sftpAwait(ctx, func() (string, error) { return p.c.ReadLink(name) }, nil)
-	return s, p.pathErr("readlink", name, err)
+	return s, p.notDir(ctx, p.pathErr("readlink", name, err), name)
 }
 
 func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error) {
@@ -701,7 +699,7 @@ func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("chmod", name, err)
 	}
-	return p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil))
+	return p.notDir(ctx, p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil)), name)
 }
 
 // String names the provider in logs.

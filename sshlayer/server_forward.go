@@ -209,7 +209,11 @@ func parseTCPIPForward(payload []byte) (tcpipForwardMsg, error) {
 
 // bindAddr maps the address a client asked to listen on to the one used:
 // loopback unless AllowRemoteBind (sshd's GatewayPorts). With loopbackPair
-// it is also listened on at [::1].
+// it is also listened on at [::1]. Without AllowRemoteBind it is sshd's
+// rule under GatewayPorts no (channel_fwd_bind_addr): 127.0.0.1 and ::1,
+// as written, are taken as asked, for a client that wants one family;
+// any other address, another loopback one (127.0.0.2) too, is
+// "localhost", both.
 func (c *serverConn) bindAddr(addr string) string {
 	if c.srv.cfg.AllowRemoteBind {
 		switch addr {
@@ -220,7 +224,7 @@ func (c *serverConn) bindAddr(addr string) string {
 		}
 		return addr
 	}
-	if ip := net.ParseIP(addr); ip != nil && ip.IsLoopback() {
+	if addr == "127.0.0.1" || addr == "::1" {
 		return addr
 	}
 	return "127.0.0.1"
@@ -228,8 +232,8 @@ func (c *serverConn) bindAddr(addr string) string {
 
 // loopbackPair reports whether a forward the client asked at addr is
 // sshd's "localhost": 127.0.0.1 and [::1] at one port. ssh -R PORT:… asks
-// for "localhost" and, under GatewayPorts no, any address but a loopback
-// one is taken for it; a program on the host that tries only ::1 for
+// for "localhost" and, under GatewayPorts no, any address but 127.0.0.1
+// and ::1 is taken for it; a program on the host that tries only ::1 for
 // localhost (Node before 20 did) found nothing at 127.0.0.1 alone.
 func (c *serverConn) loopbackPair(addr string) bool {
 	return c.bindAddr(addr) == "127.0.0.1" && addr != "127.0.0.1"

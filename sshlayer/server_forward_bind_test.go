@@ -1,0 +1,128 @@
+//go:build linux
+
+package sshlayer
+
+import (
+	"errors"
+	"net"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+)
+
+// TestRemoteForwardBindsAsSSHD: under sshd's default GatewayPorts no, a
+// remote forward binds the host's loopback whatever address it asks for,
+// but for the two sshd takes as written (channel_fwd_bind_addr): 127.0.0.1
+// alone, ::1 alone, and any other ask (127.0.0.2 included) both. The
+// agent bound 127.0.0.2 as asked, where sshd, run here beside it, binds
+// 127.0.0.1 and ::1, so a program on the host connecting to localhost
+// found nothing.
+func TestRemoteForwardBindsAsSSHD(t *testing.T) {
+	ipv6 := false
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		_ = ln.Close()
+		ipv6 = true
+	}
+	servers := map[string]func(t *testing.T) *Client{
+		"agent": func(t *testing.T) *Client { return connectEmbedded(t, srvStartServer(t, nil)) },
+		"sshd":  func(t *testing.T) *Client { return startSSHD(t, sshdOptions{}).connect(t, nil) },
+	}
+	cases := []struct {
+		ask    string
+		listen []string // where a connection reaches the forward
+		not    []string // where nothing listens
+	}{
+		{"127.0.0.2", []string{"127.0.0.1", "::1"}, []string{"127.0.0.2"}},
+		{"127.0.0.1", []string{"127.0.0.1"}, []string{"::1", "127.0.0.2"}},
+		{"::1", []string{"::1"}, []string{"127.0.0.1"}},
+		{"localhost", []string{"127.0.0.1", "::1"}, []string{"127.0.0.2"}},
+		{"", []string{"127.0.0.1", "::1"}, []string{"127.0.0.2"}},
+		{"0.0.0.0", []string{"127.0.0.1", "::1"}, []string{"127.0.0.2"}},
+		{"192.0.2.1", []string{"127.0.0.1", "::1"}, []string{"127.0.0.2"}},
+	}
+	for name, connect := range servers {
+		t.Run(name, func(t *testing.T) {
+			c := connect(t)
+			ctx := testCtx(t)
+			for _, tc := range cases {
+				if !ipv6 && tc.ask == "::1" {
+					continue
+				}
+				ln, err := c.Listen(ctx, "tcp", net.JoinHostPort(tc.ask, "0"))
+				if err != nil {
+					t.Fatalf("Listen %q: %v", tc.ask, err)
+				}
+				go func() {
+					for {
+						fc, err := ln.Accept()
+						if err != nil {
+							return
+						}
+						_ = fc.Close()
+					}
+				}()
+				port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+				for _, host := range tc.listen {
+					if host == "::1" && !ipv6 {
+						continue
+					}
+					conn, err := net.Dial("tcp", net.JoinHostPort(host, port))
+					if err != nil {
+						t.Errorf("asked %q: nothing listens at %s: %v", tc.ask, host, err)
+						continue
+					}
+					_ = conn.Close()
+				}
+				for _, host := range tc.not {
+					if host == "::1" && !ipv6 {
+						continue
+					}
+					conn, err := net.Dial("tcp", net.JoinHostPort(host, port))
+					if err == nil {
+						_ = conn.Close()
+						t.Errorf("asked %q: the forward listens at %s too", tc.ask, host)
+					} else if !errors.Is(err, syscall.ECONNREFUSED) {
+						t.Errorf("asked %q: dial %s: %v, want refused", tc.ask, host, err)
+					}
+				}
+				if err := ln.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenSSHRemoteForwardOtherLoopback: ssh -R 127.0.0.2:0:TARGET to the
+// agent listens where sshd would (TestRemoteForwardBindsAsSSHD): on
+// 127.0.0.1, not 127.0.0.2.
+func TestOpenSSHRemoteForwardOtherLoopback(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	echo := srvStartEcho(t)
+	cmd := o.command(srvTestCtx(t), "ssh", "-o", "ExitOnForwardFailure=yes",
+		"-R", "127.0.0.2:0:"+echo, "127.0.0.1", "echo ready; exec sleep 300")
+	errR := srvStartReady(t, cmd)
+	re := regexp.MustCompile(`Allocated port (\d+) for remote forward`)
+	var port string
+	for port == "" {
+		line, err := errR.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no allocated port reported: %v", err)
+		}
+		if m := re.FindStringSubmatch(line); m != nil {
+			port = m[1]
+		}
+	}
+	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		t.Fatalf("the forward on 127.0.0.1: %v", err)
+	}
+	srvEchoRoundTrip(t, conn)
+	_ = conn.Close()
+	if conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.2", port)); err == nil {
+		_ = conn.Close()
+		t.Errorf("the forward listens on 127.0.0.2")
+	}
+}

@@ -121,7 +121,10 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	return fw, nil
 }
 
-// Addr is the address actually listened on (with the picked port).
+// Addr is the address actually listened on, with the picked port: for a
+// remote forward, where the host listens, as its forwarder's listener says
+// (the SSH client's: the host's loopback for ":0", as sshd's default
+// GatewayPorts no binds it, not 0.0.0.0).
 func (fw *Forwarding) Addr() net.Addr { return fw.ln.Addr() }
 
 // Spec returns the spec the forward runs.

@@ -152,7 +152,8 @@ func (c *dialConn) CloseWrite() error {
 // Listen asks the host to listen on addr (tcpip-forward, or
 // streamlocal-forward@openssh.com for network "unix"); connections to it
 // arrive through the returned listener as forwarded channels. Port 0 picks a
-// port; Addr reports it. ctx bounds the request only. Closing the listener
+// port; Addr reports it, at the address the host listens on (see
+// remoteBindIP). ctx bounds the request only. Closing the listener
 // cancels the forward on the host; when the connection ends, Accept fails and
 // the host drops the forward with the connection. The listener must be
 // served (Accept called) or the SSH connection may stall.
@@ -167,15 +168,28 @@ func (c *Client) Listen(ctx context.Context, network, addr string) (net.Listener
 		return nil, c.opErr("listen "+addr, err)
 	}
 	fl := &forwardListener{Listener: ln, c: c}
-	if host, _, err := net.SplitHostPort(addr); err == nil && host == "localhost" {
-		// x/crypto reports a host name as 0.0.0.0; a server takes
-		// "localhost" for its loopback (sshd does, whatever its
-		// GatewayPorts), which is what a caller printing Addr should see.
-		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			fl.addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: a.Port}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		// x/crypto reports the address asked, 0.0.0.0 for a name or
+		// none: a caller printing Addr, or connecting to it, should get
+		// where the host listens.
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			fl.addr = &net.TCPAddr{IP: remoteBindIP(host), Port: a.Port}
 		}
 	}
 	return fl, nil
+}
+
+// remoteBindIP is where a host listens for a remote forward asked on host,
+// by sshd's rule under its default GatewayPorts no, which the agent
+// follows (sshlayer's bindAddr): 127.0.0.1 or ::1 when asked as written,
+// else loopback, 127.0.0.1 (and ::1). The protocol's answer carries only
+// the port: an sshd set to GatewayPorts yes listens on every address
+// instead, where 127.0.0.1 reaches the forward still.
+func remoteBindIP(host string) net.IP {
+	if host == "::1" {
+		return net.IPv6loopback
+	}
+	return net.IPv4(127, 0, 0, 1)
 }
 
 // forwardListener makes Accept fail with the connection's end reason instead of a

@@ -11,11 +11,14 @@
 package webui
 
 import (
+	"bytes"
 	"embed"
 	"errors"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +84,8 @@ type Config struct {
 type UI struct {
 	cfg        Config
 	assets     fs.FS
-	formAction string // the pages' CSP form-action sources
+	formAction string             // the pages' CSP form-action sources
+	notFound   *template.Template // the UI's 404 page; its data is the message
 }
 
 // New returns the UI.
@@ -93,19 +97,30 @@ func New(cfg Config) *UI {
 		cfg.SessionTTL = 12 * time.Hour
 	}
 	sub, _ := fs.Sub(static, "static")
-	return &UI{cfg: cfg, assets: sub, formAction: strings.Join(append([]string{"'self'"}, cfg.FormActions...), " ")}
+	return &UI{
+		cfg: cfg, assets: sub,
+		formAction: strings.Join(append([]string{"'self'"}, cfg.FormActions...), " "),
+		notFound:   template.Must(template.ParseFS(sub, "notfound.html")),
+	}
 }
 
+// Messages of the 404 page. Neither names what the URL holds: a link's
+// words would then be the gateway's.
+const (
+	noSuchPage = "There is no page at this address on this gateway."
+	noSuchHost = "No such host, or not one this login reaches (a sandbox's host ends with its sandbox): the hosts list at / shows those you can open."
+)
+
 // Register adds the UI's routes to mux: "/", "/login", "/logout",
-// "/hosts/{id}/terminal" and "/static/".
+// "/hosts/{id}/terminal" and "/static/", and a 404 page for GET and HEAD
+// of any path no other route of mux serves ("/v1/" has its own, JSON).
 func (u *UI) Register(mux *http.ServeMux) {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(u.assets)))
 	mux.HandleFunc("GET /{$}", u.page("index.html"))
 	terminal := u.page("terminal.html")
 	mux.HandleFunc("GET /hosts/{id}/terminal", func(w http.ResponseWriter, r *http.Request) {
 		if u.cfg.Reaches != nil && u.cfg.Authenticated(r) && !u.cfg.Reaches(r, r.PathValue("id")) {
-			// Not the id: a link's words would then be the gateway's.
-			http.Error(w, "no such host, or not one this login reaches (a sandbox's host ends with its sandbox): the hosts list at / shows those you can open", http.StatusNotFound)
+			u.serveNotFound(w, noSuchHost)
 			return
 		}
 		terminal(w, r)
@@ -118,6 +133,49 @@ func (u *UI) Register(mux *http.ServeMux) {
 	csrf := http.NewCrossOriginProtection()
 	mux.Handle("POST /login", csrf.Handler(http.HandlerFunc(u.login)))
 	mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(u.logout)))
+	// A browser that followed a stale link or mistyped one got Go's
+	// "404 page not found" in plain text, with no way back. Every method
+	// comes here, so the mux's own 405 is answered here too.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.NotFound(w, r)
+			return
+		}
+		u.serveNotFound(w, noSuchPage)
+	})
+}
+
+// allowedMethods lists the methods mux routes r's path for by a route
+// other than the catch-all "/", as the mux's own 405 does.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	slices.Sort(allow)
+	return allow
+}
+
+// serveNotFound answers 404 with the UI's page saying msg, in the UI's
+// style and with the way back to the hosts list.
+func (u *UI) serveNotFound(w http.ResponseWriter, msg string) {
+	var b bytes.Buffer
+	if err := u.notFound.Execute(&b, msg); err != nil {
+		http.Error(w, msg, http.StatusNotFound)
+		return
+	}
+	u.writePage(w, http.StatusNotFound, b.Bytes())
 }
 
 // page serves an embedded page to a logged-in browser and sends others to
@@ -140,15 +198,21 @@ func (u *UI) servePage(name string) http.HandlerFunc {
 			http.Error(w, "page missing", http.StatusInternalServerError)
 			return
 		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Cache-Control", "no-store")
-		// Only our own scripts, styles and sockets; no framing (clickjacking).
-		h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action "+u.formAction)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "same-origin")
-		_, _ = w.Write(b)
+		u.writePage(w, http.StatusOK, b)
 	}
+}
+
+// writePage sends an HTML page of the UI with its security headers.
+func (u *UI) writePage(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// Only our own scripts, styles and sockets; no framing (clickjacking).
+	h.Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action "+u.formAction)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {

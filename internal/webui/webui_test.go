@@ -229,7 +229,7 @@ func TestPagesAssetsServed(t *testing.T) {
 	srv, c := newTestUI()
 	defer srv.Close()
 	ref := regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
-	for _, page := range []string{"index.html", "login.html", "terminal.html"} {
+	for _, page := range []string{"index.html", "login.html", "terminal.html", "notfound.html"} {
 		b, err := static.ReadFile("static/" + page)
 		if err != nil {
 			t.Fatal(err)
@@ -303,8 +303,9 @@ func TestTerminalPageOfUnknownHost(t *testing.T) {
 		if res.StatusCode != want {
 			t.Errorf("terminal page of %s: %d, want %d", id, res.StatusCode, want)
 		}
-		// The 404 names where to go: it said "no such host" alone.
-		if want == 404 && !strings.Contains(string(body), "the hosts list at / shows those you can open") {
+		// The 404 names where to go: it said "no such host" alone, and
+		// then in plain text, with no link there.
+		if want == 404 && (!strings.Contains(string(body), "the hosts list at / shows those you can open") || !strings.Contains(string(body), `href="/">Go to the hosts list</a>`)) {
 			t.Errorf("terminal page of %s says %q", id, body)
 		}
 	}
@@ -491,12 +492,68 @@ func TestPagesForScreenReaders(t *testing.T) {
 		"login.html":    {`<html lang="en">`, `<title>hostgate · log in</title>`, `<label for="token">`, `id="error" role="alert"`},
 		"index.html":    {`<html lang="en">`, `<title>hostgate · hosts</title>`, `id="error" role="alert"`, `<th><span class="sr">Actions</span></th>`},
 		"terminal.html": {`<html lang="en">`, `<title>hostgate · terminal</title>`, `id="status" role="status"`},
+		"notfound.html": {`<html lang="en">`, `<title>hostgate · page not found</title>`},
 	} {
 		text := assetText(t, page)
 		for _, w := range want {
 			if !strings.Contains(text, w) {
 				t.Errorf("%s lacks %s", page, w)
 			}
+		}
+	}
+}
+
+// TestUnknownPathNotFoundPage: a browser at a path of the UI that does not
+// exist (a stale link, a typo) gets a 404 page in the UI's style with the
+// way back to the hosts list; it got Go's plain "404 page not found". Other
+// methods keep the mux's answers: 404 for a path nothing serves, 405 with
+// Allow for one served by another method.
+func TestUnknownPathNotFoundPage(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	for _, p := range []string{"/nosuch", "/hosts/local", "/hosts/local/terminal/x", "/login/x"} {
+		for _, method := range []string{"GET", "HEAD"} {
+			req, _ := http.NewRequest(method, srv.URL+p, nil)
+			res, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") ||
+				res.Header.Get("Content-Security-Policy") == "" {
+				t.Errorf("%s %s: %d %q, want 404 text/html with the pages' CSP", method, p, res.StatusCode, res.Header.Get("Content-Type"))
+			}
+			if method == "HEAD" {
+				continue
+			}
+			for _, want := range []string{`<title>hostgate · page not found</title>`, `href="/static/style.css"`, `href="/">Go to the hosts list</a>`, noSuchPage} {
+				if !strings.Contains(string(body), want) {
+					t.Errorf("GET %s: the page lacks %s:\n%s", p, want, body)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"POST", "/nosuch", 404, ""},
+		{"DELETE", "/nosuch", 404, ""},
+		{"POST", "/", 405, "GET, HEAD"},
+		{"DELETE", "/login", 405, "GET, HEAD, POST"},
+		{"GET", "/logout", 405, "POST"},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || res.Header.Get("Allow") != tc.allow || strings.Contains(string(body), "<html") {
+			t.Errorf("%s %s: %d, Allow %q, %q; want %d, Allow %q, no page", tc.method, tc.path, res.StatusCode, res.Header.Get("Allow"), body, tc.status, tc.allow)
 		}
 	}
 }

@@ -3,7 +3,9 @@
 // page 654 px wide, the header ending mid-page), and no page logs an
 // error or a CSP violation to the console. A screen reader hears each
 // host's state, and a terminal's tab names its host. A logout in another
-// tab sends the hosts page to the login page, which says why.
+// tab sends the hosts page to the login page, which says why. The login
+// form names the gateway as its username, so a password manager keeps
+// two gateways' tokens apart.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -24,6 +26,18 @@ await run(async (browser) => {
 
   await page.goto(gateway + "/login");
   await fits("the login page");
+  // A password manager files a login under the form's username field
+  // (autocomplete="username") next to its password: the form had the token
+  // alone, so every gateway's token was one entry.
+  const form = await page.evaluate(() => {
+    const user = document.querySelector('form.login input[autocomplete="username"]');
+    const pass = document.querySelector('form.login input[autocomplete="current-password"]');
+    return user && pass && { user: user.value, readOnly: user.readOnly, label: user.labels.length && user.labels[0].textContent, pass: pass.type, order: !!(user.compareDocumentPosition(pass) & Node.DOCUMENT_POSITION_FOLLOWING) };
+  });
+  const host = new URL(gateway).host;
+  if (!form || form.user !== host || !form.readOnly || !form.label || form.pass !== "password" || !form.order) {
+    throw new Error("the login form's username and password fields: " + JSON.stringify(form) + ", want a readonly username " + host + " before the token");
+  }
   await login(page, gateway, token);
   await page.locator("#hosts tbody tr").first().waitFor({ timeout: 20000 });
   await screenshot(page, "hosts-360");

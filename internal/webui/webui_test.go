@@ -489,7 +489,7 @@ func assetText(t *testing.T, name string) string {
 // hosts table's last column has a name.
 func TestPagesForScreenReaders(t *testing.T) {
 	for page, want := range map[string][]string{
-		"login.html":    {`<html lang="en">`, `<title>hostgate · log in</title>`, `<label for="token">`, `id="error" role="alert"`},
+		"login.html":    {`<html lang="en">`, `<title>hostgate · log in</title>`, `<label for="gateway">`, `<label for="token">`, `id="error" role="alert"`},
 		"index.html":    {`<html lang="en">`, `<title>hostgate · hosts</title>`, `id="error" role="alert"`, `<th><span class="sr">Actions</span></th>`},
 		"terminal.html": {`<html lang="en">`, `<title>hostgate · terminal</title>`, `id="status" role="status"`},
 		"notfound.html": {`<html lang="en">`, `<title>hostgate · page not found</title>`},

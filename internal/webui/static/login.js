@@ -1,5 +1,8 @@
 "use strict";
 (function () {
+  // The username a password manager files the token under: this
+  // gateway's address, which the person knows it by.
+  document.getElementById("gateway").value = location.host;
   const params = new URLSearchParams(location.search);
   const next = params.get("next");
   // Only same-origin paths: an open redirect would let a link log someone in and send them anywhere.

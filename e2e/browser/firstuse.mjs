@@ -2,10 +2,10 @@
 // list and a terminal fit the screen (the host key column made the hosts
 // page 654 px wide, the header ending mid-page), and no page logs an
 // error or a CSP violation to the console. A screen reader hears each
-// host's state, and a terminal's tab names its host. A logout in another
-// tab sends the hosts page to the login page, which says why. The login
-// form names the gateway as its username, so a password manager keeps
-// two gateways' tokens apart.
+// host's state, and a terminal's tab names its host. A terminal page has
+// a Log out, and a logout in another tab sends the hosts page to the
+// login page, which says why. The login form names the gateway as its
+// username, so a password manager keeps two gateways' tokens apart.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -69,10 +69,14 @@ await run(async (browser) => {
   await fits("the terminal page");
 
   // A logout in another tab: the hosts page goes to the login page, which
-  // says why (it showed the empty login form, no word).
+  // says why (it showed the empty login form, no word). The logout is the
+  // terminal page's own, as the hosts page's: it had none, and a person
+  // done with a shell had to go back to the list to log out.
   const other = await ctx.newPage();
   await other.goto(gateway + "/");
-  await Promise.all([page.waitForURL(/\/login/), page.goto(gateway + "/").then(() => page.click("text=Log out"))]);
+  await Promise.all([page.waitForURL(/\/login/), page.click("header button:text('Log out')", { timeout: 5000 })]);
+  await page.goto(gateway + "/hosts/local/terminal");
+  if (!/\/login\?next=/.test(page.url())) throw new Error("after the terminal page's Log out its URL still opens: " + page.url());
   await other.waitForURL(/\/login\?error=session_ended/, { timeout: 20000 });
   const said = await other.textContent("#error");
   if (!said.includes("log in again")) throw new Error("after a logout in another tab the login page says " + JSON.stringify(said));

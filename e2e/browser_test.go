@@ -183,6 +183,15 @@ func TestBrowserFirstUse(t *testing.T) {
 	runBrowser(t, "firstuse.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_CLIENT_TOKEN="+client)
 }
 
+// TestBrowserColorScheme: each page of the UI supports the dark and the
+// light scheme: a dark-mode browser paints it dark before its stylesheet
+// loads (it flashed white, form controls light), and its text is readable
+// (contrast 4.5 or more) in both. The pages named no color-scheme.
+func TestBrowserColorScheme(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "colorscheme.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin)
+}
+
 // TestBrowserCrossOriginPtyRefused: a page from another origin, in a
 // browser holding the gateway's cookie, cannot open the pty socket.
 func TestBrowserCrossOriginPtyRefused(t *testing.T) {

@@ -424,3 +424,18 @@ func TestBrowserSandbox(t *testing.T) {
 		t.Errorf("sandbox %s after terminate: %d %s", m[1], status, body)
 	}
 }
+
+// TestBrowserSandboxFails: a sandbox the gateway cannot create (its image
+// is not in the registry) makes the hosts page say so with the gateway's
+// own message, which the list's refresh every 5 s wiped, and give the
+// button back.
+func TestBrowserSandboxFails(t *testing.T) {
+	image := os.Getenv("HOSTGATE_TEST_IMAGE")
+	repo, _, ok := strings.Cut(image, "@")
+	if image != "" && !ok {
+		t.Fatalf("HOSTGATE_TEST_IMAGE %q is not pinned by digest", image)
+	}
+	// The same repository, a digest nobody pushed.
+	g, _, _ := execGateway(t, "--sandbox-image", repo+"@sha256:"+strings.Repeat("0", 64))
+	runBrowser(t, "sandboxfail.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
+}

@@ -1,6 +1,7 @@
 // An admin starts a sandbox from the hosts page and lands in its terminal:
 // the shell runs as the container's non-root user, a uid of its own from
-// 2000000000 up.
+// 2000000000 up. Meanwhile the button and the live region say it is
+// starting.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -11,7 +12,21 @@ await run(async (browser) => {
   await login(page, gateway, token);
   const button = page.locator("#new-sandbox");
   await button.waitFor({ state: "visible", timeout: 20000 });
+  // While the gateway creates it the button says it is working, and the
+  // page's live region says so to a screen reader: it said nothing, and
+  // took a second click. The request is held until the page is read.
+  let during = null;
+  await page.route("**/v1/executions", async (route) => {
+    during = await page.evaluate(() => {
+      const b = document.getElementById("new-sandbox"), live = document.getElementById("error");
+      return { disabled: b.disabled, label: b.textContent, live: live.textContent, role: live.getAttribute("role") };
+    });
+    await route.continue();
+  });
   await Promise.all([page.waitForURL(/\/hosts\/[^/]+\/terminal$/, { timeout: 120000 }), button.click()]);
+  if (!during || !during.disabled || !/Starting/.test(during.label) || !/^Starting a sandbox/.test(during.live) || during.role !== "alert") {
+    throw new Error("while the sandbox was created the page showed " + JSON.stringify(during));
+  }
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 60000 });
   await page.keyboard.type("echo uid=$(id -u) sandbox-$((6*7))\n");
   await page.waitForFunction(() => {

@@ -4,6 +4,17 @@
   const errorBox = document.getElementById("error");
   const newSandbox = document.getElementById("new-sandbox");
 
+  // The page's one live region (role=alert): what a screen reader hears,
+  // and what a sighted person reads. Each message has an owner, so the
+  // list's refresh every 5 s clears only its own: it wiped a sandbox's
+  // failure before it could be read.
+  let said = null;
+  function say(owner, text, isError) {
+    said = text ? owner : null;
+    errorBox.className = isError ? "error" : "note";
+    errorBox.textContent = text;
+  }
+
   async function api(path, init) {
     const res = await fetch(path, Object.assign({ credentials: "same-origin", headers: { "Accept": "application/json" } }, init || {}));
     // The login ended under the page (a logout in another tab, expiry): the login page says so.
@@ -67,9 +78,9 @@
         tr.appendChild(td);
         tbody.appendChild(tr);
       }
-      errorBox.textContent = "";
+      if (said === "list") say(null, "");
     } catch (e) {
-      errorBox.textContent = "Could not list hosts: " + e.message;
+      say("list", "Could not list hosts: " + e.message, true);
     }
   }
 
@@ -86,20 +97,32 @@
     } catch (e) { /* no sandbox button */ }
   }
 
+  // Creating a sandbox takes seconds (a minute when its image is pulled):
+  // the button said nothing meanwhile, and took a second click.
+  const sandboxLabel = newSandbox.textContent;
   newSandbox.addEventListener("click", async () => {
+    const focused = document.activeElement === newSandbox;
     newSandbox.disabled = true;
+    newSandbox.textContent = "Starting…";
+    say("sandbox", "Starting a sandbox: its container is being created (a minute or more when its image is pulled first)…");
     try {
       const ex = await api("/v1/executions", {
         method: "POST",
         headers: { "Content-Type": "application/json", "Accept": "application/json" },
         body: JSON.stringify(sandboxRequest),
       });
-      if (ex) location.href = "/hosts/" + encodeURIComponent(ex.executionId) + "/terminal";
+      if (ex) {
+        say("sandbox", "Sandbox " + ex.executionId + " started: opening its terminal…");
+        location.href = "/hosts/" + encodeURIComponent(ex.executionId) + "/terminal";
+        return;
+      }
     } catch (e) {
-      errorBox.textContent = "Could not start a sandbox: " + e.message;
-    } finally {
-      newSandbox.disabled = false;
+      say("sandbox", "Could not start a sandbox: " + e.message, true);
     }
+    newSandbox.disabled = false;
+    newSandbox.textContent = sandboxLabel;
+    // A disabled button drops the keyboard's focus to the page's top.
+    if (focused && (document.activeElement === document.body || document.activeElement === null)) newSandbox.focus();
   });
 
   load();

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -66,6 +67,18 @@ func browserReady() bool {
 // its output when it fails. Screenshots go to e2e/artifacts/<test>.
 func runBrowser(t *testing.T, script string, env ...string) string {
 	t.Helper()
+	return runBrowserSteps(t, script, nil, env...)
+}
+
+// stepRE is a line by which a script asks the test to act on the world
+// (start an agent): "hostgate-step: WHAT".
+var stepRE = regexp.MustCompile(`^hostgate-step: (.+)$`)
+
+// runBrowserSteps is runBrowser calling step, on the test's goroutine, for
+// each step line the script prints; the script waits for what step does
+// to show in its pages.
+func runBrowserSteps(t *testing.T, script string, step func(what string), env ...string) string {
+	t.Helper()
 	testenv.RequirePeer(t, "Chromium with playwright-core (scripts/test installs both)", browserReady())
 	artifacts, _ := filepath.Abs(filepath.Join("artifacts", t.Name()))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -73,12 +86,35 @@ func runBrowser(t *testing.T, script string, env ...string) string {
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = "browser"
 	cmd.Env = append(os.Environ(), append(env, "HOSTGATE_ARTIFACTS="+artifacts)...)
-	out, err := cmd.CombinedOutput()
+	pr, pw, err := os.Pipe()
 	if err != nil {
-		t.Fatalf("node %s: %v\n%s", script, err, out)
+		t.Fatal(err)
 	}
-	t.Logf("node %s:\n%s", script, out)
-	return string(out)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		t.Fatalf("node %s: %v", script, err)
+	}
+	// A step that fails the test ends the script too.
+	defer func() { cancel(); pr.Close(); _ = cmd.Wait() }()
+	var out strings.Builder
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if m := stepRE.FindStringSubmatch(sc.Text()); m != nil {
+			if step == nil {
+				t.Fatalf("node %s asks for step %q, which this test does not take:\n%s", script, m[1], out.String())
+			}
+			step(m[1])
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, out.String())
+	}
+	t.Logf("node %s:\n%s", script, out.String())
+	return out.String()
 }
 
 // TestBrowserTerminal logs in, opens the terminal of host local from the
@@ -190,6 +226,24 @@ func TestBrowserFirstUse(t *testing.T) {
 func TestBrowserColorScheme(t *testing.T) {
 	d := startDev(t)
 	runBrowser(t, "colorscheme.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin)
+}
+
+// TestBrowserOfflineHostTerminalOff: the Terminal button of a host whose
+// agent is not connected is off and says how to bring the agent back (it
+// was on, and opened a terminal page that failed); when the agent connects
+// again the list's refresh turns it on, leaving the keyboard's focus where
+// it was.
+func TestBrowserOfflineHostTerminalOff(t *testing.T) {
+	g := startGateway(t, "")
+	agentDir := t.TempDir()
+	g.startAgent("box", agentDir).stop()
+	g.waitConnected("box", false, 30*time.Second)
+	runBrowserSteps(t, "offline.mjs", func(what string) {
+		if what != "start agent box" {
+			t.Fatalf("offline.mjs asks for %q", what)
+		}
+		g.startAgent("box", agentDir)
+	}, "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
 }
 
 // TestBrowserCrossOriginPtyRefused: a page from another origin, in a

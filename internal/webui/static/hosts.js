@@ -30,6 +30,15 @@
     return td;
   }
 
+  // offlineHelp says why host h's terminal is off and what brings it back.
+  function offlineHelp(h) {
+    if (h.kind === "docker") {
+      return "This sandbox's agent is not connected: its terminal opens once it is back; a sandbox that ended is gone for good (start a new one).";
+    }
+    return "The agent of " + h.id + " is not connected to the gateway: start it on that host (agent connect --gateway " + location.origin +
+      " --token TOKEN). This button turns on within 5 s of its connecting.";
+  }
+
   async function load() {
     try {
       const body = await api("/v1/hosts");
@@ -57,9 +66,20 @@
         const act = document.createElement("td");
         const a = document.createElement("a");
         a.className = "button terminal-link";
-        a.href = "/hosts/" + encodeURIComponent(h.id) + "/terminal";
         a.textContent = "Terminal";
         a.setAttribute("aria-label", "Terminal on " + h.id);
+        if (h.connected) {
+          a.href = "/hosts/" + encodeURIComponent(h.id) + "/terminal";
+        } else {
+          // An offline host's terminal only fails: the button is off and
+          // says how to bring the agent back (it looked like any other, and
+          // opened a page that failed). It stays focusable, so a keyboard
+          // or screen-reader user hears why; the refresh turns it on.
+          a.setAttribute("role", "link");
+          a.setAttribute("aria-disabled", "true");
+          a.tabIndex = 0;
+          a.title = offlineHelp(h);
+        }
         act.appendChild(a);
         tr.appendChild(act);
         tbody.appendChild(tr);

@@ -67,6 +67,12 @@ await run(async (browser) => {
   const title = await page.title();
   if (!title.startsWith("local ")) throw new Error("the terminal page's title is " + JSON.stringify(title) + ", not its host's");
   await fits("the terminal page");
+  // Its header stays one line on a phone, the rows are the terminal's.
+  const lines = await page.evaluate(() => {
+    const tops = [...document.querySelectorAll("header > h1, header > #status, header button")].map((e) => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2));
+    return Math.max(...tops) - Math.min(...tops);
+  });
+  if (lines > 8) throw new Error("the terminal page's header takes more than one line at 360 px (its items' middles " + lines + " px apart)");
 
   // A logout in another tab: the hosts page goes to the login page, which
   // says why (it showed the empty login form, no word). The logout is the
@@ -91,4 +97,10 @@ await run(async (browser) => {
   await fits("the empty hosts list", other);
 
   if (problems.length) throw new Error("the console says:\n" + problems.join("\n"));
+
+  // A mistyped address gets the UI's 404 page, which fits too (its status
+  // is the one console error here, as the browser logs any 404).
+  await other.goto(gateway + "/hosts/locl");
+  await screenshot(other, "notfound-360");
+  await fits("the 404 page", other);
 });

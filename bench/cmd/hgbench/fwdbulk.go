@@ -44,13 +44,9 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, fmt.Errorf("ssh -L through gateway proxy: %w", err)
 	}
 	defer proxied.Stop()
-	port, err := freePort()
+	peerAddr, err := e.sshd.forwardL(ctx, target)
 	if err != nil {
 		return nil, err
-	}
-	peerAddr := "127.0.0.1:" + strconv.Itoa(port)
-	if out, err := e.sshd.Command(ctx, []string{"-O", "forward", "-L", peerAddr + ":" + target}).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ssh -O forward: %w: %s", err, out)
 	}
 
 	const peer = "ssh -L (ControlMaster) → sshd"

@@ -198,6 +198,20 @@ func (d *sshd) Command(ctx context.Context, extra []string, remote ...string) *e
 	return exec.CommandContext(ctx, "ssh", args...)
 }
 
+// forwardL adds a local forward to target on the master (ssh -O forward
+// -L) and returns the address it listens on.
+func (d *sshd) forwardL(ctx context.Context, target string) (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	if out, err := d.Command(ctx, []string{"-O", "forward", "-L", addr + ":" + target}).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("ssh -O forward: %w: %s", err, out)
+	}
+	return addr, nil
+}
+
 // SFTP runs an sftp batch through the master.
 func (d *sshd) SFTP(ctx context.Context, batch string) error {
 	args := append([]string{"-b", "-", "-q"}, d.args(true)...)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -471,13 +470,9 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, fmt.Errorf("forward through the splice relay: %w", err)
 	}
 	defer relayFw.Close()
-	port, err := freePort()
+	peerAddr, err := e.sshd.forwardL(ctx, target)
 	if err != nil {
 		return nil, err
-	}
-	peerAddr := "127.0.0.1:" + strconv.Itoa(port)
-	if out, err := e.sshd.Command(ctx, []string{"-O", "forward", "-L", peerAddr + ":" + target}).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("ssh -O forward: %w: %s", err, out)
 	}
 	workers := e.cfg.fwdWorkers
 	const peer = "ssh -L (ControlMaster)"

@@ -55,12 +55,14 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		Note: "Host.Forward through the gateway; the bytes go to a TCP sink on the host's side, and a side ends when the sink has read them all"}
 	sshRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
 		Note: "OpenSSH's ssh -L to the agent with `gateway proxy` as its ProxyCommand (the README's OpenSSH path): ssh, the proxy, the gateway and the agent"}
+	goCPU := newCPURow(goRow, "MiB")
+	goCPU.peerShares = true
 	// The machine's CPU time: ssh and the proxy use what the gateway and
 	// the agent (the row's note) do not.
 	sshCPU := newCPURow(sshRow, "MiB")
 	for i := range e.cfg.pairs {
 		var a, b, p float64
-		var ub, up cpuUse
+		var ua, ub, up cpuUse
 		rate := func(addr string, r *float64) func() error {
 			return func() error {
 				d, err := sendThrough(ctx, addr, n, sink)
@@ -72,7 +74,7 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 			}
 		}
 		err := bench.Alternate(i,
-			rate(fw.Addr().String(), &a),
+			e.metered(&ua, true, rate(fw.Addr().String(), &a)),
 			e.metered(&ub, true, rate(proxied.addr, &b)),
 			e.metered(&up, false, rate(peerAddr, &p)))
 		if err != nil {
@@ -80,9 +82,10 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		goRow.Add(a, p)
 		sshRow.Add(b, p)
+		goCPU.add(ua, up, float64(n)/mib)
 		sshCPU.add(ub, up, float64(n)/mib)
 	}
-	return []*bench.Scenario{goRow, sshRow, sshCPU.scenario()}, nil
+	return []*bench.Scenario{goRow, goCPU.scenario(), sshRow, sshCPU.scenario()}, nil
 }
 
 // sink is a TCP server that reads each connection to its end, then

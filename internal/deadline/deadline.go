@@ -48,20 +48,25 @@ func MaybeRun() {
 	if len(os.Args) < 2 || os.Args[1] != Arg {
 		return
 	}
+	os.Exit(run(os.Args[2:], EnvironFile, Dir))
+}
+
+// run is the deadline process with its paths: its exit code.
+func run(args []string, environ, dir string) int {
 	runtime.GOMAXPROCS(1)
-	if err := writeEnviron(EnvironFile); err != nil {
+	if err := writeEnviron(environ); err != nil {
 		// Not fatal: the gateway then runs commands with docker exec.
 		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
 	}
 	var stdin io.Reader = os.Stdin
-	if len(os.Args) == 3 && os.Args[2] == "-" {
+	if len(args) == 1 && args[0] == "-" {
 		// Only then: an os.File of fd 0 that nothing reads would close it
 		// when collected.
 		stdin = pollableStdin()
 	}
-	if err := Run(os.Args[2:], stdin, Dir); err != nil {
+	if err := Run(args, stdin, dir); err != nil {
 		fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
-		os.Exit(2)
+		return 2
 	}
-	os.Exit(0)
+	return 0
 }

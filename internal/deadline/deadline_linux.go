@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ func Run(args []string, stdin io.Reader, dir string) error {
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
 	reap() // children that ended before Notify
+	startThreads(spareThreads)
 
 	var secs int64
 	if args[0] == "-" {
@@ -106,6 +108,45 @@ func Run(args []string, stdin io.Reader, dir string) error {
 			timer.Reset(time.Duration(x-waited) * time.Second)
 			waited = x
 		}
+	}
+}
+
+// spareThreads is how many idle threads the deadline makes as it starts,
+// beyond those the runtime made for it, so that it never makes one later:
+// a sandbox may hold every pid of its limit by then, and a thread the Go
+// runtime cannot create is fatal. With GOMAXPROCS 1, a thread runs Go
+// code, one waits for signals (os/signal's receiver, which hands its P
+// off each time it waits), one keeps the signal mask (locked), one may be
+// in a syscall the runtime took the P from (a wait4, a read of "extra", a
+// blocking stdin), and the runtime may start one spinning to find work as
+// another leaves: 2 over that.
+const spareThreads = 4
+
+// startThreads makes n more threads for the runtime and leaves them idle:
+// a goroutine locked to its thread keeps that thread while it waits, so
+// each of n such goroutines runs on a thread of its own, one the runtime
+// makes while the others wait; unlocked as they end, the threads go idle
+// and the runtime keeps them (it never ends an idle thread) for its
+// later needs.
+func startThreads(n int) {
+	locked := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan struct{})
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			locked <- struct{}{}
+			<-release
+			runtime.UnlockOSThread()
+			done <- struct{}{}
+		}()
+	}
+	for range n {
+		<-locked
+	}
+	close(release)
+	for range n {
+		<-done
 	}
 }
 
@@ -223,7 +264,7 @@ func writeEnviron(path string) error {
 
 // pollableStdin is stdin made non-blocking, so that a read waits in the
 // runtime's poller rather than holding a thread of its own: the deadline's
-// threads count against the sandbox's pids limit (5 instead of 6 while the
+// threads count against the sandbox's pids limit (one fewer while the
 // warm pool's container waits for its runtime). Stdin as it was when it
 // cannot be.
 func pollableStdin() *os.File {

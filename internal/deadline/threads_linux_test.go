@@ -1,0 +1,182 @@
+//go:build linux
+
+package deadline
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// helperArg, as the test binary's first argument, makes it a deadline
+// process (run) with its environment copy at $HOSTGATE_TEST_ENVIRON: the
+// deadline as the sandbox's PID 1 runs it, outside a container.
+const helperArg = "__hostgate_deadline_test"
+
+// prlimitArg makes the test binary set the RLIMIT_NPROC of process
+// os.Args[2] to os.Args[3]: run as that process's uid, which may lower
+// it without CAP_SYS_RESOURCE (which test machines may lack).
+const prlimitArg = "__hostgate_prlimit_test"
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == helperArg {
+		os.Exit(run(os.Args[2:], os.Getenv("HOSTGATE_TEST_ENVIRON"), os.Getenv("HOSTGATE_TEST_DIR")))
+	}
+	if len(os.Args) == 4 && os.Args[1] == prlimitArg {
+		pid, _ := strconv.Atoi(os.Args[2])
+		n, _ := strconv.ParseUint(os.Args[3], 10, 64)
+		if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}, nil); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}
+
+// threadsOf is the number of threads of process pid.
+func threadsOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no Threads in /proc/%d/status", pid)
+	return 0
+}
+
+// TestNoThreadAfterStart: the deadline makes every thread it needs as it
+// starts, and never another: a sandbox's code that holds every pid of its
+// pids limit (a fork bomb) left none for a thread the Go runtime needed
+// later, which is fatal ("runtime: failed to create new OS thread (have 6
+// already; errno=11)", from the signal goroutine's wait handing its P
+// off), and the sandbox ended at once, long before its deadline: 2 of 3
+// containers under a bomb whose orphans PID 1 reaped, within 20 s. Here
+// the kernel's RLIMIT_NPROC stands for the full pids limit: the process
+// runs as a uid of its own, its limit set to the threads it has once
+// started, and a flood of SIGCHLD (every orphan's end) and of ignored
+// signals wakes it as the bomb's reaping did.
+func TestNoThreadAfterStart(t *testing.T) {
+	testenv.RequirePeer(t, "root (to run the deadline as a uid of its own)", os.Geteuid() == 0)
+	// A directory and binary another uid may run.
+	dir, err := os.MkdirTemp("", "deadline-threads-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "deadline.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shm := filepath.Join(dir, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil || os.Chmod(shm, 0o1777) != nil {
+		t.Fatal(err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	// A uid nothing else runs as (below the sandbox range), so that
+	// RLIMIT_NPROC counts this process's threads alone.
+	uid := uint32(1_900_000_000 + binary.LittleEndian.Uint32(b[:])%1_000_000)
+	cmd := exec.Command(bin, helperArg, "600")
+	cmd.Env = []string{"HOSTGATE_TEST_ENVIRON=" + filepath.Join(shm, "environ"), "HOSTGATE_TEST_DIR=" + filepath.Join(shm, "none")}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	pid := cmd.Process.Pid
+
+	// Started: the environment copy is written before Run, whose threads
+	// are made before it waits; then their number stays.
+	until := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(shm, "environ")); err == nil {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatalf("the deadline never started: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	threads := threadsOf(t, pid)
+	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	set := exec.Command(bin, prlimitArg, strconv.Itoa(pid), strconv.Itoa(threads))
+	set.SysProcAttr = cred
+	if out, err := set.CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v: %s", err, out)
+	}
+
+	flood := time.Now().Add(5 * time.Second)
+	for i := 0; time.Now().Before(flood); i++ {
+		sig := syscall.SIGCHLD
+		if i%4 == 3 {
+			sig = syscall.SIGUSR1 // ignored, but through the handler
+		}
+		died := syscall.Kill(pid, sig) != nil
+		if i%64 == 0 || died {
+			select {
+			case err := <-exited:
+				exited <- err
+				t.Fatalf("the deadline ended under the signals, with %d threads and no room for another: %v\n%s", threads, err, lastLines(stderr.String(), 6))
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	if n := threadsOf(t, pid); n != threads {
+		t.Errorf("threads %d after the signals, %d before", n, threads)
+	}
+	t.Logf("the deadline's threads: %d", threads)
+	// Still the deadline: SIGTERM (docker stop) ends it, cleanly.
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("after SIGTERM: %v\n%s", err, lastLines(stderr.String(), 6))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("SIGTERM did not end the deadline")
+	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[:min(len(l), n)], "\n")
+}

@@ -21,8 +21,13 @@ const (
 	// uid, so that sandbox code can stop or kill it.
 	deadlineByScript = "1"
 	// deadlineByTool: Config.DeadlineTool as PID 1 (internal/deadline),
-	// which sandbox code can neither stop, kill nor trace.
+	// which sandbox code can neither stop, kill nor trace, but, as its
+	// uid, can end: kill -TERM 1, which PID 1 honours for docker stop.
 	deadlineByTool = "2"
+	// deadlineByInit: Config.DeadlineTool as PID 1 under a uid of its own
+	// (initUID), which sandbox code cannot signal at all, its environment
+	// copy in a tmpfs only it can write (deadline.InitDir).
+	deadlineByInit = "3"
 )
 
 // movableDeadline reports whether SetTimeout can move the in-container
@@ -30,7 +35,7 @@ const (
 // of which read deadlineDir alike.
 func movableDeadline(labels map[string]string) bool {
 	k := labels[LabelDeadline]
-	return k == deadlineByScript || k == deadlineByTool
+	return k == deadlineByScript || k == deadlineByTool || k == deadlineByInit
 }
 
 // deadlineDir is where SetTimeout leaves the in-container deadline's

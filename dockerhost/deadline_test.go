@@ -34,12 +34,14 @@ func deadlineToolConfig(t testing.TB) *Config {
 // sandboxKills is what sandbox code, as the sandbox's uid, may do to
 // every process it can signal, its PID 1 included: with the deadline a
 // script under docker-init (its shell and sleep of the sandbox's uid)
-// any of the first three ended the sandbox at once. The signals to PID 1
-// are those that end or dump a Go program that does not handle them.
+// any of the first three ended the sandbox at once, and with the deadline
+// tool of the sandbox's uid (deadlineByTool) kill -TERM 1 did, which
+// PID 1 honours for docker stop. The signals to PID 1 are those that end
+// or dump a Go program that does not handle them.
 const sandboxKills = `kill -9 -1; killall sleep; killall -9 sleep; kill -9 1;
 for s in TERM HUP INT QUIT ABRT SEGV BUS ILL FPE TRAP SYS USR1 USR2 PIPE ALRM TSTP TTIN TTOU XCPU VTALRM PROF; do
-  [ "$s" = TERM ] || [ "$s" = INT ] || kill -$s 1
-done; echo sent`
+  kill -$s 1
+done; kill -TERM -1; echo sent`
 
 // sandboxStops is what kept the script's container past its deadline:
 // its sleep stopped.
@@ -65,16 +67,25 @@ func testDeadlineToolSurvivesSandbox(t *testing.T) {
 	if got, want := pid1(t, h, killed.ExecutionID), ToolsDir+"/agent __hostgate_deadline 15"; got != want {
 		t.Fatalf("PID 1 %q, want %q", got, want)
 	}
-	// /proc/1/environ is not readable (non-dumpable): PID 1 leaves a copy
-	// of the environment every process of the container starts with.
-	if res := sh(t, h, killed.ExecutionID, `tr '\0' '\n' < /dev/shm/.hostgate-environ; cat /proc/1/environ >/dev/null 2>&1 || echo unreadable`); !strings.Contains(res.Stdout, "\nHOME=/workspace\n") || !strings.HasSuffix(res.Stdout, "\nunreadable\n") {
-		t.Fatalf("PID 1's environment copy: %+v", res)
-	}
 	if res := sh(t, h, killed.ExecutionID, sandboxKills); !strings.HasSuffix(res.Stdout, "sent\n") {
 		t.Fatalf("kills: %+v", res)
 	}
 	if res, err := h.Exec(testCtx(t, time.Minute), killed.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 10_000}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("a command after the sandbox killed every process it could: %+v %v, want the sandbox alive", res, err)
+	}
+
+	// /proc/1/environ is not readable (non-dumpable): PID 1 leaves a copy
+	// of the environment every process of the container starts with, in
+	// a directory of its own uid, which is not the sandbox's: sandbox code
+	// can neither change the copy nor signal PID 1.
+	if res := sh(t, h, killed.ExecutionID, `tr '\0' '\n' < /run/hostgate/environ; cat /proc/1/environ >/dev/null 2>&1 || echo unreadable`); !strings.Contains(res.Stdout, "\nHOME=/workspace\n") || !strings.HasSuffix(res.Stdout, "\nunreadable\n") {
+		t.Fatalf("PID 1's environment copy: %+v", res)
+	}
+	res := sh(t, h, killed.ExecutionID, `u=$(id -u); set -- $(grep ^Uid: /proc/1/status); [ "$2" != "$u" ] && [ "$2" = "$(stat -c %u /run/hostgate/environ)" ] && echo "pid 1 not $u"
+for w in 'echo X=1 >> /run/hostgate/environ' 'rm -f /run/hostgate/environ' 'mv /run/hostgate/environ /run/hostgate/x' 'echo X=1 > /run/hostgate/new' 'chmod 666 /run/hostgate/environ'; do sh -c "$w" 2>/dev/null && echo "sandbox did: $w"; done
+tr '\0' '\n' < /run/hostgate/environ | grep -c '^X=' || true`)
+	if want := "pid 1 not " + uidOf(t, h, killed.ExecutionID) + "\n0\n"; res.Stdout != want {
+		t.Fatalf("PID 1's uid and its environment copy from the sandbox: %+v, want stdout %q", res, want)
 	}
 
 	r.RuntimeMs = 6000
@@ -197,8 +208,8 @@ func testDeadlineToolCheckpointRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Config.Labels[LabelDeadline] != deadlineByTool || c.HostConfig.Init == nil || *c.HostConfig.Init {
-		t.Fatalf("restored container: deadline label %q, init %v; want %q and no docker-init", c.Config.Labels[LabelDeadline], c.HostConfig.Init, deadlineByTool)
+	if c.Config.Labels[LabelDeadline] != deadlineByInit || c.HostConfig.Init == nil || *c.HostConfig.Init {
+		t.Fatalf("restored container: deadline label %q, init %v; want %q and no docker-init", c.Config.Labels[LabelDeadline], c.HostConfig.Init, deadlineByInit)
 	}
 }
 
@@ -209,7 +220,7 @@ func TestAdoptTellsDeadlineKindsApart(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	spec, _ := json.Marshal(redact(validReq()))
 	var list []container.Summary
-	kinds := map[string]string{"script": deadlineByScript, "tool": deadlineByTool, "sleep": "", "unknown": "9"}
+	kinds := map[string]string{"script": deadlineByScript, "tool": deadlineByTool, "init": deadlineByInit, "sleep": "", "unknown": "9"}
 	for id, kind := range kinds {
 		labels := map[string]string{LabelExecution: id, LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: "200000000" + string(rune('1'+len(list)))}
 		if kind != "" {
@@ -220,7 +231,7 @@ func TestAdoptTellsDeadlineKindsApart(t *testing.T) {
 	h := fakeHost(t, &fakeDocker{list: list}, now)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id, want := range map[string]bool{"script": true, "tool": true, "sleep": false, "unknown": false} {
+	for id, want := range map[string]bool{"script": true, "tool": true, "init": true, "sleep": false, "unknown": false} {
 		e := h.execs[id]
 		if e == nil {
 			t.Errorf("%s not adopted", id)

@@ -81,8 +81,10 @@ type Config struct {
 	// main process, its PID 1, in place of docker-init and a shell
 	// script: run as `NAME __hostgate_deadline SECONDS` (or `-` for the
 	// seconds on stdin), it keeps the in-container runtime deadline as
-	// internal/deadline does, and reaps orphans as docker-init does. The
-	// gateway's agent binary is one (mode 0111: non-dumpable). It must
+	// internal/deadline does, and reaps orphans as docker-init does,
+	// under a uid the sandbox's processes do not have (initUID), so that
+	// they cannot signal it. The gateway's agent binary is one (mode
+	// 0111: non-dumpable). It must
 	// run in every image: a dynamically linked one whose loader an image
 	// lacks ends that image's containers as they start. Empty: the
 	// script, which sandbox code can stop or kill.
@@ -536,7 +538,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 			return nil, cerr
 		}
 		name = named("hostgate-" + id)
-		if cid, err = h.createStarted(ctx, cfg, hc, name); err != nil {
+		if cid, err = h.createStarted(ctx, cfg, hc, name, userOf(uid)); err != nil {
 			return nil, err
 		}
 	}
@@ -592,9 +594,10 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	return &out, nil
 }
 
-// createStarted creates and starts a fresh container, checks the image and
-// makes sure of the tools volume. On error it removes the container.
-func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (_ string, err error) {
+// createStarted creates and starts a fresh container, checks the image as
+// user (the sandbox's: the container's own may be its init's) and makes
+// sure of the tools volume. On error it removes the container.
+func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name, user string) (_ string, err error) {
 	if err := h.ensureTools(ctx, cfg.Image); err != nil {
 		return "", err
 	}
@@ -624,7 +627,7 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 		}
 		return "", fmt.Errorf("dockerhost: start container: %w", err)
 	}
-	if err := h.prepare(ctx, cid, cfg.User, cfg.Image); err != nil {
+	if err := h.prepare(ctx, cid, user, cfg.Image); err != nil {
 		if ErrorCode(err) == "" && ctx.Err() == nil {
 			// The check may have failed because the main process died:
 			// give its exit a moment to arrive and name the cause.

@@ -16,6 +16,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+
+	"github.com/hostgate/hostgate/internal/deadline"
 )
 
 // Container paths the policy mounts.
@@ -84,7 +86,7 @@ var minResources = Resources{
 	MemoryBytes: 6 << 20,
 	DiskBytes:   64 << 10,
 	// The limit counts threads, and every sandbox holds its init and
-	// deadline (the agent as PID 1, 5 to 7 threads; or docker-init, a
+	// deadline (the agent as PID 1, 9 to 12 threads; or docker-init, a
 	// shell and its sleep) and the agent's 10 threads (made as it starts, before
 	// any command: internal/agent's stdioThreads): under 16 the agent
 	// could not start, or died making a thread (Go treats that as fatal).
@@ -501,8 +503,12 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 	all[LabelSpec] = string(spec)
 	all[LabelUID] = strconv.Itoa(uid)
 	all[LabelDeadline] = deadlineByScript
+	// The container's user is its PID 1's; every exec names the
+	// sandbox's (userOf(uid)).
+	user := userOf(uid)
 	if p.deadlineTool != "" {
-		all[LabelDeadline] = deadlineByTool
+		all[LabelDeadline] = deadlineByInit
+		user = userOf(initUID(uid))
 	}
 
 	env := make([]string, 0, len(req.Env))
@@ -515,7 +521,7 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 	pids := r.Pids
 	cfg := &container.Config{
 		Image:      req.Image,
-		User:       userOf(uid),
+		User:       user,
 		Env:        env,
 		Entrypoint: deadlineArgv(p.deadlineTool, strconv.FormatInt(sleepSeconds(r.RuntimeMs), 10)),
 		WorkingDir: WorkspaceDir,
@@ -530,6 +536,12 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 		// its inodes: Docker's own mount has the default nr_inodes, and
 		// empty files there filled the memory limit as in the workspace.
 		"/dev/shm": fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777,nosuid,nodev,noexec", shmSize(r), shmInodes(r)),
+	}
+	if p.deadlineTool != "" {
+		// Where PID 1 leaves its environment copy: a directory no sandbox
+		// process can write in or make first, as /dev/shm is everyone's.
+		// One page of data is all it holds.
+		tmpfs[deadline.InitDir] = fmt.Sprintf("size=65536,nr_inodes=8,uid=%d,gid=%d,mode=0755,nosuid,nodev,noexec", initUID(uid), initUID(uid))
 	}
 	var mounts []mount.Mount
 	if p.tools != nil {
@@ -565,7 +577,7 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 			// for its threads (the agent raises its own soft limit to the
 			// hard one and gives its commands this one), docker exec's
 			// processes too.
-			Ulimits: []*container.Ulimit{{Name: "nproc", Soft: CommandTasks(pids), Hard: pids}},
+			Ulimits: []*container.Ulimit{{Name: "nproc", Soft: CommandTasks(pids) - p.initTasks(), Hard: pids - p.initTasks()}},
 		},
 	}
 	return cfg, hc, nil
@@ -578,12 +590,27 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 // runtime needs and cannot create is fatal: commands that took every pid
 // left cost the agent, with every command's channel (e2e
 // TestSandboxPidsLimitKeepsAgent, under CI's load, though the agent makes
-// its threads as it starts). At the least limit, 32, the deadline (the
-// agent as PID 1, 5 to 7 threads with Config.DeadlineTool; else
-// docker-init, a shell and its sleep) and the agent's 10 threads hold
-// about 16, commands get 12 and the agent may grow to 14 threads.
+// its threads as it starts). At the least limit, 32, with
+// Config.DeadlineTool the soft ulimit is this less PID 1's initTasks, 16
+// (the agent's 10 threads among them), and commands get 6 tasks; with
+// docker-init, a shell and its sleep, of the sandbox's uid, commands get
+// about 15. Either way the agent may grow by 4 threads.
 func CommandTasks(pids int64) int64 {
 	return pids - min(max(pids/8, 2), 32)
+}
+
+// initTasks is what of a sandbox's pids limit PID 1 takes when it is the
+// deadline tool under a uid of its own (deadlineByInit): its threads, all
+// made as it starts (9 to 12 measured), which its cgroup counts but the
+// sandbox uid's RLIMIT_NPROC does not. The nproc ulimit leaves them out,
+// as it counted them when PID 1 was of the sandbox's uid: else commands
+// could take every pid the limit leaves, and the agent would die making a
+// thread. The agent does the same (internal/agent's othersThreads).
+func (p *Policy) initTasks() int64 {
+	if p.deadlineTool == "" {
+		return 0
+	}
+	return 12
 }
 
 // redact returns req without environment values, which may be sensitive

@@ -427,11 +427,14 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if err := h.api.ContainerStart(ctx, cid, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("start container: %w", err)
 	}
-	if err := h.prepare(ctx, cid, cfg.User, cfg.Image); err != nil {
+	// Every exec names the sandbox's user: the container's own is its
+	// init's when PID 1 is the deadline tool.
+	user := userOf(uid)
+	if err := h.prepare(ctx, cid, user, cfg.Image); err != nil {
 		return nil, err
 	}
 	// The claim execs sleep: check it now, not when a caller waits.
-	code, err := h.runner.run(ctx, process{containerID: cid, user: cfg.User, argv: []string{"sleep", "0"}, dir: "/", env: ownEnv,
+	code, err := h.runner.run(ctx, process{containerID: cid, user: user, argv: []string{"sleep", "0"}, dir: "/", env: ownEnv,
 		stdout: io.Discard, stderr: io.Discard})
 	if err != nil {
 		return nil, fmt.Errorf("check sleep: %w", err)
@@ -442,7 +445,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires, uid: uid}
 	if len(p.cfg.Agent) > 0 {
 		// Its life is the container's (remove closes it), not the fill's.
-		pc.agent, err = h.attachStdio(ctx, context.Background(), cid, cfg.User, nil, p.cfg.Agent, io.Discard)
+		pc.agent, err = h.attachStdio(ctx, context.Background(), cid, user, nil, p.cfg.Agent, io.Discard)
 		if err != nil {
 			return nil, fmt.Errorf("start agent: %w", err)
 		}

@@ -40,6 +40,15 @@ const (
 // keeps them running as that.
 const legacyUID = 65534
 
+// initUID is the uid (and gid) of a container's PID 1 when it is the
+// deadline tool (deadlineByInit): one its sandbox's processes do not run
+// as, so that the kernel refuses their signals to it (kill -TERM 1, which
+// it must honour for docker stop, ended the sandbox), and its own per
+// container, below the sandbox range, as RLIMIT_NPROC counts every task
+// of a uid: one init uid for all sandboxes would count every PID 1's
+// threads against each, and a PID 1 that cannot make its threads dies.
+func initUID(uid int) int { return uid - sandboxUIDCount }
+
 // userOf is the numeric "uid:gid" an execution's processes run as.
 func userOf(uid int) string { return strconv.Itoa(uid) + ":" + strconv.Itoa(uid) }
 

@@ -499,8 +499,9 @@ func TestExecutionIsAHost(t *testing.T) {
 	// The agent dying while the execution lives: the gateway attaches a
 	// new one, with the same pinned key. (Killed with docker exec: the
 	// API's commands run under the agent, and one killing it loses its
-	// own connection.)
-	if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, containerOf(t, e.ExecutionID)), containerOf(t, e.ExecutionID), "/bin/sh", "-c", "kill -9 $(pidof agent)").CombinedOutput(); err != nil {
+	// own connection. PID 1, the deadline, is the agent binary too, of a
+	// uid the sandbox's cannot signal.)
+	if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, containerOf(t, e.ExecutionID)), containerOf(t, e.ExecutionID), "/bin/sh", "-c", "for p in $(pidof agent); do [ $p = 1 ] || kill -9 $p || exit; done").CombinedOutput(); err != nil {
 		t.Fatalf("kill the agent: %v %s", err, out)
 	}
 	g.waitFor(regexp.MustCompile(`agent ended while its execution lives; re-attaching.*execution=`+e.ExecutionID), time.Minute)
@@ -597,14 +598,24 @@ func containerOf(t testing.TB, executionID string) string {
 }
 
 // uidOf is the uid container cid's processes run as: its hostgate.uid
-// label, which its user must match, one of the sandbox range (2000000000
-// up, a uid of its own).
+// label, one of the sandbox range (2000000000 up, a uid of its own). The
+// container's user, its PID 1's, is that uid:gid, or, with the deadline
+// tool as PID 1 under a uid of its own (hostgate.deadline=3), that uid
+// less 100000000.
 func uidOf(t testing.TB, cid string) string {
 	t.Helper()
-	out, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "hostgate.uid"}} {{.Config.User}}`, cid).Output()
+	out, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "hostgate.uid"}} {{.Config.User}} {{index .Config.Labels "hostgate.deadline"}}`, cid).Output()
 	f := strings.Fields(string(out))
-	if err != nil || len(f) != 2 || f[1] != f[0]+":"+f[0] || len(f[0]) != 10 || !strings.HasPrefix(f[0], "20") {
-		t.Fatalf("uid of container %s: %q %v, want a label of the sandbox range and the same uid:gid", cid, out, err)
+	if err != nil || len(f) != 3 || len(f[0]) != 10 || !strings.HasPrefix(f[0], "20") {
+		t.Fatalf("uid of container %s: %q %v, want a label of the sandbox range", cid, out, err)
+	}
+	owner := f[0]
+	if f[2] == "3" {
+		u, _ := strconv.Atoi(f[0])
+		owner = strconv.Itoa(u - 100_000_000)
+	}
+	if f[1] != owner+":"+owner {
+		t.Fatalf("user of container %s: %q, want %s:%s (hostgate.deadline %q)", cid, f[1], owner, owner, f[2])
 	}
 	return f[0]
 }
@@ -1228,18 +1239,19 @@ func TestSandboxPidsLimitKeepsAgent(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// The agent keeps 4 of the 32 for its threads: commands may not fork
-	// past 28 tasks (the container's, the agent's threads included), the
-	// container's soft nproc ulimit, as under docker exec, from their
-	// first builtin on.
-	if out := sh(t, ctx, c, e.ExecutionID, `while read -r l; do case $l in "Max processes"*) echo $l;; esac; done </proc/self/limits`); strings.Join(strings.Fields(out), " ") != "Max processes 28 32 processes" {
-		t.Errorf("a command's RLIMIT_NPROC: %q, want 28 (pids 32 less the agent's 4), hard 32", out)
+	// The agent keeps 4 of the 32 for its threads, and PID 1 (the
+	// deadline, of a uid of its own, which the sandbox uid's RLIMIT_NPROC
+	// does not count) 12: commands may not fork past 16 tasks of the
+	// sandbox's uid (the agent's threads included), the container's soft
+	// nproc ulimit, as under docker exec, from their first builtin on.
+	if out := sh(t, ctx, c, e.ExecutionID, `while read -r l; do case $l in "Max processes"*) echo $l;; esac; done </proc/self/limits`); strings.Join(strings.Fields(out), " ") != "Max processes 16 20 processes" {
+		t.Errorf("a command's RLIMIT_NPROC: %q, want 16 (pids 32 less the agent's 4 and PID 1's 12), hard 20", out)
 	}
-	// The agent, its parent, may take those 4: its own soft limit is 32,
+	// The agent, its parent, may take those 4: its own soft limit is 20,
 	// but for the moments it forks a command, this one's too, so the
 	// command looks again for a while.
-	if out := sh(t, ctx, c, e.ExecutionID, `i=0; while [ $i -lt 100 ]; do while read -r l; do case $l in "Max processes"*) p=$l;; esac; done </proc/$PPID/limits; case $p in *" 32 "*" 32 "*) break;; esac; i=$((i+1)); sleep 0.02; done; echo $p`); strings.Join(strings.Fields(out), " ") != "Max processes 32 32 processes" {
-		t.Errorf("the agent's RLIMIT_NPROC: %q, want 32 (its threads may take what commands leave)", out)
+	if out := sh(t, ctx, c, e.ExecutionID, `i=0; while [ $i -lt 100 ]; do while read -r l; do case $l in "Max processes"*) p=$l;; esac; done </proc/$PPID/limits; case $p in *" 20 "*" 20 "*) break;; esac; i=$((i+1)); sleep 0.02; done; echo $p`); strings.Join(strings.Fields(out), " ") != "Max processes 20 20 processes" {
+		t.Errorf("the agent's RLIMIT_NPROC: %q, want 20 (its threads may take what commands leave)", out)
 	}
 	// A command that forks all it can leaves the agent its 4: read over
 	// SFTP, which forks nothing, while the sleeps hold the rest.

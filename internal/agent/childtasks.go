@@ -33,7 +33,7 @@ func keepTasks(log *slog.Logger) *sshlayer.TaskLimit {
 		log.Warn("commands' tasks unbounded: RLIMIT_NPROC unreadable", "err", err)
 		return nil
 	}
-	tl := childTaskLimit(lim, pidsCgroupDirs)
+	tl := childTaskLimit(lim, pidsCgroupDirs, "/proc/1/status")
 	if tl == nil {
 		// A container made before the ulimit (or not by a gateway).
 		log.Debug("commands' tasks unbounded: no soft RLIMIT_NPROC below the hard one", "soft", lim.Cur, "hard", lim.Max)
@@ -51,8 +51,9 @@ func keepTasks(log *slog.Logger) *sshlayer.TaskLimit {
 
 // childTaskLimit is what commands may hold under the agent's starting
 // RLIMIT_NPROC lim, counted in the first of dirs that has pids.current,
-// or nil when its soft limit is not below its hard one.
-func childTaskLimit(lim unix.Rlimit, dirs []string) *sshlayer.TaskLimit {
+// less the threads of the process whose status file is init when it runs
+// as another uid, or nil when its soft limit is not below its hard one.
+func childTaskLimit(lim unix.Rlimit, dirs []string, init string) *sshlayer.TaskLimit {
 	if lim.Cur >= lim.Max || lim.Cur < 1 || lim.Cur > math.MaxInt32 {
 		return nil
 	}
@@ -60,7 +61,10 @@ func childTaskLimit(lim unix.Rlimit, dirs []string) *sshlayer.TaskLimit {
 	for _, dir := range dirs {
 		path := filepath.Join(dir, "pids.current")
 		if _, err := readCgroupInt(path); err == nil {
-			tl.Count = func() (int, error) { return readCgroupInt(path) }
+			tl.Count = func() (int, error) {
+				n, err := readCgroupInt(path)
+				return n - othersThreads(init), err
+			}
 			break
 		}
 	}
@@ -78,4 +82,32 @@ func readCgroupInt(path string) (int, error) {
 		return 0, fmt.Errorf("%s: %q: not a number", path, bytes.TrimSpace(b))
 	}
 	return n, nil
+}
+
+// othersThreads is the threads of the process whose status file is path
+// (a sandbox's PID 1) when its real uid is not this process's: a
+// sandbox's deadline under a uid of its own (dockerhost's
+// hostgate.deadline=3), whose threads the cgroup counts but RLIMIT_NPROC,
+// which TaskLimit.Max is, does not. 0 when it is this uid's (its threads
+// count against the limit, as in older sandboxes) or unreadable.
+func othersThreads(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	uid, threads := -1, 0
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("Uid:")); ok {
+			if f := bytes.Fields(v); len(f) > 0 {
+				uid, _ = strconv.Atoi(string(f[0]))
+			}
+		}
+		if v, ok := bytes.CutPrefix(l, []byte("Threads:")); ok {
+			threads, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+		}
+	}
+	if uid < 0 || uid == os.Getuid() {
+		return 0
+	}
+	return threads
 }

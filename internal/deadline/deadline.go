@@ -32,14 +32,32 @@ const Arg = "__hostgate_deadline"
 // seconds past the runtime the deadline is.
 const Dir = "/dev/shm/.hostgate"
 
-// EnvironFile is where the deadline leaves a copy of its environment, as
-// /proc/1/environ holds it (NUL-terminated entries): the environment
+// InitEnvironFile is where the deadline leaves a copy of its environment,
+// as /proc/1/environ holds it (NUL-terminated entries): the environment
 // every process of the container starts with, which the gateway reads to
 // give commands what docker exec would. /proc/1/environ itself is not
-// readable when PID 1 is the non-dumpable deadline. Made by PID 1 before
-// any other process of the container runs, of the sandbox's uid: sandbox
-// code may replace it, changing only what its own commands get.
+// readable when PID 1 is the non-dumpable deadline. It is in InitDir, a
+// tmpfs of PID 1's own uid (dockerhost mounts it), which no sandbox
+// process can write in: sandbox code cannot change what the gateway's
+// commands start with.
+const InitEnvironFile = InitDir + "/environ"
+
+// InitDir is PID 1's own directory, a tmpfs of its uid: see
+// InitEnvironFile.
+const InitDir = "/run/hostgate"
+
+// EnvironFile is where a deadline whose container lacks InitDir leaves
+// its environment copy, as containers made before InitDir did (PID 1 of
+// the sandbox's own uid, which may replace the file).
 const EnvironFile = "/dev/shm/.hostgate-environ"
+
+// environFile is where this PID 1 leaves its environment copy.
+func environFile() string {
+	if fi, err := os.Stat(InitDir); err == nil && fi.IsDir() {
+		return InitEnvironFile
+	}
+	return EnvironFile
+}
 
 // MaybeRun runs the deadline and exits when the process was started as
 // one (os.Args[1] == Arg); otherwise it returns at once. The agent's
@@ -48,7 +66,7 @@ func MaybeRun() {
 	if len(os.Args) < 2 || os.Args[1] != Arg {
 		return
 	}
-	os.Exit(run(os.Args[2:], EnvironFile, Dir))
+	os.Exit(run(os.Args[2:], environFile(), Dir))
 }
 
 // run is the deadline process with its paths: its exit code.

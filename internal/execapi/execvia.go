@@ -175,8 +175,10 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 // travels in (dockerhost adds it to every Command). The agent's own
 // /proc/self/environ is not readable: it makes itself non-dumpable to
 // guard its keys. When PID 1 is the deadline (dockerhost's DeadlineTool),
-// non-dumpable too, the copy it wrote (deadline.EnvironFile) is read:
-// the first of paths that opens counts.
+// non-dumpable too, the copy it wrote is read: in its own directory
+// (deadline.InitEnvironFile), or in /dev/shm (deadline.EnvironFile) in a
+// container made before PID 1 had a uid of its own. The first of paths
+// that opens counts.
 func readEnviron(c *ssh.Client, paths []string) ([]string, error) {
 	sc, err := sftp.NewClient(c)
 	if err != nil {

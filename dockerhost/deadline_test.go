@@ -1,14 +1,17 @@
 package dockerhost
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 )
 
@@ -251,5 +254,104 @@ func TestDeadlineToolMustBeATool(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), `DeadlineTool "agent"`) {
 			t.Errorf("tools %v: %v, want refused naming DeadlineTool", tools, err)
 		}
+	}
+}
+
+// testDeadlineToolForkBomb: sandbox code that holds every task it may (a
+// fork bomb at its hard nproc limit, raised to it, whose orphans end, are
+// reaped by PID 1 and replaced at once, until long-lived ones hold what
+// the pids limit leaves) at the least pids limit neither ends the sandbox
+// early nor keeps SetTimeout from moving its deadline, and the sandbox
+// ends at the moved deadline with no host left to enforce it. PID 1 makes
+// no thread under the bomb: one it made there, with no pid left, was
+// fatal ("failed to create new OS thread") and ended the sandbox at once;
+// without its spare threads it made one here, in the moment a failing
+// fork left a pid free.
+func testDeadlineToolForkBomb(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, deadlineToolConfig(t))
+	r := small()
+	r.Pids = 32
+	r.RuntimeMs = 20_000 // room for provisioning on a loaded machine
+	ex := provision(t, h, emptyReq(img, r))
+	threads := func() string {
+		t.Helper()
+		c, err := cli.ContainerInspect(testCtx(t, time.Minute), ex.ContainerID)
+		if err != nil || !c.State.Running {
+			t.Fatalf("the container under the bomb: %+v %v, want running", c.State, err)
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(c.State.Pid) + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, v, _ := strings.Cut(string(b), "\nThreads:")
+		v, _, _ = strings.Cut(v, "\n")
+		return strings.TrimSpace(v)
+	}
+	before := threads()
+	pid1, err := strconv.Atoi(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Builtins only once the bomb runs: a fork that fails ends the shell.
+	res := sh(t, h, ex.ExecutionID, `ulimit -u "$(ulimit -Hu)"
+( i=0; while :; do (sleep 0.$RANDOM &); i=$((i+1)); [ $((i % 64)) = 0 ] && (sleep 1000 &); done ) >/dev/null 2>&1 </dev/null &
+echo bombed`)
+	if !strings.HasSuffix(res.Stdout, "bombed\n") {
+		t.Fatalf("the bomb: %+v", res)
+	}
+	// The engine's cgroup of the container (cgroup v1, the cgroupfs
+	// driver, as here), read from the host.
+	current := "/sys/fs/cgroup/pids/docker/" + ex.ContainerID + "/pids.current"
+	for i := 0; ; i++ {
+		b, err := os.ReadFile(current)
+		if err != nil {
+			t.Logf("the bomb's tasks unknown: %v", err)
+			break
+		}
+		// The sandbox's uid at its hard limit, 16, less what its forks
+		// that are failing hold for a moment.
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n >= pid1+14 {
+			t.Logf("tasks under the bomb: %d of 32", n)
+			break
+		}
+		if i == 200 {
+			t.Fatalf("the bomb holds %s tasks after 10 s, PID 1 %d of them; want %d or more", bytes.TrimSpace(b), pid1, pid1+14)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Reaping: the bomb's orphans end and PID 1 reaps them, for a while.
+	time.Sleep(3 * time.Second)
+	moved, err := h.SetTimeout(testCtx(t, time.Minute), ex.ExecutionID, 25_000)
+	if err != nil {
+		t.Fatalf("SetTimeout under the bomb: %v", err)
+	}
+	if after := threads(); after != before {
+		t.Errorf("PID 1's threads: %s before the bomb, %s under it", before, after)
+	}
+	t.Logf("PID 1's threads: %s", before)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Past the provisioned runtime, before the moved deadline: alive.
+	if d := time.Until(moved.ExpiresAt.Add(-2 * time.Second)); d > 0 {
+		time.Sleep(d)
+	} else {
+		t.Fatalf("the moved deadline %v passed before the check (a loaded machine?)", moved.ExpiresAt)
+	}
+	threads()
+	// Then it ends by itself (its in-container deadline rounds up, by up
+	// to 3 s).
+	ctx := testCtx(t, 30*time.Second)
+	okC, errC := cli.ContainerWait(ctx, ex.ContainerID, container.WaitConditionRemoved)
+	select {
+	case <-okC:
+	case err := <-errC:
+		if !cerrdefs.IsNotFound(err) {
+			t.Fatalf("container not removed 30 s after its moved deadline %v: %v", moved.ExpiresAt, err)
+		}
+	}
+	if late := time.Since(moved.ExpiresAt); late > 5*time.Second {
+		t.Errorf("the container ended %v after its moved deadline", late)
 	}
 }

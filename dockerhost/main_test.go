@@ -83,6 +83,7 @@ var engineTests = []struct {
 	{"DeadlineToolPool", testDeadlineToolPool},
 	{"DeadlineToolReaps", testDeadlineToolReaps},
 	{"DeadlineToolCheckpointRestore", testDeadlineToolCheckpointRestore},
+	{"DeadlineToolForkBomb", testDeadlineToolForkBomb},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,12 @@ func testExecBasics(t *testing.T) {
 	want := "hello world\n/workspace\n" + uid + "\nfrom stdin\n"
 	if res.ExitCode != 3 || res.Stdout != want || res.Stderr != "oops\n" {
 		t.Fatalf("got exit %d stdout %q stderr %q; want exit 3 stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr, want, "oops\n")
+	}
+	// Out of memory the kernel takes a command before the agent: one that
+	// docker exec runs (before the agent's tunnel is up) had 0, the
+	// agent's own, where the agent's commands have CommandOOMScoreAdj.
+	if got, want := sh(t, h, ex.ExecutionID, `cat /proc/self/oom_score_adj`).Stdout, strconv.Itoa(CommandOOMScoreAdj)+"\n"; got != want {
+		t.Errorf("a command's oom_score_adj under docker exec: %q, want %q", got, want)
 	}
 
 	// Stdin and output are bytes, not text: every byte value and

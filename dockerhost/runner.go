@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -188,6 +189,14 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 // exec does not give a command.
 var shellOwnEnv = []string{"PWD", "OLDPWD", "SHLVL"}
 
+// CommandOOMScoreAdj is the oom_score_adj of a sandbox's commands, those
+// docker exec runs (shellArgv) and those its agent does (the gateway's
+// keys preamble): out of memory, the kernel takes a command (half the
+// limit added to its score) rather than the agent, whose end loses every
+// command's channel and leaves the hog running. An unprivileged process
+// may raise its own.
+const CommandOOMScoreAdj = 500
+
 // shellArgv is argv run through the image's /bin/sh in dir (WorkspaceDir
 // when empty), so that a program it cannot find exits 127 and one it
 // cannot execute 126, a missing dir 127, each with the shell's message on
@@ -195,7 +204,10 @@ var shellOwnEnv = []string{"PWD", "OLDPWD", "SHLVL"}
 // docker exec answered 126 for all three, with runc's message on stdout.
 // $0 is "sh", as the agent names the shell it starts, so the messages are
 // the same word for word. The shell's own variables are unset unless env
-// (the command's) sets them.
+// (the command's) sets them. The shell raises its oom_score_adj to
+// CommandOOMScoreAdj, which the command inherits, as the agent's commands
+// have it: docker exec runs the API's commands until the agent's tunnel
+// is up, and they had 0, the agent's own.
 func shellArgv(argv []string, dir string, env map[string]string) []string {
 	if dir == "" {
 		dir = WorkspaceDir
@@ -203,7 +215,7 @@ func shellArgv(argv []string, dir string, env map[string]string) []string {
 	// As Host.Exec's command line (shell.CommandLine) and the agent
 	// tunnel's script: `cd DIR || exit 127`, then `exec ARGV`, the words
 	// passed as the script's arguments.
-	script := `cd "$1" || exit 127; `
+	script := `echo ` + strconv.Itoa(CommandOOMScoreAdj) + ` 2>/dev/null >/proc/self/oom_score_adj; cd "$1" || exit 127; `
 	for _, k := range shellOwnEnv {
 		if _, ok := env[k]; !ok {
 			script += "unset " + k + "; "

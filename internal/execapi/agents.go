@@ -446,7 +446,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		// Out of memory, the kernel takes a command rather than the agent
 		// (half the limit added to a command's score), whose end loses
 		// every command's channel and leaves the hog running.
-		ChildOOMScoreAdj: 500,
+		ChildOOMScoreAdj: dockerhost.CommandOOMScoreAdj,
 		// Commands at the pids limit must not take the threads the agent
 		// needs, whose end loses every command's channel.
 		KeepTasks: true,

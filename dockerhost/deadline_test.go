@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/hostgate/hostgate/internal/deadline"
 )
 
 // deadlineToolConfig is a host config whose containers' PID 1 is the
@@ -354,4 +357,60 @@ echo bombed`)
 	if late := time.Since(moved.ExpiresAt); late > 5*time.Second {
 		t.Errorf("the container ended %v after its moved deadline", late)
 	}
+}
+
+// testDeadlineToolAdoptsOldLayout: a container of the layout before PID 1
+// had a uid of its own (hostgate.deadline=2: the container's user the
+// sandbox's, no deadline.InitDir, the nproc ulimit at the pids limit),
+// left by a gateway before an upgrade, is adopted and keeps working: its
+// commands run as its uid, its environment copy is where such a PID 1
+// leaves it, and SetTimeout moves its deadline.
+func testDeadlineToolAdoptsOldLayout(t *testing.T) {
+	cli, img := engine(t)
+	owner := uniqueOwner()
+	cfg := deadlineToolConfig(t)
+	cfg.Owner = owner
+	a := newTestHost(t, cli, cfg)
+	ctx := testCtx(t, 2*time.Minute)
+	uid, err := a.takeUID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "old-layout-" + owner
+	r := small()
+	r.Pids = 32
+	req := emptyReq(img, r)
+	c, hc, err := a.policy.ContainerConfig(id, uid, req, time.Now().Add(2*time.Minute), map[string]string{LabelOwner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.User = userOf(uid)
+	c.Labels[LabelDeadline] = deadlineByTool
+	delete(hc.Tmpfs, deadline.InitDir)
+	hc.Ulimits = []*container.Ulimit{{Name: "nproc", Soft: CommandTasks(32), Hard: 32}}
+	cid, err := a.createStarted(ctx, c, hc, "hostgate-"+id, userOf(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg = deadlineToolConfig(t)
+	cfg.Owner = owner
+	b := newTestHost(t, cli, cfg)
+	if got := b.List(); len(got) != 1 || got[0].ContainerID != cid {
+		t.Fatalf("adopted %+v, want the old layout's container %s", got, cid)
+	}
+	res := sh(t, b, id, `id -u; set -- $(grep ^Uid: /proc/1/status); echo "$2"; tr '\0' '\n' < /dev/shm/.hostgate-environ | grep -c ^HOME=`)
+	if want := fmt.Sprintf("%d\n%d\n1\n", uid, uid); res.Stdout != want {
+		t.Fatalf("the adopted old layout: %+v, want stdout %q (its uid, PID 1's the same, its environment copy in /dev/shm)", res, want)
+	}
+	if _, err := b.SetTimeout(ctx, id, 90_000); err != nil {
+		t.Fatalf("SetTimeout of the adopted old layout: %v", err)
+	}
+	if err := b.Terminate(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitRemoved(t, cli, cid, time.Minute)
 }

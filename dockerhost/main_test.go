@@ -84,6 +84,7 @@ var engineTests = []struct {
 	{"DeadlineToolReaps", testDeadlineToolReaps},
 	{"DeadlineToolCheckpointRestore", testDeadlineToolCheckpointRestore},
 	{"DeadlineToolForkBomb", testDeadlineToolForkBomb},
+	{"DeadlineToolAdoptsOldLayout", testDeadlineToolAdoptsOldLayout},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

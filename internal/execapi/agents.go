@@ -123,6 +123,9 @@ type Agents struct {
 	// readable one counts: PID 1's, unless PID 1 is the non-dumpable
 	// deadline, whose copy then counts. Tests point them elsewhere.
 	environPaths []string
+	// environForged is the copy of an older layout and the directory
+	// whose presence makes it sandbox code's (readEnviron).
+	environForged forgedCopy
 
 	ctx    context.Context // ends every run at Close
 	cancel context.CancelFunc
@@ -191,7 +194,7 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Agents{attach: attach, alive: alive, store: st, reg: reg, caKey: strings.TrimSpace(caKey),
-		cfg: c, log: c.Logger, key: key, environPaths: []string{"/proc/1/environ", deadline.InitEnvironFile, deadline.EnvironFile}, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
+		cfg: c, log: c.Logger, key: key, environPaths: []string{"/proc/1/environ", deadline.InitEnvironFile, deadline.EnvironFile}, environForged: forgedCopy{deadline.EnvironFile, deadline.InitDir}, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
 }
 
 // Start pins a fresh host key for executionID, starts its agent and waits

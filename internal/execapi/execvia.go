@@ -148,7 +148,7 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 	}
 	// SFTP calls take no ctx: closing the connection ends them.
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	env, err := readEnviron(c.SSH(), a.environPaths)
+	env, err := readEnviron(c.SSH(), a.environPaths, a.environForged)
 	if !stop() {
 		return nil, context.Cause(ctx)
 	}
@@ -178,8 +178,9 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 // non-dumpable too, the copy it wrote is read: in its own directory
 // (deadline.InitEnvironFile), or in /dev/shm (deadline.EnvironFile) in a
 // container made before PID 1 had a uid of its own. The first of paths
-// that opens counts.
-func readEnviron(c *ssh.Client, paths []string) ([]string, error) {
+// that opens counts, but never forged.path in a container that has
+// forged.dir.
+func readEnviron(c *ssh.Client, paths []string, forged forgedCopy) ([]string, error) {
 	sc, err := sftp.NewClient(c)
 	if err != nil {
 		return nil, fmt.Errorf("sftp: %w", err)
@@ -188,6 +189,12 @@ func readEnviron(c *ssh.Client, paths []string) ([]string, error) {
 	var f *sftp.File
 	var errs []error
 	for _, p := range paths {
+		if p == forged.path {
+			if _, err := sc.Stat(forged.dir); err == nil {
+				errs = append(errs, fmt.Errorf("%s: not read: the container has %s, where PID 1 writes its copy, so a file here is sandbox code's", p, forged.dir))
+				break
+			}
+		}
 		if f, err = sc.Open(p); err == nil {
 			break
 		}
@@ -205,6 +212,15 @@ func readEnviron(c *ssh.Client, paths []string) ([]string, error) {
 	}
 	return parseEnviron(b)
 }
+
+// forgedCopy names the environment copy of containers made before PID 1
+// had a uid of its own (deadline.EnvironFile, in /dev/shm, which every
+// process of the container may write) and the directory that PID 1 of a
+// newer one writes its copy in instead (deadline.InitDir). Where that
+// directory is, a file at path was made by sandbox code, maybe to choose
+// what the gateway's commands start with (PATH, LD_PRELOAD), when PID 1
+// could not write its own copy.
+type forgedCopy struct{ path, dir string }
 
 // errTunnelBusy means maxTunnelCommands commands are running through the
 // tunnel already.

@@ -204,12 +204,12 @@ func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
 // the container's environment.
 func TestRunnerReadsTheDeadlinesEnvironCopy(t *testing.T) {
 	envBin, err := exec.LookPath("env")
-	if err != nil {
-		t.Skip("no env binary")
-	}
+	testenv.RequirePeer(t, "an env binary", err == nil)
 	f := newFixture(t)
 	dir := t.TempDir()
 	f.agents.environPaths = []string{filepath.Join(dir, "missing"), f.agents.environPaths[0]}
+	// The copy's layout's directory is not there: the copy counts.
+	f.agents.environForged = forgedCopy{f.agents.environPaths[1], filepath.Join(dir, "run-hostgate")}
 	id := provisioned(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -219,6 +219,33 @@ func TestRunnerReadsTheDeadlinesEnvironCopy(t *testing.T) {
 	got, perr := parseEnviron([]byte(out.String()))
 	if err != nil || perr != nil || code != 0 || !slices.Contains(got, "HOSTNAME=box") {
 		t.Fatalf("env: %d %q %v %v; want the copy's environment", code, got, err, perr)
+	}
+}
+
+// TestRunnerDistrustsTheOldCopyBesideTheNewDirectory: in a container
+// whose PID 1 has its own directory (deadline.InitDir), an environment
+// copy where older containers kept theirs (/dev/shm, which sandbox code
+// may write) is not read when PID 1's own is missing: commands go to
+// docker exec rather than start with an environment sandbox code chose.
+func TestRunnerDistrustsTheOldCopyBesideTheNewDirectory(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	initDir := filepath.Join(dir, "run-hostgate")
+	if err := os.Mkdir(initDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	forged := filepath.Join(dir, "shm-environ")
+	if err := os.WriteFile(forged, []byte("PATH=/forged\x00LD_PRELOAD=/forged.so\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.agents.environPaths = []string{filepath.Join(dir, "missing"), filepath.Join(initDir, "environ"), forged}
+	f.agents.environForged = forgedCopy{forged, initDir}
+	id := provisioned(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err := f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
+	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
+		t.Fatalf("run: %v, want ErrNotStarted for the environment", err)
 	}
 }
 

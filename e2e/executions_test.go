@@ -501,11 +501,23 @@ func TestExecutionIsAHost(t *testing.T) {
 	// API's commands run under the agent, and one killing it loses its
 	// own connection. PID 1, the deadline, is the agent binary too, of a
 	// uid the sandbox's cannot signal.)
+	connected := regexp.MustCompile(`gateway connected to the execution agent[^\n]*execution=` + e.ExecutionID)
+	conns := len(connected.FindAllString(g.output(), -1))
 	if out, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, containerOf(t, e.ExecutionID)), containerOf(t, e.ExecutionID), "/bin/sh", "-c", "for p in $(pidof agent); do [ $p = 1 ] || kill -9 $p || exit; done").CombinedOutput(); err != nil {
 		t.Fatalf("kill the agent: %v %s", err, out)
 	}
 	g.waitFor(regexp.MustCompile(`agent ended while its execution lives; re-attaching.*execution=`+e.ExecutionID), time.Minute)
 	g.waitFor(regexp.MustCompile(`(?s)re-attaching.*execution agent tunnel up[^\n]*execution=`+e.ExecutionID), time.Minute)
+	// The API's commands take the new agent once the gateway has
+	// connected to it, a few ms after its tunnel is up; one sent before
+	// runs under docker exec, which the agent_lost check below is not
+	// about (the command would outlive the agent it kills).
+	for deadline := time.Now().Add(time.Minute); len(connected.FindAllString(g.output(), -1)) <= conns; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not connect to the new agent within a minute:\n%s", g.output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	h2, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
 	if err != nil {
 		t.Fatalf("dial after the agent died: %v", err)

@@ -5,7 +5,6 @@ package sshlayer
 import (
 	"errors"
 	"net"
-	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -103,18 +102,7 @@ func TestOpenSSHRemoteForwardOtherLoopback(t *testing.T) {
 	echo := srvStartEcho(t)
 	cmd := o.command(srvTestCtx(t), "ssh", "-o", "ExitOnForwardFailure=yes",
 		"-R", "127.0.0.2:0:"+echo, "127.0.0.1", "echo ready; exec sleep 300")
-	errR := srvStartReady(t, cmd)
-	re := regexp.MustCompile(`Allocated port (\d+) for remote forward`)
-	var port string
-	for port == "" {
-		line, err := errR.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no allocated port reported: %v", err)
-		}
-		if m := re.FindStringSubmatch(line); m != nil {
-			port = m[1]
-		}
-	}
+	port := allocatedPort(t, srvStartReady(t, cmd))
 	conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
 	if err != nil {
 		t.Fatalf("the forward on 127.0.0.1: %v", err)

@@ -355,25 +355,29 @@ func TestOpenSSHLocalForward(t *testing.T) {
 	}
 }
 
+// allocatedPort reads ssh's stderr up to the port the server picked for a
+// -R 0, which ssh reports there.
+func allocatedPort(t *testing.T, errR *bufio.Reader) string {
+	t.Helper()
+	re := regexp.MustCompile(`Allocated port (\d+) for remote forward`)
+	for {
+		line, err := errR.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no allocated port reported: %v", err)
+		}
+		if m := re.FindStringSubmatch(line); m != nil {
+			return m[1]
+		}
+	}
+}
+
 func TestOpenSSHRemoteForward(t *testing.T) {
 	t.Parallel()
 	_, o := srvOpenSSHServer(t, nil)
 	echo := srvStartEcho(t)
 	cmd := o.command(srvTestCtx(t), "ssh", "-o", "ExitOnForwardFailure=yes",
 		"-R", "0:"+echo, "127.0.0.1", "echo ready; exec sleep 300")
-	errR := srvStartReady(t, cmd)
-	// ssh reports the port the server picked for -R 0 on stderr.
-	re := regexp.MustCompile(`Allocated port (\d+) for remote forward`)
-	var port string
-	for port == "" {
-		line, err := errR.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no allocated port reported: %v", err)
-		}
-		if m := re.FindStringSubmatch(line); m != nil {
-			port = m[1]
-		}
-	}
+	port := allocatedPort(t, srvStartReady(t, cmd))
 	// -R PORT:… is sshd's "localhost": 127.0.0.1 and ::1 (where the
 	// machine has it). Only 127.0.0.1 was listened on, so a program on the
 	// host that tried ::1 for localhost alone found nothing.

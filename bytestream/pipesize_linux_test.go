@@ -18,11 +18,15 @@ func TestStdioPipeGrows(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	for _, f := range []*os.File{r, w} {
+		// pollable returns a new *os.File for fd, as it does for fd 0
+		// and 1 beside os.Stdin and os.Stdout: f stays the stat's source
+		// and a dup is the fd, so that no two Files own one fd (a
+		// second owner's finalizer would close the fd's next user).
 		fd, err := unix.Dup(int(f.Fd()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := pollable(os.NewFile(uintptr(fd), "pipe"), fd, "pipe")
+		p := pollable(f, fd, "pipe")
 		size, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0)
 		_ = p.Close()
 		if err != nil {

@@ -179,22 +179,25 @@ func TestRunnerRefusesUnexportableEnvironment(t *testing.T) {
 	if err := os.WriteFile(f.agents.environPaths[0], []byte("PATH=/bin\x00odd-name=1\x00"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	wantNoEnviron(t, f, provisioned(t, f))
+
+	f = newFixture(t)
+	f.agents.environPaths = []string{"/nonexistent/environ", "/nonexistent/copy"}
 	id := provisioned(t, f)
+	for range 2 { // the second refuses without a dial
+		wantNoEnviron(t, f, id)
+	}
+}
+
+// wantNoEnviron runs a command on execution id and wants it refused for
+// its environment, so that docker exec runs it instead.
+func wantNoEnviron(t *testing.T, f *fixture, id string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_, err := f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
 	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
 		t.Fatalf("run: %v, want ErrNotStarted for the environment", err)
-	}
-
-	f = newFixture(t)
-	f.agents.environPaths = []string{"/nonexistent/environ", "/nonexistent/copy"}
-	id = provisioned(t, f)
-	for range 2 { // the second refuses without a dial
-		_, err = f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
-		if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
-			t.Fatalf("run with an unreadable environment: %v, want ErrNotStarted", err)
-		}
 	}
 }
 
@@ -240,13 +243,7 @@ func TestRunnerDistrustsTheOldCopyBesideTheNewDirectory(t *testing.T) {
 	}
 	f.agents.environPaths = []string{filepath.Join(dir, "missing"), filepath.Join(initDir, "environ"), forged}
 	f.agents.environForged = forgedCopy{forged, initDir}
-	id := provisioned(t, f)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	_, err := f.agents.Runner(id).Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
-	if !errors.Is(err, dockerhost.ErrNotStarted) || !errors.Is(err, errNoEnviron) {
-		t.Fatalf("run: %v, want ErrNotStarted for the environment", err)
-	}
+	wantNoEnviron(t, f, provisioned(t, f))
 }
 
 // TestRunnerOff: without Certify there is no runner.

@@ -6,12 +6,36 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/store"
 )
+
+// connectAgent runs a real agent for host id until stop is called or the
+// test ends, and returns once its tunnel is up.
+func (e *env) connectAgent(t *testing.T, id string) (stop func()) {
+	t.Helper()
+	tok := e.token(store.RoleAgent, id)
+	up := make(chan string, 4)
+	actx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: e.ts.URL, Token: tok, StateDir: t.TempDir(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not connect")
+	}
+	return stop
+}
 
 // TestHostClientsForgetDeadClients: a shared client whose connection
 // ended leaves HostClients at once, not only when its host is asked for
@@ -20,20 +44,7 @@ import (
 // client (its transport's buffers, about 80 KiB) for the gateway's life.
 func TestHostClientsForgetDeadClients(t *testing.T) {
 	e := newEnv(t, nil)
-	agentTok := e.token(store.RoleAgent, "box")
-	up := make(chan string, 4)
-	actx, stop := context.WithCancel(e.ctx)
-	adone := make(chan error, 1)
-	go func() {
-		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: e.ts.URL, Token: agentTok, StateDir: t.TempDir(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
-	}()
-	defer func() { stop(); <-adone }()
-	select {
-	case <-up:
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not connect")
-	}
+	stop := e.connectAgent(t, "box")
 	hc, err := NewHostClients(e.srv)
 	if err != nil {
 		t.Fatal(err)
@@ -70,20 +81,7 @@ func TestHostClientsForgetDeadClients(t *testing.T) {
 // wrong for a shell that ended with the gateway.
 func TestDialLostAtShutdown(t *testing.T) {
 	e := newEnv(t, nil)
-	agentTok := e.token(store.RoleAgent, "box")
-	up := make(chan string, 4)
-	actx, stop := context.WithCancel(e.ctx)
-	adone := make(chan error, 1)
-	go func() {
-		adone <- agent.Connect(actx, &agent.ConnectConfig{GatewayURL: e.ts.URL, Token: agentTok, StateDir: t.TempDir(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), OnTunnel: func(id string) { up <- id }})
-	}()
-	defer func() { stop(); <-adone }()
-	select {
-	case <-up:
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not connect")
-	}
+	e.connectAgent(t, "box")
 	hc, err := NewHostClients(e.srv)
 	if err != nil {
 		t.Fatal(err)

@@ -273,8 +273,6 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 	gateway.WriteJSON(w, http.StatusOK, out)
 }
 
-// listLimit parses ?limit= (1-max; absent or empty is 0, the default), answering
-// 400 naming the field when it is not such a number.
 // onlyParams refuses a query with a parameter not among names, or one
 // given twice, naming it: a list that ignored them answered a misspelt
 // filter (?executionid=X) with every checkpoint, the ones a caller
@@ -296,6 +294,8 @@ func onlyParams(w http.ResponseWriter, q url.Values, route string, names ...stri
 	return true
 }
 
+// listLimit parses ?limit= (1-max; absent or empty is 0, the default), answering
+// 400 naming the field when it is not such a number.
 func listLimit(w http.ResponseWriter, q url.Values, max int) (int, bool) {
 	v := q.Get("limit")
 	if v == "" {

@@ -27,6 +27,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/buildinfo"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/muxallow"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/metrics"
 )
@@ -267,29 +268,13 @@ func (s *Server) routes() {
 	// 405. This catch-all matches every method, so the mux never answers
 	// 405 itself: a path with routes for other methods gets it here.
 	m.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		if allow := allowedMethods(m, r); len(allow) > 0 {
+		if allow := muxallow.Methods(m, r, "/v1/", http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here; use "+strings.Join(allow, " or "))
 			return
 		}
 		WriteError(w, http.StatusNotFound, "not_found", "no such endpoint")
 	})
-}
-
-// allowedMethods lists the methods m routes r's path for, other than the
-// catch-all "/v1/".
-func allowedMethods(m *http.ServeMux, r *http.Request) []string {
-	var allow []string
-	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		if method == r.Method {
-			continue
-		}
-		rc := &http.Request{Method: method, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := m.Handler(rc); pattern != "/v1/" && pattern != "" {
-			allow = append(allow, method)
-		}
-	}
-	return allow
 }
 
 // Handler serves the gateway's HTTP API, behind the front handler when one

@@ -18,10 +18,10 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/muxallow"
 	"github.com/hostgate/hostgate/internal/redirect"
 )
 
@@ -137,7 +137,9 @@ func (u *UI) Register(mux *http.ServeMux) {
 	// "404 page not found" in plain text, with no way back. Every method
 	// comes here, so the mux's own 405 is answered here too.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if allow := allowedMethods(mux, r); len(allow) > 0 {
+		// As the mux's own 405 would: the methods in order, HEAD where
+		// GET is.
+		if allow := muxallow.Methods(mux, r, "/", http.MethodDelete, http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
 			return
@@ -148,23 +150,6 @@ func (u *UI) Register(mux *http.ServeMux) {
 		}
 		u.serveNotFound(w, noSuchPage)
 	})
-}
-
-// allowedMethods lists the methods mux routes r's path for by a route
-// other than the catch-all "/", as the mux's own 405 does.
-func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
-	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
-		if m == r.Method {
-			continue
-		}
-		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
-			allow = append(allow, m)
-		}
-	}
-	slices.Sort(allow)
-	return allow
 }
 
 // serveNotFound answers 404 with the UI's page saying msg, in the UI's

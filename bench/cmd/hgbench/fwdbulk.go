@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate"
@@ -91,9 +91,10 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 // sink is a TCP server that reads each connection to its end, then
 // reports how much it read and closes it.
 type sink struct {
-	ln   net.Listener
-	wg   sync.WaitGroup
-	done chan int64
+	ln     net.Listener
+	wg     sync.WaitGroup
+	done   chan int64
+	closed chan struct{}
 }
 
 func startSink() (*sink, error) {
@@ -101,7 +102,7 @@ func startSink() (*sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{ln: ln, done: make(chan int64, 16)}
+	s := &sink{ln: ln, done: make(chan int64, 16), closed: make(chan struct{})}
 	s.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -111,7 +112,10 @@ func startSink() (*sink, error) {
 			s.wg.Go(func() {
 				n, _ := readAll(c)
 				_ = c.Close()
-				s.done <- n
+				select {
+				case s.done <- n:
+				case <-s.closed: // nobody waits for it
+				}
 			})
 		}
 	})
@@ -120,6 +124,7 @@ func startSink() (*sink, error) {
 
 func (s *sink) Close() {
 	_ = s.ln.Close()
+	close(s.closed)
 	s.wg.Wait()
 }
 
@@ -164,15 +169,16 @@ func sendThrough(ctx context.Context, addr string, n int64, s *sink) (time.Durat
 }
 
 // proxiedSSH is OpenSSH's ssh holding a local forward to the bench host
-// through `gateway proxy`.
+// through `gateway proxy`, in a process group of its own with its proxy.
 type proxiedSSH struct {
-	cmd  *exec.Cmd
+	*proc
 	addr string
 }
 
+// Stop ends ssh and then its group: the proxy too, were it left behind.
 func (p *proxiedSSH) Stop() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
+	p.proc.Stop()
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 }
 
 // sshThroughProxy starts `ssh -N -L` to the bench host with the gateway's
@@ -199,12 +205,11 @@ func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, 
 		"-o", "ProxyCommand="+e.cfg.gatewayBin+" proxy --url "+e.gw.url+" %h",
 		"-N", "-L", addr+":"+target, benchHostID)
 	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin)
-	stderr := &lockedBuf{mu: new(sync.Mutex), b: new(bytes.Buffer)}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	pr, err := startProc("ssh -L through gateway proxy", cmd)
+	if err != nil {
 		return nil, err
 	}
-	p := &proxiedSSH{cmd: cmd, addr: addr}
+	p := &proxiedSSH{proc: pr, addr: addr}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		// A connection the forward accepts, closed at once, is an empty
@@ -215,14 +220,8 @@ func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, 
 		}
 		if time.Now().After(deadline) {
 			p.Stop()
-			return nil, fmt.Errorf("its forward did not listen in 20 s; ssh said: %s", stderr.string())
+			return nil, fmt.Errorf("its forward did not listen in 20 s; ssh said: %s", p.output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func (w *lockedBuf) string() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

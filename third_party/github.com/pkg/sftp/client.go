@@ -1792,6 +1792,12 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				select {
 				case readCh <- readWork:
 				case <-cancel:
+					// hostgate: the request is out and no worker
+					// will take its answer: wait for it here, as a
+					// worker would, and give its packets back
+					// (change 6); left in res they never were.
+					s := <-res
+					s.release()
 					return
 				}
 			}

@@ -210,7 +210,7 @@ func (c *sftpCompat) answer(pkt []byte) error {
 				return c.writeStatus(id, fxBadMessage, "malformed posix-rename")
 			}
 			if err := c.rename(c.local(from), c.local(to)); err != nil {
-				return c.writeStatus(id, statusCode(err), err.Error())
+				return c.writeErrno(id, &os.LinkError{Op: "rename", Old: from, New: to, Err: err})
 			}
 			return c.writeStatus(id, fxOK, "")
 		}
@@ -231,7 +231,7 @@ func (c *sftpCompat) answer(pkt []byte) error {
 		}
 		// OpenSSH's order: the target, then the link.
 		if err := c.symlink(target, c.local(link)); err != nil {
-			return c.writeStatus(id, statusCode(err), err.Error())
+			return c.writeErrno(id, &os.LinkError{Op: "symlink", Old: target, New: link, Err: unwrapLinkErr(err)})
 		}
 		return c.writeStatus(id, fxOK, "")
 	case fxpRemove, fxpRmdir:
@@ -408,6 +408,38 @@ func statusCode(err error) uint32 {
 		return fxPermissionDenied
 	}
 	return fxFailure
+}
+
+// writeErrno answers a SYMLINK or a posix-rename that failed with err as
+// pkg/sftp's server answers its own requests (statusFromError): "no such
+// file" for ENOENT, "permission denied" for EACCES and EPERM, and for
+// every other errno a Failure whose text names the paths and the errno in
+// Go's words ("rename a file/x: not a directory"), which hostgate's client
+// reads (failureErrno). statusCode's OpenSSH mapping said "no such file"
+// for ENOTDIR and ELOOP, where the server's STAT or OPEN of the same path
+// says which: a client learnt ENOTDIR from a Rename or Symlink through a
+// file only by looking the names up again (2 or 4 more requests for a
+// Rename, 1 for a Symlink). REMOVE, RMDIR and REALPATH keep OpenSSH's
+// words, which OpenSSH's sftp prints.
+func (c *sftpCompat) writeErrno(id uint32, err error) error {
+	code := uint32(fxFailure)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		code = fxNoSuchFile
+	case errors.Is(err, fs.ErrPermission):
+		code = fxPermissionDenied
+	}
+	return c.writeStatus(id, code, err.Error())
+}
+
+// unwrapLinkErr is the errno in os.Symlink's *os.LinkError, whose names
+// are the server's (the link made absolute): the answer names them as the
+// client gave them.
+func unwrapLinkErr(err error) error {
+	if le, ok := err.(*os.LinkError); ok {
+		return le.Err
+	}
+	return err
 }
 
 func (c *sftpCompat) writeStatus(id, code uint32, msg string) error {

@@ -157,6 +157,15 @@ func failureErrno(se *sftp.StatusError) error {
 	return nil
 }
 
+// saysErrno reports whether err is a Failure whose text names its errno,
+// as the agent's server words every errno SFTP v3 has no status for
+// ("rename a file/x: not a directory"): looking the names up to learn
+// which would cost round trips and tell nothing more.
+func saysErrno(err error) bool {
+	var se *sftp.StatusError
+	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxFailure && failureErrno(se) != nil
+}
+
 func isFailure(err error) bool {
 	var se *sftp.StatusError
 	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxFailure
@@ -606,6 +615,9 @@ func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) erro
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
+		if saysErrno(err) {
+			return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: p.mapErr(err)}
+		}
 		if isFailure(err) || errors.Is(mapSFTPErr(err), fs.ErrNotExist) {
 			if errno := p.renameErrno(ctx, oldname, newname); errno != nil {
 				return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: errno}
@@ -666,7 +678,7 @@ func (p *sftpProvider) symlink(oldname, newname string) error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		if isFailure(err) {
+		if isFailure(err) && !saysErrno(err) {
 			if _, lerr := p.c.Lstat(newname); lerr == nil {
 				err = &mappedErr{sentinel: fs.ErrExist, cause: err}
 			}

@@ -1,0 +1,150 @@
+//go:build unix
+
+package sshlayer
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// requestCounter passes a client's SFTP packets on to the server and
+// counts them: how many requests a provider call cost, not how long.
+type requestCounter struct {
+	w io.WriteCloser
+
+	mu   sync.Mutex
+	n    int    // whole packets written
+	left int    // bytes of the current packet still to come
+	hdr  []byte // the start of the next packet's length
+}
+
+func (c *requestCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	for q := p; len(q) > 0; {
+		if c.left > 0 {
+			k := min(len(q), c.left)
+			c.left -= k
+			q = q[k:]
+			if c.left == 0 {
+				c.n++
+			}
+			continue
+		}
+		k := min(len(q), 4-len(c.hdr))
+		c.hdr = append(c.hdr, q[:k]...)
+		q = q[k:]
+		if len(c.hdr) == 4 {
+			c.left = int(binary.BigEndian.Uint32(c.hdr))
+			c.hdr = c.hdr[:0]
+		}
+	}
+	c.mu.Unlock()
+	return c.w.Write(p)
+}
+
+func (c *requestCounter) Close() error { return c.w.Close() }
+
+// sent is the number of whole requests written so far.
+func (c *requestCounter) sent() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// countedSFTP opens an SFTP session over sc (the INIT counted out) and
+// returns a provider over it and its counter.
+func countedSFTP(t *testing.T, sc *ssh.Client) (*sftpProvider, *requestCounter) {
+	t.Helper()
+	sess, err := sc.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := sess.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.RequestSubsystem("sftp"); err != nil {
+		t.Fatal(err)
+	}
+	rc := &requestCounter{w: in}
+	c, err := sftp.NewClientPipe(out, rc, SFTPClientOptions()...)
+	if err != nil {
+		t.Fatalf("sftp handshake: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		_ = sess.Close()
+	})
+	return newSFTPProvider(c, nil), rc
+}
+
+// TestAgentSFTPThroughFileOneRequest: against the agent's server, a
+// Rename or Symlink whose path goes through a file (file/x) costs the
+// client its one request, and is ENOTDIR. The server answered them "no
+// such file" (as OpenSSH's sftp-server does), where its STAT and OPEN of
+// the same path say "not a directory", so the client looked the names up
+// again to learn which: 3 or 5 requests for a Rename, 2 for a Symlink,
+// and a loop on the way (ELOOP) stayed ErrNotExist. The same calls that
+// succeed cost one request too.
+func TestAgentSFTPThroughFileOneRequest(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{})
+	p, rc := countedSFTP(t, srvDialServer(t, ts))
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	file := path.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := path.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("o"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loop := path.Join(dir, "loop")
+	if err := os.Symlink("loop", loop); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what  string
+		errno syscall.Errno // 0: the call succeeds
+		call  func() error
+	}{
+		{"Rename from file/x", syscall.ENOTDIR, func() error { return p.Rename(ctx, path.Join(file, "x"), path.Join(dir, "y")) }},
+		{"Rename onto file/x", syscall.ENOTDIR, func() error { return p.Rename(ctx, other, path.Join(file, "x")) }},
+		{"Rename onto file/x/y", syscall.ENOTDIR, func() error { return p.Rename(ctx, other, path.Join(file, "x", "y")) }},
+		{"Symlink at file/x", syscall.ENOTDIR, func() error { return p.Symlink(ctx, "t", path.Join(file, "x")) }},
+		{"Symlink at loop/x", syscall.ELOOP, func() error { return p.Symlink(ctx, "t", path.Join(loop, "x")) }},
+		{"Rename onto loop/x", syscall.ELOOP, func() error { return p.Rename(ctx, other, path.Join(loop, "x")) }},
+		{"Symlink", 0, func() error { return p.Symlink(ctx, "t", path.Join(dir, "link")) }},
+		{"Rename", 0, func() error { return p.Rename(ctx, other, path.Join(dir, "moved")) }},
+	} {
+		before := rc.sent()
+		err := c.call()
+		if n := rc.sent() - before; n != 1 {
+			t.Errorf("%s: %d requests, want 1", c.what, n)
+		}
+		if c.errno == 0 {
+			if err != nil {
+				t.Errorf("%s: %v", c.what, err)
+			}
+			continue
+		}
+		if !errors.Is(err, c.errno) || errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want %v and not ErrNotExist", c.what, err, c.errno)
+		}
+	}
+}

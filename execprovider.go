@@ -52,6 +52,7 @@ const (
 	exitEISDIR    = 94
 	exitENOTEMPTY = 95
 	exitEINVAL    = 96
+	exitELOOP     = 97
 )
 
 var exitErrnos = map[int]error{
@@ -62,6 +63,7 @@ var exitErrnos = map[int]error{
 	exitEISDIR:    syscall.EISDIR,
 	exitENOTEMPTY: syscall.ENOTEMPTY,
 	exitEINVAL:    syscall.EINVAL,
+	exitELOOP:     syscall.ELOOP,
 }
 
 // maxStderr bounds the stderr kept for error messages.
@@ -124,16 +126,23 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 // false with -e: test(1) cannot tell "missing" from "not allowed to look",
 // so it walks up to the nearest existing ancestor and exits EACCES when
 // that directory is not searchable, ENOTDIR when it is not a directory,
-// else ENOENT.
+// else ENOENT, unless stat says the lookup of PATH went round a symlink
+// loop (a -> b -> a, at PATH or on the way): test(1) says false for that
+// too, and it is ELOOP. Only a failed call runs that stat, and no program
+// but stat says ELOOP of a lookup alone.
 const nxFunc = `nx() {
   p=$1
   while :; do
     case $p in */*) p=${p%/*}; [ -n "$p" ] || p=/;; *) p=.;; esac
-    if [ -d "$p" ]; then [ -x "$p" ] && exit 90; exit 92; fi
+    if [ -d "$p" ]; then [ -x "$p" ] || exit 92; lp "$1"; exit 90; fi
     [ -e "$p" ] && exit 93
-    case $p in /|.) exit 90;; esac
+    case $p in /|.) lp "$1"; exit 90;; esac
   done
 }
+lp() {
+  case $(stat -L -- "$1" 2>&1 >/dev/null) in *"$lt1"*|*"$lt2"*) exit 97;; esac
+}
+lt1='levels of symbolic links' lt2='ymbolic link loop'
 `
 
 func (p *execProvider) spawn(ctx context.Context, script string, args ...string) (Process, error) {
@@ -187,6 +196,8 @@ func errnoFromStderr(stderr []byte) error {
 		{"Not a directory", syscall.ENOTDIR},
 		{"Path has non-directory component", syscall.ENOTDIR}, // busybox's own word for ENOTDIR
 		{"Is a directory", syscall.EISDIR},
+		{"Too many levels of symbolic links", syscall.ELOOP}, // glibc, BSD
+		{"Symbolic link loop", syscall.ELOOP},                // musl (Alpine's busybox)
 		{"Directory not empty", syscall.ENOTEMPTY},
 		{"Read-only file system", syscall.EROFS},
 		{"No space left on device", syscall.ENOSPC},

@@ -9,8 +9,10 @@ import (
 // Provider is a host's filesystem. Paths are the host's (absolute, or
 // relative to the provider's working directory, usually home). Errors are
 // *fs.PathError or *LinkError values wrapping the io/fs sentinels
-// (fs.ErrNotExist, fs.ErrExist, fs.ErrPermission, ErrNotSupported) so
-// errors.Is works whichever provider answers.
+// (fs.ErrNotExist, fs.ErrExist, fs.ErrPermission, ErrNotSupported), or the
+// errno where the kernel's says more than those (syscall.ENOTDIR for a
+// path through a file, syscall.ELOOP for one round a symlink loop, not
+// fs.ErrNotExist), so errors.Is works whichever provider answers.
 type Provider interface {
 	Stat(ctx context.Context, name string) (fs.FileInfo, error)
 	Lstat(ctx context.Context, name string) (fs.FileInfo, error)

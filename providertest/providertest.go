@@ -51,6 +51,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"OpenErrors", testOpenErrors},
 		{"MkdirUnderFile", testMkdirUnderFile},
 		{"ThroughFile", testThroughFile},
+		{"SymlinkLoop", testSymlinkLoop},
 		{"RemoveNonEmpty", testRemoveNonEmpty},
 		{"RenameKinds", testRenameKinds},
 		{"OpenDir", testOpenDir},

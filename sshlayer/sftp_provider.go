@@ -244,7 +244,7 @@ func (p *sftpProvider) Stat(ctx context.Context, name string) (fs.FileInfo, erro
 		return nil, p.pathErr("stat", name, err)
 	}
 	fi, err := p.c.StatContext(ctx, name)
-	return fi, p.notDir(ctx, p.pathErr("stat", name, err), name)
+	return fi, p.lookupErr(ctx, true, p.pathErr("stat", name, err), name)
 }
 
 func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -252,7 +252,7 @@ func (p *sftpProvider) Lstat(ctx context.Context, name string) (fs.FileInfo, err
 		return nil, p.pathErr("lstat", name, err)
 	}
 	fi, err := p.c.LstatContext(ctx, name)
-	return fi, p.notDir(ctx, p.pathErr("lstat", name, err), name)
+	return fi, p.lookupErr(ctx, false, p.pathErr("lstat", name, err), name)
 }
 
 func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
@@ -269,7 +269,7 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 				err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
 			}
 		}
-		return nil, p.notDir(ctx, p.pathErr("readdir", name, err), name)
+		return nil, p.lookupErr(ctx, true, p.pathErr("readdir", name, err), name)
 	}
 	ents := make([]fs.DirEntry, 0, len(fis))
 	for _, fi := range fis {
@@ -291,7 +291,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	}
 	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.c.Open(name) }, closeFile)
 	if err != nil {
-		return nil, p.notDir(ctx, p.pathErr("open", name, err), name)
+		return nil, p.lookupErr(ctx, true, p.pathErr("open", name, err), name)
 	}
 	return &sftpReader{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
 }
@@ -388,7 +388,7 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	}
 	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.create(ctx, name, perm) }, closeFile)
 	if err != nil {
-		return nil, p.notDir(ctx, p.pathErr("create", name, err), name)
+		return nil, p.lookupErr(ctx, true, p.pathErr("create", name, err), name)
 	}
 	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
 }
@@ -485,13 +485,18 @@ func (w *sftpWriter) Close() error {
 // gives: the server creates it with 0777 &^ umask, and the provider narrows
 // that by perm. Its errors are os.Mkdir's and, with parents,
 // os.MkdirAll's: ENOTDIR under a file, which OpenSSH's sftp-server answers
-// as "no such file" (notDir), and with parents at a file too.
+// as "no such file" (lookupErr), and with parents at a file too.
 func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
 	err := awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
-	return p.notDir(ctx, err, name)
+	if parents && errors.Is(err, fs.ErrExist) && p.lookupErrno(ctx, name, true, nil) == syscall.ELOOP {
+		// A symlink on the way that is a loop: mkdir -p says ELOOP of
+		// it, where the walk's Mkdir of it said EEXIST (as os.MkdirAll).
+		return &fs.PathError{Op: "mkdir", Path: name, Err: syscall.ELOOP}
+	}
+	return p.lookupErr(ctx, false, err, name)
 }
 
 func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error {
@@ -531,7 +536,7 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 			}
 			return p.pathErr("mkdir", name, fs.ErrExist)
 		}
-		return p.pathErr("mkdir", name, err) // ENOTDIR under a file is Mkdir's notDir
+		return p.pathErr("mkdir", name, err) // ENOTDIR under a file is lookupErr's
 	}
 	if perm.Perm() == 0o777 {
 		return nil
@@ -551,7 +556,7 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 		return p.pathErr("remove", name, err)
 	}
 	err := awaitErr(ctx, func() error { return p.remove(ctx, name, recursive) }, func(err error) error { return p.pathErr("remove", name, err) })
-	return p.notDir(ctx, err, name)
+	return p.lookupErr(ctx, false, err, name)
 }
 
 func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) error {
@@ -600,7 +605,7 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 	err := awaitErr(ctx, func() error { return p.rename(ctx, oldname, newname) }, func(err error) error {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	})
-	return p.notDir(ctx, err, oldname, newname)
+	return p.lookupErr(ctx, false, err, oldname, newname)
 }
 
 func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) error {
@@ -669,7 +674,7 @@ func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) err
 	err := awaitErr(ctx, func() error { return p.symlink(oldname, newname) }, func(err error) error {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	})
-	return p.notDir(ctx, err, newname) // oldname is the link's text, not looked up
+	return p.lookupErr(ctx, false, err, newname) // oldname is the link's text, not looked up
 }
 
 func (p *sftpProvider) symlink(oldname, newname string) error {
@@ -693,7 +698,7 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 		return "", p.pathErr("readlink", name, err)
 	}
 	s, err := sftpAwait(ctx, func() (string, error) { return p.c.ReadLink(name) }, nil)
-	return s, p.notDir(ctx, p.pathErr("readlink", name, err), name)
+	return s, p.lookupErr(ctx, false, p.pathErr("readlink", name, err), name)
 }
 
 func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error) {
@@ -711,7 +716,7 @@ func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("chmod", name, err)
 	}
-	return p.notDir(ctx, p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil)), name)
+	return p.lookupErr(ctx, true, p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil)), name)
 }
 
 // String names the provider in logs.

@@ -8,13 +8,17 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // requestCounter passes a client's SFTP packets on to the server and
@@ -146,5 +150,106 @@ func TestAgentSFTPThroughFileOneRequest(t *testing.T) {
 		if !errors.Is(err, c.errno) || errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: %v, want %v and not ErrNotExist", c.what, err, c.errno)
 		}
+	}
+}
+
+// countedSFTPServer runs OpenSSH's sftp-server as startSFTPServer does,
+// with the requests to it counted.
+func countedSFTPServer(t *testing.T) (*sftpProvider, *requestCounter) {
+	t.Helper()
+	_, err := os.Stat(sftpServerBin)
+	testenv.RequirePeer(t, "OpenSSH sftp-server", err == nil)
+	cmd := exec.Command(sftpServerBin, "-e", "-l", "ERROR")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = testLogWriter{t}
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rc := &requestCounter{w: in}
+	c, err := sftp.NewClientPipe(out, rc, SFTPClientOptions()...)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("sftp handshake: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close() // closes stdin: sftp-server exits on EOF
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("sftp-server: %v", err)
+		}
+	})
+	return newSFTPProvider(c, nil), rc
+}
+
+// TestSFTPProviderLookupCostsOnlyFailures: against OpenSSH's sftp-server,
+// which says "no such file" for ELOOP and ENOTDIR alike, the provider
+// learns which by further requests only when a call failed: a call that
+// succeeds, through symlinks too, is its one request. A Stat of a missing
+// name costs a Stat of its parent and an Lstat of it beside (one round
+// trip), and a Stat round a loop (a -> b -> a) a few more, and is ELOOP.
+func TestSFTPProviderLookupCostsOnlyFailures(t *testing.T) {
+	t.Parallel()
+	p, rc := countedSFTPServer(t)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(path.Join(dir, "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path.Join(dir, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][2]string{{"file", "tofile"}, {"dir", "todir"}, {"tofile", "totofile"}, {"b", "a"}, {"a", "b"}} {
+		if err := os.Symlink(l[0], path.Join(dir, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		what string
+		call func() error
+	}{
+		{"Stat", func() error { _, err := p.Stat(ctx, path.Join(dir, "file")); return err }},
+		{"Stat through 2 links", func() error { _, err := p.Stat(ctx, path.Join(dir, "totofile")); return err }},
+		{"Stat through a link on the way", func() error { _, err := p.Stat(ctx, path.Join(dir, "todir", ".")); return err }},
+		{"Lstat", func() error { _, err := p.Lstat(ctx, path.Join(dir, "a")); return err }},
+		{"Readlink", func() error { _, err := p.Readlink(ctx, path.Join(dir, "a")); return err }},
+		{"Chmod", func() error { return p.Chmod(ctx, path.Join(dir, "tofile"), 0o600) }},
+		{"Symlink", func() error { return p.Symlink(ctx, "x", path.Join(dir, "todir", "new")) }},
+	} {
+		before := rc.sent()
+		if err := c.call(); err != nil {
+			t.Errorf("%s: %v", c.what, err)
+		}
+		if n := rc.sent() - before; n != 1 {
+			t.Errorf("%s: %d requests, want 1", c.what, n)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		errno error
+		max   int
+	}{
+		{"missing", fs.ErrNotExist, 3},
+		{"a", syscall.ELOOP, 12},
+		{"a/x", syscall.ELOOP, 14},
+		{"file/x", syscall.ENOTDIR, 3},
+	} {
+		before := rc.sent()
+		_, err := p.Stat(ctx, path.Join(dir, c.name))
+		n := rc.sent() - before
+		if !errors.Is(err, c.errno) {
+			t.Errorf("Stat %s: %v, want %v", c.name, err, c.errno)
+		}
+		if n > c.max {
+			t.Errorf("Stat %s: %d requests, want at most %d", c.name, n, c.max)
+		}
+		t.Logf("Stat %s: %d requests: %v", c.name, n, err)
 	}
 }

@@ -53,7 +53,7 @@ func tick(progress func()) {
 // read's answer, which a server may never send (a hung mount).
 func (p *sftpProvider) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
 	data, err := p.readFile(ctx, name, progress)
-	return data, p.notDir(ctx, err, name)
+	return data, p.lookupErr(ctx, true, err, name)
 }
 
 func (p *sftpProvider) readFile(ctx context.Context, name string, progress func()) ([]byte, error) {
@@ -258,7 +258,7 @@ func (p *sftpProvider) readSegment(ctx context.Context, f *sftp.File, data []byt
 // A name that is a dangling symlink (which O_EXCL refuses and a plain open
 // does not create through) goes the way of Create.
 func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
-	return p.notDir(ctx, p.writeFile(ctx, name, perm, r, progress), name)
+	return p.lookupErr(ctx, true, p.writeFile(ctx, name, perm, r, progress), name)
 }
 
 func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {

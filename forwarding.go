@@ -122,9 +122,13 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 }
 
 // Addr is the address actually listened on, with the picked port: for a
-// remote forward, where the host listens, as its forwarder's listener says
-// (the SSH client's: the host's loopback for ":0", as sshd's default
-// GatewayPorts no binds it, not 0.0.0.0).
+// remote forward, where the host listens, as its forwarder's listener says.
+// The SSH client's says it as far as the server tells, which SSH's reply
+// (the port alone) does not: the agent's rule, sshd's default GatewayPorts
+// no (the host's loopback for ":0", not 0.0.0.0), and 0.0.0.0 once sshd
+// has said that GatewayPorts yes bound every address. An sshd set to
+// clientspecified, or a first ":0" under yes, is not told apart from no:
+// sshlayer's Client.Listen lists where Addr is then not the truth.
 func (fw *Forwarding) Addr() net.Addr { return fw.ln.Addr() }
 
 // Spec returns the spec the forward runs.

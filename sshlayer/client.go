@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -183,6 +184,10 @@ type Client struct {
 
 	earlyData bool // the server takes early data (DialEarly)
 	ours      bool // the server is this project's (OwnsSupervision)
+	// bindsAll is set once the server said that it binds remote forwards
+	// on every address whatever was asked (sshd's GatewayPorts yes; see
+	// remoteBindIP). Set by the connection's read loop.
+	bindsAll *atomic.Bool
 }
 
 // Connect runs the SSH handshake over conn with the default ClientConfig.
@@ -218,6 +223,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 	if user == "" {
 		user = DefaultUser
 	}
+	bindsAll := new(atomic.Bool)
 	config := &ssh.ClientConfig{
 		Config:            ssh.Config{Ciphers: preferredCiphers},
 		User:              user,
@@ -225,6 +231,11 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		HostKeyCallback:   hostKeyCallback,
 		HostKeyAlgorithms: hostKeyAlgos,
 		ClientVersion:     "SSH-2.0-hostgate",
+		DebugCallback: func(msg string) {
+			if gatewayPortsOverride(msg) {
+				bindsAll.Store(true)
+			}
+		},
 	}
 
 	hctx, cancel := context.WithTimeout(ctx, conf.HandshakeTimeout)
@@ -256,6 +267,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 
 		earlyData: takesEarlyData(sc.ServerVersion()),
 		ours:      isHostgate(sc.ServerVersion()),
+		bindsAll:  bindsAll,
 	}
 	c.wg.Add(1)
 	go c.watch()

@@ -152,7 +152,8 @@ func (c *dialConn) CloseWrite() error {
 // Listen asks the host to listen on addr (tcpip-forward, or
 // streamlocal-forward@openssh.com for network "unix"); connections to it
 // arrive through the returned listener as forwarded channels. Port 0 picks a
-// port; Addr reports it, at the address the host listens on (see
+// port. Addr reports it, at the address the host listens on as far as the
+// server tells (the reply carries only the port, RFC 4254 section 7.1; see
 // remoteBindIP). ctx bounds the request only. Closing the listener
 // cancels the forward on the host; when the connection ends, Accept fails and
 // the host drops the forward with the connection. The listener must be
@@ -173,23 +174,47 @@ func (c *Client) Listen(ctx context.Context, network, addr string) (net.Listener
 		// none: a caller printing Addr, or connecting to it, should get
 		// where the host listens.
 		if host, _, err := net.SplitHostPort(addr); err == nil {
-			fl.addr = &net.TCPAddr{IP: remoteBindIP(host), Port: a.Port}
+			fl.addr = &net.TCPAddr{IP: c.remoteBindIP(host), Port: a.Port}
 		}
 	}
 	return fl, nil
 }
 
-// remoteBindIP is where a host listens for a remote forward asked on host,
-// by sshd's rule under its default GatewayPorts no, which the agent
-// follows (sshlayer's bindAddr): 127.0.0.1 or ::1 when asked as written,
-// else loopback, 127.0.0.1 (and ::1). The protocol's answer carries only
-// the port: an sshd set to GatewayPorts yes listens on every address
-// instead, where 127.0.0.1 reaches the forward still.
-func remoteBindIP(host string) net.IP {
+// remoteBindIP is where the host listens for a remote forward asked on
+// host, as far as the server has told. The tcpip-forward reply carries
+// only the port; what else is known:
+//   - The agent binds by sshd's rule under its default GatewayPorts no
+//     (sshlayer's bindAddr): 127.0.0.1 or ::1 when asked as written, else
+//     loopback, 127.0.0.1 (and ::1).
+//   - OpenSSH's sshd under GatewayPorts yes binds every address (0.0.0.0,
+//     and :: where the host has IPv6) whatever is asked, and says so in a
+//     debug message ("Forwarding listen address ... overridden by server
+//     GatewayPorts") sent before its reply, for any address asked but "",
+//     "0.0.0.0" and "*": 0.0.0.0 then, and for every forward after it on
+//     the connection, since the setting holds for the connection.
+//   - Otherwise sshd's rule under GatewayPorts no, which cannot be told
+//     apart from the others by what sshd sends: under yes, a first forward
+//     asked on "", "0.0.0.0" or "*" listens on every address, and under
+//     clientspecified "" and "*" do too, "0.0.0.0" is every IPv4 address
+//     and any other address but "localhost" is bound as asked. 127.0.0.1
+//     reaches the forward in each of those but the last: a forward asked
+//     on 127.0.0.2 or a non-loopback address of an sshd set to
+//     clientspecified listens there only, where Addr says 127.0.0.1.
+func (c *Client) remoteBindIP(host string) net.IP {
+	if !c.ours && c.bindsAll.Load() {
+		return net.IPv4zero
+	}
 	if host == "::1" {
 		return net.IPv6loopback
 	}
 	return net.IPv4(127, 0, 0, 1)
+}
+
+// gatewayPortsOverride reports whether msg, a server's SSH_MSG_DEBUG, is
+// OpenSSH's word that it bound a remote forward on every address instead
+// of the one asked (channels.c, channel_fwd_bind_addr, GatewayPorts yes).
+func gatewayPortsOverride(msg string) bool {
+	return strings.HasPrefix(msg, "Forwarding listen address ") && strings.HasSuffix(msg, " overridden by server GatewayPorts")
 }
 
 // forwardListener makes Accept fail with the connection's end reason instead of a

@@ -5,8 +5,15 @@ package sshlayer
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hostgate/hostgate"
@@ -78,6 +85,158 @@ func TestForwardRemoteAddr(t *testing.T) {
 						t.Errorf("Forward %s: read %q, %v through its Addr, want the target's hello", tc.listen, line, err)
 					}
 					_ = conn.Close()
+				}
+				if err := fw.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// tcpListeners is the addresses a TCP socket listens on at port on this
+// machine (/proc/net/tcp and tcp6): what a server really bound.
+func tcpListeners(t *testing.T, port int) []net.IP {
+	t.Helper()
+	var ips []net.IP
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) && f == "/proc/net/tcp6" {
+			continue // no IPv6
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 4 || fields[3] != "0A" { // TCP_LISTEN
+				continue
+			}
+			hexIP, hexPort, _ := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err != nil || int(p) != port {
+				continue
+			}
+			raw, err := hex.DecodeString(hexIP)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", f, fields[1], err)
+			}
+			// The kernel prints each 32-bit word in host order
+			// (little-endian here).
+			for i := 0; i+4 <= len(raw); i += 4 {
+				raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+			}
+			ips = append(ips, net.IP(raw))
+		}
+	}
+	return ips
+}
+
+// TestForwardRemoteAddrGatewayPorts: against an sshd whose GatewayPorts
+// is not the default, a remote forward's Addr is where sshd listens as
+// far as sshd tells the client, checked against the sockets sshd bound.
+// Under yes, sshd binds every address whatever is asked and says so in a
+// debug message for an asked address (127.0.0.1 here): Addr is 0.0.0.0
+// from then on for every forward of the connection (it said 127.0.0.1,
+// and 127.0.0.2 for "127.0.0.2:0"). What sshd does not tell stays sshd's
+// default rule, as Listen documents: a first ":0" under yes, and under
+// clientspecified "127.0.0.2:0", bound there only.
+func TestForwardRemoteAddrGatewayPorts(t *testing.T) {
+	ipv6 := false
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		_ = ln.Close()
+		ipv6 = true
+	}
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	go func() {
+		for {
+			c, err := target.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "hello\n")
+			_ = c.Close()
+		}
+	}()
+	type ask struct {
+		listen string
+		addr   string   // Addr's IP
+		bound  []string // where sshd listens; "::"/"::1" only with IPv6
+		reach  bool     // a connection to Addr reaches the forward
+	}
+	all := []string{"0.0.0.0", "::"}
+	cases := []struct {
+		name, config string
+		asks         []ask
+	}{
+		{"yes", "GatewayPorts yes", []ask{
+			{"127.0.0.1:0", "0.0.0.0", all, true}, // sshd says it overrode the address
+			{":0", "0.0.0.0", all, true},
+			{"0.0.0.0:0", "0.0.0.0", all, true},
+			{"localhost:0", "0.0.0.0", all, true},
+			{"127.0.0.2:0", "0.0.0.0", all, true},
+			{"[::1]:0", "0.0.0.0", all, true},
+		}},
+		{"yes, first silent", "GatewayPorts yes", []ask{
+			{":0", "127.0.0.1", all, true}, // nothing said: the default rule's answer
+			{"0.0.0.0:0", "127.0.0.1", all, true},
+		}},
+		{"clientspecified", "GatewayPorts clientspecified", []ask{
+			{"127.0.0.1:0", "127.0.0.1", []string{"127.0.0.1"}, true},
+			{"[::1]:0", "::1", []string{"::1"}, true},
+			{"localhost:0", "127.0.0.1", []string{"127.0.0.1", "::1"}, true},
+			{":0", "127.0.0.1", all, true},
+			{"0.0.0.0:0", "127.0.0.1", []string{"0.0.0.0"}, true},
+			{"127.0.0.2:0", "127.0.0.1", []string{"127.0.0.2"}, false}, // documented: not told
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startSSHD(t, sshdOptions{Config: tc.config}).connect(t, nil)
+			h := hostgate.New(hostgate.Info{}, func(context.Context) (*hostgate.Connection, error) { return c.Connection(nil), nil })
+			t.Cleanup(func() { _ = h.Close() })
+			for _, a := range tc.asks {
+				if strings.Contains(a.listen, "::1") && !ipv6 {
+					continue
+				}
+				fw, err := h.Forward(testCtx(t), hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: a.listen, Connect: target.Addr().String()})
+				if err != nil {
+					t.Fatalf("Forward %s: %v", a.listen, err)
+				}
+				addr, ok := fw.Addr().(*net.TCPAddr)
+				if !ok || addr.IP.String() != a.addr || addr.Port == 0 {
+					t.Errorf("Forward %s: Addr %v, want %s and the port taken", a.listen, fw.Addr(), a.addr)
+				}
+				var want, got []string
+				for _, b := range a.bound {
+					if ipv6 || !strings.Contains(b, ":") {
+						want = append(want, b)
+					}
+				}
+				if ok {
+					for _, ip := range tcpListeners(t, addr.Port) {
+						got = append(got, ip.String())
+					}
+				}
+				slices.Sort(want)
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("Forward %s: sshd listens on %v, want %v", a.listen, got, want)
+				}
+				if a.reach && ok {
+					conn, err := net.Dial("tcp", addr.String())
+					if err != nil {
+						t.Errorf("Forward %s: connect to its Addr %v: %v", a.listen, addr, err)
+					} else {
+						line, err := bufio.NewReader(conn).ReadString('\n')
+						if line != "hello\n" {
+							t.Errorf("Forward %s: read %q, %v through its Addr, want the target's hello", a.listen, line, err)
+						}
+						_ = conn.Close()
+					}
 				}
 				if err := fw.Close(); err != nil {
 					t.Fatal(err)

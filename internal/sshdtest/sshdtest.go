@@ -36,7 +36,7 @@ const (
 	SFTPServerPath = "/usr/lib/openssh/sftp-server"
 )
 
-var configTmpl = template.Must(template.New("sshd_config").Parse(`
+var configTmpl = template.Must(template.New("sshd_config").Parse(`{{.Extra}}
 ListenAddress 127.0.0.1
 {{if .ECDSA}}HostKey {{.Dir}}/host_ecdsa
 {{end}}{{if .RSA}}HostKey {{.Dir}}/host_rsa
@@ -78,6 +78,10 @@ type Options struct {
 	// Ciphers, when set, is sshd's Ciphers line, so a benchmark can hold
 	// both sides of a comparison to one cipher.
 	Ciphers string
+	// Config is more sshd_config lines ("GatewayPorts yes"). They come
+	// first: sshd keeps the first value it reads of a keyword, so they
+	// override the template's.
+	Config string
 }
 
 // Server is a running sshd. Its fields are set by Start and read-only.
@@ -157,6 +161,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if err := configTmpl.Execute(&cfg, map[string]any{
 		"Dir": dir, "CA": opts.CA != nil, "LogLevel": cmp.Or(opts.LogLevel, "DEBUG3"),
 		"ECDSA": opts.ECDSAHostKey, "RSA": opts.RSAHostKey, "Ciphers": opts.Ciphers,
+		"Extra": opts.Config,
 	}); err != nil {
 		t.Fatal(err)
 	}

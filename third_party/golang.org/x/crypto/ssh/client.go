@@ -131,8 +131,9 @@ func (c *connection) clientHandshake(dialAddress string, config *ClientConfig) e
 		return err
 	}
 
-	c.transport = newClientTransport(
-		newTransport(c.sshConn.conn, config.Rand, true /* is client */),
+	tr := newTransport(c.sshConn.conn, config.Rand, true /* is client */)
+	tr.onDebug = config.DebugCallback // hostgate: before anything is read
+	c.transport = newClientTransport(tr,
 		c.clientVersion, c.serverVersion, config, dialAddress, c.sshConn.RemoteAddr())
 	if err := c.transport.waitSession(); err != nil {
 		return err
@@ -344,6 +345,16 @@ type ClientConfig struct {
 
 	// AuthCallback, if non-nil, is invoked before each authentication attempt.
 	AuthCallback ClientAuthCallback
+
+	// DebugCallback, if non-nil, is called with the message of each
+	// SSH_MSG_DEBUG the server sends once the first key exchange is done
+	// (RFC 4253 section 11.3), which are otherwise dropped. It runs in the
+	// connection's read loop, before the packets that follow are handled:
+	// a message sent before a request's reply has been handled when the
+	// reply is returned. It must not block. hostgate: OpenSSH's sshd says
+	// so when it binds a remote forward elsewhere than asked (GatewayPorts
+	// yes), which nothing else in the protocol says.
+	DebugCallback func(message string)
 }
 
 // InsecureIgnoreHostKey returns a function that can be used for

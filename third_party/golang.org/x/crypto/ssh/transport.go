@@ -46,6 +46,10 @@ type transport struct {
 
 	strictMode     bool
 	initialKEXDone bool
+
+	// hostgate: onDebug, when set, is given the message of each
+	// SSH_MSG_DEBUG readPacket drops (ClientConfig.DebugCallback).
+	onDebug func(message string)
 }
 
 // packetCipher represents a combination of SSH encryption/MAC
@@ -129,12 +133,28 @@ func (t *transport) readPacket() (p []byte, err error) {
 		if len(p) == 0 || (t.strictMode && !t.initialKEXDone) || (p[0] != msgIgnore && p[0] != msgDebug) {
 			break
 		}
+		if p[0] == msgDebug && t.onDebug != nil {
+			// hostgate: boolean always_display, string message, string
+			// language tag; a malformed one is dropped as before.
+			var m debugMsg
+			if Unmarshal(p, &m) == nil {
+				t.onDebug(m.Message)
+			}
+		}
 	}
 	if debugTransport {
 		t.printPacket(p, false)
 	}
 
 	return p, err
+}
+
+// debugMsg is SSH_MSG_DEBUG (RFC 4253 section 11.3). hostgate: read
+// for ClientConfig.DebugCallback.
+type debugMsg struct {
+	AlwaysDisplay bool `sshtype:"4"`
+	Message       string
+	Language      string
 }
 
 func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, error) {

@@ -184,6 +184,7 @@ type Client struct {
 
 	earlyData bool // the server takes early data (DialEarly)
 	ours      bool // the server is this project's (OwnsSupervision)
+	sftpErrno bool // the server's SFTP names every errno (sftpErrnoToken)
 	// bindsAll is set once the server said that it binds remote forwards
 	// on every address whatever was asked (sshd's GatewayPorts yes; see
 	// remoteBindIP). Set by the connection's read loop.
@@ -267,6 +268,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 
 		earlyData: takesEarlyData(sc.ServerVersion()),
 		ours:      isHostgate(sc.ServerVersion()),
+		sftpErrno: announces(sc.ServerVersion(), sftpErrnoToken),
 		bindsAll:  bindsAll,
 	}
 	c.wg.Add(1)

@@ -65,6 +65,7 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 	}
 	s := &sftpSession{cli: sc, done: make(chan struct{})}
 	s.prov = newSFTPProvider(sc, func() error { return c.sftpEnded(s) })
+	s.prov.namesErrno = c.sftpErrno
 	c.sftp = s
 	c.wg.Add(1) // as track does; c.mu is held and Close has not started
 	go c.watchSFTP(s)

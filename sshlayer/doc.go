@@ -17,8 +17,12 @@
 // tcpip-forward, and a synchronous-filesystem spec that dials a second,
 // separate connection ([SyncSpec]).
 //
-// The server announces itself as "SSH-2.0-hostgate early-data@hostgate":
-// it takes early data, a forwarded connection's first bytes sent behind
-// the channel open before its answer (x/crypto fork, HOSTGATE.md change
-// 5), and [Client.DialEarly] sends them only to a server that says so.
+// The server announces itself as "SSH-2.0-hostgate early-data@hostgate
+// sftp-errno@hostgate": it takes early data, a forwarded connection's
+// first bytes sent behind the channel open before its answer (x/crypto
+// fork, HOSTGATE.md change 5), and [Client.DialEarly] sends them only to a
+// server that says so; and its SFTP server says "no such file" only for
+// ENOENT where the provider would look up which errno it was (ENOTDIR
+// and ELOOP are said in words, SFTP v3 having no status for them), so the
+// provider looks nothing up after it.
 package sshlayer

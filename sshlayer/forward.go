@@ -51,18 +51,36 @@ func (c *Client) dialErr(addr string, err error) error {
 
 type closeWriter interface{ CloseWrite() error }
 
-// serverVersion is what the server announces. Its comment says that it
-// takes early data (see DialEarly); a client of ours sends it only to a
-// server that says so, since one without the extension would misread it.
-const serverVersion = "SSH-2.0-hostgate " + earlyDataToken
+// serverVersion is what the server announces. Its comments say that it
+// takes early data (see DialEarly), and that its SFTP server names every
+// errno of a failed lookup (see sftpErrnoToken); a client of ours counts
+// on either only with a server that says so, since one without it would
+// misread early data, and an older agent's SFTP server answered a Rename
+// or Symlink through a file "no such file".
+const serverVersion = "SSH-2.0-hostgate " + earlyDataToken + " " + sftpErrnoToken
 
 const earlyDataToken = "early-data@hostgate"
 
+// sftpErrnoToken announces a server whose SFTP answers to the requests
+// the provider looks names up after (STAT, LSTAT, OPEN, OPENDIR, MKDIR,
+// SETSTAT, READLINK, SYMLINK, posix-rename) say "no such file" only for
+// ENOENT: ENOTDIR and ELOOP are a Failure naming them, as pkg/sftp's
+// server words every errno and, since it was so, the agent's SYMLINK and
+// posix-rename. (Its REMOVE, RMDIR and REALPATH keep OpenSSH's words,
+// which OpenSSH's sftp prints; the provider's Remove Lstats first.)
+// Against it the SFTP provider takes "no such file" as said, with no
+// lookups to learn which errno it was (lookupErr).
+const sftpErrnoToken = "sftp-errno@hostgate"
+
 // takesEarlyData reports whether a server's version string announces
-// early data: a token among the comments after the software version.
-func takesEarlyData(version []byte) bool {
+// early data.
+func takesEarlyData(version []byte) bool { return announces(version, earlyDataToken) }
+
+// announces reports whether a version string announces token: one of the
+// comments after the software version.
+func announces(version []byte, token string) bool {
 	_, comments, ok := strings.Cut(string(version), " ")
-	return ok && slices.Contains(strings.Fields(comments), earlyDataToken)
+	return ok && slices.Contains(strings.Fields(comments), token)
 }
 
 // TakesEarlyData reports whether DialEarly sends early data: the server

@@ -65,6 +65,10 @@ type sftpProvider struct {
 	// lost", which it returns for any end of the session: the SSH
 	// connection's, or the server's sftp subsystem's alone.
 	ended func() error
+	// namesErrno: the server says "no such file" only for ENOENT
+	// (sftpErrnoToken), so lookupErr has nothing to learn. Set before
+	// the provider is used.
+	namesErrno bool
 }
 
 var _ hostgate.Provider = (*sftpProvider)(nil)

@@ -25,13 +25,18 @@ const maxSymlinks = 40
 // (errno_to_portable). follow says whether the call follows a symlink at
 // the name itself (Stat, Open, Chmod) or not (Lstat, Remove, Rename).
 //
-// Only a failed call pays: a Stat of each ancestor that is missing too,
-// up to the first that is there (one round trip when the parent is), with
-// an Lstat of the name beside the first where the call follows it; and
-// where a symlink is found on the way that Stat said missing, a Readlink
-// and the same walk again for its target, per link followed.
+// A server that announced sftpErrnoToken (the agent) said ENOTDIR or
+// ELOOP where it was either: its "no such file" is ENOENT, and costs no
+// more requests.
+//
+// Otherwise only a failed call pays: a Stat of each ancestor that is
+// missing too, up to the first that is there (one round trip when the
+// parent is), with an Lstat of the name beside the first where the call
+// follows it; and where a symlink is found on the way that Stat said
+// missing, a Readlink and the same walk again for its target, per link
+// followed.
 func (p *sftpProvider) lookupErr(ctx context.Context, follow bool, err error, names ...string) error {
-	if err == nil || !errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+	if err == nil || p.namesErrno || !errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
 		return err
 	}
 	for _, name := range names {

@@ -93,7 +93,9 @@ func countedSFTP(t *testing.T, sc *ssh.Client) (*sftpProvider, *requestCounter) 
 		_ = c.Close()
 		_ = sess.Close()
 	})
-	return newSFTPProvider(c, nil), rc
+	p := newSFTPProvider(c, nil)
+	p.namesErrno = announces([]byte(sc.ServerVersion()), sftpErrnoToken)
+	return p, rc
 }
 
 // TestAgentSFTPThroughFileOneRequest: against the agent's server, a
@@ -251,5 +253,52 @@ func TestSFTPProviderLookupCostsOnlyFailures(t *testing.T) {
 			t.Errorf("Stat %s: %d requests, want at most %d", c.name, n, c.max)
 		}
 		t.Logf("Stat %s: %d requests: %v", c.name, n, err)
+	}
+}
+
+// TestAgentSFTPMissingOneRequest: a call on a missing name costs its one
+// request against the agent, whose "no such file" is ENOENT alone (it
+// announces sftp-errno@hostgate): the provider looked the name's parent
+// up after it, and the name beside (2 more requests, a round trip), to
+// learn whether it was ENOTDIR or ELOOP, which the agent says as such.
+// Against a server that does not announce it (an older agent) the lookups
+// stay.
+func TestAgentSFTPMissingOneRequest(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, &ServerConfig{})
+	sc := srvDialServer(t, ts)
+	if !announces(sc.ServerVersion(), sftpErrnoToken) {
+		t.Fatalf("the agent's version %q does not announce %s", sc.ServerVersion(), sftpErrnoToken)
+	}
+	p, rc := countedSFTP(t, sc)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	missing := path.Join(dir, "missing")
+	calls := []struct {
+		what string
+		call func() error
+	}{
+		{"Stat", func() error { _, err := p.Stat(ctx, missing); return err }},
+		{"Lstat", func() error { _, err := p.Lstat(ctx, missing); return err }},
+		{"Open", func() error { _, err := p.Open(ctx, missing); return err }},
+		{"Chmod", func() error { return p.Chmod(ctx, missing, 0o600) }},
+		{"Readlink", func() error { _, err := p.Readlink(ctx, missing); return err }},
+	}
+	for _, c := range calls {
+		before := rc.sent()
+		if err := c.call(); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s of a missing name: %v, want ErrNotExist", c.what, err)
+		}
+		if n := rc.sent() - before; n != 1 {
+			t.Errorf("%s of a missing name: %d requests, want 1", c.what, n)
+		}
+	}
+	p.namesErrno = false // as against an agent that does not announce it
+	before := rc.sent()
+	if _, err := p.Stat(ctx, missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Stat of a missing name, looked up: %v, want ErrNotExist", err)
+	}
+	if n := rc.sent() - before; n != 3 {
+		t.Errorf("Stat of a missing name, looked up: %d requests, want 3", n)
 	}
 }

@@ -219,6 +219,15 @@ func TestBrowserFirstUse(t *testing.T) {
 	runBrowser(t, "firstuse.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_CLIENT_TOKEN="+client)
 }
 
+// TestBrowserStaticMissing: a browser at a file under /static/ that is not
+// there gets the UI's styled 404 page (it got Go's plain-text one), a
+// directory there is not listed, and a fetch of a missing file gets a
+// plain-text 404, nosniff.
+func TestBrowserStaticMissing(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "static404.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin)
+}
+
 // TestBrowserColorScheme: each page of the UI supports the dark and the
 // light scheme: a dark-mode browser paints it dark before its stylesheet
 // loads (it flashed white, form controls light), and its text is readable

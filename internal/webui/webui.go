@@ -15,9 +15,11 @@ import (
 	"embed"
 	"errors"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -115,7 +117,7 @@ const (
 // "/hosts/{id}/terminal" and "/static/", and a 404 page for GET and HEAD
 // of any path no other route of mux serves ("/v1/" has its own, JSON).
 func (u *UI) Register(mux *http.ServeMux) {
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(u.assets)))
+	mux.HandleFunc("GET /static/", u.serveAsset)
 	mux.HandleFunc("GET /{$}", u.page("index.html"))
 	terminal := u.page("terminal.html")
 	mux.HandleFunc("GET /hosts/{id}/terminal", func(w http.ResponseWriter, r *http.Request) {
@@ -150,6 +152,41 @@ func (u *UI) Register(mux *http.ServeMux) {
 		}
 		u.serveNotFound(w, noSuchPage)
 	})
+}
+
+// serveAsset serves a file under /static/: a script, a stylesheet, an
+// image. http.FileServer answered a missing one with its plain-text 404,
+// which a browser sent there showed with no way back, and listed /static/
+// and /static/vendor/; the pages themselves (*.html) are served only by
+// their routes, which give them their CSP and no-framing headers.
+func (u *UI) serveAsset(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	name := strings.TrimPrefix(r.URL.Path, "/static/")
+	f, err := u.assets.Open(name)
+	if err == nil {
+		defer f.Close()
+	}
+	var st fs.FileInfo
+	if err == nil {
+		st, err = f.Stat()
+	}
+	content, seeks := f.(io.ReadSeeker)
+	if err != nil || st.IsDir() || path.Ext(name) == ".html" || !fs.ValidPath(name) || !seeks {
+		u.assetNotFound(w, r)
+		return
+	}
+	http.ServeContent(w, r, name, st.ModTime(), content)
+}
+
+// assetNotFound answers a missing asset: the UI's 404 page to a browser
+// navigating to it (a link, the address bar), and to a script, stylesheet
+// or fetch a plain-text 404, which is all they can use.
+func (u *UI) assetNotFound(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Sec-Fetch-Mode") == "navigate" || (r.Header.Get("Sec-Fetch-Mode") == "" && strings.Contains(r.Header.Get("Accept"), "text/html")) {
+		u.serveNotFound(w, noSuchPage)
+		return
+	}
+	http.Error(w, "404 no such file among the web UI's assets", http.StatusNotFound)
 }
 
 // serveNotFound answers 404 with the UI's page saying msg, in the UI's

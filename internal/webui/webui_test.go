@@ -557,3 +557,43 @@ func TestUnknownPathNotFoundPage(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticMisses: under /static/ a browser navigating to a file that is
+// not there gets the UI's 404 page, and a script or fetch a plain-text 404,
+// both nosniff; no directory is listed and no page is served without its
+// headers. http.FileServer gave its plain "404 page not found" to all, and
+// listed /static/ and /static/vendor/.
+func TestStaticMisses(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	get := func(p, mode string) (*http.Response, string) {
+		req, _ := http.NewRequest("GET", srv.URL+p, nil)
+		if mode != "" {
+			req.Header.Set("Sec-Fetch-Mode", mode)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(b)
+	}
+	for _, p := range []string{"/static/nosuch.js", "/static/", "/static/vendor/", "/static/vendor", "/static/vendor/nosuch.css", "/static/index.html", "/static/login.html"} {
+		res, body := get(p, "navigate")
+		if res.StatusCode != 404 || res.Header.Get("Content-Type") != "text/html; charset=utf-8" || res.Header.Get("X-Content-Type-Options") != "nosniff" ||
+			res.Header.Get("Content-Security-Policy") == "" || !strings.Contains(body, noSuchPage) {
+			t.Errorf("a browser navigating to %s: %d %q nosniff %q:\n%s\nwant the UI's 404 page", p, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("X-Content-Type-Options"), body)
+		}
+		res, body = get(p, "no-cors")
+		if res.StatusCode != 404 || res.Header.Get("Content-Type") != "text/plain; charset=utf-8" || res.Header.Get("X-Content-Type-Options") != "nosniff" || strings.Contains(body, "<") {
+			t.Errorf("a script loading %s: %d %q nosniff %q: %q; want a plain 404", p, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("X-Content-Type-Options"), body)
+		}
+	}
+	for p, typ := range map[string]string{"/static/style.css": "text/css; charset=utf-8", "/static/vendor/xterm.js": "text/javascript; charset=utf-8", "/static/favicon.svg": "image/svg+xml"} {
+		res, body := get(p, "no-cors")
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != typ || res.Header.Get("X-Content-Type-Options") != "nosniff" || body == "" {
+			t.Errorf("%s: %d %q nosniff %q, %d bytes; want 200 %s", p, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("X-Content-Type-Options"), len(body), typ)
+		}
+	}
+}

@@ -1,7 +1,7 @@
 // An admin starts a sandbox from the hosts page and lands in its terminal:
 // the shell runs as the container's non-root user, a uid of its own from
-// 2000000000 up. Meanwhile the button and the live region say it is
-// starting.
+// 2000000000 up. Meanwhile the button and the polite live region
+// (role=status) say it is starting.
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -18,13 +18,13 @@ await run(async (browser) => {
   let during = null;
   await page.route("**/v1/executions", async (route) => {
     during = await page.evaluate(() => {
-      const b = document.getElementById("new-sandbox"), live = document.getElementById("error");
-      return { disabled: b.disabled, label: b.textContent, live: live.textContent, role: live.getAttribute("role") };
+      const b = document.getElementById("new-sandbox"), live = document.getElementById("progress");
+      return { disabled: b.disabled, label: b.textContent, live: live.textContent, role: live.getAttribute("role"), alert: document.getElementById("error").textContent };
     });
     await route.continue();
   });
   await Promise.all([page.waitForURL(/\/hosts\/[^/]+\/terminal$/, { timeout: 120000 }), button.click()]);
-  if (!during || !during.disabled || !/Starting/.test(during.label) || !/^Starting a sandbox/.test(during.live) || during.role !== "alert") {
+  if (!during || !during.disabled || !/Starting/.test(during.label) || !/^Starting a sandbox/.test(during.live) || during.role !== "status" || during.alert !== "") {
     throw new Error("while the sandbox was created the page showed " + JSON.stringify(during));
   }
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 60000 });

@@ -490,7 +490,7 @@ func assetText(t *testing.T, name string) string {
 func TestPagesForScreenReaders(t *testing.T) {
 	for page, want := range map[string][]string{
 		"login.html":    {`<html lang="en">`, `<title>hostgate · log in</title>`, `<label for="gateway">`, `<label for="token">`, `id="error" role="alert"`},
-		"index.html":    {`<html lang="en">`, `<title>hostgate · hosts</title>`, `id="error" role="alert"`, `<th><span class="sr">Actions</span></th>`},
+		"index.html":    {`<html lang="en">`, `<title>hostgate · hosts</title>`, `id="progress" role="status"`, `id="error" role="alert"`, `<th><span class="sr">Actions</span></th>`},
 		"terminal.html": {`<html lang="en">`, `<title>hostgate · terminal</title>`, `id="status" role="status"`},
 		"notfound.html": {`<html lang="en">`, `<title>hostgate · page not found</title>`},
 	} {

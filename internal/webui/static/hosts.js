@@ -4,15 +4,41 @@
   const errorBox = document.getElementById("error");
   const newSandbox = document.getElementById("new-sandbox");
 
-  // The page's one live region (role=alert): what a screen reader hears,
-  // and what a sighted person reads. Each message has an owner, so the
-  // list's refresh every 5 s clears only its own: it wiped a sandbox's
-  // failure before it could be read.
-  let said = null;
-  function say(owner, text, isError) {
-    said = text ? owner : null;
-    errorBox.className = isError ? "error" : "note";
-    errorBox.textContent = text;
+  // Progress goes to a polite status region, errors to an assertive alert
+  // (one assertive region for both interrupted a screen reader with the
+  // sandbox's progress, and the list's error replaced it). Each error has
+  // an owner, so the list's refresh every 5 s removes only its own: a
+  // sandbox's failure stays until the person dismisses it or tries again.
+  const progressBox = document.getElementById("progress");
+  function progress(text) { progressBox.textContent = text; }
+  function alertOf(owner) { return errorBox.querySelector('[data-owner="' + owner + '"]'); }
+  function unsay(owner) {
+    const old = alertOf(owner);
+    if (old) old.remove();
+  }
+  function sayError(owner, text, dismissable) {
+    let p = alertOf(owner);
+    if (p && p.firstChild.textContent === text) return; // said already: not again every 5 s
+    if (!p) {
+      p = document.createElement("p");
+      p.dataset.owner = owner;
+      p.append(document.createElement("span"));
+      errorBox.append(p);
+    }
+    p.firstChild.textContent = text;
+    if (dismissable && !p.querySelector("button")) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "dismiss";
+      b.textContent = "Dismiss";
+      b.addEventListener("click", () => {
+        p.remove();
+        // The button went with its message: the keyboard goes back to
+        // the one that failed rather than to the page's top.
+        if (!newSandbox.hidden) newSandbox.focus();
+      });
+      p.append(" ", b);
+    }
   }
 
   async function api(path, init) {
@@ -98,9 +124,9 @@
         tr.appendChild(td);
         tbody.appendChild(tr);
       }
-      if (said === "list") say(null, "");
+      unsay("list");
     } catch (e) {
-      say("list", "Could not list hosts: " + e.message, true);
+      sayError("list", "Could not list hosts: " + e.message);
     }
   }
 
@@ -124,7 +150,8 @@
     const focused = document.activeElement === newSandbox;
     newSandbox.disabled = true;
     newSandbox.textContent = "Starting…";
-    say("sandbox", "Starting a sandbox: its container is being created (a minute or more when its image is pulled first)…");
+    unsay("sandbox");
+    progress("Starting a sandbox: its container is being created (a minute or more when its image is pulled first)…");
     try {
       const ex = await api("/v1/executions", {
         method: "POST",
@@ -132,13 +159,14 @@
         body: JSON.stringify(sandboxRequest),
       });
       if (ex) {
-        say("sandbox", "Sandbox " + ex.executionId + " started: opening its terminal…");
+        progress("Sandbox " + ex.executionId + " started: opening its terminal…");
         location.href = "/hosts/" + encodeURIComponent(ex.executionId) + "/terminal";
         return;
       }
     } catch (e) {
-      say("sandbox", "Could not start a sandbox: " + e.message, true);
+      sayError("sandbox", "Could not start a sandbox: " + e.message, true);
     }
+    progress("");
     newSandbox.disabled = false;
     newSandbox.textContent = sandboxLabel;
     // A disabled button drops the keyboard's focus to the page's top.

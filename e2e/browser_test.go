@@ -195,6 +195,27 @@ func TestBrowserTerminalConnectionLost(t *testing.T) {
 		"HOSTGATE_GATEWAY_PID="+strconv.Itoa(d.cmd.Process.Pid))
 }
 
+// TestBrowserTerminalGatewayRestart: a gateway restart ends its terminals;
+// the page says so and offers a new terminal, which the keyboard is on,
+// and opens it in place. It said "terminal closed: the gateway is shutting
+// down" and stayed so after the gateway was back (45 s watched) until a
+// reload. A shell that exits is offered a new one too.
+func TestBrowserTerminalGatewayRestart(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("box", "")
+	done := filepath.Join(t.TempDir(), "restarted")
+	runBrowserSteps(t, "restart.mjs", func(what string) {
+		if what != "restart gateway" {
+			t.Fatalf("restart.mjs asks for %q", what)
+		}
+		g.restartSamePort(t)
+		g.waitConnected("box", true, 30*time.Second)
+		if err := os.WriteFile(done, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin, "HOSTGATE_HOST=box", "HOSTGATE_STEP_DONE="+done)
+}
+
 // TestBrowserLoginError: the login page shows the gateway's fixed message
 // for a wrong token and nothing for text a link puts in ?error=, which it
 // used to show as the gateway's own words.

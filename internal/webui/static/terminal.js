@@ -20,6 +20,7 @@
   // and history tell them apart.
   document.title = hostId + " · hostgate terminal";
   const status = document.getElementById("status");
+  const again = document.getElementById("again");
 
   const term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14, scrollback: 5000 });
   const fit = new FitAddon.FitAddon();
@@ -54,11 +55,13 @@
   let attempt = 0;
   let heard = Date.now(), asked = 0;
   let beat = 0, retry = 0, connectTimer = 0;
+  let generation = 0;      // one per terminal this page has opened: late acks of an old one are dropped
 
   function connect() {
     const q = new URLSearchParams({ keep: "1", ack: "2", cols: term.cols, rows: term.rows, seq: String(Date.now()) });
     if (sessionId) { q.set("resume", sessionId); q.set("from", String(received)); }
     const sock = new WebSocket(base + "?" + q.toString());
+    const gen = generation;
     ws = sock;
     sock.binaryType = "arraybuffer";
     // A connect that hangs (the gateway unreachable) is given up and
@@ -84,6 +87,7 @@
       const data = new Uint8Array(ev.data);
       received += data.length;
       term.write(data, () => {
+        if (gen !== generation) return;
         drawn += data.length;
         if (drawn - acked >= ackEvery) sendAck();
         else if (!ackTimer) ackTimer = setTimeout(sendAck, ackLagMs);
@@ -129,12 +133,44 @@
     }
   }
 
-  // finish ends the page's terminal for good.
-  function finish(text) {
+  // finish ends the page's terminal for good, and offers a new one. The page
+  // said "exited", or the gateway's "shutting down", and stayed so; after
+  // a gateway restart only a reload went on. offer is false when another
+  // page has the terminal: a new one here would take it from that page.
+  function finish(text, offer = true) {
     finished = true;
     sessionStorage.removeItem(stored);
     if (text) status.textContent = text;
+    if (offer) offerNext();
   }
+
+  function offerNext() { show(again); }
+
+  // show puts el in the header, and the keyboard on it if it was in the
+  // terminal, which takes no more input.
+  function show(el) {
+    const typing = document.getElementById("term").contains(document.activeElement);
+    el.hidden = false;
+    if (typing) el.focus();
+  }
+
+  // Another terminal on the same host, in this page: the old one's output
+  // stays above it.
+  again.addEventListener("click", () => {
+    again.hidden = true;
+    generation++;
+    if (ws) { const old = ws; ws = null; old.onclose = null; old.close(); }
+    clearTimeout(ackTimer); clearTimeout(retry);
+    ackTimer = 0;
+    finished = false; opened = false; sessionId = "";
+    received = 0; drawn = 0; acked = 0; lostAt = 0; attempt = 0;
+    status.textContent = "connecting…";
+    // Out of the modes and the full-screen program's screen the old one
+    // left (1049l only there: elsewhere it moves the cursor back).
+    term.write((term.buffer.active.type === "alternate" ? "\x1b[?1049l" : "") + "\x1b[!p\r\n\x1b[2m--- new terminal ---\x1b[0m\r\n");
+    term.focus();
+    connect();
+  });
 
   function closed(ev) {
     if (finished) return;
@@ -143,7 +179,7 @@
       return;
     }
     if (ev.code === TAKEN || ev.code === STALE) {
-      finish("this terminal is open in another page");
+      finish("this terminal is open in another page", false);
       return;
     }
     if (ev.code === GONE) {
@@ -152,7 +188,7 @@
       const reloaded = received === 0;
       sessionId = ""; sessionStorage.removeItem(stored);
       if (reloaded) { connect(); return; }
-      finish("the terminal ended while disconnected: reload the page for a new one");
+      finish("the terminal ended while disconnected");
       term.write("\r\n\x1b[31mthe terminal ended while disconnected\x1b[0m\r\n");
       return;
     }
@@ -173,7 +209,7 @@
       term.write("\r\n\x1b[33mconnection to the gateway lost, reconnecting…\x1b[0m\r\n");
     }
     if (Date.now() - lostAt > keepMs) {
-      finish("connection lost: reload the page for a new terminal");
+      finish("connection lost: the gateway kept the terminal no longer");
       return;
     }
     status.textContent = "connection lost: reconnecting…";
@@ -200,7 +236,7 @@
         sock.onclose = null;
         sock.close();
         if (sessionId) { reconnect(); return; }
-        finish("connection lost: reload the page for a new terminal");
+        finish("connection lost");
         term.write("\r\n\x1b[31mconnection to the gateway lost\x1b[0m\r\n");
         return;
       }

@@ -216,6 +216,26 @@ func TestBrowserTerminalGatewayRestart(t *testing.T) {
 	}, "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin, "HOSTGATE_HOST=box", "HOSTGATE_STEP_DONE="+done)
 }
 
+// TestBrowserTerminalLoginEndedAway: a login that ends (its token expires)
+// while the terminal page is away from the gateway (frozen, as a network
+// that dropped) makes the page say so and offer to log in again once the
+// gateway answers, which leads back to the terminal. Its WebSocket was
+// refused 401, which a script cannot see, and it kept "reconnecting…" for
+// the 5 minutes a terminal is kept.
+func TestBrowserTerminalLoginEndedAway(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, "--state-dir", dir)
+	const ttl = 30 * time.Second
+	out, err := exec.Command(bin.gateway, "token", "create", "--role", "client", "--host", "local", "--ttl", ttl.String(), "--state-dir", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(ttl)
+	tok := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
+	runBrowser(t, "loginended.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+tok, "HOSTGATE_ADMIN_TOKEN="+d.admin,
+		"HOSTGATE_TOKEN_EXPIRES_MS="+strconv.FormatInt(expires.UnixMilli(), 10), "HOSTGATE_GATEWAY_PID="+strconv.Itoa(d.cmd.Process.Pid))
+}
+
 // TestBrowserLoginError: the login page shows the gateway's fixed message
 // for a wrong token and nothing for text a link puts in ?error=, which it
 // used to show as the gateway's own words.

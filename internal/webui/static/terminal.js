@@ -21,6 +21,7 @@
   document.title = hostId + " · hostgate terminal";
   const status = document.getElementById("status");
   const again = document.getElementById("again");
+  const relogin = document.getElementById("relogin");
 
   const term = new Terminal({ cursorBlink: true, convertEol: false, fontSize: 14, scrollback: 5000 });
   const fit = new FitAddon.FitAddon();
@@ -62,6 +63,7 @@
     if (sessionId) { q.set("resume", sessionId); q.set("from", String(received)); }
     const sock = new WebSocket(base + "?" + q.toString());
     const gen = generation;
+    let sockOpened = false;
     ws = sock;
     sock.binaryType = "arraybuffer";
     // A connect that hangs (the gateway unreachable) is given up and
@@ -70,6 +72,7 @@
     sock.onopen = () => {
       clearTimeout(connectTimer);
       opened = true;
+      sockOpened = true;
       lostAt = 0;
       attempt = 0;
       heard = Date.now(); asked = 0;
@@ -98,7 +101,7 @@
       if (sock !== ws) return;
       ws = null;
       clearInterval(beat);
-      closed(ev);
+      closed(ev, sockOpened);
     };
   }
 
@@ -133,7 +136,8 @@
     }
   }
 
-  // finish ends the page's terminal for good, and offers a new one. The page
+  // finish ends the page's terminal for good, and offers what comes next:
+  // a new terminal, or the login page when the login has ended. The page
   // said "exited", or the gateway's "shutting down", and stayed so; after
   // a gateway restart only a reload went on. offer is false when another
   // page has the terminal: a new one here would take it from that page.
@@ -144,7 +148,32 @@
     if (offer) offerNext();
   }
 
-  function offerNext() { show(again); }
+  // loginEnded asks the gateway whether this page's login still holds: a
+  // WebSocket refused 401 looks like any failed connection to a script.
+  async function loginEnded() {
+    try {
+      // A gateway that does not answer is asked again at the next attempt.
+      const res = await fetch("/v1/me", { credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" }, signal: AbortSignal.timeout(10000) });
+      return res.status === 401;
+    } catch (e) {
+      return false; // the gateway is not reachable: not known
+    }
+  }
+
+  async function offerNext() {
+    const ended = await loginEnded();
+    if (!finished) return;
+    if (ended) { endLogin(); return; }
+    show(again);
+  }
+
+  // endLogin: the login ended (logged out elsewhere, revoked, expired),
+  // and with it the terminal: the page tried to reconnect for minutes.
+  function endLogin() {
+    finish("your login ended (logged out, revoked or expired): log in again for a new terminal", false);
+    relogin.href = "/login?error=session_ended&next=" + encodeURIComponent(location.pathname);
+    show(relogin);
+  }
 
   // show puts el in the header, and the keyboard on it if it was in the
   // terminal, which takes no more input.
@@ -172,7 +201,7 @@
     connect();
   });
 
-  function closed(ev) {
+  function closed(ev, sockOpened) {
     if (finished) return;
     if (!opened && !sessionId) {
       finish("connection failed" + (ev.reason ? ": " + ev.reason : ""));
@@ -196,6 +225,15 @@
       // The gateway ended it and said why (an error message came first).
       if (!status.textContent.startsWith("error")) finish("disconnected" + (ev.reason ? ": " + ev.reason : ""));
       else finish("");
+      return;
+    }
+    if (!sockOpened) {
+      // Refused before it opened: a login that ended meanwhile is refused
+      // for good, and the terminal went with it.
+      loginEnded().then((ended) => {
+        if (finished || ws) return;
+        if (ended) endLogin(); else reconnect();
+      });
       return;
     }
     reconnect();

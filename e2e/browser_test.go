@@ -151,6 +151,38 @@ func TestBrowserTerminalPaste(t *testing.T) {
 	}
 }
 
+// TestBrowserTerminalPasteIntoBusyShell pastes 4 MiB into a terminal whose
+// shell sleeps 25 s before cat reads it: the page stays connected and cat
+// gets every byte. The gateway stops reading the page once it holds 256
+// KiB the shell has not taken, so the page's pings waited unanswered
+// behind the paste; after 20 s the page dropped the socket as lost, and
+// the rest of the paste with it (cat got 1441792 of 4194347 bytes).
+func TestBrowserTerminalPasteIntoBusyShell(t *testing.T) {
+	d := startDev(t)
+	dir := t.TempDir()
+	var text strings.Builder
+	for i := 0; text.Len() < 4<<20; i++ {
+		fmt.Fprintf(&text, "%-78s\n", fmt.Sprintf("line %d of the paste", i))
+	}
+	from, to := filepath.Join(dir, "paste.txt"), filepath.Join(dir, "got.txt")
+	if err := os.WriteFile(from, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runBrowser(t, "pastebusy.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin,
+		"HOSTGATE_PASTE_FROM="+from, "HOSTGATE_PASTE_TO="+to, "HOSTGATE_BUSY_S=25")
+	got, err := os.ReadFile(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != text.String() {
+		n := 0
+		for n < len(got) && n < text.Len() && got[n] == text.String()[n] {
+			n++
+		}
+		t.Fatalf("cat wrote %d bytes, want the %d pasted; they differ from byte %d", len(got), text.Len(), n)
+	}
+}
+
 // TestBrowserTerminalCtrlCSlowPage: in a page whose CPU is throttled 20x
 // (a slow laptop or phone, DevTools' Emulation.setCPUThrottlingRate),
 // Ctrl-C on a flood of yes in a new terminal has little output drawn after

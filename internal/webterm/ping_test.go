@@ -1,6 +1,7 @@
 package webterm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -489,4 +490,52 @@ func TestOutputFlowsWhileInputIsStuck(t *testing.T) {
 		t.Fatal("the terminal never passed the input on")
 	}
 	read(drawn + 4*AckWindow)
+}
+
+// TestStuckInputTellsThePage: while the gateway reads no more of a page
+// (its input fills the inbox, the shell taking none), the page's own pings
+// wait unread behind that input; the gateway tells it every Ping/2 that it
+// is there. The page heard nothing, took the connection for lost after
+// 20 s and dropped it, and with it the rest of a paste.
+func TestStuckInputTellsThePage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newDeaf()
+	srv := hostServer(t, proc, Config{Ping: 200 * time.Millisecond})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	msgs := messages(ctx, ws)
+	// More than the inbox holds, in the page's 16 KiB pieces; the writes
+	// themselves block once the gateway reads no more.
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		piece := bytes.Repeat([]byte("x"), 16<<10)
+		for n := 0; n < 2*inboxMax; n += len(piece) {
+			if ws.Write(ctx, websocket.MessageBinary, piece) != nil {
+				return
+			}
+		}
+	}()
+	// Three notes come within a second; none came in 20 s.
+	late := time.After(5 * time.Second)
+	for notes := 0; notes < 3; {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatal("the socket closed")
+			}
+			if m == `{"type":"inputwait"}` {
+				notes++
+			}
+		case <-late:
+			t.Fatalf("%d notes in 5 s that input waits, want 3: the page hears nothing while its pings wait behind its input", notes)
+		}
+	}
+	_ = proc.Kill(hostgate.SIGKILL)
+	ws.CloseNow()
+	<-wrote
 }

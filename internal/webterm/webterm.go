@@ -6,12 +6,15 @@
 // Wire format: binary messages are terminal bytes in both directions; text
 // messages are JSON control messages — {"type":"resize","cols":C,"rows":R},
 // {"type":"ack","bytes":N} (see AckWindow; ?ack=1 or, paced, ?ack=2) and {"type":"ping"} from the
-// browser, {"type":"exit","code":N}, {"type":"error","message":M} and
-// {"type":"pong"} (the answer to a ping) from the gateway. A message may
+// browser, {"type":"exit","code":N}, {"type":"error","message":M},
+// {"type":"pong"} (the answer to a ping) and {"type":"inputwait"} from the
+// gateway. A message may
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
 // answered with an error message; the terminal goes on. Control messages
 // do not wait behind input the shell has not taken: the gateway holds up
-// to 256 KiB of it before it stops reading the page.
+// to 256 KiB of it before it stops reading the page; while it does, it
+// sends {"type":"inputwait"} every few seconds, so that a page whose ping
+// waits unread behind its input hears the gateway is there.
 //
 // A page that asks with ?keep=1 gets a terminal that outlives its socket
 // (Config.Keep): the first message is {"type":"session","id":I,"keepMs":K},
@@ -519,11 +522,23 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 		defer wg.Done()
 		defer t.detach(a)
 		buf := make([]byte, MaxMessage+1)
+		var waiting chan struct{} // closed when the reader's wait for room ends
 		blocked := func(on bool) {
 			if !on {
 				a.inputTaken.Store(time.Now().UnixNano()) // before the flag: the pinger reads them the other way round
 			}
 			a.inputBlocked.Store(on)
+			if on {
+				waiting = make(chan struct{})
+				wg.Add(1)
+				go func(waiting chan struct{}) {
+					defer wg.Done()
+					h.noteInputWait(t, a, waiting)
+				}(waiting)
+			} else if waiting != nil {
+				close(waiting)
+				waiting = nil
+			}
 		}
 		for {
 			typ, b, err := readMessage(rctx, a.ws, buf)
@@ -718,6 +733,31 @@ func closeReason(s string) string {
 		n--
 	}
 	return s[:n]
+}
+
+// noteInputWait tells a's page, every few seconds until waiting closes,
+// that its input waits for the shell. The page's own pings wait unread
+// behind that input meanwhile: the page took the silence for a lost
+// connection, dropped the socket and with it the rest of a paste (of 4
+// MiB into a shell in `sleep 35`, 1.4 MB reached it).
+func (h *Terminals) noteInputWait(t *term, a *attachment, waiting chan struct{}) {
+	// Within the page's 10 s of quiet before it asks.
+	tick := time.NewTicker(min(h.cfg.Ping/2, 4*time.Second))
+	defer tick.Stop()
+	m, _ := json.Marshal(control{Type: "inputwait"})
+	for {
+		select {
+		case <-waiting:
+			return
+		case <-a.done:
+			return
+		case <-tick.C:
+		}
+		if a.write(websocket.MessageText, m) != nil {
+			t.detach(a) // as a failed output write does: the page is gone
+			return
+		}
+	}
 }
 
 // applyControl acts on a control message from the page and reports

@@ -4,7 +4,9 @@
 // control messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
 // and {"type":"ping"} from the page, {"type":"session","id":I,"keepMs":K},
 // {"type":"skipped","bytes":N}, {"type":"exit","code":N},
-// {"type":"error","message":M} and {"type":"pong"} from the gateway).
+// {"type":"error","message":M}, {"type":"pong"} and {"type":"inputwait"},
+// which says input waits for the shell and keeps the page's liveness check
+// content while its ping waits behind that input, from the gateway).
 //
 // The page asks for a terminal it can resume (?keep=1): when its socket
 // drops without the shell ending (the network, a laptop asleep, a reload)

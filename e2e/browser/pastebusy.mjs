@@ -1,0 +1,45 @@
+// Pastes HOSTGATE_PASTE_FROM (megabytes) into a terminal whose shell is
+// busy for HOSTGATE_BUSY_S seconds before `cat > HOSTGATE_PASTE_TO` reads
+// it: the gateway stops reading the page once it holds 256 KiB for the
+// shell, and the page's pings wait behind the paste. The page must stay
+// connected throughout, and the Go test compares what cat wrote: the page
+// took the silence for a lost connection after 20 s and dropped the
+// socket, and with it the rest of the paste.
+import { readFileSync, statSync, existsSync } from "node:fs";
+import { run, login, screenshot, env, screenShows as shows } from "./lib.mjs";
+
+const gateway = env("HOSTGATE_URL");
+const token = env("HOSTGATE_TOKEN");
+const text = readFileSync(env("HOSTGATE_PASTE_FROM"), "utf8");
+const to = env("HOSTGATE_PASTE_TO");
+const busy = Number(env("HOSTGATE_BUSY_S"));
+
+await run(async (browser) => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  await login(page, gateway, token, "/hosts/local/terminal");
+  await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });
+  // Every status the page shows from here on.
+  await page.evaluate(() => {
+    window.statuses = [];
+    new MutationObserver(() => window.statuses.push(document.getElementById("status").textContent))
+      .observe(document.getElementById("status"), { childList: true, characterData: true, subtree: true });
+  });
+  // Not echoed: what is measured is the input's way, not xterm drawing 4 MiB.
+  await page.keyboard.type("stty -echo; sleep " + busy + "; cat > " + to + "; stty echo; echo pasted-$((6*7))\n");
+  await new Promise((r) => setTimeout(r, 300));
+  const t0 = Date.now();
+  await page.evaluate((s) => window.hostgateTerm.paste(s), text);
+  const want = Buffer.byteLength(text);
+  for (const end = Date.now() + (busy + 30) * 1000; !(existsSync(to) && statSync(to).size >= want);) {
+    if (Date.now() > end) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const took = Date.now() - t0;
+  const got = existsSync(to) ? statSync(to).size : 0;
+  await page.keyboard.press("Control+D");
+  const statuses = await page.evaluate(() => window.statuses);
+  console.log("pasted " + want + " bytes into a shell busy for " + busy + " s: cat had " + got + " after " + took + " ms; statuses " + JSON.stringify(statuses));
+  if (statuses.some((s) => s !== "connected")) throw new Error("while the paste waited for the shell the page showed " + JSON.stringify(statuses) + "; cat has " + got + " of " + want + " bytes");
+  await shows(page, "pasted-42");
+  await screenshot(page, "pastebusy");
+});

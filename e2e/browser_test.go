@@ -268,6 +268,32 @@ func TestBrowserTerminalLoginEndedAway(t *testing.T) {
 		"HOSTGATE_TOKEN_EXPIRES_MS="+strconv.FormatInt(expires.UnixMilli(), 10), "HOSTGATE_GATEWAY_PID="+strconv.Itoa(d.cmd.Process.Pid))
 }
 
+// TestBrowserTerminalTokenRevoked: the token of an open terminal page is
+// revoked; the page says the login ended and offers Log in again, and a
+// reload leads to a login page that says the login ended (it said
+// nothing, as to a first visit).
+func TestBrowserTerminalTokenRevoked(t *testing.T) {
+	g := startGateway(t, "", "--token-recheck", "200ms")
+	g.startAgent("box", "")
+	out, err := exec.Command(bin.gateway, "token", "create", "--role", "client", "--host", "box", "--state-dir", g.stateDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tokenIDRE.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("no token id in %q", out)
+	}
+	tok := strings.TrimSpace(string(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:]))
+	runBrowserSteps(t, "revoked.mjs", func(what string) {
+		if what != "revoke" {
+			t.Fatalf("revoked.mjs asks for %q", what)
+		}
+		if out, err := exec.Command(bin.gateway, "token", "revoke", m[1], "--state-dir", g.stateDir).CombinedOutput(); err != nil {
+			t.Fatalf("gateway token revoke: %v\n%s", err, out)
+		}
+	}, "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+tok)
+}
+
 // TestBrowserLoginError: the login page shows the gateway's fixed message
 // for a wrong token and nothing for text a link puts in ?error=, which it
 // used to show as the gateway's own words.

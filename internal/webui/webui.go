@@ -206,7 +206,15 @@ func (u *UI) page(name string) http.HandlerFunc {
 	serve := u.servePage(name)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !u.cfg.Authenticated(r) {
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.Path), http.StatusFound)
+			loc := "/login?next=" + url.QueryEscape(r.URL.Path)
+			// A session cookie the gateway no longer honours: its login
+			// ended (revoked, or logged out in another browser). The login
+			// page said nothing, as to a first visit, after a reload of a
+			// revoked terminal. A cookie that expired is no longer sent.
+			if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" {
+				loc = "/login?error=session_ended&next=" + url.QueryEscape(r.URL.Path)
+			}
+			http.Redirect(w, r, loc, http.StatusFound)
 			return
 		}
 		serve(w, r)

@@ -597,3 +597,23 @@ func TestStaticMisses(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesOfEndedLogin: a page asked for with a session cookie the
+// gateway no longer honours (revoked, logged out elsewhere) is sent to the
+// login page saying the login ended; it said nothing, as to a first visit.
+func TestPagesOfEndedLogin(t *testing.T) {
+	srv, c := newTestUI()
+	defer srv.Close()
+	for _, p := range []string{"/", "/hosts/local/terminal"} {
+		req, _ := http.NewRequest("GET", srv.URL+p, nil)
+		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "session-revoked"})
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if want := "/login?error=session_ended&next=" + url.QueryEscape(p); res.StatusCode != http.StatusFound || res.Header.Get("Location") != want {
+			t.Errorf("%s with an ended session's cookie: %d %q, want a redirect to %s", p, res.StatusCode, res.Header.Get("Location"), want)
+		}
+	}
+}

@@ -197,7 +197,7 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// the read-ahead serves them first.
 	left, _ := brw.Reader.Peek(brw.Reader.Buffered())
 	_, tcp := conn.(*net.TCPConn)
-	h.conn = &corkConn{Conn: conn, ra: newReadAhead(conn, bytes.Clone(left)), refs: tcp}
+	h.conn = &corkConn{Conn: conn, ra: newReadAhead(conn, bytes.Clone(left)), rw: newRawWriter(conn), refs: tcp}
 	brw.Reader.Reset(h.conn)
 	brw.Writer.Reset(h.conn)
 	return h.conn, brw, nil
@@ -408,6 +408,7 @@ var (
 type corkConn struct {
 	net.Conn
 	ra      *readAhead // nil: reads go straight to Conn
+	rw      *rawWriter // nil, or made for another Conn (a test's wrapper): flushes go through Conn (rawio_linux.go)
 	refs    bool       // payload writes may be held by reference (see above)
 	mu      sync.Mutex
 	corked  bool
@@ -571,7 +572,9 @@ func (c *corkConn) flushLocked() error {
 		return nil
 	}
 	var err error
-	if len(c.vec) == 1 {
+	if c.rw != nil && c.rw.conn == c.Conn && len(c.vec) <= maxCorkPieces {
+		_, err = c.rw.writev(c.vec)
+	} else if len(c.vec) == 1 {
 		_, err = c.Conn.Write(c.vec[0])
 	} else if vw, ok := c.Conn.(vecWriter); ok {
 		_, err = vw.writeVec(c.vec)
@@ -630,7 +633,7 @@ var corkClient = sync.OnceValue(func() *http.Client {
 		if err != nil {
 			return nil, err
 		}
-		cc := &corkConn{Conn: conn, ra: newReadAhead(conn, nil)}
+		cc := &corkConn{Conn: conn, ra: newReadAhead(conn, nil), rw: newRawWriter(conn)}
 		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
 			s.c.Store(cc)
 		}

@@ -48,6 +48,12 @@ func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
 	if kernelCopy(dst, src) {
 		return io.Copy(dst, src)
 	}
+	if t := newRawTCP(src); t != nil {
+		src = t
+	}
+	if t := newRawTCP(dst); t != nil {
+		dst = t
+	}
 	sp := smallPool.Get().(*[]byte)
 	defer smallPool.Put(sp)
 	var bp *[]byte

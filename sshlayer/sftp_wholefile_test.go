@@ -178,17 +178,30 @@ func TestSFTPReadFileShortAnswers(t *testing.T) {
 		t.Errorf("stat size 0, 100 bytes a read: ReadSize after: %d; want %d", rs, sftpMaxPacket)
 	}
 
-	var reads atomic.Int64
-	p, rc := wholeFilePipe(t, size, answering(600, &reads))
-	got, err = p.ReadFile(context.Background(), "/f", nil)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("600 bytes a read: ReadFile: %d bytes, %v, same bytes %v", len(got), err, bytes.Equal(got, data))
+	// How many reads are in flight at once also depends on how fast the
+	// server answers, which a loaded machine changes: the most seen stayed
+	// at 11 to 48 in about one ReadFile in five there. A client that kept
+	// 32 would never pass 64, so the most of up to five ReadFiles is
+	// taken.
+	var p2 *sftpProvider
+	most := 0
+	for range 5 {
+		var reads atomic.Int64
+		var rc *sftpReadsInFlight
+		p2, rc = wholeFilePipe(t, size, answering(600, &reads))
+		got, err = p2.ReadFile(context.Background(), "/f", nil)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("600 bytes a read: ReadFile: %d bytes, %v, same bytes %v", len(got), err, bytes.Equal(got, data))
+		}
+		if most = max(most, rc.most); most > sftpConcurrency*2 {
+			break
+		}
 	}
-	want := p.c.RequestsFor(600)
-	if rc.most <= sftpConcurrency*2 {
-		t.Errorf("600 bytes a read: at most %d reads in flight; want more than %d (RequestsFor: %d)", rc.most, sftpConcurrency*2, want)
-	} else if rc.most > want+sftpConcurrency {
-		t.Errorf("600 bytes a read: %d reads in flight; want at most %d", rc.most, want+sftpConcurrency)
+	want := p2.c.RequestsFor(600)
+	if most <= sftpConcurrency*2 {
+		t.Errorf("600 bytes a read: at most %d reads in flight; want more than %d (RequestsFor: %d)", most, sftpConcurrency*2, want)
+	} else if most > want+sftpConcurrency {
+		t.Errorf("600 bytes a read: %d reads in flight; want at most %d", most, want+sftpConcurrency)
 	}
 }
 

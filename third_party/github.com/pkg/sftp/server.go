@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -68,7 +69,8 @@ func (svr *Server) nextHandle(f file) string {
 type serialWrites struct {
 	file
 	mu          sync.Mutex
-	readdirDone bool // hostgate: change 4
+	readdirDone bool        // hostgate: change 4
+	noCached    atomic.Bool // hostgate: change 18; readAtCached cannot read this file
 }
 
 // hostgate: firstReaddir reports whether this is the handle's first
@@ -103,6 +105,28 @@ type renamedInfo struct {
 }
 
 func (r renamedInfo) Name() string { return r.name }
+
+// hostgate: ReadAt reads what the page cache holds of a regular file
+// without the Go runtime's syscall hand-off (readAtCached, change 18), and
+// the rest, or all of it where that reads nothing, as before.
+func (f *serialWrites) ReadAt(b []byte, off int64) (int, error) {
+	of, ok := f.file.(*os.File)
+	if !ok || f.noCached.Load() {
+		return f.file.ReadAt(b, off)
+	}
+	n, ok, unsupported := readAtCached(of, b, off)
+	if unsupported {
+		f.noCached.Store(true)
+	}
+	if !ok {
+		return of.ReadAt(b, off)
+	}
+	if n == len(b) {
+		return n, nil
+	}
+	m, err := of.ReadAt(b[n:], off+int64(n))
+	return n + m, err
+}
 
 func (f *serialWrites) WriteAt(b []byte, off int64) (int, error) {
 	f.mu.Lock()

@@ -509,12 +509,15 @@ func TestStuckInputTellsThePage(t *testing.T) {
 	defer ws.CloseNow()
 	msgs := messages(ctx, ws)
 	// More than the inbox holds, in the page's 16 KiB pieces; the writes
-	// themselves block once the gateway reads no more.
+	// themselves block once the gateway reads no more. Three inboxes:
+	// the shell's one Write takes all the inbox held when it came (up to
+	// an inboxful) before it hangs, and with two the second could fit
+	// whole, never stopping the reader (about 4 runs in 10).
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
 		piece := bytes.Repeat([]byte("x"), 16<<10)
-		for n := 0; n < 2*inboxMax; n += len(piece) {
+		for n := 0; n < 3*inboxMax; n += len(piece) {
 			if ws.Write(ctx, websocket.MessageBinary, piece) != nil {
 				return
 			}

@@ -85,6 +85,7 @@ var engineTests = []struct {
 	{"DeadlineToolCheckpointRestore", testDeadlineToolCheckpointRestore},
 	{"DeadlineToolForkBomb", testDeadlineToolForkBomb},
 	{"DeadlineToolAdoptsOldLayout", testDeadlineToolAdoptsOldLayout},
+	{"KillStopped", testKillStopped},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -164,7 +164,11 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			return nil, way, &Error{Code: CodeStorageUnavailable, Message: fmt.Sprintf("the gateway could not keep the command's output, which its output memory had no room for, in a file (%v): free space in its state dir, or retry when fewer commands with large output run; %s, the execution lives on", err, cut), Err: err}
 		case errors.Is(err, ErrRunnerLost):
 			// Not the execution's end: the gateway attaches a new agent.
-			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent ended while the command ran (did the command kill it?): its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
+			why := "ended while the command ran (did the command kill it?)"
+			if le := (*LostError)(nil); errors.As(err, &le) && le.Why != "" {
+				why = le.Why + " while the command ran"
+			}
+			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent " + why + ": its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
 		default:
 			return nil, way, err
 		}

@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -52,6 +53,21 @@ var ErrNotStarted = errors.New("dockerhost: command not started")
 // the agent died, as when the command kills it). Exec answers
 // CodeAgentLost and leaves the execution be.
 var ErrRunnerLost = errors.New("dockerhost: the command runner ended before the command")
+
+// LostError is a CommandRunner's error for a command it lost, saying how
+// the runner was lost; it wraps ErrRunnerLost. Exec's agent_lost answer
+// gives Why, which completes "the execution's agent …", in place of its
+// guess that the command killed the agent.
+type LostError struct {
+	Why string
+	Err error // how the command's connection ended
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("%v: the execution's agent %s: %v", ErrRunnerLost, e.Why, e.Err)
+}
+
+func (e *LostError) Unwrap() []error { return []error{ErrRunnerLost, e.Err} }
 
 // ExecStats count which way Exec commands ran since the host started.
 type ExecStats struct {

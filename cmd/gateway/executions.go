@@ -192,7 +192,7 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
 			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify,
-				MakeDirs: []string{dockerhost.WorkspaceTempDir}, Mux: srv.TunnelMux()})
+				MakeDirs: []string{dockerhost.WorkspaceTempDir}, Mux: srv.TunnelMux(), KillStopped: docker.KillStopped})
 		docker.SetExecVia(agents.Runner)
 	}
 	// Sandboxes are part of what this gateway serves: an engine that
@@ -204,6 +204,9 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		return nil
 	})
 	registerExecMetrics(srv.Metrics(), docker)
+	if agents != nil {
+		registerAgentMetrics(srv.Metrics(), agents.Stats)
+	}
 	registerSandboxMetrics(srv.Metrics(), docker.Live, docker.PoolStats)
 	registerCheckpointMetrics(srv.Metrics(), docker.CheckpointStats)
 	api, err := execapi.New(docker, &execapi.Config{Authorize: authorize, Agents: agents, Connected: srv.Tunnels().Connected, Logger: log})
@@ -338,6 +341,29 @@ func registerExecMetrics(reg *prometheus.Registry, docker *dockerhost.Docker) {
 			ConstLabels: prometheus.Labels{"way": way},
 		}, func() float64 { return float64(get(docker.ExecStats())) }))
 	}
+}
+
+// registerAgentMetrics counts what became of the executions' agents:
+// re-attached after theirs ended (sandbox code may kill it) or stopped
+// answering (it may stop it), and given up on after too many in a row.
+func registerAgentMetrics(reg *prometheus.Registry, stats func() execapi.AgentStats) {
+	if reg == nil {
+		return
+	}
+	for reason, get := range map[string]func(execapi.AgentStats) int64{
+		"ended":        func(s execapi.AgentStats) int64 { return s.Restarts },
+		"unresponsive": func(s execapi.AgentStats) int64 { return s.Unresponsive },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "sandbox_agent_restarts_total",
+			Help:        "Execution agents attached anew while their execution lived, by why the one before went: ended (killed, crashed) or unresponsive (left the gateway's ping unanswered: stopped).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(get(stats())) }))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "hostgate", Name: "sandbox_agent_giveups_total",
+		Help: "Executions whose agent failed too many times in a row: their commands run through docker exec, and they are not hosts, until the gateway restarts.",
+	}, func() float64 { return float64(stats().GaveUp) }))
 }
 
 // registerSandboxMetrics reports the live executions (hostgate_tunnels_connected

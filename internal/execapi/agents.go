@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
@@ -83,9 +84,29 @@ type AgentsConfig struct {
 	// Dir is the agent's working directory for commands and SFTP;
 	// default /workspace.
 	Dir string
-	// MaxRestarts bounds re-attaching an agent that died while its
-	// execution lives, counted since it last stayed up a minute; default 5.
+	// MaxRestarts bounds re-attaching an agent that died (or stopped
+	// answering) while its execution lives, counted since it last stayed
+	// up a minute; default 5. Then the execution's commands use docker
+	// exec for good.
 	MaxRestarts int
+	// OpenTimeout bounds a command's wait for the agent to open its
+	// channel (and for the gateway's connection to it): past it the
+	// command runs through docker exec, which it had not reached, and the
+	// agent is pinged at once; default 3 s.
+	OpenTimeout time.Duration
+	// PingTimeout bounds the agent's answer to the gateway's pings, sent
+	// that often while its tunnel is up and at once when a command's
+	// channel did not open within OpenTimeout. An agent that leaves one
+	// unanswered is unresponsive (sandbox code stopped it: kill -STOP, as
+	// its uid): its tunnel is closed, its commands answer agent_lost, and
+	// a new agent is attached; default 5 s.
+	PingTimeout time.Duration
+	// KillStopped, when set, kills the execution's stopped processes of
+	// the agent binary's name that docker exec started
+	// (dockerhost.Docker.KillStopped) when its agent is unresponsive: a
+	// stopped agent holds its threads of the pids limit until killed, and
+	// at the least limit the new one would find none left for commands.
+	KillStopped func(ctx context.Context, executionID, name string) (int, error)
 	// ReadyTimeout bounds Start's wait for the first tunnel; default 60 s.
 	ReadyTimeout time.Duration
 	// Mux tunes the yamux session; default as the gateway's agent tunnels.
@@ -134,6 +155,27 @@ type Agents struct {
 	runs   map[string]*run // guarded by mu
 	closed bool
 	wg     sync.WaitGroup // every run's loop
+
+	stats struct{ restarts, unresponsive, gaveUp atomic.Int64 }
+}
+
+// AgentStats count what became of execution agents since the gateway
+// started.
+type AgentStats struct {
+	// Restarts counts agents attached anew because theirs ended (killed,
+	// crashed) while the execution lived.
+	Restarts int64
+	// Unresponsive counts agents replaced because they left the gateway's
+	// ping unanswered (stopped by sandbox code).
+	Unresponsive int64
+	// GaveUp counts executions whose agent failed MaxRestarts times in a
+	// row: their commands use docker exec for good.
+	GaveUp int64
+}
+
+// Stats returns the counters of AgentStats.
+func (a *Agents) Stats() AgentStats {
+	return AgentStats{Restarts: a.stats.restarts.Load(), Unresponsive: a.stats.unresponsive.Load(), GaveUp: a.stats.gaveUp.Load()}
 }
 
 // run is one execution's agent loop; it owns the attachment and tunnel.
@@ -145,12 +187,18 @@ type run struct {
 	ready  chan struct{} // closed when the first tunnel is up
 	done   chan struct{} // closed when the loop returned
 
-	mu       sync.Mutex
-	lastErr  error          // guarded by mu
-	tunnel   *yamux.Session // the live tunnel, nil while down; guarded by mu
-	callers  bool           // tunnel's agent reads a caller preamble on each stream; guarded by mu
-	conn     *agentConn     // the gateway's SSH connection over tunnel; guarded by mu
-	dialing  chan struct{}  // one slot: held while dialing conn
+	mu      sync.Mutex
+	lastErr error          // guarded by mu
+	tunnel  *yamux.Session // the live tunnel, nil while down; guarded by mu
+	callers bool           // tunnel's agent reads a caller preamble on each stream; guarded by mu
+	conn    *agentConn     // the gateway's SSH connection over tunnel; guarded by mu
+	dialing chan struct{}  // one slot: held while dialing conn
+	probe   chan struct{}  // one slot: a command's channel did not open in time, ping the agent now
+	// suspect is set while that ping is pending: Runner answers nil, and
+	// commands go to docker exec without waiting OpenTimeout each.
+	suspect  bool           // guarded by mu
+	lostSess *yamux.Session // a tunnel closed as unresponsive, and why; guarded by mu
+	lostWhy  string
 	commands chan struct{}  // a slot per command running through the tunnel (maxTunnelCommands)
 	runs     sync.WaitGroup // Runner's goroutines; added to only while tunnel is set
 }
@@ -174,6 +222,12 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = 60 * time.Second
+	}
+	if c.OpenTimeout <= 0 {
+		c.OpenTimeout = 3 * time.Second
+	}
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = 5 * time.Second
 	}
 	if c.Mux == nil {
 		c.Mux = gateway.DefaultTunnelMux()
@@ -240,7 +294,7 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 	keyed := time.Since(t0)
 	rctx, cancel := context.WithCancel(a.ctx)
 	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), dialing: make(chan struct{}, 1),
-		commands: make(chan struct{}, maxTunnelCommands)}
+		probe: make(chan struct{}, 1), commands: make(chan struct{}, maxTunnelCommands)}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -404,10 +458,16 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 		}
 		fails++
 		if fails > a.cfg.MaxRestarts {
-			log.Error("agent keeps failing; giving up until the execution is restarted", "attempts", fails, "err", err)
+			a.stats.gaveUp.Add(1)
+			log.Error("agent keeps failing; giving up until the execution is restarted: its commands use docker exec", "attempts", fails, "err", err)
 			return
 		}
 		backoff := min(200*time.Millisecond<<fails, 10*time.Second)
+		if errors.Is(err, errUnresponsive) {
+			a.stats.unresponsive.Add(1)
+		} else {
+			a.stats.restarts.Add(1)
+		}
 		log.Warn("agent ended while its execution lives; re-attaching", "err", err, "attempt", fails, "backoff", backoff)
 		t := time.NewTimer(backoff)
 		select {
@@ -512,7 +572,9 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	// The timings show where a sandbox's create-to-first-command goes.
 	log.Info("execution agent tunnel up", "hostKey", ssh.FingerprintSHA256(r.signer.PublicKey()),
 		"attach", attached, "ping", answered-attached, "total", time.Since(t0))
-	<-sess.CloseChan()
+	if err := a.watch(ctx, r, sess, log); err != nil {
+		return err
+	}
 	return fmt.Errorf("tunnel ended (agent stderr: %s)", stderr.last())
 }
 

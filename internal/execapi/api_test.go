@@ -287,6 +287,9 @@ type agentPool struct {
 	conns    map[string]net.Conn // the agent side of the latest attachment
 	// beforeAttach, when set, runs first; an error fails the attachment.
 	beforeAttach func(id string) error
+	// freezable makes attachments freezable (freeze).
+	freezable bool
+	gws       map[string]*freezableConn // the gateway side of the latest freezable attachment
 }
 
 func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
@@ -312,9 +315,18 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 		_ = gw.Close()
 		return nil, err
 	}
+	var gwSide Stdio = gw.(*net.TCPConn)
 	p.mu.Lock()
 	p.attached[id]++
 	p.conns[id] = ag
+	if p.freezable {
+		fc := newFreezable(gw.(*net.TCPConn), &p.wg)
+		if p.gws == nil {
+			p.gws = map[string]*freezableConn{}
+		}
+		p.gws[id] = fc
+		gwSide = fc
+	}
 	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
@@ -328,7 +340,80 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 		}
 		_ = ag.Close()
 	}()
-	return gw.(*net.TCPConn), nil
+	return gwSide, nil
+}
+
+// freeze makes the agent of id's latest attachment answer nothing more,
+// as one stopped by SIGSTOP: what it sends no longer reaches the gateway.
+func (p *agentPool) freeze(id string) {
+	p.mu.Lock()
+	fc := p.gws[id]
+	p.mu.Unlock()
+	fc.once.Do(func() { close(fc.frozen) })
+}
+
+// freezableConn is the gateway's side of an attachment whose agent can be
+// frozen: a pump reads the agent's bytes and passes on none once frozen,
+// and writes to the agent wait for the close.
+type freezableConn struct {
+	*net.TCPConn
+	pr        *io.PipeReader
+	frozen    chan struct{}
+	once      sync.Once
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newFreezable(c *net.TCPConn, wg *sync.WaitGroup) *freezableConn {
+	pr, pw := io.Pipe()
+	fc := &freezableConn{TCPConn: c, pr: pr, frozen: make(chan struct{}), closed: make(chan struct{})}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			select {
+			case <-fc.frozen:
+				// Dropped, as never sent; the pump keeps reading so
+				// that the agent's writes do not block on it.
+				if err != nil {
+					_ = pw.CloseWithError(err)
+					return
+				}
+				continue
+			default:
+			}
+			if n > 0 {
+				if _, werr := pw.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				_ = pw.CloseWithError(err)
+				return
+			}
+		}
+	}()
+	return fc
+}
+
+func (c *freezableConn) Read(p []byte) (int, error) { return c.pr.Read(p) }
+
+func (c *freezableConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.frozen:
+		<-c.closed
+		return 0, net.ErrClosed
+	default:
+		return c.TCPConn.Write(p)
+	}
+}
+
+func (c *freezableConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	_ = c.pr.Close()
+	return c.TCPConn.Close()
 }
 
 func (p *agentPool) count(id string) int {

@@ -25,7 +25,9 @@ type Certify func(pub ssh.PublicKey, principal string) (*ssh.Certificate, error)
 // Runner returns a CommandRunner that runs commands through executionID's
 // live agent tunnel (one SSH connection of the gateway's own, kept while
 // the tunnel lives), or nil when there is none: no agent, the tunnel is
-// down or being re-attached, or AgentsConfig.Certify is not set. It is
+// down or being re-attached, the agent left a command's channel unopened
+// and has not answered a ping since, or AgentsConfig.Certify is not set.
+// It is
 // dockerhost.Docker.SetExecVia's function.
 func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 	if a.cfg.Certify == nil {
@@ -38,7 +40,9 @@ func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 		return nil
 	}
 	r.mu.Lock()
-	up := r.tunnel != nil
+	// A suspect agent (a command's channel did not open in time) is being
+	// pinged: docker exec runs commands until it answers.
+	up := r.tunnel != nil && !r.suspect
 	r.mu.Unlock()
 	if !up {
 		return nil
@@ -50,8 +54,9 @@ func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 // over one stream of its tunnel, and the environment docker exec gives a
 // command there.
 type agentConn struct {
-	c   *sshlayer.Client
-	env []string // nil: the environment cannot be reproduced (readEnviron failed)
+	c    *sshlayer.Client
+	sess *yamux.Session // the tunnel c runs over
+	env  []string       // nil: the environment cannot be reproduced (readEnviron failed)
 }
 
 // setTunnel records sess as r's live tunnel; clearTunnel forgets it, closes
@@ -60,6 +65,7 @@ type agentConn struct {
 func (r *run) setTunnel(sess *yamux.Session, callers bool) {
 	r.mu.Lock()
 	r.tunnel, r.callers = sess, callers
+	r.suspect = false
 	r.mu.Unlock()
 }
 
@@ -164,7 +170,7 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 		a.log.Warn("the container's environment cannot be reproduced; its API commands use docker exec", "execution", r.id, "err", err)
 	}
 	a.log.Info("gateway connected to the execution agent", "execution", r.id, "took", time.Since(t0))
-	return &agentConn{c: c, env: env}, nil
+	return &agentConn{c: c, sess: sess, env: env}, nil
 }
 
 // readEnviron reads the environment of the container's init (pid 1, the
@@ -281,8 +287,15 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 		}
 		return -1, fmt.Errorf("%w: agent tunnel: %w", dockerhost.ErrNotStarted, err)
 	}
-	conn, err := t.a.connect(ctx, t.r)
+	// Until the agent has opened the command's channel nothing was sent
+	// that could start it: past OpenTimeout docker exec may run it.
+	openCtx, cancel := context.WithTimeoutCause(ctx, t.a.cfg.OpenTimeout, errNoChannel{t.a.cfg.OpenTimeout})
+	defer cancel()
+	conn, err := t.a.connect(openCtx, t.r)
 	if err != nil {
+		if errors.As(context.Cause(openCtx), new(errNoChannel)) && ctx.Err() == nil {
+			t.r.suspectAgent()
+		}
 		return notStarted(err)
 	}
 	if conn.env == nil {
@@ -304,7 +317,10 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	if !t.r.hold(runGoroutines) {
 		return notStarted(errors.New("tunnel down"))
 	}
-	p, err := t.start(ctx, conn, line)
+	p, err := t.start(ctx, openCtx, conn, line)
+	if errors.As(err, new(errNoChannel)) {
+		t.r.suspectAgent()
+	}
 	if errors.Is(err, errRefused) {
 		// The agent could not fork the command's shell: in a sandbox, its
 		// pids limit (or memory) is spent. docker exec cannot do better
@@ -379,8 +395,20 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	case errors.As(werr, &ee):
 		return ee.ExitStatus(), nil
 	}
-	// No exit status: the session ended under the command (the agent died).
+	// No exit status: the session ended under the command (the agent
+	// died, or the gateway closed its tunnel as unresponsive).
+	if why := t.r.lostReason(conn.sess); why != "" {
+		return -1, &dockerhost.LostError{Why: why, Err: werr}
+	}
 	return -1, fmt.Errorf("execapi: agent tunnel: %w: %w", dockerhost.ErrRunnerLost, werr)
+}
+
+// errNoChannel means the agent did not open a command's channel within
+// AgentsConfig.OpenTimeout.
+type errNoChannel struct{ after time.Duration }
+
+func (e errNoChannel) Error() string {
+	return fmt.Sprintf("execapi: the agent did not open the command's channel within %v", e.after)
 }
 
 // session is one started command.
@@ -390,18 +418,33 @@ type session struct {
 	stdout, stderr io.Reader
 }
 
-// start opens a session and starts line in it, bounded by ctx: the SSH
-// library's calls take no ctx, so they run on a goroutine counted in r.runs
-// (one of runGoroutines); a session that starts after ctx ended is closed.
-func (t *tunnelRunner) start(ctx context.Context, conn *agentConn, line string) (*session, error) {
+// start opens a session, bounded by open, and starts line in it, bounded
+// by ctx: the SSH library's calls take no ctx, so they run on a goroutine
+// counted in r.runs (one of runGoroutines). A session that opens after
+// open ended is closed unused: its command was never asked for, so docker
+// exec may run it instead; one that starts after ctx ended is closed.
+func (t *tunnelRunner) start(ctx, open context.Context, conn *agentConn, line string) (*session, error) {
 	type started struct {
 		p   *session
 		err error
 	}
-	done := make(chan started) // unbuffered: a send means the caller took it
+	opened := make(chan error) // unbuffered: a send means the caller took it
+	done := make(chan started)
 	go func() {
 		defer t.r.runs.Done()
-		p, err := startSession(conn.c.SSH(), line)
+		sess, err := conn.c.SSH().NewSession()
+		select {
+		case opened <- err:
+		case <-open.Done():
+			if err == nil {
+				_ = sess.Close()
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+		p, err := startSession(sess, line)
 		select {
 		case done <- started{p, err}:
 		case <-ctx.Done():
@@ -411,6 +454,14 @@ func (t *tunnelRunner) start(ctx context.Context, conn *agentConn, line string) 
 		}
 	}()
 	select {
+	case err := <-opened:
+		if err != nil {
+			return nil, fmt.Errorf("open session: %w", err)
+		}
+	case <-open.Done():
+		return nil, context.Cause(open)
+	}
+	select {
 	case s := <-done:
 		return s.p, s.err
 	case <-ctx.Done():
@@ -418,12 +469,10 @@ func (t *tunnelRunner) start(ctx context.Context, conn *agentConn, line string) 
 	}
 }
 
-func startSession(c *ssh.Client, line string) (*session, error) {
-	sess, err := c.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
-	}
+// startSession starts line in sess.
+func startSession(sess *ssh.Session, line string) (*session, error) {
 	p := &session{sess: sess}
+	var err error
 	if p.stdin, err = sess.StdinPipe(); err == nil {
 		if p.stdout, err = sess.StdoutPipe(); err == nil {
 			if p.stderr, err = sess.StderrPipe(); err == nil {

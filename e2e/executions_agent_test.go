@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/client"
+)
+
+// sandboxShell runs script in the execution's container as its user
+// through docker exec, as sandbox code would run it, apart from the
+// gateway's agent (a command of the agent's that stops or kills it loses
+// its own channel).
+func sandboxShell(t testing.TB, ctx context.Context, id, script string) string {
+	t.Helper()
+	cid := containerOf(t, id)
+	out, err := exec.CommandContext(ctx, "docker", "exec", "-u", userOf(t, cid), cid, "/bin/sh", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker exec %q: %v %s", script, err, out)
+	}
+	return string(out)
+}
+
+// waitAgentConnected waits until the gateway has connected to the
+// execution's agent more than before times (the log line's count), and
+// returns the count.
+func waitAgentConnected(t testing.TB, g *gw, id string, before int) int {
+	t.Helper()
+	connected := regexp.MustCompile(`gateway connected to the execution agent[^\n]*execution=` + id)
+	for deadline := time.Now().Add(time.Minute); ; {
+		if n := len(connected.FindAllString(g.output(), -1)); n > before {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not connect to the agent of %s within a minute:\n%s", id, g.output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSandboxFrozenAgent: sandbox code may stop its agent (kill -STOP, as
+// its uid). The gateway routed the API's commands to the stopped agent's
+// tunnel on: each waited its whole timeoutMs and answered timeout, which
+// destroyed the execution. Now a command the agent does not open a channel
+// for within the gateway's bound runs through docker exec, and the gateway,
+// its ping unanswered too, kills the stopped agent and attaches a new one,
+// which later commands run through.
+func TestSandboxFrozenAgent(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 4*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	conns := waitAgentConnected(t, g, e.ExecutionID, 0)
+	if out := sh(t, ctx, c, e.ExecutionID, "echo up"); out != "up\n" {
+		t.Fatalf("first command: %q", out)
+	}
+	agentWays, _, _ := execWays(t, g)
+	if agentWays == 0 {
+		t.Fatal("the first command did not run through the agent")
+	}
+	sandboxShell(t, ctx, e.ExecutionID, `for p in $(pidof agent); do [ $p = 1 ] || kill -STOP $p || exit; done`)
+
+	t0 := time.Now()
+	res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "echo after the freeze"}, TimeoutMs: 60000})
+	took := time.Since(t0)
+	t.Logf("a command with the agent stopped took %v", took.Round(time.Millisecond))
+	if err != nil || res.ExitCode != 0 || res.Stdout != "after the freeze\n" {
+		t.Fatalf("a command with the agent stopped: %v %+v (after %v)", err, res, took)
+	}
+	// A new agent comes, the stopped one is gone (killed: it held its
+	// threads of the pids limit), and commands run through the new one.
+	g.waitFor(regexp.MustCompile(`agent unresponsive[^\n]*execution=`+e.ExecutionID), time.Minute)
+	waitAgentConnected(t, g, e.ExecutionID, conns)
+	if out := sandboxShell(t, ctx, e.ExecutionID, `for d in /proc/[0-9]*; do read -r s < $d/stat; case "$s" in *"(agent) T "*) echo "stopped: $s";; esac; done; echo checked`); out != "checked\n" {
+		t.Fatalf("after the new agent came: %q, want no stopped agent", out)
+	}
+	before, _, _ := execWays(t, g)
+	t0 = time.Now()
+	if out := sh(t, ctx, c, e.ExecutionID, "echo through the new agent"); out != "through the new agent\n" {
+		t.Fatalf("after the new agent came: %q", out)
+	}
+	t.Logf("a command through the new agent took %v", time.Since(t0).Round(time.Millisecond))
+	if after, _, _ := execWays(t, g); after != before+1 {
+		t.Fatalf("commands through the agent: %d then %d, want one more", before, after)
+	}
+	status, body := g.api("GET", "/metrics", g.admin, nil)
+	if status != 200 || !strings.Contains(string(body), `hostgate_sandbox_agent_restarts_total{reason="unresponsive"} 1`) {
+		t.Fatalf("/metrics: %d, want one restart of an unresponsive agent:\n%s", status, grepLines(string(body), "agent_"))
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

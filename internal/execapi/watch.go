@@ -1,0 +1,131 @@
+package execapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/yamux"
+)
+
+// errUnresponsive means an agent left the gateway's ping unanswered: its
+// tunnel was closed and a new agent is due.
+var errUnresponsive = errors.New("execapi: the agent stopped answering")
+
+// killStoppedTimeout bounds the docker exec that kills a stopped agent.
+const killStoppedTimeout = 30 * time.Second
+
+// watch pings r's agent over sess every PingTimeout, and at once when a
+// command's channel did not open in time (r.probe). It returns nil when
+// sess or ctx ends, and an error wrapping errUnresponsive when a ping
+// went unanswered for PingTimeout: sess is closed then (its commands
+// answer agent_lost, saying why), and the stopped agent killed.
+//
+// The tunnel's own keepalive would close it too, but only after its 30 s
+// interval and a 30 s wait for the answer: meanwhile every command sent
+// to it waited its whole timeoutMs and answered timeout, destroying the
+// execution.
+func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *slog.Logger) error {
+	tick := time.NewTicker(a.cfg.PingTimeout)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sess.CloseChan():
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-r.probe:
+		}
+		t0 := time.Now()
+		if answered(ctx, sess, a.cfg.PingTimeout) {
+			if r.clearSuspect() {
+				log.Info("agent answered the gateway's ping after a command's channel did not open in time: it is slow, not stopped", "took", time.Since(t0))
+			}
+			continue
+		}
+		if sess.IsClosed() || ctx.Err() != nil {
+			return nil
+		}
+		why := fmt.Sprintf("stopped answering (no answer to the gateway's ping within %v: did sandbox code stop it, kill -STOP?), and the gateway replaced it", a.cfg.PingTimeout)
+		r.markLost(sess, why)
+		_ = sess.Close()
+		killed := "not tried (no KillStopped)"
+		if a.cfg.KillStopped != nil {
+			kctx, cancel := context.WithTimeout(ctx, killStoppedTimeout)
+			n, err := a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]))
+			cancel()
+			killed = fmt.Sprint(n)
+			if err != nil {
+				killed = fmt.Sprintf("failed: %v", err)
+			}
+		}
+		log.Warn("agent unresponsive: its tunnel is closed and a new agent attached; stopped agents killed", "pingTimeout", a.cfg.PingTimeout, "killed", killed)
+		return fmt.Errorf("%w: no answer to a ping within %v", errUnresponsive, a.cfg.PingTimeout)
+	}
+}
+
+// answered reports whether the peer of sess answers a ping within d; it
+// returns false at once when sess or ctx ends. The yamux Ping itself
+// waits the session's write timeout (30 s).
+func answered(ctx context.Context, sess *yamux.Session, d time.Duration) bool {
+	res := make(chan error, 1)
+	go func() {
+		_, err := sess.Ping()
+		res <- err
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err == nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	// The ping's goroutine ends as the session does, which the tunnel's
+	// loop closes before it returns (its result goes to the buffer).
+	return false
+}
+
+// suspectAgent records that a command's channel did not open in time and
+// asks the watch to ping the agent now; until it answers, Runner sends
+// commands to docker exec.
+func (r *run) suspectAgent() {
+	r.mu.Lock()
+	r.suspect = true
+	r.mu.Unlock()
+	select {
+	case r.probe <- struct{}{}:
+	default:
+	}
+}
+
+// clearSuspect ends the suspicion; it reports whether there was one.
+func (r *run) clearSuspect() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := r.suspect
+	r.suspect = false
+	return was
+}
+
+// markLost records why sess is closed, for the commands it loses.
+func (r *run) markLost(sess *yamux.Session, why string) {
+	r.mu.Lock()
+	r.lostSess, r.lostWhy = sess, why
+	r.mu.Unlock()
+}
+
+// lostReason is why sess was closed by the gateway, or "" when it ended
+// otherwise (the agent died).
+func (r *run) lostReason(sess *yamux.Session) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lostSess != sess {
+		return ""
+	}
+	return r.lostWhy
+}

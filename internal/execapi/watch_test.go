@@ -1,0 +1,126 @@
+package execapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/dockerhost"
+)
+
+// TestFrozenAgentReplaced: sandbox code may stop its agent (kill -STOP).
+// A command sent to the stopped agent's tunnel waited its whole timeout
+// (and the execution was destroyed for it): now one whose channel the
+// agent does not open within OpenTimeout is not started (docker exec runs
+// it), the agent is pinged, and, silent for PingTimeout, it is killed
+// (KillStopped) and a new one attached; a command it was running answers
+// that the agent stopped answering, not a bare EOF.
+func TestFrozenAgentReplaced(t *testing.T) {
+	f := newFixture(t)
+	f.pool.freezable = true
+	var killMu sync.Mutex
+	var killed []string
+	f.agents.cfg.OpenTimeout = 300 * time.Millisecond
+	f.agents.cfg.PingTimeout = time.Second
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+		killMu.Lock()
+		killed = append(killed, id+" "+name)
+		killMu.Unlock()
+		f.pool.killAgent(id)
+		return 1, nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	r := f.agents.Runner(id)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	run := func(r dockerhost.CommandRunner, stdin io.Reader, script string) (int, string, error) {
+		var out budget
+		out.n = 1 << 20
+		code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"/bin/sh", "-c", script}, Dir: "/", Stdin: stdin, Stdout: &out, Stderr: io.Discard})
+		return code, out.String(), err
+	}
+	if code, out, err := run(r, nil, "echo up"); err != nil || code != 0 || out != "up\n" {
+		t.Fatalf("before the freeze: %d %q %v", code, out, err)
+	}
+
+	// A command running as the agent freezes.
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var releaseOnce sync.Once
+	// Its stdin's copy, one of the Run's goroutines the tunnel's end
+	// waits for, reads until then.
+	releaseStdin := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseStdin()
+	inFlight := make(chan error, 1)
+	go func() {
+		_, _, err := run(r, blockingReader{started, release}, "cat")
+		inFlight <- err
+	}()
+	<-started
+	f.pool.freeze(id)
+
+	t0 := time.Now()
+	_, _, err := run(r, nil, "echo frozen")
+	if !errors.Is(err, dockerhost.ErrNotStarted) || time.Since(t0) > 5*time.Second {
+		t.Fatalf("a command for the frozen agent: %v after %v, want ErrNotStarted within about OpenTimeout", err, time.Since(t0))
+	}
+	if f.agents.Runner(id) != nil {
+		t.Error("a runner for a suspect agent: its commands would each wait OpenTimeout")
+	}
+	select {
+	case err := <-inFlight:
+		var le *dockerhost.LostError
+		if !errors.As(err, &le) || !errors.Is(err, dockerhost.ErrRunnerLost) || !strings.Contains(le.Why, "stopped answering") {
+			t.Fatalf("the command the frozen agent ran: %v, want a LostError saying it stopped answering", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the command the frozen agent ran never ended")
+	}
+	releaseStdin()
+	f.waitEvent(t, tunnelEvent{id, false})
+	f.waitEvent(t, tunnelEvent{id, true})
+	killMu.Lock()
+	if len(killed) != 1 || killed[0] != id+" agent" {
+		t.Errorf("KillStopped calls %q, want one for %s's agent", killed, id)
+	}
+	killMu.Unlock()
+	if s := f.agents.Stats(); s.Unresponsive != 1 || s.Restarts != 0 {
+		t.Errorf("stats %+v, want one unresponsive agent replaced", s)
+	}
+	r2 := f.agents.Runner(id)
+	if r2 == nil {
+		t.Fatal("no runner once the new agent is up")
+	}
+	if code, out, err := run(r2, nil, "echo back"); err != nil || code != 0 || out != "back\n" {
+		t.Fatalf("through the new agent: %d %q %v", code, out, err)
+	}
+}
+
+// TestSlowAgentKept: an agent that opens a command's channel late but
+// answers the ping is slow, not stopped: it is kept, and commands go
+// through it again once it answered.
+func TestSlowAgentKept(t *testing.T) {
+	f := newFixture(t)
+	f.agents.cfg.OpenTimeout = time.Nanosecond
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	r := f.agents.Runner(id)
+	if _, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard}); !errors.Is(err, dockerhost.ErrNotStarted) {
+		t.Fatalf("a command not opened within 1 ns: %v, want ErrNotStarted", err)
+	}
+	for f.agents.Runner(id) == nil {
+		if ctx.Err() != nil {
+			t.Fatal("the agent answered no ping: no runner again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if s := f.agents.Stats(); s != (AgentStats{}) || f.pool.count(id) != 1 {
+		t.Fatalf("stats %+v, attachments %d: want the agent kept", s, f.pool.count(id))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,6 +297,21 @@ func testDeadlineToolForkBomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// PID 1 caps its tasks at what the nproc ulimit leaves out for it: by
+	// the kernel's word it never takes a pid kept for the agent. (Had it
+	// needed more, it would have died making a thread: the sandbox ended.)
+	c, err := cli.ContainerInspect(testCtx(t, time.Minute), ex.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, err := os.ReadFile("/proc/" + strconv.Itoa(c.State.Pid) + "/limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := regexp.MustCompile(fmt.Sprintf(`(?m)^Max processes +%d +%d +processes`, h.policy.initTasks(), h.policy.initTasks())); !want.Match(limits) {
+		t.Fatalf("PID 1's limits:\n%s\nwant Max processes %d, what the nproc ulimit leaves out for it", limits, h.policy.initTasks())
+	}
+	peak := pid1
 	// Builtins only once the bomb runs: a fork that fails ends the shell.
 	res := sh(t, h, ex.ExecutionID, `ulimit -u "$(ulimit -Hu)"
 ( i=0; while :; do (sleep 0.$RANDOM &); i=$((i+1)); [ $((i % 64)) = 0 ] && (sleep 1000 &); done ) >/dev/null 2>&1 </dev/null &
@@ -323,8 +339,16 @@ echo bombed`)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Reaping: the bomb's orphans end and PID 1 reaps them, for a while.
-	time.Sleep(3 * time.Second)
+	// Reaping: the bomb's orphans end and PID 1 reaps them, for a while;
+	// its threads sampled meanwhile.
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+		n, err := strconv.Atoi(threads())
+		if err != nil {
+			t.Fatal(err)
+		}
+		peak = max(peak, n)
+	}
+	t.Logf("PID 1's threads under the bomb: %d at most, of the %d it may hold", peak, h.policy.initTasks())
 	moved, err := h.SetTimeout(testCtx(t, time.Minute), ex.ExecutionID, 25_000)
 	if err != nil {
 		t.Fatalf("SetTimeout under the bomb: %v", err)

@@ -86,7 +86,7 @@ var minResources = Resources{
 	MemoryBytes: 6 << 20,
 	DiskBytes:   64 << 10,
 	// The limit counts threads, and every sandbox holds its init and
-	// deadline (the agent as PID 1, 9 to 12 threads; or docker-init, a
+	// deadline (the agent as PID 1, 9 threads, capped at 12; or docker-init, a
 	// shell and its sleep) and the agent's 10 threads (made as it starts, before
 	// any command: internal/agent's stdioThreads): under 16 the agent
 	// could not start, or died making a thread (Go treats that as fatal).
@@ -601,16 +601,17 @@ func CommandTasks(pids int64) int64 {
 
 // initTasks is what of a sandbox's pids limit PID 1 takes when it is the
 // deadline tool under a uid of its own (deadlineByInit): its threads, all
-// made as it starts (9 to 12 measured), which its cgroup counts but the
-// sandbox uid's RLIMIT_NPROC does not. The nproc ulimit leaves them out,
-// as it counted them when PID 1 was of the sandbox's uid: else commands
-// could take every pid the limit leaves, and the agent would die making a
+// made as it starts, which its cgroup counts but the sandbox uid's
+// RLIMIT_NPROC does not, and which it caps at deadline.MaxTasks itself
+// (its uid's RLIMIT_NPROC). The nproc ulimit leaves them out, as it
+// counted them when PID 1 was of the sandbox's uid: else commands could
+// take every pid the limit leaves, and the agent would die making a
 // thread. The agent does the same (internal/agent's othersThreads).
 func (p *Policy) initTasks() int64 {
 	if p.deadlineTool == "" {
 		return 0
 	}
-	return 12
+	return deadline.MaxTasks
 }
 
 // redact returns req without environment values, which may be sensitive

@@ -66,11 +66,34 @@ func MaybeRun() {
 	if len(os.Args) < 2 || os.Args[1] != Arg {
 		return
 	}
-	os.Exit(run(os.Args[2:], environFile(), Dir))
+	environ := environFile()
+	// Only where PID 1 has a uid of its own: a cap on a uid the sandbox's
+	// processes share would count theirs, and PID 1 could not make its
+	// threads.
+	os.Exit(run(os.Args[2:], environ, Dir, environ == InitEnvironFile))
 }
 
-// run is the deadline process with its paths: its exit code.
-func run(args []string, environ, dir string) int {
+// MaxTasks is the most tasks (threads) PID 1 holds when it has a uid of
+// its own: it caps its uid's RLIMIT_NPROC at it as it starts, so the
+// kernel refuses it a task more, and dockerhost leaves this many of the
+// pids limit out of the sandbox uid's nproc ulimit for it. It makes 9 as
+// it starts, in a sandbox idle and at most under a fork bomb that holds
+// every pid (dockerhost's TestEngine/DeadlineToolForkBomb samples them),
+// and none after (TestNoThreadAfterStart); 3 more are the margin for a Go
+// runtime that starts with more (the race detector's makes 10 or 11). A
+// runtime that needs more than 12 fails to start it, in every sandbox at
+// once, rather than take a pid kept for the agent's threads.
+const MaxTasks = 12
+
+// run is the deadline process with its paths: its exit code. capped caps
+// its tasks at MaxTasks.
+func run(args []string, environ, dir string, capped bool) int {
+	if capped {
+		if err := capTasks(MaxTasks); err != nil {
+			fmt.Fprintf(os.Stderr, "agent %s: %v\n", Arg, err)
+			return 2
+		}
+	}
 	runtime.GOMAXPROCS(1)
 	if err := writeEnviron(environ); err != nil {
 		// Not fatal: the gateway then runs commands with docker exec.

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxSecs bounds a runtime or an extension: past it a time.Duration
@@ -148,6 +150,17 @@ func startThreads(n int) {
 	for range n {
 		<-done
 	}
+}
+
+// capTasks sets this process's RLIMIT_NPROC, soft and hard, to n: the
+// kernel then refuses it a thread (or process) while its uid holds n
+// tasks. Its uid is its own, so they are its threads. Without
+// CAP_SYS_RESOURCE it cannot raise it again.
+func capTasks(n uint64) error {
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+		return fmt.Errorf("cap the tasks at %d (RLIMIT_NPROC): %w", n, err)
+	}
+	return nil
 }
 
 // reap waits for every child that has ended, without blocking.

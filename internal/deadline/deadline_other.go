@@ -16,3 +16,5 @@ func Run(args []string, stdin io.Reader, dir string) error {
 func writeEnviron(path string) error { return nil }
 
 func pollableStdin() *os.File { return os.Stdin }
+
+func capTasks(n uint64) error { return nil }

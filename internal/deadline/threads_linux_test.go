@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +33,7 @@ const prlimitArg = "__hostgate_prlimit_test"
 
 func init() {
 	if len(os.Args) > 1 && os.Args[1] == helperArg {
-		os.Exit(run(os.Args[2:], os.Getenv("HOSTGATE_TEST_ENVIRON"), os.Getenv("HOSTGATE_TEST_DIR")))
+		os.Exit(run(os.Args[2:], os.Getenv("HOSTGATE_TEST_ENVIRON"), os.Getenv("HOSTGATE_TEST_DIR"), os.Getenv("HOSTGATE_TEST_CAPPED") == "1"))
 	}
 	if len(os.Args) == 4 && os.Args[1] == prlimitArg {
 		pid, _ := strconv.Atoi(os.Args[2])
@@ -77,63 +78,8 @@ func threadsOf(t *testing.T, pid int) int {
 // started, and a flood of SIGCHLD (every orphan's end) and of ignored
 // signals wakes it as the bomb's reaping did.
 func TestNoThreadAfterStart(t *testing.T) {
-	testenv.RequirePeer(t, "root (to run the deadline as a uid of its own)", os.Geteuid() == 0)
-	// A directory and binary another uid may run.
-	dir, err := os.MkdirTemp("", "deadline-threads-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "deadline.test")
-	data, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	shm := filepath.Join(dir, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil || os.Chmod(shm, 0o1777) != nil {
-		t.Fatal(err)
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	// A uid nothing else runs as (below the sandbox range), so that
-	// RLIMIT_NPROC counts this process's threads alone.
-	uid := uint32(1_900_000_000 + binary.LittleEndian.Uint32(b[:])%1_000_000)
-	cmd := exec.Command(bin, helperArg, "600")
-	cmd.Env = []string{"HOSTGATE_TEST_ENVIRON=" + filepath.Join(shm, "environ"), "HOSTGATE_TEST_DIR=" + filepath.Join(shm, "none")}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	pid := cmd.Process.Pid
-
-	// Started: the environment copy is written before Run, whose threads
-	// are made before it waits; then their number stays.
-	until := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(shm, "environ")); err == nil {
-			break
-		}
-		if time.Now().After(until) {
-			t.Fatalf("the deadline never started: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
-	threads := threadsOf(t, pid)
+	d := startDeadline(t, false)
+	threads, pid, bin, uid, exited, stderr := d.threads, d.pid, d.bin, d.uid, d.exited, d.stderr
 	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	set := exec.Command(bin, prlimitArg, strconv.Itoa(pid), strconv.Itoa(threads))
 	set.SysProcAttr = cred
@@ -173,6 +119,110 @@ func TestNoThreadAfterStart(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("SIGTERM did not end the deadline")
+	}
+}
+
+// deadlineProc is a deadline process of the test binary (run) under a
+// uid of its own.
+type deadlineProc struct {
+	pid, threads int // threads once started
+	bin          string
+	uid          uint32
+	exited       chan error // gets Wait's error, once
+	stderr       *bytes.Buffer
+}
+
+// startDeadline starts the deadline as a uid nothing else runs as, capped
+// (run's capped) or not, and waits until it started.
+func startDeadline(t *testing.T, capped bool) *deadlineProc {
+	t.Helper()
+	testenv.RequirePeer(t, "root (to run the deadline as a uid of its own)", os.Geteuid() == 0)
+	// A directory and binary another uid may run.
+	dir, err := os.MkdirTemp("", "deadline-threads-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "deadline.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shm := filepath.Join(dir, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil || os.Chmod(shm, 0o1777) != nil {
+		t.Fatal(err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	// A uid nothing else runs as (below the sandbox range), so that
+	// RLIMIT_NPROC counts this process's threads alone.
+	uid := uint32(1_900_000_000 + binary.LittleEndian.Uint32(b[:])%1_000_000)
+	cmd := exec.Command(bin, helperArg, "600")
+	cmd.Env = []string{"HOSTGATE_TEST_ENVIRON=" + filepath.Join(shm, "environ"), "HOSTGATE_TEST_DIR=" + filepath.Join(shm, "none")}
+	if capped {
+		cmd.Env = append(cmd.Env, "HOSTGATE_TEST_CAPPED=1")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	pid := cmd.Process.Pid
+
+	// Started: the environment copy is written before Run, whose threads
+	// are made before it waits; then their number stays.
+	until := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(shm, "environ")); err == nil {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatalf("the deadline never started: %s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	return &deadlineProc{pid: pid, threads: threadsOf(t, pid), bin: bin, uid: uid, exited: exited, stderr: &stderr}
+}
+
+// TestTasksCapped: the deadline with a uid of its own caps the tasks it
+// may hold at MaxTasks, soft and hard (RLIMIT_NPROC), as it starts: what
+// dockerhost leaves out of the sandbox's nproc ulimit for it is then
+// enough by the kernel's word. It set none: it kept the sandbox's own
+// (the pids limit less 12 at most), and a thread more than 12 would have
+// taken a pid the agent's threads were kept.
+func TestTasksCapped(t *testing.T) {
+	d := startDeadline(t, true)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(d.pid) + "/limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^Max processes +` + strconv.Itoa(MaxTasks) + ` +` + strconv.Itoa(MaxTasks) + ` +processes`)
+	if !want.Match(b) {
+		t.Fatalf("the deadline's limits:\n%s\nwant Max processes %d %d", b, MaxTasks, MaxTasks)
+	}
+	if d.threads > MaxTasks {
+		t.Fatalf("the deadline started %d threads, over MaxTasks %d", d.threads, MaxTasks)
+	}
+	t.Logf("the deadline's threads, capped at %d: %d", MaxTasks, d.threads)
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+		t.Fatalf("the capped deadline ended: %v\n%s", err, d.stderr.String())
+	default:
 	}
 }
 

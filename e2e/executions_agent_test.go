@@ -102,3 +102,86 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestSandboxAgentKilled: sandbox code may kill its agent (kill -9, as its
+// uid). A command the agent was running answers at once that the agent
+// was killed (agent_lost; it guessed the command had killed it), not
+// after the command's own time and not as an engine error; a command
+// right after runs; the restart is counted and logged. Then a loop that kills every agent as it comes: the gateway
+// re-attaches a bounded number of times with backoff, gives up (counted)
+// and runs the sandbox's commands through docker exec, and the sandbox
+// still ends at its deadline.
+func TestSandboxAgentKilled(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 4*time.Minute)
+	req := execRequest(image)
+	req.Resources.RuntimeMs = 70_000
+	e := provisionShort(t, ctx, c, req, 55*time.Second)
+	id := e.ExecutionID
+	conns := waitAgentConnected(t, g, id, 0)
+
+	// A command in flight as sandbox code kills the agent running it.
+	type answer struct {
+		err  error
+		took time.Duration
+	}
+	inFlight := make(chan answer, 1)
+	go func() {
+		t0 := time.Now()
+		_, err := c.Exec(ctx, id, client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "touch started; sleep 30; echo late"}, TimeoutMs: 60000})
+		inFlight <- answer{err, time.Since(t0)}
+	}()
+	sandboxShell(t, ctx, id, `until [ -e /workspace/started ]; do sleep 0.05; done; for p in $(pidof agent); do [ $p = 1 ] || kill -9 $p; done`)
+	a := <-inFlight
+	t.Logf("the command in flight answered %v after it started", a.took.Round(time.Millisecond))
+	ae := apiErr(a.err)
+	if ae == nil || ae.Status != 502 || ae.Code != "agent_lost" || !strings.Contains(ae.Message, "the execution's agent was killed (SIGKILL") || a.took > 25*time.Second {
+		t.Fatalf("the command whose agent was killed: %v after %v, want 502 agent_lost at once", a.err, a.took)
+	}
+	if out := sh(t, ctx, c, id, "echo right after"); out != "right after\n" {
+		t.Fatalf("a command right after the kill: %q", out)
+	}
+	g.waitFor(regexp.MustCompile(`agent ended while its execution lives; re-attaching[^\n]*execution=`+id), time.Minute)
+	waitAgentConnected(t, g, id, conns)
+	if out := sh(t, ctx, c, id, "echo through the new agent"); out != "through the new agent\n" {
+		t.Fatalf("through the new agent: %q", out)
+	}
+	if _, body := g.api("GET", "/metrics", g.admin, nil); !strings.Contains(string(body), `hostgate_sandbox_agent_restarts_total{reason="ended"} 1`) {
+		t.Fatalf("/metrics, want one agent restarted:\n%s", grepLines(string(body), "agent_"))
+	}
+
+	// Every agent killed as it comes.
+	sandboxShell(t, ctx, id, `sh -c 'while :; do for p in $(pidof agent); do [ $p = 1 ] || kill -9 $p; done; sleep 0.05; done' </dev/null >/dev/null 2>&1 &`)
+	g.waitFor(regexp.MustCompile(`agent keeps failing; giving up[^\n]*execution=`+id), 2*time.Minute)
+	reattached := regexp.MustCompile(`agent ended while its execution lives; re-attaching[^\n]*execution=` + id)
+	n := len(reattached.FindAllString(g.output(), -1))
+	t.Logf("re-attached %d times before giving up", n)
+	if n > 6 {
+		t.Fatalf("re-attached %d times, want at most 1 + MaxRestarts (5)", n)
+	}
+	if _, body := g.api("GET", "/metrics", g.admin, nil); !strings.Contains(string(body), "hostgate_sandbox_agent_giveups_total 1") {
+		t.Fatalf("/metrics, want one sandbox given up on:\n%s", grepLines(string(body), "agent_"))
+	}
+	if out := sh(t, ctx, c, id, "echo by docker exec"); out != "by docker exec\n" {
+		t.Fatalf("a command once the gateway gave up on the agent: %q", out)
+	}
+	time.Sleep(2 * time.Second)
+	if m := len(reattached.FindAllString(g.output(), -1)); m != n {
+		t.Fatalf("re-attached again after giving up: %d, then %d", n, m)
+	}
+
+	// The deadline still ends it.
+	cid := containerOf(t, id)
+	for {
+		if err := exec.Command("docker", "inspect", cid).Run(); err != nil {
+			break
+		}
+		if time.Now().After(e.ExpiresAt.Add(30 * time.Second)) {
+			t.Fatalf("container %s still there 30 s after its deadline %v", cid, e.ExpiresAt)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := c.Execution(ctx, id); apiErr(err) == nil || apiErr(err).Status != 410 || apiErr(err).Reason != "runtime" {
+		t.Fatalf("the execution after its deadline: %v, want 410 for its runtime", err)
+	}
+}

@@ -196,8 +196,9 @@ type run struct {
 	probe   chan struct{}  // one slot: a command's channel did not open in time, ping the agent now
 	// suspect is set while that ping is pending: Runner answers nil, and
 	// commands go to docker exec without waiting OpenTimeout each.
-	suspect  bool           // guarded by mu
-	lostSess *yamux.Session // a tunnel closed as unresponsive, and why; guarded by mu
+	suspect  bool            // guarded by mu
+	ended    <-chan struct{} // closed once tunnel ended and lostWhy is set if known; guarded by mu
+	lostSess *yamux.Session  // a tunnel that ended, and how its agent did; guarded by mu
 	lostWhy  string
 	commands chan struct{}  // a slot per command running through the tunnel (maxTunnelCommands)
 	runs     sync.WaitGroup // Runner's goroutines; added to only while tunnel is set
@@ -551,8 +552,12 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 		unregister()
 		a.cfg.OnTunnel(r.id, false)
 	}()
-	r.setTunnel(sess, callers())
+	ended := make(chan struct{})
+	r.setTunnel(sess, callers(), ended)
 	defer r.clearTunnel()
+	// Before clearTunnel, which waits for the commands' goroutines: their
+	// Runs wait for this, briefly, to say how the agent ended.
+	defer close(ended)
 	if a.cfg.Certify != nil && r.hold(1) {
 		// Connect now, while the provision answers: the first API
 		// command then finds the connection (and the environment) ready.
@@ -575,7 +580,45 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	if err := a.watch(ctx, r, sess, log); err != nil {
 		return err
 	}
-	return fmt.Errorf("tunnel ended (agent stderr: %s)", stderr.last())
+	why := ""
+	if !a.reg.Closed() {
+		// Not at the gateway's shutdown, which closed the tunnel itself:
+		// the agent lives on, and no exit code would come.
+		why = endedWhy(ctx, stdio)
+	}
+	if why != "" {
+		r.markLost(sess, why)
+		why = "; the agent " + why
+	}
+	return fmt.Errorf("tunnel ended (agent stderr: %s%s)", stderr.last(), why)
+}
+
+// endedWait bounds how long a command the agent's end cut waits for the
+// tunnel's loop to learn how it ended (endedWhy), and endedWhy's wait.
+const endedWait = 2 * time.Second
+
+// endedWhy is how the agent behind stdio ended, when stdio tells its exit
+// code (dockerhost.Stdio does), in words that complete "the agent …";
+// "" when unknown.
+func endedWhy(ctx context.Context, stdio Stdio) string {
+	w, ok := stdio.(interface {
+		Wait(context.Context) (int, error)
+	})
+	if !ok || ctx.Err() != nil {
+		return ""
+	}
+	wctx, cancel := context.WithTimeout(ctx, endedWait)
+	defer cancel()
+	code, err := w.Wait(wctx)
+	switch {
+	case err != nil:
+		return ""
+	case code == 128+9:
+		return "was killed (SIGKILL: by sandbox code, the command itself maybe, or by the kernel out of memory)"
+	case code > 128 && code < 128+65:
+		return fmt.Sprintf("was killed by signal %d", code-128)
+	}
+	return fmt.Sprintf("exited with code %d", code)
 }
 
 // newHostKey makes an execution's host key; it lives in the gateway's

@@ -54,17 +54,18 @@ func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 // over one stream of its tunnel, and the environment docker exec gives a
 // command there.
 type agentConn struct {
-	c    *sshlayer.Client
-	sess *yamux.Session // the tunnel c runs over
-	env  []string       // nil: the environment cannot be reproduced (readEnviron failed)
+	c     *sshlayer.Client
+	sess  *yamux.Session  // the tunnel c runs over
+	ended <-chan struct{} // closed once sess ended and why is known (run.lostReason)
+	env   []string        // nil: the environment cannot be reproduced (readEnviron failed)
 }
 
 // setTunnel records sess as r's live tunnel; clearTunnel forgets it, closes
 // the gateway's connection over it and waits for Run's goroutines. Both run
 // on r's loop goroutine, around the tunnel's registration.
-func (r *run) setTunnel(sess *yamux.Session, callers bool) {
+func (r *run) setTunnel(sess *yamux.Session, callers bool, ended <-chan struct{}) {
 	r.mu.Lock()
-	r.tunnel, r.callers = sess, callers
+	r.tunnel, r.callers, r.ended = sess, callers, ended
 	r.suspect = false
 	r.mu.Unlock()
 }
@@ -91,7 +92,7 @@ func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
 	}
 	defer func() { <-r.dialing }()
 	r.mu.Lock()
-	sess, callers, conn := r.tunnel, r.callers, r.conn
+	sess, callers, conn, ended := r.tunnel, r.callers, r.conn, r.ended
 	r.mu.Unlock()
 	if conn != nil {
 		select {
@@ -107,6 +108,7 @@ func (a *Agents) connect(ctx context.Context, r *run) (*agentConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	conn.ended = ended
 	r.mu.Lock()
 	if r.tunnel != sess {
 		// The tunnel ended while dialing: clearTunnel did not see conn.
@@ -396,7 +398,15 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 		return ee.ExitStatus(), nil
 	}
 	// No exit status: the session ended under the command (the agent
-	// died, or the gateway closed its tunnel as unresponsive).
+	// died, or the gateway closed its tunnel as unresponsive). The
+	// tunnel's loop learns how the agent ended a moment later.
+	verdict := time.NewTimer(endedWait)
+	select {
+	case <-conn.ended:
+	case <-verdict.C:
+	case <-ctx.Done():
+	}
+	verdict.Stop()
 	if why := t.r.lostReason(conn.sess); why != "" {
 		return -1, &dockerhost.LostError{Why: why, Err: werr}
 	}

@@ -97,15 +97,18 @@ type AgentsConfig struct {
 	// PingTimeout bounds the agent's answer to the gateway's pings, sent
 	// that often while its tunnel is up and at once when a command's
 	// channel did not open within OpenTimeout. An agent that leaves one
-	// unanswered is unresponsive (sandbox code stopped it: kill -STOP, as
-	// its uid): its tunnel is closed, its commands answer agent_lost, and
-	// a new agent is attached; default 5 s.
+	// unanswered and is stopped (sandbox code stopped it: kill -STOP, as
+	// its uid) is unresponsive: it is killed, its tunnel closed, its
+	// commands answer agent_lost, and a new agent is attached; default 5 s.
 	PingTimeout time.Duration
 	// KillStopped, when set, kills the execution's stopped processes of
-	// the agent binary's name that docker exec started
-	// (dockerhost.Docker.KillStopped) when its agent is unresponsive: a
-	// stopped agent holds its threads of the pids limit until killed, and
-	// at the least limit the new one would find none left for commands.
+	// the agent binary's name that docker exec started, and says how many
+	// (dockerhost.Docker.KillStopped): asked when the agent leaves a ping
+	// unanswered, it tells a stopped agent from a slow one, which keeps its
+	// tunnel; and a stopped agent holds its threads of the pids limit until
+	// killed, where at the least limit the new one would find none left
+	// for commands. Nil: an agent that leaves a ping unanswered is taken
+	// for stopped.
 	KillStopped func(ctx context.Context, executionID, name string) (int, error)
 	// ReadyTimeout bounds Start's wait for the first tunnel; default 60 s.
 	ReadyTimeout time.Duration

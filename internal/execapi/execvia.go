@@ -26,9 +26,9 @@ type Certify func(pub ssh.PublicKey, principal string) (*ssh.Certificate, error)
 // live agent tunnel (one SSH connection of the gateway's own, kept while
 // the tunnel lives), or nil when there is none: no agent, the tunnel is
 // down or being re-attached, the agent left a command's channel unopened
-// and has not answered a ping since, or AgentsConfig.Certify is not set.
-// It is
-// dockerhost.Docker.SetExecVia's function.
+// or a ping unanswered and has not answered one since, or
+// AgentsConfig.Certify is not set. It is dockerhost.Docker.SetExecVia's
+// function.
 func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 	if a.cfg.Certify == nil {
 		return nil
@@ -40,8 +40,9 @@ func (a *Agents) Runner(executionID string) dockerhost.CommandRunner {
 		return nil
 	}
 	r.mu.Lock()
-	// A suspect agent (a command's channel did not open in time) is being
-	// pinged: docker exec runs commands until it answers.
+	// A suspect agent (a command's channel did not open in time, a ping
+	// went unanswered) is being pinged: docker exec runs commands until
+	// it answers.
 	up := r.tunnel != nil && !r.suspect
 	r.mu.Unlock()
 	if !up {

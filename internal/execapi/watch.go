@@ -21,13 +21,17 @@ const killStoppedTimeout = 30 * time.Second
 // watch pings r's agent over sess every PingTimeout, and at once when a
 // command's channel did not open in time (r.probe). It returns nil when
 // sess or ctx ends, and an error wrapping errUnresponsive when a ping
-// went unanswered for PingTimeout: sess is closed then (its commands
-// answer agent_lost, saying why), and the stopped agent killed.
+// went unanswered for PingTimeout and the agent was found stopped (and
+// killed: KillStopped): sess is closed then, and its commands answer
+// agent_lost, saying why. An agent slow to answer but not stopped (a
+// loaded machine, a sandbox at its CPU quota), or not known to be, keeps
+// its tunnel, closing which would cut every command it runs; new
+// commands go to docker exec until it answers a ping.
 //
-// The tunnel's own keepalive would close it too, but only after its 30 s
-// interval and a 30 s wait for the answer: meanwhile every command sent
-// to it waited its whole timeoutMs and answered timeout, destroying the
-// execution.
+// The tunnel's own keepalive would close a stopped agent's tunnel too,
+// but only after its 30 s interval and a 30 s wait for the answer:
+// meanwhile every command sent to it waited its whole timeoutMs and
+// answered timeout, destroying the execution.
 func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *slog.Logger) error {
 	tick := time.NewTicker(a.cfg.PingTimeout)
 	defer tick.Stop()
@@ -43,27 +47,36 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *sl
 		t0 := time.Now()
 		if answered(ctx, sess, a.cfg.PingTimeout) {
 			if r.clearSuspect() {
-				log.Info("agent answered the gateway's ping after a command's channel did not open in time: it is slow, not stopped", "took", time.Since(t0))
+				log.Info("agent answered the gateway's ping again: commands go through it", "took", time.Since(t0))
 			}
 			continue
 		}
 		if sess.IsClosed() || ctx.Err() != nil {
 			return nil
 		}
-		why := fmt.Sprintf("stopped answering (no answer to the gateway's ping within %v: did sandbox code stop it, kill -STOP?), and the gateway replaced it", a.cfg.PingTimeout)
-		r.markLost(sess, why)
-		_ = sess.Close()
-		killed := "not tried (no KillStopped)"
+		// Until it answers a ping, commands go to docker exec.
+		r.setSuspect()
+		killed := "not looked at (no KillStopped)"
 		if a.cfg.KillStopped != nil {
 			kctx, cancel := context.WithTimeout(ctx, killStoppedTimeout)
 			n, err := a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]))
 			cancel()
-			killed = fmt.Sprint(n)
-			if err != nil {
-				killed = fmt.Sprintf("failed: %v", err)
+			switch {
+			case err != nil:
+				// docker exec fails too where the sandbox holds every
+				// pid, when its agent is slow rather than stopped.
+				log.Warn("agent slow: no answer to the gateway's ping, and whether it is stopped is unknown; its tunnel is kept, and commands use docker exec until it answers", "pingTimeout", a.cfg.PingTimeout, "err", err)
+				continue
+			case n == 0:
+				log.Warn("agent slow: no answer to the gateway's ping, but not stopped; its tunnel is kept, and commands use docker exec until it answers", "pingTimeout", a.cfg.PingTimeout)
+				continue
 			}
+			killed = fmt.Sprint(n)
 		}
-		log.Warn("agent unresponsive: its tunnel is closed and a new agent attached; stopped agents killed", "pingTimeout", a.cfg.PingTimeout, "killed", killed)
+		why := fmt.Sprintf("stopped answering (no answer to the gateway's ping within %v: sandbox code stopped it, kill -STOP?), and the gateway replaced it", a.cfg.PingTimeout)
+		r.markLost(sess, why)
+		_ = sess.Close()
+		log.Warn("agent unresponsive: stopped, so its tunnel is closed and a new agent attached", "pingTimeout", a.cfg.PingTimeout, "stoppedKilled", killed)
 		return fmt.Errorf("%w: no answer to a ping within %v", errUnresponsive, a.cfg.PingTimeout)
 	}
 }
@@ -94,13 +107,18 @@ func answered(ctx context.Context, sess *yamux.Session, d time.Duration) bool {
 // asks the watch to ping the agent now; until it answers, Runner sends
 // commands to docker exec.
 func (r *run) suspectAgent() {
-	r.mu.Lock()
-	r.suspect = true
-	r.mu.Unlock()
+	r.setSuspect()
 	select {
 	case r.probe <- struct{}{}:
 	default:
 	}
+}
+
+// setSuspect sends commands to docker exec until clearSuspect.
+func (r *run) setSuspect() {
+	r.mu.Lock()
+	r.suspect = true
+	r.mu.Unlock()
 }
 
 // clearSuspect ends the suspicion; it reports whether there was one.

@@ -124,3 +124,40 @@ func TestSlowAgentKept(t *testing.T) {
 		t.Fatalf("stats %+v, attachments %d: want the agent kept", s, f.pool.count(id))
 	}
 }
+
+// TestSlowAgentNotStoppedKept: an agent that leaves the ping unanswered
+// but is not stopped (KillStopped finds none) is slow, not gone: its
+// tunnel, and the commands it runs, are kept; new ones go to docker exec
+// until it answers.
+func TestSlowAgentNotStoppedKept(t *testing.T) {
+	f := newFixture(t)
+	f.pool.freezable = true
+	looked := make(chan struct{}, 16)
+	f.agents.cfg.PingTimeout = 200 * time.Millisecond
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+		looked <- struct{}{}
+		return 0, nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	f.pool.freeze(id)
+	for range 2 {
+		select {
+		case <-looked:
+		case <-time.After(wait):
+			t.Fatal("the silent agent was never looked at")
+		}
+	}
+	select {
+	case ev := <-f.events:
+		t.Fatalf("tunnel event %+v for a slow agent, want its tunnel kept", ev)
+	default:
+	}
+	if f.agents.Runner(id) != nil {
+		t.Error("a runner for an agent that answers no ping: its commands would each wait OpenTimeout")
+	}
+	if s := f.agents.Stats(); s != (AgentStats{}) || f.pool.count(id) != 1 {
+		t.Fatalf("stats %+v, attachments %d: want the agent kept", s, f.pool.count(id))
+	}
+	f.pool.killAgent(id)
+}

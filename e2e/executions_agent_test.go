@@ -92,6 +92,42 @@ func TestSandboxFrozenAgent(t *testing.T) {
 	}
 }
 
+// TestSandboxAgentStoppedRepeatedly: a loop in the sandbox that stops
+// every agent as it comes costs the gateway a bounded number of new
+// agents, with backoff, then it gives up on the agent (counted), and every
+// command meanwhile answers within seconds, through docker exec.
+func TestSandboxAgentStoppedRepeatedly(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	id := e.ExecutionID
+	waitAgentConnected(t, g, id, 0)
+	sandboxShell(t, ctx, id, `sh -c 'while :; do for p in $(pidof agent); do [ $p = 1 ] || kill -STOP $p; done; sleep 0.05; done' </dev/null >/dev/null 2>&1 &`)
+	gaveUp := regexp.MustCompile(`agent keeps failing; giving up[^\n]*execution=` + id)
+	var slowest time.Duration
+	for i := 0; !gaveUp.MatchString(g.output()); i++ {
+		if i == 60 {
+			t.Fatalf("the gateway did not give up on the agent within 60 commands:\n%s", g.output())
+		}
+		t0 := time.Now()
+		if out := sh(t, ctx, c, id, "echo alive"); out != "alive\n" {
+			t.Fatalf("a command while every agent is stopped: %q", out)
+		}
+		slowest = max(slowest, time.Since(t0))
+		time.Sleep(time.Second)
+	}
+	t.Logf("the slowest command while every agent was stopped took %v", slowest.Round(time.Millisecond))
+	if slowest > 15*time.Second {
+		t.Errorf("a command took %v while every agent was stopped", slowest)
+	}
+	_, body := g.api("GET", "/metrics", g.admin, nil)
+	m := regexp.MustCompile(`hostgate_sandbox_agent_restarts_total\{reason="unresponsive"\} (\d+)`).FindStringSubmatch(string(body))
+	t.Logf("agents replaced as unresponsive: %v", m)
+	if m == nil || m[1] == "0" || len(m[1]) > 1 || m[1] > "5" || !strings.Contains(string(body), "hostgate_sandbox_agent_giveups_total 1") {
+		t.Fatalf("/metrics, want 1 to 5 agents replaced as unresponsive, then one give-up:\n%s", grepLines(string(body), "agent_"))
+	}
+}
+
 // grepLines is the lines of s that contain sub.
 func grepLines(s, sub string) string {
 	var out []string

@@ -441,8 +441,8 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 	log := a.log.With("execution", r.id)
 	fails := 0
 	for {
-		started := time.Now()
-		err := a.serveOnce(ctx, r, log)
+		var up time.Time // when the tunnel was registered; zero if never
+		err := a.serveOnce(ctx, r, log, &up)
 		if ctx.Err() != nil {
 			return
 		}
@@ -457,7 +457,9 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 			a.forgetHost(r.id)
 			return
 		}
-		if time.Since(started) > stableAfter {
+		// Stable means up a while, not a while trying: an agent stopped
+		// before it answered its first ping was not up at all.
+		if !up.IsZero() && time.Since(up) > stableAfter {
 			fails = 0
 		}
 		fails++
@@ -486,7 +488,7 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 // serveOnce runs one attachment: the keys preamble, then yamux; the
 // session is registered as the host's tunnel once the agent answers a
 // ping, and unregistered when it ends.
-func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error {
+func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *time.Time) error {
 	stderr := &logWriter{log: log}
 	t0 := time.Now()
 	stdio, err := a.attach(ctx, r.id, a.cfg.Argv, stderr)
@@ -538,8 +540,25 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	stop := context.AfterFunc(ctx, func() { _ = sess.Close() })
 	defer stop()
 	// A ping answered means the agent read its keys and serves yamux.
-	if _, err := sess.Ping(); err != nil {
-		return fmt.Errorf("agent did not answer: %w (stderr: %s)", err, stderr.last())
+	if !answered(ctx, sess, a.cfg.PingTimeout) && !sess.IsClosed() && ctx.Err() == nil {
+		// Sandbox code may stop an agent before it answers (a loop that
+		// stops each as it comes): the ping waited the session's 60 s
+		// keepalive, and that attempt counted as a stable run.
+		if a.cfg.KillStopped != nil {
+			if n, err := a.killStopped(ctx, r); err == nil && n > 0 {
+				return fmt.Errorf("%w: stopped before it answered its first ping", errUnresponsive)
+			}
+		}
+		// Slow, not stopped (or not known): wait on.
+		if _, err := sess.Ping(); err != nil {
+			return fmt.Errorf("agent did not answer: %w (stderr: %s)", err, stderr.last())
+		}
+	}
+	if sess.IsClosed() {
+		return fmt.Errorf("agent did not answer: its tunnel ended (stderr: %s)", stderr.last())
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	answered := time.Since(t0)
 	// The ping's answer came after the agent's ack, if it sent one.
@@ -551,6 +570,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger) error 
 	if err != nil {
 		return fmt.Errorf("register tunnel: %w", err) // wraps gateway.ErrClosed at shutdown
 	}
+	*up = time.Now()
 	defer func() {
 		unregister()
 		a.cfg.OnTunnel(r.id, false)

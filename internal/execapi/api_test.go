@@ -287,9 +287,11 @@ type agentPool struct {
 	conns    map[string]net.Conn // the agent side of the latest attachment
 	// beforeAttach, when set, runs first; an error fails the attachment.
 	beforeAttach func(id string) error
-	// freezable makes attachments freezable (freeze).
-	freezable bool
-	gws       map[string]*freezableConn // the gateway side of the latest freezable attachment
+	// freezable makes attachments freezable (freeze); frozenFrom freezes
+	// them as they are made, the first that many.
+	freezable  bool
+	frozenFrom int
+	gws        map[string]*freezableConn // the gateway side of the latest freezable attachment
 }
 
 func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
@@ -326,6 +328,10 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 		}
 		p.gws[id] = fc
 		gwSide = fc
+		if p.frozenFrom > 0 {
+			p.frozenFrom--
+			close(fc.frozen)
+		}
 	}
 	p.mu.Unlock()
 	p.wg.Add(1)
@@ -400,11 +406,17 @@ func newFreezable(c *net.TCPConn, wg *sync.WaitGroup) *freezableConn {
 
 func (c *freezableConn) Read(p []byte) (int, error) { return c.pr.Read(p) }
 
+// Write passes p to the agent, or once frozen drops it, as a stopped
+// process's pipe buffer takes a little.
 func (c *freezableConn) Write(p []byte) (int, error) {
 	select {
 	case <-c.frozen:
-		<-c.closed
-		return 0, net.ErrClosed
+		select {
+		case <-c.closed:
+			return 0, net.ErrClosed
+		default:
+			return len(p), nil
+		}
 	default:
 		return c.TCPConn.Write(p)
 	}

@@ -58,9 +58,7 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *sl
 		r.setSuspect()
 		killed := "not looked at (no KillStopped)"
 		if a.cfg.KillStopped != nil {
-			kctx, cancel := context.WithTimeout(ctx, killStoppedTimeout)
-			n, err := a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]))
-			cancel()
+			n, err := a.killStopped(ctx, r)
 			switch {
 			case err != nil:
 				// docker exec fails too where the sandbox holds every
@@ -79,6 +77,13 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *sl
 		log.Warn("agent unresponsive: stopped, so its tunnel is closed and a new agent attached", "pingTimeout", a.cfg.PingTimeout, "stoppedKilled", killed)
 		return fmt.Errorf("%w: no answer to a ping within %v", errUnresponsive, a.cfg.PingTimeout)
 	}
+}
+
+// killStopped kills r's stopped agents (KillStopped, which must be set).
+func (a *Agents) killStopped(ctx context.Context, r *run) (int, error) {
+	kctx, cancel := context.WithTimeout(ctx, killStoppedTimeout)
+	defer cancel()
+	return a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]))
 }
 
 // answered reports whether the peer of sess answers a ping within d; it

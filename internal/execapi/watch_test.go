@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +161,32 @@ func TestSlowAgentNotStoppedKept(t *testing.T) {
 		t.Fatalf("stats %+v, attachments %d: want the agent kept", s, f.pool.count(id))
 	}
 	f.pool.killAgent(id)
+}
+
+// TestAgentStoppedBeforeItAnswers: an agent stopped before it answers the
+// gateway's first ping (a loop in the sandbox that stops each agent as it
+// comes) is found stopped within PingTimeout, killed and replaced, and
+// counts against MaxRestarts: the ping waited the tunnel's keepalive
+// (a minute in a sandbox), no agent was killed, and the attempt counted
+// as a run that had stayed up a minute, so the gateway never gave up.
+func TestAgentStoppedBeforeItAnswers(t *testing.T) {
+	f := newFixture(t)
+	f.pool.freezable = true
+	f.pool.frozenFrom = 1
+	f.agents.cfg.PingTimeout = 300 * time.Millisecond
+	var killed atomic.Int32
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+		killed.Add(1)
+		f.pool.killAgent(id)
+		return 1, nil
+	}
+	t0 := time.Now()
+	id := provisioned(t, f) // waits for the agent that answers
+	t.Logf("provisioned in %v", time.Since(t0))
+	if n := killed.Load(); n != 1 || f.pool.count(id) != 2 {
+		t.Fatalf("KillStopped calls %d, attachments %d: want the stopped agent killed and one more attached", n, f.pool.count(id))
+	}
+	if s := f.agents.Stats(); s.Unresponsive != 1 {
+		t.Fatalf("stats %+v, want one agent replaced as unresponsive", s)
+	}
 }

@@ -220,6 +220,9 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	err = errors.Join(writeN(f, n), f.Close())
+	if err == nil {
+		err = settle(src) // its write-back, not during the first pairs
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +277,12 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 			_, err = io.Copy(w, in)
 			return errors.Join(err, w.Close())
 		}
-		// The removal is neither timed nor metered.
+		// The removal, and the write-back of what each upload left in the
+		// page cache (settle), are neither timed nor metered: a 256 MiB
+		// upload's dirty pages went to disk in the kernel's flusher
+		// threads 5 to 30 s later, during whichever side's download or
+		// upload came then, which took the CPU (and the row) from that
+		// side alone.
 		err = bench.Alternate(i, func() (err error) {
 			if err := fresh(); err != nil {
 				return err
@@ -286,15 +294,19 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 			if st, err := os.Stat(dst); err != nil || st.Size() != n {
 				return fmt.Errorf("hostgate upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)
 			}
-			return nil
+			return settle(dst)
 		}, func() (err error) {
 			if err := fresh(); err != nil {
 				return err
 			}
-			return e.metered(&ub, false, func() (err error) {
+			err = e.metered(&ub, false, func() (err error) {
 				b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "put "+src+" "+dst+"\n") })
 				return err
 			})()
+			if err != nil {
+				return err
+			}
+			return settle(dst)
 		})
 		if err != nil {
 			return nil, err
@@ -333,6 +345,15 @@ func sftpRead(ctx context.Context, h *hostgate.Host, path string, n int64) (time
 		}
 		return err
 	})
+}
+
+// settle writes path's dirty pages to disk and waits for them.
+func settle(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 func sizeOf(st os.FileInfo) int64 {

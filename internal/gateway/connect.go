@@ -147,7 +147,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		live = s.tunnels.tunnel(hostID)
 	}
 	livePT, _ := live.(*pendingTunnel)
-	liveSigned := live != nil && (livePT == nil || livePT.signed) // a sandbox's own tunnel is the gateway's
+	liveSigned := live != nil && (livePT == nil || livePT.signed.Load()) // a sandbox's own tunnel is the gateway's
 	if !prove && !signed && liveSigned {
 		s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 		s.logSpell(log, hostID, spellUnsignedReplace, "agent connection not served: it names the pinned host key without showing it holds it (no valid "+wire.HeaderKeySignature+"), and an agent that showed it serves the host",
@@ -195,7 +195,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	pt := newPendingTunnel()
 	pt.remote = s.clientIP(r)
 	pt.noAgentFwd = noAgentFwd
-	pt.signed = signed
+	pt.signed.Store(signed)
 	pt.agent = agentVersion(userAgent(r))
 	var (
 		result   string

@@ -448,7 +448,7 @@ func TestUnsignedAgentDoesNotTakeOverSignedTunnel(t *testing.T) {
 
 	// While only an unsigned one serves, a signed standby agent takes
 	// the host back.
-	e.srv.tunnels.tunnel("h1").(*pendingTunnel).signed = false
+	e.srv.tunnels.tunnel("h1").(*pendingTunnel).signed.Store(false)
 	if _, err := e.dialAgentHeader(tok, key, info, signer, signedHeader(wire.HeaderStandby, wire.StandbyOn)); err != nil {
 		t.Fatalf("a signed standby agent, while an unsigned one serves: %v, want served", err)
 	}

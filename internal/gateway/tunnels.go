@@ -385,8 +385,8 @@ type pendingTunnel struct {
 	noAgentFwd bool
 	// signed: the agent's request carried a good key signature, so it
 	// holds the host key; an unsigned connection does not replace it. Set
-	// before registration.
-	signed bool
+	// before registration; atomic because a test changes it after.
+	signed atomic.Bool
 	// agent is the agent's build as it said it (agentVersion), for
 	// GET /v1/hosts: which hosts run an old agent in a rolling upgrade.
 	// Set before registration.

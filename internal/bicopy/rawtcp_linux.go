@@ -7,19 +7,15 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
+
+	"github.com/hostgate/hostgate/internal/rawio"
 )
 
-// rawTCP reads and writes a TCP conn with raw system calls: read(2) and
-// write(2) by syscall.RawSyscall in the callbacks of the conn's RawConn,
-// which waits in the netpoller, and keeps the conn's deadlines, while the
-// socket has nothing to give or no room. syscall.Syscall gives up the P:
-// sysmon takes it back from a call of more than 20 µs while the process
-// is busy (a loopback write of a forward's 256 KiB buffer runs the
-// receiver's TCP work inline and takes longer) and polls every 20 µs
-// while it finds such calls. The descriptor is non-blocking, so a raw
-// call never sleeps in the kernel. bytestream does the same for the
-// WebSocket's conn (rawio_linux.go, with the numbers).
+// rawTCP reads and writes a TCP conn with raw system calls (internal/rawio
+// says why) in the callbacks of the conn's RawConn, which waits in the
+// netpoller, and keeps the conn's deadlines, while the socket has nothing
+// to give or no room: a forward's 256 KiB writes to loopback outlast
+// sysmon's 20 µs tick, as the WebSocket's do.
 type rawTCP struct {
 	c   *net.TCPConn
 	raw syscall.RawConn
@@ -68,20 +64,16 @@ func (t *rawTCP) Read(p []byte) (int, error) {
 }
 
 func (t *rawTCP) readOnce(fd uintptr) bool {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&t.rp[0])), uintptr(len(t.rp)))
-		switch e {
-		case 0:
-			t.rn = int(r)
-			return true
-		case syscall.EAGAIN:
-			return false
-		case syscall.EINTR:
-			continue
-		}
+	n, e := rawio.Read(fd, t.rp)
+	switch e {
+	case 0:
+		t.rn = n
+	case syscall.EAGAIN:
+		return false
+	default:
 		t.rerr = e
-		return true
 	}
+	return true
 }
 
 // Write writes all of p or fails, as net.Conn's Write does.
@@ -103,14 +95,12 @@ func (t *rawTCP) Write(p []byte) (int, error) {
 
 func (t *rawTCP) writeOnce(fd uintptr) bool {
 	for t.wn < len(t.wp) {
-		rest := t.wp[t.wn:]
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		n, e := rawio.Write(fd, t.wp[t.wn:])
 		switch e {
 		case 0:
-			t.wn += int(r)
+			t.wn += n
 		case syscall.EAGAIN:
 			return false
-		case syscall.EINTR:
 		default:
 			t.werr = e
 			return true

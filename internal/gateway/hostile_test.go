@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,6 +190,53 @@ func TestReplacedTunnelSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	echoRoundTrip(t, c, 1024)
+}
+
+// TestReplacedBeforeUpgradeSaysSo: a tunnel replaced in the moment
+// between its registration (before the upgrade answers, for a pinned
+// key) and its handler taking its WebSocket still tells its agent it was
+// replaced: it was closed plainly, and the agent took the host back at
+// once instead of standing by.
+func TestReplacedBeforeUpgradeSaysSo(t *testing.T) {
+	e := newEnv(t, nil)
+	tok := e.token(store.RoleAgent, "h")
+	_, key := newKey(t)
+	e.pin("h", key)
+	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	e.srv.testHookRegistered = func(string) {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+		}
+	}
+	type result struct {
+		a   *fakeAgent
+		err error
+	}
+	firstDial := make(chan result, 1)
+	go func() {
+		a, err := e.dialAgent(tok, key, hostgate.Info{})
+		firstDial <- result{a, err}
+	}()
+	<-held // the first tunnel is registered; its upgrade has not answered
+	second, err := e.dialAgent(tok, key, hostgate.Info{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.close()
+	close(release)
+	r := <-firstDial
+	if r.err != nil {
+		t.Fatalf("the replaced agent's dial: %v", r.err)
+	}
+	defer r.a.close()
+	waitClosed(t, r.a.sess.CloseChan(), "the replaced tunnel")
+	_, err = r.a.sess.AcceptStream()
+	var ce *bytestream.CloseError
+	if !errors.As(err, &ce) || ce.Code != wire.CloseReplaced || !strings.Contains(ce.Reason, "replaced by a newer connection for this host") {
+		t.Errorf("the tunnel replaced before its upgrade answered ended with %v, want close status %d saying it was replaced", err, wire.CloseReplaced)
+	}
 }
 
 // TestEndedHostSaysSo: when a host's tunnel ends because the host ended

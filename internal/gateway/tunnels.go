@@ -465,11 +465,19 @@ func (p *pendingTunnel) endCause() error {
 }
 
 // onClose sets the function Close calls with the cause, if any, before it
-// closes the session.
+// closes the session. A tunnel closed for a cause before the handler got
+// here (registered before the upgrade answered, and replaced or the
+// gateway stopping meanwhile) is told now: it was closed plainly by set,
+// and a replaced agent, not hearing it was replaced, took its host back
+// at once (TestConnectReplacedStandsBy in internal/agent, 4 of 320 runs
+// under load).
 func (p *pendingTunnel) onClose(f func(cause error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closeWS = f
+	if cause := p.endCause(); p.closed && cause != nil {
+		f(cause)
+	}
 }
 
 // Done is closed by Close, which the owner calls when the session ends.

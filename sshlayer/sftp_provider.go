@@ -16,6 +16,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/rawio"
 )
 
 // sftpMaxPacket is the data size per SFTP read or write request. OpenSSH's
@@ -459,12 +460,13 @@ func (w *sftpWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom writes r with concurrent requests whatever r is (pkg/sftp's own
-// ReadFrom goes sequential when it cannot learn r's size).
+// ReadFrom goes sequential when it cannot learn r's size). A local file
+// is read from the page cache by raw syscalls (rawio.CachedReader).
 func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
 	if err := w.ctx.Err(); err != nil {
 		return 0, w.p.pathErr("write", w.name, err)
 	}
-	n, err := w.File.ReadFromWithConcurrency(r, 0)
+	n, err := w.File.ReadFromWithConcurrency(rawio.CachedReader(r), 0)
 	if err != nil {
 		if w.ctx.Err() != nil && errors.Is(err, w.ctx.Err()) {
 			err = w.ctx.Err() // not wrapped twice (abortFile)

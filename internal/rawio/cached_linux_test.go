@@ -1,0 +1,165 @@
+//go:build linux
+
+package rawio
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// countingFile is what *os.File's WriteTo hands io.Copy's ReaderFrom: a
+// wrapper embedding the file, here counting the reads that reach it.
+type countingFile struct {
+	*os.File
+	reads int
+}
+
+func (f *countingFile) Read(p []byte) (int, error) {
+	f.reads++
+	return f.File.Read(p)
+}
+
+func testFile(t *testing.T, n int) (string, []byte) {
+	t.Helper()
+	want := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{1})
+	_, _ = r.Read(want)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, want
+}
+
+// TestCachedReader: a cached regular file reads whole through the raw
+// path at the file position, which the file's own reads then go on from;
+// its Read is left only the end.
+func TestCachedReader(t *testing.T) {
+	path, want := testFile(t, 3<<20+123)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Some bytes by the file's own Read first: the raw reads go on from
+	// the position it left.
+	head := make([]byte, 1000)
+	if _, err := io.ReadFull(f, head); err != nil {
+		t.Fatal(err)
+	}
+	cf := &countingFile{File: f}
+	r := CachedReader(cf)
+	if r == io.Reader(cf) {
+		t.Fatal("a regular file was not wrapped")
+	}
+	buf := make([]byte, 255<<10)
+	got, err := io.CopyBuffer(struct{ io.Writer }{new(bytes.Buffer)}, struct{ io.Reader }{r}, buf)
+	if err != nil || got != int64(len(want)-len(head)) {
+		t.Fatalf("read %d bytes (%v), want %d", got, err, len(want)-len(head))
+	}
+	if cf.reads != 1 {
+		t.Errorf("the file's own Read was called %d times, want once (the end)", cf.reads)
+	}
+	// Reads interleaved with the file's own: one position.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	p := make([]byte, 64<<10+7)
+	for i := 0; ; i++ {
+		var n int
+		if i%3 == 0 {
+			n, err = f.Read(p)
+		} else {
+			n, err = r.Read(p)
+		}
+		all.Write(p[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(all.Bytes(), want) {
+		t.Errorf("interleaved reads gave %d bytes, not the file's %d", all.Len(), len(want))
+	}
+}
+
+// TestCachedReaderEvicted: pages not in the cache (evicted with
+// FADV_DONTNEED) are read by the file's Read, with the same bytes.
+func TestCachedReaderEvicted(t *testing.T) {
+	path, want := testFile(t, 2<<20)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	cf := &countingFile{File: f}
+	got, err := io.ReadAll(CachedReader(cf))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes (%v), want the file's %d", len(got), err, len(want))
+	}
+	if cf.reads < 2 {
+		// tmpfs has no disk to wait for: every page is cached.
+		t.Logf("the file's own Read was called %d times (a file system without a disk behind it?)", cf.reads)
+	}
+}
+
+// TestCachedReaderNotAFile: what is no regular file is given back as it
+// is, and a closed file's error is the file's own.
+func TestCachedReaderNotAFile(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	if r := CachedReader(pr); r != io.Reader(pr) {
+		t.Error("a pipe was wrapped")
+	}
+	br := bytes.NewReader([]byte("x"))
+	if r := CachedReader(br); r != io.Reader(br) {
+		t.Error("a bytes.Reader was wrapped")
+	}
+	path, _ := testFile(t, 10)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := CachedReader(f)
+	_ = f.Close()
+	if _, err := r.Read(make([]byte, 10)); err == nil || !bytes.Contains([]byte(err.Error()), []byte("closed")) {
+		t.Errorf("reading a closed file: %v, want the file's own error", err)
+	}
+}
+
+// TestReadCachedErrors: a pipe cannot be read at an offset (ESPIPE), the
+// errno the reader takes as "never".
+func TestReadCachedErrors(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	if _, err := pw.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, e := ReadCached(pr.Fd(), make([]byte, 3), 0); e != syscall.ESPIPE {
+		t.Errorf("preadv2 of a pipe at 0: %v, want ESPIPE", e)
+	}
+}

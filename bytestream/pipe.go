@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/rawio"
 )
 
 // NewPipeConn joins a reader and a writer — a child's stdout and stdin, a
@@ -21,7 +23,7 @@ import (
 // interrupts a blocked Read or Write likewise depends on r and w: it does for
 // pollable os.Files and net.Conns.
 func NewPipeConn(r io.ReadCloser, w io.WriteCloser) net.Conn {
-	return &pipeConn{r: r, w: w}
+	return &pipeConn{r: r, w: w, rs: rawStream(r), ws: rawStream(w)}
 }
 
 // pipeConn is safe for one reader and one writer at a time, like net.Conn;
@@ -29,6 +31,10 @@ func NewPipeConn(r io.ReadCloser, w io.WriteCloser) net.Conn {
 type pipeConn struct {
 	r io.ReadCloser
 	w io.WriteCloser
+	// rs and ws read r and write w with raw system calls where they
+	// are pollable files on Linux (rawStream); nil otherwise. Any error
+	// of theirs is left for r's or w's own call to say, as it would have.
+	rs, ws *rawio.Stream
 
 	wOnce sync.Once
 	wErr  error
@@ -40,13 +46,33 @@ type readDeadliner interface{ SetReadDeadline(time.Time) error }
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
 func (c *pipeConn) Read(p []byte) (int, error) {
+	if c.rs != nil && len(p) > 0 {
+		switch n, errno, err := c.rs.Read(p); {
+		case errno == 0 && err == nil && n == 0:
+			return 0, io.EOF
+		case errno == 0 && err == nil:
+			return n, nil
+		}
+		// Closed, past a deadline, failed: the file's Read says so (or
+		// reads, where a deadline moved meanwhile).
+	}
 	n, err := c.r.Read(p)
 	return n, closedErr(err)
 }
 
 func (c *pipeConn) Write(p []byte) (int, error) {
+	written := 0
+	if c.ws != nil && len(p) > 0 {
+		n, errno, err := c.ws.Write(p)
+		if errno == 0 && err == nil {
+			return n, nil
+		}
+		// The rest, by the file's Write, which says what the raw write
+		// met (SIGPIPE's handling on fd 1 included) or writes it.
+		written, p = n, p[n:]
+	}
 	n, err := c.w.Write(p)
-	return n, closedErr(err)
+	return written + n, closedErr(err)
 }
 
 // closedErr makes a closed file look like a closed net.Conn, which is what

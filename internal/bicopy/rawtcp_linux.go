@@ -17,16 +17,8 @@ import (
 // to give or no room: a forward's 256 KiB writes to loopback outlast
 // sysmon's 20 µs tick, as the WebSocket's do.
 type rawTCP struct {
-	c   *net.TCPConn
-	raw syscall.RawConn
-	// The callbacks and what they work on, here rather than in
-	// closures, which would be allocated at every call. One reader and
-	// one writer at a time, as copyHalf uses them.
-	rfn, wfn func(fd uintptr) bool
-	rp, wp   []byte
-	rn, wn   int
-	rerr     syscall.Errno
-	werr     syscall.Errno
+	c *net.TCPConn
+	s *rawio.Stream
 }
 
 // newRawTCP returns x's raw reader and writer, or nil where x is no
@@ -40,40 +32,23 @@ func newRawTCP(x any) *rawTCP {
 	if err != nil {
 		return nil
 	}
-	t := &rawTCP{c: c, raw: raw}
-	t.rfn, t.wfn = t.readOnce, t.writeOnce
-	return t
+	return &rawTCP{c: c, s: rawio.NewStream(raw)}
 }
 
 func (t *rawTCP) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	t.rp, t.rn, t.rerr = p, 0, 0
-	err := t.raw.Read(t.rfn)
-	t.rp = nil
+	n, errno, err := t.s.Read(p)
 	switch {
 	case err != nil:
 		return 0, err
-	case t.rerr != 0:
-		return 0, t.opError("read", t.rerr)
-	case t.rn == 0:
+	case errno != 0:
+		return 0, t.opError("read", errno)
+	case n == 0:
 		return 0, io.EOF
 	}
-	return t.rn, nil
-}
-
-func (t *rawTCP) readOnce(fd uintptr) bool {
-	n, e := rawio.Read(fd, t.rp)
-	switch e {
-	case 0:
-		t.rn = n
-	case syscall.EAGAIN:
-		return false
-	default:
-		t.rerr = e
-	}
-	return true
+	return n, nil
 }
 
 // Write writes all of p or fails, as net.Conn's Write does.
@@ -81,32 +56,11 @@ func (t *rawTCP) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	t.wp, t.wn, t.werr = p, 0, 0
-	err := t.raw.Write(t.wfn)
-	t.wp = nil
-	switch {
-	case t.werr != 0:
-		return t.wn, t.opError("write", t.werr)
-	case err != nil:
-		return t.wn, err
+	n, errno, err := t.s.Write(p)
+	if errno != 0 {
+		return n, t.opError("write", errno)
 	}
-	return t.wn, nil
-}
-
-func (t *rawTCP) writeOnce(fd uintptr) bool {
-	for t.wn < len(t.wp) {
-		n, e := rawio.Write(fd, t.wp[t.wn:])
-		switch e {
-		case 0:
-			t.wn += n
-		case syscall.EAGAIN:
-			return false
-		default:
-			t.werr = e
-			return true
-		}
-	}
-	return true
+	return n, err
 }
 
 // opError is the error net's own Read or Write would return for errno.

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package sftp
+
+import (
+	"os"
+	"syscall"
+)
+
+// rawWritable is Linux's (hostgate_writeraw_linux.go); elsewhere every
+// write goes through os.File.WriteAt.
+func rawWritable(*os.File) bool { return false }
+
+func writeAtRaw(*os.File, []byte, int64) (int, syscall.Errno, bool) { return 0, syscall.EINVAL, false }

@@ -1,0 +1,119 @@
+//go:build linux
+
+package sftp
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestHostgateWriteAtRaw (change 19): a handle's writes to a file on a
+// local file system are raw pwrites, which leave the same bytes as
+// os.File.WriteAt, in order or not, at and past the end; a slow write
+// sends the handle's writes back to os.File.WriteAt; a file in append
+// mode, a pipe and a closed file get os.File.WriteAt's own answers.
+func TestHostgateWriteAtRaw(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !rawWritable(f) {
+		if os.Getenv("HOSTGATE_E2E") == "require" {
+			t.Fatalf("%s is on no file system change 19 writes raw (ext4, xfs, btrfs, tmpfs, overlayfs, f2fs): set TMPDIR to one", dir)
+		}
+		t.Skipf("%s is on no file system change 19 writes raw", dir)
+	}
+	h := &serialWrites{file: f}
+	const size = 1<<20 + 77
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i*7 + i>>12)
+	}
+	// Back to front, in 255 KiB pieces and a short last one.
+	const chunk = 255 << 10
+	for off := (size - 1) / chunk * chunk; off >= 0; off -= chunk {
+		end := min(off+chunk, size)
+		if n, err := h.WriteAt(want[off:end], int64(off)); n != end-off || err != nil {
+			t.Fatalf("WriteAt(%d bytes at %d): %d, %v", end-off, off, n, err)
+		}
+	}
+	if h.raw != rawYes || h.rawSkip != 0 {
+		t.Fatalf("the handle's writes were not raw (state %d, skip %d)", h.raw, h.rawSkip)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %d bytes (%v), not the %d written", len(got), err, len(want))
+	}
+
+	// A slow write whose thread slept sends the next 64 writes through
+	// os.File.WriteAt, then 128 after the next; a slow one only
+	// preempted keeps them raw.
+	defer func(d time.Duration, f func(int64, int64) bool) { rawWriteSlow, slept = d, f }(rawWriteSlow, slept)
+	rawWriteSlow = -1
+	slept = func(int64, int64) bool { return false }
+	if n, err := h.WriteAt(want[:10], 0); n != 10 || err != nil || h.rawSkip != 0 {
+		t.Fatalf("a slow write whose thread did not sleep: %d, %v; %d writes to skip", n, err, h.rawSkip)
+	}
+	slept = func(int64, int64) bool { return true }
+	for _, wantSkip := range []int{64, 128} {
+		if n, err := h.WriteAt([]byte("xyz"), size); n != 3 || err != nil {
+			t.Fatalf("WriteAt past the end: %d, %v", n, err)
+		}
+		if h.rawSkip != wantSkip {
+			t.Fatalf("after a slow write that slept: %d writes to skip, want %d", h.rawSkip, wantSkip)
+		}
+		for range wantSkip {
+			if _, err := h.WriteAt([]byte("xyz"), size); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if h.rawSkip != 0 {
+			t.Fatalf("%d writes left to skip after %d", h.rawSkip, wantSkip)
+		}
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, append(want, "xyz"...)) {
+		t.Fatal("the writes past the end are not in the file")
+	}
+
+	// Append mode: os.File.WriteAt's refusal.
+	af, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer af.Close()
+	_, want1 := af.WriteAt([]byte("a"), 0)
+	if _, err := (&serialWrites{file: af}).WriteAt([]byte("a"), 0); err == nil || err.Error() != want1.Error() {
+		t.Fatalf("WriteAt in append mode: %v, want os.File's %v", err, want1)
+	}
+	// A pipe: ESPIPE, as os.File.WriteAt says it.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	if _, err := (&serialWrites{file: pw}).WriteAt([]byte("a"), 0); !errors.Is(err, syscall.ESPIPE) {
+		t.Fatalf("WriteAt to a pipe: %v, want ESPIPE", err)
+	}
+	// Closed: os.ErrClosed.
+	cf, err := os.Create(filepath.Join(dir, "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &serialWrites{file: cf}
+	if _, err := ch.WriteAt([]byte("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = cf.Close()
+	if _, err := ch.WriteAt([]byte("a"), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("WriteAt to a closed file: %v, want os.ErrClosed", err)
+	}
+}

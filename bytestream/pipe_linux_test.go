@@ -21,26 +21,18 @@ import (
 // again; both read and write raw.
 func rawPipeConns(t *testing.T) (a, b *pipeConn) {
 	t.Helper()
-	r1, w1, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, w2, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []*os.File{w1, w2} {
-		raw, err := f.SyscallConn()
+	x, y := pipePair(t)
+	a, b = x.(*pipeConn), y.(*pipeConn)
+	for _, f := range []io.WriteCloser{a.w, b.w} {
+		raw, err := f.(*os.File).SyscallConn()
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = raw.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 4096) })
 	}
-	a, b = NewPipeConn(r1, w2).(*pipeConn), NewPipeConn(r2, w1).(*pipeConn)
 	if a.rs == nil || a.ws == nil || b.rs == nil || b.ws == nil {
 		t.Fatal("os.Pipe's pipes are not read and written raw")
 	}
-	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
 

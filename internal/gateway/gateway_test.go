@@ -745,32 +745,14 @@ func TestCertificateAgentForwardingRace(t *testing.T) {
 		return e.dialAgentHeader(agentTok, hostKey, hostgate.Info{Kind: "machine"}, signerOf(hostKey), hdr)
 	}
 	for _, firstFwd := range []bool{false, true} {
-		held, release := make(chan struct{}), make(chan struct{})
-		var first atomic.Bool // a sync.Once would hold the second too
-		e.srv.testHookRegistered = func(string) {
-			if first.CompareAndSwap(false, true) {
-				close(held)
-				<-release
-			}
-		}
-		type result struct {
-			a   *fakeAgent
-			err error
-		}
-		firstDial := make(chan result, 1)
-		go func() {
-			a, err := dial(firstFwd)
-			firstDial <- result{a, err}
-		}()
-		<-held // the first tunnel is registered
+		finish := e.dialHeld(func() (*fakeAgent, error) { return dial(firstFwd) })
 		second, err := dial(!firstFwd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		close(release)
 		// The replaced tunnel's agent may see 101 and then its close, or
 		// its dial fail: either way it is gone.
-		if r := <-firstDial; r.err == nil {
+		if r := finish(); r.err == nil {
 			<-r.a.sess.CloseChan()
 			r.a.close()
 		}
@@ -780,6 +762,37 @@ func TestCertificateAgentForwardingRace(t *testing.T) {
 		second.close()
 	}
 	e.srv.testHookRegistered = nil
+}
+
+// dialResult is a fake agent's dial's outcome.
+type dialResult struct {
+	a   *fakeAgent
+	err error
+}
+
+// dialHeld starts dial and holds its connection's handler just after the
+// tunnel's registration, before the upgrade answers, until finish lets
+// it go on and returns the dial's outcome: a second connection can
+// replace the first in that window. The hook stays set for the env.
+func (e *env) dialHeld(dial func() (*fakeAgent, error)) (finish func() dialResult) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool // a sync.Once would hold the second too
+	e.srv.testHookRegistered = func(string) {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			<-release
+		}
+	}
+	res := make(chan dialResult, 1)
+	go func() {
+		a, err := dial()
+		res <- dialResult{a, err}
+	}()
+	<-held
+	return func() dialResult {
+		close(release)
+		return <-res
+	}
 }
 
 func TestEnrollRelayAndImpostor(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,31 +201,13 @@ func TestReplacedBeforeUpgradeSaysSo(t *testing.T) {
 	tok := e.token(store.RoleAgent, "h")
 	_, key := newKey(t)
 	e.pin("h", key)
-	held, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	e.srv.testHookRegistered = func(string) {
-		if first.CompareAndSwap(false, true) {
-			close(held)
-			<-release
-		}
-	}
-	type result struct {
-		a   *fakeAgent
-		err error
-	}
-	firstDial := make(chan result, 1)
-	go func() {
-		a, err := e.dialAgent(tok, key, hostgate.Info{})
-		firstDial <- result{a, err}
-	}()
-	<-held // the first tunnel is registered; its upgrade has not answered
+	finish := e.dialHeld(func() (*fakeAgent, error) { return e.dialAgent(tok, key, hostgate.Info{}) })
 	second, err := e.dialAgent(tok, key, hostgate.Info{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.close()
-	close(release)
-	r := <-firstDial
+	r := finish()
 	if r.err != nil {
 		t.Fatalf("the replaced agent's dial: %v", r.err)
 	}

@@ -59,6 +59,8 @@ func testSymlinkLoop(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 			check("Create", name, err)
 		}
 		check("Chmod", name, p.Chmod(ctx, name, 0o600))
+		_, err = p.Realpath(ctx, name)
+		check("Realpath", name, err)
 		if fr, ok := p.(hostgate.FileReader); ok {
 			_, err := fr.ReadFile(ctx, name, nil)
 			check("ReadFile", name, err)
@@ -96,6 +98,8 @@ func testSymlinkLoop(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 		check("Chmod", name, p.Chmod(ctx, name, 0o600))
 		check("Mkdir", name, p.Mkdir(ctx, name, 0o755, false))
 		check("Mkdir parents", name, p.Mkdir(ctx, name, 0o755, true))
+		_, err = p.Realpath(ctx, name)
+		check("Realpath", name, err)
 		if fr, ok := p.(hostgate.FileReader); ok {
 			_, err := fr.ReadFile(ctx, name, nil)
 			check("ReadFile", name, err)

@@ -374,12 +374,21 @@ func (c *sftpCompat) local(name string) string {
 	return name
 }
 
+// evalSymlinksLoop is filepath.EvalSymlinks' error for a symlink loop, a
+// plain string without the errno.
+const evalSymlinksLoop = "EvalSymlinks: too many links"
+
 // realpath resolves every symlink in name as OpenSSH's sftp_realpath does:
 // the last component may be missing (a path about to be created), also
 // when it is reached through a dangling symlink.
 func realpath(name string) (string, error) {
 	for range 40 { // symlinks followed, as the kernel's limit
 		real, err := filepath.EvalSymlinks(name)
+		if err != nil && err.Error() == evalSymlinksLoop {
+			// A loop, which OpenSSH answers as "no such file" (ELOOP),
+			// where filepath's error made a Failure of it.
+			return "", &fs.PathError{Op: "realpath", Path: name, Err: syscall.ELOOP}
+		}
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {
 			return real, err
 		}

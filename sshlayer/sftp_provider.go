@@ -715,7 +715,17 @@ func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error
 		name = "."
 	}
 	s, err := sftpAwait(ctx, func() (string, error) { return p.c.RealPath(name) }, nil)
-	return s, p.pathErr("realpath", name, err)
+	err = p.pathErr("realpath", name, err)
+	// Every server says "no such file" for a REALPATH that met ENOTDIR
+	// or ELOOP, the agent too, whatever it announced: it keeps OpenSSH's
+	// wording there, which OpenSSH's sftp prints. So look around as
+	// lookupErr does for servers that never say the errno.
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, syscall.ELOOP) {
+		if errno := p.lookupErrno(ctx, name, true, nil); errno != 0 {
+			err = withErrno(err, errno)
+		}
+	}
+	return s, err
 }
 
 func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {

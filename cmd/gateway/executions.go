@@ -345,7 +345,8 @@ func registerExecMetrics(reg *prometheus.Registry, docker *dockerhost.Docker) {
 
 // registerAgentMetrics counts what became of the executions' agents:
 // re-attached after theirs ended (sandbox code may kill it) or stopped
-// answering (it may stop it), and given up on after too many in a row.
+// answering (it may stop it), given up on after too many in a row, and
+// tried again after a give-up.
 func registerAgentMetrics(reg *prometheus.Registry, stats func() execapi.AgentStats) {
 	if reg == nil {
 		return
@@ -353,16 +354,17 @@ func registerAgentMetrics(reg *prometheus.Registry, stats func() execapi.AgentSt
 	for reason, get := range map[string]func(execapi.AgentStats) int64{
 		"ended":        func(s execapi.AgentStats) int64 { return s.Restarts },
 		"unresponsive": func(s execapi.AgentStats) int64 { return s.Unresponsive },
+		"retry":        func(s execapi.AgentStats) int64 { return s.Retries },
 	} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "sandbox_agent_restarts_total",
-			Help:        "Execution agents attached anew while their execution lived, by why the one before went: ended (killed, crashed) or unresponsive (left the gateway's ping unanswered: stopped).",
+			Help:        "Execution agents attached anew while their execution lived, by why: the one before ended (killed, crashed) or was unresponsive (left the gateway's ping unanswered: stopped), or retry (tried after a give-up, slowly).",
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(get(stats())) }))
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "hostgate", Name: "sandbox_agent_giveups_total",
-		Help: "Executions whose agent failed too many times in a row: their commands run through docker exec, and they are not hosts, until the gateway restarts.",
+		Help: "Times an execution's agent failed too many times in a row: its commands run through docker exec, and it is no host, until an agent tried after a minute or more (restarts_total{reason=\"retry\"}) comes up.",
 	}, func() float64 { return float64(stats().GaveUp) }))
 }
 

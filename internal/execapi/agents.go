@@ -86,9 +86,18 @@ type AgentsConfig struct {
 	Dir string
 	// MaxRestarts bounds re-attaching an agent that died (or stopped
 	// answering) while its execution lives, counted since it last stayed
-	// up a minute; default 5. Then the execution's commands use docker
-	// exec for good.
+	// up a minute; default 5. Then the gateway gives up re-attaching at
+	// once: the execution's commands use docker exec, and it is no host,
+	// until an agent tried after RetryAfter comes up.
 	MaxRestarts int
+	// RetryAfter is how long the gateway waits, once it gave up on an
+	// execution's agent, before it tries one agent again, and then after
+	// each further failed try, doubling up to maxRetryFactor times it;
+	// default 1 min. Whatever failed the agents (sandbox code that killed
+	// or stopped them a while) may have passed: the execution gets its
+	// agent, its fast path and its host back. An agent never up (the
+	// provision fails) is not retried.
+	RetryAfter time.Duration
 	// OpenTimeout bounds a command's wait for the agent to open its
 	// channel (and for the gateway's connection to it): past it the
 	// command runs through docker exec, which it had not reached, and the
@@ -159,7 +168,7 @@ type Agents struct {
 	closed bool
 	wg     sync.WaitGroup // every run's loop
 
-	stats struct{ restarts, unresponsive, gaveUp atomic.Int64 }
+	stats struct{ restarts, unresponsive, gaveUp, retries atomic.Int64 }
 }
 
 // AgentStats count what became of execution agents since the gateway
@@ -171,14 +180,18 @@ type AgentStats struct {
 	// Unresponsive counts agents replaced because they left the gateway's
 	// ping unanswered (stopped by sandbox code).
 	Unresponsive int64
-	// GaveUp counts executions whose agent failed MaxRestarts times in a
-	// row: their commands use docker exec for good.
+	// GaveUp counts the times an execution's agent failed MaxRestarts
+	// times in a row: its commands then use docker exec until a retry's
+	// agent comes up.
 	GaveUp int64
+	// Retries counts the agents attached after a give-up (RetryAfter).
+	Retries int64
 }
 
 // Stats returns the counters of AgentStats.
 func (a *Agents) Stats() AgentStats {
-	return AgentStats{Restarts: a.stats.restarts.Load(), Unresponsive: a.stats.unresponsive.Load(), GaveUp: a.stats.gaveUp.Load()}
+	return AgentStats{Restarts: a.stats.restarts.Load(), Unresponsive: a.stats.unresponsive.Load(), GaveUp: a.stats.gaveUp.Load(),
+		Retries: a.stats.retries.Load()}
 }
 
 // run is one execution's agent loop; it owns the attachment and tunnel.
@@ -189,6 +202,10 @@ type run struct {
 	cancel context.CancelFunc
 	ready  chan struct{} // closed when the first tunnel is up
 	done   chan struct{} // closed when the loop returned
+	// givenUp is set while the loop has given up re-attaching at once
+	// and tries an agent after RetryAfter; owned by the loop (serveOnce
+	// clears it as a try's tunnel comes up).
+	givenUp bool
 
 	mu      sync.Mutex
 	lastErr error          // guarded by mu
@@ -226,6 +243,9 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = 60 * time.Second
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Minute
 	}
 	if c.OpenTimeout <= 0 {
 		c.OpenTimeout = 3 * time.Second
@@ -434,12 +454,20 @@ func (r *run) setErr(err error) {
 // be renewed.
 const stableAfter = time.Minute
 
+// maxRetryFactor bounds the wait between tries after a give-up at that
+// many times RetryAfter (16 min by default).
+const maxRetryFactor = 16
+
 // loop attaches the agent and serves its tunnel; when the agent dies while
 // the execution lives, it attaches again, with backoff, at most
-// MaxRestarts times in a row.
+// MaxRestarts times in a row. Then it gives up re-attaching at once and
+// tries one agent after RetryAfter, then after twice as long, and so on
+// up to maxRetryFactor times RetryAfter, while the execution lives; an
+// agent that stays up a minute ends the backoff.
 func (a *Agents) loop(ctx context.Context, r *run) {
 	log := a.log.With("execution", r.id)
 	fails := 0
+	var retry time.Duration // the wait before the next try once given up; 0 before
 	for {
 		var up time.Time // when the tunnel was registered; zero if never
 		err := a.serveOnce(ctx, r, log, &up)
@@ -460,28 +488,61 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 		// Stable means up a while, not a while trying: an agent stopped
 		// before it answered its first ping was not up at all.
 		if !up.IsZero() && time.Since(up) > stableAfter {
-			fails = 0
+			fails, retry = 0, 0
 		}
 		fails++
-		if fails > a.cfg.MaxRestarts {
+		var wait time.Duration
+		switch {
+		case fails <= a.cfg.MaxRestarts:
+			wait = min(200*time.Millisecond<<fails, 10*time.Second)
+			if errors.Is(err, errUnresponsive) {
+				a.stats.unresponsive.Add(1)
+			} else {
+				a.stats.restarts.Add(1)
+			}
+			log.Warn("agent ended while its execution lives; re-attaching", "err", err, "attempt", fails, "backoff", wait)
+		case !isClosed(r.ready):
+			// Never up: Start answers the provision with err.
 			a.stats.gaveUp.Add(1)
-			log.Error("agent keeps failing; giving up until the execution is restarted: its commands use docker exec", "attempts", fails, "err", err)
+			log.Error("agent keeps failing; giving up", "attempts", fails, "err", err)
 			return
+		default:
+			if retry == 0 {
+				retry = a.cfg.RetryAfter
+			} else {
+				retry = min(2*retry, maxRetryFactor*a.cfg.RetryAfter)
+			}
+			wait = retry
+			if !r.givenUp {
+				// Logged once as the agent goes, once as one comes
+				// back (serveOnce), not at every failed try.
+				r.givenUp = true
+				a.stats.gaveUp.Add(1)
+				log.Error("agent keeps failing; giving up re-attaching it at once: its commands use docker exec, and it is no host, until an agent tried later comes up", "attempts", fails, "retryIn", wait, "err", err)
+			} else {
+				log.Debug("agent tried after a give-up failed", "err", err, "retryIn", wait)
+			}
 		}
-		backoff := min(200*time.Millisecond<<fails, 10*time.Second)
-		if errors.Is(err, errUnresponsive) {
-			a.stats.unresponsive.Add(1)
-		} else {
-			a.stats.restarts.Add(1)
-		}
-		log.Warn("agent ended while its execution lives; re-attaching", "err", err, "attempt", fails, "backoff", backoff)
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
+		if r.givenUp {
+			a.stats.retries.Add(1)
+		}
+	}
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -571,6 +632,10 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		return fmt.Errorf("register tunnel: %w", err) // wraps gateway.ErrClosed at shutdown
 	}
 	*up = time.Now()
+	if r.givenUp {
+		r.givenUp = false
+		log.Info("agent back after the gateway gave up on it: its commands go through it again, and it is a host again")
+	}
 	defer func() {
 		unregister()
 		a.cfg.OnTunnel(r.id, false)

@@ -190,3 +190,47 @@ func TestAgentStoppedBeforeItAnswers(t *testing.T) {
 		t.Fatalf("stats %+v, want one agent replaced as unresponsive", s)
 	}
 }
+
+// TestAgentRetriedAfterGivingUp: after MaxRestarts agents in a row
+// failed, the gateway gave up on the execution's agent until it
+// restarted: its commands used docker exec, and it was no host, for the
+// execution's whole life, even once whatever failed the agents had
+// passed. Now it tries one agent after RetryAfter, then after twice as
+// long, and an agent that comes up serves again.
+func TestAgentRetriedAfterGivingUp(t *testing.T) {
+	f := newFixture(t)
+	f.agents.cfg.MaxRestarts = 2
+	f.agents.cfg.RetryAfter = 50 * time.Millisecond
+	var failing atomic.Int32
+	f.pool.beforeAttach = func(string) error {
+		if failing.Add(-1) >= 0 {
+			return errors.New("agent trouble")
+		}
+		return nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	// The next 2 attachments fail (MaxRestarts), then the first retry:
+	// two retries, the second comes up.
+	failing.Store(3)
+	f.pool.killAgent(id)
+	f.waitEvent(t, tunnelEvent{id, false})
+	f.waitEvent(t, tunnelEvent{id, true})
+	if s := f.agents.Stats(); s.GaveUp != 1 || s.Retries != 2 || s.Restarts != 2 {
+		t.Errorf("stats %+v, want 2 restarts, a give-up and 2 retries", s)
+	}
+	r := f.agents.Runner(id)
+	if r == nil {
+		t.Fatal("no runner once the retried agent is up")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var out budget
+	out.n = 1 << 10
+	if code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"/bin/sh", "-c", "echo back"}, Dir: "/", Stdout: &out, Stderr: io.Discard}); err != nil || code != 0 || out.String() != "back\n" {
+		t.Fatalf("through the retried agent: %d %q %v", code, out.String(), err)
+	}
+	if !f.reg.Connected(id) {
+		t.Fatal("the execution is no host once its retried agent is up")
+	}
+}

@@ -101,7 +101,10 @@ type AgentsConfig struct {
 	// OpenTimeout bounds a command's wait for the agent to open its
 	// channel (and for the gateway's connection to it): past it the
 	// command runs through docker exec, which it had not reached, and the
-	// agent is pinged at once; default 3 s.
+	// agent is pinged at once; default 3 s. An agent that leaves the exec
+	// request unanswered that long is pinged at once too, but the command,
+	// which may have started, waits on: it answers agent_lost if the
+	// agent is found stopped.
 	OpenTimeout time.Duration
 	// PingTimeout bounds the agent's answer to the gateway's pings, sent
 	// that often while its tunnel is up and at once when a command's

@@ -338,6 +338,9 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	}
 	if err != nil {
 		t.r.runs.Add(1 - runGoroutines)
+		if errors.Is(err, errExecUnanswered) && ctx.Err() == nil {
+			return -1, t.lost(ctx, conn, err)
+		}
 		return notStarted(err)
 	}
 	defer func() { _ = p.sess.Close() }()
@@ -399,8 +402,14 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 		return ee.ExitStatus(), nil
 	}
 	// No exit status: the session ended under the command (the agent
-	// died, or the gateway closed its tunnel as unresponsive). The
-	// tunnel's loop learns how the agent ended a moment later.
+	// died, or the gateway closed its tunnel as unresponsive).
+	return -1, t.lost(ctx, conn, werr)
+}
+
+// lost is the error of a command whose session ended under it, err, with
+// the agent's end: the tunnel's loop learns how the agent ended a moment
+// later.
+func (t *tunnelRunner) lost(ctx context.Context, conn *agentConn, err error) error {
 	verdict := time.NewTimer(endedWait)
 	select {
 	case <-conn.ended:
@@ -409,9 +418,9 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	}
 	verdict.Stop()
 	if why := t.r.lostReason(conn.sess); why != "" {
-		return -1, &dockerhost.LostError{Why: why, Err: werr}
+		return &dockerhost.LostError{Why: why, Err: err}
 	}
-	return -1, fmt.Errorf("execapi: agent tunnel: %w: %w", dockerhost.ErrRunnerLost, werr)
+	return fmt.Errorf("execapi: agent tunnel: %w: %w", dockerhost.ErrRunnerLost, err)
 }
 
 // errNoChannel means the agent did not open a command's channel within
@@ -455,6 +464,9 @@ func (t *tunnelRunner) start(ctx, open context.Context, conn *agentConn, line st
 		if err != nil {
 			return
 		}
+		if testHookChannelOpened != nil {
+			testHookChannelOpened()
+		}
 		p, err := startSession(sess, line)
 		select {
 		case done <- started{p, err}:
@@ -472,13 +484,29 @@ func (t *tunnelRunner) start(ctx, open context.Context, conn *agentConn, line st
 	case <-open.Done():
 		return nil, context.Cause(open)
 	}
-	select {
-	case s := <-done:
-		return s.p, s.err
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+	// The exec request is on its way, and the command may start from
+	// now on. An agent that leaves it unanswered for OpenTimeout is
+	// pinged at once, as one that left the channel unopened: found
+	// stopped, it is killed and its tunnel closed, which ends the request
+	// (errExecUnanswered); a slow one is waited for. The watch's own pings
+	// found a stopped agent only after up to twice PingTimeout.
+	answer := time.NewTimer(t.a.cfg.OpenTimeout)
+	defer answer.Stop()
+	for {
+		select {
+		case s := <-done:
+			return s.p, s.err
+		case <-answer.C:
+			t.r.suspectAgent()
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 	}
 }
+
+// testHookChannelOpened, when set, runs as a command's channel opened,
+// before its exec request is sent.
+var testHookChannelOpened func()
 
 // startSession starts line in sess.
 func startSession(sess *ssh.Session, line string) (*session, error) {
@@ -498,10 +526,20 @@ func startSession(sess *ssh.Session, line string) (*session, error) {
 			// Session.Start words a refusal so, and nothing else).
 			return nil, fmt.Errorf("start: %w", errRefused)
 		}
+		if errors.Is(err, io.EOF) {
+			// The channel closed with the request sent: the agent may
+			// have started the command.
+			return nil, fmt.Errorf("start: %w: %w", errExecUnanswered, err)
+		}
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	return p, nil
 }
+
+// errExecUnanswered means the command's channel closed before the agent
+// answered its exec request (the agent was lost): the command may have
+// started, so docker exec must not run it again.
+var errExecUnanswered = errors.New("execapi: the agent's tunnel ended before it answered the exec request")
 
 // errRefused means the agent refused to start a command: it could not
 // start its shell (sshlayer refuses the exec request when the fork fails).

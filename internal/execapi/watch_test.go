@@ -234,3 +234,41 @@ func TestAgentRetriedAfterGivingUp(t *testing.T) {
 		t.Fatal("the execution is no host once its retried agent is up")
 	}
 }
+
+// TestAgentStoppedBeforeExecAnswered: sandbox code may stop its agent
+// after it opened a command's channel and before it answered the exec
+// request. The command may have started then, so docker exec must not run
+// it again: it answers that the agent stopped answering, within about
+// OpenTimeout and PingTimeout.
+func TestAgentStoppedBeforeExecAnswered(t *testing.T) {
+	f := newFixture(t)
+	f.pool.freezable = true
+	f.agents.cfg.OpenTimeout = 300 * time.Millisecond
+	f.agents.cfg.PingTimeout = 2 * time.Second
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+		f.pool.killAgent(id)
+		return 1, nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	r := f.agents.Runner(id)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard}); err != nil || code != 0 {
+		t.Fatalf("before the stop: %d %v", code, err)
+	}
+	testHookChannelOpened = func() { f.pool.freeze(id) }
+	defer func() { testHookChannelOpened = nil }()
+	t0 := time.Now()
+	_, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
+	took := time.Since(t0)
+	t.Logf("answered in %v: %v", took, err)
+	var le *dockerhost.LostError
+	if !errors.As(err, &le) || !strings.Contains(le.Why, "stopped answering") || errors.Is(err, dockerhost.ErrNotStarted) {
+		t.Fatalf("a command whose agent stopped before it answered the exec request: %v, want a LostError saying it stopped answering (not ErrNotStarted: it may have started)", err)
+	}
+	if took > f.agents.cfg.OpenTimeout+f.agents.cfg.PingTimeout+time.Second {
+		t.Errorf("answered after %v, want about OpenTimeout + PingTimeout", took)
+	}
+	f.waitEvent(t, tunnelEvent{id, true})
+}

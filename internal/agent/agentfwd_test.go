@@ -141,7 +141,7 @@ func TestSandboxRefusesAgentForwarding(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs serveLogBuffer
-	srv, _, err := stdioKeysServer(&preamble, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	srv, _, _, err := stdioKeysServer(&preamble, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -209,16 +210,17 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		}
 	}
 	var (
-		srv     *sshlayer.Server
-		callers bool // the keys offered caller preambles
-		err     error
+		srv       *sshlayer.Server
+		callers   bool // the keys offered caller preambles
+		reportPID bool // the keys asked for the pid
+		err       error
 	)
 	if keysStdin {
 		environ := os.Environ()
 		if sio != nil && sio.Environ != nil {
 			environ = sio.Environ
 		}
-		srv, callers, err = stdioKeysServer(conn, environ, log)
+		srv, callers, reportPID, err = stdioKeysServer(conn, environ, log)
 	} else {
 		srv, err = NewServer(&cfg)
 	}
@@ -239,6 +241,14 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	if mux {
 		log.Info("agent serving SSH over a multiplexed stdio tunnel")
 		t := tunnel{log: log}
+		if reportPID {
+			// First: the gateway kills this process by it if sandbox
+			// code stops it, and no other of its name.
+			ack := binary.BigEndian.AppendUint32([]byte(PIDAck), uint32(os.Getpid()))
+			if _, err := conn.Write(ack); err != nil {
+				return fmt.Errorf("agent serve: %w", err)
+			}
+		}
 		if callers {
 			// Before the multiplexer's first byte: the gateway writes
 			// caller preambles only once it has read this.

@@ -79,6 +79,13 @@ type StdioKeys struct {
 	// writes them; an older agent ignores the field and answers nothing,
 	// and gets none (ReadCallerAck).
 	CallerPreamble string `json:"callerPreamble,omitempty"`
+	// ReportPID asks the agent (with --mux) for its pid, as its own pid
+	// namespace (the container's) numbers it: it answers PIDAck and the
+	// pid before anything else on stdout. Sandbox code may stop its agent
+	// (kill -STOP); the gateway then kills that process, by its pid, and
+	// no other of the same name. An older agent ignores the field and
+	// answers nothing (ReadStdioAcks).
+	ReportPID bool `json:"reportPid,omitempty"`
 }
 
 // CallerPreambleAck is what a stdio agent writes before the multiplexer
@@ -86,13 +93,19 @@ type StdioKeys struct {
 // starts with its version, 0: the ack's first byte tells them apart.
 const CallerPreambleAck = "HGC1"
 
-// ackConn is the gateway's end of a stdio tunnel whose keys offered caller
-// preambles: its first Read takes the agent's ack, if the agent's first
-// bytes are one, and passes anything else on.
+// PIDAck is what a stdio agent whose keys asked for its pid
+// (StdioKeys.ReportPID) writes first, followed by its pid as a big-endian
+// uint32; before the CallerPreambleAck, if any.
+const PIDAck = "HGP1"
+
+// ackConn is the gateway's end of a stdio tunnel whose keys asked for
+// acks: its first Read takes the agent's acks, if its first bytes are
+// some, and passes anything else on.
 type ackConn struct {
 	net.Conn
 	checked bool        // the first bytes were looked at; the session's reader only
-	acked   atomic.Bool // they were the ack
+	acked   atomic.Bool // they held CallerPreambleAck
+	pid     atomic.Int64
 }
 
 func (c *ackConn) Read(p []byte) (int, error) {
@@ -100,32 +113,70 @@ func (c *ackConn) Read(p []byte) (int, error) {
 		return c.Conn.Read(p)
 	}
 	c.checked = true
-	var b [len(CallerPreambleAck)]byte
-	if _, err := io.ReadFull(c.Conn, b[:1]); err != nil {
-		return 0, err
+	for range 2 { // PIDAck, then CallerPreambleAck, each if sent
+		var b [len(CallerPreambleAck)]byte
+		if _, err := io.ReadFull(c.Conn, b[:1]); err != nil {
+			return 0, err
+		}
+		if b[0] != CallerPreambleAck[0] {
+			p[0] = b[0] // the multiplexer's first byte
+			return 1, nil
+		}
+		if _, err := io.ReadFull(c.Conn, b[1:]); err != nil {
+			return 0, fmt.Errorf("agent: ack: %w", err)
+		}
+		switch string(b[:]) {
+		case CallerPreambleAck:
+			c.acked.Store(true)
+			return c.Conn.Read(p)
+		case PIDAck:
+			if c.pid.Load() != 0 {
+				return 0, errors.New("agent: ack: a second pid")
+			}
+			var pid [4]byte
+			if _, err := io.ReadFull(c.Conn, pid[:]); err != nil {
+				return 0, fmt.Errorf("agent: pid ack: %w", err)
+			}
+			n := binary.BigEndian.Uint32(pid[:])
+			if n == 0 || n > maxPID {
+				return 0, fmt.Errorf("agent: pid ack: pid %d out of range", n)
+			}
+			c.pid.Store(int64(n))
+		default:
+			return 0, fmt.Errorf("agent: ack: got %q, want %q or %q", b[:], PIDAck, CallerPreambleAck)
+		}
 	}
-	if b[0] != CallerPreambleAck[0] {
-		p[0] = b[0] // the multiplexer's first byte: an agent without the ack
-		return 1, nil
-	}
-	if _, err := io.ReadFull(c.Conn, b[1:]); err != nil {
-		return 0, fmt.Errorf("agent: caller preamble ack: %w", err)
-	}
-	if string(b[:]) != CallerPreambleAck {
-		return 0, fmt.Errorf("agent: caller preamble ack: got %q, want %q", b[:], CallerPreambleAck)
-	}
-	c.acked.Store(true)
 	return c.Conn.Read(p)
 }
 
-// ReadCallerAck wraps conn, the gateway's end of a stdio tunnel whose
-// keys offered caller preambles, for the multiplexer: once the agent has
-// sent anything (its answer to the session's first ping), acked reports
-// whether it answered CallerPreambleAck, so that the gateway writes a
-// preamble on every stream (gateway.CallerTunnel), or none.
-func ReadCallerAck(conn net.Conn) (wrapped net.Conn, acked func() bool) {
+// maxPID is Linux's PID_MAX_LIMIT, the most pid_max may be.
+const maxPID = 1 << 22
+
+// StdioAcks says what a stdio agent answered its keys (ReadStdioAcks),
+// once it has sent anything (its answer to the session's first ping).
+type StdioAcks struct{ c *ackConn }
+
+// Callers reports whether the agent answered CallerPreambleAck, so that
+// the gateway writes a preamble on every stream (gateway.CallerTunnel),
+// or none.
+func (a StdioAcks) Callers() bool { return a.c.acked.Load() }
+
+// PID is the pid the agent reported (PIDAck), 0 if none.
+func (a StdioAcks) PID() int { return int(a.c.pid.Load()) }
+
+// ReadStdioAcks wraps conn, the gateway's end of a stdio tunnel whose keys
+// offered caller preambles or asked for the pid, for the multiplexer; acks
+// tells what the agent answered.
+func ReadStdioAcks(conn net.Conn) (wrapped net.Conn, acks StdioAcks) {
 	c := &ackConn{Conn: conn}
-	return c, c.acked.Load
+	return c, StdioAcks{c}
+}
+
+// ReadCallerAck is ReadStdioAcks for a tunnel whose keys offered caller
+// preambles only; acked is StdioAcks.Callers.
+func ReadCallerAck(conn net.Conn) (wrapped net.Conn, acked func() bool) {
+	c, acks := ReadStdioAcks(conn)
+	return c, acks.Callers
 }
 
 // WriteStdioKeys writes k as a keys preamble to w.
@@ -201,17 +252,17 @@ func (k StdioKeys) parsed() (ssh.Signer, []ssh.PublicKey, error) {
 // server it describes; environ is what InheritEnv passes on. The host key
 // lives only in this process's memory. callers reports whether the keys
 // offered caller preambles.
-func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (srv *sshlayer.Server, callers bool, err error) {
+func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (srv *sshlayer.Server, callers, reportPID bool, err error) {
 	if err := protectKeys(); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	k, err := ReadStdioKeys(conn)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	hk, cas, err := k.parsed()
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	for _, d := range k.MakeDirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -240,7 +291,7 @@ func stdioKeysServer(conn io.Reader, environ []string, log *slog.Logger) (srv *s
 		// caller, for whatever untrusted code runs there.
 		AgentForwarding: false,
 	})
-	return srv, k.CallerPreamble == wire.CallerPreambleProxyV1, err
+	return srv, k.CallerPreamble == wire.CallerPreambleProxyV1, k.ReportPID, err
 }
 
 // overlayEnv returns base with each NAME=value of over set, in place when

@@ -113,15 +113,18 @@ type AgentsConfig struct {
 	// its uid) is unresponsive: it is killed, its tunnel closed, its
 	// commands answer agent_lost, and a new agent is attached; default 5 s.
 	PingTimeout time.Duration
-	// KillStopped, when set, kills the execution's stopped processes of
-	// the agent binary's name that docker exec started, and says how many
-	// (dockerhost.Docker.KillStopped): asked when the agent leaves a ping
+	// KillStopped, when set, kills the execution's stopped process pid
+	// (the agent's, as it reported it; 0 when it did not: an older agent,
+	// or one stopped before it did, and then every such process) if it
+	// has the agent binary's name and docker exec started it, and says
+	// how many it killed (dockerhost.Docker.KillStopped): asked when the
+	// agent leaves a ping
 	// unanswered, it tells a stopped agent from a slow one, which keeps its
 	// tunnel; and a stopped agent holds its threads of the pids limit until
 	// killed, where at the least limit the new one would find none left
 	// for commands. Nil: an agent that leaves a ping unanswered is taken
 	// for stopped.
-	KillStopped func(ctx context.Context, executionID, name string) (int, error)
+	KillStopped func(ctx context.Context, executionID, name string, pid int) (int, error)
 	// ReadyTimeout bounds Start's wait for the first tunnel; default 60 s.
 	ReadyTimeout time.Duration
 	// Mux tunes the yamux session; default as the gateway's agent tunnels.
@@ -587,6 +590,9 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		// Each stream names its caller, if the agent answers that it
 		// reads them (an adopted execution's older agent does not).
 		CallerPreamble: wire.CallerPreambleProxyV1,
+		// If sandbox code stops the agent, KillStopped kills this
+		// process and no other of its name.
+		ReportPID: true,
 	}
 	if e, ok := stdio.(interface{ Env() []string }); ok {
 		keys.Env = e.Env()
@@ -595,7 +601,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 	if err != nil {
 		return err
 	}
-	muxConn, callers := agent.ReadCallerAck(conn)
+	muxConn, acks := agent.ReadStdioAcks(conn)
 	sess, err := bytestream.MuxClient(muxConn, a.cfg.Mux)
 	if err != nil {
 		return fmt.Errorf("mux: %w", err)
@@ -609,7 +615,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		// stops each as it comes): the ping waited the session's 60 s
 		// keepalive, and that attempt counted as a stable run.
 		if a.cfg.KillStopped != nil {
-			if n, err := a.killStopped(ctx, r); err == nil && n > 0 {
+			if n, err := a.killStopped(ctx, r, acks.PID()); err == nil && n > 0 {
 				return fmt.Errorf("%w: stopped before it answered its first ping", errUnresponsive)
 			}
 		}
@@ -627,7 +633,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 	answered := time.Since(t0)
 	// The ping's answer came after the agent's ack, if it sent one.
 	tunnel := gateway.MuxTunnel(sess)
-	if callers() {
+	if acks.Callers() {
 		tunnel = gateway.CallerTunnel(sess)
 	}
 	unregister, _, err := a.reg.Register(r.id, tunnel)
@@ -644,7 +650,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		a.cfg.OnTunnel(r.id, false)
 	}()
 	ended := make(chan struct{})
-	r.setTunnel(sess, callers(), ended)
+	r.setTunnel(sess, acks.Callers(), ended)
 	defer r.clearTunnel()
 	// Before clearTunnel, which waits for the commands' goroutines: their
 	// Runs wait for this, briefly, to say how the agent ended.
@@ -668,7 +674,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 	// The timings show where a sandbox's create-to-first-command goes.
 	log.Info("execution agent tunnel up", "hostKey", ssh.FingerprintSHA256(r.signer.PublicKey()),
 		"attach", attached, "ping", answered-attached, "total", time.Since(t0))
-	if err := a.watch(ctx, r, sess, log); err != nil {
+	if err := a.watch(ctx, r, sess, acks.PID(), log); err != nil {
 		return err
 	}
 	why := ""

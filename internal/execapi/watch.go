@@ -18,8 +18,9 @@ var errUnresponsive = errors.New("execapi: the agent stopped answering")
 // killStoppedTimeout bounds the docker exec that kills a stopped agent.
 const killStoppedTimeout = 30 * time.Second
 
-// watch pings r's agent over sess every PingTimeout, and at once when a
-// command's channel did not open in time (r.probe). It returns nil when
+// watch pings r's agent, pid (0 if unknown), over sess every
+// PingTimeout, and at once when a command's channel did not open in time
+// (r.probe). It returns nil when
 // sess or ctx ends, and an error wrapping errUnresponsive when a ping
 // went unanswered for PingTimeout and the agent was found stopped (and
 // killed: KillStopped): sess is closed then, and its commands answer
@@ -32,7 +33,7 @@ const killStoppedTimeout = 30 * time.Second
 // but only after its 30 s interval and a 30 s wait for the answer:
 // meanwhile every command sent to it waited its whole timeoutMs and
 // answered timeout, destroying the execution.
-func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *slog.Logger) error {
+func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, pid int, log *slog.Logger) error {
 	tick := time.NewTicker(a.cfg.PingTimeout)
 	defer tick.Stop()
 	for {
@@ -58,7 +59,7 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *sl
 		r.setSuspect()
 		killed := "not looked at (no KillStopped)"
 		if a.cfg.KillStopped != nil {
-			n, err := a.killStopped(ctx, r)
+			n, err := a.killStopped(ctx, r, pid)
 			switch {
 			case err != nil:
 				// docker exec fails too where the sandbox holds every
@@ -79,11 +80,12 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, log *sl
 	}
 }
 
-// killStopped kills r's stopped agents (KillStopped, which must be set).
-func (a *Agents) killStopped(ctx context.Context, r *run) (int, error) {
+// killStopped kills r's agent pid if stopped, or every stopped agent of
+// r when pid is 0 (KillStopped, which must be set).
+func (a *Agents) killStopped(ctx context.Context, r *run, pid int) (int, error) {
 	kctx, cancel := context.WithTimeout(ctx, killStoppedTimeout)
 	defer cancel()
-	return a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]))
+	return a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]), pid)
 }
 
 // answered reports whether the peer of sess answers a ping within d; it

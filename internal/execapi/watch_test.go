@@ -3,7 +3,9 @@ package execapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,9 +29,9 @@ func TestFrozenAgentReplaced(t *testing.T) {
 	var killed []string
 	f.agents.cfg.OpenTimeout = 300 * time.Millisecond
 	f.agents.cfg.PingTimeout = time.Second
-	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
 		killMu.Lock()
-		killed = append(killed, id+" "+name)
+		killed = append(killed, fmt.Sprintf("%s %s %d", id, name, pid))
 		killMu.Unlock()
 		f.pool.killAgent(id)
 		return 1, nil
@@ -85,8 +87,10 @@ func TestFrozenAgentReplaced(t *testing.T) {
 	f.waitEvent(t, tunnelEvent{id, false})
 	f.waitEvent(t, tunnelEvent{id, true})
 	killMu.Lock()
-	if len(killed) != 1 || killed[0] != id+" agent" {
-		t.Errorf("KillStopped calls %q, want one for %s's agent", killed, id)
+	// The in-process agent's pid is this test's: KillStopped kills that
+	// process, no other of its name.
+	if want := fmt.Sprintf("%s agent %d", id, os.Getpid()); len(killed) != 1 || killed[0] != want {
+		t.Errorf("KillStopped calls %q, want one for %s's agent by its pid, %q", killed, id, want)
 	}
 	killMu.Unlock()
 	if s := f.agents.Stats(); s.Unresponsive != 1 || s.Restarts != 0 {
@@ -135,7 +139,7 @@ func TestSlowAgentNotStoppedKept(t *testing.T) {
 	f.pool.freezable = true
 	looked := make(chan struct{}, 16)
 	f.agents.cfg.PingTimeout = 200 * time.Millisecond
-	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
 		looked <- struct{}{}
 		return 0, nil
 	}
@@ -175,7 +179,7 @@ func TestAgentStoppedBeforeItAnswers(t *testing.T) {
 	f.pool.frozenFrom = 1
 	f.agents.cfg.PingTimeout = 300 * time.Millisecond
 	var killed atomic.Int32
-	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
 		killed.Add(1)
 		f.pool.killAgent(id)
 		return 1, nil
@@ -245,7 +249,7 @@ func TestAgentStoppedBeforeExecAnswered(t *testing.T) {
 	f.pool.freezable = true
 	f.agents.cfg.OpenTimeout = 300 * time.Millisecond
 	f.agents.cfg.PingTimeout = 2 * time.Second
-	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string) (int, error) {
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
 		f.pool.killAgent(id)
 		return 1, nil
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"os/exec"
 	"regexp"
@@ -23,6 +24,36 @@ func sandboxShell(t testing.TB, ctx context.Context, id, script string) string {
 		t.Fatalf("docker exec %q: %v %s", script, err, out)
 	}
 	return string(out)
+}
+
+// sandboxDecoyAgent starts a process named like the agent in the
+// execution's container through docker exec, as sandbox code may, its
+// stdin held open until the test ends, and returns its pid there.
+func sandboxDecoyAgent(t testing.TB, ctx context.Context, id string) string {
+	t.Helper()
+	cid := containerOf(t, id)
+	cmd := exec.CommandContext(ctx, "docker", "exec", "-i", "-u", userOf(t, cid), cid, "/bin/sh", "-c", `echo $$; exec /opt/hostgate/agent serve --stdio --mux --keys-stdin`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("decoy agent's pid: %q %v", line, err)
+	}
+	return strings.TrimSpace(line)
 }
 
 // waitAgentConnected waits until the gateway has connected to the
@@ -61,6 +92,10 @@ func TestSandboxFrozenAgent(t *testing.T) {
 	if agentWays == 0 {
 		t.Fatal("the first command did not run through the agent")
 	}
+	// A decoy: a process of the agent's name that docker exec started
+	// too, waiting for keys, stopped with the agent. KillStopped killed
+	// it as well: it took every such process for the agent.
+	decoy := sandboxDecoyAgent(t, ctx, e.ExecutionID)
 	sandboxShell(t, ctx, e.ExecutionID, `for p in $(pidof agent); do [ $p = 1 ] || kill -STOP $p || exit; done`)
 
 	t0 := time.Now()
@@ -74,8 +109,8 @@ func TestSandboxFrozenAgent(t *testing.T) {
 	// threads of the pids limit), and commands run through the new one.
 	g.waitFor(regexp.MustCompile(`agent unresponsive[^\n]*execution=`+e.ExecutionID), time.Minute)
 	waitAgentConnected(t, g, e.ExecutionID, conns)
-	if out := sandboxShell(t, ctx, e.ExecutionID, `for d in /proc/[0-9]*; do read -r s < $d/stat; case "$s" in *"(agent) T "*) echo "stopped: $s";; esac; done; echo checked`); out != "checked\n" {
-		t.Fatalf("after the new agent came: %q, want no stopped agent", out)
+	if out := sandboxShell(t, ctx, e.ExecutionID, `for d in /proc/[0-9]*; do read -r s < $d/stat; case "$s" in *"(agent) T "*) echo "stopped: ${d#/proc/}";; esac; done; echo checked`); out != "stopped: "+decoy+"\nchecked\n" {
+		t.Fatalf("after the new agent came: %q, want no stopped agent but the decoy, %s", out, decoy)
 	}
 	before, _, _ := execWays(t, g)
 	t0 = time.Now()

@@ -271,3 +271,35 @@ func TestSandboxAgentKilled(t *testing.T) {
 		t.Fatalf("the execution after its deadline: %v, want 410 for its runtime", err)
 	}
 }
+
+// TestSandboxAgentBackAfterGivingUp: once the gateway gave up on a
+// sandbox's agent (a loop killed every one as it came), it ran the
+// sandbox's commands through docker exec, and the sandbox was no host,
+// until the gateway restarted. Now, the loop gone, an agent the gateway
+// tries a minute later comes up and runs commands again.
+func TestSandboxAgentBackAfterGivingUp(t *testing.T) {
+	g, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	id := e.ExecutionID
+	waitAgentConnected(t, g, id, 0)
+	sandboxShell(t, ctx, id, `sh -c 'echo $$ >/workspace/killer; while :; do for p in $(pidof agent); do [ $p = 1 ] || kill -9 $p; done; sleep 0.05; done' </dev/null >/dev/null 2>&1 &`)
+	g.waitFor(regexp.MustCompile(`agent keeps failing; giving up[^\n]*execution=`+id), 2*time.Minute)
+	gaveUp := time.Now()
+	conns := len(regexp.MustCompile(`gateway connected to the execution agent[^\n]*execution=`+id).FindAllString(g.output(), -1))
+	sandboxShell(t, ctx, id, `kill $(cat /workspace/killer)`)
+	g.waitFor(regexp.MustCompile(`agent back after the gateway gave up on it[^\n]*execution=`+id), 2*time.Minute)
+	t.Logf("the agent was back %v after the give-up", time.Since(gaveUp).Round(time.Second))
+	waitAgentConnected(t, g, id, conns)
+	before, _, _ := execWays(t, g)
+	if out := sh(t, ctx, c, id, "echo through the agent again"); out != "through the agent again\n" {
+		t.Fatalf("once the agent is back: %q", out)
+	}
+	if after, _, _ := execWays(t, g); after != before+1 {
+		t.Fatalf("commands through the agent: %d then %d, want one more", before, after)
+	}
+	_, body := g.api("GET", "/metrics", g.admin, nil)
+	if !strings.Contains(string(body), "hostgate_sandbox_agent_giveups_total 1") || strings.Contains(string(body), `hostgate_sandbox_agent_restarts_total{reason="retry"} 0`) {
+		t.Fatalf("/metrics, want one give-up and a retry:\n%s", grepLines(string(body), "agent_"))
+	}
+}

@@ -124,6 +124,20 @@ func TestBrowserTerminal(t *testing.T) {
 	runBrowser(t, "terminal.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_HOST=local")
 }
 
+// TestBrowserTerminalKeyboardLeaves: a keyboard-only user gets out of the
+// terminal with Ctrl+Shift+L, to Log out, and the shell gets nothing of it;
+// Tab still completes in the shell. Tab, Shift+Tab and Escape all stayed in
+// xterm (they are the shell's), so the header's links and Log out were out
+// of reach (WCAG 2.1.2, no keyboard trap).
+func TestBrowserTerminalKeyboardLeaves(t *testing.T) {
+	d := startDev(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tab-completion-target"), []byte("completed-by-tab\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runBrowser(t, "keys.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_DIR="+dir)
+}
+
 // TestBrowserTerminalPaste pastes 200 KB into a terminal running
 // `cat > file`, as Ctrl+V does: the file gets every byte and the terminal
 // stays connected. The page sent a paste as one WebSocket message, and

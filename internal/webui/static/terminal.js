@@ -32,6 +32,31 @@
   fit.fit();
   window.hostgateTerm = term; // for tests and the console
 
+  // The way out of the terminal for the keyboard (WCAG 2.1.2): Tab,
+  // Shift+Tab and Escape are the shell's (completion, readline's Meta),
+  // so focus stayed in xterm whatever was pressed. Ctrl+Shift+L goes to
+  // the page's last control before the terminal (Log out), as Shift+Tab
+  // would, and Tab from there comes back. The shell loses nothing: xterm
+  // sends nothing for Ctrl+Shift+L (a control letter only without Shift),
+  // a terminal that sends anything sends Ctrl+L's form feed, which no
+  // shell or TUI can tell apart, and Ctrl+L still clears; Chromium keeps
+  // no Ctrl+Shift+L of its own. Escape then Tab was tried: the Escape
+  // reached the shell and garbled the next key.
+  term.attachCustomKeyEventHandler((ev) => {
+    if (!(ev.ctrlKey && ev.shiftKey && !ev.altKey && !ev.metaKey && (ev.code === "KeyL" || ev.key === "L" || ev.key === "l"))) return true;
+    ev.preventDefault();
+    if (ev.type === "keydown") leaveTerminal();
+    return false; // keydown, keypress and keyup alike: nothing for the shell
+  });
+  term.textarea.setAttribute("aria-describedby", "keys");
+  function leaveTerminal() {
+    const box = document.getElementById("term");
+    const before = [...document.querySelectorAll("a[href], button, input, select, textarea, [tabindex]")].filter((e) =>
+      !box.contains(e) && !e.disabled && e.tabIndex >= 0 && e.getClientRects().length > 0 &&
+      (box.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_PRECEDING));
+    if (before.length) before[before.length - 1].focus();
+  }
+
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const base = proto + "//" + location.host + "/v1/hosts/" + encodeURIComponent(hostId) + "/pty";
   const stored = "hostgate-terminal:" + hostId;

@@ -19,6 +19,10 @@ type inbox struct {
 	closed bool
 	ready  chan struct{} // input came: the feeder takes it
 	room   chan struct{} // the feeder took input: a waiting reader puts
+	// Bytes ever put, and of them passed on: written to the shell's
+	// stdin by the feeder. What lies between waits for the shell, which
+	// a page is told while it does (Terminals.noteInputWait).
+	putN, passedN int64
 }
 
 func newInbox() *inbox {
@@ -44,6 +48,7 @@ func (b *inbox) put(p []byte, stop <-chan struct{}, blocked func(bool)) bool {
 		}
 		if len(b.buf) == 0 || len(b.buf)+len(p) <= inboxMax {
 			b.buf = append(b.buf, p...)
+			b.putN += int64(len(p))
 			b.mu.Unlock()
 			signal(b.ready)
 			if waited {
@@ -93,6 +98,20 @@ func (b *inbox) take(into []byte, stop <-chan struct{}) ([]byte, bool) {
 	}
 }
 
+// passed counts n bytes the feeder wrote to the shell.
+func (b *inbox) passed(n int) {
+	b.mu.Lock()
+	b.passedN += int64(n)
+	b.mu.Unlock()
+}
+
+// counts returns the bytes ever put, and of them passed on to the shell.
+func (b *inbox) counts() (put, passed int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.putN, b.passedN
+}
+
 // close drops what is left and ends put and take.
 func (b *inbox) close() {
 	b.mu.Lock()
@@ -113,7 +132,8 @@ func (t *term) feed() {
 		if buf, ok = t.in.take(buf, t.ctx.Done()); !ok {
 			return
 		}
-		_, err := t.p.Stdin().Write(buf)
+		n, err := t.p.Stdin().Write(buf)
+		t.in.passed(n)
 		if cap(buf) > MaxMessage {
 			buf = nil // a paste's buffer is not kept for keystrokes
 		}

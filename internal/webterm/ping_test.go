@@ -3,6 +3,7 @@ package webterm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,7 +362,9 @@ type deafShell struct {
 	once   sync.Once
 	took   chan struct{} // closed when the terminal first writes input
 	tookMu sync.Once
-	out    io.Reader // nil: prints nothing
+	out    io.Reader     // nil: prints nothing
+	hear   chan struct{} // closed: takes input from then on (nil: never)
+	heard  atomic.Int64
 }
 
 func newDeaf() *deafShell {
@@ -385,8 +389,13 @@ type deafIn struct{ d *deafShell }
 
 func (w deafIn) Write(p []byte) (int, error) {
 	w.d.tookMu.Do(func() { close(w.d.took) })
-	<-w.d.killed
-	return 0, io.ErrClosedPipe
+	select {
+	case <-w.d.killed:
+		return 0, io.ErrClosedPipe
+	case <-w.d.hear:
+		w.d.heard.Add(int64(len(p)))
+		return len(p), nil
+	}
 }
 func (w deafIn) Close() error { return nil }
 
@@ -531,7 +540,7 @@ func TestStuckInputTellsThePage(t *testing.T) {
 			if !ok {
 				t.Fatal("the socket closed")
 			}
-			if m == `{"type":"inputwait"}` {
+			if m == `{"type":"inputwait","taken":0}` { // the shell took none
 				notes++
 			}
 		case <-late:
@@ -541,4 +550,80 @@ func TestStuckInputTellsThePage(t *testing.T) {
 	_ = proc.Kill(hostgate.SIGKILL)
 	ws.CloseNow()
 	<-wrote
+}
+
+// TestInputWaitEnds: the page told its input waits is told when the shell
+// has taken it all ({"type":"inputdone"}), and how much went on
+// ("taken"), so it can say how much waits and stop saying so. It was told
+// nothing more: the notes stopped, and a page showing them had no way to
+// know the input had gone through.
+func TestInputWaitEnds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newDeaf()
+	proc.hear = make(chan struct{})
+	srv := hostServer(t, proc, Config{Ping: 200 * time.Millisecond})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	msgs := messages(ctx, ws)
+	const sent = 3 * inboxMax // see TestStuckInputTellsThePage
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		piece := bytes.Repeat([]byte("x"), 16<<10)
+		for n := 0; n < sent; n += len(piece) {
+			if ws.Write(ctx, websocket.MessageBinary, piece) != nil {
+				return
+			}
+		}
+	}()
+	next := func(within time.Duration) (control, string) {
+		t.Helper()
+		late := time.After(within)
+		for {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					t.Fatal("the socket closed")
+				}
+				var c control
+				if json.Unmarshal([]byte(m), &c) == nil && (c.Type == "inputwait" || c.Type == "inputdone") {
+					return c, m
+				}
+			case <-late:
+				return control{}, ""
+			}
+		}
+	}
+	if _, m := next(5 * time.Second); m != `{"type":"inputwait","taken":0}` {
+		t.Fatalf("with the shell taking nothing the page got %q, want {\"type\":\"inputwait\",\"taken\":0}", m)
+	}
+	close(proc.hear)
+	<-wrote
+	// Notes may come while the shell takes it, and an inputdone whenever
+	// the gateway holds none (the page's last pieces may be on their way):
+	// the last note must be an inputdone, once the shell has it all.
+	var last control
+	for end := time.Now().Add(5 * time.Second); proc.heard.Load() < sent; {
+		if time.Now().After(end) {
+			t.Fatalf("the shell took %d of %d bytes in 5 s", proc.heard.Load(), sent)
+		}
+		if c, m := next(50 * time.Millisecond); m != "" {
+			last = c
+		}
+	}
+	for {
+		c, m := next(time.Second) // several notes' intervals
+		if m == "" {
+			break
+		}
+		last = c
+	}
+	if last.Type != "inputdone" || last.Taken <= 0 || last.Taken > sent {
+		t.Fatalf("the last note once the shell took the input is %+v, want an inputdone with 1 to %d bytes taken", last, sent)
+	}
+	_ = proc.Kill(hostgate.SIGKILL)
 }

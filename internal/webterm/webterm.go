@@ -7,14 +7,17 @@
 // messages are JSON control messages — {"type":"resize","cols":C,"rows":R},
 // {"type":"ack","bytes":N} (see AckWindow; ?ack=1 or, paced, ?ack=2) and {"type":"ping"} from the
 // browser, {"type":"exit","code":N}, {"type":"error","message":M},
-// {"type":"pong"} (the answer to a ping) and {"type":"inputwait"} from the
-// gateway. A message may
+// {"type":"pong"} (the answer to a ping), {"type":"inputwait","taken":T}
+// and {"type":"inputdone","taken":T} from the gateway. A message may
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
 // answered with an error message; the terminal goes on. Control messages
 // do not wait behind input the shell has not taken: the gateway holds up
-// to 256 KiB of it before it stops reading the page; while it does, it
-// sends {"type":"inputwait"} every few seconds, so that a page whose ping
-// waits unread behind its input hears the gateway is there.
+// to 256 KiB of it before it stops reading the page; from then until the
+// shell has taken what it holds, it sends {"type":"inputwait"} every few
+// seconds, so that a page whose ping waits unread behind its input hears
+// the gateway is there, then one {"type":"inputdone"}. T is how many bytes
+// of the page's input (since its socket opened) went on to the shell: the
+// rest of what it sent waits.
 //
 // A page that asks with ?keep=1 gets a terminal that outlives its socket
 // (Config.Keep): the first message is {"type":"session","id":I,"keepMs":K},
@@ -149,6 +152,7 @@ type control struct {
 	Bytes   int64  `json:"bytes,omitempty"` // ack: output bytes the page has drawn; skipped: bytes lost
 	ID      string `json:"id,omitempty"`    // session: what resumes the terminal
 	KeepMs  int64  `json:"keepMs,omitempty"`
+	Taken   int64  `json:"taken,omitempty"` // inputwait, inputdone (noteInputWait): bytes of the page's input passed on to the shell
 }
 
 // AckWindow is how far the terminal's output may run ahead of what the
@@ -522,22 +526,18 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 		defer wg.Done()
 		defer t.detach(a)
 		buf := make([]byte, MaxMessage+1)
-		var waiting chan struct{} // closed when the reader's wait for room ends
+		base, _ := t.in.counts() // input put before this page's: not the page's to count
 		blocked := func(on bool) {
 			if !on {
 				a.inputTaken.Store(time.Now().UnixNano()) // before the flag: the pinger reads them the other way round
 			}
 			a.inputBlocked.Store(on)
-			if on {
-				waiting = make(chan struct{})
+			if on && a.noting.CompareAndSwap(false, true) {
 				wg.Add(1)
-				go func(waiting chan struct{}) {
+				go func() {
 					defer wg.Done()
-					h.noteInputWait(t, a, waiting)
-				}(waiting)
-			} else if waiting != nil {
-				close(waiting)
-				waiting = nil
+					h.noteInputWait(t, a, base)
+				}()
 			}
 		}
 		for {
@@ -673,6 +673,7 @@ type attachment struct {
 	writing      atomic.Int32
 	inputBlocked atomic.Bool
 	inputTaken   atomic.Int64 // UnixNano
+	noting       atomic.Bool  // noteInputWait runs
 
 	once sync.Once
 	why  stopReason // set before done closes
@@ -735,28 +736,65 @@ func closeReason(s string) string {
 	return s[:n]
 }
 
-// noteInputWait tells a's page, every few seconds until waiting closes,
-// that its input waits for the shell. The page's own pings wait unread
-// behind that input meanwhile: the page took the silence for a lost
-// connection, dropped the socket and with it the rest of a paste (of 4
-// MiB into a shell in `sleep 35`, 1.4 MB reached it).
-func (h *Terminals) noteInputWait(t *term, a *attachment, waiting chan struct{}) {
-	// Within the page's 10 s of quiet before it asks.
-	tick := time.NewTicker(min(h.cfg.Ping/2, 4*time.Second))
+// noteInputWait tells a's page, every few seconds from when its reader
+// first waits for room in the inbox until the shell has taken all the
+// input held, that its input waits for the shell
+// ({"type":"inputwait","taken":T}), and then that it no longer does
+// ({"type":"inputdone","taken":T}); T counts the bytes of this page's
+// input passed on to the shell, from which the page knows how much of
+// what it sent still waits. The page's own pings wait unread behind that
+// input meanwhile: the page took the silence for a lost connection,
+// dropped the socket and with it the rest of a paste (of 4 MiB into a
+// shell in `sleep 35`, 1.4 MB reached it); and a person saw a terminal
+// that took no keys, and nothing saying why. base is what the inbox had
+// been put when the page came. a.noting is set while it runs.
+func (h *Terminals) noteInputWait(t *term, a *attachment, base int64) {
+	// Within the page's 10 s of quiet before it asks; a reader held for
+	// less (a shell reading a paste as it comes) says nothing.
+	every := min(h.cfg.Ping/2, 4*time.Second)
+	tick := time.NewTicker(min(every/4, 250*time.Millisecond))
 	defer tick.Stop()
-	m, _ := json.Marshal(control{Type: "inputwait"})
+	note := func(typ string, passed int64) bool {
+		// taken even when 0: a page tells a gateway that counts from
+		// one that does not (its inputwait has no taken).
+		m, _ := json.Marshal(struct {
+			Type  string `json:"type"`
+			Taken int64  `json:"taken"`
+		}{typ, max(passed-base, 0)})
+		if a.write(websocket.MessageText, m) != nil {
+			t.detach(a) // as a failed output write does: the page is gone
+			return false
+		}
+		return true
+	}
+	told, last := false, time.Now()
 	for {
 		select {
-		case <-waiting:
-			return
 		case <-a.done:
 			return
 		case <-tick.C:
 		}
-		if a.write(websocket.MessageText, m) != nil {
-			t.detach(a) // as a failed output write does: the page is gone
+		put, passed := t.in.counts()
+		if a.inputBlocked.Load() || passed < put {
+			if time.Since(last) >= every {
+				if !note("inputwait", passed) {
+					return
+				}
+				told, last = true, time.Now()
+			}
+			continue
+		}
+		if told && !note("inputdone", passed) {
 			return
 		}
+		told = false
+		// The reader may have waited again just before noting was
+		// cleared, and not started another: go on for it then.
+		a.noting.Store(false)
+		if !a.inputBlocked.Load() || !a.noting.CompareAndSwap(false, true) {
+			return
+		}
+		last = time.Now()
 	}
 }
 

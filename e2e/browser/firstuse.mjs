@@ -69,7 +69,7 @@ await run(async (browser) => {
   await fits("the terminal page");
   // Its header stays one line on a phone, the rows are the terminal's.
   const lines = await page.evaluate(() => {
-    const tops = [...document.querySelectorAll("header > h1, header > #status, header button")].filter((e) => e.getClientRects().length).map((e) => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2));
+    const tops = [...document.querySelectorAll("header > h1, header #status, header button")].filter((e) => e.getClientRects().length).map((e) => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2));
     return Math.max(...tops) - Math.min(...tops);
   });
   if (lines > 8) throw new Error("the terminal page's header takes more than one line at 360 px (its items' middles " + lines + " px apart)");

@@ -4,7 +4,10 @@
 // shell, and the page's pings wait behind the paste. The page must stay
 // connected throughout, and the Go test compares what cat wrote: the page
 // took the silence for a lost connection after 20 s and dropped the
-// socket, and with it the rest of the paste.
+// socket, and with it the rest of the paste. Meanwhile the page says, in
+// a polite status, that the host is not reading input and how much waits,
+// and stops saying so once cat has it: it said nothing, and the terminal
+// looked frozen.
 import { readFileSync, statSync, existsSync } from "node:fs";
 import { run, login, screenshot, env, screenShows as shows } from "./lib.mjs";
 
@@ -23,6 +26,10 @@ await run(async (browser) => {
     window.statuses = [];
     new MutationObserver(() => window.statuses.push(document.getElementById("status").textContent))
       .observe(document.getElementById("status"), { childList: true, characterData: true, subtree: true });
+    const held = document.getElementById("held");
+    window.helds = [];
+    if (held) new MutationObserver(() => window.helds.push({ at: Date.now(), text: held.textContent, role: held.getAttribute("role"), shown: held.getClientRects().length > 0 }))
+      .observe(held, { childList: true, characterData: true, subtree: true });
   });
   // Not echoed: what is measured is the input's way, not xterm drawing 4 MiB.
   await page.keyboard.type("stty -echo; sleep " + busy + "; cat > " + to + "; stty echo; echo pasted-$((6*7))\n");
@@ -30,12 +37,33 @@ await run(async (browser) => {
   const t0 = Date.now();
   await page.evaluate((s) => window.hostgateTerm.paste(s), text);
   const want = Buffer.byteLength(text);
+  try {
+    await page.waitForFunction(() => document.getElementById("held").textContent !== "", null, { timeout: 10000 });
+    await screenshot(page, "input-held");
+  } catch (e) { /* said below */ }
   for (const end = Date.now() + (busy + 30) * 1000; !(existsSync(to) && statSync(to).size >= want);) {
     if (Date.now() > end) break;
     await new Promise((r) => setTimeout(r, 250));
   }
   const took = Date.now() - t0;
   const got = existsSync(to) ? statSync(to).size : 0;
+  // What the page said while the paste waited: the note came within
+  // seconds of the paste and said how much waited; it goes once cat has
+  // read it all (the gateway's inputdone; without it, 10 s after the
+  // gateway's last inputwait).
+  let cleared = true;
+  try {
+    await page.waitForFunction(() => document.getElementById("held").textContent === "", null, { timeout: 3000 });
+  } catch (e) {
+    cleared = false;
+  }
+  const helds = await page.evaluate(() => window.helds);
+  console.log("the input note, ms after the paste: " + JSON.stringify(helds.map((h) => [h.at - t0, h.text])));
+  const first = helds.find((h) => h.text !== "");
+  if (!first || !/^the host is not reading input yet; \d+(\.\d)? (KiB|MiB) waiting$/.test(first.text) || first.role !== "status" || !first.shown || first.at - t0 > 10000) {
+    throw new Error("while 4 MiB waited for a shell in sleep the page said " + JSON.stringify(helds) + "; want, within 10 s, a shown role=status saying the host is not reading input and how much waits");
+  }
+  if (!cleared) throw new Error("cat has the paste, and 3 s later the page still says " + JSON.stringify(await page.textContent("#held")));
   await page.keyboard.press("Control+D");
   const statuses = await page.evaluate(() => window.statuses);
   console.log("pasted " + want + " bytes into a shell busy for " + busy + " s: cat had " + got + " after " + took + " ms; statuses " + JSON.stringify(statuses));

@@ -4,9 +4,12 @@
 // control messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
 // and {"type":"ping"} from the page, {"type":"session","id":I,"keepMs":K},
 // {"type":"skipped","bytes":N}, {"type":"exit","code":N},
-// {"type":"error","message":M}, {"type":"pong"} and {"type":"inputwait"},
-// which says input waits for the shell and keeps the page's liveness check
-// content while its ping waits behind that input, from the gateway).
+// {"type":"error","message":M}, {"type":"pong"}, {"type":"inputwait","taken":T}
+// and {"type":"inputdone","taken":T}, from the gateway: inputwait says
+// input waits for the shell, every few seconds while it does, which keeps
+// the page's liveness check content while its ping waits behind that
+// input, and inputdone that it no longer does; T counts the bytes of the
+// socket's input that went on to the shell).
 //
 // The page asks for a terminal it can resume (?keep=1): when its socket
 // drops without the shell ending (the network, a laptop asleep, a reload)
@@ -22,6 +25,7 @@
   // and history tell them apart.
   document.title = hostId + " · hostgate terminal";
   const status = document.getElementById("status");
+  const held = document.getElementById("held");
   const again = document.getElementById("again");
   const relogin = document.getElementById("relogin");
 
@@ -84,12 +88,16 @@
   let heard = Date.now(), asked = 0;
   let beat = 0, retry = 0, connectTimer = 0;
   let generation = 0;      // one per terminal this page has opened: late acks of an old one are dropped
+  let sent = 0;            // input bytes sent on this socket: inputwait's taken counts from its start
+  let heldTimer = 0;
 
   function connect() {
     const q = new URLSearchParams({ keep: "1", ack: "2", cols: term.cols, rows: term.rows, seq: String(Date.now()) });
     if (sessionId) { q.set("resume", sessionId); q.set("from", String(received)); }
     const sock = new WebSocket(base + "?" + q.toString());
     const gen = generation;
+    sent = 0;
+    showHeld(null);
     let sockOpened = false;
     ws = sock;
     sock.binaryType = "arraybuffer";
@@ -127,6 +135,7 @@
       clearTimeout(connectTimer);
       if (sock !== ws) return;
       ws = null;
+      showHeld(null);
       clearInterval(beat);
       closed(ev, sockOpened);
     };
@@ -156,11 +165,41 @@
       case "exit":
         finish("exited (" + msg.code + ")");
         break;
+      case "inputwait":
+        showHeld(msg.taken);
+        break;
+      case "inputdone":
+        showHeld(null);
+        break;
       case "error":
         status.textContent = "error: " + msg.message;
         term.write("\r\n\x1b[31m" + msg.message + "\x1b[0m\r\n");
         break;
     }
+  }
+
+  // showHeld says, politely, that input waits for the shell (a paste into
+  // a program that does not read it, a host that is slow): the terminal
+  // looked frozen, with nothing to say why. taken is the gateway's count
+  // of this socket's input gone on to the shell, undefined from a gateway
+  // that does not count; null clears the note. A gateway that sends no
+  // inputdone stops its notes (every 4 s at most) when the input has gone:
+  // the note clears 10 s after the last.
+  function showHeld(taken) {
+    clearTimeout(heldTimer);
+    heldTimer = 0;
+    let text = "";
+    if (taken !== null) {
+      text = "the host is not reading input yet";
+      if (typeof taken === "number") text += "; " + size(Math.max(sent - taken, 0)) + " waiting";
+      heldTimer = setTimeout(() => showHeld(null), 10000);
+    }
+    // Only a change is written: a screen reader reads each write.
+    if (held.textContent !== text) held.textContent = text;
+  }
+  function size(n) {
+    if (n < 1 << 20) return Math.ceil(n / 1024) + " KiB";
+    return (n / (1 << 20)).toFixed(1) + " MiB";
   }
 
   // finish ends the page's terminal for good, and offers what comes next:
@@ -170,6 +209,7 @@
   // page has the terminal: a new one here would take it from that page.
   function finish(text, offer = true) {
     finished = true;
+    showHeld(null);
     sessionStorage.removeItem(stored);
     if (text) status.textContent = text;
     if (offer) offerNext();
@@ -318,6 +358,7 @@
   function send(b) {
     if (!ws || ws.readyState !== WebSocket.OPEN) return;
     for (let i = 0; i < b.length; i += maxPiece) ws.send(b.subarray(i, i + maxPiece));
+    sent += b.length;
   }
   term.onData((d) => send(enc.encode(d)));
   term.onBinary((d) => {

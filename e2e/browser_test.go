@@ -138,6 +138,15 @@ func TestBrowserTerminalKeyboardLeaves(t *testing.T) {
 	runBrowser(t, "keys.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin, "HOSTGATE_DIR="+dir)
 }
 
+// TestBrowserTerminalScreenReader: the terminal page's "Screen reader"
+// toggle, reached and pressed by keyboard, puts the shell's output in the
+// accessibility tree, and a reload keeps it on. None of what the shell
+// printed was there: xterm draws on a canvas.
+func TestBrowserTerminalScreenReader(t *testing.T) {
+	d := startDev(t)
+	runBrowser(t, "reader.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin)
+}
+
 // TestBrowserTerminalPaste pastes 200 KB into a terminal running
 // `cat > file`, as Ctrl+V does: the file gets every byte and the terminal
 // stays connected. The page sent a paste as one WebSocket message, and

@@ -491,7 +491,7 @@ func TestPagesForScreenReaders(t *testing.T) {
 	for page, want := range map[string][]string{
 		"login.html":    {`<html lang="en">`, `<title>hostgate · log in</title>`, `<label for="gateway">`, `<label for="token">`, `id="error" role="alert"`},
 		"index.html":    {`<html lang="en">`, `<title>hostgate · hosts</title>`, `id="progress" role="status"`, `id="error" role="alert"`, `<th><span class="sr">Actions</span></th>`},
-		"terminal.html": {`<html lang="en">`, `<title>hostgate · terminal</title>`, `id="status" role="status"`, `id="held" role="status"`, `<p id="keys" class="keys">Ctrl+Shift+L leaves the terminal`},
+		"terminal.html": {`<html lang="en">`, `<title>hostgate · terminal</title>`, `id="status" role="status"`, `id="held" role="status"`, `<p id="keys">Ctrl+Shift+L leaves the terminal`, `id="reader" class="toggle" aria-pressed="false"`},
 		"notfound.html": {`<html lang="en">`, `<title>hostgate · page not found</title>`},
 	} {
 		text := assetText(t, page)

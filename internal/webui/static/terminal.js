@@ -39,8 +39,9 @@
   // The way out of the terminal for the keyboard (WCAG 2.1.2): Tab,
   // Shift+Tab and Escape are the shell's (completion, readline's Meta),
   // so focus stayed in xterm whatever was pressed. Ctrl+Shift+L goes to
-  // the page's last control before the terminal (Log out), as Shift+Tab
-  // would, and Tab from there comes back. The shell loses nothing: xterm
+  // the header's last control (Log out), from where Tab comes back by the
+  // screen reader toggle and Shift+Tab goes on to the links. The shell
+  // loses nothing: xterm
   // sends nothing for Ctrl+Shift+L (a control letter only without Shift),
   // a terminal that sends anything sends Ctrl+L's form feed, which no
   // shell or TUI can tell apart, and Ctrl+L still clears; Chromium keeps
@@ -53,12 +54,27 @@
     return false; // keydown, keypress and keyup alike: nothing for the shell
   });
   term.textarea.setAttribute("aria-describedby", "keys");
+
+  // A screen reader read nothing the shell printed: xterm draws on a
+  // canvas and keeps its output out of the accessibility tree unless told
+  // (screenReaderMode: rows as a list, new output read out). Off by
+  // default, as in xterm and VS Code (it costs every redraw); the header's
+  // toggle turns it on, and the browser remembers it.
+  const reader = document.getElementById("reader");
+  const readerKey = "hostgate-terminal-screen-reader";
+  function setReader(on) {
+    term.options.screenReaderMode = on;
+    reader.setAttribute("aria-pressed", String(on));
+    try { if (on) localStorage.setItem(readerKey, "1"); else localStorage.removeItem(readerKey); } catch (e) { /* storage off: this page only */ }
+  }
+  let readerOn = false;
+  try { readerOn = localStorage.getItem(readerKey) === "1"; } catch (e) { /* storage off */ }
+  setReader(readerOn);
+  reader.addEventListener("click", () => setReader(reader.getAttribute("aria-pressed") !== "true"));
   function leaveTerminal() {
-    const box = document.getElementById("term");
-    const before = [...document.querySelectorAll("a[href], button, input, select, textarea, [tabindex]")].filter((e) =>
-      !box.contains(e) && !e.disabled && e.tabIndex >= 0 && e.getClientRects().length > 0 &&
-      (box.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_PRECEDING));
-    if (before.length) before[before.length - 1].focus();
+    const controls = [...document.querySelectorAll("header a[href], header button")].filter((e) =>
+      !e.disabled && e.tabIndex >= 0 && e.getClientRects().length > 0);
+    if (controls.length) controls[controls.length - 1].focus();
   }
 
   const proto = location.protocol === "https:" ? "wss:" : "ws:";

@@ -85,4 +85,12 @@ await run(async (browser) => {
   await page.keyboard.press("Control+D");
   await page.keyboard.type("echo back-$((7*8))\n");
   await shows(page, "back-56");
+  // A smaller window gives the shell a smaller terminal (the page fits
+  // xterm to its box, which the window sizes).
+  const was = await page.evaluate(() => window.hostgateTerm.rows);
+  await page.setViewportSize({ width: 640, height: 400 });
+  await page.waitForFunction((was) => window.hostgateTerm.rows < was, was, { timeout: 5000 });
+  const size = await page.evaluate(() => window.hostgateTerm.rows + " " + window.hostgateTerm.cols);
+  await page.keyboard.type("stty size\n");
+  await shows(page, size);
 });

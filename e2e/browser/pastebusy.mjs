@@ -7,7 +7,9 @@
 // socket, and with it the rest of the paste. Meanwhile the page says, in
 // a polite status, that the host is not reading input and how much waits,
 // and stops saying so once cat has it: it said nothing, and the terminal
-// looked frozen.
+// looked frozen. On a phone (360 px) the note wraps the header; the
+// terminal fits what is left: xterm kept its rows, and the bottom ones
+// (the cursor's) went off the screen.
 import { readFileSync, statSync, existsSync } from "node:fs";
 import { run, login, screenshot, env, screenShows as shows } from "./lib.mjs";
 
@@ -18,7 +20,7 @@ const to = env("HOSTGATE_PASTE_TO");
 const busy = Number(env("HOSTGATE_BUSY_S"));
 
 await run(async (browser) => {
-  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  const page = await browser.newPage({ viewport: { width: 360, height: 740 } });
   await login(page, gateway, token, "/hosts/local/terminal");
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });
   // Every status the page shows from here on.
@@ -37,8 +39,19 @@ await run(async (browser) => {
   const t0 = Date.now();
   await page.evaluate((s) => window.hostgateTerm.paste(s), text);
   const want = Buffer.byteLength(text);
+  // Where the terminal ends, and the page (its box, xterm's rows, the page's height).
+  const geometry = () => page.evaluate(() => ({
+    header: Math.round(document.querySelector("header").getBoundingClientRect().height),
+    term: Math.round(document.getElementById("term").getBoundingClientRect().bottom),
+    rows: Math.round(document.querySelector("#term .xterm-screen").getBoundingClientRect().bottom),
+    page: document.scrollingElement.scrollHeight, window: innerHeight, size: window.hostgateTerm.rows + " " + window.hostgateTerm.cols,
+  }));
+  const before = await geometry();
+  let during = null;
   try {
     await page.waitForFunction(() => document.getElementById("held").textContent !== "", null, { timeout: 10000 });
+    await new Promise((r) => setTimeout(r, 300)); // a frame for the layout and the fit
+    during = await geometry();
     await screenshot(page, "input-held");
   } catch (e) { /* said below */ }
   for (const end = Date.now() + (busy + 30) * 1000; !(existsSync(to) && statSync(to).size >= want);) {
@@ -64,10 +77,19 @@ await run(async (browser) => {
     throw new Error("while 4 MiB waited for a shell in sleep the page said " + JSON.stringify(helds) + "; want, within 10 s, a shown role=status saying the host is not reading input and how much waits");
   }
   if (!cleared) throw new Error("cat has the paste, and 3 s later the page still says " + JSON.stringify(await page.textContent("#held")));
+  console.log("geometry before the note " + JSON.stringify(before) + ", with it " + JSON.stringify(during));
+  if (during.rows > during.term || during.term > during.window || during.page > during.window) {
+    throw new Error("with the note the terminal's rows end at " + during.rows + " px, its box at " + during.term + ", the page at " + during.page + ", in a window of " + during.window + ": its last rows are off the screen");
+  }
   await page.keyboard.press("Control+D");
   const statuses = await page.evaluate(() => window.statuses);
   console.log("pasted " + want + " bytes into a shell busy for " + busy + " s: cat had " + got + " after " + took + " ms; statuses " + JSON.stringify(statuses));
   if (statuses.some((s) => s !== "connected")) throw new Error("while the paste waited for the shell the page showed " + JSON.stringify(statuses) + "; cat has " + got + " of " + want + " bytes");
   await shows(page, "pasted-42");
+  // The shell has the terminal's size once the note has gone.
+  const after = await geometry();
+  if (after.rows > after.term || after.page > after.window) throw new Error("after the note the terminal does not fit: " + JSON.stringify(after));
+  await page.keyboard.type("stty size\n");
+  await shows(page, after.size);
   await screenshot(page, "pastebusy");
 });

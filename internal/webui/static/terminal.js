@@ -385,7 +385,11 @@
   function sendSize() {
     if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
   }
-  window.addEventListener("resize", () => { fit.fit(); sendSize(); });
+  // The terminal fits its box whenever the box changes, not only the
+  // window: a header that grows (a note that input waits, a long status,
+  // on a phone two more lines) left xterm its rows, the last ones (the
+  // cursor's) below the screen.
+  new ResizeObserver(() => fit.fit()).observe(document.getElementById("term"));
   term.onResize(sendSize);
 
   connect();

@@ -92,10 +92,11 @@ func TestRawWriterPartialWrites(t *testing.T) {
 func TestRawWriterDeadline(t *testing.T) {
 	a, _ := rawTCPPair(t)
 	w := newRawWriter(a)
+	big := make([]byte, 64<<20) // before the deadline: zeroing it may take the 100 ms under -race and load
 	if err := a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := w.writev(net.Buffers{make([]byte, 64<<20)})
+	n, err := w.writev(net.Buffers{big})
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("writev to a peer that reads nothing: %v, want the deadline", err)
 	}

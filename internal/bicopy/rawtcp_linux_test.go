@@ -105,10 +105,11 @@ func TestRawTCPErrors(t *testing.T) {
 		t.Fatalf("read at the peer's EOF: %d, %v; want io.EOF", n, err)
 	}
 
+	big := make([]byte, 64<<20) // before the deadline: zeroing it took the 100 ms under -race and load
 	if err := a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := ra.Write(make([]byte, 64<<20)) // b reads nothing
+	n, err := ra.Write(big) // b reads nothing
 	if !errors.Is(err, os.ErrDeadlineExceeded) || n <= 0 || n >= 64<<20 {
 		t.Fatalf("a write to a peer that reads nothing: %d bytes, %v; want some, then the deadline", n, err)
 	}

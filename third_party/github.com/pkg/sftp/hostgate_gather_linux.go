@@ -23,13 +23,44 @@ func writev(fd int, bufs [][]byte, iov []syscall.Iovec) (int, []syscall.Iovec, e
 	return int(n), iov, nil
 }
 
+// writevRaw is writev as a raw system call (HOSTGATE.md, change 19),
+// retrying EINTR.
+func writevRaw(fd int, bufs [][]byte, iov []syscall.Iovec) (int, []syscall.Iovec, error) {
+	iov = iov[:0]
+	for _, b := range bufs {
+		v := syscall.Iovec{Base: &b[0]}
+		v.SetLen(len(b))
+		iov = append(iov, v)
+	}
+	var (
+		n uintptr
+		e syscall.Errno
+	)
+	for {
+		n, _, e = syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		if e != syscall.EINTR {
+			break
+		}
+	}
+	clear(iov)
+	if e != 0 {
+		return 0, iov, e
+	}
+	return int(n), iov, nil
+}
+
 // fileWritev writes to f with writev(2), through its poller where f is
-// non-blocking (a pipe); nil when f has no descriptor to write to.
+// non-blocking (a pipe); nil when f has no descriptor to write to. A
+// regular file of a local file system is written by raw writev, as the
+// server's change 19 writes (rawWritable, rawBackoff): a download to a
+// local file handed the runtime a write of up to a few MiB per call.
 func fileWritev(f *os.File) func([][]byte) (int64, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil
 	}
+	raw := rawWritable(f)
+	var bo rawBackoff
 	var iov []syscall.Iovec
 	return func(bufs [][]byte) (int64, error) {
 		var total int64
@@ -37,6 +68,12 @@ func fileWritev(f *os.File) func([][]byte) (int64, error) {
 			var n int
 			var werr error
 			err := rc.Write(func(fd uintptr) bool {
+				if raw && bo.use() {
+					if timedRaw(func() { n, iov, werr = writevRaw(int(fd), bufs, iov) }) {
+						bo.slowed()
+					}
+					return true // a regular file: never EAGAIN
+				}
 				for {
 					n, iov, werr = writev(int(fd), bufs, iov)
 					if werr != syscall.EINTR {

@@ -63,30 +63,64 @@ func writeAtRaw(f *os.File, b []byte, off int64) (n int, errno syscall.Errno, sl
 	if err != nil {
 		return 0, syscall.EBADF, false
 	}
-	// The thread's voluntary switches before and after, on one thread.
+	var r uintptr
+	if err := rc.Control(func(fd uintptr) {
+		slow = timedRaw(func() {
+			for {
+				r, _, errno = syscall.RawSyscall6(syscall.SYS_PWRITE64, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
+				if errno != syscall.EINTR {
+					return
+				}
+			}
+		})
+	}); err != nil {
+		return 0, syscall.EBADF, false
+	}
+	if errno != 0 {
+		return 0, errno, slow
+	}
+	return int(r), 0, slow
+}
+
+// timedRaw runs call, raw system calls on a file, and reports whether it
+// was slow, its thread having slept in it (see rawWriteSlow). The
+// thread's voluntary switches are read before and after on one thread.
+func timedRaw(call func()) (slow bool) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var ru unix.Rusage
 	_, _, _ = syscall.RawSyscall(syscall.SYS_GETRUSAGE, unix.RUSAGE_THREAD, uintptr(unsafe.Pointer(&ru)), 0)
 	before := ru.Nvcsw
 	start := time.Now()
-	var r uintptr
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			r, _, errno = syscall.RawSyscall6(syscall.SYS_PWRITE64, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-			if errno != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return 0, syscall.EBADF, false
+	call()
+	if time.Since(start) <= rawWriteSlow {
+		return false
 	}
-	if time.Since(start) > rawWriteSlow {
-		_, _, _ = syscall.RawSyscall(syscall.SYS_GETRUSAGE, unix.RUSAGE_THREAD, uintptr(unsafe.Pointer(&ru)), 0)
-		slow = slept(before, ru.Nvcsw)
+	_, _, _ = syscall.RawSyscall(syscall.SYS_GETRUSAGE, unix.RUSAGE_THREAD, uintptr(unsafe.Pointer(&ru)), 0)
+	return slept(before, ru.Nvcsw)
+}
+
+// rawBackoff says whether a file's next write may be raw: after a slow
+// one (its thread slept), the next 64 go through the runtime, the time
+// after 128, doubling up to 16,384 (4 GiB of 255 KiB writes). A sleep
+// holds the P, which sporadic waits (the journal) should not cost the
+// fast path and sustained ones (write-back throttling) should not cost
+// the process.
+type rawBackoff struct {
+	skip, last int
+}
+
+// use reports whether this write may be raw, counting one skipped if not.
+func (b *rawBackoff) use() bool {
+	if b.skip > 0 {
+		b.skip--
+		return false
 	}
-	if errno != 0 {
-		return 0, errno, slow
-	}
-	return int(r), 0, slow
+	return true
+}
+
+// slowed records a raw write that was slow.
+func (b *rawBackoff) slowed() {
+	b.last = min(max(2*b.last, 64), 1<<14)
+	b.skip = b.last
 }

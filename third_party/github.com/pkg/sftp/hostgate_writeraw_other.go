@@ -12,3 +12,9 @@ import (
 func rawWritable(*os.File) bool { return false }
 
 func writeAtRaw(*os.File, []byte, int64) (int, syscall.Errno, bool) { return 0, syscall.EINVAL, false }
+
+// rawBackoff is Linux's; elsewhere no write is raw.
+type rawBackoff struct{}
+
+func (*rawBackoff) use() bool { return false }
+func (*rawBackoff) slowed()   {}

@@ -45,8 +45,8 @@ func TestHostgateWriteAtRaw(t *testing.T) {
 			t.Fatalf("WriteAt(%d bytes at %d): %d, %v", end-off, off, n, err)
 		}
 	}
-	if h.raw != rawYes || h.rawSkip != 0 {
-		t.Fatalf("the handle's writes were not raw (state %d, skip %d)", h.raw, h.rawSkip)
+	if h.raw != rawYes || h.rawBackoff.skip != 0 {
+		t.Fatalf("the handle's writes were not raw (state %d, skip %d)", h.raw, h.rawBackoff.skip)
 	}
 	got, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(got, want) {
@@ -59,24 +59,24 @@ func TestHostgateWriteAtRaw(t *testing.T) {
 	defer func(d time.Duration, f func(int64, int64) bool) { rawWriteSlow, slept = d, f }(rawWriteSlow, slept)
 	rawWriteSlow = -1
 	slept = func(int64, int64) bool { return false }
-	if n, err := h.WriteAt(want[:10], 0); n != 10 || err != nil || h.rawSkip != 0 {
-		t.Fatalf("a slow write whose thread did not sleep: %d, %v; %d writes to skip", n, err, h.rawSkip)
+	if n, err := h.WriteAt(want[:10], 0); n != 10 || err != nil || h.rawBackoff.skip != 0 {
+		t.Fatalf("a slow write whose thread did not sleep: %d, %v; %d writes to skip", n, err, h.rawBackoff.skip)
 	}
 	slept = func(int64, int64) bool { return true }
 	for _, wantSkip := range []int{64, 128} {
 		if n, err := h.WriteAt([]byte("xyz"), size); n != 3 || err != nil {
 			t.Fatalf("WriteAt past the end: %d, %v", n, err)
 		}
-		if h.rawSkip != wantSkip {
-			t.Fatalf("after a slow write that slept: %d writes to skip, want %d", h.rawSkip, wantSkip)
+		if h.rawBackoff.skip != wantSkip {
+			t.Fatalf("after a slow write that slept: %d writes to skip, want %d", h.rawBackoff.skip, wantSkip)
 		}
 		for range wantSkip {
 			if _, err := h.WriteAt([]byte("xyz"), size); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if h.rawSkip != 0 {
-			t.Fatalf("%d writes left to skip after %d", h.rawSkip, wantSkip)
+		if h.rawBackoff.skip != 0 {
+			t.Fatalf("%d writes left to skip after %d", h.rawBackoff.skip, wantSkip)
 		}
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, append(want, "xyz"...)) {
@@ -115,5 +115,51 @@ func TestHostgateWriteAtRaw(t *testing.T) {
 	_ = cf.Close()
 	if _, err := ch.WriteAt([]byte("a"), 0); !errors.Is(err, os.ErrClosed) {
 		t.Fatalf("WriteAt to a closed file: %v, want os.ErrClosed", err)
+	}
+}
+
+// TestHostgateFileWritevRaw (change 19, the client's side): a download's
+// gathered replies reach a regular file by raw writev, and after a write
+// whose thread slept by the runtime's, with the same bytes either way.
+func TestHostgateFileWritevRaw(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !rawWritable(f) {
+		if os.Getenv("HOSTGATE_E2E") == "require" {
+			t.Fatalf("%s is on no file system change 19 writes raw: set TMPDIR to one", path)
+		}
+		t.Skipf("%s is on no file system change 19 writes raw", path)
+	}
+	defer func(d time.Duration, fn func(int64, int64) bool) { rawWriteSlow, slept = d, fn }(rawWriteSlow, slept)
+	writev := fileWritev(f)
+	var want []byte
+	for i := range 200 {
+		if i == 50 {
+			// Every write from here is slow and slept: 64 by the
+			// runtime, one raw, 128 by the runtime.
+			rawWriteSlow = -1
+			slept = func(int64, int64) bool { return true }
+		}
+		var bufs [][]byte
+		for j := range 1 + i%5 {
+			b := bytes.Repeat([]byte{byte(i*7 + j)}, 1+(i*131+j*977)%70000)
+			bufs = append(bufs, b)
+			want = append(want, b...)
+		}
+		n := 0
+		for _, b := range bufs {
+			n += len(b)
+		}
+		if got, err := writev(bufs); err != nil || got != int64(n) {
+			t.Fatalf("write %d: %d of %d bytes, %v", i, got, n, err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %d bytes (%v), not the %d written", len(got), err, len(want))
 	}
 }

@@ -72,8 +72,7 @@ type serialWrites struct {
 	readdirDone bool        // hostgate: change 4
 	noCached    atomic.Bool // hostgate: change 18; readAtCached cannot read this file
 	raw         uint8       // hostgate: change 19, under mu: rawYes, rawNo, or not known yet
-	rawSkip     int         // hostgate: change 19; writes left to go through the runtime
-	rawBackoff  int         // hostgate: change 19; what rawSkip was set to last
+	rawBackoff  rawBackoff  // hostgate: change 19, under mu
 }
 
 // hostgate: firstReaddir reports whether this is the handle's first
@@ -133,13 +132,8 @@ func (f *serialWrites) ReadAt(b []byte, off int64) (int, error) {
 
 // hostgate: WriteAt writes into the page cache of a file on a local file
 // system without the Go runtime's syscall hand-off (writeAtRaw, change
-// 19); anything else, and what a raw write left or failed, as before. A
-// raw write whose thread slept in it (the journal, write-back
-// throttling) sends the handle's next writes through the runtime, 64 of
-// them the first time and twice as many each time after, up to 16,384
-// (4 GiB of 255 KiB writes): a sleep holds the P, which sporadic waits
-// should not cost the fast path, and sustained ones should not cost the
-// process.
+// 19), but after a write whose thread slept (rawBackoff); anything else,
+// and what a raw write left or failed, as before.
 func (f *serialWrites) WriteAt(b []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -153,14 +147,12 @@ func (f *serialWrites) WriteAt(b []byte, off int64) (int, error) {
 			f.raw = rawYes
 		}
 	}
-	if f.raw != rawYes || f.rawSkip > 0 {
-		f.rawSkip = max(f.rawSkip-1, 0)
+	if f.raw != rawYes || !f.rawBackoff.use() {
 		return of.WriteAt(b, off)
 	}
 	n, errno, slow := writeAtRaw(of, b, off)
 	if slow {
-		f.rawBackoff = min(max(2*f.rawBackoff, 64), 1<<14)
-		f.rawSkip = f.rawBackoff
+		f.rawBackoff.slowed()
 	}
 	if errno == 0 && n == len(b) {
 		return n, nil

@@ -715,17 +715,7 @@ func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error
 		name = "."
 	}
 	s, err := sftpAwait(ctx, func() (string, error) { return p.c.RealPath(name) }, nil)
-	err = p.pathErr("realpath", name, err)
-	// Every server says "no such file" for a REALPATH that met ENOTDIR
-	// or ELOOP, the agent too, whatever it announced: it keeps OpenSSH's
-	// wording there, which OpenSSH's sftp prints. So look around as
-	// lookupErr does for servers that never say the errno.
-	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, syscall.ELOOP) {
-		if errno := p.lookupErrno(ctx, name, true, nil); errno != 0 {
-			err = withErrno(err, errno)
-		}
-	}
-	return s, err
+	return s, p.lookAround(ctx, true, p.pathErr("realpath", name, err), name)
 }
 
 func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode) error {

@@ -36,7 +36,17 @@ const maxSymlinks = 40
 // missing, a Readlink and the same walk again for its target, per link
 // followed.
 func (p *sftpProvider) lookupErr(ctx context.Context, follow bool, err error, names ...string) error {
-	if err == nil || p.namesErrno || !errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+	if p.namesErrno {
+		return err
+	}
+	return p.lookAround(ctx, follow, err, names...)
+}
+
+// lookAround is lookupErr whatever the server announced: for REALPATH,
+// which every server answers "no such file" for ENOTDIR and ELOOP too
+// (the agent keeps OpenSSH's wording there, which OpenSSH's sftp prints).
+func (p *sftpProvider) lookAround(ctx context.Context, follow bool, err error, names ...string) error {
+	if err == nil || !errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
 		return err
 	}
 	for _, name := range names {

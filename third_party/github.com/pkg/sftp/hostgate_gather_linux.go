@@ -7,42 +7,21 @@ import (
 	"unsafe"
 )
 
-// writev is writev(2) of bufs (none empty, at most IOV_MAX) to fd.
-func writev(fd int, bufs [][]byte, iov []syscall.Iovec) (int, []syscall.Iovec, error) {
+// writev is writev(2) of bufs (none empty, at most IOV_MAX) to fd, as a
+// raw system call where raw is set (HOSTGATE.md, change 19).
+func writev(fd int, bufs [][]byte, iov []syscall.Iovec, raw bool) (int, []syscall.Iovec, error) {
 	iov = iov[:0]
 	for _, b := range bufs {
 		v := syscall.Iovec{Base: &b[0]}
 		v.SetLen(len(b))
 		iov = append(iov, v)
 	}
-	n, _, e := syscall.Syscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+	call := syscall.Syscall
+	if raw {
+		call = syscall.RawSyscall
+	}
+	n, _, e := call(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 	clear(iov) // keeps no buffer given back
-	if e != 0 {
-		return 0, iov, e
-	}
-	return int(n), iov, nil
-}
-
-// writevRaw is writev as a raw system call (HOSTGATE.md, change 19),
-// retrying EINTR.
-func writevRaw(fd int, bufs [][]byte, iov []syscall.Iovec) (int, []syscall.Iovec, error) {
-	iov = iov[:0]
-	for _, b := range bufs {
-		v := syscall.Iovec{Base: &b[0]}
-		v.SetLen(len(b))
-		iov = append(iov, v)
-	}
-	var (
-		n uintptr
-		e syscall.Errno
-	)
-	for {
-		n, _, e = syscall.RawSyscall(syscall.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-		if e != syscall.EINTR {
-			break
-		}
-	}
-	clear(iov)
 	if e != 0 {
 		return 0, iov, e
 	}
@@ -68,18 +47,23 @@ func fileWritev(f *os.File) func([][]byte) (int64, error) {
 			var n int
 			var werr error
 			err := rc.Write(func(fd uintptr) bool {
-				if raw && bo.use() {
-					if timedRaw(func() { n, iov, werr = writevRaw(int(fd), bufs, iov) }) {
-						bo.slowed()
-					}
-					return true // a regular file: never EAGAIN
-				}
-				for {
-					n, iov, werr = writev(int(fd), bufs, iov)
-					if werr != syscall.EINTR {
-						return werr != syscall.EAGAIN
+				useRaw := raw && bo.use()
+				call := func() {
+					for {
+						n, iov, werr = writev(int(fd), bufs, iov, useRaw)
+						if werr != syscall.EINTR {
+							return
+						}
 					}
 				}
+				if !useRaw {
+					call()
+					return werr != syscall.EAGAIN
+				}
+				if timedRaw(call) {
+					bo.slowed()
+				}
+				return true // a regular file: never EAGAIN
 			})
 			if err == nil {
 				err = werr

@@ -137,12 +137,14 @@ func TestHostgateFileWritevRaw(t *testing.T) {
 	defer func(d time.Duration, fn func(int64, int64) bool) { rawWriteSlow, slept = d, fn }(rawWriteSlow, slept)
 	writev := fileWritev(f)
 	var want []byte
+	sleeps := 0 // raw writes that were slow
 	for i := range 200 {
 		if i == 50 {
-			// Every write from here is slow and slept: 64 by the
-			// runtime, one raw, 128 by the runtime.
+			// Every raw write from here is slow and slept: write 50
+			// raw, 64 by the runtime, write 115 raw, 128 by the
+			// runtime.
 			rawWriteSlow = -1
-			slept = func(int64, int64) bool { return true }
+			slept = func(int64, int64) bool { sleeps++; return true }
 		}
 		var bufs [][]byte
 		for j := range 1 + i%5 {
@@ -157,6 +159,9 @@ func TestHostgateFileWritevRaw(t *testing.T) {
 		if got, err := writev(bufs); err != nil || got != int64(n) {
 			t.Fatalf("write %d: %d of %d bytes, %v", i, got, n, err)
 		}
+	}
+	if sleeps != 2 {
+		t.Errorf("%d raw writes after the first slow one, want 2 (writes 50 and 115)", sleeps)
 	}
 	got, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(got, want) {

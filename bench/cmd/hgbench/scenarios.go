@@ -231,11 +231,14 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	down := &bench.Scenario{Name: fmt.Sprintf("SFTP download %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
+	toFile := &bench.Scenario{Name: fmt.Sprintf("SFTP download %d MiB to a file", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher,
+		Note: "the client writes a local file; its write-back is neither timed nor metered, as in the upload rows"}
 	up := &bench.Scenario{Name: fmt.Sprintf("SFTP upload %d MiB", e.cfg.sftpMiB), Unit: "MiB/s", PeerName: "OpenSSH sftp → sshd", Better: bench.Higher}
 	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	downCPU, upCPU := newCPURow(down, "MiB"), newCPURow(up, "MiB")
+	downCPU, toFileCPU, upCPU := newCPURow(down, "MiB"), newCPURow(toFile, "MiB"), newCPURow(up, "MiB")
 	work := float64(n) / mib
 	dst := filepath.Join(files, "dst.bin")
+	local := filepath.Join(e.dir, "download.bin") // the client's side, not the host's files
 	for i := range e.cfg.pairs {
 		var (
 			a, b   time.Duration
@@ -255,6 +258,33 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		down.Add(rate(a), rate(b))
 		downCPU.add(ua, ub, work)
+
+		// To a file: what a user's `get` does, the client's writes to its
+		// disk on the path (pkg/sftp change 19's client side).
+		err = bench.Alternate(i, func() (err error) {
+			err = e.metered(&ua, true, func() (err error) {
+				a, err = timeIt(func() error { return sftpGet(ctx, fsys, src, local) })
+				return err
+			})()
+			if err != nil {
+				return fmt.Errorf("hostgate download to a file: %w", err)
+			}
+			return landed(local, n)
+		}, func() (err error) {
+			err = e.metered(&ub, false, func() (err error) {
+				b, err = timeIt(func() error { return e.sshd.SFTP(ctx, "get "+src+" "+local+"\n") })
+				return err
+			})()
+			if err != nil {
+				return err
+			}
+			return landed(local, n)
+		})
+		if err != nil {
+			return nil, err
+		}
+		toFile.Add(rate(a), rate(b))
+		toFileCPU.add(ua, ub, work)
 
 		// Each side uploads to a fresh dst (untimed removal), so the size
 		// check below sees this upload's bytes, not the other side's.
@@ -314,7 +344,7 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		up.Add(rate(a), rate(b))
 		upCPU.add(ua, ub, work)
 	}
-	out := []*bench.Scenario{down, downCPU.scenario(), up, upCPU.scenario()}
+	out := []*bench.Scenario{down, downCPU.scenario(), toFile, toFileCPU.scenario(), up, upCPU.scenario()}
 	if e.before != nil {
 		ab, err := e.sftpDownloadAB(ctx, src, n)
 		if err != nil {
@@ -345,6 +375,31 @@ func sftpRead(ctx context.Context, h *hostgate.Host, path string, n int64) (time
 		}
 		return err
 	})
+}
+
+// sftpGet copies path from fsys to a new local file, as a user's `get` does.
+func sftpGet(ctx context.Context, fsys hostgate.Provider, path, local string) error {
+	r, err := fsys.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(local)
+	if err != nil {
+		return errors.Join(err, r.Close())
+	}
+	_, err = io.Copy(out, r)
+	return errors.Join(err, out.Close(), r.Close())
+}
+
+// landed checks that a download left n bytes at local, then writes them to
+// disk (untimed) and removes the file, so that no side's write-back lands
+// in the other side's turn.
+func landed(local string, n int64) error {
+	st, err := os.Stat(local)
+	if err != nil || st.Size() != n {
+		return fmt.Errorf("%v bytes arrived at %s (%v), want %d", sizeOf(st), local, err, n)
+	}
+	return errors.Join(settle(local), os.Remove(local))
 }
 
 // settle writes path's dirty pages to disk and waits for them.

@@ -175,6 +175,10 @@ type Docker struct {
 	closed   bool
 	via      func(executionID string) CommandRunner // SetExecVia; nil: docker exec only
 	timersWG sync.WaitGroup                         // expiry callbacks in flight
+
+	// proc is where Stdio.PID reads the engine's processes; tests point
+	// it elsewhere to stand for a gateway that sees none of them.
+	proc string
 }
 
 var _ ExecutionHost = (*Docker)(nil)
@@ -246,6 +250,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		tombs:   cfg.Tombstones,
 		checked: map[string]bool{},
 		rd:      readers{n: map[string]int{}},
+		proc:    "/proc",
 
 		retention: cfg.Retention,
 	}

@@ -86,6 +86,7 @@ var engineTests = []struct {
 	{"DeadlineToolForkBomb", testDeadlineToolForkBomb},
 	{"DeadlineToolAdoptsOldLayout", testDeadlineToolAdoptsOldLayout},
 	{"KillStopped", testKillStopped},
+	{"StdioPIDUnseen", testStdioPIDUnseen},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -22,6 +22,9 @@ type Stdio struct {
 	pr     *io.PipeReader
 	runner *ProcessRunner
 	execID string
+	cid    string // the container's id
+	name   string // the command's comm: argv[0]'s base name, at most 15 bytes
+	proc   string // Docker.proc
 	stderr *handoffWriter
 	stop   func() bool // guarded by the owner: set once more by adopt, before handing over
 
@@ -107,7 +110,8 @@ func (h *Docker) attachStdio(ctx, life context.Context, cid, user string, env, a
 		return nil, fmt.Errorf("dockerhost: attach exec: %w", err)
 	}
 	pr, pw := io.Pipe()
-	s := &Stdio{hj: hj, pr: pr, runner: h.runner, execID: created.ID, stderr: &handoffWriter{w: stderr}, done: make(chan struct{})}
+	s := &Stdio{hj: hj, pr: pr, runner: h.runner, execID: created.ID, cid: cid, name: commOf(argv[0]), proc: h.proc,
+		stderr: &handoffWriter{w: stderr}, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_, err := stdcopy.StdCopy(pw, s.stderr, hj.Reader)

@@ -7,14 +7,17 @@ import (
 	"strings"
 )
 
-// killStoppedScript, run as the execution's user, kills the process $2,
-// or every process when $2 is 0, named $1 (its comm, /proc/PID/stat's
+// killStoppedScript, run as the execution's user, looks for the process
+// $2, or any process when $2 is 0, named $1 (its comm, /proc/PID/stat's
 // second field) that is stopped (T, or t under a tracer) and whose parent
 // is outside the container (ppid 0: docker exec started it; sandbox code
-// cannot make such a process), PID 1 aside, and prints how many it
-// killed. Only sh builtins: the image needs nothing more than /bin/sh.
-// The user's own uid can signal nothing but its own processes.
-const killStoppedScript = `want=$1; only=$2; n=0
+// cannot make such a process), PID 1 aside. It kills the one it finds and
+// prints 1; finding none it prints 0; finding several (only $2 = 0 can)
+// it kills none and prints "?", how many, and the first
+// maxStoppedCandidates pids.
+// Only sh builtins: the image needs nothing more than /bin/sh. The user's
+// own uid can signal nothing but its own processes.
+const killStoppedScript = `want=$1; only=$2; n=0; found=
 for d in /proc/[0-9]*; do
   p=${d#/proc/}; [ "$p" != 1 ] || continue
   [ "$only" = 0 ] || [ "$p" = "$only" ] || continue
@@ -23,21 +26,44 @@ for d in /proc/[0-9]*; do
   set -- ${s##*\) }
   case $1 in T|t) ;; *) continue;; esac
   [ "$2" = 0 ] || continue
-  kill -KILL "$p" 2>/dev/null && n=$((n+1))
+  n=$((n+1)); [ "$n" -gt 16 ] || found="$found $p"
 done
-echo $n`
+case $n in
+0) echo 0;;
+1) if kill -KILL $found 2>/dev/null; then echo 1; else echo 0; fi;;
+*) echo "? $n$found";;
+esac`
+
+// maxStoppedCandidates is how many pids killStoppedScript names at most
+// when it finds several; it is the 16 of its script.
+const maxStoppedCandidates = 16
+
+// StoppedCandidatesError is KillStopped's refusal to pick among several
+// stopped processes of the name when it was given no pid: which of them is
+// the agent is unknown, and killing them all would kill sandbox code's.
+type StoppedCandidatesError struct {
+	ExecutionID string
+	Name        string
+	Count       int   // how many matched
+	PIDs        []int // the first maxStoppedCandidates of them, as the container numbers them
+}
+
+func (e *StoppedCandidatesError) Error() string {
+	return fmt.Sprintf("dockerhost: execution %s has %d stopped processes named %q that docker exec started (pids %v), and which is the agent is unknown (an older agent reports no pid, a new one stopped early has not yet, and the gateway sees no engine process to map it by): none killed, as sandbox code's would go too; kill the agent's yourself (docker exec -u UID CONTAINER kill -KILL PID), or run the gateway in the engine's pid namespace",
+		e.ExecutionID, e.Count, e.Name, e.PIDs)
+}
 
 // KillStopped kills process pid of a live execution (its pid in the
-// container, as the agent reports it) if it is named name (the agent
-// binary's base name; the kernel keeps 15 bytes of it), docker exec
-// started it and it is stopped, as sandbox code may stop its agent (kill
-// -STOP, as the same uid), and returns how many it killed (0 or 1). A
-// stopped agent answers nothing and holds its threads of the pids limit
-// until it is killed; closing its attachment does not end it while it is
-// stopped. Another process of the name, which sandbox code may run and
-// stop through docker exec too, is left alone. Pid 0 (an agent that
-// reported none: an older one, or one stopped before it did) kills every
-// process that matches.
+// container, as the agent reports it or Stdio.PID maps it) if it is named
+// name (the agent binary's base name; the kernel keeps 15 bytes of it),
+// docker exec started it and it is stopped, as sandbox code may stop its
+// agent (kill -STOP, as the same uid), and returns how many it killed (0
+// or 1). A stopped agent answers nothing and holds its threads of the
+// pids limit until it is killed; closing its attachment does not end it
+// while it is stopped. Another process of the name, which sandbox code
+// may run and stop through docker exec too, is left alone. Pid 0 (the
+// agent's is unknown) kills the one process that matches, if exactly one
+// does; several are refused with a *StoppedCandidatesError, none killed.
 func (h *Docker) KillStopped(ctx context.Context, executionID, name string, pid int) (int, error) {
 	if pid < 0 {
 		return 0, invalid("pid", "must not be negative")
@@ -62,9 +88,39 @@ func (h *Docker) KillStopped(ctx context.Context, executionID, name string, pid 
 	if err != nil {
 		return 0, fmt.Errorf("dockerhost: kill stopped %s processes: %w", name, err)
 	}
-	n, perr := strconv.Atoi(strings.TrimSpace(out.String()))
-	if code != 0 || perr != nil {
-		return 0, fmt.Errorf("dockerhost: kill stopped %s processes: exit %d: %q", name, code, strings.TrimSpace(out.String()))
+	res := strings.TrimSpace(out.String())
+	if code == 0 {
+		if cerr := parseCandidates(res); cerr != nil {
+			cerr.ExecutionID, cerr.Name = executionID, name
+			return 0, cerr
+		} else if n, perr := strconv.Atoi(res); perr == nil && (n == 0 || n == 1) {
+			return n, nil
+		}
 	}
-	return n, nil
+	return 0, fmt.Errorf("dockerhost: kill stopped %s processes: exit %d: %q", name, code, res)
+}
+
+// parseCandidates parses killStoppedScript's "? N PID…", nil if res is
+// not that.
+func parseCandidates(res string) *StoppedCandidatesError {
+	f := strings.Fields(res)
+	if len(f) < 4 || f[0] != "?" {
+		return nil
+	}
+	e := &StoppedCandidatesError{}
+	var err error
+	if e.Count, err = strconv.Atoi(f[1]); err != nil || e.Count < 2 {
+		return nil
+	}
+	for _, s := range f[2:] {
+		p, err := strconv.Atoi(s)
+		if err != nil || p <= 0 {
+			return nil
+		}
+		e.PIDs = append(e.PIDs, p)
+	}
+	if len(e.PIDs) > min(e.Count, maxStoppedCandidates) {
+		return nil
+	}
+	return e
 }

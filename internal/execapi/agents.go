@@ -114,11 +114,13 @@ type AgentsConfig struct {
 	// commands answer agent_lost, and a new agent is attached; default 5 s.
 	PingTimeout time.Duration
 	// KillStopped, when set, kills the execution's stopped process pid
-	// (the agent's, as it reported it; 0 when it did not: an older agent,
-	// or one stopped before it did, and then every such process) if it
-	// has the agent binary's name and docker exec started it, and says
-	// how many it killed (dockerhost.Docker.KillStopped): asked when the
-	// agent leaves a ping
+	// (the agent's, as it reported it or, where it did not, an older
+	// agent or one stopped before it did, as its attachment maps it:
+	// dockerhost.Stdio.PID; 0 when neither, and then the one such
+	// process, refusing several with a
+	// *dockerhost.StoppedCandidatesError) if it has the agent binary's
+	// name and docker exec started it, and says how many it killed
+	// (dockerhost.Docker.KillStopped): asked when the agent leaves a ping
 	// unanswered, it tells a stopped agent from a slow one, which keeps its
 	// tunnel; and a stopped agent holds its threads of the pids limit until
 	// killed, where at the least limit the new one would find none left
@@ -602,6 +604,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		return err
 	}
 	muxConn, acks := agent.ReadStdioAcks(conn)
+	proc := &agentProc{acks: acks, stdio: stdio}
 	sess, err := bytestream.MuxClient(muxConn, a.cfg.Mux)
 	if err != nil {
 		return fmt.Errorf("mux: %w", err)
@@ -615,7 +618,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		// stops each as it comes): the ping waited the session's 60 s
 		// keepalive, and that attempt counted as a stable run.
 		if a.cfg.KillStopped != nil {
-			if n, err := a.killStopped(ctx, r, acks.PID()); err == nil && n > 0 {
+			if n, err := a.killStopped(ctx, r, proc, log); err == nil && n > 0 {
 				return fmt.Errorf("%w: stopped before it answered its first ping", errUnresponsive)
 			}
 		}
@@ -674,7 +677,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 	// The timings show where a sandbox's create-to-first-command goes.
 	log.Info("execution agent tunnel up", "hostKey", ssh.FingerprintSHA256(r.signer.PublicKey()),
 		"attach", attached, "ping", answered-attached, "total", time.Since(t0))
-	if err := a.watch(ctx, r, sess, acks.PID(), log); err != nil {
+	if err := a.watch(ctx, r, sess, proc, log); err != nil {
 		return err
 	}
 	why := ""

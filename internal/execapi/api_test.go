@@ -292,6 +292,45 @@ type agentPool struct {
 	freezable  bool
 	frozenFrom int
 	gws        map[string]*freezableConn // the gateway side of the latest freezable attachment
+	// olderAgent makes the agents ignore the keys' ReportPID, as one of
+	// an adopted execution's older tools volume does: they report no pid.
+	olderAgent bool
+	// mapPID, when set, is what the attachments' PID method answers, as
+	// dockerhost.Stdio's maps the engine's pid to the container's.
+	mapPID int
+}
+
+// mappedStdio is an attachment that maps its command's pid.
+type mappedStdio struct {
+	Stdio
+	pid int
+}
+
+func (m mappedStdio) PID(context.Context) (int, error) { return m.pid, nil }
+
+var _ pidMapper = mappedStdio{}
+
+// olderAgentConn is the agent's end of an attachment whose keys preamble
+// was read and written again without ReportPID.
+type olderAgentConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c olderAgentConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// asOlderAgent has conn's keys ask no pid, as an older agent reads them.
+func asOlderAgent(conn net.Conn) (net.Conn, error) {
+	k, err := agent.ReadStdioKeys(conn)
+	if err != nil {
+		return nil, err
+	}
+	k.ReportPID = false
+	var b bytes.Buffer
+	if err := agent.WriteStdioKeys(&b, k); err != nil {
+		return nil, err
+	}
+	return olderAgentConn{conn, io.MultiReader(&b, conn)}, nil
 }
 
 func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr io.Writer) (Stdio, error) {
@@ -333,6 +372,10 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 			close(fc.frozen)
 		}
 	}
+	if p.mapPID != 0 {
+		gwSide = mappedStdio{gwSide, p.mapPID}
+	}
+	older := p.olderAgent
 	p.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
@@ -340,7 +383,16 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 		// The agent's environment is the container's, as docker exec
 		// gives it, not this test process's.
 		environ := strings.Split(strings.TrimSuffix(fixtureEnviron, "\x00"), "\x00")
-		err := agent.RunServe(ctx, argv[2:], &agent.ServeIO{Conn: ag, Stderr: stderr, Environ: environ})
+		conn := ag
+		if older {
+			var err error
+			if conn, err = asOlderAgent(ag); err != nil {
+				fmt.Fprintln(stderr, "older agent:", err)
+				_ = ag.Close()
+				return
+			}
+		}
+		err := agent.RunServe(ctx, argv[2:], &agent.ServeIO{Conn: conn, Stderr: stderr, Environ: environ})
 		if err != nil {
 			fmt.Fprintln(stderr, "agent:", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/yamux"
 )
 
@@ -18,7 +20,7 @@ var errUnresponsive = errors.New("execapi: the agent stopped answering")
 // killStoppedTimeout bounds the docker exec that kills a stopped agent.
 const killStoppedTimeout = 30 * time.Second
 
-// watch pings r's agent, pid (0 if unknown), over sess every
+// watch pings r's agent, p, over sess every
 // PingTimeout, and at once when a command's channel did not open in time
 // (r.probe). It returns nil when
 // sess or ctx ends, and an error wrapping errUnresponsive when a ping
@@ -33,7 +35,7 @@ const killStoppedTimeout = 30 * time.Second
 // but only after its 30 s interval and a 30 s wait for the answer:
 // meanwhile every command sent to it waited its whole timeoutMs and
 // answered timeout, destroying the execution.
-func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, pid int, log *slog.Logger) error {
+func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, p *agentProc, log *slog.Logger) error {
 	tick := time.NewTicker(a.cfg.PingTimeout)
 	defer tick.Stop()
 	for {
@@ -59,8 +61,11 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, pid int
 		r.setSuspect()
 		killed := "not looked at (no KillStopped)"
 		if a.cfg.KillStopped != nil {
-			n, err := a.killStopped(ctx, r, pid)
+			n, err := a.killStopped(ctx, r, p, log)
+			var cerr *dockerhost.StoppedCandidatesError
 			switch {
+			case errors.As(err, &cerr):
+				continue // logged by killStopped
 			case err != nil:
 				// docker exec fails too where the sandbox holds every
 				// pid, when its agent is slow rather than stopped.
@@ -80,12 +85,67 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, pid int
 	}
 }
 
-// killStopped kills r's agent pid if stopped, or every stopped agent of
-// r when pid is 0 (KillStopped, which must be set).
-func (a *Agents) killStopped(ctx context.Context, r *run, pid int) (int, error) {
+// killStopped kills r's agent if it is stopped (KillStopped, which must
+// be set), found by p's pid. Where the pid is unknown KillStopped kills the
+// one stopped process of the agent's name, and refuses to pick among
+// several (sandbox code's would go too): that refusal is logged here, at
+// warn the first time for the tunnel, naming the candidates.
+func (a *Agents) killStopped(ctx context.Context, r *run, p *agentProc, log *slog.Logger) (int, error) {
 	kctx, cancel := context.WithTimeout(ctx, killStoppedTimeout)
 	defer cancel()
-	return a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]), pid)
+	n, err := a.cfg.KillStopped(kctx, r.id, filepath.Base(a.cfg.Argv[0]), p.pid(kctx, log))
+	var cerr *dockerhost.StoppedCandidatesError
+	if errors.As(err, &cerr) {
+		level := slog.LevelDebug
+		if !p.refused {
+			p.refused, level = true, slog.LevelWarn
+		}
+		log.Log(ctx, level, "agent silent, and which stopped process of its name is the agent is unknown (it reported no pid: an older agent, or stopped before it did; and the gateway cannot map it): none killed, its tunnel is kept, and commands use docker exec until it answers",
+			"candidates", cerr.PIDs, "count", cerr.Count, "name", cerr.Name)
+	}
+	return n, err
+}
+
+// pidMapper is an attachment that maps its command's pid in the engine's
+// pid namespace to the container's.
+type pidMapper interface {
+	PID(context.Context) (int, error)
+}
+
+var _ pidMapper = (*dockerhost.Stdio)(nil)
+
+// agentProc finds an attached agent's pid in its container for
+// KillStopped; owned by its tunnel's loop.
+type agentProc struct {
+	acks  agent.StdioAcks
+	stdio Stdio
+	// mapped is the pid the attachment mapped, once it did.
+	mapped int
+	// refused is set once KillStopped refused to pick among candidates.
+	refused bool
+}
+
+// pid is the pid the agent reported, else the one its attachment maps
+// from the engine's (dockerhost.Stdio.PID: where the gateway sees the
+// engine's processes), else 0.
+func (p *agentProc) pid(ctx context.Context, log *slog.Logger) int {
+	if pid := p.acks.PID(); pid != 0 {
+		return pid
+	}
+	if p.mapped != 0 {
+		return p.mapped
+	}
+	m, ok := p.stdio.(pidMapper)
+	if !ok {
+		return 0
+	}
+	pid, err := m.PID(ctx)
+	if err != nil {
+		log.Debug("the agent reported no pid, and its attachment does not map it", "err", err)
+		return 0
+	}
+	p.mapped = pid
+	return pid
 }
 
 // answered reports whether the peer of sess answers a ping within d; it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // TestFrozenAgentReplaced: sandbox code may stop its agent (kill -STOP).
@@ -275,4 +277,89 @@ func TestAgentStoppedBeforeExecAnswered(t *testing.T) {
 		t.Errorf("answered after %v, want about OpenTimeout + PingTimeout", took)
 	}
 	f.waitEvent(t, tunnelEvent{id, true})
+}
+
+// TestStoppedAgentWithoutPIDMapped: an agent that reports no pid (an
+// older agent, one stopped before it did) is killed by the pid its
+// attachment maps (dockerhost.Stdio.PID, where the gateway sees the
+// engine's processes): KillStopped was asked with pid 0, which killed every
+// stopped process of the agent's name that docker exec started, a decoy
+// of sandbox code's among them.
+func TestStoppedAgentWithoutPIDMapped(t *testing.T) {
+	f := newFixture(t)
+	f.pool.freezable = true
+	f.pool.olderAgent = true
+	f.pool.mapPID = 4242
+	f.agents.cfg.PingTimeout = 300 * time.Millisecond
+	pids := make(chan int, 16)
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
+		pids <- pid
+		f.pool.killAgent(id)
+		return 1, nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	f.pool.freeze(id)
+	f.waitEvent(t, tunnelEvent{id, false})
+	f.waitEvent(t, tunnelEvent{id, true})
+	if pid := <-pids; pid != 4242 {
+		t.Fatalf("KillStopped asked for pid %d, want the mapped 4242", pid)
+	}
+	if s := f.agents.Stats(); s.Unresponsive != 1 {
+		t.Fatalf("stats %+v, want one agent replaced as unresponsive", s)
+	}
+}
+
+// TestStoppedAgentAmongCandidatesKept: an agent whose pid is unknown (it
+// reported none, and its attachment does not map it) and that stopped
+// beside another stopped process of its name is not killed, nor the other
+// one, and keeps its tunnel: KillStopped refuses to pick
+// (dockerhost.StoppedCandidatesError), and the gateway says so once, at
+// warn, naming the execution and the candidates. Once only one is stopped
+// (the decoy killed or continued) KillStopped kills it, and a new agent is
+// attached.
+func TestStoppedAgentAmongCandidatesKept(t *testing.T) {
+	f := newFixture(t)
+	var logs testenv.LogBuffer
+	f.agents.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f.pool.freezable = true
+	f.pool.olderAgent = true
+	f.agents.cfg.PingTimeout = 200 * time.Millisecond
+	var refusals atomic.Int32
+	refusals.Store(3)
+	pids := make(chan int, 16)
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
+		pids <- pid
+		if refusals.Add(-1) >= 0 {
+			return 0, &dockerhost.StoppedCandidatesError{ExecutionID: id, Name: name, Count: 2, PIDs: []int{31, 47}}
+		}
+		f.pool.killAgent(id)
+		return 1, nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	f.pool.freeze(id)
+	f.waitEvent(t, tunnelEvent{id, false})
+	if n := refusals.Load(); n != -1 {
+		t.Fatalf("tunnel down with %d refusals left, want it kept through the 3", n+1)
+	}
+	f.waitEvent(t, tunnelEvent{id, true})
+	for range 4 {
+		if pid := <-pids; pid != 0 {
+			t.Fatalf("KillStopped asked for pid %d, want 0: the agent reported none, and nothing mapped it", pid)
+		}
+	}
+	if s := f.agents.Stats(); s.Unresponsive != 1 || f.pool.count(id) != 2 {
+		t.Fatalf("stats %+v, attachments %d: want the agent kept through the refusals, then replaced", s, f.pool.count(id))
+	}
+	var warned []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "which stopped process of its name is the agent is unknown") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 3 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "execution="+id) ||
+		!strings.Contains(warned[0], "candidates=\"[31 47]\"") || !strings.Contains(warned[1], "level=DEBUG") {
+		t.Fatalf("refusals logged %q, want the first at warn naming the execution and the candidates, the others at debug", warned)
+	}
 }

@@ -95,8 +95,9 @@ type AgentsConfig struct {
 	// each further failed try, doubling up to maxRetryFactor times it;
 	// default 1 min. Whatever failed the agents (sandbox code that killed
 	// or stopped them a while) may have passed: the execution gets its
-	// agent, its fast path and its host back. An agent never up (the
-	// provision fails) is not retried.
+	// agent, its fast path and its host back. An agent never up is not
+	// retried for a provision, which fails, but is for an adopted
+	// execution (Resume).
 	RetryAfter time.Duration
 	// OpenTimeout bounds a command's wait for the agent to open its
 	// channel (and for the gateway's connection to it): past it the
@@ -210,6 +211,12 @@ type run struct {
 	cancel context.CancelFunc
 	ready  chan struct{} // closed when the first tunnel is up
 	done   chan struct{} // closed when the loop returned
+	// adopted is set for Resume's run: never up, it is not given up on
+	// for good but retried (loop).
+	adopted bool
+	// retrying is closed when the loop first gives up re-attaching at
+	// once, and tries an agent after RetryAfter.
+	retrying chan struct{}
 	// givenUp is set while the loop has given up re-attaching at once
 	// and tries an agent after RetryAfter; owned by the loop (serveOnce
 	// clears it as a try's tunnel comes up).
@@ -295,7 +302,14 @@ func (a *Agents) Start(ctx context.Context, executionID string) (ssh.PublicKey, 
 // Resume is Start for an execution that had an agent before (a gateway
 // that restarted and adopted it): the key kept in KeyDir is used again
 // when it is still the pinned one, so callers' pins stay valid; otherwise
-// a fresh key is pinned.
+// a fresh key is pinned. An agent that fails 1 + MaxRestarts times, or is
+// not up within ReadyTimeout, fails Resume, but its loop goes on, as one
+// that was up goes on after a give-up: it tries one agent after
+// RetryAfter, and so on, while the execution lives. Whatever failed the
+// agents (sandbox code that killed or stopped them as the gateway came
+// back) may pass; the execution ran before the restart and runs on, with
+// its commands through docker exec meanwhile. A fresh provision (Start)
+// is failed instead.
 func (a *Agents) Resume(ctx context.Context, executionID string) (ssh.PublicKey, error) {
 	return a.start(ctx, executionID, true)
 }
@@ -326,7 +340,7 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 	keyed := time.Since(t0)
 	rctx, cancel := context.WithCancel(a.ctx)
 	r := &run{id: executionID, signer: signer, priv: priv, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{}), dialing: make(chan struct{}, 1),
-		probe: make(chan struct{}, 1), commands: make(chan struct{}, maxTunnelCommands)}
+		probe: make(chan struct{}, 1), commands: make(chan struct{}, maxTunnelCommands), adopted: resume, retrying: make(chan struct{})}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -362,7 +376,13 @@ func (a *Agents) start(ctx context.Context, executionID string, resume bool) (ss
 		return signer.PublicKey(), nil
 	case <-r.done:
 		return nil, fmt.Errorf("execapi: agent did not start: %w", r.err())
+	case <-r.retrying:
+		return nil, fmt.Errorf("execapi: agent failed %d times; the gateway tries one again after %v, then less and less often, while the execution lives (its commands use docker exec meanwhile): %w",
+			1+a.cfg.MaxRestarts, a.cfg.RetryAfter, r.err())
 	case <-t.C:
+		if resume {
+			return nil, fmt.Errorf("execapi: agent not up within %v; the gateway goes on trying while the execution lives (its commands use docker exec meanwhile): %w", a.cfg.ReadyTimeout, r.err())
+		}
 		a.Stop(executionID)
 		return nil, fmt.Errorf("execapi: agent not up within %v: %w", a.cfg.ReadyTimeout, r.err())
 	case <-ctx.Done():
@@ -471,7 +491,9 @@ const maxRetryFactor = 16
 // MaxRestarts times in a row. Then it gives up re-attaching at once and
 // tries one agent after RetryAfter, then after twice as long, and so on
 // up to maxRetryFactor times RetryAfter, while the execution lives; an
-// agent that stays up a minute ends the backoff.
+// agent that stays up a minute ends the backoff. An agent never up ends
+// the loop there, failing the provision, unless the execution was
+// adopted (Resume).
 func (a *Agents) loop(ctx context.Context, r *run) {
 	log := a.log.With("execution", r.id)
 	fails := 0
@@ -509,8 +531,10 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 				a.stats.restarts.Add(1)
 			}
 			log.Warn("agent ended while its execution lives; re-attaching", "err", err, "attempt", fails, "backoff", wait)
-		case !isClosed(r.ready):
-			// Never up: Start answers the provision with err.
+		case !isClosed(r.ready) && !r.adopted:
+			// Never up: Start answers the provision with err. An
+			// adopted execution's agent was up before the gateway
+			// restarted: it is retried as below.
 			a.stats.gaveUp.Add(1)
 			log.Error("agent keeps failing; giving up", "attempts", fails, "err", err)
 			return
@@ -526,6 +550,9 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 				// back (serveOnce), not at every failed try.
 				r.givenUp = true
 				a.stats.gaveUp.Add(1)
+				if !isClosed(r.retrying) {
+					close(r.retrying)
+				}
 				log.Error("agent keeps failing; giving up re-attaching it at once: its commands use docker exec, and it is no host, until an agent tried later comes up", "attempts", fails, "retryIn", wait, "err", err)
 			} else {
 				log.Debug("agent tried after a give-up failed", "err", err, "retryIn", wait)

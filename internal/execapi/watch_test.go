@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/testenv"
+	"golang.org/x/crypto/ssh"
 )
 
 // TestFrozenAgentReplaced: sandbox code may stop its agent (kill -STOP).
@@ -361,5 +362,65 @@ func TestStoppedAgentAmongCandidatesKept(t *testing.T) {
 	if len(warned) != 3 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "execution="+id) ||
 		!strings.Contains(warned[0], "candidates=\"[31 47]\"") || !strings.Contains(warned[1], "level=DEBUG") {
 		t.Fatalf("refusals logged %q, want the first at warn naming the execution and the candidates, the others at debug", warned)
+	}
+}
+
+// TestAdoptedAgentRetried: after a gateway restart, the agent of an
+// adopted execution that failed 1 + MaxRestarts times before its first
+// tunnel was given up on for good (Resume answered "agent did not start"
+// and nothing tried again): the execution ran its commands by docker exec,
+// and was no host, for the rest of its life. Now its loop goes on as after
+// a give-up, and an agent tried once the trouble passed comes up.
+func TestAdoptedAgentRetried(t *testing.T) {
+	f := newFixture(t)
+	id := provisioned(t, f)
+	f.agents.Stop(id) // the gateway going away; the execution lives on
+	f.waitEvent(t, tunnelEvent{id, false})
+
+	restarted := NewAgents(f.pool.attach, func(ctx context.Context, id string) error {
+		_, err := f.ex.Get(ctx, id)
+		return err
+	}, f.st, f.reg, string(ssh.MarshalAuthorizedKey(f.ca.PublicKey())), &AgentsConfig{
+		ReadyTimeout: wait, KeyDir: f.agents.cfg.KeyDir, Dir: f.agents.cfg.Dir,
+		MaxRestarts: 2, RetryAfter: 50 * time.Millisecond, Certify: f.agents.cfg.Certify,
+		OnTunnel: f.agents.cfg.OnTunnel})
+	restarted.environPaths = f.agents.environPaths
+	defer restarted.Close()
+	// 1 + MaxRestarts attempts fail, then the give-up, then the first
+	// retry fails too; the second comes up.
+	var failing atomic.Int32
+	failing.Store(4)
+	f.pool.beforeAttach = func(string) error {
+		if failing.Add(-1) >= 0 {
+			return errors.New("agent trouble")
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	t0 := time.Now()
+	if _, err := restarted.Resume(ctx, id); err == nil || !strings.Contains(err.Error(), "tries one again") {
+		t.Fatalf("Resume of an agent failing at adoption: %v, want an error saying it is tried again", err)
+	}
+	t.Logf("Resume answered after %v", time.Since(t0))
+	if !restarted.Running(id) {
+		t.Fatal("the adopted execution's agent loop ended with Resume's error")
+	}
+	f.waitEvent(t, tunnelEvent{id, true})
+	t.Logf("agent up %v after Resume began", time.Since(t0))
+	if s := restarted.Stats(); s.GaveUp != 1 || s.Retries != 2 {
+		t.Errorf("stats %+v, want a give-up and 2 retries", s)
+	}
+	r := restarted.Runner(id)
+	if r == nil {
+		t.Fatal("no runner once the retried agent is up: commands would use docker exec")
+	}
+	var out budget
+	out.n = 1 << 10
+	if code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"/bin/sh", "-c", "echo adopted"}, Dir: "/", Stdout: &out, Stderr: io.Discard}); err != nil || code != 0 || out.String() != "adopted\n" {
+		t.Fatalf("through the retried agent: %d %q %v", code, out.String(), err)
+	}
+	if !f.reg.Connected(id) {
+		t.Fatal("the adopted execution is no host once its retried agent is up")
 	}
 }

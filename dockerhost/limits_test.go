@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -379,5 +380,31 @@ echo made=$i; cd /; true >` + dir + `/many/last`
 	t.Logf("full: %s", strings.ReplaceAll(res.Stdout, "\n", "; "))
 	if res := sh(t, h, ex.ExecutionID, "rm -rf /workspace/big /workspace/many /dev/shm/big /dev/shm/many && echo ok"); res.Stdout != "ok\n" {
 		t.Fatalf("after the fill: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// testExecArgTooLong: a command's argument over MAX_ARG_STRLEN, which no
+// execve takes, is refused naming it; it ran to exit code 1 with "exec
+// /bin/sh: argument list too long" on stderr, as if the command had
+// failed. One of the most bytes allowed runs.
+func testExecArgTooLong(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, time.Minute)
+	req := func(n int) ExecRequest {
+		return ExecRequest{Command: "/bin/sh", Args: []string{"-c", `echo ${#1}`, "sh", strings.Repeat("y", n)}, TimeoutMs: 30_000}
+	}
+	res, err := h.Exec(ctx, ex.ExecutionID, req(maxArgLen))
+	if err != nil || res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", maxArgLen) {
+		t.Fatalf("an argument of %d bytes: %+v %v", maxArgLen, res, err)
+	}
+	res, err = h.Exec(ctx, ex.ExecutionID, req(maxArgLen+1))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args[3]" || !strings.Contains(e.Message, "MAX_ARG_STRLEN") {
+		t.Fatalf("an argument of %d bytes: %+v %v, want invalid_request naming args[3]", maxArgLen+1, res, err)
+	}
+	if _, err := h.Get(ctx, ex.ExecutionID); err != nil {
+		t.Fatalf("the execution after a refused exec: %v", err)
 	}
 }

@@ -87,6 +87,7 @@ var engineTests = []struct {
 	{"DeadlineToolAdoptsOldLayout", testDeadlineToolAdoptsOldLayout},
 	{"KillStopped", testKillStopped},
 	{"StdioPIDUnseen", testStdioPIDUnseen},
+	{"ExecArgTooLong", testExecArgTooLong},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"path"
 	"regexp"
 	"runtime"
@@ -349,6 +350,17 @@ func (p *Policy) ValidateExec(req *ExecRequest) error {
 	if !path.IsAbs(req.Cwd) || strings.ContainsRune(req.Cwd, 0) {
 		return invalid("cwd", "must be an absolute path")
 	}
+	if err := argLen("command", req.Command); err != nil {
+		return err
+	}
+	for i, a := range req.Args {
+		if err := argLen(fmt.Sprintf("args[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	if err := argLen("cwd", req.Cwd); err != nil {
+		return err
+	}
 	switch {
 	case req.TimeoutMs == 0:
 		return invalid("timeoutMs", "is required")
@@ -356,6 +368,22 @@ func (p *Policy) ValidateExec(req *ExecRequest) error {
 		return invalid("timeoutMs", "must be between 1 and %d", p.Max.RuntimeMs)
 	}
 	return validateEnv("env", req.Env)
+}
+
+// maxArgLen is the longest one argument of a program may be, its NUL
+// aside: Linux's MAX_ARG_STRLEN, 32 pages (128 KiB with 4 KiB pages).
+var maxArgLen = 32*os.Getpagesize() - 1
+
+// argLen refuses a command's word (its command, an argument, its cwd,
+// each one argument of the shell that starts it) that no execve takes: it
+// was answered 200 with exit code 1 and "exec /bin/sh: argument list too
+// long" on stderr, as if the command had run and failed.
+func argLen(field, word string) error {
+	if len(word) > maxArgLen {
+		return invalid(field, "is %d bytes, over the %d one argument of a program may hold (Linux's MAX_ARG_STRLEN); pass large data on stdin or in a file (SFTP)",
+			len(word), maxArgLen)
+	}
+	return nil
 }
 
 // sleepSeconds is the in-container deadline: the main process sleeps this

@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -134,16 +135,25 @@ func TestValidateExec(t *testing.T) {
 		{ExecRequest{Command: "ls", Args: []string{"a\x00"}, TimeoutMs: 1}, "args"},
 		{ExecRequest{Command: "l\x00s", TimeoutMs: 1}, "command"},
 		{ExecRequest{Command: "ls", TimeoutMs: 1, Env: map[string]string{"MY_SECRET": "x"}}, "env.MY_SECRET"},
+		// No execve takes one argument over MAX_ARG_STRLEN: it answered
+		// 200, exit code 1, "exec /bin/sh: argument list too long".
+		{ExecRequest{Command: "echo", Args: []string{"a", strings.Repeat("y", maxArgLen+1)}, TimeoutMs: 1}, "args[1]"},
+		{ExecRequest{Command: strings.Repeat("y", maxArgLen+1), TimeoutMs: 1}, "command"},
+		{ExecRequest{Command: "ls", Cwd: "/" + strings.Repeat("y", maxArgLen), TimeoutMs: 1}, "cwd"},
 	} {
 		err := p.ValidateExec(&tc.req)
 		var e *Error
 		if !errors.As(err, &e) || e.Field != tc.field || e.Code != CodeInvalidRequest {
-			t.Errorf("%+v: got %v, want invalid_request on %s", tc.req, err, tc.field)
+			t.Errorf("%.200s: got %.300v, want invalid_request on %s", fmt.Sprintf("%+v", tc.req), err, tc.field)
 		}
 	}
 	req := ExecRequest{Command: "ls", TimeoutMs: 1}
 	if err := p.ValidateExec(&req); err != nil || req.Cwd != WorkspaceDir {
 		t.Fatalf("valid exec: %v, cwd %q", err, req.Cwd)
+	}
+	req = ExecRequest{Command: "echo", Args: []string{strings.Repeat("y", maxArgLen)}, TimeoutMs: 1}
+	if err := p.ValidateExec(&req); err != nil {
+		t.Fatalf("an argument of MAX_ARG_STRLEN less its NUL: %v", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
@@ -191,13 +192,24 @@ func (p *Policy) validateImage(image string) error {
 		return invalid("image", "is not a valid image reference")
 	}
 	if p.AllowUnpinnedImages || digestRE.MatchString(image) {
-		return nil
+		return validReference(image)
 	}
 	if digestRE.MatchString(strings.ToLower(image)) {
 		// Pinned, but the engine takes names and digests in lower case only.
 		return invalid("image", "%q: image names and sha256 digests are lower case; use %q", image, strings.ToLower(image))
 	}
 	return invalid("image", "%q is not pinned by an immutable digest (NAME@sha256:<64 hex>); pin it with: docker inspect --format '{{index .RepoDigests 0}}' %s", image, image)
+}
+
+// validReference refuses an image reference that the engine would not
+// parse (docker pull's grammar): it went to the engine, which answered
+// "invalid reference format", and the caller got "the engine refused the
+// container", which named neither the field nor what was wrong.
+func validReference(image string) error {
+	if _, err := reference.ParseNormalizedNamed(image); err != nil {
+		return invalid("image", "%q is not a valid image reference (%v): want NAME@sha256:<64 hex>, NAME as docker pull takes it: [HOST[:PORT]/]PATH, lower case, each path component letters and digits joined by one '.', one or two '_' or any '-', at most 255 characters", image, err)
+	}
+	return nil
 }
 
 func validateRevision(rev string) error {

@@ -33,6 +33,14 @@ func TestValidateProvisionRefusals(t *testing.T) {
 		{"tag only", func(r *ProvisionRequest) { r.Image = "busybox:latest" }, "image", "docker inspect --format '{{index .RepoDigests 0}}' busybox:latest"},
 		{"short digest", func(r *ProvisionRequest) { r.Image = "busybox@sha256:abcd" }, "image", "not pinned"},
 		{"space in image", func(r *ProvisionRequest) { r.Image = "busy box" }, "image", "not a valid"},
+		// Pinned, but no reference the engine parses: they reached it and
+		// answered "the engine refused the container", naming no field.
+		{"two dots in image", func(r *ProvisionRequest) { r.Image = "busybox..x@sha256:" + strings.Repeat("a", 64) }, "image", "is not a valid image reference (invalid reference format)"},
+		{"dash ending image", func(r *ProvisionRequest) { r.Image = "reg:5000/busybox-@sha256:" + strings.Repeat("a", 64) }, "image", "is not a valid image reference"},
+		{"empty path component", func(r *ProvisionRequest) { r.Image = "a//b@sha256:" + strings.Repeat("a", 64) }, "image", "is not a valid image reference"},
+		{"two colons in image", func(r *ProvisionRequest) { r.Image = "a:b:c@sha256:" + strings.Repeat("a", 64) }, "image", "is not a valid image reference"},
+		{"empty tag", func(r *ProvisionRequest) { r.Image = "busybox:@sha256:" + strings.Repeat("a", 64) }, "image", "is not a valid image reference"},
+		{"name over 255", func(r *ProvisionRequest) { r.Image = strings.Repeat("a", 256) + "@sha256:" + strings.Repeat("a", 64) }, "image", "must not be more than 255 characters"},
 		{"no workspace kind", func(r *ProvisionRequest) { r.Workspace.Kind = "" }, "workspace.kind", "required"},
 		{"unknown workspace kind", func(r *ProvisionRequest) { r.Workspace.Kind = "bind" }, "workspace.kind", "unknown"},
 		{"empty with repo", func(r *ProvisionRequest) { r.Workspace.RepositoryPath = "/r" }, "workspace", "no repositoryPath"},
@@ -96,6 +104,16 @@ func TestValidateProvisionRefusals(t *testing.T) {
 	req.Image = "busybox:latest"
 	if err := p.ValidateProvision(&req); err != nil {
 		t.Fatalf("unpinned image refused with AllowUnpinnedImages: %v", err)
+	}
+	for _, ok := range []string{"busybox", "reg.example:5000/a/b__c-d.e:v1.2", "reg:5000/busybox:1@sha256:" + strings.Repeat("a", 64)} {
+		req.Image = ok
+		if err := p.ValidateProvision(&req); err != nil {
+			t.Errorf("image %q refused with AllowUnpinnedImages: %v", ok, err)
+		}
+	}
+	req.Image = "busybox..x:latest"
+	if err := p.ValidateProvision(&req); err == nil {
+		t.Error("a malformed image passed with AllowUnpinnedImages")
 	}
 }
 

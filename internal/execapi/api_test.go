@@ -1086,6 +1086,11 @@ func TestRefusals(t *testing.T) {
 		{"bad id", "admin", map[string]any{"executionId": "../x"}, http.StatusBadRequest, "executionId"},
 		{"machine id", "admin", withID, http.StatusConflict, "executionId"},
 		{"tag only", "admin", func() any { b := provisionBody(); b["image"] = "busybox:latest"; return b }(), http.StatusBadRequest, "image"},
+		{"malformed image", "admin", func() any {
+			b := provisionBody()
+			b["image"] = "busybox..x@sha256:" + strings.Repeat("a", 64)
+			return b
+		}(), http.StatusBadRequest, "image"},
 		{"network bridge", "admin", func() any { b := provisionBody(); b["network"] = map[string]any{"mode": "bridge"}; return b }(), http.StatusBadRequest, "network.mode"},
 		{"secret env", "admin", func() any { b := provisionBody(); b["env"] = map[string]any{"GITHUB_TOKEN": "x"}; return b }(), http.StatusBadRequest, "env"},
 	}

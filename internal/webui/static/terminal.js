@@ -26,6 +26,7 @@
   document.title = hostId + " · hostgate terminal";
   const status = document.getElementById("status");
   const held = document.getElementById("held");
+  const keysLine = document.getElementById("keysline");
   const again = document.getElementById("again");
   const relogin = document.getElementById("relogin");
 
@@ -201,17 +202,33 @@
   // that does not count; null clears the note. A gateway that sends no
   // inputdone stops its notes (every 4 s at most) when the input has gone:
   // the note clears 10 s after the last.
+  //
+  // The note shows in the line over the terminal, in place of the keys'
+  // hint, and on a phone in a short form ("input waits: 3.2 MiB"): the
+  // long one (kept for screen readers) wrapped the header.
   function showHeld(taken) {
     clearTimeout(heldTimer);
     heldTimer = 0;
-    let text = "";
+    let text = "", short = "";
     if (taken !== null) {
       text = "the host is not reading input yet";
-      if (typeof taken === "number") text += "; " + size(Math.max(sent - taken, 0)) + " waiting";
+      short = "input waits";
+      if (typeof taken === "number") {
+        const waiting = size(Math.max(sent - taken, 0));
+        text += "; " + waiting + " waiting";
+        short += ": " + waiting;
+      }
       heldTimer = setTimeout(() => showHeld(null), 10000);
     }
     // Only a change is written: a screen reader reads each write.
-    if (held.textContent !== text) held.textContent = text;
+    const long = held.querySelector(".long");
+    if ((long ? long.textContent : "") === text) return;
+    keysLine.classList.toggle("held", text !== "");
+    if (!text) { held.replaceChildren(); return; }
+    const l = document.createElement("span"), s = document.createElement("span");
+    l.className = "long"; l.textContent = text;
+    s.className = "short"; s.textContent = short; s.setAttribute("aria-hidden", "true");
+    held.replaceChildren(l, s);
   }
   function size(n) {
     if (n < 1 << 20) return Math.ceil(n / 1024) + " KiB";

@@ -21,5 +21,8 @@
   const code = params.get("error");
   if (code && Object.hasOwn(messages, code)) {
     document.getElementById("error").textContent = messages[code];
+    // The token typed was refused: the field says so (the message
+    // describes it), not only the red text under the button.
+    if (code.endsWith("_token")) document.getElementById("token").setAttribute("aria-invalid", "true");
   }
 })();

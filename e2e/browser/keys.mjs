@@ -37,7 +37,8 @@ await run(async (browser) => {
   });
   // What the page tells a screen reader in the terminal, and shows.
   const hint = await page.evaluate(() => {
-    const t = document.querySelector("#term textarea"), id = t && t.getAttribute("aria-describedby"), d = id && document.getElementById(id);
+    // The first of what describes it (the keys line, then what else).
+    const t = document.querySelector("#term textarea"), ids = t && (t.getAttribute("aria-describedby") || "").split(/\s+/), d = ids && ids[0] && document.getElementById(ids[0]);
     return d && { text: d.textContent.trim(), shown: d.getClientRects().length > 0 && d.getBoundingClientRect().width > 1 && getComputedStyle(d).visibility === "visible" };
   });
   console.log("the terminal's description: " + JSON.stringify(hint));

@@ -3,7 +3,11 @@
 // on a canvas, and none of what the shell printed reached the
 // accessibility tree (Chromium's, read over DevTools as a screen reader
 // reads the platform's). The toggle says its state (aria-pressed), and a
-// reload keeps it.
+// reload keeps it. It is off by default (it slows the drawing of a flood
+// for everyone), so the terminal's input, where the keyboard starts, says
+// while it is off that the output is not read and how to reach the
+// toggle: the toggle alone went unnoticed by someone who never left the
+// terminal.
 import { run, login, screenshot, env, screenShows } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -27,6 +31,19 @@ await run(async (browser) => {
   await login(page, gateway, token, "/hosts/local/terminal");
   await page.waitForFunction(() => document.getElementById("status").textContent === "connected", null, { timeout: 20000 });
   const toggle = () => page.evaluate(() => { const b = document.getElementById("reader"); return b && { pressed: b.getAttribute("aria-pressed"), name: b.textContent.trim() }; });
+  // What a screen reader hears on entering the terminal: its input's
+  // description.
+  const described = async () => {
+    const { root } = await cdp.send("DOM.getDocument", { depth: -1 });
+    const { nodeId } = await cdp.send("DOM.querySelector", { nodeId: root.nodeId, selector: "#term textarea" });
+    const { nodes } = await cdp.send("Accessibility.getPartialAXTree", { nodeId, fetchRelatives: false });
+    return (nodes[0].description && nodes[0].description.value) || "";
+  };
+  const off = await described();
+  console.log("the terminal's input is described: " + JSON.stringify(off));
+  if (!off.includes("Ctrl+Shift+L leaves the terminal") || !off.includes("Screen reader mode is off: what the shell prints is not read. Ctrl+Shift+L, then Tab, reaches the Screen reader switch.")) {
+    throw new Error("with the mode off, entering the terminal a screen reader hears " + JSON.stringify(off) + "; want the keys and that the output is not read, and how to reach the switch");
+  }
   let t = await toggle();
   if (!t || t.pressed !== "false" || t.name !== "Screen reader") throw new Error("the terminal page's screen reader toggle: " + JSON.stringify(t) + ", want \"Screen reader\" with aria-pressed=false");
   // By keyboard alone: out of the terminal to Log out, on to the toggle
@@ -45,6 +62,8 @@ await run(async (browser) => {
   const got = await readable("spoken-42");
   console.log("the accessibility tree reads: " + JSON.stringify(got));
   if (!got.length) throw new Error("with the toggle on, the shell's output spoken-42 is not in the accessibility tree");
+  const onHint = await described();
+  if (onHint.includes("is off") || !onHint.includes("Ctrl+Shift+L leaves the terminal")) throw new Error("with the mode on, the terminal's input is described " + JSON.stringify(onHint));
   await screenshot(page, "reader-on");
   // A reload keeps it.
   await page.reload();

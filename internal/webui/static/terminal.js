@@ -54,18 +54,31 @@
     if (ev.type === "keydown") leaveTerminal();
     return false; // keydown, keypress and keyup alike: nothing for the shell
   });
-  term.textarea.setAttribute("aria-describedby", "keys");
+  term.textarea.setAttribute("aria-describedby", "keys readerhint");
 
   // A screen reader read nothing the shell printed: xterm draws on a
   // canvas and keeps its output out of the accessibility tree unless told
-  // (screenReaderMode: rows as a list, new output read out). Off by
-  // default, as in xterm and VS Code (it costs every redraw); the header's
-  // toggle turns it on, and the browser remembers it.
+  // (screenReaderMode: rows as a list, new output read out). The toggle
+  // over the terminal turns it on, and the browser remembers it.
+  //
+  // Off by default: on, a flood of output draws 1.6 to 1.9 times slower
+  // (2.2 to 2.5 times with the CPU throttled 20x, as on a slow phone;
+  // e2e/browser/readercost.mjs, alternating pairs in one page, no screen
+  // reader running), a cost to every sighted user for nothing; and no
+  // browser tells a page that a screen reader runs (reduced motion,
+  // forced colours and more contrast are asked for other needs, and many
+  // sighted people use the keyboard alone). So the terminal
+  // tells its screen reader users instead: while the mode is off, its
+  // input's description, heard on entering it, says so and how to reach
+  // the toggle (the toggle alone went unnoticed: the keyboard starts in
+  // the terminal).
   const reader = document.getElementById("reader");
+  const readerHint = document.getElementById("readerhint");
   const readerKey = "hostgate-terminal-screen-reader";
   function setReader(on) {
     term.options.screenReaderMode = on;
     reader.setAttribute("aria-pressed", String(on));
+    readerHint.textContent = on ? "" : "Screen reader mode is off: what the shell prints is not read. Ctrl+Shift+L, then Tab, reaches the Screen reader switch.";
     try { if (on) localStorage.setItem(readerKey, "1"); else localStorage.removeItem(readerKey); } catch (e) { /* storage off: this page only */ }
   }
   let readerOn = false;

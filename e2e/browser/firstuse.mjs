@@ -2,7 +2,9 @@
 // list and a terminal fit the screen (the host key column made the hosts
 // page 654 px wide, the header ending mid-page), and no page logs an
 // error or a CSP violation to the console. A screen reader hears each
-// host's state, and a terminal's tab names its host. A terminal page has
+// host's state, and a terminal's tab names its host. The login form and
+// the terminal are each in the page's main landmark, where a screen
+// reader's "main" key goes (they were in none). A terminal page has
 // a Log out, and a logout in another tab sends the hosts page to the
 // login page, which says why. The login form names the gateway as its
 // username, so a password manager keeps two gateways' tokens apart.
@@ -26,6 +28,13 @@ await run(async (browser) => {
 
   await page.goto(gateway + "/login");
   await fits("the login page");
+  // What a screen reader finds in the page's main landmark.
+  const inMain = async (want) => {
+    const main = page.getByRole("main");
+    const got = (await main.count()) === 1 ? await main.ariaSnapshot() : "(" + await main.count() + " main landmarks)";
+    for (const w of want) if (!got.includes(w)) throw new Error(page.url() + ": its main landmark reads\n" + got + "\nwant " + w);
+  };
+  await inMain(['textbox "Token"', 'button "Log in"']);
   // A password manager files a login under the form's username field
   // (autocomplete="username") next to its password: the form had the token
   // alone, so every gateway's token was one entry.
@@ -67,6 +76,7 @@ await run(async (browser) => {
   const title = await page.title();
   if (!title.startsWith("local ")) throw new Error("the terminal page's title is " + JSON.stringify(title) + ", not its host's");
   await fits("the terminal page");
+  await inMain(['textbox "Terminal input"', 'button "Screen reader"']);
   // Its header stays one line on a phone, the rows are the terminal's.
   const lines = await page.evaluate(() => {
     const tops = [...document.querySelectorAll("header > h1, header #status, header button")].filter((e) => e.getClientRects().length).map((e) => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2));

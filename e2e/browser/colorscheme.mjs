@@ -3,7 +3,10 @@
 // and form controls dark before the stylesheet loads (it flashed white, and
 // the login field was a white box on the dark page), and every text on the
 // login, hosts, terminal and 404 pages keeps a contrast of at least 4.5
-// against what is behind it, in both schemes.
+// against what is behind it, in both schemes. The edge of a text field or
+// an off toggle keeps 3 or more against what is around it, so it shows
+// where the control is: it was 1.3-1.5, the login's fields nearly
+// invisible boxes on the panel (WCAG 1.4.11).
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -25,6 +28,27 @@ function lowestContrast() {
     const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
     const ratio = (a + 0.05) / (b + 0.05);
     if (!worst || ratio < worst.ratio) worst = { text: (el.value || el.textContent).trim().slice(0, 40), ratio: Math.round(ratio * 100) / 100, fg: getComputedStyle(el).color, bg: JSON.stringify(bg) };
+  }
+  return worst;
+}
+
+// The lowest contrast of a text field's or an off toggle's edge (its
+// border, or its inset box-shadow line) with what is around it: the edge
+// is what shows where the control is (WCAG 1.4.11 wants 3 or more).
+function lowestBoundary() {
+  const rgb = (c) => { const m = c && c.match(/rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?/); return m && { r: +m[1], g: +m[2], b: +m[3], a: m[4] === undefined ? 1 : +m[4] }; };
+  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }; return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+  const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c && c.a > 0) return c; } return null; };
+  let worst = null;
+  for (const el of document.querySelectorAll('input:not([type="hidden"]), button.toggle[aria-pressed="false"]')) {
+    if (!el.getClientRects().length) continue;
+    const cs = getComputedStyle(el);
+    const edge = parseFloat(cs.borderTopWidth) > 0 && cs.borderTopStyle !== "none" ? rgb(cs.borderTopColor) : rgb(cs.boxShadow);
+    const around = bgOf(el.parentElement);
+    if (!edge || !around) { worst = { what: el.id || el.outerHTML.slice(0, 60), ratio: 0, why: "no edge" }; break; }
+    const [a, b] = [lum(edge), lum(around)].sort((x, y) => y - x);
+    const ratio = Math.round((a + 0.05) / (b + 0.05) * 100) / 100;
+    if (!worst || ratio < worst.ratio) worst = { what: el.id || el.tagName, ratio, edge: JSON.stringify(edge), around: JSON.stringify(around) };
   }
   return worst;
 }
@@ -64,6 +88,9 @@ await run(async (browser) => {
       const worst = await page.evaluate(lowestContrast);
       if (!worst || worst.ratio < 4.5) throw new Error(name + " page, " + scheme + " scheme: text of contrast " + JSON.stringify(worst) + ", want 4.5 or more");
       console.log(name + " " + scheme + ": lowest contrast " + worst.ratio + " (" + JSON.stringify(worst.text) + ")");
+      const edge = await page.evaluate(lowestBoundary);
+      if (edge && edge.ratio < 3) throw new Error(name + " page, " + scheme + " scheme: a control's edge has contrast " + JSON.stringify(edge) + ", want 3 or more");
+      if (edge) console.log(name + " " + scheme + ": lowest control edge " + edge.ratio + " (" + edge.what + ")");
     }
     await ctx.close();
   }

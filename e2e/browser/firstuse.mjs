@@ -56,6 +56,10 @@ await run(async (browser) => {
   // Terminal button opens (every one was "Terminal").
   const row = await page.locator("#hosts tbody tr").first().ariaSnapshot();
   if (!row.includes("local (connected)") || !row.includes('link "Terminal on local"')) throw new Error("the hosts row reads as:\n" + row);
+  // The list is named: a screen reader's table list said "table" and
+  // nothing more, the page's one heading being "hostgate".
+  const named = await page.getByRole("table", { name: "Hosts", exact: true }).count();
+  if (named !== 1) throw new Error("the hosts page has " + named + " tables named Hosts; its main reads:\n" + await page.getByRole("main").ariaSnapshot());
 
   // Keyboard: Tab reaches the Terminal button, and it keeps the focus
   // across the list's refresh every 5 s (which threw it to the page's top).

@@ -32,6 +32,9 @@ import (
 //     Process.Kill(USR1) is refused: it cannot reach the command). Signals that
 //     arrive before the command runs are remembered and delivered once it
 //     does.
+//   - A program whose name starts with '-' runs as a plain command, not
+//     by exec, which bash and busybox ash would take it for an option of
+//     (shell.Exec says why).
 //   - A wait interrupted by a trap is repeated, so the status is the
 //     command's own.
 //   - Limit: the command is not the foreground job of a terminal, so under
@@ -54,7 +57,7 @@ poll='s=$1 p=$2; shift 2
   while kill -0 "$s" 2>/dev/null && { [ "$p" -le 1 ] || kill -0 "$p" 2>/dev/null; }; do sleep 1; done
   kill -s KILL -- "-$$" 2>/dev/null || { kill -0 "$$" 2>/dev/null && kill -s KILL "$$"; }
 ) &
-exec "$@"'
+case $1 in -*) "$@" ;; *) exec "$@" ;; esac'
 if command -v setsid >/dev/null 2>&1; then
   setsid sh -c "$poll" hostgate-watched "$shell" "$parent" "$@" 0<&3 3<&- &
 elif set -m 2>/dev/null && case $- in *m*) true;; *) false;; esac; then

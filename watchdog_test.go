@@ -348,6 +348,18 @@ func TestWatchdogShells(t *testing.T) {
 					t.Errorf("exec: %+v, %v", res, err)
 				}
 			})
+			// A program named "-l" is looked up (127), not taken for
+			// exec's option: busybox answered 2 "illegal option -l", bash
+			// 0 having run nothing, and a program "--" ran echo.
+			t.Run("program-named-dash", func(t *testing.T) {
+				h, _ := shellHost(t, c.links)
+				for _, argv := range [][]string{{"-l"}, {"--", "echo", "ran"}} {
+					res, err := h.Exec(context.Background(), argv, hostgate.ExecOptions{})
+					if err != nil || res.ExitCode != 127 || len(res.Stdout) != 0 || !strings.Contains(string(res.Stderr), argv[0]+": ") {
+						t.Errorf("exec %q: %+v %q, %v; want 127, not found", argv, res, res.Stderr, err)
+					}
+				}
+			})
 		})
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/hostgate/hostgate/internal/shell"
 )
 
 // stdinGrace is how long stdin may keep flowing after the output ended.
@@ -218,14 +220,19 @@ func shellArgv(argv []string, dir string, env map[string]string) []string {
 	}
 	// As Host.Exec's command line (shell.CommandLine) and the agent
 	// tunnel's script: `cd DIR || exit 127`, then `exec ARGV`, the words
-	// passed as the script's arguments.
+	// passed as the script's arguments (shell.ExecArgs: without exec for
+	// a program whose name starts with '-', which exec takes for an option).
 	script := `echo ` + strconv.Itoa(CommandOOMScoreAdj) + ` 2>/dev/null >/proc/self/oom_score_adj; cd "$1" || exit 127; `
 	for _, k := range shellOwnEnv {
 		if _, ok := env[k]; !ok {
 			script += "unset " + k + "; "
 		}
 	}
-	script += `shift; exec "$@"`
+	program := ""
+	if len(argv) > 0 {
+		program = argv[0]
+	}
+	script += `shift; ` + shell.ExecArgs(program)
 	return append([]string{"/bin/sh", "-c", script, "sh", dir}, argv...)
 }
 

@@ -59,6 +59,10 @@ func TestShellArgvExitCodes(t *testing.T) {
 		{[]string{dir + "/missing"}, "/", 127, dir + "/missing: not found"},
 		{[]string{"true"}, dir + "/nonexist", 127, "can't cd to " + dir + "/nonexist"},
 		{[]string{"sh", "-c", "exit 3"}, dir, 3, ""},
+		// exec took these for its options: 2 "illegal option -l", and
+		// "--" ran echo.
+		{[]string{"-l"}, "/", 127, "sh: line 0: -l: not found"},
+		{[]string{"--", "echo", "ran"}, "/", 127, "sh: line 0: --: not found"},
 	} {
 		argv := shellArgv(tc.argv, tc.dir, nil)
 		if argv[0] != "/bin/sh" {
@@ -73,6 +77,12 @@ func TestShellArgvExitCodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		hout, herr, hcode := run([]string{"sh", "-c", line})
+		if strings.HasPrefix(tc.argv[0], "-") {
+			// Such a program is run as a plain command (shell.Exec), and
+			// busybox's message for one that is not found names the line
+			// only when sh -c was given $0, as shellArgv gives it.
+			herr = strings.Replace(herr, "sh: ", "sh: line 0: ", 1)
+		}
 		if hout != out || herr != stderr || hcode != code {
 			t.Errorf("%q in %s: exit %d %q %q; Host.Exec's command line: %d %q %q", tc.argv, tc.dir, code, out, stderr, hcode, hout, herr)
 		}

@@ -16,7 +16,8 @@ import (
 // fallback and Host.Exec over SSH to the sandbox. A signal N is 128+N
 // over the API (a shell's $?) and ExitCode -1 with Signal over Host.Exec
 // (os/exec's), on the sandbox and on a machine. Over the API a missing
-// program answered 126 with runc's message on stdout (audit31).
+// program answered 126 with runc's message on stdout (audit31). A program
+// named "-l" is looked up (127), not taken for exec's option.
 func TestExitCodeConventions(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 5*time.Minute)
@@ -46,24 +47,35 @@ func TestExitCodeConventions(t *testing.T) {
 		cwd    string
 		code   int
 		stderr string
+		// fallback is docker exec's stderr where it differs: busybox
+		// names line 0 of a plain command not found when sh -c was
+		// given $0, as docker exec's script is ("$@").
+		fallback string
 	}{
-		{"not found", []string{"nonexist"}, "", 127, "sh: exec: line 0: nonexist: not found\n"},
-		{"not executable", []string{"/etc/passwd"}, "", 126, "sh: exec: line 0: /etc/passwd: Permission denied\n"},
-		{"missing cwd", []string{"true"}, "/nonexist", 127, "sh: cd: line 0: can't cd to /nonexist: No such file or directory\n"},
+		{"not found", []string{"nonexist"}, "", 127, "sh: exec: line 0: nonexist: not found\n", ""},
+		{"not executable", []string{"/etc/passwd"}, "", 126, "sh: exec: line 0: /etc/passwd: Permission denied\n", ""},
+		{"missing cwd", []string{"true"}, "/nonexist", 127, "sh: cd: line 0: can't cd to /nonexist: No such file or directory\n", ""},
+		// A program named "-l" or "--" is one to look up, not exec's
+		// option: exec answered 2 "illegal option -l", and "--" ran echo.
+		{"named -l", []string{"-l"}, "", 127, "sh: -l: not found\n", "sh: line 0: -l: not found\n"},
+		{"named --", []string{"--", "echo", "ran"}, "", 127, "sh: --: not found\n", "sh: line 0: --: not found\n"},
 	}
 	_, _, fallback0 := execWays(t, g)
 	for _, tc := range cases {
 		for _, way := range []string{"tunnel", "fallback"} {
-			argv := tc.argv
+			argv, stderr := tc.argv, tc.stderr
 			if way == "fallback" {
 				argv = append(append([]string(nil), argv...), long...)
+				if tc.fallback != "" {
+					stderr = tc.fallback
+				}
 			}
 			res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: argv[0], Args: argv[1:], Cwd: tc.cwd, TimeoutMs: 60000})
 			if err != nil {
 				t.Fatalf("%s (%s): %v", tc.name, way, err)
 			}
-			if res.ExitCode != tc.code || res.Stdout != "" || res.Stderr != tc.stderr {
-				t.Errorf("API %s (%s): exit %d stdout %q stderr %q; want %d, stderr %q", tc.name, way, res.ExitCode, res.Stdout, res.Stderr, tc.code, tc.stderr)
+			if res.ExitCode != tc.code || res.Stdout != "" || res.Stderr != stderr {
+				t.Errorf("API %s (%s): exit %d stdout %q stderr %q; want %d, stderr %q", tc.name, way, res.ExitCode, res.Stdout, res.Stderr, tc.code, stderr)
 			}
 		}
 		res, err := h.Exec(ctx, tc.argv, hostgate.ExecOptions{SpawnOptions: hostgate.SpawnOptions{Dir: tc.cwd}})
@@ -95,6 +107,11 @@ func TestExitCodeConventions(t *testing.T) {
 	// Host.Exec on a machine: its own shell's words, the same codes.
 	if res, err := m.Exec(ctx, []string{"nonexist-hostgate"}, hostgate.ExecOptions{}); err != nil || res.ExitCode != 127 || !strings.Contains(string(res.Stderr), "nonexist-hostgate: not found") {
 		t.Errorf("Host.Exec not found on the machine: %+v %q %v", res, res.Stderr, err)
+	}
+	for _, argv := range [][]string{{"-l"}, {"--", "echo", "ran"}} {
+		if res, err := m.Exec(ctx, argv, hostgate.ExecOptions{}); err != nil || res.ExitCode != 127 || !strings.Contains(string(res.Stderr), argv[0]+": not found") {
+			t.Errorf("Host.Exec %q on the machine: %+v %q %v, want 127 not found", argv, res, res.Stderr, err)
+		}
 	}
 	if res, err := m.Exec(ctx, []string{"/etc/passwd"}, hostgate.ExecOptions{}); err != nil || res.ExitCode != 126 {
 		t.Errorf("Host.Exec not executable on the machine: %+v %q %v", res, res.Stderr, err)

@@ -67,8 +67,9 @@ const ociPrefix = "OCI runtime exec failed: exec failed: unable to start contain
 // commandScript is the `sh -c` line that runs argv in a container whose
 // environment is base, as Host.Exec's command line (shell.CommandLine)
 // does: `cd DIR || exit 127`, exactly base overridden by env (the agent's
-// and the shell's own variables removed), then `exec ARGV`, so that its
-// exit status and signal are the command's own. A program the shell cannot
+// and the shell's own variables removed), then `exec ARGV` (shell.Exec: a
+// program named "-l" runs as a plain command, which exec would take for
+// its option), so that its exit status and signal are the command's own. A program the shell cannot
 // find exits 127, one it cannot execute 126, a missing cwd 127, each with
 // the shell's own message on stderr: what the same command gives over SSH
 // (Host.Exec) and through docker exec (dockerhost wraps its argv in the
@@ -110,7 +111,7 @@ func commandScript(base []string, argv []string, env map[string]string, dir stri
 		}
 		fmt.Fprintf(&b, "export %s=%s; ", k, q(v))
 	}
-	b.WriteString("exec " + shell.Join(argv))
+	b.WriteString(shell.Exec(argv))
 	return b.String(), nil
 }
 

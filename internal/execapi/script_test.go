@@ -176,6 +176,10 @@ func TestCommandScriptStart(t *testing.T) {
 			{[]string{dir + "/missing"}, "/", 127, "", dir + "/missing: "},
 			{[]string{"script"}, dir + "/nonexist", 127, "", dir + "/nonexist"},
 			{[]string{"script"}, plain, 127, "", plain},
+			// exec took these for its options (busybox: 2 "illegal
+			// option -l"; "--" ran echo).
+			{[]string{"-l"}, "/", 127, "", "-l: not found"},
+			{[]string{"--", "echo", "ran"}, "/", 127, "", "--: not found"},
 		} {
 			out, stderr, code := runScriptErr(t, sh, base, tc.argv, nil, tc.dir)
 			if out != tc.stdout || code != tc.code || !strings.Contains(stderr, tc.stderr) || (tc.stderr == "") != (stderr == "") {

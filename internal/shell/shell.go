@@ -107,7 +107,39 @@ func CommandLine(argv []string, dir string, env map[string]string) (string, erro
 		b.WriteString(Quote(env[k]))
 		b.WriteString("; ")
 	}
-	b.WriteString("exec ")
-	b.WriteString(Join(argv))
+	b.WriteString(Exec(argv))
 	return b.String(), nil
+}
+
+// Exec is the end of a command line that hands the shell's process to
+// argv, every word quoted: "exec ARGV", so that the command's exit status
+// and signal are its own. A program whose name starts with '-' is run as
+// a plain command instead, its name always quoted: bash and busybox ash
+// take exec's first word for an option (bash's "exec -l" does nothing and
+// exits 0, ash's answers 2 "illegal option"; a first word "--" ran the
+// next one), and POSIX does not promise that exec takes "--" (dash runs a
+// program named "--"), whereas a command's name is never an option in any
+// shell. bash and busybox ash still exec such a last command without a
+// fork, dash forks it and exits with its status (128+N when a signal
+// killed it). The quotes keep a line that starts with the name from
+// reading as the shell's own option (sh -c -l: "-c requires an argument").
+func Exec(argv []string) string {
+	if len(argv) == 0 || !strings.HasPrefix(argv[0], "-") {
+		return "exec " + Join(argv)
+	}
+	first := "'" + strings.ReplaceAll(argv[0], "'", `'\''`) + "'"
+	if len(argv) == 1 {
+		return first
+	}
+	return first + " " + Join(argv[1:])
+}
+
+// ExecArgs is Exec for a script whose arguments ("$@") are the command,
+// program the first of them: `exec "$@"`, or `"$@"` when program starts
+// with '-'.
+func ExecArgs(program string) string {
+	if strings.HasPrefix(program, "-") {
+		return `"$@"`
+	}
+	return `exec "$@"`
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // DockerAPI is the subset of the Docker client this package uses.
@@ -737,11 +739,54 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 				return "", h.pullFailed(cfg.Image, perr)
 			}
 		case cerrdefs.IsInvalidArgument(err):
-			return "", &Error{Code: CodeInvalidRequest, Message: "the engine refused the container", Err: err}
+			h.logger.Warn("the engine refused a container", "container", name, "err", err)
+			return "", engineRefused(err)
 		default:
 			return "", fmt.Errorf("dockerhost: create container: %w", err)
 		}
 	}
+}
+
+// engineFields map words of the engine's refusals of a container to the
+// request's field they are about, first match winning ("Range of CPUs is
+// from 0.01 to 2.00, as there are only 2 CPUs available", "Minimum memory
+// limit allowed is 6MB").
+var engineFields = []struct{ word, field string }{
+	{"cpu", "resources.cpus"},
+	{"memory", "resources.memoryBytes"},
+	{"pids", "resources.pids"},
+	{"tmpfs", "resources.diskBytes"},
+	{"image", "image"},
+}
+
+// maxEngineWords bounds the engine's words passed on to the caller.
+const maxEngineWords = 512
+
+// engineRefused is the answer to a container the engine refused as
+// invalid (InvalidParameter). Validation lets through only what the
+// gateway's maximum (Config.MaxResources) allows, so what the engine
+// refuses is beyond what this machine has (more CPUs than it has, when
+// the operator's maximum or the gateway's own count of CPUs, which is not
+// the engine's when the engine is remote, allows them): the engine's
+// words say what it accepts, and the field they are about is named. It
+// said only "the engine refused the container".
+func engineRefused(err error) *Error {
+	words := strings.TrimPrefix(err.Error(), "Error response from daemon: ")
+	words = textcut.Cut(words, maxEngineWords)
+	field := ""
+	low := strings.ToLower(words)
+	for _, f := range engineFields {
+		if strings.Contains(low, f.word) {
+			field = f.field
+			break
+		}
+	}
+	fix := "change the request; if it is not about the request, the gateway's configuration is what the engine refused: tell its operator"
+	if strings.HasPrefix(field, "resources.") {
+		fix = "ask for a " + field + " the engine accepts; the gateway's maximum allowed this one, so its operator should lower it (Config.MaxResources) to what the engine accepts"
+	}
+	return &Error{Code: CodeInvalidRequest, Field: field, Err: err,
+		Message: "the engine refused the container: " + words + "; " + fix}
 }
 
 // pullFailed is the answer to an image the engine lacks and could not

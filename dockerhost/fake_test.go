@@ -363,3 +363,43 @@ func TestExpiryAfterSetTimeout(t *testing.T) {
 		t.Errorf("removed %v, want c-x", f.removed)
 	}
 }
+
+// daemonInvalid is the error the Docker client returns for a 400 from the
+// engine: its words after "Error response from daemon: ", an
+// InvalidParameter.
+type daemonInvalid string
+
+func (e daemonInvalid) Error() string     { return "Error response from daemon: " + string(e) }
+func (e daemonInvalid) InvalidParameter() {}
+
+// TestEngineRefusalNamed: a container the engine refuses as invalid
+// answers invalid_request with the engine's words, the field they are
+// about and what to change; it said "the engine refused the container",
+// naming nothing.
+func TestEngineRefusalNamed(t *testing.T) {
+	for _, tc := range []struct {
+		engine, field, fix string
+	}{
+		{"Range of CPUs is from 0.01 to 2.00, as there are only 2 CPUs available", "resources.cpus", "Config.MaxResources"},
+		{"Minimum memory limit allowed is 6MB", "resources.memoryBytes", "Config.MaxResources"},
+		{"invalid mount config: something else", "", "tell its operator"},
+	} {
+		f := &fakeDocker{createErr: []error{daemonInvalid(tc.engine)}}
+		h := fakeHost(t, f, time.Now())
+		cfg, hc, _ := h.policy.ContainerConfig("x", sandboxUIDBase, validReq(), time.Now(), nil)
+		_, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != tc.field ||
+			!strings.Contains(e.Message, "refused the container: "+tc.engine+"; ") || !strings.Contains(e.Message, tc.fix) {
+			t.Errorf("engine says %q: %v; want invalid_request on %q with its words and %q", tc.engine, err, tc.field, tc.fix)
+		}
+	}
+	f := &fakeDocker{createErr: []error{daemonInvalid(strings.Repeat("w", 10_000))}}
+	h := fakeHost(t, f, time.Now())
+	cfg, hc, _ := h.policy.ContainerConfig("x", sandboxUIDBase, validReq(), time.Now(), nil)
+	_, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+	var e *Error
+	if !asError(err, &e) || len(e.Message) > maxEngineWords+300 {
+		t.Errorf("a refusal of 10000 bytes: %d bytes of message, want the engine's words cut to %d", len(e.Message), maxEngineWords)
+	}
+}

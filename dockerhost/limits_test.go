@@ -408,3 +408,31 @@ func testExecArgTooLong(t *testing.T) {
 		t.Fatalf("the execution after a refused exec: %v", err)
 	}
 }
+
+// testEngineRefusesCPUs: a gateway whose maximum allows more CPUs than the
+// engine has (an operator's MaxResources) answers a request for them with
+// invalid_request naming resources.cpus and the engine's words, and
+// leaves no container; it answered "the engine refused the container".
+func testEngineRefusesCPUs(t *testing.T) {
+	cli, img := engine(t)
+	ctx := testCtx(t, 2*time.Minute)
+	info, err := cli.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	max := DefaultMaxResources()
+	max.CPUs = float64(info.NCPU + 2)
+	h := newTestHost(t, cli, &Config{MaxResources: &max})
+	r := small()
+	r.CPUs = float64(info.NCPU + 1)
+	ex, err := h.Provision(ctx, emptyReq(img, r))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "resources.cpus" ||
+		!strings.Contains(e.Message, fmt.Sprintf("only %d CPUs available", info.NCPU)) || !strings.Contains(e.Message, "MaxResources") {
+		t.Fatalf("%v CPUs of an engine with %d: %+v %v; want invalid_request on resources.cpus with the engine's words", r.CPUs, info.NCPU, ex, err)
+	}
+	t.Logf("%v", err)
+	if got := h.List(); len(got) != 0 {
+		t.Errorf("executions after the refusal: %+v", got)
+	}
+}

@@ -88,6 +88,7 @@ var engineTests = []struct {
 	{"KillStopped", testKillStopped},
 	{"StdioPIDUnseen", testStdioPIDUnseen},
 	{"ExecArgTooLong", testExecArgTooLong},
+	{"EngineRefusesCPUs", testEngineRefusesCPUs},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

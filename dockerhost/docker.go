@@ -1311,6 +1311,9 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 		maps.Copy(env, req.Env)
 		req.Env = env
 	}
+	if err := h.checkArgSpace(ctx, e.ContainerID, &req); err != nil {
+		return nil, err
+	}
 	res, way, err := h.runner.exec(ctx, e.ContainerID, userOf(e.uid), req, e.Resources.MaxOutputBytes, h.runnerFor(executionID), func(err error) {
 		// Often by design (a busy tunnel, an environment the runner cannot
 		// reproduce) and counted in ExecStats: not a warning each time.

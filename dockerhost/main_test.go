@@ -89,6 +89,7 @@ var engineTests = []struct {
 	{"StdioPIDUnseen", testStdioPIDUnseen},
 	{"ExecArgTooLong", testExecArgTooLong},
 	{"EngineRefusesCPUs", testEngineRefusesCPUs},
+	{"ExecArgSpace", testExecArgSpace},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

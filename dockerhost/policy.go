@@ -173,7 +173,10 @@ func (p *Policy) ValidateProvision(req *ProvisionRequest) error {
 		// Never a silent fallback to an ordinary Docker network.
 		return invalid("network.mode", `%q is not supported; only "none" is`, req.Network.Mode)
 	}
-	return validateEnv("env", req.Env)
+	if err := validateEnv("env", req.Env); err != nil {
+		return err
+	}
+	return p.envSpace(req.Env)
 }
 
 // ValidateImage reports whether image is a reference the default policy
@@ -617,7 +620,13 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 			// for its threads (the agent raises its own soft limit to the
 			// hard one and gives its commands this one), docker exec's
 			// processes too.
-			Ulimits: []*container.Ulimit{{Name: "nproc", Soft: CommandTasks(pids) - p.initTasks(), Hard: pids - p.initTasks()}},
+			// The stack's soft limit sizes what a command's arguments
+			// and environment may take (argSpace); -1 keeps the hard
+			// one unlimited, as the engine gave it.
+			Ulimits: []*container.Ulimit{
+				{Name: "nproc", Soft: CommandTasks(pids) - p.initTasks(), Hard: pids - p.initTasks()},
+				{Name: "stack", Soft: SandboxStack, Hard: -1},
+			},
 		},
 	}
 	return cfg, hc, nil

@@ -1,0 +1,119 @@
+package dockerhost
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// SandboxStack is the soft stack rlimit of a sandbox's processes, set at
+// create (the hard one stays unlimited, as the engine gave it): Linux
+// sizes what one execve may carry of arguments and environment from it
+// (argSpace), and the gateway, which did not set it, could not know how
+// much a command may pass. It is the usual default, so programs see the
+// stack they did.
+const SandboxStack = 8 << 20
+
+// argSpace is how many bytes an execve in a sandbox may take for its
+// path, arguments and environment: Linux's rule (fs/exec.c,
+// bprm_stack_limits, since 6.x byte for byte): a quarter of the soft
+// stack rlimit, at most three quarters of _STK_LIM (8 MiB), at least
+// ARG_MAX's 32 pages; each string counts with its NUL, and each argument
+// and variable a pointer (execveBytes). 2 MiB with SandboxStack.
+func argSpace() int {
+	return max(min(SandboxStack/4, (8<<20)/4*3), 32*os.Getpagesize())
+}
+
+// execveBytes is what execve(path, argv, env) takes of argSpace: path,
+// then every string of env and argv, each with its NUL, and a pointer
+// for each string of argv (at least one) and env.
+func execveBytes(path string, argv, env []string) int {
+	n := len(path) + 1
+	for _, s := range argv {
+		n += len(s) + 1
+	}
+	for _, s := range env {
+		n += len(s) + 1
+	}
+	return n + 8*(max(len(argv), 1)+len(env))
+}
+
+// execEnv is the environment docker exec gives a command in a container
+// whose configured environment is cfgEnv and host name hostname, with
+// the command's env: the engine's PATH and HOSTNAME unless cfgEnv has
+// them (moby's CreateDaemonEnvironment), then cfgEnv, then env, each
+// replacing a name it repeats.
+func execEnv(cfgEnv []string, hostname string, env map[string]string) []string {
+	out := []string{"PATH=" + defaultPath, "HOSTNAME=" + hostname}
+	set := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i := slices.IndexFunc(out, func(e string) bool { return strings.HasPrefix(e, k+"=") }); i >= 0 {
+			out[i] = kv
+			return
+		}
+		out = append(out, kv)
+	}
+	for _, kv := range cfgEnv {
+		set(kv)
+	}
+	for _, kv := range envList(env) {
+		set(kv)
+	}
+	if !slices.ContainsFunc(out, func(e string) bool { return strings.HasPrefix(e, "HOME=") }) {
+		// runc sets HOME from the image's passwd when nothing does.
+		out = append(out, "HOME=/nonexistent")
+	}
+	return out
+}
+
+// checkArgSpace refuses a command that docker exec could not start in
+// the container: its shell's argv (shellArgv) with the environment over
+// argSpace. It answered 200 with exit code 1 and "exec /bin/sh: argument
+// list too long" on stderr, as if it had run and failed. The container's
+// environment (the image's and the provision's) is asked of the engine
+// only for a command whose own words take over a quarter of the space:
+// the usual command costs nothing. The agent tunnel starts a command
+// with less (no shell script of docker exec's in its argv), so what
+// passes here runs either way.
+func (h *Docker) checkArgSpace(ctx context.Context, containerID string, req *ExecRequest) error {
+	argv := shellArgv(append([]string{req.Command}, req.Args...), req.Cwd, req.Env)
+	n := execveBytes(argv[0], argv, envList(req.Env))
+	if n <= argSpace()/4 {
+		return nil
+	}
+	info, err := h.api.ContainerInspect(ctx, containerID)
+	if err != nil {
+		return fmt.Errorf("dockerhost: inspect container for its environment: %w", err)
+	}
+	var cfgEnv []string
+	var hostname string
+	if info.Config != nil {
+		cfgEnv, hostname = info.Config.Env, info.Config.Hostname
+	}
+	n = execveBytes(argv[0], argv, execEnv(cfgEnv, hostname, req.Env))
+	if n <= argSpace() {
+		return nil
+	}
+	return invalid("args", "with the environment and the shell that starts them, the command's words take %d bytes, over the %d a program's arguments and environment may hold in a sandbox (Linux: a quarter of its %d MiB stack limit, each string with its NUL and a pointer); pass large data on stdin or in a file (SFTP)",
+		n, argSpace(), SandboxStack>>20)
+}
+
+// envSpace refuses a provision env that takes over half of argSpace as
+// every process of the sandbox gets it (with the variables provisionEnv
+// adds): its container could not start (its main process got E2BIG, and
+// the caller "the container ended during provisioning … runtimeMs or
+// memoryBytes too small?"), or its commands had next to no room left
+// for their arguments. Half is a bound no real environment nears.
+func (p *Policy) envSpace(env map[string]string) error {
+	n := 0
+	for _, kv := range envList(p.provisionEnv(env)) {
+		n += len(kv) + 1 + 8
+	}
+	if n > argSpace()/2 {
+		return invalid("env", "takes %d bytes in every process of the sandbox (each NAME=value with its NUL and a pointer), over the %d it may have, half of what a program's arguments and environment may hold there (Linux: a quarter of the %d MiB stack limit); put large values in a file in the workspace",
+			n, argSpace()/2, SandboxStack>>20)
+	}
+	return nil
+}

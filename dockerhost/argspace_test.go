@@ -1,0 +1,165 @@
+package dockerhost
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// takesRE reads the bytes a refused command's words take from its error.
+var takesRE = regexp.MustCompile(`take (\d+) bytes, over the (\d+) `)
+
+// testExecArgSpace: a command whose arguments, with the environment, pass
+// what one execve may hold in the sandbox (a quarter of the stack limit
+// set at create) is refused with 400 naming args and the fix; it
+// answered 200, exit code 1, "exec /bin/sh: argument list too long". The
+// most bytes the gateway allows run, and are what the kernel allows: one
+// byte more, passed to docker exec behind the gateway's back, is refused
+// by the kernel. The container's environment (a provision variable of
+// 30000 bytes) counts.
+func testExecArgSpace(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	req := emptyReq(img, small())
+	req.Env = map[string]string{"BIG": strings.Repeat("e", 30_000)}
+	ex := provision(t, h, req)
+	ctx := testCtx(t, 2*time.Minute)
+	if res := sh(t, h, ex.ExecutionID, "ulimit -s; ulimit -Hs"); res.Stdout != fmt.Sprintf("%d\nunlimited\n", SandboxStack>>10) {
+		t.Fatalf("the sandbox's stack limit: %q, want %d KiB, hard unlimited", res.Stdout, SandboxStack>>10)
+	}
+	// Words of 100000 bytes, under MAX_ARG_STRLEN, the last one sized.
+	args := func(total int) []string {
+		a := []string{"-c", `n=0; for w; do n=$((n+${#w})); done; echo $n`, "sh"}
+		for total > 0 {
+			w := min(total, 100_000)
+			a = append(a, strings.Repeat("a", w))
+			total -= w
+		}
+		return a
+	}
+	execReq := func(total int) ExecRequest {
+		return ExecRequest{Command: "/bin/sh", Args: args(total), Env: map[string]string{"MINE": "1"}, TimeoutMs: 60_000}
+	}
+	// Over: the answer says by how much. 21 words, as at the boundary
+	// (each word is a pointer and a NUL more).
+	const far = 2_099_999
+	_, err := h.Exec(ctx, ex.ExecutionID, execReq(far))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" || !strings.Contains(e.Message, "stdin") {
+		t.Fatalf("%d bytes of arguments: %v, want invalid_request on args naming stdin", far, err)
+	}
+	m := takesRE.FindStringSubmatch(e.Message)
+	if m == nil {
+		t.Fatalf("refusal without its numbers: %q", e.Message)
+	}
+	takes, _ := strconv.Atoi(m[1])
+	space, _ := strconv.Atoi(m[2])
+	if space != 2<<20 {
+		t.Errorf("space %d, want 2 MiB, a quarter of the 8 MiB stack", space)
+	}
+	most := far - (takes - space)
+	if (most-1)/100_000 != (far-1)/100_000 {
+		t.Fatalf("the most bytes allowed, %d, are not in as many words as %d: pick another far", most, far)
+	}
+	t.Logf("%d bytes of arguments take %d of %d; the most allowed: %d", far, takes, space, most)
+	res, err := h.Exec(ctx, ex.ExecutionID, execReq(most))
+	if err != nil || res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", most) {
+		t.Fatalf("%d bytes of arguments, the most allowed: %+v %v; want them run", most, res, err)
+	}
+	_, err = h.Exec(ctx, ex.ExecutionID, execReq(most+1))
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" {
+		t.Fatalf("%d bytes of arguments, one over: %v, want invalid_request on args", most+1, err)
+	}
+	if _, err := h.Get(ctx, ex.ExecutionID); err != nil {
+		t.Fatalf("the execution after a refused exec: %v", err)
+	}
+	// The kernel draws the line where the gateway does: docker exec, the
+	// gateway's check aside, runs the most allowed and refuses one more.
+	live, err := h.live(ctx, ex.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		total  int
+		code   int
+		stdout string
+	}{{most, 0, fmt.Sprintf("%d\n", most)}, {most + 1, 1, ""}} {
+		r := execReq(tc.total)
+		code, out, stderr := rawExec(t, cli, live.ContainerID, userOf(live.uid), shellArgv(append([]string{r.Command}, r.Args...), WorkspaceDir, r.Env), envList(r.Env))
+		if code != tc.code || out != tc.stdout || (tc.code == 1) != strings.Contains(stderr, "argument list too long") {
+			t.Errorf("docker exec of %d bytes of arguments: exit %d %q %q; want %d %q", tc.total, code, out, stderr, tc.code, tc.stdout)
+		}
+	}
+}
+
+// rawExec runs argv in a container by docker exec and returns its exit
+// code, stdout and stderr.
+func rawExec(t *testing.T, cli *client.Client, cid, user string, argv, env []string) (int, string, string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	created, err := cli.ContainerExecCreate(ctx, cid, container.ExecOptions{User: user, Cmd: argv, Env: env, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hj, err := cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hj.Close()
+	var o, e bytes.Buffer
+	if _, err := stdcopy.StdCopy(&o, &e, hj.Reader); err != nil {
+		t.Fatal(err)
+	}
+	insp, err := cli.ContainerExecInspect(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return insp.ExitCode, o.String(), e.String()
+}
+
+// TestProvisionEnvSpace: a provision env over half of what a program's
+// arguments and environment may hold in the sandbox is refused naming
+// env and the fix; its container's main process could not start (E2BIG),
+// and the caller read "the container ended during provisioning (status
+// 1; runtimeMs or memoryBytes too small?)". One just under runs through
+// validation.
+func TestProvisionEnvSpace(t *testing.T) {
+	p := &Policy{Max: DefaultMaxResources()}
+	env := func(n int) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprintf("V%02d", i)] = strings.Repeat("v", 30_000)
+		}
+		return m
+	}
+	req := validReq()
+	req.Env = env(34) // 34 × 30013 bytes and what provisionEnv adds: under 1 MiB
+	if err := p.ValidateProvision(&req); err != nil {
+		t.Fatalf("an env of 34 × 30000 bytes: %v, want it allowed", err)
+	}
+	req.Env = env(35)
+	var e *Error
+	if err := p.ValidateProvision(&req); !errors.As(err, &e) || e.Field != "env" || !strings.Contains(e.Message, "in a file") {
+		t.Fatalf("an env of 35 × 30000 bytes: %v, want invalid_request on env", err)
+	}
+	if got := argSpace(); got != 2<<20 {
+		t.Errorf("argSpace = %d, want 2 MiB, a quarter of the 8 MiB stack", got)
+	}
+	// execve's count: the path, each string with its NUL, a pointer each.
+	if got := execveBytes("/bin/sh", []string{"sh", "-c", "x"}, []string{"A=1"}); got != 8+3+3+2+4+8*4 {
+		t.Errorf("execveBytes = %d", got)
+	}
+	if got := execEnv([]string{"PATH=/p", "A=1"}, "box", map[string]string{"A": "2", "HOME": "/w"}); !slices.Equal(got, []string{"PATH=/p", "HOSTNAME=box", "A=2", "HOME=/w"}) {
+		t.Errorf("execEnv = %q", got)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,35 @@ func TestExitCodeConventions(t *testing.T) {
 	if _, _, fallback1 := execWays(t, g); fallback1-fallback0 != len(cases)+2 {
 		n := fallback1 - fallback0
 		t.Errorf("%d commands went to docker exec, want %d", n, len(cases)+2)
+	}
+}
+
+// TestSandboxExecArgSpace: over the API, a command whose words with the
+// environment pass the 2 MiB one program may be given in the sandbox (a
+// quarter of the 8 MiB stack limit set at create) is refused with 400
+// naming args, and the execution lives on; a command just under runs. It
+// answered 200, exit code 1, "exec /bin/sh: argument list too long".
+func TestSandboxExecArgSpace(t *testing.T) {
+	_, c, image := execGateway(t)
+	ctx := testCtx(t, 5*time.Minute)
+	e := provision(t, ctx, c, execRequest(image))
+	words := func(n int) []string {
+		a := []string{"-c", `n=0; for w; do n=$((n+${#w})); done; echo $n`, "sh"}
+		for range n {
+			a = append(a, strings.Repeat("a", 100_000))
+		}
+		return a
+	}
+	// 20 words: 2000000 bytes and the rest under 2097152.
+	res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: words(20), TimeoutMs: 60000})
+	if err != nil || res.ExitCode != 0 || res.Stdout != "2000000\n" {
+		t.Fatalf("20 words of 100000 bytes: %+v %v; want them run", res, err)
+	}
+	_, err = c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "/bin/sh", Args: words(21), TimeoutMs: 60000})
+	if ae := apiErr(err); ae == nil || ae.Status != http.StatusBadRequest || ae.Code != "invalid_request" || !strings.HasPrefix(ae.Message, "args: ") || !strings.Contains(ae.Message, "stdin") {
+		t.Fatalf("21 words of 100000 bytes: %v; want 400 invalid_request naming args and stdin", err)
+	}
+	if res, err := c.Exec(ctx, e.ExecutionID, client.ExecRequest{Command: "true", TimeoutMs: 60000}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a command after the refusal: %+v %v", res, err)
 	}
 }

@@ -2,10 +2,8 @@ package forward
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -832,44 +830,6 @@ func upstreamReason(err error) string {
 		s = s[:200] + "…"
 	}
 	return s
-}
-
-var errorPage = template.Must(template.New("e").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Status}} · preview</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{font:16px system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;color:#222}
-h1{font-size:1.4em}p.hint{color:#555}code{background:#eee;padding:0 .2em}</style></head>
-<body><h1>{{.Message}}</h1>{{if .Hint}}<p class="hint">{{.Hint}}</p>{{end}}
-<p><small>{{.Status}} · hostgate preview</small></p></body></html>
-`))
-
-// writeError answers with the project's JSON error shape, or an HTML page
-// for browsers.
-func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if status == http.StatusUnauthorized {
-		h.Set("WWW-Authenticate", `Bearer realm="hostgate"`)
-	}
-	if wantsHTML(r) {
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(status)
-		_ = errorPage.Execute(w, map[string]string{
-			"Status": strconv.Itoa(status) + " " + http.StatusText(status), "Message": msg, "Hint": hint,
-		})
-		return
-	}
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	if r.Method == http.MethodHead {
-		return
-	}
-	m := msg
-	if hint != "" {
-		m += " " + hint
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": m}})
 }
 
 // writeIdleTimeout is how long one write of a proxied response may wait

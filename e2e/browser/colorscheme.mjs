@@ -7,30 +7,10 @@
 // an off toggle keeps 3 or more against what is around it, so it shows
 // where the control is: it was 1.3-1.5, the login's fields nearly
 // invisible boxes on the panel (WCAG 1.4.11).
-import { run, login, screenshot, env } from "./lib.mjs";
+import { run, login, screenshot, env, lowestContrast } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
 const token = env("HOSTGATE_TOKEN");
-
-// The lowest contrast of any visible text of the page with its background
-// (the first ancestor's that is not transparent), and which text.
-function lowestContrast() {
-  const rgb = (c) => { const m = c.match(/rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?/); return m && { r: +m[1], g: +m[2], b: +m[3], a: m[4] === undefined ? 1 : +m[4] }; };
-  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }; return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
-  const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c && c.a > 0) return c; } return null; };
-  let worst = null;
-  for (const el of document.querySelectorAll("body *")) {
-    if (el.closest(".sr, #term, script, style") || el.disabled || !el.getClientRects().length) continue;
-    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()) || (el.tagName === "INPUT" && el.value);
-    if (!own) continue;
-    const fg = rgb(getComputedStyle(el).color), bg = bgOf(el);
-    if (!fg || !bg) return { text: el.outerHTML.slice(0, 80), ratio: 0, why: "no background: the canvas shows" };
-    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
-    const ratio = (a + 0.05) / (b + 0.05);
-    if (!worst || ratio < worst.ratio) worst = { text: (el.value || el.textContent).trim().slice(0, 40), ratio: Math.round(ratio * 100) / 100, fg: getComputedStyle(el).color, bg: JSON.stringify(bg) };
-  }
-  return worst;
-}
 
 // The lowest contrast of a text field's or an off toggle's edge (its
 // border, or its inset box-shadow line) with what is around it: the edge

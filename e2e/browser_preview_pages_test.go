@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestBrowserPreviewPages opens, in Chromium, each page the preview answers
+// a browser with when it cannot serve a preview, in the dark and the light
+// scheme (previewpages.mjs): a path that is no preview, a host that does
+// not exist, a port nothing listens on, a port that answers something
+// other than HTTP, a host whose agent is not connected, and a login
+// ticket missing or refused on a preview origin. The 504 of a hung dev
+// server is TestBrowserPreviewHungDevServer's.
+func TestBrowserPreviewPages(t *testing.T) {
+	g := startGateway(t, "", "--preview-domain", "localhost")
+	g.startAgent("box", "")
+	g.startAgent("gone", "").stop()
+	g.waitConnected("gone", false, 30*time.Second)
+
+	closed := freePort(t)
+	garbage := notHTTP(t)
+	_, gwPort, _ := net.SplitHostPort(g.url[len("http://"):])
+	auth := "http://3000--box.localhost:" + gwPort + "/.hostgate/auth"
+	kinds := [][]any{
+		{"no-preview", g.url + "/preview/box/notaport/", 404, "No preview here."},
+		{"no-host", g.url + "/preview/nobody/3000/", 404, "There is no host nobody."},
+		{"nothing-listens", g.url + "/preview/box/" + strconv.Itoa(closed) + "/", 502, "Nothing answered on port " + strconv.Itoa(closed) + " of host box."},
+		{"not-http", g.url + "/preview/box/" + strconv.Itoa(garbage) + "/", 502, "answered, but not with an HTTP response"},
+		{"host-offline", g.url + "/preview/gone/3000/", 503, "Host gone is not connected."},
+		{"no-ticket", auth, 400, "Missing or oversized ticket."},
+		{"bad-ticket", auth + "?ticket=bogus", 401, "This login link is invalid or expired."},
+	}
+	b, err := json.Marshal(kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBrowser(t, "previewpages.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin, "HOSTGATE_PREVIEW_PAGES="+string(b))
+}
+
+// freePort is a loopback port nothing listens on (one just closed).
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+// notHTTP is a loopback port whose server greets every connection with an
+// SSH banner and hangs up, as a port that is not an HTTP server does.
+func notHTTP(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("SSH-2.0-notHTTP\r\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}

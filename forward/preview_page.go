@@ -1,0 +1,56 @@
+package forward
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"strconv"
+)
+
+// errorPage is what a browser gets when a preview cannot be served. It
+// follows the viewer's colour scheme as the gateway's web UI does (its
+// colours, from internal/webui/static/style.css): it was always light, a
+// white page flashing up in a dark-mode browser between dark ones. Text
+// keeps a contrast of 4.5 or more with the page in both schemes. Its style
+// is inline: the page must stand alone on a preview origin, where the
+// gateway's stylesheet is not served.
+var errorPage = template.Must(template.New("e").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Status}} · preview</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="dark light">
+<style>:root{color-scheme:dark light;--bg:#0f1115;--fg:#e6e6e6;--muted:#8b93a1;--link:#58a6ff}
+@media (prefers-color-scheme:light){:root{--bg:#ffffff;--fg:#1f2328;--muted:#59636e;--link:#0969da}}
+body{font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40em;margin:4em auto;padding:0 1em;background:var(--bg);color:var(--fg)}
+h1{font-size:1.4em;line-height:1.3}a{color:var(--link)}small{color:var(--muted)}</style></head>
+<body><h1>{{.Message}}</h1>{{if .Hint}}<p class="hint">{{.Hint}}</p>{{end}}
+<p><small>{{.Status}} · hostgate preview</small></p></body></html>
+`))
+
+// writeError answers with the project's JSON error shape, or an HTML page
+// for browsers.
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="hostgate"`)
+	}
+	if wantsHTML(r) {
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(status)
+		_ = errorPage.Execute(w, map[string]string{
+			"Status": strconv.Itoa(status) + " " + http.StatusText(status), "Message": msg, "Hint": hint,
+		})
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	m := msg
+	if hint != "" {
+		m += " " + hint
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": m}})
+}

@@ -172,6 +172,11 @@ type PreviewConfig struct {
 	// server answered something other than HTTP, which both look like
 	// here: the connection ended.
 	HostLost func(ctx context.Context, hostID string) error
+	// HomeURL, when set, is where the preview's pages link back to (the
+	// gateway's host list), for r: on a preview origin the gateway is
+	// another site, and a person stuck on a page had no way back but the
+	// address bar.
+	HomeURL func(r *http.Request) string
 	// Logger gets one line per failed upstream dial. Default: discard.
 	Logger *slog.Logger
 }
@@ -331,7 +336,7 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p.cfg.Domain != "" {
 				hint = "Previews live at http://{port}--{host}." + p.cfg.Domain + "/ or " + p.cfg.PathPrefix + "{host}/{port}/."
 			}
-			writeError(w, r, http.StatusNotFound, "not_found", "No preview here.", hint)
+			p.writeError(w, r, http.StatusNotFound, "not_found", "No preview here.", hint)
 			return
 		}
 	}
@@ -342,7 +347,7 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if viaShare {
 		if !p.takeShared(t.hostID) {
-			writeError(w, r, http.StatusServiceUnavailable, "busy", "This shared preview is busy.", "Too many requests are open through public shares of this host; try again shortly.")
+			p.writeError(w, r, http.StatusServiceUnavailable, "busy", "This shared preview is busy.", "Too many requests are open through public shares of this host; try again shortly.")
 			return
 		}
 		defer p.releaseShared(t.hostID)
@@ -424,11 +429,11 @@ func (p *Preview) resolve(w http.ResponseWriter, r *http.Request, t *target) boo
 				}
 			}
 		}
-		writeError(w, r, http.StatusConflict, "ambiguous_host", "This preview's host name matches more than one host.", hint)
+		p.writeError(w, r, http.StatusConflict, "ambiguous_host", "This preview's host name matches more than one host.", hint)
 		return false
 	default:
 		p.log.Warn("preview host lookup", "label", t.hostID, "err", err)
-		writeError(w, r, http.StatusServiceUnavailable, "unavailable", "Could not look this preview's host up.", "Try again shortly.")
+		p.writeError(w, r, http.StatusServiceUnavailable, "unavailable", "Could not look this preview's host up.", "Try again shortly.")
 		return false
 	}
 }
@@ -531,7 +536,7 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 		_, ok, err := p.cfg.Shares.Lookup(r.Context(), t.hostID, t.port)
 		if err != nil {
 			p.log.Warn("preview share lookup", "host", t.hostID, "port", t.port, "err", err)
-			writeUnavailable(w, r)
+			p.writeUnavailable(w, r)
 			return false, false
 		}
 		if ok {
@@ -540,7 +545,7 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 	}
 	if undecided != nil {
 		p.log.Warn("preview authorization unavailable", "host", t.hostID, "port", t.port, "err", undecided)
-		writeUnavailable(w, r)
+		p.writeUnavailable(w, r)
 		return false, false
 	}
 	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
@@ -558,15 +563,15 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 		scheme, _, _ := strings.Cut(origin, "://") // the sibling's: the same deployment's
 		hint += " A page on another port calls it with the viewer's login for this port's preview: open " + scheme + "://" + r.Host + "/ once to log in there."
 	}
-	writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.", hint)
+	p.writeError(w, r, http.StatusUnauthorized, "unauthorized", "Log in to see this preview.", hint)
 	return false, false
 }
 
 // writeUnavailable answers a request whose authorization cannot be
 // decided because the gateway's store cannot answer.
-func writeUnavailable(w http.ResponseWriter, r *http.Request) {
+func (p *Preview) writeUnavailable(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "5")
-	writeError(w, r, http.StatusServiceUnavailable, "store_unavailable", "The gateway cannot check access to this preview right now.", "Try again shortly.")
+	p.writeError(w, r, http.StatusServiceUnavailable, "store_unavailable", "The gateway cannot check access to this preview right now.", "Try again shortly.")
 }
 
 // wantsHTML tells a browser navigation from an API client: browsers ask for
@@ -580,13 +585,13 @@ func wantsHTML(r *http.Request) bool {
 // redeem turns a login ticket into the preview cookie on this preview origin.
 func (p *Preview) redeem(w http.ResponseWriter, r *http.Request, t target) {
 	if p.cfg.Redeem == nil || r.Method != http.MethodGet {
-		writeError(w, r, http.StatusNotFound, "not_found", "No preview login here.", "")
+		p.writeError(w, r, http.StatusNotFound, "not_found", "No preview login here.", "This address ends the gateway's login to a preview; open the preview from the gateway.")
 		return
 	}
 	q := r.URL.Query()
 	ticket, next := q.Get("ticket"), q.Get("next")
 	if len(ticket) > 4096 || ticket == "" {
-		writeError(w, r, http.StatusBadRequest, "bad_request", "Missing or oversized ticket.", "")
+		p.writeError(w, r, http.StatusBadRequest, "bad_request", "Missing or oversized ticket.", "The gateway's login sends the browser here with a ticket for this preview; open the preview again from the gateway to get a new one.")
 		return
 	}
 	// Only a local path: an open redirect would turn the preview origin into
@@ -595,12 +600,12 @@ func (p *Preview) redeem(w http.ResponseWriter, r *http.Request, t target) {
 	value, expires, err := p.cfg.Redeem(r.Context(), ticket, t.hostID, t.port)
 	if errors.Is(err, ErrUnavailable) {
 		p.log.Warn("preview ticket not checked", "host", t.hostID, "port", t.port, "err", err)
-		writeUnavailable(w, r)
+		p.writeUnavailable(w, r)
 		return
 	}
 	if err != nil {
 		p.log.Info("preview ticket refused", "host", t.hostID, "port", t.port, "err", err)
-		writeError(w, r, http.StatusUnauthorized, "unauthorized", "This login link is invalid or expired.", "Open the preview again from the gateway.")
+		p.writeError(w, r, http.StatusUnauthorized, "unauthorized", "This login link is invalid or expired.", "Open the preview again from the gateway.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -747,7 +752,7 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	t, _ := r.Context().Value(ctxKey{}).(target)
 	if errors.Is(err, errNoHeaders) || errors.Is(context.Cause(r.Context()), errNoHeaders) {
 		p.log.Warn("preview upstream sent no response headers in time", "host", t.hostID, "port", t.port, "timeout", p.cfg.NavigationTimeout)
-		writeError(w, r, http.StatusGatewayTimeout, "upstream_timeout",
+		p.writeError(w, r, http.StatusGatewayTimeout, "upstream_timeout",
 			fmt.Sprintf("Port %d of host %s has not answered this page in %v.", t.port, t.hostID, p.cfg.NavigationTimeout),
 			fmt.Sprintf("Something on localhost:%d of host %s took the request but sent no response: the dev server may be stopped (Ctrl-Z, a paused debugger), stuck in a handler, or still building this page. Check its terminal on the host, then reload.", t.port, t.hostID))
 		return
@@ -756,7 +761,7 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// The client left, or its request was ended for it: the server is
 		// stopping, or the body broke off. Not worth a log line, but the
 		// answer must not be the implicit 200 that reports success.
-		writeError(w, r, http.StatusServiceUnavailable, "cancelled",
+		p.writeError(w, r, http.StatusServiceUnavailable, "cancelled",
 			"The request ended before the dev server answered.",
 			fmt.Sprintf("Port %d of host %s was still working on it; try again.", t.port, t.hostID))
 		return
@@ -774,13 +779,13 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		gone = &HostGoneError{}
 	}
 	if gone.Ended && gone.Why != "" {
-		writeError(w, r, http.StatusNotFound, "not_found",
+		p.writeError(w, r, http.StatusNotFound, "not_found",
 			fmt.Sprintf("Host %s is gone: %s.", t.hostID, gone.Why),
 			"It does not come back: provision a new sandbox, start the dev server there and open its preview.")
 		return
 	}
 	if errors.Is(err, ErrUnknownHost) {
-		writeError(w, r, http.StatusNotFound, "not_found",
+		p.writeError(w, r, http.StatusNotFound, "not_found",
 			fmt.Sprintf("There is no host %s.", t.hostID),
 			"Check the host id in the address; the gateway's host list has every host.")
 		return
@@ -796,18 +801,18 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			// not the fix, and the reason says who can make it.
 			hint = strings.ToUpper(gone.Why[:1]) + gone.Why[1:] + ". Reload once that is fixed."
 		}
-		writeError(w, r, http.StatusServiceUnavailable, "host_offline", msg, hint)
+		p.writeError(w, r, http.StatusServiceUnavailable, "host_offline", msg, hint)
 		return
 	}
 	if !nothingListens(err) {
 		// The port answered, with something the proxy cannot pass on:
 		// "nothing answered" sent people looking for a server that runs.
-		writeError(w, r, http.StatusBadGateway, "upstream_bad_response",
+		p.writeError(w, r, http.StatusBadGateway, "upstream_bad_response",
 			fmt.Sprintf("Port %d of host %s answered, but not with an HTTP response the preview can pass on.", t.port, t.hostID),
 			fmt.Sprintf("Is it an HTTP server (not HTTPS or another protocol), with headers under 1 MiB? The proxy saw: %s", upstreamReason(err)))
 		return
 	}
-	writeError(w, r, http.StatusBadGateway, "upstream_unavailable",
+	p.writeError(w, r, http.StatusBadGateway, "upstream_unavailable",
 		fmt.Sprintf("Nothing answered on port %d of host %s.", t.port, t.hostID),
 		fmt.Sprintf("Start your dev server on the host, listening on localhost:%d (127.0.0.1, ::1 or all addresses), then reload.", t.port))
 }

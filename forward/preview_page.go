@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // errorPage is what a browser gets when a preview cannot be served. It
@@ -14,21 +15,29 @@ import (
 // keeps a contrast of 4.5 or more with the page in both schemes. Its style
 // is inline: the page must stand alone on a preview origin, where the
 // gateway's stylesheet is not served.
+//
+// The title says what happened, as the heading does: it is what a screen
+// reader reads first, and what a tab or the history shows; "502 Bad
+// Gateway · preview" said neither which host nor what to do. The message
+// is the page's main landmark, and the next step is a link: a reload where
+// the trouble may pass (5xx), and the gateway's host list, where a host's
+// state shows and a sandbox is provisioned again.
 var errorPage = template.Must(template.New("e").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Status}} · preview</title>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} · {{.Status}} · hostgate preview</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="dark light">
 <style>:root{color-scheme:dark light;--bg:#0f1115;--fg:#e6e6e6;--muted:#8b93a1;--link:#58a6ff}
 @media (prefers-color-scheme:light){:root{--bg:#ffffff;--fg:#1f2328;--muted:#59636e;--link:#0969da}}
 body{font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40em;margin:4em auto;padding:0 1em;background:var(--bg);color:var(--fg)}
-h1{font-size:1.4em;line-height:1.3}a{color:var(--link)}small{color:var(--muted)}</style></head>
-<body><h1>{{.Message}}</h1>{{if .Hint}}<p class="hint">{{.Hint}}</p>{{end}}
-<p><small>{{.Status}} · hostgate preview</small></p></body></html>
+h1{font-size:1.4em;line-height:1.3}a{color:var(--link)}nav a{margin-right:1.5em}small{color:var(--muted)}</style></head>
+<body><main><h1>{{.Message}}</h1>{{if .Hint}}<p>{{.Hint}}</p>{{end}}
+{{if or .Retry .Home}}<nav aria-label="What next">{{if .Retry}}<a href="">Reload this page</a>{{end}}{{if .Home}}<a href="{{.Home}}">The gateway's host list</a>{{end}}</nav>{{end}}
+<p><small>{{.Status}} · hostgate preview</small></p></main></body></html>
 `))
 
 // writeError answers with the project's JSON error shape, or an HTML page
 // for browsers.
-func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
+func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -36,10 +45,18 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, h
 		h.Set("WWW-Authenticate", `Bearer realm="hostgate"`)
 	}
 	if wantsHTML(r) {
+		home := ""
+		if p.cfg.HomeURL != nil {
+			home = p.cfg.HomeURL(r)
+		}
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(status)
-		_ = errorPage.Execute(w, map[string]string{
+		_ = errorPage.Execute(w, map[string]any{
 			"Status": strconv.Itoa(status) + " " + http.StatusText(status), "Message": msg, "Hint": hint,
+			"Title": strings.TrimSuffix(msg, "."),
+			// 5xx: the host, the dev server or the gateway's store may
+			// be back in a moment. A 4xx comes again as it is.
+			"Retry": status >= 500, "Home": home,
 		})
 		return
 	}

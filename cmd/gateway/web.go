@@ -277,6 +277,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			ended, why := srv.OfflineReason(hostID)
 			return &forward.HostGoneError{Err: fmt.Errorf("%w: %w", forward.ErrHostUnavailable, err), Ended: ended, Why: why}
 		},
+		// The pages' way back, to the gateway's origin: on a preview
+		// origin "/" is the dev server's.
+		HomeURL:       func(r *http.Request) string { return gatewayOrigin(r) + "/" },
 		Redeem:        redeemTicket(signer, srv.LiveToken),
 		SessionCookie: gateway.SessionCookie,
 		SecureCookie:  secure,

@@ -2,8 +2,16 @@
 // served, in the dark and the light scheme: each says it supports both
 // (meta and CSS color-scheme), its background follows the scheme, and its
 // text keeps a contrast of 4.5 or more. They were light in a dark-mode
-// browser whose gateway pages were dark. HOSTGATE_PREVIEW_PAGES is a JSON
-// list of [kind, URL, status, a text the page says].
+// browser whose gateway pages were dark.
+//
+// And each is read as a screen reader reads it: its title says what
+// happened (it said "502 Bad Gateway · preview", no host, no port), the
+// message is its one main landmark, and the next step is a link: "Reload
+// this page" where the trouble may pass (5xx), and the gateway's host list
+// on the gateway's origin, which is another site than a preview's. There
+// were no landmark and no link: a person on a preview origin had no way
+// back but the address bar. HOSTGATE_PREVIEW_PAGES is a JSON list of
+// [kind, URL, status, a text the page says].
 import { run, login, screenshot, env, lowestContrast } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -30,8 +38,27 @@ await run(async (browser) => {
       if (((r + g + b) / 3 > 128) !== (scheme === "light")) throw new Error(`${kind} page in the ${scheme} scheme has background ${got.bg}`);
       const worst = await page.evaluate(lowestContrast);
       if (!worst || worst.ratio < 4.5) throw new Error(`${kind} page, ${scheme} scheme: text of contrast ${JSON.stringify(worst)}, want 4.5 or more`);
-      console.log(`${kind} ${scheme}: ${resp.status()}, lowest contrast ${worst.ratio} (${JSON.stringify(worst.text)})`);
+      const title = await page.title();
+      if (!title.includes(says.replace(/\.$/, "")) || !title.includes(String(status))) throw new Error(`${kind} page: title ${JSON.stringify(title)} does not say ${JSON.stringify(says.replace(/\.$/, ""))} (${status})`);
+      const main = page.getByRole("main");
+      if (await main.count() !== 1) throw new Error(`${kind} page: ${await main.count()} main landmarks, want 1`);
+      const heading = await main.getByRole("heading", { level: 1 }).textContent();
+      if (!heading.includes(says)) throw new Error(`${kind} page: its main landmark's heading is ${JSON.stringify(heading)}`);
+      const why = await main.locator("h1 + p").textContent({ timeout: 2000 }).catch(() => "");
+      if (why.length < 20) throw new Error(`${kind} page: nothing under the heading says why or what to do (${JSON.stringify(why)})`);
+      const home = main.getByRole("link", { name: "The gateway's host list" });
+      const homeHref = await home.count() === 1 ? await home.evaluate((a) => a.href) : "";
+      if (homeHref !== gateway + "/") throw new Error(`${kind} page: the link to the gateway's host list goes to ${JSON.stringify(homeHref)}, want ${gateway}/`);
+      const reload = main.getByRole("link", { name: "Reload this page" });
+      const reloads = await reload.count();
+      if (reloads !== (status >= 500 ? 1 : 0)) throw new Error(`${kind} page (${status}): ${reloads} "Reload this page" links`);
+      if (reloads && await reload.evaluate((a) => a.href !== location.href)) throw new Error(`${kind} page: "Reload this page" goes to ${await reload.evaluate((a) => a.href)}`);
+      console.log(`${kind} ${scheme}: ${resp.status()}, title ${JSON.stringify(title)}, then ${JSON.stringify(why)}, lowest contrast ${worst.ratio} (${JSON.stringify(worst.text)})`);
     }
+    // From a preview origin, the way back reaches the gateway's hosts.
+    await page.goto(kinds.find(([k]) => k === "bad-ticket")[1]);
+    await Promise.all([page.waitForURL(gateway + "/"), page.getByRole("link", { name: "The gateway's host list" }).click()]);
+    await page.locator("#hosts tbody tr").first().waitFor({ timeout: 20000 });
     await ctx.close();
   }
 });

@@ -1,6 +1,8 @@
 package forward
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -32,8 +34,42 @@ body{font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:40em;
 h1{font-size:1.4em;line-height:1.3}a{color:var(--link)}nav a{margin-right:1.5em}small{color:var(--muted)}</style></head>
 <body><main><h1>{{.Message}}</h1>{{if .Hint}}<p>{{.Hint}}</p>{{end}}
 {{if or .Retry .Home}}<nav aria-label="What next">{{if .Retry}}<a href="">Reload this page</a>{{end}}{{if .Home}}<a href="{{.Home}}">The gateway's host list</a>{{end}}</nav>{{end}}
-<p><small>{{.Status}} · hostgate preview</small></p></main></body></html>
+{{if .Wait}}<p>This page reloads itself when the preview answers.</p>{{end}}
+<p><small>{{.Status}} · hostgate preview</small></p></main>{{if .Wait}}<script>` + waitScript + `</script>{{end}}</body></html>
 `))
+
+// waitScript reloads a page load's 502 or 503 page once the preview answers
+// something else than the preview's own error (errorHeader): a dev
+// server's client that lost its server (Vite before 6 pings with a fetch,
+// which any answer satisfies, the 502 too) reloaded into this page, which
+// stayed there after the dev server was back, where without the gateway
+// the client had waited and reloaded into the app. It asks while the tab
+// is shown, every second and then less often, up to every 10 s.
+const waitScript = `(() => {
+  let wait = 1000;
+  const ask = async () => {
+    if (document.visibilityState === "visible") {
+      try {
+        const r = await fetch(location.href, { method: "HEAD", cache: "no-store", headers: { Accept: "text/html" } });
+        if (!r.headers.has("` + errorHeader + `")) { location.reload(); return; }
+      } catch (e) {}
+    }
+    wait = Math.min(wait * 1.5, 10000);
+    setTimeout(ask, wait);
+  };
+  setTimeout(ask, wait);
+})();`
+
+// errorHeader names the code of an answer the preview gave itself (not
+// the dev server), which waitScript tells by.
+const errorHeader = "Hostgate-Error"
+
+// errorPageCSP lets the page run its one script and nothing else: on the
+// path form it is on the gateway's origin.
+var errorPageCSP = func() string {
+	sum := sha256.Sum256([]byte(waitScript))
+	return "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; connect-src 'self'; base-uri 'none'; form-action 'none'"
+}()
 
 // writeError answers with the project's JSON error shape, or an HTML page
 // for browsers.
@@ -41,6 +77,7 @@ func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int,
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set(errorHeader, code)
 	if status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="hostgate"`)
 	}
@@ -50,6 +87,7 @@ func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int,
 			home = p.cfg.HomeURL(r)
 		}
 		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", errorPageCSP)
 		w.WriteHeader(status)
 		_ = errorPage.Execute(w, map[string]any{
 			"Status": strconv.Itoa(status) + " " + http.StatusText(status), "Message": msg, "Hint": hint,
@@ -57,6 +95,9 @@ func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int,
 			// 5xx: the host, the dev server or the gateway's store may
 			// be back in a moment. A 4xx comes again as it is.
 			"Retry": status >= 500, "Home": home,
+			// Not a 504: its dev server holds requests, and the page's
+			// would wait there with the others.
+			"Wait": (status == http.StatusBadGateway || status == http.StatusServiceUnavailable) && r.Method == http.MethodGet,
 		})
 		return
 	}

@@ -22,6 +22,8 @@ await run(async (browser) => {
   for (const scheme of ["dark", "light"]) {
     const ctx = await browser.newContext({ colorScheme: scheme, viewport: { width: 800, height: 600 } });
     const page = await ctx.newPage();
+    const csp = [];
+    page.on("console", (m) => { if (/Content Security Policy/.test(m.text())) csp.push(m.text()); });
     await login(page, gateway, token);
     for (const [kind, url, status, says] of kinds) {
       const resp = await page.goto(url);
@@ -53,6 +55,9 @@ await run(async (browser) => {
       const reloads = await reload.count();
       if (reloads !== (status >= 500 ? 1 : 0)) throw new Error(`${kind} page (${status}): ${reloads} "Reload this page" links`);
       if (reloads && await reload.evaluate((a) => a.href !== location.href)) throw new Error(`${kind} page: "Reload this page" goes to ${await reload.evaluate((a) => a.href)}`);
+      const waits = (await main.getByText("This page reloads itself when the preview answers.").count()) === 1;
+      if (waits !== (status === 502 || status === 503)) throw new Error(`${kind} page (${status}): says it reloads itself: ${waits}`);
+      if (csp.length) throw new Error(`${kind} page: Content Security Policy reports: ${csp.join("; ")}`);
       console.log(`${kind} ${scheme}: ${resp.status()}, title ${JSON.stringify(title)}, then ${JSON.stringify(why)}, lowest contrast ${worst.ratio} (${JSON.stringify(worst.text)})`);
     }
     // From a preview origin, the way back reaches the gateway's hosts.

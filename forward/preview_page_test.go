@@ -1,0 +1,50 @@
+package forward
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestErrorPageScriptAllowed: the page's one script is the one its
+// Content-Security-Policy allows by hash, as the template renders it (an
+// escaping change would leave the page's wait blocked, and Chromium says
+// so only on its console), and it is there only for a GET's 502 or 503.
+func TestErrorPageScriptAllowed(t *testing.T) {
+	p, err := NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) { return nil, ErrHostUnavailable }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method string
+		status int
+		script bool
+	}{{http.MethodGet, http.StatusBadGateway, true}, {http.MethodGet, http.StatusServiceUnavailable, true}, {http.MethodHead, http.StatusBadGateway, false}, {http.MethodGet, http.StatusGatewayTimeout, false}, {http.MethodGet, http.StatusNotFound, false}, {http.MethodGet, http.StatusUnauthorized, false}} {
+		r := httptest.NewRequest(c.method, "/preview/h/3000/", nil)
+		r.Header.Set("Accept", "text/html")
+		w := httptest.NewRecorder()
+		p.writeError(w, r, c.status, "code_"+c.method, "Something.", "Do this.")
+		body := w.Body.String()
+		if got := w.Header().Get(errorHeader); got != "code_"+c.method {
+			t.Errorf("%s %d: %s %q, want the code", c.method, c.status, errorHeader, got)
+		}
+		_, after, found := strings.Cut(body, "<script>")
+		if found != c.script {
+			t.Errorf("%s %d: script %v, want %v: %s", c.method, c.status, found, c.script, body)
+			continue
+		}
+		if !found {
+			continue
+		}
+		script, _, _ := strings.Cut(after, "</script>")
+		sum := sha256.Sum256([]byte(script))
+		if want := "script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(w.Header().Get("Content-Security-Policy"), want) {
+			t.Errorf("%s %d: CSP %q does not allow the script as rendered (%s)", c.method, c.status, w.Header().Get("Content-Security-Policy"), want)
+		}
+	}
+}

@@ -5,7 +5,10 @@
 // (HOSTGATE_HANG_URL). That load must end with the preview's 504 page
 // naming the host and port; then the dev server answers the first page's
 // requests (HOSTGATE_CONTROL_URL/release), which must not have been cut.
-import { run, login, screenshot, env } from "./lib.mjs";
+// The browser is in the dark scheme: the 504 page follows it (its text of
+// contrast 4.5 or more), is titled by what happened, is a main landmark
+// and offers a reload (TestBrowserPreviewPages reads the other kinds).
+import { run, login, screenshot, env, lowestContrast } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
 const token = env("HOSTGATE_TOKEN");
@@ -15,7 +18,7 @@ const control = env("HOSTGATE_CONTROL_URL");
 const port = env("HOSTGATE_DEV_PORT");
 
 await run(async (browser) => {
-  const ctx = await browser.newContext();
+  const ctx = await browser.newContext({ colorScheme: "dark" });
   const page = await ctx.newPage();
   await login(page, gateway, token);
   await page.goto(pageURL);
@@ -35,6 +38,14 @@ await run(async (browser) => {
   const text = await hung.textContent("body");
   for (const want of [`Port ${port} of host local has not answered this page`, "Check its terminal on the host"]) {
     if (!text.includes(want)) throw new Error(`the 504 page does not say "${want}": ${text}`);
+  }
+  const page504 = await hung.evaluate(() => ({ title: document.title, bg: getComputedStyle(document.body).backgroundColor, mains: document.querySelectorAll("main").length, links: [...document.querySelectorAll("main a")].map((a) => a.textContent), script: !!document.querySelector("script") }));
+  const worst = await hung.evaluate(lowestContrast);
+  console.log("the 504 page: " + JSON.stringify(page504) + ", lowest contrast " + worst.ratio);
+  const [r, g, b] = page504.bg.match(/\d+/g).map(Number);
+  if ((r + g + b) / 3 > 128 || worst.ratio < 4.5) throw new Error("the 504 page in the dark scheme: background " + page504.bg + ", lowest contrast " + JSON.stringify(worst));
+  if (!page504.title.startsWith(`Port ${port} of host local has not answered this page`) || page504.mains !== 1 || !page504.links.includes("Reload this page") || page504.script) {
+    throw new Error("the 504 page: " + JSON.stringify(page504) + ", want it titled by what happened, one main landmark, a reload link, no script");
   }
   await fetch(control + "/release");
   await page.waitForFunction(() => document.getElementById("fetch").textContent !== "waiting" &&

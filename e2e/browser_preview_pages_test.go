@@ -13,7 +13,8 @@ import (
 // scheme (previewpages.mjs): a path that is no preview, a host that does
 // not exist, a port nothing listens on, a port that answers something
 // other than HTTP, a host whose agent is not connected, and a login
-// ticket missing or refused on a preview origin. The 504 of a hung dev
+// ticket missing or refused on a preview origin, and, logged in with a
+// token for host box alone, a preview of another host. The 504 of a hung dev
 // server is TestBrowserPreviewHungDevServer's.
 func TestBrowserPreviewPages(t *testing.T) {
 	g := startGateway(t, "", "--preview-domain", "localhost")
@@ -33,6 +34,8 @@ func TestBrowserPreviewPages(t *testing.T) {
 		{"host-offline", g.url + "/preview/gone/3000/", 503, "Host gone is not connected."},
 		{"no-ticket", auth, 400, "Missing or oversized ticket."},
 		{"bad-ticket", auth + "?ticket=bogus", 401, "This login link is invalid or expired."},
+		// Last: it logs the browser in with that token.
+		{"other-host", "http://3000--gone.localhost:" + gwPort + "/", 403, "Your token cannot reach host gone.", g.token("client", "box")},
 	}
 	b, err := json.Marshal(kinds)
 	if err != nil {

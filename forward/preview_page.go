@@ -71,6 +71,14 @@ var errorPageCSP = func() string {
 	return "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; connect-src 'self'; base-uri 'none'; form-action 'none'"
 }()
 
+// WritePage answers r as the preview's own refusals do: a page for a
+// browser, in the look of the others, or the project's JSON error. It is
+// for the gateway's steps on the way to a preview (its login), which a
+// person meets between a preview's pages.
+func (p *Preview) WritePage(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
+	p.writeError(w, r, status, code, msg, hint)
+}
+
 // writeError answers with the project's JSON error shape, or an HTML page
 // for browsers.
 func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {

@@ -347,7 +347,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			return
 		}
 		if !tok.Allows(hostID) {
-			http.Error(w, "this token cannot reach host "+hostID, http.StatusForbidden)
+			// A person who followed a preview's link: the preview's page,
+			// which says who can change it (it was a line of plain text).
+			preview.WritePage(w, r, http.StatusForbidden, "forbidden", "Your token cannot reach host "+hostID+".",
+				"It covers other hosts. Log out and log in with a token for "+hostID+", which an admin makes with gateway token create --role client --host "+hostID+".")
 			return
 		}
 		next = redirect.LocalPath(next)

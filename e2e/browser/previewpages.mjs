@@ -11,7 +11,8 @@
 // on the gateway's origin, which is another site than a preview's. There
 // were no landmark and no link: a person on a preview origin had no way
 // back but the address bar. HOSTGATE_PREVIEW_PAGES is a JSON list of
-// [kind, URL, status, a text the page says].
+// [kind, URL, status, a text the page says, and a token to log in with
+// first, where another than the admin's].
 import { run, login, screenshot, env, lowestContrast } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -25,7 +26,8 @@ await run(async (browser) => {
     const csp = [];
     page.on("console", (m) => { if (/Content Security Policy/.test(m.text())) csp.push(m.text()); });
     await login(page, gateway, token);
-    for (const [kind, url, status, says] of kinds) {
+    for (const [kind, url, status, says, as] of kinds) {
+      if (as) await login(page, gateway, as);
       const resp = await page.goto(url);
       await screenshot(page, kind + "-" + scheme);
       const text = await page.textContent("body");
@@ -61,6 +63,7 @@ await run(async (browser) => {
       console.log(`${kind} ${scheme}: ${resp.status()}, title ${JSON.stringify(title)}, then ${JSON.stringify(why)}, lowest contrast ${worst.ratio} (${JSON.stringify(worst.text)})`);
     }
     // From a preview origin, the way back reaches the gateway's hosts.
+    await login(page, gateway, token);
     await page.goto(kinds.find(([k]) => k === "bad-ticket")[1]);
     await Promise.all([page.waitForURL(gateway + "/"), page.getByRole("link", { name: "The gateway's host list" }).click()]);
     await page.locator("#hosts tbody tr").first().waitFor({ timeout: 20000 });

@@ -257,6 +257,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 				"&next=" + url.QueryEscape(r.URL.RequestURI())
 			if s.Config.PreviewDomain == "" || !strings.Contains(strings.ToLower(r.Host), "."+s.Config.PreviewDomain) {
 				login = "/login?next=" + url.QueryEscape(r.URL.RequestURI())
+				if err == nil && !tok.Allows(hostID) {
+					// Logged in, with a token for other hosts: the login
+					// page says why it shows (it showed as if logged out,
+					// and the same token led back to it).
+					login = "/login?error=host_forbidden&next=" + url.QueryEscape(r.URL.RequestURI())
+				}
 			}
 			return false, login, undecided
 		},

@@ -62,6 +62,12 @@ await run(async (browser) => {
       if (csp.length) throw new Error(`${kind} page: Content Security Policy reports: ${csp.join("; ")}`);
       console.log(`${kind} ${scheme}: ${resp.status()}, title ${JSON.stringify(title)}, then ${JSON.stringify(why)}, lowest contrast ${worst.ratio} (${JSON.stringify(worst.text)})`);
     }
+    // The path form, logged in with a token for other hosts: the login
+    // page says why it shows (it showed as if logged out).
+    await page.goto(gateway + "/preview/gone/3000/");
+    await page.waitForURL((u) => u.pathname === "/login", { timeout: 10000 });
+    const why = await page.textContent("#error");
+    if (!why.includes("does not reach the host of the page you opened")) throw new Error(`path form, a token for other hosts: the login page says ${JSON.stringify(why)} at ${page.url()}`);
     // From a preview origin, the way back reaches the gateway's hosts.
     await login(page, gateway, token);
     await page.goto(kinds.find(([k]) => k === "bad-ticket")[1]);

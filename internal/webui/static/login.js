@@ -16,6 +16,7 @@
     expired_token: "That token has expired: an admin makes a new one with gateway token create.",
     session_token: "That is a login session's key, not a token: log in with the token itself.",
     session_ended: "Your login ended (logged out in another tab, expired or revoked; gateway dev ends it at each start): log in again.",
+    host_forbidden: "You are logged in, with a token that does not reach the host of the page you opened. Log in with a token for that host: an admin makes one with gateway token create --role client --host ID.",
     rate_limited: "Too many failed logins from this address: every login from it, a right token too, is refused for up to a minute. Wait, then try again.",
   };
   const code = params.get("error");

@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/docker/docker/api/types/container"
 )
 
 // SandboxStack is the soft stack rlimit of a sandbox's processes, set at
@@ -87,6 +89,12 @@ func (h *Docker) checkArgSpace(ctx context.Context, containerID string, req *Exe
 	if err != nil {
 		return fmt.Errorf("dockerhost: inspect container for its environment: %w", err)
 	}
+	if !stackSet(info.HostConfig) {
+		// A container made before sandboxes got their stack limit
+		// (adopted after an upgrade) has the engine's, which the gateway
+		// does not know: the kernel answers for it, as it did then.
+		return nil
+	}
 	var cfgEnv []string
 	var hostname string
 	if info.Config != nil {
@@ -116,4 +124,18 @@ func (p *Policy) envSpace(env map[string]string) error {
 			n, argSpace()/2, SandboxStack>>20)
 	}
 	return nil
+}
+
+// stackSet reports whether a container runs with SandboxStack as its soft
+// stack limit, as the gateway creates sandboxes since it set one.
+func stackSet(hc *container.HostConfig) bool {
+	if hc == nil {
+		return false
+	}
+	for _, u := range hc.Ulimits {
+		if u != nil && u.Name == "stack" {
+			return u.Soft == SandboxStack
+		}
+	}
+	return false
 }

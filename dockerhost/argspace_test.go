@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -161,5 +162,40 @@ func TestProvisionEnvSpace(t *testing.T) {
 	}
 	if got := execEnv([]string{"PATH=/p", "A=1"}, "box", map[string]string{"A": "2", "HOME": "/w"}); !slices.Equal(got, []string{"PATH=/p", "HOSTNAME=box", "A=2", "HOME=/w"}) {
 		t.Errorf("execEnv = %q", got)
+	}
+}
+
+// stackDocker answers ContainerInspect with hc.
+type stackDocker struct {
+	fakeDocker
+	hc *container.HostConfig
+}
+
+func (f *stackDocker) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{HostConfig: f.hc}, Config: &container.Config{}}, nil
+}
+
+// TestArgSpaceOfAnOlderContainer: the words' total is refused only in a
+// container made with SandboxStack; one made before sandboxes got their
+// stack limit (adopted after an upgrade) has the engine's, which the
+// gateway does not know, and the kernel answers for it.
+func TestArgSpaceOfAnOlderContainer(t *testing.T) {
+	req := &ExecRequest{Command: "true", Args: slices.Repeat([]string{strings.Repeat("a", 100_000)}, 22)}
+	for _, tc := range []struct {
+		name    string
+		hc      *container.HostConfig
+		refused bool
+	}{
+		{"made with the stack limit", &container.HostConfig{Resources: container.Resources{Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}, {Name: "stack", Soft: SandboxStack, Hard: -1}}}}, true},
+		{"made before it", &container.HostConfig{Resources: container.Resources{Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}}}}, false},
+		{"another stack limit", &container.HostConfig{Resources: container.Resources{Ulimits: []*container.Ulimit{{Name: "stack", Soft: 16 << 20, Hard: -1}}}}, false},
+		{"no host config", nil, false},
+	} {
+		h := &Docker{api: &stackDocker{hc: tc.hc}}
+		err := h.checkArgSpace(testCtx(t, time.Minute), "c", req)
+		var e *Error
+		if refused := errors.As(err, &e) && e.Field == "args"; refused != tc.refused || (!tc.refused && err != nil) {
+			t.Errorf("%s: %v, want refused %v", tc.name, err, tc.refused)
+		}
 	}
 }

@@ -799,12 +799,12 @@ const maxEngineWords = 512
 
 // engineRefused is the answer to a container the engine refused as
 // invalid (InvalidParameter). Validation lets through only what the
-// gateway's maximum (Config.MaxResources) allows, so what the engine
-// refuses is beyond what this machine has (more CPUs than it has, when
-// the operator's maximum or the gateway's own count of CPUs, which is not
-// the engine's when the engine is remote, allows them): the engine's
-// words say what it accepts, and the field they are about is named. It
-// said only "the engine refused the container".
+// gateway's maximum allows, so what the engine refuses is beyond what it
+// has (more CPUs than it has, when an operator's Config.MaxResources, or
+// the gateway's own count where the engine did not say its own at start,
+// allows them): the engine's words say what it accepts, and the field
+// they are about is named. It said only "the engine refused the
+// container".
 func engineRefused(err error) *Error {
 	words := strings.TrimPrefix(err.Error(), "Error response from daemon: ")
 	words = textcut.Cut(words, maxEngineWords)

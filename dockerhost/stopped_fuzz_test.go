@@ -44,15 +44,21 @@ func TestParseCandidates(t *testing.T) {
 	}
 }
 
-// FuzzStatusFields: any /proc/PID/status text gives a Name and an NSpid
-// without a line break in them.
+// FuzzStatusFields: the Name and NSpid lines of a /proc/PID/status, among
+// others, are read back as the kernel wrote them, spaces and tabs around
+// them trimmed; and any text at all is read without a panic.
 func FuzzStatusFields(f *testing.F) {
-	f.Add("Name:\tagent\nUmask:\t0022\nState:\tS (sleeping)\nNSpid:\t4242\t17\n")
-	f.Add("Name:\trunc:[2:INIT]\nNSpid:\t12\n")
-	f.Fuzz(func(t *testing.T, status string) {
-		name, nspid := statusFields(status)
-		if strings.ContainsAny(name, "\n") || strings.ContainsAny(nspid, "\n") {
-			t.Fatalf("statusFields(%q) = %q, %q", status, name, nspid)
+	f.Add("agent", "4242\t17", "State:\tS (sleeping)")
+	f.Add("runc:[2:INIT]", "12", "")
+	f.Fuzz(func(t *testing.T, name, nspid, other string) {
+		statusFields(name + nspid + other) // any text
+		if strings.ContainsAny(name+nspid+other, "\n\r") || strings.HasPrefix(other, "Name:") || strings.HasPrefix(other, "NSpid:") {
+			return
+		}
+		status := "Name:\t" + name + "\n" + other + "\nNSpid:\t" + nspid + "\nUmask:\t0022\n"
+		gotName, gotNSpid := statusFields(status)
+		if gotName != strings.TrimSpace(name) || gotNSpid != strings.TrimSpace(nspid) {
+			t.Fatalf("statusFields(%q) = %q, %q; want %q, %q", status, gotName, gotNSpid, strings.TrimSpace(name), strings.TrimSpace(nspid))
 		}
 	})
 }

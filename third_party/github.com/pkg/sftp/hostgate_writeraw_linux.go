@@ -23,6 +23,14 @@ var rawWriteSlow = 2 * time.Millisecond
 // from before to after; a test's hook.
 var slept = func(before, after int64) bool { return after > before }
 
+// rawPwrite says the server's writes may be raw pwrite(2) calls here:
+// only 64-bit Linux passes pwrite64's offset in one register. 32-bit ABIs
+// split it in two, and ARM's and MIPS's put a pad word before the pair, so
+// a raw call built for one of them wrote elsewhere on the others (on
+// 32-bit ARM at offset 0); there the writes go through os.File.WriteAt,
+// which knows each ABI.
+const rawPwrite = unsafe.Sizeof(uintptr(0)) == 8
+
 // rawWritable reports whether f's writes may be raw pwrite(2) calls
 // (HOSTGATE.md, change 19): a regular file, not in append mode, on a
 // local file system, whose writes into the page cache do not wait on a
@@ -90,14 +98,14 @@ func timedRaw(call func()) (slow bool) {
 	defer runtime.UnlockOSThread()
 	var ru unix.Rusage
 	_, _, _ = syscall.RawSyscall(syscall.SYS_GETRUSAGE, unix.RUSAGE_THREAD, uintptr(unsafe.Pointer(&ru)), 0)
-	before := ru.Nvcsw
+	before := int64(ru.Nvcsw) // int32 on 32-bit Linux
 	start := time.Now()
 	call()
 	if time.Since(start) <= rawWriteSlow {
 		return false
 	}
 	_, _, _ = syscall.RawSyscall(syscall.SYS_GETRUSAGE, unix.RUSAGE_THREAD, uintptr(unsafe.Pointer(&ru)), 0)
-	return slept(before, ru.Nvcsw)
+	return slept(before, int64(ru.Nvcsw))
 }
 
 // rawBackoff says whether a file's next write may be raw: after a slow

@@ -11,6 +11,8 @@ import (
 // write goes through os.File.WriteAt.
 func rawWritable(*os.File) bool { return false }
 
+const rawPwrite = false
+
 func writeAtRaw(*os.File, []byte, int64) (int, syscall.Errno, bool) { return 0, syscall.EINVAL, false }
 
 // rawBackoff is Linux's; elsewhere no write is raw.

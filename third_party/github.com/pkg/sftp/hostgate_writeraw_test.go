@@ -31,6 +31,9 @@ func TestHostgateWriteAtRaw(t *testing.T) {
 		}
 		t.Skipf("%s is on no file system change 19 writes raw", dir)
 	}
+	if !rawPwrite {
+		t.Skip("no raw pwrite on 32-bit Linux: TestHostgateWriteAtPast4GiB checks its writes")
+	}
 	h := &serialWrites{file: f}
 	const size = 1<<20 + 77
 	want := make([]byte, size)
@@ -166,5 +169,38 @@ func TestHostgateFileWritevRaw(t *testing.T) {
 	got, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("the file holds %d bytes (%v), not the %d written", len(got), err, len(want))
+	}
+}
+
+// TestHostgateWriteAtPast4GiB: a handle's writes land at their offsets,
+// 4 GiB and past included (the file is sparse: two pages written). On
+// 32-bit Linux a raw pwrite64 passed the offset as 64-bit Linux takes it,
+// and wrote at the offset's low word on 386 (here: at 4096) and at offset
+// 0 on ARM.
+func TestHostgateWriteAtPast4GiB(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sparse")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := &serialWrites{file: f}
+	const high = int64(1)<<32 + 4096
+	for _, w := range []struct {
+		off  int64
+		data string
+	}{{4096, "low"}, {high, "HIGH"}} {
+		if n, err := h.WriteAt([]byte(w.data), w.off); n != len(w.data) || err != nil {
+			t.Fatalf("WriteAt(%q at %d): %d, %v", w.data, w.off, n, err)
+		}
+	}
+	for _, w := range []struct {
+		off  int64
+		data string
+	}{{0, "\x00\x00\x00"}, {4096, "low\x00"}, {high, "HIGH"}} {
+		b := make([]byte, len(w.data))
+		if _, err := f.ReadAt(b, w.off); err != nil || string(b) != w.data {
+			t.Errorf("the file at %d holds %q (%v), want %q", w.off, b, err, w.data)
+		}
 	}
 }

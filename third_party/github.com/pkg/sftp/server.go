@@ -143,7 +143,7 @@ func (f *serialWrites) WriteAt(b []byte, off int64) (int, error) {
 	}
 	if f.raw == rawUnknown {
 		f.raw = rawNo
-		if rawWritable(of) {
+		if rawPwrite && rawWritable(of) {
 			f.raw = rawYes
 		}
 	}

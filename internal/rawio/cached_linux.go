@@ -20,9 +20,12 @@ import (
 func ReadCached(fd uintptr, p []byte, off int64) (int, syscall.Errno) {
 	iov := syscall.Iovec{Base: &p[0]}
 	iov.SetLen(len(p))
+	// The offset goes as two words, as x/sys/unix's Preadv2 passes it: on
+	// 32-bit Linux the kernel joins them, so -1 (the file position) needs
+	// its high word too; on 64-bit Linux the high word is ignored.
+	lo, hi := uintptr(off), uintptr(uint64(off)>>(unsafe.Sizeof(uintptr(0))*8-1)>>1)
 	for {
-		// On 64-bit Linux the offset's high word is ignored: pos_h is 0.
-		r, _, e := syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, uintptr(off), 0, unix.RWF_NOWAIT)
+		r, _, e := syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, lo, hi, unix.RWF_NOWAIT)
 		if e != syscall.EINTR {
 			return int(r), e
 		}

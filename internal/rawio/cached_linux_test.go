@@ -163,3 +163,34 @@ func TestReadCachedErrors(t *testing.T) {
 		t.Errorf("preadv2 of a pipe at 0: %v, want ESPIPE", e)
 	}
 }
+
+// TestReadCachedOffsets: the offset reaches the kernel whole. On 32-bit
+// Linux only its low word went: -1 (the file position) read at 4 GiB - 1
+// (nothing: every read fell back to the file's own), and 4 GiB + 4096 read
+// at 4096. The file is sparse: two pages written.
+func TestReadCachedOffsets(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const high = int64(1)<<32 + 4096
+	if _, err := f.WriteAt([]byte("low"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("HIGH"), high); err != nil {
+		t.Fatalf("a sparse file past 4 GiB in %s: %v", filepath.Dir(f.Name()), err)
+	}
+	b := make([]byte, 4)
+	if n, e := ReadCached(f.Fd(), b, high); e == syscall.EOPNOTSUPP {
+		t.Skip("this file system has no RWF_NOWAIT")
+	} else if e != 0 || string(b[:n]) != "HIGH" {
+		t.Errorf("ReadCached at %d: %q, %v; want \"HIGH\"", high, b[:n], e)
+	}
+	if _, err := f.Seek(4096, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if n, e := ReadCached(f.Fd(), b[:3], -1); e != 0 || string(b[:n]) != "low" {
+		t.Errorf("ReadCached at the file position (4096): %q, %v; want \"low\"", b[:n], e)
+	}
+}

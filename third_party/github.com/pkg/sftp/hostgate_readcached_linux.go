@@ -30,10 +30,14 @@ func readAtCached(f *os.File, b []byte, off int64) (n int, ok, unsupported bool)
 		r uintptr
 		e syscall.Errno
 	)
-	// On 64-bit Linux the offset's high word is ignored; pos_h is 0.
+	// The offset goes as two words, as x/sys/unix's Preadv2 passes it: on
+	// 32-bit Linux the kernel joins them (without the high word a read at
+	// 4 GiB or more got the bytes 4 GiB before); on 64-bit Linux the high
+	// word is ignored.
+	lo, hi := uintptr(off), uintptr(uint64(off)>>(unsafe.Sizeof(uintptr(0))*8-1)>>1)
 	if err := rc.Control(func(fd uintptr) {
 		for {
-			r, _, e = syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, uintptr(off), 0, unix.RWF_NOWAIT)
+			r, _, e = syscall.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, lo, hi, unix.RWF_NOWAIT)
 			if e != syscall.EINTR {
 				return
 			}

@@ -119,3 +119,33 @@ func TestHostgateReadAtCached(t *testing.T) {
 		t.Fatal("a pipe was not marked as one readAtCached cannot read")
 	}
 }
+
+// TestHostgateReadAtCachedPast4GiB: an offset of 4 GiB or more reads the
+// bytes there. On 32-bit Linux the raw preadv2 passed only the offset's
+// low word, so a download of a big file from a 32-bit agent got the bytes
+// 4 GiB before (the file is sparse: two pages written).
+func TestHostgateReadAtCachedPast4GiB(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const high = int64(1)<<32 + 4096
+	if _, err := f.WriteAt([]byte("low low low"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("HIGH HIGH H"), high); err != nil {
+		t.Skipf("this file system takes no file past 4 GiB: %v", err)
+	}
+	b := make([]byte, 11)
+	n, ok, unsupported := readAtCached(f, b, high)
+	if unsupported {
+		t.Skip("this file system has no RWF_NOWAIT")
+	}
+	if ok && string(b[:n]) != "HIGH HIGH H" {
+		t.Fatalf("readAtCached at %d read %q, want %q", high, b[:n], "HIGH HIGH H")
+	}
+	if !ok {
+		t.Fatalf("readAtCached at %d of a page just written: not read", high)
+	}
+}

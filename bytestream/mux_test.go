@@ -740,7 +740,7 @@ func echoCheckSizes(c net.Conn, size int) error {
 	werr := make(chan error, 1)
 	go func() {
 		for off, i := 0, 1; off < size; i++ {
-			n := min(size-off, 1+(i*104729)%(300<<10))
+			n := min(size-off, 1+int(int64(i)*104729%(300<<10))) // int64: no overflow where int is 32 bits
 			if _, err := c.Write(data[off : off+n]); err != nil {
 				werr <- err
 				return
@@ -751,7 +751,7 @@ func echoCheckSizes(c net.Conn, size int) error {
 	}()
 	got := make([]byte, size)
 	for off, i := 0, 1; off < size; i++ {
-		n, err := c.Read(got[off:min(size, off+1+(i*15485863)%(150<<10))])
+		n, err := c.Read(got[off:min(size, off+1+int(int64(i)*15485863%(150<<10)))])
 		off += n
 		if err != nil {
 			return fmt.Errorf("read after %d bytes: %w", off, err)

@@ -99,7 +99,7 @@ func TestParseManifestRefusals(t *testing.T) {
 		"bad sha":         edit(func(m map[string]any) { m["sha256"] = "abc" }),
 		"guessable id":    edit(func(m map[string]any) { m["checkpointId"] = "1" }),
 		"negative size":   edit(func(m map[string]any) { m["sizeBytes"] = -1 }),
-		"size over disk":  edit(func(m map[string]any) { m["sizeBytes"] = 1 << 40 }),
+		"size over disk":  edit(func(m map[string]any) { m["sizeBytes"] = int64(1) << 40 }),
 		"env value":       edit(func(m map[string]any) { m["request"].(map[string]any)["env"] = map[string]string{"A": "secret"} }),
 		"no resources":    edit(func(m map[string]any) { delete(m["request"].(map[string]any), "resources") }),
 		"trailing data":   append(append([]byte{}, good...), []byte(`{}`)...),

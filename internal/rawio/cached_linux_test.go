@@ -182,15 +182,15 @@ func TestReadCachedOffsets(t *testing.T) {
 		t.Fatalf("a sparse file past 4 GiB in %s: %v", filepath.Dir(f.Name()), err)
 	}
 	b := make([]byte, 4)
-	if n, e := ReadCached(f.Fd(), b, high); e == syscall.EOPNOTSUPP {
-		t.Skip("this file system has no RWF_NOWAIT")
+	if n, e := ReadCached(f.Fd(), b, high); e == syscall.EOPNOTSUPP || e == syscall.ENOSYS {
+		t.Skipf("no preadv2 with RWF_NOWAIT here (a kernel before 4.14, qemu-user): %v", e)
 	} else if e != 0 || string(b[:n]) != "HIGH" {
-		t.Errorf("ReadCached at %d: %q, %v; want \"HIGH\"", high, b[:n], e)
+		t.Errorf("ReadCached at %d: %q, %v; want \"HIGH\"", high, b[:max(n, 0)], e)
 	}
 	if _, err := f.Seek(4096, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
 	if n, e := ReadCached(f.Fd(), b[:3], -1); e != 0 || string(b[:n]) != "low" {
-		t.Errorf("ReadCached at the file position (4096): %q, %v; want \"low\"", b[:n], e)
+		t.Errorf("ReadCached at the file position (4096): %q, %v; want \"low\"", b[:max(n, 0)], e)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,7 +183,14 @@ func TestSFTPReadFileShortAnswers(t *testing.T) {
 	// server answers, which a loaded machine changes: the most seen stayed
 	// at 11 to 48 in about one ReadFile in five there. A client that kept
 	// 32 would never pass 64, so the most of up to five ReadFiles is
-	// taken.
+	// taken. With one P (go test -cpu 1) this rig's synchronous pipes let
+	// the server take each read before the client sends the next (at most
+	// 2 or 3 were seen in flight, also with the server's answers held), so
+	// the count says nothing about the client there.
+	if runtime.GOMAXPROCS(0) == 1 {
+		t.Log("one P: reads in flight not counted")
+		return
+	}
 	var p2 *sftpProvider
 	most := 0
 	for range 5 {

@@ -106,11 +106,39 @@ setup_browser() {
 	fi
 }
 
+# setup_vite installs the Vite dev server the preview's browser test runs
+# (e2e/testdata/vite) with npm ci, outside the repo, in a directory named by
+# its lock's hash: a lock that changes gets a new install, an unchanged one
+# is reused. Exports HOSTGATE_VITE_DIR (its node_modules/.bin/vite runs it).
+setup_vite() {
+	local src=e2e/testdata/vite
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		need_pkgs nodejs npm || return 1
+	fi
+	local dir
+	dir="$HG_STATE/vite/$(sha256sum "$src/package-lock.json" | cut -c1-12)"
+	if [ ! -f "$dir/.installed" ]; then
+		log "installing Vite for the preview's browser test (npm ci into $dir)"
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		cp "$src/package.json" "$src/package-lock.json" "$dir/"
+		if ! (cd "$dir" && timeout 300 npm ci --prefer-offline --no-audit --no-fund --loglevel=error >"$dir/npm.log" 2>&1); then
+			tail -20 "$dir/npm.log" >&2
+			log "npm ci of $src failed or took over 300 s (log above, all of it in $dir/npm.log): the npm registry must answer npm (npm config get registry; behind a proxy: npm config set proxy URL), then run this again"
+			return 1
+		fi
+		touch "$dir/.installed"
+	fi
+	export HOSTGATE_VITE_DIR="$dir"
+}
+
 setup_env() {
 	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync systemd
 	start_docker
 	start_registry
 	build_test_image
+	# Before setup_browser: it installs Node.js and npm when they are missing.
+	setup_vite
 	setup_browser
 	export HOSTGATE_CHROMIUM=/usr/bin/chromium
 }

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// TestBrowserPreviewVite runs a real Vite dev server (e2e/testdata/vite) on
+// host local and opens it through the preview in Chromium
+// (previewvite.mjs): the app's module renders, an edited source file
+// reaches the page by hot reload without a reload, and the dev server
+// stopped (Ctrl-C) and started again brings the tab back to the app.
+// TestBrowserPreviewHMR speaks Vite's protocol from Go; this is Vite's own
+// client and server, tokens, pings and all.
+func TestBrowserPreviewVite(t *testing.T) {
+	vite := viteInstall(t)
+	// gateway dev's preview domain, and a real name as a deployment has
+	// (mapped to loopback in Chromium): not a secure context, and the
+	// gateway's cookie rides to every port's preview.
+	for _, domain := range []string{"localhost", "preview.test"} {
+		t.Run(domain, func(t *testing.T) { previewVite(t, vite, domain) })
+	}
+}
+
+func previewVite(t *testing.T, vite, domain string) {
+	d := startDev(t, "--preview-domain", domain)
+	app := t.TempDir()
+	if err := os.CopyFS(app, os.DirFS("testdata/vite")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(vite, "node_modules"), filepath.Join(app, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	// On ::1 alone first, as Vite binds localhost where the resolver puts
+	// ::1 first (Node 17 and later, Debian's /etc/hosts); the restart binds
+	// localhost as this machine resolves it.
+	dev := startVite(t, app, port, "--host", "::1")
+	runBrowserSteps(t, "previewvite.mjs", func(what string) {
+		switch what {
+		case "edit source":
+			if err := os.WriteFile(filepath.Join(app, "src", "message.js"), []byte(`export const message = "updated through HMR";`+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case "stop dev server":
+			// Ctrl-C in its terminal.
+			_ = dev.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-dev.done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("vite did not exit 10 s after SIGINT:\n%s", dev.output())
+			}
+		case "start dev server":
+			dev = startVite(t, app, port)
+		default:
+			t.Fatalf("previewvite.mjs asks for %q", what)
+		}
+	}, "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin,
+		"HOSTGATE_RESOLVER_RULES=MAP *.preview.test 127.0.0.1",
+		"HOSTGATE_PATH_URL="+d.url+"/preview/local/"+strconv.Itoa(port)+"/",
+		"HOSTGATE_PREVIEW_URL=http://"+strconv.Itoa(port)+"--local."+domain+":"+d.port+"/")
+}
+
+// viteInstall is the directory scripts/env.sh's setup_vite installed
+// e2e/testdata/vite's lock into (HOSTGATE_VITE_DIR, or where setup_vite
+// puts it by default), or fails the test under HOSTGATE_E2E=require.
+func viteInstall(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("HOSTGATE_VITE_DIR")
+	if dir == "" {
+		lock, err := os.ReadFile("testdata/vite/package-lock.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(lock)
+		state := os.Getenv("HG_STATE")
+		if state == "" {
+			state = "/tmp/hostgate-test-env"
+		}
+		dir = filepath.Join(state, "vite", hex.EncodeToString(sum[:])[:12])
+	}
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "vite", "bin", "vite.js"))
+	testenv.RequirePeer(t, "Vite in "+dir+" (scripts/test installs it: . scripts/env.sh && setup_vite)", err == nil && lookPath("node"))
+	return dir
+}
+
+var viteReadyRE = regexp.MustCompile(`VITE v\S+\s+ready in`)
+
+// startVite runs the app's dev server on port, as `npx vite --port PORT
+// ARGS...` in its directory would, and waits for it to be ready.
+func startVite(t *testing.T, app string, port int, args ...string) *proc {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{filepath.Join(app, "node_modules", "vite", "bin", "vite.js"), app, "--port", strconv.Itoa(port)}, args...)
+	p := start(t, "vite", node, nil, args...)
+	p.waitFor(viteReadyRE, 30*time.Second)
+	return p
+}

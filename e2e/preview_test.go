@@ -16,9 +16,10 @@ import (
 )
 
 // TestPreviewThroughGateway checks the preview path form end to end, real
-// gateway and agent: private by default (401 for API clients, a login
-// redirect for browsers), the dev server's page for the host's token, 502
-// with a clear page for a closed port, and a public share that expires.
+// gateway and agent: private by default (401 for API clients, 403 for one
+// whose token reaches other hosts, a login redirect for browsers), the dev
+// server's page for the host's token, 502 with a clear page for a closed
+// port, and a public share that expires.
 func TestPreviewThroughGateway(t *testing.T) {
 	g := startGateway(t, "")
 	g.startAgent("alpha", "")
@@ -52,10 +53,13 @@ func TestPreviewThroughGateway(t *testing.T) {
 	if res, body := get(g.admin, ""); res.StatusCode != 200 || !strings.Contains(body, `id="title"`) {
 		t.Errorf("admin: %d %.200s", res.StatusCode, body)
 	}
-	// A client token for another host cannot preview this one.
+	// A client token for another host cannot preview this one: 403, as
+	// its token is good, not 401, which said to log in (and logging in
+	// with the same token got the same).
 	other := g.token("client", "beta")
-	if res, _ := get(other, "application/json"); res.StatusCode != http.StatusUnauthorized {
-		t.Errorf("client of another host: %d", res.StatusCode)
+	if res, body := get(other, "application/json"); res.StatusCode != http.StatusForbidden || !strings.Contains(body, `"forbidden"`) ||
+		!strings.Contains(body, "not among the hosts this token reaches") {
+		t.Errorf("client of another host: %d %s, want 403 forbidden", res.StatusCode, body)
 	}
 
 	// A port nobody listens on.

@@ -56,6 +56,20 @@ func (e *HostGoneError) Error() string {
 
 func (e *HostGoneError) Unwrap() error { return e.Err }
 
+// ForbiddenError is PreviewConfig.Authorize's error for credentials that
+// are good but do not cover the host (a client token made for other
+// hosts, an agent's token): the preview answers 403 forbidden with Msg and
+// Hint, unless a public share lets the request in. Without it such a
+// caller got 401 "Log in to see this preview", which says the credentials
+// are missing or bad, and a client logging in again with the same token
+// got the same.
+type ForbiddenError struct {
+	Msg  string // what is refused, for a person: "Host h1 is not among …."
+	Hint string // what to do about it
+}
+
+func (e *ForbiddenError) Error() string { return "forward: forbidden: " + e.Msg }
+
 // ErrUnavailable marks a PreviewConfig.Redeem that could not decide
 // (the store it checks against cannot answer): 503, not 401.
 var ErrUnavailable = errors.New("forward: authorization unavailable")
@@ -110,8 +124,10 @@ type PreviewConfig struct {
 	// credentials is down, or cannot yet tell a live token from a revoked
 	// one): unless a public share lets the request in, it is answered 503
 	// store_unavailable, not sent to log in with credentials that may be
-	// good. Nil refuses everything but public shares: previews are private
-	// by default.
+	// good. A *ForbiddenError instead says the credentials are good and do
+	// not cover hostID: 403 forbidden, after the shares, in place of the
+	// login redirect or the 401. Nil refuses everything but public shares:
+	// previews are private by default.
 	Authorize func(r *http.Request, hostID string, port int) (ok bool, loginURL string, err error)
 	// Shares, when set, makes shared ports public until their expiry. A
 	// Lookup error answers 503 store_unavailable: whether the port is
@@ -524,12 +540,16 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 	var (
 		login     string
 		undecided error
+		forbidden *ForbiddenError
 	)
 	if p.cfg.Authorize != nil {
 		var ok bool
 		ok, login, undecided = p.cfg.Authorize(r, t.hostID, t.port)
 		if ok {
 			return true, false
+		}
+		if errors.As(undecided, &forbidden) {
+			undecided = nil
 		}
 	}
 	if p.cfg.Shares != nil {
@@ -546,6 +566,10 @@ func (p *Preview) allowed(w http.ResponseWriter, r *http.Request, t target) (ok,
 	if undecided != nil {
 		p.log.Warn("preview authorization unavailable", "host", t.hostID, "port", t.port, "err", undecided)
 		p.writeUnavailable(w, r)
+		return false, false
+	}
+	if forbidden != nil {
+		p.writeError(w, r, http.StatusForbidden, "forbidden", forbidden.Msg, forbidden.Hint)
 		return false, false
 	}
 	if login != "" && wantsHTML(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {

@@ -514,6 +514,50 @@ func TestPreviewUnavailableFailsClosed(t *testing.T) {
 	}
 }
 
+// Credentials that are good but do not cover the host (Authorize's
+// *ForbiddenError) are answered 403 forbidden with what and why, to an API
+// client and a browser alike, where they got 401 "Log in to see this
+// preview" (or a login page) as if they were missing; a public share
+// still lets them in.
+func TestPreviewForbidden(t *testing.T) {
+	ctx := testCtx(t)
+	dev := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "page") })
+	shares := NewMemoryShares(time.Now)
+	e := newPreviewEnv(t, dev, &PreviewConfig{Shares: shares, Authorize: func(r *http.Request, host string, _ int) (bool, string, error) {
+		if r.Header.Get("Authorization") == "Bearer other" {
+			return false, "/login", &ForbiddenError{Msg: "Host " + host + " is not among the hosts this token reaches.", Hint: "Ask for a token for it."}
+		}
+		return false, "/login", nil
+	}})
+	req := func(accept string) *http.Request {
+		r, _ := http.NewRequestWithContext(ctx, "GET", e.pathURL("/"), nil)
+		r.Header.Set("Authorization", "Bearer other")
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		return r
+	}
+	resp, body := do(t, req("application/json"))
+	want := `{"error":{"code":"forbidden","message":"Host dev is not among the hosts this token reaches. Ask for a token for it."}}` + "\n"
+	if resp.StatusCode != http.StatusForbidden || body != want || resp.Header.Get("WWW-Authenticate") != "" || resp.Header.Get(errorHeader) != "forbidden" {
+		t.Fatalf("a token for other hosts: %d %q (WWW-Authenticate %q), want 403 %s", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"), want)
+	}
+	resp, body = do(t, req("text/html"))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Host dev is not among the hosts this token reaches.") {
+		t.Fatalf("a token for other hosts, asking for HTML: %d %q, want the 403 page, not the login", resp.StatusCode, body)
+	}
+	// Missing credentials still get 401.
+	if resp, _ := get(t, ctx, e.pathURL("/")); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no credentials: %d, want 401", resp.StatusCode)
+	}
+	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: time.Now().Add(time.Hour), By: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := do(t, req("")); resp.StatusCode != http.StatusOK || body != "page" {
+		t.Fatalf("a token for other hosts on a shared port: %d %q, want the page", resp.StatusCode, body)
+	}
+}
+
 func TestPreviewWebSocketEcho(t *testing.T) {
 	ctx := testCtx(t)
 	var wg sync.WaitGroup

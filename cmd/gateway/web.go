@@ -57,6 +57,21 @@ func (c *serveConfig) terminalKeep() time.Duration {
 	return c.TerminalKeep
 }
 
+// previewForbidden is the preview's refusal of tok, good but not one that
+// reaches hostID, in the words of the API's own refusals.
+func previewForbidden(tok store.Token, hostID string) *forward.ForbiddenError {
+	if tok.Role == store.RoleAgent {
+		return &forward.ForbiddenError{
+			Msg:  "An agent's token cannot reach host " + hostID + ".",
+			Hint: "It is the token an agent connects with; use a client token for the host (gateway token create --role client --host " + hostID + ") or an admin token.",
+		}
+	}
+	return &forward.ForbiddenError{
+		Msg:  "Host " + hostID + " is not among the hosts this token reaches.",
+		Hint: "A client token reaches only the hosts it was created with; an admin makes one for " + hostID + " with gateway token create --role client --host " + hostID + ".",
+	}
+}
+
 // attachWeb adds what a browser uses: the UI, the pty socket, previews
 // (both forms) with their login flow, and the shares API.
 func attachWeb(ctx context.Context, s *serving) (func(), error) {
@@ -252,6 +267,11 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 						undecided = err
 					}
 				}
+			}
+			if err == nil && undecided == nil && r.Header.Get("Authorization") != "" {
+				// An API client whose token is good but does not cover
+				// the host: 403 saying so, where a 401 said to log in.
+				return false, "", previewForbidden(tok, hostID)
 			}
 			login := gatewayOrigin(r) + "/preview-login?host=" + url.QueryEscape(hostID) + "&port=" + strconv.Itoa(port) +
 				"&next=" + url.QueryEscape(r.URL.RequestURI())

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 // not exist, a port nothing listens on, a port that answers something
 // other than HTTP, a host whose agent is not connected, and a login
 // ticket missing or refused on a preview origin, and, logged in with a
-// token for host box alone, a preview of another host. The 504 of a hung dev
+// token for host box alone, a preview of another host, and, seen by a
+// viewer with no token, a public share's port nothing listens on. The 504 of a hung dev
 // server is TestBrowserPreviewHungDevServer's.
 func TestBrowserPreviewPages(t *testing.T) {
 	g := startGateway(t, "", "--preview-domain", "localhost")
@@ -22,7 +24,10 @@ func TestBrowserPreviewPages(t *testing.T) {
 	g.startAgent("gone", "").stop()
 	g.waitConnected("gone", false, 30*time.Second)
 
-	closed := freePort(t)
+	closed, shared := freePort(t), freePort(t)
+	if status, b := g.api("POST", "/v1/hosts/box/shares", g.admin, map[string]any{"port": shared, "ttlSeconds": 600}); status != http.StatusCreated {
+		t.Fatalf("share: %d %s", status, b)
+	}
 	garbage := notHTTP(t)
 	_, gwPort, _ := net.SplitHostPort(g.url[len("http://"):])
 	auth := "http://3000--box.localhost:" + gwPort + "/.hostgate/auth"
@@ -34,6 +39,8 @@ func TestBrowserPreviewPages(t *testing.T) {
 		{"host-offline", g.url + "/preview/gone/3000/", 503, "Host gone is not connected."},
 		{"no-ticket", auth, 400, "Missing or oversized ticket."},
 		{"bad-ticket", auth + "?ticket=bogus", 401, "This login link is invalid or expired."},
+		// A viewer with no token, let in by a public share alone.
+		{"shared-nothing-listens", "http://" + strconv.Itoa(shared) + "--box.localhost:" + gwPort + "/", 502, "Nothing answered on port " + strconv.Itoa(shared) + " of host box.", "shared"},
 		// Last: it logs the browser in with that token.
 		{"other-host", "http://3000--gone.localhost:" + gwPort + "/", 403, "Your token cannot reach host gone.", g.token("client", "box")},
 	}

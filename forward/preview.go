@@ -362,6 +362,9 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if viaShare {
+		// Only the share lets this viewer in: the pages link no way to
+		// the gateway, whose login they have nothing to pass with.
+		r = r.WithContext(context.WithValue(r.Context(), viaShareKey{}, true))
 		if !p.takeShared(t.hostID) {
 			p.writeError(w, r, http.StatusServiceUnavailable, "busy", "This shared preview is busy.", "Too many requests are open through public shares of this host; try again shortly.")
 			return
@@ -387,6 +390,9 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.proxy.ServeHTTP(newBoundWriter(w), r.WithContext(ctx))
 }
+
+// viaShareKey marks a request only a public share let in.
+type viaShareKey struct{}
 
 // headerTimerKey carries a page load's NavigationTimeout timer from
 // ServeHTTP to modifyResponse.

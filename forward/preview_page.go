@@ -91,7 +91,7 @@ func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int,
 	}
 	if wantsHTML(r) {
 		home := ""
-		if p.cfg.HomeURL != nil {
+		if p.cfg.HomeURL != nil && r.Context().Value(viaShareKey{}) == nil {
 			home = p.cfg.HomeURL(r)
 		}
 		h.Set("Content-Type", "text/html; charset=utf-8")

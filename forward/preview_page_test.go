@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestErrorPageScriptAllowed: the page's one script is the one its
@@ -46,5 +47,43 @@ func TestErrorPageScriptAllowed(t *testing.T) {
 		if want := "script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(w.Header().Get("Content-Security-Policy"), want) {
 			t.Errorf("%s %d: CSP %q does not allow the script as rendered (%s)", c.method, c.status, w.Header().Get("Content-Security-Policy"), want)
 		}
+	}
+}
+
+// TestSharedPageLinksNoLogin: a viewer let in by a public share alone, who
+// has no token, gets pages without the link to the gateway's host list,
+// which led to a login they cannot pass; the host's own users keep it.
+func TestSharedPageLinksNoLogin(t *testing.T) {
+	ctx := testCtx(t)
+	shares := NewMemoryShares(time.Now)
+	e := newPreviewEnv(t, http.NotFoundHandler(), &PreviewConfig{
+		Shares:  shares,
+		HomeURL: func(*http.Request) string { return "http://gw.example/" },
+		Authorize: func(r *http.Request, _ string, _ int) (bool, string, error) {
+			return r.Header.Get("Authorization") == "Bearer owner", "", nil
+		},
+	})
+	e.dev.Close() // nothing listens: the 502 page
+	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: time.Now().Add(time.Hour), By: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	page := func(token string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.pathURL("/"), nil)
+		req.Header.Set("Accept", "text/html")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, body := do(t, req)
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "Nothing answered") {
+			t.Fatalf("token %q: %d %s, want the 502 page", token, resp.StatusCode, body)
+		}
+		return body
+	}
+	if body := page(""); strings.Contains(body, "gw.example") || !strings.Contains(body, "Reload this page") {
+		t.Errorf("a share's viewer: the page links the gateway's host list, or not the reload: %s", body)
+	}
+	if body := page("owner"); !strings.Contains(body, `<a href="http://gw.example/">The gateway's host list</a>`) {
+		t.Errorf("the host's user: the page lacks the link to the gateway's host list: %s", body)
 	}
 }

@@ -10,9 +10,11 @@
 // this page" where the trouble may pass (5xx), and the gateway's host list
 // on the gateway's origin, which is another site than a preview's. There
 // were no landmark and no link: a person on a preview origin had no way
-// back but the address bar. HOSTGATE_PREVIEW_PAGES is a JSON list of
-// [kind, URL, status, a text the page says, and a token to log in with
-// first, where another than the admin's].
+// back but the address bar. A viewer whom a public share alone lets in
+// has no token: their pages link no host list, which led them to a login
+// they could not pass. HOSTGATE_PREVIEW_PAGES is a JSON list of [kind,
+// URL, status, a text the page says, and a token to log in with first,
+// where another than the admin's, or "shared" for a viewer not logged in].
 import { run, login, screenshot, env, lowestContrast } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -26,25 +28,29 @@ await run(async (browser) => {
     const csp = [];
     page.on("console", (m) => { if (/Content Security Policy/.test(m.text())) csp.push(m.text()); });
     await login(page, gateway, token);
+    const stranger = await (await browser.newContext({ colorScheme: scheme, viewport: { width: 800, height: 600 } })).newPage();
+    stranger.on("console", (m) => { if (/Content Security Policy/.test(m.text())) csp.push(m.text()); });
     for (const [kind, url, status, says, as] of kinds) {
-      if (as) await login(page, gateway, as);
-      const resp = await page.goto(url);
-      await screenshot(page, kind + "-" + scheme);
-      const text = await page.textContent("body");
+      const shared = as === "shared";
+      if (as && !shared) await login(page, gateway, as);
+      const viewer = shared ? stranger : page;
+      const resp = await viewer.goto(url);
+      await screenshot(viewer, kind + "-" + scheme);
+      const text = await viewer.textContent("body");
       if (resp.status() !== status || !text.includes(says)) {
         throw new Error(`${kind} (${url}): ${resp.status()} ${JSON.stringify(text)}, want ${status} saying ${JSON.stringify(says)}`);
       }
-      const got = await page.evaluate(() => ({ scheme: getComputedStyle(document.documentElement).colorScheme, meta: document.querySelector('meta[name="color-scheme"]')?.content || "", bg: getComputedStyle(document.body).backgroundColor }));
+      const got = await viewer.evaluate(() => ({ scheme: getComputedStyle(document.documentElement).colorScheme, meta: document.querySelector('meta[name="color-scheme"]')?.content || "", bg: getComputedStyle(document.body).backgroundColor }));
       for (const s of ["dark", "light"]) {
         if (!got.scheme.split(" ").includes(s) || !got.meta.split(" ").includes(s)) throw new Error(`${kind} page: color-scheme ${JSON.stringify(got)} does not name ${s}`);
       }
       const [r, g, b] = (got.bg.match(/\d+/g) || [255, 255, 255]).map(Number);
       if (((r + g + b) / 3 > 128) !== (scheme === "light")) throw new Error(`${kind} page in the ${scheme} scheme has background ${got.bg}`);
-      const worst = await page.evaluate(lowestContrast);
+      const worst = await viewer.evaluate(lowestContrast);
       if (!worst || worst.ratio < 4.5) throw new Error(`${kind} page, ${scheme} scheme: text of contrast ${JSON.stringify(worst)}, want 4.5 or more`);
-      const title = await page.title();
+      const title = await viewer.title();
       if (!title.includes(says.replace(/\.$/, "")) || !title.includes(String(status))) throw new Error(`${kind} page: title ${JSON.stringify(title)} does not say ${JSON.stringify(says.replace(/\.$/, ""))} (${status})`);
-      const main = page.getByRole("main");
+      const main = viewer.getByRole("main");
       if (await main.count() !== 1) throw new Error(`${kind} page: ${await main.count()} main landmarks, want 1`);
       const heading = await main.getByRole("heading", { level: 1 }).textContent();
       if (!heading.includes(says)) throw new Error(`${kind} page: its main landmark's heading is ${JSON.stringify(heading)}`);
@@ -52,7 +58,8 @@ await run(async (browser) => {
       if (why.length < 20) throw new Error(`${kind} page: nothing under the heading says why or what to do (${JSON.stringify(why)})`);
       const home = main.getByRole("link", { name: "The gateway's host list" });
       const homeHref = await home.count() === 1 ? await home.evaluate((a) => a.href) : "";
-      if (homeHref !== gateway + "/") throw new Error(`${kind} page: the link to the gateway's host list goes to ${JSON.stringify(homeHref)}, want ${gateway}/`);
+      if (shared && homeHref) throw new Error(`${kind} page, seen through a share by a viewer with no token: it links the gateway's host list (${homeHref}), a login they cannot pass`);
+      if (!shared && homeHref !== gateway + "/") throw new Error(`${kind} page: the link to the gateway's host list goes to ${JSON.stringify(homeHref)}, want ${gateway}/`);
       const reload = main.getByRole("link", { name: "Reload this page" });
       const reloads = await reload.count();
       if (reloads !== (status >= 500 ? 1 : 0)) throw new Error(`${kind} page (${status}): ${reloads} "Reload this page" links`);
@@ -74,5 +81,6 @@ await run(async (browser) => {
     await Promise.all([page.waitForURL(gateway + "/"), page.getByRole("link", { name: "The gateway's host list" }).click()]);
     await page.locator("#hosts tbody tr").first().waitFor({ timeout: 20000 });
     await ctx.close();
+    await stranger.context().close();
   }
 });

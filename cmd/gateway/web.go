@@ -355,8 +355,17 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		q := r.URL.Query()
 		hostID, next := q.Get("host"), q.Get("next")
 		port, err := strconv.Atoi(q.Get("port"))
-		if err != nil || port < 1 || port > 65535 || !store.ValidHostID(hostID) || s.Config.PreviewDomain == "" {
-			http.Error(w, "bad preview login request", http.StatusBadRequest)
+		// The preview's pages, as on the rest of the way to a preview: a
+		// person who followed an edited or cut link read a line of plain
+		// text ("bad preview login request") with no next step.
+		if s.Config.PreviewDomain == "" {
+			preview.WritePage(w, r, http.StatusNotFound, "not_found", "No preview login here.",
+				"This gateway has no preview domain (gateway serve --preview-domain), so there is no preview origin to log in to: open previews at /preview/{host}/{port}/.")
+			return
+		}
+		if err != nil || port < 1 || port > 65535 || !store.ValidHostID(hostID) {
+			preview.WritePage(w, r, http.StatusBadRequest, "bad_request", "This preview login link is incomplete.",
+				"It needs a host id and a port from 1 to 65535 (/preview-login?host=ID&port=PORT); open the preview again from the gateway.")
 			return
 		}
 		if !topNavigation(r) {

@@ -3,11 +3,13 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,24 +18,39 @@ import (
 )
 
 // TestBrowserPreviewVite runs a real Vite dev server (e2e/testdata/vite) on
-// host local and opens it through the preview in Chromium
-// (previewvite.mjs): the app's module renders, an edited source file
-// reaches the page by hot reload without a reload, and the dev server
-// stopped (Ctrl-C) and started again brings the tab back to the app.
-// TestBrowserPreviewHMR speaks Vite's protocol from Go; this is Vite's own
-// client and server, tokens, pings and all.
+// the host the gateway reaches this machine as and opens it through the
+// preview in Chromium (previewvite.mjs): the app's module renders, an
+// edited source file reaches the page by hot reload without a reload, and
+// the dev server stopped (Ctrl-C) and started again brings the tab back
+// to the app. TestBrowserPreviewHMR speaks Vite's protocol from Go; this
+// is Vite's own client and server, tokens, pings and all.
 func TestBrowserPreviewVite(t *testing.T) {
 	vite := viteInstall(t)
-	// gateway dev's preview domain, and a real name as a deployment has
-	// (mapped to loopback in Chromium): not a secure context, and the
-	// gateway's cookie rides to every port's preview.
-	for _, domain := range []string{"localhost", "preview.test"} {
-		t.Run(domain, func(t *testing.T) { previewVite(t, vite, domain) })
-	}
+	// gateway dev, whose preview domain is localhost.
+	t.Run("dev", func(t *testing.T) {
+		d := startDev(t)
+		previewVite(t, vite, d.url, d.admin, "localhost", nil)
+	})
+	// gateway serve with a real name as a deployment has (mapped to
+	// loopback in Chromium: not a secure context, and the gateway's cookie
+	// rides to every port's preview), and an agent that outlives the
+	// gateway: restarted (an upgrade), it brings the tab back too. The tab
+	// polled with sockets refused 401 for good, the gateway's restart
+	// having ended its preview cookie, and never updated again.
+	t.Run("serve", func(t *testing.T) {
+		g := startGateway(t, "", "--preview-domain", "preview.test")
+		g.startAgent("local", "")
+		previewVite(t, vite, g.url, g.admin, "preview.test", func() {
+			g.restartSamePort(t, "--preview-domain", "preview.test")
+			g.waitConnected("local", true, 30*time.Second)
+		})
+	})
 }
 
-func previewVite(t *testing.T, vite, domain string) {
-	d := startDev(t, "--preview-domain", domain)
+// previewVite runs previewvite.mjs against the gateway at gwURL, whose
+// host local is this machine and whose preview domain is domain, logged
+// in with token; restart, when set, restarts the gateway on its address.
+func previewVite(t *testing.T, vite, gwURL, token, domain string, restart func()) {
 	app := t.TempDir()
 	if err := os.CopyFS(app, os.DirFS("testdata/vite")); err != nil {
 		t.Fatal(err)
@@ -46,6 +63,14 @@ func previewVite(t *testing.T, vite, domain string) {
 	// ::1 first (Node 17 and later, Debian's /etc/hosts); the restart binds
 	// localhost as this machine resolves it.
 	dev := startVite(t, app, port, "--host", "::1")
+	_, gwPort, _ := net.SplitHostPort(strings.TrimPrefix(gwURL, "http://"))
+	env := []string{"HOSTGATE_URL=" + gwURL, "HOSTGATE_TOKEN=" + token,
+		"HOSTGATE_RESOLVER_RULES=MAP *.preview.test 127.0.0.1",
+		"HOSTGATE_PATH_URL=" + gwURL + "/preview/local/" + strconv.Itoa(port) + "/",
+		"HOSTGATE_PREVIEW_URL=http://" + strconv.Itoa(port) + "--local." + domain + ":" + gwPort + "/"}
+	if restart != nil {
+		env = append(env, "HOSTGATE_RESTART_GATEWAY=1")
+	}
 	runBrowserSteps(t, "previewvite.mjs", func(what string) {
 		switch what {
 		case "edit source":
@@ -62,13 +87,12 @@ func previewVite(t *testing.T, vite, domain string) {
 			}
 		case "start dev server":
 			dev = startVite(t, app, port)
+		case "restart gateway":
+			restart()
 		default:
 			t.Fatalf("previewvite.mjs asks for %q", what)
 		}
-	}, "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin,
-		"HOSTGATE_RESOLVER_RULES=MAP *.preview.test 127.0.0.1",
-		"HOSTGATE_PATH_URL="+d.url+"/preview/local/"+strconv.Itoa(port)+"/",
-		"HOSTGATE_PREVIEW_URL=http://"+strconv.Itoa(port)+"--local."+domain+":"+d.port+"/")
+	}, env...)
 }
 
 // viteInstall is the directory scripts/env.sh's setup_vite installed

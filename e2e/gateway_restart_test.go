@@ -19,8 +19,9 @@ import (
 // restartSamePort stops the gateway (SIGTERM) and starts it again on the
 // address it had, so agents, which dial the URL they were given, can come
 // back. The port may be briefly unavailable after the old process exits;
-// a start that fails to listen is retried a few times.
-func (g *gw) restartSamePort(t *testing.T) {
+// a start that fails to listen is retried a few times. extra are serve's
+// flags beyond the listen address, state dir and --docker off.
+func (g *gw) restartSamePort(t *testing.T, extra ...string) {
 	t.Helper()
 	addr := strings.TrimPrefix(g.url, "http://")
 	g.proc.stop()
@@ -29,7 +30,7 @@ func (g *gw) restartSamePort(t *testing.T) {
 	}
 	for attempt := 1; ; attempt++ {
 		p := start(t, "gateway (restarted)", bin.gateway, nil,
-			"serve", "--listen", addr, "--state-dir", g.stateDir, "--docker", "off")
+			append([]string{"serve", "--listen", addr, "--state-dir", g.stateDir, "--docker", "off"}, extra...)...)
 		deadline := time.After(30 * time.Second)
 	wait:
 		for {

@@ -177,7 +177,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	mux.Handle("GET /v1/hosts/{id}/pty", terms)
 	registerTerminalMetrics(srv.Metrics(), terms.Stats)
 
-	signer := previewauth.New(nil)
+	signer := previewSigner(s.Config.StateDir, s.Logger.With("component", "preview"))
 	shares, err := newGatewayShares(ctx, srv.Store(), func(ctx context.Context, id string) (bool, error) {
 		_, ok, err := srv.LiveToken(ctx, id)
 		return ok, err

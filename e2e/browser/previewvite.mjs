@@ -3,7 +3,8 @@
 // subdomain form, renders the app's module; an edit to a source file
 // reaches the open tab through Vite's hot reload, without a reload (a mark
 // on window survives); the dev server stopped and started again, the tab
-// reloads itself back into the app, as it does without the gateway.
+// reloads itself back into the app, as it does without the gateway; and
+// so it does when the gateway restarts (HOSTGATE_RESTART_GATEWAY).
 import { run, login, screenshot, env } from "./lib.mjs";
 
 const gateway = env("HOSTGATE_URL");
@@ -77,5 +78,21 @@ await run(async (browser) => {
   console.log(`the tab was back in the app ${Date.now() - upAt} ms after the dev server started again`);
   if (!page.url().startsWith(subdomain)) throw new Error("the tab came back at " + page.url());
   await screenshot(page, "vite-back");
+
+  // The gateway restarts (an upgrade): the tab comes back to the app too.
+  if (process.env.HOSTGATE_RESTART_GATEWAY) {
+    await page.evaluate(() => { window.hgMark = "kept"; });
+    logs.length = 0;
+    await step("restart gateway");
+    const gwAt = Date.now();
+    try {
+      await page.waitForFunction(() => window.hgMark === undefined && document.getElementById("message")?.textContent === "updated through HMR", null, { timeout: 20000 });
+    } catch (e) {
+      const body = await page.evaluate(() => document.body?.innerText).catch((e) => String(e));
+      throw new Error(`the gateway restarted and the tab is not back in the app after 20 s: ${JSON.stringify(body)}; console (first 3 of ${logs.length}) ${JSON.stringify(logs.slice(0, 3))}`);
+    }
+    console.log(`the tab was back in the app ${Date.now() - gwAt} ms after the gateway restarted`);
+    await screenshot(page, "vite-gateway-back");
+  }
   if (errors.length) throw new Error("errors in the page: " + JSON.stringify(errors));
 });

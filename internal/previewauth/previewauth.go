@@ -2,11 +2,15 @@
 // previews: a login ticket (short-lived, single-use, bound to one host and
 // port, minted on the gateway's origin for a logged-in person) and the
 // preview cookie it is exchanged for on the preview origin. Both are
-// HMAC-signed with a key that lives in memory: a gateway restart logs
-// previews out, never in.
+// HMAC-signed. Tickets with a key that lives in memory: which were used is
+// known only there, so a restart ends them rather than let one be used
+// again. Cookies with the key the gateway keeps (NewKeyed), so a restart
+// does not log previews out: a page's own requests (a dev server's hot
+// reload) cannot log in again, and failed until a person reloaded.
 package previewauth
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -25,21 +29,39 @@ var ErrInvalid = errors.New("previewauth: invalid credential")
 
 // Signer mints and checks tickets and cookies.
 type Signer struct {
-	key []byte
-	now func() time.Time
+	ticketKey []byte
+	cookieKey []byte
+	now       func() time.Time
 
 	mu   sync.Mutex
 	used map[string]time.Time // redeemed ticket nonces until their expiry
 }
 
-// New returns a Signer with a fresh random key. now may be nil.
+// KeySize is the size of a cookie key (NewKeyed).
+const KeySize = 32
+
+// New returns a Signer with fresh random keys: its cookies end with it.
+// now may be nil.
 func New(now func() time.Time) *Signer {
+	key := make([]byte, KeySize)
+	_, _ = rand.Read(key)
+	s, _ := NewKeyed(key, now)
+	return s
+}
+
+// NewKeyed returns a Signer whose cookies are signed with cookieKey (KeySize
+// bytes, secret): another Signer with the same key, such as the gateway's
+// after a restart, takes them. Tickets get a fresh key. now may be nil.
+func NewKeyed(cookieKey []byte, now func() time.Time) (*Signer, error) {
+	if len(cookieKey) != KeySize {
+		return nil, fmt.Errorf("previewauth: a cookie key of %d bytes, want %d", len(cookieKey), KeySize)
+	}
 	if now == nil {
 		now = time.Now
 	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	return &Signer{key: key, now: now, used: map[string]time.Time{}}
+	ticketKey := make([]byte, KeySize)
+	_, _ = rand.Read(ticketKey)
+	return &Signer{ticketKey: ticketKey, cookieKey: bytes.Clone(cookieKey), now: now, used: map[string]time.Time{}}, nil
 }
 
 // Ticket mints a login ticket for who to reach port on hostID, valid for ttl.
@@ -135,7 +157,7 @@ func (s *Signer) sign(fields ...string) string {
 		enc[i] = base64.RawURLEncoding.EncodeToString([]byte(f))
 	}
 	body := strings.Join(enc, ".")
-	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body))
+	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(fields[0], body))
 }
 
 func (s *Signer) verify(v, kind string, n int) ([]string, error) {
@@ -148,7 +170,7 @@ func (s *Signer) verify(v, kind string, n int) ([]string, error) {
 	}
 	body := strings.Join(parts[:n], ".")
 	sig, err := base64.RawURLEncoding.DecodeString(parts[n])
-	if err != nil || !hmac.Equal(sig, s.mac(body)) {
+	if err != nil || !hmac.Equal(sig, s.mac(kind, body)) {
 		return nil, ErrInvalid
 	}
 	out := make([]string, n)
@@ -165,8 +187,13 @@ func (s *Signer) verify(v, kind string, n int) ([]string, error) {
 	return out, nil
 }
 
-func (s *Signer) mac(body string) []byte {
-	m := hmac.New(sha256.New, s.key)
+// mac signs body with the key of its kind ("t" a ticket, "c" a cookie).
+func (s *Signer) mac(kind, body string) []byte {
+	key := s.ticketKey
+	if kind == "c" {
+		key = s.cookieKey
+	}
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(body))
 	return m.Sum(nil)
 }

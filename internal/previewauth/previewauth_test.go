@@ -65,3 +65,39 @@ func FuzzCheckCookie(f *testing.F) {
 		_, _ = s.Redeem(v, "h1", 8080)
 	})
 }
+
+// A cookie outlives its Signer when the next one has the same cookie key
+// (the gateway restarted): a page's own requests, a dev server's hot
+// reload among them, cannot log in again. Tickets do not: which were used
+// is known only to the Signer that saw them. Another key takes neither.
+func TestCookieKeyOutlivesSigner(t *testing.T) {
+	key := make([]byte, KeySize)
+	key[0] = 1
+	before, err := NewKeyed(key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := before.Cookie("alice", "local", 3000, time.Hour)
+	tk := before.Ticket("alice", "local", 3000, time.Minute)
+	if _, err := before.Redeem(tk, "local", 3000); err != nil {
+		t.Fatal(err)
+	}
+	after, err := NewKeyed(key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, err := after.CheckCookie(c, "local", 3000); err != nil || who != "alice" {
+		t.Errorf("the cookie after a restart with the same key: %q %v, want alice", who, err)
+	}
+	if _, err := after.Redeem(tk, "local", 3000); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a used ticket after a restart: %v, want refused", err)
+	}
+	key[0] = 2
+	other, _ := NewKeyed(key, nil)
+	if _, err := other.CheckCookie(c, "local", 3000); !errors.Is(err, ErrInvalid) {
+		t.Errorf("the cookie under another key: %v, want refused", err)
+	}
+	if _, err := NewKeyed(key[:16], nil); err == nil {
+		t.Error("a 16-byte key taken")
+	}
+}

@@ -811,7 +811,8 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	if gone.Ended && gone.Why != "" {
 		p.writeError(w, r, http.StatusNotFound, "not_found",
 			fmt.Sprintf("Host %s is gone: %s.", t.hostID, gone.Why),
-			"It does not come back: provision a new sandbox, start the dev server there and open its preview.")
+			forOwner(r, "It does not come back: provision a new sandbox, start the dev server there and open its preview.",
+				"It does not come back: ask whoever shared this link for a new one."))
 		return
 	}
 	if errors.Is(err, ErrUnknownHost) {
@@ -821,7 +822,8 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	if errors.Is(err, ErrHostUnavailable) {
-		msg, hint := fmt.Sprintf("Host %s is not connected.", t.hostID), "Start or reconnect the host's agent, then reload."
+		msg, hint := fmt.Sprintf("Host %s is not connected.", t.hostID), forOwner(r, "Start or reconnect the host's agent, then reload.",
+			"Whoever shared this link can reconnect it.")
 		if midRequest {
 			msg = fmt.Sprintf("Host %s went away while port %d was answering.", t.hostID, t.port)
 			hint = "Its agent stopped, restarted or lost its network: start or reconnect it, then reload."
@@ -844,7 +846,18 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	p.writeError(w, r, http.StatusBadGateway, "upstream_unavailable",
 		fmt.Sprintf("Nothing answered on port %d of host %s.", t.port, t.hostID),
-		fmt.Sprintf("Start your dev server on the host, listening on localhost:%d (127.0.0.1, ::1 or all addresses), then reload.", t.port))
+		forOwner(r, fmt.Sprintf("Start your dev server on the host, listening on localhost:%d (127.0.0.1, ::1 or all addresses), then reload.", t.port),
+			"The dev server behind this shared link is not running now; whoever shared it can start it."))
+}
+
+// forOwner is hint for the host's own users, or shared for a viewer only a
+// public share let in, who can do none of what the host's users can: the
+// pages told them to start a dev server on a host they have no way to.
+func forOwner(r *http.Request, hint, shared string) string {
+	if r.Context().Value(viaShareKey{}) != nil {
+		return shared
+	}
+	return hint
 }
 
 // nothingListens reports whether err is a connection to the port that

@@ -52,7 +52,9 @@ func TestErrorPageScriptAllowed(t *testing.T) {
 
 // TestSharedPageLinksNoLogin: a viewer let in by a public share alone, who
 // has no token, gets pages without the link to the gateway's host list,
-// which led to a login they cannot pass; the host's own users keep it.
+// which led to a login they cannot pass, and a hint they can act on (it
+// told them to start the dev server on the host); the host's own users
+// keep both.
 func TestSharedPageLinksNoLogin(t *testing.T) {
 	ctx := testCtx(t)
 	shares := NewMemoryShares(time.Now)
@@ -80,10 +82,11 @@ func TestSharedPageLinksNoLogin(t *testing.T) {
 		}
 		return body
 	}
-	if body := page(""); strings.Contains(body, "gw.example") || !strings.Contains(body, "Reload this page") {
-		t.Errorf("a share's viewer: the page links the gateway's host list, or not the reload: %s", body)
+	if body := page(""); strings.Contains(body, "gw.example") || !strings.Contains(body, "Reload this page") ||
+		!strings.Contains(body, "whoever shared it can start it") || strings.Contains(body, "Start your dev server") {
+		t.Errorf("a share's viewer: the page links the gateway's host list, or not the reload, or tells them to start the dev server: %s", body)
 	}
-	if body := page("owner"); !strings.Contains(body, `<a href="http://gw.example/">The gateway's host list</a>`) {
-		t.Errorf("the host's user: the page lacks the link to the gateway's host list: %s", body)
+	if body := page("owner"); !strings.Contains(body, `<a href="http://gw.example/">The gateway's host list</a>`) || !strings.Contains(body, "Start your dev server") {
+		t.Errorf("the host's user: the page lacks the link to the gateway's host list or how to start the dev server: %s", body)
 	}
 }

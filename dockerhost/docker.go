@@ -26,7 +26,6 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -57,37 +56,6 @@ type DockerAPI interface {
 
 var _ DockerAPI = (*client.Client)(nil)
 
-// engineInfo is the engine's Info, which *client.Client has and the
-// DockerAPI seam does not require.
-type engineInfo interface {
-	Info(ctx context.Context) (system.Info, error)
-}
-
-// engineCPUs is the default maximum of a request's CPUs: the engine's
-// count where it says it, else def (the gateway's own count). The engine
-// refuses a container of more CPUs than it has, and a gateway in a narrower
-// or wider cpuset than the engine's, or one talking to a remote engine
-// (DOCKER_HOST), counted other CPUs: a request between the two counts
-// passed validation and met the engine's refusal at create.
-func engineCPUs(ctx context.Context, log *slog.Logger, cli DockerAPI, def float64) float64 {
-	ei, ok := cli.(engineInfo)
-	if !ok {
-		return def
-	}
-	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	info, err := ei.Info(ictx)
-	if err != nil || info.NCPU <= 0 {
-		log.Warn("the Docker engine did not say how many CPUs it has; requests may ask for as many as this machine has", "cpus", def, "err", err)
-		return def
-	}
-	if n := float64(info.NCPU); n != def {
-		log.Info("requests may ask for as many CPUs as the Docker engine has, not this machine", "engineCPUs", info.NCPU, "gatewayCPUs", def)
-		return n
-	}
-	return def
-}
-
 // Config holds the knobs of a Docker host; nil means all defaults.
 type Config struct {
 	// Owner names this gateway instance in the hostgate.owner label; Adopt
@@ -103,7 +71,8 @@ type Config struct {
 	// Labels are added to every container.
 	Labels map[string]string
 	// MaxResources bounds requests; nil means DefaultMaxResources, its
-	// CPUs the engine's count where the engine says it.
+	// CPUs the engine's count and its memory at most the engine's where
+	// the engine says them (engineMax).
 	MaxResources *Resources
 	// RepositoryRoots confine git-worktree repositoryPath values; empty
 	// allows any local repository the gateway can read.
@@ -302,7 +271,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 	if cfg.MaxResources != nil {
 		h.policy.Max = *cfg.MaxResources
 	} else {
-		h.policy.Max.CPUs = engineCPUs(ctx, logger, cli, h.policy.Max.CPUs)
+		h.policy.Max, h.policy.overMax = engineMax(ctx, logger, cli, h.policy.Max)
 	}
 	if len(cfg.Tools) > 0 {
 		for _, t := range cfg.Tools {

@@ -436,3 +436,29 @@ func testEngineRefusesCPUs(t *testing.T) {
 		t.Errorf("executions after the refusal: %+v", got)
 	}
 }
+
+// testMemoryPastEngine: with the default maximum, memoryBytes past what the
+// real engine has in all is refused at validation, naming the field and
+// the engine's total, and nothing is created; the engine itself took such
+// a limit (no limit at all) and the sandbox ran with it.
+func testMemoryPastEngine(t *testing.T) {
+	cli, img := engine(t)
+	ctx := testCtx(t, 2*time.Minute)
+	info, err := cli.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newTestHost(t, cli, nil)
+	r := small()
+	r.MemoryBytes = info.MemTotal + 1<<30
+	ex, err := h.Provision(ctx, emptyReq(img, r))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "resources.memoryBytes" ||
+		!strings.Contains(e.Message, fmt.Sprintf("the Docker engine has %d bytes of memory in all", info.MemTotal)) {
+		t.Fatalf("memoryBytes %d on an engine of %d: %+v %v; want invalid_request on resources.memoryBytes naming the engine's memory", r.MemoryBytes, info.MemTotal, ex, err)
+	}
+	t.Logf("%v", err)
+	if got := ownerContainers(t, cli, h); len(got) != 0 {
+		t.Errorf("containers after the refusal: %+v", got)
+	}
+}

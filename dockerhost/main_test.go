@@ -90,6 +90,7 @@ var engineTests = []struct {
 	{"ExecArgTooLong", testExecArgTooLong},
 	{"EngineRefusesCPUs", testEngineRefusesCPUs},
 	{"ExecArgSpace", testExecArgSpace},
+	{"MemoryPastEngine", testMemoryPastEngine},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -52,9 +52,12 @@ const (
 // value is not usable; NewDocker builds one from Config.
 type Policy struct {
 	AllowUnpinnedImages bool
-	Max                 Resources    // upper bounds; each field > 0
-	tools               *toolsVolume // mounted read-only at ToolsDir; nil: no ToolsDir
-	deadlineTool        string       // Config.DeadlineTool's path; "": deadlineScript
+	Max                 Resources // upper bounds; each field > 0
+	// overMax says, by field, why its Max is what it is (engineMax), to
+	// a request past it.
+	overMax      map[string]string
+	tools        *toolsVolume // mounted read-only at ToolsDir; nil: no ToolsDir
+	deadlineTool string       // Config.DeadlineTool's path; "": deadlineScript
 	// RepositoryRoots, when set, are the only directories git-worktree
 	// repositories may be under: the API caller names a path on the
 	// gateway's machine, so a shared gateway should confine it.
@@ -246,12 +249,16 @@ func (p *Policy) validateResources(r Resources) error {
 		case c.v == 0:
 			return invalid(c.field, "is required")
 		case math.IsNaN(c.v) || c.v < c.min || c.v > c.max:
-			why := ""
-			if c.v < c.min {
-				why = c.why
-			}
 			// 'f', -1: 6291456, not %v's 6.291456e+06.
-			return invalid(c.field, "must be between %s and %s%s", strconv.FormatFloat(c.min, 'f', -1, 64), strconv.FormatFloat(c.max, 'f', -1, 64), why)
+			most := strconv.FormatFloat(c.max, 'f', -1, 64)
+			why := ""
+			switch {
+			case c.v < c.min:
+				why = c.why
+			case c.v > c.max && p.overMax[c.field] != "":
+				why = "; " + p.overMax[c.field] + ": ask for at most " + most
+			}
+			return invalid(c.field, "must be between %s and %s%s", strconv.FormatFloat(c.min, 'f', -1, 64), most, why)
 		}
 	}
 	return nil

@@ -71,41 +71,97 @@ func execEnv(cfgEnv []string, hostname string, env map[string]string) []string {
 }
 
 // checkArgSpace refuses a command that docker exec could not start in
-// the container: its shell's argv (shellArgv) with the environment over
+// e's container: its shell's argv (shellArgv) with the environment over
 // argSpace. It answered 200 with exit code 1 and "exec /bin/sh: argument
 // list too long" on stderr, as if it had run and failed. The container's
-// environment (the image's and the provision's) is asked of the engine
-// only for a command whose own words take over a quarter of the space:
-// the usual command costs nothing. The agent tunnel starts a command
-// with less (no shell script of docker exec's in its argv), so what
-// passes here runs either way.
-func (h *Docker) checkArgSpace(ctx context.Context, containerID string, req *ExecRequest) error {
+// own environment (the image's and the provision's) is counted exactly
+// for every command, from what was read of it once (containerEnv): an
+// image whose environment alone took 1.65 MB left a command of 500 KB
+// no room, and the engine was asked only for commands over 512 KiB. The
+// agent tunnel starts a command with less (no shell script of docker
+// exec's in its argv), so what passes here runs either way.
+func (h *Docker) checkArgSpace(ctx context.Context, e *execution, req *ExecRequest) error {
 	argv := shellArgv(append([]string{req.Command}, req.Args...), req.Cwd, req.Env)
-	n := execveBytes(argv[0], argv, envList(req.Env))
-	if n <= argSpace()/4 {
-		return nil
-	}
-	info, err := h.api.ContainerInspect(ctx, containerID)
+	ce, err := h.containerEnv(ctx, e)
 	if err != nil {
-		return fmt.Errorf("dockerhost: inspect container for its environment: %w", err)
+		if execveBytes(argv[0], argv, envList(req.Env)) <= argSpace()/4 {
+			// The engine did not answer (its read at provision failed
+			// too): a command of its size ran before anything was read.
+			return nil
+		}
+		return err
 	}
-	if !stackSet(info.HostConfig) {
+	if !ce.stack {
 		// A container made before sandboxes got their stack limit
 		// (adopted after an upgrade) has the engine's, which the gateway
 		// does not know: the kernel answers for it, as it did then.
 		return nil
+	}
+	n := execveBytes(argv[0], argv, nil) + ce.bytesWith(req.Env)
+	if n <= argSpace() {
+		return nil
+	}
+	return invalid("args", "with the environment and the shell that starts them, the command's words take %d bytes, over the %d a program's arguments and environment may hold in a sandbox (Linux: a quarter of its %d MiB stack limit, each string with its NUL and a pointer); pass large data on stdin or in a file (SFTP)",
+		n, argSpace(), SandboxStack>>20)
+}
+
+// containerEnv is what a container's own environment takes of argSpace
+// in every command docker exec starts there, read from the engine once
+// (readContainerEnv), and whether it was made with SandboxStack.
+type containerEnv struct {
+	stack bool
+	// bytes is what execEnv(its env, its hostname, nil) takes: each
+	// NAME=value with its NUL and a pointer; names is each entry's share,
+	// which a command's variable of the same name replaces.
+	bytes int
+	names map[string]int
+}
+
+// readContainerEnv reads what the container's environment takes from its
+// inspection.
+func readContainerEnv(info container.InspectResponse) *containerEnv {
+	ce := &containerEnv{names: map[string]int{}}
+	if info.ContainerJSONBase != nil {
+		ce.stack = stackSet(info.HostConfig)
 	}
 	var cfgEnv []string
 	var hostname string
 	if info.Config != nil {
 		cfgEnv, hostname = info.Config.Env, info.Config.Hostname
 	}
-	n = execveBytes(argv[0], argv, execEnv(cfgEnv, hostname, req.Env))
-	if n <= argSpace() {
-		return nil
+	for _, kv := range execEnv(cfgEnv, hostname, nil) {
+		k, _, _ := strings.Cut(kv, "=")
+		n := len(kv) + 1 + 8
+		ce.bytes += n - ce.names[k]
+		ce.names[k] = n
 	}
-	return invalid("args", "with the environment and the shell that starts them, the command's words take %d bytes, over the %d a program's arguments and environment may hold in a sandbox (Linux: a quarter of its %d MiB stack limit, each string with its NUL and a pointer); pass large data on stdin or in a file (SFTP)",
-		n, argSpace(), SandboxStack>>20)
+	return ce
+}
+
+// bytesWith is what the environment of a command given env takes, as
+// execEnv(its env, its hostname, env) would: execveBytes' share of it.
+func (ce *containerEnv) bytesWith(env map[string]string) int {
+	n := ce.bytes
+	for k, v := range env {
+		n += len(k) + 1 + len(v) + 1 + 8 - ce.names[k]
+	}
+	return n
+}
+
+// containerEnv is e's, read once: at provision (a fresh container's
+// inspection, a pooled one's claim) or adoption, or here by the first
+// command when that read failed.
+func (h *Docker) containerEnv(ctx context.Context, e *execution) (*containerEnv, error) {
+	if ce := e.cenv.Load(); ce != nil {
+		return ce, nil
+	}
+	info, err := h.api.ContainerInspect(ctx, e.ContainerID)
+	if err != nil {
+		return nil, fmt.Errorf("dockerhost: inspect container for its environment: %w", err)
+	}
+	ce := readContainerEnv(info)
+	e.cenv.Store(ce)
+	return ce, nil
 }
 
 // envSpace refuses a provision env that takes over half of argSpace as

@@ -3,16 +3,19 @@ package dockerhost
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -192,10 +195,193 @@ func TestArgSpaceOfAnOlderContainer(t *testing.T) {
 		{"no host config", nil, false},
 	} {
 		h := &Docker{api: &stackDocker{hc: tc.hc}}
-		err := h.checkArgSpace(testCtx(t, time.Minute), "c", req)
+		err := h.checkArgSpace(testCtx(t, time.Minute), &execution{Execution: Execution{ContainerID: "c"}}, req)
 		var e *Error
 		if refused := errors.As(err, &e) && e.Field == "args"; refused != tc.refused || (!tc.refused && err != nil) {
 			t.Errorf("%s: %v, want refused %v", tc.name, err, tc.refused)
+		}
+	}
+}
+
+// sumArgs is the argv of a shell that prints how many bytes its words
+// after $0 take, with words of 100000 bytes (under MAX_ARG_STRLEN), the
+// last one sized, total in all.
+func sumArgs(total int) []string {
+	a := []string{"-c", `n=0; for w; do n=$((n+${#w})); done; echo $n`, "sh"}
+	for total > 0 {
+		w := min(total, 100_000)
+		a = append(a, strings.Repeat("a", w))
+		total -= w
+	}
+	return a
+}
+
+// bigEnvImage commits the test image with an environment of n variables
+// of 30000 bytes, as an image may carry, and returns its reference.
+func bigEnvImage(t *testing.T, cli *client.Client, img string, n int) string {
+	t.Helper()
+	ctx := testCtx(t, 2*time.Minute)
+	var env []string
+	for i := range n {
+		env = append(env, fmt.Sprintf("IMG%02d=%s", i, strings.Repeat("i", 30_000)))
+	}
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: []string{"true"}, Env: env}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) }()
+	ref := "hostgate-test/bigenv:" + uniqueOwner()
+	if _, err := cli.ContainerCommit(ctx, c.ID, container.CommitOptions{Reference: ref}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true})
+	})
+	return ref
+}
+
+// testExecArgSpaceImageEnv: in a sandbox whose image's own environment is
+// huge (55 variables, 1.65 MB), a command of under 512 KiB of words
+// that, with it, passes what one execve may hold is refused naming args,
+// and the most bytes allowed run: the container's environment was read
+// only for commands over 512 KiB, so such a command answered 200, exit
+// code 1, "argument list too long". The count is kept from provision (and
+// adoption: a restarted host draws the same line) and exact, docker exec
+// behind the gateway's back drawing it at the same byte.
+func testExecArgSpaceImageEnv(t *testing.T) {
+	cli, img := engine(t)
+	owner := uniqueOwner()
+	h := newTestHost(t, cli, &Config{Owner: owner, AllowUnpinnedImages: true})
+	ex := provision(t, h, emptyReq(bigEnvImage(t, cli, img, 55), small()))
+	ctx := testCtx(t, 2*time.Minute)
+	execReq := func(total int) ExecRequest {
+		return ExecRequest{Command: "/bin/sh", Args: sumArgs(total), Env: map[string]string{"IMG00": "replaced"}, TimeoutMs: 60_000}
+	}
+	const far = 500_000 // under 512 KiB, the bound the environment was read above
+	res, err := h.Exec(ctx, ex.ExecutionID, execReq(far))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" {
+		t.Fatalf("%d bytes of arguments with the image's 1.65 MB of environment: %+v %v, want invalid_request on args", far, res, err)
+	}
+	m := takesRE.FindStringSubmatch(e.Message)
+	if m == nil {
+		t.Fatalf("refusal without its numbers: %q", e.Message)
+	}
+	takes, _ := strconv.Atoi(m[1])
+	space, _ := strconv.Atoi(m[2])
+	most := far - (takes - space)
+	if (most-1)/100_000 != (far-1)/100_000 {
+		t.Fatalf("the most bytes allowed, %d, are not in as many words as %d: pick another far", most, far)
+	}
+	t.Logf("%d bytes of arguments take %d of %d; the most allowed: %d", far, takes, space, most)
+	live, err := h.live(ctx, ex.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"provisioned", "adopted"} {
+		res, err = h.Exec(ctx, ex.ExecutionID, execReq(most))
+		if err != nil || res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", most) {
+			t.Fatalf("%s: %d bytes of arguments, the most allowed: %+v %v; want them run", host, most, res, err)
+		}
+		if _, err := h.Exec(ctx, ex.ExecutionID, execReq(most+1)); !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" {
+			t.Fatalf("%s: %d bytes of arguments, one over: %v, want invalid_request on args", host, most+1, err)
+		}
+		if host == "provisioned" {
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h = newTestHost(t, cli, &Config{Owner: owner, AllowUnpinnedImages: true})
+		}
+	}
+	for _, tc := range []struct {
+		total int
+		code  int
+	}{{most, 0}, {most + 1, 1}} {
+		r := execReq(tc.total)
+		code, _, stderr := rawExec(t, cli, live.ContainerID, userOf(live.uid), shellArgv(append([]string{r.Command}, r.Args...), WorkspaceDir, r.Env), envList(r.Env))
+		if code != tc.code || (tc.code == 1) != strings.Contains(stderr, "argument list too long") {
+			t.Errorf("docker exec of %d bytes of arguments: exit %d %q; want %d", tc.total, code, stderr, tc.code)
+		}
+	}
+}
+
+// inspectCount answers ContainerInspect with info (or err), counting.
+type inspectCount struct {
+	fakeDocker
+	info  container.InspectResponse
+	err   error
+	calls atomic.Int32
+}
+
+func (f *inspectCount) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	f.calls.Add(1)
+	return f.info, f.err
+}
+
+// TestContainerEnvReadOnce: an adopted container's environment is read
+// at adoption and counted for every command, small or not, with no
+// engine call after; when that read failed, the first command reads it.
+// What is kept counts as execEnv does: a command's variable replaces the
+// container's of the same name, HOME the one runc would set.
+func TestContainerEnvReadOnce(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	info := container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{HostConfig: &container.HostConfig{Resources: container.Resources{Ulimits: []*container.Ulimit{{Name: "stack", Soft: SandboxStack, Hard: -1}}}}},
+		Config:            &container.Config{Hostname: "box", Env: []string{"PATH=/p", "BIG=" + strings.Repeat("b", 2_000_000)}},
+	}
+	for _, failFirst := range []bool{false, true} {
+		f := &inspectCount{fakeDocker: fakeDocker{list: []container.Summary{{ID: "c-live", State: "running", Labels: map[string]string{
+			LabelExecution: "live", LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: strconv.Itoa(sandboxUIDBase)}}}}, info: info}
+		if failFirst {
+			f.err = errors.New("engine busy")
+		}
+		h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: t.TempDir(), Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		e, err := h.live(testCtx(t, time.Minute), "live")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.err = nil
+		at := f.calls.Load()
+		small := &ExecRequest{Command: "true", Args: []string{strings.Repeat("a", 100_000)}}
+		for range 3 {
+			err := h.checkArgSpace(testCtx(t, time.Minute), e, small)
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Field != "args" {
+				t.Fatalf("failFirst %v: 100000 bytes with a 2 MB environment: %v, want refused on args", failFirst, err)
+			}
+		}
+		// The command's BIG replaces the container's: room again.
+		small.Env = map[string]string{"BIG": "1"}
+		if err := h.checkArgSpace(testCtx(t, time.Minute), e, small); err != nil {
+			t.Fatalf("failFirst %v: with BIG replaced: %v, want allowed", failFirst, err)
+		}
+		if want := map[bool]int32{false: 1, true: 2}[failFirst]; f.calls.Load() != want || (failFirst && at != 1) {
+			t.Errorf("failFirst %v: the engine was asked %d times (%d at adoption), want %d", failFirst, f.calls.Load(), at, want)
+		}
+	}
+	// An engine that answers neither at adoption nor at the command: a
+	// command of a quarter of the space or less runs as it did before
+	// anything was read; a larger one is answered with the engine's error.
+	h := &Docker{api: &inspectCount{err: errors.New("engine busy")}}
+	e := &execution{Execution: Execution{ContainerID: "c"}}
+	if err := h.checkArgSpace(testCtx(t, time.Minute), e, &ExecRequest{Command: "true", Args: []string{strings.Repeat("a", 100_000)}}); err != nil {
+		t.Errorf("a 100000-byte command, the engine silent: %v, want it let through", err)
+	}
+	if err := h.checkArgSpace(testCtx(t, time.Minute), e, &ExecRequest{Command: "true", Args: slices.Repeat([]string{strings.Repeat("a", 100_000)}, 6)}); err == nil || !strings.Contains(err.Error(), "engine busy") {
+		t.Errorf("a 600000-byte command, the engine silent: %v, want the engine's error", err)
+	}
+	// bytesWith counts as execveBytes over execEnv would.
+	ce := readContainerEnv(info)
+	for _, env := range []map[string]string{nil, {"BIG": "1"}, {"HOME": "/h", "NEW": "v"}, {"PATH": "/q", "HOSTNAME": "x"}} {
+		if got, want := ce.bytesWith(env), execveBytes("", nil, execEnv(info.Config.Env, "box", env))-execveBytes("", nil, nil); got != want {
+			t.Errorf("bytesWith(%v) = %d, want %d", env, got, want)
 		}
 	}
 }

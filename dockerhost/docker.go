@@ -187,8 +187,8 @@ type Docker struct {
 
 var _ ExecutionHost = (*Docker)(nil)
 
-// execution is one live container. Fields other than lock and timer are
-// immutable after registration.
+// execution is one live container. Fields other than lock, timer and the
+// atomics are immutable after registration.
 type execution struct {
 	Execution
 	req ProvisionRequest // env values removed
@@ -215,6 +215,9 @@ type execution struct {
 	// movable is set when the container's main process is a deadline
 	// SetTimeout can move (LabelDeadline).
 	movable bool
+	// cenv is what its container's environment takes of a command's
+	// argument space (checkArgSpace), read once; nil until then.
+	cenv atomic.Pointer[containerEnv]
 	// deadlineMu keeps SetTimeout calls apart.
 	deadlineMu sync.Mutex
 }
@@ -492,6 +495,10 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}()
 	fromPool := false
+	// cenv is what the container's environment takes of every command's
+	// argument space: read once here, from the claim's inspection of a
+	// pooled container or an inspection of a fresh one.
+	var cenv *containerEnv
 	// A container whose workspace is still loading carries loadingPrefix
 	// in its name until the load is done: a gateway killed meanwhile must
 	// not adopt it as a healthy execution with half a workspace.
@@ -506,7 +513,8 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		if pc := h.pool.take(keyOf(req)); pc != nil {
 			cl := claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes}
 			name = named(claimedName(cl))
-			if cerr := h.claim(ctx, pc, cl, name); cerr != nil {
+			ins, cerr := h.claim(ctx, pc, cl, name)
+			if cerr != nil {
 				if pc.agent != nil {
 					_ = pc.agent.Close()
 				}
@@ -527,6 +535,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 				h.uids.release(pc.uid)
 			} else {
 				cid, fromPool, uid = pc.cid, true, pc.uid
+				cenv = readContainerEnv(ins)
 				if len(req.Env) > 0 {
 					// HOME and TMPDIR are in the pooled container's own
 					// env already; only a request's env travels apart.
@@ -551,6 +560,11 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		name = named("hostgate-" + id)
 		if cid, err = h.createStarted(ctx, cfg, hc, name, userOf(uid)); err != nil {
 			return nil, err
+		}
+		if ins, ierr := h.api.ContainerInspect(ctx, cid); ierr == nil {
+			cenv = readContainerEnv(ins)
+		} else if ctx.Err() == nil {
+			log.Warn("the container's environment was not read; its first command asks again", "container", cid, "err", ierr)
 		}
 	}
 	defer func() {
@@ -585,6 +599,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		env:       env,
 		uid:       uid,
 		movable:   true,
+	}
+	if cenv != nil {
+		e.cenv.Store(cenv)
 	}
 	if agent != nil {
 		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
@@ -1315,7 +1332,7 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 		maps.Copy(env, req.Env)
 		req.Env = env
 	}
-	if err := h.checkArgSpace(ctx, e.ContainerID, &req); err != nil {
+	if err := h.checkArgSpace(ctx, e, &req); err != nil {
 		return nil, err
 	}
 	res, way, err := h.runner.exec(ctx, e.ContainerID, userOf(e.uid), req, e.Resources.MaxOutputBytes, h.runnerFor(executionID), func(err error) {
@@ -1557,6 +1574,13 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			h.mu.Unlock()
 			if known {
 				continue
+			}
+			// What its environment takes of its commands' argument space,
+			// read once; failing, its first command asks.
+			if ins, err := h.api.ContainerInspect(ctx, c.ID); err == nil {
+				e.cenv.Store(readContainerEnv(ins))
+			} else {
+				h.logger.Warn("an adopted container's environment was not read; its first command asks again", "execution", id, "container", c.ID, "err", err)
 			}
 			h.uids.hold(e.uid)
 			if err := h.register(ctx, e); err != nil {

@@ -40,6 +40,12 @@ var _ DockerAPI = (*fakeDocker)(nil)
 
 func (f *fakeDocker) Ping(context.Context) (types.Ping, error) { return types.Ping{}, nil }
 
+// ContainerInspect fails: what inspects a container (reading its
+// environment at adoption) goes on without it.
+func (f *fakeDocker) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	return container.InspectResponse{}, errors.New("fake: no inspect")
+}
+
 func (f *fakeDocker) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
 	return f.list, nil
 }

@@ -91,6 +91,7 @@ var engineTests = []struct {
 	{"EngineRefusesCPUs", testEngineRefusesCPUs},
 	{"ExecArgSpace", testExecArgSpace},
 	{"MemoryPastEngine", testMemoryPastEngine},
+	{"ExecArgSpaceImageEnv", testExecArgSpaceImageEnv},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

@@ -658,26 +658,27 @@ func parseClaimedName(name string) (claimed, bool) {
 
 // claim makes pc the container of execution id: the runtime goes to its
 // main process (its deadline starts now), name (claimedName, or it
-// loading) records the execution.
+// loading) records the execution. It returns the container's inspection,
+// from which provision reads its environment (readContainerEnv).
 // On error the caller removes the container and creates a fresh one.
-func (h *Docker) claim(ctx context.Context, pc *pooled, c claimed, name string) error {
+func (h *Docker) claim(ctx context.Context, pc *pooled, c claimed, name string) (container.InspectResponse, error) {
 	_, err := fmt.Fprintf(pc.hj.Conn, "%d\n", sleepSeconds(c.runtimeMs))
 	if err == nil {
 		err = pc.hj.CloseWrite()
 	}
 	pc.hj.Close()
 	if err != nil {
-		return fmt.Errorf("write runtime: %w", err)
+		return container.InspectResponse{}, fmt.Errorf("write runtime: %w", err)
 	}
 	if err := h.api.ContainerRename(ctx, pc.cid, name); err != nil {
-		return fmt.Errorf("rename: %w", err)
+		return container.InspectResponse{}, fmt.Errorf("rename: %w", err)
 	}
 	ins, err := h.api.ContainerInspect(ctx, pc.cid)
 	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
+		return ins, fmt.Errorf("inspect: %w", err)
 	}
 	if ins.State == nil || !ins.State.Running {
-		return fmt.Errorf("container not running")
+		return ins, fmt.Errorf("container not running")
 	}
-	return nil
+	return ins, nil
 }

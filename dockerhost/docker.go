@@ -173,6 +173,7 @@ type Docker struct {
 	mu       sync.Mutex
 	execs    map[string]*execution
 	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
+	removing map[string]*removal                // ended ids whose containers end is removing
 	gone     map[string]ended                   // tombstones: id → when and why it ended
 	tombs    Tombstones                         // Config.Tombstones; nil: memory only
 	tombMu   sync.Mutex                         // orders writes to tombs (syncTombstone)
@@ -244,20 +245,21 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Docker{
-		envDir:  cfg.EnvDir,
-		logger:  logger,
-		api:     cli,
-		owner:   cfg.Owner,
-		labels:  maps.Clone(cfg.Labels),
-		store:   cfg.Store,
-		now:     cfg.Now,
-		execs:   map[string]*execution{},
-		pending: map[string]context.CancelCauseFunc{},
-		gone:    map[string]ended{},
-		tombs:   cfg.Tombstones,
-		checked: map[string]bool{},
-		rd:      readers{n: map[string]int{}},
-		proc:    "/proc",
+		envDir:   cfg.EnvDir,
+		logger:   logger,
+		api:      cli,
+		owner:    cfg.Owner,
+		labels:   maps.Clone(cfg.Labels),
+		store:    cfg.Store,
+		now:      cfg.Now,
+		execs:    map[string]*execution{},
+		pending:  map[string]context.CancelCauseFunc{},
+		removing: map[string]*removal{},
+		gone:     map[string]ended{},
+		tombs:    cfg.Tombstones,
+		checked:  map[string]bool{},
+		rd:       readers{n: map[string]int{}},
+		proc:     "/proc",
 
 		retention: cfg.Retention,
 	}
@@ -957,7 +959,7 @@ func (h *Docker) expire(id string, e *execution, at time.Time) {
 	h.mu.Unlock()
 	defer h.timersWG.Done()
 	h.logger.Info("runtime deadline reached", "execution", id)
-	if err := h.end(id, e, EndRuntime); err != nil {
+	if err := h.end(context.Background(), id, e, EndRuntime); err != nil {
 		h.logger.Error("remove expired execution", "execution", id, "err", err)
 	}
 }
@@ -965,12 +967,22 @@ func (h *Docker) expire(id string, e *execution, at time.Time) {
 // forget removes e from the live set and remembers its id as gone, for
 // reason (End*). It reports whether e was still live.
 func (h *Docker) forget(id string, e *execution, reason string) bool {
+	return h.forgetRemoving(id, e, reason, nil)
+}
+
+// forgetRemoving is forget that, when e was live, records r as the
+// removal of its container under the same lock: no one finds it gone
+// without finding r.
+func (h *Docker) forgetRemoving(id string, e *execution, reason string, r *removal) bool {
 	h.mu.Lock()
 	if h.execs[id] != e {
 		h.mu.Unlock()
 		return false
 	}
 	delete(h.execs, id)
+	if r != nil {
+		h.removing[id] = r
+	}
 	h.uids.release(e.uid)
 	if e.forgotten != nil {
 		close(e.forgotten)
@@ -1087,11 +1099,46 @@ func (h *Docker) storedTombstone(ctx context.Context, id string) *ended {
 }
 
 // end forgets e, which ended for reason (End*), and removes its container.
-func (h *Docker) end(id string, e *execution, reason string) error {
-	if !h.forget(id, e, reason) {
+// When another end forgot it first, it waits for that one's removal (as
+// long as ctx lets it) and answers as it did.
+func (h *Docker) end(ctx context.Context, id string, e *execution, reason string) error {
+	r := &removal{done: make(chan struct{})}
+	if !h.forgetRemoving(id, e, reason, r) {
+		return h.awaitRemoval(ctx, id)
+	}
+	r.err = h.destroy(e.ContainerID)
+	h.mu.Lock()
+	delete(h.removing, id)
+	h.mu.Unlock()
+	close(r.done)
+	return r.err
+}
+
+// removal is an ended execution's container being removed (end): a
+// Terminate that finds the execution gone meanwhile waits for it, so that
+// its success means, as the first's does, that no container is left. Of
+// two concurrent Terminates one answered in 0.5 to 30 ms, the container
+// and its processes still there (the other after 100 to 140 ms, gone).
+type removal struct {
+	done chan struct{}
+	err  error // set before done closes
+}
+
+// awaitRemoval waits for the removal of id's container under way, if
+// any, and answers its error.
+func (h *Docker) awaitRemoval(ctx context.Context, id string) error {
+	h.mu.Lock()
+	r := h.removing[id]
+	h.mu.Unlock()
+	if r == nil {
 		return nil
 	}
-	return h.destroy(e.ContainerID)
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("wait for its container's removal under way: %w", ctx.Err())
+	}
 }
 
 // destroy force-removes a container, killing every process in it. It runs
@@ -1218,7 +1265,7 @@ func (h *Docker) Verify(ctx context.Context, executionID string) error {
 	if !h.containerGone(e.ContainerID) {
 		return nil
 	}
-	if h.end(executionID, e, EndContainerGone) == nil {
+	if h.end(ctx, executionID, e, EndContainerGone) == nil {
 		h.logger.Info("execution ended outside the host: its container is gone or stopped", "execution", executionID, "container", e.ContainerID)
 	}
 	_, err = h.lookup(ctx, executionID)
@@ -1492,15 +1539,19 @@ func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	h.mu.Unlock()
 	e, err := h.lookup(ctx, executionID)
 	if code := ErrorCode(err); code == CodeGone || code == CodeNotFound {
-		// Nothing of it runs here either way; a caller retrying a
-		// terminate (or the HTTP API's, which answers 204) must not
-		// fail over which one it is.
+		// Nothing of it runs here either way, once an end under way has
+		// removed its container; a caller retrying a terminate (or the
+		// HTTP API's, which answers 204) must not fail over which one it
+		// is.
+		if err := h.awaitRemoval(ctx, executionID); err != nil {
+			return fmt.Errorf("dockerhost: terminate: %w", err)
+		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := h.end(executionID, e, EndTerminated); err != nil {
+	if err := h.end(ctx, executionID, e, EndTerminated); err != nil {
 		return fmt.Errorf("dockerhost: terminate: %w", err)
 	}
 	h.logger.Info("terminated", "execution", executionID)

@@ -31,6 +31,7 @@ var engineTests = []struct {
 }{
 	{"ExecBasics", testExecBasics},
 	{"TerminateDuringExec", testTerminateDuringExec},
+	{"TerminateTwiceConcurrently", testTerminateTwiceConcurrently},
 	{"LimitCPU", testLimitCPU},
 	{"LimitMemory", testLimitMemory},
 	{"LimitDisk", testLimitDisk},

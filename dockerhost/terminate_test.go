@@ -1,0 +1,110 @@
+package dockerhost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+)
+
+// testTerminateTwiceConcurrently: of two Terminates at once, each answers
+// success only once the container is gone: the one that found the
+// execution forgotten answered at once (in 0.5 to 30 ms here), its
+// container and processes still there for 100 ms more.
+func testTerminateTwiceConcurrently(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	for range 3 {
+		ex := provision(t, h, emptyReq(img, small()))
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := testCtx(t, time.Minute)
+				t0 := time.Now()
+				if err := h.Terminate(ctx, ex.ExecutionID); err != nil {
+					t.Errorf("terminate: %v", err)
+					return
+				}
+				took := time.Since(t0)
+				if _, err := cli.ContainerInspect(ctx, ex.ContainerID); !cerrdefs.IsNotFound(err) {
+					t.Errorf("a terminate answered success after %v with the container still there (inspect: %v)", took, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// slowRemove is an engine whose container removal waits for release.
+type slowRemove struct {
+	fakeDocker
+	started chan string
+	release chan error
+}
+
+func (f *slowRemove) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
+	f.started <- id
+	return <-f.release
+}
+
+// TestTerminateWaitsForTheRemovalUnderWay: a Terminate that finds the
+// execution already ended by another, whose removal of the container is
+// under way, answers when that removal does, with its error: it answered
+// success at once, even when that removal then failed and the container
+// stayed. One whose context ends first says so.
+func TestTerminateWaitsForTheRemovalUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		spec, _ := json.Marshal(redact(validReq()))
+		live := func(id string) container.Summary {
+			return container.Summary{ID: "c-" + id, State: "running", Labels: map[string]string{
+				LabelExecution: id, LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: strconv.Itoa(sandboxUIDBase)}}
+		}
+		f := &slowRemove{fakeDocker: fakeDocker{list: []container.Summary{live("a"), live("b")}}, started: make(chan string, 1), release: make(chan error, 1)}
+		h, err := NewDocker(context.Background(), nil, f, &Config{Owner: "gw", CheckpointDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		ctx := context.Background()
+		first, second := make(chan error, 1), make(chan error, 1)
+		go func() { first <- h.Terminate(ctx, "a") }()
+		<-f.started
+		go func() { second <- h.Terminate(ctx, "a") }()
+		synctest.Wait()
+		select {
+		case err := <-second:
+			t.Errorf("the second terminate answered %v while the first was removing the container", err)
+			second <- err
+		default:
+		}
+		f.release <- errors.New("engine on fire")
+		for name, c := range map[string]chan error{"first": first, "second": second} {
+			if err := <-c; err == nil || !strings.Contains(err.Error(), "engine on fire") {
+				t.Errorf("%s terminate: %v, want the removal's error", name, err)
+			}
+		}
+		// Its context ending, a waiting terminate says what it waited for.
+		go func() { first <- h.Terminate(ctx, "b") }()
+		<-f.started
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := h.Terminate(short, "b"); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "removal under way") {
+			t.Errorf("a terminate whose context ended while waiting: %v", err)
+		}
+		f.release <- nil
+		if err := <-first; err != nil {
+			t.Errorf("terminate b: %v", err)
+		}
+	})
+}

@@ -172,11 +172,11 @@ type Docker struct {
 
 	mu       sync.Mutex
 	execs    map[string]*execution
-	pending  map[string]context.CancelCauseFunc // ids being provisioned; Terminate cancels
-	removing map[string]*removal                // ended ids whose containers end is removing
-	gone     map[string]ended                   // tombstones: id → when and why it ended
-	tombs    Tombstones                         // Config.Tombstones; nil: memory only
-	tombMu   sync.Mutex                         // orders writes to tombs (syncTombstone)
+	pending  map[string]*provisioning // ids being provisioned; Terminate cancels
+	removing map[string]*removal      // ended ids whose containers end is removing
+	gone     map[string]ended         // tombstones: id → when and why it ended
+	tombs    Tombstones               // Config.Tombstones; nil: memory only
+	tombMu   sync.Mutex               // orders writes to tombs (syncTombstone)
 	closed   bool
 	via      func(executionID string) CommandRunner // SetExecVia; nil: docker exec only
 	timersWG sync.WaitGroup                         // expiry callbacks in flight
@@ -253,7 +253,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		store:    cfg.Store,
 		now:      cfg.Now,
 		execs:    map[string]*execution{},
-		pending:  map[string]context.CancelCauseFunc{},
+		pending:  map[string]*provisioning{},
 		removing: map[string]*removal{},
 		gone:     map[string]ended{},
 		tombs:    cfg.Tombstones,
@@ -447,9 +447,12 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		return nil, h.reuseError(id, *stored)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	h.pending[id] = cancel
+	pend := &provisioning{cancel: cancel, done: make(chan struct{})}
+	h.pending[id] = pend
 	h.mu.Unlock()
 	defer func() {
+		// Last of the defers: what the provision made is removed by now.
+		defer close(pend.done)
 		if err != nil {
 			// Registered, the id left pending there (register); it may be
 			// another provision's by now.
@@ -1114,6 +1117,13 @@ func (h *Docker) end(ctx context.Context, id string, e *execution, reason string
 	return r.err
 }
 
+// provisioning is a provision under way: Terminate cancels it and waits
+// for done, closed once what it made is removed (or it registered).
+type provisioning struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
 // removal is an ended execution's container being removed (end): a
 // Terminate that finds the execution gone meanwhile waits for it, so that
 // its success means, as the first's does, that no container is left. Of
@@ -1529,12 +1539,21 @@ var (
 // remove its container.
 func (h *Docker) Terminate(ctx context.Context, executionID string) error {
 	h.mu.Lock()
-	if cancel := h.pending[executionID]; cancel != nil {
-		cancel(errTerminated)
+	if pend := h.pending[executionID]; pend != nil {
+		pend.cancel(errTerminated)
 		h.tombstone(executionID, EndTerminated)
 		h.mu.Unlock()
 		h.syncTombstone(executionID)
-		return nil
+		// The provision removes its container as it unwinds: success
+		// means none is left, as for a live execution. It answered at
+		// once, the container still there for as long as the unwinding
+		// took.
+		select {
+		case <-pend.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("dockerhost: terminate: wait for the cancelled provision to remove its container: %w", ctx.Err())
+		}
 	}
 	h.mu.Unlock()
 	e, err := h.lookup(ctx, executionID)

@@ -32,6 +32,7 @@ var engineTests = []struct {
 	{"ExecBasics", testExecBasics},
 	{"TerminateDuringExec", testTerminateDuringExec},
 	{"TerminateTwiceConcurrently", testTerminateTwiceConcurrently},
+	{"TerminateDuringRestoreLeavesNothing", testTerminateDuringRestoreLeavesNothing},
 	{"LimitCPU", testLimitCPU},
 	{"LimitMemory", testLimitMemory},
 	{"LimitDisk", testLimitDisk},

@@ -108,3 +108,46 @@ func TestTerminateWaitsForTheRemovalUnderWay(t *testing.T) {
 		}
 	})
 }
+
+// testTerminateDuringRestoreLeavesNothing: a Terminate of an execution
+// whose provision (a restore, loading its workspace) has made its
+// container answers once that container is removed: it answered at once,
+// the container still there while the provision unwound.
+func testTerminateDuringRestoreLeavesNothing(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, &Config{CheckpointDir: t.TempDir()})
+	cp := putCheckpoint(t, h.store, img, 6<<20)
+	const id = "terminate-during-restore"
+	got := make(chan error, 1)
+	go func() {
+		_, err := h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp, ExecutionID: id})
+		got <- err
+	}()
+	// Wait (on the engine: a list is a few ms) for the container, the
+	// provision still pending.
+	ctx := testCtx(t, time.Minute)
+	for {
+		h.mu.Lock()
+		pending := h.pending[id] != nil
+		h.mu.Unlock()
+		if !pending && len(h.List()) > 0 {
+			t.Fatal("the restore was done before its container was seen: nothing to terminate mid-provision")
+		}
+		if pending && len(ownerContainers(t, cli, h)) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no container while the restore was pending")
+		}
+	}
+	t0 := time.Now()
+	if err := h.Terminate(ctx, id); err != nil {
+		t.Fatalf("terminate: %v", err)
+	}
+	if left := ownerContainers(t, cli, h); len(left) != 0 {
+		t.Errorf("terminate answered after %v, %d containers left: %+v", time.Since(t0), len(left), left[0].Names)
+	}
+	if err := <-got; ErrorCode(err) != CodeGone {
+		t.Errorf("the restore: %v, want gone", err)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"strings"
 	"syscall"
+
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 var errChecksum = errors.New("checkpoint tar does not match its manifest (size or sha256)")
@@ -171,11 +173,21 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 				err = ferr
 			}
 		}
+		var ue *unpackError
 		switch {
 		case errors.Is(err, errChecksum):
 			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: errChecksum.Error(), Err: err}
 		case errors.Is(err, errTarTooLarge):
 			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint does not fit in resources.diskBytes", Err: err}
+		case errors.As(err, &ue):
+			// An archive written to reach out of the workspace (a hard
+			// link to /etc/passwd, a file through a symbolic link), its
+			// manifest made to match: the checkpoint, not the engine, is
+			// what failed, and it answered 502 "the container engine
+			// failed".
+			h.logger.Warn("restore: the checkpoint's archive does not unpack; was the checkpoint store changed?", "checkpoint", rr.CheckpointID, "err", err)
+			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Err: err,
+				Message: "the checkpoint's archive does not unpack into a workspace (" + textcut.Cut(ue.out, maxEngineWords) + "): it holds what a checkpoint of a workspace would not, so it was changed in the checkpoint store or not made by a checkpoint; restore another checkpoint"}
 		}
 		return err
 	}

@@ -63,6 +63,7 @@ var engineTests = []struct {
 	{"AdoptAndReap", testAdoptAndReap},
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},
 	{"RestoreTooLarge", testRestoreTooLarge},
+	{"RestoreHostileTar", testRestoreHostileTar},
 	{"AttachStdio", testAttachStdio},
 	{"Tools", testTools},
 	{"TerminateDuringProvision", testTerminateDuringProvision},

@@ -217,10 +217,22 @@ func (w *Workspace) untar(ctx context.Context, containerID, user, dir string, sr
 		if strings.Contains(msg, "No space left") {
 			return fmt.Errorf("unpack into %s: %w: %s", dir, errTarTooLarge, msg)
 		}
+		if code != 126 && code != 127 {
+			return fmt.Errorf("unpack into %s: %w", dir, &unpackError{code: code, out: msg})
+		}
 		return fmt.Errorf("unpack into %s: tar exited %d: %s", dir, code, msg)
 	}
 	return nil
 }
+
+// unpackError is tar refusing what an archive holds (it ran, and exited
+// non-zero with room left): its words name the entry.
+type unpackError struct {
+	code int
+	out  string
+}
+
+func (e *unpackError) Error() string { return fmt.Sprintf("tar exited %d: %s", e.code, e.out) }
 
 // validToolName refuses anything but a plain file name.
 func validToolName(name string) bool {

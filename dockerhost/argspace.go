@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 )
 
 // SandboxStack is the soft stack rlimit of a sandbox's processes, set at
@@ -194,4 +196,48 @@ func stackSet(hc *container.HostConfig) bool {
 		}
 	}
 	return false
+}
+
+// imageInspector is the engine's image inspection, which *client.Client
+// has and the DockerAPI seam does not require.
+type imageInspector interface {
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+}
+
+// imageEnvSpace refuses, naming image, a container config whose image's
+// environment, with the provision's, leaves its main process no room to
+// start (over argSpace): its container ended at start, answered "the
+// container ended during provisioning (status 1; runtimeMs or
+// memoryBytes too small?)" as the engine's failure, when no program
+// could ever start in it. Asked only once a container has ended so: the
+// engine is not asked of every image.
+func (h *Docker) imageEnvSpace(ctx context.Context, cfg *container.Config) error {
+	ii, ok := h.api.(imageInspector)
+	if !ok {
+		return nil
+	}
+	ins, err := ii.ImageInspect(ctx, cfg.Image)
+	if err != nil || ins.Config == nil {
+		return nil
+	}
+	env := map[string]string{}
+	for _, kv := range cfg.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	argv := append(slices.Clone([]string(cfg.Entrypoint)), cfg.Cmd...)
+	if len(argv) == 0 {
+		return nil
+	}
+	// The engine names the host after the container's id, 12 characters.
+	n := execveBytes(argv[0], argv, execEnv(ins.Config.Env, strings.Repeat("h", 12), env))
+	if n <= argSpace() {
+		return nil
+	}
+	own := 0
+	for _, kv := range ins.Config.Env {
+		own += len(kv) + 1 + 8
+	}
+	return invalid("image", "its environment takes %d bytes (each NAME=value with its NUL and a pointer), and with the provision's and the sandbox's start %d, over the %d a program's arguments and environment may hold in a sandbox (Linux: a quarter of its %d MiB stack limit): no program can start in it; use an image with a smaller environment (ENV), large values in files",
+		own, n, argSpace(), SandboxStack>>20)
 }

@@ -385,3 +385,26 @@ func TestContainerEnvReadOnce(t *testing.T) {
 		}
 	}
 }
+
+// testProvisionImageEnvTooLarge: an image whose environment alone (72
+// variables, 2.16 MB) takes more than a program's arguments and
+// environment may hold in a sandbox is refused naming image and what to
+// change, nothing left: its container ended at start, answered "the
+// container ended during provisioning (status 1; runtimeMs or memoryBytes
+// too small?)", an engine failure (502) with a wrong hint.
+func testProvisionImageEnvTooLarge(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, &Config{AllowUnpinnedImages: true})
+	ex, err := h.Provision(testCtx(t, 2*time.Minute), emptyReq(bigEnvImage(t, cli, img, 72), small()))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "no program can start in it") || !strings.Contains(e.Message, "smaller environment") {
+		t.Fatalf("an image of 2.16 MB of environment: %+v %v, want invalid_request on image", ex, err)
+	}
+	t.Logf("%v", err)
+	for _, c := range ownerContainers(t, cli, h) {
+		waitRemoved(t, cli, c.ID, time.Minute)
+	}
+	if n := len(h.List()); n != 0 {
+		t.Errorf("%d executions after the refusal", n)
+	}
+}

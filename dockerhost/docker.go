@@ -658,6 +658,9 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 		if strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file") {
 			return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
 		}
+		if ierr := h.imageEnvSpace(ctx, cfg); ierr != nil {
+			return "", ierr
+		}
 		return "", fmt.Errorf("dockerhost: start container: %w", err)
 	}
 	if err := h.prepare(ctx, cid, user, cfg.Image); err != nil {
@@ -670,6 +673,9 @@ func (h *Docker) createStarted(ctx context.Context, cfg *container.Config, hc *c
 			case r := <-exitC:
 				if r.StatusCode == 126 || r.StatusCode == 127 {
 					return "", &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("main process sleep exited %d", r.StatusCode)}
+				}
+				if ierr := h.imageEnvSpace(ctx, cfg); ierr != nil {
+					return "", ierr
 				}
 				return "", fmt.Errorf("dockerhost: the container ended during provisioning (status %d; runtimeMs or memoryBytes too small?): %w", r.StatusCode, err)
 			case <-t.C:

@@ -95,6 +95,7 @@ var engineTests = []struct {
 	{"ExecArgSpace", testExecArgSpace},
 	{"MemoryPastEngine", testMemoryPastEngine},
 	{"ExecArgSpaceImageEnv", testExecArgSpaceImageEnv},
+	{"ProvisionImageEnvTooLarge", testProvisionImageEnvTooLarge},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

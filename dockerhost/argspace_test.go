@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -255,15 +256,51 @@ func testExecArgSpaceImageEnv(t *testing.T) {
 	owner := uniqueOwner()
 	h := newTestHost(t, cli, &Config{Owner: owner, AllowUnpinnedImages: true})
 	ex := provision(t, h, emptyReq(bigEnvImage(t, cli, img, 55), small()))
+	argSpaceEdge(t, cli, h, ex.ExecutionID, 500_000, func() *Docker {
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		h = newTestHost(t, cli, &Config{Owner: owner, AllowUnpinnedImages: true})
+		return h
+	})
+}
+
+// testExecArgSpacePooled: the same edge in a container of the warm pool,
+// whose environment is read from the claim's inspection and whose
+// provision env (30 variables of 30000 bytes) travels with each command.
+func testExecArgSpacePooled(t *testing.T) {
+	cli, img := engine(t)
+	req := emptyReq(img, small())
+	h := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
+	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+	req.Env = map[string]string{}
+	for i := range 30 {
+		req.Env[fmt.Sprintf("POOLED%02d", i)] = strings.Repeat("p", 30_000)
+	}
+	ex := provision(t, h, req)
+	if s := h.PoolStats(); s.Hits != 1 {
+		t.Fatalf("want a pool hit, stats %+v", s)
+	}
+	argSpaceEdge(t, cli, h, ex.ExecutionID, 1_200_000, nil)
+}
+
+// argSpaceEdge finds, from the refusal of far bytes of arguments (in
+// 100000-byte words, with a variable IMG00 of the command's own), the
+// most bytes execution id allows, and checks they run, that one more is
+// refused, and that docker exec behind the gateway's back, given the same
+// argv and env, runs the first and gets E2BIG for the second. restart,
+// when set, returns a host that adopted the execution, where the same
+// line is drawn.
+func argSpaceEdge(t *testing.T, cli *client.Client, h *Docker, id string, far int, restart func() *Docker) {
+	t.Helper()
 	ctx := testCtx(t, 2*time.Minute)
 	execReq := func(total int) ExecRequest {
 		return ExecRequest{Command: "/bin/sh", Args: sumArgs(total), Env: map[string]string{"IMG00": "replaced"}, TimeoutMs: 60_000}
 	}
-	const far = 500_000 // under 512 KiB, the bound the environment was read above
-	res, err := h.Exec(ctx, ex.ExecutionID, execReq(far))
+	res, err := h.Exec(ctx, id, execReq(far))
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" {
-		t.Fatalf("%d bytes of arguments with the image's 1.65 MB of environment: %+v %v, want invalid_request on args", far, res, err)
+		t.Fatalf("%d bytes of arguments: %+v %v, want invalid_request on args", far, res, err)
 	}
 	m := takesRE.FindStringSubmatch(e.Message)
 	if m == nil {
@@ -276,31 +313,34 @@ func testExecArgSpaceImageEnv(t *testing.T) {
 		t.Fatalf("the most bytes allowed, %d, are not in as many words as %d: pick another far", most, far)
 	}
 	t.Logf("%d bytes of arguments take %d of %d; the most allowed: %d", far, takes, space, most)
-	live, err := h.live(ctx, ex.ExecutionID)
+	live, err := h.live(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, host := range []string{"provisioned", "adopted"} {
-		res, err = h.Exec(ctx, ex.ExecutionID, execReq(most))
+	for round := 0; ; round++ {
+		res, err = h.Exec(ctx, id, execReq(most))
 		if err != nil || res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", most) {
-			t.Fatalf("%s: %d bytes of arguments, the most allowed: %+v %v; want them run", host, most, res, err)
+			t.Fatalf("round %d: %d bytes of arguments, the most allowed: %+v %v; want them run", round, most, res, err)
 		}
-		if _, err := h.Exec(ctx, ex.ExecutionID, execReq(most+1)); !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" {
-			t.Fatalf("%s: %d bytes of arguments, one over: %v, want invalid_request on args", host, most+1, err)
+		if _, err := h.Exec(ctx, id, execReq(most+1)); !errors.As(err, &e) || e.Code != CodeInvalidRequest || e.Field != "args" {
+			t.Fatalf("round %d: %d bytes of arguments, one over: %v, want invalid_request on args", round, most+1, err)
 		}
-		if host == "provisioned" {
-			if err := h.Close(); err != nil {
-				t.Fatal(err)
-			}
-			h = newTestHost(t, cli, &Config{Owner: owner, AllowUnpinnedImages: true})
+		if restart == nil || round == 1 {
+			break
 		}
+		h = restart()
 	}
 	for _, tc := range []struct {
 		total int
 		code  int
 	}{{most, 0}, {most + 1, 1}} {
 		r := execReq(tc.total)
-		code, _, stderr := rawExec(t, cli, live.ContainerID, userOf(live.uid), shellArgv(append([]string{r.Command}, r.Args...), WorkspaceDir, r.Env), envList(r.Env))
+		env := maps.Clone(live.env) // a pooled container's provision env, which travels with each command
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, r.Env)
+		code, _, stderr := rawExec(t, cli, live.ContainerID, userOf(live.uid), shellArgv(append([]string{r.Command}, r.Args...), WorkspaceDir, env), envList(env))
 		if code != tc.code || (tc.code == 1) != strings.Contains(stderr, "argument list too long") {
 			t.Errorf("docker exec of %d bytes of arguments: exit %d %q; want %d", tc.total, code, stderr, tc.code)
 		}

@@ -95,6 +95,7 @@ var engineTests = []struct {
 	{"ExecArgSpace", testExecArgSpace},
 	{"MemoryPastEngine", testMemoryPastEngine},
 	{"ExecArgSpaceImageEnv", testExecArgSpaceImageEnv},
+	{"ExecArgSpacePooled", testExecArgSpacePooled},
 	{"ProvisionImageEnvTooLarge", testProvisionImageEnvTooLarge},
 }
 

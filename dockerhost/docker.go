@@ -173,7 +173,7 @@ type Docker struct {
 	mu       sync.Mutex
 	execs    map[string]*execution
 	pending  map[string]*provisioning // ids being provisioned; Terminate cancels
-	removing map[string]*removal      // ended ids whose containers end is removing
+	removing map[string]*removal      // ended ids: their container's removal under way, or failed (end)
 	gone     map[string]ended         // tombstones: id → when and why it ended
 	tombs    Tombstones               // Config.Tombstones; nil: memory only
 	tombMu   sync.Mutex               // orders writes to tombs (syncTombstone)
@@ -1111,13 +1111,23 @@ func (h *Docker) storedTombstone(ctx context.Context, id string) *ended {
 // When another end forgot it first, it waits for that one's removal (as
 // long as ctx lets it) and answers as it did.
 func (h *Docker) end(ctx context.Context, id string, e *execution, reason string) error {
-	r := &removal{done: make(chan struct{})}
+	r := &removal{cid: e.ContainerID, done: make(chan struct{})}
 	if !h.forgetRemoving(id, e, reason, r) {
 		return h.awaitRemoval(ctx, id)
 	}
-	r.err = h.destroy(e.ContainerID)
+	return h.remove(id, r)
+}
+
+// remove runs removal r of id's container. A failed one is kept (up to
+// maxTombstones of them), for the next Terminate to try again: it
+// answered success, nothing of the execution left to end, while the
+// container the engine had not removed ran on.
+func (h *Docker) remove(id string, r *removal) error {
+	r.err = h.destroy(r.cid)
 	h.mu.Lock()
-	delete(h.removing, id)
+	if r.err == nil || len(h.removing) > maxTombstones {
+		delete(h.removing, id)
+	}
 	h.mu.Unlock()
 	close(r.done)
 	return r.err
@@ -1136,15 +1146,32 @@ type provisioning struct {
 // two concurrent Terminates one answered in 0.5 to 30 ms, the container
 // and its processes still there (the other after 100 to 140 ms, gone).
 type removal struct {
+	cid  string
 	done chan struct{}
 	err  error // set before done closes
 }
 
+// failed reports whether r is over, and failed.
+func (r *removal) failed() bool {
+	select {
+	case <-r.done:
+		return r.err != nil
+	default:
+		return false
+	}
+}
+
 // awaitRemoval waits for the removal of id's container under way, if
-// any, and answers its error.
+// any, and answers its error; after one that failed, it tries again.
 func (h *Docker) awaitRemoval(ctx context.Context, id string) error {
 	h.mu.Lock()
 	r := h.removing[id]
+	if r != nil && r.failed() {
+		r = &removal{cid: r.cid, done: make(chan struct{})}
+		h.removing[id] = r
+		h.mu.Unlock()
+		return h.remove(id, r)
+	}
 	h.mu.Unlock()
 	if r == nil {
 		return nil

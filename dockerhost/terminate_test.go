@@ -151,3 +151,45 @@ func testTerminateDuringRestoreLeavesNothing(t *testing.T) {
 		t.Errorf("the restore: %v, want gone", err)
 	}
 }
+
+// TestTerminateTriesAFailedRemovalAgain: after a Terminate whose removal
+// of the container failed (an error from the engine), the next Terminate
+// asks the engine again and answers what it says: it answered success
+// without asking, the execution already forgotten, while the container
+// the engine had not removed ran on.
+func TestTerminateTriesAFailedRemovalAgain(t *testing.T) {
+	now := time.Now()
+	spec, _ := json.Marshal(redact(validReq()))
+	f := &fakeDocker{list: []container.Summary{{ID: "c-a", State: "running", Labels: map[string]string{
+		LabelExecution: "a", LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: strconv.Itoa(sandboxUIDBase)}}},
+		removeErr: map[string]error{"c-a": errors.New("engine on fire")}}
+	h := fakeHost(t, f, now)
+	ctx := testCtx(t, time.Minute)
+	for i, want := range []string{"engine on fire", "engine on fire", ""} {
+		if i == 2 {
+			f.mu.Lock()
+			delete(f.removeErr, "c-a")
+			f.mu.Unlock()
+		}
+		err := h.Terminate(ctx, "a")
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("terminate %d: %v, want %q", i+1, err, want)
+		}
+		f.mu.Lock()
+		asked := len(f.removed)
+		f.mu.Unlock()
+		if asked != i+1 {
+			t.Errorf("terminate %d: the engine was asked to remove the container %d times, want %d", i+1, asked, i+1)
+		}
+	}
+	// Removed: nothing is kept of it, and a terminate asks nothing more.
+	if err := h.Terminate(ctx, "a"); err != nil || len(f.removed) != 3 {
+		t.Errorf("terminate after the removal: %v, %d removals asked", err, len(f.removed))
+	}
+	h.mu.Lock()
+	kept := len(h.removing)
+	h.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d removals kept after the container's", kept)
+	}
+}

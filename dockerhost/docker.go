@@ -989,7 +989,7 @@ func (h *Docker) forgetRemoving(id string, e *execution, reason string, r *remov
 		return false
 	}
 	delete(h.execs, id)
-	if r != nil {
+	if r != nil && (!r.failed() || len(h.removing) < maxTombstones) {
 		h.removing[id] = r
 	}
 	h.uids.release(e.uid)
@@ -1441,8 +1441,17 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 	}
 	switch ErrorCode(err) {
 	case CodeTimeout, CodeOutputLimit, CodeAborted:
-		// The runner destroyed the container.
-		h.forget(executionID, e, ErrorCode(err))
+		// The runner destroyed the container; when the engine did not
+		// remove it, the failed removal is kept for a Terminate to try
+		// again (awaitRemoval).
+		var de *destroyError
+		if errors.As(err, &de) {
+			failed := &removal{cid: e.ContainerID, done: make(chan struct{}), err: de.err}
+			close(failed.done)
+			h.forgetRemoving(executionID, e, ErrorCode(err), failed)
+		} else {
+			h.forget(executionID, e, ErrorCode(err))
+		}
 		h.logger.Info("execution destroyed", "execution", executionID, "reason", ErrorCode(err))
 		return nil, err
 	}

@@ -33,6 +33,7 @@ var engineTests = []struct {
 	{"TerminateDuringExec", testTerminateDuringExec},
 	{"TerminateTwiceConcurrently", testTerminateTwiceConcurrently},
 	{"TerminateDuringRestoreLeavesNothing", testTerminateDuringRestoreLeavesNothing},
+	{"TimeoutRemovalFails", testTimeoutRemovalFails},
 	{"LimitCPU", testLimitCPU},
 	{"LimitMemory", testLimitMemory},
 	{"LimitDisk", testLimitDisk},

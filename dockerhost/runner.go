@@ -178,7 +178,11 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			destroying(e.Code)
 		}
 		if derr := r.destroy(containerID); derr != nil {
-			e.Err = errors.Join(e.Err, fmt.Errorf("destroy container: %w", derr))
+			// Not destroyed, whatever the message said: it ran on,
+			// and a Terminate found nothing left to end.
+			e.Err = errors.Join(e.Err, &destroyError{err: derr})
+			e.Message = strings.TrimSuffix(e.Message, "; the execution was destroyed") +
+				fmt.Sprintf("; the execution ended, but the engine did not remove its container (%v): terminate it to try again", derr)
 		}
 		return nil, way, e
 	}
@@ -189,6 +193,13 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		DurationMs: time.Since(start).Milliseconds(),
 	}, way, nil
 }
+
+// destroyError is a container the runner had to destroy (a command's
+// timeout, output flood or abort) and the engine did not remove.
+type destroyError struct{ err error }
+
+func (e *destroyError) Error() string { return "destroy container: " + e.err.Error() }
+func (e *destroyError) Unwrap() error { return e.err }
 
 // shellOwnEnv are the variables the shell sets in its children's
 // environment (cd's PWD and OLDPWD, busybox ash's SHLVL), which docker

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -191,5 +193,53 @@ func TestTerminateTriesAFailedRemovalAgain(t *testing.T) {
 	h.mu.Unlock()
 	if kept != 0 {
 		t.Errorf("%d removals kept after the container's", kept)
+	}
+}
+
+// failRemoveOnce is an engine whose first container removal fails.
+type failRemoveOnce struct {
+	DockerAPI
+	failed atomic.Bool
+}
+
+func (f *failRemoveOnce) ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("engine on fire")
+	}
+	return f.DockerAPI.ContainerRemove(ctx, id, opts)
+}
+
+// testTimeoutRemovalFails: a command past its timeout whose container the
+// engine then fails to remove is answered timeout saying so and what to
+// do, not "the execution was destroyed"; a Terminate then removes the
+// container. It was told destroyed, and the Terminate answered success
+// without asking the engine, the container running on until its runtime.
+func testTimeoutRemovalFails(t *testing.T) {
+	cli, img := engine(t)
+	api := &failRemoveOnce{DockerAPI: cli}
+	owner := uniqueOwner()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, &Config{Owner: owner, CheckpointDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(); reapOwner(t, cli, owner) })
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, time.Minute)
+	_, err = h.Exec(ctx, ex.ExecutionID, ExecRequest{Command: "sleep", Args: []string{"600"}, TimeoutMs: 500})
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeTimeout || strings.Contains(e.Message, "was destroyed") || !strings.Contains(e.Message, "engine on fire") || !strings.Contains(e.Message, "terminate it to try again") {
+		t.Fatalf("timeout, its removal failed: %v; want timeout saying the container was not removed", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, ex.ContainerID); err != nil {
+		t.Fatalf("the container the engine did not remove: %v", err)
+	}
+	if _, err := h.Get(ctx, ex.ExecutionID); ErrorCode(err) != CodeGone {
+		t.Fatalf("get: %v, want gone", err)
+	}
+	if err := h.Terminate(ctx, ex.ExecutionID); err != nil {
+		t.Fatalf("terminate: %v", err)
+	}
+	if _, err := cli.ContainerInspect(ctx, ex.ContainerID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("terminate answered success, the container still there (inspect: %v)", err)
 	}
 }

@@ -40,6 +40,12 @@ const maxSecs = 1 << 32
 // against the pids limit. It is meant to be PID 1 and changes the
 // process's signal handling for good.
 func Run(args []string, stdin io.Reader, dir string) error {
+	return keep(args, stdin, dir, nil)
+}
+
+// keep is Run, calling started (when set) once the process has made every
+// thread it will hold.
+func keep(args []string, stdin io.Reader, dir string, started func() error) error {
 	if len(args) != 1 {
 		return fmt.Errorf("want one argument, the runtime in seconds or - to read it from stdin; got %q", args)
 	}
@@ -51,6 +57,14 @@ func Run(args []string, stdin io.Reader, dir string) error {
 	signal.Notify(chld, syscall.SIGCHLD)
 	reap() // children that ended before Notify
 	startThreads(spareThreads)
+	if started != nil {
+		if err := started(); err != nil {
+			return err
+		}
+		if n, err := threads(); err == nil && n > maxTasks {
+			fmt.Fprintf(os.Stderr, "agent %s: started with %d threads, %d over the %d the sandbox's pids limit keeps for it (a loaded machine); its commands may hold that many fewer processes\n", Arg, n, n-maxTasks, maxTasks)
+		}
+	}
 
 	var secs int64
 	if args[0] == "-" {
@@ -150,6 +164,20 @@ func startThreads(n int) {
 	for range n {
 		<-done
 	}
+}
+
+// threads is how many threads this process has (/proc/self/status).
+func threads() (int, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for l := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("Threads:")); ok {
+			return strconv.Atoi(string(bytes.TrimSpace(v)))
+		}
+	}
+	return 0, errors.New("no Threads line in /proc/self/status")
 }
 
 // capTasks sets this process's RLIMIT_NPROC, soft and hard, to n: the

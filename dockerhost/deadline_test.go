@@ -376,8 +376,12 @@ echo bombed`)
 	okC, errC := cli.ContainerWait(ctx, ex.ContainerID, container.WaitConditionRemoved)
 	select {
 	case <-exitC:
+		// 3 s of rounding and the engine's word of the exit: under a
+		// load of 10 on 2 cores, with the bomb running, that word came
+		// 6.3 s after the deadline once; a deadline that was not moved
+		// ends 5 s early (the check above), one not kept never.
 		late := time.Since(moved.ExpiresAt)
-		if late > 5*time.Second {
+		if late > 10*time.Second {
 			t.Errorf("the container ended %v after its moved deadline", late)
 		}
 		t.Logf("the container ended %v after its moved deadline", late)

@@ -903,8 +903,9 @@ func (h *Docker) register(ctx context.Context, e *execution) error {
 	h.mu.Unlock()
 	if e.req.ExecutionID != "" {
 		// The caller named an id, which provision refused if it had
-		// ended; an adopted one may still have a stale tombstone (its
-		// end recorded while the container lived on).
+		// ended; Adopt reaps a container whose id the store records as
+		// ended, so a stale tombstone here is one the store did not
+		// answer for.
 		h.syncTombstone(id)
 	}
 	return nil
@@ -1630,8 +1631,10 @@ type AdoptResult struct {
 }
 
 // Adopt takes over the containers this Owner left behind (a gateway that
-// restarted): live ones are registered with their deadline, expired,
-// stopped or unreadable ones are removed. NewDocker calls it.
+// restarted): live ones are registered with their deadline; expired,
+// stopped or unreadable ones, and those of executions Config.Tombstones
+// records as ended (a removal that failed), are removed. NewDocker calls
+// it.
 func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 	var res AdoptResult
 	list, err := h.api.ContainerList(ctx, container.ListOptions{
@@ -1687,6 +1690,15 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			if known {
 				continue
 			}
+			if end := h.storedTombstone(ctx, id); end != nil {
+				// It ended before this process (the store says when and
+				// why), but the engine did not remove its container then
+				// (or the gateway stopped before it could): adopted, it
+				// came back as a live execution, its end forgotten.
+				h.reapEnded(id, c.ID, *end)
+				res.Reaped = append(res.Reaped, id)
+				continue
+			}
 			// What its environment takes of its commands' argument space,
 			// read once; failing, its first command asks.
 			if ins, err := h.api.ContainerInspect(ctx, c.ID); err == nil {
@@ -1724,6 +1736,25 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 		h.logger.Info("reaped execution", "execution", id, "container", c.ID)
 	}
 	return res, nil
+}
+
+// reapEnded removes the container cid of id, an execution recorded as
+// ended (end), and remembers it as gone. A removal the engine fails again
+// is kept, as an end's is (remove), for the next Terminate to try.
+func (h *Docker) reapEnded(id, cid string, end ended) {
+	r := &removal{cid: cid, done: make(chan struct{})}
+	h.mu.Lock()
+	h.tombstoneAt(id, end)
+	if len(h.removing) < maxTombstones {
+		h.removing[id] = r
+	}
+	h.mu.Unlock()
+	h.dropEnv(id)
+	if err := h.remove(id, r); err != nil {
+		h.logger.Warn("the container of an execution that ended before this start is still there, and the engine did not remove it; terminate the execution to try again", "execution", id, "container", cid, "reason", end.reason, "err", err)
+		return
+	}
+	h.logger.Info("removed the container of an execution that ended before this start", "execution", id, "container", cid, "reason", end.reason)
 }
 
 // Foreign is a live execution under another owner (Elsewhere).

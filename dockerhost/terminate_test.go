@@ -196,6 +196,76 @@ func TestTerminateTriesAFailedRemovalAgain(t *testing.T) {
 	}
 }
 
+// TestRestartRemovesWhatAFailedRemovalLeft: an execution whose container
+// the engine failed to remove at its end is, after a gateway restart, still
+// ended (gone, with its reason), and the new host asks the engine to remove
+// the container again rather than adopting it; a removal that fails again
+// is left for a Terminate. The failed removal was kept in memory only, so
+// the restarted host adopted the container as a live execution and
+// dropped its tombstone.
+func TestRestartRemovesWhatAFailedRemovalLeft(t *testing.T) {
+	now := time.Now()
+	spec, _ := json.Marshal(redact(validReq()))
+	f := &fakeDocker{list: []container.Summary{{ID: "c-a", State: "running", Labels: map[string]string{
+		LabelExecution: "a", LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: strconv.Itoa(sandboxUIDBase)}}},
+		removeErr: map[string]error{"c-a": errors.New("engine on fire")}}
+	tombs := newMemTombs()
+	ctx := testCtx(t, time.Minute)
+	start := func() *Docker {
+		t.Helper()
+		h, err := NewDocker(ctx, nil, f, &Config{Owner: "gw", CheckpointDir: t.TempDir(), Tombstones: tombs, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		return h
+	}
+	removals := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.removed)
+	}
+	h := start()
+	if err := h.Terminate(ctx, "a"); err == nil || !strings.Contains(err.Error(), "engine on fire") {
+		t.Fatalf("terminate: %v, want the engine's error", err)
+	}
+	_ = h.Close()
+
+	// Restarted, the engine still failing: the execution stays ended,
+	// its container not adopted, and a Terminate asks again.
+	h = start()
+	if n := removals(); n != 2 {
+		t.Errorf("after a restart the engine was asked to remove the container %d times in all, want 2 (the restart asks again)", n)
+	}
+	if live := h.Live(); live != 0 {
+		t.Errorf("after a restart %d live executions, want 0: the terminated one was adopted", live)
+	}
+	_, err := h.Get(ctx, "a")
+	wantEnded(t, err, EndTerminated, now)
+	if _, _, ok, _ := tombs.LookupTombstone(ctx, "a"); !ok {
+		t.Error("the store no longer records the terminated execution as ended")
+	}
+	if err := h.Terminate(ctx, "a"); err == nil || !strings.Contains(err.Error(), "engine on fire") || removals() != 3 {
+		t.Errorf("terminate after the restart: %v with %d removals asked, want the engine's error with 3", err, removals())
+	}
+	_ = h.Close()
+
+	// Restarted, the engine removing again: the start removes it, and
+	// a Terminate has nothing left to ask.
+	f.mu.Lock()
+	delete(f.removeErr, "c-a")
+	f.mu.Unlock()
+	h = start()
+	if n := removals(); n != 4 {
+		t.Errorf("after the second restart %d removals asked in all, want 4", n)
+	}
+	_, err = h.Get(ctx, "a")
+	wantEnded(t, err, EndTerminated, now)
+	if err := h.Terminate(ctx, "a"); err != nil || removals() != 4 {
+		t.Errorf("terminate once the start removed the container: %v with %d removals asked, want nil with 4", err, removals())
+	}
+}
+
 // failRemoveOnce is an engine whose first container removal fails.
 type failRemoveOnce struct {
 	DockerAPI

@@ -49,6 +49,7 @@ var engineTests = []struct {
 	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},
 	{"RuntimeDeadlineHost", testRuntimeDeadlineHost},
 	{"GitWorkspace", testGitWorkspace},
+	{"GitImportRefused", testGitImportRefused},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
 	{"CheckpointRetention", testCheckpointRetention},

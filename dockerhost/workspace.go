@@ -39,8 +39,8 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev 
 		return err
 	}
 	cmd := exec.CommandContext(ctx, "git", "-C", repo, "archive", "--format=tar", commit)
-	var gitErr bytes.Buffer
-	cmd.Stderr = &capWriter{w: &gitErr, left: 4 << 10}
+	var gitErr lineCutter
+	cmd.Stderr = &gitErr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("git archive: %w", err)
@@ -54,10 +54,11 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev 
 	}
 	werr := cmd.Wait()
 	gitMsg := strings.TrimSpace(gitErr.String())
+	var ue *unpackError
 	switch {
 	case errors.Is(err, errTarTooLarge):
 		return invalid("workspace.revision", "the revision's files do not fit in resources.diskBytes")
-	case werr != nil && gitMsg != "":
+	case werr != nil && gitMsg != "" && ctx.Err() == nil:
 		// git failed of itself (one Import killed says nothing): tar's
 		// error, "short read", is only the echo of its cut output, and
 		// was answered as the engine's failure.
@@ -65,7 +66,22 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev 
 			// rev-parse found the repository in a parent directory.
 			return invalid("workspace.repositoryPath", "is a directory the git repository around it does not track: name the repository's top directory")
 		}
-		return fmt.Errorf("git archive: %w: %s", werr, gitMsg)
+		// The revision resolved, but git cannot read all it holds (an
+		// object missing or damaged): the repository's fault, answered
+		// 502, the engine's.
+		return &Error{Code: CodeInvalidRequest, Field: "workspace.repositoryPath", Err: fmt.Errorf("git archive: %w: %s", werr, gitMsg),
+			Message: "git archive of revision " + commit + " failed in the repository (" + toolWords(gitMsg) + "): objects it needs are missing or damaged; " +
+				"git fsck in the repository says which: repair it, or name another repository or revision"}
+	case errors.As(err, &ue):
+		// tar refused what the revision holds: a path past what a path
+		// may be, or an entry through a symbolic link (git's plumbing
+		// makes such trees, which git checkout refuses). It answered 502.
+		fix := "its tree holds what a workspace cannot (an entry through a symbolic link, a path too long): import another revision"
+		if strings.Contains(ue.out, "too long") {
+			fix = "a path in it is longer than the file system takes (4096 bytes a path, 255 a name): shorten it in the repository, or import another revision"
+		}
+		return &Error{Code: CodeInvalidRequest, Field: "workspace.revision", Err: err,
+			Message: "the revision's files do not unpack into a workspace (" + toolWords(ue.out) + "): " + fix}
 	case err != nil:
 		return err
 	case werr != nil:
@@ -197,8 +213,8 @@ func (w *Workspace) Export(ctx context.Context, containerID, user string, dst io
 }
 
 func (w *Workspace) untar(ctx context.Context, containerID, user, dir string, src io.Reader) error {
-	var out bytes.Buffer
-	cw := &capWriter{w: &out, left: 4 << 10}
+	var out lineCutter
+	cw := &out
 	code, err := w.runner.run(ctx, process{
 		containerID: containerID,
 		user:        user,
@@ -232,7 +248,9 @@ type unpackError struct {
 	out  string
 }
 
-func (e *unpackError) Error() string { return fmt.Sprintf("tar exited %d: %s", e.code, e.out) }
+func (e *unpackError) Error() string {
+	return fmt.Sprintf("tar exited %d: %s", e.code, toolWords(e.out))
+}
 
 // validToolName refuses anything but a plain file name.
 func validToolName(name string) bool {

@@ -1,0 +1,92 @@
+package dockerhost
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gitIn runs git in dir with stdin, for the plumbing that makes trees git
+// checkout would refuse.
+func gitIn(t *testing.T, dir, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// testGitImportRefused: a revision whose archive tar cannot unpack (an
+// entry through a symbolic link out of the workspace, a path past 4096
+// bytes), or one git cannot archive (an object missing), is refused as
+// invalid_request naming workspace.revision or workspace.repositoryPath in
+// tar's or git's words, cut, with what to do, and leaves nothing: each
+// answered 502 engine_error, the engine blamed.
+func testGitImportRefused(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	blob := gitIn(t, repo, "hi\n", "hash-object", "-w", "--stdin")
+
+	// "out" twice: a symbolic link to /dev/shm and a directory holding
+	// passwd, which tar would write through the link.
+	link := gitIn(t, repo, "/dev/shm", "hash-object", "-w", "--stdin")
+	sub := gitIn(t, repo, "100644 blob "+blob+"\tpasswd\n", "mktree")
+	top := gitIn(t, repo, "120000 blob "+link+"\tout\n040000 tree "+sub+"\tout\n", "mktree")
+	throughLink := gitIn(t, repo, "", "commit-tree", "-m", "through a link", top)
+
+	// A file 25 directories of 200 bytes deep: 5026 bytes of path.
+	long := strings.Repeat(strings.Repeat("d", 200)+"/", 25) + "f"
+	gitIn(t, repo, "", "update-index", "--add", "--cacheinfo", "100644,"+blob+","+long)
+	tooLong := gitIn(t, repo, "", "commit-tree", "-m", "too long", gitIn(t, repo, "", "write-tree"))
+
+	// A revision one of whose files' object is gone.
+	broken := t.TempDir()
+	git(t, broken, "init", "-q")
+	if err := os.WriteFile(filepath.Join(broken, "a"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, broken, "add", "a")
+	git(t, broken, "commit", "-q", "-m", "a")
+	gone := git(t, broken, "rev-parse", "HEAD:a")
+	if err := os.Remove(filepath.Join(broken, ".git", "objects", gone[:2], gone[2:])); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name, repo, rev, field string
+		says                   []string
+	}{
+		{"through a link", repo, throughLink, "workspace.revision", []string{"do not unpack into a workspace (tar: ", "'out'", "import another revision"}},
+		{"a path too long", repo, tooLong, "workspace.revision", []string{"File name too long", "shorten it in the repository"}},
+		{"an object gone", broken, "HEAD", "workspace.repositoryPath", []string{"git archive of revision", gone, "git fsck"}},
+	} {
+		req := emptyReq(img, small())
+		req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: tc.repo, Revision: tc.rev}
+		_, err := h.Provision(testCtx(t, 2*time.Minute), req)
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != tc.field {
+			t.Errorf("%s: %v, want invalid_request on %s", tc.name, err, tc.field)
+			continue
+		}
+		t.Logf("%s: %s", tc.name, e.Message)
+		for _, s := range tc.says {
+			if !strings.Contains(e.Message, s) {
+				t.Errorf("%s: %q does not say %q", tc.name, e.Message, s)
+			}
+		}
+		if len(e.Message) > 1024 || len(err.Error()) > 2048 {
+			t.Errorf("%s: a message of %d bytes, an error of %d: tar's words not cut", tc.name, len(e.Message), len(err.Error()))
+		}
+	}
+	if n := len(ownerContainers(t, cli, h)); n != 0 {
+		t.Errorf("refused imports left %d containers", n)
+	}
+}

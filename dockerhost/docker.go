@@ -737,7 +737,9 @@ type execExit struct {
 	out   string
 }
 
-func (e *execExit) Error() string { return fmt.Sprintf("%s exited %d: %s", e.argv0, e.code, e.out) }
+func (e *execExit) Error() string {
+	return fmt.Sprintf("%s exited %d: %s", e.argv0, e.code, toolWords(e.out))
+}
 
 func errImageLacks(err error) error {
 	return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}

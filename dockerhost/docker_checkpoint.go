@@ -265,9 +265,14 @@ func exportError(err error, diskBytes int64) error {
 				"(every file adds a 512-byte tar header, and sparse files are stored in full); remove files and try again",
 			maxTarBytes(diskBytes), diskBytes)}
 	case errors.As(err, &xe) && xe.argv0 == "tar":
+		fix := "make what it names readable by its owner (chmod -R u+rX /workspace) or remove it"
+		if strings.Contains(xe.out, "too long") {
+			// A tree deeper than a path may be: no mode makes tar reach
+			// it, and rm -r cannot reach it either.
+			fix = "a path in it is longer than tar can archive (4096 bytes): shorten it (move what it names nearer /workspace with mv; rm -r fails on it too) or remove it"
+		}
 		return &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
-			"the workspace cannot be checkpointed: tar could not archive it (%s); make what it names readable by its owner "+
-				"(chmod -R u+rX /workspace) or remove it, and try again", firstLines(xe.out, 3, 512))}
+			"the workspace cannot be checkpointed: tar could not archive it (%s); %s, and try again", toolWords(xe.out), fix)}
 	}
 	return err
 }
@@ -305,17 +310,4 @@ func (w *storeWriter) Write(p []byte) (int, error) {
 		err = &storeWriteError{err: err}
 	}
 	return n, err
-}
-
-// firstLines keeps at most n lines and max bytes of s, for a message.
-func firstLines(s string, n, max int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	if len(lines) > n {
-		lines = append(lines[:n], "…")
-	}
-	s = strings.Join(lines, "; ")
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max], "") + "…"
-	}
-	return s
 }

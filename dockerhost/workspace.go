@@ -193,7 +193,7 @@ func (w *Workspace) chmodDirs(ctx context.Context, containerID, user string, dir
 // Export writes the workspace as a tar to dst, failing when it grows past
 // limit bytes.
 func (w *Workspace) Export(ctx context.Context, containerID, user string, dst io.Writer, limit int64) error {
-	var stderr bytes.Buffer
+	var stderr lineCutter
 	code, err := w.runner.run(ctx, process{
 		containerID: containerID,
 		user:        user,
@@ -201,7 +201,7 @@ func (w *Workspace) Export(ctx context.Context, containerID, user string, dst io
 		dir:         "/",
 		env:         ownEnv,
 		stdout:      &boundedWriter{w: dst, left: limit},
-		stderr:      &capWriter{w: &stderr, left: 4 << 10},
+		stderr:      &stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("export workspace: %w", err)

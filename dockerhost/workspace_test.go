@@ -616,6 +616,18 @@ func testCheckpointFailuresNamed(t *testing.T) {
 	checkpoint("20000 empty files", CodeConflict, "512-byte tar header", "remove files")
 	sh(t, h, ex.ExecutionID, `rm -r /workspace/small`)
 
+	// A tree deeper than a path may be (4.8 KB), made by moving one deep
+	// tree into another: the hint said chmod, which cannot help, and the
+	// message and its error each held tar's 4 KB line.
+	deep := `d=$(printf "%0200d" 0); p=$d; for i in $(seq 11); do p=$p/$d; done; `
+	sh(t, h, ex.ExecutionID, deep+`mkdir -p /workspace/x/$p /workspace/y/$p && echo f > /workspace/y/$p/f && mv /workspace/y /workspace/x/$p/`)
+	checkpoint("a path too long", CodeConflict, "File name too long", "shorten it", "or remove it")
+	_, err = h.Checkpoint(testCtx(t, time.Minute), ex.ExecutionID, CheckpointRequest{})
+	if e := (*Error)(nil); asError(err, &e) && (strings.Contains(e.Message, "chmod") || len(e.Message) > 1024 || len(err.Error()) > 2048) {
+		t.Errorf("a path too long: a message of %d bytes, an error of %d, or chmod said: %q", len(e.Message), len(err.Error()), e.Message)
+	}
+	sh(t, h, ex.ExecutionID, deep+`mv /workspace/x/$p/y /workspace/ && rm -r /workspace/x /workspace/y`)
+
 	store.create = &fs.PathError{Op: "open", Path: local.Dir + "/x.tar.1.partial", Err: syscall.EROFS}
 	checkpoint("a read-only store", CodeStorageUnavailable, "checkpoint storage is on a read-only file system")
 	store.create, store.write = nil, &fs.PathError{Op: "write", Path: local.Dir + "/x.tar.1.partial", Err: syscall.ENOSPC}

@@ -42,8 +42,12 @@ func runBackup(ctx context.Context, sio stdio, args []string) error {
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
+	keys := caKeyFile
+	if _, err := os.Stat(filepath.Join(out, previewKeyFile)); err == nil {
+		keys += ", " + previewKeyFile
+	}
 	fmt.Fprintf(sio.out, "backed up %s to %s (%s, %s and %d files of %s); %s\n",
-		dir, out, dbFile, caKeyFile, n, strings.Join(backupDirs, ", "), restoreHint(dir, out))
+		dir, out, dbFile, keys, n, strings.Join(backupDirs, ", "), restoreHint(dir, out))
 	return nil
 }
 
@@ -72,8 +76,8 @@ func restoreHint(dir, out string) string {
 		hint, ran, out, owner(out), owner(dir), left)
 }
 
-// backup copies the state dir's database (a consistent snapshot), CA key
-// and backupDirs into out, which must not exist or be empty, as the state
+// backup copies the state dir's database (a consistent snapshot), CA key,
+// previews' cookie key (when there is one) and backupDirs into out, which must not exist or be empty, as the state
 // dir's owner's (keepOwner); on failure it leaves out as it found it. It reports how many files of backupDirs it
 // copied.
 func backup(ctx context.Context, dir, out string) (n int, err error) {
@@ -120,6 +124,12 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 		return 0, err
 	}
 	if err := copyFile(filepath.Join(dir, caKeyFile), filepath.Join(out, caKeyFile)); err != nil {
+		return 0, err
+	}
+	// The previews' cookie key: a gateway restored without it makes a new
+	// one, and every open preview is logged out (a Vite tab's hot reload
+	// for good). A state dir only older gateways served has none.
+	if err := copyFile(filepath.Join(dir, previewKeyFile), filepath.Join(out, previewKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
 	}
 	for _, d := range backupDirs {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -35,7 +37,8 @@ func authorizedHostKey(t *testing.T) string {
 // A backup taken while another goroutine writes tokens is a state dir a
 // gateway opens as the same gateway: the same CA, pinned host keys and
 // tokens (those made before it, and of those made during it a prefix, as
-// one snapshot has), the state's files, and none of its spool, lock or
+// one snapshot has), the previews' cookie key (a cookie minted before it is
+// taken after), the state's files, and none of its spool, lock or
 // partial files; the directory is 0700 and its files 0600.
 func TestBackupWhileWriting(t *testing.T) {
 	ctx := testCtx(t)
@@ -71,6 +74,13 @@ func TestBackupWhileWriting(t *testing.T) {
 		}
 	}
 
+	// A preview's cookie, which the restored gateway must take: without
+	// the key it makes a new one, and open previews are logged out.
+	cookie, _ := previewSigner(dir, slog.New(slog.DiscardHandler)).Cookie("tok1", "h1", 3000, time.Hour)
+	if err := os.Chmod(filepath.Join(dir, previewKeyFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	// The writer makes tokens named w0, w1, … until the backup is done.
 	stop := make(chan struct{})
 	var (
@@ -104,7 +114,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	if werr != nil {
 		t.Fatalf("a write during the backup: %v", werr)
 	}
-	if !strings.Contains(msg, "backed up "+dir+" to "+out) || !strings.Contains(msg, "3 files") {
+	if !strings.Contains(msg, "backed up "+dir+" to "+out) || !strings.Contains(msg, caKeyFile+", "+previewKeyFile+" and 3 files") {
 		t.Errorf("backup said %q", msg)
 	}
 
@@ -132,7 +142,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{caKeyFile, "checkpoints/c1.tar", "execution-env/e2.json", "execution-keys/e1/host_key", dbFile}
+	want := []string{caKeyFile, "checkpoints/c1.tar", "execution-env/e2.json", "execution-keys/e1/host_key", dbFile, previewKeyFile}
 	if slices.Sort(got); !slices.Equal(got, want) {
 		t.Errorf("backup holds %q, want %q", got, want)
 	}
@@ -147,6 +157,9 @@ func TestBackupWhileWriting(t *testing.T) {
 	defer st2.Close()
 	if ca2.AuthorizedKey() != ca.AuthorizedKey() {
 		t.Error("the restored gateway has another CA")
+	}
+	if who, err := previewSigner(out, slog.New(slog.DiscardHandler)).CheckCookie(cookie, "h1", 3000); err != nil || who != "tok1" {
+		t.Errorf("a preview's cookie from before the backup, to the restored gateway: %q, %v; want tok1", who, err)
 	}
 	if _, err := st2.LookupToken(ctx, secret); err != nil {
 		t.Errorf("the admin token in the backup: %v", err)

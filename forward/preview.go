@@ -784,7 +784,8 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		p.log.Warn("preview upstream sent no response headers in time", "host", t.hostID, "port", t.port, "timeout", p.cfg.NavigationTimeout)
 		p.writeError(w, r, http.StatusGatewayTimeout, "upstream_timeout",
 			fmt.Sprintf("Port %d of host %s has not answered this page in %v.", t.port, t.hostID, p.cfg.NavigationTimeout),
-			fmt.Sprintf("Something on localhost:%d of host %s took the request but sent no response: the dev server may be stopped (Ctrl-Z, a paused debugger), stuck in a handler, or still building this page. Check its terminal on the host, then reload.", t.port, t.hostID))
+			forOwner(r, fmt.Sprintf("Something on localhost:%d of host %s took the request but sent no response: the dev server may be stopped (Ctrl-Z, a paused debugger), stuck in a handler, or still building this page. Check its terminal on the host, then reload.", t.port, t.hostID),
+				"The dev server behind this shared link took the request but has not answered: it may still be building this page. Reload in a while; if it never answers, whoever shared the link can look at the dev server."))
 		return
 	}
 	if r.Context().Err() != nil {
@@ -826,7 +827,8 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			"Whoever shared this link can reconnect it.")
 		if midRequest {
 			msg = fmt.Sprintf("Host %s went away while port %d was answering.", t.hostID, t.port)
-			hint = "Its agent stopped, restarted or lost its network: start or reconnect it, then reload."
+			hint = forOwner(r, "Its agent stopped, restarted or lost its network: start or reconnect it, then reload.",
+				"Whoever shared this link can reconnect it; then reload.")
 		}
 		if gone.Why != "" {
 			// Its agent is refused (another host key): restarting it is
@@ -841,7 +843,8 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// "nothing answered" sent people looking for a server that runs.
 		p.writeError(w, r, http.StatusBadGateway, "upstream_bad_response",
 			fmt.Sprintf("Port %d of host %s answered, but not with an HTTP response the preview can pass on.", t.port, t.hostID),
-			fmt.Sprintf("Is it an HTTP server (not HTTPS or another protocol), with headers under 1 MiB? The proxy saw: %s", upstreamReason(err)))
+			forOwner(r, fmt.Sprintf("Is it an HTTP server (not HTTPS or another protocol), with headers under 1 MiB? The proxy saw: %s", upstreamReason(err)),
+				fmt.Sprintf("What runs behind this shared link is not a web page the preview can show; whoever shared it can check that it is the dev server (plain HTTP, not HTTPS). The proxy saw: %s", upstreamReason(err))))
 		return
 	}
 	p.writeError(w, r, http.StatusBadGateway, "upstream_unavailable",

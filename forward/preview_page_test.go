@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,5 +89,67 @@ func TestSharedPageLinksNoLogin(t *testing.T) {
 	}
 	if body := page("owner"); !strings.Contains(body, `<a href="http://gw.example/">The gateway's host list</a>`) || !strings.Contains(body, "Start your dev server") {
 		t.Errorf("the host's user: the page lacks the link to the gateway's host list or how to start the dev server: %s", body)
+	}
+}
+
+// TestSharedPagesSpeakToTheViewer: a viewer whom a public share alone lets
+// in reads, on the 504 of a dev server that took the page and never
+// answered, the 502 of a port that answered but not with HTTP, and the
+// 503 of a host gone mid-answer, what they can do (reload, or ask whoever
+// shared the link), not the host owner's steps: they were told to check
+// the dev server's terminal on the host, whether it is an HTTP server, or
+// to start its agent, none of which they can. The owner keeps those.
+func TestSharedPagesSpeakToTheViewer(t *testing.T) {
+	ctx := testCtx(t)
+	shares := NewMemoryShares(time.Now)
+	var lost atomic.Pointer[error]
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			<-r.Context().Done()
+			return
+		}
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = c.Close() // no HTTP answer at all
+		}
+	}), &PreviewConfig{
+		Shares:            shares,
+		NavigationTimeout: 50 * time.Millisecond,
+		HomeURL:           func(*http.Request) string { return "http://gw.example/" },
+		Authorize: func(r *http.Request, _ string, _ int) (bool, string, error) {
+			return r.Header.Get("Authorization") == "Bearer owner", "", nil
+		},
+		HostLost: func(context.Context, string) error {
+			if err := lost.Load(); err != nil {
+				return *err
+			}
+			return nil
+		},
+	})
+	if err := shares.Put(ctx, Share{HostID: "dev", Port: e.devPort, Expires: time.Now().Add(time.Hour), By: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, path    string
+		lost          error
+		status        int
+		owner, viewer string
+	}{
+		{"hung", "/hang", nil, http.StatusGatewayTimeout, "Check its terminal on the host", "whoever shared the link can look at the dev server"},
+		{"not HTTP", "/bad", nil, http.StatusBadGateway, "Is it an HTTP server", "whoever shared it can check that it is the dev server"},
+		{"host gone mid-answer", "/bad", ErrHostUnavailable, http.StatusServiceUnavailable, "start or reconnect it", "Whoever shared this link can reconnect it"},
+	} {
+		lost.Store(&c.lost)
+		for _, who := range []string{"viewer", "owner"} {
+			req := pageLoad(t, ctx, http.MethodGet, e.pathURL(c.path))
+			want, not := c.viewer, c.owner
+			if who == "owner" {
+				req.Header.Set("Authorization", "Bearer owner")
+				want, not = c.owner, c.viewer
+			}
+			resp, body := doBounded(t, req)
+			if resp.StatusCode != c.status || !strings.Contains(body, want) || strings.Contains(body, not) {
+				t.Errorf("%s, the %s: %d, want %d saying %q and not %q: %s", c.name, who, resp.StatusCode, c.status, want, not, body)
+			}
+		}
 	}
 }

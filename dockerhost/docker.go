@@ -1630,6 +1630,10 @@ type AdoptResult struct {
 	// removed: a previous run's (useless without its stdin attachment)
 	// or past their pool TTL.
 	ReapedPool []string
+	// Unremoved are the container ids Adopt would have removed but the
+	// engine did not (each logged with its error); the next start tries
+	// again. None of them is adopted.
+	Unremoved []string
 }
 
 // Adopt takes over the containers this Owner left behind (a gateway that
@@ -1652,7 +1656,8 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			// Its workspace never finished loading, and its caller never
 			// got an answer.
 			if err := h.destroy(c.ID); err != nil {
-				return res, fmt.Errorf("dockerhost: reap container: %w", err)
+				res.unremoved(h.logger, c.ID, "a container whose workspace never finished loading", err)
+				continue
 			}
 			if id := c.Labels[LabelExecution]; executionIDRE.MatchString(id) {
 				h.dropEnv(id)
@@ -1668,7 +1673,8 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 					continue // this host's own warm container (its TTL is the pool's business)
 				}
 				if err := h.destroy(c.ID); err != nil {
-					return res, fmt.Errorf("dockerhost: reap pooled container: %w", err)
+					res.unremoved(h.logger, c.ID, "an unclaimed pooled container", err)
+					continue
 				}
 				if h.pool != nil {
 					h.pool.reaps.Add(1)
@@ -1718,7 +1724,12 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			continue
 		}
 		if err := h.destroy(c.ID); err != nil {
-			return res, fmt.Errorf("dockerhost: reap container: %w", err)
+			// Still ended (expired, stopped or unreadable): recorded as
+			// such below, its container left for the next start.
+			res.unremoved(h.logger, c.ID, "the container of an ended execution", err)
+		} else {
+			res.Reaped = append(res.Reaped, id)
+			h.logger.Info("reaped execution", "execution", id, "container", c.ID)
 		}
 		if executionIDRE.MatchString(id) {
 			h.dropEnv(id)
@@ -1734,10 +1745,17 @@ func (h *Docker) Adopt(ctx context.Context) (AdoptResult, error) {
 			h.mu.Unlock()
 			h.syncTombstone(id)
 		}
-		res.Reaped = append(res.Reaped, id)
-		h.logger.Info("reaped execution", "execution", id, "container", c.ID)
 	}
 	return res, nil
+}
+
+// unremoved records a container Adopt left because the engine failed its
+// removal, and says so: a start that stopped there (a container the engine
+// cannot remove, as overlay's "device or resource busy") kept the whole
+// gateway down until someone removed it by hand.
+func (r *AdoptResult) unremoved(log *slog.Logger, cid, what string, err error) {
+	r.Unremoved = append(r.Unremoved, cid)
+	log.Warn("the engine did not remove "+what+"; the gateway starts without it and the next start tries again (or: docker rm -f "+cid+")", "container", cid, "err", err)
 }
 
 // reapEnded removes the container cid of id, an execution recorded as

@@ -1,11 +1,13 @@
 package dockerhost
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,6 +127,51 @@ func TestAdoptSortsContainers(t *testing.T) {
 }
 
 func fmtUnix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+// TestAdoptGoesOnPastRemovalsThatFail: a start whose engine fails to
+// remove what it reaps (a half-loaded container, a previous run's pooled
+// one, an ended execution's: overlay's "device or resource busy", say)
+// adopts the live ones, records the ended ones as ended, and leaves those
+// containers for the next start, saying so. It failed whole: the gateway
+// did not start until someone removed the container by hand.
+func TestAdoptGoesOnPastRemovalsThatFail(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	labels := func(id string, expires time.Time) map[string]string {
+		return map[string]string{LabelExecution: id, LabelExpires: fmtUnix(expires), LabelSpec: string(spec), LabelOwner: "gw"}
+	}
+	busy := errors.New("driver overlay2 failed to remove root filesystem: device or resource busy")
+	f := &fakeDocker{
+		list: []container.Summary{
+			{ID: "c-live", State: "running", Labels: labels("live", now.Add(time.Hour))},
+			{ID: "c-loading", State: "running", Names: []string{"/hostgate_loading_hostgate-loading"}, Labels: labels("loading", now.Add(time.Hour))},
+			{ID: "c-pooled", State: "running", Names: []string{"/hostgate-pooled-old"}, Labels: map[string]string{LabelPool: "1", LabelOwner: "gw", LabelSpec: string(spec)}},
+			{ID: "c-expired", State: "running", Labels: labels("expired", now.Add(-time.Second))},
+		},
+		removeErr: map[string]error{"c-loading": busy, "c-pooled": busy, "c-expired": busy},
+	}
+	var logs bytes.Buffer
+	tombs := newMemTombs()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.NewTextHandler(&logs, nil)), f, &Config{Owner: "gw", CheckpointDir: t.TempDir(), Tombstones: tombs, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatalf("start with removals the engine fails: %v", err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	if got := h.List(); len(got) != 1 || got[0].ExecutionID != "live" {
+		t.Errorf("adopted %+v, want only live", got)
+	}
+	slices.Sort(f.removed)
+	if want := []string{"c-expired", "c-loading", "c-pooled"}; !slices.Equal(f.removed, want) {
+		t.Errorf("removals asked %v, want %v", f.removed, want)
+	}
+	_, err = h.Get(testCtx(t, time.Minute), "expired")
+	wantEnded(t, err, EndRuntime, now)
+	for _, cid := range []string{"c-loading", "c-pooled", "c-expired"} {
+		if !strings.Contains(logs.String(), "docker rm -f "+cid) {
+			t.Errorf("the log does not name %s and how to remove it:\n%s", cid, logs.String())
+		}
+	}
+}
 
 func TestDestroyToleratesGoneContainers(t *testing.T) {
 	f := &fakeDocker{removeErr: map[string]error{

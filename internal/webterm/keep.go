@@ -64,6 +64,23 @@ func (h *Terminals) Close() {
 	for _, t := range ts {
 		<-t.finished
 	}
+	// And their pages told why: the gateway exits after this, and a page
+	// whose close frame had not gone out yet (with one CPU, every time)
+	// took the drop for the network's, came back to the restarted gateway
+	// and said "the terminal ended while disconnected". A page that does
+	// not answer the close is given up after 5 s (coder/websocket's
+	// handshake wait), so this waits a little longer at most.
+	giveUp := time.After(6 * time.Second)
+	for _, t := range ts {
+		if t.told == nil {
+			continue
+		}
+		select {
+		case <-t.told:
+		case <-giveUp:
+			return
+		}
+	}
 }
 
 // Stats counts the terminals running now: Open in all, Waiting of them
@@ -118,6 +135,9 @@ type term struct {
 	fed      chan struct{} // the input copy is done
 	pumped   chan struct{} // the output copy is done
 	finished chan struct{} // every goroutine is done and the host released
+	// told is the page's attachment's when the terminal ended with one:
+	// closed once that page has been told why (set before finished).
+	told chan struct{}
 }
 
 // ending is what the page is told when the terminal ends.
@@ -252,6 +272,7 @@ func (t *term) run() {
 		}
 		if a != nil {
 			a.stop(stopEnded)
+			t.told = a.told
 		}
 		<-t.pumped
 		<-t.fed

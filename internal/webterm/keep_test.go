@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -399,6 +400,40 @@ func TestCloseEndsKeptTerminals(t *testing.T) {
 	ws2 := open(ctx, t, srv, "local", "", keepQuery())
 	if c := readControl(ctx, t, ws2); c.Type != "error" || !strings.Contains(c.Message, "shutting down") {
 		t.Fatalf("after Close: %+v, want an error saying the gateway is shutting down", c)
+	}
+}
+
+// TestCloseTellsThePagesFirst: Close returns once each page has been told
+// why its terminal ended, close frame and all: the gateway exits after it.
+// It returned when the terminals had ended, and with one P (a gateway on
+// one CPU) every time before the frame went out: the page took the drop
+// for the network's, came back to the restarted gateway, and said "the
+// terminal ended while disconnected" (e2e TestBrowserTerminalGatewayRestart
+// under GOMAXPROCS=1).
+func TestCloseTellsThePagesFirst(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ctx := testCtx(t)
+	srv, h := keptServer(t, Config{}, newEcho())
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	readControl(ctx, t, ws)
+	told := make(chan error, 1)
+	go func() {
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				told <- err
+				return
+			}
+		}
+	}()
+	h.Close()
+	select {
+	case err := <-told:
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || !strings.Contains(ce.Reason, "shutting down") {
+			t.Fatalf("the page read %v, want a normal close saying the gateway is shutting down", err)
+		}
+	default:
+		t.Fatal("Close returned before the page was told why its terminal ended")
 	}
 }
 

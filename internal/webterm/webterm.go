@@ -514,6 +514,7 @@ func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, se
 // another page takes the terminal, or the terminal ends; then closes the
 // socket the way that says which.
 func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
+	defer close(a.told)
 	var wg sync.WaitGroup
 	// Reads are not bound to a context that ends first: coder/websocket
 	// closes the socket when a read's context ends, and a terminal ended
@@ -678,6 +679,9 @@ type attachment struct {
 	once sync.Once
 	why  stopReason // set before done closes
 	done chan struct{}
+	// told closes when serveAttachment is done with the page: its
+	// ending sent and the close handshake over (or given up).
+	told chan struct{}
 }
 
 type stopReason int
@@ -689,7 +693,7 @@ const (
 )
 
 func newAttachment(ws *websocket.Conn, seq int64) *attachment {
-	a := &attachment{ws: ws, seq: seq, done: make(chan struct{})}
+	a := &attachment{ws: ws, seq: seq, done: make(chan struct{}), told: make(chan struct{})}
 	a.wctx, a.stopWrites = context.WithCancel(context.Background())
 	a.lastWrite.Store(time.Now().UnixNano())
 	return a

@@ -23,6 +23,11 @@ func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
 			continue
 		}
 		if p, err := netip.ParsePrefix(f); err == nil {
+			// Peers are matched unmapped, so "::ffff:10.0.0.0/104" is
+			// 10.0.0.0/8: kept mapped, it matched no peer at all.
+			if p.Addr().Is4In6() && p.Bits() >= 96 {
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
 			out = append(out, p.Masked())
 			continue
 		}

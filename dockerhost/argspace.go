@@ -46,30 +46,61 @@ func execveBytes(path string, argv, env []string) int {
 
 // execEnv is the environment docker exec gives a command in a container
 // whose configured environment is cfgEnv and host name hostname, with
-// the command's env: the engine's PATH and HOSTNAME unless cfgEnv has
-// them (moby's CreateDaemonEnvironment), then cfgEnv, then env, each
-// replacing a name it repeats.
+// the command's env: the engine's PATH and HOSTNAME with cfgEnv over
+// them (moby's CreateDaemonEnvironment), then env over that, each step
+// moby's replaceOrAppendEnv; then the runtime keeps a repeated name's
+// last value (seen: a Config.Env of A=1, B=2, A=3 gives A=3 alone), and
+// runc sets HOME when nothing did.
 func execEnv(cfgEnv []string, hostname string, env map[string]string) []string {
-	out := []string{"PATH=" + defaultPath, "HOSTNAME=" + hostname}
-	set := func(kv string) {
+	out := replaceOrAppendEnv([]string{"PATH=" + defaultPath, "HOSTNAME=" + hostname}, cfgEnv)
+	out = replaceOrAppendEnv(out, envList(env))
+	at := make(map[string]int, len(out))
+	kept := out[:0]
+	for _, kv := range out {
 		k, _, _ := strings.Cut(kv, "=")
-		if i := slices.IndexFunc(out, func(e string) bool { return strings.HasPrefix(e, k+"=") }); i >= 0 {
-			out[i] = kv
-			return
+		if i, ok := at[k]; ok {
+			kept[i] = kv
+			continue
 		}
-		out = append(out, kv)
+		at[k] = len(kept)
+		kept = append(kept, kv)
 	}
-	for _, kv := range cfgEnv {
-		set(kv)
-	}
-	for _, kv := range envList(env) {
-		set(kv)
-	}
-	if !slices.ContainsFunc(out, func(e string) bool { return strings.HasPrefix(e, "HOME=") }) {
+	out = kept
+	if _, ok := at["HOME"]; !ok {
 		// runc sets HOME from the image's passwd when nothing does.
 		out = append(out, "HOME=/nonexistent")
 	}
 	return out
+}
+
+// replaceOrAppendEnv is moby's ReplaceOrAppendEnvValues
+// (container/env.go): an override replaces the entry of defaults of its
+// name or is appended, and a name without "=" removes that entry of
+// defaults (PATH or HOSTNAME, for a container's own environment) and is
+// otherwise nothing. An image's environment is whatever its maker wrote:
+// with "BIG=…" then "BIG", the engine keeps BIG=…, where a bare "BIG"
+// taken as replacing it counted 1.5 MB as 12 bytes and let through a
+// command the kernel then refused.
+func replaceOrAppendEnv(defaults, overrides []string) []string {
+	out := slices.Clone(defaults)
+	at := make(map[string]int, len(out))
+	for i, e := range out {
+		k, _, _ := strings.Cut(e, "=")
+		at[k] = i
+	}
+	for _, kv := range overrides {
+		k, _, set := strings.Cut(kv, "=")
+		i, ok := at[k]
+		switch {
+		case ok && set:
+			out[i] = kv
+		case ok:
+			out[i] = "" // removed below
+		case set:
+			out = append(out, kv)
+		}
+	}
+	return slices.DeleteFunc(out, func(e string) bool { return e == "" })
 }
 
 // checkArgSpace refuses a command that docker exec could not start in

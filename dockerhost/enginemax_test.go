@@ -110,7 +110,7 @@ func TestMaxCPUsTheEngines(t *testing.T) {
 // kept as set; an engine that does not answer leaves the default, with a
 // warning.
 func TestMaxMemoryTheEngines(t *testing.T) {
-	const engineMem = 3 << 30
+	const engineMem int64 = 3 << 30
 	def := DefaultMaxResources().MemoryBytes
 	for _, tc := range []struct {
 		name string
@@ -145,7 +145,7 @@ func TestMaxMemoryTheEngines(t *testing.T) {
 	req.Resources.MemoryBytes = engineMem + 1
 	var e *Error
 	if err := h.policy.ValidateProvision(&req); !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "resources.memoryBytes" ||
-		!strings.Contains(e.Message, "and "+strconv.Itoa(engineMem)+"; the Docker engine has "+strconv.Itoa(engineMem)+" bytes of memory in all, and a limit past that is no limit: ask for at most "+strconv.Itoa(engineMem)) {
+		!strings.Contains(e.Message, "and "+strconv.FormatInt(engineMem, 10)+"; the Docker engine has "+strconv.FormatInt(engineMem, 10)+" bytes of memory in all, and a limit past that is no limit: ask for at most "+strconv.FormatInt(engineMem, 10)) {
 		t.Errorf("a byte past the engine's memory: %v; want invalid_request on resources.memoryBytes naming the maximum, why and the fix", err)
 	}
 }

@@ -132,6 +132,34 @@ setup_vite() {
 	export HOSTGATE_VITE_DIR="$dir"
 }
 
+# arch32 prints the 32-bit GOARCH the test command runs its raw-syscall
+# packages as: 386 where this kernel runs 386 binaries; where it cannot (a
+# kernel without IA32 emulation, as some VMs boot), 32-bit ARM under
+# qemu-user, registered with binfmt_misc so that a test which runs itself
+# again runs too. (qemu-user's 386 cannot run Go's 386 binaries, and it has
+# no preadv2: the tests of that call say they checked the fallback alone.)
+arch32() {
+	local probe="$HG_STATE/probe32"
+	mkdir -p "$probe"
+	printf 'package main\n\nfunc main() {}\n' >"$probe/main.go"
+	if GOARCH=386 go build -o "$probe/p386" "$probe/main.go" && "$probe/p386" 2>/dev/null; then
+		echo 386
+		return 0
+	fi
+	log "this kernel cannot run 386 binaries (no IA32 emulation): the 32-bit stage runs as 32-bit ARM under qemu-user"
+	need_pkgs qemu-user qemu-user-binfmt >&2 || return 1
+	if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+		mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || {
+			log "cannot mount binfmt_misc to run ARM binaries under qemu-user: run the test command on a kernel with IA32 emulation, or with binfmt_misc"
+			return 1
+		}
+	fi
+	if [ ! -e /proc/sys/fs/binfmt_misc/qemu-arm ]; then
+		cat /usr/lib/binfmt.d/qemu-arm.conf >/proc/sys/fs/binfmt_misc/register
+	fi
+	echo arm
+}
+
 setup_env() {
 	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync systemd
 	start_docker

@@ -16,7 +16,6 @@ import (
 
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
-	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -107,7 +106,8 @@ func certHostError(host string, err error) error {
 	if errors.As(err, &ae) {
 		ae.Message = wire.TrimHost(host, ae.Message)
 	}
-	return fmt.Errorf("cert: host %s: %w", host, tlshint.Wrap(err))
+	// The client has named the fix of an untrusted certificate already.
+	return fmt.Errorf("cert: host %s: %w", host, err)
 }
 
 // sessionKey returns the public key of the private key at path, making an

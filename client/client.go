@@ -172,7 +172,7 @@ type Certificate struct {
 // own, which names the host it is about ("host box: not connected to the
 // gateway"); where the client begins the error with the host itself (Dial,
 // a Host's errors, DialSSH), Error leaves that out: "host box: gateway:
-// invalid token (401 unauthorized)".
+// invalid token: … (401 unauthorized)".
 type APIError struct {
 	Status  int
 	Code    string

@@ -189,7 +189,7 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 		{"no such host", base, clientTok, "nope", false,
 			"host nope: gateway: not among the hosts this token reaches: ", "", apiErr("not_found")},
 		{"refused token", base, "hg_refused", "box", false,
-			"host box: gateway: invalid token (401 unauthorized)", "", apiErr("unauthorized")},
+			"host box: gateway: invalid token: ", "", apiErr("unauthorized")},
 		{"forbidden", base, agentTok, "box", false,
 			"host box: gateway: agent tokens cannot reach hosts: this is the token an agent connects with; use a client token for the host (`gateway token create --role client --host ID`) or an admin token (403 forbidden)", "", apiErr("forbidden")},
 		{"gateway unreachable", "http://" + closedAddr, clientTok, "box", false,

@@ -87,9 +87,11 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	tok, err := s.store.LookupToken(r.Context(), secret)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return fail(metrics.ReasonUnknown, "invalid token")
+		// Callers pass this on as it is (gateway proxy, gateway cert,
+		// agents, Go programs), so it says how to get one that works.
+		return fail(metrics.ReasonUnknown, "invalid token: this gateway has no such token (mistyped, revoked, or made with another --state-dir); ask its admin for one (gateway token create)")
 	case errors.Is(err, store.ErrExpired):
-		return fail(metrics.ReasonExpired, "token expired")
+		return fail(metrics.ReasonExpired, "token expired: ask the gateway's admin for a new one (gateway token create)")
 	case err != nil && errors.Is(context.Cause(r.Context()), ErrShuttingDown):
 		// The shutdown cut the lookup (a request's ctx is the gateway's):
 		// the store is fine, the gateway is going.

@@ -345,7 +345,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	defer st.Close()
 	if newCA {
 		if n := pinnedAgents(ctx, st); n > 0 {
-			logger.Error("SSH CA: the state dir had no CA key, so a new CA was made; "+newCAFix(n), "file", filepath.Join(c.StateDir, caKeyFile), "hosts", n)
+			logger.Error("SSH CA: the state dir had no SSH CA key, so a new CA was made; "+newCAFix(n), "file", filepath.Join(c.StateDir, caKeyFile), "hosts", n)
 		}
 	}
 	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {

@@ -393,6 +393,7 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 		return tlshint.Wrap(err)
 	}
 	defer conn.Close()
+	stoodBy := *standby
 	*standby = false // the gateway took this tunnel for the host
 	hostID := resp.Header.Get(wire.HeaderHostID)
 	if hostID == "" || (c.cfg.HostID != "" && hostID != c.cfg.HostID) {
@@ -428,7 +429,12 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	tunnelUp := func() {
 		isUp.Store(true)
 		args := []any{"host", hostID, "version", buildinfo.Version()}
-		if !c.downSince.IsZero() {
+		switch {
+		case stoodBy && !c.downSince.IsZero():
+			// Another agent served the host meanwhile: it was not offline
+			// that long, and the turned-away attempts were no failures.
+			args = append(args, "stoodBy", time.Since(c.downSince).Round(time.Millisecond))
+		case !c.downSince.IsZero():
 			args = append(args, "offline", time.Since(c.downSince).Round(time.Millisecond), "failedAttempts", c.failed)
 		}
 		c.log.Info("tunnel up", args...)

@@ -1027,6 +1027,18 @@ func TestConnectReplacedStandsBy(t *testing.T) {
 	stopSecond()
 	waitTunnel(t, first, "h")
 	<-logs.has("standing by: another agent serves this host")
+	// Its tunnel up says how long it stood by, not that the host was
+	// offline that long: the second agent served it meanwhile (found by
+	// the audit42a README audit: "offline=6.271s failedAttempts=1").
+	var up string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `msg="tunnel up"`) {
+			up = l
+		}
+	}
+	if !regexp.MustCompile(` stoodBy=[0-9.]+[mµn]?s`).MatchString(up) || strings.Contains(up, "offline=") {
+		t.Errorf("the tunnel up after standing by: %s; want stoodBy=, not offline=", up)
+	}
 }
 
 // TestAgentRefusesGatewayStateDir: an agent given the gateway's state

@@ -241,7 +241,7 @@ func (p *Policy) validateResources(r Resources) error {
 		{"resources.cpus", r.CPUs, minResources.CPUs, p.Max.CPUs, ""},
 		{"resources.memoryBytes", float64(r.MemoryBytes), float64(minResources.MemoryBytes), float64(p.Max.MemoryBytes), ""},
 		{"resources.diskBytes", float64(r.DiskBytes), float64(minResources.DiskBytes), float64(p.Max.DiskBytes), ""},
-		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), "; it counts threads: the sandbox's init and deadline and the agent hold about 16, and the agent keeps an eighth of it (4 to 32) from commands"},
+		{"resources.pids", float64(r.Pids), float64(minResources.Pids), float64(p.Max.Pids), p.pidsWhy()},
 		{"resources.runtimeMs", float64(r.RuntimeMs), float64(minResources.RuntimeMs), float64(p.Max.RuntimeMs), ""},
 		{"resources.maxOutputBytes", float64(r.MaxOutputBytes), float64(minResources.MaxOutputBytes), float64(p.Max.MaxOutputBytes), ""},
 	} {
@@ -653,6 +653,21 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 // about 15. Either way the agent may grow by 4 threads.
 func CommandTasks(pids int64) int64 {
 	return pids - min(max(pids/8, 2), 32)
+}
+
+// agentThreads is what the sandbox's agent holds of its pids limit from
+// its start: internal/agent's stdioThreads.
+const agentThreads = 10
+
+// pidsWhy says, to a caller whose pids limit is under the least, where
+// the least comes from. It said "about 16" once PID 1 had become the
+// deadline tool with 12 kept for it, and the agent's 10 threads made 22.
+func (p *Policy) pidsWhy() string {
+	if p.initTasks() == 0 {
+		return fmt.Sprintf("; it counts threads: the sandbox's init (docker-init, a shell and its sleep) and the agent hold about %d, and the agent keeps an eighth of the limit (4 to 32) from commands", 3+agentThreads)
+	}
+	return fmt.Sprintf("; it counts threads: the sandbox's init and deadline (%d kept for it) and the agent (%d threads) hold about %d, and the agent keeps an eighth of the limit (4 to 32) from commands: at %d they get %d tasks",
+		p.initTasks(), agentThreads, p.initTasks()+agentThreads, minResources.Pids, CommandTasks(minResources.Pids)-p.initTasks()-agentThreads)
 }
 
 // initTasks is what of a sandbox's pids limit PID 1 takes when it is the

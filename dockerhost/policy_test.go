@@ -299,3 +299,24 @@ func TestContainerEnvHomeTempAndUser(t *testing.T) {
 		}
 	}
 }
+
+// TestPidsLeastSaysWhy: a caller under the least pids is told what holds
+// them as the README counts it (PID 1's 12 kept, the agent's 10: about 22,
+// 6 tasks left for commands at 32), not the 16 of before PID 1 became the
+// deadline tool under a uid of its own.
+func TestPidsLeastSaysWhy(t *testing.T) {
+	p := testPolicy()
+	p.deadlineTool = ToolsDir + "/agent"
+	req := validReq()
+	req.Resources.Pids = 31
+	err := p.ValidateProvision(&req)
+	want := "resources.pids: must be between 32 and 1024; it counts threads: the sandbox's init and deadline (12 kept for it) and the agent (10 threads) hold about 22, and the agent keeps an eighth of the limit (4 to 32) from commands: at 32 they get 6 tasks"
+	var e *Error
+	if !errors.As(err, &e) || e.Field+": "+e.Message != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	// The soft nproc ulimit at 32 is those 6 and the agent's 10.
+	if got := CommandTasks(32) - p.initTasks(); got != 6+10 {
+		t.Fatalf("nproc at 32 pids: %d, want 16", got)
+	}
+}

@@ -983,6 +983,23 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 }
 
+// TestCheckpointWithoutBody: reason is optional, so a checkpoint asked
+// for with no body at all (curl -X POST) is taken, with no reason, as
+// one with {} is; a body that is not JSON is still refused.
+func TestCheckpointWithoutBody(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	status, body := f.do(t, "POST", "/v1/executions/"+id+"/checkpoints", "admin", nil)
+	cp, _ := body["checkpointId"].(string)
+	if status != http.StatusCreated || cp == "" || body["executionId"] != id {
+		t.Fatalf("checkpoint without a body: %d %v, want 201", status, body)
+	}
+	if status, body := f.do(t, "POST", "/v1/executions/"+id+"/checkpoints", "admin", "reason"); status != http.StatusBadRequest {
+		t.Fatalf("checkpoint with a body that is not JSON: %d %v, want 400", status, body)
+	}
+}
+
 // TestCheckpointLifecycle: list, get and delete answer as the other
 // routes do (admin only, JSON errors), and a malformed id is 404
 // not_found at the boundary, never passed on.

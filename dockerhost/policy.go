@@ -155,7 +155,9 @@ func (p *Policy) ValidateProvision(req *ProvisionRequest) error {
 			return invalid("workspace.repositoryPath", "must be an absolute path")
 		}
 		if !p.repositoryAllowed(req.Workspace.RepositoryPath) {
-			return invalid("workspace.repositoryPath", "is outside the repository roots this host serves")
+			// The caller is an admin: naming the roots tells them where
+			// the repository must be, which "outside the roots" did not.
+			return invalid("workspace.repositoryPath", "%q is outside the repository roots this gateway serves (%s, its --repository-roots): name a repository under one of them", req.Workspace.RepositoryPath, strings.Join(p.RepositoryRoots, ", "))
 		}
 		if err := validateRevision(req.Workspace.Revision); err != nil {
 			return err

@@ -300,6 +300,22 @@ func TestContainerEnvHomeTempAndUser(t *testing.T) {
 	}
 }
 
+// TestRepositoryOutsideRootsSaysWhere: a git-worktree repository outside
+// --repository-roots is refused naming the path and the roots, so the
+// admin knows where it must be.
+func TestRepositoryOutsideRootsSaysWhere(t *testing.T) {
+	p := testPolicy()
+	p.RepositoryRoots = []string{"/srv/repos", "/home/git"}
+	req := validReq()
+	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: "/srv/repos/../etc", Revision: "main"}
+	err := p.ValidateProvision(&req)
+	want := `workspace.repositoryPath: "/srv/repos/../etc" is outside the repository roots this gateway serves (/srv/repos, /home/git, its --repository-roots): name a repository under one of them`
+	var e *Error
+	if !errors.As(err, &e) || e.Field+": "+e.Message != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+}
+
 // TestPidsLeastSaysWhy: a caller under the least pids is told what holds
 // them as the README counts it (PID 1's 12 kept, the agent's 10: about 22,
 // 6 tasks left for commands at 32), not the 16 of before PID 1 became the

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -597,6 +598,32 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
 		return false
 	}
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		ute.Field = withoutEmbedded(reflect.TypeOf(v), ute.Field)
+	}
 	gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, gateway.BodyError(err, tap, v))
 	return false
+}
+
+// withoutEmbedded is field, an UnmarshalTypeError's path, without the Go
+// names of the embedded structs it starts with: encoding/json names
+// them, so an exec's "timeoutMs": "100" was answered "ExecRequest.timeoutMs:
+// want a JSON integer", a path no body has (execBody embeds ExecRequest).
+func withoutEmbedded(t reflect.Type, field string) string {
+	for t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		name, rest, ok := strings.Cut(field, ".")
+		if t.Kind() != reflect.Struct || !ok {
+			break
+		}
+		sf, found := t.FieldByName(name)
+		if !found || !sf.Anonymous {
+			break
+		}
+		t, field = sf.Type, rest
+	}
+	return field
 }

@@ -983,6 +983,26 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 }
 
+// TestExecFieldTypeNamesThePath: a field of the wrong JSON type in an exec
+// body is named by its path in the body, as a provision's are, not with
+// the Go name of the struct the API's body type embeds.
+func TestExecFieldTypeNamesThePath(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	for raw, want := range map[string]string{
+		`{"command": "true", "timeoutMs": "100"}`:              "timeoutMs: want a JSON integer, got a string",
+		`{"command": "true", "timeoutMs": 1.5}`:                "timeoutMs: want a JSON integer, got a number 1.5",
+		`{"command": "true", "timeoutMs": 100, "args": "a b"}`: "args: want a JSON array, got a string",
+		`{"command": "true", "timeoutMs": 100, "encoding": 1}`: "encoding: want a JSON string, got a number",
+	} {
+		status, body := f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", raw)
+		if e, _ := body["error"].(map[string]any); status != http.StatusBadRequest || e["message"] != want {
+			t.Errorf("exec %s: %d %v, want 400 %q", raw, status, body, want)
+		}
+	}
+}
+
 // TestCheckpointWithoutBody: reason is optional, so a checkpoint asked
 // for with no body at all (curl -X POST) is taken, with no reason, as
 // one with {} is; a body that is not JSON is still refused.

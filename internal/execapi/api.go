@@ -595,7 +595,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", limit))
+		gateway.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", tooLarge(limit))
 		return false
 	}
 	var ute *json.UnmarshalTypeError
@@ -604,6 +604,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	}
 	gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, gateway.BodyError(err, tap, v))
 	return false
+}
+
+// tooLarge says what a body over limit can do instead: it said only
+// "request body over 65536 bytes", and a provision's env, which counts
+// toward that, or an exec's stdin has a way around it (a file).
+func tooLarge(limit int64) string {
+	if limit == MaxExecBody {
+		return fmt.Sprintf("request body over %d bytes (%d MiB), the most an exec takes: send input this large as a file over SFTP (the execution is a host) and name it in the command", limit, limit>>20)
+	}
+	return fmt.Sprintf("request body over %d bytes (%d KiB), the most this route takes: env values this large belong in a file in the workspace (SFTP), not in env", limit, limit>>10)
 }
 
 // withoutEmbedded is field, an UnmarshalTypeError's path, without the Go

@@ -1003,6 +1003,26 @@ func TestExecFieldTypeNamesThePath(t *testing.T) {
 	}
 }
 
+// TestTooLargeSaysWhatToDo: a body over its route's limit is 413 naming
+// the limit and the way around it, a file over SFTP.
+func TestTooLargeSaysWhatToDo(t *testing.T) {
+	f := newFixture(t)
+	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+	id := body["executionId"].(string)
+	big := provisionBody()
+	big["env"] = map[string]any{"BIG": strings.Repeat("x", MaxBody)}
+	status, body := f.do(t, "POST", "/v1/executions", "admin", big)
+	if e, _ := body["error"].(map[string]any); status != http.StatusRequestEntityTooLarge || e["code"] != "too_large" ||
+		e["message"] != "request body over 65536 bytes (64 KiB), the most this route takes: env values this large belong in a file in the workspace (SFTP), not in env" {
+		t.Errorf("provision with a 64 KiB env: %d %v", status, body)
+	}
+	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "cat", "timeoutMs": 1000, "stdin": strings.Repeat("x", MaxExecBody)})
+	if e, _ := body["error"].(map[string]any); status != http.StatusRequestEntityTooLarge || e["code"] != "too_large" ||
+		e["message"] != "request body over 8388608 bytes (8 MiB), the most an exec takes: send input this large as a file over SFTP (the execution is a host) and name it in the command" {
+		t.Errorf("exec with 8 MiB of stdin: %d %v", status, body)
+	}
+}
+
 // TestCheckpointWithoutBody: reason is optional, so a checkpoint asked
 // for with no body at all (curl -X POST) is taken, with no reason, as
 // one with {} is; a body that is not JSON is still refused.

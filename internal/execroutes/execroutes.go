@@ -51,10 +51,22 @@ func RegisterMethodNotAllowed(mux *http.ServeMux) {
 // gateway running without Docker; authorize runs first, so the answer
 // tells an unauthenticated caller nothing.
 func RegisterOff(mux *http.ServeMux, authorize func(w http.ResponseWriter, r *http.Request) bool) {
+	RegisterOffWhy(mux, authorize, "")
+}
+
+// RegisterOffWhy is RegisterOff whose answers say why executions are off
+// and what turns them on, why (one sentence, no final period; "" for
+// the general "gateway serve --docker on|auto"): a gateway under --docker
+// auto that found no engine told its callers to serve with auto.
+func RegisterOffWhy(mux *http.ServeMux, authorize func(w http.ResponseWriter, r *http.Request) bool, why string) {
+	msg := "Docker executions are off on this gateway (gateway serve --docker on|auto)"
+	if why != "" {
+		msg = "Docker executions are off on this gateway: " + why
+	}
 	for _, p := range Routes {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			if authorize(w, r) {
-				gateway.WriteError(w, http.StatusNotFound, "docker_off", "Docker executions are off on this gateway (gateway serve --docker on|auto)")
+				gateway.WriteError(w, http.StatusNotFound, "docker_off", msg)
 			}
 		})
 	}

@@ -56,3 +56,19 @@ func TestRegisterOff(t *testing.T) {
 		t.Errorf("PUT an execution: %d %q Allow %q, want 405 method_not_allowed, GET, DELETE", status, code, h.Get("Allow"))
 	}
 }
+
+// TestRegisterOffWhy: the docker_off answer says why executions are off
+// and what turns them on, as the gateway that registered the routes knows.
+func TestRegisterOffWhy(t *testing.T) {
+	mux := http.NewServeMux()
+	RegisterOffWhy(mux, func(http.ResponseWriter, *http.Request) bool { return true }, "no Docker engine answered at its start")
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/checkpoints", nil))
+	var body struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	_ = json.NewDecoder(rec.Body).Decode(&body)
+	if rec.Code != http.StatusNotFound || body.Error.Code != "docker_off" || body.Error.Message != "Docker executions are off on this gateway: no Docker engine answered at its start" {
+		t.Fatalf("%d %+v", rec.Code, body.Error)
+	}
+}

@@ -86,7 +86,13 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 				"maxAge", c.CheckpointMaxAge, "maxBytes", int64(c.CheckpointMaxBytes),
 				"fix", "start the Docker engine and restart the gateway (--docker on refuses to start without one)")
 		}
-		serveExecutionsOff(srv)
+		// Under auto the flag is right and the engine is the fix: its
+		// callers were told to serve with --docker on|auto.
+		why := "it serves with --docker off: restart it with --docker on (or auto)"
+		if s.Config.Docker != "off" {
+			why = "no Docker engine answered when it started (--docker auto; its log says why): start the engine, give the gateway's user its socket (the docker group), then restart the gateway"
+		}
+		serveExecutionsOff(srv, why)
 		return nil, nil
 	}
 

@@ -27,9 +27,10 @@ func executionsAuthorizer(srv *gateway.Server) func(w http.ResponseWriter, r *ht
 // serveExecutionsOff is every gateway without Docker executions (--docker
 // off, no engine under auto, a build for a system without Docker
 // executions): the executions API's routes answer an admin 404
-// docker_off, and /v1/me tells an admin Docker is off.
-func serveExecutionsOff(srv *gateway.Server) {
-	execroutes.RegisterOff(srv.Mux(), executionsAuthorizer(srv))
+// docker_off saying why and what turns them on, and /v1/me tells an
+// admin Docker is off.
+func serveExecutionsOff(srv *gateway.Server, why string) {
+	execroutes.RegisterOffWhy(srv.Mux(), executionsAuthorizer(srv), why)
 	srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
 		if tok.Role != store.RoleAdmin {
 			return nil

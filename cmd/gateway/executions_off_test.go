@@ -47,7 +47,8 @@ func TestExecutionsOff(t *testing.T) {
 		"GET /v1/checkpoints", "GET /v1/checkpoints/x", "DELETE /v1/checkpoints/x"} {
 		m, path, _ := strings.Cut(p, " ")
 		status, body := apiCall(t, m, base+path, admin, "{}")
-		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "docker_off" {
+		if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "docker_off" ||
+			e["message"] != "Docker executions are off on this gateway: it serves with --docker off: restart it with --docker on (or auto)" {
 			t.Errorf("%s as admin: %d %v", p, status, body)
 		}
 		status, body = apiCall(t, m, base+path, client, "{}")
@@ -61,6 +62,25 @@ func TestExecutionsOff(t *testing.T) {
 	}
 	if _, me := apiCall(t, "GET", base+"/v1/me", client, ""); me["docker"] != nil {
 		t.Fatalf("/v1/me tells a client about Docker: %v", me)
+	}
+}
+
+// TestExecutionsOffNoEngine: under --docker auto with no engine, the
+// routes' docker_off says the engine is the fix, not the flag the
+// gateway already has.
+func TestExecutionsOffNoEngine(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	t.Setenv("DOCKER_HOST", "unix://"+dir+"/no-engine.sock")
+	base := startServe(t, dir, func(c *serveConfig) { c.Docker = "auto" })
+	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, body := apiCall(t, "GET", base+"/v1/checkpoints", lastLine(out), "")
+	if e, _ := body["error"].(map[string]any); status != http.StatusNotFound || e["code"] != "docker_off" ||
+		e["message"] != "Docker executions are off on this gateway: no Docker engine answered when it started (--docker auto; its log says why): start the engine, give the gateway's user its socket (the docker group), then restart the gateway" {
+		t.Fatalf("GET /v1/checkpoints under auto with no engine: %d %v", status, body)
 	}
 }
 

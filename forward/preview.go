@@ -350,7 +350,7 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			hint := "Previews live at " + p.cfg.PathPrefix + "{host}/{port}/."
 			if p.cfg.Domain != "" {
-				hint = "Previews live at http://{port}--{host}." + p.cfg.Domain + "/ or " + p.cfg.PathPrefix + "{host}/{port}/."
+				hint = "Previews live at " + p.subdomainPattern(r) + "/ or " + p.cfg.PathPrefix + "{host}/{port}/."
 			}
 			p.writeError(w, r, http.StatusNotFound, "not_found", "No preview here.", hint)
 			return
@@ -851,6 +851,21 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		fmt.Sprintf("Nothing answered on port %d of host %s.", t.port, t.hostID),
 		forOwner(r, fmt.Sprintf("Start your dev server on the host, listening on localhost:%d (127.0.0.1, ::1 or all addresses), then reload.", t.port),
 			"The dev server behind this shared link is not running now; whoever shared it can start it."))
+}
+
+// subdomainPattern is the subdomain form's origin as r's caller reaches
+// it, with placeholders: behind a TLS proxy it said http://, and it left
+// out the port the gateway's own address carries, which previews share.
+func (p *Preview) subdomainPattern(r *http.Request) string {
+	scheme := "http"
+	if p.cfg.SecureCookie || r.TLS != nil {
+		scheme = "https"
+	}
+	host := "{port}--{host}." + p.cfg.Domain
+	if _, port, err := net.SplitHostPort(r.Host); err == nil {
+		host += ":" + port
+	}
+	return scheme + "://" + host
 }
 
 // forOwner is hint for the host's own users, or shared for a viewer only a

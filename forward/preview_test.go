@@ -816,6 +816,36 @@ func FuzzStripCookies(f *testing.F) {
 	})
 }
 
+// TestPreviewNotFoundNamesTheOrigin: the 404 of a path that is no preview
+// shows the subdomain form as its caller reaches it: https behind a TLS
+// proxy (SecureCookie), and the port of the gateway's address.
+func TestPreviewNotFoundNamesTheOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		secure bool
+		url    string
+		want   string
+	}{
+		{true, "http://gw.example/preview/dev/abc/", "Previews live at https://{port}--{host}." + testDomain + "/ or /preview/{host}/{port}/."},
+		{false, "http://127.0.0.1:8080/preview/dev/abc/", "Previews live at http://{port}--{host}." + testDomain + ":8080/ or /preview/{host}/{port}/."},
+	} {
+		p, err := NewPreview(loopDial, &PreviewConfig{Domain: testDomain, SecureCookie: tc.secure})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodGet, tc.url, nil)
+		p.ServeHTTP(rec, r)
+		p.Close()
+		var body struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(rec.Body.Bytes(), &body)
+		if rec.Code != http.StatusNotFound || body.Error.Code != "not_found" || !strings.HasSuffix(body.Error.Message, tc.want) {
+			t.Errorf("GET %s (secure %v): %d %q, want 404 ending %q", tc.url, tc.secure, rec.Code, body.Error.Message, tc.want)
+		}
+	}
+}
+
 func TestPreviewMatch(t *testing.T) {
 	p, err := NewPreview(loopDial, &PreviewConfig{Domain: testDomain})
 	if err != nil {

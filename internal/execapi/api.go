@@ -204,7 +204,7 @@ func (a *API) answerNew(parent, ctx context.Context, w http.ResponseWriter, e *d
 				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
 			}
 			if errors.Is(err, ErrNotExecutionHost) {
-				gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
+				gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, notExecutionHost(err))
 				return
 			}
 			// Its host record (pinned before the agent started) goes
@@ -556,11 +556,19 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		}
 	}
 	if errors.Is(err, ErrNotExecutionHost) {
-		gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, "executionId: "+err.Error())
+		gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, notExecutionHost(err))
 		return
 	}
 	a.log.Error("executions", "err", err)
 	gateway.WriteError(w, http.StatusBadGateway, "engine_error", "the container engine failed; see the gateway log")
+}
+
+// notExecutionHost is the conflict an ErrNotExecutionHost answers: it
+// said "executionId: execapi: the id names a host that is not an
+// execution: …", a package's name and no way on.
+func notExecutionHost(err error) string {
+	return "executionId: " + strings.TrimPrefix(err.Error(), "execapi: ") +
+		": executions and hosts share ids; provision under another executionId, or leave it out for a new one"
 }
 
 // decode reads one bounded JSON object with no unknown fields and no key

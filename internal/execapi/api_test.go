@@ -1023,6 +1023,22 @@ func TestTooLargeSaysWhatToDo(t *testing.T) {
 	}
 }
 
+// TestProvisionUnderAMachineID: an executionId that names a machine host is
+// a conflict that says so and what to do, without a Go package's name.
+func TestProvisionUnderAMachineID(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.st.Enroll(context.Background(), store.Enrollment{HostID: "laptop", Kind: "machine", HostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGyQ2m0s7yJ1l7Fqzvq2jk8o0nE1iYwq7m4fP3nYwq1d"}); err != nil {
+		t.Fatal(err)
+	}
+	b := provisionBody()
+	b["executionId"] = "laptop"
+	status, body := f.do(t, "POST", "/v1/executions", "admin", b)
+	want := `executionId: the id names a host that is not an execution: "laptop" is a "machine" host: executions and hosts share ids; provision under another executionId, or leave it out for a new one`
+	if e, _ := body["error"].(map[string]any); status != http.StatusConflict || e["code"] != "conflict" || e["message"] != want {
+		t.Fatalf("provision under a machine's id: %d %v, want 409 %q", status, body, want)
+	}
+}
+
 // TestCheckpointWithoutBody: reason is optional, so a checkpoint asked
 // for with no body at all (curl -X POST) is taken, with no reason, as
 // one with {} is; a body that is not JSON is still refused.

@@ -68,10 +68,14 @@ func testDeadlineToolSurvivesSandbox(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, deadlineToolConfig(t))
 	r := small()
-	r.RuntimeMs = 15_000 // room for provisioning on a loaded machine
+	// Room for provisioning, the kills and the agent's replacement on a
+	// loaded machine: at 15 s (load 14 on 2 cores) the runtime ran out at
+	// the exec after the kills. It must still end by itself within
+	// waitRemoved's minute after Close, below.
+	r.RuntimeMs = 30_000
 
 	killed := provision(t, h, emptyReq(img, r))
-	if got, want := pid1(t, h, killed.ExecutionID), ToolsDir+"/agent __hostgate_deadline 15"; got != want {
+	if got, want := pid1(t, h, killed.ExecutionID), ToolsDir+"/agent __hostgate_deadline 30"; got != want {
 		t.Fatalf("PID 1 %q, want %q", got, want)
 	}
 	if res := sh(t, h, killed.ExecutionID, sandboxKills); !strings.HasSuffix(res.Stdout, "sent\n") {

@@ -621,7 +621,7 @@ func tooLarge(limit int64) string {
 	if limit == MaxExecBody {
 		return fmt.Sprintf("request body over %d bytes (%d MiB), the most an exec takes: send input this large as a file over SFTP (the execution is a host) and name it in the command", limit, limit>>20)
 	}
-	return fmt.Sprintf("request body over %d bytes (%d KiB), the most this route takes: env values this large belong in a file in the workspace (SFTP), not in env", limit, limit>>10)
+	return fmt.Sprintf("request body over %d bytes (%d KiB), the most this route takes; a provision's or restore's env counts, and values this large belong in a file in the workspace (SFTP)", limit, limit>>10)
 }
 
 // withoutEmbedded is field, an UnmarshalTypeError's path, without the Go

@@ -1013,7 +1013,7 @@ func TestTooLargeSaysWhatToDo(t *testing.T) {
 	big["env"] = map[string]any{"BIG": strings.Repeat("x", MaxBody)}
 	status, body := f.do(t, "POST", "/v1/executions", "admin", big)
 	if e, _ := body["error"].(map[string]any); status != http.StatusRequestEntityTooLarge || e["code"] != "too_large" ||
-		e["message"] != "request body over 65536 bytes (64 KiB), the most this route takes: env values this large belong in a file in the workspace (SFTP), not in env" {
+		e["message"] != "request body over 65536 bytes (64 KiB), the most this route takes; a provision's or restore's env counts, and values this large belong in a file in the workspace (SFTP)" {
 		t.Errorf("provision with a 64 KiB env: %d %v", status, body)
 	}
 	status, body = f.do(t, "POST", "/v1/executions/"+id+"/exec", "admin", map[string]any{"command": "cat", "timeoutMs": 1000, "stdin": strings.Repeat("x", MaxExecBody)})

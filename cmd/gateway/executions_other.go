@@ -19,6 +19,6 @@ const executionsBuilt = false
 
 func executionsOff(_ context.Context, s *serving) (func(), error) {
 	s.Logger.Info("Docker executions off", "reason", "not supported on "+runtime.GOOS)
-	serveExecutionsOff(s.Server, "Docker executions need a Unix gateway, not "+runtime.GOOS)
+	serveExecutionsOff(s.Server, "it runs on "+runtime.GOOS+", and they need a Unix gateway")
 	return nil, nil
 }

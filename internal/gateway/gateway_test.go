@@ -1283,6 +1283,19 @@ func TestStreamsPerTunnelBounded(t *testing.T) {
 	if code, c := e.call("GET", "/v1/hosts/h/ssh", admin, nil, nil); code != 503 || c != "too_many_streams" {
 		t.Errorf("third stream: %d %s", code, c)
 	}
+	// It says the limit and what to do.
+	req, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+"/v1/hosts/h/ssh", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	wsHeaders(req.Header)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if we, _ := wire.ParseError(b); we.Message != "host h: too many open sessions: it has 2, the most one host may; close some (ssh sessions, SFTP, forwards, web terminals) and retry" {
+		t.Errorf("third stream's message: %q", we.Message)
+	}
 	for _, c := range conns {
 		_ = c.Close()
 	}

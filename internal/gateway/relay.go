@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -206,7 +207,9 @@ func tunnelOf(stream net.Conn) (done <-chan struct{}, cause func() error) {
 func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	switch {
 	case errors.Is(err, ErrTooManyStreams):
-		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", wire.HostMessage(id, "too many open sessions"))
+		// The limit and the way out: "too many open sessions" named neither.
+		WriteError(w, http.StatusServiceUnavailable, "too_many_streams", wire.HostMessage(id, fmt.Sprintf(
+			"too many open sessions: it has %d, the most one host may; close some (ssh sessions, SFTP, forwards, web terminals) and retry", s.tunnels.maxStreams)))
 	case errors.Is(err, ErrClosed):
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 	case errors.Is(err, ErrHostOffline):

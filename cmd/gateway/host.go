@@ -5,29 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"os/user"
+	"slices"
+	"strings"
 
 	"github.com/hostgate/hostgate/internal/store"
 )
 
-func init() { register("host", "host reset-key ID: forget a host's pinned key", runHost) }
+func init() {
+	register("host", "host reset-key ID: forget a host's pinned key | host remove ID: forget a machine host and revoke its agent tokens", runHost)
+}
+
+const hostUsage = "usage: gateway host reset-key ID [--state-dir DIR]\n       gateway host remove ID [--state-dir DIR]"
 
 func runHost(ctx context.Context, sio stdio, args []string) error {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintln(sio.out, "usage: gateway host reset-key ID [--state-dir DIR]")
+		fmt.Fprintln(sio.out, hostUsage)
 		return nil
 	}
-	if len(args) == 0 || args[0] != "reset-key" {
-		fmt.Fprintln(sio.err, "usage: gateway host reset-key ID [--state-dir DIR]")
+	if len(args) == 0 || (args[0] != "reset-key" && args[0] != "remove") {
+		fmt.Fprintln(sio.err, hostUsage)
 		return errUsage
 	}
+	sub := args[0]
 	var dir string
-	fs := newFlags("host reset-key", sio)
+	fs := newFlags("host "+sub, sio)
 	fs.StringVar(&dir, "state-dir", defaultStateDir(), "gateway state directory")
 	if err := parseOnlyEnv(fs, args[1:], "state-dir"); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("host reset-key: want exactly one host id")
+		return fmt.Errorf("host %s: want exactly one host id", sub)
 	}
 	id := fs.Arg(0)
 	st, _, err := openAdminState(ctx, dir, sio.err)
@@ -39,12 +46,78 @@ func runHost(ctx context.Context, sio stdio, args []string) error {
 	if u, err := user.Current(); err == nil {
 		by = "cli:" + u.Username
 	}
+	if sub == "remove" {
+		return removeHost(ctx, sio, st, id)
+	}
 	if err := st.ResetHostKey(ctx, id, by); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("host reset-key: no host %q", id)
+			return fmt.Errorf("host reset-key: %s", noHost(ctx, st, id))
 		}
 		return err
 	}
 	fmt.Fprintf(sio.out, "host %s: pinned key forgotten; the next agent to enroll for it pins its key\n", id)
 	return nil
+}
+
+// removeHost forgets a machine host: a retired machine's row stayed in
+// the host list for good, and one whose id differs from another's only in
+// case kept that one's subdomain previews answering ambiguous_host, with
+// nothing to remove it by. The agent tokens that name it are revoked
+// first, so its agent cannot enroll it again (a running gateway cuts its
+// tunnel at the next token recheck); a client token that names it is
+// left, and reaches it again should it come back.
+func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error {
+	h, err := st.Host(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("host remove: %s", noHost(ctx, st, id))
+	}
+	if err != nil {
+		return err
+	}
+	if h.Kind == store.KindDocker {
+		return fmt.Errorf("host remove: %s is a sandbox's host: it goes with its execution (DELETE /v1/executions/%s)", id, id)
+	}
+	toks, err := st.Tokens(ctx)
+	var unreadable *store.UnreadableTokensError
+	if err != nil && !errors.As(err, &unreadable) {
+		return err
+	}
+	var revoked, clients []string
+	for _, t := range toks {
+		if t.Parent != "" || !slices.Contains(t.Hosts, id) {
+			continue
+		}
+		if t.Role != store.RoleAgent {
+			clients = append(clients, t.Name)
+			continue
+		}
+		if err := st.DeleteToken(ctx, t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("host remove: revoking agent token %s: %w; nothing removed", t.Name, err)
+		}
+		revoked = append(revoked, t.Name)
+	}
+	if err := st.DeleteHost(ctx, id, h.Kind); err != nil {
+		return err
+	}
+	fmt.Fprintf(sio.out, "host %s: removed (its pinned key and info; the audit log keeps its entries)\n", id)
+	if len(revoked) > 0 {
+		fmt.Fprintf(sio.out, "revoked its agent token(s): %s; a running gateway cuts a connected agent within --token-recheck (30 s): stop that agent, or it retries refused\n", strings.Join(revoked, ", "))
+	} else {
+		fmt.Fprintln(sio.out, "no agent token names it")
+	}
+	if len(clients) > 0 {
+		fmt.Fprintf(sio.out, "client token(s) naming it, left as they are: %s\n", strings.Join(clients, ", "))
+	}
+	if unreadable != nil {
+		fmt.Fprintf(sio.err, "warning: %v\n", unreadable)
+	}
+	return nil
+}
+
+// noHost says there is no host id, naming those that differ only in case.
+func noHost(ctx context.Context, st store.Store, id string) string {
+	if ids, err := st.HostIDsFold(ctx, id); err == nil && len(ids) > 0 {
+		return fmt.Sprintf("no host %q (host ids are case-sensitive: %s)", id, strings.Join(ids, ", "))
+	}
+	return fmt.Sprintf("no host %q", id)
 }

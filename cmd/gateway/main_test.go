@@ -925,7 +925,7 @@ func TestHelpFlagNames(t *testing.T) {
 	ctx := testCtx(t)
 	for _, args := range [][]string{
 		{"serve"}, {"dev"}, {"cert"}, {"proxy"},
-		{"token", "create"}, {"token", "list"}, {"token", "revoke"}, {"host", "reset-key"},
+		{"token", "create"}, {"token", "list"}, {"token", "revoke"}, {"host", "reset-key"}, {"host", "remove"},
 	} {
 		var out bytes.Buffer
 		err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &out}, append(args, "-h"))

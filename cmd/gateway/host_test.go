@@ -1,0 +1,129 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/internal/store"
+)
+
+// TestHostRemove: `gateway host remove` forgets a retired machine host and
+// revokes its agent tokens. Nothing removed a machine host (found by the
+// audit42b README audit): a retired machine stayed in the host list for
+// good, and one enrolled as BUILD-01 next to build-01 kept build-01's
+// subdomain previews answering 409 ambiguous_host, its token revoked or
+// not. Here, with a gateway serving: the preview is ambiguous, `host
+// remove BUILD-01` revokes its token (which then enrolls nothing), its
+// connected agent is cut, and the host leaves the list and the 409 ends.
+func TestHostRemove(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir, func(c *serveConfig) { c.PreviewDomain = "preview.test"; c.TokenRecheck = 200 * time.Millisecond })
+	mk := tokenMaker(t, ctx, dir)
+	lower := mk("--role", "agent", "--host", "build-01")
+	upper := mk("--role", "agent", "--host", "BUILD-01", "--name", "twin-agent")
+	mk("--role", "client", "--host", "BUILD-01", "--name", "laptop")
+	admin := mk("--role", "admin")
+	echoAgent(t, ctx, base, lower)
+	echoAgent(t, ctx, base, upper) // left connected: the remove cuts it
+
+	get := func(host, path, token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Accept", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	const sub = "3417--build-01.preview.test"
+	if code, body := get(sub, "/", ""); code != http.StatusConflict || !strings.Contains(body, "ambiguous_host") {
+		t.Fatalf("the subdomain with a case twin enrolled: %d %.300s, want 409 ambiguous_host", code, body)
+	}
+
+	// Refusals first: no such host (naming the case twins), and the usage.
+	if _, err := cli(t, ctx, "host", "remove", "Build-01", "--state-dir", dir); err == nil ||
+		!strings.Contains(err.Error(), `no host "Build-01"`) || !strings.Contains(err.Error(), "BUILD-01, build-01") {
+		t.Errorf("remove of an id that differs only in case: %v, want no host, naming BUILD-01 and build-01", err)
+	}
+	if _, err := cli(t, ctx, "host", "remove", "--state-dir", dir); err == nil || !strings.Contains(err.Error(), "want exactly one host id") {
+		t.Errorf("remove without an id: %v", err)
+	}
+
+	out, err := cli(t, ctx, "host", "remove", "BUILD-01", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"host BUILD-01: removed", "revoked its agent token(s): twin-agent", "client token(s) naming it, left as they are: laptop"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("host remove said %q, want %q in it", out, want)
+		}
+	}
+	// Its agent, still connected, is cut at the next token recheck.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get("", "/v1/hosts", admin)
+		if code == http.StatusOK && !strings.Contains(body, `"BUILD-01"`) && strings.Contains(body, `"build-01"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hosts 10 s after the remove: %d %.300s, want build-01 alone", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The preview's host lookup may answer from a cache up to a second old.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		code, body := get(sub, "/", "")
+		if !strings.Contains(body, "ambiguous_host") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subdomain 10 s after the remove: %d %.300s, still ambiguous", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The twin's token is gone (a token looked up less than a second ago
+	// may still pass): its agent enrolls nothing.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		code, body := get("", "/v1/agents/connect", upper)
+		if code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the removed host's agent token at /v1/agents/connect 5 s after the remove: %d %.200s, want 401", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A sandbox's host goes with its execution, not by this command.
+	st, _, err := openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Enroll(ctx, store.Enrollment{HostID: "sbx-1", Kind: store.KindDocker, HostKey: "ssh-ed25519 AAAA"})
+	_ = st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "host", "remove", "sbx-1", "--state-dir", dir); err == nil || !strings.Contains(err.Error(), "DELETE /v1/executions/sbx-1") {
+		t.Errorf("remove of a sandbox's host: %v, want a refusal naming DELETE /v1/executions/sbx-1", err)
+	}
+	if _, err := cli(t, ctx, "host", "remove", "BUILD-01", "--state-dir", dir); err == nil || !strings.Contains(err.Error(), `no host "BUILD-01" (host ids are case-sensitive: build-01)`) {
+		t.Errorf("a second remove: %v, want no host, naming build-01", err)
+	}
+}

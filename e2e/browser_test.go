@@ -624,3 +624,32 @@ func TestBrowserSandboxFails(t *testing.T) {
 	g, _, _ := execGateway(t, "--sandbox-image", repo+"@sha256:"+strings.Repeat("0", 64))
 	runBrowser(t, "sandboxfail.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin)
 }
+
+// TestBrowserPreviewCookieTossed: a page on one preview plants a
+// hostgate_preview cookie for the whole preview domain (document.cookie
+// with Domain=, which no proxy can strip) with a longer path, so that
+// Chromium sends it before the viewer's own on every other preview. The
+// gateway read only the first cookie of that name, so the viewer, logged
+// in, went round the preview login until Chromium gave up
+// (ERR_TOO_MANY_REDIRECTS). Every preview cookie is tried now; a planted
+// one grants nothing.
+func TestBrowserPreviewCookieTossed(t *testing.T) {
+	d := startDev(t, "--preview-domain", "preview.test")
+	victim := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><title>victim</title><p>victim page</p>")
+	}))
+	evil := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>evil</title><p id="s">planting</p>
+<script>
+document.cookie = "hostgate_preview=planted; Domain=preview.test; Path=/app";
+document.getElementById("s").textContent = "planted";
+</script>`)
+	}))
+	origin := func(port int) string { return "http://" + strconv.Itoa(port) + "--local.preview.test:" + d.port }
+	runBrowser(t, "previewtoss.mjs", "HOSTGATE_URL="+d.url, "HOSTGATE_TOKEN="+d.admin,
+		"HOSTGATE_RESOLVER_RULES=MAP *.preview.test 127.0.0.1",
+		"HOSTGATE_VICTIM_URL="+origin(victim)+"/app",
+		"HOSTGATE_EVIL_URL="+origin(evil)+"/")
+}

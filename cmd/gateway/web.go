@@ -29,7 +29,13 @@ func init() { serveHooks = append(serveHooks, attachWeb) }
 const (
 	ticketTTL        = time.Minute
 	previewCookieTTL = 12 * time.Hour
-	maxShareTTL      = 7 * 24 * time.Hour
+	// maxPreviewCookies bounds the preview cookies of one request that
+	// are checked. A browser sends the viewer's one for the origin and
+	// those planted for the preview domain whose paths prefix the
+	// request's: for a path of depth d, at most 2d+1 ("/", "/a", "/a/",
+	// …).
+	maxPreviewCookies = 64
+	maxShareTTL       = 7 * 24 * time.Hour
 )
 
 // registerTerminalMetrics publishes the web terminals' counts.
@@ -257,8 +263,21 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// Subdomain form: the preview origin's own cookie, as long as
 			// the token it was minted for lives (revoked or expired, it
 			// stops working within a second, as the token does).
-			if c, err := r.Cookie("hostgate_preview"); err == nil && previewCookieUseAllowed(r, hostID, s.Config.PreviewDomain) {
-				if id, err := signer.CheckCookie(c.Value, hostID, port); err == nil {
+			//
+			// Each cookie of that name, not the first: a page on any
+			// preview can plant one for the whole preview domain, with a
+			// longer path so that browsers send it first, and the
+			// viewer's own was never looked at (a login loop). A planted
+			// one is signed for none of the viewer's previews.
+			if previewCookieUseAllowed(r, hostID, s.Config.PreviewDomain) {
+				for i, c := range r.CookiesNamed("hostgate_preview") {
+					if i == maxPreviewCookies {
+						break
+					}
+					id, err := signer.CheckCookie(c.Value, hostID, port)
+					if err != nil {
+						continue
+					}
 					_, ok, err := srv.LiveToken(r.Context(), id)
 					if ok {
 						return true, "", nil

@@ -39,6 +39,7 @@ type serverConn struct {
 	tcpip      int        // open direct-tcpip channels, against MaxDirectTCPIP
 	forwards   map[string]*remoteForward
 	forwarded  int         // open forwarded-tcpip channels
+	fwdDrops   dropLog     // forwarded connections dropped at maxForwardedConns
 	noSessions bool        // no-more-sessions@openssh.com received
 	idle       *time.Timer // nil without IdleTimeout
 	nextChanID uint64

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -467,7 +468,9 @@ func (c *serverConn) acceptForward(f *remoteForward, ln net.Listener) {
 		}
 		c.mu.Unlock()
 		if full {
-			c.log.Warn("forwarded connection dropped: too many open", "max", maxForwardedConns)
+			if n, ok := c.fwdDrops.drop(time.Now()); ok {
+				c.log.Warn("forwarded connection dropped: too many open (logged at most once a minute)", "max", maxForwardedConns, "dropped", n)
+			}
 			_ = tc.Close()
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // maxAgentConns bounds the connections to a session's forwarded agent open
@@ -34,6 +35,7 @@ type agentForward struct {
 
 	mu    sync.Mutex // guards conns
 	conns int        // connections being carried, against maxAgentConns
+	drops dropLog    // connections refused at maxAgentConns
 }
 
 // grantAgent answers auth-agent-req@openssh.com. Agent forwarding is
@@ -112,7 +114,9 @@ func (a *agentForward) accept() {
 		}
 		a.mu.Unlock()
 		if full {
-			a.c.log.Warn("agent connection refused: too many open in the session", "socket", a.path, "max", maxAgentConns)
+			if n, ok := a.drops.drop(time.Now()); ok {
+				a.c.log.Warn("agent connection refused: too many open in the session (logged at most once a minute)", "socket", a.path, "max", maxAgentConns, "refused", n)
+			}
 			_ = uc.Close()
 			continue
 		}

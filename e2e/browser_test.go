@@ -653,3 +653,54 @@ document.getElementById("s").textContent = "planted";
 		"HOSTGATE_VICTIM_URL="+origin(victim)+"/app",
 		"HOSTGATE_EVIL_URL="+origin(evil)+"/")
 }
+
+// TestBrowserPathFormPageCannotUseSession: a path-form preview is served
+// from the gateway's own origin, where the viewer's session cookie lives.
+// Its page, which the host's owner writes, tries the gateway API as the
+// viewer (read the hosts, make the previewed port public with a share,
+// open the terminal socket, read the cookie): every attempt fails, since
+// the page runs sandboxed in an opaque origin, and no share was made.
+func TestBrowserPathFormPageCannotUseSession(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("h1", "")
+	port := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>hostile</title>
+<p id="hosts">…</p><p id="share">…</p><p id="pty">…</p><p id="cookie">…</p><p id="done"></p>
+<script>
+const set = (id, v) => { document.getElementById(id).textContent = v; };
+(async () => {
+  try {
+    const r = await fetch("/v1/hosts", { credentials: "include" });
+    set("hosts", "read " + r.status + " " + (await r.text()).slice(0, 80));
+  } catch (e) { set("hosts", "refused: " + e); }
+  try {
+    const r = await fetch("/v1/hosts/h1/shares", { method: "POST", credentials: "include", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ port: location.pathname.split("/")[3] | 0, ttlSeconds: 3600 }) });
+    set("share", "read " + r.status);
+  } catch (e) {
+    set("share", "refused: " + e);
+  }
+  try {
+    set("cookie", document.cookie ? "read " + document.cookie : "refused: empty");
+  } catch (e) { set("cookie", "refused: " + e); }
+  await new Promise((resolve) => {
+    try {
+      const ws = new WebSocket(location.origin.replace(/^http/, "ws") + "/v1/hosts/h1/pty");
+      ws.onopen = () => { set("pty", "open"); ws.close(); resolve(); };
+      ws.onerror = () => { set("pty", "refused: error"); resolve(); };
+    } catch (e) { set("pty", "refused: " + e); resolve(); }
+    setTimeout(() => { set("pty", "timeout"); resolve(); }, 15000);
+  });
+  set("done", "done");
+})();
+</script>`)
+	}))
+	runBrowser(t, "pathformapi.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin,
+		"HOSTGATE_PATH_URL="+g.url+"/preview/h1/"+strconv.Itoa(port)+"/")
+	// A share would be a side effect a page cannot read but still makes:
+	// the port public.
+	status, body := g.api("GET", "/v1/hosts/h1/shares", g.admin, nil)
+	if status != http.StatusOK || strings.Contains(string(body), `"port"`) {
+		t.Fatalf("shares of h1 after the page ran: %d %s, want none", status, body)
+	}
+}

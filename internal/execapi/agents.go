@@ -571,6 +571,34 @@ func (a *Agents) loop(ctx context.Context, r *run) {
 	}
 }
 
+// muxFor is the tunnel's yamux configuration for one attachment, which
+// tells of the agent's misuse: sandbox code that took over its agent can
+// open streams toward the gateway (a real agent opens none) or flood
+// window updates that grant nothing. Both were bounded (refused streams,
+// a closed tunnel) but unheard of; each kind is logged once per
+// attachment, naming the execution, as the machine agents' tunnels do.
+func (a *Agents) muxFor(log *slog.Logger) *bytestream.MuxConfig {
+	mc := *a.cfg.Mux
+	next := mc.OnMisuse
+	var refusedOnce, emptyOnce sync.Once
+	mc.OnMisuse = func(m bytestream.MuxMisuse) {
+		if next != nil {
+			next(m)
+		}
+		switch m {
+		case bytestream.MisuseStreamRefused:
+			refusedOnce.Do(func() {
+				log.Warn("execution agent opened more streams than its tunnel allows (agents open none: sandbox code that took over its agent, or a broken agent); they are refused (logged once per attachment)", "limit", mc.MaxStreams)
+			})
+		case bytestream.MisuseEmptyWindowUpdate:
+			emptyOnce.Do(func() {
+				log.Warn("execution agent sends window updates that grant nothing (sandbox code that took over its agent, or a broken agent); its tunnel is closed if they go on (logged once per attachment)")
+			})
+		}
+	}
+	return &mc
+}
+
 // isClosed reports whether c is closed.
 func isClosed(c <-chan struct{}) bool {
 	select {
@@ -632,7 +660,7 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 	}
 	muxConn, acks := agent.ReadStdioAcks(conn)
 	proc := &agentProc{acks: acks, stdio: stdio}
-	sess, err := bytestream.MuxClient(muxConn, a.cfg.Mux)
+	sess, err := bytestream.MuxClient(muxConn, a.muxFor(log))
 	if err != nil {
 		return fmt.Errorf("mux: %w", err)
 	}
@@ -763,26 +791,54 @@ func newHostKey() (ssh.Signer, ed25519.PrivateKey, error) {
 }
 
 // logWriter logs an agent's stderr, a bounded line at a time, and keeps
-// the last line for error messages.
+// the last line for error messages. The lines are bounded too: sandbox
+// code that takes over its agent can write to its stderr without end, and
+// each write was a line in the gateway's log.
 type logWriter struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 	tail string
+
+	spell   time.Time // start of the current stderrSpell
+	lines   int       // logged in this spell
+	dropped int       // not logged in this spell
 }
 
 const maxLogLine = 512
+
+// maxStderrLines is how many lines of one agent's stderr are logged per
+// stderrSpell; an agent logs a few when something goes wrong.
+const (
+	maxStderrLines = 20
+	stderrSpell    = time.Minute
+)
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	s := strings.TrimSpace(string(p))
 	if len(s) > maxLogLine {
 		s = s[:maxLogLine] + "…"
 	}
-	if s != "" {
-		w.log.Info("agent stderr", "line", s)
-		w.mu.Lock()
-		w.tail = s
-		w.mu.Unlock()
+	if s == "" {
+		return len(p), nil
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tail = s
+	if now := time.Now(); now.Sub(w.spell) >= stderrSpell {
+		if w.dropped > 0 {
+			w.log.Warn("agent stderr: lines were dropped", "dropped", w.dropped, "last", s)
+		}
+		w.spell, w.lines, w.dropped = now, 0, 0
+	}
+	if w.lines < maxStderrLines {
+		w.lines++
+		w.log.Info("agent stderr", "line", s)
+		return len(p), nil
+	}
+	if w.dropped == 0 {
+		w.log.Warn("agent stderr: more lines than an agent writes (a broken agent, or sandbox code that took it over); the rest of this minute's are dropped and counted", "limit", maxStderrLines, "per", stderrSpell)
+	}
+	w.dropped++
 	return len(p), nil
 }
 

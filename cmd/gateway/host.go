@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hostgate/hostgate/internal/store"
@@ -96,10 +97,30 @@ func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error
 		}
 		revoked = append(revoked, t.Name)
 	}
+	// Its public shares go too: a host enrolled again under this id, by
+	// a new token, is another machine. A running gateway holds them in
+	// memory as well, and only its API ends them there.
+	shares, err := st.Shares(ctx)
+	if err != nil {
+		return fmt.Errorf("host remove: listing its shares: %w; nothing removed but the agent tokens above", err)
+	}
+	var ports []string
+	for _, sh := range shares {
+		if sh.HostID != id {
+			continue
+		}
+		if err := st.DeleteShare(ctx, id, sh.Port); err != nil {
+			return fmt.Errorf("host remove: ending its share of port %d: %w", sh.Port, err)
+		}
+		ports = append(ports, strconv.Itoa(sh.Port))
+	}
 	if err := st.DeleteHost(ctx, id, h.Kind); err != nil {
 		return err
 	}
 	fmt.Fprintf(sio.out, "host %s: removed (its pinned key and info; the audit log keeps its entries)\n", id)
+	if len(ports) > 0 {
+		fmt.Fprintf(sio.out, "removed its public shares of port(s) %s from the state dir; a running gateway serves them until it restarts or they expire, unless ended now (DELETE /v1/hosts/%s/shares/PORT)\n", strings.Join(ports, ", "), id)
+	}
 	if len(revoked) > 0 {
 		fmt.Fprintf(sio.out, "revoked its agent token(s): %s; a running gateway cuts a connected agent within --token-recheck (30 s): stop that agent, or it retries refused\n", strings.Join(revoked, ", "))
 	} else {

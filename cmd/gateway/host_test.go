@@ -64,11 +64,31 @@ func TestHostRemove(t *testing.T) {
 		t.Errorf("remove without an id: %v", err)
 	}
 
+	// A public share of the twin, which the remove takes from the state.
+	share := func(port string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/hosts/BUILD-01/shares", strings.NewReader(`{"port":`+port+`,"ttlSeconds":600}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+admin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("share of BUILD-01:%s: %d", port, res.StatusCode)
+		}
+	}
+	share("3000")
+	share("5173")
 	out, err := cli(t, ctx, "host", "remove", "BUILD-01", "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"host BUILD-01: removed", "revoked its agent token(s): twin-agent", "client token(s) naming it, left as they are: laptop"} {
+	for _, want := range []string{"host BUILD-01: removed", "revoked its agent token(s): twin-agent", "client token(s) naming it, left as they are: laptop",
+		"removed its public shares of port(s) 3000, 5173 from the state dir"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("host remove said %q, want %q in it", out, want)
 		}
@@ -101,6 +121,9 @@ func TestHostRemove(t *testing.T) {
 	st, _, err := openAdminState(ctx, dir, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if shares, err := st.Shares(ctx); err != nil || len(shares) != 0 {
+		t.Errorf("shares in the state dir after the remove: %v, %v; want none", shares, err)
 	}
 	_, err = st.Enroll(ctx, store.Enrollment{HostID: "sbx-1", Kind: store.KindDocker, HostKey: "ssh-ed25519 AAAA"})
 	_ = st.Close()

@@ -42,7 +42,7 @@ func endWords(reason string) string {
 	case EndAborted:
 		return "the caller of a command went away before its answer, its request cancelled or timed out, which destroys the execution"
 	case EndRuntime:
-		return "it reached the end of its runtime (resources.runtimeMs)"
+		return "it reached the end of its resources.runtimeMs"
 	case EndContainerGone:
 		return "its container stopped or was removed outside the gateway"
 	}
@@ -66,9 +66,12 @@ func ago(now, t time.Time) string {
 
 // goneError is the answer about id, which ended as end says.
 func (h *Docker) goneError(id string, end ended) *Error {
+	// The reason and time come before the words, which may end in a
+	// parenthesis of their own: "…(or a Terminate) (reason terminated,
+	// at …)" read as two afterthoughts, not one sentence.
 	return &Error{
 		Code:    CodeGone,
-		Message: fmt.Sprintf("execution %q ended %s ago: %s (reason %s, at %s)", id, ago(h.now(), end.at), endWords(end.reason), end.reason, end.at.UTC().Format(time.RFC3339)),
+		Message: fmt.Sprintf("execution %q ended %s ago (reason %s, at %s): %s", id, ago(h.now(), end.at), end.reason, end.at.UTC().Format(time.RFC3339), endWords(end.reason)),
 		Reason:  end.reason,
 		EndedAt: end.at,
 	}

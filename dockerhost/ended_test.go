@@ -88,13 +88,17 @@ func TestEndedSaysWhy(t *testing.T) {
 	clk.add(12 * time.Second)
 	_, err = h.Get(ctx, "live")
 	wantEnded(t, err, EndTerminated, terminated)
-	if msg := err.(*Error).Message; !strings.HasPrefix(msg, `execution "live" ended 12s ago: it was terminated by a DELETE`) || !strings.Contains(msg, "2027-01-15T08:00:02Z") {
-		t.Fatalf("message %q, want it to say when and why in words", msg)
+	if msg, want := err.(*Error).Message, `execution "live" ended 12s ago (reason terminated, at 2027-01-15T08:00:02Z): it was terminated by a DELETE of it (or a Terminate)`; msg != want {
+		t.Fatalf("message %q, want %q: when and why in words, as one sentence", msg, want)
 	}
 	_, err = h.Exec(ctx, "live", ExecRequest{Command: "true", TimeoutMs: 1000})
 	wantEnded(t, err, EndTerminated, terminated)
 	_, err = h.Get(ctx, "expired")
 	wantEnded(t, err, EndRuntime, start)
+	// audit42: "…(resources.runtimeMs) (reason runtime, at …)".
+	if msg, want := err.(*Error).Message, `execution "expired" ended 14s ago (reason runtime, at 2027-01-15T08:00:00Z): it reached the end of its resources.runtimeMs`; msg != want {
+		t.Fatalf("message %q, want %q", msg, want)
+	}
 	_, err = h.Get(ctx, "exited")
 	wantEnded(t, err, EndContainerGone, start)
 

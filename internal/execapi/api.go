@@ -397,8 +397,8 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 }
 
 // listCheckpoints answers {checkpoints: [...], truncated}, the newest
-// first: ?executionId= keeps one execution's, ?limit= (1-10000, default
-// 1000) bounds the answer.
+// first: ?executionId= (not empty) keeps one execution's, ?limit=
+// (1-10000, default 1000) bounds the answer.
 func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !onlyParams(w, q, "GET /v1/checkpoints (it takes executionId and limit)", "executionId", "limit") {
@@ -409,6 +409,14 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	exec := q.Get("executionId")
+	// An empty filter would list every execution's checkpoints, as a
+	// misspelt one did before it was refused: a caller that built
+	// ?executionId= from an unset variable meant one execution's.
+	if q.Has("executionId") && exec == "" {
+		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
+			"executionId: empty; give an execution's id, or leave the parameter out to list every checkpoint")
+		return
+	}
 	if exec != "" && !store.ValidHostID(exec) {
 		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
 		return

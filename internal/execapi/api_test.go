@@ -1596,7 +1596,7 @@ func TestEncodedBodyRefused(t *testing.T) {
 // TestListParamsRefused: GET /v1/checkpoints ignored a parameter it does
 // not take, so a misspelt filter (?executionid=X) listed every
 // checkpoint, and took the first of a parameter given twice. Both lists
-// refuse either, naming the parameter.
+// refuse either, naming the parameter, and an empty ?executionId= too.
 func TestListParamsRefused(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range []struct{ path, want string }{
@@ -1605,6 +1605,9 @@ func TestListParamsRefused(t *testing.T) {
 		{"/v1/checkpoints?limit=1&limit=2", "limit: given more than once; give it once"},
 		{"/v1/executions?limit=1&limit=2", "limit: given more than once; give it once"},
 		{"/v1/executions?state=live", "state: not a parameter of GET /v1/executions (it takes limit only)"},
+		// audit42: an empty filter listed every checkpoint.
+		{"/v1/checkpoints?executionId=", "executionId: empty; give an execution's id, or leave the parameter out to list every checkpoint"},
+		{"/v1/checkpoints?limit=5&executionId", "executionId: empty; give an execution's id, or leave the parameter out to list every checkpoint"},
 	} {
 		status, body := f.do(t, "GET", c.path, "admin", nil)
 		if code, msg := errCode(body); status != http.StatusBadRequest || code != "invalid_request" || msg != c.want {

@@ -195,11 +195,24 @@ func TestExecBase64(t *testing.T) {
 // gateway may send (64 MiB of output, six bytes a byte as JSON text), not
 // to the 16 MiB of the other calls, and that a longer one fails naming the
 // bound rather than as JSON cut short.
+//
+// What it checks is the length read, not how fast: the calls take the
+// test's context, with no deadline of its own (go test's -timeout still
+// ends a hang, with every goroutine's stack). With standIn's 30 s one it
+// failed once under -race at load 12-15 on 2 cores, the answer still
+// being decoded; it takes 6 s under -race at load 2.6.
 func TestExecLongAnswer(t *testing.T) {
 	out := string(make([]byte, 4<<20)) // NULs: "\u0000" each, 24 MiB of JSON
-	c, ctx := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"exitCode": 0, "stdout": out, "stderr": "", "durationMs": 1})
+	// Encoded once, not per request: the stand-in's work is not what is
+	// under test, and the second call reads only the first MiB of it.
+	answer, err := json.Marshal(map[string]any{"exitCode": 0, "stdout": out, "stderr": "", "durationMs": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(answer)
 	}))
+	ctx := t.Context()
 	r, err := c.Exec(ctx, "e1", ExecRequest{Command: "cat", TimeoutMs: 1000})
 	if err != nil || len(r.Stdout) != len(out) {
 		t.Fatalf("exec of 4 MiB of NULs: %v", err)

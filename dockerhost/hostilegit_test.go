@@ -1,12 +1,15 @@
 package dockerhost
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // gitIn runs git in dir with stdin, for the plumbing that makes trees git
@@ -84,6 +87,65 @@ func testGitImportRefused(t *testing.T) {
 		}
 		if len(e.Message) > 1024 || len(err.Error()) > 2048 {
 			t.Errorf("%s: a message of %d bytes, an error of %d: tar's words not cut", tc.name, len(e.Message), len(err.Error()))
+		}
+	}
+	if n := len(ownerContainers(t, cli, h)); n != 0 {
+		t.Errorf("refused imports left %d containers", n)
+	}
+}
+
+// testGitNotOwned: git (2.35.2 on) refuses a repository another user owns
+// ("detected dubious ownership", exit 128), and a git-worktree workspace
+// of one answered `workspace.revision: "HEAD" is not a commit in the
+// repository` (audit42), sending its caller after a revision that is
+// there. It is refused on workspace.repositoryPath, naming the
+// repository, its owner and the gateway's user, and both fixes, and
+// leaves nothing.
+func testGitNotOwned(t *testing.T) {
+	cli, img := engine(t)
+	testenv.RequirePeer(t, "root (to chown a repository to another uid)", os.Geteuid() == 0)
+	h := newTestHost(t, cli, nil)
+	// A name a shell would split, so the commands it says are quoted.
+	repo := filepath.Join(t.TempDir(), "it's a repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q")
+	if err := os.WriteFile(filepath.Join(repo, "a"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", "a")
+	git(t, repo, "commit", "-q", "-m", "a")
+	const uid = 4242
+	if err := filepath.WalkDir(repo, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, dir := range []string{repo, filepath.Join(repo, ".git")} {
+		req := emptyReq(img, small())
+		req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: dir, Revision: "HEAD"}
+		_, err := h.Provision(testCtx(t, 2*time.Minute), req)
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "workspace.repositoryPath" {
+			t.Fatalf("%s owned by uid %d: %v, want invalid_request on workspace.repositoryPath", dir, uid, err)
+		}
+		t.Logf("%s: %s", dir, e.Message)
+		// git names the directory it found the repository in.
+		quoted := "'" + strings.ReplaceAll(dir, "'", `'\''`) + "'"
+		for _, s := range []string{
+			"git refuses the repository at " + dir + ", as it is owned by uid 4242 and the gateway runs as uid 0",
+			"make the gateway's user own it (chown -R 0 " + quoted + ")",
+			"only if uid 4242 is trusted (git archive runs the filters",
+			"git config --global --add safe.directory " + quoted,
+		} {
+			if !strings.Contains(e.Message, s) {
+				t.Errorf("%s: %q does not say %q", dir, e.Message, s)
+			}
 		}
 	}
 	if n := len(ownerContainers(t, cli, h)); n != 0 {

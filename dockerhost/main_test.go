@@ -50,6 +50,7 @@ var engineTests = []struct {
 	{"RuntimeDeadlineHost", testRuntimeDeadlineHost},
 	{"GitWorkspace", testGitWorkspace},
 	{"GitImportRefused", testGitImportRefused},
+	{"GitNotOwned", testGitNotOwned},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
 	{"CheckpointRetention", testCheckpointRetention},

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
+	"os/user"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 var errTarTooLarge = errors.New("workspace tar exceeds the disk limit")
@@ -62,6 +66,10 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev 
 		// git failed of itself (one Import killed says nothing): tar's
 		// error, "short read", is only the echo of its cut output, and
 		// was answered as the engine's failure.
+		if e := notOwnedError(gitMsg); e != nil {
+			// Its owner changed since rev-parse.
+			return e
+		}
 		if strings.Contains(gitMsg, "current working directory is untracked") {
 			// rev-parse found the repository in a parent directory.
 			return invalid("workspace.repositoryPath", "is a directory the git repository around it does not track: name the repository's top directory")
@@ -102,6 +110,9 @@ func resolveCommit(ctx context.Context, repo, rev string) (string, error) {
 			return "", ctx.Err()
 		}
 		msg := strings.TrimSpace(stderr.String())
+		if e := notOwnedError(msg); e != nil {
+			return "", e
+		}
 		if strings.Contains(msg, "not a git repository") || strings.Contains(msg, "cannot change to") {
 			return "", invalid("workspace.repositoryPath", "is not a git repository")
 		}
@@ -112,6 +123,71 @@ func resolveCommit(ctx context.Context, repo, rev string) (string, error) {
 		return "", fmt.Errorf("git rev-parse: unexpected output %q", commit)
 	}
 	return commit, nil
+}
+
+// dubiousRE finds the repository git names when it refuses one another
+// user owns (git 2.35.2 on, its safe.directory check).
+var dubiousRE = regexp.MustCompile(`(?m)detected dubious ownership in repository at '(.+)'$`)
+
+// notOwnedError is the refusal of a repository when gitMsg says git
+// would not open it for its owner, else nil. It answered
+// `workspace.revision: "HEAD" is not a commit in the repository`, a
+// revision that is there.
+// The gateway never passes safe.directory itself: git archive runs the
+// filter drivers the repository's config names (filter.*.smudge), as
+// the gateway's user, which is what git's check guards against.
+func notOwnedError(gitMsg string) *Error {
+	m := dubiousRE.FindStringSubmatch(gitMsg)
+	if m == nil {
+		return nil
+	}
+	at := m[1] // the repository git found, maybe above repo or its .git
+	me := os.Geteuid()
+	owner, who := "another user than the gateway's", "its owner"
+	for _, p := range []string{at, path.Join(at, ".git")} {
+		if uid, ok := fileOwner(p); ok && uid != me {
+			owner = "uid " + userWords(uid)
+			who = owner
+			break
+		}
+	}
+	return &Error{Code: CodeInvalidRequest, Field: "workspace.repositoryPath", Err: errors.New(toolWords(gitMsg)),
+		Message: fmt.Sprintf("git refuses the repository at %s, as it is owned by %s and the gateway runs as uid %s: "+
+			"make the gateway's user own it (chown -R %d %s), or, only if %s is trusted (git archive runs the filters the repository's config names, as the gateway's user), "+
+			"add it to the gateway user's git config: git config --global --add safe.directory %s",
+			at, owner, userWords(me), me, shellWord(at), who, shellWord(at))}
+}
+
+// shellWord quotes s for a shell when it needs it, so a command in a
+// message can be pasted as it is.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-+,:@=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// fileOwner is the uid that owns p (not following a last symbolic link).
+func fileOwner(p string) (int, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// userWords is uid, with its user's name when the system knows one:
+// "1000 (alice)".
+func userWords(uid int) string {
+	s := strconv.Itoa(uid)
+	if u, err := user.LookupId(s); err == nil && u.Username != "" {
+		s += " (" + u.Username + ")"
+	}
+	return s
 }
 
 // Import unpacks the tar src into the workspace. src is read through a

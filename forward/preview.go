@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -713,6 +714,13 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 	// site, which holds the session and every preview's cookie in both
 	// forms. It would log the viewer out of the gateway.
 	resp.Header.Del("Clear-Site-Data")
+	if streams(resp) && resp.Header.Get("X-Accel-Buffering") == "" {
+		// nginx buffers a proxied response by default, and a live reload's
+		// event stream reached the browser all at once, when it ended. It
+		// keeps this header from the client and stops buffering. A dev
+		// server that sent its own asked for what it wants.
+		resp.Header.Set("X-Accel-Buffering", "no")
+	}
 	if loc := resp.Header.Get("Location"); loc != "" {
 		if rel, ok := upstreamRelative(loc, t.port); ok {
 			resp.Header.Set("Location", rel)
@@ -732,6 +740,22 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		hostOnlyCookies(resp.Header)
 	}
 	return nil
+}
+
+// streams says resp's body may come a piece at a time, to be read as it
+// comes: the responses ReverseProxy itself writes on at once, an event
+// stream or a body of unknown length (chunked: a streamed log, NDJSON
+// progress, a long poll). One of known length is a whole file, which a
+// proxy may buffer: it then frees the tunnel stream without waiting on a
+// slow client.
+func streams(resp *http.Response) bool {
+	if resp.StatusCode < 200 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified || resp.Request.Method == http.MethodHead {
+		return false // no body
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
+		return true
+	}
+	return resp.ContentLength < 0
 }
 
 // upstreamRelative turns a redirect to the dev server's own address (the

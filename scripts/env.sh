@@ -160,8 +160,27 @@ arch32() {
 	echo arm
 }
 
+# setup_nginx installs nginx, the README's front for a gateway: a preview
+# test runs one of its own in front of the preview proxy (on a Unix socket,
+# in its own prefix). The package's own server (port 80, every interface)
+# is kept from starting, now and at boot.
+setup_nginx() {
+	if dpkg-query -W -f='${Status}' nginx 2>/dev/null | grep -q 'install ok installed'; then return 0; fi
+	local policy=/usr/sbin/policy-rc.d added= rc=0
+	if [ ! -e "$policy" ] && [ "$(id -u)" = 0 ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && added=1
+	fi
+	need_pkgs nginx || rc=$?
+	if [ -n "$added" ]; then rm -f "$policy"; fi
+	if [ "$rc" = 0 ] && command -v systemctl >/dev/null 2>&1; then
+		systemctl disable --now nginx >/dev/null 2>&1 || true
+	fi
+	return "$rc"
+}
+
 setup_env() {
 	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync systemd
+	setup_nginx
 	start_docker
 	start_registry
 	build_test_image

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,13 +64,30 @@ const maxSharesPerToken = 1000
 // errTokenShares is a Put past maxSharesPerToken.
 var errTokenShares = fmt.Errorf("%w of one token", forward.ErrTooManyShares)
 
+// errNoHost is a Put for a host not enrolled: a share lasts only as long
+// as its host (sameHost), so one made before would never work.
+var errNoHost = errors.New("no such host")
+
 func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
+	if ok, err := g.sameHost(ctx, sh); err != nil || !ok {
+		return cmp.Or(err, errNoHost)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if sh.TokenID != "" && g.mem.Count(func(o forward.Share) bool {
-		return o.TokenID == sh.TokenID && (o.HostID != sh.HostID || o.Port != sh.Port)
-	}) >= maxSharesPerToken {
-		return errTokenShares
+	held := func() int {
+		return g.mem.Count(func(o forward.Share) bool {
+			return o.TokenID == sh.TokenID && (o.HostID != sh.HostID || o.Port != sh.Port)
+		})
+	}
+	if sh.TokenID != "" && held() >= maxSharesPerToken {
+		// Those of ended executions among them held their place until
+		// something looked them up.
+		if err := g.pruneLocked(ctx); err != nil {
+			return err
+		}
+		if held() >= maxSharesPerToken {
+			return errTokenShares
+		}
 	}
 	err := g.mem.Put(ctx, sh)
 	if errors.Is(err, forward.ErrTooManyShares) {
@@ -173,7 +191,8 @@ func (g *gatewayShares) alive(ctx context.Context, sh forward.Share) (bool, erro
 }
 
 // owned reports whether sh's token and session (each when it names one)
-// live.
+// live, and whether the host it was made for is still the one its id
+// names.
 func (g *gatewayShares) owned(ctx context.Context, sh forward.Share) (bool, error) {
 	for _, id := range []string{sh.TokenID, sh.Session} {
 		if id == "" {
@@ -183,10 +202,46 @@ func (g *gatewayShares) owned(ctx context.Context, sh forward.Share) (bool, erro
 			return false, err
 		}
 	}
-	return true, nil
+	return g.sameHost(ctx, sh)
 }
 
-// endDeadLocked ends sh, whose token is dead, unless another share of its
+// sameHost reports whether sh's host is enrolled, and was when sh was
+// made. A share of an execution ends with it, however it ends (a DELETE,
+// its runtime, its runtime while no gateway ran): the end forgets its
+// host (execapi's Forget, or Prune at the next start). One left behind
+// for up to its 7 days would publish the same port of whatever next took
+// the id: ids of ended executions are refused only while their
+// tombstones last, the newest 100,000, and a machine's id is free again
+// after gateway host remove.
+func (g *gatewayShares) sameHost(ctx context.Context, sh forward.Share) (bool, error) {
+	h, err := g.store.Host(ctx, sh.HostID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	// Both in the store's milliseconds after a restart.
+	if h.CreatedAt.After(sh.Created) {
+		return false, nil
+	}
+	// An execution's host is forgotten a moment after it ends; its
+	// tombstone is written as it ends.
+	ts, ok := g.store.(tombstones)
+	if h.Kind != store.KindDocker || !ok {
+		return true, nil
+	}
+	_, _, ended, err := ts.LookupTombstone(ctx, sh.HostID)
+	return !ended, err
+}
+
+// tombstones is the store's record of ended executions
+// (dockerhost.Tombstones).
+type tombstones interface {
+	LookupTombstone(ctx context.Context, id string) (time.Time, string, bool, error)
+}
+
+// endDeadLocked ends sh, whose token or host is gone, unless another share of its
 // port replaced it meanwhile. g.mu is held.
 func (g *gatewayShares) endDeadLocked(ctx context.Context, sh forward.Share) {
 	cur, ok, _ := g.mem.Lookup(ctx, sh.HostID, sh.Port)
@@ -196,7 +251,8 @@ func (g *gatewayShares) endDeadLocked(ctx context.Context, sh forward.Share) {
 	_ = g.deleteLocked(context.WithoutCancel(ctx), sh.HostID, sh.Port)
 }
 
-// pruneLocked ends every share whose token is revoked or expired. It
+// pruneLocked ends every share whose token is revoked or expired, or
+// whose host is gone (sameHost). It
 // ends nothing and returns an error while that is not known. g.mu is
 // held.
 func (g *gatewayShares) pruneLocked(ctx context.Context) error {
@@ -270,6 +326,10 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 		sh := forward.Share{HostID: id, Port: body.Port, Expires: now.Add(time.Duration(body.TTLSeconds) * time.Second),
 			By: tok.Name, TokenID: owner, Session: session, Created: now}
 		if err := shares.Put(r.Context(), sh); err != nil {
+			if errors.Is(err, errNoHost) {
+				gateway.WriteError(w, http.StatusNotFound, "not_found", "host "+id+" is not enrolled: a share is of an enrolled host's port, and ends when the host is removed or, for a sandbox, when its execution ends; share it once its agent has connected")
+				return
+			}
 			if errors.Is(err, errTokenShares) {
 				gateway.WriteError(w, http.StatusConflict, "too_many_shares", fmt.Sprintf("this token holds %d shares, the most one token may: end some with DELETE /v1/hosts/{id}/shares/{port}", maxSharesPerToken))
 				return

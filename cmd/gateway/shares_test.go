@@ -27,13 +27,14 @@ import (
 // expiry, is listed, and ends with the token that made it, or with the
 // browser session that made it (a logout, a revocation). Shares lived in
 // memory only, so a restart lost them, and a revoked token's shares stayed
-// public for up to their 7 days. Host h1 never enrolls: a request the share
-// lets in is answered 404 (no such host) by the preview, one it does not
-// let in 401.
+// public for up to their 7 days. Host h1 is enrolled but never connects: a
+// request the share lets in is answered 503 (host unavailable) by the
+// preview, one it does not let in 401.
 func TestSharesFollowTheirToken(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base, stop := startStoppable(t, dir)
+	enrollHost(t, ctx, dir, "h1")
 	out, err := cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--name", "sharer", "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +83,8 @@ func TestSharesFollowTheirToken(t *testing.T) {
 	if code, body := do(base, "POST", "/v1/hosts/h1/shares", client, `{"port":3000,"ttlSeconds":600}`); code != http.StatusCreated {
 		t.Fatalf("share: %d %s", code, body)
 	}
-	if code, body := do(base, "GET", "/preview/h1/3000/", "", ""); code != http.StatusNotFound {
-		t.Fatalf("shared port, anonymous: %d %s, want the preview's 404 for a host never enrolled", code, body)
+	if code, body := do(base, "GET", "/preview/h1/3000/", "", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("shared port, anonymous: %d %s, want the preview's 503 for a host not connected", code, body)
 	}
 	if code, _ := do(base, "GET", "/preview/h1/3001/", "", ""); code != http.StatusUnauthorized {
 		t.Fatalf("a port not shared, anonymous: %d, want 401", code)
@@ -132,7 +133,7 @@ func TestSharesFollowTheirToken(t *testing.T) {
 		t.Fatalf("shares after a restart: %+v, want 3000 by the token, 4000 and 4001 by sessions %v", list.Shares, sessionIDs)
 	}
 	for _, port := range []string{"3000", "4000", "4001"} {
-		if code, body := do(base, "GET", "/preview/h1/"+port+"/", "", ""); code != http.StatusNotFound {
+		if code, body := do(base, "GET", "/preview/h1/"+port+"/", "", ""); code != http.StatusServiceUnavailable {
 			t.Fatalf("shared port %s after a restart, anonymous: %d %s", port, code, body)
 		}
 	}
@@ -169,7 +170,7 @@ func TestSharesFollowTheirToken(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if code, body := do(base, "GET", "/preview/h1/3000/", "", ""); code != http.StatusNotFound {
+	if code, body := do(base, "GET", "/preview/h1/3000/", "", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("the token's share after its sessions ended: %d %s, want it still public", code, body)
 	}
 	if code, body := do(base, "GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusOK || strings.Contains(body, `"port":400`) {
@@ -231,6 +232,25 @@ func (s *shareRows) Shares(context.Context) ([]store.Share, error) {
 		out = append(out, sh)
 	}
 	return out, nil
+}
+
+// enrollHost enrolls id in dir's store, as its agent's first connection
+// does: shares are of enrolled hosts.
+func enrollHost(t *testing.T, ctx context.Context, dir, id string) {
+	t.Helper()
+	st, _, err := openState(ctx, dir, func(store.TightenedFile) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Enroll(ctx, store.Enrollment{HostID: id, Kind: "machine", HostKey: authorizedHostKey(t)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Host answers that every host has been enrolled since before any share.
+func (s *shareRows) Host(_ context.Context, id string) (store.Host, error) {
+	return store.Host{ID: id}, nil
 }
 
 func (s *shareRows) count() (rows, deletes int) {
@@ -395,6 +415,7 @@ func TestSharesWaitForTokenList(t *testing.T) {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base, stop := startStoppable(t, dir)
+	enrollHost(t, ctx, dir, "h1")
 	out, err := cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -464,12 +485,13 @@ func TestSharesWaitForTokenList(t *testing.T) {
 	}
 	// The token snapshot is retaken within its second.
 	code, body := do("GET", "/preview/h1/3000/", "", "")
-	for deadline := time.Now().Add(10 * time.Second); code == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+	offline := func() bool { return code == http.StatusServiceUnavailable && strings.Contains(body, `"host_offline"`) }
+	for deadline := time.Now().Add(10 * time.Second); code == http.StatusServiceUnavailable && !offline() && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 		code, body = do("GET", "/preview/h1/3000/", "", "")
 	}
-	if code != http.StatusNotFound {
-		t.Fatalf("shared port once the tokens list: %d %s; want the preview's 404 for a host never enrolled", code, body)
+	if !offline() {
+		t.Fatalf("shared port once the tokens list: %d %s; want the preview's 503 host_offline for a host not connected", code, body)
 	}
 	if code, body := do("GET", "/v1/hosts/h1/shares", client, ""); code != http.StatusOK || !strings.Contains(body, `"port":3000`) {
 		t.Fatalf("list once the tokens list: %d %s; want the share kept", code, body)
@@ -541,5 +563,58 @@ func TestSubdomainShareWithoutStore(t *testing.T) {
 	share("myhost", 4000)
 	if code, body := get("3000--myhost.preview.test"); code != http.StatusServiceUnavailable {
 		t.Fatalf("a label two shared hosts fold to, store down: %d %s, want 503", code, body)
+	}
+}
+
+// TestSharesEndWithTheirHost: a share is of an enrolled host's port and
+// ends with that host: after gateway host remove, an id enrolled again
+// (another machine, or a sandbox given an ended one's id once its
+// tombstone is trimmed) does not inherit it. It did: the share stayed
+// listed and public for up to its 7 days. A share of an id never enrolled
+// is refused, since it could only be inherited.
+func TestSharesEndWithTheirHost(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	admin := tokenMaker(t, ctx, dir)("--role", "admin")
+	do := func(method, path, token, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		req.Header.Set("Accept", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := do("POST", "/v1/hosts/h1/shares", admin, `{"port":3000,"ttlSeconds":600}`); code != http.StatusNotFound || !strings.Contains(body, "not enrolled") {
+		t.Fatalf("share of a host never enrolled: %d %s, want 404 saying it is not enrolled", code, body)
+	}
+	enrollHost(t, ctx, dir, "h1")
+	if code, body := do("POST", "/v1/hosts/h1/shares", admin, `{"port":3000,"ttlSeconds":600}`); code != http.StatusCreated {
+		t.Fatalf("share: %d %s", code, body)
+	}
+	if code, body := do("GET", "/preview/h1/3000/", "", ""); code != http.StatusServiceUnavailable {
+		t.Fatalf("shared port, anonymous: %d %s, want the preview's 503 for a host not connected", code, body)
+	}
+	if _, err := cli(t, ctx, "host", "remove", "h1", "--state-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	// The store keeps milliseconds: the new enrollment is a later one.
+	time.Sleep(2 * time.Millisecond)
+	enrollHost(t, ctx, dir, "h1")
+	if code, body := do("GET", "/preview/h1/3000/", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("the removed host's shared port, on the host enrolled again: %d %s, want 401 as a port never shared", code, body)
+	}
+	if code, body := do("GET", "/v1/hosts/h1/shares", admin, ""); code != http.StatusOK || strings.Contains(body, `"port"`) {
+		t.Errorf("shares of the host enrolled again: %d %s, want none", code, body)
 	}
 }

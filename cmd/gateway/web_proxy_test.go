@@ -23,6 +23,7 @@ func serveBehindTLSProxy(t *testing.T, ctx context.Context, host func(string) st
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "state")
 	base := startServe(t, dir, opts)
+	enrollHost(t, ctx, dir, "h1")
 	out, err := cli(t, ctx, "token", "create", "--role", "admin", "--state-dir", dir)
 	if err != nil {
 		t.Fatal(err)

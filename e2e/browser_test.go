@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -702,5 +705,61 @@ const set = (id, v) => { document.getElementById(id).textContent = v; };
 	status, body := g.api("GET", "/v1/hosts/h1/shares", g.admin, nil)
 	if status != http.StatusOK || strings.Contains(string(body), `"port"`) {
 		t.Fatalf("shares of h1 after the page ran: %d %s, want none", status, body)
+	}
+}
+
+// TestBrowserHostCookiesUntossable: an https gateway whose previews sit
+// under its parent domain (gw.example.test, *.p.example.test), behind a
+// TLS-terminating proxy as the README deploys it. A preview page planted
+// hostgate_session for example.test; Chromium sent it to the gateway
+// beside the viewer's, which refuses two different session cookies, so
+// the viewer was locked out until they cleared the site's cookies. Behind
+// https the cookies are __Host- cookies, which no page can set for a
+// parent domain, and the planted plain-named one is not the gateway's.
+func TestBrowserHostCookiesUntossable(t *testing.T) {
+	var back atomic.Pointer[url.URL]
+	front := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(back.Load())
+		pr.Out.Host = pr.In.Host
+	}})
+	// Chromium's first tries, before it takes the self-signed certificate.
+	front.Config.ErrorLog = log.New(io.Discard, "", 0)
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	_, fport, _ := net.SplitHostPort(front.Listener.Addr().String())
+	public := "https://gw.example.test:" + fport
+	g := startGateway(t, "", "--public-url", public, "--preview-domain", "p.example.test")
+	u, err := url.Parse(g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Store(u)
+	g.startAgent("h1", "")
+	g.waitConnected("h1", true, 30*time.Second)
+	evil := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<!doctype html><title>evil</title><p id="s">planting</p>
+<script>
+for (const name of ["hostgate_session", "__Host-hostgate_session", "hostgate_preview", "__Host-hostgate_preview"]) {
+  document.cookie = name + "=planted; Domain=example.test; Path=/; Secure";
+}
+document.getElementById("s").textContent = "planted";
+</script>`)
+	}))
+	victim := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!doctype html><title>victim</title><p>victim page</p>")
+	}))
+	status, b := g.api("POST", "/v1/hosts/h1/shares", g.admin, map[string]any{"port": evil, "ttlSeconds": 600})
+	if status != http.StatusCreated {
+		t.Fatalf("share: %d %s", status, b)
+	}
+	out := runBrowser(t, "hostcookie.mjs", "HOSTGATE_URL="+public, "HOSTGATE_TOKEN="+g.admin,
+		"HOSTGATE_RESOLVER_RULES=MAP *.example.test 127.0.0.1",
+		"HOSTGATE_EVIL_URL=https://"+strconv.Itoa(evil)+"--h1.p.example.test:"+fport+"/",
+		"HOSTGATE_VICTIM_URL=https://"+strconv.Itoa(victim)+"--h1.p.example.test:"+fport+"/")
+	if !strings.Contains(out, "session cookies after login: __Host-hostgate_session secure=true\n") ||
+		!strings.Contains(out, "preview cookies: __Host-hostgate_preview secure=true\n") {
+		t.Errorf("the cookies of an https gateway are not Secure __Host- ones:\n%s", out)
 	}
 }

@@ -155,7 +155,9 @@ func (c *serveConfig) gatewayConfig() *gateway.Config {
 	if relay == 0 {
 		relay = -1 // gateway.Config's "no bound"; its 0 is the default
 	}
-	return &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir, RelayMemory: relay}
+	session, _ := cookieNames(c.PublicURL)
+	return &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir, RelayMemory: relay,
+		SessionCookie: session}
 }
 
 func (c *serveConfig) validate() error {

@@ -38,6 +38,22 @@ const (
 	maxShareTTL       = 7 * 24 * time.Hour
 )
 
+// cookieNames returns the browser cookies' names for a gateway reached at
+// publicURL: the session's on its origin and the subdomain previews' own.
+// Behind https they are __Host- cookies, which no page can set with a
+// Domain attribute: a preview page under the gateway's parent domain
+// planted hostgate_session for the parent, and the gateway, refusing two
+// different session cookies, locked the viewer out until they cleared
+// the site's cookies. Plain http keeps the plain names, since browsers
+// refuse __Host- cookies that are not Secure. A browser logged in under
+// the plain name before an upgrade logs in again, once (README).
+func cookieNames(publicURL string) (session, preview string) {
+	if strings.HasPrefix(publicURL, "https://") {
+		return gateway.SecureSessionCookie, "__Host-hostgate_preview"
+	}
+	return gateway.SessionCookie, "hostgate_preview"
+}
+
 // registerTerminalMetrics publishes the web terminals' counts.
 func registerTerminalMetrics(reg *prometheus.Registry, stats func() webterm.Stats) {
 	if reg == nil {
@@ -88,6 +104,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		return nil, err
 	}
 	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
+	sessionCookie, previewCookie := cookieNames(s.Config.PublicURL)
 
 	var formActions []string
 	if src := previewFormAction(s.Config.PreviewDomain); src != "" {
@@ -132,7 +149,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			_, err = srv.Store().Host(r.Context(), id)
 			return err == nil
 		},
-		CookieName:   gateway.SessionCookie,
+		CookieName:   sessionCookie,
 		SecureCookie: secure,
 	}).Register(mux)
 
@@ -270,7 +287,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// viewer's own was never looked at (a login loop). A planted
 			// one is signed for none of the viewer's previews.
 			if previewCookieUseAllowed(r, hostID, s.Config.PreviewDomain) {
-				for i, c := range r.CookiesNamed("hostgate_preview") {
+				for i, c := range r.CookiesNamed(previewCookie) {
 					if i == maxPreviewCookies {
 						break
 					}
@@ -326,7 +343,8 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// origin "/" is the dev server's.
 		HomeURL:       func(r *http.Request) string { return gatewayOrigin(r) + "/" },
 		Redeem:        redeemTicket(signer, srv.LiveToken),
-		SessionCookie: gateway.SessionCookie,
+		SessionCookie: sessionCookie,
+		PreviewCookie: previewCookie,
 		SecureCookie:  secure,
 		Logger:        s.Logger.With("component", "preview"),
 	})

@@ -85,7 +85,9 @@ func TestPreviewBehindTLSProxy(t *testing.T) {
 	res, _ = do("GET", u.Host, u.RequestURI(), "")
 	var cookie *http.Cookie
 	for _, c := range res.Cookies() {
-		if c.Name == "hostgate_preview" {
+		// Behind https a __Host- cookie, which no page of another
+		// preview can set for the whole preview domain.
+		if c.Name == "__Host-hostgate_preview" && c.Path == "/" && c.Domain == "" {
 			cookie = c
 		}
 	}
@@ -94,6 +96,23 @@ func TestPreviewBehindTLSProxy(t *testing.T) {
 	}
 	if !cookie.Secure {
 		t.Errorf("preview cookie %q: want Secure behind https", res.Header.Get("Set-Cookie"))
+	}
+
+	// The session cookie is a __Host- one too.
+	req, err := http.NewRequestWithContext(ctx, "POST", front.URL+"/login", strings.NewReader(url.Values{"token": {admin}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "gw.test"
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if sc := res.Header.Get("Set-Cookie"); res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(sc, "__Host-hostgate_session=") ||
+		!strings.Contains(sc, "; Path=/;") || !strings.Contains(sc, "; Secure") || strings.Contains(sc, "Domain") {
+		t.Errorf("login behind https: %d, Set-Cookie %q, want a Secure __Host-hostgate_session for Path=/", res.StatusCode, sc)
 	}
 
 	res, body := do("POST", "gw.test", "/v1/hosts/h1/shares", `{"port":3000,"ttlSeconds":60}`)

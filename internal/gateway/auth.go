@@ -17,6 +17,15 @@ import (
 // (StartSession), never that token.
 const SessionCookie = "hostgate_session"
 
+// SecureSessionCookie is the session cookie's name on a gateway reached
+// over https (Config.SessionCookie). Browsers refuse a __Host- cookie set
+// with a Domain attribute, or without Secure and Path=/: a preview page
+// under the gateway's parent domain cannot plant one beside the viewer's,
+// which locked the viewer out (two different session cookies are refused,
+// against session fixation). Plain-http gateways keep SessionCookie:
+// browsers refuse __Host- cookies without Secure.
+const SecureSessionCookie = "__Host-hostgate_session"
+
 // authError is a refused authentication: what to answer and which reason
 // to count.
 type authError struct {
@@ -39,7 +48,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	}
 	secret := bearer(r)
 	if secret == "" {
-		if cs := r.CookiesNamed(SessionCookie); len(cs) > 0 {
+		if cs := r.CookiesNamed(s.cfg.SessionCookie); len(cs) > 0 {
 			// A cookie rides along on requests other sites (and preview
 			// pages, which are same-site subdomains) make: refuse
 			// cross-origin unsafe methods (CSRF). Bearer tokens are

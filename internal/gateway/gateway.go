@@ -40,6 +40,9 @@ type Config struct {
 	// MaxStreamsPerTunnel bounds relayed streams open at once per host;
 	// 0 means 256.
 	MaxStreamsPerTunnel int
+	// SessionCookie is the browser session cookie's name; default
+	// SessionCookie, SecureSessionCookie behind https.
+	SessionCookie string
 	// ReadLimit bounds one WebSocket message from agents and callers; 0
 	// means 256 KiB (bytestream peers send at most 64 KiB).
 	ReadLimit int64
@@ -116,6 +119,9 @@ func (c *Config) withDefaults() Config {
 	var d Config
 	if c != nil {
 		d = *c
+	}
+	if d.SessionCookie == "" {
+		d.SessionCookie = SessionCookie
 	}
 	if d.CertTTL == 0 {
 		d.CertTTL = sshca.DefaultTTL

@@ -681,7 +681,7 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	if t.prefix != "" {
 		out.Header.Set("X-Forwarded-Prefix", t.prefix)
 	}
-	stripCookies(out.Header, p.cfg.SessionCookie, p.cfg.PreviewCookie)
+	stripCookies(out.Header, p.cookieNames()...)
 	if !p.cfg.ForwardAuthorization {
 		out.Header.Del("Authorization")
 	}
@@ -701,6 +701,14 @@ func originOfHost(u *url.URL, host string) bool {
 	return u.Hostname() != "" && strings.EqualFold(u.Hostname(), strings.Trim(host, "[]"))
 }
 
+// cookieNames are the gateway's cookies, which a dev server neither reads
+// nor sets: the configured names and the default ones. A gateway that
+// took __Host- names when it moved to https still gets the plain ones a
+// browser kept from before, with a session secret good until it expires.
+func (p *Preview) cookieNames() []string {
+	return []string{p.cfg.SessionCookie, p.cfg.PreviewCookie, "hostgate_session", "hostgate_preview"}
+}
+
 func (p *Preview) modifyResponse(resp *http.Response) error {
 	t, _ := resp.Request.Context().Value(ctxKey{}).(target)
 	if timer, ok := resp.Request.Context().Value(headerTimerKey{}).(*time.Timer); ok && !timer.Stop() {
@@ -708,7 +716,7 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		// already, so its body would break off. Answer as for no headers.
 		return errNoHeaders
 	}
-	stripSetCookies(resp.Header, p.cfg.SessionCookie, p.cfg.PreviewCookie)
+	stripSetCookies(resp.Header, p.cookieNames()...)
 	// A dev server must not clear the gateway's state: the path form is the
 	// gateway's own origin, and browsers apply "cookies" to the whole
 	// site, which holds the session and every preview's cookie in both

@@ -105,6 +105,11 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	}
 	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
 	sessionCookie, previewCookie := cookieNames(s.Config.PublicURL)
+	var oldSessionCookies []string
+	if sessionCookie != gateway.SessionCookie {
+		// Behind https: the plain name a browser kept from before.
+		oldSessionCookies = []string{gateway.SessionCookie}
+	}
 
 	var formActions []string
 	if src := previewFormAction(s.Config.PreviewDomain); src != "" {
@@ -149,8 +154,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			_, err = srv.Store().Host(r.Context(), id)
 			return err == nil
 		},
-		CookieName:   sessionCookie,
-		SecureCookie: secure,
+		CookieName:     sessionCookie,
+		SecureCookie:   secure,
+		OldCookieNames: oldSessionCookies,
 	}).Register(mux)
 
 	terms := webterm.Handler(webterm.Config{

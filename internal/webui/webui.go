@@ -71,6 +71,12 @@ type Config struct {
 	CookieName string
 	// SecureCookie marks the cookie Secure (set it behind https).
 	SecureCookie bool
+	// OldCookieNames are names the session cookie had before (the plain
+	// name, before a gateway behind https took a __Host- one). A login
+	// ends the sessions they hold and clears them: the browser logged in
+	// again under the new name, and the old session would otherwise live
+	// on, unused, until it expires.
+	OldCookieNames []string
 	// SessionTTL is a session's longest lifetime; 0 means 12 hours.
 	SessionTTL time.Duration
 	// FormActions are CSP sources, besides the UI's own origin, where the
@@ -284,10 +290,17 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	// effort: an API token in an older cookie is not a session, and one
 	// left over lives no longer than its own expiry.
 	if u.cfg.Logout != nil {
-		for _, c := range r.CookiesNamed(u.cfg.CookieName) {
-			if c.Value != "" && c.Value != session {
-				_ = u.cfg.Logout(r, c.Value)
+		for _, name := range append([]string{u.cfg.CookieName}, u.cfg.OldCookieNames...) {
+			for _, c := range r.CookiesNamed(name) {
+				if c.Value != "" && c.Value != session {
+					_ = u.cfg.Logout(r, c.Value)
+				}
 			}
+		}
+	}
+	for _, name := range u.cfg.OldCookieNames {
+		if name != u.cfg.CookieName && len(r.CookiesNamed(name)) > 0 {
+			http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
 		}
 	}
 	// The browser drops the cookie when the session ends anyway.

@@ -617,3 +617,43 @@ func TestPagesOfEndedLogin(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginEndsSessionOfOldCookieName: a gateway whose session cookie took
+// a new name (__Host- behind https) ends, at the next login, the session
+// the browser held under the old name, and clears that cookie. It lived on,
+// unused, until it expired.
+func TestLoginEndsSessionOfOldCookieName(t *testing.T) {
+	f := &fakeSessions{}
+	cfg := f.config()
+	cfg.CookieName, cfg.OldCookieNames, cfg.SecureCookie = "__Host-hostgate_session", []string{DefaultCookieName}, true
+	mux := http.NewServeMux()
+	New(cfg).Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	f.set(func() { f.live["session-old"] = true })
+	req, _ := http.NewRequest("POST", srv.URL+"/login", strings.NewReader(url.Values{"token": {"good"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "session-old"})
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	got := map[string]*http.Cookie{}
+	for _, ck := range res.Cookies() {
+		got[ck.Name] = ck
+	}
+	if ck := got["__Host-hostgate_session"]; ck == nil || ck.Value == "" || !ck.Secure {
+		t.Errorf("login: cookies %v, want a Secure __Host-hostgate_session", res.Cookies())
+	}
+	if ck := got[DefaultCookieName]; ck == nil || ck.MaxAge >= 0 || ck.Path != "/" {
+		t.Errorf("login: cookies %v, want %s cleared", res.Cookies(), DefaultCookieName)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live["session-old"] {
+		t.Error("the session held under the old cookie name lives on after the login")
+	}
+}

@@ -98,8 +98,8 @@ func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error
 		revoked = append(revoked, t.Name)
 	}
 	// Its public shares go too: a host enrolled again under this id, by
-	// a new token, is another machine. A running gateway holds them in
-	// memory as well, and only its API ends them there.
+	// a new token, is another machine. A running gateway ends them at
+	// their next use, as shares of a host that is no longer theirs.
 	shares, err := st.Shares(ctx)
 	if err != nil {
 		return fmt.Errorf("host remove: listing its shares: %w; nothing removed but the agent tokens above", err)
@@ -119,7 +119,7 @@ func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error
 	}
 	fmt.Fprintf(sio.out, "host %s: removed (its pinned key and info; the audit log keeps its entries)\n", id)
 	if len(ports) > 0 {
-		fmt.Fprintf(sio.out, "removed its public shares of port(s) %s from the state dir; a running gateway serves them until it restarts or they expire, unless ended now (DELETE /v1/hosts/%s/shares/PORT)\n", strings.Join(ports, ", "), id)
+		fmt.Fprintf(sio.out, "ended its public shares of port(s) %s\n", strings.Join(ports, ", "))
 	}
 	if len(revoked) > 0 {
 		fmt.Fprintf(sio.out, "revoked its agent token(s): %s; a running gateway cuts a connected agent within --token-recheck (30 s): stop that agent, or it retries refused\n", strings.Join(revoked, ", "))

@@ -88,7 +88,7 @@ func TestHostRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"host BUILD-01: removed", "revoked its agent token(s): twin-agent", "client token(s) naming it, left as they are: laptop",
-		"removed its public shares of port(s) 3000, 5173 from the state dir"} {
+		"ended its public shares of port(s) 3000, 5173"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("host remove said %q, want %q in it", out, want)
 		}

@@ -279,7 +279,7 @@ func TestEndedReason(t *testing.T) {
 	c, ctx := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusGone)
-		_, _ = io.WriteString(w, `{"error":{"code":"gone","message":"execution \"x\" ended 12s ago: it was terminated","reason":"terminated","endedAt":"2026-12-03T19:04:44.5Z"}}`)
+		_, _ = io.WriteString(w, `{"error":{"code":"gone","message":"execution \"x\" ended 12s ago (reason terminated, at 2026-12-03T19:04:44Z): it was terminated by a DELETE of it (or a Terminate)","reason":"terminated","endedAt":"2026-12-03T19:04:44.5Z"}}`)
 	}))
 	_, err := c.Execution(ctx, "x")
 	var ae *APIError
@@ -289,7 +289,7 @@ func TestEndedReason(t *testing.T) {
 	if want := time.Date(2026, 12, 3, 19, 4, 44, 5e8, time.UTC); ae.Reason != "terminated" || !ae.EndedAt.Equal(want) {
 		t.Fatalf("reason %q, endedAt %v, want terminated at %v", ae.Reason, ae.EndedAt, want)
 	}
-	if !strings.Contains(err.Error(), "ended 12s ago: it was terminated (410 gone)") {
+	if !strings.Contains(err.Error(), "ended 12s ago (reason terminated, at 2026-12-03T19:04:44Z): it was terminated by a DELETE of it (or a Terminate) (410 gone)") {
 		t.Fatalf("%v, want the gateway's message", err)
 	}
 }

@@ -67,18 +67,8 @@ func TestHostRemove(t *testing.T) {
 	// A public share of the twin, which the remove takes from the state.
 	share := func(port string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/hosts/BUILD-01/shares", strings.NewReader(`{"port":`+port+`,"ttlSeconds":600}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+admin)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = res.Body.Close()
-		if res.StatusCode != http.StatusCreated {
-			t.Fatalf("share of BUILD-01:%s: %d", port, res.StatusCode)
+		if code, body := apiDo(t, ctx, base, "POST", "/v1/hosts/BUILD-01/shares", admin, `{"port":`+port+`,"ttlSeconds":600}`); code != http.StatusCreated {
+			t.Fatalf("share of BUILD-01:%s: %d %s", port, code, body)
 		}
 	}
 	share("3000")

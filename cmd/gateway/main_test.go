@@ -75,6 +75,27 @@ func tokenMaker(t *testing.T, ctx context.Context, dir string) func(args ...stri
 	}
 }
 
+// apiDo sends one request to the gateway at base with token (none when
+// empty) and answers its status and body.
+func apiDo(t *testing.T, ctx context.Context, base, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]

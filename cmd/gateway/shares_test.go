@@ -579,21 +579,7 @@ func TestSharesEndWithTheirHost(t *testing.T) {
 	admin := tokenMaker(t, ctx, dir)("--role", "admin")
 	do := func(method, path, token, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		req.Header.Set("Accept", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return apiDo(t, ctx, base, method, path, token, body)
 	}
 	if code, body := do("POST", "/v1/hosts/h1/shares", admin, `{"port":3000,"ttlSeconds":600}`); code != http.StatusNotFound || !strings.Contains(body, "not enrolled") {
 		t.Fatalf("share of a host never enrolled: %d %s, want 404 saying it is not enrolled", code, body)

@@ -18,6 +18,7 @@ import (
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // syncBuffer is a log sink the session's receive loop and the test share.
@@ -58,7 +59,7 @@ func TestSandboxAgentOpeningStreamsLogged(t *testing.T) {
 	defer wg.Wait()
 	opened := make(chan error, 1)
 	hostile := func(ctx context.Context, _ string, _ []string, _ io.Writer) (Stdio, error) {
-		gw, ag := tcpPair(t)
+		gw, ag := testenv.TCPPair(t)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -126,24 +127,4 @@ func TestSandboxAgentOpeningStreamsLogged(t *testing.T) {
 	if !strings.Contains(got, "execution="+id) {
 		t.Fatalf("the misuse line does not name execution %s:\n%s", id, got)
 	}
-}
-
-// tcpPair is two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		_ = a.Close()
-		t.Fatal(err)
-	}
-	return a, b
 }

@@ -129,7 +129,9 @@ func startVite(t *testing.T, app string, port int, args ...string) *proc {
 		t.Fatal(err)
 	}
 	args = append([]string{filepath.Join(app, "node_modules", "vite", "bin", "vite.js"), app, "--port", strconv.Itoa(port)}, args...)
-	p := start(t, "vite", node, nil, args...)
+	// NO_COLOR: Vite colours its banner when CI is set (picocolors), as
+	// it is on the CI machine, and the escapes split the words waited for.
+	p := start(t, "vite", node, []string{"NO_COLOR=1"}, args...)
 	p.waitFor(viteReadyRE, 30*time.Second)
 	return p
 }

@@ -401,8 +401,15 @@ func (h *Docker) Provision(ctx context.Context, req ProvisionRequest) (*Executio
 	}
 	var load func(ctx context.Context, containerID, user string) error
 	if req.Workspace.Kind == WorkspaceGitWorktree {
+		// Resolved before any container: a repository or revision git
+		// refuses made and removed one first (about 1 s, and the engine's
+		// work) before its answer.
+		commit, err := resolveGit(ctx, req.Workspace.RepositoryPath, req.Workspace.Revision)
+		if err != nil {
+			return nil, err
+		}
 		load = func(ctx context.Context, cid, user string) error {
-			return h.ws.ImportGit(ctx, cid, user, req.Workspace.RepositoryPath, req.Workspace.Revision, WorkspaceSize(req.Resources))
+			return h.ws.ImportGit(ctx, cid, user, req.Workspace.RepositoryPath, commit, WorkspaceSize(req.Resources))
 		}
 	}
 	return h.provision(ctx, req, "", load)

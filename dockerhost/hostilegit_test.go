@@ -1,7 +1,6 @@
 package dockerhost
 
 import (
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,8 +98,8 @@ func testGitImportRefused(t *testing.T) {
 // of one answered `workspace.revision: "HEAD" is not a commit in the
 // repository` (audit42), sending its caller after a revision that is
 // there. It is refused on workspace.repositoryPath, naming the
-// repository, its owner and the gateway's user, and both fixes, and
-// leaves nothing.
+// repository, its owner and the gateway's user, and both fixes, before
+// any container is made.
 func testGitNotOwned(t *testing.T) {
 	cli, img := engine(t)
 	testenv.RequirePeer(t, "root (to chown a repository to another uid)", os.Geteuid() == 0)
@@ -117,15 +116,9 @@ func testGitNotOwned(t *testing.T) {
 	git(t, repo, "add", "a")
 	git(t, repo, "commit", "-q", "-m", "a")
 	const uid = 4242
-	if err := filepath.WalkDir(repo, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, uid)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	chownTree(t, repo, uid)
 
+	since := time.Now()
 	for _, dir := range []string{repo, filepath.Join(repo, ".git")} {
 		req := emptyReq(img, small())
 		req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: dir, Revision: "HEAD"}
@@ -148,7 +141,8 @@ func testGitNotOwned(t *testing.T) {
 			}
 		}
 	}
-	if n := len(ownerContainers(t, cli, h)); n != 0 {
-		t.Errorf("refused imports left %d containers", n)
+	// Refused before any container was made, not only with none left.
+	if n := containersCreated(t, cli, h, since); n != 0 {
+		t.Errorf("refused provisions created %d containers, want none", n)
 	}
 }

@@ -51,6 +51,7 @@ var engineTests = []struct {
 	{"GitWorkspace", testGitWorkspace},
 	{"GitImportRefused", testGitImportRefused},
 	{"GitNotOwned", testGitNotOwned},
+	{"GitRefusedBeforeEngine", testGitRefusedBeforeEngine},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
 	{"CheckpointRetention", testCheckpointRetention},

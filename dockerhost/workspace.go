@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 var errTarTooLarge = errors.New("workspace tar exceeds the disk limit")
@@ -35,12 +37,13 @@ type Tool struct {
 	Data []byte
 }
 
-// ImportGit unpacks revision rev of the local repository repo into the
-// workspace: git archive, no worktree, no .git, never a bind mount.
-func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev string, diskBytes int64) error {
-	commit, err := resolveCommit(ctx, repo, rev)
-	if err != nil {
-		return err
+// ImportGit unpacks commit (a full commit id, from resolveGit) of the
+// local repository repo into the workspace: git archive, no worktree, no
+// .git, never a bind mount.
+func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, commit string, diskBytes int64) error {
+	if !sha1or256RE.MatchString(commit) {
+		// Never user text where git archive could take it for an option.
+		return fmt.Errorf("git archive: %q is not a resolved commit id", commit)
 	}
 	cmd := exec.CommandContext(ctx, "git", "-C", repo, "archive", "--format=tar", commit)
 	var gitErr lineCutter
@@ -98,31 +101,63 @@ func (w *Workspace) ImportGit(ctx context.Context, containerID, user, repo, rev 
 	return nil
 }
 
-// resolveCommit turns rev into a full commit id, so git archive never sees
-// user text where an option could hide.
-func resolveCommit(ctx context.Context, repo, rev string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", "-C", repo, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
+// resolveGit turns rev into a full commit id, so git archive never sees
+// user text where an option could hide, and refuses what git archive
+// would fail on in repo: no repository, one git will not open for its
+// owner, no such commit, a directory the commit does not hold.
+func resolveGit(ctx context.Context, repo, rev string) (string, error) {
+	commit, prefix, err := resolveCommit(ctx, repo, rev)
+	if err != nil || prefix == "" {
+		return commit, err
+	}
+	// repo is a directory under the repository's top: git archive takes
+	// the commit's tree there, and fails when the commit has none.
+	cmd := exec.CommandContext(ctx, "git", "-C", repo, "cat-file", "-t", commit+":"+prefix)
+	var stderr bytes.Buffer
+	cmd.Stderr = &capWriter{w: &stderr, left: 4 << 10}
+	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if e := notOwnedError(stderr.String()); err != nil && e != nil {
+		// Its owner changed since rev-parse.
+		return "", e
+	}
+	if err != nil || strings.TrimSpace(string(out)) != "tree" {
+		return "", invalid("workspace.repositoryPath", "is a directory the git repository around it does not track: name the repository's top directory")
+	}
+	return commit, nil
+}
+
+// resolveCommit is rev's full commit id in repo, and the path of repo
+// under the repository's top ("" at the top, in .git or a bare one).
+func resolveCommit(ctx context.Context, repo, rev string) (commit, prefix string, _ error) {
+	// One git: --show-prefix prints its line before --verify's.
+	cmd := exec.CommandContext(ctx, "git", "-C", repo, "rev-parse", "--show-prefix", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
 	var stderr bytes.Buffer
 	cmd.Stderr = &capWriter{w: &stderr, left: 4 << 10}
 	out, err := cmd.Output()
 	if err != nil {
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return "", "", ctx.Err()
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if e := notOwnedError(msg); e != nil {
-			return "", e
+			return "", "", e
 		}
 		if strings.Contains(msg, "not a git repository") || strings.Contains(msg, "cannot change to") {
-			return "", invalid("workspace.repositoryPath", "is not a git repository")
+			return "", "", invalid("workspace.repositoryPath", "is not a git repository")
 		}
-		return "", invalid("workspace.revision", "%q is not a commit in the repository", rev)
+		return "", "", invalid("workspace.revision", "%q is not a commit in the repository", rev)
 	}
-	commit := strings.TrimSpace(string(out))
-	if !sha1or256RE.MatchString(commit) {
-		return "", fmt.Errorf("git rev-parse: unexpected output %q", commit)
+	// The commit is the last line; the prefix, git's raw path (a
+	// directory's name may hold a newline), all before it.
+	rest, ok := strings.CutSuffix(string(out), "\n")
+	i := strings.LastIndexByte(rest, '\n')
+	if !ok || i < 0 || !sha1or256RE.MatchString(rest[i+1:]) {
+		return "", "", fmt.Errorf("git rev-parse: unexpected output %q", textcut.Cut(string(out), 256))
 	}
-	return commit, nil
+	return rest[i+1:], rest[:i], nil
 }
 
 // dubiousRE finds the repository git names when it refuses one another

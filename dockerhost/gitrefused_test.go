@@ -1,0 +1,127 @@
+package dockerhost
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// engineStamp is t as the engine's events API takes it.
+func engineStamp(t time.Time) string {
+	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
+}
+
+// containersCreated is how many containers of h's owner the engine
+// reports created between since and now: its events, which a container
+// made and removed within the window leaves too.
+func containersCreated(t *testing.T, cli *client.Client, h *Docker, since time.Time) int {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	msgs, errs := cli.Events(ctx, events.ListOptions{
+		Since: engineStamp(since),
+		Until: engineStamp(time.Now()),
+		Filters: filters.NewArgs(
+			filters.Arg("type", string(events.ContainerEventType)),
+			filters.Arg("event", string(events.ActionCreate)),
+			filters.Arg("label", LabelOwner+"="+h.owner),
+		),
+	})
+	n := 0
+	for {
+		select {
+		case <-msgs:
+			n++
+		case err := <-errs:
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("engine events: %v", err)
+			}
+			return n
+		}
+	}
+}
+
+// testGitRefusedBeforeEngine: a git-worktree provision whose repository
+// or revision git refuses is answered before any container is made: each
+// created one and removed it again (about 1 s) before the same answer.
+func testGitRefusedBeforeEngine(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	repo := t.TempDir()
+	git(t, repo, "init", "-q")
+	if err := os.WriteFile(filepath.Join(repo, "a"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(repo, "untracked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", "a")
+	git(t, repo, "commit", "-q", "-m", "a")
+
+	since := time.Now()
+	for _, tc := range []struct {
+		name, repo, rev, field, says string
+	}{
+		{"not a commit", repo, "no-such-branch", "workspace.revision", `"no-such-branch" is not a commit in the repository`},
+		{"a blob", repo, "HEAD:a", "workspace.revision", `"HEAD:a" is not a commit in the repository`},
+		{"not a repository", t.TempDir(), "HEAD", "workspace.repositoryPath", "is not a git repository"},
+		{"no such path", filepath.Join(repo, "gone"), "HEAD", "workspace.repositoryPath", "is not a git repository"},
+		{"untracked", filepath.Join(repo, "untracked"), "HEAD", "workspace.repositoryPath", "is a directory the git repository around it does not track: name the repository's top directory"},
+	} {
+		req := emptyReq(img, small())
+		req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: tc.repo, Revision: tc.rev}
+		t0 := time.Now()
+		_, err := h.Provision(testCtx(t, 2*time.Minute), req)
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != tc.field || !strings.Contains(e.Message, tc.says) {
+			t.Errorf("%s: %v, want invalid_request on %s saying %q", tc.name, err, tc.field, tc.says)
+			continue
+		}
+		t.Logf("%s: answered in %v: %s", tc.name, time.Since(t0).Round(time.Millisecond), e.Message)
+	}
+	if n := containersCreated(t, cli, h, since); n != 0 {
+		t.Errorf("refused provisions created %d containers, want none", n)
+	}
+
+	// The events are there to see: a tracked directory is served, and
+	// its container counted.
+	if err := os.Mkdir(filepath.Join(repo, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "sub", "b"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", "sub")
+	git(t, repo, "commit", "-q", "-m", "sub")
+	req := emptyReq(img, small())
+	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: filepath.Join(repo, "sub"), Revision: "HEAD"}
+	ex := provision(t, h, req)
+	if got := sh(t, h, ex.ExecutionID, "ls -A").Stdout; got != "b\n" {
+		t.Errorf("a tracked directory's workspace holds %q, want its own files, b", got)
+	}
+	if n := containersCreated(t, cli, h, since); n != 1 {
+		t.Errorf("the engine reports %d containers created, want 1 (the provision served)", n)
+	}
+}
+
+// chownTree gives every entry under root to uid.
+func chownTree(t *testing.T, root string, uid int) {
+	t.Helper()
+	if err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // engineStamp is t as the engine's events API takes it.
@@ -123,5 +125,56 @@ func chownTree(t *testing.T, root string, uid int) {
 		return os.Lchown(p, uid, uid)
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGitSafeDirectory: the refusal of a repository another user owns
+// offers the gateway's user's safe.directory, and the command it says
+// does what it says: run against the gateway's global git config (here
+// GIT_CONFIG_GLOBAL, a file of the test's: no one's real config is
+// touched), the same provision is served with the commit's files. Not in
+// TestEngine: its tests run at once, and the environment is the process's.
+func TestGitSafeDirectory(t *testing.T) {
+	cli, img := engine(t)
+	testenv.RequirePeer(t, "root (to chown a repository to another uid)", os.Geteuid() == 0)
+	global := filepath.Join(t.TempDir(), "gitconfig")
+	t.Setenv("GIT_CONFIG_GLOBAL", global) // restored when the test ends
+	h := newTestHost(t, cli, nil)
+	repo := filepath.Join(t.TempDir(), "it's a repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "init", "-q")
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("from the commit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "add", "a.txt")
+	git(t, repo, "commit", "-q", "-m", "a")
+	chownTree(t, repo, 4242)
+
+	req := emptyReq(img, small())
+	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: repo, Revision: "HEAD"}
+	_, err := h.Provision(testCtx(t, 2*time.Minute), req)
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "workspace.repositoryPath" {
+		t.Fatalf("a repository uid 4242 owns: %v, want invalid_request on workspace.repositoryPath", err)
+	}
+	const fix = "git config --global --add safe.directory "
+	i := strings.LastIndex(e.Message, fix)
+	if i < 0 {
+		t.Fatalf("%q does not say %q", e.Message, fix)
+	}
+	command := e.Message[i:]
+	t.Logf("running what the refusal says: %s", command)
+	if out, err := exec.Command("sh", "-c", command).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+	if b, err := os.ReadFile(global); err != nil || !strings.Contains(string(b), repo) {
+		t.Fatalf("the global config after %s: %q, %v; want it naming %s", command, b, err, repo)
+	}
+
+	ex := provision(t, h, req)
+	if got := sh(t, h, ex.ExecutionID, "cat a.txt; ls -A").Stdout; got != "from the commit\na.txt\n" {
+		t.Errorf("the workspace of a safe.directory repository holds %q, want the commit's a.txt", got)
 	}
 }

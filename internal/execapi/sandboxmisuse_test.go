@@ -17,6 +17,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
@@ -44,16 +45,28 @@ func (s *syncBuffer) String() string {
 // refused (the tunnel's MaxStreams) but nothing said so: the machine
 // agents' tunnels log it (agent misuse), the sandboxes' did not, so an
 // operator never heard of a sandbox probing the gateway. The refusal is
-// logged, once per attachment, naming the execution.
+// logged, once per attachment, naming the execution; and counted in the
+// gateway's hostgate_agent_misuse_total, which had counted only the
+// machine agents' (its tunnel configuration, the gateway's TunnelMux as
+// cmd/gateway passes it, did not count).
 func TestSandboxAgentOpeningStreamsLogged(t *testing.T) {
 	ex := newFakeExecutions()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), filepath.Join(dir, "db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	reg := gateway.NewRegistry(0, nil)
-	defer reg.Close()
+	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(context.Background(), nil, st, ca, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	reg := srv.Tunnels()
 	var logs syncBuffer
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -100,7 +113,7 @@ func TestSandboxAgentOpeningStreamsLogged(t *testing.T) {
 		_, err := ex.Get(ctx, id)
 		return err
 	}, st, reg, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGyQ2m0s7yJ1l7Fqzvq2jk8o0nE1iYwq7m4fP3nYwq1d",
-		&AgentsConfig{MaxRestarts: 1, ReadyTimeout: wait, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		&AgentsConfig{MaxRestarts: 1, ReadyTimeout: wait, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Mux: srv.TunnelMux()})
 	defer agents.Close()
 	api, err := New(ex, &Config{Authorize: func(http.ResponseWriter, *http.Request) bool { return true }, Agents: agents})
 	if err != nil {
@@ -127,4 +140,22 @@ func TestSandboxAgentOpeningStreamsLogged(t *testing.T) {
 	if !strings.Contains(got, "execution="+id) {
 		t.Fatalf("the misuse line does not name execution %s:\n%s", id, got)
 	}
+	rec = httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	// Eight opened where the tunnel takes one.
+	const want = `hostgate_agent_misuse_total{kind="stream_refused"} 7`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("/metrics (%d) lacks %s:\n%s", rec.Code, want, grepLines(rec.Body.String(), "hostgate_agent_misuse_total"))
+	}
+}
+
+// grepLines is the lines of s that hold word.
+func grepLines(s, word string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, word) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }

@@ -452,14 +452,13 @@ func (s *Server) tunnelMux(log *slog.Logger) *bytestream.MuxConfig {
 	}
 	var refusedOnce, emptyOnce sync.Once
 	mc.OnMisuse = func(m bytestream.MuxMisuse) {
+		s.countMisuse(m)
 		switch m {
 		case bytestream.MisuseStreamRefused:
-			s.metrics.AgentMisuse.WithLabelValues(metrics.MisuseStreamRefused).Inc()
 			refusedOnce.Do(func() {
 				log.Warn("agent opened more streams than its tunnel allows (agents open none: a modified or broken agent); they are refused (logged once per tunnel; hostgate_agent_misuse_total counts each)", "limit", limit)
 			})
 		case bytestream.MisuseEmptyWindowUpdate:
-			s.metrics.AgentMisuse.WithLabelValues(metrics.MisuseEmptyWindowUpdate).Inc()
 			emptyOnce.Do(func() {
 				log.Warn("agent sends window updates that grant nothing (a modified or broken agent); its tunnel is closed if they go on (logged once per tunnel; hostgate_agent_misuse_total counts each)")
 			})

@@ -314,8 +314,25 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 // TunnelMux is the yamux configuration of agent tunnels, with the relay
 // memory budget (Config.RelayMemory) they share: sandboxes' agents, which
 // the executions API connects, use it too, so their sessions count
-// against the same budget.
-func (s *Server) TunnelMux() *bytestream.MuxConfig { return s.cfg.TunnelMux }
+// against the same budget. It counts their misuse in
+// hostgate_agent_misuse_total as the gateway's own tunnels' (whoever
+// connects them logs it): a sandbox's agent taken over by its code went
+// uncounted, the metric saying only of machine agents.
+func (s *Server) TunnelMux() *bytestream.MuxConfig {
+	mc := *s.cfg.TunnelMux
+	mc.OnMisuse = s.countMisuse
+	return &mc
+}
+
+// countMisuse counts one frame of an agent's misuse.
+func (s *Server) countMisuse(m bytestream.MuxMisuse) {
+	switch m {
+	case bytestream.MisuseStreamRefused:
+		s.metrics.AgentMisuse.WithLabelValues(metrics.MisuseStreamRefused).Inc()
+	case bytestream.MisuseEmptyWindowUpdate:
+		s.metrics.AgentMisuse.WithLabelValues(metrics.MisuseEmptyWindowUpdate).Inc()
+	}
+}
 
 // Tunnels is the registry of live tunnels: Docker executions Register their
 // tunnels here, and the browser pty and previews Open streams through it.

@@ -97,22 +97,19 @@ func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error
 		}
 		revoked = append(revoked, t.Name)
 	}
-	// Its public shares go too: a host enrolled again under this id, by
-	// a new token, is another machine. A running gateway ends them at
-	// their next use, as shares of a host that is no longer theirs.
+	// Its public shares go too, with the host (DeleteHost, one
+	// transaction): a host enrolled again under this id, by a new token,
+	// is another machine. A running gateway ends them at their next use,
+	// as shares of a host that is no longer theirs.
 	shares, err := st.Shares(ctx)
 	if err != nil {
 		return fmt.Errorf("host remove: listing its shares: %w; nothing removed but the agent tokens above", err)
 	}
 	var ports []string
 	for _, sh := range shares {
-		if sh.HostID != id {
-			continue
+		if sh.HostID == id {
+			ports = append(ports, strconv.Itoa(sh.Port))
 		}
-		if err := st.DeleteShare(ctx, id, sh.Port); err != nil {
-			return fmt.Errorf("host remove: ending its share of port %d: %w", sh.Port, err)
-		}
-		ports = append(ports, strconv.Itoa(sh.Port))
 	}
 	if err := st.DeleteHost(ctx, id, h.Kind); err != nil {
 		return err

@@ -1436,6 +1436,7 @@ func TestPruneForgetsEndedExecutionHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	putShares(t, f.st, "ended-1", live, "machine-1")
 	f.agents.Prune(ctx, []string{live})
 	if _, err := f.st.Host(ctx, "ended-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the host of an execution that is not live: %v, want it forgotten", err)
@@ -1444,6 +1445,57 @@ func TestPruneForgetsEndedExecutionHosts(t *testing.T) {
 		if _, err := f.st.Host(ctx, id); err != nil {
 			t.Errorf("host %s after Prune: %v, want it kept", id, err)
 		}
+	}
+	if got := sharedHosts(t, f.st); !slices.Equal(got, []string{live, "machine-1"}) {
+		t.Errorf("shares' hosts after Prune: %v, want the ended execution's gone, %s's and machine-1's kept", got, live)
+	}
+}
+
+// putShares stores a share of port 3000 of each host.
+func putShares(t *testing.T, st *store.SQLite, hosts ...string) {
+	t.Helper()
+	now := time.Now()
+	for _, h := range hosts {
+		if err := st.PutShare(context.Background(), store.Share{HostID: h, Port: 3000, By: "t", Created: now, Expires: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sharedHosts is the hosts of the stored shares, sorted.
+func sharedHosts(t *testing.T, st *store.SQLite) []string {
+	t.Helper()
+	all, err := st.Shares(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, sh := range all {
+		hosts = append(hosts, sh.HostID)
+	}
+	slices.Sort(hosts)
+	return hosts
+}
+
+// TestEndedExecutionSharesDeleted: an execution's end deletes its shares
+// from the store with its host record. They were refused at their next
+// lookup, but their rows stayed until one came, up to their 7 days.
+func TestEndedExecutionSharesDeleted(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for range 2 {
+		status, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
+		if status != http.StatusCreated {
+			t.Fatalf("provision: %d %v", status, body)
+		}
+		ids = append(ids, body["executionId"].(string))
+	}
+	putShares(t, f.st, ids...)
+	if status, body := f.do(t, "DELETE", "/v1/executions/"+ids[0], "admin", nil); status != http.StatusNoContent {
+		t.Fatalf("delete: %d %v", status, body)
+	}
+	if got := sharedHosts(t, f.st); !slices.Equal(got, ids[1:]) {
+		t.Fatalf("shares' hosts right after %s ended: %v, want only %s's", ids[0], got, ids[1])
 	}
 }
 

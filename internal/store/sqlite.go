@@ -704,9 +704,24 @@ func (s *SQLite) ResetHostKey(ctx context.Context, id, by string) (err error) {
 // DeleteHost implements Store.
 func (s *SQLite) DeleteHost(ctx context.Context, id, kind string) (err error) {
 	defer s.wrote(&err)
-	_, err = s.db.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind)
 	// Forgotten even on an error: whether the row went is not known.
-	s.hostIDs.forget(id)
+	defer s.hostIDs.forget(id)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: delete host: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `DELETE FROM hosts WHERE id = ? AND kind = ?`, id, kind)
+	if err == nil {
+		// Its shares with it, unless a host of another kind keeps the
+		// id: a gateway refuses them at their next lookup (their host is
+		// not the one they were made for), but their rows stayed until
+		// then, up to their 7 days when no lookup came.
+		_, err = tx.ExecContext(ctx, `DELETE FROM shares WHERE host_id = ? AND NOT EXISTS (SELECT 1 FROM hosts WHERE id = ?)`, id, id)
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
 	if err != nil {
 		return fmt.Errorf("store: delete host: %w", err)
 	}

@@ -210,9 +210,9 @@ type Store interface {
 	// a new one, and records the reset. ErrNotFound for an unknown host.
 	ResetHostKey(ctx context.Context, id, by string) error
 	// DeleteHost forgets host id — its pinned key and info — when its kind
-	// is kind (an ended Docker execution, never a machine by mistake).
-	// Deleting a missing host is not an error. The audit log keeps its
-	// entries.
+	// is kind (an ended Docker execution, never a machine by mistake),
+	// and its shares, in one transaction. Deleting a missing host is not
+	// an error (its shares go). The audit log keeps its entries.
 	DeleteHost(ctx context.Context, id, kind string) error
 	// RecordSession appends to the audit log.
 	RecordSession(ctx context.Context, s Session) error

@@ -482,6 +482,52 @@ func TestDeleteHostOnlyOfItsKind(t *testing.T) {
 	}
 }
 
+// TestDeleteHostDeletesItsShares: forgetting a host (gateway host remove,
+// an execution's end) deletes its shares' rows with it, in the same
+// transaction; a host of another kind under the id keeps its own. The rows
+// stayed until a lookup or a listing found their host gone, up to their 7
+// days.
+func TestDeleteHostDeletesItsShares(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	now := time.Now().Truncate(time.Millisecond)
+	for _, e := range []Enrollment{{HostID: "machine-1", Kind: "machine", HostKey: "ssh-ed25519 K1"}, {HostID: "exec-1", Kind: "docker", HostKey: "ssh-ed25519 K2"}, {HostID: "other", Kind: "machine", HostKey: "ssh-ed25519 K3"}} {
+		if _, err := s.Enroll(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		for _, port := range []int{80, 3000} {
+			if err := s.PutShare(ctx, Share{HostID: e.HostID, Port: port, By: "t", Created: now, Expires: now.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rows := func(host string) int {
+		t.Helper()
+		var n int
+		if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM shares WHERE host_id = ?", host).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := s.DeleteHost(ctx, "machine-1", "docker"); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows("machine-1"); n != 2 {
+		t.Fatalf("a machine's shares after a DeleteHost of a docker host of its id: %d rows, want its 2", n)
+	}
+	for _, h := range []struct{ id, kind string }{{"machine-1", "machine"}, {"exec-1", "docker"}} {
+		if err := s.DeleteHost(ctx, h.id, h.kind); err != nil {
+			t.Fatal(err)
+		}
+		if n := rows(h.id); n != 0 {
+			t.Errorf("%s forgotten: %d rows of its shares left, want none", h.id, n)
+		}
+	}
+	if got, err := s.Shares(ctx); err != nil || len(got) != 2 || got[0].HostID != "other" || got[1].HostID != "other" {
+		t.Fatalf("shares after the deletes: %+v (%v), want other's two", got, err)
+	}
+}
+
 // BenchmarkLookupToken is the lookup every authenticated request makes (API
 // calls, relays, each request of a preview page).
 func BenchmarkLookupToken(b *testing.B) {

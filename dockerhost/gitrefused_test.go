@@ -178,3 +178,23 @@ func TestGitSafeDirectory(t *testing.T) {
 		t.Errorf("the workspace of a safe.directory repository holds %q, want the commit's a.txt", got)
 	}
 }
+
+// testGitRefusedKeepsThePool: a refused git-worktree provision leaves the
+// warm pool as it was. Pooled containers are keyed by image, resources
+// and network, not workspace: one took the warm container, loaded nothing
+// into it and removed it, and the pool made another.
+func testGitRefusedKeepsThePool(t *testing.T) {
+	cli, img := engine(t)
+	req := emptyReq(img, small())
+	h := newPoolHost(t, cli, PoolConfig{Size: 1, Keys: []ProvisionRequest{req}})
+	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+	req.Workspace = WorkspaceSpec{Kind: WorkspaceGitWorktree, RepositoryPath: t.TempDir(), Revision: "HEAD"}
+	_, err := h.Provision(testCtx(t, 2*time.Minute), req)
+	var e *Error
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "workspace.repositoryPath" {
+		t.Fatalf("a directory that is no repository: %v, want invalid_request on workspace.repositoryPath", err)
+	}
+	if s := h.PoolStats(); s.Hits != 0 || s.Misses != 0 || s.Fills != 1 || s.Ready != 1 {
+		t.Fatalf("pool after a refused provision: %+v, want its one warm container unclaimed, none made since", s)
+	}
+}

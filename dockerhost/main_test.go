@@ -52,6 +52,7 @@ var engineTests = []struct {
 	{"GitImportRefused", testGitImportRefused},
 	{"GitNotOwned", testGitNotOwned},
 	{"GitRefusedBeforeEngine", testGitRefusedBeforeEngine},
+	{"GitRefusedKeepsThePool", testGitRefusedKeepsThePool},
 	{"CheckpointRestore", testCheckpointRestore},
 	{"CheckpointDeleteDuringRestore", testCheckpointDeleteDuringRestore},
 	{"CheckpointRetention", testCheckpointRetention},

@@ -59,15 +59,10 @@ func testGitRefusedBeforeEngine(t *testing.T) {
 	cli, img := engine(t)
 	h := newTestHost(t, cli, nil)
 	repo := t.TempDir()
-	git(t, repo, "init", "-q")
-	if err := os.WriteFile(filepath.Join(repo, "a"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	oneFileRepo(t, repo, "a", "a\n")
 	if err := os.Mkdir(filepath.Join(repo, "untracked"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	git(t, repo, "add", "a")
-	git(t, repo, "commit", "-q", "-m", "a")
 
 	since := time.Now()
 	for _, tc := range []struct {
@@ -141,15 +136,7 @@ func TestGitSafeDirectory(t *testing.T) {
 	t.Setenv("GIT_CONFIG_GLOBAL", global) // restored when the test ends
 	h := newTestHost(t, cli, nil)
 	repo := filepath.Join(t.TempDir(), "it's a repo")
-	if err := os.Mkdir(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "init", "-q")
-	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("from the commit\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "add", "a.txt")
-	git(t, repo, "commit", "-q", "-m", "a")
+	oneFileRepo(t, repo, "a.txt", "from the commit\n")
 	chownTree(t, repo, 4242)
 
 	req := emptyReq(img, small())

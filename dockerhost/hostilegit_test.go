@@ -51,12 +51,7 @@ func testGitImportRefused(t *testing.T) {
 
 	// A revision one of whose files' object is gone.
 	broken := t.TempDir()
-	git(t, broken, "init", "-q")
-	if err := os.WriteFile(filepath.Join(broken, "a"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, broken, "add", "a")
-	git(t, broken, "commit", "-q", "-m", "a")
+	oneFileRepo(t, broken, "a", "hello\n")
 	gone := git(t, broken, "rev-parse", "HEAD:a")
 	if err := os.Remove(filepath.Join(broken, ".git", "objects", gone[:2], gone[2:])); err != nil {
 		t.Fatal(err)
@@ -106,15 +101,7 @@ func testGitNotOwned(t *testing.T) {
 	h := newTestHost(t, cli, nil)
 	// A name a shell would split, so the commands it says are quoted.
 	repo := filepath.Join(t.TempDir(), "it's a repo")
-	if err := os.Mkdir(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "init", "-q")
-	if err := os.WriteFile(filepath.Join(repo, "a"), []byte("a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, repo, "add", "a")
-	git(t, repo, "commit", "-q", "-m", "a")
+	oneFileRepo(t, repo, "a", "a\n")
 	const uid = 4242
 	chownTree(t, repo, uid)
 

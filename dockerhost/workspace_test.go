@@ -36,6 +36,21 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// oneFileRepo makes dir (made if missing) a git repository whose one
+// commit, HEAD, holds name with content.
+func oneFileRepo(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "add", name)
+	git(t, dir, "commit", "-q", "-m", name)
+}
+
 // ownerContainers lists the containers of h's owner, stopped ones too.
 func ownerContainers(t *testing.T, cli *client.Client, h *Docker) []container.Summary {
 	t.Helper()

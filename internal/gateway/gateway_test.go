@@ -391,6 +391,45 @@ func TestHealthAndUnknownRoutes(t *testing.T) {
 	}
 }
 
+// TestServeHeaderLimit: Serve's server takes headers up to 64 KiB and
+// answers past that with net/http's plain-text 431 before any handler
+// runs, the one non-JSON error the README's Errors section names.
+func TestServeHeaderLimit(t *testing.T) {
+	e := newEnv(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.srv.Serve(ln) }()
+	defer func() {
+		_ = e.srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	get := func(cookie int) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(e.ctx, "GET", "http://"+ln.Addr().String()+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Cookie", "c="+strings.Repeat("x", cookie))
+		res, err := http.DefaultTransport.(*http.Transport).Clone().RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		return res.StatusCode, res.Header.Get("Content-Type")
+	}
+	if code, _ := get(60 << 10); code != http.StatusOK {
+		t.Errorf("60 KiB of headers: %d, want 200", code)
+	}
+	if code, ct := get(80 << 10); code != http.StatusRequestHeaderFieldsTooLarge || !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("80 KiB of headers: %d %q, want 431 text/plain (README, Errors)", code, ct)
+	}
+}
+
 // TestClientTokenOtherHostSaysWhy: a client token asking for a host it does
 // not name is told so and how to get one that does, in the same words
 // whether the host exists or not (no probing). It was "no such host", which

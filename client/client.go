@@ -44,8 +44,8 @@ type Client struct {
 // Options are the knobs of New.
 type Options struct {
 	// HTTPClient is used for API calls and WebSocket handshakes (a
-	// gateway behind a private CA, a proxy); nil means
-	// http.DefaultTransport's settings. Its Timeout bounds the API calls
+	// gateway behind a private CA, a proxy); nil means a transport of the
+	// client's own with http.DefaultTransport's settings. Its Timeout bounds the API calls
 	// that answer at once (hosts, certificates, Execution, Terminate,
 	// checkpoints' records), not the WebSocket streams, nor the calls that
 	// wait on work (Exec, Provision, Checkpoint, Restore), which ctx alone
@@ -78,7 +78,7 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 	if err := checkToken(token); err != nil {
 		return nil, err
 	}
-	c := &Client{base: u, token: token, http: &http.Client{}}
+	c := &Client{base: u, token: token, http: &http.Client{Transport: ownTransport()}}
 	if opts != nil {
 		c.agent = opts.ForwardAgent
 		if opts.Reconnect {
@@ -92,6 +92,32 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 		c.ws = &ws
 	}
 	return c, nil
+}
+
+// ownTransport is the transport of a Client given no HTTPClient: its own,
+// so that CloseIdleConnections releases its connections and no others
+// (with http.DefaultTransport, a program could release them only by
+// closing every idle connection it had).
+func ownTransport() http.RoundTripper {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return t.Clone()
+	}
+	return http.DefaultTransport // replaced by the program: its to manage
+}
+
+// CloseIdleConnections closes the connections to the gateway that the
+// client's API calls keep open for its next call (each holds two
+// goroutines until the transport's idle timeout, 90 s by default): call it
+// when done with the client, before a test checks for leaked goroutines,
+// say. The client stays usable; its next call connects again. Hosts it
+// handed out are not affected: their SSH streams are their own, ended by
+// their Close. With Options.HTTPClient it closes that client's idle
+// connections, as http.Client.CloseIdleConnections does.
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+	if c.ws != nil {
+		c.ws.CloseIdleConnections()
+	}
 }
 
 // gatewayBase parses New's gateway URL.

@@ -42,13 +42,22 @@ func (c *Client) LazyHost(id string) *hostgate.Host {
 
 // Dial turns (gateway URL, token, host id) into a ready, connected Host.
 // The Host does not reconnect: once its connection is lost, Dial again, or
-// use a Client made with Options.Reconnect.
+// use a Client made with Options.Reconnect. It leaves no connection to the
+// gateway open once it failed or its Host is closed.
 func Dial(ctx context.Context, gatewayURL, token, hostID string) (*hostgate.Host, error) {
 	c, err := New(gatewayURL, token, nil)
 	if err != nil {
 		return nil, err
 	}
-	return c.Dial(ctx, hostID)
+	// c is the Host's alone, and the caller never sees it: its idle
+	// connections go when the Host does, or at once if Dial fails.
+	h, err := c.Dial(ctx, hostID)
+	if err != nil {
+		c.CloseIdleConnections()
+		return nil, err
+	}
+	h.AfterClose(c.CloseIdleConnections)
+	return h, nil
 }
 
 // Dial connects to host id and returns the ready Host, whose Info is what

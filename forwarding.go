@@ -247,8 +247,66 @@ func (fw *Forwarding) handle(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	if fw.lead {
+		// An early dial's refusal comes from t's first Read or Write,
+		// and Copy closes c before it returns that error: record it
+		// first, so that a client that sees its connection closed finds
+		// LastFailure saying why (the first failed GET through gateway
+		// dev found it nil, as 4 of 5 runs of 100 connections did).
+		w := &refusalWatch{Conn: t, fw: fw}
+		st, err := bicopy.Copy(fw.ctx, c, w)
+		if err != nil {
+			w.seen(err) // counted once, if its Read or Write has not
+		}
+		fw.bytesIn.Add(st.AToB)
+		fw.bytesOut.Add(st.BToA)
+		return
+	}
 	st, err := bicopy.Copy(fw.ctx, c, t)
 	fw.connectFailed(err)
 	fw.bytesIn.Add(st.AToB)
 	fw.bytesOut.Add(st.BToA)
+}
+
+// refusalWatch is an early-dialed connection to the target that records
+// the host's refusal of it (ErrConnectFailed) as its Read or Write returns
+// it, before bicopy.Copy closes the client's side; once per connection.
+// An early dial is an SSH channel, never a socket bicopy would splice, so
+// the wrapper costs no kernel copy; CloseWrite goes through for the
+// half-close.
+type refusalWatch struct {
+	net.Conn
+	fw      *Forwarding
+	counted atomic.Bool
+}
+
+func (r *refusalWatch) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if err != nil {
+		r.seen(err)
+	}
+	return n, err
+}
+
+func (r *refusalWatch) Write(p []byte) (int, error) {
+	n, err := r.Conn.Write(p)
+	if err != nil {
+		r.seen(err)
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection where it can; an error otherwise,
+// on which bicopy closes it, as it does a connection without one.
+func (r *refusalWatch) CloseWrite() error {
+	if cw, ok := r.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+func (r *refusalWatch) seen(err error) {
+	if errors.Is(err, ErrConnectFailed) && r.counted.CompareAndSwap(false, true) {
+		r.fw.countFailure(err)
+	}
 }

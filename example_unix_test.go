@@ -214,3 +214,27 @@ func ExampleHost_lostConnection() {
 	// Output:
 	// true true
 }
+
+// A process from Spawn reports its end through Wait, whose error ExitCode
+// reads; Host.Exec gives it in ExecResult.ExitCode instead, with no error.
+func ExampleExitCode() {
+	host, _, stop := exampleHost()
+	defer stop()
+	ctx := context.Background()
+
+	p, err := host.Spawn(ctx, []string{"sh", "-c", "exit 3"}, hostgate.SpawnOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	_, _ = io.Copy(io.Discard, p.Stdout()) // drained until Wait returns
+	err = p.Wait()
+	fmt.Println(hostgate.ExitCode(err), err)
+
+	res, err := host.Exec(ctx, []string{"sh", "-c", "exit 3"}, hostgate.ExecOptions{})
+	fmt.Println(res.ExitCode, hostgate.ExitCode(err))
+	// Output:
+	// 3 process exited with status 3
+	// 3 0
+}

@@ -96,7 +96,10 @@ func (e *ExitError) Error() string {
 
 // ExitCode returns the exit code err carries: 0 for nil, the status of an
 // *ExitError (128+n style is not synthesised; -1 for a signal), and -1 for
-// any other error.
+// any other error. It reads Process.Wait's error. Host.Exec's error is no
+// *ExitError (a non-zero exit is no error of Exec's): read its
+// ExecResult.ExitCode, as ExitCode of Exec's error is 0 for a command that
+// exited 3.
 func ExitCode(err error) int {
 	if err == nil {
 		return 0

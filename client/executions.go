@@ -55,11 +55,12 @@ type Execution struct {
 	Resources   Resources `json:"resources"`
 	// WorkspaceBytes is the size /workspace got: diskBytes, at most what
 	// the memory limit leaves room for.
-	WorkspaceBytes int64  `json:"workspaceBytes"`
-	RestoredFrom   string `json:"restoredFrom,omitempty"`
-	HostKey        string `json:"hostKey,omitempty"`
-	HostPublicKey  string `json:"hostPublicKey,omitempty"`
-	Connected      bool   `json:"connected"`
+	WorkspaceBytes int64 `json:"workspaceBytes"`
+	// RestoredFrom is the checkpoint id a Restore made it from.
+	RestoredFrom  string `json:"restoredFrom,omitempty"`
+	HostKey       string `json:"hostKey,omitempty"`
+	HostPublicKey string `json:"hostPublicKey,omitempty"`
+	Connected     bool   `json:"connected"`
 }
 
 // ExecRequest runs Command with Args directly (no shell).

@@ -243,13 +243,14 @@ const maxExecAnswer = 6*(64<<20) + 64<<10
 // Exec runs one command in the execution. A timeout, output overflow or
 // abort is an *APIError with Code "timeout", "output_limit" or "aborted",
 // and the execution is gone afterwards. ctx ending before the answer is
-// such an abort: Exec returns ctx's error, and the gateway, seeing its
-// caller gone, destroys the execution (410 from then on); bound a command
-// with TimeoutMs (which also destroys it), or run it on the execution as
-// a host (Dial, then Host.Exec or Spawn) to cancel one command alone. A command that kills the
-// execution's agent it runs under is "agent_lost" (502): its result is
-// unknown, it may still be running (bound by the execution's runtime, no
-// longer by TimeoutMs), and the execution lives on.
+// such an abort: Exec returns ctx's error (for errors.Is), saying so, and
+// the gateway, seeing its caller gone, destroys the execution (410 from
+// then on); bound a command with TimeoutMs (which also destroys it), or
+// run it on the execution as a host (Dial, then Host.Exec or Spawn) to
+// cancel one command alone. A command that kills the execution's agent it
+// runs under is "agent_lost" (502): its result is unknown, it may still
+// be running (bound by the execution's runtime, no longer by TimeoutMs),
+// and the execution lives on.
 //
 // With Encoding EncodingBase64, stdin and the output travel as base64, so
 // any bytes arrive intact; the output limit counts the raw bytes.
@@ -263,6 +264,12 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRes
 	}
 	var r ExecResult
 	if err := c.doLimit(ctx, c.longHTTP(), maxExecAnswer, "POST", "/v1/executions/"+url.PathEscape(id)+"/exec", req, &r); err != nil {
+		if ctx.Err() != nil {
+			// net/http's words ("Post \"…/exec\": context canceled")
+			// leave out what it costs, which the caller learnt only from
+			// its next call's 410.
+			return nil, fmt.Errorf("client: exec in execution %q: %w before its answer; the gateway destroys an execution whose exec's caller goes away (410 gone, reason aborted, from then on): bound a command with TimeoutMs, or stop one alone with Host.Exec on the execution dialed as a host", id, ctx.Err())
+		}
 		return nil, err
 	}
 	if b64 {

@@ -293,3 +293,31 @@ func TestEndedReason(t *testing.T) {
 		t.Fatalf("%v, want the gateway's message", err)
 	}
 }
+
+// TestExecCutByCtxSaysTheExecutionGoes: an Exec whose ctx ends before the
+// answer returns ctx's error saying what it costs, as the gateway
+// destroys the execution of an exec whose caller went away: an agent's
+// program read `Post "http://…/exec": context deadline exceeded`, and
+// learnt that its sandbox was gone only from the next call's 410.
+func TestExecCutByCtxSaysTheExecutionGoes(t *testing.T) {
+	arrived := make(chan struct{})
+	c, _ := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then the server sees its caller go
+		close(arrived)
+		<-r.Context().Done() // the command runs on until its caller goes
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }()
+	_, err := c.Exec(ctx, "e1", ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 60000})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("exec cut by its ctx: %v, want ctx's error", err)
+	}
+	for _, want := range []string{`execution "e1"`, "destroys", "TimeoutMs", "Host.Exec"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("exec cut by its ctx: %q does not say %q", err, want)
+		}
+	}
+	if strings.HasPrefix(err.Error(), "Post ") {
+		t.Errorf("exec cut by its ctx: %q is net/http's error", err)
+	}
+}

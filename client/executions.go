@@ -14,12 +14,18 @@ import (
 
 // ProvisionRequest is the provision body.
 type ProvisionRequest struct {
-	ExecutionID string            `json:"executionId,omitempty"`
-	Image       string            `json:"image"`
-	Workspace   Workspace         `json:"workspace"`
-	Resources   Resources         `json:"resources"`
-	Network     Network           `json:"network"`
-	Env         map[string]string `json:"env,omitempty"`
+	ExecutionID string    `json:"executionId,omitempty"`
+	Image       string    `json:"image"`
+	Workspace   Workspace `json:"workspace"`
+	Resources   Resources `json:"resources"`
+	Network     Network   `json:"network"`
+	// Env is the environment of every command the execution runs (API
+	// execs and SSH sessions alike). A name that looks like it carries
+	// a credential (GH_TOKEN, OPENAI_API_KEY, DB_PASSWORD, AWS_SECRET…)
+	// is refused with 400 naming it, here and in ExecRequest.Env: the
+	// environment is kept in the container's configuration. Write such a
+	// value into the workspace (SFTP) or pass it on a command's stdin.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Workspace is {kind: "empty"} or a git revision of a repository on the
@@ -65,8 +71,10 @@ type Execution struct {
 
 // ExecRequest runs Command with Args directly (no shell).
 type ExecRequest struct {
-	Command   string            `json:"command"`
-	Args      []string          `json:"args,omitempty"`
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	// Env is added to the command's environment; a name that looks like
+	// a credential is refused as in ProvisionRequest.Env.
 	Env       map[string]string `json:"env,omitempty"`
 	Cwd       string            `json:"cwd,omitempty"`
 	Stdin     string            `json:"stdin,omitempty"`

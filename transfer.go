@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -87,6 +88,8 @@ func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferO
 // Download copies the tree at dir on h (its regular files, directories
 // and symbolic links; other kinds are skipped) into the local directory
 // dst, creating it as needed and replacing files of the same names.
+// dir must be a directory: a missing one fails with fs.ErrNotExist, a file
+// with syscall.ENOTDIR (read one file with Host.FS).
 //
 // It reads the tree as one tar stream from tar on the host, falling back
 // to the host's filesystem (Host.FS), 16 files at a time, when the host
@@ -100,9 +103,27 @@ func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferO
 func Download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptions) error {
 	err := download(ctx, h, dir, dst, opts)
 	if err != nil {
-		err = h.named(fmt.Errorf("hostgate: download of %s: %w", dir, err))
+		err = h.named(fmt.Errorf("hostgate: download of %s: %w", dir, fileNotTree(ctx, h, dir, err)))
 	}
 	return err
+}
+
+// fileNotTree is err, or, when dir is a regular file, the error that says
+// so and what reads one: "open …: not a directory" alone left a program
+// that downloaded one file wondering. It stays syscall.ENOTDIR.
+func fileNotTree(ctx context.Context, h *Host, dir string, err error) error {
+	if !errors.Is(err, syscall.ENOTDIR) {
+		return err
+	}
+	p, perr := h.fsProvider(ctx)
+	if perr != nil {
+		return err
+	}
+	// A directory on the way that is a file fails this Stat too.
+	if fi, serr := p.Stat(ctx, dir); serr != nil || !fi.Mode().IsRegular() {
+		return err
+	}
+	return &fs.PathError{Op: "open", Path: dir, Err: fmt.Errorf("%w (it is a file: Download copies a directory's tree; read one file with Host.FS's Open, or syncfs's ReadFile)", syscall.ENOTDIR)}
 }
 
 // remoteTar starts script (a shell script given dir as $1) on the host,

@@ -160,7 +160,8 @@ func TestUploadDownloadTree(t *testing.T) {
 // TestDownloadMissingTree: a Download of a directory that is not there
 // fails with fs.ErrNotExist, and of a file with ENOTDIR, by tar as by the
 // filesystem way, so a caller tells "nothing there" from a failed
-// transfer with errors.Is, as after any other failed read of the host.
+// transfer with errors.Is, as after any other failed read of the host;
+// a file's says what reads one.
 func TestDownloadMissingTree(t *testing.T) {
 	for name, h := range streamHosts(t) {
 		dir := t.TempDir()
@@ -183,6 +184,15 @@ func TestDownloadMissingTree(t *testing.T) {
 				err := hostgate.Download(ctx, h, c.remote, dst, opts)
 				if !errors.Is(err, c.want) {
 					t.Errorf("%s NoTar %v: Download of %s: %v, want %v", name, noTar, c.remote, err, c.want)
+				}
+				// Of a file, it says what reads one (an agent's program
+				// that downloaded a single file read "open …/file: not a
+				// directory" and no more).
+				if c.remote == file && !strings.Contains(fmt.Sprint(err), "is a file: Download copies a directory's tree; read one file with Host.FS") {
+					t.Errorf("%s NoTar %v: Download of a file: %v, want it to say what reads one", name, noTar, err)
+				}
+				if c.remote != file && strings.Contains(fmt.Sprint(err), "is a file") {
+					t.Errorf("%s NoTar %v: Download of %s: %v, calls it a file", name, noTar, c.remote, err)
 				}
 			}
 			cancel()

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -425,6 +426,11 @@ func (c *Client) doLimit(ctx context.Context, hc *http.Client, limit int64, meth
 	}
 	res, err := hc.Do(req)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+			// net/http's words name the call and the refusal, not what
+			// is wrong: an agent runtime started before its gateway.
+			err = fmt.Errorf("%w (no gateway answers at %s: is it running, and is that its URL?)", err, c.base.Redacted())
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			return tlshint.Wrap(err) // `Get "https://gw/v1/hosts/box": dial tcp …` names the call already

@@ -1,8 +1,12 @@
 package client
 
 import (
+	"errors"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // New's errors name the argument at fault and what it wants: an empty
@@ -35,5 +39,28 @@ func TestNewErrorsNameTheArgument(t *testing.T) {
 		if _, err := New(u, "hg_x", nil); err != nil {
 			t.Errorf("New(%q): %v", u, err)
 		}
+	}
+}
+
+// TestGatewayNotRunningSaysSo: a call to a gateway URL where nothing
+// listens says that no gateway answers there and what to check, beside
+// net/http's "connection refused": an agent runtime started before
+// gateway dev read only `Get "http://…/v1/hosts/local": dial tcp …:
+// connect: connection refused`.
+func TestGatewayNotRunningSaysSo(t *testing.T) {
+	url := "http://" + testenv.RefusedAddr(t)
+	c, err := New(url, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Hosts(t.Context())
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("Hosts of a gateway not running: %v, want connection refused", err)
+	}
+	if want := "no gateway answers at " + url + ": is it running, and is that its URL?"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Hosts of a gateway not running: %q, want it to say %q", err, want)
+	}
+	if _, err := Dial(t.Context(), url, "tok", "box"); err == nil || !strings.Contains(err.Error(), "no gateway answers at "+url) {
+		t.Errorf("Dial through a gateway not running: %v, want it to say so", err)
 	}
 }

@@ -25,7 +25,14 @@ func (notSupported) Is(target error) bool {
 var ErrOutputLimit = errors.New("hostgate: output limit exceeded")
 
 // ErrConnectionEnded is why a forward stopped when its host connection
-// ended.
+// ended, and what every error of a Host matches once its connection has
+// ended by itself (the host's agent stopped or restarted, the gateway
+// restarted, keepalives failed, a sandbox ended): those of its methods
+// and of the processes, files, connections and listeners it handed out,
+// for a connection that tells its end (Connection.Done, as the SSH
+// client's does). Such an error keeps its text and type (a *fs.PathError
+// stays one). Dial the host again, or make it with Reconnect. An error
+// after the caller's own Close is ErrClosed instead.
 var ErrConnectionEnded = errors.New("hostgate: host connection ended")
 
 // ErrConnectFailed is why a connection from the host to an address could

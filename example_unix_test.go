@@ -195,9 +195,10 @@ func ExampleHost_Forward() {
 
 // A host whose connection is lost (its agent stopped, the gateway
 // restarted, a sandbox ended) fails every later use with an error
-// matching sshlayer.ErrConnectionLost, naming the host: Dial it again, or
-// make the client with client.Options{Reconnect: true}, whose hosts
-// connect again on their next use.
+// matching hostgate.ErrConnectionEnded (and the SSH client's own
+// sshlayer.ErrConnectionLost), naming the host: Dial it again, or make
+// the client with client.Options{Reconnect: true}, whose hosts connect
+// again on their next use.
 func ExampleHost_lostConnection() {
 	host, ts, stop := exampleHost()
 	defer stop()
@@ -210,9 +211,9 @@ func ExampleHost_lostConnection() {
 	_ = ts.Close() // the host goes away
 
 	_, err := host.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
-	fmt.Println(errors.Is(err, sshlayer.ErrConnectionLost), strings.Contains(err.Error(), "host box: "))
+	fmt.Println(errors.Is(err, hostgate.ErrConnectionEnded), errors.Is(err, sshlayer.ErrConnectionLost), strings.Contains(err.Error(), "host box: "))
 	// Output:
-	// true true
+	// true true true
 }
 
 // A process from Spawn reports its end through Wait, whose error ExitCode

@@ -97,7 +97,7 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	if err != nil {
 		return nil, fmt.Errorf("hostgate: forward %s %s: %w", spec.Kind, spec.Listen, err)
 	}
-	fw := &Forwarding{spec: spec, ln: ln, dial: dial, lead: lead, host: name, done: make(chan struct{})}
+	fw := &Forwarding{spec: spec, ln: ln, dial: dial, lead: lead, host: name.name, done: make(chan struct{})}
 	fw.ctx, fw.cancel = context.WithCancelCause(context.Background())
 	stop := context.AfterFunc(ctx, func() { fw.cancel(nil) })
 	// A forwarder that knows when its connection ends (the SSH client

@@ -40,12 +40,13 @@ type Option func(*Host)
 // restarted, the gateway restarted, keepalives failed), as a failed first
 // connect is tried again on the next use. Only new uses reconnect, each
 // at most once: a use that fails on the lost connection is not tried
-// again, since the host may have run it (a command, a write); the
+// again, since the host may have run it (a command, a write: its error
+// matches ErrConnectionEnded, for a caller that decides to); the
 // processes, files, forwards and listeners the lost connection handed out
 // stay failed, and the connection is closed when the next use replaces
 // it. A connect that fails (the host still offline) fails that use, and
 // the next one tries again. Without Reconnect a lost connection fails
-// every later use until a new Host is made.
+// every later use (ErrConnectionEnded) until a new Host is made.
 func Reconnect() Option { return func(h *Host) { h.reconnect = true } }
 
 // connectCall is one shared connect attempt; done is closed when conn or err
@@ -117,16 +118,23 @@ func (h *Host) Connection(ctx context.Context) (*Connection, error) {
 }
 
 // named is err naming the host, once it is known (NewNamed,
-// Connection.Name).
+// Connection.Name), and matching ErrConnectionEnded once the connection
+// ended by itself (a connect's error, with none, does not).
 func (h *Host) named(err error) error {
 	if err == nil {
 		return nil
 	}
 	h.mu.Lock()
-	name := h.name
+	n := namer{name: h.name}
+	if h.conn != nil {
+		n.done = h.conn.Done
+	}
 	h.mu.Unlock()
-	return nameErr(name, err)
+	return n.err(err)
 }
+
+// namer names the errors of c's host and of what c handed out.
+func (c *Connection) namer() namer { return namer{name: c.Name, done: c.Done} }
 
 func (h *Host) connection(ctx context.Context) (*Connection, error) {
 	h.mu.Lock()
@@ -206,8 +214,8 @@ func (h *Host) runConnect(call *connectCall) {
 			// connection hands out name the host as the connect's did.
 			conn.Name = h.name
 		}
-		conn.fs = nameProvider(conn.FS, conn.Name)
-		conn.fwd = nameForwarder(conn.Forward, conn.Name)
+		conn.fs = nameProvider(conn.FS, conn.namer())
+		conn.fwd = nameForwarder(conn.Forward, conn.namer())
 		h.conn = conn
 		h.name = conn.Name
 		if conn.Info != nil {
@@ -297,21 +305,22 @@ func (h *Host) AfterClose(f func()) (stop func() bool) {
 // that killing it, cancelling ctx or losing the connection ends its whole
 // process tree.
 func (h *Host) Spawn(ctx context.Context, argv []string, opts SpawnOptions) (Process, error) {
-	p, name, err := h.spawn(ctx, argv, opts)
+	p, n, err := h.spawn(ctx, argv, opts)
 	if err != nil {
 		return nil, h.named(err)
 	}
-	return nameProcess(p, name), nil
+	return nameProcess(p, n), nil
 }
 
-// spawn is Spawn without the host's name in its errors, and the name.
-func (h *Host) spawn(ctx context.Context, argv []string, opts SpawnOptions) (Process, string, error) {
+// spawn is Spawn without the host's name in its errors, and the namer of
+// the connection it ran on.
+func (h *Host) spawn(ctx context.Context, argv []string, opts SpawnOptions) (Process, namer, error) {
 	if len(argv) == 0 {
-		return nil, "", errors.New("hostgate: spawn: empty argv")
+		return nil, namer{}, errors.New("hostgate: spawn: empty argv")
 	}
 	c, err := h.connection(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, namer{}, err
 	}
 	var p Process
 	if h.Info().Persistent && !ownsSupervision(c.Transport) {
@@ -319,7 +328,7 @@ func (h *Host) spawn(ctx context.Context, argv []string, opts SpawnOptions) (Pro
 	} else {
 		p, err = c.Transport.Spawn(ctx, argv, opts)
 	}
-	return p, c.Name, err
+	return p, c.namer(), err
 }
 
 func ownsSupervision(t Transport) bool {
@@ -366,29 +375,29 @@ func (h *Host) Forwarder(ctx context.Context) (Forwarder, error) {
 var errNoForward = fmt.Errorf("%w: this host offers no port forwarding (its Connection has no Forward)", ErrNotSupported)
 
 // forwarder is Forwarder without the host's name in its errors, and the
-// name.
-func (h *Host) forwarder(ctx context.Context) (Forwarder, string, error) {
+// connection's namer.
+func (h *Host) forwarder(ctx context.Context) (Forwarder, namer, error) {
 	c, err := h.connection(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, namer{}, err
 	}
 	if c.Forward == nil {
-		return nil, "", errNoForward
+		return nil, namer{}, errNoForward
 	}
-	return c.Forward, c.Name, nil
+	return c.Forward, c.namer(), nil
 }
 
 // Dial opens a connection from the host to addr.
 func (h *Host) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	f, name, err := h.forwarder(ctx)
+	f, n, err := h.forwarder(ctx)
 	if err != nil {
 		return nil, h.named(err)
 	}
 	c, err := f.Dial(ctx, network, addr)
 	if err != nil {
-		return nil, nameErr(name, err)
+		return nil, n.err(err)
 	}
-	return nameConn(c, name), nil
+	return nameConn(c, n), nil
 }
 
 var _ EarlyDialer = (*Host)(nil)
@@ -400,15 +409,15 @@ var _ EarlyDialer = (*Host)(nil)
 // EarlyDialer for what a refused connect or a lost connection then looks
 // like. Otherwise it is Dial.
 func (h *Host) DialEarly(ctx context.Context, network, addr string) (net.Conn, error) {
-	f, name, err := h.forwarder(ctx)
+	f, n, err := h.forwarder(ctx)
 	if err != nil {
 		return nil, h.named(err)
 	}
 	c, err := earlyDial(f)(ctx, network, addr)
 	if err != nil {
-		return nil, nameErr(name, err)
+		return nil, n.err(err)
 	}
-	return nameConn(c, name), nil
+	return nameConn(c, n), nil
 }
 
 // earlyDial is f's DialEarly where f is an EarlyDialer, else its Dial.
@@ -447,13 +456,13 @@ func TakesEarlyData(ctx context.Context, f Forwarder) bool {
 
 // Listen makes the host listen on addr.
 func (h *Host) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	f, name, err := h.forwarder(ctx)
+	f, n, err := h.forwarder(ctx)
 	if err != nil {
 		return nil, h.named(err)
 	}
 	ln, err := f.Listen(ctx, network, addr)
 	if err != nil {
-		return nil, nameErr(name, err)
+		return nil, n.err(err)
 	}
-	return nameListener(ln, name), nil
+	return nameListener(ln, n), nil
 }

@@ -2,6 +2,7 @@ package hostgate
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"net"
@@ -71,25 +72,86 @@ func (e *hostNetError) Timeout() bool { return e.err.(net.Error).Timeout() }
 func (e *hostNetError) Temporary() bool { return e.err.(net.Error).Temporary() }
 
 // namer names the errors of one host; the empty name leaves them as they
-// are. Its methods are small enough to inline, so that a call that
-// succeeds pays one comparison.
-type namer string
+// are. done is its connection's Connection.Done, if any: an error met
+// once it is closed matches ErrConnectionEnded too. Its methods are small
+// enough to inline, so that a call that succeeds pays one comparison.
+type namer struct {
+	name string
+	done <-chan struct{}
+}
 
 func (n namer) err(err error) error {
 	if err == nil {
 		return nil
 	}
-	return nameErr(string(n), err)
+	return endedErr(nameErr(n.name, err), n.done)
 }
+
+// endedErr is err, matching ErrConnectionEnded too when done is closed:
+// the connection it came over had ended by itself (the agent stopped, the
+// gateway restarted, keepalives failed, a sandbox ended), which a caller
+// tells from any other failure with errors.Is, whichever transport the
+// host has (the SSH client's own error for it, sshlayer.ErrConnectionLost,
+// is in a package the caller may never import). An error of the
+// transport's is made only after it closed done (the SSH client's is), so
+// a failure the loss caused always matches; one met just as the
+// connection ended matches too, which is as true. The text is err's, and
+// the types callers test for stay, as with nameErr. Neither io.EOF, a
+// process's *ExitError, nor an error after the caller's own Close
+// (ErrClosed) is the connection's end.
+func endedErr(err error, done <-chan struct{}) error {
+	if done == nil || err == io.EOF {
+		return err
+	}
+	select {
+	case <-done:
+	default:
+		return err
+	}
+	if _, ok := err.(*ExitError); ok || errors.Is(err, ErrClosed) || errors.Is(err, ErrConnectionEnded) {
+		return err
+	}
+	switch e := err.(type) {
+	case *fs.PathError:
+		return &fs.PathError{Op: e.Op, Path: e.Path, Err: &connEndedError{e.Err}}
+	case *LinkError:
+		return &LinkError{Op: e.Op, Old: e.Old, New: e.New, Err: &connEndedError{e.Err}}
+	case *os.LinkError:
+		return &os.LinkError{Op: e.Op, Old: e.Old, New: e.New, Err: &connEndedError{e.Err}}
+	case *os.SyscallError:
+		return &os.SyscallError{Syscall: e.Syscall, Err: &connEndedError{e.Err}}
+	case net.Error:
+		return &connEndedNetError{connEndedError{err}}
+	}
+	return &connEndedError{err}
+}
+
+// connEndedError is an error met after its connection ended: err's text,
+// matching ErrConnectionEnded and all err matches.
+type connEndedError struct{ err error }
+
+func (e *connEndedError) Error() string        { return e.err.Error() }
+func (e *connEndedError) Unwrap() error        { return e.err }
+func (e *connEndedError) Is(target error) bool { return target == ErrConnectionEnded }
+
+// connEndedNetError is a connEndedError that stays the net.Error it wraps.
+type connEndedNetError struct{ connEndedError }
+
+var _ net.Error = (*connEndedNetError)(nil)
+
+func (e *connEndedNetError) Timeout() bool { return e.err.(net.Error).Timeout() }
+
+//lint:ignore SA1019 forwards the wrapped error's answer; net.Error still has it
+func (e *connEndedNetError) Temporary() bool { return e.err.(net.Error).Temporary() }
 
 // nameProvider returns p naming host in its errors, the errors of its
 // readers and writers included. It has FileReader and FileWriter where p
 // has them, as the fast paths must go through p's own.
-func nameProvider(p Provider, host string) Provider {
-	if host == "" {
+func nameProvider(p Provider, n namer) Provider {
+	if n == (namer{}) {
 		return p
 	}
-	np := &namedProvider{p: p, n: namer(host)}
+	np := &namedProvider{p: p, n: n}
 	_, r := p.(FileReader)
 	_, w := p.(FileWriter)
 	switch {
@@ -263,11 +325,11 @@ func (w namedReaderFromWriter) ReadFrom(r io.Reader) (int64, error) {
 
 // nameProcess returns p naming host in the errors of its Wait, Kill,
 // Resize and streams; it is a Resizer where p is.
-func nameProcess(p Process, host string) Process {
-	if host == "" {
+func nameProcess(p Process, n namer) Process {
+	if n == (namer{}) {
 		return p
 	}
-	np := &namedProcess{p: p, n: namer(host)}
+	np := &namedProcess{p: p, n: n}
 	if _, ok := p.(Resizer); ok {
 		return resizableNamedProcess{np}
 	}
@@ -319,11 +381,11 @@ func (s *procStderr) Read(b []byte) (int, error) {
 
 // nameConn returns c naming host in its errors (io.EOF stays); it has
 // CloseWrite where c has.
-func nameConn(c net.Conn, host string) net.Conn {
-	if host == "" {
+func nameConn(c net.Conn, n namer) net.Conn {
+	if n == (namer{}) {
 		return c
 	}
-	nc := &namedConn{Conn: c, n: namer(host)}
+	nc := &namedConn{Conn: c, n: n}
 	if _, ok := c.(interface{ CloseWrite() error }); ok {
 		return halfClosableNamedConn{nc}
 	}
@@ -356,11 +418,11 @@ func (c halfClosableNamedConn) CloseWrite() error {
 // nameForwarder returns f naming host in its errors and in those of the
 // conns and listeners it hands out. It is an EarlyDialer, and has Done,
 // where f has them: Host.Forward and the forward package look for both.
-func nameForwarder(f Forwarder, host string) Forwarder {
-	if f == nil || host == "" {
+func nameForwarder(f Forwarder, n namer) Forwarder {
+	if f == nil || n == (namer{}) {
 		return f
 	}
-	nf := &namedForwarder{f: f, n: namer(host)}
+	nf := &namedForwarder{f: f, n: n}
 	_, early := f.(EarlyDialer)
 	_, done := f.(doner)
 	switch {
@@ -394,7 +456,7 @@ func (f *namedForwarder) Dial(ctx context.Context, network, addr string) (net.Co
 	if err != nil {
 		return nil, f.n.err(err)
 	}
-	return nameConn(c, string(f.n)), nil
+	return nameConn(c, f.n), nil
 }
 
 func (f *namedForwarder) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
@@ -402,7 +464,7 @@ func (f *namedForwarder) Listen(ctx context.Context, network, addr string) (net.
 	if err != nil {
 		return nil, f.n.err(err)
 	}
-	return nameListener(ln, string(f.n)), nil
+	return nameListener(ln, f.n), nil
 }
 
 type namedEarlyForwarder struct{ *namedForwarder }
@@ -412,7 +474,7 @@ func (f namedEarlyForwarder) DialEarly(ctx context.Context, network, addr string
 	if err != nil {
 		return nil, f.n.err(err)
 	}
-	return nameConn(c, string(f.n)), nil
+	return nameConn(c, f.n), nil
 }
 
 // TakesEarlyData is the named forwarder's answer.
@@ -430,11 +492,11 @@ func (f namedEarlyDoneForwarder) Done() <-chan struct{} { return f.f.(doner).Don
 
 // nameListener returns ln naming host in its errors and in those of the
 // connections it accepts.
-func nameListener(ln net.Listener, host string) net.Listener {
-	if host == "" {
+func nameListener(ln net.Listener, n namer) net.Listener {
+	if n == (namer{}) {
 		return ln
 	}
-	return &namedListener{Listener: ln, n: namer(host)}
+	return &namedListener{Listener: ln, n: n}
 }
 
 // namedListener is a listener on the host naming it in its errors and in
@@ -449,7 +511,7 @@ func (l *namedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, l.n.err(err)
 	}
-	return nameConn(c, string(l.n)), nil
+	return nameConn(c, l.n), nil
 }
 
 func (l *namedListener) Close() error { return l.n.err(l.Listener.Close()) }

@@ -33,7 +33,10 @@ type Connection struct {
 	Name string
 	// Done, when set, is closed once the connection has ended by itself
 	// (the host's agent restarted, the gateway stopped, keepalives
-	// failed): a Host made with Reconnect connects again on its next use.
+	// failed): a Host made with Reconnect connects again on its next use,
+	// and the errors met on this connection from then on match
+	// ErrConnectionEnded. Close it before the operations cut by the loss
+	// return their errors (the SSH client does), so that theirs match too.
 	// Optional: nil means the loss cannot be seen, and such a Host keeps
 	// the connection.
 	Done <-chan struct{}

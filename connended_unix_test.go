@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,17 +28,7 @@ func endingHost(t *testing.T, name string) (*hostgate.Host, *sshlayer.TestServer
 	}
 	t.Cleanup(func() { _ = ts.Close() })
 	auth := sshlayer.Auth{PrivateKey: ts.ClientKey, HostKey: ts.HostKey, Host: name}
-	h := hostgate.NewNamed(name, hostgate.Info{Kind: "machine"}, func(ctx context.Context) (*hostgate.Connection, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ts.Addr)
-		if err != nil {
-			return nil, err
-		}
-		c, err := sshlayer.Connect(ctx, conn, auth)
-		if err != nil {
-			return nil, err
-		}
-		return c.Connection(nil), nil
-	})
+	h := hostgate.NewNamed(name, hostgate.Info{Kind: "machine"}, sshConnect(ts.Addr, auth))
 	t.Cleanup(func() { _ = h.Close() })
 	return h, ts
 }

@@ -29,17 +29,7 @@ func exampleHost() (h *hostgate.Host, ts *sshlayer.TestServer, stop func()) {
 		panic(err)
 	}
 	auth := sshlayer.Auth{PrivateKey: ts.ClientKey, HostKey: ts.HostKey, Host: "box"}
-	h = hostgate.NewNamed("box", hostgate.Info{Kind: "machine"}, func(ctx context.Context) (*hostgate.Connection, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ts.Addr)
-		if err != nil {
-			return nil, err
-		}
-		c, err := sshlayer.Connect(ctx, conn, auth)
-		if err != nil {
-			return nil, err
-		}
-		return c.Connection(nil), nil
-	})
+	h = hostgate.NewNamed("box", hostgate.Info{Kind: "machine"}, sshConnect(ts.Addr, auth))
 	return h, ts, func() { _ = h.Close(); _ = ts.Close() }
 }
 

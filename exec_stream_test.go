@@ -28,12 +28,11 @@ func streamHosts(t *testing.T) map[string]*hostgate.Host {
 	return map[string]*hostgate.Host{"local": local, "ssh": sshHost(t)}
 }
 
-// sshHost is a Host over SSH to sshlayer's test server.
-func sshHost(t testing.TB) *hostgate.Host {
-	t.Helper()
-	ts, auth := sshtest.Server(t)
-	h := hostgate.New(hostgate.Info{Kind: "ssh"}, func(ctx context.Context) (*hostgate.Connection, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ts.Addr)
+// sshConnect connects over SSH to the server at addr: a Host's
+// ConnectFunc for sshlayer's test servers.
+func sshConnect(addr string, auth sshlayer.Auth) hostgate.ConnectFunc {
+	return func(ctx context.Context) (*hostgate.Connection, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
@@ -42,7 +41,14 @@ func sshHost(t testing.TB) *hostgate.Host {
 			return nil, err
 		}
 		return c.Connection(nil), nil
-	})
+	}
+}
+
+// sshHost is a Host over SSH to sshlayer's test server.
+func sshHost(t testing.TB) *hostgate.Host {
+	t.Helper()
+	ts, auth := sshtest.Server(t)
+	h := hostgate.New(hostgate.Info{Kind: "ssh"}, sshConnect(ts.Addr, auth))
 	t.Cleanup(func() { _ = h.Close() })
 	return h
 }

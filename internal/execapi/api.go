@@ -20,7 +20,6 @@ import (
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/execroutes"
 	"github.com/hostgate/hostgate/internal/gateway"
-	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/textcut"
 )
@@ -555,11 +554,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 			if de.Field != "" {
 				msg = de.Field + ": " + msg
 			}
-			body := wire.ErrorBody{Error: wire.Error{Code: de.Code, Message: msg, Reason: de.Reason}}
-			if !de.EndedAt.IsZero() {
-				body.Error.EndedAt = de.EndedAt.UTC().Format(time.RFC3339Nano)
-			}
-			gateway.WriteJSON(w, status, body)
+			gateway.WriteEndedError(w, status, de.Code, msg, de.Reason, de.EndedAt)
 			return
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
@@ -34,6 +35,19 @@ func WriteJSONHeader(w http.ResponseWriter, status int) {
 // code is stable for programs.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	WriteJSON(w, status, wire.ErrorBody{Error: wire.Error{Code: code, Message: msg}})
+}
+
+// WriteEndedError answers WriteError's body with the reason and time
+// (RFC 3339, UTC, to the nanosecond) of an execution that ended: the gone
+// answer, or the conflict refusing its id. The executions API and a
+// sandbox's host routes both write it, so that a caller reads one shape
+// (the Go client's APIError.Reason and EndedAt) from either.
+func WriteEndedError(w http.ResponseWriter, status int, code, msg, reason string, endedAt time.Time) {
+	e := wire.Error{Code: code, Message: msg, Reason: reason}
+	if !endedAt.IsZero() {
+		e.EndedAt = endedAt.UTC().Format(time.RFC3339Nano)
+	}
+	WriteJSON(w, status, wire.ErrorBody{Error: e})
 }
 
 // isWebSocket reports whether r asks for a WebSocket upgrade. Endpoints

@@ -754,13 +754,18 @@ func TestExecutionExpiryEndsTheHost(t *testing.T) {
 		t.Fatalf("a command across the end of the runtime: %v, want the execution's end and its reason", err)
 	}
 	g.waitHostGone(e.ExecutionID, 2*time.Minute)
-	if _, err := c.Execution(ctx, e.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusGone {
+	_, err = c.Execution(ctx, e.ExecutionID)
+	gone := apiErr(err)
+	if gone == nil || gone.Status != http.StatusGone {
 		t.Fatalf("GET after expiry: %v, want 410", err)
 	}
 	// Its host, asked for again by id, says the same, not only that there
-	// is no such host.
-	if _, err := c.Dial(ctx, e.ExecutionID); err == nil || !strings.Contains(err.Error(), "its execution ended (reason runtime): provision a new one") {
-		t.Fatalf("Dial after expiry: %v, want the execution's end and its reason", err)
+	// is no such host: gone, as the execution is, with the reason and
+	// when, which a program reads without matching words.
+	_, err = c.Dial(ctx, e.ExecutionID)
+	if ae := apiErr(err); ae == nil || ae.Status != http.StatusGone || ae.Code != "gone" || ae.Reason != "runtime" || !ae.EndedAt.Equal(gone.EndedAt) ||
+		!strings.Contains(err.Error(), "its execution ended (reason runtime): provision a new one") {
+		t.Fatalf("Dial after expiry: %v, want 410 gone saying the execution ended, reason runtime, endedAt %v as the executions API's", err, gone.EndedAt)
 	}
 	g.waitFor(regexp.MustCompile(`execution ended; agent tunnel closed[^\n]*execution=`+e.ExecutionID), time.Minute)
 }

@@ -267,8 +267,9 @@ func (g *gw) waitConnected(id string, want bool, d time.Duration) {
 	}
 }
 
-// waitHostGone waits until /v1/hosts/{id} answers 404: an ended
-// execution's host record is deleted with it.
+// waitHostGone waits until an ended execution's host record is deleted
+// with it: the host list leaves it out, and /v1/hosts/{id} answers 410
+// gone (the end this gateway saw) or 404 (one it did not).
 func (g *gw) waitHostGone(id string, d time.Duration) {
 	g.t.Helper()
 	g.waitHostGoneIn(g.t, id, d)
@@ -281,7 +282,7 @@ func (g *gw) waitHostGoneIn(t testing.TB, id string, d time.Duration) {
 	for {
 		rec, err := g.hostRecord(id)
 		var ae *client.APIError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusGone) && !g.hostListed(id) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -289,6 +290,26 @@ func (g *gw) waitHostGoneIn(t testing.TB, id string, d time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// hostListed reports whether GET /v1/hosts lists host id (or fails).
+func (g *gw) hostListed(id string) bool {
+	c, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hosts, err := c.Hosts(ctx)
+	if err != nil {
+		return true
+	}
+	for _, h := range hosts {
+		if h.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // api does a JSON request with token and returns status and body.

@@ -223,13 +223,13 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	// A session on an execution that ended (terminated, out of runtime)
 	// closes saying so: its caller provisions anew rather than waiting
 	// for an agent to come back.
-	srv.SetHostEnded(func(ctx context.Context, id string) string {
+	srv.SetHostEnded(func(ctx context.Context, id string) (string, time.Time) {
 		_, err := docker.Get(ctx, id)
 		var de *dockerhost.Error
 		if errors.As(err, &de) && de.Code == dockerhost.CodeGone && de.Reason != "" {
-			return "reason " + de.Reason
+			return de.Reason, de.EndedAt
 		}
-		return ""
+		return "", time.Time{}
 	})
 	srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
 		if tok.Role != store.RoleAdmin {

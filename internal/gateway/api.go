@@ -146,6 +146,9 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, err)
 		return
 	}
+	if s.endedOffline(w, h) {
+		return
+	}
 	WriteJSON(w, http.StatusOK, s.record(h))
 }
 
@@ -187,6 +190,9 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.storeError(w, err)
+		return
+	}
+	if s.endedOffline(w, h) {
 		return
 	}
 	if h.HostKey == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/hostgate/hostgate/internal/store"
 )
@@ -36,16 +37,25 @@ func (s *Server) SetMeFields(f func(r *http.Request, tok store.Token) map[string
 	s.meFields = f
 }
 
-// SetHostEnded gives the relays the reason a host ended, when it did: f
-// answers, for a host whose tunnel ended by itself, why the host is gone
-// for good (an execution terminated or out of runtime: its end reason),
-// or "" when it is not. The SSH sessions relayed to it then close saying
-// so, not that its agent disconnected, which reads as a host that comes
-// back. Call it before Serve.
-func (s *Server) SetHostEnded(f func(ctx context.Context, id string) string) {
+// SetHostEnded gives the gateway how a host ended, when it did: f
+// answers, for a host id, its end reason ("terminated", "runtime", …: an
+// execution that ended for good) and when, or "" when it did not end. The
+// SSH sessions relayed to it then close saying so, not that its agent
+// disconnected, which reads as a host that comes back, and its routes
+// answer 410 gone with the reason and endedAt, as the executions API
+// answers the execution. Call it before Serve.
+func (s *Server) SetHostEnded(f func(ctx context.Context, id string) (reason string, endedAt time.Time)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hostEnded = f
+}
+
+// HostGone answers, for host id whose execution ended for good
+// (SetHostEnded), 410 gone with its reason and endedAt, and reports
+// whether it did: routes added on Mux answer an ended sandbox's host as
+// the gateway's own do.
+func (s *Server) HostGone(w http.ResponseWriter, id string) bool {
+	return s.hostGone(w, id)
 }
 
 // StoreUnavailable reports whether err, from Authenticate, says the state

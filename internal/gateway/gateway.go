@@ -193,8 +193,8 @@ type Server struct {
 
 	mu            sync.Mutex
 	front         func(http.Handler) http.Handler
-	meFields      func(*http.Request, store.Token) map[string]any // SetMeFields; guarded by mu
-	hostEnded     func(ctx context.Context, id string) string     // SetHostEnded; guarded by mu
+	meFields      func(*http.Request, store.Token) map[string]any          // SetMeFields; guarded by mu
+	hostEnded     func(ctx context.Context, id string) (string, time.Time) // SetHostEnded; guarded by mu
 	closing       bool
 	wg            sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
 	live          liveSet        // relays and tunnels by token, for revocation

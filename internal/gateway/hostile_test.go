@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -228,49 +229,54 @@ func TestReplacedBeforeUpgradeSaysSo(t *testing.T) {
 func TestEndedHostSaysSo(t *testing.T) {
 	e := newEnv(t, nil)
 	admin := e.token(store.RoleAdmin)
-	e.srv.SetHostEnded(func(_ context.Context, id string) string {
+	endedAt := time.Date(2026, 12, 3, 19, 4, 44, 512000000, time.FixedZone("CET", 3600))
+	e.srv.SetHostEnded(func(_ context.Context, id string) (string, time.Time) {
 		if id == "ended" || id == "forgotten" || id == "ending" {
-			return "reason runtime"
+			return "runtime", endedAt
 		}
-		return ""
+		return "", time.Time{}
 	})
-	// An ended execution's host record goes with it: asking for the host
-	// then (its record, a certificate, a session) is 404 saying that it
-	// ended and why, not only "no such host", which its caller could not
-	// act on.
-	for _, c := range []struct{ method, path string }{
-		{"GET", "/v1/hosts/forgotten"},
-		{"POST", "/v1/hosts/forgotten/certificates"},
-		{"GET", "/v1/hosts/forgotten/ssh"},
-	} {
-		var body any
-		if c.method == "POST" {
-			_, pub := newKey(t)
-			body = map[string]string{"publicKey": pub}
-		}
-		if status, code := e.call(c.method, c.path, admin, body, nil); status != http.StatusNotFound || code != "not_found" {
-			t.Errorf("%s %s for an ended execution: %d %s, want 404 not_found", c.method, c.path, status, code)
-		}
-	}
-	for _, p := range []string{"/v1/hosts/forgotten", "/v1/hosts/forgotten/ssh"} {
-		var hdr http.Header
-		if strings.HasSuffix(p, "/ssh") {
-			hdr = http.Header{}
-			wsHeaders(hdr)
-		}
-		if _, b := e.raw("GET", p, admin, hdr); !strings.Contains(string(b), `"message":"host forgotten: its execution ended (reason runtime): provision a new one"`) {
-			t.Errorf("GET %s of an ended execution: %s, want it to say the execution ended and why", p, b)
-		}
-	}
-	// Until its agent is forgotten, an ended execution keeps its record,
-	// offline: a session asked for then is told the same, not that the
-	// host is offline, which reads as one that comes back.
+	// An ended execution's host, asked for by any of its routes (its
+	// record, a certificate, a session), answers as the executions API
+	// answers the execution: 410 gone with the reason and endedAt, and in
+	// words that it ended, why, and what to do. It answered 404
+	// not_found, which told it from a host that never was only in words.
+	// Its record goes with it (forgotten); until its agent is forgotten
+	// it keeps it, offline (ending), and is not coming back either.
 	_, key := newKey(t)
-	e.pin("ending", key)
-	hdr := http.Header{}
-	wsHeaders(hdr)
-	if res, b := e.raw("GET", "/v1/hosts/ending/ssh", admin, hdr); res.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"message":"host ending: its execution ended (reason runtime): provision a new one"`) {
-		t.Errorf("a session on an ended execution whose record is still there: %d %s, want 404 saying it ended and why", res.StatusCode, b)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "ending", Kind: store.KindDocker, HostKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"forgotten", "ending"} {
+		for _, c := range []struct{ method, path string }{
+			{"GET", "/v1/hosts/" + id},
+			{"POST", "/v1/hosts/" + id + "/certificates"},
+			{"GET", "/v1/hosts/" + id + "/ssh"},
+		} {
+			req, _ := http.NewRequestWithContext(e.ctx, c.method, e.ts.URL+c.path, nil)
+			if c.method == "POST" {
+				_, pub := newKey(t)
+				b, _ := json.Marshal(map[string]string{"publicKey": pub})
+				req, _ = http.NewRequestWithContext(e.ctx, c.method, e.ts.URL+c.path, bytes.NewReader(b))
+			}
+			if strings.HasSuffix(c.path, "/ssh") {
+				wsHeaders(req.Header)
+			}
+			req.Header.Set("Authorization", "Bearer "+admin)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			var body wire.ErrorBody
+			_ = json.Unmarshal(b, &body)
+			want := wire.Error{Code: "gone", Message: "host " + id + ": its execution ended (reason runtime): provision a new one",
+				Reason: "runtime", EndedAt: "2026-12-03T18:04:44.512Z"}
+			if res.StatusCode != http.StatusGone || body.Error != want {
+				t.Errorf("%s %s of an ended execution: %d %s, want 410 %+v", c.method, c.path, res.StatusCode, b, want)
+			}
+		}
 	}
 	// The previews' words (OfflineReason) are the API's.
 	for id, want := range map[string]string{"forgotten": "its execution ended (reason runtime)", "ending": "its execution ended (reason runtime)", "never": ""} {
@@ -278,8 +284,12 @@ func TestEndedHostSaysSo(t *testing.T) {
 			t.Errorf("OfflineReason(%s) = %v %q, want %q", id, ended, why, want)
 		}
 	}
-	if _, b := e.raw("GET", "/v1/hosts/never", admin, nil); !strings.Contains(string(b), `"message":"no such host"`) {
-		t.Errorf("GET of a host that never was: %s, want no such host", b)
+	if res, b := e.raw("GET", "/v1/hosts/never", admin, nil); res.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"message":"no such host"`) {
+		t.Errorf("GET of a host that never was: %d %s, want 404 no such host", res.StatusCode, b)
+	}
+	// A token that does not reach the host learns nothing of its end.
+	if res, b := e.raw("GET", "/v1/hosts/forgotten", e.token(store.RoleClient, "other"), nil); res.StatusCode != http.StatusNotFound || strings.Contains(string(b), "ended") {
+		t.Errorf("GET of an ended host by a token for another: %d %s, want 404 saying nothing of its end", res.StatusCode, b)
 	}
 	for id, want := range map[string]string{
 		"ended": "host ended: its execution ended (reason runtime): provision a new one",

@@ -100,17 +100,27 @@ func (c *relayCaller) Close() error {
 	return err
 }
 
-// endedHost is why host id ended for good (SetHostEnded), or "".
-func (s *Server) endedHost(id string) string {
+// hostEnd is how host id, an execution, ended for good (SetHostEnded):
+// its end reason and when; reason is "" when it did not.
+func (s *Server) hostEnd(id string) (reason string, at time.Time) {
 	s.mu.Lock()
 	f := s.hostEnded
 	s.mu.Unlock()
 	if f == nil {
-		return ""
+		return "", time.Time{}
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, hostEndedTimeout)
 	defer cancel()
 	return f(ctx, id)
+}
+
+// endedHost is why host id ended for good, in words ("reason runtime"),
+// or "".
+func (s *Server) endedHost(id string) string {
+	if reason, _ := s.hostEnd(id); reason != "" {
+		return "reason " + reason
+	}
+	return ""
 }
 
 // OfflineReason says, for a caller who finds host id offline or unknown,
@@ -130,17 +140,42 @@ func endedMessage(id, why string) string {
 	return wire.HostMessage(id, "its execution ended ("+why+"): provision a new one")
 }
 
-// hostNotFound answers a request for host id, which has no record: 404,
-// which says, for an execution that ended (its record goes with it), that
-// it did and why, so a caller holding its id learns to provision anew
-// rather than doubt the id. The status and code stay those of a host
-// that never was, which callers wait for (the record's end).
-func (s *Server) hostNotFound(w http.ResponseWriter, id string) {
-	msg := "no such host"
-	if why := s.endedHost(id); why != "" {
-		msg = endedMessage(id, why)
+// codeGone is the code of an ended execution's answers, the executions
+// API's (dockerhost.CodeGone) and its host's alike.
+const codeGone = "gone"
+
+// hostGone answers a request for host id, when its execution ended for
+// good, as the executions API answers the execution: 410 gone with the
+// reason and endedAt, and reports whether it did. It answered 404
+// not_found, which a caller could tell from a host that never was only by
+// matching the message's words.
+func (s *Server) hostGone(w http.ResponseWriter, id string) bool {
+	reason, at := s.hostEnd(id)
+	if reason == "" {
+		return false
 	}
-	WriteError(w, http.StatusNotFound, "not_found", msg)
+	WriteEndedError(w, http.StatusGone, codeGone, endedMessage(id, "reason "+reason), reason, at)
+	return true
+}
+
+// hostNotFound answers a request for host id, which has no record: 410
+// gone for an execution that ended (its record goes with it), so that a
+// caller holding its id learns to provision anew rather than doubt the id;
+// 404 otherwise.
+func (s *Server) hostNotFound(w http.ResponseWriter, id string) {
+	if s.hostGone(w, id) {
+		return
+	}
+	WriteError(w, http.StatusNotFound, "not_found", "no such host")
+}
+
+// endedOffline answers, for host h, offline, whose execution ended for
+// good but whose record is still there (until its agent is forgotten), as
+// hostNotFound answers once the record has gone, and reports whether it
+// did. Only a sandbox's is asked about: asking costs a machine's host a
+// store read.
+func (s *Server) endedOffline(w http.ResponseWriter, h store.Host) bool {
+	return h.Kind == store.KindDocker && !s.route.Connected(h.ID) && s.hostGone(w, h.ID)
 }
 
 // hostEndedTimeout bounds asking why a host ended, as a relay closes: a
@@ -220,8 +255,7 @@ func (s *Server) openError(w http.ResponseWriter, r *http.Request, id string, er
 		// An execution that ended keeps its record a moment, until its
 		// agent is forgotten: it is not coming back, so say what its
 		// record's end will.
-		if why := s.endedHost(id); why != "" {
-			WriteError(w, http.StatusNotFound, "not_found", endedMessage(id, why))
+		if s.hostGone(w, id) {
 			return
 		}
 		msg := "not connected to the gateway"

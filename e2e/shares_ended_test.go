@@ -65,10 +65,31 @@ func TestSharesEndWithTheirExecution(t *testing.T) {
 			t.Fatalf("%s:8000 shared answers %q, as the never-shared 8001 does", id, shared)
 		}
 	}
-	wantGone := func(id string) {
+	// wantGone: an ended execution's shares are gone with it. Its shares
+	// answer what its other host routes do, 410 gone with the end's
+	// reason, where an empty list said nothing of the sandbox being gone;
+	// one whose end no gateway saw (no tombstone: reason "") lists none.
+	wantGone := func(id, reason string) {
 		t.Helper()
-		if l := listed(id); strings.Contains(l, `"port"`) {
-			t.Errorf("%s ended, and its shares still list one: %s", id, l)
+		if reason == "" {
+			if l := listed(id); strings.Contains(l, `"port"`) {
+				t.Errorf("%s ended, and its shares still list one: %s", id, l)
+			}
+		} else {
+			status, b := g.api("GET", "/v1/hosts/"+id+"/shares", g.admin, nil)
+			var body struct {
+				Error struct{ Code, Reason, EndedAt string } `json:"error"`
+			}
+			_ = json.Unmarshal(b, &body)
+			if status != http.StatusGone || body.Error.Code != "gone" || body.Error.Reason != reason || body.Error.EndedAt == "" {
+				t.Errorf("%s ended (%s): its shares answer %d %s, want 410 gone with reason %s and endedAt", id, reason, status, b, reason)
+			}
+			// A share of it is refused the same way, not as a host never
+			// enrolled.
+			status, b = g.api("POST", "/v1/hosts/"+id+"/shares", g.admin, map[string]any{"port": 8000, "ttlSeconds": 3600})
+			if status != http.StatusGone || !strings.Contains(string(b), `"reason":"`+reason+`"`) {
+				t.Errorf("share of %s, ended (%s): %d %s, want 410 gone with reason %s", id, reason, status, b, reason)
+			}
 		}
 		if shared, never := anon(id, "8000"), anon(id, "8001"); shared != never {
 			t.Errorf("%s ended: its shared 8000 answers %q, its never-shared 8001 %q", id, shared, never)
@@ -100,10 +121,10 @@ func TestSharesEndWithTheirExecution(t *testing.T) {
 	if err := c.Terminate(ctx, deleted.ExecutionID); err != nil {
 		t.Fatal(err)
 	}
-	wantGone(deleted.ExecutionID)
+	wantGone(deleted.ExecutionID, "terminated")
 
 	waitEnded(c, ran.ExecutionID, 2*time.Minute)
-	wantGone(ran.ExecutionID)
+	wantGone(ran.ExecutionID, "runtime")
 
 	// Ended while no gateway ran: the restarted gateway reaps it.
 	short.ExecutionID = "rst-" + suffix
@@ -127,5 +148,5 @@ func TestSharesEndWithTheirExecution(t *testing.T) {
 	if _, err := c2.Execution(ctx, reaped.ExecutionID); apiErr(err) == nil || apiErr(err).Status != http.StatusNotFound {
 		t.Fatalf("%s after the restart: %v, want 404", reaped.ExecutionID, err)
 	}
-	wantGone(reaped.ExecutionID)
+	wantGone(reaped.ExecutionID, "")
 }

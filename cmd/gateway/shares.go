@@ -376,6 +376,9 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 			By: tok.Name, TokenID: owner, Session: session, Created: now}
 		if err := shares.Put(r.Context(), sh); err != nil {
 			if errors.Is(err, errNoHost) {
+				if srv.HostGone(w, id) {
+					return
+				}
 				gateway.WriteError(w, http.StatusNotFound, "not_found", "host "+id+" is not enrolled: a share is of an enrolled host's port, and ends when the host is removed or, for a sandbox, when its execution ends; share it once its agent has connected")
 				return
 			}
@@ -409,8 +412,16 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 				out = append(out, shareJSON(sh, func(h string, p int) (string, string) { return urls(r, h, p) }))
 			}
 		}
+		// An ended sandbox's shares end with it: its empty list said
+		// nothing of the sandbox being gone. Asked only then, as asking
+		// costs a machine's host a store read.
+		if len(out) == 0 && srv.HostGone(w, id) {
+			return
+		}
 		gateway.WriteJSON(w, http.StatusOK, map[string]any{"shares": out})
 	})
+	// Idempotent, as DELETE /v1/executions/{id} is: an ended sandbox's
+	// share ended with it, so ending it again is done (204), not gone.
 	mux.HandleFunc("DELETE /v1/hosts/{id}/shares/{port}", func(w http.ResponseWriter, r *http.Request) {
 		_, id, ok := srv.Caller(w, r)
 		if !ok {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"html"
 	"io"
 	"net"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/client"
 )
 
 // TestPreviewThroughGateway checks the preview path form end to end, real
@@ -437,8 +441,28 @@ func TestPreviewOfEndedSandboxSaysSo(t *testing.T) {
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	body := html.UnescapeString(string(b))
-	if res.StatusCode != http.StatusNotFound || !strings.Contains(body, "Host "+e.ExecutionID+" is gone: its execution ended (reason ") ||
+	if res.StatusCode != http.StatusGone || !strings.Contains(body, "Host "+e.ExecutionID+" is gone: its execution ended (reason ") ||
 		!strings.Contains(body, "provision a new sandbox") {
 		t.Errorf("the preview of an ended sandbox: %d %s", res.StatusCode, body)
+	}
+	// A program reads the reason and end the executions API gives.
+	_, err = c.Execution(ctx, e.ExecutionID)
+	var gone *client.APIError
+	if !errors.As(err, &gone) || gone.Code != "gone" || gone.Reason != "terminated" {
+		t.Fatalf("the executions API on the ended sandbox: %v", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err = (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pe struct {
+		Error struct{ Code, Reason, EndedAt string }
+	}
+	err = json.NewDecoder(res.Body).Decode(&pe)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusGone || pe.Error.Code != "gone" || pe.Error.Reason != "terminated" ||
+		pe.Error.EndedAt != gone.EndedAt.UTC().Format(time.RFC3339Nano) {
+		t.Errorf("the preview of an ended sandbox, to a program: %d %+v (%v), want gone, terminated, %v", res.StatusCode, pe.Error, err, gone.EndedAt)
 	}
 }

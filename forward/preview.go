@@ -40,8 +40,15 @@ var ErrUnknownHost = errors.New("forward: no such host")
 type HostGoneError struct {
 	Err error
 	// Ended says the host is gone for good: a sandbox whose execution
-	// ended. The answer is then 404: reloading will not bring it back.
+	// ended. The answer is then 410 gone, as the gateway's API answers
+	// the execution and its host: reloading will not bring it back.
 	Ended bool
+	// Reason and EndedAt, with Ended, say why and when the execution
+	// ended, as the executions API's gone answer does ("runtime",
+	// "terminated", …): a program tells an ended sandbox from a path
+	// its dev server lacks by the code, and reads these.
+	Reason  string
+	EndedAt time.Time
 	// Why is for a person, lower case, without a final period: "its
 	// execution ended (reason runtime)", "its agent was refused 5s ago:
 	// …".
@@ -842,10 +849,17 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		gone = &HostGoneError{}
 	}
 	if gone.Ended && gone.Why != "" {
-		p.writeError(w, r, http.StatusNotFound, "not_found",
+		var fields map[string]string
+		if gone.Reason != "" {
+			fields = map[string]string{"reason": gone.Reason}
+			if !gone.EndedAt.IsZero() {
+				fields["endedAt"] = gone.EndedAt.UTC().Format(time.RFC3339Nano)
+			}
+		}
+		p.writeErrorFields(w, r, http.StatusGone, "gone",
 			fmt.Sprintf("Host %s is gone: %s.", t.hostID, gone.Why),
 			forOwner(r, "It does not come back: provision a new sandbox, start the dev server there and open its preview.",
-				"It does not come back: ask whoever shared this link for a new one."))
+				"It does not come back: ask whoever shared this link for a new one."), fields)
 		return
 	}
 	if errors.Is(err, ErrUnknownHost) {

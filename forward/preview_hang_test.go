@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -229,7 +230,8 @@ func TestPreviewNavigationBoundSparesTheRest(t *testing.T) {
 }
 
 // A host the gateway knows more about than "not connected" is named with
-// it: a sandbox whose execution ended is gone (404, nothing to reload),
+// it: a sandbox whose execution ended is gone (410 with its reason and
+// end, as the API answers it; nothing to reload),
 // a host whose agent is refused says why and who can fix it, where the
 // page told both to start or reconnect the agent.
 func TestPreviewHostGoneSaysWhy(t *testing.T) {
@@ -237,7 +239,8 @@ func TestPreviewHostGoneSaysWhy(t *testing.T) {
 	p, err := NewPreview(func(ctx context.Context, hostID string, port int) (net.Conn, error) {
 		switch hostID {
 		case "ended":
-			return nil, &HostGoneError{Err: fmt.Errorf("%w: no record", ErrUnknownHost), Ended: true, Why: "its execution ended (reason runtime)"}
+			return nil, &HostGoneError{Err: fmt.Errorf("%w: no record", ErrUnknownHost), Ended: true, Why: "its execution ended (reason runtime)",
+				Reason: "runtime", EndedAt: time.Date(2026, 12, 5, 7, 0, 0, 5, time.FixedZone("x", 3600))}
 		case "refused":
 			return nil, &HostGoneError{Err: ErrHostUnavailable, Why: "its agent was refused 5s ago: it presents another host key than the pinned one (if the machine was reinstalled, an admin runs `gateway host reset-key refused`)"}
 		case "quiet":
@@ -255,7 +258,7 @@ func TestPreviewHostGoneSaysWhy(t *testing.T) {
 		status int
 		want   []string
 	}{
-		{"ended", http.StatusNotFound, []string{"Host ended is gone: its execution ended (reason runtime).", "provision a new sandbox"}},
+		{"ended", http.StatusGone, []string{"Host ended is gone: its execution ended (reason runtime).", "provision a new sandbox"}},
 		{"refused", http.StatusServiceUnavailable, []string{"Host refused is not connected.", "Its agent was refused 5s ago", "gateway host reset-key refused", "Reload once that is fixed."}},
 		{"quiet", http.StatusServiceUnavailable, []string{"Host quiet is not connected.", "Start or reconnect the host&#39;s agent"}},
 	} {
@@ -272,10 +275,19 @@ func TestPreviewHostGoneSaysWhy(t *testing.T) {
 			t.Errorf("refused: the page still says to restart the agent: %s", body)
 		}
 	}
-	// An API client gets the same words in the JSON, and the codes.
+	// An API client gets the same words in the JSON, the code, and the
+	// reason and end as the executions API gives them (UTC, RFC 3339).
 	resp, body := get(t, ctx, gw.URL+"/preview/ended/3000/")
-	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) || !strings.Contains(body, "its execution ended (reason runtime)") {
-		t.Errorf("API client, ended: %d %s", resp.StatusCode, body)
+	var e struct {
+		Error struct{ Code, Message, Reason, EndedAt string }
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil || resp.StatusCode != http.StatusGone || e.Error.Code != "gone" ||
+		!strings.Contains(e.Error.Message, "its execution ended (reason runtime)") || e.Error.Reason != "runtime" || e.Error.EndedAt != "2026-12-05T06:00:00.000000005Z" {
+		t.Errorf("API client, ended: %d %s (%v)", resp.StatusCode, body, err)
+	}
+	// A quiet host's answer has neither.
+	if _, body := get(t, ctx, gw.URL+"/preview/quiet/3000/"); strings.Contains(body, "reason") || strings.Contains(body, "endedAt") {
+		t.Errorf("API client, quiet: %s", body)
 	}
 }
 

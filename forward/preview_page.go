@@ -82,6 +82,12 @@ func (p *Preview) WritePage(w http.ResponseWriter, r *http.Request, status int, 
 // writeError answers with the project's JSON error shape, or an HTML page
 // for browsers.
 func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string) {
+	p.writeErrorFields(w, r, status, code, msg, hint, nil)
+}
+
+// writeErrorFields is writeError whose JSON error also carries fields
+// (an ended execution's reason and endedAt, as the API's gone answers).
+func (p *Preview) writeErrorFields(w http.ResponseWriter, r *http.Request, status int, code, msg, hint string, fields map[string]string) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -118,5 +124,9 @@ func (p *Preview) writeError(w http.ResponseWriter, r *http.Request, status int,
 	if hint != "" {
 		m += " " + hint
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": m}})
+	e := map[string]string{"code": code, "message": m}
+	for k, v := range fields {
+		e[k] = v
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": e})
 }

@@ -254,8 +254,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			default:
 				return nil, err
 			}
-			ended, why := srv.OfflineReason(hostID)
-			return nil, &forward.HostGoneError{Err: fmt.Errorf("%w: %w", sentinel, err), Ended: ended, Why: why}
+			return nil, hostGoneError(srv, hostID, sentinel, err)
 		}
 		// Early: the request goes behind the channel open, and a port
 		// nobody listens on fails the round trip, which the proxy answers
@@ -342,8 +341,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			if ctx.Err() != nil {
 				return nil // not known: the page says what the proxy saw
 			}
-			ended, why := srv.OfflineReason(hostID)
-			return &forward.HostGoneError{Err: fmt.Errorf("%w: %w", forward.ErrHostUnavailable, err), Ended: ended, Why: why}
+			return hostGoneError(srv, hostID, forward.ErrHostUnavailable, err)
 		},
 		// The pages' way back, to the gateway's origin: on a preview
 		// origin "/" is the dev server's.
@@ -728,4 +726,17 @@ func terminalEndedWhy(cause error) string {
 		return "the login that opened it ended (logged out, revoked or expired): reload the page to log in again"
 	}
 	return cause.Error()
+}
+
+// hostGoneError is a preview's error for host hostID, which the gateway
+// could not reach (err, marked sentinel), with what it knows of why: an
+// ended execution's reason and time, which its 410 carries as the API's
+// gone answers do, or its agent's last refusal.
+func hostGoneError(srv *gateway.Server, hostID string, sentinel, err error) *forward.HostGoneError {
+	ended, why := srv.OfflineReason(hostID)
+	ge := &forward.HostGoneError{Err: fmt.Errorf("%w: %w", sentinel, err), Ended: ended, Why: why}
+	if ended {
+		ge.Reason, ge.EndedAt = srv.HostEnd(hostID)
+	}
+	return ge
 }

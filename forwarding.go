@@ -159,11 +159,13 @@ func (fw *Forwarding) LastFailure() error {
 // when err says so (ErrConnectFailed: a refused Dial, or an early dial's
 // refusal seen by its first Read or Write).
 func (fw *Forwarding) connectFailed(err error) {
-	if !errors.Is(err, ErrConnectFailed) {
+	if !isConnectFailed(err) {
 		return
 	}
 	fw.countFailure(err)
 }
+
+func isConnectFailed(err error) bool { return errors.Is(err, ErrConnectFailed) }
 
 func (fw *Forwarding) countFailure(err error) {
 	fw.failed.Add(1)
@@ -253,10 +255,10 @@ func (fw *Forwarding) handle(c net.Conn) {
 		// first, so that a client that sees its connection closed finds
 		// LastFailure saying why (the first failed GET through gateway
 		// dev found it nil, as 4 of 5 runs of 100 connections did).
-		w := &refusalWatch{Conn: t, fw: fw}
+		w := &bicopy.ErrWatch{Conn: t, Match: isConnectFailed, Seen: fw.countFailure}
 		st, err := bicopy.Copy(fw.ctx, c, w)
 		if err != nil {
-			w.seen(err) // counted once, if its Read or Write has not
+			w.Check(err) // counted once, if its Read or Write has not
 		}
 		fw.bytesIn.Add(st.AToB)
 		fw.bytesOut.Add(st.BToA)
@@ -266,47 +268,4 @@ func (fw *Forwarding) handle(c net.Conn) {
 	fw.connectFailed(err)
 	fw.bytesIn.Add(st.AToB)
 	fw.bytesOut.Add(st.BToA)
-}
-
-// refusalWatch is an early-dialed connection to the target that records
-// the host's refusal of it (ErrConnectFailed) as its Read or Write returns
-// it, before bicopy.Copy closes the client's side; once per connection.
-// An early dial is an SSH channel, never a socket bicopy would splice, so
-// the wrapper costs no kernel copy; CloseWrite goes through for the
-// half-close.
-type refusalWatch struct {
-	net.Conn
-	fw      *Forwarding
-	counted atomic.Bool
-}
-
-func (r *refusalWatch) Read(p []byte) (int, error) {
-	n, err := r.Conn.Read(p)
-	if err != nil {
-		r.seen(err)
-	}
-	return n, err
-}
-
-func (r *refusalWatch) Write(p []byte) (int, error) {
-	n, err := r.Conn.Write(p)
-	if err != nil {
-		r.seen(err)
-	}
-	return n, err
-}
-
-// CloseWrite half-closes the connection where it can; an error otherwise,
-// on which bicopy closes it, as it does a connection without one.
-func (r *refusalWatch) CloseWrite() error {
-	if cw, ok := r.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
-
-func (r *refusalWatch) seen(err error) {
-	if errors.Is(err, ErrConnectFailed) && r.counted.CompareAndSwap(false, true) {
-		r.fw.countFailure(err)
-	}
 }

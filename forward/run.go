@@ -317,7 +317,8 @@ func (fw *Forward) handle(c net.Conn) {
 	// What a local forward's client sends with its connect goes with an
 	// early open; SOCKS has its handshake to do first.
 	var wait time.Duration
-	if fw.lead != nil && fw.lead(ctx) {
+	early := fw.lead != nil && fw.lead(ctx)
+	if early {
 		wait = bicopy.LeadWait
 	}
 	t, n, err := bicopy.DialLead(c, wait, func() (net.Conn, error) { return fw.dial(ctx, c) })
@@ -334,12 +335,25 @@ func (fw *Forward) handle(c net.Conn) {
 		return
 	}
 	cc := &countConn{Conn: c, in: &fw.bytesIn, out: &fw.bytesOut}
-	// The forward's end tears both conns down through Copy's ctx. An
-	// early dial (DialEarly) learns of a refused connect only here.
-	if _, err := bicopy.Copy(fw.ctx, cc, t); errors.Is(err, hostgate.ErrConnectFailed) {
+	if early {
+		// An early dial (DialEarly) learns of a refused connect from t's
+		// first Read or Write, and Copy closes c before it returns that
+		// error: count it first, so that a client that sees its
+		// connection closed finds it in Stats (counted after Copy, the
+		// 3rd of 100 refused connections was not yet, under -race).
+		w := &bicopy.ErrWatch{Conn: t, Match: isConnectFailed, Seen: func(error) { fw.failed.Add(1) }}
+		if _, err := bicopy.Copy(fw.ctx, cc, w); err != nil {
+			w.Check(err) // counted once, if its Read or Write has not
+		}
+		return
+	}
+	// The forward's end tears both conns down through Copy's ctx.
+	if _, err := bicopy.Copy(fw.ctx, cc, t); isConnectFailed(err) {
 		fw.failed.Add(1)
 	}
 }
+
+func isConnectFailed(err error) bool { return errors.Is(err, hostgate.ErrConnectFailed) }
 
 // countConn counts bytes read from and written to the listening side as they
 // pass, so Stats is live for long connections.

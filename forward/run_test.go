@@ -506,6 +506,36 @@ func TestLocalForwardEarlyRefusedIsFailed(t *testing.T) {
 	}
 }
 
+// TestLocalForwardFailureCountedWhenClientSeesIt: by the time a
+// forwarded connection's client sees it closed, Stats().Failed counts it,
+// with the forward still open. A program asks right after its request
+// failed ("is my dev server up?"); over SSH the refusal comes after the
+// request went out as early data, and the forward closed the client's
+// connection before it counted it (the root package's Forwarding had the
+// same race: TestForwardFailureKnownWhenClientSeesIt).
+func TestLocalForwardFailureCountedWhenClientSeesIt(t *testing.T) {
+	ctx := testCtx(t)
+	fw, err := Run(ctx, newHost(t, earlyOnly{sshTCPClient(t), t}), Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: testenv.RefusedAddr(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	for i := range 100 {
+		c := dialT(t, fw.Addr().String())
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(c); len(b) != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a connection whose connect failed: read %q, %v; want it closed at once", b, err)
+		}
+		_ = c.Close()
+		if st := fw.Stats(); st.Failed != int64(i+1) || st.Connections != int64(i+1) {
+			t.Fatalf("connection %d closed on its client: %+v; want Failed and Connections %d", i+1, st, i+1)
+		}
+	}
+}
+
 // earlyOnly is the SSH client as a forwarder that fails the test when a
 // local forward dials it the late way.
 type earlyOnly struct {

@@ -1395,14 +1395,15 @@ func (h *Docker) List() []Execution {
 func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) (*ExecResult, error) {
 	out, err := h.ExecOutput(ctx, executionID, req)
 	if err != nil {
-		return nil, err
+		return nil, outputInMemory(err)
 	}
 	return out.Result()
 }
 
 // ExecOutput is Exec with the output as the host keeps it (in its output
 // memory, the rest in spool files: Config.OutputMemory): the caller reads
-// it and closes the result.
+// it and closes the result, and the Output of a timeout's or an output
+// overflow's *Error (what the command printed before it was cut).
 func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecRequest) (_ *ExecOutput, err error) {
 	if err := h.policy.ValidateExec(&req); err != nil {
 		return nil, err

@@ -65,7 +65,36 @@ type Error struct {
 	Message string
 	Reason  string
 	EndedAt time.Time
-	Err     error // the cause, if any; not meant for the peer
+	// Output, for an exec's timeout and output_limit, is what the command
+	// printed before it was cut (ExitCode -1): at most maxOutputBytes in
+	// all, and for output_limit the bytes up to that limit. From
+	// ExecOutput it holds the host's output memory or a spool file until
+	// closed: close it. From Exec it is in memory. Nil otherwise.
+	Output *ExecOutput
+	Err    error // the cause, if any; not meant for the peer
+}
+
+// outputInMemory is err with its Error's Output (if any) read into memory
+// and the host's copy closed, for callers that take no output to close
+// (Exec); an output it cannot read is dropped, the error kept.
+func outputInMemory(err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Output == nil {
+		return err
+	}
+	out := e.Output
+	defer func() { _ = out.Close() }()
+	e.Output = nil
+	stdout, serr := out.Stdout.bytes()
+	if serr != nil {
+		return err
+	}
+	stderr, serr := out.Stderr.bytes()
+	if serr != nil {
+		return err
+	}
+	e.Output = &ExecOutput{ExitCode: out.ExitCode, Stdout: OutputOf(stdout), Stderr: OutputOf(stderr), DurationMs: out.DurationMs}
+	return err
 }
 
 func (e *Error) Error() string {

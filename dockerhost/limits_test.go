@@ -204,6 +204,10 @@ func testLimitOutput(t *testing.T) {
 	if ErrorCode(err) != CodeOutputLimit {
 		t.Fatalf("flood: %v, want output_limit", err)
 	}
+	// The error carries what was kept: the limit's worth of "y\n".
+	if got, want := errOutput(t, err), strings.Repeat("y\n", 32<<10); got[0] != want || got[1] != "" {
+		t.Fatalf("flood's output in its error: stdout %d bytes (%.20q…), stderr %q; want the %d bytes kept", len(got[0]), got[0], got[1], len(want))
+	}
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 	if _, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "true", TimeoutMs: 1000}); ErrorCode(err) != CodeGone {
 		t.Fatalf("exec after the flood: %v, want gone", err)
@@ -219,6 +223,42 @@ func testTimeoutDestroys(t *testing.T) {
 		t.Fatalf("got %v, want timeout", err)
 	}
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+// A command cut by its timeout loses nothing it printed: the error
+// carries it (the last lines of a test run that hung), and the execution
+// is destroyed all the same.
+func testTimeoutKeepsOutput(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	_, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", "echo before; echo warned >&2; sleep 100"}, TimeoutMs: 5000})
+	if ErrorCode(err) != CodeTimeout {
+		t.Fatalf("got %v, want timeout", err)
+	}
+	if got := errOutput(t, err); got != [2]string{"before\n", "warned\n"} {
+		t.Fatalf("timeout's output in its error: stdout %q, stderr %q; want \"before\\n\", \"warned\\n\"", got[0], got[1])
+	}
+	waitRemoved(t, cli, ex.ContainerID, time.Minute)
+}
+
+// errOutput is the stdout and stderr err's *Error carries.
+func errOutput(t *testing.T, err error) [2]string {
+	t.Helper()
+	var e *Error
+	if !asError(err, &e) || e.Output == nil {
+		t.Fatalf("%v: carries no output", err)
+	}
+	defer func() { _ = e.Output.Close() }()
+	var got [2]string
+	for i, o := range []*Output{e.Output.Stdout, e.Output.Stderr} {
+		s, rerr := o.String()
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		got[i] = s
+	}
+	return got
 }
 
 func testAbortDestroys(t *testing.T) {

@@ -45,6 +45,7 @@ var engineTests = []struct {
 	{"LimitInodes", testLimitInodes},
 	{"LimitDataAndInodes", testLimitDataAndInodes},
 	{"TimeoutDestroys", testTimeoutDestroys},
+	{"TimeoutKeepsOutput", testTimeoutKeepsOutput},
 	{"AbortDestroys", testAbortDestroys},
 	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},
 	{"RuntimeDeadlineHost", testRuntimeDeadlineHost},

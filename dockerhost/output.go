@@ -170,6 +170,15 @@ func (o *Output) String() (string, error) {
 	return b.String(), nil
 }
 
+// bytes reads the whole output into a new slice.
+func (o *Output) bytes() ([]byte, error) {
+	b := make([]byte, o.Len())
+	if _, err := io.ReadFull(o.Reader(), b); err != nil {
+		return nil, fmt.Errorf("%w: read: %w", errOutputSpool, err)
+	}
+	return b, nil
+}
+
 // Close gives back the output's memory and spool file. It is idempotent.
 func (o *Output) Close() error {
 	if o == nil || o.closed {

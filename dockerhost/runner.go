@@ -57,11 +57,13 @@ type process struct {
 
 // Exec runs req in containerID as user, collecting at most maxOutput bytes
 // of stdout and stderr together. On timeout, output overflow or ctx ending
-// it destroys the container and returns an *Error whose Code says which.
+// it destroys the container and returns an *Error whose Code says which;
+// a timeout's and an overflow's carry the output so far (Error.Output), in
+// memory.
 func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64) (*ExecResult, error) {
 	out, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil, nil)
 	if err != nil {
-		return nil, err
+		return nil, outputInMemory(err)
 	}
 	return out.Result()
 }
@@ -89,8 +91,9 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 	budget := &outputBudget{left: maxOutput}
 	stdout := &limitedBuffer{budget: budget, out: &Output{mem: r.mem}}
 	stderr := &limitedBuffer{budget: budget, out: &Output{mem: r.mem}}
+	handedOut := false // the outputs went out in the error (Error.Output)
 	defer func() {
-		if err != nil {
+		if err != nil && !handedOut {
 			_ = stdout.out.Close()
 			_ = stderr.out.Close()
 		}
@@ -131,6 +134,10 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		}
 		return r.run(runCtx, p)
 	}()
+	// A CommandRunner returns as runCtx ends, and its copies of the
+	// command's output may write a moment longer: what the answer holds,
+	// or an error carries, is fixed here.
+	budget.seal()
 	if err != nil {
 		var e *Error
 		switch {
@@ -173,6 +180,15 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent " + why + ": its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
 		default:
 			return nil, way, err
+		}
+		if e.Code == CodeTimeout || e.Code == CodeOutputLimit {
+			// What the command printed before it was cut (the last lines
+			// of a test run that hung): at most maxOutput bytes in all,
+			// as a result's. An overflow keeps the bytes up to the
+			// limit; the rest was never read, as the command was killed
+			// for it. An abort has no caller left to tell.
+			e.Output = &ExecOutput{ExitCode: -1, Stdout: stdout.out, Stderr: stderr.out, DurationMs: time.Since(start).Milliseconds()}
+			handedOut = true
 		}
 		if destroying != nil {
 			destroying(e.Code)
@@ -357,8 +373,20 @@ func (r *ProcessRunner) exitCode(ctx context.Context, execID string) (int, error
 // outputBudget is the byte budget stdout and stderr share. A CommandRunner
 // writes both from separate goroutines, hence the lock.
 type outputBudget struct {
-	mu   sync.Mutex
-	left int64
+	mu     sync.Mutex
+	left   int64
+	sealed bool // the command's exec returned: no more writes
+}
+
+// errOutputSealed refuses a write after the command's exec returned.
+var errOutputSealed = errors.New("output closed: the command's exec returned")
+
+// seal refuses every later write, so the output can be read (or closed)
+// while a runner's copier that has not seen its end yet still writes.
+func (b *outputBudget) seal() {
+	b.mu.Lock()
+	b.sealed = true
+	b.mu.Unlock()
 }
 
 // limitedBuffer is one of stdout/stderr sharing one byte budget, kept in
@@ -372,6 +400,9 @@ type limitedBuffer struct {
 func (w *limitedBuffer) Write(p []byte) (int, error) {
 	w.budget.mu.Lock()
 	defer w.budget.mu.Unlock()
+	if w.budget.sealed {
+		return 0, errOutputSealed
+	}
 	if int64(len(p)) > w.budget.left {
 		n := w.budget.left
 		if err := w.out.write(p[:n]); err != nil {

@@ -438,3 +438,41 @@ func testExecViaEngineSilent(t *testing.T) {
 	}
 	api.silent.Store(false)
 }
+
+// TestTimeoutOutputSealed: a runner's copiers may write a moment after its
+// Run returned (the agent tunnel's return as the timeout ends the
+// command, with output still in flight). The output a timeout's error
+// carries is fixed once exec returns: reading it races no write (-race),
+// later writes are refused, and it reads the same twice.
+func TestTimeoutOutputSealed(t *testing.T) {
+	late := make(chan error, 1)
+	via := fakeRunner(func(ctx context.Context, c Command) (int, error) {
+		_, _ = io.WriteString(c.Stdout, "before\n")
+		<-ctx.Done()
+		go func() {
+			var err error
+			for i := 0; i < 1000 && err == nil; i++ {
+				_, err = io.WriteString(c.Stdout, "late\n")
+			}
+			late <- err
+		}()
+		return -1, context.Cause(ctx)
+	})
+	r := &ProcessRunner{destroy: func(string) error { return nil }}
+	_, _, err := r.exec(context.Background(), "c1", "65534:65534", ExecRequest{Command: "x", TimeoutMs: 50}, 1<<20, via, nil, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeTimeout || e.Output == nil {
+		t.Fatalf("exec past its timeout: %v, want timeout with its output", err)
+	}
+	defer func() { _ = e.Output.Close() }()
+	first, rerr := e.Output.Stdout.String()
+	if rerr != nil || !strings.HasPrefix(first, "before\n") {
+		t.Fatalf("timeout's stdout: %q %v, want it to begin with before\\n", first, rerr)
+	}
+	if werr := <-late; !errors.Is(werr, errOutputSealed) {
+		t.Fatalf("a write after exec returned: %v, want %v", werr, errOutputSealed)
+	}
+	if again, _ := e.Output.Stdout.String(); again != first {
+		t.Fatalf("timeout's stdout changed after exec returned: %q, then %q", first, again)
+	}
+}

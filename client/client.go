@@ -7,6 +7,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,6 +214,15 @@ type APIError struct {
 	// "unknown" (recorded by an older gateway). Empty and zero otherwise.
 	Reason  string
 	EndedAt time.Time
+	// Stdout and Stderr, in an exec's "timeout" (504) and "output_limit"
+	// (422) answers, are what the command printed before it was cut,
+	// the execution destroyed: at most its maxOutputBytes in all, for
+	// output_limit the bytes up to that limit. They are the raw bytes,
+	// as ExecResult's are; StdoutLossy and StderrLossy are ExecResult's
+	// too. Empty for every other answer, and from gateways older than
+	// December 2026.
+	Stdout, Stderr           string
+	StdoutLossy, StderrLossy bool
 
 	named string // the host the error is told under, whose name Error drops from Message
 }
@@ -298,11 +308,36 @@ func errEmptyID(what string) error {
 // is down, say).
 func apiErrorOf(status int, b []byte) *APIError {
 	apiErr := &APIError{Status: status, Code: http.StatusText(status), Message: wire.ForeignAnswer(status, string(b))}
-	var e wire.ErrorBody
+	// An exec cut by its timeout or output limit adds its output so far
+	// (internal/execapi's execError).
+	var e struct {
+		Error struct {
+			wire.Error
+			Stdout      string `json:"stdout"`
+			Stderr      string `json:"stderr"`
+			Encoding    string `json:"encoding"`
+			StdoutLossy bool   `json:"stdoutLossy"`
+			StderrLossy bool   `json:"stderrLossy"`
+		} `json:"error"`
+	}
 	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 		apiErr.Code, apiErr.Message, apiErr.Reason = e.Error.Code, e.Error.Message, e.Error.Reason
 		if t, err := time.Parse(time.RFC3339Nano, e.Error.EndedAt); err == nil {
 			apiErr.EndedAt = t
+		}
+		apiErr.Stdout, apiErr.Stderr = e.Error.Stdout, e.Error.Stderr
+		apiErr.StdoutLossy, apiErr.StderrLossy = e.Error.StdoutLossy, e.Error.StderrLossy
+		if e.Error.Encoding == EncodingBase64 {
+			out, oerr := base64.StdEncoding.DecodeString(apiErr.Stdout)
+			serr, eerr := base64.StdEncoding.DecodeString(apiErr.Stderr)
+			if oerr != nil || eerr != nil {
+				// Not the gateway's: say so rather than hand on
+				// base64 as if it were the output.
+				apiErr.Stdout, apiErr.Stderr = "", ""
+				apiErr.Message += " (its output came as invalid base64 and was dropped)"
+			} else {
+				apiErr.Stdout, apiErr.Stderr = string(out), string(serr)
+			}
 		}
 	}
 	if len(apiErr.Message) > 512 {

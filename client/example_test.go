@@ -49,6 +49,7 @@ func ExampleClient_Provision() {
 	switch {
 	case errors.As(err, &apiErr) && (apiErr.Code == "timeout" || apiErr.Code == "output_limit"):
 		fmt.Println("the command was cut and the sandbox destroyed:", apiErr.Message)
+		fmt.Println("it printed so far:", apiErr.Stdout, apiErr.Stderr) // the last lines of a test run that hung
 		return
 	case errors.As(err, &apiErr) && apiErr.Code == "gone":
 		fmt.Println("the sandbox had ended:", apiErr.Reason, apiErr.EndedAt) // "runtime": RuntimeMs ran out

@@ -250,7 +250,8 @@ const maxExecAnswer = 6*(64<<20) + 64<<10
 
 // Exec runs one command in the execution. A timeout, output overflow or
 // abort is an *APIError with Code "timeout", "output_limit" or "aborted",
-// and the execution is gone afterwards. ctx ending before the answer is
+// and the execution is gone afterwards; a timeout's and an overflow's
+// Stdout and Stderr hold what the command printed before it was cut. ctx ending before the answer is
 // such an abort: Exec returns ctx's error (for errors.Is), saying so, and
 // the gateway, seeing its caller gone, destroys the execution (410 from
 // then on); bound a command with TimeoutMs (which also destroys it), or

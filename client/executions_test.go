@@ -321,3 +321,47 @@ func TestExecCutByCtxSaysTheExecutionGoes(t *testing.T) {
 		t.Errorf("exec cut by its ctx: %q is net/http's error", err)
 	}
 }
+
+// TestExecCutOutput: an exec's timeout and output_limit answers carry what
+// the command printed before it was cut; the *APIError holds it, raw
+// (base64 decoded), with the lossy flags, and its Error text does not.
+// Other errors hold none.
+func TestExecCutOutput(t *testing.T) {
+	answers := map[string]string{
+		"hung":  `{"error":{"code":"timeout","message":"command ran longer than 100 ms; the execution was destroyed","stdout":"before\n","stderr":"warn \ufffd\n","stderrLossy":true}}`,
+		"flood": `{"error":{"code":"output_limit","message":"stdout and stderr exceeded 4 bytes; the execution was destroyed","stdout":"/3kK","stderr":"eQ==","encoding":"base64"}}`,
+		"bad":   `{"error":{"code":"timeout","message":"timed out","stdout":"not base64!","stderr":"","encoding":"base64"}}`,
+		"other": `{"error":{"code":"gone","message":"execution \"other\" ended","reason":"timeout"}}`,
+	}
+	status := map[string]int{"hung": http.StatusGatewayTimeout, "flood": http.StatusUnprocessableEntity, "bad": http.StatusGatewayTimeout, "other": http.StatusGone}
+	c, ctx := standIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.Split(r.URL.Path, "/")[3] // /v1/executions/{id}/exec
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status[id])
+		_, _ = io.WriteString(w, answers[id])
+	}))
+	for _, tc := range []struct {
+		id, stdout, stderr string
+		lossy, b64         bool
+		msg                string
+	}{
+		{"hung", "before\n", "warn \ufffd\n", true, false, "command ran longer than 100 ms; the execution was destroyed (504 timeout)"},
+		{"flood", "\xffy\n", "y", false, true, "stdout and stderr exceeded 4 bytes; the execution was destroyed (422 output_limit)"},
+		{"bad", "", "", false, true, "timed out (its output came as invalid base64 and was dropped) (504 timeout)"},
+		{"other", "", "", false, false, "execution \"other\" ended (410 gone)"},
+	} {
+		req := ExecRequest{Command: "x", TimeoutMs: 100}
+		if tc.b64 {
+			req.Encoding = EncodingBase64
+		}
+		_, err := c.Exec(ctx, tc.id, req)
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != status[tc.id] || ae.Stdout != tc.stdout || ae.Stderr != tc.stderr || ae.StderrLossy != tc.lossy || ae.StdoutLossy {
+			t.Errorf("%s: %#v, want stdout %q, stderr %q, stderrLossy %v", tc.id, err, tc.stdout, tc.stderr, tc.lossy)
+			continue
+		}
+		if got := err.Error(); got != "gateway: "+tc.msg {
+			t.Errorf("%s: %q, want %q (the output stays out of the text)", tc.id, got, "gateway: "+tc.msg)
+		}
+	}
+}

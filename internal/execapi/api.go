@@ -20,6 +20,7 @@ import (
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/execroutes"
 	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/textcut"
 )
@@ -370,6 +371,15 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 			// The execution is gone: so is its host.
 			a.stopAgent(id)
 		}
+		if de := (*dockerhost.Error)(nil); errors.As(err, &de) && de.Output != nil {
+			defer func() { _ = de.Output.Close() }()
+			if status, ok := statusOf[de.Code]; ok {
+				// What the command printed before its timeout or output
+				// limit cut it: the last lines of a test run that hung.
+				writeErrorOutput(w, a.log, status, errorOf(de), de.Output, body.Encoding)
+				return
+			}
+		}
 		a.fail(w, err)
 		return
 	}
@@ -550,11 +560,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	if errors.As(err, &de) {
 		status, ok := statusOf[de.Code]
 		if ok {
-			msg := de.Message
-			if de.Field != "" {
-				msg = de.Field + ": " + msg
-			}
-			gateway.WriteEndedError(w, status, de.Code, msg, de.Reason, de.EndedAt)
+			gateway.WriteJSON(w, status, wire.ErrorBody{Error: errorOf(de)})
 			return
 		}
 	}
@@ -564,6 +570,15 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	}
 	a.log.Error("executions", "err", err)
 	gateway.WriteError(w, http.StatusBadGateway, "engine_error", "the container engine failed; see the gateway log")
+}
+
+// errorOf is de as the API's JSON error says it, its field named.
+func errorOf(de *dockerhost.Error) wire.Error {
+	msg := de.Message
+	if de.Field != "" {
+		msg = de.Field + ": " + msg
+	}
+	return gateway.EndedError(de.Code, msg, de.Reason, de.EndedAt)
 }
 
 // notExecutionHost is the conflict an ErrNotExecutionHost answers: it

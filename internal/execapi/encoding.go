@@ -12,6 +12,7 @@ import (
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
 // Encodings of an exec's stdin, stdout and stderr on the wire (the
@@ -105,22 +106,62 @@ func writeAnswerFrom(w http.ResponseWriter, log *slog.Logger, out *dockerhost.Ex
 		ExecResult: dockerhost.ExecResult{ExitCode: out.ExitCode, Stdout: stdoutMark, Stderr: stderrMark, DurationMs: out.DurationMs, OOMKilled: out.OOMKilled},
 		Encoding:   encoding,
 	}
-	frame, err := json.Marshal(a)
+	writeOutputs(w, log, http.StatusOK, func(outLossy, errLossy bool) any {
+		a.StdoutLossy, a.StderrLossy = outLossy, errLossy
+		return a
+	}, stdout, stderr, encoding)
+}
+
+// execErrorAnswer is the error answer of an exec its timeout or output
+// limit cut (the execution destroyed), with what the command printed
+// before it was: stdout and stderr, and the flags, as a result's. From
+// dockerhost they are at most maxOutputBytes in all (for output_limit,
+// the bytes up to that limit; the rest was never read), as an answer's.
+type execErrorAnswer struct {
+	Error execError `json:"error"`
+}
+
+type execError struct {
+	wire.Error
+	Stdout      string `json:"stdout"`
+	Stderr      string `json:"stderr"`
+	Encoding    string `json:"encoding,omitempty"`
+	StdoutLossy bool   `json:"stdoutLossy,omitempty"`
+	StderrLossy bool   `json:"stderrLossy,omitempty"`
+}
+
+// writeErrorOutput answers status with the error body e and out, the
+// output its command printed, streamed as writeAnswer streams a result's.
+func writeErrorOutput(w http.ResponseWriter, log *slog.Logger, status int, e wire.Error, out *dockerhost.ExecOutput, encoding string) {
+	a := execErrorAnswer{Error: execError{Error: e, Stdout: stdoutMark, Stderr: stderrMark, Encoding: encoding}}
+	writeOutputs(w, log, status, func(outLossy, errLossy bool) any {
+		a.Error.StdoutLossy, a.Error.StderrLossy = outLossy, errLossy
+		return a
+	}, out.Stdout.Reader(), out.Stderr.Reader(), encoding)
+}
+
+// writeOutputs answers status with the JSON of frame, whose stdout and
+// stderr are the marks, with the readers' bytes in their place, streamed
+// in encoding; frame is called again with the lossy flags once both are
+// written, for the tail after stderr (where the flags are).
+func writeOutputs(w http.ResponseWriter, log *slog.Logger, status int, frame func(outLossy, errLossy bool) any, stdout, stderr io.Reader, encoding string) {
+	head, err := json.Marshal(frame(false, false))
 	if err != nil {
-		panic(err) // not reached: execAnswer always marshals
+		panic(err) // not reached: the answers always marshal
 	}
-	i, j := bytes.Index(frame, outMarkJSON), bytes.Index(frame, errMarkJSON)
-	gateway.WriteJSONHeader(w, http.StatusOK)
+	i, j := bytes.Index(head, outMarkJSON), bytes.Index(head, errMarkJSON)
+	gateway.WriteJSONHeader(w, status)
 	bw := bufio.NewWriterSize(w, answerBuffer)
 	buf := make([]byte, answerBuffer)
 	write := writeJSONStream
 	if encoding == encodingBase64 {
 		write = writeBase64Stream
 	}
-	bw.Write(frame[:i])
-	if a.StdoutLossy, err = write(bw, stdout, buf); err == nil {
-		bw.Write(frame[i+len(outMarkJSON) : j])
-		a.StderrLossy, err = write(bw, stderr, buf)
+	var outLossy, errLossy bool
+	bw.Write(head[:i])
+	if outLossy, err = write(bw, stdout, buf); err == nil {
+		bw.Write(head[i+len(outMarkJSON) : j])
+		errLossy, err = write(bw, stderr, buf)
 	}
 	if err != nil {
 		// The status is sent: a cut answer is all that is left to say
@@ -130,9 +171,9 @@ func writeAnswerFrom(w http.ResponseWriter, log *slog.Logger, out *dockerhost.Ex
 		return
 	}
 	// The flags follow stderr, so the frame's tail is marshaled last.
-	frame, _ = json.Marshal(a)
-	j = bytes.Index(frame, errMarkJSON)
-	bw.Write(frame[j+len(errMarkJSON):])
+	tail, _ := json.Marshal(frame(outLossy, errLossy))
+	j = bytes.Index(tail, errMarkJSON)
+	bw.Write(tail[j+len(errMarkJSON):])
 	bw.WriteByte('\n') // as json.Encoder ends each value
 	_ = bw.Flush()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/gateway"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
 // binaryInput is every byte value, then sequences that are not UTF-8: a
@@ -164,6 +165,15 @@ func TestWriteAnswerSameAsWriteJSON(t *testing.T) {
 					if got.Header().Get(h) != want.Header().Get(h) {
 						t.Fatalf("header %s: %q, want %q", h, got.Header().Get(h), want.Header().Get(h))
 					}
+				}
+				// A cut command's error answer carries its output the same way.
+				a := answer(res, enc)
+				e := wire.Error{Code: "timeout", Message: "command ran longer than 5 ms; <the execution> was destroyed"}
+				wantErr, gotErr := httptest.NewRecorder(), httptest.NewRecorder()
+				gateway.WriteJSON(wantErr, http.StatusGatewayTimeout, execErrorAnswer{Error: execError{Error: e, Stdout: a.Stdout, Stderr: a.Stderr, Encoding: enc, StdoutLossy: a.StdoutLossy, StderrLossy: a.StderrLossy}})
+				writeErrorOutput(gotErr, slog.New(slog.DiscardHandler), http.StatusGatewayTimeout, e, outputOf(res), enc)
+				if !bytes.Equal(gotErr.Body.Bytes(), wantErr.Body.Bytes()) || gotErr.Code != wantErr.Code {
+					t.Fatalf("error answer: stdout %q stderr %q encoding %q:\n got %d %q\nwant %d %q", out, errOut, enc, gotErr.Code, gotErr.Body, wantErr.Code, wantErr.Body)
 				}
 			}
 		}

@@ -43,11 +43,17 @@ func WriteError(w http.ResponseWriter, status int, code, msg string) {
 // sandbox's host routes both write it, so that a caller reads one shape
 // (the Go client's APIError.Reason and EndedAt) from either.
 func WriteEndedError(w http.ResponseWriter, status int, code, msg, reason string, endedAt time.Time) {
+	WriteJSON(w, status, wire.ErrorBody{Error: EndedError(code, msg, reason, endedAt)})
+}
+
+// EndedError is WriteEndedError's error, for a body that carries more
+// (an exec's output so far).
+func EndedError(code, msg, reason string, endedAt time.Time) wire.Error {
 	e := wire.Error{Code: code, Message: msg, Reason: reason}
 	if !endedAt.IsZero() {
 		e.EndedAt = endedAt.UTC().Format(time.RFC3339Nano)
 	}
-	WriteJSON(w, status, wire.ErrorBody{Error: e})
+	return e
 }
 
 // isWebSocket reports whether r asks for a WebSocket upgrade. Endpoints

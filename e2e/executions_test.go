@@ -930,12 +930,17 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 				t.Fatalf("after the OOM kill: %q", out)
 			}
 		})
+		// The answer keeps what the command printed before it was cut, as
+		// the agent tunnel carried it: the last lines of a test run that
+		// hung, the limit's worth of a flood.
+		flood := strings.Repeat("y\n", int(execRequest(image).Resources.MaxOutputBytes)/2)
 		for _, tc := range []struct {
 			name, code string
 			req        client.ExecRequest
+			stdout     string
 		}{
-			{"timeout", "timeout", client.ExecRequest{Command: "sleep", Args: []string{"60"}, TimeoutMs: 500}},
-			{"flood", "output_limit", client.ExecRequest{Command: "yes", TimeoutMs: 60000}},
+			{"timeout", "timeout", client.ExecRequest{Command: "/bin/sh", Args: []string{"-c", "echo before; sleep 60"}, TimeoutMs: 2000}, "before\n"},
+			{"flood", "output_limit", client.ExecRequest{Command: "yes", TimeoutMs: 60000}, flood},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -943,6 +948,8 @@ func TestSandboxExecEndingsThroughTunnel(t *testing.T) {
 				_, err := c.Exec(ctx, e.ExecutionID, tc.req)
 				if ae := apiErr(err); ae == nil || ae.Code != tc.code {
 					t.Fatalf("%s: %v, want %s", tc.name, err, tc.code)
+				} else if ae.Stdout != tc.stdout || ae.Stderr != "" {
+					t.Errorf("%s: the answer kept stdout %d bytes %.40q, stderr %q; want %d bytes %.40q", tc.name, len(ae.Stdout), ae.Stdout, ae.Stderr, len(tc.stdout), tc.stdout)
 				}
 				gone(t, e.ExecutionID, tc.name)
 				// The host ended it: its agent's end is not a failure to

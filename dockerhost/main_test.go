@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -127,20 +126,7 @@ func TestEngine(t *testing.T) {
 // test image, or skips (fails under HOSTGATE_E2E=require) without them.
 func engine(t testing.TB) (*client.Client, string) {
 	t.Helper()
-	cli, err := NewClient()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err = cli.Ping(ctx)
-		cancel()
-		if err != nil {
-			_ = cli.Close()
-		}
-	}
-	testenv.RequirePeer(t, "docker engine", err == nil)
-	t.Cleanup(func() { _ = cli.Close() })
-	img := os.Getenv("HOSTGATE_TEST_IMAGE")
-	testenv.RequirePeer(t, "HOSTGATE_TEST_IMAGE", img != "")
-	return cli, img
+	return testenv.DockerEngine(t)
 }
 
 func testCtx(t testing.TB, d time.Duration) context.Context {

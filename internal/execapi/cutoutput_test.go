@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -118,19 +117,7 @@ func apiCode(err error) string {
 // without them.
 func realDocker(t *testing.T) (*dockerhost.Docker, string) {
 	t.Helper()
-	cli, err := dockerhost.NewClient()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err = cli.Ping(ctx)
-		cancel()
-		if err != nil {
-			_ = cli.Close()
-		}
-	}
-	testenv.RequirePeer(t, "docker engine", err == nil)
-	t.Cleanup(func() { _ = cli.Close() })
-	img := os.Getenv("HOSTGATE_TEST_IMAGE")
-	testenv.RequirePeer(t, "HOSTGATE_TEST_IMAGE", img != "")
+	cli, img := testenv.DockerEngine(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	owner := "test-" + hex.EncodeToString(b[:])

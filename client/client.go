@@ -214,13 +214,15 @@ type APIError struct {
 	// "unknown" (recorded by an older gateway). Empty and zero otherwise.
 	Reason  string
 	EndedAt time.Time
-	// Stdout and Stderr, in an exec's "timeout" (504) and "output_limit"
-	// (422) answers, are what the command printed before it was cut,
-	// the execution destroyed: at most its maxOutputBytes in all, for
-	// output_limit the bytes up to that limit. They are the raw bytes,
-	// as ExecResult's are; StdoutLossy and StderrLossy are ExecResult's
-	// too. Empty for every other answer, and from gateways older than
-	// December 2026.
+	// Stdout and Stderr, in the answer of an exec whose command was cut
+	// midway ("timeout" 504 and "output_limit" 422, the execution
+	// destroyed; "agent_lost" 502, "interrupted" and
+	// "storage_unavailable" 503; "gone" 410, the execution ended under
+	// it), are what the command printed before it was cut: at most its
+	// maxOutputBytes in all, for output_limit the bytes up to that
+	// limit. They are the raw bytes, as ExecResult's are; StdoutLossy
+	// and StderrLossy are ExecResult's too. Empty for every other
+	// answer, and from gateways older than December 2026.
 	Stdout, Stderr           string
 	StdoutLossy, StderrLossy bool
 

@@ -1441,6 +1441,15 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 		// reproduce) and counted in ExecStats: not a warning each time.
 		h.logger.Debug("command runner did not start the command; docker exec runs it", "execution", executionID, "err", err)
 	}, func(code string) { e.ending.Store(&ended{at: h.now(), reason: code}) })
+	// cut is what the command printed before it was cut: every error
+	// below that says how it ended carries it on, and one that does not
+	// gives back its memory.
+	cut := cutOutput(err)
+	defer func() {
+		if cut != nil && cutOutput(err) != cut {
+			_ = cut.Close()
+		}
+	}()
 	switch way {
 	case wayRunner:
 		h.execRunner.Add(1)
@@ -1475,7 +1484,7 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 			if inner := (*Error)(nil); errors.As(err, &inner) && inner.Err != nil {
 				cause = inner.Err
 			}
-			return nil, &Error{Code: CodeAgentLost, Message: fmt.Sprintf("the execution's agent ended while the command ran, and the Docker engine has not answered since (%v): the command's exit status and the rest of its output are unknown, and so is whether execution %q lives (the engine may be stopping or restarting)", engineErr, executionID), Err: cause}
+			return nil, &Error{Code: CodeAgentLost, Message: fmt.Sprintf("the execution's agent ended while the command ran, and the Docker engine has not answered since (%v): the command's exit status and the rest of its output are unknown, and so is whether execution %q lives (the engine may be stopping or restarting)", engineErr, executionID), Err: cause, Output: cut}
 		}
 		if gone {
 			reason := EndContainerGone
@@ -1486,24 +1495,30 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 			if reason == EndRuntime {
 				// The deadline removed it while docker exec attached
 				// ("unable to upgrade to tcp, received 500"): say so.
-				return nil, runtimeEnded(e)
+				return nil, withOutput(runtimeEnded(e), cut)
 			}
-			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err}
+			return nil, &Error{Code: CodeGone, Message: fmt.Sprintf("execution %q ended during the command", executionID), Err: err, Output: cut}
 		}
 		if _, lerr := h.lookup(ctx, executionID); lerr != nil {
-			return nil, h.endedDuring(e, lerr) // terminated or expired meanwhile
+			return nil, withOutput(h.endedDuring(e, lerr), cut) // terminated or expired meanwhile
 		}
 		return nil, fmt.Errorf("dockerhost: exec: %w", err)
 	}
 	defer func() {
-		if err != nil {
+		if err != nil && res != nil {
 			_ = res.Close()
 		}
 	}()
 	if _, err := h.lookup(ctx, executionID); err != nil {
 		// Terminated or expired while the command ran: its exit status
-		// is the kill, not the command's.
-		return nil, h.endedDuring(e, err)
+		// is the kill, not the command's; what it printed till then is
+		// the command's.
+		res.ExitCode, res.OOMKilled = -1, false
+		ended := withOutput(h.endedDuring(e, err), res)
+		if cutOutput(ended) == res {
+			res = nil // handed on: the deferred Close is the caller's now
+		}
+		return nil, ended
 	}
 	if res.ExitCode == 137 {
 		res.OOMKilled = h.newOOMKill(ctx, e)

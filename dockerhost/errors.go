@@ -65,13 +65,38 @@ type Error struct {
 	Message string
 	Reason  string
 	EndedAt time.Time
-	// Output, for an exec's timeout and output_limit, is what the command
-	// printed before it was cut (ExitCode -1): at most maxOutputBytes in
-	// all, and for output_limit the bytes up to that limit. From
-	// ExecOutput it holds the host's output memory or a spool file until
-	// closed: close it. From Exec it is in memory. Nil otherwise.
+	// Output, for an exec whose command ended midway (timeout,
+	// output_limit, aborted, agent_lost, interrupted,
+	// storage_unavailable, and gone when the execution ended under it),
+	// is what the command printed before (ExitCode -1): at most
+	// maxOutputBytes in all, and for output_limit the bytes up to that
+	// limit. From ExecOutput it holds the host's output memory or a spool
+	// file until closed: close it. From Exec it is in memory. Nil
+	// otherwise.
 	Output *ExecOutput
 	Err    error // the cause, if any; not meant for the peer
+}
+
+// cutOutput is the Output of err's *Error, nil if none.
+func cutOutput(err error) *ExecOutput {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Output
+	}
+	return nil
+}
+
+// withOutput is err, when it is an *Error, as a copy carrying out (what
+// its command printed before it ended). Otherwise it is err, and out is
+// still the caller's to close.
+func withOutput(err error, out *ExecOutput) error {
+	var e *Error
+	if out == nil || !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.Output = out
+	return &c
 }
 
 // outputInMemory is err with its Error's Output (if any) read into memory

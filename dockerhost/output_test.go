@@ -119,21 +119,29 @@ func TestOutputSpillsInOrder(t *testing.T) {
 
 // Output the gateway can neither hold nor spool (its disk is full, its
 // spool directory gone) answers storage_unavailable and keeps the
-// execution: the gateway's disk is no fault of the command.
+// execution: the gateway's disk is no fault of the command. The error
+// carries what the command printed up to the write that found no room
+// (here the output memory's one chunk, 512 bytes).
 func TestOutputSpoolFailureKeepsExecution(t *testing.T) {
 	r := &ProcessRunner{
-		mem: &outputMemory{limit: 0, dir: filepath.Join(t.TempDir(), "gone")},
+		mem: &outputMemory{limit: outputChunkMin, dir: filepath.Join(t.TempDir(), "gone")},
 		destroy: func(string) error {
 			t.Error("the execution was destroyed")
 			return nil
 		},
 	}
 	via := fakeRunner(func(ctx context.Context, c Command) (int, error) {
-		_, err := io.WriteString(c.Stdout, "hello\n")
+		if _, err := io.WriteString(c.Stdout, "hello\n"); err != nil {
+			return 0, err
+		}
+		_, err := io.WriteString(c.Stdout, strings.Repeat("x", 2*outputChunkMin))
 		return 0, err
 	})
 	_, _, err := r.exec(t.Context(), "c1", "65534:65534", ExecRequest{Command: "x", TimeoutMs: 60000}, 1<<20, via, nil, nil)
 	if ErrorCode(err) != CodeStorageUnavailable || !strings.Contains(err.Error(), "lives on") || !strings.Contains(err.Error(), "state dir") {
 		t.Fatalf("exec with no room for its output: %v, want %s naming the state dir and keeping the execution", err, CodeStorageUnavailable)
+	}
+	if got, want := errOutput(t, err), "hello\n"+strings.Repeat("x", outputChunkMin-len("hello\n")); got[0] != want || got[1] != "" {
+		t.Fatalf("exec with no room for its output: its error's stdout %q, stderr %q; want the %d bytes kept", got[0], got[1], len(want))
 	}
 }

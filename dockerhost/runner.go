@@ -58,8 +58,8 @@ type process struct {
 // Exec runs req in containerID as user, collecting at most maxOutput bytes
 // of stdout and stderr together. On timeout, output overflow or ctx ending
 // it destroys the container and returns an *Error whose Code says which;
-// a timeout's and an overflow's carry the output so far (Error.Output), in
-// memory.
+// every *Error of a command cut midway carries the output so far
+// (Error.Output), in memory.
 func (r *ProcessRunner) Exec(ctx context.Context, containerID, user string, req ExecRequest, maxOutput int64) (*ExecResult, error) {
 	out, _, err := r.exec(ctx, containerID, user, req, maxOutput, nil, nil, nil)
 	if err != nil {
@@ -139,6 +139,16 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 	// or an error carries, is fixed here.
 	budget.seal()
 	if err != nil {
+		// cut is e with what the command printed before it was cut (the
+		// last lines of a test run that hung, of a command that killed
+		// its agent): at most maxOutput bytes in all, as a result's. An
+		// overflow keeps the bytes up to the limit; the rest was never
+		// read, as the command was killed for it.
+		cut := func(e *Error) *Error {
+			e.Output = &ExecOutput{ExitCode: -1, Stdout: stdout.out, Stderr: stderr.out, DurationMs: time.Since(start).Milliseconds()}
+			handedOut = true
+			return e
+		}
 		var e *Error
 		switch {
 		case errors.Is(err, errOutputLimit):
@@ -148,13 +158,13 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		case ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStopping):
 			// An operator's restart must not cost a busy execution its
 			// workspace when a crash would not: adoption takes it back.
-			cut := "the command was cut"
+			how := "the command was cut"
 			if way != wayRunner {
 				// Docker's exec API cannot kill what it started: the
 				// process outlives the attach the stop cut.
-				cut += " (the process docker exec started may still be running)"
+				how += " (the process docker exec started may still be running)"
 			}
-			return nil, way, &Error{Code: CodeInterrupted, Message: context.Cause(ctx).Error() + ": " + cut + "; the execution is kept for the next start", Err: context.Cause(ctx)}
+			return nil, way, cut(&Error{Code: CodeInterrupted, Message: context.Cause(ctx).Error() + ": " + how + "; the execution is kept for the next start", Err: context.Cause(ctx)})
 		case ctx.Err() != nil:
 			// Why the request ended: the caller left (net/http's plain
 			// cancel), or a cause its server gave (the gateway stopping).
@@ -166,30 +176,25 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 		case errors.Is(err, errOutputSpool):
 			// The gateway's disk, not the command: nothing about the
 			// execution is wrong, so it is kept.
-			cut := "the command was cut"
+			how := "the command was cut"
 			if way != wayRunner {
-				cut += " (the process docker exec started may still be running)"
+				how += " (the process docker exec started may still be running)"
 			}
-			return nil, way, &Error{Code: CodeStorageUnavailable, Message: fmt.Sprintf("the gateway could not keep the command's output, which its output memory had no room for, in a file (%v): free space in its state dir, or retry when fewer commands with large output run; %s, the execution lives on", err, cut), Err: err}
+			// What it printed up to the write the disk refused is kept.
+			return nil, way, cut(&Error{Code: CodeStorageUnavailable, Message: fmt.Sprintf("the gateway could not keep the command's output, which its output memory had no room for, in a file (%v): free space in its state dir, or retry when fewer commands with large output run; %s, the execution lives on", err, how), Err: err})
 		case errors.Is(err, ErrRunnerLost):
 			// Not the execution's end: the gateway attaches a new agent.
 			why := "ended while the command ran (did the command kill it?)"
 			if le := (*LostError)(nil); errors.As(err, &le) && le.Why != "" {
 				why = le.Why + " while the command ran"
 			}
-			return nil, way, &Error{Code: CodeAgentLost, Message: "the execution's agent " + why + ": its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err}
+			return nil, way, cut(&Error{Code: CodeAgentLost, Message: "the execution's agent " + why + ": its exit status and the rest of its output are unknown, and it may still be running, no longer bound by timeoutMs (the execution's runtime still is); later commands run as usual", Err: err})
 		default:
 			return nil, way, err
 		}
-		if e.Code == CodeTimeout || e.Code == CodeOutputLimit {
-			// What the command printed before it was cut (the last lines
-			// of a test run that hung): at most maxOutput bytes in all,
-			// as a result's. An overflow keeps the bytes up to the
-			// limit; the rest was never read, as the command was killed
-			// for it. An abort has no caller left to tell.
-			e.Output = &ExecOutput{ExitCode: -1, Stdout: stdout.out, Stderr: stderr.out, DurationMs: time.Since(start).Milliseconds()}
-			handedOut = true
-		}
+		// An abort's too: over HTTP no one reads it, but a Go caller
+		// whose own deadline cut the command does.
+		cut(e)
 		if destroying != nil {
 			destroying(e.Code)
 		}

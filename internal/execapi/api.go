@@ -359,7 +359,13 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	out, err := a.ex.ExecOutput(ctx, id, body.ExecRequest)
 	if dockerhost.ErrorCode(err) == dockerhost.CodeAgentLost && cutByShutdown(r.Context()) {
-		err = &dockerhost.Error{Code: dockerhost.CodeInterrupted, Message: context.Cause(r.Context()).Error() + ": the command was cut; the execution is kept for the next start", Err: err}
+		lost := &dockerhost.Error{Code: dockerhost.CodeInterrupted, Message: context.Cause(r.Context()).Error() + ": the command was cut; the execution is kept for the next start", Err: err}
+		if de := (*dockerhost.Error)(nil); errors.As(err, &de) {
+			// The output so far goes on with it (closed below, as the
+			// error's Output).
+			lost.Output, de.Output = de.Output, nil
+		}
+		err = lost
 	}
 	// The command is done with its stdin: a slow reader of the answer
 	// holds none of it.
@@ -374,8 +380,10 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request) {
 		if de := (*dockerhost.Error)(nil); errors.As(err, &de) && de.Output != nil {
 			defer func() { _ = de.Output.Close() }()
 			if status, ok := statusOf[de.Code]; ok {
-				// What the command printed before its timeout or output
-				// limit cut it: the last lines of a test run that hung.
+				// What the command printed before it was cut (its
+				// timeout, output limit, agent's end, the gateway's
+				// stop, its execution's end): the last lines of a test
+				// run that hung.
 				writeErrorOutput(w, a.log, status, errorOf(de), de.Output, body.Encoding)
 				return
 			}

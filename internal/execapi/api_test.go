@@ -138,7 +138,8 @@ func (f *fakeExecutions) Exec(ctx context.Context, id string, req dockerhost.Exe
 		// closed before keepOnShutdown's ctx saw the shutdown.
 		f.blocked <- struct{}{}
 		<-f.unhold
-		return nil, &dockerhost.Error{Code: dockerhost.CodeAgentLost, Message: "the execution's agent ended while the command ran", Err: dockerhost.ErrRunnerLost}
+		return nil, &dockerhost.Error{Code: dockerhost.CodeAgentLost, Message: "the execution's agent ended while the command ran", Err: dockerhost.ErrRunnerLost,
+			Output: &dockerhost.ExecOutput{ExitCode: -1, Stdout: dockerhost.OutputOf([]byte("before\n")), Stderr: dockerhost.OutputOf(nil)}}
 	case "binary":
 		return &dockerhost.ExecResult{Stdout: string(binaryInput()), Stderr: "\xff", DurationMs: 1}, nil
 	case "tee":
@@ -1407,6 +1408,10 @@ func TestShutdownCutCommandIsInterrupted(t *testing.T) {
 	a := <-answers
 	if code, msg := errCode(a.body); a.status != http.StatusServiceUnavailable || code != dockerhost.CodeInterrupted || !strings.Contains(msg, "shutting down") || !strings.Contains(msg, "kept") {
 		t.Errorf("a command cut by the shutdown: %d %v, want 503 interrupted saying the execution is kept", a.status, a.body)
+	}
+	// What the command printed goes on from the agent_lost to the answer.
+	if e, _ := a.body["error"].(map[string]any); e["stdout"] != "before\n" || e["stderr"] != "" {
+		t.Errorf("a command cut by the shutdown: %v, want its stdout \"before\\n\" and stderr \"\"", a.body)
 	}
 	if _, err := f.ex.Get(context.Background(), id); err != nil {
 		t.Errorf("the execution after its command was cut: %v, want kept", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	dockerclient "github.com/docker/docker/client"
 
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/dockerhost"
@@ -117,13 +118,22 @@ func apiCode(err error) string {
 // without them.
 func realDocker(t *testing.T) (*dockerhost.Docker, string) {
 	t.Helper()
+	h, img, _ := realDockerWith(t, &dockerhost.Config{})
+	return h, img
+}
+
+// realDockerWith is realDocker with cfg (its Owner and CheckpointDir
+// set here), and the engine's client.
+func realDockerWith(t *testing.T, cfg *dockerhost.Config) (*dockerhost.Docker, string, *dockerclient.Client) {
+	t.Helper()
 	cli, img := testenv.DockerEngine(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	owner := "test-" + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h, err := dockerhost.NewDocker(ctx, slog.New(slog.DiscardHandler), cli, &dockerhost.Config{Owner: owner, CheckpointDir: t.TempDir()})
+	cfg.Owner, cfg.CheckpointDir = owner, t.TempDir()
+	h, err := dockerhost.NewDocker(ctx, slog.New(slog.DiscardHandler), cli, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +148,5 @@ func realDocker(t *testing.T) (*dockerhost.Docker, string) {
 			}
 		}
 	})
-	return h, img
+	return h, img, cli
 }

@@ -1402,8 +1402,8 @@ func (h *Docker) Exec(ctx context.Context, executionID string, req ExecRequest) 
 
 // ExecOutput is Exec with the output as the host keeps it (in its output
 // memory, the rest in spool files: Config.OutputMemory): the caller reads
-// it and closes the result, and the Output of a timeout's or an output
-// overflow's *Error (what the command printed before it was cut).
+// it and closes the result, and the Output of an *Error of a command cut
+// midway (what the command printed before it was cut: Error.Output).
 func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecRequest) (_ *ExecOutput, err error) {
 	if err := h.policy.ValidateExec(&req); err != nil {
 		return nil, err

@@ -15,8 +15,9 @@ type ExecutionHost interface {
 	// Exec runs one command in the execution and collects its output. A
 	// timeout, an output overflow or ctx ending destroys the execution; a
 	// command whose runner (the execution's agent) ended under it is
-	// agent_lost, and the execution lives on. A timeout's and an output
-	// overflow's *Error carry what the command printed (Error.Output).
+	// agent_lost, and the execution lives on. The *Error of a command cut
+	// midway (these, a stop's interrupted, a refused output spool, the
+	// execution's end under it) carries what it printed (Error.Output).
 	Exec(ctx context.Context, executionID string, req ExecRequest) (*ExecResult, error)
 	// Checkpoint saves the execution's workspace; it waits for running execs.
 	Checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error)

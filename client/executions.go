@@ -250,8 +250,10 @@ const maxExecAnswer = 6*(64<<20) + 64<<10
 
 // Exec runs one command in the execution. A timeout, output overflow or
 // abort is an *APIError with Code "timeout", "output_limit" or "aborted",
-// and the execution is gone afterwards; a timeout's and an overflow's
-// Stdout and Stderr hold what the command printed before it was cut. ctx ending before the answer is
+// and the execution is gone afterwards. Every answer that cuts a command
+// midway (those, "gone" when the execution ends under it, "agent_lost",
+// "interrupted", "storage_unavailable") holds in its Stdout and Stderr
+// what the command printed before it was cut. ctx ending before the answer is
 // such an abort: Exec returns ctx's error (for errors.Is), saying so, and
 // the gateway, seeing its caller gone, destroys the execution (410 from
 // then on); bound a command with TimeoutMs (which also destroys it), or

@@ -578,13 +578,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.api = api
-	mux := http.NewServeMux()
-	api.Register(mux)
-	base, cancel := context.WithCancelCause(context.Background())
-	f.shutdown = func() { cancel(gateway.ErrShuttingDown) }
-	f.srv = httptest.NewUnstartedServer(mux)
-	f.srv.Config.BaseContext = func(net.Listener) context.Context { return base }
-	f.srv.Start()
+	var cancel context.CancelCauseFunc
+	f.srv, f.shutdown, cancel = serveAPI(api)
 	t.Cleanup(func() {
 		cancel(nil)
 		f.srv.Close()
@@ -594,6 +589,19 @@ func newFixture(t *testing.T) *fixture {
 		_ = st.Close()
 	})
 	return f
+}
+
+// serveAPI serves api on a loopback test server whose requests' contexts
+// end with gateway.ErrShuttingDown when shutdown is called, as the
+// gateway's Close ends them; cancel (nil) ends them at cleanup.
+func serveAPI(api *API) (srv *httptest.Server, shutdown func(), cancel context.CancelCauseFunc) {
+	mux := http.NewServeMux()
+	api.Register(mux)
+	base, cancel := context.WithCancelCause(context.Background())
+	srv = httptest.NewUnstartedServer(mux)
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	return srv, func() { cancel(gateway.ErrShuttingDown) }, cancel
 }
 
 func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, map[string]any) {

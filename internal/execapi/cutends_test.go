@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -149,13 +148,8 @@ func newAgentGateway(t *testing.T) *agentGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	api.Register(mux)
-	base, cancel := context.WithCancelCause(context.Background())
-	g.shutdown = func() { cancel(gateway.ErrShuttingDown) }
-	g.srv = httptest.NewUnstartedServer(mux)
-	g.srv.Config.BaseContext = func(net.Listener) context.Context { return base }
-	g.srv.Start()
+	var cancel context.CancelCauseFunc
+	g.srv, g.shutdown, cancel = serveAPI(api)
 	if g.c, err = client.New(g.srv.URL, "admin-token", nil); err != nil {
 		t.Fatal(err)
 	}

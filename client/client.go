@@ -310,18 +310,8 @@ func errEmptyID(what string) error {
 // is down, say).
 func apiErrorOf(status int, b []byte) *APIError {
 	apiErr := &APIError{Status: status, Code: http.StatusText(status), Message: wire.ForeignAnswer(status, string(b))}
-	// An exec cut by its timeout or output limit adds its output so far
-	// (internal/execapi's execError).
-	var e struct {
-		Error struct {
-			wire.Error
-			Stdout      string `json:"stdout"`
-			Stderr      string `json:"stderr"`
-			Encoding    string `json:"encoding"`
-			StdoutLossy bool   `json:"stdoutLossy"`
-			StderrLossy bool   `json:"stderrLossy"`
-		} `json:"error"`
-	}
+	// An exec cut midway adds its output so far.
+	var e wire.ExecCutErrorBody
 	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 		apiErr.Code, apiErr.Message, apiErr.Reason = e.Error.Code, e.Error.Message, e.Error.Reason
 		if t, err := time.Parse(time.RFC3339Nano, e.Error.EndedAt); err == nil {

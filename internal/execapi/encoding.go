@@ -112,28 +112,13 @@ func writeAnswerFrom(w http.ResponseWriter, log *slog.Logger, out *dockerhost.Ex
 	}, stdout, stderr, encoding)
 }
 
-// execErrorAnswer is the error answer of an exec its timeout or output
-// limit cut (the execution destroyed), with what the command printed
-// before it was: stdout and stderr, and the flags, as a result's. From
-// dockerhost they are at most maxOutputBytes in all (for output_limit,
-// the bytes up to that limit; the rest was never read), as an answer's.
-type execErrorAnswer struct {
-	Error execError `json:"error"`
-}
-
-type execError struct {
-	wire.Error
-	Stdout      string `json:"stdout"`
-	Stderr      string `json:"stderr"`
-	Encoding    string `json:"encoding,omitempty"`
-	StdoutLossy bool   `json:"stdoutLossy,omitempty"`
-	StderrLossy bool   `json:"stderrLossy,omitempty"`
-}
-
 // writeErrorOutput answers status with the error body e and out, the
-// output its command printed, streamed as writeAnswer streams a result's.
+// output its command printed before it was cut (wire.ExecCutError),
+// streamed as writeAnswer streams a result's. From dockerhost it is at
+// most maxOutputBytes in all (for output_limit, the bytes up to that
+// limit; the rest was never read), as an answer's.
 func writeErrorOutput(w http.ResponseWriter, log *slog.Logger, status int, e wire.Error, out *dockerhost.ExecOutput, encoding string) {
-	a := execErrorAnswer{Error: execError{Error: e, Stdout: stdoutMark, Stderr: stderrMark, Encoding: encoding}}
+	a := wire.ExecCutErrorBody{Error: wire.ExecCutError{Error: e, Stdout: stdoutMark, Stderr: stderrMark, Encoding: encoding}}
 	writeOutputs(w, log, status, func(outLossy, errLossy bool) any {
 		a.Error.StdoutLossy, a.Error.StderrLossy = outLossy, errLossy
 		return a

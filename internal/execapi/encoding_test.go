@@ -170,7 +170,7 @@ func TestWriteAnswerSameAsWriteJSON(t *testing.T) {
 				a := answer(res, enc)
 				e := wire.Error{Code: "timeout", Message: "command ran longer than 5 ms; <the execution> was destroyed"}
 				wantErr, gotErr := httptest.NewRecorder(), httptest.NewRecorder()
-				gateway.WriteJSON(wantErr, http.StatusGatewayTimeout, execErrorAnswer{Error: execError{Error: e, Stdout: a.Stdout, Stderr: a.Stderr, Encoding: enc, StdoutLossy: a.StdoutLossy, StderrLossy: a.StderrLossy}})
+				gateway.WriteJSON(wantErr, http.StatusGatewayTimeout, wire.ExecCutErrorBody{Error: wire.ExecCutError{Error: e, Stdout: a.Stdout, Stderr: a.Stderr, Encoding: enc, StdoutLossy: a.StdoutLossy, StderrLossy: a.StderrLossy}})
 				writeErrorOutput(gotErr, slog.New(slog.DiscardHandler), http.StatusGatewayTimeout, e, outputOf(res), enc)
 				if !bytes.Equal(gotErr.Body.Bytes(), wantErr.Body.Bytes()) || gotErr.Code != wantErr.Code {
 					t.Fatalf("error answer: stdout %q stderr %q encoding %q:\n got %d %q\nwant %d %q", out, errOut, enc, gotErr.Code, gotErr.Body, wantErr.Code, wantErr.Body)

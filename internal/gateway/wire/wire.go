@@ -146,6 +146,25 @@ type ErrorBody struct {
 	Error Error `json:"error"`
 }
 
+// ExecCutError is the error of an exec whose command was cut midway
+// (timeout, output_limit, agent_lost, interrupted, storage_unavailable,
+// gone), with what the command printed before it was: stdout and stderr
+// in Encoding ("" for UTF-8 text, "base64"), and the lossy flags, as an
+// exec's result has them.
+type ExecCutError struct {
+	Error
+	Stdout      string `json:"stdout"`
+	Stderr      string `json:"stderr"`
+	Encoding    string `json:"encoding,omitempty"`
+	StdoutLossy bool   `json:"stdoutLossy,omitempty"`
+	StderrLossy bool   `json:"stderrLossy,omitempty"`
+}
+
+// ExecCutErrorBody wraps ExecCutError as it travels.
+type ExecCutErrorBody struct {
+	Error ExecCutError `json:"error"`
+}
+
 // ParseError extracts the error from an answer body; ok is false when the
 // body is not one.
 func ParseError(body []byte) (Error, bool) {

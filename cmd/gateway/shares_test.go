@@ -48,21 +48,7 @@ func TestSharesFollowTheirToken(t *testing.T) {
 
 	do := func(base, method, path, token, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		req.Header.Set("Accept", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return apiDo(t, ctx, base, method, path, token, body)
 	}
 
 	for _, bad := range []string{

@@ -733,10 +733,6 @@ func terminalEndedWhy(cause error) string {
 // ended execution's reason and time, which its 410 carries as the API's
 // gone answers do, or its agent's last refusal.
 func hostGoneError(srv *gateway.Server, hostID string, sentinel, err error) *forward.HostGoneError {
-	ended, why := srv.OfflineReason(hostID)
-	ge := &forward.HostGoneError{Err: fmt.Errorf("%w: %w", sentinel, err), Ended: ended, Why: why}
-	if ended {
-		ge.Reason, ge.EndedAt = srv.HostEnd(hostID)
-	}
-	return ge
+	why, reason, at := srv.OfflineCause(hostID)
+	return &forward.HostGoneError{Err: fmt.Errorf("%w: %w", sentinel, err), Ended: reason != "", Why: why, Reason: reason, EndedAt: at}
 }

@@ -50,12 +50,6 @@ func (s *Server) SetHostEnded(f func(ctx context.Context, id string) (reason str
 	s.hostEnded = f
 }
 
-// HostEnd is why and when host id's execution ended for good
-// (SetHostEnded), as its gone answers say: reason "" if it did not.
-func (s *Server) HostEnd(id string) (reason string, endedAt time.Time) {
-	return s.hostEnd(id)
-}
-
 // HostGone answers, for host id whose execution ended for good
 // (SetHostEnded), 410 gone with its reason and endedAt, and reports
 // whether it did: routes added on Mux answer an ended sandbox's host as

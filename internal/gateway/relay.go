@@ -129,10 +129,18 @@ func (s *Server) endedHost(id string) string {
 // why is then "its execution ended (reason …)"; otherwise why is its
 // agent's last refusal and who can fix it, or "" when nothing is known.
 func (s *Server) OfflineReason(id string) (ended bool, why string) {
-	if w := s.endedHost(id); w != "" {
-		return true, "its execution ended (" + w + ")"
+	why, reason, _ := s.OfflineCause(id)
+	return reason != "", why
+}
+
+// OfflineCause is OfflineReason with, for an execution that ended for
+// good, its end reason and time as its gone answers carry them (reason ""
+// otherwise), from one question to SetHostEnded's answerer.
+func (s *Server) OfflineCause(id string) (why, reason string, endedAt time.Time) {
+	if reason, at := s.hostEnd(id); reason != "" {
+		return "its execution ended (reason " + reason + ")", reason, at
 	}
-	return false, s.agentRefusals.why(id, time.Now())
+	return s.agentRefusals.why(id, time.Now()), "", time.Time{}
 }
 
 // endedMessage says that host id, an execution, ended for good, and why.

@@ -408,6 +408,8 @@ func TestServeHeaderLimit(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
 	get := func(cookie int) (int, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(e.ctx, "GET", "http://"+ln.Addr().String()+"/healthz", nil)
@@ -415,7 +417,7 @@ func TestServeHeaderLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Cookie", "c="+strings.Repeat("x", cookie))
-		res, err := http.DefaultTransport.(*http.Transport).Clone().RoundTrip(req)
+		res, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -412,10 +412,10 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 				out = append(out, shareJSON(sh, func(h string, p int) (string, string) { return urls(r, h, p) }))
 			}
 		}
-		// An ended sandbox's shares end with it: its empty list said
-		// nothing of the sandbox being gone. Asked only then, as asking
-		// costs a machine's host a store read.
-		if len(out) == 0 && srv.HostGone(w, id) {
+		// An ended sandbox's shares end with it, and a mistyped id has
+		// none: an empty list said nothing of either. Asked only then, as
+		// asking costs a store read.
+		if len(out) == 0 && srv.HostAbsent(r.Context(), w, id) {
 			return
 		}
 		gateway.WriteJSON(w, http.StatusOK, map[string]any{"shares": out})

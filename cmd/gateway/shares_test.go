@@ -184,6 +184,11 @@ func TestSharesFollowTheirToken(t *testing.T) {
 	if code, body := do(base, "GET", "/v1/hosts/h1/shares", lastLine(out), ""); code != http.StatusOK || !strings.Contains(body, `"shares":[]`) {
 		t.Fatalf("shares of a revoked token still listed: %d %s", code, body)
 	}
+	// A host never enrolled (a mistyped id) has no shares to list: an
+	// empty list would read as "none yet".
+	if code, body := do(base, "GET", "/v1/hosts/h9/shares", lastLine(out), ""); code != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
+		t.Fatalf("shares of a host never enrolled: %d %s, want 404 not_found", code, body)
+	}
 }
 
 // shareRows is a store.Store holding only shares, which it counts

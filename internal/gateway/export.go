@@ -58,6 +58,12 @@ func (s *Server) HostGone(w http.ResponseWriter, id string) bool {
 	return s.hostGone(w, id)
 }
 
+// HostAbsent answers 410 gone for host id when it ended for good, 404 when
+// it is not enrolled, and reports whether it answered.
+func (s *Server) HostAbsent(ctx context.Context, w http.ResponseWriter, id string) bool {
+	return s.hostAbsent(ctx, w, id)
+}
+
 // StoreUnavailable reports whether err, from Authenticate, says the state
 // store could not answer: the credentials may be good, so the caller
 // should answer 503, not ask to log in.

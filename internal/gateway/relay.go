@@ -177,6 +177,21 @@ func (s *Server) hostNotFound(w http.ResponseWriter, id string) {
 	WriteError(w, http.StatusNotFound, "not_found", "no such host")
 }
 
+// hostAbsent answers, for host id, 410 gone when it ended for good and
+// 404 when it is not enrolled, and reports whether it did; a store that
+// cannot say answers nothing (false). For answers that are empty either
+// way, such as a host's shares, so that they do not read as "none yet".
+func (s *Server) hostAbsent(ctx context.Context, w http.ResponseWriter, id string) bool {
+	if s.hostGone(w, id) {
+		return true
+	}
+	if _, err := s.store.Host(ctx, id); errors.Is(err, store.ErrNotFound) {
+		WriteError(w, http.StatusNotFound, "not_found", "no such host")
+		return true
+	}
+	return false
+}
+
 // endedOffline answers, for host h, offline, whose execution ended for
 // good but whose record is still there (until its agent is forgotten), as
 // hostNotFound answers once the record has gone, and reports whether it

@@ -109,7 +109,7 @@ func ExampleClient_Dial() {
 		fmt.Println("build-01's agent is not connected; try later")
 		return
 	case err != nil:
-		fmt.Println(err) // "host build-01: gateway: no such host (404 not_found)", an invalid token, …
+		fmt.Println(err) // "host build-01: gateway: no such host: no host of this id is enrolled (…) (404 not_found)", an invalid token, …
 		return
 	}
 	defer h.Close()

@@ -712,7 +712,7 @@ func terminalDialError(srv *gateway.Server, id string, err error) error {
 	case why != "":
 		return fmt.Errorf("its agent is not connected to the gateway; %s", why)
 	case errors.Is(err, gateway.ErrUnknownHost):
-		return errors.New("no such host")
+		return errors.New("no such host: the hosts list at / shows those you can open")
 	}
 	return errors.New("its agent is not connected to the gateway: start it on the host (agent connect), then reload this page")
 }

@@ -78,7 +78,7 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 		return tok, "", false
 	}
 	if !store.ValidHostID(id) {
-		WriteError(w, http.StatusNotFound, "not_found", "no such host")
+		WriteError(w, http.StatusNotFound, "not_found", noSuchHost)
 		return tok, "", false
 	}
 	if !tok.Allows(id) {
@@ -256,7 +256,7 @@ func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
 
 func (s *Server) storeError(w http.ResponseWriter, err error) {
 	if errors.Is(err, store.ErrNotFound) {
-		WriteError(w, http.StatusNotFound, "not_found", "no such host")
+		WriteError(w, http.StatusNotFound, "not_found", noSuchHost)
 		return
 	}
 	if errors.Is(context.Cause(s.ctx), ErrShuttingDown) && errors.Is(err, context.Canceled) {

@@ -284,7 +284,7 @@ func TestEndedHostSaysSo(t *testing.T) {
 			t.Errorf("OfflineReason(%s) = %v %q, want %q", id, ended, why, want)
 		}
 	}
-	if res, b := e.raw("GET", "/v1/hosts/never", admin, nil); res.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"message":"no such host"`) {
+	if res, b := e.raw("GET", "/v1/hosts/never", admin, nil); res.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"message":"no such host: `) {
 		t.Errorf("GET of a host that never was: %d %s, want 404 no such host", res.StatusCode, b)
 	}
 	// A token that does not reach the host learns nothing of its end.

@@ -174,8 +174,12 @@ func (s *Server) hostNotFound(w http.ResponseWriter, id string) {
 	if s.hostGone(w, id) {
 		return
 	}
-	WriteError(w, http.StatusNotFound, "not_found", "no such host")
+	WriteError(w, http.StatusNotFound, "not_found", noSuchHost)
 }
+
+// noSuchHost is the 404 of a host id with no record: it says where the
+// enrolled ones are listed, and when a machine's host gets its record.
+const noSuchHost = "no such host: no host of this id is enrolled (GET /v1/hosts lists those that are; a machine's host is enrolled when its agent first connects)"
 
 // hostAbsent answers, for host id, 410 gone when it ended for good and
 // 404 when it is not enrolled, and reports whether it did; a store that
@@ -186,7 +190,7 @@ func (s *Server) hostAbsent(ctx context.Context, w http.ResponseWriter, id strin
 		return true
 	}
 	if _, err := s.store.Host(ctx, id); errors.Is(err, store.ErrNotFound) {
-		WriteError(w, http.StatusNotFound, "not_found", "no such host")
+		WriteError(w, http.StatusNotFound, "not_found", noSuchHost)
 		return true
 	}
 	return false

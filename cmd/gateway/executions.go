@@ -198,7 +198,8 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		}
 		agents = execapi.NewAgents(attach, alive, srv.Store(), srv.Tunnels(), srv.CA().AuthorizedKey(),
 			&execapi.AgentsConfig{Logger: log, KeyDir: filepath.Join(s.Config.StateDir, "execution-keys"), Certify: certify,
-				MakeDirs: []string{dockerhost.WorkspaceTempDir}, Mux: srv.TunnelMux(), KillStopped: docker.KillStopped})
+				MakeDirs: []string{dockerhost.WorkspaceTempDir}, Mux: srv.TunnelMux(), KillStopped: docker.KillStopped,
+				Forgot: s.HostForgotten})
 		docker.SetExecVia(agents.Runner)
 	}
 	// Sandboxes are part of what this gateway serves: an engine that

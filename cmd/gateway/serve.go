@@ -15,7 +15,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -65,6 +67,29 @@ type serving struct {
 	Config *serveConfig
 	Server *gateway.Server
 	Logger *slog.Logger
+
+	forgotMu sync.Mutex
+	forgot   []func(hostID string)
+}
+
+// OnHostForgotten has f told each host whose record this process deleted
+// (an ended execution's), so that what a hook holds in memory for the
+// host goes with the record.
+func (s *serving) OnHostForgotten(f func(hostID string)) {
+	s.forgotMu.Lock()
+	defer s.forgotMu.Unlock()
+	s.forgot = append(s.forgot, f)
+}
+
+// HostForgotten tells OnHostForgotten's functions that hostID's record is
+// gone.
+func (s *serving) HostForgotten(hostID string) {
+	s.forgotMu.Lock()
+	fs := slices.Clone(s.forgot)
+	s.forgotMu.Unlock()
+	for _, f := range fs {
+		f(hostID)
+	}
 }
 
 // serveHooks run after the gateway is built and before it serves: others

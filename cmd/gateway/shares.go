@@ -101,8 +101,9 @@ func (g *gatewayShares) Put(ctx context.Context, sh forward.Share) error {
 		})
 	}
 	if sh.TokenID != "" && held() >= maxSharesPerToken {
-		// Those of ended executions among them held their place until
-		// something looked them up.
+		// Those of hosts removed by another process (gateway host
+		// remove) held their place until something looked them up; an
+		// ended execution's leave at once (forgetHost).
 		if err := g.pruneLocked(ctx); err != nil {
 			return err
 		}
@@ -156,6 +157,23 @@ func (g *gatewayShares) Lookup(ctx context.Context, hostID string, port int) (fo
 		return forward.Share{}, false, err
 	}
 	return sh, true, nil
+}
+
+// forgetHost drops from memory the shares of hostID, whose record and
+// share rows the store deleted together (DeleteHost).
+func (g *gatewayShares) forgetHost(hostID string) {
+	ctx := context.Background()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	all, err := g.mem.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, sh := range all {
+		if sh.HostID == hostID {
+			_ = g.mem.Delete(ctx, sh.HostID, sh.Port)
+		}
+	}
 }
 
 // hostFold returns the host of the unexpired shares whose id equals label

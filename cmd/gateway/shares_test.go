@@ -603,3 +603,46 @@ func TestSharesEndWithTheirHost(t *testing.T) {
 		t.Errorf("shares of the host enrolled again: %d %s, want none", code, body)
 	}
 }
+
+// TestSharesForgottenWithTheirHost: an ended execution's shares leave the
+// gateway's memory when its host record is deleted (execapi's Forgot, by
+// way of serving.HostForgotten), not when something next looks them up:
+// they held their place in memory, and in the caps' counts, until then.
+// The other hosts' shares stay.
+func TestSharesForgottenWithTheirHost(t *testing.T) {
+	ctx := testCtx(t)
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	key := authorizedHostKey(t)
+	for _, h := range []struct{ id, kind string }{{"ex-1", store.KindDocker}, {"m-1", "machine"}} {
+		if _, err := st.Enroll(ctx, store.Enrollment{HostID: h.id, Kind: h.kind, HostKey: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := newGatewayShares(ctx, st, func(context.Context, string) (bool, error) { return true, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &serving{}
+	s.OnHostForgotten(g.forgetHost)
+	now := time.Now()
+	for _, sh := range []forward.Share{{HostID: "ex-1", Port: 3000}, {HostID: "ex-1", Port: 3001}, {HostID: "m-1", Port: 3000}} {
+		sh.TokenID, sh.Created, sh.Expires = "t", now, now.Add(time.Hour)
+		if err := g.Put(ctx, sh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.DeleteHost(ctx, "ex-1", store.KindDocker); err != nil {
+		t.Fatal(err)
+	}
+	s.HostForgotten("ex-1")
+	if n := g.mem.Count(func(sh forward.Share) bool { return sh.HostID == "ex-1" }); n != 0 {
+		t.Errorf("%d shares of the forgotten host in memory, want none", n)
+	}
+	if n := g.mem.Count(func(sh forward.Share) bool { return sh.HostID == "m-1" }); n != 1 {
+		t.Errorf("%d shares of the other host in memory, want its 1", n)
+	}
+}

@@ -216,6 +216,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		hc.Close()
 		return nil, err
 	}
+	// An ended execution's share rows went with its host record; its
+	// shares in memory go now, not when next looked up.
+	s.OnHostForgotten(shares.forgetHost)
 	gatewayOrigin := func(r *http.Request) string {
 		if s.Config.PublicURL != "" {
 			return strings.TrimRight(s.Config.PublicURL, "/")

@@ -128,6 +128,11 @@ type AgentsConfig struct {
 	// for commands. Nil: an agent that leaves a ping unanswered is taken
 	// for stopped.
 	KillStopped func(ctx context.Context, executionID, name string, pid int) (int, error)
+	// Forgot, when set, is told each ended execution whose host record
+	// was deleted (Forget, and Prune of those that ended while no gateway
+	// ran), so that what the gateway holds in memory for the host (its
+	// public shares) goes with the record.
+	Forgot func(executionID string)
 	// ReadyTimeout bounds Start's wait for the first tunnel; default 60 s.
 	ReadyTimeout time.Duration
 	// Mux tunes the yamux session; default as the gateway's agent tunnels.
@@ -443,6 +448,15 @@ func (a *Agents) forgetHost(id string) {
 	defer cancel()
 	if err := a.store.DeleteHost(ctx, id, HostKind); err != nil {
 		a.log.Warn("forget execution host", "execution", id, "err", err)
+		return
+	}
+	a.forgot(id)
+}
+
+// forgot tells Config.Forgot that id's host record is gone.
+func (a *Agents) forgot(id string) {
+	if a.cfg.Forgot != nil {
+		a.cfg.Forgot(id)
 	}
 }
 
@@ -977,6 +991,7 @@ func (a *Agents) Prune(ctx context.Context, live []string) {
 				continue
 			}
 			a.log.Info("forgot the host of an execution that ended while no gateway ran", "execution", h.ID)
+			a.forgot(h.ID)
 		}
 	}
 }

@@ -505,6 +505,7 @@ type fixture struct {
 	ca     ssh.Signer
 	srv    *httptest.Server
 	events chan tunnelEvent // OnTunnel, buffered
+	forgot chan string      // Forgot, buffered
 	// shutdown ends every request's context as the gateway's Close does.
 	shutdown func()
 }
@@ -540,7 +541,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	_, caPriv, _ := ed25519.GenerateKey(rand.Reader)
 	ca, _ := ssh.NewSignerFromKey(caPriv)
-	f := &fixture{ex: newFakeExecutions(), st: st, reg: gateway.NewRegistry(0, nil), ca: ca, events: make(chan tunnelEvent, 1024)}
+	f := &fixture{ex: newFakeExecutions(), st: st, reg: gateway.NewRegistry(0, nil), ca: ca, events: make(chan tunnelEvent, 1024), forgot: make(chan string, 1024)}
 	f.pool = &agentPool{t: t, attached: map[string]int{}, conns: map[string]net.Conn{}}
 	f.agents = NewAgents(f.pool.attach, func(ctx context.Context, id string) error {
 		_, err := f.ex.Get(ctx, id)
@@ -549,6 +550,12 @@ func newFixture(t *testing.T) *fixture {
 		OnTunnel: func(id string, up bool) {
 			select {
 			case f.events <- tunnelEvent{id, up}:
+			default:
+			}
+		},
+		Forgot: func(id string) {
+			select {
+			case f.forgot <- id:
 			default:
 			}
 		},
@@ -1461,6 +1468,24 @@ func TestPruneForgetsEndedExecutionHosts(t *testing.T) {
 	}
 	if got := sharedHosts(t, f.st); !slices.Equal(got, []string{live, "machine-1"}) {
 		t.Errorf("shares' hosts after Prune: %v, want the ended execution's gone, %s's and machine-1's kept", got, live)
+	}
+	// The gateway is told each host forgotten, by Prune and by an
+	// execution's end, so that its shares in memory go with the record.
+	if status, body := f.do(t, "DELETE", "/v1/executions/"+live, "admin", nil); status != http.StatusNoContent {
+		t.Fatalf("terminate: %d %v", status, body)
+	}
+	for _, want := range []string{"ended-1", live} {
+		select {
+		case got := <-f.forgot:
+			if got != want {
+				t.Fatalf("told %s forgotten, want %s", got, want)
+			}
+		case <-time.After(wait):
+			t.Fatalf("never told %s forgotten", want)
+		}
+	}
+	if _, err := f.st.Host(ctx, live); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the host of a terminated execution: %v, want it forgotten", err)
 	}
 }
 

@@ -544,3 +544,27 @@ func TestOpenSSHSFTPCopy(t *testing.T) {
 		t.Errorf("copy's mode %v, want the source's 0600", fi.Mode().Perm())
 	}
 }
+
+// TestOpenSSHSFTPPutFsync: OpenSSH's sftp `put -f` asks the server to
+// flush the file to disk (fsync@openssh.com), as sshfs does for fsync(2).
+// The agent's server did not offer the extension, so sftp skipped the
+// request without a word and the upload succeeded unsynced; sshd's
+// sftp-server offers and answers it.
+func TestOpenSSHSFTPPutFsync(t *testing.T) {
+	t.Parallel()
+	srvNeedOpenSSH(t, "sftp")
+	remote := t.TempDir()
+	_, o := srvOpenSSHServer(t, &ServerConfig{Dir: remote})
+	local := t.TempDir()
+	data := srvRandomFile(t, filepath.Join(local, "src.bin"), 1<<20+3)
+	cmd := o.command(srvTestCtx(t), "sftp", "-vvv", "-b", "-", "hostgate@127.0.0.1")
+	cmd.Stdin = strings.NewReader("put -f " + filepath.Join(local, "src.bin") + " up.bin\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sftp put -f: %v\n%s", err, out)
+	}
+	srvSameFile(t, filepath.Join(remote, "up.bin"), data)
+	if !bytes.Contains(out, []byte("Sent message fsync@openssh.com")) || bytes.Contains(out, []byte("Couldn't sync file")) {
+		t.Errorf("sftp put -f did not have the file synced (want fsync@openssh.com sent and answered):\n%s", out)
+	}
+}

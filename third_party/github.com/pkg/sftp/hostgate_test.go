@@ -377,3 +377,91 @@ func TestHostgateCopyData(t *testing.T) {
 		t.Fatal("a short copy-data parsed")
 	}
 }
+
+// syncFile counts the Syncs of the file it wraps.
+type syncFile struct {
+	*os.File
+	syncs int
+}
+
+func (f *syncFile) Sync() error { f.syncs++; return f.File.Sync() }
+
+// hostgate: change 20 (HOSTGATE.md). The server offers fsync@openssh.com
+// and answers it by syncing the handle's file: the client's File.Sync
+// (which asks only a server that offers it, as OpenSSH's sftp `put -f`
+// and sshfs do) succeeds, a handle that is not open fails with EBADF,
+// and the request parses as OpenSSH sends it.
+func TestHostgateFsync(t *testing.T) {
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	srv, err := NewServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{sr, sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	c, err := NewClientPipe(cr, cw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.HasExtension("fsync@openssh.com"); !ok {
+		t.Error("the server does not offer fsync@openssh.com")
+	}
+	name := filepath.Join(t.TempDir(), "f")
+	f, err := c.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("durable")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Errorf("Sync: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends at its input's end and leaves its output open: the
+	// client's reader ends once that is closed too.
+	_ = cw.Close()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	_ = sw.Close()
+	_ = c.Close()
+
+	osf, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer osf.Close()
+	sf := &syncFile{File: osf}
+	svr := &Server{openFiles: make(map[string]file)}
+	h := svr.nextHandle(sf)
+	status := func(p *sshFxpExtendedPacketFsync) uint32 {
+		t.Helper()
+		return p.respond(svr).(*sshFxpStatusPacket).StatusError.Code
+	}
+	if c := status(&sshFxpExtendedPacketFsync{ID: 1, Handle: h}); c != sshFxOk || sf.syncs != 1 {
+		t.Errorf("fsync of an open handle: status %d, %d syncs, want OK and 1", c, sf.syncs)
+	}
+	if c := status(&sshFxpExtendedPacketFsync{ID: 2, Handle: "99"}); c == sshFxOk {
+		t.Error("fsync of a handle that is not open succeeded")
+	}
+	b := marshalUint32(nil, 7)
+	b = marshalString(b, "fsync@openssh.com")
+	b = marshalString(b, h)
+	var ext sshFxpExtendedPacket
+	if err := ext.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := ext.SpecificPacket.(*sshFxpExtendedPacketFsync); !ok || *p != (sshFxpExtendedPacketFsync{ID: 7, ExtendedRequest: "fsync@openssh.com", Handle: h}) {
+		t.Fatalf("parsed %#v", ext.SpecificPacket)
+	}
+	if err := ext.UnmarshalBinary(b[:len(b)-1]); err == nil {
+		t.Fatal("a short fsync parsed")
+	}
+}

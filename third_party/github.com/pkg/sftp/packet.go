@@ -1451,6 +1451,8 @@ func (p *sshFxpExtendedPacket) UnmarshalBinary(b []byte) error {
 		p.SpecificPacket = &sshFxpExtendedPacketHardlink{}
 	case "copy-data": // hostgate: change 17
 		p.SpecificPacket = &sshFxpExtendedPacketCopyData{}
+	case "fsync@openssh.com": // hostgate: change 20
+		p.SpecificPacket = &sshFxpExtendedPacketFsync{}
 	default:
 		return fmt.Errorf("packet type %v: %w", p.SpecificPacket, errUnknownExtendedPacket)
 	}
@@ -1533,6 +1535,46 @@ func (p *sshFxpExtendedPacketHardlink) UnmarshalBinary(b []byte) error {
 func (p *sshFxpExtendedPacketHardlink) respond(s *Server) responsePacket {
 	err := os.Link(s.toLocalPath(p.Oldpath), s.toLocalPath(p.Newpath))
 	return statusFromError(p.ID, err)
+}
+
+// hostgate: fsync@openssh.com (HOSTGATE.md, change 20), through which
+// OpenSSH's sftp `put -f` and sshfs's fsync(2) ask that what was written
+// through a handle be on disk; it is not ordered with other requests any
+// more than a write is (readonly() false), so the writes sent before it
+// are done when it runs.
+type sshFxpExtendedPacketFsync struct {
+	ID              uint32
+	ExtendedRequest string
+	Handle          string
+}
+
+func (p *sshFxpExtendedPacketFsync) id() uint32     { return p.ID }
+func (p *sshFxpExtendedPacketFsync) readonly() bool { return false }
+func (p *sshFxpExtendedPacketFsync) UnmarshalBinary(b []byte) error {
+	var err error
+	if p.ID, b, err = unmarshalUint32Safe(b); err != nil {
+		return err
+	} else if p.ExtendedRequest, b, err = unmarshalStringSafe(b); err != nil {
+		return err
+	} else if p.Handle, _, err = unmarshalStringSafe(b); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (p *sshFxpExtendedPacketFsync) respond(s *Server) responsePacket {
+	f, ok := s.getHandle(p.Handle)
+	if !ok {
+		return statusFromError(p.ID, EBADF)
+	}
+	if w, ok := f.(*serialWrites); ok {
+		f = w.file
+	}
+	sf, ok := f.(interface{ Sync() error })
+	if !ok {
+		return statusFromError(p.ID, ErrSSHFxOpUnsupported)
+	}
+	return statusFromError(p.ID, sf.Sync())
 }
 
 // hostgate: copy-data (HOSTGATE.md, change 17), OpenSSH's extension

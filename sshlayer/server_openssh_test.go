@@ -568,3 +568,28 @@ func TestOpenSSHSFTPPutFsync(t *testing.T) {
 		t.Errorf("sftp put -f did not have the file synced (want fsync@openssh.com sent and answered):\n%s", out)
 	}
 }
+
+// TestOpenSSHSFTPLsetstat: OpenSSH's sftp `chmod -h`, `chgrp -h` and
+// `chown -h` (lsetstat@openssh.com, which its sftp-server offers) set the
+// path itself, a symlink and not its target; a symlink's mode, which
+// Linux cannot change, fails as under sshd ("Failure"). Against the
+// agent each said "Server does not support lsetstat@openssh.com
+// extension" and sftp -b stopped there.
+func TestOpenSSHSFTPLsetstat(t *testing.T) {
+	t.Parallel()
+	remote, sftp := srvSFTPServer(t)
+	file := filepath.Join(remote, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("file", filepath.Join(remote, "link")); err != nil {
+		t.Fatal(err)
+	}
+	out := sftp(fmt.Sprintf("chmod -h 600 file\nchgrp -h %d link\nchown -h %d link\n-chmod -h 700 link\n", os.Getgid(), os.Getuid()))
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("chmod -h 600 file: mode %v (%v), want 0600 (a symlink's chmod must not reach it)\n%s", fi.Mode(), err, out)
+	}
+	if want := `remote lsetstat "` + filepath.Join(remote, "link") + `": Failure`; !strings.Contains(out, want) {
+		t.Errorf("chmod -h of a symlink: want %q, as sshd says, in\n%s", want, out)
+	}
+}

@@ -1453,6 +1453,8 @@ func (p *sshFxpExtendedPacket) UnmarshalBinary(b []byte) error {
 		p.SpecificPacket = &sshFxpExtendedPacketCopyData{}
 	case "fsync@openssh.com": // hostgate: change 20
 		p.SpecificPacket = &sshFxpExtendedPacketFsync{}
+	case "lsetstat@openssh.com": // hostgate: change 21
+		p.SpecificPacket = &sshFxpExtendedPacketLsetstat{}
 	default:
 		return fmt.Errorf("packet type %v: %w", p.SpecificPacket, errUnknownExtendedPacket)
 	}
@@ -1575,6 +1577,61 @@ func (p *sshFxpExtendedPacketFsync) respond(s *Server) responsePacket {
 		return statusFromError(p.ID, ErrSSHFxOpUnsupported)
 	}
 	return statusFromError(p.ID, sf.Sync())
+}
+
+// hostgate: lsetstat@openssh.com (HOSTGATE.md, change 21), SETSTAT on a
+// path that does not follow a symlink there, through which OpenSSH's sftp
+// does `chown -h`, `chgrp -h` and `chmod -h`. As OpenSSH's sftp-server
+// answers it: a size is refused (nonsensical for a link), and each
+// attribute is set even when one before failed, the status being the
+// last failure's.
+type sshFxpExtendedPacketLsetstat struct {
+	ID              uint32
+	ExtendedRequest string
+	Path            string
+	Flags           uint32
+	Attrs           []byte
+}
+
+func (p *sshFxpExtendedPacketLsetstat) id() uint32     { return p.ID }
+func (p *sshFxpExtendedPacketLsetstat) readonly() bool { return false }
+func (p *sshFxpExtendedPacketLsetstat) UnmarshalBinary(b []byte) error {
+	var err error
+	if p.ID, b, err = unmarshalUint32Safe(b); err != nil {
+		return err
+	} else if p.ExtendedRequest, b, err = unmarshalStringSafe(b); err != nil {
+		return err
+	} else if p.Path, b, err = unmarshalStringSafe(b); err != nil {
+		return err
+	} else if p.Flags, b, err = unmarshalUint32Safe(b); err != nil {
+		return err
+	}
+	p.Attrs = b
+	return nil
+}
+
+func (p *sshFxpExtendedPacketLsetstat) respond(s *Server) responsePacket {
+	fs, _, err := unmarshalFileStat(p.Flags, p.Attrs)
+	if err != nil || p.Flags&sshFileXferAttrSize != 0 {
+		return statusFromError(p.ID, ErrSSHFxBadMessage)
+	}
+	path := s.toLocalPath(p.Path)
+	if p.Flags&sshFileXferAttrPermissions != 0 {
+		if e := lsetstatChmod(path, fs.Mode&0o7777); e != nil {
+			err = e
+		}
+	}
+	if p.Flags&sshFileXferAttrACmodTime != 0 {
+		if e := lsetstatChtimes(path, fs.Atime, fs.Mtime); e != nil {
+			err = e
+		}
+	}
+	if p.Flags&sshFileXferAttrUIDGID != 0 {
+		if e := lsetstatChown(path, fs.UID, fs.GID); e != nil {
+			err = e
+		}
+	}
+	return statusFromError(p.ID, err)
 }
 
 // hostgate: copy-data (HOSTGATE.md, change 17), OpenSSH's extension

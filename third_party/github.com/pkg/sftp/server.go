@@ -332,10 +332,11 @@ func handlePacket(s *Server, p orderedRequest) error {
 	case *sshFxInitPacket:
 		rpkt = &sshFxVersionPacket{
 			Version: sftpProtocolVersion,
-			// hostgate: changes 17 and 20: copy-data and fsync are this
-			// server's, not the request server's, which shares
-			// sftpExtensions.
-			Extensions: append(sftpExtensions[:len(sftpExtensions):len(sftpExtensions)], sshExtensionPair{"copy-data", "1"}, sshExtensionPair{"fsync@openssh.com", "1"}),
+			// hostgate: changes 17, 20 and 21: copy-data, fsync and
+			// lsetstat are this server's, not the request server's,
+			// which shares sftpExtensions.
+			Extensions: append(sftpExtensions[:len(sftpExtensions):len(sftpExtensions)],
+				sshExtensionPair{"copy-data", "1"}, sshExtensionPair{"fsync@openssh.com", "1"}, sshExtensionPair{"lsetstat@openssh.com", "1"}),
 		}
 	case *sshFxpStatPacket:
 		// stat the requested file

@@ -155,6 +155,18 @@ type ServerConfig struct {
 	// terminating the container ends everything; a channel closed or a
 	// connection lost while the command runs still kills the session.
 	LeaveBackground bool
+	// KeepBackground ends a command's session as sshd does, for a
+	// machine whose users expect it: what the command started in the
+	// background outlives the command's exit (as with LeaveBackground)
+	// and its channel or connection going away. The command itself is
+	// hung up then (its pipes closed, or SIGHUP to its process group for
+	// a terminal, which a shell passes on to its jobs), and the command
+	// alone is killed if it has not exited after KillGrace twice; what
+	// ignores the hangup (nohup, a daemon) keeps running. VS Code's
+	// Remote-SSH server is one: started with nohup, it must survive a
+	// dropped connection for the editor's reconnect to find it. Never for
+	// a sandbox, whose code is not trusted.
+	KeepBackground bool
 	// ChildOOMScoreAdj, when above 0, is the oom_score_adj (up to 1000)
 	// every command has from its first instruction, and what it forks
 	// inherits (Linux): when a memory limit runs out, the kernel's OOM

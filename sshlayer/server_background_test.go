@@ -3,11 +3,15 @@
 package sshlayer
 
 import (
+	"bufio"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/testenv"
 )
@@ -106,4 +110,92 @@ func TestProcessGroupsReported(t *testing.T) {
 		t.Fatalf("unexpected report %+v", extra)
 	default:
 	}
+}
+
+// TestKeepBackground: with KeepBackground what a command started in the
+// background with nohup outlives the command's connection going away, as
+// under sshd (VS Code's Remote-SSH server, which its editor's reconnect
+// must find), with a terminal and without; the command itself still ends,
+// so the session's wait for it is bounded. Without the option the same
+// background process is killed with its session.
+func TestKeepBackground(t *testing.T) {
+	t.Parallel()
+	// The command prints its background process's pid and its own, then
+	// runs until it is ended. It prints once nohup has made the
+	// background process sleep, ignoring SIGHUP: a hangup before that
+	// ended the shell nohup was forked as (Linux; elsewhere it does not
+	// wait).
+	const cmd = `nohup sleep 300 >/dev/null 2>&1 &
+until [ "$(cat /proc/$!/comm 2>/dev/null || echo sleep)" = sleep ]; do sleep 0.01; done
+echo $! $$; exec sleep 600`
+	run := func(t *testing.T, keep, pty bool) (bg, leader int) {
+		t.Helper()
+		ts := srvStartServer(t, &ServerConfig{KeepBackground: keep})
+		c := srvDialServer(t, ts)
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pty {
+			if err := s.RequestPty("xterm", 24, 80, ssh.TerminalModes{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := s.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if _, serr := fmt.Sscan(line, &bg, &leader); err != nil || serr != nil {
+			t.Fatalf("first line %q: %v %v", line, err, serr)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL); _ = syscall.Kill(leader, syscall.SIGKILL) })
+		// The connection goes away while the command runs.
+		_ = c.Close()
+		for end := time.Now().Add(30 * time.Second); testenv.Alive(leader); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the command outlived its connection by 30 s")
+			}
+		}
+		return bg, leader
+	}
+	for _, pty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pty=%v", pty), func(t *testing.T) {
+			t.Parallel()
+			bg, _ := run(t, true, pty)
+			// The session's end (the command's reaping) comes before this;
+			// a kill of the group would have come with it.
+			time.Sleep(200 * time.Millisecond)
+			if !testenv.Alive(bg) {
+				t.Fatal("with KeepBackground the nohup background process ended with its connection")
+			}
+			bg, _ = run(t, false, pty)
+			for end := time.Now().Add(30 * time.Second); testenv.Alive(bg); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatal("without KeepBackground the background process outlived its connection by 30 s")
+				}
+			}
+		})
+	}
+	t.Run("command exits", func(t *testing.T) {
+		t.Parallel()
+		ts := srvStartServer(t, &ServerConfig{KeepBackground: true})
+		s, err := srvDialServer(t, ts).NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.Output(`sleep 300 >/dev/null 2>&1 & echo $!`)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || perr != nil {
+			t.Fatalf("output %q: %v", out, err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		if !testenv.Alive(pid) {
+			t.Fatal("with KeepBackground the background process ended with its command")
+		}
+	})
 }

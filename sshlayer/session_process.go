@@ -32,7 +32,8 @@ const groupGrace = 5 * time.Second
 // waiter) are started by run and waited for by wait.
 //
 // Order on exit (RFC 4254 §6.10): the leader exits; the rest of its group
-// is killed, and the rest of its session (unless LeaveBackground); output is drained; exit-status or exit-signal is sent; then
+// is killed, and the rest of its session (unless LeaveBackground or
+// KeepBackground); output is drained; exit-status or exit-signal is sent; then
 // EOF and close.
 type srvProcess struct {
 	s    *session
@@ -441,7 +442,7 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 	waitExited(p.cmd.Process.Pid)
 	close(p.exited)
 	p.mu.Lock()
-	if !p.s.c.srv.cfg.LeaveBackground {
+	if cfg := &p.s.c.srv.cfg; !cfg.LeaveBackground && !cfg.KeepBackground {
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		// The session holds the group, and the jobs of a shell with job
 		// control, each in a group of its own; awaited too.
@@ -491,7 +492,9 @@ func (p *srvProcess) signal(sig syscall.Signal) error {
 // has the grace period to finish on its own; a program that cleans up on
 // EOF (rsync --partial keeping what it received, git releasing its lock)
 // does so. Then, as with a terminal from the start, SIGHUP (what a
-// vanished terminal sends), then SIGKILL after the grace period.
+// vanished terminal sends), then SIGKILL after the grace period. With
+// KeepBackground the SIGKILL, and without a terminal the SIGHUP too, goes
+// to the command alone, not its group.
 func (p *srvProcess) terminate() {
 	select {
 	case <-p.exited:
@@ -510,12 +513,35 @@ func (p *srvProcess) terminate() {
 		}
 		t.Reset(grace)
 	}
-	_ = p.signal(syscall.SIGHUP)
+	keep := p.s.c.srv.cfg.KeepBackground
+	if keep && p.ptmx == nil {
+		// sshd signals nothing without a terminal. The command alone
+		// is signalled, so that the session's wait for it is bounded;
+		// what it started in the background is left alone.
+		_ = p.signalLeader(syscall.SIGHUP)
+	} else {
+		_ = p.signal(syscall.SIGHUP)
+	}
 	select {
 	case <-p.exited:
 	case <-t.C:
-		_ = p.signal(syscall.SIGKILL)
+		if keep {
+			_ = p.signalLeader(syscall.SIGKILL)
+		} else {
+			_ = p.signal(syscall.SIGKILL)
+		}
 	}
+}
+
+// signalLeader sends sig to the command alone, not its group, unless it
+// is gone.
+func (p *srvProcess) signalLeader(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return errors.New("process has exited")
+	}
+	return syscall.Kill(p.cmd.Process.Pid, sig)
 }
 
 // hangUpPipes closes this side of a command's stdin and output pipes, as

@@ -74,6 +74,11 @@ type ConnectConfig struct {
 	// certificate with permit-agent-forwarding (sshd's
 	// AllowAgentForwarding no).
 	NoAgentForwarding bool
+	// KeepBackground lets what a command starts in the background (cmd &,
+	// nohup) outlive the command and its connection, as under sshd,
+	// instead of ending with it (sshlayer.ServerConfig.KeepBackground);
+	// the guard that kills a killed agent's commands is not started.
+	KeepBackground bool
 	// Server adjusts the SSH server config before each tunnel is served
 	// (HostKey, TrustedUserCAs, Principal and Logger are already set).
 	Server func(*sshlayer.ServerConfig)
@@ -417,6 +422,7 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 		Shell:            c.cfg.Shell,
 		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
 		AgentForwarding:  !c.cfg.NoAgentForwarding,
+		KeepBackground:   c.cfg.KeepBackground,
 	}
 	if c.cfg.Server != nil {
 		c.cfg.Server(scfg)

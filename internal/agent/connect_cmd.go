@@ -30,11 +30,15 @@ func DefaultStateDir() string {
 // connect and serve.
 const agentForwardingUsage = "refuse ssh -A: commands get no SSH_AUTH_SOCK (sshd's AllowAgentForwarding no); without it a caller whose key or certificate permits agent forwarding may forward its agent"
 
+// keepBackgroundUsage is --keep-background's help, the same for connect
+// and serve.
+const keepBackgroundUsage = "let what a command starts in the background (cmd &, nohup) outlive the command and its connection, as under sshd (VS Code Remote-SSH's server expects it); without it a session's end kills all it started"
+
 // RunConnect is the `agent connect` command: `agent connect --gateway URL
 // --token T [--host-id ID] [--state-dir DIR] [--max-backoff D]
-// [--no-agent-forwarding]`, each flag also read from HOSTGATE_GATEWAY,
-// HOSTGATE_TOKEN, HOSTGATE_HOST_ID, HOSTGATE_STATE_DIR,
-// HOSTGATE_MAX_BACKOFF, HOSTGATE_NO_AGENT_FORWARDING (the environment keeps
+// [--no-agent-forwarding] [--keep-background]`, each flag also read from
+// HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID, HOSTGATE_STATE_DIR,
+// HOSTGATE_MAX_BACKOFF, HOSTGATE_NO_AGENT_FORWARDING, … (the environment keeps
 // the token out of ps). It runs until ctx ends
 // (SIGTERM) and logs to stderr; the help -h asks for goes to stdout.
 func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -50,6 +54,7 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.BoolVar(&cfg.NoAgentForwarding, "no-agent-forwarding", false, agentForwardingUsage)
+	fs.BoolVar(&cfg.KeepBackground, "keep-background", false, keepBackgroundUsage)
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", DefaultMaxBackoff, "the longest wait between attempts to connect; a refused agent (bad token, another host key) waits between half of it and all of it")
 	envUsage(fs)
@@ -82,6 +87,11 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cfg.Logger = slog.New(h)
 	// One guard for the agent's life: each tunnel's server reports to it.
+	// With --keep-background a killed agent leaves its commands as a
+	// killed sshd does: their pipes end, nothing is killed.
+	if cfg.KeepBackground {
+		return Connect(ctx, &cfg)
+	}
 	if g := startGuard(cfg.Logger); g != nil {
 		defer func() { _ = g.Close() }() // after Connect closed its servers
 		cfg.Server = g.Configure

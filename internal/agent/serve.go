@@ -51,6 +51,11 @@ type ServeConfig struct {
 	// authorized key and to a certificate with permit-agent-forwarding
 	// (sshd's AllowAgentForwarding no).
 	NoAgentForwarding bool
+	// KeepBackground lets what a command starts in the background (cmd &,
+	// nohup) outlive the command and its connection, as under sshd,
+	// instead of ending with it (sshlayer.ServerConfig.KeepBackground);
+	// the guard that kills a killed agent's commands is not started.
+	KeepBackground bool
 	// Server adjusts the SSH server config before the server is built.
 	Server func(*sshlayer.ServerConfig)
 }
@@ -81,6 +86,7 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		Shell:            cfg.Shell,
 		SFTPReuseBuffers: true, // a machine, not a sandbox's memory limit
 		AgentForwarding:  !cfg.NoAgentForwarding,
+		KeepBackground:   cfg.KeepBackground,
 	}
 	if cfg.Server != nil {
 		cfg.Server(sc)

@@ -106,6 +106,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	fs.StringVar(&cfg.HostKeyPath, "host-key", "", "host key file (default STATE_DIR/"+HostKeyFile+"; created when missing)")
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.BoolVar(&cfg.NoAgentForwarding, "no-agent-forwarding", false, agentForwardingUsage)
+	fs.BoolVar(&cfg.KeepBackground, "keep-background", false, keepBackgroundUsage)
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default info; warn for --stdio without --mux, whose stderr is usually the ssh user's terminal)")
 	var help io.Writer
@@ -201,7 +202,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 			conn = bytestream.Stdio()
 		}
 	}
-	if listen != "" {
+	if listen != "" && !cfg.KeepBackground {
 		// A long-lived server: a guard kills its commands if it is killed.
 		// (A stdio agent lives and dies with its one connection's peer.)
 		if g := startGuard(log); g != nil {

@@ -239,7 +239,11 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		},
 	}
 
-	hctx, cancel := context.WithTimeout(ctx, conf.HandshakeTimeout)
+	// Our own bound says so: a host whose path stalled read as "context
+	// deadline exceeded", which a caller with minutes left took for its
+	// own ctx's end. It still matches context.DeadlineExceeded.
+	hctx, cancel := context.WithTimeoutCause(ctx, conf.HandshakeTimeout,
+		fmt.Errorf("the host did not finish the SSH handshake within %v (the path to it stalled, or the host is overloaded): %w", conf.HandshakeTimeout, context.DeadlineExceeded))
 	defer cancel()
 	// Closing conn is the only way to interrupt a handshake blocked on a
 	// silent peer.

@@ -253,8 +253,8 @@ func TestHandshakeTimeout(t *testing.T) {
 		return c
 	}
 	_, err = ConnectConfig(testCtx(t), dial(), s.auth(), &ClientConfig{HandshakeTimeout: 100 * time.Millisecond})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("handshake timeout: got %v, want DeadlineExceeded", err)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not finish the SSH handshake within 100ms") {
+		t.Errorf("handshake timeout: got %v, want DeadlineExceeded saying the host did not finish the handshake within 100ms", err)
 	}
 	ctx, cancel := context.WithCancel(testCtx(t))
 	time.AfterFunc(50*time.Millisecond, cancel)

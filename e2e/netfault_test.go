@@ -1,15 +1,21 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
@@ -176,5 +182,256 @@ func TestAgentPathStalls(t *testing.T) {
 	execEcho(t, ctx, g.url, g.admin, "alpha", "back")
 	if !waitProcessGone(pid, 30*time.Second) {
 		t.Errorf("the command across the stall (pid %d) outlived its session by 30 s", pid)
+	}
+}
+
+// TestClientPathHalfOpen: the path from a caller to the gateway stops
+// carrying the caller's bytes (the gateway's still arrive: a half-open
+// path). The caller's SSH keepalive goes unanswered, so a command it
+// waits on fails naming the host and matching
+// hostgate.ErrConnectionEnded instead of waiting for ever; and the
+// command does not outlive its caller on the host.
+func TestClientPathHalfOpen(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
+	ctx := testCtx(t, 5*time.Minute)
+	h, err := client.Dial(ctx, px.URL(), g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec sleep 600"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	var pid int
+	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
+		t.Fatalf("command did not start: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+
+	held := time.Now()
+	px.HoldUp()
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	select {
+	case err := <-waited:
+		t.Logf("the caller's Wait ended %v into the half-open path: %v", time.Since(held).Round(100*time.Millisecond), err)
+		if err == nil || !errors.Is(err, hostgate.ErrConnectionEnded) || !strings.Contains(err.Error(), "alpha") {
+			t.Errorf("a command's Wait across a half-open path: %v; want an error naming host alpha, matching hostgate.ErrConnectionEnded", err)
+		}
+	case <-time.After(3 * time.Minute): // a guard against a hang, not a timing
+		t.Fatal("a command's Wait across a half-open path still waits 3 minutes on")
+	}
+	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil || !errors.Is(err, hostgate.ErrConnectionEnded) {
+		t.Errorf("exec on the connection its keepalive ended: %v, want hostgate.ErrConnectionEnded", err)
+	}
+	if !waitProcessGone(pid, 2*time.Minute) {
+		t.Errorf("the command of a caller whose path went half-open (pid %d) still runs on the host 2 minutes on", pid)
+	} else {
+		t.Logf("the command was gone on the host %v into the half-open path", time.Since(held).Round(100*time.Millisecond))
+	}
+	execEcho(t, ctx, g.url, g.admin, "alpha", "others-unaffected")
+}
+
+// TestSlowLinkBulkIntact: both the agent's and the caller's paths hand
+// bytes on one at a time with pauses (a slow, chatty link); a command's
+// bulk output and an SFTP round trip of a file arrive whole and
+// unchanged.
+func TestSlowLinkBulkIntact(t *testing.T) {
+	g := startGateway(t, "")
+	pa := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
+	pc := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
+	g.startAgentAt(pa.URL(), "alpha", "")
+	ctx := testCtx(t, 5*time.Minute)
+	pa.Slow(256, time.Millisecond)
+	pc.Slow(256, time.Millisecond)
+	start := time.Now()
+	h, err := client.Dial(ctx, pc.URL(), g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// seq's output: 588,895 bytes, each line checkable.
+	var want strings.Builder
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	res, err := h.Exec(ctx, []string{"seq", "1", "100000"}, hostgate.ExecOptions{})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("bulk exec over a slow link: %+v %v", res.ExitCode, err)
+	}
+	if string(res.Stdout) != want.String() {
+		t.Fatalf("bulk exec over a slow link: %d bytes, want %d, intact: %v", len(res.Stdout), want.Len(), strings.HasPrefix(want.String(), string(res.Stdout)))
+	}
+	t.Logf("dial and %d bytes of output over the slow link in %v", len(res.Stdout), time.Since(start).Round(100*time.Millisecond))
+
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 256<<10)
+	for i := range data {
+		data[i] = byte(i*7 + i>>8)
+	}
+	name := t.TempDir() + "/slow"
+	start = time.Now()
+	if err := writeAll(ctx, fsys, name, data); err != nil {
+		t.Fatalf("sftp write over a slow link: %v", err)
+	}
+	f, err := fsys.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("sftp round trip over a slow link: %d bytes of %d, equal %v, %v", len(got), len(data), bytes.Equal(got, data), err)
+	}
+	if onDisk, err := os.ReadFile(name); err != nil || !bytes.Equal(onDisk, data) {
+		t.Fatalf("the file on the host after an sftp write over a slow link: %d bytes, equal %v, %v", len(onDisk), bytes.Equal(onDisk, data), err)
+	}
+	t.Logf("sftp wrote and read back %d bytes over the slow link in %v", len(data), time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestGatewayRestartWithEverythingOpen: the gateway restarts (SIGTERM,
+// started again on its address and state dir) while a caller has a
+// command, an SFTP file and a forward with a live connection open on a
+// host, and a web terminal runs there. Each ends rather than hanging:
+// the command and the file with an error naming the host and matching
+// hostgate.ErrConnectionEnded, the forward's Err matching it too and
+// its connection closed, the terminal's socket closed; the agent comes
+// back by itself; and on the host the command and the terminal's shell
+// are gone.
+func TestGatewayRestartWithEverythingOpen(t *testing.T) {
+	g := startGateway(t, "")
+	a := g.startAgent("alpha", "")
+	ctx := testCtx(t, 4*time.Minute)
+	dir := t.TempDir()
+	h, err := client.Dial(ctx, g.url, g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec sleep 600"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	var pid int
+	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
+		t.Fatalf("command did not start: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.Create(ctx, dir+"/open", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fw, err := h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	fc, err := net.Dial("tcp", fw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	if _, err := fc.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(fc, make([]byte, 5)); err != nil {
+		t.Fatalf("forward before the restart: %v", err)
+	}
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer "+g.admin)
+	ws := dialTerminal(t, ctx, g, "alpha", hdr)
+	shellPID := dir + "/shell.pid"
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("echo $$ >"+shellPID+"; echo written\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := readUntil(ctx, ws, "written"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(shellPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shell int
+	if _, err := fmt.Sscan(string(b), &shell); err != nil {
+		t.Fatalf("terminal's shell pid %q: %v", b, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(shell, syscall.SIGKILL) })
+
+	restarted := time.Now()
+	g.restartSamePort(t)
+	t.Logf("the gateway stopped and served again in %v", time.Since(restarted).Round(10*time.Millisecond))
+
+	ended := func(what string, err error) {
+		t.Helper()
+		if err == nil || !errors.Is(err, hostgate.ErrConnectionEnded) || !strings.Contains(err.Error(), "alpha") {
+			t.Errorf("%s across a gateway restart: %v; want an error naming host alpha, matching hostgate.ErrConnectionEnded", what, err)
+		} else {
+			t.Logf("%s: %v", what, err)
+		}
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- p.Wait() }()
+	select {
+	case err := <-waited:
+		ended("a command's Wait", err)
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("a command across a gateway restart still waits 30 s after the new gateway served")
+	}
+	_, err = f.Write([]byte("after"))
+	if err == nil {
+		err = f.Close()
+	}
+	ended("an SFTP write", err)
+	select {
+	case <-fw.Done():
+		ended("a forward", fw.Err())
+	case <-time.After(30 * time.Second):
+		t.Error("a forward across a gateway restart still runs 30 s after the new gateway served")
+	}
+	_ = fc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := fc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a forwarded connection across a gateway restart: read %d, %v; want it closed", n, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(rctx); err != nil {
+			if rctx.Err() != nil {
+				t.Error("a web terminal across a gateway restart stays open 30 s after the new gateway served")
+			} else {
+				t.Logf("the web terminal: %v", err)
+			}
+			break
+		}
+	}
+
+	for len(agentUpRE.FindAllString(a.output(), -1)) < 2 {
+		if time.Since(restarted) > 90*time.Second {
+			t.Fatalf("agent not back 90 s after the restart began:\n%s", a.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	up := regexp.MustCompile(`msg="tunnel up".* offline=(\S+) failedAttempts=(\d+)`).FindStringSubmatch(a.output())
+	t.Logf("the agent was back %v after the restart began (%v)", time.Since(restarted).Round(10*time.Millisecond), up)
+	execEcho(t, ctx, g.url, g.admin, "alpha", "back")
+	for _, id := range []int{pid, shell} {
+		if !waitProcessGone(id, 30*time.Second) {
+			t.Errorf("process %d (the command, the terminal's shell %d) outlived a gateway restart by 30 s", id, shell)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -108,5 +109,31 @@ func (a *authenticator) checkCert(cert *ssh.Certificate) error {
 	}
 	// CheckCert verifies critical options, principal, validity window and
 	// the CA signature.
-	return a.checker.CheckCert(a.principal, cert)
+	if err := a.checker.CheckCert(a.principal, cert); err != nil {
+		return clockHint(cert, err, time.Now())
+	}
+	return nil
+}
+
+// clockHint adds the validity window and this host's time to err when
+// cert is outside its window. The gateway's certificates are valid from a
+// minute before it signed them, for minutes: one refused as "not yet
+// valid" or "expired" as it is used means this host's clock and the
+// gateway's disagree (a clock that jumped: a laptop back from sleep, a
+// restored VM, no NTP), which the log said nothing of, while every caller
+// saw only "Permission denied".
+func clockHint(cert *ssh.Certificate, err error, now time.Time) error {
+	after, before := int64(cert.ValidAfter), int64(cert.ValidBefore)
+	forever := cert.ValidBefore == ssh.CertTimeInfinity
+	if after >= 0 && now.Unix() >= after && (forever || before >= 0 && now.Unix() < before) {
+		return err
+	}
+	at := func(v uint64) string {
+		if v == ssh.CertTimeInfinity || int64(v) < 0 {
+			return "forever"
+		}
+		return time.Unix(int64(v), 0).UTC().Format(time.RFC3339)
+	}
+	return fmt.Errorf("%w: valid from %s to %s, and this host's clock reads %s: for a certificate just issued, this host's clock and its issuer's (the gateway's) disagree; check that NTP runs on both",
+		err, at(cert.ValidAfter), at(cert.ValidBefore), now.UTC().Format(time.RFC3339))
 }

@@ -205,3 +205,33 @@ func TestServerCertificateExtensions(t *testing.T) {
 		})
 	}
 }
+
+// TestServerCertificateClockSays: a certificate refused for its validity
+// window says the window and this host's time, and that the two clocks
+// may disagree: an agent whose clock jumped refused every session with
+// "ssh: cert is not yet valid" alone in its log.
+func TestServerCertificateClockSays(t *testing.T) {
+	ca, _, _ := newEd25519Signer()
+	a := newAuthenticator(&ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "host-1"}, "u")
+	ahead := time.Now().Add(2 * time.Hour)
+	for name, mod := range map[string]func(*ssh.Certificate){
+		"not yet valid": func(c *ssh.Certificate) {
+			c.ValidAfter, c.ValidBefore = uint64(ahead.Unix()), uint64(ahead.Add(10*time.Minute).Unix())
+		},
+		"expired": func(c *ssh.Certificate) {
+			c.ValidAfter, c.ValidBefore = uint64(time.Now().Add(-3*time.Hour).Unix()), uint64(time.Now().Add(-2*time.Hour).Unix())
+		},
+	} {
+		key, _, _ := newEd25519Signer()
+		_, err := a.authenticate(nil, srvSignCert(t, ca, key.PublicKey(), mod))
+		if err == nil || !strings.Contains(err.Error(), "this host's clock reads") || !strings.Contains(err.Error(), "NTP") {
+			t.Errorf("%s: %v, want the window, this host's time and a word on the clocks", name, err)
+		}
+	}
+	// A certificate refused for anything else says nothing of clocks.
+	key, _, _ := newEd25519Signer()
+	_, err := a.authenticate(nil, srvSignCert(t, ca, key.PublicKey(), func(c *ssh.Certificate) { c.ValidPrincipals = []string{"host-2"} }))
+	if err == nil || strings.Contains(err.Error(), "clock") {
+		t.Errorf("wrong principal: %v, want a refusal that says nothing of clocks", err)
+	}
+}

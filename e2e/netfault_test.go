@@ -435,3 +435,69 @@ func TestGatewayRestartWithEverythingOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestClientPathStallsMidFlood: the path between a caller and the
+// gateway stops forwarding both ways, sockets open, while a command
+// floods its output to the caller. The caller's Wait fails naming the
+// host and matching hostgate.ErrConnectionEnded; the gateway ends the
+// relay, whose writes to the caller no longer go anywhere, though the
+// socket stays open; the command is gone on the host; and the host
+// serves others throughout.
+func TestClientPathStallsMidFlood(t *testing.T) {
+	g := startGateway(t, "")
+	g.startAgent("alpha", "")
+	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
+	ctx := testCtx(t, 5*time.Minute)
+	h, err := client.Dial(ctx, px.URL(), g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec cat /dev/zero"}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	var pid int
+	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
+		t.Fatalf("command did not start: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	flooded := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, p.Stdout())
+		flooded <- n
+	}()
+	done := make(chan error, 1)
+	go func() { done <- p.Wait() }()
+	// The flood under way: a command that runs for a while.
+	if _, err := h.Exec(ctx, []string{"sleep", "1"}, hostgate.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	relays := len(regexp.MustCompile(`msg="relay end"`).FindAllString(g.output(), -1))
+
+	stalled := time.Now()
+	px.Stall()
+	select {
+	case err := <-done:
+		t.Logf("the caller's Wait ended %v into the stall, %d bytes read: %v", time.Since(stalled).Round(100*time.Millisecond), <-flooded, err)
+		if err == nil || !errors.Is(err, hostgate.ErrConnectionEnded) || !strings.Contains(err.Error(), "alpha") {
+			t.Errorf("a flooding command's Wait across a stalled caller path: %v; want an error naming host alpha, matching hostgate.ErrConnectionEnded", err)
+		}
+	case <-time.After(3 * time.Minute): // a guard against a hang, not a timing
+		t.Fatal("a flooding command's Wait across a stalled caller path still waits 3 minutes on")
+	}
+	execEcho(t, ctx, g.url, g.admin, "alpha", "others-unaffected")
+	for len(regexp.MustCompile(`msg="relay end"`).FindAllString(g.output(), -1)) <= relays+1 { // the echo's own relay ends too
+		if time.Since(stalled) > 4*time.Minute {
+			t.Fatalf("the gateway still relays to a caller whose path stalled 4 minutes on:\n%s", g.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the gateway ended the stalled caller's relay %v into the stall", time.Since(stalled).Round(100*time.Millisecond))
+	if !waitProcessGone(pid, 3*time.Minute) {
+		t.Errorf("the flooding command (pid %d) still runs 3 minutes after its caller's path stalled", pid)
+	} else {
+		t.Logf("the command was gone on the host %v into the stall", time.Since(stalled).Round(100*time.Millisecond))
+	}
+}

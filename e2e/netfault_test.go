@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
+	syncfs "github.com/hostgate/hostgate/sync"
 )
 
 // agentUpRE is an agent's "tunnel up" line.
@@ -29,8 +30,8 @@ var agentUpRE = regexp.MustCompile(`msg="tunnel up"`)
 // laptop's Wi-Fi gone). A 5 s stall is ridden out: the host stays
 // connected and a session opened before it goes on. A stall past the
 // keepalive drops the host at the gateway, which says why; what a caller
-// ran across it (a command, SFTP, a forward, a Dial begun during the
-// stall) fails naming the host and matching hostgate.ErrConnectionEnded
+// ran across it (a command, SFTP, a forward, a Dial and a sync FS call
+// begun during the stall) fails naming the host and matching hostgate.ErrConnectionEnded
 // rather than hanging; the command is killed on the host; and the agent,
 // once the path heals, comes back by itself.
 func TestAgentPathStalls(t *testing.T) {
@@ -94,8 +95,20 @@ func TestAgentPathStalls(t *testing.T) {
 		t.Fatalf("forward before the stall: %v", err)
 	}
 
+	sfs := syncfs.FromHost(h, nil)
+	defer sfs.Close()
+	if _, err := sfs.Stat("tmp"); err != nil {
+		t.Fatalf("sync FS before the stall: %v", err)
+	}
+
 	stalled := time.Now()
 	px.Stall()
+	// The sync FS's io/fs calls take no ctx: its own timeout ends one.
+	synced := make(chan error, 1)
+	go func() {
+		_, err := sfs.Stat("tmp")
+		synced <- err
+	}()
 	waited := make(chan error, 1)
 	go func() { waited <- p.Wait() }()
 	// A caller who dials during the stall: the gateway still counts the
@@ -163,6 +176,17 @@ func TestAgentPathStalls(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Error("a Dial begun during the stall still waits 30 s after the gateway dropped its host")
+	}
+
+	select {
+	case err := <-synced:
+		if err == nil || !strings.Contains(err.Error(), "alpha") {
+			t.Errorf("a sync FS Stat begun during the stall: %v, want an error naming host alpha", err)
+		} else {
+			t.Logf("a sync FS Stat begun during the stall: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("a sync FS Stat begun during the stall still waits 30 s after the gateway dropped its host")
 	}
 
 	// The agent's own keepalive notices too; on the path's return it

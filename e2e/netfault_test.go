@@ -191,8 +191,11 @@ func TestAgentPathStalls(t *testing.T) {
 
 	// The agent's own keepalive notices too; on the path's return it
 	// connects again by itself.
-	a.waitFor(regexp.MustCompile(`msg="gateway tunnel ended`), 2*time.Minute)
-	t.Logf("the agent noticed %v into the stall", time.Since(stalled).Round(100*time.Millisecond))
+	agentEnd := a.waitFor(regexp.MustCompile(`msg="gateway tunnel ended.* err="([^"]*)`), 2*time.Minute)
+	t.Logf("the agent noticed %v into the stall: %s", time.Since(stalled).Round(100*time.Millisecond), agentEnd[1])
+	if !strings.Contains(agentEnd[1], "the gateway stopped answering") {
+		t.Errorf("the agent's tunnel end for a stalled path: %q, want it to say the gateway stopped answering", agentEnd[1])
+	}
 	healed := time.Now()
 	px.Heal()
 	for len(agentUpRE.FindAllString(a.output(), -1)) < 2 {

@@ -265,6 +265,12 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 				errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 				return wg.Wait, nil
 			}
+			if errors.Is(err, bytestream.ErrKeepAliveTimeout) || errors.Is(err, bytestream.ErrWriteTimeout) {
+				// A path that stalled with its sockets open (a NAT that
+				// lost its state, a laptop's network gone) was logged as
+				// "agent: mux: bytestream: mux keepalive timed out".
+				return wg.Wait, fmt.Errorf("%w: %w", errGatewayUnresponsive, err)
+			}
 			return wg.Wait, fmt.Errorf("agent: mux: %w", err)
 		}
 		done := first
@@ -284,6 +290,10 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 		})
 	}
 }
+
+// errGatewayUnresponsive ends a tunnel whose gateway stopped answering
+// its keepalive or taking its writes.
+var errGatewayUnresponsive = errors.New("the gateway stopped answering (a network in between dropped the tunnel's path, or the gateway is frozen or overloaded)")
 
 // CheckShell checks a --shell value: an absolute path to an executable
 // file (the server runs `SHELL -c COMMAND`, and a login shell for

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -149,6 +150,22 @@ func TestServeMuxStopsOnCancel(t *testing.T) {
 		}
 	case <-time.After(serveWait):
 		t.Fatal("ServeMux ignored ctx")
+	}
+}
+
+// TestServeMuxSilentGatewaySaysSo: a tunnel whose gateway stops answering
+// (its path stalled with the sockets open: a NAT that lost its state)
+// ends with an error that says so, which the agent logs as the tunnel's
+// end. It read "agent: mux: bytestream: mux keepalive timed out".
+func TestServeMuxSilentGatewaySaysSo(t *testing.T) {
+	srv, _, _ := serveNewServer(t)
+	a, b := serveTCPPair(t)
+	defer func() { _ = a.Close() }() // a peer that reads and answers nothing
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	defer cancel()
+	err := ServeMux(ctx, b, srv, &bytestream.MuxConfig{KeepAliveInterval: 20 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, bytestream.ErrKeepAliveTimeout) || !strings.Contains(err.Error(), "the gateway stopped answering") {
+		t.Fatalf("ServeMux with a silent gateway: %v, want ErrKeepAliveTimeout saying the gateway stopped answering", err)
 	}
 }
 

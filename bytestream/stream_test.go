@@ -182,6 +182,45 @@ func TestWebSocketOutlivesDialContext(t *testing.T) {
 	exchange(t, a, b, 64<<10)
 }
 
+// TestDialWebSocketSilentServerTimesOut: a server that takes the TCP
+// connection and never answers the upgrade (the path stalled once the
+// connection was made) ends the dial at the handshake timeout, saying so,
+// though ctx has no deadline. It waited for ever.
+func TestDialWebSocketSilentServerTimesOut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 1)
+	go func() {
+		defer close(held)
+		if c, err := ln.Accept(); err == nil {
+			held <- c
+		}
+	}()
+	defer func() {
+		_ = ln.Close()
+		for c := range held {
+			_ = c.Close() // ends a dial still waiting
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := DialWebSocket(context.Background(), "ws://"+ln.Addr().String()+"/", &WebSocketOptions{HandshakeTimeout: 200 * time.Millisecond})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() ||
+			!strings.Contains(err.Error(), "no answer to the WebSocket handshake within 200ms") {
+			t.Fatalf("dial to a server that never answers: %v, want a timeout saying no answer came within 200ms", err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("dial to a server that never answers still waits 10 s on, its handshake timeout 200 ms")
+	}
+}
+
 func TestWebSocketHeadersReachServer(t *testing.T) {
 	got := make(chan string, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

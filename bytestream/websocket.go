@@ -47,7 +47,30 @@ type WebSocketOptions struct {
 	// more CPU per byte.
 	HTTPClient *http.Client
 	ReadLimit  int64 // max message size accepted; 0 = DefaultReadLimit
+	// HandshakeTimeout bounds the opening handshake, from the dial to the
+	// server's answer, within ctx; 0 = DefaultHandshakeTimeout, negative
+	// = ctx alone.
+	HandshakeTimeout time.Duration
 }
+
+// DefaultHandshakeTimeout bounds DialWebSocket's opening handshake. A
+// path that stalled once the TCP connection was made (a NAT that lost its
+// state, a laptop's network gone) held a dial whose ctx had no deadline
+// for ever: a Go client's host reconnecting on its first use after a lost
+// connection waited out its caller's ctx, however long.
+const DefaultHandshakeTimeout = 30 * time.Second
+
+// handshakeTimeoutError is a DialWebSocket whose server did not answer
+// within the handshake timeout: a net.Error whose Timeout is true,
+// matching context.DeadlineExceeded.
+type handshakeTimeoutError struct{ d time.Duration }
+
+func (e *handshakeTimeoutError) Error() string {
+	return fmt.Sprintf("no answer to the WebSocket handshake within %v (the path to the server stalled, or the server is overloaded)", e.d)
+}
+func (e *handshakeTimeoutError) Timeout() bool   { return true }
+func (e *handshakeTimeoutError) Temporary() bool { return true }
+func (e *handshakeTimeoutError) Unwrap() error   { return context.DeadlineExceeded }
 
 // AcceptOptions configures Accept; nil means defaults.
 type AcceptOptions struct {
@@ -100,6 +123,16 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	if err != nil {
 		return nil, nil, err
 	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	hctx := ctx
+	if o.HandshakeTimeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeoutCause(ctx, o.HandshakeTimeout, &handshakeTimeoutError{o.HandshakeTimeout})
+		defer cancel()
+		ctx = hctx
+	}
 	hc, cork := o.HTTPClient, (*corkSlot)(nil)
 	if hc == nil {
 		// Our own transport, so the dialed conn can be corked (see corkConn).
@@ -119,6 +152,11 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 				he.Body = strings.ToValidUTF8(string(b), "\uFFFD")
 			}
 			return nil, resp, he
+		}
+		if cause := context.Cause(hctx); errors.Is(err, context.DeadlineExceeded) && errors.As(cause, new(*handshakeTimeoutError)) {
+			// Ours, not the caller's ctx: say so, where the error read
+			// "context deadline exceeded" alone.
+			err = cause
 		}
 		return nil, resp, fmt.Errorf("bytestream: dial websocket: %w", err)
 	}

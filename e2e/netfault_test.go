@@ -216,8 +216,9 @@ func TestAgentPathStalls(t *testing.T) {
 // carrying the caller's bytes (the gateway's still arrive: a half-open
 // path). The caller's SSH keepalive goes unanswered, so a command it
 // waits on fails naming the host and matching
-// hostgate.ErrConnectionEnded instead of waiting for ever; and the
-// command does not outlive its caller on the host.
+// hostgate.ErrConnectionEnded instead of waiting for ever; a Reconnect
+// host's next use, which dials again over the dead path, fails saying no
+// answer came; and the command does not outlive its caller on the host.
 func TestClientPathHalfOpen(t *testing.T) {
 	g := startGateway(t, "")
 	g.startAgent("alpha", "")
@@ -239,6 +240,22 @@ func TestClientPathHalfOpen(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+	// A long-lived program's host, which connects again on its first use
+	// after a lost connection.
+	rc, err := client.New(px.URL(), g.admin, &client.Options{Reconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.CloseIdleConnections()
+	kept, err := rc.Dial(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	keptConn, err := kept.Connection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	held := time.Now()
 	px.HoldUp()
@@ -255,6 +272,33 @@ func TestClientPathHalfOpen(t *testing.T) {
 	}
 	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil || !errors.Is(err, hostgate.ErrConnectionEnded) {
 		t.Errorf("exec on the connection its keepalive ended: %v, want hostgate.ErrConnectionEnded", err)
+	}
+	// The path then dies both ways, its sockets open (a frozen gateway
+	// behind it looks the same: the kernel takes the connection, nothing
+	// answers). The Reconnect host's next use dials again over it: it
+	// fails, saying no answer came, rather than waiting out its caller's
+	// ctx (a probe waited 4 minutes, its ctx's).
+	select {
+	case <-keptConn.Done:
+	case <-time.After(time.Minute):
+		t.Fatal("the Reconnect host's connection outlived the half-open path by a minute more")
+	}
+	px.Stall()
+	redialed := time.Now()
+	reused := make(chan error, 1)
+	go func() {
+		_, err := kept.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+		reused <- err
+	}()
+	select {
+	case err := <-reused:
+		t.Logf("a Reconnect host's use over the dead path failed %v in: %v", time.Since(redialed).Round(100*time.Millisecond), err)
+		if err == nil || !strings.Contains(err.Error(), "alpha") || !strings.Contains(err.Error(), "no answer to the WebSocket handshake") {
+			t.Errorf("a Reconnect host's use over a half-open path: %v, want an error naming host alpha, saying the handshake got no answer", err)
+		}
+	case <-time.After(2 * time.Minute): // a guard against a hang, not a timing
+		t.Error("a Reconnect host's use over a half-open path still waits 2 minutes on")
+		<-reused
 	}
 	if !waitProcessGone(pid, 2*time.Minute) {
 		t.Errorf("the command of a caller whose path went half-open (pid %d) still runs on the host 2 minutes on", pid)

@@ -358,6 +358,10 @@ func (r *refusal) slowDown() bool {
 	return r.lasting() || r.status == http.StatusTooManyRequests
 }
 
+// dialTimeout bounds a dial to the gateway, from the TCP connection to
+// the WebSocket handshake's answer.
+var dialTimeout = 30 * time.Second // a var for tests
+
 // healthyTunnel is how long a tunnel must have stayed up for the next
 // attempt to start again from the minimum backoff.
 const healthyTunnel = 5 * time.Second
@@ -371,7 +375,6 @@ const healthyTunnel = 5 * time.Second
 // check, its network) must be replaced by the next attempt, not waited
 // behind until the gateway's keepalive ends it.
 func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	h := c.header.Clone()
 	if *standby {
 		h.Set(wire.HeaderStandby, wire.StandbyOn)
@@ -381,8 +384,10 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	if sig, err := wire.SignKey(c.hostKey, c.token, h.Get(wire.HeaderHostID), time.Now()); err == nil {
 		h.Set(wire.HeaderKeySignature, sig)
 	}
-	conn, resp, err := bytestream.DialWebSocket(dctx, c.url, &bytestream.WebSocketOptions{Header: h})
-	cancel()
+	// The dial's own bound, not a ctx of ours: one that ends says that no
+	// answer came (a path that died, a frozen gateway), where a 30 s ctx
+	// here logged "context deadline exceeded".
+	conn, resp, err := bytestream.DialWebSocket(ctx, c.url, &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: dialTimeout})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

@@ -1320,3 +1320,56 @@ func TestConnectSendsItsBuild(t *testing.T) {
 		t.Errorf("User-Agent %q, want %q", ua, want)
 	}
 }
+
+// TestConnectSilentGatewaySaysSo: a gateway that takes the agent's TCP
+// connection and never answers (frozen, or the path died once the
+// connection was made) is logged as one that did not answer. The dial's
+// 30 s ctx logged "context deadline exceeded".
+func TestConnectSilentGatewaySaysSo(t *testing.T) {
+	defer func(d time.Duration) { dialTimeout = d }(dialTimeout)
+	dialTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	})
+	defer func() {
+		_ = ln.Close()
+		wg.Wait()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Connect(ctx, &ConnectConfig{GatewayURL: "http://" + ln.Addr().String(), Token: "t", StateDir: t.TempDir(),
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	}()
+	select {
+	case <-logs.has("gateway tunnel ended"):
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Errorf("no failed attempt logged 30 s on, the dial bounded at 300 ms:\n%s", logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "no answer to the WebSocket handshake within 300ms") {
+		t.Errorf("a gateway that never answers, logged as:\n%s\nwant it to say no answer came within 300ms", l)
+	}
+}

@@ -427,10 +427,12 @@ func TestGatewayRestartWithEverythingOpen(t *testing.T) {
 	hdr.Set("Authorization", "Bearer "+g.admin)
 	ws := dialTerminal(t, ctx, g, "alpha", hdr)
 	shellPID := dir + "/shell.pid"
-	if err := ws.Write(ctx, websocket.MessageBinary, []byte("echo $$ >"+shellPID+"; echo written\n")); err != nil {
+	// What the shell prints, not the echo of what was typed, says the
+	// file is written.
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("echo $$ >"+shellPID+"; echo written$((40+2))\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := readUntil(ctx, ws, "written"); err != nil {
+	if err := readUntil(ctx, ws, "written42"); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(shellPID)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -20,6 +19,10 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/tlshint"
 )
+
+// proxyHandshakeTimeout bounds the proxy's WebSocket handshake (a
+// variable for tests).
+var proxyHandshakeTimeout = bytestream.DefaultHandshakeTimeout
 
 func init() {
 	register("proxy", "proxy HOST: OpenSSH ProxyCommand, stdio ↔ the host's SSH through the gateway", runProxy)
@@ -91,9 +94,10 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	if knownHosts != "" {
 		h.Set(wire.HeaderPinnedKey, "1")
 	}
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	remote, resp, err := bytestream.DialWebSocket(dctx, u.String(), &bytestream.WebSocketOptions{Header: h})
-	cancel()
+	// DialWebSocket's own bound, so that a gateway that never answers is
+	// named as one: a ctx of the proxy's made ssh's stderr read "context
+	// deadline exceeded" alone.
+	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

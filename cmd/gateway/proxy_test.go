@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestProxySaysWhyWhenTheAgentGoes: when a host's agent disconnects in the
@@ -140,5 +141,41 @@ func TestProxySaysTheGatewayDidNotAnswer(t *testing.T) {
 	err := proxy(t.Context(), local, &stderr, srv.URL, "tok", "box", "")
 	if err == nil || !strings.Contains(stderr.String(), "host box: the gateway did not answer") || !strings.Contains(stderr.String(), "start the gateway") || strings.Contains(stderr.String(), "<") {
 		t.Fatalf("proxy: %v; stderr %q: want it to say the gateway did not answer and what to do, without the page", err, stderr.String())
+	}
+}
+
+// A gateway that takes the connection and never answers (frozen, or the
+// path to it stalled once connected) is named as one on ssh's stderr,
+// where the proxy's own 30 s ctx read "context deadline exceeded" alone
+// (found by the chaos44 audit).
+func TestProxySaysTheGatewayNeverAnswered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	defer func() {
+		select {
+		case c := <-accepted:
+			_ = c.Close()
+		default:
+		}
+	}()
+	old := proxyHandshakeTimeout
+	proxyHandshakeTimeout = 200 * time.Millisecond
+	defer func() { proxyHandshakeTimeout = old }()
+	var stderr bytes.Buffer
+	local, other := net.Pipe()
+	defer other.Close()
+	err = proxy(t.Context(), local, &stderr, "http://"+ln.Addr().String(), "tok", "box", "")
+	if err == nil || !strings.Contains(stderr.String(), "host box: bytestream: dial websocket: no answer to the WebSocket handshake within 200ms") {
+		t.Fatalf("proxy: %v; stderr %q: want it to say the gateway never answered its handshake", err, stderr.String())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +26,28 @@ import (
 // agentUpRE is an agent's "tunnel up" line.
 var agentUpRE = regexp.MustCompile(`msg="tunnel up"`)
 
-// TestAgentPathStalls: the path between an agent and the gateway stops
+// TestNetworkFaults runs the fault-proxy tests at once: each waits on
+// keepalives (a minute or two) while it uses little CPU, and one after
+// another they took 327 s of the suite.
+func TestNetworkFaults(t *testing.T) {
+	var wg sync.WaitGroup
+	for _, ft := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"AgentPathStalls", testAgentPathStalls},
+		{"ClientPathHalfOpen", testClientPathHalfOpen},
+		{"SlowLinkBulkIntact", testSlowLinkBulkIntact},
+		{"GatewayRestartWithEverythingOpen", testGatewayRestartWithEverythingOpen},
+		{"ClientPathStallsMidFlood", testClientPathStallsMidFlood},
+	} {
+		// t.Run from several goroutines: past -parallel, which is 2 here.
+		wg.Go(func() { t.Run(ft.name, ft.fn) })
+	}
+	wg.Wait()
+}
+
+// testAgentPathStalls: the path between an agent and the gateway stops
 // forwarding (both ways, sockets left open: a NAT that lost its state, a
 // laptop's Wi-Fi gone). A 5 s stall is ridden out: the host stays
 // connected and a session opened before it goes on. A stall past the
@@ -34,7 +56,7 @@ var agentUpRE = regexp.MustCompile(`msg="tunnel up"`)
 // begun during the stall) fails naming the host and matching hostgate.ErrConnectionEnded
 // rather than hanging; the command is killed on the host; and the agent,
 // once the path heals, comes back by itself.
-func TestAgentPathStalls(t *testing.T) {
+func testAgentPathStalls(t *testing.T) {
 	g := startGateway(t, "")
 	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
 	a := g.startAgentAt(px.URL(), "alpha", "")
@@ -212,14 +234,14 @@ func TestAgentPathStalls(t *testing.T) {
 	}
 }
 
-// TestClientPathHalfOpen: the path from a caller to the gateway stops
+// testClientPathHalfOpen: the path from a caller to the gateway stops
 // carrying the caller's bytes (the gateway's still arrive: a half-open
 // path). The caller's SSH keepalive goes unanswered, so a command it
 // waits on fails naming the host and matching
 // hostgate.ErrConnectionEnded instead of waiting for ever; a Reconnect
 // host's next use, which dials again over the dead path, fails saying no
 // answer came; and the command does not outlive its caller on the host.
-func TestClientPathHalfOpen(t *testing.T) {
+func testClientPathHalfOpen(t *testing.T) {
 	g := startGateway(t, "")
 	g.startAgent("alpha", "")
 	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
@@ -308,11 +330,11 @@ func TestClientPathHalfOpen(t *testing.T) {
 	execEcho(t, ctx, g.url, g.admin, "alpha", "others-unaffected")
 }
 
-// TestSlowLinkBulkIntact: both the agent's and the caller's paths hand
+// testSlowLinkBulkIntact: both the agent's and the caller's paths hand
 // bytes on one at a time with pauses (a slow, chatty link); a command's
 // bulk output and an SFTP round trip of a file arrive whole and
 // unchanged.
-func TestSlowLinkBulkIntact(t *testing.T) {
+func testSlowLinkBulkIntact(t *testing.T) {
 	g := startGateway(t, "")
 	pa := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
 	pc := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
@@ -368,7 +390,7 @@ func TestSlowLinkBulkIntact(t *testing.T) {
 	t.Logf("sftp wrote and read back %d bytes over the slow link in %v", len(data), time.Since(start).Round(100*time.Millisecond))
 }
 
-// TestGatewayRestartWithEverythingOpen: the gateway restarts (SIGTERM,
+// testGatewayRestartWithEverythingOpen: the gateway restarts (SIGTERM,
 // started again on its address and state dir) while a caller has a
 // command, an SFTP file and a forward with a live connection open on a
 // host, and a web terminal runs there. Each ends rather than hanging:
@@ -377,7 +399,7 @@ func TestSlowLinkBulkIntact(t *testing.T) {
 // its connection closed, the terminal's socket closed; the agent comes
 // back by itself; and on the host the command and the terminal's shell
 // are gone.
-func TestGatewayRestartWithEverythingOpen(t *testing.T) {
+func testGatewayRestartWithEverythingOpen(t *testing.T) {
 	g := startGateway(t, "")
 	a := g.startAgent("alpha", "")
 	ctx := testCtx(t, 4*time.Minute)
@@ -509,14 +531,14 @@ func TestGatewayRestartWithEverythingOpen(t *testing.T) {
 	}
 }
 
-// TestClientPathStallsMidFlood: the path between a caller and the
+// testClientPathStallsMidFlood: the path between a caller and the
 // gateway stops forwarding both ways, sockets open, while a command
 // floods its output to the caller. The caller's Wait fails naming the
 // host and matching hostgate.ErrConnectionEnded; the gateway ends the
 // relay, whose writes to the caller no longer go anywhere, though the
 // socket stays open; the command is gone on the host; and the host
 // serves others throughout.
-func TestClientPathStallsMidFlood(t *testing.T) {
+func testClientPathStallsMidFlood(t *testing.T) {
 	g := startGateway(t, "")
 	g.startAgent("alpha", "")
 	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))

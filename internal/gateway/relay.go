@@ -241,6 +241,8 @@ func relayEndReason(ctx context.Context, tunnelDone <-chan struct{}, tunnelCause
 			return bytestream.StatusServiceRestart, wire.HostMessage(id, "the gateway is shutting down; reconnect")
 		case errors.Is(cause, ErrTokenRevoked):
 			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent's token was revoked or expired")
+		case errors.Is(cause, errUnresponsive):
+			return bytestream.StatusBadGateway, wire.HostMessage(id, "its agent stopped answering (the network, or the agent frozen); connect again once it is back")
 		}
 		if why := ended(id); why != "" {
 			return bytestream.StatusBadGateway, endedMessage(id, why)

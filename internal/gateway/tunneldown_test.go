@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -131,6 +133,24 @@ func TestTunnelDownSaysWhy(t *testing.T) {
 		}
 		if m, want := e.metricsText(), `hostgate_tunnel_disconnects_total{cause="unresponsive"} 1`; !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "hostgate_tunnel_disconnects_total"))
+		}
+	})
+	t.Run("silent, with a caller", func(t *testing.T) {
+		// The caller relayed to the silent agent hears what the log
+		// says: it stopped answering. It heard "its agent disconnected
+		// from the gateway", which reads as an agent that stopped.
+		mc := DefaultTunnelMux()
+		mc.KeepAliveInterval, mc.WriteTimeout = 50*time.Millisecond, 200*time.Millisecond
+		e := newEnv(t, &Config{TunnelMux: mc})
+		_ = e.pinnedAgentWS("h") // never read
+		c, err := e.relay("h", e.token(store.RoleAdmin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadFull(c, make([]byte, 1))
+		var ce *bytestream.CloseError
+		if want := "host h: its agent stopped answering (the network, or the agent frozen); connect again once it is back"; !errors.As(err, &ce) || ce.Reason != want {
+			t.Errorf("the caller read %v, want %q", err, want)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/proxyproto"
 	"github.com/hostgate/hostgate/internal/yamux"
 )
@@ -320,12 +321,41 @@ func closeWithCause(t Tunnel, cause error) {
 }
 
 // tunnelCause is why t ended, if the gateway ended it for a reason its
-// callers are told (replaced, shutting down, token revoked), else nil.
+// callers are told (replaced, shutting down, token revoked, its agent
+// stopped answering), else nil.
 func tunnelCause(t Tunnel) func() error {
 	if p, ok := t.(*pendingTunnel); ok {
-		return p.endCause
+		return func() error {
+			if c := p.endCause(); c != nil {
+				return c
+			}
+			return p.unresponsive()
+		}
 	}
 	return func() error { return nil }
+}
+
+// errUnresponsive is a tunnel the gateway's keepalive or write timeout
+// ended: its agent stopped answering (frozen, or the path to it stalled).
+// Its callers heard that the agent disconnected, which reads as an agent
+// that stopped, while the gateway's log said it stopped answering.
+var errUnresponsive = errors.New("the agent stopped answering")
+
+// unresponsive is errUnresponsive when the tunnel's session ended by its
+// keepalive or write timeout, else nil. The session's end reason is set
+// before its streams end, so a relay that sees its stream end finds it.
+func (p *pendingTunnel) unresponsive() error {
+	p.mu.Lock()
+	t := p.t
+	p.mu.Unlock()
+	mt, ok := t.(muxTunnel)
+	if !ok {
+		return nil
+	}
+	if err := mt.s.CloseErr(); errors.Is(err, bytestream.ErrKeepAliveTimeout) || errors.Is(err, bytestream.ErrWriteTimeout) {
+		return errUnresponsive
+	}
+	return nil
 }
 
 // slotConn gives back its stream slot on the first Close.
@@ -339,8 +369,9 @@ type slotConn struct {
 
 // TunnelCause is why the gateway ended the stream's tunnel, once
 // TunnelDone is closed: errReplaced (a newer connection of the host's
-// agent took over), ErrShuttingDown, ErrTokenRevoked; nil when the agent
-// or its network ended it.
+// agent took over), ErrShuttingDown, ErrTokenRevoked, errUnresponsive
+// (the gateway's keepalive found the agent silent); nil when the agent or
+// its network ended it.
 func (c *slotConn) TunnelCause() error { return c.cause() }
 
 // TunnelDone is closed when the tunnel the stream runs over has ended, so

@@ -336,6 +336,16 @@ func (s *Session) closeErr() error {
 	return s.shutdownErr
 }
 
+// CloseErr is why the session ended, once it has (CloseChan is closed);
+// nil while it lives. hostgate: the gateway tells a tunnel's callers why
+// it ended, where asking meant AcceptStream.
+func (s *Session) CloseErr() error {
+	if !s.IsClosed() {
+		return nil
+	}
+	return s.closeErr()
+}
+
 // exitErr is used to handle an error that is causing the
 // session to terminate.
 func (s *Session) exitErr(err error) {

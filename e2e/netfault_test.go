@@ -243,25 +243,7 @@ func testAgentPathStalls(t *testing.T) {
 // host's next use, which dials again over the dead path, fails saying no
 // answer came; and the command does not outlive its caller on the host.
 func testClientPathHalfOpen(t *testing.T) {
-	g := startGateway(t, "")
-	g.startAgent("alpha", "")
-	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
-	ctx := testCtx(t, 5*time.Minute)
-	h, err := client.Dial(ctx, px.URL(), g.admin, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec sleep 600"}, hostgate.SpawnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
-	var pid int
-	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
-		t.Fatalf("command did not start: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	g, px, ctx, h, p, pid := callerThroughFault(t, "sleep 600")
 	go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
 	// A long-lived program's host, which connects again on its first use
 	// after a lost connection.
@@ -540,25 +522,7 @@ func testGatewayRestartWithEverythingOpen(t *testing.T) {
 // socket stays open; the command is gone on the host; and the host
 // serves others throughout.
 func testClientPathStallsMidFlood(t *testing.T) {
-	g := startGateway(t, "")
-	g.startAgent("alpha", "")
-	px := newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
-	ctx := testCtx(t, 5*time.Minute)
-	h, err := client.Dial(ctx, px.URL(), g.admin, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	p, err := h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec cat /dev/zero"}, hostgate.SpawnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
-	var pid int
-	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
-		t.Fatalf("command did not start: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	g, px, ctx, h, p, pid := callerThroughFault(t, "cat /dev/zero")
 	flooded := make(chan int64, 1)
 	go func() {
 		n, _ := io.Copy(io.Discard, p.Stdout())
@@ -596,4 +560,31 @@ func testClientPathStallsMidFlood(t *testing.T) {
 	} else {
 		t.Logf("the command was gone on the host %v into the stall", time.Since(stalled).Round(100*time.Millisecond))
 	}
+}
+
+// callerThroughFault starts a gateway with host alpha, a fault proxy in
+// front of the gateway, and a caller of alpha through the proxy running
+// `exec CMD` after printing its pid, which it returns (the command is
+// killed at the test's end). ctx bounds the test; h closes with it.
+func callerThroughFault(t *testing.T, cmd string) (g *gw, px *faultProxy, ctx context.Context, h *hostgate.Host, p hostgate.Process, pid int) {
+	t.Helper()
+	g = startGateway(t, "")
+	g.startAgent("alpha", "")
+	px = newFaultProxy(t, strings.TrimPrefix(g.url, "http://"))
+	ctx = testCtx(t, 5*time.Minute)
+	h, err := client.Dial(ctx, px.URL(), g.admin, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	p, err = h.Spawn(ctx, []string{"sh", "-c", "echo $$; exec " + cmd}, hostgate.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	if _, err := fmt.Fscan(p.Stdout(), &pid); err != nil {
+		t.Fatalf("command did not start: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return g, px, ctx, h, p, pid
 }

@@ -82,6 +82,31 @@ func TestConnectForwardsAgent(t *testing.T) {
 	}
 }
 
+// serveStdio runs `agent serve --stdio` with a new key authorized and
+// args, and returns an SSH client of it, its log, and RunServe's end,
+// once the client is closed.
+func serveStdio(t *testing.T, args ...string) (*ssh.Client, *serveLogBuffer, <-chan error) {
+	t.Helper()
+	dir := t.TempDir()
+	client := serveKey(t)
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(client.PublicKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gwSide, agentSide := serveTCPPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	t.Cleanup(cancel)
+	logs := &serveLogBuffer{}
+	done := make(chan error, 1)
+	args = append([]string{"--stdio", "--authorized-keys", keys, "--state-dir", dir}, args...)
+	go func() { done <- RunServe(ctx, args, &ServeIO{Conn: agentSide, Stderr: logs}) }()
+	hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, HostKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveSSHClient(t, gwSide, hk.PublicKey(), client), logs, done
+}
+
 // TestRunServeAgentForwarding: `agent serve` forwards an authorized key's
 // agent unless --no-agent-forwarding (or HOSTGATE_NO_AGENT_FORWARDING)
 // says not to.
@@ -100,24 +125,7 @@ func TestRunServeAgentForwarding(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("HOSTGATE_NO_AGENT_FORWARDING", tc.env)
 			}
-			dir := t.TempDir()
-			client := serveKey(t)
-			keys := filepath.Join(dir, "keys")
-			if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(client.PublicKey()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			gwSide, agentSide := serveTCPPair(t)
-			ctx, cancel := context.WithTimeout(context.Background(), serveWait)
-			defer cancel()
-			var logs serveLogBuffer
-			done := make(chan error, 1)
-			args := append([]string{"--stdio", "--authorized-keys", keys, "--state-dir", dir}, tc.args...)
-			go func() { done <- RunServe(ctx, args, &ServeIO{Conn: agentSide, Stderr: &logs}) }()
-			hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, HostKeyFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl := serveSSHClient(t, gwSide, hk.PublicKey(), client)
+			cl, logs, done := serveStdio(t, tc.args...)
 			granted, sock := agentForwarded(t, cl)
 			if granted != tc.want || (sock != "") != tc.want {
 				t.Errorf("granted %v, SSH_AUTH_SOCK %q; want forwarded %v\n%s", granted, sock, tc.want, logs.String())

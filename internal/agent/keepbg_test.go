@@ -3,18 +3,12 @@
 package agent
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/hostgate/hostgate/internal/testenv"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // TestRunServeKeepBackground: `agent serve` lets what a command starts in
@@ -36,24 +30,7 @@ func TestRunServeKeepBackground(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("HOSTGATE_KEEP_BACKGROUND", tc.env)
 			}
-			dir := t.TempDir()
-			client := serveKey(t)
-			keys := filepath.Join(dir, "keys")
-			if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(client.PublicKey()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			gwSide, agentSide := serveTCPPair(t)
-			ctx, cancel := context.WithTimeout(context.Background(), serveWait)
-			defer cancel()
-			var logs serveLogBuffer
-			done := make(chan error, 1)
-			args := append([]string{"--stdio", "--authorized-keys", keys, "--state-dir", dir}, tc.args...)
-			go func() { done <- RunServe(ctx, args, &ServeIO{Conn: agentSide, Stderr: &logs}) }()
-			hk, err := sshlayer.LoadOrCreateHostKey(filepath.Join(dir, HostKeyFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl := serveSSHClient(t, gwSide, hk.PublicKey(), client)
+			cl, logs, done := serveStdio(t, tc.args...)
 			s, err := cl.NewSession()
 			if err != nil {
 				t.Fatal(err)

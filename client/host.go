@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -92,6 +94,31 @@ type credentials struct {
 	key     *sshlayer.SessionKey
 	cert    *Certificate
 	hostKey string
+	// renewBy is when cert is due for renewal by this machine's
+	// monotonic clock, from its lifetime as the gateway signed it: a
+	// client whose wall clock is behind the gateway's by more than the
+	// lifetime kept an expired certificate by ValidBefore alone, and
+	// every reconnect failed to authenticate. Zero when the certificate
+	// does not say (it does not parse).
+	renewBy time.Time
+}
+
+// certBackdate is how far the gateway backdates a certificate's
+// ValidAfter for agents whose clocks are behind (sshca): its lifetime
+// from the moment it is signed is the rest of its window.
+const certBackdate = time.Minute
+
+// certRenewBy is when a certificate received now is due for renewal,
+// 30 s before its lifetime runs out by this machine's clock, or zero when
+// it does not parse.
+func certRenewBy(certificate string) time.Time {
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(certificate))
+	cert, ok := pub.(*ssh.Certificate)
+	if err != nil || !ok || cert.ValidBefore <= cert.ValidAfter || cert.ValidBefore == ssh.CertTimeInfinity {
+		return time.Time{}
+	}
+	window := time.Duration(cert.ValidBefore-cert.ValidAfter) * time.Second
+	return time.Now().Add(window - certBackdate - 30*time.Second)
 }
 
 func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
@@ -104,7 +131,7 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 		}
 		cr.key = k
 	}
-	if cr.cert == nil || time.Until(cr.cert.ValidBefore) < 30*time.Second {
+	if cr.cert == nil || time.Until(cr.cert.ValidBefore) < 30*time.Second || (!cr.renewBy.IsZero() && time.Now().After(cr.renewBy)) {
 		cert, err := cr.c.Certificate(ctx, cr.id, cr.key.PublicKey)
 		if err != nil {
 			return sshlayer.Auth{}, err
@@ -120,7 +147,7 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 		if cert.HostPublicKey != "" {
 			hostKey = cert.HostPublicKey
 		}
-		cr.cert, cr.hostKey = cert, hostKey
+		cr.cert, cr.hostKey, cr.renewBy = cert, hostKey, certRenewBy(cert.Certificate)
 	}
 	return sshlayer.Auth{
 		User:        "hostgate",

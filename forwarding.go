@@ -108,7 +108,7 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 			defer fw.wg.Done()
 			select {
 			case <-d.Done():
-				fw.cancel(ErrConnectionEnded)
+				fw.cancel(endedBy(f))
 			case <-fw.ctx.Done():
 			}
 		}()
@@ -119,6 +119,20 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 		fw.serve()
 	}()
 	return fw, nil
+}
+
+// endedBy is why a forward through f stopped as f's connection ended:
+// ErrConnectionEnded, with the connection's own end where f tells it (the
+// SSH client's Wait: "the gateway is shutting down", "its agent stopped
+// answering"), which a forward's Err said nothing of while its
+// neighbours' errors did.
+func endedBy(f Forwarder) error {
+	if w, ok := f.(interface{ Wait() error }); ok {
+		if err := w.Wait(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConnectionEnded, err)
+		}
+	}
+	return ErrConnectionEnded
 }
 
 // Addr is the address actually listened on, with the picked port: for a

@@ -363,6 +363,33 @@ func TestForwardStopsWhenConnectionEnds(t *testing.T) {
 	}
 }
 
+// waitForwarder is a doneForwarder that tells why its connection ended,
+// as the SSH client's Wait does.
+type waitForwarder struct {
+	doneForwarder
+	why error
+}
+
+func (f *waitForwarder) Wait() error { <-f.done; return f.why }
+
+// TestForwardSaysWhyItsConnectionEnded: a forward stopped by its
+// connection's end says why the connection ended, where the forwarder
+// tells it: it said only "host connection ended", while a command on the
+// same connection said "the gateway is shutting down" (found by the
+// chaos44 audit).
+func TestForwardSaysWhyItsConnectionEnded(t *testing.T) {
+	why := errors.New("connection lost: host box: the gateway is shutting down; reconnect")
+	f := &waitForwarder{doneForwarder: doneForwarder{done: make(chan struct{})}, why: why}
+	fw, err := forwardHost(t, f).Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(f.done)
+	if err := fw.Err(); !errors.Is(err, hostgate.ErrConnectionEnded) || !errors.Is(err, why) {
+		t.Errorf("Err() = %v, want ErrConnectionEnded saying why: %v", err, why)
+	}
+}
+
 // loopbackForwarder is an in-memory stand-in for SSH forwarding: Dial
 // reaches the address on loopback, Listen listens on loopback. It records
 // what it handed out so tests can check release.

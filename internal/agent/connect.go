@@ -112,22 +112,25 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	standby := false // another agent took the host's tunnel over: ask only while it has none
 	for {
 		// Atomic: with a host key to prove, the tunnel's first
-		// connection reports it up, from its own goroutine.
-		var upAt atomic.Int64
-		err := c.once(ctx, &standby, func() { upAt.Store(time.Now().UnixNano()) })
+		// connection reports it up, from its own goroutine. A time.Time
+		// keeps the monotonic reading: as UnixNano, a wall clock stepped
+		// (NTP) made a long tunnel look short, or one that died at once
+		// healthy.
+		var upAt atomic.Pointer[time.Time]
+		err := c.once(ctx, &standby, func() { now := time.Now(); upAt.Store(&now) })
 		if ctx.Err() != nil {
-			c.stopping(ctx, upAt.Load() != 0)
+			c.stopping(ctx, upAt.Load() != nil)
 			return nil
 		}
 		if errors.Is(err, errReplaced) {
 			standby = true
 		}
-		if upAt.Load() != 0 {
+		if upAt.Load() != nil {
 			c.downSince, c.failed = time.Now(), 0
 		} else {
 			c.failed++
 		}
-		if at := upAt.Load(); at != 0 && time.Since(time.Unix(0, at)) > c.max {
+		if at := upAt.Load(); at != nil && time.Since(*at) > c.max {
 			// A tunnel that outlived the longest wait between attempts
 			// ended for a new reason, whatever it says; a shorter one
 			// (two agents with one identity taking turns) is the same
@@ -136,7 +139,7 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		}
 		// A tunnel that stayed up a while was healthy: come back fast
 		// (a gateway restart). One that dies at once keeps backing off.
-		if at := upAt.Load(); at != 0 && time.Since(time.Unix(0, at)) >= healthyTunnel {
+		if at := upAt.Load(); at != nil && time.Since(*at) >= healthyTunnel {
 			backoff = c.min
 		}
 		var ref *refusal

@@ -68,12 +68,13 @@ func TestSharesEndWithTheirExecution(t *testing.T) {
 	// wantGone: an ended execution's shares are gone with it. Its shares
 	// answer what its other host routes do, 410 gone with the end's
 	// reason, where an empty list said nothing of the sandbox being gone;
-	// one whose end no gateway saw (no tombstone: reason "") lists none.
+	// one whose end no gateway saw (no tombstone: reason "") is no host,
+	// 404, as its execution is.
 	wantGone := func(id, reason string) {
 		t.Helper()
 		if reason == "" {
-			if l := listed(id); strings.Contains(l, `"port"`) {
-				t.Errorf("%s ended, and its shares still list one: %s", id, l)
+			if status, b := g.api("GET", "/v1/hosts/"+id+"/shares", g.admin, nil); status != http.StatusNotFound || !strings.Contains(string(b), `"not_found"`) {
+				t.Errorf("%s ended unseen: its shares answer %d %s, want 404 not_found, as its execution answers", id, status, b)
 			}
 		} else {
 			status, b := g.api("GET", "/v1/hosts/"+id+"/shares", g.admin, nil)

@@ -100,21 +100,30 @@ func TestOpenSSHForwardsThroughGateway(t *testing.T) {
 		t.Fatalf("ssh -D: %v\n%s", err, dynOut.String())
 	}
 
-	// -R 0: the host picks the port, and ssh prints it.
-	spec := "0:" + echo
+	// -R 0: the host picks the port, and ssh prints it. Its target greets
+	// each connection with a word of its own, so a connection that
+	// reached something else on the same port number (another test's
+	// server) is not taken for the forward.
+	const greeting = "forwarded by -R 0\n"
+	greets := greeter(t, greeting)
+	spec := "0:" + greets
 	printed := strings.TrimSpace(forward("forward", "-R", spec))
 	if !regexp.MustCompile(`^[0-9]+$`).MatchString(printed) || printed == "0" {
 		t.Fatalf("-O forward -R %s printed %q, want the port the host took", spec, printed)
 	}
 	// The agent runs on this machine: its port is a local one.
-	c, err = net.Dial("tcp", net.JoinHostPort("127.0.0.1", printed))
-	must(t, err)
-	echoThroughConn(t, c, "through -R 0\n")
-	forward("cancel", "-R", spec)
-	if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", printed)); err == nil {
-		c.Close()
-		t.Errorf("-O cancel -R %s left port %s answering", spec, printed)
+	at := net.JoinHostPort("127.0.0.1", printed)
+	if got, err := greetingAt(at, greeting); got != greeting {
+		t.Fatalf("-O forward -R %s: port %s answered %q (%v), want %q", spec, printed, got, err, greeting)
 	}
+	// ssh -O cancel answers once the master has sent cancel-tcpip-forward,
+	// which asks for no reply (OpenSSH's channel_request_rforward_cancel):
+	// the host closes its listener a moment later.
+	forward("cancel", "-R", spec)
+	waitFor(t, "-O cancel -R "+spec+" to close port "+printed, func() (string, bool) {
+		got, _ := greetingAt(at, greeting)
+		return "", got != greeting
+	})
 
 	// A Unix-socket -L to the echo server.
 	lsock := filepath.Join(dir, "l.sock")
@@ -127,6 +136,37 @@ func TestOpenSSHForwardsThroughGateway(t *testing.T) {
 		c.Close()
 		t.Error("-O cancel -L left the socket answering")
 	}
+}
+
+// greeter listens on loopback and writes greeting to each connection,
+// then closes it; it returns the address.
+func greeter(t testing.TB, greeting string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(greeting))
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// greetingAt dials addr and returns what it says, up to len(want) bytes.
+func greetingAt(addr, want string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(io.LimitReader(c, int64(len(want))))
+	return string(got), err
 }
 
 // socks5Connect asks the SOCKS5 server on c, without authentication, to

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
 )
 
 // A client whose wall clock is behind the gateway's by more than a
@@ -43,7 +44,7 @@ func TestCertificateRenewedByItsLifetime(t *testing.T) {
 		}
 		now := time.Now()
 		cert := &ssh.Certificate{Key: pub, CertType: ssh.UserCert, ValidPrincipals: []string{"box"},
-			ValidAfter: uint64(now.Add(-certBackdate).Unix()), ValidBefore: uint64(now.Add(33 * time.Second).Unix())}
+			ValidAfter: uint64(now.Add(-sshca.Backdate).Unix()), ValidBefore: uint64(now.Add(33 * time.Second).Unix())}
 		if err := cert.SignCert(rand.Reader, ca); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

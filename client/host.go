@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -103,11 +104,6 @@ type credentials struct {
 	renewBy time.Time
 }
 
-// certBackdate is how far the gateway backdates a certificate's
-// ValidAfter for agents whose clocks are behind (sshca): its lifetime
-// from the moment it is signed is the rest of its window.
-const certBackdate = time.Minute
-
 // certRenewBy is when a certificate received now is due for renewal,
 // 30 s before its lifetime runs out by this machine's clock, or zero when
 // it does not parse.
@@ -117,8 +113,10 @@ func certRenewBy(certificate string) time.Time {
 	if err != nil || !ok || cert.ValidBefore <= cert.ValidAfter || cert.ValidBefore == ssh.CertTimeInfinity {
 		return time.Time{}
 	}
+	// The gateway backdates ValidAfter for agents whose clocks are
+	// behind: the lifetime from the signing is the rest of the window.
 	window := time.Duration(cert.ValidBefore-cert.ValidAfter) * time.Second
-	return time.Now().Add(window - certBackdate - 30*time.Second)
+	return time.Now().Add(window - sshca.Backdate - 30*time.Second)
 }
 
 func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {

@@ -363,7 +363,7 @@ func (r *refusal) slowDown() bool {
 
 // dialTimeout bounds a dial to the gateway, from the TCP connection to
 // the WebSocket handshake's answer.
-var dialTimeout = 30 * time.Second // a var for tests
+var dialTimeout = bytestream.DefaultHandshakeTimeout // a var for tests
 
 // healthyTunnel is how long a tunnel must have stayed up for the next
 // attempt to start again from the minimum backoff.

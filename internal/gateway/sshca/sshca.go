@@ -29,9 +29,11 @@ const DefaultTTL = 10 * time.Minute
 // MaxTTL bounds configured lifetimes.
 const MaxTTL = 24 * time.Hour
 
-// clockSkew backdates ValidAfter so an agent whose clock is a little behind
-// still accepts a fresh certificate.
-const clockSkew = time.Minute
+// Backdate is how far a certificate's ValidAfter is set before its
+// signing, so an agent whose clock is a little behind still accepts a
+// fresh one. Clients count a certificate's lifetime as its window less
+// this (client's certRenewBy).
+const Backdate = time.Minute
 
 // CA signs user certificates.
 type CA struct {
@@ -168,7 +170,7 @@ func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration, a
 		CertType:        ssh.UserCert,
 		KeyId:           keyID,
 		ValidPrincipals: []string{hostID},
-		ValidAfter:      uint64(now.Add(-clockSkew).Unix()),
+		ValidAfter:      uint64(now.Add(-Backdate).Unix()),
 		ValidBefore:     uint64(now.Add(ttl).Unix()),
 		Permissions: ssh.Permissions{Extensions: map[string]string{
 			"permit-pty":             "",

@@ -297,8 +297,11 @@ func endingOf(ctx context.Context, werr error, why func(error) string) *ending {
 		b, _ := json.Marshal(control{Type: "error", Message: "terminal closed: " + text})
 		return &ending{msg: b, reason: closeReason("terminal closed: " + text)}
 	case werr != nil && !errors.As(werr, &ee) && ctx.Err() == nil:
+		// The shell's end went unseen (its connection was lost): the
+		// close says why too, as one ended from outside does, so the
+		// page's status line does not hang on which end came first.
 		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
-		return &ending{msg: b, reason: "terminal closed"}
+		return &ending{msg: b, reason: closeReason("terminal closed: " + werr.Error())}
 	case ctx.Err() == nil:
 		b, _ := json.Marshal(control{Type: "exit", Code: &code})
 		return &ending{msg: b, reason: "exited"}

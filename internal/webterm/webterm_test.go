@@ -29,6 +29,7 @@ type echoProcess struct {
 	inW, outW *io.PipeWriter
 	done      chan struct{}
 	code      int
+	lost      error // Wait's answer when set: the shell's end went unseen
 	mu        sync.Mutex
 	sizes     [][2]int
 }
@@ -64,6 +65,9 @@ func (p *echoProcess) Stdout() io.Reader     { return p.outR }
 func (p *echoProcess) Stderr() io.Reader     { return strings.NewReader("") }
 func (p *echoProcess) Wait() error {
 	<-p.done
+	if p.lost != nil {
+		return p.lost
+	}
 	if p.code != 0 {
 		return &hostgate.ExitError{Code: p.code}
 	}
@@ -443,6 +447,36 @@ func TestIdleTerminalSaysWhy(t *testing.T) {
 	var ce websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != "terminal closed: no input or output for 100ms" {
 		t.Fatalf("idle terminal's close: %v, want a normal closure saying why", err)
+	}
+}
+
+// TestLostTerminalSaysWhyInItsClose: a terminal whose shell's end went
+// unseen (its host's connection was lost) says why in its close as well
+// as in its message, as one ended from outside does. Its close said only
+// "terminal closed", so a page's status line, across a gateway restart,
+// said why or not by which of the two ends came first.
+func TestLostTerminalSaysWhyInItsClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	proc.lost = errors.New("host alpha: the gateway is shutting down")
+	srv := hostServer(t, proc, Config{})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
+		t.Fatal(err)
+	}
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText || !strings.Contains(string(b), proc.lost.Error()) {
+		t.Fatalf("lost terminal: %v %q %v, want an error message saying why", typ, b, err)
+	}
+	_, _, err = ws.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != "terminal closed: "+proc.lost.Error() {
+		t.Fatalf("lost terminal's close: %v, want a normal closure saying why", err)
 	}
 }
 

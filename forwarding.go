@@ -127,10 +127,8 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 // answering"), which a forward's Err said nothing of while its
 // neighbours' errors did.
 func endedBy(f Forwarder) error {
-	if w, ok := f.(interface{ Wait() error }); ok {
-		if err := w.Wait(); err != nil {
-			return fmt.Errorf("%w: %w", ErrConnectionEnded, err)
-		}
+	if err := waitOf(f); err != nil {
+		return fmt.Errorf("%w: %w", ErrConnectionEnded, err)
 	}
 	return ErrConnectionEnded
 }

@@ -486,9 +486,24 @@ type namedDoneForwarder struct{ *namedForwarder }
 
 func (f namedDoneForwarder) Done() <-chan struct{} { return f.f.(doner).Done() }
 
+// Wait is why the connection ended, once Done is closed, where the
+// forwarder tells (the SSH client's Wait); nil where it does not. The
+// forward package's Err says it.
+func (f namedDoneForwarder) Wait() error { return waitOf(f.f) }
+
 type namedEarlyDoneForwarder struct{ namedEarlyForwarder }
 
 func (f namedEarlyDoneForwarder) Done() <-chan struct{} { return f.f.(doner).Done() }
+
+// Wait is namedDoneForwarder's.
+func (f namedEarlyDoneForwarder) Wait() error { return waitOf(f.f) }
+
+func waitOf(f Forwarder) error {
+	if w, ok := f.(interface{ Wait() error }); ok {
+		return w.Wait()
+	}
+	return nil
+}
 
 // nameListener returns ln naming host in its errors and in those of the
 // connections it accepts.

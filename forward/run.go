@@ -132,7 +132,12 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 	fw.sem = make(chan struct{}, fw.cfg.MaxConns)
 
 	hostDone := fw.cfg.Done
+	// why, where the host's connection tells it (the SSH client's Wait,
+	// through hostgate's named forwarder), says why it ended: "the
+	// gateway is shutting down", "its agent stopped answering".
+	var why interface{ Wait() error }
 	if hostDone == nil {
+		var d any = h
 		if fs, ok := h.(forwarderSource); ok {
 			// Dials still go through h, so that a closed Host is seen as
 			// hostgate.ErrClosed.
@@ -140,12 +145,12 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 			if err != nil {
 				return nil, fmt.Errorf("forward: %w", err)
 			}
-			if d, ok := f.(doner); ok {
-				hostDone = d.Done()
-			}
-		} else if d, ok := h.(doner); ok {
+			d = f
+		}
+		if d, ok := d.(doner); ok {
 			hostDone = d.Done()
 		}
+		why, _ = d.(interface{ Wait() error })
 	}
 
 	var err error
@@ -196,6 +201,12 @@ func RunConfig(ctx context.Context, h Host, spec Spec, cfg *Config) (*Forward, e
 			defer fw.wg.Done()
 			select {
 			case <-hostDone:
+				if why != nil {
+					if err := why.Wait(); err != nil {
+						fw.cancel(fmt.Errorf("%w: %w", ErrHostGone, err))
+						break
+					}
+				}
 				fw.cancel(ErrHostGone)
 			case <-fw.ctx.Done():
 			}
@@ -236,7 +247,8 @@ func (fw *Forward) Done() <-chan struct{} { return fw.done }
 
 // Err waits for the forward to stop and says why: nil after Close, ctx's
 // cause when Run's ctx ended, ErrHostGone (or the listener's error) when the
-// host connection ended.
+// host connection ended, with the connection's own end where the host
+// tells it.
 func (fw *Forward) Err() error {
 	<-fw.done
 	return fw.err

@@ -710,3 +710,36 @@ func (h *hangingConnect) DialEarly(ctx context.Context, network, addr string) (n
 }
 
 func (h *hangingConnect) TakesEarlyData() bool { return true }
+
+// waitForwarder is a loopForwarder that says why its connection ended, as
+// the SSH client's Wait does.
+type waitForwarder struct {
+	*loopForwarder
+	why error
+}
+
+func (f waitForwarder) Wait() error { <-f.done; return f.why }
+
+// TestForwardSaysWhyItsHostWent: a forward stopped by its host
+// connection's end says why the connection ended, where the connection
+// tells ("the gateway is shutting down"), through a named Host as a
+// client's hosts are, and still matches ErrHostGone. It said only
+// "host connection ended", while a command on the same connection said
+// why.
+func TestForwardSaysWhyItsHostWent(t *testing.T) {
+	ctx := testCtx(t)
+	f := waitForwarder{newLoopForwarder(), errors.New("connection lost: the gateway is shutting down")}
+	h := hostgate.New(hostgate.Info{Kind: "test"}, func(context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Name: "box", Transport: noTransport{}, Forward: f, Close: func() error { return nil }}, nil
+	})
+	t.Cleanup(func() { _ = h.Close() })
+	fw, err := Run(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: echoServer(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	f.end()
+	if err := fw.Err(); !errors.Is(err, ErrHostGone) || !errors.Is(err, f.why) {
+		t.Fatalf("Err = %v, want ErrHostGone saying why: %v", err, f.why)
+	}
+}

@@ -92,8 +92,12 @@ func (l *liveSet) sweep() {
 
 // recheck cancels every session whose token is gone or expired at now.
 func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
+	// Only sessions registered before the store is read are judged by
+	// what it read: one opened meanwhile, with a token (a login's
+	// session) created after the read began, is not in the list without
+	// being revoked. Ids grow, so before is every id below next.
 	l.mu.Lock()
-	empty := len(l.m) == 0
+	empty, before := len(l.m) == 0, l.next
 	l.mu.Unlock()
 	if empty {
 		return nil
@@ -118,7 +122,7 @@ func (l *liveSet) recheck(ctx context.Context, now time.Time) error {
 	for id, e := range l.m {
 		t, ok := valid[e.tok.ID]
 		switch {
-		case unknown[e.tok.ID]:
+		case id >= before, unknown[e.tok.ID]:
 		case !ok:
 			l.cut(id, e, "revoked")
 		case !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt):

@@ -116,6 +116,66 @@ func TestExpiredTokenEndsSession(t *testing.T) {
 	}
 }
 
+// TestSessionOpenedDuringRecheckStays: a session opened while a recheck
+// reads the tokens, with a token created after the read began (a fresh
+// login's session, its web terminal opened at once), is not cut as
+// revoked by that recheck. It was: the list it was judged against was
+// older than its token. Seen in CI as TestRevokedTokenEndsItsSessions
+// failing before it revoked anything.
+func TestSessionOpenedDuringRecheckStays(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: time.Hour}) // rechecked by hand
+	newToken := func() store.Token {
+		_, tok, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleAdmin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	old := newToken()
+	_, doneOld := e.srv.Live(e.ctx, old, "ssh", "h")
+	defer doneOld()
+	var opened context.Context
+	real := e.srv.store
+	e.srv.store = &afterTokens{Store: real, then: func() {
+		var done func()
+		opened, done = e.srv.Live(e.ctx, newToken(), "ssh", "h")
+		t.Cleanup(done)
+	}}
+	if err := e.srv.live.recheck(e.ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.store = real
+	if err := context.Cause(opened); err != nil {
+		t.Fatalf("a session opened during a recheck, with a token the recheck's read predates: cut (%v)", err)
+	}
+	// The next recheck judges it, and keeps it: its token is valid.
+	if err := e.srv.live.recheck(e.ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := context.Cause(opened); err != nil {
+		t.Fatalf("the session after a second recheck: cut (%v)", err)
+	}
+	if n := e.srv.live.count(); n != 2 {
+		t.Fatalf("%d live sessions, want 2", n)
+	}
+}
+
+// afterTokens runs then once Tokens has read the store, before it
+// returns: what happens while a recheck's read is on its way.
+type afterTokens struct {
+	store.Store
+	then func()
+}
+
+func (s *afterTokens) Tokens(ctx context.Context) ([]store.Token, error) {
+	toks, err := s.Store.Tokens(ctx)
+	if s.then != nil {
+		s.then()
+		s.then = nil
+	}
+	return toks, err
+}
+
 // brokenStore fails to list tokens.
 type brokenStore struct{ store.Store }
 

@@ -113,6 +113,12 @@ type tokenSet struct {
 	// that snapshot may have read the token before its revocation, and
 	// must not bring it back.
 	dropped map[string]bool // guarded by mu
+	// missing holds the ids the store said, since the snapshot was
+	// taken, it does not have: a miss in the snapshot is asked of the
+	// store once (a token made after the snapshot's read began, a login's
+	// session, is not in it), and not again until the next snapshot.
+	missing map[string]bool // guarded by mu
+	drops   uint64          // drop calls so far; guarded by mu
 }
 
 // drop removes the token with id from the snapshot, so LiveToken refuses
@@ -121,6 +127,7 @@ func (ts *tokenSet) drop(id string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	delete(ts.byID, id)
+	ts.drops++
 	if ts.refreshing != nil {
 		if ts.dropped == nil {
 			ts.dropped = map[string]bool{}
@@ -153,8 +160,11 @@ func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool, e
 		case ts.byID != nil && (now.Sub(ts.taken) < ts.ttl || ts.refreshing != nil):
 			// Fresh, or another caller is taking the next one.
 			t, ok, err := ts.lookupLocked(id, now)
-			ts.mu.Unlock()
-			return t, ok, err
+			if _, known := ts.byID[id]; ok || err != nil || known || ts.missing[id] {
+				ts.mu.Unlock()
+				return t, ok, err
+			}
+			return s.lookupMissLocked(ctx, id)
 		case ts.refreshing != nil:
 			// No snapshot yet: wait for the one under way.
 			wait := ts.refreshing
@@ -174,6 +184,37 @@ func (s *Server) LiveToken(ctx context.Context, id string) (store.Token, bool, e
 		ts.mu.Unlock()
 		return t, ok, err
 	}
+}
+
+// lookupMissLocked asks the store for a token id the snapshot does not
+// hold: one made after the snapshot's read began (a fresh login's
+// session, a token made and used at once) is not in it, and a share of
+// it was ended as the token's revocation, a preview cookie sent back to
+// log in. One row read per missing id per snapshot. ts.mu is held on
+// entry and released on return.
+func (s *Server) lookupMissLocked(ctx context.Context, id string) (store.Token, bool, error) {
+	ts := &s.tokenSet
+	drops := ts.drops
+	ts.mu.Unlock()
+	t, err := s.store.Token(ctx, id)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrExpired):
+		if ts.missing == nil {
+			ts.missing = map[string]bool{}
+		}
+		ts.missing[id] = true
+		return store.Token{}, false, nil
+	case err != nil:
+		return store.Token{}, false, fmt.Errorf("%w: token %s: %w", ErrTokensUnknown, id, err)
+	}
+	// Kept for the snapshot's life, unless a revocation here came
+	// between the read and now (it could be this token's).
+	if ts.drops == drops && ts.byID != nil {
+		ts.byID[id] = t
+	}
+	return t, true, nil
 }
 
 // lookupLocked is LiveToken's answer from the snapshot. ts.mu is held.
@@ -211,6 +252,7 @@ func (s *Server) snapshotLocked(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	ts.byID = make(map[string]store.Token, len(toks))
+	ts.missing = nil
 	for _, t := range toks {
 		if !dropped[t.ID] {
 			ts.byID[t.ID] = t

@@ -1755,6 +1755,77 @@ func TestLiveToken(t *testing.T) {
 	}
 }
 
+// pointReads counts the store's reads of one token by id.
+type pointReads struct {
+	store.Store
+	n    atomic.Int64
+	then func(id string) // after the read, before its answer
+}
+
+func (s *pointReads) Token(ctx context.Context, id string) (store.Token, error) {
+	s.n.Add(1)
+	t, err := s.Store.Token(ctx, id)
+	if s.then != nil {
+		s.then(id)
+	}
+	return t, err
+}
+
+// TestLiveTokenMadeAfterTheSnapshot: a token made after the token
+// snapshot's read began (a fresh login's session, a token made and used
+// at once) is live at once, not after the snapshot's TTL: it was not live
+// for up to a second, in which a share it made was ended as if the token
+// had been revoked, and a preview cookie for it sent the viewer back to
+// log in. A miss asks the store once per snapshot, not per request.
+func TestLiveTokenMadeAfterTheSnapshot(t *testing.T) {
+	var reads *pointReads
+	e := newEnvWrapped(t, &Config{TokenRecheck: time.Hour}, func(st store.Store) store.Store {
+		reads = &pointReads{Store: st}
+		return reads
+	})
+	_, old, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := e.srv.LiveToken(e.ctx, old.ID); !ok || err != nil { // the snapshot
+		t.Fatalf("LiveToken(old) = %v, %v", ok, err)
+	}
+	_, fresh, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got, ok, err := e.srv.LiveToken(e.ctx, fresh.ID); !ok || err != nil || got.ID != fresh.ID {
+			t.Fatalf("LiveToken of a token made after the snapshot = %v, %v, %v; want it live", got.ID, ok, err)
+		}
+	}
+	for range 3 {
+		if _, ok, err := e.srv.LiveToken(e.ctx, "nosuch"); ok || err != nil {
+			t.Fatalf("LiveToken(nosuch) = %v, %v", ok, err)
+		}
+	}
+	if n := reads.n.Load(); n != 2 {
+		t.Errorf("%d reads of one token for two ids missing from the snapshot, asked 3 times each; want 2", n)
+	}
+	// Revoked here (a logout) while its read was on its way: not kept
+	// as live for the rest of the snapshot's life.
+	_, gone, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads.then = func(id string) {
+		if err := e.store.DeleteToken(e.ctx, id); err != nil {
+			t.Error(err)
+		}
+		e.srv.tokenSet.drop(id)
+	}
+	_, _, _ = e.srv.LiveToken(e.ctx, gone.ID) // raced with its revocation: either answer
+	reads.then = nil
+	if _, ok, err := e.srv.LiveToken(e.ctx, gone.ID); ok || err != nil {
+		t.Fatalf("LiveToken of a token revoked while it was read = %v, %v; want not live", ok, err)
+	}
+}
+
 // Before the gateway has any token snapshot, a store that cannot list
 // tokens makes LiveToken say it does not know, not that the token is
 // dead: it answered false, and the gateway then deleted every persisted

@@ -420,6 +420,21 @@ func (s *SQLite) LookupToken(ctx context.Context, secret string) (Token, error) 
 	return t, nil
 }
 
+// Token implements Store.
+func (s *SQLite) Token(ctx context.Context, id string) (Token, error) {
+	t, err := scanToken(s.db.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Token{}, ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("store: token %s: %w", id, err)
+	}
+	if !t.ExpiresAt.IsZero() && !s.now().Before(t.ExpiresAt) {
+		return t, ErrExpired
+	}
+	return t, nil
+}
+
 // Tokens implements Store.
 func (s *SQLite) Tokens(ctx context.Context) ([]Token, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenCols+` FROM tokens ORDER BY created_ms, id`)

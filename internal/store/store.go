@@ -174,6 +174,9 @@ type Store interface {
 	// LookupToken finds the token for secret: ErrNotFound when unknown,
 	// ErrExpired when past its expiry.
 	LookupToken(ctx context.Context, secret string) (Token, error)
+	// Token returns the token with id: ErrNotFound when there is none,
+	// ErrExpired (with the token) when past its expiry.
+	Token(ctx context.Context, id string) (Token, error)
 	// Tokens lists every token's metadata. Rows it cannot read (a
 	// damaged or hand-edited database) do not hide the others: it returns
 	// every token it could read with an *UnreadableTokensError naming

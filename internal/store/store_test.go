@@ -138,6 +138,37 @@ func TestTokenHashedAndScoped(t *testing.T) {
 	}
 }
 
+// TestTokenByID: Token finds a token by id, says a missing one is
+// ErrNotFound, and an expired one ErrExpired with the token.
+func TestTokenByID(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	_, tok, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, Hosts: []string{"a"}, Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Token(ctx, tok.ID); err != nil || got.ID != tok.ID || got.Name != "ci" || !got.Allows("a") {
+		t.Fatalf("Token(%s) = %+v, %v", tok.ID, got, err)
+	}
+	if _, err := s.Token(ctx, "nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Token(nosuch): %v, want ErrNotFound", err)
+	}
+	_, old, err := s.CreateToken(ctx, TokenSpec{Role: RoleClient, ExpiresAt: time.Now().Add(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return time.Now().Add(time.Hour) }
+	if got, err := s.Token(ctx, old.ID); !errors.Is(err, ErrExpired) || got.ID != old.ID {
+		t.Fatalf("Token of an expired token: %+v, %v, want it with ErrExpired", got, err)
+	}
+	if err := s.DeleteToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Token(ctx, tok.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Token of a deleted token: %v, want ErrNotFound", err)
+	}
+}
+
 func TestTokenRules(t *testing.T) {
 	ctx := testCtx(t)
 	s, _ := openTemp(t)

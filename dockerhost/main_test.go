@@ -80,7 +80,6 @@ var engineTests = []struct {
 	{"PoolConcurrentClaims", testPoolConcurrentClaims},
 	{"PoolFillFailure", testPoolFillFailure},
 	{"ExecVia", testExecVia},
-	{"ExecViaEngineSilent", testExecViaEngineSilent},
 	{"PoolAgent", testPoolAgent},
 	{"ToolsVolume", testToolsVolume},
 	{"ImageCheckedOnce", testImageCheckedOnce},

@@ -409,11 +409,15 @@ func (s *silentInspect) ContainerInspect(ctx context.Context, id string) (contai
 	return s.DockerAPI.ContainerInspect(ctx, id)
 }
 
-// testExecViaEngineSilent: a command whose agent is lost while the engine
+// TestExecViaEngineSilent: a command whose agent is lost while the engine
 // does not answer is answered agent_lost saying so, not "later commands
 // run as usual": found by stopping dockerd under a command, whose
-// container went with it.
-func testExecViaEngineSilent(t *testing.T) {
+// container went with it. A test of its own, not one of TestEngine's: it
+// shortens containerGoneWait for the package, which TestEngine's
+// concurrent tests read (ExecVia's lost command, given 100 ms to hear
+// from a loaded engine, was told the engine had not answered; -race
+// reported the write).
+func TestExecViaEngineSilent(t *testing.T) {
 	old := containerGoneWait
 	containerGoneWait = 100 * time.Millisecond
 	t.Cleanup(func() { containerGoneWait = old })

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -687,6 +688,23 @@ func TestDirectTCPIPLocalhost(t *testing.T) {
 	for _, listen := range []string{"[::1]:0", "127.0.0.1:0"} {
 		addr := srvStartEchoOn(t, listen)
 		_, port, _ := net.SplitHostPort(addr)
+		if listen == "[::1]:0" {
+			// On ::1 alone: 127.0.0.1 at its port, which a dial of
+			// localhost tries first, refuses. Another server there (the
+			// kernel chose this port for ::1 alone) would take the
+			// connection.
+			for try := 1; ; try++ {
+				_, err := testenv.HoldRefusing(t, net.JoinHostPort("127.0.0.1", port))
+				if err == nil {
+					break
+				}
+				if try == 20 {
+					t.Fatalf("20 ports of echo servers on ::1 were all taken on 127.0.0.1: %v", err)
+				}
+				addr = srvStartEchoOn(t, listen)
+				_, port, _ = net.SplitHostPort(addr)
+			}
+		}
 		for _, early := range []bool{false, true} {
 			dial := c.Dial
 			if early {
@@ -702,7 +720,8 @@ func TestDirectTCPIPLocalhost(t *testing.T) {
 			_ = conn.Close()
 		}
 	}
-	_, port, _ := net.SplitHostPort(testenv.RefusedAddr(t))
+	// Refused on both: localhost's dial tries ::1 as well.
+	port := strconv.Itoa(testenv.RefusedLocalhostPort(t))
 	if _, err := c.Dial(ctx, "tcp", net.JoinHostPort("localhost", port)); !errors.Is(err, hostgate.ErrConnectFailed) {
 		t.Fatalf("dial of a closed port on localhost: %v, want ErrConnectFailed", err)
 	}

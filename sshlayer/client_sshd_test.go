@@ -334,12 +334,7 @@ func TestSSHDDial(t *testing.T) {
 	_ = conn.Close()
 
 	// A port nothing listens on is refused by the host, not hung.
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := closed.Addr().String()
-	_ = closed.Close()
+	addr := testenv.RefusedAddr(t)
 	if conn, err := c.Dial(ctx, "tcp", addr); err == nil {
 		_ = conn.Close()
 		t.Errorf("dial to a closed port succeeded")

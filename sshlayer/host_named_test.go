@@ -7,12 +7,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/providertest"
 )
 
@@ -54,12 +54,7 @@ func TestHostOverSSHNamesTheHost(t *testing.T) {
 		t.Errorf("Stat of a missing file: %v, want a *fs.PathError naming the host that os.IsNotExist", err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	_ = ln.Close()
+	closed := testenv.RefusedAddr(t)
 	if _, err := h.Dial(ctx, "tcp", closed); !errors.Is(err, hostgate.ErrConnectFailed) || !strings.HasPrefix(err.Error(), "host build-01: ") {
 		t.Errorf("Dial of a closed port: %v, want ErrConnectFailed naming the host", err)
 	}

@@ -384,13 +384,9 @@ func TestDynamicForwardRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fw.Close()
-	// A port that was listening and is closed now refuses connections.
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadPort := echoPort(t, closed.Addr().String())
-	closed.Close()
+	// A port nothing listens on refuses connections (held for the test:
+	// one closed at once may be another server's by the time of the dial).
+	deadPort := echoPort(t, testenv.RefusedAddr(t))
 	if rep := socksConnect(t, dialT(t, fw.Addr().String()), socksIP("127.0.0.1"), deadPort); rep != repConnectionRefused {
 		t.Errorf("closed port: reply %d, want %d (connection refused)", rep, repConnectionRefused)
 	}

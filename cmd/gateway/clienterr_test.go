@@ -25,6 +25,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 	syncfs "github.com/hostgate/hostgate/sync"
 )
@@ -153,13 +154,9 @@ func TestFirstConnectErrorsNameTheHost(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	// A port nothing listens on.
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	_ = closed.Close()
+	// A port nothing listens on, held for the test: one closed at once
+	// may be another server's by the time the cases reach it.
+	closedAddr := testenv.RefusedAddr(t)
 
 	type check func(t *testing.T, err error)
 	apiErr := func(code string) check {

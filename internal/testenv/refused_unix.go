@@ -93,9 +93,6 @@ func HoldRefusing(t testing.TB, addr string) (release func(), err error) {
 // holdPort binds a TCP socket to ip at port (0: the kernel picks one) and
 // never listens on it; it returns the socket and its port.
 func holdPort(ip net.IP, port int) (int, int, error) {
-	// Plain syscall.Socket (no SOCK_CLOEXEC, which not every platform
-	// has): a child that inherits the socket only keeps the port refusing
-	// longer.
 	var sa syscall.Sockaddr
 	family := syscall.AF_INET
 	if ip4 := ip.To4(); ip4 != nil {
@@ -104,7 +101,16 @@ func holdPort(ip net.IP, port int) (int, int, error) {
 		family = syscall.AF_INET6
 		sa = &syscall.SockaddrInet6{Port: port, Addr: [16]byte(ip.To16())}
 	}
+	// Close-on-exec, set under ForkLock as package net does (SOCK_CLOEXEC
+	// is not on every Unix): a child inheriting the socket would hold the
+	// port past HoldRefusing's release (Chromium, started by a browser
+	// test, kept a restarted dev server from binding it).
+	syscall.ForkLock.RLock()
 	fd, err := syscall.Socket(family, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return -1, 0, fmt.Errorf("testenv: socket for %v: %w", ip, err)
 	}

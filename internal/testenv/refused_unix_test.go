@@ -5,6 +5,7 @@ package testenv
 import (
 	"errors"
 	"net"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -65,6 +66,13 @@ func TestHoldRefusing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A child started meanwhile (a browser, a dev server) does not keep
+	// the address once released.
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	if c, err := net.DialTimeout("tcp", addr, 30*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		if c != nil {
 			c.Close()

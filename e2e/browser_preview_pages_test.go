@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // TestBrowserPreviewPages opens, in Chromium, each page the preview answers
@@ -24,7 +26,10 @@ func TestBrowserPreviewPages(t *testing.T) {
 	g.startAgent("gone", "").stop()
 	g.waitConnected("gone", false, 30*time.Second)
 
-	closed, shared := freePort(t), freePort(t)
+	// Refused on 127.0.0.1 and ::1, where the agent dials localhost, for
+	// the whole test: a port closed once may be another server's by the
+	// time the browser asks.
+	closed, shared := testenv.RefusedLocalhostPort(t), testenv.RefusedLocalhostPort(t)
 	if status, b := g.api("POST", "/v1/hosts/box/shares", g.admin, map[string]any{"port": shared, "ttlSeconds": 600}); status != http.StatusCreated {
 		t.Fatalf("share: %d %s", status, b)
 	}
@@ -49,17 +54,6 @@ func TestBrowserPreviewPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	runBrowser(t, "previewpages.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin, "HOSTGATE_PREVIEW_PAGES="+string(b))
-}
-
-// freePort is a loopback port nothing listens on (one just closed).
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
 }
 
 // notHTTP is a loopback port whose server greets every connection with an

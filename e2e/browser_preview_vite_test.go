@@ -58,7 +58,7 @@ func previewVite(t *testing.T, vite, gwURL, token, domain string, restart func()
 	if err := os.Symlink(filepath.Join(vite, "node_modules"), filepath.Join(app, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port, release := ipv6OnlyPort(t)
 	// On ::1 alone first, as Vite binds localhost where the resolver puts
 	// ::1 first (Node 17 and later, Debian's /etc/hosts); the restart binds
 	// localhost as this machine resolves it.
@@ -86,6 +86,7 @@ func previewVite(t *testing.T, vite, gwURL, token, domain string, restart func()
 				t.Fatalf("vite did not exit 10 s after SIGINT:\n%s", dev.output())
 			}
 		case "start dev server":
+			release()
 			dev = startVite(t, app, port)
 		case "restart gateway":
 			restart()
@@ -93,6 +94,28 @@ func previewVite(t *testing.T, vite, gwURL, token, domain string, restart func()
 			t.Fatalf("previewvite.mjs asks for %q", what)
 		}
 	}, env...)
+}
+
+// ipv6OnlyPort returns a port free on ::1 and held refusing on 127.0.0.1
+// until release: the agent dials localhost at 127.0.0.1 first, so another
+// server there at that port number would answer the preview in place of
+// a dev server on ::1 alone.
+func ipv6OnlyPort(t *testing.T) (port int, release func()) {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Fatalf("a port on ::1: %v", err)
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		release, err = testenv.HoldRefusing(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		ln.Close()
+		if err == nil {
+			return port, release
+		}
+	}
+	t.Fatal("20 ports free on ::1 were all taken on 127.0.0.1")
+	return 0, nil
 }
 
 // viteInstall is the directory scripts/env.sh's setup_vite installed

@@ -737,8 +737,13 @@ func TestExecutionExpiryEndsTheHost(t *testing.T) {
 	g, c, image := execGateway(t)
 	ctx := testCtx(t, 3*time.Minute)
 	req := execRequest(image)
-	req.Resources.RuntimeMs = 5000
-	e := provisionShort(t, ctx, c, req, 3*time.Second)
+	// Room for the Dial and the command's start before the end, on a
+	// loaded machine (CI's -race stage, the e2e suite beside the other
+	// packages): with 3 s left, a Dial slower than that would find the
+	// execution gone and fail the test before its command ran. A
+	// provision took 3.7 s of the runtime here, on a quiet machine.
+	req.Resources.RuntimeMs = 10000
+	e := provisionShort(t, ctx, c, req, 6*time.Second)
 	if !e.Connected {
 		t.Fatalf("not connected after provision: %+v", e)
 	}

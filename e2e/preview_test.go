@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // TestPreviewThroughGateway checks the preview path form end to end, real
@@ -283,6 +284,22 @@ func TestPreviewDevServerOnIPv6Loopback(t *testing.T) {
 	ln, err := net.Listen("tcp", "[::1]:0")
 	if err != nil {
 		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	// On ::1 alone: 127.0.0.1 at its port, which the agent dials first,
+	// refuses. Another server there (the kernel chose the port for ::1
+	// alone) would answer the preview in place of this one.
+	for try := 1; ; try++ {
+		_, err := testenv.HoldRefusing(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)))
+		if err == nil {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("20 ports free on ::1 were all taken on 127.0.0.1: %v", err)
+		}
+		_ = ln.Close()
+		if ln, err = net.Listen("tcp", "[::1]:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")

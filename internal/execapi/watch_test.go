@@ -30,7 +30,10 @@ func TestFrozenAgentReplaced(t *testing.T) {
 	f.pool.freezable = true
 	var killMu sync.Mutex
 	var killed []string
-	f.agents.cfg.OpenTimeout = 300 * time.Millisecond
+	// Long enough that a live agent on a loaded -race machine opens
+	// its channels within it; the frozen one is still told apart well
+	// inside the 5 s the check below allows.
+	f.agents.cfg.OpenTimeout = time.Second
 	f.agents.cfg.PingTimeout = time.Second
 	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
 		killMu.Lock()
@@ -250,7 +253,10 @@ func TestAgentRetriedAfterGivingUp(t *testing.T) {
 func TestAgentStoppedBeforeExecAnswered(t *testing.T) {
 	f := newFixture(t)
 	f.pool.freezable = true
-	f.agents.cfg.OpenTimeout = 300 * time.Millisecond
+	// Long enough that a live agent on a loaded -race machine opens
+	// its channels within it; the frozen one is still told apart well
+	// inside the 5 s the check below allows.
+	f.agents.cfg.OpenTimeout = time.Second
 	f.agents.cfg.PingTimeout = 2 * time.Second
 	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
 		f.pool.killAgent(id)

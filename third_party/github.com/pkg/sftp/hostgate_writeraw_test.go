@@ -34,6 +34,11 @@ func TestHostgateWriteAtRaw(t *testing.T) {
 	if !rawPwrite {
 		t.Skip("no raw pwrite on 32-bit Linux: TestHostgateWriteAtPast4GiB checks its writes")
 	}
+	defer func(d time.Duration, f func(int64, int64) bool) { rawWriteSlow, slept = d, f }(rawWriteSlow, slept)
+	// None of the first writes is slow: on a loaded machine one could
+	// really sleep past 2 ms, and its back-off would fail the check that
+	// they were raw.
+	rawWriteSlow = time.Hour
 	h := &serialWrites{file: f}
 	const size = 1<<20 + 77
 	want := make([]byte, size)
@@ -59,7 +64,6 @@ func TestHostgateWriteAtRaw(t *testing.T) {
 	// A slow write whose thread slept sends the next 64 writes through
 	// os.File.WriteAt, then 128 after the next; a slow one only
 	// preempted keeps them raw.
-	defer func(d time.Duration, f func(int64, int64) bool) { rawWriteSlow, slept = d, f }(rawWriteSlow, slept)
 	rawWriteSlow = -1
 	slept = func(int64, int64) bool { return false }
 	if n, err := h.WriteAt(want[:10], 0); n != 10 || err != nil || h.rawBackoff.skip != 0 {
@@ -138,6 +142,10 @@ func TestHostgateFileWritevRaw(t *testing.T) {
 		t.Skipf("%s is on no file system change 19 writes raw", path)
 	}
 	defer func(d time.Duration, fn func(int64, int64) bool) { rawWriteSlow, slept = d, fn }(rawWriteSlow, slept)
+	// No raw write is slow before write 50: on a loaded machine one of
+	// them really slept past 2 ms (CI), and its back-off moved every
+	// later raw write.
+	rawWriteSlow = time.Hour
 	writev := fileWritev(f)
 	var want []byte
 	sleeps := 0 // raw writes that were slow

@@ -1513,6 +1513,10 @@ func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 type farTunnels struct {
 	local *Registry
 	wg    *sync.WaitGroup
+	// opened is told of each Add: the test's Wait must follow it by
+	// something the race detector sees, and the relay's bytes reach the
+	// test through the kernel's sockets, which it does not.
+	opened chan<- struct{}
 }
 
 func (f farTunnels) Open(ctx context.Context, id string) (net.Conn, error) {
@@ -1521,6 +1525,7 @@ func (f farTunnels) Open(ctx context.Context, id string) (net.Conn, error) {
 	}
 	a, b := net.Pipe()
 	f.wg.Add(1)
+	f.opened <- struct{}{}
 	go func() { defer f.wg.Done(); _, _ = io.Copy(b, b); _ = b.Close() }()
 	return a, nil
 }
@@ -1530,7 +1535,8 @@ func (f farTunnels) Connected(id string) bool { return id == "far" || f.local.Co
 func TestRouteSeam(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	e := newEnv(t, &Config{Route: func(local *Registry) Tunnels { return farTunnels{local, &wg} }})
+	opened := make(chan struct{}, 1)
+	e := newEnv(t, &Config{Route: func(local *Registry) Tunnels { return farTunnels{local, &wg, opened} }})
 	_, k := newKey(t)
 	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "far", HostKey: k}); err != nil {
 		t.Fatal(err)
@@ -1545,6 +1551,7 @@ func TestRouteSeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	echoRoundTrip(t, c, 1000)
+	<-opened
 	_ = c.Close()
 }
 

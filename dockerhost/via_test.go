@@ -450,20 +450,27 @@ func TestExecViaEngineSilent(t *testing.T) {
 // later writes are refused, and it reads the same twice.
 func TestTimeoutOutputSealed(t *testing.T) {
 	late := make(chan error, 1)
+	returned := make(chan struct{})
 	via := fakeRunner(func(ctx context.Context, c Command) (int, error) {
 		_, _ = io.WriteString(c.Stdout, "before\n")
 		<-ctx.Done()
 		go func() {
+			// Writes racing exec's return (for -race), then one
+			// surely after it: 1000 racing ones could all land
+			// before it on a loaded machine (CI).
 			var err error
 			for i := 0; i < 1000 && err == nil; i++ {
 				_, err = io.WriteString(c.Stdout, "late\n")
 			}
+			<-returned
+			_, err = io.WriteString(c.Stdout, "late\n")
 			late <- err
 		}()
 		return -1, context.Cause(ctx)
 	})
 	r := &ProcessRunner{destroy: func(string) error { return nil }}
 	_, _, err := r.exec(context.Background(), "c1", "65534:65534", ExecRequest{Command: "x", TimeoutMs: 50}, 1<<20, via, nil, nil)
+	close(returned)
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeTimeout || e.Output == nil {
 		t.Fatalf("exec past its timeout: %v, want timeout with its output", err)

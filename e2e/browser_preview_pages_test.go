@@ -59,20 +59,9 @@ func TestBrowserPreviewPages(t *testing.T) {
 // notHTTP is a loopback port whose server greets every connection with an
 // SSH banner and hangs up, as a port that is not an HTTP server does.
 func notHTTP(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("SSH-2.0-notHTTP\r\n"))
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	_, port, err := net.SplitHostPort(greeter(t, "SSH-2.0-notHTTP\r\n"))
+	must(t, err)
+	p, err := strconv.Atoi(port)
+	must(t, err)
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +77,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			// locks out everyone behind its address, valid tokens too,
 			// and the refusals themselves are not logged.
 			s.logger.Warn("auth: too many failed authentications from one address; its requests are refused with 429 rate_limited until the window ends, valid tokens too (a script or agent with a revoked or mistyped token?)",
-				"client", ip, "failures", s.limiter.max, "window", s.limiter.window.String(), "last", msg)
+				"client", ip, "source", source(ip), "failures", s.limiter.max, "window", s.limiter.window.String(), "last", msg)
 		}
 		s.metrics.AuthFailures.WithLabelValues(reason).Inc()
 		return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", msg, reason}
@@ -149,10 +150,18 @@ func bearer(r *http.Request) string {
 	return strings.TrimSpace(h[7:])
 }
 
-// limiter counts authentication failures per source in fixed windows. The
-// table is bounded: when it is full, sources without a slot share one
-// overflow bucket, so a flood of addresses (IPv6) can neither grow memory
-// nor reset anyone's count.
+// limiter counts authentication failures per source in fixed windows. A
+// source is an IPv4 address, or an IPv6 address's /64: one subscriber
+// gets a whole /64, so counting its addresses apart let one machine make
+// 20 guesses from each of them, and fill the table (below) alone.
+//
+// The table is bounded. When it is full, a failure from a new source takes
+// the slot of one that is not blocked (its count is lost, which only a
+// source failing less than the limit pays); only when every slot it
+// looks at is blocked do new sources share one overflow bucket. Before,
+// they always did once the table was full: 65,536 single failures from one
+// /64 within a window blocked every address without a slot, valid tokens
+// too. Now that needs 20 failures from each of 65,536 /64s.
 type limiter struct {
 	max    int
 	window time.Duration
@@ -169,17 +178,38 @@ type bucket struct {
 	n     int
 }
 
-const limiterSlots = 1 << 16
+const (
+	limiterSlots = 1 << 16
+	// evictLook is how many slots a failure from a new source looks at
+	// for one to take, when the table is full: map order is random, so
+	// unless nearly every slot is blocked the first few do.
+	evictLook = 64
+)
 
 func newLimiter(max int, window time.Duration, now func() time.Time) *limiter {
 	return &limiter{max: max, window: window, now: now, buckets: map[string]*bucket{}}
 }
 
-// get returns ip's bucket, creating it when create is set; nil when ip has
-// none and create is not set. Called with mu held.
-func (l *limiter) get(ip string, create bool) *bucket {
+// source is the key ip is counted under: an IPv6 address's /64, an IPv4
+// address (mapped ones unmapped) as it is, anything unparsed as given.
+func source(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64) // never fails for an IPv6 address
+	return p.String()
+}
+
+// get returns src's bucket, creating it when create is set; nil when src
+// has none and create is not set. Called with mu held.
+func (l *limiter) get(src string, create bool) *bucket {
 	now := l.now()
-	b := l.buckets[ip]
+	b := l.buckets[src]
 	if b == nil {
 		if len(l.buckets) >= limiterSlots && now.Sub(l.lastPrune) >= l.window {
 			l.lastPrune = now
@@ -189,12 +219,15 @@ func (l *limiter) get(ip string, create bool) *bucket {
 				}
 			}
 		}
+		if create && len(l.buckets) >= limiterSlots {
+			l.evict(now)
+		}
 		switch {
 		case len(l.buckets) >= limiterSlots:
 			b = &l.overflow
 		case create:
 			b = &bucket{start: now}
-			l.buckets[ip] = b
+			l.buckets[src] = b
 		default:
 			return nil
 		}
@@ -205,19 +238,34 @@ func (l *limiter) get(ip string, create bool) *bucket {
 	return b
 }
 
+// evict frees the first slot of evictLook that holds no block. Called
+// with mu held.
+func (l *limiter) evict(now time.Time) {
+	i := 0
+	for k, v := range l.buckets {
+		if v.n < l.max || now.Sub(v.start) >= l.window {
+			delete(l.buckets, k)
+			return
+		}
+		if i++; i == evictLook {
+			return
+		}
+	}
+}
+
 func (l *limiter) blocked(ip string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.get(ip, false)
+	b := l.get(source(ip), false)
 	return b != nil && b.n >= l.max
 }
 
 // fail counts a failure from ip and reports whether it is the one that
-// blocks ip for the rest of its window.
+// blocks ip's source for the rest of its window.
 func (l *limiter) fail(ip string) (blocks bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.get(ip, true)
+	b := l.get(source(ip), true)
 	b.n++
 	return b.n == l.max
 }

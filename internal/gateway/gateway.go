@@ -66,8 +66,9 @@ type Config struct {
 	// "degraded" and hostgate_state_free_bytes the free space of its
 	// filesystem (diskspace.go). Empty: not watched.
 	StateDir string
-	// AuthFailureLimit is how many failed authentications a source IP
-	// may make per AuthFailureWindow before it gets 429; 0 means 20.
+	// AuthFailureLimit is how many failed authentications a source (an
+	// IPv4 address, an IPv6 address's /64) may make per AuthFailureWindow
+	// before it gets 429; 0 means 20.
 	AuthFailureLimit int
 	// AuthFailureWindow: 0 means one minute.
 	AuthFailureWindow time.Duration

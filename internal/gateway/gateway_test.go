@@ -618,23 +618,89 @@ func TestAuthMissingCredentialsNotLimited(t *testing.T) {
 func TestLimiterBounded(t *testing.T) {
 	now := time.Now()
 	l := newLimiter(2, time.Minute, func() time.Time { return now })
+	// One failure each from more sources than the table holds: a flood of
+	// addresses, none of them blocked.
 	for i := range limiterSlots + 10 {
-		l.fail(fmt.Sprint("ip", i))
+		l.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255))
 	}
 	if len(l.buckets) > limiterSlots {
 		t.Fatalf("table grew to %d", len(l.buckets))
 	}
-	// Sources beyond the table share the overflow bucket, which is over.
-	if !l.blocked("new-source") {
-		t.Error("overflow bucket not shared")
+	// A new source is not blocked by the flood, and its own failures
+	// still count: it takes a slot of a source that is not blocked.
+	if l.blocked("192.0.2.1") {
+		t.Fatal("a new source is blocked after a flood of single failures from other addresses")
 	}
-	if l.blocked("ip1") {
-		t.Error("ip1 blocked after one failure")
+	if l.fail("192.0.2.1"); l.blocked("192.0.2.1") {
+		t.Fatal("blocked after one failure of two")
+	}
+	if !l.fail("192.0.2.1") || !l.blocked("192.0.2.1") {
+		t.Fatal("not blocked after its second failure in a full table")
+	}
+	// A blocked source keeps its slot while others churn.
+	for i := range 1000 {
+		l.fail(fmt.Sprintf("172.16.%d.%d", i>>8, i&255))
+	}
+	if !l.blocked("192.0.2.1") {
+		t.Error("a blocked source lost its block to other sources' failures")
 	}
 	now = now.Add(2 * time.Minute)
-	l.fail("fresh")
-	if _, ok := l.buckets["fresh"]; !ok || len(l.buckets) > limiterSlots {
+	l.fail("198.51.100.1")
+	if _, ok := l.buckets["198.51.100.1"]; !ok || len(l.buckets) > limiterSlots {
 		t.Errorf("expired buckets not pruned: %d", len(l.buckets))
+	}
+	if len(l.buckets) > 10 {
+		t.Errorf("%d buckets left after the window, want the new one", len(l.buckets))
+	}
+}
+
+// Only when every slot holds a blocked source do new sources share the
+// overflow bucket: the table stays bounded whatever the flood.
+func TestLimiterFullOfBlocked(t *testing.T) {
+	now := time.Now()
+	l := newLimiter(1, time.Minute, func() time.Time { return now })
+	for i := range limiterSlots {
+		l.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255))
+	}
+	if l.blocked("192.0.2.1") {
+		t.Fatal("a new source blocked before the overflow bucket had a failure")
+	}
+	l.fail("192.0.2.1")
+	if len(l.buckets) > limiterSlots {
+		t.Fatalf("table grew to %d", len(l.buckets))
+	}
+	if !l.blocked("192.0.2.2") {
+		t.Error("sources without a slot do not share the overflow bucket")
+	}
+	if !l.blocked("10.0.0.1") {
+		t.Error("a blocked source lost its slot")
+	}
+}
+
+// An IPv6 source is its /64: a machine has a whole /64 to send from.
+func TestLimiterIPv6Subnet(t *testing.T) {
+	now := time.Now()
+	l := newLimiter(3, time.Minute, func() time.Time { return now })
+	for i := range 3 {
+		l.fail(fmt.Sprintf("2001:db8:1:2::%x", i+1))
+	}
+	for _, ip := range []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::99%eth0"} {
+		if !l.blocked(ip) {
+			t.Errorf("%s not blocked after 3 failures from its /64", ip)
+		}
+	}
+	if l.blocked("2001:db8:1:3::1") {
+		t.Error("another /64 blocked")
+	}
+	// IPv4 addresses count alone, mapped or not.
+	for range 3 {
+		l.fail("::ffff:192.0.2.7")
+	}
+	if !l.blocked("192.0.2.7") {
+		t.Error("192.0.2.7 not blocked after 3 failures as ::ffff:192.0.2.7")
+	}
+	if l.blocked("192.0.2.8") {
+		t.Error("a neighbouring IPv4 address blocked")
 	}
 }
 

@@ -77,7 +77,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			// locks out everyone behind its address, valid tokens too,
 			// and the refusals themselves are not logged.
 			s.logger.Warn("auth: too many failed authentications from one address; its requests are refused with 429 rate_limited until the window ends, valid tokens too (a script or agent with a revoked or mistyped token?)",
-				"client", ip, "source", source(ip), "failures", s.limiter.max, "window", s.limiter.window.String(), "last", msg)
+				"client", ip, "source", source(ip).String(), "failures", s.limiter.max, "window", s.limiter.window.String(), "last", msg)
 		}
 		s.metrics.AuthFailures.WithLabelValues(reason).Inc()
 		return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", msg, reason}
@@ -168,7 +168,7 @@ type limiter struct {
 	now    func() time.Time
 
 	mu        sync.Mutex
-	buckets   map[string]*bucket
+	buckets   map[sourceKey]*bucket
 	overflow  bucket
 	lastPrune time.Time
 }
@@ -187,27 +187,45 @@ const (
 )
 
 func newLimiter(max int, window time.Duration, now func() time.Time) *limiter {
-	return &limiter{max: max, window: window, now: now, buckets: map[string]*bucket{}}
+	return &limiter{max: max, window: window, now: now, buckets: map[sourceKey]*bucket{}}
 }
 
-// source is the key ip is counted under: an IPv6 address's /64, an IPv4
-// address (mapped ones unmapped) as it is, anything unparsed as given.
-func source(ip string) string {
+// sourceKey is what the limiter counts by: an IPv4 address as a /32, an
+// IPv6 address's /64, and anything that does not parse as given. A prefix,
+// not its text, so that the check every request makes allocates nothing.
+type sourceKey struct {
+	p   netip.Prefix
+	raw string
+}
+
+func (k sourceKey) String() string {
+	if !k.p.IsValid() {
+		return k.raw
+	}
+	if k.p.Addr().Is4() {
+		return k.p.Addr().String()
+	}
+	return k.p.String()
+}
+
+// source is the key ip is counted under (mapped IPv4 addresses unmapped).
+func source(ip string) sourceKey {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
-		return ip
+		return sourceKey{raw: ip}
 	}
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
+	bits := 64
 	if a.Is4() {
-		return a.String()
+		bits = 32
 	}
-	p, _ := a.WithZone("").Prefix(64) // never fails for an IPv6 address
-	return p.String()
+	p, _ := a.Prefix(bits) // never fails for these lengths
+	return sourceKey{p: p}
 }
 
 // get returns src's bucket, creating it when create is set; nil when src
 // has none and create is not set. Called with mu held.
-func (l *limiter) get(src string, create bool) *bucket {
+func (l *limiter) get(src sourceKey, create bool) *bucket {
 	now := l.now()
 	b := l.buckets[src]
 	if b == nil {

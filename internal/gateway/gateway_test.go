@@ -646,7 +646,7 @@ func TestLimiterBounded(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute)
 	l.fail("198.51.100.1")
-	if _, ok := l.buckets["198.51.100.1"]; !ok || len(l.buckets) > limiterSlots {
+	if _, ok := l.buckets[source("198.51.100.1")]; !ok || len(l.buckets) > limiterSlots {
 		t.Errorf("expired buckets not pruned: %d", len(l.buckets))
 	}
 	if len(l.buckets) > 10 {
@@ -2208,5 +2208,23 @@ func TestAuthWhileShuttingDown(t *testing.T) {
 		if rec.Code != http.StatusServiceUnavailable || we.Code != "shutting_down" {
 			t.Errorf("GET %s while shutting down: %d %s, want 503 shutting_down", c.path, rec.Code, rec.Body)
 		}
+	}
+}
+
+func TestLimiterSourceKey(t *testing.T) {
+	for ip, want := range map[string]string{
+		"192.0.2.7":            "192.0.2.7",
+		"::ffff:192.0.2.7":     "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"fe80::1%eth0":         "fe80::/64",
+		"@":                    "@",
+		"not an address":       "not an address",
+	} {
+		if got := source(ip).String(); got != want {
+			t.Errorf("source(%q) = %q, want %q", ip, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { source("2001:db8::1") }); n != 0 {
+		t.Errorf("source allocates %v times a call; every request's check makes one", n)
 	}
 }

@@ -137,19 +137,32 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h, err := s.store.Host(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		s.hostNotFound(w, id)
-		return
-	}
-	if err != nil {
-		s.storeError(w, err)
-		return
-	}
-	if s.endedOffline(w, h) {
+	h, ok := s.knownHost(w, r, id)
+	if !ok {
 		return
 	}
 	WriteJSON(w, http.StatusOK, s.record(h))
+}
+
+// knownHost reads the record of host id, which a request is about, and
+// reports whether the request may go on; when not, it has answered: 404,
+// or 410 for an ended execution, when there is no record (hostNotFound);
+// 410 for an ended execution whose record is still there (endedOffline);
+// the store's failure.
+func (s *Server) knownHost(w http.ResponseWriter, r *http.Request, id string) (store.Host, bool) {
+	h, err := s.store.Host(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		s.hostNotFound(w, id)
+		return store.Host{}, false
+	}
+	if err != nil {
+		s.storeError(w, err)
+		return store.Host{}, false
+	}
+	if s.endedOffline(w, h) {
+		return store.Host{}, false
+	}
+	return h, true
 }
 
 type certRequest struct {
@@ -183,16 +196,8 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "bad_request", "publicKey: "+msg)
 		return
 	}
-	h, err := s.store.Host(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		s.hostNotFound(w, id)
-		return
-	}
-	if err != nil {
-		s.storeError(w, err)
-		return
-	}
-	if s.endedOffline(w, h) {
+	h, ok := s.knownHost(w, r, id)
+	if !ok {
 		return
 	}
 	if h.HostKey == "" {

@@ -126,9 +126,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	if req.ExecutionID != "" && !store.ValidHostID(req.ExecutionID) {
-		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest,
-			"executionId: want 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	if req.ExecutionID != "" && !validExecutionID(w, req.ExecutionID) {
 		return
 	}
 	if a.cfg.Agents != nil && req.ExecutionID != "" {
@@ -152,8 +150,7 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	if req.ExecutionID != "" && !store.ValidHostID(req.ExecutionID) {
-		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
+	if req.ExecutionID != "" && !validExecutionID(w, req.ExecutionID) {
 		return
 	}
 	if a.cfg.Agents != nil && req.ExecutionID != "" {
@@ -170,6 +167,17 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.answerNew(r.Context(), ctx, w, e)
+}
+
+// validExecutionID reports whether id, an executionId a request gave, can
+// be one (a host id: store.ValidHostID), and answers 400 saying what one
+// is when not.
+func validExecutionID(w http.ResponseWriter, id string) bool {
+	if store.ValidHostID(id) {
+		return true
+	}
+	gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: "+store.HostIDRule)
+	return false
 }
 
 // answerNew starts a new execution's agent and answers 201; an execution
@@ -434,8 +442,7 @@ func (a *API) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 			"executionId: empty; give an execution's id, or leave the parameter out to list every checkpoint")
 		return
 	}
-	if exec != "" && !store.ValidHostID(exec) {
-		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, "executionId: not a valid id")
+	if exec != "" && !validExecutionID(w, exec) {
 		return
 	}
 	list, err := a.ex.ListCheckpoints(r.Context(), exec, limit)

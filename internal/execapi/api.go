@@ -126,23 +126,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	if req.ExecutionID != "" && !validExecutionID(w, req.ExecutionID) {
-		return
-	}
-	if a.cfg.Agents != nil && req.ExecutionID != "" {
-		if err := a.cfg.Agents.CheckID(r.Context(), req.ExecutionID); err != nil {
-			a.fail(w, err)
-			return
-		}
-	}
-	ctx, done := keepOnShutdown(r.Context())
-	defer done()
-	e, err := a.ex.Provision(ctx, req)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	a.answerNew(r.Context(), ctx, w, e)
+	a.create(w, r, req.ExecutionID, func(ctx context.Context) (*dockerhost.Execution, error) { return a.ex.Provision(ctx, req) })
 }
 
 func (a *API) restore(w http.ResponseWriter, r *http.Request) {
@@ -150,18 +134,27 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	if req.ExecutionID != "" && !validExecutionID(w, req.ExecutionID) {
+	a.create(w, r, req.ExecutionID, func(ctx context.Context) (*dockerhost.Execution, error) { return a.ex.Restore(ctx, req) })
+}
+
+// create makes a new execution for a provision or a restore, which asked
+// for id ("": the gateway picks one), and answers it (answerNew). The id
+// must be a host id no machine's host has (Agents.CheckID). newExec's ctx
+// is keepOnShutdown's, so that one cut by a gateway restart answers 503
+// interrupted.
+func (a *API) create(w http.ResponseWriter, r *http.Request, id string, newExec func(context.Context) (*dockerhost.Execution, error)) {
+	if id != "" && !validExecutionID(w, id) {
 		return
 	}
-	if a.cfg.Agents != nil && req.ExecutionID != "" {
-		if err := a.cfg.Agents.CheckID(r.Context(), req.ExecutionID); err != nil {
+	if a.cfg.Agents != nil && id != "" {
+		if err := a.cfg.Agents.CheckID(r.Context(), id); err != nil {
 			a.fail(w, err)
 			return
 		}
 	}
 	ctx, done := keepOnShutdown(r.Context())
 	defer done()
-	e, err := a.ex.Restore(ctx, req)
+	e, err := newExec(ctx)
 	if err != nil {
 		a.fail(w, err)
 		return

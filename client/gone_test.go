@@ -4,18 +4,15 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hostgate/hostgate/internal/gateway"
-	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/gatewaytest"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -30,21 +27,8 @@ import (
 func TestDialEndedSandboxIsGone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(ctx, slog.New(slog.DiscardHandler), st, ca, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	g := gatewaytest.New(t, ctx, nil, nil)
+	srv, st := g.Server, g.Store
 	endedAt := time.Date(2026, 12, 3, 19, 4, 44, 512000000, time.UTC)
 	srv.SetHostEnded(func(_ context.Context, id string) (string, time.Time) {
 		if strings.HasPrefix(id, "sbx-") {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +18,7 @@ import (
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/forward/internal/forwardtest"
 	"github.com/hostgate/hostgate/internal/agent"
-	"github.com/hostgate/hostgate/internal/gateway"
-	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/gatewaytest"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -174,20 +172,9 @@ func yamuxLayer(b *testing.B) layerDial {
 // package: the path the harness's forward scenario measures.
 func gatewayLayer(b *testing.B) layerDial {
 	ctx, cancel := context.WithCancel(context.Background())
-	dir := b.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "state.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	log := slog.New(slog.DiscardHandler)
-	gw, err := gateway.New(ctx, log, st, ca, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	gw := gatewaytest.New(b, ctx, log, nil)
+	st := gw.Store
 	srv := httptest.NewServer(gw.Handler())
 	agentTok, _, err := st.CreateToken(ctx, store.TokenSpec{Role: store.RoleAgent, Hosts: []string{"h"}, Name: "agent"})
 	if err != nil {
@@ -197,11 +184,12 @@ func gatewayLayer(b *testing.B) layerDial {
 	if err != nil {
 		b.Fatal(err)
 	}
+	agentDir := b.TempDir()
 	up := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_ = agent.Connect(ctx, &agent.ConnectConfig{
-			GatewayURL: srv.URL, Token: agentTok, HostID: "h", StateDir: filepath.Join(dir, "agent"), Logger: log,
+			GatewayURL: srv.URL, Token: agentTok, HostID: "h", StateDir: agentDir, Logger: log,
 			OnTunnel: func(string) {
 				select {
 				case up <- struct{}{}:
@@ -217,9 +205,7 @@ func gatewayLayer(b *testing.B) layerDial {
 		}
 		cancel()
 		wg.Wait()
-		_ = gw.Close()
 		srv.Close()
-		_ = st.Close()
 	})
 	select {
 	case <-up:

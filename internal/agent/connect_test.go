@@ -33,6 +33,7 @@ import (
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/gatewaytest"
 	"github.com/hostgate/hostgate/internal/sigreset"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/testenv"
@@ -66,15 +67,7 @@ type gw struct {
 func newGW(t testing.TB) *gw {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
-	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "gateway.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ca := gatewaytest.State(t, ctx)
 	g := &gw{t: t, ctx: ctx, store: st, ca: ca}
 	g.restart()
 	g.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,15 +79,17 @@ func newGW(t testing.TB) *gw {
 	t.Cleanup(func() {
 		_ = g.cur.Load().Close()
 		g.ts.Close()
-		_ = st.Close()
 	})
 	return g
 }
 
 // restart closes the running gateway (dropping every tunnel) and starts a
 // new one on the same state.
-func (g *gw) restart() {
-	srv, err := gateway.New(g.ctx, nil, g.store, g.ca, nil)
+func (g *gw) restart() { g.restartLogging(nil) }
+
+// restartLogging is restart with the new gateway logging to logger.
+func (g *gw) restartLogging(logger *slog.Logger) {
+	srv, err := gateway.New(g.ctx, logger, g.store, g.ca, nil)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -1222,11 +1217,7 @@ func TestConnectConnectionLostSaysSo(t *testing.T) {
 func TestConnectStopTellsTheGateway(t *testing.T) {
 	g := newGW(t)
 	var gwLogs testenv.LogBuffer
-	srv, err := gateway.New(g.ctx, slog.New(slog.NewTextHandler(&gwLogs, nil)), g.store, g.ca, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = g.cur.Swap(srv).Close()
+	g.restartLogging(slog.New(slog.NewTextHandler(&gwLogs, nil)))
 	logs := &syncBuffer{}
 	tunnels := make(chan string, 1)
 	ctx, stop := context.WithCancelCause(g.ctx)

@@ -9,16 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/agent"
-	"github.com/hostgate/hostgate/internal/gateway"
-	"github.com/hostgate/hostgate/internal/gateway/sshca"
-	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/gatewaytest"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
@@ -51,21 +48,8 @@ func (s *syncBuffer) String() string {
 // cmd/gateway passes it, did not count).
 func TestSandboxAgentOpeningStreamsLogged(t *testing.T) {
 	ex := newFakeExecutions()
-	dir := t.TempDir()
-	st, err := store.Open(context.Background(), filepath.Join(dir, "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ca, err := sshca.LoadOrCreate(filepath.Join(dir, "ca_key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(context.Background(), nil, st, ca, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	g := gatewaytest.New(t, context.Background(), nil, nil)
+	srv, st := g.Server, g.Store
 	reg := srv.Tunnels()
 	var logs syncBuffer
 	var wg sync.WaitGroup

@@ -128,6 +128,24 @@ func readFile(t *testing.T, ctx context.Context, p hostgate.Provider, name strin
 	return b
 }
 
+// mkdir makes directory name (0o755) for a case to work in, failing t
+// when it cannot.
+func mkdir(t *testing.T, ctx context.Context, p hostgate.Provider, name string) {
+	t.Helper()
+	if err := p.Mkdir(ctx, name, 0o755, false); err != nil {
+		t.Fatalf("Mkdir %q: %v", name, err)
+	}
+}
+
+// symlink makes name a symlink to target for a case to work with,
+// failing t when it cannot.
+func symlink(t *testing.T, ctx context.Context, p hostgate.Provider, target, name string) {
+	t.Helper()
+	if err := p.Symlink(ctx, target, name); err != nil {
+		t.Fatalf("Symlink %q -> %q: %v", name, target, err)
+	}
+}
+
 func wantErr(t *testing.T, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
@@ -236,12 +254,8 @@ func testReadDirSorted(t *testing.T, ctx context.Context, p hostgate.Provider, r
 	for _, n := range names {
 		writeFile(t, ctx, p, path.Join(root, n), []byte(n), 0o644)
 	}
-	if err := p.Mkdir(ctx, path.Join(root, "dir"), 0o755, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Symlink(ctx, "a", path.Join(root, "link")); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, path.Join(root, "dir"))
+	symlink(t, ctx, p, "a", path.Join(root, "link"))
 	ents, err = p.ReadDir(ctx, root)
 	if err != nil {
 		t.Fatalf("ReadDir: %v", err)
@@ -393,9 +407,7 @@ func testModes(t *testing.T, ctx context.Context, p hostgate.Provider, root stri
 
 func testMkdir(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	d := path.Join(root, "a dir")
-	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
-		t.Fatalf("Mkdir: %v", err)
-	}
+	mkdir(t, ctx, p, d)
 	err := p.Mkdir(ctx, d, 0o755, false)
 	wantErr(t, "Mkdir existing", err, fs.ErrExist)
 	if err := p.Mkdir(ctx, d, 0o755, true); err != nil {
@@ -439,9 +451,7 @@ func testRemove(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	for _, f := range []string{"tree/f", "tree/a/g\nh", "tree/a/b/.i", "tree/-d/-j"} {
 		writeFile(t, ctx, p, path.Join(root, f), []byte(f), 0o644)
 	}
-	if err := p.Symlink(ctx, root, path.Join(tree, "up")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, root, path.Join(tree, "up"))
 	err = p.Remove(ctx, tree, false)
 	wantErr(t, "Remove non-empty dir", err, syscall.ENOTEMPTY)
 	if err != nil && strings.Count(err.Error(), tree) != 1 {
@@ -457,9 +467,7 @@ func testRemove(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 		t.Fatalf("root gone: recursive remove followed a symlink: %v", err)
 	}
 	e := path.Join(root, "empty dir")
-	if err := p.Mkdir(ctx, e, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, e)
 	if err := p.Remove(ctx, e, false); err != nil {
 		t.Errorf("Remove empty dir: %v", err)
 	}
@@ -489,9 +497,7 @@ func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 		t.Errorf("Rename error %T is not *hostgate.LinkError", err)
 	}
 	d1, d2 := path.Join(root, "d1"), path.Join(root, "d2")
-	if err := p.Mkdir(ctx, d1, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d1)
 	writeFile(t, ctx, p, path.Join(d1, "inner"), []byte("i"), 0o644)
 	if err := p.Rename(ctx, d1, d2); err != nil {
 		t.Fatalf("Rename dir: %v", err)
@@ -511,9 +517,7 @@ func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	// os.Rename refuses); onto a non-empty one it fails, ENOTEMPTY or
 	// EEXIST as rename(2) may say.
 	d3 := path.Join(root, "d3")
-	if err := p.Mkdir(ctx, d3, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d3)
 	if err := p.Rename(ctx, d2, d3); err != nil {
 		t.Fatalf("Rename dir onto an empty dir: %v", err)
 	}
@@ -525,13 +529,9 @@ func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	self := path.Join(root, "self")
 	writeFile(t, ctx, p, self, []byte("s"), 0o644)
 	emptyDir := path.Join(root, "empty dir")
-	if err := p.Mkdir(ctx, emptyDir, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, emptyDir)
 	selfLink := path.Join(root, "self link")
-	if err := p.Symlink(ctx, "self", selfLink); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, "self", selfLink)
 	for _, name := range []string{self, emptyDir, selfLink} {
 		if err := p.Rename(ctx, name, name); err != nil {
 			t.Errorf("Rename %s to itself: %v", path.Base(name), err)
@@ -541,9 +541,7 @@ func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 		}
 	}
 	d4 := path.Join(root, "d4")
-	if err := p.Mkdir(ctx, d4, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d4)
 	err = p.Rename(ctx, d4, d3)
 	if !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, fs.ErrExist) {
 		t.Errorf("Rename dir onto a non-empty dir: %v, want ENOTEMPTY or EEXIST", err)
@@ -584,13 +582,9 @@ func testMkdirUnderFile(t *testing.T, ctx context.Context, p hostgate.Provider, 
 	}
 
 	d := path.Join(root, "dir")
-	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d)
 	link := path.Join(root, "link")
-	if err := p.Symlink(ctx, "dir", link); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, "dir", link)
 	if err := p.Mkdir(ctx, link, 0o755, true); err != nil {
 		t.Errorf("Mkdir parents on a symlink to a dir: %v", err)
 	}
@@ -610,9 +604,7 @@ func testMkdirUnderFile(t *testing.T, ctx context.Context, p hostgate.Provider, 
 func testThroughFile(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	f := path.Join(root, "file")
 	writeFile(t, ctx, p, f, []byte("x"), 0o644)
-	if err := p.Symlink(ctx, "file", path.Join(root, "link")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, "file", path.Join(root, "link"))
 	other := path.Join(root, "other")
 	writeFile(t, ctx, p, other, []byte("o"), 0o644)
 	for _, name := range []string{
@@ -675,9 +667,7 @@ func testThroughFile(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 // as rmdir(2) says, and removes nothing.
 func testRemoveNonEmpty(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	d := path.Join(root, "dir")
-	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d)
 	writeFile(t, ctx, p, path.Join(d, "inner"), []byte("i"), 0o644)
 	err := p.Remove(ctx, d, false)
 	wantErr(t, "Remove non-empty dir", err, syscall.ENOTEMPTY)
@@ -698,9 +688,7 @@ func testRenameKinds(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 	f := path.Join(root, "file")
 	writeFile(t, ctx, p, f, []byte("x"), 0o644)
 	d := path.Join(root, "dir")
-	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d)
 	err := p.Rename(ctx, f, d)
 	wantErr(t, "Rename file onto a dir", err, syscall.EISDIR)
 	var le *hostgate.LinkError
@@ -725,9 +713,7 @@ func testRenameKinds(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 // a listing; the SFTP provider's Read said a bare Failure.
 func testOpenDir(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	d := path.Join(root, "dir")
-	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d)
 	writeFile(t, ctx, p, path.Join(d, "inner"), []byte("i"), 0o644)
 	r, err := p.Open(ctx, d)
 	if err != nil {
@@ -759,13 +745,9 @@ func testOpenDir(t *testing.T, ctx context.Context, p hostgate.Provider, root st
 // provider's WriteFile.
 func testCreateOnDir(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	d := path.Join(root, "dir")
-	if err := p.Mkdir(ctx, d, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, d)
 	link := path.Join(root, "link")
-	if err := p.Symlink(ctx, "dir", link); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, "dir", link)
 	for _, name := range []string{d, link} {
 		if w, err := p.Create(ctx, name, 0o644); err != nil {
 			wantErr(t, "Create onto "+path.Base(name), err, syscall.EISDIR)
@@ -787,9 +769,7 @@ func testCreateOnDir(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 // ErrNotExist, as stat(2) and chmod(2) do, and leave the link.
 func testDangling(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	dangling := path.Join(root, "dangling")
-	if err := p.Symlink(ctx, "nowhere", dangling); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, "nowhere", dangling)
 	_, err := p.Stat(ctx, dangling)
 	wantErr(t, "Stat dangling", err, fs.ErrNotExist)
 	err = p.Chmod(ctx, dangling, 0o600)
@@ -849,12 +829,8 @@ func testRealpath(t *testing.T, ctx context.Context, p hostgate.Provider, root s
 	if !path.IsAbs(real) {
 		t.Errorf("Realpath %q not absolute", real)
 	}
-	if err := p.Mkdir(ctx, path.Join(root, "sub dir"), 0o755, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Symlink(ctx, "sub dir", path.Join(root, "-via")); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, path.Join(root, "sub dir"))
+	symlink(t, ctx, p, "sub dir", path.Join(root, "-via"))
 	got, err := p.Realpath(ctx, path.Join(root, "-via"))
 	if err != nil {
 		t.Fatalf("Realpath through link: %v", err)
@@ -874,13 +850,9 @@ func testRealpath(t *testing.T, ctx context.Context, p hostgate.Provider, root s
 // so a suite run as root must be paired with an unprivileged run.
 func testPermissions(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	locked := path.Join(root, "locked")
-	if err := p.Mkdir(ctx, locked, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, locked)
 	writeFile(t, ctx, p, path.Join(locked, "f"), []byte("secret"), 0o644)
-	if err := p.Mkdir(ctx, path.Join(locked, "sub"), 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, path.Join(locked, "sub"))
 	if err := p.Chmod(ctx, locked, 0); err != nil {
 		t.Fatal(err)
 	}

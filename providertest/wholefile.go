@@ -79,9 +79,7 @@ func testWholeFile(t *testing.T, ctx context.Context, p hostgate.Provider, root 
 
 	// Through a dangling symlink, Create makes the target: so does
 	// WriteFile.
-	if err := p.Symlink(ctx, "target", path.Join(root, "dangling")); err != nil {
-		t.Fatal(err)
-	}
+	symlink(t, ctx, p, "target", path.Join(root, "dangling"))
 	if err := fw.WriteFile(ctx, path.Join(root, "dangling"), 0o600, bytes.NewReader([]byte("through")), nil); err != nil {
 		t.Errorf("WriteFile through a dangling symlink: %v", err)
 	} else if got := readFile(t, ctx, p, path.Join(root, "target")); string(got) != "through" {
@@ -90,9 +88,7 @@ func testWholeFile(t *testing.T, ctx context.Context, p hostgate.Provider, root 
 
 	// Errors, as Open and Create say them.
 	dir := path.Join(root, "dir")
-	if err := p.Mkdir(ctx, dir, 0o755, false); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, ctx, p, dir)
 	_, err := fr.ReadFile(ctx, dir, nil)
 	wantErr(t, "ReadFile of a directory", err, syscall.EISDIR)
 	_, err = fr.ReadFile(ctx, path.Join(root, "missing"), nil)

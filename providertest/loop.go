@@ -37,8 +37,10 @@ func testSymlinkLoop(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 			t.Errorf("%s %s: %q does not name the path", what, rel, err)
 		}
 	}
-	// The calls that follow the name itself.
-	for _, name := range []string{a} {
+	// following makes the calls that follow name itself: at a they meet
+	// the loop there, under it on the way.
+	following := func(name string) {
+		t.Helper()
 		_, err := p.Stat(ctx, name)
 		check("Stat", name, err)
 		_, err = p.ReadDir(ctx, name)
@@ -65,25 +67,13 @@ func testSymlinkLoop(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 			check("WriteFile", name, fw.WriteFile(ctx, name, 0o644, bytes.NewReader([]byte("w")), nil))
 		}
 	}
-	// Every call, through the loop on the way.
+	following(a)
+	// Every call, through the loop on the way: those on the name itself
+	// too.
 	for _, name := range []string{path.Join(a, "x"), path.Join(a, "x", "y")} {
-		_, err := p.Stat(ctx, name)
-		check("Stat", name, err)
-		_, err = p.Lstat(ctx, name)
+		following(name)
+		_, err := p.Lstat(ctx, name)
 		check("Lstat", name, err)
-		_, err = p.ReadDir(ctx, name)
-		check("ReadDir", name, err)
-		if r, err := p.Open(ctx, name); err == nil {
-			_ = r.Close()
-			t.Errorf("Open %s succeeded", name)
-		} else {
-			check("Open", name, err)
-		}
-		if w, err := p.Create(ctx, name, 0o644); err == nil {
-			check("Create, at Close,", name, w.Close())
-		} else {
-			check("Create", name, err)
-		}
 		check("Remove", name, p.Remove(ctx, name, false))
 		check("Remove recursive", name, p.Remove(ctx, name, true))
 		check("Rename from", name, p.Rename(ctx, name, path.Join(root, "y")))
@@ -91,18 +81,8 @@ func testSymlinkLoop(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 		check("Symlink at", name, p.Symlink(ctx, "t", name))
 		_, err = p.Readlink(ctx, name)
 		check("Readlink", name, err)
-		check("Chmod", name, p.Chmod(ctx, name, 0o600))
 		check("Mkdir", name, p.Mkdir(ctx, name, 0o755, false))
 		check("Mkdir parents", name, p.Mkdir(ctx, name, 0o755, true))
-		_, err = p.Realpath(ctx, name)
-		check("Realpath", name, err)
-		if fr, ok := p.(hostgate.FileReader); ok {
-			_, err := fr.ReadFile(ctx, name, nil)
-			check("ReadFile", name, err)
-		}
-		if fw, ok := p.(hostgate.FileWriter); ok {
-			check("WriteFile", name, fw.WriteFile(ctx, name, 0o644, bytes.NewReader([]byte("w")), nil))
-		}
 	}
 	if fi, err := p.Lstat(ctx, a); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Errorf("Lstat of the loop's link: %v, %v", fi, err)

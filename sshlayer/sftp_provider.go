@@ -298,7 +298,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	if err != nil {
 		return nil, p.lookupErr(ctx, true, p.pathErr("open", name, err), name)
 	}
-	return &sftpReader{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
+	return &sftpReader{p.stream(ctx, name, f)}, nil
 }
 
 // abortFile ends a stream whose ctx ended: its calls waiting for the
@@ -321,10 +321,11 @@ func (p *sftpProvider) ctxErr(ctx context.Context, op, name string, err error) e
 	return err
 }
 
-// sftpReader's reads fail once its ctx is done, not only once the ctx's
-// AfterFunc has aborted the file: that runs a moment later, in a goroutine
-// of its own, and a read in between could still succeed.
-type sftpReader struct {
+// sftpStream is file name opened under ctx, which aborts it when it ends
+// (abortFile) until stop. Its reads and writes fail once ctx is done
+// (ended), not only once the abort ran: that runs a moment later, in a
+// goroutine of its own, and a call in between could still succeed.
+type sftpStream struct {
 	*sftp.File
 	p    *sftpProvider
 	ctx  context.Context
@@ -332,9 +333,24 @@ type sftpReader struct {
 	stop func() bool
 }
 
+func (p *sftpProvider) stream(ctx context.Context, name string, f *sftp.File) sftpStream {
+	return sftpStream{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}
+}
+
+// ended is the error of a call op made once ctx is done, nil before.
+func (s *sftpStream) ended(op string) error {
+	if err := s.ctx.Err(); err != nil {
+		return s.p.pathErr(op, s.name, err)
+	}
+	return nil
+}
+
+// sftpReader is an sftpStream opened for reading.
+type sftpReader struct{ sftpStream }
+
 func (r *sftpReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, r.p.pathErr("read", r.name, err)
+	if err := r.ended("read"); err != nil {
+		return 0, err
 	}
 	n, err := r.File.Read(p)
 	return n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
@@ -353,8 +369,8 @@ func (r *sftpReader) readErr(err error) error {
 }
 
 func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, r.p.pathErr("read", r.name, err)
+	if err := r.ended("read"); err != nil {
+		return 0, err
 	}
 	n, err := r.File.WriteTo(w)
 	return n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
@@ -395,7 +411,7 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 	if err != nil {
 		return nil, p.lookupErr(ctx, true, p.pathErr("create", name, err), name)
 	}
-	return &sftpWriter{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}, nil
+	return &sftpWriter{p.stream(ctx, name, f)}, nil
 }
 
 // create opens name for Create, giving a file it makes perm &^ umask.
@@ -442,18 +458,12 @@ func createMode(created, perm fs.FileMode) fs.FileMode {
 	return perm.Perm() &^ umask
 }
 
-// sftpWriter's writes fail once its ctx is done (see sftpReader).
-type sftpWriter struct {
-	*sftp.File
-	p    *sftpProvider
-	ctx  context.Context
-	name string
-	stop func() bool
-}
+// sftpWriter is an sftpStream opened for writing.
+type sftpWriter struct{ sftpStream }
 
 func (w *sftpWriter) Write(p []byte) (int, error) {
-	if err := w.ctx.Err(); err != nil {
-		return 0, w.p.pathErr("write", w.name, err)
+	if err := w.ended("write"); err != nil {
+		return 0, err
 	}
 	n, err := w.File.Write(p)
 	return n, w.p.ctxErr(w.ctx, "write", w.name, w.p.streamErr("write", w.name, err))
@@ -463,8 +473,8 @@ func (w *sftpWriter) Write(p []byte) (int, error) {
 // ReadFrom goes sequential when it cannot learn r's size). A local file
 // is read from the page cache by raw syscalls (rawio.CachedReader).
 func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
-	if err := w.ctx.Err(); err != nil {
-		return 0, w.p.pathErr("write", w.name, err)
+	if err := w.ended("write"); err != nil {
+		return 0, err
 	}
 	n, err := w.File.ReadFromWithConcurrency(rawio.CachedReader(r), 0)
 	if err != nil {

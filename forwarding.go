@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/accept"
 	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
@@ -212,7 +213,7 @@ func (fw *Forwarding) serve() {
 	var err error
 	for {
 		var c net.Conn
-		c, err = fw.ln.Accept()
+		c, err = accept.Next(fw.ctx, fw.ln, nil)
 		if err != nil {
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/accept"
 	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
@@ -266,22 +267,9 @@ var errClosedByUser = errors.New("forward: closed")
 
 // serve is the accept loop; it owns fw.err.
 func (fw *Forward) serve() {
-	var delay time.Duration
 	for {
-		c, err := fw.ln.Accept()
+		c, err := accept.Next(fw.ctx, fw.ln, nil)
 		if err != nil {
-			if fw.ctx.Err() == nil && isTemporary(err) {
-				// EMFILE and friends: back off like net/http instead of
-				// giving up the forward.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-					continue
-				case <-fw.ctx.Done():
-					t.Stop()
-				}
-			}
 			if fw.spec.Kind == Remote {
 				// The host's listener only fails on its own when the
 				// connection carrying it ended or the host dropped the
@@ -295,7 +283,6 @@ func (fw *Forward) serve() {
 			}
 			return
 		}
-		delay = 0
 		fw.conns.Add(1)
 		select {
 		case fw.sem <- struct{}{}:
@@ -308,11 +295,6 @@ func (fw *Forward) serve() {
 		fw.wg.Add(1)
 		go fw.handle(c)
 	}
-}
-
-func isTemporary(err error) bool {
-	var te interface{ Temporary() bool }
-	return errors.As(err, &te) && te.Temporary()
 }
 
 // handle dials the connect side for c and copies both ways; it owns c.

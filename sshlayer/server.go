@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hostgate/hostgate/internal/accept"
 )
 
 // ErrServerClosed is returned by Server.Serve and Server.ServeConn after
@@ -423,29 +425,16 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		_ = ln.Close()
 	}()
-	var backoff time.Duration
 	for {
-		c, err := ln.Accept()
+		c, err := accept.Next(s.ctx, ln, func(err error, wait time.Duration) {
+			s.log.Warn("ssh accept failed for now; trying again", "err", err, "retry", wait)
+		})
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return ErrServerClosed
 			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			// Transient accept errors (EMFILE…): back off, as net/http does.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("ssh accept", "err", err, "retry", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.ctx.Done():
-				t.Stop()
-				return ErrServerClosed
-			}
-			continue
+			return err
 		}
-		backoff = 0
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/accept"
 	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
@@ -457,8 +458,16 @@ func (l *unlinkingListener) Close() error {
 // on ln, one of f's listeners, until it closes.
 func (c *serverConn) acceptForward(f *remoteForward, ln net.Listener) {
 	for {
-		tc, err := ln.Accept()
+		tc, err := accept.Next(c.ctx, ln, func(err error, wait time.Duration) {
+			c.log.Warn("forward accept failed for now; trying again", "listen", ln.Addr().String(), "err", err, "retry", wait)
+		})
 		if err != nil {
+			if c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				// The forward's port would stay bound with nothing
+				// accepting: say so, and let it go.
+				c.log.Warn("forward listener failed; it is closed", "listen", ln.Addr().String(), "err", err)
+				_ = ln.Close()
+			}
 			return
 		}
 		c.mu.Lock()

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/accept"
 )
 
 // maxAgentConns bounds the connections to a session's forwarded agent open
@@ -103,7 +105,9 @@ func (c *serverConn) listenAgent() (*agentForward, error) {
 // listener closes.
 func (a *agentForward) accept() {
 	for {
-		uc, err := a.ln.Accept()
+		uc, err := accept.Next(a.c.ctx, a.ln, func(err error, wait time.Duration) {
+			a.c.log.Warn("agent socket accept failed for now; trying again", "socket", a.path, "err", err, "retry", wait)
+		})
 		if err != nil {
 			return
 		}

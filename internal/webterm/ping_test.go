@@ -24,6 +24,12 @@ import (
 // hostServer serves the terminal of proc, which ends with its context as
 // a real host's process does, with cfg's other settings.
 func hostServer(t *testing.T, proc hostgate.Process, cfg Config) *httptest.Server {
+	srv, _ := hostTerminals(t, proc, cfg)
+	return srv
+}
+
+// hostTerminals is hostServer that also returns the Terminals serving it.
+func hostTerminals(t *testing.T, proc hostgate.Process, cfg Config) (*httptest.Server, *Terminals) {
 	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true }
 	cfg.Spawn = func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 		stop := context.AfterFunc(ctx, func() { _ = proc.Kill(hostgate.SIGKILL) })
@@ -34,7 +40,7 @@ func hostServer(t *testing.T, proc hostgate.Process, cfg Config) *httptest.Serve
 	mux.Handle("GET /v1/hosts/{id}/pty", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { h.Close(); srv.Close() })
-	return srv
+	return srv, h
 }
 
 // messages reads ws until it fails, as a browser does whatever its page
@@ -558,11 +564,15 @@ func TestStuckInputTellsThePage(t *testing.T) {
 // nothing more: the notes stopped, and a page showing them had no way to
 // know the input had gone through.
 func TestInputWaitEnds(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	proc := newDeaf()
 	proc.hear = make(chan struct{})
-	srv := hostServer(t, proc, Config{Ping: 200 * time.Millisecond})
+	// No socket pings: the gateway dropped a page whose pong took over
+	// Ping (200 ms) to come back while the reader did not wait yet, which
+	// a loaded -race run does (2 runs in 10 beside a CPU burner). Notes
+	// come every 4 s then.
+	srv, h := hostTerminals(t, proc, Config{Ping: time.Hour})
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -580,50 +590,82 @@ func TestInputWaitEnds(t *testing.T) {
 			}
 		}
 	}()
-	next := func(within time.Duration) (control, string) {
+	// next returns the next note, or the pong ("") once the page's ping
+	// is answered.
+	next := func() (control, string) {
 		t.Helper()
-		late := time.After(within)
 		for {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					t.Fatal("the socket closed")
-				}
-				var c control
-				if json.Unmarshal([]byte(m), &c) == nil && (c.Type == "inputwait" || c.Type == "inputdone") {
-					return c, m
-				}
-			case <-late:
-				return control{}, ""
+			m, ok := <-msgs
+			if !ok {
+				t.Fatal("the socket closed")
+			}
+			var c control
+			if json.Unmarshal([]byte(m), &c) != nil {
+				continue
+			}
+			switch c.Type {
+			case "inputwait", "inputdone":
+				return c, m
+			case "pong":
+				return c, ""
 			}
 		}
 	}
-	if _, m := next(5 * time.Second); m != `{"type":"inputwait","taken":0}` {
+	if _, m := next(); m != `{"type":"inputwait","taken":0}` {
 		t.Fatalf("with the shell taking nothing the page got %q, want {\"type\":\"inputwait\",\"taken\":0}", m)
 	}
 	close(proc.hear)
 	<-wrote
 	// Notes may come while the shell takes it, and an inputdone whenever
-	// the gateway holds none (the page's last pieces may be on their way):
-	// the last note must be an inputdone, once the shell has it all.
-	var last control
-	for end := time.Now().Add(5 * time.Second); proc.heard.Load() < sent; {
-		if time.Now().After(end) {
-			t.Fatalf("the shell took %d of %d bytes in 5 s", proc.heard.Load(), sent)
+	// the gateway holds none (the page's last pieces may be on their
+	// way): the last note must be an inputdone, once the shell has it
+	// all. There are no more to come once the gateway's noting has ended
+	// with nothing held (1 s of silence was taken for that, which a
+	// stalled gateway broke); a ping the page sends then is answered
+	// after every note.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if proc.heard.Load() == sent && !noting(h) {
+			break
 		}
-		if c, m := next(50 * time.Millisecond); m != "" {
-			last = c
+		if time.Now().After(end) {
+			t.Fatalf("the shell took %d of %d bytes in 30 s", proc.heard.Load(), sent)
 		}
 	}
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var last control
+	var notes []string
 	for {
-		c, m := next(time.Second) // several notes' intervals
+		c, m := next()
 		if m == "" {
 			break
 		}
 		last = c
+		notes = append(notes, m)
 	}
 	if last.Type != "inputdone" || last.Taken <= 0 || last.Taken > sent {
-		t.Fatalf("the last note once the shell took the input is %+v, want an inputdone with 1 to %d bytes taken", last, sent)
+		t.Fatalf("the last note once the shell took the input is %+v, want an inputdone with 1 to %d bytes taken (notes since it could: %v)", last, sent, notes)
 	}
 	_ = proc.Kill(hostgate.SIGKILL)
+}
+
+// noting reports whether the gateway's note of waiting input runs for the
+// page of h's one terminal.
+func noting(h *Terminals) bool {
+	h.mu.Lock()
+	ts := make([]*term, 0, len(h.all))
+	for t := range h.all {
+		ts = append(ts, t)
+	}
+	h.mu.Unlock()
+	for _, t := range ts {
+		t.mu.Lock()
+		a := t.att
+		t.mu.Unlock()
+		if a != nil && a.noting.Load() {
+			return true
+		}
+	}
+	return false
 }

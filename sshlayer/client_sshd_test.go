@@ -387,13 +387,16 @@ func TestSSHDListen(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("accepted conn: %v", err)
 		}
+		sock := sshdListener(t, addr)
+		if sock == "" {
+			t.Fatalf("sshd does not listen on %s", addr)
+		}
 		// Close cancels the forward on the host: sshd closes the socket
 		// before it answers cancel-tcpip-forward.
 		if err := ln.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if conn, err := net.Dial("tcp", addr.String()); err == nil {
-			_ = conn.Close()
+		if sshdListener(t, addr) == sock {
 			t.Errorf("host still listens on %s after Close", addr)
 		}
 	})
@@ -404,7 +407,11 @@ func TestSSHDListen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := ln.Addr().String()
+		addr := ln.Addr().(*net.TCPAddr)
+		sock := sshdListener(t, addr)
+		if sock == "" {
+			t.Fatalf("sshd does not listen on %s", addr)
+		}
 		done := acceptEcho(t, ln)
 		_ = c.Close()
 		if err := <-done; !errors.Is(err, net.ErrClosed) {
@@ -413,8 +420,7 @@ func TestSSHDListen(t *testing.T) {
 		if err := s.waitIdle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			_ = conn.Close()
+		if sshdListener(t, addr) == sock {
 			t.Errorf("host still listens on %s after the connection closed", addr)
 		}
 	})
@@ -430,7 +436,11 @@ func TestSSHDListen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := ln.Addr().String()
+		addr := ln.Addr().(*net.TCPAddr)
+		sock := sshdListener(t, addr)
+		if sock == "" {
+			t.Fatalf("sshd does not listen on %s", addr)
+		}
 		done := acceptEcho(t, ln)
 		p.cut()
 		err = <-done
@@ -443,8 +453,7 @@ func TestSSHDListen(t *testing.T) {
 		if err := s.waitIdle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			_ = conn.Close()
+		if sshdListener(t, addr) == sock {
 			t.Errorf("host still listens on %s after the transport died", addr)
 		}
 	})

@@ -5,14 +5,9 @@ package sshlayer
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
-	"errors"
 	"io"
-	"io/fs"
 	"net"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -92,81 +87,6 @@ func TestForwardRemoteAddr(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tcpListeners is the addresses an sshd process listens on at port on
-// this machine (/proc/net/tcp and tcp6, the sockets' inodes looked up in
-// the processes' fds): what sshd really bound. Another server's socket at
-// that port number on another address (the kernel chose the port for the
-// address sshd asked for alone) is not sshd's.
-func tcpListeners(t *testing.T, port int) []net.IP {
-	t.Helper()
-	sshds := sshdSockets(t)
-	var ips []net.IP
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if errors.Is(err, fs.ErrNotExist) && f == "/proc/net/tcp6" {
-			continue // no IPv6
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			fields := strings.Fields(line)
-			if len(fields) < 4 || fields[3] != "0A" { // TCP_LISTEN
-				continue
-			}
-			hexIP, hexPort, _ := strings.Cut(fields[1], ":")
-			if p, err := strconv.ParseUint(hexPort, 16, 16); err != nil || int(p) != port {
-				continue
-			}
-			if len(fields) < 10 || !sshds["socket:["+fields[9]+"]"] {
-				continue
-			}
-			raw, err := hex.DecodeString(hexIP)
-			if err != nil {
-				t.Fatalf("%s: %q: %v", f, fields[1], err)
-			}
-			// The kernel prints each 32-bit word in host order
-			// (little-endian here).
-			for i := 0; i+4 <= len(raw); i += 4 {
-				raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
-			}
-			ips = append(ips, net.IP(raw))
-		}
-	}
-	return ips
-}
-
-// sshdSockets is the sockets open in this machine's sshd processes (sshd,
-// and sshd-session where OpenSSH splits it off), as their fds' links read:
-// "socket:[INODE]".
-func sshdSockets(t *testing.T) map[string]bool {
-	t.Helper()
-	socks := map[string]bool{}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		comm, err := os.ReadFile("/proc/" + p.Name() + "/comm")
-		if err != nil || !strings.HasPrefix(string(comm), "sshd") {
-			continue // gone meanwhile, or not sshd
-		}
-		fds, err := os.ReadDir("/proc/" + p.Name() + "/fd")
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			if l, err := os.Readlink("/proc/" + p.Name() + "/fd/" + fd.Name()); err == nil && strings.HasPrefix(l, "socket:[") {
-				socks[l] = true
-			}
-		}
-	}
-	return socks
 }
 
 // TestForwardRemoteAddrGatewayPorts: against an sshd whose GatewayPorts

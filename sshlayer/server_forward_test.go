@@ -145,11 +145,16 @@ func TestServerRemoteForward(t *testing.T) {
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
 	}
+	loopback := net.IPv4(127, 0, 0, 1)
+	sock := srvListener(t, loopback, port)
+	if sock == "" {
+		t.Fatalf("the forward does not listen at 127.0.0.1:%d", port)
+	}
 	// Closing the client's listener cancels the forward on the server.
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if srvListening(t, port) {
+	if srvListener(t, loopback, port) == sock {
 		t.Fatal("forward still listening after cancel-tcpip-forward")
 	}
 }
@@ -180,40 +185,6 @@ func TestServerBindAddr(t *testing.T) {
 			t.Errorf("bindAddr(%q, allow=%v) = %q, want %q", tc.addr, tc.allow, got, tc.want)
 		}
 	}
-}
-
-// srvListening reports whether this process has a listening TCP socket on
-// port. Dialing the port instead would be fooled by another process that
-// picked up the port once it was freed.
-func srvListening(t testing.TB, port int) bool {
-	t.Helper()
-	inodes := map[string]bool{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			fl := strings.Fields(line)
-			if len(fl) < 10 || fl[3] != "0A" { // 0A: LISTEN
-				continue
-			}
-			_, hexPort, _ := strings.Cut(fl[1], ":")
-			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
-				inodes["socket:["+fl[9]+"]"] = true
-			}
-		}
-	}
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && inodes[l] {
-			return true
-		}
-	}
-	return false
 }
 
 // TestServerDirectTCPIPGarbage: a short forwarded connection costs the
@@ -531,7 +502,7 @@ func TestRemoteForwardLocalhostAddr(t *testing.T) {
 	if !ok || !a.IP.Equal(net.IPv4(127, 0, 0, 1)) || a.Port == 0 {
 		t.Fatalf("Addr %v, want 127.0.0.1 and the port taken", ln.Addr())
 	}
-	if !srvListening(t, a.Port) {
+	if srvListener(t, a.IP, a.Port) == "" {
 		t.Fatalf("nothing listens at %v", a)
 	}
 }

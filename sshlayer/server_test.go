@@ -544,15 +544,17 @@ func TestServeConnReleasesForwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := fl.Addr().(*net.TCPAddr).Port
-	if !srvListening(t, port) {
+	fa := fl.Addr().(*net.TCPAddr)
+	port := fa.Port
+	sock := srvListener(t, fa.IP, port)
+	if sock == "" {
 		t.Fatal("remote forward not listening")
 	}
 	_ = c.Close()
 	if err := <-served; err != nil {
 		t.Fatalf("ServeConn: %v", err)
 	}
-	if srvListening(t, port) {
+	if srvListener(t, fa.IP, port) == sock {
 		t.Fatalf("remote forward on port %d still listening after the connection ended", port)
 	}
 }

@@ -646,21 +646,34 @@ func (s saysEarly) TakesEarlyData() bool { return s.takes }
 // timeout bounds. Here the host never connects.
 func TestLocalForwardShortDialTimeout(t *testing.T) {
 	ctx := testCtx(t)
-	h := &hangingConnect{}
+	h := &hangingConnect{dialed: make(chan struct{}, 1)}
 	fw, err := RunConfig(ctx, h, Spec{Kind: Local, Listen: "127.0.0.1:0", Connect: "127.0.0.1:9"}, &Config{DialTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fw.Close()
 	c := dialT(t, fw.Addr().String())
-	// Ten times the timeout: a forward that let the connect run on (or
-	// bounded it by DialTimeout+HandshakeTimeout, 10.3 s) misses it.
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	// The bound is told by the deadline of the dial's ctx, not by how long
+	// the connection took to close: 3 s for a 300 ms dial timeout could
+	// pass on a loaded machine. The deadline is set before the dial
+	// starts, so a stall only leaves less of it. A forward that let the
+	// connect run on (no deadline), or bounded it by
+	// DialTimeout+HandshakeTimeout (10.3 s), or by the default 30 s, leaves
+	// the dial more.
 	_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
-	// Closed (EOF, or a reset for the request it did not read): not a
-	// timeout of this read.
+	select {
+	case <-h.dialed:
+	case <-ctx.Done():
+		t.Fatal("the forward never dialed the host the late way")
+	}
+	if left := time.Duration(h.dialLeft.Load()); !h.dialBounded.Load() || left > 300*time.Millisecond {
+		t.Fatalf("the host's connect was given %v (bounded: %v), want at most the 300 ms DialTimeout", left, h.dialBounded.Load())
+	}
+	// Closed once the dial timed out (EOF, or a reset for the request it
+	// did not read): not a timeout of this read.
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.ReadAll(c); errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatal("the forward did not close, within 3 s, a connection whose 300 ms dial timed out")
+		t.Fatal("the forward did not close, within 30 s, a connection whose 300 ms dial timed out")
 	}
 	if h.early.Load() != 0 {
 		t.Error("dialed early: the host's connect was not bounded by DialTimeout")
@@ -690,10 +703,21 @@ func TestLocalForwardShortDialTimeout(t *testing.T) {
 // its ctx, DialEarly returns a conn that never answers.
 type hangingConnect struct {
 	plainForwarder
-	early atomic.Int64
+	early       atomic.Int64
+	dialBounded atomic.Bool   // the last Dial's ctx had a deadline
+	dialLeft    atomic.Int64  // what was left of it when the Dial came
+	dialed      chan struct{} // told of each Dial (once it has recorded the above) while it has room
 }
 
 func (h *hangingConnect) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d, ok := ctx.Deadline(); ok {
+		h.dialLeft.Store(int64(time.Until(d)))
+		h.dialBounded.Store(true)
+	}
+	select {
+	case h.dialed <- struct{}{}:
+	default:
+	}
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

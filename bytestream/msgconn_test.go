@@ -151,7 +151,10 @@ func TestMsgConnCloseWithSilentPeer(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if d := time.Since(start); d > 4*time.Second {
+	// It cuts the wait at closeReplyWait (250 ms); the handshake's is 5 s.
+	d := time.Since(start)
+	t.Logf("Close took %v with a silent peer", d)
+	if d > 4*time.Second {
 		t.Fatalf("Close took %v with a silent peer: it waited for coder/websocket's handshake timeout", d)
 	}
 	if err := <-readErr; err == nil {

@@ -288,13 +288,6 @@ func TestWriteBehindIdleFlusherExits(t *testing.T) {
 	w.drain()
 }
 
-// abortStuckBound is how soon an abort must end a write stuck on a peer
-// that stopped reading: at once, bar a loaded machine's scheduling. Before
-// abort closed the TCP conn itself, the stuck write ended only at
-// corkConn.Close's 1 s flush deadline, and under TLS at crypto/tls's 5 s
-// close_notify deadline.
-const abortStuckBound = 900 * time.Millisecond
-
 // TestAbortEndsStuckWrite: a mux timeout (or a drain that ran out of
 // time) aborts a dialed conn whose peer stopped reading; the write stuck
 // on it, and abort itself, end at once, over ws:// and wss://.
@@ -334,8 +327,15 @@ func TestAbortEndsStuckWrite(t *testing.T) {
 			}
 			select {
 			case err := <-stuck:
-				if took := time.Since(start); took > abortStuckBound {
-					t.Fatalf("the stuck write ended %v after abort (%v), want at once", took, err)
+				// Told by what ended it, not how soon (a 900 ms bound
+				// could pass on a loaded machine): an abort that closes
+				// the TCP conn ends the write with net.ErrClosed. Before
+				// it did, the stuck write ended only at corkConn.Close's
+				// 1 s flush deadline, and under TLS at crypto/tls's 5 s
+				// close_notify deadline: a timeout.
+				t.Logf("the stuck write ended %v after abort: %v", time.Since(start), err)
+				if !errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("the stuck write ended with %v, want it ended by the abort's close (net.ErrClosed), not a deadline", err)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("the stuck write did not end within 10 s of abort")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // WriteJSON answers v as JSON with status, uncached and not sniffed: the
@@ -85,7 +86,8 @@ func RequireWebSocket(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
 		w.Header().Set("Sec-WebSocket-Version", "13")
-		WriteError(w, http.StatusUpgradeRequired, "websocket_version", fmt.Sprintf("WebSocket version %q is not supported; use 13", v))
+		// Cut: the header is the caller's, up to the server's 1 MiB.
+		WriteError(w, http.StatusUpgradeRequired, "websocket_version", fmt.Sprintf("WebSocket version %q is not supported; use 13", textcut.Cut(v, 64)))
 		return false
 	}
 	if k, err := base64.StdEncoding.DecodeString(r.Header.Get("Sec-WebSocket-Key")); err != nil || len(k) != 16 {

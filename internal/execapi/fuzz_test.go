@@ -23,6 +23,9 @@ func FuzzBodies(f *testing.F) {
 	f.Add(1, `[]`)
 	f.Add(1, `{"command":"echo","stdin":"aGk=","encoding":"base64","timeoutMs":5}`)
 	f.Add(1, `{"command":"echo","stdin":"%%%","encoding":"base64","timeoutMs":5}`)
+	f.Add(4, `{"runtimeMs":60000}`)
+	f.Add(4, `{"runtimeMs":-1}`)
+	f.Add(4, `{"runtimeMs":1e400}`)
 	ex := newFakeExecutions()
 	ex.add("e1", "img", "")
 	api, err := New(ex, &Config{Authorize: func(http.ResponseWriter, *http.Request) bool { return true }})
@@ -31,7 +34,7 @@ func FuzzBodies(f *testing.F) {
 	}
 	mux := http.NewServeMux()
 	api.Register(mux)
-	paths := []string{"/v1/executions", "/v1/executions/e1/exec", "/v1/executions/e1/checkpoints", "/v1/restores"}
+	paths := []string{"/v1/executions", "/v1/executions/e1/exec", "/v1/executions/e1/checkpoints", "/v1/restores", "/v1/executions/e1/timeout"}
 	f.Fuzz(func(t *testing.T, route int, body string) {
 		if route < 0 {
 			route = -route

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -196,7 +197,26 @@ func knownHostLine(path, host, hostKey string) (named, current bool, err error) 
 	if err != nil {
 		return false, false, err
 	}
+	if k, err := knownHostKey(hostKey); err == nil {
+		hostKey = k // as pinKnownHost writes it: a comment after the key is not written
+	}
 	return len(keys) > 0, len(keys) == 1 && keys[0] == strings.TrimSpace(hostKey), nil
+}
+
+// knownHostKey is hostKey, which the gateway sent in authorized_keys
+// form, as a known_hosts line holds it ("type base64"), or an error when
+// it is not one public key. Written as it came, a key holding a newline
+// put lines of the gateway's choosing into the user's known_hosts, for
+// any host ("* ssh-ed25519 …").
+func knownHostKey(hostKey string) (string, error) {
+	pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(hostKey))
+	if err == nil && len(bytes.TrimSpace(rest)) > 0 {
+		err = errors.New("more than one line")
+	}
+	if err != nil {
+		return "", fmt.Errorf("the gateway's host key %q is not one public key in authorized_keys form (%v); the known_hosts file is left as it was: check the gateway (gateway host HOST shows the key it pins)", textcut.Cut(hostKey, 120), err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), nil
 }
 
 // pinKnownHost makes hostKey the one line for host in the known_hosts file
@@ -204,6 +224,10 @@ func knownHostLine(path, host, hostKey string) (named, current bool, err error) 
 func pinKnownHost(path, host, hostKey string) error {
 	if hostKey == "" {
 		return fmt.Errorf("the gateway has no host key for %s yet", host)
+	}
+	hostKey, err := knownHostKey(hostKey)
+	if err != nil {
+		return err
 	}
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -216,7 +240,7 @@ func pinKnownHost(path, host, hostKey string) error {
 		}
 		out.WriteString(strings.TrimRight(line, "\n") + "\n")
 	}
-	out.WriteString(host + " " + strings.TrimSpace(hostKey) + "\n")
+	out.WriteString(host + " " + hostKey + "\n")
 	return writeAtomic(path, []byte(out.String()), 0o600)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -104,11 +105,11 @@ func (t *tarWalker) header(b []byte) {
 			return
 		}
 		t.metaType, t.metaLeft, t.meta = typ, size, t.meta[:0]
-		t.left = (size + tarBlock - 1) / tarBlock * tarBlock
+		t.left = roundUp(size, tarBlock)
 		return
 	case 'K', 'g':
 		// A long link name, PAX global records: nothing to keep.
-		t.left = (size + tarBlock - 1) / tarBlock * tarBlock
+		t.left = roundUp(size, tarBlock)
 		return
 	}
 	name := t.name
@@ -132,7 +133,14 @@ func (t *tarWalker) header(b []byte) {
 		if size > t.largestSize {
 			t.largest, t.largestSize = name, size
 		}
-		t.need += (size + tmpfsPage - 1) / tmpfsPage * tmpfsPage
+		// Saturating: a header may claim up to 2^63-1 bytes (GNU
+		// base-256, a PAX size), and a need that wrapped negative fit any
+		// workspace.
+		if p := roundUp(size, tmpfsPage); p > math.MaxInt64-t.need {
+			t.need = math.MaxInt64
+		} else {
+			t.need += p
+		}
 	case '5':
 		size = 0
 		t.dir(b, name)
@@ -142,7 +150,16 @@ func (t *tarWalker) header(b []byte) {
 		t.done = true
 		return
 	}
-	t.left = (size + tarBlock - 1) / tarBlock * tarBlock
+	t.left = roundUp(size, tarBlock)
+}
+
+// roundUp is n (not negative) rounded up to a multiple of unit, or
+// math.MaxInt64 where that would overflow.
+func roundUp(n, unit int64) int64 {
+	if n > math.MaxInt64-(unit-1) {
+		return math.MaxInt64
+	}
+	return (n + unit - 1) / unit * unit
 }
 
 // dir relaxes a directory header its owner could not write into (mode

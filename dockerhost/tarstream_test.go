@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,13 +126,34 @@ func FuzzDirModeReader(f *testing.F) {
 	f.Add(roTar(f, tar.FormatGNU))
 	f.Add(roTar(f, tar.FormatPAX))
 	f.Add(roTar(f, tar.FormatGNU)[:1024])
+	// Headers alone, of files whose size is near 2^63 (GNU base-256):
+	// rounded up to whole pages, it overflowed to a negative need, which
+	// fit any workspace.
+	for _, size := range []int64{math.MaxInt64, math.MaxInt64 - 4000, 1 << 62} {
+		var buf bytes.Buffer
+		for _, name := range []string{"a", "b"} {
+			// A writer each: a writer wants the data after a header.
+			if err := tar.NewWriter(&buf).WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: size, Format: tar.FormatGNU}); err != nil {
+				f.Fatal(err)
+			}
+		}
+		f.Add(buf.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		dr := newDirModeReader(bytes.NewReader(in))
 		out, err := io.ReadAll(dr)
 		if err != nil || len(out) != len(in) {
 			t.Fatalf("%d bytes of %d: %v", len(out), len(in), err)
 		}
-		_, _ = io.Copy(newTarFitWriter(1<<40), bytes.NewReader(in))
+		// A checkpoint holding a file larger than the workspace is
+		// refused, whatever size its header claims.
+		const workspace = 1 << 40
+		fw := newTarFitWriter(workspace)
+		_, err = io.Copy(fw, bytes.NewReader(in))
+		var wf *errWontFit
+		if fw.w.need < 0 || fw.w.largestSize > workspace && !errors.As(err, &wf) {
+			t.Fatalf("a file of %d bytes: need %d, fits a workspace of %d (%v)", fw.w.largestSize, fw.w.need, int64(workspace), err)
+		}
 		a, b := tar.NewReader(bytes.NewReader(in)), tar.NewReader(bytes.NewReader(out))
 		for {
 			ha, erra := a.Next()

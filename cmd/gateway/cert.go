@@ -214,7 +214,7 @@ func knownHostKey(hostKey string) (string, error) {
 		err = errors.New("more than one line")
 	}
 	if err != nil {
-		return "", fmt.Errorf("the gateway's host key %q is not one public key in authorized_keys form (%v); the known_hosts file is left as it was: check the gateway (gateway host HOST shows the key it pins)", textcut.Cut(hostKey, 120), err)
+		return "", fmt.Errorf("the gateway's host key %q is not one public key in authorized_keys form (%v); the known_hosts file is left as it was: check the gateway: GET /v1/hosts/ID answers the key it pins (hostPublicKey)", textcut.Cut(hostKey, 120), err)
 	}
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), nil
 }

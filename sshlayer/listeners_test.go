@@ -3,7 +3,6 @@ package sshlayer
 import (
 	"net"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,15 +26,7 @@ func tcpListeners(t testing.TB, port int) []net.IP {
 // Off Linux (no /proc) it dials a instead, and names a if that connects.
 func sshdListener(t testing.TB, a *net.TCPAddr) string {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		c, err := net.Dial("tcp", a.String())
-		if err != nil {
-			return ""
-		}
-		_ = c.Close()
-		return a.String()
-	}
-	return testenv.SocketAt(testenv.TCPListeners(t, sshdSockets(t), a.Port), a.IP)
+	return testenv.ListenerSocketAmong(t, a, sshdSockets)
 }
 
 // srvListener is the socket this process listens on at ip and port, or

@@ -5,6 +5,7 @@ package testenv
 import (
 	"errors"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 )
@@ -25,11 +26,9 @@ func ExhaustFDs(t testing.TB) (restore func()) {
 	}
 	high := 0
 	for _, e := range ents {
-		var n int
-		for _, r := range e.Name() {
-			n = n*10 + int(r-'0')
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			high = max(high, n)
 		}
-		high = max(high, n)
 	}
 	lim := old
 	lim.Cur = uint64(high + 1)

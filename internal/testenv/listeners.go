@@ -97,18 +97,21 @@ func Sockets(t testing.TB, pid string) map[string]bool {
 // Linux (no /proc) it dials a instead, and names a if that connects.
 func ListenerSocket(t testing.TB, a *net.TCPAddr) string {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		return dialed(a)
-	}
-	return SocketAt(TCPListeners(t, Sockets(t, "self"), a.Port), a.IP)
+	return ListenerSocketAmong(t, a, func(t testing.TB) map[string]bool { return Sockets(t, "self") })
 }
 
-// dialed is a's string if a dial to a connects, else "".
-func dialed(a *net.TCPAddr) string {
-	c, err := net.Dial("tcp", a.String())
-	if err != nil {
-		return ""
+// ListenerSocketAmong is ListenerSocket for the sockets socks returns
+// (another process's, as Sockets reads them); socks is called on Linux
+// only.
+func ListenerSocketAmong(t testing.TB, a *net.TCPAddr, socks func(testing.TB) map[string]bool) string {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		c, err := net.Dial("tcp", a.String())
+		if err != nil {
+			return ""
+		}
+		_ = c.Close()
+		return a.String()
 	}
-	_ = c.Close()
-	return a.String()
+	return SocketAt(TCPListeners(t, socks(t), a.Port), a.IP)
 }

@@ -99,8 +99,16 @@ func testExecVia(t *testing.T) {
 		_, _ = io.WriteString(c.Stdout, "partial")
 		return -1, fmt.Errorf("agent tunnel: %w: %w", ErrRunnerLost, io.EOF)
 	})
-	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); ErrorCode(err) != CodeAgentLost || !strings.Contains(err.Error(), "later commands run as usual") {
+	res, err = exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"})
+	if ErrorCode(err) != CodeAgentLost || !strings.Contains(err.Error(), "later commands run as usual") {
 		t.Fatalf("runner lost the command: %+v %v, want %s saying later commands run", res, err, CodeAgentLost)
+	}
+	// What it printed before the agent went is the caller's (README:
+	// agent_lost's stdout and stderr hold the output so far).
+	if out := cutOutput(err); out == nil {
+		t.Fatalf("agent_lost carries no output: %v", err)
+	} else if got, rerr := out.Stdout.String(); rerr != nil || got != "partial" {
+		t.Fatalf("agent_lost's stdout: %q %v, want what the command printed (partial)", got, rerr)
 	}
 	use(func(context.Context, Command) (int, error) { return 0, nil })
 	if res, err := exec(ctx, ex.ExecutionID, ExecRequest{Command: "x"}); err != nil || res.ExitCode != 0 {

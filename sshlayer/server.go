@@ -238,6 +238,9 @@ type Server struct {
 
 	drainGrace   time.Duration // the const drainGrace; tests shorten it
 	coalesceWait time.Duration // the const coalesceWait; tests lengthen it
+	// wrapForwardListener, when set, wraps a tcpip-forward's listener: a
+	// test's way to make one fail for good.
+	wrapForwardListener func(net.Listener) net.Listener
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

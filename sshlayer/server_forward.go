@@ -51,6 +51,7 @@ type remoteForward struct {
 	addr string       // the address as the client asked, echoed in forwarded-tcpip; a socket path for a Unix socket
 	port uint32       // the bound port
 	unix bool         // a streamlocal-forward@openssh.com forward: ln is a Unix socket at addr
+	key  string       // its key in serverConn.forwards (forwardKey or streamLocalKey)
 }
 
 func (f *remoteForward) close() {
@@ -261,6 +262,9 @@ func (c *serverConn) tcpipForward(payload []byte) (bool, []byte) {
 		c.log.Info("tcpip-forward listen failed", "addr", bind, "err", err)
 		return false, nil
 	}
+	if w := c.srv.wrapForwardListener; w != nil {
+		ln = w(ln)
+	}
 	port := uint32(ln.Addr().(*net.TCPAddr).Port)
 	f := &remoteForward{ln: ln, addr: m.Addr, port: port}
 	if c.loopbackPair(m.Addr) {
@@ -273,6 +277,7 @@ func (c *serverConn) tcpipForward(payload []byte) (bool, []byte) {
 		f.ln6 = ln6
 	}
 	key := forwardKey(m.Addr, port)
+	f.key = key
 	c.mu.Lock()
 	if _, dup := c.forwards[key]; dup || c.ctx.Err() != nil {
 		c.mu.Unlock()
@@ -329,6 +334,22 @@ func (c *serverConn) cancelForward(key string) bool {
 	return true
 }
 
+// dropForward ends remote forward f, whose listener failed for good, and
+// takes it out of the connection's table: left there, a new forward of
+// the same address and port (the client's ssh -R again) was refused as a
+// duplicate until the client cancelled the dead one or disconnected. A
+// cancel that came first took it out already, and a new forward may hold
+// its key by now; that one stays.
+func (c *serverConn) dropForward(f *remoteForward) {
+	c.mu.Lock()
+	if c.forwards[f.key] == f {
+		delete(c.forwards, f.key)
+	}
+	c.mu.Unlock()
+	f.close()
+	c.activity(0)
+}
+
 // streamLocalForward starts a remote forward from a Unix socket on the host
 // (streamlocal-forward@openssh.com: what ssh -R /path/on/host.sock:TARGET
 // asks), as sshd does by default: the socket is made with mode 0600
@@ -353,7 +374,7 @@ func (c *serverConn) streamLocalForward(payload []byte) bool {
 		c.log.Info("streamlocal-forward listen failed", "path", path, "err", err)
 		return false
 	}
-	f := &remoteForward{ln: ln, addr: path, unix: true}
+	f := &remoteForward{ln: ln, addr: path, unix: true, key: key}
 	c.mu.Lock()
 	if _, dup := c.forwards[key]; dup || c.ctx.Err() != nil {
 		c.mu.Unlock()
@@ -465,8 +486,12 @@ func (c *serverConn) acceptForward(f *remoteForward, ln net.Listener) {
 			if c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				// The forward's port would stay bound with nothing
 				// accepting: say so, and let it go.
+				if ln == f.ln {
+					c.dropForward(f)
+				} else {
+					_ = ln.Close() // [::1] is best effort: the forward stands on ln
+				}
 				c.log.Warn("forward listener failed; it is closed", "listen", ln.Addr().String(), "err", err)
-				_ = ln.Close()
 			}
 			return
 		}

@@ -70,6 +70,10 @@ type sftpProvider struct {
 	// (sftpErrnoToken), so lookupErr has nothing to learn. Set before
 	// the provider is used.
 	namesErrno bool
+	// holdAbort, when set, runs before a stream whose ctx ended is
+	// aborted: a test's way to hold the abort back and see that the
+	// stream's calls fail on ctx alone (sftpStream.ended).
+	holdAbort func()
 }
 
 var _ hostgate.Provider = (*sftpProvider)(nil)
@@ -334,7 +338,12 @@ type sftpStream struct {
 }
 
 func (p *sftpProvider) stream(ctx context.Context, name string, f *sftp.File) sftpStream {
-	return sftpStream{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() { abortFile(ctx, f) })}
+	return sftpStream{File: f, p: p, ctx: ctx, name: name, stop: context.AfterFunc(ctx, func() {
+		if p.holdAbort != nil {
+			p.holdAbort()
+		}
+		abortFile(ctx, f)
+	})}
 }
 
 // ended is the error of a call op made once ctx is done, nil before.

@@ -599,3 +599,52 @@ func TestSFTPProviderStreamCtxEndsOnStoppedHost(t *testing.T) {
 		})
 	}
 }
+
+// TestSFTPProviderStreamEndsOnCtxBeforeAbort: a stream's reads and writes
+// fail with ctx's error as soon as ctx is done, before the abort that
+// ctx's end starts has run (held back here). Without the streams' own
+// check, a call in between still read or wrote the host's file.
+func TestSFTPProviderStreamEndsOnCtxBeforeAbort(t *testing.T) {
+	p := newSFTPProvider(startSFTPServer(t), nil)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	p.holdAbort = func() { <-release }
+	name := t.TempDir() + "/f"
+	if err := os.WriteFile(name, []byte("the host's bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := p.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if n, err := r.Read(make([]byte, 64)); !errors.Is(err, context.Canceled) {
+		t.Errorf("read after cancel, the abort held back: %d bytes, %v; want context.Canceled", n, err)
+	}
+	if n, err := r.(io.WriterTo).WriteTo(io.Discard); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteTo after cancel, the abort held back: %d bytes, %v; want context.Canceled", n, err)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	w, err := p.Create(ctx, name+".new", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if n, err := w.Write([]byte("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("write after cancel, the abort held back: %d bytes, %v; want context.Canceled", n, err)
+	}
+	if n, err := w.(io.ReaderFrom).ReadFrom(strings.NewReader("y")); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadFrom after cancel, the abort held back: %d bytes, %v; want context.Canceled", n, err)
+	}
+	free()
+	_ = r.Close()
+	_ = w.Close()
+	if b, err := os.ReadFile(name + ".new"); err != nil || len(b) != 0 {
+		t.Errorf("the file created: %q, %v; want it empty (nothing written after cancel)", b, err)
+	}
+}

@@ -493,6 +493,9 @@ func (p *terminalProcess) Wait() error {
 		return err
 	}
 	if why := p.lost(); why != nil {
+		if errors.Is(why, gateway.ErrExecutionEnded) {
+			return why // a reload finds it gone: why says to start a new sandbox
+		}
 		return fmt.Errorf("%w; its shell ended: reload the page for a new terminal", why)
 	}
 	return err

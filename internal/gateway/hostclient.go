@@ -111,8 +111,9 @@ func (hc *HostClients) Dial(ctx context.Context, id, keyID string) (*sshlayer.Cl
 
 // DialLost is Dial, with lost: once the connection has failed, lost says
 // why in words for a person when the host's tunnel ended under it (the
-// gateway is shutting down, the host's agent went or reconnected), and is
-// nil otherwise. The SSH connection itself reads only EOF: a web terminal
+// gateway is shutting down, the host's agent went or reconnected, its
+// execution ended: that error matches ErrExecutionEnded), and is nil
+// otherwise. The SSH connection itself reads only EOF: a web terminal
 // showed "sshlayer: process: sshlayer: connection lost: EOF" for each.
 func (hc *HostClients) DialLost(ctx context.Context, id, keyID string) (c *sshlayer.Client, lost func() error, err error) {
 	c, _, conn, err := hc.dial(ctx, id, keyID)
@@ -128,8 +129,16 @@ func (hc *HostClients) DialLost(ctx context.Context, id, keyID string) (c *sshla
 // or was revoked; its execution ended). nil while neither.
 func (hc *HostClients) lost(id string, conn net.Conn) error {
 	done, cause := tunnelOf(conn)
-	code, reason := relayEndReason(hc.srv.ctx, done, cause, hc.srv.endedHost, id)
+	var endedWhy string
+	code, reason := relayEndReason(hc.srv.ctx, done, cause, func(id string) string {
+		endedWhy = hc.srv.endedHost(id)
+		return endedWhy
+	}, id)
 	switch {
+	case endedWhy != "":
+		// Gone for good: not the relays' "provision a new one", meant
+		// for a program, and no reload of the page reaches it again.
+		return &executionEndedError{wire.HostMessage(id, "its execution ended ("+endedWhy+"): start a new sandbox")}
 	case code == bytestream.StatusServiceRestart:
 		// Not the relays' "; reconnect", meant for a program: the shell
 		// ended with the gateway, and the page says to reload for a new one.
@@ -190,3 +199,15 @@ func (hc *HostClients) Close() {
 	}
 	hc.wg.Wait()
 }
+
+// ErrExecutionEnded is matched by DialLost's lost for a host, an
+// execution, that ended for good (terminated, its runtime out): a new
+// connection will not reach it.
+var ErrExecutionEnded = errors.New("gateway: the host's execution ended")
+
+// executionEndedError is lost's words for an execution that ended, matching
+// ErrExecutionEnded.
+type executionEndedError struct{ msg string }
+
+func (e *executionEndedError) Error() string        { return e.msg }
+func (e *executionEndedError) Is(target error) bool { return target == ErrExecutionEnded }

@@ -73,6 +73,12 @@ func TestErrorsAfterConnectionEndedMatchIt(t *testing.T) {
 		if !errors.Is(err, hostgate.ErrConnectionEnded) || !errors.Is(err, sshlayer.ErrConnectionLost) {
 			t.Errorf("%q: Wait of a process whose host went: %v; want ErrConnectionEnded (and ErrConnectionLost)", name, err)
 		}
+		// The host and what to do come first, once: the SSH client's
+		// "host box:" came after "sshlayer: process:".
+		if want := "host box: connection ended (connect again): sshlayer: process: "; name != "" &&
+			(!strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "host box:") != 1) {
+			t.Errorf("%q: Wait of a process whose host went: %q; want it to start %q and name the host once", name, err, want)
+		}
 		_, err = h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
 		if !errors.Is(err, hostgate.ErrConnectionEnded) {
 			t.Errorf("%q: Exec on a host that went: %v; want ErrConnectionEnded", name, err)
@@ -84,6 +90,10 @@ func TestErrorsAfterConnectionEndedMatchIt(t *testing.T) {
 		var pe *fs.PathError
 		if !errors.Is(err, hostgate.ErrConnectionEnded) || !errors.As(err, &pe) {
 			t.Errorf("%q: Stat on a host that went: %v (%T); want ErrConnectionEnded in a *fs.PathError", name, err, err)
+		}
+		if want := "host box: connection ended (connect again): stat " + missing + ": "; name != "" &&
+			(!strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "host box:") != 1) {
+			t.Errorf("%q: Stat on a host that went: %q; want it to start %q and name the host once", name, err, want)
 		}
 		if _, err := h.Dial(ctx, "tcp", "127.0.0.1:1"); !errors.Is(err, hostgate.ErrConnectionEnded) {
 			t.Errorf("%q: Dial on a host that went: %v; want ErrConnectionEnded", name, err)

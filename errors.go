@@ -30,8 +30,9 @@ var ErrOutputLimit = errors.New("hostgate: output limit exceeded")
 // restarted, keepalives failed, a sandbox ended): those of its methods
 // and of the processes, files, connections and listeners it handed out,
 // for a connection that tells its end (Connection.Done, as the SSH
-// client's does). Such an error keeps its text and type (a *fs.PathError
-// stays one). Dial the host again, or make it with Reconnect. An error
+// client's does). Such an error keeps its type (a *fs.PathError stays
+// one); on a named host its text starts "host NAME: connection ended
+// (connect again): ". Dial the host again, or make it with Reconnect. An error
 // after the caller's own Close is ErrClosed instead.
 var ErrConnectionEnded = errors.New("hostgate: host connection ended")
 

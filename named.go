@@ -13,7 +13,10 @@ import (
 // nameErr returns err naming host ("host build-01: …"), so that a caller
 // holding many hosts learns which one failed. It leaves alone what is no
 // failure of the host's (io.EOF, a process's *ExitError) and an error
-// that names the host already (the SSH client's lost connection does).
+// that starts with the host's name already. An error that names the host
+// further in (an operation's error wrapping the lost connection's, "sshlayer:
+// process: host build-01: …", or the gateway's close reason) has the name
+// moved to its start: a caller reads which host first, and once.
 //
 // The types callers test for stay: a *fs.PathError, *LinkError,
 // *os.LinkError or *os.SyscallError comes back as one of its kind with the
@@ -21,30 +24,44 @@ import (
 // directory"), so that os.IsNotExist and type assertions keep working;
 // anything else is wrapped, for errors.Is and errors.As, and stays a
 // net.Error where it was one (the usual timeout check on a conn's error).
-func nameErr(host string, err error) error {
+func nameErr(host string, err error) error { return nameErrNote(host, "", err) }
+
+// nameErrNote is nameErr with note, when not empty, said right after the
+// host's name ("host build-01: NOTE: …").
+func nameErrNote(host, note string, err error) error {
 	if err == nil || host == "" || err == io.EOF {
 		return err
 	}
 	if _, ok := err.(*ExitError); ok {
 		return err
 	}
-	if strings.Contains(err.Error(), "host "+host+":") {
-		return err
+	named := "host " + host + ": "
+	text := err.Error()
+	at := strings.Index(text, named)
+	if at == 0 && strings.HasPrefix(text[len(named):], note) {
+		return err // named as asked already (a Host wrapping another)
 	}
-	prefix := "host " + host + ": "
+	prefix := named + note
+	// The name said further in goes: it now comes first.
+	inner := func(e error) error {
+		if at < 0 {
+			return e
+		}
+		return &unnamedError{err: e, named: named}
+	}
 	switch e := err.(type) {
 	case *fs.PathError:
-		return &fs.PathError{Op: prefix + e.Op, Path: e.Path, Err: e.Err}
+		return &fs.PathError{Op: prefix + e.Op, Path: e.Path, Err: inner(e.Err)}
 	case *LinkError:
-		return &LinkError{Op: prefix + e.Op, Old: e.Old, New: e.New, Err: e.Err}
+		return &LinkError{Op: prefix + e.Op, Old: e.Old, New: e.New, Err: inner(e.Err)}
 	case *os.LinkError:
-		return &os.LinkError{Op: prefix + e.Op, Old: e.Old, New: e.New, Err: e.Err}
+		return &os.LinkError{Op: prefix + e.Op, Old: e.Old, New: e.New, Err: inner(e.Err)}
 	case *os.SyscallError:
-		return &os.SyscallError{Syscall: prefix + e.Syscall, Err: e.Err}
+		return &os.SyscallError{Syscall: prefix + e.Syscall, Err: inner(e.Err)}
 	case net.Error:
-		return &hostNetError{hostError{host: host, err: err}}
+		return &hostNetError{hostError{prefix: prefix, err: inner(err)}, e}
 	}
-	return &hostError{host: host, err: err}
+	return &hostError{prefix: prefix, err: inner(err)}
 }
 
 // NameError is err naming host as a Host's own errors do ("host
@@ -52,24 +69,37 @@ func nameErr(host string, err error) error {
 // packages that build on a Host and make errors of their own (syncfs).
 func NameError(host string, err error) error { return nameErr(host, err) }
 
-// hostError is an error of the named host's.
+// hostError is an error of the named host's: prefix names it.
 type hostError struct {
-	host string
-	err  error
+	prefix string // "host NAME: ", and a note
+	err    error
 }
 
-func (e *hostError) Error() string { return "host " + e.host + ": " + e.err.Error() }
+func (e *hostError) Error() string { return e.prefix + e.err.Error() }
 func (e *hostError) Unwrap() error { return e.err }
 
+// unnamedError is err whose text names the host (named, "host NAME: ")
+// where nameErr put the name first: the text without its first naming.
+type unnamedError struct {
+	err   error
+	named string
+}
+
+func (e *unnamedError) Error() string { return strings.Replace(e.err.Error(), e.named, "", 1) }
+func (e *unnamedError) Unwrap() error { return e.err }
+
 // hostNetError is a hostError that stays the net.Error it wraps.
-type hostNetError struct{ hostError }
+type hostNetError struct {
+	hostError
+	ne net.Error
+}
 
 var _ net.Error = (*hostNetError)(nil)
 
-func (e *hostNetError) Timeout() bool { return e.err.(net.Error).Timeout() }
+func (e *hostNetError) Timeout() bool { return e.ne.Timeout() }
 
 //lint:ignore SA1019 forwards the wrapped error's answer; net.Error still has it
-func (e *hostNetError) Temporary() bool { return e.err.(net.Error).Temporary() }
+func (e *hostNetError) Temporary() bool { return e.ne.Temporary() }
 
 // namer names the errors of one host; the empty name leaves them as they
 // are. done is its connection's Connection.Done, if any: an error met
@@ -84,7 +114,31 @@ func (n namer) err(err error) error {
 	if err == nil {
 		return nil
 	}
-	return endedErr(nameErr(n.name, err), n.done)
+	note := ""
+	if n.name != "" && connEnded(err, n.done) {
+		// What to do comes first with the host, before the layers'
+		// words for the loss (the gateway's reason last among them).
+		note = endedNote
+	}
+	return endedErr(nameErrNote(n.name, note, err), n.done)
+}
+
+// endedNote follows a host's name in an error of its connection's end.
+const endedNote = "connection ended (connect again): "
+
+// connEnded reports whether err, met on a connection whose Done is done,
+// is to match ErrConnectionEnded (endedErr).
+func connEnded(err error, done <-chan struct{}) bool {
+	if done == nil || err == io.EOF {
+		return false
+	}
+	select {
+	case <-done:
+	default:
+		return false
+	}
+	_, exit := err.(*ExitError)
+	return !exit && !errors.Is(err, ErrClosed)
 }
 
 // endedErr is err, matching ErrConnectionEnded too when done is closed:
@@ -100,15 +154,7 @@ func (n namer) err(err error) error {
 // process's *ExitError, nor an error after the caller's own Close
 // (ErrClosed) is the connection's end.
 func endedErr(err error, done <-chan struct{}) error {
-	if done == nil || err == io.EOF {
-		return err
-	}
-	select {
-	case <-done:
-	default:
-		return err
-	}
-	if _, ok := err.(*ExitError); ok || errors.Is(err, ErrClosed) || errors.Is(err, ErrConnectionEnded) {
+	if !connEnded(err, done) || errors.Is(err, ErrConnectionEnded) {
 		return err
 	}
 	switch e := err.(type) {

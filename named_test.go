@@ -412,6 +412,11 @@ func TestHostErrorsNameTheHost(t *testing.T) {
 					if n := strings.Count(err.Error(), "host "+name+":"); n != 1 {
 						t.Errorf("%s: %q names the host %d times, want once", c.name, err, n)
 					}
+					// First, where a caller reads it: the lost
+					// connection's name came after the op's words.
+					if !strings.HasPrefix(err.Error(), "host "+name+": ") {
+						t.Errorf("%s: %q does not start with the host's name", c.name, err)
+					}
 					if !errors.Is(err, errLinkDown) {
 						t.Errorf("%s: %q does not match the connection's error", c.name, err)
 					}

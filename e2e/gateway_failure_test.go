@@ -64,8 +64,8 @@ func TestAgentKilledMidSession(t *testing.T) {
 	}
 	if _, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{}); err == nil {
 		t.Fatal("the host's connection still runs commands after its agent died")
-	} else if !strings.Contains(err.Error(), "host alpha: its agent disconnected from the gateway") {
-		t.Errorf("exec after the agent died: %v; want the gateway's word that host alpha's agent disconnected", err)
+	} else if !strings.HasPrefix(err.Error(), "host alpha: connection ended (connect again): ") || !strings.Contains(err.Error(), "its agent disconnected from the gateway") {
+		t.Errorf("exec after the agent died: %v; want it to start with host alpha and what to do, and to carry the gateway's word that its agent disconnected", err)
 	}
 	// The agent's guard kills what the dead agent's sessions ran: the
 	// command and the child it put in the background.
@@ -380,7 +380,7 @@ func TestAgentStopsCleanly(t *testing.T) {
 		// The tunnel ends before the agent's SSH connections, so the
 		// caller learns why: a connection that closed first made it a
 		// plain "connection lost: EOF" in about 1 run of 3.
-		if err == nil || !strings.Contains(err.Error(), "host alpha: its agent disconnected") {
+		if err == nil || !strings.HasPrefix(err.Error(), "host alpha: connection ended (connect again): ") || !strings.Contains(err.Error(), "its agent disconnected") {
 			t.Errorf("the caller's error after its agent stopped: %v, want it to say the host's agent disconnected", err)
 		}
 	case <-time.After(60 * time.Second):

@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -99,5 +100,41 @@ func TestDialLostAtShutdown(t *testing.T) {
 	why := lost()
 	if why == nil || why.Error() != "host box: the gateway is shutting down" {
 		t.Fatalf("lost at shutdown: %v, want \"host box: the gateway is shutting down\"", why)
+	}
+}
+
+// TestDialLostOfEndedExecution: a web terminal whose host, an execution,
+// ended for good says so, why, and to start a new sandbox, matching
+// ErrExecutionEnded (the page drops its "reload the page", which only
+// finds the sandbox gone); a host whose agent merely went is not marked.
+func TestDialLostOfEndedExecution(t *testing.T) {
+	e := newEnv(t, nil)
+	e.srv.SetHostEnded(func(_ context.Context, id string) (string, time.Time) {
+		if id == "ended" {
+			return "terminated", time.Now()
+		}
+		return "", time.Time{}
+	})
+	hc, err := NewHostClients(e.srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	for id, want := range map[string]string{
+		"ended": "host ended: its execution ended (reason terminated): start a new sandbox",
+		"went":  "host went: its agent disconnected from the gateway",
+	} {
+		stop := e.connectAgent(t, id)
+		c, lost, err := hc.DialLost(e.ctx, id, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		_ = c.Wait()
+		why := lost()
+		if why == nil || why.Error() != want || errors.Is(why, ErrExecutionEnded) != (id == "ended") {
+			t.Errorf("lost of %s: %v (ErrExecutionEnded %v), want %q", id, why, errors.Is(why, ErrExecutionEnded), want)
+		}
+		_ = c.Close()
 	}
 }

@@ -3,7 +3,8 @@
 // on: it said "terminal closed: the gateway is shutting down" and stayed
 // so, the gateway back, until the person thought of reloading. The new
 // terminal opens in the page, below the old one's output, and is a new
-// shell. A shell that exits is offered a new one too.
+// shell. A shell that exits, or that a signal ends, is offered a new one
+// too, and the page says which.
 import { existsSync } from "node:fs";
 import { run, login, screenshot, env, screenShows } from "./lib.mjs";
 
@@ -76,6 +77,16 @@ await run(async (browser) => {
   await connected(page);
   await page.keyboard.type("echo third-$((8*9))\n");
   await shows(page, "third-72");
+  // A shell a signal ended (a sandbox's memory limit kills with KILL too)
+  // says so: it said "exited (-1)".
+  await page.keyboard.type("kill -9 $$\n");
+  await page.waitForFunction(() => !document.getElementById("again").hidden, null, { timeout: 20000 });
+  const killed = await page.textContent("#status");
+  if (killed !== "killed by signal KILL (kill -9, or out of memory)") throw new Error("after kill -9 the status is " + JSON.stringify(killed));
+  await page.keyboard.press("Enter");
+  await connected(page);
+  await page.keyboard.type("echo fourth-$((9*9))\n");
+  await shows(page, "fourth-81");
   await screenshot(page, "new-terminal");
   if (problems.length) throw new Error("the page logged:\n" + problems.join("\n"));
 });

@@ -302,6 +302,11 @@ func endingOf(ctx context.Context, werr error, why func(error) string) *ending {
 		// page's status line does not hang on which end came first.
 		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
 		return &ending{msg: b, reason: closeReason("terminal closed: " + werr.Error())}
+	case ctx.Err() == nil && errors.As(werr, &ee) && ee.Signal != "":
+		// The page said "exited (-1)" for a shell a signal ended: a
+		// sandbox's shell the memory limit's OOM killer took, or a kill -9.
+		b, _ := json.Marshal(control{Type: "exit", Code: &code, Signal: string(ee.Signal)})
+		return &ending{msg: b, reason: closeReason("killed by signal " + string(ee.Signal))}
 	case ctx.Err() == nil:
 		b, _ := json.Marshal(control{Type: "exit", Code: &code})
 		return &ending{msg: b, reason: "exited"}

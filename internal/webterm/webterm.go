@@ -6,7 +6,8 @@
 // Wire format: binary messages are terminal bytes in both directions; text
 // messages are JSON control messages — {"type":"resize","cols":C,"rows":R},
 // {"type":"ack","bytes":N} (see AckWindow; ?ack=1 or, paced, ?ack=2) and {"type":"ping"} from the
-// browser, {"type":"exit","code":N}, {"type":"error","message":M},
+// browser, {"type":"exit","code":N} (with "signal":S, "KILL", and code
+// -1 for a shell a signal ended), {"type":"error","message":M},
 // {"type":"pong"} (the answer to a ping), {"type":"inputwait","taken":T}
 // and {"type":"inputdone","taken":T} from the gateway. A message may
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
@@ -148,6 +149,7 @@ type control struct {
 	Cols    int    `json:"cols,omitempty"`
 	Rows    int    `json:"rows,omitempty"`
 	Code    *int   `json:"code,omitempty"`
+	Signal  string `json:"signal,omitempty"` // exit: the signal that ended the shell (KILL: the OOM killer's too)
 	Message string `json:"message,omitempty"`
 	Bytes   int64  `json:"bytes,omitempty"` // ack: output bytes the page has drawn; skipped: bytes lost
 	ID      string `json:"id,omitempty"`    // session: what resumes the terminal

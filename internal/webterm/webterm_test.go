@@ -652,3 +652,34 @@ func TestPacedWindowKeepsAFastPagesPace(t *testing.T) {
 		t.Errorf("a page stalling 120 ms in 400: window down to %d KiB, want at least %d KiB", least>>10, AckWindow>>11)
 	}
 }
+
+// TestTerminalKilledBySignalSaysSo: a shell a signal ended (a sandbox's
+// memory limit's OOM killer, a kill -9) is told to the page with the
+// signal; the page showed "exited (-1)", which says nothing of why.
+func TestTerminalKilledBySignalSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	proc.lost = &hostgate.ExitError{Code: -1, Signal: hostgate.SIGKILL}
+	srv := newServer(t, proc)
+	ws, _, err := dial(ctx, srv, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
+		t.Fatal(err)
+	}
+	typ, b, err := ws.Read(ctx)
+	if err != nil || typ != websocket.MessageText {
+		t.Fatalf("got %v %q %v, want the exit message", typ, b, err)
+	}
+	var c control
+	if err := json.Unmarshal(b, &c); err != nil || c.Type != "exit" || c.Signal != "KILL" || c.Code == nil || *c.Code != -1 {
+		t.Fatalf("exit message %s, want {\"type\":\"exit\",\"code\":-1,\"signal\":\"KILL\"}", b)
+	}
+	_, _, err = ws.Read(ctx)
+	if ce := (websocket.CloseError{}); !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != "killed by signal KILL" {
+		t.Fatalf("close: %v, want 1000 \"killed by signal KILL\"", err)
+	}
+}

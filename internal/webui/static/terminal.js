@@ -3,7 +3,7 @@
 // binary messages carry terminal bytes both ways; text messages carry JSON
 // control messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
 // and {"type":"ping"} from the page, {"type":"session","id":I,"keepMs":K},
-// {"type":"skipped","bytes":N}, {"type":"exit","code":N},
+// {"type":"skipped","bytes":N}, {"type":"exit","code":N[,"signal":S]},
 // {"type":"error","message":M}, {"type":"pong"}, {"type":"inputwait","taken":T}
 // and {"type":"inputdone","taken":T}, from the gateway: inputwait says
 // input waits for the shell, every few seconds while it does, which keeps
@@ -193,7 +193,9 @@
         term.write("\r\n\x1b[33m[" + msg.bytes + " bytes of output were lost while disconnected]\x1b[0m\r\n");
         break;
       case "exit":
-        finish("exited (" + msg.code + ")");
+        // A shell a signal ended (a kill -9, a sandbox's memory limit)
+        // said "exited (-1)".
+        finish(msg.signal ? "killed by signal " + msg.signal + (msg.signal === "KILL" ? " (kill -9, or out of memory)" : "") : "exited (" + msg.code + ")");
         break;
       case "inputwait":
         showHeld(msg.taken);

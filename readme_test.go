@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -395,6 +396,30 @@ var otherTools = map[string]bool{"rm": true, "filter": true}
 // commands are), so that an operator who copies one is not told it is
 // undefined.
 func TestReadmeFlagsExist(t *testing.T) {
+	defined := definedFlags(t)
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After a space, backquote or parenthesis: not the "--" of a preview
+	// subdomain (3000--build-01).
+	named := regexp.MustCompile("(?:^|[\\s`(])--([a-z][a-z0-9-]*)")
+	var unknown []string
+	for _, m := range named.FindAllStringSubmatch(string(readme), -1) {
+		if f := m[1]; !defined[f] && !otherTools[f] && !slices.Contains(unknown, f) {
+			unknown = append(unknown, f)
+		}
+	}
+	if len(unknown) > 0 {
+		t.Errorf("README names flags no gateway or agent command defines: --%s", strings.Join(unknown, ", --"))
+	}
+}
+
+// definedFlags is every flag name a gateway or agent command defines (the
+// flag package's calls in cmd/ and internal/, where the agent's commands
+// are).
+func definedFlags(t *testing.T) map[string]bool {
+	t.Helper()
 	defined := map[string]bool{}
 	fset := token.NewFileSet()
 	sep := string(filepath.Separator)
@@ -424,22 +449,7 @@ func TestReadmeFlagsExist(t *testing.T) {
 			t.Fatalf("found no definition of flag --%s: has the flag walk lost its way?", f)
 		}
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// After a space, backquote or parenthesis: not the "--" of a preview
-	// subdomain (3000--build-01).
-	named := regexp.MustCompile("(?:^|[\\s`(])--([a-z][a-z0-9-]*)")
-	var unknown []string
-	for _, m := range named.FindAllStringSubmatch(string(readme), -1) {
-		if f := m[1]; !defined[f] && !otherTools[f] && !slices.Contains(unknown, f) {
-			unknown = append(unknown, f)
-		}
-	}
-	if len(unknown) > 0 {
-		t.Errorf("README names flags no gateway or agent command defines: --%s", strings.Join(unknown, ", --"))
-	}
+	return defined
 }
 
 // TestReadmeHoldsLatestBench keeps the README's performance table the run
@@ -515,5 +525,142 @@ func TestReadmeExecutionBodies(t *testing.T) {
 	}
 	if !found["/v1/executions"] || !found["/v1/executions/ID/exec"] {
 		t.Errorf("found the README's curl examples of %v; want a provision and an exec", found)
+	}
+}
+
+// TestReadmeMetricsExist keeps every metric the README names one the
+// gateway registers, so that an operator who alerts on it gets a series:
+// hostgate_x, hostgate_x{label} and hostgate_x{label="v"} (the label one
+// its definition declares, a string of the file that defines it), and
+// "…_x", the README's short form of a name beside it (a registered
+// metric ends so). Names the source holds as they are (cookies) pass too.
+func TestReadmeMetricsExist(t *testing.T) {
+	metrics := map[string]string{}       // full name → the file that defines it
+	lits := map[string]map[string]bool{} // file → its string literals
+	fset := token.NewFileSet()
+	inspectSource(t, fset, func(path string, n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BasicLit:
+			if s, ok := stringLit(n); ok {
+				if lits[path] == nil {
+					lits[path] = map[string]bool{}
+				}
+				lits[path][s] = true
+			}
+		case *ast.CompositeLit:
+			// prometheus.CounterOpts{Namespace: "hostgate", Name: "x"}, or
+			// {Name: "hostgate_x"}.
+			var ns, name string
+			for _, e := range n.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				k, _ := kv.Key.(*ast.Ident)
+				v, ok := stringLit(kv.Value)
+				if k == nil || !ok {
+					continue
+				}
+				switch k.Name {
+				case "Namespace":
+					ns = v
+				case "Name":
+					name = v
+				}
+			}
+			switch {
+			case ns == "hostgate" && name != "":
+				metrics["hostgate_"+name] = path
+			case ns == "" && strings.HasPrefix(name, "hostgate_"):
+				metrics[name] = path
+			}
+		case *ast.CallExpr:
+			if funcName(n.Fun) == "NewDesc" && len(n.Args) > 0 {
+				if s, ok := stringLit(n.Args[0]); ok {
+					metrics[s] = path
+				}
+			}
+		}
+		return true
+	})
+	for _, m := range []string{"hostgate_tunnels_connected", "hostgate_agent_tunnels", "hostgate_sandbox_execs_total", "hostgate_build_info"} {
+		if metrics[m] == "" {
+			t.Fatalf("found no definition of metric %s: has the metric walk lost its way?", m)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not a file's name (~/.ssh/hostgate_ed25519) nor a cookie's prefixed
+	// one (__Host-hostgate_session).
+	named := regexp.MustCompile(`(?:^|[^\w/.-])(hostgate_[a-z0-9_]*[a-z0-9])(?:\{([a-z_]+)[=}])?`)
+	for _, m := range named.FindAllStringSubmatch(string(readme), -1) {
+		name, label := m[1], m[2]
+		file, ok := metrics[name]
+		if !ok {
+			if !slices.ContainsFunc(slices.Collect(maps.Values(lits)), func(l map[string]bool) bool { return l[name] }) {
+				t.Errorf("README names metric %s, which the gateway does not register", name)
+			}
+			continue
+		}
+		if label != "" && !lits[file][label] {
+			t.Errorf("README names metric %s with label %q, which its definition (%s) does not declare", name, label, file)
+		}
+	}
+	short := regexp.MustCompile(`…(_[a-z0-9_]*[a-z0-9])`)
+	for _, m := range short.FindAllStringSubmatch(string(readme), -1) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(metrics)), func(name string) bool { return strings.HasSuffix(name, m[1]) }) {
+			t.Errorf("README names metric …%s, and no registered metric ends so", m[1])
+		}
+	}
+}
+
+// TestReadmeEnvVarsExist keeps every HOSTGATE_ variable the README names
+// one that something reads: a flag's (HOSTGATE_<FLAG>, as the gateway's and
+// agent's commands map every flag) or one the code or tests name as they
+// are (HOSTGATE_E2E), so that a variable set as the README says is not
+// silently ignored.
+func TestReadmeEnvVarsExist(t *testing.T) {
+	flags := definedFlags(t)
+	named := map[string]bool{}
+	env := regexp.MustCompile(`"(HOSTGATE_[A-Z0-9_]+)"`)
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path == "third_party" || strings.HasPrefix(d.Name(), ".") && path != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range env.FindAllStringSubmatch(string(b), -1) {
+			named[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !named["HOSTGATE_E2E"] {
+		t.Fatal("found no HOSTGATE_E2E in the Go files: has the walk lost its way?")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range regexp.MustCompile(`HOSTGATE_[A-Z0-9_]*[A-Z0-9]`).FindAllString(string(readme), -1) {
+		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(v, "HOSTGATE_"), "_", "-"))
+		if !flags[flag] && !named[v] {
+			t.Errorf("README names %s, which no flag maps to (--%s is defined by no command) and nothing reads", v, flag)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -662,5 +663,59 @@ func TestReadmeEnvVarsExist(t *testing.T) {
 		if !flags[flag] && !named[v] {
 			t.Errorf("README names %s, which no flag maps to (--%s is defined by no command) and nothing reads", v, flag)
 		}
+	}
+}
+
+// notFields are backquoted camelCase names in the README that are not
+// hostgate's JSON: E2B's setTimeout, which SetTimeout mirrors.
+var notFields = map[string]bool{"setTimeout": true}
+
+// TestReadmeJSONFieldsExist keeps every JSON field the README names one
+// the gateway's answers or requests carry, so that a program written from
+// the README reads a field that is there: each "key": of its JSON and each
+// backquoted camelCase name (`workspaceBytes`) is a json tag of a struct
+// in the source, or a string of it (a map's key, as /readyz's checks).
+func TestReadmeJSONFieldsExist(t *testing.T) {
+	known := map[string]bool{}
+	fset := token.NewFileSet()
+	inspectSource(t, fset, func(_ string, n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.Field:
+			if n.Tag == nil {
+				return true
+			}
+			tag, err := strconv.Unquote(n.Tag.Value)
+			if err != nil {
+				return true
+			}
+			if name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ","); name != "" && name != "-" {
+				known[name] = true
+			}
+		case *ast.BasicLit:
+			if s, ok := stringLit(n); ok {
+				known[s] = true
+			}
+		}
+		return true
+	})
+	for _, f := range []string{"workspaceBytes", "agentVersion", "stdoutLossy", "endedAt"} {
+		if !known[f] {
+			t.Fatalf("found no json tag %q: has the walk lost its way?", f)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile("\"([A-Za-z]+)\":|`([a-z]+[A-Z][A-Za-z]*)`")
+	var unknown []string
+	for _, m := range named.FindAllStringSubmatch(string(readme), -1) {
+		f := m[1] + m[2]
+		if !known[f] && !notFields[f] && !slices.Contains(unknown, f) {
+			unknown = append(unknown, f)
+		}
+	}
+	if len(unknown) > 0 {
+		t.Errorf("README names JSON fields nothing in the source carries: %s", strings.Join(unknown, ", "))
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -45,7 +46,12 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	ip := s.clientIP(r)
 	if s.limiter.blocked(ip) {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonRateLimited).Inc()
-		return store.Token{}, &authError{http.StatusTooManyRequests, "rate_limited", "too many failed authentications; try again later", metrics.ReasonRateLimited}
+		// The address is the caller's own (or its /64), so naming it
+		// tells nothing new, and it tells the holder of a valid token
+		// that another client there is at fault, not its token.
+		return store.Token{}, &authError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+			"too many failed authentications from %s (%d within %v): every request from it is refused, valid tokens too, until that window ends (Retry-After); find the script or agent there with a revoked or mistyped token",
+			source(ip), s.limiter.max, s.limiter.window), metrics.ReasonRateLimited}
 	}
 	secret := bearer(r)
 	if secret == "" {

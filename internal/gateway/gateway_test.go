@@ -593,6 +593,22 @@ func TestAuthFailuresRateLimited(t *testing.T) {
 	if n := strings.Count(logs.String(), "too many failed authentications"); n != 1 {
 		t.Errorf("the refusals while blocked logged the block again (%d lines)", n)
 	}
+	// The answer says why a valid token is refused and what to do: it
+	// said "too many failed authentications; try again later", which
+	// left the holder of a good token to think the token was at fault,
+	// and named neither the address nor the culprit to look for.
+	res, body := e.raw("GET", "/v1/hosts", good, nil)
+	var ans struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal(body, &ans); err != nil || res.StatusCode != 429 {
+		t.Fatalf("blocked: %d %s", res.StatusCode, body)
+	}
+	for _, want := range []string{"127.0.0.1", "valid tokens too", "Retry-After", "revoked or mistyped token"} {
+		if !strings.Contains(ans.Error.Message, want) {
+			t.Errorf("429's message %q does not say %q", ans.Error.Message, want)
+		}
+	}
 	// The window moves on: the source may try again.
 	e.srv.limiter.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
 	if code, _ := e.call("GET", "/v1/hosts", good, nil, nil); code != 200 {

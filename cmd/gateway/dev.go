@@ -55,6 +55,7 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 	}
 	defer unlock()
 	c.stateLocked = true
+	c.unknownTokenFix = "under gateway dev, an admin token an earlier start printed is one (each start ends it): use the one this start printed, or make one of your own that restarts leave alone: gateway token create --state-dir " + shell.Quote(c.StateDir) + " --role admin"
 	admin, agentTok, err := devTokens(ctx, c.StateDir, logger)
 	if err != nil {
 		return err

@@ -4,11 +4,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hostgate/hostgate/internal/store"
@@ -102,5 +107,65 @@ func TestDevProxyBinary(t *testing.T) {
 	}
 	if got, err := proxyBinary(dir, "/usr/local/bin/gateway"); err != nil || got != "/usr/local/bin/gateway" {
 		t.Fatalf("an installed binary: %q %v, want it as it is", got, err)
+	}
+}
+
+// readyWriter is the output of a gateway dev run in a test: it closes
+// ready once the run has printed what the person needs.
+type readyWriter struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	ready chan struct{}
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.b.String(), "Stop with Ctrl-C.")
+	w.b.Write(p)
+	if !had && strings.Contains(w.b.String(), "Stop with Ctrl-C.") {
+		close(w.ready)
+	}
+	return len(p), nil
+}
+
+// The admin token an earlier `gateway dev` start printed is refused with
+// words for it: it said "no such token (mistyped, revoked, or made with
+// another --state-dir); ask its admin for one", which sent the person who
+// is the admin looking for one, where the fix is the token this start
+// printed (found walking the README's quick start).
+func TestDevEarlierAdminTokenSaysWhy(t *testing.T) {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	dir := t.TempDir()
+	earlier, _, err := devTokens(ctx, dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &readyWriter{ready: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, stdio{in: strings.NewReader(""), out: out, err: io.Discard}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
+	}()
+	select {
+	case <-out.ready:
+	case err := <-done:
+		t.Fatalf("gateway dev: %v", err)
+	}
+	out.mu.Lock()
+	m := regexp.MustCompile(`web UI: +(http://\S+)/ `).FindStringSubmatch(out.b.String())
+	out.mu.Unlock()
+	if m == nil {
+		t.Fatalf("gateway dev printed no web UI URL:\n%s", out.b.String())
+	}
+	code, body := apiDo(t, ctx, m[1], "GET", "/v1/hosts", earlier, "")
+	for _, want := range []string{"gateway dev", "this start printed", "gateway token create --state-dir " + dir + " --role admin"} {
+		if code != http.StatusUnauthorized || !strings.Contains(body, want) {
+			t.Errorf("the earlier start's admin token: %d %s, want 401 saying %q", code, body, want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("gateway dev: %v", err)
 	}
 }

@@ -60,6 +60,8 @@ type serveConfig struct {
 	// TerminalKeep is webterm.Config.Keep, with 0 for off (the flag's
 	// reading).
 	TerminalKeep time.Duration
+	// unknownTokenFix is gateway.Config.UnknownTokenFix (gateway dev's).
+	unknownTokenFix string
 }
 
 // serving is a running gateway as the hooks see it.
@@ -182,7 +184,7 @@ func (c *serveConfig) gatewayConfig() *gateway.Config {
 	}
 	session, _ := cookieNames(c.PublicURL)
 	return &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir, RelayMemory: relay,
-		SessionCookie: session}
+		SessionCookie: session, UnknownTokenFix: c.unknownTokenFix}
 }
 
 func (c *serveConfig) validate() error {

@@ -105,7 +105,11 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	case errors.Is(err, store.ErrNotFound):
 		// Callers pass this on as it is (gateway proxy, gateway cert,
 		// agents, Go programs), so it says how to get one that works.
-		return fail(metrics.ReasonUnknown, "invalid token: this gateway has no such token (mistyped, revoked, or made with another --state-dir); ask its admin for one (gateway token create)")
+		fix := s.cfg.UnknownTokenFix
+		if fix == "" {
+			fix = "ask its admin for one (gateway token create)"
+		}
+		return fail(metrics.ReasonUnknown, "invalid token: this gateway has no such token (mistyped, revoked, or made with another --state-dir); "+fix)
 	case errors.Is(err, store.ErrExpired):
 		return fail(metrics.ReasonExpired, "token expired: ask the gateway's admin for a new one (gateway token create)")
 	case err != nil && errors.Is(context.Cause(r.Context()), ErrShuttingDown):

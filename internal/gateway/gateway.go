@@ -43,6 +43,11 @@ type Config struct {
 	// SessionCookie is the browser session cookie's name; default
 	// SessionCookie, SecureSessionCookie behind https.
 	SessionCookie string
+	// UnknownTokenFix is what the 401 of a token the store does not hold
+	// tells its holder to do; empty: ask the gateway's admin for one.
+	// gateway dev's person is the admin, and each of its starts ends the
+	// admin token the one before printed, so it says so instead.
+	UnknownTokenFix string
 	// ReadLimit bounds one WebSocket message from agents and callers; 0
 	// means 256 KiB (bytestream peers send at most 64 KiB).
 	ReadLimit int64

@@ -719,3 +719,63 @@ func TestReadmeJSONFieldsExist(t *testing.T) {
 		t.Errorf("README names JSON fields nothing in the source carries: %s", strings.Join(unknown, ", "))
 	}
 }
+
+// TestReadmeCommandsExist keeps every `gateway COMMAND [VERB]` and `agent
+// COMMAND` the README gives one the binaries take, so that a command copied
+// from it is not answered with their usage: gateway's commands are its
+// register calls, a verb one its usage names ("host reset-key ID: … | host
+// remove ID: …"), and agent's the keys of its command table.
+func TestReadmeCommandsExist(t *testing.T) {
+	gw := map[string]string{} // command → its usage line
+	ag := map[string]bool{}
+	sep := string(filepath.Separator)
+	fset := token.NewFileSet()
+	inspectSource(t, fset, func(path string, n ast.Node) bool {
+		switch {
+		case strings.HasPrefix(path, filepath.Join("cmd", "gateway")+sep):
+			if call, ok := n.(*ast.CallExpr); ok && funcName(call.Fun) == "register" && len(call.Args) >= 2 {
+				name, ok1 := stringLit(call.Args[0])
+				usage, ok2 := stringLit(call.Args[1])
+				if ok1 && ok2 {
+					gw[name] = usage
+				}
+			}
+		case strings.HasPrefix(path, filepath.Join("cmd", "agent")+sep):
+			if lit, ok := n.(*ast.CompositeLit); ok {
+				if _, ok := lit.Type.(*ast.MapType); ok {
+					for _, e := range lit.Elts {
+						if kv, ok := e.(*ast.KeyValueExpr); ok {
+							if k, ok := stringLit(kv.Key); ok {
+								ag[k] = true
+							}
+						}
+					}
+				}
+			}
+		}
+		return true
+	})
+	if gw["serve"] == "" || !strings.Contains(gw["host"], "reset-key") || !ag["connect"] {
+		t.Fatalf("found gateway commands %v and agent commands %v: has the walk lost its way?", slices.Collect(maps.Keys(gw)), slices.Collect(maps.Keys(ag)))
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile("`(?:bin/)?gateway\\s+([a-z][a-z-]*)(?:\\s+([a-z][a-z-]*))?").FindAllStringSubmatch(string(readme), -1) {
+		usage, ok := gw[m[1]]
+		switch {
+		case !ok:
+			t.Errorf("README gives `gateway %s`, which is no gateway command", m[1])
+		case strings.Contains(usage, " | ") && m[2] != "" && !regexp.MustCompile(`(?:^|\| )`+regexp.QuoteMeta(m[1]+" "+m[2])+`\b`).MatchString(usage):
+			t.Errorf("README gives `gateway %s %s`, which gateway %s does not take (%s)", m[1], m[2], m[1], usage)
+		}
+	}
+	// A command is followed by the code's end or a flag: `agent forwarding
+	// refused: …` is the agent's log, not a command.
+	for _, m := range regexp.MustCompile("`(?:bin/)?agent\\s+([a-z][a-z-]*)(?:`|\\s+-)").FindAllStringSubmatch(string(readme), -1) {
+		if !ag[m[1]] {
+			t.Errorf("README gives `agent %s`, which is no agent command", m[1])
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -94,7 +95,7 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 				return
 			case <-tunnelUp:
 			}
-			sshCmd, err := devSSHCommand(ctx, c.StateDir, url, admin)
+			sshCmd, cert, err := devSSHCommand(ctx, c.StateDir, url, admin)
 			if err != nil {
 				logger.Warn("no ssh command", "err", err)
 			}
@@ -103,6 +104,9 @@ func runDev(ctx context.Context, sio stdio, args []string) error {
 				fmt.Fprintf(sio.out, "  ssh:          %s\n", sshCmd)
 			}
 			fmt.Fprintf(sio.out, "  Go:           client.Dial(ctx, %q, TOKEN, %q)\n\nStop with Ctrl-C.\n", url, devHost)
+			if cert != nil {
+				cert.keepFresh(ctx, logger)
+			}
 		}()
 	}
 	err = serve(ctx, logger, c, ready)
@@ -151,61 +155,104 @@ const (
 
 // devSSHCommand writes a session key, a certificate for it (at the longest
 // TTL the CA allows) and a known_hosts line for the local host, and returns
-// an OpenSSH command line that reaches the host through `gateway proxy`.
-func devSSHCommand(ctx context.Context, dir, url, token string) (string, error) {
+// an OpenSSH command line that reaches the host through `gateway proxy`,
+// and the certificate, which dev keeps fresh while it runs.
+func devSSHCommand(ctx context.Context, dir, url, token string) (string, *devCert, error) {
 	st, ca, err := openState(ctx, dir, func(store.TightenedFile) {}) // devTokens opened it first
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer st.Close()
 	h, err := st.Host(ctx, devHost)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	key, err := sshlayer.GenerateSessionKey()
 	if err != nil {
-		return "", err
-	}
-	// The in-process agent forwards an agent (ssh -A), as an agent
-	// without --no-agent-forwarding does.
-	cert, err := ca.Sign(key.Signer.PublicKey(), devHost, "dev-ssh", sshca.MaxTTL, true)
-	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	sshDir := filepath.Join(dir, "ssh")
 	if err := os.MkdirAll(sshDir, 0o700); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	keyPath := filepath.Join(sshDir, "id_ed25519")
+	cert := &devCert{ca: ca, pub: key.Signer.PublicKey(), path: keyPath + "-cert.pub"}
 	files := map[string][]byte{
 		keyPath:                              key.PrivateKey,
-		keyPath + "-cert.pub":                ssh.MarshalAuthorizedKey(cert),
 		filepath.Join(sshDir, "known_hosts"): []byte(devHost + " " + strings.TrimSpace(h.HostKey) + "\n"),
 	}
 	for p, b := range files {
 		// writeAtomic sets the mode of a file already there too:
 		// os.WriteFile left one a umask or a hand had opened up so.
 		if err := writeAtomic(p, b, 0o600); err != nil {
-			return "", err
+			return "", nil, err
 		}
+	}
+	if err := cert.renew(); err != nil {
+		return "", nil, err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if self, err = proxyBinary(dir, self); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	// ssh expands %-tokens in ProxyCommand: a literal % must be %%. The
 	// token goes in ssh's environment, which the proxy inherits, so that
 	// it is not on the proxy's command line for ps to show.
 	proxy := strings.ReplaceAll(shell.Join([]string{self, "proxy", "--url", url}), "%", "%%") + " %h"
 	return "HOSTGATE_TOKEN=" + shell.Quote(token) + " " + shell.Join([]string{"ssh", "-i", keyPath,
-		"-o", "CertificateFile=" + keyPath + "-cert.pub",
+		"-o", "CertificateFile=" + cert.path,
 		"-o", "UserKnownHostsFile=" + filepath.Join(sshDir, "known_hosts"),
 		"-o", "StrictHostKeyChecking=yes",
 		"-o", "ProxyCommand=" + proxy,
-		devHost}), nil
+		devHost}), cert, nil
+}
+
+// devCertRenew is how often dev signs the printed ssh command's
+// certificate again: half its lifetime, so a renewal that fails once
+// (a full disk) has another go before ssh is refused.
+var devCertRenew = sshca.MaxTTL / 2
+
+// devCert is the certificate of the printed ssh command's key. The CA
+// signs at most sshca.MaxTTL (a day), and a dev gateway runs for longer:
+// without renewal the printed command stopped working a day in, refused
+// as "Permission denied (publickey)", which says nothing of why.
+type devCert struct {
+	ca   *sshca.CA
+	pub  ssh.PublicKey
+	path string
+}
+
+// renew signs a new certificate for the key and writes it where the
+// printed command reads it (ssh reads CertificateFile at each start).
+func (c *devCert) renew() error {
+	// The in-process agent forwards an agent (ssh -A), as an agent
+	// without --no-agent-forwarding does.
+	cert, err := c.ca.Sign(c.pub, devHost, "dev-ssh", sshca.MaxTTL, true)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(c.path, ssh.MarshalAuthorizedKey(cert), 0o600)
+}
+
+// keepFresh renews the certificate every devCertRenew until ctx ends.
+func (c *devCert) keepFresh(ctx context.Context, logger *slog.Logger) {
+	t := time.NewTicker(devCertRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.renew(); err != nil {
+			logger.Warn("could not renew the printed ssh command's certificate; it stops working when the one there expires (restart gateway dev for a new command)", "path", c.path, "err", err)
+			continue
+		}
+		logger.Debug("renewed the printed ssh command's certificate", "path", c.path, "valid", sshca.MaxTTL)
+	}
 }
 
 // proxyBinary is the gateway binary the printed ssh command runs as its

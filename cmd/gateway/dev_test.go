@@ -12,9 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/store"
 )
@@ -162,6 +166,69 @@ func TestDevEarlierAdminTokenSaysWhy(t *testing.T) {
 	for _, want := range []string{"gateway dev", "this start printed", "gateway token create --state-dir " + dir + " --role admin"} {
 		if code != http.StatusUnauthorized || !strings.Contains(body, want) {
 			t.Errorf("the earlier start's admin token: %d %s, want 401 saying %q", code, body, want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("gateway dev: %v", err)
+	}
+}
+
+// The printed ssh command's certificate is signed again while dev runs:
+// the CA signs for at most a day, so a dev gateway left running stopped
+// letting its own printed command in after that, with ssh's bare
+// "Permission denied (publickey)".
+func TestDevRenewsSSHCertificate(t *testing.T) {
+	defer func(d time.Duration) { devCertRenew = d }(devCertRenew)
+	devCertRenew = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	dir := t.TempDir()
+	out := &readyWriter{ready: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, stdio{in: strings.NewReader(""), out: out, err: io.Discard}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
+	}()
+	select {
+	case <-out.ready:
+	case err := <-done:
+		t.Fatalf("gateway dev: %v", err)
+	}
+	path := filepath.Join(dir, "ssh", "id_ed25519-cert.pub")
+	out.mu.Lock()
+	printed := out.b.String()
+	out.mu.Unlock()
+	if !strings.Contains(printed, "CertificateFile="+path) {
+		t.Fatalf("the printed ssh command does not read %s:\n%s", path, printed)
+	}
+	readCert := func() *ssh.Certificate {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _, _, _, err := ssh.ParseAuthorizedKey(b)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		c, ok := pub.(*ssh.Certificate)
+		if !ok {
+			t.Fatalf("%s holds a %s, not a certificate", path, pub.Type())
+		}
+		return c
+	}
+	first := readCert()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c := readCert()
+		if c.Serial != first.Serial {
+			if !bytes.Equal(c.Key.Marshal(), first.Key.Marshal()) || c.ValidBefore < first.ValidBefore || c.KeyId != first.KeyId || !slices.Equal(c.ValidPrincipals, first.ValidPrincipals) {
+				t.Errorf("renewed certificate: key %s, valid before %d, id %q, principals %q; want the printed key's, from %d on, as the first (%q %q)",
+					ssh.FingerprintSHA256(c.Key), c.ValidBefore, c.KeyId, c.ValidPrincipals, first.ValidBefore, first.KeyId, first.ValidPrincipals)
+			}
+			break
+		}
+		if time.Now().After(deadline) { // a guard against a hang, not a timing
+			t.Fatalf("the printed ssh command's certificate was not renewed in 30 s at a renewal every %v", devCertRenew)
 		}
 	}
 	cancel()

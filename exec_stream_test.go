@@ -185,13 +185,22 @@ func TestExecWriterGetsWhatIsCollected(t *testing.T) {
 	}
 }
 
-// failingWriter fails each Write after the first.
-type failingWriter struct{ writes atomic.Int32 }
+// failingWriter fails each Write after the first, and tells began of
+// each Write as it begins.
+type failingWriter struct {
+	writes atomic.Int32
+	began  chan struct{}
+}
 
 var errUIGone = errors.New("the UI went away")
 
 func (w *failingWriter) Write(p []byte) (int, error) {
-	if w.writes.Add(1) > 1 {
+	n := w.writes.Add(1)
+	select {
+	case w.began <- struct{}{}:
+	default:
+	}
+	if n > 1 {
 		return 0, errUIGone
 	}
 	return len(p), nil
@@ -200,13 +209,30 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // TestExecWriterErrorLeavesTheCommand: a writer's error does not stop the
 // command, which is collected to its end; Exec returns the result with
 // the writer's error, and writes to it no more.
+//
+// The command prints each next line only once a Write has begun, so the
+// writer gets "a", then "b" (which fails), and "c" is there for a Write
+// that must not come: with "sleep 0.2" between the three instead, a
+// feeder 400 ms late gave it all in one Write, which did not fail.
 func TestExecWriterErrorLeavesTheCommand(t *testing.T) {
 	for name, h := range streamHosts(t) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		w := &failingWriter{}
-		// Three writes apart in time, so that the writer sees more than one.
-		res, err := h.Exec(ctx, []string{"sh", "-c", "echo a; sleep 0.2; echo b; sleep 0.2; echo c; exit 3"}, hostgate.ExecOptions{Stdout: w})
+		w := &failingWriter{began: make(chan struct{}, 4)}
+		in, feedIn := io.Pipe()
+		go func() {
+			defer feedIn.Close()
+			for range 2 {
+				select {
+				case <-w.began:
+					_, _ = feedIn.Write([]byte("go\n"))
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		res, err := h.Exec(ctx, []string{"sh", "-c", "echo a; read x; echo b; read x; echo c; exit 3"}, hostgate.ExecOptions{Stdin: in, Stdout: w})
 		cancel()
+		_ = in.Close()
 		if !errors.Is(err, errUIGone) || !strings.Contains(err.Error(), "ExecOptions.Stdout") {
 			t.Errorf("%s: err %v, want the writer's", name, err)
 		}
@@ -261,17 +287,42 @@ func TestExecSameWriterSerialized(t *testing.T) {
 
 // TestExecCtxEndsWriterWait: ctx bounds Exec's wait for a writer that does
 // not return; Exec returns ctx's error with all the output, and starts no
-// Write after it returned.
+// Write after it returned, although output it collected meanwhile waits.
+//
+// The command prints "two" only once the writer's first Write (of "one")
+// has begun, so that Write holds "one" alone: with "sleep 0.2" between
+// them instead, a feeder 200 ms late wrote both at once and the check
+// failed. ctx passes once the command said on stderr that it printed
+// "two", so "two" is collected and waits behind the blocked Write when
+// Exec returns: a Write of it after that fails the check. (Stdout and
+// stderr are collected apart, so "two" may not be collected yet; such a
+// run checks less, never wrongly.) Before, ctx passed at once, the
+// command was killed before "two", and a feeder that wrote after Exec
+// returned passed.
 func TestExecCtxEndsWriterWait(t *testing.T) {
 	for name, h := range streamHosts(t) {
 		ctx := &manualDeadline{Context: context.Background(), done: make(chan struct{})}
 		slow := newBlockingWriter()
-		go func() { <-slow.entered; ctx.pass() }()
+		in, feedIn := io.Pipe()
+		printed := make(chanWriter, 16)
+		go func() {
+			select {
+			case <-slow.entered:
+				_, _ = feedIn.Write([]byte("go\n"))
+				_ = feedIn.Close()
+				select {
+				case <-printed:
+				case <-time.After(time.Minute): // a guard against a hang, not a timing
+				}
+			case <-time.After(time.Minute):
+			}
+			ctx.pass()
+		}()
 		done := make(chan error, 1)
 		var res *hostgate.ExecResult
 		go func() {
 			var err error
-			res, err = h.Exec(ctx, []string{"sh", "-c", "echo one; sleep 0.2; echo two"}, hostgate.ExecOptions{Stdout: slow})
+			res, err = h.Exec(ctx, []string{"sh", "-c", "echo one; read x; echo two; echo printed >&2"}, hostgate.ExecOptions{Stdin: in, Stdout: slow, Stderr: printed})
 			done <- err
 		}()
 		select {
@@ -279,9 +330,10 @@ func TestExecCtxEndsWriterWait(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s: Exec with a stuck writer past its deadline: %v, want DeadlineExceeded", name, err)
 			}
-		case <-time.After(time.Minute): // a guard against a hang, not a timing
+		case <-time.After(2 * time.Minute): // a guard against a hang, not a timing
 			t.Fatalf("%s: Exec still waiting on its Stdout writer a minute after its deadline", name)
 		}
+		_ = in.Close()
 		close(slow.release)
 		if res == nil {
 			t.Fatalf("%s: no result", name)

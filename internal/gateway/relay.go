@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -84,6 +85,28 @@ type relayCaller struct {
 	why    func() (code int, reason string)
 	once   sync.Once // bicopy.Copy may close from both directions at once
 	reason string    // what Close told the caller; set by Close, read after bicopy.Copy
+}
+
+// relayWriteTimeout bounds each write to a relay's caller. A caller whose
+// path stalled with its socket open (a NAT that lost its state, a frozen
+// process) reads nothing, and the relay's write to it waited for ever once
+// the sockets' buffers were full; so did the host's stream, which nobody
+// read any more, and with it the host's own end of the session (its SSH
+// keepalive gives up about 2 minutes in) never reached the gateway. A
+// live caller reads its socket whatever its program does (SSH channel
+// windows bound what waits for the program), and a write is at most a
+// relay copy's 256 KiB, so 2 minutes, what the agent's keepalive takes
+// (tunnels bound theirs at 30 s per 64 KiB), ends only one that is gone.
+var relayWriteTimeout = 2 * time.Minute // a var for tests
+
+func (c *relayCaller) Write(p []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(relayWriteTimeout))
+	n, err := c.countConn.Write(p)
+	_ = c.Conn.SetWriteDeadline(time.Time{})
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("the caller read nothing for %v: %w", relayWriteTimeout, err)
+	}
+	return n, err
 }
 
 func (c *relayCaller) Close() error {

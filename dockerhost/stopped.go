@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -45,7 +46,7 @@ type StoppedCandidatesError struct {
 	ExecutionID string
 	Name        string
 	Count       int   // how many matched
-	PIDs        []int // the first maxStoppedCandidates of them, as the container numbers them
+	PIDs        []int // at most maxStoppedCandidates of them, as the container numbers them, in number order
 }
 
 func (e *StoppedCandidatesError) Error() string {
@@ -122,5 +123,7 @@ func parseCandidates(res string) *StoppedCandidatesError {
 	if len(e.PIDs) > min(e.Count, maxStoppedCandidates) {
 		return nil
 	}
+	// The script's glob lists /proc as strings sort (10 before 9).
+	slices.Sort(e.PIDs)
 	return e
 }

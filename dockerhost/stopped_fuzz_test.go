@@ -1,6 +1,7 @@
 package dockerhost
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,10 @@ func FuzzParseCandidates(f *testing.F) {
 func TestParseCandidates(t *testing.T) {
 	if e := parseCandidates("? 3 41 57 90"); e == nil || e.Count != 3 || len(e.PIDs) != 3 || e.PIDs[2] != 90 {
 		t.Errorf("three candidates: %+v", e)
+	}
+	// The script lists /proc's glob, which sorts as strings.
+	if e := parseCandidates("? 3 100 41 9"); e == nil || !slices.Equal(e.PIDs, []int{9, 41, 100}) {
+		t.Errorf("candidates 100 41 9 as the glob lists them: %+v, want them in number order", e)
 	}
 	many := "? 40" + strings.Repeat(" 7", maxStoppedCandidates)
 	if e := parseCandidates(many); e == nil || e.Count != 40 || len(e.PIDs) != maxStoppedCandidates {

@@ -55,7 +55,7 @@ kill -STOP %d %d; sleep 0.2; `, agent, decoy)+list)
 	}
 	n, err := h.KillStopped(ctx, ex.ExecutionID, "sleep", 0)
 	var cerr *StoppedCandidatesError
-	if !errors.As(err, &cerr) || n != 0 || cerr.Count != 2 || !slices.Equal(cerr.PIDs, []int{agent, decoy}) || cerr.ExecutionID != ex.ExecutionID {
+	if !errors.As(err, &cerr) || n != 0 || cerr.Count != 2 || !slices.Equal(cerr.PIDs, []int{min(agent, decoy), max(agent, decoy)}) || cerr.ExecutionID != ex.ExecutionID {
 		t.Fatalf("KillStopped without a pid, two stopped: %d %v, want none killed and the two named", n, err)
 	}
 	if after := sh(t, h, ex.ExecutionID, list).Stdout; after != before {

@@ -133,6 +133,23 @@ func (w *readyWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// startDev runs `gateway dev` on dir until ctx ends, and returns once it
+// has printed what the person needs; done gets run's error.
+func startDev(t *testing.T, ctx context.Context, dir string) (out *readyWriter, done chan error) {
+	t.Helper()
+	out = &readyWriter{ready: make(chan struct{})}
+	done = make(chan error, 1)
+	go func() {
+		done <- run(ctx, stdio{in: strings.NewReader(""), out: out, err: io.Discard}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
+	}()
+	select {
+	case <-out.ready:
+	case err := <-done:
+		t.Fatalf("gateway dev: %v", err)
+	}
+	return out, done
+}
+
 // The admin token an earlier `gateway dev` start printed is refused with
 // words for it: it said "no such token (mistyped, revoked, or made with
 // another --state-dir); ask its admin for one", which sent the person who
@@ -146,16 +163,7 @@ func TestDevEarlierAdminTokenSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &readyWriter{ready: make(chan struct{})}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, stdio{in: strings.NewReader(""), out: out, err: io.Discard}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
-	}()
-	select {
-	case <-out.ready:
-	case err := <-done:
-		t.Fatalf("gateway dev: %v", err)
-	}
+	out, done := startDev(t, ctx, dir)
 	out.mu.Lock()
 	m := regexp.MustCompile(`web UI: +(http://\S+)/ `).FindStringSubmatch(out.b.String())
 	out.mu.Unlock()
@@ -184,16 +192,7 @@ func TestDevRenewsSSHCertificate(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	dir := t.TempDir()
-	out := &readyWriter{ready: make(chan struct{})}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, stdio{in: strings.NewReader(""), out: out, err: io.Discard}, []string{"dev", "--state-dir", dir, "--listen", "127.0.0.1:0", "--docker", "off"})
-	}()
-	select {
-	case <-out.ready:
-	case err := <-done:
-		t.Fatalf("gateway dev: %v", err)
-	}
+	out, done := startDev(t, ctx, dir)
 	path := filepath.Join(dir, "ssh", "id_ed25519-cert.pub")
 	out.mu.Lock()
 	printed := out.b.String()

@@ -174,7 +174,8 @@ func ServeStdio(ctx context.Context, conn net.Conn, srv *sshlayer.Server) error 
 // the peer ends the session or resets the connection (nil), the session
 // fails (its error, e.g. a keepalive timeout), or ctx ends (nil); every
 // connection it served is gone by then. conn is closed. The server is not closed: it may serve other
-// tunnels.
+// tunnels. The streams close both ways whatever cfg says
+// (MuxConfig.CloseEndsReads).
 func ServeMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig) error {
 	wait, err := serveMux(ctx, conn, srv, cfg, tunnel{})
 	wait()
@@ -226,7 +227,18 @@ func (t tunnel) callerConn(st net.Conn) (net.Conn, bool) {
 // (sshlayer.ServerConfig.KillGrace, twice).
 func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *bytestream.MuxConfig, t tunnel) (wait func(), err error) {
 	first := t.first
-	sess, err := bytestream.MuxServer(conn, cfg)
+	// Every stream is one SSH connection, which reads nothing after its
+	// Close, so Close ends both ways. With yamux's half-close, x/crypto's
+	// transport Close waited for a read that only the gateway's FIN ends:
+	// a connection whose caller's path stalled outlived the keepalive
+	// that gave up on it by 5 minutes (StreamCloseTimeout), its goroutines,
+	// buffers and stream slot held, when the gateway never closed its side.
+	var mc bytestream.MuxConfig
+	if cfg != nil {
+		mc = *cfg
+	}
+	mc.CloseEndsReads = true
+	sess, err := bytestream.MuxServer(conn, &mc)
 	if err != nil {
 		_ = conn.Close()
 		return func() {}, fmt.Errorf("agent: mux: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,7 +138,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Tok
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hostgate"`)
 		}
 		if ae.status == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "60")
+			// Whole seconds, rounded up: a client that waits as told
+			// finds the window over, not a second short of it.
+			left := s.limiter.blockedFor(s.clientIP(r))
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(left+time.Second-1, time.Second)/time.Second)))
 		}
 		WriteError(w, ae.status, ae.code, ae.msg)
 		return tok, false
@@ -281,11 +285,18 @@ func (l *limiter) evict(now time.Time) {
 	}
 }
 
-func (l *limiter) blocked(ip string) bool {
+func (l *limiter) blocked(ip string) bool { return l.blockedFor(ip) > 0 }
+
+// blockedFor is how long ip's source stays blocked: what is left of the
+// window it reached the limit in, or 0 when it is not blocked.
+func (l *limiter) blockedFor(ip string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.get(source(ip), false)
-	return b != nil && b.n >= l.max
+	if b == nil || b.n < l.max {
+		return 0
+	}
+	return max(b.start.Add(l.window).Sub(l.now()), 1)
 }
 
 // fail counts a failure from ip and reports whether it is the one that

@@ -568,7 +568,10 @@ func TestAuthAndScopes(t *testing.T) {
 }
 
 func TestAuthFailuresRateLimited(t *testing.T) {
-	e := newEnv(t, &Config{AuthFailureLimit: 5})
+	e := newEnv(t, &Config{AuthFailureLimit: 5, AuthFailureWindow: time.Minute})
+	t0 := time.Now()
+	var elapsed atomic.Int64 // the limiter's clock, as time since t0
+	e.srv.limiter.now = func() time.Time { return t0.Add(time.Duration(elapsed.Load())) }
 	var logs testenv.LogBuffer
 	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	good := e.token(store.RoleAdmin)
@@ -609,8 +612,17 @@ func TestAuthFailuresRateLimited(t *testing.T) {
 			t.Errorf("429's message %q does not say %q", ans.Error.Message, want)
 		}
 	}
+	// Retry-After is what is left of the window (it said 60 whatever
+	// was left), in whole seconds rounded up.
+	if got := res.Header.Get("Retry-After"); got != "60" {
+		t.Errorf("Retry-After at the block: %q, want 60", got)
+	}
+	elapsed.Store(int64(45*time.Second + 300*time.Millisecond))
+	if res, _ := e.raw("GET", "/v1/hosts", good, nil); res.StatusCode != 429 || res.Header.Get("Retry-After") != "15" {
+		t.Errorf("45.3 s into a 1-minute window: %d, Retry-After %q, want 429 and 15", res.StatusCode, res.Header.Get("Retry-After"))
+	}
 	// The window moves on: the source may try again.
-	e.srv.limiter.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	elapsed.Store(int64(2 * time.Minute))
 	if code, _ := e.call("GET", "/v1/hosts", good, nil, nil); code != 200 {
 		t.Errorf("after the window: %d", code)
 	}

@@ -108,10 +108,7 @@ func TestReadmeListsEveryErrorCode(t *testing.T) {
 		}
 	}
 
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	documented := map[string]int{} // code → its row's status
 	row := regexp.MustCompile("(?m)^\\| (`[a-z_]+`(?:, `[a-z_]+`)*) \\| ([0-9]{3}) \\|")
 	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
@@ -257,10 +254,7 @@ func TestReadmeGoExampleBuilds(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command to build the README's example with")
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
 	if len(blocks) == 0 {
 		t.Fatal("README has no Go example (```go block) to check")
@@ -345,10 +339,7 @@ func TestReadmeGoModBuildsOutside(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command to build the README's example with")
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	mod := regexp.MustCompile("(?s)```go.mod\n(.*?)```").FindSubmatch(readme)
 	example := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(readme)
 	if mod == nil || example == nil {
@@ -398,10 +389,7 @@ var otherTools = map[string]bool{"rm": true, "filter": true}
 // undefined.
 func TestReadmeFlagsExist(t *testing.T) {
 	defined := definedFlags(t)
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	// After a space, backquote or parenthesis: not the "--" of a preview
 	// subdomain (3000--build-01).
 	named := regexp.MustCompile("(?:^|[\\s`(])--([a-z][a-z0-9-]*)")
@@ -462,10 +450,7 @@ func TestReadmeHoldsLatestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	lines := map[string]bool{}
 	for l := range strings.SplitSeq(string(readme), "\n") {
 		lines[l] = true
@@ -491,10 +476,7 @@ func TestReadmeHoldsLatestBench(t *testing.T) {
 // client's request type (which mirrors the API's), and a provision names
 // every resource limit, all of which the gateway requires.
 func TestReadmeExecutionBodies(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	call := regexp.MustCompile(`(?s)curl [^\n]*?(/v1/executions(?:/ID/exec)?)[ \\\n]+(?:[^\n]*\n)?\s*-d '(\{.*?\})'`)
 	found := map[string]bool{}
 	for _, m := range call.FindAllStringSubmatch(string(readme), -1) {
@@ -589,10 +571,7 @@ func TestReadmeMetricsExist(t *testing.T) {
 			t.Fatalf("found no definition of metric %s: has the metric walk lost its way?", m)
 		}
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	// Not a file's name (~/.ssh/hostgate_ed25519) nor a cookie's prefixed
 	// one (__Host-hostgate_session).
 	named := regexp.MustCompile(`(?:^|[^\w/.-])(hostgate_[a-z0-9_]*[a-z0-9])(?:\{([a-z_]+)[=}])?`)
@@ -654,10 +633,7 @@ func TestReadmeEnvVarsExist(t *testing.T) {
 	if !named["HOSTGATE_E2E"] {
 		t.Fatal("found no HOSTGATE_E2E in the Go files: has the walk lost its way?")
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	for _, v := range regexp.MustCompile(`HOSTGATE_[A-Z0-9_]*[A-Z0-9]`).FindAllString(string(readme), -1) {
 		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(v, "HOSTGATE_"), "_", "-"))
 		if !flags[flag] && !named[v] {
@@ -703,10 +679,7 @@ func TestReadmeJSONFieldsExist(t *testing.T) {
 			t.Fatalf("found no json tag %q: has the walk lost its way?", f)
 		}
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	named := regexp.MustCompile("\"([A-Za-z]+)\":|`([a-z]+[A-Z][A-Za-z]*)`")
 	var unknown []string
 	for _, m := range named.FindAllStringSubmatch(string(readme), -1) {
@@ -758,10 +731,7 @@ func TestReadmeCommandsExist(t *testing.T) {
 	if gw["serve"] == "" || !strings.Contains(gw["host"], "reset-key") || !ag["connect"] {
 		t.Fatalf("found gateway commands %v and agent commands %v: has the walk lost its way?", slices.Collect(maps.Keys(gw)), slices.Collect(maps.Keys(ag)))
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readmeFile(t)
 	for _, m := range regexp.MustCompile("`(?:bin/)?gateway\\s+([a-z][a-z-]*)(?:\\s+([a-z][a-z-]*))?").FindAllStringSubmatch(string(readme), -1) {
 		usage, ok := gw[m[1]]
 		switch {
@@ -778,4 +748,14 @@ func TestReadmeCommandsExist(t *testing.T) {
 			t.Errorf("README gives `agent %s`, which is no agent command", m[1])
 		}
 	}
+}
+
+// readmeFile is the README's text, which every TestReadme… reads.
+func readmeFile(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,8 @@ type serveConfig struct {
 	TokenRecheck  time.Duration
 	RepoRoots     string // comma-separated directories git-worktree repositories must be under
 	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
+	TLSCert       string // PEM certificate chain: serve HTTPS itself (with TLSKey)
+	TLSKey        string // its PEM private key
 	AuditRequired bool   // refuse new sessions while the audit log cannot be written
 	proxies       []netip.Prefix
 	// Checkpoint retention (dockerhost.Retention); 0 keeps everything.
@@ -148,7 +151,11 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs := newFlags(name, sio)
 	fs.StringVar(&c.Listen, "listen", def.Listen, "address to listen on")
 	fs.StringVar(&c.StateDir, "state-dir", def.StateDir, "directory for the database, the CA key (and, for dev, the local agent's state)")
-	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default http://LISTEN)")
+	publicDefault := "http://LISTEN"
+	if name == "serve" {
+		publicDefault += "; with --tls-cert, https:// and the certificate's first name, with the port unless 443"
+	}
+	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default "+publicDefault+")")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", def.PreviewDomain, "domain for preview subdomains ({port}--{host}.DOMAIN)")
 	fs.StringVar(&c.Docker, "docker", "auto", "Docker executions: auto, on or off")
 	fs.StringVar(&c.AgentBinary, "agent-binary", "", "static Linux agent binary that makes each Docker execution a host (shared read-only with every container through one tools volume; CGO_ENABLED=0 go build ./cmd/agent)")
@@ -159,6 +166,10 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.RepoRoots, "repository-roots", "", "comma-separated directories that git-worktree sandboxes' repositoryPath must be under (empty: any repository the gateway can read)")
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
+	if name == "serve" {
+		fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with the PEM certificate chain in `FILE` (with --tls-key; certbot's fullchain.pem), read again when the file changes; without it the gateway speaks plain HTTP, for a TLS-terminating proxy in front")
+		fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert, in `FILE` (certbot's privkey.pem)")
+	}
 	fs.BoolVar(&c.AuditRequired, "audit-required", false, "while the audit log cannot be written (a full disk), refuse new sessions, execs and logins with 503 instead of letting them go on unrecorded; open sessions go on")
 	fs.Var(&c.RelayMemory, "relay-memory", "bytes that all relayed sessions together may hold unread at the gateway, what hosts sent faster than callers read: past it the hosts of the sessions holding the most wait, nothing is dropped (`SIZE` in bytes, or with K, M, G, T: powers of 1024; each open session may hold 256 KiB more; 0: no bound)")
 	fs.DurationVar(&c.TerminalKeep, "terminal-keep", webterm.DefaultKeep, "how long a web terminal whose page went away (a dropped network, a laptop asleep, a reload) keeps its shell running for the page to resume it, with what it printed meanwhile (0: the shell ends with its page)")
@@ -182,7 +193,7 @@ func (c *serveConfig) gatewayConfig() *gateway.Config {
 	if relay == 0 {
 		relay = -1 // gateway.Config's "no bound"; its 0 is the default
 	}
-	session, _ := cookieNames(c.PublicURL)
+	session, _ := cookieNames(c.https())
 	return &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir, RelayMemory: relay,
 		SessionCookie: session, UnknownTokenFix: c.unknownTokenFix}
 }
@@ -212,6 +223,12 @@ func (c *serveConfig) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("serve: --public-url %q: want http(s)://HOST[:PORT]", c.PublicURL)
 		}
+		if c.TLSCert != "" && u.Scheme != "https" {
+			return fmt.Errorf("serve: --public-url %q with --tls-cert: the gateway speaks only HTTPS, so callers must too: want https://HOST[:PORT]", c.PublicURL)
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("serve: --tls-cert and --tls-key go together: give both (the certificate chain and its private key), or neither for plain HTTP behind a TLS-terminating proxy")
 	}
 	if d := c.PreviewDomain; strings.Contains(d, ":") || strings.Contains(d, "/") || strings.HasPrefix(d, ".") {
 		return fmt.Errorf("serve: --preview-domain %q: want a bare domain name such as preview.example.com, without scheme, port or path", d)
@@ -244,6 +261,12 @@ func (c *serveConfig) validate() error {
 	}
 	c.proxies = p
 	return nil
+}
+
+// https reports whether callers reach the gateway over HTTPS: its own
+// (--tls-cert) or a proxy's in front (--public-url https://…).
+func (c *serveConfig) https() bool {
+	return c.TLSCert != "" || strings.HasPrefix(c.PublicURL, "https://")
 }
 
 // repositoryRoots is --repository-roots as a list.
@@ -377,6 +400,18 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 			logger.Error("SSH CA: the state dir had no SSH CA key, so a new CA was made; "+newCAFix(n), "file", filepath.Join(c.StateDir, caKeyFile), "hosts", n)
 		}
 	}
+	var tlsf *tlsFiles
+	if c.TLSCert != "" {
+		if tlsf, err = loadTLSFiles(c.TLSCert, c.TLSKey, logger); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if _, port, _ := net.SplitHostPort(c.Listen); c.PublicURL == "" && port != "0" {
+			// Before the hooks: they make links and origin checks of it.
+			if c.PublicURL, err = tlsPublicURL(tlsf.cert.Leaf, c.Listen); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+		}
+	}
 	if opened, err := os.Stat(filepath.Join(c.StateDir, dbFile)); err == nil {
 		defer watchStateDB(ctx, logger, filepath.Join(c.StateDir, dbFile), opened, stateWatchInterval)()
 	}
@@ -393,6 +428,9 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	}
 	defer runCleanups()
 	defer srv.Close()
+	if tlsf != nil {
+		tlsf.register(srv.Metrics())
+	}
 	s := &serving{Config: c, Server: srv, Logger: logger}
 	for _, hook := range serveHooks {
 		cleanup, err := hook(ctx, s)
@@ -408,7 +446,19 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.Listen, err)
 	}
+	if tlsf != nil {
+		ln = tls.NewListener(ln, tlsf.config())
+	}
 	public := c.PublicURL
+	if public == "" && tlsf != nil {
+		// --listen's port 0: the port is known now.
+		public, err = tlsPublicURL(tlsf.cert.Leaf, ln.Addr().String())
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		c.PublicURL = public
+	}
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 		// Hooks read it at request time (links from preview origins back
@@ -416,7 +466,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		c.PublicURL = public
 	}
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "publicURL", public, "stateDir", c.StateDir,
-		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL, "version", buildinfo.Version())
+		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL, "tls", tlsf != nil, "version", buildinfo.Version())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if ready != nil {

@@ -38,8 +38,8 @@ const (
 	maxShareTTL       = 7 * 24 * time.Hour
 )
 
-// cookieNames returns the browser cookies' names for a gateway reached at
-// publicURL: the session's on its origin and the subdomain previews' own.
+// cookieNames returns the browser cookies' names for a gateway reached
+// over https or not: the session's on its origin and the subdomain previews' own.
 // Behind https they are __Host- cookies, which no page can set with a
 // Domain attribute: a preview page under the gateway's parent domain
 // planted hostgate_session for the parent, and the gateway, refusing two
@@ -47,8 +47,8 @@ const (
 // the site's cookies. Plain http keeps the plain names, since browsers
 // refuse __Host- cookies that are not Secure. A browser logged in under
 // the plain name before an upgrade logs in again, once (README).
-func cookieNames(publicURL string) (session, preview string) {
-	if strings.HasPrefix(publicURL, "https://") {
+func cookieNames(https bool) (session, preview string) {
+	if https {
 		return gateway.SecureSessionCookie, "__Host-hostgate_preview"
 	}
 	return gateway.SessionCookie, "hostgate_preview"
@@ -103,8 +103,8 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	secure := strings.HasPrefix(s.Config.PublicURL, "https://")
-	sessionCookie, previewCookie := cookieNames(s.Config.PublicURL)
+	secure := s.Config.https()
+	sessionCookie, previewCookie := cookieNames(secure)
 	var oldSessionCookies []string
 	if sessionCookie != gateway.SessionCookie {
 		// Behind https: the plain name a browser kept from before.

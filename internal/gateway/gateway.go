@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -365,7 +366,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(serverErrors{s.logger.Handler()}, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 	}
 	s.mu.Lock()
@@ -377,6 +378,25 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.servers = append(s.servers, hs)
 	s.mu.Unlock()
 	return hs.Serve(ln)
+}
+
+// serverErrors is the HTTP server's error log: its lines at Warn, but a
+// failed TLS handshake at Debug, as Caddy logs them. A gateway serving
+// TLS itself on the internet meets scanners every minute, and a caller
+// that does not trust the certificate says so on its own side.
+type serverErrors struct{ h slog.Handler }
+
+func (w serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if w.h.Enabled(ctx, level) {
+		_ = w.h.Handle(ctx, slog.NewRecord(time.Now(), level, msg, 0))
+	}
+	return len(p), nil
 }
 
 // track registers one long-lived piece of work (a tunnel or a relay); it

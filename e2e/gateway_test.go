@@ -211,7 +211,7 @@ func sshConfig(t testing.TB, g *gw, id, dir string) string {
 func sshConfigVia(t testing.TB, g *gw, id, dir, proxyURL string) string {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	c, err := client.New(g.url, g.admin, nil)
+	c, err := client.New(g.url, g.admin, g.clientOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

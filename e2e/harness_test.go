@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,6 +178,15 @@ type gw struct {
 	stateDir string
 	url      string
 	admin    string
+	hc       *http.Client // trusts the certificate of a gateway serving TLS itself; nil: the default
+}
+
+// clientOptions is the client.Options that reach g (nil for the default).
+func (g *gw) clientOptions() *client.Options {
+	if g.hc == nil {
+		return nil
+	}
+	return &client.Options{HTTPClient: g.hc}
 }
 
 var servingRE = regexp.MustCompile(`msg="gateway serving" addr=(\S+)`)
@@ -201,7 +211,11 @@ func (g *gw) restart(extra ...string) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", g.stateDir, "--docker", "off"}, extra...)
 	g.proc = start(g.t, "gateway", bin.gateway, nil, args...)
 	m := g.waitFor(servingRE, 30*time.Second)
-	g.url = "http://" + m[1]
+	scheme := "http://"
+	if slices.Contains(args, "--tls-cert") {
+		scheme = "https://"
+	}
+	g.url = scheme + m[1]
 }
 
 // token runs `gateway token create` and returns the token (its last line).
@@ -242,7 +256,7 @@ func (g *gw) startAgentAt(url, id, stateDir string) *proc {
 
 // hostRecord fetches /v1/hosts/{id} with the admin token.
 func (g *gw) hostRecord(id string) (*client.HostRecord, error) {
-	c, err := client.New(g.url, g.admin, nil)
+	c, err := client.New(g.url, g.admin, g.clientOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +308,7 @@ func (g *gw) waitHostGoneIn(t testing.TB, id string, d time.Duration) {
 
 // hostListed reports whether GET /v1/hosts lists host id (or fails).
 func (g *gw) hostListed(id string) bool {
-	c, err := client.New(g.url, g.admin, nil)
+	c, err := client.New(g.url, g.admin, g.clientOptions())
 	if err != nil {
 		return true
 	}
@@ -328,7 +342,11 @@ func (g *gw) api(method, path, token string, body any) (int, []byte) {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if g.hc != nil {
+		hc = g.hc
+	}
+	res, err := hc.Do(req)
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", method, path, err)
 	}

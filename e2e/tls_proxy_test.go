@@ -2,10 +2,18 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
@@ -104,4 +114,122 @@ func TestThroughTLSProxy(t *testing.T) {
 			t.Errorf("the TLS proxy saw %q, no %s", seen, want)
 		}
 	}
+}
+
+// TestServesTLSItself deploys with no proxy in front: `gateway serve
+// --tls-cert --tls-key`, the agent dialing wss:// straight to it, OpenSSH
+// through `gateway proxy` over wss://, each trusting the certificate
+// through SSL_CERT_FILE, and a Go program through client.Options'
+// HTTPClient. A command's exit status and output, and 8 MiB each way
+// through the Go client's SFTP, arrive unchanged.
+func TestServesTLSItself(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
+	pool := writeSelfSigned(t, certFile, keyFile, "127.0.0.1")
+	g := startGateway(t, "", "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.HasPrefix(g.url, "https://") {
+		t.Fatalf("gateway url %s", g.url)
+	}
+	g.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(g.hc.CloseIdleConnections)
+	trust := "SSL_CERT_FILE=" + certFile
+
+	tok := g.token("agent", "edge")
+	start(t, "agent edge", bin.agent, []string{trust}, "connect", "--gateway", g.url, "--token", tok,
+		"--host-id", "edge", "--state-dir", t.TempDir())
+	g.waitConnected("edge", true, 30*time.Second)
+
+	ctx := testCtx(t, 2*time.Minute)
+	cfg := sshConfigVia(t, g, "edge", dir, g.url)
+	cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, "edge", "echo", "tls-$((40+2))", ";", "exit", "3")
+	cmd.Env = append(os.Environ(), trust) // for the ProxyCommand
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || strings.TrimSpace(string(out)) != "tls-42" {
+		t.Fatalf("ssh: %v %q", err, out)
+	}
+
+	c, err := client.New(g.url, g.admin, g.clientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Dial(ctx, "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	res, err := h.Exec(ctx, []string{"sh", "-c", "uname -s; exit 4"}, hostgate.ExecOptions{})
+	if err != nil || res.ExitCode != 4 || strings.TrimSpace(string(res.Stdout)) != "Linux" {
+		t.Fatalf("Exec over the gateway's own TLS: %+v %v", res, err)
+	}
+	fsys, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 8<<20)
+	_, _ = rand.Read(data)
+	remote := filepath.Join(t.TempDir(), "remote.bin")
+	w, err := fsys.Create(ctx, remote, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fsys.Open(ctx, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(back, data) {
+		t.Fatalf("8 MiB through SFTP over the gateway's own TLS came back changed (%d bytes): %v", len(back), err)
+	}
+}
+
+// writeSelfSigned writes a self-signed certificate for names and its key
+// as PEM files, and returns a pool that trusts it.
+func writeSelfSigned(t *testing.T, certFile, keyFile string, names ...string) *x509.CertPool {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "hostgate e2e"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return pool
 }

@@ -39,6 +39,23 @@ func TestSystemdUnits(t *testing.T) {
 	if _, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, argv[2:], serveConfig{}); err != nil {
 		t.Errorf("gateway unit's flags: %v", err)
 	}
+	// The commented alternatives (TLS on the gateway itself) must run too
+	// when uncommented.
+	unit, _ := unitExecStart(t, "hostgate-gateway.service")
+	alts := 0
+	for line := range strings.Lines(unit) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "#ExecStart=/usr/local/bin/gateway serve ")
+		if !ok {
+			continue
+		}
+		alts++
+		if _, err := parseServeFlags("serve", stdio{out: io.Discard, err: io.Discard}, strings.Fields(v), serveConfig{}); err != nil {
+			t.Errorf("gateway unit's commented ExecStart: %v", err)
+		}
+	}
+	if alts == 0 {
+		t.Error("gateway unit: no commented ExecStart for TLS on the gateway itself")
+	}
 	analyze, err := exec.LookPath("systemd-analyze")
 	testenv.RequirePeer(t, "systemd-analyze (Debian's systemd package)", err == nil)
 	dir := t.TempDir()

@@ -191,6 +191,23 @@ func TestServesTLSItself(t *testing.T) {
 	}
 }
 
+// TestBrowserTerminalGatewayTLS: Chromium logs in to a gateway serving TLS
+// itself and types into a host's web terminal, whose WebSocket is wss://
+// to the gateway, and whose agent's tunnel is too.
+func TestBrowserTerminalGatewayTLS(t *testing.T) {
+	testenv.RequirePeer(t, "Chromium with playwright-core (scripts/test installs both)", browserReady())
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
+	pool := writeSelfSigned(t, certFile, keyFile, "127.0.0.1")
+	g := startGateway(t, "", "--tls-cert", certFile, "--tls-key", keyFile)
+	g.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(g.hc.CloseIdleConnections)
+	start(t, "agent edge", bin.agent, []string{"SSL_CERT_FILE=" + certFile}, "connect", "--gateway", g.url,
+		"--token", g.token("agent", "edge"), "--host-id", "edge", "--state-dir", t.TempDir())
+	g.waitConnected("edge", true, 30*time.Second)
+	runBrowser(t, "terminal.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin, "HOSTGATE_HOST=edge", "HOSTGATE_SELF_SIGNED=1")
+}
+
 // writeSelfSigned writes a self-signed certificate for names and its key
 // as PEM files, and returns a pool that trusts it.
 func writeSelfSigned(t *testing.T, certFile, keyFile string, names ...string) *x509.CertPool {

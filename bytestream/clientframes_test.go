@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -721,4 +722,39 @@ func failNotHang(a, b net.Conn) {
 	d := time.Now().Add(30 * time.Second)
 	_ = a.SetDeadline(d)
 	_ = b.SetDeadline(d)
+}
+
+// TestRootCAs: a wss:// server whose certificate no system root signed is
+// reached with WebSocketOptions.RootCAs trusting it, on the package's own
+// transport (its frames written through TLS by this package), and refused
+// without them, as unknown authority.
+func TestRootCAs(t *testing.T) {
+	ch := make(chan net.Conn, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, err := Accept(w, r, nil); err == nil {
+			ch <- c
+		}
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused dial's handshake
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	_, _, err := DialWebSocket(ctx, srv.URL, nil)
+	if ua := (x509.UnknownAuthorityError{}); !errors.As(err, &ua) {
+		t.Fatalf("dial without the roots: %v, want unknown authority", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	a, _, err := DialWebSocket(ctx, srv.URL, &WebSocketOptions{RootCAs: pool})
+	if err != nil {
+		t.Fatalf("dial with the roots: %v", err)
+	}
+	b := <-ch
+	defer a.Close()
+	defer b.Close()
+	if wc := a.(*wsConn); wc.tlsf == nil {
+		t.Error("with RootCAs the frames are not this package's, written through TLS")
+	}
+	exchange(t, a, b, 1<<20)
 }

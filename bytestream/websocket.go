@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,13 @@ type WebSocketOptions struct {
 	// or SOCKS5); a caller's client gets neither, and its WebSocket costs
 	// more CPU per byte.
 	HTTPClient *http.Client
-	ReadLimit  int64 // max message size accepted; 0 = DefaultReadLimit
+	// RootCAs, with this package's own transport (HTTPClient nil), are
+	// the CAs a wss:// server's certificate (and an https:// proxy's) is
+	// checked against instead of the system's: a gateway with a
+	// certificate from a private CA, or a self-signed one. nil: the
+	// system's.
+	RootCAs   *x509.CertPool
+	ReadLimit int64 // max message size accepted; 0 = DefaultReadLimit
 	// HandshakeTimeout bounds the opening handshake, from the dial to the
 	// server's answer, within ctx; 0 = DefaultHandshakeTimeout, negative
 	// = ctx alone.
@@ -139,6 +146,11 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		cork = new(corkSlot)
 		ctx = context.WithValue(ctx, corkSlotKey{}, cork)
 		hc = corkClient()
+		if o.RootCAs != nil {
+			// A client of its own: the transport keeps no conns, so it
+			// holds nothing once this dial is done.
+			hc = newCorkClient(o.RootCAs)
+		}
 	}
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
 		HTTPClient: hc,
@@ -657,8 +669,15 @@ type corkSlotKey struct{}
 // corkClient is the HTTP client DialWebSocket uses when the caller gives
 // none: http.DefaultTransport's settings, its dialed conns wrapped in
 // corkConn.
-var corkClient = sync.OnceValue(func() *http.Client {
+var corkClient = sync.OnceValue(func() *http.Client { return newCorkClient(nil) })
+
+// newCorkClient is corkClient's making, with roots (nil: the system's)
+// as the CAs its TLS trusts.
+func newCorkClient(roots *x509.CertPool) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
 	// A conn is never reused: a handshake's conn is hijacked or, refused,
 	// closed. Without idle conns the transport gives every request the
 	// conn its own dial made, so the cork slot a dial fills is that
@@ -730,7 +749,7 @@ var corkClient = sync.OnceValue(func() *http.Client {
 		return tf, nil
 	}
 	return &http.Client{Transport: tr}
-})
+}
 
 // websocketURL checks raw and maps http(s) to ws(s). It accepts only
 // absolute ws, wss, http and https URLs with a host.

@@ -7,6 +7,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -33,6 +35,7 @@ type Client struct {
 	token string
 	http  *http.Client
 	ws    *http.Client             // the caller's HTTPClient for handshakes, without its Timeout; nil: bytestream's own
+	roots *x509.CertPool           // Options.RootCAs, for bytestream's own transport
 	agent func() (net.Conn, error) // Options.ForwardAgent
 
 	hostOpts []hostgate.Option // Options.Reconnect
@@ -53,6 +56,14 @@ type Options struct {
 	// wait on work (Exec, Provision, Checkpoint, Restore), which ctx alone
 	// bounds: the gateway destroys an execution whose exec's caller left.
 	HTTPClient *http.Client
+	// RootCAs, when HTTPClient is nil, are the CAs the gateway's TLS
+	// certificate is checked against instead of the system's: a gateway
+	// whose certificate comes from a private CA, or a self-signed one
+	// (its certificate is its own CA). Unlike an HTTPClient of the
+	// caller's, it keeps the WebSocket streams on the client's own
+	// transport, which writes their frames itself and costs less CPU per
+	// byte.
+	RootCAs *x509.CertPool
 	// ForwardAgent, when set, forwards an SSH agent to the processes of
 	// the hosts this client dials, as ssh -A does
 	// (sshlayer.ClientConfig.ForwardAgent): each connection a process
@@ -80,9 +91,13 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 	if err := checkToken(token); err != nil {
 		return nil, err
 	}
-	c := &Client{base: u, token: token, http: &http.Client{Transport: ownTransport()}}
+	c := &Client{base: u, token: token, http: &http.Client{Transport: ownTransport(nil)}}
 	if opts != nil {
 		c.agent = opts.ForwardAgent
+		c.roots = opts.RootCAs
+		if opts.RootCAs != nil {
+			c.http = &http.Client{Transport: ownTransport(opts.RootCAs)}
+		}
 		if opts.Reconnect {
 			c.hostOpts = []hostgate.Option{hostgate.Reconnect()}
 		}
@@ -100,9 +115,16 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 // so that CloseIdleConnections releases its connections and no others
 // (with http.DefaultTransport, a program could release them only by
 // closing every idle connection it had).
-func ownTransport() http.RoundTripper {
+func ownTransport(roots *x509.CertPool) http.RoundTripper {
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		return t.Clone()
+		t = t.Clone()
+		if roots != nil {
+			t.TLSClientConfig = &tls.Config{RootCAs: roots}
+		}
+		return t
+	}
+	if roots != nil {
+		return &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{RootCAs: roots}}
 	}
 	return http.DefaultTransport // replaced by the program: its to manage
 }
@@ -378,7 +400,7 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+c.token)
-	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws})
+	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws, RootCAs: c.roots})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

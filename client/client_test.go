@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,39 @@ func TestHTTPClientDialsWebSockets(t *testing.T) {
 	conn, err := c.DialSSH(context.Background(), "h1")
 	if err != nil {
 		t.Fatalf("DialSSH through a private CA with the caller's client: %v", err)
+	}
+	_ = conn.Close()
+}
+
+// Options.RootCAs trusts a gateway's private CA for the API calls and the
+// WebSocket streams, which stay on bytestream's own transport.
+func TestRootCAs(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/hosts" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"hosts":[{"id":"h1"}]}`))
+			return
+		}
+		conn, err := bytestream.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		_ = conn.Close()
+	}))
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	c, err := New(srv.URL, "tok", &Options{RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	if hosts, err := c.Hosts(context.Background()); err != nil || len(hosts) != 1 {
+		t.Fatalf("an API call with RootCAs: %v %v", hosts, err)
+	}
+	conn, err := c.DialSSH(context.Background(), "h1")
+	if err != nil {
+		t.Fatalf("DialSSH with RootCAs: %v", err)
 	}
 	_ = conn.Close()
 }

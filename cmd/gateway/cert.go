@@ -17,6 +17,7 @@ import (
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/textcut"
+	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -31,19 +32,20 @@ func init() {
 // and the host's pinned key in a known_hosts file. HOST is the id as the
 // gateway spells it: ssh_config's %n, not %h, which ssh lower-cases.
 func runCert(ctx context.Context, sio stdio, args []string) error {
-	var gw, token, key, certPath, knownHosts string
+	var gw, token, key, certPath, knownHosts, caFile string
 	var minValid time.Duration
 	home, _ := os.UserHomeDir()
 	fs := newFlags("cert", sio)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
+	fs.StringVar(&caFile, "ca-file", "", caFileUsage)
 	fs.StringVar(&key, "key", filepath.Join(home, ".ssh", "hostgate_ed25519"), "the session key's private key file; made (ed25519, with KEY.pub) when missing")
 	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-HOST-cert.pub: a certificate names one host, so each host has its own; ssh_config's CertificateFile KEY-%n-cert.pub finds it)")
 	var force bool
 	fs.BoolVar(&force, "force", false, "renew the certificate and rewrite the known_hosts line even when fresh (after gateway host reset-key)")
 	fs.StringVar(&knownHosts, "known-hosts", "", "a known_hosts file to hold the host's pinned key (empty: leave known_hosts alone)")
 	fs.DurationVar(&minValid, "min-valid", time.Minute, "renew the certificate when it has less than this left")
-	const usage = "usage: gateway cert [--url URL] [--token TOKEN] [--key FILE] [--cert FILE] [--known-hosts FILE] [--min-valid DURATION] [--force] HOST"
+	const usage = "usage: gateway cert [--url URL] [--token TOKEN] [--ca-file FILE] [--key FILE] [--cert FILE] [--known-hosts FILE] [--min-valid DURATION] [--force] HOST"
 	if err := parseUsage(fs, args, usage); err != nil {
 		return err
 	}
@@ -69,7 +71,13 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 	if gw == "" || token == "" {
 		return errors.New("cert: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required to renew the certificate")
 	}
-	c, err := client.New(gw, token, nil)
+	var opts client.Options
+	if caFile != "" {
+		if opts.RootCAs, err = tlshint.CAFile(caFile); err != nil {
+			return fmt.Errorf("cert: %w", err)
+		}
+	}
+	c, err := client.New(gw, token, &opts)
 	if err != nil {
 		return fmt.Errorf("cert: %w", err) // names the URL or the token
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -29,23 +30,34 @@ func init() {
 }
 
 func runProxy(ctx context.Context, sio stdio, args []string) error {
-	var gw, token, knownHosts string
+	var gw, token, knownHosts, caFile string
 	fs := newFlags("proxy", sio)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s):// or ws(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
+	fs.StringVar(&caFile, "ca-file", "", caFileUsage)
 	fs.StringVar(&knownHosts, "known-hosts", "", "the known_hosts `FILE` that gateway cert --known-hosts keeps: its line for HOST is rewritten before ssh checks the host key when the gateway pins another key (after gateway host reset-key); the gateway names it on this connection, so it costs no request")
-	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--known-hosts FILE] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH through the gateway."); err != nil {
+	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH through the gateway."); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--known-hosts FILE] HOST")
+		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] HOST")
 		return errUsage
 	}
 	if gw == "" || token == "" {
 		return errors.New("proxy: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required")
 	}
-	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0), knownHosts)
+	var roots *x509.CertPool
+	if caFile != "" {
+		var err error
+		if roots, err = tlshint.CAFile(caFile); err != nil {
+			return fmt.Errorf("proxy: %w", err)
+		}
+	}
+	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0), knownHosts, roots)
 }
+
+// caFileUsage is --ca-file's, for the commands that reach a gateway.
+const caFileUsage = "PEM `FILE` of a CA to trust for the gateway's TLS certificate beside the system's: a private CA, or the gateway's self-signed certificate"
 
 // conn is the standard streams as one stream: the process's fds 0 and 1
 // in production, pipes in tests.
@@ -78,7 +90,7 @@ func (nopWriteCloser) Close() error { return nil }
 // line for host in that file naming another (a key reset since `gateway
 // cert` wrote it) is rewritten before a byte of the host's reaches ssh,
 // which reads the file only to check the key the host then sends.
-func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host, knownHosts string) error {
+func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host, knownHosts string, roots *x509.CertPool) error {
 	fail := func(err error) error {
 		fmt.Fprintln(stderr, "gateway:", err)
 		_ = local.Close()
@@ -97,7 +109,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	// DialWebSocket's own bound, so that a gateway that never answers is
 	// named as one: a ctx of the proxy's made ssh's stderr read "context
 	// deadline exceeded" alone.
-	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout})
+	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: roots})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

@@ -5,6 +5,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -53,6 +54,10 @@ var ErrCAChanged = errors.New("agent: gateway CA differs from the pinned one")
 type ConnectConfig struct {
 	// GatewayURL is the gateway's base URL: http(s):// or ws(s)://.
 	GatewayURL string
+	// RootCAs are the CAs the gateway's TLS certificate is checked
+	// against (--ca-file: the system's and a private one); nil: the
+	// system's.
+	RootCAs *x509.CertPool
 	// Token is an agent token; it names the host id.
 	Token string
 	// HostID, when set, must be the id the token enrolls.
@@ -390,7 +395,7 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	// The dial's own bound, not a ctx of ours: one that ends says that no
 	// answer came (a path that died, a frozen gateway), where a 30 s ctx
 	// here logged "context deadline exceeded".
-	conn, resp, err := bytestream.DialWebSocket(ctx, c.url, &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: dialTimeout})
+	conn, resp, err := bytestream.DialWebSocket(ctx, c.url, &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: dialTimeout, RootCAs: c.cfg.RootCAs})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

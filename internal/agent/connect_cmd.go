@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -45,10 +46,12 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var (
 		cfg       ConnectConfig
 		logFormat string
+		caFile    string
 	)
 	fs := flag.NewFlagSet("agent connect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.GatewayURL, "gateway", "", "gateway URL: http(s):// or ws(s)://")
+	fs.StringVar(&caFile, "ca-file", "", "PEM `FILE` of a CA to trust for the gateway's TLS certificate beside the system's: a private CA, or the gateway's self-signed certificate")
 	fs.StringVar(&cfg.Token, "token", "", "agent token (prefer HOSTGATE_TOKEN)")
 	fs.StringVar(&cfg.HostID, "host-id", "", "host id to enroll as (default: the one host the token names; when given, it must be that one)")
 	fs.StringVar(&cfg.StateDir, "state-dir", DefaultStateDir(), "directory for the host key and the pinned gateway CA")
@@ -75,6 +78,13 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if cfg.GatewayURL == "" || cfg.Token == "" {
 		return errors.New("agent connect: --gateway and --token (or HOSTGATE_GATEWAY, HOSTGATE_TOKEN) are required")
+	}
+	if caFile != "" {
+		pool, err := tlshint.CAFile(caFile)
+		if err != nil {
+			return fmt.Errorf("agent connect: %w", err)
+		}
+		cfg.RootCAs = pool
 	}
 	var h slog.Handler
 	switch logFormat {

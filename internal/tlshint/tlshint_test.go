@@ -2,9 +2,12 @@ package tlshint
 
 import (
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -56,5 +59,42 @@ func TestWrapNamesPlainPort(t *testing.T) {
 	got := Wrap(err)
 	if !strings.Contains(got.Error(), "that port does not speak TLS: use an http:// URL") || !errors.Is(got, err) {
 		t.Errorf("Wrap(%v) = %v, want the error and to use http:// or the proxy", err, got)
+	}
+}
+
+// CAFile trusts the file's certificates beside the system's, and a file
+// that holds none is an error naming it, not a pool that adds nothing.
+func TestCAFile(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "ca.pem")
+	// A key before the certificate, as a combined file has it: skipped.
+	pemData := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("x")}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})...)
+	if err := os.WriteFile(good, pemData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := CAFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer hc.CloseIdleConnections()
+	res, err := hc.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("a server whose certificate is in --ca-file: %v", err)
+	}
+	res.Body.Close()
+
+	empty := filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(empty, []byte("-----BEGIN PRIVATE KEY-----\neA==\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CAFile(empty); err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("a file without a certificate: %v", err)
+	}
+	if _, err := CAFile(filepath.Join(dir, "missing.pem")); err == nil || !strings.Contains(err.Error(), "--ca-file") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

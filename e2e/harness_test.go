@@ -6,6 +6,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,15 +180,15 @@ type gw struct {
 	stateDir string
 	url      string
 	admin    string
-	hc       *http.Client // trusts the certificate of a gateway serving TLS itself; nil: the default
+	roots    *x509.CertPool // trust the certificate of a gateway serving TLS itself; nil: the system's
 }
 
 // clientOptions is the client.Options that reach g (nil for the default).
 func (g *gw) clientOptions() *client.Options {
-	if g.hc == nil {
+	if g.roots == nil {
 		return nil
 	}
-	return &client.Options{HTTPClient: g.hc}
+	return &client.Options{RootCAs: g.roots}
 }
 
 var servingRE = regexp.MustCompile(`msg="gateway serving" addr=(\S+)`)
@@ -343,8 +345,8 @@ func (g *gw) api(method, path, token string, body any) (int, []byte) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	hc := http.DefaultClient
-	if g.hc != nil {
-		hc = g.hc
+	if g.roots != nil {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: g.roots}, DisableKeepAlives: true}}
 	}
 	res, err := hc.Do(req)
 	if err != nil {

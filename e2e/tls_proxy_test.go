@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -117,11 +116,11 @@ func TestThroughTLSProxy(t *testing.T) {
 }
 
 // TestServesTLSItself deploys with no proxy in front: `gateway serve
-// --tls-cert --tls-key`, the agent dialing wss:// straight to it, OpenSSH
-// through `gateway proxy` over wss://, each trusting the certificate
-// through SSL_CERT_FILE, and a Go program through client.Options'
-// HTTPClient. A command's exit status and output, and 8 MiB each way
-// through the Go client's SFTP, arrive unchanged.
+// --tls-cert --tls-key` with a self-signed certificate, trusted through
+// --ca-file by the agent (dialing wss:// straight to the gateway) and by
+// `gateway proxy` (OpenSSH's ProxyCommand), and through client.Options'
+// RootCAs by a Go program. A command's exit status and output, and 8 MiB
+// each way through the Go client's SFTP, arrive unchanged.
 func TestServesTLSItself(t *testing.T) {
 	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
 	dir := t.TempDir()
@@ -131,23 +130,27 @@ func TestServesTLSItself(t *testing.T) {
 	if !strings.HasPrefix(g.url, "https://") {
 		t.Fatalf("gateway url %s", g.url)
 	}
-	g.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	t.Cleanup(g.hc.CloseIdleConnections)
-	trust := "SSL_CERT_FILE=" + certFile
+	g.roots = pool
 
 	tok := g.token("agent", "edge")
-	start(t, "agent edge", bin.agent, []string{trust}, "connect", "--gateway", g.url, "--token", tok,
+	start(t, "agent edge", bin.agent, nil, "connect", "--gateway", g.url, "--ca-file", certFile, "--token", tok,
 		"--host-id", "edge", "--state-dir", t.TempDir())
 	g.waitConnected("edge", true, 30*time.Second)
 
 	ctx := testCtx(t, 2*time.Minute)
 	cfg := sshConfigVia(t, g, "edge", dir, g.url)
+	// The ProxyCommand takes --ca-file from the environment.
 	cmd := exec.CommandContext(ctx, "ssh", "-F", cfg, "edge", "echo", "tls-$((40+2))", ";", "exit", "3")
-	cmd.Env = append(os.Environ(), trust) // for the ProxyCommand
+	cmd.Env = append(os.Environ(), "HOSTGATE_CA_FILE="+certFile)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || strings.TrimSpace(string(out)) != "tls-42" {
 		t.Fatalf("ssh: %v %q", err, out)
+	}
+	// Without it, the proxy says what to do.
+	cmd = exec.CommandContext(ctx, "ssh", "-F", cfg, "edge", "true")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "unknown authority") || !strings.Contains(string(out), "--ca-file FILE") {
+		t.Errorf("ssh through a proxy that does not trust the certificate: %v %q, want the x509 error and --ca-file", err, out)
 	}
 
 	c, err := client.New(g.url, g.admin, g.clientOptions())
@@ -200,9 +203,8 @@ func TestBrowserTerminalGatewayTLS(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
 	pool := writeSelfSigned(t, certFile, keyFile, "127.0.0.1")
 	g := startGateway(t, "", "--tls-cert", certFile, "--tls-key", keyFile)
-	g.hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	t.Cleanup(g.hc.CloseIdleConnections)
-	start(t, "agent edge", bin.agent, []string{"SSL_CERT_FILE=" + certFile}, "connect", "--gateway", g.url,
+	g.roots = pool
+	start(t, "agent edge", bin.agent, nil, "connect", "--gateway", g.url, "--ca-file", certFile,
 		"--token", g.token("agent", "edge"), "--host-id", "edge", "--state-dir", t.TempDir())
 	g.waitConnected("edge", true, 30*time.Second)
 	runBrowser(t, "terminal.mjs", "HOSTGATE_URL="+g.url, "HOSTGATE_TOKEN="+g.admin, "HOSTGATE_HOST=edge", "HOSTGATE_SELF_SIGNED=1")

@@ -732,7 +732,10 @@ func (a *Agents) serveOnce(ctx context.Context, r *run, log *slog.Logger, up *ti
 		// command then finds the connection (and the environment) ready.
 		go func() {
 			defer r.runs.Done()
-			if _, err := a.connect(ctx, r); err != nil && ctx.Err() == nil && !a.reg.Closed() {
+			// An execution that ended under the connection (a terminate
+			// right after a provision or restore) is logged by the loop;
+			// warning that its commands use docker exec would be wrong.
+			if _, err := a.connect(ctx, r); err != nil && ctx.Err() == nil && !a.reg.Closed() && a.alive(ctx, r.id) == nil {
 				log.Warn("gateway connection to the agent failed; commands use docker exec until one succeeds", "err", err)
 			}
 		}()

@@ -201,7 +201,9 @@ type PreviewConfig struct {
 	// another site, and a person stuck on a page had no way back but the
 	// address bar.
 	HomeURL func(r *http.Request) string
-	// Logger gets one line per failed upstream dial. Default: discard.
+	// Logger gets one line per failed upstream dial, at debug for those
+	// the viewer's page explains (no such host, offline, nothing
+	// listening), which a waiting page repeats. Default: discard.
 	Logger *slog.Logger
 }
 
@@ -836,7 +838,15 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			fmt.Sprintf("Port %d of host %s was still working on it; try again.", t.port, t.hostID))
 		return
 	}
-	p.log.Warn("preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
+	// What the viewer's page explains (no such host, its agent offline,
+	// its sandbox gone, nothing on the port) it also asks again every
+	// 10 s while shown (waitScript): a warning per answer filled the log
+	// with what only the viewer can fix.
+	level := slog.LevelWarn
+	if hostGone := (*HostGoneError)(nil); errors.Is(err, ErrUnknownHost) || errors.Is(err, ErrHostUnavailable) || errors.As(err, &hostGone) || nothingListens(err) {
+		level = slog.LevelDebug
+	}
+	p.log.Log(r.Context(), level, "preview upstream failed", "host", t.hostID, "port", t.port, "err", err)
 	midRequest := false
 	if p.cfg.HostLost != nil && !errors.Is(err, ErrHostUnavailable) && !errors.Is(err, ErrUnknownHost) && !errors.Is(err, errNoHeaders) && !nothingListens(err) {
 		if lost := p.cfg.HostLost(r.Context(), t.hostID); lost != nil {

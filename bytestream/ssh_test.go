@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // sshOver runs an SSH client on c1 and a server on c2 (no auth), opens one

@@ -3,7 +3,7 @@ package sshlayer
 import (
 	"context"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/bicopy"
 )

@@ -6,7 +6,7 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
 )

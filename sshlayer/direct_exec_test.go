@@ -13,7 +13,7 @@ import (
 
 	"github.com/hostgate/hostgate/internal/shell"
 	"github.com/hostgate/hostgate/internal/testenv"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 func TestParseCommandLineRoundTrip(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hostgate/hostgate"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 var (

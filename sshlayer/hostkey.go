@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // LoadOrCreateHostKey returns the SSH host key stored at path, creating it

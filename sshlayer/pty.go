@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/creack/pty"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 )
 

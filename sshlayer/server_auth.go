@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // Permission extensions the authenticator records for the connection.

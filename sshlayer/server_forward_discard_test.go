@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 	"go.uber.org/goleak"
-	"golang.org/x/crypto/ssh"
 )
 
 // openLazyDiscards opens a direct-tcpip channel to an echo server through

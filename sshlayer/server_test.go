@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/testenv"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // These tests drive the server with x/crypto's own client, so they do not

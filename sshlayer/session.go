@@ -9,8 +9,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/pkg/sftp"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/shell"
 	"github.com/hostgate/hostgate/internal/textcut"

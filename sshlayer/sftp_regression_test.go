@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 )
 
 // TestSFTPReadAllOfLargeFile: io.ReadAll on a file from our own server

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 )
 
 // readsAt serves a file's reads through a function.

@@ -12,7 +12,7 @@ import (
 	"net"
 	"strconv"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // TestServer is an embedded SSH server on loopback for tests and library

@@ -8,7 +8,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
 )

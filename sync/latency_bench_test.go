@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/sshtest"

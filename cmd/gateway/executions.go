@@ -21,8 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/execapi"

@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 	"go.uber.org/goleak"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway"

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/bicopy"

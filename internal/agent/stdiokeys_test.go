@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // stdioKeysFixture is a host key, a CA and a user certificate for host id

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	dockerclient "github.com/docker/docker/client"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/client"
 	"github.com/hostgate/hostgate/dockerhost"

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/yamux"
-	"github.com/pkg/sftp"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/gateway"

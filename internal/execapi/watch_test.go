@@ -15,7 +15,7 @@ import (
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/testenv"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // TestFrozenAgentReplaced: sandbox code may stop its agent (kill -STOP).

@@ -18,7 +18,7 @@ import (
 	"unicode"
 
 	"github.com/hostgate/hostgate/internal/yamux"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/store"
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // TestHostsWireContract holds the hosts API to DESIGN.md's wire contract

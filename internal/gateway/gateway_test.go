@@ -23,8 +23,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/hostgate/hostgate/internal/yamux"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 	"go.uber.org/goleak"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"

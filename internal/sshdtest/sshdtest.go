@@ -25,7 +25,7 @@ import (
 	"testing"
 	"text/template"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/testenv"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // HeaderKeySignature, in the request, proves the agent holds the host key

@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 	"github.com/kr/fs"
-	"golang.org/x/crypto/ssh"
 
-	"github.com/pkg/sftp/internal/encoding/ssh/filexfer/openssh"
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp/internal/encoding/ssh/filexfer/openssh"
 )
 
 var (

@@ -19,8 +19,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/internal/poly1305"
 	"golang.org/x/crypto/chacha20"
-	"golang.org/x/crypto/internal/poly1305"
 )
 
 const (

@@ -138,8 +138,9 @@ func readPacket(r io.Reader, b []byte, maxPacketLength uint32) ([]byte, error) {
 	return b[:n], err
 }
 
-// ReadFrom provides a simple functional packet reader,
+// ReadPacketFrom provides a simple functional packet reader,
 // using the given byte slice as a backing array.
+// (hostgate: change 22, upstream's ReadFrom renamed.)
 //
 // To protect against potential denial of service attacks,
 // if the read packet length is longer than maxPacketLength,
@@ -154,7 +155,7 @@ func readPacket(r io.Reader, b []byte, maxPacketLength uint32) ([]byte, error) {
 //
 // The Data field may alias the passed in byte slice,
 // so the byte slice passed in should not be reused before RawPacket.Reset().
-func (p *RawPacket) ReadFrom(r io.Reader, b []byte, maxPacketLength uint32) error {
+func (p *RawPacket) ReadPacketFrom(r io.Reader, b []byte, maxPacketLength uint32) error {
 	b, err := readPacket(r, b, maxPacketLength)
 	if err != nil {
 		return err
@@ -247,8 +248,9 @@ func (p *RequestPacket) UnmarshalBinary(data []byte) error {
 	return p.UnmarshalFrom(NewBuffer(clone[:n]))
 }
 
-// ReadFrom provides a simple functional packet reader,
+// ReadPacketFrom provides a simple functional packet reader,
 // using the given byte slice as a backing array.
+// (hostgate: change 22, upstream's ReadFrom renamed.)
 //
 // To protect against potential denial of service attacks,
 // if the read packet length is longer than maxPacketLength,
@@ -263,7 +265,7 @@ func (p *RequestPacket) UnmarshalBinary(data []byte) error {
 //
 // The Request field may alias the passed in byte slice,
 // so the byte slice passed in should not be reused before RawPacket.Reset().
-func (p *RequestPacket) ReadFrom(r io.Reader, b []byte, maxPacketLength uint32) error {
+func (p *RequestPacket) ReadPacketFrom(r io.Reader, b []byte, maxPacketLength uint32) error {
 	b, err := readPacket(r, b, maxPacketLength)
 	if err != nil {
 		return err

@@ -11,6 +11,18 @@
 // Skipping the check is spelled InsecureSkipHostKeyCheck, for streams that
 // are already authenticated end to end.
 //
+// Its SSH and SFTP types are those of hostgate's copies of x/crypto/ssh and
+// pkg/sftp, packages of this module that the copies' HOSTGATE.md files
+// describe: [Auth].Signer, [ServerConfig].HostKey and AuthorizedKeys,
+// [LoadOrCreateHostKey], [Fingerprint] and [Client.SSH] are of
+// github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh, and
+// [NewSFTPProvider] takes a client of
+// github.com/hostgate/hostgate/third_party/github.com/pkg/sftp. A caller
+// that passes keys imports that ssh package, not golang.org/x/crypto/ssh,
+// whose Signer and PublicKey are other types; a stock key crosses over as
+// its wire form (the copy's ssh.ParsePublicKey(key.Marshal())) or, for a
+// signer, as the crypto.Signer behind it (the copy's ssh.NewSignerFromKey).
+//
 // A Client turns into a hostgate.Connection with [Client.Connection]: exec
 // over SSH sessions (each remote command is one "cd; export; exec" shell
 // line), the filesystem over SFTP, forwarding over direct-tcpip and

@@ -327,58 +327,6 @@ func _(ctx context.Context, token string) {
 	return src.String()
 }
 
-// TestReadmeGoModBuildsOutside builds the README's first Go example in a
-// module of its own, whose go.mod holds the README's go.mod lines with a
-// clone of hostgate at ../hostgate, as a user's program would. Go applies
-// only the main module's replace lines, so without the README's a user's
-// program compiled hostgate against upstream x/crypto and pkg/sftp, which
-// lack what third_party adds, and failed (DialEarly undefined); the
-// README did not say so.
-func TestReadmeGoModBuildsOutside(t *testing.T) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the README's example with")
-	}
-	readme := readmeFile(t)
-	mod := regexp.MustCompile("(?s)```go.mod\n(.*?)```").FindSubmatch(readme)
-	example := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(readme)
-	if mod == nil || example == nil {
-		t.Fatal("README has no go.mod lines (```go.mod block) for a program that uses hostgate, or no Go example")
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := os.ReadFile("go.sum")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	app := filepath.Join(dir, "app")
-	if err := os.Symlink(wd, filepath.Join(dir, "hostgate")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(app, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
-		"go.mod":     "module example.com/readmeapp\n\ngo 1.26.0\n\n" + string(mod[1]),
-		"go.sum":     string(sum), // every checksum the build needs, so it runs offline
-		"example.go": readmeExampleSource(string(example[1])),
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(app, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(goCmd, "build", "-mod=mod", ".")
-	cmd.Dir = app
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "GOPROXY=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("a module with the README's go.mod lines does not build its Go example (%v):\n%s\ngo.mod:\n%s", err, out, files["go.mod"])
-	}
-}
-
 // otherTools' flags appear in the README beside hostgate's: docker's, in
 // the cleanup of a retired gateway's containers and the benchmark's peer.
 var otherTools = map[string]bool{"rm": true, "filter": true}

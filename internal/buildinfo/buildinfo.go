@@ -10,8 +10,11 @@ import (
 
 // Version is the binary's commit (12 hex digits, "+dirty" when built from
 // a modified tree), its commit time and its Go version, e.g.
-// "3f1c2ab4d5e6 2026-12-02T06:40:00Z go1.26.0". Without VCS information
-// (go run, a build outside the repository) it says "unknown commit".
+// "3f1c2ab4d5e6 2026-12-02T06:40:00Z go1.26.0". `go install …@version`
+// records no VCS information but hostgate's module version (a commit's
+// pseudo-version holds its time and 12 hex digits), which it says instead.
+// Without either (go run, a build from a tree without .git or with
+// -buildvcs=false) it says "unknown commit".
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -35,6 +38,8 @@ func version(bi *debug.BuildInfo) string {
 	}
 	parts := []string{}
 	switch {
+	case rev == "" && moduleVersion(bi) != "":
+		parts = append(parts, moduleVersion(bi))
 	case rev == "":
 		parts = append(parts, "unknown commit")
 	default:
@@ -50,4 +55,29 @@ func version(bi *debug.BuildInfo) string {
 		}
 	}
 	return strings.Join(append(parts, bi.GoVersion), " ")
+}
+
+// modulePath is hostgate's module: the main module of a binary built by
+// `go install …@version`, a dependency of one another module builds.
+const modulePath = "github.com/hostgate/hostgate"
+
+// moduleVersion is the version of hostgate's module the binary was built
+// from, as the go command recorded it, or "" where that names no release
+// or commit: a build in the module itself ("(devel)") or against a
+// replacement.
+func moduleVersion(bi *debug.BuildInfo) string {
+	m := &bi.Main
+	if m.Path != modulePath {
+		m = nil
+		for _, d := range bi.Deps {
+			if d.Path == modulePath {
+				m = d
+				break
+			}
+		}
+	}
+	if m == nil || m.Replace != nil || m.Version == "(devel)" {
+		return ""
+	}
+	return m.Version
 }

@@ -20,6 +20,27 @@ func TestVersion(t *testing.T) {
 			t.Errorf("version(%v) = %q, want %q", tc.settings, got, tc.want)
 		}
 	}
+	const pseudo = "v0.0.0-20261205231110-e60e185aa1b2"
+	for _, tc := range []struct {
+		what string
+		bi   debug.BuildInfo
+		want string
+	}{
+		{"go install …@" + pseudo, debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: pseudo}}, pseudo + " go1.26.0"},
+		{"go install …@v1.2.3", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "v1.2.3"}}, "v1.2.3 go1.26.0"},
+		{"another module's build requiring v1.2.3", debug.BuildInfo{Main: debug.Module{Path: "example.com/app", Version: "(devel)"},
+			Deps: []*debug.Module{{Path: "golang.org/x/sys", Version: "v0.50.0"}, {Path: modulePath, Version: "v1.2.3"}}}, "v1.2.3 go1.26.0"},
+		{"another module's build replacing it by a clone", debug.BuildInfo{Main: debug.Module{Path: "example.com/app", Version: "(devel)"},
+			Deps: []*debug.Module{{Path: modulePath, Version: "v1.2.3", Replace: &debug.Module{Path: "../hostgate"}}}}, "unknown commit go1.26.0"},
+		{"a build in the module without VCS", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "(devel)"}}, "unknown commit go1.26.0"},
+		{"a build in the module with VCS", debug.BuildInfo{Main: debug.Module{Path: modulePath, Version: "(devel)"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "3f1c2ab4d5e6f7a8"}}}, "3f1c2ab4d5e6 go1.26.0"},
+	} {
+		tc.bi.GoVersion = "go1.26.0"
+		if got := version(&tc.bi); got != tc.want {
+			t.Errorf("%s: version = %q, want %q", tc.what, got, tc.want)
+		}
+	}
 	if Version() == "" {
 		t.Error("Version is empty")
 	}

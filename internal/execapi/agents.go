@@ -173,6 +173,9 @@ type Agents struct {
 	// environForged is the copy of an older layout and the directory
 	// whose presence makes it sandbox code's (readEnviron).
 	environForged forgedCopy
+	// readEnviron is readEnviron; a test holds it to end an execution
+	// while the gateway's connection to its agent reads the environment.
+	readEnviron func(c *ssh.Client, paths []string, forged forgedCopy) ([]string, error)
 
 	ctx    context.Context // ends every run at Close
 	cancel context.CancelFunc
@@ -292,7 +295,7 @@ func NewAgents(attach AttachFunc, alive Alive, st EnrollStore, reg Registrar, ca
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Agents{attach: attach, alive: alive, store: st, reg: reg, caKey: strings.TrimSpace(caKey),
-		cfg: c, log: c.Logger, key: key, environPaths: []string{"/proc/1/environ", deadline.InitEnvironFile, deadline.EnvironFile}, environForged: forgedCopy{deadline.EnvironFile, deadline.InitDir}, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
+		cfg: c, log: c.Logger, key: key, environPaths: []string{"/proc/1/environ", deadline.InitEnvironFile, deadline.EnvironFile}, environForged: forgedCopy{deadline.EnvironFile, deadline.InitDir}, readEnviron: readEnviron, ctx: ctx, cancel: cancel, runs: map[string]*run{}}
 }
 
 // Start pins a fresh host key for executionID, starts its agent and waits

@@ -1,14 +1,13 @@
 package execapi
 
 import (
-	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // TestConnectCutByTheExecutionsEndWarnsNothing: an execution terminated
@@ -24,44 +23,38 @@ func TestConnectCutByTheExecutionsEndWarnsNothing(t *testing.T) {
 	f := newFixture(t)
 	var logs syncBuffer
 	f.agents.log = slog.New(slog.NewTextHandler(&logs, nil))
-	// A FIFO holds the connection's read of the environment until the
-	// test has ended the execution under it.
-	fifo := filepath.Join(t.TempDir(), "environ")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
+	// The connection's read of the environment waits until the execution
+	// has ended and its agent's connection with it, then reads over the
+	// dead connection, as a read in flight at the end fails. (A FIFO held
+	// the open but not the read: a pread of one fails at once, ESPIPE,
+	// which raced the end.)
+	reached := make(chan struct{})
+	var once sync.Once
+	f.agents.readEnviron = func(c *ssh.Client, paths []string, forged forgedCopy) ([]string, error) {
+		once.Do(func() { close(reached) })
+		_ = c.Wait()
+		return readEnviron(c, paths, forged)
 	}
-	f.agents.environPaths = []string{fifo}
 	id := provisioned(t, f)
-
-	// The agent has the FIFO open for reading once a non-blocking open
-	// for writing finds a reader.
-	deadline := time.Now().Add(wait)
-	var w *os.File
-	for {
-		var err error
-		w, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
-			t.Fatalf("the gateway's connection never read the environment: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-reached:
+	case <-time.After(wait):
+		t.Fatalf("the gateway's connection never read the environment:\n%s", logs.String())
 	}
 	// Terminated: the execution is gone and its container, the agent's
 	// stdio with it, ends under the pending read.
 	f.ex.end(id)
 	f.pool.killAgent(id)
+	// The loop logs the end once the connecting goroutine has returned
+	// (clearTunnel waits for it), so a warning would be in by then.
 	const ended = "execution ended; agent tunnel closed"
+	deadline := time.Now().Add(wait)
 	for !strings.Contains(logs.String(), ended) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q logged:\n%s", ended, logs.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_ = w.Close() // EOF: the agent's read returns
-	// The loop logs the end once the connecting goroutine has returned
-	// (clearTunnel waits for it), so a warning would be in by now.
 	if s := logs.String(); strings.Contains(s, "level=WARN") {
 		t.Errorf("an execution's end under the gateway's connection to its agent was warned of:\n%s", s)
 	}

@@ -157,7 +157,7 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 	}
 	// SFTP calls take no ctx: closing the connection ends them.
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	env, err := readEnviron(c.SSH(), a.environPaths, a.environForged)
+	env, err := a.readEnviron(c.SSH(), a.environPaths, a.environForged)
 	if !stop() {
 		return nil, context.Cause(ctx)
 	}

@@ -1,34 +1,14 @@
 package forward
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hostgate/hostgate/internal/testenv"
 )
-
-// lockedBuf is a log sink the preview's handlers and the test share.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestPreviewWaitingPageLogsNoWarnings: a preview whose dev server is
 // not running, whose host is offline or unknown answers a page that says
@@ -40,7 +20,7 @@ func (l *lockedBuf) String() string {
 // them at debug. An answer that is not HTTP is still a warning.
 func TestPreviewWaitingPageLogsNoWarnings(t *testing.T) {
 	ctx := testCtx(t)
-	var logs lockedBuf
+	var logs testenv.LogBuffer
 	e := newPreviewEnv(t, http.NotFoundHandler(), &PreviewConfig{Authorize: allowAll,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	dead := echoPort(t, testenv.RefusedAddr(t))

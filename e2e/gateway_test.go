@@ -56,22 +56,10 @@ func TestTwoAgentsThroughGateway(t *testing.T) {
 		data := make([]byte, 3<<20+17)
 		_, _ = rand.Read(data)
 		path := filepath.Join(t.TempDir(), id+" file with spaces")
-		w, err := fsys.Create(ctx, path, 0o644)
-		if err != nil {
+		if err := writeAll(ctx, fsys, path, data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r, err := fsys.Open(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(r)
-		r.Close()
+		got, err := readAll(ctx, fsys, path)
 		if err != nil || sha256.Sum256(got) != sha256.Sum256(data) {
 			t.Fatalf("%s sftp round trip: %d bytes, %v", id, len(got), err)
 		}

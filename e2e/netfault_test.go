@@ -358,12 +358,7 @@ func testSlowLinkBulkIntact(t *testing.T) {
 	if err := writeAll(ctx, fsys, name, data); err != nil {
 		t.Fatalf("sftp write over a slow link: %v", err)
 	}
-	f, err := fsys.Open(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(f)
-	f.Close()
+	got, err := readAll(ctx, fsys, name)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("sftp round trip over a slow link: %d bytes of %d, equal %v, %v", len(got), len(data), bytes.Equal(got, data), err)
 	}

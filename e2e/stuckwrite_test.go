@@ -190,3 +190,13 @@ func writeAll(ctx context.Context, fsys hostgate.Provider, name string, b []byte
 	}
 	return err
 }
+
+// readAll reads name through fsys's Open.
+func readAll(ctx context.Context, fsys hostgate.Provider, name string) ([]byte, error) {
+	r, err := fsys.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}

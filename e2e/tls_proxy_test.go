@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -168,22 +167,10 @@ func TestServesTLSItself(t *testing.T) {
 	data := make([]byte, 8<<20)
 	_, _ = rand.Read(data)
 	remote := filepath.Join(t.TempDir(), "remote.bin")
-	w, err := fsys.Create(ctx, remote, 0o600)
-	if err != nil {
+	if err := writeAll(ctx, fsys, remote, data); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := fsys.Open(ctx, remote)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := io.ReadAll(r)
-	r.Close()
+	back, err := readAll(ctx, fsys, remote)
 	if err != nil || !bytes.Equal(back, data) {
 		t.Fatalf("8 MiB through SFTP over the gateway's own TLS came back changed (%d bytes): %v", len(back), err)
 	}

@@ -109,44 +109,20 @@ func startServe(t *testing.T, dir string, opts ...func(*serveConfig)) string {
 	return u
 }
 
-// serveLogged runs `gateway serve` logic on dir, logging to logs, until
-// the stop it returns, which gives serve's error.
-func serveLogged(t *testing.T, dir string, logs io.Writer) (stop func() error) {
+// serveWith runs `gateway serve` logic with c, logging to logs, and
+// answers the address it bound and a stop that ends it and gives serve's
+// error (run at cleanup when not called before).
+func serveWith(t *testing.T, c *serveConfig, logs io.Writer) (net.Addr, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- serve(ctx, slog.New(slog.NewTextHandler(logs, nil)), c, func(a net.Addr) { ready <- a })
 	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve: %v", err)
-	}
-	stop = sync.OnceValue(func() error { cancel(); return <-done })
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
-
-// startStoppable is startServe that also returns a stop, which waits for
-// serve to return (it runs at cleanup when not called before).
-func startStoppable(t *testing.T, dir string, opts ...func(*serveConfig)) (string, func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
-	for _, o := range opts {
-		o(c)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	go func() { done <- serve(ctx, logger, c, func(a net.Addr) { addr <- a }) }()
 	var a net.Addr
 	select {
-	case a = <-addr:
+	case a = <-ready:
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve: %v", err)
@@ -154,9 +130,30 @@ func startStoppable(t *testing.T, dir string, opts ...func(*serveConfig)) (strin
 		cancel()
 		t.Fatal("serve did not start")
 	}
+	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { _ = stop() })
+	return a, stop
+}
+
+// serveLogged runs `gateway serve` logic on dir, logging to logs, until
+// the stop it returns, which gives serve's error.
+func serveLogged(t *testing.T, dir string, logs io.Writer) (stop func() error) {
+	t.Helper()
+	_, stop = serveWith(t, &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}, logs)
+	return stop
+}
+
+// startStoppable is startServe that also returns a stop, which waits for
+// serve to return (it runs at cleanup when not called before).
+func startStoppable(t *testing.T, dir string, opts ...func(*serveConfig)) (string, func()) {
+	t.Helper()
+	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: dir, Docker: "off", CertTTL: time.Minute, LogFormat: "text"}
+	for _, o := range opts {
+		o(c)
+	}
+	a, stopServe := serveWith(t, c, io.Discard)
 	stop := sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stopServe(); err != nil {
 			t.Errorf("serve returned %v after SIGTERM", err)
 		}
 	})

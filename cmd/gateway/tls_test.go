@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -216,23 +215,10 @@ func TestServeTLS(t *testing.T) {
 	cert.write(t, certFile, keyFile)
 
 	var logs testenv.LogBuffer
-	sctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
 	c := &serveConfig{Listen: "127.0.0.1:0", StateDir: state, Docker: "off", CertTTL: time.Minute, LogFormat: "text", TLSCert: certFile, TLSKey: keyFile}
-	go func() {
-		done <- serve(sctx, slog.New(slog.NewTextHandler(&logs, nil)), c, func(a net.Addr) { addr <- a })
-	}()
-	var a net.Addr
-	select {
-	case a = <-addr:
-	case err := <-done:
-		cancel()
-		t.Fatalf("serve: %v", err)
-	}
+	a, stop := serveWith(t, c, &logs)
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})

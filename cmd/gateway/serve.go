@@ -153,7 +153,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.StateDir, "state-dir", def.StateDir, "directory for the database, the CA key (and, for dev, the local agent's state)")
 	publicDefault := "http://LISTEN"
 	if name == "serve" {
-		publicDefault += "; with --tls-cert, https:// and the certificate's first name, with the port unless 443"
+		publicDefault += "; with --tls-cert, https:// and the certificate's first name that is not a wildcard, with the port unless 443"
 	}
 	fs.StringVar(&c.PublicURL, "public-url", "", "URL callers and agents reach the gateway at (default "+publicDefault+")")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", def.PreviewDomain, "domain for preview subdomains ({port}--{host}.DOMAIN)")

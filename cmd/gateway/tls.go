@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -181,16 +180,19 @@ func certNames(c *x509.Certificate) []string {
 }
 
 // tlsPublicURL is the public URL a TLS gateway without --public-url is
-// reached at: the certificate's first name (callers check the name
-// against it), on the listen port unless that is 443.
+// reached at: the certificate's first exact name (callers check the name
+// against it; a wildcard names no one host), on the listen port unless
+// that is 443.
 func tlsPublicURL(c *x509.Certificate, listen string) (string, error) {
-	names := certNames(c)
-	if len(names) == 0 {
-		return "", errors.New("the --tls-cert certificate names no DNS name or IP address (subjectAltName); set --public-url to the URL callers reach the gateway at")
+	host := ""
+	for _, n := range certNames(c) {
+		if !strings.HasPrefix(n, "*.") {
+			host = n
+			break
+		}
 	}
-	host := strings.TrimPrefix(names[0], "*.") // a wildcard: its own domain is not covered, but names the gateway's
-	if names[0] != host {
-		return "", fmt.Errorf("the --tls-cert certificate's first name is the wildcard %s; set --public-url to the URL callers reach the gateway at (such as https://gw.%s)", names[0], host)
+	if host == "" {
+		return "", fmt.Errorf("the --tls-cert certificate names no exact DNS name or IP address (%v); set --public-url to the URL callers reach the gateway at", certNames(c))
 	}
 	_, port, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -170,6 +170,7 @@ func TestTLSPublicURL(t *testing.T) {
 		{[]string{"gw.example.com"}, "0.0.0.0:8443", "https://gw.example.com:8443"},
 		{[]string{"127.0.0.1"}, "127.0.0.1:8443", "https://127.0.0.1:8443"},
 		{[]string{"::1"}, "[::1]:8443", "https://[::1]:8443"},
+		{[]string{"*.preview.example.net", "gw.example.com"}, ":443", "https://gw.example.com"},
 		{[]string{"*.example.com"}, ":443", ""},
 		{nil, ":443", ""},
 	} {

@@ -50,8 +50,8 @@ type serveConfig struct {
 	TokenRecheck  time.Duration
 	RepoRoots     string // comma-separated directories git-worktree repositories must be under
 	TrustedProxy  string // comma-separated CIDRs of reverse proxies in front
-	TLSCert       string // PEM certificate chain: serve HTTPS itself (with TLSKey)
-	TLSKey        string // its PEM private key
+	TLSCert       string // PEM certificate chains, comma-separated: serve HTTPS itself (with TLSKey)
+	TLSKey        string // their PEM private keys, in TLSCert's order
 	AuditRequired bool   // refuse new sessions while the audit log cannot be written
 	proxies       []netip.Prefix
 	// Checkpoint retention (dockerhost.Retention); 0 keeps everything.
@@ -167,8 +167,8 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.DurationVar(&c.TokenRecheck, "token-recheck", gateway.DefaultTokenRecheck, "how often live sessions' tokens are looked up again: a revoked or expired token ends its sessions within this")
 	fs.StringVar(&c.TrustedProxy, "trusted-proxy", "", "comma-separated CIDRs of the reverse proxies in front: their X-Forwarded-For names the client (rate limits, audit log)")
 	if name == "serve" {
-		fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with the PEM certificate chain in `FILE` (with --tls-key; certbot's fullchain.pem), read again when the file changes; without it the gateway speaks plain HTTP, for a TLS-terminating proxy in front")
-		fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert, in `FILE` (certbot's privkey.pem)")
+		fs.StringVar(&c.TLSCert, "tls-cert", "", "serve HTTPS with the PEM certificate chain in `FILE` (with --tls-key; certbot's fullchain.pem), read again when the file changes; comma-separated for more than one (a caller gets the first that names the host it asked for, else the first); without it the gateway speaks plain HTTP, for a TLS-terminating proxy in front")
+		fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert, in `FILE` (certbot's privkey.pem); comma-separated, in --tls-cert's order")
 	}
 	fs.BoolVar(&c.AuditRequired, "audit-required", false, "while the audit log cannot be written (a full disk), refuse new sessions, execs and logins with 503 instead of letting them go on unrecorded; open sessions go on")
 	fs.Var(&c.RelayMemory, "relay-memory", "bytes that all relayed sessions together may hold unread at the gateway, what hosts sent faster than callers read: past it the hosts of the sessions holding the most wait, nothing is dropped (`SIZE` in bytes, or with K, M, G, T: powers of 1024; each open session may hold 256 KiB more; 0: no bound)")
@@ -229,6 +229,11 @@ func (c *serveConfig) validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together: give both (the certificate chain and its private key), or neither for plain HTTP behind a TLS-terminating proxy")
+	}
+	if c.TLSCert != "" {
+		if _, err := tlsPairs(c.TLSCert, c.TLSKey); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	if d := c.PreviewDomain; strings.Contains(d, ":") || strings.Contains(d, "/") || strings.HasPrefix(d, ".") {
 		return fmt.Errorf("serve: --preview-domain %q: want a bare domain name such as preview.example.com, without scheme, port or path", d)
@@ -400,14 +405,14 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 			logger.Error("SSH CA: the state dir had no SSH CA key, so a new CA was made; "+newCAFix(n), "file", filepath.Join(c.StateDir, caKeyFile), "hosts", n)
 		}
 	}
-	var tlsf *tlsFiles
+	var tlsc tlsCerts
 	if c.TLSCert != "" {
-		if tlsf, err = loadTLSFiles(c.TLSCert, c.TLSKey, logger); err != nil {
+		if tlsc, err = loadTLSCerts(c.TLSCert, c.TLSKey, logger); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 		if _, port, _ := net.SplitHostPort(c.Listen); c.PublicURL == "" && port != "0" {
 			// Before the hooks: they make links and origin checks of it.
-			if c.PublicURL, err = tlsPublicURL(tlsf.cert.Leaf, c.Listen); err != nil {
+			if c.PublicURL, err = tlsc.publicURL(c.Listen); err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 		}
@@ -428,9 +433,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	}
 	defer runCleanups()
 	defer srv.Close()
-	if tlsf != nil {
-		tlsf.register(srv.Metrics())
-	}
+	tlsc.register(srv.Metrics())
 	s := &serving{Config: c, Server: srv, Logger: logger}
 	for _, hook := range serveHooks {
 		cleanup, err := hook(ctx, s)
@@ -446,13 +449,13 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.Listen, err)
 	}
-	if tlsf != nil {
-		ln = tls.NewListener(ln, tlsf.config())
+	if tlsc != nil {
+		ln = tls.NewListener(ln, tlsc.config())
 	}
 	public := c.PublicURL
-	if public == "" && tlsf != nil {
+	if public == "" && tlsc != nil {
 		// --listen's port 0: the port is known now.
-		public, err = tlsPublicURL(tlsf.cert.Leaf, ln.Addr().String())
+		public, err = tlsc.publicURL(ln.Addr().String())
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("serve: %w", err)
@@ -466,7 +469,7 @@ func serve(ctx context.Context, logger *slog.Logger, c *serveConfig, ready func(
 		c.PublicURL = public
 	}
 	logger.Info("gateway serving", "addr", ln.Addr().String(), "publicURL", public, "stateDir", c.StateDir,
-		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL, "tls", tlsf != nil, "version", buildinfo.Version())
+		"caKey", ca.AuthorizedKey(), "certTTL", c.CertTTL, "tls", tlsc != nil, "version", buildinfo.Version())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if ready != nil {

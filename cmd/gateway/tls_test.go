@@ -112,9 +112,9 @@ func TestTLSFilesReload(t *testing.T) {
 	}
 	serving := func() *x509.Certificate {
 		t.Helper()
-		c, err := tf.certificate(nil)
-		if err != nil || c == nil {
-			t.Fatalf("certificate: %v %v", c, err)
+		c := tf.current()
+		if c == nil {
+			t.Fatal("no certificate")
 		}
 		return c.Leaf
 	}
@@ -174,10 +174,111 @@ func TestTLSPublicURL(t *testing.T) {
 		{[]string{"*.example.com"}, ":443", ""},
 		{nil, ":443", ""},
 	} {
-		got, err := tlsPublicURL(newTestCert(t, time.Now().Add(time.Hour), c.names...).leaf, c.listen)
+		got, err := tlsPublicURL(certNames(newTestCert(t, time.Now().Add(time.Hour), c.names...).leaf), c.listen)
 		if got != c.want || (err != nil) != (c.want == "") {
 			t.Errorf("names %v, --listen %s: %q, %v; want %q", c.names, c.listen, got, err, c.want)
 		}
+	}
+	// With two certificates, the first exact name of either, in order:
+	// the preview domain's wildcard may come first.
+	dir := t.TempDir()
+	preview := newTestCert(t, time.Now().Add(time.Hour), "*.example-preview.net")
+	gw := newTestCert(t, time.Now().Add(time.Hour), "gw.example.com")
+	preview.write(t, filepath.Join(dir, "p.pem"), filepath.Join(dir, "p.key"))
+	gw.write(t, filepath.Join(dir, "g.pem"), filepath.Join(dir, "g.key"))
+	ts, err := loadTLSCerts(filepath.Join(dir, "p.pem")+","+filepath.Join(dir, "g.pem"), filepath.Join(dir, "p.key")+","+filepath.Join(dir, "g.key"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ts.publicURL(":443"); got != "https://gw.example.com" {
+		t.Errorf("a wildcard certificate, then gw.example.com's: %q, %v", got, err)
+	}
+}
+
+// More than one pair: a caller gets the certificate that names the host
+// it asked for (SNI), as crypto/tls chooses among Config.Certificates, and
+// the first when none does or it named none; each is reloaded on its own.
+func TestTLSCertsBySNI(t *testing.T) {
+	was := tlsRecheck
+	tlsRecheck = 0
+	t.Cleanup(func() { tlsRecheck = was })
+	dir := t.TempDir()
+	gw := newTestCert(t, time.Now().Add(90*24*time.Hour), "gw.example.com")
+	preview := newTestCert(t, time.Now().Add(90*24*time.Hour), "*.example-preview.net")
+	gw.write(t, filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key"))
+	preview.write(t, filepath.Join(dir, "preview.pem"), filepath.Join(dir, "preview.key"))
+	var logs testenv.LogBuffer
+	ts, err := loadTLSCerts(filepath.Join(dir, "gw.pem")+", "+filepath.Join(dir, "preview.pem"), filepath.Join(dir, "gw.key")+", "+filepath.Join(dir, "preview.key"), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), `msg="TLS certificate loaded"`); n != 2 {
+		t.Errorf("%d load lines, want one per certificate:\n%s", n, logs.String())
+	}
+	served := func(serverName string) *x509.Certificate {
+		t.Helper()
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		srv := tls.Server(a, ts.config())
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Handshake() }()
+		c := tls.Client(b, &tls.Config{ServerName: serverName, InsecureSkipVerify: true})
+		if err := c.Handshake(); err != nil {
+			t.Fatalf("handshake for %q: %v", serverName, err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("server handshake for %q: %v", serverName, err)
+		}
+		return c.ConnectionState().PeerCertificates[0]
+	}
+	for _, c := range []struct {
+		name string
+		want testCert
+	}{
+		{"gw.example.com", gw},
+		{"3000--build-01.example-preview.net", preview},
+		{"other.example.org", gw},
+		{"", gw},
+	} {
+		if !served(c.name).Equal(c.want.leaf) {
+			t.Errorf("server name %q: got %v, want %v", c.name, served(c.name).DNSNames, c.want.leaf.DNSNames)
+		}
+	}
+	renewed := newTestCert(t, time.Now().Add(90*24*time.Hour), "*.example-preview.net")
+	renewed.write(t, filepath.Join(dir, "preview.pem"), filepath.Join(dir, "preview.key"))
+	if !served("a.example-preview.net").Equal(renewed.leaf) {
+		t.Error("the second certificate's renewal was not taken")
+	}
+	if !served("gw.example.com").Equal(gw.leaf) {
+		t.Error("the first certificate changed with the second's renewal")
+	}
+}
+
+// A certificate left to near its end is warned of again while it stays
+// in service, not only when it was loaded.
+func TestTLSFilesExpiryRewarned(t *testing.T) {
+	wasRecheck, wasRewarn := tlsRecheck, tlsExpiryRewarn
+	tlsRecheck, tlsExpiryRewarn = 0, 0
+	t.Cleanup(func() { tlsRecheck, tlsExpiryRewarn = wasRecheck, wasRewarn })
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "fullchain.pem"), filepath.Join(dir, "privkey.pem")
+	newTestCert(t, time.Now().Add(5*24*time.Hour), "gw.example.com").write(t, certFile, keyFile)
+	var logs testenv.LogBuffer
+	tf, err := loadTLSFiles(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const again = `level=WARN msg="TLS certificate still in service: the certificate expires in under 14 days`
+	tf.current()
+	if n := strings.Count(logs.String(), again); n != 1 {
+		t.Fatalf("%d warnings after a recheck past the re-warning interval, want 1:\n%s", n, logs.String())
+	}
+	tlsExpiryRewarn = time.Hour
+	tf.current()
+	tf.current()
+	if n := strings.Count(logs.String(), again); n != 1 {
+		t.Errorf("%d warnings within the re-warning interval, want still 1:\n%s", n, logs.String())
 	}
 }
 
@@ -189,6 +290,8 @@ func TestTLSFlagsValidated(t *testing.T) {
 		{[]string{"--tls-cert", "/etc/ssl/c.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-key", "/etc/ssl/k.pem"}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-cert", "c", "--tls-key", "k", "--public-url", "http://gw.example.com"}, "the gateway speaks only HTTPS"},
+		{[]string{"--tls-cert", "c,d", "--tls-key", "k"}, "--tls-cert has 2 files and --tls-key 1"},
+		{[]string{"--tls-cert", "c,", "--tls-key", "k,l"}, "an empty file name in the list"},
 	} {
 		_, err := parseServeFlags("serve", stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard}, c.args, serveConfig{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -280,7 +383,7 @@ func TestServeTLS(t *testing.T) {
 	}
 	body, _ = io.ReadAll(res.Body)
 	res.Body.Close()
-	want := "hostgate_tls_certificate_expiry_timestamp_seconds " + strconv.FormatFloat(float64(cert.leaf.NotAfter.Unix()), 'e', -1, 64)
+	want := `hostgate_tls_certificate_expiry_timestamp_seconds{cert="` + certFile + `"} ` + strconv.FormatFloat(float64(cert.leaf.NotAfter.Unix()), 'e', -1, 64)
 	if !strings.Contains(string(body), want) {
 		t.Errorf("/metrics lacks %q", want)
 	}

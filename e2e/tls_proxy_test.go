@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +178,87 @@ func TestServesTLSItself(t *testing.T) {
 	back, err := readAll(ctx, fsys, remote)
 	if err != nil || !bytes.Equal(back, data) {
 		t.Fatalf("8 MiB through SFTP over the gateway's own TLS came back changed (%d bytes): %v", len(back), err)
+	}
+}
+
+// TestServesTLSItselfTwoCertificates deploys the gateway's own TLS with
+// previews on a domain of their own, whose wildcard certificate the CA
+// issued apart from the gateway's: `--tls-cert gw.pem,preview.pem`. A
+// caller of the gateway's name gets its certificate, a caller of a
+// preview subdomain the wildcard, by the name its hello asked for, and a
+// subdomain preview opens through the ticket and cookie a browser gets.
+func TestServesTLSItselfTwoCertificates(t *testing.T) {
+	dir := t.TempDir()
+	gwCert, gwKey := filepath.Join(dir, "gw.pem"), filepath.Join(dir, "gw.key")
+	pvCert, pvKey := filepath.Join(dir, "preview.pem"), filepath.Join(dir, "preview.key")
+	pool := writeSelfSigned(t, gwCert, gwKey, "127.0.0.1")
+	writeSelfSigned(t, pvCert, pvKey, "*.preview.test")
+	roots := pool.Clone()
+	if pem, err := os.ReadFile(pvCert); err != nil || !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s: %v", pvCert, err)
+	}
+	g := startGateway(t, "", "--tls-cert", gwCert+","+pvCert, "--tls-key", gwKey+","+pvKey, "--preview-domain", "preview.test")
+	g.roots = pool
+	start(t, "agent edge", bin.agent, nil, "connect", "--gateway", g.url, "--ca-file", gwCert,
+		"--token", g.token("agent", "edge"), "--host-id", "edge", "--state-dir", t.TempDir())
+	g.waitConnected("edge", true, 30*time.Second)
+	port := devServer(t)
+
+	gwURL, err := url.Parse(g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every name resolves to the gateway, as DNS would; each TLS hello
+	// asks for the request's host.
+	var dialer net.Dialer
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, gwURL.Host)
+		},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(u string, c *http.Cookie, bearer bool) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		if c != nil {
+			req.AddCookie(c)
+		}
+		if bearer {
+			req.Header.Set("Authorization", "Bearer "+g.admin)
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	res := get(g.url+"/preview-login?host=edge&port="+strconv.Itoa(port)+"&next=/", nil, true)
+	if got := res.TLS.PeerCertificates[0].IPAddresses; len(got) != 1 || got[0].String() != "127.0.0.1" {
+		t.Errorf("the gateway's own name got the certificate for %v %v", res.TLS.PeerCertificates[0].DNSNames, got)
+	}
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if res.StatusCode != http.StatusFound || err != nil || loc.Scheme != "https" || !strings.HasPrefix(loc.Host, strconv.Itoa(port)+"--edge.preview.test") {
+		t.Fatalf("preview-login: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	res = get(loc.String(), nil, false)
+	if got := res.TLS.PeerCertificates[0].DNSNames; len(got) != 1 || got[0] != "*.preview.test" {
+		t.Errorf("a preview subdomain got the certificate for %v, want *.preview.test's", got)
+	}
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if strings.HasSuffix(c.Name, "hostgate_preview") {
+			cookie = c
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("ticket redeemed over TLS: %d, cookies %v", res.StatusCode, res.Cookies())
+	}
+	if res := get((&url.URL{Scheme: "https", Host: loc.Host, Path: "/"}).String(), cookie, false); res.StatusCode != http.StatusOK {
+		t.Errorf("the preview over the wildcard certificate: %d", res.StatusCode)
 	}
 }
 

@@ -179,7 +179,10 @@ setup_nginx() {
 }
 
 setup_env() {
-	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync systemd
+	need_pkgs openssh-server openssh-client git curl ca-certificates busybox-static docker.io docker-registry chromium iproute2 procps rsync sshfs systemd
+	# sshfs's e2e test mounts through FUSE; a kernel with it as a module
+	# has no /dev/fuse until the module loads.
+	[ -e /dev/fuse ] || modprobe fuse 2>/dev/null || log "no /dev/fuse: the sshfs test will fail (load the fuse module)"
 	setup_nginx
 	start_docker
 	start_registry

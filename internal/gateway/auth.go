@@ -36,6 +36,8 @@ type authError struct {
 	code   string
 	msg    string
 	reason string
+	// retryAfter is, for a 429, how long the source stays blocked.
+	retryAfter time.Duration
 }
 
 func (e *authError) Error() string { return e.msg }
@@ -45,14 +47,14 @@ func (e *authError) Error() string { return e.msg }
 // failures are counted and rate-limited per source IP in one place.
 func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	ip := s.clientIP(r)
-	if s.limiter.blocked(ip) {
+	if left := s.limiter.blockedFor(ip); left > 0 {
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonRateLimited).Inc()
 		// The address is the caller's own (or its /64), so naming it
 		// tells nothing new, and it tells the holder of a valid token
 		// that another client there is at fault, not its token.
-		return store.Token{}, &authError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+		return store.Token{}, &authError{status: http.StatusTooManyRequests, code: "rate_limited", retryAfter: left, msg: fmt.Sprintf(
 			"too many failed authentications from %s (%d within %v): every request from it is refused, valid tokens too, until that window ends (Retry-After); find the script or agent there with a revoked or mistyped token",
-			source(ip), s.limiter.max, s.limiter.window), metrics.ReasonRateLimited}
+			source(ip), s.limiter.max, s.limiter.window), reason: metrics.ReasonRateLimited}
 	}
 	secret := bearer(r)
 	if secret == "" {
@@ -63,7 +65,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			// never sent implicitly, so they need no check.
 			if err := s.csrf.Check(r); err != nil {
 				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-				return store.Token{}, &authError{http.StatusForbidden, "forbidden", "cross-origin request refused", metrics.ReasonForbidden}
+				return store.Token{}, &authError{status: http.StatusForbidden, code: "forbidden", msg: "cross-origin request refused", reason: metrics.ReasonForbidden}
 			}
 			// Two different session cookies: a page under a parent domain
 			// (a preview) set one for this host, for a longer path so the
@@ -72,7 +74,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			for _, c := range cs[1:] {
 				if c.Value != cs[0].Value {
 					s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-					return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", "two different session cookies: a page under a parent domain (such as a preview) set one; clear this site's cookies and log in again", metrics.ReasonForbidden}
+					return store.Token{}, &authError{status: http.StatusUnauthorized, code: "unauthorized", msg: "two different session cookies: a page under a parent domain (such as a preview) set one; clear this site's cookies and log in again", reason: metrics.ReasonForbidden}
 				}
 			}
 			secret = cs[0].Value
@@ -87,7 +89,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 				"client", ip, "source", source(ip).String(), "failures", s.limiter.max, "window", s.limiter.window.String(), "last", msg)
 		}
 		s.metrics.AuthFailures.WithLabelValues(reason).Inc()
-		return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", msg, reason}
+		return store.Token{}, &authError{status: http.StatusUnauthorized, code: "unauthorized", msg: msg, reason: reason}
 	}
 	if secret == "" {
 		// Not a guess, so not counted against the source: a browser asks
@@ -95,7 +97,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 		// the session cookie, a page before /login), and counting those
 		// locked out everyone behind the same address after 20 loads.
 		s.metrics.AuthFailures.WithLabelValues(metrics.ReasonMissing).Inc()
-		return store.Token{}, &authError{http.StatusUnauthorized, "unauthorized", "missing credentials: send Authorization: Bearer TOKEN", metrics.ReasonMissing}
+		return store.Token{}, &authError{status: http.StatusUnauthorized, code: "unauthorized", msg: "missing credentials: send Authorization: Bearer TOKEN", reason: metrics.ReasonMissing}
 	}
 	key, now := authKey(secret), time.Now()
 	if tok, ok := s.auth.get(key, now); ok {
@@ -116,10 +118,10 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 	case err != nil && errors.Is(context.Cause(r.Context()), ErrShuttingDown):
 		// The shutdown cut the lookup (a request's ctx is the gateway's):
 		// the store is fine, the gateway is going.
-		return store.Token{}, &authError{http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down", ""}
+		return store.Token{}, &authError{status: http.StatusServiceUnavailable, code: "shutting_down", msg: "gateway is shutting down"}
 	case err != nil:
 		s.logger.Error("token lookup", "err", err)
-		return store.Token{}, &authError{http.StatusServiceUnavailable, "store_unavailable", "state store unavailable", ""}
+		return store.Token{}, &authError{status: http.StatusServiceUnavailable, code: "store_unavailable", msg: "state store unavailable"}
 	}
 	s.auth.put(key, tok, now)
 	return tok, nil
@@ -137,11 +139,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Tok
 		if ae.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hostgate"`)
 		}
-		if ae.status == http.StatusTooManyRequests {
+		if ae.retryAfter > 0 {
 			// Whole seconds, rounded up: a client that waits as told
 			// finds the window over, not a second short of it.
-			left := s.limiter.blockedFor(s.clientIP(r))
-			w.Header().Set("Retry-After", strconv.Itoa(int(max(left+time.Second-1, time.Second)/time.Second)))
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(ae.retryAfter+time.Second-1, time.Second)/time.Second)))
 		}
 		WriteError(w, ae.status, ae.code, ae.msg)
 		return tok, false
@@ -284,8 +285,6 @@ func (l *limiter) evict(now time.Time) {
 		}
 	}
 }
-
-func (l *limiter) blocked(ip string) bool { return l.blockedFor(ip) > 0 }
 
 // blockedFor is how long ip's source stays blocked: what is left of the
 // window it reached the limit in, or 0 when it is not blocked.

@@ -35,6 +35,9 @@ import (
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
+// blocked reports whether ip's source is blocked now.
+func (l *limiter) blocked(ip string) bool { return l.blockedFor(ip) > 0 }
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type env struct {

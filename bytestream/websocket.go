@@ -58,6 +58,17 @@ type WebSocketOptions struct {
 	// server's answer, within ctx; 0 = DefaultHandshakeTimeout, negative
 	// = ctx alone.
 	HandshakeTimeout time.Duration
+	// WriteThrough: each Write sends its frames before it returns, in the
+	// caller, where a dialed conn otherwise holds them for a flusher
+	// goroutine (writeBehind) and returns. Write-behind pays for an SSH
+	// client, whose writes are single packets with encryption between
+	// them; a caller that copies a stream in large reads has nothing to
+	// overlap, and the hand-off costs a thread wake-up and a copy per
+	// write: `gateway proxy`, copying ssh's pipe, spent a fifth to a
+	// quarter less CPU per MiB uploaded without it (bench/HISTORY.md,
+	// round 48). A failed write is then that Write's error, not the next
+	// one's.
+	WriteThrough bool
 }
 
 // DefaultHandshakeTimeout bounds DialWebSocket's opening handshake. A
@@ -184,8 +195,6 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	// report this conn's RemoteAddr: its logs say remote=URL of the
 	// gateway, not websocket/unknown-addr.
 	wc.Conn.(*msgConn).peer = dialedAddr(u)
-	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
-	wc.wb = newWriteBehind(wc.writeMessages, wc.abort)
 	switch {
 	case cc != nil && cc.writeFramesHere():
 	case cc != nil && tf != nil && tf.tcp == cc && tf.writeFramesHere():
@@ -193,9 +202,18 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	default:
 		cc = nil
 	}
+	write := wc.writeMessages
 	if cc != nil {
 		wc.keys = newMaskKeys()
-		wc.wb.write = func(p []byte) (int, error) { return wc.writeFrames(p, false) }
+		write = func(p []byte) (int, error) { return wc.writeFrames(p, false) }
+	}
+	if o.WriteThrough {
+		wc.write = write
+		return wc, resp, nil
+	}
+	// Dialed conns carry a client's SSH (or an agent's yamux) writes.
+	wc.wb = newWriteBehind(write, wc.abort)
+	if cc != nil {
 		wc.wb.writeOwn = func(p []byte) (int, error) { return wc.writeFrames(p, true) }
 	}
 	return wc, resp, nil
@@ -258,10 +276,11 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 type wsConn struct {
 	net.Conn // *msgConn: deadlines, Read, Close
 	ws       *websocket.Conn
-	cork     *corkConn     // the TCP conn; nil with a caller's HTTPClient
-	wb       *writeBehind  // dialed conns write behind (see writeBehind); nil on the server side
-	keys     *rand.ChaCha8 // mask keys where this package writes the client frames (clientframes.go)
-	tlsf     *tlsFrames    // the TLS conn those frames go to; nil: straight to cork
+	cork     *corkConn                 // the TCP conn; nil with a caller's HTTPClient
+	wb       *writeBehind              // dialed conns write behind (see writeBehind); nil on the server side and with WriteThrough
+	keys     *rand.ChaCha8             // mask keys where this package writes the client frames (clientframes.go)
+	tlsf     *tlsFrames                // the TLS conn those frames go to; nil: straight to cork
+	write    func([]byte) (int, error) // a WriteThrough conn's writer; nil: writeMessages (or wb)
 
 	readDeadline  atomic.Pointer[time.Time]
 	writeDeadline atomic.Pointer[time.Time]
@@ -326,6 +345,9 @@ func (c *wsConn) abort() error { return c.Conn.(*msgConn).abort() }
 func (c *wsConn) Write(p []byte) (int, error) {
 	if c.wb != nil {
 		return c.writeJoined(p, nil)
+	}
+	if c.write != nil {
+		return c.write(p)
 	}
 	return c.writeMessages(p)
 }

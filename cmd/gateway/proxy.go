@@ -109,7 +109,10 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	// DialWebSocket's own bound, so that a gateway that never answers is
 	// named as one: a ctx of the proxy's made ssh's stderr read "context
 	// deadline exceeded" alone.
-	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: roots})
+	// WriteThrough: the copy below reads what ssh wrote to the pipe, up
+	// to 256 KiB at a time, and a flusher goroutine behind it only added
+	// a hand-off per read.
+	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: roots, WriteThrough: true})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,11 +40,21 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	defer fw.Close()
-	proxied, err := e.sshThroughProxy(ctx, target)
+	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied")
 	if err != nil {
 		return nil, fmt.Errorf("ssh -L through gateway proxy: %w", err)
 	}
 	defer proxied.Stop()
+	// With -gateway-before, a second ssh whose ProxyCommand is the build
+	// before's proxy, through this gateway to the same host: the A/B rows
+	// differ in the proxy alone, the process this path adds to OpenSSH's.
+	var proxiedBefore *proxiedSSH
+	if e.cfg.gatewayBefore != "" {
+		if proxiedBefore, err = e.sshThroughProxy(ctx, target, e.cfg.gatewayBefore, "proxied-before"); err != nil {
+			return nil, fmt.Errorf("ssh -L through the build before's gateway proxy: %w", err)
+		}
+		defer proxiedBefore.Stop()
+	}
 	peerAddr, err := e.sshd.forwardL(ctx, target)
 	if err != nil {
 		return nil, err
@@ -60,9 +71,16 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 	// The machine's CPU time: ssh and the proxy use what the gateway and
 	// the agent (the row's note) do not.
 	sshCPU := newCPURow(sshRow, "MiB")
+	var abRow, abCPU *bench.Scenario
+	if proxiedBefore != nil {
+		abRow = e.abScenario(sshRow.Name, "MiB/s", bench.Higher)
+		abCPU = e.abScenario(sshRow.Name+", the proxy process's CPU time per MiB", "ms", bench.Lower)
+		abCPU.Note = "the `gateway proxy` process's own CPU time (user and system) per MiB, this build's against the build before's, each ssh's ProxyCommand through this gateway"
+	}
 	for i := range e.cfg.pairs {
-		var a, b, p float64
+		var a, b, p, bb float64
 		var ua, ub, up cpuUse
+		var pb, pbb time.Duration
 		rate := func(addr string, r *float64) func() error {
 			return func() error {
 				d, err := sendThrough(ctx, addr, n, sink)
@@ -73,19 +91,32 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 				return nil
 			}
 		}
-		err := bench.Alternate(i,
+		sides := []func() error{
 			e.metered(&ua, true, rate(fw.Addr().String(), &a)),
-			e.metered(&ub, true, rate(proxied.addr, &b)),
-			e.metered(&up, false, rate(peerAddr, &p)))
-		if err != nil {
+			e.metered(&ub, true, proxied.meterProxy(&pb, rate(proxied.addr, &b))),
+			e.metered(&up, false, rate(peerAddr, &p)),
+		}
+		if proxiedBefore != nil {
+			sides = append(sides, proxiedBefore.meterProxy(&pbb, rate(proxiedBefore.addr, &bb)))
+		}
+		if err := bench.Alternate(i, sides...); err != nil {
 			return nil, err
 		}
 		goRow.Add(a, p)
 		sshRow.Add(b, p)
 		goCPU.add(ua, up, float64(n)/mib)
 		sshCPU.add(ub, up, float64(n)/mib)
+		if proxiedBefore != nil {
+			abRow.Add(b, bb)
+			perMiB := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / (float64(n) / mib) }
+			abCPU.Add(perMiB(pb), perMiB(pbb))
+		}
 	}
-	return []*bench.Scenario{goRow, goCPU.scenario(), sshRow, sshCPU.scenario()}, nil
+	out := []*bench.Scenario{goRow, goCPU.scenario(), sshRow, sshCPU.scenario()}
+	if proxiedBefore != nil {
+		out = append(out, abRow, abCPU)
+	}
+	return out, nil
 }
 
 // sink is a TCP server that reads each connection to its end, then
@@ -172,7 +203,28 @@ func sendThrough(ctx context.Context, addr string, n int64, s *sink) (time.Durat
 // through `gateway proxy`, in a process group of its own with its proxy.
 type proxiedSSH struct {
 	*proc
-	addr string
+	addr     string
+	proxyPid int // the ProxyCommand's process, ssh's child
+}
+
+// meterProxy runs side and stores the CPU time the proxy process used
+// meanwhile in *d.
+func (p *proxiedSSH) meterProxy(d *time.Duration, side func() error) func() error {
+	return func() error {
+		before, err := bench.ProcessStat(p.proxyPid)
+		if err != nil {
+			return fmt.Errorf("gateway proxy's CPU time: %w", err)
+		}
+		if err := side(); err != nil {
+			return err
+		}
+		after, err := bench.ProcessStat(p.proxyPid)
+		if err != nil || after.Start != before.Start {
+			return fmt.Errorf("gateway proxy's CPU time: the process (pid %d) ended during the transfer: %v", p.proxyPid, err)
+		}
+		*d = after.CPU - before.CPU
+		return nil
+	}
 }
 
 // Stop ends ssh and then its group: the proxy too, were it left behind.
@@ -182,10 +234,11 @@ func (p *proxiedSSH) Stop() {
 }
 
 // sshThroughProxy starts `ssh -N -L` to the bench host with the gateway's
-// certificate for it (`gateway cert`) and `gateway proxy` as ProxyCommand,
-// and waits until its forward answers.
-func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, error) {
-	dir := filepath.Join(e.dir, "proxied")
+// certificate for it (`gateway cert`) and `proxyBin proxy` as ProxyCommand,
+// its files in e.dir's subdirectory sub, and waits until its forward
+// answers.
+func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string) (*proxiedSSH, error) {
+	dir := filepath.Join(e.dir, sub)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -202,7 +255,7 @@ func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, 
 	cmd := exec.Command("ssh", "-F", "/dev/null", "-i", key, "-o", "CertificateFile="+key+"-"+benchHostID+"-cert.pub",
 		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile="+kh,
 		"-o", "LogLevel=ERROR", "-o", "Ciphers="+Cipher, "-o", "Compression=no",
-		"-o", "ProxyCommand="+e.cfg.gatewayBin+" proxy --url "+e.gw.url+" %h",
+		"-o", "ProxyCommand="+proxyBin+" proxy --url "+e.gw.url+" %h",
 		"-N", "-L", addr+":"+target, benchHostID)
 	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin)
 	pr, err := startProc("ssh -L through gateway proxy", cmd)
@@ -216,6 +269,12 @@ func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, 
 		// stream the sink reads and reports: sendThrough skips it.
 		if c, err := net.Dial("tcp", addr); err == nil {
 			_ = c.Close()
+			// ssh runs its ProxyCommand with exec in a shell, so its one
+			// child is the proxy.
+			if p.proxyPid, err = childOf(p.Pid()); err != nil {
+				p.Stop()
+				return nil, err
+			}
 			return p, nil
 		}
 		if time.Now().After(deadline) {
@@ -224,4 +283,17 @@ func (e *env) sshThroughProxy(ctx context.Context, target string) (*proxiedSSH, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// childOf is the pid of parent's only child process.
+func childOf(parent int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", parent, parent))
+	if err != nil {
+		return 0, fmt.Errorf("the children of pid %d: %w", parent, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("pid %d has %d child processes, not its ProxyCommand alone", parent, len(f))
+	}
+	return strconv.Atoi(f[0])
 }

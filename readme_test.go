@@ -29,7 +29,7 @@ import (
 var errorWriters = map[string]int{
 	"WriteError": 2, // gateway.WriteError(w, status, code, msg)
 	"writeError": 3, // forward's writeError(w, r, status, code, msg, hint)
-	"authError":  1, // gateway's authError{status, code, msg, reason}
+	"authError":  1, // gateway's authError{status: …, code: …} (keyed: see keyedStatusCode)
 }
 
 // TestReadmeListsEveryErrorCode keeps the README's error table true: every
@@ -54,7 +54,7 @@ func TestReadmeListsEveryErrorCode(t *testing.T) {
 		case *ast.CallExpr:
 			name, args = funcName(n.Fun), n.Args
 		case *ast.CompositeLit:
-			name, args = funcName(n.Type), n.Elts
+			name, args = funcName(n.Type), keyedStatusCode(n.Elts)
 		case *ast.ValueSpec:
 			// dockerhost's codes, and the agents' wire's: const CodeX = "x".
 			if !strings.HasPrefix(path, "dockerhost"+string(filepath.Separator)) &&
@@ -178,6 +178,30 @@ func funcName(e ast.Expr) string {
 
 // statusName is the name of net/http's status constant e names
 // (http.StatusConflict), or "".
+// keyedStatusCode is a keyed literal's status and code fields, in that
+// order, as a positional one would hold them; other literals' elements as
+// they are.
+func keyedStatusCode(elts []ast.Expr) []ast.Expr {
+	var status, code ast.Expr
+	for _, el := range elts {
+		kv, ok := el.(*ast.KeyValueExpr)
+		if !ok {
+			return elts
+		}
+		switch k, _ := kv.Key.(*ast.Ident); {
+		case k == nil:
+		case k.Name == "status":
+			status = kv.Value
+		case k.Name == "code":
+			code = kv.Value
+		}
+	}
+	if status == nil || code == nil {
+		return elts
+	}
+	return []ast.Expr{status, code}
+}
+
 func statusName(e ast.Expr) string {
 	sel, ok := e.(*ast.SelectorExpr)
 	if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {

@@ -167,6 +167,48 @@ func TestGonePageEndsTerminal(t *testing.T) {
 	}
 }
 
+// TestEndCutsAWriteStuckOnAPageThatDoesNotRead: a terminal that ends
+// (here the gateway's shutdown) while its output write waits on a page
+// that does not read (a frozen tab: the socket is up, nothing reads it)
+// gives that write up and ends. It waited for the write's own timeout, 30
+// s, holding the gateway's SIGTERM drain for that long (9.6 s in a soak);
+// the timeout is an hour here, so the old code hangs.
+func TestEndCutsAWriteStuckOnAPageThatDoesNotRead(t *testing.T) {
+	defer func(d time.Duration) { pageWriteTimeout = d }(pageWriteTimeout)
+	pageWriteTimeout = time.Hour
+	ctx := testCtx(t)
+	proc := &floodProcess{printer: newPrinter()}
+	srv, h := hostTerminals(t, proc, Config{})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	// Nothing reads ws: the output fills the socket's buffers, and the
+	// terminal's write then waits. Seen when the flood stops being read.
+	for last := int64(-1); ; {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the flood was never held up by the page that does not read")
+		case <-time.After(200 * time.Millisecond):
+		}
+		n := proc.read.Load()
+		if n == last && n > 0 {
+			break
+		}
+		last = n
+	}
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		_ = ws.CloseNow() // unblocks the write, so the test's cleanup ends
+		<-closed
+		t.Fatal("Close waited on a write stuck on a page that does not read")
+	}
+}
+
 // gatedProcess echoes like echoProcess, but takes no input until open is
 // closed: a shell busy with something else while a paste waits.
 type gatedProcess struct {

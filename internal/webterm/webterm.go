@@ -624,8 +624,16 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 	case stopEnded:
 		end := t.ending()
 		if end.msg != nil {
+			// An output write stuck on a page that does not read holds
+			// wmu until its own timeout (pageWriteTimeout): it is given
+			// up after closeWait instead, as Close gives up a taken
+			// page's, so that the terminal's end, and with it the
+			// gateway's shutdown, does not wait on that page (9.6 s of a
+			// SIGTERM's drain in a soak, up to the write's 30 s).
+			cut := time.AfterFunc(closeWait, a.stopWrites)
 			a.wmu.Lock()
-			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			cut.Stop()
+			wctx, wcancel := context.WithTimeout(context.Background(), closeWait)
 			_ = a.ws.Write(wctx, websocket.MessageText, end.msg)
 			wcancel()
 			a.wmu.Unlock()
@@ -701,12 +709,21 @@ func newAttachment(ws *websocket.Conn, seq int64) *attachment {
 	return a
 }
 
+// pageWriteTimeout bounds one write to a page: a page that has not taken
+// it by then is gone (its output goes on to the replay buffer). A var for
+// tests.
+var pageWriteTimeout = 30 * time.Second
+
+// closeWait is how long a page's socket is given to take a write before
+// its close (coder/websocket's own wait in Close).
+const closeWait = 5 * time.Second
+
 func (a *attachment) write(typ websocket.MessageType, b []byte) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	a.writing.Add(1)
 	defer a.writing.Add(-1)
-	wctx, wcancel := context.WithTimeout(a.wctx, 30*time.Second)
+	wctx, wcancel := context.WithTimeout(a.wctx, pageWriteTimeout)
 	defer wcancel()
 	err := a.ws.Write(wctx, typ, b)
 	a.lastWrite.Store(time.Now().UnixNano())

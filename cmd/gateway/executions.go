@@ -224,14 +224,15 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 	// A session on an execution that ended (terminated, out of runtime)
 	// closes saying so: its caller provisions anew rather than waiting
 	// for an agent to come back.
-	srv.SetHostEnded(func(ctx context.Context, id string) (string, time.Time) {
+	ended := func(ctx context.Context, id string) (string, time.Time) {
 		_, err := docker.Get(ctx, id)
 		var de *dockerhost.Error
 		if errors.As(err, &de) && de.Code == dockerhost.CodeGone && de.Reason != "" {
 			return de.Reason, de.EndedAt
 		}
 		return "", time.Time{}
-	})
+	}
+	srv.SetHostEnded(ended)
 	srv.SetMeFields(func(_ *http.Request, tok store.Token) map[string]any {
 		if tok.Role != store.RoleAdmin {
 			return nil
@@ -263,11 +264,8 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := agents.Resume(adoptCtx, e.ExecutionID); err != nil {
-					log.Warn("adopted execution: agent not re-attached", "execution", e.ExecutionID, "err", err)
-					return
-				}
-				log.Info("adopted execution: agent re-attached", "execution", e.ExecutionID)
+				_, err := agents.Resume(adoptCtx, e.ExecutionID)
+				logReattach(adoptCtx, log, e.ExecutionID, err, ended)
 			}()
 		}
 	}
@@ -280,6 +278,30 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		_ = docker.Close()
 		_ = cli.Close()
 	}, nil
+}
+
+// logReattach logs how the re-attach of adopted execution id's agent went
+// (err from Agents.Resume). A re-attach cut by the execution's end (a
+// DELETE, its runtime; ended says why) or by the gateway's own stop is no
+// warning: nothing is wrong with the execution. A soak's DELETE of a
+// sandbox while a restarted gateway re-attached it logged a warning that
+// its agent "did not answer: its tunnel ended".
+func logReattach(ctx context.Context, log *slog.Logger, id string, err error, ended func(context.Context, string) (string, time.Time)) {
+	if err == nil {
+		log.Info("adopted execution: agent re-attached", "execution", id)
+		return
+	}
+	if ctx.Err() != nil {
+		log.Info("adopted execution: agent not re-attached: the gateway is stopping", "execution", id, "err", err)
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if reason, _ := ended(lctx, id); reason != "" {
+		log.Info("adopted execution ended before its agent was re-attached", "execution", id, "reason", reason)
+		return
+	}
+	log.Warn("adopted execution: agent not re-attached", "execution", id, "err", err)
 }
 
 // elsewhere warns of the executions this state dir's store knows as hosts

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/dockerhost"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/internal/webterm"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -301,4 +302,39 @@ func gathered(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return got
+}
+
+// TestReattachCutByTheEndWarnsNothing: an adopted execution whose agent's
+// re-attach fails because the execution ended meanwhile (a DELETE, its
+// runtime) or the gateway is stopping is logged at INFO, saying which; only
+// a re-attach that failed on a running execution warns. A soak's DELETE of
+// a sandbox while a restarted gateway re-attached it warned "agent not
+// re-attached: ... agent did not answer: its tunnel ended".
+func TestReattachCutByTheEndWarnsNothing(t *testing.T) {
+	cut := errors.New("execapi: agent did not start: agent did not answer: its tunnel ended (stderr: none)")
+	terminated := func(context.Context, string) (string, time.Time) { return "terminated", time.Now() }
+	running := func(context.Context, string) (string, time.Time) { return "", time.Time{} }
+	stopping, stop := context.WithCancel(context.Background())
+	stop()
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		err   error
+		ended func(context.Context, string) (string, time.Time)
+		want  string
+	}{
+		{"re-attached", t.Context(), nil, running, `level=INFO msg="adopted execution: agent re-attached"`},
+		{"terminated meanwhile", t.Context(), cut, terminated, `level=INFO msg="adopted execution ended before its agent was re-attached" execution=e1 reason=terminated`},
+		{"gateway stopping", stopping, cut, running, `level=INFO msg="adopted execution: agent not re-attached: the gateway is stopping"`},
+		{"agent lost", t.Context(), cut, running, `level=WARN msg="adopted execution: agent not re-attached" execution=e1 err=`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf testenv.LogBuffer
+			logReattach(c.ctx, slog.New(slog.NewTextHandler(&buf, nil)), "e1", c.err, c.ended)
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+				t.Fatalf("logged:\n%s\nwant one line with %s", buf.String(), c.want)
+			}
+		})
+	}
 }

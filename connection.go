@@ -112,4 +112,8 @@ type SyncConnection struct {
 	// filesystem's next call then connects again instead of failing on
 	// it. Optional: nil means the loss is seen only by the call it fails.
 	Done <-chan struct{}
+	// Err, when set, says why the connection ended once Done is closed
+	// (the SSH client's Wait): the calls that were under way on it fail
+	// with that reason. Optional.
+	Err func() error
 }

@@ -43,6 +43,6 @@ func SyncSpec(dial func(ctx context.Context) (net.Conn, error), auth Auth) *host
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("sshlayer: sync: %w", err), c.Close())
 		}
-		return &hostgate.SyncConnection{FS: fs, Close: c.Close, Done: c.Done()}, nil
+		return &hostgate.SyncConnection{FS: fs, Close: c.Close, Done: c.Done(), Err: c.Wait}, nil
 	}}
 }

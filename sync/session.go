@@ -67,7 +67,7 @@ func (f *FS) acquire() (*session, error) {
 		// was sent on it, so it goes to a new connection, as a Host's
 		// first use after a lost connection connects again.
 		f.cur = nil
-		s.cancel(errConnectionEnded)
+		s.cancel(s.endedErr())
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{ctx: ctx, cancel: cancel, ready: make(chan struct{})}
@@ -80,6 +80,23 @@ func (f *FS) acquire() (*session, error) {
 // errConnectionEnded is the cause of a session whose connection ended by
 // itself, for the calls still waiting on it.
 var errConnectionEnded = fmt.Errorf("syncfs: connection broken: %w", hostgate.ErrConnectionEnded)
+
+// endedErr is the cause of s, whose connection ended by itself: why it
+// ended, where the connection says (SyncConnection.Err). The calls under
+// way on it fail with this, and said only "hostgate: host connection
+// ended" where the connection's own words were "its execution ended
+// (reason terminated): provision a new one" (a soak of a sandbox
+// terminated under six callers).
+func (s *session) endedErr() error {
+	if s.conn.Err == nil {
+		return errConnectionEnded
+	}
+	why := s.conn.Err()
+	if why == nil {
+		return errConnectionEnded
+	}
+	return fmt.Errorf("%w: %w", errConnectionEnded, why)
+}
 
 // ended reports whether s connected and its connection has ended by
 // itself since (SyncConnection.Done closed).

@@ -194,6 +194,12 @@ type ServerConfig struct {
 	// hands them to a guard process that kills what is left if the agent
 	// itself is killed. It must not block.
 	ProcessGroups func(pgid int, running bool)
+	// AgentSockets, when set, is told each forwarded agent's socket
+	// directory (ssh -A) once it is made (made true) and once it is
+	// removed (false). The agent hands them to its guard, which removes
+	// what is left if the agent itself is killed: the session's own
+	// cleanup never runs then. It must not block.
+	AgentSockets func(dir string, made bool)
 }
 
 // TaskLimit bounds the tasks (processes and threads) of a server's

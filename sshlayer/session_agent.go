@@ -79,6 +79,10 @@ func (c *serverConn) listenAgent() (*agentForward, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent socket directory: %w", err)
 	}
+	track := c.srv.cfg.AgentSockets
+	if track != nil {
+		track(dir, true)
+	}
 	path := filepath.Join(dir, fmt.Sprintf("agent.%d", os.Getpid()))
 	var lc net.ListenConfig
 	ln, err := lc.Listen(c.ctx, "unix", path)
@@ -89,6 +93,9 @@ func (c *serverConn) listenAgent() (*agentForward, error) {
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
+		if track != nil {
+			track(dir, false)
+		}
 		return nil, fmt.Errorf("agent socket: %w", err)
 	}
 	a := &agentForward{c: c, dir: dir, path: path, ln: ln}
@@ -147,6 +154,8 @@ func (a *agentForward) close() {
 	a.wg.Wait()
 	if err := os.RemoveAll(a.dir); err != nil {
 		a.c.log.Warn("agent forwarding: remove socket directory", "dir", a.dir, "err", err)
+	} else if track := a.c.srv.cfg.AgentSockets; track != nil {
+		track(a.dir, false)
 	}
 	if h := a.c.srv.agentClosed; h != nil {
 		h(a.dir)

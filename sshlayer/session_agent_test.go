@@ -434,3 +434,55 @@ func TestAgentForwardingUnansweredOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentForwardingTellsItsDirectory: ServerConfig.AgentSockets hears of
+// each forwarded agent's directory once it is made and once the session
+// removed it, so that the agent's guard removes it should the agent be
+// killed before (a soak's 7 SIGKILLs of an agent during ssh -A sessions
+// left 6 of them in its TMPDIR).
+func TestAgentForwardingTellsItsDirectory(t *testing.T) {
+	t.Parallel()
+	type told struct {
+		dir  string
+		made bool
+	}
+	tells := make(chan told, 4)
+	cfg := ServerConfig{AgentForwarding: true, AgentSockets: func(dir string, made bool) { tells <- told{dir, made} }}
+	addr, hk, ck, closed := agentTestServer(t, cfg, 0)
+	c, err := srvDialWith(addr, hk, ssh.PublicKeys(ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	agentEcho(t, c)
+	granted, s, stdin, stdout := agentSession(t, c, true, `echo "$SSH_AUTH_SOCK"; exec cat`)
+	if !granted {
+		t.Fatal("auth-agent-req refused")
+	}
+	dir := filepath.Dir(readLine(t, stdout))
+	next := func() told {
+		t.Helper()
+		select {
+		case tl := <-tells:
+			return tl
+		case <-time.After(srvTestWait):
+			t.Fatal("AgentSockets was not told")
+		}
+		return told{}
+	}
+	if tl := next(); tl != (told{dir, true}) {
+		t.Fatalf("told %+v first, want %s made", tl, dir)
+	}
+	_ = stdin.Close()
+	if err := s.Wait(); err != nil {
+		t.Fatalf("command: %v", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(srvTestWait):
+		t.Fatal("the session's forwarded agent was not closed")
+	}
+	if tl := next(); tl != (told{dir, false}) {
+		t.Fatalf("told %+v once the session ended, want %s removed", tl, dir)
+	}
+}

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,18 +49,35 @@ func MaybeRunGuard() {
 	os.Exit(0)
 }
 
-// RunGuard reads "+PGID" and "-PGID" lines from r until EOF, then sends
-// SIGKILL to every group added and not removed, and to every process of
-// a session such a group leads (a terminal's background jobs). The agent holds the other
-// end: its exit, whatever the cause (SIGKILL, OOM kill, a crash), closes the
-// pipe. A clean stop removes every group first, so nothing is killed.
+// RunGuard reads "+PGID" and "-PGID" lines, and "+DIR" and "-DIR" lines
+// of forwarded agents' socket directories (absolute paths), from r until
+// EOF, then sends SIGKILL to every group added and not removed, and to
+// every process of a session such a group leads (a terminal's background
+// jobs), and removes every directory added and not removed. The agent
+// holds the other end: its exit, whatever the cause (SIGKILL, OOM kill, a
+// crash), closes the pipe. A clean stop removes every group and directory
+// first, so nothing is killed or removed.
 func RunGuard(r io.Reader) error {
 	live := make(map[int]bool)
+	dirs := make(map[string]bool)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64), 64)
+	sc.Buffer(make([]byte, maxGuardLine), maxGuardLine)
 	var bad error
 	for sc.Scan() {
 		line := sc.Text()
+		if len(line) > 1 && line[1] == '/' {
+			dir, made, err := parseGuardDir(line)
+			if err != nil {
+				bad = err
+				break
+			}
+			if made {
+				dirs[dir] = true
+			} else {
+				delete(dirs, dir)
+			}
+			continue
+		}
 		pgid, err := parseGuardLine(line)
 		if err != nil {
 			bad = err
@@ -74,6 +93,10 @@ func RunGuard(r io.Reader) error {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	killSessions(live)
+	// After the kills: nothing of the sessions uses the sockets now.
+	for dir := range dirs {
+		_ = os.RemoveAll(dir)
+	}
 	if bad == nil {
 		bad = sc.Err()
 	}
@@ -94,6 +117,24 @@ func parseGuardLine(line string) (int, error) {
 		n = -n
 	}
 	return n, nil
+}
+
+// maxGuardLine bounds a guard line: a sign and a path up to PATH_MAX.
+const maxGuardLine = 1 + 4096 + 1
+
+// parseGuardDir parses "+DIR" or "-DIR" (made true for +). DIR must be a
+// clean absolute path whose last element is a forwarded agent's
+// directory (ssh-…): the guard removes it whole, so a wrong line must not
+// name anything else.
+func parseGuardDir(line string) (dir string, made bool, err error) {
+	if len(line) < 2 || (line[0] != '+' && line[0] != '-') {
+		return "", false, fmt.Errorf("bad line %q", line)
+	}
+	dir = line[1:]
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || !strings.HasPrefix(filepath.Base(dir), "ssh-") {
+		return "", false, fmt.Errorf("bad agent socket directory in %q", line)
+	}
+	return dir, line[0] == '+', nil
 }
 
 // guardWriteTimeout bounds a write to a guard that stopped reading.
@@ -140,7 +181,11 @@ func (g *Guard) Track(pgid int, running bool) {
 		sign = '+'
 	}
 	line := append([]byte{sign}, strconv.Itoa(pgid)...)
-	line = append(line, '\n')
+	g.write(append(line, '\n'))
+}
+
+// write sends line to the guard; a guard that is gone is ignored.
+func (g *Guard) write(line []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.w == nil {
@@ -154,8 +199,27 @@ func (g *Guard) Track(pgid int, running bool) {
 	}
 }
 
-// Configure sets the server config's ProcessGroups to g.Track.
-func (g *Guard) Configure(sc *sshlayer.ServerConfig) { sc.ProcessGroups = g.Track }
+// TrackDir tells the guard about a forwarded agent's socket directory; it
+// is sshlayer.ServerConfig.AgentSockets. One the guard would refuse (see
+// parseGuardDir), or too long for its line, is not sent.
+func (g *Guard) TrackDir(dir string, made bool) {
+	sign := "-"
+	if made {
+		sign = "+"
+	}
+	line := sign + dir
+	if _, _, err := parseGuardDir(line); err != nil || len(line)+1 > maxGuardLine {
+		return
+	}
+	g.write([]byte(line + "\n"))
+}
+
+// Configure sets the server config's ProcessGroups to g.Track and its
+// AgentSockets to g.TrackDir.
+func (g *Guard) Configure(sc *sshlayer.ServerConfig) {
+	sc.ProcessGroups = g.Track
+	sc.AgentSockets = g.TrackDir
+}
 
 // Close ends the guard: it kills any group still tracked (none after the
 // server closed cleanly) and exits; Close waits for it.

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,4 +134,77 @@ func TestGuardGone(t *testing.T) {
 		g.Track(1000+i, true)
 	}
 	_ = g.Close() // its process is already reaped: only the pipe to close
+}
+
+func TestParseGuardDir(t *testing.T) {
+	for line, want := range map[string]bool{"+/tmp/ssh-abc": true, "-/tmp/x/ssh-1": false} {
+		if dir, made, err := parseGuardDir(line); err != nil || made != want || dir != line[1:] {
+			t.Errorf("%q: %q %v %v; want %q %v", line, dir, made, err, line[1:], want)
+		}
+	}
+	for _, bad := range []string{"", "+", "/tmp/ssh-a", "+tmp/ssh-a", "+/tmp/x", "+/", "+/tmp/ssh-a/..", "+/tmp/../ssh-a/", "*/tmp/ssh-a", "+/tmp//ssh-a"} {
+		if _, _, err := parseGuardDir(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzParseGuardDir(f *testing.F) {
+	for _, s := range []string{"+/tmp/ssh-abc", "-/tmp/x/ssh-1", "+/", "+/tmp/../ssh-a", "+ssh-a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		dir, _, err := parseGuardDir(line)
+		if err != nil {
+			return
+		}
+		// Only a forwarded agent's directory, named plainly: the guard
+		// removes it whole.
+		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || !strings.HasPrefix(filepath.Base(dir), "ssh-") {
+			t.Fatalf("%q parsed to %q", line, dir)
+		}
+	})
+}
+
+// TestGuardRemovesTrackedDirsAtEOF: when the agent is killed during an
+// ssh -A session, its guard removes the forwarded agent's socket
+// directory, which the session's own cleanup would have; one the agent
+// removed itself, or one not named as such a directory, is left alone. A
+// soak's 7 SIGKILLs of an agent left 6 such directories in its TMPDIR.
+func TestGuardRemovesTrackedDirsAtEOF(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := StartGuard(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	mk := func(name string) string {
+		dir := filepath.Join(tmp, name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "agent.1"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	left, removed, other := mk("ssh-left"), mk("ssh-removed"), mk("other")
+	g.TrackDir(left, true)
+	g.TrackDir(removed, true)
+	g.TrackDir(removed, false)
+	g.TrackDir(other, true) // not sent: not a forwarded agent's directory
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(left); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s after the agent's end: %v, want it removed", left, err)
+	}
+	for _, dir := range []string{removed, other} {
+		if _, err := os.Lstat(filepath.Join(dir, "agent.1")); err != nil {
+			t.Errorf("%s: %v, want it left alone", dir, err)
+		}
+	}
 }

@@ -21,14 +21,7 @@ import (
 // background jobs run in groups of their own within it. The guard of a
 // killed agent ends them too, not only the tracked group.
 func TestGuardKillsTerminalJobs(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := StartGuard(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := startTestGuard(t)
 	// set -m: job control, as a shell on a terminal runs it.
 	// The terminal's shell reports the job's pid on a pipe of its own.
 	r, w, err := os.Pipe()

@@ -84,14 +84,7 @@ func groupAlive(pgid int) bool {
 // the whole group, background children included; a group the agent
 // removed is left alone.
 func TestGuardKillsTrackedGroupsAtEOF(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := StartGuard(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := startTestGuard(t)
 	doomed := startGroup(t, "sleep 300 & sleep 301")
 	kept := startGroup(t, "sleep 302 & sleep 303")
 	g.Track(doomed.Process.Pid, true)
@@ -100,7 +93,7 @@ func TestGuardKillsTrackedGroupsAtEOF(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = doomed.Wait()
+	err := doomed.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("tracked group leader: %v, want killed by SIGKILL", err)
@@ -120,14 +113,7 @@ func TestGuardKillsTrackedGroupsAtEOF(t *testing.T) {
 // TestGuardGone: an agent whose guard died keeps serving: Track does not
 // block or fail.
 func TestGuardGone(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := StartGuard(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := startTestGuard(t)
 	_ = g.cmd.Process.Kill()
 	_ = g.cmd.Wait()
 	for i := range 10_000 { // more than a pipe buffer of lines
@@ -172,14 +158,7 @@ func FuzzParseGuardDir(f *testing.F) {
 // removed itself, or one not named as such a directory, is left alone. A
 // soak's 7 SIGKILLs of an agent left 6 such directories in its TMPDIR.
 func TestGuardRemovesTrackedDirsAtEOF(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := StartGuard(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := startTestGuard(t)
 	tmp := t.TempDir()
 	mk := func(name string) string {
 		dir := filepath.Join(tmp, name)
@@ -207,4 +186,19 @@ func TestGuardRemovesTrackedDirsAtEOF(t *testing.T) {
 			t.Errorf("%s: %v, want it left alone", dir, err)
 		}
 	}
+}
+
+// startTestGuard starts a guard process from this test binary, which
+// TestMain lets run as one.
+func startTestGuard(t *testing.T) *Guard {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := StartGuard(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

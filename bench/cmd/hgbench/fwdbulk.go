@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -269,12 +268,14 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string)
 		// stream the sink reads and reports: sendThrough skips it.
 		if c, err := net.Dial("tcp", addr); err == nil {
 			_ = c.Close()
-			// ssh runs its ProxyCommand with exec in a shell, so its one
-			// child is the proxy.
-			if p.proxyPid, err = childOf(p.Pid()); err != nil {
+			// ssh runs its ProxyCommand with exec in a shell, so the
+			// one process below it is the proxy.
+			below, err := bench.Descendants(p.Pid())
+			if err != nil || len(below) != 1 {
 				p.Stop()
-				return nil, err
+				return nil, fmt.Errorf("ssh's ProxyCommand: the processes below ssh (pid %d) are %v, want the proxy alone: %v", p.Pid(), below, err)
 			}
+			p.proxyPid = below[0]
 			return p, nil
 		}
 		if time.Now().After(deadline) {
@@ -283,17 +284,4 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// childOf is the pid of parent's only child process.
-func childOf(parent int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", parent, parent))
-	if err != nil {
-		return 0, fmt.Errorf("the children of pid %d: %w", parent, err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 1 {
-		return 0, fmt.Errorf("pid %d has %d child processes, not its ProxyCommand alone", parent, len(f))
-	}
-	return strconv.Atoi(f[0])
 }

@@ -44,6 +44,9 @@ type Client struct {
 	// kept across its reconnects (credentialsFor).
 	credMu sync.Mutex
 	creds  map[string]*credentials
+	direct map[string]*directState // by host id; guarded by credMu
+
+	relayOnly bool // Options.RelayOnly
 }
 
 // Options are the knobs of New.
@@ -78,6 +81,11 @@ type Options struct {
 	// failed (hostgate.Reconnect). Without it such a Host fails every
 	// later use, and the caller Dials again.
 	Reconnect bool
+	// RelayOnly runs every SSH session through the gateway's relay, even
+	// to a host whose agent accepts direct sessions (agent connect
+	// --direct; see Certificate.Direct): where the network between the
+	// caller and the host must not carry them, or to measure the relay.
+	RelayOnly bool
 }
 
 // New returns a client for the gateway at gatewayURL (http(s):// or
@@ -98,6 +106,7 @@ func New(gatewayURL, token string, opts *Options) (*Client, error) {
 		if opts.RootCAs != nil {
 			c.http = &http.Client{Transport: ownTransport(opts.RootCAs)}
 		}
+		c.relayOnly = opts.RelayOnly
 		if opts.Reconnect {
 			c.hostOpts = []hostgate.Option{hostgate.Reconnect()}
 		}
@@ -216,6 +225,11 @@ type Certificate struct {
 	// HostPublicKey is the host's pinned key in authorized_keys form;
 	// empty from a gateway older than December 2026.
 	HostPublicKey string `json:"hostPublicKey"`
+	// Direct are the addresses ("host:port") the host's agent accepts
+	// direct SSH sessions on (agent connect --direct), which the client
+	// tries before the relay; empty when it accepts none, or the gateway
+	// admits none (gateway serve --direct=off).
+	Direct []string `json:"direct,omitempty"`
 }
 
 // APIError is an error answer of the gateway. Message is the gateway's

@@ -192,7 +192,7 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 	if err != nil {
 		return nil, underHost(id, err)
 	}
-	sc, err := c.sshConnect(ctx, id, auth)
+	sc, err := c.sshConnectVia(ctx, id, cr, auth)
 	var hs *sshHandshakeError
 	if errors.As(err, &hs) {
 		// The host's pinned key or the gateway's CA may have changed
@@ -206,7 +206,7 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 			if auth, err = cr.auth(ctx); err != nil {
 				return nil, underHost(id, err)
 			}
-			if sc, err = c.sshConnect(ctx, id, auth); errors.As(err, &hs) {
+			if sc, err = c.sshConnectVia(ctx, id, cr, auth); errors.As(err, &hs) {
 				c.forgetCredentials(id, cr)
 			}
 		}
@@ -219,14 +219,59 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 		if err != nil {
 			return nil, underHost(id, err)
 		}
+		if addrs := c.directAddrs(id, cr); addrs != nil {
+			d := c.directFor(id)
+			spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.dialDirect(ctx, addrs) }, auth)
+			sc, err := spec.Connect(ctx)
+			d.result(err)
+			if err == nil || ctx.Err() != nil {
+				return sc, err
+			}
+		}
 		spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.dialSSH(ctx, id) }, auth)
 		return spec.Connect(ctx)
 	}}
 	return sc.Connection(sync), nil
 }
 
-// sshConnect connects SSH to host id. Its errors leave the id to the
-// Host's, which name it.
+// sshConnectVia connects SSH to host id straight to its agent when the
+// host has direct addresses worth a try, else (or when that fails)
+// through the gateway's relay.
+func (c *Client) sshConnectVia(ctx context.Context, id string, cr *credentials, auth sshlayer.Auth) (*sshlayer.Client, error) {
+	if addrs := c.directAddrs(id, cr); addrs != nil {
+		d := c.directFor(id)
+		sc, err := c.sshDirect(ctx, addrs, auth)
+		d.result(err)
+		if err == nil {
+			return sc, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return c.sshConnect(ctx, id, auth)
+}
+
+// directAddrs is host id's direct addresses when they are worth a try
+// now, else nil.
+func (c *Client) directAddrs(id string, cr *credentials) []string {
+	if c.relayOnly {
+		return nil
+	}
+	cr.mu.Lock()
+	var addrs []string
+	if cr.cert != nil {
+		addrs = cr.cert.Direct
+	}
+	cr.mu.Unlock()
+	if len(addrs) == 0 || !c.directFor(id).tryDirect() {
+		return nil
+	}
+	return addrs
+}
+
+// sshConnect connects SSH to host id through the gateway's relay. Its
+// errors leave the id to the Host's, which name it.
 func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) (*sshlayer.Client, error) {
 	conn, err := c.dialSSH(ctx, id)
 	if err != nil {

@@ -1,0 +1,152 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate/sshlayer"
+)
+
+// Direct sessions. A host whose agent listens for SSH itself (agent
+// connect --direct) is published with its addresses, which come with
+// every certificate the gateway signs for it (Certificate.Direct). The
+// client tries those first and runs its SSH session straight to the
+// agent: the relay, one more process on the path, costs a forward of
+// small requests about a quarter of its rate (bench/HISTORY.md). The
+// session is the same one either way (the host key pinned to the
+// gateway's record, the gateway's certificate), and the gateway still
+// admits it, audits it and ends it when its token goes: the agent asks
+// it over its tunnel. When no address answers, or the agent refuses, the
+// client uses the relay, and does not try that host's addresses again
+// for directRetry.
+
+// directDialTimeout bounds the TCP connect to a host's direct addresses,
+// tried at once, and directHandshakeTimeout the SSH handshake over the
+// first that answers (the agent's admission, one round trip to the
+// gateway, included). A host behind a firewall that drops the packets
+// costs a first connect this much, once per directRetry.
+var (
+	directDialTimeout      = 1500 * time.Millisecond
+	directHandshakeTimeout = 10 * time.Second
+	directRetry            = time.Minute
+)
+
+// directState is what a Client remembers of one host's direct path.
+type directState struct {
+	mu        sync.Mutex
+	failedAt  time.Time // the last failed attempt; zero when none or it worked since
+	lastError error
+}
+
+// tryDirect reports whether addrs are worth a try now.
+func (d *directState) tryDirect() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failedAt.IsZero() || time.Since(d.failedAt) >= directRetry
+}
+
+func (d *directState) result(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		d.failedAt, d.lastError = time.Time{}, nil
+		return
+	}
+	d.failedAt, d.lastError = time.Now(), err
+}
+
+// directFor is host id's direct state.
+func (c *Client) directFor(id string) *directState {
+	c.credMu.Lock()
+	defer c.credMu.Unlock()
+	if c.direct == nil {
+		c.direct = map[string]*directState{}
+	}
+	d := c.direct[id]
+	if d == nil {
+		d = &directState{}
+		c.direct[id] = d
+	}
+	return d
+}
+
+// DirectError returns why the last direct connection to host id failed,
+// within the last minute: the client went through the gateway's relay
+// since. nil when the host has no direct path, it worked, or the client
+// has not tried it.
+func (c *Client) DirectError(id string) error {
+	d := c.directFor(id)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failedAt.IsZero() || time.Since(d.failedAt) >= directRetry {
+		return nil
+	}
+	return d.lastError
+}
+
+// sshDirect connects SSH to host id over one of addrs, or fails (the
+// caller then uses the relay).
+func (c *Client) sshDirect(ctx context.Context, addrs []string, auth sshlayer.Auth) (*sshlayer.Client, error) {
+	conn, err := dialFirst(ctx, addrs, directDialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, directHandshakeTimeout)
+	defer cancel()
+	sc, err := sshlayer.ConnectConfig(hctx, conn, auth, &sshlayer.ClientConfig{ForwardAgent: c.agent})
+	if err != nil {
+		return nil, fmt.Errorf("direct ssh to %s: %w", conn.RemoteAddr(), err)
+	}
+	return sc, nil
+}
+
+// dialDirect opens a TCP connection to one of addrs for the synchronous
+// filesystem's own SSH connection.
+func (c *Client) dialDirect(ctx context.Context, addrs []string) (net.Conn, error) {
+	return dialFirst(ctx, addrs, directDialTimeout)
+}
+
+// dialFirst dials every address at once and keeps the first connection,
+// as happy eyeballs does between address families: an agent publishes
+// each of its interfaces' addresses, and most callers reach only some.
+func dialFirst(ctx context.Context, addrs []string, timeout time.Duration) (net.Conn, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("no direct address")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	results := make(chan result, len(addrs))
+	var d net.Dialer
+	for _, a := range addrs {
+		go func() {
+			conn, err := d.DialContext(ctx, "tcp", a)
+			results <- result{conn, err}
+		}()
+	}
+	var errs []error
+	var won net.Conn
+	for range addrs {
+		r := <-results
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case won == nil:
+			won = r.conn
+			cancel() // the others give up
+		default:
+			_ = r.conn.Close()
+		}
+	}
+	if won != nil {
+		return won, nil
+	}
+	return nil, fmt.Errorf("direct: no address answered: %w", errors.Join(errs...))
+}

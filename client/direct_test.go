@@ -1,0 +1,229 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/sshlayer"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
+)
+
+// directGateway is a gateway of the client's API for host "box": its
+// certificates are signed by its own CA and name direct, and its relay
+// bridges to the same SSH server the direct addresses may reach.
+type directGateway struct {
+	url    string
+	server *sshlayer.TestServer
+	relays atomic.Int32
+}
+
+func newDirectGateway(t *testing.T, direct func() []string) *directGateway {
+	t.Helper()
+	_, caKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := ssh.NewSignerFromKey(caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := sshlayer.StartTestServerConfig(&sshlayer.ServerConfig{TrustedUserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Close() })
+	g := &directGateway{server: ts}
+	hostPub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ts.HostPublicKey)))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/hosts/box", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(HostRecord{ID: "box", Kind: "machine", HostKey: ts.HostKey, HostPublicKey: hostPub, Connected: true})
+	})
+	mux.HandleFunc("POST /v1/hosts/box/certificates", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ PublicKey string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(req.PublicKey))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
+		cert := &ssh.Certificate{Key: pub, CertType: ssh.UserCert, KeyId: "client-test", ValidPrincipals: []string{"box"},
+			ValidAfter: uint64(now.Add(-time.Minute).Unix()), ValidBefore: uint64(now.Add(10 * time.Minute).Unix()),
+			Permissions: ssh.Permissions{Extensions: map[string]string{"permit-pty": ""}}}
+		if err := cert.SignCert(rand.Reader, ca); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(Certificate{Certificate: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
+			ValidBefore: now.Add(10 * time.Minute), HostKey: ts.HostKey, HostPublicKey: hostPub, Direct: direct()})
+	})
+	mux.HandleFunc("GET /v1/hosts/box/ssh", func(w http.ResponseWriter, r *http.Request) {
+		g.relays.Add(1)
+		tcp, err := net.Dial("tcp", ts.Addr)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		ws, err := bytestream.Accept(w, r, nil)
+		if err != nil {
+			_ = tcp.Close()
+			return
+		}
+		done := make(chan struct{})
+		go func() { _, _ = io.Copy(tcp, ws); _ = tcp.Close(); close(done) }()
+		_, _ = io.Copy(ws, tcp)
+		_ = ws.Close()
+		<-done
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	g.url = srv.URL
+	return g
+}
+
+func execEcho(t *testing.T, h *hostgate.Host) {
+	t.Helper()
+	res, err := h.Exec(t.Context(), []string{"echo", "hi"}, hostgate.ExecOptions{})
+	if err != nil || string(res.Stdout) != "hi\n" {
+		t.Fatalf("exec: %q, %v", res.Stdout, err)
+	}
+}
+
+// A host whose certificate names a direct address that answers is reached
+// there: the command runs and the gateway relays nothing, the
+// synchronous filesystem's own connection included.
+func TestDirectSessionSkipsTheRelay(t *testing.T) {
+	var g *directGateway
+	g = newDirectGateway(t, func() []string { return []string{"127.0.0.1:1", g.server.Addr} })
+	c, err := New(g.url, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Dial(t.Context(), "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	execEcho(t, h)
+	spec, err := h.Sync(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := spec.Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.FS.Stat(t.Context(), "/"); err != nil {
+		t.Fatalf("stat over the direct sync connection: %v", err)
+	}
+	_ = sc.Close()
+	if n := g.relays.Load(); n != 0 {
+		t.Fatalf("the gateway relayed %d connections, want 0: the direct address answered", n)
+	}
+	if err := c.DirectError("box"); err != nil {
+		t.Fatalf("DirectError after a direct connect: %v", err)
+	}
+}
+
+// A direct address that does not answer, or an agent that refuses the
+// session, leaves the relay: the command runs all the same, the client
+// says why the direct path failed, and does not try it again for a while.
+func TestDirectFallsBackToTheRelay(t *testing.T) {
+	// An address that accepts and hangs up at once: a handshake that fails.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepts atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			_ = conn.Close()
+		}
+	})
+	defer wg.Wait()
+	defer ln.Close()
+	g := newDirectGateway(t, func() []string { return []string{ln.Addr().String()} })
+	c, err := New(g.url, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		h, err := c.Dial(t.Context(), "box")
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		execEcho(t, h)
+		_ = h.Close()
+	}
+	if n := g.relays.Load(); n != 2 {
+		t.Fatalf("%d relays, want 2: each connect fell back", n)
+	}
+	if n := accepts.Load(); n != 1 {
+		t.Fatalf("the direct address was tried %d times in two connects, want once: a failed path waits directRetry", n)
+	}
+	if err := c.DirectError("box"); err == nil || !strings.Contains(err.Error(), "direct ssh to "+ln.Addr().String()) {
+		t.Fatalf("DirectError: %v, want the failed handshake at the address", err)
+	}
+}
+
+// RelayOnly never dials a direct address.
+func TestRelayOnlySkipsDirect(t *testing.T) {
+	var g *directGateway
+	g = newDirectGateway(t, func() []string { return []string{g.server.Addr} })
+	c, err := New(g.url, "tok", &Options{RelayOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Dial(t.Context(), "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	execEcho(t, h)
+	if n := g.relays.Load(); n != 1 {
+		t.Fatalf("%d relays with RelayOnly, want 1", n)
+	}
+}
+
+// dialFirst keeps the first address that answers and closes the rest.
+func TestDialFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	_ = dead.Close()
+	conn, err := dialFirst(context.Background(), []string{deadAddr, ln.Addr().String()}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	_, err = dialFirst(context.Background(), []string{deadAddr}, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "no address answered") {
+		t.Fatalf("no address answering: %v", err)
+	}
+}

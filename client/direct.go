@@ -40,6 +40,7 @@ type directState struct {
 	mu        sync.Mutex
 	failedAt  time.Time // the last failed attempt; zero when none or it worked since
 	lastError error
+	addr      string // the address of the last direct connection that worked
 }
 
 // tryDirect reports whether addrs are worth a try now.
@@ -49,14 +50,15 @@ func (d *directState) tryDirect() bool {
 	return d.failedAt.IsZero() || time.Since(d.failedAt) >= directRetry
 }
 
-func (d *directState) result(err error) {
+// result records an attempt: the address it reached, or why it failed.
+func (d *directState) result(addr string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err == nil {
-		d.failedAt, d.lastError = time.Time{}, nil
+		d.failedAt, d.lastError, d.addr = time.Time{}, nil, addr
 		return
 	}
-	d.failedAt, d.lastError = time.Now(), err
+	d.failedAt, d.lastError, d.addr = time.Now(), err, ""
 }
 
 // directFor is host id's direct state.
@@ -74,40 +76,38 @@ func (c *Client) directFor(id string) *directState {
 	return d
 }
 
-// DirectError returns why the last direct connection to host id failed,
-// within the last minute: the client went through the gateway's relay
-// since. nil when the host has no direct path, it worked, or the client
-// has not tried it.
-func (c *Client) DirectError(id string) error {
+// DirectPath says how the client's last SSH connection to host id went:
+// the agent's address when it was a direct session; else why the direct
+// path failed, within the last minute (the client used the gateway's
+// relay); ("", nil) when the client has not tried one (the host has no
+// direct addresses, Options.RelayOnly, or no connection yet).
+func (c *Client) DirectPath(id string) (addr string, err error) {
 	d := c.directFor(id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.failedAt.IsZero() || time.Since(d.failedAt) >= directRetry {
-		return nil
+	if !d.failedAt.IsZero() && time.Since(d.failedAt) < directRetry {
+		return "", d.lastError
 	}
-	return d.lastError
+	return d.addr, nil
 }
 
 // sshDirect connects SSH to host id over one of addrs, or fails (the
-// caller then uses the relay).
-func (c *Client) sshDirect(ctx context.Context, addrs []string, auth sshlayer.Auth) (*sshlayer.Client, error) {
+// caller then uses the relay), and records which.
+func (c *Client) sshDirect(ctx context.Context, d *directState, addrs []string, auth sshlayer.Auth) (*sshlayer.Client, error) {
 	conn, err := dialFirst(ctx, addrs, directDialTimeout)
 	if err != nil {
+		d.result("", err)
 		return nil, err
 	}
+	addr := conn.RemoteAddr().String()
 	hctx, cancel := context.WithTimeout(ctx, directHandshakeTimeout)
 	defer cancel()
 	sc, err := sshlayer.ConnectConfig(hctx, conn, auth, &sshlayer.ClientConfig{ForwardAgent: c.agent})
 	if err != nil {
-		return nil, fmt.Errorf("direct ssh to %s: %w", conn.RemoteAddr(), err)
+		err = fmt.Errorf("direct ssh to %s: %w", addr, err)
 	}
-	return sc, nil
-}
-
-// dialDirect opens a TCP connection to one of addrs for the synchronous
-// filesystem's own SSH connection.
-func (c *Client) dialDirect(ctx context.Context, addrs []string) (net.Conn, error) {
-	return dialFirst(ctx, addrs, directDialTimeout)
+	d.result(addr, err)
+	return sc, err
 }
 
 // dialFirst dials every address at once and keeps the first connection,

@@ -133,8 +133,8 @@ func TestDirectSessionSkipsTheRelay(t *testing.T) {
 	if n := g.relays.Load(); n != 0 {
 		t.Fatalf("the gateway relayed %d connections, want 0: the direct address answered", n)
 	}
-	if err := c.DirectError("box"); err != nil {
-		t.Fatalf("DirectError after a direct connect: %v", err)
+	if addr, err := c.DirectPath("box"); err != nil || addr != g.server.Addr {
+		t.Fatalf("DirectPath after a direct connect: %q, %v; want %s", addr, err, g.server.Addr)
 	}
 }
 
@@ -180,8 +180,8 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	if n := accepts.Load(); n != 1 {
 		t.Fatalf("the direct address was tried %d times in two connects, want once: a failed path waits directRetry", n)
 	}
-	if err := c.DirectError("box"); err == nil || !strings.Contains(err.Error(), "direct ssh to "+ln.Addr().String()) {
-		t.Fatalf("DirectError: %v, want the failed handshake at the address", err)
+	if _, err := c.DirectPath("box"); err == nil || !strings.Contains(err.Error(), "direct ssh to "+ln.Addr().String()) {
+		t.Fatalf("DirectPath: %v, want the failed handshake at the address", err)
 	}
 }
 
@@ -201,6 +201,9 @@ func TestRelayOnlySkipsDirect(t *testing.T) {
 	execEcho(t, h)
 	if n := g.relays.Load(); n != 1 {
 		t.Fatalf("%d relays with RelayOnly, want 1", n)
+	}
+	if addr, err := c.DirectPath("box"); addr != "" || err != nil {
+		t.Fatalf("DirectPath with RelayOnly: %q, %v; want none tried", addr, err)
 	}
 }
 

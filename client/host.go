@@ -221,9 +221,16 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 		}
 		if addrs := c.directAddrs(id, cr); addrs != nil {
 			d := c.directFor(id)
-			spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) { return c.dialDirect(ctx, addrs) }, auth)
+			var addr string
+			spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
+				conn, err := dialFirst(ctx, addrs, directDialTimeout)
+				if err == nil {
+					addr = conn.RemoteAddr().String()
+				}
+				return conn, err
+			}, auth)
 			sc, err := spec.Connect(ctx)
-			d.result(err)
+			d.result(addr, err)
 			if err == nil || ctx.Err() != nil {
 				return sc, err
 			}
@@ -239,9 +246,7 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 // through the gateway's relay.
 func (c *Client) sshConnectVia(ctx context.Context, id string, cr *credentials, auth sshlayer.Auth) (*sshlayer.Client, error) {
 	if addrs := c.directAddrs(id, cr); addrs != nil {
-		d := c.directFor(id)
-		sc, err := c.sshDirect(ctx, addrs, auth)
-		d.result(err)
+		sc, err := c.sshDirect(ctx, c.directFor(id), addrs, auth)
 		if err == nil {
 			return sc, nil
 		}

@@ -215,6 +215,10 @@ type HostRecord struct {
 	// connected (see the README); empty for a host not connected now, a
 	// sandbox, or a gateway older than December 2026.
 	AgentVersion string `json:"agentVersion,omitempty"`
+	// Direct are the addresses the host's agent accepts direct SSH
+	// sessions on while it is connected (agent connect --direct), as
+	// Certificate.Direct.
+	Direct []string `json:"direct,omitempty"`
 }
 
 // Certificate is a signed short-lived user certificate.

@@ -36,7 +36,15 @@ func forwardChild() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	h, err := client.Dial(dctx, os.Getenv(envFwdGateway), os.Getenv(envFwdToken), os.Getenv(envFwdHost))
+	// Through the relay, as the in-process row's Host: the bench host
+	// also takes direct sessions.
+	c, err := client.New(os.Getenv(envFwdGateway), os.Getenv(envFwdToken), &client.Options{RelayOnly: true})
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer c.CloseIdleConnections()
+	h, err := c.Dial(dctx, os.Getenv(envFwdHost))
 	cancel()
 	if err != nil {
 		return err

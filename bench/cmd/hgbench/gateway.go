@@ -185,16 +185,17 @@ func (g *gateway) RSS() (int64, error) {
 // startAgent runs `agent connect` as the bench user (the same user and
 // shell OpenSSH's side runs as) and waits until the gateway shows the host
 // connected.
-func (e *env) startAgent(ctx context.Context, id string) (*proc, error) {
-	return e.startAgentBin(ctx, id, e.cfg.agentBin)
+func (e *env) startAgent(ctx context.Context, id string, extra ...string) (*proc, error) {
+	return e.startAgentAt(ctx, e.gw, e.api, id, e.cfg.agentBin, extra...)
 }
 
 func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) {
 	return e.startAgentAt(ctx, e.gw, e.api, id, bin)
 }
 
-// startAgentAt enrolls the agent at gw, whose admin client is api.
-func (e *env) startAgentAt(ctx context.Context, gw *gateway, api *client.Client, id, bin string) (*proc, error) {
+// startAgentAt enrolls the agent at gw, whose admin client is api; extra
+// are more flags of agent connect.
+func (e *env) startAgentAt(ctx context.Context, gw *gateway, api *client.Client, id, bin string, extra ...string) (*proc, error) {
 	tok, err := gw.AgentToken(ctx, id)
 	if err != nil {
 		return nil, err
@@ -206,7 +207,7 @@ func (e *env) startAgentAt(ctx context.Context, gw *gateway, api *client.Client,
 	if err := os.Chown(state, e.uid, e.gid); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "connect", "--gateway", gw.url, "--token", tok, "--host-id", id, "--state-dir", state)
+	cmd := exec.Command(bin, append([]string{"connect", "--gateway", gw.url, "--token", tok, "--host-id", id, "--state-dir", state}, extra...)...)
 	cmd.Dir = e.home
 	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.Env = append(cmd.Env, procEnv()...)

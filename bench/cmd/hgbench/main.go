@@ -151,6 +151,9 @@ type env struct {
 	gw    *gateway
 	agent *proc          // the bench host's agent
 	host  *hostgate.Host // the bench host through the gateway, connected
+	// direct is the bench host over a direct session (agent connect
+	// --direct): the client straight to the agent, admitted by the gateway.
+	direct *hostgate.Host
 	// before is the host served by -agent-before and/or through
 	// -gateway-before, when given; abWhat names what the A/B rows compare.
 	before *hostgate.Host
@@ -190,18 +193,42 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 	if err != nil {
 		return err
 	}
-	e.agent, err = e.startAgent(ctx, benchHostID)
+	// The bench host's agent also listens for direct sessions, which only
+	// e.direct uses: every other row is about the path through the
+	// gateway, so e.host keeps to the relay.
+	e.agent, err = e.startAgent(ctx, benchHostID, "--direct", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer e.agent.Stop()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	e.host, err = client.Dial(dctx, e.gw.url, e.gw.admin, benchHostID)
+	relayOnly, err := client.New(e.gw.url, e.gw.admin, &client.Options{RelayOnly: true})
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer relayOnly.CloseIdleConnections()
+	e.host, err = relayOnly.Dial(dctx, benchHostID)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("dial bench host: %w", err)
 	}
 	defer e.host.Close()
+	direct, err := client.New(e.gw.url, e.gw.admin, nil)
+	if err != nil {
+		return err
+	}
+	defer direct.CloseIdleConnections()
+	dctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	e.direct, err = direct.Dial(dctx, benchHostID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("dial bench host directly: %w", err)
+	}
+	defer e.direct.Close()
+	if addr, err := direct.DirectPath(benchHostID); err != nil || addr == "" {
+		return fmt.Errorf("dial bench host directly: the client used the relay (%v)", err)
+	}
 	if c.agentBefore != "" || c.gatewayBefore != "" {
 		gw, api := e.gw, e.api
 		if c.gatewayBefore != "" {

@@ -510,6 +510,14 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	defer fw.Close()
+	// The same forward over a direct session: the client straight to the
+	// agent's own listener, which the gateway admitted (agent connect
+	// --direct), where the host can be reached.
+	directFw, err := e.direct.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, fmt.Errorf("forward over a direct session: %w", err)
+	}
+	defer directFw.Close()
 	child, childAddr, err := e.forwardProc(target)
 	if err != nil {
 		return nil, fmt.Errorf("forward child: %w", err)
@@ -557,6 +565,11 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	rpsCPU := newCPURow(rps, "request")
 	rpsCPU.peerShares = true
 	p99 := &bench.Scenario{Name: "local forward, HTTP request p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
+	directRPS := &bench.Scenario{Name: "local forward, small HTTP requests, direct session", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same load through Host.Forward over a direct session: the Go client over loopback TCP straight to the agent's --direct listener, the gateway admitting the session over the agent's tunnel and off the path after that; the client takes it by itself where the host can be reached, and the relay where not"}
+	directCPU := newCPURow(directRPS, "request")
+	directCPU.peerShares = true
+	directP99 := &bench.Scenario{Name: "local forward, HTTP request p99, direct session", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
 	previewURL := fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, ln.Addr().(*net.TCPAddr).Port)
@@ -575,22 +588,28 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	aloneCPU.alone, aloneCPU.peerShares = true, true
 	relayRPS := &bench.Scenario{Name: "local forward, small HTTP requests, SSH layer alone through a splice relay", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the SSH layer alone's load, its connection through a relay process that moves raw bytes with splice(2) and nothing else: the floor of any gateway's relay, to read against the SSH layer alone and the full path"}
-	// Six sides per pair: hostgate, hostgate in its own process, the SSH
-	// layer alone, the same through the splice relay, the gateway's
-	// preview, the peer; odd pairs run them the other way round.
+	// Seven sides per pair: hostgate, hostgate over a direct session,
+	// hostgate in its own process, the SSH layer alone, the same through
+	// the splice relay, the gateway's preview, the peer; odd pairs run
+	// them the other way round.
 	for i := range e.cfg.pairs {
 		// Each request is two or three tracked connections on each side.
-		if err := e.conntrackRoom(ctx, 6*3*e.cfg.fwdN); err != nil {
+		if err := e.conntrackRoom(ctx, 7*3*e.cfg.fwdN); err != nil {
 			return nil, err
 		}
 		var (
-			ar, or, sr, rr, pr, br float64
-			al, bl                 []float64
-			ua, us, up, ub         cpuUse
+			ar, dr, or, sr, rr, pr, br float64
+			al, dl, bl                 []float64
+			ua, ud, us, up, ub         cpuUse
 		)
 		err := bench.Alternate(i, e.metered(&ua, true, func() (err error) {
 			if ar, al, err = httpLoad(ctx, "http://"+fw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("hostgate: %w", err)
+			}
+			return nil
+		}), e.metered(&ud, true, func() (err error) {
+			if dr, dl, err = httpLoad(ctx, "http://"+directFw.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
+				return fmt.Errorf("hostgate over a direct session: %w", err)
 			}
 			return nil
 		}), func() (err error) {
@@ -625,6 +644,9 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		rps.Add(ar, br)
 		rpsCPU.add(ua, ub, float64(e.cfg.fwdN))
 		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))
+		directRPS.Add(dr, br)
+		directCPU.add(ud, ub, float64(e.cfg.fwdN))
+		directP99.Add(bench.Percentile(dl, 99), bench.Percentile(bl, 99))
 		ownRPS.Add(or, br)
 		aloneRPS.Add(sr, br)
 		aloneCPU.add(us, ub, float64(e.cfg.fwdN))
@@ -632,7 +654,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		previewRPS.Add(pr, br)
 		previewCPU.add(up, ub, float64(e.cfg.fwdN))
 	}
-	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, ownRPS, aloneRPS, aloneCPU.scenario(), relayRPS, previewRPS, previewCPU.scenario()}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, directRPS, directCPU.scenario(), directP99, ownRPS, aloneRPS, aloneCPU.scenario(), relayRPS, previewRPS, previewCPU.scenario()}
 	if e.before != nil {
 		ab, err := e.forwardAB(ctx, target, workers)
 		if err != nil {

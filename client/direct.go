@@ -27,10 +27,13 @@ import (
 // directDialTimeout bounds the TCP connect to a host's direct addresses,
 // tried at once, and directHandshakeTimeout the SSH handshake over the
 // first that answers (the agent's admission, one round trip to the
-// gateway, included). A host behind a firewall that drops the packets
-// costs a first connect this much, once per directRetry.
+// gateway, included). An address that refuses costs a round trip; one
+// behind a firewall that drops the packets (an agent's LAN address seen
+// from outside it) costs a connect directDialTimeout, once per
+// directRetry: short, as direct sessions are for callers near the host,
+// whose connects take milliseconds.
 var (
-	directDialTimeout      = 1500 * time.Millisecond
+	directDialTimeout      = 500 * time.Millisecond
 	directHandshakeTimeout = 10 * time.Second
 	directRetry            = time.Minute
 )

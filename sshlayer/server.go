@@ -240,6 +240,7 @@ type Server struct {
 	cfg    ServerConfig
 	log    *slog.Logger
 	sshCfg *ssh.ServerConfig
+	auth   *authenticator
 	env    []string // base environment of child processes
 
 	drainGrace   time.Duration // the const drainGrace; tests shorten it
@@ -355,8 +356,9 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 		s.env = slices.Clone(c.Env)
 	}
 	s.dash = isDash(c.Shell)
+	s.auth = newAuthenticator(&c, userName)
 	s.sshCfg = &ssh.ServerConfig{
-		PublicKeyCallback: newAuthenticator(&c, userName).authenticate,
+		PublicKeyCallback: s.auth.authenticate,
 		ServerVersion:     serverVersion,
 		MaxAuthTries:      6,
 		WindowCeiling:     windowCeiling,
@@ -454,7 +456,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			if err := s.serveConn(s.ctx, c, sourceKey(c.RemoteAddr())); err != nil && !errors.Is(err, ErrServerClosed) {
+			if err := s.serveConn(s.ctx, c, sourceKey(c.RemoteAddr()), s.sshCfg); err != nil && !errors.Is(err, ErrServerClosed) {
 				s.log.Debug("ssh connection ended", "remote", addrString(c.RemoteAddr()), "err", err)
 			}
 		}()
@@ -468,12 +470,12 @@ func (s *Server) Serve(ln net.Listener) error {
 // authentication is returned as an error; a connection that ran and ended
 // returns nil.
 func (s *Server) ServeConn(ctx context.Context, conn net.Conn) error {
-	return s.serveConn(ctx, conn, "")
+	return s.serveConn(ctx, conn, "", s.sshCfg)
 }
 
-// serveConn is ServeConn, counting the handshake against source too when
-// source is not empty.
-func (s *Server) serveConn(ctx context.Context, conn net.Conn, source string) error {
+// serveConn is ServeConn with cfg (the server's, or ServeConnAdmitted's),
+// counting the handshake against source too when source is not empty.
+func (s *Server) serveConn(ctx context.Context, conn net.Conn, source string, cfg *ssh.ServerConfig) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -534,7 +536,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn, source string) er
 	// The handshake timer closes the stream itself: not every stream
 	// honours deadlines, and a stalled peer must not hold a goroutine.
 	hsTimer := time.AfterFunc(s.cfg.HandshakeTimeout, func() { _ = conn.Close() })
-	sc, chans, reqs, err := ssh.NewServerConn(conn, s.sshCfg)
+	sc, chans, reqs, err := ssh.NewServerConn(conn, cfg)
 	endHandshake()
 	if !hsTimer.Stop() && err == nil {
 		err = errors.New("handshake timed out")

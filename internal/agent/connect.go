@@ -1,5 +1,7 @@
 // Package agent is the agent's runtime: serving the embedded SSH server
-// over a listener, stdio or a dialed-out tunnel to the gateway.
+// over a listener, stdio or a dialed-out tunnel to the gateway, and, beside
+// the tunnel, on a direct listener whose connections the gateway admits
+// (direct.go).
 package agent
 
 import (
@@ -84,6 +86,15 @@ type ConnectConfig struct {
 	// instead of ending with it (sshlayer.ServerConfig.KeepBackground);
 	// the guard that kills a killed agent's commands is not started.
 	KeepBackground bool
+	// Direct, when set, is the address of the agent's direct listener
+	// (`--direct`: ":2222", "10.0.0.5:2222", "127.0.0.1:0"), whose
+	// callers run their SSH sessions on it instead of through the
+	// gateway's relay, each admitted by the gateway over the tunnel (see
+	// direct.go). DirectAdvertise, when set, is the comma-separated
+	// host:port list the agent tells the gateway callers reach it at;
+	// without it, the listen address when its host is specific, else this
+	// machine's addresses.
+	Direct, DirectAdvertise string
 	// Server adjusts the SSH server config before each tunnel is served
 	// (HostKey, TrustedUserCAs, Principal and Logger are already set).
 	Server func(*sshlayer.ServerConfig)
@@ -106,6 +117,15 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	}
 	// Nothing a tunnel started outlives the agent.
 	defer c.windDowns.Wait()
+	if cfg.Direct != "" {
+		if c.direct, err = listenDirect(cfg, c.log); err != nil {
+			return err
+		}
+		defer c.direct.close()
+		c.header.Set(wire.HeaderDirect, strings.Join(c.direct.advertise, ","))
+	} else if cfg.DirectAdvertise != "" {
+		return errors.New("agent: --direct-advertise without --direct: give the direct listener's address with --direct")
+	}
 	backoff := c.min
 	// The failure last logged and how often it came again since: an agent
 	// that cannot connect for hours (revoked token, changed CA, gateway
@@ -238,6 +258,8 @@ type connector struct {
 	// between attempts, read by the attempt's tunnelUp.
 	downSince time.Time
 	failed    int
+	// direct is the direct listener (--direct); nil without one.
+	direct *directListener
 }
 
 func newConnector(cfg *ConnectConfig) (*connector, error) {
@@ -444,6 +466,14 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	if err != nil {
 		return err
 	}
+	// The direct listener's gate for this tunnel, put in service once the
+	// tunnel is up and out of it when the tunnel ends.
+	directUp := func(*yamux.Session) {}
+	if c.direct != nil {
+		gate := c.direct.newGate(srv, resp.Header.Get(wire.HeaderDirect) == wire.DirectOn, c.log.With("host", hostID))
+		defer gate.end()
+		directUp = gate.start
+	}
 	var isUp atomic.Bool
 	tunnelUp := func() {
 		isUp.Store(true)
@@ -470,18 +500,27 @@ func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 		c.log.Info("gateway checks that this agent holds its host key before pinning it", "host", hostID, "hostKey", ssh.FingerprintSHA256(c.hostKey.PublicKey()))
 		proved = func(ran bool, sess *yamux.Session) {
 			if ran && !sess.IsClosed() {
+				directUp(sess)
 				tunnelUp()
 			}
 		}
-	} else {
-		tunnelUp()
+	}
+	var opened func(*yamux.Session)
+	if proved == nil {
+		// Up once the direct listener's gate is in service too: a caller
+		// told the host is up finds its direct sessions admitted.
+		opened = func(sess *yamux.Session) {
+			directUp(sess)
+			tunnelUp()
+		}
 	}
 	// Agent side of the tunnel: the gateway opens streams, one per SSH
-	// connection; we never open any.
+	// connection; the agent opens one only, the direct sessions' control
+	// stream, when the gateway admits them.
 	// The gateway names each stream's caller only when it says so: an
 	// older one sends no preamble, whatever this agent asked.
 	callers := resp.Header.Get(wire.HeaderCallerPreamble) == wire.CallerPreambleProxyV1
-	wait, err := serveMux(ctx, conn, srv, nil, tunnel{callers: callers, log: c.log.With("host", hostID), first: proved, stopping: wire.AgentStopping})
+	wait, err := serveMux(ctx, conn, srv, nil, tunnel{callers: callers, log: c.log.With("host", hostID), first: proved, opened: opened, stopping: wire.AgentStopping})
 	// The tunnel's commands get EOF, then SIGHUP, then SIGKILL, a
 	// KillGrace apart: up to 2 s by default. Waiting for that before
 	// redialing kept the host offline as long. Closing the server

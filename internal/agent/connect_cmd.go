@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -37,7 +38,8 @@ const keepBackgroundUsage = "let what a command starts in the background (cmd &,
 
 // RunConnect is the `agent connect` command: `agent connect --gateway URL
 // --token T [--host-id ID] [--state-dir DIR] [--max-backoff D]
-// [--no-agent-forwarding] [--keep-background]`, each flag also read from
+// [--no-agent-forwarding] [--keep-background] [--direct ADDR
+// [--direct-advertise HOST:PORT,…]]`, each flag also read from
 // HOSTGATE_GATEWAY, HOSTGATE_TOKEN, HOSTGATE_HOST_ID, HOSTGATE_STATE_DIR,
 // HOSTGATE_MAX_BACKOFF, HOSTGATE_NO_AGENT_FORWARDING, … (the environment keeps
 // the token out of ps). It runs until ctx ends
@@ -58,6 +60,8 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&cfg.Shell, "shell", "", "shell that runs commands and interactive sessions (default "+sshlayer.DefaultShell+"; sshd would use the user's login shell)")
 	fs.BoolVar(&cfg.NoAgentForwarding, "no-agent-forwarding", false, agentForwardingUsage)
 	fs.BoolVar(&cfg.KeepBackground, "keep-background", false, keepBackgroundUsage)
+	fs.StringVar(&cfg.Direct, "direct", "", "listen `ADDR` (:2222, 10.0.0.5:2222) for direct sessions: callers that reach it run their SSH sessions here instead of through the gateway's relay, the gateway admitting each; callers that cannot use the relay")
+	fs.StringVar(&cfg.DirectAdvertise, "direct-advertise", "", "`HOST:PORT[,HOST:PORT…]` callers reach --direct's listener at (a NAT's forwarded port, a DNS name); default --direct's address when its host is specific, else this machine's addresses but loopback and link-local")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", DefaultMaxBackoff, "the longest wait between attempts to connect; a refused agent (bad token, another host key) waits between half of it and all of it")
 	envUsage(fs)
@@ -75,6 +79,14 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := CheckShell(cfg.Shell); err != nil {
 		return fmt.Errorf("agent connect: %w", err)
+	}
+	if cfg.DirectAdvertise != "" && cfg.Direct == "" {
+		return errors.New("agent connect: --direct-advertise (HOSTGATE_DIRECT_ADVERTISE) needs --direct ADDR (HOSTGATE_DIRECT), the listener it advertises")
+	}
+	if cfg.DirectAdvertise != "" {
+		if _, err := wire.ParseDirectAddrs(cfg.DirectAdvertise); err != nil {
+			return fmt.Errorf("agent connect: --direct-advertise: %w", err)
+		}
 	}
 	if cfg.GatewayURL == "" || cfg.Token == "" {
 		return errors.New("agent connect: --gateway and --token (or HOSTGATE_GATEWAY, HOSTGATE_TOKEN) are required")

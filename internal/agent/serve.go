@@ -193,6 +193,9 @@ type tunnel struct {
 	// connection ends, with whether it ran (not a failed handshake): the
 	// gateway's proof of the host key.
 	first func(ran bool, sess *yamux.Session)
+	// opened, when not nil, is called with the tunnel's session once it
+	// is made (the direct listener's gate opens its control stream on it).
+	opened func(sess *yamux.Session)
 	// stopping, when not empty, is the reason of the close frame (1001,
 	// going away) the tunnel's WebSocket ends with when ctx ends (the
 	// agent stops), ahead of the session's own plain close: the gateway
@@ -256,6 +259,9 @@ func serveMux(ctx context.Context, conn net.Conn, srv *sshlayer.Server, cfg *byt
 		_ = sess.Close()
 		cancelConns()
 	})
+	if t.opened != nil {
+		t.opened(sess)
+	}
 	var wg sync.WaitGroup
 	defer func() {
 		stop()

@@ -204,7 +204,7 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusConflict, "host_key_reset", wire.HostMessage(id, "no pinned host key (reset); wait for its agent to enroll again"))
 		return
 	}
-	cert, err := s.ca.Sign(pub, id, tok.Name, s.cfg.CertTTL, s.forwardsAgent(h))
+	cert, err := s.ca.SignToken(pub, id, tok.Name, tok.ID, s.cfg.CertTTL, s.forwardsAgent(h))
 	if err != nil {
 		s.logger.Error("sign certificate", "host", id, "err", err)
 		WriteError(w, http.StatusInternalServerError, "internal", "could not sign the certificate")

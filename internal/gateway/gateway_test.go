@@ -765,6 +765,11 @@ func TestCertificate(t *testing.T) {
 	if cert.KeyId != "client-a" || len(cert.ValidPrincipals) != 1 || cert.ValidPrincipals[0] != "a" {
 		t.Errorf("key id %q principals %v", cert.KeyId, cert.ValidPrincipals)
 	}
+	// The token's id, by which an agent's direct listener has the gateway
+	// admit the session.
+	if tok, _ := e.store.LookupToken(e.ctx, client); cert.Extensions[wire.CertTokenExtension] != tok.ID || tok.ID == "" {
+		t.Errorf("certificate's %s %q, want the token's id %q", wire.CertTokenExtension, cert.Extensions[wire.CertTokenExtension], tok.ID)
+	}
 	checker := ssh.CertChecker{IsUserAuthority: func(k ssh.PublicKey) bool {
 		return bytes.Equal(k.Marshal(), e.srv.CA().PublicKey().Marshal())
 	}}

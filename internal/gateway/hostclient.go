@@ -65,8 +65,9 @@ func (hc *HostClients) Get(ctx context.Context, id string) (*sshlayer.Client, er
 	hc.mu.Unlock()
 
 	// Shared by every caller (previews): it names none to the host,
-	// whatever ctx says (WithCaller).
-	c, _, err := hc.Dial(context.WithValue(ctx, callerKey{}, proxyproto.Header{}), id, "gateway")
+	// whatever ctx says (WithCaller), nor a token (Live).
+	ctx = context.WithValue(context.WithValue(ctx, callerKey{}, proxyproto.Header{}), tokenIDKey{}, "")
+	c, _, err := hc.Dial(ctx, id, "gateway")
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +163,9 @@ func (hc *HostClients) dial(ctx context.Context, id, keyID string) (*sshlayer.Cl
 		return nil, time.Time{}, nil, fmt.Errorf("gateway: host %s has no pinned host key", id)
 	}
 	// The gateway's own connections (a browser's terminal) forward no
-	// agent: their certificate does not permit it.
-	cert, err := hc.srv.ca.Sign(hc.key.Signer.PublicKey(), id, keyID, hc.srv.cfg.CertTTL, false)
+	// agent: their certificate does not permit it. A terminal's names the
+	// token it runs for (Live's context), as a caller's does.
+	cert, err := hc.srv.ca.SignToken(hc.key.Signer.PublicKey(), id, keyID, tokenIDOf(ctx), hc.srv.cfg.CertTTL, false)
 	if err != nil {
 		return nil, time.Time{}, nil, err
 	}

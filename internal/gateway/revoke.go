@@ -44,8 +44,22 @@ type liveEntry struct {
 // terminal): the returned context ends with ErrTokenRevoked as its cause
 // once tok is revoked or expires, and done must be called when the
 // session ends.
+//
+// The context also names tok to HostClients.Dial, whose certificate for
+// the session carries its id (sshca.CA.SignToken), as every certificate
+// the gateway issues to a token does.
 func (s *Server) Live(ctx context.Context, tok store.Token, kind, hostID string) (context.Context, func()) {
-	return s.live.add(ctx, tok, kind, hostID)
+	return s.live.add(context.WithValue(ctx, tokenIDKey{}, tok.ID), tok, kind, hostID)
+}
+
+// tokenIDKey is the context key of the id of the token a session runs
+// for (Live).
+type tokenIDKey struct{}
+
+// tokenIDOf is the id of the token ctx's session runs for (Live), or "".
+func tokenIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(tokenIDKey{}).(string)
+	return id
 }
 
 // add registers a session opened with tok; ctx ends with ErrTokenRevoked

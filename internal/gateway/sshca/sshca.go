@@ -1,7 +1,8 @@
 // Package sshca is the gateway's SSH certificate authority: one ed25519 key
 // kept in a file, signing short-lived user certificates whose principal is
 // the host id the caller may reach and whose key id names the token, so an
-// agent's auth log says who came in.
+// agent's auth log says who came in, and whose token-id extension names it
+// for the gateway, which admits a direct session by it.
 package sshca
 
 import (
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
@@ -148,7 +150,21 @@ func (ca *CA) AuthorizedKey() string {
 // for a host whose agent forwards one (ssh -A), never a sandbox's, nor a
 // machine's agent started with --no-agent-forwarding, whose refusal is
 // then no surprise to a caller reading the certificate (ssh-keygen -L).
+//
+// Sign is for the gateway's own certificates, which no token was issued
+// (a key proof, an execution's, gateway dev's printed command): they name
+// no token, so an agent admits no direct session with them. A caller's
+// certificate is SignToken's.
 func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration, agentForwarding bool) (*ssh.Certificate, error) {
+	return ca.SignToken(pub, hostID, keyID, "", ttl, agentForwarding)
+}
+
+// SignToken is Sign for a certificate issued to the token with id
+// tokenID, which it carries in the wire.CertTokenExtension extension: an
+// agent's direct listener has the gateway look that token up again before
+// it admits the session (the relay checks the token itself, at its door).
+// An empty tokenID adds no extension.
+func (ca *CA) SignToken(pub ssh.PublicKey, hostID, keyID, tokenID string, ttl time.Duration, agentForwarding bool) (*ssh.Certificate, error) {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
@@ -179,6 +195,9 @@ func (ca *CA) Sign(pub ssh.PublicKey, hostID, keyID string, ttl time.Duration, a
 	}
 	if agentForwarding {
 		cert.Permissions.Extensions["permit-agent-forwarding"] = ""
+	}
+	if tokenID != "" {
+		cert.Permissions.Extensions[wire.CertTokenExtension] = tokenID
 	}
 	if err := cert.SignCert(rand.Reader, ca.signer); err != nil {
 		return nil, fmt.Errorf("sshca: sign: %w", err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
@@ -103,6 +104,23 @@ func TestSignVerifies(t *testing.T) {
 	}
 	if _, ok := noAgent.Extensions["permit-agent-forwarding"]; ok || len(noAgent.Extensions) != 2 {
 		t.Errorf("extensions without agent forwarding %v, want permit-pty and permit-port-forwarding", noAgent.Extensions)
+	}
+	// A caller's certificate names its token for the gateway, which a
+	// direct session's admission looks up again; the agent checks the
+	// signature over it, so the id is the gateway's word.
+	issued, err := ca.SignToken(pub, "h1", "ci-token", "tok-7", 5*time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, _, _, _, err = ssh.ParseAuthorizedKey(ssh.MarshalAuthorizedKey(issued))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parsed.(*ssh.Certificate).Extensions[wire.CertTokenExtension]; got != "tok-7" || len(issued.Extensions) != 3 {
+		t.Errorf("extensions of a token's certificate %v, want %s=tok-7 besides permit-pty and permit-port-forwarding", issued.Extensions, wire.CertTokenExtension)
+	}
+	if _, ok := noAgent.Extensions[wire.CertTokenExtension]; ok {
+		t.Errorf("the gateway's own certificate names a token: %v", noAgent.Extensions)
 	}
 	checker := func(at time.Time) *ssh.CertChecker {
 		return &ssh.CertChecker{

@@ -57,8 +57,14 @@ const (
 
 // Kinds of agent tunnel misuse: frames no well-behaved agent sends.
 const (
-	MisuseStreamRefused     = "stream_refused"      // a stream beyond the tunnel's limit (agents open none)
+	MisuseStreamRefused     = "stream_refused"      // a stream beyond the tunnel's limit (agents open one at most, direct sessions' control stream)
 	MisuseEmptyWindowUpdate = "empty_window_update" // a window update that grants (almost) nothing
+)
+
+// Direct session admission results (hostgate_direct_admissions_total).
+const (
+	DirectAdmitted = "admitted" // the gateway admitted the direct connection its agent asked about
+	DirectRefused  = "refused"  // refused: its token is gone or does not reach the host, the audit log, too many
 )
 
 // Gateway holds the gateway's collectors, declared together so the choke
@@ -94,6 +100,13 @@ type Gateway struct {
 	AuditWriteFailures prometheus.Counter
 	// AuditFailing is 1 while the audit log cannot be written.
 	AuditFailing prometheus.Gauge
+	// DirectOpen is the number of direct sessions (a caller's SSH
+	// connection straight to an agent's listener) the gateway admitted
+	// and their agents have not reported closed.
+	DirectOpen prometheus.Gauge
+	// DirectAdmissions counts agents' requests to admit a direct
+	// session, by result (DirectAdmitted, DirectRefused).
+	DirectAdmissions *prometheus.CounterVec
 }
 
 // NewGateway creates the gateway collectors and registers them on reg.
@@ -132,6 +145,12 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		AuditFailing: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "hostgate", Name: "audit_failing", Help: "1 while the audit log cannot be written, else 0.",
 		}),
+		DirectOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "hostgate", Name: "direct_sessions_open", Help: "Direct sessions (callers' SSH connections straight to an agent's listener) admitted and still open.",
+		}),
+		DirectAdmissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "direct_admissions_total", Help: "Direct sessions agents asked the gateway to admit, by result (admitted, refused).",
+		}, []string{"result"}),
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.
 	for _, d := range []string{ToHost, FromHost} {
@@ -153,6 +172,10 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 	for _, k := range []string{MisuseStreamRefused, MisuseEmptyWindowUpdate} {
 		m.AgentMisuse.WithLabelValues(k)
 	}
-	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AgentMisuse, m.TunnelDisconnects, m.AuditWriteFailures, m.AuditFailing)
+	for _, r := range []string{DirectAdmitted, DirectRefused} {
+		m.DirectAdmissions.WithLabelValues(r)
+	}
+	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AgentMisuse, m.TunnelDisconnects, m.AuditWriteFailures, m.AuditFailing,
+		m.DirectOpen, m.DirectAdmissions)
 	return m
 }

@@ -38,6 +38,11 @@ type HostRecord struct {
 	// connected, when its tunnel ended, or (across a restart of the
 	// gateway) its last connect.
 	LastSeen *time.Time `json:"lastSeen,omitempty"`
+	// Direct is the addresses ("host:port") of the direct listener of
+	// the agent connected now, which a caller dials first, straight to the
+	// agent, before the relay (wire.HeaderDirect); empty when its agent
+	// has none or the gateway's direct sessions are off.
+	Direct []string `json:"direct,omitempty"`
 }
 
 func (s *Server) record(h store.Host) HostRecord {
@@ -50,6 +55,7 @@ func (s *Server) record(h store.Host) HostRecord {
 	}
 	if pt, ok := s.tunnels.tunnel(h.ID).(*pendingTunnel); ok && rec.Connected {
 		rec.AgentVersion = pt.agent
+		rec.Direct = pt.direct // set only while direct sessions are on
 	}
 	// The store's is the last connect: a host connected for a week and
 	// gone an hour read a week old. What this gateway saw wins.
@@ -176,6 +182,9 @@ type certResponse struct {
 	// HostPublicKey is the pinned key itself, as GET /v1/hosts/{id} has
 	// it: `gateway cert` writes it to known_hosts without a second call.
 	HostPublicKey string `json:"hostPublicKey"`
+	// Direct is HostRecord's: the agent's direct listener, which the
+	// certificate also opens a session on.
+	Direct []string `json:"direct,omitempty"`
 }
 
 func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +225,7 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		ValidBefore:   time.Unix(int64(cert.ValidBefore), 0).UTC(),
 		HostKey:       s.record(h).HostKey,
 		HostPublicKey: h.HostKey,
+		Direct:        s.record(h).Direct,
 	})
 }
 

@@ -89,6 +89,17 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("%s: kind %q is the gateway's own Docker sandboxes' and no agent's: send another kind (`agent connect` sends \"machine\")", wire.HeaderInfo, store.KindDocker))
 		return
 	}
+	// The addresses of the agent's direct listener; a gateway with
+	// direct sessions off ignores them, as an older one does.
+	var direct []string
+	if vs, sent := r.Header[wire.HeaderDirect]; sent && !s.cfg.DirectOff {
+		direct, err = wire.ParseDirectAddrs(strings.Join(vs, ","))
+		if err != nil {
+			WriteError(w, http.StatusBadRequest, "bad_request", wire.HeaderDirect+": "+strings.TrimPrefix(err.Error(), "wire: ")+
+				": want the host:port addresses the agent's direct listener accepts SSH on (agent connect --direct ADDR), comma-separated, at most "+fmt.Sprint(wire.MaxDirectAddrs)+"; or no header for no direct sessions")
+			return
+		}
+	}
 	var infoJSON []byte // none sent: the stored info stays (an older or minimal agent)
 	if r.Header.Get(wire.HeaderInfo) != "" {
 		infoJSON, _ = json.Marshal(info)
@@ -197,6 +208,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	pt.noAgentFwd = noAgentFwd
 	pt.signed.Store(signed)
 	pt.agent = agentVersion(userAgent(r))
+	pt.direct = direct
 	var (
 		result   string
 		ctx      context.Context
@@ -267,6 +279,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	if callers {
 		w.Header().Set(wire.HeaderCallerPreamble, wire.CallerPreambleProxyV1)
+	}
+	if direct != nil {
+		w.Header().Set(wire.HeaderDirect, wire.DirectOn)
 	}
 	conn, err := bytestream.Accept(w, r, &bytestream.AcceptOptions{ReadLimit: s.cfg.ReadLimit})
 	if err != nil {
@@ -348,6 +363,14 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// the pinned key may be anyone with the agent token, whose tunnel
 	// callers' host key checks refuse: the line said the same for both.
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub), "keyShown", signed || prove, "userAgent", userAgent(r))
+	// Its direct sessions' control stream, taken from here on: an agent
+	// opens it once its tunnel is up.
+	directDone := make(chan struct{})
+	if direct != nil {
+		go func() { defer close(directDone); s.serveDirect(sess, hostID, log) }()
+	} else {
+		close(directDone)
+	}
 	select {
 	case <-sess.CloseChan():
 	case <-pt.Done(): // replaced by a newer connection, or the registry closed
@@ -368,6 +391,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		closeWithReason(ErrShuttingDown)
 	}
 	_ = sess.Close()
+	<-directDone // its direct sessions ended with the session
 	err = sessErr(sess)
 	if replacedMeanwhile {
 		err = errReplaced
@@ -456,7 +480,7 @@ func (s *Server) tunnelMux(log *slog.Logger) *bytestream.MuxConfig {
 		switch m {
 		case bytestream.MisuseStreamRefused:
 			refusedOnce.Do(func() {
-				log.Warn("agent opened more streams than its tunnel allows (agents open none: a modified or broken agent); they are refused (logged once per tunnel; hostgate_agent_misuse_total counts each)", "limit", limit)
+				log.Warn("agent opened more streams than its tunnel allows (an agent opens one at most, its direct sessions' control stream: a modified or broken agent); they are refused (logged once per tunnel; hostgate_agent_misuse_total counts each)", "limit", limit)
 			})
 		case bytestream.MisuseEmptyWindowUpdate:
 			emptyOnce.Do(func() {

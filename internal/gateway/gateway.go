@@ -1,8 +1,11 @@
 // Package gateway is the gateway's server core: the HTTP API (/v1 hosts,
 // certificates, the agents' tunnel endpoint and the SSH relay), health and
-// metrics endpoints, authentication with per-source rate limiting, and the
-// registry of live tunnels. SSH is end to end between caller and agent:
-// the relay copies bytes and never decrypts them.
+// metrics endpoints, authentication with per-source rate limiting, the
+// registry of live tunnels, and the admission of direct sessions, which a
+// caller runs straight to an agent's own listener while the gateway, asked
+// over the agent's tunnel, admits and ends them (direct.go). SSH is end to
+// end between caller and agent: the relay copies bytes and never decrypts
+// them.
 //
 // Others add routes (web UI, executions, previews, the browser pty) on
 // Server.Mux and reach hosts through Server.Tunnels.
@@ -92,6 +95,15 @@ type Config struct {
 	// agent tunnels are looked up again, so that a revoked or expired
 	// token ends what it opened; 0 means DefaultTokenRecheck.
 	TokenRecheck time.Duration
+	// DirectOff refuses direct sessions (gateway serve --direct=off): the
+	// gateway ignores an agent's wire.HeaderDirect, so it neither answers
+	// wire.DirectOn nor publishes the agent's addresses nor takes its
+	// control stream, and every session goes through the relay.
+	DirectOff bool
+	// MaxDirectPerTunnel bounds the direct sessions the gateway admits
+	// through one agent's tunnel at once; 0 means 256, the relay's own
+	// bound per tunnel (MaxStreamsPerTunnel's default).
+	MaxDirectPerTunnel int
 	// Registry receives the gateway's metrics and is served at /metrics;
 	// nil means a new registry (with Go and process collectors).
 	Registry *prometheus.Registry
@@ -104,8 +116,8 @@ type Config struct {
 const DefaultRelayMemory = 256 << 20
 
 // DefaultTunnelMux is the yamux configuration of agent tunnels when
-// Config.TunnelMux is nil. Agents never open streams, so all but one are
-// refused. The 4 MiB stream window is how many bytes the gateway holds at
+// Config.TunnelMux is nil. An agent opens one stream at most, the control
+// stream of its direct sessions (direct.go), so all but one are refused. The 4 MiB stream window is how many bytes the gateway holds at
 // most for a relayed session whose caller reads slower than its host sends
 // (in a buffer of up to twice that, given back within 5 s of the caller
 // catching up: see shrinkEvery), so at most MaxStreamsPerTunnel times that
@@ -135,6 +147,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.MaxStreamsPerTunnel <= 0 {
 		d.MaxStreamsPerTunnel = 256
+	}
+	if d.MaxDirectPerTunnel <= 0 {
+		d.MaxDirectPerTunnel = 256
 	}
 	if d.ReadLimit <= 0 {
 		d.ReadLimit = 256 << 10

@@ -230,8 +230,10 @@ func (a *auditLog) writeBegan() uint64 {
 	return a.outages
 }
 
-// recordAudit writes one audit entry.
-func (s *Server) recordAudit(ctx context.Context, e store.Session) {
+// recordAudit writes one audit entry, and returns the store's error when
+// it could not: a direct session's admission, which is refused rather than
+// let in unrecorded under --audit-required.
+func (s *Server) recordAudit(ctx context.Context, e store.Session) error {
 	a := &s.auditLog
 	began := a.writeBegan()
 	err := s.store.RecordSession(ctx, e)
@@ -239,12 +241,12 @@ func (s *Server) recordAudit(ctx context.Context, e store.Session) {
 	defer a.mu.Unlock()
 	if err == nil {
 		a.endLocked(s, began)
-		return
+		return nil
 	}
 	s.metrics.AuditWriteFailures.Inc()
 	a.lost++
 	if a.first != nil {
-		return
+		return err
 	}
 	a.first = err
 	a.outages++
@@ -261,6 +263,7 @@ func (s *Server) recordAudit(ctx context.Context, e store.Session) {
 		args = append(args, "stateDir", s.cfg.StateDir)
 	}
 	s.logger.Error(msg, args...)
+	return err
 }
 
 // recovered ends the outage once the store took a write begun during it

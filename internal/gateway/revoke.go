@@ -35,9 +35,14 @@ type liveSet struct {
 
 type liveEntry struct {
 	tok    store.Token
-	what   string // "ssh" or "tunnel"
+	what   string // "ssh", "ssh-direct", "pty" or "tunnel"
 	host   string
 	cancel context.CancelCauseFunc
+	// onCut, when set, is told why the session's token went ("revoked",
+	// "expired", "revoked by a logout") before cancel: a direct session
+	// says so to its agent. It runs under the set's lock: it must not
+	// block.
+	onCut func(reason string)
 }
 
 // Live registers a session the gateway's hooks run for a caller (a web
@@ -65,6 +70,12 @@ func tokenIDOf(ctx context.Context) string {
 // add registers a session opened with tok; ctx ends with ErrTokenRevoked
 // when the token goes. remove must be called when the session ends.
 func (l *liveSet) add(parent context.Context, tok store.Token, what, host string) (ctx context.Context, remove func()) {
+	return l.addCut(parent, tok, what, host, nil)
+}
+
+// addCut is add whose onCut (when set) is told why the token went before
+// ctx ends (liveEntry.onCut).
+func (l *liveSet) addCut(parent context.Context, tok store.Token, what, host string, onCut func(reason string)) (ctx context.Context, remove func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	l.mu.Lock()
 	if l.m == nil {
@@ -72,7 +83,7 @@ func (l *liveSet) add(parent context.Context, tok store.Token, what, host string
 	}
 	id := l.next
 	l.next++
-	l.m[id] = liveEntry{tok: tok, what: what, host: host, cancel: cancel}
+	l.m[id] = liveEntry{tok: tok, what: what, host: host, cancel: cancel, onCut: onCut}
 	start := !l.started
 	l.started = true
 	l.mu.Unlock()
@@ -161,6 +172,9 @@ func (l *liveSet) end(tokenID, reason string) {
 // cut ends session id. Called with mu held.
 func (l *liveSet) cut(id uint64, e liveEntry, reason string) {
 	l.s.logger.Info("session ended: its token was "+reason, "kind", e.what, "host", e.host, "token", e.tok.Name)
+	if e.onCut != nil {
+		e.onCut(reason)
+	}
 	e.cancel(ErrTokenRevoked)
 	delete(l.m, id)
 }

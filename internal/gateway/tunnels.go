@@ -422,6 +422,12 @@ type pendingTunnel struct {
 	// GET /v1/hosts: which hosts run an old agent in a rolling upgrade.
 	// Set before registration.
 	agent string
+	// direct is the addresses of the agent's direct listener, as its
+	// request said them (wire.HeaderDirect) to a gateway that admits
+	// direct sessions; nil otherwise. Published with the host while this
+	// tunnel serves it, so a replaced tunnel's go with it. Set before
+	// registration.
+	direct []string
 
 	cause atomic.Pointer[error] // set before Close, by whoever ends the tunnel for a reason
 

@@ -1,0 +1,471 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// directAgent is a fake agent with a direct listener: its connect request
+// lists the listener's addresses, and it opens its control stream on the
+// tunnel as an agent does once the tunnel is up.
+type directAgent struct {
+	*fakeAgent
+	ctl net.Conn
+	r   *bufio.Reader
+}
+
+const testDirectAddrs = "198.51.100.7:2222,Agent.Example:2222"
+
+// dialDirect connects a fake agent of host hostID's agent token secret
+// whose listener is at addrs, and opens its control stream.
+func (e *env) dialDirect(t *testing.T, agentSecret, addrs string) *directAgent {
+	t.Helper()
+	_, k := newKey(t)
+	return e.dialDirectKey(t, agentSecret, k, addrs)
+}
+
+// dialDirectKey is dialDirect with the host key k.
+func (e *env) dialDirectKey(t *testing.T, agentSecret, k, addrs string) *directAgent {
+	t.Helper()
+	h := http.Header{}
+	h.Set(wire.HeaderDirect, addrs)
+	a, err := e.dialAgentHeader(agentSecret, k, hostgate.Info{}, signerOf(k), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.resp.Header.Get(wire.HeaderDirect); got != wire.DirectOn {
+		t.Fatalf("the gateway's answer to an agent with a direct listener: %s %q, want %q", wire.HeaderDirect, got, wire.DirectOn)
+	}
+	st, err := a.sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &directAgent{fakeAgent: a, ctl: st, r: wire.NewDirectReader(st)}
+}
+
+func (d *directAgent) send(t *testing.T, m wire.DirectMsg) {
+	t.Helper()
+	if _, err := d.ctl.Write(wire.AppendDirectMsg(nil, m)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read is the gateway's next line; the deadline only keeps a broken
+// gateway from hanging the test.
+func (d *directAgent) read(t *testing.T) wire.DirectMsg {
+	t.Helper()
+	_ = d.ctl.SetReadDeadline(time.Now().Add(30 * time.Second))
+	m, err := wire.ReadDirectMsg(d.r)
+	if err != nil {
+		t.Fatalf("the gateway's control line: %v", err)
+	}
+	return m
+}
+
+// ask sends DirectOpen for connection id with tokenID and returns the
+// gateway's answer.
+func (d *directAgent) ask(t *testing.T, id uint64, tokenID string) wire.DirectMsg {
+	t.Helper()
+	d.send(t, wire.DirectMsg{Op: wire.DirectOpen, ID: id, Serial: 42, KeyID: "caller", TokenID: tokenID, Remote: "192.0.2.9:50000"})
+	m := d.read(t)
+	if m.ID != id {
+		t.Fatalf("answer for connection %d, want %d: %+v", m.ID, id, m)
+	}
+	return m
+}
+
+// tokenOf is the store's token of secret.
+func (e *env) tokenOf(secret string) store.Token {
+	e.t.Helper()
+	tok, err := e.store.LookupToken(e.ctx, secret)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+// waitFor polls cond until it holds; the bound only keeps a broken
+// gateway from hanging the test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i == 3000 {
+			t.Fatalf("%s: not after 30 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDirectAdmission: the gateway admits a direct connection whose
+// certificate's token is a live client token reaching the host, records
+// it in the audit log with the caller's address as the agent saw it, logs
+// its start and end (with the bytes the agent reports) and counts it; it
+// refuses, saying why, a revoked, an expired, another host's, an agent's
+// and an unknown token.
+func TestDirectAdmission(t *testing.T) {
+	e := newEnv(t, nil)
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	client := e.token(store.RoleClient, "h")
+	revoked := e.token(store.RoleClient, "h")
+	revokedID := e.tokenOf(revoked).ID
+	e.revoke(revoked)
+	other := e.token(store.RoleClient, "other")
+	_, expired, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, Name: "expired", ExpiresAt: time.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentSecret := e.token(store.RoleAgent, "h")
+	a := e.dialDirect(t, agentSecret, testDirectAddrs)
+
+	m := a.ask(t, 1, e.tokenOf(client).ID)
+	if m.Op != wire.DirectAdmit {
+		t.Fatalf("a live client token of the host: %+v, want admitted", m)
+	}
+	sessions, err := e.store.Sessions(e.ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(sessions, func(s store.Session) bool {
+		return s.Kind == "ssh-direct" && s.HostID == "h" && s.TokenName == "client-h" && s.RemoteAddr == "192.0.2.9:50000"
+	}) {
+		t.Errorf("audit log %+v: no ssh-direct entry of client-h for h from the caller's address", sessions)
+	}
+	if !strings.Contains(e.metricsText(), "hostgate_direct_sessions_open 1") {
+		t.Error("hostgate_direct_sessions_open is not 1 with one direct session open")
+	}
+
+	for _, c := range []struct {
+		what, tokenID, want string
+	}{
+		{"a revoked token", revokedID, "revoked or has expired"},
+		{"an expired token", expired.ID, "revoked or has expired"},
+		{"another host's client token", e.tokenOf(other).ID, "host h: not among the hosts the certificate's token reaches"},
+		{"an agent token", e.tokenOf(agentSecret).ID, "agent token"},
+		{"an unknown token id", "no-such-token", "revoked or has expired"},
+	} {
+		m := a.ask(t, 2, c.tokenID)
+		if m.Op != wire.DirectRefuse || !strings.Contains(m.Reason, c.want) {
+			t.Errorf("%s: %+v, want refused saying %q", c.what, m, c.want)
+		}
+		a.send(t, wire.DirectMsg{Op: wire.DirectClosed, ID: 2}) // the agent reports every connection it ends
+	}
+
+	a.send(t, wire.DirectMsg{Op: wire.DirectClosed, ID: 1, ToHost: 1234, FromHost: 56789, Reason: "the caller closed the connection"})
+	waitFor(t, "the closed direct session leaves the gauge", func() bool {
+		return strings.Contains(e.metricsText(), "hostgate_direct_sessions_open 0")
+	})
+	if n := e.srv.live.count(); n != 1 {
+		t.Errorf("%d live sessions after the direct one closed, want 1 (the tunnel)", n)
+	}
+	out := logs.String()
+	for _, want := range []string{
+		`msg="direct start" host=h remote=192.0.2.9:50000 direct=1 token=client-h`,
+		`msg="direct end" host=h remote=192.0.2.9:50000 direct=1 token=client-h toHost=1234 fromHost=56789 reason="the caller closed the connection"`,
+		`msg="direct refused" host=h remote=192.0.2.9:50000 direct=2 token=agent-h`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	metrics := e.metricsText()
+	for _, want := range []string{`hostgate_direct_admissions_total{result="admitted"} 1`, `hostgate_direct_admissions_total{result="refused"} 5`, `hostgate_session_starts_total{kind="ssh-direct"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestDirectEndsWhenTokenRevoked: a token revoked while its direct session
+// is open (`gateway token revoke`, found by the recheck) has the gateway
+// tell the agent to end that session, saying why; another token's session
+// through the same tunnel goes on, and the agent's report of the end is
+// logged as the session's end.
+func TestDirectEndsWhenTokenRevoked(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: 20 * time.Millisecond})
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	client := e.token(store.RoleClient, "h")
+	admin := e.token(store.RoleAdmin)
+	a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+	if m := a.ask(t, 7, e.tokenOf(client).ID); m.Op != wire.DirectAdmit {
+		t.Fatalf("client: %+v", m)
+	}
+	if m := a.ask(t, 8, e.tokenOf(admin).ID); m.Op != wire.DirectAdmit {
+		t.Fatalf("admin: %+v", m)
+	}
+	e.revoke(client)
+	m := a.read(t)
+	if m.Op != wire.DirectEnd || m.ID != 7 || m.Reason != "host h: the session's token was revoked" {
+		t.Fatalf("after the client token's revocation: %+v, want the end of session 7 saying its token was revoked", m)
+	}
+	a.send(t, wire.DirectMsg{Op: wire.DirectClosed, ID: 7, ToHost: 10, FromHost: 20, Reason: "the gateway ended it: " + m.Reason})
+	// The admin's session is still the gateway's: its end is logged when
+	// the agent reports it, and nothing else was sent for it.
+	a.send(t, wire.DirectMsg{Op: wire.DirectClosed, ID: 8})
+	waitFor(t, "both direct sessions closed", func() bool { return strings.Count(logs.String(), `msg="direct end"`) == 2 })
+	out := logs.String()
+	if !strings.Contains(out, `msg="session ended: its token was revoked" kind=ssh-direct host=h token=client-h`) ||
+		!strings.Contains(out, `msg="direct end" host=h remote=192.0.2.9:50000 direct=7 token=client-h toHost=10 fromHost=20`) {
+		t.Errorf("the revoked session's end is not logged:\n%s", out)
+	}
+	if n := e.srv.live.count(); n != 1 {
+		t.Errorf("%d live sessions, want 1 (the tunnel)", n)
+	}
+}
+
+// TestDirectAuditRequired: a direct session is recorded in the audit log
+// like a relayed one, and with --audit-required it is refused, saying why,
+// while the log cannot be written, then admitted again once it can; without
+// --audit-required it goes on unrecorded.
+func TestDirectAuditRequired(t *testing.T) {
+	for _, required := range []bool{true, false} {
+		var fs *fullStore
+		e := newEnvWrapped(t, &Config{AuditRequired: required}, func(st store.Store) store.Store { fs = &fullStore{Store: st}; return fs })
+		e.srv.ready.ttl = 0
+		client := e.tokenOf(e.token(store.RoleClient, "h")).ID
+		a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+		if m := a.ask(t, 1, client); m.Op != wire.DirectAdmit {
+			t.Fatalf("audit log writable: %+v", m)
+		}
+		fs.full.Store(true)
+		for id := uint64(2); id <= 3; id++ { // the one that finds the outage, and the next
+			m := a.ask(t, id, client)
+			switch {
+			case required && (m.Op != wire.DirectRefuse || !strings.Contains(m.Reason, "audit log cannot be written") || !strings.Contains(m.Reason, "--audit-required")):
+				t.Errorf("--audit-required, the audit log full, session %d: %+v, want refused naming the audit log and the flag", id, m)
+			case !required && m.Op != wire.DirectAdmit:
+				t.Errorf("the audit log full, without --audit-required, session %d: %+v, want admitted", id, m)
+			}
+		}
+		// The refused session is not one the log lost: only the one
+		// whose write found the outage counts as unrecorded.
+		if want := map[bool]string{true: "hostgate_audit_write_failures_total 1", false: "hostgate_audit_write_failures_total 2"}[required]; !strings.Contains(e.metricsText(), want) {
+			t.Errorf("required %v: metrics lack %s", required, want)
+		}
+		fs.full.Store(false)
+		if m := a.ask(t, 4, client); m.Op != wire.DirectAdmit {
+			t.Errorf("audit log writable again (required %v): %+v", required, m)
+		}
+	}
+}
+
+// TestDirectOff: with direct sessions off (--direct=off) the gateway
+// ignores the agent's addresses, even malformed ones: it does not answer
+// DirectOn, publishes none, and takes no control stream.
+func TestDirectOff(t *testing.T) {
+	e := newEnv(t, &Config{DirectOff: true})
+	_, k := newKey(t)
+	h := http.Header{}
+	h.Set(wire.HeaderDirect, "not an address")
+	a, err := e.dialAgentHeader(e.token(store.RoleAgent, "h"), k, hostgate.Info{}, signerOf(k), h)
+	if err != nil {
+		t.Fatalf("an agent with a direct listener, direct sessions off: %v", err)
+	}
+	if got := a.resp.Header.Get(wire.HeaderDirect); got != "" {
+		t.Errorf("answer's %s %q, want none", wire.HeaderDirect, got)
+	}
+	var rec HostRecord
+	if code, c := e.call("GET", "/v1/hosts/h", e.token(store.RoleAdmin), nil, &rec); code != 200 || rec.Direct != nil || !rec.Connected {
+		t.Errorf("host record %d %s %+v, want connected without direct addresses", code, c, rec)
+	}
+	// Nothing takes the agent's stream, so nothing answers on it. A read
+	// that times out is what an answer-less stream gives; the short
+	// deadline could only let a wrong gateway pass, never fail a right one.
+	st, err := a.sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write(wire.AppendDirectMsg(nil, wire.DirectMsg{Op: wire.DirectOpen, ID: 1, TokenID: "x"})); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := st.Read(make([]byte, 1)); n != 0 || !isTimeout(err) {
+		t.Errorf("the gateway answered on a stream with direct sessions off: %d bytes, %v", n, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestDirectBadHeader: an agent whose direct addresses are not host:port
+// is refused with a 400 naming the header and what it wants.
+func TestDirectBadHeader(t *testing.T) {
+	e := newEnv(t, nil)
+	agentSecret := e.token(store.RoleAgent, "h")
+	for _, bad := range []string{"", "no-port", "0.0.0.0:22", "a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9", "host:99999"} {
+		_, k := newKey(t)
+		h := http.Header{}
+		h.Set(wire.HeaderDirect, bad)
+		_, err := e.dialAgentHeader(agentSecret, k, hostgate.Info{}, signerOf(k), h)
+		var he *bytestream.HandshakeError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusBadRequest || !strings.Contains(he.Body, wire.HeaderDirect+": ") ||
+			!strings.Contains(he.Body, "agent connect --direct ADDR") {
+			t.Errorf("%s %q: %v, want 400 naming the header and the fix", wire.HeaderDirect, bad, err)
+		}
+	}
+	if e.srv.tunnels.Connected("h") {
+		t.Error("a refused agent's host is connected")
+	}
+}
+
+// TestDirectOneControlStream: the gateway takes one stream of an agent's
+// tunnel, its control stream, and closes any other the agent opens (with
+// a tunnel whose mux lets the agent open more than one, as a sandbox's or
+// a tuned one may), logging it; the control stream goes on.
+func TestDirectOneControlStream(t *testing.T) {
+	mux := DefaultTunnelMux()
+	mux.MaxStreams, mux.AcceptBacklog = 4, 4
+	e := newEnv(t, &Config{TunnelMux: mux})
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	client := e.tokenOf(e.token(store.RoleClient, "h")).ID
+	a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+	if m := a.ask(t, 1, client); m.Op != wire.DirectAdmit {
+		t.Fatalf("%+v", m)
+	}
+	second, err := a.sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Write(wire.AppendDirectMsg(nil, wire.DirectMsg{Op: wire.DirectOpen, ID: 2, TokenID: client})); err != nil {
+		t.Fatal(err)
+	}
+	_ = second.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if b, err := io.ReadAll(second); err != nil || len(b) != 0 {
+		t.Errorf("a second stream: read %q, %v; want it closed unanswered", b, err)
+	}
+	if !strings.Contains(logs.String(), "agent opened another stream on its tunnel; closed it") {
+		t.Errorf("the second stream is not logged:\n%s", logs.String())
+	}
+	if m := a.ask(t, 3, client); m.Op != wire.DirectAdmit {
+		t.Errorf("the control stream after the second stream: %+v", m)
+	}
+}
+
+// TestDirectMalformedLineEndsControl: a line that is not a control line
+// ends the control stream (the agent then ends its direct sessions) and
+// the gateway forgets its sessions, logging why; the tunnel stays.
+func TestDirectMalformedLineEndsControl(t *testing.T) {
+	for _, bad := range []string{"not json\n", `{"op":"admit","id":1}` + "\n", `{"op":"open","id":2}` + "\n", strings.Repeat("x", wire.MaxDirectMsgLen+1) + "\n"} {
+		e := newEnv(t, nil)
+		var logs testenv.LogBuffer
+		e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+		a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+		if m := a.ask(t, 1, e.tokenOf(e.token(store.RoleAdmin)).ID); m.Op != wire.DirectAdmit {
+			t.Fatalf("%+v", m)
+		}
+		if _, err := a.ctl.Write([]byte(bad)); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.ctl.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if b, err := io.ReadAll(a.r); err != nil || len(b) != 0 {
+			t.Errorf("%.40q: the control stream read %q, %v; want it ended", bad, b, err)
+		}
+		waitFor(t, "the ended control stream's session forgotten", func() bool {
+			return e.srv.live.count() == 1 && strings.Contains(logs.String(), `msg="direct end"`)
+		})
+		out := logs.String()
+		if !strings.Contains(out, "direct control stream: the agent sent") || !strings.Contains(out, `msg="direct end"`) {
+			t.Errorf("%.40q: the control stream's end is not logged:\n%s", bad, out)
+		}
+		if !strings.Contains(e.metricsText(), "hostgate_direct_sessions_open 0") {
+			t.Errorf("%.40q: the gauge still counts the forgotten session", bad)
+		}
+		if !e.srv.tunnels.Connected("h") {
+			t.Errorf("%.40q: the tunnel ended with its control stream", bad)
+		}
+	}
+}
+
+// TestDirectBoundedPerTunnel: past MaxDirectPerTunnel open sessions a
+// tunnel's next is refused, saying so; one closing makes room.
+func TestDirectBoundedPerTunnel(t *testing.T) {
+	e := newEnv(t, &Config{MaxDirectPerTunnel: 2})
+	client := e.tokenOf(e.token(store.RoleClient, "h")).ID
+	a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+	for id := uint64(1); id <= 2; id++ {
+		if m := a.ask(t, id, client); m.Op != wire.DirectAdmit {
+			t.Fatalf("session %d: %+v", id, m)
+		}
+	}
+	if m := a.ask(t, 3, client); m.Op != wire.DirectRefuse || !strings.Contains(m.Reason, "2 direct sessions open") {
+		t.Errorf("a third: %+v, want refused naming the bound", m)
+	}
+	a.send(t, wire.DirectMsg{Op: wire.DirectClosed, ID: 3})
+	a.send(t, wire.DirectMsg{Op: wire.DirectClosed, ID: 1})
+	if m := a.ask(t, 4, client); m.Op != wire.DirectAdmit {
+		t.Errorf("after one closed: %+v", m)
+	}
+}
+
+// TestDirectPublished: the addresses an agent's tunnel advertised are
+// published with its host (GET /v1/hosts, /v1/hosts/{id}, a
+// certificate's answer) while that tunnel serves it, and go with it: a
+// tunnel that replaced it without addresses has none, and so has a host
+// whose tunnel ended, whose direct sessions the gateway forgets.
+func TestDirectPublished(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.token(store.RoleAdmin)
+	agentSecret := e.token(store.RoleAgent, "h")
+	_, k := newKey(t)
+	a := e.dialDirectKey(t, agentSecret, k, testDirectAddrs)
+	want := []string{"198.51.100.7:2222", "agent.example:2222"}
+	var rec HostRecord
+	if e.call("GET", "/v1/hosts/h", admin, nil, &rec); !slices.Equal(rec.Direct, want) {
+		t.Errorf("GET /v1/hosts/h direct %q, want %q", rec.Direct, want)
+	}
+	var list struct{ Hosts []HostRecord }
+	if e.call("GET", "/v1/hosts", admin, nil, &list); len(list.Hosts) != 1 || !slices.Equal(list.Hosts[0].Direct, want) {
+		t.Errorf("GET /v1/hosts %+v, want h with direct %q", list.Hosts, want)
+	}
+	_, userPub := newKey(t)
+	var cert certResponse
+	if code, c := e.call("POST", "/v1/hosts/h/certificates", admin, certRequest{PublicKey: userPub}, &cert); code != 200 || !slices.Equal(cert.Direct, want) {
+		t.Errorf("certificate: %d %s direct %q, want %q", code, c, cert.Direct, want)
+	}
+	if m := a.ask(t, 1, e.tokenOf(admin).ID); m.Op != wire.DirectAdmit {
+		t.Fatalf("%+v", m)
+	}
+
+	// The tunnel ends: its addresses and sessions go.
+	a.close()
+	waitFor(t, "the ended tunnel's host offline", func() bool { return !e.srv.tunnels.Connected("h") })
+	waitFor(t, "the ended tunnel's direct session forgotten", func() bool { return e.srv.live.count() == 0 })
+	rec = HostRecord{}
+	if e.call("GET", "/v1/hosts/h", admin, nil, &rec); rec.Direct != nil {
+		t.Errorf("an offline host's direct addresses %q, want none", rec.Direct)
+	}
+	if !strings.Contains(e.metricsText(), "hostgate_direct_sessions_open 0") {
+		t.Error("the ended tunnel's direct session is still counted")
+	}
+
+	// Back with addresses, then replaced by a tunnel without.
+	e.dialDirectKey(t, agentSecret, k, "192.0.2.1:22")
+	if e.call("GET", "/v1/hosts/h", admin, nil, &rec); !slices.Equal(rec.Direct, []string{"192.0.2.1:22"}) {
+		t.Errorf("direct %q, want the new tunnel's", rec.Direct)
+	}
+	if _, err := e.dialAgent(agentSecret, k, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	rec = HostRecord{}
+	if e.call("GET", "/v1/hosts/h", admin, nil, &rec); rec.Direct != nil || !rec.Connected {
+		t.Errorf("replaced by a tunnel without addresses: %+v, want connected without direct addresses", rec)
+	}
+}

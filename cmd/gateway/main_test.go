@@ -663,6 +663,52 @@ func TestRelayMemoryFlag(t *testing.T) {
 	}
 }
 
+// TestDirectFlag: --direct (or HOSTGATE_DIRECT) turns the gateway's
+// direct sessions off, on by default; anything but on and off is refused
+// naming the flag.
+func TestDirectFlag(t *testing.T) {
+	sio := stdio{out: io.Discard, err: io.Discard}
+	t.Setenv("HOSTGATE_DIRECT", "")
+	for _, tc := range []struct {
+		args []string
+		env  string
+		off  bool
+	}{
+		{nil, "", false},
+		{[]string{"--direct", "off"}, "", true},
+		{[]string{"--direct=on"}, "", false},
+		{nil, "off", true},
+		{[]string{"--direct", "on"}, "off", false},
+	} {
+		if tc.env != "" {
+			_ = os.Setenv("HOSTGATE_DIRECT", tc.env)
+		} else {
+			_ = os.Unsetenv("HOSTGATE_DIRECT")
+		}
+		c, err := parseServeFlags("serve", sio, tc.args, serveConfig{CertTTL: time.Hour})
+		if err != nil {
+			t.Fatalf("%v (env %q): %v", tc.args, tc.env, err)
+		}
+		if got := c.gatewayConfig().DirectOff; got != tc.off {
+			t.Errorf("%v (env %q): direct off %v, want %v", tc.args, tc.env, got, tc.off)
+		}
+	}
+	_ = os.Setenv("HOSTGATE_DIRECT", "yes")
+	if _, err := parseServeFlags("serve", sio, nil, serveConfig{}); err == nil || !strings.Contains(err.Error(), `HOSTGATE_DIRECT="yes": want on or off`) {
+		t.Errorf("HOSTGATE_DIRECT=yes: %v, want an error naming the variable and its values", err)
+	}
+	_ = os.Unsetenv("HOSTGATE_DIRECT")
+	var help bytes.Buffer
+	if _, err := parseServeFlags("serve", stdio{out: &help, err: &help}, []string{"--help"}, serveConfig{}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-direct on|off\n") || !strings.Contains(help.String(), "(default on)") {
+		t.Errorf("--help: %v; --direct is not shown with its values and default in:\n%s", err, help.String())
+	}
+	for _, bad := range []string{"yes", "", "OFF"} {
+		if _, err := parseServeFlags("serve", sio, []string{"--direct", bad}, serveConfig{}); err == nil || !strings.Contains(err.Error(), "-direct") || !strings.Contains(err.Error(), "want on or off") {
+			t.Errorf("--direct %q: %v, want an error naming the flag and its values", bad, err)
+		}
+	}
+}
+
 func TestParseArgsInterspersed(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

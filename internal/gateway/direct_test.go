@@ -228,6 +228,26 @@ func TestDirectEndsWhenTokenRevoked(t *testing.T) {
 	}
 }
 
+// TestDirectEndsWhenTokenExpires: a token that expires while its direct
+// session is open has the session ended at the next recheck, saying so.
+func TestDirectEndsWhenTokenExpires(t *testing.T) {
+	e := newEnv(t, &Config{TokenRecheck: time.Hour}) // rechecked by hand
+	_, tok, err := e.store.CreateToken(e.ctx, store.TokenSpec{Role: store.RoleClient, Hosts: []string{"h"}, Name: "short", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+	if m := a.ask(t, 3, tok.ID); m.Op != wire.DirectAdmit {
+		t.Fatalf("%+v", m)
+	}
+	if err := e.srv.live.recheck(e.ctx, time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if m := a.read(t); m.Op != wire.DirectEnd || m.ID != 3 || m.Reason != "host h: the session's token was expired" {
+		t.Fatalf("after the token's expiry: %+v, want the end of session 3 saying its token expired", m)
+	}
+}
+
 // TestDirectAuditRequired: a direct session is recorded in the audit log
 // like a relayed one, and with --audit-required it is refused, saying why,
 // while the log cannot be written, then admitted again once it can; without

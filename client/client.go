@@ -232,7 +232,7 @@ type Certificate struct {
 	// Direct are the addresses ("host:port") the host's agent accepts
 	// direct SSH sessions on (agent connect --direct), which the client
 	// tries before the relay; empty when it accepts none, or the gateway
-	// admits none (gateway serve --direct=off).
+	// admits none (gateway serve --direct-sessions=off).
 	Direct []string `json:"direct,omitempty"`
 }
 

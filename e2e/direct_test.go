@@ -220,7 +220,7 @@ func waitLost(t *testing.T, p hostgate.Process, what string) {
 // TestDirectFallsBackToTheRelay: a client that cannot reach the agent's
 // direct address (here one the agent advertises but does not listen on)
 // uses the relay and works all the same; a gateway started with
-// --direct=off publishes no address, and every session is relayed.
+// --direct-sessions=off publishes no address, and every session is relayed.
 func TestDirectFallsBackToTheRelay(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
@@ -255,10 +255,10 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 		t.Fatal("no relay in the gateway's log")
 	}
 
-	off := startGateway(t, "", "--direct=off")
+	off := startGateway(t, "", "--direct-sessions=off")
 	_, direct = off.startDirectAgent("beta")
 	if len(direct) != 0 {
-		t.Fatalf("a --direct=off gateway published %q", direct)
+		t.Fatalf("a --direct-sessions=off gateway published %q", direct)
 	}
 	c2, err := client.New(off.url, off.admin, nil)
 	if err != nil {
@@ -271,9 +271,9 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	}
 	defer h2.Close()
 	if res, err := h2.Exec(ctx, []string{"echo", "relayed"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "relayed\n" {
-		t.Fatalf("exec through a --direct=off gateway: %q, %v", res.Stdout, err)
+		t.Fatalf("exec through a --direct-sessions=off gateway: %q, %v", res.Stdout, err)
 	}
 	if addr, err := c2.DirectPath("beta"); addr != "" || err != nil {
-		t.Fatalf("DirectPath through a --direct=off gateway: %q, %v; want none tried", addr, err)
+		t.Fatalf("DirectPath through a --direct-sessions=off gateway: %q, %v; want none tried", addr, err)
 	}
 }

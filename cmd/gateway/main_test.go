@@ -663,27 +663,27 @@ func TestRelayMemoryFlag(t *testing.T) {
 	}
 }
 
-// TestDirectFlag: --direct (or HOSTGATE_DIRECT) turns the gateway's
+// TestDirectFlag: --direct-sessions (or HOSTGATE_DIRECT_SESSIONS) turns the gateway's
 // direct sessions off, on by default; anything but on and off is refused
 // naming the flag.
 func TestDirectFlag(t *testing.T) {
 	sio := stdio{out: io.Discard, err: io.Discard}
-	t.Setenv("HOSTGATE_DIRECT", "")
+	t.Setenv("HOSTGATE_DIRECT_SESSIONS", "")
 	for _, tc := range []struct {
 		args []string
 		env  string
 		off  bool
 	}{
 		{nil, "", false},
-		{[]string{"--direct", "off"}, "", true},
-		{[]string{"--direct=on"}, "", false},
+		{[]string{"--direct-sessions", "off"}, "", true},
+		{[]string{"--direct-sessions=on"}, "", false},
 		{nil, "off", true},
-		{[]string{"--direct", "on"}, "off", false},
+		{[]string{"--direct-sessions", "on"}, "off", false},
 	} {
 		if tc.env != "" {
-			_ = os.Setenv("HOSTGATE_DIRECT", tc.env)
+			_ = os.Setenv("HOSTGATE_DIRECT_SESSIONS", tc.env)
 		} else {
-			_ = os.Unsetenv("HOSTGATE_DIRECT")
+			_ = os.Unsetenv("HOSTGATE_DIRECT_SESSIONS")
 		}
 		c, err := parseServeFlags("serve", sio, tc.args, serveConfig{CertTTL: time.Hour})
 		if err != nil {
@@ -693,18 +693,18 @@ func TestDirectFlag(t *testing.T) {
 			t.Errorf("%v (env %q): direct off %v, want %v", tc.args, tc.env, got, tc.off)
 		}
 	}
-	_ = os.Setenv("HOSTGATE_DIRECT", "yes")
-	if _, err := parseServeFlags("serve", sio, nil, serveConfig{}); err == nil || !strings.Contains(err.Error(), `HOSTGATE_DIRECT="yes": want on or off`) {
-		t.Errorf("HOSTGATE_DIRECT=yes: %v, want an error naming the variable and its values", err)
+	_ = os.Setenv("HOSTGATE_DIRECT_SESSIONS", "yes")
+	if _, err := parseServeFlags("serve", sio, nil, serveConfig{}); err == nil || !strings.Contains(err.Error(), `HOSTGATE_DIRECT_SESSIONS="yes": want on or off`) {
+		t.Errorf("HOSTGATE_DIRECT_SESSIONS=yes: %v, want an error naming the variable and its values", err)
 	}
-	_ = os.Unsetenv("HOSTGATE_DIRECT")
+	_ = os.Unsetenv("HOSTGATE_DIRECT_SESSIONS")
 	var help bytes.Buffer
-	if _, err := parseServeFlags("serve", stdio{out: &help, err: &help}, []string{"--help"}, serveConfig{}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-direct on|off\n") || !strings.Contains(help.String(), "(default on)") {
-		t.Errorf("--help: %v; --direct is not shown with its values and default in:\n%s", err, help.String())
+	if _, err := parseServeFlags("serve", stdio{out: &help, err: &help}, []string{"--help"}, serveConfig{}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-direct-sessions on|off\n") || !strings.Contains(help.String(), "(default on)") {
+		t.Errorf("--help: %v; --direct-sessions is not shown with its values and default in:\n%s", err, help.String())
 	}
 	for _, bad := range []string{"yes", "", "OFF"} {
-		if _, err := parseServeFlags("serve", sio, []string{"--direct", bad}, serveConfig{}); err == nil || !strings.Contains(err.Error(), "-direct") || !strings.Contains(err.Error(), "want on or off") {
-			t.Errorf("--direct %q: %v, want an error naming the flag and its values", bad, err)
+		if _, err := parseServeFlags("serve", sio, []string{"--direct-sessions", bad}, serveConfig{}); err == nil || !strings.Contains(err.Error(), "-direct-sessions") || !strings.Contains(err.Error(), "want on or off") {
+			t.Errorf("--direct-sessions %q: %v, want an error naming the flag and its values", bad, err)
 		}
 	}
 }

@@ -53,7 +53,7 @@ type serveConfig struct {
 	TLSCert       string // PEM certificate chains, comma-separated: serve HTTPS itself (with TLSKey)
 	TLSKey        string // their PEM private keys, in TLSCert's order
 	AuditRequired bool   // refuse new sessions while the audit log cannot be written
-	DirectOff     bool   // --direct=off: every session through the relay
+	DirectOff     bool   // --direct-sessions=off: every session through the relay
 	proxies       []netip.Prefix
 	// Checkpoint retention (dockerhost.Retention); 0 keeps everything.
 	CheckpointMaxAge   time.Duration
@@ -172,7 +172,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 		fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert, in `FILE` (certbot's privkey.pem); comma-separated, in --tls-cert's order")
 	}
 	fs.BoolVar(&c.AuditRequired, "audit-required", false, "while the audit log cannot be written (a full disk), refuse new sessions, execs and logins with 503 instead of letting them go on unrecorded; open sessions go on")
-	fs.Var(onOff{&c.DirectOff}, "direct", "direct sessions, `on|off`: a caller that reaches an agent's own listener (agent connect --direct ADDR) runs its SSH session straight to it, admitted and ended by the gateway as a relayed one (its token, the audit log); off: every session goes through the gateway's relay")
+	fs.Var(onOff{&c.DirectOff}, "direct-sessions", "direct sessions, `on|off`: a caller that reaches an agent's own listener (agent connect --direct ADDR) runs its SSH session straight to it, admitted and ended by the gateway as a relayed one (its token, the audit log); off: every session goes through the gateway's relay")
 	fs.Var(&c.RelayMemory, "relay-memory", "bytes that all relayed sessions together may hold unread at the gateway, what hosts sent faster than callers read: past it the hosts of the sessions holding the most wait, nothing is dropped (`SIZE` in bytes, or with K, M, G, T: powers of 1024; each open session may hold 256 KiB more; 0: no bound)")
 	fs.DurationVar(&c.TerminalKeep, "terminal-keep", webterm.DefaultKeep, "how long a web terminal whose page went away (a dropped network, a laptop asleep, a reload) keeps its shell running for the page to resume it, with what it printed meanwhile (0: the shell ends with its page)")
 	fs.DurationVar(&c.CheckpointMaxAge, "checkpoint-max-age", 0, "Docker executions' checkpoints older than this are deleted, oldest first, in the background: at start, after each checkpoint, and as each passes this age (0: kept for good)")

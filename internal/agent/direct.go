@@ -50,7 +50,7 @@ var errTunnelDown = errors.New("the agent's tunnel to the gateway is down: direc
 
 // errNoDirect refuses every direct connection of a tunnel whose gateway
 // did not answer wire.DirectOn.
-var errNoDirect = errors.New("this gateway does not admit direct sessions (its answer to the agent's connect had no " + wire.HeaderDirect + ": " + wire.DirectOn + "; a gateway started with --direct=off, or an older one): use the relay")
+var errNoDirect = errors.New("this gateway does not admit direct sessions (its answer to the agent's connect had no " + wire.HeaderDirect + ": " + wire.DirectOn + "; a gateway started with --direct-sessions=off, or an older one): use the relay")
 
 // directAddrs is what the agent advertises (wire.HeaderDirect) for its
 // direct listener on listen, bound to bound: advertise when given, else

@@ -387,7 +387,7 @@ func TestDirectControlStreamEndEndsSession(t *testing.T) {
 }
 
 // TestDirectNotOnRefused: a gateway that does not answer DirectOn (an
-// older one, or --direct=off) gets no control stream, and every direct
+// older one, or --direct-sessions=off) gets no control stream, and every direct
 // connection is refused at authentication.
 func TestDirectNotOnRefused(t *testing.T) {
 	g := newDirectGW(t, false, admitAll)

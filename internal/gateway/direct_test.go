@@ -284,7 +284,7 @@ func TestDirectAuditRequired(t *testing.T) {
 	}
 }
 
-// TestDirectOff: with direct sessions off (--direct=off) the gateway
+// TestDirectOff: with direct sessions off (--direct-sessions=off) the gateway
 // ignores the agent's addresses, even malformed ones: it does not answer
 // DirectOn, publishes none, and takes no control stream.
 func TestDirectOff(t *testing.T) {

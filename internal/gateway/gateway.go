@@ -95,7 +95,7 @@ type Config struct {
 	// agent tunnels are looked up again, so that a revoked or expired
 	// token ends what it opened; 0 means DefaultTokenRecheck.
 	TokenRecheck time.Duration
-	// DirectOff refuses direct sessions (gateway serve --direct=off): the
+	// DirectOff refuses direct sessions (gateway serve --direct-sessions=off): the
 	// gateway ignores an agent's wire.HeaderDirect, so it neither answers
 	// wire.DirectOn nor publishes the agent's addresses nor takes its
 	// control stream, and every session goes through the relay.

@@ -29,7 +29,7 @@ import (
 // sessions answers with DirectOn in the same header, and then accepts one
 // stream the agent opens on the tunnel: the control stream, DirectMsg
 // lines both ways. Without DirectOn in the answer (a gateway started with
-// --direct=off, or an older one), the agent refuses every direct
+// --direct-sessions=off, or an older one), the agent refuses every direct
 // connection, and callers use the relay.
 const HeaderDirect = "X-Hostgate-Direct"
 

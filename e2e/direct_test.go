@@ -158,7 +158,7 @@ func TestDirectSessions(t *testing.T) {
 		t.Fatalf("%d direct sessions admitted in the gateway's log, want at least 2 (Go, OpenSSH):\n%s", n, logs)
 	}
 	out, err := exec.Command(bin.gateway, "audit", "--state-dir", g.stateDir).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "direct") || !strings.Contains(string(out), "doomed") {
+	if err != nil || !strings.Contains(string(out), "ssh-direct") || !strings.Contains(string(out), "doomed") {
 		t.Fatalf("gateway audit: %v, want the direct sessions of token doomed\n%s", err, out)
 	}
 

@@ -189,10 +189,6 @@ func (e *env) startAgent(ctx context.Context, id string, extra ...string) (*proc
 	return e.startAgentAt(ctx, e.gw, e.api, id, e.cfg.agentBin, extra...)
 }
 
-func (e *env) startAgentBin(ctx context.Context, id, bin string) (*proc, error) {
-	return e.startAgentAt(ctx, e.gw, e.api, id, bin)
-}
-
 // startAgentAt enrolls the agent at gw, whose admin client is api; extra
 // are more flags of agent connect.
 func (e *env) startAgentAt(ctx context.Context, gw *gateway, api *client.Client, id, bin string, extra ...string) (*proc, error) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -235,19 +236,7 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	if len(direct) != 1 || direct[0] != deadAddr {
 		t.Fatalf("published %q, want the advertised %s", direct, deadAddr)
 	}
-	c, err := client.New(g.url, g.admin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
-	h, err := c.Dial(ctx, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if res, err := h.Exec(ctx, []string{"echo", "relayed"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "relayed\n" {
-		t.Fatalf("exec after the fallback: %q, %v", res.Stdout, err)
-	}
+	c := dialEcho(t, ctx, g, "alpha")
 	if _, err := c.DirectPath("alpha"); err == nil || !strings.Contains(err.Error(), deadAddr) {
 		t.Fatalf("DirectPath: %v, want why %s failed", err, deadAddr)
 	}
@@ -260,20 +249,28 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	if len(direct) != 0 {
 		t.Fatalf("a --direct-sessions=off gateway published %q", direct)
 	}
-	c2, err := client.New(off.url, off.admin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.CloseIdleConnections()
-	h2, err := c2.Dial(ctx, "beta")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h2.Close()
-	if res, err := h2.Exec(ctx, []string{"echo", "relayed"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "relayed\n" {
-		t.Fatalf("exec through a --direct-sessions=off gateway: %q, %v", res.Stdout, err)
-	}
+	c2 := dialEcho(t, ctx, off, "beta")
 	if addr, err := c2.DirectPath("beta"); addr != "" || err != nil {
 		t.Fatalf("DirectPath through a --direct-sessions=off gateway: %q, %v; want none tried", addr, err)
 	}
+}
+
+// dialEcho dials host id through g with the admin token and runs echo
+// there; the client and its host go with the test.
+func dialEcho(t *testing.T, ctx context.Context, g *gw, id string) *client.Client {
+	t.Helper()
+	c, err := client.New(g.url, g.admin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	h, err := c.Dial(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	if res, err := h.Exec(ctx, []string{"echo", "hi"}, hostgate.ExecOptions{}); err != nil || string(res.Stdout) != "hi\n" {
+		t.Fatalf("exec on %s: %q, %v", id, res.Stdout, err)
+	}
+	return c
 }

@@ -130,6 +130,10 @@ type term struct {
 	detached time.Time
 	grace    *time.Timer
 	end      *ending
+	// endingTo is the attachment last sent the ending: a resume waits
+	// until that page's close is over, which says whether it had the
+	// ending (the terminal is forgotten) or not (kept for the resume).
+	endingTo *attachment
 
 	in       *inbox
 	fed      chan struct{} // the input copy is done
@@ -264,8 +268,9 @@ func (t *term) run() {
 		t.end = end
 		a := t.att
 		// Kept with no page, the ending waits for one until the grace
-		// runs out, with the output it left.
-		waits := t.grace != nil && a == nil
+		// runs out, with the output it left; kept with a page, the
+		// attachment forgets it once the page has the ending.
+		waits := t.grace != nil && a == nil || a != nil && t.id != ""
 		t.mu.Unlock()
 		if !waits {
 			t.h.forget(t)

@@ -682,3 +682,37 @@ func TestResumeReplaysBeforeNewOutput(t *testing.T) {
 		t.Fatalf("the resumed page got %q, want %q", got, "oldREDRAWEND")
 	}
 }
+
+// A page that stops answering as its terminal's ending is sent (its
+// network dropped at that moment) resumes to the ending, exit code and
+// all. The terminal was forgotten as the ending went out, and the resume
+// was told it was gone (4004), the exit code lost: 29 of 90 such resumes
+// in a soak.
+func TestEndingKeptForAPageThatDidNotAnswer(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, _ := keptServer(t, Config{}, proc)
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	s := readControl(ctx, t, ws)
+	echo(ctx, t, ws, "hi")
+	// From here the page reads nothing, so it never answers a close.
+	if _, err := proc.inW.Write([]byte("exit 4")); err != nil {
+		t.Fatal(err)
+	}
+	<-proc.done
+	waitDetached(ctx, t, srv, 1) // the close went unanswered, the terminal kept
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(s.ID, 2, 1))
+	if c := readControl(ctx, t, ws2); c.Type != "exit" || c.Code == nil || *c.Code != 4 {
+		t.Fatalf("the resume got %+v, want exit 4", c)
+	}
+	if code, _ := closeStatus(ctx, ws2); code != websocket.StatusNormalClosure {
+		t.Fatalf("close %v, want normal", code)
+	}
+	// Had, it is forgotten.
+	ws3, err := openErr(ctx, srv, "local", "", resumeQuery(s.ID, 2, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws3.CloseNow()
+	expectClose(ctx, t, ws3, StatusNoTerminal, "a resume after the ending was had")
+}

@@ -493,6 +493,9 @@ func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, se
 	h.mu.Unlock()
 	// Another caller's, or another host's, is no more there than an
 	// expired one: an id proves nothing without the caller's own login.
+	if t != nil && t.host == host && t.caller == caller {
+		t = h.afterEndingSent(t, id)
+	}
 	if t == nil || t.host != host || t.caller != caller {
 		log.Info("terminal resume refused: no such terminal", "terminal", id)
 		_ = ws.Close(StatusNoTerminal, "this terminal has ended; open a new one")
@@ -510,6 +513,38 @@ func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, se
 	t.replay(a, from, acks, paced)
 	log.Info("terminal resumed", "terminal", id, "from", from)
 	h.serveAttachment(t, a, log)
+}
+
+// afterEndingSent is kept terminal t (id) for a resume once the page its
+// ending is being sent to, if any, is done with its close: nil when that
+// page had the ending (it answered the close, and t was forgotten). A
+// resume in that window got the ending a second time (7 of 90 in a
+// soak), and once the close was unanswered, the page's own resume could
+// find t forgotten.
+func (h *Terminals) afterEndingSent(t *term, id string) *term {
+	t.mu.Lock()
+	prev := t.endingTo
+	if prev == nil && t.end != nil {
+		prev = t.att // its ending under way, not yet being written
+	}
+	t.mu.Unlock()
+	if prev == nil {
+		return t
+	}
+	// Bounded by the ending's write (closeWait) and the close handshake;
+	// the timer only guards against a page that holds both.
+	wait := time.NewTimer(2*closeWait + 10*time.Second)
+	defer wait.Stop()
+	select {
+	case <-prev.told:
+	case <-wait.C:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kept[id] != t {
+		return nil
+	}
+	return t
 }
 
 // serveAttachment carries input and control from a's page until it goes,
@@ -622,6 +657,9 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 	<-a.done
 	switch a.why {
 	case stopEnded:
+		t.mu.Lock()
+		t.endingTo = a
+		t.mu.Unlock()
 		end := t.ending()
 		if end.msg != nil {
 			// An output write stuck on a page that does not read holds
@@ -638,8 +676,17 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 			wcancel()
 			a.wmu.Unlock()
 		}
-		_ = a.ws.Close(websocket.StatusNormalClosure, end.reason)
-		t.h.forget(t) // the page has the ending: nothing is left to resume
+		if err := a.ws.Close(websocket.StatusNormalClosure, end.reason); err == nil || t.id == "" || end.msg == nil {
+			t.h.forget(t) // the page has the ending: nothing is left to resume
+		} else {
+			// The page did not answer the close: it may never have
+			// read the ending (its network dropped as it was sent), and
+			// its resume was told the terminal was gone (4004), its exit
+			// code lost (29 of 90 in a soak). A kept terminal keeps the
+			// ending for it, as one that ended while its page was away.
+			t.log.Info("terminal page did not answer the close of its ending; kept for its resume", "err", err, "keep", t.h.cfg.Keep)
+			t.detach(a)
+		}
 	case stopTaken:
 		// Close waits at most 5 s for a write stuck on this page, then
 		// closes the socket under it.

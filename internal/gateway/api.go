@@ -220,12 +220,13 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r, tok, id, "certificate")
+	rec := s.record(h)
 	WriteJSON(w, http.StatusOK, certResponse{
 		Certificate:   strings.TrimSpace(string(ssh.MarshalAuthorizedKey(cert))),
 		ValidBefore:   time.Unix(int64(cert.ValidBefore), 0).UTC(),
-		HostKey:       s.record(h).HostKey,
+		HostKey:       rec.HostKey,
 		HostPublicKey: h.HostKey,
-		Direct:        s.record(h).Direct,
+		Direct:        rec.Direct,
 	})
 }
 

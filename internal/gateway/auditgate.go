@@ -19,20 +19,29 @@ import (
 // can be written.
 func (s *Server) auditRequired(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !startsSomething(r) || s.auditLog.failure() == nil {
+		if !startsSomething(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// Nothing is written while we refuse: probe's store check (at
-		// most once per readyTTL) is what ends the outage.
-		_, _ = s.probe()
-		err := s.auditLog.failure()
-		if err == nil {
-			next.ServeHTTP(w, r)
+		if err := s.auditUnavailable(); err != nil {
+			WriteError(w, http.StatusServiceUnavailable, "audit_unavailable", auditRefusal(err))
 			return
 		}
-		WriteError(w, http.StatusServiceUnavailable, "audit_unavailable", auditRefusal(err))
+		next.ServeHTTP(w, r)
 	})
+}
+
+// auditUnavailable is why the audit log cannot be written now, or nil:
+// what --audit-required refuses new sessions for, at the HTTP door and at
+// a direct session's admission alike.
+func (s *Server) auditUnavailable() error {
+	if s.auditLog.failure() == nil {
+		return nil
+	}
+	// Nothing is written while sessions are refused: probe's store check
+	// (at most once per readyTTL) is what ends the outage.
+	_, _ = s.probe()
+	return s.auditLog.failure()
 }
 
 // startsSomething says whether r may start what the audit log records:

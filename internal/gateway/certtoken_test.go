@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
@@ -31,7 +31,7 @@ func TestTerminalCertificateNamesToken(t *testing.T) {
 	// and returns the certificate the gateway presented to it.
 	certOf := func(dial func()) *ssh.Certificate {
 		t.Helper()
-		gw, host := tcpPair(t) // net.Pipe would deadlock: both sides write their SSH version first
+		gw, host := testenv.TCPPair(t) // net.Pipe would deadlock: both sides write their SSH version first
 		unregister, _, err := e.srv.tunnels.Register("h", stubTunnel{gw})
 		if err != nil {
 			t.Fatal(err)
@@ -84,25 +84,4 @@ func TestTerminalCertificateNamesToken(t *testing.T) {
 	if got, ok := shared.Extensions[wire.CertTokenExtension]; ok {
 		t.Errorf("the previews' shared connection's certificate names token %q", got)
 	}
-}
-
-// tcpPair is two ends of one loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ln.Accept()
-	if err != nil {
-		_ = a.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	return a, b
 }

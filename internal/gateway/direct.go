@@ -164,16 +164,15 @@ func (d *directControl) open(m wire.DirectMsg) {
 		refuse(tok.Name, wire.HostMessage(d.hostID, "not among the hosts the certificate's token reaches: a client token reaches only the hosts it was created with (gateway token create --role client --host ID)"))
 		return
 	}
-	if s.cfg.AuditRequired && s.auditLog.failure() != nil {
-		_, _ = s.probe() // what ends an outage while nothing is written
-		if s.auditLog.failure() != nil {
-			refuse(tok.Name, "the audit log cannot be written, and the gateway runs with --audit-required: it starts no new session until it can (sessions already open go on); its log names the file")
+	if s.cfg.AuditRequired {
+		if err := s.auditUnavailable(); err != nil {
+			refuse(tok.Name, auditRefusal(err))
 			return
 		}
 	}
 	s.metrics.SessionStarts.WithLabelValues("ssh-direct").Inc()
 	if err := s.recordAudit(s.ctx, store.Session{TokenName: tok.Name, HostID: d.hostID, Kind: "ssh-direct", RemoteAddr: m.Remote}); err != nil && s.cfg.AuditRequired {
-		refuse(tok.Name, "the audit log cannot be written, and the gateway runs with --audit-required: it starts no new session until it can (sessions already open go on); its log names the file")
+		refuse(tok.Name, auditRefusal(err))
 		return
 	}
 	ds := &directSession{id: m.ID, log: log.With("token", tok.Name), started: time.Now()}

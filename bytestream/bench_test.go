@@ -2,6 +2,7 @@ package bytestream
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,4 +200,48 @@ func (d *delayConn) Close() error {
 	err := d.Conn.Close()
 	d.once.Do(func() { close(d.done); d.wg.Wait() })
 	return err
+}
+
+// BenchmarkIdleTunnelMemory reports what idle tunnels hold: 200 WebSocket
+// + yamux sessions, each an agent's end (dialed, the yamux server) and a
+// gateway's (accepted, the yamux client), doing nothing. Per pair, both
+// ends together: live heap after a GC, and goroutine stacks. A gateway
+// multiplies its end by its agents (hgbench's scale rows measure that end
+// alone, as the gateway process's RSS).
+func BenchmarkIdleTunnelMemory(b *testing.B) {
+	const pairs = 200
+	url, ch := wsServer(b, nil)
+	var heap, stack float64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var sessions []*yamux.Session
+		for range pairs {
+			a, err := WebSocket(testCtx(b), url, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			gw, err := MuxClient(acceptedConn(b, ch), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ag, err := MuxServer(a, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sessions = append(sessions, gw, ag)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap += float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		stack += float64(after.StackInuse) - float64(before.StackInuse)
+		var wg sync.WaitGroup
+		for _, s := range sessions {
+			wg.Go(func() { _ = s.Close() })
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(heap/float64(b.N*pairs), "heap-B/pair")
+	b.ReportMetric(stack/float64(b.N*pairs), "stack-B/pair")
 }

@@ -227,6 +227,7 @@ func newMux(conn net.Conn, cfg *MuxConfig, client bool) (*yamux.Session, error) 
 		// Streams write their own frames: muxConn's write watchdog bounds
 		// every write, which is what WriteInCaller asks of the connection.
 		WriteInCaller:       true,
+		ReadsBuffered:       true, // muxConn reads through a buffer, its own or the WebSocket's
 		CloseEndsReads:      s.closeEnds,
 		MaxStreamWindowSize: s.window,
 		RecvBudget:          s.budget,

@@ -85,7 +85,7 @@ func rstFrame(id uint32) frameHeader {
 // (yamux#142); and it coalesces each small data frame into one write.
 type muxConn struct {
 	conn    net.Conn
-	br      *bufio.Reader
+	br      io.Reader    // conn, or a buffer over it (see bufferedReader)
 	streams *streamTable // nil: no bound
 
 	// Read side, owned by the yamux recv goroutine (the only reader).
@@ -136,6 +136,14 @@ type muxConn struct {
 // buffer. At 32 KiB nearly every byte of a bulk stream was copied once more.
 const muxReadBuf = 4 << 10
 
+// bufferedReader is a conn whose small reads cost no syscall each: a
+// WebSocket, read through coder/websocket's buffer (and, accepted, a
+// read-ahead under it). muxConn reads one without a buffer of its own,
+// which every idle agent tunnel held, 4 KiB, for as long as it lived.
+type bufferedReader interface {
+	readsBuffered() bool
+}
+
 // joiner is a conn that writes two parts as one Write of both: a
 // write-behind WebSocket (an agent's, dialed), which copies what it is
 // given into its buffer anyway, or a gateway's corked one, which sends the
@@ -149,7 +157,10 @@ type joiner interface {
 }
 
 func newMuxConn(conn net.Conn, maxStreams int, timeout time.Duration) *muxConn {
-	c := &muxConn{conn: conn, br: bufio.NewReaderSize(conn, muxReadBuf), timeout: timeout}
+	c := &muxConn{conn: conn, br: conn, timeout: timeout}
+	if b, ok := conn.(bufferedReader); !ok || !b.readsBuffered() {
+		c.br = bufio.NewReaderSize(conn, muxReadBuf)
+	}
 	if j, ok := conn.(joiner); ok && j.joinsWrites() {
 		c.joiner = j
 		c.joinLo, c.joinHi = j.joinRange()
@@ -279,7 +290,7 @@ func (c *muxConn) Read(p []byte) (int, error) {
 				c.fail(errFrameTooBig)
 				return 0, errFrameTooBig
 			}
-			if _, err := c.br.Discard(int(n)); err != nil {
+			if _, err := io.CopyN(io.Discard, c.br, int64(n)); err != nil {
 				return 0, c.errOr(err)
 			}
 		}

@@ -16,7 +16,8 @@ const aheadSize = 64 << 10
 var aheadBufs = sync.Pool{New: func() any { b := make([]byte, aheadSize); return &b }}
 
 // readAhead serves the small reads of the buffers above a WebSocket's TCP
-// conn (coder/websocket's and net/http's are 4 KiB, yamux's too) from one
+// conn (coder/websocket's: 4 KiB on a dialed conn, acceptBufSize on an
+// accepted one) from one
 // large read syscall. A bulk stream through an agent was read 8 KiB per
 // syscall; each is a kernel entry and, on a busy pipeline, a wakeup.
 // The buffer is taken from a pool only when the kernel has bytes to give

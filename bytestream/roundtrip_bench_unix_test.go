@@ -14,7 +14,22 @@ import (
 // time, so every message is a burst of its own, as the SSH messages of
 // small forwarded connections are. Reports CPU time per round trip.
 func BenchmarkSmallRoundTrip(b *testing.B) {
-	a, s := wsPair(b)
+	b.Run("websocket", func(b *testing.B) {
+		a, s := wsPair(b)
+		smallRoundTrips(b, a, s)
+	})
+	// Through a yamux stream, as an agent tunnel carries SSH: the dialed
+	// side (an agent) asks, the accepted side (the gateway) answers, each
+	// reading frames through the layers a tunnel has.
+	b.Run("websocket+yamux", func(b *testing.B) {
+		x, y := wsPair(b)
+		a, s := benchMux(b, x, y, &MuxConfig{})
+		smallRoundTrips(b, a, s)
+	})
+}
+
+// smallRoundTrips times 100-byte round trips from a, answered by s.
+func smallRoundTrips(b *testing.B, a, s io.ReadWriter) {
 	msg := make([]byte, 100)
 	go func() {
 		buf := make([]byte, 100)

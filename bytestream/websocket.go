@@ -241,8 +241,8 @@ func Accept(w http.ResponseWriter, r *http.Request, opts *AcceptOptions) (net.Co
 	return wc, nil
 }
 
-// corkHijacker hands coder/websocket a corked conn at Hijack: its 4 KiB
-// write buffer splits every message into a 4 KiB write and the rest, two
+// corkHijacker hands coder/websocket a corked conn at Hijack: its write
+// buffer splits every message into a buffer-full write and the rest, two
 // syscalls and two wakeups of the peer; corked, a Write of up to four
 // messages is one write, and the buffer that collects it is held only
 // while it is written (so 10,000 idle tunnels hold none).
@@ -266,10 +266,19 @@ func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	left, _ := brw.Reader.Peek(brw.Reader.Buffered())
 	_, tcp := conn.(*net.TCPConn)
 	h.conn = &corkConn{Conn: conn, ra: newReadAhead(conn, bytes.Clone(left)), rw: newRawWriter(conn), refs: tcp}
-	brw.Reader.Reset(h.conn)
-	brw.Writer.Reset(h.conn)
-	return h.conn, brw, nil
+	// coder/websocket keeps the buffers it is handed for the conn's life:
+	// net/http's 4 KiB pair held 8 KiB of every idle agent tunnel. Small
+	// ones do the same work here: the read-ahead under them makes the
+	// reads' syscalls, and the cork the writes', taking its buffer only
+	// while a call writes; a payload larger than these goes past them
+	// straight to the cork (bufio's own rule), as one past 4 KiB did.
+	return h.conn, bufio.NewReadWriter(bufio.NewReaderSize(h.conn, acceptBufSize), bufio.NewWriterSize(h.conn, acceptBufSize)), nil
 }
+
+// acceptBufSize is the read and write buffer an accepted WebSocket keeps:
+// room for a frame header and a small control frame (a ping's, a close's),
+// which a write then sends in one piece.
+const acceptBufSize = 256
 
 // wsConn is a WebSocket as a stream (msgConn) with a read limit, bounded
 // message size, and deadline errors that say so.
@@ -336,6 +345,9 @@ func newWSConn(c *websocket.Conn, limit int64, cork *corkConn, addrs bool) *wsCo
 	return &wsConn{Conn: mc, ws: c, cork: cork}
 }
 
+// readsBuffered: coder/websocket reads through a buffer (bufferedReader).
+func (c *wsConn) readsBuffered() bool { return true }
+
 // abort closes the connection without the close handshake, which would
 // wait up to 5 s for a peer already known to be dead (mux timeouts, a
 // write-behind drain that ran out of time).
@@ -401,7 +413,7 @@ func (c *wsConn) Close() error {
 // SSH packet was nine write syscalls and as many wakeups of the reader;
 // corked, a call of up to four messages (a write-behind batch, the
 // gateway relay's 256 KiB copies) is one. (Server frames are not masked
-// but still cost two writes each through the 4 KiB buffer.) A longer call
+// but still cost two writes each through the write buffer.) A longer call
 // goes out in a few larger writes, in order (see corkConn.Write).
 func (c *wsConn) writeMessages(p []byte) (int, error) { return c.writeParts(nil, p) }
 
@@ -471,8 +483,8 @@ var (
 //
 // On an accepted TCP conn (refs), a write that lies inside the payload
 // the corked call was given is held by reference instead of copied:
-// coder/websocket writes a server frame's payload past its 4 KiB buffer
-// straight from the caller's slice, which stays unchanged until the call
+// coder/websocket writes a server frame's payload past its small buffer
+// (acceptBufSize) straight from the caller's slice, which stays unchanged until the call
 // returns, and the call uncorks before it returns. uncork then hands the
 // pieces to one writev. On the gateway's writes to callers that was a
 // copy of every byte. A dialed conn carrying ws:// (plain) gets its data

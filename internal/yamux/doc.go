@@ -1,9 +1,10 @@
 // Package yamux is hostgate's copy of github.com/hashicorp/yamux v0.1.2
 // (MPL-2.0, see LICENSE): the same wire protocol (spec.md) and API, with
-// three additions, Config.WriteInCaller, Config.CloseEndsReads (a Close
+// four additions, Config.WriteInCaller, Config.CloseEndsReads (a Close
 // that ends both directions and buffers nothing more) and
 // Config.OpenBacklog (unacknowledged opens bounded apart from the accept
-// backlog), a bound on the answers to a peer's pings waiting at once
+// backlog), Config.ReadsBuffered (frames read straight from a connection
+// that buffers, without a 4 KiB buffer of the session's own), a bound on the answers to a peer's pings waiting at once
 // (upstream starts a goroutine per ping), a ring for a stream's unread
 // bytes (recvring.go) instead of a bytes.Buffer, and AcceptStream on a
 // closed session saying why it ended rather than handing out a stream

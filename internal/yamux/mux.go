@@ -46,6 +46,12 @@ type Config struct {
 	// caller.
 	WriteInCaller bool
 
+	// hostgate: ReadsBuffered says the connection's small reads cost no
+	// syscall each (it buffers them itself), so the session reads frame
+	// headers and bodies from it directly instead of through a 4 KiB
+	// buffer of its own, which every idle session held.
+	ReadsBuffered bool
+
 	// hostgate: CloseEndsReads makes a stream's Close end both directions,
 	// as a net.Conn's does: a pending or later Read returns io.EOF, the
 	// unread bytes are dropped and the stream leaves the session at once

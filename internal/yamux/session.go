@@ -39,8 +39,9 @@ type Session struct {
 	// conn is the underlying connection
 	conn io.ReadWriteCloser
 
-	// bufRead is a buffered reader
-	bufRead *bufio.Reader
+	// bufRead is a buffered reader (hostgate: or the conn itself, when
+	// it buffers: Config.ReadsBuffered)
+	bufRead io.Reader
 
 	// pings is used to track inflight pings
 	pings    map[uint32]chan struct{}
@@ -107,7 +108,7 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		config:     config,
 		logger:     logger,
 		conn:       conn,
-		bufRead:    bufio.NewReader(conn),
+		bufRead:    conn,
 		pings:      make(map[uint32]chan struct{}),
 		streams:    make(map[uint32]*Stream),
 		inflight:   make(map[uint32]struct{}),
@@ -117,6 +118,9 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		recvDoneCh: make(chan struct{}),
 		sendDoneCh: make(chan struct{}),
 		shutdownCh: make(chan struct{}),
+	}
+	if !config.ReadsBuffered {
+		s.bufRead = bufio.NewReader(conn)
 	}
 	if client {
 		s.nextStreamID = 1

@@ -247,6 +247,7 @@ func testConf() *Config {
 	conf.KeepAliveInterval = 100 * time.Millisecond
 	conf.ConnectionWriteTimeout = 250 * time.Millisecond
 	conf.WriteInCaller = writeInCallerForTest // hostgate
+	conf.ReadsBuffered = readsBufferedForTest // hostgate
 	if noKeepAliveForTest {                   // hostgate
 		conf.EnableKeepAlive = false
 	}
@@ -1359,6 +1360,7 @@ func TestLargeWindow(t *testing.T) {
 	conf := DefaultConfig()
 	conf.MaxStreamWindowSize *= 2
 	conf.WriteInCaller = writeInCallerForTest // hostgate
+	conf.ReadsBuffered = readsBufferedForTest // hostgate
 
 	clientConn, serverConn := testConnTLS(t)
 	client, server := testClientServerConfig(t, clientConn, serverConn, conf, conf.Clone())

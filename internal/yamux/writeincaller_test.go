@@ -72,7 +72,23 @@ func TestWriteInCaller(t *testing.T) {
 		noKeepAliveForTest = tt.dataPath
 		t.Run(tt.name, tt.f)
 	}
+	// And as bytestream runs sessions: reading frames straight from the
+	// connection (the tests' TLS conns buffer as a WebSocket does), in
+	// pieces however the connection cuts them.
+	readsBufferedForTest = true
+	defer func() { readsBufferedForTest = false }()
+	for _, tt := range tests {
+		if tt.name == "SendData_VeryLarge" {
+			continue // 30 s, and SendData_Large has the same path
+		}
+		noKeepAliveForTest = tt.dataPath
+		t.Run("ReadsBuffered/"+tt.name, tt.f)
+	}
 }
+
+// readsBufferedForTest makes testConf ask for Config.ReadsBuffered; set
+// only by TestWriteInCaller.
+var readsBufferedForTest bool
 
 // failingConn accepts failAfter writes, then fails every write.
 type failingConn struct {

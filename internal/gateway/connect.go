@@ -40,7 +40,16 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
-	defer s.wg.Done()
+	// The tunnel's life runs on after the handler (tunnelLife): the
+	// handler's goroutine, grown by the TLS handshake and the upgrade, and
+	// the conn's 8 KiB of net/http buffers it keeps reachable were held
+	// for as long as the agent stayed connected.
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.wg.Done()
+		}
+	}()
 	tok, ok := s.authenticate(w, r)
 	if !ok {
 		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedToken).Inc()
@@ -212,7 +221,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	var (
 		result   string
 		ctx      context.Context
-		cleanups []func() // in reverse order when the handler returns
+		cleanups []func() // in reverse order when the tunnel ends (or the handler, before it is up)
 	)
 	// register makes the tunnel routable and live (cut when the agent's
 	// token goes): for a pinned key before the upgrade answers, so the
@@ -251,9 +260,14 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	defer func() {
+	runCleanups := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
 			cleanups[i]()
+		}
+	}
+	defer func() {
+		if !handedOff {
+			runCleanups()
 		}
 	}()
 	endProof := func() {}
@@ -363,6 +377,18 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// the pinned key may be anyone with the agent token, whose tunnel
 	// callers' host key checks refuse: the line said the same for both.
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub), "keyShown", signed || prove, "userAgent", userAgent(r))
+	handedOff = true
+	go func() {
+		defer s.wg.Done()
+		defer runCleanups()
+		s.tunnelLife(ctx, sess, pt, conn, hostID, direct, &closedHere, closeWithReason, log)
+	}()
+}
+
+// tunnelLife serves agent host hostID's tunnel sess, over conn, until it
+// ends, and logs how: the part of agentConnect that lasts as long as the
+// agent stays connected, on a goroutine of its own.
+func (s *Server) tunnelLife(ctx context.Context, sess *yamux.Session, pt *pendingTunnel, conn net.Conn, hostID string, direct []string, closedHere *atomic.Pointer[error], closeWithReason func(error), log *slog.Logger) {
 	// Its direct sessions' control stream, taken from here on: an agent
 	// opens it once its tunnel is up.
 	directDone := make(chan struct{})
@@ -392,7 +418,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = sess.Close()
 	<-directDone // its direct sessions ended with the session
-	err = sessErr(sess)
+	err := sessErr(sess)
 	if replacedMeanwhile {
 		err = errReplaced
 	}

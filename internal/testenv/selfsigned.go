@@ -19,13 +19,23 @@ import (
 // caller trusts for it.
 func SelfSigned(t testing.TB, notAfter time.Time, names ...string) (certPEM, keyPEM []byte, leaf *x509.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, leaf, err := MakeSelfSigned(notAfter, names...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return certPEM, keyPEM, leaf
+}
+
+// MakeSelfSigned is SelfSigned for a program (the bench harness's TLS
+// gateway): the error returned, not a test failed.
+func MakeSelfSigned(notAfter time.Time, names ...string) (certPEM, keyPEM []byte, leaf *x509.Certificate, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
@@ -44,15 +54,15 @@ func SelfSigned(t testing.TB, notAfter time.Time, names ...string) (certPEM, key
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	if leaf, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), leaf
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), leaf, nil
 }

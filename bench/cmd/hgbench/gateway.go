@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +139,11 @@ func startGateway(ctx context.Context, log *slog.Logger, bin, agentBin, dir stri
 		p.Stop()
 		return nil, err
 	}
-	g := &gateway{proc: p, url: "http://" + m[1], dir: dir}
+	scheme := "http://"
+	if slices.Contains(extra, "--tls-cert") {
+		scheme = "https://"
+	}
+	g := &gateway{proc: p, url: scheme + m[1], dir: dir}
 	g.store, err = store.Open(ctx, filepath.Join(dir, "gateway.db"))
 	if err != nil {
 		p.Stop()

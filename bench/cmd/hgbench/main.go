@@ -85,13 +85,14 @@ func main() {
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
 	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds A/B rows (bulk, SFTP download, exec, forward), this agent against it")
 	flag.StringVar(&c.gatewayBefore, "gateway-before", "", "a second gateway binary: the A/B rows then run through it (with -agent-before, or this agent), this build's whole path against the before one's; fwdbulk's runs it as ssh's ProxyCommand alone, through this gateway")
-	var simTokens, simGateway, simDir string
+	var simTokens, simGateway, simDir, simCA string
 	flag.StringVar(&simTokens, "simulate-agents", "", "internal: run as the scale scenario's agent simulator with this token file")
 	flag.StringVar(&simGateway, "sim-gateway", "", "internal: the simulator's gateway URL")
 	flag.StringVar(&simDir, "sim-dir", "", "internal: the simulator's state directory")
+	flag.StringVar(&simCA, "sim-ca", "", "internal: a PEM certificate the simulator's agents trust for the gateway's TLS")
 	flag.Parse()
 	if simTokens != "" {
-		if err := simulateAgents(simGateway, simTokens, simDir); err != nil {
+		if err := simulateAgents(simGateway, simTokens, simDir, simCA); err != nil {
 			fmt.Fprintln(os.Stderr, "hgbench agent simulator:", err)
 			os.Exit(1)
 		}

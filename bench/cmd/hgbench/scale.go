@@ -12,37 +12,27 @@ import (
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // scale connects N idle agents (the real agent.Connect, so each is a full
 // WebSocket + yamux tunnel with its own SSH server behind it, all in one
 // child process) and measures the gateway process's RSS per tunnel and
 // exec p99 while all are connected: through random tunnels, and through
-// the separate agent process on its open connection.
+// the separate agent process on its open connection; then the RSS per
+// tunnel again, to a gateway serving TLS itself (scaleTLS).
 func (e *env) scale(ctx context.Context) ([]*bench.Scenario, error) {
 	n := e.cfg.scaleN
 	if n <= 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // both gateways' N tunnels
 	defer cancel()
-	// Tokens first, so enrolment time is only the tunnels'.
-	t0 := time.Now()
-	var lines strings.Builder
-	for i := range n {
-		id := fmt.Sprintf("scale-%d", i)
-		tok, err := e.gw.AgentToken(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("token %d: %w", i, err)
-		}
-		fmt.Fprintf(&lines, "%s %s\n", id, tok)
-	}
 	tokens := filepath.Join(e.dir, "scale-tokens")
-	if err := os.WriteFile(tokens, []byte(lines.String()), 0o600); err != nil {
+	if err := e.scaleTokens(ctx, e.gw, n, tokens); err != nil {
 		return nil, err
 	}
-	e.log.Info("scale tokens", "n", n, "took", time.Since(t0).Round(time.Millisecond))
-	sim, err := startAgentSim(ctx, e.gw.url, tokens, filepath.Join(e.dir, "scale"))
+	sim, err := startAgentSim(ctx, e.gw.url, tokens, filepath.Join(e.dir, "scale"), "")
 	if err != nil {
 		return nil, err
 	}
@@ -69,18 +59,10 @@ func (e *env) scale(ctx context.Context) ([]*bench.Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	t0 = time.Now()
-	const batch = 250
-	for k := 1 + batch; ; k += batch {
-		k = min(k, n)
-		if err := sim.Up(k); err != nil {
-			return nil, err
-		}
-		if k == n {
-			break
-		}
+	took, err := sim.upInBatches(n)
+	if err != nil {
+		return nil, err
 	}
-	took := time.Since(t0).Round(time.Second)
 	e.log.Info("scale tunnels up", "n", n, "took", took)
 	after, err := e.gw.RSS()
 	if err != nil {
@@ -89,7 +71,7 @@ func (e *env) scale(ctx context.Context) ([]*bench.Scenario, error) {
 	perTunnel := float64(after-before) / float64(n-1) / 1024
 	rss := &bench.Scenario{Name: fmt.Sprintf("gateway RSS per idle tunnel, N=%d", n), Unit: "KiB", PeerName: "target 64 KiB", Better: bench.Lower,
 		Note: fmt.Sprintf("VmRSS of the gateway process %.0f MiB before, %.0f MiB with %d tunnels (the whole process over N: %.1f KiB each; the gateway had run the other scenarios, so some of the before is heap the tunnels reuse); the agents are agent.Connect in one child process, enrolled in batches of %d in %v",
-			float64(before)/mib, float64(after)/mib, n, float64(after)/float64(n)/1024, batch, took)}
+			float64(before)/mib, float64(after)/mib, n, float64(after)/float64(n)/1024, scaleBatch, took)}
 	rss.Add(perTunnel, 64)
 
 	loaded, err := e.tunnelExecs(ctx, func() int { return rand.IntN(n) }, execs)
@@ -106,7 +88,92 @@ func (e *env) scale(ctx context.Context) ([]*bench.Scenario, error) {
 	// The same through the separate agent process on its open connection.
 	p99h := &bench.Scenario{Name: fmt.Sprintf("exec p99 through the agent process, N=%d connected", n), Unit: "ms", PeerName: "same, before the N connected", Better: bench.Lower}
 	p99h.Add(bench.Percentile(loadedHost, 99), bench.Percentile(baseHost, 99))
-	return []*bench.Scenario{rss, p99, p99h}, nil
+	sim.Stop()
+	rssTLS, err := e.scaleTLS(ctx, n)
+	if err != nil {
+		return []*bench.Scenario{rss, p99, p99h}, fmt.Errorf("idle tunnels under the gateway's own TLS: %w", err)
+	}
+	return []*bench.Scenario{rss, rssTLS, p99, p99h}, nil
+}
+
+// scaleTLS measures n idle tunnels to a gateway that speaks TLS itself
+// (gateway serve --tls-cert), as one without a proxy in front does: a
+// second, fresh gateway with a self-signed certificate its agents trust.
+// Its own TLS is the only difference from the plain row; the plain
+// gateway's proxy, whose own memory per connection the plain row leaves
+// out, is the other way to serve wss://.
+func (e *env) scaleTLS(ctx context.Context, n int) (*bench.Scenario, error) {
+	dir := filepath.Join(e.dir, "gw-tls")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, _, err := testenv.MakeSelfSigned(time.Now().Add(24*time.Hour), "127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	certFile, keyFile := filepath.Join(e.dir, "gw-tls.crt"), filepath.Join(e.dir, "gw-tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	gw, err := startGateway(ctx, e.log, e.cfg.gatewayBin, e.cfg.agentBin, dir, false, "--tls-cert", certFile, "--tls-key", keyFile)
+	if err != nil {
+		return nil, err
+	}
+	defer gw.Stop()
+	tokens := filepath.Join(e.dir, "scale-tls-tokens")
+	if err := e.scaleTokens(ctx, gw, n, tokens); err != nil {
+		return nil, err
+	}
+	sim, err := startAgentSim(ctx, gw.url, tokens, filepath.Join(e.dir, "scale-tls"), certFile)
+	if err != nil {
+		return nil, err
+	}
+	defer sim.Stop()
+	if err := sim.Up(1); err != nil {
+		return nil, err
+	}
+	before, err := gw.RSS()
+	if err != nil {
+		return nil, err
+	}
+	took, err := sim.upInBatches(n)
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("scale tunnels up under TLS", "n", n, "took", took)
+	after, err := gw.RSS()
+	if err != nil {
+		return nil, err
+	}
+	row := &bench.Scenario{Name: fmt.Sprintf("gateway RSS per idle tunnel, N=%d, the gateway's own TLS", n), Unit: "KiB", PeerName: "target 64 KiB", Better: bench.Lower,
+		Note: fmt.Sprintf("the same agents to a fresh gateway serving wss:// itself (--tls-cert, a self-signed P-256 certificate; TLS 1.3, X25519MLKEM768): VmRSS %.0f MiB with 1 tunnel, %.0f MiB with %d, enrolled in batches of %d in %v",
+			float64(before)/mib, float64(after)/mib, n, scaleBatch, took)}
+	row.Add(float64(after-before)/float64(n-1)/1024, 64)
+	return row, nil
+}
+
+// scaleTokens mints agent tokens scale-0 … scale-(n-1) on gw and writes
+// them to path for the agent simulator: before the tunnels, so enrolment
+// time is only the tunnels'.
+func (e *env) scaleTokens(ctx context.Context, gw *gateway, n int, path string) error {
+	t0 := time.Now()
+	var lines strings.Builder
+	for i := range n {
+		id := fmt.Sprintf("scale-%d", i)
+		tok, err := gw.AgentToken(ctx, id)
+		if err != nil {
+			return fmt.Errorf("token %d: %w", i, err)
+		}
+		fmt.Fprintf(&lines, "%s %s\n", id, tok)
+	}
+	if err := os.WriteFile(path, []byte(lines.String()), 0o600); err != nil {
+		return err
+	}
+	e.log.Info("scale tokens", "n", n, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
 }
 
 // tunnelExecs dials pick()'s host through the gateway every 10 execs and

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +28,21 @@ import (
 // on stdin stops every agent and ends the child.
 
 // simulateAgents is the child's side; tokens holds "hostID token" lines.
-func simulateAgents(gatewayURL, tokens, dir string) error {
+func simulateAgents(gatewayURL, tokens, dir, caFile string) error {
 	raw, err := os.ReadFile(tokens)
 	if err != nil {
 		return err
+	}
+	var roots *x509.CertPool
+	if caFile != "" {
+		pemBytes, err := os.ReadFile(caFile)
+		if err != nil {
+			return err
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pemBytes) {
+			return fmt.Errorf("%s: no PEM certificate", caFile)
+		}
 	}
 	var ids, toks []string
 	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
@@ -59,7 +71,7 @@ func simulateAgents(gatewayURL, tokens, dir string) error {
 				return err
 			}
 			var once sync.Once
-			cfg := &agent.ConnectConfig{GatewayURL: gatewayURL, Token: toks[i], HostID: ids[i], StateDir: sd,
+			cfg := &agent.ConnectConfig{GatewayURL: gatewayURL, Token: toks[i], HostID: ids[i], StateDir: sd, RootCAs: roots,
 				Info:     hostgate.Info{Kind: "machine", OS: "linux", Home: dir, TempDir: os.TempDir()},
 				OnTunnel: func(string) { once.Do(func() { upc <- struct{}{} }) }}
 			wg.Add(1)
@@ -87,17 +99,18 @@ func simulateAgents(gatewayURL, tokens, dir string) error {
 
 // agentSim is the parent's handle on the child.
 type agentSim struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	stop sync.Once
 }
 
-func startAgentSim(ctx context.Context, gatewayURL, tokens, dir string) (*agentSim, error) {
+func startAgentSim(ctx context.Context, gatewayURL, tokens, dir, caFile string) (*agentSim, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-simulate-agents", tokens, "-sim-gateway", gatewayURL, "-sim-dir", dir)
+	cmd := exec.CommandContext(ctx, self, "-simulate-agents", tokens, "-sim-gateway", gatewayURL, "-sim-dir", dir, "-sim-ca", caFile)
 	cmd.Stderr = os.Stderr
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+gomaxprocs())
 	in, err := cmd.StdinPipe()
@@ -128,15 +141,35 @@ func (s *agentSim) Up(k int) error {
 	return nil
 }
 
-// Stop closes stdin (every agent stops) and waits.
-func (s *agentSim) Stop() {
-	_ = s.in.Close()
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
+// scaleBatch is how many tunnels upInBatches asks for at a time.
+const scaleBatch = 250
+
+// upInBatches brings the tunnels up to n, scaleBatch more at a time, and
+// says how long it took.
+func (s *agentSim) upInBatches(n int) (time.Duration, error) {
+	t0 := time.Now()
+	for k := 1 + scaleBatch; ; k += scaleBatch {
+		k = min(k, n)
+		if err := s.Up(k); err != nil {
+			return 0, err
+		}
+		if k == n {
+			return time.Since(t0).Round(time.Second), nil
+		}
 	}
+}
+
+// Stop closes stdin (every agent stops) and waits; once.
+func (s *agentSim) Stop() {
+	s.stop.Do(func() {
+		_ = s.in.Close()
+		done := make(chan struct{})
+		go func() { _ = s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-done
+		}
+	})
 }

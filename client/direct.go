@@ -2,12 +2,11 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/dialfirst"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -97,7 +96,7 @@ func (c *Client) DirectPath(id string) (addr string, err error) {
 // sshDirect connects SSH to host id over one of addrs, or fails (the
 // caller then uses the relay), and records which.
 func (c *Client) sshDirect(ctx context.Context, d *directState, addrs []string, auth sshlayer.Auth) (*sshlayer.Client, error) {
-	conn, err := dialFirst(ctx, addrs, directDialTimeout)
+	conn, err := dialfirst.Dial(ctx, addrs, directDialTimeout)
 	if err != nil {
 		d.result("", err)
 		return nil, err
@@ -111,45 +110,4 @@ func (c *Client) sshDirect(ctx context.Context, d *directState, addrs []string, 
 	}
 	d.result(addr, err)
 	return sc, err
-}
-
-// dialFirst dials every address at once and keeps the first connection,
-// as happy eyeballs does between address families: an agent publishes
-// each of its interfaces' addresses, and most callers reach only some.
-func dialFirst(ctx context.Context, addrs []string, timeout time.Duration) (net.Conn, error) {
-	if len(addrs) == 0 {
-		return nil, errors.New("no direct address")
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	results := make(chan result, len(addrs))
-	var d net.Dialer
-	for _, a := range addrs {
-		go func() {
-			conn, err := d.DialContext(ctx, "tcp", a)
-			results <- result{conn, err}
-		}()
-	}
-	var errs []error
-	var won net.Conn
-	for range addrs {
-		r := <-results
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err)
-		case won == nil:
-			won = r.conn
-			cancel() // the others give up
-		default:
-			_ = r.conn.Close()
-		}
-	}
-	if won != nil {
-		return won, nil
-	}
-	return nil, fmt.Errorf("direct: no address answered: %w", errors.Join(errs...))
 }

@@ -3,7 +3,6 @@
 package client
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -206,29 +205,5 @@ func TestRelayOnlySkipsDirect(t *testing.T) {
 	}
 	if addr, err := c.DirectPath("box"); addr != "" || err != nil {
 		t.Fatalf("DirectPath with RelayOnly: %q, %v; want none tried", addr, err)
-	}
-}
-
-// dialFirst keeps the first address that answers and closes the rest.
-func TestDialFirst(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	_ = dead.Close()
-	conn, err := dialFirst(context.Background(), []string{deadAddr, ln.Addr().String()}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close()
-	_, err = dialFirst(context.Background(), []string{deadAddr}, time.Minute)
-	if err == nil || !strings.Contains(err.Error(), "no address answered") {
-		t.Fatalf("no address answering: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/dialfirst"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/sshlayer"
 )
@@ -223,7 +224,7 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 			d := c.directFor(id)
 			var addr string
 			spec := sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
-				conn, err := dialFirst(ctx, addrs, directDialTimeout)
+				conn, err := dialfirst.Dial(ctx, addrs, directDialTimeout)
 				if err == nil {
 					addr = conn.RemoteAddr().String()
 				}

@@ -243,7 +243,7 @@ func TestWebSocketHeadersReachServer(t *testing.T) {
 }
 
 func TestHandshakeError(t *testing.T) {
-	long := strings.Repeat("x", 4096)
+	long := strings.Repeat("x", 3*maxErrorBody)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "token rejected "+long, http.StatusForbidden)
 	}))
@@ -261,6 +261,11 @@ func TestHandshakeError(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "403") {
 		t.Fatalf("error text %q lacks the status", err)
+	}
+	// The whole bound is kept (a gateway's answer of direct addresses is
+	// up to 1 KiB), the error's text shows only its start.
+	if len(he.Body) != 1<<10 || len(err.Error()) > maxErrorText+100 {
+		t.Fatalf("kept %d bytes of the body (want 1 KiB), error text %d bytes (want about %d)", len(he.Body), len(err.Error()), maxErrorText)
 	}
 }
 

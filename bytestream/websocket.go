@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // DefaultReadLimit bounds one WebSocket message when the options leave
@@ -34,8 +36,14 @@ const DefaultReadLimit = 1 << 20
 // stream whose peer is this package.
 const MaxMessageSize = 64 << 10
 
-// maxErrorBody bounds the response body a HandshakeError keeps.
-const maxErrorBody = 512
+// maxErrorBody bounds the response body a HandshakeError keeps: the
+// 1 KiB coder/websocket reads of it (its Dial's doc), so that a gateway's
+// answer of a host's direct addresses (wire.MaxDirectAnswerLen) comes
+// whole. Its Error shows at most maxErrorText of it.
+const (
+	maxErrorBody = 1 << 10
+	maxErrorText = 512
+)
 
 // WebSocketOptions configures DialWebSocket; nil means defaults.
 type WebSocketOptions struct {
@@ -101,7 +109,7 @@ type AcceptOptions struct {
 // with something other than 101 Switching Protocols.
 type HandshakeError struct {
 	StatusCode int    // the HTTP status the server answered
-	Body       string // the start of the response body, at most 512 bytes
+	Body       string // the start of the response body, at most 1 KiB
 	err        error
 }
 
@@ -109,7 +117,7 @@ func (e *HandshakeError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("bytestream: websocket handshake: status %d", e.StatusCode)
 	}
-	return fmt.Sprintf("bytestream: websocket handshake: status %d: %s", e.StatusCode, e.Body)
+	return fmt.Sprintf("bytestream: websocket handshake: status %d: %s", e.StatusCode, textcut.Cut(e.Body, maxErrorText))
 }
 
 func (e *HandshakeError) Unwrap() error { return e.err }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -488,4 +489,129 @@ func TestDirectPublished(t *testing.T) {
 	if e.call("GET", "/v1/hosts/h", admin, nil, &rec); rec.Direct != nil || !rec.Connected {
 		t.Errorf("replaced by a tunnel without addresses: %+v, want connected without direct addresses", rec)
 	}
+}
+
+// preferDirect dials GET /v1/hosts/{id}/ssh as gateway proxy does when it
+// would rather dial the agent itself (wire.DirectPrefer): the answer is a
+// relay (conn), or the host's direct addresses (answer).
+func (e *env) preferDirect(t *testing.T, id, token string) (conn net.Conn, answer *bytestream.HandshakeError, err error) {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	h.Set(wire.HeaderDirect, wire.DirectPrefer)
+	c, _, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+"/v1/hosts/"+id+"/ssh", &bytestream.WebSocketOptions{Header: h})
+	if err == nil {
+		t.Cleanup(func() { _ = c.Close() })
+		return c, nil, nil
+	}
+	var he *bytestream.HandshakeError
+	if errors.As(err, &he) && he.StatusCode == http.StatusOK {
+		return nil, he, nil
+	}
+	return nil, nil, err
+}
+
+// callerSessions is the audit log's entries but the tunnels'.
+func (e *env) callerSessions(t *testing.T) []store.Session {
+	t.Helper()
+	all, err := e.store.Sessions(e.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(all, func(s store.Session) bool { return s.Kind == "tunnel" })
+}
+
+// TestDirectPreferAnswer: a caller that prefers the direct path gets,
+// for a host with direct addresses, the addresses and the host's pinned
+// key instead of a relay, with nothing audited and no relay started (no
+// session happened); for a host without addresses, a relay at once; and
+// the relay's own refusals (another host's token, an agent token).
+func TestDirectPreferAnswer(t *testing.T) {
+	e := newEnv(t, nil)
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	_, k := newKey(t)
+	e.dialDirectKey(t, e.token(store.RoleAgent, "h"), k, testDirectAddrs)
+	_, plainKey := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "plain"), plainKey, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	client := e.token(store.RoleClient, "h", "plain")
+
+	conn, answer, err := e.preferDirect(t, "h", client)
+	if err != nil || answer == nil {
+		t.Fatalf("a host with direct addresses: relayed %v, %v; want its addresses", conn != nil, err)
+	}
+	a, pub, err := wire.ParseDirectAnswer([]byte(answer.Body))
+	if err != nil {
+		t.Fatalf("answer %q: %v", answer.Body, err)
+	}
+	if want := []string{"198.51.100.7:2222", "agent.example:2222"}; !slices.Equal(a.Direct, want) {
+		t.Errorf("addresses %q, want %q", a.Direct, want)
+	}
+	if want := strings.TrimSpace(k); a.HostPublicKey != want || pub == nil {
+		t.Errorf("host key %q, want the pinned %q", a.HostPublicKey, want)
+	}
+	if sessions := e.callerSessions(t); len(sessions) != 0 {
+		t.Errorf("audit log %+v after an answer of addresses; want nothing (no session happened)", sessions)
+	}
+	if strings.Contains(logs.String(), "relay start") {
+		t.Errorf("a relay started for an answer of addresses:\n%s", logs.String())
+	}
+
+	// A host without direct addresses is relayed at once, and audited.
+	conn, answer, err = e.preferDirect(t, "plain", client)
+	if err != nil || conn == nil {
+		t.Fatalf("a host without direct addresses: answered %+v, %v; want a relay", answer, err)
+	}
+	echoRoundTrip(t, conn, 1000)
+	if sessions := e.callerSessions(t); len(sessions) != 1 || sessions[0].HostID != "plain" || sessions[0].Kind != "ssh" {
+		t.Errorf("audit log %+v; want the relay to plain", sessions)
+	}
+
+	// The relay's door first: a token that does not reach the host learns
+	// nothing of its addresses.
+	for _, tok := range []string{e.token(store.RoleClient, "other"), e.token(store.RoleAgent, "h"), "nope"} {
+		_, answer, err := e.preferDirect(t, "h", tok)
+		var he *bytestream.HandshakeError
+		if answer != nil || !errors.As(err, &he) || he.StatusCode < 400 || strings.Contains(he.Body, "198.51.100.7") {
+			t.Errorf("token %.12s…: answer %+v, %v; want the relay's refusal", tok, answer, err)
+		}
+	}
+}
+
+// TestDirectPreferOff: with direct sessions off, a caller that prefers the
+// direct path is relayed, as by a gateway older than direct sessions.
+func TestDirectPreferOff(t *testing.T) {
+	e := newEnv(t, &Config{DirectOff: true})
+	h := http.Header{}
+	h.Set(wire.HeaderDirect, testDirectAddrs)
+	_, k := newKey(t)
+	if _, err := e.dialAgentHeader(e.token(store.RoleAgent, "h"), k, hostgate.Info{}, signerOf(k), h); err != nil {
+		t.Fatal(err)
+	}
+	conn, answer, err := e.preferDirect(t, "h", e.token(store.RoleClient, "h"))
+	if err != nil || conn == nil {
+		t.Fatalf("direct sessions off: answered %+v, %v; want a relay", answer, err)
+	}
+	echoRoundTrip(t, conn, 1000)
+}
+
+// TestDirectPreferLongAnswerRelays: addresses whose answer would not fit
+// in what a WebSocket client keeps of a refused upgrade's body
+// (wire.MaxDirectAnswerLen) are not answered: the caller is relayed, as it
+// would be after a cut answer it could not parse.
+func TestDirectPreferLongAnswerRelays(t *testing.T) {
+	e := newEnv(t, nil)
+	label := strings.Repeat("a", 63)
+	var long []string
+	for i := range wire.MaxDirectAddrs {
+		long = append(long, fmt.Sprintf("%s.%s.h%d.example:2222", label, label, i))
+	}
+	e.dialDirect(t, e.token(store.RoleAgent, "h"), strings.Join(long, ","))
+	conn, answer, err := e.preferDirect(t, "h", e.token(store.RoleClient, "h"))
+	if err != nil || conn == nil {
+		t.Fatalf("an answer over %d bytes: answered %+v, %v; want a relay", wire.MaxDirectAnswerLen, answer, err)
+	}
+	echoRoundTrip(t, conn, 1000)
 }

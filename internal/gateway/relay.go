@@ -20,7 +20,9 @@ import (
 )
 
 // relaySSH is GET /v1/hosts/{id}/ssh: the caller's WebSocket becomes a
-// new stream to the host's agent. The stream is opened before the upgrade
+// new stream to the host's agent (or, for a caller that prefers the
+// host's direct listener and a host that has one, its addresses:
+// answerDirect). The stream is opened before the upgrade
 // so an offline host is a JSON 503, not a WebSocket that closes at once.
 // Bytes are copied both ways (yamux windows give backpressure per stream,
 // so a slow caller stalls only its own stream) and never decrypted; both
@@ -28,6 +30,9 @@ import (
 func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	tok, id, ok := s.caller(w, r)
 	if !ok || !RequireWebSocket(w, r) {
+		return
+	}
+	if r.Header.Get(wire.HeaderDirect) == wire.DirectPrefer && s.answerDirect(w, r, id) {
 		return
 	}
 	if !s.track() {

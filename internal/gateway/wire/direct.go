@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
+
 	"github.com/hostgate/hostgate/internal/textcut"
 )
 
@@ -30,11 +32,73 @@ import (
 // stream the agent opens on the tunnel: the control stream, DirectMsg
 // lines both ways. Without DirectOn in the answer (a gateway started with
 // --direct-sessions=off, or an older one), the agent refuses every direct
-// connection, and callers use the relay.
+// connection, and callers use the relay. In a caller's request for a
+// host's SSH stream, its value is DirectPrefer.
 const HeaderDirect = "X-Hostgate-Direct"
 
 // DirectOn is HeaderDirect's value in the gateway's answer.
 const DirectOn = "on"
+
+// DirectPrefer is HeaderDirect's value in a caller's request for
+// GET /v1/hosts/{id}/ssh (`gateway proxy`): the caller would rather
+// dial the host's agent itself. When the host has direct addresses, the
+// gateway answers 200 with a DirectAnswer instead of upgrading, after
+// the relay's own checks (the token, the host it reaches, the rate
+// limits) and without an audit entry or a relay: no session happened
+// yet. A host without addresses, or a gateway without direct sessions
+// or older than them, relays at once as for a request without the
+// header, so asking costs a caller nothing there.
+const DirectPrefer = "prefer"
+
+// MaxDirectAnswerLen bounds a DirectAnswer's body, as much of a refused
+// upgrade's answer as a WebSocket client keeps (coder/websocket reads 1
+// KiB of it): MaxDirectAddrs IPv6 addresses and an Ed25519 key, an
+// agent's, take half. A gateway whose answer would be longer (long DNS
+// names, a large RSA key) relays instead.
+const MaxDirectAnswerLen = 1024
+
+// DirectAnswer is the gateway's answer to DirectPrefer (JSON): where the
+// host's agent listens for direct sessions, and the host key the gateway
+// pins for it, in authorized_keys form. Only an SSH server that shows
+// that key is the host: an address may reach another machine from the
+// caller's network.
+type DirectAnswer struct {
+	Direct        []string `json:"direct"`
+	HostPublicKey string   `json:"hostPublicKey"`
+}
+
+// ParseDirectAnswer parses and checks a DirectAnswer's body: at least
+// one address, as ParseDirectAddrs takes them, and a public key; the
+// addresses come back in ParseDirectAddrs' form, the key parsed.
+func ParseDirectAnswer(body []byte) (DirectAnswer, ssh.PublicKey, error) {
+	if len(body) > MaxDirectAnswerLen {
+		return DirectAnswer{}, nil, fmt.Errorf("wire: direct answer longer than %d bytes", MaxDirectAnswerLen)
+	}
+	var a DirectAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return DirectAnswer{}, nil, fmt.Errorf("wire: direct answer: %w", err)
+	}
+	if len(a.Direct) == 0 {
+		return DirectAnswer{}, nil, errors.New("wire: direct answer: no address")
+	}
+	for _, d := range a.Direct {
+		if strings.Contains(d, ",") {
+			return DirectAnswer{}, nil, fmt.Errorf("wire: direct answer: address %q holds a comma", textcut.Cut(d, 64))
+		}
+	}
+	addrs, err := ParseDirectAddrs(strings.Join(a.Direct, ","))
+	if err != nil {
+		return DirectAnswer{}, nil, fmt.Errorf("wire: direct answer: %w", err)
+	}
+	pub, _, _, rest, err := ssh.ParseAuthorizedKey([]byte(a.HostPublicKey))
+	if err != nil || len(strings.TrimSpace(string(rest))) > 0 {
+		return DirectAnswer{}, nil, errors.New("wire: direct answer: hostPublicKey is not one public key in authorized_keys form")
+	}
+	if _, isCert := pub.(*ssh.Certificate); isCert {
+		return DirectAnswer{}, nil, errors.New("wire: direct answer: hostPublicKey is a certificate, not a host key")
+	}
+	return DirectAnswer{Direct: addrs, HostPublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))}, pub, nil
+}
 
 // CertTokenExtension is the certificate extension the gateway signs into
 // every user certificate: the id of the token the certificate was issued

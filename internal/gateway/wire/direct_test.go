@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"slices"
@@ -137,6 +138,64 @@ func FuzzParseDirectAddrs(f *testing.F) {
 		again, err := ParseDirectAddrs(strings.Join(addrs, ","))
 		if err != nil || !slices.Equal(again, addrs) {
 			t.Fatalf("%q: again %q, %v", addrs, again, err)
+		}
+	})
+}
+
+const testHostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+func TestParseDirectAnswer(t *testing.T) {
+	a, pub, err := ParseDirectAnswer([]byte(`{"direct":["10.0.0.5:2222","Box.Example.com:22"],"hostPublicKey":"` + testHostKey + ` comment"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"10.0.0.5:2222", "box.example.com:22"}; !slices.Equal(a.Direct, want) {
+		t.Errorf("addresses %q, want %q", a.Direct, want)
+	}
+	if a.HostPublicKey != testHostKey || pub == nil || pub.Type() != "ssh-ed25519" {
+		t.Errorf("key %q (%v), want %q without its comment", a.HostPublicKey, pub, testHostKey)
+	}
+	for _, body := range []string{
+		``,
+		`{`,
+		`[]`,
+		`{"direct":[],"hostPublicKey":"` + testHostKey + `"}`,
+		`{"hostPublicKey":"` + testHostKey + `"}`,
+		`{"direct":["10.0.0.5:2222"]}`,
+		`{"direct":["10.0.0.5:2222"],"hostPublicKey":"ssh-ed25519 AAAA"}`,
+		`{"direct":["10.0.0.5:2222"],"hostPublicKey":"` + testHostKey + `\n` + testHostKey + `"}`,
+		`{"direct":["10.0.0.5"],"hostPublicKey":"` + testHostKey + `"}`,
+		`{"direct":["0.0.0.0:22"],"hostPublicKey":"` + testHostKey + `"}`,
+		`{"direct":["a:1,b:2"],"hostPublicKey":"` + testHostKey + `"}`,
+		`{"direct":["a:1","a:2","a:3","a:4","a:5","a:6","a:7","a:8","a:9"],"hostPublicKey":"` + testHostKey + `"}`,
+		`{"direct":["a:1"],"hostPublicKey":"` + testHostKey + `","x":"` + strings.Repeat("x", MaxDirectAnswerLen) + `"}`,
+	} {
+		if a, _, err := ParseDirectAnswer([]byte(body)); err == nil {
+			t.Errorf("%.80q parsed: %+v", body, a)
+		}
+	}
+}
+
+func FuzzParseDirectAnswer(f *testing.F) {
+	f.Add([]byte(`{"direct":["10.0.0.5:2222","[::1]:22"],"hostPublicKey":"` + testHostKey + `"}`))
+	f.Add([]byte(`{"direct":["box:22"],"hostPublicKey":"` + testHostKey + ` c"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, pub, err := ParseDirectAnswer(b)
+		if err != nil {
+			return
+		}
+		if pub == nil || len(a.Direct) == 0 || len(a.Direct) > MaxDirectAddrs {
+			t.Fatalf("parsed %+v, key %v", a, pub)
+		}
+		// What it returns parses again to itself: the proxy dials these
+		// addresses and compares the key it is shown with this one.
+		j, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := ParseDirectAnswer(j)
+		if err != nil || !slices.Equal(again.Direct, a.Direct) || again.HostPublicKey != a.HostPublicKey {
+			t.Fatalf("%+v: again %+v, %v", a, again, err)
 		}
 	})
 }

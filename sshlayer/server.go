@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -549,7 +550,16 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn, source string, cf
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		s.log.Info("ssh handshake failed", "remote", addrString(conn.RemoteAddr()), "err", err)
+		if errors.Is(err, io.EOF) {
+			// The client hung up before it tried to authenticate (x/crypto
+			// makes an end during authentication a ServerAuthError): what
+			// `gateway proxy` does once per ssh run, to check a direct
+			// address shows the host's key, and what port scanners and TCP
+			// health checks do. At Info, every ssh run logged a failure.
+			s.log.Debug("ssh handshake ended by the client before authentication", "remote", addrString(conn.RemoteAddr()), "err", err)
+		} else {
+			s.log.Info("ssh handshake failed", "remote", addrString(conn.RemoteAddr()), "err", err)
+		}
 		return fmt.Errorf("sshlayer: handshake: %w", err)
 	}
 	c := newServerConn(ctx, s, sc, id)

@@ -54,7 +54,8 @@ func (g *gw) createToken(t *testing.T, name, host string) (tok, id string) {
 // TestDirectSessions: an agent started with --direct is published with
 // its address; the Go client runs its session straight to it (the gateway
 // relays nothing) and exec, SFTP and forwarding work over it; OpenSSH's
-// ssh does too, with a certificate from the gateway; the gateway admits
+// ssh does too, with a certificate from the gateway, dialing the listener
+// itself or through gateway proxy, which finds it; the gateway admits
 // and audits each, and a revoked token ends its direct session as it
 // ends a relayed one. When the gateway stops, so do the direct sessions
 // it admitted: nobody could end them any more.
@@ -149,13 +150,19 @@ func TestDirectSessions(t *testing.T) {
 		}
 	}
 
+	// OpenSSH's ssh with gateway proxy as its ProxyCommand, as the README
+	// sets it up: the proxy finds the agent's address and joins ssh to it.
+	if server := proxiedServer(t, ctx, sshConfig(t, g, "alpha", t.TempDir()), "alpha"); server != direct[0] {
+		t.Fatalf("ssh through gateway proxy reached %s, want the agent's direct listener %s", server, direct[0])
+	}
+
 	// None of it went through the relay; the gateway admitted each.
 	logs := g.proc.output()
 	if strings.Contains(logs, "relay start") {
 		t.Fatalf("the gateway relayed a session:\n%s", logs)
 	}
-	if n := strings.Count(logs, "direct start"); n < 2 {
-		t.Fatalf("%d direct sessions admitted in the gateway's log, want at least 2 (Go, OpenSSH):\n%s", n, logs)
+	if n := strings.Count(logs, "direct start"); n < 3 {
+		t.Fatalf("%d direct sessions admitted in the gateway's log, want at least 3 (Go, OpenSSH, OpenSSH through gateway proxy):\n%s", n, logs)
 	}
 	out, err := exec.Command(bin.gateway, "audit", "--state-dir", g.stateDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ssh-direct") || !strings.Contains(string(out), "doomed") {
@@ -201,6 +208,25 @@ func TestDirectSessions(t *testing.T) {
 	waitLost(t, p, "a direct session after its gateway stopped")
 }
 
+// proxiedServer runs `echo $SSH_CONNECTION` on host id with OpenSSH's
+// ssh and config (sshConfig's: ProxyCommand gateway proxy), with extra
+// environment variables, and returns the server's end it names
+// (host:port): the agent's direct listener when the proxy joined ssh to
+// it, the agent's end of its tunnel when the gateway relayed.
+func proxiedServer(t *testing.T, ctx context.Context, config, id string, env ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "ssh", "-F", config, id, "echo $SSH_CONNECTION")
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) != 4 {
+		t.Fatalf("ssh through gateway proxy: %v: SSH_CONNECTION %q\n%s", err, out, stderr.String())
+	}
+	return net.JoinHostPort(f[2], f[3])
+}
+
 // waitLost waits for p to end with a lost connection, not an exit.
 func waitLost(t *testing.T, p hostgate.Process, what string) {
 	t.Helper()
@@ -219,9 +245,12 @@ func waitLost(t *testing.T, p hostgate.Process, what string) {
 
 // TestDirectFallsBackToTheRelay: a client that cannot reach the agent's
 // direct address (here one the agent advertises but does not listen on)
-// uses the relay and works all the same; a gateway started with
+// uses the relay and works all the same, the Go client and OpenSSH's ssh
+// through gateway proxy alike; gateway proxy --relay-only uses the relay
+// even to a live direct listener; a gateway started with
 // --direct-sessions=off publishes no address, and every session is relayed.
 func TestDirectFallsBackToTheRelay(t *testing.T) {
+	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
 	ctx := testCtx(t, 2*time.Minute)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -241,6 +270,23 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	}
 	if !strings.Contains(g.proc.output(), "relay start") {
 		t.Fatal("no relay in the gateway's log")
+	}
+	// OpenSSH's ssh through gateway proxy, which finds the address dead.
+	relays := strings.Count(g.proc.output(), "relay start")
+	if server := proxiedServer(t, ctx, sshConfig(t, g, "alpha", t.TempDir()), "alpha"); server == deadAddr {
+		t.Fatalf("ssh through gateway proxy reached the dead address %s", server)
+	}
+	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
+		t.Fatalf("%d relays for ssh through gateway proxy to a dead direct address, want 1", n-relays)
+	}
+	// gateway proxy --relay-only does not try a live direct listener.
+	_, live := g.startDirectAgent("gamma")
+	relays = strings.Count(g.proc.output(), "relay start")
+	if server := proxiedServer(t, ctx, sshConfig(t, g, "gamma", t.TempDir()), "gamma", "HOSTGATE_RELAY_ONLY=1"); server == live[0] {
+		t.Fatalf("ssh through gateway proxy --relay-only reached the direct listener %s", server)
+	}
+	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
+		t.Fatalf("%d relays for ssh through gateway proxy --relay-only, want 1", n-relays)
 	}
 
 	off := startGateway(t, "", "--direct-sessions=off")

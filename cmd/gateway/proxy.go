@@ -30,30 +30,40 @@ func init() {
 }
 
 func runProxy(ctx context.Context, sio stdio, args []string) error {
-	var gw, token, knownHosts, caFile string
+	var gw, token, caFile string
+	var o proxyOptions
 	fs := newFlags("proxy", sio)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s):// or ws(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
 	fs.StringVar(&caFile, "ca-file", "", caFileUsage)
-	fs.StringVar(&knownHosts, "known-hosts", "", "the known_hosts `FILE` that gateway cert --known-hosts keeps: its line for HOST is rewritten before ssh checks the host key when the gateway pins another key (after gateway host reset-key); the gateway names it on this connection, so it costs no request")
-	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH through the gateway."); err != nil {
+	fs.StringVar(&o.knownHosts, "known-hosts", "", "the known_hosts `FILE` that gateway cert --known-hosts keeps: its line for HOST is rewritten before ssh checks the host key when the gateway pins another key (after gateway host reset-key); the gateway names it on this connection, so it costs no request")
+	fs.BoolVar(&o.relayOnly, "relay-only", false, "always go through the gateway's relay, even to a host whose agent listens for direct sessions (agent connect --direct), which the proxy otherwise dials itself when it reaches one of its addresses")
+	fs.BoolVar(&o.verbose, "verbose", false, "say on stderr which path the session took: straight to the host's agent, or the gateway's relay, and why not the direct one")
+	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH: straight to its agent when it listens for direct sessions and one of its addresses answers with its pinned host key, else through the gateway."); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] HOST")
+		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] HOST")
 		return errUsage
 	}
 	if gw == "" || token == "" {
 		return errors.New("proxy: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required")
 	}
-	var roots *x509.CertPool
 	if caFile != "" {
 		var err error
-		if roots, err = tlshint.CAFile(caFile); err != nil {
+		if o.roots, err = tlshint.CAFile(caFile); err != nil {
 			return fmt.Errorf("proxy: %w", err)
 		}
 	}
-	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0), knownHosts, roots)
+	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0), o)
+}
+
+// proxyOptions are gateway proxy's knobs; the zero value is the default.
+type proxyOptions struct {
+	knownHosts string         // --known-hosts
+	roots      *x509.CertPool // --ca-file's; nil: the system's
+	relayOnly  bool           // --relay-only: no direct path
+	verbose    bool           // --verbose: say which path, and why
 }
 
 // caFileUsage is --ca-file's, for the commands that reach a gateway.
@@ -80,21 +90,29 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// proxy joins local (stdio) to host's SSH stream through the gateway. An
-// error before the join is printed to stderr before local closes: ssh
+// proxy joins local (stdio) to host's SSH: straight to its agent when
+// the gateway answers with direct addresses, one answers and shows the
+// pinned host key (proxy_direct.go), else through the gateway's relay.
+// An error before the join is printed to stderr before local closes: ssh
 // takes the closed stdout for the end, exits and hangs up on its
 // ProxyCommand, which died before it could say why (ssh showed only
-// "Connection closed by remote host").
+// "Connection closed by remote host"). A direct path that fails is not an
+// error: the relay is dialed, and the reason said only with o.verbose.
 //
-// With knownHosts, the gateway's answer names the host's pinned key, and a
-// line for host in that file naming another (a key reset since `gateway
+// With o.knownHosts, the gateway's answer names the host's pinned key, and
+// a line for host in that file naming another (a key reset since `gateway
 // cert` wrote it) is rewritten before a byte of the host's reaches ssh,
 // which reads the file only to check the key the host then sends.
-func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host, knownHosts string, roots *x509.CertPool) error {
+func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host string, o proxyOptions) error {
 	fail := func(err error) error {
 		fmt.Fprintln(stderr, "gateway:", err)
 		_ = local.Close()
 		return reportedError{err}
+	}
+	say := func(format string, args ...any) {
+		if o.verbose {
+			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, fmt.Sprintf(format, args...))
+		}
 	}
 	u, err := url.Parse(strings.TrimRight(gw, "/"))
 	if err != nil {
@@ -103,8 +121,11 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(host) + "/ssh"
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
-	if knownHosts != "" {
+	if o.knownHosts != "" {
 		h.Set(wire.HeaderPinnedKey, "1")
+	}
+	if !o.relayOnly {
+		h.Set(wire.HeaderDirect, wire.DirectPrefer)
 	}
 	// DialWebSocket's own bound, so that a gateway that never answers is
 	// named as one: a ctx of the proxy's made ssh's stderr read "context
@@ -112,9 +133,32 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	// WriteThrough: the copy below reads what ssh wrote to the pipe, up
 	// to 256 KiB at a time, and a flusher goroutine behind it only added
 	// a hand-off per read.
-	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: roots, WriteThrough: true})
+	wsOpts := &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: o.roots, WriteThrough: true}
+	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), wsOpts)
+	var he *bytestream.HandshakeError
+	if !o.relayOnly && errors.As(err, &he) && he.StatusCode == http.StatusOK {
+		// The host's direct addresses, not a relay.
+		answer, pinned, derr := wire.ParseDirectAnswer([]byte(he.Body))
+		if derr == nil {
+			if o.knownHosts != "" {
+				mendKnownHost(stderr, o.knownHosts, host, answer.HostPublicKey)
+			}
+			var conn net.Conn
+			if conn, derr = dialDirect(ctx, answer, pinned); derr == nil {
+				say("direct session to %s, its agent's listener", conn.RemoteAddr())
+				_, err := bicopy.Copy(ctx, local, conn)
+				return sshGone(err)
+			}
+		}
+		say("no direct session (%v); through the gateway's relay", derr)
+		h.Del(wire.HeaderDirect)
+		remote, resp, err = bytestream.DialWebSocket(ctx, u.String(), wsOpts)
+	} else if err == nil && !o.relayOnly {
+		say("through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none")
+	} else if err == nil {
+		say("through the gateway's relay (--relay-only)")
+	}
 	if err != nil {
-		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {
 			if we, ok := wire.ParseError([]byte(he.Body)); ok {
 				return fail(fmt.Errorf("proxy: host %s: %s (%d %s)", host, wire.TrimHost(host, we.Message), he.StatusCode, we.Code))
@@ -123,16 +167,21 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		}
 		return fail(fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err)))
 	}
-	if knownHosts != "" {
-		mendKnownHost(stderr, knownHosts, host, resp.Header.Get(wire.HeaderPinnedKey))
+	if o.knownHosts != "" {
+		mendKnownHost(stderr, o.knownHosts, host, resp.Header.Get(wire.HeaderPinnedKey))
 	}
 	rc := &closeReasonConn{Conn: remote, stderr: stderr}
 	_, err = bicopy.Copy(ctx, local, rc)
 	if rc.said {
 		return reportedError{err}
 	}
-	// A broken stdout is ssh gone: it closes the pipe when it is done,
-	// and may do so with the host's last bytes still on their way.
+	return sshGone(err)
+}
+
+// sshGone is the join's error, but none for ssh gone: a broken stdout is
+// ssh closing the pipe when it is done, and it may do so with the host's
+// last bytes still on their way.
+func sshGone(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, syscall.EPIPE) {
 		return nil
 	}

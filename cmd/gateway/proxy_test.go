@@ -138,7 +138,7 @@ func TestProxySaysTheGatewayDidNotAnswer(t *testing.T) {
 	var stderr bytes.Buffer
 	local, other := net.Pipe()
 	defer other.Close()
-	err := proxy(t.Context(), local, &stderr, srv.URL, "tok", "box", "", nil)
+	err := proxy(t.Context(), local, &stderr, srv.URL, "tok", "box", proxyOptions{})
 	if err == nil || !strings.Contains(stderr.String(), "host box: the gateway did not answer") || !strings.Contains(stderr.String(), "start the gateway") || strings.Contains(stderr.String(), "<") {
 		t.Fatalf("proxy: %v; stderr %q: want it to say the gateway did not answer and what to do, without the page", err, stderr.String())
 	}
@@ -174,7 +174,7 @@ func TestProxySaysTheGatewayNeverAnswered(t *testing.T) {
 	var stderr bytes.Buffer
 	local, other := net.Pipe()
 	defer other.Close()
-	err = proxy(t.Context(), local, &stderr, "http://"+ln.Addr().String(), "tok", "box", "", nil)
+	err = proxy(t.Context(), local, &stderr, "http://"+ln.Addr().String(), "tok", "box", proxyOptions{})
 	if err == nil || !strings.Contains(stderr.String(), "host box: bytestream: dial websocket: no answer to the WebSocket handshake within 200ms") {
 		t.Fatalf("proxy: %v; stderr %q: want it to say the gateway never answered its handshake", err, stderr.String())
 	}

@@ -256,7 +256,11 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string)
 		"-o", "LogLevel=ERROR", "-o", "Ciphers="+Cipher, "-o", "Compression=no",
 		"-o", "ProxyCommand="+proxyBin+" proxy --url "+e.gw.url+" %h",
 		"-N", "-L", addr+":"+target, benchHostID)
-	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin)
+	// The relay, as every row but e.direct's measures it: the bench host's
+	// agent listens for direct sessions, which gateway proxy would join ssh
+	// to. By the environment, which a build before --relay-only ignores
+	// (it relays anyway), where the flag would fail it.
+	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin, "HOSTGATE_RELAY_ONLY=1")
 	pr, err := startProc("ssh -L through gateway proxy", cmd)
 	if err != nil {
 		return nil, err

@@ -3,11 +3,14 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -172,5 +175,54 @@ func TestOpenSSHProxyDirectFallsBack(t *testing.T) {
 	}
 	if strings.Contains(b.logs.String(), `msg="direct start"`) {
 		t.Errorf("a direct session started:\n%s", b.logs.String())
+	}
+}
+
+// TestProxyDirectMendsKnownHosts: on the direct path too, gateway proxy
+// --known-hosts rewrites a line naming another key than the one the
+// gateway pins for the host (after gateway host reset-key) before ssh
+// reads the host's key: the gateway's answer of addresses names the key,
+// as the relay's answer does.
+func TestProxyDirectMendsKnownHosts(t *testing.T) {
+	ctx := testCtx(t)
+	b := startDirectGateway(t)
+	b.runDirectAgent(t, "box", t.TempDir(), "", io.Discard)
+	code, body := apiDo(t, ctx, b.base, "GET", "/v1/hosts/box", b.clientTok, "")
+	var rec struct{ HostPublicKey string }
+	if err := json.Unmarshal([]byte(body), &rec); code != 200 || err != nil || rec.HostPublicKey == "" {
+		t.Fatalf("host record: %d %s %v", code, body, err)
+	}
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	const stale = "box ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+	if err := os.WriteFile(kh, []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr bytes.Buffer
+	perr := make(chan error, 1)
+	go func() {
+		perr <- run(ctx, stdio{in: inR, out: outW, err: &stderr}, []string{"proxy", "--url", b.base, "--token", b.clientTok, "--known-hosts", kh, "--verbose", "box"})
+		_ = outW.Close()
+	}()
+	// The host's version line: by then the line is mended, or never will be.
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
+		t.Fatalf("the host's first line through the proxy: %q %v", line, err)
+	}
+	_ = inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	if err := <-perr; err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "direct session to") {
+		t.Fatalf("proxy stderr %q: want the direct path taken, for the test to mean anything", stderr.String())
+	}
+	got, err := os.ReadFile(kh)
+	if err != nil || string(got) != "box "+rec.HostPublicKey+"\n" {
+		t.Errorf("known_hosts after the proxy's direct run: %q, %v; want box's pinned key %q", got, err, rec.HostPublicKey)
+	}
+	if !strings.Contains(stderr.String(), "updated") {
+		t.Errorf("proxy stderr %q, want it to say the line was updated", stderr.String())
 	}
 }

@@ -81,7 +81,6 @@ func probeHostKey(ctx context.Context, conn net.Conn, pinned ssh.PublicKey, time
 			return errProbeDone
 		},
 		HostKeyAlgorithms: hostKeyAlgorithms(pinned),
-		Timeout:           timeout,
 	})
 	select {
 	case key := <-seen:

@@ -216,7 +216,9 @@ func TestDirectSessions(t *testing.T) {
 func proxiedServer(t *testing.T, ctx context.Context, config, id string, env ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, "ssh", "-F", config, id, "echo $SSH_CONNECTION")
-	cmd.Env = append(os.Environ(), env...)
+	// The proxy's memory of failed direct paths is the test's, not the
+	// user's cache.
+	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir()), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

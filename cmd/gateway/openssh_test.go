@@ -290,7 +290,9 @@ func sshConfig(t *testing.T, ctx context.Context, base, clientTok, hostID string
   IdentitiesOnly yes
   BatchMode yes
 `, hostID, os.Args[0], keyFile, keyFile+"-cert.pub", knownHosts), 0o644)
-	env = append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok)
+	// The proxy's memory of failed direct paths (proxy_memo.go) is the
+	// test's own, not the user's cache.
+	env = append(os.Environ(), "HOSTGATE_TEST_BE_GATEWAY=1", "HOSTGATE_URL="+base, "HOSTGATE_TOKEN="+clientTok, "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
 	return home, config, env
 }
 

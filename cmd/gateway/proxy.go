@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
@@ -124,7 +125,13 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	if o.knownHosts != "" {
 		h.Set(wire.HeaderPinnedKey, "1")
 	}
-	if !o.relayOnly {
+	memo := directMemoFor(gw, host)
+	direct := !o.relayOnly
+	if why, until, ok := memo.recent(time.Now()); direct && ok {
+		direct = false
+		say("through the gateway's relay: the direct path failed from here (%s); tried again after %s", why, until.Format(time.TimeOnly))
+	}
+	if direct {
 		h.Set(wire.HeaderDirect, wire.DirectPrefer)
 	}
 	// DialWebSocket's own bound, so that a gateway that never answers is
@@ -136,7 +143,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	wsOpts := &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: o.roots, WriteThrough: true}
 	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), wsOpts)
 	var he *bytestream.HandshakeError
-	if !o.relayOnly && errors.As(err, &he) && he.StatusCode == http.StatusOK {
+	if direct && errors.As(err, &he) && he.StatusCode == http.StatusOK {
 		// The host's direct addresses, not a relay.
 		answer, pinned, derr := wire.ParseDirectAnswer([]byte(he.Body))
 		if derr == nil {
@@ -145,17 +152,21 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 			}
 			var conn net.Conn
 			if conn, derr = dialDirect(ctx, answer, pinned); derr == nil {
+				memo.worked()
 				say("direct session to %s, its agent's listener", conn.RemoteAddr())
 				_, err := bicopy.Copy(ctx, local, conn)
 				return sshGone(err)
 			}
 		}
+		if ctx.Err() == nil {
+			memo.failed(derr)
+		}
 		say("no direct session (%v); through the gateway's relay", derr)
 		h.Del(wire.HeaderDirect)
 		remote, resp, err = bytestream.DialWebSocket(ctx, u.String(), wsOpts)
-	} else if err == nil && !o.relayOnly {
+	} else if err == nil && direct {
 		say("through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none")
-	} else if err == nil {
+	} else if err == nil && o.relayOnly {
 		say("through the gateway's relay (--relay-only)")
 	}
 	if err != nil {

@@ -226,3 +226,53 @@ func TestProxyDirectMendsKnownHosts(t *testing.T) {
 		t.Errorf("proxy stderr %q, want it to say the line was updated", stderr.String())
 	}
 }
+
+// TestOpenSSHProxyDirectRemembersAFailure: after the direct path failed,
+// the next ssh runs keep to the relay without trying it (an address
+// behind a firewall that drops the packets costs each try the whole
+// connect bound) until proxyDirectRetry has passed since the failure;
+// then the proxy tries again, and a direct path that works is no longer
+// remembered as failed.
+func TestOpenSSHProxyDirectRemembersAFailure(t *testing.T) {
+	b := startDirectGateway(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	_ = dead.Close()
+	state := t.TempDir()
+	b.runDirectAgent(t, "box", state, deadAddr, io.Discard)
+	cache := t.TempDir()
+	memos := filepath.Join(cache, "hostgate", "direct-failed")
+	run := func(want string) {
+		t.Helper()
+		_, stderr := b.sshConnection(t, "XDG_CACHE_HOME="+cache)
+		if !strings.Contains(stderr, want) {
+			t.Fatalf("proxy --verbose said %q, want %q", stderr, want)
+		}
+	}
+	run("no direct session (direct: no address answered")
+	run("the direct path failed from here (direct: no address answered")
+	// Its time is the file's: a minute and more ago, it is tried again.
+	files, err := os.ReadDir(memos)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%s: %v, %v; want one host's memo", memos, files, err)
+	}
+	old := time.Now().Add(-proxyDirectRetry - time.Second)
+	if err := os.Chtimes(filepath.Join(memos, files[0].Name()), old, old); err != nil {
+		t.Fatal(err)
+	}
+	run("no direct session (direct: no address answered")
+
+	// The agent back on an address that answers: direct, and forgotten.
+	b.runDirectAgent(t, "box", state, "", io.Discard)
+	old = time.Now().Add(-proxyDirectRetry - time.Second)
+	if err := os.Chtimes(filepath.Join(memos, files[0].Name()), old, old); err != nil {
+		t.Fatal(err)
+	}
+	run("gateway: host box: direct session to ")
+	if files, err := os.ReadDir(memos); err != nil || len(files) != 0 {
+		t.Errorf("%s after a direct session: %v, %v; want no memo", memos, files, err)
+	}
+}

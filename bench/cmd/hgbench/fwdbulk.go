@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
@@ -39,17 +40,23 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	defer fw.Close()
-	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied")
+	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied", true)
 	if err != nil {
 		return nil, fmt.Errorf("ssh -L through gateway proxy: %w", err)
 	}
 	defer proxied.Stop()
+	// The same ssh, its proxy joining it to the agent's direct listener.
+	proxiedDirect, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied-direct", false)
+	if err != nil {
+		return nil, fmt.Errorf("ssh -L through gateway proxy, direct: %w", err)
+	}
+	defer proxiedDirect.Stop()
 	// With -gateway-before, a second ssh whose ProxyCommand is the build
 	// before's proxy, through this gateway to the same host: the A/B rows
 	// differ in the proxy alone, the process this path adds to OpenSSH's.
 	var proxiedBefore *proxiedSSH
 	if e.cfg.gatewayBefore != "" {
-		if proxiedBefore, err = e.sshThroughProxy(ctx, target, e.cfg.gatewayBefore, "proxied-before"); err != nil {
+		if proxiedBefore, err = e.sshThroughProxy(ctx, target, e.cfg.gatewayBefore, "proxied-before", true); err != nil {
 			return nil, fmt.Errorf("ssh -L through the build before's gateway proxy: %w", err)
 		}
 		defer proxiedBefore.Stop()
@@ -65,11 +72,14 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		Note: "Host.Forward through the gateway; the bytes go to a TCP sink on the host's side, and a side ends when the sink has read them all"}
 	sshRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
 		Note: "OpenSSH's ssh -L to the agent with `gateway proxy` as its ProxyCommand (the README's OpenSSH path): ssh, the proxy, the gateway and the agent"}
+	directRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy, direct session", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same ssh, its proxy given the agent's direct listener by the gateway (agent connect --direct; the proxy's default): ssh, the proxy and the agent, the gateway off the path"}
 	goCPU := newCPURow(goRow, "MiB")
 	goCPU.peerShares = true
 	// The machine's CPU time: ssh and the proxy use what the gateway and
 	// the agent (the row's note) do not.
 	sshCPU := newCPURow(sshRow, "MiB")
+	directCPU := newCPURow(directRow, "MiB")
 	var abRow, abCPU *bench.Scenario
 	if proxiedBefore != nil {
 		abRow = e.abScenario(sshRow.Name, "MiB/s", bench.Higher)
@@ -77,8 +87,8 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		abCPU.Note = "the `gateway proxy` process's own CPU time (user and system) per MiB, this build's against the build before's, each ssh's ProxyCommand through this gateway"
 	}
 	for i := range e.cfg.pairs {
-		var a, b, p, bb float64
-		var ua, ub, up cpuUse
+		var a, b, d, p, bb float64
+		var ua, ub, ud, up cpuUse
 		var pb, pbb time.Duration
 		rate := func(addr string, r *float64) func() error {
 			return func() error {
@@ -93,6 +103,7 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		sides := []func() error{
 			e.metered(&ua, true, rate(fw.Addr().String(), &a)),
 			e.metered(&ub, true, proxied.meterProxy(&pb, rate(proxied.addr, &b))),
+			e.metered(&ud, true, rate(proxiedDirect.addr, &d)),
 			e.metered(&up, false, rate(peerAddr, &p)),
 		}
 		if proxiedBefore != nil {
@@ -103,15 +114,17 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		goRow.Add(a, p)
 		sshRow.Add(b, p)
+		directRow.Add(d, p)
 		goCPU.add(ua, up, float64(n)/mib)
 		sshCPU.add(ub, up, float64(n)/mib)
+		directCPU.add(ud, up, float64(n)/mib)
 		if proxiedBefore != nil {
 			abRow.Add(b, bb)
 			perMiB := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / (float64(n) / mib) }
 			abCPU.Add(perMiB(pb), perMiB(pbb))
 		}
 	}
-	out := []*bench.Scenario{goRow, goCPU.scenario(), sshRow, sshCPU.scenario()}
+	out := []*bench.Scenario{goRow, goCPU.scenario(), sshRow, sshCPU.scenario(), directRow, directCPU.scenario()}
 	if proxiedBefore != nil {
 		out = append(out, abRow, abCPU)
 	}
@@ -198,6 +211,9 @@ func sendThrough(ctx context.Context, addr string, n int64, s *sink) (time.Durat
 	}
 }
 
+// proxyDirectRE is gateway proxy --verbose's line for a direct session.
+var proxyDirectRE = regexp.MustCompile(`direct session to \S+`)
+
 // proxiedSSH is OpenSSH's ssh holding a local forward to the bench host
 // through `gateway proxy`, in a process group of its own with its proxy.
 type proxiedSSH struct {
@@ -235,8 +251,9 @@ func (p *proxiedSSH) Stop() {
 // sshThroughProxy starts `ssh -N -L` to the bench host with the gateway's
 // certificate for it (`gateway cert`) and `proxyBin proxy` as ProxyCommand,
 // its files in e.dir's subdirectory sub, and waits until its forward
-// answers.
-func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string) (*proxiedSSH, error) {
+// answers: through the gateway's relay, or where relayOnly is false,
+// straight to the agent's direct listener, which the proxy must then take.
+func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string, relayOnly bool) (*proxiedSSH, error) {
 	dir := filepath.Join(e.dir, sub)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -260,7 +277,7 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string)
 	// agent listens for direct sessions, which gateway proxy would join ssh
 	// to. By the environment, which a build before --relay-only ignores
 	// (it relays anyway), where the flag would fail it.
-	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin, "HOSTGATE_RELAY_ONLY=1")
+	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin, "HOSTGATE_RELAY_ONLY="+strconv.FormatBool(relayOnly), "HOSTGATE_VERBOSE=1", "XDG_CACHE_HOME="+dir)
 	pr, err := startProc("ssh -L through gateway proxy", cmd)
 	if err != nil {
 		return nil, err
@@ -280,6 +297,13 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string)
 				return nil, fmt.Errorf("ssh's ProxyCommand: the processes below ssh (pid %d) are %v, want the proxy alone: %v", p.Pid(), below, err)
 			}
 			p.proxyPid = below[0]
+			// --verbose (by the environment) says which path it took.
+			if !relayOnly {
+				if _, err := p.waitLine(proxyDirectRE, 5*time.Second); err != nil {
+					p.Stop()
+					return nil, fmt.Errorf("gateway proxy did not join ssh to the agent's direct listener: %w; it said: %s", err, p.output())
+				}
+			}
 			return p, nil
 		}
 		if time.Now().After(deadline) {

@@ -16,7 +16,10 @@
 // gateway's relay path, two goroutine hand-offs and a copy per frame, in
 // each direction. With WriteInCaller a stream writes its own frames,
 // under the session's write lock; bytestream turns it on, since its
-// connection bounds every write with a watchdog.
+// connection bounds every write with a watchdog. The send loop then runs
+// only while session frames (pings, their answers, GoAway) wait, instead
+// of for the session's life: an idle session holds one goroutine, its
+// receive loop.
 //
 // The upstream tests run unchanged (send-loop mode); writeincaller_test.go
 // runs the data-path tests again with WriteInCaller.

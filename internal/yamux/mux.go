@@ -43,7 +43,7 @@ type Config struct {
 	// Session frames (pings and their answers, GoAway, refusals) still go
 	// through the send loop, so the receive loop never blocks on the
 	// connection and a failed ping never closes the session from its
-	// caller.
+	// caller; the send loop runs only while such frames wait.
 	WriteInCaller bool
 
 	// hostgate: ReadsBuffered says the connection's small reads cost no

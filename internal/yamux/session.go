@@ -80,6 +80,16 @@ type Session struct {
 	recvDoneCh chan struct{}
 	sendDoneCh chan struct{}
 
+	// hostgate: with Config.WriteInCaller the send loop runs only while
+	// frames wait (kickSend): streams write their own frames, and what
+	// is left (pings, their answers, GoAway) is one frame in a while, for
+	// which a goroutine parked for the session's life held a stack on
+	// every idle agent tunnel. sendMu guards the three below.
+	sendMu      sync.Mutex
+	sendRunning bool          // a send loop runs
+	sendClosed  bool          // Close: no send loop starts
+	sendRun     chan struct{} // closed when the last send loop started ends; nil if none
+
 	// shutdown is used to safely close a session
 	shutdown        bool
 	shutdownErr     error
@@ -128,7 +138,9 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		s.nextStreamID = 2
 	}
 	go s.recv()
-	go s.send()
+	if !config.WriteInCaller {
+		go s.send()
+	}
 	if config.EnableKeepAlive {
 		go s.keepalive()
 	}
@@ -321,6 +333,17 @@ func (s *Session) Close() error {
 		stream.forceClose()
 		stream.budgetRelease() // hostgate: budget.go
 	}
+	if s.config.WriteInCaller {
+		// hostgate: the send loop that may run (kickSend).
+		s.sendMu.Lock()
+		s.sendClosed = true
+		run := s.sendRun
+		s.sendMu.Unlock()
+		if run != nil {
+			<-run
+		}
+		return nil
+	}
 	<-s.sendDoneCh
 	return nil
 }
@@ -456,6 +479,7 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 	ready := &sendReady{Hdr: hdr, Body: body, Err: errCh}
 	select {
 	case s.sendCh <- ready:
+		s.kickSend()
 	case <-s.shutdownCh:
 		return ErrSessionShutdown
 	case <-timer.C:
@@ -551,6 +575,7 @@ func (s *Session) sendNoWait(hdr header) error {
 
 	select {
 	case s.sendCh <- &sendReady{Hdr: hdr}:
+		s.kickSend()
 		return nil
 	case <-s.shutdownCh:
 		return ErrSessionShutdown
@@ -566,11 +591,59 @@ func (s *Session) send() {
 	}
 }
 
+// hostgate: kickSend starts a send loop for a frame just queued, unless
+// one runs (Config.WriteInCaller; the permanent one otherwise).
+func (s *Session) kickSend() {
+	if !s.config.WriteInCaller {
+		return
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.sendRunning || s.sendClosed {
+		return
+	}
+	s.sendRunning = true
+	run := make(chan struct{})
+	s.sendRun = run
+	go s.sendQueued(run)
+}
+
+// hostgate: sendQueued is a send loop started by kickSend: it writes the
+// queued frames and ends when none waits. A frame queued as it finds the
+// queue empty is seen: kickSend starts no loop while this one runs, and
+// this one looks at the queue again, under sendMu, before it ends.
+func (s *Session) sendQueued(run chan struct{}) {
+	var bodyBuf bytes.Buffer
+	for {
+		err := s.sendFrames(&bodyBuf, false)
+		s.sendMu.Lock()
+		if err != nil || s.sendClosed || len(s.sendCh) == 0 {
+			s.sendRunning = false
+			s.sendMu.Unlock()
+			close(run) // before exitErr, whose Close waits for it
+			if err != nil {
+				s.exitErr(err)
+			}
+			return
+		}
+		s.sendMu.Unlock()
+	}
+}
+
 func (s *Session) sendLoop() error {
 	defer close(s.sendDoneCh)
 	var bodyBuf bytes.Buffer
+	return s.sendFrames(&bodyBuf, true)
+}
+
+// sendFrames writes the frames queued on sendCh until the session shuts
+// down or a write fails; hostgate: or, unless wait, until none is queued.
+func (s *Session) sendFrames(bodyBuf *bytes.Buffer, wait bool) error {
 	for {
 		bodyBuf.Reset()
+		if !wait && len(s.sendCh) == 0 {
+			return nil
+		}
 
 		select {
 		case ready := <-s.sendCh:

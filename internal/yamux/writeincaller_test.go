@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -290,5 +291,40 @@ func TestWriteInCaller_ReadKeepsBytesWhenWindowUpdateFails(t *testing.T) {
 	case <-client.CloseChan():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the session outlived its failed write")
+	}
+}
+
+// With WriteInCaller an idle session parks no send loop: one runs while a
+// session frame (here a ping's answer) waits, and ends once it is
+// written, so that 10,000 idle tunnels hold one goroutine each, not two.
+// (No test of this package runs in parallel: every send loop seen is
+// these sessions'.)
+func TestWriteInCallerIdleSessionHasNoSendLoop(t *testing.T) {
+	conf := testConfNoKeepAlive()
+	conf.WriteInCaller = true
+	c1, c2 := testConnTLS(t)
+	client, server := testClientServerConfig(t, c1, c2, conf, conf)
+	for range 3 {
+		if _, err := client.Ping(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := server.Ping(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("yamux.(*Session).sendQueued(")) && !bytes.Contains(buf[:n], []byte("yamux.(*Session).sendLoop(")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a send loop still runs on idle sessions:\n%s", buf[:n])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// And the next frame still goes out.
+	if _, err := client.Ping(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -378,17 +378,20 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// callers' host key checks refuse: the line said the same for both.
 	log.Info("tunnel up", "result", result, "hostKey", ssh.FingerprintSHA256(pub), "keyShown", signed || prove, "userAgent", userAgent(r))
 	handedOff = true
-	go func() {
-		defer s.wg.Done()
-		defer runCleanups()
-		s.tunnelLife(ctx, sess, pt, conn, hostID, direct, &closedHere, closeWithReason, log)
-	}()
+	s.tunnelLife(ctx, sess, pt, conn, hostID, direct, &closedHere, closeWithReason, log, func() {
+		runCleanups()
+		s.wg.Done()
+	})
 }
 
-// tunnelLife serves agent host hostID's tunnel sess, over conn, until it
-// ends, and logs how: the part of agentConnect that lasts as long as the
-// agent stays connected, on a goroutine of its own.
-func (s *Server) tunnelLife(ctx context.Context, sess *yamux.Session, pt *pendingTunnel, conn net.Conn, hostID string, direct []string, closedHere *atomic.Pointer[error], closeWithReason func(error), log *slog.Logger) {
+// tunnelLife serves agent host hostID's tunnel sess, over conn, from the
+// time it is up, and when it ends, tears it down, logs how and calls done:
+// the part of agentConnect that lasts as long as the agent stays
+// connected. No goroutine waits for the end, which would hold a stack per
+// idle agent: the session's end and ctx's run tunnelEnd. Replaced by a
+// newer connection, or the registry closing, closes pt, and so the
+// session.
+func (s *Server) tunnelLife(ctx context.Context, sess *yamux.Session, pt *pendingTunnel, conn net.Conn, hostID string, direct []string, closedHere *atomic.Pointer[error], closeWithReason func(error), log *slog.Logger, done func()) {
 	// Its direct sessions' control stream, taken from here on: an agent
 	// opens it once its tunnel is up.
 	directDone := make(chan struct{})
@@ -397,11 +400,17 @@ func (s *Server) tunnelLife(ctx context.Context, sess *yamux.Session, pt *pendin
 	} else {
 		close(directDone)
 	}
-	select {
-	case <-sess.CloseChan():
-	case <-pt.Done(): // replaced by a newer connection, or the registry closed
-	case <-ctx.Done(): // the gateway closes, or the agent's token was revoked
-	}
+	end := sync.OnceFunc(func() {
+		s.tunnelEnd(ctx, sess, pt, conn, hostID, directDone, closedHere, closeWithReason, log)
+		done()
+	})
+	sess.AfterClose(end)
+	context.AfterFunc(ctx, end) // the gateway closes, or the agent's token was revoked
+}
+
+// tunnelEnd ends host hostID's tunnel sess, once it has ended or ctx has,
+// and logs how.
+func (s *Server) tunnelEnd(ctx context.Context, sess *yamux.Session, pt *pendingTunnel, conn net.Conn, hostID string, directDone <-chan struct{}, closedHere *atomic.Pointer[error], closeWithReason func(error), log *slog.Logger) {
 	replacedMeanwhile := false
 	select {
 	case <-pt.Done():

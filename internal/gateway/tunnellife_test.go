@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,10 +12,12 @@ import (
 )
 
 // An agent's connect handler returns once its tunnel is up; the tunnel
-// lives on in goroutines of its own (tunnelLife). The handler's goroutine,
-// grown by the TLS handshake and the upgrade, and the 8 KiB of net/http
-// buffers its conn kept reachable were held per idle agent for as long as
-// it stayed connected. The tunnel works and ends as before.
+// lives on in its session's goroutine, and its end runs from callbacks
+// (tunnelLife), with no goroutine parked to wait for it. The handler's
+// goroutine, grown by the TLS handshake and the upgrade, and the 8 KiB of
+// net/http buffers its conn kept reachable were held per idle agent for
+// as long as it stayed connected, and a goroutine waiting for the end
+// held a stack. The tunnel works and ends as before.
 func TestConnectHandlerReturnsOnceTunnelIsUp(t *testing.T) {
 	e := newEnv(t, nil)
 	_, key := newKey(t)
@@ -22,16 +25,21 @@ func TestConnectHandlerReturnsOnceTunnelIsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A frame of the handler itself, not a goroutine it created.
-	frame := []byte("\ngithub.com/hostgate/hostgate/internal/gateway.(*Server).agentConnect(")
+	// A frame of the handler itself or of a wait for the end, not a
+	// goroutine created there.
+	frames := [][]byte{
+		[]byte("\ngithub.com/hostgate/hostgate/internal/gateway.(*Server).agentConnect("),
+		[]byte("\ngithub.com/hostgate/hostgate/internal/gateway.(*Server).tunnelLife("),
+		[]byte("\ngithub.com/hostgate/hostgate/internal/gateway.(*Server).tunnelEnd("),
+	}
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		n := runtime.Stack(buf, true)
-		if !bytes.Contains(buf[:n], frame) {
+		if !slices.ContainsFunc(frames, func(f []byte) bool { return bytes.Contains(buf[:n], f) }) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the connect handler is still running with the tunnel up:\n%s", buf[:n])
+			t.Fatalf("the connect handler, or a wait for the tunnel's end, is still running with the tunnel up:\n%s", buf[:n])
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

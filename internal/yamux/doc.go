@@ -6,7 +6,9 @@
 // backlog), Config.ReadsBuffered (frames read straight from a connection
 // that buffers, without a 4 KiB buffer of the session's own), a bound on the answers to a peer's pings waiting at once
 // (upstream starts a goroutine per ping), a ring for a stream's unread
-// bytes (recvring.go) instead of a bytes.Buffer, and AcceptStream on a
+// bytes (recvring.go) instead of a bytes.Buffer, Session.AfterClose (a
+// function run when the session ends, with no goroutine waiting for it),
+// and AcceptStream on a
 // closed session saying why it ended rather than handing out a stream
 // still queued.
 // Changes are marked "hostgate:" where they are made.

@@ -90,6 +90,12 @@ type Session struct {
 	sendClosed  bool          // Close: no send loop starts
 	sendRun     chan struct{} // closed when the last send loop started ends; nil if none
 
+	// hostgate: closed is done when the session shuts down, as
+	// shutdownCh is closed: AfterClose's functions run then, without a
+	// goroutine each parked on CloseChan for the session's life.
+	closed      context.Context
+	closedStart context.CancelFunc
+
 	// shutdown is used to safely close a session
 	shutdown        bool
 	shutdownErr     error
@@ -132,6 +138,7 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 	if !config.ReadsBuffered {
 		s.bufRead = bufio.NewReader(conn)
 	}
+	s.closed, s.closedStart = context.WithCancel(context.Background())
 	if client {
 		s.nextStreamID = 1
 	} else {
@@ -170,6 +177,13 @@ func (s *Session) IsClosed() bool {
 // soon as the session is closed.
 func (s *Session) CloseChan() <-chan struct{} {
 	return s.shutdownCh
+}
+
+// hostgate: AfterClose arranges for f to run in its own goroutine once the
+// session shuts down (when CloseChan is closed), or at once if it has;
+// stop undoes it, as context.AfterFunc's does.
+func (s *Session) AfterClose(f func()) (stop func() bool) {
+	return context.AfterFunc(s.closed, f)
 }
 
 // NumStreams returns the number of currently open streams
@@ -323,6 +337,7 @@ func (s *Session) Close() error {
 	s.shutdownErrLock.Unlock()
 
 	close(s.shutdownCh)
+	s.closedStart() // hostgate: AfterClose
 
 	s.conn.Close()
 	<-s.recvDoneCh

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -75,29 +76,9 @@ func TestProxyMendsKnownHostAfterReset(t *testing.T) {
 		t.Fatalf("known_hosts %q, want the stale line for the test to mean anything (old %q new %q)", b, oldKey, newKey)
 	}
 
-	// proxy runs `gateway proxy --known-hosts` as ssh's ProxyCommand
-	// does, reads the host's SSH version line (by then the line is
-	// mended, or never will be) and hangs up; it returns the stderr.
 	proxy := func() string {
 		t.Helper()
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		var stderr bytes.Buffer
-		perr := make(chan error, 1)
-		go func() {
-			perr <- run(ctx, stdio{in: inR, out: outW, err: &stderr}, []string{"proxy", "--url", base, "--token", clientTok, "--known-hosts", kh, "Box"})
-			_ = outW.Close()
-		}()
-		line, err := bufio.NewReader(outR).ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
-			t.Fatalf("the host's first line through the proxy: %q %v", line, err)
-		}
-		_ = inW.Close()
-		go func() { _, _ = io.Copy(io.Discard, outR) }()
-		if err := <-perr; err != nil {
-			t.Fatalf("proxy: %v", err)
-		}
-		return stderr.String()
+		return proxyVersionLine(t, ctx, "--url", base, "--token", clientTok, "--known-hosts", kh, "Box")
 	}
 	msg := proxy()
 	b, err := os.ReadFile(kh)
@@ -148,4 +129,30 @@ Host Box
 	if out, err := cmd.Output(); err != nil || string(out) != "through\n" {
 		t.Fatalf("ssh right after a key reset: %q %v\n%s", out, err, stderr.String())
 	}
+}
+
+// proxyVersionLine runs `gateway proxy` with args as ssh's ProxyCommand
+// does, reads the host's SSH version line (by then a --known-hosts line
+// is mended, or never will be) and hangs up; it returns the proxy's
+// stderr.
+func proxyVersionLine(t *testing.T, ctx context.Context, args ...string) string {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr bytes.Buffer
+	perr := make(chan error, 1)
+	go func() {
+		perr <- run(ctx, stdio{in: inR, out: outW, err: &stderr}, append([]string{"proxy"}, args...))
+		_ = outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
+		t.Fatalf("the host's first line through the proxy: %q %v", line, err)
+	}
+	_ = inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	if err := <-perr; err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	return stderr.String()
 }

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -141,12 +139,7 @@ func TestOpenSSHProxyDirect(t *testing.T) {
 // --relay-only, which does not try. --verbose says why each time.
 func TestOpenSSHProxyDirectFallsBack(t *testing.T) {
 	b := startDirectGateway(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	_ = dead.Close()
+	deadAddr := testenv.RefusedAddr(t)
 	other := b.runDirectAgent(t, "other", t.TempDir(), "", io.Discard)
 	boxState := t.TempDir() // one host key for box's agents, which the gateway pins
 
@@ -197,33 +190,16 @@ func TestProxyDirectMendsKnownHosts(t *testing.T) {
 	if err := os.WriteFile(kh, []byte(stale), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	var stderr bytes.Buffer
-	perr := make(chan error, 1)
-	go func() {
-		perr <- run(ctx, stdio{in: inR, out: outW, err: &stderr}, []string{"proxy", "--url", b.base, "--token", b.clientTok, "--known-hosts", kh, "--verbose", "box"})
-		_ = outW.Close()
-	}()
-	// The host's version line: by then the line is mended, or never will be.
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "SSH-2.0-") {
-		t.Fatalf("the host's first line through the proxy: %q %v", line, err)
-	}
-	_ = inW.Close()
-	go func() { _, _ = io.Copy(io.Discard, outR) }()
-	if err := <-perr; err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	if !strings.Contains(stderr.String(), "direct session to") {
-		t.Fatalf("proxy stderr %q: want the direct path taken, for the test to mean anything", stderr.String())
+	stderr := proxyVersionLine(t, ctx, "--url", b.base, "--token", b.clientTok, "--known-hosts", kh, "--verbose", "box")
+	if !strings.Contains(stderr, "direct session to") {
+		t.Fatalf("proxy stderr %q: want the direct path taken, for the test to mean anything", stderr)
 	}
 	got, err := os.ReadFile(kh)
 	if err != nil || string(got) != "box "+rec.HostPublicKey+"\n" {
 		t.Errorf("known_hosts after the proxy's direct run: %q, %v; want box's pinned key %q", got, err, rec.HostPublicKey)
 	}
-	if !strings.Contains(stderr.String(), "updated") {
-		t.Errorf("proxy stderr %q, want it to say the line was updated", stderr.String())
+	if !strings.Contains(stderr, "updated") {
+		t.Errorf("proxy stderr %q, want it to say the line was updated", stderr)
 	}
 }
 
@@ -235,12 +211,7 @@ func TestProxyDirectMendsKnownHosts(t *testing.T) {
 // remembered as failed.
 func TestOpenSSHProxyDirectRemembersAFailure(t *testing.T) {
 	b := startDirectGateway(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	_ = dead.Close()
+	deadAddr := testenv.RefusedAddr(t)
 	state := t.TempDir()
 	b.runDirectAgent(t, "box", state, deadAddr, io.Discard)
 	cache := t.TempDir()

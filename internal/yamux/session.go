@@ -631,8 +631,14 @@ func (s *Session) sendQueued(run chan struct{}) {
 	var bodyBuf bytes.Buffer
 	for {
 		err := s.sendFrames(&bodyBuf, false)
+		shut := false
+		select {
+		case <-s.shutdownCh: // frames left are their senders' to fail
+			shut = true
+		default:
+		}
 		s.sendMu.Lock()
-		if err != nil || s.sendClosed || len(s.sendCh) == 0 {
+		if err != nil || shut || s.sendClosed || len(s.sendCh) == 0 {
 			s.sendRunning = false
 			s.sendMu.Unlock()
 			close(run) // before exitErr, whose Close waits for it

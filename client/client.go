@@ -418,6 +418,9 @@ func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
 	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+c.token)
+	if why, ok := ctx.Value(directFailedKey{}).(error); ok {
+		hdr.Set(wire.HeaderDirectFailed, wire.DirectFailedValue(why))
+	}
 	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws, RootCAs: c.roots})
 	if err != nil {
 		var he *bytestream.HandshakeError

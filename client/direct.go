@@ -37,6 +37,11 @@ var (
 	directRetry            = time.Minute
 )
 
+// directFailedKey is the context key of why a direct session just
+// failed, which the relay's request then tells the gateway
+// (wire.HeaderDirectFailed).
+type directFailedKey struct{}
+
 // directState is what a Client remembers of one host's direct path.
 type directState struct {
 	mu        sync.Mutex

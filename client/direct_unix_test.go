@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/sshlayer"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
@@ -29,6 +31,9 @@ type directGateway struct {
 	url    string
 	server *sshlayer.TestServer
 	relays atomic.Int32
+	// failed is each relay request's wire.HeaderDirectFailed, in order.
+	failedMu sync.Mutex
+	failed   []string
 }
 
 func newDirectGateway(t *testing.T, direct func() []string) *directGateway {
@@ -73,6 +78,9 @@ func newDirectGateway(t *testing.T, direct func() []string) *directGateway {
 	})
 	mux.HandleFunc("GET /v1/hosts/box/ssh", func(w http.ResponseWriter, r *http.Request) {
 		g.relays.Add(1)
+		g.failedMu.Lock()
+		g.failed = append(g.failed, r.Header.Get(wire.HeaderDirectFailed))
+		g.failedMu.Unlock()
 		tcp, err := net.Dial("tcp", ts.Addr)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -180,6 +188,14 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	}
 	if n := accepts.Load(); n != 1 {
 		t.Fatalf("the direct address was tried %d times in two connects, want once: a failed path waits directRetry", n)
+	}
+	// The relay after the failure tells the gateway why; the next one,
+	// which did not try, says nothing.
+	g.failedMu.Lock()
+	failed := slices.Clone(g.failed)
+	g.failedMu.Unlock()
+	if len(failed) != 2 || !strings.Contains(failed[0], "direct ssh to "+ln.Addr().String()) || failed[1] != "" {
+		t.Fatalf("the relays' %s headers: %q; want the failure on the first alone", wire.HeaderDirectFailed, failed)
 	}
 	if _, err := c.DirectPath("box"); err == nil || !strings.Contains(err.Error(), "direct ssh to "+ln.Addr().String()) {
 		t.Fatalf("DirectPath: %v, want the failed handshake at the address", err)

@@ -254,6 +254,8 @@ func (c *Client) sshConnectVia(ctx context.Context, id string, cr *credentials, 
 		if ctx.Err() != nil {
 			return nil, err
 		}
+		// The relay's request says why (wire.HeaderDirectFailed).
+		ctx = context.WithValue(ctx, directFailedKey{}, err)
 	}
 	return c.sshConnect(ctx, id, auth)
 }

@@ -107,6 +107,9 @@ type Gateway struct {
 	// DirectAdmissions counts agents' requests to admit a direct
 	// session, by result (DirectAdmitted, DirectRefused).
 	DirectAdmissions *prometheus.CounterVec
+	// DirectFallbacks counts relayed sessions whose caller said its
+	// direct session to the host had just failed (wire.HeaderDirectFailed).
+	DirectFallbacks prometheus.Counter
 }
 
 // NewGateway creates the gateway collectors and registers them on reg.
@@ -151,6 +154,9 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		DirectAdmissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hostgate", Name: "direct_admissions_total", Help: "Direct sessions agents asked the gateway to admit, by result (admitted, refused).",
 		}, []string{"result"}),
+		DirectFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "hostgate", Name: "direct_fallbacks_total", Help: "Relayed sessions whose caller said its direct session to the host had just failed (the reason is in the relay start log line).",
+		}),
 	}
 	// Pre-create the label values so dashboards see zeros, not gaps.
 	for _, d := range []string{ToHost, FromHost} {
@@ -176,6 +182,6 @@ func NewGateway(reg prometheus.Registerer) *Gateway {
 		m.DirectAdmissions.WithLabelValues(r)
 	}
 	reg.MustRegister(m.TunnelsConnected, m.TunnelConnects, m.StreamsOpen, m.BytesRelayed, m.SessionStarts, m.AuthFailures, m.AgentRefusals, m.AgentMisuse, m.TunnelDisconnects, m.AuditWriteFailures, m.AuditFailing,
-		m.DirectOpen, m.DirectAdmissions)
+		m.DirectOpen, m.DirectAdmissions, m.DirectFallbacks)
 	return m
 }

@@ -163,6 +163,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		}
 		say("no direct session (%v); through the gateway's relay", derr)
 		h.Del(wire.HeaderDirect)
+		h.Set(wire.HeaderDirectFailed, wire.DirectFailedValue(derr))
 		remote, resp, err = bytestream.DialWebSocket(ctx, u.String(), wsOpts)
 	} else if err == nil && direct {
 		say("through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none")

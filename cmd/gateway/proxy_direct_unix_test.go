@@ -146,10 +146,11 @@ func TestOpenSSHProxyDirectFallsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name, advertise, want string
 		env                   []string
+		reported              bool // the relay's request says why the direct path failed
 	}{
-		{"dead address", deadAddr, "no direct session (direct: no address answered", nil},
-		{"another SSH server", other[0], "not the host's pinned", nil},
-		{"--relay-only", "", "through the gateway's relay (--relay-only)", []string{"HOSTGATE_RELAY_ONLY=1"}},
+		{"dead address", deadAddr, "no direct session (direct: no address answered", nil, true},
+		{"another SSH server", other[0], "not the host's pinned", nil, true},
+		{"--relay-only", "", "through the gateway's relay (--relay-only)", []string{"HOSTGATE_RELAY_ONLY=1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addrs := b.runDirectAgent(t, "box", boxState, tc.advertise, io.Discard)
@@ -163,6 +164,15 @@ func TestOpenSSHProxyDirectFallsBack(t *testing.T) {
 			}
 			if n := strings.Count(b.logs.String(), `msg="relay start" host=box`); n != relaysBefore+1 {
 				t.Errorf("%d relays to box, want 1", n-relaysBefore)
+			}
+			var start string
+			for _, l := range strings.Split(b.logs.String(), "\n") {
+				if strings.Contains(l, `msg="relay start" host=box`) {
+					start = l
+				}
+			}
+			if got := strings.Contains(start, "directFailed="); got != tc.reported {
+				t.Errorf("the gateway's relay start line %q: says why the direct path failed %v, want %v", start, got, tc.reported)
 			}
 		})
 	}

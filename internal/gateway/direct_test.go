@@ -615,3 +615,55 @@ func TestDirectPreferLongAnswerRelays(t *testing.T) {
 	}
 	echoRoundTrip(t, conn, 1000)
 }
+
+// TestDirectFailedLogged: a caller whose direct session just failed says
+// why in its relay request (wire.HeaderDirectFailed, as the Go client and
+// gateway proxy do); the gateway logs it, bounded, on the relay's start
+// line and counts it, so that an operator sees who cannot reach the
+// addresses an agent advertises. A relay without it logs no reason.
+func TestDirectFailedLogged(t *testing.T) {
+	e := newEnv(t, nil)
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	_, k := newKey(t)
+	e.dialDirectKey(t, e.token(store.RoleAgent, "h"), k, testDirectAddrs)
+	tok := e.token(store.RoleClient, "h")
+	relay := func(why string) {
+		t.Helper()
+		h := http.Header{}
+		h.Set("Authorization", "Bearer "+tok)
+		if why != "" {
+			h.Set(wire.HeaderDirectFailed, why)
+		}
+		c, _, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+"/v1/hosts/h/ssh", &bytestream.WebSocketOptions{Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		echoRoundTrip(t, c, 100)
+		_ = c.Close()
+	}
+	relay("")
+	relay(wire.DirectFailedValue(errors.New("direct: no address answered: dial tcp 198.51.100.7:2222: i/o timeout")))
+	relay(strings.Repeat("x", 5000))
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `msg="relay start"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 3 {
+		t.Fatalf("%d relay start lines, want 3:\n%s", len(lines), logs.String())
+	}
+	if strings.Contains(lines[0], "directFailed") {
+		t.Errorf("a relay whose caller said nothing logged a reason: %s", lines[0])
+	}
+	if !strings.Contains(lines[1], `directFailed="direct: no address answered: dial tcp 198.51.100.7:2222: i/o timeout"`) {
+		t.Errorf("relay start line %s, want the caller's reason", lines[1])
+	}
+	if n := strings.Count(lines[2], "x"); n > wire.MaxDirectFailedLen || n < wire.MaxDirectFailedLen-8 {
+		t.Errorf("a 5000-byte reason logged with %d of its bytes, want it cut to %d", n, wire.MaxDirectFailedLen)
+	}
+	if m := e.metricsText(); !strings.Contains(m, "hostgate_direct_fallbacks_total 2\n") {
+		t.Errorf("metrics: want hostgate_direct_fallbacks_total 2:\n%s", m)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/hostgate/hostgate/internal/bicopy"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/metrics"
 )
 
@@ -60,7 +61,14 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	s.metrics.StreamsOpen.Inc()
 	defer s.metrics.StreamsOpen.Dec()
 	log := s.logger.With("host", id, "remote", s.remote(r), "token", tok.Name)
-	log.Info("relay start")
+	if why := r.Header.Get(wire.HeaderDirectFailed); why != "" {
+		// The caller's word, bounded: which callers cannot reach the
+		// addresses the host's agent advertises, and why.
+		s.metrics.DirectFallbacks.Inc()
+		log.Info("relay start", "directFailed", textcut.Cut(why, wire.MaxDirectFailedLen))
+	} else {
+		log.Info("relay start")
+	}
 	ctx, done := s.live.add(s.ctx, tok, "ssh", id)
 	defer done()
 	tunnelDone, tunnelCause := tunnelOf(stream)

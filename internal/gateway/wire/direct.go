@@ -39,6 +39,31 @@ const HeaderDirect = "X-Hostgate-Direct"
 // DirectOn is HeaderDirect's value in the gateway's answer.
 const DirectOn = "on"
 
+// HeaderDirectFailed, in a caller's request for a host's relay (GET
+// /v1/hosts/{id}/ssh), says why the caller's direct session to the host
+// failed just before (the Go client and gateway proxy try the agent's
+// addresses first): the gateway logs it with the relay's start and counts
+// it, so that an operator sees which callers cannot reach the addresses
+// an agent advertises (agent connect --direct-advertise), and why.
+// DirectFailedValue makes it; a gateway keeps MaxDirectFailedLen bytes.
+const HeaderDirectFailed = "X-Hostgate-Direct-Failed"
+
+// MaxDirectFailedLen bounds HeaderDirectFailed's value.
+const MaxDirectFailedLen = 256
+
+// DirectFailedValue is why, as HeaderDirectFailed's value: one line (an
+// HTTP header holds no control characters) cut to MaxDirectFailedLen
+// bytes and an ellipsis.
+func DirectFailedValue(why error) string {
+	s := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, why.Error())
+	return textcut.Cut(s, MaxDirectFailedLen)
+}
+
 // DirectPrefer is HeaderDirect's value in a caller's request for
 // GET /v1/hosts/{id}/ssh (`gateway proxy`): the caller would rather
 // dial the host's agent itself. When the host has direct addresses, the

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseDirectAddrs(t *testing.T) {
@@ -198,4 +199,25 @@ func FuzzParseDirectAnswer(f *testing.F) {
 			t.Fatalf("%+v: again %+v, %v", a, again, err)
 		}
 	})
+}
+
+// DirectFailedValue makes any error a valid header value: one line, no
+// control characters (Go's HTTP client refuses a request whose header
+// holds one: "invalid header field value"), cut to MaxDirectFailedLen
+// bytes.
+func TestDirectFailedValue(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"direct: no address answered", "direct: no address answered"},
+		{"line one\nline two\r\x00\x7f\tend", "line one line two    end"},
+	} {
+		if got := DirectFailedValue(errors.New(tc.in)); got != tc.want {
+			t.Errorf("DirectFailedValue(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	long := DirectFailedValue(errors.New(strings.Repeat("é", 400)))
+	if len(long) > MaxDirectFailedLen+len("…") || !utf8.ValidString(long) || !strings.HasSuffix(long, "…") {
+		t.Errorf("a long reason: %d bytes, valid UTF-8 %v: %q", len(long), utf8.ValidString(long), long)
+	}
 }

@@ -254,12 +254,7 @@ func waitLost(t *testing.T, p hostgate.Process, what string) {
 func TestDirectFallsBackToTheRelay(t *testing.T) {
 	testenv.RequirePeer(t, "OpenSSH ssh", lookPath("ssh"))
 	ctx := testCtx(t, 2*time.Minute)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	_ = dead.Close()
+	deadAddr := testenv.RefusedAddr(t) // held for the test: no other listener takes its port
 
 	g := startGateway(t, "")
 	_, direct := g.startDirectAgent("alpha", "--direct-advertise", deadAddr)

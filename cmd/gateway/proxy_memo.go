@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 )
 
 // proxyDirectRetry is how long gateway proxy keeps to the relay for a host
@@ -63,10 +65,7 @@ func (m directMemo) failed(why error) {
 	if err := os.MkdirAll(filepath.Dir(m.path), 0o700); err != nil {
 		return
 	}
-	msg := why.Error()
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
+	msg := wire.DirectFailedValue(why) // one line, cut whole runes
 	f, err := os.CreateTemp(filepath.Dir(m.path), ".tmp-*")
 	if err != nil {
 		return

@@ -760,6 +760,11 @@ type chacha20Poly1305Cipher struct {
 	lengthKey  [32]byte
 	contentKey [32]byte
 	buf        []byte
+
+	// hostgate: change 21. sealer, where not nil, is RFC 8439's AEAD
+	// under contentKey, whose Seal XORs the payload's key stream faster
+	// than chacha20 alone (chachaseal_amd64.go).
+	sealer cipher.AEAD
 }
 
 func newChaCha20Cipher(key, unusedIV, unusedMACKey []byte, unusedAlgs DirectionAlgorithms) (packetCipher, error) {
@@ -773,7 +778,20 @@ func newChaCha20Cipher(key, unusedIV, unusedMACKey []byte, unusedAlgs DirectionA
 
 	copy(c.contentKey[:], key[:32])
 	copy(c.lengthKey[:], key[32:])
+	c.sealer = newChaChaSealer(c.contentKey[:])
 	return c, nil
+}
+
+// hostgate: change 21. xorPayload XORs p, in place, with the content key
+// stream from block 1 on, which s, the content cipher at block 1, gives.
+// The sealer writes its tag into the 16 bytes after p, which the caller
+// has room for and has no use for yet.
+func (c *chacha20Poly1305Cipher) xorPayload(s *chacha20.Cipher, nonce, p []byte) {
+	if c.sealer == nil || cap(p)-len(p) < poly1305.TagSize {
+		s.XORKeyStream(p, p)
+		return
+	}
+	c.sealer.Seal(p[:0], nonce, p, nil)
 }
 
 func (c *chacha20Poly1305Cipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error) {
@@ -824,7 +842,7 @@ func (c *chacha20Poly1305Cipher) readCipherPacket(seqNum uint32, r io.Reader) ([
 	}
 
 	plain := c.buf[4:contentEnd]
-	s.XORKeyStream(plain, plain)
+	c.xorPayload(s, nonce, plain) // hostgate: change 21; the tag is read and checked
 
 	if len(plain) == 0 {
 		return nil, errors.New("ssh: empty packet")
@@ -887,7 +905,7 @@ func (c *chacha20Poly1305Cipher) writeCipherPacket(seqNum uint32, w io.Writer, r
 		return err
 	}
 
-	s.XORKeyStream(c.buf[4:], c.buf[4:packetEnd])
+	c.xorPayload(s, nonce, c.buf[4:packetEnd]) // hostgate: change 21; the tag is written after
 
 	var mac [poly1305.TagSize]byte
 	poly1305.Sum(&mac, c.buf[:packetEnd], &polyKey)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -45,8 +47,13 @@ func (e *env) agentServe(ctx context.Context) (a *aloneAgent, err error) {
 	if err := os.Chown(dir, e.uid, e.gid); err != nil {
 		return nil, err
 	}
+	// OpenSSH's client key too, for the rows where ssh is the client.
+	sshKey, err := os.ReadFile(e.sshd.key + ".pub")
+	if err != nil {
+		return nil, err
+	}
 	keys := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(keys, []byte(key.PublicKey+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(keys, []byte(key.PublicKey+"\n"+string(sshKey)), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(e.cfg.agentBin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", dir)
@@ -119,4 +126,101 @@ func (e *env) bulkSSHAlone(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	return []*bench.Scenario{to, from}, nil
+}
+
+// bulkOpenSSHClient streams bulk bytes from and to OpenSSH's ssh, the
+// client on both sides, with the cipher it picks by default: one side's
+// server is `agent serve --listen`, the other's sshd. What an ssh, sftp or
+// scp user gets from an agent (through gateway proxy's direct session)
+// or a sandbox, against what they get from sshd.
+func (e *env) bulkOpenSSHClient(ctx context.Context) ([]*bench.Scenario, error) {
+	a, err := e.agentServe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer a.stop()
+	_, agentPort, err := net.SplitHostPort(a.addr)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(e.cfg.bulkMiB/2) * mib
+	peer := "OpenSSH ssh → sshd, " + DefaultCipher
+	to := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB, OpenSSH ssh to the agent, its default cipher", n/mib), Unit: "MiB/s",
+		PeerName: peer, Better: bench.Higher,
+		Note: "OpenSSH's ssh on both sides, " + DefaultCipher + " (the cipher it offers first), a connection per run: into `cat >/dev/null` on `agent serve --listen`, against sshd: the two servers, one client"}
+	from := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c, OpenSSH ssh to the agent, its default cipher", n/mib), Unit: "MiB/s",
+		PeerName: peer, Better: bench.Higher}
+	toCPU, fromCPU := newCPURow(to, "MiB"), newCPURow(from, "MiB")
+	toCPU.alone, fromCPU.alone = true, true
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	for _, dir := range []struct {
+		s      *bench.Scenario
+		cpu    *cpuRow
+		remote string
+		run    func(*exec.Cmd) error
+	}{
+		{to, toCPU, "cat >/dev/null", func(cmd *exec.Cmd) error { return sshIn(cmd, n) }},
+		{from, fromCPU, fmt.Sprintf("head -c %d /dev/zero", n), func(cmd *exec.Cmd) error { return sshOut(cmd, n) }},
+	} {
+		for i := range e.cfg.pairs {
+			var (
+				ta, tb time.Duration
+				ua, ub cpuUse
+			)
+			side := func(port string, d *time.Duration) func() error {
+				return func() (err error) {
+					*d, err = timeIt(func() error { return dir.run(e.sshd.plainCommand(ctx, port, DefaultCipher, dir.remote)) })
+					return err
+				}
+			}
+			ours := e.meteredAlone(&ua, a.pid, side(agentPort, &ta))
+			theirs := e.metered(&ub, false, side(e.sshd.port(), &tb))
+			if err := bench.Alternate(i, ours, theirs); err != nil {
+				return nil, fmt.Errorf("ssh with %s: %w", DefaultCipher, err)
+			}
+			dir.s.Add(rate(ta), rate(tb))
+			dir.cpu.add(ua, ub, float64(n)/mib)
+		}
+	}
+	return []*bench.Scenario{to, toCPU.scenario(), from, fromCPU.scenario()}, nil
+}
+
+// sshIn writes n bytes to cmd's stdin and waits for it.
+func sshIn(cmd *exec.Cmd, n int64) error {
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	werr := writeN(in, n)
+	_ = in.Close()
+	if err := errors.Join(werr, cmd.Wait()); err != nil {
+		return fmt.Errorf("%w: %s", err, stderr.Bytes())
+	}
+	return nil
+}
+
+// sshOut reads cmd's stdout to the end, wanting n bytes, and waits for it.
+func sshOut(cmd *exec.Cmd, n int64) error {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	got, rerr := readAll(out)
+	if rerr == nil && got != n {
+		rerr = fmt.Errorf("read %d bytes, want %d", got, n)
+	}
+	if err := errors.Join(rerr, cmd.Wait()); err != nil {
+		return fmt.Errorf("%w: %s", err, stderr.Bytes())
+	}
+	return nil
 }

@@ -81,7 +81,7 @@ func main() {
 	flag.IntVar(&c.scaleN, "scale", 10000, "idle agent tunnels for the scale scenario (0 skips it)")
 	flag.StringVar(&c.image, "image", os.Getenv("HOSTGATE_TEST_IMAGE"), "digest-pinned sandbox image; empty skips the Docker scenarios")
 	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
-	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sftp,exec,forward,fwdbulk,sandbox,scale); empty runs all")
+	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sshclient,sftp,exec,forward,fwdbulk,sandbox,scale); empty runs all")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
 	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds A/B rows (bulk, SFTP download, exec, forward), this agent against it")
 	flag.StringVar(&c.gatewayBefore, "gateway-before", "", "a second gateway binary: the A/B rows then run through it (with -agent-before, or this agent), this build's whole path against the before one's; fwdbulk's runs it as ssh's ProxyCommand alone, through this gateway")
@@ -281,6 +281,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		{"bulk", e.bulk},
 		{"bulk", e.bulkAB},
 		{"bulk", e.bulkSSHAlone},
+		{"sshclient", e.bulkOpenSSHClient},
 		{"bulk", e.bulkLayers},
 		{"sftp", e.sftp},
 		{"exec", e.exec},

@@ -22,6 +22,12 @@ import (
 // client prefers it (Go has AES-GCM assembly on amd64).
 const Cipher = "aes128-gcm@openssh.com"
 
+// DefaultCipher is the cipher OpenSSH's ssh offers first, and so the one
+// an ssh, sftp or scp without -c gets from any server that takes it. sshd
+// takes it beside Cipher for the rows that measure it (the master keeps
+// Cipher).
+const DefaultCipher = "chacha20-poly1305@openssh.com"
+
 // sshd serves OpenSSH's sshd on a loopback listener: each accepted
 // connection runs `sshd -i` on the socket itself (as x/crypto's ssh/test
 // does), so no port is guessed and bytes go straight from socket to sshd.
@@ -72,13 +78,13 @@ UsePAM no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
-Ciphers %s
+Ciphers %s,%s
 Subsystem sftp /usr/lib/openssh/sftp-server
 AllowTcpForwarding yes
 MaxSessions 1000
 PidFile none
 LogLevel ERROR
-`, hostKey, authKeys, user, Cipher)
+`, hostKey, authKeys, user, Cipher, DefaultCipher)
 	d.cfgPath = filepath.Join(d.dir, "sshd_config")
 	if err := os.WriteFile(d.cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -156,16 +162,33 @@ func (d *sshd) processes() (master int, server []int, err error) {
 // args are ssh's options for this server; with master they go through
 // the ControlMaster connection (connection setup is not measured).
 func (d *sshd) args(master bool) []string {
-	port := strconv.Itoa(d.ln.Addr().(*net.TCPAddr).Port)
-	a := []string{"-F", "/dev/null", "-i", d.key, "-p", port, "-l", d.user,
-		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "Ciphers=" + Cipher,
-		"-o", "Compression=no"}
+	a := d.argsTo(d.port(), Cipher)
 	if master {
 		a = append(a, "-o", "ControlPath="+d.ctl, "-o", "ControlMaster=no")
 	}
 	return a
 }
+
+// argsTo are ssh's options for a server at port (sshd's, or another that
+// takes sshd's client key) with cipher. (ssh keeps the first value an
+// option is given, so these cannot be amended after.)
+func (d *sshd) argsTo(port, cipher string) []string {
+	return []string{"-F", "/dev/null", "-i", d.key, "-p", port, "-l", d.user,
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "Ciphers=" + cipher,
+		"-o", "Compression=no"}
+}
+
+// plainCommand is ssh with cipher, on a connection of its own (no master),
+// running remote on the server at port: sshd's, or another that takes
+// sshd's client key.
+func (d *sshd) plainCommand(ctx context.Context, port, cipher, remote string) *exec.Cmd {
+	args := append(d.argsTo(port, cipher), "127.0.0.1", remote)
+	return exec.CommandContext(ctx, "ssh", args...)
+}
+
+// port is sshd's listening port.
+func (d *sshd) port() string { return strconv.Itoa(d.ln.Addr().(*net.TCPAddr).Port) }
 
 // startMaster runs `ssh -M -N` in the foreground and waits until
 // `ssh -O check` answers.

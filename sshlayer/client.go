@@ -137,13 +137,10 @@ func (cfg *ClientConfig) withDefaults() ClientConfig {
 	return c
 }
 
-// preferredCiphers puts AES-GCM first: Go has assembly for AES-GCM on amd64
-// and arm64 but not for chacha20-poly1305, and AES-GCM measured faster
-// (see bench_test.go).
-var preferredCiphers = []string{
-	ssh.CipherAES128GCM, ssh.CipherAES256GCM, ssh.CipherChaCha20Poly1305,
-	ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR,
-}
+// preferredCiphers is the client's cipher list (ciphers.go): AES-GCM first
+// where this machine runs it in hardware, which measured fastest (see
+// bench_test.go's BenchmarkCipher), chacha20-poly1305 first where not.
+var preferredCiphers = clientCiphers(aesGCMHardware)
 
 // hostKeyAlgorithms, asked for when the pin is a fingerprint (whose key
 // type is unknown) or there is none, puts ed25519 first: hostgate's keys are

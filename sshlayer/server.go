@@ -359,6 +359,7 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	s.dash = isDash(c.Shell)
 	s.auth = newAuthenticator(&c, userName)
 	s.sshCfg = &ssh.ServerConfig{
+		Config:            ssh.Config{Ciphers: serverCiphers(aesGCMHardware)},
 		PublicKeyCallback: s.auth.authenticate,
 		ServerVersion:     serverVersion,
 		MaxAuthTries:      6,

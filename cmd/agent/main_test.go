@@ -123,30 +123,39 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestServeListenWithOpenSSH runs `agent serve --listen` and uses it with
-// ssh and sftp; SIGTERM then stops the agent cleanly, taking a running
-// remote command's process group with it.
-func TestServeListenWithOpenSSH(t *testing.T) {
+// servedAgent is `agent serve --listen` on loopback, with what OpenSSH
+// needs to reach it.
+type servedAgent struct {
+	cmd             *exec.Cmd
+	dir, work       string // the test's files; the agent's working and home dir
+	key, knownHosts string
+	host, port      string
+	ssh             func(args ...string) *exec.Cmd // ssh to it, args after the host
+}
+
+// startServeListen starts `agent serve --listen 127.0.0.1:0` with env added
+// to the test's, and waits for its address.
+func startServeListen(t *testing.T, env []string) *servedAgent {
+	t.Helper()
 	needOpenSSH(t)
 	bin := agentBin(t)
-	dir := t.TempDir()
+	a := &servedAgent{dir: t.TempDir(), work: t.TempDir()}
 	user := newKey(t)
-	keyFile := writeFile(t, filepath.Join(dir, "id"), user.pem)
-	authKeys := writeFile(t, filepath.Join(dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
-	state := filepath.Join(dir, "state")
-	work := t.TempDir()
+	a.key = writeFile(t, filepath.Join(a.dir, "id"), user.pem)
+	authKeys := writeFile(t, filepath.Join(a.dir, "authorized_keys"), ssh.MarshalAuthorizedKey(user.signer.PublicKey()))
+	state := filepath.Join(a.dir, "state")
 
-	agent := exec.CommandContext(testCtx(t), bin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", authKeys, "--state-dir", state)
-	agent.Dir = work
-	agent.Env = append(os.Environ(), "HOME="+work) // commands and SFTP start in the home dir
-	stderr, err := agent.StderrPipe()
+	a.cmd = exec.CommandContext(testCtx(t), bin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", authKeys, "--state-dir", state)
+	a.cmd.Dir = a.work
+	a.cmd.Env = append(append(os.Environ(), "HOME="+a.work), env...) // commands and SFTP start in the home dir
+	stderr, err := a.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := agent.Start(); err != nil {
+	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = agent.Process.Kill(); _ = agent.Wait() })
+	t.Cleanup(func() { _ = a.cmd.Process.Kill(); _ = a.cmd.Wait() })
 	logs := bufio.NewReader(stderr)
 	var addr string
 	for addr == "" {
@@ -163,12 +172,21 @@ func TestServeListenWithOpenSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, _ := strings.Cut(addr, ":")
-	kh := writeFile(t, filepath.Join(dir, "known_hosts"), fmt.Appendf(nil, "[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(hk.PublicKey())))
-	ssh := func(args ...string) *exec.Cmd {
-		a := append(sshArgs(kh, keyFile), "-p", port, "-l", "anyone", host)
-		return exec.CommandContext(testCtx(t), "ssh", append(a, args...)...)
+	a.host, a.port, _ = strings.Cut(addr, ":")
+	a.knownHosts = writeFile(t, filepath.Join(a.dir, "known_hosts"), fmt.Appendf(nil, "[%s]:%s %s", a.host, a.port, ssh.MarshalAuthorizedKey(hk.PublicKey())))
+	a.ssh = func(args ...string) *exec.Cmd {
+		all := append(sshArgs(a.knownHosts, a.key), "-p", a.port, "-l", "anyone", a.host)
+		return exec.CommandContext(testCtx(t), "ssh", append(all, args...)...)
 	}
+	return a
+}
+
+// TestServeListenWithOpenSSH runs `agent serve --listen` and uses it with
+// ssh and sftp; SIGTERM then stops the agent cleanly, taking a running
+// remote command's process group with it.
+func TestServeListenWithOpenSSH(t *testing.T) {
+	a := startServeListen(t, nil)
+	agent, dir, work, ssh, kh, keyFile, host, port := a.cmd, a.dir, a.work, a.ssh, a.knownHosts, a.key, a.host, a.port
 
 	out, err := ssh("echo hello; exit 3").Output()
 	var ee *exec.ExitError

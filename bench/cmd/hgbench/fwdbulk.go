@@ -40,6 +40,14 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	defer fw.Close()
+	// The same forward over a direct session (e.direct: the Go client
+	// straight to the agent's --direct listener), where the host can be
+	// reached.
+	directFw, err := e.direct.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, fmt.Errorf("forward over a direct session: %w", err)
+	}
+	defer directFw.Close()
 	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied", true)
 	if err != nil {
 		return nil, fmt.Errorf("ssh -L through gateway proxy: %w", err)
@@ -70,12 +78,16 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 	name := fmt.Sprintf("local forward, %d MiB through one connection", n/mib)
 	goRow := &bench.Scenario{Name: name, Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
 		Note: "Host.Forward through the gateway; the bytes go to a TCP sink on the host's side, and a side ends when the sink has read them all"}
+	goDirectRow := &bench.Scenario{Name: name + ", direct session", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
+		Note: "Host.Forward over a direct session: the Go client over loopback TCP straight to the agent's --direct listener, the gateway off the path (the forward rows' direct session)"}
 	sshRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
 		Note: "OpenSSH's ssh -L to the agent with `gateway proxy` as its ProxyCommand (the README's OpenSSH path): ssh, the proxy, the gateway and the agent"}
 	directRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy, direct session", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same ssh, its proxy given the agent's direct listener by the gateway (agent connect --direct; the proxy's default): ssh, the proxy and the agent, the gateway off the path"}
 	goCPU := newCPURow(goRow, "MiB")
 	goCPU.peerShares = true
+	goDirectCPU := newCPURow(goDirectRow, "MiB")
+	goDirectCPU.peerShares = true
 	// The machine's CPU time: ssh and the proxy use what the gateway and
 	// the agent (the row's note) do not.
 	sshCPU := newCPURow(sshRow, "MiB")
@@ -87,8 +99,8 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		abCPU.Note = "the `gateway proxy` process's own CPU time (user and system) per MiB, this build's against the build before's, each ssh's ProxyCommand through this gateway"
 	}
 	for i := range e.cfg.pairs {
-		var a, b, d, p, bb float64
-		var ua, ub, ud, up cpuUse
+		var a, g, b, d, p, bb float64
+		var ua, ug, ub, ud, up cpuUse
 		var pb, pbb time.Duration
 		rate := func(addr string, r *float64) func() error {
 			return func() error {
@@ -102,6 +114,7 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		}
 		sides := []func() error{
 			e.metered(&ua, true, rate(fw.Addr().String(), &a)),
+			e.metered(&ug, true, rate(directFw.Addr().String(), &g)),
 			e.metered(&ub, true, proxied.meterProxy(&pb, rate(proxied.addr, &b))),
 			e.metered(&ud, true, rate(proxiedDirect.addr, &d)),
 			e.metered(&up, false, rate(peerAddr, &p)),
@@ -113,9 +126,11 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 			return nil, err
 		}
 		goRow.Add(a, p)
+		goDirectRow.Add(g, p)
 		sshRow.Add(b, p)
 		directRow.Add(d, p)
 		goCPU.add(ua, up, float64(n)/mib)
+		goDirectCPU.add(ug, up, float64(n)/mib)
 		sshCPU.add(ub, up, float64(n)/mib)
 		directCPU.add(ud, up, float64(n)/mib)
 		if proxiedBefore != nil {
@@ -124,7 +139,7 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 			abCPU.Add(perMiB(pb), perMiB(pbb))
 		}
 	}
-	out := []*bench.Scenario{goRow, goCPU.scenario(), sshRow, sshCPU.scenario(), directRow, directCPU.scenario()}
+	out := []*bench.Scenario{goRow, goCPU.scenario(), goDirectRow, goDirectCPU.scenario(), sshRow, sshCPU.scenario(), directRow, directCPU.scenario()}
 	if proxiedBefore != nil {
 		out = append(out, abRow, abCPU)
 	}

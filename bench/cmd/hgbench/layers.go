@@ -182,7 +182,81 @@ func (e *env) bulkOpenSSHClient(ctx context.Context) ([]*bench.Scenario, error) 
 			dir.cpu.add(ua, ub, float64(n)/mib)
 		}
 	}
-	return []*bench.Scenario{to, toCPU.scenario(), from, fromCPU.scenario()}, nil
+	ss := []*bench.Scenario{to, toCPU.scenario(), from, fromCPU.scenario()}
+	sftp, err := e.sftpOpenSSHClient(ctx, a, agentPort)
+	return append(ss, sftp...), err
+}
+
+// sftpOpenSSHClient is bulkOpenSSHClient's SFTP: OpenSSH's sftp, the
+// client on both sides (and scp's since OpenSSH 9.0), getting and putting
+// one file through the agent's SFTP server and through sshd's sftp-server.
+func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort string) ([]*bench.Scenario, error) {
+	n := int64(e.cfg.sftpMiB) * mib
+	files := filepath.Join(e.dir, "sshclient-files")
+	if err := os.MkdirAll(files, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(files, e.uid, e.gid); err != nil {
+		return nil, err
+	}
+	src := filepath.Join(files, "src.bin")
+	f, err := os.Create(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(writeN(f, n), f.Close()); err != nil {
+		return nil, err
+	}
+	if err := settle(src); err != nil {
+		return nil, err
+	}
+	dst := filepath.Join(files, "dst.bin")
+	peer := "OpenSSH sftp → sshd, " + DefaultCipher
+	down := &bench.Scenario{Name: fmt.Sprintf("SFTP download %d MiB, OpenSSH sftp to the agent, its default cipher", n/mib), Unit: "MiB/s",
+		PeerName: peer, Better: bench.Higher,
+		Note: "OpenSSH's sftp on both sides (scp's protocol too since OpenSSH 9.0), " + DefaultCipher + ", a connection per run: get to /dev/null from `agent serve --listen`'s SFTP server against sshd's sftp-server"}
+	up := &bench.Scenario{Name: fmt.Sprintf("SFTP upload %d MiB, OpenSSH sftp to the agent, its default cipher", n/mib), Unit: "MiB/s",
+		PeerName: peer, Better: bench.Higher,
+		Note: "put of the same file; the upload's write-back is neither timed nor metered"}
+	downCPU, upCPU := newCPURow(down, "MiB"), newCPURow(up, "MiB")
+	downCPU.alone, upCPU.alone = true, true
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	for _, dir := range []struct {
+		s     *bench.Scenario
+		cpu   *cpuRow
+		batch string
+		after func() error // untimed, unmetered
+	}{
+		{down, downCPU, "get " + src + " /dev/null\n", func() error { return nil }},
+		{up, upCPU, "put " + src + " " + dst + "\n", func() error {
+			if st, err := os.Stat(dst); err != nil || st.Size() != n {
+				return fmt.Errorf("upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)
+			}
+			return errors.Join(settle(dst), os.Remove(dst))
+		}},
+	} {
+		for i := range e.cfg.pairs {
+			var (
+				ta, tb time.Duration
+				ua, ub cpuUse
+			)
+			side := func(port string, d *time.Duration) func() error {
+				return func() (err error) {
+					*d, err = timeIt(func() error { return e.sshd.sftpTo(ctx, port, DefaultCipher, dir.batch) })
+					return err
+				}
+			}
+			ours := e.meteredAlone(&ua, a.pid, side(agentPort, &ta))
+			theirs := e.metered(&ub, false, side(e.sshd.port(), &tb))
+			err := bench.Alternate(i, func() error { return errors.Join(ours(), dir.after()) }, func() error { return errors.Join(theirs(), dir.after()) })
+			if err != nil {
+				return nil, fmt.Errorf("sftp with %s: %w", DefaultCipher, err)
+			}
+			dir.s.Add(rate(ta), rate(tb))
+			dir.cpu.add(ua, ub, float64(n)/mib)
+		}
+	}
+	return []*bench.Scenario{down, downCPU.scenario(), up, upCPU.scenario()}, nil
 }
 
 // sshIn writes n bytes to cmd's stdin and waits for it.

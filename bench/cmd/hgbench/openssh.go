@@ -237,7 +237,17 @@ func (d *sshd) forwardL(ctx context.Context, target string) (string, error) {
 
 // SFTP runs an sftp batch through the master.
 func (d *sshd) SFTP(ctx context.Context, batch string) error {
-	args := append([]string{"-b", "-", "-q"}, d.args(true)...)
+	return d.sftp(ctx, d.args(true), batch)
+}
+
+// sftpTo runs an sftp batch with cipher on a connection of its own to the
+// server at port (see argsTo).
+func (d *sshd) sftpTo(ctx context.Context, port, cipher, batch string) error {
+	return d.sftp(ctx, d.argsTo(port, cipher), batch)
+}
+
+func (d *sshd) sftp(ctx context.Context, sshArgs []string, batch string) error {
+	args := append([]string{"-b", "-", "-q"}, sshArgs...)
 	// sftp takes -P for the port; ssh's -p would be taken as preserve.
 	for i := range args {
 		if args[i] == "-p" {

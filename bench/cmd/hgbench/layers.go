@@ -184,7 +184,52 @@ func (e *env) bulkOpenSSHClient(ctx context.Context) ([]*bench.Scenario, error) 
 	}
 	ss := []*bench.Scenario{to, toCPU.scenario(), from, fromCPU.scenario()}
 	sftp, err := e.sftpOpenSSHClient(ctx, a, agentPort)
-	return append(ss, sftp...), err
+	ss = append(ss, sftp...)
+	if err != nil {
+		return ss, err
+	}
+	ex, err := e.execOpenSSHClient(ctx, agentPort)
+	return append(ss, ex...), err
+}
+
+// execOpenSSHClient is bulkOpenSSHClient's exec round trip: `true` through
+// an OpenSSH ControlMaster on each side, one to the agent and one to sshd,
+// both with the default cipher (what a tool that runs many commands over
+// ssh, such as Ansible with its ControlPersist, pays per command).
+func (e *env) execOpenSSHClient(ctx context.Context, agentPort string) ([]*bench.Scenario, error) {
+	type side struct {
+		port, ctl string
+	}
+	ours := side{agentPort, filepath.Join(e.dir, "ctl-agent")}
+	theirs := side{e.sshd.port(), filepath.Join(e.dir, "ctl-sshd")}
+	for _, s := range []side{ours, theirs} {
+		m, err := e.sshd.masterTo(ctx, s.port, DefaultCipher, s.ctl)
+		if err != nil {
+			return nil, err
+		}
+		defer stopMaster(m)
+	}
+	p50 := &bench.Scenario{Name: "exec round trip of true, OpenSSH ssh to the agent, p50", Unit: "ms", PeerName: "OpenSSH ControlMaster → sshd", Better: bench.Lower,
+		Note: fmt.Sprintf("OpenSSH's ssh through a ControlMaster on both sides, one to `agent serve --listen` and one to sshd, %d round trips per side per pair: the two servers, one client", e.cfg.execN)}
+	run := func(s side, out *[]float64) func() error {
+		return func() (err error) {
+			*out, err = samples(e.cfg.execN, func() error {
+				if out, err := e.sshd.viaMaster(ctx, s.ctl, s.port, DefaultCipher, "true").CombinedOutput(); err != nil {
+					return fmt.Errorf("ssh to port %s: %w: %s", s.port, err, out)
+				}
+				return nil
+			})
+			return err
+		}
+	}
+	for i := range e.cfg.pairs {
+		var a, b []float64
+		if err := bench.Alternate(i, run(ours, &a), run(theirs, &b)); err != nil {
+			return nil, err
+		}
+		p50.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	}
+	return []*bench.Scenario{p50}, nil
 }
 
 // sftpOpenSSHClient is bulkOpenSSHClient's SFTP: OpenSSH's sftp, the

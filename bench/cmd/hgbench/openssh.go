@@ -187,6 +187,54 @@ func (d *sshd) plainCommand(ctx context.Context, port, cipher, remote string) *e
 	return exec.CommandContext(ctx, "ssh", args...)
 }
 
+// masterTo starts `ssh -M -N` with cipher to the server at port, its
+// control socket at ctl, and waits until `ssh -O check` answers; commands
+// then go through it (viaMaster). Stop it with stopMaster.
+func (d *sshd) masterTo(ctx context.Context, port, cipher, ctl string) (*exec.Cmd, error) {
+	args := append(d.argsTo(port, cipher), "-M", "-N", "-o", "ControlPath="+ctl, "-o", "ServerAliveInterval=0", "127.0.0.1")
+	m := exec.Command("ssh", args...)
+	var stderr lockedBuf
+	stderr.mu, stderr.b = new(sync.Mutex), new(bytes.Buffer)
+	m.Stderr = &stderr
+	if err := m.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := d.viaMaster(ctx, ctl, port, cipher, "-O", "check").Run()
+		if err == nil {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			stopMaster(m)
+			stderr.mu.Lock()
+			defer stderr.mu.Unlock()
+			return nil, fmt.Errorf("ssh ControlMaster to port %s not up in 20 s: %w; stderr: %s", port, err, stderr.b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// viaMaster is ssh through the master at ctl: args, then the host, then
+// remote.
+func (d *sshd) viaMaster(ctx context.Context, ctl, port, cipher string, args ...string) *exec.Cmd {
+	all := append(d.argsTo(port, cipher), "-o", "ControlPath="+ctl, "-o", "ControlMaster=no")
+	if len(args) > 0 && args[0] == "-O" {
+		all = append(all, args...)
+		all = append(all, "127.0.0.1")
+	} else {
+		all = append(all, "127.0.0.1")
+		all = append(all, args...)
+	}
+	return exec.CommandContext(ctx, "ssh", all...)
+}
+
+// stopMaster ends a master masterTo started.
+func stopMaster(m *exec.Cmd) {
+	_ = m.Process.Kill()
+	_ = m.Wait()
+}
+
 // port is sshd's listening port.
 func (d *sshd) port() string { return strconv.Itoa(d.ln.Addr().(*net.TCPAddr).Port) }
 

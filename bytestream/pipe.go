@@ -75,6 +75,22 @@ func (c *pipeConn) Write(p []byte) (int, error) {
 	return written + n, closedErr(err)
 }
 
+// PipeFiles returns the files the conn reads and writes where its raw
+// calls serve them (pollable files in non-blocking mode, on Linux), nil
+// otherwise: bicopy splices between such a pipe and a TCP conn (`gateway
+// proxy`'s direct sessions) instead of copying through its buffers.
+// Whoever moves bytes through them keeps to the conn's one reader and one
+// writer, and still closes through the conn.
+func (c *pipeConn) PipeFiles() (r, w *os.File) {
+	if c.rs != nil {
+		r, _ = c.r.(*os.File)
+	}
+	if c.ws != nil {
+		w, _ = c.w.(*os.File)
+	}
+	return r, w
+}
+
 // closedErr makes a closed file look like a closed net.Conn, which is what
 // copy loops (bicopy, x/crypto/ssh) test for, keeping the original error.
 func closedErr(err error) error {

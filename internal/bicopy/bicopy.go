@@ -1,9 +1,11 @@
 // Package bicopy is the one bidirectional copy helper every tunnel and
 // forward uses: bytes flow both ways, a finished direction is half-closed
 // (CloseWrite) where the stream supports it, an error or ctx ending tears
-// both ends down, and both ends are closed before Copy returns. DialLead,
-// which a forward calls before Copy, sends what a new client says first
-// along with an early dial.
+// both ends down, and both ends are closed before Copy returns. Where the
+// kernel can move the bytes (two sockets; on Linux a pipe and a TCP conn,
+// `gateway proxy`'s direct sessions) it does. DialLead, which a forward
+// calls before Copy, sends what a new client says first along with an
+// early dial.
 package bicopy
 
 import (
@@ -43,10 +45,14 @@ var (
 // instead; not merely because one side has ReadFrom or WriteTo:
 // *net.TCPConn has both, and for any other peer (an SSH channel, a yamux
 // stream) they fall back to io.Copy with a new 32 KiB buffer — 64 KiB of
-// garbage per forwarded connection.
+// garbage per forwarded connection. Between a pipe and a TCP conn the
+// kernel moves them too, by a splice of this package's (spliceHalf).
 func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
 	if kernelCopy(dst, src) {
 		return io.Copy(dst, src)
+	}
+	if n, ok, err := spliceHalf(dst, src); ok {
+		return n, err
 	}
 	if t := newRawTCP(src); t != nil {
 		src = t

@@ -151,36 +151,16 @@ func (e *env) bulkOpenSSHClient(ctx context.Context) ([]*bench.Scenario, error) 
 	from := &bench.Scenario{Name: fmt.Sprintf("bulk stream %d MiB from head -c, OpenSSH ssh to the agent, its default cipher", n/mib), Unit: "MiB/s",
 		PeerName: peer, Better: bench.Higher}
 	toCPU, fromCPU := newCPURow(to, "MiB"), newCPURow(from, "MiB")
-	toCPU.alone, fromCPU.alone = true, true
-	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	for _, dir := range []struct {
-		s      *bench.Scenario
-		cpu    *cpuRow
-		remote string
-		run    func(*exec.Cmd) error
-	}{
-		{to, toCPU, "cat >/dev/null", func(cmd *exec.Cmd) error { return sshIn(cmd, n) }},
-		{from, fromCPU, fmt.Sprintf("head -c %d /dev/zero", n), func(cmd *exec.Cmd) error { return sshOut(cmd, n) }},
-	} {
-		for i := range sshclientPairs(e.cfg.pairs) {
-			var (
-				ta, tb time.Duration
-				ua, ub cpuUse
-			)
-			side := func(port string, d *time.Duration) func() error {
-				return func() (err error) {
-					*d, err = timeIt(func() error { return dir.run(e.sshd.plainCommand(ctx, port, DefaultCipher, dir.remote)) })
-					return err
-				}
-			}
-			ours := e.meteredAlone(&ua, a.pid, side(agentPort, &ta))
-			theirs := e.metered(&ub, false, side(e.sshd.port(), &tb))
-			if err := bench.Alternate(i, ours, theirs); err != nil {
-				return nil, fmt.Errorf("ssh with %s: %w", DefaultCipher, err)
-			}
-			dir.s.Add(rate(ta), rate(tb))
-			dir.cpu.add(ua, ub, float64(n)/mib)
-		}
+	err = e.pairOpenSSH(a, agentPort, to, toCPU, n, func(port string) error {
+		return sshIn(e.sshd.plainCommand(ctx, port, DefaultCipher, "cat >/dev/null"), n)
+	}, nil)
+	if err == nil {
+		err = e.pairOpenSSH(a, agentPort, from, fromCPU, n, func(port string) error {
+			return sshOut(e.sshd.plainCommand(ctx, port, DefaultCipher, fmt.Sprintf("head -c %d /dev/zero", n)), n)
+		}, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ssh with %s: %w", DefaultCipher, err)
 	}
 	ss := []*bench.Scenario{to, toCPU.scenario(), from, fromCPU.scenario()}
 	sftp, err := e.sftpOpenSSHClient(ctx, a, agentPort)
@@ -245,14 +225,7 @@ func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort st
 		return nil, err
 	}
 	src := filepath.Join(files, "src.bin")
-	f, err := os.Create(src)
-	if err != nil {
-		return nil, err
-	}
-	if err := errors.Join(writeN(f, n), f.Close()); err != nil {
-		return nil, err
-	}
-	if err := settle(src); err != nil {
+	if err := writeFileN(src, n); err != nil {
 		return nil, err
 	}
 	dst := filepath.Join(files, "dst.bin")
@@ -264,42 +237,20 @@ func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort st
 		PeerName: peer, Better: bench.Higher,
 		Note: "put of the same file; the upload's write-back is neither timed nor metered"}
 	downCPU, upCPU := newCPURow(down, "MiB"), newCPURow(up, "MiB")
-	downCPU.alone, upCPU.alone = true, true
-	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
-	for _, dir := range []struct {
-		s     *bench.Scenario
-		cpu   *cpuRow
-		batch string
-		after func() error // untimed, unmetered
-	}{
-		{down, downCPU, "get " + src + " /dev/null\n", func() error { return nil }},
-		{up, upCPU, "put " + src + " " + dst + "\n", func() error {
+	sftp := func(batch string) func(port string) error {
+		return func(port string) error { return e.sshd.sftpTo(ctx, port, DefaultCipher, batch) }
+	}
+	err := e.pairOpenSSH(a, agentPort, down, downCPU, n, sftp("get "+src+" /dev/null\n"), nil)
+	if err == nil {
+		err = e.pairOpenSSH(a, agentPort, up, upCPU, n, sftp("put "+src+" "+dst+"\n"), func() error {
 			if st, err := os.Stat(dst); err != nil || st.Size() != n {
 				return fmt.Errorf("upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)
 			}
 			return errors.Join(settle(dst), os.Remove(dst))
-		}},
-	} {
-		for i := range sshclientPairs(e.cfg.pairs) {
-			var (
-				ta, tb time.Duration
-				ua, ub cpuUse
-			)
-			side := func(port string, d *time.Duration) func() error {
-				return func() (err error) {
-					*d, err = timeIt(func() error { return e.sshd.sftpTo(ctx, port, DefaultCipher, dir.batch) })
-					return err
-				}
-			}
-			ours := e.meteredAlone(&ua, a.pid, side(agentPort, &ta))
-			theirs := e.metered(&ub, false, side(e.sshd.port(), &tb))
-			err := bench.Alternate(i, func() error { return errors.Join(ours(), dir.after()) }, func() error { return errors.Join(theirs(), dir.after()) })
-			if err != nil {
-				return nil, fmt.Errorf("sftp with %s: %w", DefaultCipher, err)
-			}
-			dir.s.Add(rate(ta), rate(tb))
-			dir.cpu.add(ua, ub, float64(n)/mib)
-		}
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sftp with %s: %w", DefaultCipher, err)
 	}
 	return []*bench.Scenario{down, downCPU.scenario(), up, upCPU.scenario()}, nil
 }
@@ -340,6 +291,39 @@ func sshOut(cmd *exec.Cmd, n int64) error {
 	}
 	if err := errors.Join(rerr, cmd.Wait()); err != nil {
 		return fmt.Errorf("%w: %s", err, stderr.Bytes())
+	}
+	return nil
+}
+
+// pairOpenSSH runs the pairs of one sshclient row moving n bytes: run
+// against the agent at agentPort (its CPU metered as the agent's alone)
+// and against sshd, alternating, then after (untimed, unmetered; may be
+// nil) following each side.
+func (e *env) pairOpenSSH(a *aloneAgent, agentPort string, s *bench.Scenario, cpu *cpuRow, n int64, run func(port string) error, after func() error) error {
+	cpu.alone = true
+	rate := func(d time.Duration) float64 { return float64(n) / mib / d.Seconds() }
+	if after == nil {
+		after = func() error { return nil }
+	}
+	for i := range sshclientPairs(e.cfg.pairs) {
+		var (
+			ta, tb time.Duration
+			ua, ub cpuUse
+		)
+		side := func(port string, d *time.Duration) func() error {
+			return func() (err error) {
+				*d, err = timeIt(func() error { return run(port) })
+				return err
+			}
+		}
+		ours := e.meteredAlone(&ua, a.pid, side(agentPort, &ta))
+		theirs := e.metered(&ub, false, side(e.sshd.port(), &tb))
+		err := bench.Alternate(i, func() error { return errors.Join(ours(), after()) }, func() error { return errors.Join(theirs(), after()) })
+		if err != nil {
+			return err
+		}
+		s.Add(rate(ta), rate(tb))
+		cpu.add(ua, ub, float64(n)/mib)
 	}
 	return nil
 }

@@ -215,15 +215,7 @@ func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	src := filepath.Join(files, "src.bin")
-	f, err := os.Create(src)
-	if err != nil {
-		return nil, err
-	}
-	err = errors.Join(writeN(f, n), f.Close())
-	if err == nil {
-		err = settle(src) // its write-back, not during the first pairs
-	}
-	if err != nil {
+	if err := writeFileN(src, n); err != nil {
 		return nil, err
 	}
 	fsys, err := e.host.FS(ctx)
@@ -400,6 +392,19 @@ func landed(local string, n int64) error {
 		return fmt.Errorf("%v bytes arrived at %s (%v), want %d", sizeOf(st), local, err, n)
 	}
 	return errors.Join(settle(local), os.Remove(local))
+}
+
+// writeFileN writes a file of n bytes at path and settles it, so that
+// its write-back does not come during the first pairs.
+func writeFileN(path string, n int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(writeN(f, n), f.Close()); err != nil {
+		return err
+	}
+	return settle(path)
 }
 
 // settle writes path's dirty pages to disk and waits for them.

@@ -217,11 +217,8 @@ func (e *env) execOpenSSHClient(ctx context.Context, agentPort string) ([]*bench
 // one file through the agent's SFTP server and through sshd's sftp-server.
 func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort string) ([]*bench.Scenario, error) {
 	n := int64(e.cfg.sftpMiB) * mib
-	files := filepath.Join(e.dir, "sshclient-files")
-	if err := os.MkdirAll(files, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Chown(files, e.uid, e.gid); err != nil {
+	files, err := e.userDir("sshclient-files")
+	if err != nil {
 		return nil, err
 	}
 	src := filepath.Join(files, "src.bin")
@@ -240,7 +237,7 @@ func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort st
 	sftp := func(batch string) func(port string) error {
 		return func(port string) error { return e.sshd.sftpTo(ctx, port, DefaultCipher, batch) }
 	}
-	err := e.pairOpenSSH(a, agentPort, down, downCPU, n, sftp("get "+src+" /dev/null\n"), nil)
+	err = e.pairOpenSSH(a, agentPort, down, downCPU, n, sftp("get "+src+" /dev/null\n"), nil)
 	if err == nil {
 		err = e.pairOpenSSH(a, agentPort, up, upCPU, n, sftp("put "+src+" "+dst+"\n"), func() error {
 			if st, err := os.Stat(dst); err != nil || st.Size() != n {

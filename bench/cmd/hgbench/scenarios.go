@@ -207,11 +207,8 @@ func streamTo(ctx context.Context, h spawner, n int64) (time.Duration, error) {
 // through OpenSSH's sftp (batch mode, through the ControlMaster).
 func (e *env) sftp(ctx context.Context) ([]*bench.Scenario, error) {
 	n := int64(e.cfg.sftpMiB) * mib
-	files := filepath.Join(e.dir, "files")
-	if err := os.MkdirAll(files, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Chown(files, e.uid, e.gid); err != nil {
+	files, err := e.userDir("files")
+	if err != nil {
 		return nil, err
 	}
 	src := filepath.Join(files, "src.bin")
@@ -392,6 +389,16 @@ func landed(local string, n int64) error {
 		return fmt.Errorf("%v bytes arrived at %s (%v), want %d", sizeOf(st), local, err, n)
 	}
 	return errors.Join(settle(local), os.Remove(local))
+}
+
+// userDir makes the directory name in e.dir, owned by the bench user,
+// for files both sides' servers read and write as that user.
+func (e *env) userDir(name string) (string, error) {
+	dir := filepath.Join(e.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.Chown(dir, e.uid, e.gid)
 }
 
 // writeFileN writes a file of n bytes at path and settles it, so that

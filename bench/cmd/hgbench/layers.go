@@ -194,7 +194,7 @@ func (e *env) execOpenSSHClient(ctx context.Context, agentPort string) ([]*bench
 	run := func(s side, out *[]float64) func() error {
 		return func() (err error) {
 			*out, err = samples(e.cfg.execN, func() error {
-				if out, err := e.sshd.viaMaster(ctx, s.ctl, s.port, DefaultCipher, "true").CombinedOutput(); err != nil {
+				if out, err := e.sshd.viaMaster(ctx, s.ctl, s.port, DefaultCipher, nil, "true").CombinedOutput(); err != nil {
 					return fmt.Errorf("ssh to port %s: %w: %s", s.port, err, out)
 				}
 				return nil
@@ -258,17 +258,11 @@ func sshIn(cmd *exec.Cmd, n int64) error {
 	if err != nil {
 		return err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	werr := writeN(in, n)
-	_ = in.Close()
-	if err := errors.Join(werr, cmd.Wait()); err != nil {
-		return fmt.Errorf("%w: %s", err, stderr.Bytes())
-	}
-	return nil
+	return sshIO(cmd, func() error {
+		werr := writeN(in, n)
+		_ = in.Close()
+		return werr
+	})
 }
 
 // sshOut reads cmd's stdout to the end, wanting n bytes, and waits for it.
@@ -277,16 +271,24 @@ func sshOut(cmd *exec.Cmd, n int64) error {
 	if err != nil {
 		return err
 	}
+	return sshIO(cmd, func() error {
+		got, err := readAll(out)
+		if err == nil && got != n {
+			err = fmt.Errorf("read %d bytes, want %d", got, n)
+		}
+		return err
+	})
+}
+
+// sshIO starts cmd, moves its bytes with move, and waits for it; an error
+// carries what ssh said on stderr.
+func sshIO(cmd *exec.Cmd, move func() error) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	got, rerr := readAll(out)
-	if rerr == nil && got != n {
-		rerr = fmt.Errorf("read %d bytes, want %d", got, n)
-	}
-	if err := errors.Join(rerr, cmd.Wait()); err != nil {
+	if err := errors.Join(move(), cmd.Wait()); err != nil {
 		return fmt.Errorf("%w: %s", err, stderr.Bytes())
 	}
 	return nil

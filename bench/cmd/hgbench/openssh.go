@@ -159,14 +159,10 @@ func (d *sshd) processes() (master int, server []int, err error) {
 	return d.master.Process.Pid, server, nil
 }
 
-// args are ssh's options for this server; with master they go through
-// the ControlMaster connection (connection setup is not measured).
-func (d *sshd) args(master bool) []string {
-	a := d.argsTo(d.port(), Cipher)
-	if master {
-		a = append(a, "-o", "ControlPath="+d.ctl, "-o", "ControlMaster=no")
-	}
-	return a
+// masterArgs are ssh's options through the master at ctl to the server
+// at port with cipher (connection setup is not measured).
+func (d *sshd) masterArgs(ctl, port, cipher string) []string {
+	return append(d.argsTo(port, cipher), "-o", "ControlPath="+ctl, "-o", "ControlMaster=no")
 }
 
 // argsTo are ssh's options for a server at port (sshd's, or another that
@@ -187,46 +183,36 @@ func (d *sshd) plainCommand(ctx context.Context, port, cipher, remote string) *e
 	return exec.CommandContext(ctx, "ssh", args...)
 }
 
-// masterTo starts `ssh -M -N` with cipher to the server at port, its
-// control socket at ctl, and waits until `ssh -O check` answers; commands
-// then go through it (viaMaster). Stop it with stopMaster.
+// masterTo starts `ssh -M -N` with cipher to the server at port (sshd's,
+// or another that takes sshd's client key), its control socket at ctl,
+// and waits until `ssh -O check` answers; commands then go through it
+// (viaMaster). Its stderr joins sshd's (errors). Stop it with stopMaster.
 func (d *sshd) masterTo(ctx context.Context, port, cipher, ctl string) (*exec.Cmd, error) {
 	args := append(d.argsTo(port, cipher), "-M", "-N", "-o", "ControlPath="+ctl, "-o", "ServerAliveInterval=0", "127.0.0.1")
 	m := exec.Command("ssh", args...)
-	var stderr lockedBuf
-	stderr.mu, stderr.b = new(sync.Mutex), new(bytes.Buffer)
-	m.Stderr = &stderr
+	m.Stderr = &lockedBuf{mu: &d.mu, b: &d.stderr}
 	if err := m.Start(); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := d.viaMaster(ctx, ctl, port, cipher, "-O", "check").Run()
+		err := d.viaMaster(ctx, ctl, port, cipher, []string{"-O", "check"}).Run()
 		if err == nil {
 			return m, nil
 		}
 		if time.Now().After(deadline) {
 			stopMaster(m)
-			stderr.mu.Lock()
-			defer stderr.mu.Unlock()
-			return nil, fmt.Errorf("ssh ControlMaster to port %s not up in 20 s: %w; stderr: %s", port, err, stderr.b)
+			return nil, fmt.Errorf("ssh ControlMaster to port %s not up in 20 s: %w; stderr: %s", port, err, d.errors())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// viaMaster is ssh through the master at ctl: args, then the host, then
-// remote.
-func (d *sshd) viaMaster(ctx context.Context, ctl, port, cipher string, args ...string) *exec.Cmd {
-	all := append(d.argsTo(port, cipher), "-o", "ControlPath="+ctl, "-o", "ControlMaster=no")
-	if len(args) > 0 && args[0] == "-O" {
-		all = append(all, args...)
-		all = append(all, "127.0.0.1")
-	} else {
-		all = append(all, "127.0.0.1")
-		all = append(all, args...)
-	}
-	return exec.CommandContext(ctx, "ssh", all...)
+// viaMaster is ssh through the master at ctl (masterTo's) running remote:
+// its options, extra, the host, remote.
+func (d *sshd) viaMaster(ctx context.Context, ctl, port, cipher string, extra []string, remote ...string) *exec.Cmd {
+	args := append(append(d.masterArgs(ctl, port, cipher), extra...), "127.0.0.1")
+	return exec.CommandContext(ctx, "ssh", append(args, remote...)...)
 }
 
 // stopMaster ends a master masterTo started.
@@ -238,35 +224,17 @@ func stopMaster(m *exec.Cmd) {
 // port is sshd's listening port.
 func (d *sshd) port() string { return strconv.Itoa(d.ln.Addr().(*net.TCPAddr).Port) }
 
-// startMaster runs `ssh -M -N` in the foreground and waits until
-// `ssh -O check` answers.
-func (d *sshd) startMaster(ctx context.Context) error {
+// startMaster starts sshd's own master, through which Command, SFTP and
+// forwardL go.
+func (d *sshd) startMaster(ctx context.Context) (err error) {
 	d.ctl = filepath.Join(d.dir, "ctl")
-	args := append(d.args(false), "-M", "-N", "-o", "ControlPath="+d.ctl, "-o", "ServerAliveInterval=0", "127.0.0.1")
-	d.master = exec.Command("ssh", args...)
-	d.master.Stderr = &lockedBuf{mu: &d.mu, b: &d.stderr}
-	if err := d.master.Start(); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := exec.CommandContext(ctx, "ssh", append(d.args(true), "-O", "check", "127.0.0.1")...).Run()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("ssh ControlMaster not up in 20 s: %w; stderr: %s", err, d.errors())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.master, err = d.masterTo(ctx, d.port(), Cipher, d.ctl)
+	return err
 }
 
 // Command is ssh (through the master) running remote on the server.
 func (d *sshd) Command(ctx context.Context, extra []string, remote ...string) *exec.Cmd {
-	args := append(d.args(true), extra...)
-	args = append(args, "127.0.0.1")
-	args = append(args, remote...)
-	return exec.CommandContext(ctx, "ssh", args...)
+	return d.viaMaster(ctx, d.ctl, d.port(), Cipher, extra, remote...)
 }
 
 // forwardL adds a local forward to target on the master (ssh -O forward
@@ -285,7 +253,7 @@ func (d *sshd) forwardL(ctx context.Context, target string) (string, error) {
 
 // SFTP runs an sftp batch through the master.
 func (d *sshd) SFTP(ctx context.Context, batch string) error {
-	return d.sftp(ctx, d.args(true), batch)
+	return d.sftp(ctx, d.masterArgs(d.ctl, d.port(), Cipher), batch)
 }
 
 // sftpTo runs an sftp batch with cipher on a connection of its own to the

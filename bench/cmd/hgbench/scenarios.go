@@ -122,21 +122,7 @@ func (e *env) bothWays(ctx context.Context, h spawner, who string, to, from *ben
 // sshStreamFrom times n bytes out of `head -c N /dev/zero` through
 // OpenSSH's ssh.
 func (e *env) sshStreamFrom(ctx context.Context, n int64) (time.Duration, error) {
-	d, err := timeIt(func() error {
-		cmd := e.sshd.Command(ctx, nil, fmt.Sprintf("head -c %d /dev/zero", n))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		got, rerr := readAll(out)
-		if rerr == nil && got != n {
-			rerr = fmt.Errorf("read %d bytes, want %d", got, n)
-		}
-		return errors.Join(rerr, cmd.Wait())
-	})
+	d, err := timeIt(func() error { return sshOut(e.sshd.Command(ctx, nil, fmt.Sprintf("head -c %d /dev/zero", n)), n) })
 	if err != nil {
 		return 0, fmt.Errorf("ssh: %w", err)
 	}
@@ -164,19 +150,7 @@ func streamFrom(ctx context.Context, h spawner, n int64) (time.Duration, error) 
 
 // sshStream times n bytes into `cat >/dev/null` through OpenSSH's ssh.
 func (e *env) sshStream(ctx context.Context, n int64) (time.Duration, error) {
-	d, err := timeIt(func() error {
-		cmd := e.sshd.Command(ctx, nil, "cat >/dev/null")
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		werr := writeN(in, n)
-		_ = in.Close()
-		return errors.Join(werr, cmd.Wait())
-	})
+	d, err := timeIt(func() error { return sshIn(e.sshd.Command(ctx, nil, "cat >/dev/null"), n) })
 	if err != nil {
 		return 0, fmt.Errorf("ssh: %w", err)
 	}

@@ -19,7 +19,7 @@ func TestServeWithoutAESInstructions(t *testing.T) {
 		t.Skip("GODEBUG=cpu.aes=off is x/sys/cpu's on amd64 and arm64 only")
 	}
 	const gcmFirst = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr"
-	hardware := cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ || cpu.ARM64.HasAES && cpu.ARM64.HasPMULL
+	hardware := cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ && cpu.X86.HasSSE41 && cpu.X86.HasSSSE3 || cpu.ARM64.HasAES && cpu.ARM64.HasPMULL // sshlayer's aesGCMHardware
 	for _, c := range []struct {
 		name string
 		env  []string

@@ -4,6 +4,7 @@ package sshlayer
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/accept"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
@@ -93,7 +95,9 @@ func srvStartEchoOn(t testing.TB, addr string) string {
 			}
 		}()
 		for {
-			c, err := ln.Accept()
+			// Waits out EMFILE: TestRemoteForwardOutlivesEMFILE's limit is
+			// the whole process's.
+			c, err := accept.Next(context.Background(), ln, nil)
 			if err != nil {
 				return
 			}

@@ -5,9 +5,11 @@ package testenv
 import (
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // ExhaustFDs lowers the process's descriptor limit and fills every
@@ -20,15 +22,25 @@ func ExhaustFDs(t testing.TB) (restore func()) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir("/proc/self/fd")
+	// A descriptor an earlier test's goroutines close after the limit is
+	// set is one more free under it, which hands the EMFILE to another
+	// part of the test than the one under test: wait until the set holds
+	// still (bounded) before measuring it.
+	fds, err := openFDs()
+	for deadline := time.Now().Add(2 * time.Second); err == nil && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		var again []int
+		if again, err = openFDs(); err == nil && slices.Equal(again, fds) {
+			break
+		}
+		fds = again
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	high := 0
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			high = max(high, n)
-		}
+	if len(fds) > 0 {
+		high = fds[len(fds)-1]
 	}
 	lim := old
 	lim.Cur = uint64(high + 1)
@@ -68,4 +80,20 @@ func ExhaustFDs(t testing.TB) (restore func()) {
 	held[len(held)-1].Close()
 	held = held[:len(held)-1]
 	return restore
+}
+
+// openFDs lists the process's open descriptors, in order.
+func openFDs() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			fds = append(fds, n)
+		}
+	}
+	slices.Sort(fds)
+	return fds, nil
 }

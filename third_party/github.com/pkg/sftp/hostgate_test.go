@@ -204,7 +204,7 @@ func (o oldInfo) ModTime() time.Time { return o.t }
 func TestHostgateReadReplyInPlace(t *testing.T) {
 	for _, alloc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("allocator=%v", alloc), func(t *testing.T) {
-			const size = 100000
+			const size = 200000 // past half a batch (change 23): not copied
 			s := newReplyServer(t, alloc, size)
 			s.read(1234)
 			got := <-s.sent
@@ -270,6 +270,7 @@ func newReplyServer(tb testing.TB, alloc bool, size uint32) *replyServer {
 
 // read has the server answer one READ request of size bytes.
 func (s *replyServer) read(id uint32) {
+	s.svr.pktMgr.hold() // as Serve does
 	req := s.svr.pktMgr.newOrderedRequest(&sshFxpReadPacket{ID: id, Handle: s.h, Len: s.size})
 	s.svr.pktMgr.incomingPacket(req)
 	if err := handlePacket(s.svr, req); err != nil {

@@ -181,9 +181,23 @@ func (s *packetManager) controller() {
 			s.outgoing = append(s.outgoing, pkt)
 			s.outgoing.Sort()
 		case <-s.fini:
+			s.flush()
 			return
 		}
 		s.maybeSendPackets()
+		// hostgate (change 23): the replies sent are batched until nothing
+		// waits to be taken (a reply, or a request whose reply may be
+		// ready); a reply still being worked on is not waited for.
+		if len(s.responses) == 0 && len(s.requests) == 0 {
+			s.flush()
+		}
+	}
+}
+
+// flush writes the replies the sender batched (hostgate, change 23).
+func (s *packetManager) flush() {
+	if f, ok := s.sender.(interface{ flushReplies() error }); ok {
+		_ = f.flushReplies() // as sendPacket's: a failed write ends the session's reads
 	}
 }
 

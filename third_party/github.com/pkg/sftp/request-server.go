@@ -77,12 +77,7 @@ func WithRSMaxTxPacket(size uint32) RequestServerOption {
 // NewRequestServer creates/allocates/returns new RequestServer.
 // Normally there will be one server per user-session.
 func NewRequestServer(rwc io.ReadWriteCloser, h Handlers, options ...RequestServerOption) *RequestServer {
-	svrConn := &serverConn{
-		conn: conn{
-			Reader:      rwc,
-			WriteCloser: rwc,
-		},
-	}
+	svrConn := newServerConn(rwc) // hostgate (change 23): replies batched
 	rs := &RequestServer{
 		Handlers: h,
 

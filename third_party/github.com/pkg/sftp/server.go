@@ -199,12 +199,7 @@ type serverRespondablePacket interface {
 //
 // A subsequent call to Serve() is required to begin serving files over SFTP.
 func NewServer(rwc io.ReadWriteCloser, options ...ServerOption) (*Server, error) {
-	svrConn := &serverConn{
-		conn: conn{
-			Reader:      rwc,
-			WriteCloser: rwc,
-		},
-	}
+	svrConn := newServerConn(rwc) // hostgate (change 23): replies batched
 	s := &Server{
 		serverConn:  svrConn,
 		debugStream: ioutil.Discard,

@@ -43,6 +43,8 @@ type serverConn struct {
 	noSessions bool        // no-more-sessions@openssh.com received
 	idle       *time.Timer // nil without IdleTimeout
 	nextChanID uint64
+	rtt        time.Duration // the shortest keepalive round trip, once measured
+	sendLimit  uint32        // set from rtt; 0 for none
 }
 
 func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64) *serverConn {
@@ -73,6 +75,11 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 		c.idle = time.AfterFunc(d, c.idleFired)
 		c.mu.Unlock()
 	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.limitSends()
+	}()
 	if c.srv.cfg.KeepaliveInterval > 0 {
 		c.wg.Add(1)
 		go func() {
@@ -382,7 +389,11 @@ func (c *serverConn) keepalive() {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
+			start := time.Now()
 			_, _, err := c.sc.SendRequest("keepalive@openssh.com", true, nil)
+			if err == nil {
+				c.noteRTT(time.Since(start))
+			}
 			res <- err
 		}()
 		t := time.NewTimer(limit)

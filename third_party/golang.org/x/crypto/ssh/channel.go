@@ -840,6 +840,11 @@ func (m *mux) newChannel(chanType string, direction channelDirection, extraData 
 		// The mux has shut down and will not close the channel.
 		ch.close()
 	}
+	// hostgate (change 22): read once the channel is listed, so that a
+	// setSendLimit running now either finds it or has stored first.
+	if n := m.sendLimit.Load(); n != 0 {
+		ch.remoteWin.setLimit(n)
+	}
 	return ch
 }
 

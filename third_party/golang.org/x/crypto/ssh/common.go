@@ -677,6 +677,35 @@ type window struct {
 	closed       bool
 	// hostgate: the channel's write deadline (change 9), nil for none.
 	deadline *deadline
+	// hostgate (change 22): limit, when not zero, is the most bytes sent
+	// and not yet given back by the peer; peak is the largest window seen,
+	// the peer's window size as far as known. SSH does not tell a window
+	// adjust that grows the window from one that gives bytes back: growth
+	// while bytes are outstanding is seen only in part, which lets more
+	// than the limit be outstanding, never less.
+	limit, peak uint32
+}
+
+// avail is the window a write may take: all of it, or under a limit, what
+// keeps the bytes outstanding (peak less the window) within it. w.L is
+// held.
+func (w *window) avail() uint32 {
+	if w.limit == 0 || w.peak <= w.limit {
+		return w.win
+	}
+	held := w.peak - w.limit
+	if w.win <= held {
+		return 0
+	}
+	return w.win - held
+}
+
+// setLimit sets the window's limit (change 22); 0 removes it.
+func (w *window) setLimit(n uint32) {
+	w.L.Lock()
+	w.limit = n
+	w.Broadcast() // a raised limit frees writes waiting under the old one
+	w.L.Unlock()
 }
 
 // add adds win to the amount of window available
@@ -692,6 +721,7 @@ func (w *window) add(win uint32) bool {
 		return false
 	}
 	w.win += win
+	w.peak = max(w.peak, w.win)
 	// It is unusual that multiple goroutines would be attempting to reserve
 	// window space, but not guaranteed. Use broadcast to notify all waiters
 	// that additional window is available.
@@ -735,7 +765,7 @@ func (w *window) reserve(ctx context.Context, win uint32) (uint32, error) {
 	w.writeWaiters++
 	w.Broadcast()
 	var stopWake func() bool
-	for w.win == 0 && !w.closed {
+	for w.avail() == 0 && !w.closed {
 		if w.deadline != nil && w.deadline.passed.Load() {
 			w.writeWaiters--
 			w.L.Unlock()
@@ -767,9 +797,7 @@ func (w *window) reserve(ctx context.Context, win uint32) (uint32, error) {
 		w.Wait()
 	}
 	w.writeWaiters--
-	if w.win < win {
-		win = w.win
-	}
+	win = min(win, w.avail())
 	w.win -= win
 	if w.closed {
 		err = io.EOF

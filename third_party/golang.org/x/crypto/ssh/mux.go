@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,23 @@ type mux struct {
 	// hostgate: where every channel's window stops growing, when not
 	// zero (ServerConfig.WindowCeiling); set before the loop.
 	windowCeiling uint32
+	// hostgate: the most bytes each channel sends ahead of what the peer
+	// has given back, when not zero (ServerConn.SetSendLimit, change 22).
+	sendLimit atomic.Uint32
+}
+
+// setSendLimit sets every channel's send limit, the present ones' and
+// those to come (change 22).
+func (m *mux) setSendLimit(n uint32) {
+	m.sendLimit.Store(n)
+	m.chanList.Lock()
+	chans := slices.Clone(m.chanList.chans)
+	m.chanList.Unlock()
+	for _, ch := range chans {
+		if ch != nil {
+			ch.remoteWin.setLimit(n)
+		}
+	}
 }
 
 // When debugging, each new chanList instantiation has a different

@@ -360,6 +360,18 @@ type ServerConn struct {
 	Permissions *Permissions
 }
 
+// SetSendLimit bounds what each channel of the connection sends ahead of
+// what the client has given back (its window adjusts) to n bytes, for the
+// channels open now and those to come; 0 removes the bound. It is a
+// method hostgate adds (change 22, HOSTGATE.md): a client's window is how
+// much it will buffer, not how much it should, and OpenSSH's ssh pays for
+// every byte it holds.
+func (s *ServerConn) SetSendLimit(n uint32) {
+	if c, ok := s.Conn.(*connection); ok {
+		c.mux.setSendLimit(n)
+	}
+}
+
 // NewServerConn starts a new SSH server with c as the underlying
 // transport.  It starts with a handshake and, if the handshake is
 // unsuccessful, it closes the connection and returns an error.  The

@@ -1,0 +1,119 @@
+//go:build unix
+
+package sshlayer
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
+)
+
+func TestSendLimitByRoundTrip(t *testing.T) {
+	for rtt, want := range map[time.Duration]uint32{
+		0:                      512 << 10,
+		100 * time.Microsecond: 512 << 10,
+		2 * time.Millisecond:   1_073_741, // 512 MiB/s for 2 ms
+		4 * time.Millisecond:   2_147_483,
+		10 * time.Second:       0, // no bound a uint32 holds: none
+	} {
+		if got := sendLimit(rtt); got != want {
+			t.Errorf("round trip %v: send limit %d, want %d", rtt, got, want)
+		}
+	}
+}
+
+// A client other than hostgate's that grants an 8 MiB window and reads
+// nothing is sent no more than the send limit of its round trip (at most
+// 4 MiB for one of 8 ms, where loopback's is under one), where before it
+// was sent the whole window; hostgate's own client still is.
+func TestServerSendsAheadWithinLimit(t *testing.T) {
+	const window = 8 << 20
+	ts := srvStartServer(t, &ServerConfig{})
+	for _, tc := range []struct {
+		version string
+		min     int64
+		max     int64
+	}{
+		{"SSH-2.0-OpenSSH_9.2p1 Debian-2", sendLimitFloor, 4 << 20},
+		{"SSH-2.0-hostgate", window, window + window/16},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			nc, err := net.Dial("tcp", ts.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc := &countingConn{Conn: nc}
+			conn, chans, reqs, err := ssh.NewClientConn(cc, ts.Addr, &ssh.ClientConfig{
+				User: "anyone", ClientVersion: tc.version,
+				Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.ClientSigner)},
+				HostKeyCallback: ssh.FixedHostKey(ts.HostPublicKey),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The session opens once the server's first round trip is
+			// answered, so the bound is set before any output: it holds
+			// from the first byte.
+			probed := make(chan struct{}, 1)
+			go func() {
+				for r := range reqs {
+					_ = r.Reply(false, nil)
+					select {
+					case probed <- struct{}{}:
+					default:
+					}
+				}
+			}()
+			noReqs := make(chan *ssh.Request)
+			close(noReqs)
+			c := ssh.NewClient(conn, chans, noReqs)
+			defer c.Close()
+			if tc.version != "SSH-2.0-hostgate" {
+				select {
+				case <-probed:
+				case <-time.After(srvTestWait):
+					t.Fatal("the server never measured the round trip")
+				}
+			}
+			s, err := c.NewSessionWindow(window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.StdoutPipe(); err != nil { // never read
+				t.Fatal(err)
+			}
+			if err := s.Start("head -c 16777216 /dev/zero"); err != nil {
+				t.Fatal(err)
+			}
+			// Wait for the bytes to stop coming: a bound lets the first
+			// min through, then nothing for a while.
+			last, still := cc.read.Load(), time.Now()
+			for deadline := time.Now().Add(srvTestWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if n := cc.read.Load(); n != last {
+					last, still = n, time.Now()
+				} else if n >= tc.min && time.Since(still) > 300*time.Millisecond {
+					break
+				}
+			}
+			if last < tc.min || last > tc.max {
+				t.Fatalf("the server sent %d bytes ahead of a client reading nothing, want %d to %d", last, tc.min, tc.max)
+			}
+		})
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	read atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +218,16 @@ func srvSignCert(t testing.TB, ca ssh.Signer, key ssh.PublicKey, mod func(*ssh.C
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// readCounter counts the bytes a conn reads.
+type readCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

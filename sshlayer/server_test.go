@@ -903,18 +903,6 @@ func TestServerEscapedDescendantDoesNotHang(t *testing.T) {
 	testenv.WaitGone(t, pid, srvTestWait)
 }
 
-// readCounter counts the bytes a conn reads.
-type readCounter struct {
-	net.Conn
-	n atomic.Int64
-}
-
-func (c *readCounter) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 // TestServerWindowAdjustsBatched: while bytes stream into a command, the
 // server grants window in 1 MiB steps (our x/crypto, HOSTGATE.md change 3),
 // not after every read of more than three packets as upstream: each adjust

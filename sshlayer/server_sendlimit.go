@@ -3,13 +3,14 @@
 package sshlayer
 
 import (
+	"bytes"
 	"math"
 	"time"
 )
 
-// What the server sends ahead of a client other than hostgate's, per
-// channel: what a round trip at sendLimitRate carries, at least
-// sendLimitFloor (ssh.ServerConn.SetSendLimit).
+// What the server sends ahead of an OpenSSH client, per channel: what a
+// round trip at sendLimitRate carries, at least sendLimitFloor
+// (ssh.ServerConn.SetSendLimit).
 //
 // OpenSSH's ssh reads whatever its window lets arrive and holds what its
 // reader (sftp, a pipe, a terminal) has not taken yet in buffers of its
@@ -39,6 +40,19 @@ const (
 // the client's own start.
 var sendProbes = []time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecond}
 
+// sendsLimited reports whether a client is sent under a send limit:
+// OpenSSH's alone. A limit holds a channel until its peer gives window
+// back, and a peer may wait until its window runs low before it does
+// (PuTTY at half of it, hostgate's x/crypto copy in 1 MiB steps, change 3):
+// under a limit smaller than that, both sides waited for good (an SFTP
+// download from hostgate's client calling itself "Go" hung). OpenSSH
+// gives window back once three packets (96 KiB) are out and it has
+// consumed any, far under sendLimitFloor. hostgate's own client reads only
+// what its caller asks, so its window is not a buffer it fills.
+func sendsLimited(version []byte) bool {
+	return bytes.HasPrefix(version, []byte("SSH-2.0-OpenSSH_"))
+}
+
 // sendLimit is the send limit for a round trip of rtt; 0 for none.
 func sendLimit(rtt time.Duration) uint32 {
 	n := max(sendLimitFloor, rtt.Seconds()*sendLimitRate)
@@ -49,12 +63,10 @@ func sendLimit(rtt time.Duration) uint32 {
 }
 
 // limitSends measures the connection's round trip with keepalives and
-// sets its send limit from the shortest, for a client other than
-// hostgate's (hostgate's reads only what its caller asks, so its window
-// is not a buffer it fills). The connection's keepalives go on lowering
-// it (noteRTT).
+// sets its send limit from the shortest, for an OpenSSH client. The
+// connection's keepalives go on lowering it (noteRTT).
 func (c *serverConn) limitSends() {
-	if isHostgate(c.sc.ClientVersion()) {
+	if !sendsLimited(c.sc.ClientVersion()) {
 		return
 	}
 	t := time.NewTimer(0)
@@ -78,7 +90,7 @@ func (c *serverConn) limitSends() {
 // is the shortest seen, as what is queued behind a probe is not the
 // path's.
 func (c *serverConn) noteRTT(rtt time.Duration) {
-	if isHostgate(c.sc.ClientVersion()) {
+	if !sendsLimited(c.sc.ClientVersion()) {
 		return
 	}
 	c.mu.Lock()

@@ -43,6 +43,7 @@ type serverConn struct {
 	noSessions bool        // no-more-sessions@openssh.com received
 	idle       *time.Timer // nil without IdleTimeout
 	nextChanID uint64
+	limited    bool          // an OpenSSH client: sent under a send limit (sendsLimited)
 	rtt        time.Duration // the shortest keepalive round trip, once measured
 	sendLimit  uint32        // set from rtt; 0 for none
 }
@@ -52,6 +53,7 @@ func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64
 		srv:      s,
 		sc:       sc,
 		forwards: make(map[string]*remoteForward),
+		limited:  sendsLimited(sc.ClientVersion()),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	if sc.Permissions != nil {
@@ -75,11 +77,13 @@ func (c *serverConn) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 		c.idle = time.AfterFunc(d, c.idleFired)
 		c.mu.Unlock()
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.limitSends()
-	}()
+	if c.limited {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.limitSends()
+		}()
+	}
 	if c.srv.cfg.KeepaliveInterval > 0 {
 		c.wg.Add(1)
 		go func() {

@@ -62,13 +62,10 @@ func sendLimit(rtt time.Duration) uint32 {
 	return uint32(n)
 }
 
-// limitSends measures the connection's round trip with keepalives and
-// sets its send limit from the shortest, for an OpenSSH client. The
-// connection's keepalives go on lowering it (noteRTT).
+// limitSends measures an OpenSSH client's round trip with keepalives and
+// sets the connection's send limit from the shortest. The connection's
+// keepalives go on lowering it (noteRTT).
 func (c *serverConn) limitSends() {
-	if !sendsLimited(c.sc.ClientVersion()) {
-		return
-	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for _, d := range sendProbes {
@@ -90,7 +87,7 @@ func (c *serverConn) limitSends() {
 // is the shortest seen, as what is queued behind a probe is not the
 // path's.
 func (c *serverConn) noteRTT(rtt time.Duration) {
-	if !sendsLimited(c.sc.ClientVersion()) {
+	if !c.limited {
 		return
 	}
 	c.mu.Lock()

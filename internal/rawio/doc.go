@@ -2,11 +2,13 @@
 // on Linux: read(2), write(2), writev(2) and splice(2) of a non-blocking
 // descriptor by syscall.RawSyscall, for the WebSocket's TCP conn and a
 // pipe conn's pipes (bytestream), a forward's TCP conns and a pipe joined
-// to a TCP conn (bicopy), each called from a RawConn callback (Stream),
-// which waits in the netpoller while the descriptor would block and keeps
-// the conn's deadlines; and preadv2(2) with RWF_NOWAIT, which reads only
-// what the page cache holds, for an upload's local source file
-// (CachedReader), whose descriptor is never non-blocking.
+// to a TCP conn (bicopy), an SSH transport straight over TCP (sshlayer's
+// server and client, through TCPConn), each called from a RawConn
+// callback (Stream), which waits in the netpoller while the descriptor
+// would block and keeps the conn's deadlines; and preadv2(2) with
+// RWF_NOWAIT, which reads only what the page cache holds, for an upload's
+// local source file (CachedReader), whose descriptor is never
+// non-blocking.
 //
 // Why raw: a goroutine in syscall.Syscall gives up its P, and sysmon, the
 // runtime's monitor thread, takes the P back from a call of more than 20

@@ -36,6 +36,11 @@ type aloneAgent struct {
 
 // agentServe starts an aloneAgent. Stop it when done.
 func (e *env) agentServe(ctx context.Context) (a *aloneAgent, err error) {
+	return e.agentServeBin(ctx, e.cfg.agentBin)
+}
+
+// agentServeBin is agentServe of the agent binary bin.
+func (e *env) agentServeBin(ctx context.Context, bin string) (a *aloneAgent, err error) {
 	key, err := sshlayer.GenerateSessionKey()
 	if err != nil {
 		return nil, err
@@ -56,7 +61,7 @@ func (e *env) agentServe(ctx context.Context) (a *aloneAgent, err error) {
 	if err := os.WriteFile(keys, []byte(key.PublicKey+"\n"+string(sshKey)), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.cfg.agentBin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", dir)
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", dir)
 	cmd.Dir = e.home
 	cmd.Env = []string{"HOME=" + e.home, "USER=" + e.cfg.user, "LOGNAME=" + e.cfg.user, "PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.Env = append(cmd.Env, procEnv()...)
@@ -169,7 +174,12 @@ func (e *env) bulkOpenSSHClient(ctx context.Context) ([]*bench.Scenario, error) 
 		return ss, err
 	}
 	ex, err := e.execOpenSSHClient(ctx, agentPort)
-	return append(ss, ex...), err
+	ss = append(ss, ex...)
+	if err != nil || e.cfg.agentBefore == "" {
+		return ss, err
+	}
+	ab, err := e.sshclientAB(ctx, a)
+	return append(ss, ab...), err
 }
 
 // execOpenSSHClient is bulkOpenSSHClient's exec round trip: `true` through

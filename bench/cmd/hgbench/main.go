@@ -83,7 +83,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
 	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sshclient,sftp,exec,forward,fwdbulk,sandbox,scale); empty runs all")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
-	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds A/B rows (bulk, SFTP download, exec, forward), this agent against it")
+	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds A/B rows (bulk, SFTP download, exec, forward; OpenSSH sftp and ssh -L into agent serve), this agent against it")
 	flag.StringVar(&c.gatewayBefore, "gateway-before", "", "a second gateway binary: the A/B rows then run through it (with -agent-before, or this agent), this build's whole path against the before one's; fwdbulk's runs it as ssh's ProxyCommand alone, through this gateway")
 	var simTokens, simGateway, simDir, simCA string
 	flag.StringVar(&simTokens, "simulate-agents", "", "internal: run as the scale scenario's agent simulator with this token file")

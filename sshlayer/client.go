@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/rawio"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
@@ -245,7 +246,9 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 	// Closing conn is the only way to interrupt a handshake blocked on a
 	// silent peer.
 	stop := context.AfterFunc(hctx, func() { _ = conn.Close() })
-	sc, chans, reqs, err := ssh.NewClientConn(conn, "hostgate", config)
+	// Over TCP (a direct session, sshd), raw reads and writes, as the
+	// server's (see serveConn).
+	sc, chans, reqs, err := ssh.NewClientConn(rawio.NewTCPConn(conn), "hostgate", config)
 	if !stop() {
 		if sc != nil {
 			_ = sc.Close()

@@ -20,6 +20,7 @@ import (
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/accept"
+	"github.com/hostgate/hostgate/internal/rawio"
 )
 
 // ErrServerClosed is returned by Server.Serve and Server.ServeConn after
@@ -538,7 +539,12 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn, source string, cf
 	// The handshake timer closes the stream itself: not every stream
 	// honours deadlines, and a stalled peer must not hold a goroutine.
 	hsTimer := time.AfterFunc(s.cfg.HandshakeTimeout, func() { _ = conn.Close() })
-	sc, chans, reqs, err := ssh.NewServerConn(conn, cfg)
+	// Over TCP (agent serve --listen, the direct listener) the transport
+	// reads and writes by raw calls (internal/rawio): through net's, each
+	// read after an idle spell woke sysmon from its deep sleep, and an
+	// OpenSSH client's 32 KiB packets cost the agent 1.2 times the CPU
+	// per MiB (bench/HISTORY.md, round 53).
+	sc, chans, reqs, err := ssh.NewServerConn(rawio.NewTCPConn(conn), cfg)
 	endHandshake()
 	if !hsTimer.Stop() && err == nil {
 		err = errors.New("handshake timed out")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hostgate/hostgate/internal/accept"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/rawio"
 	"github.com/hostgate/hostgate/internal/yamux"
 	"github.com/hostgate/hostgate/sshlayer"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
@@ -320,7 +321,9 @@ type admission struct {
 // the gateway, until it ends or the gateway, the control stream or the
 // tunnel ends it; then it tells the gateway so, with its bytes.
 func (g *directGate) serve(conn net.Conn) {
-	cc := &countConn{Conn: conn}
+	// Raw reads and writes under the count, as sshlayer gives a bare TCP
+	// conn (internal/rawio; bench/HISTORY.md, round 53).
+	cc := &countConn{Conn: rawio.NewTCPConn(conn)}
 	ctx, cancel := context.WithCancelCause(g.ctx)
 	defer cancel(nil)
 	var a admission

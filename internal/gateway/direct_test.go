@@ -496,19 +496,69 @@ func TestDirectPublished(t *testing.T) {
 // relay (conn), or the host's direct addresses (answer).
 func (e *env) preferDirect(t *testing.T, id, token string) (conn net.Conn, answer *bytestream.HandshakeError, err error) {
 	t.Helper()
+	return e.directRequest(t, id, token, wire.DirectPrefer)
+}
+
+// directRequest is preferDirect with HeaderDirect's value how: answers
+// of 200 (addresses) and 204 (none, to DirectAsk) come back as answer.
+func (e *env) directRequest(t *testing.T, id, token, how string) (conn net.Conn, answer *bytestream.HandshakeError, err error) {
+	t.Helper()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
-	h.Set(wire.HeaderDirect, wire.DirectPrefer)
+	h.Set(wire.HeaderDirect, how)
 	c, _, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+"/v1/hosts/"+id+"/ssh", &bytestream.WebSocketOptions{Header: h})
 	if err == nil {
 		t.Cleanup(func() { _ = c.Close() })
 		return c, nil, nil
 	}
 	var he *bytestream.HandshakeError
-	if errors.As(err, &he) && he.StatusCode == http.StatusOK {
+	if errors.As(err, &he) && (he.StatusCode == http.StatusOK || he.StatusCode == http.StatusNoContent) {
 		return nil, he, nil
 	}
 	return nil, nil, err
+}
+
+// TestDirectAskAnswer: a caller that only asks for the direct path
+// (gateway proxy --fdpass) gets a host's addresses as one that prefers
+// it does, and for a host without them 204 instead of a relay: nothing
+// audited, no relay started. The relay's refusals come first, as for
+// DirectPrefer.
+func TestDirectAskAnswer(t *testing.T) {
+	e := newEnv(t, nil)
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	_, k := newKey(t)
+	e.dialDirectKey(t, e.token(store.RoleAgent, "h"), k, testDirectAddrs)
+	_, plainKey := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "plain"), plainKey, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	client := e.token(store.RoleClient, "h", "plain")
+
+	conn, answer, err := e.directRequest(t, "h", client, wire.DirectAsk)
+	if err != nil || answer == nil || answer.StatusCode != http.StatusOK {
+		t.Fatalf("a host with direct addresses: relayed %v, answered %+v, %v; want its addresses", conn != nil, answer, err)
+	}
+	if a, _, err := wire.ParseDirectAnswer([]byte(answer.Body)); err != nil || len(a.Direct) != 2 {
+		t.Fatalf("answer %q: %+v, %v", answer.Body, a, err)
+	}
+	conn, answer, err = e.directRequest(t, "plain", client, wire.DirectAsk)
+	if err != nil || answer == nil || answer.StatusCode != http.StatusNoContent {
+		t.Fatalf("a host without direct addresses: relayed %v, answered %+v, %v; want 204", conn != nil, answer, err)
+	}
+	if sessions := e.callerSessions(t); len(sessions) != 0 {
+		t.Errorf("audit log %+v after asks alone; want nothing", sessions)
+	}
+	if strings.Contains(logs.String(), "relay start") {
+		t.Errorf("a relay started for an ask:\n%s", logs.String())
+	}
+	for _, tok := range []string{e.token(store.RoleClient, "other"), e.token(store.RoleAgent, "plain"), "nope"} {
+		_, answer, err := e.directRequest(t, "plain", tok, wire.DirectAsk)
+		var he *bytestream.HandshakeError
+		if answer != nil || !errors.As(err, &he) || he.StatusCode < 400 {
+			t.Errorf("token %.12s…: answer %+v, %v; want the relay's refusal", tok, answer, err)
+		}
+	}
 }
 
 // callerSessions is the audit log's entries but the tunnels'.

@@ -23,7 +23,8 @@ import (
 // relaySSH is GET /v1/hosts/{id}/ssh: the caller's WebSocket becomes a
 // new stream to the host's agent (or, for a caller that prefers the
 // host's direct listener and a host that has one, its addresses:
-// answerDirect). The stream is opened before the upgrade
+// answerDirect; for a caller that only asks, wire.DirectAsk, 204 where
+// there are none). The stream is opened before the upgrade
 // so an offline host is a JSON 503, not a WebSocket that closes at once.
 // Bytes are copied both ways (yamux windows give backpressure per stream,
 // so a slow caller stalls only its own stream) and never decrypted; both
@@ -33,7 +34,15 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 	if !ok || !RequireWebSocket(w, r) {
 		return
 	}
-	if r.Header.Get(wire.HeaderDirect) == wire.DirectPrefer && s.answerDirect(w, r, id) {
+	switch r.Header.Get(wire.HeaderDirect) {
+	case wire.DirectPrefer:
+		if s.answerDirect(w, r, id) {
+			return
+		}
+	case wire.DirectAsk:
+		if !s.answerDirect(w, r, id) {
+			w.WriteHeader(http.StatusNoContent)
+		}
 		return
 	}
 	if !s.track() {

@@ -33,7 +33,7 @@ import (
 // lines both ways. Without DirectOn in the answer (a gateway started with
 // --direct-sessions=off, or an older one), the agent refuses every direct
 // connection, and callers use the relay. In a caller's request for a
-// host's SSH stream, its value is DirectPrefer.
+// host's SSH stream, its value is DirectPrefer or DirectAsk.
 const HeaderDirect = "X-Hostgate-Direct"
 
 // DirectOn is HeaderDirect's value in the gateway's answer.
@@ -74,6 +74,15 @@ func DirectFailedValue(why error) string {
 // or older than them, relays at once as for a request without the
 // header, so asking costs a caller nothing there.
 const DirectPrefer = "prefer"
+
+// DirectAsk is DirectPrefer for a caller that cannot take a relay on the
+// same request: `gateway proxy --fdpass`, which hands ssh a socket and
+// exits, so that a relay must run in a process of its own. A host with
+// direct addresses is answered as for DirectPrefer; any other gets 204 No
+// Content, after the same checks, and the caller asks again for the
+// relay. A gateway older than DirectAsk relays at once, as for a request
+// without the header.
+const DirectAsk = "ask"
 
 // MaxDirectAnswerLen bounds a DirectAnswer's body, as much of a refused
 // upgrade's answer as a WebSocket client keeps (coder/websocket reads 1

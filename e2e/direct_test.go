@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,14 +157,19 @@ func TestDirectSessions(t *testing.T) {
 	if server := proxiedServer(t, ctx, sshConfig(t, g, "alpha", t.TempDir()), "alpha"); server != direct[0] {
 		t.Fatalf("ssh through gateway proxy reached %s, want the agent's direct listener %s", server, direct[0])
 	}
+	// With ProxyUseFdpass and --fdpass the proxy hands ssh the agent's
+	// socket and exits.
+	if server := proxiedServerFdpass(t, ctx, sshConfig(t, g, "alpha", t.TempDir()), "alpha"); server != direct[0] {
+		t.Fatalf("ssh through gateway proxy --fdpass reached %s, want the agent's direct listener %s", server, direct[0])
+	}
 
 	// None of it went through the relay; the gateway admitted each.
 	logs := g.proc.output()
 	if strings.Contains(logs, "relay start") {
 		t.Fatalf("the gateway relayed a session:\n%s", logs)
 	}
-	if n := strings.Count(logs, "direct start"); n < 3 {
-		t.Fatalf("%d direct sessions admitted in the gateway's log, want at least 3 (Go, OpenSSH, OpenSSH through gateway proxy):\n%s", n, logs)
+	if n := strings.Count(logs, "direct start"); n < 4 {
+		t.Fatalf("%d direct sessions admitted in the gateway's log, want at least 4 (Go, OpenSSH, OpenSSH through gateway proxy, and with --fdpass):\n%s", n, logs)
 	}
 	out, err := exec.Command(bin.gateway, "audit", "--state-dir", g.stateDir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ssh-direct") || !strings.Contains(string(out), "doomed") {
@@ -215,7 +222,56 @@ func TestDirectSessions(t *testing.T) {
 // it, the agent's end of its tunnel when the gateway relayed.
 func proxiedServer(t *testing.T, ctx context.Context, config, id string, env ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "ssh", "-F", config, id, "echo $SSH_CONNECTION")
+	return proxiedServerOpts(t, ctx, config, id, nil, env...)
+}
+
+// proxiedServerFdpass is proxiedServer with ssh's ProxyUseFdpass and
+// gateway proxy --fdpass, which hands ssh its socket and exits; it also
+// fails the test when a process of the run (the proxy, or the relay it
+// started) outlives ssh by 5 s.
+func proxiedServerFdpass(t *testing.T, ctx context.Context, config, id string, env ...string) string {
+	t.Helper()
+	mark := fmt.Sprintf("HOSTGATE_TEST_RUN=fdpass-%d-%d", os.Getpid(), time.Now().UnixNano())
+	server := proxiedServerOpts(t, ctx, config, id, []string{"-o", "ProxyUseFdpass=yes"}, append(env, "HOSTGATE_FDPASS=1", mark)...)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := processesWithEnv(mark)
+		if len(left) == 0 {
+			return server
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of an ssh run through gateway proxy --fdpass outlived it by 5 s: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// processesWithEnv lists the processes whose environment holds kv
+// ("NAME=value"), with their command lines.
+func processesWithEnv(kv string) []string {
+	dirs, _ := os.ReadDir("/proc")
+	var found []string
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), kv) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		found = append(found, d.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return found
+}
+
+// proxiedServerOpts is proxiedServer with ssh's options opts.
+func proxiedServerOpts(t *testing.T, ctx context.Context, config, id string, opts []string, env ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "ssh", append(append([]string{"-F", config}, opts...), id, "echo $SSH_CONNECTION")...)
+	// A process of the run that outlives ssh holds its stderr open: the
+	// wait for it ends here, not at the test's timeout.
+	cmd.WaitDelay = 10 * time.Second
 	// The proxy's memory of failed direct paths is the test's, not the
 	// user's cache.
 	cmd.Env = append(append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir()), env...)
@@ -276,6 +332,14 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
 		t.Fatalf("%d relays for ssh through gateway proxy to a dead direct address, want 1", n-relays)
 	}
+	// The same with --fdpass: one relay, from the process it starts.
+	relays = strings.Count(g.proc.output(), "relay start")
+	if server := proxiedServerFdpass(t, ctx, sshConfig(t, g, "alpha", t.TempDir()), "alpha"); server == deadAddr {
+		t.Fatalf("ssh through gateway proxy --fdpass reached the dead address %s", server)
+	}
+	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
+		t.Fatalf("%d relays for ssh through gateway proxy --fdpass to a dead direct address, want 1", n-relays)
+	}
 	// gateway proxy --relay-only does not try a live direct listener.
 	_, live := g.startDirectAgent("gamma")
 	relays = strings.Count(g.proc.output(), "relay start")
@@ -290,6 +354,15 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	_, direct = off.startDirectAgent("beta")
 	if len(direct) != 0 {
 		t.Fatalf("a --direct-sessions=off gateway published %q", direct)
+	}
+	// --fdpass to a host without direct addresses: the gateway's 204,
+	// and one relay.
+	relays = strings.Count(off.proc.output(), "relay start")
+	if server := proxiedServerFdpass(t, ctx, sshConfig(t, off, "beta", t.TempDir()), "beta"); server == "" {
+		t.Fatal("ssh through gateway proxy --fdpass to a host without direct addresses")
+	}
+	if n := strings.Count(off.proc.output(), "relay start"); n != relays+1 {
+		t.Fatalf("%d relays for ssh through gateway proxy --fdpass to a host without direct addresses, want 1", n-relays)
 	}
 	c2 := dialEcho(t, ctx, off, "beta")
 	if addr, err := c2.DirectPath("beta"); addr != "" || err != nil {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
@@ -40,11 +39,12 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 	fs.StringVar(&o.knownHosts, "known-hosts", "", "the known_hosts `FILE` that gateway cert --known-hosts keeps: its line for HOST is rewritten before ssh checks the host key when the gateway pins another key (after gateway host reset-key); the gateway names it on this connection, so it costs no request")
 	fs.BoolVar(&o.relayOnly, "relay-only", false, "always go through the gateway's relay, even to a host whose agent listens for direct sessions (agent connect --direct), which the proxy otherwise dials itself when it reaches one of its addresses")
 	fs.BoolVar(&o.verbose, "verbose", false, "say on stderr which path the session took: straight to the host's agent, or the gateway's relay, and why not the direct one")
-	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH: straight to its agent when it listens for direct sessions and one of its addresses answers with its pinned host key, else through the gateway."); err != nil {
+	fs.BoolVar(&o.fdpass, "fdpass", false, "hand ssh its connection and exit (with ProxyUseFdpass yes in ssh's config, Unix only): a direct session's socket then joins ssh to the agent with no process between them; a relay is handed over as a socket whose other end a gateway proxy of its own serves in the background")
+	if err := parseUsage(fs, args, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] [--fdpass] HOST\n\nOpenSSH's ProxyCommand: joins stdin/stdout to host HOST's SSH: straight to its agent when it listens for direct sessions and one of its addresses answers with its pinned host key, else through the gateway."); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] HOST")
+		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] [--fdpass] HOST")
 		return errUsage
 	}
 	if gw == "" || token == "" {
@@ -55,6 +55,10 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 		if o.roots, err = tlshint.CAFile(caFile); err != nil {
 			return fmt.Errorf("proxy: %w", err)
 		}
+		o.caFile = caFile
+	}
+	if o.fdpass {
+		return proxyFdpass(ctx, sio.out, sio.err, gw, token, fs.Arg(0), o)
 	}
 	return proxy(ctx, sio.conn(), sio.err, gw, token, fs.Arg(0), o)
 }
@@ -63,8 +67,10 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 type proxyOptions struct {
 	knownHosts string         // --known-hosts
 	roots      *x509.CertPool // --ca-file's; nil: the system's
+	caFile     string         // --ca-file, for a relay of --fdpass's
 	relayOnly  bool           // --relay-only: no direct path
 	verbose    bool           // --verbose: say which path, and why
+	fdpass     bool           // --fdpass: hand ssh its socket (proxy_fdpass_unix.go)
 }
 
 // caFileUsage is --ca-file's, for the commands that reach a gateway.
@@ -115,22 +121,16 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, fmt.Sprintf(format, args...))
 		}
 	}
-	u, err := url.Parse(strings.TrimRight(gw, "/"))
+	u, h, err := proxyRequest(gw, token, host, o)
 	if err != nil {
-		return fail(fmt.Errorf("proxy: --url: %w", err))
+		return fail(err)
 	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(host) + "/ssh"
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+token)
-	if o.knownHosts != "" {
-		h.Set(wire.HeaderPinnedKey, "1")
+	if why := os.Getenv(envDirectFailed); why != "" && o.relayOnly {
+		// A relay of --fdpass's, whose parent's direct path failed.
+		h.Set(wire.HeaderDirectFailed, why)
 	}
 	memo := directMemoFor(gw, host)
-	direct := !o.relayOnly
-	if why, until, ok := memo.recent(time.Now()); direct && ok {
-		direct = false
-		say("through the gateway's relay: the direct path failed from here (%s); tried again after %s", why, until.Format(time.TimeOnly))
-	}
+	direct := !o.relayOnly && memo.usable(say)
 	if direct {
 		h.Set(wire.HeaderDirect, wire.DirectPrefer)
 	}
@@ -141,7 +141,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	// to 256 KiB at a time, and a flusher goroutine behind it only added
 	// a hand-off per read.
 	wsOpts := &bytestream.WebSocketOptions{Header: h, HandshakeTimeout: proxyHandshakeTimeout, RootCAs: o.roots, WriteThrough: true}
-	remote, resp, err := bytestream.DialWebSocket(ctx, u.String(), wsOpts)
+	remote, resp, err := bytestream.DialWebSocket(ctx, u, wsOpts)
 	var he *bytestream.HandshakeError
 	if direct && errors.As(err, &he) && he.StatusCode == http.StatusOK {
 		// The host's direct addresses, not a relay.
@@ -164,20 +164,14 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		say("no direct session (%v); through the gateway's relay", derr)
 		h.Del(wire.HeaderDirect)
 		h.Set(wire.HeaderDirectFailed, wire.DirectFailedValue(derr))
-		remote, resp, err = bytestream.DialWebSocket(ctx, u.String(), wsOpts)
+		remote, resp, err = bytestream.DialWebSocket(ctx, u, wsOpts)
 	} else if err == nil && direct {
 		say("through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none")
 	} else if err == nil && o.relayOnly {
 		say("through the gateway's relay (--relay-only)")
 	}
 	if err != nil {
-		if errors.As(err, &he) {
-			if we, ok := wire.ParseError([]byte(he.Body)); ok {
-				return fail(fmt.Errorf("proxy: host %s: %s (%d %s)", host, wire.TrimHost(host, we.Message), he.StatusCode, we.Code))
-			}
-			return fail(fmt.Errorf("proxy: host %s: %s", host, wire.ForeignAnswer(he.StatusCode, he.Body)))
-		}
-		return fail(fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err)))
+		return fail(proxyDialError(host, err))
 	}
 	if o.knownHosts != "" {
 		mendKnownHost(stderr, o.knownHosts, host, resp.Header.Get(wire.HeaderPinnedKey))
@@ -188,6 +182,39 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		return reportedError{err}
 	}
 	return sshGone(err)
+}
+
+// envDirectFailed carries why --fdpass's direct path failed to the
+// relay it starts, which tells the gateway (wire.HeaderDirectFailed).
+const envDirectFailed = "HOSTGATE_PROXY_DIRECT_FAILED"
+
+// proxyRequest is the URL and headers of the proxy's request for host's
+// SSH stream.
+func proxyRequest(gw, token, host string, o proxyOptions) (string, http.Header, error) {
+	u, err := url.Parse(strings.TrimRight(gw, "/"))
+	if err != nil {
+		return "", nil, fmt.Errorf("proxy: --url: %w", err)
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(host) + "/ssh"
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	if o.knownHosts != "" {
+		h.Set(wire.HeaderPinnedKey, "1")
+	}
+	return u.String(), h, nil
+}
+
+// proxyDialError says why the gateway refused the proxy's request, in
+// its own words where it gave some.
+func proxyDialError(host string, err error) error {
+	var he *bytestream.HandshakeError
+	if errors.As(err, &he) {
+		if we, ok := wire.ParseError([]byte(he.Body)); ok {
+			return fmt.Errorf("proxy: host %s: %s (%d %s)", host, wire.TrimHost(host, we.Message), he.StatusCode, we.Code)
+		}
+		return fmt.Errorf("proxy: host %s: %s", host, wire.ForeignAnswer(he.StatusCode, he.Body))
+	}
+	return fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err))
 }
 
 // sshGone is the join's error, but none for ssh gone: a broken stdout is

@@ -82,3 +82,13 @@ func (m directMemo) worked() {
 		_ = os.Remove(m.path)
 	}
 }
+
+// usable reports whether the direct path may be tried now; where it failed
+// too recently, say tells why not.
+func (m directMemo) usable(say func(format string, args ...any)) bool {
+	why, until, ok := m.recent(time.Now())
+	if ok {
+		say("through the gateway's relay: the direct path failed from here (%s); tried again after %s", why, until.Format(time.TimeOnly))
+	}
+	return !ok
+}

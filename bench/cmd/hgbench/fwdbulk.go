@@ -48,23 +48,30 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, fmt.Errorf("forward over a direct session: %w", err)
 	}
 	defer directFw.Close()
-	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied", true)
+	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied", true, false)
 	if err != nil {
 		return nil, fmt.Errorf("ssh -L through gateway proxy: %w", err)
 	}
 	defer proxied.Stop()
 	// The same ssh, its proxy joining it to the agent's direct listener.
-	proxiedDirect, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied-direct", false)
+	proxiedDirect, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied-direct", false, false)
 	if err != nil {
 		return nil, fmt.Errorf("ssh -L through gateway proxy, direct: %w", err)
 	}
 	defer proxiedDirect.Stop()
+	// And with ProxyUseFdpass: the proxy hands ssh the agent's socket and
+	// exits.
+	proxiedFdpass, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied-fdpass", false, true)
+	if err != nil {
+		return nil, fmt.Errorf("ssh -L through gateway proxy --fdpass, direct: %w", err)
+	}
+	defer proxiedFdpass.Stop()
 	// With -gateway-before, a second ssh whose ProxyCommand is the build
 	// before's proxy, through this gateway to the same host: the A/B rows
 	// differ in the proxy alone, the process this path adds to OpenSSH's.
 	var proxiedBefore *proxiedSSH
 	if e.cfg.gatewayBefore != "" {
-		if proxiedBefore, err = e.sshThroughProxy(ctx, target, e.cfg.gatewayBefore, "proxied-before", true); err != nil {
+		if proxiedBefore, err = e.sshThroughProxy(ctx, target, e.cfg.gatewayBefore, "proxied-before", true, false); err != nil {
 			return nil, fmt.Errorf("ssh -L through the build before's gateway proxy: %w", err)
 		}
 		defer proxiedBefore.Stop()
@@ -84,6 +91,8 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		Note: "OpenSSH's ssh -L to the agent with `gateway proxy` as its ProxyCommand (the README's OpenSSH path): ssh, the proxy, the gateway and the agent"}
 	directRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy, direct session", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same ssh, its proxy given the agent's direct listener by the gateway (agent connect --direct; the proxy's default): ssh, the proxy and the agent, the gateway off the path"}
+	fdpassRow := &bench.Scenario{Name: name + ", OpenSSH ssh -L through gateway proxy --fdpass, direct session", Unit: "MiB/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same with ssh's ProxyUseFdpass and `gateway proxy --fdpass`, which hands ssh the agent's socket and exits: ssh and the agent alone"}
 	goCPU := newCPURow(goRow, "MiB")
 	goCPU.peerShares = true
 	goDirectCPU := newCPURow(goDirectRow, "MiB")
@@ -92,6 +101,7 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 	// the agent (the row's note) do not.
 	sshCPU := newCPURow(sshRow, "MiB")
 	directCPU := newCPURow(directRow, "MiB")
+	fdpassCPU := newCPURow(fdpassRow, "MiB")
 	var abRow, abCPU *bench.Scenario
 	if proxiedBefore != nil {
 		abRow = e.abScenario(sshRow.Name, "MiB/s", bench.Higher)
@@ -99,8 +109,8 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		abCPU.Note = "the `gateway proxy` process's own CPU time (user and system) per MiB, this build's against the build before's, each ssh's ProxyCommand through this gateway"
 	}
 	for i := range e.cfg.pairs {
-		var a, g, b, d, p, bb float64
-		var ua, ug, ub, ud, up cpuUse
+		var a, g, b, d, f, p, bb float64
+		var ua, ug, ub, ud, uf, up cpuUse
 		var pb, pbb time.Duration
 		rate := func(addr string, r *float64) func() error {
 			return func() error {
@@ -117,6 +127,7 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 			e.metered(&ug, true, rate(directFw.Addr().String(), &g)),
 			e.metered(&ub, true, proxied.meterProxy(&pb, rate(proxied.addr, &b))),
 			e.metered(&ud, true, rate(proxiedDirect.addr, &d)),
+			e.metered(&uf, true, rate(proxiedFdpass.addr, &f)),
 			e.metered(&up, false, rate(peerAddr, &p)),
 		}
 		if proxiedBefore != nil {
@@ -129,17 +140,19 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 		goDirectRow.Add(g, p)
 		sshRow.Add(b, p)
 		directRow.Add(d, p)
+		fdpassRow.Add(f, p)
 		goCPU.add(ua, up, float64(n)/mib)
 		goDirectCPU.add(ug, up, float64(n)/mib)
 		sshCPU.add(ub, up, float64(n)/mib)
 		directCPU.add(ud, up, float64(n)/mib)
+		fdpassCPU.add(uf, up, float64(n)/mib)
 		if proxiedBefore != nil {
 			abRow.Add(b, bb)
 			perMiB := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / (float64(n) / mib) }
 			abCPU.Add(perMiB(pb), perMiB(pbb))
 		}
 	}
-	out := []*bench.Scenario{goRow, goCPU.scenario(), goDirectRow, goDirectCPU.scenario(), sshRow, sshCPU.scenario(), directRow, directCPU.scenario()}
+	out := []*bench.Scenario{goRow, goCPU.scenario(), goDirectRow, goDirectCPU.scenario(), sshRow, sshCPU.scenario(), directRow, directCPU.scenario(), fdpassRow, fdpassCPU.scenario()}
 	if proxiedBefore != nil {
 		out = append(out, abRow, abCPU)
 	}
@@ -268,7 +281,9 @@ func (p *proxiedSSH) Stop() {
 // its files in e.dir's subdirectory sub, and waits until its forward
 // answers: through the gateway's relay, or where relayOnly is false,
 // straight to the agent's direct listener, which the proxy must then take.
-func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string, relayOnly bool) (*proxiedSSH, error) {
+// With fdpass, ssh takes its socket from `gateway proxy --fdpass`
+// (ProxyUseFdpass), which then exits: no proxy process stays.
+func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string, relayOnly, fdpass bool) (*proxiedSSH, error) {
 	dir := filepath.Join(e.dir, sub)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -287,12 +302,16 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string,
 		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile="+kh,
 		"-o", "LogLevel=ERROR", "-o", "Ciphers="+Cipher, "-o", "Compression=no",
 		"-o", "ProxyCommand="+proxyBin+" proxy --url "+e.gw.url+" %h",
+		"-o", "ProxyUseFdpass="+map[bool]string{true: "yes", false: "no"}[fdpass],
 		"-N", "-L", addr+":"+target, benchHostID)
 	// The relay, as every row but e.direct's measures it: the bench host's
 	// agent listens for direct sessions, which gateway proxy would join ssh
 	// to. By the environment, which a build before --relay-only ignores
 	// (it relays anyway), where the flag would fail it.
 	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin, "HOSTGATE_RELAY_ONLY="+strconv.FormatBool(relayOnly), "HOSTGATE_VERBOSE=1", "XDG_CACHE_HOME="+dir)
+	if fdpass {
+		cmd.Env = append(cmd.Env, "HOSTGATE_FDPASS=1")
+	}
 	pr, err := startProc("ssh -L through gateway proxy", cmd)
 	if err != nil {
 		return nil, err
@@ -307,11 +326,18 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string,
 			// ssh runs its ProxyCommand with exec in a shell, so the
 			// one process below it is the proxy.
 			below, err := bench.Descendants(p.Pid())
-			if err != nil || len(below) != 1 {
+			switch {
+			case fdpass && err == nil && len(below) == 0:
+				// The proxy handed ssh its socket and exited.
+			case fdpass:
+				p.Stop()
+				return nil, fmt.Errorf("ssh's ProxyCommand with --fdpass: the processes below ssh (pid %d) are %v, want none: %v", p.Pid(), below, err)
+			case err != nil || len(below) != 1:
 				p.Stop()
 				return nil, fmt.Errorf("ssh's ProxyCommand: the processes below ssh (pid %d) are %v, want the proxy alone: %v", p.Pid(), below, err)
+			default:
+				p.proxyPid = below[0]
 			}
-			p.proxyPid = below[0]
 			// --verbose (by the environment) says which path it took.
 			if !relayOnly {
 				if _, err := p.waitLine(proxyDirectRE, 5*time.Second); err != nil {

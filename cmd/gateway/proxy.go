@@ -145,18 +145,12 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	var he *bytestream.HandshakeError
 	if direct && errors.As(err, &he) && he.StatusCode == http.StatusOK {
 		// The host's direct addresses, not a relay.
-		answer, pinned, derr := wire.ParseDirectAnswer([]byte(he.Body))
+		conn, derr := dialAnswer(ctx, stderr, he.Body, host, o)
 		if derr == nil {
-			if o.knownHosts != "" {
-				mendKnownHost(stderr, o.knownHosts, host, answer.HostPublicKey)
-			}
-			var conn net.Conn
-			if conn, derr = dialDirect(ctx, answer, pinned); derr == nil {
-				memo.worked()
-				say("direct session to %s, its agent's listener", conn.RemoteAddr())
-				_, err := bicopy.Copy(ctx, local, conn)
-				return sshGone(err)
-			}
+			memo.worked()
+			say("direct session to %s, its agent's listener", conn.RemoteAddr())
+			_, err := bicopy.Copy(ctx, local, conn)
+			return sshGone(err)
 		}
 		if ctx.Err() == nil {
 			memo.failed(derr)
@@ -182,6 +176,19 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		return reportedError{err}
 	}
 	return sshGone(err)
+}
+
+// dialAnswer dials the direct address the gateway's answer (body) gives
+// for host, after mending --known-hosts by the key it names.
+func dialAnswer(ctx context.Context, stderr io.Writer, body, host string, o proxyOptions) (net.Conn, error) {
+	answer, pinned, err := wire.ParseDirectAnswer([]byte(body))
+	if err != nil {
+		return nil, err
+	}
+	if o.knownHosts != "" {
+		mendKnownHost(stderr, o.knownHosts, host, answer.HostPublicKey)
+	}
+	return dialDirect(ctx, answer, pinned)
 }
 
 // envDirectFailed carries why --fdpass's direct path failed to the

@@ -79,21 +79,15 @@ func proxyFdpass(ctx context.Context, stdout, stderr io.Writer, gw, token, host 
 	default:
 		return fail(proxyDialError(host, err))
 	}
-	answer, pinned, derr := wire.ParseDirectAnswer([]byte(he.Body))
+	conn, derr := dialAnswer(ctx, stderr, he.Body, host, o)
 	if derr == nil {
-		if o.knownHosts != "" {
-			mendKnownHost(stderr, o.knownHosts, host, answer.HostPublicKey)
+		defer conn.Close()
+		if err := sendConnFD(out, conn); err != nil {
+			return fail(fmt.Errorf("proxy: --fdpass: handing ssh its connection: %w", err))
 		}
-		var conn net.Conn
-		if conn, derr = dialDirect(ctx, answer, pinned); derr == nil {
-			defer conn.Close()
-			if err := sendConnFD(out, conn); err != nil {
-				return fail(fmt.Errorf("proxy: --fdpass: handing ssh its connection: %w", err))
-			}
-			memo.worked()
-			say("direct session to %s, its agent's listener; ssh holds the socket", conn.RemoteAddr())
-			return nil
-		}
+		memo.worked()
+		say("direct session to %s, its agent's listener; ssh holds the socket", conn.RemoteAddr())
+		return nil
 	}
 	if ctx.Err() != nil {
 		return fail(fmt.Errorf("proxy: host %s: %w", host, context.Cause(ctx)))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -20,22 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // tcpPair returns the two ends of a loopback TCP connection (which supports
 // CloseWrite).
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ch := make(chan net.Conn, 1)
-	go func() { c, _ := ln.Accept(); ch <- c }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-ch
-	return a.(*net.TCPConn), b.(*net.TCPConn)
-}
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) { return testenv.TCPPair(t) }
 
 // TestHalfCloseThroughCopy: a client that sends its request and half-closes
 // still gets the whole answer (the copy must CloseWrite, not Close).

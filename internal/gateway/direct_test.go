@@ -518,22 +518,30 @@ func (e *env) directRequest(t *testing.T, id, token, how string) (conn net.Conn,
 	return nil, nil, err
 }
 
+// directAndPlainHosts is an env whose log the test reads, with host h,
+// whose agent (host key k) has direct addresses, host plain, whose agent
+// has none, and a client token for both.
+func directAndPlainHosts(t *testing.T) (e *env, logs *testenv.LogBuffer, k, client string) {
+	t.Helper()
+	e = newEnv(t, nil)
+	logs = new(testenv.LogBuffer)
+	e.srv.logger = slog.New(slog.NewTextHandler(logs, nil))
+	_, k = newKey(t)
+	e.dialDirectKey(t, e.token(store.RoleAgent, "h"), k, testDirectAddrs)
+	_, plainKey := newKey(t)
+	if _, err := e.dialAgent(e.token(store.RoleAgent, "plain"), plainKey, hostgate.Info{}); err != nil {
+		t.Fatal(err)
+	}
+	return e, logs, k, e.token(store.RoleClient, "h", "plain")
+}
+
 // TestDirectAskAnswer: a caller that only asks for the direct path
 // (gateway proxy --fdpass) gets a host's addresses as one that prefers
 // it does, and for a host without them 204 instead of a relay: nothing
 // audited, no relay started. The relay's refusals come first, as for
 // DirectPrefer.
 func TestDirectAskAnswer(t *testing.T) {
-	e := newEnv(t, nil)
-	var logs testenv.LogBuffer
-	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
-	_, k := newKey(t)
-	e.dialDirectKey(t, e.token(store.RoleAgent, "h"), k, testDirectAddrs)
-	_, plainKey := newKey(t)
-	if _, err := e.dialAgent(e.token(store.RoleAgent, "plain"), plainKey, hostgate.Info{}); err != nil {
-		t.Fatal(err)
-	}
-	client := e.token(store.RoleClient, "h", "plain")
+	e, logs, _, client := directAndPlainHosts(t)
 
 	conn, answer, err := e.directRequest(t, "h", client, wire.DirectAsk)
 	if err != nil || answer == nil || answer.StatusCode != http.StatusOK {
@@ -577,16 +585,7 @@ func (e *env) callerSessions(t *testing.T) []store.Session {
 // session happened); for a host without addresses, a relay at once; and
 // the relay's own refusals (another host's token, an agent token).
 func TestDirectPreferAnswer(t *testing.T) {
-	e := newEnv(t, nil)
-	var logs testenv.LogBuffer
-	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
-	_, k := newKey(t)
-	e.dialDirectKey(t, e.token(store.RoleAgent, "h"), k, testDirectAddrs)
-	_, plainKey := newKey(t)
-	if _, err := e.dialAgent(e.token(store.RoleAgent, "plain"), plainKey, hostgate.Info{}); err != nil {
-		t.Fatal(err)
-	}
-	client := e.token(store.RoleClient, "h", "plain")
+	e, logs, k, client := directAndPlainHosts(t)
 
 	conn, answer, err := e.preferDirect(t, "h", client)
 	if err != nil || answer == nil {

@@ -11,33 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/testenv"
 	"golang.org/x/net/nettest"
 )
-
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	acc := make(chan res, 1)
-	go func() { c, err := ln.Accept(); acc <- res{c, err} }()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-acc
-	if r.err != nil {
-		a.Close()
-		t.Fatal(r.err)
-	}
-	return a.(*net.TCPConn), r.c.(*net.TCPConn)
-}
 
 // TestTCPConnConformance: a TCPConn behaves as a net.Conn must (x/net's
 // conformance suite: deadlines, Close unblocking reads and writes,
@@ -45,7 +21,7 @@ func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
 // the conn it wraps stood.
 func TestTCPConnConformance(t *testing.T) {
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		a, b := tcpPair(t)
+		a, b := testenv.TCPPair(t)
 		ra, rb := NewTCPConn(a), NewTCPConn(b)
 		if _, ok := ra.(*TCPConn); !ok {
 			t.Fatalf("NewTCPConn(%T) = %T, want *TCPConn", a, ra)
@@ -58,7 +34,7 @@ func TestTCPConnConformance(t *testing.T) {
 // the peer's end, a timeout at a deadline, the kernel's errno in a
 // *net.OpError naming the conn, net.ErrClosed on a closed conn.
 func TestTCPConnErrors(t *testing.T) {
-	a, b := tcpPair(t)
+	a, b := testenv.TCPPair(t)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ra := Raw(a)
 	if ra == nil {

@@ -26,15 +26,10 @@ func (e *env) sshclientAB(ctx context.Context, a *aloneAgent) ([]*bench.Scenario
 	}
 	defer b.stop()
 	n := int64(e.cfg.sftpMiB) * mib
-	files, err := e.userDir("sshclient-files")
+	src, dst, err := e.sshclientFiles(n)
 	if err != nil {
 		return nil, err
 	}
-	src := filepath.Join(files, "src.bin")
-	if err := writeFileN(src, n); err != nil {
-		return nil, err
-	}
-	dst := filepath.Join(files, "dst.bin")
 	put := func() error {
 		if st, err := os.Stat(dst); err != nil || st.Size() != n {
 			return fmt.Errorf("upload: %v bytes arrived (%v), want %d", sizeOf(st), err, n)

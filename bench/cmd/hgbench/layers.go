@@ -227,15 +227,10 @@ func (e *env) execOpenSSHClient(ctx context.Context, agentPort string) ([]*bench
 // one file through the agent's SFTP server and through sshd's sftp-server.
 func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort string) ([]*bench.Scenario, error) {
 	n := int64(e.cfg.sftpMiB) * mib
-	files, err := e.userDir("sshclient-files")
+	src, dst, err := e.sshclientFiles(n)
 	if err != nil {
 		return nil, err
 	}
-	src := filepath.Join(files, "src.bin")
-	if err := writeFileN(src, n); err != nil {
-		return nil, err
-	}
-	dst := filepath.Join(files, "dst.bin")
 	peer := "OpenSSH sftp → sshd, " + DefaultCipher
 	down := &bench.Scenario{Name: fmt.Sprintf("SFTP download %d MiB, OpenSSH sftp to the agent, its default cipher", n/mib), Unit: "MiB/s",
 		PeerName: peer, Better: bench.Higher,
@@ -260,6 +255,17 @@ func (e *env) sftpOpenSSHClient(ctx context.Context, a *aloneAgent, agentPort st
 		return nil, fmt.Errorf("sftp with %s: %w", DefaultCipher, err)
 	}
 	return []*bench.Scenario{down, downCPU.scenario(), up, upCPU.scenario()}, nil
+}
+
+// sshclientFiles writes the sshclient group's SFTP source, n bytes, in a
+// directory the bench user owns, and names it and the upload's target.
+func (e *env) sshclientFiles(n int64) (src, dst string, err error) {
+	files, err := e.userDir("sshclient-files")
+	if err != nil {
+		return "", "", err
+	}
+	src = filepath.Join(files, "src.bin")
+	return src, filepath.Join(files, "dst.bin"), writeFileN(src, n)
 }
 
 // sshIn writes n bytes to cmd's stdin and waits for it.

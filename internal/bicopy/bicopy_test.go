@@ -21,7 +21,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // tcpPair returns the two ends of a loopback TCP connection (which supports
 // CloseWrite).
-func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) { return testenv.TCPPair(t) }
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	a, b := testenv.TCPPair(t)
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
 
 // TestHalfCloseThroughCopy: a client that sends its request and half-closes
 // still gets the whole answer (the copy must CloseWrite, not Close).

@@ -15,13 +15,19 @@ import (
 	"golang.org/x/net/nettest"
 )
 
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	a, b := testenv.TCPPair(t)
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
 // TestTCPConnConformance: a TCPConn behaves as a net.Conn must (x/net's
 // conformance suite: deadlines, Close unblocking reads and writes,
 // concurrent reads and writes, data in order), so it can stand wherever
 // the conn it wraps stood.
 func TestTCPConnConformance(t *testing.T) {
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		a, b := testenv.TCPPair(t)
+		a, b := tcpPair(t)
 		ra, rb := NewTCPConn(a), NewTCPConn(b)
 		if _, ok := ra.(*TCPConn); !ok {
 			t.Fatalf("NewTCPConn(%T) = %T, want *TCPConn", a, ra)
@@ -34,7 +40,7 @@ func TestTCPConnConformance(t *testing.T) {
 // the peer's end, a timeout at a deadline, the kernel's errno in a
 // *net.OpError naming the conn, net.ErrClosed on a closed conn.
 func TestTCPConnErrors(t *testing.T) {
-	a, b := testenv.TCPPair(t)
+	a, b := tcpPair(t)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	ra := Raw(a)
 	if ra == nil {

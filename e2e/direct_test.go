@@ -340,6 +340,11 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
 		t.Fatalf("%d relays for ssh through gateway proxy --fdpass to a dead direct address, want 1", n-relays)
 	}
+	// The relay it started tells the gateway why the direct path failed,
+	// as the proxy's own relay does.
+	if logs := g.proc.output(); !strings.Contains(logs[strings.LastIndex(logs, "relay start"):], "directFailed=") {
+		t.Fatalf("the --fdpass relay's start names no direct failure:\n%s", logs[strings.LastIndex(logs, "relay start"):])
+	}
 	// gateway proxy --relay-only does not try a live direct listener.
 	_, live := g.startDirectAgent("gamma")
 	relays = strings.Count(g.proc.output(), "relay start")
@@ -348,6 +353,14 @@ func TestDirectFallsBackToTheRelay(t *testing.T) {
 	}
 	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
 		t.Fatalf("%d relays for ssh through gateway proxy --relay-only, want 1", n-relays)
+	}
+	// And with --fdpass: no question to the gateway, one relay.
+	relays = strings.Count(g.proc.output(), "relay start")
+	if server := proxiedServerFdpass(t, ctx, sshConfig(t, g, "gamma", t.TempDir()), "gamma", "HOSTGATE_RELAY_ONLY=1"); server == live[0] {
+		t.Fatalf("ssh through gateway proxy --relay-only --fdpass reached the direct listener %s", server)
+	}
+	if n := strings.Count(g.proc.output(), "relay start"); n != relays+1 {
+		t.Fatalf("%d relays for ssh through gateway proxy --relay-only --fdpass, want 1", n-relays)
 	}
 
 	off := startGateway(t, "", "--direct-sessions=off")

@@ -57,6 +57,8 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 		}
 		o.caFile = caFile
 	}
+	// Set by --fdpass for the relay it starts (fdpassRelay) alone.
+	o.directFailed = os.Getenv(envDirectFailed)
 	if o.fdpass {
 		return proxyFdpass(ctx, sio.out, sio.err, gw, token, fs.Arg(0), o)
 	}
@@ -71,6 +73,9 @@ type proxyOptions struct {
 	relayOnly  bool           // --relay-only: no direct path
 	verbose    bool           // --verbose: say which path, and why
 	fdpass     bool           // --fdpass: hand ssh its socket (proxy_fdpass_unix.go)
+	// directFailed is why --fdpass's direct path failed, for the relay
+	// it started (wire.HeaderDirectFailed); empty otherwise.
+	directFailed string
 }
 
 // caFileUsage is --ca-file's, for the commands that reach a gateway.
@@ -116,18 +121,13 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		_ = local.Close()
 		return reportedError{err}
 	}
-	say := func(format string, args ...any) {
-		if o.verbose {
-			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, fmt.Sprintf(format, args...))
-		}
-	}
+	say := proxySay(stderr, host, o)
 	u, h, err := proxyRequest(gw, token, host, o)
 	if err != nil {
 		return fail(err)
 	}
-	if why := os.Getenv(envDirectFailed); why != "" && o.relayOnly {
-		// A relay of --fdpass's, whose parent's direct path failed.
-		h.Set(wire.HeaderDirectFailed, why)
+	if o.directFailed != "" && o.relayOnly {
+		h.Set(wire.HeaderDirectFailed, o.directFailed)
 	}
 	memo := directMemoFor(gw, host)
 	direct := !o.relayOnly && memo.usable(say)
@@ -160,7 +160,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		h.Set(wire.HeaderDirectFailed, wire.DirectFailedValue(derr))
 		remote, resp, err = bytestream.DialWebSocket(ctx, u, wsOpts)
 	} else if err == nil && direct {
-		say("through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none")
+		say(sayNoDirectAddress)
 	} else if err == nil && o.relayOnly {
 		say("through the gateway's relay (--relay-only)")
 	}
@@ -177,6 +177,20 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 	}
 	return sshGone(err)
 }
+
+// proxySay is the proxy's --verbose: what it says of host's path on
+// stderr.
+func proxySay(stderr io.Writer, host string, o proxyOptions) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		if o.verbose {
+			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, fmt.Sprintf(format, args...))
+		}
+	}
+}
+
+// sayNoDirectAddress is --verbose's word for a host the gateway gave no
+// direct address for.
+const sayNoDirectAddress = "through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none"
 
 // dialAnswer dials the direct address the gateway's answer (body) gives
 // for host, after mending --known-hosts by the key it names.

@@ -33,11 +33,7 @@ import (
 // that the one started would then repeat.
 func proxyFdpass(ctx context.Context, stdout, stderr io.Writer, gw, token, host string, o proxyOptions) error {
 	fail := func(err error) error { return fdpassFail(stderr, err) }
-	say := func(format string, args ...any) {
-		if o.verbose {
-			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, fmt.Sprintf(format, args...))
-		}
-	}
+	say := proxySay(stderr, host, o)
 	f, ok := stdout.(*os.File)
 	if !ok {
 		return fail(errors.New("proxy: --fdpass: standard output is not a socket: ssh passes one only with ProxyUseFdpass yes in its config"))
@@ -73,7 +69,7 @@ func proxyFdpass(ctx context.Context, stdout, stderr io.Writer, gw, token, host 
 	var he *bytestream.HandshakeError
 	switch {
 	case errors.As(err, &he) && he.StatusCode == http.StatusNoContent:
-		say("through the gateway's relay: the host published no direct address (agent connect --direct), or the gateway offers none")
+		say(sayNoDirectAddress)
 		return fdpassRelay(stderr, out, gw, token, host, o, "")
 	case errors.As(err, &he) && he.StatusCode == http.StatusOK:
 	default:
@@ -135,6 +131,8 @@ func fdpassRelay(stderr io.Writer, out int, gw, token, host string, o proxyOptio
 	cmd := exec.Command(exe, append(args, host)...)
 	// The URL and token by the environment: flags would show the token
 	// in ps.
+	// directFailed set empty too: one inherited from ssh's environment is
+	// not this run's.
 	cmd.Env = append(os.Environ(), EnvName("url")+"="+gw, EnvName("token")+"="+token, envDirectFailed+"="+directFailed)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = relayEnd, relayEnd, os.Stderr
 	if err := cmd.Start(); err != nil {

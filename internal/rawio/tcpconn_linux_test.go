@@ -40,8 +40,7 @@ func TestTCPConnConformance(t *testing.T) {
 // the peer's end, a timeout at a deadline, the kernel's errno in a
 // *net.OpError naming the conn, net.ErrClosed on a closed conn.
 func TestTCPConnErrors(t *testing.T) {
-	a, b := tcpPair(t)
-	t.Cleanup(func() { a.Close(); b.Close() })
+	a, b := tcpPair(t) // closed at the test's end
 	ra := Raw(a)
 	if ra == nil {
 		t.Fatal("no raw reader for a TCP conn")

@@ -284,34 +284,16 @@ func (p *proxiedSSH) Stop() {
 // With fdpass, ssh takes its socket from `gateway proxy --fdpass`
 // (ProxyUseFdpass), which then exits: no proxy process stays.
 func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string, relayOnly, fdpass bool) (*proxiedSSH, error) {
-	dir := filepath.Join(e.dir, sub)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	pc, err := e.proxyClient(ctx, sub)
+	if err != nil {
 		return nil, err
-	}
-	key, kh := filepath.Join(dir, "key"), filepath.Join(dir, "known_hosts")
-	cert := exec.CommandContext(ctx, e.cfg.gatewayBin, "cert", "--url", e.gw.url, "--token", e.gw.admin, "--key", key, "--known-hosts", kh, benchHostID)
-	if out, err := cert.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("gateway cert: %w: %s", err, out)
 	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command("ssh", "-F", "/dev/null", "-i", key, "-o", "CertificateFile="+key+"-"+benchHostID+"-cert.pub",
-		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile="+kh,
-		"-o", "LogLevel=ERROR", "-o", "Ciphers="+Cipher, "-o", "Compression=no",
-		"-o", "ProxyCommand="+proxyBin+" proxy --url "+e.gw.url+" %h",
-		"-o", "ProxyUseFdpass="+map[bool]string{true: "yes", false: "no"}[fdpass],
-		"-N", "-L", addr+":"+target, benchHostID)
-	// The relay, as every row but e.direct's measures it: the bench host's
-	// agent listens for direct sessions, which gateway proxy would join ssh
-	// to. By the environment, which a build before --relay-only ignores
-	// (it relays anyway), where the flag would fail it.
-	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+e.gw.admin, "HOSTGATE_RELAY_ONLY="+strconv.FormatBool(relayOnly), "HOSTGATE_VERBOSE=1", "XDG_CACHE_HOME="+dir)
-	if fdpass {
-		cmd.Env = append(cmd.Env, "HOSTGATE_FDPASS=1")
-	}
+	cmd := pc.command(ctx, proxyBin, e.gw, relayOnly, fdpass, []string{"-N", "-L", addr + ":" + target})
 	pr, err := startProc("ssh -L through gateway proxy", cmd)
 	if err != nil {
 		return nil, err
@@ -353,4 +335,50 @@ func (e *env) sshThroughProxy(ctx context.Context, target, proxyBin, sub string,
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// proxyClient is what OpenSSH's ssh needs to reach the bench host through
+// `gateway proxy`: a key with the gateway's certificate for the host and
+// the host's pinned key (`gateway cert`), in its own directory.
+type proxyClient struct {
+	dir, key, knownHosts string
+}
+
+// proxyClient makes a proxyClient in e.dir's subdirectory sub.
+func (e *env) proxyClient(ctx context.Context, sub string) (*proxyClient, error) {
+	dir := filepath.Join(e.dir, sub)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	pc := &proxyClient{dir: dir, key: filepath.Join(dir, "key"), knownHosts: filepath.Join(dir, "known_hosts")}
+	cert := exec.CommandContext(ctx, e.cfg.gatewayBin, "cert", "--url", e.gw.url, "--token", e.gw.admin, "--key", pc.key, "--known-hosts", pc.knownHosts, benchHostID)
+	if out, err := cert.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("gateway cert: %w: %s", err, out)
+	}
+	return pc, nil
+}
+
+// command is ssh to the bench host with `proxyBin proxy` to gw as its
+// ProxyCommand, with opts before the host and remote after it. With
+// relayOnly the proxy takes the relay, else the agent's direct listener
+// where it answers; with fdpass, ssh takes its socket from the proxy
+// (ProxyUseFdpass), which then exits. --verbose, by the environment, says
+// on ssh's stderr which path the proxy took.
+func (pc *proxyClient) command(ctx context.Context, proxyBin string, gw *gateway, relayOnly, fdpass bool, opts []string, remote ...string) *exec.Cmd {
+	args := []string{"-F", "/dev/null", "-i", pc.key, "-o", "CertificateFile=" + pc.key + "-" + benchHostID + "-cert.pub",
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + pc.knownHosts,
+		"-o", "LogLevel=ERROR", "-o", "Ciphers=" + Cipher, "-o", "Compression=no",
+		"-o", "ProxyCommand=" + proxyBin + " proxy --url " + gw.url + " %h",
+		"-o", "ProxyUseFdpass=" + map[bool]string{true: "yes", false: "no"}[fdpass]}
+	args = append(append(append(args, opts...), benchHostID), remote...)
+	cmd := exec.CommandContext(ctx, "ssh", args...)
+	// The relay, as every row but e.direct's measures it: the bench host's
+	// agent listens for direct sessions, which gateway proxy would join ssh
+	// to. By the environment, which a build before --relay-only ignores
+	// (it relays anyway), where the flag would fail it.
+	cmd.Env = append(os.Environ(), "HOSTGATE_TOKEN="+gw.admin, "HOSTGATE_RELAY_ONLY="+strconv.FormatBool(relayOnly), "HOSTGATE_VERBOSE=1", "XDG_CACHE_HOME="+pc.dir)
+	if fdpass {
+		cmd.Env = append(cmd.Env, "HOSTGATE_FDPASS=1")
+	}
+	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ type config struct {
 	pairs                int
 	bulkMiB, sftpMiB     int
 	execN, fwdN          int
+	connectN             int
 	fwdWorkers           int
 	scaleN               int
 	image                string
@@ -77,11 +79,12 @@ func main() {
 	flag.IntVar(&c.sftpMiB, "sftp-mib", 256, "SFTP file size, MiB")
 	flag.IntVar(&c.execN, "exec-n", 40, "exec round trips per side per pair")
 	flag.IntVar(&c.fwdN, "fwd-n", 400, "HTTP requests per side per pair")
+	flag.IntVar(&c.connectN, "connect-n", 10, "new connections per side per pair in the connect scenario")
 	flag.IntVar(&c.fwdWorkers, "fwd-workers", 4, "concurrent HTTP clients in the forward scenario (1 measures latency alone)")
 	flag.IntVar(&c.scaleN, "scale", 10000, "idle agent tunnels for the scale scenario (0 skips it)")
 	flag.StringVar(&c.image, "image", os.Getenv("HOSTGATE_TEST_IMAGE"), "digest-pinned sandbox image; empty skips the Docker scenarios")
 	flag.StringVar(&c.out, "out", "bench", "directory for latest.json and latest.md")
-	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run (bulk,sshclient,sftp,exec,forward,fwdbulk,sandbox,scale); empty runs all")
+	flag.StringVar(&only, "only", "", "comma-separated scenario groups to run ("+strings.Join(groupNames, ",")+"); empty runs all")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write the harness process's CPU profile here (the client side and in-process agents)")
 	flag.StringVar(&c.agentBefore, "agent-before", "", "a second agent binary (the code before a change): adds A/B rows (bulk, SFTP download, exec, forward; OpenSSH sftp and ssh -L into agent serve), this agent against it")
 	flag.StringVar(&c.gatewayBefore, "gateway-before", "", "a second gateway binary: the A/B rows then run through it (with -agent-before, or this agent), this build's whole path against the before one's; fwdbulk's runs it as ssh's ProxyCommand alone, through this gateway")
@@ -106,10 +109,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hgbench: -fwd-workers must be 1 to 64")
 		os.Exit(2)
 	}
+	if c.connectN < 1 || c.connectN > 1000 {
+		fmt.Fprintln(os.Stderr, "hgbench: -connect-n must be 1 to 1000")
+		os.Exit(2)
+	}
 	if only != "" {
 		c.only = map[string]bool{}
 		for _, s := range strings.Split(only, ",") {
-			c.only[strings.TrimSpace(s)] = true
+			g := strings.TrimSpace(s)
+			if !slices.Contains(groupNames, g) {
+				fmt.Fprintf(os.Stderr, "hgbench: -only: no scenario group %q; the groups are %s\n", g, strings.Join(groupNames, ","))
+				os.Exit(2)
+			}
+			c.only[g] = true
 		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -133,6 +145,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// groupNames are the scenario groups -only takes, in the order they run.
+var groupNames = []string{"bulk", "sshclient", "sftp", "exec", "connect", "forward", "fwdbulk", "sandbox", "scale"}
 
 func (c *config) want(group string) bool { return c.only == nil || c.only[group] }
 
@@ -285,6 +300,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		{"bulk", e.bulkLayers},
 		{"sftp", e.sftp},
 		{"exec", e.exec},
+		{"connect", e.connect},
 		{"forward", e.forward},
 		{"fwdbulk", e.forwardBulk},
 		{"sandbox", e.sandbox},

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
+	"strings"
+	"time"
 
+	"github.com/coder/websocket"
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
 	"github.com/hostgate/hostgate/client"
@@ -129,4 +134,129 @@ func runSaying(cmd *exec.Cmd, direct bool) error {
 		return fmt.Errorf("gateway proxy took a direct session: %v, want %v; it said: %s", said, direct, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// terminal times a terminal opened to its first prompt: the browser's
+// path, a WebSocket to GET /v1/hosts/{id}/pty with the gateway as the SSH
+// client on the connection it keeps to the agent, against `ssh -tt`
+// through the ControlMaster to sshd, whose connection is kept as the
+// gateway's is. Both run the user's login shell (sh -l reading
+// /etc/profile); a side's time ends when the prompt has come, and each
+// shell is told to exit, untimed, before the next opens.
+func (e *env) terminal(ctx context.Context) ([]*bench.Scenario, error) {
+	s := &bench.Scenario{Name: "terminal opened to its first prompt, p50", Unit: "ms", PeerName: "OpenSSH ssh -tt (ControlMaster)", Better: bench.Lower,
+		Note: fmt.Sprintf("the browser terminal's WebSocket (GET /v1/hosts/{id}/pty, its opening included) until the login shell's prompt; %d per side per pair, as a user whose login shell is /bin/sh on both sides", e.cfg.connectN)}
+	wsURL := "ws" + strings.TrimPrefix(e.gw.url, "http") + "/v1/hosts/" + benchHostID + "/pty"
+	ours := func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + e.gw.admin}}})
+		if err != nil {
+			return 0, err
+		}
+		defer c.CloseNow()
+		var out []byte
+		for !bytes.HasSuffix(out, shellPrompt) {
+			typ, b, err := c.Read(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("before the prompt (%q so far): %w", out, err)
+			}
+			if typ == websocket.MessageBinary {
+				out = append(out, b...)
+			} else if bytes.Contains(b, []byte(`"error"`)) {
+				return 0, fmt.Errorf("the gateway: %s", b)
+			}
+		}
+		took := time.Since(start)
+		if err := c.Write(ctx, websocket.MessageBinary, []byte("exit\n")); err != nil {
+			return 0, err
+		}
+		for {
+			typ, b, err := c.Read(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("waiting for the shell's exit: %w", err)
+			}
+			if typ == websocket.MessageText && bytes.Contains(b, []byte(`"exit"`)) {
+				return took, c.Close(websocket.StatusNormalClosure, "")
+			}
+		}
+	}
+	// The gateway connects to the bench host on the first terminal: not in
+	// a timed pair.
+	if _, err := ours(); err != nil {
+		return nil, fmt.Errorf("hostgate terminal: %w", err)
+	}
+	peer := func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		cmd := e.sshd.Command(ctx, []string{"-tt"})
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return 0, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		var out []byte
+		buf := make([]byte, 4096)
+		for !bytes.HasSuffix(out, shellPrompt) {
+			n, err := stdout.Read(buf)
+			out = append(out, buf[:n]...)
+			if err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				return 0, fmt.Errorf("ssh -tt before the prompt (%q so far): %w", out, err)
+			}
+		}
+		took := time.Since(start)
+		if _, err := in.Write([]byte("exit\n")); err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		return took, cmd.Wait()
+	}
+	for i := range e.cfg.pairs {
+		var a, b []float64
+		err := bench.Alternate(i, func() (err error) {
+			if a, err = timedSamples(e.cfg.connectN, ours); err != nil {
+				return fmt.Errorf("hostgate terminal: %w", err)
+			}
+			return nil
+		}, func() (err error) {
+			if b, err = timedSamples(e.cfg.connectN, peer); err != nil {
+				return fmt.Errorf("ssh -tt: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Add(bench.Percentile(a, 50), bench.Percentile(b, 50))
+	}
+	return []*bench.Scenario{s}, nil
+}
+
+// shellPrompt is what a login shell of the bench user prints when it
+// waits for a command: dash's prompt, as Debian's /etc/profile leaves it
+// for a user other than root.
+var shellPrompt = []byte("$ ")
+
+// timedSamples runs fn n times and returns the durations it reports, in
+// ms: fn times the part that counts.
+func timedSamples(n int, fn func() (time.Duration, error)) ([]float64, error) {
+	out := make([]float64, 0, n)
+	for range n {
+		d, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, float64(d)/float64(time.Millisecond))
+	}
+	return out, nil
 }

@@ -301,6 +301,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 		{"sftp", e.sftp},
 		{"exec", e.exec},
 		{"connect", e.connect},
+		{"connect", e.terminal},
 		{"forward", e.forward},
 		{"fwdbulk", e.forwardBulk},
 		{"sandbox", e.sandbox},

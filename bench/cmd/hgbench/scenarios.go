@@ -765,13 +765,5 @@ func timeIt(fn func() error) (time.Duration, error) {
 
 // samples runs fn n times and returns each duration in ms.
 func samples(n int, fn func() error) ([]float64, error) {
-	out := make([]float64, 0, n)
-	for range n {
-		d, err := timeIt(fn)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, float64(d)/float64(time.Millisecond))
-	}
-	return out, nil
+	return timedSamples(n, func() (time.Duration, error) { return timeIt(fn) })
 }

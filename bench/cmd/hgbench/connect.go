@@ -89,12 +89,12 @@ func (e *env) connect(ctx context.Context) ([]*bench.Scenario, error) {
 		var gr, gd, pr, fd, b []float64
 		err := bench.Alternate(i, func() (err error) {
 			if gr, err = samples(n, goSide(true)); err != nil {
-				return fmt.Errorf("Go client through the relay: %w", err)
+				return fmt.Errorf("the Go client through the relay: %w", err)
 			}
 			return nil
 		}, func() (err error) {
 			if gd, err = samples(n, goSide(false)); err != nil {
-				return fmt.Errorf("Go client over a direct session: %w", err)
+				return fmt.Errorf("the Go client over a direct session: %w", err)
 			}
 			return nil
 		}, func() (err error) {

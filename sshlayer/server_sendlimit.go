@@ -45,7 +45,10 @@ var sendProbes = []time.Duration{0, 50 * time.Millisecond, 500 * time.Millisecon
 // back, and a peer may wait until its window runs low before it does
 // (PuTTY at half of it, hostgate's x/crypto copy in 1 MiB steps, change 3):
 // under a limit smaller than that, both sides waited for good (an SFTP
-// download from hostgate's client calling itself "Go" hung). OpenSSH
+// download from hostgate's client calling itself "Go" hung), until the
+// stall guard (change 22) suspended a limit the peer gives nothing back
+// under for a quarter second. Such a peer still waits that long once per
+// channel, so the limit stays where it was measured to help. OpenSSH
 // gives window back once three packets (96 KiB) are out and it has
 // consumed any, far under sendLimitFloor. hostgate's own client reads only
 // what its caller asks, so its window is not a buffer it fills.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	_ "crypto/sha1"
 	_ "crypto/sha256"
@@ -684,6 +685,67 @@ type window struct {
 	// while bytes are outstanding is seen only in part, which lets more
 	// than the limit be outstanding, never less.
 	limit, peak uint32
+	// hostgate (change 22): the stall guard. A write held by the limit
+	// alone (window left, none it may take) arms stall; when it fires with
+	// no window given back since, the limit is suspended (lifted) until the
+	// peer gives some back: a peer may wait for more to arrive before it
+	// gives any back (PuTTY at half its window), or its reader may be
+	// paused. Its next window adjust then sets floor to twice the adjust,
+	// and the limit comes back, at least floor: a peer that gives window
+	// back in large steps needs that much out. base is the limit as last
+	// set; adds counts window adjusts, armedAdds is adds when stall was
+	// armed.
+	stall           *time.Timer
+	armed, lifted   bool
+	base, floor     uint32
+	adds, armedAdds uint64
+}
+
+// sendStall is how long a write held by a send limit alone waits for the
+// peer to give window back before the limit is suspended (change 22).
+// OpenSSH gives it back within a round trip of consuming three packets,
+// and a limit is set only where round trips are under 4 ms.
+var sendStall = 250 * time.Millisecond
+
+// armStall arms the stall guard for a write held by the limit alone.
+// w.L is held.
+func (w *window) armStall() {
+	if w.armed {
+		return
+	}
+	w.armed, w.armedAdds = true, w.adds
+	if w.stall == nil {
+		w.stall = time.AfterFunc(sendStall, w.stalled)
+	} else {
+		w.stall.Reset(sendStall)
+	}
+}
+
+// stalled is the stall guard's timer: it suspends the limit when a write
+// is still held by it alone and the peer gave nothing back since the
+// guard was armed; it arms again when the peer did.
+func (w *window) stalled() {
+	w.L.Lock()
+	defer w.L.Unlock()
+	w.armed = false
+	if w.closed || w.limit == 0 || w.writeWaiters == 0 || w.avail() != 0 || w.win == 0 {
+		return
+	}
+	if w.adds != w.armedAdds {
+		w.armStall()
+		return
+	}
+	w.limit, w.lifted = 0, true
+	w.Broadcast()
+}
+
+// limitOf is the limit a window keeps for the connection's limit n: n,
+// or floor when more. w.L is held.
+func (w *window) limitOf(n uint32) uint32 {
+	if n == 0 {
+		return 0
+	}
+	return max(n, w.floor)
 }
 
 // avail is the window a write may take: all of it, or under a limit, what
@@ -703,7 +765,10 @@ func (w *window) avail() uint32 {
 // setLimit sets the window's limit (change 22); 0 removes it.
 func (w *window) setLimit(n uint32) {
 	w.L.Lock()
-	w.limit = n
+	w.base = n
+	if !w.lifted { // else it comes back with the peer's next window adjust
+		w.limit = w.limitOf(n)
+	}
 	w.Broadcast() // a raised limit frees writes waiting under the old one
 	w.L.Unlock()
 }
@@ -722,6 +787,12 @@ func (w *window) add(win uint32) bool {
 	}
 	w.win += win
 	w.peak = max(w.peak, w.win)
+	w.adds++
+	if w.lifted {
+		w.lifted = false
+		w.floor = uint32(min(2*uint64(win), math.MaxUint32))
+		w.limit = w.limitOf(w.base)
+	}
 	// It is unusual that multiple goroutines would be attempting to reserve
 	// window space, but not guaranteed. Use broadcast to notify all waiters
 	// that additional window is available.
@@ -735,6 +806,9 @@ func (w *window) add(win uint32) bool {
 func (w *window) close() {
 	w.L.Lock()
 	w.closed = true
+	if w.stall != nil {
+		w.stall.Stop()
+	}
 	w.Broadcast()
 	w.L.Unlock()
 }
@@ -793,6 +867,9 @@ func (w *window) reserve(ctx context.Context, win uint32) (uint32, error) {
 					w.L.Unlock()
 				})
 			}
+		}
+		if w.limit != 0 && w.win != 0 && w.avail() == 0 {
+			w.armStall()
 		}
 		w.Wait()
 	}

@@ -98,7 +98,7 @@ func TestServerSendsAheadWithinLimit(t *testing.T) {
 				// while the client gives nothing back; after the stall
 				// guard's quarter second it is sent the whole window,
 				// as by a server without the limit (sshd fills it too).
-				if n := sentWhenStill(cc, tc.min, 100*time.Millisecond); n < tc.min || n > tc.max {
+				if n := sentWhenStill(cc, tc.min, 60*time.Millisecond); n < tc.min || n > tc.max {
 					t.Fatalf("the server sent %d bytes ahead of a client reading nothing, want %d to %d", n, tc.min, tc.max)
 				}
 				tc.min, tc.max = window, window+window/16

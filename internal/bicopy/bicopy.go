@@ -15,6 +15,8 @@ import (
 	"net"
 	"os"
 	"sync"
+
+	"github.com/hostgate/hostgate/internal/rawio"
 )
 
 // Stats counts the bytes Copy moved.
@@ -54,10 +56,14 @@ func copyHalf(dst io.Writer, src io.Reader) (int64, error) {
 	if n, ok, err := spliceHalf(dst, src); ok {
 		return n, err
 	}
-	if t := newRawTCP(src); t != nil {
+	// A TCP end reads and writes by raw calls (internal/rawio says why: a
+	// forward's 256 KiB writes to loopback outlast sysmon's 20 µs tick, as
+	// the WebSocket's do); its waits stay in the netpoller, with the
+	// conn's deadlines.
+	if t := rawio.Raw(src); t != nil {
 		src = t
 	}
-	if t := newRawTCP(dst); t != nil {
+	if t := rawio.Raw(dst); t != nil {
 		dst = t
 	}
 	sp := smallPool.Get().(*[]byte)

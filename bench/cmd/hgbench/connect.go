@@ -246,17 +246,3 @@ func (e *env) terminal(ctx context.Context) ([]*bench.Scenario, error) {
 // waits for a command: dash's prompt, as Debian's /etc/profile leaves it
 // for a user other than root.
 var shellPrompt = []byte("$ ")
-
-// timedSamples runs fn n times and returns the durations it reports, in
-// ms: fn times the part that counts.
-func timedSamples(n int, fn func() (time.Duration, error)) ([]float64, error) {
-	out := make([]float64, 0, n)
-	for range n {
-		d, err := fn()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, float64(d)/float64(time.Millisecond))
-	}
-	return out, nil
-}

@@ -146,8 +146,37 @@ func main() {
 	}
 }
 
-// groupNames are the scenario groups -only takes, in the order they run.
-var groupNames = []string{"bulk", "sshclient", "sftp", "exec", "connect", "forward", "fwdbulk", "sandbox", "scale"}
+// groups are the scenarios in the order they run, each in the group
+// -only names it by.
+var groups = []struct {
+	name string
+	fn   func(*env, context.Context) ([]*bench.Scenario, error)
+}{
+	{"bulk", (*env).bulk},
+	{"bulk", (*env).bulkAB},
+	{"bulk", (*env).bulkSSHAlone},
+	{"sshclient", (*env).bulkOpenSSHClient},
+	{"bulk", (*env).bulkLayers},
+	{"sftp", (*env).sftp},
+	{"exec", (*env).exec},
+	{"connect", (*env).connect},
+	{"connect", (*env).terminal},
+	{"forward", (*env).forward},
+	{"fwdbulk", (*env).forwardBulk},
+	{"sandbox", (*env).sandbox},
+	{"scale", (*env).scale},
+}
+
+// groupNames are the groups' names, each once, for -only.
+var groupNames = func() []string {
+	var names []string
+	for _, g := range groups {
+		if !slices.Contains(names, g.name) {
+			names = append(names, g.name)
+		}
+	}
+	return names
+}()
 
 func (c *config) want(group string) bool { return c.only == nil || c.only[group] }
 
@@ -289,31 +318,13 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 			results = append(results, r)
 		}
 	}
-	groups := []struct {
-		name string
-		fn   func(context.Context) ([]*bench.Scenario, error)
-	}{
-		{"bulk", e.bulk},
-		{"bulk", e.bulkAB},
-		{"bulk", e.bulkSSHAlone},
-		{"sshclient", e.bulkOpenSSHClient},
-		{"bulk", e.bulkLayers},
-		{"sftp", e.sftp},
-		{"exec", e.exec},
-		{"connect", e.connect},
-		{"connect", e.terminal},
-		{"forward", e.forward},
-		{"fwdbulk", e.forwardBulk},
-		{"sandbox", e.sandbox},
-		{"scale", e.scale},
-	}
 	for _, g := range groups {
 		if !c.want(g.name) {
 			continue
 		}
 		start := time.Now()
 		log.Info("scenario group", "name", g.name)
-		ss, err := g.fn(ctx)
+		ss, err := g.fn(e, ctx)
 		add(ss...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", g.name, err)

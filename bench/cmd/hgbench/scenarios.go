@@ -767,3 +767,17 @@ func timeIt(fn func() error) (time.Duration, error) {
 func samples(n int, fn func() error) ([]float64, error) {
 	return timedSamples(n, func() (time.Duration, error) { return timeIt(fn) })
 }
+
+// timedSamples runs fn n times and returns the durations it reports, in
+// ms: fn times the part that counts.
+func timedSamples(n int, fn func() (time.Duration, error)) ([]float64, error) {
+	out := make([]float64, 0, n)
+	for range n {
+		d, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, float64(d)/float64(time.Millisecond))
+	}
+	return out, nil
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -305,11 +304,31 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 		// events and bodies of unknown length still get -1 from
 		// ReverseProxy, so their headers leave before the first event.
 		FlushInterval:  0,
+		BufferPool:     copyBuffers{},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	return p, nil
+}
+
+// copyBuffers lends ReverseProxy the buffers it copies response bodies
+// through. Without a pool it makes a zeroed 32 KiB one for every response:
+// on a dev server's page of small modules, most of what a preview request
+// allocated, and so most of the gateway's garbage collection.
+type copyBuffers struct{}
+
+// copyBufferSize is ReverseProxy's own.
+const copyBufferSize = 32 << 10
+
+var copyBufferPool = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
+
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().(*[copyBufferSize]byte)[:] }
+
+func (copyBuffers) Put(b []byte) {
+	if len(b) == copyBufferSize {
+		copyBufferPool.Put((*[copyBufferSize]byte)(b))
+	}
 }
 
 // Close drops pooled upstream connections. Requests in flight go on.
@@ -769,7 +788,10 @@ func streams(resp *http.Response) bool {
 	if resp.StatusCode < 200 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified || resp.Request.Method == http.MethodHead {
 		return false // no body
 	}
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
+	// The media type alone, as mime.ParseMediaType would take it, without
+	// the map of parameters it makes for every response.
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	if strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
 		return true
 	}
 	return resp.ContentLength < 0

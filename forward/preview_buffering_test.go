@@ -38,6 +38,8 @@ func TestPreviewStreamsSayNoBuffering(t *testing.T) {
 	}{
 		{"GET", "type=text/event-stream", "no"},
 		{"GET", "type=text/event-stream%3B+charset=utf-8&length=1", "no"},
+		{"GET", "type=+Text/Event-Stream+%3B+charset=utf-8&length=1", "no"}, // as mime.ParseMediaType reads it
+		{"GET", "type=text/event-streams&length=1", ""},
 		{"GET", "type=application/x-ndjson", "no"},                       // chunked: of unknown length
 		{"GET", "type=text/event-stream&accel=yes", "yes"},               // the dev server's choice
 		{"GET", "type=text/html&length=1", ""},                           // a whole file

@@ -33,6 +33,7 @@ type config struct {
 	bulkMiB, sftpMiB     int
 	execN, fwdN          int
 	connectN             int
+	keptN                int
 	fwdWorkers           int
 	scaleN               int
 	image                string
@@ -80,6 +81,7 @@ func main() {
 	flag.IntVar(&c.execN, "exec-n", 40, "exec round trips per side per pair")
 	flag.IntVar(&c.fwdN, "fwd-n", 400, "HTTP requests per side per pair")
 	flag.IntVar(&c.connectN, "connect-n", 10, "new connections per side per pair in the connect scenario")
+	flag.IntVar(&c.keptN, "kept-n", 2000, "HTTP requests per side per pair on kept-alive connections (fwdkept)")
 	flag.IntVar(&c.fwdWorkers, "fwd-workers", 4, "concurrent HTTP clients in the forward scenario (1 measures latency alone)")
 	flag.IntVar(&c.scaleN, "scale", 10000, "idle agent tunnels for the scale scenario (0 skips it)")
 	flag.StringVar(&c.image, "image", os.Getenv("HOSTGATE_TEST_IMAGE"), "digest-pinned sandbox image; empty skips the Docker scenarios")
@@ -111,6 +113,10 @@ func main() {
 	}
 	if c.connectN < 1 || c.connectN > 1000 {
 		fmt.Fprintln(os.Stderr, "hgbench: -connect-n must be 1 to 1000")
+		os.Exit(2)
+	}
+	if c.keptN < 1 || c.keptN > 100000 {
+		fmt.Fprintln(os.Stderr, "hgbench: -kept-n must be 1 to 100000")
 		os.Exit(2)
 	}
 	if only != "" {
@@ -162,6 +168,7 @@ var groups = []struct {
 	{"connect", (*env).connect},
 	{"connect", (*env).terminal},
 	{"forward", (*env).forward},
+	{"fwdkept", (*env).forwardKept},
 	{"fwdbulk", (*env).forwardBulk},
 	{"sandbox", (*env).sandbox},
 	{"scale", (*env).scale},
@@ -203,7 +210,9 @@ type env struct {
 	// -gateway-before, when given; abWhat names what the A/B rows compare.
 	before *hostgate.Host
 	abWhat string
-	api    *client.Client // admin
+	// gwBefore is -gateway-before's gateway, which serves before.
+	gwBefore *gateway
+	api      *client.Client // admin
 }
 
 func run(ctx context.Context, log *slog.Logger, c *config) error {
@@ -286,7 +295,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 			if api, err = client.New(bgw.url, bgw.admin, nil); err != nil {
 				return err
 			}
-			gw = bgw
+			gw, e.gwBefore = bgw, bgw
 		}
 		bin := c.agentBefore
 		if bin == "" {

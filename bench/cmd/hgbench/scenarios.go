@@ -687,6 +687,11 @@ func httpLoad(ctx context.Context, url string, n, workers int) (float64, []float
 func httpLoadAuth(ctx context.Context, url, token string, n, workers int) (float64, []float64, error) {
 	tr := &http.Transport{DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
+	return httpLoadOn(ctx, tr, url, token, n, workers)
+}
+
+// httpLoadOn runs httpLoadAuth's load through tr.
+func httpLoadOn(ctx context.Context, tr *http.Transport, url, token string, n, workers int) (float64, []float64, error) {
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	lat := make([]float64, n)
 	next := make(chan int, n)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bench"
+)
+
+// forwardKept is forward's load on connections that stay open, as a
+// browser keeps its few to a dev server and asks for the page's modules
+// one after another on each: what a preview costs per request once its
+// channels are open, where forward pays a channel per request. The target
+// keeps its connections alive; each side's clients open one connection
+// apiece, which carries all their requests.
+func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close(); wg.Wait() }()
+	target := ln.Addr().String()
+
+	fw, err := e.host.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, err
+	}
+	defer fw.Close()
+	directFw, err := e.direct.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	if err != nil {
+		return nil, fmt.Errorf("forward over a direct session: %w", err)
+	}
+	defer directFw.Close()
+	peerAddr, err := e.sshd.forwardL(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	previewURL := fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, ln.Addr().(*net.TCPAddr).Port)
+
+	workers, n := e.cfg.fwdWorkers, e.cfg.keptN
+	// One transport per side for the whole scenario, its connections
+	// opened by an untimed load first: the rows are the requests alone (a
+	// new connection per request is forward's row).
+	type side struct {
+		url, token string
+		tr         *http.Transport
+	}
+	newSide := func(url, token string) *side {
+		return &side{url: url, token: token, tr: &http.Transport{MaxConnsPerHost: workers, MaxIdleConnsPerHost: workers}}
+	}
+	ours, direct, preview, theirs := newSide("http://"+fw.Addr().String()+"/", ""), newSide("http://"+directFw.Addr().String()+"/", ""),
+		newSide(previewURL, e.gw.admin), newSide("http://"+peerAddr+"/", "")
+	load := func(s *side) (float64, []float64, error) { return httpLoadOn(ctx, s.tr, s.url, s.token, n, workers) }
+	all := []*side{ours, direct, preview, theirs}
+	// With -gateway-before, the same preview through the build before's
+	// gateway to its host: the A/B rows.
+	var before *side
+	var abRow, abCPU *bench.Scenario
+	if e.gwBefore != nil {
+		before = newSide(fmt.Sprintf("%s/preview/before/%d/", e.gwBefore.url, ln.Addr().(*net.TCPAddr).Port), e.gwBefore.admin)
+		all = append(all, before)
+	}
+	for _, s := range all {
+		defer s.tr.CloseIdleConnections()
+		if _, _, err := httpLoadOn(ctx, s.tr, s.url, s.token, 4*workers, workers); err != nil {
+			return nil, fmt.Errorf("opening the connections of %s: %w", s.url, err)
+		}
+	}
+
+	const peer = "ssh -L (ControlMaster)"
+	const base = "local forward, small HTTP requests on kept-alive connections"
+	rps := &bench.Scenario{Name: base, Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: fmt.Sprintf("%d requests per side per pair on %d connections that stay open (the target keeps them alive), one request at a time on each: a browser's few connections to a dev server; Host.Forward through the gateway", n, workers)}
+	rpsCPU := newCPURow(rps, "request")
+	rpsCPU.peerShares = true
+	p99 := &bench.Scenario{Name: base + ", p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
+	directRPS := &bench.Scenario{Name: base + ", direct session", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same load through Host.Forward over a direct session, the gateway off the path"}
+	directCPU := newCPURow(directRPS, "request")
+	directCPU.peerShares = true
+	previewRPS := &bench.Scenario{Name: base + ", through the gateway's HTTP preview", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same load as GET /preview/{host}/{port}/ on the gateway with the admin token, the callers' connections to the gateway kept alive, and the gateway's to the target (a direct-tcpip channel each) pooled: a browser on a dev server's preview"}
+	previewCPU := newCPURow(previewRPS, "request")
+	previewCPU.peerShares = true
+	previewP99 := &bench.Scenario{Name: base + ", through the gateway's HTTP preview, p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
+
+	if before != nil {
+		abRow = e.abScenario(previewRPS.Name, "req/s", bench.Higher)
+		abCPU = e.abScenario(previewRPS.Name+", the gateway process's CPU time per request", "ms", bench.Lower)
+		abCPU.Note = "the gateway process's own CPU time (user and system) per request, this build's against the build before's, each preview to its own gateway's host"
+	}
+	for i := range e.cfg.pairs {
+		var (
+			ar, dr, pr, br, bb float64
+			al, pl, bl         []float64
+			ua, ud, up, ub     cpuUse
+			gwb                time.Duration // the before gateway's
+		)
+		sides := []func() error{e.metered(&ua, true, func() (err error) {
+			if ar, al, err = load(ours); err != nil {
+				return fmt.Errorf("hostgate: %w", err)
+			}
+			return nil
+		}), e.metered(&ud, true, func() (err error) {
+			if dr, _, err = load(direct); err != nil {
+				return fmt.Errorf("hostgate over a direct session: %w", err)
+			}
+			return nil
+		}), e.metered(&up, true, func() (err error) {
+			if pr, pl, err = load(preview); err != nil {
+				return fmt.Errorf("hostgate preview: %w", err)
+			}
+			return nil
+		}), e.metered(&ub, false, func() (err error) {
+			if br, bl, err = load(theirs); err != nil {
+				return fmt.Errorf("ssh -L: %w", err)
+			}
+			return nil
+		})}
+		if before != nil {
+			sides = append(sides, func() error {
+				c0, err := bench.ProcessCPU(e.gwBefore.Pid())
+				if err != nil {
+					return err
+				}
+				if bb, _, err = load(before); err != nil {
+					return fmt.Errorf("preview through the gateway before: %w", err)
+				}
+				c1, err := bench.ProcessCPU(e.gwBefore.Pid())
+				gwb = c1 - c0
+				return err
+			})
+		}
+		if err := bench.Alternate(i, sides...); err != nil {
+			return nil, err
+		}
+		rps.Add(ar, br)
+		rpsCPU.add(ua, ub, float64(n))
+		p99.Add(bench.Percentile(al, 99), bench.Percentile(bl, 99))
+		directRPS.Add(dr, br)
+		directCPU.add(ud, ub, float64(n))
+		previewRPS.Add(pr, br)
+		previewCPU.add(up, ub, float64(n))
+		previewP99.Add(bench.Percentile(pl, 99), bench.Percentile(bl, 99))
+		if before != nil {
+			abRow.Add(pr, bb)
+			perReq := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n) }
+			abCPU.Add(perReq(up.gateway), perReq(gwb))
+		}
+	}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, directRPS, directCPU.scenario(), previewRPS, previewCPU.scenario(), previewP99}
+	if before != nil {
+		out = append(out, abRow, abCPU)
+	}
+	return out, nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -43,41 +44,7 @@ type slowLink struct {
 // pipe copies src to dst, each read arriving delay later; it closes dst
 // at src's end. count, when set, sees what passes.
 func (l *slowLink) pipe(dst io.WriteCloser, src io.Reader, count func([]byte)) {
-	type chunk struct {
-		due time.Time
-		b   []byte
-	}
-	ch := make(chan chunk, 1024)
-	l.wg.Add(2)
-	go func() {
-		defer l.wg.Done()
-		defer close(ch)
-		for {
-			b := make([]byte, 64<<10)
-			n, err := src.Read(b)
-			if n > 0 {
-				ch <- chunk{time.Now().Add(l.delay), b[:n]}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		defer l.wg.Done()
-		defer dst.Close()
-		for c := range ch {
-			time.Sleep(time.Until(c.due))
-			if count != nil {
-				count(c.b)
-			}
-			if _, err := dst.Write(c.b); err != nil {
-				for range ch { // let the reader end
-				}
-				return
-			}
-		}
-	}()
+	testenv.DelayedCopy(&l.wg, l.delay, dst, src, count)
 }
 
 // counter returns a counter of the packets in one direction's stream.

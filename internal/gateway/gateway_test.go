@@ -212,7 +212,9 @@ func proveKey(sess *yamux.Session, resp *http.Response, signer ssh.Signer) error
 	if err != nil {
 		return err
 	}
-	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	// The gateway logs in with a certificate its CA signed, which a real
+	// agent checks; the proof is the key exchange's signature.
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) { return nil, nil }}
 	cfg.AddHostKey(signer)
 	c, chans, reqs, err := ssh.NewServerConn(st, cfg)
 	if err != nil {

@@ -76,8 +76,18 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	var partialSuccess []string
 
 	sessionID := c.transport.getSessionID()
-	for auth := AuthMethod(new(noneAuth)); auth != nil; {
-		ok, methods, err := auth.auth(sessionID, config.User, c.transport, config.Rand, extensions)
+	// hostgate: SignFirst starts with the first method, and signs keys
+	// without querying them.
+	first := AuthMethod(new(noneAuth))
+	if config.SignFirst && len(config.Auth) > 0 {
+		first = config.Auth[0]
+	}
+	for auth := first; auth != nil; {
+		a := auth
+		if cb, ok := auth.(publicKeyCallback); ok && config.SignFirst {
+			a = signedPublicKey(cb)
+		}
+		ok, methods, err := a.auth(sessionID, config.User, c.transport, config.Rand, extensions)
 		if err != nil {
 			// On disconnect, return error immediately
 			if _, isDisconnect := err.(*disconnectMsg); isDisconnect {
@@ -143,6 +153,13 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 					break findNext
 				}
 			}
+		}
+
+		if auth == nil && config.SignFirst && !slices.Contains(tried, "none") {
+			// hostgate: what SignFirst left out, once the rest failed: a
+			// server may let "none" in without listing it (RFC 4252 has
+			// it never listed).
+			auth = new(noneAuth)
 		}
 
 		if auth == nil && err != nil {
@@ -332,10 +349,25 @@ func pickSignatureAlgorithm(signer Signer, extensions map[string][]byte) (MultiA
 }
 
 func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte) (authResult, []string, error) {
+	return cb.authQuerying(session, user, c, rand, extensions, true)
+}
+
+// signedPublicKey is publickey authentication without the query of each
+// key: its request goes signed at once (ClientConfig.SignFirst). hostgate.
+type signedPublicKey publicKeyCallback
+
+func (cb signedPublicKey) method() string { return "publickey" }
+
+func (cb signedPublicKey) auth(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte) (authResult, []string, error) {
+	return publicKeyCallback(cb).authQuerying(session, user, c, rand, extensions, false)
+}
+
+func (cb publicKeyCallback) authQuerying(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte, query bool) (authResult, []string, error) {
 	// Authentication is performed by sending an enquiry to test if a key is
 	// acceptable to the remote. If the key is acceptable, the client will
 	// attempt to authenticate with the valid key.  If not the client will repeat
-	// the process with the remaining keys.
+	// the process with the remaining keys. hostgate: without query, the
+	// signed request alone, whose failure says the key was not accepted.
 
 	signers, err := cb()
 	if err != nil {
@@ -356,26 +388,31 @@ func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand
 			errSigAlgo = err
 			continue
 		}
-		ok, err := validateKey(pub, algo, user, c)
-		if err != nil {
-			return authFailure, nil, err
+		ok := true
+		if query {
+			if ok, err = validateKey(pub, algo, user, c); err != nil {
+				return authFailure, nil, err
+			}
 		}
 		// OpenSSH 7.2-7.7 advertises support for rsa-sha2-256 and rsa-sha2-512
 		// in the "server-sig-algs" extension but doesn't support these
 		// algorithms for certificate authentication, so if the server rejects
 		// the key try to use the obtained algorithm as if "server-sig-algs" had
 		// not been implemented if supported from the algorithm signer.
-		if !ok && idx < origSignersLen && isRSACert(algo) && algo != CertAlgoRSAv01 {
-			if slices.Contains(as.Algorithms(), KeyAlgoRSA) {
-				// We retry using the compat algorithm after all signers have
-				// been tried normally.
-				signers = append(signers, &multiAlgorithmSigner{
-					AlgorithmSigner:     as,
-					supportedAlgorithms: []string{KeyAlgoRSA},
-				})
+		retryCompat := func() {
+			if idx < origSignersLen && isRSACert(algo) && algo != CertAlgoRSAv01 {
+				if slices.Contains(as.Algorithms(), KeyAlgoRSA) {
+					// We retry using the compat algorithm after all signers have
+					// been tried normally.
+					signers = append(signers, &multiAlgorithmSigner{
+						AlgorithmSigner:     as,
+						supportedAlgorithms: []string{KeyAlgoRSA},
+					})
+				}
 			}
 		}
 		if !ok {
+			retryCompat()
 			continue
 		}
 
@@ -419,6 +456,10 @@ func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand
 		// allowed methods, do not attempt to authenticate with any other keys.
 		if success == authSuccess || success == authPartialSuccess || !slices.Contains(methods, cb.method()) {
 			return success, methods, err
+		}
+		if !query {
+			// Refused unqueried: the failure is the query's answer.
+			retryCompat()
 		}
 	}
 

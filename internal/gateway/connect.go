@@ -656,7 +656,7 @@ func proveHostKey(ctx context.Context, sess *yamux.Session, callers bool, pub ss
 		// ML-KEM hybrid, which a burst of first enrollments (10,000
 		// agents) pays per host.
 		Config: ssh.Config{KeyExchanges: []string{ssh.KeyExchangeCurve25519}},
-		// The certificate is the agent's to take: signed at once, two
+		// The certificate is the agent's to take: signed at once, three
 		// round trips fewer in every tunnel's enrollment.
 		SignFirst: true,
 	})

@@ -356,17 +356,18 @@ type ClientConfig struct {
 	// yes), which nothing else in the protocol says.
 	DebugCallback func(message string)
 
-	// SignFirst, when set, leaves out the two round trips a client
+	// SignFirst, when set, leaves out the three round trips a client
 	// spends before its first signature: the "none" request that asks
-	// the server for its methods, and the query of each public key
-	// before it signs with it. The client starts with the first of Auth,
-	// and a publickey method sends each key's request signed. Each left
-	// out is a round trip of a connection's setup: through a relay, a
-	// wake of every process on the path both ways. For a client whose
-	// one key the server takes (a certificate it signed for the
-	// connection); one that offers several would sign for keys the
-	// server refuses. "none" is still tried once every method in Auth
-	// has failed. hostgate.
+	// the server for its methods, the query of each public key before it
+	// signs with it, and the wait for the userauth service's acceptance.
+	// The client starts with the first of Auth, a publickey method sends
+	// each key's request signed, and the first key's (not an RSA key's)
+	// goes out behind the service request. Each left out is a round trip
+	// of a connection's setup: through a relay, a wake of every process
+	// on the path both ways. For a client whose one key the server takes
+	// (a certificate it signed for the connection); one that offers
+	// several would sign for keys the server refuses. "none" is still
+	// tried once every method in Auth has failed. hostgate.
 	SignFirst bool
 }
 

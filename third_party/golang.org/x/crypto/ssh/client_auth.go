@@ -33,6 +33,19 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	if err := c.transport.writePacket(Marshal(&serviceRequestMsg{serviceUserAuth})); err != nil {
 		return err
 	}
+	sessionID := c.transport.getSessionID()
+	// hostgate: with SignFirst, the first key's signed request goes out
+	// behind the service request, without waiting for its acceptance.
+	var ahead *signedPublicKey
+	if config.SignFirst && len(config.Auth) > 0 {
+		if cb, ok := config.Auth[0].(publicKeyCallback); ok {
+			a, err := signAhead(cb, sessionID, config.User, c.transport, config.Rand)
+			if err != nil {
+				return err
+			}
+			ahead = &a
+		}
+	}
 	packet, err := c.transport.readPacket()
 	if err != nil {
 		return err
@@ -75,7 +88,6 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	var lastMethods []string
 	var partialSuccess []string
 
-	sessionID := c.transport.getSessionID()
 	// hostgate: SignFirst starts with the first method, and signs keys
 	// without querying them.
 	first := AuthMethod(new(noneAuth))
@@ -85,7 +97,10 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	for auth := first; auth != nil; {
 		a := auth
 		if cb, ok := auth.(publicKeyCallback); ok && config.SignFirst {
-			a = signedPublicKey(cb)
+			a = signedPublicKey{cb: cb}
+			if ahead != nil {
+				a, ahead = *ahead, nil
+			}
 		}
 		ok, methods, err := a.auth(sessionID, config.User, c.transport, config.Rand, extensions)
 		if err != nil {
@@ -349,29 +364,94 @@ func pickSignatureAlgorithm(signer Signer, extensions map[string][]byte) (MultiA
 }
 
 func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte) (authResult, []string, error) {
-	return cb.authQuerying(session, user, c, rand, extensions, true)
+	return cb.authQuerying(session, user, c, rand, extensions, true, nil, false)
 }
 
 // signedPublicKey is publickey authentication without the query of each
-// key: its request goes signed at once (ClientConfig.SignFirst). hostgate.
-type signedPublicKey publicKeyCallback
-
-func (cb signedPublicKey) method() string { return "publickey" }
-
-func (cb signedPublicKey) auth(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte) (authResult, []string, error) {
-	return publicKeyCallback(cb).authQuerying(session, user, c, rand, extensions, false)
+// key: its request goes signed at once (ClientConfig.SignFirst). With
+// sent, signers (cb's, asked once) are the keys, and the first one's
+// request has gone out already (signAhead): its answer is read. hostgate.
+type signedPublicKey struct {
+	cb      publicKeyCallback
+	signers []Signer
+	sent    bool
 }
 
-func (cb publicKeyCallback) authQuerying(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte, query bool) (authResult, []string, error) {
+func (k signedPublicKey) method() string { return "publickey" }
+
+func (k signedPublicKey) auth(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte) (authResult, []string, error) {
+	return k.cb.authQuerying(session, user, c, rand, extensions, false, k.signers, k.sent)
+}
+
+// signAhead sends the first of cb's keys' request, signed, before the
+// server has accepted the userauth service (it answers in order), so that
+// the login takes the service's round trip: hostgate. Not an RSA key,
+// whose signature algorithm waits for the server's server-sig-algs, and
+// not when cb fails or gives none (they fail in turn, as without it).
+func signAhead(cb publicKeyCallback, session []byte, user string, c packetConn, rand io.Reader) (signedPublicKey, error) {
+	k := signedPublicKey{cb: cb}
+	signers, err := cb()
+	if err != nil || len(signers) == 0 || isRSA(signers[0].PublicKey().Type()) {
+		return k, nil
+	}
+	k.signers = signers
+	as, algo, err := pickSignatureAlgorithm(signers[0], nil)
+	if err != nil {
+		return k, nil
+	}
+	p, err := signedAuthRequest(as, algo, session, user, cb.method(), signers[0].PublicKey(), rand)
+	if err != nil {
+		return k, nil
+	}
+	if err := c.writePacket(p); err != nil {
+		return k, err
+	}
+	k.sent = true
+	return k, nil
+}
+
+// signedAuthRequest is a publickey request for pub signed with as's algo.
+func signedAuthRequest(as AlgorithmSigner, algo string, session []byte, user, method string, pub PublicKey, rand io.Reader) ([]byte, error) {
+	pubKey := pub.Marshal()
+	data := buildDataSignedForAuth(session, userAuthRequestMsg{
+		User:    user,
+		Service: serviceSSH,
+		Method:  method,
+	}, algo, pubKey)
+	sign, err := as.SignWithAlgorithm(rand, data, underlyingAlgo(algo))
+	if err != nil {
+		return nil, err
+	}
+
+	// manually wrap the serialized signature in a string
+	s := Marshal(sign)
+	sig := make([]byte, stringLength(len(s)))
+	marshalString(sig, s)
+	msg := publickeyAuthMsg{
+		User:     user,
+		Service:  serviceSSH,
+		Method:   method,
+		HasSig:   true,
+		Algoname: algo,
+		PubKey:   pubKey,
+		Sig:      sig,
+	}
+	return Marshal(&msg), nil
+}
+
+func (cb publicKeyCallback) authQuerying(session []byte, user string, c packetConn, rand io.Reader, extensions map[string][]byte, query bool, signers []Signer, sent bool) (authResult, []string, error) {
 	// Authentication is performed by sending an enquiry to test if a key is
 	// acceptable to the remote. If the key is acceptable, the client will
 	// attempt to authenticate with the valid key.  If not the client will repeat
 	// the process with the remaining keys. hostgate: without query, the
-	// signed request alone, whose failure says the key was not accepted.
+	// signed request alone, whose failure says the key was not accepted;
+	// with sent, the first signer's request is out already.
 
-	signers, err := cb()
-	if err != nil {
-		return authFailure, nil, err
+	if signers == nil {
+		var err error
+		if signers, err = cb(); err != nil {
+			return authFailure, nil, err
+		}
 	}
 	var methods []string
 	var errSigAlgo error
@@ -381,7 +461,7 @@ func (cb publicKeyCallback) authQuerying(session []byte, user string, c packetCo
 		signer := signers[idx]
 		pub := signer.PublicKey()
 		as, algo, err := pickSignatureAlgorithm(signer, extensions)
-		if err != nil && errSigAlgo == nil {
+		if err != nil && errSigAlgo == nil && (!sent || idx > 0) {
 			// If we cannot negotiate a signature algorithm store the first
 			// error so we can return it to provide a more meaningful message if
 			// no other signers work.
@@ -416,33 +496,14 @@ func (cb publicKeyCallback) authQuerying(session []byte, user string, c packetCo
 			continue
 		}
 
-		pubKey := pub.Marshal()
-		data := buildDataSignedForAuth(session, userAuthRequestMsg{
-			User:    user,
-			Service: serviceSSH,
-			Method:  cb.method(),
-		}, algo, pubKey)
-		sign, err := as.SignWithAlgorithm(rand, data, underlyingAlgo(algo))
-		if err != nil {
-			return authFailure, nil, err
-		}
-
-		// manually wrap the serialized signature in a string
-		s := Marshal(sign)
-		sig := make([]byte, stringLength(len(s)))
-		marshalString(sig, s)
-		msg := publickeyAuthMsg{
-			User:     user,
-			Service:  serviceSSH,
-			Method:   cb.method(),
-			HasSig:   true,
-			Algoname: algo,
-			PubKey:   pubKey,
-			Sig:      sig,
-		}
-		p := Marshal(&msg)
-		if err := c.writePacket(p); err != nil {
-			return authFailure, nil, err
+		if !sent || idx > 0 {
+			p, err := signedAuthRequest(as, algo, session, user, cb.method(), pub, rand)
+			if err != nil {
+				return authFailure, nil, err
+			}
+			if err := c.writePacket(p); err != nil {
+				return authFailure, nil, err
+			}
 		}
 		var success authResult
 		success, methods, err = handleAuthResponse(c)

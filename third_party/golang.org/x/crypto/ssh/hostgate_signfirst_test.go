@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"net"
 	"slices"
@@ -215,7 +216,7 @@ func TestHostgateSignedPublicKeyOneMessage(t *testing.T) {
 		method AuthMethod
 		want   []bool // HasSig of each request
 	}{
-		{"signedPublicKey", signedPublicKey(publicKeyCallback(func() ([]Signer, error) { return []Signer{key}, nil })), []bool{true}},
+		{"signedPublicKey", signedPublicKey{cb: publicKeyCallback(func() ([]Signer, error) { return []Signer{key}, nil })}, []bool{true}},
 		{"publicKeyCallback", PublicKeys(key), []bool{false, true}},
 	} {
 		conn := &recordingConn{answer: answer}
@@ -245,5 +246,43 @@ func TestHostgateSignedPublicKeyOneMessage(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: requests signed %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestHostgateSignAhead: signAhead sends the first key's request signed,
+// and the method it returns reads that request's answer without sending
+// another; an RSA key is left to the login, whose algorithm waits for the
+// server's list.
+func TestHostgateSignAhead(t *testing.T) {
+	key := signFirstSigner(t)
+	conn := &recordingConn{answer: func([]byte) []byte { return []byte{msgUserAuthSuccess} }}
+	cb := publicKeyCallback(func() ([]Signer, error) { return []Signer{key}, nil })
+	k, err := signAhead(cb, []byte("session id"), "u", conn, rand.Reader)
+	if err != nil || !k.sent || len(conn.written) != 1 {
+		t.Fatalf("signAhead: sent %v, %d requests written, %v", k.sent, len(conn.written), err)
+	}
+	var m publickeyAuthMsg
+	if err := Unmarshal(conn.written[0], &m); err != nil || !m.HasSig {
+		t.Fatalf("signAhead wrote %v (%v), want a signed publickey request", m, err)
+	}
+	if ok, _, err := k.auth([]byte("session id"), "u", conn, rand.Reader, nil); err != nil || ok != authSuccess {
+		t.Fatalf("the answer: %v, %v", ok, err)
+	}
+	if len(conn.written) != 1 {
+		t.Errorf("the login wrote %d requests after signAhead's, want none", len(conn.written)-1)
+	}
+
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaSigner, err := NewSignerFromKey(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn = &recordingConn{}
+	k, err = signAhead(publicKeyCallback(func() ([]Signer, error) { return []Signer{rsaSigner}, nil }), []byte("session id"), "u", conn, rand.Reader)
+	if err != nil || k.sent || len(conn.written) != 0 {
+		t.Errorf("an RSA key: sent %v, %d written, %v; want it left to the login", k.sent, len(conn.written), err)
 	}
 }

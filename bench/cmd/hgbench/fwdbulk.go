@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
 )
 
@@ -35,18 +34,11 @@ func (e *env) forwardBulk(ctx context.Context) ([]*bench.Scenario, error) {
 	defer sink.Close()
 	target := sink.ln.Addr().String()
 
-	fw, err := e.host.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	fw, directFw, err := e.forwardsTo(ctx, target)
 	if err != nil {
 		return nil, err
 	}
 	defer fw.Close()
-	// The same forward over a direct session (e.direct: the Go client
-	// straight to the agent's --direct listener), where the host can be
-	// reached.
-	directFw, err := e.direct.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
-	if err != nil {
-		return nil, fmt.Errorf("forward over a direct session: %w", err)
-	}
 	defer directFw.Close()
 	proxied, err := e.sshThroughProxy(ctx, target, e.cfg.gatewayBin, "proxied", true, false)
 	if err != nil {

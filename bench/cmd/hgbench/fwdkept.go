@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bench"
 )
 
@@ -19,34 +17,18 @@ import (
 // keeps its connections alive; each side's clients open one connection
 // apiece, which carries all their requests.
 func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	rig, err := e.startForwards(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	}), ReadHeaderTimeout: 10 * time.Second}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Close(); wg.Wait() }()
-	target := ln.Addr().String()
-
-	fw, err := e.host.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
-	if err != nil {
-		return nil, err
-	}
-	defer fw.Close()
-	directFw, err := e.direct.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
-	if err != nil {
-		return nil, fmt.Errorf("forward over a direct session: %w", err)
-	}
-	defer directFw.Close()
+	defer rig.Close()
+	web, fw, directFw := rig.web, rig.relay, rig.direct
+	target := web.addr()
 	peerAddr, err := e.sshd.forwardL(ctx, target)
 	if err != nil {
 		return nil, err
 	}
-	previewURL := fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, ln.Addr().(*net.TCPAddr).Port)
+	previewURL := e.previewURL(web)
 
 	workers, n := e.cfg.fwdWorkers, e.cfg.keptN
 	// One transport per side for the whole scenario, its connections
@@ -68,7 +50,7 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	var before *side
 	var abRow, abCPU *bench.Scenario
 	if e.gwBefore != nil {
-		before = newSide(fmt.Sprintf("%s/preview/before/%d/", e.gwBefore.url, ln.Addr().(*net.TCPAddr).Port), e.gwBefore.admin)
+		before = newSide(fmt.Sprintf("%s/preview/before/%d/", e.gwBefore.url, web.ln.Addr().(*net.TCPAddr).Port), e.gwBefore.admin)
 		all = append(all, before)
 	}
 	for _, s := range all {

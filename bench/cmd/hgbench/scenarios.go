@@ -474,36 +474,16 @@ func (e *env) exec(ctx context.Context) ([]*bench.Scenario, error) {
 // ssh master, a process of its own; the extra row runs Host.Forward in a
 // child hgbench (fwdproc.go) to show what that difference is worth.
 func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	}), ReadHeaderTimeout: 10 * time.Second}
 	// Every response closes its connection: the clients ask for that
 	// anyway, and the gateway's preview proxy, which would otherwise keep
 	// its upstream connection, opens a new channel per request too.
-	srv.SetKeepAlivesEnabled(false)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Close(); wg.Wait() }()
-	target := ln.Addr().String()
-
-	fw, err := e.host.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
+	rig, err := e.startForwards(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	defer fw.Close()
-	// The same forward over a direct session: the client straight to the
-	// agent's own listener, which the gateway admitted (agent connect
-	// --direct), where the host can be reached.
-	directFw, err := e.direct.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
-	if err != nil {
-		return nil, fmt.Errorf("forward over a direct session: %w", err)
-	}
-	defer directFw.Close()
+	defer rig.Close()
+	web, fw, directFw := rig.web, rig.relay, rig.direct
+	target := web.addr()
 	child, childAddr, err := e.forwardProc(target)
 	if err != nil {
 		return nil, fmt.Errorf("forward child: %w", err)
@@ -558,7 +538,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	directP99 := &bench.Scenario{Name: "local forward, HTTP request p99, direct session", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
-	previewURL := fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, ln.Addr().(*net.TCPAddr).Port)
+	previewURL := e.previewURL(web)
 	previewRPS := &bench.Scenario{Name: "local forward, small HTTP requests, through the gateway's HTTP preview", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load as GET /preview/{host}/{port}/ on the gateway with the admin token: the gateway is the SSH client and opens a direct-tcpip channel to the agent per request (the target closes every connection); no SSH on the caller's side"}
 	previewCPU := newCPURow(previewRPS, "request")
@@ -649,6 +629,84 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		out = append(out, ab)
 	}
 	return out, nil
+}
+
+// okServer is an HTTP server on loopback that answers every request
+// "ok\n": the forward rows' target.
+type okServer struct {
+	ln  net.Listener
+	srv *http.Server
+	wg  sync.WaitGroup
+}
+
+// startOK starts an okServer, which keeps its connections alive or closes
+// each after its response.
+func startOK(keepAlive bool) (*okServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	o := &okServer{ln: ln, srv: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	}), ReadHeaderTimeout: 10 * time.Second}}
+	o.srv.SetKeepAlivesEnabled(keepAlive)
+	o.wg.Go(func() { _ = o.srv.Serve(ln) })
+	return o, nil
+}
+
+func (o *okServer) addr() string { return o.ln.Addr().String() }
+
+func (o *okServer) Close() {
+	_ = o.srv.Close()
+	o.wg.Wait()
+}
+
+// previewURL is the gateway's preview of o on the bench host.
+func (e *env) previewURL(o *okServer) string {
+	return fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, o.ln.Addr().(*net.TCPAddr).Port)
+}
+
+// forwardsTo starts a local forward to target through the gateway's relay
+// and the same over a direct session: the client straight to the agent's
+// own listener, which the gateway admitted (agent connect --direct), where
+// the host can be reached.
+func (e *env) forwardsTo(ctx context.Context, target string) (relay, direct *hostgate.Forwarding, err error) {
+	spec := hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target}
+	if relay, err = e.host.Forward(ctx, spec); err != nil {
+		return nil, nil, err
+	}
+	if direct, err = e.direct.Forward(ctx, spec); err != nil {
+		_ = relay.Close()
+		return nil, nil, fmt.Errorf("forward over a direct session: %w", err)
+	}
+	return relay, direct, nil
+}
+
+// forwards is an okServer and the two forwards to it, through the relay
+// and over a direct session.
+type forwards struct {
+	web           *okServer
+	relay, direct *hostgate.Forwarding
+}
+
+// startForwards starts an okServer (see startOK) and forwardsTo it.
+func (e *env) startForwards(ctx context.Context, keepAlive bool) (*forwards, error) {
+	web, err := startOK(keepAlive)
+	if err != nil {
+		return nil, err
+	}
+	relay, direct, err := e.forwardsTo(ctx, web.addr())
+	if err != nil {
+		web.Close()
+		return nil, err
+	}
+	return &forwards{web: web, relay: relay, direct: direct}, nil
+}
+
+func (f *forwards) Close() {
+	_ = f.relay.Close()
+	_ = f.direct.Close()
+	f.web.Close()
 }
 
 // forwardOver starts a local forward to target over c alone (a Host with

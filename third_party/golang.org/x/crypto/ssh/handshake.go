@@ -173,11 +173,16 @@ func newClientTransport(conn keyingTransport, clientVersion, serverVersion []byt
 	return t
 }
 
-func newServerTransport(conn keyingTransport, clientVersion, serverVersion []byte, config *ServerConfig) *handshakeTransport {
-	t := newHandshakeTransport(conn, &config.Config, clientVersion, serverVersion)
+// newServerTransportEarly is a server's transport before the client's
+// version is known: its key exchange loop sends the KEXINIT at once, and
+// the caller sets clientVersion and then starts the read loop, whose first
+// KEXINIT from the peer starts the exchange that needs the version.
+// hostgate: upstream's newServerTransport took the version and started
+// both loops.
+func newServerTransportEarly(conn keyingTransport, serverVersion []byte, config *ServerConfig) *handshakeTransport {
+	t := newHandshakeTransport(conn, &config.Config, nil, serverVersion)
 	t.hostKeys = config.hostKeys
 	t.publicKeyAuthAlgorithms = config.PublicKeyAuthAlgorithms
-	go t.readLoop()
 	go t.kexLoop()
 	return t
 }

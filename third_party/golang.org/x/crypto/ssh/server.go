@@ -438,14 +438,27 @@ func (s *connection) serverHandshake(config *ServerConfig) (*Permissions, error)
 	} else {
 		s.serverVersion = []byte(packageVersion)
 	}
-	var err error
-	s.clientVersion, err = exchangeVersions(s.sshConn.conn, s.serverVersion)
-	if err != nil {
+	// hostgate: the KEXINIT goes out behind the version line, before the
+	// client's version is read, so that a client that waits for the
+	// server's version finds the KEXINIT with it and answers with its
+	// key exchange at once: half a round trip of every connection's
+	// setup. The read loop starts once the version line is read.
+	if err := writeVersion(s.sshConn.conn, s.serverVersion); err != nil {
 		return nil, err
 	}
-
 	tr := newTransport(s.sshConn.conn, config.Rand, false /* not client */)
-	s.transport = newServerTransport(tr, s.clientVersion, s.serverVersion, config)
+	ht := newServerTransportEarly(tr, s.serverVersion, config)
+	s.transport = ht
+	var err error
+	s.clientVersion, err = readVersion(s.sshConn.conn)
+	if err != nil {
+		// The read loop ends the key exchange loop as it ends, at the
+		// conn's close (NewServerConn closes it on an error).
+		go ht.readLoop()
+		return nil, err
+	}
+	ht.clientVersion = s.clientVersion
+	go ht.readLoop()
 
 	if err := s.transport.waitSession(); err != nil {
 		return nil, err

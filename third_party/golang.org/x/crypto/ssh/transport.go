@@ -338,6 +338,16 @@ const packageVersion = "SSH-2.0-Go"
 // be US ASCII, start with "SSH-2.0-", and should not include a
 // newline. exchangeVersions returns the other side's version line.
 func exchangeVersions(rw io.ReadWriter, versionLine []byte) (them []byte, err error) {
+	if err := writeVersion(rw, versionLine); err != nil {
+		return nil, err
+	}
+	them, err = readVersion(rw)
+	return them, err
+}
+
+// writeVersion writes our version line: exchangeVersions' first half
+// (hostgate: a server sends its KEXINIT before the second).
+func writeVersion(w io.Writer, versionLine []byte) error {
 	// Contrary to the RFC, we do not ignore lines that don't
 	// start with "SSH-2.0-" to make the library usable with
 	// nonconforming servers.
@@ -345,15 +355,11 @@ func exchangeVersions(rw io.ReadWriter, versionLine []byte) (them []byte, err er
 		// The spec disallows non US-ASCII chars, and
 		// specifically forbids null chars.
 		if c < 32 {
-			return nil, errors.New("ssh: junk character in version line")
+			return errors.New("ssh: junk character in version line")
 		}
 	}
-	if _, err = rw.Write(append(versionLine, '\r', '\n')); err != nil {
-		return
-	}
-
-	them, err = readVersion(rw)
-	return them, err
+	_, err := w.Write(append(versionLine, '\r', '\n'))
+	return err
 }
 
 // maxVersionStringBytes is the maximum number of bytes that we'll

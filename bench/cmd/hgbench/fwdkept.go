@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -28,7 +27,7 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	previewURL := e.previewURL(web)
+	previewURL := web.previewURL(e.gw, benchHostID)
 
 	workers, n := e.cfg.fwdWorkers, e.cfg.keptN
 	// One transport per side for the whole scenario, its connections
@@ -50,7 +49,7 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	var before *side
 	var abRow, abCPU *bench.Scenario
 	if e.gwBefore != nil {
-		before = newSide(fmt.Sprintf("%s/preview/before/%d/", e.gwBefore.url, web.ln.Addr().(*net.TCPAddr).Port), e.gwBefore.admin)
+		before = newSide(web.previewURL(e.gwBefore, "before"), e.gwBefore.admin)
 		all = append(all, before)
 	}
 	for _, s := range all {

@@ -538,7 +538,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 	directP99 := &bench.Scenario{Name: "local forward, HTTP request p99, direct session", Unit: "ms", PeerName: peer, Better: bench.Lower}
 	ownRPS := &bench.Scenario{Name: "local forward, small HTTP requests, Host.Forward in its own process", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load; Host.Forward runs in a child process, as ssh -L runs in the ssh master, instead of sharing the harness's Go runtime with the HTTP client and server"}
-	previewURL := e.previewURL(web)
+	previewURL := web.previewURL(e.gw, benchHostID)
 	previewRPS := &bench.Scenario{Name: "local forward, small HTTP requests, through the gateway's HTTP preview", Unit: "req/s", PeerName: peer, Better: bench.Higher,
 		Note: "the same load as GET /preview/{host}/{port}/ on the gateway with the admin token: the gateway is the SSH client and opens a direct-tcpip channel to the agent per request (the target closes every connection); no SSH on the caller's side"}
 	previewCPU := newCPURow(previewRPS, "request")
@@ -661,9 +661,9 @@ func (o *okServer) Close() {
 	o.wg.Wait()
 }
 
-// previewURL is the gateway's preview of o on the bench host.
-func (e *env) previewURL(o *okServer) string {
-	return fmt.Sprintf("%s/preview/%s/%d/", e.gw.url, benchHostID, o.ln.Addr().(*net.TCPAddr).Port)
+// previewURL is gw's preview of o on host.
+func (o *okServer) previewURL(gw *gateway, host string) string {
+	return fmt.Sprintf("%s/preview/%s/%d/", gw.url, host, o.ln.Addr().(*net.TCPAddr).Port)
 }
 
 // forwardsTo starts a local forward to target through the gateway's relay

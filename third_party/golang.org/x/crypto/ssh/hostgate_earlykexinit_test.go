@@ -33,7 +33,17 @@ func earlyServerConfig(t *testing.T) *ServerConfig {
 // waits for the version finds the KEXINIT with it.
 func TestHostgateServerKexInitFirst(t *testing.T) {
 	srv, cli := testConnPair(t)
-	go func() { _, _, _, _ = NewServerConn(srv, earlyServerConfig(t)) }()
+	cfg := earlyServerConfig(t)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_, _, _, _ = NewServerConn(srv, cfg)
+	}()
+	defer func() {
+		// The server waits for a version line until the conn closes.
+		_ = cli.Close()
+		<-served
+	}()
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
 	r := bufio.NewReader(cli)
 	line, err := r.ReadString('\n')
@@ -59,9 +69,10 @@ func TestHostgateServerKexInitFirst(t *testing.T) {
 func TestHostgateServerJunkVersionEnds(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv, cli := testConnPair(t)
+	cfg := earlyServerConfig(t)
 	done := make(chan error, 1)
 	go func() {
-		_, _, _, err := NewServerConn(srv, earlyServerConfig(t))
+		_, _, _, err := NewServerConn(srv, cfg)
 		done <- err
 	}()
 	if _, err := cli.Write([]byte(strings.Repeat("x", 300))); err != nil {

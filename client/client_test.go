@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,5 +358,38 @@ func TestReconnectsKeepTheirCertificate(t *testing.T) {
 	}
 	if n, d := certs.Load(), dials.Load(); n != 3 || d != 8 {
 		t.Fatalf("after a failed handshake: %d certificates, %d dials; want 3 (the failed one forgotten) and 8", n, d)
+	}
+}
+
+// Dial asks for the host's record together with its certificate, not one
+// after the other: a round trip less for a program far from its gateway
+// (BenchmarkDialLatency). The record's answer here waits for the
+// certificate's request, which a Dial asking in turn sends only after it.
+func TestDialAsksForTheRecordWithTheCertificate(t *testing.T) {
+	certAsked := make(chan struct{})
+	var once sync.Once
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/hosts/box", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-certAsked:
+		case <-time.After(10 * time.Second):
+			http.Error(w, "no certificate was asked for while the record was", http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"box","kind":"machine","hostKey":"SHA256:x","connected":false}`)
+	})
+	mux.HandleFunc("POST /v1/hosts/box/certificates", func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(certAsked) })
+		_, _ = io.WriteString(w, `{"certificate":"x","validBefore":"2999-01-01T00:00:00Z","hostKey":"SHA256:x"}`)
+	})
+	mux.HandleFunc("GET /v1/hosts/box/ssh", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":"host_offline","message":"host box: not connected to the gateway"}}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	if _, err := Dial(t.Context(), srv.URL, "tok", "box"); !errors.Is(err, ErrOffline) {
+		t.Fatalf("Dial of an offline host: %v, want ErrOffline", err)
 	}
 }

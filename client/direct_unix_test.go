@@ -36,7 +36,7 @@ type directGateway struct {
 	failed   []string
 }
 
-func newDirectGateway(t *testing.T, direct func() []string) *directGateway {
+func newDirectGateway(t testing.TB, direct func() []string) *directGateway {
 	t.Helper()
 	_, caKey, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -77,6 +77,11 @@ type WebSocketOptions struct {
 	// round 48). A failed write is then that Write's error, not the next
 	// one's.
 	WriteThrough bool
+	// Predialed is the connection PredialWebSocket made for this dial
+	// (with the same url and RootCAs): the handshake goes out on it, not
+	// on one dialed now, where it is still fresh. Optional; the dial
+	// takes it at most once, and ignores it with a caller's HTTPClient.
+	Predialed *Predialed
 }
 
 // DefaultHandshakeTimeout bounds DialWebSocket's opening handshake. A
@@ -162,7 +167,7 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	hc, cork := o.HTTPClient, (*corkSlot)(nil)
 	if hc == nil {
 		// Our own transport, so the dialed conn can be corked (see corkConn).
-		cork = new(corkSlot)
+		cork = &corkSlot{pre: o.Predialed}
 		ctx = context.WithValue(ctx, corkSlotKey{}, cork)
 		hc = corkClient()
 		if o.RootCAs != nil {
@@ -702,8 +707,9 @@ func (e *tlsHandshakeTimeout) Unwrap() error   { return os.ErrDeadlineExceeded }
 // (the transport keeps no idle conns), and the WebSocket is on the last
 // conn, never on an earlier one.
 type corkSlot struct {
-	c atomic.Pointer[corkConn]
-	t atomic.Pointer[tlsFrames]
+	c   atomic.Pointer[corkConn]
+	t   atomic.Pointer[tlsFrames]
+	pre *Predialed // WebSocketOptions.Predialed; nil: none
 }
 
 type corkSlotKey struct{}
@@ -711,11 +717,25 @@ type corkSlotKey struct{}
 // corkClient is the HTTP client DialWebSocket uses when the caller gives
 // none: http.DefaultTransport's settings, its dialed conns wrapped in
 // corkConn.
-var corkClient = sync.OnceValue(func() *http.Client { return newCorkClient(nil) })
+var corkClient = sync.OnceValue(func() *http.Client { return defaultCork().client() })
+
+// defaultCork is corkClient's dialer, which PredialWebSocket dials with
+// when its caller gives no RootCAs.
+var defaultCork = sync.OnceValue(func() *corkDialer { return newCorkDialer(nil) })
 
 // newCorkClient is corkClient's making, with roots (nil: the system's)
 // as the CAs its TLS trusts.
-func newCorkClient(roots *x509.CertPool) *http.Client {
+func newCorkClient(roots *x509.CertPool) *http.Client { return newCorkDialer(roots).client() }
+
+// corkDialer dials the conns of this package's transport tr: TCP conns
+// wrapped in corkConn, and over TLS (to a wss:// gateway, or to an
+// https:// proxy) TLS conns on them whose frames it writes (tlsFrames).
+type corkDialer struct {
+	tr *http.Transport
+	d  *net.Dialer
+}
+
+func newCorkDialer(roots *x509.CertPool) *corkDialer {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if roots != nil {
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
@@ -726,71 +746,98 @@ func newCorkClient(roots *x509.CertPool) *http.Client {
 	// request's (an idle conn taken instead would have left the request's
 	// own dial to another request, and its slot pointing at that one).
 	tr.DisableKeepAlives = true
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	dial := func(ctx context.Context, network, addr string) (*corkConn, error) {
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	return &corkDialer{tr: tr, d: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+}
+
+// client is the HTTP client on cd's transport. A dial fills the cork slot
+// in its request's context, and takes the slot's predialed conn where
+// there is one for its address.
+func (cd *corkDialer) client() *http.Client {
+	cd.tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		s, _ := ctx.Value(corkSlotKey{}).(*corkSlot)
+		cc, _ := s.predialed(addr, false).(*corkConn)
+		if cc == nil {
+			var err error
+			if cc, err = cd.dialTCP(ctx, network, addr); err != nil {
+				return nil, err
+			}
 		}
-		cc := &corkConn{Conn: conn, ra: newReadAhead(conn, nil), rw: newRawWriter(conn)}
-		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
+		if s != nil {
 			s.c.Store(cc)
 		}
 		return cc, nil
 	}
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return dial(ctx, network, addr)
-	}
-	// The first TLS on a conn the transport dialed is ours too: to a
-	// wss:// gateway, or to an https:// proxy (HTTPS_PROXY). The frames go
-	// to it in large writes where the WebSocket is its plaintext
-	// (tlsFrames: a wss:// gateway, or a ws:// one sent to the proxy). TLS
-	// inside a proxy's CONNECT tunnel or SOCKS5 stays the transport's, and
-	// the frames coder/websocket's. The dial does what the transport's
-	// would: its TLSClientConfig, the host as server name, no ALPN (the
-	// transport offers none for a WebSocket request, which is HTTP/1.1
-	// only; its own config offers h2 once it has made a request), its
-	// handshake timeout, an error that is a timeout. What the transport no
-	// longer does for these conns: httptrace's TLS hooks do not fire, and
-	// the handshake response's TLS field is nil.
-	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		cc, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg := &tls.Config{}
-		if tr.TLSClientConfig != nil {
-			cfg = tr.TLSClientConfig.Clone()
-		}
-		if cfg.ServerName == "" {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				host = addr
+	cd.tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		s, _ := ctx.Value(corkSlotKey{}).(*corkSlot)
+		tf, _ := s.predialed(addr, true).(*tlsFrames)
+		if tf == nil {
+			var err error
+			if tf, err = cd.dialTLS(ctx, network, addr); err != nil {
+				return nil, err
 			}
-			cfg.ServerName = host
 		}
-		cfg.NextProtos = nil
-		hctx := ctx
-		if tr.TLSHandshakeTimeout > 0 {
-			var cancel context.CancelFunc
-			hctx, cancel = context.WithTimeout(ctx, tr.TLSHandshakeTimeout)
-			defer cancel()
-		}
-		tc := tls.Client(cc, cfg)
-		if err := tc.HandshakeContext(hctx); err != nil {
-			_ = cc.Close()
-			if ctx.Err() == nil && hctx.Err() != nil {
-				return nil, &tlsHandshakeTimeout{addr, tr.TLSHandshakeTimeout}
-			}
-			return nil, fmt.Errorf("bytestream: TLS handshake with %s: %w", addr, err)
-		}
-		tf := &tlsFrames{Conn: tc, tcp: cc}
-		if s, ok := ctx.Value(corkSlotKey{}).(*corkSlot); ok {
+		if s != nil {
+			s.c.Store(tf.tcp)
 			s.t.Store(tf)
 		}
 		return tf, nil
 	}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: cd.tr}
+}
+
+func (cd *corkDialer) dialTCP(ctx context.Context, network, addr string) (*corkConn, error) {
+	conn, err := cd.d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &corkConn{Conn: conn, ra: newReadAhead(conn, nil), rw: newRawWriter(conn)}, nil
+}
+
+// dialTLS makes the first TLS on a conn the transport dialed, which is
+// ours too: to a wss:// gateway, or to an https:// proxy (HTTPS_PROXY).
+// The frames go to it in large writes where the WebSocket is its
+// plaintext (tlsFrames: a wss:// gateway, or a ws:// one sent to the
+// proxy). TLS inside a proxy's CONNECT tunnel or SOCKS5 stays the
+// transport's, and the frames coder/websocket's. The dial does what the
+// transport's would: its TLSClientConfig, the host as server name, no
+// ALPN (the transport offers none for a WebSocket request, which is
+// HTTP/1.1 only; its own config offers h2 once it has made a request),
+// its handshake timeout, an error that is a timeout. What the transport
+// no longer does for these conns: httptrace's TLS hooks do not fire, and
+// the handshake response's TLS field is nil.
+func (cd *corkDialer) dialTLS(ctx context.Context, network, addr string) (*tlsFrames, error) {
+	tr := cd.tr
+	cc, err := cd.dialTCP(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{}
+	if tr.TLSClientConfig != nil {
+		cfg = tr.TLSClientConfig.Clone()
+	}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg.ServerName = host
+	}
+	cfg.NextProtos = nil
+	hctx := ctx
+	if tr.TLSHandshakeTimeout > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, tr.TLSHandshakeTimeout)
+		defer cancel()
+	}
+	tc := tls.Client(cc, cfg)
+	if err := tc.HandshakeContext(hctx); err != nil {
+		_ = cc.Close()
+		if ctx.Err() == nil && hctx.Err() != nil {
+			return nil, &tlsHandshakeTimeout{addr, tr.TLSHandshakeTimeout}
+		}
+		return nil, fmt.Errorf("bytestream: TLS handshake with %s: %w", addr, err)
+	}
+	return &tlsFrames{Conn: tc, tcp: cc}, nil
 }
 
 // websocketURL checks raw and maps http(s) to ws(s). It accepts only

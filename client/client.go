@@ -411,17 +411,28 @@ func (c *Client) DialSSH(ctx context.Context, id string) (net.Conn, error) {
 // gateway's refusal in them leaves the host's name to that caller
 // (underHost).
 func (c *Client) dialSSH(ctx context.Context, id string) (net.Conn, error) {
+	return c.dialSSHOn(ctx, id, nil)
+}
+
+// sshURL is the URL of host id's SSH stream.
+func (c *Client) sshURL(id string) string {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
+	return u.String()
+}
+
+// dialSSHOn is dialSSH on the connection pre made, where it made one
+// (predial).
+func (c *Client) dialSSHOn(ctx context.Context, id string, pre *bytestream.Predialed) (net.Conn, error) {
 	if id == "" {
 		return nil, errEmptyID("host")
 	}
-	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + "/v1/hosts/" + url.PathEscape(id) + "/ssh"
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+c.token)
 	if why, ok := ctx.Value(directFailedKey{}).(error); ok {
 		hdr.Set(wire.HeaderDirectFailed, wire.DirectFailedValue(why))
 	}
-	conn, err := bytestream.WebSocket(ctx, u.String(), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws, RootCAs: c.roots})
+	conn, err := bytestream.WebSocket(ctx, c.sshURL(id), &bytestream.WebSocketOptions{Header: hdr, HTTPClient: c.ws, RootCAs: c.roots, Predialed: pre})
 	if err != nil {
 		var he *bytestream.HandshakeError
 		if errors.As(err, &he) {

@@ -136,7 +136,7 @@ func TestOnlyHostOfflineIsErrOffline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.sshConnect(context.Background(), "h1", sshlayer.Auth{})
+		_, err = c.sshConnect(context.Background(), "h1", sshlayer.Auth{}, nil)
 		srv.Close()
 		if got := errors.Is(err, ErrOffline); got != offline {
 			t.Errorf("503 %s: %v; ErrOffline %v, want %v", code, err, got, offline)
@@ -169,7 +169,7 @@ func TestRefusedSSHStreamSaysTheGatewaysError(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Code != "host_offline" || !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("DialSSH: %v; want an *APIError host_offline and a 503 *bytestream.HandshakeError in it", err)
 	}
-	_, err = c.sshConnect(ctx, "box", sshlayer.Auth{})
+	_, err = c.sshConnect(ctx, "box", sshlayer.Auth{}, nil)
 	if !errors.Is(err, ErrOffline) || strings.Contains(err.Error(), `{"error"`) {
 		t.Fatalf("connect: %v; want ErrOffline, without the raw body", err)
 	}

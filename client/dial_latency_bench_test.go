@@ -4,7 +4,9 @@ package client
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -14,7 +16,9 @@ import (
 )
 
 // slowGateway is a TCP proxy to addr whose every byte arrives delay
-// after it was sent, both ways: a gateway delay away. It returns its URL.
+// after it was sent, both ways: a gateway delay away. It returns its
+// address. Its connections are accepted at once: a TCP connect, a round
+// trip on a real link, costs none here.
 func slowGateway(tb testing.TB, addr string, delay time.Duration) string {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -38,7 +42,7 @@ func slowGateway(tb testing.TB, addr string, delay time.Duration) string {
 			testenv.DelayedCopy(&wg, delay, near, far, nil)
 		}
 	})
-	return "http://" + ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // BenchmarkDialLatency: Dial to a host through the relay, from a program
@@ -46,13 +50,17 @@ func slowGateway(tb testing.TB, addr string, delay time.Duration) string {
 // dial's; rtt-least/op). fresh is the package's Dial, a client of its own
 // (its connections dialed, a certificate asked for); again is a Client's
 // second Dial of the host (its certificate kept, the gateway's connection
-// idle). Each of the gateway's answers and the SSH setup behind them is a
+// idle); tls=on the same to a gateway serving TLS (each new connection a
+// TLS 1.3 handshake, a round trip). Each of the gateway's answers and the SSH setup behind them is a
 // round trip a program far from its gateway feels. Run it with
 // -benchtime=10x.
 func BenchmarkDialLatency(b *testing.B) {
 	const delay = 25 * time.Millisecond
 	g := newDirectGateway(b, func() []string { return nil })
-	url := slowGateway(b, g.url[len("http://"):], delay)
+	tlsSrv := httptest.NewTLSServer(g.handler)
+	defer tlsSrv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsSrv.Certificate())
 	run := func(b *testing.B, dial func(ctx context.Context) (func(), error)) {
 		var spent []time.Duration
 		for b.Loop() {
@@ -70,32 +78,44 @@ func BenchmarkDialLatency(b *testing.B) {
 		b.ReportMetric(float64(spent[len(spent)/2])/float64(2*delay), "rtt/op")
 		b.ReportMetric(float64(spent[0])/float64(2*delay), "rtt-least/op")
 	}
-	b.Run("client=fresh", func(b *testing.B) {
-		run(b, func(ctx context.Context) (func(), error) {
-			h, err := Dial(ctx, url, "tok", "box")
-			if err != nil {
-				return nil, err
-			}
-			return func() { _ = h.Close() }, nil
-		})
-	})
-	b.Run("client=again", func(b *testing.B) {
-		c, err := New(url, "tok", nil)
-		if err != nil {
-			b.Fatal(err)
+	for _, tls := range []bool{false, true} {
+		url, opts := "http://"+slowGateway(b, g.url[len("http://"):], delay), (*Options)(nil)
+		if tls {
+			url, opts = "https://"+slowGateway(b, tlsSrv.Listener.Addr().String(), delay), &Options{RootCAs: roots}
 		}
-		defer c.CloseIdleConnections()
-		h, err := c.Dial(b.Context(), "box")
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = h.Close()
-		run(b, func(ctx context.Context) (func(), error) {
-			h, err := c.Dial(ctx, "box")
-			if err != nil {
-				return nil, err
-			}
-			return func() { _ = h.Close() }, nil
+		name := map[bool]string{false: "tls=off", true: "tls=on"}[tls]
+		b.Run(name+"/client=fresh", func(b *testing.B) {
+			run(b, func(ctx context.Context) (func(), error) {
+				c, err := New(url, "tok", opts)
+				if err != nil {
+					return nil, err
+				}
+				h, err := c.Dial(ctx, "box")
+				if err != nil {
+					c.CloseIdleConnections()
+					return nil, err
+				}
+				return func() { _ = h.Close(); c.CloseIdleConnections() }, nil
+			})
 		})
-	})
+		b.Run(name+"/client=again", func(b *testing.B) {
+			c, err := New(url, "tok", opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.CloseIdleConnections()
+			h, err := c.Dial(b.Context(), "box")
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = h.Close()
+			run(b, func(ctx context.Context) (func(), error) {
+				h, err := c.Dial(ctx, "box")
+				if err != nil {
+					return nil, err
+				}
+				return func() { _ = h.Close() }, nil
+			})
+		})
+	}
 }

@@ -3,6 +3,7 @@
 package client
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -30,7 +31,9 @@ import (
 type directGateway struct {
 	url    string
 	server *sshlayer.TestServer
-	relays atomic.Int32
+	// handler is the gateway's, for a test that serves it another way.
+	handler http.Handler
+	relays  atomic.Int32
 	// failed is each relay request's wire.HeaderDirectFailed, in order.
 	failedMu sync.Mutex
 	failed   []string
@@ -99,7 +102,7 @@ func newDirectGateway(t testing.TB, direct func() []string) *directGateway {
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	g.url = srv.URL
+	g.url, g.handler = srv.URL, mux
 	return g
 }
 
@@ -221,5 +224,74 @@ func TestRelayOnlySkipsDirect(t *testing.T) {
 	}
 	if addr, err := c.DirectPath("box"); addr != "" || err != nil {
 		t.Fatalf("DirectPath with RelayOnly: %q, %v; want none tried", addr, err)
+	}
+}
+
+// connSeqKey is the test gateway's number of the connection a request
+// came on, in the order the gateway accepted them.
+type connSeqKey struct{}
+
+// A connect dials its SSH stream's connection while it waits for its
+// certificate, and sends the stream's request on it: the gateway's
+// certificate answer here waits for a connection that has carried no
+// request, and the stream must come on one accepted by then, where a
+// connect dialing after the answer comes on a later one.
+func TestConnectPredialsTheStream(t *testing.T) {
+	g := newDirectGateway(t, func() []string { return nil })
+	var (
+		mu        sync.Mutex
+		accepted  int
+		used      = map[int]bool{}
+		watermark int // connections accepted when the certificate was answered
+		stream    int // the connection the SSH stream came on
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seq := r.Context().Value(connSeqKey{}).(int)
+		mu.Lock()
+		used[seq] = true
+		mu.Unlock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/certificates"):
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				mu.Lock()
+				idle := accepted > len(used)
+				mu.Unlock()
+				if idle {
+					break
+				}
+			}
+			mu.Lock()
+			watermark = accepted
+			mu.Unlock()
+		case strings.HasSuffix(r.URL.Path, "/ssh"):
+			mu.Lock()
+			stream = seq
+			mu.Unlock()
+		}
+		g.handler.ServeHTTP(w, r)
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		mu.Lock()
+		defer mu.Unlock()
+		accepted++
+		return context.WithValue(ctx, connSeqKey{}, accepted)
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	h, err := c.Dial(t.Context(), "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	execEcho(t, h)
+	mu.Lock()
+	defer mu.Unlock()
+	if stream == 0 || stream > watermark {
+		t.Fatalf("the SSH stream came on connection %d, of %d accepted when the certificate was answered: it was not dialed while the connect waited", stream, watermark)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/dialfirst"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
 	"github.com/hostgate/hostgate/sshlayer"
@@ -142,6 +143,12 @@ func certRenewBy(certificate string) time.Time {
 	return time.Now().Add(window - sshca.Backdate - 30*time.Second)
 }
 
+// certDue reports whether the next auth asks the gateway for a
+// certificate: none yet, or the one kept is about to expire. cr.mu held.
+func (cr *credentials) certDue() bool {
+	return cr.cert == nil || time.Until(cr.cert.ValidBefore) < 30*time.Second || (!cr.renewBy.IsZero() && time.Now().After(cr.renewBy))
+}
+
 func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
@@ -152,7 +159,7 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 		}
 		cr.key = k
 	}
-	if cr.cert == nil || time.Until(cr.cert.ValidBefore) < 30*time.Second || (!cr.renewBy.IsZero() && time.Now().After(cr.renewBy)) {
+	if cr.certDue() {
 		cert, err := cr.c.Certificate(ctx, cr.id, cr.key.PublicKey)
 		if err != nil {
 			return sshlayer.Auth{}, err
@@ -211,11 +218,14 @@ func (c *Client) forgetCredentials(id string, cr *credentials) {
 // in, leave the gateway's name of it out (underHost).
 func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, error) {
 	cr, kept := c.credentialsFor(id)
+	pctx, cancel := context.WithCancel(ctx)
+	pre := c.predial(pctx, id, cr)
+	defer func() { cancel(); pre.close() }()
 	auth, err := cr.auth(ctx)
 	if err != nil {
 		return nil, underHost(id, err)
 	}
-	sc, err := c.sshConnectVia(ctx, id, cr, auth)
+	sc, err := c.sshConnectVia(ctx, id, cr, auth, pre)
 	var hs *sshHandshakeError
 	if errors.As(err, &hs) {
 		// The host's pinned key or the gateway's CA may have changed
@@ -229,7 +239,7 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 			if auth, err = cr.auth(ctx); err != nil {
 				return nil, underHost(id, err)
 			}
-			if sc, err = c.sshConnectVia(ctx, id, cr, auth); errors.As(err, &hs) {
+			if sc, err = c.sshConnectVia(ctx, id, cr, auth, nil); errors.As(err, &hs) {
 				c.forgetCredentials(id, cr)
 			}
 		}
@@ -267,8 +277,9 @@ func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, 
 // sshConnectVia connects SSH to host id straight to its agent when the
 // host has direct addresses worth a try, else (or when that fails)
 // through the gateway's relay.
-func (c *Client) sshConnectVia(ctx context.Context, id string, cr *credentials, auth sshlayer.Auth) (*sshlayer.Client, error) {
+func (c *Client) sshConnectVia(ctx context.Context, id string, cr *credentials, auth sshlayer.Auth, pre *predial) (*sshlayer.Client, error) {
 	if addrs := c.directAddrs(id, cr); addrs != nil {
+		pre.close()
 		sc, err := c.sshDirect(ctx, c.directFor(id), addrs, auth)
 		if err == nil {
 			return sc, nil
@@ -279,7 +290,7 @@ func (c *Client) sshConnectVia(ctx context.Context, id string, cr *credentials, 
 		// The relay's request says why (wire.HeaderDirectFailed).
 		ctx = context.WithValue(ctx, directFailedKey{}, err)
 	}
-	return c.sshConnect(ctx, id, auth)
+	return c.sshConnect(ctx, id, auth, pre)
 }
 
 // directAddrs is host id's direct addresses when they are worth a try
@@ -302,8 +313,8 @@ func (c *Client) directAddrs(id string, cr *credentials) []string {
 
 // sshConnect connects SSH to host id through the gateway's relay. Its
 // errors leave the id to the Host's, which name it.
-func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) (*sshlayer.Client, error) {
-	conn, err := c.dialSSH(ctx, id)
+func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth, pre *predial) (*sshlayer.Client, error) {
+	conn, err := c.dialSSHOn(ctx, id, pre.wait())
 	if err != nil {
 		// Only the gateway's host_offline is ErrOffline: a 503 is also a
 		// full tunnel (too_many_streams) or a gateway stopping.
@@ -319,6 +330,51 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth) 
 		return nil, &sshHandshakeError{err} // "sshlayer: handshake: …", "sshlayer: host key mismatch: …"
 	}
 	return sc, nil
+}
+
+// predial is the connection to the gateway that a connect's SSH stream
+// will be dialed on, made while the connect waits for its certificate:
+// the stream's request then goes out as soon as the certificate is in, not
+// after a connect of its own (a round trip, two over TLS;
+// BenchmarkDialLatency). A host reached directly does not use it.
+type predial struct {
+	done chan struct{}
+	p    *bytestream.Predialed // nil: the predial failed, and the dial dials again
+}
+
+// predial starts a predial for a connect to host id with cr, where its
+// auth will ask for a certificate (else there is nothing to wait for) and
+// the stream is this package's to dial (not a caller's HTTPClient's).
+// Nil: none.
+func (c *Client) predial(ctx context.Context, id string, cr *credentials) *predial {
+	cr.mu.Lock()
+	due := cr.certDue()
+	cr.mu.Unlock()
+	if !due || c.ws != nil {
+		return nil
+	}
+	pd := &predial{done: make(chan struct{})}
+	go func() {
+		defer close(pd.done)
+		pd.p, _ = bytestream.PredialWebSocket(ctx, c.sshURL(id), &bytestream.WebSocketOptions{RootCAs: c.roots})
+	}()
+	return pd
+}
+
+// wait is the predialed connection once it is made, or nil.
+func (pd *predial) wait() *bytestream.Predialed {
+	if pd == nil {
+		return nil
+	}
+	<-pd.done
+	return pd.p
+}
+
+// close closes the predialed connection, unless a dial took it.
+func (pd *predial) close() {
+	if p := pd.wait(); p != nil {
+		_ = p.Close()
+	}
 }
 
 // sshHandshakeError is an SSH handshake with the host that failed, where

@@ -1,0 +1,142 @@
+package sftp
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
+)
+
+// sessionServer is an SSH server on loopback whose session channels go to
+// serve; it returns a client connected to it.
+func sessionServer(t *testing.T, serve func(ch ssh.Channel, reqs <-chan *ssh.Request)) *ssh.Client {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	cfg.AddHostKey(signer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		sc, chans, reqs, err := ssh.NewServerConn(conn, cfg)
+		if err != nil {
+			return
+		}
+		defer sc.Close()
+		go ssh.DiscardRequests(reqs)
+		for nc := range chans {
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				return
+			}
+			go serve(ch, creqs)
+		}
+	}()
+	c, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{User: "u", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// prefixed reads head, then the channel.
+type prefixed struct {
+	io.Reader
+	ssh.Channel
+}
+
+func (p prefixed) Read(b []byte) (int, error) { return p.Reader.Read(b) }
+
+// NewClientSession sends the client's init behind the subsystem request,
+// without waiting for its reply: this server answers the request only
+// once the init has come, and refuses it after 10 s without.
+func TestHostgateClientSessionPipelines(t *testing.T) {
+	c := sessionServer(t, func(ch ssh.Channel, reqs <-chan *ssh.Request) {
+		defer ch.Close()
+		for req := range reqs {
+			if req.Type != "subsystem" {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			head := make(chan []byte, 1)
+			go func() {
+				b := make([]byte, 9) // the init: length, type, version
+				if _, err := io.ReadFull(ch, b); err != nil {
+					b = nil
+				}
+				head <- b
+			}()
+			var init []byte
+			select {
+			case init = <-head:
+			case <-time.After(10 * time.Second):
+			}
+			if init == nil {
+				_ = req.Reply(false, nil)
+				return
+			}
+			_ = req.Reply(true, nil)
+			go ssh.DiscardRequests(reqs)
+			srv, err := NewServer(prefixed{io.MultiReader(bytes.NewReader(init), ch), ch})
+			if err == nil {
+				_ = srv.Serve()
+			}
+			return
+		}
+	})
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewClientSession(sess)
+	if err != nil {
+		t.Fatalf("NewClientSession: %v (the init waited for the request's reply)", err)
+	}
+	defer sc.Close()
+	if _, err := sc.Stat("."); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A refused subsystem request is the call's error, returned without
+// waiting for an init answer that never comes (the server keeps the
+// channel open, as sshd does).
+func TestHostgateClientSessionRefused(t *testing.T) {
+	c := sessionServer(t, func(ch ssh.Channel, reqs <-chan *ssh.Request) {
+		for req := range reqs {
+			_ = req.Reply(false, nil)
+		}
+		_ = ch.Close()
+	})
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewClientSession(sess); !errors.Is(err, errSubsystemRefused) {
+		t.Fatalf("NewClientSession refused: %v, want %v", err, errSubsystemRefused)
+	}
+}

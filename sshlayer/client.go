@@ -176,9 +176,13 @@ type Client struct {
 	// for it.
 	wg sync.WaitGroup
 
-	spareMu      sync.Mutex
-	spare        *ssh.Session // a session channel opened ahead for the next command
-	spareOpening bool
+	spareMu sync.Mutex
+	spare   *ssh.Session // a session channel opened ahead for the next command
+	// spareOpened is closed once the spare being opened is open (or
+	// failed); nil while none is being opened. spareClaimed: a caller
+	// waits for it (takeSpareWait).
+	spareOpened  chan struct{}
+	spareClaimed bool
 
 	earlyData bool // the server takes early data (DialEarly)
 	ours      bool // the server is this project's (OwnsSupervision)

@@ -47,9 +47,7 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 		return s, nil
 	}
 	c.mu.Unlock()
-	sc, err := await(ctx, c, func() (*sftp.Client, error) {
-		return sftp.NewClient(c.ssh, SFTPClientOptions()...)
-	}, func(sc *sftp.Client) { _ = sc.Close() })
+	sc, err := await(ctx, c, c.newSFTPClient, func(sc *sftp.Client) { _ = sc.Close() })
 	if err != nil {
 		return nil, c.opErr("sftp", err)
 	}
@@ -70,6 +68,32 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 	c.wg.Add(1) // as track does; c.mu is held and Close has not started
 	go c.watchSFTP(s)
 	return s, nil
+}
+
+// newSFTPClient starts an SFTP session on the spare session channel, when
+// one is open or about to be (takeSpareWait), else on a new one; its subsystem request and the SFTP init
+// go out together (pkg/sftp change 24). A first filesystem call then takes
+// two round trips where it took four: the channel's open, the request's
+// reply and the init's were each waited for before the call went out.
+func (c *Client) newSFTPClient() (*sftp.Client, error) {
+	sess, spare := c.takeSpareWait()
+	c.refillSpare()
+	if sess == nil {
+		var err error
+		if sess, err = c.ssh.NewSession(); err != nil {
+			return nil, err
+		}
+	}
+	sc, err := sftp.NewClientSession(sess, SFTPClientOptions()...)
+	if err != nil && spare && c.usable() == nil {
+		// The spare may have gone stale (the server closed it), as
+		// startOn retries.
+		if sess, err = c.ssh.NewSession(); err != nil {
+			return nil, err
+		}
+		sc, err = sftp.NewClientSession(sess, SFTPClientOptions()...)
+	}
+	return sc, err
 }
 
 // liveSFTP returns the cached session unless it has ended, which it drops;

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate"
@@ -34,9 +35,25 @@ type countingServer struct {
 	password atomic.Int64 // PasswordCallback calls
 	sessions atomic.Int64 // session channel opens
 	wg       sync.WaitGroup
+
+	// runs: session channels are accepted, an exec exits 0 at once and
+	// the sftp subsystem is served (newRunningServer); firsts is each
+	// channel's first request, by the order the channels were opened.
+	runs     bool
+	firstsMu sync.Mutex
+	firsts   map[int64]string
+	// unpaired counts the execs and subsystems that came without the
+	// next session channel's open: each waits up to 5 s for it, which a
+	// client opening its next spare with the command sends at once.
+	unpaired atomic.Int64
 }
 
-func newCountingServer(t *testing.T) *countingServer {
+func newCountingServer(t *testing.T) *countingServer { return startCountingServer(t, false) }
+
+// newRunningServer is a countingServer that runs commands and SFTP.
+func newRunningServer(t *testing.T) *countingServer { return startCountingServer(t, true) }
+
+func startCountingServer(t *testing.T, runs bool) *countingServer {
 	t.Helper()
 	host, err := GenerateSessionKey()
 	if err != nil {
@@ -50,7 +67,7 @@ func newCountingServer(t *testing.T) *countingServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &countingServer{ln: ln, hostKey: host.Signer, userKey: user}
+	s := &countingServer{ln: ln, hostKey: host.Signer, userKey: user, runs: runs, firsts: map[int64]string{}}
 	s.wg.Add(1)
 	go s.serve()
 	t.Cleanup(func() { _ = ln.Close(); s.wg.Wait() })
@@ -93,13 +110,72 @@ func (s *countingServer) serve() {
 			defer sc.Close()
 			go ssh.DiscardRequests(reqs)
 			for nc := range chans {
+				var n int64
 				if nc.ChannelType() == "session" {
-					s.sessions.Add(1)
+					n = s.sessions.Add(1)
 				}
-				_ = nc.Reject(ssh.Prohibited, "counting server runs nothing")
+				if !s.runs || n == 0 {
+					_ = nc.Reject(ssh.Prohibited, "counting server runs nothing")
+					continue
+				}
+				ch, reqs, err := nc.Accept()
+				if err != nil {
+					return
+				}
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					s.session(n, ch, reqs)
+				}()
 			}
 		}()
 	}
+}
+
+// session runs session channel n: an exec exits 0 at once, the sftp
+// subsystem is served, each once the next channel's open has come (or 5 s
+// went by without it: unpaired).
+func (s *countingServer) session(n int64, ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	first := true
+	for req := range reqs {
+		if first {
+			s.firstsMu.Lock()
+			s.firsts[n] = req.Type
+			s.firstsMu.Unlock()
+			first = false
+		}
+		if req.Type == "exec" || req.Type == "subsystem" {
+			for deadline := time.Now().Add(5 * time.Second); s.sessions.Load() <= n; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					s.unpaired.Add(1)
+					break
+				}
+			}
+		}
+		switch req.Type {
+		case "exec":
+			_ = req.Reply(true, nil)
+			_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{0}))
+			return
+		case "subsystem":
+			_ = req.Reply(true, nil)
+			go ssh.DiscardRequests(reqs)
+			if srv, err := sftp.NewServer(ch); err == nil {
+				_ = srv.Serve()
+			}
+			return
+		default:
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+// first is session channel n's first request's type.
+func (s *countingServer) first(n int64) string {
+	s.firstsMu.Lock()
+	defer s.firstsMu.Unlock()
+	return s.firsts[n]
 }
 
 func (s *countingServer) dial(t *testing.T) net.Conn {
@@ -216,8 +292,9 @@ func TestSpawnInvalidEnvSendsNothing(t *testing.T) {
 	if _, err := c.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{}); err == nil {
 		t.Fatal("counting server ran a command")
 	}
-	if got := s.sessions.Load(); got != 1 {
-		t.Errorf("server saw %d session channels, want 1 (the valid spawn)", got)
+	c.takeSpareWait() // the spare's open, which went out with the spawn's, answered
+	if got := s.sessions.Load(); got != 2 {
+		t.Errorf("server saw %d session channels, want 2 (the valid spawn's and the spare opened with it)", got)
 	}
 }
 

@@ -51,10 +51,11 @@ func (c *Client) Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOp
 }
 
 // start opens a session, asks for a PTY when wanted and execs line. It
-// takes the spare session when there is one (and opens a new spare once
-// the command runs), so a command costs one round trip less than a channel
-// open plus an exec request: the next channel opens while this command
-// runs.
+// takes the spare session when there is one, or is about to be (and opens
+// the next spare at once, its open going out with this command's
+// request), so a command costs one round trip where a channel open plus
+// an exec request took two, also the next of commands run one after
+// another.
 func (c *Client) start(line string, pty *hostgate.PTY) (*clientProcess, error) {
 	return c.startOn(line, pty, true)
 }
@@ -65,8 +66,9 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 		spare bool
 	)
 	if useSpare && pty == nil {
-		sess, spare = c.takeSpare()
+		sess, spare = c.takeSpareWait()
 	}
+	c.refillSpare()
 	if sess == nil {
 		var err error
 		// A terminal's session opens with a small window, not the
@@ -97,7 +99,6 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 		}
 		return nil, err
 	}
-	c.refillSpare()
 	return p, nil
 }
 
@@ -110,32 +111,55 @@ func (c *Client) takeSpare() (*ssh.Session, bool) {
 	return s, s != nil
 }
 
+// takeSpareWait is takeSpare that, when the spare is being opened and no
+// other caller waits for it, waits for it: its open went out before any
+// this caller could send, so its answer comes first. Callers after the
+// first open their own rather than queue for the one spare.
+func (c *Client) takeSpareWait() (*ssh.Session, bool) {
+	c.spareMu.Lock()
+	opened := c.spareOpened
+	if c.spare != nil || opened == nil || c.spareClaimed {
+		c.spareMu.Unlock()
+		return c.takeSpare()
+	}
+	c.spareClaimed = true
+	c.spareMu.Unlock()
+	<-opened
+	c.spareMu.Lock()
+	c.spareClaimed = false
+	c.spareMu.Unlock()
+	return c.takeSpare()
+}
+
 // refillSpare opens a spare session in the background unless one is open
 // or opening. A failure (a server at its session limit) leaves none: the
 // next command opens its own channel.
 func (c *Client) refillSpare() {
 	c.spareMu.Lock()
-	if c.spare != nil || c.spareOpening {
+	if c.spare != nil || c.spareOpened != nil {
 		c.spareMu.Unlock()
 		return
 	}
-	c.spareOpening = true
+	opened := make(chan struct{})
+	c.spareOpened = opened
 	c.spareMu.Unlock()
 	if !c.track() {
 		c.spareMu.Lock()
-		c.spareOpening = false
+		c.spareOpened = nil
 		c.spareMu.Unlock()
+		close(opened)
 		return
 	}
 	go func() {
 		defer c.wg.Done()
 		s, err := c.ssh.NewSession()
 		c.spareMu.Lock()
-		c.spareOpening = false
+		c.spareOpened = nil
 		if err == nil && c.spare == nil && c.usable() == nil {
 			c.spare, s = s, nil
 		}
 		c.spareMu.Unlock()
+		close(opened)
 		if s != nil {
 			_ = s.Close()
 		}

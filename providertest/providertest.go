@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -58,6 +59,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"CreateOnDir", testCreateOnDir},
 		{"Dangling", testDangling},
 		{"PartialRead", testPartialRead},
+		{"ReadSizes", testReadSizes},
 		{"Realpath", testRealpath},
 		{"CancelStreams", testCancelStreams},
 		{"Permissions", testPermissions},
@@ -778,6 +780,54 @@ func testDangling(t *testing.T, ctx context.Context, p hostgate.Provider, root s
 	wantErr(t, "Chmod under missing", err, fs.ErrNotExist)
 	if fi, err := p.Lstat(ctx, dangling); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Errorf("Lstat dangling after Chmod: %v, %v", fi, err)
+	}
+}
+
+// testReadSizes reads files of sizes around the requests a provider may
+// make (a first read of a file's start, SFTP's 32 KiB and larger reads)
+// through Read with a small buffer and through io.Copy (WriteTo): every
+// byte comes, once, and the end after it.
+func testReadSizes(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
+	g := NewGenerator(7)
+	for _, size := range []int{1, 511, 512, 4095, 32<<10 - 1, 32 << 10, 32<<10 + 1, 64<<10 + 3, 255<<10 + 1, 300<<10 + 5} {
+		data := make([]byte, size)
+		_, _ = g.Read(data)
+		name := path.Join(root, fmt.Sprintf("size-%d", size))
+		writeFile(t, ctx, p, name, data, 0o644)
+		r, err := p.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		buf := make([]byte, 1000)
+		for {
+			n, err := r.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("size %d: read at %d: %v", size, len(got), err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Errorf("size %d: Close: %v", size, err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Errorf("size %d: read in 1000-byte buffers: %d bytes, differ", size, len(got))
+		}
+		r, err = p.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var copied bytes.Buffer
+		if _, err := io.Copy(&copied, r); err != nil {
+			t.Fatalf("size %d: io.Copy: %v", size, err)
+		}
+		_ = r.Close()
+		if !bytes.Equal(copied.Bytes(), data) {
+			t.Errorf("size %d: io.Copy: %d bytes, differ", size, copied.Len())
+		}
 	}
 }
 

@@ -105,18 +105,36 @@ func TestServerSFTPFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A stream's writes go out without waiting for their answers: the
+	// refusal is the Write's that waits for one (past sftpConcurrency in
+	// flight), and Close's.
 	w, err := p.Create(ctx, "/dev/full", 0o666)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, werr := w.Write(make([]byte, 4096))
-	cerr := w.Close()
-	if !errors.Is(werr, syscall.ENOSPC) {
-		t.Errorf("Write to a full disk: %v (close: %v), want ENOSPC", werr, cerr)
+	var werr error
+	for i := 0; i <= sftpConcurrency && werr == nil; i++ {
+		_, werr = w.Write(make([]byte, 4096))
 	}
-	var pe *fs.PathError
-	if !errors.As(werr, &pe) || pe.Path != "/dev/full" {
-		t.Errorf("Write to a full disk: %#v, want a *fs.PathError naming the file", werr)
+	cerr := w.Close()
+	for what, err := range map[string]error{"Write": werr, "Close": cerr} {
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("%s to a full disk: %v, want ENOSPC", what, err)
+		}
+		var pe *fs.PathError
+		if !errors.As(err, &pe) || pe.Path != "/dev/full" {
+			t.Errorf("%s to a full disk: %#v, want a *fs.PathError naming the file", what, err)
+		}
+	}
+	w, err = p.Create(ctx, "/dev/full", 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, 4096)); err != nil {
+		t.Errorf("one Write to a full disk: %v, want nil (its answer not waited for)", err)
+	}
+	if err := w.Close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("Close after one Write to a full disk: %v, want ENOSPC", err)
 	}
 	err = p.(hostgate.FileWriter).WriteFile(ctx, "/dev/full", 0o666, bytes.NewReader(make([]byte, 1<<20)), nil)
 	if !errors.Is(err, syscall.ENOSPC) {

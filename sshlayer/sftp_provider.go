@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
@@ -302,7 +303,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	if err != nil {
 		return nil, p.lookupErr(ctx, true, p.pathErr("open", name, err), name)
 	}
-	return &sftpReader{p.stream(ctx, name, f)}, nil
+	return &sftpReader{sftpStream: p.stream(ctx, name, f)}, nil
 }
 
 // abortFile ends a stream whose ctx ended: its calls waiting for the
@@ -354,15 +355,109 @@ func (s *sftpStream) ended(op string) error {
 	return nil
 }
 
-// sftpReader is an sftpStream opened for reading.
-type sftpReader struct{ sftpStream }
+// sftpReader is an sftpStream opened for reading. Its first read asks for
+// the file's start (headSize) with the fstat whose size says whether that
+// was all, as ReadFile does: a small file read through Open, Read and
+// Close takes two round trips, the open's and these, where reading on to
+// the EOF's answer and waiting for the close's took four.
+type sftpReader struct {
+	sftpStream
+	started bool
+	head    []byte // what the first read got that no Read has returned yet
+	headBuf *[headSize]byte
+	eof     bool // head reaches the end of the file
+}
+
+// headSize is what a stream's first read asks for: room for most of the
+// small files a program reads whole (configuration, sources, manifests),
+// without holding a full request's buffer per open stream.
+const headSize = 32 << 10
+
+var headPool = sync.Pool{New: func() any { return new([headSize]byte) }}
 
 func (r *sftpReader) Read(p []byte) (int, error) {
 	if err := r.ended("read"); err != nil {
 		return 0, err
 	}
+	if err := r.readHead(); err != nil {
+		return 0, err
+	}
+	if len(r.head) > 0 {
+		n := copy(p, r.head)
+		r.take(n)
+		return n, nil
+	}
+	if r.eof {
+		return 0, io.EOF
+	}
 	n, err := r.File.Read(p)
 	return n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
+}
+
+// readHead makes the first read, once: the start of the file and its
+// fstat, together. Where the answer ends at the size of a regular file,
+// the file was read whole; otherwise the file's offset moves past it, for
+// the reads after.
+func (r *sftpReader) readHead() error {
+	if r.started {
+		return nil
+	}
+	r.started = true
+	r.headBuf = headPool.Get().(*[headSize]byte)
+	stat := r.File.StatNoWait()
+	n, err := r.File.ReadAtNoWait(r.headBuf[:min(headSize, r.p.c.ReadSize())], 0).WaitContext(r.ctx)
+	fi, serr := stat.WaitContext(r.ctx)
+	switch {
+	case err == io.EOF:
+		r.eof = true
+		r.release()
+		return nil
+	case err != nil:
+		if serr == nil && fi.IsDir() {
+			r.release()
+			return r.p.pathErr("read", r.name, syscall.EISDIR)
+		}
+		r.release()
+		return r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
+	}
+	r.head = r.headBuf[:n]
+	if _, err := r.File.Seek(int64(n), io.SeekStart); err != nil {
+		r.release()
+		return r.p.streamErr("read", r.name, err)
+	}
+	r.eof = serr == nil && fi.Mode().IsRegular() && int64(n) == fi.Size() && n > 0
+	if n == 0 {
+		r.release()
+	}
+	return nil
+}
+
+// Seek moves the stream (the synchronous filesystem's files seek), what
+// the first read got ahead dropped: the file's offset is past it, where
+// the stream is len(head) before.
+func (r *sftpReader) Seek(offset int64, whence int) (int64, error) {
+	if whence == io.SeekCurrent {
+		offset -= int64(len(r.head))
+	}
+	r.release()
+	r.started, r.eof = true, false
+	return r.File.Seek(offset, whence)
+}
+
+// take drops the first n bytes of head, giving its buffer back once it is
+// all returned.
+func (r *sftpReader) take(n int) {
+	r.head = r.head[n:]
+	if len(r.head) == 0 {
+		r.release()
+	}
+}
+
+func (r *sftpReader) release() {
+	if r.headBuf != nil {
+		headPool.Put(r.headBuf)
+		r.headBuf, r.head = nil, nil
+	}
 }
 
 // readErr is streamErr for a read, and EISDIR for a directory: SFTP opens
@@ -381,8 +476,23 @@ func (r *sftpReader) WriteTo(w io.Writer) (int64, error) {
 	if err := r.ended("read"); err != nil {
 		return 0, err
 	}
+	if err := r.readHead(); err != nil {
+		return 0, err
+	}
+	var wrote int64
+	if len(r.head) > 0 {
+		n, err := w.Write(r.head)
+		wrote += int64(n)
+		r.take(n)
+		if err != nil {
+			return wrote, err
+		}
+	}
+	if r.eof {
+		return wrote, nil
+	}
 	n, err := r.File.WriteTo(w)
-	return n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
+	return wrote + n, r.p.ctxErr(r.ctx, "read", r.name, r.readErr(err))
 }
 
 // streamErr leaves a stream's errors as pkg/sftp gives them (io.EOF must
@@ -396,15 +506,14 @@ func (p *sftpProvider) streamErr(op, name string, err error) error {
 	return err
 }
 
-// Close closes the file before it stops watching ctx: a close that waits
-// on a host that stopped answering returns once ctx ends (abortFile), not
-// when the host answers.
+// Close sends the file's close without waiting for its answer, as
+// ReadFile does: a read handle's close says nothing of what was read (as
+// with os.ReadFile, a failed close after a complete read is no error),
+// and its round trip was the caller's to wait out.
 func (r *sftpReader) Close() error {
-	err := r.File.Close()
+	r.release()
+	r.File.CloseNoWait()
 	r.stop()
-	if err != nil && !errors.Is(err, os.ErrClosed) {
-		return err
-	}
 	return nil
 }
 
@@ -412,18 +521,30 @@ func (r *sftpReader) Close() error {
 // os.Create would, or truncating it (keeping its mode). SFTP open carries no
 // umask, so the provider learns it from the mode the server gave the new
 // file (0666 &^ umask) and narrows that by perm.
+//
+// The open is WriteFile's, one round trip (openForWrite), and the writer's
+// writes and its close are sent without waiting for their answers, which
+// Close waits for: a small file written through Create, Write and Close
+// takes two round trips, where the lstat, the open, each write and the
+// close were each waited for (four, five for a new file). A failed write
+// is the next Write's error, or Close's.
 func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
-	if err := callErr(ctx, name); err != nil {
-		return nil, p.pathErr("create", name, err)
+	f, chmod, err := p.openForWrite(ctx, name, perm)
+	if errors.Is(err, errDangling) {
+		f, err = sftpAwait(ctx, func() (*sftp.File, error) { return p.create(ctx, name, perm) }, closeFile)
+		if err != nil {
+			err = p.pathErr("create", name, err)
+		}
 	}
-	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.create(ctx, name, perm) }, closeFile)
 	if err != nil {
-		return nil, p.lookupErr(ctx, true, p.pathErr("create", name, err), name)
+		return nil, p.lookupErr(ctx, true, err, name)
 	}
-	return &sftpWriter{p.stream(ctx, name, f)}, nil
+	return &sftpWriter{sftpStream: p.stream(ctx, name, f), chmod: chmod}, nil
 }
 
-// create opens name for Create, giving a file it makes perm &^ umask.
+// create opens name for Create, giving a file it makes perm &^ umask:
+// the lstat, the open and the new file's mode in turn, which the target
+// of a dangling symlink needs.
 func (p *sftpProvider) create(ctx context.Context, name string, perm fs.FileMode) (*sftp.File, error) {
 	lfi, serr := p.c.Lstat(name)
 	isNew := errors.Is(serr, fs.ErrNotExist)
@@ -467,15 +588,54 @@ func createMode(created, perm fs.FileMode) fs.FileMode {
 	return perm.Perm() &^ umask
 }
 
-// sftpWriter is an sftpStream opened for writing.
-type sftpWriter struct{ sftpStream }
+// sftpWriter is an sftpStream opened for writing. Its writes go out as
+// they are made, up to sftpConcurrency in flight, and their answers are
+// taken when that many wait, at ReadFrom and at Close.
+type sftpWriter struct {
+	sftpStream
+	chmod *sftp.Pending[struct{}] // a new file's mode, sent with the open; nil: none
+	off   int64                   // where the next write goes
+	queue []*sftp.Pending[int]    // writes whose answers are not taken yet
+	err   error                   // the first failed write's, returned from then on
+}
 
 func (w *sftpWriter) Write(p []byte) (int, error) {
 	if err := w.ended("write"); err != nil {
 		return 0, err
 	}
-	n, err := w.File.Write(p)
-	return n, w.p.ctxErr(w.ctx, "write", w.name, w.p.streamErr("write", w.name, err))
+	if w.err != nil {
+		return 0, w.err
+	}
+	// WriteAtNoWait sends at most the client's WriteSize and drops the
+	// rest: no more than that a request.
+	size := min(sftpMaxPacket, w.p.c.WriteSize())
+	written := 0
+	for len(p) > 0 {
+		if len(w.queue) >= sftpConcurrency {
+			if err := w.takeOne(); err != nil {
+				return written, err
+			}
+		}
+		n := min(len(p), size)
+		w.queue = append(w.queue, w.File.WriteAtNoWait(p[:n], w.off))
+		w.off += int64(n)
+		written += n
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// takeOne takes the oldest write's answer.
+func (w *sftpWriter) takeOne() error {
+	q := w.queue[0]
+	w.queue = w.queue[1:]
+	if _, err := q.WaitContext(w.ctx); err != nil && w.err == nil {
+		if w.ctx.Err() != nil && errors.Is(err, w.ctx.Err()) {
+			err = w.ctx.Err() // not wrapped twice (abortFile)
+		}
+		w.err = w.p.pathErr("write", w.name, err)
+	}
+	return w.err
 }
 
 // ReadFrom writes r with concurrent requests whatever r is (pkg/sftp's own
@@ -485,25 +645,56 @@ func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
 	if err := w.ended("write"); err != nil {
 		return 0, err
 	}
+	for len(w.queue) > 0 {
+		if err := w.takeOne(); err != nil {
+			return 0, err
+		}
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if _, err := w.File.Seek(w.off, io.SeekStart); err != nil {
+		return 0, w.p.pathErr("write", w.name, err)
+	}
 	n, err := w.File.ReadFromWithConcurrency(rawio.CachedReader(r), 0)
+	w.off += n
 	if err != nil {
 		if w.ctx.Err() != nil && errors.Is(err, w.ctx.Err()) {
 			err = w.ctx.Err() // not wrapped twice (abortFile)
 		}
-		return n, w.p.pathErr("write", w.name, err)
+		w.err = w.p.pathErr("write", w.name, err)
+		return n, w.err
 	}
 	return n, nil
 }
 
-// Close closes the file before it stops watching ctx, as sftpReader's
-// does. A ctx that ended first, or while the close waited, aborted the
-// file: what was written may not all be there, and Close says so.
+// Close sends the file's close behind its writes (a server takes a
+// handle's requests in order: OpenSSH's one at a time, pkg/sftp's closes
+// after the handle's reads and writes), then takes the writes', the
+// mode's and the close's answers, before it stops watching ctx, as
+// sftpReader's does. A ctx that ended first, or while the close waited,
+// aborted the file: what was written may not all be there, and Close says
+// so.
 func (w *sftpWriter) Close() error {
-	err := w.File.Close()
+	closing := w.File.CloseNoWait()
+	for len(w.queue) > 0 {
+		_ = w.takeOne()
+	}
+	err := w.err
+	if w.chmod != nil {
+		if _, cerr := w.chmod.WaitContext(w.ctx); cerr != nil && err == nil {
+			err = w.p.pathErr("create", w.name, cerr)
+		}
+		w.chmod = nil
+	}
+	_, cerr := closing.WaitContext(w.ctx)
 	if !w.stop() {
 		return w.p.pathErr("create", w.name, context.Canceled) // ctx aborted the file
 	}
-	return w.p.pathErr("close", w.name, err)
+	if err != nil {
+		return err
+	}
+	return w.p.pathErr("close", w.name, cerr)
 }
 
 // Mkdir creates name. The new directory gets perm &^ umask, as os.Mkdir

@@ -317,7 +317,11 @@ func TestSFTPProviderWriteFileSmallPackets(t *testing.T) {
 func silentSFTPServer(t *testing.T) *sftp.Client {
 	t.Helper()
 	cr, sw := io.Pipe() // server to client
-	sr, cw := io.Pipe() // client to server
+	// Client to server over TCP, whose buffers take the requests a
+	// writer sends ahead of their answers, as an SSH channel's window
+	// does: through a pipe, the writes a Create sends without waiting
+	// would wait for the server to read them.
+	sr, cw := testenv.TCPPair(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -454,7 +458,11 @@ func gatedSFTPServer(t *testing.T) (*sftp.Client, *gate) {
 	g := newGate()
 	cr, gw := io.Pipe() // gate to client
 	gr, sw := io.Pipe() // server to gate
-	sr, cw := io.Pipe() // client to server
+	// Client to server over TCP, whose buffers take the requests a
+	// writer sends ahead of their answers, as an SSH channel's window
+	// does: through a pipe, the writes a Create sends without waiting
+	// would wait for the server to read them.
+	sr, cw := testenv.TCPPair(t)
 	go g.pass(gr, gw)
 	srv, err := sftp.NewServer(struct {
 		io.Reader
@@ -529,9 +537,17 @@ func TestSFTPProviderStreamCtxEndsOnStoppedHost(t *testing.T) {
 			r, cl := open(ctx)
 			return func() error { _, err := r.(io.WriterTo).WriteTo(io.Discard); return err }, cl
 		}},
+		// Writes go out without waiting for their answers: the Write
+		// that waits is the one past sftpConcurrency in flight.
 		{"Write", func(ctx context.Context) (func() error, io.Closer) {
 			w, cl := create(ctx)
-			return func() error { _, err := w.Write(make([]byte, 1000)); return err }, cl
+			return func() error {
+				for {
+					if _, err := w.Write(make([]byte, 1000)); err != nil {
+						return err
+					}
+				}
+			}, cl
 		}},
 		{"ReadFrom", func(ctx context.Context) (func() error, io.Closer) {
 			w, cl := create(ctx)

@@ -261,9 +261,19 @@ func (p *sftpProvider) WriteFile(ctx context.Context, name string, perm fs.FileM
 	return p.lookupErr(ctx, true, p.writeFile(ctx, name, perm, r, progress), name)
 }
 
-func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+// errDangling is openForWrite's word for a name that is a dangling
+// symlink, whose target Create makes (create).
+var errDangling = errors.New("sshlayer: sftp: a dangling symlink")
+
+// openForWrite opens name as Create does (created with perm &^ umask, or
+// truncated) in one round trip: an exclusive create, the name's lstat and
+// a truncating open go out together. A file it creates gets its mode by a
+// chmod sent behind the open, returned unwaited (nil: none). Its errors
+// are said as Create's, but errDangling, for which Create's own way
+// (create) makes the symlink's target.
+func (p *sftpProvider) openForWrite(ctx context.Context, name string, perm fs.FileMode) (*sftp.File, *sftp.Pending[struct{}], error) {
 	if err := callErr(ctx, name); err != nil {
-		return p.pathErr("create", name, err)
+		return nil, nil, p.pathErr("create", name, err)
 	}
 	// O_TRUNC too: a server that ignored O_EXCL must not leave the end of
 	// an older, longer file behind the new data.
@@ -297,7 +307,7 @@ func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileM
 				ft.CloseNoWait()
 			}
 		}()
-		return p.pathErr("create", name, ctx.Err())
+		return nil, nil, p.pathErr("create", name, ctx.Err())
 	}
 	var (
 		f     *sftp.File
@@ -317,26 +327,16 @@ func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileM
 		if isFailure(terr) && lerr == nil && p.isDir(ctx, fi, name) {
 			terr = syscall.EISDIR
 		}
-		return p.pathErr("create", name, terr)
+		return nil, nil, p.pathErr("create", name, terr)
 	case isFailure(eerr) || errors.Is(mapSFTPErr(eerr), fs.ErrExist):
 		// The name is there (O_EXCL says EEXIST with a bare Failure)
 		// but a plain open finds nothing: a dangling symlink, whose
 		// target Create makes.
-		w, err := p.Create(ctx, name, perm)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(w, r); err != nil {
-			_ = w.Close()
-			return err
-		}
-		return w.Close()
+		return nil, nil, errDangling
 	default:
 		// Nothing there, and the create failed.
-		return p.pathErr("create", name, eerr)
+		return nil, nil, p.pathErr("create", name, eerr)
 	}
-	tick(progress)
-
 	var chmod *sftp.Pending[struct{}]
 	if isNew {
 		if lerr != nil || !fi.Mode().IsRegular() {
@@ -350,23 +350,45 @@ func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileM
 			}
 		}
 	}
-	if err := p.writeAll(ctx, f, name, r, progress); err != nil {
+	return f, chmod, nil
+}
+
+func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	f, chmod, err := p.openForWrite(ctx, name, perm)
+	if errors.Is(err, errDangling) {
+		w, err := p.Create(ctx, name, perm)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(w, r); err != nil {
+			_ = w.Close()
+			return err
+		}
+		return w.Close()
+	}
+	if err != nil {
+		return err
+	}
+	tick(progress)
+	closing, err := p.writeAll(ctx, f, name, r, progress)
+	if err != nil {
 		if ctx.Err() != nil {
 			// Before the close: a write waiting on a host that
 			// stopped reading gives up (pkg/sftp change 16), and the
 			// close does not wait behind it.
 			f.Abort(ctx.Err())
 		}
-		f.CloseNoWait()
+		if closing == nil {
+			f.CloseNoWait()
+		}
 		return err
 	}
 	if chmod != nil {
 		if _, err := chmod.Wait(); err != nil {
-			f.CloseNoWait()
 			return p.pathErr("create", name, err)
 		}
 	}
-	if _, err := f.CloseNoWait().Wait(); err != nil {
+	if _, err := closing.Wait(); err != nil {
 		return p.pathErr("close", name, err)
 	}
 	return nil
@@ -374,8 +396,12 @@ func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileM
 
 // writeAll writes what r yields to f from offset 0, with up to
 // sftpConcurrency writes in flight. A write's data is on its way once it is
-// sent, so one buffer serves them all.
-func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, r io.Reader, progress func()) error {
+// sent, so one buffer serves them all. Once r is read it sends f's close
+// behind the last writes, not after their answers (a server takes a
+// handle's requests in order: OpenSSH's one at a time, pkg/sftp's closes
+// after the handle's reads and writes), and returns it unwaited: a round
+// trip less. On an error it returns the close if it was sent, else nil.
+func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, r io.Reader, progress func()) (*sftp.Pending[struct{}], error) {
 	buf := chunkPool.Get().(*[sftpMaxPacket]byte)
 	defer chunkPool.Put(buf)
 	// WriteAtNoWait sends at most the client's WriteSize of a write (the
@@ -389,9 +415,10 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 	stop := context.AfterFunc(ctx, func() { f.Abort(ctx.Err()) })
 	defer stop()
 	var (
-		queue []*sftp.Pending[int]
-		off   int64
-		eof   bool
+		queue   []*sftp.Pending[int]
+		off     int64
+		eof     bool
+		closing *sftp.Pending[struct{}]
 	)
 	for !eof || len(queue) > 0 {
 		for !eof && len(queue) < sftpConcurrency {
@@ -403,10 +430,13 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 			case err == io.ErrUnexpectedEOF:
 				eof = true
 			case err != nil:
-				return p.pathErr("write", name, err)
+				return nil, p.pathErr("write", name, err)
 			}
 			queue = append(queue, f.WriteAtNoWait(buf[:n], off))
 			off += int64(n)
+		}
+		if eof && closing == nil {
+			closing = f.CloseNoWait()
 		}
 		if len(queue) == 0 {
 			break
@@ -415,13 +445,13 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				err = ctx.Err() // not wrapped twice (the abort)
 			}
-			return p.pathErr("write", name, err)
+			return closing, p.pathErr("write", name, err)
 		}
 		queue = queue[1:]
 		tick(progress)
 		if err := ctx.Err(); err != nil {
-			return p.pathErr("write", name, err)
+			return closing, p.pathErr("write", name, err)
 		}
 	}
-	return nil
+	return closing, nil
 }

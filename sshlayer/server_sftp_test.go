@@ -141,3 +141,63 @@ func TestServerSFTPFullDisk(t *testing.T) {
 		t.Errorf("WriteFile to a full disk: %v, want ENOSPC", err)
 	}
 }
+
+// A stream's Seek moves where its next write or read goes, though its
+// writes go out ahead of their answers and its first read got the file's
+// start ahead; a write after a Seek, or a WriteAt, lands after those sent
+// ahead, which a server may run in any order.
+func TestServerSFTPStreamSeek(t *testing.T) {
+	t.Parallel()
+	c := connectEmbedded(t, srvStartServer(t, &ServerConfig{}))
+	ctx := context.Background()
+	p, err := c.SFTP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(t.TempDir(), "f")
+	w, err := p.Create(ctx, name, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := w.(io.WriteSeeker)
+	if _, err := io.WriteString(ws, "hello, world"); err != nil {
+		t.Fatal(err)
+	}
+	if off, err := ws.Seek(0, io.SeekCurrent); err != nil || off != 12 {
+		t.Fatalf("Seek(0, current) after 12 bytes: %d, %v", off, err)
+	}
+	if _, err := ws.Seek(-12, io.SeekCurrent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(ws, "J"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.(io.WriterAt).WriteAt([]byte("W"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "Jello, World" {
+		t.Fatalf("the file: %q, %v; want the seek's and WriteAt's writes over the first's", b, err)
+	}
+	r, err := p.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rs := r.(io.ReadSeeker)
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(rs, b); err != nil || string(b) != "Jello" {
+		t.Fatalf("first 5 bytes: %q, %v", b, err)
+	}
+	if off, err := rs.Seek(0, io.SeekCurrent); err != nil || off != 5 {
+		t.Fatalf("Seek(0, current) after 5 bytes read: %d, %v", off, err)
+	}
+	if _, err := rs.Seek(7, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if rest, err := io.ReadAll(rs); err != nil || string(rest) != "World" {
+		t.Fatalf("after Seek(7): %q, %v", rest, err)
+	}
+}

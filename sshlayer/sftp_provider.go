@@ -625,6 +625,47 @@ func (w *sftpWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
+// drain takes the answers of the writes sent ahead. A server may run a
+// handle's writes in any order (pkg/sftp's server runs them on several
+// workers), so a write that may overlap them (after a Seek, a WriteAt)
+// waits for them first.
+func (w *sftpWriter) drain() error {
+	for len(w.queue) > 0 {
+		if err := w.takeOne(); err != nil {
+			return err
+		}
+	}
+	return w.err
+}
+
+// WriteAt writes p at off once the writes sent ahead are answered.
+func (w *sftpWriter) WriteAt(p []byte, off int64) (int, error) {
+	if err := w.ended("write"); err != nil {
+		return 0, err
+	}
+	if err := w.drain(); err != nil {
+		return 0, err
+	}
+	n, err := w.File.WriteAt(p, off)
+	return n, w.p.ctxErr(w.ctx, "write", w.name, w.p.streamErr("write", w.name, err))
+}
+
+// Seek moves where the next write goes, as the file's own Seek would,
+// once the writes sent ahead are answered.
+func (w *sftpWriter) Seek(offset int64, whence int) (int64, error) {
+	if err := w.drain(); err != nil {
+		return w.off, err
+	}
+	if whence == io.SeekCurrent {
+		offset, whence = offset+w.off, io.SeekStart
+	}
+	off, err := w.File.Seek(offset, whence)
+	if err == nil {
+		w.off = off
+	}
+	return off, err
+}
+
 // takeOne takes the oldest write's answer.
 func (w *sftpWriter) takeOne() error {
 	q := w.queue[0]
@@ -645,13 +686,8 @@ func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
 	if err := w.ended("write"); err != nil {
 		return 0, err
 	}
-	for len(w.queue) > 0 {
-		if err := w.takeOne(); err != nil {
-			return 0, err
-		}
-	}
-	if w.err != nil {
-		return 0, w.err
+	if err := w.drain(); err != nil {
+		return 0, err
 	}
 	if _, err := w.File.Seek(w.off, io.SeekStart); err != nil {
 		return 0, w.p.pathErr("write", w.name, err)

@@ -368,27 +368,14 @@ func TestReconnectsKeepTheirCertificate(t *testing.T) {
 func TestDialAsksForTheRecordWithTheCertificate(t *testing.T) {
 	certAsked := make(chan struct{})
 	var once sync.Once
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/hosts/box", func(w http.ResponseWriter, r *http.Request) {
+	srv := offlineStandIn(t, func() error {
 		select {
 		case <-certAsked:
+			return nil
 		case <-time.After(10 * time.Second):
-			http.Error(w, "no certificate was asked for while the record was", http.StatusInternalServerError)
-			return
+			return errors.New("no certificate was asked for while the record was")
 		}
-		_, _ = io.WriteString(w, `{"id":"box","kind":"machine","hostKey":"SHA256:x","connected":false}`)
-	})
-	mux.HandleFunc("POST /v1/hosts/box/certificates", func(w http.ResponseWriter, r *http.Request) {
-		once.Do(func() { close(certAsked) })
-		_, _ = io.WriteString(w, `{"certificate":"x","validBefore":"2999-01-01T00:00:00Z","hostKey":"SHA256:x"}`)
-	})
-	mux.HandleFunc("GET /v1/hosts/box/ssh", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":{"code":"host_offline","message":"host box: not connected to the gateway"}}`)
-	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	}, func() { once.Do(func() { close(certAsked) }) })
 	if _, err := Dial(t.Context(), srv.URL, "tok", "box"); !errors.Is(err, ErrOffline) {
 		t.Fatalf("Dial of an offline host: %v, want ErrOffline", err)
 	}

@@ -13,16 +13,30 @@ import (
 // idleStandIn is a gateway whose host box is offline: the client's API
 // calls (the host's record, its certificate) answer, its SSH stream is
 // refused.
-func idleStandIn(t *testing.T) *httptest.Server {
+func idleStandIn(t *testing.T) *httptest.Server { return offlineStandIn(t, nil, nil) }
+
+// offlineStandIn is idleStandIn whose record's answer first waits for
+// record (an error answers 500 with it) and whose certificate's first
+// calls cert; nil: neither.
+func offlineStandIn(t *testing.T, record func() error, cert func()) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"hosts":[{"id":"box","kind":"machine","hostKey":"SHA256:x"}]}`)
 	})
 	mux.HandleFunc("GET /v1/hosts/box", func(w http.ResponseWriter, r *http.Request) {
+		if record != nil {
+			if err := record(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
 		_, _ = io.WriteString(w, `{"id":"box","kind":"machine","hostKey":"SHA256:x","connected":false}`)
 	})
 	mux.HandleFunc("POST /v1/hosts/box/certificates", func(w http.ResponseWriter, r *http.Request) {
+		if cert != nil {
+			cert()
+		}
 		_, _ = io.WriteString(w, `{"certificate":"x","validBefore":"2999-01-01T00:00:00Z","hostKey":"SHA256:x"}`)
 	})
 	mux.HandleFunc("GET /v1/hosts/box/ssh", func(w http.ResponseWriter, r *http.Request) {

@@ -71,19 +71,20 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 }
 
 // newSFTPClient starts an SFTP session on the spare session channel, when
-// one is open or about to be (takeSpareWait), else on a new one; its subsystem request and the SFTP init
-// go out together (pkg/sftp change 24). A first filesystem call then takes
-// two round trips where it took four: the channel's open, the request's
-// reply and the init's were each waited for before the call went out.
+// one is open or about to be (takeSpareWait), else on a new one; its
+// subsystem request and the SFTP init go out together (pkg/sftp change
+// 24). A first filesystem call then takes two round trips where it took
+// four: the channel's open, the request's reply and the init's were each
+// waited for before the call went out.
 func (c *Client) newSFTPClient() (*sftp.Client, error) {
 	sess, spare := c.takeSpareWait()
-	c.refillSpare()
 	if sess == nil {
 		var err error
 		if sess, err = c.ssh.NewSession(); err != nil {
 			return nil, err
 		}
 	}
+	c.refillSpare() // after the session's own channel, as start's
 	sc, err := sftp.NewClientSession(sess, SFTPClientOptions()...)
 	if err != nil && spare && c.usable() == nil {
 		// The spare may have gone stale (the server closed it), as

@@ -55,7 +55,8 @@ func (c *Client) Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOp
 // the next spare at once, its open going out with this command's
 // request), so a command costs one round trip where a channel open plus
 // an exec request took two, also the next of commands run one after
-// another.
+// another. A command without a spare opens the next once its own channel
+// is open, with its exec request.
 func (c *Client) start(line string, pty *hostgate.PTY) (*clientProcess, error) {
 	return c.startOn(line, pty, true)
 }
@@ -68,7 +69,6 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 	if useSpare && pty == nil {
 		sess, spare = c.takeSpareWait()
 	}
-	c.refillSpare()
 	if sess == nil {
 		var err error
 		// A terminal's session opens with a small window, not the
@@ -89,6 +89,10 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 			return nil, fmt.Errorf("open session: %w", err)
 		}
 	}
+	// The next spare's open goes out with this command's request, once
+	// the command holds its channel: where the server allows one session,
+	// the spare must not take the command's place.
+	c.refillSpare()
 	p := &clientProcess{c: c, sess: sess, pty: pty != nil, done: make(chan struct{})}
 	if err := p.setup(line, pty); err != nil {
 		_ = sess.Close()

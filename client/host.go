@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
@@ -64,8 +65,22 @@ func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
 	if id == "" {
 		return nil, errEmptyID("host")
 	}
-	h := c.LazyHost(id)
-	if _, err := h.Connection(ctx); err != nil {
+	// The first connect runs here, under ctx, where a Host's runs under
+	// the Host's own: a gateway that does not answer is then "Get …:
+	// context deadline exceeded", not only the Host's "connect: context
+	// deadline exceeded". The Host takes its outcome as its first
+	// connect's, and connects again itself (Options.Reconnect).
+	conn, err := c.connectLearning(ctx, id)
+	var first atomic.Bool
+	h := hostgate.NewNamed(id, hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		if first.CompareAndSwap(false, true) {
+			return conn, err
+		}
+		return c.connectLearning(ctx, id)
+	}, c.hostOpts...)
+	// Its first connect returns at once: no ctx of the caller's, which
+	// may have ended with the connect, races it.
+	if _, err := h.Connection(context.WithoutCancel(ctx)); err != nil {
 		_ = h.Close()
 		return nil, err
 	}

@@ -69,14 +69,17 @@ func (c *Client) Dial(ctx context.Context, id string) (*hostgate.Host, error) {
 	// the Host's own: a gateway that does not answer is then "Get …:
 	// context deadline exceeded", not only the Host's "connect: context
 	// deadline exceeded". The Host takes its outcome as its first
-	// connect's, and connects again itself (Options.Reconnect).
+	// connect's. Connecting again (Options.Reconnect), it keeps the Info
+	// it has and asks for no record: its errors are the stream's and the
+	// handshake's ("no answer to the WebSocket handshake"), not a record
+	// request's that timed out beside them.
 	conn, err := c.connectLearning(ctx, id)
 	var first atomic.Bool
 	h := hostgate.NewNamed(id, hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
 		if first.CompareAndSwap(false, true) {
 			return conn, err
 		}
-		return c.connectLearning(ctx, id)
+		return c.connect(ctx, id)
 	}, c.hostOpts...)
 	// Its first connect returns at once: no ctx of the caller's, which
 	// may have ended with the connect, races it.

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -74,9 +73,7 @@ func BenchmarkDialLatency(b *testing.B) {
 			}
 			done()
 		}
-		slices.Sort(spent)
-		b.ReportMetric(float64(spent[len(spent)/2])/float64(2*delay), "rtt/op")
-		b.ReportMetric(float64(spent[0])/float64(2*delay), "rtt-least/op")
+		testenv.ReportRoundTrips(b, spent, delay)
 	}
 	for _, tls := range []bool{false, true} {
 		url, opts := "http://"+slowGateway(b, g.url[len("http://"):], delay), (*Options)(nil)

@@ -5,8 +5,6 @@ package sshlayer
 import (
 	"context"
 	"net"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,14 +20,9 @@ import (
 func BenchmarkConnectLatency(b *testing.B) {
 	const delay = 25 * time.Millisecond
 	run := func(b *testing.B, dial func() net.Conn, auth Auth) {
-		var wg sync.WaitGroup
-		defer wg.Wait()
 		var spent []time.Duration
 		for b.Loop() {
-			raw := dial()
-			near, far := net.Pipe()
-			testenv.DelayedCopy(&wg, delay, raw, far, nil)
-			testenv.DelayedCopy(&wg, delay, far, raw, nil)
+			near := testenv.DelayedLink(b, dial(), delay)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			t0 := time.Now()
 			c, err := Connect(ctx, near, auth)
@@ -40,9 +33,7 @@ func BenchmarkConnectLatency(b *testing.B) {
 			}
 			_ = c.Close()
 		}
-		slices.Sort(spent)
-		b.ReportMetric(float64(spent[len(spent)/2])/float64(2*delay), "rtt/op")
-		b.ReportMetric(float64(spent[0])/float64(2*delay), "rtt-least/op")
+		testenv.ReportRoundTrips(b, spent, delay)
 	}
 	b.Run("server=hostgate", func(b *testing.B) {
 		ts, err := StartTestServer()

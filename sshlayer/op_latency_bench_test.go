@@ -8,12 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // BenchmarkOpLatency: a host's calls in round trips over a link with 25 ms
@@ -102,7 +102,7 @@ func BenchmarkOpLatency(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		connect := func() *hostgate.Host {
-			c, err := Connect(ctx, delayed(b, dial(b), delay), auth)
+			c, err := Connect(ctx, testenv.DelayedLink(b, dial(b), delay), auth)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -134,9 +134,7 @@ func BenchmarkOpLatency(b *testing.B) {
 		if h != nil {
 			_ = h.Close()
 		}
-		slices.Sort(spent)
-		b.ReportMetric(float64(spent[len(spent)/2])/float64(2*delay), "rtt/op")
-		b.ReportMetric(float64(spent[0])/float64(2*delay), "rtt-least/op")
+		testenv.ReportRoundTrips(b, spent, delay)
 	}
 	for _, oc := range cases {
 		b.Run("server=hostgate/op="+oc.name, func(b *testing.B) {

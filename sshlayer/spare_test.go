@@ -4,8 +4,6 @@ package sshlayer
 
 import (
 	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,21 +11,10 @@ import (
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
-// delayed is raw behind a link whose bytes each way arrive delay after
-// they were sent.
-func delayed(tb testing.TB, raw net.Conn, delay time.Duration) net.Conn {
-	var wg sync.WaitGroup
-	tb.Cleanup(wg.Wait)
-	near, far := net.Pipe()
-	testenv.DelayedCopy(&wg, delay, raw, far, nil)
-	testenv.DelayedCopy(&wg, delay, far, raw, nil)
-	return near
-}
-
 // slowConnect connects to s over a link with delay each way.
 func slowConnect(t *testing.T, s *countingServer, delay time.Duration) *Client {
 	t.Helper()
-	c, err := Connect(testCtx(t), delayed(t, s.dial(t), delay), s.auth())
+	c, err := Connect(testCtx(t), testenv.DelayedLink(t, s.dial(t), delay), s.auth())
 	if err != nil {
 		t.Fatal(err)
 	}

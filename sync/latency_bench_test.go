@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/sshtest"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -115,12 +115,7 @@ func BenchmarkLatency(b *testing.B) {
 					}
 					spent = append(spent, time.Since(start))
 				}
-				// The median and the least: on a busy machine a
-				// goroutine's wakeup can take as long as a round trip,
-				// which only ever adds.
-				slices.Sort(spent)
-				b.ReportMetric(float64(spent[len(spent)/2])/float64(2*delay), "rtt/op")
-				b.ReportMetric(float64(spent[0])/float64(2*delay), "rtt-least/op")
+				testenv.ReportRoundTrips(b, spent, delay)
 			})
 		}
 	}

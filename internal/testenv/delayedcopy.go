@@ -2,7 +2,10 @@ package testenv
 
 import (
 	"io"
+	"net"
+	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -46,4 +49,27 @@ func DelayedCopy(wg *sync.WaitGroup, delay time.Duration, dst io.WriteCloser, sr
 			}
 		}
 	}()
+}
+
+// DelayedLink is raw behind a link whose bytes each way arrive delay
+// after they were sent; its goroutines end with raw, and the test waits
+// for them.
+func DelayedLink(tb testing.TB, raw net.Conn, delay time.Duration) net.Conn {
+	var wg sync.WaitGroup
+	tb.Cleanup(wg.Wait)
+	near, far := net.Pipe()
+	DelayedCopy(&wg, delay, raw, far, nil)
+	DelayedCopy(&wg, delay, far, raw, nil)
+	return near
+}
+
+// ReportRoundTrips reports what spent (each call's time over a link of
+// delay one way) took in round trips: rtt/op, the median call's, and
+// rtt-least/op, the least: on a busy machine a goroutine's wakeup can
+// take as long as a round trip, which only ever adds.
+func ReportRoundTrips(b *testing.B, spent []time.Duration, delay time.Duration) {
+	spent = slices.Clone(spent)
+	slices.Sort(spent)
+	b.ReportMetric(float64(spent[len(spent)/2])/float64(2*delay), "rtt/op")
+	b.ReportMetric(float64(spent[0])/float64(2*delay), "rtt-least/op")
 }

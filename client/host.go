@@ -236,9 +236,8 @@ func (c *Client) forgetCredentials(id string, cr *credentials) {
 // in, leave the gateway's name of it out (underHost).
 func (c *Client) connect(ctx context.Context, id string) (*hostgate.Connection, error) {
 	cr, kept := c.credentialsFor(id)
-	pctx, cancel := context.WithCancel(ctx)
-	pre := c.predial(pctx, id, cr)
-	defer func() { cancel(); pre.close() }()
+	pre := c.predial(ctx, id, cr)
+	defer pre.close()
 	auth, err := cr.auth(ctx)
 	if err != nil {
 		return nil, underHost(id, err)
@@ -356,8 +355,9 @@ func (c *Client) sshConnect(ctx context.Context, id string, auth sshlayer.Auth, 
 // after a connect of its own (a round trip, two over TLS;
 // BenchmarkDialLatency). A host reached directly does not use it.
 type predial struct {
-	done chan struct{}
-	p    *bytestream.Predialed // nil: the predial failed, and the dial dials again
+	cancel context.CancelFunc // ends a dial still under way
+	done   chan struct{}
+	p      *bytestream.Predialed // nil: the predial failed, and the dial dials again
 }
 
 // predial starts a predial for a connect to host id with cr, where its
@@ -371,7 +371,8 @@ func (c *Client) predial(ctx context.Context, id string, cr *credentials) *predi
 	if !due || c.ws != nil {
 		return nil
 	}
-	pd := &predial{done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	pd := &predial{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pd.done)
 		pd.p, _ = bytestream.PredialWebSocket(ctx, c.sshURL(id), &bytestream.WebSocketOptions{RootCAs: c.roots})
@@ -388,8 +389,13 @@ func (pd *predial) wait() *bytestream.Predialed {
 	return pd.p
 }
 
-// close closes the predialed connection, unless a dial took it.
+// close ends the predial: its dial, where it is still under way, and its
+// connection, unless a dial took it.
 func (pd *predial) close() {
+	if pd == nil {
+		return
+	}
+	pd.cancel()
 	if p := pd.wait(); p != nil {
 		_ = p.Close()
 	}

@@ -11,19 +11,22 @@ import (
 // returns a client over it. The subsystem request and the client's init
 // go out together, where NewClient waits for the request's reply first: a
 // round trip less, and one more where s was opened ahead (hostgate change
-// 24). A refused request closes s, and its error is the call's. The client
-// owns s from then on: its Close closes it.
+// 24). The call owns s: a refused request closes it, and its error is the
+// call's, as any failure closes it; the client's Close closes it.
 func NewClientSession(s *ssh.Session, opts ...ClientOption) (*Client, error) {
 	pw, err := s.StdinPipe()
 	if err != nil {
+		_ = s.Close()
 		return nil, err
 	}
 	pr, err := s.StdoutPipe()
 	if err != nil {
+		_ = s.Close()
 		return nil, err
 	}
 	perr, err := s.StderrPipe()
 	if err != nil {
+		_ = s.Close()
 		return nil, err
 	}
 	refused := make(chan error, 1)

@@ -227,6 +227,11 @@ type channel struct {
 	sentEOF atomic.Bool
 	// eofOnWire, under writeMu, is set when the EOF message is written.
 	eofOnWire bool
+	// gotEOF is set when the peer's EOF has come (hostgate).
+	gotEOF atomic.Bool
+	// openHeld is set while an early open may be held back unsent
+	// (hostgate, earlydata.go).
+	openHeld atomic.Bool
 
 	// thread-safe data
 	remoteWin  window
@@ -332,7 +337,11 @@ func (ch *channel) SetWriteDeadline(t time.Time) error {
 
 // writePacket sends a packet. If the packet is a channel close, it updates
 // sentClose. This method takes the lock c.writeMu.
-func (ch *channel) writePacket(packet []byte) error {
+func (ch *channel) writePacket(packet []byte) error { return ch.writePacketAs(packet, false) }
+
+// writePacketAs is writePacket; with reply set, a CLOSE answers the
+// peer's. hostgate: a CLOSE nothing waits for is held (held.go).
+func (ch *channel) writePacketAs(packet []byte, reply bool) error {
 	ch.writeMu.Lock()
 	if ch.sentClose {
 		ch.writeMu.Unlock()
@@ -362,13 +371,21 @@ func (ch *channel) writePacket(packet []byte) error {
 	// hostgate: a held confirmation goes first (earlydata.go).
 	err := ch.sendHeldConfirmLocked()
 	if err == nil {
-		err = ch.mux.conn.writePacket(packet)
+		lc, ok := ch.mux.conn.(lazyConn)
+		if ok && ch.sentClose && lazyClose(ch.chanType) && (reply || ch.eofOnWire && ch.gotEOF.Load()) {
+			err = lc.writePacketAs(packet, true)
+		} else {
+			err = ch.mux.conn.writePacket(packet)
+		}
 	}
 	ch.writeMu.Unlock()
 	return err
 }
 
-func (ch *channel) sendMessage(msg interface{}) error {
+func (ch *channel) sendMessage(msg interface{}) error { return ch.sendMessageAs(msg, false) }
+
+// sendMessageAs is sendMessage; reply is writePacketAs's.
+func (ch *channel) sendMessageAs(msg interface{}, reply bool) error {
 	// hostgate: an early channel's remoteId is the peer's answer.
 	if err := ch.awaitOpen(); err != nil {
 		return err
@@ -379,7 +396,7 @@ func (ch *channel) sendMessage(msg interface{}) error {
 
 	p := Marshal(msg)
 	binary.BigEndian.PutUint32(p[1:], ch.remoteId)
-	return ch.writePacket(p)
+	return ch.writePacketAs(p, reply)
 }
 
 // ErrWriteAfterCloseWrite is what a channel's Write returns once
@@ -620,6 +637,7 @@ func (c *channel) adjustWindow(adj uint32, drained bool) error {
 }
 
 func (c *channel) ReadExtended(data []byte, extended uint32) (n int, err error) {
+	c.sendHeldOpen() // hostgate: a reader waits on the peer
 	switch extended {
 	case 1:
 		n, err = c.extPending.Read(data)
@@ -727,11 +745,12 @@ func (ch *channel) handlePacket(packet []byte) error {
 	case msgChannelData, msgChannelExtendedData:
 		return ch.handleData(packet)
 	case msgChannelClose:
-		ch.sendMessage(channelCloseMsg{PeersID: ch.remoteId})
+		ch.sendMessageAs(channelCloseMsg{PeersID: ch.remoteId}, true)
 		ch.mux.chanList.remove(ch.localId)
 		ch.close()
 		return nil
 	case msgChannelEOF:
+		ch.gotEOF.Store(true) // hostgate: see writePacketAs
 		// RFC 4254 is mute on how EOF affects dataExt messages but
 		// it is logical to signal EOF at the same time.
 		ch.extPending.eof()

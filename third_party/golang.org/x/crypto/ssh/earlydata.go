@@ -59,6 +59,7 @@ func (ch *channel) awaitOpen() error {
 	if !ch.early || ch.established.Load() {
 		return nil
 	}
+	ch.sendHeldOpen()
 	<-ch.opened
 	if ch.established.Load() {
 		return nil
@@ -148,6 +149,7 @@ func (ch *channel) deferEarly(set func()) bool {
 	if !ch.early || ch.established.Load() {
 		return false
 	}
+	ch.sendHeldOpen() // nothing this side sends will take it along
 	ch.earlyMu.Lock()
 	defer ch.earlyMu.Unlock()
 	if ch.answered {
@@ -258,13 +260,28 @@ func (m *mux) openChannelEarly(chanType string, extra []byte) (*channel, error) 
 		TypeSpecificData: extra,
 		PeersID:          ch.localId,
 	}
-	// m.sendMessage: the channel's own would wait for the answer.
-	if err := m.sendMessage(open); err != nil {
+	// m.sendMessage: the channel's own would wait for the answer. The
+	// open is held for the early data that usually follows at once (a
+	// forward's first bytes): both then go out in one write, one message
+	// fewer across every process of the path (held.go). Whatever
+	// waits on the peer instead (a read, a close, the answer) sends it.
+	ch.openHeld.Store(true)
+	if err := m.sendMessageAs(open, true); err != nil {
 		ch.close()
 		m.chanList.remove(ch.localId)
 		return nil, err
 	}
 	return ch, nil
+}
+
+// sendHeldOpen sends an early open still held back (openChannelEarly) by
+// flushing the connection's held packets.
+func (ch *channel) sendHeldOpen() {
+	if ch.openHeld.Load() && ch.openHeld.Swap(false) {
+		if lc, ok := ch.mux.conn.(lazyConn); ok {
+			lc.sendHeld()
+		}
+	}
 }
 
 // DialEarly is Dial for TCP that returns before the remote host has

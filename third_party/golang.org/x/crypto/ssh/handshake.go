@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // debugHandshake, if set, prints messages sent and received.  Key
@@ -129,6 +130,12 @@ type handshakeTransport struct {
 	// strictMode indicates if the other side of the handshake indicated
 	// that we should be following the strict KEX protocol restrictions.
 	strictMode bool
+
+	// hostgate: held is set, under mu, while the transport's write buffer
+	// holds packets a lazy write left unflushed; heldTimer flushes them
+	// (held.go).
+	held      bool
+	heldTimer *time.Timer
 }
 
 type pendingKex struct {
@@ -269,6 +276,11 @@ func (t *handshakeTransport) readLoop() {
 func (t *handshakeTransport) pushPacket(p []byte) error {
 	if debugHandshake {
 		t.printPacket(p, true)
+	}
+	// hostgate: the write flushes whatever a lazy write held back.
+	if t.held {
+		t.held = false
+		t.heldTimer.Stop()
 	}
 	return t.conn.writePacket(p)
 }
@@ -582,7 +594,11 @@ func (t *handshakeTransport) sendKexInit() error {
 
 var errSendBannerPhase = errors.New("ssh: SendAuthBanner outside of authentication phase")
 
-func (t *handshakeTransport) writePacket(p []byte) error {
+func (t *handshakeTransport) writePacket(p []byte) error { return t.writePacketAs(p, false) }
+
+// writePacketAs is writePacket; lazy holds the packet back (see
+// held.go) where the transport can.
+func (t *handshakeTransport) writePacketAs(p []byte, lazy bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
@@ -632,7 +648,13 @@ func (t *handshakeTransport) writePacket(p []byte) error {
 		t.requestKeyExchange()
 	}
 
-	if err := t.pushPacket(p); err != nil {
+	var err error
+	if lazy {
+		err = t.holdPacket(p)
+	} else {
+		err = t.pushPacket(p)
+	}
+	if err != nil {
 		t.writeError = err
 		t.writeCond.Broadcast()
 		return err
@@ -642,6 +664,12 @@ func (t *handshakeTransport) writePacket(p []byte) error {
 }
 
 func (t *handshakeTransport) Close() error {
+	// hostgate: a held packet goes with the conn (held.go).
+	t.mu.Lock()
+	if t.heldTimer != nil {
+		t.heldTimer.Stop()
+	}
+	t.mu.Unlock()
 	// Close the connection. This should cause the readLoop goroutine to wake up
 	// and close t.startKex, which will shut down kexLoop if running.
 	err := t.conn.Close()

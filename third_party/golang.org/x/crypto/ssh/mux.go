@@ -213,10 +213,17 @@ func newMuxHold(p packetConn, confirmHold time.Duration, windowCeiling uint32) *
 	return m
 }
 
-func (m *mux) sendMessage(msg interface{}) error {
+func (m *mux) sendMessage(msg interface{}) error { return m.sendMessageAs(msg, false) }
+
+// sendMessageAs is sendMessage; lazy holds the packet back where the
+// transport can (hostgate, held.go).
+func (m *mux) sendMessageAs(msg interface{}, lazy bool) error {
 	p := Marshal(msg)
 	if debugMux {
 		log.Printf("send global(%d): %#v", m.chanList.offset, msg)
+	}
+	if lc, ok := m.conn.(lazyConn); ok && lazy {
+		return lc.writePacketAs(p, true)
 	}
 	return m.conn.writePacket(p)
 }

@@ -213,18 +213,32 @@ func (t *transport) writePacket(packet []byte) error {
 	if debugTransport {
 		t.printPacket(packet, true)
 	}
-	return t.writer.writePacket(t.bufWriter, t.rand, packet, t.strictMode)
+	return t.writer.writePacket(t.bufWriter, t.rand, packet, t.strictMode, true)
 }
 
-func (s *connectionState) writePacket(w *bufio.Writer, rand io.Reader, packet []byte, strictMode bool) error {
+// writePacketHeld encrypts packet into the write buffer and leaves it
+// there for the next writePacket or flushHeld (hostgate, held.go).
+func (t *transport) writePacketHeld(packet []byte) error {
+	if debugTransport {
+		t.printPacket(packet, true)
+	}
+	return t.writer.writePacket(t.bufWriter, t.rand, packet, t.strictMode, false)
+}
+
+// flushHeld writes what writePacketHeld left in the buffer.
+func (t *transport) flushHeld() error { return t.bufWriter.Flush() }
+
+func (s *connectionState) writePacket(w *bufio.Writer, rand io.Reader, packet []byte, strictMode, flush bool) error {
 	changeKeys := len(packet) > 0 && packet[0] == msgNewKeys
 
 	err := s.packetCipher.writeCipherPacket(s.seqNum, w, rand, packet)
 	if err != nil {
 		return err
 	}
-	if err = w.Flush(); err != nil {
-		return err
+	if flush || changeKeys {
+		if err = w.Flush(); err != nil {
+			return err
+		}
 	}
 	s.seqNum++
 	if changeKeys {

@@ -70,9 +70,9 @@ const tarMissing = 127
 // path; a relative one is relative to the home directory.
 //
 // It sends the tree as one tar stream to tar on the host (200 files of
-// 4 KiB to a sandbox through the gateway in 0.049x the time of a loop of
+// 4 KiB to a sandbox through the gateway in 0.068x the time of a loop of
 // SFTP Creates), and falls back to the host's filesystem (Host.FS), 16
-// files at a time (0.24x that loop's time), when the host has no tar. Names are src's, which
+// files at a time (0.30x that loop's time), when the host has no tar. Names are src's, which
 // io/fs keeps relative and without "..". Permission bits (a directory's
 // with its owner's rwx added) and modification times go with the files,
 // ownership does not. A tree over
@@ -358,9 +358,10 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 				}
 				defer f.Close()
 				if fw, ok := p.(FileWriter); ok {
-					// Fewer round trips than Create, Write, Close:
-					// 200 files of 4 KiB over SFTP in 0.43-0.73x the
-					// time (4 alternating pairs, load 8-9).
+					// Cheaper than Create, Write, Close, though both
+					// take two round trips: 200 files of 4 KiB over
+					// SFTP in 0.46x the time (BenchmarkTransfer's
+					// upload/fs both ways, 3 alternating runs).
 					return fw.WriteFile(ctx, to, info.Mode().Perm(), f, nil)
 				}
 				w, err := p.Create(ctx, to, info.Mode().Perm())

@@ -84,9 +84,16 @@ func (e *env) sftpDownloadAB(ctx context.Context, path string, n int64) (*bench.
 }
 
 // forwardAB runs the forward load through a local forward of this host
-// and of the before one, alternating.
-func (e *env) forwardAB(ctx context.Context, target string, workers int) (*bench.Scenario, error) {
+// and of the before one, alternating: requests per second, and the CPU
+// time the gateway and the agent used per request. The machine's spread
+// hides a few percent in the rate; the two processes' own CPU time shows
+// it.
+func (e *env) forwardAB(ctx context.Context, target string, workers int) ([]*bench.Scenario, error) {
 	s := e.abScenario("local forward, small HTTP requests", "req/s", bench.Higher)
+	cpu := e.abScenario("local forward, small HTTP requests, the gateway's and the agent's CPU time per request", "ms", bench.Lower)
+	cpu.Note = "the gateway and agent processes' own CPU time (user and system) per request, this build's against the build before's, through the same client"
+	perReq := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(e.cfg.fwdN) }
+	this := []int{e.gw.Pid(), e.agent.Pid()}
 	forward := func(h *hostgate.Host) (*hostgate.Forwarding, error) {
 		return h.Forward(ctx, hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: target})
 	}
@@ -101,22 +108,30 @@ func (e *env) forwardAB(ctx context.Context, target string, workers int) (*bench
 	}
 	defer b.Close()
 	for i := range e.cfg.pairs {
-		var ar, br float64
+		var (
+			ar, br float64
+			ac, bc time.Duration
+		)
 		err := bench.Alternate(i, func() (err error) {
+			c0 := readCPU(this)
 			if ar, _, err = httpLoad(ctx, "http://"+a.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("this %s: %w", e.abWhat, err)
 			}
+			ac = readCPU(this).since(c0)
 			return nil
 		}, func() (err error) {
+			c0 := readCPU(e.beforePids)
 			if br, _, err = httpLoad(ctx, "http://"+b.Addr().String()+"/", e.cfg.fwdN, workers); err != nil {
 				return fmt.Errorf("%s before: %w", e.abWhat, err)
 			}
+			bc = readCPU(e.beforePids).since(c0)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 		s.Add(ar, br)
+		cpu.Add(perReq(ac), perReq(bc))
 	}
-	return s, nil
+	return []*bench.Scenario{s, cpu}, nil
 }

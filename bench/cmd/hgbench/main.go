@@ -212,7 +212,9 @@ type env struct {
 	abWhat string
 	// gwBefore is -gateway-before's gateway, which serves before.
 	gwBefore *gateway
-	api      *client.Client // admin
+	// beforePids are the gateway and agent processes that serve before.
+	beforePids []int
+	api        *client.Client // admin
 }
 
 func run(ctx context.Context, log *slog.Logger, c *config) error {
@@ -306,6 +308,7 @@ func run(ctx context.Context, log *slog.Logger, c *config) error {
 			return fmt.Errorf("agent before: %w", err)
 		}
 		defer bp.Stop()
+		e.beforePids = []int{gw.Pid(), bp.Pid()}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		e.before, err = client.Dial(dctx, gw.url, gw.admin, "before")
 		cancel()

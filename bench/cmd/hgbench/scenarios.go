@@ -626,7 +626,7 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, ab)
+		out = append(out, ab...)
 	}
 	return out, nil
 }

@@ -557,14 +557,7 @@ func TestExecutionIsAHost(t *testing.T) {
 // ns/op of each, docker/agent, api/agent and api/docker (issue 7's
 // target for the API: at most 0.2).
 func BenchmarkExecRoundTrip(b *testing.B) {
-	g, c, image := execGateway(b)
-	ctx := testCtx(b, 10*time.Minute)
-	e := provision(b, ctx, c, execRequest(image))
-	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
+	ctx, c, e, h := benchExecution(b)
 	ex, err := c.Execution(ctx, e.ExecutionID)
 	if err != nil {
 		b.Fatal(err)
@@ -597,6 +590,21 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(dockerT)/float64(agentT), "docker/agent")
 	b.ReportMetric(float64(apiT)/float64(agentT), "api/agent")
 	b.ReportMetric(float64(apiT)/float64(dockerT), "api/docker")
+}
+
+// benchExecution is a benchmark's execution on a gateway of its own, and
+// a Host dialed to it through the gateway, closed at cleanup.
+func benchExecution(b *testing.B) (context.Context, *client.Client, *client.Execution, *hostgate.Host) {
+	b.Helper()
+	g, c, image := execGateway(b)
+	ctx := testCtx(b, 10*time.Minute)
+	e := provision(b, ctx, c, execRequest(image))
+	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = h.Close() })
+	return ctx, c, e, h
 }
 
 // containerOf finds the container of an execution by its label.

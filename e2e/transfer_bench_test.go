@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
-	"github.com/hostgate/hostgate/client"
 )
 
 // BenchmarkSandboxTransfer moves a tree of 200 files of 4 KiB (the root
@@ -23,14 +22,7 @@ import (
 // so each sees the same machine. Reported: ms/op of each and the ratios
 // the README and Upload's doc quote.
 func BenchmarkSandboxTransfer(b *testing.B) {
-	g, c, image := execGateway(b)
-	ctx := testCtx(b, 10*time.Minute)
-	e := provision(b, ctx, c, execRequest(image))
-	h, err := client.Dial(ctx, g.url, g.admin, e.ExecutionID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
+	ctx, _, _, h := benchExecution(b)
 	tree := fstest.MapFS{}
 	for i := range 200 {
 		name := fmt.Sprintf("d%c/f%d", 'a'+i%10, i)

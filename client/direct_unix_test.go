@@ -295,3 +295,46 @@ func TestConnectPredialsTheStream(t *testing.T) {
 		t.Fatalf("the SSH stream came on connection %d, of %d accepted when the certificate was answered: it was not dialed while the connect waited", stream, watermark)
 	}
 }
+
+// A connect that goes direct ends a predial still under way rather than
+// waiting for it: a gateway slow to take the stream's connection (a TLS
+// handshake that stalls) does not hold up a host reached without it.
+func TestDirectEndsASlowPredial(t *testing.T) {
+	var g *directGateway
+	g = newDirectGateway(t, func() []string { return []string{g.server.Addr} })
+	started, ended := make(chan struct{}), make(chan struct{})
+	orig := predialWebSocket
+	predialWebSocket = func(ctx context.Context, _ string, _ *bytestream.WebSocketOptions) (*bytestream.Predialed, error) {
+		close(started)
+		<-ctx.Done()
+		close(ended)
+		return nil, ctx.Err()
+	}
+	t.Cleanup(func() { predialWebSocket = orig })
+	c, err := New(g.url, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	h, err := c.Dial(ctx, "box")
+	if err != nil {
+		t.Fatalf("Dial with a predial that never ends: %v", err)
+	}
+	defer h.Close()
+	select {
+	case <-started:
+	default:
+		t.Fatal("no predial: the test tests nothing")
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Dial returned with its predial still under way")
+	}
+	execEcho(t, h)
+	if n := g.relays.Load(); n != 0 {
+		t.Fatalf("the gateway relayed %d connections, want 0", n)
+	}
+}

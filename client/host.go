@@ -375,10 +375,13 @@ func (c *Client) predial(ctx context.Context, id string, cr *credentials) *predi
 	pd := &predial{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pd.done)
-		pd.p, _ = bytestream.PredialWebSocket(ctx, c.sshURL(id), &bytestream.WebSocketOptions{RootCAs: c.roots})
+		pd.p, _ = predialWebSocket(ctx, c.sshURL(id), &bytestream.WebSocketOptions{RootCAs: c.roots})
 	}()
 	return pd
 }
+
+// predialWebSocket is bytestream.PredialWebSocket; a test stalls it.
+var predialWebSocket = bytestream.PredialWebSocket
 
 // wait is the predialed connection once it is made, or nil.
 func (pd *predial) wait() *bytestream.Predialed {

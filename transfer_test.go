@@ -465,23 +465,6 @@ func TestDownloadRefusesEscapes(t *testing.T) {
 	}
 }
 
-// memTempDir is a directory on tmpfs (/dev/shm) where there is one, else
-// TempDir's, removed at the end. A benchmark that writes 200 files would
-// otherwise time the local disk: on this machine's ext4 creating them takes
-// 200 ms, on tmpfs 5.
-func memTempDir(b *testing.B) string {
-	b.Helper()
-	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
-		return b.TempDir()
-	}
-	d, err := os.MkdirTemp("/dev/shm", "hostgate-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
-
 // BenchmarkTransfer moves a tree of 200 files of 4 KiB to and from a host
 // over SSH (sshlayer's test server on loopback): by tar, by the
 // filesystem way (SFTP, 16 files at once), and by the loop an agent
@@ -499,7 +482,7 @@ func BenchmarkTransfer(b *testing.B) {
 	}
 	h := sshHost(b)
 	ctx := context.Background()
-	remote := filepath.Join(memTempDir(b), "remote")
+	remote := filepath.Join(testenv.MemTempDir(b), "remote")
 	if err := hostgate.Upload(ctx, h, os.DirFS(src), remote, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -509,14 +492,14 @@ func BenchmarkTransfer(b *testing.B) {
 	}{{"tar", nil}, {"fs", &hostgate.TransferOptions{NoTar: true}}} {
 		b.Run("upload/"+way.name, func(b *testing.B) {
 			for b.Loop() {
-				if err := hostgate.Upload(ctx, h, os.DirFS(src), filepath.Join(memTempDir(b), "up"), way.opts); err != nil {
+				if err := hostgate.Upload(ctx, h, os.DirFS(src), filepath.Join(testenv.MemTempDir(b), "up"), way.opts); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run("download/"+way.name, func(b *testing.B) {
 			for b.Loop() {
-				if err := hostgate.Download(ctx, h, remote, filepath.Join(memTempDir(b), "down"), way.opts); err != nil {
+				if err := hostgate.Download(ctx, h, remote, filepath.Join(testenv.MemTempDir(b), "down"), way.opts); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -529,7 +512,7 @@ func BenchmarkTransfer(b *testing.B) {
 		}
 		fsys := os.DirFS(src)
 		for b.Loop() {
-			dir := filepath.Join(memTempDir(b), "up")
+			dir := filepath.Join(testenv.MemTempDir(b), "up")
 			err := fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err

@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"testing"
 	"testing/fstest"
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // BenchmarkSandboxTransfer moves a tree of 200 files of 4 KiB (the root
@@ -55,20 +55,9 @@ func BenchmarkSandboxTransfer(b *testing.B) {
 	if err := hostgate.Upload(ctx, h, tree, base+"/src", nil); err != nil {
 		b.Fatal(err)
 	}
-	// Downloads go to tmpfs where there is one: creating 200 files on
-	// this machine's ext4 takes 200 ms by itself, 5 on tmpfs, and that is
-	// the local disk's time, not the transfer's.
-	local := b.TempDir
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		local = func() string {
-			d, err := os.MkdirTemp("/dev/shm", "hostgate-bench-")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = os.RemoveAll(d) })
-			return d
-		}
-	}
+	// Downloads go to tmpfs where there is one: the local disk's time is
+	// not the transfer's.
+	local := func() string { return testenv.MemTempDir(b) }
 	var upTar, upFS, upLoop, downTar, downFS time.Duration
 	timed := func(d *time.Duration, what string, f func() error) {
 		b.Helper()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -243,7 +244,8 @@ func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scena
 	}
 	tarFile := filepath.Join(e.dir, "peer.tar")
 	rate := func(d time.Duration) float64 { return float64(size) / mib / d.Seconds() }
-	cp := &bench.Scenario{Name: "checkpoint 100 MiB workspace", Unit: "MiB/s", PeerName: "docker exec tar -c > file", Better: bench.Higher}
+	cp := &bench.Scenario{Name: "checkpoint 100 MiB workspace", Unit: "MiB/s", PeerName: "docker exec tar -c > file, fsync", Better: bench.Higher,
+		Note: "hostgate: POST /v1/executions/{id}/checkpoints, whose tar and manifest are on disk (fsync) when it answers; peer: docker exec tar -c into a file on the same disk, then fsync(2) of the file"}
 	rs := &bench.Scenario{Name: "restore 100 MiB workspace", Unit: "MiB/s", PeerName: "docker run -d + docker exec -i tar -x", Better: bench.Higher,
 		Note: "hostgate: POST /v1/restores until the new execution answers; peer: a new container with the same flags and the same tar piped in"}
 	pairs := min(e.cfg.pairs, 4) // even, so each side runs first in half
@@ -264,8 +266,10 @@ func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scena
 			return nil
 		}, func() (err error) {
 			b, err = timeIt(func() error {
-				_, err := docker(ctx, "", tarFile, "exec", "-u", "65534:65534", cid, "tar", "-C", "/workspace", "-cf", "-", ".")
-				return err
+				if _, err := docker(ctx, "", tarFile, "exec", "-u", "65534:65534", cid, "tar", "-C", "/workspace", "-cf", "-", "."); err != nil {
+					return err
+				}
+				return fsyncFile(tarFile)
 			})
 			return err
 		})
@@ -353,3 +357,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fsyncFile waits until the file at name is on disk, as a checkpoint's
+// tar is when the API answers.
+func fsyncFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}

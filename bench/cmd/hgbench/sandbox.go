@@ -247,7 +247,7 @@ func (e *env) checkpointRestore(ctx context.Context, img string) ([]*bench.Scena
 	cp := &bench.Scenario{Name: "checkpoint 100 MiB workspace", Unit: "MiB/s", PeerName: "docker exec tar -c > file, fsync", Better: bench.Higher,
 		Note: "hostgate: POST /v1/executions/{id}/checkpoints, whose tar and manifest are on disk (fsync) when it answers; peer: docker exec tar -c into a file on the same disk, then fsync(2) of the file"}
 	rs := &bench.Scenario{Name: "restore 100 MiB workspace", Unit: "MiB/s", PeerName: "docker run -d + docker exec -i tar -x", Better: bench.Higher,
-		Note: "hostgate: POST /v1/restores until the new execution answers; peer: a new container with the same flags and the same tar piped in"}
+		Note: "hostgate: POST /v1/restores until the new execution answers, the tar checked against its recorded SHA-256 as it streams in and the sandbox's agent started (which the fast exec rows ride on); peer: a new container with the same flags and the same tar piped in"}
 	pairs := min(e.cfg.pairs, 4) // even, so each side runs first in half
 	var lastCP string
 	for i := range pairs {

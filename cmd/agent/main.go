@@ -20,7 +20,9 @@
 // not passed on) and no file descriptor the agent inherited beyond
 // stdin, stdout and stderr; SIGTERM or SIGINT stops the agent, ending every session
 // and killing its processes (`agent connect` logs that it stops and tells the
-// gateway, whose log says the agent stopped).
+// gateway, whose log says the agent stopped). Held by its cgroup to one CPU
+// or less (a sandbox's default), it runs the Go runtime on one P unless
+// GOMAXPROCS says otherwise.
 package main
 
 import (
@@ -98,6 +100,7 @@ func main() {
 	}
 	agent.MaybeRunGuard()  // exits when this process is an agent's guard
 	sigreset.ForChildren() // commands get default signals even under nohup
+	agent.FitProcs()       // one P under a limit of one CPU
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -108,6 +108,7 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("agent connect: --log-format %q: want text or json", logFormat)
 	}
 	cfg.Logger = slog.New(h)
+	logProcs(cfg.Logger)
 	// One guard for the agent's life: each tunnel's server reports to it.
 	// With --keep-background a killed agent leaves its commands as a
 	// killed sshd does: their pipes end, nothing is killed.

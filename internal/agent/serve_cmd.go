@@ -164,6 +164,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	log := slog.New(h)
 	cfg.Logger = log
+	logProcs(log)
 
 	if authKeysFile != "" {
 		keys, err := LoadKeys(authKeysFile)

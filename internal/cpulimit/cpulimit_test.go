@@ -75,14 +75,6 @@ func TestReadFrom(t *testing.T) {
 	}
 }
 
-// TestRead runs on the machine's own files: whatever the limit, one that
-// is read is positive.
-func TestRead(t *testing.T) {
-	if cpus, ok := Read(); ok && cpus <= 0 {
-		t.Fatalf("Read = %v, true", cpus)
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("0::/\n1:cpu:/docker/x\n"), []byte("100000 100000"), []byte("-1"))
 	f.Add([]byte("3:cpu,cpuacct:/a/../b\n"), []byte("max 100000"), []byte("25000"))

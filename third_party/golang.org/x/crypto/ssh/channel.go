@@ -371,12 +371,7 @@ func (ch *channel) writePacketAs(packet []byte, reply bool) error {
 	// hostgate: a held confirmation goes first (earlydata.go).
 	err := ch.sendHeldConfirmLocked()
 	if err == nil {
-		lc, ok := ch.mux.conn.(lazyConn)
-		if ok && ch.sentClose && lazyClose(ch.chanType) && (reply || ch.eofOnWire && ch.gotEOF.Load()) {
-			err = lc.writePacketAs(packet, true)
-		} else {
-			err = ch.mux.conn.writePacket(packet)
-		}
+		err = ch.mux.writePacketAs(packet, ch.sentClose && lazyClose(ch.chanType) && (reply || ch.eofOnWire && ch.gotEOF.Load()))
 	}
 	ch.writeMu.Unlock()
 	return err

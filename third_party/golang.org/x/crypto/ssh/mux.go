@@ -222,8 +222,16 @@ func (m *mux) sendMessageAs(msg interface{}, lazy bool) error {
 	if debugMux {
 		log.Printf("send global(%d): %#v", m.chanList.offset, msg)
 	}
-	if lc, ok := m.conn.(lazyConn); ok && lazy {
-		return lc.writePacketAs(p, true)
+	return m.writePacketAs(p, lazy)
+}
+
+// writePacketAs writes p, held back if lazy and the conn can hold it
+// (hostgate, held.go).
+func (m *mux) writePacketAs(p []byte, lazy bool) error {
+	if lazy {
+		if lc, ok := m.conn.(lazyConn); ok {
+			return lc.writePacketAs(p, true)
+		}
 	}
 	return m.conn.writePacket(p)
 }

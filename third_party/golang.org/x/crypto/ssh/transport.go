@@ -235,7 +235,7 @@ func (s *connectionState) writePacket(w *bufio.Writer, rand io.Reader, packet []
 	if err != nil {
 		return err
 	}
-	if flush || changeKeys {
+	if flush {
 		if err = w.Flush(); err != nil {
 			return err
 		}

@@ -236,14 +236,22 @@ type connSeqKey struct{}
 // certificate answer here waits for a connection that has carried no
 // request, and the stream must come on one accepted by then, where a
 // connect dialing after the answer comes on a later one.
+//
+// The host's record is asked for beside the certificate, on a connection
+// of its own: its request is held until the certificate is answered, and
+// the certificate waits for it to arrive, so that connection is never
+// the one taken for the predial's (a flake under -race, where the
+// record's connection was accepted before its request was read).
 func TestConnectPredialsTheStream(t *testing.T) {
 	g := newDirectGateway(t, func() []string { return nil })
 	var (
 		mu        sync.Mutex
 		accepted  int
 		used      = map[int]bool{}
-		watermark int // connections accepted when the certificate was answered
-		stream    int // the connection the SSH stream came on
+		record    bool                  // the record's request has arrived
+		answered  = make(chan struct{}) // the certificate is answered
+		watermark int                   // connections accepted when the certificate was answered
+		stream    int                   // the connection the SSH stream came on
 	)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seq := r.Context().Value(connSeqKey{}).(int)
@@ -251,10 +259,18 @@ func TestConnectPredialsTheStream(t *testing.T) {
 		used[seq] = true
 		mu.Unlock()
 		switch {
+		case r.URL.Path == "/v1/hosts/box":
+			mu.Lock()
+			record = true
+			mu.Unlock()
+			select {
+			case <-answered:
+			case <-time.After(10 * time.Second):
+			}
 		case strings.HasSuffix(r.URL.Path, "/certificates"):
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 				mu.Lock()
-				idle := accepted > len(used)
+				idle := record && accepted > len(used)
 				mu.Unlock()
 				if idle {
 					break
@@ -263,6 +279,7 @@ func TestConnectPredialsTheStream(t *testing.T) {
 			mu.Lock()
 			watermark = accepted
 			mu.Unlock()
+			close(answered)
 		case strings.HasSuffix(r.URL.Path, "/ssh"):
 			mu.Lock()
 			stream = seq

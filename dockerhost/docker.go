@@ -106,6 +106,14 @@ type Config struct {
 	Now func() time.Time
 	// Pool keeps warm pre-created containers; nil or Size 0: none.
 	Pool *PoolConfig
+	// LoadAgent, when set, is started in a new container while its
+	// workspace loads (a restore's tar, a git worktree), with stdin and
+	// stdout attached, as a warm container's PoolConfig.Agent is: the
+	// execution's first AttachStdio of the same argv takes that
+	// attachment, instead of a docker exec and the agent's start after
+	// the load (about 60 ms of a restore). A container the pool gave
+	// with its agent started keeps that one.
+	LoadAgent []string
 	// Retention is which checkpoints the store keeps; zero: all.
 	Retention Retention
 	// OutputMemory bounds the bytes of commands' output the host keeps in
@@ -156,6 +164,8 @@ type Docker struct {
 	checked map[string]bool // guarded by mu
 	now     func() time.Time
 	pool    *pool // nil: no warm pool
+	// loadAgent is Config.LoadAgent.
+	loadAgent []string
 
 	// Checkpoints' lifecycle (checkpoints.go).
 	rd        readers
@@ -196,8 +206,9 @@ type execution struct {
 	// env is the provision env of a pooled container, created without
 	// it: Exec and AttachStdio add it to each process. Memory only.
 	env map[string]string
-	// agent is the attachment of PoolConfig.Agent the pool started in a
-	// pooled container, until AttachStdio takes it; guarded by Docker.mu.
+	// agent is a pre-started agent's attachment (PoolConfig.Agent in a
+	// pooled container, Config.LoadAgent in one whose workspace loaded),
+	// until AttachStdio of agentArgv takes it; guarded by Docker.mu.
 	agent     *Stdio
 	agentArgv []string
 	// uid is the host uid (and gid) of its processes, its own (uids.go).
@@ -262,6 +273,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		proc:     "/proc",
 
 		retention: cfg.Retention,
+		loadAgent: slices.Clone(cfg.LoadAgent),
 	}
 	if h.retention.MaxAge < 0 || h.retention.MaxBytes < 0 {
 		return nil, errors.New("dockerhost: Retention.MaxAge and MaxBytes must not be negative")
@@ -500,7 +512,8 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		}
 	}()
 	var env map[string]string
-	var agent *Stdio // a pooled container's pre-started agent, until registered
+	var agent *Stdio       // a pre-started agent, until registered
+	var agentArgv []string // agent's argv
 	defer func() {
 		if agent != nil {
 			_ = agent.Close()
@@ -554,7 +567,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 					env = h.policy.provisionEnv(req.Env)
 				}
 				if pc.agent != nil && agentEnvOK(req.Env) {
-					agent = pc.agent
+					agent, agentArgv = pc.agent, h.pool.cfg.Agent
 				} else if pc.agent != nil {
 					_ = pc.agent.Close()
 				}
@@ -590,7 +603,23 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		return nil, context.Cause(ctx)
 	}
 	if load != nil {
-		if err := load(ctx, cid, userOf(uid)); err != nil {
+		var early <-chan earlyAgent
+		if agent == nil && len(h.loadAgent) > 0 && (!fromPool || agentEnvOK(req.Env)) {
+			// A new container has the provision env in its own (a pooled
+			// one's agent reads none of it: agentEnvOK).
+			early = h.startAgent(ctx, cid, userOf(uid))
+		}
+		err := load(ctx, cid, userOf(uid))
+		if early != nil {
+			// Taken whatever the load's outcome: on an error the defer
+			// above closes it with the provision.
+			if r := <-early; r.err == nil {
+				agent, agentArgv = r.s, h.loadAgent
+			} else if err == nil && ctx.Err() == nil {
+				log.Warn("agent not started during the workspace load; it starts when the execution first attaches it", "container", cid, "err", r.err)
+			}
+		}
+		if err != nil {
 			if ErrorCode(err) != "" {
 				return nil, err
 			}
@@ -616,7 +645,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		e.cenv.Store(cenv)
 	}
 	if agent != nil {
-		e.agent, e.agentArgv = agent, h.pool.cfg.Agent
+		e.agent, e.agentArgv = agent, agentArgv
 	}
 	if err := h.saveEnv(id, env); err != nil {
 		// The execution works; only a restart would lose its env.

@@ -81,6 +81,7 @@ var engineTests = []struct {
 	{"PoolFillFailure", testPoolFillFailure},
 	{"ExecVia", testExecVia},
 	{"PoolAgent", testPoolAgent},
+	{"LoadAgent", testLoadAgent},
 	{"ToolsVolume", testToolsVolume},
 	{"ImageCheckedOnce", testImageCheckedOnce},
 	{"Tombstones", testTombstones},

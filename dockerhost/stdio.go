@@ -90,6 +90,25 @@ func (h *Docker) takeAgent(e *execution, argv []string) *Stdio {
 	return s
 }
 
+// earlyAgent is what startAgent started, or why not.
+type earlyAgent struct {
+	s   *Stdio
+	err error
+}
+
+// startAgent starts Config.LoadAgent in container cid as user while the
+// caller goes on (a workspace load), its attachment living with the
+// container as a pooled one's does; ctx bounds the start. The channel
+// gives the outcome once.
+func (h *Docker) startAgent(ctx context.Context, cid, user string) <-chan earlyAgent {
+	out := make(chan earlyAgent, 1)
+	go func() {
+		s, err := h.attachStdio(ctx, context.Background(), cid, user, nil, h.loadAgent, io.Discard)
+		out <- earlyAgent{s, err}
+	}()
+	return out
+}
+
 // attachStdio starts argv in container cid; ctx bounds the API calls and
 // life the attachment.
 func (h *Docker) attachStdio(ctx, life context.Context, cid, user string, env, argv []string, stderr io.Writer) (*Stdio, error) {

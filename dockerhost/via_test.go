@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -302,22 +303,7 @@ func testPoolAgent(t *testing.T) {
 		reapOwner(t, cli, owner)
 	})
 	ctx := testCtx(t, 2*time.Minute)
-	talk := func(id string) string {
-		t.Helper()
-		s, err := h.AttachStdio(ctx, id, argv, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		if _, err := io.WriteString(s, "hi\n"); err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(s).ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		return line
-	}
+	talk := func(id string) string { t.Helper(); return talkTo(ctx, t, h, id, argv) }
 
 	waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
 	if n := api.count(); n != 1 {
@@ -355,6 +341,90 @@ func testPoolAgent(t *testing.T) {
 	for _, c := range poolContainers(t, cli, owner) {
 		if _, claimed := claimedPooled(c); !claimed {
 			t.Fatalf("unclaimed pooled container left after Close: %v", c.Names)
+		}
+	}
+}
+
+// talkTo attaches argv (a script that reads a line and answers one) in
+// execution id, says hi and returns the answer.
+func talkTo(ctx context.Context, t *testing.T, h *Docker, id string, argv []string) string {
+	t.Helper()
+	s, err := h.AttachStdio(ctx, id, argv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := io.WriteString(s, "hi\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(s).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
+}
+
+// testLoadAgent: with Config.LoadAgent, a restore's new container starts
+// that command while its tar unpacks. The execution's first AttachStdio
+// gets it, with no exec create after the restore, and it has the
+// container's env (the restore's); a second attach starts a fresh one. A
+// provision with nothing to load starts none ahead, and a restore whose
+// tar fails its check leaves no container (goleak checks that the early
+// one's goroutines ended with it).
+func testLoadAgent(t *testing.T) {
+	cli, img := engine(t)
+	argv := []string{"/bin/sh", "-c", `read -r x && echo "got $x $GREETING"`}
+	api := &countingAPI{DockerAPI: cli, argv: argv}
+	dir := t.TempDir()
+	owner := uniqueOwner()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, &Config{Owner: owner, CheckpointDir: dir, LoadAgent: argv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Close()
+		reapOwner(t, cli, owner)
+	})
+	ctx := testCtx(t, 2*time.Minute)
+	talk := func(id string) string { t.Helper(); return talkTo(ctx, t, h, id, argv) }
+
+	ex := provision(t, h, emptyReq(img, small()))
+	if n := api.countIn(ex.ContainerID); n != 0 {
+		t.Fatalf("a provision with nothing to load started the agent %d times", n)
+	}
+	sh(t, h, ex.ExecutionID, `echo kept > /workspace/f`)
+	cp, err := h.Checkpoint(ctx, ex.ExecutionID, CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rex, err := h.Restore(ctx, RestoreRequest{CheckpointID: cp.CheckpointID, Env: map[string]string{"GREETING": "hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := api.countIn(rex.ContainerID); n != 1 {
+		t.Fatalf("the agent started %d times by the restore's answer, want once (during its load)", n)
+	}
+	if got := talk(rex.ExecutionID); got != "got hi hello\n" || api.countIn(rex.ContainerID) != 1 {
+		t.Fatalf("first attach: %q, %d exec creates; want the agent started during the load, with the restore's env", got, api.countIn(rex.ContainerID))
+	}
+	if got := talk(rex.ExecutionID); got != "got hi hello\n" || api.countIn(rex.ContainerID) != 2 {
+		t.Fatalf("second attach: %q, %d exec creates; want a fresh one", got, api.countIn(rex.ContainerID))
+	}
+	if got := sh(t, h, rex.ExecutionID, `cat /workspace/f`).Stdout; got != "kept\n" {
+		t.Fatalf("the restored workspace: %q", got)
+	}
+
+	tamper(t, filepath.Join(dir, cp.CheckpointID+".tar"), "kept\n")
+	before := api.count()
+	if _, err := h.Restore(ctx, RestoreRequest{CheckpointID: cp.CheckpointID}); ErrorCode(err) != CodeInvalidRequest {
+		t.Fatalf("tampered restore: %v, want invalid_request", err)
+	}
+	if api.count() != before+1 {
+		t.Fatalf("the tampered restore started the agent %d times, want once", api.count()-before)
+	}
+	for _, c := range ownerContainers(t, cli, h) {
+		if c.ID != ex.ContainerID && c.ID != rex.ContainerID {
+			waitRemoved(t, cli, c.ID, time.Minute)
 		}
 	}
 }

@@ -228,20 +228,7 @@ ln -s /nowhere dangling && echo spaced > 'with space'`)
 		t.Fatal(err)
 	}
 
-	// Flip one byte inside a file's content: tar alone would accept it.
-	tarPath := filepath.Join(dir, cp.CheckpointID+".tar")
-	data, err := os.ReadFile(tarPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(data, []byte("hello\n"))
-	if i < 0 {
-		t.Fatal("content not found in the tar")
-	}
-	data[i] = 'j'
-	if err := os.WriteFile(tarPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tamper(t, filepath.Join(dir, cp.CheckpointID+".tar"), "hello\n")
 	_, err = h.Restore(testCtx(t, 2*time.Minute), RestoreRequest{CheckpointID: cp.CheckpointID})
 	var e *Error
 	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "checkpointId" {
@@ -255,6 +242,24 @@ ln -s /nowhere dangling && echo spaced > 'with space'`)
 	}
 	if _, err := h.Restore(testCtx(t, time.Minute), RestoreRequest{CheckpointID: "../x"}); ErrorCode(err) != CodeInvalidRequest {
 		t.Fatalf("malformed checkpoint id: %v", err)
+	}
+}
+
+// tamper flips one byte of content, a file's in the checkpoint's tar at
+// tarPath: tar alone would accept it, its SHA-256 check must not.
+func tamper(t *testing.T, tarPath, content string) {
+	t.Helper()
+	data, err := os.ReadFile(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte(content))
+	if i < 0 {
+		t.Fatalf("%q not found in the tar", content)
+	}
+	data[i] ^= 1
+	if err := os.WriteFile(tarPath, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -134,6 +134,9 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		// agent's stdin and read the host key the gateway writes there
 		// (e2e TestSandboxCannotReadANewAgentsKeys).
 		cfg.Tools = []dockerhost.Tool{{Name: "agent", Mode: 0o111, Data: agentBin}}
+		// A restore's agent starts while its tar unpacks, waiting for its
+		// keys as a warm container's does.
+		cfg.LoadAgent = execapi.DefaultAgentArgv
 		// The agent makes it (execapi.AgentsConfig.MakeDirs); without an
 		// agent nothing would, and TMPDIR would name a missing directory.
 		cfg.TempDir = dockerhost.WorkspaceTempDir

@@ -253,6 +253,7 @@ func TestConnectPredialsTheStream(t *testing.T) {
 		watermark int                   // connections accepted when the certificate was answered
 		stream    int                   // the connection the SSH stream came on
 	)
+	answer := sync.OnceFunc(func() { close(answered) }) // a second certificate would close it again
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seq := r.Context().Value(connSeqKey{}).(int)
 		mu.Lock()
@@ -279,7 +280,7 @@ func TestConnectPredialsTheStream(t *testing.T) {
 			mu.Lock()
 			watermark = accepted
 			mu.Unlock()
-			close(answered)
+			answer()
 		case strings.HasSuffix(r.URL.Path, "/ssh"):
 			mu.Lock()
 			stream = seq

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 )
 
 // fakeRunner is a CommandRunner whose Run a test scripts.
@@ -289,19 +290,10 @@ func (c *countingAPI) countIn(cid string) int {
 // one too. Close leaves no container (goleak checks the goroutines).
 func testPoolAgent(t *testing.T) {
 	cli, img := engine(t)
-	argv := []string{"/bin/sh", "-c", `read -r x && echo "got $x $GREETING"`}
-	api := &countingAPI{DockerAPI: cli, argv: argv}
+	argv := helloArgv
 	req := emptyReq(img, small())
-	owner := uniqueOwner()
-	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, &Config{Owner: owner, CheckpointDir: t.TempDir(),
+	h, api := countingHost(t, cli, &Config{CheckpointDir: t.TempDir(),
 		Pool: &PoolConfig{Size: 1, Keys: []ProvisionRequest{req}, Agent: argv, RefillDelay: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.Close()
-		reapOwner(t, cli, owner)
-	})
 	ctx := testCtx(t, 2*time.Minute)
 	talk := func(id string) string { t.Helper(); return talkTo(ctx, t, h, id, argv) }
 
@@ -338,11 +330,32 @@ func testPoolAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The claimed ones are executions and live on; no warm one is left.
-	for _, c := range poolContainers(t, cli, owner) {
+	for _, c := range poolContainers(t, cli, h.owner) {
 		if _, claimed := claimedPooled(c); !claimed {
 			t.Fatalf("unclaimed pooled container left after Close: %v", c.Names)
 		}
 	}
+}
+
+// helloArgv stands for a pre-started agent: it reads a line and answers
+// one, with $GREETING (a provision env it sees or not).
+var helloArgv = []string{"/bin/sh", "-c", `read -r x && echo "got $x $GREETING"`}
+
+// countingHost is a host of cfg under an owner of its own, its engine
+// calls counting the exec creates of helloArgv, reaped at cleanup.
+func countingHost(t *testing.T, cli *client.Client, cfg *Config) (*Docker, *countingAPI) {
+	t.Helper()
+	api := &countingAPI{DockerAPI: cli, argv: helloArgv}
+	cfg.Owner = uniqueOwner()
+	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Close()
+		reapOwner(t, cli, cfg.Owner)
+	})
+	return h, api
 }
 
 // talkTo attaches argv (a script that reads a line and answers one) in
@@ -373,18 +386,9 @@ func talkTo(ctx context.Context, t *testing.T, h *Docker, id string, argv []stri
 // one's goroutines ended with it).
 func testLoadAgent(t *testing.T) {
 	cli, img := engine(t)
-	argv := []string{"/bin/sh", "-c", `read -r x && echo "got $x $GREETING"`}
-	api := &countingAPI{DockerAPI: cli, argv: argv}
+	argv := helloArgv
 	dir := t.TempDir()
-	owner := uniqueOwner()
-	h, err := NewDocker(testCtx(t, time.Minute), slog.New(slog.DiscardHandler), api, &Config{Owner: owner, CheckpointDir: dir, LoadAgent: argv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.Close()
-		reapOwner(t, cli, owner)
-	})
+	h, api := countingHost(t, cli, &Config{CheckpointDir: dir, LoadAgent: argv})
 	ctx := testCtx(t, 2*time.Minute)
 	talk := func(id string) string { t.Helper(); return talkTo(ctx, t, h, id, argv) }
 

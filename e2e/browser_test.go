@@ -234,7 +234,12 @@ func TestBrowserTerminalCtrlCSlowPage(t *testing.T) {
 	if got.Kind == "" {
 		t.Fatalf("flood.mjs measured no Ctrl-C:\n%s", out)
 	}
-	const most = 256 << 10
+	// Paced, it is about twice paceTarget of the page's drawing (39-55 KB
+	// when measured alone); the page's speed moves with the machine's
+	// load, and a CI run under -race, beside other packages' tests, drew
+	// 276716 bytes (prompt back in 2.9 s). The bound is what tells a paced
+	// window from the fixed ones' 1.9-2.0 MB, with room for that load.
+	const most = 512 << 10
 	if !got.Back || got.BytesAfter > most {
 		t.Fatalf("Ctrl-C on yes in a page throttled 20x: %d bytes drawn after it (prompt back: %v), want at most %d", got.BytesAfter, got.Back, most)
 	}

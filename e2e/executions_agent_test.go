@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,36 @@ func TestSandboxAgentBackAfterGivingUp(t *testing.T) {
 	_, body := g.api("GET", "/metrics", g.admin, nil)
 	if !strings.Contains(string(body), "hostgate_sandbox_agent_giveups_total 1") || strings.Contains(string(body), `hostgate_sandbox_agent_restarts_total{reason="retry"} 0`) {
 		t.Fatalf("/metrics, want one give-up and a retry:\n%s", grepLines(string(body), "agent_"))
+	}
+}
+
+// TestSandboxAgentOneP: the agent in a sandbox its cgroup holds to one
+// CPU runs the Go runtime on one P, read from the container's own cgroup
+// as the engine set it; a larger limit, or GOMAXPROCS in its environment,
+// leaves the runtime's default. The agent's line saying so is at Info,
+// under the gateway's --log-level warn, so a second agent in the sandbox,
+// at Info and without keys, says it and exits.
+func TestSandboxAgentOneP(t *testing.T) {
+	_, c, image := execGateway(t)
+	ctx := testCtx(t, 3*time.Minute)
+	const agentAtInfo = `/opt/hostgate/agent serve --stdio --mux --keys-stdin --log-level info </dev/null 2>&1; echo "exit $?"`
+	const oneP = "one P: the cgroup holds this agent to one CPU or less"
+
+	one := provision(t, ctx, c, execRequest(image))
+	if out := sandboxShell(t, ctx, one.ExecutionID, agentAtInfo); !strings.Contains(out, oneP) || !strings.Contains(out, "cpus=1") {
+		t.Errorf("agent at cpus 1: %q, want its one-P line at cpus=1", out)
+	}
+	if out := sandboxShell(t, ctx, one.ExecutionID, "GOMAXPROCS=2 "+agentAtInfo); strings.Contains(out, oneP) || !strings.Contains(out, "exit 1") {
+		t.Errorf("agent at cpus 1 with GOMAXPROCS=2: %q, want no one-P line and the keys refused", out)
+	}
+	if runtime.NumCPU() < 2 {
+		t.Logf("a limit above one CPU needs two on this machine; it has %d", runtime.NumCPU())
+		return
+	}
+	req := execRequest(image)
+	req.Resources.CPUs = 1.5
+	more := provision(t, ctx, c, req)
+	if out := sandboxShell(t, ctx, more.ExecutionID, agentAtInfo); strings.Contains(out, oneP) || !strings.Contains(out, "exit 1") {
+		t.Errorf("agent at cpus 1.5: %q, want no one-P line and the keys refused", out)
 	}
 }

@@ -5,40 +5,33 @@ import (
 	"testing"
 )
 
-// TestFitProcs: one P under a limit of one CPU or less, unless GOMAXPROCS
-// says otherwise; a larger limit, or none, leaves the runtime's default.
-func TestFitProcs(t *testing.T) {
-	// Two Ps to start from whatever the machine: one is what is tested.
-	const before = 2
-	prev := runtime.GOMAXPROCS(before)
-	orig := readCPULimit
-	t.Cleanup(func() { readCPULimit = orig; fitted.Store(nil); runtime.GOMAXPROCS(prev) })
+// TestRoundQuota: one P at a limit of one CPU or less; above it, the
+// runtime's own size. The limit as a container's cgroup holds it is read
+// live in e2e TestSandboxAgentOneP.
+func TestRoundQuota(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	for _, tc := range []struct {
-		name   string
-		cpus   float64
-		ok     bool
-		env    string
-		procs  int
-		logged bool
-	}{
-		{"one CPU", 1, true, "", 1, true},
-		{"half a CPU", 0.5, true, "", 1, true},
-		{"one and a half", 1.5, true, "", before, false},
-		{"no limit", 0, false, "", before, false},
-		{"GOMAXPROCS set", 1, true, "3", before, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			runtime.GOMAXPROCS(before)
-			fitted.Store(nil)
-			t.Setenv("GOMAXPROCS", tc.env)
-			readCPULimit = func() (float64, bool) { return tc.cpus, tc.ok }
-			FitProcs()
-			if got := runtime.GOMAXPROCS(0); got != tc.procs {
-				t.Fatalf("GOMAXPROCS %d after FitProcs, want %d", got, tc.procs)
-			}
-			if logged := fitted.Load() != nil; logged != tc.logged {
-				t.Fatalf("fitted recorded %v, want %v", logged, tc.logged)
-			}
-		})
+		cpus  float64
+		procs int
+	}{{0.01, 1}, {0.5, 1}, {1, 1}, {1.01, 2}, {1.5, 2}, {8, 2}} {
+		if got := roundQuota(tc.cpus); got != tc.procs {
+			t.Errorf("roundQuota(%v) = %d, want %d", tc.cpus, got, tc.procs)
+		}
+	}
+}
+
+// TestFitProcsHonoursGOMAXPROCS: GOMAXPROCS in the environment leaves the
+// runtime as it is, whatever the cgroup says.
+func TestFitProcsHonoursGOMAXPROCS(t *testing.T) {
+	prev := runtime.GOMAXPROCS(3)
+	t.Cleanup(func() { fitted.Store(nil); runtime.GOMAXPROCS(prev) })
+	t.Setenv("GOMAXPROCS", "3")
+	FitProcs()
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Fatalf("GOMAXPROCS %d after FitProcs with GOMAXPROCS=3 set, want 3", got)
+	}
+	if fitted.Load() != nil {
+		t.Fatal("FitProcs recorded a fit with GOMAXPROCS set")
 	}
 }

@@ -185,6 +185,8 @@ type Client struct {
 	spareClaimed bool
 
 	earlyData bool // the server takes early data (DialEarly)
+	// earlyReqs: the server takes early requests (newSession).
+	earlyReqs bool
 	ours      bool // the server is this project's (OwnsSupervision)
 	sftpErrno bool // the server's SFTP names every errno (sftpErrnoToken)
 	// bindsAll is set once the server said that it binds remote forwards
@@ -281,6 +283,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		host: auth.Host,
 
 		earlyData: takesEarlyData(sc.ServerVersion()),
+		earlyReqs: takesEarlyRequests(sc.ServerVersion()),
 		ours:      isHostgate(sc.ServerVersion()),
 		sftpErrno: announces(sc.ServerVersion(), sftpErrnoToken),
 		bindsAll:  bindsAll,

@@ -80,7 +80,7 @@ func (c *Client) newSFTPClient() (*sftp.Client, error) {
 	sess, spare := c.takeSpareWait()
 	if sess == nil {
 		var err error
-		if sess, err = c.ssh.NewSession(); err != nil {
+		if sess, err = c.newSession(); err != nil {
 			return nil, err
 		}
 	}
@@ -89,7 +89,7 @@ func (c *Client) newSFTPClient() (*sftp.Client, error) {
 	if err != nil && spare && c.usable() == nil {
 		// The spare may have gone stale (the server closed it), as
 		// startOn retries.
-		if sess, err = c.ssh.NewSession(); err != nil {
+		if sess, err = c.newSession(); err != nil {
 			return nil, err
 		}
 		sc, err = sftp.NewClientSession(sess, SFTPClientOptions()...)

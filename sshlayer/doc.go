@@ -30,10 +30,13 @@
 // separate connection ([SyncSpec]).
 //
 // The server announces itself as "SSH-2.0-hostgate early-data@hostgate
-// sftp-errno@hostgate": it takes early data, a forwarded connection's
-// first bytes sent behind the channel open before its answer (x/crypto
-// fork, HOSTGATE.md change 5), and [Client.DialEarly] sends them only to a
-// server that says so; and its SFTP server says "no such file" only for
+// early-requests@hostgate sftp-errno@hostgate": it takes early data, a
+// forwarded connection's first bytes sent behind the channel open before
+// its answer (x/crypto fork, HOSTGATE.md change 5), and [Client.DialEarly]
+// sends them only to a server that says so; it takes a session's
+// requests before its answer too (change 26), so that a command on a
+// channel of its own sends its open and its exec at once; and its SFTP
+// server says "no such file" only for
 // ENOENT where the provider would look up which errno it was (ENOTDIR
 // and ELOOP are said in words, SFTP v3 having no status for them), so the
 // provider looks nothing up after it.

@@ -52,14 +52,22 @@ func (c *Client) dialErr(addr string, err error) error {
 type closeWriter interface{ CloseWrite() error }
 
 // serverVersion is what the server announces. Its comments say that it
-// takes early data (see DialEarly), and that its SFTP server names every
-// errno of a failed lookup (see sftpErrnoToken); a client of ours counts
-// on either only with a server that says so, since one without it would
-// misread early data, and an older agent's SFTP server answered a Rename
-// or Symlink through a file "no such file".
-const serverVersion = "SSH-2.0-hostgate " + earlyDataToken + " " + sftpErrnoToken
+// takes early data (see DialEarly) and early requests (see
+// earlyRequestsToken), and that its SFTP server names every errno of a
+// failed lookup (see sftpErrnoToken); a client of ours counts on any of
+// them only with a server that says so, since one without it would
+// misread early data or requests, and an older agent's SFTP server
+// answered a Rename or Symlink through a file "no such file".
+const serverVersion = "SSH-2.0-hostgate " + earlyDataToken + " " + earlyRequestsToken + " " + sftpErrnoToken
 
 const earlyDataToken = "early-data@hostgate"
+
+// earlyRequestsToken announces a server that takes a channel's requests
+// before it has answered the open (x/crypto/ssh early requests,
+// third_party HOSTGATE.md, change 26): against it a command, or an SFTP
+// session, on a channel of its own sends its open, its request and its
+// first bytes at once, and waits one round trip where it waited two.
+const earlyRequestsToken = "early-requests@hostgate"
 
 // sftpErrnoToken announces a server whose SFTP answers to the requests
 // the provider looks names up after (STAT, LSTAT, OPEN, OPENDIR, MKDIR,
@@ -75,6 +83,12 @@ const sftpErrnoToken = "sftp-errno@hostgate"
 // takesEarlyData reports whether a server's version string announces
 // early data.
 func takesEarlyData(version []byte) bool { return announces(version, earlyDataToken) }
+
+// takesEarlyRequests reports whether a server's version string announces
+// early requests, which go on channels opened early (early data).
+func takesEarlyRequests(version []byte) bool {
+	return announces(version, earlyRequestsToken) && takesEarlyData(version)
+}
 
 // announces reports whether a version string announces token: one of the
 // comments after the software version.

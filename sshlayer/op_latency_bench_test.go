@@ -23,6 +23,9 @@ import (
 //   - exec: Exec of true on a connection in use, one after another;
 //   - exec-first: the first Exec on a new connection;
 //   - sftp-first: the first filesystem call (a Stat) after a command;
+//   - stat-first: the first filesystem call on a new connection;
+//   - pty: true on a terminal until it exits (a terminal's session opens
+//     a channel of its own, with a small window);
 //   - stat: a Stat once SFTP runs;
 //   - open-read-close, create-write-close: a small file through Open and
 //     Create;
@@ -69,6 +72,15 @@ func BenchmarkOpLatency(b *testing.B) {
 		{name: "exec", prep: exec, op: exec},
 		{name: "exec-first", fresh: true, op: exec},
 		{name: "sftp-first", fresh: true, prep: exec, op: stat},
+		{name: "stat-first", fresh: true, op: stat},
+		{name: "pty", prep: exec, op: func(ctx context.Context, h *hostgate.Host) error {
+			p, err := h.Spawn(ctx, []string{"true"}, hostgate.SpawnOptions{PTY: &hostgate.PTY{}})
+			if err != nil {
+				return err
+			}
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()) }()
+			return p.Wait()
+		}},
 		{name: "stat", prep: stat, op: stat},
 		{name: "open-read-close", prep: stat, op: withFS(func(ctx context.Context, fsys hostgate.Provider) error {
 			r, err := fsys.Open(ctx, small)

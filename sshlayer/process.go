@@ -76,22 +76,25 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 		// limits it (SetOutputWindow): a web terminal's page then had
 		// that megabyte of its first flood to draw before a Ctrl-C's
 		// prompt. It grows to ptyWindow as the reader keeps up; the
-		// cost is the channel open's round trip the spare saves.
-		open := c.ssh.NewSession
+		// cost, against a server without early requests, is the
+		// channel open's round trip the spare saves.
+		open := c.newSession
 		if pty != nil {
-			open = func() (*ssh.Session, error) { return c.ssh.NewSessionWindow(ptyStartWindow) }
+			open = func() (*ssh.Session, error) {
+				if c.earlyReqs {
+					return c.ssh.NewSessionEarlyWindow(ptyStartWindow)
+				}
+				return c.ssh.NewSessionWindow(ptyStartWindow)
+			}
 		}
 		if sess, err = open(); err != nil {
-			var oce *ssh.OpenChannelError
-			if errors.As(err, &oce) && oce.Reason == ssh.ResourceShortage {
-				return nil, fmt.Errorf("open session: the host runs no more commands at once on this connection (a hostgate agent 64, sshd its MaxSessions, 10 by default): wait for one to end, or connect again: %w", err)
-			}
-			return nil, fmt.Errorf("open session: %w", err)
+			return nil, openSessionErr(err)
 		}
 	}
 	// The next spare's open goes out with this command's request, once
 	// the command holds its channel: where the server allows one session,
-	// the spare must not take the command's place.
+	// the spare must not take the command's place. (An early open, held
+	// for its request, goes out first in whichever write comes first.)
 	c.refillSpare()
 	p := &clientProcess{c: c, sess: sess, pty: pty != nil, done: make(chan struct{})}
 	if err := p.setup(line, pty); err != nil {
@@ -101,9 +104,34 @@ func (c *Client) startOn(line string, pty *hostgate.PTY, useSpare bool) (*client
 			// more try on a new channel before calling the command failed.
 			return c.startOn(line, pty, false)
 		}
+		if oce := (*ssh.OpenChannelError)(nil); errors.As(err, &oce) {
+			return nil, openSessionErr(err) // an early open, refused
+		}
 		return nil, err
 	}
 	return p, nil
+}
+
+// newSession opens a session channel. With a server that takes early
+// requests it returns before the server's answer, and the command's
+// request and first bytes go out right behind the open: a command on a
+// channel of its own (the first on a connection, or one beside others)
+// waits one round trip where it waited two. A refused open is then the
+// request's error.
+func (c *Client) newSession() (*ssh.Session, error) {
+	if c.earlyReqs {
+		return c.ssh.NewSessionEarly()
+	}
+	return c.ssh.NewSession()
+}
+
+// openSessionErr names a session channel's failed open.
+func openSessionErr(err error) error {
+	var oce *ssh.OpenChannelError
+	if errors.As(err, &oce) && oce.Reason == ssh.ResourceShortage {
+		return fmt.Errorf("open session: the host runs no more commands at once on this connection (a hostgate agent 64, sshd its MaxSessions, 10 by default): wait for one to end, or connect again: %w", err)
+	}
+	return fmt.Errorf("open session: %w", err)
 }
 
 // takeSpare returns the spare session, if one is open, and whether it was.

@@ -291,6 +291,12 @@ type channel struct {
 	// else comes first.
 	heldConfirm  []byte
 	confirmTimer *time.Timer
+	// hostgate: early requests (earlyrequest.go). earlyRequests is set
+	// for an outbound early channel whose requests may go before the
+	// answer; earlyReqIn counts those an inbound channel got (the mux
+	// goroutine's alone).
+	earlyRequests bool
+	earlyReqIn    int
 
 	// hostgate: the deadlines of Read (the data stream) and of writes
 	// waiting on the peer's window (change 9, deadline.go).
@@ -1031,8 +1037,13 @@ func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (boo
 	if !ch.decided {
 		return false, errUndecided
 	}
-	if err := ch.awaitOpen(); err != nil {
-		return false, err
+	// hostgate: an early channel's request may go before the answer,
+	// addressed by this side's id (earlyrequest.go).
+	early := ch.takesEarlyRequest()
+	if !early {
+		if err := ch.awaitOpen(); err != nil {
+			return false, err
+		}
 	}
 
 	if wantReply {
@@ -1062,20 +1073,29 @@ func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (boo
 	}
 
 	msg := channelRequestMsg{
-		PeersID:             ch.remoteId,
 		Request:             name,
 		WantReply:           wantReply,
 		RequestSpecificData: payload,
 	}
+	if !early {
+		// hostgate: an early request goes under this side's id; the
+		// answer may be setting remoteId meanwhile.
+		msg.PeersID = ch.remoteId
+	}
 
-	if err := ch.sendMessage(msg); err != nil {
+	if early {
+		if err := ch.sendEarlyRequest(msg); err != nil {
+			return false, ch.openFailure(err)
+		}
+	} else if err := ch.sendMessage(msg); err != nil {
 		return false, err
 	}
 
 	if wantReply {
 		m, ok := (<-ch.msg)
 		if !ok {
-			return false, io.EOF
+			// hostgate: a refused early open says so.
+			return false, ch.openFailure(io.EOF)
 		}
 		switch m.(type) {
 		case *channelRequestFailureMsg:

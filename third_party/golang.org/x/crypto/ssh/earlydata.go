@@ -249,9 +249,21 @@ func (ch *channel) dropHeldConfirmLocked() {
 // openChannelEarly sends an open and returns the channel without waiting
 // for the answer: see the top of this file.
 func (m *mux) openChannelEarly(chanType string, extra []byte) (*channel, error) {
+	return m.openChannelEarlyWindow(chanType, extra, 0)
+}
+
+// openChannelEarlyWindow is openChannelEarly granting the peer window
+// bytes, not channelInitialWindow, when window is set (NewSessionWindow's,
+// change 18).
+func (m *mux) openChannelEarlyWindow(chanType string, extra []byte, window uint32) (*channel, error) {
 	ch := m.newChannel(chanType, channelOutbound, extra, true)
 	if m.chanList.isClosed() {
 		return nil, io.EOF
+	}
+	if window != 0 {
+		ch.windowMu.Lock()
+		ch.myWindow, ch.myLimit = window, window
+		ch.windowMu.Unlock()
 	}
 	open := channelOpenMsg{
 		ChanType:         chanType,

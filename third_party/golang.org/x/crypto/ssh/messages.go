@@ -357,6 +357,12 @@ type userAuthGSSAPIError struct {
 // handles it; see earlydata.go and HOSTGATE.md, change 5.
 const msgChannelEarlyData = 200
 
+// hostgate: a channel request sent before the open is answered, addressed
+// by the sender's own channel id: byte 201, then a channel request's
+// fields. A local extension number, sent only to a peer that says it
+// handles it; see earlyrequest.go and HOSTGATE.md, change 26.
+const msgChannelEarlyRequest = 201
+
 // Transport layer OpenSSH extension. See [PROTOCOL], section 1.9
 const msgPing = 192
 

@@ -351,6 +351,8 @@ func (m *mux) onePacket() error {
 		return m.handleChannelOpen(packet)
 	case msgChannelEarlyData:
 		return m.handleEarlyData(packet)
+	case msgChannelEarlyRequest:
+		return m.handleEarlyRequest(packet)
 	case msgGlobalRequest, msgRequestSuccess, msgRequestFailure:
 		return m.handleGlobalPacket(packet)
 	case msgPing:

@@ -10,6 +10,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // hostgate: tests of early requests (earlyrequest.go, HOSTGATE.md change
@@ -28,6 +30,9 @@ type earlyReqPair struct {
 
 func newEarlyReqPair(t *testing.T, handle func(NewChannel)) *earlyReqPair {
 	t.Helper()
+	// First, so it runs last: nothing of the pair outlives the test.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	old := holdDelay
 	holdDelay = time.Hour
 	t.Cleanup(func() { holdDelay = old })

@@ -28,6 +28,35 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, err
 	}
 	previewURL := web.previewURL(e.gw, benchHostID)
+	// The SSH layer alone and the same through the splice relay, as in
+	// forward: with a message each way per request and no channel to open,
+	// they say what a relay's hop costs per message, and how near the
+	// gateway's is to that floor.
+	alone, err := e.agentServe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+	}
+	defer alone.stop()
+	aloneFw, err := forwardOver(ctx, alone.c, target)
+	if err != nil {
+		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+	}
+	defer aloneFw.Close()
+	relay, relayAddr, err := relayProc(alone.addr)
+	if err != nil {
+		return nil, fmt.Errorf("relay child: %w", err)
+	}
+	defer relay.Stop()
+	relayed, err := alone.connect(ctx, relayAddr)
+	if err != nil {
+		return nil, fmt.Errorf("forward through the splice relay: %w", err)
+	}
+	defer relayed.Close()
+	relayFw, err := forwardOver(ctx, relayed, target)
+	if err != nil {
+		return nil, fmt.Errorf("forward through the splice relay: %w", err)
+	}
+	defer relayFw.Close()
 
 	workers, n := e.cfg.fwdWorkers, e.cfg.keptN
 	// One transport per side for the whole scenario, its connections
@@ -43,7 +72,8 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	ours, direct, preview, theirs := newSide("http://"+fw.Addr().String()+"/", ""), newSide("http://"+directFw.Addr().String()+"/", ""),
 		newSide(previewURL, e.gw.admin), newSide("http://"+peerAddr+"/", "")
 	load := func(s *side) (float64, []float64, error) { return httpLoadOn(ctx, s.tr, s.url, s.token, n, workers) }
-	all := []*side{ours, direct, preview, theirs}
+	sshAlone, spliced := newSide("http://"+aloneFw.Addr().String()+"/", ""), newSide("http://"+relayFw.Addr().String()+"/", "")
+	all := []*side{ours, direct, preview, theirs, sshAlone, spliced}
 	// With -gateway-before, the same preview through the build before's
 	// gateway to its host: the A/B rows.
 	var before *side
@@ -75,6 +105,14 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	previewCPU := newCPURow(previewRPS, "request")
 	previewCPU.peerShares = true
 	previewP99 := &bench.Scenario{Name: base + ", through the gateway's HTTP preview, p99", Unit: "ms", PeerName: peer, Better: bench.Lower}
+	aloneRPS := &bench.Scenario{Name: base + ", SSH layer alone", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the same load through Host.Forward over the Go client straight to `agent serve --listen` over loopback TCP: no WebSocket, gateway or yamux"}
+	aloneCPU := newCPURow(aloneRPS, "request")
+	aloneCPU.alone, aloneCPU.peerShares = true, true
+	relayRPS := &bench.Scenario{Name: base + ", SSH layer alone through a splice relay", Unit: "req/s", PeerName: peer, Better: bench.Higher,
+		Note: "the SSH layer alone's load through a relay process that moves raw bytes with splice(2) and nothing else: the floor of any gateway's relay"}
+	relayCPU := newCPURow(relayRPS, "request")
+	relayCPU.alone, relayCPU.peerShares = true, true
 
 	if before != nil {
 		abRow = e.abScenario(previewRPS.Name, "req/s", bench.Higher)
@@ -83,10 +121,10 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	}
 	for i := range e.cfg.pairs {
 		var (
-			ar, dr, pr, br, bb float64
-			al, pl, bl         []float64
-			ua, ud, up, ub     cpuUse
-			gwb                time.Duration // the before gateway's
+			ar, dr, pr, br, bb, sr, rr float64
+			al, pl, bl                 []float64
+			ua, ud, up, ub, us, ur     cpuUse
+			gwb                        time.Duration // the before gateway's
 		)
 		sides := []func() error{e.metered(&ua, true, func() (err error) {
 			if ar, al, err = load(ours); err != nil {
@@ -106,6 +144,16 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 		}), e.metered(&ub, false, func() (err error) {
 			if br, bl, err = load(theirs); err != nil {
 				return fmt.Errorf("ssh -L: %w", err)
+			}
+			return nil
+		}), e.meteredAlone(&us, alone.pid, func() (err error) {
+			if sr, _, err = load(sshAlone); err != nil {
+				return fmt.Errorf("hostgate over the SSH layer alone: %w", err)
+			}
+			return nil
+		}), e.meteredAlone(&ur, alone.pid, func() (err error) {
+			if rr, _, err = load(spliced); err != nil {
+				return fmt.Errorf("hostgate through the splice relay: %w", err)
 			}
 			return nil
 		})}
@@ -134,13 +182,17 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 		previewRPS.Add(pr, br)
 		previewCPU.add(up, ub, float64(n))
 		previewP99.Add(bench.Percentile(pl, 99), bench.Percentile(bl, 99))
+		aloneRPS.Add(sr, br)
+		aloneCPU.add(us, ub, float64(n))
+		relayRPS.Add(rr, br)
+		relayCPU.add(ur, ub, float64(n))
 		if before != nil {
 			abRow.Add(pr, bb)
 			perReq := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n) }
 			abCPU.Add(perReq(up.gateway), perReq(gwb))
 		}
 	}
-	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, directRPS, directCPU.scenario(), previewRPS, previewCPU.scenario(), previewP99}
+	out := []*bench.Scenario{rps, rpsCPU.scenario(), p99, directRPS, directCPU.scenario(), previewRPS, previewCPU.scenario(), previewP99, aloneRPS, aloneCPU.scenario(), relayRPS, relayCPU.scenario()}
 	if before != nil {
 		out = append(out, abRow, abCPU)
 	}

@@ -133,6 +133,15 @@ type credentials struct {
 	c  *Client
 	id string
 
+	// turn is held (a token in it) by the auth that makes the key or
+	// asks the gateway for a certificate, one at a time; a wait for it
+	// ends with the waiter's ctx. mu alone, held across the request,
+	// kept every other connect to the host (another Host of the same
+	// id, a synchronous filesystem's) waiting for it, up to
+	// apiCallTimeout, whatever their ctx: a cancelled connect, and the
+	// Close waiting for it, too.
+	turn chan struct{}
+
 	mu      sync.Mutex
 	key     *sshlayer.SessionKey
 	cert    *Certificate
@@ -168,17 +177,27 @@ func (cr *credentials) certDue() bool {
 }
 
 func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
+	select {
+	case cr.turn <- struct{}{}:
+	case <-ctx.Done():
+		return sshlayer.Auth{}, fmt.Errorf("client: waiting for another connect's certificate for the host: %w", context.Cause(ctx))
+	}
+	defer func() { <-cr.turn }()
 	cr.mu.Lock()
-	defer cr.mu.Unlock()
-	if cr.key == nil {
+	key, due := cr.key, cr.certDue()
+	cr.mu.Unlock()
+	if key == nil {
 		k, err := sshlayer.GenerateSessionKey()
 		if err != nil {
 			return sshlayer.Auth{}, err
 		}
+		key = k
+		cr.mu.Lock()
 		cr.key = k
+		cr.mu.Unlock()
 	}
-	if cr.certDue() {
-		cert, err := cr.c.Certificate(ctx, cr.id, cr.key.PublicKey)
+	if due {
+		cert, err := cr.c.Certificate(ctx, cr.id, key.PublicKey)
 		if err != nil {
 			return sshlayer.Auth{}, err
 		}
@@ -193,11 +212,16 @@ func (cr *credentials) auth(ctx context.Context) (sshlayer.Auth, error) {
 		if cert.HostPublicKey != "" {
 			hostKey = cert.HostPublicKey
 		}
-		cr.cert, cr.hostKey, cr.renewBy = cert, hostKey, certRenewBy(cert.Certificate)
+		renewBy := certRenewBy(cert.Certificate)
+		cr.mu.Lock()
+		cr.cert, cr.hostKey, cr.renewBy = cert, hostKey, renewBy
+		cr.mu.Unlock()
 	}
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
 	return sshlayer.Auth{
 		User:        "hostgate",
-		Signer:      cr.key.Signer,
+		Signer:      key.Signer,
 		Certificate: []byte(cr.cert.Certificate),
 		HostKey:     cr.hostKey,
 		Host:        cr.id,
@@ -218,7 +242,7 @@ func (c *Client) credentialsFor(id string) (cr *credentials, kept bool) {
 	if c.creds == nil {
 		c.creds = map[string]*credentials{}
 	}
-	cr = &credentials{c: c, id: id}
+	cr = &credentials{c: c, id: id, turn: make(chan struct{}, 1)}
 	c.creds[id] = cr
 	return cr, false
 }

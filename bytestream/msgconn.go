@@ -55,21 +55,51 @@ type msgConn struct {
 type opDeadline struct {
 	timer   *time.Timer
 	expired atomic.Bool
+	op      *sync.Mutex // the direction's operation lock (readMu, writeMu)
+	abort   func()
+
+	// mu orders fire against set; at is the deadline set (zero: none).
+	// A firing can have started when set stops the timer (AfterFunc's
+	// Stop cannot take it back): fire then finds the deadline cleared or
+	// moved, and leaves it be. Without at, such a late firing marked a
+	// cleared deadline expired, or closed the conn under a Read that
+	// had a new deadline.
+	mu sync.Mutex
+	at time.Time
 }
 
 func (d *opDeadline) init(mu *sync.Mutex, abort func()) {
-	d.timer = time.AfterFunc(math.MaxInt64, func() {
-		if !mu.TryLock() {
-			abort() // an operation is blocked: end it, as NetConn does
-			return
-		}
-		d.expired.Store(true)
-		mu.Unlock()
-	})
+	d.op, d.abort = mu, abort
+	d.timer = time.AfterFunc(math.MaxInt64, d.fire)
 	d.timer.Stop()
 }
 
+// fire is the timer's function.
+func (d *opDeadline) fire() {
+	d.mu.Lock()
+	if d.at.IsZero() {
+		d.mu.Unlock()
+		return
+	}
+	if wait := time.Until(d.at); wait > 0 {
+		d.timer.Reset(wait)
+		d.mu.Unlock()
+		return
+	}
+	if !d.op.TryLock() {
+		d.mu.Unlock()
+		d.abort() // an operation is blocked: end it, as NetConn does
+		return
+	}
+	d.expired.Store(true)
+	d.op.Unlock()
+	d.mu.Unlock()
+}
+
 func (d *opDeadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = t
 	d.expired.Store(false)
 	if t.IsZero() {
 		d.timer.Stop()

@@ -243,3 +243,51 @@ func TestMsgConnPartialFrameNotDelivered(t *testing.T) {
 		t.Fatal("no end of the read")
 	}
 }
+
+// A deadline's timer may have started firing when SetReadDeadline stops
+// it (AfterFunc's Stop cannot take a started function back): that late
+// firing must not mark the cleared deadline expired, nor close the conn
+// under a Read whose deadline was moved. The firing is called here as
+// the timer would call it.
+func TestMsgConnLateDeadlineFiring(t *testing.T) {
+	a, b := wsPair(t)
+	mc := a.(*wsConn).Conn.(*msgConn)
+
+	if err := a.SetReadDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	mc.rd.fire() // the first deadline's firing, late
+	if mc.rd.expired.Load() {
+		t.Fatal("a late firing marked a cleared read deadline expired")
+	}
+
+	if err := a.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 5)
+		_, err := io.ReadFull(a, buf)
+		if err == nil && string(buf) != "alive" {
+			err = errors.New("read " + string(buf))
+		}
+		got <- err
+	}()
+	// Until the Read holds the lock, the firing would only mark expiry.
+	for end := time.Now().Add(10 * time.Second); mc.readMu.TryLock(); time.Sleep(time.Millisecond) {
+		mc.readMu.Unlock()
+		if time.Now().After(end) {
+			t.Fatal("the read did not start")
+		}
+	}
+	mc.rd.fire() // a late firing of a deadline since moved an hour on
+	if _, err := b.Write([]byte("alive")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("read under a moved deadline after a late firing: %v", err)
+	}
+}

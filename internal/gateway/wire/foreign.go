@@ -33,14 +33,39 @@ func ForeignAnswer(status int, body string) string {
 // line, at most 200 bytes.
 func bodySummary(body string) string {
 	s := body
-	lower := strings.ToLower(s)
-	if i := strings.Index(lower, "<title>"); i >= 0 {
+	if i := indexASCIIFold(s, "<title>"); i >= 0 {
 		s = s[i+len("<title>"):]
-		if j := strings.Index(strings.ToLower(s), "</title>"); j >= 0 {
+		if j := indexASCIIFold(s, "</title>"); j >= 0 {
 			s = s[:j]
 		}
 	} else if strings.HasPrefix(strings.TrimSpace(s), "<") {
 		return ""
 	}
 	return textcut.Cut(strings.Join(strings.Fields(s), " "), 200)
+}
+
+// indexASCIIFold is strings.Index of lower-case ASCII sub in s, ignoring
+// the case of ASCII letters. Its index is s's own: strings.ToLower's was
+// not, as it writes each invalid byte as a 3-byte U+FFFD and changes the
+// length of some letters (K, the Kelvin sign, is 3 bytes, k 1), so a
+// proxy's page of such bytes before its <title> sliced s out of range
+// and crashed the agent, gateway proxy or Go client reading the answer.
+func indexASCIIFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for j < len(sub) {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+			j++
+		}
+		if j == len(sub) {
+			return i
+		}
+	}
+	return -1
 }

@@ -89,6 +89,12 @@ func TestForeignAnswer(t *testing.T) {
 		{504, "<html><body>no title</body></html>", "HTTP 504 Gateway Timeout, as a proxy", "<"},
 		{400, "Client sent an HTTP request to an HTTPS server.\n", `HTTP 400 Bad Request ("Client sent an HTTP request to an HTTPS server."), not the gateway's JSON: check that the URL is the gateway's --public-url`, "\n"},
 		{403, strings.Repeat("é", 300), "…", strings.Repeat("é", 101)},
+		// Bytes whose lower case is longer or shorter than they are
+		// (invalid UTF-8, the Kelvin sign) before the title: the title
+		// is still found in the body itself, not at a shifted offset.
+		{502, "\xff\xff\xff\xff<title>", "HTTP 502 Bad Gateway, as a proxy", "<"},
+		{502, "\xff\xff<TITLE>Down</Title>after", `HTTP 502 Bad Gateway ("Down"), as a proxy`, "after"},
+		{502, "\u212a\u212a<title>Down</title>", `("Down")`, "\u212a"},
 	} {
 		got := ForeignAnswer(tc.status, tc.body)
 		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.absent) {

@@ -122,3 +122,29 @@ func TestExecDashProgram(t *testing.T) {
 		t.Errorf("ExecArgs(true) = %q, want exec \"$@\"", got)
 	}
 }
+
+// TestCommandLineDashDir: a working directory whose name starts with '-'
+// is that directory in dash, bash and busybox ash. `cd -P` was cd's
+// option and went to $HOME, `cd -` went to $OLDPWD and printed it on the
+// command's stdout, and `cd -x` failed with "illegal option" (exit 127).
+func TestCommandLineDashDir(t *testing.T) {
+	parent := t.TempDir()
+	for _, d := range []string{"-P", "-", "-x", "-x y", "--"} {
+		if err := os.Mkdir(filepath.Join(parent, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/", "OLDPWD=/"}
+	for name, sh := range shells(t) {
+		for _, d := range []string{"-P", "-", "-x", "-x y", "--"} {
+			line, err := CommandLine([]string{"pwd"}, d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, stderr, code := runSh(t, sh, env, "cd "+Quote(parent)+" || exit 1; "+line)
+			if want := filepath.Join(parent, d) + "\n"; code != 0 || out != want || stderr != "" {
+				t.Errorf("%s: %q in dir %q: exit %d, stdout %q, stderr %q; want exit 0 and %q", name, line, d, code, out, stderr, want)
+			}
+		}
+	}
+}

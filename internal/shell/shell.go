@@ -66,7 +66,7 @@ func ValidName(name string) bool {
 var ErrNUL = fmt.Errorf("shell: a command line cannot carry a NUL byte (pass binary data on stdin): %w", fs.ErrInvalid)
 
 // CommandLine is the one remote shell command line a process is started
-// with: cd to dir (when set), export each variable (sorted by name), then
+// with: cd to dir (when set; "./dir" when dir starts with '-'), export each variable (sorted by name), then
 // exec argv with every word quoted. It fails on an invalid variable name,
 // a NUL byte (ErrNUL) or an empty argv.
 func CommandLine(argv []string, dir string, env map[string]string) (string, error) {
@@ -88,6 +88,12 @@ func CommandLine(argv []string, dir string, env map[string]string) (string, erro
 	}
 	var b strings.Builder
 	if dir != "" {
+		// cd takes a first word starting with '-' for an option ("-P"
+		// went to $HOME, "-x" failed), and "-" for $OLDPWD, which it
+		// printed on the command's stdout: "./" keeps it a directory.
+		if strings.HasPrefix(dir, "-") {
+			dir = "./" + dir
+		}
 		b.WriteString("cd ")
 		b.WriteString(Quote(dir))
 		b.WriteString(" || exit 127; ")

@@ -793,9 +793,13 @@ func (a *attachment) stop(why stopReason) {
 }
 
 // closeReason is s cut to what a close frame carries (123 bytes), at a
-// character's start.
+// character's start, and made valid UTF-8: a host's words (a disconnect
+// message, a signal's name) need not be, and a browser fails a socket
+// whose close reason is not (RFC 6455 8.1), which its page took for a
+// dropped network and resumed, to be told the same ending again.
 func closeReason(s string) string {
 	const max = 123
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= max {
 		return s
 	}

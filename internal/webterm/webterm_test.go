@@ -491,6 +491,41 @@ func TestCloseReasonFits(t *testing.T) {
 	}
 }
 
+// TestCloseReasonIsUTF8: a close reason is valid UTF-8 whatever the
+// words it is made of. A lost shell's reason carries the host's own
+// words (an SSH disconnect message, a signal's name), and a browser
+// fails a connection whose close reason is not UTF-8 (RFC 6455 8.1): the
+// page saw 1006, took it for a dropped network and resumed, and a kept
+// terminal told it the same ending again, over and over.
+func TestCloseReasonIsUTF8(t *testing.T) {
+	for _, s := range []string{"bye \xff\xfe", "\x80", strings.Repeat("\xe9", 200), "terminal closed: " + strings.Repeat("é", 60) + "\xff"} {
+		if got := closeReason(s); !utf8.ValidString(got) || len(got) > 123 {
+			t.Errorf("closeReason(%q) = %q (%d bytes), want valid UTF-8 of at most 123 bytes", s, got, len(got))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	proc := newEcho()
+	proc.lost = errors.New("host alpha: ssh: disconnect, reason 11: bye \xff\xfe")
+	srv := hostServer(t, proc, Config{})
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/hosts/local/pty", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageBinary, []byte("exit 0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := ws.Read(ctx); err != nil || !utf8.Valid(b) {
+		t.Fatalf("lost terminal's message: %q %v, want valid UTF-8", b, err)
+	}
+	_, _, err = ws.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || !utf8.ValidString(ce.Reason) || !strings.HasPrefix(ce.Reason, "terminal closed: host alpha: ssh: disconnect, reason 11: bye ") {
+		t.Fatalf("lost terminal's close: %v (reason %q), want a normal closure saying why in UTF-8", err, ce.Reason)
+	}
+}
+
 // TestPingAnswered: the page's {"type":"ping"} is answered with
 // {"type":"pong"}, which is how it tells a live gateway from a connection
 // that died without a close (the socket's own pings never reach a script).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -270,15 +271,24 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 // readDir lists a directory and takes each entry's info while still on the
 // call's goroutine: a provider whose DirEntry.Info asks the host would
 // otherwise block the caller without a timeout.
+//
+// An entry whose name is not one name in the directory is left out: the
+// host said it, and no directory holds it. fs.WalkDir joins each name to
+// its directory's path, so an entry "/" (pkg/sftp's path.Base of a "/"
+// the host sends) listed as a directory walked "." again, forever, and
+// "x/y" or ".." would be a path elsewhere.
 func readDir(ctx context.Context, p hostgate.Provider, name string) ([]fs.DirEntry, error) {
 	ents, err := p.ReadDir(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	list := make([]fs.DirEntry, len(ents))
-	for i, e := range ents {
+	list := make([]fs.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if n := e.Name(); n == "." || !fs.ValidPath(n) || strings.Contains(n, "/") {
+			continue
+		}
 		info, err := e.Info()
-		list[i] = &dirEntry{name: e.Name(), typ: e.Type(), info: info, err: err}
+		list = append(list, &dirEntry{name: e.Name(), typ: e.Type(), info: info, err: err})
 	}
 	return list, nil
 }

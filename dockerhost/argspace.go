@@ -181,6 +181,25 @@ func (ce *containerEnv) bytesWith(env map[string]string) int {
 	return n
 }
 
+// rootEnv is the environment of a command the host runs as uid 0 in the
+// container (SetTimeout's): ownEnv, with every other name of the
+// container's own environment unset (a name without "=", moby's
+// ReplaceOrAppendEnvValues). That environment holds the provision env,
+// and a loader variable in it (LD_PRELOAD, LD_LIBRARY_PATH) naming a file
+// of the workspace had a dynamically linked /bin/sh load the sandbox's
+// code as uid 0, which may write what no sandbox process may (the
+// in-container deadline's extension).
+func (ce *containerEnv) rootEnv() []string {
+	env := slices.Clone(ownEnv)
+	for k := range ce.names {
+		if k != "PATH" {
+			env = append(env, k)
+		}
+	}
+	slices.Sort(env[len(ownEnv):])
+	return env
+}
+
 // containerEnv is e's, read once: at provision (a fresh container's
 // inspection, a pooled one's claim) or adoption, or here by the first
 // command when that read failed.

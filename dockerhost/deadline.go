@@ -104,13 +104,17 @@ func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs i
 	base := e.CreatedAt.Add(time.Duration(sleepSeconds(e.Resources.RuntimeMs)) * time.Second)
 	if extra := expires.Sub(base); extra > 0 {
 		secs := int64((extra+time.Second-1)/time.Second) + 1
+		ce, err := h.containerEnv(ctx, e)
+		if err != nil {
+			return nil, h.setTimeoutFailed(ctx, executionID, e, err)
+		}
 		var out strings.Builder
 		code, err := h.runner.run(ctx, process{
 			containerID: e.ContainerID,
 			user:        "0:0",
 			argv:        []string{"/bin/sh", "-c", extendScript, "sh", strconv.FormatInt(secs, 10)},
 			dir:         "/",
-			env:         ownEnv,
+			env:         ce.rootEnv(),
 			stdout:      &capWriter{w: &out, left: 1024},
 			stderr:      &capWriter{w: &out, left: 1024},
 		})

@@ -164,6 +164,8 @@ type Docker struct {
 	// checked are the digest-pinned images that passed checkImage: the
 	// same digest is the same content, so later containers skip the exec.
 	checked map[string]bool // guarded by mu
+	// volumes are the VOLUMEs of digest-pinned images (imageVolumes).
+	volumes map[string][]string // guarded by mu
 	now     func() time.Time
 	pool    *pool // nil: no warm pool
 	// loadAgent is Config.LoadAgent.
@@ -271,6 +273,7 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 		gone:     map[string]ended{},
 		tombs:    cfg.Tombstones,
 		checked:  map[string]bool{},
+		volumes:  map[string][]string{},
 		rd:       readers{n: map[string]int{}},
 		proc:     "/proc",
 
@@ -783,9 +786,29 @@ func errImageLacks(err error) error {
 	return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: err}
 }
 
-// create creates the container, pulling a missing image once.
+// create creates the container, pulling a missing image once, with the
+// image's VOLUMEs read-only (readOnlyVolumes).
 func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *container.HostConfig, name string) (string, error) {
 	for attempt := 0; ; attempt++ {
+		vols, err := h.imageVolumes(ctx, cfg.Image)
+		if cerrdefs.IsNotFound(err) && attempt == 0 {
+			// Pulled before the create: a create without the image's
+			// VOLUMEs known would give them volumes of the engine's disk.
+			if perr := h.pull(ctx, cfg.Image); perr != nil {
+				if ctx.Err() != nil {
+					return "", ctx.Err()
+				}
+				return "", h.pullFailed(cfg.Image, perr)
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("dockerhost: create container: %w", ctx.Err())
+			}
+			return "", fmt.Errorf("dockerhost: inspect image: %w", err)
+		}
+		hc := readOnlyVolumes(hc, vols)
 		// Not cancelled with ctx: a create abandoned in flight can still
 		// complete in the engine after any removal by name, leaving a
 		// container that never starts (so AutoRemove never fires). Wait
@@ -817,6 +840,45 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 			return "", fmt.Errorf("dockerhost: create container: %w", err)
 		}
 	}
+}
+
+// imageVolumes are the VOLUMEs image declares, from the engine's image
+// inspection (nil without one: a DockerAPI that has none); a pinned
+// image's are kept, as its content cannot change. An image the engine
+// lacks is a not-found error.
+func (h *Docker) imageVolumes(ctx context.Context, ref string) ([]string, error) {
+	ii, ok := h.api.(imageInspector)
+	if !ok {
+		return nil, nil
+	}
+	pinned := strings.Contains(ref, "@sha256:")
+	if pinned {
+		h.mu.Lock()
+		vols, ok := h.volumes[ref]
+		h.mu.Unlock()
+		if ok {
+			return vols, nil
+		}
+	}
+	ins, err := ii.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	vols := []string{}
+	if ins.Config != nil {
+		for v := range ins.Config.Volumes {
+			vols = append(vols, v)
+		}
+	}
+	slices.Sort(vols)
+	if pinned {
+		h.mu.Lock()
+		if len(h.volumes) < maxCheckedImages {
+			h.volumes[ref] = vols
+		}
+		h.mu.Unlock()
+	}
+	return vols, nil
 }
 
 // engineFields map words of the engine's refusals of a container to the

@@ -641,6 +641,38 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 	return cfg, hc, nil
 }
 
+// readOnlyVolumes is hc with an empty read-only tmpfs at each of vols,
+// the image's VOLUMEs, that no mount of hc covers. The engine gives a
+// VOLUME an anonymous volume otherwise (a tmpfs at its path keeps it
+// from making one): a directory on the engine's disk, writable where the
+// image's directory is (VOLUME /tmp, mode 1777), which neither the
+// read-only root nor diskBytes bounds; sandbox code filled it without
+// limit. What the image holds there is hidden, as a volume of it would
+// be data of the container's, and the container keeps none outside
+// /workspace.
+func readOnlyVolumes(hc *container.HostConfig, vols []string) *container.HostConfig {
+	var add []string
+	for _, v := range vols {
+		v = path.Clean(v)
+		if _, ok := hc.Tmpfs[v]; ok || !path.IsAbs(v) || slices.ContainsFunc(hc.Mounts, func(m mount.Mount) bool { return path.Clean(m.Target) == v }) {
+			continue
+		}
+		add = append(add, v)
+	}
+	if len(add) == 0 {
+		return hc
+	}
+	c := *hc
+	c.Tmpfs = maps.Clone(hc.Tmpfs)
+	if c.Tmpfs == nil {
+		c.Tmpfs = map[string]string{}
+	}
+	for _, v := range add {
+		c.Tmpfs[v] = "ro,size=4096,nosuid,nodev,noexec"
+	}
+	return &c
+}
+
 // CommandTasks is how many tasks (processes and threads) a sandbox's
 // commands may hold under a pids limit of pids: the limit less an eighth
 // (at least 2, at most 32) that the agent keeps for threads it may need

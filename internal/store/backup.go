@@ -34,7 +34,7 @@ func Backup(ctx context.Context, path, dst string) (err error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Set("mode", "rw") // never create path
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		return fmt.Errorf("store: backup %s: %w", path, err)
 	}

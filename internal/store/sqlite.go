@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -56,7 +57,7 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	// BEGIN IMMEDIATE takes the write lock up front, so two writers queue
 	// on busy_timeout instead of one failing at lock upgrade.
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -104,6 +105,15 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	}
 	return s, nil
 }
+
+// uriPath escapes what a SQLite URI's path gives meaning to.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// fileURI is the SQLite URI of the database file at path. Unescaped, a
+// '#' or '?' in the path (a state dir's name) cut it short, so SQLite
+// opened, and created 0644, a file outside the state dir, and a '%' made
+// the open fail.
+func fileURI(path string) string { return "file:" + uriPath.Replace(path) }
 
 // Ping implements Store.
 func (s *SQLite) Ping(ctx context.Context) error {

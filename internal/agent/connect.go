@@ -263,7 +263,7 @@ type connector struct {
 }
 
 func newConnector(cfg *ConnectConfig) (*connector, error) {
-	if cfg == nil || cfg.GatewayURL == "" || cfg.Token == "" || cfg.StateDir == "" {
+	if cfg == nil || cfg.GatewayURL == "" || strings.TrimSpace(cfg.Token) == "" || cfg.StateDir == "" {
 		return nil, errors.New("agent: connect needs a gateway URL, a token and a state directory")
 	}
 	c := &connector{cfg: *cfg, log: cfg.Logger, min: cfg.MinBackoff, max: cfg.MaxBackoff}
@@ -299,8 +299,11 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	}
 	info := fillInfo(cfg.Info)
 	c.header = http.Header{}
+	// Trimmed for the header too: a token file's newline, kept by an
+	// environment variable made of the file, made every dial fail in
+	// net/http ("invalid header field value"), retried for ever.
 	c.token = strings.TrimSpace(cfg.Token)
-	c.header.Set("Authorization", "Bearer "+cfg.Token)
+	c.header.Set("Authorization", "Bearer "+c.token)
 	// The build, for the gateway's tunnel up line (and a proxy's access
 	// log): in a rolling upgrade, which hosts run an old agent.
 	c.header.Set("User-Agent", UserAgent())

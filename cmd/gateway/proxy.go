@@ -47,6 +47,10 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 		fmt.Fprintln(sio.err, "usage: gateway proxy [--url URL] [--token TOKEN] [--ca-file FILE] [--known-hosts FILE] [--relay-only] [--verbose] [--fdpass] HOST")
 		return errUsage
 	}
+	// A token file's newline, kept by HOSTGATE_TOKEN made of the file,
+	// made net/http refuse the request ("invalid header field value for
+	// Authorization"), which said nothing of the newline.
+	token = strings.TrimSpace(token)
 	if gw == "" || token == "" {
 		return errors.New("proxy: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required")
 	}

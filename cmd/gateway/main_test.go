@@ -1237,3 +1237,22 @@ func TestStoppedComesAfterCleanups(t *testing.T) {
 		t.Fatalf("want the hook's cleanup before \"stopped\":\n%s", out)
 	}
 }
+
+// TestListenFlagEmptyRefused: an empty --listen or HOSTGATE_LISTEN (an
+// unset variable in a unit or compose file) is refused, where net.Listen
+// took it for ":0" and the gateway served on every address at a random
+// port.
+func TestListenFlagEmptyRefused(t *testing.T) {
+	sio := stdio{out: io.Discard, err: io.Discard}
+	def := serveConfig{Listen: "127.0.0.1:8080"}
+	if _, err := parseServeFlags("serve", sio, []string{"--listen", ""}, def); err == nil || !strings.Contains(err.Error(), "--listen (HOSTGATE_LISTEN) is empty") {
+		t.Errorf("--listen \"\": %v, want it refused", err)
+	}
+	t.Setenv("HOSTGATE_LISTEN", "")
+	if _, err := parseServeFlags("dev", sio, nil, def); err == nil || !strings.Contains(err.Error(), "--listen (HOSTGATE_LISTEN) is empty") {
+		t.Errorf("HOSTGATE_LISTEN=: %v, want it refused", err)
+	}
+	if c, err := parseServeFlags("serve", sio, []string{"--listen", ":8080"}, def); err != nil || c.Listen != ":8080" {
+		t.Errorf("--listen :8080 over HOSTGATE_LISTEN=: %v %v", c, err)
+	}
+}

@@ -183,6 +183,12 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	if fs.NArg() != 0 {
 		return nil, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
 	}
+	if c.Listen == "" && def.Listen != "" {
+		// net.Listen takes "" for ":0": an unset variable in a unit or
+		// compose file (HOSTGATE_LISTEN=${LISTEN}) put the gateway on
+		// every address, at a port no one knew, instead of its default.
+		return nil, fmt.Errorf("%s: --listen (HOSTGATE_LISTEN) is empty: want HOST:PORT, such as %s (the default, when neither is set) or :8080 for every address", name, def.Listen)
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

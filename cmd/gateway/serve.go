@@ -269,6 +269,13 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
+	// As the preview proxy reads it (forward.PreviewConfig): the
+	// gateway's own checks compared it as given, and a domain with
+	// capitals or a trailing dot sent a preview's login to /login on
+	// the preview's subdomain, the previewed app's path.
+	if d := strings.ToLower(strings.TrimSuffix(c.PreviewDomain, ".")); d != "" || c.PreviewDomain == "" {
+		c.PreviewDomain = d
+	}
 	if d := c.PreviewDomain; strings.Contains(d, ":") || strings.Contains(d, "/") || strings.HasPrefix(d, ".") {
 		return fmt.Errorf("serve: --preview-domain %q: want a bare domain name such as preview.example.com, without scheme, port or path", d)
 	}

@@ -257,6 +257,10 @@ func (c *serveConfig) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("serve: --public-url %q: want http(s)://HOST[:PORT]", c.PublicURL)
 		}
+		// The scheme in lower case, as url.Parse reads it: https()
+		// compares it as a prefix, and HTTPS://… got cookies without
+		// Secure, sent over plain HTTP too.
+		c.PublicURL = u.Scheme + c.PublicURL[len(u.Scheme):]
 		if c.TLSCert != "" && u.Scheme != "https" {
 			return fmt.Errorf("serve: --public-url %q with --tls-cert: the gateway speaks only HTTPS, so callers must too: want https://HOST[:PORT]", c.PublicURL)
 		}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
-
-	"github.com/hostgate/hostgate/internal/bicopy"
 )
 
 // serverConn is one authenticated SSH connection. It is owned by
@@ -251,8 +249,7 @@ func (c *serverConn) carry(ctx context.Context, conn net.Conn, typ string, paylo
 		return
 	}
 	defer release()
-	ssh.DiscardLazily(ch, reqs)
-	_, _ = bicopy.Copy(ctx, ch, conn)
+	copyForwarded(ctx, ch, reqs, conn)
 }
 
 // activity counts open channels and remote forwards; the idle timer runs

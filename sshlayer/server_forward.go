@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,10 +100,79 @@ func (c *serverConn) directTCPIP(nc ssh.NewChannel, log func() *slog.Logger) {
 	if c.log.Enabled(c.ctx, slog.LevelDebug) {
 		log().Debug("direct-tcpip", "target", target)
 	}
+	copyForwarded(c.ctx, ch, reqs, tc)
+}
+
+// copyForwarded copies between ch, a forwarded connection's channel, and
+// conn, its socket on this host, as bicopy.Copy does, and closes conn
+// once the client has closed the channel. A CLOSE reads as EOF, on which
+// Copy only half-closes conn: a program at the other end that waits for
+// data without writing (a silent server, a long poll) never ended the
+// copy, so the connection, its goroutines and its place under the
+// channel limits (MaxDirectTCPIP, maxForwardedConns, maxAgentConns) were
+// held until the SSH connection ended, after the client had let go of
+// them. sshd closes the socket once the peer's CLOSE has come.
+func copyForwarded(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request, conn net.Conn) {
 	// No peer sends requests or stderr on a forwarded connection: the
 	// goroutines that refuse and drop them start only if one does.
 	ssh.DiscardLazily(ch, reqs)
-	_, _ = bicopy.Copy(c.ctx, ch, tc)
+	w := &closeWatch{Channel: ch, reqs: reqs, conn: conn, done: make(chan struct{})}
+	_, _ = bicopy.Copy(ctx, w, conn)
+	close(w.done)
+	w.wg.Wait()
+}
+
+// closeWatch is a forwarded connection's channel that, once its reads end
+// while this side still sends, watches for the client's CLOSE (its
+// requests' end) and closes conn then. Only then: a goroutine per
+// forwarded connection is what DiscardLazily saves, and a copy whose
+// other direction has ended ends without one.
+type closeWatch struct {
+	ssh.Channel
+	reqs  <-chan *ssh.Request
+	conn  net.Conn
+	done  chan struct{} // closed once the copy returned
+	ended atomic.Bool   // this side sent EOF or CLOSE
+	once  sync.Once
+	wg    sync.WaitGroup
+}
+
+func (w *closeWatch) Read(p []byte) (int, error) {
+	n, err := w.Channel.Read(p)
+	if err != nil && !w.ended.Load() {
+		w.once.Do(func() { w.wg.Go(w.watch) })
+	}
+	return n, err
+}
+
+func (w *closeWatch) CloseWrite() error {
+	w.ended.Store(true)
+	return w.Channel.CloseWrite()
+}
+
+func (w *closeWatch) Close() error {
+	w.ended.Store(true)
+	return w.Channel.Close()
+}
+
+// watch closes conn when the channel's requests end (the client's CLOSE,
+// or the connection's end), refusing any request meanwhile, until the
+// copy returns.
+func (w *closeWatch) watch() {
+	for {
+		select {
+		case r, ok := <-w.reqs:
+			if !ok {
+				_ = w.conn.Close()
+				return
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
+			}
+		case <-w.done:
+			return
+		}
+	}
 }
 
 // dialTarget dials a forwarded connection's target. "localhost" is

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/providertest"
@@ -199,5 +200,56 @@ func TestServerSFTPStreamSeek(t *testing.T) {
 	}
 	if rest, err := io.ReadAll(rs); err != nil || string(rest) != "World" {
 		t.Fatalf("after Seek(7): %q, %v", rest, err)
+	}
+}
+
+// TestServerSFTPOpenFIFO: an SFTP open of a FIFO that nothing has open at
+// its other end is answered at once: for reading with a handle, for
+// writing with ENXIO's failure. The server opened it as os.OpenFile does,
+// which waits in open(2) for the other end: the request was never
+// answered, and its worker held an OS thread and the session past the
+// client's end, so the server's Close waited without end (and every such
+// request took a thread, which the Go runtime allows 10000 of).
+func TestServerSFTPOpenFIFO(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := srvDialServer(t, srvStartServer(t, &ServerConfig{Dir: dir}))
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sc.Close() }()
+	for _, tc := range []struct {
+		flag   int
+		opens  bool
+		doWhat string
+	}{{os.O_RDONLY, true, "reading"}, {os.O_WRONLY, false, "writing"}} {
+		done := make(chan error, 1)
+		go func() {
+			f, err := sc.OpenFile("fifo", tc.flag)
+			if err == nil {
+				_ = f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if (err == nil) != tc.opens {
+				t.Errorf("SFTP open of a FIFO for %s with nothing at its other end: %v, want it to open: %v", tc.doWhat, err, tc.opens)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("SFTP open of a FIFO for %s with nothing at its other end: no answer in 10 s", tc.doWhat)
+			// Its other end lets the server's open, and the test, end.
+			other, err := os.OpenFile(fifo, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			_ = other.Close()
+		}
 	}
 }

@@ -9,7 +9,11 @@ import (
 )
 
 func (s *Server) openfile(path string, flag int, mode fs.FileMode) (file, error) {
-	return os.OpenFile(path, flag, mode)
+	f, err := openNoWait(path, flag, mode) // hostgate: change 25
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 func (s *Server) lstat(name string) (os.FileInfo, error) {

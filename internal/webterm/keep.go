@@ -431,6 +431,28 @@ func (t *term) attach(a *attachment) bool {
 // replay sends a's page what it has not drawn (from the output offset
 // from on) before anything newer, then the ending if there is one.
 func (t *term) replay(a *attachment, from int64, acks, paced bool) {
+	// A write stuck on a page that does not read (a frozen tab) holds
+	// t.out until its own timeout (pageWriteTimeout, for each of up to
+	// three writes): the output copy waits on t.out, and with it the
+	// terminal's end and the gateway's shutdown (Close). Once a is
+	// stopped (the terminal ends, another page takes it), the write is
+	// given up after closeWait instead, as serveAttachment gives up a
+	// live write's; what the page did not take stays in the ring.
+	replayed := make(chan struct{})
+	go func() {
+		select {
+		case <-a.done:
+		case <-replayed:
+			return
+		}
+		cut := time.NewTimer(closeWait)
+		defer cut.Stop()
+		select {
+		case <-cut.C:
+			a.stopWrites()
+		case <-replayed:
+		}
+	}()
 	t.out.Lock()
 	total := t.ring.total
 	from = min(from, total)
@@ -448,6 +470,7 @@ func (t *term) replay(a *attachment, from int64, acks, paced bool) {
 			b = b[n:]
 		}
 	}
+	close(replayed)
 	t.fl.attach(from, acks, paced)
 	a.live = true
 	t.out.Unlock()

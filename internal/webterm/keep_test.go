@@ -594,6 +594,74 @@ func TestKeptTerminalRunsOnWithoutPage(t *testing.T) {
 	}
 }
 
+// TestEndCutsAReplayStuckOnAPageThatDoesNotRead: a terminal that ends
+// (here the gateway's shutdown) while its replay to a resuming page waits
+// on that page, which does not read (a frozen tab: the socket is up,
+// nothing reads it), gives the replay's write up and ends. The replay
+// holds the output lock while it writes, so the output copy, and with it
+// the terminal's end and Close, waited for the write's own timeout (30 s,
+// for each of up to three writes); the timeout is an hour here, so the old
+// code hangs.
+func TestEndCutsAReplayStuckOnAPageThatDoesNotRead(t *testing.T) {
+	defer func(d time.Duration) { pageWriteTimeout = d }(pageWriteTimeout)
+	pageWriteTimeout = time.Hour
+	ctx := testCtx(t)
+	// More than loopback sockets buffer (4 MiB to send, as much again to
+	// receive at most here), so the replay cannot all go out.
+	const replay = 32 << 20
+	proc := &floodProcess{printer: newPrinter()}
+	srv, h := hostTerminals(t, proc, Config{Replay: replay})
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	id := readControl(ctx, t, ws).ID
+	_ = ws.CloseNow()
+	for ctx.Err() == nil && proc.read.Load() < replay {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The page resumes and reads nothing: the replay fills the socket's
+	// buffers and its write then waits, holding the output copy. Seen
+	// when the flood stops being read.
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(id, 0, 1))
+	for last := int64(-1); ; {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the flood was never held up by the resuming page that does not read")
+		case <-time.After(200 * time.Millisecond):
+		}
+		n := proc.read.Load()
+		if n == last {
+			break
+		}
+		last = n
+	}
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		_ = ws2.CloseNow() // unblocks the write, so the test's cleanup ends
+		<-closed
+		t.Fatal("Close waited on a replay stuck on a page that does not read")
+	}
+	// What the page has is less than the replay: the replay's write was
+	// stuck, not done (the flood then held by the page's acks).
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := 0
+	for {
+		typ, b, err := ws2.Read(rctx)
+		if err != nil {
+			break
+		}
+		if typ == websocket.MessageBinary {
+			got += len(b)
+		}
+	}
+	if got >= replay {
+		t.Fatalf("the page had all %d bytes of the replay: its write never waited", got)
+	}
+	t.Logf("the page had %d of the replay's %d bytes", got, replay)
+}
+
 // chunkProcess prints each chunk sent on out in one read, counting its
 // reads: the output copy starts read n+1 once it has passed read n's
 // chunk on. A resize prints onResize, as a full-screen program redraws.

@@ -20,12 +20,15 @@ import (
 // EnvFlags sets every flag of fs not given on the command line from the
 // environment variable HOSTGATE_<NAME> (upper case, '-' → '_'), e.g.
 // --state-dir from HOSTGATE_STATE_DIR. Call it after fs.Parse.
-func EnvFlags(fs *flag.FlagSet) error {
+func EnvFlags(fs *flag.FlagSet) error { return envFlags(fs, nil) }
+
+// envFlags is EnvFlags, leaving the flags in skip to their defaults too.
+func envFlags(fs *flag.FlagSet, skip map[string]bool) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if set[f.Name] || skip[f.Name] || err != nil {
 			return
 		}
 		name := envName(f.Name)
@@ -116,7 +119,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	if err := parseFlags(fs, args, help); err != nil {
 		return err
 	}
-	if err := EnvFlags(fs); err != nil {
+	if err := envFlags(fs, overriddenModes(fs)); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -137,7 +140,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	if keysStdin {
 		// The preamble carries the keys and host id; flags that would say
 		// otherwise would be read, then silently ignored.
-		for _, name := range []string{"authorized-keys", "trusted-ca", "trusted-ca-key", "host-id", "host-key", "state-dir"} {
+		for _, name := range keysStdinGives {
 			if flagSet(fs, name) {
 				return fmt.Errorf("agent serve: --%s cannot be used with --keys-stdin (the preamble gives the keys)", name)
 			}
@@ -265,6 +268,34 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	log.Debug("agent serving one SSH connection over stdio")
 	return ServeStdio(ctx, conn, srv)
+}
+
+// keysStdinGives are the flags whose values a --keys-stdin preamble gives.
+var keysStdinGives = []string{"authorized-keys", "trusted-ca", "trusted-ca-key", "host-id", "host-key", "state-dir"}
+
+// overriddenModes are the flags whose environment variables the command
+// line overrides by choosing another mode: the flag wins over its
+// variable, and over the variables of what it excludes. A sandbox's agent
+// runs `serve --stdio --mux --keys-stdin` in the container's environment,
+// which holds the provision's env, and a HOSTGATE_LISTEN (or
+// HOSTGATE_AUTHORIZED_KEYS naming a missing file) there made it refuse to
+// start ("give exactly one of --listen ADDR and --stdio"): the sandbox's
+// commands fell back to docker exec, and its SSH, files and forwards
+// failed.
+func overriddenModes(fs *flag.FlagSet) map[string]bool {
+	skip := map[string]bool{}
+	if flagSet(fs, "stdio") {
+		skip["listen"] = true
+	}
+	if flagSet(fs, "listen") {
+		skip["stdio"], skip["mux"], skip["keys-stdin"] = true, true, true
+	}
+	if flagSet(fs, "keys-stdin") {
+		for _, name := range keysStdinGives {
+			skip[name] = true
+		}
+	}
+	return skip
 }
 
 // flagSet reports whether name was given on the command line.

@@ -231,3 +231,56 @@ func TestOverlayEnv(t *testing.T) {
 		t.Errorf("overlayEnv(nil, nil) = %#v, want an empty, non-nil environment (nil means a clean one)", got)
 	}
 }
+
+// The command line's mode wins over the environment's: a sandbox's agent
+// runs `serve --stdio --mux --keys-stdin` in the container's environment,
+// which holds the provision's env, and HOSTGATE_LISTEN or
+// HOSTGATE_AUTHORIZED_KEYS there made it refuse to start. Other variables
+// still apply (HOSTGATE_LOG_FORMAT here).
+func TestRunServeModeBeatsEnvironment(t *testing.T) {
+	t.Setenv("HOSTGATE_LISTEN", "127.0.0.1:1")
+	t.Setenv("HOSTGATE_AUTHORIZED_KEYS", filepath.Join(t.TempDir(), "missing"))
+	t.Setenv("HOSTGATE_HOST_ID", "someone-else")
+	t.Setenv("HOSTGATE_LOG_FORMAT", "json")
+	fx := newStdioKeysFixture(t)
+	sess, _, logs, end := keysAgent(t, fx.keys)
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := serveSSHExec(t, st, fx.hostPub, certSigner(t, fx.ca, "exec-1"), "echo up"); strings.TrimSpace(out) != "up" {
+		t.Fatalf("exec through the agent: %q", out)
+	}
+	end()
+	if !strings.Contains(logs.String(), `"msg":"agent serving SSH over a multiplexed stdio tunnel"`) {
+		t.Errorf("HOSTGATE_LOG_FORMAT=json was not applied:\n%s", logs.String())
+	}
+
+	// And the other way: --listen is not turned into a stdio agent by
+	// HOSTGATE_STDIO.
+	t.Setenv("HOSTGATE_STDIO", "true")
+	t.Setenv("HOSTGATE_LISTEN", "")
+	t.Setenv("HOSTGATE_LOG_FORMAT", "text") // the ready line is read from text
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte(ssh.MarshalAuthorizedKey(fx.hostPub)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var buf serveLogBuffer
+	buf.ready = make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunServe(ctx, []string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "--state-dir", t.TempDir()}, &ServeIO{Stderr: &buf})
+	}()
+	select {
+	case <-buf.ready:
+	case err := <-done:
+		t.Fatalf("serve --listen with HOSTGATE_STDIO set: %v", err)
+	case <-time.After(serveWait):
+		t.Fatal("serve --listen never listened")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1256,3 +1256,30 @@ func TestListenFlagEmptyRefused(t *testing.T) {
 		t.Errorf("--listen :8080 over HOSTGATE_LISTEN=: %v %v", c, err)
 	}
 }
+
+// An empty --state-dir (an unset variable in a unit file) is refused by
+// every command that takes one, naming the flag and its variable: dev kept
+// its state in the directory it was started from, and serve and token
+// failed with "mkdir : no such file or directory".
+func TestStateDirEmptyRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var errb bytes.Buffer
+	sio := stdio{out: io.Discard, err: &errb}
+	const want = "--state-dir (HOSTGATE_STATE_DIR) is empty"
+	if _, err := parseServeFlags("serve", sio, []string{"--state-dir", ""}, serveConfig{Listen: "127.0.0.1:8080", StateDir: "/var/lib/hostgate"}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("serve --state-dir \"\": %v, want it refused", err)
+	}
+	t.Setenv("HOSTGATE_STATE_DIR", "")
+	for _, args := range [][]string{{"dev", "--listen", "127.0.0.1:0"}, {"token", "create", "--role", "admin"}, {"token", "list"}, {"token", "revoke", "x"}} {
+		// Bounded: a dev that is not refused serves until ctx ends.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := run(ctx, sio, args)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q with HOSTGATE_STATE_DIR=: %v, want it refused", args, err)
+		}
+	}
+	if ents, _ := os.ReadDir("."); len(ents) != 0 {
+		t.Errorf("the working directory holds %d entries, want none", len(ents))
+	}
+}

@@ -189,6 +189,9 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 		// every address, at a port no one knew, instead of its default.
 		return nil, fmt.Errorf("%s: --listen (HOSTGATE_LISTEN) is empty: want HOST:PORT, such as %s (the default, when neither is set) or :8080 for every address", name, def.Listen)
 	}
+	if c.StateDir == "" && def.StateDir != "" {
+		return nil, emptyStateDir(name, def.StateDir)
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

@@ -254,5 +254,19 @@ func parseOnlyEnv(fs *flag.FlagSet, args []string, envFlags ...string) error {
 			}
 		}
 	}
-	return parseArgs(fs, args)
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if f := fs.Lookup("state-dir"); f != nil && f.Value.String() == "" {
+		return emptyStateDir(fs.Name(), f.DefValue)
+	}
+	return nil
+}
+
+// emptyStateDir refuses an empty --state-dir: an unset variable in a unit
+// or compose file (HOSTGATE_STATE_DIR=${STATE}) had `gateway dev` keep its
+// state, tokens and CA key in whatever directory it was started from, and
+// the other commands fail with "mkdir : no such file or directory".
+func emptyStateDir(cmd, def string) error {
+	return fmt.Errorf("%s: --state-dir (HOSTGATE_STATE_DIR) is empty: want a directory, such as %s (the default, when neither is set)", cmd, def)
 }

@@ -423,6 +423,40 @@ func TestTokenCreateRules(t *testing.T) {
 	}
 }
 
+// A token's secret given to revoke in place of its id is not repeated in
+// the error (terminals, logs, CI output keep it): the token's id is named
+// instead, and nothing is revoked.
+func TestTokenRevokeBySecretNamesTheID(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin", "--name", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := lastLine(out)
+	list, err := cli(t, ctx, "token", "list", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Fields(strings.Split(strings.TrimSpace(list), "\n")[1])[0]
+	for _, given := range []string{secret, secret + "x"} {
+		_, err = cli(t, ctx, "token", "revoke", given, "--state-dir", dir)
+		if err == nil || strings.Contains(err.Error(), given) || !strings.Contains(err.Error(), "nothing revoked") {
+			t.Errorf("revoke %s…: %v; want a refusal that does not repeat it", given[:6], err)
+		}
+	}
+	if err == nil || strings.Contains(err.Error(), id) {
+		t.Errorf("revoke of a secret no token has: %v; want no id named", err)
+	}
+	_, err = cli(t, ctx, "token", "revoke", secret, "--state-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "the token's id is "+id) {
+		t.Errorf("revoke of a token's secret: %v; want its id %s named", err, id)
+	}
+	if list, _ := cli(t, ctx, "token", "list", "--state-dir", dir); !strings.Contains(list, id) {
+		t.Errorf("the token was revoked by its secret: %q", list)
+	}
+}
+
 // A token written to a state dir no gateway has used yet (a forgotten or
 // mistyped --state-dir) says so: the running gateway would refuse it.
 func TestTokenCreateWarnsOfNewState(t *testing.T) {

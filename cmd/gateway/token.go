@@ -105,7 +105,7 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		}
 		if err := st.DeleteToken(ctx, id); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("token revoke: no token with id %q; %s", id, namedIDs(toks, id))
+				return revokeNotFound(ctx, st, toks, id)
 			}
 			return err
 		}
@@ -227,6 +227,20 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 // namedIDs says which ids the tokens named name have, for a revoke given
 // a name: `token create --name` is what operators remember, and "no token
 // with id" alone sent them looking.
+// revokeNotFound is token revoke's answer to an id no token has. A
+// token's secret given in its place is not repeated (the error lands in
+// terminals, logs and CI output): its id is named instead, and nothing is
+// revoked, since whoever holds a secret need not own the token.
+func revokeNotFound(ctx context.Context, st *store.SQLite, toks []store.Token, id string) error {
+	if strings.HasPrefix(id, store.TokenPrefix) {
+		if t, err := st.LookupToken(ctx, id); err == nil || errors.Is(err, store.ErrExpired) {
+			return fmt.Errorf("token revoke: that is a token's secret, not its id: nothing revoked; the token's id is %s (gateway token revoke %s)", t.ID, t.ID)
+		}
+		return errors.New("token revoke: that looks like a token's secret (" + store.TokenPrefix + "…), not an id, and no token has it: nothing revoked; gateway token list shows ids")
+	}
+	return fmt.Errorf("token revoke: no token with id %q; %s", id, namedIDs(toks, id))
+}
+
 func namedIDs(toks []store.Token, name string) string {
 	var ids []string
 	for _, t := range toks {

@@ -603,19 +603,29 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 }
 
 // writeNew creates path with data, mode 0600, failing quietly when another
-// writer created it first.
+// writer created it first. The file appears whole or not at all (written
+// aside, synced, then linked): created empty and then written, a crash or
+// power loss between the two left an empty pin, which the agent refused
+// for ever ("ssh: no key found") until someone deleted it.
 func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
+	// Link, unlike rename, fails when path exists: the first writer wins.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	return f.Close()
+	return nil
 }

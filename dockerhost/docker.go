@@ -1917,7 +1917,9 @@ func (h *Docker) Elsewhere(ctx context.Context) (map[string]Foreign, error) {
 	found := map[string]Foreign{}
 	for _, c := range list {
 		other := c.Labels[LabelOwner]
-		if other == h.owner || slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(strings.TrimPrefix(n, "/"), loadingPrefix) }) {
+		// The filter matches the key alone: a container with an empty
+		// owner (the tools holder, see ownLabels) is no one's.
+		if other == "" || other == h.owner || slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(strings.TrimPrefix(n, "/"), loadingPrefix) }) {
 			continue
 		}
 		if c.Labels[LabelPool] != "" {

@@ -102,6 +102,7 @@ var engineTests = []struct {
 	{"ExecArgSpaceImageEnv", testExecArgSpaceImageEnv},
 	{"ExecArgSpacePooled", testExecArgSpacePooled},
 	{"ProvisionImageEnvTooLarge", testProvisionImageEnvTooLarge},
+	{"ImageHostgateLabels", testImageHostgateLabels},
 }
 
 // engineConcurrency bounds how many engine tests run at once.

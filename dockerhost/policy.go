@@ -48,6 +48,36 @@ const (
 	LabelStateDir = "hostgate.state-dir"
 )
 
+// ownLabels are all the label keys this package sets or reads on
+// containers. The engine merges an image's labels into those of a
+// container made from it, the container's own winning only for the keys
+// it sets: an image with LABEL hostgate.pool=1 made its executions look
+// like a previous run's warm containers (Adopt reaped them), one with
+// hostgate.tools=OWNER like tools volume holders (removed at Close). So
+// every container made here sets each of these keys (setOwnLabels), ""
+// where it has no value, and every reader takes "" for none: a filter on a
+// key's value never names "" (owners are not empty), Elsewhere skips an
+// empty owner (its filter is on the key alone), LabelPool is tested
+// against "", LabelExecution, LabelExpires and LabelSpec that do not parse
+// make a container unadoptable, and LabelStateDir "" is Foreign's "none".
+// LabelUID "" is no uid (unadoptable) rather than legacyUID, but only the
+// tools holder, which has no owner, carries it empty.
+var ownLabels = []string{
+	LabelExecution, LabelExpires, LabelOwner, LabelSpec, LabelStateDir,
+	LabelUID, LabelDeadline, LabelPool, LabelPoolExpires, LabelTools,
+}
+
+// setOwnLabels sets each of ownLabels that labels lacks to "", so that no
+// image's value for it reaches the container, and returns labels.
+func setOwnLabels(labels map[string]string) map[string]string {
+	for _, k := range ownLabels {
+		if _, ok := labels[k]; !ok {
+			labels[k] = ""
+		}
+	}
+	return labels
+}
+
 // Policy validates requests and builds container configuration. Its zero
 // value is not usable; NewDocker builds one from Config.
 type Policy struct {
@@ -562,6 +592,9 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 		all[LabelDeadline] = deadlineByInit
 		user = userOf(initUID(uid))
 	}
+	// The image's hostgate.* labels must not show through: every key of
+	// this package is the container's own.
+	setOwnLabels(all)
 
 	env := make([]string, 0, len(req.Env))
 	for k, v := range p.provisionEnv(req.Env) {

@@ -374,8 +374,10 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if err != nil {
 		return nil, err
 	}
-	delete(cfg.Labels, LabelExecution)
-	delete(cfg.Labels, LabelExpires)
+	// Emptied, not deleted: a deleted key would let the image's value
+	// show through (ownLabels).
+	cfg.Labels[LabelExecution] = ""
+	cfg.Labels[LabelExpires] = ""
 	// A marker: Adopt reaps every unclaimed warm container of a previous
 	// run, whatever it was made for, so no key hash (which hashed the
 	// agent binary on every fill) is needed.

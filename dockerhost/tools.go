@@ -147,7 +147,11 @@ func (h *Docker) writeTools(ctx context.Context, v *toolsVolume, image string) e
 		// still complete in the engine.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
 		resp, err = h.api.ContainerCreate(cctx,
-			&container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true, Labels: map[string]string{LabelTools: v.owner}},
+			&container.Config{Image: image, Entrypoint: []string{"/bin/sh"}, NetworkDisabled: true,
+				// Every other key of this package empty: an image's
+				// hostgate.owner and hostgate.pool made the holder a warm
+				// container of the owner's (ownLabels).
+				Labels: setOwnLabels(map[string]string{LabelTools: v.owner})},
 			&container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{v.mount(true)}}, nil, nil, v.name+"-holder")
 		cancel()
 		if !cerrdefs.IsConflict(err) || try == 1 {

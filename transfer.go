@@ -612,6 +612,36 @@ func (x *extractor) symlink(name, target string) error {
 	if j := path.Join(path.Dir(name), target); j == ".." || strings.HasPrefix(j, "../") {
 		return &unsafeEntryError{name, fmt.Sprintf("its link target %q leaves the destination", target)}
 	}
+	// The check above is lexical; the kernel follows links before it
+	// climbs "..". So the link's ".." climbs from where its name says
+	// only when its directories are directories, not links (b -> . made
+	// b/x -> .. dst/x -> .., dst's parent), and only a leading ".." is
+	// sure to stay lexical: in b/c/.., b/c may be made a link later (to
+	// .., which from b is dst) and the ".." then climbs from there. A
+	// directory never becomes a link once it holds this one, so both
+	// hold for good.
+	seen := false
+	for _, el := range strings.Split(target, "/") {
+		switch el {
+		case "", ".":
+		case "..":
+			if seen {
+				return &unsafeEntryError{name, fmt.Sprintf("its link target %q has \"..\" after a name, which a link there could lead out of the destination", target)}
+			}
+		default:
+			seen = true
+		}
+	}
+	if d := path.Dir(name); d != "." {
+		for i := 0; i <= len(d); i++ {
+			if i < len(d) && d[i] != '/' {
+				continue
+			}
+			if fi, err := x.root.Lstat(d[:i]); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				return &unsafeEntryError{name, fmt.Sprintf("it would be made through the link %q", d[:i])}
+			}
+		}
+	}
 	if err := x.parents(name); err != nil {
 		return err
 	}

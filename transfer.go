@@ -553,6 +553,16 @@ func (x *extractor) tarEntry(hdr *tar.Header, r io.Reader) error {
 		if err != nil || !ok {
 			return &unsafeEntryError{hdr.Linkname, "a hard link's target must be a file in the tree"}
 		}
+		if fi, err := x.root.Lstat(old); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			// A hard link to a link is the same target from another
+			// directory, where it may lead elsewhere: made as the link
+			// it is, checked from there.
+			target, err := x.root.Readlink(old)
+			if err != nil {
+				return err
+			}
+			return x.symlink(name, target)
+		}
 		if err := x.parents(name); err != nil {
 			return err
 		}

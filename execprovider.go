@@ -97,6 +97,17 @@ func safePath(name string) string {
 	return name
 }
 
+// cdPath is name as a script's cd operand: cd takes a relative name from
+// CDPATH when the host's environment has one (there before the home
+// directory's, printing it on stdout), and "-" for $OLDPWD; "./" makes
+// either the name in the working directory.
+func cdPath(name string) string {
+	if name == "" || strings.HasPrefix(name, "/") {
+		return name
+	}
+	return "./" + name
+}
+
 // run executes script under sh -c with args as $1…, stdin closed, and
 // returns stdout (at most limit bytes) and an error mapped to io/fs.
 func (p *execProvider) run(ctx context.Context, limit int64, script string, args ...string) ([]byte, error) {
@@ -407,7 +418,7 @@ func (p *execProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 	// An entry removed between the glob and stat makes stat fail (ENOENT)
 	// or the listing inconsistent; a few tries let a busy directory settle.
 	for try := 0; ; try++ {
-		out, err := p.run(ctx, maxDirOutput, readDirScript, safePath(name), f.flag, f.format)
+		out, err := p.run(ctx, maxDirOutput, readDirScript, cdPath(name), f.flag, f.format)
 		if err == nil {
 			ents, perr := parseDirListing(out)
 			if perr == nil {

@@ -504,9 +504,11 @@ exec rm -rf -- "$1"`
 // renamed to itself (or to another link of the same file) is left alone,
 // as rename(2) leaves it; the steps below would have removed it first.
 // The '|' after each canonical name keeps $(…) from eating a trailing
-// newline of a name.
+// newline of a name; the "./" keeps cd from taking a relative directory
+// from CDPATH (cdPath).
 const renameScript = `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
 canon() { case $1 in */*) d=${1%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
+  case $d in /*) ;; *) d=./$d;; esac
   d=$(cd -P -- "$d" 2>/dev/null && pwd) || return 1; printf '%s/%s|' "${d%/}" "${1##*/}"; }
 if a=$(canon "$1") && b=$(canon "$2") && [ "$a" = "$b" ]; then exit 0; fi
 if [ ! -L "$1" ] && [ ! -L "$2" ] && [ "$1" -ef "$2" ]; then exit 0; fi

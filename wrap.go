@@ -47,6 +47,10 @@ func Wrap(base *Host, wrap WrapFunc) *Host {
 			FS:        fs,
 			Forward:   fwd,
 			Sync:      c.Sync,
+			// The connection is base's: its end is the wrapper's, so
+			// that the wrapper's errors then match ErrConnectionEnded
+			// as base's do.
+			Done: c.Done,
 			Close: func() error {
 				l.end()
 				return nil

@@ -22,9 +22,11 @@ type WrapFunc func(argv []string, dir string, env map[string]string) ([]string, 
 // connections from its Dial and the listeners from its Listen are closed.
 // Closing base ends its connection and so what runs over it, the
 // wrapper's too; the wrapper's later uses fail with that connection's
-// error, and the wrapper is still its owner's to close.
+// error, and the wrapper is still its owner's to close. Where base was
+// made with Reconnect, the wrapper is too: its first use after the
+// connection was lost borrows the one base makes again.
 func Wrap(base *Host, wrap WrapFunc) *Host {
-	return NewNamed(base.Name(), base.Info(), func(ctx context.Context) (*Connection, error) {
+	w := NewNamed(base.Name(), base.Info(), func(ctx context.Context) (*Connection, error) {
 		c, err := base.Connection(ctx)
 		if err != nil {
 			return nil, err
@@ -57,6 +59,10 @@ func Wrap(base *Host, wrap WrapFunc) *Host {
 			},
 		}, nil
 	})
+	// A base that connects again after a loss has a new connection to
+	// lend: without this the wrapper kept the lost one for good.
+	w.reconnect = base.reconnect
+	return w
 }
 
 // lease tracks what a wrapper opened on its base's connection, so that

@@ -503,8 +503,13 @@ func localName(n string) (string, bool, error) {
 	if c == "" || c == "." {
 		return "", false, nil
 	}
-	if !fs.ValidPath(c) || strings.Contains(c, "\\") {
-		return "", false, &unsafeEntryError{n, "not a relative name without \"..\""}
+	// Not fs.ValidPath, which refuses names that are not UTF-8: a
+	// host's names are bytes ("caf\xe9" from a Latin-1 system), and
+	// os.Root takes them as they are.
+	for _, el := range strings.Split(c, "/") {
+		if el == "" || el == "." || el == ".." || strings.Contains(el, "\\") {
+			return "", false, &unsafeEntryError{n, "not a relative name without \"..\""}
+		}
 	}
 	return c, true, nil
 }

@@ -664,15 +664,19 @@ func (t *handshakeTransport) writePacketAs(p []byte, lazy bool) error {
 }
 
 func (t *handshakeTransport) Close() error {
-	// hostgate: a held packet goes with the conn (held.go).
+	// Close the connection. This should cause the readLoop goroutine to wake up
+	// and close t.startKex, which will shut down kexLoop if running.
+	err := t.conn.Close()
+
+	// hostgate: a held packet goes with the conn (held.go). Its timer is
+	// stopped under t.mu, so only once the conn is closed: a write
+	// blocked on the conn (a peer that does not read) holds t.mu until
+	// the close ends it.
 	t.mu.Lock()
 	if t.heldTimer != nil {
 		t.heldTimer.Stop()
 	}
 	t.mu.Unlock()
-	// Close the connection. This should cause the readLoop goroutine to wake up
-	// and close t.startKex, which will shut down kexLoop if running.
-	err := t.conn.Close()
 
 	// Wait for the kexLoop goroutine to complete.
 	// At that point we know that the readLoop goroutine is complete too,

@@ -377,7 +377,16 @@ func (ch *channel) writePacketAs(packet []byte, reply bool) error {
 	// hostgate: a held confirmation goes first (earlydata.go).
 	err := ch.sendHeldConfirmLocked()
 	if err == nil {
-		err = ch.mux.writePacketAs(packet, ch.sentClose && lazyClose(ch.chanType) && (reply || ch.eofOnWire && ch.gotEOF.Load()))
+		lazy := ch.sentClose && lazyClose(ch.chanType) && (reply || ch.eofOnWire && ch.gotEOF.Load())
+		err = ch.mux.writePacketAs(packet, lazy)
+		if err == nil && !lazy {
+			// hostgate: a write that is not held takes a held early
+			// open along (or, during a key exchange, the KEXINIT did):
+			// a Read or Close after it has nothing to send, and must not
+			// wait on the transport's lock, which a write blocked on the
+			// conn holds (held.go).
+			ch.openHeld.Store(false)
+		}
 	}
 	ch.writeMu.Unlock()
 	return err

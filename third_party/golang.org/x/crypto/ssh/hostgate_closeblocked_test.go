@@ -1,7 +1,9 @@
 package ssh
 
 import (
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,5 +111,71 @@ func TestHostgateMuxEndsWithWriteBlocked(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the blocked write did not end with the connection")
+	}
+}
+
+// TestHostgateEarlyReadBehindBlockedWrite: the first Read of an early
+// channel whose open went out with its data does not wait on the
+// connection's writes. It sent "the held open" (sendHeldOpen) by taking
+// the transport's lock, which a write blocked on the conn (a peer that
+// does not read) holds: the Read waited there, where its read deadline
+// (change 9) could not end it, as long as the write stayed blocked.
+func TestHostgateEarlyReadBehindBlockedWrite(t *testing.T) {
+	a, b := testConnPair(t)
+	cliConn := &stallConn{Conn: b, closed: make(chan struct{})}
+	defer cliConn.Close()
+	go func() {
+		sc, chans, reqs, err := NewServerConn(a, earlyServerConfig(t))
+		if err != nil {
+			return
+		}
+		go DiscardRequests(reqs)
+		go func() {
+			for range chans { // never answered
+			}
+		}()
+		_ = sc.Wait()
+	}()
+	c, chans, reqs, err := NewClientConn(cliConn, "pipe", &ClientConfig{User: "u", HostKeyCallback: InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := NewClient(c, chans, reqs)
+	defer cli.Close()
+	conn, err := cli.DialEarly("tcp", "127.0.0.1:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The open goes out with these bytes.
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server stops reading: the client's next write blocks on the
+	// conn, holding the transport's lock.
+	cliConn.stalled.Store(true)
+	go func() { _, _, _ = cli.SendRequest("keepalive@openssh.com", true, nil) }()
+	for i := 0; !cliConn.blocked.Load(); i++ {
+		if i == 1000 {
+			t.Fatal("the client's write never blocked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	if err := conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := conn.Read(make([]byte, 1))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Read: %v, want its deadline's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Read waited on the connection's blocked write past its deadline")
 	}
 }

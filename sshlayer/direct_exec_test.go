@@ -25,7 +25,7 @@ func TestParseCommandLineRoundTrip(t *testing.T) {
 		{argv: []string{"true"}},
 		{argv: []string{"printf", "%s|", "a b", "", "it's", `back\slash`, "$HOME", "semi;colon", "new\nline"}},
 		{argv: []string{"env"}, dir: "/tmp/with space/it's", env: map[string]string{"B": "x y", "A": "", "C": "'"}},
-		{argv: []string{"./x"}, dir: "rel"},
+		{argv: []string{"./x"}, dir: "./rel"}, // CommandLine writes a relative "rel" so
 	}
 	for _, c := range cases {
 		line, err := shell.CommandLine(c.argv, c.dir, c.env)

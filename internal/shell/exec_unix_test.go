@@ -123,8 +123,9 @@ func TestExecDashProgram(t *testing.T) {
 	}
 }
 
-// TestCommandLineDashDir: a working directory whose name starts with '-'
-// is that directory in dash, bash and busybox ash. `cd -P` was cd's
+// TestCommandLineDashDir: a relative working directory, its name starting
+// with '-' or not, is that directory in dash, bash and busybox ash, with a
+// CDPATH in the environment too. `cd -P` was cd's
 // option and went to $HOME, `cd -` went to $OLDPWD and printed it on the
 // command's stdout, and `cd -x` failed with "illegal option" (exit 127).
 func TestCommandLineDashDir(t *testing.T) {
@@ -134,9 +135,20 @@ func TestCommandLineDashDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := []string{"PATH=/usr/bin:/bin", "HOME=/", "OLDPWD=/"}
+	// A CDPATH with a directory of the same name elsewhere: cd took that
+	// one first, and printed it on the command's stdout.
+	other := t.TempDir()
+	for _, d := range []string{"-P", "-", "-x", "-x y", "--", "sub"} {
+		if err := os.Mkdir(filepath.Join(other, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(parent, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/", "OLDPWD=/", "CDPATH=" + other}
 	for name, sh := range shells(t) {
-		for _, d := range []string{"-P", "-", "-x", "-x y", "--"} {
+		for _, d := range []string{"-P", "-", "-x", "-x y", "--", "sub"} {
 			line, err := CommandLine([]string{"pwd"}, d, nil)
 			if err != nil {
 				t.Fatal(err)

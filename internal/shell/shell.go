@@ -66,7 +66,7 @@ func ValidName(name string) bool {
 var ErrNUL = fmt.Errorf("shell: a command line cannot carry a NUL byte (pass binary data on stdin): %w", fs.ErrInvalid)
 
 // CommandLine is the one remote shell command line a process is started
-// with: cd to dir (when set; "./dir" when dir starts with '-'), export each variable (sorted by name), then
+// with: cd to dir (when set; "./dir" when relative), export each variable (sorted by name), then
 // exec argv with every word quoted. It fails on an invalid variable name,
 // a NUL byte (ErrNUL) or an empty argv.
 func CommandLine(argv []string, dir string, env map[string]string) (string, error) {
@@ -89,9 +89,11 @@ func CommandLine(argv []string, dir string, env map[string]string) (string, erro
 	var b strings.Builder
 	if dir != "" {
 		// cd takes a first word starting with '-' for an option ("-P"
-		// went to $HOME, "-x" failed), and "-" for $OLDPWD, which it
-		// printed on the command's stdout: "./" keeps it a directory.
-		if strings.HasPrefix(dir, "-") {
+		// went to $HOME, "-x" failed), "-" for $OLDPWD, and a relative
+		// name from CDPATH when the host's environment has one; the last
+		// two it printed on the command's stdout. "./" keeps a relative
+		// name the directory of that name in the working directory.
+		if first, _, _ := strings.Cut(dir, "/"); first != "" && first != "." && first != ".." {
 			dir = "./" + dir
 		}
 		b.WriteString("cd ")

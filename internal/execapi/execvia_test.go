@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 // fixtureEnviron stands in for a container's /proc/1/environ.
@@ -366,45 +366,31 @@ func TestShutdownWhileReadingEnvironmentIsQuiet(t *testing.T) {
 	f := newFixture(t)
 	var logs testenv.LogBuffer
 	f.agents.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	// A FIFO: the agent's open of it waits for a writer, and the gateway
-	// shuts down while it waits. (A writer let in first made the read
-	// that follows fail at once, "illegal seek", as a FIFO cannot be read
-	// at an offset: a race with the shutdown the test lost in some runs.)
-	fifo := filepath.Join(t.TempDir(), "environ")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
+	// The read of the environment waits until the gateway has shut down
+	// and the connection with it, then reads over the dead connection, as
+	// a read in flight at the shutdown fails. (A FIFO held the agent's
+	// open until the agent's SFTP server stopped waiting for a FIFO's
+	// other end, pkg/sftp change 25; as TestConnectCutByTheExecutionsEnd-
+	// WarnsNothing.)
+	reached := make(chan struct{})
+	var once sync.Once
+	f.agents.readEnviron = func(c *ssh.Client, paths []string, forged forgedCopy) ([]string, error) {
+		once.Do(func() { close(reached) })
+		_ = c.Wait()
+		return readEnviron(c, paths, forged)
 	}
-	f.agents.environPaths = []string{fifo}
 	_, body := f.do(t, "POST", "/v1/executions", "admin", provisionBody())
 	id := body["executionId"].(string)
 	f.waitEvent(t, tunnelEvent{id, true})
-	// The agent serves in this process: one of its threads sleeps in the
-	// FIFO's open, in the kernel's wait_for_partner.
-	for end := time.Now().Add(wait); !threadWaitsIn("wait_for_partner"); time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the gateway never opened the container's environment")
-		}
+	select {
+	case <-reached:
+	case <-time.After(wait):
+		t.Fatal("the gateway never read the container's environment")
 	}
 	f.reg.Close()
 	f.waitEvent(t, tunnelEvent{id, false})
 	f.agents.Stop(id)
-	// Let the open end, so that the agent's goroutine does.
-	if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-		_ = w.Close()
-	}
 	if strings.Contains(logs.String(), "level=WARN") {
 		t.Errorf("the shutdown during the environment's read warned:\n%s", logs.String())
 	}
-}
-
-// threadWaitsIn reports whether a thread of this process sleeps in the
-// kernel function fn (/proc/self/task/*/wchan).
-func threadWaitsIn(fn string) bool {
-	tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
-	for _, w := range tasks {
-		if b, err := os.ReadFile(w); err == nil && string(b) == fn {
-			return true
-		}
-	}
-	return false
 }

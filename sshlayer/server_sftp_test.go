@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/providertest"
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
+	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
 func TestServerSFTP(t *testing.T) {
@@ -251,5 +254,125 @@ func TestServerSFTPOpenFIFO(t *testing.T) {
 			<-done
 			_ = other.Close()
 		}
+	}
+}
+
+// A copy-data that would run for ever (2^62 bytes from /dev/zero to
+// /dev/null) ends with its session: once the client's channel closes the
+// copy stops, and the server's Close (the agent's shutdown) returns. It
+// is tried alone and behind requests that keep the session's receive
+// loop from reading (the dispatcher's queue full of STATs waiting for the
+// one sequential worker the copy holds; 70 READs answered and held
+// behind the copy's reply, past the session's 64 request slots), where
+// the end of the channel cannot reach it through a read.
+//
+// Not parallel: it looks for the copy's goroutine in the whole process.
+func TestServerSFTPCopyDataEndsWithSession(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		behind byte // 0, fxpStat or fxpRead: 70 of them after the copy
+	}{{"alone", 0}, {"behind stats", 17}, {"behind reads", 5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, err := StartTestServerConfig(&ServerConfig{Dir: t.TempDir(), SFTPReuseBuffers: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := srvDialWith(ts.Addr, ts.HostPublicKey, ssh.PublicKeys(ts.ClientSigner))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, reqs, err := c.OpenChannel("session", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go ssh.DiscardRequests(reqs)
+			if ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"})); !ok || err != nil {
+				t.Fatalf("subsystem sftp: %v %v", ok, err)
+			}
+			send := func(b []byte) {
+				t.Helper()
+				if _, err := ch.Write(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recv := func() []byte {
+				t.Helper()
+				hdr := make([]byte, 4)
+				if _, err := io.ReadFull(ch, hdr); err != nil {
+					t.Fatal(err)
+				}
+				b := make([]byte, binary.BigEndian.Uint32(hdr))
+				if _, err := io.ReadFull(ch, b); err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			u32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+			u64 := func(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+			open := func(id uint32, name string, pflags uint32) []byte {
+				t.Helper()
+				send(rawPacket(3, id, str(name), u32(pflags), u32(0)))
+				b := recv()
+				if b[0] != 102 {
+					t.Fatalf("open %s: answer of type %d, want a handle", name, b[0])
+				}
+				h, _, ok := sftpString(b[5:])
+				if !ok {
+					t.Fatalf("open %s: malformed handle", name)
+				}
+				return str(h)
+			}
+			send(rawPacket(1, 3)) // INIT, version 3
+			if b := recv(); b[0] != fxpVersion {
+				t.Fatalf("init: answer of type %d", b[0])
+			}
+			zero := open(1, "/dev/zero", 1)
+			null := open(2, "/dev/null", 2)
+			send(rawPacket(fxpExtended, 3, str("copy-data"), zero, u64(0), u64(1<<62), null, u64(0)))
+			for i := range uint32(70) {
+				switch tc.behind {
+				case 17:
+					send(rawPacket(17, 10+i, str("/")))
+				case 5:
+					send(rawPacket(5, 10+i, zero, u64(0), u32(32<<10)))
+				}
+			}
+			if !waitCopying(true, 10*time.Second) {
+				t.Fatal("the copy never ran")
+			}
+
+			_ = ch.Close()
+			if !waitCopying(false, 10*time.Second) {
+				t.Error("the copy still runs 10 s after its channel closed")
+			}
+			_ = c.Close()
+			closed := make(chan error, 1)
+			go func() { closed <- ts.Close() }()
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server's Close has not returned 10 s after the client went")
+			}
+		})
+	}
+}
+
+// waitCopying waits up to d for a copy-data of pkg/sftp's server to be
+// running (or, for false, for none to be), and reports whether it came.
+func waitCopying(want bool, d time.Duration) bool {
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(d); ; {
+		n := runtime.Stack(buf, true)
+		for n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			n = runtime.Stack(buf, true)
+		}
+		if bytes.Contains(buf[:n], []byte("sftp.(*sshFxpExtendedPacketCopyData).respond")) == want {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -36,6 +36,7 @@ type session struct {
 	proc     *srvProcess   // the running command; nil before exec/shell
 	agent    *agentForward // the forwarded agent; nil unless granted
 	sftpDone chan struct{}
+	sftpSrv  *sftp.Server // the SFTP subsystem's server; nil without one
 	started  bool
 }
 
@@ -69,6 +70,12 @@ func (s *session) finish() {
 		s.proc.wait()
 	}
 	_ = s.ch.Close()
+	if s.sftpSrv != nil {
+		// Its receive loop may not be reading the channel (it waits
+		// behind a request not answered, such as a long copy-data),
+		// and a copy-data in progress would run on: Close ends both.
+		_ = s.sftpSrv.Close()
+	}
 	if s.sftpDone != nil {
 		<-s.sftpDone
 	}
@@ -234,21 +241,23 @@ func (s *session) start(r *ssh.Request, kind, cmd string) {
 // waited for by finish; exit-status 0 is sent when the client ends it.
 func (s *session) serveSFTP() {
 	s.sftpDone = make(chan struct{})
+	// Answer reads as large as clients ask (up to OpenSSH's own limit):
+	// pkg/sftp's concurrent reader takes a short read for EOF, so a
+	// server capped at the 32 KiB default truncates large reads.
+	dir, _ := filepath.Abs(s.c.srv.cfg.Dir) // pkg/sftp answered REALPATH absolute
+	opts := []sftp.ServerOption{sftp.WithServerWorkingDirectory(dir), sftp.WithMaxTxPacket(sftpMaxPacket)}
+	if s.c.srv.cfg.SFTPReuseBuffers {
+		opts = append(opts, sftp.WithAllocator())
+	}
+	srv, err := sftp.NewServer(newSFTPCompat(s.ch, dir), opts...)
+	if err != nil {
+		_ = s.ch.Close()
+		close(s.sftpDone)
+		return
+	}
+	s.sftpSrv = srv // for finish, on this goroutine
 	go func() {
 		defer close(s.sftpDone)
-		// Answer reads as large as clients ask (up to OpenSSH's own limit):
-		// pkg/sftp's concurrent reader takes a short read for EOF, so a
-		// server capped at the 32 KiB default truncates large reads.
-		dir, _ := filepath.Abs(s.c.srv.cfg.Dir) // pkg/sftp answered REALPATH absolute
-		opts := []sftp.ServerOption{sftp.WithServerWorkingDirectory(dir), sftp.WithMaxTxPacket(sftpMaxPacket)}
-		if s.c.srv.cfg.SFTPReuseBuffers {
-			opts = append(opts, sftp.WithAllocator())
-		}
-		srv, err := sftp.NewServer(newSFTPCompat(s.ch, dir), opts...)
-		if err != nil {
-			_ = s.ch.Close()
-			return
-		}
 		if err := srv.Serve(); err != nil && s.c.ctx.Err() == nil {
 			s.log.Debug("sftp ended", "err", err)
 		}

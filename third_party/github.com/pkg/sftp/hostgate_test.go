@@ -379,6 +379,106 @@ func TestHostgateCopyData(t *testing.T) {
 	}
 }
 
+// hostgate: change 26 (HOSTGATE.md). A copy-data that would run for ever
+// (2^62 bytes from /dev/zero to /dev/null) stops when its session ends:
+// when the client's input ends (as OpenSSH's sftp-server exits at the end
+// of its input), Serve returns, the copy with it; and Close ends a session
+// whose copy holds 70 reads behind it, past the session's request slots.
+func TestHostgateCopyDataEndsWithSession(t *testing.T) {
+	for _, byClose := range []bool{false, true} {
+		name := "input ends"
+		if byClose {
+			name = "Close"
+		}
+		t.Run(name, func(t *testing.T) { hostgateCopyDataEnds(t, byClose) })
+	}
+}
+
+func hostgateCopyDataEnds(t *testing.T, byClose bool) {
+	cr, cw := io.Pipe() // client to server
+	sr, sw := io.Pipe() // server to client
+	go func() { _, _ = io.Copy(io.Discard, sr) }()
+	svr, err := NewServer(pipePair{cr, sw}, WithAllocator())
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(name string, flag int) string {
+		f, err := os.OpenFile(name, flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svr.nextHandle(f)
+	}
+	zero, null := open("/dev/zero", os.O_RDONLY), open("/dev/null", os.O_WRONLY)
+	served := make(chan error, 1)
+	go func() { served <- svr.Serve() }()
+	send := func(typ byte, b []byte) {
+		t.Helper()
+		pkt := marshalUint32(nil, uint32(len(b)+1))
+		pkt = append(append(pkt, typ), b...)
+		if _, err := cw.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(byte(sshFxpInit), marshalUint32(nil, 3))
+	b := marshalUint32(nil, 1)
+	b = marshalString(b, "copy-data")
+	b = marshalString(b, zero)
+	b = marshalUint64(b, 0)
+	b = marshalUint64(b, 1<<62)
+	b = marshalString(b, null)
+	b = marshalUint64(b, 0)
+	send(byte(sshFxpExtended), b)
+	if byClose {
+		go func() { // the server stops reading at its 64th request held
+			for id := uint32(2); id < 72; id++ {
+				b := marshalUint32(nil, id)
+				b = marshalString(b, zero)
+				b = marshalUint64(b, 0)
+				b = marshalUint32(b, 32<<10)
+				pkt := marshalUint32(nil, uint32(len(b)+1))
+				if _, err := cw.Write(append(append(pkt, byte(sshFxpRead)), b...)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the copy under way
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned while the copy ran: %v", err)
+	default:
+	}
+	how := "the client's input ended"
+	if byClose {
+		how = "Close"
+		_ = svr.Close()
+	} else {
+		_ = cw.Close()
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Serve has not returned 10 s after %s, a copy of 2^62 bytes running", how)
+	}
+	_ = cw.Close()
+	_ = sr.Close()
+}
+
+// pipePair is a server's connection over two pipes; Close closes both, as
+// an SSH channel's does.
+type pipePair struct {
+	r *io.PipeReader
+	w *io.PipeWriter
+}
+
+func (p pipePair) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p pipePair) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p pipePair) Close() error {
+	_ = p.r.Close()
+	return p.w.Close()
+}
+
 // syncFile counts the Syncs of the file it wraps.
 type syncFile struct {
 	*os.File

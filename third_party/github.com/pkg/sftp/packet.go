@@ -1669,6 +1669,10 @@ func (p *sshFxpExtendedPacketCopyData) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
+// errCopyEnded answers a copy-data stopped by its session's end (hostgate,
+// change 26); the answer is not delivered.
+var errCopyEnded = errors.New("copy-data: the session ended")
+
 func (p *sshFxpExtendedPacketCopyData) respond(s *Server) responsePacket {
 	r, ok1 := s.getHandle(p.ReadHandle)
 	w, ok2 := s.getHandle(p.WriteHandle)
@@ -1699,6 +1703,14 @@ func (p *sshFxpExtendedPacketCopyData) respond(s *Server) responsePacket {
 	}
 	buf := make([]byte, 64<<10)
 	for left > 0 {
+		// hostgate (change 26): a copy ends with its session, which
+		// waits for it; a length of 2^62 from /dev/zero to /dev/null ran
+		// for ever, never answered.
+		select {
+		case <-s.done:
+			return statusFromError(p.ID, errCopyEnded)
+		default:
+		}
 		n := len(buf)
 		if left < int64(n) {
 			n = int(left)

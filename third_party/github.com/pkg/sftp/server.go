@@ -50,6 +50,11 @@ type Server struct {
 	workDir       string
 	winRoot       bool
 	maxTxPacket   uint32
+
+	// hostgate (change 26): closed when the session ends (its receive
+	// loop stopped, or Close): a copy-data in progress stops.
+	done     chan struct{}
+	doneOnce sync.Once
 }
 
 func (svr *Server) nextHandle(f file) string {
@@ -206,6 +211,7 @@ func NewServer(rwc io.ReadWriteCloser, options ...ServerOption) (*Server, error)
 		pktMgr:      newPktMgr(svrConn),
 		openFiles:   make(map[string]file),
 		maxTxPacket: defaultMaxTxPacket,
+		done:        make(chan struct{}),
 	}
 
 	for _, o := range options {
@@ -535,6 +541,7 @@ recvLoop:
 		pktChan <- svr.pktMgr.newOrderedRequest(pkt)
 	}
 
+	svr.end()      // hostgate (change 26): the session is over; a copy-data in progress stops
 	close(pktChan) // shuts down sftpServerWorkers
 	wg.Wait()      // wait for all workers to exit
 
@@ -544,6 +551,19 @@ recvLoop:
 		file.Close()
 	}
 	return err // error from recvPacket
+}
+
+// hostgate (change 26): end marks the session over (once).
+func (svr *Server) end() { svr.doneOnce.Do(func() { close(svr.done) }) }
+
+// Close ends the session: it closes the connection, and a copy-data in
+// progress stops (hostgate, change 26). A receive loop that waits behind
+// the copy (for a request slot, or for the sequential worker the copy
+// holds) goes on once the copy has answered, and meets the closed
+// connection.
+func (svr *Server) Close() error {
+	svr.end()
+	return svr.serverConn.Close()
 }
 
 type ider interface {

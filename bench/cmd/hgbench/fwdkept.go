@@ -32,31 +32,12 @@ func (e *env) forwardKept(ctx context.Context) ([]*bench.Scenario, error) {
 	// forward: with a message each way per request and no channel to open,
 	// they say what a relay's hop costs per message, and how near the
 	// gateway's is to that floor.
-	alone, err := e.agentServe(ctx)
+	floor, err := e.startRelayFloor(ctx, target)
 	if err != nil {
-		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+		return nil, err
 	}
-	defer alone.stop()
-	aloneFw, err := forwardOver(ctx, alone.c, target)
-	if err != nil {
-		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
-	}
-	defer aloneFw.Close()
-	relay, relayAddr, err := relayProc(alone.addr)
-	if err != nil {
-		return nil, fmt.Errorf("relay child: %w", err)
-	}
-	defer relay.Stop()
-	relayed, err := alone.connect(ctx, relayAddr)
-	if err != nil {
-		return nil, fmt.Errorf("forward through the splice relay: %w", err)
-	}
-	defer relayed.Close()
-	relayFw, err := forwardOver(ctx, relayed, target)
-	if err != nil {
-		return nil, fmt.Errorf("forward through the splice relay: %w", err)
-	}
-	defer relayFw.Close()
+	defer floor.Close()
+	alone, aloneFw, relayFw := floor.alone, floor.aloneFw, floor.relayFw
 
 	workers, n := e.cfg.fwdWorkers, e.cfg.keptN
 	// One transport per side for the whole scenario, its connections

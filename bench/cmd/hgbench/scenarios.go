@@ -489,37 +489,14 @@ func (e *env) forward(ctx context.Context) ([]*bench.Scenario, error) {
 		return nil, fmt.Errorf("forward child: %w", err)
 	}
 	defer child.Stop()
-	// The same Host.Forward over the SSH layer alone: the Go client
-	// straight to `agent serve`, no WebSocket, gateway or yamux. Against
-	// the full path it says what the relay costs a forward, and against
-	// ssh -L what our SSH ends do.
-	alone, err := e.agentServe(ctx)
+	// The same Host.Forward over the SSH layer alone, and through the
+	// splice relay (relayFloor).
+	floor, err := e.startRelayFloor(ctx, target)
 	if err != nil {
-		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+		return nil, err
 	}
-	defer alone.stop()
-	aloneFw, err := forwardOver(ctx, alone.c, target)
-	if err != nil {
-		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
-	}
-	defer aloneFw.Close()
-	// And through the cheapest relay there is (relayproc.go): what one
-	// more process on the path costs whatever it does with the bytes.
-	relay, relayAddr, err := relayProc(alone.addr)
-	if err != nil {
-		return nil, fmt.Errorf("relay child: %w", err)
-	}
-	defer relay.Stop()
-	relayed, err := alone.connect(ctx, relayAddr)
-	if err != nil {
-		return nil, fmt.Errorf("forward through the splice relay: %w", err)
-	}
-	defer relayed.Close()
-	relayFw, err := forwardOver(ctx, relayed, target)
-	if err != nil {
-		return nil, fmt.Errorf("forward through the splice relay: %w", err)
-	}
-	defer relayFw.Close()
+	defer floor.Close()
+	alone, aloneFw, relayFw := floor.alone, floor.aloneFw, floor.relayFw
 	peerAddr, err := e.sshd.forwardL(ctx, target)
 	if err != nil {
 		return nil, err
@@ -733,6 +710,64 @@ func (f *closingForward) Close() error {
 	err := f.Forwarding.Close()
 	_ = f.h.Close()
 	return err
+}
+
+// relayFloor is Host.Forward to a target over the SSH layer alone: the Go
+// client straight to `agent serve`, no WebSocket, gateway or yamux
+// (against the full path, what the relay costs a forward; against ssh -L,
+// what our SSH ends do), and the same through the cheapest relay there is
+// (relayproc.go: what one more process on the path costs, whatever it does
+// with the bytes).
+type relayFloor struct {
+	alone            *aloneAgent
+	aloneFw, relayFw *closingForward
+	relay            *proc
+	relayed          *sshlayer.Client
+}
+
+func (e *env) startRelayFloor(ctx context.Context, target string) (_ *relayFloor, err error) {
+	f := &relayFloor{}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	if f.alone, err = e.agentServe(ctx); err != nil {
+		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+	}
+	if f.aloneFw, err = forwardOver(ctx, f.alone.c, target); err != nil {
+		return nil, fmt.Errorf("forward over the SSH layer alone: %w", err)
+	}
+	var relayAddr string
+	if f.relay, relayAddr, err = relayProc(f.alone.addr); err != nil {
+		return nil, fmt.Errorf("relay child: %w", err)
+	}
+	if f.relayed, err = f.alone.connect(ctx, relayAddr); err != nil {
+		return nil, fmt.Errorf("forward through the splice relay: %w", err)
+	}
+	if f.relayFw, err = forwardOver(ctx, f.relayed, target); err != nil {
+		return nil, fmt.Errorf("forward through the splice relay: %w", err)
+	}
+	return f, nil
+}
+
+// Close ends what startRelayFloor started, last first.
+func (f *relayFloor) Close() {
+	if f.relayFw != nil {
+		_ = f.relayFw.Close()
+	}
+	if f.relayed != nil {
+		_ = f.relayed.Close()
+	}
+	if f.relay != nil {
+		f.relay.Stop()
+	}
+	if f.aloneFw != nil {
+		_ = f.aloneFw.Close()
+	}
+	if f.alone != nil {
+		f.alone.stop()
+	}
 }
 
 // httpLoad runs n GETs with workers in parallel, each on a new connection,

@@ -36,7 +36,7 @@ var directWriteTimeout = 30 * time.Second
 func (s *Server) serveDirect(sess *yamux.Session, hostID string, log *slog.Logger) {
 	var control sync.WaitGroup
 	defer control.Wait()
-	taken := false
+	taken, warned := false, false
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
@@ -45,8 +45,13 @@ func (s *Server) serveDirect(sess *yamux.Session, hostID string, log *slog.Logge
 		if taken {
 			// The default tunnel mux (one stream) refuses one opened
 			// while the control stream is open: this one came after it
-			// ended, or the mux allows more.
-			log.Warn("agent opened another stream on its tunnel; closed it (an agent opens one, the control stream of its direct sessions, and when that ends its direct sessions end with it: a modified or broken agent)")
+			// ended, or the mux allows more. Logged once per tunnel, as
+			// the mux's own misuse is: an agent opening streams in a
+			// loop wrote a line for each.
+			if !warned {
+				warned = true
+				log.Warn("agent opened another stream on its tunnel; closed it (an agent opens one, the control stream of its direct sessions, and when that ends its direct sessions end with it: a modified or broken agent; logged once per tunnel)")
+			}
 			_ = st.Close()
 			continue
 		}

@@ -716,3 +716,49 @@ func TestDirectFailedLogged(t *testing.T) {
 		t.Errorf("metrics: want hostgate_direct_fallbacks_total 2:\n%s", m)
 	}
 }
+
+// TestDirectExtraStreamsLoggedOnce: an agent that opens stream after
+// stream on its tunnel once its control stream has ended has each closed,
+// and the gateway's warning of it is logged once per tunnel, as the mux's
+// own misuse warnings are: it was logged for every stream, so an agent
+// opening and closing streams in a loop (a 12-byte frame each) wrote the
+// gateway's log as fast as it sent them.
+func TestDirectExtraStreamsLoggedOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	var logs testenv.LogBuffer
+	e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+	if m := a.ask(t, 1, e.tokenOf(e.token(store.RoleAdmin)).ID); m.Op != wire.DirectAdmit {
+		t.Fatalf("%+v", m)
+	}
+	_ = a.ctl.Close()
+	waitFor(t, "the ended control stream's session forgotten", func() bool {
+		return strings.Contains(logs.String(), `msg="direct end"`)
+	})
+	const extra = 5
+	for range extra {
+		var st net.Conn
+		var err error
+		// The control stream's slot comes back once both of its ends
+		// have closed.
+		waitFor(t, "a stream opened", func() bool {
+			st, err = a.sess.OpenStream()
+			if err != nil {
+				return false
+			}
+			_ = st.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err = io.ReadAll(st); err != nil {
+				_ = st.Close()
+				return false
+			}
+			return true
+		})
+		_ = st.Close()
+	}
+	if n := strings.Count(logs.String(), "agent opened another stream on its tunnel"); n != 1 {
+		t.Errorf("%d streams after the control stream logged %d times, want once per tunnel", extra, n)
+	}
+	if !e.srv.tunnels.Connected("h") {
+		t.Error("the tunnel ended")
+	}
+}

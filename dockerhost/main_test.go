@@ -94,6 +94,7 @@ var engineTests = []struct {
 	{"DeadlineToolForkBomb", testDeadlineToolForkBomb},
 	{"DeadlineToolAdoptsOldLayout", testDeadlineToolAdoptsOldLayout},
 	{"KillStopped", testKillStopped},
+	{"KillStoppedForgedComm", testKillStoppedForgedComm},
 	{"StdioPIDUnseen", testStdioPIDUnseen},
 	{"ExecArgTooLong", testExecArgTooLong},
 	{"EngineRefusesCPUs", testEngineRefusesCPUs},

@@ -15,14 +15,18 @@ import (
 // cannot make such a process), PID 1 aside. It kills the one it finds and
 // prints 1; finding none it prints 0; finding several (only $2 = 0 can)
 // it kills none and prints "?", how many, and the first
-// maxStoppedCandidates pids.
+// maxStoppedCandidates pids. A stat of more than one line is skipped: its
+// comm holds a newline, which sandbox code may give its processes
+// (/proc/self/comm) and no agent's name has, and its first line alone
+// could read as anything ("sleep) T 0\n…" made a running process of the
+// sandbox's read as a stopped sleep that docker exec started).
 // Only sh builtins: the image needs nothing more than /bin/sh. The user's
 // own uid can signal nothing but its own processes.
 const killStoppedScript = `want=$1; only=$2; n=0; found=
 for d in /proc/[0-9]*; do
   p=${d#/proc/}; [ "$p" != 1 ] || continue
   [ "$only" = 0 ] || [ "$p" = "$only" ] || continue
-  { read -r s < "$d/stat"; } 2>/dev/null || continue
+  { { read -r s && ! read -r x; } < "$d/stat"; } 2>/dev/null || continue
   c=${s#*\(}; c=${c%\)*}; [ "$c" = "$want" ] || continue
   set -- ${s##*\) }
   case $1 in T|t) ;; *) continue;; esac

@@ -83,6 +83,36 @@ kill -STOP %d %d; sleep 0.2; `, agent, decoy)+list)
 	}
 }
 
+// testKillStoppedForgedComm: sandbox code that gives a process of its own
+// a comm holding a newline ("sleep) T 0\nx", written to /proc/self/comm)
+// makes that process's /proc/PID/stat start with a line "PID (sleep) T 0":
+// a stopped sleep that docker exec started, to a reader of the first line
+// only. The process runs, and its parent is in the container: KillStopped
+// leaves it, without a pid and with its pid (it killed it both ways).
+func testKillStoppedForgedComm(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, time.Minute)
+	res := sh(t, h, ex.ExecutionID, `cd /workspace || exit 1
+(sh -c 'printf "sleep) T 0\nx" > /proc/self/comm && echo $$ > forged; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &)
+i=0; until [ -s forged ]; do i=$((i+1)); [ $i -gt 400 ] && { echo never ran; exit 1; }; sleep 0.05; done
+p=$(cat forged); read -r s < /proc/$p/stat; echo "$p|$s"`)
+	p, first, _ := strings.Cut(strings.TrimSpace(res.Stdout), "|")
+	forged, err := strconv.Atoi(p)
+	if err != nil || first != p+" (sleep) T 0" {
+		t.Fatalf("the forged process: %+v, want its pid and its stat's first line %q", res, p+" (sleep) T 0")
+	}
+	for _, pid := range []int{0, forged} {
+		if n, err := h.KillStopped(ctx, ex.ExecutionID, "sleep", pid); err != nil || n != 0 {
+			t.Errorf("KillStopped(sleep, %d) with a running process of the sandbox's whose comm forges a stopped sleep's stat line: %d %v, want none killed", pid, n, err)
+		}
+	}
+	if res := sh(t, h, ex.ExecutionID, fmt.Sprintf(`kill -0 %d && echo alive`, forged)); res.Stdout != "alive\n" {
+		t.Fatalf("the forged process after KillStopped: %+v, want alive", res)
+	}
+}
+
 // testStdioPIDUnseen: Stdio.PID fails, naming why, where the gateway does
 // not see the engine's process of the exec, or sees another one there (it
 // runs in a pid namespace of its own), rather than name a wrong pid.

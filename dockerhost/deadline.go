@@ -73,8 +73,10 @@ func deadlineArgv(tool string, secs string) []string {
 // extendScript, run as uid 0, makes deadlineDir (once) and raises "extra"
 // to $1 seconds (never lowers it: the in-container deadline only moves
 // later; an earlier deadline is the host's). It exits 3 when deadlineDir
-// is something uid 0 did not make.
-const extendScript = `d=` + deadlineDir + `; if [ -h $d ] || { [ -e $d ] && [ ! -O $d ]; }; then exit 3; fi; [ -d $d ] || mkdir -m 0755 $d || exit 3; x=$1; read -r o < $d/extra 2>/dev/null && [ "$o" -gt "$x" ] 2>/dev/null && x=$o; printf '%s\n' "$x" > $d/extra`
+// is something uid 0 did not make, and 4 when it cannot make deadlineDir
+// or write "extra" otherwise: sandbox code may fill /dev/shm (its inodes
+// with empty files), which is no directory of its own.
+const extendScript = `d=` + deadlineDir + `; if [ -h $d ] || { [ -e $d ] && [ ! -O $d ]; }; then exit 3; fi; [ -d $d ] || mkdir -m 0755 $d || { [ -h $d ] || [ -e $d ] && exit 3; exit 4; }; x=$1; read -r o < $d/extra 2>/dev/null && [ "$o" -gt "$x" ] 2>/dev/null && x=$o; printf '%s\n' "$x" > $d/extra || exit 4`
 
 // SetTimeout sets a live execution's deadline to now + runtimeMs (E2B's
 // setTimeout): later or earlier, at most the policy's maximum runtime
@@ -123,6 +125,8 @@ func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs i
 			return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: move the in-container deadline: %w", err))
 		case code == 3:
 			return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q made %s itself, where its in-container deadline is moved: its deadline cannot move", executionID, deadlineDir)}
+		case code == 4:
+			return nil, &Error{Code: CodeConflict, Field: "executionId", Message: fmt.Sprintf("execution %q: its in-container deadline could not be moved, as %s could not be written (%s): is its /dev/shm full? Make room there and try again", executionID, deadlineDir, strings.TrimSpace(out.String()))}
 		case code != 0:
 			return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: move the in-container deadline: exit %d: %s", code, strings.TrimSpace(out.String())))
 		}

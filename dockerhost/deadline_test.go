@@ -3,6 +3,7 @@ package dockerhost
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -230,6 +231,34 @@ func testDeadlineToolCheckpointRestore(t *testing.T) {
 	}
 	if c.Config.Labels[LabelDeadline] != deadlineByInit || c.HostConfig.Init == nil || *c.HostConfig.Init {
 		t.Fatalf("restored container: deadline label %q, init %v; want %q and no docker-init", c.Config.Labels[LabelDeadline], c.HostConfig.Init, deadlineByInit)
+	}
+}
+
+// testSetTimeoutShmFull: sandbox code that fills its /dev/shm (every
+// inode taken by empty files, made with builtins) keeps uid 0's mkdir of
+// the deadline's directory there from succeeding. SetTimeout says so, a
+// conflict naming the full /dev/shm; it answered that the execution had
+// made the directory itself and that its deadline could not move, which
+// the API caller took for good. Room made again, the deadline moves.
+func testSetTimeoutShmFull(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, time.Minute)
+	if res := sh(t, h, ex.ExecutionID, `cd /dev/shm || exit 1; i=0; while true 2>/dev/null > f$i; do i=$((i+1)); done; echo "$i files"`); !strings.HasSuffix(res.Stdout, " files\n") || strings.HasPrefix(res.Stdout, "0 ") {
+		t.Fatalf("filling /dev/shm: %+v", res)
+	}
+	_, err := h.SetTimeout(ctx, ex.ExecutionID, small().RuntimeMs+60_000)
+	var de *Error
+	if !errors.As(err, &de) || de.Code != CodeConflict || strings.Contains(de.Message, "made") || !strings.Contains(de.Message, "No space left on device") {
+		t.Fatalf("SetTimeout with /dev/shm full: %v, want a conflict saying /dev/shm has no room, not that the execution made the directory", err)
+	}
+	sh(t, h, ex.ExecutionID, `rm -f /dev/shm/f*`)
+	if _, err := h.SetTimeout(ctx, ex.ExecutionID, small().RuntimeMs+60_000); err != nil {
+		t.Fatalf("SetTimeout with room in /dev/shm again: %v", err)
+	}
+	if got := sh(t, h, ex.ExecutionID, `cat `+deadlineDir+`/extra`).Stdout; got == "" {
+		t.Fatalf("no extension in %s/extra after SetTimeout", deadlineDir)
 	}
 }
 

@@ -93,6 +93,7 @@ var engineTests = []struct {
 	{"DeadlineToolCheckpointRestore", testDeadlineToolCheckpointRestore},
 	{"DeadlineToolForkBomb", testDeadlineToolForkBomb},
 	{"DeadlineToolAdoptsOldLayout", testDeadlineToolAdoptsOldLayout},
+	{"SetTimeoutShmFull", testSetTimeoutShmFull},
 	{"KillStopped", testKillStopped},
 	{"KillStoppedForgedComm", testKillStoppedForgedComm},
 	{"StdioPIDUnseen", testStdioPIDUnseen},

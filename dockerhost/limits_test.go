@@ -242,6 +242,38 @@ func testTimeoutKeepsOutput(t *testing.T) {
 	waitRemoved(t, cli, ex.ContainerID, time.Minute)
 }
 
+// A command that exits without reading all its stdin, more than a pipe
+// holds, has ended: docker exec answers its exit code at once, as the
+// agent tunnel does, and its stdin is no reason to time it out. The
+// stdin copy waited stdinGrace (5 s) for the engine, which reads no more
+// of it, so such a command with a timeoutMs under that answered timeout
+// and its execution was destroyed.
+func testUnreadStdinIsNoTimeout(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	stdin := strings.Repeat("x", 4<<20)
+	for _, script := range []string{"true", "head -c 1 >/dev/null; echo read one"} {
+		t0 := time.Now()
+		res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", script}, Stdin: stdin, TimeoutMs: 3000})
+		if err != nil {
+			t.Fatalf("%q with 4 MiB of stdin it leaves unread, timeoutMs 3000: %v after %v, want its exit code", script, err, time.Since(t0))
+		}
+		if want := strings.TrimPrefix(script, "head -c 1 >/dev/null; echo "); res.ExitCode != 0 || (script != "true" && res.Stdout != want+"\n") {
+			t.Fatalf("%q: %+v", script, res)
+		}
+	}
+	// Stdin a command does read still reaches it whole, even after the
+	// command closed its output.
+	res, err := h.Exec(testCtx(t, time.Minute), ex.ExecutionID, ExecRequest{Command: "/bin/sh", Args: []string{"-c", "exec >/dev/null 2>&1; cat > f"}, Stdin: stdin, TimeoutMs: 30_000})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("cat > f: %v %+v", err, res)
+	}
+	if got := sh(t, h, ex.ExecutionID, "wc -c < f").Stdout; strings.TrimSpace(got) != "4194304" {
+		t.Fatalf("cat > f wrote %q bytes, want 4194304", got)
+	}
+}
+
 // errOutput is the stdout and stderr err's *Error carries.
 func errOutput(t *testing.T, err error) [2]string {
 	t.Helper()

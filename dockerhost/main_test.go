@@ -45,6 +45,7 @@ var engineTests = []struct {
 	{"LimitDataAndInodes", testLimitDataAndInodes},
 	{"TimeoutDestroys", testTimeoutDestroys},
 	{"TimeoutKeepsOutput", testTimeoutKeepsOutput},
+	{"UnreadStdinIsNoTimeout", testUnreadStdinIsNoTimeout},
 	{"AbortDestroys", testAbortDestroys},
 	{"RuntimeDeadlineWithoutHost", testRuntimeDeadlineWithoutHost},
 	{"RuntimeDeadlineHost", testRuntimeDeadlineHost},

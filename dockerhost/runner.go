@@ -51,6 +51,12 @@ type process struct {
 	env         []string
 	dir         string
 	stdin       io.Reader // nil: stdin not attached
+	// stdinUnread: the command may leave its stdin unread, and stdin
+	// cannot fail (an exec request's): once the command's output ended
+	// (it exited), its copy is cut at once, as the agent tunnel cuts it.
+	// The engine reads no more of it then, and a stdin over what a pipe
+	// holds kept the command stdinGrace past its exit, its timeout too.
+	stdinUnread bool
 	stdout      io.Writer
 	stderr      io.Writer
 }
@@ -131,6 +137,7 @@ func (r *ProcessRunner) exec(ctx context.Context, containerID, user string, req 
 			stdout:      stdout,
 			stderr:      stderr,
 			stdin:       stdin(),
+			stdinUnread: true,
 		}
 		return r.run(runCtx, p)
 	}()
@@ -323,7 +330,7 @@ func (r *ProcessRunner) run(ctx context.Context, p process) (int, error) {
 		}()
 	}
 	_, copyErr := stdcopy.StdCopy(p.stdout, p.stderr, hj.Reader)
-	if copyErr != nil {
+	if copyErr != nil || p.stdinUnread {
 		hj.Close() // unblock the stdin copier
 	} else if p.stdin != nil {
 		// The command is done with its output; give the stdin copier a

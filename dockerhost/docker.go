@@ -1515,6 +1515,9 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 		if ctx.Err() == nil {
 			return nil, &Error{Code: CodeConflict, Message: fmt.Sprintf("execution %q was taking a checkpoint for the command's whole timeoutMs (%d); the command did not run: try again, or give it a longer timeoutMs", executionID, req.TimeoutMs)}
 		}
+		if ierr := interrupted(ctx, "the command did not run (it waited for a checkpoint); the execution is kept for the next start"); ierr != nil {
+			return nil, ierr
+		}
 		return nil, fmt.Errorf("dockerhost: wait for checkpoint: %w", err)
 	}
 	defer e.lock.RUnlock()

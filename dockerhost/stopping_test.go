@@ -2,6 +2,7 @@ package dockerhost
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -193,5 +194,34 @@ func testStoppingCutsCheckpointRestore(t *testing.T) {
 	}
 	if out := sh(t, h, r.ExecutionID, "wc -c < blob").Stdout; strings.TrimSpace(out) != "3000000" {
 		t.Fatalf("restored blob: %q bytes", out)
+	}
+}
+
+// TestStoppingCutsExecWaitingForCheckpoint: a command that waits behind a
+// checkpoint when the server stops answers interrupted, as the checkpoint
+// waiting for commands does: it never ran, and the execution is kept. It
+// answered an untyped error, which the gateway answered 502 "the
+// container engine failed".
+func TestStoppingCutsExecWaitingForCheckpoint(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	spec, _ := json.Marshal(redact(validReq()))
+	f := &fakeDocker{list: []container.Summary{{ID: "c-x", State: "running",
+		Labels: map[string]string{LabelExecution: "x", LabelExpires: fmtUnix(now.Add(time.Hour)), LabelSpec: string(spec), LabelOwner: "gw", LabelUID: "2000000001", LabelDeadline: "1"}}}}
+	h := fakeHost(t, f, now)
+	h.mu.Lock()
+	e := h.execs["x"]
+	h.mu.Unlock()
+	if err := e.lock.Lock(testCtx(t, time.Minute)); err != nil { // a checkpoint under way
+		t.Fatal(err)
+	}
+	defer e.lock.Unlock()
+	ctx, stop := stopping(t)
+	time.AfterFunc(100*time.Millisecond, stop)
+	_, err := h.ExecOutput(ctx, "x", ExecRequest{Command: "true", TimeoutMs: 60_000})
+	if ErrorCode(err) != CodeInterrupted || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("exec waiting for a checkpoint, cut by the server stopping: %v (code %q), want %s", err, ErrorCode(err), CodeInterrupted)
+	}
+	if _, err := h.Get(testCtx(t, time.Minute), "x"); err != nil {
+		t.Fatalf("after the cut: %v, want the execution kept", err)
 	}
 }

@@ -279,7 +279,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// cookie (or a bearer token) is.
 			tok, err := srv.Authenticate(r)
 			if err == nil && tok.Allows(hostID) &&
-				(r.Header.Get("Authorization") != "" || cookieUseAllowed(r)) {
+				(bearerSent(r) || cookieUseAllowed(r)) {
 				return true, "", nil
 			}
 			if gateway.StoreUnavailable(err) {
@@ -312,7 +312,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 					}
 				}
 			}
-			if err == nil && undecided == nil && r.Header.Get("Authorization") != "" {
+			if err == nil && undecided == nil && bearerSent(r) {
 				// An API client whose token is good but does not cover
 				// the host: 403 saying so, where a 401 said to log in.
 				return false, "", previewForbidden(tok, hostID)
@@ -640,6 +640,17 @@ func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
 	default:
 		return sameHost || !upgrade && safeTopNavigation(r)
 	}
+}
+
+// bearerSent reports whether r carries a bearer token, which Authenticate
+// takes before the session cookie and which a browser never sends by
+// itself. Not any Authorization header: a browser adds Basic credentials
+// on its own (those it cached for the origin, a WebSocket URL's
+// userinfo), and the session cookie, then the one Authenticate took, rode
+// along past cookieUseAllowed.
+func bearerSent(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	return len(h) > 7 && strings.EqualFold(h[:7], "bearer ") && strings.TrimSpace(h[7:]) != ""
 }
 
 // cookieUseAllowed reports whether a path-form preview request may be

@@ -226,19 +226,37 @@ func isOneOf(s string, names []string) bool {
 // for a parent domain reached every other preview, and the gateway when it
 // sits under the same domain (40 of them made it answer 431 to every
 // request). Cookies that do not parse are dropped.
+//
+// A line with any Domain attribute is written anew, not only one whose
+// parsed Domain is set: net/http keeps the last attribute, even an empty
+// one ("Domain=x; Domain="), and leaves a quoted value unparsed, where a
+// browser ignores the empty one and scopes the cookie to x.
 func hostOnlyCookies(h http.Header) {
-	rewriteSetCookies(h, func(c *http.Cookie) bool {
-		changed := c.Domain != ""
+	rewriteSetCookies(h, func(c *http.Cookie, line string) bool {
+		changed := c.Domain != "" || namesDomain(line)
 		c.Domain = ""
 		return changed
 	})
+}
+
+// namesDomain reports whether a Set-Cookie line has a Domain attribute,
+// as a browser reads attribute names (case-insensitive, trimmed).
+func namesDomain(line string) bool {
+	_, attrs, _ := strings.Cut(line, ";")
+	for av := range strings.SplitSeq(attrs, ";") {
+		name, _, _ := strings.Cut(av, "=")
+		if strings.EqualFold(strings.TrimSpace(name), "domain") {
+			return true
+		}
+	}
+	return false
 }
 
 // scopeCookies confines the dev server's cookies to the path-form prefix, so
 // that a path-form preview's cookies reach neither the gateway nor other
 // previews on the same origin. Cookies that do not parse are dropped.
 func scopeCookies(h http.Header, prefix string) {
-	rewriteSetCookies(h, func(c *http.Cookie) bool {
+	rewriteSetCookies(h, func(c *http.Cookie, _ string) bool {
 		if !strings.HasPrefix(c.Path, "/") {
 			c.Path = "/"
 		}
@@ -251,7 +269,7 @@ func scopeCookies(h http.Header, prefix string) {
 // rewriteSetCookies passes each Set-Cookie of h through edit, dropping the
 // ones that do not parse; a line edit leaves as it was stays word for word
 // (http.Cookie drops attributes it does not know, such as Priority).
-func rewriteSetCookies(h http.Header, edit func(*http.Cookie) bool) {
+func rewriteSetCookies(h http.Header, edit func(c *http.Cookie, line string) bool) {
 	lines := h.Values("Set-Cookie")
 	if len(lines) == 0 {
 		return
@@ -262,7 +280,7 @@ func rewriteSetCookies(h http.Header, edit func(*http.Cookie) bool) {
 		if err != nil {
 			continue
 		}
-		if !edit(c) {
+		if !edit(c, line) {
 			kept = append(kept, line)
 		} else if s := c.String(); s != "" {
 			kept = append(kept, s)

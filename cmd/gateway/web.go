@@ -635,7 +635,12 @@ func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
 		sameHost = ok && id == strings.ToLower(hostID)
 	}
 	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
+	case "":
+		// No fetch metadata (an older browser): its Origin, when it
+		// sends one (a POST, a CORS request, a WebSocket), says whose
+		// page asks.
+		return origin == "" || sameHost
+	case "same-origin", "none":
 		return !upgrade || origin == "" || sameHost
 	default:
 		return sameHost || !upgrade && safeTopNavigation(r)
@@ -674,7 +679,9 @@ func cookieUseAllowed(r *http.Request) bool {
 			return false
 		}
 	}
-	if o := r.Header.Get("Origin"); upgrade && o != "" {
+	// A WebSocket's Origin, and that of a browser that sends no fetch
+	// metadata (an older one) but an Origin (a POST, a CORS request).
+	if o := r.Header.Get("Origin"); o != "" && (upgrade || r.Header.Get("Sec-Fetch-Site") == "") {
 		u, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
 			return false

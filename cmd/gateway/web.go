@@ -276,8 +276,16 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		Authorize: func(r *http.Request, hostID string, port int) (bool, string, error) {
 			var undecided error
 			// Path form: the gateway's own origin, where the session
-			// cookie (or a bearer token) is.
-			tok, err := srv.Authenticate(r)
+			// cookie (or a bearer token) is. A subdomain preview takes a
+			// bearer token alone: the session cookie is host-only on the
+			// gateway, so one sent here was planted by a page on some
+			// preview (Domain= the preview domain), and looking it up
+			// counted a failure against the viewer's address on every
+			// request, until everything from there was refused 429.
+			tok, err := store.Token{}, errNoPreviewSession
+			if _, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain); !sub || bearerSent(r) {
+				tok, err = srv.Authenticate(r)
+			}
 			if err == nil && tok.Allows(hostID) &&
 				(bearerSent(r) || cookieUseAllowed(r)) {
 				return true, "", nil
@@ -646,6 +654,10 @@ func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
 		return sameHost || !upgrade && safeTopNavigation(r)
 	}
 }
+
+// errNoPreviewSession is a subdomain preview's Authenticate, skipped:
+// there the session cookie is none of the gateway's.
+var errNoPreviewSession = errors.New("no bearer token: a subdomain preview takes no session cookie")
 
 // bearerSent reports whether r carries a bearer token, which Authenticate
 // takes before the session cookie and which a browser never sends by

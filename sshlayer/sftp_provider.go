@@ -275,7 +275,7 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 			// pkg/sftp answers a file with a bare Failure, OpenSSH with
 			// "no such file" (its mapping of ENOTDIR): ENOTDIR, as the
 			// other providers say, when name is there but no directory.
-			if fi, serr := p.c.Stat(name); serr == nil && !fi.IsDir() {
+			if fi, serr := p.c.StatContext(ctx, name); serr == nil && !fi.IsDir() {
 				err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
 			}
 		}

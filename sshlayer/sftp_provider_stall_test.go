@@ -1,0 +1,131 @@
+//go:build unix
+
+package sshlayer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
+
+	"github.com/hostgate/hostgate/internal/testenv"
+)
+
+// SFTP v3 packet types the scripted server below reads and answers.
+const (
+	fxpInit     = 1
+	fxpLstat    = 7
+	fxpOpendir  = 11
+	fxpStat     = 17
+	fxpReadlink = 19
+	fxpAttrs    = 105
+)
+
+// scriptedSFTPServer is a host whose SFTP server answers each request as
+// answer says: the reply's body after the id (its type first), or nil to
+// leave the request unanswered for good (a host that stalls).
+func scriptedSFTPServer(t *testing.T, answer func(typ byte, payload []byte) []byte) *sftp.Client {
+	t.Helper()
+	cr, sw := io.Pipe() // server to client
+	sr, cw := testenv.TCPPair(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var hdr [4]byte
+			if _, err := io.ReadFull(sr, hdr[:]); err != nil {
+				return
+			}
+			pkt := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+			if _, err := io.ReadFull(sr, pkt); err != nil || len(pkt) < 5 {
+				return
+			}
+			if pkt[0] == fxpInit {
+				_, _ = sw.Write([]byte{0, 0, 0, 5, 2, 0, 0, 0, 3}) // SSH_FXP_VERSION 3
+				continue
+			}
+			reply := answer(pkt[0], pkt[5:])
+			if reply == nil {
+				continue
+			}
+			out := binary.BigEndian.AppendUint32(nil, uint32(len(reply)+4))
+			out = append(out, reply[0])
+			out = append(out, pkt[1:5]...) // the request's id
+			out = append(out, reply[1:]...)
+			if _, err := sw.Write(out); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := sftp.NewClientPipe(cr, cw, SFTPClientOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sw.Close()
+		_ = c.Close()
+		_ = sr.Close()
+		<-done
+	})
+	return c
+}
+
+// wireString is s as SFTP sends a string.
+func wireString(s string) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...)
+}
+
+// sftpStatusReply is a STATUS reply's body with code.
+func sftpStatusReply(code uint32, msg string) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{fxpStatus}, code)
+	b = append(b, wireString(msg)...)
+	return append(b, wireString("")...)
+}
+
+// sftpModeReply is an ATTRS reply's body with only a mode.
+func sftpModeReply(mode uint32) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{fxpAttrs}, 0x4) // permissions
+	return binary.BigEndian.AppendUint32(b, mode)
+}
+
+// returnsByCtx runs call with a ctx that ends in 100 ms and returns its
+// error, failing the test when call is still waiting for the host 10 s
+// later.
+func returnsByCtx(t *testing.T, what string, call func(ctx context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second): // a guard against a hang, not a timing
+		t.Fatalf("%s: still waiting for a stalled host 10 s after its ctx ended", what)
+		return nil
+	}
+}
+
+// TestSFTPProviderReadDirFailureCtx: a ReadDir the host failed asks a
+// Stat to tell ENOTDIR; a host that never answers that Stat keeps the
+// caller no longer than its ctx.
+func TestSFTPProviderReadDirFailureCtx(t *testing.T) {
+	p := NewSFTPProvider(scriptedSFTPServer(t, func(typ byte, _ []byte) []byte {
+		if typ == fxpOpendir {
+			return sftpStatusReply(4, "failure") // SSH_FX_FAILURE
+		}
+		return nil
+	}))
+	err := returnsByCtx(t, "ReadDir whose Stat the host never answers", func(ctx context.Context) error {
+		_, err := p.ReadDir(ctx, "/d/f")
+		return err
+	})
+	var se *sftp.StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("ReadDir: %v, want the host's failure", err)
+	}
+}

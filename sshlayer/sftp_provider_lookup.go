@@ -121,7 +121,9 @@ func (p *sftpProvider) lookupErrno(ctx context.Context, name string, follow bool
 	// A symlink whose parent is there and that Stat says is missing:
 	// dangling or a loop. The lookup goes on at its target, with what
 	// followed it in name.
-	target, err := p.c.ReadLink(below)
+	// A ReadLink takes no ctx: not past ctx, for a host that stopped
+	// answering.
+	target, err := sftpAwait(ctx, func() (string, error) { return p.c.ReadLink(below) }, nil)
 	if err != nil {
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
 	"testing"
 	"time"
 
@@ -127,5 +128,31 @@ func TestSFTPProviderReadDirFailureCtx(t *testing.T) {
 	var se *sftp.StatusError
 	if !errors.As(err, &se) {
 		t.Fatalf("ReadDir: %v, want the host's failure", err)
+	}
+}
+
+// TestSFTPProviderLookupReadlinkCtx: a Stat the host said "no such file"
+// of looks around for ENOTDIR or ELOOP, down to a Readlink of a symlink it
+// meets; a host that never answers that Readlink keeps the caller no
+// longer than its ctx.
+func TestSFTPProviderLookupReadlinkCtx(t *testing.T) {
+	p := NewSFTPProvider(scriptedSFTPServer(t, func(typ byte, payload []byte) []byte {
+		name := string(payload[4:])
+		switch {
+		case typ == fxpStat && name == "/d/l":
+			return sftpStatusReply(2, "no such file") // SSH_FX_NO_SUCH_FILE
+		case typ == fxpStat && name == "/d":
+			return sftpModeReply(0o040755)
+		case typ == fxpLstat && name == "/d/l":
+			return sftpModeReply(0o120777)
+		}
+		return nil // READLINK, and anything else
+	}))
+	err := returnsByCtx(t, "Stat whose lookup's Readlink the host never answers", func(ctx context.Context) error {
+		_, err := p.Stat(ctx, "/d/l")
+		return err
+	})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Stat: %v, want the host's no such file", err)
 	}
 }

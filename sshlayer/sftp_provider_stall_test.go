@@ -8,21 +8,26 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // SFTP v3 packet types the scripted server below reads and answers.
 const (
 	fxpInit     = 1
+	fxpOpen     = 3
+	fxpClose    = 4
 	fxpLstat    = 7
 	fxpOpendir  = 11
 	fxpStat     = 17
 	fxpReadlink = 19
+	fxpHandle   = 102
 	fxpAttrs    = 105
 )
 
@@ -154,5 +159,43 @@ func TestSFTPProviderLookupReadlinkCtx(t *testing.T) {
 	})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Stat: %v, want the host's no such file", err)
+	}
+}
+
+// TestSFTPProviderReadFileOpenCtx: a ReadFile whose OPEN the host does
+// not answer waits no longer than its ctx, and says so naming the path;
+// the handle the host answers with later is closed.
+func TestSFTPProviderReadFileOpenCtx(t *testing.T) {
+	gaveUp := make(chan struct{})
+	closed := make(chan struct{}, 1)
+	p := NewSFTPProvider(scriptedSFTPServer(t, func(typ byte, payload []byte) []byte {
+		switch typ {
+		case fxpOpen:
+			<-gaveUp
+			return append([]byte{fxpHandle}, wireString("h")...)
+		case fxpClose:
+			if string(payload) == string(wireString("h")) {
+				closed <- struct{}{}
+			}
+			return sftpStatusReply(0, "")
+		}
+		return nil
+	}))
+	var once sync.Once
+	giveUp := func() { once.Do(func() { close(gaveUp) }) }
+	t.Cleanup(giveUp) // before the server's: its answer waits for it
+	err := returnsByCtx(t, "ReadFile whose open the host does not answer", func(ctx context.Context) error {
+		_, err := p.(hostgate.FileReader).ReadFile(ctx, "/a", nil)
+		return err
+	})
+	giveUp()
+	var pe *fs.PathError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) {
+		t.Fatalf("ReadFile: %v, want ctx's error naming the path", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handle answered after ReadFile gave up was not closed")
 	}
 }

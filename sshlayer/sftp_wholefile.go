@@ -60,8 +60,18 @@ func (p *sftpProvider) readFile(ctx context.Context, name string, progress func(
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
-	f, err := p.c.OpenFileNoWait(name, os.O_RDONLY).Wait()
+	// Not past ctx, for a host that stopped answering; a handle that
+	// comes after is closed.
+	open := p.c.OpenFileNoWait(name, os.O_RDONLY)
+	f, err := open.WaitContext(ctx)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && err == cerr {
+			go func() {
+				if f, err := open.Wait(); err == nil {
+					closeFile(f)
+				}
+			}()
+		}
 		return nil, p.pathErr("open", name, err)
 	}
 	defer f.CloseNoWait()

@@ -794,11 +794,8 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 		if cerrdefs.IsNotFound(err) && attempt == 0 {
 			// Pulled before the create: a create without the image's
 			// VOLUMEs known would give them volumes of the engine's disk.
-			if perr := h.pull(ctx, cfg.Image); perr != nil {
-				if ctx.Err() != nil {
-					return "", ctx.Err()
-				}
-				return "", h.pullFailed(cfg.Image, perr)
+			if err := h.pullMissing(ctx, cfg.Image); err != nil {
+				return "", err
 			}
 			continue
 		}
@@ -827,11 +824,9 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 		case cerrdefs.IsConflict(err):
 			return "", &Error{Code: CodeConflict, Field: "executionId", Message: "a container for this execution exists", Err: err}
 		case cerrdefs.IsNotFound(err) && attempt == 0:
-			if perr := h.pull(ctx, cfg.Image); perr != nil {
-				if ctx.Err() != nil {
-					return "", ctx.Err()
-				}
-				return "", h.pullFailed(cfg.Image, perr)
+			// Gone since its inspection: pulled again.
+			if err := h.pullMissing(ctx, cfg.Image); err != nil {
+				return "", err
 			}
 		case cerrdefs.IsInvalidArgument(err):
 			h.logger.Warn("the engine refused a container", "container", name, "err", err)
@@ -929,6 +924,18 @@ func engineRefused(err error) *Error {
 func (h *Docker) pullFailed(ref string, err error) *Error {
 	h.logger.Warn("image pull failed", "image", ref, "err", err)
 	return &Error{Code: CodeInvalidRequest, Field: "image", Message: "the engine does not have the image and could not pull it: " + err.Error(), Err: err}
+}
+
+// pullMissing pulls ref, which the engine lacks, for a create: ctx's
+// error if it ended, else the pull's failure as the request's.
+func (h *Docker) pullMissing(ctx context.Context, ref string) error {
+	if err := h.pull(ctx, ref); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return h.pullFailed(ref, err)
+	}
+	return nil
 }
 
 func (h *Docker) pull(ctx context.Context, ref string) error {

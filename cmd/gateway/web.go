@@ -283,11 +283,16 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// counted a failure against the viewer's address on every
 			// request, until everything from there was refused 429.
 			tok, err := store.Token{}, errNoPreviewSession
-			if _, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain); !sub || bearerSent(r) {
+			if _, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain); !sub || gateway.Bearer(r) != "" {
 				tok, err = srv.Authenticate(r)
 			}
 			if err == nil && tok.Allows(hostID) &&
-				(bearerSent(r) || cookieUseAllowed(r)) {
+				// A bearer token, not any Authorization: a browser adds
+				// Basic credentials by itself (cached for the origin, a
+				// WebSocket URL's userinfo), and the session cookie,
+				// which Authenticate then took, rode along past
+				// cookieUseAllowed.
+				(gateway.Bearer(r) != "" || cookieUseAllowed(r)) {
 				return true, "", nil
 			}
 			if gateway.StoreUnavailable(err) {
@@ -320,7 +325,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 					}
 				}
 			}
-			if err == nil && undecided == nil && bearerSent(r) {
+			if err == nil && undecided == nil && gateway.Bearer(r) != "" {
 				// An API client whose token is good but does not cover
 				// the host: 403 saying so, where a 401 said to log in.
 				return false, "", previewForbidden(tok, hostID)
@@ -658,17 +663,6 @@ func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
 // errNoPreviewSession is a subdomain preview's Authenticate, skipped:
 // there the session cookie is none of the gateway's.
 var errNoPreviewSession = errors.New("no bearer token: a subdomain preview takes no session cookie")
-
-// bearerSent reports whether r carries a bearer token, which Authenticate
-// takes before the session cookie and which a browser never sends by
-// itself. Not any Authorization header: a browser adds Basic credentials
-// on its own (those it cached for the origin, a WebSocket URL's
-// userinfo), and the session cookie, then the one Authenticate took, rode
-// along past cookieUseAllowed.
-func bearerSent(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	return len(h) > 7 && strings.EqualFold(h[:7], "bearer ") && strings.TrimSpace(h[7:]) != ""
-}
 
 // cookieUseAllowed reports whether a path-form preview request may be
 // authorized by the session cookie alone. The cookie is SameSite=Lax, and

@@ -56,7 +56,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			"too many failed authentications from %s (%d within %v): every request from it is refused, valid tokens too, until that window ends (Retry-After); find the script or agent there with a revoked or mistyped token",
 			source(ip), s.limiter.max, s.limiter.window), reason: metrics.ReasonRateLimited}
 	}
-	secret := bearer(r)
+	secret := Bearer(r)
 	if secret == "" {
 		if cs := r.CookiesNamed(s.cfg.SessionCookie); len(cs) > 0 {
 			// A cookie rides along on requests other sites (and preview
@@ -157,7 +157,9 @@ func (s *Server) forbid(w http.ResponseWriter, msg string) {
 	WriteError(w, http.StatusForbidden, "forbidden", msg)
 }
 
-func bearer(r *http.Request) string {
+// Bearer is r's bearer token, "" when it sends none (no Authorization, or
+// another scheme, such as the Basic credentials a browser adds by itself).
+func Bearer(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
 		return ""

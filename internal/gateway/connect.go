@@ -140,7 +140,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	prove := pinned.HostKey != hostKey
 	signed := false // the request's signature shows the agent holds the key
 	if sig := r.Header.Get(wire.HeaderKeySignature); sig != "" && (!prove || pinned.HostKey == "") {
-		if err := wire.VerifyKeySignature(pub, sig, bearer(r), r.Header.Get(wire.HeaderHostID), time.Now()); err != nil {
+		if err := wire.VerifyKeySignature(pub, sig, Bearer(r), r.Header.Get(wire.HeaderHostID), time.Now()); err != nil {
 			if prove {
 				s.logSpell(log, hostID, spellKeySignature, "agent's key signature not accepted; asking for an SSH key exchange instead", "presented", ssh.FingerprintSHA256(pub), "err", err)
 			}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/shell"
 )
 
 // ExecProvider returns a filesystem Provider for any POSIX host reached
@@ -95,17 +97,6 @@ func safePath(name string) string {
 		return "./" + name
 	}
 	return name
-}
-
-// cdPath is name as a script's cd operand: cd takes a relative name from
-// CDPATH when the host's environment has one (there before the home
-// directory's, printing it on stdout), and "-" for $OLDPWD; "./" makes
-// either the name in the working directory.
-func cdPath(name string) string {
-	if name == "" || strings.HasPrefix(name, "/") {
-		return name
-	}
-	return "./" + name
 }
 
 // run executes script under sh -c with args as $1…, stdin closed, and
@@ -418,7 +409,7 @@ func (p *execProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 	// An entry removed between the glob and stat makes stat fail (ENOENT)
 	// or the listing inconsistent; a few tries let a busy directory settle.
 	for try := 0; ; try++ {
-		out, err := p.run(ctx, maxDirOutput, readDirScript, cdPath(name), f.flag, f.format)
+		out, err := p.run(ctx, maxDirOutput, readDirScript, shell.CdOperand(name), f.flag, f.format)
 		if err == nil {
 			ents, perr := parseDirListing(out)
 			if perr == nil {
@@ -505,7 +496,7 @@ exec rm -rf -- "$1"`
 // as rename(2) leaves it; the steps below would have removed it first.
 // The '|' after each canonical name keeps $(…) from eating a trailing
 // newline of a name; the "./" keeps cd from taking a relative directory
-// from CDPATH (cdPath).
+// from CDPATH (shell.CdOperand).
 const renameScript = `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
 canon() { case $1 in */*) d=${1%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
   case $d in /*) ;; *) d=./$d;; esac

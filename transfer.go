@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hostgate/hostgate/internal/shell"
 )
 
 // ErrTransferLimit is the error of an Upload or Download whose tree holds
@@ -130,7 +132,7 @@ func fileNotTree(ctx context.Context, h *Host, dir string, err error) error {
 // which exits with tarMissing at once when the host has no tar (as the
 // host does for no sh).
 func remoteTar(ctx context.Context, h *Host, script, dir string) (Process, error) {
-	argv := []string{"sh", "-c", "command -v tar >/dev/null 2>&1 || exit " + fmt.Sprint(tarMissing) + "; " + script, "sh", cdPath(dir)}
+	argv := []string{"sh", "-c", "command -v tar >/dev/null 2>&1 || exit " + fmt.Sprint(tarMissing) + "; " + script, "sh", shell.CdOperand(dir)}
 	p, _, err := h.spawn(ctx, argv, SpawnOptions{})
 	return p, err
 }

@@ -65,6 +65,20 @@ func ValidName(name string) bool {
 // no shell or execve could pass it on anyway. It is an fs.ErrInvalid.
 var ErrNUL = fmt.Errorf("shell: a command line cannot carry a NUL byte (pass binary data on stdin): %w", fs.ErrInvalid)
 
+// CdOperand is dir as cd's operand, the directory of that name: cd takes
+// a first word starting with '-' for an option ("-P" went to $HOME, "-x"
+// failed), "-" for $OLDPWD, and a relative name from CDPATH when the
+// host's environment has one, the last two printed on the command's
+// stdout. A relative dir is written "./dir", unless its first element is
+// "." or "..", where CDPATH does not apply (and which sshlayer's
+// parseCommandLine reads back as written).
+func CdOperand(dir string) string {
+	if first, _, _ := strings.Cut(dir, "/"); first != "" && first != "." && first != ".." {
+		return "./" + dir
+	}
+	return dir
+}
+
 // CommandLine is the one remote shell command line a process is started
 // with: cd to dir (when set; "./dir" when relative), export each variable (sorted by name), then
 // exec argv with every word quoted. It fails on an invalid variable name,
@@ -88,16 +102,8 @@ func CommandLine(argv []string, dir string, env map[string]string) (string, erro
 	}
 	var b strings.Builder
 	if dir != "" {
-		// cd takes a first word starting with '-' for an option ("-P"
-		// went to $HOME, "-x" failed), "-" for $OLDPWD, and a relative
-		// name from CDPATH when the host's environment has one; the last
-		// two it printed on the command's stdout. "./" keeps a relative
-		// name the directory of that name in the working directory.
-		if first, _, _ := strings.Cut(dir, "/"); first != "" && first != "." && first != ".." {
-			dir = "./" + dir
-		}
 		b.WriteString("cd ")
-		b.WriteString(Quote(dir))
+		b.WriteString(Quote(CdOperand(dir)))
 		b.WriteString(" || exit 127; ")
 	}
 	names := make([]string, 0, len(env))

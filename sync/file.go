@@ -276,7 +276,9 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 // host said it, and no directory holds it. fs.WalkDir joins each name to
 // its directory's path, so an entry "/" (pkg/sftp's path.Base of a "/"
 // the host sends) listed as a directory walked "." again, forever, and
-// "x/y" or ".." would be a path elsewhere.
+// "x/y" or ".." would be a path elsewhere. A name that is not UTF-8 is
+// left out too (fs.ValidPath): no io/fs name reaches it, so this FS could
+// not open what it listed; the Host's own provider lists and opens it.
 func readDir(ctx context.Context, p hostgate.Provider, name string) ([]fs.DirEntry, error) {
 	ents, err := p.ReadDir(ctx, name)
 	if err != nil {

@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/internal/yamux"
 	"github.com/hostgate/hostgate/metrics"
 )
@@ -135,7 +138,8 @@ func (d *directControl) send(m wire.DirectMsg) {
 // open answers the agent's request to admit direct connection m.ID.
 func (d *directControl) open(m wire.DirectMsg) {
 	s := d.s
-	log := s.logger.With("host", d.hostID, "remote", m.Remote, "direct", m.ID)
+	remote := directRemote(m.Remote)
+	log := s.logger.With("host", d.hostID, "remote", remote, "direct", m.ID)
 	refuse := func(tokenName, reason string) {
 		s.metrics.DirectAdmissions.WithLabelValues(metrics.DirectRefused).Inc()
 		log.Info("direct refused", "token", tokenName, "keyId", m.KeyID, "reason", reason)
@@ -176,7 +180,7 @@ func (d *directControl) open(m wire.DirectMsg) {
 		}
 	}
 	s.metrics.SessionStarts.WithLabelValues("ssh-direct").Inc()
-	if err := s.recordAudit(s.ctx, store.Session{TokenName: tok.Name, HostID: d.hostID, Kind: "ssh-direct", RemoteAddr: m.Remote}); err != nil && s.cfg.AuditRequired {
+	if err := s.recordAudit(s.ctx, store.Session{TokenName: tok.Name, HostID: d.hostID, Kind: "ssh-direct", RemoteAddr: remote}); err != nil && s.cfg.AuditRequired {
 		refuse(tok.Name, auditRefusal(err))
 		return
 	}
@@ -210,6 +214,20 @@ func (d *directControl) open(m wire.DirectMsg) {
 		}
 		d.send(wire.DirectMsg{Op: wire.DirectEnd, ID: ds.id, Reason: wire.HostMessage(d.hostID, "the session's token was "+why)})
 	})
+}
+
+// directRemote is the caller's address as a DirectOpen gives it, as the
+// audit log records it: the agent's word, which an agent taken over makes
+// anything, and `gateway audit` prints its rows as they are, so a newline,
+// tab or terminal escape in it made rows of its own (another host,
+// another token) and commands to the admin's terminal. An address is
+// kept as one (an agent sends its connection's remote address); anything
+// else is quoted, in ASCII, and cut.
+func directRemote(remote string) string {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.String()
+	}
+	return strconv.QuoteToASCII(textcut.Cut(remote, 100))
 }
 
 // closed forgets the session the agent says ended, and logs its end with

@@ -249,6 +249,43 @@ func TestDirectEndsWhenTokenExpires(t *testing.T) {
 	}
 }
 
+// TestDirectRemoteCannotForgeAuditEntries: the caller's address a direct
+// session's audit entry records is the agent's word, and a hostile agent's
+// is not an address: newlines, tabs and a terminal's escapes, which
+// `gateway audit` printed as they were, as rows of its own (another host,
+// another token) and as commands to the admin's terminal. The entry holds
+// an address as an address, and anything else quoted, on one line.
+func TestDirectRemoteCannotForgeAuditEntries(t *testing.T) {
+	e := newEnv(t, nil)
+	client := e.token(store.RoleClient, "h")
+	a := e.dialDirect(t, e.token(store.RoleAgent, "h"), testDirectAddrs)
+	forged := "192.0.2.9:50000\n2026-01-01T00:00:00Z\tssh\tprod\tadmin\t10.0.0.1\x1b]0;owned\x07\x1b[2J"
+	a.send(t, wire.DirectMsg{Op: wire.DirectOpen, ID: 1, TokenID: e.tokenOf(client).ID, Remote: forged})
+	if m := a.read(t); m.Op != wire.DirectAdmit {
+		t.Fatalf("a live client token of the host: %+v, want admitted", m)
+	}
+	a.send(t, wire.DirectMsg{Op: wire.DirectOpen, ID: 2, TokenID: e.tokenOf(client).ID, Remote: "[2001:db8::7]:50001"})
+	if m := a.read(t); m.Op != wire.DirectAdmit {
+		t.Fatalf("a live client token of the host: %+v, want admitted", m)
+	}
+	sessions, err := e.store.Sessions(e.ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remotes []string
+	for _, s := range sessions {
+		if s.Kind == "ssh-direct" {
+			remotes = append(remotes, s.RemoteAddr)
+		}
+	}
+	if len(remotes) != 2 || remotes[0] != "[2001:db8::7]:50001" {
+		t.Fatalf("direct sessions' recorded addresses %q, want two, the newest [2001:db8::7]:50001", remotes)
+	}
+	if strings.ContainsFunc(remotes[1], func(r rune) bool { return r < ' ' || r == 0x7f }) || !strings.Contains(remotes[1], "192.0.2.9:50000") {
+		t.Errorf("the hostile agent's address recorded as %q: want it on one line, without control characters", remotes[1])
+	}
+}
+
 // TestDirectAuditRequired: a direct session is recorded in the audit log
 // like a relayed one, and with --audit-required it is refused, saying why,
 // while the log cannot be written, then admitted again once it can; without

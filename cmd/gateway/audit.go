@@ -7,8 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 func init() {
@@ -55,9 +59,22 @@ func runAudit(ctx context.Context, sio stdio, args []string) error {
 		if host == "" {
 			host = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), e.Kind, host, e.TokenName, e.RemoteAddr)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), auditField(e.Kind), auditField(host), auditField(e.TokenName), auditField(e.RemoteAddr))
 	}
 	return tw.Flush()
+}
+
+// auditField is one field of an audit row as printed: as it is, or
+// quoted when it holds what a terminal does not print as text (a control
+// character, a tab, invalid UTF-8). A direct session's address is its
+// agent's word, and a hostile agent's newlines, tabs and escapes, which
+// older gateways recorded as sent, printed as rows of their own (another
+// host, another token) and as commands to the admin's terminal.
+func auditField(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // stateExists fails, naming the flag, when dir holds no gateway database:

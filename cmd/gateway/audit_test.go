@@ -47,3 +47,32 @@ func TestAuditListsTheLog(t *testing.T) {
 		t.Errorf("audit --limit 1: %v\n%s", err, out)
 	}
 }
+
+// gateway audit prints one line per entry, whatever its fields hold: a
+// direct session's address is its agent's word, and an entry a hostile
+// agent had an older gateway write, with newlines, tabs and a terminal's
+// escapes in it, printed as rows of its own (another host, another token)
+// and as commands to the admin's terminal.
+func TestAuditEntryIsOneLine(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, func(store.TightenedFile) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "192.0.2.9:50000\n2026-01-01T00:00:00Z\tssh\tprod\tadmin\t10.0.0.1\x1b]0;owned\x07\x1b[2J"
+	if err := st.RecordSession(ctx, store.Session{Time: time.Date(2026, 12, 4, 9, 30, 0, 0, time.UTC), TokenName: "client-1", HostID: "h", Kind: "ssh-direct", RemoteAddr: forged}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, ctx, "audit", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 2 || strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(lines[1], "192.0.2.9:50000") || !strings.HasPrefix(lines[1], "2026-12-04T09:30:00Z") {
+		t.Errorf("audit listed:\n%q\nwant a header and the entry on one line, without control characters", out)
+	}
+}

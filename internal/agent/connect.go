@@ -581,14 +581,23 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 	path := filepath.Join(c.cfg.StateDir, GatewayCAFile)
 	line := ssh.MarshalAuthorizedKey(ca)
 	pinned, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, fs.ErrNotExist) {
 		if err := writeNew(path, line); err != nil {
 			return nil, fmt.Errorf("agent: pin gateway CA: %w", err)
 		}
-		c.log.Info("pinned gateway CA", "ca", ssh.FingerprintSHA256(ca))
-		return c.pinCA(header) // re-read: a concurrent first writer wins
-	case err != nil:
+		// Read back once, not again and again: a concurrent first writer
+		// wins, and a name writeNew found taken that still reads as
+		// missing is a symbolic link to nothing, which pinCA followed
+		// for ever, writing and syncing a temporary pin each round.
+		pinned, err = os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("agent: pin gateway CA: %s is a symbolic link to a file that does not exist: remove the link (the agent then pins this gateway's CA) or restore its target", path)
+		}
+		if err == nil {
+			c.log.Info("pinned gateway CA", "ca", ssh.FingerprintSHA256(ca))
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("agent: gateway CA: %w", err)
 	}
 	want, _, _, _, err := ssh.ParseAuthorizedKey(pinned)

@@ -100,7 +100,13 @@ func main() {
 	}
 	agent.MaybeRunGuard()  // exits when this process is an agent's guard
 	sigreset.ForChildren() // commands get default signals even under nohup
-	agent.FitProcs()       // one P under a limit of one CPU
+	// A log write to a reader that went away (a pipe to a logger that
+	// was restarted) fails with EPIPE instead: unhandled, the runtime
+	// ended the agent with SIGPIPE for it, its sessions cut and its
+	// cleanup not run. Handled, not ignored: commands still start with
+	// SIGPIPE at its default.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	agent.FitProcs() // one P under a limit of one CPU
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

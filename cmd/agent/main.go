@@ -18,7 +18,8 @@
 // HOSTGATE_<FLAG> in the environment. Commands run as the agent's user in
 // its own process group, with a minimal environment (the agent's own is
 // not passed on) and no file descriptor the agent inherited beyond
-// stdin, stdout and stderr; SIGTERM or SIGINT stops the agent, ending every session
+// stdin, stdout and stderr; SIGTERM, SIGINT or SIGHUP (unless ignored, as
+// under nohup) stops the agent, ending every session
 // and killing its processes (`agent connect` logs that it stops and tells the
 // gateway, whose log says the agent stopped). Held by its cgroup to one CPU
 // or less (a sandbox's default), it runs the Go runtime on one P unless
@@ -98,7 +99,12 @@ func main() {
 	if err := agent.HideInheritedFDs(); err != nil { // commands get fds 0-2 only, as under sshd
 		fmt.Fprintf(os.Stderr, "agent: warning: commands may inherit this process's file descriptors: %v\n", err)
 	}
-	agent.MaybeRunGuard()  // exits when this process is an agent's guard
+	agent.MaybeRunGuard() // exits when this process is an agent's guard
+	// Read before sigreset handles the signals ignored at start: under
+	// nohup, SIGHUP stays ignored.
+	if !signal.Ignored(syscall.SIGHUP) {
+		stopSignals = append(stopSignals, syscall.SIGHUP)
+	}
 	sigreset.ForChildren() // commands get default signals even under nohup
 	// A log write to a reader that went away (a pipe to a logger that
 	// was restarted) fails with EPIPE instead: unhandled, the runtime
@@ -109,6 +115,14 @@ func main() {
 	agent.FitProcs() // one P under a limit of one CPU
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// stopSignals stop the agent cleanly; main adds SIGHUP unless the agent
+// started with it ignored (nohup). OpenSSH sends SIGHUP to its
+// ProxyCommand as it exits, a `~.` or a killed ssh included, and a
+// terminal's close sends it to `agent connect` run there: by the runtime's
+// default it ended the agent at once, its sessions' commands left running
+// (a stdio agent has no guard), and the gateway not told.
+var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -125,9 +139,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	// SIGTERM and SIGINT stop the command cleanly: servers close, child
+	// The stop signals end the command cleanly: servers close, child
 	// process groups are killed and awaited.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	if err := cmd(ctx, args[1:], stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/sshlayer"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
@@ -77,5 +80,88 @@ func TestServeSurvivesItsLogReaderGone(t *testing.T) {
 	}
 	if err := agent.Wait(); err != nil {
 		t.Fatalf("agent after SIGTERM: %v, want a clean exit", err)
+	}
+}
+
+// SIGHUP stops the agent as SIGTERM does, its commands killed and
+// awaited: OpenSSH sends it to its ProxyCommand as it exits (a `~.`, a
+// killed ssh), and a closed terminal to an agent run in it. By the
+// runtime's default it ended the agent at once, and a stdio agent's
+// commands, which have no guard, ran on. Started with SIGHUP ignored (as
+// under nohup), the agent keeps serving through one.
+func TestServeStopsOnHangUp(t *testing.T) {
+	dir := t.TempDir()
+	user := newKey(t)
+	agent := startMuxAgent(t, dir, user)
+	sess, err := bytestream.MuxClient(bytestream.NewPipeConn(agent.out, agent.in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	cl, err := agent.dialSSH(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s, err := cl.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("echo $$; exec sleep 300"); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatalf("the command's pid: %v\n%s", err, agent.logs.String())
+	}
+	if err := agent.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.cmd.Wait(); err != nil {
+		t.Fatalf("agent after SIGHUP: %v, want a clean stop\n%s", err, agent.logs.String())
+	}
+	testenv.WaitGone(t, pid, wait)
+
+	// Under nohup: SIGHUP ignored, commands served after it.
+	nohup := &muxAgent{logs: new(bytes.Buffer), user: user, hostKey: agent.hostKey}
+	nohup.cmd = exec.CommandContext(testCtx(t), "/bin/sh", append([]string{"-c", `trap '' HUP; exec "$0" "$@"`}, agent.cmd.Args...)...)
+	nohup.cmd.Stderr = nohup.logs
+	if nohup.in, err = nohup.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if nohup.out, err = nohup.cmd.StdoutPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nohup.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nohup.cmd.Process.Kill(); _ = nohup.cmd.Wait() })
+	sess2, err := bytestream.MuxClient(bytestream.NewPipeConn(nohup.out, nohup.in), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess2.Close()
+	for i := range 2 {
+		cl, err := nohup.dialSSH(sess2)
+		if err != nil {
+			t.Fatalf("connection %d to an agent started with SIGHUP ignored: %v\n%s", i, err, nohup.logs.String())
+		}
+		s, err := cl.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Output("echo ok"); err != nil || string(got) != "ok\n" {
+			t.Fatalf("command %d: %q %v\n%s", i, got, err, nohup.logs.String())
+		}
+		_ = cl.Close()
+		if i == 0 {
+			if err := nohup.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -70,6 +70,16 @@ func stopSignals(args []string) []os.Signal {
 
 func main() {
 	sigreset.ForChildren() // the local host's commands get default signals even under nohup
+	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "dev") {
+		// A log write to a reader that went away (`gateway serve 2>&1 |
+		// logger`, the logger restarted) fails with EPIPE instead:
+		// unhandled, the runtime ended the gateway with SIGPIPE for it,
+		// every session cut and no drain. Handled, not ignored: commands
+		// of dev's local host still start with SIGPIPE at its default.
+		// Not for proxy, whose stdout is ssh's pipe: ssh gone, the
+		// signal ends it as quietly as ssh expects.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(os.Args[1:])...)
 	err := run(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()

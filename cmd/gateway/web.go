@@ -382,7 +382,13 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	// whole; API clients, public-share viewers and hosts no subdomain
 	// reaches keep the path form.
 	mux.Handle("/preview/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.Config.PreviewDomain != "" && safeTopNavigation(r) && r.Header.Get("Authorization") == "" {
+		// Not on a subdomain preview's origin (a path under /preview/ of
+		// the dev server's own): a session cookie there was planted by a
+		// page of that origin, and looking it up counted a failure
+		// against the viewer's address at each navigation, until
+		// everything from there was refused 429.
+		_, _, onPreview := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain)
+		if s.Config.PreviewDomain != "" && !onPreview && safeTopNavigation(r) && r.Header.Get("Authorization") == "" {
 			if hostID, port, rest, ok := forward.ParsePreviewPath(r.URL.EscapedPath(), "/preview/"); ok {
 				if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) && subdomainReaches(r.Context(), hostID) {
 					if r.URL.RawQuery != "" {

@@ -282,8 +282,13 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// preview (Domain= the preview domain), and looking it up
 			// counted a failure against the viewer's address on every
 			// request, until everything from there was refused 429.
+			// Nor a bearer token a browser sends (fetch metadata): a
+			// page on the preview's origin set that header itself, same-
+			// origin and so without a preflight (an app's JWT for its
+			// API, or a hostile page's junk), and the same count locked
+			// the viewer out. An API client sends no fetch metadata.
 			tok, err := store.Token{}, errNoPreviewSession
-			if _, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain); !sub || gateway.Bearer(r) != "" {
+			if _, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain); !sub || gateway.Bearer(r) != "" && r.Header.Get("Sec-Fetch-Site") == "" {
 				tok, err = srv.Authenticate(r)
 			}
 			if err == nil && tok.Allows(hostID) &&
@@ -667,8 +672,9 @@ func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
 }
 
 // errNoPreviewSession is a subdomain preview's Authenticate, skipped:
-// there the session cookie is none of the gateway's.
-var errNoPreviewSession = errors.New("no bearer token: a subdomain preview takes no session cookie")
+// there the session cookie is none of the gateway's, and a bearer token
+// from a browser is the page's own.
+var errNoPreviewSession = errors.New("no bearer token from an API client: a subdomain preview takes no session cookie, nor a bearer token a browser's page sends")
 
 // cookieUseAllowed reports whether a path-form preview request may be
 // authorized by the session cookie alone. The cookie is SameSite=Lax, and

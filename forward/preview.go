@@ -764,8 +764,10 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 	}
 	if t.prefix != "" {
 		// Absolute-path redirects from the dev server stay inside the
-		// preview.
-		if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
+		// preview. One already inside it came from a server that honours
+		// X-Forwarded-Prefix, which the prefix again sent off to a page
+		// the app does not have.
+		if loc := resp.Header.Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") && !underPrefix(loc, t.prefix) {
 			resp.Header.Set("Location", t.prefix+loc)
 		}
 		scopeCookies(resp.Header, t.prefix)
@@ -776,6 +778,13 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		hostOnlyCookies(resp.Header)
 	}
 	return nil
+}
+
+// underPrefix reports whether loc, an absolute path, is prefix or a path
+// under it (with its query or fragment).
+func underPrefix(loc, prefix string) bool {
+	rest, ok := strings.CutPrefix(loc, prefix)
+	return ok && (rest == "" || rest[0] == '/' || rest[0] == '?' || rest[0] == '#')
 }
 
 // streams says resp's body may come a piece at a time, to be read as it

@@ -3,6 +3,7 @@ package forward
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 )
 
@@ -38,5 +39,35 @@ func TestPreviewPathFormRedirectWithPrefix(t *testing.T) {
 		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || loc != want {
 			t.Errorf("%s: %d Location %q, want 302 %q", path, resp.StatusCode, loc, want)
 		}
+	}
+}
+
+// TestPreviewPathFormCookieWithPrefix: a dev server that honours
+// X-Forwarded-Prefix scopes its cookies to it (a servlet container's
+// session cookie takes the context path). scopeCookies put the prefix in
+// front once more, so the browser kept the cookie for
+// /preview/dev/P/preview/dev/P/ and never sent it back: every request
+// started a new session, a login never held. A cookie already scoped
+// inside the prefix keeps its path; one for the server's root or a path
+// of its own is still put under the prefix.
+func TestPreviewPathFormCookieWithPrefix(t *testing.T) {
+	ctx := testCtx(t)
+	e := newPreviewEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.Header.Get("X-Forwarded-Prefix")
+		http.SetCookie(w, &http.Cookie{Name: "JSESSIONID", Value: "s", Path: p})
+		http.SetCookie(w, &http.Cookie{Name: "deep", Value: "d", Path: p + "/admin"})
+		http.SetCookie(w, &http.Cookie{Name: "root", Value: "r", Path: "/"})
+		http.SetCookie(w, &http.Cookie{Name: "own", Value: "o", Path: "/app"})
+	}), nil)
+	prefix := fmt.Sprintf("/preview/dev/%d", e.devPort)
+	resp, _ := get(t, ctx, e.pathURL("/"))
+	want := []string{
+		"JSESSIONID=s; Path=" + prefix,
+		"deep=d; Path=" + prefix + "/admin",
+		"root=r; Path=" + prefix + "/",
+		"own=o; Path=" + prefix + "/app",
+	}
+	if got := resp.Header.Values("Set-Cookie"); !slices.Equal(got, want) {
+		t.Errorf("Set-Cookie = %q, want %q", got, want)
 	}
 }

@@ -255,12 +255,19 @@ func namesDomain(line string) bool {
 // scopeCookies confines the dev server's cookies to the path-form prefix, so
 // that a path-form preview's cookies reach neither the gateway nor other
 // previews on the same origin. Cookies that do not parse are dropped.
+//
+// A path already inside the prefix stays: a dev server that honours
+// X-Forwarded-Prefix scopes its cookies to it (a servlet container's
+// session cookie takes the context path), and the prefix put in front
+// again left a cookie the browser never sent back.
 func scopeCookies(h http.Header, prefix string) {
 	rewriteSetCookies(h, func(c *http.Cookie, _ string) bool {
 		if !strings.HasPrefix(c.Path, "/") {
 			c.Path = "/"
 		}
-		c.Path = prefix + c.Path
+		if rest, ok := strings.CutPrefix(c.Path, prefix); !ok || rest != "" && rest[0] != '/' {
+			c.Path = prefix + c.Path
+		}
 		c.Domain = "" // host-only: never the gateway's parent domain
 		return true
 	})

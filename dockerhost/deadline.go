@@ -101,11 +101,8 @@ func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs i
 	defer e.deadlineMu.Unlock()
 	expires := h.now().Add(time.Duration(runtimeMs) * time.Millisecond)
 	// The in-container deadline first, so that the container never ends
-	// before the host's: its sleep began about when the container was
-	// made, and lasts the runtime; "extra" is how far past that.
-	base := e.CreatedAt.Add(time.Duration(sleepSeconds(e.Resources.RuntimeMs)) * time.Second)
-	if extra := expires.Sub(base); extra > 0 {
-		secs := int64((extra+time.Second-1)/time.Second) + 1
+	// before the host's.
+	if secs, ok := extension(e.Execution, expires); ok {
 		ce, err := h.containerEnv(ctx, e)
 		if err != nil {
 			return nil, h.setTimeoutFailed(ctx, executionID, e, err)
@@ -131,7 +128,9 @@ func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs i
 			return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: move the in-container deadline: exit %d: %s", code, strings.TrimSpace(out.String())))
 		}
 	}
-	name := claimedName(claimed{id: executionID, expires: expires, runtimeMs: e.Resources.RuntimeMs, maxOutputBytes: e.Resources.MaxOutputBytes})
+	// The claim's time stays in the name: a restarted host counts the
+	// in-container deadline from it (claimCreated).
+	name := claimedName(claimed{id: executionID, expires: expires, runtimeMs: e.Resources.RuntimeMs, maxOutputBytes: e.Resources.MaxOutputBytes, claimedAt: e.CreatedAt})
 	if err := h.api.ContainerRename(ctx, e.ContainerID, name); err != nil {
 		return nil, h.setTimeoutFailed(ctx, executionID, e, fmt.Errorf("dockerhost: keep the deadline in the container's name: %w", err))
 	}
@@ -148,6 +147,21 @@ func (h *Docker) SetTimeout(ctx context.Context, executionID string, runtimeMs i
 	h.mu.Unlock()
 	h.logger.Info("deadline set", "execution", executionID, "expires", expires)
 	return &out, nil
+}
+
+// extension is what SetTimeout writes to "extra" for the deadline
+// expires, in seconds past e's runtime, and false when the in-container
+// deadline is that late already. The runtime's sleep began at e.CreatedAt
+// or a little after (a fresh container is created, a pooled one claimed,
+// after it was taken), so the base is never late: an extension errs long,
+// the host's deadline being the one kept to the second.
+func extension(e Execution, expires time.Time) (int64, bool) {
+	base := e.CreatedAt.Add(time.Duration(sleepSeconds(e.Resources.RuntimeMs)) * time.Second)
+	extra := expires.Sub(base)
+	if extra <= 0 {
+		return 0, false
+	}
+	return int64((extra+time.Second-1)/time.Second) + 1, true
 }
 
 // setTimeoutFailed is err, or the execution's end when it ended meanwhile.

@@ -541,7 +541,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 	}
 	if h.pool != nil {
 		if pc := h.pool.take(keyOf(req)); pc != nil {
-			cl := claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes}
+			cl := claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes, claimedAt: created}
 			name = named(claimedName(cl))
 			ins, cerr := h.claim(ctx, pc, cl, name)
 			if cerr != nil {
@@ -1986,7 +1986,8 @@ func adoptable(c container.Summary, now time.Time) (*execution, bool) {
 }
 
 // setDeadline rewrites c's deadline label with the one its name records
-// when SetTimeout renamed it (claimedName, its own execution id).
+// when SetTimeout renamed it (claimedName, its own execution id), and its
+// creation with the claim's time (claimedAt).
 func setDeadline(c container.Summary) container.Summary {
 	for _, n := range c.Names {
 		cl, ok := parseClaimedName(n)
@@ -1995,15 +1996,30 @@ func setDeadline(c container.Summary) container.Summary {
 		}
 		c.Labels = maps.Clone(c.Labels)
 		c.Labels[LabelExpires] = strconv.FormatInt(cl.expires.Unix(), 10)
+		c.Created = claimCreated(c.Created, cl)
 		return c
 	}
 	return c
 }
 
+// claimCreated is the creation adoptable takes for a container named cl:
+// its execution's, the claim's time when the name records it. A pooled
+// container waits in the pool before its claim starts its runtime, and
+// SetTimeout counts the in-container deadline from CreatedAt: from the
+// container's creation, it wrote an extension too long by the time in the
+// pool, and the container outlived its deadline by that much while no
+// gateway watched it.
+func claimCreated(created int64, cl claimed) int64 {
+	if cl.claimedAt.IsZero() {
+		return created // an older gateway's name: the nearest time there is
+	}
+	return cl.claimedAt.Unix()
+}
+
 // claimedPooled rewrites a claimed pooled container's summary as a fresh
-// execution's (execution id, deadline, runtime and output limit from its
-// name, see claimedName), or reports that c is unclaimed. A spec label it
-// cannot rewrite is left for adoptable to refuse.
+// execution's (execution id, deadline, runtime, output limit and creation
+// from its name, see claimedName), or reports that c is unclaimed. A spec
+// label it cannot rewrite is left for adoptable to refuse.
 func claimedPooled(c container.Summary) (container.Summary, bool) {
 	for _, n := range c.Names {
 		cl, ok := parseClaimedName(n)
@@ -2013,6 +2029,7 @@ func claimedPooled(c container.Summary) (container.Summary, bool) {
 		c.Labels = maps.Clone(c.Labels)
 		c.Labels[LabelExecution] = cl.id
 		c.Labels[LabelExpires] = strconv.FormatInt(cl.expires.Unix(), 10)
+		c.Created = claimCreated(c.Created, cl)
 		if cl.runtimeMs > 0 {
 			var req ProvisionRequest
 			if err := json.Unmarshal([]byte(c.Labels[LabelSpec]), &req); err == nil {

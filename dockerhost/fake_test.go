@@ -36,6 +36,7 @@ type fakeDocker struct {
 	createErr []error // consumed one per ContainerCreate
 	pulled    []string
 	pullErr   error
+	renamed   []string // "ID NAME" per ContainerRename
 }
 
 var _ DockerAPI = (*fakeDocker)(nil)
@@ -57,6 +58,13 @@ func (f *fakeDocker) ContainerRemove(_ context.Context, id string, _ container.R
 	defer f.mu.Unlock()
 	f.removed = append(f.removed, id)
 	return f.removeErr[id]
+}
+
+func (f *fakeDocker) ContainerRename(_ context.Context, id, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renamed = append(f.renamed, id+" "+name)
+	return nil
 }
 
 // ContainerWait answers a removal wait at once: whatever the fake was

@@ -88,15 +88,16 @@ func TestParseOOMKills(t *testing.T) {
 }
 
 // FuzzClaimedPooled: a pooled container whose name says it was claimed
-// (the name's execution, deadline and limits) is read as that execution,
-// with the limits of its name in its spec label when the label is a
-// request, and the label left as it was when not; the listing's own labels
-// are never changed; and one that adoptable takes runs under the name's
-// limits.
+// (the name's execution, deadline, limits and claim) is read as that
+// execution, with the limits of its name in its spec label when the label
+// is a request, and the label left as it was when not; the listing's own
+// labels are never changed; and one that adoptable takes runs under the
+// name's limits, created at the name's claim when it records one.
 func FuzzClaimedPooled(f *testing.F) {
 	spec, _ := json.Marshal(validReq())
 	f.Add("/hostgate-exec-1--1900000000.60000.1024", string(spec))
 	f.Add("/hostgate-exec-1--1900000000", string(spec))
+	f.Add("/hostgate-exec-1--1900000000.60000.1024.1899999000", string(spec))
 	f.Add("/hostgate-exec-1--1900000000.60000.1024", "{")
 	f.Add("/hostgate-exec-1--1900000000.60000.1024", "null")
 	f.Add("/hostgate-exec-1--1900000000.60000.1024", `{"resources":{"runtimeMs":"x"}}`)
@@ -138,6 +139,8 @@ func FuzzClaimedPooled(f *testing.F) {
 		}
 		if e, ok := adoptable(got, time.Unix(1_800_000_000, 0)); ok && (e.Resources.RuntimeMs != cl.runtimeMs || e.Resources.MaxOutputBytes != cl.maxOutputBytes) {
 			t.Fatalf("%q adopted with limits %+v", name, e.Resources)
+		} else if ok && !cl.claimedAt.IsZero() && !e.CreatedAt.Equal(cl.claimedAt) {
+			t.Fatalf("%q adopted as created at %v, not at its claim", name, e.CreatedAt)
 		}
 	})
 }

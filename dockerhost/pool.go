@@ -612,26 +612,39 @@ func (h *Docker) PoolStats() PoolStats {
 
 // claimed is what a claimed pooled container's name records. Labels
 // cannot change after create, so the execution id, its deadline (unix
-// seconds) and the limits the pool key leaves out travel in the name, for
-// Adopt after a restart.
+// seconds), the limits the pool key leaves out and the claim's time
+// travel in the name, for Adopt after a restart.
 type claimed struct {
 	id             string
 	expires        time.Time
 	runtimeMs      int64 // 0 in a name from before the limits were recorded
 	maxOutputBytes int64
+	// claimedAt is when the execution was made (its CreatedAt, unix
+	// seconds): a pooled container's main process starts its runtime at
+	// the claim, which may come long after the container's creation, the
+	// only time the engine keeps. Zero in a name from before it was
+	// recorded.
+	claimedAt time.Time
 }
 
 // claimedName is a claimed pooled container's new name:
-// hostgate-ID--SECONDS.RUNTIMEMS.MAXOUTPUTBYTES. The tail after the last
+// hostgate-ID--SECONDS.RUNTIMEMS.MAXOUTPUTBYTES.CLAIMSECONDS, without
+// CLAIMSECONDS when c.claimedAt is unknown (zero). The tail after the last
 // "--" holds no "--", so an id containing one still parses.
 func claimedName(c claimed) string {
-	return "hostgate-" + c.id + "--" + strconv.FormatInt(c.expires.Unix(), 10) +
+	name := "hostgate-" + c.id + "--" + strconv.FormatInt(c.expires.Unix(), 10) +
 		"." + strconv.FormatInt(c.runtimeMs, 10) + "." + strconv.FormatInt(c.maxOutputBytes, 10)
+	if c.claimedAt.Unix() > 0 {
+		name += "." + strconv.FormatInt(c.claimedAt.Unix(), 10)
+	}
+	return name
 }
 
 // parseClaimedName undoes claimedName ("/" prefix allowed, as the engine
-// lists names). A name of the older form hostgate-ID--SECONDS parses with
-// zero limits: its spec label has them.
+// lists names). A name of an older gateway parses too: of the form
+// hostgate-ID--SECONDS with zero limits (its spec label has them), or
+// without CLAIMSECONDS with a zero claimedAt (its container's creation is
+// the nearest time there is).
 func parseClaimedName(name string) (claimed, bool) {
 	rest, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "hostgate-")
 	if !ok {
@@ -643,10 +656,10 @@ func parseClaimedName(name string) (claimed, bool) {
 	}
 	c := claimed{id: rest[:i]}
 	fields := strings.Split(rest[i+2:], ".")
-	if len(fields) != 1 && len(fields) != 3 {
+	if len(fields) != 1 && len(fields) != 3 && len(fields) != 4 {
 		return claimed{}, false
 	}
-	var n [3]int64
+	var n [4]int64
 	for j, f := range fields {
 		v, err := strconv.ParseInt(f, 10, 64)
 		if err != nil || v <= 0 || f[0] == '+' {
@@ -655,6 +668,9 @@ func parseClaimedName(name string) (claimed, bool) {
 		n[j] = v
 	}
 	c.expires, c.runtimeMs, c.maxOutputBytes = time.Unix(n[0], 0), n[1], n[2]
+	if n[3] > 0 {
+		c.claimedAt = time.Unix(n[3], 0)
+	}
 	return c, true
 }
 

@@ -177,6 +177,10 @@ func testPoolAdopt(t *testing.T) {
 	// adopting host must learn them from the container, not the template.
 	xreq := req
 	xreq.Resources.RuntimeMs, xreq.Resources.MaxOutputBytes = 90_000, 8<<10
+	// Claimed seconds after its creation: the adopting host must count
+	// the execution (and its in-container deadline) from the claim.
+	age := time.NewTimer(2 * time.Second)
+	<-age.C
 	x := provision(t, a, xreq)
 	s := waitPool(t, a, "a refill", func(s PoolStats) bool { return s.Ready == 1 })
 	if s.Hits != 1 || x.Resources != xreq.Resources {
@@ -189,7 +193,7 @@ func testPoolAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claimed pooled execution not adopted: %v", err)
 	}
-	if got.ContainerID != x.ContainerID || got.ExpiresAt.Unix() != x.ExpiresAt.Unix() || got.Resources != x.Resources {
+	if got.ContainerID != x.ContainerID || got.ExpiresAt.Unix() != x.ExpiresAt.Unix() || got.Resources != x.Resources || got.CreatedAt.Unix() != x.CreatedAt.Unix() {
 		t.Fatalf("adopted %+v, provisioned %+v", got, x)
 	}
 	if res := sh(t, b, x.ExecutionID, "echo ok"); res.Stdout != "ok\n" {
@@ -261,9 +265,19 @@ func testPoolTTLAndClose(t *testing.T) {
 func TestClaimedName(t *testing.T) {
 	exp := time.Unix(1_900_000_000, 0)
 	for _, id := range []string{"a", "run--7", "a-", "x-1.y_2", strings.Repeat("z", 64)} {
-		want := claimed{id: id, expires: exp, runtimeMs: 90_000, maxOutputBytes: 1 << 20}
+		want := claimed{id: id, expires: exp, runtimeMs: 90_000, maxOutputBytes: 1 << 20, claimedAt: time.Unix(1_899_999_000, 0)}
 		if got, ok := parseClaimedName("/" + claimedName(want)); !ok || got != want {
 			t.Errorf("%q: got %+v %v", id, got, ok)
+		}
+		// The form before the claim's time was recorded: it comes back
+		// zero, and Adopt takes the container's creation.
+		limits := "/hostgate-" + id + "--1900000000.90000.1048576"
+		want.claimedAt = time.Time{}
+		if got, ok := parseClaimedName(limits); !ok || got != want {
+			t.Errorf("%q: got %+v %v", limits, got, ok)
+		}
+		if n := claimedName(want); "/"+n != limits {
+			t.Errorf("a claim of unknown time named %q, want %q", n, limits)
 		}
 		// The form before the limits were recorded: they come back zero.
 		old := "/hostgate-" + id + "--1900000000"
@@ -272,7 +286,8 @@ func TestClaimedName(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"/hostgate-pool-0123abcd", "/hostgate-abc", "/other-a--12", "/hostgate---12", "/hostgate-a--",
-		"/hostgate-a--x1", "/hostgate-a--12.5", "/hostgate-a--12.0.5", "/hostgate-a--12..5", "/hostgate-a--12.5.6.7",
+		"/hostgate-a--x1", "/hostgate-a--12.5", "/hostgate-a--12.0.5", "/hostgate-a--12..5", "/hostgate-a--12.5.6.7.8",
+		"/hostgate-a--12.5.6.0", "/hostgate-a--12.5.6.-7", "/hostgate-a--12.5.6.", "/hostgate-a--12.5.6.+7",
 		"/hostgate-a--+12", "/hostgate-a--12.-5.6", "/hostgate-a--12.5.99999999999999999999"} {
 		if c, ok := parseClaimedName(n); ok {
 			t.Errorf("%q parsed as claimed (%+v)", n, c)
@@ -283,6 +298,7 @@ func TestClaimedName(t *testing.T) {
 func FuzzParseClaimedName(f *testing.F) {
 	f.Add("/hostgate-abc--1900000000")
 	f.Add("/hostgate-abc--1900000000.60000.1024")
+	f.Add("/hostgate-abc--1900000000.60000.1024.1899999000")
 	f.Add("/hostgate-pool-0011")
 	f.Add("hostgate-a--b--3")
 	f.Fuzz(func(t *testing.T, name string) {
@@ -291,7 +307,7 @@ func FuzzParseClaimedName(f *testing.F) {
 			return
 		}
 		if !executionIDRE.MatchString(c.id) || c.expires.Unix() <= 0 || c.runtimeMs < 0 || c.maxOutputBytes < 0 ||
-			(c.runtimeMs == 0) != (c.maxOutputBytes == 0) {
+			(c.runtimeMs == 0) != (c.maxOutputBytes == 0) || (!c.claimedAt.IsZero() && (c.claimedAt.Unix() <= 0 || c.runtimeMs == 0)) {
 			t.Fatalf("%q parsed as %+v", name, c)
 		}
 		if c.runtimeMs == 0 { // the older form; the new one always has both
@@ -324,10 +340,10 @@ func TestAdoptPooled(t *testing.T) {
 	f := &fakeDocker{list: []container.Summary{
 		{ID: "c-warm", Names: []string{"/hostgate-pool-01"}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
 		{ID: "c-stale", Names: []string{"/hostgate-pool-02"}, State: "running", Labels: pooledLabels(now.Add(-time.Hour))},
-		{ID: "c-claimed", Names: []string{"/" + claimedName(claimed{"run-1", inMinute, 90_000, 4096})}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-claimed", Names: []string{"/" + claimedName(claimed{"run-1", inMinute, 90_000, 4096, now.Add(-time.Minute)})}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
 		{ID: "c-older", Names: []string{"/hostgate-run-3--" + strconv.FormatInt(inMinute.Unix(), 10)}, State: "running", Labels: olderLabels},
-		{ID: "c-over", Names: []string{"/" + claimedName(claimed{"run-2", now.Add(-time.Second), 90_000, 4096})}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
-		{ID: "c-badspec", Names: []string{"/" + claimedName(claimed{"run-4", inMinute, 90_000, 4096})}, State: "running", Labels: labels(now.Add(time.Hour), "{")},
+		{ID: "c-over", Names: []string{"/" + claimedName(claimed{"run-2", now.Add(-time.Second), 90_000, 4096, now.Add(-time.Minute)})}, State: "running", Labels: pooledLabels(now.Add(time.Hour))},
+		{ID: "c-badspec", Names: []string{"/" + claimedName(claimed{"run-4", inMinute, 90_000, 4096, now.Add(-time.Minute)})}, State: "running", Labels: labels(now.Add(time.Hour), "{")},
 	}}
 	h := fakeHost(t, f, now)
 	got, err := h.Get(t.Context(), "run-1")
@@ -352,6 +368,75 @@ func TestAdoptPooled(t *testing.T) {
 	slices.Sort(removed)
 	if want := []string{"c-badspec", "c-over", "c-stale", "c-warm"}; !slices.Equal(removed, want) {
 		t.Fatalf("removed %v, want %v", removed, want)
+	}
+}
+
+// TestAdoptedClaimCountsFromClaim: a claimed pooled container made long
+// before its claim is adopted as made at the claim, which its name
+// records: ListExecutions answers that createdAt, and SetTimeout counts
+// the in-container deadline, which started at the claim, from there. From
+// the container's creation it moved that deadline on by the time in the
+// pool too, and the sandbox outlived its deadline by that much while no
+// gateway watched it. SetTimeout's rename keeps the claim's time for the
+// next start; a name of an older gateway, without it, falls back to the
+// container's creation.
+func TestAdoptedClaimCountsFromClaim(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	claim := now.Add(-30 * time.Second)
+	made := claim.Add(-9 * time.Minute) // in the pool until the claim
+	spec := `{"image":"img@sha256:` + strings.Repeat("a", 64) + `","workspace":{"kind":"empty"},"resources":{"cpus":1,"memoryBytes":67108864,"diskBytes":1048576,"pids":64,"runtimeMs":0,"maxOutputBytes":0},"network":{"mode":"none"}}`
+	labels := map[string]string{LabelOwner: "gw", LabelPool: "1", LabelPoolExpires: strconv.FormatInt(now.Add(time.Hour).Unix(), 10), LabelSpec: spec, LabelDeadline: deadlineByScript}
+	cl := claimed{id: "run-1", expires: claim.Add(time.Minute), runtimeMs: 60_000, maxOutputBytes: 4096, claimedAt: claim}
+	f := &fakeDocker{list: []container.Summary{
+		{ID: "c-claimed", Names: []string{"/" + claimedName(cl)}, State: "running", Created: made.Unix(), Labels: labels},
+		{ID: "c-older", Names: []string{"/hostgate-run-2--" + strconv.FormatInt(cl.expires.Unix(), 10) + ".60000.4096"}, State: "running", Created: made.Unix(), Labels: labels},
+	}}
+	h := fakeHost(t, f, now)
+	ctx := testCtx(t, time.Minute)
+	l, err := h.ListExecutions(ctx, 0)
+	if err != nil || len(l.Executions) != 2 {
+		t.Fatalf("list: %+v %v", l, err)
+	}
+	created := map[string]time.Time{}
+	for _, e := range l.Executions {
+		created[e.ExecutionID] = e.CreatedAt
+	}
+	if !created["run-1"].Equal(claim) || !created["run-2"].Equal(made) {
+		t.Fatalf("createdAt %v, want run-1 at its claim %v, run-2 (a name without it) at its container's creation %v", created, claim, made)
+	}
+	// Ten minutes from now is 570 s past the runtime that began at the
+	// claim; rounded up, and a second's margin.
+	h.mu.Lock()
+	e := h.execs["run-1"].Execution
+	h.mu.Unlock()
+	if secs, ok := extension(e, now.Add(10*time.Minute)); !ok || secs != 571 {
+		t.Fatalf("extension of run-1 to ten minutes from now: %d s (%v), want 571", secs, ok)
+	}
+	// Ten seconds from now is before the claim's runtime ends: nothing to
+	// move in the container (no exec), only the name.
+	moved, err := h.SetTimeout(ctx, "run-1", 10_000)
+	if err != nil || !moved.ExpiresAt.Equal(now.Add(10*time.Second)) || !moved.CreatedAt.Equal(claim) {
+		t.Fatalf("SetTimeout within the claim's runtime: %+v, %v", moved, err)
+	}
+	f.mu.Lock()
+	renamed := slices.Clone(f.renamed)
+	f.mu.Unlock()
+	if len(renamed) != 1 {
+		t.Fatalf("renames %q, want one", renamed)
+	}
+	cid, name, _ := strings.Cut(renamed[0], " ")
+	got, ok := parseClaimedName(name)
+	if want := (claimed{id: "run-1", expires: now.Add(10 * time.Second), runtimeMs: 60_000, maxOutputBytes: 4096, claimedAt: claim}); cid != "c-claimed" || !ok || got != want {
+		t.Fatalf("SetTimeout renamed %s to %q (%+v), want %+v", cid, name, got, want)
+	}
+	// A container SetTimeout renamed that was never pooled: its name's
+	// time too.
+	fresh := map[string]string{LabelOwner: "gw", LabelExecution: "run-3", LabelExpires: fmtUnix(now.Add(-time.Minute)), LabelSpec: string(mustJSON(t, redact(validReq()))), LabelDeadline: deadlineByScript}
+	cl3 := claimed{id: "run-3", expires: now.Add(time.Hour), runtimeMs: 60_000, maxOutputBytes: 4096, claimedAt: claim}
+	f2 := &fakeDocker{list: []container.Summary{{ID: "c-fresh", Names: []string{"/" + claimedName(cl3)}, State: "running", Created: claim.Unix() + 1, Labels: fresh}}}
+	h2 := fakeHost(t, f2, now)
+	if got, err := h2.Get(ctx, "run-3"); err != nil || !got.CreatedAt.Equal(claim) {
+		t.Fatalf("a renamed fresh container adopted as %+v, %v; want created at %v", got, err, claim)
 	}
 }
 

@@ -1004,7 +1004,9 @@ func (a *Agents) Prune(ctx context.Context, live []string) {
 
 // dropKey deletes id's kept key.
 func (a *Agents) dropKey(id string) {
-	if a.cfg.KeyDir != "" {
+	// keyPath's id must be a file name: a caller's mistake must not
+	// remove a file outside KeyDir.
+	if a.cfg.KeyDir != "" && store.ValidHostID(id) {
 		_ = os.Remove(a.keyPath(id))
 	}
 }

@@ -490,6 +490,13 @@ func (a *API) deleteCheckpoint(w http.ResponseWriter, r *http.Request) {
 // ExecutionHost that answers it.
 func (a *API) terminate(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !store.ValidHostID(id) {
+		// No execution has it, so there is nothing to end; and the mux
+		// hands on an escaped "/" (..%2F), which Agents.Forget would
+		// have joined to its key directory's path and removed.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	err := a.ex.Terminate(r.Context(), id)
 	a.stopAgent(id)
 	if err != nil && dockerhost.ErrorCode(err) != dockerhost.CodeNotFound {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
@@ -250,7 +251,7 @@ func gatewayPortsOverride(msg string) bool {
 }
 
 // forwardListener makes Accept fail with the connection's end reason instead of a
-// bare io.EOF once the connection is gone, and Close idempotent.
+// bare io.EOF once the connection is gone, and Close idempotent and bounded.
 type forwardListener struct {
 	net.Listener
 	c    *Client
@@ -258,6 +259,14 @@ type forwardListener struct {
 	err  error
 	addr net.Addr // Addr, when not the Listener's
 }
+
+// cancelForwardWait bounds how long a listener's Close waits for the
+// host's answer to its cancel. A host answers in one round trip; one
+// that stopped answering (but keeps the connection) would otherwise hold
+// the Close, and a Forwarding's Close or ctx's end behind it, for as
+// long as the connection lives (or until the keepalive gives up, never
+// with it turned off). A var for the tests.
+var cancelForwardWait = 5 * time.Second
 
 func (l *forwardListener) Addr() net.Addr {
 	if l.addr != nil {
@@ -277,7 +286,37 @@ func (l *forwardListener) Accept() (net.Conn, error) {
 	return conn, nil
 }
 
+// Close cancels the forward. x/crypto's Close removes the forward on this
+// side before it sends the cancel (no forwarded connection is accepted
+// for it from then on: the host's later ones are refused) and then waits
+// for the answer: that wait is given up after cancelForwardWait, or when
+// the connection ends (the host drops the forward with it), and the
+// request goes on in a goroutine of the client's until the host answers
+// or the connection ends.
 func (l *forwardListener) Close() error {
-	l.once.Do(func() { l.err = l.Listener.Close() })
+	l.once.Do(func() { l.err = l.cancel() })
 	return l.err
+}
+
+func (l *forwardListener) cancel() error {
+	if l.c.usable() != nil || !l.c.track() {
+		// The connection has ended, or Close closes it first: the
+		// request fails at once.
+		return l.Listener.Close()
+	}
+	answered := make(chan error, 1)
+	go func() {
+		defer l.c.wg.Done()
+		answered <- l.Listener.Close()
+	}()
+	t := time.NewTimer(cancelForwardWait)
+	defer t.Stop()
+	select {
+	case err := <-answered:
+		return err
+	case <-l.c.done:
+		return nil // the forward went with the connection
+	case <-t.C:
+		return fmt.Errorf("sshlayer: cancel forward %s: the host did not answer within %v (it stopped answering, or the connection is stalled): the forward is closed on this side, and the host drops it when the connection ends", l.Addr(), cancelForwardWait)
+	}
 }

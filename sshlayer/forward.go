@@ -258,6 +258,9 @@ type forwardListener struct {
 	once sync.Once
 	err  error
 	addr net.Addr // Addr, when not the Listener's
+	// closed is set as Close starts: Accept's failure is then Close's
+	// doing, with nothing to ask the host.
+	closed atomic.Bool
 }
 
 // cancelForwardWait bounds how long a listener's Close waits for the
@@ -278,6 +281,15 @@ func (l *forwardListener) Addr() net.Addr {
 func (l *forwardListener) Accept() (net.Conn, error) {
 	conn, err := l.Listener.Accept()
 	if err != nil {
+		if l.closed.Load() {
+			// No probe (lostErr's round trip): a host that stopped
+			// answering, the cancel still waiting, would hold this
+			// Accept for the probe's bound.
+			if end := l.c.usable(); end != nil {
+				return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: fmt.Errorf("%w (%w)", net.ErrClosed, end)}
+			}
+			return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: net.ErrClosed}
+		}
 		if end := l.c.lostErr(); end != nil {
 			return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: fmt.Errorf("%w (%w)", net.ErrClosed, end)}
 		}
@@ -294,7 +306,7 @@ func (l *forwardListener) Accept() (net.Conn, error) {
 // request goes on in a goroutine of the client's until the host answers
 // or the connection ends.
 func (l *forwardListener) Close() error {
-	l.once.Do(func() { l.err = l.cancel() })
+	l.once.Do(func() { l.closed.Store(true); l.err = l.cancel() })
 	return l.err
 }
 

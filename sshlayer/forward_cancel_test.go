@@ -129,3 +129,44 @@ func TestListenerCloseBoundedOnSilentHost(t *testing.T) {
 		t.Error("second Close: nil, want the first's error")
 	}
 }
+
+// TestListenerAcceptEndsAtCloseOnSilentHost: an Accept waiting on a
+// remote forward's listener returns net.ErrClosed as soon as the
+// listener is closed, on a host that answers nothing more. Accept asked
+// the host whether the connection still lived before it answered (a
+// keepalive, which waits behind the unanswered cancel), and so returned
+// only after that probe's 10 s bound.
+func TestListenerAcceptEndsAtCloseOnSilentHost(t *testing.T) {
+	defer func(d time.Duration) { cancelForwardWait = d }(cancelForwardWait)
+	cancelForwardWait = 100 * time.Millisecond
+	s := newMutedCancelServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := ConnectConfig(ctx, s.dial(t), s.auth(), &ClientConfig{KeepaliveInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-s.conn
+	ln, err := c.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err == nil {
+			_ = conn.Close()
+		}
+		accepted <- err
+	}()
+	_ = ln.Close() // the host's silence is TestListenerCloseBoundedOnSilentHost's
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Accept still waits after its listener was closed")
+	}
+}

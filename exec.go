@@ -25,7 +25,9 @@ type ExecOptions struct {
 	Stdin io.Reader
 	// MaxOutput bounds stdout and stderr together; 0 means
 	// DefaultMaxOutput. A process that writes more is killed and Exec
-	// returns ErrOutputLimit with what was collected.
+	// returns ErrOutputLimit with what was collected, once the host has
+	// said that it ended, or after a few seconds without its word (a
+	// host that stopped answering).
 	MaxOutput int64
 	// Stdout and Stderr, when set, are given the command's output as it
 	// arrives (to show it while the command runs), while Exec still
@@ -99,7 +101,21 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	if limit <= 0 {
 		limit = DefaultMaxOutput
 	}
-	lim := &outputLimit{left: limit, kill: func() { _ = p.Kill(SIGKILL); cancel() }}
+	// Past the limit nothing more is collected, and the command is
+	// killed and its session closed (spawn's ctx): Exec then waits for
+	// the host's word that it ended, and for the stdin copy, no longer
+	// than outputLimitGrace, as once ctx ends (see below).
+	wait, giveUp := context.WithCancelCause(parent)
+	defer giveUp(nil)
+	lim := &outputLimit{left: limit}
+	lim.kill = func() {
+		// The grace first: the kill's send may wait behind a write
+		// the host does not read.
+		lim.startGrace(func() { giveUp(ErrOutputLimit) })
+		_ = p.Kill(SIGKILL)
+		cancel()
+	}
+	defer lim.stopGrace()
 	var stdout, stderr collected
 	// The writers are fed from the collection by goroutines of their own,
 	// so that a slow one holds up neither the command nor the other.
@@ -130,17 +146,23 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	// stopped with SIGSTOP, a network gone quiet) confirms nothing until
 	// its connection's keepalive gives up, a minute on (found by the
 	// stuckwrite audit). The copies end with the session, or are left to.
-	exited, werr := waitCtx(parent, p)
+	exited, werr := waitCtx(wait, p)
 	if exited {
 		wg.Wait()
+		stdout.end()
+		stderr.end()
+	} else if parent.Err() == nil {
+		// Given up past the output limit (outputLimitGrace): the
+		// copies add nothing more, so what is collected is all there
+		// is, and the writers are given it as after an exit.
 		stdout.end()
 		stderr.end()
 	}
 	select {
 	case <-stdinDone:
-	case <-parent.Done():
+	case <-wait.Done():
 		if werr == nil {
-			werr = context.Cause(parent) // the command ended, its stdin not: ctx's error below
+			werr = context.Cause(wait) // the command ended, its stdin not: ctx's error below
 		}
 	}
 	writesDone := true
@@ -267,12 +289,41 @@ func (fd *feeders) wait(ctx context.Context) bool {
 	}
 }
 
+// outputLimitGrace bounds Exec's wait for the host's word that a
+// command killed at its output limit ended. A host answers the kill and
+// the session's close at once, or after the output already on its way
+// (a window's worth); one that stopped answering (but keeps the
+// connection) never does, and held Exec until ctx ended, for ever with a
+// ctx that never does. A var for the tests.
+var outputLimitGrace = 5 * time.Second
+
 // outputLimit is shared by the stdout and stderr copiers.
 type outputLimit struct {
-	mu   sync.Mutex
-	left int64
-	over bool
-	kill func()
+	mu    sync.Mutex
+	left  int64
+	over  bool
+	kill  func()
+	grace *time.Timer // started by kill's startGrace
+	ended bool        // Exec returned: no grace to start
+}
+
+// startGrace calls giveUp after outputLimitGrace, unless Exec has
+// returned.
+func (l *outputLimit) startGrace(giveUp func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
+		l.grace = time.AfterFunc(outputLimitGrace, giveUp)
+	}
+}
+
+func (l *outputLimit) stopGrace() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+	if l.grace != nil {
+		l.grace.Stop()
+	}
 }
 
 func (l *outputLimit) exceeded() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.over }

@@ -173,7 +173,7 @@ func (c *Client) listenTCPInternal(host string, port int) (net.Listener, error) 
 // forward requests and the tcpListeners.
 type forwardList struct {
 	sync.Mutex
-	entries []forwardEntry
+	entries []*forwardEntry
 }
 
 // forwardEntry represents an established mapping of a laddr on a
@@ -182,6 +182,11 @@ type forwardEntry struct {
 	addr    string // host:port or socket path
 	network string // tcp or unix
 	c       chan forward
+	// hostgate: change 27. gone is closed as the entry is removed: a
+	// forward waiting for room in c gives up. sending counts those
+	// waiting, outside the list's lock.
+	gone    chan struct{}
+	sending sync.WaitGroup
 }
 
 // forward represents an incoming forwarded tcpip connection. The
@@ -195,10 +200,11 @@ type forward struct {
 func (l *forwardList) add(n, addr string) chan forward {
 	l.Lock()
 	defer l.Unlock()
-	f := forwardEntry{
+	f := &forwardEntry{
 		addr:    addr,
 		network: n,
 		c:       make(chan forward, 1),
+		gone:    make(chan struct{}),
 	}
 	l.entries = append(l.entries, f)
 	return f.c
@@ -281,36 +287,73 @@ func (l *forwardList) handleChannels(in <-chan NewChannel) {
 // listener.
 func (l *forwardList) remove(n, addr string) {
 	l.Lock()
-	defer l.Unlock()
+	var gone *forwardEntry
 	for i, f := range l.entries {
 		if n == f.network && addr == f.addr {
 			l.entries = append(l.entries[:i], l.entries[i+1:]...)
-			close(f.c)
-			return
+			gone = f
+			break
 		}
+	}
+	l.Unlock()
+	if gone != nil {
+		gone.retire()
 	}
 }
 
 // closeAll closes and clears all forwards.
 func (l *forwardList) closeAll() {
 	l.Lock()
-	defer l.Unlock()
-	for _, f := range l.entries {
-		close(f.c)
-	}
+	entries := l.entries
 	l.entries = nil
+	l.Unlock()
+	for _, f := range entries {
+		f.retire()
+	}
 }
 
-func (l *forwardList) forward(n, addr string, raddr net.Addr, ch NewChannel) bool {
-	l.Lock()
-	defer l.Unlock()
-	for _, f := range l.entries {
-		if n == f.network && addr == f.addr {
-			f.c <- forward{newCh: ch, raddr: raddr}
-			return true
+// retire ends a forward taken off the list: the forwards waiting for room
+// give up, those queued for an Accept are refused as a forward nobody
+// listens for is, and then Accept returns io.EOF. hostgate: change 27.
+func (f *forwardEntry) retire() {
+	close(f.gone)
+	f.sending.Wait()
+	for {
+		select {
+		case fw := <-f.c:
+			fw.newCh.Reject(Prohibited, "no forward for address")
+		default:
+			close(f.c)
+			return
 		}
 	}
-	return false
+}
+
+// forward hands ch to the listener for addr, or reports that there is
+// none. hostgate: change 27: it waits for room outside the list's lock,
+// which upstream held meanwhile, so that a listener nobody accepts from
+// held every Close (and the connection's end) waiting for that lock.
+func (l *forwardList) forward(n, addr string, raddr net.Addr, ch NewChannel) bool {
+	l.Lock()
+	var to *forwardEntry
+	for _, f := range l.entries {
+		if n == f.network && addr == f.addr {
+			to = f
+			to.sending.Add(1)
+			break
+		}
+	}
+	l.Unlock()
+	if to == nil {
+		return false
+	}
+	defer to.sending.Done()
+	select {
+	case to.c <- forward{newCh: ch, raddr: raddr}:
+		return true
+	case <-to.gone:
+		return false
+	}
 }
 
 type tcpListener struct {

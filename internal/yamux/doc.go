@@ -10,7 +10,8 @@
 // function run when the session ends, with no goroutine waiting for it),
 // and AcceptStream on a
 // closed session saying why it ended rather than handing out a stream
-// still queued.
+// still queued, and a Read or Write blocked on a session that shuts down
+// returning then instead of spinning until Close marks its stream closed.
 // Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its

@@ -107,6 +107,7 @@ func (s *Stream) StreamID() uint32 {
 // Read is used to read from the stream
 func (s *Stream) Read(b []byte) (n int, err error) {
 	defer asyncNotify(s.recvNotifyCh)
+	recvEnded := false // hostgate: seen the session's receive loop end (see WAIT)
 START:
 
 	// If the stream is closed and there's no data buffered, return EOF
@@ -169,6 +170,26 @@ WAIT:
 	}
 	select {
 	case <-s.session.shutdownCh:
+		// hostgate: upstream went back to START, whose stream state stays
+		// open until Close has closed the conn and then forceClose runs:
+		// every Read blocked on the session spun at full CPU for as long as
+		// that Close took (a write-behind drain, a close handshake with a
+		// peer that does not answer: seconds). The receive loop still
+		// delivers until it ends; once it has and nothing is buffered, the
+		// stream is at its end, as forceClose would make it.
+		if recvEnded {
+			if timer != nil {
+				timer.Stop()
+			}
+			return 0, io.EOF
+		}
+		select {
+		case <-s.session.recvDoneCh:
+			recvEnded = true
+		case <-s.recvNotifyCh:
+		case <-timeout:
+			return 0, ErrTimeout
+		}
 	case <-s.recvNotifyCh:
 	case <-timeout:
 		return 0, ErrTimeout
@@ -256,6 +277,13 @@ WAIT:
 	}
 	select {
 	case <-s.session.shutdownCh:
+		// hostgate: no frame goes out once the session is shut down
+		// (writeInCaller says so too); going back to START spun until
+		// forceClose, as in Read.
+		if timer != nil {
+			timer.Stop()
+		}
+		return 0, ErrSessionShutdown
 	case <-s.sendNotifyCh:
 	case <-timeout:
 		return 0, ErrTimeout

@@ -1,6 +1,8 @@
 package yamux
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -232,4 +234,48 @@ func (c checker) Write(p []byte) (int, error) {
 	}
 	*c.off += len(p)
 	return len(p), nil
+}
+
+// cutConn serves in, then fails every Read with a connection's error (not
+// io.EOF); it takes every write.
+type cutConn struct{ r io.Reader }
+
+func (c *cutConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err == io.EOF {
+		return n, errCut
+	}
+	return n, err
+}
+func (c *cutConn) Write(p []byte) (int, error) { return len(p), nil }
+func (c *cutConn) Close() error                { return nil }
+
+var errCut = errors.New("connection reset by the test")
+
+// TestRecvBudgetHeldAfterCutFrame (hostgate): a session whose conn fails
+// in the middle of a data frame leaves its budget holding nothing once it
+// has ended. The bytes of the frame that did arrive were buffered but not
+// counted, and then taken off held when the stream was released: held
+// ended at minus those bytes, for every such session, on a budget the
+// gateway shares between all its tunnels.
+func TestRecvBudgetHeldAfterCutFrame(t *testing.T) {
+	var in []byte
+	in = append(in, fuzzFrame(typeWindowUpdate, flagSYN, 1, 0, nil)...)
+	in = append(in, fuzzFrame(typeData, 0, 1, 100, make([]byte, 10))...) // 90 bytes short
+	b := NewRecvBudget(1 << 20)
+	conf := testConfNoKeepAlive()
+	conf.LogOutput = io.Discard
+	conf.RecvBudget = b
+	sess, err := Server(&cutConn{r: bytes.NewReader(in)}, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sess.CloseChan()
+	if err := sess.CloseErr(); !errors.Is(err, errCut) {
+		t.Fatalf("session ended with %v, want the conn's error", err)
+	}
+	_ = sess.Close()
+	if h := b.Held(); h != 0 {
+		t.Errorf("budget holds %d bytes after its only session ended, want 0", h)
+	}
 }

@@ -616,17 +616,22 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 		s.recvBuf = newRecvRing(int(length))
 	}
 	copiedLength, err := s.recvBuf.fill(conn, int(length))
-	if err != nil {
-		s.session.logger.Printf("[ERR] yamux: Failed to read stream data: %v", err)
-		s.recvLock.Unlock()
-		return err
-	}
 
-	// Decrement the receive window
+	// Decrement the receive window. hostgate: before the error check, for
+	// the start of a frame the conn cut short is in the ring too, and
+	// Read and budgetRelease take it off held: uncounted, every tunnel
+	// that ended in the middle of a frame left the shared budget's held
+	// that much lower, for good (the gateway's relay_held_bytes drifted
+	// below what its relays hold, and below zero).
 	s.recvWindow -= uint32(copiedLength)
 	if b := s.session.config.RecvBudget; b != nil && !s.budgetDone {
 		b.held.Add(int64(copiedLength))
 		s.budgetRecent = true
+	}
+	if err != nil {
+		s.session.logger.Printf("[ERR] yamux: Failed to read stream data: %v", err)
+		s.recvLock.Unlock()
+		return err
 	}
 	s.recvLock.Unlock()
 

@@ -174,13 +174,40 @@ func (w *streamWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// ReadFrom lets io.Copy feed the process's stdin directly.
+// ReadFrom lets io.Copy feed the process's stdin directly. A failed write
+// is reported as Write reports it, by the command's error: io.Copy of a
+// file (os.File's WriteTo comes here) onto a full disk said "write |1:
+// broken pipe", the ENOSPC only in a Close the caller rarely checks after
+// that. An error of r's own is r's, not the file's.
 func (w *streamWriter) ReadFrom(r io.Reader) (int64, error) {
-	n, err := io.Copy(w.s.proc.Stdin(), r)
-	if err != nil {
-		return n, pathErr(w.s.op, w.s.name, fmt.Errorf("write: %w", err))
+	src := &readErr{r: r}
+	n, err := io.Copy(w.s.proc.Stdin(), src)
+	if err == nil {
+		return n, nil
 	}
-	return n, nil
+	if src.err != nil && err == src.err {
+		return n, err
+	}
+	_ = w.s.proc.Stdin().Close()
+	if ferr := w.s.finishDrained(); ferr != nil {
+		return n, ferr
+	}
+	return n, pathErr(w.s.op, w.s.name, fmt.Errorf("write: %w", err))
+}
+
+// readErr is r, keeping its last error: ReadFrom tells r's failure from
+// the command's by it.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // Close sends EOF and waits for cat to finish writing the file.

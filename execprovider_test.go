@@ -3,8 +3,11 @@
 package hostgate_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -138,5 +141,42 @@ func TestDefaultFSIsExecProviderOncePerConnection(t *testing.T) {
 	dir := t.TempDir()
 	if fi, err := a.Stat(ctx, dir); err != nil || !fi.IsDir() {
 		t.Errorf("default provider Stat: %v, %v", fi, err)
+	}
+}
+
+// TestExecProviderCopyOntoFullDisk: a file copied with io.Copy onto a
+// full disk fails with the disk's error, as a Write does. ReadFrom, which
+// io.Copy takes (os.File's WriteTo comes to it), said "write |1: broken
+// pipe" of the stdin cat had stopped reading, and the ENOSPC came only
+// from Close, which a caller rarely checks after a failed copy (Upload
+// without tar did not).
+func TestExecProviderCopyOntoFullDisk(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full to stand for a full disk")
+	}
+	// Past what the pipe to cat holds, so that a write fails after cat has.
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, _ := localHost(t, false)
+	ctx := context.Background()
+	p, err := h.FS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := p.Create(ctx, "/dev/full", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(w, f)
+	_ = w.Close()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("io.Copy onto a full disk: %v, want ENOSPC", err)
 	}
 }

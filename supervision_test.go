@@ -2,9 +2,11 @@ package hostgate_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
 )
@@ -69,5 +71,51 @@ func TestPersistentWatchdogUnlessTransportSupervises(t *testing.T) {
 		if c.watched && !under || !c.watched && !as {
 			t.Errorf("persistent %v, transport supervises %v, wrapped %v: spawned %d words, %q … %q; want it under the watchdog %v", c.persistent, c.owns, c.wrapped, len(got), got[0], got[max(0, len(got)-len(argv)):], c.watched)
 		}
+	}
+}
+
+// unansweredTransport is a host that never answers a spawn (a session's
+// open): Spawn returns only when its ctx ends, or when the test gives up.
+type unansweredTransport struct{ giveUp chan struct{} }
+
+func (u unansweredTransport) Spawn(ctx context.Context, argv []string, opts hostgate.SpawnOptions) (hostgate.Process, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-u.giveUp:
+		return nil, errors.New("the test gave up")
+	}
+}
+
+// TestPersistentSpawnEndsWithCtx: Exec on a persistent host whose
+// transport does not supervise returns ctx's error when ctx ends while
+// the host has not answered the spawn, as on any other host. The
+// watchdog's spawn ran under a ctx of its own that ctx's end did not
+// reach (so that the transport's kill would not race the watchdog's), and
+// waited for the host's answer, a minute on for a host that stopped
+// answering.
+func TestPersistentSpawnEndsWithCtx(t *testing.T) {
+	tr := unansweredTransport{giveUp: make(chan struct{})}
+	h := hostgate.New(hostgate.Info{Persistent: true}, func(context.Context) (*hostgate.Connection, error) {
+		return &hostgate.Connection{Transport: tr, Close: func() error { return nil }}, nil
+	})
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Exec(ctx, []string{"true"}, hostgate.ExecOptions{})
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a guard against a hang, not a timing
+		close(tr.giveUp)
+		err = <-done
+		t.Fatalf("Exec still in its spawn a minute after its ctx ended (then: %v)", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Exec whose ctx ended in the spawn: %v, want ctx's error", err)
 	}
 }

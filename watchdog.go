@@ -103,9 +103,21 @@ func spawnWatched(ctx context.Context, t Transport, argv []string, opts SpawnOpt
 	// is cancelled only if the watchdog has not finished within the grace.
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	full := append([]string{"sh", "-c", watchdogScript, watchdogName}, argv...)
+	// Until the process has started there is no watchdog to wait for:
+	// the spawn itself (a session's open, which a host that stopped
+	// answering never answers) ends with ctx, as an unwatched one does.
+	// A process that started as ctx ended is then cancelled by the
+	// transport, and its tree ended by the poller, which sees the
+	// watchdog go.
+	stopSpawn := context.AfterFunc(ctx, scancel)
 	p, err := t.Spawn(sctx, full, opts)
+	stopSpawn()
 	if err != nil {
 		scancel()
+		if ctx.Err() != nil {
+			// The transport saw sctx's cancel: say what ended it.
+			return nil, fmt.Errorf("hostgate: spawn: %w (%w)", context.Cause(ctx), err)
+		}
 		return nil, err
 	}
 	w := &watchedProcess{Process: p, scancel: scancel, done: make(chan struct{})}

@@ -117,7 +117,14 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 	var stdout bytes.Buffer
 	over := drainLimited(&stdout, proc.Stdout(), limit)
 	wg.Wait()
-	werr := proc.Wait()
+	// Not past ctx, as Exec: the streams end with ctx (the session is
+	// closed on this side), but the host's word that the command ended
+	// does not come from a host that stopped answering until its
+	// connection is given up on.
+	exited, werr := waitCtx(ctx, proc)
+	if !exited {
+		return nil, werr
+	}
 	if over {
 		return nil, fmt.Errorf("output larger than %d bytes", limit)
 	}

@@ -108,7 +108,8 @@ func (p *execProvider) startStream(ctx context.Context, op, name, script string,
 func (s *stream) finish() error {
 	s.once.Do(func() {
 		<-s.errDone
-		werr := s.proc.Wait()
+		// Not past the caller's ctx, as run.
+		_, werr := waitCtx(s.ctx, s.proc)
 		s.cancel()
 		err := mapExit(werr, s.stderr.Bytes())
 		if cerr := s.ctx.Err(); cerr != nil {
@@ -154,7 +155,7 @@ func (r *streamReader) Close() error {
 		// Drain so a transport that copies into a pipe can finish.
 		_, _ = io.Copy(io.Discard, r.s.proc.Stdout())
 		<-r.s.errDone
-		_ = r.s.proc.Wait()
+		_, _ = waitCtx(r.s.ctx, r.s.proc)
 	})
 	return nil
 }

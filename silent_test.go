@@ -113,3 +113,64 @@ func TestCallsEndWithCtxOnSilentHost(t *testing.T) {
 		})
 	}
 }
+
+// TestExecProviderEndsWithCtxOnSilentHost: the default filesystem's calls
+// (ExecProvider) on a host that stops answering once the command runs
+// return ctx's error once ctx ends, as Exec does. They read the
+// command's output to its end, which comes with ctx, and then waited for
+// the process's end, which such a host never reports.
+func TestExecProviderEndsWithCtxOnSilentHost(t *testing.T) {
+	calls := map[string]func(ctx context.Context, p hostgate.Provider) error{
+		"Stat": func(ctx context.Context, p hostgate.Provider) error {
+			_, err := p.Stat(ctx, "/x")
+			return err
+		},
+		"Mkdir": func(ctx context.Context, p hostgate.Provider) error {
+			return p.Mkdir(ctx, "/x", 0o755, true)
+		},
+		"Open": func(ctx context.Context, p hostgate.Provider) error {
+			r, err := p.Open(ctx, "/x")
+			if err == nil {
+				_ = r.Close()
+				t.Error("Open on a silent host: no error")
+			}
+			return err
+		},
+		"Create": func(ctx context.Context, p hostgate.Provider) error {
+			w, err := p.Create(ctx, "/x", 0o644)
+			if err == nil {
+				_ = w.Close()
+				t.Error("Create on a silent host: no error")
+			}
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			tr := newSilentTransport(t)
+			h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+				return &hostgate.Connection{Transport: tr, Close: func() error { return nil }}, nil
+			})
+			defer h.Close()
+			p, err := h.FS(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- call(ctx, p) }()
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute): // a guard against a hang, not a timing
+				tr.end()
+				<-done
+				t.Fatalf("%s on a silent host: still waiting a minute after its ctx ended", name)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s on a silent host: %v, want ctx's error", name, err)
+			}
+			tr.end()
+		})
+	}
+}

@@ -68,7 +68,8 @@ const tarMissing = 127
 
 // Upload copies the tree src (its regular files, directories and symbolic
 // links; other kinds are skipped) into dir on h, creating dir and its
-// parents as needed and replacing files of the same names. dir is a host
+// parents as needed and replacing files of the same names (a symbolic
+// link at one is replaced, not followed). dir is a host
 // path; a relative one is relative to the home directory.
 //
 // It sends the tree as one tar stream to tar on the host (200 files of
@@ -333,8 +334,22 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 	if err != nil {
 		return err
 	}
-	if err := p.Mkdir(ctx, dir, 0o755, true); err != nil {
-		return err
+	// A symbolic link on the host at a name of the tree is replaced, as
+	// tar replaces it, not followed: a file written through it, or a
+	// directory's files made in it, landed wherever it led, out of dir
+	// or over another file of the tree (a link that became a file since
+	// the last Upload). A directory this Upload made holds none, so its
+	// files are not looked at first (fresh: the walk's alone).
+	fresh := map[string]bool{}
+	switch err := p.Mkdir(ctx, dir, 0o755, false); {
+	case err == nil:
+		fresh["."] = true
+	case errors.Is(err, fs.ErrExist):
+		// dir itself is the caller's, link or not, as tar's cd takes it.
+	default:
+		if err := p.Mkdir(ctx, dir, 0o755, true); err != nil {
+			return err
+		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(transferConcurrency)
@@ -346,14 +361,40 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 		switch {
 		case d.IsDir():
 			// Parents come first: made before any file in them.
-			if err := p.Mkdir(ctx, to, info.Mode().Perm()|0o700, true); err != nil {
+			perm := info.Mode().Perm() | 0o700
+			err := p.Mkdir(ctx, to, perm, false)
+			if errors.Is(err, fs.ErrExist) {
+				fi, lerr := p.Lstat(ctx, to)
+				switch {
+				case lerr == nil && fi.IsDir():
+					return nil
+				case lerr == nil && fi.Mode()&fs.ModeSymlink != 0:
+					if err := p.Remove(ctx, to, false); err != nil {
+						return err
+					}
+					err = p.Mkdir(ctx, to, perm, false)
+				default:
+					// A file: the error Mkdir with parents gives it.
+					return p.Mkdir(ctx, to, perm, true)
+				}
+			}
+			if err != nil {
 				return err
 			}
+			fresh[name] = true
 		case link != "":
 			_ = p.Remove(ctx, to, false) // replaced, as tar replaces it
 			return p.Symlink(ctx, link, to)
 		default:
+			inFresh := fresh[path.Dir(name)]
 			g.Go(func() error {
+				if !inFresh {
+					if fi, err := p.Lstat(ctx, to); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+						if err := p.Remove(ctx, to, false); err != nil && !errors.Is(err, fs.ErrNotExist) {
+							return err
+						}
+					}
+				}
 				f, err := src.Open(name)
 				if err != nil {
 					return err

@@ -403,9 +403,15 @@ func (r *sftpReader) readHead() error {
 		return nil
 	}
 	r.started = true
+	// Not past ctx: a host that offers its limits and never answers
+	// them (pkg/sftp change 27).
+	size, err := r.p.c.ReadSizeContext(r.ctx)
+	if err != nil {
+		return r.p.pathErr("read", r.name, err)
+	}
 	r.headBuf = headPool.Get().(*[headSize]byte)
 	stat := r.File.StatNoWait()
-	n, err := r.File.ReadAtNoWait(r.headBuf[:min(headSize, r.p.c.ReadSize())], 0).WaitContext(r.ctx)
+	n, err := r.File.ReadAtNoWait(r.headBuf[:min(headSize, size)], 0).WaitContext(r.ctx)
 	fi, serr := stat.WaitContext(r.ctx)
 	switch {
 	case err == io.EOF:
@@ -607,8 +613,12 @@ func (w *sftpWriter) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	// WriteAtNoWait sends at most the client's WriteSize and drops the
-	// rest: no more than that a request.
-	size := min(sftpMaxPacket, w.p.c.WriteSize())
+	// rest: no more than that a request. Not past ctx (pkg/sftp change 27).
+	size, err := w.p.c.WriteSizeContext(w.ctx)
+	if err != nil {
+		return 0, w.p.pathErr("write", w.name, err)
+	}
+	size = min(sftpMaxPacket, size)
 	written := 0
 	for len(p) > 0 {
 		if len(w.queue) >= sftpConcurrency {

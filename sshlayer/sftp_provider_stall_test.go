@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,20 @@ const (
 // leave the request unanswered for good (a host that stalls).
 func scriptedSFTPServer(t *testing.T, answer func(typ byte, payload []byte) []byte) *sftp.Client {
 	t.Helper()
+	return scriptedSFTPServerOffering(t, nil, answer)
+}
+
+// scriptedSFTPServerOffering is scriptedSFTPServer whose VERSION offers
+// the extensions exts (their data "1"); the requests of theirs come to
+// answer as fxpExtended.
+func scriptedSFTPServerOffering(t *testing.T, exts []string, answer func(typ byte, payload []byte) []byte) *sftp.Client {
+	t.Helper()
+	version := []byte{fxpVersion, 0, 0, 0, 3}
+	for _, ext := range exts {
+		version = append(version, wireString(ext)...)
+		version = append(version, wireString("1")...)
+	}
+	version = append(binary.BigEndian.AppendUint32(nil, uint32(len(version))), version...)
 	cr, sw := io.Pipe() // server to client
 	sr, cw := testenv.TCPPair(t)
 	done := make(chan struct{})
@@ -51,7 +66,7 @@ func scriptedSFTPServer(t *testing.T, answer func(typ byte, payload []byte) []by
 				return
 			}
 			if pkt[0] == fxpInit {
-				_, _ = sw.Write([]byte{0, 0, 0, 5, 2, 0, 0, 0, 3}) // SSH_FXP_VERSION 3
+				_, _ = sw.Write(version) // SSH_FXP_VERSION 3
 				continue
 			}
 			reply := answer(pkt[0], pkt[5:])
@@ -197,5 +212,62 @@ func TestSFTPProviderReadFileOpenCtx(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handle answered after ReadFile gave up was not closed")
+	}
+}
+
+// TestSFTPProviderLimitsUnansweredCtx: a host that offers
+// limits@openssh.com and never answers it keeps the provider's reads and
+// writes, which size their requests by its limits, no longer than their
+// ctx (pkg/sftp change 27). Before, each waited until the connection
+// ended.
+func TestSFTPProviderLimitsUnansweredCtx(t *testing.T) {
+	p := NewSFTPProvider(scriptedSFTPServerOffering(t, []string{"limits@openssh.com"}, func(typ byte, _ []byte) []byte {
+		switch typ {
+		case fxpOpen:
+			return append([]byte{fxpHandle}, wireString("h")...)
+		case fxpLstat:
+			return sftpModeReply(0o100644)
+		case fxpClose:
+			return sftpStatusReply(0, "")
+		}
+		return nil // the limits, and the handle's reads and fstats
+	}))
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"ReadFile", func(ctx context.Context) error {
+			_, err := p.(hostgate.FileReader).ReadFile(ctx, "/a", nil)
+			return err
+		}},
+		{"Open+Read", func(ctx context.Context) error {
+			r, err := p.Open(ctx, "/a")
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = r.Read(make([]byte, 10))
+			return err
+		}},
+		{"Create+Write", func(ctx context.Context) error {
+			w, err := p.Create(ctx, "/a", 0o644)
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			_, err = w.Write([]byte("data"))
+			return err
+		}},
+		{"WriteFile", func(ctx context.Context) error {
+			return p.(hostgate.FileWriter).WriteFile(ctx, "/a", 0o644, strings.NewReader("data"), nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := returnsByCtx(t, tc.name+" against unanswered limits", tc.call)
+			var pe *fs.PathError
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Path != "/a" {
+				t.Fatalf("%s: %v, want ctx's error naming the path", tc.name, err)
+			}
+		})
 	}
 }

@@ -83,7 +83,13 @@ func (p *sftpProvider) readFile(ctx context.Context, name string, progress func(
 	first := chunkPool.Get().(*[sftpMaxPacket]byte)
 	defer chunkPool.Put(first)
 	stat := f.StatNoWait()
-	chunk := min(sftpMaxPacket, p.c.ReadSize()) // what the server answers, if known
+	// What the server answers, if known; not past ctx for a host that
+	// offers its limits and never answers them (pkg/sftp change 27).
+	chunk, err := p.c.ReadSizeContext(ctx)
+	if err != nil {
+		return nil, p.pathErr("read", name, err)
+	}
+	chunk = min(sftpMaxPacket, chunk)
 	read := f.ReadAtNoWait(first[:chunk], 0)
 	fi, serr := stat.WaitContext(ctx)
 	n, err := read.WaitContext(ctx)
@@ -417,7 +423,12 @@ func (p *sftpProvider) writeAll(ctx context.Context, f *sftp.File, name string, 
 	// WriteAtNoWait sends at most the client's WriteSize of a write (the
 	// server's limit, if smaller) and drops the rest: fill no more than
 	// that.
-	chunk := min(sftpMaxPacket, p.c.WriteSize())
+	// Not past ctx (pkg/sftp change 27).
+	chunk, err := p.c.WriteSizeContext(ctx)
+	if err != nil {
+		return nil, p.pathErr("write", name, err)
+	}
+	chunk = min(sftpMaxPacket, chunk)
 	// ctx's end aborts f: the write whose send waits on the window of a
 	// host that stopped reading gives up, and so do the waits for the
 	// replies (pkg/sftp changes 15 and 16). Both waited for the

@@ -1328,7 +1328,11 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 		return 0, os.ErrClosed
 	}
 
-	size := f.c.ReadSize() // hostgate (change 8): what the server answers
+	// hostgate (change 27): the server's limits, waited for until f's Abort.
+	if err := f.waitLimits(); err != nil {
+		return 0, err
+	}
+	size := f.c.readSizeNow() // hostgate (change 8): what the server answers
 	if len(b) <= size {
 		// This should be able to be serviced with 1/2 requests.
 		// So, just do it directly.
@@ -1371,7 +1375,7 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 		offset := off
 
 		for len(b) > 0 {
-			chunkSize := f.c.ReadSize() // hostgate: smaller once a read was short
+			chunkSize := f.c.readSizeNow() // hostgate: smaller once a read was short
 			rb := b
 			if len(rb) > chunkSize {
 				rb = rb[:chunkSize]
@@ -1544,6 +1548,11 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		return f.writeToSequential(w, nil)
 	}
 
+	// hostgate (change 27): the server's limits, waited for until f's Abort.
+	if err := f.waitLimits(); err != nil {
+		return 0, err
+	}
+
 	// For concurrency, we want to guess how many concurrent workers we should use.
 	var fileStat *FileStat
 	if f.c.useFstat {
@@ -1555,7 +1564,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 		return 0, err
 	}
 
-	size := f.c.ReadSize() // hostgate (change 8): what the server answers
+	size := f.c.readSizeNow() // hostgate (change 8): what the server answers
 	fileSize := fileStat.Size
 	// hostgate (change 11): a regular file's reads are answered whole
 	// but at its end, by a server that answers at least MinReadSize.
@@ -1740,7 +1749,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 
 		cur := writeCh
 		for {
-			chunkSize := f.c.ReadSize()
+			chunkSize := f.c.readSizeNow()
 			// Past the size stat gave, one request at a time, as
 			// OpenSSH's sftp: the first normally hears the end, where
 			// a budget of requests past it all had to be answered.
@@ -1754,7 +1763,7 @@ func (f *File) WriteTo(w io.Writer) (written int64, err error) {
 				}
 				// The answer that freed the budget may have been short:
 				// what it taught goes into this request, not the next.
-				chunkSize = f.c.ReadSize()
+				chunkSize = f.c.readSizeNow()
 			}
 
 			id := f.c.nextID()
@@ -2037,7 +2046,7 @@ func (f *File) writeAtConcurrent(b []byte, off int64) (int, error) {
 
 	// hostgate (change 8): writes of no more than the server takes, as
 	// many more of them as keep the bytes in flight.
-	chunkSize := f.c.WriteSize()
+	chunkSize := f.c.writeSizeNow() // writeAt waited for the limits
 	concurrency := len(b)/chunkSize + 1
 	if maxRequests := f.c.requestsFor(chunkSize); concurrency > maxRequests || concurrency < 1 {
 		concurrency = maxRequests
@@ -2159,7 +2168,11 @@ func (f *File) WriteAt(b []byte, off int64) (written int, err error) {
 // writeAt must be called while holding either the Read or Write mutex in File.
 // This code is concurrent safe with itself, but not with Close.
 func (f *File) writeAt(b []byte, off int64) (written int, err error) {
-	chunkSize := f.c.WriteSize() // hostgate (change 8): no more than the server takes
+	// hostgate (change 27): the server's limits, waited for until f's Abort.
+	if err := f.waitLimits(); err != nil {
+		return 0, err
+	}
+	chunkSize := f.c.writeSizeNow() // hostgate (change 8): no more than the server takes
 	if len(b) <= chunkSize {
 		// We can do this in one write.
 		return f.writeChunkAt(nil, b, off)
@@ -2211,6 +2224,11 @@ func (f *File) readFromWithConcurrency(r io.Reader, concurrency int) (read int64
 		return 0, os.ErrClosed
 	}
 
+	// hostgate (change 27): the server's limits, waited for until f's Abort.
+	if err := f.waitLimits(); err != nil {
+		return 0, err
+	}
+
 	// Split the write into multiple maxPacket sized concurrent writes.
 	// This allows writes with a suitably large reader
 	// to transfer data at a much faster rate due to overlapping round trip times.
@@ -2233,7 +2251,7 @@ func (f *File) readFromWithConcurrency(r io.Reader, concurrency int) (read int64
 
 	// hostgate (change 8): writes of no more than the server takes, as
 	// many more of them as keep the bytes in flight.
-	chunkSize := f.c.WriteSize()
+	chunkSize := f.c.writeSizeNow()
 	if concurrency >= f.c.maxConcurrentRequests || concurrency < 1 {
 		concurrency = f.c.requestsFor(chunkSize)
 	}
@@ -2383,6 +2401,11 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 		return 0, os.ErrClosed
 	}
 
+	// hostgate (change 27): the server's limits, waited for until f's Abort.
+	if err := f.waitLimits(); err != nil {
+		return 0, err
+	}
+
 	if f.c.useConcurrentWrites {
 		var remain int64
 		switch r := r.(type) {
@@ -2407,7 +2430,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 			return f.readFromWithConcurrency(r, f.c.maxConcurrentRequests)
 		}
 
-		if chunkSize := f.c.WriteSize(); remain > int64(chunkSize) {
+		if chunkSize := f.c.writeSizeNow(); remain > int64(chunkSize) {
 			// Otherwise, only use concurrency, if it would be at least two packets.
 
 			// This is the best reasonable guess we can make.
@@ -2426,7 +2449,7 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 
 	ch := make(chan result, 1) // reusable channel
 
-	b := make([]byte, f.c.WriteSize()) // hostgate (change 8)
+	b := make([]byte, f.c.writeSizeNow()) // hostgate (change 8)
 
 	var read int64
 	for {

@@ -205,7 +205,12 @@ func (f *File) WriteAtNoWait(b []byte, off int64) *Pending[int] {
 	if f.handle == "" {
 		return failed[int](os.ErrClosed)
 	}
-	if size := f.c.WriteSize(); len(b) > size {
+	// hostgate (change 27): the server's limits, waited for until f's
+	// Abort, as the write's reply is.
+	if err := f.waitLimits(); err != nil {
+		return failed[int](err)
+	}
+	if size := f.c.writeSizeNow(); len(b) > size {
 		b = b[:size] // hostgate (change 8): no more than the server takes
 	}
 	n := len(b)

@@ -12,9 +12,9 @@ package sftp
 // flight.
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 )
 
@@ -35,12 +35,16 @@ const (
 
 // sizes is what a Client learned of the server's request sizes.
 type sizes struct {
-	read atomic.Int64 // data one read request asks for; shrinks on short answers
+	read  atomic.Int64 // data one read request asks for; shrinks on short answers
+	write atomic.Int64 // data one write request carries
 
-	once     sync.Once   // takes the limits reply, once, before read or write is used
-	limitsID uint32      // the limits request, when one was sent
-	limitsCh chan result // its reply
-	write    int         // data one write request carries
+	// hostgate (change 27): the limits reply is taken by whichever
+	// caller receives it from limitsCh, which then closes taken; the
+	// others wait on taken, or give up on their ctx, which leaves the
+	// reply in limitsCh for a later caller.
+	limitsID uint32        // the limits request, when one was sent
+	limitsCh chan result   // its reply; nil: none was asked
+	taken    chan struct{} // closed once the reply was applied
 }
 
 type sshFxpLimitsPacket struct{ ID uint32 }
@@ -60,24 +64,50 @@ func (p *sshFxpLimitsPacket) MarshalBinary() ([]byte, error) {
 // write that needs it (after an open) rarely waits.
 func (c *Client) askLimits() {
 	c.sizes.read.Store(int64(c.maxPacket))
-	c.sizes.write = c.maxPacket
+	c.sizes.write.Store(int64(c.maxPacket))
 	if _, ok := c.ext[extLimits]; !ok {
 		return
 	}
 	c.sizes.limitsID = c.nextID()
 	c.sizes.limitsCh = make(chan result, 1)
+	c.sizes.taken = make(chan struct{})
 	c.dispatchRequest(c.sizes.limitsCh, &sshFxpLimitsPacket{ID: c.sizes.limitsID})
+}
+
+// waitLimits waits until the limits reply, when one was asked for, has
+// been applied, or until ctx ends, and then returns ctx's error
+// (hostgate: change 27). A host that offers the extension and never
+// answers it held every read and write of the client, whatever their
+// ctx, until the connection ended. The first caller to receive the reply
+// applies it; one that gave up leaves it to the next.
+func (c *Client) waitLimits(ctx context.Context) error {
+	if c.sizes.limitsCh == nil {
+		return nil
+	}
+	select {
+	case <-c.sizes.taken:
+		return nil
+	default:
+	}
+	select {
+	case r := <-c.sizes.limitsCh:
+		c.takeLimits(r)
+		close(c.sizes.taken)
+		return nil
+	case <-c.sizes.taken:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // takeLimits applies the limits reply: uint64 packet, read and write
 // lengths and open handles (OpenSSH's PROTOCOL); 0 is no limit, and one
 // under MinReadSize is taken as MinReadSize. A failed request, or a reply
-// that is not one, leaves maxPacket.
-func (c *Client) takeLimits() {
-	if c.sizes.limitsCh == nil {
-		return
-	}
-	r := <-c.sizes.limitsCh
+// that is not one, leaves maxPacket. A read size a short answer taught
+// before the reply came (change 27: shortRead does not wait for it) is
+// kept if smaller.
+func (c *Client) takeLimits(r result) {
 	r.flatten()
 	defer r.release()
 	if r.err != nil || r.typ != sshFxpExtendedReply {
@@ -90,38 +120,85 @@ func (c *Client) takeLimits() {
 	read := binary.BigEndian.Uint64(data[8:])
 	write := binary.BigEndian.Uint64(data[16:])
 	if read > 0 && read < uint64(c.maxPacket) {
-		c.sizes.read.Store(int64(max(read, min(MinReadSize, uint64(c.maxPacket)))))
+		c.lowerReadSize(int64(max(read, min(MinReadSize, uint64(c.maxPacket)))))
 	}
 	if write > 0 && write < uint64(c.maxPacket) {
-		c.sizes.write = int(max(write, min(MinReadSize, uint64(c.maxPacket))))
+		c.sizes.write.Store(int64(max(write, min(MinReadSize, uint64(c.maxPacket)))))
+	}
+}
+
+// lowerReadSize makes the read size n if that is smaller.
+func (c *Client) lowerReadSize(n int64) {
+	for {
+		cur := c.sizes.read.Load()
+		if n >= cur || c.sizes.read.CompareAndSwap(cur, n) {
+			return
+		}
 	}
 }
 
 // ReadSize is the data one read request of c asks for: its packet size,
 // or less where the server's limits or its answers said it reads less.
+// It waits for the server's limits, when it offers them, for as long as
+// the connection lasts, as the package's calls without a ctx wait for
+// their replies; ReadSizeContext waits no longer than its ctx.
 func (c *Client) ReadSize() int {
-	c.sizes.once.Do(c.takeLimits)
-	return int(c.sizes.read.Load())
+	_ = c.waitLimits(context.Background())
+	return c.readSizeNow()
+}
+
+// ReadSizeContext is ReadSize, or ctx's error if ctx ends before the
+// server's limits came (hostgate: change 27). A later call still gets
+// them once they come.
+func (c *Client) ReadSizeContext(ctx context.Context) (int, error) {
+	if err := c.waitLimits(ctx); err != nil {
+		return 0, err
+	}
+	return c.readSizeNow(), nil
 }
 
 // WriteSize is the data one write request of c carries: its packet size,
-// or the server's largest write, if smaller.
+// or the server's largest write, if smaller. It waits for the server's
+// limits as ReadSize does.
 func (c *Client) WriteSize() int {
-	c.sizes.once.Do(c.takeLimits)
-	return c.sizes.write
+	_ = c.waitLimits(context.Background())
+	return c.writeSizeNow()
+}
+
+// WriteSizeContext is WriteSize, or ctx's error if ctx ends before the
+// server's limits came (hostgate: change 27).
+func (c *Client) WriteSizeContext(ctx context.Context) (int, error) {
+	if err := c.waitLimits(ctx); err != nil {
+		return 0, err
+	}
+	return c.writeSizeNow(), nil
+}
+
+// readSizeNow and writeSizeNow are the sizes known now: callers have
+// waited for the limits first (waitLimits, File.waitLimits), or, for
+// the read size, take a smaller one the limits may still bring as it
+// comes.
+func (c *Client) readSizeNow() int  { return int(c.sizes.read.Load()) }
+func (c *Client) writeSizeNow() int { return int(c.sizes.write.Load()) }
+
+// waitLimits waits for the client's limits as f's requests wait for
+// their replies: until they come or f is aborted, whose error it then
+// returns (hostgate: change 27). A File's Read, Write and the others
+// sized their requests before sending them, with ReadSize and
+// WriteSize, and so waited past Abort.
+func (f *File) waitLimits() error {
+	if err := f.c.waitLimits(f.abortCtx); err != nil {
+		return context.Cause(f.abortCtx)
+	}
+	return nil
 }
 
 // shortRead notes a read answered with n bytes inside a file: the
-// server's largest read, which later reads ask for.
+// server's largest read, which later reads ask for. It does not wait for
+// the server's limits, which keep it if they come after and are larger
+// (takeLimits).
 func (c *Client) shortRead(n int) {
-	c.sizes.once.Do(c.takeLimits)
-	n = max(n, MinReadSize)
-	for {
-		cur := c.sizes.read.Load()
-		if int64(n) >= cur || c.sizes.read.CompareAndSwap(cur, int64(n)) {
-			return
-		}
-	}
+	c.lowerReadSize(int64(max(n, MinReadSize)))
 }
 
 // requestsFor is how many requests of size bytes keep as many bytes in
@@ -263,9 +340,12 @@ func (s *ShortReads) Short(end int64, asked, n int) error {
 // LearnReadSize notes a read answered with n bytes inside a file, as the
 // client's own reads do (change 8): the server's largest read, at least
 // MinReadSize, which later reads ask for. It returns the read size.
+//
+// It does not wait for the server's limits (hostgate: change 27): a
+// smaller read size they bring is taken when they come.
 func (c *Client) LearnReadSize(n int) int {
 	c.shortRead(n)
-	return c.ReadSize()
+	return c.readSizeNow()
 }
 
 // RequestsFor is how many read requests of size bytes a download keeps in

@@ -2,13 +2,17 @@ package sftp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // sizeLog sits between a client and this package's server and records
@@ -16,6 +20,9 @@ import (
 // offers limits@openssh.com in the VERSION answer and answers it.
 type sizeLog struct {
 	limits *[4]uint64 // packet, read, write lengths, open handles; nil: not offered
+	// hold, when not nil, holds the limits' answer until it is closed
+	// (change 27): a server that is slow to answer them, or never does.
+	hold chan struct{}
 
 	mu      sync.Mutex
 	toCl    io.WriteCloser // the client's end; whole packets only, under mu
@@ -103,6 +110,17 @@ func (l *sizeLog) pass(r io.Reader, w io.WriteCloser) {
 				binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 				l.mu.Lock()
 				l.asked++
+				l.mu.Unlock()
+				if l.hold != nil {
+					go func() {
+						<-l.hold
+						l.mu.Lock()
+						defer l.mu.Unlock()
+						_, _ = l.toCl.Write(b)
+					}()
+					continue
+				}
+				l.mu.Lock()
 				_, err := l.toCl.Write(b)
 				l.mu.Unlock()
 				if err != nil {
@@ -121,7 +139,11 @@ func (l *sizeLog) pass(r io.Reader, w io.WriteCloser) {
 // answer) to a client of 255 KiB packets, 32 requests a file, through a
 // sizeLog.
 func sizePipe(t *testing.T, serverMax uint32, limits *[4]uint64) (*Client, *sizeLog) {
-	l := &sizeLog{limits: limits}
+	return sizeLogPipe(t, serverMax, &sizeLog{limits: limits})
+}
+
+// sizeLogPipe is sizePipe through l.
+func sizeLogPipe(t *testing.T, serverMax uint32, l *sizeLog) (*Client, *sizeLog) {
 	cr, lw := io.Pipe() // to the client
 	lr, cw := io.Pipe() // from the client
 	sr, sw := io.Pipe() // to the server
@@ -337,5 +359,108 @@ func TestHostgateTinyLimits(t *testing.T) {
 	// One request per MinReadSize bytes, and a few past the end.
 	if want := size/MinReadSize + 8; len(reads) > want || len(writes) > want {
 		t.Errorf("%d reads and %d writes for %d bytes each way; want at most %d", len(reads), len(writes), size, want)
+	}
+}
+
+// hostgate: change 27. A server that offers limits@openssh.com and does
+// not answer them holds a caller of ReadSizeContext or WriteSizeContext
+// no longer than its ctx, and a File's reads and writes no longer than
+// its Abort; the answer, once it comes, is still taken, by the next
+// caller. Before, each waited for the answer until the connection ended.
+func TestHostgateLimitsUnanswered(t *testing.T) {
+	const readMax, writeMax, learnt = 40000, 20000, 30000
+	hold := make(chan struct{})
+	var once sync.Once
+	answer := func() { once.Do(func() { close(hold) }) }
+	c, l := sizeLogPipe(t, readMax, &sizeLog{limits: &[4]uint64{256 << 10, readMax, writeMax, 0}, hold: hold})
+	t.Cleanup(answer) // before the pipe's: its answer waits for it
+
+	waitFor := func(what string, call func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second): // a guard against a hang, not a timing
+			t.Fatalf("%s: still waiting for the unanswered limits 10 s later", what)
+			return nil
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go cancel()
+	if err := waitFor("ReadSizeContext", func() error { _, err := c.ReadSizeContext(ctx); return err }); err != context.Canceled {
+		t.Errorf("ReadSizeContext: %v; want %v", err, context.Canceled)
+	}
+	if err := waitFor("WriteSizeContext", func() error { _, err := c.WriteSizeContext(ctx); return err }); err != context.Canceled {
+		t.Errorf("WriteSizeContext: %v; want %v", err, context.Canceled)
+	}
+
+	name, data := randomFile(t, 1<<20, 5)
+	errAbort := errors.New("the test's abort")
+	for _, call := range []struct {
+		name string
+		call func(f *File) error
+	}{
+		{"Read", func(f *File) error { _, err := f.Read(make([]byte, 100)); return err }},
+		{"ReadAt", func(f *File) error { _, err := f.ReadAt(make([]byte, len(data)), 0); return err }},
+		{"WriteTo", func(f *File) error { _, err := f.WriteTo(io.Discard); return err }},
+		{"Write", func(f *File) error { _, err := f.Write(data[:100]); return err }},
+		{"WriteAt", func(f *File) error { _, err := f.WriteAt(data, 0); return err }},
+		{"ReadFrom", func(f *File) error { _, err := f.ReadFrom(bytes.NewReader(data)); return err }},
+		{"ReadFromWithConcurrency", func(f *File) error { _, err := f.ReadFromWithConcurrency(bytes.NewReader(data), 0); return err }},
+		{"WriteAtNoWait", func(f *File) error { _, err := f.WriteAtNoWait(data, 0).Wait(); return err }},
+	} {
+		f, err := c.OpenFile(name, os.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Abort(errAbort)
+		if err := waitFor(call.name, func() error { return call.call(f) }); err != errAbort {
+			t.Errorf("%s of an aborted File: %v; want the abort's error", call.name, err)
+		}
+		_ = f.Close()
+	}
+
+	// A short answer teaches a read size without the limits; they keep it,
+	// being larger.
+	if n := waitFor("LearnReadSize", func() error {
+		if n := c.LearnReadSize(learnt); n != learnt {
+			return fmt.Errorf("LearnReadSize(%d): %d", learnt, n)
+		}
+		return nil
+	}); n != nil {
+		t.Error(n)
+	}
+
+	// A caller without a ctx waits for the answer, and gets it.
+	got := make(chan int, 1)
+	go func() { got <- c.ReadSize() }()
+	answer()
+	if n := <-got; n != learnt {
+		t.Errorf("ReadSize once the limits came: %d; want %d (learnt before them)", n, learnt)
+	}
+	if n, err := c.WriteSizeContext(ctx); err != nil || n != writeMax {
+		t.Errorf("WriteSizeContext once the limits came: %d, %v; want %d", n, err, writeMax)
+	}
+	f, err := c.OpenFile(name, os.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if n, err := f.WriteTo(&buf); err != nil || !bytes.Equal(buf.Bytes(), data) {
+		t.Errorf("WriteTo once the limits came: %d, %v, same bytes %v", n, err, bytes.Equal(buf.Bytes(), data))
+	}
+	if n, err := f.WriteAt(data, 0); err != nil || n != len(data) {
+		t.Errorf("WriteAt once the limits came: %d, %v", n, err)
+	}
+	_ = f.Close()
+	reads, writes := l.take()
+	if n := countAbove(reads, learnt); n > 0 || len(reads) == 0 {
+		t.Errorf("%d of %d reads asked for more than %d", n, len(reads), learnt)
+	}
+	if n := countAbove(writes, writeMax); n > 0 || len(writes) == 0 {
+		t.Errorf("%d of %d writes carried more than %d", n, len(writes), writeMax)
 	}
 }

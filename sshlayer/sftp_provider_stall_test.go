@@ -271,3 +271,52 @@ func TestSFTPProviderLimitsUnansweredCtx(t *testing.T) {
 		})
 	}
 }
+
+// TestSFTPProviderWriteFileTailCtx: WriteFile's requests after its writes
+// (the new file's fstat when the lstat sent with the create did not see
+// it, the mode's fsetstat, the close) wait no longer than its ctx when
+// the host answers everything but them.
+func TestSFTPProviderWriteFileTailCtx(t *testing.T) {
+	const (
+		fxpFstat    = 8
+		fxpWrite    = 6
+		fxpFsetstat = 10
+	)
+	for _, tc := range []struct {
+		name   string
+		lstat  []byte // the answer to the lstat sent with the create
+		silent byte   // the request left unanswered
+	}{
+		// The server took the lstat before the create: the handle's
+		// fstat is asked.
+		{name: "fstat", lstat: sftpStatusReply(2, "no such file"), silent: fxpFstat},
+		// Created 0664 under umask 002: mode 0644 is set.
+		{name: "fsetstat", lstat: sftpModeReply(0o100664), silent: fxpFsetstat},
+		{name: "close", lstat: sftpModeReply(0o100644), silent: fxpClose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewSFTPProvider(scriptedSFTPServer(t, func(typ byte, _ []byte) []byte {
+				switch {
+				case typ == tc.silent:
+					return nil
+				case typ == fxpOpen:
+					return append([]byte{fxpHandle}, wireString("h")...)
+				case typ == fxpLstat:
+					return tc.lstat
+				case typ == fxpFstat:
+					return sftpModeReply(0o100644)
+				case typ == fxpWrite, typ == fxpFsetstat, typ == fxpClose:
+					return sftpStatusReply(0, "")
+				}
+				return nil
+			}))
+			err := returnsByCtx(t, "WriteFile whose "+tc.name+" the host never answers", func(ctx context.Context) error {
+				return p.(hostgate.FileWriter).WriteFile(ctx, "/a", 0o644, strings.NewReader("data"), nil)
+			})
+			var pe *fs.PathError
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Path != "/a" {
+				t.Fatalf("WriteFile: %v, want ctx's error naming the path", err)
+			}
+		})
+	}
+}

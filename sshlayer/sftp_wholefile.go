@@ -356,8 +356,13 @@ func (p *sftpProvider) openForWrite(ctx context.Context, name string, perm fs.Fi
 	var chmod *sftp.Pending[struct{}]
 	if isNew {
 		if lerr != nil || !fi.Mode().IsRegular() {
-			// The server took the LSTAT before the create: ask the handle.
-			fi, lerr = f.StatNoWait().Wait()
+			// The server took the LSTAT before the create: ask the handle,
+			// not past ctx.
+			fi, lerr = f.StatNoWait().WaitContext(ctx)
+			if err := ctx.Err(); err != nil && lerr == err {
+				f.CloseNoWait()
+				return nil, nil, p.pathErr("create", name, err)
+			}
 		}
 		if lerr == nil {
 			created := fi.Mode().Perm()
@@ -399,12 +404,14 @@ func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileM
 		}
 		return err
 	}
+	// Not past ctx: a host that answered the writes but not these held
+	// WriteFile until the connection ended.
 	if chmod != nil {
-		if _, err := chmod.Wait(); err != nil {
+		if _, err := chmod.WaitContext(ctx); err != nil {
 			return p.pathErr("create", name, err)
 		}
 	}
-	if _, err := closing.Wait(); err != nil {
+	if _, err := closing.WaitContext(ctx); err != nil {
 		return p.pathErr("close", name, err)
 	}
 	return nil

@@ -320,3 +320,37 @@ func TestSFTPProviderWriteFileTailCtx(t *testing.T) {
 		})
 	}
 }
+
+// TestSFTPProviderReadDirCloseCtx: a ReadDir whose listing the host
+// answered and whose close it never answers returns the listing once
+// its ctx ends (pkg/sftp change 28), the close's answer being of no
+// consequence.
+func TestSFTPProviderReadDirCloseCtx(t *testing.T) {
+	const fxpReaddir = 12
+	listed := false
+	p := NewSFTPProvider(scriptedSFTPServer(t, func(typ byte, _ []byte) []byte {
+		switch typ {
+		case fxpOpendir:
+			return append([]byte{fxpHandle}, wireString("d")...)
+		case fxpReaddir:
+			if listed {
+				return sftpStatusReply(1, "") // SSH_FX_EOF
+			}
+			listed = true
+			b := binary.BigEndian.AppendUint32([]byte{fxpName}, 1)
+			b = append(b, wireString("f")...)
+			b = append(b, wireString("-rw-r--r-- f")...)
+			return append(b, sftpModeReply(0o100644)[1:]...)
+		}
+		return nil // the close
+	}))
+	var ents []fs.DirEntry
+	err := returnsByCtx(t, "ReadDir whose close the host never answers", func(ctx context.Context) error {
+		var err error
+		ents, err = p.ReadDir(ctx, "/d")
+		return err
+	})
+	if err != nil || len(ents) != 1 || ents[0].Name() != "f" {
+		t.Fatalf("ReadDir: %v, %v; want the host's listing (f)", ents, err)
+	}
+}

@@ -384,7 +384,10 @@ func (c *Client) ReadDirContext(ctx context.Context, p string) ([]os.FileInfo, e
 	if err != nil {
 		return nil, err
 	}
-	defer c.close(handle) // this has to defer earlier than the lock below
+	// hostgate (change 28): the close's reply is waited for no longer
+	// than ctx; its error was never returned. A host that answered the
+	// listing but not the close held the call until the connection ended.
+	defer c.close(ctx, handle) // this has to defer earlier than the lock below
 	var entries []os.FileInfo
 	var done = false
 	for !done {
@@ -732,9 +735,12 @@ func (c *Client) open(path string, pflags uint32) (*File, error) {
 // close closes a handle handle previously returned in the response
 // to SSH_FXP_OPEN or SSH_FXP_OPENDIR. The handle becomes invalid
 // immediately after this request has been sent.
-func (c *Client) close(handle string) error {
+//
+// hostgate (change 28): its reply is waited for until ctx ends; the
+// request is sent all the same.
+func (c *Client) close(ctx context.Context, handle string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpClosePacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpClosePacket{
 		ID:     id,
 		Handle: handle,
 	})

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -277,5 +279,58 @@ func TestRecvBudgetHeldAfterCutFrame(t *testing.T) {
 	_ = sess.Close()
 	if h := b.Held(); h != 0 {
 		t.Errorf("budget holds %d bytes after its only session ended, want 0", h)
+	}
+}
+
+// TestResetWhileAcceptUpdatesWindow: a stream's end by the peer (RST, or
+// FIN after ours) released its budget while the receive loop held the
+// stream's state lock, and the budget's release takes the receive lock,
+// which AcceptStream's window update holds while it takes the state lock:
+// a peer resetting a stream as it was accepted deadlocked the receive loop,
+// and the session with it (found by FuzzSessionInputBudget, one run in a
+// few hundred). Here the test holds the receive lock as that update does:
+// the state lock must be free while the release waits for it.
+func TestResetWhileAcceptUpdatesWindow(t *testing.T) {
+	peer, conn := net.Pipe()
+	go func() { _, _ = io.Copy(io.Discard, peer) }()
+	conf := testConfNoKeepAlive()
+	conf.LogOutput = io.Discard
+	conf.RecvBudget = NewRecvBudget(1 << 20)
+	sess, err := Server(conn, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sess.Close() }()
+	defer func() { _ = peer.Close() }()
+	if _, err := peer.Write(fuzzFrame(typeWindowUpdate, flagSYN, 1, 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	var st *Stream
+	for st == nil {
+		sess.streamLock.Lock()
+		st = sess.streams[1]
+		sess.streamLock.Unlock()
+		runtime.Gosched()
+	}
+	st.recvLock.Lock()
+	if _, err := peer.Write(fuzzFrame(typeWindowUpdate, flagRST, 1, 0, nil)); err != nil {
+		t.Fatal(err)
+	}
+	for gone := false; !gone; runtime.Gosched() { // closeStream has begun
+		sess.streamLock.Lock()
+		_, held := sess.streams[1]
+		sess.streamLock.Unlock()
+		gone = !held
+	}
+	// The release now waits for recvLock; the receive loop must not hold
+	// the state lock meanwhile. A little time for it to get there.
+	time.Sleep(10 * time.Millisecond)
+	free := st.stateLock.TryLock()
+	if free {
+		st.stateLock.Unlock()
+	}
+	st.recvLock.Unlock()
+	if !free {
+		t.Fatal("the receive loop holds the stream's state lock while it waits for its receive lock: AcceptStream's window update, which holds them the other way round, deadlocks it")
 	}
 }

@@ -505,27 +505,33 @@ func (s *Stream) forceClose() {
 // processFlags is used to update the state of the stream
 // based on set flags, if any. Lock must be held
 func (s *Stream) processFlags(flags uint16) error {
+	// Close the stream without holding the state lock. hostgate: deferred
+	// before the lock's, so that it runs after the unlock, as upstream's
+	// comment meant and its order did not do. closeStream's budgetRelease
+	// takes recvLock, which sendWindowUpdate holds while it takes the
+	// state lock (sendFlags): a peer's RST or FIN arriving as a stream was
+	// accepted deadlocked the receive loop, and with it the whole session.
+	closeStream := false
+	var closeTimer *time.Timer
+	defer func() {
+		if closeStream {
+			if closeTimer != nil {
+				// Stop our close timeout timer since we gracefully closed
+				closeTimer.Stop()
+			}
+
+			s.session.closeStream(s.id)
+		}
+	}()
 	s.stateLock.Lock()
 	defer s.stateLock.Unlock()
+	closeTimer = s.closeTimer
 	if s.ended.Load() {
 		// hostgate: closed both ways and gone from the session (its SYN
 		// credit given back): a FIN or ACK the peer sent meanwhile is no
 		// protocol error, and no longer concerns anyone.
 		return nil
 	}
-
-	// Close the stream without holding the state lock
-	closeStream := false
-	defer func() {
-		if closeStream {
-			if s.closeTimer != nil {
-				// Stop our close timeout timer since we gracefully closed
-				s.closeTimer.Stop()
-			}
-
-			s.session.closeStream(s.id)
-		}
-	}()
 
 	if flags&flagACK == flagACK {
 		if s.state == streamSYNSent {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,42 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		wc.wb.writeOwn = func(p []byte) (int, error) { return wc.writeFrames(p, true) }
 	}
 	return wc, resp, nil
+}
+
+// CheckOrigin applies Accept's Origin rule to r without answering it: nil
+// when r has no Origin (a program, which no page can make send a cookie or
+// a bearer token it does not hold), when its Origin's host is r's Host, or
+// when it matches one of patterns (AcceptOptions.OriginPatterns:
+// path.Match, case-insensitive, against the host, or against
+// scheme://host for a pattern holding "://"). It is coder/websocket's own
+// check, which Accept runs only once the handler has done its work: an
+// endpoint whose work comes first (opening a stream to a host) checks here
+// before it.
+func CheckOrigin(r *http.Request, patterns []string) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return fmt.Errorf("origin %q is not a URL: %w", textcut.Cut(origin, maxErrorText), err)
+	}
+	if strings.EqualFold(r.Host, u.Host) {
+		return nil
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return nil
+		}
+	}
+	if u.Host == "" {
+		return fmt.Errorf("origin %q names no host", textcut.Cut(origin, maxErrorText))
+	}
+	return fmt.Errorf("origin %q is not this server's (%q)", textcut.Cut(u.Host, maxErrorText), textcut.Cut(r.Host, maxErrorText))
 }
 
 // Accept upgrades an HTTP request to a WebSocket and returns it as a stream

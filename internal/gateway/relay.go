@@ -30,6 +30,13 @@ import (
 // so a slow caller stalls only its own stream) and never decrypted; both
 // ends close when either ends or the gateway closes.
 func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
+	// Before anything else: Accept checks the Origin only once the stream
+	// is open, so a page of any site (a preview's, same-site) had a
+	// logged-in admin's browser open, and at once close, a stream to every
+	// host the session reaches, each an SSH connection its agent began.
+	if !originAllowed(w, r) {
+		return
+	}
 	tok, id, ok := s.caller(w, r)
 	if !ok || !RequireWebSocket(w, r) {
 		return
@@ -95,6 +102,20 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 		err = context.Cause(ctx)
 	}
 	log.Info("relay end", "toHost", st.AToB, "fromHost", st.BToA, "err", err, "closeReason", caller.reason)
+}
+
+// originAllowed answers 403, as the API's JSON error, a WebSocket request
+// from a page of another origin than the gateway's (Accept's rule, with no
+// other origins allowed), and reports whether r may go on. A program sends
+// no Origin.
+func originAllowed(w http.ResponseWriter, r *http.Request) bool {
+	err := bytestream.CheckOrigin(r, nil)
+	if err == nil {
+		return true
+	}
+	WriteError(w, http.StatusForbidden, "forbidden", "cross-origin WebSocket refused: "+err.Error()+
+		"; only the gateway's own pages, or a program (which sends no Origin), may open it")
+	return false
 }
 
 // relayCaller is the caller's end of a relay. Its Close tells the caller

@@ -162,12 +162,15 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	terms := webterm.Handler(webterm.Config{
 		Keep:      s.Config.terminalKeep(),
 		Handshake: gateway.RequireWebSocket,
-		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+		// By the token's id: names need not be unique (token create
+		// --name takes one already used), and two tokens of one name
+		// shared the resume check and the bound on kept terminals.
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (webterm.Caller, bool) {
 			tok, _, ok := srv.Caller(w, r)
 			if ok {
 				srv.Audit(r, tok, id, "pty")
 			}
-			return tok.Name, ok
+			return webterm.Caller{ID: tok.ID, Name: tok.Name}, ok
 		},
 		// A terminal lives only as long as its caller's token. Its
 		// connection names the browser's address to the host.

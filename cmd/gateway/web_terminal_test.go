@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -119,5 +120,70 @@ func TestTerminalEndedByLogoutSaysToLogIn(t *testing.T) {
 			t.Fatalf("after the logout the terminal says %q, want %q", msg.Message, want)
 		}
 		return
+	}
+}
+
+// TestTerminalResumeIsTheTokensNotTheNames: a kept terminal is resumed
+// only with the token that opened it, not with another token of the same
+// name (token create --name takes one already used): the other token's
+// holder took over the first one's shell, and the two shared one bound
+// on kept terminals.
+func TestTerminalResumeIsTheTokensNotTheNames(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir, func(c *serveConfig) { c.TerminalKeep = time.Minute })
+	token := tokenMaker(t, ctx, dir)
+	alice := token("--role", "admin", "--name", "ci")
+	bob := token("--role", "admin", "--name", "ci")
+	t.Cleanup(runAgent(t, ctx, base, token("--role", "agent", "--host", "box")))
+
+	dial := func(tok string, q url.Values) *websocket.Conn {
+		t.Helper()
+		h := http.Header{}
+		h.Set("Authorization", "Bearer "+tok)
+		ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/hosts/box/pty?"+q.Encode(), &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ws.CloseNow() })
+		return ws
+	}
+	ws := dial(alice, url.Values{"keep": {"1"}})
+	typ, b, err := ws.Read(ctx)
+	var session struct{ Type, ID string }
+	if err != nil || typ != websocket.MessageText || json.Unmarshal(b, &session) != nil || session.Type != "session" {
+		t.Fatalf("first message: %v %q %v, want the session", typ, b, err)
+	}
+	_ = ws.CloseNow() // the page went: the terminal is kept for it
+
+	resume := url.Values{"keep": {"1"}, "resume": {session.ID}, "from": {"0"}, "seq": {"1"}}
+	other := dial(bob, resume)
+	for {
+		typ, _, err := other.Read(ctx)
+		if err != nil {
+			if st := websocket.CloseStatus(err); st != 4004 {
+				t.Fatalf("another token of the same name resuming: %v (close %d), want close 4004 (no such terminal)", err, st)
+			}
+			break
+		}
+		if typ == websocket.MessageBinary {
+			t.Fatal("another token of the same name resumed the terminal and got its output")
+		}
+	}
+
+	resume.Set("seq", "2")
+	mine := dial(alice, resume)
+	if err := mine.Write(ctx, websocket.MessageBinary, []byte("echo back-$((6*7))\n")); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for !strings.Contains(out.String(), "back-42") {
+		typ, b, err := mine.Read(ctx)
+		if err != nil {
+			t.Fatalf("its own token resuming: %v (output %q)", err, out.String())
+		}
+		if typ == websocket.MessageBinary {
+			out.Write(b)
+		}
 	}
 }

@@ -110,7 +110,7 @@ func (h *Terminals) Stats() Stats {
 type term struct {
 	h            *Terminals
 	id           string // what resumes it; "" when it ends with its page
-	host, caller string
+	host, caller string // caller: its Caller's ID, who may resume it
 	p            hostgate.Process
 	ctx          context.Context
 	cancel       context.CancelCauseFunc
@@ -163,7 +163,7 @@ func validTermID(s string) bool {
 
 // start spawns the shell for a new terminal; keep asks for one its page
 // can resume.
-func (h *Terminals) start(r *http.Request, host, caller string, cols, rows int, keep bool, log *slog.Logger) (*term, error) {
+func (h *Terminals) start(r *http.Request, host string, who Caller, cols, rows int, keep bool, log *slog.Logger) (*term, error) {
 	// The terminal's life is not the request's: a kept one outlives it.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	bindDone := func() {}
@@ -173,7 +173,7 @@ func (h *Terminals) start(r *http.Request, host, caller string, cols, rows int, 
 		ctx = bound // cancel still ends it: bound is ctx's child
 	}
 	t := &term{
-		h: h, host: host, caller: caller, ctx: ctx, cancel: cancel, log: log, fl: newFlow(),
+		h: h, host: host, caller: who.ID, ctx: ctx, cancel: cancel, log: log, fl: newFlow(),
 		active: make(chan struct{}, 1), in: newInbox(), fed: make(chan struct{}), pumped: make(chan struct{}), finished: make(chan struct{}),
 	}
 	if keep && h.cfg.Keep > 0 {
@@ -193,7 +193,7 @@ func (h *Terminals) start(r *http.Request, host, caller string, cols, rows int, 
 		h.kept[t.id] = t
 	}
 	h.mu.Unlock()
-	p, release, err := h.cfg.Spawn(ctx, host, caller, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
+	p, release, err := h.cfg.Spawn(ctx, host, who.Name, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
 	if err != nil {
 		log.Info("terminal spawn failed", "err", err)
 		h.forget(t)

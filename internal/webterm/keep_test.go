@@ -27,11 +27,11 @@ import (
 // X-Caller header's (default "tester").
 func keptServer(t *testing.T, cfg Config, procs ...*echoProcess) (*httptest.Server, *Terminals) {
 	var mu sync.Mutex
-	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (Caller, bool) {
 		if c := r.Header.Get("X-Caller"); c != "" {
-			return c, true
+			return Caller{ID: c, Name: c}, true
 		}
-		return "tester", true
+		return Caller{ID: "tester", Name: "tester"}, true
 	}
 	cfg.Spawn = func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 		mu.Lock()

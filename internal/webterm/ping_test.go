@@ -30,7 +30,9 @@ func hostServer(t *testing.T, proc hostgate.Process, cfg Config) *httptest.Serve
 
 // hostTerminals is hostServer that also returns the Terminals serving it.
 func hostTerminals(t *testing.T, proc hostgate.Process, cfg Config) (*httptest.Server, *Terminals) {
-	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true }
+	cfg.Authorize = func(w http.ResponseWriter, r *http.Request, id string) (Caller, bool) {
+		return Caller{ID: "tester", Name: "tester"}, true
+	}
 	cfg.Spawn = func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 		stop := context.AfterFunc(ctx, func() { _ = proc.Kill(hostgate.SIGKILL) })
 		return proc, func() { stop() }, nil

@@ -65,9 +65,8 @@ var Shell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 // Config wires the terminal to the gateway.
 type Config struct {
 	// Authorize authenticates r for host id and writes the error answer
-	// itself when it returns false. name identifies the caller in the
-	// host's logs (the token's name).
-	Authorize func(w http.ResponseWriter, r *http.Request, id string) (name string, ok bool)
+	// itself when it returns false.
+	Authorize func(w http.ResponseWriter, r *http.Request, id string) (who Caller, ok bool)
 	// Spawn starts argv on host id on a PTY, as caller name.
 	Spawn func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error)
 	// Handshake, when set, checks r is a WebSocket handshake before
@@ -106,6 +105,16 @@ type Config struct {
 	Replay int
 
 	testHookPinged func(err error) // tests: called after each keepalive ping, before the pinger acts on err
+}
+
+// Caller is who opens a terminal.
+type Caller struct {
+	// ID tells callers apart: a kept terminal is resumed only by its
+	// own, and the bound on kept terminals is each one's (the token's id;
+	// names need not be unique).
+	ID string
+	// Name identifies the caller in the host's logs (the token's name).
+	Name string
 }
 
 // PingInterval is the longest a terminal's socket goes without a frame to
@@ -412,7 +421,7 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Handshake != nil && !h.cfg.Handshake(w, r) {
 		return
 	}
-	name, ok := h.cfg.Authorize(w, r, id)
+	who, ok := h.cfg.Authorize(w, r, id)
 	if !ok {
 		return
 	}
@@ -426,13 +435,13 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// running, over one message too long (a paste from a page that sends
 	// it in one).
 	ws.SetReadLimit(-1)
-	log := h.cfg.Logger.With("host", id, "caller", name)
+	log := h.cfg.Logger.With("host", id, "caller", who.Name)
 	acks, paced := q.Get("ack") == "1" || q.Get("ack") == ackPaced, q.Get("ack") == ackPaced
 	if resume != "" {
-		h.resume(ws, id, name, resume, from, seq, cols, rows, acks, paced, log)
+		h.resume(ws, id, who.ID, resume, from, seq, cols, rows, acks, paced, log)
 		return
 	}
-	t, err := h.start(r, id, name, cols, rows, q.Get("keep") == "1", log)
+	t, err := h.start(r, id, who, cols, rows, q.Get("keep") == "1", log)
 	if err != nil {
 		b, _ := json.Marshal(control{Type: "error", Message: err.Error()})
 		_ = ws.Write(r.Context(), websocket.MessageText, b)

@@ -84,12 +84,12 @@ func (p *echoProcess) Resize(c, r int) error {
 func newServer(t *testing.T, proc *echoProcess) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
-		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) {
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (Caller, bool) {
 			if r.Header.Get("Cookie") != "hostgate_session=good" {
 				http.Error(w, "no", http.StatusUnauthorized)
-				return "", false
+				return Caller{}, false
 			}
-			return "tester", true
+			return Caller{ID: "tester", Name: "tester"}, true
 		},
 		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 			if pty == nil || pty.Cols != 100 || pty.Rows != 30 {
@@ -191,7 +191,9 @@ func TestBindEndsTerminal(t *testing.T) {
 	doneCalled := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
-		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true },
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (Caller, bool) {
+			return Caller{ID: "tester", Name: "tester"}, true
+		},
 		Bind: func(ctx context.Context, r *http.Request, id string) (context.Context, func()) {
 			bctx, bcancel := context.WithCancelCause(ctx)
 			go func() {
@@ -338,7 +340,9 @@ func TestFlowControlHoldsFlood(t *testing.T) {
 	proc := &floodProcess{printer: newPrinter()}
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/hosts/{id}/pty", Handler(Config{
-		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (string, bool) { return "tester", true },
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (Caller, bool) {
+			return Caller{ID: "tester", Name: "tester"}, true
+		},
 		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
 			return proc, func() {}, nil
 		},

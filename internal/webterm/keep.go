@@ -161,9 +161,16 @@ func validTermID(s string) bool {
 	return err == nil && len(b) == 16
 }
 
+// startTimeout bounds starting a terminal's shell: the SSH connection,
+// the session channel, the pty and the shell. A host that completed the
+// handshake but never confirmed the rest (hung, or hostile) kept the start
+// waiting until the caller's token ended, the page long gone. A var for
+// tests.
+var startTimeout = 30 * time.Second
+
 // start spawns the shell for a new terminal; keep asks for one its page
-// can resume.
-func (h *Terminals) start(r *http.Request, host string, who Caller, cols, rows int, keep bool, log *slog.Logger) (*term, error) {
+// can resume. page ending (the page went) ends the start too.
+func (h *Terminals) start(r *http.Request, page context.Context, host string, who Caller, cols, rows int, keep bool, log *slog.Logger) (*term, error) {
 	// The terminal's life is not the request's: a kept one outlives it.
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	bindDone := func() {}
@@ -193,7 +200,30 @@ func (h *Terminals) start(r *http.Request, host string, who Caller, cols, rows i
 		h.kept[t.id] = t
 	}
 	h.mu.Unlock()
+	// On the terminal's own context, which the shell lives by: ended
+	// here only when the start does not finish.
+	stopGone := context.AfterFunc(page, func() { cancel(context.Cause(page)) })
+	late := time.AfterFunc(startTimeout, func() {
+		cancel(fmt.Errorf("the host did not answer the terminal's start (its SSH session, pty and shell) within %v: it may be overloaded or hung; reload the page to try again", startTimeout))
+	})
 	p, release, err := h.cfg.Spawn(ctx, host, who.Name, Shell, &hostgate.PTY{Term: "xterm-256color", Cols: cols, Rows: rows})
+	late.Stop()
+	stopGone()
+	if err == nil && ctx.Err() != nil {
+		// Started as the wait ended: the shell, bound to ctx, is being
+		// ended.
+		_ = p.Kill(hostgate.SIGKILL)
+		release()
+		err = ctx.Err()
+	}
+	if err != nil && ctx.Err() != nil {
+		// Why the wait ended, not the bare "context canceled" the
+		// dial or the spawn answers.
+		err = context.Cause(ctx)
+		if h.cfg.Why != nil {
+			err = errors.New(h.cfg.Why(err))
+		}
+	}
 	if err != nil {
 		log.Info("terminal spawn failed", "err", err)
 		h.forget(t)

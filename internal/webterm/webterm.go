@@ -8,8 +8,10 @@
 // {"type":"ack","bytes":N} (see AckWindow; ?ack=1 or, paced, ?ack=2) and {"type":"ping"} from the
 // browser, {"type":"exit","code":N} (with "signal":S, "KILL", and code
 // -1 for a shell a signal ended), {"type":"error","message":M},
-// {"type":"pong"} (the answer to a ping), {"type":"inputwait","taken":T}
-// and {"type":"inputdone","taken":T} from the gateway. A message may
+// {"type":"pong"} (the answer to a ping), {"type":"inputwait","taken":T},
+// {"type":"inputdone","taken":T} and {"type":"starting"} (every few
+// seconds while the host has not yet started the shell; the gateway
+// gives up after 30 s and sends an error) from the gateway. A message may
 // carry at most MaxMessage bytes: the page sends a long paste in several. A larger one is dropped whole and
 // answered with an error message; the terminal goes on. Control messages
 // do not wait behind input the shell has not taken: the gateway holds up
@@ -441,7 +443,13 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.resume(ws, id, who.ID, resume, from, seq, cols, rows, acks, paced, log)
 		return
 	}
-	t, err := h.start(r, id, who, cols, rows, q.Get("keep") == "1", log)
+	// While the host starts the shell the page hears from the gateway, and
+	// a page found gone ends the start (page's cause).
+	page, pageGone := context.WithCancelCause(context.Background())
+	noted := h.noteStarting(ws, pageGone)
+	t, err := h.start(r, page, id, who, cols, rows, q.Get("keep") == "1", log)
+	noted()
+	pageGone(nil)
 	if err != nil {
 		b, _ := json.Marshal(control{Type: "error", Message: err.Error()})
 		_ = ws.Write(r.Context(), websocket.MessageText, b)
@@ -466,6 +474,39 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// ending: the request lasts as long as it, as it always has.
 		<-t.finished
 	}
+}
+
+// noteStarting tells ws's page, every few seconds while the host starts
+// its shell, that the gateway waits for the host ({"type":"starting"}):
+// the page takes 20 s without a word for a lost connection, and said
+// "connection lost" while the start waited, never told the host had not
+// answered. A note that cannot be written means the page has gone, which
+// ends the start (gone). stop ends the notes and waits for them; it is
+// called before anything else is written to ws.
+func (h *Terminals) noteStarting(ws *websocket.Conn, gone context.CancelCauseFunc) (stop func()) {
+	every := min(h.cfg.Ping/2, 4*time.Second)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		m, _ := json.Marshal(control{Type: "starting"})
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			wctx, wcancel := context.WithTimeout(context.Background(), every)
+			err := ws.Write(wctx, websocket.MessageText, m)
+			wcancel()
+			if err != nil {
+				gone(fmt.Errorf("the page went away while the host started the shell: %w", err))
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // resumeParams reads ?resume=ID&from=N&seq=S.

@@ -4,8 +4,10 @@
 // control messages ({"type":"resize","cols":C,"rows":R}, {"type":"ack","bytes":N}
 // and {"type":"ping"} from the page, {"type":"session","id":I,"keepMs":K},
 // {"type":"skipped","bytes":N}, {"type":"exit","code":N[,"signal":S]},
-// {"type":"error","message":M}, {"type":"pong"}, {"type":"inputwait","taken":T}
-// and {"type":"inputdone","taken":T}, from the gateway: inputwait says
+// {"type":"error","message":M}, {"type":"pong"}, {"type":"inputwait","taken":T},
+// {"type":"inputdone","taken":T} and {"type":"starting"}, from the gateway:
+// starting says the host has not started the shell yet, every few seconds
+// while it has not (the gateway gives up after 30 s and says so); inputwait says
 // input waits for the shell, every few seconds while it does, which keeps
 // the page's liveness check content while its ping waits behind that
 // input, and inputdone that it no longer does; T counts the bytes of the
@@ -184,9 +186,13 @@
     let msg;
     try { msg = JSON.parse(text); } catch (e) { return; /* ignore malformed control */ }
     switch (msg.type) {
+      case "starting":
+        status.textContent = "connected: waiting for the host to start the shell…";
+        break;
       case "session":
         sessionId = msg.id; keepMs = msg.keepMs || keepMs;
         sessionStorage.setItem(stored, sessionId);
+        if (status.textContent.startsWith("connected: waiting")) status.textContent = "connected";
         break;
       case "skipped":
         received += msg.bytes; drawn += msg.bytes;

@@ -142,9 +142,17 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			}
 			return err
 		},
-		Authenticated: func(r *http.Request) bool {
+		Authenticated: func(r *http.Request) error {
 			tok, err := srv.Authenticate(r)
-			return err == nil && tok.Role != store.RoleAgent
+			switch {
+			case gateway.CredentialsRefused(err):
+				return fmt.Errorf("%w: %w", webui.ErrSessionEnded, err)
+			case err != nil:
+				return err
+			case tok.Role == store.RoleAgent:
+				return errors.New("an agent token cannot use the web UI")
+			}
+			return nil
 		},
 		Reaches: func(r *http.Request, id string) bool {
 			tok, err := srv.Authenticate(r)

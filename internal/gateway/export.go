@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate/internal/store"
+	"github.com/hostgate/hostgate/metrics"
 )
 
 // Caller authenticates r as a caller of the host named by the {id} path
@@ -70,4 +71,15 @@ func (s *Server) HostAbsent(ctx context.Context, w http.ResponseWriter, id strin
 func StoreUnavailable(err error) bool {
 	var ae *authError
 	return errors.As(err, &ae) && ae.status == http.StatusServiceUnavailable
+}
+
+// CredentialsRefused reports whether err, from Authenticate, says the
+// request's token or session is one the gateway does not honour: no such
+// token (revoked, logged out, mistyped, or of another state) or expired.
+// Not for missing credentials, nor for an answer that cannot be had now
+// (the store, a rate limit), where they may be good.
+func CredentialsRefused(err error) bool {
+	var ae *authError
+	return errors.As(err, &ae) && ae.status == http.StatusUnauthorized &&
+		(ae.reason == metrics.ReasonUnknown || ae.reason == metrics.ReasonExpired)
 }

@@ -50,6 +50,10 @@ var (
 	// ErrTooManyLogins: the browser's address failed too often lately and
 	// is refused whatever it sends, a good token too, for a while.
 	ErrTooManyLogins = errors.New("webui: too many failed logins from this address")
+	// ErrSessionEnded: Authenticated's answer for a session the gateway
+	// no longer honours (logged out, revoked, expired, or a gateway that
+	// started with fresh state): its cookie is cleared.
+	ErrSessionEnded = errors.New("webui: the session has ended")
 )
 
 // Config connects the UI to the gateway's authentication.
@@ -64,8 +68,11 @@ type Config struct {
 	// clearing the cookie alone would leave a copy of it working. Nil only
 	// clears the cookie.
 	Logout func(r *http.Request, session string) error
-	// Authenticated reports whether r carries a valid session.
-	Authenticated func(r *http.Request) bool
+	// Authenticated is nil when r carries a valid session; an error
+	// matching ErrSessionEnded when the one it carries is no longer
+	// honoured; another error when it carries none, or when that cannot
+	// be told now (the store, a rate limit), which leaves its cookie be.
+	Authenticated func(r *http.Request) error
 	// Reaches, when set, reports whether r's session may reach host id
 	// and the host exists; the terminal page of another is a 404.
 	Reaches func(r *http.Request, id string) bool
@@ -127,9 +134,14 @@ const (
 func (u *UI) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /static/", u.serveAsset)
 	mux.HandleFunc("GET /{$}", u.page("index.html"))
-	terminal := u.page("terminal.html")
+	terminal := u.servePage("terminal.html")
 	mux.HandleFunc("GET /hosts/{id}/terminal", func(w http.ResponseWriter, r *http.Request) {
-		if u.cfg.Reaches != nil && u.cfg.Authenticated(r) && !u.cfg.Reaches(r, r.PathValue("id")) {
+		// Authenticated once: a stale cookie counted two failed
+		// authentications against the browser's address at each load.
+		if !u.loggedIn(w, r) {
+			return
+		}
+		if u.cfg.Reaches != nil && !u.cfg.Reaches(r, r.PathValue("id")) {
 			u.serveNotFound(w, noSuchHost)
 			return
 		}
@@ -213,19 +225,50 @@ func (u *UI) serveNotFound(w http.ResponseWriter, msg string) {
 func (u *UI) page(name string) http.HandlerFunc {
 	serve := u.servePage(name)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !u.cfg.Authenticated(r) {
-			loc := "/login?next=" + url.QueryEscape(r.URL.Path)
-			// A session cookie the gateway no longer honours: its login
-			// ended (revoked, or logged out in another browser). The login
-			// page said nothing, as to a first visit, after a reload of a
-			// revoked terminal. A cookie that expired is no longer sent.
-			if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" {
-				loc = "/login?error=session_ended&next=" + url.QueryEscape(r.URL.Path)
-			}
-			http.Redirect(w, r, loc, http.StatusFound)
-			return
+		if u.loggedIn(w, r) {
+			serve(w, r)
 		}
-		serve(w, r)
+	}
+}
+
+// loggedIn reports whether r carries a valid session, and otherwise sends
+// the browser to the login page.
+func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
+	err := u.cfg.Authenticated(r)
+	if err == nil {
+		return true
+	}
+	loc := "/login?next=" + url.QueryEscape(r.URL.Path)
+	// A session cookie the gateway no longer honours: its login
+	// ended (revoked, or logged out in another browser). The login
+	// page said nothing, as to a first visit, after a reload of a
+	// revoked terminal. A cookie that expired is no longer sent.
+	if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" {
+		loc = "/login?error=session_ended&next=" + url.QueryEscape(r.URL.Path)
+	}
+	if errors.Is(err, ErrSessionEnded) {
+		// Cleared, so the browser stops sending it: each request with it
+		// counts a failed authentication against the browser's address
+		// (it is a guess at a secret like any other to the gateway, which
+		// cannot tell a stale session from a forged one), and a few tabs
+		// reloaded after a gateway restart had the login that followed
+		// refused as rate-limited.
+		u.clearCookies(w, r, append([]string{u.cfg.CookieName}, u.cfg.OldCookieNames...)...)
+	}
+	http.Redirect(w, r, loc, http.StatusFound)
+	return false
+}
+
+// clearCookies tells the browser to drop r's cookies of these names, with
+// the attributes the UI sets them with (host-only, Path=/, HttpOnly,
+// SameSite=Lax, Secure behind https: a __Host- cookie is cleared only by
+// one that is Secure with Path=/ and no Domain).
+func (u *UI) clearCookies(w http.ResponseWriter, r *http.Request, names ...string) {
+	for i, name := range names {
+		if slices.Contains(names[:i], name) || len(r.CookiesNamed(name)) == 0 {
+			continue
+		}
+		http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
 	}
 }
 

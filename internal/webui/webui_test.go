@@ -63,11 +63,17 @@ func (f *fakeSessions) config() Config {
 			delete(f.live, sess)
 			return nil
 		},
-		Authenticated: func(r *http.Request) bool {
+		Authenticated: func(r *http.Request) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			c, err := r.Cookie(DefaultCookieName)
-			return err == nil && f.live[c.Value]
+			switch {
+			case err != nil:
+				return err
+			case !f.live[c.Value]:
+				return ErrSessionEnded
+			}
+			return nil
 		},
 	}
 }
@@ -282,9 +288,11 @@ func TestLoginBodyDeadline(t *testing.T) {
 // exist, is a 404, not a page that fails once it connects.
 func TestTerminalPageOfUnknownHost(t *testing.T) {
 	ui := New(Config{
-		Authenticated: func(r *http.Request) bool {
-			c, err := r.Cookie(DefaultCookieName)
-			return err == nil && c.Value == "good"
+		Authenticated: func(r *http.Request) error {
+			if c, err := r.Cookie(DefaultCookieName); err != nil || c.Value != "good" {
+				return ErrSessionEnded
+			}
+			return nil
 		},
 		Reaches: func(_ *http.Request, id string) bool { return id == "local" },
 	})
@@ -694,5 +702,57 @@ func TestLogoutBoundsSessionCookies(t *testing.T) {
 	}
 	if w := logout(many[:maxSessionCookies]...); w.Code != http.StatusSeeOther || len(ended) != maxSessionCookies {
 		t.Errorf("logout with %d session cookies: %d, ended %d; want all ended", maxSessionCookies, w.Code, len(ended))
+	}
+}
+
+// A session the gateway no longer honours has its cookies cleared on the
+// way to the login page, as they were set (behind https the __Host- one,
+// Secure, and the plain one of before); one the gateway cannot judge now
+// (its store, a rate limit) keeps them, and one counts once per load.
+func TestStaleSessionCookiesCleared(t *testing.T) {
+	var calls int
+	undecided := errors.New("state store unavailable")
+	ui := New(Config{
+		CookieName:     "__Host-hostgate_session",
+		OldCookieNames: []string{DefaultCookieName},
+		SecureCookie:   true,
+		Authenticated: func(r *http.Request) error {
+			calls++
+			if c, err := r.Cookie("__Host-hostgate_session"); err == nil && c.Value == "busy" {
+				return undecided
+			}
+			return fmt.Errorf("%w: no such session", ErrSessionEnded)
+		},
+		Reaches: func(*http.Request, string) bool { return true },
+	})
+	mux := http.NewServeMux()
+	ui.Register(mux)
+	for _, p := range []string{"/", "/hosts/box/terminal"} {
+		calls = 0
+		req := httptest.NewRequest("GET", p, nil)
+		req.AddCookie(&http.Cookie{Name: "__Host-hostgate_session", Value: "stale"})
+		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "older"})
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		if calls != 1 {
+			t.Errorf("%s: authenticated %d times, want 1", p, calls)
+		}
+		cleared := map[string]bool{}
+		for _, c := range w.Result().Cookies() {
+			if c.MaxAge < 0 && c.Path == "/" && c.Domain == "" && c.Secure && c.HttpOnly && c.SameSite == http.SameSiteLaxMode {
+				cleared[c.Name] = true
+			}
+		}
+		if w.Code != http.StatusFound || !cleared["__Host-hostgate_session"] || !cleared[DefaultCookieName] {
+			t.Errorf("%s: %d, Set-Cookie %q, want a redirect clearing both cookies", p, w.Code, w.Header().Values("Set-Cookie"))
+		}
+
+		req = httptest.NewRequest("GET", p, nil)
+		req.AddCookie(&http.Cookie{Name: "__Host-hostgate_session", Value: "busy"})
+		w = httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		if sc := w.Header().Values("Set-Cookie"); w.Code != http.StatusFound || len(sc) != 0 {
+			t.Errorf("%s with the store unavailable: %d, Set-Cookie %q, want a redirect leaving the cookie", p, w.Code, sc)
+		}
 	}
 }

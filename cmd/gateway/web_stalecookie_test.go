@@ -1,0 +1,71 @@
+package main
+
+import (
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hostgate/hostgate/internal/gateway"
+)
+
+// TestStaleSessionCookieIsCleared: a browser whose session cookie the
+// gateway no longer honours (logged out elsewhere, `gateway dev` restarted
+// with fresh state) is sent to the login page with the cookie cleared, so
+// reloading its terminal tabs does not use up its address's budget of
+// failed authentications: each load counted one or two, and after ten the
+// login that followed was refused as rate-limited.
+func TestStaleSessionCookieIsCleared(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	admin := tokenMaker(t, ctx, dir)("--role", "admin")
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(base)
+	jar.SetCookies(u, []*http.Cookie{{Name: gateway.SessionCookie, Value: "the-session-of-a-gateway-before-its-restart", Path: "/", HttpOnly: true}})
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(req *http.Request) *http.Response {
+		t.Helper()
+		res, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	for i := range 15 {
+		for _, p := range []string{"/hosts/box/terminal", "/"} {
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+p, nil)
+			req.Header.Set("Sec-Fetch-Mode", "navigate")
+			res := do(req)
+			if res.StatusCode != http.StatusFound || !strings.HasPrefix(res.Header.Get("Location"), "/login?") {
+				t.Fatalf("load %d of %s: %d to %q, want the login page", i, p, res.StatusCode, res.Header.Get("Location"))
+			}
+			if i > 0 {
+				continue
+			}
+			var cleared bool
+			for _, c := range res.Cookies() {
+				if c.Name == gateway.SessionCookie && c.MaxAge < 0 && c.Path == "/" && c.Domain == "" && c.HttpOnly && c.SameSite == http.SameSiteLaxMode {
+					cleared = true
+				}
+			}
+			if p == "/hosts/box/terminal" && !cleared {
+				t.Errorf("the redirect of the stale session's cookie does not clear it: Set-Cookie %q", res.Header.Values("Set-Cookie"))
+			}
+		}
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/login", strings.NewReader(url.Values{"token": {admin}, "next": {"/hosts/box/terminal"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	res := do(req)
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/hosts/box/terminal" {
+		t.Fatalf("login after 30 page loads with a stale cookie: %d to %q, want 303 to the terminal", res.StatusCode, loc)
+	}
+}

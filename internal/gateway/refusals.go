@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/hostgate/hostgate/metrics"
@@ -123,8 +124,13 @@ func (r *refusals) note(host, reason string, now time.Time) refusalNote {
 // text only, and without the agent's own "agent refuses this gateway: ".
 func (r *refusals) refusedByAgent(host, why string, now time.Time) {
 	why = strings.TrimPrefix(why, "agent refuses this gateway: ")
+	// Printable only: it reaches callers' 503 messages, which `gateway
+	// proxy` and `gateway cert` print to a terminal, where C1 controls
+	// (U+009B is CSI) act as ESC does and a bidi override (U+202E)
+	// reverses the text after it. RuneError is what Map makes of bytes
+	// that are not UTF-8, and prints.
 	why = strings.Map(func(c rune) rune {
-		if c < ' ' || c == 0x7f || c == utf8.RuneError {
+		if !unicode.IsPrint(c) || c == utf8.RuneError {
 			return -1
 		}
 		return c

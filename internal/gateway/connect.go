@@ -325,6 +325,12 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	var proof io.Closer // the proof's stream, open until the host is routable
 	if prove {
 		proof, err = proveHostKey(s.ctx, sess, callers, pub, s.ca, hostID, keyProofTimeout)
+		if err != nil && s.ctx.Err() != nil {
+			endProof()
+			_ = sess.Close()
+			s.keyProofCut(log, pub, err)
+			return
+		}
 		if err != nil {
 			s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 			s.refuseAgent(log, hostID, metrics.RefusedKeyUnproven, "agent refused: it did not prove it holds the host key it presented, which stays unpinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
@@ -341,6 +347,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			// its tunnel up unless the tunnel is gone by then.
 			_ = sess.Close()
 			_ = proof.Close()
+			if errors.Is(err, context.Canceled) && s.ctx.Err() != nil {
+				s.keyProofCut(log, pub, err)
+				return
+			}
 			if errors.Is(err, store.ErrKeyMismatch) {
 				s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
@@ -593,6 +603,15 @@ func sessErr(sess interface {
 		_ = st.Close()
 	}
 	return err
+}
+
+// keyProofCut logs an agent's key proof, or its key's pinning, that the
+// gateway's shutdown cut short: no refusal of the agent, which is neither
+// counted nor logged as one (key_unproven said the agent could not prove
+// its key), and whose callers hear nothing of it. The agent dials again,
+// and proves its key to the gateway that then serves.
+func (s *Server) keyProofCut(log *slog.Logger, pub ssh.PublicKey, err error) {
+	log.Info("agent's key proof cut short: the gateway is shutting down; the host key stays unpinned until the agent connects again", "presented", ssh.FingerprintSHA256(pub), "err", err)
 }
 
 // keyProofTimeout bounds proveHostKey: an SSH handshake over a tunnel that

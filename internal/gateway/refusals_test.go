@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
 	"github.com/hostgate/hostgate/internal/testenv"
 	"github.com/hostgate/hostgate/metrics"
@@ -113,4 +115,93 @@ func TestImpostorRefusalLoggedOnce(t *testing.T) {
 	if m := e.metricsText(); !strings.Contains(m, want) {
 		t.Errorf("metrics lack %q", want)
 	}
+}
+
+// TestShutdownCutsKeyProofAsShutdown: a key proof, or the pinning of the
+// proven key, that the gateway's own shutdown cuts short is no refusal of
+// the agent. It was counted as key_unproven (key_not_pinned) and logged as
+// "agent refused: it did not prove it holds the host key" ("the host key
+// could not be pinned"), which sends an admin reading the log after a
+// restart looking for a fault in a host that had none.
+func TestShutdownCutsKeyProofAsShutdown(t *testing.T) {
+	check := func(t *testing.T, e *env, logs *testenv.LogBuffer) {
+		t.Helper()
+		if strings.Contains(logs.String(), "agent refused") {
+			t.Errorf("a proof the shutdown cut is logged as the agent's failure:\n%s", logs.String())
+		}
+		if !strings.Contains(logs.String(), "the gateway is shutting down") {
+			t.Errorf("the proof's end is not logged as the shutdown:\n%s", logs.String())
+		}
+		m := e.metricsText()
+		for _, bad := range []string{`hostgate_agent_refusals_total{reason="key_unproven"}`, `hostgate_agent_refusals_total{reason="key_not_pinned"}`, `hostgate_tunnel_connects_total{result="refused"}`} {
+			if l := metricLine(m, bad); l != "" && l != bad+" 0" {
+				t.Errorf("a proof the shutdown cut is counted as a refusal: %s", l)
+			}
+		}
+	}
+	t.Run("proof", func(t *testing.T) {
+		e := newEnv(t, nil)
+		var logs testenv.LogBuffer
+		e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+		agentTok := e.token(store.RoleAgent, "h1")
+		_, key := newKey(t)
+		h := http.Header{}
+		h.Set("Authorization", "Bearer "+agentTok)
+		h.Set(wire.HeaderHostKey, key)
+		// It never opens its mux: its proof waits, until the shutdown.
+		silent, resp, err := bytestream.DialWebSocket(e.ctx, e.ts.URL+wire.ConnectPath, &bytestream.WebSocketOptions{Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer silent.Close()
+		if resp.Header.Get(wire.HeaderKeyProof) == "" {
+			t.Fatal("a first enrollment was not asked for a proof")
+		}
+		if err := e.srv.Close(); err != nil { // returns once the handler has
+			t.Fatal(err)
+		}
+		check(t, e, &logs)
+	})
+	t.Run("pin", func(t *testing.T) {
+		var es *enrollStalled
+		e := newEnvWrapped(t, nil, func(st store.Store) store.Store {
+			es = &enrollStalled{Store: st, entered: make(chan struct{})}
+			return es
+		})
+		var logs testenv.LogBuffer
+		e.srv.logger = slog.New(slog.NewTextHandler(&logs, nil))
+		agentTok := e.token(store.RoleAgent, "h1")
+		_, key := newKey(t)
+		dialed := make(chan error, 1)
+		go func() {
+			a, err := e.dialAgent(agentTok, key, hostgate.Info{})
+			if err == nil {
+				a.close()
+			}
+			dialed <- err
+		}()
+		select {
+		case <-es.entered: // proven: the gateway pins it
+		case err := <-dialed:
+			t.Fatalf("the agent's connect ended before its key was pinned: %v", err)
+		}
+		if err := e.srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-dialed
+		check(t, e, &logs)
+	})
+}
+
+// enrollStalled is a store whose Enroll waits for its ctx to end: the
+// gateway's shutdown arriving as it pins a proven key.
+type enrollStalled struct {
+	store.Store
+	entered chan struct{}
+}
+
+func (s *enrollStalled) Enroll(ctx context.Context, en store.Enrollment) (store.Host, error) {
+	close(s.entered)
+	<-ctx.Done()
+	return s.Store.Enroll(ctx, en)
 }

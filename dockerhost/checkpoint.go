@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/durable"
 )
 
 // ManifestVersion is the only manifest version this package reads and writes.
@@ -505,11 +507,19 @@ func (w *localWriter) Commit(m *Manifest) error {
 		return fmt.Errorf("dockerhost: write checkpoint tar: %w", err)
 	}
 	tarPath := filepath.Join(w.s.Dir, w.id+".tar")
-	if err := os.Rename(w.f.Name(), tarPath); err != nil {
+	// The tar's name on disk before the manifest's, which a power loss
+	// could otherwise keep without it.
+	if err := durable.Rename(w.f.Name(), tarPath); err != nil {
 		_ = os.Remove(w.f.Name())
+		_ = os.Remove(tarPath) // renamed, when the directory's sync failed
 		return fmt.Errorf("dockerhost: write checkpoint tar: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(w.s.Dir, w.id+".json"), data); err != nil {
+	manifestPath := filepath.Join(w.s.Dir, w.id+".json")
+	if err := writeFileAtomic(manifestPath, data); err != nil {
+		// The manifest first, as it makes the checkpoint visible: it is
+		// in place when only the directory's sync failed, and a failed
+		// commit leaves no checkpoint.
+		_ = os.Remove(manifestPath)
 		_ = os.Remove(tarPath)
 		return fmt.Errorf("dockerhost: write manifest: %w", err)
 	}
@@ -529,6 +539,9 @@ func (w *localWriter) abort() error {
 	return errors.Join(w.f.Close(), os.Remove(w.f.Name()))
 }
 
+// writeFileAtomic replaces name with data, whole or not at all, and on
+// disk when it returns: the file synced, then its directory after the
+// rename.
 func writeFileAtomic(name string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(name), filepath.Base(name)+".*.partial")
 	if err != nil {
@@ -536,7 +549,7 @@ func writeFileAtomic(name string, data []byte) error {
 	}
 	_, err = f.Write(data)
 	if err = errors.Join(err, f.Sync(), f.Close()); err == nil {
-		err = os.Rename(f.Name(), name)
+		err = durable.Rename(f.Name(), name)
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())

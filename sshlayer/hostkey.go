@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
 
@@ -58,7 +59,9 @@ func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
 		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
 	}
 	// Link, unlike rename, fails when path exists: the first creator wins.
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+	// Its directory synced too, or a power loss can lose the new name, and
+	// the gateway refuse the key made next.
+	if err := durable.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
 	}
 	return loadHostKey(path)

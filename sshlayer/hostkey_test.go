@@ -6,8 +6,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+
+	"github.com/hostgate/hostgate/internal/durable"
 )
 
 func TestLoadOrCreateHostKey(t *testing.T) {
@@ -81,5 +84,29 @@ func TestLoadOrCreateHostKeyConcurrent(t *testing.T) {
 		if !bytes.Equal(keys[i], keys[0]) {
 			t.Fatalf("creator %d got another key", i)
 		}
+	}
+}
+
+// TestCreatedHostKeyIsDurable: a new host key's name is synced to disk
+// once it is in place. The key was synced, its directory was not: after
+// a power loss the agent could find no key, make another, and be refused
+// by its gateway, which pinned the first (until an admin resets it). A
+// power loss cannot be simulated here: durable.Synced says that the
+// directory was synced, and after the link.
+func TestCreatedHostKeyIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "host_key")
+	var synced []string
+	durable.Synced = func(d string) {
+		if _, err := os.Stat(path); err == nil {
+			synced = append(synced, d)
+		}
+	}
+	defer func() { durable.Synced = nil }()
+	if _, err := LoadOrCreateHostKey(path); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(synced, dir) {
+		t.Fatalf("%s was not synced once the new host key was linked into it: a power loss can lose the key", dir)
 	}
 }

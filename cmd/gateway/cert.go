@@ -15,6 +15,7 @@ import (
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/internal/tlshint"
@@ -253,7 +254,8 @@ func pinKnownHost(path, host, hostKey string) error {
 }
 
 // writeAtomic replaces path with data: an ssh starting meanwhile reads the
-// old file or the new one, never half of one.
+// old file or the new one, never half of one, and after a power loss
+// too (the file synced before its rename, its directory after).
 func writeAtomic(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -263,11 +265,14 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 	if werr == nil {
 		werr = f.Chmod(perm)
 	}
+	if werr == nil {
+		werr = f.Sync()
+	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(f.Name(), path)
+		werr = durable.Rename(f.Name(), path)
 	}
 	if werr != nil {
 		_ = os.Remove(f.Name())

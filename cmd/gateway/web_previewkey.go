@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/previewauth"
 )
 
@@ -77,8 +78,9 @@ func loadOrCreatePreviewKey(path string) ([]byte, error) {
 		return nil, err
 	}
 	// A link fails where a key is already: a key another process made in
-	// between is kept, and read.
-	if err := os.Link(tmp.Name(), path); err != nil {
+	// between is kept, and read. Its directory synced too, or a power
+	// loss can lose the new name, and a restart every open preview.
+	if err := durable.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return loadOrCreatePreviewKey(path)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/buildinfo"
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/tlshint"
 	"github.com/hostgate/hostgate/internal/yamux"
@@ -613,7 +614,7 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 
 // writeNew creates path with data, mode 0600, failing quietly when another
 // writer created it first. The file appears whole or not at all (written
-// aside, synced, then linked): created empty and then written, a crash or
+// aside, synced, then linked, and its directory synced): created empty and then written, a crash or
 // power loss between the two left an empty pin, which the agent refused
 // for ever ("ssh: no key found") until someone deleted it.
 func writeNew(path string, data []byte) error {
@@ -633,7 +634,8 @@ func writeNew(path string, data []byte) error {
 		return err
 	}
 	// Link, unlike rename, fails when path exists: the first writer wins.
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+	// Its directory synced too, or a power loss can lose the new name.
+	if err := durable.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	return nil

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+
+	"github.com/hostgate/hostgate/internal/durable"
 )
 
 // A pin appears whole or not at all, 0600, and the first writer wins: a
@@ -56,5 +59,29 @@ func TestWriteNewWholeOrNothing(t *testing.T) {
 			t.Fatalf("round %d: %d entries in the state dir, want the pin alone", i, len(ents))
 		}
 		_ = os.Remove(path)
+	}
+}
+
+// TestWriteNewIsDurable: a new pin's name is synced to disk once it is in
+// place. The pin was synced, its directory was not, so a power loss could
+// lose a pin the agent had logged as made, and the agent would then trust
+// whatever gateway it reached next. A power loss cannot be simulated
+// here: durable.Synced says that the directory was synced, and after the
+// link.
+func TestWriteNewIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, GatewayCAFile)
+	var synced []string
+	durable.Synced = func(d string) {
+		if _, err := os.Stat(path); err == nil {
+			synced = append(synced, d)
+		}
+	}
+	defer func() { durable.Synced = nil }()
+	if err := writeNew(path, []byte("pin\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(synced, dir) {
+		t.Fatalf("%s was not synced once the pin was linked into it: a power loss can lose the pin", dir)
 	}
 }

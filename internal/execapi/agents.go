@@ -26,6 +26,7 @@ import (
 	"github.com/hostgate/hostgate/dockerhost"
 	"github.com/hostgate/hostgate/internal/agent"
 	"github.com/hostgate/hostgate/internal/deadline"
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/gateway"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/internal/store"
@@ -921,12 +922,18 @@ func (a *Agents) keepKey(id string, priv ed25519.PrivateKey) error {
 		return fmt.Errorf("execapi: keep host key: %w", err)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
+	// Synced, and its directory after the rename: a key lost to a power
+	// loss, or left empty, has Resume pin a fresh one, which callers'
+	// pins refuse.
 	_, err = tmp.Write(pem.EncodeToMemory(block))
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), a.keyPath(id))
+		err = durable.Rename(tmp.Name(), a.keyPath(id))
 	}
 	if err != nil {
 		return fmt.Errorf("execapi: keep host key: %w", err)

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
@@ -103,7 +104,10 @@ func writeNew(path string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+	// Synced, its directory too: the new name on disk, or a power loss
+	// can lose the key, and the gateway make another CA that every agent
+	// refuses.
+	if err := durable.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	return nil

@@ -6,10 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 )
@@ -165,3 +167,27 @@ func (connMeta) ClientVersion() []byte { return nil }
 func (connMeta) ServerVersion() []byte { return nil }
 func (connMeta) RemoteAddr() net.Addr  { return nil }
 func (connMeta) LocalAddr() net.Addr   { return nil }
+
+// TestCreatedKeyIsDurable: a new CA key's name is synced to disk once it
+// is in place. The key was synced, its directory was not, and after a
+// power loss the gateway could find no key, make another CA, and have
+// every agent (each pinned to the first) refuse it. A power loss cannot
+// be simulated here: durable.Synced says that the directory was synced,
+// and after the link.
+func TestCreatedKeyIsDurable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ca_key")
+	var synced []string
+	durable.Synced = func(d string) {
+		if _, err := os.Stat(path); err == nil {
+			synced = append(synced, d)
+		}
+	}
+	defer func() { durable.Synced = nil }()
+	if _, err := LoadOrCreate(path); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(synced, dir) {
+		t.Fatalf("%s was not synced once the new CA key was linked into it: a power loss can lose the key", dir)
+	}
+}

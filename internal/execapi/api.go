@@ -401,7 +401,7 @@ func (a *API) checkpoint(w http.ResponseWriter, r *http.Request) {
 	// Its one field, reason, is optional, so a POST without a body (curl
 	// -X POST, as the README's route reads) is a checkpoint too: it was
 	// refused with "body: not valid JSON: EOF".
-	if r.ContentLength != 0 && !decode(w, r, &req, MaxBody) {
+	if !decodeOptional(w, r, &req, MaxBody) {
 		return
 	}
 	ctx, done := keepOnShutdown(r.Context())
@@ -608,6 +608,20 @@ func notExecutionHost(err error) string {
 // twice in one object into v, answering 400 (naming the field when it
 // can) or 413 on failure.
 func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	return decodeBody(w, r, v, limit, false)
+}
+
+// decodeOptional is decode for a route whose body may be left out: an
+// empty body leaves v as it is, however it came (Content-Length: 0, or
+// chunked with no data, whose length is unknown, -1, until it is read).
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	if r.ContentLength == 0 {
+		return true
+	}
+	return decodeBody(w, r, v, limit, true)
+}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, optional bool) bool {
 	if msg, ok := gateway.EncodedBody(r); ok {
 		gateway.WriteError(w, http.StatusBadRequest, dockerhost.CodeInvalidRequest, msg)
 		return false
@@ -617,6 +631,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
+	if optional && err == io.EOF { // no JSON value at all: an empty body
+		return true
+	}
 	if err == nil {
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
 			err = errors.New("trailing data after the JSON object")

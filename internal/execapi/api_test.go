@@ -1070,6 +1070,22 @@ func TestCheckpointWithoutBody(t *testing.T) {
 	if status, body := f.do(t, "POST", "/v1/executions/"+id+"/checkpoints", "admin", "reason"); status != http.StatusBadRequest {
 		t.Fatalf("checkpoint with a body that is not JSON: %d %v, want 400", status, body)
 	}
+	// Empty, and chunked (no Content-Length, as a client streaming its
+	// body sends it): the same empty body, which was refused with
+	// "body: not valid JSON: EOF".
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/executions/"+id+"/checkpoints", io.NopCloser(strings.NewReader("")))
+	req.ContentLength = -1
+	req.TransferEncoding = []string{"chunked"}
+	req.Header.Set("Authorization", "Bearer admin")
+	res, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("checkpoint with an empty chunked body: %d %s, want 201", res.StatusCode, raw)
+	}
 }
 
 // TestCheckpointLifecycle: list, get and delete answer as the other

@@ -94,9 +94,7 @@ func (fl *file) fill(want int) error {
 	)
 	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
 		var err error
-		for n == 0 && err == nil {
-			n, err = r.Read(buf)
-		}
+		n, err = readSome(r, buf)
 		if err == io.EOF {
 			eof, err = true, nil
 		}
@@ -107,6 +105,24 @@ func (fl *file) fill(want int) error {
 	}
 	fl.buf, fl.off, fl.eof = buf[:n], 0, eof
 	return nil
+}
+
+// maxEmptyReads is how many reads in a row may return no bytes and no
+// error before readSome gives up, as bufio's maxConsecutiveEmptyReads.
+const maxEmptyReads = 100
+
+// readSome reads into buf until it gets bytes or an error. A reader that
+// keeps returning neither (a provider's bug) fails with io.ErrNoProgress,
+// as io.ReadFull and bufio do: looping on it spun for ever, on after a
+// timeout had given up the session, and FS.Close waited for it.
+func readSome(r io.Reader, buf []byte) (int, error) {
+	for range maxEmptyReads {
+		n, err := r.Read(buf)
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+	return 0, io.ErrNoProgress
 }
 
 // fail makes err sticky and abandons buf and r to a call that may still

@@ -400,7 +400,7 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 			if len(buf) == cap(buf) {
 				buf = append(buf, 0)[:len(buf)]
 			}
-			n, err := r.Read(buf[len(buf):cap(buf)])
+			n, err := readSome(r, buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
 			if n > 0 {
 				c.advance()
@@ -477,14 +477,18 @@ func (f *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
 
 var errAborted = errors.New("syncfs: write aborted")
 
-// progressReader reports each read as progress of c.
+// progressReader reports each read as progress of c; a reader that
+// makes none fails (readSome).
 type progressReader struct {
 	r io.Reader
 	c *call
 }
 
 func (p progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, err := readSome(p.r, b)
 	if n > 0 {
 		p.c.advance()
 	}

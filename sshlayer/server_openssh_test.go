@@ -593,3 +593,38 @@ func TestOpenSSHSFTPLsetstat(t *testing.T) {
 		t.Errorf("chmod -h of a symlink: want %q, as sshd says, in\n%s", want, out)
 	}
 }
+
+// TestOpenSSHMissingHome: a server whose home directory (Dir) is not
+// there, as a system user's often is not, runs commands, terminals and
+// SFTP sessions in "/" and says why on stderr, as sshd does. Every
+// command failed ("exec request failed on channel 0") and OpenSSH's sftp
+// gave up ("Need cwd").
+func TestOpenSSHMissingHome(t *testing.T) {
+	t.Parallel()
+	srvNeedOpenSSH(t, "sftp")
+	home := filepath.Join(t.TempDir(), "gone")
+	_, o := srvOpenSSHServer(t, &ServerConfig{Dir: home})
+	why := "Could not chdir to home directory " + home + ": No such file or directory"
+
+	cmd := o.command(srvTestCtx(t), "ssh", "127.0.0.1", "pwd")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || stdout.String() != "/\n" {
+		t.Errorf("ssh pwd: %v, stdout %q, want \"/\\n\"; stderr %q", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), why) {
+		t.Errorf("ssh pwd's stderr %q lacks %q", stderr.String(), why)
+	}
+
+	out, err := o.command(srvTestCtx(t), "ssh", "-tt", "127.0.0.1", "pwd").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte(why+"\r\n")) || !bytes.Contains(out, []byte("\n/\r\n")) {
+		t.Errorf("ssh -tt pwd: %v, output %q, want %q and then /", err, out, why)
+	}
+
+	cmd = o.command(srvTestCtx(t), "sftp", "-b", "-", "hostgate@127.0.0.1")
+	cmd.Stdin = strings.NewReader("pwd\n")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("Remote working directory: /\n")) || !bytes.Contains(out, []byte(why)) {
+		t.Errorf("sftp pwd: %v, output:\n%s\nwant the working directory / and %q", err, out, why)
+	}
+}

@@ -4,6 +4,7 @@ package sshlayer
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -244,7 +245,8 @@ func (s *session) serveSFTP() {
 	// Answer reads as large as clients ask (up to OpenSSH's own limit):
 	// pkg/sftp's concurrent reader takes a short read for EOF, so a
 	// server capped at the 32 KiB default truncates large reads.
-	dir, _ := filepath.Abs(s.c.srv.cfg.Dir) // pkg/sftp answered REALPATH absolute
+	dir, notice := workDir(s.c.srv.cfg.Dir)
+	dir, _ = filepath.Abs(dir) // pkg/sftp answered REALPATH absolute
 	opts := []sftp.ServerOption{sftp.WithServerWorkingDirectory(dir), sftp.WithMaxTxPacket(sftpMaxPacket)}
 	if s.c.srv.cfg.SFTPReuseBuffers {
 		opts = append(opts, sftp.WithAllocator())
@@ -258,6 +260,10 @@ func (s *session) serveSFTP() {
 	s.sftpSrv = srv // for finish, on this goroutine
 	go func() {
 		defer close(s.sftpDone)
+		if notice != "" {
+			// OpenSSH's sftp prints it, as from sshd.
+			_, _ = io.WriteString(s.ch.Stderr(), notice)
+		}
 		if err := srv.Serve(); err != nil && s.c.ctx.Err() == nil {
 			s.log.Debug("sftp ended", "err", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +53,10 @@ type srvProcess struct {
 	closed bool       // outputs (and the PTY master) closed
 
 	wake outputWake // the waiter's cut of the copies' waits at drainGrace
+
+	// notice goes to the client's stderr (the terminal, with one) before
+	// the command's output: why it runs in "/" (workDir).
+	notice string
 }
 
 // startProcess starts cmd (or a login shell when cmd is "") for s: as
@@ -77,13 +82,63 @@ func startProcess(s *session, cmd string) (*srvProcess, error) {
 			// or gone: the shell does it and says what went wrong.
 		}
 	}
-	c := &exec.Cmd{Path: cfg.Shell, Dir: cfg.Dir, Env: env}
-	if cmd == "" {
-		c.Args = []string{"-" + filepath.Base(cfg.Shell)} // a login shell, as sshd starts it
-	} else {
-		c.Args = []string{filepath.Base(cfg.Shell), "-c", cmd}
+	shellIn := func(dir string) *exec.Cmd {
+		c := &exec.Cmd{Path: cfg.Shell, Dir: dir, Env: env}
+		if cmd == "" {
+			c.Args = []string{"-" + filepath.Base(cfg.Shell)} // a login shell, as sshd starts it
+		} else {
+			c.Args = []string{filepath.Base(cfg.Shell), "-c", cmd}
+		}
+		return c
 	}
-	return launchProcess(s, c)
+	p, err := launchProcess(s, shellIn(cfg.Dir))
+	if err != nil {
+		// Checked only once a start failed: a start that works (every
+		// one, on a host whose home is there) pays nothing for it.
+		if dir, notice := workDir(cfg.Dir); dir != cfg.Dir {
+			if p, err = launchProcess(s, shellIn(dir)); err == nil {
+				p.notice = notice
+			}
+		}
+	}
+	return p, err
+}
+
+// workDir is the directory a session starts in: home (ServerConfig.Dir),
+// or "/" when home cannot be entered, with the notice sshd prints then
+// (on the session's stderr, as here). A machine agent run as a system
+// user without a home directory (useradd -r makes none), or whose home
+// was removed, refused every command ("exec request failed on channel
+// 0": the fork's chdir failed, and Go named the shell, "fork/exec
+// /bin/sh: no such file or directory") and every SFTP session (OpenSSH's
+// sftp: "Need cwd"), where sshd runs them in "/".
+func workDir(home string) (dir, notice string) {
+	err := canEnter(home)
+	if err == nil || home == "/" {
+		return home, ""
+	}
+	why := err.Error()
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		why = capitalize(errno.Error()) // as strerror writes it
+	}
+	return "/", fmt.Sprintf("Could not chdir to home directory %s: %s\n", home, why)
+}
+
+// canEnter reports why dir could not be a command's working directory:
+// not there, not a directory, or not searchable (chdir's errors).
+func canEnter(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return &os.PathError{Op: "chdir", Path: dir, Err: syscall.ENOTDIR}
+	}
+	if err := unix.Access(dir, unix.X_OK); err != nil {
+		return &os.PathError{Op: "chdir", Path: dir, Err: err}
+	}
+	return nil
 }
 
 // launchProcess starts c for s in its own process group (its own session
@@ -212,9 +267,14 @@ func (srv *Server) startCommand(c *exec.Cmd) (adjSet bool, err error) {
 func (p *srvProcess) run() {
 	ch := p.s.ch
 	var outWG sync.WaitGroup
-	copyOut := func(dst io.Writer, src *os.File) {
+	copyOut := func(dst io.Writer, src *os.File, notice string) {
 		defer outWG.Done()
 		defer p.wg.Done()
+		if notice != "" {
+			// Written here, not on the session's goroutine, which a
+			// client that gives no window would hold.
+			_, _ = io.WriteString(dst, notice)
+		}
 		// A terminal's output is not coalesced: a wait would delay
 		// every screen update, and its big reads are rare.
 		wait := p.s.c.srv.coalesceWait
@@ -226,10 +286,10 @@ func (p *srvProcess) run() {
 	outWG.Add(len(p.outputs))
 	p.wg.Add(len(p.outputs) + 2)
 	if p.ptmx != nil {
-		go copyOut(ch, p.ptmx)
+		go copyOut(ch, p.ptmx, strings.ReplaceAll(p.notice, "\n", "\r\n"))
 	} else {
-		go copyOut(ch, p.outputs[0])
-		go copyOut(ch.Stderr(), p.outputs[1])
+		go copyOut(ch, p.outputs[0], "")
+		go copyOut(ch.Stderr(), p.outputs[1], p.notice)
 	}
 	go func() {
 		defer p.wg.Done()

@@ -40,6 +40,9 @@ type srvProcess struct {
 	s    *session
 	cmd  *exec.Cmd
 	pgid int
+	// mark is where pid allocation stood before the start: killSession
+	// tells from it whether pid numbers may have wrapped past the leader's.
+	mark pidMark
 
 	ptmx    *os.File // PTY master; nil without a PTY
 	stdin   *os.File // write end of the child's stdin; nil with a PTY
@@ -144,7 +147,7 @@ func canEnter(dir string) error {
 // launchProcess starts c for s in its own process group (its own session
 // with a PTY), with pipes or the PTY as its stdio.
 func launchProcess(s *session, c *exec.Cmd) (*srvProcess, error) {
-	p := &srvProcess{s: s, cmd: c, exited: make(chan struct{})}
+	p := &srvProcess{s: s, cmd: c, exited: make(chan struct{}), mark: markPIDs()}
 	var adjSet bool // oom_score_adj set at its exec
 	if s.pty != nil {
 		c.Env = append(c.Env, "TERM="+s.pty.Term)
@@ -506,7 +509,7 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 		// The session holds the group, and the jobs of a shell with job
 		// control, each in a group of its own; awaited too.
-		killSession(p.pgid, p.cmd.Process.Pid, groupGrace)
+		killSession(p.pgid, p.cmd.Process.Pid, p.mark, groupGrace)
 	}
 	if track := p.s.c.srv.cfg.ProcessGroups; track != nil {
 		track(p.pgid, false)

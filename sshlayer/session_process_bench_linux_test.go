@@ -41,6 +41,7 @@ func BenchmarkKillSession(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		mark := markPIDs()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func BenchmarkKillSession(b *testing.B) {
 		leader := cmd.Process.Pid
 		waitExited(leader)
 		b.StartTimer()
-		killSession(leader, leader, 30*time.Second)
+		killSession(leader, leader, mark, 30*time.Second)
 		b.StopTimer()
 		_ = cmd.Wait()
 		b.StartTimer()

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -81,15 +82,25 @@ func pollerWait(f *os.File, deadline time.Time) bool {
 }
 
 // forEachDescendantPID calls f with every pid that may belong to one of
-// leader's descendants. They were allocated after the leader's pid: in
-// (leader, last], unless pid numbers wrapped since (last is then below the
-// leader's). When that range is short, as it is for a command that
-// started few processes on a quiet host, probing it directly spares
-// listing /proc, which cost more than the rest of an exec round trip
-// (profiled with scripts/bench, issue 7).
-func forEachDescendantPID(leader int, f func(pid int)) {
+// leader's descendants, given where pid allocation stood before the leader
+// started. They were allocated after the leader's pid: in (leader, last]
+// unless pid numbers wrapped since. When that range is short, as it is for
+// a command that started few processes on a quiet host, probing it
+// directly spares listing /proc, which cost more than the rest of an exec
+// round trip (profiled with scripts/bench, issue 7).
+func forEachDescendantPID(leader int, start pidMark, f func(pid int)) {
+	// last before the count: every fork that allocated up to last is then
+	// counted (the count only grows).
 	last := lastPID()
-	if last >= leader && last-leader <= maxPIDProbe {
+	var nowForks uint64
+	if last >= leader { // below, last shows a wrap on its own
+		nowForks = forkCount()
+		if last > 0 && nowForks > 0 {
+			lastMark.Store(&pidMark{last: last, forks: nowForks})
+		}
+	}
+	scan := choosePIDScan(leader, last, start, nowForks)
+	if scan == scanProbe {
 		for pid := leader + 1; pid <= last; pid++ {
 			f(pid)
 		}
@@ -101,14 +112,99 @@ func forEachDescendantPID(leader int, f func(pid int)) {
 	}
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
-	wrapped := last < leader
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
-		if err != nil || pid == leader || (pid < leader && !wrapped) {
+		if err != nil || pid == leader || (pid < leader && scan == scanAbove) {
 			continue
 		}
 		f(pid)
 	}
+}
+
+// pidMark is where pid allocation stood at a moment: the last pid
+// allocated in this pid namespace and the count of forks since boot (0:
+// unknown).
+type pidMark struct {
+	last  int
+	forks uint64
+}
+
+// markPIDs returns a mark of pid allocation for a command about to start.
+// Any mark read before the leader's fork will do: the pids allocated
+// since, the leader's included, are in (mark.last, last] without a wrap,
+// however old it is, and a wrap since makes the forks counted outnumber
+// them. In the initial pid namespace, where every fork counted allocates
+// one of its pids, it is the newest a kill read (lastMark): reading one at
+// every start was two reads of /proc more per command. In another (a
+// container's), forks elsewhere count too, and an old mark would make
+// most kills list /proc: it is read now.
+func markPIDs() pidMark {
+	if inInitPIDNS() {
+		if m := lastMark.Load(); m != nil {
+			return *m
+		}
+	}
+	// last before the count, as in forEachDescendantPID: a fork between
+	// the two reads is then counted and not allocated, at worst.
+	last := lastPID()
+	m := pidMark{last: last, forks: forkCount()}
+	if m.last > 0 && m.forks > 0 {
+		lastMark.Store(&m)
+	}
+	return m
+}
+
+// inInitPIDNS reports whether this process is in the initial pid
+// namespace, whose inode number is fixed (PROC_PID_INIT_INO).
+var inInitPIDNS = sync.OnceValue(func() bool {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	return err == nil && ns == "pid:[4026531836]"
+})
+
+// lastMark is the newest mark of pid allocation read, for markPIDs: pid
+// numbers are the process's pid namespace's, so one for every server.
+var lastMark atomic.Pointer[pidMark]
+
+// pidScan is where forEachDescendantPID looks for a command's descendants.
+type pidScan int
+
+const (
+	scanProbe pidScan = iota // each pid in (leader, last], not listing /proc
+	scanAbove                // every pid in /proc above the leader's
+	scanAll                  // every pid in /proc
+)
+
+// forkSlack is how many more forks than pids allocated choosePIDScan lets
+// pass for the forks in flight while the two counts were read: a wrap
+// allocates every free pid of the pid space, thousands of them.
+const forkSlack = 64
+
+// choosePIDScan picks the scan for a leader whose pid numbers may have
+// wrapped since it started, given the last pid allocated now, where
+// allocation stood before its start and the fork count now (forkCount; 0:
+// unknown). Pids are allocated upwards and wrap to the bottom at pid_max,
+// so without a wrap the leader's descendants are in (leader, last]. A last
+// below the leader's shows a wrap, but not one that climbed past the
+// leader again (pid_max 32768, a busy host, a long command): descendants
+// with pids below the leader's outlived the command as orphans of init.
+// The fork count tells: without a wrap, the pids allocated since the mark,
+// one per fork, fit in (start.last, last]; more forks than that means pids
+// may have wrapped (or forks in other pid namespaces, which are counted
+// too: a container's own /proc is short to list). A wrap past the leader
+// allocates every free pid on its way, so it is never taken for few forks
+// unless nearly every pid is in use.
+func choosePIDScan(leader, last int, start pidMark, nowForks uint64) pidScan {
+	// The leader's own fork counts after the mark: a count that did not
+	// move does not count (gVisor's stays 0). A mark at or above the
+	// leader's pid wrapped before the leader started.
+	known := start.forks > 0 && nowForks > start.forks && start.last > 0 && start.last < leader
+	if last < leader || !known || nowForks-start.forks > uint64(last-start.last)+forkSlack {
+		return scanAll
+	}
+	if last-leader <= maxPIDProbe {
+		return scanProbe
+	}
+	return scanAbove
 }
 
 // killSession sends SIGKILL to every process of session sid but leader
@@ -121,14 +217,15 @@ func forEachDescendantPID(leader int, f func(pid int)) {
 // -m`) puts each job it starts in the background in a group of its own,
 // which killing the shell's group misses, so a terminal's `sleep 300 &`
 // outlived the shell's exit or a dropped connection, as an orphan of init.
-// Rounds repeat while members fork.
-func killSession(sid, leader int, limit time.Duration) {
+// Rounds repeat while members fork. start is markPIDs() before the leader
+// started.
+func killSession(sid, leader int, start pidMark, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	var buf procstat.Buf
 	var killed []int // pidfds
 	for time.Now().Before(deadline) {
 		killed = killed[:0]
-		forEachDescendantPID(leader, func(pid int) {
+		forEachDescendantPID(leader, start, func(pid int) {
 			if fd, ok := procstat.Kill(pid, func(s int) bool { return s == sid }, &buf); ok {
 				killed = append(killed, fd)
 			}
@@ -147,17 +244,92 @@ func killSession(sid, leader int, limit time.Duration) {
 var maxPIDProbe = 1024 // a var for the test of both scans
 
 // lastPID returns the last pid the kernel allocated in this pid namespace,
-// or 0 when unknown (which makes the caller scan every pid).
-func lastPID() int {
-	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+// or 0 when unknown (which makes the caller scan every pid). A var for
+// tests, which simulate a wrap of pid numbers.
+var lastPID = readLastPID
+
+func readLastPID() int {
+	fd, err := unix.Open("/proc/sys/kernel/ns_last_pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0
 	}
-	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	var b [32]byte
+	k, err := unix.Read(fd, b[:])
+	_ = unix.Close(fd)
+	if err != nil || k <= 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(b[:k])))
 	if err != nil {
 		return 0
 	}
 	return n
+}
+
+// forkCount returns the number of forks and clones since boot, in every
+// pid namespace (/proc/stat's "processes"), or 0 when unknown. A var for
+// tests, which simulate a wrap of pid numbers.
+var forkCount = readForkCount
+
+// statBufs holds /proc/stat's text, read at least once per command: a few
+// KiB, more with many CPUs and interrupts.
+var statBufs = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+
+func readForkCount() uint64 {
+	fd, err := unix.Open("/proc/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = unix.Close(fd) }()
+	bp := statBufs.Get().(*[]byte)
+	defer statBufs.Put(bp)
+	b := *bp
+	n := 0
+	for {
+		if n == len(b) {
+			b = append(b, make([]byte, len(b))...)
+			*bp = b
+		}
+		k, err := unix.Read(fd, b[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0
+		}
+		n += k
+		// Done at the line's end: the read to EOF is one syscall more.
+		if c, whole := parseForkCount(b[:n], k == 0); whole {
+			return c
+		}
+		if k == 0 {
+			return 0
+		}
+	}
+}
+
+// parseForkCount returns the count on /proc/stat's "processes" line (0:
+// none, or not a count), and whether that line is whole: it ends in
+// stat, or stat is all of the file (atEOF).
+func parseForkCount(stat []byte, atEOF bool) (count uint64, whole bool) {
+	const key = "\nprocesses "
+	i := bytes.Index(stat, []byte(key))
+	if i < 0 {
+		return 0, atEOF
+	}
+	line := stat[i+len(key):]
+	j := bytes.IndexByte(line, '\n')
+	if j < 0 && !atEOF {
+		return 0, false
+	}
+	if j >= 0 {
+		line = line[:j]
+	}
+	c, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return c, true
 }
 
 // waitPidfd waits until the process of pidfd fd has exited or deadline

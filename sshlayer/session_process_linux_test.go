@@ -45,30 +45,12 @@ func TestKillSessionBothScans(t *testing.T) {
 		script := tc.script
 		for _, probe := range []int{1 << 30, -1} { // -1: always list /proc
 			maxPIDProbe = probe
-			cmd := exec.Command(tc.shell, "-c", script)
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			bg, err := strconv.Atoi(strings.TrimSpace(line))
-			if err != nil {
-				t.Fatalf("background pid %q: %v", line, err)
-			}
-			t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
-			leader := cmd.Process.Pid
+			cmd, leader, bg, mark := startLeftover(t, tc.shell, script)
 			if pgid, err := syscall.Getpgid(bg); err != nil || (pgid != leader) == !tc.ownGroup {
 				t.Fatalf("%q: background pid %d in group %d (%v), leader %d; want a group of its own: %v", script, bg, pgid, err, leader, tc.ownGroup)
 			}
 			waitExited(leader)
-			killSession(leader, leader, 30*time.Second)
+			killSession(leader, leader, mark, 30*time.Second)
 			// bg was reparented; a zombie its new parent has not reaped yet
 			// counts as gone.
 			var buf procstat.Buf
@@ -82,6 +64,135 @@ func TestKillSessionBothScans(t *testing.T) {
 	// failure under HOSTGATE_E2E=require), not a pass without its
 	// job-control case.
 	testenv.RequirePeer(t, "bash (the job-control case)", haveBash)
+}
+
+// startLeftover starts `shell -c script` as a session of its own, script
+// printing the pid of a background process it leaves, and returns its
+// leader's pid, that process's and markPIDs() before the start.
+func startLeftover(t *testing.T, shell, script string) (cmd *exec.Cmd, leader, bg int, mark pidMark) {
+	t.Helper()
+	cmd = exec.Command(shell, "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark = markPIDs()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg, err = strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("background pid %q: %v", line, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
+	return cmd, cmd.Process.Pid, bg, mark
+}
+
+// TestKillSessionAfterPIDWrap: a command's leftover whose pid is below its
+// leader's, as after pid numbers wrapped and climbed past the leader's
+// again while it ran, is killed with the command, on both scans. Only the
+// wrap is simulated: the leader's pid is taken to be just above the
+// leftover's, the last pid allocated a little above that, and a pid
+// space's worth of forks counted since the start; the leftover is a real
+// process of the real session.
+func TestKillSessionAfterPIDWrap(t *testing.T) {
+	defer func(old int) { maxPIDProbe = old }(maxPIDProbe)
+	defer func(old func() int) { lastPID = old }(lastPID)
+	defer func(old func() uint64) { forkCount = old }(forkCount)
+	// A kill marks what it read, here the simulated counts.
+	defer lastMark.Store(nil)
+	for _, probe := range []int{1 << 30, -1} { // -1: always list /proc
+		maxPIDProbe = probe
+		cmd, sid, bg, mark := startLeftover(t, "sh", "sleep 300 & echo $!")
+		if mark.forks == 0 || mark.last == 0 {
+			t.Fatalf("markPIDs: %+v; /proc/stat's processes and ns_last_pid are Linux's", mark)
+		}
+		waitExited(sid)
+		leader := bg + 1 // the leader's pid after a wrap, above its child's
+		lastPID = func() int { return leader + 2 }
+		forkCount = func() uint64 { return mark.forks + 1<<22 } // pid_max's maximum
+		killSession(sid, leader, mark, 30*time.Second)
+		lastPID, forkCount = readLastPID, readForkCount
+		lastMark.Store(nil)
+		var buf procstat.Buf
+		if _, live := procstat.Session(bg, &buf); live {
+			t.Errorf("probe limit %d: leftover pid %d, below its leader's after a wrap, still running after killSession", probe, bg)
+		}
+		_ = cmd.Wait()
+	}
+}
+
+// TestChoosePIDScan: the scan is the cheap probe of (leader, last] only
+// when the forks since the mark before the leader's start fit in the pids
+// allocated since (with forkSlack for the forks in flight); any more, or a
+// count or last pid unknown, and every pid is a candidate.
+func TestChoosePIDScan(t *testing.T) {
+	defer func(old int) { maxPIDProbe = old }(maxPIDProbe)
+	maxPIDProbe = 1024
+	mark := pidMark{last: 4990, forks: 100}
+	for _, tc := range []struct {
+		leader, last int
+		start        pidMark
+		now          uint64
+		want         pidScan
+	}{
+		{5000, 5003, mark, 113, scanProbe},             // 13 pids since the mark, 13 forks
+		{5000, 5003, mark, 101, scanProbe},             // the leader alone
+		{5000, 5003, mark, 113 + forkSlack, scanProbe}, // forks in flight at the reads
+		{5000, 5003, mark, 114 + forkSlack, scanAll},   // more than fit in (4990, 5003]
+		{5000, 5003, mark, 100 + 40000, scanAll},       // wrapped and climbed past the leader again
+		{5000, 9000, mark, 3000, scanAbove},            // a long range, no wrap
+		{5000, 9000, mark, 100000, scanAll},
+		{5000, 4000, mark, 104, scanAll},                            // last below the leader: wrapped
+		{5000, 5003, pidMark{last: 4990}, 104, scanAll},             // count unknown
+		{5000, 5003, mark, 0, scanAll},                              // count unknown
+		{5000, 5003, mark, 100, scanAll},                            // a count that does not count
+		{5000, 5003, pidMark{forks: 100}, 104, scanAll},             // last pid unknown at the mark
+		{5000, 0, mark, 104, scanAll},                               // last pid unknown
+		{5000, 5003, pidMark{last: 6000, forks: 100}, 104, scanAll}, // wrapped before the leader started
+	} {
+		if got := choosePIDScan(tc.leader, tc.last, tc.start, tc.now); got != tc.want {
+			t.Errorf("choosePIDScan(leader %d, last %d, mark %+v, forks now %d) = %d, want %d", tc.leader, tc.last, tc.start, tc.now, got, tc.want)
+		}
+	}
+}
+
+// TestForkCount: /proc/stat's count of forks is found and moves with a
+// fork; its line is found wherever it is, and a missing or bad one is
+// unknown.
+func TestForkCount(t *testing.T) {
+	before := readForkCount()
+	if err := exec.Command("true").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if after := readForkCount(); before == 0 || after <= before {
+		t.Fatalf("fork count %d, then %d after a fork", before, after)
+	}
+	for _, tc := range []struct {
+		stat  string
+		atEOF bool
+		want  uint64
+		whole bool
+	}{
+		{"cpu  1 2 3\nintr 0 0\nctxt 9\nprocesses 2858080\nprocs_running 1\n", true, 2858080, true},
+		{"cpu  1 2 3\nintr 0 0\nctxt 9\nprocesses 2858080\nprocs_running", false, 2858080, true},
+		{"cpu  1\nprocesses 285", false, 0, false}, // the rest of the line to come
+		{"cpu  1\nintr 0 0", false, 0, false},
+		{"cpu  1\nprocesses 7", true, 7, true},
+		{"cpu  1\nprocs_running 1\n", true, 0, true},
+		{"cpu  1\nprocesses x\n", false, 0, true},
+		{"cpu  1\nprocesses 99999999999999999999\n", false, 0, true},
+		{"", true, 0, true},
+	} {
+		if got, whole := parseForkCount([]byte(tc.stat), tc.atEOF); got != tc.want || whole != tc.whole {
+			t.Errorf("parseForkCount(%q, atEOF %v) = %d %v, want %d %v", tc.stat, tc.atEOF, got, whole, tc.want, tc.whole)
+		}
+	}
 }
 
 // TestChildOOMScoreAdj: a command, and what it starts, gets the configured

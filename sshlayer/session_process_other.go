@@ -23,4 +23,9 @@ func withMaxTasks(_ int, start func() error, _ *slog.Logger) error { return star
 
 // killSession is a no-op outside Linux: the group is sent SIGKILL, but
 // not awaited, and a shell's jobs in groups of their own are not found.
-func killSession(int, int, time.Duration) {}
+func killSession(int, int, pidMark, time.Duration) {}
+
+// pidMark is empty outside Linux: killSession is a no-op there.
+type pidMark struct{}
+
+func markPIDs() pidMark { return pidMark{} }

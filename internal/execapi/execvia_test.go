@@ -319,12 +319,9 @@ func TestRunnerRefusedStartAnswers126(t *testing.T) {
 	if code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: &out, Stderr: io.Discard}); err != nil || code != 0 {
 		t.Fatalf("a command before: %d %v", code, err)
 	}
-	// The agent starts every command in its working directory: without
-	// it, its fork of the shell fails and it refuses the exec request.
-	if err := os.Remove(f.agents.cfg.Dir); err != nil {
-		t.Fatal(err)
-	}
-	code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: &out, Stderr: io.Discard})
+	// An argument with a NUL, which no execve takes: the agent's start of
+	// the command fails (EINVAL), and it refuses the exec request.
+	code, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true", "a\x00b"}, Dir: "/", Stdout: &out, Stderr: io.Discard})
 	if err != nil || code != 126 || out.String() != refusedMessage {
 		t.Fatalf("a refused command: %d %q %v, want 126 and %q", code, out.String(), err, refusedMessage)
 	}

@@ -111,6 +111,9 @@ type Request struct {
 
 	ch  *channel
 	mux *mux
+	// hostgate: arrival is a global request's place in the order the
+	// mux read requests and opens (arrival.go, change 28).
+	arrival uint64
 }
 
 // Reply sends a response to a request. It must be called for all requests
@@ -229,6 +232,10 @@ type channel struct {
 	eofOnWire bool
 	// gotEOF is set when the peer's EOF has come (hostgate).
 	gotEOF atomic.Bool
+	// arrival is an inbound channel's place in the order the mux read
+	// requests and opens (hostgate, arrival.go, change 28); set before
+	// the channel is handed over.
+	arrival uint64
 	// openHeld is set while an early open may be held back unsent
 	// (hostgate, earlydata.go).
 	openHeld atomic.Bool

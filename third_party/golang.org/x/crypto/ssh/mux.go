@@ -159,6 +159,9 @@ type mux struct {
 	// hostgate: the most bytes each channel sends ahead of what the peer
 	// has given back, when not zero (ServerConn.SetSendLimit, change 22).
 	sendLimit atomic.Uint32
+	// hostgate: the global requests and channel opens read so far, which
+	// numbers each (arrival.go, change 28); the loop's alone.
+	arrivals uint64
 }
 
 // setSendLimit sets every channel's send limit, the present ones' and
@@ -384,11 +387,13 @@ func (m *mux) handleGlobalPacket(packet []byte) error {
 
 	switch msg := msg.(type) {
 	case *globalRequestMsg:
+		m.arrivals++
 		m.incomingRequests <- &Request{
 			Type:      msg.Type,
 			WantReply: msg.WantReply,
 			Payload:   msg.Data,
 			mux:       m,
+			arrival:   m.arrivals,
 		}
 	case *globalRequestSuccessMsg, *globalRequestFailureMsg:
 		// Drop responses that arrive when no SendRequest is waiting, to
@@ -429,6 +434,8 @@ func (m *mux) handleChannelOpen(packet []byte) error {
 	c.remoteId = msg.PeersID
 	c.maxRemotePayload = msg.MaxPacketSize
 	c.remoteWin.add(msg.PeersWindow)
+	m.arrivals++
+	c.arrival = m.arrivals  // hostgate: change 28
 	m.chanList.addRemote(c) // hostgate: early data finds it (earlydata.go)
 	m.incomingChannels <- c
 	return nil

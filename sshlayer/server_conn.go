@@ -38,12 +38,17 @@ type serverConn struct {
 	forwards   map[string]*remoteForward
 	forwarded  int         // open forwarded-tcpip channels
 	fwdDrops   dropLog     // forwarded connections dropped at maxForwardedConns
-	noSessions bool        // no-more-sessions@openssh.com received
 	idle       *time.Timer // nil without IdleTimeout
 	nextChanID uint64
 	limited    bool          // an OpenSSH client: sent under a send limit (sendsLimited)
 	rtt        time.Duration // the shortest keepalive round trip, once measured
 	sendLimit  uint32        // set from rtt; 0 for none
+
+	// noSessionsAt, under mu, is the arrival (ssh.Request.Arrival) of
+	// the first no-more-sessions@openssh.com, 0 before one: it refuses
+	// the sessions opened after it, not one opened before it whose open
+	// is handled after it.
+	noSessionsAt uint64
 }
 
 func newServerConn(ctx context.Context, s *Server, sc *ssh.ServerConn, id uint64) *serverConn {
@@ -121,7 +126,7 @@ func (c *serverConn) dispatch(nc ssh.NewChannel) {
 		return
 	}
 	c.mu.Lock()
-	if nc.ChannelType() == "session" && c.noSessions {
+	if nc.ChannelType() == "session" && c.noSessionsAt != 0 && ssh.ChannelArrival(nc) > c.noSessionsAt {
 		c.mu.Unlock()
 		_ = nc.Reject(ssh.Prohibited, "no more sessions")
 		return
@@ -278,13 +283,15 @@ func (c *serverConn) idleFired() {
 	}
 }
 
-// serve handles new channels and global requests, in the order the client
-// sent them, until the connection closes. x/crypto's mux reads packets in
-// order but hands requests and channel opens over on two buffered Go
-// channels; a request sent before a channel open is therefore already
-// queued when the open is received, and is handled first. That makes
-// no-more-sessions@openssh.com (which OpenSSH sends without want-reply)
-// binding on every session opened after it.
+// serve handles new channels and global requests until the connection
+// closes. x/crypto's mux reads packets in order but hands requests and
+// channel opens over on two buffered Go channels; a request sent before a
+// channel open is therefore already queued when the open is received, and
+// is handled first. A request sent after the open can be queued by then
+// too, and is handled first as well: no-more-sessions@openssh.com (which
+// OpenSSH's ssh sends without want-reply right behind its session's open)
+// therefore compares arrivals, and binds only the sessions opened after
+// it.
 func (c *serverConn) serve(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	for {
 		select {
@@ -328,7 +335,9 @@ func (c *serverConn) globalRequest(r *ssh.Request) {
 		_ = r.Reply(true, nil)
 	case "no-more-sessions@openssh.com":
 		c.mu.Lock()
-		c.noSessions = true
+		if c.noSessionsAt == 0 {
+			c.noSessionsAt = r.Arrival()
+		}
 		c.mu.Unlock()
 		if r.WantReply {
 			_ = r.Reply(true, nil)

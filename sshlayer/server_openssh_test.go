@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -626,5 +627,65 @@ func TestOpenSSHMissingHome(t *testing.T) {
 	out, err = cmd.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("Remote working directory: /\n")) || !bytes.Contains(out, []byte(why)) {
 		t.Errorf("sftp pwd: %v, output:\n%s\nwant the working directory / and %q", err, out, why)
+	}
+}
+
+// srvOpenSSHVersionServer is srvOpenSSHServer with the server announcing
+// version instead of hostgate's own: OpenSSH's ssh sends some requests
+// only to a server it takes for OpenSSH's sshd.
+func srvOpenSSHVersionServer(t *testing.T, version string) *srvOpenSSH {
+	t.Helper()
+	hostSigner, _, err := newEd25519Signer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientSigner, clientPEM, err := newEd25519Signer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(&ServerConfig{
+		HostKey:        hostSigner,
+		AuthorizedKeys: []ssh.PublicKey{clientSigner.PublicKey()},
+		Logger:         slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.sshCfg.ServerVersion = version // before Serve, which reads it
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = srv.Close()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; err != nil && !errors.Is(err, ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return srvNewOpenSSH(t, ln.Addr().(*net.TCPAddr).Port, hostSigner.PublicKey(), clientPEM)
+}
+
+// TestOpenSSHNoMoreSessions: OpenSSH's ssh, talking to a server it takes
+// for sshd, opens its session and sends no-more-sessions@openssh.com right
+// behind the open; the session is served. The server handled the request
+// before the open and refused the session ("open failed: administratively
+// prohibited: no more sessions"), most of the time.
+func TestOpenSSHNoMoreSessions(t *testing.T) {
+	t.Parallel()
+	o := srvOpenSSHVersionServer(t, "SSH-2.0-OpenSSH_9.9")
+	for i := range 5 {
+		cmd := o.command(srvTestCtx(t), "ssh", "-v", "127.0.0.1", "echo served")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if !strings.Contains(stderr.String(), "Requesting no-more-sessions@openssh.com") {
+			t.Fatalf("run %d: ssh sent no no-more-sessions@openssh.com, which the test is about; stderr:\n%s", i, stderr.String())
+		}
+		if err != nil || stdout.String() != "served\n" {
+			t.Fatalf("run %d: ssh: %v, stdout %q, want \"served\\n\"; stderr:\n%s", i, err, stdout.String(), stderr.String())
+		}
 	}
 }

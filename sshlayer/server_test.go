@@ -417,6 +417,37 @@ func TestServerNoMoreSessions(t *testing.T) {
 	}
 }
 
+// TestServerNoMoreSessionsBehindOpen: a client that opens a session and
+// sends no-more-sessions@openssh.com right behind it, in one write, as
+// OpenSSH's ssh does and JSch's noMoreSessionChannels() lets a program
+// do, has that session (the request came after its open) and is refused
+// the next. Several connections, since the server handled the request
+// before the open only most of the time.
+func TestServerNoMoreSessionsBehindOpen(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	for i := range 8 {
+		c := srvDialServer(t, ts)
+		// The open is held until the packet behind it: the request.
+		s, err := c.NewSessionEarly()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.SendRequest("no-more-sessions@openssh.com", false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := s.Output("echo opened-before"); err != nil || string(out) != "opened-before\n" {
+			t.Fatalf("connection %d: the session opened before no-more-sessions: %q, %v; want it served", i, out, err)
+		}
+		_, err = c.NewSession()
+		var oce *ssh.OpenChannelError
+		if !errors.As(err, &oce) || oce.Reason != ssh.Prohibited {
+			t.Fatalf("connection %d: session after no-more-sessions: %v, want Prohibited", i, err)
+		}
+		_ = c.Close()
+	}
+}
+
 func TestServerIdleTimeout(t *testing.T) {
 	t.Parallel()
 	ts := srvStartServer(t, &ServerConfig{IdleTimeout: 2 * time.Second})

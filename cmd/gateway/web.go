@@ -116,7 +116,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// The login flow of a subdomain preview ends there.
 		formActions = []string{src}
 	}
-	webui.New(webui.Config{
+	ui := webui.New(webui.Config{
 		FormActions: formActions,
 		Login: func(r *http.Request, token string, ttl time.Duration) (string, time.Time, error) {
 			sec, sess, err := srv.StartSession(r, token, ttl)
@@ -165,7 +165,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		CookieName:     sessionCookie,
 		SecureCookie:   secure,
 		OldCookieNames: oldSessionCookies,
-	}).Register(mux)
+	})
+	ui.Register(mux)
+	srv.SetSessionEnded(ui.ClearSession)
 
 	terms := webterm.Handler(webterm.Config{
 		Keep:      s.Config.terminalKeep(),

@@ -69,3 +69,72 @@ func TestStaleSessionCookieIsCleared(t *testing.T) {
 		t.Fatalf("login after 30 page loads with a stale cookie: %d to %q, want 303 to the terminal", res.StatusCode, loc)
 	}
 }
+
+// TestStaleSessionCookieClearedByMe: a terminal page asks GET /v1/me
+// after its socket fails, so after a gateway restart every open tab asks
+// it with a session cookie the gateway no longer honours. Each ask
+// counted a failed authentication and left the cookie, so twenty tabs
+// had the login that followed refused as rate-limited. The 401 clears
+// the cookie as the login set it; a stale bearer token is the client's
+// to drop, and gets no Set-Cookie.
+func TestStaleSessionCookieClearedByMe(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	admin := tokenMaker(t, ctx, dir)("--role", "admin")
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer the-token-of-a-gateway-before-its-restart")
+	req.AddCookie(&http.Cookie{Name: gateway.SessionCookie, Value: "a-session-of-a-gateway-before-its-restart"})
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if sc := res.Header.Values("Set-Cookie"); res.StatusCode != http.StatusUnauthorized || len(sc) != 0 {
+		t.Errorf("/v1/me with a stale bearer token: %d, Set-Cookie %q; want 401 leaving the cookie, which did not authenticate", res.StatusCode, sc)
+	}
+
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(base)
+	jar.SetCookies(u, []*http.Cookie{{Name: gateway.SessionCookie, Value: "the-session-of-a-gateway-before-its-restart", Path: "/", HttpOnly: true}})
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i := range 25 {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/me", nil)
+		req.Header.Set("Accept", "application/json")
+		res, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("tab %d's /v1/me: %d, want 401, which the terminal page takes for an ended login", i, res.StatusCode)
+		}
+		if i > 0 {
+			continue
+		}
+		var cleared bool
+		for _, c := range res.Cookies() {
+			if c.Name == gateway.SessionCookie && c.MaxAge < 0 && c.Path == "/" && c.Domain == "" && c.HttpOnly && c.SameSite == http.SameSiteLaxMode {
+				cleared = true
+			}
+		}
+		if !cleared {
+			t.Errorf("the 401 of /v1/me to a stale session cookie does not clear it: Set-Cookie %q", res.Header.Values("Set-Cookie"))
+		}
+	}
+	req, _ = http.NewRequestWithContext(ctx, "POST", base+"/login", strings.NewReader(url.Values{"token": {admin}, "next": {"/hosts/box/terminal"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	res, err = browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/hosts/box/terminal" {
+		t.Fatalf("login after 25 tabs asked /v1/me with a stale cookie: %d to %q, want 303 to the terminal", res.StatusCode, loc)
+	}
+}

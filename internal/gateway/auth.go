@@ -134,6 +134,12 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Tok
 	if err == nil {
 		return tok, true
 	}
+	s.refuse(w, err)
+	return tok, false
+}
+
+// refuse answers err, Authenticate's.
+func (s *Server) refuse(w http.ResponseWriter, err error) {
 	var ae *authError
 	if errors.As(err, &ae) {
 		if ae.status == http.StatusUnauthorized {
@@ -145,10 +151,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Tok
 			w.Header().Set("Retry-After", strconv.Itoa(int(max(ae.retryAfter+time.Second-1, time.Second)/time.Second)))
 		}
 		WriteError(w, ae.status, ae.code, ae.msg)
-		return tok, false
+		return
 	}
 	WriteError(w, http.StatusUnauthorized, "unauthorized", "invalid credentials")
-	return tok, false
 }
 
 // forbid counts and answers a valid token used outside its role.

@@ -51,6 +51,17 @@ func (s *Server) SetHostEnded(f func(ctx context.Context, id string) (reason str
 	s.hostEnded = f
 }
 
+// SetSessionEnded gives the gateway how to clear a browser's session
+// cookies (the web UI's, with the attributes it set them with): GET /v1/me
+// calls f before its 401 to a session cookie the gateway no longer
+// honours (CredentialsRefused), so that the browser stops sending it.
+// Call it before Serve.
+func (s *Server) SetSessionEnded(f func(w http.ResponseWriter, r *http.Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessionEnded = f
+}
+
 // HostGone answers, for host id whose execution ended for good
 // (SetHostEnded), 410 gone with its reason and endedAt, and reports
 // whether it did: routes added on Mux answer an ended sandbox's host as

@@ -217,6 +217,7 @@ type Server struct {
 	front         func(http.Handler) http.Handler
 	meFields      func(*http.Request, store.Token) map[string]any          // SetMeFields; guarded by mu
 	hostEnded     func(ctx context.Context, id string) (string, time.Time) // SetHostEnded; guarded by mu
+	sessionEnded  func(http.ResponseWriter, *http.Request)                 // SetSessionEnded; guarded by mu
 	closing       bool
 	wg            sync.WaitGroup // every tunnel and relay (hijacked conns outlive net/http's tracking)
 	live          liveSet        // relays and tunnels by token, for revocation

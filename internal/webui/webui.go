@@ -253,10 +253,18 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 		// cannot tell a stale session from a forged one), and a few tabs
 		// reloaded after a gateway restart had the login that followed
 		// refused as rate-limited.
-		u.clearCookies(w, r, append([]string{u.cfg.CookieName}, u.cfg.OldCookieNames...)...)
+		u.ClearSession(w, r)
 	}
 	http.Redirect(w, r, loc, http.StatusFound)
 	return false
+}
+
+// ClearSession tells the browser to drop r's session cookies, of the name
+// it has now and of those before, as they were set: for an answer that
+// says the session is no longer honoured (ErrSessionEnded) outside the
+// UI's pages, such as the API's GET /v1/me that the terminal page asks.
+func (u *UI) ClearSession(w http.ResponseWriter, r *http.Request) {
+	u.clearCookies(w, r, append([]string{u.cfg.CookieName}, u.cfg.OldCookieNames...)...)
 }
 
 // clearCookies tells the browser to drop r's cookies of these names, with

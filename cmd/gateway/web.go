@@ -147,6 +147,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			switch {
 			case gateway.CredentialsRefused(err):
 				return fmt.Errorf("%w: %w", webui.ErrSessionEnded, err)
+			case gateway.RateLimited(err):
+				return fmt.Errorf("%w: %w", webui.ErrTooManyLogins, err)
+			case gateway.StoreUnavailable(err):
+				return fmt.Errorf("%w: %w", webui.ErrUnavailable, err)
 			case err != nil:
 				return err
 			case tok.Role == store.RoleAgent:

@@ -5,6 +5,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,5 +137,35 @@ func TestStaleSessionCookieClearedByMe(t *testing.T) {
 	res.Body.Close()
 	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/hosts/box/terminal" {
 		t.Fatalf("login after 25 tabs asked /v1/me with a stale cookie: %d to %q, want 303 to the terminal", res.StatusCode, loc)
+	}
+}
+
+// TestRateLimitedPageSaysSo: a page loaded from an address the rate limit
+// refuses goes to the login page saying so, and for how long; it said the
+// login had ended, and the login that followed was refused too.
+func TestRateLimitedPageSaysSo(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	admin := tokenMaker(t, ctx, dir)("--role", "admin")
+	for range 21 {
+		apiDo(t, ctx, base, "GET", "/v1/me", "a-mistyped-token", "")
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/hosts/box/terminal", nil)
+	req.AddCookie(&http.Cookie{Name: gateway.SessionCookie, Value: admin})
+	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := browser.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := loc.Query()
+	retry, _ := strconv.Atoi(q.Get("retry"))
+	if res.StatusCode != http.StatusFound || loc.Path != "/login" || q.Get("error") != "rate_limited" || retry < 1 || retry > 60 || len(res.Cookies()) != 0 {
+		t.Errorf("terminal page from a rate-limited address: %d to %q, Set-Cookie %q; want the login page saying rate_limited with retry=1..60, the cookie kept", res.StatusCode, loc, res.Header.Values("Set-Cookie"))
 	}
 }

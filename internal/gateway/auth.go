@@ -42,6 +42,10 @@ type authError struct {
 
 func (e *authError) Error() string { return e.msg }
 
+// RetryAfter is, for a 429, how long the source stays blocked: the web
+// UI's login page tells the person.
+func (e *authError) RetryAfter() time.Duration { return e.retryAfter }
+
 // Authenticate returns the token a request carries: `Authorization: Bearer
 // TOKEN`, else the session cookie. Every route authenticates through it, so
 // failures are counted and rate-limited per source IP in one place.

@@ -84,6 +84,14 @@ func StoreUnavailable(err error) bool {
 	return errors.As(err, &ae) && ae.status == http.StatusServiceUnavailable
 }
 
+// RateLimited reports whether err, from Authenticate, is the refusal of
+// a source that failed too often lately, whatever it sent; it has a
+// method RetryAfter() time.Duration, how long that lasts.
+func RateLimited(err error) bool {
+	var ae *authError
+	return errors.As(err, &ae) && ae.status == http.StatusTooManyRequests
+}
+
 // CredentialsRefused reports whether err, from Authenticate, says the
 // request's token or session is one the gateway does not honour: no such
 // token (revoked, logged out, mistyped, or of another state) or expired.

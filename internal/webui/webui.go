@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,8 +49,14 @@ var (
 	// ErrExpiredToken: a token past its expiry.
 	ErrExpiredToken = errors.New("webui: token expired")
 	// ErrTooManyLogins: the browser's address failed too often lately and
-	// is refused whatever it sends, a good token too, for a while.
+	// is refused whatever it sends, a good token too, for a while. An
+	// error matching it that has a method RetryAfter() time.Duration
+	// tells the login page how long.
 	ErrTooManyLogins = errors.New("webui: too many failed logins from this address")
+	// ErrUnavailable: Authenticated's answer when the gateway cannot tell
+	// now whether a session holds (its state store does not answer, or it
+	// is shutting down): the session may well be good.
+	ErrUnavailable = errors.New("webui: the gateway cannot check sessions now")
 	// ErrSessionEnded: Authenticated's answer for a session the gateway
 	// no longer honours (logged out, revoked, expired, or a gateway that
 	// started with fresh state): its cookie is cleared.
@@ -70,8 +77,9 @@ type Config struct {
 	Logout func(r *http.Request, session string) error
 	// Authenticated is nil when r carries a valid session; an error
 	// matching ErrSessionEnded when the one it carries is no longer
-	// honoured; another error when it carries none, or when that cannot
-	// be told now (the store, a rate limit), which leaves its cookie be.
+	// honoured; ErrTooManyLogins when r's address is refused by the rate
+	// limit, ErrUnavailable when the gateway cannot tell now; another
+	// error when it carries none. Only ErrSessionEnded clears the cookie.
 	Authenticated func(r *http.Request) error
 	// Reaches, when set, reports whether r's session may reach host id
 	// and the host exists; the terminal page of another is a 404.
@@ -238,14 +246,25 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 	if err == nil {
 		return true
 	}
-	loc := "/login?next=" + url.QueryEscape(r.URL.Path)
-	// A session cookie the gateway no longer honours: its login
-	// ended (revoked, or logged out in another browser). The login
-	// page said nothing, as to a first visit, after a reload of a
-	// revoked terminal. A cookie that expired is no longer sent.
-	if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" {
-		loc = "/login?error=session_ended&next=" + url.QueryEscape(r.URL.Path)
+	code := ""
+	switch {
+	// Not the session's fault: these said the login had ended, and the
+	// person logged in again only to be refused (a rate limit) or to find
+	// the old session good after all (the store).
+	case errors.Is(err, ErrTooManyLogins):
+		code = "rate_limited"
+	case errors.Is(err, ErrUnavailable):
+		code = "unavailable"
+	default:
+		// A session cookie the gateway no longer honours: its login
+		// ended (revoked, or logged out in another browser). The login
+		// page said nothing, as to a first visit, after a reload of a
+		// revoked terminal. A cookie that expired is no longer sent.
+		if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" {
+			code = "session_ended"
+		}
 	}
+	loc := loginLocation(code, err, r.URL.Path)
 	if errors.Is(err, ErrSessionEnded) {
 		// Cleared, so the browser stops sending it: each request with it
 		// counts a failed authentication against the browser's address
@@ -257,6 +276,23 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 	}
 	http.Redirect(w, r, loc, http.StatusFound)
 	return false
+}
+
+// loginLocation is the login page's URL saying code (none when empty),
+// with how many seconds to wait when err, ErrTooManyLogins, says, and
+// next, where a login leads.
+func loginLocation(code string, err error, next string) string {
+	q := url.Values{"next": {next}}
+	if code != "" {
+		q.Set("error", code)
+	}
+	var ra interface{ RetryAfter() time.Duration }
+	if code == "rate_limited" && errors.As(err, &ra) && ra.RetryAfter() > 0 {
+		// Whole seconds, rounded up, as Retry-After: one who waits as
+		// told finds the window over.
+		q.Set("retry", strconv.Itoa(int((ra.RetryAfter()+time.Second-1)/time.Second)))
+	}
+	return "/login?" + q.Encode()
 }
 
 // ClearSession tells the browser to drop r's session cookies, of the name
@@ -335,7 +371,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "could not start a session; try again", http.StatusServiceUnavailable)
 			return
 		}
-		http.Redirect(w, r, "/login?error="+code+"&next="+url.QueryEscape(next), http.StatusSeeOther)
+		http.Redirect(w, r, loginLocation(code, err, next), http.StatusSeeOther)
 		return
 	}
 	// The session the browser held until now ends too: its cookie is

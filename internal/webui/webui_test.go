@@ -756,3 +756,47 @@ func TestStaleSessionCookiesCleared(t *testing.T) {
 		}
 	}
 }
+
+type retryAfterError time.Duration
+
+func (e retryAfterError) Error() string             { return "refused for a while" }
+func (e retryAfterError) RetryAfter() time.Duration { return time.Duration(e) }
+
+// TestPagesOfUndecidedLogin: a page load the gateway cannot judge now is
+// sent to the login page saying why, not that the login ended: the person
+// logged in again only to be refused as rate-limited, or to find that the
+// session had been good all along. The rate limit says how long it holds.
+func TestPagesOfUndecidedLogin(t *testing.T) {
+	var answer error
+	ui := New(Config{
+		Authenticated: func(*http.Request) error { return answer },
+		Reaches:       func(*http.Request, string) bool { return true },
+	})
+	mux := http.NewServeMux()
+	ui.Register(mux)
+	page := assetText(t, "login.js")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: %w", ErrTooManyLogins, retryAfterError(37*time.Second+time.Millisecond)), "/login?error=rate_limited&next=%2Fhosts%2Fbox%2Fterminal&retry=38"},
+		{fmt.Errorf("%w: state store unavailable", ErrUnavailable), "/login?error=unavailable&next=%2Fhosts%2Fbox%2Fterminal"},
+	} {
+		answer = tc.err
+		for _, cookie := range []bool{true, false} {
+			req := httptest.NewRequest("GET", "/hosts/box/terminal", nil)
+			if cookie {
+				req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "good-but-unchecked"})
+			}
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, req)
+			if loc := w.Header().Get("Location"); w.Code != http.StatusFound || loc != tc.want {
+				t.Errorf("%v, cookie %v: %d to %q, want a redirect to %s", tc.err, cookie, w.Code, loc, tc.want)
+			}
+		}
+		code := strings.TrimPrefix(strings.Split(tc.want, "&")[0], "/login?error=")
+		if !strings.Contains(page, "\n    "+code+": \"") {
+			t.Errorf("login.js has no message for %s", code)
+		}
+	}
+}

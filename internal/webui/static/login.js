@@ -18,7 +18,16 @@
     session_ended: "Your login ended (logged out in another tab, expired or revoked; gateway dev ends it at each start): log in again.",
     host_forbidden: "You are logged in, with a token that does not reach the host of the page you opened. Log in with a token for that host: an admin makes one with gateway token create --role client --host ID.",
     rate_limited: "Too many failed logins from this address: every login from it, a right token too, is refused for up to a minute. Wait, then try again.",
+    unavailable: "The gateway cannot check logins right now (its state store is not answering), so it could not tell whether yours still holds: it may well. Try again in a moment; if this lasts, the gateway's log says why.",
   };
+  // How long the rate limit holds, when the gateway said: a number only,
+  // so a link can put no words of its own here either.
+  const retry = params.get("retry");
+  if (retry && /^[0-9]{1,5}$/.test(retry)) {
+    const n = Number(retry);
+    messages.rate_limited = "Too many failed logins from this address (a script there with a wrong token counts too): every login from it, a right token too, is refused for " +
+      (n === 1 ? "1 more second" : n + " more seconds") + ". Wait, then try again.";
+  }
   const code = params.get("error");
   if (code && Object.hasOwn(messages, code)) {
     document.getElementById("error").textContent = messages[code];

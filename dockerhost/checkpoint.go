@@ -453,6 +453,13 @@ func (s *LocalStore) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	// The removal is on disk only once the directory is: a checkpoint
+	// answered as deleted came back after a power loss. Synced before the
+	// tar goes, so that no crash leaves a manifest without its tar; a tar
+	// whose removal a crash undoes is a leftover sweepLeftovers removes.
+	if err := durable.SyncDir(s.Dir); err != nil {
+		return fmt.Errorf("dockerhost: checkpoint %s deleted, but %s could not be synced, so it may come back after a power loss (delete it again): %w", id, s.Dir, err)
+	}
 	if err := os.Remove(filepath.Join(s.Dir, id+".tar")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

@@ -319,6 +319,13 @@ func (s *Stream) sendWindowUpdate() error {
 	s.controlHdrLock.Lock()
 	defer s.controlHdrLock.Unlock()
 
+	// Determine the flags if any. hostgate: before recvLock, not under
+	// it as upstream did: a Read at its start holds the state lock while
+	// it takes recvLock (a stream the peer closed), so two Reads at once
+	// deadlocked, and the receive loop with them at its next frame for the
+	// stream (processFlags).
+	flags := s.sendFlags()
+
 	// Determine the delta update
 	max := s.session.config.MaxStreamWindowSize
 	var bufLen uint32
@@ -330,9 +337,6 @@ func (s *Stream) sendWindowUpdate() error {
 		max = s.budgetWindow(b, max, bufLen)
 	}
 	delta := (max - bufLen) - s.recvWindow
-
-	// Determine the flags if any
-	flags := s.sendFlags()
 
 	// Check if we can omit the update. One that grants nothing, which a
 	// budgeted stream that ended with its window used up would send (max

@@ -51,14 +51,23 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 	if err != nil {
 		return nil, c.opErr("sftp", err)
 	}
+	// A session not kept is closed without c.mu: its close waits for the
+	// host to end the session, and a host that stopped answering would
+	// keep Close (and the keepalive, which would end the connection)
+	// waiting on c.mu for ever.
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closing {
-		_ = sc.Close()
+		c.mu.Unlock()
+		_ = sc.Close() // returns once Close has closed the connection
 		return nil, fmt.Errorf("sshlayer: sftp: %w", ErrClientClosed)
 	}
 	if s := c.liveSFTP(); s != nil { // a concurrent call won
-		_ = sc.Close()
+		c.wg.Add(1) // as track does; c.mu is held and Close has not started
+		c.mu.Unlock()
+		go func() {
+			defer c.wg.Done()
+			_ = sc.Close()
+		}()
 		return s, nil
 	}
 	s := &sftpSession{cli: sc, done: make(chan struct{})}
@@ -67,6 +76,7 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 	c.sftp = s
 	c.wg.Add(1) // as track does; c.mu is held and Close has not started
 	go c.watchSFTP(s)
+	c.mu.Unlock()
 	return s, nil
 }
 

@@ -1,7 +1,9 @@
 package hostgate
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"syscall"
 )
 
@@ -42,3 +44,19 @@ var ErrConnectionEnded = errors.New("hostgate: host connection ended")
 // it; with EarlyDialer.DialEarly it comes from the connection's first Read
 // or Write.
 var ErrConnectFailed = errors.New("hostgate: host could not connect")
+
+// ctxErr is why ctx ended, as every call of a Host reports it: the cause
+// the caller gave (context.WithCancelCause, WithTimeoutCause), which
+// ctx.Err() alone loses, still matching ctx.Err() (context.Canceled or
+// DeadlineExceeded) for a caller that checks that; nil while ctx lives.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, err) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", cause, err)
+}

@@ -162,14 +162,14 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	case <-stdinDone:
 	case <-wait.Done():
 		if werr == nil {
-			werr = context.Cause(wait) // the command ended, its stdin not: ctx's error below
+			werr = ctxErr(wait) // the command ended, its stdin not: ctx's error below
 		}
 	}
 	writesDone := true
 	if fd != nil && !fd.wait(parent) {
 		writesDone = false
 		if werr == nil {
-			werr = context.Cause(parent)
+			werr = ctxErr(parent)
 		}
 	}
 	res := &ExecResult{Duration: time.Since(start)}
@@ -188,7 +188,7 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 		res.ExitCode = -1
 		return res, ErrOutputLimit
 	}
-	if err := parent.Err(); err != nil && werr != nil {
+	if err := ctxErr(parent); err != nil && werr != nil {
 		// The process was killed because ctx ended: say so rather than
 		// report the kill as the command's own exit.
 		res.ExitCode = -1
@@ -220,7 +220,7 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 }
 
 // waitCtx is p.Wait() (exited true), unless ctx ends first: then exited is
-// false and err ctx's cause. ctx's end has the process killed (Spawn's
+// false and err ctx's (ctxErr). ctx's end has the process killed (Spawn's
 // ctx, or one derived from it), but the process's end is the host's word,
 // and a host that stopped answering says nothing until its connection is
 // given up on; the Wait goes on in the background until then.
@@ -238,7 +238,7 @@ func waitCtx(ctx context.Context, p Process) (exited bool, err error) {
 		case err := <-waited: // ended as ctx did: keep its word
 			return true, err
 		default:
-			return false, context.Cause(ctx)
+			return false, ctxErr(ctx)
 		}
 	}
 }

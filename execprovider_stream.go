@@ -112,7 +112,7 @@ func (s *stream) finish() error {
 		_, werr := waitCtx(s.ctx, s.proc)
 		s.cancel()
 		err := mapExit(werr, s.stderr.Bytes())
-		if cerr := s.ctx.Err(); cerr != nil {
+		if cerr := ctxErr(s.ctx); cerr != nil {
 			// Killed by ctx, or a stream the caller abandoned: a write may
 			// have left a partial file, and a read may have lost what the
 			// transport still buffered when it closed the channel even

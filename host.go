@@ -174,7 +174,7 @@ func (h *Host) connection(ctx context.Context) (*Connection, error) {
 	case <-ctx.Done():
 		// The connect goes on for the next caller; this one's error
 		// says what it was waiting for, not only that its time ran out.
-		return nil, connectErr(name, "connect", ctx.Err())
+		return nil, connectErr(name, "connect", ctxErr(ctx))
 	case <-h.ctx.Done():
 		return nil, ErrClosed
 	}

@@ -354,7 +354,7 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(transferConcurrency)
 	werr := walkTree(src, opts, func(name string, d fs.DirEntry, info fs.FileInfo, link string) error {
-		if err := ctx.Err(); err != nil {
+		if err := ctxErr(ctx); err != nil {
 			return err // a file's copy failed: g.Wait has its error
 		}
 		to := path.Join(dir, name)
@@ -738,7 +738,7 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 			return err
 		}
 		for _, e := range ents {
-			if err := ctx.Err(); err != nil {
+			if err := ctxErr(ctx); err != nil {
 				return err // a file's copy failed: g.Wait has its error
 			}
 			if e.Name() == "." || e.Name() == ".." {

@@ -116,7 +116,7 @@ func spawnWatched(ctx context.Context, t Transport, argv []string, opts SpawnOpt
 		scancel()
 		if ctx.Err() != nil {
 			// The transport saw sctx's cancel: say what ended it.
-			return nil, fmt.Errorf("hostgate: spawn: %w (%w)", context.Cause(ctx), err)
+			return nil, fmt.Errorf("hostgate: spawn: %w (%w)", ctxErr(ctx), err)
 		}
 		return nil, err
 	}

@@ -22,8 +22,10 @@ func (notSupported) Is(target error) bool {
 	return target == errors.ErrUnsupported || target == syscall.ENOTSUP
 }
 
-// ErrOutputLimit is returned by Host.Exec when a process wrote more than the
-// output limit; the process is killed.
+// ErrOutputLimit is matched by Host.Exec's error when a process wrote
+// more than the output limit (ExecOptions.MaxOutput, which the error
+// names); the process is killed. ExecProvider's calls match it too when
+// the host's answer passes the most they read.
 var ErrOutputLimit = errors.New("hostgate: output limit exceeded")
 
 // ErrConnectionEnded is why a forward stopped when its host connection

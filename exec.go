@@ -186,7 +186,7 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	}
 	if lim.exceeded() {
 		res.ExitCode = -1
-		return res, ErrOutputLimit
+		return res, outputLimitErr(limit)
 	}
 	if err := ctxErr(parent); err != nil && werr != nil {
 		// The process was killed because ctx ended: say so rather than
@@ -287,6 +287,12 @@ func (fd *feeders) wait(ctx context.Context) bool {
 			return false
 		}
 	}
+}
+
+// outputLimitErr is Exec's error for a command that wrote more than
+// limit bytes: ErrOutputLimit, with the limit and how to raise it.
+func outputLimitErr(limit int64) error {
+	return fmt.Errorf("%w: the command's output passed %d bytes (stdout and stderr together); raise ExecOptions.MaxOutput to collect more", ErrOutputLimit, limit)
 }
 
 // outputLimitGrace bounds Exec's wait for the host's word that a

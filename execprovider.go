@@ -102,6 +102,9 @@ func safePath(name string) string {
 // run executes script under sh -c with args as $1…, stdin closed, and
 // returns stdout (at most limit bytes) and an error mapped to io/fs.
 func (p *execProvider) run(ctx context.Context, limit int64, script string, args ...string) ([]byte, error) {
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	proc, err := p.spawn(ctx, script, args...)
 	if err != nil {
 		return nil, err
@@ -115,18 +118,27 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 		drainLimited(&stderr, proc.Stderr(), maxStderr)
 	}()
 	var stdout bytes.Buffer
-	over := drainLimited(&stdout, proc.Stdout(), limit)
+	n, _ := io.Copy(&stdout, io.LimitReader(proc.Stdout(), limit+1))
+	over := n > limit
+	if over {
+		// Nothing past the limit is used: reading on to the end of a
+		// host's answer without end held the call until ctx ended.
+		_ = proc.Kill(SIGKILL)
+		cancel()
+	}
+	_, _ = io.Copy(io.Discard, proc.Stdout())
 	wg.Wait()
 	// Not past ctx, as Exec: the streams end with ctx (the session is
 	// closed on this side), but the host's word that the command ended
 	// does not come from a host that stopped answering until its
 	// connection is given up on.
-	exited, werr := waitCtx(ctx, proc)
+	exited, werr := waitCtx(parent, proc)
+	if over {
+		// Before ctx's error: killed at the limit, not by ctx.
+		return nil, fmt.Errorf("%w: the host's answer passed %d bytes, the most ExecProvider reads from one command (for a directory this large, list it through SFTP or with Host.Exec and a MaxOutput of your own)", ErrOutputLimit, limit)
+	}
 	if !exited {
 		return nil, werr
-	}
-	if over {
-		return nil, fmt.Errorf("output larger than %d bytes", limit)
 	}
 	return stdout.Bytes(), mapExit(werr, stderr.Bytes())
 }

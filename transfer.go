@@ -32,11 +32,13 @@ const (
 
 // TransferOptions bound an Upload or Download; nil means the defaults.
 type TransferOptions struct {
-	// MaxBytes bounds the bytes of the files together; 0 means
+	// MaxBytes bounds the bytes of the files together (on Download, with
+	// any data the host's archive gives an entry it skips); 0 means
 	// DefaultTransferMaxBytes.
 	MaxBytes int64
-	// MaxFiles bounds the entries (files, directories and links); 0 means
-	// DefaultTransferMaxFiles.
+	// MaxFiles bounds the entries (files, directories and links, and on
+	// Download the other kinds it skips, which a host sends all the
+	// same); 0 means DefaultTransferMaxFiles.
 	MaxFiles int
 	// NoTar moves the tree over the host's filesystem (Host.FS, SFTP on
 	// an SSH host), file by file, even when the host has tar.
@@ -534,6 +536,7 @@ type extractor struct {
 	root            *os.Root
 	maxBytes, bytes int64
 	maxFiles, files int
+	rootSeen        bool // the archive's "./" came
 	mu              sync.Mutex
 	dirModes        map[string]fs.FileMode // applied at the end: a read-only dir must first take its files
 }
@@ -574,8 +577,17 @@ func (x *extractor) count(size int64) error {
 
 func (x *extractor) tarEntry(hdr *tar.Header, r io.Reader) error {
 	name, ok, err := localName(hdr.Name)
-	if err != nil || !ok {
+	if err != nil {
 		return err
+	}
+	if !ok {
+		// The tree's own "./" is free, once; any more, and any with data,
+		// are a host sending entries that are skipped, counted as below.
+		if x.rootSeen || hdr.Typeflag != tar.TypeDir {
+			return x.count(max(hdr.Size, 0))
+		}
+		x.rootSeen = true
+		return nil
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -617,7 +629,10 @@ func (x *extractor) tarEntry(hdr *tar.Header, r io.Reader) error {
 		_ = x.root.Remove(name)
 		return x.root.Link(old, name)
 	}
-	return nil // devices, pipes
+	// Devices, pipes and kinds unknown are skipped, but counted: the
+	// limits bound what a host may send, and skipping is no cheaper than
+	// taking (tar.Reader reads past the data).
+	return x.count(max(hdr.Size, 0))
 }
 
 // parents makes the directories name is in.
@@ -802,6 +817,13 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 					}
 					return nil
 				})
+			default:
+				// Devices, pipes, sockets: skipped, but an entry for
+				// MaxFiles all the same, or a listing of them had no
+				// bound.
+				if err := x.count(0); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

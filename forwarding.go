@@ -16,7 +16,7 @@ import (
 // Forwarding is a running port forward. It stops when Close is called, when
 // the ctx given to Host.Forward ends, or when the host connection ends (for
 // forwarders with a Done channel, like the SSH client; Err then reports
-// ErrConnectionEnded).
+// ErrConnectionEnded, or ErrClosed where the Host's Close ended it).
 type Forwarding struct {
 	spec ForwardSpec
 	ln   net.Listener
@@ -25,7 +25,7 @@ type Forwarding struct {
 	host string // Connection.Name, for Err
 
 	ctx    context.Context
-	cancel context.CancelCauseFunc // ErrConnectionEnded when the host connection ends
+	cancel context.CancelCauseFunc // ErrClosed when the Host is closed, ErrConnectionEnded when its connection ends
 	wg     sync.WaitGroup          // accept loop and every copy
 
 	conns    atomic.Int64
@@ -109,7 +109,14 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 			defer fw.wg.Done()
 			select {
 			case <-d.Done():
-				fw.cancel(endedBy(f))
+				if h.ctx.Err() != nil {
+					// The caller's own Close (Host.Close cancels
+					// before it closes the connection): ErrClosed,
+					// as every other call of a closed Host says.
+					fw.cancel(ErrClosed)
+				} else {
+					fw.cancel(endedBy(f))
+				}
 			case <-fw.ctx.Done():
 			}
 		}()
@@ -233,7 +240,7 @@ func (fw *Forwarding) serve() {
 	if fw.ctx.Err() != nil && errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
-	if cause := context.Cause(fw.ctx); errors.Is(cause, ErrConnectionEnded) {
+	if cause := context.Cause(fw.ctx); errors.Is(cause, ErrConnectionEnded) || errors.Is(cause, ErrClosed) {
 		err = cause
 	}
 	fw.err = nameErr(fw.host, err)

@@ -434,3 +434,27 @@ func (f *loopbackForwarder) Listen(ctx context.Context, network, addr string) (n
 	f.mu.Unlock()
 	return ln, nil
 }
+
+// TestForwardErrAfterHostClose: a forward stopped by the caller's own
+// Host.Close says ErrClosed, as every other call of a closed Host does;
+// over a forwarder that tells its connection's end (the SSH client) it
+// said ErrConnectionEnded, which its doc keeps for an end the caller did
+// not make.
+func TestForwardErrAfterHostClose(t *testing.T) {
+	f := &doneForwarder{done: make(chan struct{})}
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		// As the SSH client: closing the connection ends its Done.
+		return &hostgate.Connection{Transport: &fakeTransport{}, Forward: f, Close: func() error { close(f.done); return nil }}, nil
+	})
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Err(); !errors.Is(err, hostgate.ErrClosed) || errors.Is(err, hostgate.ErrConnectionEnded) {
+		t.Errorf("Err() after Host.Close = %v, want ErrClosed", err)
+	}
+}

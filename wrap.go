@@ -18,7 +18,7 @@ type WrapFunc func(argv []string, dir string, env map[string]string) ([]string, 
 // so several wrappers (and base itself) can share one connection. Closing
 // the wrapper ends what was opened through it, as closing a host ends what
 // runs over its connection: its processes still running are killed
-// (SIGKILL), its forwards stop (Err is ErrConnectionEnded), and the
+// (SIGKILL), its forwards stop (Err is ErrClosed), and the
 // connections from its Dial and the listeners from its Listen are closed.
 // Closing base ends its connection and so what runs over it, the
 // wrapper's too; the wrapper's later uses fail with that connection's

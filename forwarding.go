@@ -14,9 +14,10 @@ import (
 )
 
 // Forwarding is a running port forward. It stops when Close is called, when
-// the ctx given to Host.Forward ends, or when the host connection ends (for
-// forwarders with a Done channel, like the SSH client; Err then reports
-// ErrConnectionEnded, or ErrClosed where the Host's Close ended it).
+// the ctx given to Host.Forward ends, when its Host is closed (Err then
+// reports ErrClosed), or when the host connection ends (for forwarders
+// with a Done channel, like the SSH client; Err then reports
+// ErrConnectionEnded).
 type Forwarding struct {
 	spec ForwardSpec
 	ln   net.Listener
@@ -101,6 +102,10 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	fw := &Forwarding{spec: spec, ln: ln, dial: dial, lead: lead, host: name.name, done: make(chan struct{})}
 	fw.ctx, fw.cancel = context.WithCancelCause(context.Background())
 	stop := context.AfterFunc(ctx, func() { fw.cancel(nil) })
+	// Whatever the forwarder tells of its end: over one without Done, a
+	// forward listened on after its Host was closed, taking connections
+	// only to fail them.
+	stopHost := context.AfterFunc(h.ctx, func() { fw.cancel(ErrClosed) })
 	// A forwarder that knows when its connection ends (the SSH client
 	// does) stops the forward then, so nothing listens for a dead host.
 	if d, ok := f.(interface{ Done() <-chan struct{} }); ok {
@@ -124,6 +129,7 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	fw.wg.Add(1)
 	go func() {
 		defer stop()
+		defer stopHost()
 		fw.serve()
 	}()
 	return fw, nil

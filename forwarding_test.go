@@ -458,3 +458,27 @@ func TestForwardErrAfterHostClose(t *testing.T) {
 		t.Errorf("Err() after Host.Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestForwardStopsWhenHostCloses: closing the Host stops its forwards,
+// as Wrap's doc says, also over a forwarder without a Done channel to
+// tell its end: such a forward listened on, taking connections only to
+// fail them.
+func TestForwardStopsWhenHostCloses(t *testing.T) {
+	h := forwardHost(t, &loopbackForwarder{})
+	fw, err := h.Forward(context.Background(), hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fw.Done():
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("forward still running 30 s after its Host was closed")
+	}
+	if !errors.Is(fw.Err(), hostgate.ErrClosed) {
+		t.Errorf("Err() = %v, want ErrClosed", fw.Err())
+	}
+}

@@ -79,8 +79,10 @@ const tarMissing = 127
 // SFTP Creates), and falls back to the host's filesystem (Host.FS), 16
 // files at a time (0.30x that loop's time), when the host has no tar. Names are src's, which
 // io/fs keeps relative and without "..". Permission bits (a directory's
-// with its owner's rwx added) and modification times go with the files,
-// ownership does not. A tree over
+// with its owner's rwx added) go with the files, ownership does not;
+// modification times go with the tar stream only: the filesystem way
+// (NoTar, or a host without tar) leaves the files the time they were
+// written, as Provider has no call to set one. A tree over
 // opts' limits fails with ErrTransferLimit; what was sent by then stays.
 func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) error {
 	err := upload(ctx, h, src, dir, opts)

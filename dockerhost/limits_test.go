@@ -534,3 +534,21 @@ func testMemoryPastEngine(t *testing.T) {
 		t.Errorf("containers after the refusal: %+v", got)
 	}
 }
+
+// A core dump is written by the kernel outside the container when the
+// machine's core_pattern pipes it to a helper (systemd-coredump, apport:
+// the defaults of most distributions), which runs as root on the host,
+// outside the sandbox's cgroup, and stores the core on the host's disk:
+// a loop of crashing processes, each as large as the memory limit, spent
+// the host's CPU and disk, past every limit of the sandbox. A sandbox's
+// processes cannot raise their core size from 0, which such helpers
+// honour (they get it as %c).
+func testLimitCoreDumps(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	ex := provision(t, h, emptyReq(img, small()))
+	res := sh(t, h, ex.ExecutionID, `echo soft=$(ulimit -S -c); echo hard=$(ulimit -H -c); ulimit -c unlimited 2>/dev/null; echo raised=$?`)
+	if m := fields(t, res.Stdout); m["soft"] != "0" || m["hard"] != "0" || m["raised"] == "0" {
+		t.Fatalf("a sandbox's core size limit is %q (soft) and %q (hard), and raising it exited %q: its processes may dump cores, which a piped core_pattern writes outside the sandbox", m["soft"], m["hard"], m["raised"])
+	}
+}

@@ -41,6 +41,7 @@ var engineTests = []struct {
 	{"LimitPids", testLimitPids},
 	{"LimitOutput", testLimitOutput},
 	{"LimitContainerLog", testLimitContainerLog},
+	{"LimitCoreDumps", testLimitCoreDumps},
 	{"LimitInodes", testLimitInodes},
 	{"LimitDataAndInodes", testLimitDataAndInodes},
 	{"TimeoutDestroys", testTimeoutDestroys},

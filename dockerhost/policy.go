@@ -668,6 +668,14 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 			Ulimits: []*container.Ulimit{
 				{Name: "nproc", Soft: CommandTasks(pids) - p.initTasks(), Hard: pids - p.initTasks()},
 				{Name: "stack", Soft: SandboxStack, Hard: -1},
+				// No core dumps, and none to be allowed: a core_pattern
+				// that pipes (systemd-coredump, apport: most
+				// distributions') hands each core to a helper running as
+				// root on the host, outside the sandbox's cgroup, which
+				// stores it on the host's disk, so crashing processes in
+				// a loop spent the host's CPU and disk past every limit.
+				// Those helpers honour a core size of 0.
+				{Name: "core", Soft: 0, Hard: 0},
 			},
 		},
 	}

@@ -334,3 +334,59 @@ func TestResetWhileAcceptUpdatesWindow(t *testing.T) {
 		t.Fatal("the receive loop holds the stream's state lock while it waits for its receive lock: AcceptStream's window update, which holds them the other way round, deadlocks it")
 	}
 }
+
+// TestPeerStreamOfOurParityHoldsNoBudget (hostgate): a stream the peer
+// opens with an id of this side's parity (odd ids are the client's) is
+// refused. Accepted, the next stream this side opened took its id and its
+// place in the session's table, so the peer's stream was released by
+// nothing: what it had received stayed on the budget's held for good (an
+// agent doing so drained the gateway's shared RelayMemory, 5 bytes a
+// session here), and its frames went to the other stream. Found by
+// bytestream's FuzzWebSocketGatewayTunnel.
+func TestPeerStreamOfOurParityHoldsNoBudget(t *testing.T) {
+	peer, conn := net.Pipe()
+	pong := make(chan struct{})
+	go func() { // the peer's reader: tells of its ping's answer
+		hdr := header(make([]byte, headerSize))
+		for {
+			if _, err := io.ReadFull(peer, hdr); err != nil {
+				return
+			}
+			if hdr.MsgType() == typePing && hdr.Flags()&flagACK != 0 {
+				close(pong)
+			}
+			if hdr.MsgType() == typeData {
+				if _, err := io.CopyN(io.Discard, peer, int64(hdr.Length())); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	b := NewRecvBudget(1 << 20)
+	conf := testConfNoKeepAlive()
+	conf.LogOutput = io.Discard
+	conf.RecvBudget = b
+	conf.WriteInCaller = true
+	sess, err := Client(conn, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in []byte
+	in = append(in, fuzzFrame(typeWindowUpdate, flagSYN, 1, 0, nil)...)
+	in = append(in, fuzzFrame(typeData, 0, 1, 5, []byte("hello"))...)
+	in = append(in, fuzzFrame(typePing, flagSYN, 0, 9, nil)...)
+	go func() { _, _ = peer.Write(in) }()
+	select { // the frames before the ping have been handled
+	case <-pong:
+	case <-sess.CloseChan():
+	}
+	if st, err := sess.OpenStream(); err == nil {
+		defer st.Close()
+	}
+	_ = peer.Close()
+	<-sess.CloseChan()
+	_ = sess.Close()
+	if h := b.Held(); h != 0 {
+		t.Errorf("budget holds %d bytes after its only session ended, want 0", h)
+	}
+}

@@ -45,6 +45,11 @@ var (
 	// opened inbound
 	ErrDuplicateStream = fmt.Errorf("duplicate stream initiated")
 
+	// ErrStreamIDNotPeers (hostgate) ends a session whose peer opened a
+	// stream with an id of this side's: odd ids are the client's, even
+	// ones the server's, and 0 is the session's.
+	ErrStreamIDNotPeers = fmt.Errorf("peer opened a stream with an id that is not its own (odd ids are the client's, even ones the server's)")
+
 	// ErrReceiveWindowExceeded indicates the window was exceeded
 	ErrRecvWindowExceeded = fmt.Errorf("recv window exceeded")
 

@@ -11,8 +11,10 @@
 // and AcceptStream on a
 // closed session saying why it ended rather than handing out a stream
 // still queued, and a Read or Write blocked on a session that shuts down
-// returning then instead of spinning until Close marks its stream closed.
-// Changes are marked "hostgate:" where they are made.
+// returning then instead of spinning until Close marks its stream closed,
+// and a stream the peer opens with an id of this side's (or 0) ending the
+// session as a protocol error (upstream took it, and this side's next open
+// replaced it in the session's table). Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its
 // answer, and that goroutine copies the body before writing it: on the

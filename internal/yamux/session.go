@@ -884,6 +884,19 @@ func (s *Session) incomingStream(id uint32) error {
 		return s.sendNoWait(hdr)
 	}
 
+	// hostgate: a stream id of this side's parity (or 0, the session's)
+	// is not the peer's to open. Accepted, it took the id of the next
+	// stream this side opened, which then replaced it in s.streams: the
+	// peer's stream was released by nothing, and what it had received
+	// stayed on the RecvBudget's held for good.
+	if id == 0 || id%2 == atomic.LoadUint32(&s.nextStreamID)%2 {
+		s.logger.Printf("[ERR] yamux: peer opened stream %d, an id of ours", id)
+		if sendErr := s.sendNoWait(s.goAway(goAwayProtoErr)); sendErr != nil {
+			s.logger.Printf("[WARN] yamux: failed to send go away: %v", sendErr)
+		}
+		return ErrStreamIDNotPeers
+	}
+
 	// Allocate a new stream
 	stream := newStream(s, id, streamSYNReceived)
 

@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
@@ -57,7 +59,10 @@ func FuzzAPIInput(f *testing.F) {
 		req.Header.Set(wire.HeaderInfo, info)
 		check(req)
 		// As an upgrade, over a real connection (a recorder cannot hijack).
-		up, _ := http.NewRequestWithContext(e.ctx, "GET", e.ts.URL+wire.ConnectPath, nil)
+		// Its own deadline: the env's ends 60 s into the whole run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		up, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+wire.ConnectPath, nil)
 		up.Header = req.Header.Clone()
 		wsHeaders(up.Header)
 		res, err := http.DefaultClient.Do(up)
@@ -68,7 +73,18 @@ func FuzzAPIInput(f *testing.F) {
 			t.Fatal(err)
 		}
 		if res.StatusCode == http.StatusSwitchingProtocols {
-			res.Body.Close() // a tunnel came up (valid key): hang up
+			// A tunnel came up (valid key), registered before the 101:
+			// the agent hangs up, and the host must go offline with it,
+			// not stay "online" on a tunnel nobody serves.
+			done := e.srv.Tunnels().Done("h1")
+			res.Body.Close()
+			if done != nil {
+				select {
+				case <-done:
+				case <-ctx.Done():
+					t.Fatal("h1's tunnel still up 30 s after its agent hung up")
+				}
+			}
 		} else {
 			b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 			res.Body.Close()

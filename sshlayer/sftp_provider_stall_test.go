@@ -45,6 +45,13 @@ func scriptedSFTPServer(t *testing.T, answer func(typ byte, payload []byte) []by
 // answer as fxpExtended.
 func scriptedSFTPServerOffering(t *testing.T, exts []string, answer func(typ byte, payload []byte) []byte) *sftp.Client {
 	t.Helper()
+	return scriptedSFTPServerVia(t, exts, nil, answer)
+}
+
+// scriptedSFTPServerVia is scriptedSFTPServerOffering whose client writes
+// through wrap(w) (nil: w).
+func scriptedSFTPServerVia(t *testing.T, exts []string, wrap func(w io.WriteCloser) io.WriteCloser, answer func(typ byte, payload []byte) []byte) *sftp.Client {
+	t.Helper()
 	version := []byte{fxpVersion, 0, 0, 0, 3}
 	for _, ext := range exts {
 		version = append(version, wireString(ext)...)
@@ -82,7 +89,11 @@ func scriptedSFTPServerOffering(t *testing.T, exts []string, answer func(typ byt
 			}
 		}
 	}()
-	c, err := sftp.NewClientPipe(cr, cw, SFTPClientOptions()...)
+	var w io.WriteCloser = cw
+	if wrap != nil {
+		w = wrap(cw)
+	}
+	c, err := sftp.NewClientPipe(cr, w, SFTPClientOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,5 +363,181 @@ func TestSFTPProviderReadDirCloseCtx(t *testing.T) {
 	})
 	if err != nil || len(ents) != 1 || ents[0].Name() != "f" {
 		t.Fatalf("ReadDir: %v, %v; want the host's listing (f)", ents, err)
+	}
+}
+
+// gateWriter passes the client's writes on until hold, and then keeps
+// each waiting until release, as an SSH channel whose window the host no
+// longer opens (it stopped reading); WriteContext's wait ends with its
+// ctx, as that of hostgate's x/crypto channel does (its change 16).
+type gateWriter struct {
+	w io.WriteCloser
+
+	mu      sync.Mutex
+	held    chan struct{} // closed by release; nil: passing
+	waiting chan struct{} // closed when a write first waits
+	once    sync.Once
+}
+
+func newGateWriter(w io.WriteCloser) *gateWriter {
+	return &gateWriter{w: w, waiting: make(chan struct{})}
+}
+
+func (g *gateWriter) hold() {
+	g.mu.Lock()
+	if g.held == nil {
+		g.held = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+func (g *gateWriter) release() {
+	g.mu.Lock()
+	if g.held != nil {
+		close(g.held)
+		g.held = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	return g.WriteContext(context.Background(), p)
+}
+
+func (g *gateWriter) WriteContext(ctx context.Context, p []byte) (int, error) {
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		g.once.Do(func() { close(g.waiting) })
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+	}
+	return g.w.Write(p)
+}
+
+func (g *gateWriter) Close() error {
+	g.release()
+	return g.w.Close()
+}
+
+// windowSFTPServer is scriptedSFTPServer answering what the provider's
+// calls below ask, its client writing through a gateWriter, released
+// before the server's cleanup.
+func windowSFTPServer(t *testing.T, onOpen func(g *gateWriter)) (*sftp.Client, *gateWriter) {
+	const (
+		fxpFstat   = 8
+		fxpWrite   = 6
+		fxpRead    = 5
+		fxpReaddir = 12
+	)
+	var g *gateWriter
+	c := scriptedSFTPServerVia(t, nil, func(w io.WriteCloser) io.WriteCloser {
+		g = newGateWriter(w)
+		return g
+	}, func(typ byte, _ []byte) []byte {
+		switch typ {
+		case fxpOpen, fxpOpendir:
+			if onOpen != nil {
+				onOpen(g)
+			}
+			return append([]byte{fxpHandle}, wireString("h")...)
+		case fxpStat, fxpLstat, fxpFstat:
+			return sftpModeReply(0o100644)
+		case fxpRead, fxpReaddir:
+			return sftpStatusReply(1, "") // SSH_FX_EOF
+		case fxpWrite, fxpClose:
+			return sftpStatusReply(0, "")
+		}
+		return nil
+	})
+	t.Cleanup(g.release) // before the server's: the client's Close waits for the send lock
+	return c, g
+}
+
+// TestSFTPProviderCallsBehindStalledSend: while a request of the session
+// waits to be sent on a window the host does not open (it stopped
+// reading), holding the session's send lock, the provider's calls with
+// a ctx of 100 ms return ctx's error naming the path, and a reader's
+// Close returns at once (pkg/sftp change 29). Before, each waited for the
+// lock until the connection ended. Once the host reads again the session
+// answers.
+func TestSFTPProviderCallsBehindStalledSend(t *testing.T) {
+	c, g := windowSFTPServer(t, nil)
+	p := NewSFTPProvider(c)
+	r, err := p.Open(context.Background(), "/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.hold()
+	held := make(chan error, 1)
+	go func() { _, err := c.Stat("/held"); held <- err }() // no ctx: waits on the window
+	<-g.waiting
+
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("reader's Close: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("a reader's Close still waited 10 s for a send the host does not read")
+	}
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"Stat", func(ctx context.Context) error { _, err := p.Stat(ctx, "/a"); return err }},
+		{"Lstat", func(ctx context.Context) error { _, err := p.Lstat(ctx, "/a"); return err }},
+		{"ReadDir", func(ctx context.Context) error { _, err := p.ReadDir(ctx, "/a"); return err }},
+		{"ReadFile", func(ctx context.Context) error {
+			_, err := p.(hostgate.FileReader).ReadFile(ctx, "/a", nil)
+			return err
+		}},
+		{"WriteFile", func(ctx context.Context) error {
+			return p.(hostgate.FileWriter).WriteFile(ctx, "/a", 0o644, strings.NewReader("data"), nil)
+		}},
+		{"Create", func(ctx context.Context) error {
+			w, err := p.Create(ctx, "/a", 0o644)
+			if err == nil {
+				_ = w.Close()
+			}
+			return err
+		}},
+	} {
+		err := returnsByCtx(t, tc.name+" behind a stalled send", tc.call)
+		var pe *fs.PathError
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Path != "/a" {
+			t.Errorf("%s behind a stalled send: %v, want ctx's error naming the path", tc.name, err)
+		}
+	}
+
+	g.release() // the host reads again
+	if err := <-held; err != nil {
+		t.Fatalf("the Stat that held the send: %v", err)
+	}
+	if _, err := p.Stat(context.Background(), "/b"); err != nil {
+		t.Fatalf("the session after the calls that gave up: %v", err)
+	}
+}
+
+// TestSFTPProviderReadFileSendCtx: a ReadFile whose handle's first
+// requests wait to be sent on a window the host stopped opening once it
+// answered the open returns ctx's error naming the path; before, its
+// fstat waited for the window until the connection ended.
+func TestSFTPProviderReadFileSendCtx(t *testing.T) {
+	c, _ := windowSFTPServer(t, func(g *gateWriter) { g.hold() })
+	p := NewSFTPProvider(c)
+	err := returnsByCtx(t, "ReadFile whose reads wait on the window", func(ctx context.Context) error {
+		_, err := p.(hostgate.FileReader).ReadFile(ctx, "/a", nil)
+		return err
+	})
+	var pe *fs.PathError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Path != "/a" {
+		t.Fatalf("ReadFile: %v, want ctx's error naming the path", err)
 	}
 }

@@ -60,9 +60,9 @@ func (p *sftpProvider) readFile(ctx context.Context, name string, progress func(
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
-	// Not past ctx, for a host that stopped answering; a handle that
-	// comes after is closed.
-	open := p.c.OpenFileNoWait(name, os.O_RDONLY)
+	// Not past ctx, for a host that stopped answering, or reading (its
+	// send, pkg/sftp change 29); a handle that comes after is closed.
+	open := p.c.OpenFileNoWaitContext(ctx, name, os.O_RDONLY)
 	f, err := open.WaitContext(ctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && err == cerr {
@@ -75,6 +75,10 @@ func (p *sftpProvider) readFile(ctx context.Context, name string, progress func(
 		return nil, p.pathErr("open", name, err)
 	}
 	defer f.CloseNoWait()
+	// The handle's requests wait no longer than ctx to be sent either
+	// (behind a send that waits on a window the host does not grant): a
+	// File's are bounded by its Abort (pkg/sftp changes 16 and 29).
+	defer context.AfterFunc(ctx, func() { f.Abort(ctx.Err()) })()
 	tick(progress)
 	if err := ctx.Err(); err != nil {
 		return nil, p.pathErr("read", name, err)
@@ -292,10 +296,12 @@ func (p *sftpProvider) openForWrite(ctx context.Context, name string, perm fs.Fi
 		return nil, nil, p.pathErr("create", name, err)
 	}
 	// O_TRUNC too: a server that ignored O_EXCL must not leave the end of
-	// an older, longer file behind the new data.
-	excl := p.c.OpenFileNoWait(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC)
-	lstat := p.c.LstatNoWait(name)
-	trunc := p.c.OpenFileNoWait(name, os.O_WRONLY|os.O_TRUNC)
+	// an older, longer file behind the new data. Their sends wait no
+	// longer than ctx (pkg/sftp change 29): once one fails so, so do
+	// those after it.
+	excl := p.c.OpenFileNoWaitContext(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC)
+	lstat := p.c.LstatNoWaitContext(ctx, name)
+	trunc := p.c.OpenFileNoWaitContext(ctx, name, os.O_WRONLY|os.O_TRUNC)
 	var (
 		fe, ft     *sftp.File
 		fi         fs.FileInfo

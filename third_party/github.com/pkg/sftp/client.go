@@ -235,6 +235,7 @@ func newClientPipe(rd, stderr io.Reader, wr io.WriteCloser, wait func() error, o
 			conn: conn{
 				Reader:      rd,
 				WriteCloser: wr,
+				sendMu:      newSendLock(),
 			},
 			inflight: make(map[uint32]inflightReq),
 			closed:   make(chan struct{}),
@@ -737,21 +738,26 @@ func (c *Client) open(path string, pflags uint32) (*File, error) {
 // immediately after this request has been sent.
 //
 // hostgate (change 28): its reply is waited for until ctx ends; the
-// request is sent all the same.
+// request is sent all the same, without waiting for the send lock
+// (change 29, sendClose).
 func (c *Client) close(ctx context.Context, handle string) error {
-	id := c.nextID()
-	typ, data, err := c.sendPacket(ctx, nil, &sshFxpClosePacket{
-		ID:     id,
-		Handle: handle,
-	})
-	if err != nil {
-		return err
+	id, ch := c.sendClose(handle)
+	var s result
+	select {
+	case s = <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	switch typ {
+	s.flatten()
+	defer s.release()
+	if s.err != nil {
+		return s.err
+	}
+	switch s.typ {
 	case sshFxpStatus:
-		return normaliseError(unmarshalStatus(id, data))
+		return normaliseError(unmarshalStatus(id, s.data))
 	default:
-		return unimplementedPacketErr(typ)
+		return unimplementedPacketErr(s.typ)
 	}
 }
 

@@ -17,8 +17,48 @@ type conn struct {
 	io.Reader
 	io.WriteCloser
 	// this is the same allocator used in packet manager
-	alloc      *allocator
-	sync.Mutex // used to serialise writes to sendPacket
+	alloc *allocator
+	// sendMu serialises the packets written (hostgate: change 29; it
+	// was a sync.Mutex).
+	sendMu sendLock
+}
+
+// sendLock is a lock that a request with a ctx stops waiting for when
+// its ctx ends (hostgate: change 29): a channel of one slot, full while
+// held. The lock may be held for as long as the peer does not read (a
+// send waiting on the SSH channel's window, or the rest of a packet cut
+// short, change 16), and a sync.Mutex cannot be waited for with a select.
+type sendLock chan struct{}
+
+func newSendLock() sendLock { return make(sendLock, 1) }
+
+func (l sendLock) lock() { l <- struct{}{} }
+
+func (l sendLock) unlock() { <-l }
+
+// tryLock takes the lock if nobody holds it.
+func (l sendLock) tryLock() bool {
+	select {
+	case l <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// lockContext takes the lock, or returns ctx's error once ctx ends. A
+// ctx already ended fails it even with the lock free, so that of the
+// requests one caller sends in turn none goes out after one that failed.
+func (l sendLock) lockContext(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // the orderID is used in server mode if the allocator is enabled.
@@ -30,8 +70,8 @@ func (c *conn) recvPacket(orderID uint32) (fxp, []byte, error) {
 }
 
 func (c *conn) sendPacket(m encoding.BinaryMarshaler) error {
-	c.Lock()
-	defer c.Unlock()
+	c.sendMu.lock()
+	defer c.sendMu.unlock()
 
 	return sendPacket(c, m)
 }
@@ -42,26 +82,40 @@ type contextWriter interface {
 	WriteContext(ctx context.Context, p []byte) (int, error)
 }
 
-// sendPacketContext is sendPacket whose write, to a contextWriter, gives
-// up when ctx (nil for none) ends (hostgate: change 16). A packet cut
-// short there cannot simply stop: the peer would take the next packet's
-// bytes for the rest of this one. So its rest is copied (it may be the
-// caller's data, which it reuses once the call returned) and written by a
-// goroutine that holds the conn's lock until it is out, when the server
-// reads again, or the write fails with the connection; the request counts
-// as sent. The requests that follow wait for it, as they waited behind
-// the packet before.
+// sendPacketContext is sendPacket whose wait for the send lock (hostgate:
+// change 29) and, to a contextWriter, whose write give up when ctx (nil
+// for none) ends (change 16); see sendPacketHeld.
 func (c *conn) sendPacketContext(ctx context.Context, m encoding.BinaryMarshaler) error {
+	if ctx == nil {
+		return c.sendPacket(m)
+	}
+	if err := c.sendMu.lockContext(ctx); err != nil {
+		return err
+	}
+	return c.sendPacketHeld(ctx, m)
+}
+
+// sendPacketHeld sends m with the send lock held by its caller, and lets
+// the lock go. A packet cut short by ctx's end (hostgate: change 16)
+// cannot simply stop: the peer would take the next packet's bytes for
+// the rest of this one. So its rest is copied (it may be the caller's
+// data, which it reuses once the call returned) and written by a
+// goroutine that keeps the lock until it is out, when the server reads
+// again, or the write fails with the connection; the request counts as
+// sent. The requests that follow wait for it, as they waited behind the
+// packet before (those with a ctx no longer than it, change 29).
+func (c *conn) sendPacketHeld(ctx context.Context, m encoding.BinaryMarshaler) error {
 	cw, ok := c.WriteCloser.(contextWriter)
 	if ctx == nil || !ok {
-		return c.sendPacket(m)
+		defer c.sendMu.unlock()
+		return sendPacket(c, m)
 	}
 	header, payload, err := marshalPacket(m)
 	if err != nil {
+		c.sendMu.unlock()
 		return fmt.Errorf("binary marshaller failed: %w", err)
 	}
 	binary.BigEndian.PutUint32(header[:4], uint32(len(header)+len(payload)-4))
-	c.Lock()
 	n, err := cw.WriteContext(ctx, header)
 	if err == nil && len(payload) > 0 {
 		var m int
@@ -71,7 +125,7 @@ func (c *conn) sendPacketContext(ctx context.Context, m encoding.BinaryMarshaler
 	if err == nil || n == 0 || ctx.Err() == nil {
 		// Sent, nothing of it sent, or the writer failed on its own
 		// (the stream is over then).
-		c.Unlock()
+		c.sendMu.unlock()
 		if err != nil {
 			return fmt.Errorf("failed to send packet: %w", err)
 		}
@@ -84,18 +138,19 @@ func (c *conn) sendPacketContext(ctx context.Context, m encoding.BinaryMarshaler
 		rest = append(rest, payload[n-len(header):]...)
 	}
 	go func() {
-		defer c.Unlock()
+		defer c.sendMu.unlock()
 		_, _ = c.WriteCloser.Write(rest)
 	}()
 	// Sent, as far as the caller knows: its reply will come (or the
-	// connection's end), and must find the request's entry in inflight,
-	// which ctx's Abort has made a tombstone.
+	// connection's end), and must find the request's entry in inflight:
+	// a tombstone if ctx was a File's and Abort ended it, else the
+	// request's own channel, with room for the reply nobody waits for.
 	return nil
 }
 
 func (c *conn) Close() error {
-	c.Lock()
-	defer c.Unlock()
+	c.sendMu.lock()
+	defer c.sendMu.unlock()
 	return c.WriteCloser.Close()
 }
 
@@ -338,7 +393,7 @@ func (c *clientConn) sendPacketFor(ctx context.Context, owner *File, ch chan res
 		ch = make(chan result, 1)
 	}
 
-	c.dispatchFor(owner, ch, p)
+	_ = c.dispatchContext(ctx, owner, ch, p) // its error is ch's
 
 	select {
 	case <-ctx.Done():
@@ -359,28 +414,65 @@ func (c *clientConn) sendPacketFor(ctx context.Context, owner *File, ch chan res
 // dispatchRequest should ideally only be called by race-detection tests outside of this file,
 // where you have to ensure two packets are in flight sequentially after each other.
 func (c *clientConn) dispatchRequest(ch chan<- result, p idmarshaler) {
-	c.dispatchFor(nil, ch, p)
+	c.dispatch(context.Background(), nil, ch, p, false)
 }
 
 // dispatchFor is dispatchRequest for a request of owner's, which
 // owner's Abort fails (hostgate: change 15).
 func (c *clientConn) dispatchFor(owner *File, ch chan<- result, p idmarshaler) {
+	c.dispatch(context.Background(), owner, ch, p, false)
+}
+
+// dispatchContext is dispatchFor whose send waits no longer than ctx
+// (hostgate: change 29): a request that could not start before ctx ended
+// fails unsent with ctx's error. A File's requests are bounded by the
+// File's Abort instead (change 16); they take no ctx of their own.
+//
+// It returns the error of a request that failed to be sent, which it
+// also gave ch.
+func (c *clientConn) dispatchContext(ctx context.Context, owner *File, ch chan<- result, p idmarshaler) error {
+	return c.dispatch(ctx, owner, ch, p, false)
+}
+
+// dispatchHeld is dispatchRequest by a caller that took the send lock
+// (sendLock.tryLock), which it lets go (hostgate: change 29).
+func (c *clientConn) dispatchHeld(ch chan<- result, p idmarshaler) {
+	c.dispatch(context.Background(), nil, ch, p, true)
+}
+
+func (c *clientConn) dispatch(ctx context.Context, owner *File, ch chan<- result, p idmarshaler, held bool) error {
 	sid := p.id()
 
 	if !c.putChannel(ch, sid, owner) {
 		// already closed, or owner aborted.
-		return
+		if held {
+			c.conn.sendMu.unlock()
+		}
+		return nil
 	}
 
-	var ctx context.Context
 	if owner != nil {
 		ctx = owner.abortCtx
+	} else if ctx != nil && ctx.Done() == nil {
+		ctx = nil // never ends: the plain send
 	}
-	if err := c.conn.sendPacketContext(ctx, p); err != nil {
+	var err error
+	if held {
+		err = c.conn.sendPacketHeld(ctx, p)
+	} else {
+		err = c.conn.sendPacketContext(ctx, p)
+	}
+	if err != nil {
+		if owner == nil && ctx != nil && ctx.Err() != nil {
+			// Unsent (or the stream failed) as ctx ended: the
+			// caller's Wait says ctx's error, as its select would.
+			err = ctx.Err()
+		}
 		if ch, ok := c.getChannel(sid); ok && ch != nil {
 			ch <- result{err: err}
 		}
 	}
+	return err
 }
 
 // broadcastErr sends an error to all goroutines waiting for a response.

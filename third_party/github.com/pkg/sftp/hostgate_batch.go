@@ -84,14 +84,14 @@ func (b *replyBatch) Close() error {
 
 // newServerConn is a server's connection over rwc, its replies batched.
 func newServerConn(rwc io.ReadWriteCloser) *serverConn {
-	return &serverConn{conn: conn{Reader: rwc, WriteCloser: &replyBatch{w: rwc}}}
+	return &serverConn{conn: conn{Reader: rwc, WriteCloser: &replyBatch{w: rwc}, sendMu: newSendLock()}}
 }
 
 // flushReplies writes the replies batched so far: the packet manager
 // calls it when no more are ready.
 func (s *serverConn) flushReplies() error {
-	s.Lock()
-	defer s.Unlock()
+	s.sendMu.lock()
+	defer s.sendMu.unlock()
 	if b, ok := s.WriteCloser.(*replyBatch); ok {
 		return b.flush()
 	}

@@ -22,11 +22,19 @@ type Pending[T any] struct {
 	id     uint32
 	ch     chan result
 	decode func(id uint32, r result) (T, error)
+	// unsent is the error of a request that was not sent (change 29):
+	// every Wait returns it, so that a caller whose WaitContext said
+	// ctx's error may Wait again for a reply that might still come.
+	unsent error
 }
 
 // Wait waits for the reply, or for the end of the connection
 // (ErrSSHFxConnectionLost). Call it once.
 func (p *Pending[T]) Wait() (T, error) {
+	if p.unsent != nil {
+		var zero T
+		return zero, p.unsent
+	}
 	return p.take(<-p.ch)
 }
 
@@ -35,6 +43,10 @@ func (p *Pending[T]) Wait() (T, error) {
 // that never answers (a read of a hung mount, a broken server) held Wait
 // until the connection ended.
 func (p *Pending[T]) WaitContext(ctx context.Context) (T, error) {
+	if p.unsent != nil {
+		var zero T
+		return zero, p.unsent
+	}
 	select {
 	case r := <-p.ch:
 		return p.take(r)
@@ -54,8 +66,15 @@ func (p *Pending[T]) take(r result) (T, error) {
 	return p.decode(p.id, r)
 }
 
-func send[T any](c *Client, p idmarshaler, decode func(id uint32, r result) (T, error)) *Pending[T] {
-	return sendFor(c, nil, p, decode)
+// sendContext is sendFor, of no File's, whose send waits no longer than ctx (change 29):
+// a request that could not start before ctx ended is not sent, and its
+// Wait returns ctx's error.
+func sendContext[T any](ctx context.Context, c *Client, p idmarshaler, decode func(id uint32, r result) (T, error)) *Pending[T] {
+	ch := make(chan result, 1)
+	if err := c.dispatchContext(ctx, nil, ch, p); err != nil {
+		return &Pending[T]{id: p.id(), unsent: err}
+	}
+	return &Pending[T]{id: p.id(), ch: ch, decode: decode}
 }
 
 // sendFor is send for a request of owner's, which owner's Abort fails
@@ -82,7 +101,17 @@ func statusReply(id uint32, r result) (struct{}, error) {
 
 // OpenFileNoWait sends OpenFile's request.
 func (c *Client) OpenFileNoWait(name string, flags int) *Pending[*File] {
-	return send(c, &sshFxpOpenPacket{ID: c.nextID(), Path: name, Pflags: toPflags(flags)}, func(id uint32, r result) (*File, error) {
+	return c.OpenFileNoWaitContext(context.Background(), name, flags)
+}
+
+// OpenFileNoWaitContext is OpenFileNoWait whose send waits no longer than
+// ctx (change 29): behind another request's send that waits on the SSH
+// channel's window, which a host that stopped reading never grants. A
+// request it could not send fails with ctx's error; one sent (in part)
+// before ctx ended is answered, and a handle it opens is the caller's to
+// close.
+func (c *Client) OpenFileNoWaitContext(ctx context.Context, name string, flags int) *Pending[*File] {
+	return sendContext(ctx, c, &sshFxpOpenPacket{ID: c.nextID(), Path: name, Pflags: toPflags(flags)}, func(id uint32, r result) (*File, error) {
 		switch r.typ {
 		case sshFxpHandle:
 			data, err := unmarshalSID(id, r.data)
@@ -104,7 +133,13 @@ func (c *Client) OpenFileNoWait(name string, flags int) *Pending[*File] {
 
 // LstatNoWait sends Lstat's request.
 func (c *Client) LstatNoWait(name string) *Pending[os.FileInfo] {
-	return send(c, &sshFxpLstatPacket{ID: c.nextID(), Path: name}, attrsReply(path.Base(name)))
+	return c.LstatNoWaitContext(context.Background(), name)
+}
+
+// LstatNoWaitContext is LstatNoWait whose send waits no longer than ctx,
+// as OpenFileNoWaitContext's (change 29).
+func (c *Client) LstatNoWaitContext(ctx context.Context, name string) *Pending[os.FileInfo] {
+	return sendContext(ctx, c, &sshFxpLstatPacket{ID: c.nextID(), Path: name}, attrsReply(path.Base(name)))
 }
 
 func attrsReply(base string) func(id uint32, r result) (os.FileInfo, error) {
@@ -238,17 +273,35 @@ func (f *File) CloseNoWait() *Pending[struct{}] {
 	}
 	handle := f.handle
 	f.handle = ""
-	// hostgate (change 15): the last request, not failed by Abort (see Close).
-	close := &sshFxpClosePacket{ID: f.c.nextID(), Handle: handle}
-	if f.abortCtx.Err() != nil {
-		// hostgate (change 16): sent from a goroutine, as Close sends
-		// it: the conn's lock may be held by a send waiting on a
-		// window the server does not grant.
-		ch := make(chan result, 1)
-		go f.c.dispatchRequest(ch, close)
-		return &Pending[struct{}]{id: close.ID, ch: ch, decode: statusReply}
+	// hostgate (change 15): the last request, not failed by Abort (see
+	// Close); change 29: nor does it wait for the conn's send lock.
+	id, ch := f.c.sendClose(handle)
+	return &Pending[struct{}]{id: id, ch: ch, decode: statusReply}
+}
+
+// sendClose sends the close of handle from a goroutine, so that the
+// caller never waits for the send (change 29): not for the conn's send
+// lock, which a send may hold while it waits on a window the server does
+// not grant (another File's write, or the rest of a packet cut short by
+// Abort, change 16) for as long as the connection lasts, and not for
+// that window itself. A close is what a caller sends on its way out, also
+// once its ctx ended, and it must go all the same: not sent, the handle
+// would stay open on the server for the session's life. When the lock is
+// free it is taken before sendClose returns, so the close goes out before
+// any request sent after it, as every NoWait request; when it is held,
+// requests of others sent later may go first (nothing of the handle's is
+// sent after its close). The goroutine ends once the request is out or
+// the connection ended.
+func (c *Client) sendClose(handle string) (uint32, chan result) {
+	id := c.nextID()
+	ch := make(chan result, 1)
+	req := &sshFxpClosePacket{ID: id, Handle: handle}
+	if c.conn.sendMu.tryLock() {
+		go c.dispatchHeld(ch, req)
+	} else {
+		go c.dispatchRequest(ch, req)
 	}
-	return send(f.c, close, statusReply)
+	return id, ch
 }
 
 // MaxPacket is the most data one read or write request of c carries.

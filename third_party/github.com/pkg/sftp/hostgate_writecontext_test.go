@@ -174,3 +174,100 @@ func TestHostgateAbortEndsWriteOnWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestHostgateCtxRequestsGiveUpOnSendLock: while a File's write waits on a
+// channel window the server does not grant (an agent that stopped
+// reading), holding the conn's send lock, the client's other requests
+// that take a ctx return ctx's error once it ends, unsent, and a close
+// returns at once and goes out when the window opens (change 29). The
+// stream stays whole: once the host reads again the session answers.
+// Before, each waited for the lock until the connection ended.
+func TestHostgateCtxRequestsGiveUpOnSendLock(t *testing.T) {
+	dir := t.TempDir()
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	ww := newWindowWriter(cw)
+	srv, err := NewServer(struct {
+		io.Reader
+		io.WriteCloser
+	}{sr, sw}, WithServerWorkingDirectory(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve()
+		_ = sw.Close()
+	}()
+	c, err := NewClientPipe(cr, ww, UseConcurrentWrites(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ww.grant(-1)
+		_ = c.Close()
+		<-served
+		_ = srv.Close()
+	}()
+	name := filepath.Join(dir, "f")
+	f, err := c.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.Create(filepath.Join(dir, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ww.grant(100 << 10) // the window runs out inside the write's first requests
+	written := make(chan error, 1)
+	go func() { _, err := f.Write(make([]byte, 4<<20)); written <- err }()
+	<-ww.waiting // the write holds the send lock, waiting on window
+
+	// Each call runs with a ctx of 100 ms; the guard only ends a hang.
+	within := func(what string, call func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- call(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s behind a send waiting on window: %v, want ctx's error", what, err)
+			}
+		case <-time.After(20 * time.Second): // a guard against a hang, not a timing
+			t.Fatalf("%s behind a send waiting on window: still waiting 20 s after its ctx ended", what)
+		}
+	}
+	within("StatContext", func(ctx context.Context) error { _, err := c.StatContext(ctx, name); return err })
+	within("LstatContext", func(ctx context.Context) error { _, err := c.LstatContext(ctx, name); return err })
+	within("ReadDirContext", func(ctx context.Context) error { _, err := c.ReadDirContext(ctx, dir); return err })
+	within("OpenFileNoWaitContext", func(ctx context.Context) error {
+		_, err := c.OpenFileNoWaitContext(ctx, name, os.O_RDONLY).Wait()
+		return err
+	})
+	within("LstatNoWaitContext", func(ctx context.Context) error {
+		_, err := c.LstatNoWaitContext(ctx, name).Wait()
+		return err
+	})
+	var closing *Pending[struct{}]
+	within("CloseNoWait", func(ctx context.Context) error {
+		closing = other.CloseNoWait() // returns unsent, the lock being held
+		<-ctx.Done()
+		return ctx.Err()
+	})
+
+	f.Abort(errors.New("host stopped reading"))
+	<-written
+	ww.grant(-1) // the host reads again
+	if _, err := closing.Wait(); err != nil {
+		t.Fatalf("the close sent once the window opened: %v", err)
+	}
+	if _, err := c.Stat(name); err != nil {
+		t.Fatalf("the session after the requests that gave up: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("Close of the aborted File: %v", err)
+	}
+}

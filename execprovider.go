@@ -111,11 +111,15 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 	}
 	_ = proc.Stdin().Close()
 	var stderr bytes.Buffer
+	var stderrOver bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		drainLimited(&stderr, proc.Stderr(), maxStderr)
+		stderrOver = readStderr(&stderr, proc.Stderr(), func() {
+			_ = proc.Kill(SIGKILL)
+			cancel()
+		})
 	}()
 	var stdout bytes.Buffer
 	n, _ := io.Copy(&stdout, io.LimitReader(proc.Stdout(), limit+1))
@@ -136,6 +140,9 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 	if over {
 		// Before ctx's error: killed at the limit, not by ctx.
 		return nil, fmt.Errorf("%w: the host's answer passed %d bytes, the most ExecProvider reads from one command (for a directory this large, list it through SFTP or with Host.Exec and a MaxOutput of your own)", ErrOutputLimit, limit)
+	}
+	if stderrOver {
+		return nil, stderrLimitErr()
 	}
 	if !exited {
 		return nil, werr
@@ -171,13 +178,30 @@ func (p *execProvider) spawn(ctx context.Context, script string, args ...string)
 	return p.t.Spawn(ctx, argv, SpawnOptions{Env: map[string]string{"LC_ALL": "C"}})
 }
 
-// drainLimited copies src into dst up to limit bytes and discards the rest,
-// reporting whether there was more. It always reads src to EOF so the
-// process never blocks on a full pipe.
-func drainLimited(dst *bytes.Buffer, src io.Reader, limit int64) (over bool) {
-	n, _ := io.Copy(dst, io.LimitReader(src, limit))
-	m, _ := io.Copy(io.Discard, src)
-	return n == limit && m > 0
+// readStderr copies a command's stderr into dst up to maxStderr bytes.
+// Past that it calls stop, which must kill the command and close its
+// session, and reports true. Reading on, discarding, held the call for as
+// long as the host wrote, for ever on a host writing without end (ctx was
+// the only way out); leaving the rest unread is no better, as an SSH
+// channel's stderr shares its window with stdout, so the command's stdout
+// would stall behind it. No script of ExecProvider's writes that much, so
+// such a host is broken or hostile and the call fails. src is read to its
+// end either way, which after stop comes with the session's close, so a
+// transport that copies into a pipe can finish.
+func readStderr(dst *bytes.Buffer, src io.Reader, stop func()) (over bool) {
+	n, _ := io.Copy(dst, io.LimitReader(src, maxStderr+1))
+	if n > maxStderr {
+		dst.Truncate(maxStderr)
+		stop()
+		over = true
+	}
+	_, _ = io.Copy(io.Discard, src)
+	return over
+}
+
+// stderrLimitErr is the error of a command killed by readStderr.
+func stderrLimitErr() error {
+	return fmt.Errorf("%w: the host's command wrote more than %d bytes on stderr, the most ExecProvider reads for an error message, and was killed (a shell that prints on starting, from a startup file such as ~/.bashrc, should print nothing when not interactive)", ErrOutputLimit, maxStderr)
 }
 
 // mapExit turns a script's exit into an io/fs-flavoured error.

@@ -70,7 +70,10 @@ type stream struct {
 	ctx      context.Context // the caller's: a write cut short by it fails
 	cancel   context.CancelFunc
 	stderr   bytes.Buffer
-	errDone  chan struct{}
+	// stderrOver is set before errDone closes: stderr passed maxStderr
+	// and the command was killed.
+	stderrOver bool
+	errDone    chan struct{}
 
 	once sync.Once
 	err  error
@@ -88,7 +91,10 @@ func (p *execProvider) startStream(ctx context.Context, op, name, script string,
 	s := &stream{op: op, name: name, proc: proc, ctx: parent, cancel: cancel, errDone: make(chan struct{})}
 	go func() {
 		defer close(s.errDone)
-		drainLimited(&s.stderr, proc.Stderr(), maxStderr)
+		s.stderrOver = readStderr(&s.stderr, proc.Stderr(), func() {
+			_ = proc.Kill(SIGKILL)
+			cancel()
+		})
 	}()
 	var mark [1]byte
 	if _, err := io.ReadFull(proc.Stdout(), mark[:]); err != nil || mark[0] != 'k' {
@@ -112,7 +118,10 @@ func (s *stream) finish() error {
 		_, werr := waitCtx(s.ctx, s.proc)
 		s.cancel()
 		err := mapExit(werr, s.stderr.Bytes())
-		if cerr := ctxErr(s.ctx); cerr != nil {
+		if s.stderrOver {
+			// Killed at the bound, not by ctx.
+			err = stderrLimitErr()
+		} else if cerr := ctxErr(s.ctx); cerr != nil {
 			// Killed by ctx, or a stream the caller abandoned: a write may
 			// have left a partial file, and a read may have lost what the
 			// transport still buffered when it closed the channel even

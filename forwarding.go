@@ -15,9 +15,11 @@ import (
 
 // Forwarding is a running port forward. It stops when Close is called, when
 // the ctx given to Host.Forward ends, when its Host is closed (Err then
-// reports ErrClosed), or when the host connection ends (for forwarders
-// with a Done channel, like the SSH client; Err then reports
-// ErrConnectionEnded).
+// reports ErrClosed), or when the host connection it was made on ends
+// (told by the forwarder's Done channel, like the SSH client's, or by
+// Connection.Done; Err then reports ErrConnectionEnded). A Host made with
+// Reconnect connects again on its next use, but a forward of the lost
+// connection stays stopped: make it again.
 type Forwarding struct {
 	spec ForwardSpec
 	ln   net.Listener
@@ -107,22 +109,33 @@ func (h *Host) forward(ctx context.Context, spec ForwardSpec) (*Forwarding, erro
 	// only to fail them.
 	stopHost := context.AfterFunc(h.ctx, func() { fw.cancel(ErrClosed) })
 	// A forwarder that knows when its connection ends (the SSH client
-	// does) stops the forward then, so nothing listens for a dead host.
+	// does) stops the forward then, so nothing listens for a dead host;
+	// so does the end of the connection the forwarder came with
+	// (Connection.Done), for a forwarder that tells nothing itself. The
+	// forward dials, or listens, through that connection alone: a Host
+	// made with Reconnect connects again on its next use, but this
+	// forward would only take connections to fail them.
+	var fdone <-chan struct{}
 	if d, ok := f.(interface{ Done() <-chan struct{} }); ok {
+		fdone = d.Done()
+	}
+	if fdone != nil || name.done != nil {
 		fw.wg.Add(1)
 		go func() {
 			defer fw.wg.Done()
 			select {
-			case <-d.Done():
-				if h.ctx.Err() != nil {
-					// The caller's own Close (Host.Close cancels
-					// before it closes the connection): ErrClosed,
-					// as every other call of a closed Host says.
-					fw.cancel(ErrClosed)
-				} else {
-					fw.cancel(endedBy(f))
-				}
+			case <-fdone:
+			case <-name.done:
 			case <-fw.ctx.Done():
+				return
+			}
+			if h.ctx.Err() != nil {
+				// The caller's own Close (Host.Close cancels before it
+				// closes the connection): ErrClosed, as every other
+				// call of a closed Host says.
+				fw.cancel(ErrClosed)
+			} else {
+				fw.cancel(endedBy(f))
 			}
 		}()
 	}

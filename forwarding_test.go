@@ -482,3 +482,52 @@ func TestForwardStopsWhenHostCloses(t *testing.T) {
 		t.Errorf("Err() = %v, want ErrClosed", fw.Err())
 	}
 }
+
+// TestForwardStopsWhenConnectionLost: a forward over a forwarder without
+// a Done channel of its own stops when the connection it was made on
+// ends by itself (Connection.Done), Err ErrConnectionEnded, as over the
+// SSH client. It listened on, also for a Host made with Reconnect, whose
+// next use connects again but whose forward still dialled through the
+// lost connection's forwarder: every connection it took failed.
+func TestForwardStopsWhenConnectionLost(t *testing.T) {
+	lost := make(chan struct{})
+	var connects int
+	h := hostgate.New(hostgate.Info{}, func(ctx context.Context) (*hostgate.Connection, error) {
+		connects++
+		done := make(<-chan struct{})
+		if connects == 1 {
+			done = lost
+		}
+		return &hostgate.Connection{Transport: &fakeTransport{}, Forward: &loopbackForwarder{}, Done: done, Close: func() error { return nil }}, nil
+	}, hostgate.Reconnect())
+	defer h.Close()
+	spec := hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:1"}
+	fw, err := h.Forward(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	close(lost)
+	select {
+	case <-fw.Done():
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("forward still running 30 s after its connection was lost")
+	}
+	if !errors.Is(fw.Err(), hostgate.ErrConnectionEnded) {
+		t.Errorf("Err() = %v, want ErrConnectionEnded", fw.Err())
+	}
+	// The Host connects again for a new forward, which runs on.
+	fw2, err := h.Forward(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Forward after the connection was lost: %v", err)
+	}
+	defer fw2.Close()
+	select {
+	case <-fw2.Done():
+		t.Errorf("the forward made on the new connection stopped: %v", fw2.Err())
+	default:
+	}
+	if connects != 2 {
+		t.Errorf("%d connects, want 2 (Reconnect's)", connects)
+	}
+}

@@ -169,3 +169,68 @@ func TestRateLimitedPageSaysSo(t *testing.T) {
 		t.Errorf("terminal page from a rate-limited address: %d to %q, Set-Cookie %q; want the login page saying rate_limited with retry=1..60, the cookie kept", res.StatusCode, loc, res.Header.Values("Set-Cookie"))
 	}
 }
+
+// TestStaleSessionCookieClearedByEveryRoute: every route's 401 to a
+// session cookie the gateway no longer honours clears it, as /v1/me's
+// does: the terminal socket (on the HTTP answer, before any upgrade)
+// and /v1/hosts (the hosts page's list). Only /v1/me cleared it, so
+// after a gateway restart the tabs reconnecting their terminals each
+// counted a failure with the cookie left in place, and the login that
+// followed was refused as rate-limited.
+func TestStaleSessionCookieClearedByEveryRoute(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	admin := tokenMaker(t, ctx, dir)("--role", "admin")
+
+	for _, route := range []string{"/v1/hosts/box/pty", "/v1/hosts"} {
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(base)
+		jar.SetCookies(u, []*http.Cookie{{Name: gateway.SessionCookie, Value: "the-session-of-a-gateway-before-its-restart", Path: "/", HttpOnly: true}})
+		browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for i := range 25 {
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+route, nil)
+			if strings.HasSuffix(route, "/pty") {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+				req.Header.Set("Sec-WebSocket-Version", "13")
+				req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+				req.Header.Set("Origin", base)
+			}
+			res, err := browser.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("%s, tab %d: %d, want 401", route, i, res.StatusCode)
+			}
+			if i > 0 {
+				continue
+			}
+			var cleared bool
+			for _, c := range res.Cookies() {
+				if c.Name == gateway.SessionCookie && c.MaxAge < 0 && c.Path == "/" && c.HttpOnly {
+					cleared = true
+				}
+			}
+			if !cleared {
+				t.Errorf("%s's 401 to a stale session cookie does not clear it: Set-Cookie %q", route, res.Header.Values("Set-Cookie"))
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/login", strings.NewReader(url.Values{"token": {admin}, "next": {"/hosts/box/terminal"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base)
+		res, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/hosts/box/terminal" {
+			t.Fatalf("login after 25 tabs asked %s with a stale cookie: %d to %q, want 303 to the terminal", route, res.StatusCode, loc)
+		}
+	}
+}

@@ -101,18 +101,11 @@ func (s *Server) caller(w http.ResponseWriter, r *http.Request) (store.Token, st
 func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 	tok, err := s.Authenticate(r)
 	s.mu.Lock()
-	extra, ended := s.meFields, s.sessionEnded
+	extra := s.meFields
 	s.mu.Unlock()
 	if err != nil {
-		// The terminal page asks this after its socket failed, and every
-		// open tab does after a gateway restart: a session cookie left in
-		// place counted a failed authentication at each ask, and twenty
-		// tabs had the login that followed refused as rate-limited. A
-		// bearer token is the client's to drop; the cookie, ours.
-		if ended != nil && CredentialsRefused(err) && Bearer(r) == "" {
-			ended(w, r)
-		}
-		s.refuse(w, err)
+		// The terminal page asks this after its socket failed.
+		s.refuseRequest(w, r, err)
 		return
 	}
 	out := map[string]any{}

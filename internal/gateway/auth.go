@@ -138,8 +138,27 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (store.Tok
 	if err == nil {
 		return tok, true
 	}
-	s.refuse(w, err)
+	s.refuseRequest(w, r, err)
 	return tok, false
+}
+
+// refuseRequest answers err, Authenticate's of r, clearing r's session
+// cookie when that is what the gateway no longer honours: after a
+// gateway restart every open tab asks again (its terminal socket, the
+// hosts list, /v1/me), and a cookie left in place counted one failed
+// authentication at each ask, until the login that followed was refused
+// as rate-limited. Before any upgrade: a WebSocket route answers its
+// refusal as this HTTP response. A bearer token is the client's to drop.
+func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, err error) {
+	if CredentialsRefused(err) && Bearer(r) == "" {
+		s.mu.Lock()
+		ended := s.sessionEnded
+		s.mu.Unlock()
+		if ended != nil {
+			ended(w, r)
+		}
+	}
+	s.refuse(w, err)
 }
 
 // refuse answers err, Authenticate's.

@@ -52,7 +52,9 @@ func (s *Server) SetHostEnded(f func(ctx context.Context, id string) (reason str
 }
 
 // SetSessionEnded gives the gateway how to clear a browser's session
-// cookies (the web UI's, with the attributes it set them with): GET /v1/me
+// cookies (the web UI's, with the attributes it set them with): every
+// route that authenticates through the gateway (GET /v1/me, /v1/hosts, a
+// terminal's socket before its upgrade, AuthenticateRequest's callers)
 // calls f before its 401 to a session cookie the gateway no longer
 // honours (CredentialsRefused), so that the browser stops sending it.
 // Call it before Serve.

@@ -151,10 +151,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 				return fmt.Errorf("%w: %w", webui.ErrTooManyLogins, err)
 			case gateway.StoreUnavailable(err):
 				return fmt.Errorf("%w: %w", webui.ErrUnavailable, err)
+			case gateway.TwoSessionCookies(err):
+				return fmt.Errorf("%w: %w", webui.ErrTwoSessions, err)
 			case err != nil:
 				return err
 			case tok.Role == store.RoleAgent:
-				return errors.New("an agent token cannot use the web UI")
+				return fmt.Errorf("%w: an agent token cannot use the web UI", webui.ErrAgentLogin)
 			}
 			return nil
 		},

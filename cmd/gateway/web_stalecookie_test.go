@@ -234,3 +234,44 @@ func TestStaleSessionCookieClearedByEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestPageLoginRefusedSaysWhy: a page load whose session cookie is not
+// stale but refused for another reason goes to the login page saying
+// that reason, and the cookie is left. Two different session cookies (a
+// page under a parent domain planted one) and an agent's token in the
+// cookie both said error=session_ended, "your login ended: log in
+// again", which for the first does not help (the planted cookie stays,
+// and the next load says the same).
+func TestPageLoginRefusedSaysWhy(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	mk := tokenMaker(t, ctx, dir)
+	admin, agent := mk("--role", "admin"), mk("--role", "agent", "--host", "box")
+	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		name    string
+		cookies []string
+		code    string
+	}{
+		{"two different session cookies", []string{admin, "a-cookie-a-preview-page-planted"}, "two_sessions"},
+		{"an agent token in the cookie", []string{agent}, "agent_login"},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/hosts/box/terminal", nil)
+		for _, v := range tc.cookies {
+			req.AddCookie(&http.Cookie{Name: gateway.SessionCookie, Value: v})
+		}
+		res, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		loc, err := url.Parse(res.Header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusFound || loc.Path != "/login" || loc.Query().Get("error") != tc.code || len(res.Cookies()) != 0 {
+			t.Errorf("%s: %d to %q, Set-Cookie %q; want the login page saying %s, the cookies kept", tc.name, res.StatusCode, loc, res.Header.Values("Set-Cookie"), tc.code)
+		}
+	}
+}

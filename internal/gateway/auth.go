@@ -38,6 +38,8 @@ type authError struct {
 	reason string
 	// retryAfter is, for a 429, how long the source stays blocked.
 	retryAfter time.Duration
+	// twoCookies: refused for carrying two different session cookies.
+	twoCookies bool
 }
 
 func (e *authError) Error() string { return e.msg }
@@ -78,7 +80,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			for _, c := range cs[1:] {
 				if c.Value != cs[0].Value {
 					s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-					return store.Token{}, &authError{status: http.StatusUnauthorized, code: "unauthorized", msg: "two different session cookies: a page under a parent domain (such as a preview) set one; clear this site's cookies and log in again", reason: metrics.ReasonForbidden}
+					return store.Token{}, &authError{status: http.StatusUnauthorized, code: "unauthorized", msg: "two different session cookies: a page under a parent domain (such as a preview) set one; clear this site's cookies and log in again", reason: metrics.ReasonForbidden, twoCookies: true}
 				}
 			}
 			secret = cs[0].Value

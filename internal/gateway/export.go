@@ -104,3 +104,13 @@ func CredentialsRefused(err error) bool {
 	return errors.As(err, &ae) && ae.status == http.StatusUnauthorized &&
 		(ae.reason == metrics.ReasonUnknown || ae.reason == metrics.ReasonExpired)
 }
+
+// TwoSessionCookies reports whether err, from Authenticate, refused a
+// request for carrying two different session cookies (a page under a
+// parent domain planted one): logging in again does not help, since the
+// planted cookie stays; the browser's cookies for the site must be
+// cleared.
+func TwoSessionCookies(err error) bool {
+	var ae *authError
+	return errors.As(err, &ae) && ae.twoCookies
+}

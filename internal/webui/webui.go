@@ -61,6 +61,14 @@ var (
 	// no longer honours (logged out, revoked, expired, or a gateway that
 	// started with fresh state): its cookie is cleared.
 	ErrSessionEnded = errors.New("webui: the session has ended")
+	// ErrTwoSessions: Authenticated's answer for a request carrying two
+	// different session cookies (a page under a parent domain, such as a
+	// preview, planted one). Logging in again does not end it: the
+	// browser's cookies for the site must be cleared.
+	ErrTwoSessions = errors.New("webui: two different session cookies")
+	// ErrAgentLogin: Authenticated's answer for a cookie holding an
+	// agent's token, which the web UI does not take.
+	ErrAgentLogin = errors.New("webui: an agent token cannot use the web UI")
 )
 
 // Config connects the UI to the gateway's authentication.
@@ -78,8 +86,10 @@ type Config struct {
 	// Authenticated is nil when r carries a valid session; an error
 	// matching ErrSessionEnded when the one it carries is no longer
 	// honoured; ErrTooManyLogins when r's address is refused by the rate
-	// limit, ErrUnavailable when the gateway cannot tell now; another
-	// error when it carries none. Only ErrSessionEnded clears the cookie.
+	// limit, ErrUnavailable when the gateway cannot tell now;
+	// ErrTwoSessions or ErrAgentLogin for a cookie refused for that;
+	// another error when it carries none. Only ErrSessionEnded clears the
+	// cookie.
 	Authenticated func(r *http.Request) error
 	// Reaches, when set, reports whether r's session may reach host id
 	// and the host exists; the terminal page of another is a 404.
@@ -255,6 +265,13 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 		code = "rate_limited"
 	case errors.Is(err, ErrUnavailable):
 		code = "unavailable"
+	// Nor ended: "log in again" did not help with a planted cookie,
+	// which stays (and clearing ours would leave the planted one to
+	// authenticate alone), and said nothing of an agent's token.
+	case errors.Is(err, ErrTwoSessions):
+		code = "two_sessions"
+	case errors.Is(err, ErrAgentLogin):
+		code = "agent_login"
 	default:
 		// A session cookie the gateway no longer honours: its login
 		// ended (revoked, or logged out in another browser). The login

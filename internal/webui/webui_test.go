@@ -800,3 +800,38 @@ func TestPagesOfUndecidedLogin(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesOfRefusedCookie: a page whose session cookie is refused for
+// carrying two different session cookies, or an agent's token, goes to
+// the login page saying so, with words for it in login.js, and keeps the
+// cookie; both said error=session_ended.
+func TestPagesOfRefusedCookie(t *testing.T) {
+	var answer error
+	ui := New(Config{
+		Authenticated: func(*http.Request) error { return answer },
+		Reaches:       func(*http.Request, string) bool { return true },
+	})
+	mux := http.NewServeMux()
+	ui.Register(mux)
+	page := assetText(t, "login.js")
+	for _, tc := range []struct {
+		err  error
+		code string
+	}{
+		{fmt.Errorf("%w: two different session cookies", ErrTwoSessions), "two_sessions"},
+		{fmt.Errorf("%w: an agent token cannot use the web UI", ErrAgentLogin), "agent_login"},
+	} {
+		answer = tc.err
+		req := httptest.NewRequest("GET", "/hosts/box/terminal", nil)
+		req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "refused"})
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		want := "/login?error=" + tc.code + "&next=%2Fhosts%2Fbox%2Fterminal"
+		if loc := w.Header().Get("Location"); w.Code != http.StatusFound || loc != want || len(w.Result().Cookies()) != 0 {
+			t.Errorf("%v: %d to %q, Set-Cookie %q; want a redirect to %s keeping the cookie", tc.err, w.Code, loc, w.Header().Values("Set-Cookie"), want)
+		}
+		if !strings.Contains(page, "\n    "+tc.code+": \"") {
+			t.Errorf("login.js has no message for %s", tc.code)
+		}
+	}
+}

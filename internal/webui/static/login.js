@@ -18,6 +18,8 @@
     session_ended: "Your login ended (logged out in another tab, expired or revoked; gateway dev ends it at each start): log in again.",
     host_forbidden: "You are logged in, with a token that does not reach the host of the page you opened. Log in with a token for that host: an admin makes one with gateway token create --role client --host ID.",
     rate_limited: "Too many failed logins from this address: every login from it, a right token too, is refused for up to a minute. Wait, then try again.",
+    two_sessions: "This browser sends the gateway two different login cookies: a page under a parent domain (such as a preview) set one. Clear this site's cookies in the browser's settings, then log in again; logging in alone leaves the other cookie in place.",
+    agent_login: "The login this browser holds is an agent's token, which cannot use the web UI: log in with a client or admin token.",
     unavailable: "The gateway cannot check logins right now (its state store is not answering), so it could not tell whether yours still holds: it may well. Try again in a moment; if this lasts, the gateway's log says why.",
   };
   // How long the rate limit holds, when the gateway said: a number only,

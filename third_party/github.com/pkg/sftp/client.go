@@ -622,8 +622,14 @@ func (c *Client) fsetstat(owner *File, handle string, flags uint32, attrs any) e
 
 // setstat is a convience wrapper to allow for changing of various parts of the file descriptor.
 func (c *Client) setstat(path string, flags uint32, attrs any) error {
+	return c.setstatContext(context.Background(), path, flags, attrs)
+}
+
+// setstatContext is setstat, returning ctx's error as soon as ctx ends
+// before the answer (hostgate: change 30).
+func (c *Client) setstatContext(ctx context.Context, path string, flags uint32, attrs any) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpSetstatPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpSetstatPacket{
 		ID:    id,
 		Path:  path,
 		Flags: flags,
@@ -642,12 +648,20 @@ func (c *Client) setstat(path string, flags uint32, attrs any) error {
 
 // Chtimes changes the access and modification times of the named file.
 func (c *Client) Chtimes(path string, atime time.Time, mtime time.Time) error {
+	return c.ChtimesContext(context.Background(), path, atime, mtime)
+}
+
+// ChtimesContext is Chtimes, returning ctx's error as soon as ctx ends
+// before the answer (hostgate: change 30). As Chtimes, it sends each time
+// as SFTP version 3 has it, seconds in 32 bits: times before 1970 or
+// after 2106 wrap, so a caller checks them first.
+func (c *Client) ChtimesContext(ctx context.Context, path string, atime time.Time, mtime time.Time) error {
 	type times struct {
 		Atime uint32
 		Mtime uint32
 	}
 	attrs := times{uint32(atime.Unix()), uint32(mtime.Unix())}
-	return c.setstat(path, sshFileXferAttrACmodTime, attrs)
+	return c.setstatContext(ctx, path, sshFileXferAttrACmodTime, attrs)
 }
 
 // Chown changes the user and group owners of the named file.

@@ -21,7 +21,7 @@ import (
 // ExecProvider returns a filesystem Provider for any POSIX host reached
 // through t: each operation is one small shell command built from POSIX
 // tools (uname, stat, ls, mkdir, rmdir, rm, mv, cp, cat, test, ln, readlink,
-// realpath, chmod). Paths travel as positional parameters of `sh -c`, never
+// realpath, chmod, touch). Paths travel as positional parameters of `sh -c`, never
 // inside the script, and every word is quoted by the transport. A short
 // prologue tests the operands and exits with a distinct status per errno
 // (see exitENOENT…), so failures map to io/fs errors without parsing
@@ -55,6 +55,7 @@ const (
 	exitENOTEMPTY = 95
 	exitEINVAL    = 96
 	exitELOOP     = 97
+	exitENOTSUP   = 98 // a tool the call needs is not on the host
 )
 
 var exitErrnos = map[int]error{
@@ -66,6 +67,7 @@ var exitErrnos = map[int]error{
 	exitENOTEMPTY: syscall.ENOTEMPTY,
 	exitEINVAL:    syscall.EINVAL,
 	exitELOOP:     syscall.ELOOP,
+	exitENOTSUP:   ErrNotSupported,
 }
 
 // maxStderr bounds the stderr kept for error messages.
@@ -610,4 +612,46 @@ func (p *execProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 	_, err := p.run(ctx, maxSmallOutput, `[ -e "$1" ] || nx "$1"
 exec chmod "$2" "$1"`, safePath(name), unixPerm(mode))
 	return pathErr("chmod", name, err)
+}
+
+var _ TimeSetter = (*execProvider)(nil)
+
+// touchStamp is touch -t's [[CC]YY]MMDDhhmm[.SS], the one form GNU
+// coreutils, busybox and the BSDs' touch all take (GNU's -d @SECONDS is
+// its own); it is local time, so the script runs touch with TZ=UTC0.
+const touchStamp = "200601021504.05"
+
+// chtimesScript sets $1's atime to the stamp $2 and its mtime to $3,
+// leaving one whose stamp is empty. -c: a file removed meanwhile is not
+// made again.
+const chtimesScript = `[ -e "$1" ] || nx "$1"
+command -v touch >/dev/null 2>&1 || exit 98
+TZ=UTC0; export TZ
+if [ "$2" = "$3" ]; then
+  [ -z "$2" ] || exec touch -c -t "$2" -- "$1"
+  exit 0
+fi
+if [ -n "$2" ]; then touch -c -a -t "$2" -- "$1" || exit; fi
+[ -z "$3" ] || exec touch -c -m -t "$3" -- "$1"`
+
+func (p *execProvider) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	if name == "" {
+		return pathErr("chtimes", name, fs.ErrNotExist)
+	}
+	var stamps [2]string
+	for i, t := range []time.Time{atime, mtime} {
+		if t.IsZero() {
+			continue
+		}
+		t = t.UTC()
+		if y := t.Year(); y < 0 || y > 9999 {
+			return pathErr("chtimes", name, fmt.Errorf("%w: touch -t takes years 0000 to 9999, not %d", ErrNotSupported, y))
+		}
+		stamps[i] = t.Format(touchStamp)
+	}
+	_, err := p.run(ctx, maxSmallOutput, chtimesScript, safePath(name), stamps[0], stamps[1])
+	if errors.Is(err, ErrNotSupported) {
+		err = fmt.Errorf("%w: the host has no touch, which ExecProvider sets times with", ErrNotSupported)
+	}
+	return pathErr("chtimes", name, err)
 }

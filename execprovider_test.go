@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/localexec"
@@ -35,7 +36,7 @@ func TestExecProviderBusybox(t *testing.T) {
 	bb, err := exec.LookPath("busybox")
 	testenv.RequirePeer(t, "busybox", err == nil)
 	dir := t.TempDir()
-	for _, tool := range []string{"sh", "uname", "stat", "ls", "mkdir", "rmdir", "rm", "mv", "cp", "cat", "test", "ln", "readlink", "realpath", "chmod"} {
+	for _, tool := range []string{"sh", "uname", "stat", "ls", "mkdir", "rmdir", "rm", "mv", "cp", "cat", "test", "ln", "readlink", "realpath", "chmod", "touch"} {
 		if err := os.Symlink(bb, dir+"/"+tool); err != nil {
 			t.Fatal(err)
 		}
@@ -178,5 +179,28 @@ func TestExecProviderCopyOntoFullDisk(t *testing.T) {
 	_ = w.Close()
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("io.Copy onto a full disk: %v, want ENOSPC", err)
+	}
+}
+
+// TestExecProviderChtimesWithoutTouch: on a host without touch, Chtimes
+// fails with ErrNotSupported naming it (which Upload's filesystem way
+// takes as a host that keeps the times files are written at), not with
+// the shell's "not found".
+func TestExecProviderChtimesWithoutTouch(t *testing.T) {
+	// Not busybox's sh, which runs its own touch whatever PATH says.
+	sh, err := exec.LookPath("dash")
+	testenv.RequirePeer(t, "dash", err == nil)
+	dir := t.TempDir()
+	if err := os.Symlink(sh, dir+"/sh"); err != nil {
+		t.Fatal(err)
+	}
+	p := hostgate.ExecProvider(pathTransport{base: &localexec.Transport{}, dir: dir}).(hostgate.TimeSetter)
+	f := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Chtimes(context.Background(), f, time.Unix(1e9, 0), time.Unix(1e9, 0))
+	if !errors.Is(err, hostgate.ErrNotSupported) || !strings.Contains(err.Error(), "touch") {
+		t.Fatalf("Chtimes on a host without touch: %v, want ErrNotSupported naming touch", err)
 	}
 }

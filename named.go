@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // nameErr returns err naming host ("host build-01: …"), so that a caller
@@ -191,8 +192,9 @@ func (e *connEndedNetError) Timeout() bool { return e.err.(net.Error).Timeout() 
 func (e *connEndedNetError) Temporary() bool { return e.err.(net.Error).Temporary() }
 
 // nameProvider returns p naming host in its errors, the errors of its
-// readers and writers included. It has FileReader and FileWriter where p
-// has them, as the fast paths must go through p's own.
+// readers and writers included. It has FileReader, FileWriter and
+// TimeSetter where p has them, as the fast paths must go through p's own
+// and a caller asks for TimeSetter to learn whether times can be set.
 func nameProvider(p Provider, n namer) Provider {
 	if n == (namer{}) {
 		return p
@@ -200,13 +202,22 @@ func nameProvider(p Provider, n namer) Provider {
 	np := &namedProvider{p: p, n: n}
 	_, r := p.(FileReader)
 	_, w := p.(FileWriter)
+	_, t := p.(TimeSetter)
 	switch {
+	case r && w && t:
+		return namedProviderRWT{np}
 	case r && w:
 		return namedProviderRW{np}
+	case r && t:
+		return namedProviderRT{np}
+	case w && t:
+		return namedProviderWT{np}
 	case r:
 		return namedProviderR{np}
 	case w:
 		return namedProviderW{np}
+	case t:
+		return namedProviderT{np}
 	}
 	return np
 }
@@ -222,6 +233,14 @@ var (
 	_ FileWriter = namedProviderW{}
 	_ FileReader = namedProviderRW{}
 	_ FileWriter = namedProviderRW{}
+	_ TimeSetter = namedProviderT{}
+	_ FileReader = namedProviderRT{}
+	_ TimeSetter = namedProviderRT{}
+	_ FileWriter = namedProviderWT{}
+	_ TimeSetter = namedProviderWT{}
+	_ FileReader = namedProviderRWT{}
+	_ FileWriter = namedProviderRWT{}
+	_ TimeSetter = namedProviderRWT{}
 )
 
 func (p *namedProvider) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -322,6 +341,50 @@ func (p namedProviderRW) ReadFile(ctx context.Context, name string, progress fun
 
 func (p namedProviderRW) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
 	return p.writeFile(ctx, name, perm, r, progress)
+}
+
+func (p *namedProvider) chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.n.err(p.p.(TimeSetter).Chtimes(ctx, name, atime, mtime))
+}
+
+type namedProviderT struct{ *namedProvider }
+
+func (p namedProviderT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.chtimes(ctx, name, atime, mtime)
+}
+
+type namedProviderRT struct{ *namedProvider }
+
+func (p namedProviderRT) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	return p.readFile(ctx, name, progress)
+}
+
+func (p namedProviderRT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.chtimes(ctx, name, atime, mtime)
+}
+
+type namedProviderWT struct{ *namedProvider }
+
+func (p namedProviderWT) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	return p.writeFile(ctx, name, perm, r, progress)
+}
+
+func (p namedProviderWT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.chtimes(ctx, name, atime, mtime)
+}
+
+type namedProviderRWT struct{ *namedProvider }
+
+func (p namedProviderRWT) ReadFile(ctx context.Context, name string, progress func()) ([]byte, error) {
+	return p.readFile(ctx, name, progress)
+}
+
+func (p namedProviderRWT) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
+	return p.writeFile(ctx, name, perm, r, progress)
+}
+
+func (p namedProviderRWT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.chtimes(ctx, name, atime, mtime)
 }
 
 // namedReader is a file's reader from Open, naming the host in its

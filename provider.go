@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"time"
 )
 
 // Provider is a host's filesystem. Paths are the host's (absolute, or
@@ -76,4 +77,17 @@ type FileWriter interface {
 	// after WriteFile returns. The data is complete on the host only when
 	// it returns nil. progress is as for FileReader.
 	WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error
+}
+
+// TimeSetter is a Provider that sets a file's times: Upload's filesystem
+// way uses it where the provider has it, so that modification times go
+// with the files as they do with the tar stream. As with FileReader, a
+// wrapper should have it only where it forwards every call.
+type TimeSetter interface {
+	// Chtimes sets the access and modification times of name, following
+	// a symbolic link, as os.Chtimes; a zero time leaves that one as it
+	// is. Times go to the second: what is finer may be dropped. A time
+	// the provider cannot carry to the host fails with an error wrapping
+	// ErrNotSupported.
+	Chtimes(ctx context.Context, name string, atime, mtime time.Time) error
 }

@@ -65,6 +65,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) (p hostgate.Provider, root
 		{"Permissions", testPermissions},
 		{"Large", testLarge},
 		{"WholeFile", testWholeFile},
+		{"Chtimes", testChtimes},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
@@ -161,6 +162,7 @@ var (
 	_ hostgate.Provider   = lazySFTP{}
 	_ hostgate.FileReader = lazySFTP{}
 	_ hostgate.FileWriter = lazySFTP{}
+	_ hostgate.TimeSetter = lazySFTP{}
 )
 
 func (l lazySFTP) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
@@ -276,4 +278,12 @@ func (l lazySFTP) Chmod(ctx context.Context, name string, mode fs.FileMode) erro
 		return &fs.PathError{Op: "chmod", Path: name, Err: err}
 	}
 	return s.prov.Chmod(ctx, name, mode)
+}
+
+func (l lazySFTP) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	s, err := l.c.sftpSession(ctx)
+	if err != nil {
+		return &fs.PathError{Op: "chtimes", Path: name, Err: err}
+	}
+	return s.prov.Chtimes(ctx, name, atime, mtime)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
@@ -979,6 +981,40 @@ func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 		return p.pathErr("chmod", name, err)
 	}
 	return p.lookupErr(ctx, true, p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil)), name)
+}
+
+var _ hostgate.TimeSetter = (*sftpProvider)(nil)
+
+// Chtimes sends one SETSTAT, which in SFTP version 3 carries both times
+// as unsigned 32-bit seconds: a zero time is read first (a STAT), and a
+// time outside 1970 to 2106 is refused, as it would wrap.
+func (p *sftpProvider) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	if err := callErr(ctx, name); err != nil {
+		return p.pathErr("chtimes", name, err)
+	}
+	if atime.IsZero() || mtime.IsZero() {
+		fi, err := p.c.StatContext(ctx, name)
+		if err != nil {
+			return p.lookupErr(ctx, true, p.pathErr("chtimes", name, err), name)
+		}
+		st, ok := fi.Sys().(*sftp.FileStat)
+		if !ok {
+			return p.pathErr("chtimes", name, fmt.Errorf("%w: the host's stat has no times", hostgate.ErrNotSupported))
+		}
+		if atime.IsZero() {
+			atime = time.Unix(int64(st.Atime), 0)
+		}
+		if mtime.IsZero() {
+			mtime = time.Unix(int64(st.Mtime), 0)
+		}
+	}
+	for _, t := range []time.Time{atime, mtime} {
+		if s := t.Unix(); s < 0 || s > math.MaxUint32 {
+			return p.pathErr("chtimes", name, fmt.Errorf("%w: SFTP carries times from 1970 to 2106 only, not %s", hostgate.ErrNotSupported, t.UTC().Format(time.RFC3339)))
+		}
+	}
+	err := p.c.ChtimesContext(ctx, name, atime, mtime)
+	return p.lookupErr(ctx, true, p.pathErr("chtimes", name, err), name)
 }
 
 // String names the provider in logs.

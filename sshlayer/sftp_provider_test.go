@@ -371,6 +371,9 @@ func TestSFTPProviderCtxEndsWaitOnSilentHost(t *testing.T) {
 		"Readlink": func(ctx context.Context) error { _, err := p.Readlink(ctx, "/a"); return err },
 		"Realpath": func(ctx context.Context) error { _, err := p.Realpath(ctx, "/a"); return err },
 		"Chmod":    func(ctx context.Context) error { return p.Chmod(ctx, "/a", 0o600) },
+		"Chtimes": func(ctx context.Context) error {
+			return p.(hostgate.TimeSetter).Chtimes(ctx, "/a", time.Unix(1e9, 0), time.Unix(1e9, 0))
+		},
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,132 @@
+//go:build unix
+
+package hostgate_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/hostgate/hostgate"
+)
+
+// timedTree is makeTree with a modification time of its own on every
+// file and directory (a fraction of a second on some), set after what is
+// in them, as a checkout or a build leaves them.
+func timedTree(t *testing.T, dir string) {
+	t.Helper()
+	makeTree(t, dir)
+	var dirs []string
+	i := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+			return nil
+		}
+		i++
+		mt := time.Date(2001, 9, 9, 1, 46, 40, 0, time.UTC).Add(time.Duration(i)*time.Hour + 300*time.Millisecond)
+		return os.Chtimes(p, mt, mt)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, d := range dirs {
+		mt := time.Date(2010, 3, 4, 5, 6, 7, 0, time.UTC).Add(time.Duration(j) * 24 * time.Hour)
+		if err := os.Chtimes(d, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sameTimes checks that every file and directory under src (not src
+// itself, nor links, which keep the time they are made) has its
+// modification time, to the second, under remote.
+func sameTimes(t *testing.T, what, src, remote string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == src || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		want, err := d.Info()
+		if err != nil {
+			return err
+		}
+		got, err := os.Lstat(filepath.Join(remote, rel))
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return nil
+		}
+		n++
+		if got.ModTime().Unix() != want.ModTime().Unix() {
+			t.Errorf("%s: %s has mtime %v on the host, %v in the source", what, rel, got.ModTime().UTC(), want.ModTime().UTC())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("%s: nothing compared", what)
+	}
+}
+
+// TestUploadKeepsModTimes: files' and directories' modification times go
+// to the host both ways, by tar and by the filesystem way (which set
+// none before), over SFTP and ExecProvider (GNU's touch, and busybox's
+// for every tool), into a new directory and over what is there; a tree
+// that gives no times (fstest.MapFS's zero) lands as 1970 both ways, as
+// a tar archive says it.
+func TestUploadKeepsModTimes(t *testing.T) {
+	src := t.TempDir()
+	timedTree(t, src)
+	hosts := streamHosts(t)
+	local, _ := localHost(t, false)
+	tools := map[string]string{}
+	for _, c := range []string{"sh", "uname", "stat", "mkdir", "rmdir", "rm", "mv", "cat", "ln", "readlink", "chmod", "touch", "tar"} {
+		tools[c] = "busybox"
+	}
+	hosts["busybox"] = pathHost(t, local, tools)
+	zero := fstest.MapFS{"z/f": {Data: []byte("x"), Mode: 0o644}}
+	for name, h := range hosts {
+		for _, noTar := range []bool{false, true} {
+			if name == "busybox" && !noTar {
+				continue // busybox's tar leaves directories the time their last entry was made
+			}
+			what := name
+			if noTar {
+				what += " NoTar"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			opts := &hostgate.TransferOptions{NoTar: noTar}
+			remote := filepath.Join(t.TempDir(), "on", "host")
+			for _, again := range []string{"", " again"} {
+				if err := hostgate.Upload(ctx, h, os.DirFS(src), remote, opts); err != nil {
+					t.Fatalf("%s: upload%s: %v", what, again, err)
+				}
+				sameTimes(t, what+": upload"+again, src, remote)
+			}
+			remote = filepath.Join(t.TempDir(), "zero")
+			if err := hostgate.Upload(ctx, h, zero, remote, opts); err != nil {
+				t.Fatalf("%s: upload of fstest.MapFS: %v", what, err)
+			}
+			for _, n := range []string{"z", "z/f"} {
+				fi, err := os.Stat(filepath.Join(remote, n))
+				if err != nil {
+					t.Errorf("%s: fstest.MapFS's %s: %v", what, n, err)
+				} else if fi.ModTime().Unix() != 0 {
+					t.Errorf("%s: fstest.MapFS's %s without a time has %v on the host, want 1970-01-01 as a tar archive has it", what, n, fi.ModTime().UTC())
+				}
+			}
+			cancel()
+		}
+	}
+}

@@ -209,6 +209,7 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 	wg.Go(func() { _, _ = io.Copy(io.Discard, p.Stdout()) })
 	in := p.Stdin()
 	tw := tar.NewWriter(hostWriter{in})
+	var dirs []*tar.Header
 	werr := walkTree(src, opts, func(name string, d fs.DirEntry, info fs.FileInfo, link string) error {
 		hdr := &tar.Header{Name: name, Mode: int64(info.Mode().Perm()), ModTime: info.ModTime(), Format: tar.FormatGNU}
 		switch {
@@ -217,6 +218,7 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 			// archive says before its files (busybox's, on a
 			// read-only directory of fstest.MapFS's, then could not).
 			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, name+"/", hdr.Mode|0o700
+			dirs = append(dirs, hdr)
 		case link != "":
 			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
 		default:
@@ -238,6 +240,16 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 		}
 		return nil
 	})
+	// The directories again, deepest first, once all in them is there:
+	// busybox's tar sets a directory's time as its entry comes, and each
+	// entry made in it after moved it (GNU's sets it at the end anyway,
+	// and takes the repeat as a directory already there).
+	for _, hdr := range slices.Backward(dirs) {
+		if werr != nil {
+			break
+		}
+		werr = tw.WriteHeader(hdr)
+	}
 	if werr == nil {
 		werr = tw.Close()
 	}

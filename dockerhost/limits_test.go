@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 )
 
 func fields(t *testing.T, s string) map[string]string {
@@ -550,5 +552,64 @@ func testLimitCoreDumps(t *testing.T) {
 	res := sh(t, h, ex.ExecutionID, `echo soft=$(ulimit -S -c); echo hard=$(ulimit -H -c); ulimit -c unlimited 2>/dev/null; echo raised=$?`)
 	if m := fields(t, res.Stdout); m["soft"] != "0" || m["hard"] != "0" || m["raised"] == "0" {
 		t.Fatalf("a sandbox's core size limit is %q (soft) and %q (hard), and raising it exited %q: its processes may dump cores, which a piped core_pattern writes outside the sandbox", m["soft"], m["hard"], m["raised"])
+	}
+}
+
+// Pseudo-terminals are counted machine-wide (kernel.pty.max, 4096, 1024
+// of them kept for the host), and Docker's own /dev/pts for a container
+// has no bound of its own: one sandbox held 3,071 and every other
+// sandbox's terminal (the web terminal, ssh -t) failed with ENOSPC. A
+// sandbox, fresh or warm, holds at most SandboxPTYs, gets its terminals
+// back once it closes them, and its /dev/pts goes with its container.
+func testLimitPTYs(t *testing.T) {
+	cli, img := engine(t)
+	req := emptyReq(img, small())
+	for name, cfg := range map[string]*Config{
+		"fresh":  nil,
+		"pooled": {Pool: &PoolConfig{Size: 1, Keys: []ProvisionRequest{req}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newTestHost(t, cli, cfg)
+			if h.pool != nil {
+				waitPool(t, h, "a warm container", func(s PoolStats) bool { return s.Ready == 1 })
+			}
+			ex := provision(t, h, req)
+			if h.pool != nil {
+				if s := h.PoolStats(); s.Hits != 1 {
+					t.Fatalf("want a pool hit, stats %+v", s)
+				}
+			}
+			// Each open of /dev/ptmx takes a terminal, held by the shell's
+			// fd until it exits; a few past the bound, never the machine's.
+			open := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do command eval "exec $((i+10))<>/dev/ptmx" || break; i=$((i+1)); done; echo opened=$i`, SandboxPTYs+8)
+			res := sh(t, h, ex.ExecutionID, open)
+			if n := fields(t, res.Stdout)["opened"]; n != strconv.Itoa(SandboxPTYs) || !strings.Contains(res.Stderr, "No space left on device") {
+				t.Fatalf("a sandbox opened %s pseudo-terminals of %d tried (stderr %q); want %d, then ENOSPC: one sandbox can take the machine's every terminal", n, SandboxPTYs+8, res.Stderr, SandboxPTYs)
+			}
+			if res := sh(t, h, ex.ExecutionID, open); fields(t, res.Stdout)["opened"] != strconv.Itoa(SandboxPTYs) {
+				t.Fatalf("after its terminals were closed a sandbox opened %q (stderr %q), want %d again", res.Stdout, res.Stderr, SandboxPTYs)
+			}
+
+			ins, err := cli.ContainerInspect(testCtx(t, time.Minute), ex.ContainerID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vol string
+			for _, m := range ins.Mounts {
+				if m.Destination == "/dev/pts" && m.Type == mount.TypeVolume {
+					vol = m.Name
+				}
+			}
+			if vol == "" {
+				t.Fatalf("no volume at /dev/pts: %+v", ins.Mounts)
+			}
+			if err := h.Terminate(testCtx(t, time.Minute), ex.ExecutionID); err != nil {
+				t.Fatal(err)
+			}
+			waitRemoved(t, cli, ex.ContainerID, time.Minute)
+			if _, err := cli.VolumeInspect(testCtx(t, time.Minute), vol); !cerrdefs.IsNotFound(err) {
+				t.Errorf("the sandbox's /dev/pts volume %s outlived its container (inspect err %v)", vol, err)
+			}
+		})
 	}
 }

@@ -42,6 +42,7 @@ var engineTests = []struct {
 	{"LimitOutput", testLimitOutput},
 	{"LimitContainerLog", testLimitContainerLog},
 	{"LimitCoreDumps", testLimitCoreDumps},
+	{"LimitPTYs", testLimitPTYs},
 	{"LimitInodes", testLimitInodes},
 	{"LimitDataAndInodes", testLimitDataAndInodes},
 	{"TimeoutDestroys", testTimeoutDestroys},
@@ -182,7 +183,8 @@ func reapOwner(t testing.TB, cli *client.Client, owner string) {
 			return
 		}
 		for _, c := range list {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+			// RemoveVolumes: a sandbox's /dev/pts is an anonymous volume.
+			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
 	}
 	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelTools+"="+owner))})

@@ -628,7 +628,7 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 		// One page of data is all it holds.
 		tmpfs[deadline.InitDir] = fmt.Sprintf("size=65536,nr_inodes=8,uid=%d,gid=%d,mode=0755,nosuid,nodev,noexec", initUID(uid), initUID(uid))
 	}
-	var mounts []mount.Mount
+	mounts := []mount.Mount{ptsMount()}
 	if p.tools != nil {
 		mounts = append(mounts, p.tools.mount(false))
 	}
@@ -680,6 +680,38 @@ func (p *Policy) ContainerConfig(id string, uid int, req ProvisionRequest, expir
 		},
 	}
 	return cfg, hc, nil
+}
+
+// SandboxPTYs is how many pseudo-terminals one sandbox may hold at once:
+// four agent connections' worth of terminal sessions (sshlayer's
+// DefaultMaxSessions, 64 each).
+const SandboxPTYs = 256
+
+// ptsMount is the sandbox's /dev/pts: a devpts instance of its own with
+// at most SandboxPTYs terminals. Terminals are counted machine-wide
+// (kernel.pty.max, 4096 by default, a quarter kept for the host) and
+// Docker's own /dev/pts for a container sets no max, so one sandbox held
+// 3,071 and every other sandbox's terminal (the web terminal, ssh -t)
+// failed with ENOSPC. The engine's local volume driver mounts it (Docker
+// has no other way to give a mount its options), as an anonymous volume
+// that goes with its container (AutoRemove, destroy's RemoveVolumes). The
+// container's /dev/ptmx is a symlink to pts/ptmx, so every terminal opened
+// in the sandbox, docker exec -t's too, comes from this instance. The
+// options are Docker's own for /dev/pts; NoCopy, as nothing of the image
+// belongs on a devpts.
+func ptsMount() mount.Mount {
+	return mount.Mount{
+		Type:   mount.TypeVolume,
+		Target: "/dev/pts",
+		VolumeOptions: &mount.VolumeOptions{
+			NoCopy: true,
+			DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{
+				"type":   "devpts",
+				"device": "devpts",
+				"o":      fmt.Sprintf("nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5,max=%d", SandboxPTYs),
+			}},
+		},
+	}
 }
 
 // readOnlyVolumes is hc with an empty read-only tmpfs at each of vols,

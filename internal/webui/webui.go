@@ -277,7 +277,7 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 		// ended (revoked, or logged out in another browser). The login
 		// page said nothing, as to a first visit, after a reload of a
 		// revoked terminal. A cookie that expired is no longer sent.
-		if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" {
+		if c, err := r.Cookie(u.cfg.CookieName); err == nil && c.Value != "" || u.sawEnd(r) {
 			code = "session_ended"
 		}
 	}
@@ -317,20 +317,42 @@ func loginLocation(code string, err error, next string) string {
 // says the session is no longer honoured (ErrSessionEnded) outside the
 // UI's pages, such as the API's GET /v1/me that the terminal page asks.
 func (u *UI) ClearSession(w http.ResponseWriter, r *http.Request) {
-	u.clearCookies(w, r, append([]string{u.cfg.CookieName}, u.cfg.OldCookieNames...)...)
+	if u.clearCookies(w, r, append([]string{u.cfg.CookieName}, u.cfg.OldCookieNames...)...) {
+		// In its place, a mark that the login ended, which is no
+		// credential (Authenticate never reads it, so it counts no
+		// failure): the next page load still says the login ended, where
+		// it said nothing once the cookie was gone (a reload of a revoked
+		// terminal, whose page had asked /v1/me).
+		http.SetCookie(w, &http.Cookie{Name: u.endedCookie(), Value: "1", Path: "/", MaxAge: int(endedMark / time.Second), HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
+	}
+}
+
+// endedMark is how long the mark of an ended login (endedCookie) lasts:
+// the login page's next visit, not a record.
+const endedMark = 24 * time.Hour
+
+// endedCookie is the name of the mark ClearSession leaves.
+func (u *UI) endedCookie() string { return u.cfg.CookieName + "_ended" }
+
+// sawEnd reports whether r carries the mark of an ended login.
+func (u *UI) sawEnd(r *http.Request) bool {
+	return len(r.CookiesNamed(u.endedCookie())) > 0
 }
 
 // clearCookies tells the browser to drop r's cookies of these names, with
 // the attributes the UI sets them with (host-only, Path=/, HttpOnly,
 // SameSite=Lax, Secure behind https: a __Host- cookie is cleared only by
 // one that is Secure with Path=/ and no Domain).
-func (u *UI) clearCookies(w http.ResponseWriter, r *http.Request, names ...string) {
+// It reports whether r had any.
+func (u *UI) clearCookies(w http.ResponseWriter, r *http.Request, names ...string) (cleared bool) {
 	for i, name := range names {
 		if slices.Contains(names[:i], name) || len(r.CookiesNamed(name)) == 0 {
 			continue
 		}
 		http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
+		cleared = true
 	}
+	return cleared
 }
 
 func (u *UI) servePage(name string) http.HandlerFunc {
@@ -408,6 +430,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 			http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: u.cfg.SecureCookie, SameSite: http.SameSiteLaxMode})
 		}
 	}
+	u.clearCookies(w, r, u.endedCookie()) // logged in again
 	// The browser drops the cookie when the session ends anyway.
 	maxAge := u.cfg.SessionTTL
 	if !expires.IsZero() {

@@ -835,3 +835,65 @@ func TestPagesOfRefusedCookie(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionEndedAfterClear: once a stale session cookie is cleared (by a
+// page, or by the API's /v1/me, which the terminal page asks), the next
+// page load still says the login ended, from the mark the clear leaves,
+// which a login removes. With the cookie gone, a reload of a revoked
+// terminal sent the browser to the login page saying nothing, as to a first
+// visit.
+func TestSessionEndedAfterClear(t *testing.T) {
+	ui := New(Config{
+		CookieName: DefaultCookieName,
+		Authenticated: func(r *http.Request) error {
+			if c, err := r.Cookie(DefaultCookieName); err == nil && c.Value != "" {
+				return fmt.Errorf("%w: no such session", ErrSessionEnded)
+			}
+			return errors.New("missing credentials")
+		},
+		Login: func(*http.Request, string, time.Duration) (string, time.Time, error) {
+			return "fresh", time.Time{}, nil
+		},
+	})
+	mux := http.NewServeMux()
+	ui.Register(mux)
+	// The API's clear, as /v1/me does it.
+	req := httptest.NewRequest("GET", "/v1/me", nil)
+	req.AddCookie(&http.Cookie{Name: DefaultCookieName, Value: "revoked"})
+	w := httptest.NewRecorder()
+	ui.ClearSession(w, req)
+	var mark *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name != DefaultCookieName && c.MaxAge > 0 {
+			mark = c
+		}
+	}
+	if mark == nil {
+		t.Fatalf("ClearSession set %q, want the cookie cleared and a mark left", w.Header().Values("Set-Cookie"))
+	}
+	// The reload, with the mark and without the cookie.
+	req = httptest.NewRequest("GET", "/hosts/box/terminal", nil)
+	req.AddCookie(mark)
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	if loc := w.Header().Get("Location"); w.Code != http.StatusFound || !strings.Contains(loc, "error=session_ended") {
+		t.Errorf("a reload after the clear: %d to %q, want the login page saying the login ended", w.Code, loc)
+	}
+	// A login removes the mark.
+	req = httptest.NewRequest("POST", "/login", strings.NewReader(url.Values{"token": {"tok"}, "next": {"/"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://example.com")
+	req.Host = "example.com"
+	req.AddCookie(mark)
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	removed := false
+	for _, c := range w.Result().Cookies() {
+		if c.Name == mark.Name && c.MaxAge < 0 {
+			removed = true
+		}
+	}
+	if !removed {
+		t.Errorf("a login: %d, Set-Cookie %q, want the mark removed", w.Code, w.Header().Values("Set-Cookie"))
+	}
+}

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"io"
 	"net/http"
-	"net/url"
-	"path/filepath"
 	"testing"
 )
 
@@ -18,53 +15,26 @@ import (
 // authorized by a bearer token on a subdomain preview; an API client's
 // still is.
 func TestAppBearerOnSubdomainPreviewCountsNoFailures(t *testing.T) {
-	ctx := testCtx(t)
-	dir := filepath.Join(t.TempDir(), "state")
-	base := startServe(t, dir, func(c *serveConfig) { c.PreviewDomain = "preview.test" })
-	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin")
-	if err != nil {
-		t.Fatal(err)
+	g := startPreviewGateway(t)
+	// fetch("/api/items", {headers: {Authorization: …}}) from the
+	// preview's own page.
+	page := http.Header{
+		"Authorization":  {"Bearer eyJhbGciOiJIUzI1NiJ9.app.jwt"},
+		"Sec-Fetch-Site": {"same-origin"},
+		"Sec-Fetch-Mode": {"cors"},
+		"Sec-Fetch-Dest": {"empty"},
 	}
-	admin := lastLine(out)
-	u, _ := url.Parse(base)
-	get := func(host, path, token string, page bool) int {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		req.Header.Set("Accept", "application/json")
-		if page {
-			// fetch("/api/items", {headers: {Authorization: …}}) from the
-			// preview's own page.
-			req.Header.Set("Sec-Fetch-Site", "same-origin")
-			req.Header.Set("Sec-Fetch-Mode", "cors")
-			req.Header.Set("Sec-Fetch-Dest", "empty")
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
-	}
-	sub := "3000--h1.preview.test:" + u.Port()
 	for i := range 30 {
-		if code := get(sub, "/api/items", "eyJhbGciOiJIUzI1NiJ9.app.jwt", true); code != http.StatusUnauthorized {
+		if code := g.status(g.sub, "/api/items", page); code != http.StatusUnauthorized {
 			t.Fatalf("request %d from the preview's page with the app's bearer token: %d, want 401", i, code)
 		}
 	}
-	if code := get(u.Host, "/v1/hosts", admin, false); code != http.StatusOK {
+	if code := g.status(g.host, "/v1/hosts", g.bearer()); code != http.StatusOK {
 		t.Errorf("the admin token, from the same address, after the page's requests: %d, want 200", code)
 	}
 	// An API client's bearer token on a preview still authorizes: the
 	// admin's reaches h1, which is not connected (404), not 401.
-	if code := get(sub, "/", admin, false); code != http.StatusNotFound {
+	if code := g.status(g.sub, "/", g.bearer()); code != http.StatusNotFound {
 		t.Errorf("a preview with the admin's bearer token from an API client: %d, want 404 (no host h1)", code)
 	}
 }

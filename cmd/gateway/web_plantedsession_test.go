@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +18,37 @@ import (
 // tokens too, was refused 429 for the window. The previews do not take a
 // session cookie; a bearer token they still do.
 func TestPlantedSessionCookieOnPreviewsCountsNoFailures(t *testing.T) {
+	g := startPreviewGateway(t)
+	planted := http.Header{"Cookie": {"hostgate_session=planted"}}
+	for i := range 30 {
+		if code := g.status(g.sub, "/", planted); code != http.StatusUnauthorized {
+			t.Fatalf("request %d with a planted session cookie: %d, want 401", i, code)
+		}
+	}
+	// The admin's own token, from the same address, still works.
+	if code := g.status(g.host, "/v1/hosts", g.bearer()); code != http.StatusOK {
+		t.Errorf("the admin token, from the same address, after a planted cookie's requests: %d, want 200", code)
+	}
+	// A bearer token on a preview still authorizes: an admin's reaches h1,
+	// which is not connected (404), not 401.
+	both := g.bearer()
+	both.Set("Cookie", "hostgate_session=planted")
+	if code := g.status(g.sub, "/", both); code != http.StatusNotFound {
+		t.Errorf("a preview with the admin's bearer token: %d, want 404 (no host h1)", code)
+	}
+}
+
+// previewGateway is a gateway serving previews under preview.test, for
+// the tests of what a preview's page can make the viewer's address count
+// as failed authentications (20 lock it out, valid tokens too).
+type previewGateway struct {
+	t                *testing.T
+	ctx              context.Context
+	base             string
+	host, sub, admin string // the gateway's host, h1's port-3000 preview host, an admin token
+}
+
+func startPreviewGateway(t *testing.T) *previewGateway {
 	ctx := testCtx(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	base := startServe(t, dir, func(c *serveConfig) { c.PreviewDomain = "preview.test" })
@@ -24,43 +56,38 @@ func TestPlantedSessionCookieOnPreviewsCountsNoFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := lastLine(out)
 	u, _ := url.Parse(base)
-	get := func(host, path, cookie, token string) int {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		req.Header.Set("Accept", "application/json")
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
-	}
-	sub := "3000--h1.preview.test:" + u.Port()
-	for i := range 30 {
-		if code := get(sub, "/", "hostgate_session=planted", ""); code != http.StatusUnauthorized {
-			t.Fatalf("request %d with a planted session cookie: %d, want 401", i, code)
-		}
-	}
-	// The admin's own token, from the same address, still works.
-	if code := get(u.Host, "/v1/hosts", "", admin); code != http.StatusOK {
-		t.Errorf("the admin token, from the same address, after a planted cookie's requests: %d, want 200", code)
-	}
-	// A bearer token on a preview still authorizes: an admin's reaches h1,
-	// which is not connected (404), not 401.
-	if code := get(sub, "/", "hostgate_session=planted", admin); code != http.StatusNotFound {
-		t.Errorf("a preview with the admin's bearer token: %d, want 404 (no host h1)", code)
-	}
+	return &previewGateway{t: t, ctx: ctx, base: base, host: u.Host, sub: "3000--h1.preview.test:" + u.Port(), admin: lastLine(out)}
 }
+
+// bearer is the headers of a request with the admin token.
+func (g *previewGateway) bearer() http.Header {
+	return http.Header{"Authorization": {"Bearer " + g.admin}}
+}
+
+// status sends GET path to host with h (JSON wanted unless h says what
+// it accepts) and returns the answer's status, following no redirect.
+func (g *previewGateway) status(host, path string, h http.Header) int {
+	g.t.Helper()
+	req, err := http.NewRequestWithContext(g.ctx, "GET", g.base+path, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Host = host
+	req.Header = h.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
+	res, err := noRedirectClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+var noRedirectClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -152,9 +152,8 @@ func TestDefaultFSIsExecProviderOncePerConnection(t *testing.T) {
 // from Close, which a caller rarely checks after a failed copy (Upload
 // without tar did not).
 func TestExecProviderCopyOntoFullDisk(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full to stand for a full disk")
-	}
+	_, err := os.Stat("/dev/full")
+	testenv.RequirePeer(t, "/dev/full (to stand for a full disk)", err == nil)
 	// Past what the pipe to cat holds, so that a write fails after cat has.
 	src := filepath.Join(t.TempDir(), "src")
 	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), 4<<20), 0o644); err != nil {

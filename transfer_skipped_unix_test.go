@@ -62,7 +62,7 @@ func TestDownloadCountsSkippedEntries(t *testing.T) {
 		remote := t.TempDir()
 		for i := range 5 {
 			if err := syscall.Mkfifo(filepath.Join(remote, fmt.Sprintf("fifo%d", i)), 0o644); err != nil {
-				t.Skipf("mkfifo: %v", err)
+				t.Fatalf("mkfifo: %v", err) // a temp dir takes one on any Unix
 			}
 		}
 		for _, noTar := range []bool{false, true} {

@@ -87,8 +87,17 @@ func TestHostgateReadAtCached(t *testing.T) {
 		return st.Type != unix.TMPFS_MAGIC
 	}
 	if evict() {
-		if n, ok, unsupported := readAtCached(f, make([]byte, 64<<10), 4096); ok || unsupported {
-			t.Fatalf("readAtCached of an evicted file: %d, ok %v, unsupported %v; want not ok, supported", n, ok, unsupported)
+		n, ok, unsupported := readAtCached(f, make([]byte, 64<<10), 4096)
+		// FADV_DONTNEED is advice: a page it meets locked or under
+		// writeback stays (a CI run found one, on a loaded machine).
+		// A few more tries, bounded, before the cached answer counts as
+		// readAtCached's mistake.
+		for i := 0; i < 10 && ok && !unsupported; i++ {
+			evict()
+			n, ok, unsupported = readAtCached(f, make([]byte, 64<<10), 4096)
+		}
+		if ok || unsupported {
+			t.Fatalf("readAtCached of a file evicted 11 times: %d, ok %v, unsupported %v; want not ok, supported", n, ok, unsupported)
 		}
 	}
 	readAll("evicted", 255<<10)

@@ -244,6 +244,10 @@ type run struct {
 	ended    <-chan struct{} // closed once tunnel ended and lostWhy is set if known; guarded by mu
 	lostSess *yamux.Session  // a tunnel that ended, and how its agent did; guarded by mu
 	lostWhy  string
+	// kill is closed once the watch's KillStopped under way knows
+	// whether it killed the agent (and marked why: markLost); nil when
+	// none runs. Guarded by mu.
+	kill     chan struct{}
 	commands chan struct{}  // a slot per command running through the tunnel (maxTunnelCommands)
 	runs     sync.WaitGroup // Runner's goroutines; added to only while tunnel is set
 }

@@ -417,6 +417,14 @@ func (t *tunnelRunner) lost(ctx context.Context, conn *agentConn, err error) err
 	case <-ctx.Done():
 	}
 	verdict.Stop()
+	if kill := t.r.killVerdict(); kill != nil {
+		// The agent was killed as stopped, or is about to be: the
+		// kill is bounded (killStoppedTimeout).
+		select {
+		case <-kill:
+		case <-ctx.Done():
+		}
+	}
 	if why := t.r.lostReason(conn.sess); why != "" {
 		return &dockerhost.LostError{Why: why, Err: err}
 	}

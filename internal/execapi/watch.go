@@ -60,8 +60,16 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, p *agen
 		// Until it answers a ping, commands go to docker exec.
 		r.setSuspect()
 		killed := "not looked at (no KillStopped)"
+		verdict := func() {}
 		if a.cfg.KillStopped != nil {
+			// The kill can take the agent, and end its commands, well
+			// before KillStopped reports (a loaded engine): they wait
+			// for the verdict below to say why.
+			verdict = r.killing()
 			n, err := a.killStopped(ctx, r, p, log)
+			if err != nil || n == 0 {
+				verdict()
+			}
 			var cerr *dockerhost.StoppedCandidatesError
 			switch {
 			case errors.As(err, &cerr):
@@ -79,6 +87,7 @@ func (a *Agents) watch(ctx context.Context, r *run, sess *yamux.Session, p *agen
 		}
 		why := fmt.Sprintf("stopped answering (no answer to the gateway's ping within %v: sandbox code stopped it, kill -STOP?), and the gateway replaced it", a.cfg.PingTimeout)
 		r.markLost(sess, why)
+		verdict()
 		_ = sess.Close()
 		log.Warn("agent unresponsive: stopped, so its tunnel is closed and a new agent attached", "pingTimeout", a.cfg.PingTimeout, "stoppedKilled", killed)
 		return fmt.Errorf("%w: no answer to a ping within %v", errUnresponsive, a.cfg.PingTimeout)
@@ -195,6 +204,31 @@ func (r *run) clearSuspect() bool {
 	was := r.suspect
 	r.suspect = false
 	return was
+}
+
+// killing marks a KillStopped under way, until the returned func is
+// called (once its verdict, if any, is marked: markLost).
+func (r *run) killing() func() {
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.kill = done
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		if r.kill == done {
+			r.kill = nil
+		}
+		r.mu.Unlock()
+		close(done)
+	}
+}
+
+// killVerdict is closed once the KillStopped under way, if any, has its
+// verdict; nil when none is.
+func (r *run) killVerdict() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.kill
 }
 
 // markLost records why sess is closed, for the commands it loses.

@@ -436,3 +436,37 @@ func TestAdoptedAgentRetried(t *testing.T) {
 		t.Fatal("the adopted execution is no host once its retried agent is up")
 	}
 }
+
+// TestStoppedAgentSlowKill: KillStopped's docker exec can report well
+// after its kill took (a loaded engine): the killed agent's tunnel ended
+// first, and a command it ran waited endedWait for the verdict, then
+// answered that the agent ended (did the command kill it?) instead of
+// that it stopped answering (e2e TestSandboxAgentStoppedRepeatedly, once
+// in CI).
+func TestStoppedAgentSlowKill(t *testing.T) {
+	f := newFixture(t)
+	f.pool.freezable = true
+	f.agents.cfg.OpenTimeout = time.Second
+	f.agents.cfg.PingTimeout = time.Second
+	f.agents.cfg.KillStopped = func(ctx context.Context, id, name string, pid int) (int, error) {
+		f.pool.killAgent(id)
+		select {
+		case <-time.After(endedWait + time.Second):
+		case <-ctx.Done():
+		}
+		return 1, nil
+	}
+	id := provisioned(t, f)
+	f.waitEvent(t, tunnelEvent{id, true})
+	r := f.agents.Runner(id)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	testHookChannelOpened = func() { f.pool.freeze(id) }
+	defer func() { testHookChannelOpened = nil }()
+	_, err := r.Run(ctx, dockerhost.Command{Argv: []string{"true"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard})
+	var le *dockerhost.LostError
+	if !errors.As(err, &le) || !strings.Contains(le.Why, "stopped answering") {
+		t.Fatalf("a command whose stopped agent was killed before KillStopped reported: %v, want a LostError saying it stopped answering", err)
+	}
+	f.waitEvent(t, tunnelEvent{id, true})
+}

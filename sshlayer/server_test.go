@@ -1075,3 +1075,45 @@ func srvStartTweaked(t *testing.T, tweak func(*Server)) (addr string, hostKey ss
 	t.Helper()
 	return srvStartTweakedConfig(t, ServerConfig{}, tweak)
 }
+
+// TestServerEndOfWrite: eow@openssh.com, OpenSSH's "my output failed",
+// ends the command's stdout: a command that writes on gets SIGPIPE where
+// it ran on for ever into a client that drops what it is sent (`ssh host
+// yes | head -1` never ended).
+func TestServerEndOfWrite(t *testing.T) {
+	t.Parallel()
+	ts := srvStartServer(t, nil)
+	c := srvDialServer(t, ts)
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	outp, _ := s.StdoutPipe()
+	errp, _ := s.StderrPipe()
+	out := bufio.NewReader(outp)
+	if err := s.Start(`yes; echo "yes ended: $?" >&2`); err != nil {
+		t.Fatal(err)
+	}
+	srvReadUntil(t, out, "y\n")
+	if ok, err := s.SendRequest("eow@openssh.com", true, nil); err != nil || !ok {
+		t.Fatalf("eow@openssh.com: %v %v, want accepted", ok, err)
+	}
+	// As ssh does after it: what still comes is read and dropped.
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	stderr := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(errp); stderr <- string(b) }()
+	waited := make(chan error, 1)
+	go func() { waited <- s.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("wait: %v, want the shell's exit 0 after yes ended", err)
+		}
+	case <-time.After(srvTestWait):
+		t.Fatal("yes ran on after eow@openssh.com")
+	}
+	if got := <-stderr; got != "yes ended: 141\n" {
+		t.Errorf("stderr %q, want yes killed by SIGPIPE (141) and stderr still carried", got)
+	}
+}

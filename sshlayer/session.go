@@ -151,6 +151,10 @@ func (s *session) handle(r *ssh.Request) {
 		s.reply(r, s.proc.signal(sig) == nil)
 	case agentRequest:
 		s.reply(r, s.grantAgent())
+	case "eow@openssh.com":
+		// OpenSSH's ssh says its output failed (the reader of its
+		// stdout went), to servers it takes for OpenSSH (serverVersion).
+		s.reply(r, s.proc != nil && s.proc.endOutput())
 	default:
 		// x11-req, keepalive@openssh.com, …
 		s.reply(r, false)

@@ -625,6 +625,24 @@ func (p *srvProcess) hangUpPipes() {
 	}
 }
 
+// endOutput closes this side of a command's stdout pipe, as sshd does on
+// eow@openssh.com: the client can no longer write what it is sent (ssh
+// whose stdout reader went, `ssh host yes | head -1`), so the command's
+// next write gets EPIPE (SIGPIPE) instead of running on for ever into a
+// client that drops it. Stderr stays: the client still shows it. A
+// terminal has one stream for both, and is left alone, as by sshd.
+func (p *srvProcess) endOutput() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.ptmx != nil || len(p.outputs) == 0 {
+		return false
+	}
+	// The copy reading it returns at once (os.ErrClosed); what the pipe
+	// still held is dropped, as the client would drop it.
+	_ = p.outputs[0].Close()
+	return true
+}
+
 // wait blocks until every goroutine of the process has finished.
 func (p *srvProcess) wait() { p.wg.Wait() }
 

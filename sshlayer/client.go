@@ -235,7 +235,7 @@ func connect(ctx context.Context, conn net.Conn, auth Auth, cfg *ClientConfig) (
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback:   hostKeyCallback,
 		HostKeyAlgorithms: hostKeyAlgos,
-		ClientVersion:     "SSH-2.0-hostgate",
+		ClientVersion:     "SSH-2.0-" + clientSoftware,
 		// One key, which the server takes (a certificate the gateway
 		// signed for this connection, or the key it was given): its
 		// signed request goes behind the service request, without the
@@ -577,10 +577,12 @@ func (c *Client) SSH() *ssh.Client { return c.ssh }
 func (c *Client) OwnsSupervision() bool { return c.ours }
 
 // isHostgate reports whether an SSH version string is this project's
-// server or client: software version "hostgate", with or without comments.
+// server or client: software version serverSoftware or clientSoftware (a
+// server older than serverSoftware's), with or without comments.
 func isHostgate(version []byte) bool {
-	v := string(version)
-	return v == "SSH-2.0-hostgate" || strings.HasPrefix(v, "SSH-2.0-hostgate ")
+	v, ok := strings.CutPrefix(string(version), "SSH-2.0-")
+	v, _, _ = strings.Cut(v, " ")
+	return ok && (v == clientSoftware || v == serverSoftware)
 }
 
 // await runs op (a blocking SSH round trip that takes no ctx) in a goroutine

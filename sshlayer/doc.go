@@ -29,8 +29,9 @@
 // tcpip-forward, and a synchronous-filesystem spec that dials a second,
 // separate connection ([SyncSpec]).
 //
-// The server announces itself as "SSH-2.0-hostgate early-data@hostgate
-// early-requests@hostgate sftp-errno@hostgate": it takes early data, a
+// The server announces itself as "SSH-2.0-OpenSSH.hostgate
+// early-data@hostgate early-requests@hostgate sftp-errno@hostgate"
+// ("OpenSSH" for OpenSSH's ssh: see serverVersion): it takes early data, a
 // forwarded connection's first bytes sent behind the channel open before
 // its answer (x/crypto fork, HOSTGATE.md change 5), and [Client.DialEarly]
 // sends them only to a server that says so; it takes a session's

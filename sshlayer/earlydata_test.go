@@ -635,7 +635,11 @@ func TestIsHostgate(t *testing.T) {
 	for v, want := range map[string]bool{
 		"SSH-2.0-hostgate":                     true,
 		"SSH-2.0-hostgate early-data@hostgate": true,
+		"SSH-2.0-OpenSSH.hostgate":             true,
+		"SSH-2.0-OpenSSH.hostgate x":           true,
+		"SSH-2.0-OpenSSH.hostgateway":          false,
 		"SSH-2.0-OpenSSH_9.2p1 Debian-2":       false,
+		"SSH-2.0-OpenSSH hostgate":             false,
 		"SSH-2.0-hostgateway":                  false,
 		"SSH-2.0-Go":                           false,
 	} {

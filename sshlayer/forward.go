@@ -59,7 +59,24 @@ type closeWriter interface{ CloseWrite() error }
 // them only with a server that says so, since one without it would
 // misread early data or requests, and an older agent's SFTP server
 // answered a Rename or Symlink through a file "no such file".
-const serverVersion = "SSH-2.0-hostgate " + earlyDataToken + " " + earlyRequestsToken + " " + sftpErrnoToken
+//
+// Its software version, serverSoftware, begins with "OpenSSH" for
+// OpenSSH's ssh, which sends what only sshd understands to servers whose
+// version matches "OpenSSH*" (compat.c): eow@openssh.com, without which
+// `ssh host yes | head -1` never ended (the server never learns that
+// ssh drops what it is sent), and no-more-sessions@openssh.com. It never
+// holds "OpenSSH_", which x/crypto's clients read a version number after
+// (isBrokenOpenSSHVersion: below 6, a remote forward on port 0 would be
+// tried on random ports), as libssh and PuTTY match their quirks on it.
+const serverVersion = "SSH-2.0-" + serverSoftware + " " + earlyDataToken + " " + earlyRequestsToken + " " + sftpErrnoToken
+
+// serverSoftware is the server's software version (see serverVersion);
+// clientSoftware, the client's, is what servers of ours were until
+// OpenSSH's eow@openssh.com needed them to say "OpenSSH".
+const (
+	serverSoftware = "OpenSSH.hostgate"
+	clientSoftware = "hostgate"
+)
 
 const earlyDataToken = "early-data@hostgate"
 

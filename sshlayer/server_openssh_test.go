@@ -689,3 +689,37 @@ func TestOpenSSHNoMoreSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSSHEndOfWrite: `ssh host yes | head -1` ends, as against sshd.
+// ssh, whose stdout reader went, drops what it is sent and tells the
+// server with eow@openssh.com, but only a server it takes for OpenSSH
+// (serverVersion): before, the server was "hostgate", which ssh never
+// told, and yes ran on, and ssh with it, for ever.
+func TestOpenSSHEndOfWrite(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	ctx := srvTestCtx(t)
+	cmd := o.command(ctx, "ssh", "-v", "127.0.0.1", "yes")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "y\n" {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	_ = stdout.Close() // head -1 exits
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("ssh ran on after the reader of its stdout went: killed at the test's deadline; stderr:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "compat_banner: match: OpenSSH.hostgate") {
+		t.Errorf("ssh did not take the server for OpenSSH, which the test is about; stderr:\n%s", stderr.String())
+	}
+	t.Logf("ssh: %v", err)
+}

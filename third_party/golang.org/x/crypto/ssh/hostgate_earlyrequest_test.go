@@ -66,10 +66,10 @@ func newEarlyReqPair(t *testing.T, handle func(NewChannel)) *earlyReqPair {
 	return p
 }
 
-// serveExec accepts a session and runs its one request: an exec of
-// "echo NAME" is answered, then, once proceed gives a token (nil: at
-// once), writes NAME and a newline, exits 0 and closes; got receives each
-// request's type.
+// serveExec accepts a session and runs its one request: got receives
+// each request's type, and an exec of "echo NAME" is then answered, once
+// proceed gives a token (nil: at once), and writes NAME and a newline,
+// exits 0 and closes.
 func serveExec(got chan<- string, proceed <-chan struct{}) func(NewChannel) {
 	return func(nc NewChannel) {
 		if nc.ChannelType() != "session" {
@@ -89,10 +89,12 @@ func serveExec(got chan<- string, proceed <-chan struct{}) func(NewChannel) {
 					_ = r.Reply(false, nil)
 					continue
 				}
-				_ = r.Reply(true, nil)
 				if proceed != nil {
-					<-proceed
+					if _, ok := <-proceed; !ok {
+						return
+					}
 				}
+				_ = r.Reply(true, nil)
 				_, _ = io.WriteString(ch, cmd.Command[5:]+"\n")
 				_, _ = ch.SendRequest("exit-status", false, []byte{0, 0, 0, 0})
 				return
@@ -105,10 +107,19 @@ func serveExec(got chan<- string, proceed <-chan struct{}) func(NewChannel) {
 // exec in one write, before any answer; the command runs and its output
 // and exit come back. A second session, opened once the first has its
 // answer, does the same.
+//
+// The writes are counted when the server has the exec and has not
+// answered it, not once Start returns: Start returns on the exec's reply
+// and then starts the session's stdin copy, which, with Stdin nil, sends
+// the EOF at once, in a write of its own (the channel is established by
+// then). Under load that goroutine ran before a count after Start, which
+// found two writes.
 func TestHostgateEarlyRequest(t *testing.T) {
 	got := make(chan string, 4)
-	proceed := make(chan struct{}, 1)
+	proceed := make(chan struct{})
 	p := newEarlyReqPair(t, serveExec(got, proceed))
+	// Before the pair's cleanup: a server still holding its answer ends.
+	t.Cleanup(func() { close(proceed) })
 	for _, name := range []string{"first", "second"} {
 		before := p.cliW.n.Load()
 		s, err := p.cli.NewSessionEarly()
@@ -122,22 +133,25 @@ func TestHostgateEarlyRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Start("echo " + name); err != nil {
-			t.Fatalf("%s: Start: %v", name, err)
+		started := make(chan error, 1)
+		go func() { started <- s.Start("echo " + name) }()
+		// The server has the exec and holds its answer until proceed.
+		if typ := <-got; typ != "exec" {
+			t.Fatalf("%s: the server got %q first", name, typ)
 		}
 		if n := p.cliW.n.Load() - before; n != 1 {
 			t.Fatalf("%s: %d writes for the open and its exec; want one", name, n)
 		}
-		proceed <- struct{}{} // the command's output and exit may come
+		proceed <- struct{}{} // the exec's reply, the output and exit may come
+		if err := <-started; err != nil {
+			t.Fatalf("%s: Start: %v", name, err)
+		}
 		b, err := io.ReadAll(out)
 		if err != nil || string(b) != name+"\n" {
 			t.Fatalf("%s: output %q, %v", name, b, err)
 		}
 		if err := s.Wait(); err != nil {
 			t.Fatalf("%s: Wait: %v", name, err)
-		}
-		if typ := <-got; typ != "exec" {
-			t.Fatalf("%s: the server got %q first", name, typ)
 		}
 	}
 }

@@ -144,21 +144,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		},
 		Authenticated: func(r *http.Request) error {
 			tok, err := srv.Authenticate(r)
-			switch {
-			case gateway.CredentialsRefused(err):
-				return fmt.Errorf("%w: %w", webui.ErrSessionEnded, err)
-			case gateway.RateLimited(err):
-				return fmt.Errorf("%w: %w", webui.ErrTooManyLogins, err)
-			case gateway.StoreUnavailable(err):
-				return fmt.Errorf("%w: %w", webui.ErrUnavailable, err)
-			case gateway.TwoSessionCookies(err):
-				return fmt.Errorf("%w: %w", webui.ErrTwoSessions, err)
-			case err != nil:
-				return err
-			case tok.Role == store.RoleAgent:
-				return fmt.Errorf("%w: an agent token cannot use the web UI", webui.ErrAgentLogin)
-			}
-			return nil
+			return uiRefusal(r, tok, err)
 		},
 		Reaches: func(r *http.Request, id string) bool {
 			tok, err := srv.Authenticate(r)
@@ -307,7 +293,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 			// API, or a hostile page's junk), and the same count locked
 			// the viewer out. An API client sends no fetch metadata.
 			tok, err := store.Token{}, errNoPreviewSession
-			if _, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain); !sub || gateway.Bearer(r) != "" && r.Header.Get("Sec-Fetch-Site") == "" {
+			_, _, sub := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain)
+			if pa, ok := r.Context().Value(pathAuthKey{}).(pathAuth); ok && !sub {
+				tok, err = pa.tok, pa.err // the /preview/ route's
+			} else if !sub || gateway.Bearer(r) != "" && r.Header.Get("Sec-Fetch-Site") == "" {
 				tok, err = srv.Authenticate(r)
 			}
 			if err == nil && tok.Allows(hostID) &&
@@ -358,6 +347,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 				"&next=" + url.QueryEscape(r.URL.RequestURI())
 			if s.Config.PreviewDomain == "" || !strings.Contains(strings.ToLower(r.Host), "."+s.Config.PreviewDomain) {
 				login = "/login?next=" + url.QueryEscape(r.URL.RequestURI())
+				if gateway.CredentialsRefused(err) && gateway.Bearer(r) == "" && len(r.CookiesNamed(sessionCookie)) > 0 {
+					// Its cookie, cleared by the /preview/ route: the
+					// login page says the login ended, as a UI page's
+					// redirect does.
+					login = "/login?error=session_ended&next=" + url.QueryEscape(r.URL.RequestURI())
+				}
 				if err == nil && !tok.Allows(hostID) {
 					// Logged in, with a token for other hosts: the login
 					// page says why it shows (it showed as if logged out,
@@ -412,9 +407,25 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		// against the viewer's address at each navigation, until
 		// everything from there was refused 429.
 		_, _, onPreview := forward.ParseSubdomain(r.Host, s.Config.PreviewDomain)
-		if s.Config.PreviewDomain != "" && !onPreview && safeTopNavigation(r) && r.Header.Get("Authorization") == "" {
+		if onPreview {
+			preview.ServeHTTP(w, r)
+			return
+		}
+		// The path form, on the gateway's origin: authenticated once,
+		// here, for the preview's Authorize too (each look-up of a stale
+		// cookie counts a failure; a page load counted two). A session
+		// cookie the gateway no longer honours is cleared, as every
+		// other route's 401 clears it: left, the browser sent it on each
+		// request, until its address was refused as rate-limited, the
+		// login that followed too.
+		tok, err := srv.Authenticate(r)
+		if gateway.CredentialsRefused(err) && gateway.Bearer(r) == "" {
+			ui.ClearSession(w, r)
+		}
+		r = r.WithContext(context.WithValue(r.Context(), pathAuthKey{}, pathAuth{tok, err}))
+		if s.Config.PreviewDomain != "" && safeTopNavigation(r) && r.Header.Get("Authorization") == "" {
 			if hostID, port, rest, ok := forward.ParsePreviewPath(r.URL.EscapedPath(), "/preview/"); ok {
-				if tok, err := srv.Authenticate(r); err == nil && tok.Allows(hostID) && subdomainReaches(r.Context(), hostID) {
+				if err == nil && tok.Allows(hostID) && subdomainReaches(r.Context(), hostID) {
 					if r.URL.RawQuery != "" {
 						rest += "?" + r.URL.RawQuery
 					}
@@ -465,7 +476,12 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		}
 		tok, err := srv.Authenticate(r)
 		if err != nil {
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
+			// As the UI's pages: a session cookie the gateway no longer
+			// honours is cleared, and the login page says why. Left, the
+			// browser sent it on each preview link followed, each a failed
+			// authentication against its address, until its login was
+			// refused as rate-limited.
+			ui.SendToLogin(w, r, uiRefusal(r, tok, err), r.URL.RequestURI())
 			return
 		}
 		if !tok.Allows(hostID) {
@@ -503,6 +519,29 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	})
 
 	return func() { terms.Close(); preview.Close(); hc.Close() }, nil
+}
+
+// uiRefusal is, for the web UI (webui.Config.Authenticated), why
+// Authenticate's answer (tok, err) to r lets it into no page; nil when it
+// does.
+func uiRefusal(r *http.Request, tok store.Token, err error) error {
+	switch {
+	case gateway.CredentialsRefused(err) && gateway.Bearer(r) == "":
+		// The session cookie's: cleared. A bearer token is the
+		// client's to drop, and clearing then would end a good cookie.
+		return fmt.Errorf("%w: %w", webui.ErrSessionEnded, err)
+	case gateway.RateLimited(err):
+		return fmt.Errorf("%w: %w", webui.ErrTooManyLogins, err)
+	case gateway.StoreUnavailable(err):
+		return fmt.Errorf("%w: %w", webui.ErrUnavailable, err)
+	case gateway.TwoSessionCookies(err):
+		return fmt.Errorf("%w: %w", webui.ErrTwoSessions, err)
+	case err != nil:
+		return err
+	case tok.Role == store.RoleAgent:
+		return fmt.Errorf("%w: an agent token cannot use the web UI", webui.ErrAgentLogin)
+	}
+	return nil
 }
 
 // previewFormAction is the CSP source of every preview subdomain of domain,
@@ -688,6 +727,17 @@ func previewCookieUseAllowed(r *http.Request, hostID, domain string) bool {
 	default:
 		return sameHost || !upgrade && safeTopNavigation(r)
 	}
+}
+
+// pathAuthKey carries a path-form preview request's authentication
+// (pathAuth) from the /preview/ route, which made it, to the preview's
+// Authorize.
+type pathAuthKey struct{}
+
+// pathAuth is Authenticate's answer to a path-form preview request.
+type pathAuth struct {
+	tok store.Token
+	err error
 }
 
 // errNoPreviewSession is a subdomain preview's Authenticate, skipped:

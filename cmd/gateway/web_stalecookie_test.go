@@ -275,3 +275,62 @@ func TestPageLoginRefusedSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleSessionCookieClearedByPreviews: a preview's routes on the
+// gateway's origin (the path form /preview/{host}/{port}/ and the
+// subdomain form's login flow, /preview-login) clear a session cookie the
+// gateway no longer honours and send the browser to the login page saying
+// its login ended, as the UI's pages do. They left it: after a gateway
+// restart each preview link followed counted one or two failures with the
+// cookie, and the login that followed was refused as rate-limited.
+func TestStaleSessionCookieClearedByPreviews(t *testing.T) {
+	g := startPreviewGateway(t)
+	for _, route := range []string{"/preview-login?host=h1&port=3000&next=/app", "/preview/h1/3000/app"} {
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(g.base)
+		jar.SetCookies(u, []*http.Cookie{{Name: gateway.SessionCookie, Value: "the-session-of-a-gateway-before-its-restart", Path: "/", HttpOnly: true}})
+		browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for i := range 25 {
+			req, _ := http.NewRequestWithContext(g.ctx, "GET", g.base+route, nil)
+			req.Header.Set("Accept", "text/html")
+			req.Header.Set("Sec-Fetch-Site", "none")
+			req.Header.Set("Sec-Fetch-Mode", "navigate")
+			req.Header.Set("Sec-Fetch-Dest", "document")
+			res, err := browser.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			loc, _ := url.Parse(res.Header.Get("Location"))
+			if res.StatusCode != http.StatusFound || loc == nil || loc.Path != "/login" {
+				t.Fatalf("%s, load %d: %d to %q, want the login page", route, i, res.StatusCode, res.Header.Get("Location"))
+			}
+			if i > 0 {
+				continue
+			}
+			var cleared bool
+			for _, c := range res.Cookies() {
+				if c.Name == gateway.SessionCookie && c.MaxAge < 0 && c.Path == "/" && c.Domain == "" && c.HttpOnly && c.SameSite == http.SameSiteLaxMode {
+					cleared = true
+				}
+			}
+			if !cleared || loc.Query().Get("error") != "session_ended" {
+				t.Errorf("%s with a stale session cookie: to %q, Set-Cookie %q; want the login page saying session_ended, the cookie cleared", route, loc, res.Header.Values("Set-Cookie"))
+			}
+		}
+		req, _ := http.NewRequestWithContext(g.ctx, "POST", g.base+"/login", strings.NewReader(url.Values{"token": {g.admin}, "next": {"/hosts/box/terminal"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", g.base)
+		res, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || loc != "/hosts/box/terminal" {
+			t.Fatalf("login after 25 loads of %s with a stale cookie: %d to %q, want 303 to the terminal", route, res.StatusCode, loc)
+		}
+	}
+}

@@ -256,6 +256,16 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 	if err == nil {
 		return true
 	}
+	u.SendToLogin(w, r, err, r.URL.Path)
+	return false
+}
+
+// SendToLogin answers r, which err (an error as Config.Authenticated
+// answers) refused, with the login page saying why, leading to next once
+// logged in; a session cookie the gateway no longer honours is cleared.
+// For the gateway's other pages that need a login, such as a preview's
+// login flow, which a browser with a stale cookie reached over and over.
+func (u *UI) SendToLogin(w http.ResponseWriter, r *http.Request, err error, next string) {
 	code := ""
 	switch {
 	// Not the session's fault: these said the login had ended, and the
@@ -281,7 +291,7 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 			code = "session_ended"
 		}
 	}
-	loc := loginLocation(code, err, r.URL.Path)
+	loc := loginLocation(code, err, next)
 	if errors.Is(err, ErrSessionEnded) {
 		// Cleared, so the browser stops sending it: each request with it
 		// counts a failed authentication against the browser's address
@@ -292,7 +302,6 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 		u.ClearSession(w, r)
 	}
 	http.Redirect(w, r, loc, http.StatusFound)
-	return false
 }
 
 // loginLocation is the login page's URL saying code (none when empty),

@@ -347,11 +347,14 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 				"&next=" + url.QueryEscape(r.URL.RequestURI())
 			if s.Config.PreviewDomain == "" || !strings.Contains(strings.ToLower(r.Host), "."+s.Config.PreviewDomain) {
 				login = "/login?next=" + url.QueryEscape(r.URL.RequestURI())
-				if gateway.CredentialsRefused(err) && gateway.Bearer(r) == "" && len(r.CookiesNamed(sessionCookie)) > 0 {
-					// Its cookie, cleared by the /preview/ route: the
-					// login page says the login ended, as a UI page's
-					// redirect does.
-					login = "/login?error=session_ended&next=" + url.QueryEscape(r.URL.RequestURI())
+				if err != nil {
+					// Saying why, as a UI page's redirect does: a login
+					// that ended (its cookie cleared by the /preview/
+					// route), or two session cookies, one planted by a
+					// page under a parent domain, which logging in again
+					// leaves in place (the login led back here, saying
+					// nothing, for ever).
+					login = ui.LoginURL(r, uiRefusal(r, tok, err), r.URL.RequestURI())
 				}
 				if err == nil && !tok.Allows(hostID) {
 					// Logged in, with a token for other hosts: the login

@@ -91,3 +91,36 @@ func (g *previewGateway) status(host, path string, h http.Header) int {
 }
 
 var noRedirectClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// TestPathFormPreviewSaysTwoSessions: a path-form preview loaded with two
+// different session cookies (a page under a parent domain planted one)
+// sends the browser to the login page saying so, as the UI's pages do,
+// and keeps the cookies. It said nothing: the person logged in, which
+// leaves the planted cookie, and was led back to the same login page.
+func TestPathFormPreviewSaysTwoSessions(t *testing.T) {
+	g := startPreviewGateway(t)
+	h := http.Header{
+		"Cookie":         {"hostgate_session=" + g.admin + "; hostgate_session=planted"},
+		"Accept":         {"text/html"},
+		"Sec-Fetch-Site": {"none"},
+		"Sec-Fetch-Mode": {"navigate"},
+		"Sec-Fetch-Dest": {"document"},
+	}
+	req, err := http.NewRequestWithContext(g.ctx, "GET", g.base+"/preview/h1/3000/app", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h
+	res, err := noRedirectClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusFound || loc.Path != "/login" || loc.Query().Get("error") != "two_sessions" || loc.Query().Get("next") != "/preview/h1/3000/app" || len(res.Cookies()) != 0 {
+		t.Errorf("path-form preview with two session cookies: %d to %q, Set-Cookie %q; want the login page saying two_sessions, leading back, the cookies kept", res.StatusCode, loc, res.Header.Values("Set-Cookie"))
+	}
+}

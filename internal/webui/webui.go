@@ -266,6 +266,24 @@ func (u *UI) loggedIn(w http.ResponseWriter, r *http.Request) bool {
 // For the gateway's other pages that need a login, such as a preview's
 // login flow, which a browser with a stale cookie reached over and over.
 func (u *UI) SendToLogin(w http.ResponseWriter, r *http.Request, err error, next string) {
+	loc := u.LoginURL(r, err, next)
+	if errors.Is(err, ErrSessionEnded) {
+		// Cleared, so the browser stops sending it: each request with it
+		// counts a failed authentication against the browser's address
+		// (it is a guess at a secret like any other to the gateway, which
+		// cannot tell a stale session from a forged one), and a few tabs
+		// reloaded after a gateway restart had the login that followed
+		// refused as rate-limited.
+		u.ClearSession(w, r)
+	}
+	http.Redirect(w, r, loc, http.StatusFound)
+}
+
+// LoginURL is the login page's URL for r, which err (an error as
+// Config.Authenticated answers) refused, saying why, leading to next
+// once logged in: for a redirect SendToLogin does not make, such as a
+// path-form preview's, whose route clears a stale cookie itself.
+func (u *UI) LoginURL(r *http.Request, err error, next string) string {
 	code := ""
 	switch {
 	// Not the session's fault: these said the login had ended, and the
@@ -291,17 +309,7 @@ func (u *UI) SendToLogin(w http.ResponseWriter, r *http.Request, err error, next
 			code = "session_ended"
 		}
 	}
-	loc := loginLocation(code, err, next)
-	if errors.Is(err, ErrSessionEnded) {
-		// Cleared, so the browser stops sending it: each request with it
-		// counts a failed authentication against the browser's address
-		// (it is a guess at a secret like any other to the gateway, which
-		// cannot tell a stale session from a forged one), and a few tabs
-		// reloaded after a gateway restart had the login that followed
-		// refused as rate-limited.
-		u.ClearSession(w, r)
-	}
-	http.Redirect(w, r, loc, http.StatusFound)
+	return loginLocation(code, err, next)
 }
 
 // loginLocation is the login page's URL saying code (none when empty),

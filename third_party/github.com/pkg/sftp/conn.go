@@ -148,9 +148,19 @@ func (c *conn) sendPacketHeld(ctx context.Context, m encoding.BinaryMarshaler) e
 	return nil
 }
 
+// Close closes the writer. hostgate (change 31): with the send lock when
+// it is free, else at once, beside the send that holds it: that send may
+// be waiting on a window a host that stopped reading never grants (or be
+// change 16's rest of a packet cut short), and Close waited for the lock
+// as long, until the connection ended. Closing the writer is what makes
+// such a send fail: the fork's SSH channel ends a write waiting for window
+// on Close and on CloseWrite (a session's stdin), as a pipe or a net.Conn
+// ends a blocked Write on Close. The packet it cuts short does not matter:
+// nothing follows it on the stream.
 func (c *conn) Close() error {
-	c.sendMu.lock()
-	defer c.sendMu.unlock()
+	if c.sendMu.tryLock() {
+		defer c.sendMu.unlock()
+	}
 	return c.WriteCloser.Close()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"os/user"
@@ -123,7 +124,11 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 		if len(c.buf) >= sftpHeaderSize {
 			length := binary.BigEndian.Uint32(c.buf)
 			typ := c.buf[4]
-			if typ == fxpExtended && length <= sftpCompatMax && len(c.buf) < 4+int(length) {
+			// On a 32-bit board 4+int(length) from 2^31-4 on was negative
+			// or small: a slice out of range, a panic of the agent, or a
+			// loop that handed nothing on for ever.
+			total := packetTotal(length)
+			if typ == fxpExtended && length <= sftpCompatMax && len(c.buf) < total {
 				// Which extension it is comes after the id: the whole
 				// (small) packet first.
 				if err := c.fill(); err != nil {
@@ -131,14 +136,14 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 				}
 				continue
 			}
-			if !answered(typ) && !ourExtension(c.buf[:min(len(c.buf), 4+int(length))]) || length < 1 || length > sftpCompatMax {
-				c.passLeft = 4 + int(length)
+			if !answered(typ) && !ourExtension(c.buf[:min(len(c.buf), total)]) || length < 1 || length > sftpCompatMax {
+				c.passLeft = total
 				c.wmu.Lock()
 				c.passed++
 				c.wmu.Unlock()
 				continue
 			}
-			if len(c.buf) >= 4+int(length) {
+			if len(c.buf) >= total {
 				pkt := c.buf[4 : 4+length]
 				c.buf = c.buf[4+length:]
 				if err := c.answer(pkt); err != nil {
@@ -154,6 +159,17 @@ func (c *sftpCompat) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// packetTotal is the bytes of a packet whose header says length, its 4
+// bytes of length included, as an int on every board: on a 32-bit one a
+// length past math.MaxInt-4 counts as math.MaxInt (pkg/sftp refuses any
+// past sftpMaxMessage at its header anyway).
+func packetTotal(length uint32) int {
+	if uint64(length) > math.MaxInt-4 {
+		return math.MaxInt
+	}
+	return 4 + int(length)
 }
 
 // fill reads more of the channel into buf.
@@ -289,7 +305,7 @@ const (
 // ourExtension reports whether pkt (length prefix first, whole) is an
 // EXTENDED request sftpCompat answers.
 func ourExtension(pkt []byte) bool {
-	if len(pkt) < sftpHeaderSize || pkt[4] != fxpExtended || len(pkt) < 4+int(binary.BigEndian.Uint32(pkt)) {
+	if len(pkt) < sftpHeaderSize || pkt[4] != fxpExtended || len(pkt) < packetTotal(binary.BigEndian.Uint32(pkt)) {
 		return false
 	}
 	_, rest, ok := sftpUint32(pkt[5:])

@@ -52,10 +52,12 @@ func (c *Client) sftpSession(ctx context.Context) (*sftpSession, error) {
 	if err != nil {
 		return nil, c.opErr("sftp", err)
 	}
-	// A session not kept is closed without c.mu: its close waits for the
-	// host to end the session, and a host that stopped answering would
-	// keep Close (and the keepalive, which would end the connection)
-	// waiting on c.mu for ever.
+	// A session not kept is closed without c.mu: its close may wait on
+	// the host (to send its EOF and CLOSE on a connection the host
+	// stopped reading; before pkg/sftp's change 32, for the host to end
+	// the session), and a host that stopped answering would keep Close
+	// (and the keepalive, which would end the connection) waiting on c.mu
+	// for ever.
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()

@@ -175,6 +175,11 @@ type clientConn struct {
 
 	closed chan struct{}
 	err    error
+
+	// end, when not nil, ends what the client runs over (hostgate:
+	// change 32): NewClientSession's session, whose Close ends the
+	// receive loop's read at once.
+	end func() error
 }
 
 // Wait blocks until the conn has shut down, and return the error
@@ -207,9 +212,19 @@ func (c *clientConn) Wait() error {
 }
 
 // Close closes the SFTP session.
+//
+// hostgate (change 32): over NewClientSession's session it also closes
+// the session, after the EOF of conn.Close, so that the wait for the
+// receive loop ends at once. It waited for the host to end the session,
+// which a host that stopped answering never does: Close hung for as
+// long as the connection lasted, and the calls waiting for replies with it.
 func (c *clientConn) Close() error {
 	defer c.wg.Wait()
-	return c.conn.Close()
+	err := c.conn.Close()
+	if c.end != nil {
+		_ = c.end()
+	}
+	return err
 }
 
 // recv continuously reads from the server and forwards responses to the

@@ -52,6 +52,7 @@ func NewClientSession(s *ssh.Session, opts ...ClientOption) (*Client, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	c.clientConn.end = s.Close // change 32: Close ends the session
 	return c, nil
 }
 

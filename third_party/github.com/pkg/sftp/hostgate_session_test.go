@@ -140,3 +140,65 @@ func TestHostgateClientSessionRefused(t *testing.T) {
 		t.Fatalf("NewClientSession refused: %v, want %v", err, errSubsystemRefused)
 	}
 }
+
+// Close of a client over a session whose host stopped reading and
+// answering once it sent VERSION returns, and the calls in flight fail: a
+// write of 32 MiB (past any window the host gives) and a Stat (change
+// 32). Before, Close sent the session's EOF and waited for the host to
+// end the session, which this one never does: for ever.
+func TestHostgateClientSessionCloseSilentHost(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	c := sessionServer(t, func(ch ssh.Channel, reqs <-chan *ssh.Request) {
+		defer ch.Close()
+		for req := range reqs {
+			if req.Type != "subsystem" {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			_ = req.Reply(true, nil)
+			go ssh.DiscardRequests(reqs)
+			if _, err := io.ReadFull(ch, make([]byte, 9)); err != nil { // the init
+				return
+			}
+			// VERSION 3, and then nothing read or answered.
+			if _, err := ch.Write([]byte{0, 0, 0, 5, byte(sshFxpVersion), 0, 0, 0, 3}); err != nil {
+				return
+			}
+			<-release
+			return
+		}
+	})
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewClientSession(sess, UseConcurrentWrites(true), MaxPacketUnchecked(255<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFile(sc, "f", "handle") // the host never answered an open either
+	written := make(chan error, 1)
+	go func() { _, err := f.Write(make([]byte, 32<<20)); written <- err }()
+	statted := make(chan error, 1)
+	go func() { _, err := sc.Stat("f"); statted <- err }()
+
+	closed := make(chan error, 1)
+	go func() { closed <- sc.Close() }()
+	// The guards only end a hang; nothing here is timed.
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close of a client whose host stopped answering: still waiting 20 s on")
+	}
+	for what, ch := range map[string]chan error{"a write in flight": written, "a Stat in flight": statted} {
+		select {
+		case err := <-ch:
+			if err == nil {
+				t.Errorf("%s after Close: no error", what)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: still waiting 20 s after Close returned", what)
+		}
+	}
+}

@@ -149,7 +149,7 @@ func TestVerifyingReader(t *testing.T) {
 			if _, err := io.ReadFull(v, make([]byte, partial)); err != nil {
 				return err
 			}
-			return v.finish()
+			return v.finish(context.Background())
 		}
 		_, err := io.Copy(io.Discard, v)
 		return err

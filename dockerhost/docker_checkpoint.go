@@ -163,13 +163,13 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 		if err == nil {
 			// tar stops reading at its end-of-archive blocks: verify the
 			// rest too, or a tampered tail would pass.
-			err = vr.finish()
+			err = vr.finish(ctx)
 		} else if !errors.Is(err, errChecksum) {
 			// tar failed before the end (a corrupted header, a name it
 			// refuses): the rest decides whether the checkpoint was
 			// tampered with, which the caller should hear rather than
 			// an engine failure.
-			if ferr := vr.finish(); errors.Is(ferr, errChecksum) {
+			if ferr := vr.finish(ctx); errors.Is(ferr, errChecksum) {
 				err = ferr
 			}
 		}
@@ -240,10 +240,24 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// finish reads what the consumer left unread and verifies the whole.
-func (v *verifyingReader) finish() error {
-	_, err := io.Copy(io.Discard, v)
-	return err
+// finish reads what the consumer left unread and verifies the whole. It
+// gives up once ctx ends (context.Cause): a restore cut then fails
+// whatever the rest holds, and the rest may be tens of GiB, which a
+// gateway stopping would otherwise wait to have read and hashed.
+func (v *verifyingReader) finish(ctx context.Context) error {
+	buf := make([]byte, 256<<10)
+	for {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		_, err := v.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 type countWriter struct{ n int64 }

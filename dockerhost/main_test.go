@@ -72,6 +72,7 @@ var engineTests = []struct {
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},
 	{"RestoreTooLarge", testRestoreTooLarge},
 	{"RestoreHostileTar", testRestoreHostileTar},
+	{"RestoreCutReadsNoMore", testRestoreCutReadsNoMore},
 	{"AttachStdio", testAttachStdio},
 	{"Tools", testTools},
 	{"TerminateDuringProvision", testTerminateDuringProvision},

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hostgate/hostgate/internal/durable"
 )
@@ -61,6 +62,10 @@ func (m *Manifest) Validate() error {
 		return errors.New("dockerhost: manifest createdAt missing")
 	case len(m.Reason) > 1024:
 		return errors.New("dockerhost: manifest reason longer than 1024 bytes")
+	case !utf8.ValidString(m.Reason):
+		// JSON would write each invalid byte as U+FFFD (three bytes): the
+		// manifest would read back otherwise, and perhaps over 1024.
+		return errors.New("dockerhost: manifest reason is not UTF-8")
 	case m.SizeBytes < 0:
 		return errors.New("dockerhost: manifest sizeBytes negative")
 	case !sha256RE.MatchString(m.SHA256):

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/hostgate/hostgate/internal/textcut"
 )
@@ -34,6 +35,10 @@ func (h *Docker) Checkpoint(ctx context.Context, executionID string, req Checkpo
 func (h *Docker) checkpoint(ctx context.Context, executionID string, req CheckpointRequest) (*Checkpoint, error) {
 	if len(req.Reason) > 1024 {
 		return nil, invalid("reason", "at most 1024 bytes")
+	}
+	if !utf8.ValidString(req.Reason) {
+		// Its manifest would keep it otherwise (Manifest.Validate).
+		return nil, invalid("reason", "must be UTF-8 text")
 	}
 	e, err := h.live(ctx, executionID)
 	if err != nil {

@@ -88,6 +88,12 @@ func (h *Docker) checkpoint(ctx context.Context, executionID string, req Checkpo
 					"(the largest file is %q, %d bytes); remove or shrink the sparse or largest files and try again",
 				wf.need, wf.limit, wf.largest, wf.largestSize)}
 		}
+		if errors.Is(err, errTooManyReadOnlyDirs) {
+			return nil, &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
+				"the workspace cannot be checkpointed: it holds more than %d MiB of names of directories their owner cannot write into, "+
+					"which a restore makes writable while it unpacks them and remembers to make read-only again; "+
+					"make some of them writable (chmod -R u+w on a tree of them) and try again", maxFixedDirBytes>>20)}
+		}
 		return nil, exportError(fmt.Errorf("dockerhost: checkpoint: %w", err), e.Resources.DiskBytes)
 	}
 	if ierr := interrupted(ctx, cutCheckpoint); ierr != nil {
@@ -184,6 +190,13 @@ func (h *Docker) Restore(ctx context.Context, rr RestoreRequest) (*Execution, er
 			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: errChecksum.Error(), Err: err}
 		case errors.Is(err, errTarTooLarge):
 			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Message: "the checkpoint does not fit in resources.diskBytes", Err: err}
+		case errors.Is(err, errTooManyReadOnlyDirs):
+			// Taken before checkpoints measured it, or not made by one:
+			// every restore of it fails alike, which answered 502, the
+			// engine's failure.
+			return &Error{Code: CodeInvalidRequest, Field: "checkpointId", Err: err, Message: fmt.Sprintf(
+				"the checkpoint cannot be restored: it holds more than %d MiB of names of directories their owner cannot write into, "+
+					"more than a restore makes writable while it unpacks them; restore another checkpoint", maxFixedDirBytes>>20)}
 		case errors.As(err, &ue):
 			// An archive written to reach out of the workspace (a hard
 			// link to /etc/passwd, a file through a symbolic link), its

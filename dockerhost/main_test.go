@@ -64,6 +64,7 @@ var engineTests = []struct {
 	{"CheckpointDuringTerminate", testCheckpointDuringTerminate},
 	{"StoppingCutsCheckpointRestore", testStoppingCutsCheckpointRestore},
 	{"CheckpointReadOnlyDirs", testCheckpointReadOnlyDirs},
+	{"CheckpointManyReadOnlyDirs", testCheckpointManyReadOnlyDirs},
 	{"ImportReadOnlyDirsWithoutChmod", testImportReadOnlyDirsWithoutChmod},
 	{"CheckpointSparse", testCheckpointSparse},
 	{"CheckpointFailuresNamed", testCheckpointFailuresNamed},

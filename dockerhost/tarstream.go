@@ -167,9 +167,6 @@ func roundUp(n, unit int64) int64 {
 // directory with the archive's mode and then cannot put the directory's
 // entries in it.
 func (t *tarWalker) dir(b []byte, name string) {
-	if !t.fixDirs {
-		return
-	}
 	mode, ok := tarNumber(b[100:108])
 	if !ok || mode&0o300 == 0o300 {
 		return
@@ -178,9 +175,15 @@ func (t *tarWalker) dir(b []byte, name string) {
 	if name == "" || !safeTarName(name) {
 		return // tar refuses it
 	}
+	// Counted when only measuring too (a checkpoint's tarFitWriter): a
+	// workspace whose restore would pass the bound is refused when its
+	// checkpoint is taken, not stored for every restore of it to fail.
 	t.dirBytes += len(name) + 32
 	if t.dirBytes > maxFixedDirBytes {
 		t.err = errTooManyReadOnlyDirs
+		return
+	}
+	if !t.fixDirs {
 		return
 	}
 	t.dirs = append(t.dirs, dirMode{name: name, mode: mode & 0o7777})
@@ -373,7 +376,8 @@ func (d *dirModeReader) Read(p []byte) (int, error) {
 
 // tarFitWriter measures a tar stream written through it against the tmpfs
 // a restore gets, failing with an errWontFit once its regular files need
-// more than limit bytes there.
+// more than limit bytes there, and against what a restore's
+// dirModeReader keeps, failing with errTooManyReadOnlyDirs.
 type tarFitWriter struct {
 	w     *tarWalker
 	hdr   [tarBlock]byte
@@ -416,6 +420,9 @@ func (f *tarFitWriter) Write(p []byte) (int, error) {
 	}
 	if f.w.need > f.limit {
 		return 0, &errWontFit{need: f.w.need, limit: f.limit, largest: f.w.largest, largestSize: f.w.largestSize}
+	}
+	if f.w.err != nil {
+		return 0, f.w.err
 	}
 	return n, nil
 }

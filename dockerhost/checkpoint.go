@@ -213,12 +213,24 @@ func (s *LocalStore) sweepLeftovers(now time.Time) (next time.Time) {
 	// otherwise have its tar taken for a leftover.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names, _ := filepath.Glob(filepath.Join(s.Dir, "*.partial"))
-	tars, _ := filepath.Glob(filepath.Join(s.Dir, "*.tar"))
-	for _, t := range tars {
-		id := strings.TrimSuffix(filepath.Base(t), ".tar")
-		if _, err := os.Lstat(filepath.Join(s.Dir, id+".json")); checkpointIDRE.MatchString(id) && errors.Is(err, fs.ErrNotExist) {
-			names = append(names, t)
+	// The directory read and its names matched, not filepath.Glob of
+	// its path: a path holding a pattern's characters ([, *, ?: a state
+	// dir "gw[1]") made Glob sweep other directories the pattern
+	// matched ("gw1"), and none of this one.
+	ents, _ := os.ReadDir(s.Dir)
+	var names []string
+	for _, de := range ents {
+		n := de.Name()
+		if strings.HasSuffix(n, ".partial") {
+			names = append(names, filepath.Join(s.Dir, n))
+			continue
+		}
+		id, isTar := strings.CutSuffix(n, ".tar")
+		if !isTar || !checkpointIDRE.MatchString(id) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(s.Dir, id+".json")); errors.Is(err, fs.ErrNotExist) {
+			names = append(names, filepath.Join(s.Dir, n))
 		}
 	}
 	for _, n := range names {

@@ -55,9 +55,15 @@ func (m *outputMemory) give(n int64) { m.used.Add(-n) }
 // sweepSpool removes the spool files a killed run left in dir. Each is
 // unlinked as soon as it is made, so only a kill in between leaves one.
 func sweepSpool(dir string) {
-	names, _ := filepath.Glob(filepath.Join(dir, outputSpoolPattern))
-	for _, n := range names {
-		_ = os.Remove(n)
+	// The directory read and its names matched, not filepath.Glob of its
+	// path, which for a dir holding a pattern's characters ("out[1]")
+	// swept other directories it matched ("out1") and none of this one.
+	ents, _ := os.ReadDir(dir)
+	prefix, _, _ := strings.Cut(outputSpoolPattern, "*")
+	for _, de := range ents {
+		if de.Type().IsRegular() && strings.HasPrefix(de.Name(), prefix) {
+			_ = os.Remove(filepath.Join(dir, de.Name()))
+		}
 	}
 }
 

@@ -49,3 +49,32 @@ func TestLocalStoreSweepsOnlyItsDir(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepSpoolOnlyItsDir: the output spool's sweep at a host's start
+// removes a killed run's spool files in its own directory, and none of
+// another's: it globbed Dir/output-*, so for a dir "out[1]" it removed
+// "out1"'s files and left its own.
+func TestSweepSpoolOnlyItsDir(t *testing.T) {
+	base := t.TempDir()
+	dir, other := filepath.Join(base, "out[1]"), filepath.Join(base, "out1")
+	left := func(d string) string {
+		t.Helper()
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.CreateTemp(d, outputSpoolPattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+		return f.Name()
+	}
+	mine, theirs := left(dir), left(other)
+	sweepSpool(dir)
+	if _, err := os.Stat(mine); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the spool's own leftover %s: %v, want it removed", mine, err)
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Errorf("another directory's file %s: %v, want it kept", theirs, err)
+	}
+}

@@ -528,8 +528,14 @@ func (c *Client) LstatContext(ctx context.Context, p string) (os.FileInfo, error
 
 // ReadLink reads the target of a symbolic link.
 func (c *Client) ReadLink(p string) (string, error) {
+	return c.ReadLinkContext(context.Background(), p)
+}
+
+// ReadLinkContext is ReadLink whose request is sent only while ctx has not
+// ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) ReadLinkContext(ctx context.Context, p string) (string, error) {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpReadlinkPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpReadlinkPacket{
 		ID:   id,
 		Path: p,
 	})
@@ -582,8 +588,14 @@ func (c *Client) Link(oldname, newname string) error {
 
 // Symlink creates a symbolic link at 'newname', pointing at target 'oldname'
 func (c *Client) Symlink(oldname, newname string) error {
+	return c.SymlinkContext(context.Background(), oldname, newname)
+}
+
+// SymlinkContext is Symlink whose request is sent only while ctx has not
+// ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) SymlinkContext(ctx context.Context, oldname, newname string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpSymlinkPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpSymlinkPacket{
 		ID:         id,
 		Linkpath:   newname,
 		Targetpath: oldname,
@@ -680,7 +692,13 @@ func (c *Client) Chown(path string, uid, gid int) error {
 // possible in a portable way without causing a race condition. Callers
 // should mask off umask bits, if desired.
 func (c *Client) Chmod(path string, mode os.FileMode) error {
-	return c.setstat(path, sshFileXferAttrPermissions, toChmodPerm(mode))
+	return c.ChmodContext(context.Background(), path, mode)
+}
+
+// ChmodContext is Chmod whose request is sent only while ctx has not
+// ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) ChmodContext(ctx context.Context, path string, mode os.FileMode) error {
+	return c.setstatContext(ctx, path, sshFileXferAttrPermissions, toChmodPerm(mode))
 }
 
 // Truncate sets the size of the named file. Although it may be safely assumed
@@ -876,12 +894,19 @@ func (c *Client) Join(elem ...string) string { return path.Join(elem...) }
 // file or directory with the specified path exists, or if the specified directory
 // is not empty.
 func (c *Client) Remove(path string) error {
-	errF := c.removeFile(path)
+	return c.RemoveContext(context.Background(), path)
+}
+
+// RemoveContext is Remove whose requests (remove, then rmdir, then stat
+// to tell which error) are each sent only while ctx has not ended and
+// waited for no longer than ctx (hostgate: change 33).
+func (c *Client) RemoveContext(ctx context.Context, path string) error {
+	errF := c.removeFileContext(ctx, path)
 	if errF == nil {
 		return nil
 	}
 
-	errD := c.RemoveDirectory(path)
+	errD := c.RemoveDirectoryContext(ctx, path)
 	if errD == nil {
 		return nil
 	}
@@ -899,7 +924,7 @@ func (c *Client) Remove(path string) error {
 		}
 	}
 
-	fi, err := c.Stat(path)
+	fi, err := c.StatContext(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -911,9 +936,9 @@ func (c *Client) Remove(path string) error {
 	return errF
 }
 
-func (c *Client) removeFile(path string) error {
+func (c *Client) removeFileContext(ctx context.Context, path string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpRemovePacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpRemovePacket{
 		ID:       id,
 		Filename: path,
 	})
@@ -938,8 +963,15 @@ func (c *Client) removeFile(path string) error {
 
 // RemoveDirectory removes a directory path.
 func (c *Client) RemoveDirectory(path string) error {
+	return c.RemoveDirectoryContext(context.Background(), path)
+}
+
+// RemoveDirectoryContext is RemoveDirectory whose request is sent only
+// while ctx has not ended and waited for no longer than ctx (hostgate:
+// change 33).
+func (c *Client) RemoveDirectoryContext(ctx context.Context, path string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpRmdirPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpRmdirPacket{
 		ID:   id,
 		Path: path,
 	})
@@ -964,8 +996,14 @@ func (c *Client) RemoveDirectory(path string) error {
 
 // Rename renames a file.
 func (c *Client) Rename(oldname, newname string) error {
+	return c.RenameContext(context.Background(), oldname, newname)
+}
+
+// RenameContext is Rename whose request is sent only while ctx has not
+// ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) RenameContext(ctx context.Context, oldname, newname string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpRenamePacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpRenamePacket{
 		ID:      id,
 		Oldpath: oldname,
 		Newpath: newname,
@@ -984,8 +1022,14 @@ func (c *Client) Rename(oldname, newname string) error {
 // PosixRename renames a file using the posix-rename@openssh.com extension
 // which will replace newname if it already exists.
 func (c *Client) PosixRename(oldname, newname string) error {
+	return c.PosixRenameContext(context.Background(), oldname, newname)
+}
+
+// PosixRenameContext is PosixRename whose request is sent only while ctx
+// has not ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) PosixRenameContext(ctx context.Context, oldname, newname string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpPosixRenamePacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpPosixRenamePacket{
 		ID:      id,
 		Oldpath: oldname,
 		Newpath: newname,
@@ -1006,8 +1050,14 @@ func (c *Client) PosixRename(oldname, newname string) error {
 // This is useful for converting path names containing ".." components,
 // or relative pathnames without a leading slash into absolute paths.
 func (c *Client) RealPath(path string) (string, error) {
+	return c.RealPathContext(context.Background(), path)
+}
+
+// RealPathContext is RealPath whose request is sent only while ctx has not
+// ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) RealPathContext(ctx context.Context, path string) (string, error) {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpRealpathPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpRealpathPacket{
 		ID:   id,
 		Path: path,
 	})
@@ -1049,8 +1099,14 @@ func (c *Client) Getwd() (string, error) {
 // directory with the specified path already exists, or if the directory's
 // parent folder does not exist (the method cannot create complete paths).
 func (c *Client) Mkdir(path string) error {
+	return c.MkdirContext(context.Background(), path)
+}
+
+// MkdirContext is Mkdir whose request is sent only while ctx has not
+// ended and waited for no longer than ctx (hostgate: change 33).
+func (c *Client) MkdirContext(ctx context.Context, path string) error {
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpMkdirPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpMkdirPacket{
 		ID:   id,
 		Path: path,
 	})

@@ -301,7 +301,7 @@ func (p *sftpProvider) Open(ctx context.Context, name string) (io.ReadCloser, er
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("open", name, err)
 	}
-	f, err := sftpAwait(ctx, func() (*sftp.File, error) { return p.c.Open(name) }, closeFile)
+	f, err := p.openContext(ctx, name, os.O_RDONLY)
 	if err != nil {
 		return nil, p.lookupErr(ctx, true, p.pathErr("open", name, err), name)
 	}
@@ -539,10 +539,8 @@ func (r *sftpReader) Close() error {
 func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode) (io.WriteCloser, error) {
 	f, chmod, err := p.openForWrite(ctx, name, perm)
 	if errors.Is(err, errDangling) {
-		f, err = sftpAwait(ctx, func() (*sftp.File, error) { return p.create(ctx, name, perm) }, closeFile)
-		if err != nil {
-			err = p.pathErr("create", name, err)
-		}
+		f, err = p.create(ctx, name, perm)
+		err = p.pathErr("create", name, err)
 	}
 	if err != nil {
 		return nil, p.lookupErr(ctx, true, err, name)
@@ -552,11 +550,14 @@ func (p *sftpProvider) Create(ctx context.Context, name string, perm fs.FileMode
 
 // create opens name for Create, giving a file it makes perm &^ umask:
 // the lstat, the open and the new file's mode in turn, which the target
-// of a dangling symlink needs.
+// of a dangling symlink needs. Each goes only while ctx has not ended,
+// and the call returns at ctx's end: none goes after the caller was
+// told it failed (a truncating open behind an lstat the host answered
+// late did, from the goroutine the call was left to).
 func (p *sftpProvider) create(ctx context.Context, name string, perm fs.FileMode) (*sftp.File, error) {
-	lfi, serr := p.c.Lstat(name)
+	lfi, serr := p.c.LstatContext(ctx, name)
 	isNew := errors.Is(serr, fs.ErrNotExist)
-	f, err := p.c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	f, err := p.openContext(ctx, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		if isFailure(err) && serr == nil && p.isDir(ctx, lfi, name) {
 			return nil, syscall.EISDIR // OpenSSH's bare Failure for open(2)'s EISDIR
@@ -564,17 +565,37 @@ func (p *sftpProvider) create(ctx context.Context, name string, perm fs.FileMode
 		return nil, err
 	}
 	if isNew {
-		if fi, err := f.Stat(); err == nil {
-			created := fi.Mode().Perm()
-			if want := createMode(created, perm); want != created {
-				if err := f.Chmod(want); err != nil {
-					_ = f.Close()
-					return nil, err
-				}
-			}
+		// The handle's requests are bounded by its Abort, not by ctx.
+		stop := context.AfterFunc(ctx, func() { f.Abort(ctx.Err()) })
+		err := newFileMode(ctx, f, perm)
+		if !stop() && err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			f.CloseNoWait()
+			return nil, err
 		}
 	}
 	return f, nil
+}
+
+// newFileMode gives f, a file the server just created with 0666 &^
+// umask, perm &^ umask. A mode the server does not tell is left as it
+// is; no chmod goes once ctx has ended.
+func newFileMode(ctx context.Context, f *sftp.File, perm fs.FileMode) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return ctx.Err()
+	}
+	created := fi.Mode().Perm()
+	want := createMode(created, perm)
+	if want == created {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return f.Chmod(want)
 }
 
 // isDir reports whether name, whose Lstat is fi, is a directory or a
@@ -754,7 +775,7 @@ func (p *sftpProvider) Mkdir(ctx context.Context, name string, perm fs.FileMode,
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
-	err := awaitErr(ctx, func() error { return p.mkdir(ctx, name, perm, parents) }, func(err error) error { return p.pathErr("mkdir", name, err) })
+	err := p.ctxErr(ctx, "mkdir", name, p.mkdir(ctx, name, perm, parents))
 	if parents && errors.Is(err, fs.ErrExist) && p.lookupErrno(ctx, name, true, nil) == syscall.ELOOP {
 		// A symlink on the way that is a loop: mkdir -p says ELOOP of
 		// it, where the walk's Mkdir of it said EEXIST (as os.MkdirAll).
@@ -775,7 +796,7 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 		inTheWay = syscall.ENOTDIR
 		// Stat, not Lstat: a symlink to a directory is that directory, on
 		// the way or at name, as for mkdir -p and os.MkdirAll.
-		fi, err := p.c.Stat(name)
+		fi, err := p.c.StatContext(ctx, name)
 		switch {
 		case err == nil && fi.IsDir():
 			return nil
@@ -788,10 +809,10 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 			}
 		}
 	}
-	if err := p.c.Mkdir(name); err != nil {
+	if err := p.c.MkdirContext(ctx, name); err != nil {
 		// OpenSSH answers EEXIST with a bare Failure.
-		if _, lerr := p.c.Lstat(name); lerr == nil {
-			fi, _ := p.c.Stat(name)
+		if _, lerr := p.c.LstatContext(ctx, name); lerr == nil {
+			fi, _ := p.c.StatContext(ctx, name)
 			if parents && fi != nil && fi.IsDir() {
 				return nil // created concurrently
 			}
@@ -805,12 +826,12 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 	if perm.Perm() == 0o777 {
 		return nil
 	}
-	fi, err := p.c.Lstat(name)
+	fi, err := p.c.LstatContext(ctx, name)
 	if err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
 	if want := fi.Mode().Perm() & perm.Perm(); want != fi.Mode().Perm() {
-		return p.pathErr("mkdir", name, p.c.Chmod(name, want))
+		return p.pathErr("mkdir", name, p.c.ChmodContext(ctx, name, want))
 	}
 	return nil
 }
@@ -819,7 +840,7 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
-	err := awaitErr(ctx, func() error { return p.remove(ctx, name, recursive) }, func(err error) error { return p.pathErr("remove", name, err) })
+	err := p.ctxErr(ctx, "remove", name, p.remove(ctx, name, recursive))
 	return p.lookupErr(ctx, false, err, name)
 }
 
@@ -827,12 +848,12 @@ func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) 
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
-	fi, err := p.c.Lstat(name)
+	fi, err := p.c.LstatContext(ctx, name)
 	if err != nil {
 		return p.pathErr("remove", name, err)
 	}
 	if !fi.IsDir() {
-		return p.pathErr("remove", name, p.c.Remove(name))
+		return p.pathErr("remove", name, p.c.RemoveContext(ctx, name))
 	}
 	if recursive {
 		ents, err := p.c.ReadDirContext(ctx, name)
@@ -850,7 +871,7 @@ func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) 
 			}
 		}
 	}
-	err = p.c.RemoveDirectory(name)
+	err = p.c.RemoveDirectoryContext(ctx, name)
 	if err != nil && isFailure(err) {
 		if ents, rerr := p.c.ReadDirContext(ctx, name); rerr == nil && len(ents) > 0 {
 			return p.pathErr("remove", name, &mappedErr{sentinel: syscall.ENOTEMPTY, cause: unwrapPathErr(err)})
@@ -866,18 +887,19 @@ func (p *sftpProvider) Rename(ctx context.Context, oldname, newname string) erro
 	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
 	}
-	err := awaitErr(ctx, func() error { return p.rename(ctx, oldname, newname) }, func(err error) error {
-		return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
-	})
+	err := p.rename(ctx, oldname, newname)
+	if cerr := ctx.Err(); err != nil && cerr != nil && errors.Is(err, cerr) {
+		err = &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: cerr}
+	}
 	return p.lookupErr(ctx, false, err, oldname, newname)
 }
 
 func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) error {
 	var err error
 	if p.posixRename {
-		err = p.c.PosixRename(oldname, newname)
+		err = p.c.PosixRenameContext(ctx, oldname, newname)
 	} else {
-		err = p.c.Rename(oldname, newname)
+		err = p.c.RenameContext(ctx, oldname, newname)
 	}
 	if err != nil {
 		var pe *fs.PathError
@@ -893,7 +915,7 @@ func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) erro
 			}
 		}
 		if isFailure(err) {
-			if _, lerr := p.c.Lstat(oldname); errors.Is(lerr, fs.ErrNotExist) {
+			if _, lerr := p.c.LstatContext(ctx, oldname); errors.Is(lerr, fs.ErrNotExist) {
 				err = &mappedErr{sentinel: fs.ErrNotExist, cause: err}
 			}
 		}
@@ -907,11 +929,11 @@ func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) erro
 // and ENOTEMPTY with a bare Failure and ENOTDIR with "no such file", of a
 // source that exists. Nil when they do not tell.
 func (p *sftpProvider) renameErrno(ctx context.Context, oldname, newname string) error {
-	from, err := p.c.Lstat(oldname)
+	from, err := p.c.LstatContext(ctx, oldname)
 	if err != nil {
 		return nil
 	}
-	to, err := p.c.Lstat(newname) // rename(2) replaces a symlink, not what it points at
+	to, err := p.c.LstatContext(ctx, newname) // rename(2) replaces a symlink, not what it points at
 	if err != nil {
 		return nil
 	}
@@ -935,20 +957,21 @@ func (p *sftpProvider) Symlink(ctx context.Context, oldname, newname string) err
 	if err := callErr(ctx, oldname, newname); err != nil {
 		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
 	}
-	err := awaitErr(ctx, func() error { return p.symlink(oldname, newname) }, func(err error) error {
-		return &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
-	})
+	err := p.symlink(ctx, oldname, newname)
+	if cerr := ctx.Err(); err != nil && cerr != nil && errors.Is(err, cerr) {
+		err = &hostgate.LinkError{Op: "symlink", Old: oldname, New: newname, Err: cerr}
+	}
 	return p.lookupErr(ctx, false, err, newname) // oldname is the link's text, not looked up
 }
 
-func (p *sftpProvider) symlink(oldname, newname string) error {
-	if err := p.c.Symlink(oldname, newname); err != nil {
+func (p *sftpProvider) symlink(ctx context.Context, oldname, newname string) error {
+	if err := p.c.SymlinkContext(ctx, oldname, newname); err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
 		if isFailure(err) && !saysErrno(err) {
-			if _, lerr := p.c.Lstat(newname); lerr == nil {
+			if _, lerr := p.c.LstatContext(ctx, newname); lerr == nil {
 				err = &mappedErr{sentinel: fs.ErrExist, cause: err}
 			}
 		}
@@ -961,7 +984,7 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 	if err := callErr(ctx, name); err != nil {
 		return "", p.pathErr("readlink", name, err)
 	}
-	s, err := sftpAwait(ctx, func() (string, error) { return p.c.ReadLink(name) }, nil)
+	s, err := p.c.ReadLinkContext(ctx, name)
 	return s, p.lookupErr(ctx, false, p.pathErr("readlink", name, err), name)
 }
 
@@ -972,7 +995,7 @@ func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error
 	if name == "" {
 		name = "."
 	}
-	s, err := sftpAwait(ctx, func() (string, error) { return p.c.RealPath(name) }, nil)
+	s, err := p.c.RealPathContext(ctx, name)
 	return s, p.lookAround(ctx, true, p.pathErr("realpath", name, err), name)
 }
 
@@ -980,7 +1003,7 @@ func (p *sftpProvider) Chmod(ctx context.Context, name string, mode fs.FileMode)
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("chmod", name, err)
 	}
-	return p.lookupErr(ctx, true, p.pathErr("chmod", name, awaitErr(ctx, func() error { return p.c.Chmod(name, mode) }, nil)), name)
+	return p.lookupErr(ctx, true, p.pathErr("chmod", name, p.c.ChmodContext(ctx, name, mode)), name)
 }
 
 var _ hostgate.TimeSetter = (*sftpProvider)(nil)
@@ -1022,53 +1045,22 @@ func (p *sftpProvider) String() string {
 	return fmt.Sprintf("sftp provider (posix-rename %v)", p.posixRename)
 }
 
-// sftpAwait runs call, pkg/sftp requests that take no ctx, and returns what it
-// returns, or ctx's error as soon as ctx ends first: a host that stopped
-// answering (a stopped agent, a network gone quiet) would otherwise keep
-// the caller until the connection's keepalive ended it, a minute past its
-// deadline. call then ends in the background, with its answers or with the
-// connection; abandon, when set, releases what it made by then.
-func sftpAwait[T any](ctx context.Context, call func() (T, error), abandon func(T)) (T, error) {
-	if ctx.Done() == nil {
-		return call()
+// openContext opens name with flags, the open sent only while ctx has not
+// ended, and waited for no longer than ctx (pkg/sftp change 29): a host
+// that stopped answering would otherwise keep the caller until the
+// connection's keepalive ended it, a minute past its deadline. A handle
+// the host gives after is closed.
+func (p *sftpProvider) openContext(ctx context.Context, name string, flags int) (*sftp.File, error) {
+	open := p.c.OpenFileNoWaitContext(ctx, name, flags)
+	f, err := open.WaitContext(ctx)
+	if err != nil && ctx.Err() != nil && err == ctx.Err() {
+		go func() {
+			if f, err := open.Wait(); err == nil {
+				closeFile(f)
+			}
+		}()
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := call()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-	}
-	select {
-	case r := <-done: // answered as ctx ended: keep the answer
-		return r.v, r.err
-	default:
-	}
-	go func() {
-		if r := <-done; r.err == nil && abandon != nil {
-			abandon(r.v)
-		}
-	}()
-	var zero T
-	return zero, ctx.Err()
-}
-
-// awaitErr is sftpAwait for a call with only an error, which wrap, when set,
-// turns into the method's error when it is ctx's (call's own errors are
-// made by call).
-func awaitErr(ctx context.Context, call func() error, wrap func(error) error) error {
-	_, err := sftpAwait(ctx, func() (struct{}, error) { return struct{}{}, call() }, nil)
-	if err != nil && wrap != nil && ctx.Err() != nil && err == ctx.Err() {
-		return wrap(err)
-	}
-	return err
+	return f, err
 }
 
 // closeFile closes a file its caller gave up waiting for.

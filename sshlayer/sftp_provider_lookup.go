@@ -121,9 +121,7 @@ func (p *sftpProvider) lookupErrno(ctx context.Context, name string, follow bool
 	// A symlink whose parent is there and that Stat says is missing:
 	// dangling or a loop. The lookup goes on at its target, with what
 	// followed it in name.
-	// A ReadLink takes no ctx: not past ctx, for a host that stopped
-	// answering.
-	target, err := sftpAwait(ctx, func() (string, error) { return p.c.ReadLink(below) }, nil)
+	target, err := p.c.ReadLinkContext(ctx, below)
 	if err != nil {
 		return 0
 	}

@@ -9,3 +9,11 @@ func SetOutputLimitGrace(d time.Duration) (restore func()) {
 	outputLimitGrace = d
 	return func() { outputLimitGrace = old }
 }
+
+// SetTarOutputGrace sets tarOutputGrace for a test, which restores it
+// with the function returned.
+func SetTarOutputGrace(d time.Duration) (restore func()) {
+	old := tarOutputGrace
+	tarOutputGrace = d
+	return func() { tarOutputGrace = old }
+}

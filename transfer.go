@@ -112,7 +112,12 @@ func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferO
 // none lands outside it. A refused entry fails the Download; files
 // written by then stay. Permission bits go with the files (a
 // directory's with its owner's rwx added), ownership does not. A tree
-// over opts' limits fails with ErrTransferLimit.
+// over opts' limits fails with ErrTransferLimit. The host's tar is
+// waited for no longer than 5 s once its archive has ended: a session
+// that a process left in the background keeps open (a host's shell
+// startup files may start one) is closed then, and where the host had
+// not said by then that tar succeeded, the Download fails saying so,
+// the tree written.
 func Download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptions) error {
 	err := download(ctx, h, dir, dst, opts)
 	if err != nil {
@@ -149,17 +154,27 @@ func remoteTar(ctx context.Context, h *Host, script, dir string) (Process, error
 }
 
 // headBuffer keeps the first 4 KiB written to it: a command's stderr,
-// for its error, written by one goroutine and read once it has ended.
-type headBuffer struct{ buf bytes.Buffer }
+// for its error, written by one goroutine and read once it has ended, or
+// while it goes on (a download's tar whose output stayed open).
+type headBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
 
 func (b *headBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if room := 4096 - b.buf.Len(); room > 0 {
 		b.buf.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
 }
 
-func (b *headBuffer) String() string { return strings.TrimSpace(b.buf.String()) }
+func (b *headBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.TrimSpace(b.buf.String())
+}
 
 // tarFailed is the error of a host's tar that did not succeed.
 func tarFailed(werr error, stderr *headBuffer) error {
@@ -571,9 +586,28 @@ cd -- "$1" && exec tar -c -f - .`, dir)
 		cancel()
 		_ = p.Kill(SIGKILL)
 	}
-	_, _ = io.Copy(io.Discard, p.Stdout())
-	// Not past ctx, as Exec (a host that stopped answering: waitCtx).
-	exited, perr := waitCtx(parent, p)
+	wg.Go(func() { _, _ = io.Copy(io.Discard, p.Stdout()) })
+	// Not past ctx, as Exec (a host that stopped answering: waitCtx). Nor
+	// long past the archive's end: what is left is its padding and tar's
+	// exit, but a process tar or the host's shell startup files left in
+	// the background may hold the session's output, and sshd ends a
+	// session only once every holder let it go. Then tar's session is
+	// closed, and an exit the host told by then is tar's word; the copies
+	// and the wait end with the session, or are left to, as waitCtx's.
+	exited, perr := waitGrace(parent, p)
+	if !exited && parent.Err() == nil {
+		cancel()
+		exited, perr = waitGrace(parent, p)
+		if !exited || perr != nil || xerr != nil {
+			if parent.Err() != nil {
+				return true, perr
+			}
+			if xerr == nil {
+				xerr = &outputHeldError{stderr: stderr.String()}
+			}
+			return true, xerr
+		}
+	}
 	if !exited {
 		return true, perr
 	}
@@ -595,6 +629,30 @@ cd -- "$1" && exec tar -c -f - .`, dir)
 		return true, tarFailed(perr, &stderr)
 	}
 	return true, nil
+}
+
+// tarOutputGrace bounds the wait for a download's tar to end once its
+// archive has (waitGrace).
+var tarOutputGrace = 5 * time.Second
+
+// waitGrace is waitCtx bounded by tarOutputGrace too.
+func waitGrace(ctx context.Context, p Process) (exited bool, err error) {
+	grace, stop := context.WithTimeout(ctx, tarOutputGrace)
+	defer stop()
+	return waitCtx(grace, p)
+}
+
+// outputHeldError is a download whose tar on the host sent the whole
+// archive but did not end, or not say how it ended, tarOutputGrace after
+// (twice: once more after its session was closed).
+type outputHeldError struct{ stderr string }
+
+func (e *outputHeldError) Error() string {
+	msg := fmt.Sprintf("tar on the host sent its archive but its session stayed open %v after (a process left in the background, by the host's shell startup files say, holding its output?), so whether it read every file is unknown: keep such processes off the session's output (redirect theirs), or download with TransferOptions.NoTar", tarOutputGrace)
+	if e.stderr != "" {
+		msg += "; it said: " + e.stderr
+	}
+	return msg
 }
 
 // unsafeEntryError is a name or link target from the host that would

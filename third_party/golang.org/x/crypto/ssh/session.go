@@ -145,6 +145,10 @@ type Session struct {
 	stdinPipeWriter io.WriteCloser
 
 	exitStatus chan error
+
+	// hostgate (change 29): closed once the server has said how the
+	// command ended, which Exited returns.
+	exited chan struct{}
 }
 
 // SendRequest sends an out-of-band channel request on the SSH channel
@@ -431,6 +435,7 @@ func (s *Session) Wait() error {
 
 func (s *Session) wait(reqs <-chan *Request) error {
 	wm := Waitmsg{status: -1}
+	told := false
 	// Wait for msg channel to be closed before returning.
 	for msg := range reqs {
 		switch msg.Type {
@@ -439,6 +444,10 @@ func (s *Session) wait(reqs <-chan *Request) error {
 				return errors.New("ssh: malformed exit-status request")
 			}
 			wm.status = int(binary.BigEndian.Uint32(msg.Payload))
+			if !told {
+				told = true
+				close(s.exited)
+			}
 		case "exit-signal":
 			var sigval struct {
 				Signal     string
@@ -453,6 +462,10 @@ func (s *Session) wait(reqs <-chan *Request) error {
 			wm.signal = sigval.Signal
 			wm.msg = sigval.Error
 			wm.lang = sigval.Lang
+			if !told {
+				told = true
+				close(s.exited)
+			}
 		default:
 			// This handles keepalives and matches
 			// OpenSSH's behaviour.
@@ -481,6 +494,15 @@ func (s *Session) wait(reqs <-chan *Request) error {
 
 	return &ExitError{wm}
 }
+
+// Exited is closed once the server has said how the remote command ended
+// (exit-status or exit-signal), which Wait returns once the channel has
+// closed too (hostgate: change 29). The two may be far apart: OpenSSH's
+// sshd sends the status as the command exits, and closes the channel
+// only once every holder of the command's output let it go, such as a
+// process the command, or the shell's startup files, left in the
+// background. It stays open when the channel closes without either.
+func (s *Session) Exited() <-chan struct{} { return s.exited }
 
 // ExitMissingError is returned if a session is torn down cleanly, but
 // the server sends no confirmation of the exit status.
@@ -615,6 +637,7 @@ func newSession(ch Channel, reqs <-chan *Request) (*Session, error) {
 		ch: ch,
 	}
 	s.exitStatus = make(chan error, 1)
+	s.exited = make(chan struct{})
 	go func() {
 		s.exitStatus <- s.wait(reqs)
 	}()

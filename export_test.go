@@ -13,7 +13,8 @@ func SetOutputLimitGrace(d time.Duration) (restore func()) {
 // SetTarOutputGrace sets tarOutputGrace for a test, which restores it
 // with the function returned.
 func SetTarOutputGrace(d time.Duration) (restore func()) {
-	old := tarOutputGrace
+	old, oldKill := tarOutputGrace, tarKillWait
 	tarOutputGrace = d
-	return func() { tarOutputGrace = old }
+	tarKillWait = max(d, 5*time.Second) // past sshlayer's killGrace
+	return func() { tarOutputGrace, tarKillWait = old, oldKill }
 }

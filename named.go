@@ -459,6 +459,9 @@ func (p *namedProcess) Stderr() io.Reader     { return (*procStderr)(p) }
 func (p *namedProcess) Wait() error           { return p.n.err(p.p.Wait()) }
 func (p *namedProcess) Kill(sig Signal) error { return p.n.err(p.p.Kill(sig)) }
 
+// Exited is p's (exitedOf).
+func (p *namedProcess) Exited() <-chan struct{} { return exitedOf(p.p) }
+
 type resizableNamedProcess struct{ *namedProcess }
 
 func (p resizableNamedProcess) Resize(cols, rows int) error {

@@ -74,6 +74,18 @@ type Process interface {
 	Kill(sig Signal) error
 }
 
+// exitedOf is p's Exited where its transport hears how a process ended
+// before its output streams close (sshlayer's client: the SSH
+// exit-status, which OpenSSH's sshd sends as the command exits, while it
+// keeps the session open as long as anything holds the command's
+// output), else nil. Wait still waits for the streams.
+func exitedOf(p Process) <-chan struct{} {
+	if e, ok := p.(interface{ Exited() <-chan struct{} }); ok {
+		return e.Exited()
+	}
+	return nil
+}
+
 // Resizer is implemented by processes that run on a PTY.
 type Resizer interface {
 	Resize(cols, rows int) error

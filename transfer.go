@@ -89,7 +89,11 @@ const tarMissing = 127
 // let this user set the time of (another user's, written over), or a
 // time the provider cannot carry (SFTP's: before 1970 or after 2106),
 // keeps the time it was written. A tree over opts' limits fails with
-// ErrTransferLimit; what was sent by then stays.
+// ErrTransferLimit; what was sent by then stays. Where the host tells how
+// its tar exited before the session ends (an SSH host: OpenSSH's sshd
+// keeps a session open while a process left in the background holds its
+// output), the session's end is waited for no longer than 5 s after;
+// the session is then closed, and the exit told is tar's word.
 func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferOptions) error {
 	err := upload(ctx, h, src, dir, opts)
 	if err != nil {
@@ -280,8 +284,13 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 	}
 	_ = in.Close()
 	// Not past ctx, as Exec (a host that stopped answering: waitCtx).
-	exited, perr := waitCtx(parent, p)
+	// Nor long past tar's exit, where the host tells it before the
+	// session's end (waitTold).
+	exited, perr := waitTold(parent, p)
 	if !exited {
+		if parent.Err() == nil {
+			return true, &outputHeldError{done: "exited", stderr: stderr.String()}
+		}
 		return true, perr
 	}
 	wg.Wait()
@@ -603,7 +612,7 @@ cd -- "$1" && exec tar -c -f - .`, dir)
 				return true, perr
 			}
 			if xerr == nil {
-				xerr = &outputHeldError{stderr: stderr.String()}
+				xerr = &outputHeldError{done: "sent its archive", stderr: stderr.String()}
 			}
 			return true, xerr
 		}
@@ -642,13 +651,58 @@ func waitGrace(ctx context.Context, p Process) (exited bool, err error) {
 	return waitCtx(grace, p)
 }
 
-// outputHeldError is a download whose tar on the host sent the whole
-// archive but did not end, or not say how it ended, tarOutputGrace after
-// (twice: once more after its session was closed).
-type outputHeldError struct{ stderr string }
+// tarKillWait bounds the wait for the session of a tar that the host
+// said had exited, once it is killed (waitTold): the SSH client closes it
+// after its own grace (sshlayer's killGrace, 3 s).
+var tarKillWait = 10 * time.Second
+
+// waitTold is waitCtx, but once p's transport has told how p ended
+// (exitedOf) its session's end is waited for no longer than
+// tarOutputGrace: a process left in the background holding the output
+// keeps the session open (OpenSSH's sshd). p is then killed, which has
+// the SSH client close the session, keeping the status told, and waited
+// for no longer than tarKillWait. exited is false and err nil when that
+// passed too.
+func waitTold(ctx context.Context, p Process) (exited bool, err error) {
+	told := exitedOf(p)
+	if told == nil {
+		return waitCtx(ctx, p)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-told:
+		case <-wctx.Done():
+			return
+		}
+		t := time.NewTimer(tarOutputGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			stop()
+		case <-wctx.Done():
+		}
+	}()
+	if exited, err := waitCtx(wctx, p); exited || ctx.Err() != nil {
+		return exited, err
+	}
+	_ = p.Kill(SIGKILL)
+	kctx, kstop := context.WithTimeout(ctx, tarKillWait)
+	defer kstop()
+	if exited, err := waitCtx(kctx, p); exited || ctx.Err() != nil {
+		return exited, err
+	}
+	return false, nil
+}
+
+// outputHeldError is a transfer whose tar on the host was done (its
+// archive sent, or its exit told) but whose session did not end, or not
+// say how tar ended, in the time given to it after.
+type outputHeldError struct{ done, stderr string }
 
 func (e *outputHeldError) Error() string {
-	msg := fmt.Sprintf("tar on the host sent its archive but its session stayed open %v after (a process left in the background, by the host's shell startup files say, holding its output?), so whether it read every file is unknown: keep such processes off the session's output (redirect theirs), or download with TransferOptions.NoTar", tarOutputGrace)
+	msg := fmt.Sprintf("tar on the host %s but its session stayed open %v after (a process left in the background, by the host's shell startup files say, holding its output?), so how it ended is unknown: keep such processes off the session's output (redirect theirs), or use TransferOptions.NoTar", e.done, tarOutputGrace)
 	if e.stderr != "" {
 		msg += "; it said: " + e.stderr
 	}

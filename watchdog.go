@@ -168,6 +168,10 @@ func (w *watchedProcess) Wait() error {
 	return w.err
 }
 
+// Exited is the watchdog's (exitedOf): it exits once the command and
+// its group have.
+func (w *watchedProcess) Exited() <-chan struct{} { return exitedOf(w.Process) }
+
 // Kill signals the command's whole process group through the watchdog.
 func (w *watchedProcess) Kill(sig Signal) error {
 	sig, ok := sig.Canonical()

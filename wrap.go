@@ -157,6 +157,9 @@ func (p *leasedProcess) Wait() error {
 	return err
 }
 
+// Exited is the base process's (exitedOf).
+func (p *leasedProcess) Exited() <-chan struct{} { return exitedOf(p.Process) }
+
 type resizableLeasedProcess struct{ *leasedProcess }
 
 func (p resizableLeasedProcess) Resize(cols, rows int) error {

@@ -279,6 +279,12 @@ func (p *clientProcess) Stdin() io.WriteCloser { return p.stdin }
 func (p *clientProcess) Stdout() io.Reader     { return p.stdout }
 func (p *clientProcess) Stderr() io.Reader     { return p.stderr }
 
+// Exited is closed once the server has said how the command ended (its
+// exit status or signal), which may be long before Wait returns: OpenSSH's
+// sshd keeps the session open as long as anything holds the command's
+// output, a process left in the background say (x/crypto fork change 29).
+func (p *clientProcess) Exited() <-chan struct{} { return p.sess.Exited() }
+
 // Wait returns nil for exit status 0, *hostgate.ExitError for a non-zero
 // status or a signal, an error matching ErrConnectionLost when the
 // connection ended first, and ctx's cause when ctx ended the process.

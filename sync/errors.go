@@ -33,8 +33,10 @@ var errNoSpec = hostgate.ErrNotSupported
 
 // healthy reports whether err leaves the connection usable: nil or a
 // filesystem answer (an io/fs sentinel, an errno the host returned, an SFTP
-// status). The end of a file never gets here (reads handle it), so io.EOF
-// means the connection ended. Anything else — a closed pipe, a lost SFTP
+// status, hostgate.ErrOutputLimit: a provider's bound on one answer, past
+// which ExecProvider kills that call's command and no other). The end of a
+// file never gets here (reads handle it), so io.EOF means the connection
+// ended. Anything else — a closed pipe, a lost SFTP
 // connection, an error the provider did not map — is taken as a broken
 // connection: the connection is abandoned and the next call opens a fresh
 // one. A spurious reconnect costs one connect; keeping a dead connection
@@ -54,6 +56,7 @@ func healthy(err error) bool {
 	}
 	for _, answer := range []error{
 		fs.ErrNotExist, fs.ErrExist, fs.ErrPermission, fs.ErrInvalid, errors.ErrUnsupported,
+		hostgate.ErrOutputLimit,
 	} {
 		if errors.Is(err, answer) {
 			return true

@@ -3,6 +3,7 @@ package syncfs_test
 import (
 	"context"
 	"io/fs"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,16 +26,24 @@ func (i info) Sys() any           { return nil }
 
 // badNames lists every directory with entries no directory holds: "/"
 // (what pkg/sftp makes of a name "/" or "///": path.Base), ".", "..",
-// "a/..", "" and "x/y" as directories, besides a good file "ok".
+// "a/..", "", "x/y" and "a\x00b" as directories, besides a good file
+// "ok". Like the real providers, it refuses a path with a NUL byte, which
+// no POSIX file name holds (an SFTP string may carry it).
 type badNames struct{ hostgate.Provider }
 
 func (badNames) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
 	return info{"root", fs.ModeDir | 0o755}, nil
 }
 
 func (badNames) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
 	var ents []fs.DirEntry
-	for _, n := range []string{"", ".", "..", "/", "a/..", "x/y"} {
+	for _, n := range []string{"", ".", "..", "/", "a/..", "x/y", "a\x00b"} {
 		ents = append(ents, fs.FileInfoToDirEntry(info{n, fs.ModeDir | 0o755}))
 	}
 	ents = append(ents, fs.FileInfoToDirEntry(info{"ok", 0o644}))
@@ -45,8 +54,9 @@ func (badNames) ReadDir(ctx context.Context, name string) ([]fs.DirEntry, error)
 // not one name in its directory is not listed. fs.WalkDir joins each
 // name to its directory's path: "/" joined to "." is ".", so a host
 // listing "/" (as pkg/sftp names a "/" it is sent) as a directory kept
-// WalkDir walking the root forever, each round one deeper, and "x/y" is
-// a path elsewhere.
+// WalkDir walking the root forever, each round one deeper, "x/y" is
+// a path elsewhere, and "a\x00b" a name the FS lists but cannot open (the
+// walk failed on it with "invalid argument").
 func TestHostListsNoPathOutOfItsDirectory(t *testing.T) {
 	fsys := syncfs.New(&hostgate.SyncSpec{Connect: func(ctx context.Context) (*hostgate.SyncConnection, error) {
 		return &hostgate.SyncConnection{FS: badNames{}}, nil

@@ -294,7 +294,10 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 // the host sends) listed as a directory walked "." again, forever, and
 // "x/y" or ".." would be a path elsewhere. A name that is not UTF-8 is
 // left out too (fs.ValidPath): no io/fs name reaches it, so this FS could
-// not open what it listed; the Host's own provider lists and opens it.
+// not open what it listed; the Host's own provider lists and opens it. So
+// is a name with a NUL byte, which an SFTP string carries but no POSIX
+// file name holds: every provider refuses the path (fs.ErrInvalid), and
+// fs.WalkDir failed on the entry.
 func readDir(ctx context.Context, p hostgate.Provider, name string) ([]fs.DirEntry, error) {
 	ents, err := p.ReadDir(ctx, name)
 	if err != nil {
@@ -302,13 +305,19 @@ func readDir(ctx context.Context, p hostgate.Provider, name string) ([]fs.DirEnt
 	}
 	list := make([]fs.DirEntry, 0, len(ents))
 	for _, e := range ents {
-		if n := e.Name(); n == "." || !fs.ValidPath(n) || strings.Contains(n, "/") {
+		if !oneName(e.Name()) {
 			continue
 		}
 		info, err := e.Info()
 		list = append(list, &dirEntry{name: e.Name(), typ: e.Type(), info: info, err: err})
 	}
 	return list, nil
+}
+
+// oneName reports whether a host's listed name n is one name in its
+// directory that an io/fs name reaches (see readDir).
+func oneName(n string) bool {
+	return n != "." && fs.ValidPath(n) && !strings.ContainsAny(n, "/\x00")
 }
 
 // dirEntry is a listed entry with its info already taken.

@@ -141,7 +141,8 @@ func newFS(opts *Options) *FS {
 // Close closes the connection and waits for every goroutine of the FS,
 // including calls stuck on an abandoned connection (their provider must
 // release them when its connection closes). Calls waiting meanwhile, and
-// every later call, fail with fs.ErrClosed. Close is idempotent.
+// every later call, fail with fs.ErrClosed. Close is idempotent: a Close
+// while another is under way waits as that one does, and returns nil.
 func (f *FS) Close() error {
 	if f.unwatch != nil {
 		f.unwatch()
@@ -149,6 +150,11 @@ func (f *FS) Close() error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
+		// The first Close may still wait (FromHost's, run on its own
+		// goroutine when the host closes): returning at once left the
+		// caller's Close with the FS's goroutines still running. No Add
+		// comes once closed is set.
+		f.wg.Wait()
 		return nil
 	}
 	f.closed = true

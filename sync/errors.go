@@ -2,11 +2,13 @@ package syncfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 
@@ -14,17 +16,27 @@ import (
 )
 
 // ErrTimeout is the error of a call that got no answer within the timeout.
-// errors.Is(err, syscall.ETIMEDOUT) and errors.Is(err, os.ErrDeadlineExceeded)
-// hold for it, and it has a Timeout method returning true, like a net.Error.
+// errors.Is(err, ErrTimeout), errors.Is(err, syscall.ETIMEDOUT) and
+// errors.Is(err, os.ErrDeadlineExceeded) hold for it, and it has a Timeout
+// method returning true, like a net.Error. A call's error says the bound
+// it waited and what sets it.
 var ErrTimeout error = timeoutError{}
 
-type timeoutError struct{}
+// timeoutError is ErrTimeout, d the bound a call waited (zero in
+// ErrTimeout itself).
+type timeoutError struct{ d time.Duration }
 
-func (timeoutError) Error() string   { return "syncfs: no answer within the timeout" }
+func (e timeoutError) Error() string {
+	if e.d <= 0 {
+		return "syncfs: no answer within the timeout"
+	}
+	return fmt.Sprintf("syncfs: no answer within %v: the host or the path to it stopped answering, or the call needs longer (Options.Timeout); the next call connects again", e.d)
+}
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 func (timeoutError) Is(target error) bool {
-	return target == syscall.ETIMEDOUT || target == os.ErrDeadlineExceeded
+	_, ours := target.(timeoutError)
+	return ours || target == syscall.ETIMEDOUT || target == os.ErrDeadlineExceeded
 }
 
 // errNoSpec is the error of every call of an FS without a sync spec.

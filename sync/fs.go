@@ -201,7 +201,8 @@ func (f *FS) spec() (*hostgate.SyncSpec, error) {
 	case spec != nil || f.resolve == nil:
 		return nil, errNoSpec
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, f.timeout())
+	timeout := f.timeout()
+	ctx, cancel := context.WithTimeout(f.ctx, timeout)
 	defer cancel()
 	spec, err := f.resolve(ctx)
 	switch {
@@ -213,7 +214,7 @@ func (f *FS) spec() (*hostgate.SyncSpec, error) {
 	case f.ctx.Err() != nil:
 		return nil, fs.ErrClosed
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, ErrTimeout
+		return nil, timeoutError{timeout}
 	default:
 		return nil, fmt.Errorf("syncfs: sync spec: %w", err)
 	}

@@ -185,8 +185,9 @@ func (f *FS) run(s *session, op opFunc) error {
 	case <-s.ctx.Done():
 		return context.Cause(s.ctx)
 	case <-timer.C:
-		f.abandon(s, ErrTimeout)
-		return ErrTimeout
+		err := timeoutError{timeout}
+		f.abandon(s, err)
+		return err
 	}
 	if s.err != nil {
 		return s.err
@@ -227,8 +228,9 @@ func (f *FS) run(s *session, op opFunc) error {
 				timer.Reset(timeout)
 				continue
 			}
-			f.abandon(s, ErrTimeout)
-			return ErrTimeout
+			err := timeoutError{timeout}
+			f.abandon(s, err)
+			return err
 		}
 	}
 }

@@ -23,8 +23,8 @@ const (
 
 // file is an open regular file. Its calls run on the session it was opened
 // on. mu serializes them. A call that did not finish (a timeout, an
-// abandoned session) may still own buf and r: it leaves err set, and the
-// file never touches them again.
+// abandoned session, Close) may still own buf and r: it leaves err set, and
+// the file never touches them again.
 type file struct {
 	fsys     *FS
 	s        *session
@@ -32,14 +32,20 @@ type file struct {
 	hostPath string
 	info     fs.FileInfo
 
-	mu     sync.Mutex
-	r      io.ReadCloser
-	buf    []byte // buf[off:] is read but not yet delivered
-	off    int
-	pos    int64 // offset of the next byte delivered
-	eof    bool  // r reached its end
-	err    error // sticky: the file is unusable
-	closed bool
+	mu  sync.Mutex
+	r   io.ReadCloser // nil while a call has it (lent) or once it is gone
+	buf []byte        // buf[off:] is read but not yet delivered
+	off int
+	pos int64 // offset of the next byte delivered
+	eof bool  // r reached its end
+	err error // sticky: the file is unusable
+
+	// hand hands the reader between the file and a call's goroutine, so
+	// that Close need not wait for mu (see call).
+	hand    sync.Mutex
+	lent    bool          // a call's goroutine has the reader
+	closing bool          // Close was called
+	stop    chan struct{} // closed by Close
 }
 
 var (
@@ -55,7 +61,7 @@ func (fl *file) Stat() (fs.FileInfo, error) { return fl.info, nil }
 func (fl *file) Read(p []byte) (int, error) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	if fl.closed {
+	if fl.isClosed() {
 		return 0, fl.fsys.pathErr("read", fl.name, fs.ErrClosed)
 	}
 	if fl.off == len(fl.buf) {
@@ -92,19 +98,72 @@ func (fl *file) fill(want int) error {
 		n   int
 		eof bool
 	)
-	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
+	err := fl.call(func(ctx context.Context, p hostgate.Provider, c *call) (io.ReadCloser, error) {
 		var err error
 		n, err = readSome(r, buf)
 		if err == io.EOF {
 			eof, err = true, nil
 		}
-		return err
+		return r, err
 	})
 	if err != nil {
 		return fl.fail("read", err)
 	}
 	fl.buf, fl.off, fl.eof = buf[:n], 0, eof
 	return nil
+}
+
+// isClosed reports whether Close was called.
+func (fl *file) isClosed() bool {
+	fl.hand.Lock()
+	defer fl.hand.Unlock()
+	return fl.closing
+}
+
+// call runs do, which reads through fl.r and returns the reader the file
+// reads through next, on the file's session; mu is held. Close does not
+// wait for it: a Read or Seek under way on a host that does not answer held
+// Close for as long as the timeout (an hour, if so set), where closing an
+// os.File ends its pending reads. Such a call returns fs.ErrClosed at once
+// and its goroutine, which keeps the reader, closes it on finishing. The
+// file has the reader back (fl.r) only from a call that finished before
+// Close.
+func (fl *file) call(do func(ctx context.Context, p hostgate.Provider, c *call) (io.ReadCloser, error)) error {
+	fl.hand.Lock()
+	if fl.closing {
+		fl.hand.Unlock()
+		return fs.ErrClosed
+	}
+	fl.lent = true
+	fl.hand.Unlock()
+	fl.r = nil
+	var kept io.ReadCloser
+	err := fl.fsys.runStop(fl.s, fl.stop, func(ctx context.Context, p hostgate.Provider, c *call) error {
+		r, err := do(ctx, p, c)
+		fl.hand.Lock()
+		fl.lent = false
+		closing := fl.closing
+		if !closing {
+			kept = r
+		}
+		fl.hand.Unlock()
+		if closing && r != nil {
+			_ = r.Close()
+		}
+		return err
+	})
+	fl.hand.Lock()
+	defer fl.hand.Unlock()
+	if fl.lent {
+		// Still under way (timed out, its session given up, or Close):
+		// its goroutine keeps the reader. err is not nil.
+		return err
+	}
+	fl.r = kept
+	if kept == nil && fl.closing && err == nil {
+		err = fs.ErrClosed // the call finished after Close and closed the reader
+	}
+	return err
 }
 
 // maxEmptyReads is how many reads in a row may return no bytes and no
@@ -125,11 +184,11 @@ func readSome(r io.Reader, buf []byte) (int, error) {
 	return 0, io.ErrNoProgress
 }
 
-// fail makes err sticky and abandons buf and r to a call that may still
-// run.
+// fail makes err sticky and abandons buf to a call that may still run (r
+// is the file's only when call gave it back, for Close to close).
 func (fl *file) fail(op string, err error) error {
 	fl.err = fl.fsys.pathErr(op, fl.name, err)
-	fl.buf, fl.off, fl.r = nil, 0, nil
+	fl.buf, fl.off = nil, 0
 	return fl.err
 }
 
@@ -139,7 +198,7 @@ func (fl *file) fail(op string, err error) error {
 func (fl *file) Seek(offset int64, whence int) (int64, error) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	if fl.closed {
+	if fl.isClosed() {
 		return 0, fl.fsys.pathErr("seek", fl.name, fs.ErrClosed)
 	}
 	if fl.err != nil {
@@ -169,44 +228,48 @@ func (fl *file) Seek(offset int64, whence int) (int64, error) {
 		return target, nil
 	}
 	r := fl.r
-	var reopened io.ReadCloser
-	err := fl.fsys.run(fl.s, func(ctx context.Context, p hostgate.Provider, c *call) error {
+	err := fl.call(func(ctx context.Context, p hostgate.Provider, c *call) (io.ReadCloser, error) {
 		if sk, ok := r.(io.Seeker); ok {
 			_, err := sk.Seek(target, io.SeekStart)
-			return err
+			return r, err
 		}
 		_ = r.Close()
 		nr, err := p.Open(ctx, fl.hostPath)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		c.advance()
 		if _, err := io.CopyN(io.Discard, progressReader{nr, c}, target); err != nil && err != io.EOF {
 			_ = nr.Close()
-			return err
+			return nil, err
 		}
-		reopened = nr
-		return nil
+		return nr, nil
 	})
 	if err != nil {
 		return 0, fl.fail("seek", err)
-	}
-	if reopened != nil {
-		fl.r = reopened
 	}
 	fl.buf, fl.off, fl.pos, fl.eof = fl.buf[:0], 0, target, false
 	return target, nil
 }
 
 // Close closes the file on the host. When its connection was abandoned
-// meanwhile there is nothing left to close.
+// meanwhile there is nothing left to close. A Read or Seek under way
+// returns fs.ErrClosed, and the call's goroutine closes the file (call).
 func (fl *file) Close() error {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if fl.closed {
+	fl.hand.Lock()
+	if fl.closing {
+		fl.hand.Unlock()
 		return fl.fsys.pathErr("close", fl.name, fs.ErrClosed)
 	}
-	fl.closed = true
+	fl.closing = true
+	lent := fl.lent
+	fl.hand.Unlock()
+	close(fl.stop)
+	if lent {
+		return nil
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
 	r := fl.r
 	fl.r, fl.buf = nil, nil
 	if r == nil || context.Cause(fl.s.ctx) != nil {
@@ -232,7 +295,12 @@ type dir struct {
 	mu     sync.Mutex
 	list   []fs.DirEntry // nil until listed
 	listed bool
+
+	// hand holds closed, which Close sets without waiting for mu (a
+	// listing under way), and stop, which it closes.
+	hand   sync.Mutex
 	closed bool
+	stop   chan struct{}
 }
 
 func (d *dir) Stat() (fs.FileInfo, error) { return d.info, nil }
@@ -241,14 +309,22 @@ func (d *dir) Read([]byte) (int, error) {
 	return 0, d.fsys.pathErr("read", d.name, syscall.EISDIR)
 }
 
+// Close ends a listing under way, which returns fs.ErrClosed.
 func (d *dir) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.hand.Lock()
+	defer d.hand.Unlock()
 	if d.closed {
 		return d.fsys.pathErr("close", d.name, fs.ErrClosed)
 	}
 	d.closed = true
+	close(d.stop)
 	return nil
+}
+
+func (d *dir) isClosed() bool {
+	d.hand.Lock()
+	defer d.hand.Unlock()
+	return d.closed
 }
 
 // ReadDir returns the next n entries (all remaining when n <= 0), as
@@ -256,12 +332,12 @@ func (d *dir) Close() error {
 func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.isClosed() {
 		return nil, d.fsys.pathErr("readdir", d.name, fs.ErrClosed)
 	}
 	if !d.listed {
 		var list []fs.DirEntry
-		err := d.fsys.run(d.s, func(ctx context.Context, p hostgate.Provider, c *call) (err error) {
+		err := d.fsys.runStop(d.s, d.stop, func(ctx context.Context, p hostgate.Provider, c *call) (err error) {
 			list, err = readDir(ctx, p, d.hostPath)
 			return err
 		})

@@ -305,9 +305,9 @@ func (f *FS) Open(name string) (fs.File, error) {
 	}
 	info = named(info, path.Base(name))
 	if info.IsDir() {
-		return &dir{fsys: f, s: s, name: name, hostPath: hp, info: info}, nil
+		return &dir{fsys: f, s: s, name: name, hostPath: hp, info: info, stop: make(chan struct{})}, nil
 	}
-	return &file{fsys: f, s: s, name: name, hostPath: hp, info: info, r: r}, nil
+	return &file{fsys: f, s: s, name: name, hostPath: hp, info: info, r: r, stop: make(chan struct{})}, nil
 }
 
 // OpenFile opens the named file for reading. Any flag asking to write,

@@ -172,7 +172,13 @@ func (f *FS) do(op opFunc) error {
 // answer within the timeout (one clock for both, as the seed says: the
 // first call connects before it answers); op's progress restarts the
 // clock. It returns the session's cause when s is abandoned meanwhile.
-func (f *FS) run(s *session, op opFunc) error {
+func (f *FS) run(s *session, op opFunc) error { return f.runStop(s, nil, op) }
+
+// runStop is run that also returns fs.ErrClosed once stop is closed (an
+// open file's Close), leaving op to finish on its goroutine; the session
+// goes on. The wait for the connection does not watch stop: a file's
+// session is always connected.
+func (f *FS) runStop(s *session, stop <-chan struct{}, op opFunc) error {
 	if err := context.Cause(s.ctx); err != nil {
 		return err
 	}
@@ -215,6 +221,13 @@ func (f *FS) run(s *session, op opFunc) error {
 		select {
 		case <-c.done:
 			return f.finish(s, c)
+		case <-stop:
+			select {
+			case <-c.done: // finished just as stop came
+				return f.finish(s, c)
+			default:
+			}
+			return fs.ErrClosed
 		case <-s.ctx.Done():
 			select {
 			case <-c.done: // finished just as the session ended

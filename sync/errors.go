@@ -39,9 +39,13 @@ func (timeoutError) Is(target error) bool {
 	return ours || target == syscall.ETIMEDOUT || target == os.ErrDeadlineExceeded
 }
 
-// errNoSpec is the error of every call of an FS without a sync spec.
+// errNoSpec is the error of every call of an FS made without a sync spec.
 // hostgate.ErrNotSupported matches syscall.ENOTSUP and errors.ErrUnsupported.
-var errNoSpec = hostgate.ErrNotSupported
+var errNoSpec = fmt.Errorf("%w: this synchronous filesystem was made without a sync spec to connect with (New with a nil SyncSpec or one without Connect): make it with FromHost, or New with the host's SyncSpec", hostgate.ErrNotSupported)
+
+// errHostNoConnect is the error of every call of FromHost's FS whose host
+// gave a sync spec without Connect.
+var errHostNoConnect = fmt.Errorf("%w: the host's sync spec has no Connect (its Connection.Sync)", hostgate.ErrNotSupported)
 
 // healthy reports whether err leaves the connection usable: nil or a
 // filesystem answer (an io/fs sentinel, an errno the host returned, an SFTP

@@ -207,10 +207,11 @@ func (f *FS) spec() (*hostgate.SyncSpec, error) {
 	spec, err := f.resolve(ctx)
 	switch {
 	case err == nil && (spec == nil || spec.Connect == nil):
-		return nil, errNoSpec
+		return nil, errHostNoConnect
 	case err == nil:
 	case errors.Is(err, syscall.ENOTSUP):
-		return nil, errNoSpec
+		// The host's own words: which capability, and why it has none.
+		return nil, err
 	case f.ctx.Err() != nil:
 		return nil, fs.ErrClosed
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -533,7 +533,7 @@ func (f *FS) remove(op, name string, recursive bool) error {
 		return err
 	}
 	if name == "." {
-		return f.pathErr(op, name, fs.ErrInvalid)
+		return f.pathErr(op, name, fmt.Errorf("%w: the FS's Root (%s) cannot be removed through it: remove the names under it", fs.ErrInvalid, f.root))
 	}
 	err = f.do(func(ctx context.Context, p hostgate.Provider, c *call) error {
 		err := p.Remove(ctx, hp, recursive)

@@ -314,8 +314,9 @@ func TestWrite(t *testing.T) {
 	} else if le := (*os.LinkError)(nil); !errors.As(err, &le) || le.Old != "missing" {
 		t.Fatalf("rename error %T %v", err, err)
 	}
-	if err := fsys.RemoveAll("."); !errors.Is(err, fs.ErrInvalid) {
-		t.Fatalf("RemoveAll(.) = %v", err)
+	// It says why: a bare "invalid argument" left the caller to guess.
+	if err := fsys.RemoveAll("."); !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "Root ("+root+") cannot be removed") {
+		t.Fatalf("RemoveAll(.) = %v; want fs.ErrInvalid saying the Root cannot be removed", err)
 	}
 }
 

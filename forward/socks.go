@@ -212,6 +212,12 @@ func socksServe(ctx context.Context, c net.Conn, h Host, handshake, dialTimeout 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	t, err := h.Dial(dctx, "tcp", target)
 	cancel()
+	// The handshake's deadline bounds the client's greeting and request,
+	// not the dial (dialTimeout does): one that outlasted it left c past
+	// its deadline, and the reply to a connect the host made failed. The
+	// reply gets a bound of its own; should ctx have ended meanwhile, stop
+	// below says so.
+	_ = c.SetDeadline(time.Now().Add(handshake))
 	if err != nil {
 		_ = writeReply(c, replyCode(err), nil)
 		return nil, fmt.Errorf("forward: socks dial %s: %w", target, err)

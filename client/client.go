@@ -26,6 +26,7 @@ import (
 	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/gateway/wire"
+	"github.com/hostgate/hostgate/internal/textcut"
 	"github.com/hostgate/hostgate/internal/tlshint"
 )
 
@@ -505,6 +506,9 @@ func (c *Client) doLimit(ctx context.Context, hc *http.Client, limit int64, meth
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if method != http.MethodGet && method != http.MethodHead {
+		hc = keepMethodOnRedirect(hc)
+	}
 	res, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
@@ -526,6 +530,9 @@ func (c *Client) doLimit(ctx context.Context, hc *http.Client, limit int64, meth
 	if int64(len(b)) > limit {
 		return fmt.Errorf("client: %s %s: the answer (%d %s) is longer than the %d bytes the client reads", method, path, res.StatusCode, http.StatusText(res.StatusCode), limit)
 	}
+	if movedAsGet(res.StatusCode) && res.Header.Get("Location") != "" && method != http.MethodGet && method != http.MethodHead {
+		return redirectRefused(method, path, res)
+	}
 	if res.StatusCode/100 != 2 {
 		return apiErrorOf(res.StatusCode, b)
 	}
@@ -536,6 +543,51 @@ func (c *Client) doLimit(ctx context.Context, hc *http.Client, limit int64, meth
 		return fmt.Errorf("client: decode %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// keepMethodOnRedirect is hc following only the redirects that repeat a
+// request as it was (307, 308). net/http follows a 301, 302 or 303 of a
+// POST or DELETE with a GET of the new address, without the body: behind a
+// front that redirects (http:// to https://, another path) Terminate and
+// DeleteCheckpoint took the GET's 200 for done and destroyed nothing, and
+// Provision read the list of executions as an execution with no id.
+func keepMethodOnRedirect(hc *http.Client) *http.Client {
+	c := *hc
+	check := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.Method != via[0].Method {
+			return http.ErrUseLastResponse // redirectRefused says why
+		}
+		if check != nil {
+			return check(req, via)
+		}
+		if len(via) >= 10 { // net/http's own bound, which a CheckRedirect replaces
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}
+
+// movedAsGet reports whether net/http follows a redirect of status with a
+// GET whatever the request's method.
+func movedAsGet(status int) bool {
+	return status == http.StatusMovedPermanently || status == http.StatusFound || status == http.StatusSeeOther
+}
+
+// redirectRefused is the error of a call whose answer res is a redirect
+// not followed (keepMethodOnRedirect): it names where to, and the gateway
+// URL that leads there directly where the redirect keeps the API's path.
+func redirectRefused(method, path string, res *http.Response) error {
+	where := textcut.Cut(res.Header.Get("Location"), 200)
+	fix := "check that the gateway URL given to New is the gateway's --public-url"
+	if to, err := res.Location(); err == nil {
+		where = textcut.Cut(to.Redacted(), 200)
+		if base, ok := strings.CutSuffix(to.EscapedPath(), path); ok && to.RawQuery == "" && to.Host != "" {
+			fix = "give New the gateway URL it leads to, " + textcut.Cut(to.Scheme+"://"+to.Host+base, 200)
+		}
+	}
+	return fmt.Errorf("client: %s %s: the gateway URL answered %d %s, a redirect to %s, which net/http would follow as a GET without the request's body: %s", method, path, res.StatusCode, http.StatusText(res.StatusCode), where, fix)
 }
 
 // ErrOffline is returned when the gateway says the host has no live tunnel.

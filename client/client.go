@@ -154,18 +154,20 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
-// gatewayBase parses New's gateway URL.
+// gatewayBase parses New's gateway URL. Its errors quote it redacted
+// (redactURL): whatever stands before an '@' in it may be a token.
 func gatewayBase(raw string) (*url.URL, error) {
 	const want = "want the gateway's base URL, such as https://gw.example.com or http://127.0.0.1:8080"
+	shown := redactURL(raw)
 	if raw == "" {
 		return nil, errors.New("client: no gateway URL: " + want)
 	}
 	if !strings.Contains(raw, "://") { // gw.example.com, or host:port taken for scheme:opaque
-		return nil, fmt.Errorf("client: gateway URL %q has no scheme: want https://%s (or http:// for a gateway without TLS)", raw, strings.TrimLeft(raw, "/"))
+		return nil, fmt.Errorf("client: gateway URL %q has no scheme: want https://%s (or http:// for a gateway without TLS)", shown, strings.TrimLeft(shown, "/"))
 	}
 	u, err := url.Parse(strings.TrimRight(raw, "/"))
 	if err != nil {
-		return nil, fmt.Errorf("client: gateway URL %q: %v; %s", raw, errors.Unwrap(err), want)
+		return nil, fmt.Errorf("client: gateway URL %q: %v; %s", shown, errors.Unwrap(err), want)
 	}
 	switch u.Scheme { // url.Parse lowers it
 	case "http", "https":
@@ -174,17 +176,39 @@ func gatewayBase(raw string) (*url.URL, error) {
 	case "wss":
 		u.Scheme = "https"
 	default:
-		return nil, fmt.Errorf("client: gateway URL %q: scheme %q; want http://, https://, ws:// or wss://", raw, u.Scheme)
+		return nil, fmt.Errorf("client: gateway URL %q: scheme %q; want http://, https://, ws:// or wss://", shown, u.Scheme)
 	}
 	switch {
 	case u.Host == "":
-		return nil, fmt.Errorf("client: gateway URL %q has no host: %s", raw, want)
+		return nil, fmt.Errorf("client: gateway URL %q has no host: %s", shown, want)
 	case u.User != nil:
-		return nil, fmt.Errorf("client: gateway URL %q holds credentials, which are never sent: take them out, and pass the gateway token as New's token", u.Redacted())
+		return nil, fmt.Errorf("client: gateway URL %q holds credentials, which are never sent: take them out, and pass the gateway token as New's token", shown)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("client: gateway URL %q has a query or fragment, which its API paths would drop: %s", raw, want)
+		return nil, fmt.Errorf("client: gateway URL %q has a query or fragment, which its API paths would drop: %s", shown, want)
 	}
 	return u, nil
+}
+
+// redactURL is raw with what stands before an '@' in its authority, a
+// user name and password, as "xxxxx": url.URL.Redacted keeps the user
+// name, where a token is put as git's https://TOKEN@host puts it, and
+// parses nothing that does not parse. Quoted unredacted, such a URL put
+// the token in the program's log.
+func redactURL(raw string) string {
+	prefix, rest := "", raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		prefix, rest = raw[:i+3], raw[i+3:]
+	} else if r, ok := strings.CutPrefix(raw, "//"); ok {
+		prefix, rest = "//", r
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return prefix + "xxxxx" + rest[at:]
+	}
+	return raw
 }
 
 // checkToken checks New's token without quoting it, a secret.

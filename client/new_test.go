@@ -20,7 +20,7 @@ func TestNewErrorsNameTheArgument(t *testing.T) {
 		{"gw.example.com:8080", "t", `client: gateway URL "gw.example.com:8080" has no scheme: want https://gw.example.com:8080 (or http:// for a gateway without TLS)`},
 		{"ftp://gw", "t", `client: gateway URL "ftp://gw": scheme "ftp"; want http://, https://, ws:// or wss://`},
 		{"http://", "t", `client: gateway URL "http://" has no host: want the gateway's base URL`},
-		{"https://me:pw@gw", "t", `client: gateway URL "https://me:xxxxx@gw" holds credentials, which are never sent`},
+		{"https://me:pw@gw", "t", `client: gateway URL "https://xxxxx@gw" holds credentials, which are never sent`},
 		{"https://gw/?token=x", "t", `client: gateway URL "https://gw/?token=x" has a query or fragment, which its API paths would drop`},
 		{"http://gw/%zz", "t", `client: gateway URL "http://gw/%zz": invalid URL escape "%zz"; want the gateway's base URL`},
 		{"https://gw", "", "client: no token: pass a token from `gateway token create`"},
@@ -38,6 +38,32 @@ func TestNewErrorsNameTheArgument(t *testing.T) {
 	for _, u := range []string{"http://gw", "HTTPS://gw/", "ws://127.0.0.1:8080", "wss://gw/prefix"} {
 		if _, err := New(u, "hg_x", nil); err != nil {
 			t.Errorf("New(%q): %v", u, err)
+		}
+	}
+}
+
+// TestNewErrorsQuoteNoURLCredentials: a gateway URL holding credentials
+// is refused without quoting them, whichever of its faults New names. Only
+// the refusal of the credentials themselves hid the password, and it kept
+// the user name, where a token stands in git's https://TOKEN@host form;
+// the refusals of a scheme, a missing host or a bad escape quoted the URL
+// as given, so the program's log got the secret.
+func TestNewErrorsQuoteNoURLCredentials(t *testing.T) {
+	for _, raw := range []string{
+		"https://hg_secret@gw",
+		"https://me:hg_secret@gw",
+		"ftp://me:hg_secret@gw",
+		"http://me:hg_secret@gw/%zz",
+		"ws://me:hg_secret@",
+		"me:hg_secret@gw:8080",
+	} {
+		_, err := New(raw, "t", nil)
+		if err == nil || !strings.Contains(err.Error(), "gateway URL") {
+			t.Errorf("New(%q): %v, want the gateway URL refused", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "hg_secret") {
+			t.Errorf("New(%q): %v, which quotes the URL's credentials", raw, err)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hostgate/hostgate/bytestream"
 	"github.com/hostgate/hostgate/internal/dialfirst"
 	"github.com/hostgate/hostgate/internal/gateway/sshca"
+	"github.com/hostgate/hostgate/internal/gateway/wire"
 	"github.com/hostgate/hostgate/sshlayer"
 )
 
@@ -343,7 +344,10 @@ func (c *Client) directAddrs(id string, cr *credentials) []string {
 	cr.mu.Lock()
 	var addrs []string
 	if cr.cert != nil {
-		addrs = cr.cert.Direct
+		// As many as a gateway publishes: each is dialed at once (a
+		// goroutine and a socket), and a broken or hostile gateway's
+		// answer could list hundreds of thousands.
+		addrs = cr.cert.Direct[:min(len(cr.cert.Direct), wire.MaxDirectAddrs)]
 	}
 	cr.mu.Unlock()
 	if len(addrs) == 0 || !c.directFor(id).tryDirect() {

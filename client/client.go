@@ -45,7 +45,10 @@ type Client struct {
 	// kept across its reconnects (credentialsFor).
 	credMu sync.Mutex
 	creds  map[string]*credentials
-	direct map[string]*directState // by host id; guarded by credMu
+	// credsPruneAt is the size of creds that has credentialsFor prune it
+	// (pruneCredentialsLocked); guarded by credMu.
+	credsPruneAt int
+	direct       map[string]*directState // by host id; guarded by credMu
 
 	relayOnly bool // Options.RelayOnly
 }

@@ -243,9 +243,39 @@ func (c *Client) credentialsFor(id string) (cr *credentials, kept bool) {
 	if c.creds == nil {
 		c.creds = map[string]*credentials{}
 	}
+	if len(c.creds) >= c.credsPruneAt {
+		c.pruneCredentialsLocked()
+	}
 	cr = &credentials{c: c, id: id, turn: make(chan struct{}, 1)}
 	c.creds[id] = cr
 	return cr, false
+}
+
+// credsPruneMin is the fewest kept credentials pruneCredentialsLocked is
+// run for.
+const credsPruneMin = 64
+
+// pruneCredentialsLocked drops the kept credentials whose certificate is
+// due for renewal and that no auth is using: their next connect asks for
+// a certificate anyway, and only the session key, made anew in
+// microseconds, is lost. Every host id dialed was kept for the Client's
+// life, a key and a certificate each, so a program that dials each
+// execution it provisions grew by some KiB per execution, without end.
+// It runs once the map has doubled since the last prune, so that dialing
+// many live hosts costs no more than a constant per dial. c.credMu held.
+func (c *Client) pruneCredentialsLocked() {
+	for id, cr := range c.creds {
+		if len(cr.turn) != 0 {
+			continue // an auth holds it, and may keep a new certificate there
+		}
+		cr.mu.Lock()
+		due := cr.certDue()
+		cr.mu.Unlock()
+		if due {
+			delete(c.creds, id)
+		}
+	}
+	c.credsPruneAt = max(credsPruneMin, 2*len(c.creds))
 }
 
 // forgetCredentials drops cr as host id's kept credentials.

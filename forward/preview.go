@@ -1018,6 +1018,20 @@ func (w *boundWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteHeader passes on the dev server's 1xx responses (103 Early Hints),
+// which ReverseProxy writes as they come, past modifyResponse, without
+// Set-Cookie and Clear-Site-Data: a 103 carried the gateway's session
+// cookie, a cookie for the whole preview domain and the order to clear
+// the site's data to the viewer, as the final response may not.
+func (w *boundWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		h := w.Header()
+		h.Del("Set-Cookie")
+		h.Del("Clear-Site-Data")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
 func (w *boundWriter) FlushError() error {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(writeIdleTimeout))
 	defer w.rc.SetWriteDeadline(time.Time{})

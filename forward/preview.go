@@ -744,6 +744,11 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		// already, so its body would break off. Answer as for no headers.
 		return errNoHeaders
 	}
+	if resp.StatusCode < 100 {
+		// net/http's client takes any three digits; its server panics
+		// writing these, and the viewer got no answer.
+		return fmt.Errorf("forward: the dev server answered status %03d, which is no HTTP status (100-999)", resp.StatusCode)
+	}
 	stripSetCookies(resp.Header, p.cookieNames()...)
 	// A dev server must not clear the gateway's state: the path form is the
 	// gateway's own origin, and browsers apply "cookies" to the whole

@@ -115,13 +115,19 @@ func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferO
 // leave dst is refused, and all writes go through an os.Root at dst, so
 // none lands outside it. A refused entry fails the Download; files
 // written by then stay. Permission bits go with the files (a
-// directory's with its owner's rwx added), ownership does not. A tree
-// over opts' limits fails with ErrTransferLimit. The host's tar is
-// waited for no longer than 5 s once its archive has ended: a session
-// that a process left in the background keeps open (a host's shell
-// startup files may start one) is closed then, and where the host had
-// not said by then that tar succeeded, the Download fails saying so,
-// the tree written.
+// directory's with its owner's rwx added), ownership does not.
+// Modification times go with the files and directories both ways, as
+// tar, scp -p and sftp's get -p keep them (to the second over SFTP and
+// most tars; a directory's set once all in it is written), so that make
+// and rsync's quick check see an unchanged tree as unchanged; dst itself
+// and symbolic links keep the time they are made, and a file this user
+// may write but not set the time of (another user's, written over)
+// keeps the time it was written. A tree over opts' limits fails with
+// ErrTransferLimit. The host's tar is waited for no longer than 5 s once
+// its archive has ended: a session that a process left in the background
+// keeps open (a host's shell startup files may start one) is closed
+// then, and where the host had not said by then that tar succeeded, the
+// Download fails saying so, the tree written.
 func Download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptions) error {
 	err := download(ctx, h, dir, dst, opts)
 	if err != nil {
@@ -724,7 +730,17 @@ type extractor struct {
 	maxFiles, files int
 	rootSeen        bool // the archive's "./" came
 	mu              sync.Mutex
-	dirModes        map[string]fs.FileMode // applied at the end: a read-only dir must first take its files
+	// dirs' modes and times are applied at the end: a read-only dir
+	// must first take its files, and each entry made in a directory
+	// moves its time.
+	dirs map[string]dirAttrs
+}
+
+// dirAttrs is what a directory from the host is given once the tree is
+// in.
+type dirAttrs struct {
+	perm  fs.FileMode
+	mtime time.Time
 }
 
 // localName is the archive or host name n as a name under root, or an
@@ -780,12 +796,12 @@ func (x *extractor) tarEntry(hdr *tar.Header, r io.Reader) error {
 		if err := x.count(0); err != nil {
 			return err
 		}
-		return x.dir(name, fs.FileMode(hdr.Mode).Perm())
+		return x.dir(name, fs.FileMode(hdr.Mode).Perm(), hdr.ModTime)
 	case tar.TypeReg:
 		if err := x.count(hdr.Size); err != nil {
 			return err
 		}
-		return x.file(name, fs.FileMode(hdr.Mode).Perm(), r)
+		return x.file(name, fs.FileMode(hdr.Mode).Perm(), hdr.ModTime, r)
 	case tar.TypeSymlink:
 		if err := x.count(0); err != nil {
 			return err
@@ -829,20 +845,35 @@ func (x *extractor) parents(name string) error {
 	return nil
 }
 
-func (x *extractor) dir(name string, perm fs.FileMode) error {
+func (x *extractor) dir(name string, perm fs.FileMode, mtime time.Time) error {
 	if err := x.root.MkdirAll(name, 0o755); err != nil {
 		return err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.dirModes == nil {
-		x.dirModes = map[string]fs.FileMode{}
+	if x.dirs == nil {
+		x.dirs = map[string]dirAttrs{}
 	}
-	x.dirModes[name] = perm
+	x.dirs[name] = dirAttrs{perm, mtime}
 	return nil
 }
 
-func (x *extractor) file(name string, perm fs.FileMode, r io.Reader) error {
+// setTime gives name under root mtime, the access time left as it is
+// (tar too sets the time of the extraction). The zero time is a host
+// that gave none; a file of another user's, which this user could write
+// but may not set the time of, keeps the time it was written, as on
+// Upload (setTime).
+func (x *extractor) setTime(name string, mtime time.Time) error {
+	if mtime.IsZero() {
+		return nil
+	}
+	if err := x.root.Chtimes(name, time.Time{}, mtime); err != nil && !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return nil
+}
+
+func (x *extractor) file(name string, perm fs.FileMode, mtime time.Time, r io.Reader) error {
 	if err := x.parents(name); err != nil {
 		return err
 	}
@@ -861,7 +892,10 @@ func (x *extractor) file(name string, perm fs.FileMode, r io.Reader) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return x.root.Chmod(name, perm) // an existing file keeps its mode through O_CREATE
+	if err := x.root.Chmod(name, perm); err != nil { // an existing file keeps its mode through O_CREATE
+		return err
+	}
+	return x.setTime(name, mtime)
 }
 
 func (x *extractor) symlink(name, target string) error {
@@ -908,16 +942,22 @@ func (x *extractor) symlink(name, target string) error {
 	return x.root.Symlink(target, name)
 }
 
-// finish applies the directories' modes, deepest first, and returns err.
+// finish applies the directories' modes and times, deepest first, and
+// returns err. Also after a failure: what was written stays usable, and
+// dated as the host has it.
 func (x *extractor) finish(err error) error {
-	names := make([]string, 0, len(x.dirModes))
-	for n := range x.dirModes {
+	names := make([]string, 0, len(x.dirs))
+	for n := range x.dirs {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range slices.Backward(names) {
-		if cerr := x.root.Chmod(n, x.dirModes[n]|0o700); cerr != nil && err == nil {
+		a := x.dirs[n]
+		if cerr := x.root.Chmod(n, a.perm|0o700); cerr != nil && err == nil {
 			err = cerr
+		}
+		if terr := x.setTime(n, a.mtime); terr != nil && err == nil {
+			err = terr
 		}
 	}
 	return err
@@ -962,7 +1002,7 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 				if err := x.count(0); err != nil {
 					return err
 				}
-				if err := x.dir(name, info.Mode().Perm()); err != nil {
+				if err := x.dir(name, info.Mode().Perm(), info.ModTime()); err != nil {
 					return err
 				}
 				if err := walk(name); err != nil {
@@ -995,7 +1035,7 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 					defer r.Close()
 					// The size the listing gave bounds what is taken.
 					lr := &io.LimitedReader{R: r, N: info.Size() + 1}
-					if err := x.file(name, info.Mode().Perm(), lr); err != nil {
+					if err := x.file(name, info.Mode().Perm(), info.ModTime(), lr); err != nil {
 						return err
 					}
 					if lr.N == 0 {

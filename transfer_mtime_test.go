@@ -47,8 +47,8 @@ func timedTree(t *testing.T, dir string) {
 
 // sameTimes checks that every file and directory under src (not src
 // itself, nor links, which keep the time they are made) has its
-// modification time, to the second, under remote.
-func sameTimes(t *testing.T, what, src, remote string) {
+// modification time, to the second, under copied.
+func sameTimes(t *testing.T, what, src, copied string) {
 	t.Helper()
 	n := 0
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -60,14 +60,14 @@ func sameTimes(t *testing.T, what, src, remote string) {
 		if err != nil {
 			return err
 		}
-		got, err := os.Lstat(filepath.Join(remote, rel))
+		got, err := os.Lstat(filepath.Join(copied, rel))
 		if err != nil {
 			t.Errorf("%s: %v", what, err)
 			return nil
 		}
 		n++
 		if got.ModTime().Unix() != want.ModTime().Unix() {
-			t.Errorf("%s: %s has mtime %v on the host, %v in the source", what, rel, got.ModTime().UTC(), want.ModTime().UTC())
+			t.Errorf("%s: %s has mtime %v in the copy, %v in the source", what, rel, got.ModTime().UTC(), want.ModTime().UTC())
 		}
 		return nil
 	})
@@ -89,13 +89,7 @@ func sameTimes(t *testing.T, what, src, remote string) {
 func TestUploadKeepsModTimes(t *testing.T) {
 	src := t.TempDir()
 	timedTree(t, src)
-	hosts := streamHosts(t)
-	local, _ := localHost(t, false)
-	tools := map[string]string{}
-	for _, c := range []string{"sh", "uname", "stat", "mkdir", "rmdir", "rm", "mv", "cat", "ln", "readlink", "chmod", "touch", "tar"} {
-		tools[c] = "busybox"
-	}
-	hosts["busybox"] = pathHost(t, local, tools)
+	hosts := timeHosts(t)
 	zero := fstest.MapFS{"z/f": {Data: []byte("x"), Mode: 0o644}}
 	for name, h := range hosts {
 		for _, noTar := range []bool{false, true} {
@@ -126,5 +120,68 @@ func TestUploadKeepsModTimes(t *testing.T) {
 			}
 			cancel()
 		}
+	}
+}
+
+// timeHosts are the hosts the modification time tests run on:
+// streamHosts' (GNU's tools locally and sshlayer's SFTP server over SSH)
+// and this machine with busybox's for every tool.
+func timeHosts(t *testing.T) map[string]*hostgate.Host {
+	t.Helper()
+	hosts := streamHosts(t)
+	local, _ := localHost(t, false)
+	tools := map[string]string{}
+	for _, c := range []string{"sh", "uname", "stat", "mkdir", "rmdir", "rm", "mv", "cat", "ln", "readlink", "chmod", "touch", "tar"} {
+		tools[c] = "busybox"
+	}
+	hosts["busybox"] = pathHost(t, local, tools)
+	return hosts
+}
+
+// TestDownloadKeepsModTimes: files' and directories' modification times
+// come from the host both ways, by tar and by the filesystem way (both
+// gave every one the time of the download before), from GNU's tar and
+// busybox's, over SFTP and ExecProvider, into a new directory and over a
+// copy whose times have moved since (a directory's set after what is
+// written in it).
+func TestDownloadKeepsModTimes(t *testing.T) {
+	src := t.TempDir()
+	timedTree(t, src)
+	for name, h := range timeHosts(t) {
+		for _, noTar := range []bool{false, true} {
+			what := name
+			if noTar {
+				what += " NoTar"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			opts := &hostgate.TransferOptions{NoTar: noTar}
+			dst := filepath.Join(t.TempDir(), "got")
+			for _, again := range []string{"", " again"} {
+				if again != "" {
+					touchTree(t, dst)
+				}
+				if err := hostgate.Download(ctx, h, src, dst, opts); err != nil {
+					t.Fatalf("%s: download%s: %v", what, again, err)
+				}
+				sameTimes(t, what+": download"+again, src, dst)
+			}
+			cancel()
+		}
+	}
+}
+
+// touchTree gives every file and directory under dir the time now, as
+// editing a copy would.
+func touchTree(t *testing.T, dir string) {
+	t.Helper()
+	now := time.Now()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		return os.Chtimes(p, now, now)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

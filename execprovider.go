@@ -634,9 +634,42 @@ fi
 if [ -n "$2" ]; then touch -c -a -t "$2" -- "$1" || exit; fi
 [ -z "$3" ] || exec touch -c -m -t "$3" -- "$1"`
 
+// lchtimesScript is chtimesScript of a symbolic link itself: touch -h,
+// which GNU, busybox and the BSDs' touch take, on a name that may be a
+// dangling link.
+var lchtimesScript = `[ -L "$1" ] || ` + strings.ReplaceAll(chtimesScript, "touch -c ", "touch -c -h ")
+
 func (p *execProvider) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.chtimes(ctx, "chtimes", chtimesScript, name, atime, mtime)
+}
+
+// Lchtimes is Chtimes with touch -h. A touch without it (a busybox
+// built without FEATURE_TOUCH_NODEREF) says so as a bad option, which is
+// ErrNotSupported.
+func (p *execProvider) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	err := p.chtimes(ctx, "lchtimes", lchtimesScript, name, atime, mtime)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !errors.Is(err, ErrNotSupported) && badOptionH(pe.Err.Error()) {
+		pe.Err = fmt.Errorf("%w: the host's touch has no -h, which sets a link's own times: %v", ErrNotSupported, pe.Err)
+	}
+	return err
+}
+
+// badOptionH reports whether msg is a touch refusing -h: GNU's "invalid
+// option -- 'h'", BSD's "illegal option -- h", busybox's "unrecognized
+// option: h" or "invalid option -- 'h'".
+func badOptionH(msg string) bool {
+	for _, s := range []string{"option -- 'h'", "option -- h", "option: h", "option 'h'"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *execProvider) chtimes(ctx context.Context, op, script, name string, atime, mtime time.Time) error {
 	if name == "" {
-		return pathErr("chtimes", name, fs.ErrNotExist)
+		return pathErr(op, name, fs.ErrNotExist)
 	}
 	var stamps [2]string
 	for i, t := range []time.Time{atime, mtime} {
@@ -645,13 +678,13 @@ func (p *execProvider) Chtimes(ctx context.Context, name string, atime, mtime ti
 		}
 		t = t.UTC()
 		if y := t.Year(); y < 0 || y > 9999 {
-			return pathErr("chtimes", name, fmt.Errorf("%w: touch -t takes years 0000 to 9999, not %d", ErrNotSupported, y))
+			return pathErr(op, name, fmt.Errorf("%w: touch -t takes years 0000 to 9999, not %d", ErrNotSupported, y))
 		}
 		stamps[i] = t.Format(touchStamp)
 	}
-	_, err := p.run(ctx, maxSmallOutput, chtimesScript, safePath(name), stamps[0], stamps[1])
+	_, err := p.run(ctx, maxSmallOutput, script, safePath(name), stamps[0], stamps[1])
 	if errors.Is(err, ErrNotSupported) {
 		err = fmt.Errorf("%w: the host has no touch, which ExecProvider sets times with", ErrNotSupported)
 	}
-	return pathErr("chtimes", name, err)
+	return pathErr(op, name, err)
 }

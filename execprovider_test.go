@@ -203,3 +203,51 @@ func TestExecProviderChtimesWithoutTouch(t *testing.T) {
 		t.Fatalf("Chtimes on a host without touch: %v, want ErrNotSupported naming touch", err)
 	}
 }
+
+// TestExecProviderLchtimesWithoutTouchH: a touch that refuses -h (a
+// busybox built without it) makes Lchtimes ErrNotSupported naming -h,
+// which Upload takes as a link left the time it is made, not a failure;
+// the link and its target keep their times.
+func TestExecProviderLchtimesWithoutTouchH(t *testing.T) {
+	sh, err := exec.LookPath("dash")
+	testenv.RequirePeer(t, "dash", err == nil)
+	touch, err := exec.LookPath("touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(sh, dir+"/sh"); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!" + sh + "\nfor a; do [ \"$a\" != -h ] || { echo \"touch: invalid option -- 'h'\" >&2; exit 1; }; done\nexec " + touch + " \"$@\"\n"
+	if err := os.WriteFile(dir+"/touch", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := hostgate.ExecProvider(pathTransport{base: &localexec.Transport{}, dir: dir}).(hostgate.TimeSetter)
+	files := t.TempDir()
+	f, l := filepath.Join(files, "f"), filepath.Join(files, "l")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f", l); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Lstat(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Lchtimes(context.Background(), l, time.Unix(1e9, 0), time.Unix(1e9, 0))
+	if !errors.Is(err, hostgate.ErrNotSupported) || !strings.Contains(err.Error(), "-h") {
+		t.Fatalf("Lchtimes with a touch without -h: %v, want ErrNotSupported naming -h", err)
+	}
+	if fi, err := os.Lstat(l); err != nil || !fi.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the link's time moved: %v (%v)", fi.ModTime(), err)
+	}
+	if fi, err := os.Stat(f); err != nil || fi.ModTime().Unix() == 1e9 {
+		t.Errorf("the link's target got the time: %v (%v)", fi.ModTime(), err)
+	}
+	// The same touch sets a file's time (Chtimes takes no -h).
+	if err := p.Chtimes(context.Background(), f, time.Unix(1e9, 0), time.Unix(1e9, 0)); err != nil {
+		t.Errorf("Chtimes with that touch: %v", err)
+	}
+}

@@ -347,10 +347,18 @@ func (p *namedProvider) chtimes(ctx context.Context, name string, atime, mtime t
 	return p.n.err(p.p.(TimeSetter).Chtimes(ctx, name, atime, mtime))
 }
 
+func (p *namedProvider) lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.n.err(p.p.(TimeSetter).Lchtimes(ctx, name, atime, mtime))
+}
+
 type namedProviderT struct{ *namedProvider }
 
 func (p namedProviderT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
 	return p.chtimes(ctx, name, atime, mtime)
+}
+
+func (p namedProviderT) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.lchtimes(ctx, name, atime, mtime)
 }
 
 type namedProviderRT struct{ *namedProvider }
@@ -363,6 +371,10 @@ func (p namedProviderRT) Chtimes(ctx context.Context, name string, atime, mtime 
 	return p.chtimes(ctx, name, atime, mtime)
 }
 
+func (p namedProviderRT) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.lchtimes(ctx, name, atime, mtime)
+}
+
 type namedProviderWT struct{ *namedProvider }
 
 func (p namedProviderWT) WriteFile(ctx context.Context, name string, perm fs.FileMode, r io.Reader, progress func()) error {
@@ -371,6 +383,10 @@ func (p namedProviderWT) WriteFile(ctx context.Context, name string, perm fs.Fil
 
 func (p namedProviderWT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
 	return p.chtimes(ctx, name, atime, mtime)
+}
+
+func (p namedProviderWT) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.lchtimes(ctx, name, atime, mtime)
 }
 
 type namedProviderRWT struct{ *namedProvider }
@@ -385,6 +401,10 @@ func (p namedProviderRWT) WriteFile(ctx context.Context, name string, perm fs.Fi
 
 func (p namedProviderRWT) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
 	return p.chtimes(ctx, name, atime, mtime)
+}
+
+func (p namedProviderRWT) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.lchtimes(ctx, name, atime, mtime)
 }
 
 // namedReader is a file's reader from Open, naming the host in its

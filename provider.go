@@ -90,4 +90,10 @@ type TimeSetter interface {
 	// the provider cannot carry to the host fails with an error wrapping
 	// ErrNotSupported.
 	Chtimes(ctx context.Context, name string, atime, mtime time.Time) error
+	// Lchtimes is Chtimes of name itself: a symbolic link's own times,
+	// not its target's (as touch -h, utimensat's AT_SYMLINK_NOFOLLOW).
+	// A host that cannot set a link's times (an SFTP server without
+	// lsetstat@openssh.com, a touch without -h) fails with an error
+	// wrapping ErrNotSupported.
+	Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error
 }

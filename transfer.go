@@ -82,13 +82,17 @@ const tarMissing = 127
 // io/fs keeps relative and without "..". Permission bits (a directory's
 // with its owner's rwx added) and modification times (to the second; a
 // zero one, as embed.FS gives, as 1970-01-01) go with the files and
-// directories, ownership does not, and symbolic links keep the time
-// they are made. The filesystem way (NoTar, or a host without tar) sets
-// times where the provider is a TimeSetter (SFTP's, ExecProvider's), one
-// request more per file and directory; there a file the host will not
-// let this user set the time of (another user's, written over), or a
-// time the provider cannot carry (SFTP's: before 1970 or after 2106),
-// keeps the time it was written. A tree over opts' limits fails with
+// directories, ownership does not. The filesystem way (NoTar, or a host
+// without tar) sets times where the provider is a TimeSetter (SFTP's,
+// ExecProvider's), one request more per file, directory and link; there
+// a file the host will not let this user set the time of (another
+// user's, written over), or a time the provider cannot carry (SFTP's:
+// before 1970 or after 2106), keeps the time it was written. A symbolic
+// link's own time goes with it where the host sets one: GNU's tar does,
+// and the filesystem way does through Lchtimes (an SFTP server with
+// lsetstat@openssh.com, as OpenSSH's and sshlayer's, or ExecProvider's
+// touch -h); busybox's tar, or an SFTP server without it, leaves the
+// link the time it is made. A tree over opts' limits fails with
 // ErrTransferLimit; what was sent by then stays. Where the host tells how
 // its tar exited before the session ends (an SSH host: OpenSSH's sshd
 // keeps a session open while a process left in the background holds its
@@ -441,17 +445,22 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 			}
 			fresh[name] = true
 		case link != "":
-			// The link keeps the time it is made: Chtimes would set its
-			// target's.
 			_ = p.Remove(ctx, to, false) // replaced, as tar replaces it
-			return p.Symlink(ctx, link, to)
+			if err := p.Symlink(ctx, link, to); err != nil {
+				return err
+			}
+			if ts != nil {
+				// Its own time (Lchtimes: Chtimes would set its
+				// target's), beside the files' copies.
+				g.Go(func() error { return setTime(ctx, ts, to, info.ModTime(), true) })
+			}
 		default:
 			inFresh := fresh[path.Dir(name)]
 			g.Go(func() error {
 				if err := copyFile(ctx, p, src, name, to, info, inFresh); err != nil {
 					return err
 				}
-				return setTime(ctx, ts, to, info.ModTime())
+				return setTime(ctx, ts, to, info.ModTime(), false)
 			})
 		}
 		return nil
@@ -462,7 +471,7 @@ func uploadFS(ctx context.Context, h *Host, src fs.FS, dir string, opts *Transfe
 	g, ctx = errgroup.WithContext(parent)
 	g.SetLimit(transferConcurrency)
 	for _, e := range dirTimes {
-		g.Go(func() error { return setTime(ctx, ts, e.name, e.mtime) })
+		g.Go(func() error { return setTime(ctx, ts, e.name, e.mtime, false) })
 	}
 	return g.Wait()
 }
@@ -475,13 +484,15 @@ type entryTime struct {
 
 // setTime gives name on the host mtime as the tar stream would (whole
 // seconds, the zero time as 1970), as its access time too, as busybox's
-// tar does. A host that cannot set it (ErrNotSupported: an SFTP server
-// without SETSTAT, a time SFTP cannot carry), or that lets this user
-// write the file but not set its time (fs.ErrPermission: a file of
-// another's, which the filesystem way writes over where tar makes a new
-// one), leaves the file the time it was written, as before times went
-// this way, rather than fail an Upload whose files all arrived.
-func setTime(ctx context.Context, ts TimeSetter, name string, mtime time.Time) error {
+// tar does; with link, a symbolic link's own (Lchtimes). A host that
+// cannot set it (ErrNotSupported: an SFTP server without SETSTAT, or
+// for a link without lsetstat@openssh.com, a time SFTP cannot carry),
+// or that lets this user write the file but not set its time
+// (fs.ErrPermission: a file of another's, which the filesystem way
+// writes over where tar makes a new one), leaves the file the time it
+// was written, as before times went this way, rather than fail an
+// Upload whose files all arrived.
+func setTime(ctx context.Context, ts TimeSetter, name string, mtime time.Time, link bool) error {
 	if ts == nil {
 		return nil
 	}
@@ -489,7 +500,11 @@ func setTime(ctx context.Context, ts TimeSetter, name string, mtime time.Time) e
 	if !mtime.IsZero() {
 		t = time.Unix(mtime.Unix(), 0)
 	}
-	err := ts.Chtimes(ctx, name, t, t)
+	set := ts.Chtimes
+	if link {
+		set = ts.Lchtimes
+	}
+	err := set(ctx, name, t, t)
 	if errors.Is(err, ErrNotSupported) || errors.Is(err, fs.ErrPermission) {
 		return nil
 	}

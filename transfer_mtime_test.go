@@ -11,6 +11,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hostgate/hostgate"
 )
 
@@ -183,5 +185,49 @@ func touchTree(t *testing.T, dir string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// setLinkTime gives the symbolic link name its own modification time.
+func setLinkTime(t *testing.T, name string, mtime time.Time) {
+	t.Helper()
+	ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUploadKeepsLinkTimes: Upload's filesystem way gives a symbolic
+// link its own modification time (it kept the time it was made before)
+// where the host can set it: sshlayer's SFTP server (lsetstat@openssh.com)
+// and ExecProvider with GNU's touch and busybox's (-h); new and over the
+// link already there.
+func TestUploadKeepsLinkTimes(t *testing.T) {
+	src := t.TempDir()
+	timedTree(t, src)
+	want := time.Date(2005, 6, 7, 8, 9, 10, 0, time.UTC)
+	setLinkTime(t, filepath.Join(src, "link"), want)
+	for name, h := range timeHosts(t) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		remote := filepath.Join(t.TempDir(), "on", "host")
+		for _, again := range []string{"", " again"} {
+			if err := hostgate.Upload(ctx, h, os.DirFS(src), remote, &hostgate.TransferOptions{NoTar: true}); err != nil {
+				t.Fatalf("%s NoTar: upload%s: %v", name, again, err)
+			}
+			fi, err := os.Lstat(filepath.Join(remote, "link"))
+			if err != nil {
+				t.Fatalf("%s NoTar: upload%s: %v", name, again, err)
+			}
+			if fi.Mode()&fs.ModeSymlink == 0 || fi.ModTime().Unix() != want.Unix() {
+				t.Errorf("%s NoTar: upload%s: the link has mode %v and mtime %v on the host, want a link of %v", name, again, fi.Mode(), fi.ModTime().UTC(), want)
+			}
+			if fi, err := os.Stat(filepath.Join(remote, "sub/b.bin")); err != nil {
+				t.Errorf("%s NoTar: upload%s: %v", name, again, err)
+			} else if fi.ModTime().Unix() == want.Unix() {
+				t.Errorf("%s NoTar: upload%s: the link's target has the link's time", name, again)
+			}
+			sameTimes(t, name+" NoTar: upload"+again, src, remote)
+		}
+		cancel()
 	}
 }

@@ -14,7 +14,8 @@ import (
 // testChtimes: a provider that sets times (hostgate.TimeSetter) sets a
 // file's, a directory's and, through a link, its target's modification
 // time to the second, leaves one given as zero, makes no file that is
-// not there, and takes every name byte for byte.
+// not there, and takes every name byte for byte; Lchtimes sets a link's
+// own, or says ErrNotSupported.
 func testChtimes(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {
 	ts, ok := p.(hostgate.TimeSetter)
 	if !ok {
@@ -79,6 +80,38 @@ func testChtimes(t *testing.T, ctx context.Context, p hostgate.Provider, root st
 	wantErr(t, "Chtimes through a dangling link", ts.Chtimes(ctx, dangling, t1, t1), fs.ErrNotExist)
 	if _, err := p.Lstat(ctx, missing); err == nil {
 		t.Errorf("Chtimes through a dangling link made its target")
+	}
+
+	// Lchtimes: a link's own time, its target's left; a dangling link's,
+	// its target not made. Or, for all, a provider that cannot.
+	switch err := ts.Lchtimes(ctx, l, t1, t1); {
+	case err == nil:
+		fi, err := p.Lstat(ctx, l)
+		if err != nil {
+			t.Fatalf("Lstat %q: %v", l, err)
+		}
+		if fi.ModTime().Unix() != t1.Unix() {
+			t.Errorf("Lchtimes of a link: its own mtime is %v, want %v", fi.ModTime().UTC(), t1)
+		}
+		wantMtime("Lchtimes of a link leaves its target", f, t2)
+		if err := ts.Lchtimes(ctx, dangling, t3, t3); err != nil {
+			t.Errorf("Lchtimes of a dangling link: %v", err)
+		}
+		if _, err := p.Lstat(ctx, missing); err == nil {
+			t.Errorf("Lchtimes of a dangling link made its target")
+		}
+		if err := ts.Lchtimes(ctx, d, t1, t1); err != nil {
+			t.Errorf("Lchtimes of a directory: %v", err)
+		}
+		wantMtime("Lchtimes of a directory", d, t1)
+		wantErr(t, "Lchtimes of a missing file", ts.Lchtimes(ctx, missing, t1, t1), fs.ErrNotExist)
+		if _, err := p.Lstat(ctx, missing); err == nil {
+			t.Errorf("Lchtimes of a missing file made it")
+		}
+	case errors.Is(err, hostgate.ErrNotSupported):
+		t.Logf("Lchtimes: %v", err)
+	default:
+		t.Errorf("Lchtimes of a link: %v, want it set or ErrNotSupported", err)
 	}
 
 	// Before 1970: set, or refused as a time the provider cannot carry.

@@ -289,3 +289,11 @@ func (l lazySFTP) Chtimes(ctx context.Context, name string, atime, mtime time.Ti
 	}
 	return s.prov.Chtimes(ctx, name, atime, mtime)
 }
+
+func (l lazySFTP) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	s, err := l.c.sftpSession(ctx)
+	if err != nil {
+		return &fs.PathError{Op: "lchtimes", Path: name, Err: err}
+	}
+	return s.prov.Lchtimes(ctx, name, atime, mtime)
+}

@@ -59,12 +59,14 @@ func NewSFTPProvider(c *sftp.Client) hostgate.Provider {
 
 func newSFTPProvider(c *sftp.Client, ended func() error) *sftpProvider {
 	_, posix := c.HasExtension("posix-rename@openssh.com")
-	return &sftpProvider{c: c, posixRename: posix, ended: ended}
+	_, lsetstat := c.HasExtension("lsetstat@openssh.com")
+	return &sftpProvider{c: c, posixRename: posix, lsetstat: lsetstat, ended: ended}
 }
 
 type sftpProvider struct {
 	c           *sftp.Client
 	posixRename bool
+	lsetstat    bool // the server sets a link's own times (Lchtimes)
 	// ended, when set, says why a call failed with pkg/sftp's "connection
 	// lost", which it returns for any end of the session: the SSH
 	// connection's, or the server's sftp subsystem's alone.
@@ -1012,17 +1014,36 @@ var _ hostgate.TimeSetter = (*sftpProvider)(nil)
 // as unsigned 32-bit seconds: a zero time is read first (a STAT), and a
 // time outside 1970 to 2106 is refused, as it would wrap.
 func (p *sftpProvider) Chtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	return p.chtimes(ctx, "chtimes", true, name, atime, mtime)
+}
+
+// Lchtimes is Chtimes through OpenSSH's lsetstat@openssh.com (its
+// sftp-server's since 8.0, the agent's server's), SETSTAT of the path
+// itself; SFTP version 3 has no other way to a link's times, so a server
+// without it is ErrNotSupported, said without a request.
+func (p *sftpProvider) Lchtimes(ctx context.Context, name string, atime, mtime time.Time) error {
+	if !p.lsetstat {
+		return p.pathErr("lchtimes", name, fmt.Errorf("%w: the SFTP server does not offer lsetstat@openssh.com, the one request that sets a symbolic link's own times", hostgate.ErrNotSupported))
+	}
+	return p.chtimes(ctx, "lchtimes", false, name, atime, mtime)
+}
+
+func (p *sftpProvider) chtimes(ctx context.Context, op string, follow bool, name string, atime, mtime time.Time) error {
 	if err := callErr(ctx, name); err != nil {
-		return p.pathErr("chtimes", name, err)
+		return p.pathErr(op, name, err)
 	}
 	if atime.IsZero() || mtime.IsZero() {
-		fi, err := p.c.StatContext(ctx, name)
+		stat := p.c.StatContext
+		if !follow {
+			stat = p.c.LstatContext
+		}
+		fi, err := stat(ctx, name)
 		if err != nil {
-			return p.lookupErr(ctx, true, p.pathErr("chtimes", name, err), name)
+			return p.lookupErr(ctx, follow, p.pathErr(op, name, err), name)
 		}
 		st, ok := fi.Sys().(*sftp.FileStat)
 		if !ok {
-			return p.pathErr("chtimes", name, fmt.Errorf("%w: the host's stat has no times", hostgate.ErrNotSupported))
+			return p.pathErr(op, name, fmt.Errorf("%w: the host's stat has no times", hostgate.ErrNotSupported))
 		}
 		if atime.IsZero() {
 			atime = time.Unix(int64(st.Atime), 0)
@@ -1033,11 +1054,16 @@ func (p *sftpProvider) Chtimes(ctx context.Context, name string, atime, mtime ti
 	}
 	for _, t := range []time.Time{atime, mtime} {
 		if s := t.Unix(); s < 0 || s > math.MaxUint32 {
-			return p.pathErr("chtimes", name, fmt.Errorf("%w: SFTP carries times from 1970 to 2106 only, not %s", hostgate.ErrNotSupported, t.UTC().Format(time.RFC3339)))
+			return p.pathErr(op, name, fmt.Errorf("%w: SFTP carries times from 1970 to 2106 only, not %s", hostgate.ErrNotSupported, t.UTC().Format(time.RFC3339)))
 		}
 	}
-	err := p.c.ChtimesContext(ctx, name, atime, mtime)
-	return p.lookupErr(ctx, true, p.pathErr("chtimes", name, err), name)
+	var err error
+	if follow {
+		err = p.c.ChtimesContext(ctx, name, atime, mtime)
+	} else {
+		err = p.c.LchtimesContext(ctx, name, atime, mtime)
+	}
+	return p.lookupErr(ctx, follow, p.pathErr(op, name, err), name)
 }
 
 // String names the provider in logs.

@@ -355,6 +355,9 @@ func silentSFTPServer(t *testing.T) *sftp.Client {
 // Stat and Open; found by the audit31 audit).
 func TestSFTPProviderCtxEndsWaitOnSilentHost(t *testing.T) {
 	p := NewSFTPProvider(silentSFTPServer(t))
+	// One that offers lsetstat@openssh.com, then says nothing.
+	lp := newSFTPProvider(silentSFTPServer(t), nil)
+	lp.lsetstat = true
 	calls := map[string]func(ctx context.Context) error{
 		"Stat":    func(ctx context.Context) error { _, err := p.Stat(ctx, "/a"); return err },
 		"Lstat":   func(ctx context.Context) error { _, err := p.Lstat(ctx, "/a"); return err },
@@ -373,6 +376,9 @@ func TestSFTPProviderCtxEndsWaitOnSilentHost(t *testing.T) {
 		"Chmod":    func(ctx context.Context) error { return p.Chmod(ctx, "/a", 0o600) },
 		"Chtimes": func(ctx context.Context) error {
 			return p.(hostgate.TimeSetter).Chtimes(ctx, "/a", time.Unix(1e9, 0), time.Unix(1e9, 0))
+		},
+		"Lchtimes": func(ctx context.Context) error {
+			return lp.Lchtimes(ctx, "/a", time.Unix(1e9, 0), time.Unix(1e9, 0))
 		},
 	}
 	for name, call := range calls {
@@ -665,5 +671,42 @@ func TestSFTPProviderStreamEndsOnCtxBeforeAbort(t *testing.T) {
 	_ = w.Close()
 	if b, err := os.ReadFile(name + ".new"); err != nil || len(b) != 0 {
 		t.Errorf("the file created: %q, %v; want it empty (nothing written after cancel)", b, err)
+	}
+}
+
+// TestSFTPProviderLchtimes: over OpenSSH's sftp-server, which offers
+// lsetstat@openssh.com, Lchtimes sets a symbolic link's own time and not
+// its target's; a server that does not offer it is ErrNotSupported, said
+// without a request (the silent server would never answer one).
+func TestSFTPProviderLchtimes(t *testing.T) {
+	p := NewSFTPProvider(startSFTPServer(t)).(hostgate.TimeSetter)
+	dir := t.TempDir()
+	file, link := filepath.Join(dir, "file"), filepath.Join(dir, "link")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("file", link); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2005, 6, 7, 8, 9, 10, 0, time.UTC)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Lchtimes(ctx, link, want, want); err != nil {
+		t.Fatalf("Lchtimes through OpenSSH's sftp-server: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.ModTime().Unix() != want.Unix() {
+		t.Errorf("the link's own mtime after Lchtimes: %v (%v), want %v", fi.ModTime().UTC(), err, want)
+	}
+	if fi, err := os.Stat(file); err != nil || !fi.ModTime().Equal(before.ModTime()) {
+		t.Errorf("the link's target's mtime moved to %v (%v) from %v", fi.ModTime().UTC(), err, before.ModTime().UTC())
+	}
+
+	silent := NewSFTPProvider(silentSFTPServer(t)).(hostgate.TimeSetter)
+	if err := silent.Lchtimes(ctx, "/a", want, want); !errors.Is(err, hostgate.ErrNotSupported) {
+		t.Errorf("Lchtimes on a server without lsetstat@openssh.com: %v, want ErrNotSupported", err)
 	}
 }

@@ -120,18 +120,18 @@ func Upload(ctx context.Context, h *Host, src fs.FS, dir string, opts *TransferO
 // none lands outside it. A refused entry fails the Download; files
 // written by then stay. Permission bits go with the files (a
 // directory's with its owner's rwx added), ownership does not.
-// Modification times go with the files and directories both ways, as
-// tar, scp -p and sftp's get -p keep them (to the second over SFTP and
-// most tars; a directory's set once all in it is written), so that make
-// and rsync's quick check see an unchanged tree as unchanged; dst itself
-// and symbolic links keep the time they are made, and a file this user
-// may write but not set the time of (another user's, written over)
-// keeps the time it was written. A tree over opts' limits fails with
-// ErrTransferLimit. The host's tar is waited for no longer than 5 s once
-// its archive has ended: a session that a process left in the background
-// keeps open (a host's shell startup files may start one) is closed
-// then, and where the host had not said by then that tar succeeded, the
-// Download fails saying so, the tree written.
+// Modification times go with the files, directories and (on Unix)
+// symbolic links both ways, as GNU tar, scp -p and sftp's get -p keep
+// them (to the second over SFTP and most tars; a directory's set once
+// all in it is written), so that make and rsync's quick check see an
+// unchanged tree as unchanged; dst itself keeps its own, and a file
+// this user may write but not set the time of (another user's, written
+// over) keeps the time it was written. A tree over opts' limits fails
+// with ErrTransferLimit. The host's tar is waited for no longer than 5 s
+// once its archive has ended: a session that a process left in the
+// background keeps open (a host's shell startup files may start one) is
+// closed then, and where the host had not said by then that tar
+// succeeded, the Download fails saying so, the tree written.
 func Download(ctx context.Context, h *Host, dir, dst string, opts *TransferOptions) error {
 	err := download(ctx, h, dir, dst, opts)
 	if err != nil {
@@ -821,7 +821,10 @@ func (x *extractor) tarEntry(hdr *tar.Header, r io.Reader) error {
 		if err := x.count(0); err != nil {
 			return err
 		}
-		return x.symlink(name, hdr.Linkname)
+		if err := x.symlink(name, hdr.Linkname); err != nil {
+			return err
+		}
+		return x.setLinkTime(name, hdr.ModTime)
 	case tar.TypeLink:
 		if err := x.count(0); err != nil {
 			return err
@@ -883,6 +886,18 @@ func (x *extractor) setTime(name string, mtime time.Time) error {
 		return nil
 	}
 	if err := x.root.Chtimes(name, time.Time{}, mtime); err != nil && !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return nil
+}
+
+// setLinkTime is setTime of a symbolic link's own time, which a file
+// system that keeps none (ErrUnsupported) leaves too.
+func (x *extractor) setLinkTime(name string, mtime time.Time) error {
+	if mtime.IsZero() {
+		return nil
+	}
+	if err := setLinkTime(x.root, name, mtime); err != nil && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, errors.ErrUnsupported) {
 		return err
 	}
 	return nil
@@ -1032,6 +1047,13 @@ func downloadFS(ctx context.Context, h *Host, dir string, x *extractor) error {
 					return err
 				}
 				if err := x.symlink(name, target); err != nil {
+					return err
+				}
+				info, err := e.Info()
+				if err != nil {
+					return err
+				}
+				if err := x.setLinkTime(name, info.ModTime()); err != nil {
 					return err
 				}
 			case t.IsRegular():

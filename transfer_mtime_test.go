@@ -231,3 +231,38 @@ func TestUploadKeepsLinkTimes(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestDownloadKeepsLinkTimes: a symbolic link's own modification time
+// comes from the host both ways, by tar (GNU's and busybox's) and by the
+// filesystem way (SFTP, ExecProvider), where it had the time it was made
+// before, and its target keeps its own; new and over the copy.
+func TestDownloadKeepsLinkTimes(t *testing.T) {
+	src := t.TempDir()
+	timedTree(t, src)
+	want := time.Date(2005, 6, 7, 8, 9, 10, 0, time.UTC)
+	setLinkTime(t, filepath.Join(src, "link"), want)
+	for name, h := range timeHosts(t) {
+		for _, noTar := range []bool{false, true} {
+			what := name
+			if noTar {
+				what += " NoTar"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			dst := filepath.Join(t.TempDir(), "got")
+			for _, again := range []string{"", " again"} {
+				if err := hostgate.Download(ctx, h, src, dst, &hostgate.TransferOptions{NoTar: noTar}); err != nil {
+					t.Fatalf("%s: download%s: %v", what, again, err)
+				}
+				fi, err := os.Lstat(filepath.Join(dst, "link"))
+				if err != nil {
+					t.Fatalf("%s: download%s: %v", what, again, err)
+				}
+				if fi.Mode()&fs.ModeSymlink == 0 || fi.ModTime().Unix() != want.Unix() {
+					t.Errorf("%s: download%s: the link has mode %v and mtime %v in the copy, want a link of %v", what, again, fi.Mode(), fi.ModTime().UTC(), want)
+				}
+				sameTimes(t, what+": download"+again, src, dst)
+			}
+			cancel()
+		}
+	}
+}

@@ -216,7 +216,20 @@ func (s *Server) certificate(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusConflict, "host_key_reset", wire.HostMessage(id, "no pinned host key (reset); wait for its agent to enroll again"))
 		return
 	}
-	cert, err := s.ca.SignToken(pub, id, tok.Name, tok.ID, s.cfg.CertTTL, s.forwardsAgent(h))
+	// No longer than the token: an agent's --trusted-ca listener checks
+	// the certificate alone, so one that outlived its token let the
+	// holder of an expired token in for the rest of --cert-ttl.
+	ttl := s.cfg.CertTTL
+	if !tok.ExpiresAt.IsZero() {
+		left := time.Until(tok.ExpiresAt)
+		if left <= 0 {
+			s.metrics.AuthFailures.WithLabelValues(metrics.ReasonExpired).Inc()
+			s.refuse(w, &authError{status: http.StatusUnauthorized, code: "unauthorized", msg: "token expired: ask the gateway's admin for a new one (gateway token create)", reason: metrics.ReasonExpired})
+			return
+		}
+		ttl = min(ttl, left)
+	}
+	cert, err := s.ca.SignToken(pub, id, tok.Name, tok.ID, ttl, s.forwardsAgent(h))
 	if err != nil {
 		s.logger.Error("sign certificate", "host", id, "err", err)
 		WriteError(w, http.StatusInternalServerError, "internal", "could not sign the certificate")

@@ -50,6 +50,12 @@ func runHost(ctx context.Context, sio stdio, args []string) error {
 	if sub == "remove" {
 		return removeHost(ctx, sio, st, id)
 	}
+	// A sandbox's key is pinned by the gateway as it starts the sandbox's
+	// agent, which never enrolls: a reset left every certificate for it
+	// refused (409 host_key_reset) for as long as it ran.
+	if h, err := st.Host(ctx, id); err == nil && h.Kind == store.KindDocker {
+		return fmt.Errorf("host reset-key: %s is a sandbox's host, whose key the gateway pins itself when it starts the sandbox's agent (no agent enrolls it, so a reset would leave it refusing every SSH certificate): nothing reset; a sandbox gets a new key with a new execution (DELETE /v1/executions/%s, then provision or restore)", id, id)
+	}
 	if err := st.ResetHostKey(ctx, id, by); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("host reset-key: %s", noHost(ctx, st, id))

@@ -127,3 +127,35 @@ func TestHostRemove(t *testing.T) {
 		t.Errorf("a second remove: %v, want no host, naming build-01", err)
 	}
 }
+
+// TestHostResetKeySandbox: `gateway host reset-key` leaves a sandbox's
+// host key alone and says why. The gateway pins a sandbox's key when it
+// starts the sandbox's agent, and no agent enrolls one: a reset left the
+// sandbox answering 409 host_key_reset to every certificate request (no
+// SSH, no terminal) for as long as it ran, while the command said the
+// next agent to enroll would pin a key.
+func TestHostResetKeySandbox(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfCpEoL1n6R3Qn0VbOZ5d3Z9mHq6l3v0yJ8a0k4x1cL"
+	_, err = st.Enroll(ctx, store.Enrollment{HostID: "sbx-1", Kind: store.KindDocker, HostKey: key})
+	_ = st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "host", "reset-key", "sbx-1", "--state-dir", dir); err == nil || !strings.Contains(err.Error(), "sandbox") {
+		t.Errorf("reset-key of a sandbox's host: %v, want a refusal saying it is a sandbox's", err)
+	}
+	st, _, err = openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if h, err := st.Host(ctx, "sbx-1"); err != nil || h.HostKey != key {
+		t.Errorf("the sandbox's host after the reset-key: key %q, %v; want its pinned key kept", h.HostKey, err)
+	}
+}

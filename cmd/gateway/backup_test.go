@@ -238,3 +238,64 @@ func TestBackupRefuses(t *testing.T) {
 		t.Errorf("no --out: %v", err)
 	}
 }
+
+// A checkpoint deleted while the backup copies the checkpoints is in the
+// backup whole or not at all: its manifest (ID.json) copied and its tar
+// gone by the time the walk came to it left a checkpoint the restored
+// gateway lists and fails to restore (open checkpoint tar: no such file).
+func TestBackupCheckpointDeletedMeanwhile(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "checkpoints")
+	if err := os.Mkdir(cp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ckpt-a", "ckpt-b"} {
+		for _, ext := range []string{".json", ".tar"} {
+			if err := os.WriteFile(filepath.Join(cp, id+ext), []byte(id+ext), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// ckpt-a is deleted once the first of its files has been copied, as
+	// the checkpoint store deletes: the manifest, then the tar.
+	deleted, copied := false, 0
+	testHookBackupCopy = func(p string) {
+		if filepath.Dir(p) != cp || !strings.HasPrefix(filepath.Base(p), "ckpt-a.") {
+			return
+		}
+		if copied++; copied == 2 && !deleted {
+			deleted = true
+			_ = os.Remove(filepath.Join(cp, "ckpt-a.json"))
+			_ = os.Remove(filepath.Join(cp, "ckpt-a.tar"))
+		}
+	}
+	t.Cleanup(func() { testHookBackupCopy = nil })
+	out := filepath.Join(t.TempDir(), "backup")
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	if !deleted {
+		t.Fatal("the test's delete never ran")
+	}
+	for _, id := range []string{"ckpt-a", "ckpt-b"} {
+		_, jerr := os.Stat(filepath.Join(out, "checkpoints", id+".json"))
+		_, terr := os.Stat(filepath.Join(out, "checkpoints", id+".tar"))
+		if jerr == nil && terr != nil {
+			t.Errorf("the backup has %s's manifest without its tar (%v): a checkpoint the restored gateway lists and cannot restore", id, terr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "checkpoints", "ckpt-b.tar")); err != nil {
+		t.Errorf("ckpt-b, untouched: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "checkpoints", "ckpt-b.json")); err != nil {
+		t.Errorf("ckpt-b, untouched: %v", err)
+	}
+}

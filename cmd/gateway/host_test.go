@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -157,5 +158,44 @@ func TestHostResetKeySandbox(t *testing.T) {
 	defer st.Close()
 	if h, err := st.Host(ctx, "sbx-1"); err != nil || h.HostKey != key {
 		t.Errorf("the sandbox's host after the reset-key: key %q, %v; want its pinned key kept", h.HostKey, err)
+	}
+}
+
+// TestTokenCreateCaseTwin: a token made for a host id that differs only
+// in case from an enrolled host's is made, with a warning naming the
+// enrolled one; a host not enrolled yet gets none.
+func TestTokenCreateCaseTwin(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: authorizedHostKey(t)})
+	_ = st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if err := run(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, append([]string{"token", "create", "--state-dir", dir}, args...)); err != nil {
+			t.Fatalf("token create %v: %v %s", args, err, errb.String())
+		}
+		return lastLine(out.String()), errb.String()
+	}
+	for _, role := range []string{"client", "agent"} {
+		secret, warn := create("--role", role, "--host", "Build-01")
+		if !strings.HasPrefix(secret, store.TokenPrefix) {
+			t.Errorf("%s token for Build-01: last line %q, want the token", role, secret)
+		}
+		if !strings.Contains(warn, `no host "Build-01" is enrolled, but build-01 is`) || !strings.Contains(warn, "--host build-01") {
+			t.Errorf("%s token for Build-01 beside build-01: stderr %q, want a warning naming build-01", role, warn)
+		}
+	}
+	for _, host := range []string{"build-01", "build-02"} {
+		if _, warn := create("--role", "client", "--host", host); warn != "" {
+			t.Errorf("client token for %s: stderr %q, want none", host, warn)
+		}
 	}
 }

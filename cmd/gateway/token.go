@@ -212,6 +212,7 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 	if err != nil {
 		return err
 	}
+	caseTwins(ctx, sio, st, tok)
 	fmt.Fprintf(sio.out, "# %s token %q (id %s)", tok.Role, tok.Name, tok.ID)
 	if len(tok.Hosts) > 0 {
 		fmt.Fprintf(sio.out, " for host %s", strings.Join(tok.Hosts, ", "))
@@ -222,6 +223,31 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 	fmt.Fprintln(sio.out, "; shown once, store it now:")
 	fmt.Fprintln(sio.out, secret)
 	return nil
+}
+
+// caseTwins warns of each host tok names that is not enrolled while a
+// host whose id differs from it only in case is: host ids are
+// case-sensitive, so a client token made for Build-01 reached nothing of
+// build-01's (its holder got 404s), and an agent token enrolled a second
+// host beside it, whose subdomain previews, and build-01's, then answered
+// ambiguous_host (browsers lower-case the name). A host not enrolled yet
+// is no mistake: tokens are made before their agents connect.
+func caseTwins(ctx context.Context, sio stdio, st store.Store, tok store.Token) {
+	for _, h := range tok.Hosts {
+		if _, err := st.Host(ctx, h); !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		ids, err := st.HostIDsFold(ctx, h)
+		if err != nil || len(ids) == 0 {
+			continue
+		}
+		what := "it reaches only a host enrolled as " + h
+		if tok.Role == store.RoleAgent {
+			what = "its agent enrolls a second host, " + h + ", and the subdomain previews of both answer ambiguous_host"
+		}
+		fmt.Fprintf(sio.err, "warning: no host %q is enrolled, but %s is (host ids are case-sensitive): %s; if that is not what you meant, revoke this token (gateway token revoke %s) and make one with --host %s\n",
+			h, strings.Join(ids, ", "), what, tok.ID, ids[0])
+	}
 }
 
 // namedIDs says which ids the tokens named name have, for a revoke given

@@ -123,7 +123,7 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 	log := s.logger.With("host", hostID, "remote", s.remote(r), "token", tok.Name)
-	enrollment := store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey}
+	enrollment := store.Enrollment{HostID: hostID, Kind: kind, Info: infoJSON, HostKey: hostKey, Token: tok.ID}
 	// The header only names a key. A key the host has pinned was proven
 	// when it was pinned (and every caller checks it end to end); a key
 	// to pin now is pinned only once the agent has shown it holds it, or
@@ -204,6 +204,13 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusConflict, "host_key_mismatch", fmt.Sprintf(
 			"host %s is pinned to host key %s but this agent presented %s; if the host was reinstalled, an admin must run `gateway host reset-key %s`",
 			hostID, s.record(pinned).HostKey, ssh.FingerprintSHA256(pub), hostID))
+		return
+	}
+	if errors.Is(err, store.ErrTokenGone) {
+		s.tokenGone(tok)
+		s.metrics.AgentRefusals.WithLabelValues(metrics.RefusedToken).Inc()
+		s.refuse(w, &authError{status: http.StatusUnauthorized, code: "unauthorized", reason: metrics.ReasonUnknown,
+			msg: "agent token revoked or expired while the agent connected: ask the gateway's admin for a new one (gateway token create --role agent --host " + hostID + ")"})
 		return
 	}
 	if err != nil {
@@ -354,6 +361,9 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 			if errors.Is(err, store.ErrKeyMismatch) {
 				s.metrics.TunnelConnects.WithLabelValues(metrics.ConnectRefused).Inc()
 				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonKeyMismatch).Inc()
+			}
+			if errors.Is(err, store.ErrTokenGone) {
+				s.tokenGone(tok)
 			}
 			s.refuseAgent(log, hostID, metrics.RefusedKeyNotPinned, "agent refused: the host key could not be pinned", "presented", ssh.FingerprintSHA256(pub), "err", err)
 			return

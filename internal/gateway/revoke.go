@@ -185,3 +185,11 @@ func (l *liveSet) count() int {
 	defer l.mu.Unlock()
 	return len(l.m)
 }
+
+// tokenGone forgets tok, which the store says was revoked or has expired
+// since it authenticated: the auth cache and the token snapshot would
+// otherwise let it in again until their next look at the store.
+func (s *Server) tokenGone(tok store.Token) {
+	s.auth.drop(tok.ID)
+	s.tokenSet.drop(tok.ID)
+}

@@ -666,6 +666,16 @@ func (s *SQLite) Enroll(ctx context.Context, e Enrollment) (_ Host, err error) {
 		return Host{}, fmt.Errorf("store: enroll: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if e.Token != "" {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM tokens WHERE id = ? AND (expires_ms = 0 OR expires_ms > ?)`, e.Token, now).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Host{}, ErrTokenGone
+		}
+		if err != nil {
+			return Host{}, fmt.Errorf("store: enroll: %w", err)
+		}
+	}
 	var pinned string
 	err = tx.QueryRowContext(ctx, `SELECT host_key FROM hosts WHERE id = ?`, e.HostID).Scan(&pinned)
 	switch {

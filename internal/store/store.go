@@ -42,6 +42,9 @@ var (
 	ErrKeyMismatch = errors.New("store: host key does not match the pinned key")
 	// ErrExpired means a token exists but is past its expiry.
 	ErrExpired = errors.New("store: token expired")
+	// ErrTokenGone refuses an enrollment whose agent token
+	// (Enrollment.Token) was revoked or has expired.
+	ErrTokenGone = errors.New("store: the enrolling agent token was revoked or has expired")
 	// ErrSessionParent refuses a browser session minted from another
 	// session: its secret only ever sits in a browser's cookie, so whoever
 	// types it in took it from there, and a session of their own would
@@ -133,6 +136,12 @@ type Enrollment struct {
 	// has stored (its kind too), and is {} for a new one.
 	Info    json.RawMessage
 	HostKey string // authorized_keys form
+	// Token is the id of the agent token the enrollment comes with;
+	// when set, Enroll fails with ErrTokenGone unless that token exists
+	// and has not expired, in the same transaction: a token revoked
+	// while its agent's connection was under way (the gateway trusts a
+	// token that authenticated a moment ago) enrolls nothing.
+	Token string
 }
 
 // Share is a port of a host made public until Expires (the gateway's

@@ -891,3 +891,39 @@ func TestSessionSharesEndWithTheirSession(t *testing.T) {
 		t.Errorf("%d rows in the shares table, want the sessions' shares gone", rows)
 	}
 }
+
+// TestEnrollChecksItsToken: an enrollment that names its agent token is
+// refused with ErrTokenGone, and changes nothing, once that token is
+// revoked or expired; a live one enrolls.
+func TestEnrollChecksItsToken(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	now := time.Now()
+	_, live, err := s.CreateToken(ctx, TokenSpec{Role: RoleAgent, Hosts: []string{"h1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gone, err := s.CreateToken(ctx, TokenSpec{Role: RoleAgent, Hosts: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteToken(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, expired, err := s.CreateToken(ctx, TokenSpec{Role: RoleAgent, Hosts: []string{"h3"}, ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return now.Add(2 * time.Hour) }
+	for id, tok := range map[string]Token{"h2": gone, "h3": expired} {
+		if _, err := s.Enroll(ctx, Enrollment{HostID: id, HostKey: "ssh-ed25519 AAAA", Token: tok.ID}); !errors.Is(err, ErrTokenGone) {
+			t.Errorf("enroll %s with a token revoked or expired: %v, want ErrTokenGone", id, err)
+		}
+		if _, err := s.Host(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("host %s after a refused enrollment: %v, want none", id, err)
+		}
+	}
+	if _, err := s.Enroll(ctx, Enrollment{HostID: "h1", HostKey: "ssh-ed25519 AAAA", Token: live.ID}); err != nil {
+		t.Errorf("enroll with a live token: %v", err)
+	}
+}

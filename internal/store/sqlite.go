@@ -367,6 +367,9 @@ func (s *SQLite) CreateToken(ctx context.Context, spec TokenSpec) (_ string, _ T
 			return "", Token{}, fmt.Errorf("store: invalid host id %q: %s", h, HostIDRule)
 		}
 	}
+	if err := checkTokenName(spec.Name); err != nil {
+		return "", Token{}, err
+	}
 	if spec.Role == RoleAgent && len(spec.Hosts) != 1 {
 		return "", Token{}, errors.New("store: an agent token names exactly one host")
 	}

@@ -927,3 +927,24 @@ func TestEnrollChecksItsToken(t *testing.T) {
 		t.Errorf("enroll with a live token: %v", err)
 	}
 }
+
+// TestTokenNameIsOneLine: a token's name is one line of printable text,
+// at most 128 bytes; a name with a newline, tab, escape or
+// invalid UTF-8 is refused and no token made.
+func TestTokenNameIsOneLine(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	for _, bad := range []string{"ci\nabc123  root  admin", "a\tb", "\x1b[2Jops", "\xff", strings.Repeat("n", 129)} {
+		if _, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin, Name: bad}); err == nil || !strings.Contains(err.Error(), "token name") {
+			t.Errorf("name %q: %v, want a refusal naming the token name", bad, err)
+		}
+	}
+	for _, good := range []string{"", "ci", "Ops team (laptop)", "équipe-nuit", strings.Repeat("n", 128)} {
+		if _, _, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin, Name: good}); err != nil {
+			t.Errorf("name %q: %v", good, err)
+		}
+	}
+	if toks, err := s.Tokens(ctx); err != nil || len(toks) != 5 {
+		t.Errorf("tokens: %d, %v; want the 5 good ones", len(toks), err)
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // TokenPrefix starts every token so that leaked tokens are recognisable by
@@ -39,4 +42,23 @@ func HashToken(secret string) string {
 // wellFormed rejects what can't be a token before touching the database.
 func wellFormed(secret string) bool {
 	return len(secret) > len(TokenPrefix) && len(secret) <= MaxTokenLen && strings.HasPrefix(secret, TokenPrefix)
+}
+
+// MaxTokenNameLen bounds a token's name, which every certificate issued
+// to it carries as its key id and every audit row names.
+const MaxTokenNameLen = 128
+
+// checkTokenName refuses a name that is not one line of printable text:
+// `gateway token list` prints names as they are, so a newline or tab in
+// one printed rows of its own (another token, another role), and an
+// escape, commands to the admin's terminal; the name is also the key id
+// of its certificates, which agents' logs print.
+func checkTokenName(name string) error {
+	if len(name) > MaxTokenNameLen {
+		return fmt.Errorf("store: token name of %d bytes: want at most %d", len(name), MaxTokenNameLen)
+	}
+	if !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("store: token name %q: want printable text, without control characters, tabs or newlines", name)
+	}
+	return nil
 }

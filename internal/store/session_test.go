@@ -272,3 +272,38 @@ var schema2 = []string{
 	);
 	CREATE INDEX gone_executions_at ON gone_executions (at_ms);`,
 }
+
+// TestSessionCapAfterClockStepBack: the cap on a token's sessions drops
+// the oldest made, whatever the clock said when each was made. It went
+// by creation time, so after the clock stepped back (an NTP correction)
+// the login made since was the "oldest", and the next login of the same
+// token logged it out.
+func TestSessionCapAfterClockStepBack(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openTemp(t)
+	now := time.Now()
+	clock := now
+	s.now = func() time.Time { return clock }
+	_, a, err := s.CreateToken(ctx, TokenSpec{Role: RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxSessionsPerToken {
+		clock = now.Add(time.Duration(i) * time.Millisecond)
+		if _, _, err := s.CreateSession(ctx, a.ID, 12*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock = now.Add(-time.Hour) // the clock steps back
+	stepped, _, err := s.CreateSession(ctx, a.ID, 12*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Millisecond)
+	if _, _, err := s.CreateSession(ctx, a.ID, 12*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LookupToken(ctx, stepped); err != nil {
+		t.Errorf("the login made after the clock stepped back, after one more login: %v; want it kept (the oldest made goes)", err)
+	}
+}

@@ -533,9 +533,12 @@ func (s *SQLite) CreateSession(ctx context.Context, parent string, ttl time.Dura
 	if _, err := tx.ExecContext(ctx, pruneSessions, ms(now)); err != nil {
 		return "", Token{}, fmt.Errorf("store: create session: prune: %w", err)
 	}
-	// Room for the new one: keep the newest MaxSessionsPerToken-1.
+	// Room for the new one: keep the newest MaxSessionsPerToken-1, newest
+	// as made: a row's rowid is above every other's when it is inserted,
+	// where created_ms, the wall clock's, put a login made after the clock
+	// stepped back first in line to go.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE id IN (SELECT id FROM tokens
-		WHERE parent_id = ? ORDER BY created_ms DESC, rowid DESC LIMIT -1 OFFSET ?)`, p.ID, MaxSessionsPerToken-1); err != nil {
+		WHERE parent_id = ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)`, p.ID, MaxSessionsPerToken-1); err != nil {
 		return "", Token{}, fmt.Errorf("store: create session: cap: %w", err)
 	}
 	tok := Token{ID: newID(), Role: p.Role, Hosts: p.Hosts, Parent: p.ID,

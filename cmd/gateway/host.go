@@ -107,9 +107,18 @@ func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error
 	// transaction): a host enrolled again under this id, by a new token,
 	// is another machine. A running gateway ends them at their next use,
 	// as shares of a host that is no longer theirs.
+	// What is done when a later step fails: the tokens are revoked for
+	// good, and a second run finds none left to revoke and goes on.
+	partly := func(step string, err error) error {
+		done := "no agent token revoked"
+		if len(revoked) > 0 {
+			done = "its agent token(s) " + strings.Join(revoked, ", ") + " are revoked already"
+		}
+		return fmt.Errorf("host remove: %s: %w; %s, but host %s stays: run gateway host remove %s again", step, err, done, id, id)
+	}
 	shares, err := st.Shares(ctx)
 	if err != nil {
-		return fmt.Errorf("host remove: listing its shares: %w; nothing removed but the agent tokens above", err)
+		return partly("listing its shares", err)
 	}
 	var ports []string
 	for _, sh := range shares {
@@ -118,7 +127,7 @@ func removeHost(ctx context.Context, sio stdio, st store.Store, id string) error
 		}
 	}
 	if err := st.DeleteHost(ctx, id, h.Kind); err != nil {
-		return err
+		return partly("removing it", err)
 	}
 	fmt.Fprintf(sio.out, "host %s: removed (its pinned key and info; the audit log keeps its entries)\n", id)
 	if len(ports) > 0 {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -196,6 +198,43 @@ func TestTokenCreateCaseTwin(t *testing.T) {
 	for _, host := range []string{"build-01", "build-02"} {
 		if _, warn := create("--role", "client", "--host", host); warn != "" {
 			t.Errorf("client token for %s: stderr %q, want none", host, warn)
+		}
+	}
+}
+
+// failDeleteHost is a store whose DeleteHost fails.
+type failDeleteHost struct{ store.Store }
+
+func (failDeleteHost) DeleteHost(context.Context, string, string) error {
+	return errors.New("database is locked")
+}
+
+// TestHostRemoveFailsLate: a remove whose last step fails says what it
+// did already (its agent tokens are revoked, for good) and what to do.
+// It answered the store's error alone, and an admin reading it took
+// nothing for done, while the host's agent could no longer connect.
+func TestHostRemoveFailsLate(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Enroll(ctx, store.Enrollment{HostID: "build-01", Kind: "machine", HostKey: authorizedHostKey(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.CreateToken(ctx, store.TokenSpec{Name: "build-agent", Role: store.RoleAgent, Hosts: []string{"build-01"}}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err = removeHost(ctx, stdio{in: strings.NewReader(""), out: &out, err: &errb}, failDeleteHost{st}, "build-01")
+	if err == nil {
+		t.Fatal("remove with a failing DeleteHost succeeded")
+	}
+	for _, want := range []string{"database is locked", "build-agent", "revoked already", "gateway host remove build-01 again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("remove failing at its last step: %q, want %q in it", err, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net/http"
@@ -236,5 +237,39 @@ func TestHostRemoveFailsLate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("remove failing at its last step: %q, want %q in it", err, want)
 		}
+	}
+}
+
+// TestTokenListQuotesNames: a token name stored before names were
+// checked, with a newline and tabs, is listed quoted on its token's own
+// row, not as a row of its own.
+func TestTokenListQuotesNames(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openAdminState(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := st.CreateToken(ctx, store.TokenSpec{Name: "ci", Role: store.RoleClient, Hosts: []string{"h1"}})
+	_ = st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an older gateway stored it.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, dbFile)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, `UPDATE tokens SET name = ? WHERE id = ?`, "ci\nffffffffffff\troot\tadmin", tok.ID)
+	_ = db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cli(t, ctx, "token", "list", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(list), "\n"); len(lines) != 2 || !strings.Contains(lines[1], tok.ID) || !strings.Contains(lines[1], `"ci\nffffffffffff\troot\tadmin"`) {
+		t.Errorf("token list:\n%s\nwant the header and one row, the name quoted", list)
 	}
 }

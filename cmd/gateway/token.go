@@ -130,7 +130,9 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		if !t.ExpiresAt.IsZero() {
 			exp = t.ExpiresAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, t.Name, t.Role, strings.Join(t.Hosts, ","), t.CreatedAt.UTC().Format(time.RFC3339), exp, sessions)
+		// A name stored before names were checked (or by hand) may hold
+		// a newline, tab or escape: quoted, as gateway audit quotes.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, auditField(t.Name), t.Role, strings.Join(t.Hosts, ","), t.CreatedAt.UTC().Format(time.RFC3339), exp, sessions)
 	}
 	for _, t := range toks {
 		if t.Parent != "" {

@@ -390,7 +390,13 @@ func routeShares(mux *http.ServeMux, srv *gateway.Server, shares forward.ShareSt
 			owner, session = tok.Parent, tok.ID
 		}
 		now := time.Now()
-		sh := forward.Share{HostID: id, Port: body.Port, Expires: now.Add(time.Duration(body.TTLSeconds) * time.Second),
+		expires := now.Add(time.Duration(body.TTLSeconds) * time.Second)
+		if !tok.ExpiresAt.IsZero() && tok.ExpiresAt.Before(expires) {
+			// It ends with its token (or session) anyway: expiresAt
+			// says when.
+			expires = tok.ExpiresAt
+		}
+		sh := forward.Share{HostID: id, Port: body.Port, Expires: expires,
 			By: tok.Name, TokenID: owner, Session: session, Created: now}
 		if err := shares.Put(r.Context(), sh); err != nil {
 			if errors.Is(err, errNoHost) {

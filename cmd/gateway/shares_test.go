@@ -646,3 +646,44 @@ func TestSharesForgottenWithTheirHost(t *testing.T) {
 		t.Errorf("%d shares of the other host in memory, want its 1", n)
 	}
 }
+
+// TestShareEndsWithItsToken: a share made with a token that expires
+// before the share's ttlSeconds is answered, and listed, with the token's
+// expiry, when it ends: the share goes with its token, and expiresAt
+// said it would last its whole ttl.
+func TestShareEndsWithItsToken(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	base := startServe(t, dir)
+	enrollHost(t, ctx, dir, "h1")
+	out, err := cli(t, ctx, "token", "create", "--role", "client", "--host", "h1", "--ttl", "1h", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := lastLine(out)
+	code, body := apiDo(t, ctx, base, "POST", "/v1/hosts/h1/shares", client, `{"port":3000,"ttlSeconds":86400}`)
+	if code != http.StatusCreated {
+		t.Fatalf("share: %d %s", code, body)
+	}
+	var sh struct {
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+	if err := json.Unmarshal([]byte(body), &sh); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(sh.ExpiresAt); left > time.Hour {
+		t.Errorf("a day's share of a token with an hour left: expiresAt in %v, past the token's expiry", left.Round(time.Minute))
+	}
+	code, body = apiDo(t, ctx, base, "GET", "/v1/hosts/h1/shares", client, "")
+	var list struct {
+		Shares []struct {
+			ExpiresAt time.Time `json:"expiresAt"`
+		} `json:"shares"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil || code != http.StatusOK || len(list.Shares) != 1 {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	if left := time.Until(list.Shares[0].ExpiresAt); left > time.Hour {
+		t.Errorf("listed: expiresAt in %v, past the token's expiry", left.Round(time.Minute))
+	}
+}

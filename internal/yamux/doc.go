@@ -14,7 +14,11 @@
 // returning then instead of spinning until Close marks its stream closed,
 // and a stream the peer opens with an id of this side's (or 0) ending the
 // session as a protocol error (upstream took it, and this side's next open
-// replaced it in the session's table). Changes are marked "hostgate:" where they are made.
+// replaced it in the session's table), and, with WriteInCaller, a write
+// lock a stream's frame need not wait out while another stream's write is
+// stuck on a full connection (a data frame gives up at its stream's write
+// deadline, Close or the session's Close; a window update or FIN goes to
+// the send loop). Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its
 // answer, and that goroutine copies the body before writing it: on the

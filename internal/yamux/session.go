@@ -71,9 +71,16 @@ type Session struct {
 	// or to send a header out directly.
 	sendCh chan *sendReady
 
-	// hostgate: writeLock serializes the frames written to conn: those written in
-	// the caller's goroutine (Config.WriteInCaller) and the send loop's.
-	writeLock sync.Mutex
+	// hostgate: writeTok serializes the frames written to conn: those
+	// written in the caller's goroutine (Config.WriteInCaller) and the
+	// send loop's. It is a lock (holding it is having put the one token
+	// in) that a waiter can give up: a sync.Mutex held every other
+	// stream's Write past its deadline, its Close, and the send loop past
+	// the session's Close, for as long as one stream's write was stuck on
+	// a connection the peer stopped reading (up to bytestream's 30 s write
+	// watchdog). Blocked senders on a channel are served in turn, so a
+	// waiter is not overtaken by writers arriving later.
+	writeTok chan struct{}
 
 	// recvDoneCh is closed when recv() exits to avoid a race
 	// between stream registration and stream shutdown
@@ -131,6 +138,7 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 		synCh:      make(chan struct{}, openBacklog(config)),
 		acceptCh:   make(chan *Stream, config.AcceptBacklog),
 		sendCh:     make(chan *sendReady, 64),
+		writeTok:   make(chan struct{}, 1),
 		recvDoneCh: make(chan struct{}),
 		sendDoneCh: make(chan struct{}),
 		shutdownCh: make(chan struct{}),
@@ -538,22 +546,47 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 // the send loop. Session frames (Ping, GoAway) always go through the send
 // loop: a Ping's failed write would otherwise close the session from the
 // goroutine that the connection's Close may be waiting for (bytestream's
-// keepalive tick).
-func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error) error {
+// keepalive tick). data is the stream whose data frame this is, nil for a
+// window update or FIN.
+func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error, data *Stream) error {
 	if s.config.WriteInCaller {
-		return s.writeInCaller(hdr, body)
+		return s.writeInCaller(hdr, body, data)
 	}
 	return s.waitForSendErr(hdr, body, errCh)
 }
 
 // hostgate: writeInCaller writes a frame in the caller's goroutine
 // (Config.WriteInCaller). A failed write ends the session, as a failed
-// write in the send loop does.
-func (s *Session) writeInCaller(hdr header, body []byte) error {
-	s.writeLock.Lock()
+// write in the send loop does. While another frame is being written (the
+// connection may be full: a peer that stopped reading), a data frame
+// waits no longer than its stream's write deadline, Close or reset, and a
+// window update or FIN goes to the send loop instead of waiting; a frame
+// once started is written whole, or the session ends.
+func (s *Session) writeInCaller(hdr header, body []byte, data *Stream) error {
+	select {
+	case s.writeTok <- struct{}{}:
+	default:
+		switch {
+		case data == nil && handOff(hdr.Flags()) && s.queueFrame(hdr):
+			return nil
+		case data != nil && hdr.Flags() == 0:
+			// (A data frame with a SYN or ACK, which sendFlags took as
+			// sent, is not given up; a stream's first frame is a window
+			// update anyway.)
+			if err := data.waitWriteTok(); err != nil {
+				return err
+			}
+		default:
+			select {
+			case s.writeTok <- struct{}{}:
+			case <-s.shutdownCh:
+				return ErrSessionShutdown
+			}
+		}
+	}
 	select {
 	case <-s.shutdownCh:
-		s.writeLock.Unlock()
+		<-s.writeTok
 		return ErrSessionShutdown
 	default:
 	}
@@ -561,15 +594,49 @@ func (s *Session) writeInCaller(hdr header, body []byte) error {
 	if err == nil && len(body) > 0 {
 		_, err = s.conn.Write(body)
 	}
-	s.writeLock.Unlock()
+	<-s.writeTok
 	if err != nil {
-		// Close waits for the send loop, which may wait for writeLock:
+		// Close waits for the send loop, which may wait for writeTok:
 		// end the session only once it is released.
 		s.logger.Printf("[ERR] yamux: Failed to write frame: %v", err)
 		s.exitErr(err)
 		return err
 	}
 	return nil
+}
+
+// hostgate: handOff says whether a stream's window update or FIN with
+// these flags may be written after frames its caller writes later: the
+// send loop writes it once the connection is free, and the stream's own
+// later frames may go first. A SYN must precede everything of its stream
+// (the peer drops frames of a stream it does not know), and an ACK
+// without FIN precedes the accepted stream's data; a FIN ends the stream's
+// data (a Write waiting then gives up: waitWriteTok), and the order of
+// window updates does not matter.
+func handOff(flags uint16) bool {
+	if flags&flagSYN != 0 {
+		return false
+	}
+	return flags&flagACK == 0 || flags&flagFIN != 0
+}
+
+// hostgate: queueFrame hands a copy of hdr, a frame without body, to the
+// send loop, unless its queue is half full: the rest is kept for the
+// receive loop's frames (a refusal, a go-away), for which it waits, and
+// while it waits no stream receives anything.
+func (s *Session) queueFrame(hdr header) bool {
+	if len(s.sendCh) >= cap(s.sendCh)/2 {
+		return false
+	}
+	h := header(make([]byte, headerSize))
+	copy(h, hdr)
+	select {
+	case s.sendCh <- &sendReady{Hdr: h}:
+		s.kickSend()
+		return true
+	default:
+		return false
+	}
 }
 
 // sendNoWait does a send without waiting. Since there's the expectation that
@@ -668,12 +735,24 @@ func (s *Session) sendFrames(bodyBuf *bytes.Buffer, wait bool) error {
 
 		select {
 		case ready := <-s.sendCh:
-			s.writeLock.Lock()
+			// hostgate: behind a stream's write stuck on the connection,
+			// the session's Close (which waits for this loop) must not
+			// wait too: the frames left are their senders' to fail.
+			select {
+			case s.writeTok <- struct{}{}:
+			default:
+				select {
+				case s.writeTok <- struct{}{}:
+				case <-s.shutdownCh:
+					asyncSendErr(ready.Err, ErrSessionShutdown)
+					return nil
+				}
+			}
 			// Send a header if ready
 			if ready.Hdr != nil {
 				_, err := s.conn.Write(ready.Hdr)
 				if err != nil {
-					s.writeLock.Unlock()
+					<-s.writeTok
 					s.logger.Printf("[ERR] yamux: Failed to write header: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
@@ -688,7 +767,7 @@ func (s *Session) sendFrames(bodyBuf *bytes.Buffer, wait bool) error {
 				if err != nil {
 					ready.Body = nil
 					ready.mu.Unlock()
-					s.writeLock.Unlock()
+					<-s.writeTok
 					s.logger.Printf("[ERR] yamux: Failed to copy body into buffer: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
@@ -701,14 +780,14 @@ func (s *Session) sendFrames(bodyBuf *bytes.Buffer, wait bool) error {
 				// Send data from a body if given
 				_, err := s.conn.Write(bodyBuf.Bytes())
 				if err != nil {
-					s.writeLock.Unlock()
+					<-s.writeTok
 					s.logger.Printf("[ERR] yamux: Failed to write body: %v", err)
 					asyncSendErr(ready.Err, err)
 					return err
 				}
 			}
 
-			s.writeLock.Unlock()
+			<-s.writeTok
 			// No error, successful send
 			asyncSendErr(ready.Err, nil)
 		case <-s.shutdownCh:

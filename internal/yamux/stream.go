@@ -252,7 +252,7 @@ START:
 
 	// Send the header
 	s.sendHdr.encode(typeData, flags, s.id, max)
-	if err = s.session.sendStreamFrame(s.sendHdr, body, s.sendErr); err != nil {
+	if err = s.session.sendStreamFrame(s.sendHdr, body, s.sendErr, s); err != nil {
 		if errors.Is(err, ErrSessionShutdown) || errors.Is(err, ErrConnectionWriteTimeout) {
 			// Message left in ready queue, header re-use is unsafe.
 			s.sendHdr = header(make([]byte, headerSize))
@@ -294,6 +294,66 @@ WAIT:
 		}
 	}
 	goto START
+}
+
+// hostgate: waitWriteTok waits for the session's write lock for one of
+// the stream's data frames while another frame holds it, which it may for
+// as long as the connection's own write bound (a peer that stopped
+// reading): no longer than the stream's write deadline (ErrTimeout), its
+// Close or reset, or the session's end. Nothing of the frame is written
+// then. A Close while it waits has sent or queued the FIN, which no data
+// may follow, so the state is looked at again once the lock is held.
+func (s *Stream) waitWriteTok() error {
+	sess := s.session
+	for {
+		var timeout <-chan time.Time
+		var timer *time.Timer
+		if d := s.writeDeadline.Load().(time.Time); !d.IsZero() {
+			timer = time.NewTimer(time.Until(d))
+			timeout = timer.C
+		}
+		var err error
+		select {
+		case sess.writeTok <- struct{}{}:
+			if err = s.writable(); err != nil {
+				<-sess.writeTok
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			return err
+		case <-sess.shutdownCh:
+			err = ErrSessionShutdown
+		case <-timeout:
+			return ErrTimeout
+		case <-s.sendNotifyCh: // a Close, a reset, a new deadline, or more window
+			err = s.writable()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// hostgate: writable is write's check of the stream's state; and a
+// stream that closeBoth ended (it sets the state only after its FIN) is
+// closed.
+func (s *Stream) writable() error {
+	s.stateLock.Lock()
+	defer s.stateLock.Unlock()
+	switch s.state {
+	case streamLocalClose, streamClosed:
+		return ErrStreamClosed
+	case streamReset:
+		return ErrConnectionReset
+	}
+	if s.ended.Load() {
+		return ErrStreamClosed
+	}
+	return nil
 }
 
 // sendFlags determines any flags that are appropriate
@@ -355,7 +415,7 @@ func (s *Stream) sendWindowUpdate() error {
 
 	// Send the header
 	s.controlHdr.encode(typeWindowUpdate, flags, s.id, delta)
-	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr); err != nil {
+	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr, nil); err != nil {
 		if errors.Is(err, ErrSessionShutdown) || errors.Is(err, ErrConnectionWriteTimeout) {
 			// Message left in ready queue, header re-use is unsafe.
 			s.controlHdr = header(make([]byte, headerSize))
@@ -373,7 +433,7 @@ func (s *Stream) sendClose() error {
 	flags := s.sendFlags()
 	flags |= flagFIN
 	s.controlHdr.encode(typeWindowUpdate, flags, s.id, 0)
-	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr); err != nil {
+	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr, nil); err != nil {
 		if errors.Is(err, ErrSessionShutdown) || errors.Is(err, ErrConnectionWriteTimeout) {
 			// Message left in ready queue, header re-use is unsafe.
 			s.controlHdr = header(make([]byte, headerSize))

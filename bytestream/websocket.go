@@ -178,7 +178,7 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 		}
 	}
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
-		HTTPClient: hc,
+		HTTPClient: noDowngrade(hc),
 		HTTPHeader: o.Header,
 	})
 	if err != nil {
@@ -232,6 +232,36 @@ func DialWebSocket(ctx context.Context, url string, opts *WebSocketOptions) (net
 	}
 	return wc, resp, nil
 }
+
+// noDowngrade is hc refusing a redirect from https:// to http://.
+// net/http copies Authorization (a bearer token) to a redirect whose host
+// is the same or a subdomain, whatever its scheme, so following one sent
+// the token, and then the stream, unencrypted to whoever answers the
+// plain port. A redirect the other way, or between plain URLs, is
+// followed as before (hc's own policy, else net/http's ten).
+func noDowngrade(hc *http.Client) *http.Client {
+	c := *hc
+	next := hc.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !isTLSScheme(req.URL.Scheme) {
+			for _, v := range via {
+				if isTLSScheme(v.URL.Scheme) {
+					return fmt.Errorf("%s redirected to %s, which would send its credentials unencrypted: refused; give the https:// (or wss://) URL of the server itself, not one that redirects", v.URL.Redacted(), req.URL.Redacted())
+				}
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}
+
+func isTLSScheme(s string) bool { return s == "https" || s == "wss" }
 
 // CheckOrigin applies Accept's Origin rule to r without answering it: nil
 // when r has no Origin (a program, which no page can make send a cookie or

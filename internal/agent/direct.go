@@ -200,14 +200,21 @@ type directGate struct {
 	mu      sync.Mutex // guards the fields below
 	ctl     net.Conn   // the control stream; nil until opened
 	nextID  uint64
-	waiting map[uint64]chan wire.DirectMsg     // DirectOpen sent, no answer yet
+	waiting map[uint64]pending                 // DirectOpen sent, no answer yet
 	live    map[uint64]context.CancelCauseFunc // admitted: DirectEnd ends them
+}
+
+// pending is a connection waiting for the gateway's answer: where the
+// answer goes, and what ends the connection once admitted.
+type pending struct {
+	answer chan wire.DirectMsg // buffered: the one answer
+	end    context.CancelCauseFunc
 }
 
 // newGate makes the gate of a tunnel served by srv; on says whether its
 // gateway admits direct sessions.
 func (d *directListener) newGate(srv *sshlayer.Server, on bool, log *slog.Logger) *directGate {
-	g := &directGate{d: d, srv: srv, log: log, on: on, waiting: map[uint64]chan wire.DirectMsg{}, live: map[uint64]context.CancelCauseFunc{}}
+	g := &directGate{d: d, srv: srv, log: log, on: on, waiting: map[uint64]pending{}, live: map[uint64]context.CancelCauseFunc{}}
 	g.ctx, g.cancel = context.WithCancelCause(d.ctx)
 	return g
 }
@@ -271,15 +278,22 @@ func (g *directGate) read(st net.Conn) {
 		}
 		switch m.Op {
 		case wire.DirectAdmit, wire.DirectRefuse:
+			// Live here, before the next line is read, not once admit
+			// has woken: a DirectEnd right behind the admission found
+			// no live connection and was dropped, and the session ran
+			// on out of the gateway's reach.
 			g.mu.Lock()
-			ch := g.waiting[m.ID]
+			p, ok := g.waiting[m.ID]
 			delete(g.waiting, m.ID)
+			if ok && m.Op == wire.DirectAdmit {
+				g.live[m.ID] = p.end
+			}
 			g.mu.Unlock()
-			if ch == nil {
+			if !ok {
 				g.log.Debug("direct sessions: the gateway answered a connection no longer waiting", "id", m.ID, "op", m.Op)
 				continue
 			}
-			ch <- m // buffered: the one answer
+			p.answer <- m
 		case wire.DirectEnd:
 			g.mu.Lock()
 			end := g.live[m.ID]
@@ -373,7 +387,7 @@ func (g *directGate) admit(ctx context.Context, end context.CancelCauseFunc, a *
 	g.mu.Lock()
 	g.nextID++
 	a.id = g.nextID
-	g.waiting[a.id] = ch
+	g.waiting[a.id] = pending{answer: ch, end: end}
 	g.mu.Unlock()
 	if err := g.send(wire.DirectMsg{Op: wire.DirectOpen, ID: a.id, Serial: cert.Serial, KeyID: cert.KeyId, TokenID: tok, Remote: remote}); err != nil {
 		a.err = fmt.Errorf("could not ask the gateway to admit it: %w", err)
@@ -383,10 +397,7 @@ func (g *directGate) admit(ctx context.Context, end context.CancelCauseFunc, a *
 	defer t.Stop()
 	select {
 	case m := <-ch:
-		if m.Op == wire.DirectAdmit {
-			g.mu.Lock()
-			g.live[a.id] = end
-			g.mu.Unlock()
+		if m.Op == wire.DirectAdmit { // read made it live
 			g.log.Info("direct connection admitted by the gateway", "id", a.id, "keyId", cert.KeyId, "remote", remote)
 			return nil
 		}

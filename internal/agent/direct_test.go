@@ -33,7 +33,9 @@ type directGW struct {
 	ca     ssh.Signer
 	on     bool
 	answer func(wire.DirectMsg) wire.DirectMsg
-	down   atomic.Bool // refuse the agent's connects (503)
+	// then, when set, are lines written with answer's, in its write.
+	then func(wire.DirectMsg) []wire.DirectMsg
+	down atomic.Bool // refuse the agent's connects (503)
 
 	header  chan http.Header    // each connect request's
 	msgs    chan wire.DirectMsg // every control line from the agent
@@ -112,7 +114,13 @@ func (g *directGW) connect(w http.ResponseWriter, r *http.Request) {
 		}
 		g.msgs <- m
 		if m.Op == wire.DirectOpen {
-			_ = g.send(st, g.answer(m))
+			b := wire.AppendDirectMsg(nil, g.answer(m))
+			if g.then != nil {
+				for _, n := range g.then(m) {
+					b = wire.AppendDirectMsg(b, n)
+				}
+			}
+			_, _ = st.Write(b)
 		}
 	}
 }
@@ -334,6 +342,28 @@ func TestDirectEndKillsSession(t *testing.T) {
 		t.Errorf("closed line %+v after the end of %d", closed, open.ID)
 	}
 	waitLogged(t, logs, "token tok-3 was revoked")
+}
+
+// TestDirectEndRightAfterAdmit: a DirectEnd that follows its DirectAdmit
+// at once (the token revoked as the caller connected) ends the session.
+// The control stream's reader handled it before the admitted connection
+// had noted itself live, took it for a connection already gone and
+// dropped it: the session ran on, out of the gateway's reach.
+func TestDirectEndRightAfterAdmit(t *testing.T) {
+	g := newDirectGW(t, true, admitAll)
+	g.then = func(m wire.DirectMsg) []wire.DirectMsg {
+		return []wire.DirectMsg{{Op: wire.DirectEnd, ID: m.ID, Reason: "token tok-9 was revoked"}}
+	}
+	addr, hk, _ := directAgent(t, g)
+	c, err := dialDirect(addr, hk, g.cert(t, "tok-9"))
+	if err == nil {
+		defer c.Close()
+	}
+	open := g.next(wire.DirectOpen)
+	closed := g.next(wire.DirectClosed)
+	if closed.ID != open.ID || !strings.Contains(closed.Reason, "token tok-9 was revoked") {
+		t.Errorf("closed line %+v after the end of %d, want the gateway's reason", closed, open.ID)
+	}
 }
 
 // TestDirectTunnelEndEndsSession: a direct session ends with the tunnel

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -321,7 +322,24 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 		c.header.Set(wire.HeaderAgentForwarding, wire.AgentForwardingOff)
 	}
 	c.log = c.log.With("gateway", cfg.GatewayURL, "hostKey", sshlayer.Fingerprint(c.hostKey.PublicKey()))
+	if (u.Scheme == "http" || u.Scheme == "ws") && !loopbackHost(u.Hostname()) {
+		// Allowed (a private network, a gateway behind a proxy on
+		// another port), but never silently: the CA is pinned on first
+		// use, so whoever answers that first connection in between
+		// gets to log in to this machine.
+		c.log.Warn("the gateway URL is plain " + u.Scheme + "://: this agent's token, and its first pin of the gateway's CA, cross the network unencrypted, so whoever is on the path can take the token or pin a CA of theirs; give the gateway's https:// URL (a TLS-terminating proxy in front of it, or gateway serve --tls-cert)")
+	}
 	return c, nil
+}
+
+// loopbackHost reports whether host (a URL's, without port) is this
+// machine: localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkNotGatewayState refuses a state directory that is a gateway's.

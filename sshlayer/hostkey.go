@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
@@ -68,7 +69,9 @@ func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
 }
 
 func loadHostKey(path string) (ssh.Signer, error) {
-	f, err := os.Open(path)
+	// Non-blocking: a FIFO's open waits for a writer, which held the
+	// agent at its start for ever, deaf to the signal that stops it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sshlayer: host key: %w", err)
 	}
@@ -76,6 +79,9 @@ func loadHostKey(path string) (ssh.Signer, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("sshlayer: host key: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("sshlayer: host key %s: not a regular file (%v): give the path of the key file itself", path, st.Mode().Type())
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("sshlayer: host key %s: permissions %#o are too open (want 0600)", path, st.Mode().Perm())

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/hostgate/hostgate/internal/durable"
@@ -108,5 +110,34 @@ func TestCreatedHostKeyIsDurable(t *testing.T) {
 	}
 	if !slices.Contains(synced, dir) {
 		t.Fatalf("%s was not synced once the new host key was linked into it: a power loss can lose the key", dir)
+	}
+}
+
+// TestHostKeyNotAFile: a host key path that names a FIFO is refused at
+// once, naming what it is. Opening it waited for a writer that never
+// came: the agent hung at its start, before it served or handled a
+// signal's stop (systemctl stop waited for its SIGKILL).
+func TestHostKeyNotAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host_key")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := LoadOrCreateHostKey(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a FIFO as host key: %v, want it refused as not a regular file", err)
+		}
+	case <-testCtx(t).Done():
+		// Let the open return, so that the goroutine ends.
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = w.Close()
+		}
+		<-done
+		t.Fatal("loading a FIFO as host key never returned")
 	}
 }

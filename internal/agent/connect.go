@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
@@ -599,7 +601,7 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 	}
 	path := filepath.Join(c.cfg.StateDir, GatewayCAFile)
 	line := ssh.MarshalAuthorizedKey(ca)
-	pinned, err := os.ReadFile(path)
+	pinned, err := readPin(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := writeNew(path, line); err != nil {
 			return nil, fmt.Errorf("agent: pin gateway CA: %w", err)
@@ -608,7 +610,7 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 		// wins, and a name writeNew found taken that still reads as
 		// missing is a symbolic link to nothing, which pinCA followed
 		// for ever, writing and syncing a temporary pin each round.
-		pinned, err = os.ReadFile(path)
+		pinned, err = readPin(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("agent: pin gateway CA: %s is a symbolic link to a file that does not exist: remove the link (the agent then pins this gateway's CA) or restore its target", path)
 		}
@@ -628,6 +630,37 @@ func (c *connector) pinCA(header string) (ssh.PublicKey, error) {
 			ErrCAChanged, ssh.FingerprintSHA256(want), ssh.FingerprintSHA256(ca), path)
 	}
 	return ca, nil
+}
+
+// maxPin bounds the pin's file: one public key's line, an RSA key of
+// 16384 bits a few KiB of it.
+const maxPin = 64 << 10
+
+// readPin reads the pinned CA at path, a regular file of at most maxPin
+// bytes. Opened non-blocking: a FIFO there held the tunnel's attempt in
+// its open for ever, deaf to the agent's stop, as a device such as
+// /dev/zero held it in a read that took all memory.
+func readPin(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v): remove it, and the agent pins the gateway's CA anew", path, st.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPin+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPin {
+		return nil, fmt.Errorf("%s is larger than %d bytes, which no CA key's line is: remove it, and the agent pins the gateway's CA anew", path, maxPin)
+	}
+	return b, nil
 }
 
 // writeNew creates path with data, mode 0600, failing quietly when another

@@ -65,7 +65,14 @@ func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
 	if err := durable.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("sshlayer: write host key: %w", err)
 	}
-	return loadHostKey(path)
+	s, err = loadHostKey(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The link found the name taken, and it still reads as missing:
+		// a symbolic link to nothing, which the error named as missing.
+		target, _ := os.Readlink(path)
+		return nil, fmt.Errorf("sshlayer: host key %s is a symbolic link to %s, which does not exist: restore its target, or remove the link to have a new key made (a gateway that pinned the old key refuses a new one until the host's key is reset there)", path, target)
+	}
+	return s, err
 }
 
 func loadHostKey(path string) (ssh.Signer, error) {

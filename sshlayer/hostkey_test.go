@@ -141,3 +141,22 @@ func TestHostKeyNotAFile(t *testing.T) {
 		t.Fatal("loading a FIFO as host key never returned")
 	}
 }
+
+// TestHostKeyDanglingLink: a host key path that is a symbolic link to a
+// file that is not there (a state directory restored without its target,
+// a key on a volume not mounted) is refused saying so and what to do. It
+// said "no such file or directory" of a name that ls shows.
+func TestHostKeyDanglingLink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host_key")
+	target := filepath.Join(t.TempDir(), "gone", "host_key")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadOrCreateHostKey(path)
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), "remove the link") {
+		t.Fatalf("a dangling link as host key: %v, want it named as a link to %s and the fix", err, target)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Error("a key was made at the link's target")
+	}
+}

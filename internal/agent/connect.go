@@ -298,6 +298,9 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: state dir: %w", err)
 	}
+	if err := protectStateDir(cfg.StateDir, c.log); err != nil {
+		return nil, err
+	}
 	if c.hostKey, err = loadOrCreateHostKey(filepath.Join(cfg.StateDir, HostKeyFile), c.log); err != nil {
 		return nil, err
 	}
@@ -342,6 +345,40 @@ func loopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// protectStateDir takes group and others' write permission off dir, the
+// state directory, when it has them, saying so: whoever may write it can
+// swap the host key for one they hold (the file's mode is checked, its
+// owner is not) or plant the pin before the first enrollment. Its
+// other bits are left: the files in it are 0600. A shared directory
+// (sticky, as /tmp) or one this user may not change is refused, naming
+// the fix. A missing one is left to its creator.
+func protectStateDir(dir string, log *slog.Logger) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent: state dir: %w", err)
+	}
+	was := st.Mode().Perm()
+	if !st.IsDir() || was&0o022 == 0 {
+		return nil
+	}
+	if st.Mode()&fs.ModeSticky != 0 {
+		// A shared directory (/tmp): others' write is what it is for,
+		// and taking it off would break it for every user.
+		return fmt.Errorf("agent: state dir %s is a shared directory (%v): others may create the host key or the pin before the agent does; give a --state-dir of the agent's own (the default, or a directory in this one)", dir, st.Mode())
+	}
+	now := was &^ 0o022
+	if err := os.Chmod(dir, now); err != nil {
+		return fmt.Errorf("agent: state dir %s is writable by group or others (%#o), and could not be made %#o (%w): whoever may write it can replace the host key; chmod go-w it as its owner, or give a --state-dir of this user's own", dir, was, now, err)
+	}
+	if log != nil {
+		log.Warn("the state dir was writable by group or others: took their write permission off, since whoever may write it can replace the host key", "dir", dir, "was", fmt.Sprintf("%#o", was), "now", fmt.Sprintf("%#o", now))
+	}
+	return nil
 }
 
 // checkNotGatewayState refuses a state directory that is a gateway's.

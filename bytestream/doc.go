@@ -8,8 +8,8 @@
 //	stream        deadlines                  half-close (CloseWrite)
 //	TCP           yes                        yes (*net.TCPConn)
 //	WebSocket     yes                        no: WebSocket has none; Close ends both directions
-//	NewPipeConn   when r/w support them      yes: closes the writer
-//	Stdio         when fds 0/1 are pipes     yes: closes fd 1
+//	NewPipeConn   when r/w support them      yes: closes the writer (a socket's shut down first)
+//	Stdio         when fds 0/1 are pipes     yes: closes fd 1 (a socket's shut down first)
 //	              or sockets
 //
 // Library code: nothing here logs; errors carry the detail.

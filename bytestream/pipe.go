@@ -102,7 +102,10 @@ func closedErr(err error) error {
 
 // CloseWrite closes the writer so the peer reads EOF; reading goes on.
 func (c *pipeConn) CloseWrite() error {
-	c.wOnce.Do(func() { c.wErr = c.w.Close() })
+	c.wOnce.Do(func() {
+		shutdownWrite(c.w)
+		c.wErr = c.w.Close()
+	})
 	return c.wErr
 }
 

@@ -3,6 +3,7 @@
 package bytestream
 
 import (
+	"io"
 	"os"
 	"syscall"
 )
@@ -21,4 +22,22 @@ func pollable(f *os.File, fd int, name string) *os.File {
 		growPipe(fd)
 	}
 	return os.NewFile(uintptr(fd), name)
+}
+
+// shutdownWrite ends w's sending side where w is a socket, before
+// CloseWrite closes it. Closing the descriptor alone ends nothing while
+// another descriptor holds the socket, and stdin and stdout are often one
+// socket (socat's EXEC, inetd, systemd's Accept=yes, sshd's socketpair for
+// a command without a pty): the peer never read EOF and waited for it.
+// Anything else (a pipe: ENOTSOCK) is left to the close.
+func shutdownWrite(w io.Writer) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_WR) })
 }

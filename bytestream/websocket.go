@@ -279,7 +279,14 @@ func CheckOrigin(r *http.Request, patterns []string) error {
 	}
 	u, err := url.Parse(origin)
 	if err != nil {
-		return fmt.Errorf("origin %q is not a URL: %w", textcut.Cut(origin, maxErrorText), err)
+		// url.Error quotes the whole input again, and its own error may
+		// quote a part (a port): a peer's Origin of up to the server's
+		// header limit (1 MiB) went whole into the 403's body and the log.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("origin %q is not a URL: %s", textcut.Cut(origin, maxErrorText), textcut.Cut(err.Error(), maxErrorText))
 	}
 	if strings.EqualFold(r.Host, u.Host) {
 		return nil

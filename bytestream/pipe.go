@@ -52,9 +52,15 @@ func (c *pipeConn) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		case errno == 0 && err == nil:
 			return n, nil
+		case errno != 0:
+			// Said here, as the file's Read would: a socket's reset
+			// (ECONNRESET) is reported once, and the file's Read after
+			// it found the socket at its end, a clean EOF, which a copy
+			// took for the peer's half-close.
+			return 0, &os.PathError{Op: "read", Path: c.r.(*os.File).Name(), Err: errno}
 		}
-		// Closed, past a deadline, failed: the file's Read says so (or
-		// reads, where a deadline moved meanwhile).
+		// Closed, past a deadline: the file's Read says so (or reads,
+		// where a deadline moved meanwhile).
 	}
 	n, err := c.r.Read(p)
 	return n, closedErr(err)

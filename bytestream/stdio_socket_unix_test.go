@@ -3,6 +3,7 @@
 package bytestream
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -65,5 +66,40 @@ func TestPipeConnSharedSocketHalfClose(t *testing.T) {
 	got, err = io.ReadAll(c)
 	if err != nil || string(got) != "more" {
 		t.Fatalf("half-closed conn read %q, %v; want more then EOF", got, err)
+	}
+}
+
+// TestPipeConnSocketResetIsNoEOF: a socket read side whose peer reset it
+// (closed with bytes it never read) fails the read, as an *os.File's own
+// read does, and is not taken for the stream's end: the raw read met the
+// reset, and the file's read it handed the error to found the socket
+// already past it, at its end, a clean EOF (a half-close to bicopy).
+func TestPipeConnSocketResetIsNoEOF(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		t.Fatal(err)
+	}
+	outFD, err := syscall.Dup(fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewPipeConn(os.NewFile(uintptr(fds[0]), "stdin"), os.NewFile(uintptr(outFD), "stdout"))
+	defer c.Close()
+	if c.(*pipeConn).rs == nil {
+		t.Skip("no raw reads here")
+	}
+	if _, err := c.Write([]byte("never read")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Close(fds[1]); err != nil { // with "never read" unread: a reset
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 16))
+	if n != 0 || err == nil || err == io.EOF || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read of a reset socket: %d, %v; want ECONNRESET", n, err)
 	}
 }

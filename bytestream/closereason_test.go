@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +62,33 @@ func TestPeerClose(t *testing.T) {
 	defer b.Close()
 	if pc := PeerClose(a); pc != nil {
 		t.Errorf("PeerClose of a pipe: %v", pc)
+	}
+}
+
+// TestPeerCloseReasonPrintable: a peer's close reason reaches the caller
+// as text that can be shown: `gateway proxy` prints the gateway's to
+// ssh's terminal, and a ws:// path's close frame is anyone's to forge. Its
+// escape sequences (a window title, a cleared screen), other control
+// characters, bidi overrides and invalid UTF-8 arrive as U+FFFD; the
+// words around them as sent.
+func TestPeerCloseReasonPrintable(t *testing.T) {
+	closer, reader := wsPair(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = CloseWithReason(closer, StatusPolicyViolation, "\x1b]0;pwned\x07\x1b[2Jtoken \u202erevoked\xff\r\n")
+	}()
+	_, err := reader.Read(make([]byte, 1))
+	<-done
+	var ce *CloseError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Read: %v, want a *CloseError", err)
+	}
+	const want = "\uFFFD]0;pwned\uFFFD\uFFFD[2Jtoken \uFFFDrevoked\uFFFD\uFFFD\uFFFD"
+	if ce.Reason != want || PeerClose(reader).Reason != want {
+		t.Fatalf("reason %q (PeerClose %q), want %q", ce.Reason, PeerClose(reader).Reason, want)
+	}
+	if !strings.Contains(ce.Error(), want) {
+		t.Fatalf("Error() %q does not say the reason", ce.Error())
 	}
 }

@@ -147,7 +147,7 @@ func (c *msgConn) Read(p []byte) (int, error) {
 				if !errors.As(err, &ce) {
 					return 0, err
 				}
-				closed := &CloseError{Code: int(ce.Code), Reason: ce.Reason, err: err}
+				closed := &CloseError{Code: int(ce.Code), Reason: printableReason(ce.Reason), err: err}
 				c.closed.CompareAndSwap(nil, closed)
 				switch ce.Code {
 				case websocket.StatusNormalClosure, websocket.StatusGoingAway:

@@ -91,3 +91,16 @@ func printableReason(s string) string {
 		return r
 	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
 }
+
+// printableLine is printableReason on one line: a server's answer to a
+// refused upgrade (HandshakeError), shown in an error that `gateway
+// proxy` prints to ssh's terminal, with its line breaks and tabs as
+// spaces.
+func printableLine(s string) string {
+	return printableReason(strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, s))
+}

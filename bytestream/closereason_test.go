@@ -92,3 +92,21 @@ func TestPeerCloseReasonPrintable(t *testing.T) {
 		t.Fatalf("Error() %q does not say the reason", ce.Error())
 	}
 }
+
+// TestHandshakeErrorTextPrintable: a refused upgrade's error shows the
+// server's body as one printable line (`gateway proxy` prints it to ssh's
+// terminal, the agent logs it; on a ws:// path, or behind a captive
+// portal, the answer is anyone's): line breaks and tabs as spaces, other
+// controls as U+FFFD. Body itself stays as the server sent it, for the
+// callers that parse it.
+func TestHandshakeErrorTextPrintable(t *testing.T) {
+	const body = "\x1b]0;pwned\x07\x1b[2Jno\r\nsuch\thost\u202e"
+	he := &HandshakeError{StatusCode: 502, Body: body}
+	const want = "bytestream: websocket handshake: status 502: \uFFFD]0;pwned\uFFFD\uFFFD[2Jno  such host\uFFFD"
+	if he.Error() != want {
+		t.Fatalf("Error() = %q, want %q", he.Error(), want)
+	}
+	if he.Body != body {
+		t.Fatalf("Body changed to %q", he.Body)
+	}
+}

@@ -115,7 +115,7 @@ type AcceptOptions struct {
 // with something other than 101 Switching Protocols.
 type HandshakeError struct {
 	StatusCode int    // the HTTP status the server answered
-	Body       string // the start of the response body, at most 1 KiB
+	Body       string // the start of the response body, at most 1 KiB, as sent (valid UTF-8); Error shows it printable
 	err        error
 }
 
@@ -123,7 +123,7 @@ func (e *HandshakeError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("bytestream: websocket handshake: status %d", e.StatusCode)
 	}
-	return fmt.Sprintf("bytestream: websocket handshake: status %d: %s", e.StatusCode, textcut.Cut(e.Body, maxErrorText))
+	return fmt.Sprintf("bytestream: websocket handshake: status %d: %s", e.StatusCode, printableLine(textcut.Cut(e.Body, maxErrorText)))
 }
 
 func (e *HandshakeError) Unwrap() error { return e.err }

@@ -458,3 +458,42 @@ func TestStdioFromFile(t *testing.T) {
 		t.Fatalf("child wrote %q", out)
 	}
 }
+
+// TestWebSocketWriteAfterDeadlineRecovers: a Write after the write
+// deadline passed fails with os.ErrDeadlineExceeded and sends nothing,
+// and once the deadline is cleared the stream writes again, as with the
+// other conns (an idle timeout that extends its deadline). A dialed conn,
+// which writes behind, took such a Write as sent, and its flusher's
+// failed write then failed every later Write for good, the bytes lost.
+func TestWebSocketWriteAfterDeadlineRecovers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts *WebSocketOptions
+		side int // 0: the dialed conn writes, 1: the accepted one
+	}{
+		{"dialed", nil, 0},
+		{"dialed WriteThrough", &WebSocketOptions{WriteThrough: true}, 0},
+		{"accepted", nil, 1},
+	} {
+		c := [2]net.Conn{}
+		c[0], c[1] = wsPairOpts(t, tc.opts, nil)
+		a, b := c[tc.side], c[1-tc.side]
+		if err := a.SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: Write past the deadline: %v, want os.ErrDeadlineExceeded", tc.name, err)
+		}
+		if err := a.SetWriteDeadline(time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Write([]byte("y")); err != nil {
+			t.Fatalf("%s: Write once the deadline is cleared: %v", tc.name, err)
+		}
+		_ = b.SetReadDeadline(time.Now().Add(10 * time.Second)) // a guard against a hang
+		buf := make([]byte, 1)
+		if _, err := io.ReadFull(b, buf); err != nil || buf[0] != 'y' {
+			t.Fatalf("%s: peer read %q, %v; want y", tc.name, buf, err)
+		}
+	}
+}

@@ -442,6 +442,9 @@ func (c *wsConn) abort() error { return c.Conn.(*msgConn).abort() }
 
 // Write sends p as binary messages of at most MaxMessageSize bytes.
 func (c *wsConn) Write(p []byte) (int, error) {
+	if err := c.pastWriteDeadline(); err != nil {
+		return 0, err
+	}
 	if c.wb != nil {
 		return c.writeJoined(p, nil)
 	}
@@ -454,6 +457,9 @@ func (c *wsConn) Write(p []byte) (int, error) {
 // writeJoined writes a then b as one Write of both would, without joining
 // them first; only where joinsWrites.
 func (c *wsConn) writeJoined(a, b []byte) (int, error) {
+	if err := c.pastWriteDeadline(); err != nil {
+		return 0, err
+	}
 	if c.wb == nil {
 		return c.writeParts(a, b)
 	}
@@ -462,6 +468,21 @@ func (c *wsConn) writeJoined(a, b []byte) (int, error) {
 		err = deadlineErr(err, &c.writeDeadline)
 	}
 	return n, err
+}
+
+// pastWriteDeadline refuses a write once the write deadline has passed,
+// before it starts: msgConn's own refusal waits for the deadline's timer
+// to mark it, and a write that came first was cut by the deadline (a
+// corked flush given the passed deadline, the timer's abort of a write
+// under way) and closed the conn; a write-behind conn held the bytes, and
+// its flusher's failure with the deadline failed every later Write, the
+// deadline cleared or not. Refused, the conn writes again once the
+// deadline is moved, as a TCP conn does.
+func (c *wsConn) pastWriteDeadline() error {
+	if t := c.writeDeadline.Load(); t != nil && !t.IsZero() && !time.Now().Before(*t) {
+		return fmt.Errorf("bytestream: websocket write: %w", os.ErrDeadlineExceeded)
+	}
+	return nil
 }
 
 // joinsWrites reports whether writeJoined may be used: the conn holds

@@ -497,3 +497,40 @@ func TestWebSocketWriteAfterDeadlineRecovers(t *testing.T) {
 		}
 	}
 }
+
+// TestWebSocketReadAfterDeadlineRecovers: a Read after the read deadline
+// passed fails with os.ErrDeadlineExceeded and the stream reads again
+// once the deadline is cleared (msgConn's doc: a deadline that passes
+// between operations fails the next ones until it is reset). The Read
+// that came before the deadline's timer marked it blocked, and the timer
+// then closed the conn under it.
+func TestWebSocketReadAfterDeadlineRecovers(t *testing.T) {
+	for side, name := range []string{"dialed", "accepted"} {
+		c := [2]net.Conn{}
+		c[0], c[1] = wsPair(t)
+		a, b := c[side], c[1-side]
+		if err := a.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: Read past the deadline: %v, want os.ErrDeadlineExceeded", name, err)
+		}
+		if err := a.SetReadDeadline(time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Write([]byte("y")); err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		buf := make([]byte, 1)
+		go func() { _, err := io.ReadFull(a, buf); errc <- err }()
+		select {
+		case err := <-errc:
+			if err != nil || buf[0] != 'y' {
+				t.Fatalf("%s: Read once the deadline is cleared: %q, %v; want y", name, buf, err)
+			}
+		case <-testCtx(t).Done():
+			t.Fatalf("%s: Read once the deadline is cleared: no answer", name)
+		}
+	}
+}

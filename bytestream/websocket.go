@@ -396,6 +396,12 @@ func deadlineErr(err error, d *atomic.Pointer[time.Time]) error {
 }
 
 func (c *wsConn) Read(p []byte) (int, error) {
+	if t := c.readDeadline.Load(); t != nil && !t.IsZero() && !time.Now().Before(*t) {
+		// Refused before it starts, as pastWriteDeadline says why: the
+		// deadline's timer, marking it late, closed the conn under a
+		// Read that came first.
+		return 0, fmt.Errorf("bytestream: websocket read: %w", os.ErrDeadlineExceeded)
+	}
 	n, err := c.Conn.Read(p)
 	if err != nil {
 		err = deadlineErr(err, &c.readDeadline)

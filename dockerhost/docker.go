@@ -820,6 +820,13 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 			}
 			return "", fmt.Errorf("dockerhost: create container: %w", ctx.Err())
 		case err == nil:
+			if lerr := discardedLimit(resp.Warnings); lerr != nil {
+				if derr := h.destroy(resp.ID); derr != nil {
+					h.logger.Error("remove a container without its limits", "container", resp.ID, "err", derr)
+				}
+				h.logger.Error("the engine cannot enforce a sandbox limit", "err", lerr)
+				return "", lerr
+			}
 			return resp.ID, nil
 		case cerrdefs.IsConflict(err):
 			return "", &Error{Code: CodeConflict, Field: "executionId", Message: "a container for this execution exists", Err: err}
@@ -835,6 +842,32 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 			return "", fmt.Errorf("dockerhost: create container: %w", err)
 		}
 	}
+}
+
+// discardedLimits are the engine's create warnings of a limit it dropped
+// (moby's verifyPlatformContainerResources: the kernel lacks the cgroup
+// controller), matched lower-cased, with the request's field and what the
+// engine's host needs.
+var discardedLimits = []struct{ words, field, fix string }{
+	{"swap limit capabilities", "resources.memoryBytes", "its processes could swap without bound past the memory limit; enable swap accounting on the engine's host (cgroup v2, or boot a cgroup v1 kernel with swapaccount=1) and restart the engine"},
+	{"support memory limit capabilities", "resources.memoryBytes", "its memory had no bound; enable the memory cgroup controller on the engine's host (cgroup v2, or boot with cgroup_enable=memory) and restart the engine"},
+	{"pids limit", "resources.pids", "its processes and threads had no bound; enable the pids cgroup controller on the engine's host (cgroup v2, or a cgroup v1 kernel with CONFIG_CGROUP_PIDS and the pids hierarchy mounted) and restart the engine"},
+}
+
+// discardedLimit is the error for a container the engine created without
+// one of the mandatory limits, nil when it kept them all. The engine
+// creates it anyway and says so only in a warning, so without this check
+// every sandbox ran with that limit gone and nothing said so.
+func discardedLimit(warnings []string) error {
+	for _, w := range warnings {
+		low := strings.ToLower(w)
+		for _, d := range discardedLimits {
+			if strings.Contains(low, d.words) {
+				return fmt.Errorf("dockerhost: the engine cannot enforce %s (%q), so no sandbox is made: %s", d.field, textcut.Cut(w, maxEngineWords), d.fix)
+			}
+		}
+	}
+	return nil
 }
 
 // imageVolumes are the VOLUMEs image declares, from the engine's image

@@ -33,7 +33,8 @@ type fakeDocker struct {
 	list      []container.Summary
 	removed   []string
 	removeErr map[string]error
-	createErr []error // consumed one per ContainerCreate
+	createErr []error  // consumed one per ContainerCreate
+	warnings  []string // every ContainerCreate's answer's Warnings
 	pulled    []string
 	pullErr   error
 	renamed   []string // "ID NAME" per ContainerRename
@@ -83,7 +84,7 @@ func (f *fakeDocker) ContainerCreate(context.Context, *container.Config, *contai
 	}
 	err := f.createErr[0]
 	f.createErr = f.createErr[1:]
-	return container.CreateResponse{ID: "c-new"}, err
+	return container.CreateResponse{ID: "c-new", Warnings: f.warnings}, err
 }
 
 func (f *fakeDocker) ImagePull(_ context.Context, ref string, _ image.PullOptions) (io.ReadCloser, error) {

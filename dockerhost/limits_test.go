@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -611,5 +612,37 @@ func testLimitPTYs(t *testing.T) {
 				t.Errorf("the sandbox's /dev/pts volume %s outlived its container (inspect err %v)", vol, err)
 			}
 		})
+	}
+}
+
+// TestCreateRefusesDiscardedLimits: an engine whose kernel lacks a
+// cgroup controller creates the container anyway, the limit dropped,
+// and says so only in the create's warnings (moby's
+// verifyPlatformContainerResources): the sandbox ran with its memory,
+// swap or pids unbounded. The create now fails naming the limit and
+// what to enable, and leaves no container.
+func TestCreateRefusesDiscardedLimits(t *testing.T) {
+	for _, tc := range []struct{ warning, limit, fix string }{
+		{"Your kernel does not support memory limit capabilities or the cgroup is not mounted. Limitation discarded.", "resources.memoryBytes", "memory"},
+		{"Your kernel does not support swap limit capabilities or the cgroup is not mounted. Memory limited without swap.", "resources.memoryBytes", "swapaccount=1"},
+		{"Your kernel does not support PIDs limit capabilities or the cgroup is not mounted. PIDs limit discarded.", "resources.pids", "pids"},
+	} {
+		f := &fakeDocker{createErr: []error{nil}, warnings: []string{tc.warning}}
+		h := fakeHost(t, f, time.Now())
+		cfg, hc, _ := h.policy.ContainerConfig("x", sandboxUIDBase, validReq(), time.Now(), nil)
+		id, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+		if err == nil || !strings.Contains(err.Error(), tc.limit) || !strings.Contains(err.Error(), tc.fix) || !strings.Contains(err.Error(), tc.warning) {
+			t.Errorf("engine warns %q: create = %q, %v; want an error naming %s, the engine's words and %q", tc.warning, id, err, tc.limit, tc.fix)
+		}
+		if !slices.Contains(f.removed, "c-new") {
+			t.Errorf("engine warns %q: container left behind (removed %v)", tc.warning, f.removed)
+		}
+	}
+	// A warning about nothing the sandbox needs is no reason to refuse.
+	f := &fakeDocker{createErr: []error{nil}, warnings: []string{"Published ports are discarded when using host network mode"}}
+	h := fakeHost(t, f, time.Now())
+	cfg, hc, _ := h.policy.ContainerConfig("x", sandboxUIDBase, validReq(), time.Now(), nil)
+	if _, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x"); err != nil {
+		t.Errorf("an unrelated warning: %v", err)
 	}
 }

@@ -540,7 +540,7 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		return final
 	}
 	if h.pool != nil {
-		if pc := h.pool.take(keyOf(req)); pc != nil {
+		if pc := h.pool.take(keyOf(req)); pc != nil && !h.pool.stale(ctx, pc, req.Image) {
 			cl := claimed{id: id, expires: expires, runtimeMs: req.Resources.RuntimeMs, maxOutputBytes: req.Resources.MaxOutputBytes, claimedAt: created}
 			name = named(claimedName(cl))
 			ins, cerr := h.claim(ctx, pc, cl, name)

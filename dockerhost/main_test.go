@@ -84,6 +84,7 @@ var engineTests = []struct {
 	{"PoolTTLAndClose", testPoolTTLAndClose},
 	{"PoolConcurrentClaims", testPoolConcurrentClaims},
 	{"PoolFillFailure", testPoolFillFailure},
+	{"PoolImageMoved", testPoolImageMoved},
 	{"ExecVia", testExecVia},
 	{"PoolAgent", testPoolAgent},
 	{"LoadAgent", testLoadAgent},

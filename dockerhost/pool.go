@@ -113,6 +113,11 @@ type pooled struct {
 	expires time.Time
 	agent   *Stdio // PoolConfig.Agent started ahead; nil without one
 	uid     int    // its own, from its creation (LabelUID)
+	// imageID is the image an unpinned reference named when the container
+	// was made ("" for a pinned one, which cannot move): a tag moved
+	// since (docker pull, docker tag) names another image, which a cold
+	// create would run.
+	imageID string
 }
 
 // agentEnvOK reports whether a pre-started agent (started without the
@@ -416,6 +421,14 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 			}
 		}
 	}()
+	var imageID string
+	if !strings.Contains(cfg.Image, "@sha256:") {
+		ins, err := h.api.ContainerInspect(ctx, cid)
+		if err != nil {
+			return nil, fmt.Errorf("inspect container: %w", err)
+		}
+		imageID = ins.Image
+	}
 	// Attach before start: the main process must find its stdin held.
 	hj, err := h.api.ContainerAttach(ctx, cid, container.AttachOptions{Stream: true, Stdin: true})
 	if err != nil {
@@ -444,7 +457,7 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	if code != 0 {
 		return nil, &Error{Code: CodeInvalidRequest, Field: "image", Message: "the image must provide /bin/sh, sleep and tar", Err: fmt.Errorf("sleep exited %d", code)}
 	}
-	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires, uid: uid}
+	pc := &pooled{cid: cid, name: name, hj: hj, expires: expires, uid: uid, imageID: imageID}
 	if len(p.cfg.Agent) > 0 {
 		// Its life is the container's (remove closes it), not the fill's.
 		pc.agent, err = h.attachStdio(ctx, context.Background(), cid, user, nil, p.cfg.Agent, io.Discard)
@@ -487,7 +500,9 @@ func (p *pool) take(k poolKey) *pooled {
 		p.total--
 		delete(p.owned, pc.name)
 		if pc.expires.After(now) {
-			p.hits.Add(1)
+			if pc.imageID == "" {
+				p.hits.Add(1)
+			} // else a hit or a miss once stale has looked at its image
 			return pc
 		}
 		p.reaps.Add(1)
@@ -496,6 +511,42 @@ func (p *pool) take(k poolKey) *pooled {
 	}
 	p.misses.Add(1)
 	return nil
+}
+
+// stale reports whether pc, just taken for ref, was made from an image
+// ref no longer names (an unpinned tag moved since), and if so removes it
+// and counts the claim a miss: the caller creates a container of the
+// image ref names now, and the refill makes the next one of it.
+func (p *pool) stale(ctx context.Context, pc *pooled, ref string) bool {
+	if pc.imageID == "" {
+		return false
+	}
+	ii, ok := p.h.api.(imageInspector)
+	if !ok {
+		p.hits.Add(1)
+		return false
+	}
+	ins, err := ii.ImageInspect(ctx, ref)
+	if err == nil && ins.ID == pc.imageID {
+		p.hits.Add(1)
+		return false
+	}
+	// Unreadable counts as moved: the cold create finds out what ref is.
+	p.log.Info("warm container's image is no longer the one its tag names; creating one", "container", pc.cid, "image", ref, "was", pc.imageID, "now", ins.ID, "err", err)
+	p.misses.Add(1)
+	p.reaps.Add(1)
+	p.mu.Lock()
+	if !p.closed {
+		// In the background as take's expired ones: close waits for it.
+		p.fillWG.Add(1)
+		go func() { defer p.fillWG.Done(); p.removeUncounted(pc) }()
+		p.notifyLocked()
+		p.mu.Unlock()
+		return true
+	}
+	p.mu.Unlock()
+	p.removeUncounted(pc)
+	return true
 }
 
 // owns reports whether the pool holds or is filling a container with one

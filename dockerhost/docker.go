@@ -591,6 +591,9 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		if cid, err = h.createStarted(ctx, cfg, hc, name, userOf(uid)); err != nil {
 			return nil, err
 		}
+		if h.pool != nil {
+			h.pool.learn(keyOf(req))
+		}
 		if ins, ierr := h.api.ContainerInspect(ctx, cid); ierr == nil {
 			cenv = readContainerEnv(ins)
 		} else if ctx.Err() == nil {

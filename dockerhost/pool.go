@@ -41,7 +41,8 @@ type PoolConfig struct {
 	MaxTotal int
 	// Keys are pre-warmed at start (e.g. the gateway's sandbox defaults):
 	// Image, Resources and Network of a provision request; the rest is
-	// ignored. Other keys are learned on their first provision.
+	// ignored. Other keys are learned on the first provision that makes
+	// a container of them.
 	Keys []ProvisionRequest
 	// MaxKeys bounds the keys kept (pre-warmed and learned). Default 16.
 	MaxKeys int
@@ -468,8 +469,9 @@ func (p *pool) create(ctx context.Context, k poolKey) (_ *pooled, err error) {
 	return pc, nil
 }
 
-// take hands out a warm container for k, or nil (a miss, which teaches the
-// pool the key). The container leaves the pool for good.
+// take hands out a warm container for k, or nil (a miss). The container
+// leaves the pool for good. A key the pool does not know is learned only
+// once a container of it was made (learn).
 func (p *pool) take(k poolKey) *pooled {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -479,12 +481,8 @@ func (p *pool) take(k poolKey) *pooled {
 	now := p.h.now()
 	ks := p.keys[k]
 	if ks == nil {
-		if len(p.keys) >= p.cfg.MaxKeys {
-			p.misses.Add(1)
-			return nil
-		}
-		ks = &keyState{}
-		p.keys[k] = ks
+		p.misses.Add(1)
+		return nil
 	}
 	ks.lastWant = now
 	if p.cfg.RefillDelay > 0 && !now.Before(ks.notUntil) {
@@ -511,6 +509,28 @@ func (p *pool) take(k poolKey) *pooled {
 	}
 	p.misses.Add(1)
 	return nil
+}
+
+// learn makes k a key the pool fills, after a provision that missed made
+// a container of it: a request whose image the engine cannot pull, or
+// which lacks sleep, or whose limits the engine refuses, teaches nothing,
+// where learning it at the miss had the pool try to fill it (a pull and
+// an error logged each time) every fillBackoff for a TTL after.
+func (p *pool) learn(k poolKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.keys[k] != nil || len(p.keys) >= p.cfg.MaxKeys {
+		return
+	}
+	now := p.h.now()
+	ks := &keyState{lastWant: now}
+	if p.cfg.RefillDelay > 0 {
+		// As after a claim: the new execution's first commands go first.
+		ks.notUntil = now.Add(p.cfg.RefillDelay)
+	}
+	p.keys[k] = ks
+	p.notifyLocked()
+	p.wake()
 }
 
 // stale reports whether pc, just taken for ref, was made from an image

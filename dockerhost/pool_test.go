@@ -1,6 +1,7 @@
 package dockerhost
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
@@ -550,6 +552,7 @@ func TestPoolPlan(t *testing.T) {
 	if p.take(k1) != nil {
 		t.Fatal("hit on an empty pool")
 	}
+	p.learn(k1) // its provision made a container
 	if _, starts, next := plan(); len(starts) != 0 || !next.Equal(t0.Add(time.Second)) {
 		t.Fatalf("refill started before RefillDelay: %v next %v", starts, next)
 	}
@@ -560,7 +563,11 @@ func TestPoolPlan(t *testing.T) {
 		t.Fatalf("starts %v, want Size=2 fills for the learned key", starts)
 	}
 	p.take(k2)
-	if p.take(k3) != nil || len(p.keys) != 2 {
+	p.learn(k2)
+	if p.take(k3) != nil {
+		t.Fatal("hit on an unknown key")
+	}
+	if p.learn(k3); len(p.keys) != 2 {
 		t.Fatalf("MaxKeys=2 exceeded: %d keys", len(p.keys))
 	}
 	now = t0.Add(3 * time.Second)
@@ -593,5 +600,32 @@ func TestPoolPlan(t *testing.T) {
 	}
 	if s := p.stats(); s.Hits != 1 || s.Misses != 4 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestPoolLearnsNoFailedKey: a provision that fails to make its container
+// (an image the registry refuses) does not teach the pool its key. It
+// did, and the pool then tried to fill it, pulling the image and logging
+// an error, every 30 seconds for 10 minutes after, for each such request.
+func TestPoolLearnsNoFailedKey(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	f := &fakeDocker{createErr: []error{cerrdefs.ErrNotFound}, pullErr: errors.New("manifest unknown")}
+	// The clock stands still and RefillDelay is long: no fill starts
+	// within the test, so only the provision uses the fake.
+	h, err := NewDocker(testCtx(t, time.Minute), nil, f, &Config{Owner: "gw", CheckpointDir: t.TempDir(), Now: func() time.Time { return now },
+		Pool: &PoolConfig{Size: 1, RefillDelay: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	req := validReq()
+	if _, err := h.Provision(testCtx(t, time.Minute), req); ErrorCode(err) != CodeInvalidRequest {
+		t.Fatalf("provision of an image the registry refuses: %v, want invalid_request", err)
+	}
+	h.pool.mu.Lock()
+	n := len(h.pool.keys)
+	h.pool.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the pool learned %d keys from a failed provision, want none", n)
 	}
 }

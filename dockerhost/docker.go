@@ -838,6 +838,13 @@ func (h *Docker) create(ctx context.Context, cfg *container.Config, hc *containe
 			if err := h.pullMissing(ctx, cfg.Image); err != nil {
 				return "", err
 			}
+		case cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "CPU CFS scheduler"):
+			// No value of NanoCPUs would do: the engine's kernel cannot
+			// bound CPU time at all, which is no fault of the request.
+			lerr := fmt.Errorf("dockerhost: the engine cannot enforce resources.cpus (%q), so no sandbox is made: its kernel has no CFS bandwidth control; run the engine on a kernel built with CONFIG_CFS_BANDWIDTH (and the cpu cgroup controller) and restart it: %w",
+				textcut.Cut(strings.TrimPrefix(err.Error(), "Error response from daemon: "), maxEngineWords), err)
+			h.logger.Error("the engine cannot enforce a sandbox limit", "err", lerr)
+			return "", lerr
 		case cerrdefs.IsInvalidArgument(err):
 			h.logger.Warn("the engine refused a container", "container", name, "err", err)
 			return "", engineRefused(err)

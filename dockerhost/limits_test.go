@@ -646,3 +646,22 @@ func TestCreateRefusesDiscardedLimits(t *testing.T) {
 		t.Errorf("an unrelated warning: %v", err)
 	}
 }
+
+// TestCreateEngineCannotLimitCPU: an engine whose kernel has no CFS
+// bandwidth control (CONFIG_CFS_BANDWIDTH off, as some Raspberry Pi
+// kernels) refuses every NanoCPUs. That was answered as the request's
+// fault, invalid_request on resources.cpus, telling the caller to ask
+// for a value the engine accepts and the operator to lower the maximum,
+// when no value is accepted: it now names the limit and what the
+// engine's host lacks, as the engine's failure.
+func TestCreateEngineCannotLimitCPU(t *testing.T) {
+	const words = "NanoCPUs can not be set, as your kernel does not support CPU CFS scheduler or the cgroup is not mounted"
+	f := &fakeDocker{createErr: []error{daemonInvalid(words)}}
+	h := fakeHost(t, f, time.Now())
+	cfg, hc, _ := h.policy.ContainerConfig("x", sandboxUIDBase, validReq(), time.Now(), nil)
+	_, err := h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+	if err == nil || ErrorCode(err) == CodeInvalidRequest || strings.Contains(err.Error(), "MaxResources") ||
+		!strings.Contains(err.Error(), "resources.cpus") || !strings.Contains(err.Error(), words) || !strings.Contains(err.Error(), "CONFIG_CFS_BANDWIDTH") {
+		t.Fatalf("engine without CFS bandwidth control: %v (code %q); want the engine's failure naming resources.cpus, its words and CONFIG_CFS_BANDWIDTH", err, ErrorCode(err))
+	}
+}

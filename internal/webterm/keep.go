@@ -23,7 +23,8 @@ import (
 const DefaultKeep = 5 * time.Minute
 
 // DefaultMaxKept bounds the terminals one caller may have kept without a
-// page at once; past it the one left longest ends.
+// page at once, those whose shell ended meanwhile included; past it one
+// whose shell ended is dropped first, else the one left longest ends.
 const DefaultMaxKept = 8
 
 // DefaultReplay is what a kept terminal holds of its latest output for
@@ -415,6 +416,10 @@ func (t *term) detach(a *attachment) {
 	case !ended:
 		t.log.Info("terminal page gone; kept for it to come back", "keep", t.h.cfg.Keep)
 		t.h.trim(t.caller)
+	default:
+		// Its ending, and its replay buffer, wait for the page: they
+		// count against the bound as a running one does.
+		t.h.trim(t.caller)
 	}
 }
 
@@ -509,12 +514,15 @@ func (t *term) replay(a *attachment, from int64, acks, paced bool) {
 	}
 }
 
-// trim ends the kept terminals of caller left longest without a page
-// past Config.MaxKept.
+// trim drops the kept terminals of caller left longest without a page
+// past Config.MaxKept. Those whose shell has ended count too (each holds
+// its replay buffer for Config.Keep): they go first, as they cost the
+// page only an exit status, where a running one costs its shell.
 func (h *Terminals) trim(caller string) {
 	type left struct {
 		t     *term
 		since time.Time
+		ended bool
 	}
 	var ls []left
 	h.mu.Lock()
@@ -523,8 +531,8 @@ func (h *Terminals) trim(caller string) {
 			continue
 		}
 		t.mu.Lock()
-		if t.att == nil && t.end == nil && t.grace != nil {
-			ls = append(ls, left{t, t.detached})
+		if t.att == nil && t.grace != nil {
+			ls = append(ls, left{t, t.detached, t.end != nil})
 		}
 		t.mu.Unlock()
 	}
@@ -532,6 +540,12 @@ func (h *Terminals) trim(caller string) {
 	for len(ls) > h.cfg.MaxKept {
 		oldest := 0
 		for i := range ls {
+			if ls[i].ended != ls[oldest].ended {
+				if ls[i].ended {
+					oldest = i
+				}
+				continue
+			}
 			if ls[i].since.Before(ls[oldest].since) {
 				oldest = i
 			}
@@ -545,8 +559,13 @@ func (h *Terminals) trim(caller string) {
 		}
 		t.grace.Stop()
 		t.grace = nil
+		ended := t.end != nil
 		t.mu.Unlock()
 		h.forget(t)
+		if ended {
+			t.log.Info("ended terminal dropped before its page came back: its caller keeps too many without a page", "max", h.cfg.MaxKept)
+			continue
+		}
 		t.log.Info("terminal closed: its caller keeps too many without a page", "max", h.cfg.MaxKept)
 		t.cancel(fmt.Errorf("more than %d terminals were kept without a page", h.cfg.MaxKept))
 	}

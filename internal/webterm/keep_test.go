@@ -784,3 +784,41 @@ func TestEndingKeptForAPageThatDidNotAnswer(t *testing.T) {
 	defer ws3.CloseNow()
 	expectClose(ctx, t, ws3, StatusNoTerminal, "a resume after the ending was had")
 }
+
+// The bound on a caller's kept terminals counts those whose shell ended
+// while their page was away too: each holds its replay buffer
+// (Config.Replay) for Config.Keep, waiting for its page. They were left
+// out of the count, so a page that had its shells exit and went (or
+// never answered the close of their ending) kept any number of them, up
+// to 256 KiB each for 5 minutes: a caller's memory at the gateway had no
+// bound. The one left longest is dropped, and its resume told it ended.
+func TestKeptPerCallerBoundCountsEnded(t *testing.T) {
+	ctx := testCtx(t)
+	procs := []*echoProcess{newEcho(), newEcho(), newEcho()}
+	srv, _ := keptServer(t, Config{MaxKept: 1}, procs...)
+	var ids []string
+	for i, p := range procs {
+		ids = append(ids, leftTerminal(ctx, t, srv))
+		waitDetached(ctx, t, srv, 1)
+		if i == len(procs)-1 {
+			break
+		}
+		if _, err := p.inW.Write([]byte("exit 4")); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+	}
+	for i, id := range ids[:2] {
+		ws, err := openErr(ctx, srv, "local", "", resumeQuery(id, 2, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		expectClose(ctx, t, ws, StatusNoTerminal, fmt.Sprintf("the resume of ended terminal %d past the bound", i))
+	}
+	if !alive(procs[2]) {
+		t.Fatal("the terminal within the bound ended")
+	}
+	ws := open(ctx, t, srv, "local", "", resumeQuery(ids[2], 2, 1))
+	echo(ctx, t, ws, "still")
+}

@@ -130,7 +130,10 @@ type term struct {
 	seq      int64 // the latest attachment's
 	detached time.Time
 	grace    *time.Timer
-	end      *ending
+	// leftBy is the page whose going started grace: a timer of an
+	// earlier page's, firing as its Stop came too late, is not grace's.
+	leftBy *attachment
+	end    *ending
 	// endingTo is the attachment last sent the ending: a resume waits
 	// until that page's close is over, which says whether it had the
 	// ending (the terminal is forgotten) or not (kept for the resume).
@@ -403,7 +406,7 @@ func (t *term) detach(a *attachment) {
 	t.att = nil
 	kept := t.id != ""
 	if kept {
-		t.detached = time.Now()
+		t.detached, t.leftBy = time.Now(), a
 		t.grace = time.AfterFunc(t.h.cfg.Keep, func() { t.expire(a) })
 	}
 	ended := t.end != nil
@@ -427,9 +430,9 @@ func (t *term) detach(a *attachment) {
 // its last page) in time.
 func (t *term) expire(a *attachment) {
 	t.mu.Lock()
-	if t.att != nil || t.grace == nil {
+	if t.att != nil || t.grace == nil || t.leftBy != a {
 		t.mu.Unlock()
-		return // resumed meanwhile
+		return // resumed meanwhile (and maybe left again: a later grace runs)
 	}
 	t.grace = nil
 	ended := t.end != nil

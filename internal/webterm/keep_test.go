@@ -822,3 +822,35 @@ func TestKeptPerCallerBoundCountsEnded(t *testing.T) {
 	ws := open(ctx, t, srv, "local", "", resumeQuery(ids[2], 2, 1))
 	echo(ctx, t, ws, "still")
 }
+
+// A page's grace timer that fires as the page comes back (its Stop too
+// late: expire already waits for the lock) does not end the terminal once
+// the page that came back has left in its turn: the terminal is kept for
+// Config.Keep from its latest page's going. It ended at once, for it
+// looked only at whether some page had it and some grace ran.
+func TestLateGraceOfAnEarlierPageKeepsTerminal(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, h := keptServer(t, Config{}, proc)
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	s := readControl(ctx, t, ws)
+	echo(ctx, t, ws, "hi")
+	h.mu.Lock()
+	term := h.kept[s.ID]
+	h.mu.Unlock()
+	term.mu.Lock()
+	first := term.att
+	term.mu.Unlock()
+	_ = ws.CloseNow()
+	waitDetached(ctx, t, srv, 1)
+	ws2 := open(ctx, t, srv, "local", "", resumeQuery(s.ID, 2, 1))
+	echo(ctx, t, ws2, "back")
+	_ = ws2.CloseNow()
+	waitDetached(ctx, t, srv, 1)
+	term.expire(first) // the first page's grace, late
+	if !alive(proc) {
+		t.Fatal("the first page's late grace ended the terminal kept for the second")
+	}
+	ws3 := open(ctx, t, srv, "local", "", resumeQuery(s.ID, 6, 2))
+	echo(ctx, t, ws3, "again")
+}

@@ -41,6 +41,58 @@ type Terminals struct {
 	closed bool
 	all    map[*term]struct{}
 	kept   map[string]*term // resumable terminals by id
+	// gone says why the gateway ended a kept terminal while its page was
+	// away, by id, for that page's resume (for goneFor).
+	gone map[string]goneTerm
+}
+
+// goneTerm is why a kept terminal the gateway ended without its page
+// ended: its page's resume is told that, not only that it has ended,
+// which it took for its shell's exit (a laptop asleep with more terminal
+// tabs than MaxKept, or longer than Config.Keep).
+type goneTerm struct {
+	host, caller string // whose: no one else's resume hears of it
+	why          string
+	at           time.Time
+}
+
+// A reason is kept for goneFor, long enough for a laptop asleep
+// overnight, and for the latest maxGone terminals at most: a page that
+// comes back later hears only that its terminal ended.
+const (
+	goneFor = 24 * time.Hour
+	maxGone = 1024
+)
+
+// bury notes why t, kept and forgotten, ended while its page was away.
+func (h *Terminals) bury(t *term, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	oldest := ""
+	for id, g := range h.gone {
+		if now.Sub(g.at) > goneFor {
+			delete(h.gone, id)
+		} else if oldest == "" || g.at.Before(h.gone[oldest].at) {
+			oldest = id
+		}
+	}
+	if len(h.gone) >= maxGone {
+		delete(h.gone, oldest)
+	}
+	h.gone[t.id] = goneTerm{host: t.host, caller: t.caller, why: why, at: now}
+}
+
+// goneWhy is why the kept terminal id of host and caller ended while its
+// page was away, or "" when the gateway does not know (any longer).
+func (h *Terminals) goneWhy(id, host, caller string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g, ok := h.gone[id]
+	if !ok || g.host != host || g.caller != caller || time.Since(g.at) > goneFor {
+		return ""
+	}
+	return g.why
 }
 
 // Close ends every terminal, telling the pages that are there why, and
@@ -438,7 +490,10 @@ func (t *term) expire(a *attachment) {
 	ended := t.end != nil
 	t.mu.Unlock()
 	t.h.forget(t)
-	if !ended {
+	if ended {
+		t.h.bury(t, fmt.Sprintf("its shell ended while this page was away, which did not come back within %v", t.h.cfg.Keep))
+	} else {
+		t.h.bury(t, fmt.Sprintf("closed: this page did not come back within %v", t.h.cfg.Keep))
 		t.log.Info("terminal not resumed in time, closing", "keep", t.h.cfg.Keep)
 		t.cancel(fmt.Errorf("its page did not come back within %v", t.h.cfg.Keep))
 	}
@@ -566,9 +621,11 @@ func (h *Terminals) trim(caller string) {
 		t.mu.Unlock()
 		h.forget(t)
 		if ended {
+			h.bury(t, fmt.Sprintf("its shell ended while this page was away, and more than %d terminals of this login were kept", h.cfg.MaxKept))
 			t.log.Info("ended terminal dropped before its page came back: its caller keeps too many without a page", "max", h.cfg.MaxKept)
 			continue
 		}
+		h.bury(t, fmt.Sprintf("closed: more than %d terminals of this login were kept without their page, this one longest", h.cfg.MaxKept))
 		t.log.Info("terminal closed: its caller keeps too many without a page", "max", h.cfg.MaxKept)
 		t.cancel(fmt.Errorf("more than %d terminals were kept without a page", h.cfg.MaxKept))
 	}

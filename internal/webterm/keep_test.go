@@ -854,3 +854,36 @@ func TestLateGraceOfAnEarlierPageKeepsTerminal(t *testing.T) {
 	ws3 := open(ctx, t, srv, "local", "", resumeQuery(s.ID, 6, 2))
 	echo(ctx, t, ws3, "again")
 }
+
+// A page whose kept terminal the gateway closed while it was away (a
+// laptop asleep past Keep, or with more terminal tabs than MaxKept) is
+// told why when it comes back, not only that the terminal has ended,
+// which it took for its shell's exit. No one else's resume hears of it.
+func TestResumeOfTerminalClosedAwaySaysWhy(t *testing.T) {
+	ctx := testCtx(t)
+	procs := []*echoProcess{newEcho(), newEcho()}
+	srv, _ := keptServer(t, Config{MaxKept: 1}, procs...)
+	first := leftTerminal(ctx, t, srv)
+	waitDetached(ctx, t, srv, 1)
+	leftTerminal(ctx, t, srv)
+	<-procs[0].done
+	for _, c := range []struct{ host, caller, want string }{
+		{"other", "", "this terminal has ended; open a new one"},
+		{"local", "mallory", "this terminal has ended; open a new one"},
+		{"local", "", "closed: more than 1 terminals of this login were kept without their page, this one longest"},
+	} {
+		ws := open(ctx, t, srv, c.host, c.caller, resumeQuery(first, 2, 1))
+		if code, reason := closeStatus(ctx, ws); code != StatusNoTerminal || reason != c.want {
+			t.Errorf("resume as %q on %s: close %v %q, want %v %q", c.caller, c.host, code, reason, StatusNoTerminal, c.want)
+		}
+	}
+
+	proc := newEcho()
+	srv, _ = keptServer(t, Config{Keep: 50 * time.Millisecond}, proc)
+	id := leftTerminal(ctx, t, srv)
+	<-proc.done
+	ws := open(ctx, t, srv, "local", "", resumeQuery(id, 2, 1))
+	if code, reason := closeStatus(ctx, ws); code != StatusNoTerminal || reason != "closed: this page did not come back within 50ms" {
+		t.Errorf("resume after Keep: close %v %q", code, reason)
+	}
+}

@@ -151,7 +151,7 @@ func Handler(cfg Config) *Terminals {
 	if cfg.Replay <= 0 {
 		cfg.Replay = DefaultReplay
 	}
-	return &Terminals{cfg: cfg, all: make(map[*term]struct{}), kept: make(map[string]*term)}
+	return &Terminals{cfg: cfg, all: make(map[*term]struct{}), kept: make(map[string]*term), gone: make(map[string]goneTerm)}
 }
 
 // control is a text message.
@@ -547,8 +547,12 @@ func (h *Terminals) resume(ws *websocket.Conn, host, caller, id string, from, se
 		t = h.afterEndingSent(t, id)
 	}
 	if t == nil || t.host != host || t.caller != caller {
-		log.Info("terminal resume refused: no such terminal", "terminal", id)
-		_ = ws.Close(StatusNoTerminal, "this terminal has ended; open a new one")
+		reason := "this terminal has ended; open a new one"
+		if why := h.goneWhy(id, host, caller); why != "" {
+			reason = closeReason(why)
+		}
+		log.Info("terminal resume refused: no such terminal", "terminal", id, "why", reason)
+		_ = ws.Close(StatusNoTerminal, reason)
 		return
 	}
 	a := newAttachment(ws, seq)
@@ -751,7 +755,9 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 
 // Close codes the page acts on: StatusTaken and StatusStale end a page's
 // attempts to resume (another page has the terminal), StatusNoTerminal
-// says the terminal has ended (or expired) and a new one is needed.
+// says the terminal has ended (or expired) and a new one is needed; its
+// reason says why when the gateway closed the terminal while its page
+// was away (past Config.Keep, or past MaxKept).
 const (
 	StatusTaken      websocket.StatusCode = 4001
 	StatusStale      websocket.StatusCode = 4009

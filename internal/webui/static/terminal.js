@@ -338,8 +338,12 @@
       const reloaded = received === 0;
       sessionId = ""; sessionStorage.removeItem(stored);
       if (reloaded) { connect(); return; }
-      finish("the terminal ended while disconnected");
-      term.write("\r\n\x1b[31mthe terminal ended while disconnected\x1b[0m\r\n");
+      // The gateway says why when it closed the terminal itself (this
+      // page away past its keep time, or too many terminals kept): else
+      // it read as the shell's own exit.
+      const why = ev.reason && !ev.reason.startsWith("this terminal has ended") ? ": " + ev.reason : "";
+      finish("the terminal ended while disconnected" + why);
+      term.write("\r\n\x1b[31mthe terminal ended while disconnected" + why + "\x1b[0m\r\n");
       return;
     }
     if (ev.code === 1000 || !sessionId) {

@@ -3,6 +3,7 @@ package webterm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -192,6 +194,62 @@ func FuzzReadMessage(f *testing.F) {
 		}
 		if err := <-sent; err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzEnding: what the page is told of a terminal's end, made of a
+// host's words (an exit signal's name, a lost connection's error, which
+// carries the host's disconnect message) or a cause from outside, is a
+// control message of a kind terminal.js knows, valid JSON whatever bytes
+// those words hold, and a close reason a browser takes (valid UTF-8, at
+// most 123 bytes: else it fails the socket, and the page resumes to be
+// told the same ending again).
+func FuzzEnding(f *testing.F) {
+	f.Add(0, "", "", uint8(0))
+	f.Add(-1, "KILL", "", uint8(0))
+	f.Add(1, "", "ssh: disconnect, reason 11: bye \xff\xfe", uint8(1))
+	f.Add(0, strings.Repeat("\xe9", 300), "\x1b]0;x\x07\"}", uint8(2))
+	f.Add(7, "\x00\"", "terminal closed: "+strings.Repeat("é", 80), uint8(3))
+	f.Fuzz(func(t *testing.T, code int, signal, text string, how uint8) {
+		var werr error
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		why := func(cause error) string { return "ended: " + cause.Error() }
+		switch how % 4 {
+		case 0: // the shell exited, or a signal ended it
+			werr = &hostgate.ExitError{Code: code, Signal: hostgate.Signal(signal)}
+		case 1: // its end went unseen: the connection was lost
+			werr = errors.New(text)
+		case 2: // ended from outside (a revoked token, the idle timer)
+			cancel(errors.New(text))
+			werr = errors.New("killed")
+		case 3: // ended by the page's going
+			cancel(nil)
+			why = nil
+		}
+		end := endingOf(ctx, werr, why)
+		if !utf8.ValidString(end.reason) || len(end.reason) > 123 {
+			t.Fatalf("close reason %q (%d bytes): want valid UTF-8 of at most 123 bytes", end.reason, len(end.reason))
+		}
+		if end.msg == nil {
+			return
+		}
+		var c control
+		if err := json.Unmarshal(end.msg, &c); err != nil {
+			t.Fatalf("ending %q: %v", end.msg, err)
+		}
+		switch c.Type {
+		case "exit":
+			if c.Code == nil {
+				t.Fatalf("exit without a code: %s", end.msg)
+			}
+		case "error":
+			if c.Message == "" {
+				t.Fatalf("error without a message: %s", end.msg)
+			}
+		default:
+			t.Fatalf("ending of a kind the page does not know: %s", end.msg)
 		}
 	})
 }

@@ -391,8 +391,14 @@ func endingOf(ctx context.Context, werr error, why func(error) string) *ending {
 		// The shell's end went unseen (its connection was lost): the
 		// close says why too, as one ended from outside does, so the
 		// page's status line does not hang on which end came first.
-		b, _ := json.Marshal(control{Type: "error", Message: werr.Error()})
-		return &ending{msg: b, reason: closeReason("terminal closed: " + werr.Error())}
+		text := werr.Error()
+		if text == "" {
+			// The message is omitted when empty, and the page showed
+			// "error: undefined".
+			text = "the shell's end went unseen: its connection to the host was lost"
+		}
+		b, _ := json.Marshal(control{Type: "error", Message: text})
+		return &ending{msg: b, reason: closeReason("terminal closed: " + text)}
 	case ctx.Err() == nil && errors.As(werr, &ee) && ee.Signal != "":
 		// The page said "exited (-1)" for a shell a signal ended: a
 		// sandbox's shell the memory limit's OOM killer took, or a kill -9.

@@ -185,7 +185,11 @@ type term struct {
 	// leftBy is the page whose going started grace: a timer of an
 	// earlier page's, firing as its Stop came too late, is not grace's.
 	leftBy *attachment
-	end    *ending
+	// forgotten: no longer resumable (forget), so a page's going arms
+	// no grace: nothing would be resumed, and the timer would hold the
+	// terminal and its replay buffer on, uncounted.
+	forgotten bool
+	end       *ending
 	// endingTo is the attachment last sent the ending: a resume waits
 	// until that page's close is over, which says whether it had the
 	// ending (the terminal is forgotten) or not (kept for the resume).
@@ -297,7 +301,8 @@ func (h *Terminals) start(r *http.Request, page context.Context, host string, wh
 	return t, nil
 }
 
-// forget drops t from the terminals: it can no longer be resumed.
+// forget drops t from the terminals: it can no longer be resumed, and
+// its grace, if running, is over.
 func (h *Terminals) forget(t *term) {
 	h.mu.Lock()
 	delete(h.all, t)
@@ -305,6 +310,14 @@ func (h *Terminals) forget(t *term) {
 		delete(h.kept, t.id)
 	}
 	h.mu.Unlock()
+	t.mu.Lock()
+	t.forgotten = true
+	if t.grace != nil {
+		// Armed by its page's reader as that page had the ending.
+		t.grace.Stop()
+		t.grace = nil
+	}
+	t.mu.Unlock()
 }
 
 func (t *term) touch() {
@@ -462,7 +475,7 @@ func (t *term) detach(a *attachment) {
 		return
 	}
 	t.att = nil
-	kept := t.id != ""
+	kept := t.id != "" && !t.forgotten
 	if kept {
 		t.detached, t.leftBy = time.Now(), a
 		t.grace = time.AfterFunc(t.h.cfg.Keep, func() { t.expire(a) })

@@ -887,3 +887,42 @@ func TestResumeOfTerminalClosedAwaySaysWhy(t *testing.T) {
 		t.Errorf("resume after Keep: close %v %q", code, reason)
 	}
 }
+
+// A kept terminal whose page had its ending (exit, close answered) is
+// let go whole: nothing holds it, or its replay buffer, on. Its page's
+// reader, ending with the socket, took the page's going for a page gone
+// away and armed the keep timer, which held the terminal and up to
+// Replay bytes of its output for Keep after, outside the bound on kept
+// terminals (the terminal forgotten): a page that opened and exited
+// terminals in a loop held any number of them.
+func TestEndingHadLeavesNothingKept(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	srv, h := keptServer(t, Config{}, proc)
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	s := readControl(ctx, t, ws)
+	echo(ctx, t, ws, "hi")
+	h.mu.Lock()
+	term := h.kept[s.ID]
+	h.mu.Unlock()
+	term.mu.Lock()
+	a := term.att
+	term.mu.Unlock()
+	if _, err := proc.inW.Write([]byte("exit 4")); err != nil {
+		t.Fatal(err)
+	}
+	if c := readControl(ctx, t, ws); c.Type != "exit" {
+		t.Fatalf("%+v, want exit", c)
+	}
+	if code, _ := closeStatus(ctx, ws); code != websocket.StatusNormalClosure {
+		t.Fatalf("close %v, want normal", code)
+	}
+	<-a.told // the gateway is done with the page: its reader too
+	<-term.finished
+	term.mu.Lock()
+	armed := term.grace != nil
+	term.mu.Unlock()
+	if armed {
+		t.Fatal("a terminal whose page had its ending is still kept for Keep")
+	}
+}

@@ -30,6 +30,15 @@ type KeyCheck struct {
 	key   []byte // the key being read, quoted and escaped as sent
 	dup   string // the first duplicate's path ("" for the key "")
 	found bool
+	// null is the path of the first null that stands as an element of an
+	// array or a value of a map of strings, numbers or booleans:
+	// encoding/json makes it the zero value without a word, so an exec's
+	// "args": ["-c", null] (JSON.stringify's for an undefined element)
+	// ran sh -c "" and "env": {"A": null} set A to "". A null field
+	// stays what it is, a field left out.
+	null     string
+	nullSeen bool
+	nullKind reflect.Kind
 }
 
 type keyFrame struct {
@@ -64,6 +73,9 @@ func (k *KeyCheck) Read(p []byte) (int, error) {
 
 // Err names the first duplicate key by its path, or is nil.
 func (k *KeyCheck) Err() error {
+	if !k.found && k.nullSeen {
+		return fmt.Errorf("%s: null where a %s is wanted; send the value, or leave the element out", k.null, nullWant(k.nullKind))
+	}
 	if !k.found {
 		return nil
 	}
@@ -145,6 +157,13 @@ func (k *KeyCheck) scan(b []byte) {
 			if t != nil && t.object {
 				t.expectKey = false
 			}
+		case 'n': // null: no other token outside a string holds an n
+			if !k.nullSeen && t != nil && !(t.object && t.expectKey) && t.typ != nil && scalar(t.next) {
+				switch t.typ.Kind() {
+				case reflect.Slice, reflect.Array, reflect.Map:
+					k.null, k.nullSeen, k.nullKind = strings.ToValidUTF8(k.path(), "\uFFFD"), true, t.next.Kind()
+				}
+			}
 		case '"':
 			k.inStr = true
 			k.isKey = t != nil && t.object && t.expectKey
@@ -212,4 +231,29 @@ func lookupField(fs []jsonField, key string) (jsonField, bool) {
 		}
 	}
 	return jsonField{}, false
+}
+
+// scalar reports whether t is a string, number or boolean type, for
+// which encoding/json takes null as its zero value.
+func scalar(t reflect.Type) bool {
+	if t == nil || custom(t) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+// nullWant names what a null of kind stands where.
+func nullWant(kind reflect.Kind) string {
+	switch kind {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	}
+	return "number"
 }

@@ -47,6 +47,11 @@ func TestCheckKeys(t *testing.T) {
 		{`{"a\\":1,"a\\":2}`, `a\: appears twice in its object; send each key once`},
 		{`{"any":[{"x":[{"y":{"z":1,"z":2}}]}]}`, "any.x.y.z: appears twice in its object; send each key once"},
 		{`{"any":{"":{"z":1,"z":2}}}`, "any..z: appears twice in its object; send each key once"},
+		// A null element of strings is refused; a null field, or a null
+		// where any value goes, is not.
+		{`{"env":{"A":"1","B":null}}`, "env.B: null where a string is wanted; send the value, or leave the element out"},
+		{`{"env":{"A":"null","B":" null "}}`, ""},
+		{`{"command":null,"env":null,"inner":null,"any":[null,{"a":null}]}`, ""},
 	} {
 		var v dupBody
 		got := ""

@@ -192,6 +192,17 @@ func (a *API) answerNew(parent, ctx context.Context, w http.ResponseWriter, e *d
 				gateway.ErrShuttingDown.Error()+": execution "+e.ExecutionID+" was terminated before its agent started; try again once the gateway is back")
 			return
 		}
+		if err != nil && parent.Err() != nil {
+			// The caller went away (a client's timeout): nobody will learn
+			// of the execution, and the agent did not fail, it was cut.
+			a.log.Info("the provision's caller went away before its execution's agent started; terminating the execution", "execution", e.ExecutionID)
+			if terr := a.ex.Terminate(context.WithoutCancel(ctx), e.ExecutionID); terr != nil {
+				a.log.Error("terminate", "execution", e.ExecutionID, "err", terr)
+			}
+			a.cfg.Agents.Forget(e.ExecutionID)
+			gateway.WriteError(w, http.StatusServiceUnavailable, dockerhost.CodeAborted, "the request's caller went away; execution "+e.ExecutionID+" was terminated")
+			return
+		}
 		if err != nil {
 			if _, gerr := a.ex.Get(context.WithoutCancel(ctx), e.ExecutionID); dockerhost.ErrorCode(gerr) == dockerhost.CodeGone || dockerhost.ErrorCode(gerr) == dockerhost.CodeNotFound {
 				// Terminated meanwhile (a DELETE while its agent started):
@@ -581,6 +592,14 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	}
 	if errors.Is(err, ErrNotExecutionHost) {
 		gateway.WriteError(w, http.StatusConflict, dockerhost.CodeConflict, notExecutionHost(err))
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		// keepOnShutdown's ctx ends so only when the request's does: the
+		// caller went away (a shutdown's cause is ErrStopping). No engine
+		// failed, and no one reads the answer.
+		a.log.Info("executions: the request's caller went away", "err", err)
+		gateway.WriteError(w, http.StatusServiceUnavailable, dockerhost.CodeAborted, "the request's caller went away")
 		return
 	}
 	a.log.Error("executions", "err", err)

@@ -288,6 +288,8 @@ type agentPool struct {
 	conns    map[string]net.Conn // the agent side of the latest attachment
 	// beforeAttach, when set, runs first; an error fails the attachment.
 	beforeAttach func(id string) error
+	// beforeAttachCtx is beforeAttach given the attachment's ctx.
+	beforeAttachCtx func(ctx context.Context, id string) error
 	// freezable makes attachments freezable (freeze); frozenFrom freezes
 	// them as they are made, the first that many.
 	freezable  bool
@@ -340,6 +342,11 @@ func (p *agentPool) attach(ctx context.Context, id string, argv []string, stderr
 	}
 	if p.beforeAttach != nil {
 		if err := p.beforeAttach(id); err != nil {
+			return nil, err
+		}
+	}
+	if p.beforeAttachCtx != nil {
+		if err := p.beforeAttachCtx(ctx, id); err != nil {
 			return nil, err
 		}
 	}

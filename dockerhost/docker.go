@@ -987,9 +987,36 @@ func (h *Docker) pull(ctx context.Context, ref string) error {
 		return err
 	}
 	defer rc.Close()
-	// The progress stream; bounded, its content is not needed.
-	_, err = io.Copy(io.Discard, io.LimitReader(rc, 64<<20))
-	return err
+	return pullStreamError(io.LimitReader(rc, 64<<20))
+}
+
+// pullStreamError reads a pull's progress stream (JSON messages, bounded
+// by the caller) to its end and returns the error the first message that
+// has one says. The engine answers 200 once a pull has begun, so a pull
+// that fails midway (a blob the registry lost, a connection cut mid-layer)
+// says so only there: read as a pull that succeeded, it made the create
+// after it answer "not found", the engine's failure.
+func pullStreamError(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		err := dec.Decode(&m)
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return fmt.Errorf("read the pull's progress: %w", err)
+		case m.ErrorDetail.Message != "":
+			return errors.New(m.ErrorDetail.Message)
+		case m.Error != "":
+			return errors.New(m.Error)
+		}
+	}
 }
 
 // checkImage fails when the image lacks what executions need: sleep is

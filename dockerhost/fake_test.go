@@ -37,7 +37,9 @@ type fakeDocker struct {
 	warnings  []string // every ContainerCreate's answer's Warnings
 	pulled    []string
 	pullErr   error
-	renamed   []string // "ID NAME" per ContainerRename
+	// pullStream, when set, is the progress stream a pull answers.
+	pullStream string
+	renamed    []string // "ID NAME" per ContainerRename
 }
 
 var _ DockerAPI = (*fakeDocker)(nil)
@@ -91,6 +93,9 @@ func (f *fakeDocker) ImagePull(_ context.Context, ref string, _ image.PullOption
 	f.pulled = append(f.pulled, ref)
 	if f.pullErr != nil {
 		return nil, f.pullErr
+	}
+	if f.pullStream != "" {
+		return io.NopCloser(strings.NewReader(f.pullStream)), nil
 	}
 	return io.NopCloser(strings.NewReader(`{"status":"done"}`)), nil
 }
@@ -211,6 +216,19 @@ func TestCreatePullsMissingImageOnce(t *testing.T) {
 	var e *Error
 	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "registry says no") {
 		t.Fatalf("unpullable image: %v, want invalid_request on image with the registry's reason in its message", err)
+	}
+
+	// A pull the engine began (answering 200) and that failed midway
+	// says so in its progress stream only: a blob the registry lost, a
+	// connection cut mid-layer. It was taken for a pull that succeeded,
+	// and the create after it answered "create container: not found",
+	// the engine's failure (502 engine_error).
+	f = &fakeDocker{createErr: []error{cerrdefs.ErrNotFound, cerrdefs.ErrNotFound},
+		pullStream: `{"status":"Pulling from hostgate/busybox","id":"x"}` + "\n" + `{"errorDetail":{"message":"unknown blob"},"error":"unknown blob"}` + "\n"}
+	h = fakeHost(t, f, time.Now())
+	_, err = h.create(testCtx(t, time.Minute), cfg, hc, "hostgate-x")
+	if !asError(err, &e) || e.Code != CodeInvalidRequest || e.Field != "image" || !strings.Contains(e.Message, "unknown blob") {
+		t.Fatalf("pull failed in its stream: %v, want invalid_request on image with the engine's reason in its message", err)
 	}
 
 	f = &fakeDocker{createErr: []error{cerrdefs.ErrConflict}}

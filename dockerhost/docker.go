@@ -1590,6 +1590,16 @@ func (h *Docker) ExecOutput(ctx context.Context, executionID string, req ExecReq
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
+			if writer, readers := e.lock.taking(); !writer && readers > 0 {
+				// Not being taken: a checkpoint waits for the commands
+				// running (and holds new ones back, or they could starve
+				// it), which may run for as long as their own timeoutMs.
+				commands := "commands"
+				if readers == 1 {
+					commands = "command"
+				}
+				return nil, &Error{Code: CodeConflict, Message: fmt.Sprintf("a checkpoint of execution %q waits for the %d %s running in it to end, and holds new commands back meanwhile; the command did not run in its timeoutMs (%d): retry once they end, or cancel the checkpoint's request", executionID, readers, commands, req.TimeoutMs)}
+			}
 			return nil, &Error{Code: CodeConflict, Message: fmt.Sprintf("execution %q was taking a checkpoint for the command's whole timeoutMs (%d); the command did not run: try again, or give it a longer timeoutMs", executionID, req.TimeoutMs)}
 		}
 		if ierr := interrupted(ctx, "the command did not run (it waited for a checkpoint); the execution is kept for the next start"); ierr != nil {

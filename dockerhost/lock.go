@@ -90,6 +90,14 @@ func (l *rwLock) broadcast() {
 	}
 }
 
+// taking reports whether a writer holds the lock, and how many readers
+// hold it: a writer that does not hold it waits for them.
+func (l *rwLock) taking() (writer bool, readers int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writer, l.readers
+}
+
 // waitWriter waits until a writer waits for or holds the lock, or ctx
 // ends (tests order a checkpoint against a running exec with it).
 func (l *rwLock) waitWriter(ctx context.Context) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/hostgate/hostgate/internal/deadline"
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // Container paths the policy mounts.
@@ -305,7 +306,8 @@ func validateEnv(field string, env map[string]string) error {
 	}
 	for name, value := range env {
 		if !envNameRE.MatchString(name) || len(name) > 256 {
-			return invalid(field+"."+name, "is not a valid environment variable name")
+			// Cut short: the name may be most of an 8 MiB exec body.
+			return invalid(field+"."+textcut.Cut(name, 64), "is not a valid environment variable name (want letters, digits and '_', not starting with a digit, at most 256 bytes)")
 		}
 		if looksSecret(name) {
 			return invalid(field+"."+name, "looks like a credential (token, secret, password, API key, credential): an execution's environment is kept in its container's configuration; write the credential into the workspace or pass it on the stdin of the command that needs it")

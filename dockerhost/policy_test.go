@@ -336,3 +336,24 @@ func TestPidsLeastSaysWhy(t *testing.T) {
 		t.Fatalf("nproc at 32 pids: %d, want 16", got)
 	}
 }
+
+// TestEnvNameQuotedShort: an env name refused is named in the error cut
+// short, as every other quoted input is: it was quoted whole, so an
+// exec's 8 MiB body of one bad name came back as an 8 MiB error (and
+// whatever logs the error held it).
+func TestEnvNameQuotedShort(t *testing.T) {
+	p := Policy{Max: DefaultMaxResources()}
+	long := "1" + strings.Repeat("a", 1<<20)
+	secret := strings.Repeat("A", 200) + "_TOKEN"
+	for _, env := range []map[string]string{{long: "x"}, {"A" + strings.Repeat("-", 1<<20): "x"}, {secret: "x"}} {
+		req := ExecRequest{Command: "true", TimeoutMs: 1000, Env: env}
+		err := p.ValidateExec(&req)
+		var e *Error
+		if !asError(err, &e) || e.Code != CodeInvalidRequest || !strings.HasPrefix(e.Field, "env.") {
+			t.Fatalf("%v, want invalid_request naming env.NAME", err)
+		}
+		if n := len(e.Field) + len(e.Message); n > 1024 {
+			t.Errorf("error of %d bytes for a bad name (%.40q...), want it quoted short", n, e.Field)
+		}
+	}
+}

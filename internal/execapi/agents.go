@@ -451,9 +451,16 @@ func (a *Agents) Forget(executionID string) {
 
 // forgetHost deletes an ended execution's kept key and host record.
 func (a *Agents) forgetHost(id string) {
-	a.dropKey(id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if h, err := a.store.Host(ctx, id); err == nil && h.Kind != HostKind {
+		// Another kind's host (DELETE /v1/executions/{id} answers 204
+		// for any id): DeleteHost of an execution's kind deletes none of
+		// it and says nil, and Forgot took that for its record gone,
+		// dropping the machine's public shares.
+		return
+	}
+	a.dropKey(id)
 	if err := a.store.DeleteHost(ctx, id, HostKind); err != nil {
 		a.log.Warn("forget execution host", "execution", id, "err", err)
 		return

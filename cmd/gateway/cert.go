@@ -229,7 +229,7 @@ func knownHostKey(hostKey string) (string, error) {
 }
 
 // pinKnownHost makes hostKey the one line for host in the known_hosts file
-// at path, keeping the other lines.
+// at path, keeping the other lines, those another run pins meanwhile too.
 func pinKnownHost(path, host, hostKey string) error {
 	if hostKey == "" {
 		return fmt.Errorf("the gateway has no host key for %s yet", host)
@@ -238,6 +238,11 @@ func pinKnownHost(path, host, hostKey string) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockKnownHosts(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

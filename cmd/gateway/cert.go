@@ -238,6 +238,9 @@ func pinKnownHost(path, host, hostKey string) error {
 	if err != nil {
 		return err
 	}
+	if path, err = followLinks(path); err != nil {
+		return err
+	}
 	unlock, err := lockKnownHosts(path)
 	if err != nil {
 		return err
@@ -256,6 +259,28 @@ func pinKnownHost(path, host, hostKey string) error {
 	}
 	out.WriteString(host + " " + hostKey + "\n")
 	return writeAtomic(path, []byte(out.String()), 0o600)
+}
+
+// followLinks is the file the symlink at path leads to, made or not yet,
+// or path when it is no symlink: a rewrite renamed over a link (a
+// known_hosts file kept in a dotfiles repository and linked into ~/.ssh)
+// replaced the link, and the file it led to never saw the change.
+func followLinks(path string) (string, error) {
+	for range 40 { // Linux's own bound on a chain of links (ELOOP)
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return path, nil
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(path), to)
+		}
+		path = to
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links: point it at the file itself", path)
 }
 
 // writeAtomic replaces path with data: an ssh starting meanwhile reads the

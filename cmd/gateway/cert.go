@@ -132,7 +132,20 @@ func sessionKey(path string) (ssh.PublicKey, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("cert: --key: %w", err)
 		}
-		if err := writeAtomic(path, k.PrivateKey, 0o600); err != nil {
+		// Made only where no other run made one meanwhile: the first ssh
+		// runs after setup (to several hosts at once) each run this, and
+		// a key renamed over another's left that run's certificate for a
+		// key no file held, which ssh offered and the host refused.
+		err := writeNew(path, k.PrivateKey, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			if b, err = os.ReadFile(path); err != nil {
+				// A name there that reads as missing: a symlink to
+				// nothing.
+				return nil, fmt.Errorf("cert: --key: %w (a link to a file that is not there? point --key at a file, or remove the link to have one made)", err)
+			}
+			return parseSessionKey(path, b)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("cert: --key: %w", err)
 		}
 		if err := writeAtomic(path+".pub", []byte(k.PublicKey+"\n"), 0o644); err != nil {
@@ -143,6 +156,11 @@ func sessionKey(path string) (ssh.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cert: --key: %w", err)
 	}
+	return parseSessionKey(path, b)
+}
+
+// parseSessionKey is the public key of the private key b read from path.
+func parseSessionKey(path string, b []byte) (ssh.PublicKey, error) {
 	signer, err := ssh.ParsePrivateKey(b)
 	if err != nil {
 		return nil, fmt.Errorf("cert: --key %s: %w (a private key without a passphrase is needed; gateway cert makes one when the file is missing)", path, err)
@@ -259,6 +277,31 @@ func pinKnownHost(path, host, hostKey string) error {
 	}
 	out.WriteString(host + " " + hostKey + "\n")
 	return writeAtomic(path, []byte(out.String()), 0o600)
+}
+
+// writeNew makes path with data, whole, as writeAtomic does, unless
+// path exists: then it leaves it and returns an error matching
+// fs.ErrExist.
+func writeNew(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Chmod(perm)
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	return durable.Link(f.Name(), path)
 }
 
 // followLinks is the file the symlink at path leads to, made or not yet,

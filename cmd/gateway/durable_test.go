@@ -25,6 +25,7 @@ func TestStateWritesAreDurable(t *testing.T) {
 		write func(path string) error
 	}{
 		{"writeAtomic", "known_hosts", func(path string) error { return writeAtomic(path, []byte("x\n"), 0o600) }},
+		{"session key", "hostgate_ed25519", func(path string) error { _, err := sessionKey(path); return err }},
 		{"preview key", previewKeyFile, func(path string) error { _, err := loadOrCreatePreviewKey(path); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

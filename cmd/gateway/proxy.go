@@ -54,6 +54,10 @@ func runProxy(ctx context.Context, sio stdio, args []string) error {
 	if gw == "" || token == "" {
 		return errors.New("proxy: --url and --token (or HOSTGATE_URL, HOSTGATE_TOKEN) are required")
 	}
+	if err := checkProxyURL(gw); err != nil {
+		fmt.Fprintln(sio.err, "gateway:", err)
+		return reportedError{err}
+	}
 	if caFile != "" {
 		var err error
 		if o.roots, err = tlshint.CAFile(caFile); err != nil {
@@ -212,6 +216,35 @@ func dialAnswer(ctx context.Context, stderr io.Writer, body, host string, o prox
 // envDirectFailed carries why --fdpass's direct path failed to the
 // relay it starts, which tells the gateway (wire.HeaderDirectFailed).
 const envDirectFailed = "HOSTGATE_PROXY_DIRECT_FAILED"
+
+// checkProxyURL refuses a --url the proxy cannot dial, saying why without
+// quoting it: what stands before an '@' in it may be a token, which
+// bytestream's and url.Parse's errors quoted into ssh's stderr (a
+// terminal, a CI job's log).
+func checkProxyURL(gw string) error {
+	const want = "give the gateway's base URL, as https://gw.example.com"
+	u, err := url.Parse(gw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL
+		}
+		return fmt.Errorf("proxy: --url is not a URL (%v): %s", err, want)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "ws", "wss":
+	default:
+		// Not quoted: "TOKEN:x@gw" parses as scheme TOKEN.
+		return fmt.Errorf("proxy: --url does not begin with https://, http://, wss:// or ws://: %s", want)
+	}
+	if u.User != nil {
+		return errors.New("proxy: --url holds credentials (before an '@'), which the proxy does not send: give the token by --token or HOSTGATE_TOKEN, and the URL without them")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("proxy: --url names no host: %s", want)
+	}
+	return nil
+}
 
 // proxyRequest is the URL and headers of the proxy's request for host's
 // SSH stream.

@@ -173,7 +173,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		say("through the gateway's relay (--relay-only)")
 	}
 	if err != nil {
-		return fail(proxyDialError(host, err))
+		return fail(proxyDialError(gw, host, err))
 	}
 	if o.knownHosts != "" {
 		mendKnownHost(stderr, o.knownHosts, host, resp.Header.Get(wire.HeaderPinnedKey))
@@ -262,15 +262,20 @@ func proxyRequest(gw, token, host string, o proxyOptions) (string, http.Header, 
 	return u.String(), h, nil
 }
 
-// proxyDialError says why the gateway refused the proxy's request, in
-// its own words where it gave some.
-func proxyDialError(host string, err error) error {
+// proxyDialError says why the gateway at gw refused the proxy's request,
+// in its own words where it gave some.
+func proxyDialError(gw, host string, err error) error {
 	var he *bytestream.HandshakeError
 	if errors.As(err, &he) {
 		if we, ok := wire.ParseError([]byte(he.Body)); ok {
 			return fmt.Errorf("proxy: host %s: %s (%d %s)", host, wire.TrimHost(host, we.Message), he.StatusCode, we.Code)
 		}
 		return fmt.Errorf("proxy: host %s: %s", host, wire.ForeignAnswer(he.StatusCode, he.Body))
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		// The dial's words name the refusal, not what is wrong: a
+		// gateway not running, or a --url with the wrong port.
+		err = fmt.Errorf("%w (no gateway answers at %s: is it running, and is that its URL? --url or HOSTGATE_URL)", err, strings.TrimRight(gw, "/"))
 	}
 	return fmt.Errorf("proxy: host %s: %w", host, tlshint.Wrap(err))
 }

@@ -73,7 +73,7 @@ func proxyFdpass(ctx context.Context, stdout, stderr io.Writer, gw, token, host 
 		return fdpassRelay(stderr, out, gw, token, host, o, "")
 	case errors.As(err, &he) && he.StatusCode == http.StatusOK:
 	default:
-		return fail(proxyDialError(host, err))
+		return fail(proxyDialError(gw, host, err))
 	}
 	conn, derr := dialAnswer(ctx, stderr, he.Body, host, o)
 	if derr == nil {

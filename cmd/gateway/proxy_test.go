@@ -179,3 +179,23 @@ func TestProxySaysTheGatewayNeverAnswered(t *testing.T) {
 		t.Fatalf("proxy: %v; stderr %q: want it to say the gateway never answered its handshake", err, stderr.String())
 	}
 }
+
+// A gateway that is not running (or a --url with the wrong port) refuses
+// the proxy's connection: ssh's stderr says no gateway answers there and
+// what to check, as gateway cert's does, where it read only the dial's
+// "connect: connection refused".
+func TestProxySaysNoGatewayAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	var stderr bytes.Buffer
+	local, other := net.Pipe()
+	defer other.Close()
+	err = proxy(t.Context(), local, &stderr, "http://"+addr, "tok", "box", proxyOptions{})
+	if msg := stderr.String(); err == nil || !strings.Contains(msg, "no gateway answers at http://"+addr) || !strings.Contains(msg, "HOSTGATE_URL") {
+		t.Fatalf("proxy: %v; stderr %q: want it to say no gateway answers at the URL and where the URL comes from", err, msg)
+	}
+}

@@ -276,7 +276,13 @@ func pinKnownHost(path, host, hostKey string) error {
 		out.WriteString(strings.TrimRight(line, "\n") + "\n")
 	}
 	out.WriteString(host + " " + hostKey + "\n")
-	return writeAtomic(path, []byte(out.String()), 0o600)
+	// The file's own mode, where it has one: a file others read (a
+	// team's, 0644) made 0600 failed their ssh's host key check.
+	perm := os.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		perm = fi.Mode().Perm()
+	}
+	return writeAtomic(path, []byte(out.String()), perm)
 }
 
 // writeNew makes path with data, whole, as writeAtomic does, unless

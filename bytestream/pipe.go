@@ -106,7 +106,9 @@ func closedErr(err error) error {
 	return err
 }
 
-// CloseWrite closes the writer so the peer reads EOF; reading goes on.
+// CloseWrite closes the writer so the peer reads EOF; reading goes on. A
+// socket's writing direction is shut down first: r may be the same
+// socket.
 func (c *pipeConn) CloseWrite() error {
 	c.wOnce.Do(func() {
 		shutdownWrite(c.w)

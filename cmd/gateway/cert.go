@@ -117,7 +117,7 @@ func certHostError(host string, err error) error {
 		ae.Message = wire.TrimHost(host, ae.Message)
 	}
 	// The client has named the fix of an untrusted certificate already.
-	return fmt.Errorf("cert: host %s: %w", host, err)
+	return printableError{fmt.Errorf("cert: host %s: %w", host, err)}
 }
 
 // sessionKey returns the public key of the private key at path, making an

@@ -125,7 +125,7 @@ func (nopWriteCloser) Close() error { return nil }
 // which reads the file only to check the key the host then sends.
 func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, host string, o proxyOptions) error {
 	fail := func(err error) error {
-		fmt.Fprintln(stderr, "gateway:", err)
+		fmt.Fprintln(stderr, "gateway:", printable(err.Error()))
 		_ = local.Close()
 		return reportedError{err}
 	}
@@ -191,7 +191,7 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 func proxySay(stderr io.Writer, host string, o proxyOptions) func(format string, args ...any) {
 	return func(format string, args ...any) {
 		if o.verbose {
-			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, fmt.Sprintf(format, args...))
+			fmt.Fprintf(stderr, "gateway: host %s: %s\n", host, printable(fmt.Sprintf(format, args...)))
 		}
 	}
 }
@@ -306,7 +306,7 @@ func (c *closeReasonConn) Read(p []byte) (int, error) {
 	var ce *bytestream.CloseError
 	if err != nil && errors.As(err, &ce) && ce.Reason != "" && !c.said {
 		c.said = true
-		fmt.Fprintf(c.stderr, "gateway: connection lost: %s\n", ce.Reason)
+		fmt.Fprintf(c.stderr, "gateway: connection lost: %s\n", printable(ce.Reason))
 	}
 	return n, err
 }

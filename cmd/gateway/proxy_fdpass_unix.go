@@ -148,7 +148,7 @@ func fdpassRelay(stderr io.Writer, out int, gw, token, host string, o proxyOptio
 }
 
 func fdpassFail(stderr io.Writer, err error) error {
-	fmt.Fprintln(stderr, "gateway:", err)
+	fmt.Fprintln(stderr, "gateway:", printable(err.Error()))
 	return reportedError{err}
 }
 

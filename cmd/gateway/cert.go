@@ -35,12 +35,18 @@ func init() {
 func runCert(ctx context.Context, sio stdio, args []string) error {
 	var gw, token, key, certPath, knownHosts, caFile string
 	var minValid time.Duration
-	home, _ := os.UserHomeDir()
+	// No home ($HOME unset: cron, a service): no default key, where
+	// ".ssh/hostgate_ed25519" made the private key under the directory
+	// ssh ran in (a repository's work tree).
+	defaultKey := ""
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		defaultKey = filepath.Join(home, ".ssh", "hostgate_ed25519")
+	}
 	fs := newFlags("cert", sio)
 	fs.StringVar(&gw, "url", "", "gateway URL (http(s)://)")
 	fs.StringVar(&token, "token", "", "client or admin token")
 	fs.StringVar(&caFile, "ca-file", "", caFileUsage)
-	fs.StringVar(&key, "key", filepath.Join(home, ".ssh", "hostgate_ed25519"), "the session key's private key file; made (ed25519, with KEY.pub) when missing")
+	fs.StringVar(&key, "key", defaultKey, "the session key's private key file; made (ed25519, with KEY.pub) when missing")
 	fs.StringVar(&certPath, "cert", "", "where the certificate goes (default KEY-HOST-cert.pub: a certificate names one host, so each host has its own; ssh_config's CertificateFile KEY-%n-cert.pub finds it)")
 	var force bool
 	fs.BoolVar(&force, "force", false, "renew the certificate and rewrite the known_hosts line even when fresh (after gateway host reset-key)")
@@ -55,6 +61,9 @@ func runCert(ctx context.Context, sio stdio, args []string) error {
 		return errUsage
 	}
 	host := fs.Arg(0)
+	if key == "" {
+		return errors.New("cert: --key is needed: there is no home directory ($HOME) for the default ~/.ssh/hostgate_ed25519; give --key FILE (and use the same in ssh's IdentityFile)")
+	}
 	if certPath == "" {
 		certPath = key + "-" + host + "-cert.pub"
 	}

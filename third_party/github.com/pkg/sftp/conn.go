@@ -157,9 +157,17 @@ func (c *conn) sendPacketHeld(ctx context.Context, m encoding.BinaryMarshaler) e
 // on Close and on CloseWrite (a session's stdin), as a pipe or a net.Conn
 // ends a blocked Write on Close. The packet it cuts short does not matter:
 // nothing follows it on the stream.
+//
+// Beside a send, only what the writer writes to is closed
+// (closeBeneath): the writer itself (a server's reply batch) is the
+// send's, which it reads and writes unlocked.
 func (c *conn) Close() error {
 	if c.sendMu.tryLock() {
 		defer c.sendMu.unlock()
+		return c.WriteCloser.Close()
+	}
+	if b, ok := c.WriteCloser.(interface{ closeBeneath() error }); ok {
+		return b.closeBeneath()
 	}
 	return c.WriteCloser.Close()
 }

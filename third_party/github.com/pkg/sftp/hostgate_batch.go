@@ -73,6 +73,11 @@ func (b *replyBatch) flush() error {
 	return err
 }
 
+// closeBeneath closes what the batch writes to and leaves the batch to
+// the send that holds the conn's lock (change 31's Close beside it): its
+// buffer goes back to the pool from that send's flush, or not at all.
+func (b *replyBatch) closeBeneath() error { return b.w.Close() }
+
 func (b *replyBatch) Close() error {
 	if b.buf != nil {
 		*b.buf = (*b.buf)[:0]

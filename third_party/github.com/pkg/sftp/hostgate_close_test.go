@@ -3,6 +3,7 @@ package sftp
 import (
 	"io"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -72,3 +73,55 @@ func TestHostgateCloseEndsSendOnWindow(t *testing.T) {
 		}
 	}
 }
+
+// blockingWriteCloser's Write blocks until Close.
+type blockingWriteCloser struct{ closed chan struct{} }
+
+func (w *blockingWriteCloser) Write(p []byte) (int, error) {
+	<-w.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (w *blockingWriteCloser) Close() error { close(w.closed); return nil }
+
+// TestHostgateServerCloseBesideStuckSend: a server conn's Close while a
+// reply's send is stuck in its writer (a client that stopped reading)
+// does not touch the reply batch the send holds (change 31): it read the
+// batch's buffer as the send wrote it, a data race under -race (sshlayer's
+// TestSFTPConcurrentDownloadsIntact in CI), and put the buffer back in
+// the pool while the send still used it.
+func TestHostgateServerCloseBesideStuckSend(t *testing.T) {
+	w := &blockingWriteCloser{closed: make(chan struct{})}
+	c := newServerConn(struct {
+		io.Reader
+		io.WriteCloser
+	}{eofReader{}, w})
+	b := c.WriteCloser.(*replyBatch)
+	c.sendMu.lock()
+	if _, err := b.Write(make([]byte, 100)); err != nil { // gathered: the batch holds a buffer
+		t.Fatal(err)
+	}
+	c.sendMu.unlock()
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		c.sendMu.lock()
+		defer c.sendMu.unlock()
+		_, _ = b.Write(make([]byte, replyBatchMax)) // flushes the batch, then blocks
+	}()
+	// Until the send holds the lock; a failed tryLock makes no
+	// happens-before edge, as nothing between the send and a Close
+	// beside it does.
+	for c.sendMu.tryLock() {
+		c.sendMu.unlock()
+		runtime.Gosched()
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -3,8 +3,6 @@ package bytestream
 import (
 	"fmt"
 	"net"
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -17,7 +15,7 @@ import (
 // coder/websocket's error, so websocket.CloseStatus reads it too.
 type CloseError struct {
 	Code   int    // the close frame's status code (RFC 6455 section 7.4)
-	Reason string // the peer's reason, printable (see printableReason); may be empty
+	Reason string // the peer's reason, printable (see textcut.Printable); may be empty
 	err    error
 }
 
@@ -76,31 +74,4 @@ func PeerClose(c net.Conn) *CloseError {
 		return wc.Conn.(*msgConn).closed.Load()
 	}
 	return nil
-}
-
-// printableReason is a peer's close reason as it may be shown: invalid
-// UTF-8, control characters and bidi controls become U+FFFD. `gateway
-// proxy` prints the gateway's reason to ssh's terminal, and on a ws://
-// path a close frame is anyone's to forge: one could set the terminal's
-// title, clear its screen or rewrite what it shows.
-func printableReason(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return utf8.RuneError
-		}
-		return r
-	}, strings.ToValidUTF8(s, string(utf8.RuneError)))
-}
-
-// printableLine is printableReason on one line: a server's answer to a
-// refused upgrade (HandshakeError), shown in an error that `gateway
-// proxy` prints to ssh's terminal, with its line breaks and tabs as
-// spaces.
-func printableLine(s string) string {
-	return printableReason(strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' || r == '\t' {
-			return ' '
-		}
-		return r
-	}, s))
 }

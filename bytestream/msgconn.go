@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/hostgate/hostgate/internal/textcut"
 )
 
 // msgConn is a net.Conn over a *websocket.Conn, one binary message per
@@ -147,7 +149,7 @@ func (c *msgConn) Read(p []byte) (int, error) {
 				if !errors.As(err, &ce) {
 					return 0, err
 				}
-				closed := &CloseError{Code: int(ce.Code), Reason: printableReason(ce.Reason), err: err}
+				closed := &CloseError{Code: int(ce.Code), Reason: textcut.Printable(ce.Reason), err: err}
 				c.closed.CompareAndSwap(nil, closed)
 				switch ce.Code {
 				case websocket.StatusNormalClosure, websocket.StatusGoingAway:

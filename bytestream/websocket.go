@@ -123,7 +123,7 @@ func (e *HandshakeError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("bytestream: websocket handshake: status %d", e.StatusCode)
 	}
-	return fmt.Sprintf("bytestream: websocket handshake: status %d: %s", e.StatusCode, printableLine(textcut.Cut(e.Body, maxErrorText)))
+	return fmt.Sprintf("bytestream: websocket handshake: status %d: %s", e.StatusCode, textcut.PrintableLine(textcut.Cut(e.Body, maxErrorText)))
 }
 
 func (e *HandshakeError) Unwrap() error { return e.err }

@@ -27,6 +27,14 @@ const DefaultKeep = 5 * time.Minute
 // whose shell ended is dropped first, else the one left longest ends.
 const DefaultMaxKept = 8
 
+// DefaultMaxKeptAll bounds the terminals kept without a page across all
+// callers, as DefaultMaxKept bounds one caller's: each holds a shell on
+// its host and up to Replay bytes here, and callers (tokens) are as many
+// as are made, so the per-caller bound alone left the gateway's memory
+// without one (256 of them hold at most 64 MiB of replay). Past it the one
+// whose shell ended, else the one left longest, of any caller ends.
+const DefaultMaxKeptAll = 256
+
 // DefaultReplay is what a kept terminal holds of its latest output for
 // its page to catch up from: what was in flight when the page went and
 // what came while it was away.
@@ -592,10 +600,36 @@ func (t *term) replay(a *attachment, from int64, acks, paced bool) {
 }
 
 // trim drops the kept terminals of caller left longest without a page
-// past Config.MaxKept. Those whose shell has ended count too (each holds
-// its replay buffer for Config.Keep): they go first, as they cost the
-// page only an exit status, where a running one costs its shell.
+// past Config.MaxKept, then those of any caller past Config.MaxKeptAll.
+// Those whose shell has ended count too (each holds its replay buffer for
+// Config.Keep): they go first, as they cost the page only an exit status,
+// where a running one costs its shell.
 func (h *Terminals) trim(caller string) {
+	h.trimPast(func(t *term) bool { return t.caller == caller }, h.cfg.MaxKept, keptBound{
+		ended:  fmt.Sprintf("its shell ended while this page was away, and more than %d terminals of this login were kept", h.cfg.MaxKept),
+		closed: fmt.Sprintf("closed: more than %d terminals of this login were kept without their page, this one longest", h.cfg.MaxKept),
+		cause:  fmt.Errorf("more than %d terminals were kept without a page", h.cfg.MaxKept),
+		log:    "its caller keeps too many without a page",
+	})
+	h.trimPast(func(*term) bool { return true }, h.cfg.MaxKeptAll, keptBound{
+		ended:  fmt.Sprintf("its shell ended while this page was away, and the gateway kept more than %d terminals without their page", h.cfg.MaxKeptAll),
+		closed: fmt.Sprintf("closed: the gateway kept more than %d terminals without their page, of all logins, and this one longest", h.cfg.MaxKeptAll),
+		cause:  fmt.Errorf("the gateway kept more than %d terminals without a page", h.cfg.MaxKeptAll),
+		log:    "the gateway keeps too many without a page",
+	})
+}
+
+// keptBound is what trimPast says of a terminal it drops: to its page's
+// resume (ended, closed), as the terminal's cause, and in the log.
+type keptBound struct {
+	ended, closed string
+	cause         error
+	log           string
+}
+
+// trimPast drops the kept terminals without a page that mine takes,
+// past most of them: ended ones first, then those left longest.
+func (h *Terminals) trimPast(mine func(*term) bool, most int, why keptBound) {
 	type left struct {
 		t     *term
 		since time.Time
@@ -604,7 +638,7 @@ func (h *Terminals) trim(caller string) {
 	var ls []left
 	h.mu.Lock()
 	for _, t := range h.kept {
-		if t.caller != caller {
+		if !mine(t) {
 			continue
 		}
 		t.mu.Lock()
@@ -614,7 +648,7 @@ func (h *Terminals) trim(caller string) {
 		t.mu.Unlock()
 	}
 	h.mu.Unlock()
-	for len(ls) > h.cfg.MaxKept {
+	for len(ls) > most {
 		oldest := 0
 		for i := range ls {
 			if ls[i].ended != ls[oldest].ended {
@@ -640,13 +674,13 @@ func (h *Terminals) trim(caller string) {
 		t.mu.Unlock()
 		h.forget(t)
 		if ended {
-			h.bury(t, fmt.Sprintf("its shell ended while this page was away, and more than %d terminals of this login were kept", h.cfg.MaxKept))
-			t.log.Info("ended terminal dropped before its page came back: its caller keeps too many without a page", "max", h.cfg.MaxKept)
+			h.bury(t, why.ended)
+			t.log.Info("ended terminal dropped before its page came back: "+why.log, "max", most)
 			continue
 		}
-		h.bury(t, fmt.Sprintf("closed: more than %d terminals of this login were kept without their page, this one longest", h.cfg.MaxKept))
-		t.log.Info("terminal closed: its caller keeps too many without a page", "max", h.cfg.MaxKept)
-		t.cancel(fmt.Errorf("more than %d terminals were kept without a page", h.cfg.MaxKept))
+		h.bury(t, why.closed)
+		t.log.Info("terminal closed: "+why.log, "max", most)
+		t.cancel(why.cause)
 	}
 }
 

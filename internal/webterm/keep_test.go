@@ -926,3 +926,40 @@ func TestEndingHadLeavesNothingKept(t *testing.T) {
 		t.Fatal("a terminal whose page had its ending is still kept for Keep")
 	}
 }
+
+// The gateway keeps at most MaxKeptAll terminals without a page across
+// all callers: each caller within its own MaxKept, many callers (tokens)
+// together held any number of shells and their replay buffers. Past the
+// bound the one left longest, whoever's, ends, and its page's resume is
+// told why; a new one is not refused.
+func TestKeptGatewayBound(t *testing.T) {
+	ctx := testCtx(t)
+	procs := []*echoProcess{newEcho(), newEcho(), newEcho()}
+	srv, _ := keptServer(t, Config{MaxKeptAll: 2}, procs...)
+	callers := []string{"ann", "bob", "cyd"}
+	var ids []string
+	for i, c := range callers {
+		ws := open(ctx, t, srv, "local", c, keepQuery())
+		ids = append(ids, readControl(ctx, t, ws).ID)
+		echo(ctx, t, ws, "hi")
+		_ = ws.CloseNow()
+		if i < 2 {
+			// In order: "left longest" is then ann's.
+			waitDetached(ctx, t, srv, i+1)
+		}
+	}
+	select {
+	case <-procs[0].done:
+	case <-ctx.Done():
+		t.Fatal("a third caller's kept terminal left the first caller's shell running past the gateway's bound")
+	}
+	ws := open(ctx, t, srv, "local", "ann", resumeQuery(ids[0], 2, 1))
+	want := "closed: the gateway kept more than 2 terminals without their page, of all logins, and this one longest"
+	if code, reason := closeStatus(ctx, ws); code != StatusNoTerminal || reason != want {
+		t.Errorf("ann's resume: close %v %q, want %v %q", code, reason, StatusNoTerminal, want)
+	}
+	for i, c := range callers[1:] {
+		ws := open(ctx, t, srv, "local", c, resumeQuery(ids[i+1], 2, 1))
+		echo(ctx, t, ws, "still "+c)
+	}
+}

@@ -102,6 +102,9 @@ type Config struct {
 	// MaxKept bounds the terminals one caller may have kept without a
 	// page; 0 means DefaultMaxKept.
 	MaxKept int
+	// MaxKeptAll bounds the terminals kept without a page across all
+	// callers; 0 means DefaultMaxKeptAll.
+	MaxKeptAll int
 	// Replay is how many bytes of its latest output a kept terminal
 	// holds for its page to catch up from; 0 means DefaultReplay.
 	Replay int
@@ -147,6 +150,9 @@ func Handler(cfg Config) *Terminals {
 	}
 	if cfg.MaxKept <= 0 {
 		cfg.MaxKept = DefaultMaxKept
+	}
+	if cfg.MaxKeptAll <= 0 {
+		cfg.MaxKeptAll = DefaultMaxKeptAll
 	}
 	if cfg.Replay <= 0 {
 		cfg.Replay = DefaultReplay
@@ -757,7 +763,7 @@ func (h *Terminals) serveAttachment(t *term, a *attachment, log *slog.Logger) {
 // attempts to resume (another page has the terminal), StatusNoTerminal
 // says the terminal has ended (or expired) and a new one is needed; its
 // reason says why when the gateway closed the terminal while its page
-// was away (past Config.Keep, or past MaxKept).
+// was away (past Config.Keep, MaxKept or MaxKeptAll).
 const (
 	StatusTaken      websocket.StatusCode = 4001
 	StatusStale      websocket.StatusCode = 4009

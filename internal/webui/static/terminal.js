@@ -123,8 +123,26 @@
   let sent = 0;            // input bytes sent on this socket: inputwait's taken counts from its start
   let heldTimer = 0;
 
+  // Each connect's seq: the gateway lets an attempt take the terminal
+  // from the socket it holds (this page's own, dead but not yet found so,
+  // or another page's) only if its seq is not lower, and closes a lower
+  // one STALE, which ends this page's terminal for good. It was the wall
+  // clock, which steps back (NTP setting it on waking from sleep, as a
+  // dropped network is resumed): the page's next attempt lost to its own
+  // dead socket and said the terminal was open in another page. Monotonic
+  // time instead, never below the last seq this tab sent (kept across a
+  // reload), so later attempts of a tab always win.
+  const seqKey = stored + ":seq";
+  const clockOrigin = performance.timeOrigin || Date.now() - performance.now();
+  function nextSeq() {
+    const last = Number(sessionStorage.getItem(seqKey)) || 0;
+    const seq = Math.max(last + 1, Math.floor(clockOrigin + performance.now()));
+    sessionStorage.setItem(seqKey, String(seq));
+    return seq;
+  }
+
   function connect() {
-    const q = new URLSearchParams({ keep: "1", ack: "2", cols: term.cols, rows: term.rows, seq: String(Date.now()) });
+    const q = new URLSearchParams({ keep: "1", ack: "2", cols: term.cols, rows: term.rows, seq: String(nextSeq()) });
     if (sessionId) { q.set("resume", sessionId); q.set("from", String(received)); }
     const sock = new WebSocket(base + "?" + q.toString());
     const gen = generation;

@@ -18,12 +18,18 @@ import (
 //     it holds STALE, and the page then says the terminal is open in
 //     another page and gives it up: with the wall clock set back, the
 //     page's next attempt lost to its own dead socket.
+//   - lost: set forward while it reconnects, the page goes on for keepMs
+//     from the drop; it gave up at once ("the gateway kept the terminal no
+//     longer"), dropping a terminal the gateway kept.
+//   - beat: set back, a connection that dies without a close is still
+//     found out in 20 s: no ping was asked for the hour the clock was set
+//     back by, and keystrokes went nowhere meanwhile.
 func TestTerminalOutlivesClockSteps(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed (scripts/env.sh installs it for the browser tests)")
 	}
-	for _, scenario := range []string{"seq"} {
+	for _, scenario := range []string{"seq", "lost", "beat"} {
 		t.Run(scenario, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

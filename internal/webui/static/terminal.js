@@ -115,9 +115,12 @@
   // wait behind a megabyte.
   const ackEvery = 64 << 10, ackLagMs = 20;
   let finished = false;    // the terminal ended, or another page has it: no reconnect
+  // Spans are timed on performance.now(), not the wall clock, which NTP
+  // steps as a laptop wakes: set forward, the page gave up reconnecting to
+  // a terminal the gateway kept; set back, it asked no ping for as long.
   let lostAt = 0;          // when the connection was lost, while reconnecting
   let attempt = 0;
-  let heard = Date.now(), asked = 0;
+  let heard = performance.now(), asked = 0;
   let beat = 0, retry = 0, connectTimer = 0;
   let generation = 0;      // one per terminal this page has opened: late acks of an old one are dropped
   let sent = 0;            // input bytes sent on this socket: inputwait's taken counts from its start
@@ -160,14 +163,14 @@
       sockOpened = true;
       lostAt = 0;
       attempt = 0;
-      heard = Date.now(); asked = 0;
+      heard = performance.now(); asked = 0;
       status.textContent = "connected";
       term.focus();
       startBeat(sock);
     };
     sock.onmessage = (ev) => {
       if (sock !== ws) return;
-      heard = Date.now();
+      heard = performance.now();
       if (typeof ev.data === "string") { control(ev.data); return; }
       // Flow control: tell the gateway what xterm has drawn, so that a
       // flood (yes, a big cat) waits on the host instead of piling up here,
@@ -386,10 +389,10 @@
   // keeps the terminal.
   function reconnect() {
     if (!lostAt) {
-      lostAt = Date.now();
+      lostAt = performance.now();
       term.write("\r\n\x1b[33mconnection to the gateway lost, reconnecting…\x1b[0m\r\n");
     }
-    if (Date.now() - lostAt > keepMs) {
+    if (performance.now() - lostAt > keepMs) {
       finish("connection lost: the gateway kept the terminal no longer");
       return;
     }
@@ -410,7 +413,7 @@
     clearInterval(beat);
     beat = setInterval(() => {
       if (sock !== ws || sock.readyState !== WebSocket.OPEN) { clearInterval(beat); return; }
-      const now = Date.now();
+      const now = performance.now();
       if (asked > heard && now - asked > quietMs) {
         clearInterval(beat);
         ws = null;

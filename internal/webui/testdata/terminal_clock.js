@@ -118,6 +118,26 @@ case "seq":
   load(); // a reload of the tab
   if (!(seq(last()) > seq(sockets[1]))) fail("the reloaded page's seq is not above the tab's last");
   break;
+case "lost":
+  // Reconnecting, the clock steps forward an hour: the gateway keeps the
+  // terminal for keepMs from the drop, not by the page's wall clock.
+  last().drop();
+  advance(600);
+  skew += 3600e3;
+  last().drop(); // refused before it opened: the network is still down
+  await flush();
+  advance(2000);
+  if (sockets.length !== 3) fail("the page stopped reconnecting: " + status());
+  break;
+case "beat":
+  // The clock steps back an hour, then the connection dies without a
+  // close: the page must still ask after 10 s of quiet and drop it 10 s
+  // later, to reconnect.
+  skew -= 3600e3;
+  advance(30000);
+  if (!sockets[0].sent.some((m) => typeof m === "string" && m.includes('"ping"'))) fail("the page never asked whether the gateway is there");
+  if (!sockets[0].closedByPage || sockets.length < 2) fail("the page kept a connection that did not answer");
+  break;
 default:
   fail("no scenario " + scenario);
 }

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // The terminal page goes on resuming its kept terminal while the wall
@@ -26,9 +28,7 @@ import (
 //     back by, and keystrokes went nowhere meanwhile.
 func TestTerminalOutlivesClockSteps(t *testing.T) {
 	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed (scripts/env.sh installs it for the browser tests)")
-	}
+	testenv.RequirePeer(t, "node (scripts/env.sh installs it for the browser tests)", err == nil)
 	for _, scenario := range []string{"seq", "lost", "beat"} {
 		t.Run(scenario, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

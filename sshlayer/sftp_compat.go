@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/hostgate/hostgate/third_party/github.com/pkg/sftp"
 )
 
 // SFTP v3 packet types and status codes sftpCompat reads and writes (the
@@ -318,8 +320,8 @@ func ourExtension(pkt []byte) bool {
 
 // limits answers limits@openssh.com as OpenSSH's sftp-server does, for
 // the requests pkg/sftp's server takes: packets of 256 KiB, reads and
-// writes of sftpMaxPacket, and no bound of its own on open handles (0:
-// the client keeps its default count of requests in flight). Told the
+// writes of sftpMaxPacket, and its bound on a session's open handles
+// (sftp.MaxOpenHandles), which clients that read it do not go past. Told the
 // limits, OpenSSH's sftp reads and writes in requests of 255 KiB where
 // it sends 32 KiB to a server that does not say: an eighth of the
 // requests and replies. By hand, a 256 MiB get took the agent 0.48-0.58
@@ -330,7 +332,7 @@ func (c *sftpCompat) limits(id uint32) error {
 	b = binary.BigEndian.AppendUint64(b, sftpMaxMessage)
 	b = binary.BigEndian.AppendUint64(b, sftpMaxPacket)
 	b = binary.BigEndian.AppendUint64(b, sftpMaxPacket)
-	b = binary.BigEndian.AppendUint64(b, 0)
+	b = binary.BigEndian.AppendUint64(b, sftp.MaxOpenHandles)
 	return c.writePacket(b)
 }
 

@@ -421,9 +421,9 @@ func TestSFTPCompatExtensions(t *testing.T) {
 		}
 	}
 	// limits as sshd's sftp-server gives them, but open handles: packet,
-	// read and write lengths, and no bound on handles.
+	// read and write lengths, and the server's bound on handles.
 	wantLimits := binary.BigEndian.AppendUint32([]byte{fxpExtendedReply}, 3)
-	for _, n := range []uint64{256 << 10, 255 << 10, 255 << 10, 0} {
+	for _, n := range []uint64{256 << 10, 255 << 10, 255 << 10, sftp.MaxOpenHandles} {
 		wantLimits = binary.BigEndian.AppendUint64(wantLimits, n)
 	}
 	if a := answers[3]; !bytes.Equal(a, wantLimits) {

@@ -47,6 +47,7 @@ type Server struct {
 	openFiles     map[string]file
 	openFilesLock sync.RWMutex
 	handleCount   int
+	opening       int // hostgate (change 35): opens under way, counted against MaxOpenHandles
 	workDir       string
 	winRoot       bool
 	maxTxPacket   uint32
@@ -649,6 +650,12 @@ func (p *sshFxpOpenPacket) respond(svr *Server) responsePacket {
 		mode = fs.FileMode() & os.ModePerm
 	}
 
+	// hostgate (change 35): at most MaxOpenHandles a session, the room
+	// taken before the open so that a refused one changes no file.
+	if !svr.reserveHandle() {
+		return statusFromError(p.ID, errTooManyHandles(p.Path))
+	}
+	defer svr.releaseHandle()
 	f, err := svr.openfile(svr.toLocalPath(p.Path), osFlags, mode)
 	if err != nil {
 		return statusFromError(p.ID, err)

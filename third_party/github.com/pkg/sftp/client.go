@@ -390,6 +390,7 @@ func (c *Client) ReadDirContext(ctx context.Context, p string) ([]os.FileInfo, e
 	// listing but not the close held the call until the connection ended.
 	defer c.close(ctx, handle) // this has to defer earlier than the lock below
 	var entries []os.FileInfo
+	budget := dirBudget{dir: p} // hostgate: change 36
 	var done = false
 	for !done {
 		id := c.nextID()
@@ -413,19 +414,33 @@ func (c *Client) ReadDirContext(ctx context.Context, p string) ([]os.FileInfo, e
 			if err != nil {
 				return nil, err
 			}
+			if count == 0 {
+				// hostgate (change 36): a reply of no names counts
+				// one, or a server sending them for ever is never
+				// bounded.
+				if err := budget.take(1, 0); err != nil {
+					return nil, err
+				}
+			}
 			for range count {
-				var filename string
+				start := len(data)
+				var filename, longname string
 				filename, data, err = unmarshalStringSafe(data)
 				if err != nil {
 					return nil, err
 				}
-				_, data, err = unmarshalStringSafe(data) // discard longname
+				longname, data, err = unmarshalStringSafe(data) // discard longname
 				if err != nil {
 					return nil, err
 				}
 				var attr *FileStat
 				attr, data, err = unmarshalAttrs(data)
 				if err != nil {
+					return nil, err
+				}
+				// hostgate (change 36): "." and ".." count too, as
+				// every name a listing sends.
+				if err := budget.take(1, start-len(data)-len(longname)); err != nil {
 					return nil, err
 				}
 				if filename == "." || filename == ".." {

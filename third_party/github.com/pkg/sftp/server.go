@@ -58,12 +58,16 @@ type Server struct {
 	doneOnce sync.Once
 }
 
-func (svr *Server) nextHandle(f file) string {
+func (svr *Server) nextHandle(f file) string { return svr.addHandle(f, false) }
+
+// hostgate (change 37): addHandle is nextHandle for a handle that took
+// its process-wide room (reserveHandle), given back when it is closed.
+func (svr *Server) addHandle(f file, counted bool) string {
 	svr.openFilesLock.Lock()
 	defer svr.openFilesLock.Unlock()
 	svr.handleCount++
 	handle := strconv.Itoa(svr.handleCount)
-	svr.openFiles[handle] = &serialWrites{file: f} // hostgate: see serialWrites
+	svr.openFiles[handle] = &serialWrites{file: f, counted: counted} // hostgate: see serialWrites
 	return handle
 }
 
@@ -79,6 +83,7 @@ type serialWrites struct {
 	noCached    atomic.Bool // hostgate: change 18; readAtCached cannot read this file
 	raw         uint8       // hostgate: change 19, under mu: rawYes, rawNo, or not known yet
 	rawBackoff  rawBackoff  // hostgate: change 19, under mu
+	counted     bool        // hostgate: change 37; holds room in processHandles
 }
 
 // hostgate: firstReaddir reports whether this is the handle's first
@@ -180,6 +185,7 @@ func (svr *Server) closeHandle(handle string) error {
 	defer svr.openFilesLock.Unlock()
 	if f, ok := svr.openFiles[handle]; ok {
 		delete(svr.openFiles, handle)
+		closed(f) // hostgate: change 37
 		return f.Close()
 	}
 
@@ -549,6 +555,7 @@ recvLoop:
 	// close any still-open files
 	for handle, file := range svr.openFiles {
 		fmt.Fprintf(svr.debugStream, "sftp server file with handle %q left open: %v\n", handle, file.Name())
+		closed(file) // hostgate: change 37
 		file.Close()
 	}
 	return err // error from recvPacket
@@ -652,16 +659,18 @@ func (p *sshFxpOpenPacket) respond(svr *Server) responsePacket {
 
 	// hostgate (change 35): at most MaxOpenHandles a session, the room
 	// taken before the open so that a refused one changes no file.
-	if !svr.reserveHandle() {
-		return statusFromError(p.ID, errTooManyHandles(p.Path))
+	// (change 37: and the process's sessions together at theirs.)
+	if err := svr.reserveHandle(p.Path); err != nil {
+		return statusFromError(p.ID, err)
 	}
-	defer svr.releaseHandle()
 	f, err := svr.openfile(svr.toLocalPath(p.Path), osFlags, mode)
 	if err != nil {
+		svr.releaseHandle(false)
 		return statusFromError(p.ID, err)
 	}
 
-	handle := svr.nextHandle(f)
+	handle := svr.addHandle(f, true)
+	svr.releaseHandle(true)
 	return &sshFxpHandlePacket{ID: p.ID, Handle: handle}
 }
 

@@ -866,6 +866,14 @@ func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) 
 			if n := e.Name(); n == "." || n == ".." {
 				continue
 			}
+			if strings.Contains(e.Name(), "/") {
+				// pkg/sftp names an entry by the last element of what the
+				// host sent, so only "/" gets here: joined, it is name
+				// again, and a host that listed it recursed the caller
+				// into the same directory until its ctx ended or its
+				// stack ran out, which ends the whole process.
+				return p.pathErr("remove", name, fmt.Errorf("the host listed an entry named %q in the directory, which no file system holds (a broken or hostile host); the removal stopped there", e.Name()))
+			}
 			// e comes from lstat: a symlink to a directory is removed, not
 			// followed.
 			if err := p.remove(ctx, path.Join(name, e.Name()), true); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -137,6 +137,9 @@ Host Box
 // stderr.
 func proxyVersionLine(t *testing.T, ctx context.Context, args ...string) string {
 	t.Helper()
+	// The run ends before a key exchange, which a direct path's memo
+	// keeps (proxy_kexwatch.go): the test's, not the user's cache.
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr bytes.Buffer

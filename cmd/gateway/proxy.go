@@ -155,10 +155,8 @@ func proxy(ctx context.Context, local net.Conn, stderr io.Writer, gw, token, hos
 		// The host's direct addresses, not a relay.
 		conn, derr := dialAnswer(ctx, stderr, he.Body, host, o)
 		if derr == nil {
-			memo.worked()
 			say("direct session to %s, its agent's listener", conn.RemoteAddr())
-			_, err := bicopy.Copy(ctx, local, conn)
-			return sshGone(err)
+			return sshGone(joinDirect(ctx, local, conn, memo, say))
 		}
 		if ctx.Err() == nil {
 			memo.failed(derr)

@@ -45,12 +45,18 @@ func startDirectGateway(t *testing.T) *directBox {
 // the gateway publishes for it.
 func (b *directBox) runDirectAgent(t *testing.T, id, stateDir, advertise string, logs io.Writer) []string {
 	t.Helper()
+	return b.runDirectAgentOn(t, id, stateDir, "127.0.0.1:0", advertise, logs)
+}
+
+// runDirectAgentOn is runDirectAgent with the direct listener on listen.
+func (b *directBox) runDirectAgentOn(t *testing.T, id, stateDir, listen, advertise string, logs io.Writer) []string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(testCtx(t))
 	up := make(chan string, 4)
 	done := make(chan error, 1)
 	go func() {
 		done <- agent.Connect(ctx, &agent.ConnectConfig{GatewayURL: b.base, Token: b.newToken("--role", "agent", "--host", id), StateDir: stateDir,
-			Direct: "127.0.0.1:0", DirectAdvertise: advertise,
+			Direct: listen, DirectAdvertise: advertise,
 			Logger: slog.New(slog.NewTextHandler(logs, nil)), OnTunnel: func(id string) { up <- id }})
 	}()
 	t.Cleanup(sync.OnceFunc(func() { cancel(); <-done }))

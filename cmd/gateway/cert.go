@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -216,11 +220,71 @@ func knownHostKeys(path, host string) ([]string, error) {
 	}
 	var keys []string
 	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) >= 3 && f[0] == host {
-			keys = append(keys, f[1]+" "+f[2])
+		if f := strings.Fields(line); len(f) >= 3 {
+			if _, ok := knownHostNamed(f[0], host); ok {
+				keys = append(keys, f[1]+" "+f[2])
+			}
 		}
 	}
 	return keys, nil
+}
+
+// knownHostNamed reports whether name, a known_hosts line's first field,
+// names host: as written, or hashed (hashed true), as ssh writes it with
+// HashKnownHosts yes (Debian's default) and ssh-keygen -H rewrites a file:
+// "|1|" base64(salt) "|" base64(HMAC-SHA1 of the name keyed by salt),
+// OpenSSH's host_hash and x/crypto's knownhosts.HashHostname. Taken for
+// another host's, a stale one (a key reset since) was left by the proxy
+// (ssh then refused the host), and kept by cert, which added a line
+// naming the host in the clear, a name the file had hashed away.
+func knownHostNamed(name, host string) (hashed, ok bool) {
+	if name == host {
+		return false, true
+	}
+	if !strings.HasPrefix(name, "|1|") {
+		return false, false
+	}
+	// ssh looks a host up by its name lower-cased, as it hashes it.
+	return true, hashedNameOf(name, host) || hashedNameOf(name, strings.ToLower(host))
+}
+
+// hashedNameOf reports whether the hashed known_hosts name field is
+// host's hash.
+func hashedNameOf(field, host string) bool {
+	rest, ok := strings.CutPrefix(field, "|1|")
+	if !ok {
+		return false
+	}
+	salt64, sum64, ok := strings.Cut(rest, "|")
+	if !ok {
+		return false
+	}
+	salt, err := base64.StdEncoding.DecodeString(salt64)
+	if err != nil {
+		return false
+	}
+	sum, err := base64.StdEncoding.DecodeString(sum64)
+	return err == nil && hmac.Equal(sum, hashHostName(salt, host))
+}
+
+// hashHostName is host's hash under salt, as a hashed known_hosts line
+// holds it (knownHostNamed).
+func hashHostName(salt []byte, host string) []byte {
+	m := hmac.New(sha1.New, salt)
+	m.Write([]byte(host))
+	return m.Sum(nil)
+}
+
+// hashedHostField is a new hashed known_hosts name for host: a fresh
+// salt, as ssh makes one for each line, and host lower-cased, as ssh
+// looks it up.
+func hashedHostField(host string) (string, error) {
+	salt := make([]byte, sha1.Size)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	enc := base64.StdEncoding.EncodeToString
+	return "|1|" + enc(salt) + "|" + enc(hashHostName(salt, strings.ToLower(host))), nil
 }
 
 // knownHostLine reads what the known_hosts file at path says of host:
@@ -278,13 +342,27 @@ func pinKnownHost(path, host, hostKey string) error {
 		return err
 	}
 	var out strings.Builder
+	name := host
 	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) >= 1 && f[0] == host {
-			continue
+		if f := strings.Fields(line); len(f) >= 1 {
+			if hashed, ok := knownHostNamed(f[0], host); ok {
+				// A file that hid host's name keeps it hidden: under
+				// the line's own hash where it is the one ssh looks up
+				// (so a pin again writes the same file), else anew.
+				if hashed && name == host {
+					name = f[0]
+					if !hashedNameOf(name, strings.ToLower(host)) {
+						if name, err = hashedHostField(host); err != nil {
+							return err
+						}
+					}
+				}
+				continue
+			}
 		}
 		out.WriteString(strings.TrimRight(line, "\n") + "\n")
 	}
-	out.WriteString(host + " " + hostKey + "\n")
+	out.WriteString(name + " " + hostKey + "\n")
 	// The file's own mode, where it has one: a file others read (a
 	// team's, 0644) made 0600 failed their ssh's host key check.
 	perm := os.FileMode(0o600)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,11 +33,33 @@ func lockKnownHosts(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("locking it for the rewrite: %w", err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
+	// Polled, not waited for in flock(2): a rewrite holds the lock for
+	// a moment, but a holder that never lets go (a run stopped mid-
+	// rewrite, a lock an NFS server keeps for a client that crashed)
+	// hung every later ssh, whose cert and proxy runs waited for ever,
+	// saying nothing. A holder that dies lets go by itself: flock's
+	// lock is the open file's, not the lock file's being there. Pauses
+	// of 5 ms at most: with longer ones (100 ms), 16 runs at once took
+	// five times as long as flock's own wait.
+	deadline := time.Now().Add(knownHostsLockWait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 5*time.Millisecond) {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { _ = f.Close() }, nil
+		case err == unix.EINTR:
+			continue
+		case err != unix.EWOULDBLOCK:
+			// No locks on this filesystem: unlocked, as the doc says.
+			return func() { _ = f.Close() }, nil
+		case !time.Now().Before(deadline):
+			_ = f.Close()
+			return nil, fmt.Errorf("its lock %s has been held by another process for %v: a gateway cert or gateway proxy stopped mid-rewrite (fuser -v %s names it: end it), or a lock the file server keeps for a machine that crashed; when no process holds it, remove %s", name, knownHostsLockWait, name, name)
 		}
+		time.Sleep(pause)
 	}
-	return func() { _ = f.Close() }, nil
 }
+
+// knownHostsLockWait bounds lockKnownHosts's wait for another run's
+// rewrite, which takes milliseconds (a variable for tests).
+var knownHostsLockWait = 10 * time.Second

@@ -281,14 +281,9 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 		c.max = DefaultMaxBackoff
 	}
 	c.max = max(c.max, c.min)
-	u, err := url.Parse(strings.TrimRight(cfg.GatewayURL, "/"))
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("gateway URL %q: want https://HOST[:PORT] (or http://, ws://, wss://), the gateway's --public-url", cfg.GatewayURL)
-	}
-	switch u.Scheme {
-	case "http", "https", "ws", "wss":
-	default:
-		return nil, fmt.Errorf("gateway URL %q: want https://HOST[:PORT] (or http://, ws://, wss://), the gateway's --public-url", cfg.GatewayURL)
+	u, err := gatewayURL(cfg.GatewayURL)
+	if err != nil {
+		return nil, err
 	}
 	u.Path = strings.TrimRight(u.Path, "/") + wire.ConnectPath
 	c.url = u.String()
@@ -335,6 +330,36 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 		c.log.Warn("the gateway URL is plain " + u.Scheme + "://: this agent's token, and its first pin of the gateway's CA, cross the network unencrypted, so whoever is on the path can take the token or pin a CA of theirs; give the gateway's https:// URL (a TLS-terminating proxy in front of it, or gateway serve --tls-cert)")
 	}
 	return c, nil
+}
+
+// gatewayURL parses the gateway's base URL (--gateway). What it refuses
+// it quotes only where no credentials can be in it: url.Parse's error
+// quotes the URL whole, and "TOKEN:x@gw" parses as the scheme TOKEN.
+// Credentials before an '@' are refused: the agent never sent them (its
+// bearer token is the request's Authorization, which net/http then
+// leaves alone), and the URL is in every log line.
+func gatewayURL(raw string) (*url.URL, error) {
+	const want = "want https://HOST[:PORT] (or http://, ws://, wss://), the gateway's --public-url"
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL
+		}
+		return nil, fmt.Errorf("gateway URL (--gateway, HOSTGATE_GATEWAY) is not a URL (%v): %s", err, want)
+	}
+	switch u.Scheme {
+	case "http", "https", "ws", "wss":
+	default:
+		return nil, fmt.Errorf("gateway URL (--gateway, HOSTGATE_GATEWAY) does not begin with https://, http://, wss:// or ws://: %s", want)
+	}
+	if u.User != nil {
+		return nil, errors.New("gateway URL (--gateway, HOSTGATE_GATEWAY) holds credentials before an '@', which are never sent (the token is, by --token or HOSTGATE_TOKEN) and would be written into every log line: give the URL without them")
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("gateway URL (--gateway, HOSTGATE_GATEWAY) %q names no host: %s", raw, want)
+	}
+	return u, nil
 }
 
 // loopbackHost reports whether host (a URL's, without port) is this

@@ -127,19 +127,20 @@ func ParseKeys(data []byte) ([]ssh.PublicKey, error) {
 	return keys, nil
 }
 
-// LoadKeys reads a file of public keys (ParseKeys), bounded in size.
+// LoadKeys reads a file of public keys (ParseKeys), bounded in size. Its
+// errors name the file, for the caller to name the flag that gave it.
 func LoadKeys(path string) ([]ssh.PublicKey, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("agent: keys: %w", err)
+		return nil, err
 	}
 	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxKeysFile+1))
 	if err != nil {
-		return nil, fmt.Errorf("agent: keys %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(b) > maxKeysFile {
-		return nil, fmt.Errorf("agent: keys %s: larger than %d bytes", path, maxKeysFile)
+		return nil, fmt.Errorf("%s: larger than %d bytes, which no file of keys is", path, maxKeysFile)
 	}
 	keys, err := ParseKeys(b)
 	if err != nil {

@@ -154,7 +154,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("agent serve: --log-level: %w", err)
+		return fmt.Errorf("agent serve: --log-level %q: want debug, info, warn or error", logLevel)
 	}
 	var h slog.Handler
 	switch logFormat {
@@ -172,14 +172,14 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 	if authKeysFile != "" {
 		keys, err := LoadKeys(authKeysFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("agent serve: --authorized-keys: %w", err)
 		}
 		cfg.AuthorizedKeys = keys
 	}
 	if caFile != "" {
 		keys, err := LoadKeys(caFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("agent serve: --trusted-ca: %w", err)
 		}
 		cfg.TrustedCAs = keys
 	}
@@ -238,7 +238,7 @@ func RunServe(ctx context.Context, args []string, sio *ServeIO) error {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", listen)
 		if err != nil {
-			return fmt.Errorf("agent serve: %w", err)
+			return fmt.Errorf("agent serve: --listen: %w", err)
 		}
 		log.Info("agent serving SSH", "listen", ln.Addr().String())
 		return ServeListener(ctx, ln, srv)

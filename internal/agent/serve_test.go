@@ -424,3 +424,53 @@ func mustLoadHostKey(t *testing.T, path string) ssh.Signer {
 	}
 	return s
 }
+
+// TestRunServeFlagErrorsNameTheFlag: a file of keys that cannot be read
+// or parsed, a --listen address that cannot be bound and a --log-level
+// not known say which flag is at fault and what it takes, where they said
+// "agent serve: agent: keys: open …", "listen tcp …: address already in
+// use" and "slog: level string …: unknown name".
+func TestRunServeFlagErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, ssh.MarshalAuthorizedKey(serveKey(t).PublicKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("ssh-ed25519 notbase64\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	missing := filepath.Join(dir, "missing")
+	ctx, cancel := context.WithTimeout(context.Background(), serveWait)
+	defer cancel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", missing}, []string{"--authorized-keys", missing, "no such file"}},
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", bad}, []string{"--authorized-keys", bad, "line 1"}},
+		{[]string{"--listen", "127.0.0.1:0", "--trusted-ca", missing}, []string{"--trusted-ca:", missing, "no such file"}},
+		{[]string{"--listen", taken.Addr().String(), "--authorized-keys", keys}, []string{"--listen", "address already in use"}},
+		{[]string{"--listen", "127.0.0.1:0", "--authorized-keys", keys, "--log-level", "verbose"}, []string{"--log-level", "debug, info, warn or error"}},
+	} {
+		var stderr bytes.Buffer
+		err := RunServe(ctx, append(tc.args, "--state-dir", filepath.Join(dir, "state")), &ServeIO{Stderr: &stderr})
+		if err == nil {
+			t.Errorf("%q accepted", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: %v, want it to say %q", tc.args, err, w)
+			}
+		}
+		if strings.Count(err.Error(), "agent") > 1 {
+			t.Errorf("%q: %v names the agent twice", tc.args, err)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
@@ -271,6 +272,13 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 		return nil, errors.New("agent: connect needs a gateway URL, a token and a state directory")
 	}
 	c := &connector{cfg: *cfg, log: cfg.Logger, min: cfg.MinBackoff, max: cfg.MaxBackoff}
+	// Trimmed as the token is: an id read from a file (a ConfigMap's
+	// env var) kept its newline, which net/http refused in the header at
+	// every dial, retried for ever as if the network failed.
+	c.cfg.HostID = strings.TrimSpace(cfg.HostID)
+	if strings.IndexFunc(c.cfg.HostID, unicode.IsControl) >= 0 {
+		return nil, fmt.Errorf("--host-id (HOSTGATE_HOST_ID) %q holds a control character: give the host's id alone, as `gateway token create --role agent --host ID` named it", c.cfg.HostID)
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -311,8 +319,8 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	c.header.Set("User-Agent", UserAgent())
 	c.header.Set(wire.HeaderHostKey, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(c.hostKey.PublicKey()))))
 	c.header.Set(wire.HeaderInfo, wire.EncodeInfo(info))
-	if cfg.HostID != "" {
-		c.header.Set(wire.HeaderHostID, cfg.HostID)
+	if c.cfg.HostID != "" {
+		c.header.Set(wire.HeaderHostID, c.cfg.HostID)
 	}
 	// This agent reads a caller preamble on each stream, if the gateway
 	// answers that it sends them.

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -136,8 +137,8 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 	// that cannot connect for hours (revoked token, changed CA, gateway
 	// down) says why once, not once per attempt.
 	var (
-		lastErr string
-		repeats int
+		lastErr, lastKey string // lastKey: failureKey's
+		repeats          int
 	)
 	standby := false // another agent took the host's tunnel over: ask only while it has none
 	for {
@@ -165,7 +166,7 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 			// ended for a new reason, whatever it says; a shorter one
 			// (two agents with one identity taking turns) is the same
 			// failure again.
-			lastErr, repeats = "", 0
+			lastErr, lastKey, repeats = "", "", 0
 		}
 		// A tunnel that stayed up a while was healthy: come back fast
 		// (a gateway restart). One that dies at once keeps backing off.
@@ -186,8 +187,9 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		}
 		wait := jitter(backoff)
 		args := []any{"err", err, "in", wait.Round(time.Millisecond)}
+		key := failureKey(err)
 		switch {
-		case err.Error() == lastErr:
+		case key == lastKey:
 			repeats++
 			c.log.Debug("gateway tunnel failed again; reconnecting", append(args, "repeats", repeats)...)
 		case isRef && ref.standingBy():
@@ -199,8 +201,8 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 		default:
 			c.log.Warn("gateway tunnel ended; reconnecting with backoff, logging again only when the error changes", append(args, previous(lastErr, repeats)...)...)
 		}
-		if err.Error() != lastErr {
-			lastErr, repeats = err.Error(), 0
+		if key != lastKey {
+			lastErr, lastKey, repeats = err.Error(), key, 0
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -232,6 +234,19 @@ func previous(lastErr string, repeats int) []any {
 		return nil
 	}
 	return []any{"previousErr", lastErr, "previousRepeats", repeats}
+}
+
+// localPort is the port of a connection's local end in the errors of its
+// reads and writes (net.OpError's "tcp 10.0.0.2:52278->203.0.113.5:443").
+var localPort = regexp.MustCompile(`:[0-9]+->`)
+
+// failureKey is what tells one failure from another: err's words but
+// the local port, a new ephemeral one at each attempt. A gateway's address
+// that reset every connection (a load balancer without a healthy target)
+// was a new failure each time, logged at every attempt for as long as the
+// gateway was down.
+func failureKey(err error) string {
+	return localPort.ReplaceAllString(err.Error(), "->")
 }
 
 // jitter picks uniformly in [d/2, d], so agents cut off together do not

@@ -240,13 +240,19 @@ func previous(lastErr string, repeats int) []any {
 // reads and writes (net.OpError's "tcp 10.0.0.2:52278->203.0.113.5:443").
 var localPort = regexp.MustCompile(`:[0-9]+->`)
 
+// checkedAt is the time crypto/x509 names in the error of a certificate
+// outside its validity ("current time 2026-12-07T21:41:47Z is after …").
+var checkedAt = regexp.MustCompile(`current time [^ ]+ is`)
+
 // failureKey is what tells one failure from another: err's words but
-// the local port, a new ephemeral one at each attempt. A gateway's address
-// that reset every connection (a load balancer without a healthy target)
-// was a new failure each time, logged at every attempt for as long as the
-// gateway was down.
+// what each attempt has of its own, the local port (a new ephemeral one)
+// and the time a certificate was checked at. A gateway's address that
+// reset every connection (a load balancer without a healthy target), or
+// whose certificate expired, was a new failure each time, logged at every
+// attempt for as long as it lasted.
 func failureKey(err error) string {
-	return localPort.ReplaceAllString(err.Error(), "->")
+	k := localPort.ReplaceAllString(err.Error(), "->")
+	return checkedAt.ReplaceAllString(k, "current time is")
 }
 
 // jitter picks uniformly in [d/2, d], so agents cut off together do not

@@ -128,7 +128,6 @@ func Connect(ctx context.Context, cfg *ConnectConfig) error {
 			return err
 		}
 		defer c.direct.close()
-		c.header.Set(wire.HeaderDirect, strings.Join(c.direct.advertise, ","))
 	} else if cfg.DirectAdvertise != "" {
 		return errors.New("agent: --direct-advertise without --direct: give the direct listener's address with --direct")
 	}
@@ -521,6 +520,9 @@ const healthyTunnel = 5 * time.Second
 // behind until the gateway's keepalive ends it.
 func (c *connector) once(ctx context.Context, standby *bool, up func()) error {
 	h := c.header.Clone()
+	if c.direct != nil {
+		h.Set(wire.HeaderDirect, strings.Join(c.direct.currentAdvertise(), ","))
+	}
 	if *standby {
 		h.Set(wire.HeaderStandby, wire.StandbyOn)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,12 +110,20 @@ func directAddrs(listen string, bound net.Addr, advertise string, ifaces func() 
 	return wire.ParseDirectAddrs(strings.Join(out, ","))
 }
 
+// interfaceAddrs lists this machine's addresses (a var for tests).
+var interfaceAddrs = net.InterfaceAddrs
+
 // directListener serves the agent's direct listener for its whole life;
 // each tunnel's gate, while it is up, admits its connections.
 type directListener struct {
-	ln        net.Listener
-	log       *slog.Logger
-	advertise []string
+	ln     net.Listener
+	log    *slog.Logger
+	listen string // --direct
+	// ownAddrs: advertise is this machine's addresses (no
+	// --direct-advertise, no specific host in --direct), which the
+	// agent looks up again at each attempt to connect.
+	ownAddrs  bool
+	advertise []string      // set at the start, then by the connector's loop alone
 	slots     chan struct{} // MaxDirectConns
 	full      atomic.Bool   // the last accept found every slot taken (logged once)
 	cur       atomic.Pointer[directGate]
@@ -129,16 +138,44 @@ func listenDirect(cfg *ConnectConfig, log *slog.Logger) (*directListener, error)
 	if err != nil {
 		return nil, fmt.Errorf("agent: --direct: %w", err)
 	}
-	addrs, err := directAddrs(cfg.Direct, ln.Addr(), cfg.DirectAdvertise, net.InterfaceAddrs)
+	addrs, err := directAddrs(cfg.Direct, ln.Addr(), cfg.DirectAdvertise, interfaceAddrs)
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	d := &directListener{ln: ln, log: log.With("direct", ln.Addr().String()), advertise: addrs, slots: make(chan struct{}, MaxDirectConns)}
+	d := &directListener{ln: ln, log: log.With("direct", ln.Addr().String()), listen: cfg.Direct, advertise: addrs, slots: make(chan struct{}, MaxDirectConns)}
+	if strings.TrimSpace(cfg.DirectAdvertise) == "" {
+		host, _, _ := net.SplitHostPort(cfg.Direct)
+		ip := net.ParseIP(host)
+		d.ownAddrs = host == "" || ip != nil && ip.IsUnspecified()
+	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.log.Info("direct sessions: listening; callers that reach an advertised address run their sessions here, the gateway admitting each", "advertise", strings.Join(addrs, ","))
 	d.wg.Go(d.acceptLoop)
 	return d, nil
+}
+
+// currentAdvertise is what to advertise on the next attempt to connect.
+// This machine's addresses are looked up again each time: a DHCP lease or
+// a laptop's new network gives it others, and the ones found at the start
+// were advertised for the agent's whole life, callers sent to an address
+// it no longer had (each connection's direct dial failing first, direct
+// sessions never used again) until it restarted. A lookup that finds none
+// (the network down) keeps the last list.
+func (d *directListener) currentAdvertise() []string {
+	if !d.ownAddrs {
+		return d.advertise
+	}
+	addrs, err := directAddrs(d.listen, d.ln.Addr(), "", interfaceAddrs)
+	if err != nil {
+		d.log.Debug("direct sessions: this machine's addresses not found now; advertising the last ones", "err", err, "advertise", strings.Join(d.advertise, ","))
+		return d.advertise
+	}
+	if !slices.Equal(addrs, d.advertise) {
+		d.log.Info("direct sessions: this machine's addresses changed; advertising the new ones", "advertise", strings.Join(addrs, ","), "was", strings.Join(d.advertise, ","))
+		d.advertise = addrs
+	}
+	return addrs
 }
 
 // close stops the listener and every direct connection, and waits for

@@ -318,8 +318,8 @@ func newConnector(cfg *ConnectConfig) (*connector, error) {
 	if err := checkNotGatewayState(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("agent: state dir: %w", err)
+	if err := makeStateDir(cfg.StateDir); err != nil {
+		return nil, err
 	}
 	if err := protectStateDir(cfg.StateDir, c.log); err != nil {
 		return nil, err
@@ -398,6 +398,16 @@ func loopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// makeStateDir makes dir (0700) where it is missing. One it cannot make
+// is most often a service's User= that may not write /var/lib, where
+// systemd makes it for that user given StateDirectory=.
+func makeStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir %s could not be made (%w): create it for the agent's user (a systemd service's StateDirectory=hostgate-agent makes /var/lib/hostgate-agent for its User=), or give a --state-dir that user may write", dir, err)
+	}
+	return nil
 }
 
 // protectStateDir takes group and others' write permission off dir, the

@@ -71,6 +71,9 @@ func NewServer(cfg *ServeConfig) (*sshlayer.Server, error) {
 		if err := checkNotGatewayState(cfg.StateDir); err != nil {
 			return nil, err
 		}
+		if err := makeStateDir(cfg.StateDir); err != nil {
+			return nil, err
+		}
 		if err := protectStateDir(cfg.StateDir, cfg.Logger); err != nil {
 			return nil, err
 		}

@@ -126,12 +126,28 @@ type Config struct {
 	// OutputDir holds the spool files (each unlinked as it is made);
 	// default os.TempDir(), often a tmpfs, so in memory after all.
 	OutputDir string
+	// MaxLive bounds the executions the host runs at once, provisions and
+	// restores under way and adopted ones counted; past it Provision and
+	// Restore answer CodeBusy. Warm pool containers are not counted: the
+	// pool has its own bound (PoolConfig.MaxTotal), and one claimed counts
+	// as the execution it becomes. 0 means DefaultMaxLive; a negative
+	// value, no bound.
+	MaxLive int
 	// Tombstones, when set, remembers ended executions, when and why they
 	// ended, beyond this process, so that they answer gone rather than
 	// not_found after a restart, and their ids are not provisioned
 	// again; without it the last 4096 are remembered in memory.
 	Tombstones Tombstones
 }
+
+// DefaultMaxLive is Config.MaxLive's default. Each execution's own limits
+// are mandatory, but nothing else bounded their sum: any admin token could
+// provision until the engine's host ran out of memory, pids or disk. What
+// every sandbox costs besides its limits (the engine's shim, its agent,
+// its cgroup and namespaces, some 20-30 MiB idle) is about 1 GiB at 32,
+// which a 2 GiB machine survives, and 32 sandboxes at the web UI's
+// default shape (1 CPU, 512 MiB) are as many as a small server runs well.
+const DefaultMaxLive = 32
 
 // Tombstones is a durable record of ended execution ids, with when and why
 // each ended (the gateway's state store). Its errors are logged, never the
@@ -194,6 +210,7 @@ type Docker struct {
 	closed   bool
 	via      func(executionID string) CommandRunner // SetExecVia; nil: docker exec only
 	timersWG sync.WaitGroup                         // expiry callbacks in flight
+	maxLive  int                                    // Config.MaxLive; 0: no bound
 
 	// proc is where Stdio.PID reads the engine's processes; tests point
 	// it elsewhere to stand for a gateway that sees none of them.
@@ -279,6 +296,12 @@ func NewDocker(ctx context.Context, logger *slog.Logger, cli DockerAPI, cfg *Con
 
 		retention: cfg.Retention,
 		loadAgent: slices.Clone(cfg.LoadAgent),
+	}
+	switch {
+	case cfg.MaxLive == 0:
+		h.maxLive = DefaultMaxLive
+	case cfg.MaxLive > 0:
+		h.maxLive = cfg.MaxLive
 	}
 	if h.retention.MaxAge < 0 || h.retention.MaxBytes < 0 {
 		return nil, errors.New("dockerhost: Retention.MaxAge and MaxBytes must not be negative")
@@ -469,6 +492,13 @@ func (h *Docker) provision(ctx context.Context, req ProvisionRequest, restoredFr
 		h.tombstoneAt(id, *stored)
 		h.mu.Unlock()
 		return nil, h.reuseError(id, *stored)
+	case h.maxLive > 0 && len(h.execs)+len(h.pending) >= h.maxLive:
+		// Counted under the lock that adds to them: a pending entry
+		// leaves with a failed provision (below) once its container is
+		// removed, an execution with its end (forget).
+		n := len(h.execs) + len(h.pending)
+		h.mu.Unlock()
+		return nil, &Error{Code: CodeBusy, Message: fmt.Sprintf("the gateway runs %d sandboxes (provisions and restores under way included), the most its --sandbox-max allows: terminate one (DELETE /v1/executions/{id}) or wait for one to end, or have the operator raise --sandbox-max", n)}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	pend := &provisioning{cancel: cancel, done: make(chan struct{})}

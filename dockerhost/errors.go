@@ -10,7 +10,7 @@ import (
 // Error codes callers branch on; the gateway maps them to HTTP statuses
 // (invalid_request 400, not_found 404, gone 410, conflict 409, timeout,
 // output_limit and aborted as the execution's end, agent_lost 502,
-// interrupted 503, storage_unavailable 503).
+// interrupted 503, storage_unavailable 503, busy 503).
 const (
 	CodeInvalidRequest = "invalid_request"
 	CodeNotFound       = "not_found"
@@ -34,6 +34,10 @@ const (
 	// CodeStorageUnavailable: the gateway's checkpoint storage refused a
 	// write (full, read-only, not writable); the execution lives on.
 	CodeStorageUnavailable = "storage_unavailable"
+	// CodeBusy: the host runs as many executions as Config.MaxLive
+	// allows; a provision or restore is refused, making nothing, until
+	// one ends (terminated, or at its runtime deadline).
+	CodeBusy = "busy"
 )
 
 // ErrStopping, as the cause of the context an Exec runs under (wrapped or

@@ -116,6 +116,10 @@ func attachExecutions(ctx context.Context, s *serving) (func(), error) {
 		OutputDir:       filepath.Join(s.Config.StateDir, "exec-output"),
 		RepositoryRoots: s.Config.repositoryRoots(),
 		Retention:       dockerhost.Retention{MaxAge: s.Config.CheckpointMaxAge, MaxBytes: int64(s.Config.CheckpointMaxBytes)},
+		MaxLive:         s.Config.SandboxMax,
+	}
+	if cfg.MaxLive == 0 {
+		cfg.MaxLive = -1 // --sandbox-max 0, chosen: no bound (Config's 0 is the default)
 	}
 	if cfg.Retention != (dockerhost.Retention{}) {
 		log.Info("checkpoint retention", "maxAge", cfg.Retention.MaxAge, "maxBytes", cfg.Retention.MaxBytes)

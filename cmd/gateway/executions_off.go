@@ -63,6 +63,8 @@ func refuseDockerFlags(c *serveConfig, why, fix string) error {
 		return set("checkpoint-max-age", "HOSTGATE_CHECKPOINT_MAX_AGE", c.CheckpointMaxAge)
 	case c.CheckpointMaxBytes != 0:
 		return set("checkpoint-max-bytes", "HOSTGATE_CHECKPOINT_MAX_BYTES", int64(c.CheckpointMaxBytes))
+	case c.sandboxMaxSet:
+		return set("sandbox-max", "HOSTGATE_SANDBOX_MAX", c.SandboxMax)
 	case c.SandboxPool != 0:
 		return set("sandbox-pool", "HOSTGATE_SANDBOX_POOL", c.SandboxPool)
 	case c.SandboxImage != "":

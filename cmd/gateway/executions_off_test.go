@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,6 +99,7 @@ func TestRefuseExecutionFlags(t *testing.T) {
 		"--checkpoint-max-age":   {Docker: "auto", CheckpointMaxAge: 24 * time.Hour},
 		"--checkpoint-max-bytes": {Docker: "off", CheckpointMaxBytes: 1 << 30},
 		"--sandbox-pool":         {Docker: "auto", SandboxPool: 2},
+		"--sandbox-max":          {Docker: "auto", SandboxMax: 4, sandboxMaxSet: true},
 		"--sandbox-image":        {Docker: "off", SandboxImage: "img@sha256:00"},
 		"--agent-binary":         {Docker: "auto", AgentBinary: "/usr/local/bin/agent"},
 		"--repository-roots":     {Docker: "off", RepoRoots: "/srv/git"},
@@ -131,6 +133,8 @@ func TestDockerOffRefusesDockerFlags(t *testing.T) {
 		"max-bytes env":         {env: map[string]string{"HOSTGATE_CHECKPOINT_MAX_BYTES": "1G"}, flag: "HOSTGATE_CHECKPOINT_MAX_BYTES"},
 		"docker off env":        {args: []string{"--checkpoint-max-age", "1h"}, env: map[string]string{"HOSTGATE_DOCKER": "off"}, flag: "--checkpoint-max-age"},
 		"sandbox-pool flag":     {args: []string{"--sandbox-pool", "2"}, flag: "--sandbox-pool"},
+		"sandbox-max flag":      {args: []string{"--sandbox-max", "0"}, flag: "--sandbox-max"},
+		"sandbox-max env":       {env: map[string]string{"HOSTGATE_SANDBOX_MAX": "32"}, flag: "HOSTGATE_SANDBOX_MAX"},
 		"sandbox-image env":     {env: map[string]string{"HOSTGATE_SANDBOX_IMAGE": "img@sha256:00"}, flag: "HOSTGATE_SANDBOX_IMAGE"},
 		"agent-binary flag":     {args: []string{"--agent-binary", "/usr/local/bin/agent"}, flag: "--agent-binary"},
 		"repository-roots flag": {args: []string{"--repository-roots", "/srv/git"}, flag: "--repository-roots"},
@@ -163,5 +167,25 @@ func TestDockerOffRefusesDockerFlags(t *testing.T) {
 	c.CheckpointMaxAge = time.Hour
 	if err := c.validate(); err != nil {
 		t.Fatalf("--docker auto with --checkpoint-max-age: %v", err)
+	}
+}
+
+// TestSandboxMaxFlag: --sandbox-max bounds live sandboxes by default
+// (dockerhost.DefaultMaxLive's 32), takes 0 for no bound only when given,
+// and refuses a negative bound or a word, naming the flag.
+func TestSandboxMaxFlag(t *testing.T) {
+	quiet := stdio{out: io.Discard, err: io.Discard}
+	c, err := parseServeFlags("serve", quiet, nil, serveConfig{})
+	if err != nil || c.SandboxMax != defaultSandboxMax || c.sandboxMaxSet || defaultSandboxMax == 0 {
+		t.Fatalf("no --sandbox-max: %+v %v, want the default %d, not set", c, err, defaultSandboxMax)
+	}
+	c, err = parseServeFlags("dev", quiet, []string{"--sandbox-max", "0"}, serveConfig{})
+	if err != nil || c.SandboxMax != 0 || !c.sandboxMaxSet {
+		t.Fatalf("--sandbox-max 0: %+v %v, want 0, set", c, err)
+	}
+	for v, want := range map[string]string{"-1": "--sandbox-max -1: want 0 (no bound) or more", "many": "--sandbox-max wants a whole number"} {
+		if _, err := parseServeFlags("serve", quiet, []string{"--sandbox-max", v}, serveConfig{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--sandbox-max %s: %v, want %q", v, err, want)
+		}
 	}
 }

@@ -338,3 +338,11 @@ func TestReattachCutByTheEndWarnsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxMaxDefaultIsDockerhosts: --sandbox-max's default, kept apart
+// for builds without dockerhost, is the one dockerhost documents.
+func TestSandboxMaxDefaultIsDockerhosts(t *testing.T) {
+	if defaultSandboxMax != dockerhost.DefaultMaxLive {
+		t.Fatalf("--sandbox-max defaults to %d, dockerhost.DefaultMaxLive is %d", defaultSandboxMax, dockerhost.DefaultMaxLive)
+	}
+}

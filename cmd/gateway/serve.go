@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,11 @@ type serveConfig struct {
 	AgentBinary   string
 	SandboxImage  string // default image of "New sandbox" (executions.go)
 	SandboxPool   int    // warm containers per sandbox shape; 0 turns the pool off
+	// SandboxMax bounds the sandboxes (Docker executions) live at once,
+	// dockerhost.Config.MaxLive, with 0 for no bound (the flag's reading);
+	// sandboxMaxSet says the flag or its variable set it.
+	SandboxMax    int
+	sandboxMaxSet bool
 	CertTTL       time.Duration
 	LogFormat     string
 	TokenRecheck  time.Duration
@@ -148,7 +154,7 @@ func ignoreHangups(ctx context.Context, logger *slog.Logger) (stop func()) {
 // listen address, state dir and preview domain as defaults, then parses
 // HOSTGATE_* and args and validates.
 func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*serveConfig, error) {
-	c := &serveConfig{RelayMemory: byteSize(gateway.DefaultRelayMemory)}
+	c := &serveConfig{RelayMemory: byteSize(gateway.DefaultRelayMemory), SandboxMax: defaultSandboxMax}
 	fs := newFlags(name, sio)
 	fs.StringVar(&c.Listen, "listen", def.Listen, "address to listen on")
 	fs.StringVar(&c.StateDir, "state-dir", def.StateDir, "directory for the database, the CA key (and, for dev, the local agent's state)")
@@ -162,6 +168,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	fs.StringVar(&c.AgentBinary, "agent-binary", "", "static Linux agent binary that makes each Docker execution a host (shared read-only with every container through one tools volume; CGO_ENABLED=0 go build ./cmd/agent)")
 	fs.StringVar(&c.SandboxImage, "sandbox-image", "", "default image of new sandboxes (web UI, GET /v1/me sandboxDefaults), pinned by digest")
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", 0, "warm pre-created containers kept per sandbox shape (0: no pool)")
+	fs.Var(setInt{&c.SandboxMax, &c.sandboxMaxSet}, "sandbox-max", "the most sandboxes (Docker executions) live at once, provisions and restores under way included; past it a provision or restore answers 503 busy until one ends. Warm containers (--sandbox-pool) are not counted: the pool bounds its own. 0: no bound, each sandbox's own limits the only ones")
 	fs.DurationVar(&c.CertTTL, "cert-ttl", sshca.DefaultTTL, "lifetime of issued SSH user certificates")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.RepoRoots, "repository-roots", "", "comma-separated directories that git-worktree sandboxes' repositoryPath must be under (empty: any repository the gateway can read)")
@@ -197,6 +204,36 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 	}
 	return c, nil
 }
+
+// defaultSandboxMax is --sandbox-max's default, dockerhost.DefaultMaxLive
+// (whose comment says why 32); this file builds where dockerhost does not.
+const defaultSandboxMax = 32
+
+// setInt is an int flag that notes it was set, from the command line or
+// the environment, for a default that refuseDockerFlags must tell from a
+// value given.
+type setInt struct {
+	n   *int
+	set *bool
+}
+
+func (f setInt) String() string {
+	if f.n == nil {
+		return "0" // flag.PrintDefaults' zero value, so that it shows the default
+	}
+	return strconv.Itoa(*f.n)
+}
+
+func (f setInt) Set(v string) error {
+	n, err := strconv.ParseInt(v, 0, strconv.IntSize)
+	if err != nil {
+		return errors.New("parse error") // flaghelp.WantFor adds what it wants, as for an IntVar
+	}
+	*f.n, *f.set = int(n), true
+	return nil
+}
+
+func (f setInt) Get() any { return *f.n }
 
 // onOff is a flag of on or off that sets *off; unset, it is on.
 type onOff struct{ off *bool }
@@ -243,6 +280,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.TerminalKeep < 0 {
 		return fmt.Errorf("serve: --terminal-keep %v: want 0 (off) or more", c.TerminalKeep)
+	}
+	if c.SandboxMax < 0 {
+		return fmt.Errorf("serve: --sandbox-max %d: want 0 (no bound) or more", c.SandboxMax)
 	}
 	if c.SandboxPool < 0 || c.SandboxPool > 64 {
 		return fmt.Errorf("serve: --sandbox-pool %d: want 0-64", c.SandboxPool)

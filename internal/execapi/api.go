@@ -541,6 +541,9 @@ var statusOf = map[string]int{
 	dockerhost.CodeInterrupted:    http.StatusServiceUnavailable,
 	// The gateway's own disk, not the engine: an operator frees it.
 	dockerhost.CodeStorageUnavailable: http.StatusServiceUnavailable,
+	// The gateway's bound on live sandboxes (--sandbox-max), not this
+	// caller's rate: 503, as the exec bodies' memory answers, not 429.
+	dockerhost.CodeBusy: http.StatusServiceUnavailable,
 }
 
 // keepOnShutdown is parent, ended when it is, but with dockerhost's
@@ -586,6 +589,11 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	if errors.As(err, &de) {
 		status, ok := statusOf[de.Code]
 		if ok {
+			if de.Code == dockerhost.CodeBusy {
+				// A sandbox ends when terminated or at its runtime: a
+				// client that retries at once only adds load.
+				w.Header().Set("Retry-After", "30")
+			}
 			gateway.WriteJSON(w, status, wire.ErrorBody{Error: errorOf(de)})
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,6 +141,14 @@ type keyState struct {
 	pinned   bool      // pre-warmed: never forgotten
 	lastWant time.Time // last provision for this key
 	notUntil time.Time // no fill before this (backoff after an error, or RefillDelay after a claim)
+	// failures counts the fills that failed since the last that did not:
+	// the backoff doubles with each. failedWith is the first of them's
+	// error as logged (fillErrorKey), and unlogged the later ones that
+	// said the same: one image the registry refuses is one error line,
+	// not one per retry for as long as the key is kept.
+	failures   int
+	failedWith string
+	unlogged   int
 }
 
 // pool owns the warm containers. Its run loop starts fills (each a
@@ -167,7 +176,34 @@ type pool struct {
 	hits, misses, dead, fills, fillErrors, reaps atomic.Int64
 }
 
-const fillBackoff = 30 * time.Second
+// A key's fill that failed is tried again after fillBackoff, doubled
+// with each failure in a row up to maxFillBackoff: a pinned key (the
+// sandbox defaults) is never forgotten, and a flat 30 s had a registry
+// that refuses its image pulled from, and the error logged, 120 times an
+// hour for as long as the gateway ran. A fill that succeeds starts over.
+const (
+	fillBackoff    = 30 * time.Second
+	maxFillBackoff = 10 * time.Minute
+)
+
+// fillBackoffAfter is the wait after the nth failed fill in a row (n ≥ 1).
+func fillBackoffAfter(n int) time.Duration {
+	d := fillBackoff
+	for i := 1; i < n && d < maxFillBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxFillBackoff)
+}
+
+// hexRun is a container id or a pool container's random name in an
+// engine's error, which differ from one fill to the next.
+var hexRun = regexp.MustCompile(`[0-9a-f]{12,}`)
+
+// fillErrorKey is err as two fills' failures compare: the same error,
+// save ids and names.
+func fillErrorKey(err error) string {
+	return hexRun.ReplaceAllString(err.Error(), "…")
+}
 
 func newPool(h *Docker, cfg PoolConfig) (*pool, error) {
 	if cfg.Size < 0 || cfg.MaxTotal < 0 || cfg.MaxKeys < 0 || cfg.TTL < 0 || cfg.FillConcurrency < 0 {
@@ -302,51 +338,91 @@ func (p *pool) planLocked(now time.Time) (expired []*pooled, starts []poolKey, n
 func (p *pool) fill(k poolKey) {
 	defer p.fillWG.Done()
 	var pc *pooled
-	defer func() {
-		p.mu.Lock()
-		ks := p.keys[k]
-		if ks == nil { // forgotten meanwhile: keep the books straight
-			ks = &keyState{}
-		}
-		ks.filling--
-		switch {
-		case pc != nil && !p.closed && p.keys[k] != nil:
-			p.fills.Add(1)
-			ks.ready = append(ks.ready, pc)
-			p.notifyLocked()
-			p.mu.Unlock()
-			p.log.Info("warm container ready", "container", pc.cid, "image", k.image, "agent", pc.agent != nil)
-			return
-		case pc == nil:
-			p.total--
-			ks.notUntil = p.h.now().Add(fillBackoff)
-		default:
-			p.total--
-			delete(p.owned, pc.name)
-		}
-		p.notifyLocked()
-		p.mu.Unlock()
-		if pc != nil {
-			p.remove(pc)
-			p.notify()
-		}
-		p.wake() // the capacity may serve another key
-	}()
+	var err error
+	defer func() { p.fillEnded(k, pc, err) }()
 	select {
 	case p.sem <- struct{}{}:
 	case <-p.ctx.Done():
 		return
 	}
 	defer func() { <-p.sem }()
-	var err error
 	pc, err = p.create(p.ctx, k)
 	if err != nil {
-		if p.ctx.Err() == nil && !errors.Is(err, errClosed) {
-			p.fillErrors.Add(1)
-			p.log.Error("fill pool", "image", k.image, "err", err)
-		}
 		pc = nil
 	}
+}
+
+// fillEnded keeps the books of a fill of k that made pc, or failed with
+// err (pc nil; err nil when the pool closed before it began): the
+// container joins k's ready ones, or the key waits out its backoff, and
+// the failure is logged unless it is the one logged for the failures
+// before it.
+func (p *pool) fillEnded(k poolKey, pc *pooled, err error) {
+	p.mu.Lock()
+	ks := p.keys[k]
+	if ks == nil { // forgotten meanwhile: keep the books straight
+		ks = &keyState{}
+	}
+	ks.filling--
+	failed := pc == nil && err != nil && p.ctx.Err() == nil && !errors.Is(err, errClosed)
+	var recovered, unlogged, failures int
+	var logIt bool
+	var retry time.Duration
+	switch {
+	case pc != nil:
+		// A success starts the backoff over, and says what it ends.
+		if ks.failures > 0 {
+			recovered, unlogged = ks.failures, ks.unlogged
+		}
+		ks.failures, ks.failedWith, ks.unlogged = 0, "", 0
+	case failed:
+		ks.failures++
+		failures = ks.failures
+		retry = fillBackoffAfter(ks.failures)
+		if key := fillErrorKey(err); key != ks.failedWith {
+			logIt, unlogged = true, ks.unlogged
+			ks.failedWith, ks.unlogged = key, 0
+		} else {
+			ks.unlogged++
+		}
+	}
+	switch {
+	case pc != nil && !p.closed && p.keys[k] != nil:
+		p.fills.Add(1)
+		ks.ready = append(ks.ready, pc)
+		p.notifyLocked()
+		p.mu.Unlock()
+		if recovered > 0 {
+			p.log.Info("pool fills succeed again", "image", k.image, "failedFills", recovered, "unloggedRepeats", unlogged)
+		}
+		p.log.Info("warm container ready", "container", pc.cid, "image", k.image, "agent", pc.agent != nil)
+		return
+	case pc == nil:
+		p.total--
+		// The backoff of a fill that never began (the pool closing) does
+		// not matter: nothing fills after.
+		ks.notUntil = p.h.now().Add(max(retry, fillBackoff))
+	default:
+		p.total--
+		delete(p.owned, pc.name)
+	}
+	p.notifyLocked()
+	p.mu.Unlock()
+	if failed {
+		p.fillErrors.Add(1)
+		if logIt {
+			// Repeats of this error are not logged until another error or
+			// a success: PoolStats.FillErrors counts each.
+			p.log.Error("fill pool", "image", k.image, "err", err, "failedFills", failures, "retryIn", retry, "earlierRepeatsUnlogged", unlogged)
+		} else {
+			p.log.Debug("fill pool failed again, as logged before", "image", k.image, "failedFills", failures, "retryIn", retry)
+		}
+	}
+	if pc != nil {
+		p.remove(pc)
+		p.notify()
+	}
+	p.wake() // the capacity may serve another key
 }
 
 // poolScript is the pooled container's main process without a deadline

@@ -288,6 +288,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // the checkpoint storage. Anything else is the engine's.
 func exportError(err error, diskBytes int64) error {
 	var xe *execExit
+	var stalled *errExportStalled
 	switch {
 	case errors.As(err, new(*storeWriteError)):
 		return storageError(err)
@@ -296,6 +297,16 @@ func exportError(err error, diskBytes int64) error {
 			"the workspace cannot be checkpointed: its archive passes %d bytes, the most one of resources.diskBytes %d may take "+
 				"(every file adds a 512-byte tar header, and sparse files are stored in full); remove files and try again",
 			maxTarBytes(diskBytes), diskBytes)}
+	case errors.As(err, &stalled):
+		// Sandbox code holds it (defaultExportIdle says how); Export
+		// gives up rather than hold the checkpoint, and the execution's
+		// commands behind it, for as long as the caller waits.
+		return &Error{Code: CodeConflict, Err: err, Message: fmt.Sprintf(
+			"the workspace cannot be checkpointed: tar wrote nothing of it for %v, held by the execution: "+
+				"a file swapped for a named pipe (FIFO) as tar read it, whose open waits for a writer, or tar stopped (kill -STOP) by a process of the sandbox; "+
+				"stop what swaps files or signals processes in /workspace while a checkpoint runs (find /workspace -type p lists the pipes), and try again "+
+				"(the held tar ends once its pipe has a writer, or with the execution)",
+			stalled.idle)}
 	case errors.As(err, &xe) && xe.argv0 == "tar":
 		fix := "make what it names readable by its owner (chmod -R u+rX /workspace) or remove it"
 		if strings.Contains(xe.out, "too long") {

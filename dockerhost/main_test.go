@@ -68,6 +68,7 @@ var engineTests = []struct {
 	{"ImportReadOnlyDirsWithoutChmod", testImportReadOnlyDirsWithoutChmod},
 	{"CheckpointSparse", testCheckpointSparse},
 	{"CheckpointFailuresNamed", testCheckpointFailuresNamed},
+	{"CheckpointOfStoppedTar", testCheckpointOfStoppedTar},
 	{"VerifyKilledOutside", testVerifyKilledOutside},
 	{"AdoptAndReap", testAdoptAndReap},
 	{"ImageMustHaveShSleepTar", testImageMustHaveShSleepTar},

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hostgate/hostgate/internal/textcut"
 )
@@ -28,6 +29,28 @@ var errTarTooLarge = errors.New("workspace tar exceeds the disk limit")
 // and as the execution's non-root user, so files get its ownership.
 type Workspace struct {
 	runner *ProcessRunner
+	// exportIdle is how long Export waits on tar writing nothing;
+	// 0 means defaultExportIdle. Tests shorten it.
+	exportIdle time.Duration
+}
+
+// defaultExportIdle is how long a checkpoint's tar may write nothing
+// before Export gives up on it. The workspace is a tmpfs, and tar writes a
+// header for every entry and the data of every file as it reads it, so a
+// tar that works writes every few milliseconds, however slow its CPU
+// share: a minute of nothing is a tar held. Sandbox code, which runs on
+// during a checkpoint as tar's own user, holds it for good by swapping a
+// file for a FIFO between tar's lstat and its open (busybox tar opens a
+// file it found regular without O_NONBLOCK, and a FIFO's open waits for a
+// writer), or by stopping it (kill -STOP).
+const defaultExportIdle = time.Minute
+
+// errExportStalled is Export giving up on a tar that wrote nothing for
+// its exportIdle.
+type errExportStalled struct{ idle time.Duration }
+
+func (e *errExportStalled) Error() string {
+	return fmt.Sprintf("tar wrote nothing of the workspace for %v", e.idle)
 }
 
 // Tool is a file every container finds in ToolsDir, owned by root.
@@ -304,6 +327,14 @@ func (w *Workspace) chmodDirs(ctx context.Context, containerID, user string, dir
 // Export writes the workspace as a tar to dst, failing when it grows past
 // limit bytes.
 func (w *Workspace) Export(ctx context.Context, containerID, user string, dst io.Writer, limit int64) error {
+	idle := w.exportIdle
+	if idle == 0 {
+		idle = defaultExportIdle
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := newIdleWriter(&boundedWriter{w: dst, left: limit}, idle, func() { cancel(&errExportStalled{idle: idle}) })
+	defer out.stop()
 	var stderr lineCutter
 	code, err := w.runner.run(ctx, process{
 		containerID: containerID,
@@ -311,7 +342,7 @@ func (w *Workspace) Export(ctx context.Context, containerID, user string, dst io
 		argv:        []string{"tar", "-C", WorkspaceDir, "-cf", "-", "."},
 		dir:         "/",
 		env:         ownEnv,
-		stdout:      &boundedWriter{w: dst, left: limit},
+		stdout:      out,
 		stderr:      &stderr,
 	})
 	if err != nil {
@@ -402,6 +433,32 @@ func (b *boundedWriter) Write(p []byte) (int, error) {
 	b.left -= int64(len(p))
 	return b.w.Write(p)
 }
+
+// idleWriter calls stalled when no Write has begun for idle since the
+// last one ended (or since it was made): the time its writer waits for
+// what comes next. Its own Writes, however slow (a store on a slow disk),
+// do not count.
+type idleWriter struct {
+	w     io.Writer
+	idle  time.Duration
+	timer *time.Timer
+}
+
+func newIdleWriter(w io.Writer, idle time.Duration, stalled func()) *idleWriter {
+	return &idleWriter{w: w, idle: idle, timer: time.AfterFunc(idle, stalled)}
+}
+
+func (i *idleWriter) Write(p []byte) (int, error) {
+	i.timer.Stop()
+	n, err := i.w.Write(p)
+	if err == nil {
+		i.timer.Reset(i.idle)
+	}
+	return n, err
+}
+
+// stop ends the watch; call it once the writes are over.
+func (i *idleWriter) stop() { i.timer.Stop() }
 
 // capWriter keeps the first left bytes and drops the rest without failing:
 // it holds diagnostics, which must never stall the command.

@@ -64,6 +64,16 @@ type ExecResult struct {
 	ExitCode int
 	Signal   Signal
 	Duration time.Duration
+	// OutputCut is true when the host told that the command exited but
+	// kept its output open after, and Exec had the session closed once
+	// that output had been quiet for 5 s (or a minute after the exit at
+	// the latest): a process the command left in the background holds it (as
+	// in `sleep 100 & echo hi`, or a server started without redirecting
+	// its output), and OpenSSH's sshd ends a session only once every
+	// holder has let go. Stdout and Stderr are what came by then; what
+	// that process writes later is not in them. ExitCode is the
+	// command's, as the host told it.
+	OutputCut bool
 }
 
 // Exec runs argv to completion and collects its output. A non-zero exit is
@@ -80,6 +90,14 @@ type ExecResult struct {
 // every return carries a result with what was collected, also beside an
 // error (ErrOutputLimit, ctx's, a connection lost mid-command), its
 // ExitCode then -1 unless the host reported one.
+//
+// A host that tells the command's exit before its output ends (OpenSSH's
+// sshd over SSH) may keep that output open as long as a process the
+// command left in the background lives: Exec then has the session closed
+// once the output has been quiet for 5 s after the exit (a minute after it
+// at most; the SSH client closes it a few seconds after the KILL it sends
+// first) and returns with ExecResult.OutputCut set, where OpenSSH's ssh
+// would wait for that process.
 func (h *Host) Exec(ctx context.Context, argv []string, opts ExecOptions) (*ExecResult, error) {
 	res, err := h.exec(ctx, argv, opts)
 	return res, h.named(err)
@@ -107,7 +125,7 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	// than outputLimitGrace, as once ctx ends (see below).
 	wait, giveUp := context.WithCancelCause(parent)
 	defer giveUp(nil)
-	lim := &outputLimit{left: limit}
+	lim := &outputLimit{left: limit, progress: make(chan struct{}, 1)}
 	lim.kill = func() {
 		// The grace first: the kill's send may wait behind a write
 		// the host does not read.
@@ -146,13 +164,17 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 	// stopped with SIGSTOP, a network gone quiet) confirms nothing until
 	// its connection's keepalive gives up, a minute on (found by the
 	// stuckwrite audit). The copies end with the session, or are left to.
-	exited, werr := waitCtx(wait, p)
+	// Nor long past the command's exit where the host tells it before the
+	// session's end (waitTold): sshd keeps a session open while a process
+	// the command left in the background holds its output.
+	exited, held, werr := waitTold(wait, p, lim.progress)
 	if exited {
 		wg.Wait()
 		stdout.end()
 		stderr.end()
 	} else if parent.Err() == nil {
-		// Given up past the output limit (outputLimitGrace): the
+		// Given up past the output limit (outputLimitGrace), or on a
+		// session held open that did not close when asked: the
 		// copies add nothing more, so what is collected is all there
 		// is, and the writers are given it as after an exit.
 		stdout.end()
@@ -172,7 +194,7 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 			werr = ctxErr(parent)
 		}
 	}
-	res := &ExecResult{Duration: time.Since(start)}
+	res := &ExecResult{Duration: time.Since(start), OutputCut: held}
 	switch {
 	case !exited:
 		// The copies may still add to the collection.
@@ -196,6 +218,11 @@ func (h *Host) exec(ctx context.Context, argv []string, opts ExecOptions) (*Exec
 			res.Signal = ee.Signal
 		}
 		return res, fmt.Errorf("hostgate: exec: %w", err)
+	}
+	if !exited {
+		// held: the session stayed open after the kill too.
+		res.ExitCode = -1
+		return res, fmt.Errorf("hostgate: exec: the host said the command exited but kept its session open after (a process the command left in the background holding its output?), and did not close it when asked within %v, so how the command ended is unknown: keep such processes off the command's output (redirect theirs: cmd >/dev/null 2>&1 &)", heldKillWait)
 	}
 	var ee *ExitError
 	switch {
@@ -241,6 +268,81 @@ func waitCtx(ctx context.Context, p Process) (exited bool, err error) {
 			return false, ctxErr(ctx)
 		}
 	}
+}
+
+// outputHeldGrace is how long a command's output is awaited, quiet,
+// once its host has told that it exited (waitTold), and a download's tar
+// once its archive has ended (waitGrace). A var for the tests.
+var outputHeldGrace = 5 * time.Second
+
+// outputHeldMax bounds waitTold's wait after the exit told, however
+// often the output goes on: a process left in the background that
+// writes every few seconds would hold it for as long as it lives.
+var outputHeldMax = time.Minute
+
+// heldKillWait bounds the wait for the session of a process that the
+// host said had exited, once it is killed (waitTold): the SSH client
+// closes it after its own grace (sshlayer's killGrace, 3 s).
+var heldKillWait = 10 * time.Second
+
+// waitTold is waitCtx, but once p's transport has told how p ended
+// (exitedOf) its session's end is waited for only while its output goes
+// on: a process left in the background holding the output keeps the
+// session open (OpenSSH's sshd, for as long as that process lives).
+// Each receive from progress (nil: none) is output read; after
+// outputHeldGrace without one, or outputHeldMax after the exit told, p
+// is killed, which has the SSH client close the session, keeping the
+// status told, and waited for no longer than heldKillWait. Quiet, not
+// a bound from the exit alone: the host may still be sending what the
+// command wrote before it exited (up to the channel's window, seconds
+// of it over a slow link), which must not be cut. held is true when p
+// was killed so; exited is false and err nil when that did not end it
+// either.
+func waitTold(ctx context.Context, p Process, progress <-chan struct{}) (exited, held bool, err error) {
+	told := exitedOf(p)
+	if told == nil {
+		exited, err = waitCtx(ctx, p)
+		return exited, false, err
+	}
+	grace, most, killWait := outputHeldGrace, outputHeldMax, heldKillWait
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	defer func() { stop(); <-watched }()
+	go func() {
+		defer close(watched)
+		select {
+		case <-told:
+		case <-wctx.Done():
+			return
+		}
+		quiet := time.NewTimer(grace)
+		defer quiet.Stop()
+		most := time.NewTimer(most)
+		defer most.Stop()
+		for {
+			select {
+			case <-progress:
+				quiet.Reset(grace)
+				continue
+			case <-quiet.C:
+			case <-most.C:
+			case <-wctx.Done():
+				return
+			}
+			stop()
+			return
+		}
+	}()
+	if exited, err := waitCtx(wctx, p); exited || ctx.Err() != nil {
+		return exited, false, err
+	}
+	_ = p.Kill(SIGKILL)
+	kctx, kstop := context.WithTimeout(ctx, killWait)
+	defer kstop()
+	if exited, err := waitCtx(kctx, p); exited || ctx.Err() != nil {
+		return exited, true, err
+	}
+	return false, true, nil
 }
 
 // feeders are the goroutines that give ExecOptions.Stdout and Stderr
@@ -311,6 +413,9 @@ type outputLimit struct {
 	kill  func()
 	grace *time.Timer // started by kill's startGrace
 	ended bool        // Exec returned: no grace to start
+	// progress is signalled (not waited on) as output is read, for
+	// waitTold.
+	progress chan struct{}
 }
 
 // startGrace calls giveUp after outputLimitGrace, unless Exec has
@@ -351,6 +456,10 @@ func (l *outputLimit) copy(dst *collected, src io.Reader) {
 			}
 			l.mu.Unlock()
 			dst.add(buf[:take])
+			select {
+			case l.progress <- struct{}{}:
+			default:
+			}
 			if over {
 				l.kill()
 			}

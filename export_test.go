@@ -10,11 +10,11 @@ func SetOutputLimitGrace(d time.Duration) (restore func()) {
 	return func() { outputLimitGrace = old }
 }
 
-// SetTarOutputGrace sets tarOutputGrace for a test, which restores it
+// SetOutputHeldGrace sets outputHeldGrace for a test, which restores it
 // with the function returned.
-func SetTarOutputGrace(d time.Duration) (restore func()) {
-	old, oldKill := tarOutputGrace, tarKillWait
-	tarOutputGrace = d
-	tarKillWait = max(d, 5*time.Second) // past sshlayer's killGrace
-	return func() { tarOutputGrace, tarKillWait = old, oldKill }
+func SetOutputHeldGrace(d time.Duration) (restore func()) {
+	old, oldKill := outputHeldGrace, heldKillWait
+	outputHeldGrace = d
+	heldKillWait = max(d, 5*time.Second) // past sshlayer's killGrace
+	return func() { outputHeldGrace, heldKillWait = old, oldKill }
 }

@@ -296,7 +296,7 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 	// Not past ctx, as Exec (a host that stopped answering: waitCtx).
 	// Nor long past tar's exit, where the host tells it before the
 	// session's end (waitTold).
-	exited, perr := waitTold(parent, p)
+	exited, _, perr := waitTold(parent, p, nil)
 	if !exited {
 		if parent.Err() == nil {
 			return true, &outputHeldError{done: "exited", stderr: stderr.String()}
@@ -661,60 +661,11 @@ cd -- "$1" && exec tar -c -f - .`, dir)
 	return true, nil
 }
 
-// tarOutputGrace bounds the wait for a download's tar to end once its
-// archive has (waitGrace).
-var tarOutputGrace = 5 * time.Second
-
-// waitGrace is waitCtx bounded by tarOutputGrace too.
+// waitGrace is waitCtx bounded by outputHeldGrace too.
 func waitGrace(ctx context.Context, p Process) (exited bool, err error) {
-	grace, stop := context.WithTimeout(ctx, tarOutputGrace)
+	grace, stop := context.WithTimeout(ctx, outputHeldGrace)
 	defer stop()
 	return waitCtx(grace, p)
-}
-
-// tarKillWait bounds the wait for the session of a tar that the host
-// said had exited, once it is killed (waitTold): the SSH client closes it
-// after its own grace (sshlayer's killGrace, 3 s).
-var tarKillWait = 10 * time.Second
-
-// waitTold is waitCtx, but once p's transport has told how p ended
-// (exitedOf) its session's end is waited for no longer than
-// tarOutputGrace: a process left in the background holding the output
-// keeps the session open (OpenSSH's sshd). p is then killed, which has
-// the SSH client close the session, keeping the status told, and waited
-// for no longer than tarKillWait. exited is false and err nil when that
-// passed too.
-func waitTold(ctx context.Context, p Process) (exited bool, err error) {
-	told := exitedOf(p)
-	if told == nil {
-		return waitCtx(ctx, p)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		select {
-		case <-told:
-		case <-wctx.Done():
-			return
-		}
-		t := time.NewTimer(tarOutputGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			stop()
-		case <-wctx.Done():
-		}
-	}()
-	if exited, err := waitCtx(wctx, p); exited || ctx.Err() != nil {
-		return exited, err
-	}
-	_ = p.Kill(SIGKILL)
-	kctx, kstop := context.WithTimeout(ctx, tarKillWait)
-	defer kstop()
-	if exited, err := waitCtx(kctx, p); exited || ctx.Err() != nil {
-		return exited, err
-	}
-	return false, nil
 }
 
 // outputHeldError is a transfer whose tar on the host was done (its
@@ -723,7 +674,7 @@ func waitTold(ctx context.Context, p Process) (exited bool, err error) {
 type outputHeldError struct{ done, stderr string }
 
 func (e *outputHeldError) Error() string {
-	msg := fmt.Sprintf("tar on the host %s but its session stayed open %v after (a process left in the background, by the host's shell startup files say, holding its output?), so how it ended is unknown: keep such processes off the session's output (redirect theirs), or use TransferOptions.NoTar", e.done, tarOutputGrace)
+	msg := fmt.Sprintf("tar on the host %s but its session stayed open %v after (a process left in the background, by the host's shell startup files say, holding its output?), so how it ended is unknown: keep such processes off the session's output (redirect theirs), or use TransferOptions.NoTar", e.done, outputHeldGrace)
 	if e.stderr != "" {
 		msg += "; it said: " + e.stderr
 	}

@@ -96,7 +96,7 @@ func heldOutputHost(t *testing.T, over string) (h *hostgate.Host, used func()) {
 			}
 		}
 	})
-	t.Cleanup(hostgate.SetTarOutputGrace(100 * time.Millisecond))
+	t.Cleanup(hostgate.SetOutputHeldGrace(100 * time.Millisecond))
 	path := bin + ":" + os.Getenv("PATH")
 	if over == "local" {
 		t.Setenv("PATH", path)

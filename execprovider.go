@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -112,41 +113,53 @@ func (p *execProvider) run(ctx context.Context, limit int64, script string, args
 		return nil, err
 	}
 	_ = proc.Stdin().Close()
-	var stderr bytes.Buffer
-	var stderrOver bool
+	progress := make(chan struct{}, 1)
+	var stderr, stdout bytes.Buffer
+	var stderrOver, over atomic.Bool
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		stderrOver = readStderr(&stderr, proc.Stderr(), func() {
+	wg.Go(func() {
+		stderrOver.Store(readStderr(&stderr, progressReader{proc.Stderr(), progress}, func() {
 			_ = proc.Kill(SIGKILL)
 			cancel()
-		})
-	}()
-	var stdout bytes.Buffer
-	n, _ := io.Copy(&stdout, io.LimitReader(proc.Stdout(), limit+1))
-	over := n > limit
-	if over {
-		// Nothing past the limit is used: reading on to the end of a
-		// host's answer without end held the call until ctx ended.
-		_ = proc.Kill(SIGKILL)
-		cancel()
-	}
-	_, _ = io.Copy(io.Discard, proc.Stdout())
-	wg.Wait()
+		}))
+	})
+	wg.Go(func() {
+		src := progressReader{proc.Stdout(), progress}
+		if n, _ := io.Copy(&stdout, io.LimitReader(src, limit+1)); n > limit {
+			// Nothing past the limit is used: reading on to the end
+			// of a host's answer without end held the call until ctx
+			// ended.
+			over.Store(true)
+			_ = proc.Kill(SIGKILL)
+			cancel()
+		}
+		_, _ = io.Copy(io.Discard, src)
+	})
 	// Not past ctx, as Exec: the streams end with ctx (the session is
 	// closed on this side), but the host's word that the command ended
 	// does not come from a host that stopped answering until its
-	// connection is given up on.
-	exited, werr := waitCtx(parent, proc)
-	if over {
+	// connection is given up on. Nor long past the script's exit, where
+	// the host tells it before the session's end (waitTold): sshd keeps
+	// the session open while a process left in the background holds its
+	// output, one the shell's startup files started say. The script's
+	// exit is then its word, and what it wrote came before it.
+	exited, _, werr := waitTold(parent, proc, progress)
+	if exited {
+		wg.Wait()
+	}
+	if over.Load() {
 		// Before ctx's error: killed at the limit, not by ctx.
 		return nil, fmt.Errorf("%w: the host's answer passed %d bytes, the most ExecProvider reads from one command (for a directory this large, list it through SFTP or with Host.Exec and a MaxOutput of your own)", ErrOutputLimit, limit)
 	}
-	if stderrOver {
+	if stderrOver.Load() {
 		return nil, stderrLimitErr()
 	}
 	if !exited {
+		if werr == nil {
+			// The session stayed open after the kill too.
+			werr = errors.New("the host said the command exited but kept its session open after, and did not close it when asked (a process the shell's startup files left in the background holding its output?)")
+		}
+		// The reads may go on: their buffers are theirs.
 		return nil, werr
 	}
 	return stdout.Bytes(), mapExit(werr, stderr.Bytes())
@@ -178,6 +191,24 @@ lt1='levels of symbolic links' lt2='ymbolic link loop'
 func (p *execProvider) spawn(ctx context.Context, script string, args ...string) (Process, error) {
 	argv := append([]string{"sh", "-c", nxFunc + script, "sh"}, args...)
 	return p.t.Spawn(ctx, argv, SpawnOptions{Env: map[string]string{"LC_ALL": "C"}})
+}
+
+// progressReader is r, signalling progress (not waiting) at each read
+// that returns bytes, for waitTold.
+type progressReader struct {
+	r        io.Reader
+	progress chan<- struct{}
+}
+
+func (r progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		select {
+		case r.progress <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
 }
 
 // readStderr copies a command's stderr into dst up to maxStderr bytes.

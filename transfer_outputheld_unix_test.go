@@ -78,24 +78,7 @@ func TestUploadEndsWhenTarOutputHeld(t *testing.T) {
 // killed at cleanup; used fails the test when the wrapper did not run.
 func heldOutputHost(t *testing.T, over string) (h *hostgate.Host, used func()) {
 	t.Helper()
-	realTar, err := exec.LookPath("tar")
-	if err != nil {
-		t.Fatalf("this test needs tar: %v", err)
-	}
-	bin := t.TempDir()
-	pidFile := filepath.Join(bin, "holder.pid")
-	wrapper := "#!/bin/sh\nsleep 3600 >/dev/null </dev/null &\necho $! >" + pidFile + "\nexec " + realTar + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(bin, "tar"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// The holder: what the transfer left waiting on it ends with it.
-		if b, err := os.ReadFile(pidFile); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	bin, used := heldOutputTool(t, "tar")
 	t.Cleanup(hostgate.SetOutputHeldGrace(100 * time.Millisecond))
 	path := bin + ":" + os.Getenv("PATH")
 	if over == "local" {
@@ -106,10 +89,37 @@ func heldOutputHost(t *testing.T, over string) (h *hostgate.Host, used func()) {
 		h = hostgate.New(hostgate.Info{Kind: "machine"}, sshConnect(srv.Addr(), sshlayer.Auth{User: "root", PrivateKey: srv.UserKey, HostKey: srv.HostKey}))
 		t.Cleanup(func() { _ = h.Close() })
 	}
-	return h, func() {
+	return h, used
+}
+
+// heldOutputTool makes a directory holding a wrapper of tool that leaves
+// a sleep holding its stderr (one each run), killed at cleanup; used fails the test
+// when the wrapper did not run.
+func heldOutputTool(t *testing.T, tool string) (bin string, used func()) {
+	t.Helper()
+	orig, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("this test needs %s: %v", tool, err)
+	}
+	bin = t.TempDir()
+	pidFile := filepath.Join(bin, "holder.pid")
+	wrapper := "#!/bin/sh\nsleep 3600 >/dev/null </dev/null &\necho $! >>" + pidFile + "\nexec " + orig + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, tool), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The holder: what the call left waiting on it ends with it.
+		b, _ := os.ReadFile(pidFile)
+		for line := range strings.Lines(string(b)) {
+			if pid, err := strconv.Atoi(strings.TrimSpace(line)); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return bin, func() {
 		t.Helper()
 		if _, err := os.Stat(pidFile); err != nil {
-			t.Fatalf("the host's tar was not the wrapper: %v", err)
+			t.Fatalf("the host's %s was not the wrapper: %v", tool, err)
 		}
 	}
 }

@@ -4,8 +4,10 @@ package hostgate_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -83,6 +85,63 @@ func TestExecProviderEndsWhenOutputHeld(t *testing.T) {
 			}
 			if err != nil || !fi.IsDir() {
 				t.Fatalf("Stat /: %v, %v; want a directory", fi, err)
+			}
+		})
+	}
+	used()
+}
+
+// TestExecProviderStreamEndsWhenOutputHeld: the same for Create and Open,
+// whose cat leaves a process holding its stderr: over OpenSSH's sshd
+// Create's Close, after cat had written the file, and Open's read, after
+// the file's last byte, waited for the session's end for as long as that
+// process lived. Each now ends, the file whole, once a read has waited a
+// while for nothing after cat's exit.
+func TestExecProviderStreamEndsWhenOutputHeld(t *testing.T) {
+	t.Cleanup(hostgate.SetOutputHeldGrace(2 * time.Second))
+	bin, used := heldOutputTool(t, "cat")
+	for over, fsys := range heldOutputProviders(t, bin) {
+		t.Run(over+"/Create", func(t *testing.T) {
+			// A guard against a hang, not a timing.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			name := filepath.Join(t.TempDir(), "f")
+			w, err := fsys.Create(ctx, name, 0o644)
+			if err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			if _, err := io.WriteString(w, "hello"); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			err = w.Close()
+			if ctx.Err() != nil {
+				t.Fatalf("Create's Close still waiting a minute after cat exited, its output held by a process it left: %v", err)
+			}
+			if err != nil {
+				t.Fatalf("Create's Close: %v", err)
+			}
+			if b, err := os.ReadFile(name); err != nil || string(b) != "hello" {
+				t.Fatalf("the file written: %q, %v; want hello", b, err)
+			}
+		})
+		t.Run(over+"/Open", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			name := filepath.Join(t.TempDir(), "f")
+			if err := os.WriteFile(name, []byte("hello"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := fsys.Open(ctx, name)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer r.Close()
+			b, err := io.ReadAll(r)
+			if ctx.Err() != nil {
+				t.Fatalf("Open's read still waiting a minute after cat exited, its output held by a process it left: %q, %v", b, err)
+			}
+			if err != nil || string(b) != "hello" {
+				t.Fatalf("Open's read: %q, %v; want hello", b, err)
 			}
 		})
 	}

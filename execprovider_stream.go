@@ -8,6 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // openScript checks $1, prints one marker byte so Open can report errors
@@ -74,6 +76,10 @@ type stream struct {
 	// and the command was killed.
 	stderrOver bool
 	errDone    chan struct{}
+	// out is proc's stdout, read through reads: odd while a Read of it
+	// waits (watchHeld).
+	out   watchedReader
+	reads atomic.Uint64
 
 	once sync.Once
 	err  error
@@ -89,6 +95,10 @@ func (p *execProvider) startStream(ctx context.Context, op, name, script string,
 		return nil, pathErr(op, name, err)
 	}
 	s := &stream{op: op, name: name, proc: proc, ctx: parent, cancel: cancel, errDone: make(chan struct{})}
+	s.out = watchedReader{s}
+	if told := exitedOf(proc); told != nil {
+		go s.watchHeld(told, ctx.Done(), outputHeldGrace)
+	}
 	go func() {
 		defer close(s.errDone)
 		s.stderrOver = readStderr(&s.stderr, proc.Stderr(), func() {
@@ -97,9 +107,9 @@ func (p *execProvider) startStream(ctx context.Context, op, name, script string,
 		})
 	}()
 	var mark [1]byte
-	if _, err := io.ReadFull(proc.Stdout(), mark[:]); err != nil || mark[0] != 'k' {
+	if _, err := io.ReadFull(s.out, mark[:]); err != nil || mark[0] != 'k' {
 		_ = proc.Stdin().Close()
-		_, _ = io.Copy(io.Discard, proc.Stdout())
+		_, _ = io.Copy(io.Discard, s.out)
 		ferr := s.finish()
 		if ferr == nil {
 			ferr = pathErr(op, name, errors.New("no start marker from remote command"))
@@ -107,6 +117,49 @@ func (p *execProvider) startStream(ctx context.Context, op, name, script string,
 		return nil, ferr
 	}
 	return s, nil
+}
+
+// watchHeld kills the process once the host has told that it exited
+// (told) and a Read of its stdout has then waited grace without a byte,
+// which has the SSH client close the session, keeping the status told:
+// OpenSSH's sshd keeps a session open while anything holds its output (a
+// process the shell's startup files left in the background, say), and a
+// read waited for its end for ever. A Read waiting, not the time since
+// the exit: the host may still hold what cat wrote before it exited,
+// which it sends only as fast as the caller reads. It ends with the
+// stream (done: finish, Close) or with its kill.
+func (s *stream) watchHeld(told, done <-chan struct{}, grace time.Duration) {
+	select {
+	case <-told:
+	case <-done:
+		return
+	}
+	tick := time.NewTicker(grace)
+	defer tick.Stop()
+	last := s.reads.Load()
+	for {
+		select {
+		case <-tick.C:
+		case <-done:
+			return
+		}
+		// Odd and unchanged: one Read has waited the whole tick.
+		if now := s.reads.Load(); now != last || now%2 == 0 {
+			last = now
+			continue
+		}
+		_ = s.proc.Kill(SIGKILL)
+		return
+	}
+}
+
+// watchedReader is a stream's stdout, counting its Reads for watchHeld.
+type watchedReader struct{ s *stream }
+
+func (r watchedReader) Read(b []byte) (int, error) {
+	r.s.reads.Add(1)
+	defer r.s.reads.Add(1)
+	return r.s.proc.Stdout().Read(b)
 }
 
 // finish waits for the process, whose stdout must be at EOF, and returns
@@ -138,7 +191,7 @@ func (s *stream) finish() error {
 type streamReader struct{ s *stream }
 
 func (r *streamReader) Read(b []byte) (int, error) {
-	n, err := r.s.proc.Stdout().Read(b)
+	n, err := r.s.out.Read(b)
 	if err == io.EOF {
 		if ferr := r.s.finish(); ferr != nil {
 			return n, ferr
@@ -149,7 +202,7 @@ func (r *streamReader) Read(b []byte) (int, error) {
 
 // WriteTo lets io.Copy use the process's stdout directly.
 func (r *streamReader) WriteTo(w io.Writer) (int64, error) {
-	n, err := io.Copy(w, r.s.proc.Stdout())
+	n, err := io.Copy(w, r.s.out)
 	if err != nil {
 		return n, err
 	}
@@ -162,7 +215,7 @@ func (r *streamReader) Close() error {
 		_ = r.s.proc.Kill(SIGKILL)
 		r.s.cancel()
 		// Drain so a transport that copies into a pipe can finish.
-		_, _ = io.Copy(io.Discard, r.s.proc.Stdout())
+		_, _ = io.Copy(io.Discard, r.s.out)
 		<-r.s.errDone
 		_, _ = waitCtx(r.s.ctx, r.s.proc)
 	})
@@ -227,6 +280,6 @@ func (w *streamWriter) Close() error {
 }
 
 func (s *stream) finishDrained() error {
-	_, _ = io.Copy(io.Discard, s.proc.Stdout())
+	_, _ = io.Copy(io.Discard, s.out)
 	return s.finish()
 }

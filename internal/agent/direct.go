@@ -266,7 +266,7 @@ func (g *directGate) start(sess *yamux.Session) {
 		g.d.cur.Store(g)
 		return
 	}
-	st, err := sess.OpenStream()
+	st, err := sess.OpenStreamContext(g.ctx)
 	if err != nil {
 		if g.ctx.Err() == nil {
 			g.log.Warn("direct sessions: could not open their control stream on the tunnel; refusing them while this tunnel lasts", "err", err)

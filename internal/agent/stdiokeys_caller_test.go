@@ -74,7 +74,7 @@ func TestRunServeKeysStdinCallers(t *testing.T) {
 	// (a sandbox's stdio has none: UNKNOWN 65535 there).
 	own := sess.LocalAddr().(*net.TCPAddr)
 	for h, want := range map[proxyproto.Header]string{caller: "198.51.100.9 777 ", {}: own.IP.String() + " " + strconv.Itoa(own.Port) + " "} {
-		st, err := gateway.OpenCallerStream(sess, h)
+		st, err := gateway.OpenCallerStream(t.Context(), sess, h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestRunServeKeysStdinCallers(t *testing.T) {
 			t.Fatalf("the agent's log does not say why it closed the stream:\n%s", logs.String())
 		}
 	}
-	st2, err := gateway.OpenCallerStream(sess, caller)
+	st2, err := gateway.OpenCallerStream(t.Context(), sess, caller)
 	if err != nil {
 		t.Fatal(err)
 	}

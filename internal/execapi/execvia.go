@@ -143,9 +143,9 @@ func (a *Agents) dial(ctx context.Context, r *run, sess *yamux.Session, callers 
 	var stream net.Conn
 	if callers {
 		// Shared by every API call: the gateway names no caller.
-		stream, err = gateway.OpenCallerStream(sess, proxyproto.Header{})
+		stream, err = gateway.OpenCallerStream(ctx, sess, proxyproto.Header{})
 	} else {
-		stream, err = sess.OpenStream()
+		stream, err = sess.OpenStreamContext(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)

@@ -659,9 +659,9 @@ func proveHostKey(ctx context.Context, sess *yamux.Session, callers bool, pub ss
 	var st net.Conn
 	if callers {
 		// The gateway's own connection: no caller to name.
-		st, err = OpenCallerStream(sess, proxyproto.Header{})
+		st, err = OpenCallerStream(ctx, sess, proxyproto.Header{})
 	} else {
-		st, err = sess.OpenStream()
+		st, err = sess.OpenStreamContext(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open a stream to the agent: %w", err)

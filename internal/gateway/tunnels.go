@@ -70,9 +70,10 @@ type muxTunnel struct {
 
 // OpenCallerStream opens a stream of s that first names caller to the
 // agent, which reads a caller preamble on every stream (CallerTunnel):
-// for streams opened on the session itself, not through a Tunnel.
-func OpenCallerStream(s *yamux.Session, caller proxyproto.Header) (net.Conn, error) {
-	st, err := s.OpenStream()
+// for streams opened on the session itself, not through a Tunnel. ctx
+// bounds the open as in muxTunnel.Open.
+func OpenCallerStream(ctx context.Context, s *yamux.Session, caller proxyproto.Header) (net.Conn, error) {
+	st, err := s.OpenStreamContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +81,12 @@ func OpenCallerStream(s *yamux.Session, caller proxyproto.Header) (net.Conn, err
 }
 
 func (t muxTunnel) Open(ctx context.Context) (net.Conn, error) {
-	// OpenStream does not block on the peer (the SYN rides the first
-	// window update, and up to 256 opens may wait for their
-	// acknowledgements: bytestream's OpenBacklog, the accept backlog an
-	// honest agent keeps), so ctx only guards the call's start.
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	c, err := t.s.OpenStream()
+	// The open waits for the peer only past 256 opens it has not
+	// acknowledged (bytestream's OpenBacklog, the accept backlog an
+	// honest agent keeps), but its SYN waits for the tunnel's write
+	// under way, which a peer that stopped reading holds until the
+	// write watchdog (30 s) ends the tunnel: ctx bounds both waits.
+	c, err := t.s.OpenStreamContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}

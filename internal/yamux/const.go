@@ -2,6 +2,7 @@ package yamux
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -81,6 +82,11 @@ var (
 
 	// ErrKeepAliveTimeout is sent if a missed keepalive caused the stream close
 	ErrKeepAliveTimeout = fmt.Errorf("keepalive timeout")
+
+	// errGaveUp (hostgate) is a frame not written because its sender
+	// gave up waiting for the write lock (OpenStreamContext's ctx); the
+	// caller answers its ctx's error.
+	errGaveUp = errors.New("yamux: gave up waiting to write")
 )
 
 const (

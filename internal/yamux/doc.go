@@ -18,7 +18,10 @@
 // lock a stream's frame need not wait out while another stream's write is
 // stuck on a full connection (a data frame gives up at its stream's write
 // deadline, Close or the session's Close; a window update or FIN goes to
-// the send loop). Changes are marked "hostgate:" where they are made.
+// the send loop), and OpenStreamContext (an open that gives up when its
+// ctx ends while it waits for the open backlog or, with WriteInCaller,
+// for another frame's write stuck on the connection, nothing of it
+// sent). Changes are marked "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its
 // answer, and that goroutine copies the body before writing it: on the

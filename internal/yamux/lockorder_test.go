@@ -59,7 +59,7 @@ func TestConcurrentReadsAfterFIN(t *testing.T) {
 
 	st.stateLock.Lock() // the first Read, at its start
 	done := make(chan error, 1)
-	go func() { done <- st.sendWindowUpdate() }() // the second, past its bytes
+	go func() { done <- st.sendWindowUpdate(nil) }() // the second, past its bytes
 	waitBlockedIn(t, "yamux.(*Stream).sendFlags")
 	free := st.recvLock.TryLock()
 	if free {

@@ -213,6 +213,22 @@ func (s *Session) Open() (net.Conn, error) {
 
 // OpenStream is used to create a new stream
 func (s *Session) OpenStream() (*Stream, error) {
+	return s.OpenStreamContext(context.Background())
+}
+
+// hostgate: OpenStreamContext is OpenStream, giving up when ctx ends
+// while it waits: for the peer to acknowledge earlier opens (the open
+// backlog), or, with Config.WriteInCaller, for the connection to take the
+// stream's first frame while another frame's write is stuck on it (a peer
+// that stopped reading), which OpenStream waited out until the
+// connection's own write bound ended the session. Nothing of the stream
+// has been sent then, and the session goes on. Once the frame is being
+// written, or in send-loop mode once it is queued, ctx no longer counts:
+// ConnectionWriteTimeout bounds the rest.
+func (s *Session) OpenStreamContext(ctx context.Context) (*Stream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if s.IsClosed() {
 		return nil, ErrSessionShutdown
 	}
@@ -225,6 +241,8 @@ func (s *Session) OpenStream() (*Stream, error) {
 	case s.synCh <- struct{}{}:
 	case <-s.shutdownCh:
 		return nil, ErrSessionShutdown
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 
 GET_ID:
@@ -249,7 +267,16 @@ GET_ID:
 	}
 
 	// Send the window update to create
-	if err := stream.sendWindowUpdate(); err != nil {
+	if err := stream.sendWindowUpdate(ctx.Done()); err != nil {
+		if err == errGaveUp {
+			// hostgate: nothing of it was written. forceClose ends
+			// setOpenTimeout's wait, which would close the session;
+			// closeStream gives back the SYN credit (unless a peer
+			// guessing the id acknowledged it) and the budget.
+			stream.forceClose()
+			s.closeStream(id)
+			return nil, ctx.Err()
+		}
 		select {
 		case <-s.synCh:
 		default:
@@ -299,7 +326,7 @@ func (s *Session) AcceptStream() (*Stream, error) {
 		if s.IsClosed() { // hostgate: why it ended, not a stream still queued
 			return nil, s.closeErr()
 		}
-		if err := stream.sendWindowUpdate(); err != nil {
+		if err := stream.sendWindowUpdate(nil); err != nil {
 			return nil, err
 		}
 		return stream, nil
@@ -318,7 +345,7 @@ func (s *Session) AcceptStreamWithContext(ctx context.Context) (*Stream, error) 
 		if s.IsClosed() { // hostgate: why it ended, not a stream still queued
 			return nil, s.closeErr()
 		}
-		if err := stream.sendWindowUpdate(); err != nil {
+		if err := stream.sendWindowUpdate(nil); err != nil {
 			return nil, err
 		}
 		return stream, nil
@@ -548,9 +575,12 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 // goroutine that the connection's Close may be waiting for (bytestream's
 // keepalive tick). data is the stream whose data frame this is, nil for a
 // window update or FIN.
-func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error, data *Stream) error {
+//
+// giveUp, nil but for an open's SYN (OpenStreamContext), ends a wait for
+// the write lock with errGaveUp, nothing written.
+func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error, data *Stream, giveUp <-chan struct{}) error {
 	if s.config.WriteInCaller {
-		return s.writeInCaller(hdr, body, data)
+		return s.writeInCaller(hdr, body, data, giveUp)
 	}
 	return s.waitForSendErr(hdr, body, errCh)
 }
@@ -562,7 +592,7 @@ func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error, dat
 // waits no longer than its stream's write deadline, Close or reset, and a
 // window update or FIN goes to the send loop instead of waiting; a frame
 // once started is written whole, or the session ends.
-func (s *Session) writeInCaller(hdr header, body []byte, data *Stream) error {
+func (s *Session) writeInCaller(hdr header, body []byte, data *Stream, giveUp <-chan struct{}) error {
 	select {
 	case s.writeTok <- struct{}{}:
 	default:
@@ -581,6 +611,8 @@ func (s *Session) writeInCaller(hdr header, body []byte, data *Stream) error {
 			case s.writeTok <- struct{}{}:
 			case <-s.shutdownCh:
 				return ErrSessionShutdown
+			case <-giveUp:
+				return errGaveUp
 			}
 		}
 	}

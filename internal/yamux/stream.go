@@ -146,7 +146,7 @@ START:
 	s.recvLock.Unlock()
 
 	// Send a window update potentially
-	err = s.sendWindowUpdate()
+	err = s.sendWindowUpdate(nil)
 	if err == ErrSessionShutdown {
 		err = nil
 	}
@@ -252,7 +252,7 @@ START:
 
 	// Send the header
 	s.sendHdr.encode(typeData, flags, s.id, max)
-	if err = s.session.sendStreamFrame(s.sendHdr, body, s.sendErr, s); err != nil {
+	if err = s.session.sendStreamFrame(s.sendHdr, body, s.sendErr, s, nil); err != nil {
 		if errors.Is(err, ErrSessionShutdown) || errors.Is(err, ErrConnectionWriteTimeout) {
 			// Message left in ready queue, header re-use is unsafe.
 			s.sendHdr = header(make([]byte, headerSize))
@@ -375,7 +375,8 @@ func (s *Stream) sendFlags() uint16 {
 
 // sendWindowUpdate potentially sends a window update enabling
 // further writes to take place. Must be invoked with the lock.
-func (s *Stream) sendWindowUpdate() error {
+// hostgate: giveUp is sendStreamFrame's, nil but for an open's SYN.
+func (s *Stream) sendWindowUpdate(giveUp <-chan struct{}) error {
 	s.controlHdrLock.Lock()
 	defer s.controlHdrLock.Unlock()
 
@@ -415,7 +416,7 @@ func (s *Stream) sendWindowUpdate() error {
 
 	// Send the header
 	s.controlHdr.encode(typeWindowUpdate, flags, s.id, delta)
-	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr, nil); err != nil {
+	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr, nil, giveUp); err != nil {
 		if errors.Is(err, ErrSessionShutdown) || errors.Is(err, ErrConnectionWriteTimeout) {
 			// Message left in ready queue, header re-use is unsafe.
 			s.controlHdr = header(make([]byte, headerSize))
@@ -433,7 +434,7 @@ func (s *Stream) sendClose() error {
 	flags := s.sendFlags()
 	flags |= flagFIN
 	s.controlHdr.encode(typeWindowUpdate, flags, s.id, 0)
-	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr, nil); err != nil {
+	if err := s.session.sendStreamFrame(s.controlHdr, nil, s.controlErr, nil, nil); err != nil {
 		if errors.Is(err, ErrSessionShutdown) || errors.Is(err, ErrConnectionWriteTimeout) {
 			// Message left in ready queue, header re-use is unsafe.
 			s.controlHdr = header(make([]byte, headerSize))

@@ -234,3 +234,60 @@ func BenchmarkWriteInCaller(b *testing.B) {
 		b.Run(fmt.Sprintf("SendRecvParallel%d", size), func(b *testing.B) { benchmarkSendRecvParallel(b, size) })
 	}
 }
+
+// While one stream's write is stuck on a connection the peer does not
+// read, OpenStreamContext gives up when its ctx ends: the SYN waited for
+// the session's write lock with nothing to end the wait but the session,
+// so the gateway's relay open, whose ctx is its caller's, waited out the
+// connection's write watchdog (bytestream's 30 s). Nothing of the open
+// reaches the peer, and the session goes on.
+func TestStuckWriteOpenStreamContext(t *testing.T) {
+	w := newStuckWrite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		st, err := w.client.OpenStreamContext(ctx)
+		if err == nil {
+			_ = st.Close()
+		}
+		done <- err
+	}()
+	if err := w.waitDone(t, "OpenStreamContext past its ctx's deadline", done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("OpenStreamContext past its ctx's deadline: %v, want %v", err, context.DeadlineExceeded)
+	}
+	if n := w.client.NumStreams(); n != 2 {
+		t.Errorf("the session counts %d streams after the open given up, want the 2 it had", n)
+	}
+	w.finish(t)
+
+	// The next open is the one the peer sees, and the open given up
+	// holds no place among the unacknowledged ones.
+	st, err := w.client.OpenStreamContext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Write([]byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	server := w.sa.Session()
+	acc, err := server.AcceptStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acc.Close()
+	if acc.StreamID() != st.StreamID() {
+		t.Fatalf("the peer accepted stream %d, want %d: the open given up reached it", acc.StreamID(), st.StreamID())
+	}
+	// The peer's acknowledgement precedes its data.
+	if _, err := acc.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(st, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(w.client.synCh); got != 0 {
+		t.Errorf("%d opens wait for their acknowledgement, want none", got)
+	}
+}

@@ -1011,11 +1011,17 @@ func (s *Session) incomingStream(id uint32) error {
 	// Allocate a new stream
 	stream := newStream(s, id, streamSYNReceived)
 
+	// hostgate: the refusals below are queued with streamLock released.
+	// sendNoWait waits for room in the send loop's queue, which a write
+	// stuck on the connection (a peer that stopped reading) keeps full
+	// until the connection's write bound ends the session; holding the
+	// lock meanwhile held every open, every stream's end and NumStreams
+	// too, past their callers' deadlines.
 	s.streamLock.Lock()
-	defer s.streamLock.Unlock()
 
 	// Check if stream already exists
 	if _, ok := s.streams[id]; ok {
+		s.streamLock.Unlock()
 		s.logger.Printf("[ERR] yamux: duplicate stream declared")
 		if sendErr := s.sendNoWait(s.goAway(goAwayProtoErr)); sendErr != nil {
 			s.logger.Printf("[WARN] yamux: failed to send go away: %v", sendErr)
@@ -1029,11 +1035,13 @@ func (s *Session) incomingStream(id uint32) error {
 	// Check if we've exceeded the backlog
 	select {
 	case s.acceptCh <- stream:
+		s.streamLock.Unlock()
 		return nil
 	default:
 		// Backlog exceeded! RST the stream
-		s.logger.Printf("[WARN] yamux: backlog exceeded, forcing connection reset")
 		delete(s.streams, id)
+		s.streamLock.Unlock()
+		s.logger.Printf("[WARN] yamux: backlog exceeded, forcing connection reset")
 		hdr := header(make([]byte, headerSize))
 		hdr.encode(typeWindowUpdate, flagRST, id, 0)
 		return s.sendNoWait(hdr)

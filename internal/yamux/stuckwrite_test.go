@@ -38,11 +38,14 @@ type stuckWrite struct {
 	waitDone     func(t *testing.T, what string, done <-chan error) error
 }
 
-func newStuckWrite(t *testing.T) *stuckWrite {
+func newStuckWrite(t *testing.T, opts ...func(*Config)) *stuckWrite {
 	c1, c2 := testConnPipe(t)
 	conf := testConfNoKeepAlive()
 	conf.WriteInCaller = true
 	conf.LogOutput = io.Discard
+	for _, o := range opts {
+		o(conf)
+	}
 	client, server := testClientServerConfig(t, c1, c2, conf, conf.Clone())
 	w := &stuckWrite{client: client, aDone: make(chan error, 1)}
 	var err error
@@ -289,5 +292,74 @@ func TestStuckWriteOpenStreamContext(t *testing.T) {
 	}
 	if got := len(w.client.synCh); got != 0 {
 		t.Errorf("%d opens wait for their acknowledgement, want none", got)
+	}
+}
+
+// While one stream's write is stuck on the connection and the send loop's
+// queue is full behind it, the receive loop waits to queue its refusal of
+// a stream past the accept backlog; it did so holding the session's
+// stream table, so every open (OpenStreamContext's ctx too), every
+// stream's end and NumStreams waited with it, as long as the stuck write.
+func TestStuckWriteRefusalHoldsNoStreamTable(t *testing.T) {
+	w := newStuckWrite(t, func(c *Config) {
+		c.AcceptBacklog = 1
+		c.OpenBacklog = 256 // bytestream's: the peer opens two at once
+		// As bytestream runs it: no yamux write timeout (the connection
+		// bounds its writes), so the refusal waits for room.
+		c.ConnectionWriteTimeout = time.Hour
+	})
+	// Session frames fill the send loop's queue behind the stuck write.
+	for range cap(w.client.sendCh) + 1 {
+		go func() { _, _ = w.client.Ping() }()
+	}
+	for len(w.client.sendCh) < cap(w.client.sendCh) {
+		runtime.Gosched()
+	}
+	// The peer opens two streams: one fills the backlog, the other is
+	// refused.
+	server := w.sa.Session()
+	var opened []*Stream
+	for range 2 {
+		st, err := server.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened = append(opened, st)
+	}
+	waitBlockedIn(t, "yamux.(*Session).sendNoWait(")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		st, err := w.client.OpenStreamContext(ctx)
+		if err == nil {
+			_ = st.Close()
+		}
+		done <- err
+	}()
+	if err := w.waitDone(t, "OpenStreamContext past its ctx's deadline", done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("OpenStreamContext past its ctx's deadline: %v, want %v", err, context.DeadlineExceeded)
+	}
+	counted := make(chan error, 1)
+	go func() {
+		if n := w.client.NumStreams(); n != 3 {
+			counted <- fmt.Errorf("NumStreams %d, want 3 (two opened, one the peer's, waiting)", n)
+		}
+		counted <- nil
+	}()
+	if err := w.waitDone(t, "NumStreams", counted); err != nil {
+		t.Error(err)
+	}
+
+	w.finish(t)
+	// The refusal goes out once the connection moves.
+	reset := make(chan error, 1)
+	go func() {
+		_, err := opened[1].Read(make([]byte, 1))
+		reset <- err
+	}()
+	if err := w.waitDone(t, "the refused stream's Read", reset); !errors.Is(err, ErrConnectionReset) {
+		t.Fatalf("the stream past the backlog: Read %v, want %v", err, ErrConnectionReset)
 	}
 }

@@ -132,9 +132,12 @@ func (e *timeoutError) Temporary() bool { return true }
 //
 // The session's shutdown error (returned by Accept after it ends) is
 // ErrWriteTimeout or ErrKeepAliveTimeout when those ended it. Session.Ping
-// waits until the answer comes or the session closes (the keepalive here
-// bounds it; yamux's own write timeout is disabled because its expiry
-// reports a failed write whose bytes may still be sent later).
+// waits until the answer comes or the session closes (yamux's own write
+// timeout, which bounded it, is disabled because its expiry reports a
+// failed write whose bytes may still be sent later). The keepalive here
+// closes the session only when nothing arrives, so a peer that sends and
+// answers no ping holds a Ping for the session's life: bound it with
+// Session.PingContext.
 func MuxClient(conn net.Conn, cfg *MuxConfig) (*MuxSession, error) {
 	return newMux(conn, cfg, true)
 }

@@ -158,25 +158,16 @@ func (p *agentProc) pid(ctx context.Context, log *slog.Logger) int {
 }
 
 // answered reports whether the peer of sess answers a ping within d; it
-// returns false at once when sess or ctx ends. The yamux Ping itself
-// waits the session's write timeout (30 s).
+// returns false at once when sess or ctx ends. The ping gives up with it:
+// yamux's Ping has no bound of its own on the tunnel (bytestream turns
+// its write timeout off), and the tunnel's keepalive ends it only while
+// nothing at all arrives, so an agent that keeps sending and answers no
+// ping held each tick's ping until the tunnel ended.
 func answered(ctx context.Context, sess *yamux.Session, d time.Duration) bool {
-	res := make(chan error, 1)
-	go func() {
-		_, err := sess.Ping()
-		res <- err
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case err := <-res:
-		return err == nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	// The ping's goroutine ends as the session does, which the tunnel's
-	// loop closes before it returns (its result goes to the buffer).
-	return false
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err := sess.PingContext(ctx)
+	return err == nil
 }
 
 // suspectAgent records that a command's channel did not open in time and

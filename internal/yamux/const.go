@@ -83,9 +83,9 @@ var (
 	// ErrKeepAliveTimeout is sent if a missed keepalive caused the stream close
 	ErrKeepAliveTimeout = fmt.Errorf("keepalive timeout")
 
-	// errGaveUp (hostgate) is a frame not written because its sender
-	// gave up waiting for the write lock (OpenStreamContext's ctx); the
-	// caller answers its ctx's error.
+	// errGaveUp (hostgate) is a frame its sender gave up waiting for
+	// (OpenStreamContext's and PingContext's ctx); the caller answers its
+	// ctx's error.
 	errGaveUp = errors.New("yamux: gave up waiting to write")
 )
 

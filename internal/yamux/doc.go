@@ -22,8 +22,9 @@
 // ctx ends while it waits for the open backlog or, with WriteInCaller,
 // for another frame's write stuck on the connection, nothing of it
 // sent), and the receive loop queuing its refusal of a stream without
-// holding the session's stream table. Changes are marked "hostgate:"
-// where they are made.
+// holding the session's stream table, and PingContext (a ping that gives
+// up when its ctx ends, its answer then ignored). Changes are marked
+// "hostgate:" where they are made.
 //
 // Upstream hands every frame to a send goroutine and waits for its
 // answer, and that goroutine copies the body before writing it: on the

@@ -450,6 +450,19 @@ func (s *Session) goAway(reason uint32) header {
 
 // Ping is used to measure the RTT response time
 func (s *Session) Ping() (time.Duration, error) {
+	return s.PingContext(context.Background())
+}
+
+// hostgate: PingContext is Ping, giving up when ctx ends; an answer that
+// comes later is ignored. Ping waits for its answer up to
+// ConnectionWriteTimeout, which bytestream turns off (its connection
+// bounds the writes, and its keepalive the answer to its own pings), so
+// only the session's end stopped it: a peer that kept the session up and
+// answered nothing kept each ping's caller waiting.
+func (s *Session) PingContext(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	// Get a channel for the ping
 	ch := make(chan struct{})
 
@@ -459,23 +472,35 @@ func (s *Session) Ping() (time.Duration, error) {
 	s.pingID++
 	s.pings[id] = ch
 	s.pingLock.Unlock()
+	forget := func() { // hostgate: upstream kept it when the send failed
+		s.pingLock.Lock()
+		delete(s.pings, id) // Ignore it if a response comes later.
+		s.pingLock.Unlock()
+	}
 
 	// Send the ping request
 	hdr := header(make([]byte, headerSize))
 	hdr.encode(typePing, flagSYN, 0, id)
-	if err := s.waitForSend(hdr, nil); err != nil {
+	if err := s.waitForSendErr(hdr, nil, make(chan error, 1), ctx.Done()); err != nil {
+		forget()
+		if err == errGaveUp {
+			return 0, ctx.Err()
+		}
 		return 0, err
 	}
 
 	// Wait for a response
 	start := time.Now()
+	timer := time.NewTimer(s.config.ConnectionWriteTimeout)
+	defer timer.Stop()
 	select {
 	case <-ch:
-	case <-time.After(s.config.ConnectionWriteTimeout):
-		s.pingLock.Lock()
-		delete(s.pings, id) // Ignore it if a response comes later.
-		s.pingLock.Unlock()
+	case <-timer.C:
+		forget()
 		return 0, ErrTimeout
+	case <-ctx.Done():
+		forget()
+		return 0, ctx.Err()
 	case <-s.shutdownCh:
 		return 0, ErrSessionShutdown
 	}
@@ -507,13 +532,15 @@ func (s *Session) keepalive() {
 // waitForSendErr waits to send a header, checking for a potential shutdown
 func (s *Session) waitForSend(hdr header, body []byte) error {
 	errCh := make(chan error, 1)
-	return s.waitForSendErr(hdr, body, errCh)
+	return s.waitForSendErr(hdr, body, errCh, nil)
 }
 
 // waitForSendErr waits to send a header with optional data, checking for a
 // potential shutdown. Since there's the expectation that sends can happen
 // in a timely manner, we enforce the connection write timeout here.
-func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) error {
+// hostgate: giveUp (PingContext's ctx; nil for a stream's frame) ends
+// the wait with errGaveUp, the frame left to be sent or not.
+func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error, giveUp <-chan struct{}) error {
 	t := timerPool.Get()
 	timer := t.(*time.Timer)
 	timer.Reset(s.config.ConnectionWriteTimeout)
@@ -534,6 +561,8 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 		return ErrSessionShutdown
 	case <-timer.C:
 		return ErrConnectionWriteTimeout
+	case <-giveUp:
+		return errGaveUp
 	}
 
 	bodyCopy := func() {
@@ -565,6 +594,9 @@ func (s *Session) waitForSendErr(hdr header, body []byte, errCh chan error) erro
 	case <-timer.C:
 		bodyCopy()
 		return ErrConnectionWriteTimeout
+	case <-giveUp:
+		bodyCopy()
+		return errGaveUp
 	}
 }
 
@@ -582,7 +614,7 @@ func (s *Session) sendStreamFrame(hdr header, body []byte, errCh chan error, dat
 	if s.config.WriteInCaller {
 		return s.writeInCaller(hdr, body, data, giveUp)
 	}
-	return s.waitForSendErr(hdr, body, errCh)
+	return s.waitForSendErr(hdr, body, errCh, nil)
 }
 
 // hostgate: writeInCaller writes a frame in the caller's goroutine

@@ -21,7 +21,8 @@
 // the send loop), and OpenStreamContext (an open that gives up when its
 // ctx ends while it waits for the open backlog or, with WriteInCaller,
 // for another frame's write stuck on the connection, nothing of it
-// sent), and the receive loop queuing its refusal of a stream without
+// sent; AcceptStreamWithContext's ctx bounds its acknowledgement's wait
+// likewise, the peer's open then refused), and the receive loop queuing its refusal of a stream without
 // holding the session's stream table, and PingContext (a ping that gives
 // up when its ctx ends, its answer then ignored). Changes are marked
 // "hostgate:" where they are made.

@@ -337,6 +337,10 @@ func (s *Session) AcceptStream() (*Stream, error) {
 
 // AcceptStream is used to block until the next available stream
 // is ready to be accepted.
+//
+// hostgate: ctx also bounds the wait, with Config.WriteInCaller, for the
+// connection to take the stream's acknowledgement while another frame's
+// write is stuck on it; the peer's open is then refused (refuseAccepted).
 func (s *Session) AcceptStreamWithContext(ctx context.Context) (*Stream, error) {
 	select {
 	case <-ctx.Done():
@@ -345,12 +349,39 @@ func (s *Session) AcceptStreamWithContext(ctx context.Context) (*Stream, error) 
 		if s.IsClosed() { // hostgate: why it ended, not a stream still queued
 			return nil, s.closeErr()
 		}
-		if err := stream.sendWindowUpdate(nil); err != nil {
+		if err := stream.sendWindowUpdate(ctx.Done()); err != nil {
+			if err == errGaveUp {
+				s.refuseAccepted(stream)
+				return nil, ctx.Err()
+			}
 			return nil, err
 		}
 		return stream, nil
 	case <-s.shutdownCh:
 		return nil, s.shutdownErr
+	}
+}
+
+// hostgate: refuseAccepted resets a stream whose acknowledgement
+// AcceptStreamWithContext gave up writing (nothing of it was written): it
+// leaves the session, and the peer is sent a RST as for a stream past the
+// backlog. The RST is queued without waiting, for the queue fills only
+// behind a stuck write: with no room it is dropped, and the peer's open
+// ends at its StreamOpenTimeout or with the session, which the stuck
+// write's bound ends.
+func (s *Session) refuseAccepted(stream *Stream) {
+	stream.stateLock.Lock()
+	stream.state = streamReset
+	stream.stateLock.Unlock()
+	stream.notifyWaiting()
+	s.closeStream(stream.id)
+	hdr := header(make([]byte, headerSize))
+	hdr.encode(typeWindowUpdate, flagRST, stream.id, 0)
+	select {
+	case s.sendCh <- &sendReady{Hdr: hdr}:
+		s.kickSend()
+	default:
+		s.logger.Printf("[WARN] yamux: no room to refuse stream %d, whose accept was given up", stream.id)
 	}
 }
 

@@ -363,3 +363,43 @@ func TestStuckWriteRefusalHoldsNoStreamTable(t *testing.T) {
 		t.Fatalf("the stream past the backlog: Read %v, want %v", err, ErrConnectionReset)
 	}
 }
+
+// While one stream's write is stuck on the connection, an
+// AcceptStreamWithContext whose ctx ends while the stream's acknowledgement
+// waits for the connection gives up, and the peer's open is refused: its
+// ctx bounded only the wait for a stream, and the acknowledgement waited
+// as long as the stuck write.
+func TestStuckWriteAcceptStreamWithContext(t *testing.T) {
+	w := newStuckWrite(t)
+	peer, err := w.sa.Session().OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		st, err := w.client.AcceptStreamWithContext(ctx)
+		if err == nil {
+			_ = st.Close()
+		}
+		done <- err
+	}()
+	if err := w.waitDone(t, "AcceptStreamWithContext past its ctx's deadline", done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcceptStreamWithContext past its ctx's deadline: %v, want %v", err, context.DeadlineExceeded)
+	}
+	if n := w.client.NumStreams(); n != 2 {
+		t.Errorf("the session counts %d streams after the accept given up, want the 2 it had", n)
+	}
+	w.finish(t)
+	// The peer hears its open refused once the connection moves.
+	reset := make(chan error, 1)
+	go func() {
+		_, err := peer.Read(make([]byte, 1))
+		reset <- err
+	}()
+	if err := w.waitDone(t, "the refused stream's Read", reset); !errors.Is(err, ErrConnectionReset) {
+		t.Fatalf("the stream whose accept was given up: Read %v, want %v", err, ErrConnectionReset)
+	}
+}

@@ -13,6 +13,10 @@ var ttyChars = map[byte]int{
 	12: unix.VREPRINT, 13: unix.VWERASE, 14: unix.VLNEXT, 18: unix.VDISCARD,
 }
 
+// ttyCharDisabled is how OpenSSH's ssh sends a control character its
+// terminal has disabled (special_char_encode); 0xff itself cannot be sent.
+const ttyCharDisabled = 255
+
 // ttyFlag is a termios flag bit and the word that holds it.
 type ttyFlag struct {
 	word int // 0 iflag, 1 lflag, 2 oflag, 3 cflag
@@ -47,7 +51,12 @@ func applyTTYModes(tty *os.File, modes []ttyMode) error {
 	}
 	for _, m := range modes {
 		if i, ok := ttyChars[m.Op]; ok {
-			t.Cc[i] = uint8(m.Arg)
+			c := uint8(m.Arg)
+			if m.Arg == ttyCharDisabled {
+				// Linux's _POSIX_VDISABLE is 0: sshd maps 255 so.
+				c = 0
+			}
+			t.Cc[i] = c
 			continue
 		}
 		switch m.Op {

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
 	"github.com/hostgate/hostgate/internal/testenv"
@@ -722,4 +724,30 @@ func TestOpenSSHEndOfWrite(t *testing.T) {
 		t.Errorf("ssh did not take the server for OpenSSH, which the test is about; stderr:\n%s", stderr.String())
 	}
 	t.Logf("ssh: %v", err)
+}
+
+// TestOpenSSHPTYDisabledChars: a control character the user's terminal
+// has disabled (eol and eol2 are, on every Linux terminal by default) is
+// disabled on the session's terminal too, as sshd leaves it. OpenSSH's
+// ssh sends a disabled character as 255; the server set it as the byte
+// 0xff (stty: "eol = M-^?"), so a 0xff typed or pasted ended a line.
+func TestOpenSSHPTYDisabledChars(t *testing.T) {
+	t.Parallel()
+	_, o := srvOpenSSHServer(t, nil)
+	// ssh sends the modes of its own terminal: it needs one.
+	cmd := o.command(srvTestCtx(t), "ssh", "-t", "127.0.0.1", "stty -a")
+	ptmx, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ptmx.Close() }()
+	out, _ := io.ReadAll(ptmx) // EIO once ssh and its terminal are gone
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ssh -t stty -a: %v\n%s", err, out)
+	}
+	for _, want := range []string{"eol = <undef>;", "eol2 = <undef>;"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("stty -a on the session's terminal lacks %q:\n%s", want, out)
+		}
+	}
 }

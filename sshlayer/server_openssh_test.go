@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 
 	"github.com/hostgate/hostgate/third_party/golang.org/x/crypto/ssh"
 
+	"github.com/hostgate/hostgate"
 	"github.com/hostgate/hostgate/internal/testenv"
 )
 
@@ -749,5 +751,28 @@ func TestOpenSSHPTYDisabledChars(t *testing.T) {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("stty -a on the session's terminal lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestOpenSSHKilledBySignal: OpenSSH's ssh exits 255 for a command a
+// signal killed, as against sshd, whichever the signal. One without a
+// name in RFC 4254 (XCPU past ulimit -t, XFSZ past ulimit -f, SYS from
+// seccomp) was reported as exit status 128+N, so ssh exited 152 as if the
+// command had exited so.
+// hostgate's own client is still told 128+N, which the gateway's
+// executions answer and older gateways know no signal name for.
+func TestOpenSSHKilledBySignal(t *testing.T) {
+	t.Parallel()
+	ts, o := srvOpenSSHServer(t, nil)
+	for _, sig := range []string{"TERM", "XCPU", "XFSZ", "SYS"} {
+		out, err := o.command(srvTestCtx(t), "ssh", "127.0.0.1", "kill -"+sig+" $$").CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 255 {
+			t.Errorf("ssh 'kill -%s $$': %v, want exit 255 as against sshd; output %q", sig, err, out)
+		}
+	}
+	c := connectEmbedded(t, ts)
+	if _, _, err := run(srvTestCtx(t), t, c, []string{"sh", "-c", "kill -XCPU $$"}, hostgate.SpawnOptions{}, ""); hostgate.ExitCode(err) != 128+int(syscall.SIGXCPU) {
+		t.Errorf("hostgate's client: %v, want exit %d", err, 128+int(syscall.SIGXCPU))
 	}
 }

@@ -524,16 +524,26 @@ func (p *srvProcess) reap() syscall.WaitStatus {
 func (p *srvProcess) sendExit(st syscall.WaitStatus) {
 	ch := p.s.ch
 	if st.Signaled() {
-		if name := signalName(st.Signal()); name != "" {
-			_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
-				Signal     string
-				CoreDumped bool
-				Msg, Lang  string
-			}{name, st.CoreDump(), "", ""}))
+		name := signalName(st.Signal())
+		if name == "" && isHostgate(p.s.c.sc.ClientVersion()) {
+			// A signal without an RFC name, to hostgate's client: the
+			// way shells report it, which the gateway's executions
+			// (execapi's linuxSignals) and Host.Exec have always been
+			// given, older gateways knowing no more names.
+			_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(128 + st.Signal())}))
 			return
 		}
-		// A signal without an RFC name: report it the way shells do.
-		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(128 + st.Signal())}))
+		if name == "" {
+			// Any other client is told the command was killed, as sshd
+			// tells it: OpenSSH's ssh exits 255, not 128+N as for a
+			// command that exited so.
+			name = otherSignalName(st.Signal())
+		}
+		_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+			Signal     string
+			CoreDumped bool
+			Msg, Lang  string
+		}{name, st.CoreDump(), "", ""}))
 		return
 	}
 	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(st.ExitStatus())}))

@@ -2,7 +2,12 @@
 
 package sshlayer
 
-import "syscall"
+import (
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // srvSignals maps RFC 4254 §6.10 signal names (without "SIG") to signals.
 var srvSignals = map[string]syscall.Signal{
@@ -29,4 +34,14 @@ func signalName(sig syscall.Signal) string {
 		}
 	}
 	return ""
+}
+
+// otherSignalName names a signal srvSignals lacks for exit-signal: the
+// system's name without "SIG" (XCPU, SYS), else sshd's name for a signal
+// it cannot name (a real-time one).
+func otherSignalName(sig syscall.Signal) string {
+	if n, ok := strings.CutPrefix(unix.SignalName(sig), "SIG"); ok {
+		return n
+	}
+	return "SIG@openssh.com"
 }

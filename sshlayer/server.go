@@ -362,9 +362,15 @@ func NewServer(cfg *ServerConfig) (*Server, error) {
 	s.sshCfg = &ssh.ServerConfig{
 		Config:            ssh.Config{Ciphers: serverCiphers(aesGCMHardware)},
 		PublicKeyCallback: s.auth.authenticate,
-		ServerVersion:     serverVersion,
-		MaxAuthTries:      6,
-		WindowCeiling:     windowCeiling,
+		// x/crypto's default also takes ssh-rsa, RSA signed with SHA-1,
+		// which OpenSSH's sshd refuses since 8.8 (PubkeyAcceptedAlgorithms):
+		// a host reached through us must not be weaker than through sshd.
+		// RSA keys still log in, signing with SHA-2 (rsa-sha2-256/512),
+		// as every client since OpenSSH 7.2 does.
+		PublicKeyAuthAlgorithms: ssh.SupportedAlgorithms().PublicKeyAuths,
+		ServerVersion:           serverVersion,
+		MaxAuthTries:            6,
+		WindowCeiling:           windowCeiling,
 		AuthLogCallback: func(md ssh.ConnMetadata, method string, err error) {
 			if err != nil && method != "none" {
 				s.log.Info("ssh auth failed", "remote", addrString(md.RemoteAddr()), "user", md.User(), "method", method, "err", err)

@@ -104,6 +104,11 @@ func (a *authenticator) checkCert(cert *ssh.Certificate) error {
 	if !a.isCA(cert.SignatureKey) {
 		return fmt.Errorf("signed by an untrusted authority %s", ssh.FingerprintSHA256(cert.SignatureKey))
 	}
+	if cert.Signature != nil && cert.Signature.Format == ssh.KeyAlgoRSA {
+		// As sshd's CASignatureAlgorithms since OpenSSH 8.8: SHA-1 is
+		// broken for signatures (chosen-prefix collisions).
+		return fmt.Errorf("signed by authority %s with ssh-rsa (RSA with SHA-1), which is refused: sign certificates with rsa-sha2-512 (ssh-keygen -t rsa-sha2-512 -s CA ...) or an ed25519 CA", ssh.FingerprintSHA256(cert.SignatureKey))
+	}
 	if len(cert.ValidPrincipals) == 0 {
 		return errors.New("certificate has no principals")
 	}

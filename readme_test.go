@@ -1,13 +1,20 @@
 package hostgate_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"maps"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,8 +26,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostgate/hostgate/client"
+	"github.com/hostgate/hostgate/internal/testenv"
 )
 
 // errorWriters names the functions and types that put an API error's code
@@ -730,4 +739,122 @@ func readmeFile(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestReadmeNginxBlock keeps step 1's nginx server block one that serves a
+// gateway: what each of its directives is there for (WebSocket upgrades for
+// tunnels, sessions and terminals; the client's Host for subdomain
+// previews; X-Forwarded-For for --trusted-proxy; streamed answers and
+// bodies; no body bound below the API's), a read timeout past nginx's 60 s
+// default, which cut a preview's long poll answered after 70 s with
+// nginx's own 504 and an event stream or WebSocket silent for a minute
+// (the gateway's own connections carry keepalives, a dev server's need
+// not), and nginx itself taking it (nginx -t), where nginx is installed.
+func TestReadmeNginxBlock(t *testing.T) {
+	m := regexp.MustCompile("(?s)```nginx\n(.*?)```").FindSubmatch(readmeFile(t))
+	if m == nil {
+		t.Fatal("README has no nginx server block (```nginx)")
+	}
+	block := string(m[1])
+	directives := map[string]string{} // name (and, for proxy_set_header, its header) → arguments
+	for line := range strings.Lines(block) {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		v, ok := strings.CutSuffix(line, ";")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if f[0] == "proxy_set_header" && len(f) > 1 {
+			f = append([]string{f[0] + " " + strings.ToLower(f[1])}, f[2:]...)
+		}
+		directives[f[0]] = strings.Trim(strings.Join(f[1:], " "), `"`)
+	}
+	for name, want := range map[string]string{
+		"proxy_http_version":               "1.1",
+		"proxy_set_header upgrade":         "$http_upgrade",
+		"proxy_set_header connection":      "upgrade",
+		"proxy_set_header host":            "$host",
+		"proxy_set_header x-forwarded-for": "$proxy_add_x_forwarded_for",
+		"proxy_buffering":                  "off",
+		"proxy_request_buffering":          "off",
+		"client_max_body_size":             "0",
+	} {
+		got := directives[name]
+		if name == "proxy_set_header host" && got == "$http_host" {
+			got = "$host" // the client's Host with its port: as good
+		}
+		if got != want {
+			t.Errorf("README's nginx block: %s is %q, want %q", name, got, want)
+		}
+	}
+	// nginx's time units: "1h", "300s", "300" (seconds).
+	read := 60 * time.Second
+	if v, ok := directives["proxy_read_timeout"]; ok {
+		if _, err := strconv.Atoi(v); err == nil {
+			v += "s"
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("README's nginx block: proxy_read_timeout %q: %v", v, err)
+		}
+		read = d
+	}
+	if read < 10*time.Minute {
+		t.Errorf("README's nginx block: proxy_read_timeout is %v: a preview's long poll, event stream or WebSocket silent that long is cut by nginx (a long poll answered with nginx's 504); want 10m or more", read)
+	}
+
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		bin, err = exec.LookPath("/usr/sbin/nginx")
+	}
+	testenv.RequirePeer(t, "nginx", err == nil)
+	dir := t.TempDir()
+	cert, key := selfSignedPEM(t, dir)
+	block = strings.NewReplacer(
+		"/etc/ssl/hostgate/fullchain.pem", cert,
+		"/etc/ssl/hostgate/privkey.pem", key,
+		"listen 443 ssl", "listen unix:"+filepath.Join(dir, "nginx.sock")+" ssl",
+	).Replace(block)
+	temps := ""
+	for _, k := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		temps += fmt.Sprintf("  %s_temp_path %s;\n", k, filepath.Join(dir, k))
+	}
+	errLog := filepath.Join(dir, "error.log")
+	conf := filepath.Join(dir, "nginx.conf")
+	cfg := fmt.Sprintf("pid %s;\nerror_log %s;\nevents {}\nhttp {\n  access_log off;\n%s%s}\n", filepath.Join(dir, "nginx.pid"), errLog, temps, block)
+	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-t", "-q", "-p", dir, "-c", conf, "-e", errLog).CombinedOutput(); err != nil {
+		t.Errorf("nginx -t refuses the README's server block: %v\n%s\n%s", err, out, cfg)
+	}
+}
+
+// selfSignedPEM writes a self-signed certificate and its key to dir, for a
+// server block to name.
+func selfSignedPEM(t *testing.T, dir string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gw.example.com"}, DNSNames: []string{"gw.example.com"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }

@@ -73,3 +73,35 @@ func TestSystemdUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentUnitKeepsBackground: the agent unit says how to keep what
+// --keep-background keeps. Its KillMode=mixed has systemd SIGKILL every
+// process left in the unit's cgroup once the agent exits, so under it a
+// stop, restart or crash of the agent killed what --keep-background had
+// kept (VS Code's Remote-SSH server), where the README says nothing is
+// killed when the agent is. The unit holds the commented alternative,
+// KillMode=process, which systemd takes when uncommented.
+func TestAgentUnitKeepsBackground(t *testing.T) {
+	unit, _ := unitExecStart(t, "hostgate-agent.service")
+	var alt string
+	for line := range strings.Lines(unit) {
+		if strings.TrimSpace(line) == "#KillMode=process" {
+			alt = strings.Replace(unit, line, "KillMode=process\n", 1)
+		}
+	}
+	if alt == "" {
+		t.Fatal("agent unit: no commented KillMode=process for --keep-background, whose commands systemd's KillMode=mixed kills with the agent")
+	}
+	if !strings.Contains(unit, "--keep-background") {
+		t.Error("agent unit: KillMode=process is not said to be for --keep-background")
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	testenv.RequirePeer(t, "systemd-analyze (Debian's systemd package)", err == nil)
+	path := filepath.Join(t.TempDir(), "hostgate-agent.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(alt, "/usr/local/bin/agent", "/bin/true")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(analyze, "verify", path).CombinedOutput(); err != nil || len(out) != 0 {
+		t.Errorf("systemd-analyze verify, KillMode=process uncommented: %v\n%s", err, out)
+	}
+}

@@ -136,7 +136,8 @@ func writeOutputs(w http.ResponseWriter, log *slog.Logger, status int, frame fun
 	}
 	i, j := bytes.Index(head, outMarkJSON), bytes.Index(head, errMarkJSON)
 	gateway.WriteJSONHeader(w, status)
-	bw := bufio.NewWriterSize(w, answerBuffer)
+	cw := &callerWriter{w: w}
+	bw := bufio.NewWriterSize(cw, answerBuffer)
 	buf := make([]byte, answerBuffer)
 	write := writeJSONStream
 	if encoding == encodingBase64 {
@@ -147,6 +148,12 @@ func writeOutputs(w http.ResponseWriter, log *slog.Logger, status int, frame fun
 	if outLossy, err = write(bw, stdout, buf); err == nil {
 		bw.Write(head[i+len(outMarkJSON) : j])
 		errLossy, err = write(bw, stderr, buf)
+	}
+	if err != nil && cw.err != nil {
+		// The caller hung up or stopped reading (base64's copy fails
+		// with the write): its doing, and nobody is left to tell.
+		log.Debug("exec answer cut: its caller stopped reading it", "err", cw.err)
+		return
 	}
 	if err != nil {
 		// The status is sent: a cut answer is all that is left to say
@@ -161,6 +168,25 @@ func writeOutputs(w http.ResponseWriter, log *slog.Logger, status int, frame fun
 	bw.Write(tail[j+len(errMarkJSON):])
 	bw.WriteByte('\n') // as json.Encoder ends each value
 	_ = bw.Flush()
+}
+
+// callerWriter is an answer's writer, keeping the first failure of a
+// write to the caller, so that a cut answer tells the caller's hang-up
+// from an output that could not be read.
+type callerWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *callerWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // writeBase64Stream writes r's bytes as a JSON string in base64 (whose

@@ -3,6 +3,7 @@ package execapi
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -207,5 +208,41 @@ func TestWriteAnswerStreams(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
 		t.Fatalf("writing a %d-byte answer allocated %d bytes; want well under its %d bytes of output", w.n, alloc, 2*len(out))
+	}
+}
+
+// hungUpWriter is a ResponseWriter whose caller went away: every write
+// fails, as net/http's do once the connection is gone.
+type hungUpWriter struct{ h http.Header }
+
+func (c *hungUpWriter) Header() http.Header { return c.h }
+func (c *hungUpWriter) WriteHeader(int)     {}
+func (c *hungUpWriter) Write(p []byte) (int, error) {
+	return 0, errors.New("write tcp 10.0.0.1:8080->10.0.0.2:51000: write: broken pipe")
+}
+
+// A caller that hangs up while its answer is written is the caller's
+// doing: the gateway said at ERROR that reading the command's output
+// failed (with the write's error) for a base64 answer larger than its
+// buffer, where a read of the output had not failed at all. An output
+// that cannot be read is still an ERROR.
+func TestWriteAnswerCallerGoneNotAnError(t *testing.T) {
+	out := strings.Repeat("x", 4*answerBuffer)
+	for _, enc := range []string{"", encodingBase64} {
+		var logs bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		writeAnswer(&hungUpWriter{h: http.Header{}}, log, outputOf(&dockerhost.ExecResult{Stdout: out, Stderr: out}), enc)
+		if strings.Contains(logs.String(), "level=ERROR") || strings.Contains(logs.String(), "reading the command's output failed") {
+			t.Errorf("encoding %q, caller gone: logged\n%s\nwant no error and no failed read", enc, logs.String())
+		}
+	}
+	for _, enc := range []string{"", encodingBase64} {
+		var logs bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		res := outputOf(&dockerhost.ExecResult{})
+		writeAnswerFrom(&countingWriter{h: http.Header{}}, log, res, iotest.ErrReader(errors.New("spool: read: input/output error")), strings.NewReader(""), enc)
+		if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "input/output error") {
+			t.Errorf("encoding %q, output unreadable: logged\n%s\nwant an ERROR naming the read's error", enc, logs.String())
+		}
 	}
 }

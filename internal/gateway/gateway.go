@@ -397,16 +397,22 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // serverErrors is the HTTP server's error log: its lines at Warn, but a
-// failed TLS handshake at Debug, as Caddy logs them. A gateway serving
-// TLS itself on the internet meets scanners every minute, and a caller
-// that does not trust the certificate says so on its own side.
+// failed TLS handshake at Debug, as Caddy logs them, and a handler's
+// panic at Error. A gateway serving TLS itself on the internet meets
+// scanners every minute, and a caller that does not trust the certificate
+// says so on its own side; a panic, which net/http recovers and cuts its
+// caller's connection for, is a bug of the gateway that an alert on
+// errors must see.
 type serverErrors struct{ h slog.Handler }
 
 func (w serverErrors) Write(p []byte) (int, error) {
 	msg := strings.TrimSuffix(string(p), "\n")
 	level := slog.LevelWarn
-	if strings.HasPrefix(msg, "http: TLS handshake error") {
+	switch {
+	case strings.HasPrefix(msg, "http: TLS handshake error"):
 		level = slog.LevelDebug
+	case strings.HasPrefix(msg, "http: panic serving"):
+		level = slog.LevelError
 	}
 	ctx := context.Background()
 	if w.h.Enabled(ctx, level) {

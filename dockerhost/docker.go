@@ -215,6 +215,8 @@ type Docker struct {
 	// proc is where Stdio.PID reads the engine's processes; tests point
 	// it elsewhere to stand for a gateway that sees none of them.
 	proc string
+	// killStoppedWait bounds KillStopped's script; 0: killStoppedWait.
+	killStoppedWait time.Duration
 }
 
 var _ ExecutionHost = (*Docker)(nil)

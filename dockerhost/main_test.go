@@ -103,6 +103,7 @@ var engineTests = []struct {
 	{"SetTimeoutShmFull", testSetTimeoutShmFull},
 	{"KillStopped", testKillStopped},
 	{"KillStoppedForgedComm", testKillStoppedForgedComm},
+	{"KillStoppedHeld", testKillStoppedHeld},
 	{"StdioPIDUnseen", testStdioPIDUnseen},
 	{"ExecArgTooLong", testExecArgTooLong},
 	{"EngineRefusesCPUs", testEngineRefusesCPUs},

@@ -2,10 +2,12 @@ package dockerhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // killStoppedScript, run as the execution's user, looks for the process
@@ -39,6 +41,15 @@ case $n in
 *) echo "? $n$found";;
 esac`
 
+// killStoppedWait is how long KillStopped waits for its script, which
+// takes milliseconds on an idle engine. It runs as the sandbox's uid (the
+// container's root, every capability dropped, may signal no other uid),
+// so sandbox code may stop it as it stops the agent (kill -STOP -1 in a
+// loop): without a bound of its own KillStopped then waited as long as its
+// caller did, for ever for one without a deadline. Under execapi's 30 s
+// bound, so that its caller hears why.
+const killStoppedWait = 20 * time.Second
+
 // maxStoppedCandidates is how many pids killStoppedScript names at most
 // when it finds several; it is the 16 of its script.
 const maxStoppedCandidates = 16
@@ -69,6 +80,8 @@ func (e *StoppedCandidatesError) Error() string {
 // may run and stop through docker exec too, is left alone. Pid 0 (the
 // agent's is unknown) kills the one process that matches, if exactly one
 // does; several are refused with a *StoppedCandidatesError, none killed.
+// Its script, which sandbox code may stop too, is waited for
+// killStoppedWait at most: then it fails saying so.
 func (h *Docker) KillStopped(ctx context.Context, executionID, name string, pid int) (int, error) {
 	if pid < 0 {
 		return 0, invalid("pid", "must not be negative")
@@ -80,8 +93,14 @@ func (h *Docker) KillStopped(ctx context.Context, executionID, name string, pid 
 	if err != nil {
 		return 0, err
 	}
+	wait := h.killStoppedWait
+	if wait <= 0 {
+		wait = killStoppedWait
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, wait, errKillStoppedHeld)
+	defer cancel()
 	var out strings.Builder
-	code, err := h.runner.run(ctx, process{
+	code, err := h.runner.run(rctx, process{
 		containerID: e.ContainerID,
 		user:        userOf(e.uid),
 		argv:        []string{"/bin/sh", "-c", killStoppedScript, "sh", name, strconv.Itoa(pid)},
@@ -90,6 +109,9 @@ func (h *Docker) KillStopped(ctx context.Context, executionID, name string, pid 
 		stdout:      &capWriter{w: &out, left: 1024},
 		stderr:      &capWriter{w: &out, left: 1024},
 	})
+	if errors.Is(err, errKillStoppedHeld) && ctx.Err() == nil {
+		return 0, fmt.Errorf("dockerhost: kill stopped %s processes of execution %s: its script, run as the sandbox's uid, did not finish in %v: sandbox code may have stopped it (kill -STOP, as it may stop the agent), or the engine is slow; whether it kills the agent once it runs again is unknown. Terminate the execution if its agent stays silent", name, executionID, wait)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("dockerhost: kill stopped %s processes: %w", name, err)
 	}
@@ -104,6 +126,10 @@ func (h *Docker) KillStopped(ctx context.Context, executionID, name string, pid 
 	}
 	return 0, fmt.Errorf("dockerhost: kill stopped %s processes: exit %d: %q", name, code, res)
 }
+
+// errKillStoppedHeld is the cause of KillStopped's script's end at
+// killStoppedWait.
+var errKillStoppedHeld = errors.New("kill-stopped script held")
 
 // parseCandidates parses killStoppedScript's "? N PID…", nil if res is
 // not that.

@@ -83,6 +83,39 @@ kill -STOP %d %d; sleep 0.2; `, agent, decoy)+list)
 	}
 }
 
+// testKillStoppedHeld: KillStopped's script runs as the sandbox's uid,
+// which sandbox code that stops the agent may stop too (kill -STOP -1 in a
+// loop stops every process of the uid but the loop's own): KillStopped
+// then gives up at its own bound saying so, rather than wait as long as
+// its caller does (here the test's minute; for ever for a caller without
+// a deadline).
+func testKillStoppedHeld(t *testing.T) {
+	cli, img := engine(t)
+	h := newTestHost(t, cli, nil)
+	h.killStoppedWait = 3 * time.Second
+	ex := provision(t, h, emptyReq(img, small()))
+	ctx := testCtx(t, time.Minute)
+	agent, err := h.AttachStdio(ctx, ex.ExecutionID, []string{"sleep", "1000"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	pid := startedPID(t, agent)
+	stopper, err := h.AttachStdio(ctx, ex.ExecutionID, []string{"/bin/sh", "-c", "while :; do kill -STOP -1 2>/dev/null; done"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopper.Close()
+	startedPID(t, stopper)
+	n, err := h.KillStopped(ctx, ex.ExecutionID, "sleep", pid)
+	if ctx.Err() != nil {
+		t.Fatalf("KillStopped while sandbox code stops every process of its uid: %d %v: waited until its caller gave up", n, err)
+	}
+	if err == nil || n != 0 || !strings.Contains(err.Error(), "kill -STOP") || !strings.Contains(err.Error(), ex.ExecutionID) {
+		t.Fatalf("KillStopped while sandbox code stops every process of its uid: %d %v, want an error naming the execution and the stop", n, err)
+	}
+}
+
 // testKillStoppedForgedComm: sandbox code that gives a process of its own
 // a comm holding a newline ("sleep) T 0\nx", written to /proc/self/comm)
 // makes that process's /proc/PID/stat start with a line "PID (sleep) T 0":

@@ -281,8 +281,9 @@ var outputHeldGrace = 5 * time.Second
 var outputHeldMax = time.Minute
 
 // heldKillWait bounds the wait for the session of a process that the
-// host said had exited, once it is killed (waitTold): the SSH client
-// closes it after its own grace (sshlayer's killGrace, 3 s).
+// host said had exited, once it is killed (waitTold): sshlayer's client
+// closes it at once (its Kill, the exit told), another transport may
+// after a grace of its own.
 var heldKillWait = 10 * time.Second
 
 // waitTold is waitCtx, but once p's transport has told how p ended

@@ -335,8 +335,9 @@ func (p *clientProcess) classify(werr error, killedBy hostgate.Signal, ctxErr er
 }
 
 // Kill sends sig to the process. For KILL, a process still running after
-// killGrace has its session channel closed (see killGrace). Kill after exit
-// is a no-op.
+// killGrace has its session channel closed (see killGrace), and one whose
+// exit the host told already has it closed at once, the status told kept.
+// Kill after Wait returned is a no-op.
 func (p *clientProcess) Kill(sig hostgate.Signal) error {
 	sig, ok := sig.Canonical()
 	if !ok {
@@ -357,6 +358,20 @@ func (p *clientProcess) Kill(sig hostgate.Signal) error {
 	}
 	if sig != hostgate.SIGKILL {
 		return nil
+	}
+	select {
+	case <-p.sess.Exited():
+		// The host told the exit already: what holds the session open is
+		// not the process but its output's holders (a background process,
+		// under OpenSSH's sshd), which the signal does not reach, and
+		// killGrace would only delay the callers that kill to stop
+		// waiting for them (hostgate's waitTold).
+		p.mu.Lock()
+		p.killedBy = sig
+		p.mu.Unlock()
+		_ = p.sess.Close()
+		return nil
+	default:
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

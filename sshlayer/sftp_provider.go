@@ -842,11 +842,28 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
-	err := p.ctxErr(ctx, "remove", name, p.remove(ctx, name, recursive))
+	err := p.ctxErr(ctx, "remove", name, p.remove(ctx, name, recursive, 0))
 	return p.lookupErr(ctx, false, err, name)
 }
 
-func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) error {
+// maxRemoveDepth and maxRemovePath bound a recursive Remove's descent:
+// a host that lists a fresh subdirectory at every level (broken, or
+// hostile) otherwise took it down until the caller's ctx ended, its
+// memory growing with the square of the depth as each level's path is
+// longer. No tree a host's sftp server can name is cut: OpenSSH's takes
+// paths of up to PATH_MAX (4096 bytes on Linux, so at most 2048 levels)
+// and hands longer ones to the kernel, which refuses them; a host that
+// takes paths past that (Windows' 32767 UTF-16 units) nests few trees
+// deeper than 16 KiB. At the bounds the paths held are 32 MiB at most
+// (2048 of up to 16 KiB; a host's long first name makes each level's
+// long), and a walk of ordinary names' depth holds a few KiB.
+const (
+	maxRemoveDepth = 2048
+	maxRemovePath  = 16 << 10
+)
+
+// remove is Remove of name, depth levels below the one asked for.
+func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool, depth int) error {
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
@@ -874,9 +891,13 @@ func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) 
 				// stack ran out, which ends the whole process.
 				return p.pathErr("remove", name, fmt.Errorf("the host listed an entry named %q in the directory, which no file system holds (a broken or hostile host); the removal stopped there", e.Name()))
 			}
+			sub := path.Join(name, e.Name())
+			if depth >= maxRemoveDepth || len(sub) > maxRemovePath {
+				return &fs.PathError{Op: "remove", Path: pathStart(sub), Err: &mappedErr{sentinel: syscall.ENAMETOOLONG, cause: fmt.Errorf("the host listed directories nested %d levels (a path of %d bytes) below the one to remove, past the %d levels or %d bytes a removal descends (a broken or hostile host, or a tree no sftp server can name whole); the removal stopped there, what is above it kept", depth+1, len(sub), maxRemoveDepth, maxRemovePath)}}
+			}
 			// e comes from lstat: a symlink to a directory is removed, not
 			// followed.
-			if err := p.remove(ctx, path.Join(name, e.Name()), true); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := p.remove(ctx, sub, true, depth+1); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
@@ -888,6 +909,15 @@ func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool) 
 		}
 	}
 	return p.pathErr("remove", name, err)
+}
+
+// pathStart is name, cut to its first 128 bytes (and "…") when longer:
+// an error that names a path of thousands of bytes is read by no one.
+func pathStart(name string) string {
+	if len(name) <= 128 {
+		return name
+	}
+	return strings.ToValidUTF8(name[:128], "") + "…"
 }
 
 // Rename replaces newname like rename(2), through OpenSSH's

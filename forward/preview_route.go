@@ -225,17 +225,21 @@ func isOneOf(s string, names []string) bool {
 // hostOnlyCookies takes the Domain off a subdomain preview's cookies: one
 // for a parent domain reached every other preview, and the gateway when it
 // sits under the same domain (40 of them made it answer 431 to every
-// request). Cookies that do not parse are dropped.
+// request).
 //
-// A line with any Domain attribute is written anew, not only one whose
-// parsed Domain is set: net/http keeps the last attribute, even an empty
-// one ("Domain=x; Domain="), and leaves a quoted value unparsed, where a
-// browser ignores the empty one and scopes the cookie to x.
+// Every Domain attribute goes, as a browser reads attribute names, not
+// only the one net/http would keep: it keeps the last, even an empty one
+// ("Domain=x; Domain="), where a browser ignores the empty one and scopes
+// the cookie to x.
 func hostOnlyCookies(h http.Header) {
-	rewriteSetCookies(h, func(c *http.Cookie, line string) bool {
-		changed := c.Domain != "" || namesDomain(line)
-		c.Domain = ""
-		return changed
+	rewriteSetCookies(h, func(attrs []string) ([]string, bool) {
+		kept := attrs[:0:0]
+		for _, av := range attrs {
+			if !isAttr(av, "domain") {
+				kept = append(kept, av)
+			}
+		}
+		return kept, len(kept) != len(attrs)
 	})
 }
 
@@ -244,54 +248,77 @@ func hostOnlyCookies(h http.Header) {
 func namesDomain(line string) bool {
 	_, attrs, _ := strings.Cut(line, ";")
 	for av := range strings.SplitSeq(attrs, ";") {
-		name, _, _ := strings.Cut(av, "=")
-		if strings.EqualFold(strings.TrimSpace(name), "domain") {
+		if isAttr(av, "domain") {
 			return true
 		}
 	}
 	return false
 }
 
+// isAttr reports whether av, one attribute of a Set-Cookie line, is named
+// name (lower case) as a browser reads it.
+func isAttr(av, name string) bool {
+	n, _, _ := strings.Cut(av, "=")
+	return strings.EqualFold(strings.TrimSpace(n), name)
+}
+
 // scopeCookies confines the dev server's cookies to the path-form prefix, so
 // that a path-form preview's cookies reach neither the gateway nor other
-// previews on the same origin. Cookies that do not parse are dropped.
+// previews on the same origin: each line's Domain and Path attributes give
+// way to one Path under the prefix.
 //
 // A path already inside the prefix stays: a dev server that honours
 // X-Forwarded-Prefix scopes its cookies to it (a servlet container's
 // session cookie takes the context path), and the prefix put in front
 // again left a cookie the browser never sent back.
 func scopeCookies(h http.Header, prefix string) {
-	rewriteSetCookies(h, func(c *http.Cookie, _ string) bool {
-		if !strings.HasPrefix(c.Path, "/") {
-			c.Path = "/"
+	rewriteSetCookies(h, func(attrs []string) ([]string, bool) {
+		// As a browser reads it: the last Path attribute counts, and one
+		// that does not start with '/' is none.
+		path := "/"
+		kept := attrs[:0:0]
+		for _, av := range attrs {
+			switch {
+			case isAttr(av, "path"):
+				_, v, _ := strings.Cut(av, "=")
+				if path = strings.TrimSpace(v); !strings.HasPrefix(path, "/") {
+					path = "/"
+				}
+			case !isAttr(av, "domain") && strings.TrimSpace(av) != "":
+				kept = append(kept, av)
+			}
 		}
-		if rest, ok := strings.CutPrefix(c.Path, prefix); !ok || rest != "" && rest[0] != '/' {
-			c.Path = prefix + c.Path
+		if rest, ok := strings.CutPrefix(path, prefix); !ok || rest != "" && rest[0] != '/' {
+			path = prefix + path
 		}
-		c.Domain = "" // host-only: never the gateway's parent domain
-		return true
+		return append(kept, " Path="+path), true
 	})
 }
 
-// rewriteSetCookies passes each Set-Cookie of h through edit, dropping the
-// ones that do not parse; a line edit leaves as it was stays word for word
-// (http.Cookie drops attributes it does not know, such as Priority).
-func rewriteSetCookies(h http.Header, edit func(c *http.Cookie, line string) bool) {
+// rewriteSetCookies passes the attributes of each Set-Cookie of h through
+// edit. The rest of a line stays as the dev server wrote it: browsers take
+// names and values net/http refuses (the backslash-escaped quotes of
+// Python's cookies, PHP's cart[1]) or writes otherwise (it quotes a value
+// with a space or a comma), and attributes it does not know (Priority).
+// A line edit leaves as it was stays word for word. One without a name
+// and '=' is dropped: a browser would make it a cookie without a name.
+func rewriteSetCookies(h http.Header, edit func(attrs []string) ([]string, bool)) {
 	lines := h.Values("Set-Cookie")
 	if len(lines) == 0 {
 		return
 	}
 	kept := make([]string, 0, len(lines))
 	for _, line := range lines {
-		c, err := http.ParseSetCookie(line)
-		if err != nil {
+		parts := strings.Split(line, ";")
+		if name, _, ok := strings.Cut(parts[0], "="); !ok || strings.TrimSpace(name) == "" {
 			continue
 		}
-		if !edit(c, line) {
+		attrs, changed := edit(parts[1:])
+		if !changed {
 			kept = append(kept, line)
-		} else if s := c.String(); s != "" {
-			kept = append(kept, s)
+			continue
 		}
+		kept = append(kept, strings.Join(append([]string{parts[0]}, attrs...), ";"))
 	}
 	h.Del("Set-Cookie")
 	for _, s := range kept {

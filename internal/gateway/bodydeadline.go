@@ -24,7 +24,7 @@ var bodyTimeout = 30 * time.Second
 // reads the body to its end (the background read it starts then), so a
 // command that runs for an hour after its JSON arrived is not cut. A
 // handler that streams a body (the preview proxy, an upload to a dev
-// server) has the same idle limit: each read that brings bytes moves it on.
+// server) has the same idle limit, from the start of each of its reads.
 // Past the deadline the drain fails and net/http answers and closes the
 // connection.
 func boundBodies(next http.Handler) http.Handler {
@@ -41,18 +41,27 @@ func boundBodies(next http.Handler) http.Handler {
 	})
 }
 
-// idleBody moves the read deadline on after each read that brought
-// bytes. Not after the end: net/http clears the deadline there for its
-// background read, and one set again would cut the request later.
+// idleBody gives each read bodyTimeout to bring bytes, from when it
+// starts: the time a handler spends between reads is not the client's
+// (the preview proxy reads the next bytes of an upload only once the dev
+// server took the last ones, and one that paused longer than the bound
+// cut the upload). Not once a read ended the body: net/http clears the
+// deadline there for its background read, and one set again would cut
+// the request later.
 type idleBody struct {
 	io.ReadCloser
-	rc *http.ResponseController
+	rc    *http.ResponseController
+	ended bool
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
+	if b.ended {
+		return b.ReadCloser.Read(p)
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 && err == nil {
-		_ = b.rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+	if err != nil {
+		b.ended = true
 	}
 	return n, err
 }

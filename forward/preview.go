@@ -765,6 +765,8 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 	if loc := resp.Header.Get("Location"); loc != "" {
 		if rel, ok := upstreamRelative(loc, t.port); ok {
 			resp.Header.Set("Location", rel)
+		} else if rel, ok := plainToPreview(loc, resp.Request.Header.Get("X-Forwarded-Host")); ok && p.servesHTTPS(resp.Request) {
+			resp.Header.Set("Location", rel)
 		}
 	}
 	if t.prefix != "" {
@@ -834,9 +836,34 @@ func upstreamRelative(loc string, port int) (string, bool) {
 	if p != strconv.Itoa(port) {
 		return "", false
 	}
+	return pathOf(u), true
+}
+
+// plainToPreview turns a redirect to http://{host}, host the name browsers
+// reach the preview by (X-Forwarded-Host), into a path on the preview.
+// Servers that build absolute redirects from X-Forwarded-Host and the
+// scheme of the connection they got (Rails' redirect_to "/path") name
+// http:// for a preview browsers reach over https, which a TLS-only front
+// does not serve, and where the preview's Secure cookie is not sent.
+func plainToPreview(loc, host string) (string, bool) {
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme != "http" || u.User != nil || host == "" || !strings.EqualFold(u.Host, host) {
+		return "", false
+	}
+	return pathOf(u), true
+}
+
+// servesHTTPS reports whether browsers reach the preview of out, the
+// request to the dev server, over https.
+func (p *Preview) servesHTTPS(out *http.Request) bool {
+	return p.cfg.SecureCookie || out.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+// pathOf is u's path, query and fragment, a path on the preview.
+func pathOf(u *url.URL) string {
 	rel := &url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery, ForceQuery: u.ForceQuery, Fragment: u.Fragment, RawFragment: u.RawFragment}
 	// One leading slash: "//name" would be another host's address.
-	return "/" + strings.TrimLeft(rel.String(), "/"), true
+	return "/" + strings.TrimLeft(rel.String(), "/")
 }
 
 // dialTarget is the transport's DialContext: addr is "{host}:{port}" from

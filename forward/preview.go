@@ -1,9 +1,11 @@
 package forward
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -749,6 +751,9 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		// writing these, and the viewer got no answer.
 		return fmt.Errorf("forward: the dev server answered status %03d, which is no HTTP status (100-999)", resp.StatusCode)
 	}
+	if resp.StatusCode == http.StatusRequestHeaderFieldsTooLarge && isPageLoad(resp.Request) && bodyless(resp) {
+		return errHeadersTooLarge
+	}
 	stripSetCookies(resp.Header, p.cookieNames()...)
 	// A dev server must not clear the gateway's state: the path form is the
 	// gateway's own origin, and browsers apply "cookies" to the whole
@@ -785,6 +790,46 @@ func (p *Preview) modifyResponse(resp *http.Response) error {
 		hostOnlyCookies(resp.Header)
 	}
 	return nil
+}
+
+// errHeadersTooLarge is modifyResponse's error for a page load the dev
+// server refused with a 431 of no words: Node's HTTP server (Vite,
+// Next.js) answers so past its 16 KiB of headers, a quarter of what the
+// gateway takes, and the browser showed its own "HTTP ERROR 431" alone.
+var errHeadersTooLarge = errors.New("forward: the dev server refused the request's headers as too large")
+
+// bodyless reports whether resp, read no further, has no body: of length
+// 0, or of unknown length and ending at once (Node closes the connection
+// after its 431). A byte it reads is put back.
+func bodyless(resp *http.Response) bool {
+	if resp.ContentLength >= 0 {
+		return resp.ContentLength == 0
+	}
+	var b [1]byte
+	n, err := io.ReadFull(resp.Body, b[:])
+	if n == 0 && err != nil {
+		return true
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b[:n]), resp.Body), resp.Body}
+	return false
+}
+
+// headerSizes is the size of out's headers as the dev server got them, and
+// of its cookies among them, in bytes.
+func headerSizes(out *http.Request) (all, cookies int) {
+	for k, vs := range out.Header {
+		for _, v := range vs {
+			n := len(k) + len(": ") + len(v) + len("\r\n")
+			all += n
+			if k == "Cookie" {
+				cookies += n
+			}
+		}
+	}
+	return all, cookies
 }
 
 // underPrefix reports whether loc, an absolute path, is prefix or a path
@@ -892,6 +937,16 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 				"The dev server behind this shared link took the request but has not answered: it may still be building this page. Reload in a while; if it never answers, whoever shared the link can look at the dev server."))
 		return
 	}
+	if errors.Is(err, errHeadersTooLarge) {
+		// r is the request to the dev server here (ReverseProxy hands the
+		// error handler the one it sent): its headers are those refused.
+		all, cookies := headerSizes(r)
+		hint := forOwner(r, fmt.Sprintf("Of them, the cookies this browser keeps for this preview take %d KiB. Clear this site's cookies in the browser, or start the dev server with a higher limit: Node's (Vite, Next.js) takes 16 KiB unless started with NODE_OPTIONS=--max-http-header-size=65536.", kib(cookies)),
+			fmt.Sprintf("Of them, the cookies this browser keeps for this preview take %d KiB: clear this site's cookies in the browser, then reload.", kib(cookies)))
+		p.writeError(w, r, http.StatusRequestHeaderFieldsTooLarge, "request_headers_too_large",
+			fmt.Sprintf("The dev server on port %d of host %s refused this page's request: its headers, %d KiB, are more than it takes.", t.port, t.hostID, kib(all)), hint)
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client left, or its request was ended for it: the server is
 		// stopping, or the body broke off. Not worth a log line, but the
@@ -971,6 +1026,9 @@ func (p *Preview) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		forOwner(r, fmt.Sprintf("Start your dev server on the host, listening on localhost:%d (127.0.0.1, ::1 or all addresses), then reload.", t.port),
 			"The dev server behind this shared link is not running now; whoever shared it can start it."))
 }
+
+// kib is n bytes in KiB, rounded up.
+func kib(n int) int { return (n + 1023) / 1024 }
 
 // subdomainPattern is the subdomain form's origin as r's caller reaches
 // it, with placeholders: behind a TLS proxy it said http://, and it left

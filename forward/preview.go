@@ -407,7 +407,7 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// here. (The gateway's idle bound on bodies re-arms itself as bytes
 	// come, so an upload there ends only if it stalls.)
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	ctx := context.WithValue(r.Context(), ctxKey{}, t)
+	ctx := context.WithValue(context.WithValue(r.Context(), ctxKey{}, t), inboundKey{}, r)
 	if p.cfg.NavigationTimeout > 0 && isPageLoad(r) {
 		// The bound ends at the response's headers (modifyResponse stops
 		// it): a page that streams, or a download, goes on for as long as
@@ -424,6 +424,20 @@ func (p *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // viaShareKey marks a request only a public share let in.
 type viaShareKey struct{}
+
+// inboundKey carries the viewer's request to the error handler, which
+// ReverseProxy hands the request to the dev server (Host
+// localhost:{port}).
+type inboundKey struct{}
+
+// inbound is the viewer's request r stands for: r itself, or the one
+// ServeHTTP proxied as r.
+func inbound(r *http.Request) *http.Request {
+	if in, ok := r.Context().Value(inboundKey{}).(*http.Request); ok {
+		return in
+	}
+	return r
+}
 
 // headerTimerKey carries a page load's NavigationTimeout timer from
 // ServeHTTP to modifyResponse.

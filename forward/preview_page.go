@@ -98,7 +98,7 @@ func (p *Preview) writeErrorFields(w http.ResponseWriter, r *http.Request, statu
 	if wantsHTML(r) {
 		home := ""
 		if p.cfg.HomeURL != nil && r.Context().Value(viaShareKey{}) == nil {
-			home = p.cfg.HomeURL(r)
+			home = p.cfg.HomeURL(inbound(r))
 		}
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Security-Policy", errorPageCSP)

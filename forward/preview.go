@@ -197,6 +197,11 @@ type PreviewConfig struct {
 	// server answered something other than HTTP, which both look like
 	// here: the connection ended.
 	HostLost func(ctx context.Context, hostID string) error
+	// ClientIP, when set, is the viewer's IP address, which the dev
+	// server gets in X-Forwarded-For: behind a reverse proxy the request's
+	// peer is the proxy, and a dev server that trusts loopback or private
+	// proxies (Rails) took every viewer for that address. Nil: the peer.
+	ClientIP func(r *http.Request) string
 	// HomeURL, when set, is where the preview's pages link back to (the
 	// gateway's host list), for r: on a preview origin the gateway is
 	// another site, and a person stuck on a page had no way back but the
@@ -713,6 +718,11 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	// "localhost:{port}". The original host is in X-Forwarded-Host.
 	out.Host = "localhost:" + strconv.Itoa(t.port)
 	pr.SetXForwarded()
+	if p.cfg.ClientIP != nil {
+		if ip := p.cfg.ClientIP(pr.In); ip != "" {
+			out.Header.Set("X-Forwarded-For", ip)
+		}
+	}
 	// A page the preview served is same-origin with its dev server, so its
 	// own requests say so: WebSocket servers (gorilla, coder/websocket,
 	// Vite) compare Origin with Host and would refuse the preview origin.

@@ -388,7 +388,10 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		SessionCookie: sessionCookie,
 		PreviewCookie: previewCookie,
 		SecureCookie:  secure,
-		Logger:        s.Logger.With("component", "preview"),
+		// The viewer, as --trusted-proxy's X-Forwarded-For names them: the
+		// proxy's address told a dev server every viewer was local.
+		ClientIP: srv.ClientIP,
+		Logger:   s.Logger.With("component", "preview"),
 	})
 	if err != nil {
 		terms.Close()

@@ -54,6 +54,12 @@ func (s *Server) clientIP(r *http.Request) string {
 	return peerIP(r)
 }
 
+// ClientIP is the IP of the client r comes from: named by a trusted
+// proxy's X-Forwarded-For when r comes through one, else r's peer. Routes
+// added on the gateway that tell others who the caller is (the preview's
+// X-Forwarded-For to a dev server) say this.
+func (s *Server) ClientIP(r *http.Request) string { return s.clientIP(r) }
+
 // forwardedFor is the client a trusted proxy in front of r's peer named
 // (forwardedEntry), with its entry's port; false when the peer is no
 // trusted proxy or named none.

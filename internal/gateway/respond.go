@@ -75,10 +75,19 @@ func isWebSocket(r *http.Request) bool {
 }
 
 // RequireWebSocket answers, with the API's JSON errors, a request that
-// is not a WebSocket handshake this gateway can complete (coder/websocket
-// would answer the version and key in plain text), and reports whether r
-// is one.
+// is not a WebSocket handshake this gateway can complete (a GET: coder/
+// websocket would answer the method, the version and the key in plain
+// text), and reports whether r is one.
 func RequireWebSocket(w http.ResponseWriter, r *http.Request) bool {
+	// A GET route takes HEAD too, and the WebSocket library refuses it
+	// only at the upgrade, in plain text: an agent's HEAD had by then
+	// replaced its host's live tunnel and audited one, a caller's had
+	// opened a stream to the host, and a terminal's audited a session.
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here: a WebSocket handshake is a GET")
+		return false
+	}
 	if !isWebSocket(r) {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, http.StatusUpgradeRequired, "websocket_required", "this endpoint speaks WebSocket only")

@@ -54,3 +54,30 @@ func TestEncodedBodyRefused(t *testing.T) {
 		t.Errorf("Content-Encoding identity: %d %+v, want 200", code, we)
 	}
 }
+
+// TestByteOrderMarkNamed: a body saved with a byte order mark (an
+// editor's "UTF-8 with BOM", PowerShell 5's -Encoding UTF8) was refused
+// as "invalid character 'ï' looking for beginning of value", which names
+// neither the mark nor the fix. It is named, with what to send instead.
+func TestByteOrderMarkNamed(t *testing.T) {
+	e := newEnv(t, nil)
+	_, hostKey := newKey(t)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "a", HostKey: hostKey}); err != nil {
+		t.Fatal(err)
+	}
+	client := e.token(store.RoleClient, "a")
+	_, userPub := newKey(t)
+	req, _ := http.NewRequestWithContext(e.ctx, "POST", e.ts.URL+"/v1/hosts/a/certificates",
+		bytes.NewReader([]byte("\xef\xbb\xbf{\"publicKey\":\""+userPub+"\"}")))
+	req.Header.Set("Authorization", "Bearer "+client)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	we, _ := wire.ParseError(b)
+	if res.StatusCode != 400 || we.Code != "bad_request" || !bytes.Contains([]byte(we.Message), []byte("byte order mark")) || !bytes.Contains([]byte(we.Message), []byte("without")) {
+		t.Errorf("body with a BOM: %d %+v, want 400 bad_request naming the byte order mark and sending it without one", res.StatusCode, we)
+	}
+}

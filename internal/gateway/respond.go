@@ -121,6 +121,14 @@ func JSONBodyError(err error) string {
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return strings.Trim(f, `"`) + ": unknown field"
 	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) && se.Error() == "invalid character 'ï' looking for beginning of value" {
+		// Byte 0xEF where a value begins: a UTF-8 byte order mark, which
+		// editors ("UTF-8 with BOM") and PowerShell 5's -Encoding UTF8
+		// put before a file's text; encoding/json names it as the
+		// Latin-1 character of that one byte.
+		return fmt.Sprintf("body: not valid JSON: a UTF-8 byte order mark (bytes EF BB BF) at byte %d, which JSON text must not have (RFC 8259 §8.1): send the body without it (save the file as UTF-8 without BOM)", se.Offset-1)
+	}
 	return "body: not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")
 }
 

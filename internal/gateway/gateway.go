@@ -318,7 +318,7 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.AuditRequired {
 		h = s.auditRequired(h)
 	}
-	return boundBodies(h)
+	return boundWrites(boundBodies(h))
 }
 
 // SetFront puts a handler in front of the router, for routing the router

@@ -81,3 +81,27 @@ func TestByteOrderMarkNamed(t *testing.T) {
 		t.Errorf("body with a BOM: %d %+v, want 400 bad_request naming the byte order mark and sending it without one", res.StatusCode, we)
 	}
 }
+
+// TestEmptyBodyNamed: a POST sent without its body (curl -X POST without
+// -d) was answered "body: not valid JSON: EOF", which says neither that
+// the body was empty nor what it takes.
+func TestEmptyBodyNamed(t *testing.T) {
+	e := newEnv(t, nil)
+	_, hostKey := newKey(t)
+	if _, err := e.store.Enroll(e.ctx, store.Enrollment{HostID: "a", HostKey: hostKey}); err != nil {
+		t.Fatal(err)
+	}
+	client := e.token(store.RoleClient, "a")
+	req, _ := http.NewRequestWithContext(e.ctx, "POST", e.ts.URL+"/v1/hosts/a/certificates", nil)
+	req.Header.Set("Authorization", "Bearer "+client)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	we, _ := wire.ParseError(b)
+	if res.StatusCode != 400 || !bytes.Contains([]byte(we.Message), []byte("empty")) || !bytes.Contains([]byte(we.Message), []byte("publicKey")) {
+		t.Errorf("empty body: %d %+v, want 400 saying the body is empty and that it takes publicKey", res.StatusCode, we)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -53,6 +54,17 @@ func (t *BodyTap) Read(p []byte) (int, error) {
 // field is named by its path in the body ("resources.cpu", not "cpu",
 // which encoding/json's error says) with the fields its object takes.
 func BodyError(err error, tap *BodyTap, v any) string {
+	if errors.Is(err, io.EOF) {
+		// No JSON value at all: a POST sent without its body (curl -X
+		// POST without -d) read "body: not valid JSON: EOF".
+		msg := "body: empty: send a JSON object"
+		if t := deref(reflect.TypeOf(v)); t != nil && t.Kind() == reflect.Struct {
+			if names := fieldNames(jsonFields(t)); len(names) > 0 {
+				msg += "; the body takes " + strings.Join(names, ", ")
+			}
+		}
+		return msg
+	}
 	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
 	if !ok {
 		return JSONBodyError(err)

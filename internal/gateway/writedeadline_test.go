@@ -58,10 +58,12 @@ func TestStalledReaderReleasesHandler(t *testing.T) {
 // longer than writeTimeout.
 func TestSlowReaderGetsWholeAnswer(t *testing.T) {
 	old := writeTimeout
-	writeTimeout = time.Second
+	// 2 s, and about 3 s of reading: a stall of the test's machine under
+	// 2 s (CI, loaded) leaves each 64 KiB's deadline unmissed.
+	writeTimeout = 2 * time.Second
 	t.Cleanup(func() { writeTimeout = old })
 	e := newEnv(t, nil)
-	const size = 16 << 20
+	const size = 24 << 20
 	wrote := make(chan error, 1)
 	e.srv.Mux().HandleFunc("GET /test/one", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(size))
@@ -84,7 +86,7 @@ func TestSlowReaderGetsWholeAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 16 KiB a millisecond at most: longer than writeTimeout in all.
+	// 16 KiB every 2 ms at most: longer than writeTimeout in all.
 	buf := make([]byte, 16<<10)
 	total := 0
 	for {
@@ -96,7 +98,7 @@ func TestSlowReaderGetsWholeAnswer(t *testing.T) {
 			}
 			break
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	if err := <-wrote; err != nil {
 		t.Errorf("the handler's write: %v", err)

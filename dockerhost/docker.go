@@ -1451,7 +1451,7 @@ func (h *Docker) lookup(ctx context.Context, id string) (*execution, error) {
 	if gone {
 		return nil, h.goneError(id, end)
 	}
-	return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no execution %q", id)}
+	return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("no execution %q", textcut.Cut(id, 64))}
 }
 
 // endedDuring is lerr, the lookup of e after its command, saying so when

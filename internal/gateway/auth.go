@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -110,6 +111,9 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 		return tok, nil
 	}
 	tok, err := s.store.LookupToken(r.Context(), secret)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExpired) {
+		s.lookupFailures.answered(s.logger)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Callers pass this on as it is (gateway proxy, gateway cert,
@@ -125,10 +129,16 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 		// The shutdown cut the lookup (a request's ctx is the gateway's):
 		// the store is fine, the gateway is going.
 		return store.Token{}, &authError{status: http.StatusServiceUnavailable, code: "shutting_down", msg: "gateway is shutting down"}
+	case err != nil && r.Context().Err() != nil:
+		// The caller hung up (or its deadline passed) mid-lookup: its
+		// doing, not the store's.
+		s.logger.Debug("token lookup cut by its caller", "err", err)
+		return store.Token{}, &authError{status: http.StatusServiceUnavailable, code: "store_unavailable", msg: "state store unavailable"}
 	case err != nil:
-		s.logger.Error("token lookup", "err", err)
+		s.lookupFailures.failed(s.logger, err, now)
 		return store.Token{}, &authError{status: http.StatusServiceUnavailable, code: "store_unavailable", msg: "state store unavailable"}
 	}
+	s.lookupFailures.answered(s.logger)
 	s.auth.put(key, tok, now)
 	return tok, nil
 }
@@ -338,4 +348,49 @@ func (l *limiter) fail(ip string) (blocks bool) {
 	b := l.get(source(ip), true)
 	b.n++
 	return b.n == l.max
+}
+
+// lookupFailureReminder is how often an outage of token lookups that goes
+// on is logged at ERROR again.
+const lookupFailureReminder = time.Minute
+
+// lookupFailures logs the state store's failures to look tokens up. Every
+// request with a well-formed token asks the store (a failure is never
+// cached), so while it fails, a line per failure let anyone on the
+// network flood the log with random tokens: an outage is logged at ERROR
+// when it begins, when the store's error changes and once every interval
+// while it lasts, the rest at DEBUG, and its end once.
+type lookupFailures struct {
+	every time.Duration // lookupFailureReminder; tests change it
+
+	mu   sync.Mutex
+	n    int       // lookups failed in this outage; 0 when none
+	last string    // the error last logged at ERROR
+	at   time.Time // when it was
+}
+
+// failed notes a lookup that failed with err at now.
+func (l *lookupFailures) failed(log *slog.Logger, err error, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	msg := err.Error()
+	if l.n > 1 && msg == l.last && now.Sub(l.at) < l.every {
+		log.Debug("token lookup", "err", err)
+		return
+	}
+	l.last, l.at = msg, now
+	log.Error("token lookup: the state store fails reads; requests whose token is not in the gateway's cache are answered 503 store_unavailable until it answers (logged again when its error changes, else every "+l.every.String()+")",
+		"err", err, "failed", l.n)
+}
+
+// answered notes a lookup the store answered, which ends an outage.
+func (l *lookupFailures) answered(log *slog.Logger) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		return
+	}
+	log.Info("token lookup: the state store answers again", "failed", l.n)
+	l.n, l.last = 0, ""
 }

@@ -206,6 +206,8 @@ type Server struct {
 	auth     authCache // tokens that authenticated lately
 	tokenSet tokenSet  // the store's tokens by id, for LiveToken
 
+	lookupFailures lookupFailures // token lookups the store failed, for the log
+
 	unreadableMu  sync.Mutex
 	unreadableIDs map[string]bool // token rows last found unreadable, logged once a change
 
@@ -256,6 +258,8 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		csrf:     http.NewCrossOriginProtection(),
 		auth:     authCache{ttl: min(authCacheTTL, c.TokenRecheck)},
 		tokenSet: tokenSet{ttl: min(authCacheTTL, c.TokenRecheck)},
+
+		lookupFailures: lookupFailures{every: lookupFailureReminder},
 	}
 	s.live.s = s
 	s.ready.ttl = readyTTL

@@ -59,14 +59,27 @@ func (d *diskWatch) check(s *Server) (why string) {
 
 // register adds hostgate_state_free_bytes, measured at each scrape.
 func (d *diskWatch) register(reg *prometheus.Registry) {
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "hostgate", Name: "state_free_bytes",
-		Help: "Free bytes of the state dir's filesystem (for the gateway's user); /readyz says degraded under 64 MiB or 1% of the filesystem.",
-	}, func() float64 {
-		free, _, err := d.stat(d.dir)
-		if err != nil {
-			return -1
-		}
-		return float64(free)
-	}))
+	reg.MustRegister(&freeBytes{d: d, desc: prometheus.NewDesc("hostgate_state_free_bytes",
+		"Free bytes of the state dir's filesystem (for the gateway's user); /readyz says degraded under 64 MiB or 1% of the filesystem. Absent while it cannot be measured (the gateway's log says why).",
+		nil, nil)})
+}
+
+// freeBytes is hostgate_state_free_bytes. While the free space cannot be
+// measured it is left out of the scrape, as Prometheus has an unknown
+// value be: a made-up one (it said -1) set off low-space alerts with a
+// value the disk never had, and a last value kept would say space is
+// there when nothing knows. absent() alerts on the gap.
+type freeBytes struct {
+	d    *diskWatch
+	desc *prometheus.Desc
+}
+
+func (f *freeBytes) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+
+func (f *freeBytes) Collect(ch chan<- prometheus.Metric) {
+	free, _, err := f.d.stat(f.d.dir)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(free))
 }

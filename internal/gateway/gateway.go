@@ -73,7 +73,8 @@ type Config struct {
 	AuditRequired bool
 	// StateDir is the directory of the state database: /readyz reports
 	// "degraded" and hostgate_state_free_bytes the free space of its
-	// filesystem (diskspace.go). Empty: not watched.
+	// filesystem (diskspace.go), absent while it cannot be measured.
+	// Empty: not watched.
 	StateDir string
 	// AuthFailureLimit is how many failed authentications a source (an
 	// IPv4 address, an IPv6 address's /64) may make per AuthFailureWindow

@@ -403,3 +403,40 @@ func TestReadyzLogsAFailureOncePerOutage(t *testing.T) {
 		t.Errorf("an outage of 10m45s logged %d times, want twice (the second with how long):\n%s", n, l2.String())
 	}
 }
+
+// TestStateFreeBytesLeftOutWhileUnknown: while the state dir's free space
+// cannot be measured (the check fails, or the system has no way to),
+// hostgate_state_free_bytes is not in the scrape, where it said -1: an
+// alert on low space fired with a value that was never the disk's. It is
+// back once the check works.
+func TestStateFreeBytesLeftOutWhileUnknown(t *testing.T) {
+	e := newEnv(t, &Config{StateDir: "/var/lib/hostgate"})
+	var statErr atomic.Pointer[error]
+	e.srv.ready.disk.stat = func(string) (uint64, uint64, error) {
+		if p := statErr.Load(); p != nil {
+			return 0, 0, *p
+		}
+		return 50 << 30, 100 << 30, nil
+	}
+	for _, err := range []error{errors.New("statfs /var/lib/hostgate: input/output error"), errors.ErrUnsupported} {
+		statErr.Store(&err)
+		if got := e.metricsText(); strings.Contains(got, "hostgate_state_free_bytes") {
+			t.Errorf("free space unknown (%v): the scrape has %q", err, metricLines(got, "hostgate_state_free_bytes"))
+		}
+	}
+	statErr.Store(nil)
+	if got := e.metricsText(); !strings.Contains(got, "hostgate_state_free_bytes 5.36870912e+10") {
+		t.Errorf("free space known: the scrape has %q", metricLines(got, "hostgate_state_free_bytes"))
+	}
+}
+
+// metricLines is text's lines that mention name.
+func metricLines(text, name string) []string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, name) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}

@@ -801,7 +801,7 @@ func TestCookieUseAllowed(t *testing.T) {
 		{"own socket", map[string]string{"Sec-Fetch-Site": "same-origin", "Upgrade": "websocket", "Origin": "http://gw.test"}, true},
 	} {
 		r := withHeaders("http://gw.test/preview/b/8080/", tc.hdr)
-		if got := cookieUseAllowed(r); got != tc.want {
+		if got := cookieUseAllowed(r, nil); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,6 +226,9 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	// An ended execution's share rows went with its host record; its
 	// shares in memory go now, not when next looked up.
 	s.OnHostForgotten(shares.forgetHost)
+	// The gateway's own pages' origin behind a proxy that passes Host
+	// without its port, as the terminal's OriginPatterns.
+	publicOrigins := publicOriginPatterns(s.Config.PublicURL)
 	gatewayOrigin := func(r *http.Request) string {
 		if s.Config.PublicURL != "" {
 			return strings.TrimRight(s.Config.PublicURL, "/")
@@ -305,7 +310,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 				// WebSocket URL's userinfo), and the session cookie,
 				// which Authenticate then took, rode along past
 				// cookieUseAllowed.
-				(gateway.Bearer(r) != "" || cookieUseAllowed(r)) {
+				(gateway.Bearer(r) != "" || cookieUseAllowed(r, publicOrigins)) {
 				return true, "", nil
 			}
 			if gateway.StoreUnavailable(err) {
@@ -609,13 +614,19 @@ func (p *terminalProcess) SetOutputWindow(n int) {
 
 // publicOriginPatterns is --public-url's host, port included, as an origin
 // pattern (path.Match syntax, its special characters escaped: an IPv6
-// literal's brackets).
+// literal's brackets). A port that is the scheme's default is left out,
+// as browsers leave it out of Origin: https://gw.example.com:443's pages
+// send Origin https://gw.example.com.
 func publicOriginPatterns(publicURL string) []string {
 	u, err := url.Parse(publicURL)
 	if err != nil || u.Host == "" {
 		return nil
 	}
-	return []string{strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(u.Host)}
+	host := u.Host
+	if p := u.Port(); u.Scheme == "https" && p == "443" || u.Scheme == "http" && p == "80" {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return []string{strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(host)}
 }
 
 // hostResolver returns the preview's ResolveHost: the host a subdomain's
@@ -759,8 +770,12 @@ var errNoPreviewSession = errors.New("no bearer token from an API client: a subd
 // every other host's previews. Top-level navigations stay allowed (a link
 // to a preview), as do requests from the gateway's own origin and from
 // clients that send no fetch metadata; a WebSocket needs the gateway's
-// own origin (or none), as /pty and /ssh do.
-func cookieUseAllowed(r *http.Request) bool {
+// own origin (or none), as /pty and /ssh do. The own origin is the
+// request's Host or one of own (publicOriginPatterns): behind a proxy
+// that passes Host without its port (nginx's `proxy_set_header Host
+// $host`, the README's) on a port other than the scheme's, the page's
+// Origin names a port r.Host does not.
+func cookieUseAllowed(r *http.Request, own []string) bool {
 	upgrade := r.Header.Get("Upgrade") != ""
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
@@ -776,7 +791,13 @@ func cookieUseAllowed(r *http.Request) bool {
 	// metadata (an older one) but an Origin (a POST, a CORS request).
 	if o := r.Header.Get("Origin"); o != "" && (upgrade || r.Header.Get("Sec-Fetch-Site") == "") {
 		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+		if err != nil || u.Host == "" {
+			return false
+		}
+		if !strings.EqualFold(u.Host, r.Host) && !slices.ContainsFunc(own, func(p string) bool {
+			ok, _ := path.Match(strings.ToLower(p), strings.ToLower(u.Host))
+			return ok
+		}) {
 			return false
 		}
 	}

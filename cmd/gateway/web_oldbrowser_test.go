@@ -23,7 +23,7 @@ func TestCookieChecksWithoutFetchMetadata(t *testing.T) {
 		{"sandboxed page, post", map[string]string{":method": "POST", "Origin": "null"}, false},
 		{"own origin, post", map[string]string{":method": "POST", "Origin": "http://gw.test"}, true},
 	} {
-		if got := cookieUseAllowed(withHeaders("http://gw.test/preview/b/8080/", tc.hdr)); got != tc.want {
+		if got := cookieUseAllowed(withHeaders("http://gw.test/preview/b/8080/", tc.hdr), nil); got != tc.want {
 			t.Errorf("path form, %s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

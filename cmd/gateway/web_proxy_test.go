@@ -186,7 +186,10 @@ func TestTerminalBehindPortDroppingProxy(t *testing.T) {
 }
 
 // TestPublicOriginPatterns: the pattern matches --public-url's host and
-// port literally, an IPv6 literal's brackets included, and nothing else.
+// port literally, an IPv6 literal's brackets included, and nothing else;
+// the scheme's default port as browsers send it, without (--public-url
+// https://gw.test:443's page sends Origin https://gw.test, and was
+// refused its terminal behind a proxy passing Host with another port).
 func TestPublicOriginPatterns(t *testing.T) {
 	for _, tc := range []struct {
 		public, origin string
@@ -197,6 +200,10 @@ func TestPublicOriginPatterns(t *testing.T) {
 		{"https://GW.test", "gw.test", true},
 		{"http://[::1]:8080", "[::1]:8080", true},
 		{"http://[::1]:8080", ":", false},
+		// A default port is not in a browser's Origin.
+		{"https://gw.test:443", "gw.test", true},
+		{"http://[::1]:80", "[::1]", true},
+		{"https://gw.test:80", "gw.test", false},
 	} {
 		ps := publicOriginPatterns(tc.public)
 		if len(ps) != 1 {
@@ -209,5 +216,67 @@ func TestPublicOriginPatterns(t *testing.T) {
 	}
 	if ps := publicOriginPatterns(""); ps != nil {
 		t.Errorf("no public URL: patterns %q, want none", ps)
+	}
+}
+
+// TestPathPreviewSocketBehindPortDroppingProxy: behind a proxy that passes
+// Host without its port (the README's nginx block, `proxy_set_header Host
+// $host`) on a port other than 443, a path-form preview's WebSocket from
+// the gateway's own page (Origin https://gw.test:8443, the session cookie)
+// gets past the cookie's origin check, which compared the Origin with the
+// request's Host, gw.test, and refused it as another site's: a dev
+// server's hot reload never connected. Another origin stays refused.
+func TestPathPreviewSocketBehindPortDroppingProxy(t *testing.T) {
+	ctx := testCtx(t)
+	front, admin := serveBehindTLSProxy(t, ctx, func(string) string { return "gw.test" }, func(c *serveConfig) {
+		c.PublicURL = "https://gw.test:8443"
+	})
+	client := front.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	t.Cleanup(client.CloseIdleConnections)
+	req, err := http.NewRequestWithContext(ctx, "POST", front.URL+"/login", strings.NewReader(url.Values{"token": {admin}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var session *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == "__Host-hostgate_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatalf("login: %d, cookies %v", res.StatusCode, res.Cookies())
+	}
+	open := func(origin string) (int, string) {
+		h := http.Header{}
+		h.Set("Origin", origin)
+		h.Set("Sec-Fetch-Site", "same-origin")
+		h.Set("Sec-Fetch-Mode", "websocket")
+		h.Set("Cookie", session.Name+"="+session.Value)
+		ws, res, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(front.URL, "https")+"/preview/h1/3000/ws", &websocket.DialOptions{HTTPClient: client, HTTPHeader: h})
+		if err == nil {
+			ws.CloseNow()
+			return http.StatusSwitchingProtocols, ""
+		}
+		if res == nil {
+			t.Fatalf("preview socket from %s: %v", origin, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	// h1 has no agent: the answer that says so comes past the session
+	// cookie's check.
+	if code, body := open("https://gw.test:8443"); code != http.StatusServiceUnavailable || !strings.Contains(body, "host_offline") {
+		t.Errorf("preview socket from the gateway's own page, Origin https://gw.test:8443: %d %q, want 503 host_offline, past the session's check", code, body)
+	}
+	if code, body := open("https://evil.test:8443"); code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusFound && code != http.StatusSeeOther {
+		t.Errorf("preview socket from https://evil.test:8443: %d %q, want refused", code, body)
 	}
 }

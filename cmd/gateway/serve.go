@@ -269,7 +269,7 @@ func (c *serveConfig) gatewayConfig() *gateway.Config {
 	session, _ := cookieNames(c.https())
 	return &gateway.Config{CertTTL: c.CertTTL, TrustedProxies: c.proxies, TokenRecheck: c.TokenRecheck, AuditRequired: c.AuditRequired, StateDir: c.StateDir, RelayMemory: relay,
 		DirectOff:     c.DirectOff,
-		SessionCookie: session, UnknownTokenFix: c.unknownTokenFix}
+		SessionCookie: session, UnknownTokenFix: c.unknownTokenFix, TrustedOrigins: publicOrigins(c.PublicURL)}
 }
 
 func (c *serveConfig) validate() error {

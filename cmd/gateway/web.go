@@ -119,7 +119,8 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 		formActions = []string{src}
 	}
 	ui := webui.New(webui.Config{
-		FormActions: formActions,
+		FormActions:    formActions,
+		TrustedOrigins: publicOrigins(s.Config.PublicURL),
 		Login: func(r *http.Request, token string, ttl time.Duration) (string, time.Time, error) {
 			sec, sess, err := srv.StartSession(r, token, ttl)
 			switch {
@@ -622,11 +623,26 @@ func publicOriginPatterns(publicURL string) []string {
 	if err != nil || u.Host == "" {
 		return nil
 	}
-	host := u.Host
+	return []string{strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(originHost(u))}
+}
+
+// originHost is u's host as a browser's Origin names it: without the
+// scheme's default port.
+func originHost(u *url.URL) string {
 	if p := u.Port(); u.Scheme == "https" && p == "443" || u.Scheme == "http" && p == "80" {
-		host = strings.TrimSuffix(host, ":"+p)
+		return strings.TrimSuffix(u.Host, ":"+p)
 	}
-	return []string{strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(host)}
+	return u.Host
+}
+
+// publicOrigins is --public-url's origin as browsers send it in Origin,
+// for http.CrossOriginProtection.AddTrustedOrigin; none without one.
+func publicOrigins(publicURL string) []string {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil
+	}
+	return []string{strings.ToLower(u.Scheme + "://" + originHost(u))}
 }
 
 // hostResolver returns the preview's ResolveHost: the host a subdomain's

@@ -280,3 +280,62 @@ func TestPathPreviewSocketBehindPortDroppingProxy(t *testing.T) {
 		t.Errorf("preview socket from https://evil.test:8443: %d %q, want refused", code, body)
 	}
 }
+
+// TestOldBrowserPostBehindPortDroppingProxy: a browser that sends no fetch
+// metadata (Safari before 16.4, Firefox before 90) is checked by its
+// Origin against cross-origin POSTs, and behind a proxy that passes Host
+// without its port (the README's nginx block) on a port other than 443
+// the gateway's own page's Origin, https://gw.test:8443, is not the Host,
+// gw.test: its login form was refused 403, and so was a POST into a
+// path-form preview with its session. --public-url's origin is the
+// gateway's own; another stays refused.
+func TestOldBrowserPostBehindPortDroppingProxy(t *testing.T) {
+	ctx := testCtx(t)
+	front, admin := serveBehindTLSProxy(t, ctx, func(string) string { return "gw.test" }, func(c *serveConfig) {
+		c.PublicURL = "https://gw.test:8443"
+	})
+	client := front.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	t.Cleanup(client.CloseIdleConnections)
+	post := func(path, origin, cookie, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "POST", front.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	login := url.Values{"token": {admin}}.Encode()
+	if res, body := post("/login", "https://evil.test:8443", "", login); res.StatusCode != http.StatusForbidden {
+		t.Errorf("login posted from https://evil.test:8443: %d %q, want 403", res.StatusCode, body)
+	}
+	res, body := post("/login", "https://gw.test:8443", "", login)
+	var session string
+	for _, c := range res.Cookies() {
+		if c.Name == "__Host-hostgate_session" {
+			session = c.Name + "=" + c.Value
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || session == "" {
+		t.Fatalf("login posted from the gateway's page, Origin https://gw.test:8443: %d %q, want 303 and a session", res.StatusCode, body)
+	}
+	// h1 has no agent: the answer that says so comes past the session
+	// cookie's checks.
+	if res, body := post("/preview/h1/3000/api", "https://gw.test:8443", session, "x=1"); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "host_offline") {
+		t.Errorf("preview POST from the gateway's page: %d %q, want 503 host_offline", res.StatusCode, body)
+	}
+	if res, body := post("/preview/h1/3000/api", "https://evil.test:8443", session, "x=1"); res.StatusCode == http.StatusServiceUnavailable {
+		t.Errorf("preview POST from https://evil.test:8443: %d %q, want refused", res.StatusCode, body)
+	}
+}

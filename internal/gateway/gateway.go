@@ -52,6 +52,13 @@ type Config struct {
 	// gateway dev's person is the admin, and each of its starts ends the
 	// admin token the one before printed, so it says so instead.
 	UnknownTokenFix string
+	// TrustedOrigins are origins (scheme://host[:port]) whose requests
+	// the session cookie's cross-origin check takes for the gateway's
+	// own besides the request's Host: --public-url's, which behind a
+	// proxy that passes Host without its port (nginx's `proxy_set_header
+	// Host $host`) is not the Host, where a browser without fetch
+	// metadata is judged by its Origin alone.
+	TrustedOrigins []string
 	// ReadLimit bounds one WebSocket message from agents and callers; 0
 	// means 256 KiB (bytestream peers send at most 64 KiB).
 	ReadLimit int64
@@ -261,6 +268,11 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		tokenSet: tokenSet{ttl: min(authCacheTTL, c.TokenRecheck)},
 
 		lookupFailures: lookupFailures{every: lookupFailureReminder},
+	}
+	for _, o := range c.TrustedOrigins {
+		if err := s.csrf.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("gateway: trusted origin: %w: want scheme://host[:port]", err)
+		}
 	}
 	s.live.s = s
 	s.ready.ttl = readyTTL

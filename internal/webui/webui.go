@@ -113,6 +113,13 @@ type Config struct {
 	// form-action too, and with 'self' alone a person who logged in on
 	// the way to a subdomain preview stayed on the login page.
 	FormActions []string
+	// TrustedOrigins are origins (scheme://host[:port], as
+	// http.CrossOriginProtection.AddTrustedOrigin takes them; others are
+	// left out) whose login and logout posts are the UI's own besides
+	// the request's Host: --public-url's, which behind a proxy that
+	// passes Host without its port is not the Host, where a browser
+	// without fetch metadata is judged by its Origin alone.
+	TrustedOrigins []string
 }
 
 // UI is the browser UI's handlers.
@@ -171,6 +178,9 @@ func (u *UI) Register(mux *http.ServeMux) {
 	// nor log it out, which any page could otherwise do at will (a preview
 	// subdomain's too: cross-origin, though same-site).
 	csrf := http.NewCrossOriginProtection()
+	for _, o := range u.cfg.TrustedOrigins {
+		_ = csrf.AddTrustedOrigin(o) // the caller's to give well-formed
+	}
 	mux.Handle("POST /login", csrf.Handler(http.HandlerFunc(u.login)))
 	mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(u.logout)))
 	// A browser that followed a stale link or mistyped one got Go's

@@ -538,10 +538,14 @@ exec mkdir -m "$m" -- "$1"`
 	if parents {
 		// As os.MkdirAll: a file (or a link to one) at name is ENOTDIR, a
 		// dangling link EEXIST; mkdir -p says EEXIST for both.
+		// mkdir -p -m gives the last directory its mode and the parents
+		// it makes the umask's; os.MkdirAll gives them perm too, so the
+		// umask becomes perm's complement (mkdir -p still adds u+wx to
+		// a parent, which it needs to make the next).
 		script = `[ -d "$1" ] && exit 0
 [ -e "$1" ] && exit 93
 [ -L "$1" ] && exit 91
-m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) || exit
+m=$(umask) && m=$(printf '%o' $(( 0$2 & ~0$m ))) && umask "$(printf '%o' $(( ~0$m & 0777 )))" || exit
 exec mkdir -p -m "$m" -- "$1"`
 	}
 	if name == "" {

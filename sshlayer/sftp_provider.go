@@ -805,8 +805,11 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 		case err == nil:
 			return p.pathErr("mkdir", name, inTheWay)
 		}
+		// The parents get perm too, as os.MkdirAll gives them: with
+		// the server's default a private tree (0o700) was readable by
+		// all above its last directory.
 		if up := path.Dir(name); up != name && up != "." && up != "/" {
-			if err := p.mkdir(ctx, up, 0o777, true); err != nil {
+			if err := p.mkdir(ctx, up, perm, true); err != nil {
 				return err
 			}
 		}

@@ -260,6 +260,15 @@ func (f *FS) finish(s *session, c *call) error {
 		return cause
 	}
 	err := fmt.Errorf("syncfs: connection broken: %w", unwrapPath(c.err))
+	if s.ended() {
+		// The connection ended by itself, and closes Done before the
+		// calls it cut fail (SyncConnection.Done): this call, and every
+		// other it cut, fails as those a later call finds it ended
+		// with do, matching ErrConnectionEnded with why it ended. They
+		// matched nothing a caller could test for, where a Host's own
+		// calls on such a connection match ErrConnectionEnded.
+		err = s.endedErr()
+	}
 	f.abandon(s, err)
 	return err
 }

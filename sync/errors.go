@@ -49,14 +49,14 @@ var errHostNoConnect = fmt.Errorf("%w: the host's sync spec has no Connect (its 
 
 // healthy reports whether err leaves the connection usable: nil or a
 // filesystem answer (an io/fs sentinel, an errno the host returned, an SFTP
-// status, hostgate.ErrOutputLimit: a provider's bound on one answer, past
-// which ExecProvider kills that call's command and no other). The end of a
-// file never gets here (reads handle it), so io.EOF means the connection
-// ended. Anything else — a closed pipe, a lost SFTP
-// connection, an error the provider did not map — is taken as a broken
-// connection: the connection is abandoned and the next call opens a fresh
-// one. A spurious reconnect costs one connect; keeping a dead connection
-// would fail every later call.
+// status, a command's *hostgate.ExitError, hostgate.ErrOutputLimit: a
+// provider's bound on one answer, past which ExecProvider kills that
+// call's command and no other). The end of a file never gets here (reads
+// handle it), so io.EOF means the connection ended. Anything else — a
+// closed pipe, a lost SFTP connection, an error the provider did not map
+// — is taken as a broken connection: the connection is abandoned and the
+// next call opens a fresh one. A spurious reconnect costs one connect;
+// keeping a dead connection would fail every later call.
 func healthy(err error) bool {
 	if err == nil {
 		return true
@@ -82,6 +82,15 @@ func healthy(err error) bool {
 	// connection with another type).
 	var status *sftp.StatusError
 	if errors.As(err, &status) {
+		return true
+	}
+	// So is a command's exit (ExecProvider's, where the tool's words name
+	// no errno it maps: mv refusing to move a directory into itself, a
+	// busy or over-quota file): the host ran it, and a lost connection is
+	// another error. Taken for a broken connection, it gave up the
+	// connection and every call and open file on it.
+	var exit *hostgate.ExitError
+	if errors.As(err, &exit) {
 		return true
 	}
 	var errno syscall.Errno

@@ -67,6 +67,26 @@ type FileReader interface {
 	ReadFile(ctx context.Context, name string, progress func()) ([]byte, error)
 }
 
+// progressKey is the context key of WithProgress.
+type progressKey struct{}
+
+// WithProgress returns ctx carrying progress, which a Provider's call made
+// with it calls as answers of a long call arrive (the pages of a directory
+// listing: sshlayer's SFTP provider's ReadDir), so that a caller's idle
+// timeout does not cut a call that is moving, as FileReader's progress
+// does a read's. The synchronous filesystem passes it to every call. A
+// provider need not call it; wrappers pass it on with ctx.
+func WithProgress(ctx context.Context, progress func()) context.Context {
+	return context.WithValue(ctx, progressKey{}, progress)
+}
+
+// ProgressOf returns the progress function ctx carries (WithProgress), or
+// nil.
+func ProgressOf(ctx context.Context) func() {
+	f, _ := ctx.Value(progressKey{}).(func())
+	return f
+}
+
 // FileWriter is a Provider that writes a whole file in fewer round trips
 // than Create, Write and Close take: the synchronous filesystem's
 // WriteFile uses it where the provider has it. As with FileReader, a

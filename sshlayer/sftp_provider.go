@@ -273,7 +273,10 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 	if err := callErr(ctx, name); err != nil {
 		return nil, p.pathErr("readdir", name, err)
 	}
-	fis, err := p.c.ReadDirContext(ctx, name)
+	// Each page says the listing moves (hostgate.WithProgress): a
+	// directory of more pages than fit in the sync filesystem's timeout
+	// timed out there however fast each came.
+	fis, err := p.c.ReadDirProgress(ctx, name, hostgate.ProgressOf(ctx))
 	if err != nil {
 		if isFailure(err) || errors.Is(mapSFTPErr(unwrapPathErr(err)), fs.ErrNotExist) {
 			// pkg/sftp answers a file with a bare Failure, OpenSSH with

@@ -365,7 +365,9 @@ func (f *FS) ReadLink(name string) (string, error) {
 	return target, nil
 }
 
-// ReadDir lists the named directory, sorted by name.
+// ReadDir lists the named directory, sorted by name. Where the provider
+// tells the pages of a listing (hostgate.WithProgress, as sshlayer's SFTP
+// provider does), the timeout applies to each page.
 func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	hp, err := f.hostPath("readdir", name)
 	if err != nil {

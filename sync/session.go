@@ -212,7 +212,9 @@ func (f *FS) runStop(s *session, stop <-chan struct{}, op opFunc) error {
 	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
-		c.err = op(s.ctx, s.conn.FS, c)
+		// The provider tells the answers of a long call it makes in
+		// pages (a listing's) too, so that the timeout bounds each.
+		c.err = op(hostgate.WithProgress(s.ctx, c.advance), s.conn.FS, c)
 		close(c.done)
 	}()
 

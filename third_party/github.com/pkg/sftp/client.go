@@ -381,6 +381,12 @@ func (c *Client) ReadDir(p string) ([]os.FileInfo, error) {
 // The passed context can be used to cancel the operation
 // returning all entries listed up to the cancellation.
 func (c *Client) ReadDirContext(ctx context.Context, p string) ([]os.FileInfo, error) {
+	return c.ReadDirProgress(ctx, p, nil)
+}
+
+// ReadDirProgress is ReadDirContext calling progress, when not nil, as
+// each page of the listing arrives (hostgate: change 38).
+func (c *Client) ReadDirProgress(ctx context.Context, p string, progress func()) ([]os.FileInfo, error) {
 	handle, err := c.opendir(ctx, p)
 	if err != nil {
 		return nil, err
@@ -408,6 +414,11 @@ func (c *Client) ReadDirContext(ctx context.Context, p string) ([]os.FileInfo, e
 			data, err = unmarshalSID(id, data)
 			if err != nil {
 				return nil, err
+			}
+			// hostgate (change 38): a page came, for a caller whose
+			// timeout bounds each answer rather than the listing.
+			if progress != nil {
+				progress()
 			}
 			var count int
 			count, data, err = unmarshalCount(data)

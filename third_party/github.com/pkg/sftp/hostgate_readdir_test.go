@@ -139,3 +139,20 @@ func TestHostgateReadDirBounded(t *testing.T) {
 		})
 	}
 }
+
+// hostgate: change 38. ReadDirProgress calls progress once for each page
+// of the listing, and reads it whole as ReadDirContext does.
+func TestHostgateReadDirProgress(t *testing.T) {
+	s := &listerServer{names: func(i int) []string {
+		return []string{fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)}
+	}, stopAfter: 10}
+	c := listerPipe(t, s)
+	pages := 0
+	ents, err := c.ReadDirProgress(context.Background(), "/d", func() { pages++ })
+	if err != nil || len(ents) != 10 {
+		t.Fatalf("ReadDirProgress: %d entries, %v; want 10", len(ents), err)
+	}
+	if pages != 5 {
+		t.Errorf("progress called %d times; want 5, once a page", pages)
+	}
+}

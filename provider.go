@@ -72,7 +72,8 @@ type progressKey struct{}
 
 // WithProgress returns ctx carrying progress, which a Provider's call made
 // with it calls as answers of a long call arrive (the pages of a directory
-// listing: sshlayer's SFTP provider's ReadDir), so that a caller's idle
+// listing, the names of a tree Remove removes: sshlayer's SFTP provider's
+// ReadDir and Remove), so that a caller's idle
 // timeout does not cut a call that is moving, as FileReader's progress
 // does a read's. The synchronous filesystem passes it to every call. A
 // provider need not call it; wrappers pass it on with ctx.

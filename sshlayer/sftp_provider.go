@@ -877,11 +877,18 @@ func (p *sftpProvider) remove(ctx context.Context, name string, recursive bool, 
 	if err != nil {
 		return p.pathErr("remove", name, err)
 	}
+	// Each name of a tree costs round trips of its own: each answer says
+	// the removal moves (hostgate.WithProgress), or the sync filesystem's
+	// timeout cut a tree of more names than fit in it, every time.
+	progress := hostgate.ProgressOf(ctx)
+	if progress != nil {
+		progress()
+	}
 	if !fi.IsDir() {
 		return p.pathErr("remove", name, p.c.RemoveContext(ctx, name))
 	}
 	if recursive {
-		ents, err := p.c.ReadDirContext(ctx, name)
+		ents, err := p.c.ReadDirProgress(ctx, name, progress)
 		if err != nil {
 			return p.pathErr("remove", name, err)
 		}

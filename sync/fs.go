@@ -527,6 +527,8 @@ func (f *FS) Remove(name string) error { return f.remove("remove", name, false) 
 
 // RemoveAll removes name and everything under it. Like os.RemoveAll, a
 // missing name is not an error; the root itself (".") cannot be removed.
+// Where the provider tells each name it removes (hostgate.WithProgress,
+// as sshlayer's SFTP provider does), the timeout applies to each.
 func (f *FS) RemoveAll(name string) error { return f.remove("removeall", name, true) }
 
 func (f *FS) remove(op, name string, recursive bool) error {

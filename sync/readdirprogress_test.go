@@ -53,3 +53,39 @@ func TestLongListingDoesNotTimeOut(t *testing.T) {
 		}
 	})
 }
+
+// TestLongRemoveAllDoesNotTimeOut: RemoveAll of a tree bounds the wait
+// for each answer by the timeout, not the whole removal: over SFTP each
+// name costs round trips of its own (an lstat, a remove), so a tree of
+// more names than fit in the timeout (node_modules over a WAN) failed with
+// ETIMEDOUT every time while every answer came at once, giving up the
+// connection and every call on it.
+func TestLongRemoveAllDoesNotTimeOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 25 * time.Millisecond
+		root := t.TempDir()
+		for i := range 40 {
+			d := filepath.Join(root, "tree", "d"+strconv.Itoa(i%4))
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, "f"+strconv.Itoa(i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		link := &slowLink{delay: delay}
+		defer link.wg.Wait()
+		fsys := New(&hostgate.SyncSpec{Connect: link.connect}, &Options{Root: root, Timeout: 18 * delay})
+		defer func() {
+			if err := fsys.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		}()
+		if err := fsys.RemoveAll("tree"); err != nil {
+			t.Fatalf("RemoveAll of 44 names: %v", err)
+		}
+		if _, err := os.Lstat(filepath.Join(root, "tree")); !os.IsNotExist(err) {
+			t.Fatalf("the tree after RemoveAll: %v", err)
+		}
+	})
+}

@@ -614,13 +614,18 @@ func (p *sftpProvider) isDir(ctx context.Context, fi fs.FileInfo, name string) b
 
 // createMode is the mode a file the server created with created (0666 &^
 // umask: SFTP open carries no umask) must get for perm: perm &^ umask, as
-// os.Create gives. The umask's execute bits are unseen: assume each
-// follows its read bit (true of 022, 027, 077, 002).
+// os.Create gives, its setuid, setgid and sticky bits too (open(2) keeps
+// them; they were dropped). The umask's execute bits are unseen: assume
+// each follows its read bit (true of 022, 027, 077, 002).
 func createMode(created, perm fs.FileMode) fs.FileMode {
 	umask := ^created & 0o666
 	umask |= umask & 0o444 >> 2
-	return perm.Perm() &^ umask
+	return perm & (fs.ModePerm | specialBits) &^ umask
 }
+
+// specialBits are the mode bits past the permissions that open(2) and
+// chmod(2) take.
+const specialBits = fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
 // sftpWriter is an sftpStream opened for writing. Its writes go out as
 // they are made, up to sftpConcurrency in flight, and their answers are
@@ -831,14 +836,18 @@ func (p *sftpProvider) mkdir(ctx context.Context, name string, perm fs.FileMode,
 		}
 		return p.pathErr("mkdir", name, err) // ENOTDIR under a file is lookupErr's
 	}
-	if perm.Perm() == 0o777 {
+	// mkdir(2) on Linux keeps the sticky bit of the mode it is given
+	// (os.Mkdir sets it where it does not), not setuid or setgid; a
+	// setgid the directory took from its parent stays.
+	sticky := perm & fs.ModeSticky
+	if perm.Perm() == 0o777 && sticky == 0 {
 		return nil
 	}
 	fi, err := p.c.LstatContext(ctx, name)
 	if err != nil {
 		return p.pathErr("mkdir", name, err)
 	}
-	if want := fi.Mode().Perm() & perm.Perm(); want != fi.Mode().Perm() {
+	if want := fi.Mode().Perm()&perm.Perm() | sticky | fi.Mode()&fs.ModeSetgid; want != fi.Mode()&(fs.ModePerm|specialBits) {
 		return p.pathErr("mkdir", name, p.c.ChmodContext(ctx, name, want))
 	}
 	return nil

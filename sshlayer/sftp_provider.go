@@ -158,6 +158,7 @@ var failureTexts = []struct {
 	{"not a directory", syscall.ENOTDIR},
 	{"is a directory", syscall.EISDIR},
 	{"invalid cross-device link", syscall.EXDEV},
+	{"invalid argument", syscall.EINVAL}, // readlink of no link, a directory renamed into itself
 }
 
 // failureErrno is the errno a Failure's message names, or nil.
@@ -1047,6 +1048,16 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 		return "", p.pathErr("readlink", name, err)
 	}
 	s, err := p.c.ReadLinkContext(ctx, name)
+	var se *sftp.StatusError
+	if err != nil && !saysErrno(err) && errors.As(err, &se) && (se.FxCode() == sftp.ErrSSHFxFailure || se.Code == fxBadMessage) {
+		// Readlink of no link is EINVAL, as os.Readlink says and as
+		// callers telling links from the rest test for: OpenSSH's
+		// sftp-server says it SSH_FX_BAD_MESSAGE (its errno_to_portable),
+		// another server a bare Failure.
+		if fi, lerr := p.c.LstatContext(ctx, name); lerr == nil && fi.Mode()&fs.ModeSymlink == 0 {
+			err = &mappedErr{sentinel: syscall.EINVAL, cause: unwrapPathErr(err)}
+		}
+	}
 	return s, p.lookupErr(ctx, false, p.pathErr("readlink", name, err), name)
 }
 

@@ -284,7 +284,14 @@ func (p *sftpProvider) ReadDir(ctx context.Context, name string) ([]fs.DirEntry,
 			// "no such file" (its mapping of ENOTDIR): ENOTDIR, as the
 			// other providers say, when name is there but no directory.
 			if fi, serr := p.c.StatContext(ctx, name); serr == nil && !fi.IsDir() {
-				err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
+				if isFailure(err) {
+					err = &mappedErr{sentinel: syscall.ENOTDIR, cause: err}
+				} else {
+					// OpenSSH's "no such file" is no cause to keep: it
+					// read "file does not exist" and matched ErrNotExist
+					// of a file that is there.
+					err = syscall.ENOTDIR
+				}
 			}
 		}
 		return nil, p.lookupErr(ctx, true, p.pathErr("readdir", name, err), name)

@@ -241,6 +241,13 @@ func unwrapPathErr(err error) error {
 // it, failing every other call in flight.
 var errPathNUL = fmt.Errorf("%w: the path contains a NUL byte, which no file name can hold", fs.ErrInvalid)
 
+// errPathEmpty refuses an empty path before it is sent, as the kernel
+// does (ENOENT) and so ExecProvider and OpenSSH's sftp-server: pkg/sftp's
+// server, the agent's, takes "" for its working directory, the user's
+// home, so that a caller's path built from an empty variable had
+// Remove(ctx, "", true) empty the whole home, and Chmod change its mode.
+var errPathEmpty = fmt.Errorf("%w (an empty path names no file; the working directory is \".\")", syscall.ENOENT)
+
 // callErr is why a call must not be sent: ctx ended, or a path is invalid.
 func callErr(ctx context.Context, names ...string) error {
 	if err := ctx.Err(); err != nil {
@@ -249,6 +256,9 @@ func callErr(ctx context.Context, names ...string) error {
 	for _, n := range names {
 		if strings.IndexByte(n, 0) >= 0 {
 			return errPathNUL
+		}
+		if n == "" {
+			return errPathEmpty
 		}
 	}
 	return nil
@@ -1069,11 +1079,11 @@ func (p *sftpProvider) Readlink(ctx context.Context, name string) (string, error
 }
 
 func (p *sftpProvider) Realpath(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		name = "." // as OpenSSH's sftp-server takes it, and ExecProvider
+	}
 	if err := callErr(ctx, name); err != nil {
 		return "", p.pathErr("realpath", name, err)
-	}
-	if name == "" {
-		name = "."
 	}
 	s, err := p.c.RealPathContext(ctx, name)
 	return s, p.lookAround(ctx, true, p.pathErr("realpath", name, err), name)

@@ -875,8 +875,26 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 	if err := callErr(ctx, name); err != nil {
 		return p.pathErr("remove", name, err)
 	}
+	if recursive && dotName(name) {
+		// The walk would empty the directory before its rmdir failed:
+		// "d/." emptied d, "." the working directory.
+		return p.pathErr("remove", name, fmt.Errorf("%w: a name ending in \".\" or \"..\" is not removed recursively (as rm -rf and os.RemoveAll refuse it): name the directory itself", syscall.EINVAL))
+	}
 	err := p.ctxErr(ctx, "remove", name, p.remove(ctx, name, recursive, 0))
 	return p.lookupErr(ctx, false, err, name)
+}
+
+// dotName reports whether name's last element, past any trailing
+// slashes, is "." or "..", as rm's check of its operands reads it.
+func dotName(name string) bool {
+	base := name
+	if t := strings.TrimRight(name, "/"); t != "" {
+		base = t
+	}
+	if i := strings.LastIndexByte(base, '/'); i >= 0 {
+		base = base[i+1:]
+	}
+	return base == "." || base == ".."
 }
 
 // maxRemoveDepth and maxRemovePath bound a recursive Remove's descent:

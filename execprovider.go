@@ -279,6 +279,8 @@ func errnoFromStderr(stderr []byte) error {
 		{"Directory not empty", syscall.ENOTEMPTY},
 		{"Read-only file system", syscall.EROFS},
 		{"No space left on device", syscall.ENOSPC},
+		{"Invalid argument", syscall.EINVAL},            // busybox mv of a directory into itself, BSD mv
+		{"to a subdirectory of itself", syscall.EINVAL}, // GNU mv's words for that EINVAL
 	} {
 		if bytes.Contains(stderr, []byte(m.text)) {
 			return m.err

@@ -716,6 +716,16 @@ func testRenameKinds(t *testing.T, ctx context.Context, p hostgate.Provider, roo
 	if fi, err := p.Stat(ctx, d); err != nil || !fi.IsDir() {
 		t.Errorf("after the refused Renames, the dir: %v, %v", fi, err)
 	}
+	// A directory into its own subdirectory is EINVAL, as rename(2) and
+	// os.Rename say (mv said it in words, the SFTP servers in a bare
+	// Failure or Bad message).
+	sub := path.Join(d, "sub")
+	mkdir(t, ctx, p, sub)
+	err = p.Rename(ctx, d, path.Join(sub, "d"))
+	wantErr(t, "Rename a dir into its own subdirectory", err, syscall.EINVAL)
+	if fi, err := p.Stat(ctx, sub); err != nil || !fi.IsDir() {
+		t.Errorf("after the refused Rename into itself, the subdirectory: %v, %v", fi, err)
+	}
 }
 
 // testOpenDir: a directory opened for reading is EISDIR, at Open or at

@@ -1007,6 +1007,12 @@ func (p *sftpProvider) rename(ctx context.Context, oldname, newname string) erro
 		if saysErrno(err) {
 			return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: p.mapErr(err)}
 		}
+		var se *sftp.StatusError
+		if errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxBadMessage {
+			// OpenSSH's sftp-server says rename(2)'s EINVAL (a directory
+			// into itself) so (errno_to_portable).
+			return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: &mappedErr{sentinel: syscall.EINVAL, cause: err}}
+		}
 		if isFailure(err) || errors.Is(mapSFTPErr(err), fs.ErrNotExist) {
 			if errno := p.renameErrno(ctx, oldname, newname); errno != nil {
 				return &hostgate.LinkError{Op: "rename", Old: oldname, New: newname, Err: errno}

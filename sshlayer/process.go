@@ -235,13 +235,24 @@ func (p *clientProcess) setup(line string, pty *hostgate.PTY) error {
 	}
 	if err := p.sess.Start(line); err != nil {
 		if p.c.usable() == nil && strings.HasPrefix(err.Error(), "ssh: command ") {
-			// x/crypto's words for an exec request the server refused.
-			return fmt.Errorf("exec: the host could not start the command (it could not make a process: its shell missing, or, in a sandbox, no process left under its pids limit or its memory spent; the host's log says which): %w", err)
+			// x/crypto's words for an exec request the server refused,
+			// "ssh: command LINE failed", are left out: the line is the
+			// environment's values (a token) and every argument, to
+			// any length, which the caller's logs would keep.
+			if len(line) >= maxShellArg {
+				return fmt.Errorf("exec: the host could not start the command: its command line is %d bytes, past the %d KiB a Linux host passes its shell as one argument (the arguments and the environment's values together): pass large data on stdin or in a file", len(line), maxShellArg>>10)
+			}
+			return errors.New("exec: the host could not start the command (it could not make a process: its shell missing, or, in a sandbox, no process left under its pids limit or its memory spent; the host's log says which)")
 		}
 		return fmt.Errorf("exec: %w", err)
 	}
 	return nil
 }
+
+// maxShellArg is Linux's bound on one argument (MAX_ARG_STRLEN, 32
+// pages): the host's shell gets the whole command line as the one
+// argument of -c, so a line this long cannot start there.
+const maxShellArg = 128 << 10
 
 // ptyWindow bounds what a terminal's host may print ahead of what its
 // reader has taken: 1 MiB, where its window stops growing rather than at

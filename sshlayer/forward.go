@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,9 @@ func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	default:
 		return nil, fmt.Errorf("sshlayer: dial: unsupported network %q", network)
 	}
+	if err := checkPort("dial", network, addr); err != nil {
+		return nil, err
+	}
 	conn, err := await(ctx, c, func() (net.Conn, error) { return c.ssh.Dial(network, addr) }, func(conn net.Conn) { _ = conn.Close() })
 	if err != nil {
 		return nil, c.dialErr(addr, err)
@@ -51,6 +55,25 @@ func (c *Client) dialErr(addr string, err error) error {
 }
 
 type closeWriter interface{ CloseWrite() error }
+
+// checkPort refuses a TCP addr whose port is not a number from 0 to
+// 65535 before anything is sent: SSH's requests carry a port number,
+// and x/crypto's parse let 99999 and -1 through, which the host then
+// refused as it would a port its policy forbids ("tcpip-forward request
+// denied by peer"), and told a service name only as strconv's error.
+func checkPort(op, network, addr string) error {
+	if network == "unix" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("sshlayer: %s %s: %w", op, addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("sshlayer: %s %s: the port %q is not a number from 0 to 65535 (an SSH forward carries a port number; service names are not looked up)", op, addr, port)
+	}
+	return nil
+}
 
 // serverVersion is what the server announces. Its comments say that it
 // takes early data (see DialEarly) and early requests (see
@@ -139,6 +162,9 @@ func (c *Client) DialEarly(ctx context.Context, network, addr string) (net.Conn,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := checkPort("dial", network, addr); err != nil {
+		return nil, err
+	}
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
@@ -213,6 +239,9 @@ func (c *Client) Listen(ctx context.Context, network, addr string) (net.Listener
 	case "tcp", "tcp4", "tcp6", "unix":
 	default:
 		return nil, fmt.Errorf("sshlayer: listen: unsupported network %q", network)
+	}
+	if err := checkPort("listen", network, addr); err != nil {
+		return nil, err
 	}
 	ln, err := await(ctx, c, func() (net.Listener, error) { return c.ssh.Listen(network, addr) }, func(ln net.Listener) { _ = ln.Close() })
 	if err != nil {

@@ -561,12 +561,22 @@ func (p *execProvider) Remove(ctx context.Context, name string, recursive bool) 
 	script := `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
 if [ -d "$1" ] && [ ! -L "$1" ]; then exec rmdir -- "$1"; fi
 exec rm -f -- "$1"`
-	if recursive {
-		script = `[ -e "$1" ] || [ -L "$1" ] || nx "$1"
-exec rm -rf -- "$1"`
-	}
 	if name == "" {
 		return pathErr("remove", name, fs.ErrNotExist)
+	}
+	if recursive {
+		// $2 is name without its trailing slashes: a symlink named
+		// "link/" is removed, as os.RemoveAll removes it, where GNU rm
+		// -rf emptied the directory it leads to, through the slash.
+		script = `[ -L "$2" ] && exec rm -f -- "$2"
+[ -e "$1" ] || [ -L "$1" ] || nx "$1"
+exec rm -rf -- "$1"`
+		trimmed := strings.TrimRight(name, "/")
+		if trimmed == "" {
+			trimmed = name
+		}
+		_, err := p.run(ctx, maxSmallOutput, script, safePath(name), safePath(trimmed))
+		return pathErr("remove", name, err)
 	}
 	_, err := p.run(ctx, maxSmallOutput, script, safePath(name))
 	return pathErr("remove", name, err)

@@ -30,7 +30,9 @@ type Provider interface {
 	// directory on the way, is a file, where mkdir -p says EEXIST).
 	Mkdir(ctx context.Context, name string, perm fs.FileMode, parents bool) error
 	// Remove removes a file, a symlink or an empty directory; with
-	// recursive it is rm -rf on a path that must exist.
+	// recursive it is rm -rf on a path that must exist, except that a
+	// symlink is removed, not followed, also when named with a trailing
+	// slash (as os.RemoveAll), and a name ending in "." or ".." is EINVAL.
 	Remove(ctx context.Context, name string, recursive bool) error
 	// Rename moves oldname to newname, replacing a file at newname.
 	Rename(ctx context.Context, oldname, newname string) error

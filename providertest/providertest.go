@@ -486,6 +486,25 @@ func testRemove(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	if err := p.Remove(ctx, f, true); err != nil {
 		t.Errorf("Remove recursive on a file: %v", err)
 	}
+	// A symlink to a directory named with a trailing slash is removed,
+	// as os.RemoveAll removes it, and what it leads to is left alone:
+	// rm -rf and the SFTP provider's walk emptied the directory through
+	// it (and the SFTP provider then said ErrNotExist).
+	target := path.Join(root, "target")
+	mkdir(t, ctx, p, target)
+	writeFile(t, ctx, p, path.Join(target, "kept"), []byte("k"), 0o644)
+	for _, name := range []string{"to target/", "to target//"} {
+		link := path.Join(root, "to target")
+		symlink(t, ctx, p, "target", link)
+		if err := p.Remove(ctx, path.Join(root, name)+name[len("to target"):], true); err != nil {
+			t.Errorf("Remove recursive %q (a symlink to a directory): %v", name, err)
+		}
+		if got := readFile(t, ctx, p, path.Join(target, "kept")); string(got) != "k" {
+			t.Fatalf("after Remove recursive %q, the link's target holds %q", name, got)
+		}
+		_, err := p.Lstat(ctx, link)
+		wantErr(t, "Lstat the link removed by "+name, err, fs.ErrNotExist)
+	}
 }
 
 func testRename(t *testing.T, ctx context.Context, p hostgate.Provider, root string) {

@@ -880,6 +880,15 @@ func (p *sftpProvider) Remove(ctx context.Context, name string, recursive bool) 
 		// "d/." emptied d, "." the working directory.
 		return p.pathErr("remove", name, fmt.Errorf("%w: a name ending in \".\" or \"..\" is not removed recursively (as rm -rf and os.RemoveAll refuse it): name the directory itself", syscall.EINVAL))
 	}
+	if trimmed := strings.TrimRight(name, "/"); recursive && trimmed != name && trimmed != "" {
+		// A symlink named "link/" is removed, as os.RemoveAll removes
+		// it: the server's Lstat follows it through the slash, and the
+		// walk emptied the directory it leads to, then failed to
+		// remove "link/" (no such file).
+		if fi, err := p.c.LstatContext(ctx, trimmed); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			name = trimmed
+		}
+	}
 	err := p.ctxErr(ctx, "remove", name, p.remove(ctx, name, recursive, 0))
 	return p.lookupErr(ctx, false, err, name)
 }

@@ -564,6 +564,10 @@ exec rm -f -- "$1"`
 	if name == "" {
 		return pathErr("remove", name, fs.ErrNotExist)
 	}
+	if recursive && dotName(name) {
+		// rm -rf refuses it too, but in words without an errno.
+		return pathErr("remove", name, fmt.Errorf("%w: a name ending in \".\" or \"..\" is not removed recursively (as rm -rf and os.RemoveAll refuse it): name the directory itself", syscall.EINVAL))
+	}
 	if recursive {
 		// $2 is name without its trailing slashes: a symlink named
 		// "link/" is removed, as os.RemoveAll removes it, where GNU rm
@@ -580,6 +584,19 @@ exec rm -rf -- "$1"`
 	}
 	_, err := p.run(ctx, maxSmallOutput, script, safePath(name))
 	return pathErr("remove", name, err)
+}
+
+// dotName reports whether name's last element, past any trailing
+// slashes, is "." or "..", as rm's check of its operands reads it.
+func dotName(name string) bool {
+	base := name
+	if t := strings.TrimRight(name, "/"); t != "" {
+		base = t
+	}
+	if i := strings.LastIndexByte(base, '/'); i >= 0 {
+		base = base[i+1:]
+	}
+	return base == "." || base == ".."
 }
 
 // renameScript gives mv rename(2) semantics: mv would move into an

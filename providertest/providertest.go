@@ -486,6 +486,20 @@ func testRemove(t *testing.T, ctx context.Context, p hostgate.Provider, root str
 	if err := p.Remove(ctx, f, true); err != nil {
 		t.Errorf("Remove recursive on a file: %v", err)
 	}
+	// A name ending in "." or ".." is not removed recursively, as rm
+	// -rf and os.RemoveAll refuse it: EINVAL, the directory kept (the
+	// SFTP provider emptied it; rm's refusal had no errno).
+	dots := path.Join(root, "dots")
+	mkdir(t, ctx, p, dots)
+	mkdir(t, ctx, p, path.Join(dots, "sub"))
+	writeFile(t, ctx, p, path.Join(dots, "sub", "kept"), []byte("k"), 0o644)
+	for _, name := range []string{"dots/.", "dots/sub/..", "dots/./"} {
+		err := p.Remove(ctx, root+"/"+name, true)
+		wantErr(t, "Remove recursive "+name, err, syscall.EINVAL)
+		if got := readFile(t, ctx, p, path.Join(dots, "sub", "kept")); string(got) != "k" {
+			t.Fatalf("after Remove recursive %q, the directory holds %q", name, got)
+		}
+	}
 	// A symlink to a directory named with a trailing slash is removed,
 	// as os.RemoveAll removes it, and what it leads to is left alone:
 	// rm -rf and the SFTP provider's walk emptied the directory through

@@ -328,6 +328,20 @@ func (h *Terminals) forget(t *term) {
 	t.mu.Unlock()
 }
 
+// unkeep makes t, not yet run, no longer resumable, as forget does, but
+// leaves it among the terminals that Close waits for: its page's going
+// ends it, and its end forgets it.
+func (h *Terminals) unkeep(t *term) {
+	h.mu.Lock()
+	if h.kept[t.id] == t {
+		delete(h.kept, t.id)
+	}
+	h.mu.Unlock()
+	t.mu.Lock()
+	t.forgotten = true
+	t.mu.Unlock()
+}
+
 func (t *term) touch() {
 	select {
 	case t.active <- struct{}{}:
@@ -377,7 +391,8 @@ func (t *term) run() {
 		// Kept with no page, the ending waits for one until the grace
 		// runs out, with the output it left; kept with a page, the
 		// attachment forgets it once the page has the ending.
-		waits := t.grace != nil && a == nil || a != nil && t.id != ""
+		// A forgotten one waits for no page.
+		waits := !t.forgotten && (t.grace != nil && a == nil || a != nil && t.id != "")
 		t.mu.Unlock()
 		if !waits {
 			t.h.forget(t)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -962,4 +963,60 @@ func TestKeptGatewayBound(t *testing.T) {
 		ws := open(ctx, t, srv, "local", c, resumeQuery(ids[i+1], 2, 1))
 		echo(ctx, t, ws, "still "+c)
 	}
+}
+
+// A kept terminal whose page never heard its id (the write of the session
+// message failed: the page went as its shell started) ends at once, with
+// its shell: no page can resume it. It was kept for Keep, a shell on the
+// host and a place in its caller's bound held for nobody.
+func TestKeptTerminalWhoseIDWasNotToldEnds(t *testing.T) {
+	ctx := testCtx(t)
+	proc := newEcho()
+	conns := make(chan net.Conn, 1)
+	h := Handler(Config{
+		Authorize: func(w http.ResponseWriter, r *http.Request, id string) (Caller, bool) {
+			return Caller{ID: "tester", Name: "tester"}, true
+		},
+		Spawn: func(ctx context.Context, id, name string, argv []string, pty *hostgate.PTY) (hostgate.Process, func(), error) {
+			// The page's connection breaks as the shell starts: the
+			// session message that follows cannot be written.
+			select {
+			case c := <-conns:
+				_ = c.Close()
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			stop := context.AfterFunc(ctx, func() { _ = proc.Kill(hostgate.SIGKILL) })
+			return proc, func() { stop() }, nil
+		},
+	})
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/hosts/{id}/pty", h)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateHijacked {
+			conns <- c
+		}
+	}
+	srv.Start()
+	t.Cleanup(func() { h.Close(); srv.Close() })
+	ws := open(ctx, t, srv, "local", "", keepQuery())
+	if _, _, err := ws.Read(ctx); err == nil {
+		t.Fatal("the page read a message over a connection the gateway's side closed")
+	}
+	select {
+	case <-proc.done:
+	case <-ctx.Done():
+		t.Fatal("a kept terminal whose id no page was told is still running")
+	}
+	for ctx.Err() == nil {
+		h.mu.Lock()
+		n := len(h.all) + len(h.kept)
+		h.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the gateway still holds a terminal no page can resume")
 }

@@ -467,7 +467,12 @@ func (h *Terminals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t.id != "" {
 		// Before any output: the page must know what resumes it.
 		b, _ := json.Marshal(control{Type: "session", ID: t.id, KeepMs: h.cfg.Keep.Milliseconds()})
-		if a.write(websocket.MessageText, b) != nil {
+		if err := a.write(websocket.MessageText, b); err != nil {
+			// No page knows its id, so none can resume it: it ends
+			// with this page, not kept for Keep holding its shell and
+			// a place in its caller's bound for nobody.
+			log.Info("terminal page gone before it was told the terminal's id; not kept", "terminal", t.id, "err", err)
+			h.unkeep(t)
 			a.stop(stopGone)
 		}
 	}

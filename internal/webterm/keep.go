@@ -65,11 +65,15 @@ type goneTerm struct {
 }
 
 // A reason is kept for goneFor, long enough for a laptop asleep
-// overnight, and for the latest maxGone terminals at most: a page that
-// comes back later hears only that its terminal ended.
+// overnight, and for the latest maxGonePer terminals of each caller: a
+// page that comes back later hears only that its terminal ended. Past
+// maxGone in all, the caller holding the most loses its oldest, so that a
+// caller (a token) opening and abandoning kept terminals in a loop pushes
+// out its own reasons, not another's.
 const (
-	goneFor = 24 * time.Hour
-	maxGone = 1024
+	goneFor    = 24 * time.Hour
+	maxGone    = 1024
+	maxGonePer = 32
 )
 
 // bury notes why t, kept and forgotten, ended while its page was away.
@@ -77,16 +81,38 @@ func (h *Terminals) bury(t *term, why string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
-	oldest := ""
+	type holder struct {
+		n      int
+		oldest string
+	}
+	held := make(map[string]*holder)
 	for id, g := range h.gone {
 		if now.Sub(g.at) > goneFor {
 			delete(h.gone, id)
-		} else if oldest == "" || g.at.Before(h.gone[oldest].at) {
-			oldest = id
+			continue
+		}
+		c := held[g.caller]
+		if c == nil {
+			c = &holder{}
+			held[g.caller] = c
+		}
+		c.n++
+		if c.oldest == "" || g.at.Before(h.gone[c.oldest].at) {
+			c.oldest = id
 		}
 	}
-	if len(h.gone) >= maxGone {
-		delete(h.gone, oldest)
+	var drop *holder
+	if c := held[t.caller]; c != nil && c.n >= maxGonePer {
+		drop = c
+	} else if len(h.gone) >= maxGone {
+		for _, c := range held {
+			if drop == nil || c.n > drop.n || c.n == drop.n && h.gone[c.oldest].at.Before(h.gone[drop.oldest].at) {
+				drop = c
+			}
+		}
+	}
+	if drop != nil {
+		delete(h.gone, drop.oldest)
 	}
 	h.gone[t.id] = goneTerm{host: t.host, caller: t.caller, why: why, at: now}
 }

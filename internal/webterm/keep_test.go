@@ -1020,3 +1020,35 @@ func TestKeptTerminalWhoseIDWasNotToldEnds(t *testing.T) {
 	}
 	t.Fatal("the gateway still holds a terminal no page can resume")
 }
+
+// One caller's kept terminals ended while away, however many, do not push
+// out another caller's record of why its own ended: a token that opened
+// and abandoned kept terminals in a loop took every other page's reason,
+// which then heard only that its terminal had ended.
+func TestGoneReasonsBoundedPerCaller(t *testing.T) {
+	h := Handler(Config{})
+	ann := &term{id: newTermID(), host: "local", caller: "ann"}
+	h.bury(ann, "closed: ann's reason")
+	for range maxGone + 10 {
+		h.bury(&term{id: newTermID(), host: "local", caller: "mallory"}, "closed: mallory's")
+	}
+	if why := h.goneWhy(ann.id, "local", "ann"); why != "closed: ann's reason" {
+		t.Fatalf("ann's resume after mallory's %d: reason %q, want ann's", maxGone+10, why)
+	}
+	// Nor do many callers' together, past the bound on all of them:
+	// those holding the most lose theirs first.
+	for i := range 2 * maxGone / maxGonePer {
+		for range maxGonePer {
+			h.bury(&term{id: newTermID(), host: "local", caller: fmt.Sprint("mallory", i)}, "closed: mallory's")
+		}
+	}
+	if why := h.goneWhy(ann.id, "local", "ann"); why != "closed: ann's reason" {
+		t.Fatalf("ann's resume after %d callers' %d each: reason %q, want ann's", 2*maxGone/maxGonePer, maxGonePer, why)
+	}
+	h.mu.Lock()
+	n := len(h.gone)
+	h.mu.Unlock()
+	if n > maxGone {
+		t.Fatalf("%d reasons held, more than %d", n, maxGone)
+	}
+}

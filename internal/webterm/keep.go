@@ -31,8 +31,9 @@ const DefaultMaxKept = 8
 // callers, as DefaultMaxKept bounds one caller's: each holds a shell on
 // its host and up to Replay bytes here, and callers (tokens) are as many
 // as are made, so the per-caller bound alone left the gateway's memory
-// without one (256 of them hold at most 64 MiB of replay). Past it the one
-// whose shell ended, else the one left longest, of any caller ends.
+// without one (256 of them hold at most 64 MiB of replay). Past it the
+// caller keeping the most loses one, as past DefaultMaxKept: a caller
+// with many logins' worth ends its own, not another's only one.
 const DefaultMaxKeptAll = 256
 
 // DefaultReplay is what a kept terminal holds of its latest output for
@@ -641,10 +642,11 @@ func (t *term) replay(a *attachment, from int64, acks, paced bool) {
 }
 
 // trim drops the kept terminals of caller left longest without a page
-// past Config.MaxKept, then those of any caller past Config.MaxKeptAll.
-// Those whose shell has ended count too (each holds its replay buffer for
-// Config.Keep): they go first, as they cost the page only an exit status,
-// where a running one costs its shell.
+// past Config.MaxKept, then, past Config.MaxKeptAll, those of the caller
+// keeping the most. Those whose shell has ended count too (each holds its
+// replay buffer for Config.Keep): within a caller's they go first, as
+// they cost the page only an exit status, where a running one costs its
+// shell.
 func (h *Terminals) trim(caller string) {
 	h.trimPast(func(t *term) bool { return t.caller == caller }, h.cfg.MaxKept, keptBound{
 		ended:  fmt.Sprintf("its shell ended while this page was away, and more than %d terminals of this login were kept", h.cfg.MaxKept),
@@ -653,8 +655,8 @@ func (h *Terminals) trim(caller string) {
 		log:    "its caller keeps too many without a page",
 	})
 	h.trimPast(func(*term) bool { return true }, h.cfg.MaxKeptAll, keptBound{
-		ended:  fmt.Sprintf("its shell ended while this page was away, and the gateway kept more than %d terminals without their page", h.cfg.MaxKeptAll),
-		closed: fmt.Sprintf("closed: the gateway kept more than %d terminals without their page, of all logins, and this one longest", h.cfg.MaxKeptAll),
+		ended:  fmt.Sprintf("its shell ended while this page was away; the gateway kept over %d terminals without a page, this login the most", h.cfg.MaxKeptAll),
+		closed: fmt.Sprintf("closed: the gateway kept more than %d terminals without their page; this login kept the most, and this one longest", h.cfg.MaxKeptAll),
 		cause:  fmt.Errorf("the gateway kept more than %d terminals without a page", h.cfg.MaxKeptAll),
 		log:    "the gateway keeps too many without a page",
 	})
@@ -669,7 +671,10 @@ type keptBound struct {
 }
 
 // trimPast drops the kept terminals without a page that mine takes,
-// past most of them: ended ones first, then those left longest.
+// past most of them: from the caller keeping the most (the one whose
+// oldest was left longest of those keeping as many), ended ones first,
+// then those left longest. Oldest of all, a caller keeping many ended
+// another's only one, whose page is as likely to come back.
 func (h *Terminals) trimPast(mine func(*term) bool, most int, why keptBound) {
 	type left struct {
 		t     *term
@@ -690,15 +695,48 @@ func (h *Terminals) trimPast(mine func(*term) bool, most int, why keptBound) {
 	}
 	h.mu.Unlock()
 	for len(ls) > most {
-		oldest := 0
-		for i := range ls {
-			if ls[i].ended != ls[oldest].ended {
-				if ls[i].ended {
+		// The caller: keeping the most, and of those keeping as many
+		// the one whose terminal was left longest.
+		type holding struct {
+			n      int
+			oldest time.Time
+		}
+		holds := make(map[string]*holding)
+		for _, l := range ls {
+			c := holds[l.t.caller]
+			if c == nil {
+				c = &holding{oldest: l.since}
+				holds[l.t.caller] = c
+			}
+			c.n++
+			if l.since.Before(c.oldest) {
+				c.oldest = l.since
+			}
+		}
+		var caller string
+		var top *holding
+		for id, c := range holds {
+			if top == nil || c.n > top.n || c.n == top.n && c.oldest.Before(top.oldest) {
+				caller, top = id, c
+			}
+		}
+		// Its terminal: ended first, then the one left longest.
+		oldest := -1
+		for i, l := range ls {
+			if l.t.caller != caller {
+				continue
+			}
+			if oldest < 0 {
+				oldest = i
+				continue
+			}
+			if l.ended != ls[oldest].ended {
+				if l.ended {
 					oldest = i
 				}
 				continue
 			}
-			if ls[i].since.Before(ls[oldest].since) {
+			if l.since.Before(ls[oldest].since) {
 				oldest = i
 			}
 		}

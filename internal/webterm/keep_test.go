@@ -955,7 +955,7 @@ func TestKeptGatewayBound(t *testing.T) {
 		t.Fatal("a third caller's kept terminal left the first caller's shell running past the gateway's bound")
 	}
 	ws := open(ctx, t, srv, "local", "ann", resumeQuery(ids[0], 2, 1))
-	want := "closed: the gateway kept more than 2 terminals without their page, of all logins, and this one longest"
+	want := "closed: the gateway kept more than 2 terminals without their page; this login kept the most, and this one longest"
 	if code, reason := closeStatus(ctx, ws); code != StatusNoTerminal || reason != want {
 		t.Errorf("ann's resume: close %v %q, want %v %q", code, reason, StatusNoTerminal, want)
 	}
@@ -1050,5 +1050,44 @@ func TestGoneReasonsBoundedPerCaller(t *testing.T) {
 	h.mu.Unlock()
 	if n > maxGone {
 		t.Fatalf("%d reasons held, more than %d", n, maxGone)
+	}
+}
+
+// Past the gateway's bound on kept terminals, the caller keeping the most
+// loses one, not whoever left theirs first: a caller (one user's many
+// logins) keeping several ended another's only kept terminal, its shell
+// and what it was running, to keep all of its own.
+func TestKeptGatewayBoundTakesFromTheBiggestHolder(t *testing.T) {
+	ctx := testCtx(t)
+	procs := []*echoProcess{newEcho(), newEcho(), newEcho(), newEcho()}
+	srv, _ := keptServer(t, Config{MaxKeptAll: 3}, procs...)
+	callers := []string{"ann", "mal", "mal", "mal"}
+	var ids []string
+	for i, c := range callers {
+		ws := open(ctx, t, srv, "local", c, keepQuery())
+		ids = append(ids, readControl(ctx, t, ws).ID)
+		echo(ctx, t, ws, "hi")
+		_ = ws.CloseNow()
+		if i < len(callers)-1 {
+			// In order: ann's is left longest, then mal's first.
+			waitDetached(ctx, t, srv, i+1)
+		}
+	}
+	select {
+	case <-procs[0].done:
+		t.Fatal("the gateway's bound ended a caller's only kept terminal while another kept 3")
+	case <-procs[1].done:
+	case <-ctx.Done():
+		t.Fatal("past the gateway's bound, the oldest kept terminal of the caller keeping the most still runs")
+	}
+	if !alive(procs[0]) || !alive(procs[2]) || !alive(procs[3]) {
+		t.Fatal("the gateway's bound ended more than one kept terminal")
+	}
+	ws := open(ctx, t, srv, "local", "ann", resumeQuery(ids[0], 2, 1))
+	echo(ctx, t, ws, "still ann")
+	ws = open(ctx, t, srv, "local", "mal", resumeQuery(ids[1], 2, 1))
+	want := "closed: the gateway kept more than 3 terminals without their page; this login kept the most, and this one longest"
+	if code, reason := closeStatus(ctx, ws); code != StatusNoTerminal || reason != want {
+		t.Errorf("mal's resume: close %v %q, want %v %q", code, reason, StatusNoTerminal, want)
 	}
 }

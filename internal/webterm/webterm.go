@@ -103,7 +103,8 @@ type Config struct {
 	// page; 0 means DefaultMaxKept.
 	MaxKept int
 	// MaxKeptAll bounds the terminals kept without a page across all
-	// callers; 0 means DefaultMaxKeptAll.
+	// callers, past which the caller keeping the most loses one; 0 means
+	// DefaultMaxKeptAll.
 	MaxKeptAll int
 	// Replay is how many bytes of its latest output a kept terminal
 	// holds for its page to catch up from; 0 means DefaultReplay.

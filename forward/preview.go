@@ -222,6 +222,17 @@ type PreviewConfig struct {
 // their bare 504.
 const DefaultNavigationTimeout = 45 * time.Second
 
+// upstreamIdleTimeout is how long an idle connection to a dev server is
+// kept for the next request. Under the 5 s after which Node's HTTP server
+// (Vite, Next.js, Express) and uvicorn close an idle keep-alive
+// connection: a request sent on one as the dev server closes it is lost,
+// and net/http sends again only those without a body (a GET), so a form's
+// POST got a 502. The second to spare covers the round trip through the
+// tunnel (the dev server's clock starts as it sends the answer, this one
+// as the answer arrives). Past it a request opens a new channel on the
+// host's SSH connection, one round trip to the host.
+const upstreamIdleTimeout = 4 * time.Second
+
 // Preview is the preview proxy. It is an http.Handler the gateway mounts for
 // the preview domain's hosts and for the path prefix.
 type Preview struct {
@@ -282,7 +293,8 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 	}
 	if c.MaxIdleConns <= 0 {
 		// Per target alone, a host answering on every port and a caller
-		// asking each of them kept 8 idle channels per port for 30 s.
+		// asking each of them kept 8 idle channels per port for
+		// upstreamIdleTimeout.
 		c.MaxIdleConns = 1024
 	}
 	p := &Preview{cfg: c, dial: dial, log: c.Logger}
@@ -295,7 +307,7 @@ func NewPreview(dial DialFunc, cfg *PreviewConfig) (*Preview, error) {
 		DialContext:            p.dialTarget,
 		MaxIdleConnsPerHost:    c.MaxIdleConnsPerTarget,
 		MaxIdleConns:           c.MaxIdleConns,
-		IdleConnTimeout:        30 * time.Second,
+		IdleConnTimeout:        upstreamIdleTimeout,
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,
 		// Pass encodings through untouched.

@@ -742,6 +742,13 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	if o := out.Header.Get("Origin"); o != "" {
 		if u, err := url.Parse(o); err == nil && originOfHost(u, pr.In.Host) {
 			out.Header.Set("Origin", "http://"+out.Host)
+			// The forwarded host and scheme say the same origin: Next.js
+			// (Server Actions) and Rails compare Origin with them where
+			// they are set, and with the preview's name there aborted
+			// every action and refused every form. A redirect built from
+			// them names localhost, which modifyResponse makes a path.
+			out.Header.Set("X-Forwarded-Host", out.Host)
+			out.Header.Set("X-Forwarded-Proto", "http")
 		}
 	}
 	if t.prefix != "" {

@@ -729,6 +729,13 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	// headers to stop DNS rebinding, and all accept localhost: send
 	// "localhost:{port}". The original host is in X-Forwarded-Host.
 	out.Host = "localhost:" + strconv.Itoa(t.port)
+	// ReverseProxy drops a viewer's Forwarded and X-Forwarded-For, -Host
+	// and -Proto; these say the same things to dev servers that trust
+	// their loopback peer as a proxy (Rails' Client-IP, Rack's -Ssl and
+	// -Scheme, X-Real-IP), and passed as the viewer wrote them.
+	for _, h := range spoofableProxyHeaders {
+		out.Header.Del(h)
+	}
 	pr.SetXForwarded()
 	if p.cfg.ClientIP != nil {
 		if ip := p.cfg.ClientIP(pr.In); ip != "" {
@@ -758,6 +765,15 @@ func (p *Preview) rewrite(pr *httputil.ProxyRequest) {
 	if !p.cfg.ForwardAuthorization {
 		out.Header.Del("Authorization")
 	}
+}
+
+// spoofableProxyHeaders are the headers proxies set to say who the client
+// is and how it came, besides those ReverseProxy drops, which a viewer's
+// request must not carry to the dev server: the proxy sets
+// X-Forwarded-Prefix itself, and none of the rest.
+var spoofableProxyHeaders = []string{
+	"X-Real-Ip", "Client-Ip", "True-Client-Ip", "X-Client-Ip",
+	"X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Forwarded-Server", "Front-End-Https", "X-Url-Scheme",
 }
 
 // originOfHost reports whether origin u is on host, the request's Host. A

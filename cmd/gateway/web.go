@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"slices"
@@ -231,10 +232,7 @@ func attachWeb(ctx context.Context, s *serving) (func(), error) {
 	// without its port, as the terminal's OriginPatterns.
 	publicOrigins := publicOriginPatterns(s.Config.PublicURL)
 	gatewayOrigin := func(r *http.Request) string {
-		if s.Config.PublicURL != "" {
-			return strings.TrimRight(s.Config.PublicURL, "/")
-		}
-		return "http://" + r.Host
+		return gatewayOriginFor(s.Config.PublicURL, s.Config.PreviewDomain, r)
 	}
 	// previewOrigin is a preview's subdomain-form origin in the scheme
 	// browsers reach the gateway by, --public-url's.
@@ -675,6 +673,35 @@ func hostResolver(st store.Store, shares *gatewayShares) func(ctx context.Contex
 // TLS-terminating proxy a deployment runs, r.TLS is nil though browsers
 // speak https, and an http:// origin would send the login ticket in clear
 // to a port where the proxy speaks TLS.
+// gatewayOriginFor is the origin that links made for r lead to the
+// gateway by: --public-url's, unless it names no address a browser can
+// open. Without --public-url it is http:// and --listen's address, which
+// for every address (--listen :8080) is [::] or 0.0.0.0: a viewer's own
+// machine, or nothing, to a browser, so a subdomain preview's login and
+// its pages' link back to the host list led nowhere. Then the gateway's
+// own pages keep the name r came by, and a preview's, where r.Host names
+// the preview, the address r's connection reached.
+func gatewayOriginFor(publicURL, previewDomain string, r *http.Request) string {
+	u, err := url.Parse(strings.TrimRight(publicURL, "/"))
+	if err != nil || u.Host == "" {
+		u = &url.URL{Scheme: "http"}
+		if r.TLS != nil {
+			u.Scheme = "https"
+		}
+	} else if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsUnspecified() {
+		return u.Scheme + "://" + u.Host
+	}
+	host := r.Host
+	if _, _, sub := forward.ParseSubdomain(r.Host, previewDomain); sub || host == "" {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			if ap, err := netip.ParseAddrPort(la.String()); err == nil && ap.Addr().Zone() == "" {
+				host = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+			}
+		}
+	}
+	return u.Scheme + "://" + host
+}
+
 func previewOriginFor(publicURL string, r *http.Request, hostID string, port int, domain string) string {
 	scheme := "http"
 	if u, err := url.Parse(publicURL); err == nil && u.Scheme != "" {

@@ -39,6 +39,9 @@ func runBackup(ctx context.Context, sio stdio, args []string) error {
 		return errUsage
 	}
 	n, err := backup(ctx, dir, out)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("backup: interrupted, and %s left as it was: %w", out, err)
+	}
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -123,17 +126,17 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 	if err := syncFile(filepath.Join(out, dbFile)); err != nil {
 		return 0, err
 	}
-	if err := copyFile(filepath.Join(dir, caKeyFile), filepath.Join(out, caKeyFile)); err != nil {
+	if err := copyFile(ctx, filepath.Join(dir, caKeyFile), filepath.Join(out, caKeyFile)); err != nil {
 		return 0, err
 	}
 	// The previews' cookie key: a gateway restored without it makes a new
 	// one, and every open preview is logged out (a Vite tab's hot reload
 	// for good). A state dir only older gateways served has none.
-	if err := copyFile(filepath.Join(dir, previewKeyFile), filepath.Join(out, previewKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := copyFile(ctx, filepath.Join(dir, previewKeyFile), filepath.Join(out, previewKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
 	}
 	for _, d := range backupDirs {
-		c, err := copyTree(filepath.Join(dir, d), filepath.Join(out, d))
+		c, err := copyTree(ctx, filepath.Join(dir, d), filepath.Join(out, d))
 		if err != nil {
 			return 0, err
 		}
@@ -153,8 +156,12 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 // copyTree copies src's directories (0700) and regular files (0600) to
 // dst, all but a checkpoint's partial files; a src that does not exist, or
 // a file that goes while it is copied (a sandbox that ended), is skipped.
-func copyTree(src, dst string) (n int, err error) {
+// It stops when ctx ends (copyFile).
+func copyTree(ctx context.Context, src, dst string) (n int, err error) {
 	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -175,7 +182,7 @@ func copyTree(src, dst string) (n int, err error) {
 		if testHookBackupCopy != nil {
 			testHookBackupCopy(p)
 		}
-		if err := copyFile(p, to); errors.Is(err, fs.ErrNotExist) {
+		if err := copyFile(ctx, p, to); errors.Is(err, fs.ErrNotExist) {
 			return nil
 		} else if err != nil {
 			return err
@@ -222,8 +229,11 @@ func dropLoneManifests(dir string) (int, error) {
 // before copyTree copies it.
 var testHookBackupCopy func(path string)
 
-// copyFile copies src to the new file dst (0600), synced.
-func copyFile(src, dst string) error {
+// copyFile copies src to the new file dst (0600), synced. It stops when
+// ctx ends: the command catches Ctrl-C and SIGTERM into ctx, so a copy
+// that did not look at it went on through every checkpoint (GiB,
+// minutes) while the operator waited for it to stop.
+func copyFile(ctx context.Context, src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -233,12 +243,23 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(outf, in)
-	if err == nil {
+	// In chunks, each an io.CopyN that keeps the kernel's copy
+	// (copy_file_range: a reflink where the file system has them) a
+	// reader of our own would lose.
+	for err == nil {
+		if err = ctx.Err(); err == nil {
+			_, err = io.CopyN(outf, in, copyChunk)
+		}
+	}
+	if errors.Is(err, io.EOF) {
 		err = outf.Sync()
 	}
 	return errors.Join(err, outf.Close())
 }
+
+// copyChunk is how much copyFile copies between looks at its ctx: a
+// fraction of a second at a disk's speed.
+const copyChunk = 16 << 20
 
 func syncFile(name string) error {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)

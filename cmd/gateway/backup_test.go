@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -297,5 +298,50 @@ func TestBackupCheckpointDeletedMeanwhile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "checkpoints", "ckpt-b.json")); err != nil {
 		t.Errorf("ckpt-b, untouched: %v", err)
+	}
+}
+
+// A backup interrupted (Ctrl-C, SIGTERM: its ctx ends) while it copies
+// the state's files stops there and leaves no --out: it ignored the
+// signal, which the command catches, and copied every checkpoint (many
+// GiB, minutes) before it exited, as if it had not been asked to stop.
+func TestBackupInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	st, _, err := openState(testCtx(t), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "checkpoints")
+	if err := os.Mkdir(cp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ckpt-a", "ckpt-b"} {
+		for _, ext := range []string{".json", ".tar"} {
+			if err := os.WriteFile(filepath.Join(cp, id+ext), []byte(id+ext), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	copied := 0
+	testHookBackupCopy = func(string) {
+		if copied++; copied == 1 {
+			cancel() // the operator's Ctrl-C, once the first file is under way
+		}
+	}
+	t.Cleanup(func() { testHookBackupCopy = nil })
+	out := filepath.Join(t.TempDir(), "backup")
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out); !errors.Is(err, context.Canceled) {
+		t.Errorf("an interrupted backup: %v, want context.Canceled", err)
+	}
+	if copied > 1 {
+		t.Errorf("the backup went on to copy %d files after it was interrupted", copied-1)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an interrupted backup left %s: %v", out, err)
 	}
 }

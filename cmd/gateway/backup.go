@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hostgate/hostgate/internal/durable"
 	"github.com/hostgate/hostgate/internal/store"
 )
 
@@ -84,6 +85,9 @@ func restoreHint(dir, out string) string {
 // dir's owner's (keepOwner); on failure it leaves out as it found it. It reports how many files of backupDirs it
 // copied.
 func backup(ctx context.Context, dir, out string) (n int, err error) {
+	if err := unfinishedBackup(dir); err != nil {
+		return 0, err
+	}
 	db := filepath.Join(dir, dbFile)
 	if _, err := os.Stat(db); err != nil {
 		return 0, fmt.Errorf("no gateway state in %s (%v): is --state-dir (or HOSTGATE_STATE_DIR) the gateway's?", dir, err)
@@ -120,6 +124,15 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 			_ = os.RemoveAll(filepath.Join(out, e.Name()))
 		}
 	}()
+	// Made durable before anything else, and gone only once all the rest
+	// is: a backup that is killed or loses its power partway leaves it.
+	marker := filepath.Join(out, backupIncompleteFile)
+	if err := os.WriteFile(marker, []byte(backupIncompleteText), 0o600); err != nil {
+		return 0, err
+	}
+	if err := durable.SyncDir(out); err != nil {
+		return 0, err
+	}
 	if err := store.Backup(ctx, db, filepath.Join(out, dbFile)); err != nil {
 		return 0, err
 	}
@@ -150,7 +163,46 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 	if err := keepOwner(dir, out); err != nil {
 		return 0, err
 	}
-	return n, nil
+	// Every file was synced as it was written; their names are on disk
+	// once their directories are too, and only then may the marker go.
+	if err := syncDirs(out); err != nil {
+		return 0, err
+	}
+	if err := os.Remove(marker); err != nil {
+		return 0, err
+	}
+	return n, durable.SyncDir(out)
+}
+
+// backupIncompleteFile is in a backup's directory while the backup is
+// written. A backup killed partway (an ssh session's SIGHUP, which the
+// command does not catch, SIGKILL, the OOM killer, a power loss) held the
+// database and CA key but not every checkpoint or sandbox key, and the
+// file being copied cut: a gateway started on it, or on a copy of it in
+// the state dir's place, took it for the whole state. openState and
+// backup refuse a directory that holds it (unfinishedBackup).
+const backupIncompleteFile = "backup-incomplete"
+
+const backupIncompleteText = "A gateway backup was being written into this directory and did not finish: it may lack files or hold cut ones, and a gateway refuses to start on it. Take the backup again.\n"
+
+// unfinishedBackup fails, saying what to do, when dir is a backup that
+// did not finish.
+func unfinishedBackup(dir string) error {
+	if _, err := os.Lstat(filepath.Join(dir, backupIncompleteFile)); err != nil {
+		return nil
+	}
+	return fmt.Errorf("%s is a gateway backup that did not finish (it holds %s: the backup was stopped, or its machine went down, while it copied), so files may be missing or cut: take the backup again (gateway backup --out NEW) or restore a whole one (should this be all there is, delete %s to use what it holds, what was not yet copied missing)",
+		dir, backupIncompleteFile, filepath.Join(dir, backupIncompleteFile))
+}
+
+// syncDirs syncs dir and every directory under it.
+func syncDirs(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return durable.SyncDir(p)
+	})
 }
 
 // copyTree copies src's directories (0700) and regular files (0600) to

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -343,5 +344,74 @@ func TestBackupInterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("an interrupted backup left %s: %v", out, err)
+	}
+}
+
+// A backup killed partway (its ssh session dropped: SIGHUP, which the
+// command does not catch; SIGKILL, the OOM killer, a power loss) leaves
+// --out as it was then, which a gateway refuses to start on, naming the
+// fix; the finished backup has no trace of that. The cut one held the
+// database and CA key, and a gateway (or gateway token list) took it as
+// the state dir it was, every checkpoint and sandbox key not yet copied
+// missing and the one being copied cut.
+func TestBackupKilledPartwayRefused(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.CreateToken(ctx, store.TokenSpec{Name: "admin", Role: store.RoleAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "checkpoints")
+	if err := os.Mkdir(cp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ckpt-a.json", "ckpt-a.tar"} {
+		if err := os.WriteFile(filepath.Join(cp, name), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "backup")
+	cut := filepath.Join(t.TempDir(), "cut")
+	// What a kill as the first checkpoint file is copied leaves, as an
+	// operator would then copy it into the state dir's place.
+	testHookBackupCopy = func(string) {
+		if _, err := os.Stat(cut); err == nil {
+			return
+		}
+		if b, err := exec.Command("cp", "-a", out, cut).CombinedOutput(); err != nil {
+			t.Errorf("cp -a: %v: %s", err, b)
+		}
+	}
+	t.Cleanup(func() { testHookBackupCopy = nil })
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cut); err != nil {
+		t.Fatalf("the test's copy never ran: %v", err)
+	}
+	_, err = cli(t, ctx, "token", "list", "--state-dir", cut)
+	if err == nil || !strings.Contains(err.Error(), "did not finish") || !strings.Contains(err.Error(), "gateway backup") {
+		t.Errorf("token list on a backup cut partway: %v; want a refusal that says it did not finish and to take it again", err)
+	}
+	if _, err := cli(t, ctx, "backup", "--state-dir", cut, "--out", filepath.Join(t.TempDir(), "b2")); err == nil || !strings.Contains(err.Error(), "did not finish") {
+		t.Errorf("a backup of a backup cut partway: %v; want a refusal", err)
+	}
+	if out, err := cli(t, ctx, "token", "list", "--state-dir", out); err != nil || !strings.Contains(out, "admin") {
+		t.Errorf("token list on the finished backup: %q, %v", out, err)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !slices.Contains([]string{dbFile, caKeyFile, "checkpoints"}, e.Name()) && !strings.HasPrefix(e.Name(), dbFile+"-") {
+			t.Errorf("the finished backup holds %s", e.Name())
+		}
 	}
 }

@@ -386,6 +386,9 @@ func newLogger(sio stdio, format string) *slog.Logger {
 // see what the command writes (a forgotten --state-dir made a token the
 // gateway refused, with no hint why).
 func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQLite, *sshca.CA, error) {
+	if err := unfinishedBackup(dir); err != nil {
+		return nil, nil, err // before the warning that it holds no state yet
+	}
 	if _, err := os.Stat(filepath.Join(dir, dbFile)); errors.Is(err, fs.ErrNotExist) {
 		if stateDirServed(dir) {
 			// The gateway goes on with the file it opened, deleted: a new
@@ -442,6 +445,9 @@ func newCAFix(n int) string {
 // hears of each database file that was open to group or others (an older
 // gateway's, created 0644), which the store has made its owner's alone.
 func openState(ctx context.Context, dir string, tightened func(store.TightenedFile)) (*store.SQLite, *sshca.CA, error) {
+	if err := unfinishedBackup(dir); err != nil {
+		return nil, nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("state dir: %w", err)
 	}

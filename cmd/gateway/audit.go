@@ -43,7 +43,7 @@ func runAudit(ctx context.Context, sio stdio, args []string) error {
 	if err := stateExists(dir); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	st, _, err := openAdminState(ctx, dir, sio.err)
+	st, _, err := openAdminState(ctx, dir, false, sio.err)
 	if err != nil {
 		return err
 	}

@@ -38,9 +38,9 @@ func runHost(ctx context.Context, sio stdio, args []string) error {
 		return fmt.Errorf("host %s: want exactly one host id", sub)
 	}
 	id := fs.Arg(0)
-	st, _, err := openAdminState(ctx, dir, sio.err)
+	st, _, err := openAdminState(ctx, dir, false, sio.err)
 	if err != nil {
-		return err
+		return fmt.Errorf("host %s: %w", sub, err)
 	}
 	defer st.Close()
 	by := "cli"

@@ -112,7 +112,7 @@ func TestHostRemove(t *testing.T) {
 	within("the removed host's agent token at /v1/agents/connect, want 401", func(code int, _ string) bool { return code == http.StatusUnauthorized },
 		"", "/v1/agents/connect", upper)
 	// A sandbox's host goes with its execution, not by this command.
-	st, _, err := openAdminState(ctx, dir, io.Discard)
+	st, _, err := openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestHostRemove(t *testing.T) {
 func TestHostResetKeySandbox(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	st, _, err := openAdminState(ctx, dir, io.Discard)
+	st, _, err := openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestHostResetKeySandbox(t *testing.T) {
 	if _, err := cli(t, ctx, "host", "reset-key", "sbx-1", "--state-dir", dir); err == nil || !strings.Contains(err.Error(), "sandbox") {
 		t.Errorf("reset-key of a sandbox's host: %v, want a refusal saying it is a sandbox's", err)
 	}
-	st, _, err = openAdminState(ctx, dir, io.Discard)
+	st, _, err = openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestHostResetKeySandbox(t *testing.T) {
 func TestTokenCreateCaseTwin(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	st, _, err := openAdminState(ctx, dir, io.Discard)
+	st, _, err := openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func (failDeleteHost) DeleteHost(context.Context, string, string) error {
 func TestHostRemoveFailsLate(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	st, _, err := openAdminState(ctx, dir, io.Discard)
+	st, _, err := openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestHostRemoveFailsLate(t *testing.T) {
 func TestTokenListQuotesNames(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	st, _, err := openAdminState(ctx, dir, io.Discard)
+	st, _, err := openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

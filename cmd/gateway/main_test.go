@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -903,7 +904,7 @@ func TestTokenListGroupsSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := openAdminState(ctx, dir, io.Discard)
+	st, _, err := openAdminState(ctx, dir, true, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1315,5 +1316,33 @@ func TestStateDirEmptyRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir("."); len(ents) != 0 {
 		t.Errorf("the working directory holds %d entries, want none", len(ents))
+	}
+}
+
+// The commands that only read or remove what a state dir holds (token
+// list and revoke, host reset-key and remove) refuse one with no gateway
+// state, naming the flag, and leave it unmade: a mistyped --state-dir
+// made a new state dir with a new CA key, and token list answered it with
+// an empty list and exit 0, as if every token were gone; run in the
+// state dir's place midway through the README's restore (after its mv),
+// it made the directory that cp -a then copied the backup into, and the
+// gateway started on that new state, with no tokens or hosts and a CA
+// every agent refuses.
+func TestAdminCommandsNeedState(t *testing.T) {
+	ctx := testCtx(t)
+	for _, args := range [][]string{
+		{"token", "list"},
+		{"token", "revoke", "abc"},
+		{"host", "reset-key", "h1"},
+		{"host", "remove", "h1"},
+	} {
+		dir := filepath.Join(t.TempDir(), "state")
+		_, err := cli(t, ctx, append(args, "--state-dir", dir)...)
+		if err == nil || !strings.Contains(err.Error(), "no gateway state in "+dir) || !strings.Contains(err.Error(), "--state-dir") {
+			t.Errorf("%v on no state: %v; want a refusal naming --state-dir", args, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v on no state made %s: %v", args, dir, err)
+		}
 	}
 }

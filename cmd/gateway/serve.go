@@ -384,8 +384,12 @@ func newLogger(sio stdio, format string) *slog.Logger {
 // gateway's state (tokens, host keys): it says so on warn when dir held
 // no state yet, since a running gateway with another --state-dir will not
 // see what the command writes (a forgotten --state-dir made a token the
-// gateway refused, with no hint why).
-func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQLite, *sshca.CA, error) {
+// gateway refused, with no hint why). Only a command that makes state
+// (create: token create, before a gateway's first start) makes it there;
+// the others refuse, as nothing is there to list, revoke or reset, and a
+// new state dir (with a new CA key) at a mistyped path, or at the state
+// dir's own midway through a restore, is what they would leave.
+func openAdminState(ctx context.Context, dir string, create bool, warn io.Writer) (*store.SQLite, *sshca.CA, error) {
 	if err := unfinishedBackup(dir); err != nil {
 		return nil, nil, err // before the warning that it holds no state yet
 	}
@@ -396,6 +400,9 @@ func openAdminState(ctx context.Context, dir string, warn io.Writer) (*store.SQL
 			// it refuses) and be all the state it finds at its restart.
 			return nil, nil, fmt.Errorf("a gateway is serving from %s but its database %s is gone (deleted while it ran?): the gateway would not see what this command writes. Stop the gateway, put %s back from a backup (or let it start on new state), then run this again",
 				dir, filepath.Join(dir, dbFile), dbFile)
+		}
+		if !create {
+			return nil, nil, stateExists(dir)
 		}
 		fmt.Fprintf(warn, "warning: no gateway state in %s yet; creating it. A gateway serving with another --state-dir (or HOSTGATE_STATE_DIR) will not know what this command writes.\n", dir)
 	}

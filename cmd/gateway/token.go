@@ -78,9 +78,9 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		fmt.Fprintln(sio.err, tokenUsage)
 		return errUsage
 	}
-	st, _, err := openAdminState(ctx, dir, sio.err)
+	st, _, err := openAdminState(ctx, dir, false, sio.err)
 	if err != nil {
-		return err
+		return fmt.Errorf("token %s: %w", verb, err)
 	}
 	defer st.Close()
 	toks, err := st.Tokens(ctx)
@@ -205,7 +205,7 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 	if ttl > 0 {
 		spec.ExpiresAt = time.Now().Add(ttl)
 	}
-	st, _, err := openAdminState(ctx, dir, sio.err)
+	st, _, err := openAdminState(ctx, dir, true, sio.err)
 	if err != nil {
 		return err
 	}

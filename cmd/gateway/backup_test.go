@@ -415,3 +415,38 @@ func TestBackupKilledPartwayRefused(t *testing.T) {
 		}
 	}
 }
+
+// A state dir whose database is an empty file beside its CA key (a
+// restore's cp -a cut by a full disk, which left gateway.db 0 bytes) is
+// refused, naming the file and the fix, and left as it is: SQLite takes an
+// empty file for a new database, so the gateway and every command started
+// on new state in silence, every token, pinned host key and audit entry
+// gone and every agent's token refused.
+func TestEmptyDatabaseRefused(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.CreateToken(ctx, store.TokenSpec{Name: "admin", Role: store.RoleAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, dbFile)
+	if err := os.Truncate(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli(t, ctx, "token", "list", "--state-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), db+" is empty") || !strings.Contains(err.Error(), "backup") {
+		t.Errorf("token list on an empty database: %v; want a refusal naming it and a backup", err)
+	}
+	if _, _, err := openState(ctx, dir, nil); err == nil {
+		t.Error("openState (serve's) took an empty database")
+	}
+	if fi, err := os.Stat(db); err != nil || fi.Size() != 0 {
+		t.Errorf("the empty database was written: %v, %v", fi.Size(), err)
+	}
+}

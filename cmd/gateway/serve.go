@@ -418,6 +418,26 @@ func openAdminState(ctx context.Context, dir string, create bool, warn io.Writer
 	return st, ca, err
 }
 
+// emptyDatabase fails, naming the file and the fix, when dir's database
+// is an empty file beside a CA key: SQLite takes an empty file for a new
+// database, so a state dir whose database was cut to nothing (a restore's
+// cp -a onto a full disk) was opened as new state in silence, every token,
+// pinned host key and audit entry gone. A database this gateway made is
+// never empty once a CA key is beside it: the CA is made after the store
+// opened it, which writes its first page as it turns on WAL.
+func emptyDatabase(dir string) error {
+	db := filepath.Join(dir, dbFile)
+	fi, err := os.Stat(db)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || caKeyMissing(dir) {
+		return nil
+	}
+	if wal, err := os.Stat(db + "-wal"); err == nil && wal.Size() > 0 {
+		return nil // what there is is in the log: SQLite's to read
+	}
+	return fmt.Errorf("%s is empty, though %s holds this gateway's CA key: its tokens, hosts and audit log are lost (a copy of the state dir cut short, by a full disk say). Stop the gateway and put the state dir back from a whole backup (gateway backup's, or the state dir the restore moved aside); to start over on new state with this CA instead, delete %s",
+		db, dir, db)
+}
+
 // caKeyMissing reports whether dir holds no CA key yet (openState makes one).
 func caKeyMissing(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, caKeyFile))
@@ -453,6 +473,9 @@ func newCAFix(n int) string {
 // gateway's, created 0644), which the store has made its owner's alone.
 func openState(ctx context.Context, dir string, tightened func(store.TightenedFile)) (*store.SQLite, *sshca.CA, error) {
 	if err := unfinishedBackup(dir); err != nil {
+		return nil, nil, err
+	}
+	if err := emptyDatabase(dir); err != nil {
 		return nil, nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -68,6 +68,9 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		if we := writeErr(path, err, true); we != err {
 			return nil, we
 		}
+		if ue := unreadable(path, err); ue != nil {
+			return nil, ue
+		}
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
 	// Outside the migrations, so that the schema version stays what an
@@ -327,7 +330,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		return err
 	}
 	if v > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this binary (%d)", v, len(migrations))
+		return &newerSchemaError{have: v, know: len(migrations)}
 	}
 	for i := v; i < len(migrations); i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {

@@ -124,3 +124,31 @@ func (s *SQLite) CheckWrite(ctx context.Context) (err error) {
 	}
 	return nil
 }
+
+// newerSchemaError is a database whose schema a newer gateway made.
+type newerSchemaError struct{ have, know int }
+
+func (e *newerSchemaError) Error() string {
+	return fmt.Sprintf("schema version %d is newer than this binary (%d)", e.have, e.know)
+}
+
+// unreadable is Open's error for a database it cannot take, saying what
+// to do, or nil for another failure: SQLite's "database disk image is
+// malformed (11)" and "file is not a database (26)", for a database cut
+// short or another file in its place (a restore's copy gone wrong), and a
+// newer schema named the file but neither the backup nor the binary that
+// would read it.
+func unreadable(path string, err error) error {
+	if ne := (*newerSchemaError)(nil); errors.As(err, &ne) {
+		return fmt.Errorf("store: %s: %w: a newer gateway version has opened it; run that version (gateway version names this one's), or, to go back to this one, stop the gateway and put the state dir back from the backup taken before the upgrade", path, err)
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return nil
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("store: %s is damaged or not a gateway database (%w): a copy cut short, or another file in its place? Stop the gateway and put the state dir back from a whole backup (gateway backup's, or the state dir a restore moved aside)", path, err)
+	}
+	return nil
+}

@@ -132,7 +132,8 @@ func load(path string) (ssh.Signer, error) {
 	}
 	s, err := ssh.ParsePrivateKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("sshca: key %s: %w", path, err)
+		// Not made again: a new CA is one every enrolled agent refuses.
+		return nil, fmt.Errorf("sshca: key %s cannot be read (%w): it is cut short or not a CA key (a copy of the state dir gone wrong?); put it back from a backup of the state dir, or, to change the CA on purpose, delete it (the README's CA change: every agent must then forget the pinned CA)", path, err)
 	}
 	return s, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,5 +190,33 @@ func TestCreatedKeyIsDurable(t *testing.T) {
 	}
 	if !slices.Contains(synced, dir) {
 		t.Fatalf("%s was not synced once the new CA key was linked into it: a power loss can lose the key", dir)
+	}
+}
+
+// A CA key file that does not parse (cut short by a restore's copy onto a
+// full disk, emptied) says what to do and is left as it is: it said only
+// "ssh: no key found", and the fix is the key from a backup, not a new CA,
+// which every enrolled agent refuses.
+func TestLoadUnreadableKeyNamesFix(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ca_key")
+	if _, err := LoadOrCreate(path); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range [][]byte{whole[:len(whole)/2], nil} {
+		if err := os.WriteFile(path, cut, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadOrCreate(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "backup") {
+			t.Errorf("a key of %d bytes: %v; want it to name the file and the backup", len(cut), err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != string(cut) {
+			t.Errorf("a key of %d bytes was replaced", len(cut))
+		}
 	}
 }

@@ -63,21 +63,20 @@ func runBackup(ctx context.Context, sio stdio, args []string) error {
 // gateway restored there did not adopt the sandboxes that ran and
 // recorded them as ended, while they ran on under the old owner.
 func restoreHint(dir, out string) string {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		abs = dir
-	}
-	hint := fmt.Sprintf("to restore, stop the gateway and put the backup in the state dir's place (mv %s %s.old && cp -a %s %s), then start it", abs, abs, out, abs)
+	// Both absolute: the restore is run from wherever the operator is
+	// then, often on another day.
+	abs, absOut := absStateDir(dir), absStateDir(out)
+	hint := fmt.Sprintf("to restore, stop the gateway and put the backup in the state dir's place (mv %s %s.old && cp -a %s %s), then start it", abs, abs, absOut, abs)
 	ents, _ := os.ReadDir(filepath.Join(out, "execution-keys"))
 	if len(ents) == 0 {
-		return hint + " (or start it with --state-dir " + out + ")"
+		return hint + " (or start it with --state-dir " + absOut + ")"
 	}
 	ran, left := fmt.Sprintf("the %d sandboxes that ran", len(ents)), "them running until their runtime ends"
 	if len(ents) == 1 {
 		ran, left = "the sandbox that ran", "it running until its runtime ends"
 	}
 	return fmt.Sprintf("%s: only there does it adopt %s (a gateway started with --state-dir %s is Docker executions owner %s, not %s, and leaves %s)",
-		hint, ran, out, owner(out), owner(dir), left)
+		hint, ran, absOut, owner(out), owner(dir), left)
 }
 
 // backup copies the state dir's database (a consistent snapshot), CA key,

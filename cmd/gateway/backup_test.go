@@ -450,3 +450,29 @@ func TestEmptyDatabaseRefused(t *testing.T) {
 		t.Errorf("the empty database was written: %v, %v", fi.Size(), err)
 	}
 }
+
+// The restore command a backup prints names the backup by its absolute
+// path, as it names the state dir: given --out relative, it printed
+// "cp -a b /abs/state", which failed (or copied another b) when run, as
+// a restore is, from another directory, often on another day.
+func TestBackupRestoreHintAbsolute(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wd := t.TempDir()
+	t.Chdir(wd)
+	msg, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(wd, "b")
+	if !strings.Contains(msg, "cp -a "+abs+" "+dir) || !strings.Contains(msg, "--state-dir "+abs) {
+		t.Errorf("backup said %q; want its restore to name %s", msg, abs)
+	}
+}

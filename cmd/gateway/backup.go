@@ -89,6 +89,12 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 	}
 	db := filepath.Join(dir, dbFile)
 	if _, err := os.Stat(db); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			// The state is there, another user's: say whose, and who runs.
+			if aerr := checkStateAccess(dir); aerr != nil {
+				return 0, aerr
+			}
+		}
 		return 0, fmt.Errorf("no gateway state in %s (%v): is --state-dir (or HOSTGATE_STATE_DIR) the gateway's?", dir, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, caKeyFile)); err != nil {

@@ -136,3 +136,28 @@ func otherUsersStateDir(t *testing.T, ctx context.Context, prefix string) (bin, 
 	}
 	return bin, dir
 }
+
+// A backup run as a user who cannot read the state dir (an operator's own
+// account against the gateway's 0700 dir) says whose it is and who runs:
+// it said "no gateway state in DIR (… permission denied): is --state-dir
+// (or HOSTGATE_STATE_DIR) the gateway's?", sending the operator after a
+// path that was right.
+func TestBackupOfAnotherUsersStateDir(t *testing.T) {
+	testenv.RequirePeer(t, "root (to run the gateway as another user)", os.Geteuid() == 0)
+	ctx := testCtx(t)
+	bin, dir := otherUsersStateDir(t, ctx, "hostgate-backupaccess-")
+	outDir := filepath.Join(filepath.Dir(dir), "out")
+	if err := os.Mkdir(outDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(outDir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	out, err := asNobody(t, ctx, bin, "backup", "--state-dir", dir, "--out", filepath.Join(outDir, "b"))
+	if err == nil {
+		t.Fatalf("backup as nobody of root's state dir: no error\n%s", out)
+	}
+	if strings.Contains(out, "is --state-dir") || !strings.Contains(out, dir+" belongs to root (uid 0)") || !strings.Contains(out, "(uid 65534)") {
+		t.Errorf("backup as nobody of root's state dir: %q; want whose it is and who runs", strings.TrimSpace(out))
+	}
+}

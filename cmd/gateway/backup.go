@@ -109,6 +109,8 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 		made = true
 	case err != nil:
 		return 0, err
+	case len(ents) > 0 && unfinishedBackup(out) != nil:
+		return 0, fmt.Errorf("%s holds a backup that did not finish (%s; its ssh session dropped, say): remove it (rm -r %s) and run this again, or give --out a new directory", out, backupIncompleteFile, out)
 	case len(ents) > 0:
 		return 0, fmt.Errorf("%s exists and is not empty: give --out a new directory (or remove what is in it)", out)
 	default:

@@ -476,3 +476,31 @@ func TestBackupRestoreHintAbsolute(t *testing.T) {
 		t.Errorf("backup said %q; want its restore to name %s", msg, abs)
 	}
 }
+
+// A backup run again into the --out of one that did not finish (killed
+// with its ssh session) is told that is what is there and how to clear
+// it, not only that the directory is not empty, and leaves it be.
+func TestBackupAgainIntoUnfinished(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for _, name := range []string{backupIncompleteFile, dbFile} {
+		if err := os.WriteFile(filepath.Join(out, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = cli(t, ctx, "backup", "--state-dir", dir, "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "did not finish") || !strings.Contains(err.Error(), "rm -r "+out) {
+		t.Errorf("a backup into an unfinished one: %v; want it named, and rm -r %s", err, out)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 2 {
+		t.Errorf("the unfinished backup was changed: %v", ents)
+	}
+}

@@ -215,8 +215,15 @@ func syncDirs(dir string) error {
 // copyTree copies src's directories (0700) and regular files (0600) to
 // dst, all but a checkpoint's partial files; a src that does not exist, or
 // a file that goes while it is copied (a sandbox that ended), is skipped.
-// It stops when ctx ends (copyFile).
+// It stops when ctx ends (copyFile). A src that is a symbolic link (the
+// checkpoints kept on a larger disk) is followed, as the gateway follows
+// it; links under it are not, as the gateway makes none.
 func copyTree(ctx context.Context, src, dst string) (n int, err error) {
+	if fi, err := os.Lstat(src); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if real, err := filepath.EvalSymlinks(src); err == nil {
+			src = real
+		}
+	}
 	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr

@@ -504,3 +504,45 @@ func TestBackupAgainIntoUnfinished(t *testing.T) {
 		t.Errorf("the unfinished backup was changed: %v", ents)
 	}
 }
+
+// A state dir whose checkpoints directory is a symbolic link (to a larger
+// disk: the gateway keeps them there as well as in the state dir) is
+// backed up with those checkpoints, copied as files of the backup's own
+// checkpoints directory: the walk did not follow the link, so the backup
+// held none and said "0 files", and the restored gateway had none.
+func TestBackupFollowsLinkedDir(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	for _, name := range []string{"ckpt-a.json", "ckpt-a.tar"} {
+		if err := os.WriteFile(filepath.Join(elsewhere, name), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "checkpoints")); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "backup")
+	msg, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, " and 2 files of ") {
+		t.Errorf("backup said %q; want 2 files", msg)
+	}
+	if fi, err := os.Lstat(filepath.Join(out, "checkpoints")); err != nil || !fi.IsDir() {
+		t.Fatalf("the backup's checkpoints: %v, %v; want a directory", fi, err)
+	}
+	for _, name := range []string{"ckpt-a.json", "ckpt-a.tar"} {
+		if b, err := os.ReadFile(filepath.Join(out, "checkpoints", name)); err != nil || string(b) != name {
+			t.Errorf("the backup's %s: %q, %v", name, b, err)
+		}
+	}
+}

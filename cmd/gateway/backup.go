@@ -131,6 +131,9 @@ func backup(ctx context.Context, dir, out string) (n int, err error) {
 			_ = os.RemoveAll(filepath.Join(out, e.Name()))
 		}
 	}()
+	if err := backupFits(dir, out); err != nil {
+		return 0, err
+	}
 	// Made durable before anything else, and gone only once all the rest
 	// is: a backup that is killed or loses its power partway leaves it.
 	marker := filepath.Join(out, backupIncompleteFile)
@@ -210,6 +213,60 @@ func syncDirs(dir string) error {
 		}
 		return durable.SyncDir(p)
 	})
+}
+
+// backupFits fails, saying both sizes, when the filesystem out is to be
+// written to has less space free than dir's state takes: the backup
+// copied until that disk was full, and where out shares the state dir's
+// disk (a backups directory beside it) the running gateway's own writes
+// failed meanwhile. The database's copy is taken at its file's size, its
+// -wal's included, which VACUUM INTO does not pass. A filesystem that
+// cannot be measured is not refused.
+func backupFits(dir, out string) error {
+	free, err := backupFree(out)
+	if err != nil {
+		return nil
+	}
+	var need uint64
+	for _, f := range []string{dbFile, dbFile + "-wal", caKeyFile, previewKeyFile} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			need += uint64(fi.Size())
+		}
+	}
+	for _, d := range backupDirs {
+		src := filepath.Join(dir, d)
+		if real, err := filepath.EvalSymlinks(src); err == nil {
+			src = real
+		}
+		_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() || strings.HasSuffix(p, ".partial") {
+				return nil
+			}
+			if fi, err := d.Info(); err == nil {
+				need += uint64(fi.Size())
+			}
+			return nil
+		})
+	}
+	if need <= free {
+		return nil
+	}
+	return fmt.Errorf("%s's disk has %s free, and the backup of %s needs about %s: free space there, or give --out a directory on another disk", out, iecBytes(free), dir, iecBytes(need))
+}
+
+// iecBytes is n in the largest binary unit it has a whole one of, to a
+// tenth (512 KiB, 1.5 GiB).
+func iecBytes(n uint64) string {
+	for _, u := range []struct {
+		name  string
+		shift uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n >= 1<<u.shift {
+			v := strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/float64(uint64(1)<<u.shift)), ".0")
+			return v + " " + u.name
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // copyTree copies src's directories (0700) and regular files (0600) to

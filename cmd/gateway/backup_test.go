@@ -546,3 +546,50 @@ func TestBackupFollowsLinkedDir(t *testing.T) {
 		}
 	}
 }
+
+// A backup whose --out's filesystem has less space free than the state to
+// copy is refused before it writes anything, saying both sizes: it copied
+// until the disk was full, and where --out shares the state dir's disk
+// (a backups directory beside it) the running gateway's own writes failed
+// meanwhile (store_unavailable, audit_unavailable) until it gave up.
+func TestBackupRefusesTooLittleSpace(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	st, _, err := openState(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "checkpoints")
+	if err := os.Mkdir(cp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cp, "ckpt-a.tar"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cp, "ckpt-a.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	free := uint64(512 << 10)
+	var asked []string
+	old := backupFree
+	backupFree = func(d string) (uint64, error) { asked = append(asked, d); return free, nil }
+	t.Cleanup(func() { backupFree = old })
+	out := filepath.Join(t.TempDir(), "backup")
+	_, err = cli(t, ctx, "backup", "--state-dir", dir, "--out", out)
+	if err == nil || !strings.Contains(err.Error(), "512 KiB free") || !strings.Contains(err.Error(), "needs") {
+		t.Errorf("a backup into too little space: %v; want a refusal naming what is free and what it needs", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused backup made %s: %v", out, err)
+	}
+	if !slices.Contains(asked, out) {
+		t.Errorf("free space asked of %q, want %s", asked, out)
+	}
+	free = 1 << 30
+	if _, err := cli(t, ctx, "backup", "--state-dir", dir, "--out", out); err != nil {
+		t.Errorf("a backup that fits: %v", err)
+	}
+}

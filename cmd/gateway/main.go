@@ -83,17 +83,36 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(os.Args[1:])...)
 	err := run(ctx, stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}, os.Args[1:])
 	stop()
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp): // help was asked for and given
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case errors.As(err, new(reportedError)):
-		os.Exit(1)
-	default:
-		fmt.Fprintln(os.Stderr, "gateway:", err)
-		os.Exit(1)
+	code, say := exitCode(err)
+	if say != "" {
+		fmt.Fprintln(os.Stderr, say)
+	}
+	if code != 0 {
+		os.Exit(code) // else main returns, as the tests' TestMain needs
 	}
 }
+
+// exitCode is the exit status for run's err, and what is still to be said
+// of it on standard error: 2 for a usage error (a missing argument, a
+// flag the command does not take or a flag's bad value), 1 for a failure.
+func exitCode(err error) (int, string) {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp): // help was asked for and given
+		return 0, ""
+	case errors.As(err, new(flagError)):
+		return 2, "gateway: " + err.Error()
+	case errors.Is(err, errUsage):
+		return 2, ""
+	case errors.As(err, new(reportedError)):
+		return 1, ""
+	}
+	return 1, "gateway: " + err.Error()
+}
+
+// flagError is a command line the flag package refused.
+type flagError struct{ error }
+
+func (e flagError) Unwrap() error { return e.error }
 
 func run(ctx context.Context, sio stdio, args []string) error {
 	if len(args) == 0 {
@@ -203,7 +222,13 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	if o, ok := fs.Output().(flagOutput); ok {
 		help = o.out
 	}
-	return flaghelp.Want(fs, flaghelp.Parse(fs, help, func() error { return parseInterspersed(fs, args) }))
+	err := flaghelp.Want(fs, flaghelp.Parse(fs, help, func() error { return parseInterspersed(fs, args) }))
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		// A usage error, as a missing argument is: exit 2, not a
+		// failure's 1.
+		return flagError{err}
+	}
+	return err
 }
 
 // parseInterspersed is parseArgs without the help's routing.

@@ -1346,3 +1346,33 @@ func TestAdminCommandsNeedState(t *testing.T) {
 		}
 	}
 }
+
+// A flag the command does not take, or a flag's bad value, is a usage
+// error as a missing argument is: exit 2, where it exited 1 as a failed
+// backup or revoke does, so a script could not tell its own mistake from
+// the gateway's. Its message is still said, with what the flag wants.
+func TestFlagErrorIsUsage(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"backup", "--bogus", "--out", filepath.Join(dir, "b")}, "flag provided but not defined: -bogus"},
+		{[]string{"audit", "--limit", "x"}, "--limit wants a whole number"},
+		{[]string{"token", "list", "--ttl", "1h"}, "flag provided but not defined: -ttl"},
+		{[]string{"host", "reset-key", "h1", "--role", "admin"}, "flag provided but not defined: -role"},
+	} {
+		err := run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard}, append(tc.args, "--state-dir", dir))
+		code, said := exitCode(err)
+		if code != 2 || !strings.Contains(said, tc.want) {
+			t.Errorf("%v: exit %d saying %q (%v), want 2 saying %q", tc.args, code, said, err, tc.want)
+		}
+	}
+	if code, said := exitCode(errors.New("store: disk full")); code != 1 || said != "gateway: store: disk full" {
+		t.Errorf("a failure: exit %d saying %q, want 1", code, said)
+	}
+	if code, said := exitCode(errUsage); code != 2 || said != "" {
+		t.Errorf("a usage printed: exit %d saying %q, want 2 and nothing more", code, said)
+	}
+}

@@ -1376,3 +1376,46 @@ func TestFlagErrorIsUsage(t *testing.T) {
 		t.Errorf("a usage printed: exit %d saying %q, want 2 and nothing more", code, said)
 	}
 }
+
+// Each row of token list has a word in every column, so that a script
+// splitting rows on blanks (awk '{print $4}') finds each column where the
+// header puts it: an admin token's hosts and a login session's count were
+// left blank, which shifted every later column of that row one to the
+// left (an admin token's CREATED read as its HOSTS).
+func TestTokenListColumnsFilled(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	out, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "admin", "--name", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli(t, ctx, "token", "create", "--state-dir", dir, "--role", "client", "--name", "ci", "--host", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := openAdminState(ctx, dir, false, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := st.LookupToken(ctx, lastLine(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.CreateSession(ctx, tok.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	list, err := cli(t, ctx, "token", "list", "--sessions", "--state-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	header := strings.Fields(lines[0])
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) != len(header) {
+			t.Errorf("row %q has %d words, want one for each of %q", l, len(f), header)
+		}
+	}
+	if len(lines) != 4 {
+		t.Errorf("token list --sessions:\n%s\nwant the header, two tokens and a session", list)
+	}
+}

@@ -130,9 +130,19 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		if !t.ExpiresAt.IsZero() {
 			exp = t.ExpiresAt.UTC().Format(time.RFC3339)
 		}
+		// A column left blank (an admin token's hosts, a session's
+		// count) shifted the row's later ones for a script splitting it
+		// on blanks: "-", as gateway audit prints a missing host.
+		hosts := strings.Join(t.Hosts, ",")
+		if hosts == "" {
+			hosts = "-"
+		}
+		if sessions == "" {
+			sessions = "-"
+		}
 		// A name stored before names were checked (or by hand) may hold
 		// a newline, tab or escape: quoted, as gateway audit quotes.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, auditField(t.Name), t.Role, strings.Join(t.Hosts, ","), t.CreatedAt.UTC().Format(time.RFC3339), exp, sessions)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, auditField(t.Name), t.Role, hosts, t.CreatedAt.UTC().Format(time.RFC3339), exp, sessions)
 	}
 	for _, t := range toks {
 		if t.Parent != "" {

@@ -35,7 +35,7 @@ func runHost(ctx context.Context, sio stdio, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("host %s: want exactly one host id", sub)
+		return usageErrorf("host %s: want exactly one host id", sub)
 	}
 	id := fs.Arg(0)
 	st, _, err := openAdminState(ctx, dir, false, sio.err)

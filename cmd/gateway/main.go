@@ -93,13 +93,14 @@ func main() {
 }
 
 // exitCode is the exit status for run's err, and what is still to be said
-// of it on standard error: 2 for a usage error (a missing argument, a
-// flag the command does not take or a flag's bad value), 1 for a failure.
+// of it on standard error: 2 for a usage error (an argument missing or
+// too many, a flag the command does not take or a flag's bad value), 1
+// for a failure.
 func exitCode(err error) (int, string) {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp): // help was asked for and given
 		return 0, ""
-	case errors.As(err, new(flagError)):
+	case errors.As(err, new(usageError)):
 		return 2, "gateway: " + err.Error()
 	case errors.Is(err, errUsage):
 		return 2, ""
@@ -109,10 +110,16 @@ func exitCode(err error) (int, string) {
 	return 1, "gateway: " + err.Error()
 }
 
-// flagError is a command line the flag package refused.
-type flagError struct{ error }
+// usageError is a command line the command refused, which its message
+// says how (errUsage: its usage printed instead).
+type usageError struct{ error }
 
-func (e flagError) Unwrap() error { return e.error }
+func (e usageError) Unwrap() error { return e.error }
+
+// usageErrorf is a usageError of fmt.Errorf's.
+func usageErrorf(format string, a ...any) error {
+	return usageError{fmt.Errorf(format, a...)}
+}
 
 func run(ctx context.Context, sio stdio, args []string) error {
 	if len(args) == 0 {
@@ -226,7 +233,7 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		// A usage error, as a missing argument is: exit 2, not a
 		// failure's 1.
-		return flagError{err}
+		return usageError{err}
 	}
 	return err
 }

@@ -1419,3 +1419,31 @@ func TestTokenListColumnsFilled(t *testing.T) {
 		t.Errorf("token list --sessions:\n%s\nwant the header, two tokens and a session", list)
 	}
 }
+
+// A positional argument missing or too many is a usage error wherever
+// the command says so itself: exit 2, as token revoke's missing id and
+// backup's extra argument exited, where host, token create, serve and
+// version exited 1, a failure's status.
+func TestArgumentErrorIsUsage(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"host", "reset-key"}, "want exactly one host id"},
+		{[]string{"host", "remove", "a", "b"}, "want exactly one host id"},
+		{[]string{"token", "create", "--role", "admin", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"version", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"serve", "extra"}, `unexpected arguments ["extra"]`},
+	} {
+		err := run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard}, append(tc.args, "--state-dir", dir))
+		if tc.args[0] == "version" {
+			err = run(ctx, stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard}, tc.args)
+		}
+		code, said := exitCode(err)
+		if code != 2 || !strings.Contains(said, tc.want) {
+			t.Errorf("%v: exit %d saying %q, want 2 saying %q", tc.args, code, said, tc.want)
+		}
+	}
+}

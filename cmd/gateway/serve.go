@@ -188,7 +188,7 @@ func parseServeFlags(name string, sio stdio, args []string, def serveConfig) (*s
 		return nil, err
 	}
 	if fs.NArg() != 0 {
-		return nil, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
+		return nil, usageErrorf("%s: unexpected arguments %q", name, fs.Args())
 	}
 	if c.Listen == "" && def.Listen != "" {
 		// net.Listen takes "" for ":0": an unset variable in a unit or

@@ -193,7 +193,7 @@ func tokenCreate(ctx context.Context, sio stdio, args []string) error {
 		return err
 	}
 	if fs.NArg() != 0 {
-		return fmt.Errorf("token create: unexpected arguments %q", fs.Args())
+		return usageErrorf("token create: unexpected arguments %q", fs.Args())
 	}
 	r := store.Role(role)
 	if !r.Valid() {

@@ -22,7 +22,7 @@ func runVersion(_ context.Context, sio stdio, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("version: unexpected arguments %q", fs.Args())
+		return usageErrorf("version: unexpected arguments %q", fs.Args())
 	}
 	fmt.Fprintln(sio.out, "gateway", buildinfo.Version())
 	return nil

@@ -394,10 +394,7 @@ func (t *tunnelRunner) Run(ctx context.Context, c dockerhost.Command) (int, erro
 	case werr == nil:
 		return 0, nil
 	case errors.As(werr, &ee) && ee.Signal() != "":
-		if n, ok := linuxSignals[ee.Signal()]; ok {
-			return 128 + n, nil
-		}
-		return -1, fmt.Errorf("execapi: command killed by unknown signal %q", ee.Signal())
+		return signalExit(ee.Signal())
 	case errors.As(werr, &ee):
 		return ee.ExitStatus(), nil
 	}

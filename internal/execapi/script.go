@@ -115,11 +115,25 @@ func commandScript(base []string, argv []string, env map[string]string, dir stri
 	return b.String(), nil
 }
 
-// linuxSignals are the numbers of the signals SSH names (RFC 4254 §6.10
-// and the ones sshlayer adds), on Linux, where containers run: a command a
-// signal killed exits 128+N, as docker exec reports it.
+// linuxSignals are the numbers of the signals an SSH server names (RFC
+// 4254 §6.10's, and the system's own names without "SIG", which sshlayer's
+// server and others send for the rest: XCPU from ulimit -t, XFSZ from
+// ulimit -f, SYS from seccomp), on Linux, where containers run: a command
+// a signal killed exits 128+N, as docker exec reports it. IOT, POLL and
+// CLD are other names of ABRT, IO and CHLD.
 var linuxSignals = map[string]int{
-	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7, "FPE": 8,
-	"KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
-	"CONT": 18, "STOP": 19, "TSTP": 20, "WINCH": 28,
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "IOT": 6, "BUS": 7,
+	"FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14,
+	"TERM": 15, "STKFLT": 16, "CHLD": 17, "CLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20,
+	"TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25, "VTALRM": 26, "PROF": 27,
+	"WINCH": 28, "IO": 29, "POLL": 29, "PWR": 30, "SYS": 31,
+}
+
+// signalExit is the exit code a command killed by the signal SSH names
+// name reports: 128+N, as a shell and docker exec say it.
+func signalExit(name string) (int, error) {
+	if n, ok := linuxSignals[name]; ok {
+		return 128 + n, nil
+	}
+	return -1, fmt.Errorf("execapi: command killed by unknown signal %q", name)
 }

@@ -165,16 +165,23 @@ func convert(err error) error {
 	}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {
-		name := ""
 		for n, s := range signals {
 			if s == ws.Signal() {
-				name = string(n)
+				return &hostgate.ExitError{Code: -1, Signal: n}
 			}
 		}
-		if name == "" {
-			name = fmt.Sprint(int(ws.Signal()))
+		// The other names sshlayer's server has beyond RFC 4254's
+		// (srvSignals: CONT, STOP, TSTP, WINCH) end no process.
+		switch ws.Signal() {
+		case syscall.SIGBUS:
+			return &hostgate.ExitError{Code: -1, Signal: "BUS"}
+		case syscall.SIGTRAP:
+			return &hostgate.ExitError{Code: -1, Signal: "TRAP"}
 		}
-		return &hostgate.ExitError{Code: -1, Signal: hostgate.Signal(name)}
+		// What sshlayer's server tells hostgate's client of a signal
+		// it has no name for (session_process.go's sendExit), so a
+		// test over this transport sees what it would over SSH.
+		return &hostgate.ExitError{Code: 128 + int(ws.Signal())}
 	}
 	return &hostgate.ExitError{Code: ee.ExitCode()}
 }

@@ -65,6 +65,31 @@ func TestExitStatusAndSignal(t *testing.T) {
 	}
 }
 
+// TestSignalsAsTheSSHTransportReportsThem: a command killed by a signal
+// ends as sshlayer's server tells hostgate's client: a signal it names
+// (RFC 4254's, BUS, TRAP) by name, any other (VTALRM, XCPU) as exit
+// status 128+N, the way a shell says it, not as a number for a name.
+func TestSignalsAsTheSSHTransportReportsThem(t *testing.T) {
+	tr := &Transport{}
+	for _, tc := range []struct {
+		sig    string
+		code   int
+		signal hostgate.Signal
+	}{
+		{"BUS", -1, "BUS"},
+		{"TRAP", -1, "TRAP"},
+		{"VTALRM", 128 + 26, ""},
+		{"XCPU", 128 + 24, ""},
+	} {
+		// No core file: these dump core by default.
+		_, _, err := run(t, tr, []string{"sh", "-c", "ulimit -c 0; kill -s " + tc.sig + " $$"}, hostgate.SpawnOptions{Dir: t.TempDir()}, "")
+		var ee *hostgate.ExitError
+		if !errors.As(err, &ee) || ee.Code != tc.code || ee.Signal != tc.signal {
+			t.Errorf("%s: %#v; want code %d, signal %q", tc.sig, err, tc.code, tc.signal)
+		}
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	tr := &Transport{}
 	ctx := context.Background()

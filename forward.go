@@ -3,6 +3,7 @@ package hostgate
 import (
 	"fmt"
 	"net"
+	"strconv"
 )
 
 // ForwardKind says which side listens.
@@ -34,11 +35,24 @@ func (s ForwardSpec) Validate() error {
 	default:
 		return fmt.Errorf("hostgate: forward kind %q: want %q or %q", s.Kind, ForwardLocal, ForwardRemote)
 	}
-	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
-		return fmt.Errorf("hostgate: forward listen address %q: %w", s.Listen, err)
+	if err := checkForwardPort("listen", s.Listen, 0); err != nil {
+		return err
 	}
-	if _, _, err := net.SplitHostPort(s.Connect); err != nil {
-		return fmt.Errorf("hostgate: forward connect address %q: %w", s.Connect, err)
+	return checkForwardPort("connect", s.Connect, 1)
+}
+
+// checkForwardPort refuses an address whose port is no number from lo to
+// 65535. An SSH forward carries a port number: a service name (":http")
+// would be looked up where the caller listens or dials but refused by the
+// host, so a spec's meaning would depend on its kind; and port 0, which
+// picks a port to listen on, reaches nothing when dialed.
+func checkForwardPort(field, addr string, lo uint64) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("hostgate: forward %s address %q: %w", field, addr, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n < lo {
+		return fmt.Errorf("hostgate: forward %s address %q: the port %q is not a number from %d to 65535 (service names are not looked up)", field, addr, port, lo)
 	}
 	return nil
 }

@@ -335,6 +335,38 @@ func TestForwardSpecValidated(t *testing.T) {
 	}
 }
 
+// TestForwardSpecPortsAreNumbers: a port that is no number in range is
+// refused before anything listens, naming the field and the range, for
+// either kind: a local forward listened on ":http" (the service's port)
+// while a remote one failed at the host in other words, and a connect
+// address took a service name only when dialed on the caller's side.
+func TestForwardSpecPortsAreNumbers(t *testing.T) {
+	h := forwardHost(t, &loopbackForwarder{})
+	for _, tc := range []struct {
+		spec  hostgate.ForwardSpec
+		field string
+	}{
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:http", Connect: "127.0.0.1:80"}, "listen"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: "127.0.0.1:http", Connect: "127.0.0.1:80"}, "listen"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:65536", Connect: "127.0.0.1:80"}, "listen"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:-1", Connect: "127.0.0.1:80"}, "listen"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:", Connect: "127.0.0.1:80"}, "listen"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardLocal, Listen: "127.0.0.1:0", Connect: "127.0.0.1:ssh"}, "connect"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: "127.0.0.1:0", Connect: "127.0.0.1:ssh"}, "connect"},
+		{hostgate.ForwardSpec{Kind: hostgate.ForwardRemote, Listen: "127.0.0.1:0", Connect: "127.0.0.1:0"}, "connect"},
+	} {
+		fw, err := h.Forward(context.Background(), tc.spec)
+		if err == nil {
+			fw.Close()
+			t.Errorf("%+v accepted", tc.spec)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tc.field) || !strings.Contains(msg, "65535") {
+			t.Errorf("%+v: %q, want it to name the %s address and the range", tc.spec, msg, tc.field)
+		}
+	}
+}
+
 // doneForwarder is a loopback forwarder whose connection can end.
 type doneForwarder struct {
 	loopbackForwarder

@@ -27,10 +27,14 @@ exec cat -- "$1"`
 // under a umask that leaves it no more than perm allows, then given perm
 // (execute and set-id bits, which creation cannot): created at 0666 &^
 // umask and chmod-ed after, a 0600 file was readable by others meanwhile,
-// and a handle opened then keeps reading.
+// and a handle opened then keeps reading. A name ending in a slash is in
+// the directory its last name is in (n is it without the slashes), and
+// is EISDIR there whatever it is, as open(2) with O_CREAT says it.
 const createScript = `[ -d "$1" ] && exit 94
-case $1 in */*) d=${1%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
+n=${1%"${1##*[!/]}"}
+case $n in */*) d=${n%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac
 [ -d "$d" ] || { [ -e "$d" ] && exit 93; nx "$d"; }
+[ "$n" = "$1" ] || exit 94
 if [ -e "$1" ] || [ -L "$1" ]; then
   : > "$1" || exit
 else

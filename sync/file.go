@@ -2,6 +2,7 @@ package syncfs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"strings"
@@ -37,6 +38,7 @@ type file struct {
 	buf []byte        // buf[off:] is read but not yet delivered
 	off int
 	pos int64 // offset of the next byte delivered
+	end int64 // the file's size when last seen (at Open, a SeekEnd)
 	eof bool  // r reached its end
 	err error // sticky: the file is unusable
 
@@ -211,7 +213,11 @@ func (fl *file) Seek(offset int64, whence int) (int64, error) {
 	case io.SeekCurrent:
 		target = fl.pos + offset
 	case io.SeekEnd:
-		target = fl.info.Size() + offset
+		end, err := fl.size()
+		if err != nil {
+			return 0, err
+		}
+		target = end + offset
 	default:
 		return 0, fl.fsys.pathErr("seek", fl.name, fs.ErrInvalid)
 	}
@@ -250,6 +256,35 @@ func (fl *file) Seek(offset int64, whence int) (int64, error) {
 	}
 	fl.buf, fl.off, fl.pos, fl.eof = fl.buf[:0], 0, target, false
 	return target, nil
+}
+
+// size is the file's size now, one round trip, as lseek(2) takes it for
+// SEEK_END: a file another writer grew since Open (a log being followed)
+// ends further on. It is taken by name, the providers' open files having
+// no Stat; a file removed since keeps the size it was last seen with,
+// where its open file reads on (SFTP's).
+func (fl *file) size() (int64, error) {
+	r := fl.r
+	var fi fs.FileInfo
+	err := fl.call(func(ctx context.Context, p hostgate.Provider, c *call) (io.ReadCloser, error) {
+		var err error
+		fi, err = p.Stat(ctx, fl.hostPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return r, err
+	})
+	switch {
+	case err != nil && fl.r == nil:
+		// The reader went with a call that did not finish.
+		return 0, fl.fail("seek", err)
+	case err != nil:
+		return 0, fl.fsys.pathErr("seek", fl.name, err)
+	}
+	if fi != nil && fi.Mode().IsRegular() {
+		fl.end = fi.Size()
+	}
+	return fl.end, nil
 }
 
 // Close closes the file on the host. When its connection was abandoned

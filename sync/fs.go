@@ -308,7 +308,7 @@ func (f *FS) Open(name string) (fs.File, error) {
 	if info.IsDir() {
 		return &dir{fsys: f, s: s, name: name, hostPath: hp, info: info, stop: make(chan struct{})}, nil
 	}
-	return &file{fsys: f, s: s, name: name, hostPath: hp, info: info, r: r, stop: make(chan struct{})}, nil
+	return &file{fsys: f, s: s, name: name, hostPath: hp, info: info, end: info.Size(), r: r, stop: make(chan struct{})}, nil
 }
 
 // OpenFile opens the named file for reading. Any flag asking to write,

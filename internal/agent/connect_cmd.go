@@ -48,6 +48,7 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var (
 		cfg       ConnectConfig
 		logFormat string
+		logLevel  string
 		caFile    string
 	)
 	fs := flag.NewFlagSet("agent connect", flag.ContinueOnError)
@@ -63,6 +64,7 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&cfg.Direct, "direct", "", "listen `ADDR` (:2222, 10.0.0.5:2222) for direct sessions: callers that reach it run their SSH sessions here instead of through the gateway's relay, the gateway admitting each; callers that cannot use the relay")
 	fs.StringVar(&cfg.DirectAdvertise, "direct-advertise", "", "`HOST:PORT[,HOST:PORT…]` callers reach --direct's listener at (a NAT's forwarded port, a DNS name); default --direct's address when its host is specific, else this machine's addresses but loopback and link-local")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&cfg.MaxBackoff, "max-backoff", DefaultMaxBackoff, "the longest wait between attempts to connect; a refused agent (bad token, another host key) waits between half of it and all of it")
 	envUsage(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -98,12 +100,16 @@ func RunConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.RootCAs = pool
 	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("agent connect: --log-level %q: want debug, info, warn or error", logLevel)
+	}
 	var h slog.Handler
 	switch logFormat {
 	case "text":
-		h = slog.NewTextHandler(stderr, nil)
+		h = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
 	case "json":
-		h = slog.NewJSONHandler(stderr, nil)
+		h = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	default:
 		return fmt.Errorf("agent connect: --log-format %q: want text or json", logFormat)
 	}

@@ -533,6 +533,38 @@ func TestRunConnectMaxBackoff(t *testing.T) {
 	}
 }
 
+// TestRunConnectLogLevel: --log-level debug shows what agent connect logs
+// at Debug (the same failure again, which Info leaves out), as agent
+// serve's flag does; a level that is none is refused naming the flag.
+func TestRunConnectLogLevel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := RunConnect(ctx, []string{"--gateway", "http://x", "--token", "t", "--state-dir", t.TempDir(), "--log-level", "loud"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `--log-level "loud"`) {
+		t.Errorf("--log-level loud: %v", err)
+	}
+	srv := answeringGateway(t, func(int32) (int, string) {
+		return http.StatusUnauthorized, `{"error":{"code":"unauthorized","message":"unknown token"}}`
+	})
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- RunConnect(ctx, []string{"--gateway", srv.URL, "--token", "hg_unknown_token_000000000000000000000000000", "--state-dir", t.TempDir(),
+			"--max-backoff", "10ms", "--log-level", "debug"}, io.Discard, &logs)
+	}()
+	select {
+	case <-logs.has("failed again"):
+	case err := <-done:
+		t.Fatalf("agent connect ended: %v", err)
+	case <-ctx.Done():
+		t.Fatalf("no Debug line; logs:\n%s", logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConnectLogsEachFailureOnce: an agent that keeps failing the same
 // way says why once, not once per attempt (a revoked token logged an
 // error every 15-30 s for as long as nobody fixed it, burying what

@@ -126,10 +126,14 @@ type directListener struct {
 	advertise []string      // set at the start, then by the connector's loop alone
 	slots     chan struct{} // MaxDirectConns
 	full      atomic.Bool   // the last accept found every slot taken (logged once)
-	cur       atomic.Pointer[directGate]
-	ctx       context.Context // ends when the agent stops
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // the accept loop, every connection, every gate's reader
+	// downSaid: a connection was refused for want of a tunnel since the
+	// last one came up; the next are logged at Debug, so a port scan or
+	// a retrying caller writes one Info line, not one per connect.
+	downSaid atomic.Bool
+	cur      atomic.Pointer[directGate]
+	ctx      context.Context // ends when the agent stops
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // the accept loop, every connection, every gate's reader
 }
 
 // listenDirect listens on cfg.Direct and works out what to advertise.
@@ -211,7 +215,11 @@ func (d *directListener) acceptLoop() {
 			defer func() { <-d.slots }()
 			g := d.cur.Load()
 			if g == nil {
-				d.log.Info("direct connection refused", "remote", conn.RemoteAddr().String(), "reason", errTunnelDown.Error())
+				level := slog.LevelInfo
+				if d.downSaid.Swap(true) {
+					level = slog.LevelDebug
+				}
+				d.log.Log(d.ctx, level, "direct connection refused; more while the tunnel is down are logged at debug", "remote", conn.RemoteAddr().String(), "reason", errTunnelDown.Error())
 				_ = conn.Close()
 				return
 			}
@@ -263,7 +271,7 @@ func (d *directListener) newGate(srv *sshlayer.Server, on bool, log *slog.Logger
 func (g *directGate) start(sess *yamux.Session) {
 	if !g.on {
 		g.log.Info("this gateway does not admit direct sessions: the direct listener refuses every connection while this tunnel lasts; callers use the relay")
-		g.d.cur.Store(g)
+		g.d.setGate(g)
 		return
 	}
 	st, err := sess.OpenStreamContext(g.ctx)
@@ -281,9 +289,16 @@ func (g *directGate) start(sess *yamux.Session) {
 	}
 	g.ctl = st
 	g.mu.Unlock()
-	g.d.cur.Store(g)
+	g.d.setGate(g)
 	g.log.Info("direct sessions: the gateway admits them; control stream open")
 	g.d.wg.Go(func() { g.read(st) })
+}
+
+// setGate puts g in service: a connection refused once it has gone is
+// logged at Info again.
+func (d *directListener) setGate(g *directGate) {
+	d.cur.Store(g)
+	d.downSaid.Store(false)
 }
 
 // end is the end of the gate's tunnel: new direct connections are refused

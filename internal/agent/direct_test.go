@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -387,6 +388,39 @@ func TestDirectTunnelEndEndsSession(t *testing.T) {
 		t.Fatal("a direct connection authenticated while the agent had no tunnel")
 	}
 	waitLogged(t, logs, errTunnelDown.Error())
+}
+
+// TestDirectRefusalsWhileDownLoggedOnce: while the agent has no tunnel,
+// connections to its direct port are refused with one Info line saying
+// why, not one each: a port scan, or a caller retrying, wrote a line per
+// TCP connect for as long as the tunnel was down.
+func TestDirectRefusalsWhileDownLoggedOnce(t *testing.T) {
+	g := newDirectGW(t, true, admitAll)
+	addr, _, logs := directAgent(t, g)
+	g.down.Store(true)
+	g.closeTunnels()
+	waitLogged(t, logs, "gateway tunnel ended")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 5 {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Bounded by ctx: a connection served instead would wait for
+		// the SSH handshake.
+		stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+		_, err = io.Copy(io.Discard, c)
+		stop()
+		_ = c.Close()
+		if ctx.Err() != nil {
+			t.Fatalf("connection %d was not refused: %v", i, err)
+		}
+	}
+	if n := strings.Count(logs.String(), errTunnelDown.Error()); n != 1 {
+		t.Errorf("%d lines for 5 refused connections, want 1:\n%s", n, logs.String())
+	}
 }
 
 // TestDirectControlStreamEndEndsSession: a direct session ends with the

@@ -311,12 +311,33 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 		return true, &fs.PathError{Op: "mkdir", Path: dir, Err: e}
 	}
 	if perr != nil {
-		return true, tarFailed(perr, &stderr)
+		return true, uploadTarFailed(perr, &stderr, dir)
 	}
 	if werr != nil {
 		return true, werr
 	}
 	return true, nil
+}
+
+// uploadTarFailed is the error of the host's tar that failed writing the
+// tree into dir: ENOSPC where its words say so (busybox's 'write error:
+// No space left on device', GNU's 'Cannot open: …'), which errors.Is
+// matches as it does the way without tar's, the filesystem's write error.
+// Only that errno: tar goes on past a file it could not write, so its
+// words may name others for one file while the disk's being full is why
+// the upload failed.
+func uploadTarFailed(perr error, stderr *headBuffer, dir string) error {
+	err := tarFailed(perr, stderr)
+	if strings.Contains(stderr.String(), "No space left on device") {
+		return noSpace(err, dir)
+	}
+	return err
+}
+
+// noSpace is err, a host's tar's failure to write into dir, matching
+// ENOSPC and saying what to do.
+func noSpace(err error, dir string) error {
+	return fmt.Errorf("%w (%w: free space on the host's disk holding %s, or upload less)", err, syscall.ENOSPC, dir)
 }
 
 // hostWriteError marks a failed write of the archive to the host's tar,

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,7 +96,11 @@ const tarMissing = 127
 // lsetstat@openssh.com, as OpenSSH's and sshlayer's, or ExecProvider's
 // touch -h); busybox's tar, or an SFTP server without it, leaves the
 // link the time it is made. A tree over opts' limits fails with
-// ErrTransferLimit; what was sent by then stays. Where the host tells how
+// ErrTransferLimit; what was sent by then stays. A tree the host's disk
+// has no room for fails with an error that errors.Is matches against
+// syscall.ENOSPC, either way: GNU's tar names no errno for a write the
+// full disk cut short, so there the host's df is asked (a host without
+// one keeps tar's words alone). Where the host tells how
 // its tar exited before the session ends (an SSH host: OpenSSH's sshd
 // keeps a session open while a process left in the background holds its
 // output), the session's end is waited for no longer than 5 s after;
@@ -311,7 +318,7 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 		return true, &fs.PathError{Op: "mkdir", Path: dir, Err: e}
 	}
 	if perr != nil {
-		return true, uploadTarFailed(perr, &stderr, dir)
+		return true, uploadTarFailed(parent, h, perr, &stderr, dir)
 	}
 	if werr != nil {
 		return true, werr
@@ -325,14 +332,63 @@ cd -- "$1" && exec tar -x -o -f -`, dir)
 // matches as it does the way without tar's, the filesystem's write error.
 // Only that errno: tar goes on past a file it could not write, so its
 // words may name others for one file while the disk's being full is why
-// the upload failed.
-func uploadTarFailed(perr error, stderr *headBuffer, dir string) error {
+// the upload failed. GNU's tar names no errno for a write the disk cut
+// short ('Wrote only 4608 of 10240 bytes': write(2) returned less, with
+// no error), the usual end of a full disk: then the host's df says
+// whether the room left is less than that write's rest.
+func uploadTarFailed(ctx context.Context, h *Host, perr error, stderr *headBuffer, dir string) error {
 	err := tarFailed(perr, stderr)
-	if strings.Contains(stderr.String(), "No space left on device") {
+	msg := stderr.String()
+	if strings.Contains(msg, "No space left on device") {
+		return noSpace(err, dir)
+	}
+	m := wroteOnly.FindStringSubmatch(msg)
+	if m == nil {
+		return err
+	}
+	wrote, _ := strconv.ParseInt(m[1], 10, 64)
+	of, _ := strconv.ParseInt(m[2], 10, 64)
+	if free, ok := hostFreeBytes(ctx, h, dir); ok && free <= max(of-wrote, 0) {
 		return noSpace(err, dir)
 	}
 	return err
 }
+
+// wroteOnly is GNU tar's report of a short write.
+var wroteOnly = regexp.MustCompile(`Wrote only (\d+) of (\d+) bytes`)
+
+// dfAvailable is a line of POSIX df -P's output: the numbers of blocks,
+// used and available, and the capacity, between the filesystem's name
+// and its mount point.
+var dfAvailable = regexp.MustCompile(`\s(\d+)\s+(\d+)\s+(\d+)\s+\d+%\s`)
+
+// hostFreeBytes asks the host's df (POSIX -P -k: GNU, busybox, BSD) the
+// room this user has left on the filesystem holding dir; ok is false
+// where it could not tell (no df, a host not answering within
+// freeSpaceWait: the error then is tar's alone).
+func hostFreeBytes(ctx context.Context, h *Host, dir string) (free int64, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, freeSpaceWait)
+	defer cancel()
+	res, err := h.exec(ctx, []string{"sh", "-c", `cd -- "$1" && exec df -P -k .`, "sh", shell.CdOperand(dir)}, ExecOptions{MaxOutput: 64 << 10})
+	if err != nil || res.ExitCode != 0 {
+		return 0, false
+	}
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	m := dfAvailable.FindStringSubmatch(lines[len(lines)-1] + " ")
+	if m == nil {
+		return 0, false
+	}
+	kib, err := strconv.ParseInt(m[3], 10, 64)
+	if err != nil || kib > math.MaxInt64>>10 {
+		return 0, false
+	}
+	return kib << 10, true
+}
+
+// freeSpaceWait bounds the df that tells a full disk from tar's other
+// failures: tar's error is known already, and a host slow to answer
+// should not hold it past its own wait.
+const freeSpaceWait = 10 * time.Second
 
 // noSpace is err, a host's tar's failure to write into dir, matching
 // ENOSPC and saying what to do.

@@ -35,15 +35,16 @@ func smallDisk(t *testing.T) string {
 
 // TestUploadOntoFullDiskIsENOSPC: an Upload past the room on the host's
 // disk fails with an error errors.Is(err, syscall.ENOSPC) matches, the
-// way through the host's tar (busybox's, whose words say 'No space left
-// on device') as the way without it. Before, only NoTar's did: tar's
-// failure was its exit status and its words.
+// way through the host's tar (GNU's, whose 'Wrote only 4608 of 10240
+// bytes' names no errno; busybox's) as the way without it. Before, only
+// NoTar's did: tar's failure was its exit status and its words.
 func TestUploadOntoFullDiskIsENOSPC(t *testing.T) {
 	tree := fstest.MapFS{
 		"small.txt":   {Data: []byte("fits\n"), Mode: 0o644},
 		"sub/big.bin": {Data: bytes.Repeat([]byte("x"), 3<<20), Mode: 0o644},
 	}
 	hosts := map[string]func(t *testing.T) *hostgate.Host{
+		"sshlayer": func(t *testing.T) *hostgate.Host { return sshHost(t) },
 		"busybox": func(t *testing.T) *hostgate.Host {
 			return pathHost(t, sshHost(t), map[string]string{"sh": "", "mkdir": "", "tar": "busybox", "df": "busybox"})
 		},

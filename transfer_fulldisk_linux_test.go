@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/hostgate/hostgate"
+	"github.com/hostgate/hostgate/internal/sshdtest"
 	"github.com/hostgate/hostgate/internal/testenv"
+	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // smallDisk mounts a tmpfs of 1 MiB under a temporary directory, a full
@@ -35,9 +37,10 @@ func smallDisk(t *testing.T) string {
 
 // TestUploadOntoFullDiskIsENOSPC: an Upload past the room on the host's
 // disk fails with an error errors.Is(err, syscall.ENOSPC) matches, the
-// way through the host's tar (GNU's, whose 'Wrote only 4608 of 10240
-// bytes' names no errno; busybox's) as the way without it. Before, only
-// NoTar's did: tar's failure was its exit status and its words.
+// way through the host's tar (busybox's, whose words say 'No space left
+// on device'; GNU's, whose 'Wrote only 2048 of 10240 bytes' names no
+// errno) as the way without it, over sshd too, whose sftp-server answers
+// a full disk a bare Failure. Before, only NoTar's did, and not over sshd.
 func TestUploadOntoFullDiskIsENOSPC(t *testing.T) {
 	tree := fstest.MapFS{
 		"small.txt":   {Data: []byte("fits\n"), Mode: 0o644},
@@ -47,6 +50,13 @@ func TestUploadOntoFullDiskIsENOSPC(t *testing.T) {
 		"sshlayer": func(t *testing.T) *hostgate.Host { return sshHost(t) },
 		"busybox": func(t *testing.T) *hostgate.Host {
 			return pathHost(t, sshHost(t), map[string]string{"sh": "", "mkdir": "", "tar": "busybox", "df": "busybox"})
+		},
+		"sshd": func(t *testing.T) *hostgate.Host {
+			testenv.RequirePeer(t, "sshd", sshdtest.Available())
+			srv := sshdtest.Start(t, sshdtest.Options{})
+			h := hostgate.New(hostgate.Info{Kind: "machine"}, sshConnect(srv.Addr(), sshlayer.Auth{User: "root", PrivateKey: srv.UserKey, HostKey: srv.HostKey}))
+			t.Cleanup(func() { _ = h.Close() })
+			return h
 		},
 	}
 	for name, host := range hosts {

@@ -60,13 +60,15 @@ func NewSFTPProvider(c *sftp.Client) hostgate.Provider {
 func newSFTPProvider(c *sftp.Client, ended func() error) *sftpProvider {
 	_, posix := c.HasExtension("posix-rename@openssh.com")
 	_, lsetstat := c.HasExtension("lsetstat@openssh.com")
-	return &sftpProvider{c: c, posixRename: posix, lsetstat: lsetstat, ended: ended}
+	_, statvfs := c.HasExtension("statvfs@openssh.com")
+	return &sftpProvider{c: c, posixRename: posix, lsetstat: lsetstat, statvfs: statvfs, ended: ended}
 }
 
 type sftpProvider struct {
 	c           *sftp.Client
 	posixRename bool
 	lsetstat    bool // the server sets a link's own times (Lchtimes)
+	statvfs     bool // the server tells a filesystem's room (fullDisk)
 	// ended, when set, says why a call failed with pkg/sftp's "connection
 	// lost", which it returns for any end of the session: the SSH
 	// connection's, or the server's sftp subsystem's alone.
@@ -179,6 +181,25 @@ func failureErrno(se *sftp.StatusError) error {
 func saysErrno(err error) bool {
 	var se *sftp.StatusError
 	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxFailure && failureErrno(se) != nil
+}
+
+// fullDisk is err, a write's to name, as ENOSPC where the server
+// answered it a bare Failure and its statvfs@openssh.com says the
+// filesystem holding name has no more room than one write: OpenSSH's
+// sftp-server answers a full disk "Failure" and nothing more (SFTP v3 has
+// no status for it), so a full sandbox workspace matched no errno, where
+// the agent's server says it in words (failureTexts). Only a failed write
+// pays the round trip; a server without the extension, or a disk with
+// room left (another cause), keeps err.
+func (p *sftpProvider) fullDisk(ctx context.Context, name string, err error) error {
+	if !p.statvfs || !isFailure(err) || saysErrno(err) {
+		return err
+	}
+	st, serr := p.c.StatVFSContext(ctx, name)
+	if serr != nil || st.Frsize == 0 || st.Bavail > sftpMaxPacket/st.Frsize {
+		return err
+	}
+	return withErrno(err, syscall.ENOSPC)
 }
 
 func isFailure(err error) bool {
@@ -708,7 +729,7 @@ func (w *sftpWriter) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := w.File.WriteAt(p, off)
-	return n, w.p.ctxErr(w.ctx, "write", w.name, w.p.streamErr("write", w.name, err))
+	return n, w.p.fullDisk(w.ctx, w.name, w.p.ctxErr(w.ctx, "write", w.name, w.p.streamErr("write", w.name, err)))
 }
 
 // Seek moves where the next write goes, as the file's own Seek would,
@@ -735,7 +756,7 @@ func (w *sftpWriter) takeOne() error {
 		if w.ctx.Err() != nil && errors.Is(err, w.ctx.Err()) {
 			err = w.ctx.Err() // not wrapped twice (abortFile)
 		}
-		w.err = w.p.pathErr("write", w.name, err)
+		w.err = w.p.fullDisk(w.ctx, w.name, w.p.pathErr("write", w.name, err))
 	}
 	return w.err
 }
@@ -759,7 +780,7 @@ func (w *sftpWriter) ReadFrom(r io.Reader) (int64, error) {
 		if w.ctx.Err() != nil && errors.Is(err, w.ctx.Err()) {
 			err = w.ctx.Err() // not wrapped twice (abortFile)
 		}
-		w.err = w.p.pathErr("write", w.name, err)
+		w.err = w.p.fullDisk(w.ctx, w.name, w.p.pathErr("write", w.name, err))
 		return n, w.err
 	}
 	return n, nil

@@ -408,7 +408,7 @@ func (p *sftpProvider) writeFile(ctx context.Context, name string, perm fs.FileM
 		if closing == nil {
 			f.CloseNoWait()
 		}
-		return err
+		return p.fullDisk(ctx, name, err)
 	}
 	// Not past ctx: a host that answered the writes but not these held
 	// WriteFile until the connection ended.

@@ -881,9 +881,15 @@ func (c *Client) fstat(owner *File, handle string) (*FileStat, error) {
 // It implements the statvfs@openssh.com SSH_FXP_EXTENDED feature
 // from http://www.opensource.apple.com/source/OpenSSH/OpenSSH-175/openssh/PROTOCOL?txt.
 func (c *Client) StatVFS(path string) (*StatVFS, error) {
+	return c.StatVFSContext(context.Background(), path)
+}
+
+// StatVFSContext is StatVFS, returning ctx's error as soon as ctx ends
+// before the answer (hostgate: change 39).
+func (c *Client) StatVFSContext(ctx context.Context, path string) (*StatVFS, error) {
 	// send the StatVFS packet to the server
 	id := c.nextID()
-	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpStatvfsPacket{
+	typ, data, err := c.sendPacket(ctx, nil, &sshFxpStatvfsPacket{
 		ID:   id,
 		Path: path,
 	})

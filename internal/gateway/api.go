@@ -344,7 +344,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body too large")
+			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body too large: the API takes JSON bodies of at most %d KiB, which every route's fields fit in; send only the JSON object the route takes", maxBody>>10))
 			return false
 		}
 		WriteError(w, http.StatusBadRequest, "bad_request", BodyError(err, tap, v))

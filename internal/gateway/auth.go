@@ -72,7 +72,7 @@ func (s *Server) Authenticate(r *http.Request) (store.Token, error) {
 			// never sent implicitly, so they need no check.
 			if err := s.csrf.Check(r); err != nil {
 				s.metrics.AuthFailures.WithLabelValues(metrics.ReasonForbidden).Inc()
-				return store.Token{}, &authError{status: http.StatusForbidden, code: "forbidden", msg: "cross-origin request refused", reason: metrics.ReasonForbidden}
+				return store.Token{}, &authError{status: http.StatusForbidden, code: "forbidden", msg: "cross-origin request refused: a page of another origin (another site, or a preview) sent " + r.Method + " with the session cookie; use the gateway's own pages, or send the token as Authorization: Bearer TOKEN instead of the cookie", reason: metrics.ReasonForbidden}
 			}
 			// Two different session cookies: a page under a parent domain
 			// (a preview) set one for this host, for a longer path so the

@@ -17,7 +17,7 @@ func executionsAuthorizer(srv *gateway.Server) func(w http.ResponseWriter, r *ht
 			return false
 		}
 		if tok.Role != store.RoleAdmin {
-			gateway.WriteError(w, http.StatusForbidden, "forbidden", "the executions API needs an admin token")
+			srv.Forbid(w, "the executions API needs an admin token")
 			return false
 		}
 		return true

@@ -24,6 +24,13 @@ func (s *Server) AuthenticateRequest(w http.ResponseWriter, r *http.Request) (st
 	return s.authenticate(w, r)
 }
 
+// Forbid answers 403 forbidden with msg to a valid token used outside its
+// role, counting it in hostgate_auth_failures_total as the gateway's own
+// routes count theirs: routes added on Mux refuse the same way.
+func (s *Server) Forbid(w http.ResponseWriter, msg string) {
+	s.forbid(w, msg)
+}
+
 // Audit records that tok reached hostID by kind ("pty", "preview", …).
 func (s *Server) Audit(r *http.Request, tok store.Token, hostID, kind string) {
 	s.audit(r, tok, hostID, kind)

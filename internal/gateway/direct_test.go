@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -797,5 +798,33 @@ func TestDirectExtraStreamsLoggedOnce(t *testing.T) {
 	}
 	if !e.srv.tunnels.Connected("h") {
 		t.Error("the tunnel ended")
+	}
+}
+
+// TestDirectAskAbsentHost: asking only for the direct path to a host that
+// is not enrolled, or whose execution ended for good, is answered as the
+// relay answers it, 404 or 410, not 204 ("no addresses, use the relay"),
+// which had gateway proxy --fdpass say so and start a relay of its own
+// only for that one to fail.
+func TestDirectAskAbsentHost(t *testing.T) {
+	e, _, _, _ := directAndPlainHosts(t)
+	e.srv.SetHostEnded(func(_ context.Context, id string) (string, time.Time) {
+		if id == "ended" {
+			return "terminated", time.Unix(1e9, 0)
+		}
+		return "", time.Time{}
+	})
+	admin := e.token(store.RoleAdmin)
+	for id, want := range map[string]int{"nosuch": http.StatusNotFound, "ended": http.StatusGone} {
+		_, relayErr := e.relay(id, admin)
+		var rhe *bytestream.HandshakeError
+		if !errors.As(relayErr, &rhe) || rhe.StatusCode != want {
+			t.Fatalf("host %s: the relay answered %v, want %d", id, relayErr, want)
+		}
+		_, answer, err := e.directRequest(t, id, admin, wire.DirectAsk)
+		var he *bytestream.HandshakeError
+		if answer != nil || !errors.As(err, &he) || he.StatusCode != want {
+			t.Errorf("host %s, asked for direct addresses: answer %+v, %v; want %d as the relay answers", id, answer, err, want)
+		}
 	}
 }

@@ -47,9 +47,17 @@ func (s *Server) relaySSH(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case wire.DirectAsk:
-		if !s.answerDirect(w, r, id) {
-			w.WriteHeader(http.StatusNoContent)
+		if s.answerDirect(w, r, id) {
+			return
 		}
+		// 204 sends the caller to the relay (gateway proxy --fdpass starts
+		// a process for it): a host the relay would answer 404 or 410 is
+		// answered so now. A connected one exists; an offline one is left
+		// to the relay, whose route may bring it up.
+		if !s.route.Connected(id) && s.hostAbsent(r.Context(), w, id) {
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if !s.track() {

@@ -78,9 +78,10 @@ const DirectPrefer = "prefer"
 // DirectAsk is DirectPrefer for a caller that cannot take a relay on the
 // same request: `gateway proxy --fdpass`, which hands ssh a socket and
 // exits, so that a relay must run in a process of its own. A host with
-// direct addresses is answered as for DirectPrefer; any other gets 204 No
-// Content, after the same checks, and the caller asks again for the
-// relay. A gateway older than DirectAsk relays at once, as for a request
+// direct addresses is answered as for DirectPrefer; one not enrolled, or
+// whose execution ended, 404 or 410 as the relay answers it; any other
+// gets 204 No Content, after the same checks, and the caller asks again
+// for the relay. A gateway older than DirectAsk relays at once, as for a request
 // without the header.
 const DirectAsk = "ask"
 

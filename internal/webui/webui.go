@@ -18,6 +18,7 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"mime"
 	"net/http"
 	"net/url"
 	"path"
@@ -406,13 +407,49 @@ func (u *UI) writePage(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// maxLoginBody bounds the login form's body: a token and a path.
+const maxLoginBody = 16 << 10
+
+// loginFormTypes are the bodies the login form is taken in.
+const loginFormTypes = "application/x-www-form-urlencoded (an HTML form, curl -d) or multipart/form-data (curl -F, FormData)"
+
+// parseLoginForm reads the login form into r.PostForm, or says the status
+// and message to refuse it with. net/http's ParseForm reads urlencoded
+// bodies only: a multipart one (curl -F token=…) was left unread and its
+// valid token answered invalid_token, and so was a JSON one.
+func parseLoginForm(r *http.Request) (status int, msg string) {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "multipart/form-data":
+		// The body is bounded by maxLoginBody, so ReadForm keeps every
+		// part in memory; a file part has no place in a login.
+		err := r.ParseMultipartForm(maxLoginBody)
+		if r.MultipartForm != nil {
+			defer r.MultipartForm.RemoveAll()
+		}
+		if err != nil {
+			return http.StatusBadRequest, "bad form: " + err.Error()
+		}
+		if len(r.MultipartForm.File) > 0 {
+			return http.StatusBadRequest, "bad form: a file part; send the token as a field (curl -F token=TOKEN, or token=<FILE for a file's content; token=@FILE uploads a file)"
+		}
+	case "", "application/x-www-form-urlencoded":
+		if err := r.ParseForm(); err != nil {
+			return http.StatusBadRequest, "bad form: " + err.Error()
+		}
+	default:
+		return http.StatusUnsupportedMediaType, "login takes the form as " + loginFormTypes + ", not " + ct
+	}
+	return 0, ""
+}
+
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	// The server bounds headers only (its WebSockets live long): a body
 	// trickled in must not hold the connection.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(loginReadTimeout))
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
+	if status, msg := parseLoginForm(r); status != 0 {
+		http.Error(w, msg, status)
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))

@@ -297,13 +297,21 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 	return s, nil
 }
 
+// maxScrapesInFlight bounds the /metrics scrapes served at once: each
+// walks every tunnel under the registry's lock, so scrapes without bound
+// (anyone who reaches the listener can send them) would hold it from the
+// agents that connect and the relays that look their host up. One
+// Prometheus, or two for redundancy, scrapes one at a time; one past the
+// bound is 503 at once.
+const maxScrapesInFlight = 4
+
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	m.HandleFunc("GET /readyz", s.readyz)
-	m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{MaxRequestsInFlight: maxScrapesInFlight}))
 	m.HandleFunc("GET /v1/me", s.me)
 	m.HandleFunc("GET /v1/hosts", s.listHosts)
 	m.HandleFunc("GET /v1/hosts/{id}", s.getHost)

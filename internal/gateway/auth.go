@@ -354,43 +354,54 @@ func (l *limiter) fail(ip string) (blocks bool) {
 // on is logged at ERROR again.
 const lookupFailureReminder = time.Minute
 
-// lookupFailures logs the state store's failures to look tokens up. Every
-// request with a well-formed token asks the store (a failure is never
-// cached), so while it fails, a line per failure let anyone on the
-// network flood the log with random tokens: an outage is logged at ERROR
-// when it begins, when the store's error changes and once every interval
-// while it lasts, the rest at DEBUG, and its end once.
-type lookupFailures struct {
-	every time.Duration // lookupFailureReminder; tests change it
+// outageLog logs the failures of something every request may try (the
+// state store's token lookups, its reads for the API, the state dir's
+// free space at each /readyz probe). A line per failure let anyone on the
+// network (or a load balancer's polling) flood the log through an outage:
+// it is logged at level when it begins, when the error changes and once
+// every interval while it lasts, the rest at DEBUG, and its end once.
+type outageLog struct {
+	every time.Duration // how often an outage that goes on is logged again
+	level slog.Level    // of the outage's lines
+	begin string        // the outage's message, with its error and count
+	end   string        // the message when it ends
 
 	mu   sync.Mutex
-	n    int       // lookups failed in this outage; 0 when none
-	last string    // the error last logged at ERROR
+	n    int       // failures in this outage; 0 when none
+	last string    // the error last logged at level
 	at   time.Time // when it was
 }
 
-// failed notes a lookup that failed with err at now.
-func (l *lookupFailures) failed(log *slog.Logger, err error, now time.Time) {
+// lookupFailures logs the state store's failures to look tokens up: every
+// request with a well-formed token asks the store (a failure is never
+// cached).
+func lookupFailures(every time.Duration) *outageLog {
+	return &outageLog{every: every, level: slog.LevelError,
+		begin: "token lookup: the state store fails reads; requests whose token is not in the gateway's cache are answered 503 store_unavailable until it answers (logged again when its error changes, else every " + every.String() + ")",
+		end:   "token lookup: the state store answers again"}
+}
+
+// failed notes a failure with err at now; attrs add to its line.
+func (l *outageLog) failed(log *slog.Logger, err error, now time.Time, attrs ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n++
 	msg := err.Error()
 	if l.n > 1 && msg == l.last && now.Sub(l.at) < l.every {
-		log.Debug("token lookup", "err", err)
+		log.Debug(l.begin, append(attrs, "err", err)...)
 		return
 	}
 	l.last, l.at = msg, now
-	log.Error("token lookup: the state store fails reads; requests whose token is not in the gateway's cache are answered 503 store_unavailable until it answers (logged again when its error changes, else every "+l.every.String()+")",
-		"err", err, "failed", l.n)
+	log.Log(context.Background(), l.level, l.begin, append(attrs, "err", err, "failed", l.n)...)
 }
 
-// answered notes a lookup the store answered, which ends an outage.
-func (l *lookupFailures) answered(log *slog.Logger) {
+// answered notes a success, which ends an outage.
+func (l *outageLog) answered(log *slog.Logger, attrs ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == 0 {
 		return
 	}
-	log.Info("token lookup: the state store answers again", "failed", l.n)
+	log.Info(l.end, append(attrs, "failed", l.n)...)
 	l.n, l.last = 0, ""
 }

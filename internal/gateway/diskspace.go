@@ -3,7 +3,9 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -22,8 +24,19 @@ type diskWatch struct {
 	dir  string
 	stat func(dir string) (free, total uint64, err error) // diskFree; tests replace it
 
+	// statFailures logs the failures to measure, which every /readyz
+	// probe meets while they last.
+	statFailures *outageLog
+
 	mu  sync.Mutex
 	low bool
+}
+
+// newDiskWatch watches dir's filesystem.
+func newDiskWatch(dir string) *diskWatch {
+	return &diskWatch{dir: dir, stat: diskFree, statFailures: &outageLog{every: readyRelog, level: slog.LevelWarn,
+		begin: "state dir: cannot measure its filesystem's free space, so /readyz cannot warn of a filling disk (logged again when the error changes, else every " + readyRelog.String() + ")",
+		end:   "state dir: its filesystem's free space can be measured again"}}
 }
 
 // lowThreshold is the free space under which a filesystem of total bytes
@@ -35,10 +48,11 @@ func (d *diskWatch) check(s *Server) (why string) {
 	free, total, err := d.stat(d.dir)
 	if err != nil {
 		if !errors.Is(err, errors.ErrUnsupported) {
-			s.logger.Warn("state dir: cannot measure its filesystem's free space", "dir", d.dir, "err", err)
+			d.statFailures.failed(s.logger, err, time.Now(), "dir", d.dir)
 		}
 		return ""
 	}
+	d.statFailures.answered(s.logger, "dir", d.dir)
 	limit := lowThreshold(total)
 	low := free < limit
 	d.mu.Lock()

@@ -214,7 +214,7 @@ type Server struct {
 	auth     authCache // tokens that authenticated lately
 	tokenSet tokenSet  // the store's tokens by id, for LiveToken
 
-	lookupFailures lookupFailures // token lookups the store failed, for the log
+	lookupFailures *outageLog // token lookups the store failed, for the log
 
 	unreadableMu  sync.Mutex
 	unreadableIDs map[string]bool // token rows last found unreadable, logged once a change
@@ -267,7 +267,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		auth:     authCache{ttl: min(authCacheTTL, c.TokenRecheck)},
 		tokenSet: tokenSet{ttl: min(authCacheTTL, c.TokenRecheck)},
 
-		lookupFailures: lookupFailures{every: lookupFailureReminder},
+		lookupFailures: lookupFailures(lookupFailureReminder),
 	}
 	for _, o := range c.TrustedOrigins {
 		if err := s.csrf.AddTrustedOrigin(o); err != nil {
@@ -277,7 +277,7 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 	s.live.s = s
 	s.ready.ttl = readyTTL
 	if c.StateDir != "" {
-		s.ready.disk = &diskWatch{dir: c.StateDir, stat: diskFree}
+		s.ready.disk = newDiskWatch(c.StateDir)
 		s.ready.disk.register(c.Registry)
 	}
 	if b := c.TunnelMux.RecvBudget; b != nil {

@@ -86,7 +86,7 @@ func TestTokenLookupOutageLoggedOnce(t *testing.T) {
 func TestLookupFailuresReminder(t *testing.T) {
 	var logs testenv.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	l := lookupFailures{every: time.Minute}
+	l := lookupFailures(time.Minute)
 	t0 := time.Unix(1e9, 0)
 	err := errors.New("disk I/O error")
 	for i := range 10 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -129,9 +130,10 @@ func (s *Server) listHosts(w http.ResponseWriter, r *http.Request) {
 	}
 	hosts, err := s.store.Hosts(r.Context())
 	if err != nil {
-		s.storeError(w, err)
+		s.storeError(w, err, s.storeReads)
 		return
 	}
+	s.storeReads.answered(s.logger)
 	out := make([]HostRecord, 0, len(hosts))
 	for _, h := range hosts {
 		if tok.Allows(h.ID) {
@@ -160,12 +162,13 @@ func (s *Server) getHost(w http.ResponseWriter, r *http.Request) {
 // the store's failure.
 func (s *Server) knownHost(w http.ResponseWriter, r *http.Request, id string) (store.Host, bool) {
 	h, err := s.store.Host(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		s.hostNotFound(w, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.storeError(w, err, s.storeReads)
 		return store.Host{}, false
 	}
+	s.storeReads.answered(s.logger)
 	if err != nil {
-		s.storeError(w, err)
+		s.hostNotFound(w, id)
 		return store.Host{}, false
 	}
 	if s.endedOffline(w, h) {
@@ -288,7 +291,20 @@ func (s *Server) audit(r *http.Request, tok store.Token, hostID, kind string) {
 	s.recordAudit(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: kind, RemoteAddr: s.remote(r)})
 }
 
-func (s *Server) storeError(w http.ResponseWriter, err error) {
+// storeFailures logs the store's failures of what (its reads, say), which
+// fail who (the routes that make them) with 503 while they last. Reads
+// and writes are apart: a full disk fails writes while reads go through,
+// and a read that went through must not end, and so log anew, an outage
+// of writes at each request.
+func storeFailures(what, who string) *outageLog {
+	return &outageLog{every: lookupFailureReminder, level: slog.LevelError,
+		begin: "store: the state store fails " + what + "; " + who + " are answered 503 store_unavailable until it answers (logged again when its error changes, else every " + lookupFailureReminder.String() + ")",
+		end:   "store: the state store answers " + what + " again"}
+}
+
+// storeError answers a store call's failure err, noting it in the
+// outage log of that kind of call, which its successes end (answered).
+func (s *Server) storeError(w http.ResponseWriter, err error, l *outageLog) {
 	if errors.Is(err, store.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "not_found", noSuchHost)
 		return
@@ -298,7 +314,7 @@ func (s *Server) storeError(w http.ResponseWriter, err error) {
 		WriteError(w, http.StatusServiceUnavailable, "shutting_down", "gateway is shutting down")
 		return
 	}
-	s.logger.Error("store", "err", err)
+	l.failed(s.logger, err, time.Now())
 	WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "state store unavailable")
 }
 

@@ -134,9 +134,10 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 	// clock off by more than the skew) is asked for.
 	pinned, err := s.store.Host(r.Context(), hostID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.storeError(w, err)
+		s.storeError(w, err, s.storeReads)
 		return
 	}
+	s.storeReads.answered(s.logger)
 	prove := pinned.HostKey != hostKey
 	signed := false // the request's signature shows the agent holds the key
 	if sig := r.Header.Get(wire.HeaderKeySignature); sig != "" && (!prove || pinned.HostKey == "") {
@@ -214,8 +215,11 @@ func (s *Server) agentConnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.storeError(w, err)
+		s.storeError(w, err, s.storeWrites)
 		return
+	}
+	if !prove {
+		s.storeWrites.answered(s.logger)
 	}
 	// Audited before the upgrade, so the entry exists once the agent is up.
 	s.recordAudit(r.Context(), store.Session{TokenName: tok.Name, HostID: hostID, Kind: "tunnel", RemoteAddr: s.remote(r)})

@@ -215,6 +215,8 @@ type Server struct {
 	tokenSet tokenSet  // the store's tokens by id, for LiveToken
 
 	lookupFailures *outageLog // token lookups the store failed, for the log
+	storeReads     *outageLog // the API's host reads the store failed (storeError), for the log
+	storeWrites    *outageLog // agents' enrollments the store failed, for the log
 
 	unreadableMu  sync.Mutex
 	unreadableIDs map[string]bool // token rows last found unreadable, logged once a change
@@ -268,6 +270,8 @@ func New(ctx context.Context, logger *slog.Logger, st store.Store, ca *sshca.CA,
 		tokenSet: tokenSet{ttl: min(authCacheTTL, c.TokenRecheck)},
 
 		lookupFailures: lookupFailures(lookupFailureReminder),
+		storeReads:     storeFailures("reads of hosts", "the API's host routes and agents' connects"),
+		storeWrites:    storeFailures("writes of agents' enrollments", "agents' connects"),
 	}
 	for _, o := range c.TrustedOrigins {
 		if err := s.csrf.AddTrustedOrigin(o); err != nil {

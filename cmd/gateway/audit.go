@@ -43,9 +43,9 @@ func runAudit(ctx context.Context, sio stdio, args []string) error {
 	if err := stateExists(dir); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	st, _, err := openAdminState(ctx, dir, false, sio.err)
+	st, err := openReadState(ctx, dir, sio.err)
 	if err != nil {
-		return err
+		return fmt.Errorf("audit: %w", err)
 	}
 	defer st.Close()
 	entries, err := st.Sessions(ctx, limit)

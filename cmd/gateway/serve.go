@@ -418,6 +418,39 @@ func openAdminState(ctx context.Context, dir string, create bool, warn io.Writer
 	return st, ca, err
 }
 
+// openReadState opens dir's database for a command that only reads it
+// (token list, audit): as openAdminState without create, but the schema
+// is not upgraded and nothing is written (no CA made either). Upgrading is
+// the gateway's as it starts: a new binary's token list, run before the
+// gateway's restart, upgraded the schema under the older gateway serving,
+// which then refused to start again (a rollback).
+func openReadState(ctx context.Context, dir string, warn io.Writer) (*store.SQLite, error) {
+	if err := unfinishedBackup(dir); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, dbFile)); errors.Is(err, fs.ErrNotExist) {
+		if stateDirServed(dir) {
+			return nil, fmt.Errorf("a gateway is serving from %s but its database %s is gone (deleted while it ran?). Stop the gateway and put %s back from a backup (or let it start on new state)",
+				dir, filepath.Join(dir, dbFile), dbFile)
+		}
+		return nil, stateExists(dir)
+	}
+	if err := emptyDatabase(dir); err != nil {
+		return nil, err
+	}
+	if err := checkStateAccess(dir); err != nil {
+		return nil, err
+	}
+	st, err := store.OpenRead(ctx, filepath.Join(dir, dbFile))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range st.Tightened() {
+		fmt.Fprintf(warn, "warning: %s was open to group or others (%#o); made it %#o: it holds token hashes, pinned host keys and the audit log\n", f.Path, f.Was, f.Now)
+	}
+	return st, nil
+}
+
 // emptyDatabase fails, naming the file and the fix, when dir's database
 // is an empty file beside a CA key: SQLite takes an empty file for a new
 // database, so a state dir whose database was cut to nothing (a restore's

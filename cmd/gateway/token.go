@@ -78,7 +78,15 @@ func tokenAdmin(ctx context.Context, sio stdio, verb string, args []string) erro
 		fmt.Fprintln(sio.err, tokenUsage)
 		return errUsage
 	}
-	st, _, err := openAdminState(ctx, dir, false, sio.err)
+	// revoke upgrades the schema, as create does: a leaked token's
+	// revoke must not wait on a restart.
+	var st *store.SQLite
+	var err error
+	if verb == "list" {
+		st, err = openReadState(ctx, dir, sio.err)
+	} else {
+		st, _, err = openAdminState(ctx, dir, false, sio.err)
+	}
 	if err != nil {
 		return fmt.Errorf("token %s: %w", verb, err)
 	}

@@ -45,13 +45,36 @@ var _ Store = (*SQLite)(nil)
 // its files that group or others may read or write its owner's alone
 // (Tightened says which, for the caller to log).
 func Open(ctx context.Context, path string) (*SQLite, error) {
+	return open(ctx, path, false)
+}
+
+// OpenRead opens the existing database at path for a command that only
+// reads it (gateway token list, audit): it neither upgrades the schema nor
+// writes (its connections are query_only). Upgrading is the gateway's to
+// do as it starts: a newly installed binary's read, run before the
+// gateway's restart, upgraded the schema under the older gateway still
+// serving it, which refuses a newer schema when it restarts (an operator's
+// rollback). A schema older than this binary's is refused
+// (*OlderSchemaError), since this binary's queries may need what its
+// migrations add.
+func OpenRead(ctx context.Context, path string) (*SQLite, error) {
+	return open(ctx, path, true)
+}
+
+func open(ctx context.Context, path string, readOnly bool) (*SQLite, error) {
 	tightened, err := protect(path)
 	if err != nil {
 		return nil, err
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
+	if readOnly {
+		// journal_mode is the file's, set by the gateway; setting it
+		// is a write.
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	// BEGIN IMMEDIATE takes the write lock up front, so two writers queue
@@ -63,6 +86,9 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 	}
 	db.SetMaxOpenConns(4)
 	s := &SQLite{db: db, path: path, now: time.Now, tightened: tightened}
+	if readOnly {
+		return s.openRead(ctx)
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
 		if we := writeErr(path, err, true); we != err {
@@ -107,6 +133,44 @@ func Open(ctx context.Context, path string) (*SQLite, error) {
 		return nil, fmt.Errorf("store: open %s: prune sessions: %w", path, err)
 	}
 	return s, nil
+}
+
+// openRead is OpenRead's after the database is open: the schema version
+// checked, the one statement prepared, and none of Open's upkeep (the
+// index, trims, prunes), which writes.
+func (s *SQLite) openRead(ctx context.Context) (*SQLite, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	switch {
+	case err != nil:
+	case v > len(migrations):
+		err = &newerSchemaError{have: v, know: len(migrations)}
+	case v < len(migrations):
+		_ = s.db.Close()
+		return nil, &OlderSchemaError{Path: s.path, Have: v, Want: len(migrations)}
+	default:
+		s.lookupToken, err = s.db.PrepareContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = ?`)
+	}
+	if err != nil {
+		_ = s.db.Close()
+		if ue := unreadable(s.path, err); ue != nil {
+			return nil, ue
+		}
+		return nil, fmt.Errorf("store: open %s: %w", s.path, err)
+	}
+	return s, nil
+}
+
+// OlderSchemaError is OpenRead's refusal of a database whose schema an
+// older gateway made and this binary has not upgraded.
+type OlderSchemaError struct {
+	Path       string
+	Have, Want int
+}
+
+func (e *OlderSchemaError) Error() string {
+	return fmt.Sprintf("store: %s has schema version %d, older than this binary's %d: the gateway serving it (or that last served it) is an older version. Restart the gateway with this binary first (it upgrades the schema as it starts), or run this command with the gateway's own binary; this command does not upgrade it, so that the running gateway, or a rollback to it, keeps a schema it knows",
+		e.Path, e.Have, e.Want)
 }
 
 // uriPath escapes what a SQLite URI's path gives meaning to.

@@ -23,6 +23,9 @@ type packetManager struct {
 	// hostgate (change 10): a slot per request received and not yet
 	// answered; the receive loop takes one before it reads a request.
 	held chan struct{}
+	// hostgate (change 40): called when a reply could not be written:
+	// the client reads no more answers, it is gone.
+	sendFailed func()
 }
 
 // maxServerRequests bounds the requests a server session holds, received
@@ -197,7 +200,9 @@ func (s *packetManager) controller() {
 // flush writes the replies the sender batched (hostgate, change 23).
 func (s *packetManager) flush() {
 	if f, ok := s.sender.(interface{ flushReplies() error }); ok {
-		_ = f.flushReplies() // as sendPacket's: a failed write ends the session's reads
+		if err := f.flushReplies(); err != nil && s.sendFailed != nil {
+			s.sendFailed() // hostgate: change 40
+		}
 	}
 }
 
@@ -215,7 +220,9 @@ func (s *packetManager) maybeSendPackets() {
 		// debug("outgoing: %v", ids(s.outgoing))
 		if in.orderID() == out.orderID() {
 			debug("Sending packet: %v", out.id())
-			s.sender.sendPacket(out.(encoding.BinaryMarshaler))
+			if err := s.sender.sendPacket(out.(encoding.BinaryMarshaler)); err != nil && s.sendFailed != nil {
+				s.sendFailed() // hostgate: change 40
+			}
 			<-s.held // hostgate (change 10): answered
 			if s.alloc != nil {
 				// mark for reuse the slices allocated for this request

@@ -56,6 +56,12 @@ type Server struct {
 	// loop stopped, or Close): a copy-data in progress stops.
 	done     chan struct{}
 	doneOnce sync.Once
+	// hostgate (change 40): closed by Close, which its user calls when
+	// the client is gone (the channel closed, the connection lost), not
+	// when the client's input merely ended: a request read and not yet
+	// begun is then not performed.
+	gone     chan struct{}
+	goneOnce sync.Once
 }
 
 func (svr *Server) nextHandle(f file) string { return svr.addHandle(f, false) }
@@ -219,7 +225,11 @@ func NewServer(rwc io.ReadWriteCloser, options ...ServerOption) (*Server, error)
 		openFiles:   make(map[string]file),
 		maxTxPacket: defaultMaxTxPacket,
 		done:        make(chan struct{}),
+		gone:        make(chan struct{}),
 	}
+	// hostgate (change 40): read by the packet manager only for a reply,
+	// which Serve's workers give it after this.
+	s.pktMgr.sendFailed = s.markGone
 
 	for _, o := range options {
 		if err := o(s); err != nil {
@@ -306,6 +316,19 @@ type rxPacket struct {
 // Up to N parallel servers
 func (svr *Server) sftpServerWorker(pktChan chan orderedRequest) error {
 	for pkt := range pktChan {
+		// hostgate (change 40): the client is gone, and a write, rename
+		// or remove it sent before it went must not land after it (its
+		// retry on a new session may already have). The answer keeps
+		// the slot and page bookkeeping; nobody receives it.
+		select {
+		case <-svr.gone:
+			svr.pktMgr.readyPacket(
+				svr.pktMgr.newOrderedResponse(statusFromError(pkt.id(), errClientGone), pkt.orderID()),
+			)
+			continue
+		default:
+		}
+
 		// readonly checks
 		readonly := true
 		switch pkt := pkt.requestPacket.(type) {
@@ -561,6 +584,14 @@ recvLoop:
 	return err // error from recvPacket
 }
 
+// errClientGone answers a request the server did not perform because its
+// client went before it began (hostgate, change 40).
+var errClientGone = errors.New("sftp: request not performed: the session was closed (its client is gone) before it began")
+
+// markGone records that the client is gone (hostgate, change 40): Close
+// was called, or a reply could not be written.
+func (svr *Server) markGone() { svr.goneOnce.Do(func() { close(svr.gone) }) }
+
 // hostgate (change 26): end marks the session over (once).
 func (svr *Server) end() { svr.doneOnce.Do(func() { close(svr.done) }) }
 
@@ -570,6 +601,7 @@ func (svr *Server) end() { svr.doneOnce.Do(func() { close(svr.done) }) }
 // holds) goes on once the copy has answered, and meets the closed
 // connection.
 func (svr *Server) Close() error {
+	svr.markGone() // hostgate: change 40
 	svr.end()
 	return svr.serverConn.Close()
 }

@@ -3,15 +3,11 @@
 package syncfs
 
 import (
-	"context"
 	"errors"
-	"net"
 	"syscall"
 	"testing"
 
 	"github.com/hostgate/hostgate"
-	"github.com/hostgate/hostgate/internal/sshtest"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // TestReadLinkOfNoLinkIsEINVAL: ReadLink of a name that is no symbolic
@@ -21,14 +17,7 @@ import (
 // Renaming a directory into itself is EINVAL too, as os.Rename says.
 func TestReadLinkOfNoLinkIsEINVAL(t *testing.T) {
 	root, _ := tree(t)
-	ts, auth := sshtest.Server(t)
-	specs := map[string]*hostgate.SyncSpec{
-		"agent": sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ts.Addr)
-		}, auth),
-		"openssh": newServer(t).spec(),
-	}
+	specs := map[string]*hostgate.SyncSpec{"agent": agentSpec(t), "openssh": newServer(t).spec()}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			fsys := New(spec, &Options{Root: root})

@@ -3,17 +3,12 @@
 package syncfs
 
 import (
-	"context"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/hostgate/hostgate"
-	"github.com/hostgate/hostgate/internal/localexec"
-	"github.com/hostgate/hostgate/internal/sshtest"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // TestMkdirAllParentsGetPerm: MkdirAll gives the parents it makes perm
@@ -22,16 +17,7 @@ import (
 // its last world-readable (0o755 under umask 022), over SFTP and over the
 // POSIX tools (mkdir -p -m sets the last directory's mode alone).
 func TestMkdirAllParentsGetPerm(t *testing.T) {
-	ts, auth := sshtest.Server(t)
-	providers := map[string]*hostgate.SyncSpec{
-		"sftp": sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ts.Addr)
-		}, auth),
-		"exec": {Connect: func(context.Context) (*hostgate.SyncConnection, error) {
-			return &hostgate.SyncConnection{FS: hostgate.ExecProvider(&localexec.Transport{})}, nil
-		}},
-	}
+	providers := map[string]*hostgate.SyncSpec{"sftp": agentSpec(t), "exec": execSpec()}
 	for name, spec := range providers {
 		t.Run(name, func(t *testing.T) {
 			local, remote := t.TempDir(), t.TempDir()

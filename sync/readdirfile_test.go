@@ -3,17 +3,13 @@
 package syncfs
 
 import (
-	"context"
 	"errors"
 	"io/fs"
-	"net"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/hostgate/hostgate"
-	"github.com/hostgate/hostgate/internal/sshtest"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // TestReadDirOfAFileIsENOTDIRAlone: ReadDir of a file fails with ENOTDIR
@@ -24,14 +20,7 @@ import (
 // file that is there.
 func TestReadDirOfAFileIsENOTDIRAlone(t *testing.T) {
 	root, _ := tree(t)
-	ts, auth := sshtest.Server(t)
-	specs := map[string]*hostgate.SyncSpec{
-		"agent": sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ts.Addr)
-		}, auth),
-		"openssh": newServer(t).spec(),
-	}
+	specs := map[string]*hostgate.SyncSpec{"agent": agentSpec(t), "openssh": newServer(t).spec()}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			fsys := New(spec, &Options{Root: root})

@@ -3,17 +3,12 @@
 package syncfs
 
 import (
-	"context"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/hostgate/hostgate"
-	"github.com/hostgate/hostgate/internal/localexec"
-	"github.com/hostgate/hostgate/internal/sshtest"
-	"github.com/hostgate/hostgate/sshlayer"
 )
 
 // TestSpecialModeBits: WriteFile's and MkdirAll's perm keeps its setuid,
@@ -22,16 +17,7 @@ import (
 // setuid helper a tool installs, a shared drop directory made sticky),
 // where over the POSIX tools it had them.
 func TestSpecialModeBits(t *testing.T) {
-	ts, auth := sshtest.Server(t)
-	providers := map[string]*hostgate.SyncSpec{
-		"sftp": sshlayer.SyncSpec(func(ctx context.Context) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", ts.Addr)
-		}, auth),
-		"exec": {Connect: func(context.Context) (*hostgate.SyncConnection, error) {
-			return &hostgate.SyncConnection{FS: hostgate.ExecProvider(&localexec.Transport{})}, nil
-		}},
-	}
+	providers := map[string]*hostgate.SyncSpec{"sftp": agentSpec(t), "exec": execSpec()}
 	for name, spec := range providers {
 		t.Run(name, func(t *testing.T) {
 			local, remote := t.TempDir(), t.TempDir()

@@ -668,11 +668,6 @@ func hostResolver(st store.Store, shares *gatewayShares) func(ctx context.Contex
 	}
 }
 
-// previewOriginFor is the subdomain preview's origin, on the port the
-// request came in on, or publicURL's when its Host names none. The scheme is publicURL's when it is set: behind the
-// TLS-terminating proxy a deployment runs, r.TLS is nil though browsers
-// speak https, and an http:// origin would send the login ticket in clear
-// to a port where the proxy speaks TLS.
 // gatewayOriginFor is the origin that links made for r lead to the
 // gateway by: --public-url's, unless it names no address a browser can
 // open. Without --public-url it is http:// and --listen's address, which
@@ -702,6 +697,11 @@ func gatewayOriginFor(publicURL, previewDomain string, r *http.Request) string {
 	return u.Scheme + "://" + host
 }
 
+// previewOriginFor is the subdomain preview's origin, on the port the
+// request came in on, or publicURL's when its Host names none. The scheme is publicURL's when it is set: behind the
+// TLS-terminating proxy a deployment runs, r.TLS is nil though browsers
+// speak https, and an http:// origin would send the login ticket in clear
+// to a port where the proxy speaks TLS.
 func previewOriginFor(publicURL string, r *http.Request, hostID string, port int, domain string) string {
 	scheme := "http"
 	if u, err := url.Parse(publicURL); err == nil && u.Scheme != "" {
